@@ -1,0 +1,136 @@
+"""Reverse-mode differentiation as an IR -> IR transformation (the backward pass).
+
+The backward pass runs while a new IR is being staged out: it re-emits the forward equations, then walks them in
+reverse, calling each primitive's VJP rule. The rules are written with ordinary primitives, so the gradient IR is
+itself an ordinary IR: it can be printed, compiled, inlined or differentiated again."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ember import _dtypes as dt
+from ember._core import aval_of, stage_flat
+from ember._dtypes import ShapedArray
+from ember._ir import IR, Atom, Literal, Var
+from ember._passes import dce
+from ember._prims import elementwise as ew
+from ember._prims import structural as st
+from ember._prims._rules import weak_scalar
+
+
+def is_differentiable_aval(aval: ShapedArray) -> bool:
+    return dt.is_float(aval.dtype)
+
+
+def active_vars(ir: IR, wrt: Sequence[bool]) -> set[Var]:
+    """Vars whose value depends differentiably on the inputs marked in wrt."""
+    active = {v for v, w in zip(ir.in_vars, wrt) if w and is_differentiable_aval(v.aval)}
+    for eqn in ir.eqns:
+        if eqn.prim.nondifferentiable:
+            continue
+        if any(isinstance(a, Var) and a in active for a in eqn.inputs):
+            active.update(v for v in eqn.outputs if is_differentiable_aval(v.aval))
+    return active
+
+
+def zeros(aval: ShapedArray) -> Any:
+    return st.full(aval.shape, 0, aval.dtype)
+
+
+def backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Sequence[Any | None]
+                  ) -> tuple[list[Any], list[Any | None]]:
+    """Evaluate ir on args in the current context and pull cts_out back to the inputs marked in wrt.
+
+    Returns (outputs, input cotangents); a cotangent is None where it is zero or not asked for."""
+    env: dict[Var, Any] = dict(zip(ir.const_vars, ir.consts))
+    env.update(zip(ir.in_vars, args))
+
+    def read(atom: Atom) -> Any:
+        return atom if isinstance(atom, Literal) else env[atom]
+
+    for eqn in ir.eqns:
+        outs = eqn.prim.bind(*[read(a) for a in eqn.inputs], **eqn.params)
+        env.update(zip(eqn.outputs, outs if eqn.prim.multiple_results else [outs]))
+    outputs = [read(a) for a in ir.outs]
+
+    active = active_vars(ir, wrt)
+    cts: dict[Var, Any] = {}
+
+    def accumulate(var: Var, ct: Any) -> None:
+        if aval_of(ct).dtype != var.aval.dtype:
+            ct = ew.convert_element_type(ct, var.aval.dtype)
+        cts[var] = ew.add(cts[var], ct) if var in cts else ct
+
+    for atom, ct in zip(ir.outs, cts_out):
+        if ct is not None and isinstance(atom, Var) and atom in active:
+            accumulate(atom, ct)
+
+    for eqn in reversed(ir.eqns):
+        out_cts = [cts.pop(v, None) for v in eqn.outputs]
+        if all(ct is None for ct in out_cts) or eqn.prim.nondifferentiable:
+            continue
+        needs = [isinstance(a, Var) and a in active for a in eqn.inputs]
+        if not any(needs):
+            continue
+        if eqn.prim.vjp is None:
+            raise NotImplementedError(f"reverse-mode differentiation of primitive '{eqn.prim.name}' is not "
+                                      "implemented")
+        if eqn.prim.multiple_results:
+            out_cts = [zeros(v.aval) if ct is None else ct for v, ct in zip(eqn.outputs, out_cts)]
+        ins = [read(a) for a in eqn.inputs]
+        in_cts = eqn.prim.vjp(out_cts, ins, [env[v] for v in eqn.outputs], needs, **eqn.params)
+        for atom, need, ct in zip(eqn.inputs, needs, in_cts):
+            if need and ct is not None:
+                accumulate(atom, ct)
+    return outputs, [cts.get(v) for v in ir.in_vars]
+
+
+def check_differentiable_inputs(name: str, avals: Sequence[ShapedArray], wrt: Sequence[bool],
+                                allow_int: bool = False) -> None:
+    for i, (aval, w) in enumerate(zip(avals, wrt)):
+        if w and not is_differentiable_aval(aval) and not allow_int:
+            raise TypeError(f"{name} requires floating-point inputs, but input {i} is {aval.str_short()}; "
+                            "differentiate with respect to float arguments only (argnums), or pass allow_int=True "
+                            "to get zero gradients for integer inputs")
+
+
+def check_scalar_output(name: str, aval: ShapedArray) -> None:
+    if aval.size != 1:
+        raise TypeError(f"{name} requires a scalar output (one element), got {aval.str_short()}; "
+                        "use ember.vjp for non-scalar outputs")
+    if not is_differentiable_aval(aval):
+        raise TypeError(f"{name} requires a floating-point output, got {aval.str_short()}")
+
+
+def value_and_grad_ir(ir: IR, wrt: Sequence[bool], with_value: bool = True, name: str = "grad") -> IR:
+    """IR (inputs) -> (outputs..., gradient of output 0 for each input in wrt).
+
+    Output 0 must be a scalar; further outputs (auxiliary data) are passed through. Without with_value the
+    outputs are (outputs[1:]..., gradients...)."""
+    if not ir.outs:
+        raise TypeError(f"{name}: the function has no output")
+    check_scalar_output(name, ir.outs[0].aval)
+    out_aval = ir.outs[0].aval
+
+    def fn(*args: Any) -> list[Any]:
+        one = weak_scalar(1, out_aval.dtype, weak=False)
+        seed = one if out_aval.shape == () else st.full(out_aval.shape, one)
+        outs, in_cts = backward_pass(ir, args, wrt, [seed] + [None] * (len(ir.outs) - 1))
+        grads = [zeros(v.aval) if ct is None else ct for v, ct, w in zip(ir.in_vars, in_cts, wrt) if w]
+        return (outs if with_value else outs[1:]) + grads
+
+    return dce(stage_flat(fn, ir.in_avals))
+
+
+def vjp_ir(ir: IR, wrt: Sequence[bool], num_cts: int | None = None) -> IR:
+    """IR (inputs..., cotangents of the first num_cts outputs...) -> (outputs..., input cotangents for each
+    input in wrt). Further outputs (auxiliary data) get no cotangent."""
+    n = len(ir.in_vars)
+    num_cts = len(ir.outs) if num_cts is None else num_cts
+
+    def fn(*args: Any) -> list[Any]:
+        cts = list(args[n:]) + [None] * (len(ir.outs) - num_cts)
+        outs, in_cts = backward_pass(ir, args[:n], wrt, cts)
+        return outs + [zeros(v.aval) if ct is None else ct for v, ct, w in zip(ir.in_vars, in_cts, wrt) if w]
+
+    ct_avals = [a.strip_weak_type() for a in ir.out_avals[:num_cts]]
+    return dce(stage_flat(fn, ir.in_avals + ct_avals))

@@ -1,0 +1,217 @@
+"""Array: an immutable array living in a device buffer."""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from ember import _dtypes as dt
+from ember import _pjrt
+from ember._core import Tracer
+from ember._dtypes import ShapedArray, canonicalize_dtype
+from ember._runtime import default_device, get_client
+
+
+class Array:
+    """A device-resident array. Operators and methods follow ember.numpy (numpy semantics, JAX promotion)."""
+    __slots__ = ("_buffer", "aval", "_host", "__weakref__")
+    __array_priority__ = 100
+    _is_ember_array = True
+
+    def __init__(self) -> None:
+        raise TypeError("create Arrays with ember.array, ember.asarray or ember.device_put")
+
+    @classmethod
+    def _from_buffer(cls, buffer: _pjrt.Buffer, aval: ShapedArray) -> "Array":
+        self = object.__new__(cls)
+        self._buffer = buffer
+        self.aval = aval
+        self._host = None
+        return self
+
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+    ndim = property(lambda self: len(self.aval.shape))
+    size = property(lambda self: self.aval.size)
+    weak_type = property(lambda self: self.aval.weak_type)
+
+    @property
+    def buffer(self) -> _pjrt.Buffer:
+        if self._buffer.is_deleted:
+            raise RuntimeError(f"Array {self.aval.str_short()} has been deleted")
+        return self._buffer
+
+    @property
+    def device(self) -> _pjrt.Device:
+        return self._buffer.device
+
+    def devices(self) -> set[_pjrt.Device]:
+        return {self._buffer.device}
+
+    def _value(self) -> np.ndarray:
+        if self._host is None:
+            host = self.buffer.to_numpy()
+            host.flags.writeable = False
+            self._host = host
+        return self._host
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        value = self._value()
+        if dtype is not None and np.dtype(dtype) != value.dtype:
+            return value.astype(dtype)
+        return value.copy() if copy else value
+
+    def block_until_ready(self) -> "Array":
+        self.buffer.block_until_ready()
+        return self
+
+    def delete(self) -> None:
+        self._buffer.delete()
+        self._host = None
+
+    def is_deleted(self) -> bool:
+        return self._buffer.is_deleted
+
+    def item(self) -> Any:
+        return self._value().item()
+
+    def tolist(self) -> Any:
+        return self._value().tolist()
+
+    def copy(self) -> "Array":
+        return device_put(self._value())
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError(f"the truth value of an array {self.aval.str_short()} with more than one element is "
+                             "ambiguous; use .any() or .all()")
+        return bool(self._value())
+
+    def __int__(self) -> int:
+        return int(self._value())
+
+    def __float__(self) -> float:
+        return float(self._value())
+
+    def __index__(self) -> int:
+        if not dt.is_int(self.dtype):
+            raise TypeError(f"only integer arrays can be used as an index, got {self.aval.str_short()}")
+        return int(self._value())
+
+    def __complex__(self) -> complex:
+        return complex(self._value())
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __format__(self, spec: str) -> str:
+        if self.ndim == 0:
+            return format(self._value().item(), spec)
+        return format(str(self), spec)
+
+    def __str__(self) -> str:
+        return str(self._value())
+
+    def __repr__(self) -> str:
+        if self._buffer.is_deleted:
+            return f"Array(<deleted>, shape={self.shape}, dtype={self.dtype.name})"
+        prefix = "Array("
+        body = np.array2string(self._value(), separator=", ", prefix=prefix)
+        extras = f"dtype={self.dtype.name}"
+        if self.weak_type:
+            extras += ", weak_type=True"
+        if self._buffer.device is not default_device():
+            extras += f", device={self._buffer.device}"
+        return f"{prefix}{body}, {extras})"
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> Any:
+        return (_rebuild, (self._value(), self.weak_type))
+
+
+def _rebuild(value: np.ndarray, weak_type: bool) -> Array:
+    return device_put(value, weak_type=weak_type)
+
+
+def _default_dtype_of(x: Any) -> np.dtype:
+    """numpy's dtype for x, with 64-bit defaults for Python scalars and lists narrowed to 32 bits (as JAX)."""
+    value = np.asarray(x)
+    if value.dtype == np.float64:
+        return dt.DEFAULT_FLOAT
+    if value.dtype == np.int64:
+        return dt.DEFAULT_INT
+    return canonicalize_dtype(value.dtype)
+
+
+def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = False) -> Array:
+    """Copy a value (numpy array, Python scalar or Array) to a device (by default the first one)."""
+    if isinstance(x, Tracer):
+        return x  # type: ignore[return-value]
+    if isinstance(x, Array):
+        if device is None or x.device is device:
+            return x
+        x = x._value()
+    if isinstance(x, np.ndarray | np.generic):
+        value = np.ascontiguousarray(x)
+        dtype = canonicalize_dtype(value.dtype)
+    elif type(x) in (bool, int, float):
+        dtype, weak_type = dt.dtype_and_weak(x)
+        value = np.asarray(x, dtype=dtype)
+    else:
+        try:
+            dtype = _default_dtype_of(x)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"device_put: cannot convert a value of type {type(x).__name__} to an array: {err}"
+                            ) from None
+        value = np.ascontiguousarray(np.asarray(x, dtype=dtype))
+    buffer = get_client().buffer_from_numpy(value, device)
+    return Array._from_buffer(buffer, ShapedArray(value.shape, dtype, weak_type))
+
+
+def array(x: Any, dtype: Any = None, copy: bool = True) -> Array:
+    """An Array from a numpy array, Python scalar, nested list or Array (numpy's dtype rules, 32-bit defaults)."""
+    if isinstance(x, Tracer):
+        if dtype is None:
+            return x  # type: ignore[return-value]
+        from ember._prims.elementwise import convert_element_type
+        return convert_element_type(x, dtype)
+    if isinstance(x, Array) and dtype is None:
+        return x
+    if dtype is not None:
+        value = np.asarray(x._value() if isinstance(x, Array) else x, dtype=canonicalize_dtype(dtype))
+        return device_put(value)
+    if isinstance(x, np.ndarray | np.generic):
+        return device_put(x)
+    if type(x) in (bool, int, float):
+        return device_put(np.asarray(x, dtype=dt.dtype_and_weak(x)[0]))
+    if isinstance(x, list | tuple) and any(isinstance(e, Tracer) for e in _flat_items(x)):
+        raise TypeError("ember.array: nested sequences of traced values are not supported; use ember.numpy.stack")
+    if isinstance(x, list | tuple) and any(isinstance(e, Array) for e in _flat_items(x)):
+        x = _to_host_nested(x)
+    return device_put(x)
+
+
+def _flat_items(x: Any) -> Iterator[Any]:
+    for e in x:
+        if isinstance(e, list | tuple):
+            yield from _flat_items(e)
+        else:
+            yield e
+
+
+def _to_host_nested(x: Any) -> Any:
+    if isinstance(x, list | tuple):
+        return [_to_host_nested(e) for e in x]
+    return x._value() if isinstance(x, Array) else x
+
+
+def asarray(x: Any, dtype: Any = None) -> Array:
+    return array(x, dtype, copy=False)

@@ -1,0 +1,223 @@
+"""Dtypes, the type-promotion lattice (with JAX-style weak types) and ShapedArray, the abstract value."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Iterable, Sequence
+
+import ml_dtypes
+import numpy as np
+
+bool_ = np.dtype(np.bool_)
+int8, int16, int32, int64 = (np.dtype(t) for t in ("int8", "int16", "int32", "int64"))
+uint8, uint16, uint32, uint64 = (np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64"))
+float16, float32, float64 = (np.dtype(t) for t in ("float16", "float32", "float64"))
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+
+SUPPORTED_DTYPES: tuple[np.dtype, ...] = (
+    bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bfloat16, float16, float32, float64)
+
+# Python scalars become these (weakly typed) dtypes, as in JAX's default 32-bit mode.
+DEFAULT_INT = int32
+DEFAULT_FLOAT = float32
+
+_SHORT_NAMES = {
+    "bool": bool_, "b1": bool_, "pred": bool_, "i1": bool_,
+    "i8": int8, "i16": int16, "i32": int32, "i64": int64,
+    "u8": uint8, "u16": uint16, "u32": uint32, "u64": uint64,
+    "bf16": bfloat16, "f16": float16, "f32": float32, "f64": float64,
+}
+_LONG_NAMES = {d.name: d for d in SUPPORTED_DTYPES}
+_SHORT_OF = {bool_: "bool", int8: "i8", int16: "i16", int32: "i32", int64: "i64", uint8: "u8", uint16: "u16",
+             uint32: "u32", uint64: "u64", bfloat16: "bf16", float16: "f16", float32: "f32", float64: "f64"}
+
+
+def canonicalize_dtype(dtype: Any) -> np.dtype:
+    """Turn "f32", "float32", np.float32, np.dtype(...) or the Python types float/int/bool into a numpy dtype."""
+    if isinstance(dtype, str):
+        found = _SHORT_NAMES.get(dtype) or _LONG_NAMES.get(dtype)
+        if found is None:
+            known = ", ".join(sorted(set(_SHORT_NAMES) | set(_LONG_NAMES)))
+            raise TypeError(f"unknown dtype {dtype!r}; known dtypes: {known}")
+        return found
+    if dtype is float:
+        return DEFAULT_FLOAT
+    if dtype is int:
+        return DEFAULT_INT
+    if dtype is bool:
+        return bool_
+    try:
+        found = np.dtype(dtype)
+    except TypeError as err:
+        raise TypeError(f"unknown dtype {dtype!r}") from err
+    if found not in _SHORT_OF:
+        raise TypeError(f"dtype {found.name} is not supported by ember; supported: "
+                        + ", ".join(d.name for d in SUPPORTED_DTYPES))
+    return found
+
+
+def short_name(dtype: np.dtype) -> str:
+    return _SHORT_OF[dtype]
+
+
+def is_float(dtype: np.dtype) -> bool:
+    return dtype in (bfloat16, float16, float32, float64)
+
+
+def is_int(dtype: np.dtype) -> bool:
+    return dtype.kind in "iu"
+
+
+def is_signed_int(dtype: np.dtype) -> bool:
+    return dtype.kind == "i"
+
+
+def is_unsigned_int(dtype: np.dtype) -> bool:
+    return dtype.kind == "u"
+
+
+def is_bool(dtype: np.dtype) -> bool:
+    return dtype == bool_
+
+
+def finfo(dtype: Any) -> ml_dtypes.finfo:
+    return ml_dtypes.finfo(canonicalize_dtype(dtype))
+
+
+def iinfo(dtype: Any) -> ml_dtypes.iinfo:
+    return ml_dtypes.iinfo(canonicalize_dtype(dtype))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Type promotion: the least upper bound on JAX's lattice. "i*" and "f*" are the weak (Python scalar) int and float.
+_WEAK_INT, _WEAK_FLOAT = "i*", "f*"
+_LATTICE: dict[Any, tuple[Any, ...]] = {
+    bool_: (_WEAK_INT,),
+    _WEAK_INT: (uint8, int8),
+    uint8: (int16, uint16), uint16: (int32, uint32), uint32: (int64, uint64), uint64: (_WEAK_FLOAT,),
+    int8: (int16,), int16: (int32,), int32: (int64,), int64: (_WEAK_FLOAT,),
+    _WEAK_FLOAT: (bfloat16, float16),
+    bfloat16: (float32,), float16: (float32,), float32: (float64,), float64: (),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _upper_set(node: Any) -> frozenset:
+    result = {node}
+    for parent in _LATTICE[node]:
+        result |= _upper_set(parent)
+    return frozenset(result)
+
+
+def _lattice_node(dtype: np.dtype, weak: bool) -> Any:
+    if weak and is_float(dtype):
+        return _WEAK_FLOAT
+    if weak and is_int(dtype):
+        return _WEAK_INT
+    return dtype
+
+
+@functools.lru_cache(maxsize=4096)
+def _join(nodes: tuple) -> Any:
+    common = functools.reduce(frozenset.intersection, (_upper_set(n) for n in nodes))
+    # The least element of the common upper set is the one whose own upper set contains all the others.
+    for candidate in common:
+        if _upper_set(candidate) >= common:
+            return candidate
+    raise TypeError(f"no common dtype for {nodes}")  # unreachable on this lattice
+
+
+def promote_types(*typed: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
+    """Least upper bound of (dtype, weak_type) pairs; returns (dtype, weak_type) as JAX does."""
+    nodes = tuple(sorted({_lattice_node(d, w) for d, w in typed}, key=str))
+    joined = _join(nodes)
+    if joined == _WEAK_INT:
+        # All weak ints: keep the widest such dtype (a weak i64 stays i64).
+        return max((d for d, _ in typed if is_int(d)), key=lambda d: d.itemsize, default=DEFAULT_INT), True
+    if joined == _WEAK_FLOAT:
+        floats = [d for d, w in typed if w and is_float(d)]
+        return (max(floats, key=lambda d: d.itemsize) if floats else DEFAULT_FLOAT), True
+    return joined, False
+
+
+def result_type(*dtypes: Any) -> np.dtype:
+    """numpy-style result_type over dtypes and values, using ember's promotion rules."""
+    return promote_types(*(dtype_and_weak(x) for x in dtypes))[0]
+
+
+def dtype_and_weak(x: Any) -> tuple[np.dtype, bool]:
+    """The (dtype, weak_type) of a value, an abstract value or a dtype-like."""
+    aval = getattr(x, "aval", None)
+    if isinstance(x, ShapedArray):
+        return x.dtype, x.weak_type
+    if aval is not None:
+        return aval.dtype, aval.weak_type
+    if isinstance(x, bool):
+        return bool_, False
+    if isinstance(x, int):
+        return DEFAULT_INT, True
+    if isinstance(x, float):
+        return DEFAULT_FLOAT, True
+    if isinstance(x, np.ndarray | np.generic):
+        return canonicalize_dtype(x.dtype), False
+    return canonicalize_dtype(x), False
+
+
+# ---------------------------------------------------------------------------------------------------------------
+class ShapedArray:
+    """The abstract value of an array: its shape and dtype (and whether its type is weak, as a Python scalar's)."""
+    __slots__ = ("shape", "dtype", "weak_type", "_hash")
+
+    def __init__(self, shape: Iterable[int], dtype: Any, weak_type: bool = False):
+        shape = tuple(shape)
+        for dim in shape:
+            if not isinstance(dim, int | np.integer) or isinstance(dim, bool) or dim < 0:
+                raise TypeError(f"ShapedArray: shape must be a tuple of non-negative ints, got {shape!r}")
+        self.shape: tuple[int, ...] = tuple(int(d) for d in shape)
+        self.dtype: np.dtype = canonicalize_dtype(dtype)
+        self.weak_type: bool = bool(weak_type)
+        self._hash = hash((self.shape, self.dtype, self.weak_type))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def update(self, shape: Sequence[int] | None = None, dtype: Any = None, weak_type: bool | None = None
+               ) -> "ShapedArray":
+        return ShapedArray(self.shape if shape is None else shape, self.dtype if dtype is None else dtype,
+                           self.weak_type if weak_type is None else weak_type)
+
+    def strip_weak_type(self) -> "ShapedArray":
+        return self if not self.weak_type else ShapedArray(self.shape, self.dtype)
+
+    def str_short(self) -> str:
+        return f"{short_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, ShapedArray) and self.shape == other.shape and self.dtype == other.dtype
+                and self.weak_type == other.weak_type)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapedArray({self.shape}, {short_name(self.dtype)}{weak})"
+
+    __str__ = str_short
+
+
+def aval_of_value(x: Any) -> ShapedArray:
+    """The abstract value of a concrete value: an ember Array, a numpy array or a Python scalar."""
+    aval = getattr(x, "aval", None)
+    if isinstance(aval, ShapedArray):
+        return aval
+    if isinstance(x, bool | int | float) and not isinstance(x, np.generic):
+        dtype, weak = dtype_and_weak(x)
+        return ShapedArray((), dtype, weak)
+    if isinstance(x, np.ndarray | np.generic):
+        return ShapedArray(np.shape(x), canonicalize_dtype(x.dtype))
+    raise TypeError(f"{type(x).__name__} is not a valid ember array type")

@@ -1,0 +1,199 @@
+"""The IR: typed variables, scalar literals, equations and graphs; its printer and its type checker."""
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from ember._dtypes import ShapedArray, short_name
+
+if TYPE_CHECKING:
+    from ember._core import Primitive
+
+
+class Var:
+    """A value defined once in an IR (an input, a constant or an equation's output), typed by its aval."""
+    __slots__ = ("aval", "_serial")
+    _counter = itertools.count()
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+        self._serial = next(Var._counter)
+
+    def __repr__(self) -> str:
+        return f"Var#{self._serial}:{self.aval.str_short()}"
+
+
+class Literal:
+    """A scalar constant written in place (a Python or numpy scalar)."""
+    __slots__ = ("value", "aval")
+
+    def __init__(self, value: Any, aval: ShapedArray):
+        if aval.shape != ():
+            raise ValueError(f"Literal: only scalars can be literals, got {aval}")
+        self.value = value
+        self.aval = aval
+
+    def __repr__(self) -> str:
+        return f"Literal({format_scalar(self.value)}:{self.aval.str_short()})"
+
+
+Atom = Var | Literal
+
+
+class Eqn:
+    """outputs = primitive(inputs; params)."""
+    __slots__ = ("prim", "inputs", "outputs", "params")
+
+    def __init__(self, prim: "Primitive", inputs: Sequence[Atom], outputs: Sequence[Var], params: dict[str, Any]):
+        self.prim = prim
+        self.inputs: list[Atom] = list(inputs)
+        self.outputs: list[Var] = list(outputs)
+        self.params = params
+
+    def __repr__(self) -> str:
+        return f"Eqn({self.prim.name}, {self.inputs} -> {self.outputs}, {self.params})"
+
+
+class IR:
+    """A first-order typed graph: const_vars (bound to consts) and in_vars -> eqns -> outs.
+
+    consts are the values of arrays the staged function closed over; they are passed as leading arguments when
+    the IR is compiled, and bound in place when it is evaluated or inlined. out_tree optionally records the
+    pytree structure in which a compiled IR returns its outputs."""
+    __slots__ = ("const_vars", "consts", "in_vars", "eqns", "outs", "out_tree", "__weakref__")
+
+    def __init__(self, const_vars: Sequence[Var], consts: Sequence[Any], in_vars: Sequence[Var],
+                 eqns: Sequence[Eqn], outs: Sequence[Atom], out_tree: Any = None):
+        if len(const_vars) != len(consts):
+            raise ValueError("IR: const_vars and consts differ in length")
+        self.const_vars: list[Var] = list(const_vars)
+        self.consts: list[Any] = list(consts)
+        self.in_vars: list[Var] = list(in_vars)
+        self.eqns: list[Eqn] = list(eqns)
+        self.outs: list[Atom] = list(outs)
+        self.out_tree = out_tree  # how compiled outputs are returned: a PyTreeDef, or None for one or a tuple
+
+    @property
+    def in_avals(self) -> list[ShapedArray]:
+        return [v.aval for v in self.in_vars]
+
+    @property
+    def out_avals(self) -> list[ShapedArray]:
+        return [v.aval for v in self.outs]
+
+    def __str__(self) -> str:
+        return pretty_print(self)
+
+    def __repr__(self) -> str:
+        return pretty_print(self)
+
+    # Python control flow and hashing: an IR is a value compared by identity (it is used as a static param).
+    __hash__ = object.__hash__
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Printer
+def format_scalar(value: Any) -> str:
+    value = value.item() if isinstance(value, np.generic | np.ndarray) else value
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    return repr(value)
+
+
+def _var_names() -> Any:
+    for length in itertools.count(1):
+        for letters in itertools.product("abcdefghijklmnopqrstuvwxyz", repeat=length):
+            yield "".join(letters)
+
+
+class _Namer:
+    def __init__(self) -> None:
+        self.names: dict[Var, str] = {}
+        self.fresh = _var_names()
+
+    def define(self, var: Var) -> str:
+        self.names[var] = name = next(self.fresh)
+        return f"{name}:{var.aval.str_short()}"
+
+    def use(self, atom: Atom) -> str:
+        if isinstance(atom, Literal):
+            text = format_scalar(atom.value)
+            return text if atom.aval.weak_type else f"{text}:{short_name(atom.aval.dtype)}"
+        return self.names.get(atom, f"<undefined {atom!r}>")
+
+
+def _format_param(value: Any, indent: int) -> str:
+    if isinstance(value, IR):
+        body = pretty_print(value).replace("\n", "\n" + " " * (indent + 2))
+        return "\n" + " " * (indent + 2) + body
+    if isinstance(value, np.dtype):
+        return short_name(value)
+    return repr(value)
+
+
+def pretty_print(ir: IR, indent: int = 0) -> str:
+    namer = _Namer()
+    consts = " ".join(namer.define(v) for v in ir.const_vars)
+    ins = " ".join(namer.define(v) for v in ir.in_vars)
+    head = f"{{ lambda {consts} ; {ins} . let" if consts else f"{{ lambda {ins} . let"
+    lines = [head]
+    for eqn in ir.eqns:
+        outs = " ".join(namer.define(v) for v in eqn.outputs)
+        params = " ".join(f"{k}={_format_param(v, indent + 4)}" for k, v in sorted(eqn.params.items()))
+        args = " ".join(namer.use(a) for a in eqn.inputs)
+        call = f"{eqn.prim.name}[{params}]" if params else eqn.prim.name
+        lines.append(f"    {outs} = {call} {args}".rstrip())
+    outs = ", ".join(namer.use(a) for a in ir.outs)
+    lines.append(f"  in ({outs}) }}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Type checker
+class IRTypeError(TypeError):
+    pass
+
+
+def check_ir(ir: IR) -> None:
+    """Check that every var is defined once before use and that every equation's output types are what its
+    primitive's abstract evaluation rule says. Raises IRTypeError naming the offending equation."""
+    defined: set[Var] = set()
+
+    def define(var: Var, where: str) -> None:
+        if not isinstance(var, Var):
+            raise IRTypeError(f"{where}: binder {var!r} is not a Var")
+        if var in defined:
+            raise IRTypeError(f"{where}: variable {var!r} defined twice")
+        defined.add(var)
+
+    def check_use(atom: Atom, where: str) -> None:
+        if isinstance(atom, Literal):
+            return
+        if not isinstance(atom, Var):
+            raise IRTypeError(f"{where}: {atom!r} is neither a Var nor a Literal")
+        if atom not in defined:
+            raise IRTypeError(f"{where}: variable {atom!r} used before it is defined")
+
+    for v in ir.const_vars:
+        define(v, "const binders")
+    for v in ir.in_vars:
+        define(v, "input binders")
+    for i, eqn in enumerate(ir.eqns):
+        where = f"equation {i} ({eqn.prim.name})"
+        for atom in eqn.inputs:
+            check_use(atom, where)
+        try:
+            expected = eqn.prim.abstract_eval(*[a.aval for a in eqn.inputs], **eqn.params)
+        except TypeError as err:
+            raise IRTypeError(f"{where}: {err}") from err
+        expected = list(expected) if eqn.prim.multiple_results else [expected]
+        got = [v.aval for v in eqn.outputs]
+        if [(a.shape, a.dtype) for a in expected] != [(a.shape, a.dtype) for a in got]:
+            raise IRTypeError(f"{where}: outputs typed {[str(a) for a in got]} but the rule gives "
+                              f"{[str(a) for a in expected]}")
+        for v in eqn.outputs:
+            define(v, where)
+    for atom in ir.outs:
+        check_use(atom, "outputs")

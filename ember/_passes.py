@@ -1,0 +1,51 @@
+"""IR -> IR clean-up and splitting passes: dead-code elimination and known/unknown partitioning."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ember._ir import IR, Eqn, Var
+
+
+def dce(ir: IR) -> IR:
+    """Drop equations and constants that no output depends on (primitives have no side effects)."""
+    live: set[Var] = {a for a in ir.outs if isinstance(a, Var)}
+    kept: list[Eqn] = []
+    for eqn in reversed(ir.eqns):
+        if any(v in live for v in eqn.outputs):
+            kept.append(eqn)
+            live.update(a for a in eqn.inputs if isinstance(a, Var))
+    kept.reverse()
+    consts = [(v, c) for v, c in zip(ir.const_vars, ir.consts) if v in live]
+    return IR([v for v, _ in consts], [c for _, c in consts], ir.in_vars, kept, ir.outs, ir.out_tree)
+
+
+def split_known(ir: IR, unknown_inputs: Sequence[bool], num_known_outs: int) -> tuple[IR, IR, int]:
+    """Partition ir into a known part, computable from the inputs not marked unknown, and an unknown part.
+
+    The first num_known_outs outputs must be known. Returns (known, unknown, num_residuals):
+    known:   (consts; known inputs) -> (first num_known_outs outputs..., residuals...)
+    unknown: (residuals..., unknown inputs...) -> (the remaining outputs...)"""
+    unknown: set[Var] = {v for v, u in zip(ir.in_vars, unknown_inputs) if u}
+    known_eqns: list[Eqn] = []
+    unknown_eqns: list[Eqn] = []
+    for eqn in ir.eqns:
+        if any(isinstance(a, Var) and a in unknown for a in eqn.inputs):
+            unknown_eqns.append(eqn)
+            unknown.update(eqn.outputs)
+        else:
+            known_eqns.append(eqn)
+    for atom in ir.outs[:num_known_outs]:
+        if isinstance(atom, Var) and atom in unknown:
+            raise ValueError("split_known: a leading output depends on unknown inputs")
+    residuals: dict[Var, None] = {}
+    used_later = [a for eqn in unknown_eqns for a in eqn.inputs] + list(ir.outs[num_known_outs:])
+    for atom in used_later:
+        if isinstance(atom, Var) and atom not in unknown:
+            residuals[atom] = None
+    res = list(residuals)
+    known_ins = [v for v, u in zip(ir.in_vars, unknown_inputs) if not u]
+    unknown_ins = [v for v, u in zip(ir.in_vars, unknown_inputs) if u]
+    known = IR(ir.const_vars, ir.consts, known_ins, known_eqns, list(ir.outs[:num_known_outs]) + res)
+    rest = IR([], [], res + unknown_ins, unknown_eqns, ir.outs[num_known_outs:])
+    return dce(known), dce(rest), len(res)
+

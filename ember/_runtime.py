@@ -1,0 +1,179 @@
+"""Runtime: the PJRT client, compiling IR to executables, running them on Arrays, and eager primitives."""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+from ember import _pjrt
+from ember._core import Primitive, Tracer, UnexpectedTracerError, set_eager_handler
+from ember._dtypes import ShapedArray, aval_of_value, canonicalize_dtype
+from ember._ir import IR, Eqn, Literal, Var
+from ember._lowering import lower
+
+
+class CompileError(RuntimeError):
+    """XLA rejected a lowered module; the message holds XLA's diagnostics and the module text."""
+
+
+_client_lock = threading.Lock()
+_client: _pjrt.Client | None = None
+
+
+def get_client() -> _pjrt.Client:
+    """The process-wide PJRT client: the plugin named by EMBER_PJRT_PLUGIN, else a CUDA plugin if one is
+    installed (unless EMBER_PLATFORM=cpu), else the embedded XLA CPU plugin."""
+    global _client
+    if _client is None:
+        with _client_lock:
+            if _client is None:
+                _client = _pjrt.Client(_pjrt.Plugin(_plugin_path()))
+    return _client
+
+
+def _plugin_path() -> str:
+    if not os.environ.get("EMBER_PJRT_PLUGIN") and os.environ.get("EMBER_PLATFORM", "").lower() not in ("cpu",):
+        cuda = _pjrt.find_cuda_plugin()
+        if cuda is not None:
+            return cuda
+    return _pjrt.default_plugin_path()
+
+
+def default_device() -> _pjrt.Device:
+    return get_client().devices[0]
+
+
+def devices() -> list[_pjrt.Device]:
+    return list(get_client().devices)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Moving values to the device
+def _numpy_value(x: Any, aval: ShapedArray) -> np.ndarray:
+    if isinstance(x, Literal):
+        x = x.value
+    return np.ascontiguousarray(np.asarray(x, dtype=aval.dtype))
+
+
+def _describe(x: Any) -> str:
+    try:
+        return aval_of_value(x).str_short()
+    except TypeError:
+        return type(x).__name__
+
+
+def to_buffer(x: Any, expected: ShapedArray, where: str) -> _pjrt.Buffer:
+    """A device buffer for argument x, checked against the expected shape and dtype."""
+    from ember._array import Array
+    if type(x) is Array:
+        aval = x.aval
+        if aval.shape != expected.shape or aval.dtype != expected.dtype:
+            raise TypeError(f"{where}: expected {expected.str_short()}, got {aval.str_short()}")
+        return x.buffer
+    if isinstance(x, Tracer):
+        raise UnexpectedTracerError(f"{where}: got a tracer {x!r} outside of the staging that created it")
+    if isinstance(x, Literal) or type(x) in (bool, int, float):
+        value = x.value if isinstance(x, Literal) else x
+        if expected.shape != ():
+            raise TypeError(f"{where}: expected {expected.str_short()}, got the scalar {value!r}")
+        return get_client().buffer_from_numpy(_numpy_value(value, expected))
+    if isinstance(x, np.ndarray | np.generic):
+        try:
+            dtype = canonicalize_dtype(x.dtype)
+        except TypeError as err:
+            raise TypeError(f"{where}: {err}") from None
+        if np.shape(x) != expected.shape or dtype != expected.dtype:
+            raise TypeError(f"{where}: expected {expected.str_short()}, got {_describe(x)}")
+        return get_client().buffer_from_numpy(np.ascontiguousarray(x))
+    raise TypeError(f"{where}: expected an array {expected.str_short()}, got a value of type {type(x).__name__}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+class Compiled:
+    """An IR compiled by XLA: call it with the IR's inputs (arrays) to run it."""
+
+    def __init__(self, ir: IR, name: str = "main"):
+        self.ir = ir
+        self.name = name
+        self.in_avals = [v.aval for v in ir.in_vars]
+        self.out_avals = ir.out_avals
+        self.text = lower(ir)
+        try:
+            self.executable = get_client().compile(self.text)
+        except _pjrt.PjrtError as err:
+            numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(self.text.splitlines()))
+            raise CompileError(f"XLA could not compile {name}: {err}\nStableHLO module:\n{numbered}") from None
+        self._out_specs = [(a.shape, a.dtype) for a in self.out_avals]
+        const_avals = [v.aval for v in ir.const_vars]
+        self._const_buffers = [to_buffer(c, a, f"{name}: constant {i}")
+                               for i, (c, a) in enumerate(zip(ir.consts, const_avals))]
+        self._where = [f"{name}: argument {i}" for i in range(len(self.in_avals))]
+
+    def call_flat(self, args: Sequence[Any]) -> list[Any]:
+        from ember._array import Array
+        if len(args) != len(self.in_avals):
+            raise TypeError(f"{self.name}: expected {len(self.in_avals)} arguments "
+                            f"({', '.join(a.str_short() for a in self.in_avals)}), got {len(args)}")
+        buffers = self._const_buffers + [to_buffer(x, aval, where)
+                                         for x, aval, where in zip(args, self.in_avals, self._where)]
+        outs = self.executable.execute(buffers, self._out_specs)
+        return [Array._from_buffer(b, aval) for b, aval in zip(outs, self.out_avals)]
+
+    def __call__(self, *args: Any) -> Any:
+        outs = self.call_flat(args)
+        if self.ir.out_tree is not None:
+            return self.ir.out_tree.unflatten(outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def as_text(self) -> str:
+        """The StableHLO module that was compiled."""
+        return self.text
+
+    def __repr__(self) -> str:
+        ins = ", ".join(a.str_short() for a in self.in_avals)
+        outs = ", ".join(a.str_short() for a in self.out_avals)
+        return f"<Compiled {self.name}: ({ins}) -> ({outs})>"
+
+
+def compile_ir(ir: IR, name: str = "main") -> Compiled:
+    return Compiled(ir, name)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Eager primitives: each (primitive, params, argument types) compiles once and is cached.
+_eager_cache: dict[Any, Compiled] = {}
+
+
+def _eager_aval(x: Any, prim: Primitive, i: int) -> ShapedArray:
+    aval = getattr(x, "aval", None)
+    if aval is not None and not isinstance(x, Tracer):
+        return aval
+    if isinstance(x, Tracer):
+        raise UnexpectedTracerError(f"{prim.name}: operand {i} is a tracer {x!r} used after the staging that "
+                                    "created it finished (it leaked out of a jit/grad/stage_out function)")
+    try:
+        return aval_of_value(x)
+    except TypeError:
+        raise TypeError(f"{prim.name}: operand {i} of type {type(x).__name__} is not a valid ember array") from None
+
+
+def _freeze(params: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(sorted(params.items()))
+
+
+def apply_primitive(prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+    avals = tuple(_eager_aval(x, prim, i) for i, x in enumerate(args))
+    key = (prim, _freeze(params), avals)
+    compiled = _eager_cache.get(key)
+    if compiled is None:
+        out_avals = prim.out_avals(avals, params)
+        in_vars = [Var(a) for a in avals]
+        out_vars = [Var(a) for a in out_avals]
+        ir = IR([], [], in_vars, [Eqn(prim, in_vars, out_vars, params)], out_vars)
+        compiled = _eager_cache[key] = Compiled(ir, prim.name)
+    return compiled.call_flat(args)
+
+
+set_eager_handler(apply_primitive)

@@ -1,0 +1,157 @@
+"""Oracle test harness for primitives: forward values against numpy, gradients against JAX and finite differences.
+
+A test module for primitives defines CASES, a list of Case, and calls the parametrize helpers below; the meta test
+(tests/test_meta.py) reads every tests/prims/test_*.py module's CASES to check that each registered primitive is
+exercised, and that each differentiable one has a gradient check."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pytest
+
+import ember
+
+Shape = tuple[int, ...]
+
+
+@dataclasses.dataclass
+class Case:
+    prim: str                                   # the primitive this case exercises
+    ember: Callable[..., Any]                   # the computation on ember values (ember.lax or ember.numpy)
+    numpy: Callable[..., Any]                   # the same on numpy arrays: the forward oracle
+    shapes: Sequence[tuple[Shape, ...]]         # argument shapes to try; the first is in the quick run
+    dtypes: Sequence[str]                       # dtypes to try; all are in the quick run for the first shape
+    jax: Callable[..., Any] | None = None       # the same on jax arrays: the gradient oracle
+    domain: str = "any"                         # any | positive | nonzero | unit (|x| < 0.9) | int_small
+    arg_dtypes: Sequence[str | None] | None = None  # per-argument dtype overrides (None: the case dtype)
+    grad: bool = True                           # check gradients (float64) for float arguments
+    finite_differences: bool = True             # also against finite differences (not for stop_gradient)
+    grad_shapes: Sequence[tuple[Shape, ...]] | None = None
+    rtol: float | None = None
+    name: str = ""
+
+    def label(self) -> str:
+        return self.name or self.prim
+
+
+_TOL = {"float64": (1e-10, 1e-12), "float32": (2e-5, 2e-6), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2)}
+
+
+def sample(rng: np.random.Generator, shape: Shape, dtype: str, domain: str) -> np.ndarray:
+    dt = ember.numpy.dtype(ember._dtypes.canonicalize_dtype(dtype))
+    if dt == np.bool_:
+        return rng.random(shape) < 0.5
+    if dt.kind in "iu":
+        lo, hi = (1, 6) if domain in ("positive", "nonzero") else (0, 6) if dt.kind == "u" else (-5, 6)
+        if domain == "int_small":
+            lo, hi = (0, 4)
+        values = rng.integers(lo, hi, size=shape)
+        if domain == "nonzero":
+            values = np.where(values == 0, 1, values)
+        return values.astype(dt)
+    if domain == "positive":
+        values = rng.uniform(0.5, 2.0, size=shape)
+    elif domain == "unit":
+        values = rng.uniform(-0.9, 0.9, size=shape)
+    elif domain == "nonzero":
+        values = rng.uniform(0.5, 2.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+    else:
+        values = rng.normal(size=shape) * 1.5
+    return np.asarray(values).astype(dt)
+
+
+def make_args(case: Case, shapes: tuple[Shape, ...], dtype: str, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    dtypes = case.arg_dtypes or [None] * len(shapes)
+    return [sample(rng, s, d or dtype, case.domain) for s, d in zip(shapes, dtypes)]
+
+
+def forward_params(cases: Sequence[Case]) -> list[Any]:
+    params = []
+    for case in cases:
+        for i, shapes in enumerate(case.shapes):
+            for dtype in case.dtypes:
+                marks = [pytest.mark.slow] if i > 0 else []
+                params.append(pytest.param(case, shapes, dtype, marks=marks,
+                                           id=f"{case.label()}-{'x'.join(map(str, shapes))}-{dtype}"))
+    return params
+
+
+def grad_params(cases: Sequence[Case]) -> list[Any]:
+    params = []
+    for case in cases:
+        if not case.grad:
+            continue
+        for i, shapes in enumerate(case.grad_shapes or case.shapes[:2]):
+            marks = [pytest.mark.slow] if i > 0 else []
+            params.append(pytest.param(case, shapes, marks=marks, id=f"{case.label()}-{'x'.join(map(str, shapes))}"))
+    return params
+
+
+def assert_close(actual: Any, expected: Any, dtype: str, rtol: float | None = None) -> None:
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, f"shape {actual.shape} != expected {expected.shape}"
+    if expected.dtype.kind in "biu":
+        np.testing.assert_array_equal(actual, expected)
+        return
+    r, a = _TOL.get(dtype, (1e-5, 1e-6))
+    np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64), rtol=rtol or r, atol=a,
+                               equal_nan=True)
+
+
+def check_forward(case: Case, shapes: tuple[Shape, ...], dtype: str) -> None:
+    args = make_args(case, shapes, dtype)
+    expected = case.numpy(*args)
+    eager = case.ember(*[ember.asarray(a) for a in args])
+    assert np.asarray(eager).dtype == np.asarray(expected).dtype, \
+        f"dtype {np.asarray(eager).dtype} != expected {np.asarray(expected).dtype}"
+    assert_close(eager, expected, dtype, case.rtol)
+    jitted = ember.jit(case.ember)(*args)
+    assert_close(jitted, expected, dtype, case.rtol)
+
+
+def _float_argnums(args: Sequence[np.ndarray]) -> tuple[int, ...]:
+    return tuple(i for i, a in enumerate(args) if a.dtype.kind == "f")
+
+
+def check_grad(case: Case, shapes: tuple[Shape, ...]) -> None:
+    """Gradient of sum(f(args) * ct) in float64, against JAX and against central finite differences."""
+    import jax
+    import jax.numpy as jnp
+
+    args = make_args(case, shapes, "float64", seed=1)
+    argnums = _float_argnums(args)
+    assert argnums, "a gradient case needs float arguments"
+    out_shape = np.shape(case.numpy(*args))
+    ct = np.random.default_rng(2).normal(size=out_shape)
+
+    def loss(*xs: Any) -> Any:
+        return ember.numpy.sum(case.ember(*xs) * ct)
+
+    grads = ember.grad(loss, argnums=argnums)(*args)
+
+    if case.jax is not None:
+        def jax_loss(*xs: Any) -> Any:
+            return jnp.sum(case.jax(*xs) * ct)
+        expected = jax.grad(jax_loss, argnums=argnums)(*[jnp.asarray(a) for a in args])
+        for g, e, i in zip(grads, expected, argnums):
+            tight = args[i].dtype == np.float64
+            np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-9 if tight else 1e-5,
+                                       atol=1e-12 if tight else 1e-6)
+
+    if not case.finite_differences:
+        return
+    loss_jit = ember.jit(loss)
+    for g, i in zip(grads, argnums):
+        tight = args[i].dtype == np.float64
+        eps, rtol = (1e-6, 1e-5) if tight else (1e-2, 1e-2)
+        numeric = np.zeros_like(args[i])
+        for index in np.ndindex(args[i].shape):
+            plus = [a.copy() for a in args]
+            minus = [a.copy() for a in args]
+            plus[i][index] += eps
+            minus[i][index] -= eps
+            numeric[index] = (float(loss_jit(*plus)) - float(loss_jit(*minus))) / (2 * eps)
+        np.testing.assert_allclose(np.asarray(g), numeric, rtol=rtol, atol=rtol / 10)

@@ -1,0 +1,137 @@
+"""Oracle tests for ember/_prims/elementwise.py: every primitive there has a Case below."""
+import jax.lax as jlax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ember import lax
+from oracle import Case, check_forward, check_grad, forward_params, grad_params
+
+F = ["float32", "float64"]
+FI = ["float32", "float64", "int32"]
+FIB = ["float32", "float64", "int32", "bool"]
+INTS = ["int32", "uint8", "bool"]
+S1 = [((5,),), ((2, 3),), ((),)]          # one-argument shapes
+S2 = [((5,), (5,)), ((2, 3), (2, 3)), ((2, 3), ())]  # two-argument shapes (the last broadcasts a scalar)
+
+
+def unary(prim, np_fn, dtypes=F, domain="any", jax_fn=None, grad=True, name=""):
+    return Case(prim, getattr(lax, name or prim), np_fn, S1, dtypes, jax=jax_fn or getattr(jlax, name or prim),
+                domain=domain, grad=grad)
+
+
+def binary(prim, np_fn, dtypes=FI, domain="any", grad=True, name="", shapes=S2):
+    return Case(prim, getattr(lax, name or prim), np_fn, shapes, dtypes, jax=getattr(jlax, name or prim),
+                domain=domain, grad=grad)
+
+
+def _same(fn):
+    """numpy ufuncs keep our dtype only if told to (numpy may upcast scalars)."""
+    return lambda *xs: np.asarray(fn(*xs)).astype(np.result_type(*xs))
+
+
+def _c_div(x, y):
+    if x.dtype.kind in "iu":
+        return (np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y))).astype(x.dtype)
+    return (x / y).astype(x.dtype)
+
+
+def _c_rem(x, y):
+    return np.fmod(x, y).astype(x.dtype)
+
+
+CASES = [
+    unary("neg", _same(np.negative), FI),
+    unary("exp", np.exp),
+    unary("log", np.log, domain="positive"),
+    unary("log1p", np.log1p, domain="positive"),
+    unary("expm1", np.expm1),
+    unary("sin", np.sin),
+    unary("cos", np.cos),
+    unary("tanh", np.tanh),
+    unary("logistic", lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype)),
+    unary("sqrt", np.sqrt, domain="positive"),
+    unary("rsqrt", lambda x: (1 / np.sqrt(x)).astype(x.dtype), domain="positive"),
+    unary("abs", _same(np.abs), FI),
+    unary("sign", _same(np.sign), FI),
+    unary("floor", np.floor),
+    unary("ceil", np.ceil),
+    Case("round", lambda x: lax.round(x, 1), np.round, S1, F, jax=lambda x: jlax.round(x, 1)),
+    Case("round", lambda x: lax.round(x), lambda x: (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(x.dtype),
+         [((7,),)], F, jax=jlax.round, name="round_afz"),
+    Case("is_finite", lambda x: lax.is_finite(lax.log(x)), lambda x: np.isfinite(np.log(np.where(x > 0, x, np.nan))),
+         S1, F, grad=False),
+    Case("not", lax.bitwise_not, np.invert, S1, INTS, grad=False),
+    Case("integer_pow", lambda x: lax.integer_pow(x, 3), lambda x: (x ** 3).astype(x.dtype), S1, FI,
+         jax=lambda x: jlax.integer_pow(x, 3)),
+    Case("integer_pow", lambda x: lax.integer_pow(x, -2), lambda x: (x ** -2.0).astype(x.dtype), S1, F,
+         jax=lambda x: jlax.integer_pow(x, -2), domain="nonzero", name="integer_pow_neg"),
+    Case("integer_pow", lambda x: lax.integer_pow(x, 0), lambda x: np.ones_like(x), S1[:1], F,
+         jax=lambda x: jlax.integer_pow(x, 0), name="integer_pow_zero"),
+    binary("add", _same(np.add)),
+    binary("sub", _same(np.subtract)),
+    binary("mul", _same(np.multiply)),
+    binary("div", _c_div, domain="nonzero"),
+    binary("rem", _c_rem, domain="nonzero"),
+    binary("max", _same(np.maximum), FIB),
+    binary("min", _same(np.minimum), FIB),
+    binary("pow", _same(np.power), F, domain="positive"),
+    binary("atan2", _same(np.arctan2), F),
+    Case("and", lax.bitwise_and, np.bitwise_and, S2, INTS, grad=False),
+    Case("or", lax.bitwise_or, np.bitwise_or, S2, INTS, grad=False),
+    Case("xor", lax.bitwise_xor, np.bitwise_xor, S2, INTS, grad=False),
+    binary("eq", np.equal, FIB, grad=False),
+    binary("ne", np.not_equal, FIB, grad=False),
+    binary("lt", np.less, FIB, grad=False),
+    binary("le", np.less_equal, FIB, grad=False),
+    binary("gt", np.greater, FIB, grad=False),
+    binary("ge", np.greater_equal, FIB, grad=False),
+    Case("select", lambda p, x, y: lax.select(p, x, y), np.where, [((5,), (5,), (5,)), ((2, 3), (), (2, 3))], FIB,
+         jax=lambda p, x, y: jlax.select(p, x, y), arg_dtypes=["bool", None, None]),
+    Case("convert_element_type", lambda x: lax.convert_element_type(x, "float32"), lambda x: x.astype(np.float32),
+         S1, FIB, grad=False, name="convert_to_f32"),
+    Case("convert_element_type", lambda x: lax.convert_element_type(x, "float64"), lambda x: x.astype(np.float64),
+         S1, ["float32"], jax=lambda x: jlax.convert_element_type(x, jnp.float64), arg_dtypes=["float32"],
+         name="convert_f32_to_f64"),
+    Case("convert_element_type", lambda x: lax.convert_element_type(x, "int32"), lambda x: x.astype(np.int32),
+         S1, FIB, grad=False, name="convert_to_i32"),
+    Case("convert_element_type", lambda x: lax.convert_element_type(x, "bool"), lambda x: x.astype(bool),
+         S1, FIB, grad=False, name="convert_to_bool"),
+    Case("stop_gradient", lambda x: lax.mul(lax.stop_gradient(x), x), lambda x: x * x, S1, F,
+         jax=lambda x: jlax.mul(jlax.stop_gradient(x), x), finite_differences=False),
+]
+
+
+@pytest.mark.parametrize("case,shapes,dtype", forward_params(CASES))
+def test_forward(case, shapes, dtype):
+    check_forward(case, shapes, dtype)
+
+
+@pytest.mark.parametrize("case,shapes", grad_params(CASES))
+def test_grad(case, shapes):
+    check_grad(case, shapes)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("prim", ["add", "mul", "exp", "tanh", "max"])
+def test_low_precision(prim, dtype):
+    case = next(c for c in CASES if c.prim == prim)
+    check_forward(case, case.shapes[0], dtype)
+
+
+def test_mixed_dtypes_are_rejected():
+    import ember
+    with pytest.raises(TypeError, match=r"add: operands must have the same dtype, got f32\[3\], i32\[3\]"):
+        lax.add(ember.numpy.ones(3), ember.numpy.ones(3, "int32"))
+
+
+def test_mismatched_shapes_are_rejected():
+    import ember
+    with pytest.raises(TypeError, match=r"mul: operands must have equal shapes.*f32\[3\], f32\[4\]"):
+        lax.mul(ember.numpy.ones(3), ember.numpy.ones(4))
+
+
+def test_float_only_ops_reject_ints():
+    import ember
+    with pytest.raises(TypeError, match=r"exp: operand must be floating-point, got i32\[2\]"):
+        lax.exp(ember.numpy.ones(2, "int32"))

@@ -1,0 +1,119 @@
+"""Oracle tests for ember/_prims/structural.py: every primitive there has a Case below."""
+import jax.lax as jlax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ember
+from ember import lax
+from oracle import Case, check_forward, check_grad, forward_params, grad_params
+
+FIB = ["float32", "float64", "int32", "bool"]
+FI = ["float32", "float64", "int32"]
+
+
+def _np_pad(x, config, value=0):
+    out = x
+    for axis, (lo, hi, interior) in enumerate(config):
+        if interior:
+            n = out.shape[axis]
+            idx = np.repeat(np.arange(1, n), interior)
+            out = np.insert(out, idx, value, axis=axis) if n > 1 else out
+        pad = [(0, 0)] * out.ndim
+        pad[axis] = (max(lo, 0), max(hi, 0))
+        out = np.pad(out, pad, constant_values=value)
+        sl = [slice(None)] * out.ndim
+        sl[axis] = slice(-lo if lo < 0 else 0, out.shape[axis] + hi if hi < 0 else None)
+        out = out[tuple(sl)]
+    return out
+
+
+def _dot(x, y, dims):
+    return lax.dot_general(x, y, dims)
+
+
+def _np_matmul(x, y):
+    return np.matmul(x, y).astype(np.result_type(x, y))
+
+
+CASES = [
+    Case("broadcast_in_dim", lambda x: lax.broadcast_in_dim(x, (2, 3, 4), (1, 2)),
+         lambda x: np.broadcast_to(x, (2, 3, 4)), [((3, 4),), ((1, 4),)], FIB,
+         jax=lambda x: jlax.broadcast_in_dim(x, (2, 3, 4), (1, 2))),
+    Case("broadcast_in_dim", lambda x: lax.broadcast_in_dim(x, (3, 2), (0,)),
+         lambda x: np.broadcast_to(x[:, None], (3, 2)), [((3,),)], FI,
+         jax=lambda x: jlax.broadcast_in_dim(x, (3, 2), (0,)), name="broadcast_in_dim_inner"),
+    Case("broadcast_in_dim", lambda x: lax.broadcast_in_dim(x, (2, 3), ()), lambda x: np.broadcast_to(x, (2, 3)),
+         [((),)], FI, jax=lambda x: jlax.broadcast_in_dim(x, (2, 3), ()), name="broadcast_scalar"),
+    Case("reshape", lambda x: lax.reshape(x, (3, 2)), lambda x: x.reshape(3, 2), [((2, 3),), ((6,),)], FIB,
+         jax=lambda x: jlax.reshape(x, (3, 2))),
+    Case("transpose", lambda x: lax.transpose(x, (2, 0, 1)), lambda x: np.transpose(x, (2, 0, 1)),
+         [((2, 3, 4),)], FIB, jax=lambda x: jlax.transpose(x, (2, 0, 1))),
+    Case("slice", lambda x: lax.slice(x, (1, 0), (4, 3), (2, 2)), lambda x: x[1:4:2, 0:3:2], [((5, 4),)], FIB,
+         jax=lambda x: jlax.slice(x, (1, 0), (4, 3), (2, 2))),
+    Case("slice", lambda x: lax.slice(x, (2,), (5,)), lambda x: x[2:5], [((6,),)], FI,
+         jax=lambda x: jlax.slice(x, (2,), (5,)), name="slice_unit_stride"),
+    Case("pad", lambda x, v: lax.pad(x, v, ((1, 2, 1), (0, -1, 0))), lambda x, v: _np_pad(x, ((1, 2, 1), (0, -1, 0)), v),
+         [((3, 4), ())], FI, jax=lambda x, v: jlax.pad(x, v, ((1, 2, 1), (0, -1, 0)))),
+    Case("concatenate", lambda x, y: lax.concatenate([x, y, x], 1), lambda x, y: np.concatenate([x, y, x], 1),
+         [((2, 3), (2, 1))], FIB, jax=lambda x, y: jlax.concatenate([x, y, x], 1)),
+    Case("iota", lambda x: lax.add(lax.convert_element_type(lax.broadcasted_iota("int32", (2, 3), 1), x.dtype), x),
+         lambda x: (np.arange(3)[None, :] + x).astype(x.dtype), [((2, 3),)], FI, grad=False),
+    Case("reduce_sum", lambda x: lax.reduce_sum(x, (1,)), lambda x: x.sum(1).astype(x.dtype),
+         [((3, 4),), ((2, 3, 4),)], FI, jax=lambda x: jnp.sum(x, 1)),
+    Case("reduce_sum", lambda x: lax.reduce_sum(x, None), lambda x: x.sum().astype(x.dtype),
+         [((3, 4),)], FI, jax=lambda x: jnp.sum(x), name="reduce_sum_all"),
+    Case("reduce_max", lambda x: lax.reduce_max(x, (0,)), lambda x: x.max(0), [((3, 4),), ((5,),)], FIB,
+         jax=lambda x: jnp.max(x, 0)),
+    Case("reduce_min", lambda x: lax.reduce_min(x, (1,)), lambda x: x.min(1), [((3, 4),), ((2, 5),)], FIB,
+         jax=lambda x: jnp.min(x, 1)),
+    Case("dot_general", lambda x, y: _dot(x, y, (((1,), (0,)), ((), ()))), _np_matmul,
+         [((3, 4), (4, 5)), ((1, 7), (7, 2))], FI, jax=lambda x, y: jlax.dot_general(x, y, (((1,), (0,)), ((), ())))),
+    Case("dot_general", lambda x, y: _dot(x, y, (((2,), (1,)), ((0,), (0,)))), _np_matmul,
+         [((2, 3, 4), (2, 4, 5))], FI, jax=lambda x, y: jlax.dot_general(x, y, (((2,), (1,)), ((0,), (0,)))),
+         name="dot_general_batched"),
+    Case("dot_general", lambda x, y: _dot(x, y, (((0, 2), (2, 1)), ((1,), (0,)))),
+         lambda x, y: np.einsum("abc,bdca->bd", x, y).astype(np.result_type(x, y)),
+         [((2, 3, 4), (3, 5, 4, 2))], FI, jax=lambda x, y: jlax.dot_general(x, y, (((0, 2), (2, 1)), ((1,), (0,)))),
+         name="dot_general_permuted"),
+    Case("dot_general", lambda x, y: _dot(x, y, (((0,), (0,)), ((), ()))), lambda x, y: np.dot(x, y).astype(x.dtype),
+         [((4,), (4,))], FI, jax=lambda x, y: jlax.dot_general(x, y, (((0,), (0,)), ((), ()))), name="dot_vector"),
+]
+
+
+@pytest.mark.parametrize("case,shapes,dtype", forward_params(CASES))
+def test_forward(case, shapes, dtype):
+    check_forward(case, shapes, dtype)
+
+
+@pytest.mark.parametrize("case,shapes", grad_params(CASES))
+def test_grad(case, shapes):
+    check_grad(case, shapes)
+
+
+def test_reductions_keep_ties_split_evenly():
+    x = np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 2.0]])
+    g = ember.grad(lambda x: ember.numpy.sum(lax.reduce_max(x, (1,))))(x)
+    np.testing.assert_allclose(np.asarray(g), [[0, 0.5, 0.5], [0.5, 0, 0.5]])
+
+
+def test_zero_size_arrays():
+    x = np.zeros((0, 3), np.float32)
+    np.testing.assert_array_equal(np.asarray(lax.reduce_sum(ember.asarray(x), (0,))), np.zeros(3, np.float32))
+    np.testing.assert_array_equal(np.asarray(lax.concatenate([x, x], 0)), np.zeros((0, 3), np.float32))
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: lax.reshape(np.ones((2, 3), np.float32), (4, 2)), r"reshape: cannot reshape f32\[2,3\] \(6 elements\)"),
+    (lambda: lax.transpose(np.ones((2, 3), np.float32), (0, 0)), r"transpose: permutation \(0, 0\)"),
+    (lambda: lax.slice(np.ones((4,), np.float32), (1,), (6,)), r"slice: invalid bounds \[1:6:1\]"),
+    (lambda: lax.dot_general(np.ones((2, 3), np.float32), np.ones((4, 5), np.float32), (((1,), (0,)), ((), ()))),
+     r"dot_general: contracting dimensions \(1,\) of f32\[2,3\] and \(0,\) of f32\[4,5\] have different sizes"),
+    (lambda: lax.concatenate([np.ones((2, 3), np.float32), np.ones((3, 3), np.float32)], 1),
+     r"concatenate: operands must agree on all dimensions but 1"),
+    (lambda: lax.broadcast_in_dim(np.ones((3,), np.float32), (2, 4), (1,)), r"broadcast_in_dim: operand f32\[3\]"),
+    (lambda: lax.reduce_sum(np.ones((3,), np.float32), (1,)), r"reduce_sum: axis 1 is out of bounds"),
+])
+def test_shape_errors_are_clear(call, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        call()

@@ -1,0 +1,219 @@
+"""Function-level reverse mode: grad, value_and_grad, vjp, pytrees, has_aux, composition with jit, grad of grad."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as enp
+
+
+def mlp_loss(params, x, y):
+    h = enp.tanh(x @ params["w1"] + params["b1"])
+    pred = h @ params["w2"] + params["b2"]
+    return enp.mean((pred - y) ** 2)
+
+
+def jax_mlp_loss(params, x, y):
+    h = jnp.tanh(x @ params["w1"] + params["b1"])
+    pred = h @ params["w2"] + params["b2"]
+    return jnp.mean((pred - y) ** 2)
+
+
+def _mlp_data(dtype=np.float64):
+    rng = np.random.default_rng(0)
+    params = {"w1": rng.normal(size=(4, 8)), "b1": rng.normal(size=(8,)), "w2": rng.normal(size=(8, 2)),
+              "b2": rng.normal(size=(2,))}
+    params = {k: v.astype(dtype) for k, v in params.items()}
+    return params, rng.normal(size=(5, 4)).astype(dtype), rng.normal(size=(5, 2)).astype(dtype)
+
+
+def _assert_tree_close(a, b, rtol=1e-9):
+    leaves_a, tree_a = ember.tree_util.tree_flatten(a)
+    leaves_b = jax.tree_util.tree_leaves(b)
+    assert len(leaves_a) == len(leaves_b)
+    for x, y in zip(leaves_a, leaves_b):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=1e-12)
+
+
+def test_grad_pytree_matches_jax():
+    params, x, y = _mlp_data()
+    g = ember.grad(mlp_loss)(params, x, y)
+    assert set(g) == set(params)
+    _assert_tree_close(g, jax.grad(jax_mlp_loss)(params, x, y))
+
+
+def test_value_and_grad_argnums_tuple():
+    params, x, y = _mlp_data()
+    value, (gp, gx) = ember.value_and_grad(mlp_loss, argnums=(0, 1))(params, x, y)
+    jvalue, (jgp, jgx) = jax.value_and_grad(jax_mlp_loss, argnums=(0, 1))(params, x, y)
+    np.testing.assert_allclose(float(value), float(jvalue), rtol=1e-12)
+    _assert_tree_close(gp, jgp)
+    _assert_tree_close(gx, jgx)
+
+
+def test_argnums_order_is_respected():
+    f = lambda a, b: enp.sum(a * b * b)  # noqa: E731
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    gb, ga = ember.grad(f, argnums=(1, 0))(a, b)
+    np.testing.assert_allclose(np.asarray(ga), b * b)
+    np.testing.assert_allclose(np.asarray(gb), 2 * a * b)
+
+
+def test_has_aux():
+    def f(x):
+        return enp.sum(x ** 2), {"norm": enp.sqrt(enp.sum(x ** 2)), "n": x.shape[0]}
+
+    x = np.array([3.0, 4.0])
+    (value, aux), g = ember.value_and_grad(lambda x: (f(x)[0], f(x)[1]["norm"]), has_aux=True)(x)
+    np.testing.assert_allclose(float(value), 25.0)
+    np.testing.assert_allclose(float(aux), 5.0)
+    np.testing.assert_allclose(np.asarray(g), 2 * x)
+    g2, aux2 = ember.grad(lambda x: (enp.sum(x ** 3), x * 2), has_aux=True)(x)
+    np.testing.assert_allclose(np.asarray(g2), 3 * x ** 2)
+    np.testing.assert_allclose(np.asarray(aux2), 2 * x)
+
+
+def test_grad_of_grad():
+    f = lambda x: enp.sum(enp.sin(x) * x ** 3)  # noqa: E731
+    x = np.array([0.3, -1.2, 2.0])
+    hvp_diag = ember.grad(lambda x: enp.sum(ember.grad(f)(x)))(x)
+    expected = jax.grad(lambda x: jnp.sum(jax.grad(lambda x: jnp.sum(jnp.sin(x) * x ** 3))(x)))(x)
+    np.testing.assert_allclose(np.asarray(hvp_diag), np.asarray(expected), rtol=1e-10)
+
+
+@pytest.mark.parametrize("fn,jfn", [
+    (lambda x: enp.tanh(x) ** 3, lambda x: jnp.tanh(x) ** 3),
+    (lambda x: enp.exp(-x * x), lambda x: jnp.exp(-x * x)),
+    (lambda x: enp.log1p(x * x) / (1 + x * x), lambda x: jnp.log1p(x * x) / (1 + x * x)),
+    (lambda x: enp.maximum(x, 0.0) * x, lambda x: jnp.maximum(x, 0.0) * x),
+    (lambda x: 1 / (1 + enp.exp(-x)), lambda x: 1 / (1 + jnp.exp(-x))),
+])
+def test_second_derivatives(fn, jfn):
+    x = np.array([0.3, -0.7, 1.5])
+    d2 = ember.grad(lambda x: enp.sum(ember.grad(lambda x: enp.sum(fn(x)))(x)))(x)
+    jd2 = jax.grad(lambda x: jnp.sum(jax.grad(lambda x: jnp.sum(jfn(x)))(x)))(x)
+    np.testing.assert_allclose(np.asarray(d2), np.asarray(jd2), rtol=1e-10, atol=1e-12)
+    d3 = ember.grad(lambda x: enp.sum(ember.grad(lambda x: enp.sum(ember.grad(lambda x: enp.sum(fn(x)))(x)))(x)))(x)
+    jd3 = jax.grad(lambda x: jnp.sum(jax.grad(lambda x: jnp.sum(jax.grad(lambda x: jnp.sum(jfn(x)))(x)))(x)))(x)
+    np.testing.assert_allclose(np.asarray(d3), np.asarray(jd3), rtol=1e-9, atol=1e-12)
+
+
+def test_jit_of_grad_is_one_program():
+    params, x, y = _mlp_data(np.float32)
+    step = ember.jit(ember.value_and_grad(mlp_loss))
+    ir = step.trace(params, x, y)
+    assert not any(eqn.prim.name == "pjit" for eqn in ir.eqns)
+    text = step.lower(params, x, y).as_text()
+    assert text.count("func.func") == 1 and "dot_general" in text
+    value, g = step(params, x, y)
+    jvalue, jg = jax.value_and_grad(jax_mlp_loss)(params, x, y)
+    np.testing.assert_allclose(float(value), float(jvalue), rtol=1e-5)
+    _assert_tree_close(g, jg, rtol=1e-4)
+
+
+def test_grad_of_jit_and_closures():
+    w = np.array([1.0, -2.0, 0.5])
+
+    @ember.jit
+    def inner(x):
+        return enp.sum(enp.sin(x * w))
+
+    g = ember.grad(lambda x: inner(x) * 2.0)(np.array([0.1, 0.2, 0.3]))
+    np.testing.assert_allclose(np.asarray(g), 2.0 * w * np.cos(np.array([0.1, 0.2, 0.3]) * w))
+
+    def outer(x):
+        return ember.grad(lambda y: enp.sum(x * y * y))(x)  # closes over the outer tracer x
+    np.testing.assert_allclose(np.asarray(ember.jit(outer)(np.array([1.0, 3.0]))), [2.0, 18.0])
+    hess_diag = ember.grad(lambda x: enp.sum(outer(x)))(np.array([1.0, 3.0]))
+    np.testing.assert_allclose(np.asarray(hess_diag), [6.0, 18.0])
+
+
+def test_vjp_matches_jax():
+    def f(x, y):
+        return {"a": enp.sin(x) * y, "b": enp.sum(x * y)}
+
+    def jf(x, y):
+        return {"a": jnp.sin(x) * y, "b": jnp.sum(x * y)}
+
+    x, y = np.array([0.1, 0.5, -0.3]), np.array([2.0, 1.0, 3.0])
+    out, vjp_fn = ember.vjp(f, x, y)
+    jout, jvjp_fn = jax.vjp(jf, x, y)
+    _assert_tree_close(out, jout)
+    ct = {"a": np.array([1.0, -1.0, 0.5]), "b": np.array(2.0)}
+    cts = vjp_fn(ct)
+    assert isinstance(cts, tuple) and len(cts) == 2
+    _assert_tree_close(cts, jvjp_fn(ct))
+    _assert_tree_close(vjp_fn(ct), jvjp_fn(ct))  # callable again
+
+
+def test_vjp_under_jit_and_has_aux():
+    def f(x):
+        return enp.exp(x), enp.sum(x)
+
+    @ember.jit
+    def pulled(x, ct):
+        out, vjp_fn, aux = ember.vjp(f, x, has_aux=True)
+        return vjp_fn(ct)[0], aux
+
+    x = np.array([0.0, 1.0])
+    g, aux = pulled(x, np.array([1.0, 2.0]))
+    np.testing.assert_allclose(np.asarray(g), np.exp(x) * [1.0, 2.0])
+    np.testing.assert_allclose(float(aux), 1.0)
+
+
+def test_vjp_cotangent_mismatch_is_clear():
+    _, vjp_fn = ember.vjp(lambda x: x * 2, np.ones(3))
+    with pytest.raises(TypeError, match=r"cotangent 0 must be f64\[3\] like the output, got f64\[4\]"):
+        vjp_fn(np.ones(4))
+
+
+def test_non_scalar_output_is_an_error():
+    with pytest.raises(TypeError, match=r"grad\(<lambda>\) requires a scalar output \(one element\), got f32\[3\]"):
+        ember.grad(lambda x: x * 2)(np.ones(3, np.float32))
+
+
+def test_integer_inputs():
+    with pytest.raises(TypeError, match=r"requires floating-point inputs, but input 0 is i32\[3\]"):
+        ember.grad(lambda x: enp.sum(x * 2.0))(np.ones(3, np.int32))
+    g = ember.grad(lambda x, n: enp.sum(x * n), argnums=(0, 1), allow_int=True)(np.ones(2), np.array([2, 3]))
+    np.testing.assert_allclose(np.asarray(g[0]), [2.0, 3.0])
+    np.testing.assert_array_equal(np.asarray(g[1]), [0, 0])
+
+
+def test_integer_intermediates_get_no_gradient():
+    def f(x):
+        idx = enp.argmax(x)  # integer-valued, not differentiable
+        return enp.sum(x * x) + idx.astype("float64")
+    np.testing.assert_allclose(np.asarray(ember.grad(f)(np.array([1.0, 3.0]))), [2.0, 6.0])
+
+
+def test_python_scalar_and_one_element_inputs():
+    assert float(ember.grad(lambda x: x * x)(3.0)) == 6.0
+    np.testing.assert_allclose(np.asarray(ember.grad(lambda x: (x * x * 4))(np.array([2.0], np.float32))), [16.0])
+
+
+def test_grad_ir_is_clean_and_printable():
+    ir = ember.stage_out(lambda x, y: enp.sum(enp.sin(x) * 3.0), ember.ShapedArray((3,), "f32"),
+                         ember.ShapedArray((3,), "f32"))
+    gir = ember.grad(ir)
+    names = [e.prim.name for e in gir.eqns]
+    assert "sin" not in names  # the forward value is not needed for the gradient: dead code was removed
+    assert "cos" in names
+    assert str(gir).startswith("{ lambda a:f32[3] b:f32[3] . let")
+    ember.check_ir(gir)
+
+
+def test_gradient_cache_does_not_retrace():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return enp.sum(x * x)
+
+    g = ember.grad(f)
+    g(np.ones(3))
+    g(np.ones(3) * 2)
+    assert len(calls) == 1
+    g(np.ones(4))
+    assert len(calls) == 2

@@ -1,0 +1,183 @@
+"""jit: pytrees, caching by signature, static arguments, eager primitives, Arrays."""
+import collections
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as enp
+
+
+def test_pytree_args_and_outputs():
+    @ember.jit
+    def f(tree, scale):
+        a, (b, c) = tree["pair"], tree["list"]
+        return {"sum": a + b, "prod": [a * c, scale * 2]}
+
+    tree = {"pair": np.ones(2, np.float32), "list": [np.full(2, 2.0, np.float32), np.full(2, 3.0, np.float32)]}
+    out = f(tree, 1.5)
+    np.testing.assert_allclose(np.asarray(out["sum"]), [3.0, 3.0])
+    np.testing.assert_allclose(np.asarray(out["prod"][0]), [3.0, 3.0])
+    np.testing.assert_allclose(float(out["prod"][1]), 3.0)
+
+
+def test_namedtuple_and_none_leaves():
+    Point = collections.namedtuple("Point", "x y")
+
+    @ember.jit
+    def f(p, nothing):
+        assert nothing is None
+        return Point(p.y, p.x)
+
+    out = f(Point(np.ones(2), np.zeros(2)), None)
+    assert isinstance(out, Point)
+    np.testing.assert_array_equal(np.asarray(out.x), [0.0, 0.0])
+
+
+def test_no_retrace_for_same_signature():
+    traces = []
+
+    @ember.jit
+    def f(x, y):
+        traces.append(1)
+        return x * y + 1
+
+    f(np.ones(3, np.float32), np.ones(3, np.float32))
+    f(np.full(3, 2.0, np.float32), np.ones(3, np.float32))
+    assert len(traces) == 1
+    f(np.ones(4, np.float32), np.ones(4, np.float32))  # new shape
+    f(np.ones(3, np.float64), np.ones(3, np.float64))  # new dtype
+    f(np.ones(3, np.float32), 2.0)  # a weakly typed Python scalar
+    assert len(traces) == 4
+    f(np.ones(3, np.float32), 5.0)
+    assert len(traces) == 4
+
+
+def test_static_argnums_and_argnames():
+    traces = []
+
+    def f(x, n, *, mode="add"):
+        traces.append((n, mode))
+        out = x
+        for _ in range(n):  # Python control flow on a static value
+            out = out + x if mode == "add" else out * x
+        return out
+
+    g = ember.jit(f, static_argnums=1, static_argnames="mode")
+    x = np.full(2, 2.0, np.float32)
+    np.testing.assert_allclose(np.asarray(g(x, 3)), [8.0, 8.0])
+    np.testing.assert_allclose(np.asarray(g(x, 3, mode="mul")), [16.0, 16.0])
+    g(x, 3)
+    assert traces == [(3, "add"), (3, "mul")]
+    with pytest.raises(TypeError, match="static argument 1 must be hashable"):
+        g(x, [1, 2])
+
+
+def test_control_flow_on_traced_value_is_a_clear_error():
+    @ember.jit
+    def f(x):
+        if x > 0:
+            return x
+        return -x
+
+    with pytest.raises(ember.ConcretizationTypeError, match=r"bool\(\) of a traced value f32\[\]"):
+        f(np.float32(1.0))
+
+
+def test_jit_inside_jit_inlines():
+    inner = ember.jit(lambda x: enp.sin(x) * 2)
+    outer = ember.jit(lambda x: inner(x) + inner(x * 2))
+    ir = outer.trace(np.ones(3, np.float32))
+    assert [e.prim.name for e in ir.eqns].count("sin") == 2
+    np.testing.assert_allclose(np.asarray(outer(np.ones(3, np.float32))),
+                               2 * np.sin(1.0) + 2 * np.sin(2.0), rtol=1e-6)
+
+
+def test_closed_over_arrays_become_constants():
+    w = ember.asarray(np.arange(3, dtype=np.float32))
+    f = ember.jit(lambda x: x * w + np.float32(1))
+    np.testing.assert_allclose(np.asarray(f(np.ones(3, np.float32))), [1.0, 2.0, 3.0])
+    assert "lambda a:f32[3] ; b:f32[3]" in str(f.trace(np.ones(3, np.float32)))
+
+
+def test_leaked_tracer_is_a_clear_error():
+    leaked = []
+
+    @ember.jit
+    def f(x):
+        leaked.append(x)
+        return x
+
+    f(np.ones(2, np.float32))
+    with pytest.raises(ember.UnexpectedTracerError):
+        leaked[0] + 1
+
+
+def test_weak_types_follow_jax():
+    f = ember.jit(lambda x: x * 2)
+    assert f(np.ones(2, np.float16)).dtype == np.float16
+    assert f(3.0).dtype == np.float32 and f(3.0).weak_type
+    assert f(np.int32(3)).dtype == np.int32
+
+
+def test_outputs_are_inputs_and_literals():
+    f = ember.jit(lambda x: (x, 1.0, np.float32(2)))
+    x, one, two = f(np.ones(2, np.float32))
+    np.testing.assert_array_equal(np.asarray(x), [1.0, 1.0])
+    assert float(one) == 1.0 and two.dtype == np.float32
+
+
+def test_wrong_arguments_are_clear():
+    f = ember.jit(lambda x: x + 1)
+    with pytest.raises(TypeError, match=r"jit\(<lambda>\): argument 0 contains a value of type str"):
+        f("hello")
+    compiled = ember.compile(ember.stage_out(lambda x: x + 1, ember.ShapedArray((2,), "f32")))
+    with pytest.raises(TypeError, match=r"argument 0: expected f32\[2\], got f32\[3\]"):
+        compiled(np.ones(3, np.float32))
+    with pytest.raises(TypeError, match=r"argument 0: expected f32\[2\], got i32\[2\]"):
+        compiled(np.ones(2, np.int32))
+    with pytest.raises(TypeError, match=r"expected 1 arguments \(f32\[2\]\), got 2"):
+        compiled(np.ones(2, np.float32), np.ones(2, np.float32))
+
+
+def test_array_basics():
+    a = ember.array([[1.0, 2.0], [3.0, 4.0]])
+    assert a.dtype == np.float32 and a.shape == (2, 2) and a.ndim == 2 and a.size == 4
+    assert "Array([[1., 2.],\n       [3., 4.]], dtype=float32" in repr(a)
+    np.testing.assert_array_equal(np.asarray(a + 1), [[2.0, 3.0], [4.0, 5.0]])
+    np.testing.assert_array_equal(np.asarray(1 - a), [[0.0, -1.0], [-2.0, -3.0]])
+    np.testing.assert_array_equal(np.asarray(np.ones(2, np.float32) + a), [[2.0, 3.0], [4.0, 5.0]])
+    assert a.block_until_ready() is a
+    assert float(a[1, 0]) == 3.0 and a[0].shape == (2,)
+    assert [float(r.sum()) for r in a] == [3.0, 7.0]
+    assert ember.device_put(np.arange(3)).dtype == np.int64
+    assert ember.array(3).dtype == np.int32 and ember.array(True).dtype == np.bool_
+    assert ember.asarray(a) is a
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(a)
+    assert a.device == ember.default_device()
+
+
+def test_eager_primitives_are_cached():
+    from ember._runtime import _eager_cache
+    x = ember.array([1.0, 2.0])
+    x + x
+    size = len(_eager_cache)
+    ember.array([5.0, 6.0]) + ember.array([7.0, 8.0])
+    assert len(_eager_cache) == size
+
+
+def test_compile_error_shows_the_module():
+    from ember._ir import IR, Eqn, Var
+    from ember._core import Primitive
+    bogus = Primitive("bogus_for_test")
+    bogus.def_abstract_eval(lambda x: x)
+    bogus.def_lowering(lambda ctx, ops, ins, outs: [ctx.op("stablehlo.no_such_op", ops, outs[0])])
+    try:
+        x, y = Var(ember.ShapedArray((2,), "f32")), Var(ember.ShapedArray((2,), "f32"))
+        ir = IR([], [], [x], [Eqn(bogus, [x], [y], {})], [y])
+        with pytest.raises(ember.CompileError, match=r"(?s)XLA could not compile.*stablehlo.no_such_op"):
+            ember.compile(ir)
+    finally:
+        from ember._core import PRIMITIVES
+        del PRIMITIVES["bogus_for_test"]

@@ -1,0 +1,141 @@
+"""ember.numpy against numpy (values) and jax.numpy (result dtypes and weak types)."""
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as enp
+
+import jax
+
+
+def jax32():
+    """JAX with 32-bit defaults: ember's defaults for Python scalars (the tests enable x64 globally)."""
+    return jax.enable_x64(False)
+
+
+rng = np.random.default_rng(0)
+A = rng.normal(size=(3, 4)).astype(np.float32)
+B = rng.normal(size=(4,)).astype(np.float32)
+P = rng.uniform(0.5, 2.0, size=(3, 4)).astype(np.float32)
+I = rng.integers(-5, 6, size=(3, 4)).astype(np.int32)
+J = rng.integers(1, 6, size=(4,)).astype(np.int32)
+
+
+@pytest.mark.parametrize("name,args", [
+    ("add", (A, B)), ("subtract", (A, 2)), ("multiply", (3.0, A)), ("divide", (A, P)), ("divide", (I, J)),
+    ("floor_divide", (I, J)), ("floor_divide", (A, P)), ("remainder", (I, J)), ("remainder", (-I, J)),
+    ("remainder", (A, P)), ("power", (P, A)), ("power", (A, 3)), ("power", (I, 2)), ("maximum", (A, B)),
+    ("minimum", (I, 0)), ("exp", (I,)), ("log", (P,)), ("sqrt", (P,)), ("tanh", (A,)), ("abs", (I,)),
+    ("square", (A,)), ("negative", (I,)), ("sign", (A,)), ("floor", (A,)), ("ceil", (A,)), ("round", (A * 3,)),
+    ("log2", (P,)), ("log10", (P,)), ("exp2", (A,)), ("tan", (A,)), ("arctan2", (A, P)), ("reciprocal", (P,)),
+    ("equal", (I, J)), ("less", (A, B)), ("greater_equal", (I, 0)), ("logical_and", (A > 0, I > 0)),
+    ("logical_not", (A > 0,)), ("where", (A > 0, A, 0.0)), ("clip", (A, -0.5, 0.5)), ("isfinite", (A,)),
+])
+def test_elementwise_matches_numpy_and_jax_dtypes(name, args):
+    ours = getattr(enp, name)(*args)
+    ref = getattr(np, name)(*args)
+    with jax32():
+        jref = getattr(jnp, name)(*args)
+    assert ours.dtype == jref.dtype, f"{name}: dtype {ours.dtype} but jax gives {jref.dtype}"
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(ref).astype(ours.dtype), rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("x,y", [
+    (np.float16(1), 2.0), (np.ones(2, np.float16), 2), (np.ones(2, np.int8), 3), (np.ones(2, np.uint8), np.int8(1)),
+    (np.ones(2, np.int32), 2.5), (np.ones(2, np.bool_), 1), (np.ones(2, np.int32), np.ones(2, np.float16)),
+    (np.ones(2, np.float32), np.ones(2, np.float64)), (np.ones(2, np.uint32), np.ones(2, np.int32)),
+    (np.ones(2, np.int64), np.ones(2, np.int8)),
+])
+def test_promotion_follows_jax(x, y):
+    wide = any(getattr(v, "dtype", np.dtype(np.int8)).itemsize == 8 for v in (x, y))
+    ours = enp.add(x, y)
+    with jax.enable_x64(wide):
+        ref = jnp.add(x, y)
+    assert ours.dtype == ref.dtype
+    assert ours.weak_type == ref.weak_type
+
+
+def test_python_scalars_are_weak():
+    x = enp.ones(3, "bfloat16")
+    assert (x * 2.0).dtype == ember._dtypes.bfloat16
+    assert (enp.ones(3, "int8") + 200).dtype == np.int8
+    assert (ember.jit(lambda: enp.asarray(1.0) + 1)()).dtype == np.float32
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("sum", {}), ("sum", {"axis": 1}), ("sum", {"axis": (0, 1), "keepdims": True}), ("mean", {"axis": 0}),
+    ("max", {"axis": -1}), ("min", {}), ("var", {"axis": 1}), ("std", {}), ("argmax", {"axis": 1}),
+    ("argmin", {}), ("all", {"axis": 0}), ("any", {}),
+])
+def test_reductions(name, kwargs):
+    for x in (A, I, A > 0.5):
+        if name in ("var", "std", "mean") and x.dtype == np.bool_:
+            continue
+        ours = getattr(enp, name)(x, **kwargs)
+        ref = getattr(np, name)(x, **kwargs)
+        np.testing.assert_allclose(np.asarray(ours).astype(np.float64), np.asarray(ref).astype(np.float64),
+                                   rtol=1e-5, atol=1e-6)
+        with jax32():
+            jref = getattr(jnp, name)(x, **kwargs)
+        assert ours.dtype == jref.dtype, f"{name}{kwargs} on {x.dtype}: {ours.dtype} != jax {jref.dtype}"
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)), ((5, 2, 3), (1, 3, 4)),
+])
+def test_matmul_and_dot(a_shape, b_shape):
+    a = rng.normal(size=a_shape)
+    b = rng.normal(size=b_shape)
+    np.testing.assert_allclose(np.asarray(enp.matmul(a, b)), np.matmul(a, b), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(ember.asarray(a) @ b), a @ b, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(enp.dot(a, b)), np.dot(a, b), rtol=1e-12)
+
+
+def test_shape_functions():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    checks = [
+        (enp.reshape(x, (4, -1)), x.reshape(4, -1)), (enp.transpose(x), x.T), (enp.transpose(x, (1, 0, 2)),
+                                                                               x.transpose(1, 0, 2)),
+        (enp.swapaxes(x, 0, 2), np.swapaxes(x, 0, 2)), (enp.moveaxis(x, 0, -1), np.moveaxis(x, 0, -1)),
+        (enp.expand_dims(x, 1), np.expand_dims(x, 1)), (enp.squeeze(x[:1]), np.squeeze(x[:1])),
+        (enp.ravel(x), x.ravel()), (enp.broadcast_to(x[0, 0], (2, 4)), np.broadcast_to(x[0, 0], (2, 4))),
+        (enp.concatenate([x, x], axis=-1), np.concatenate([x, x], -1)), (enp.stack([x, x], 1), np.stack([x, x], 1)),
+        (enp.split(x, 2, axis=2)[1], np.split(x, 2, axis=2)[1]), (enp.outer(x[0, 0], x[1, 1]), np.outer(x[0, 0], x[1, 1])),
+        (enp.tensordot(x, x, axes=([1, 2], [1, 2])), np.tensordot(x, x, axes=([1, 2], [1, 2]))),
+        (enp.zeros((2, 2)), np.zeros((2, 2), np.float32)), (enp.ones(3, "int32"), np.ones(3, np.int32)),
+        (enp.full((2,), 7), np.full((2,), 7, np.int32)), (enp.arange(5), np.arange(5, dtype=np.int32)),
+        (enp.arange(1, 10, 3), np.arange(1, 10, 3, dtype=np.int32)), (enp.arange(0.0, 1.0, 0.25),
+                                                                   np.arange(0.0, 1.0, 0.25, dtype=np.float32)),
+        (enp.eye(3, k=1), np.eye(3, k=1, dtype=np.float32)), (enp.linspace(0, 1, 5), np.linspace(0, 1, 5, dtype=np.float32)),
+        (enp.zeros_like(x), np.zeros_like(x)), (enp.full_like(x, 2), np.full_like(x, 2)),
+        (enp.hstack([x[0, 0], x[1, 1]]), np.hstack([x[0, 0], x[1, 1]])),
+    ]
+    for ours, ref in checks:
+        assert np.asarray(ours).dtype == ref.dtype
+        np.testing.assert_allclose(np.asarray(ours), ref)
+
+
+@pytest.mark.parametrize("index", [
+    0, -1, (1, 2), (slice(None), 1), (Ellipsis, 0), (None, 0), (slice(1, None), slice(None, None, 2)),
+    (0, Ellipsis, None), slice(0, 0),
+])
+def test_basic_indexing(index):
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    np.testing.assert_array_equal(np.asarray(ember.asarray(x)[index]), x[index])
+    np.testing.assert_array_equal(np.asarray(ember.jit(lambda v: v[index])(x)), x[index])
+
+
+def test_indexing_errors():
+    x = ember.asarray(np.ones((2, 3), np.float32))
+    with pytest.raises(IndexError, match="index 5 is out of bounds for axis 1 with size 3"):
+        x[0, 5]
+    with pytest.raises(NotImplementedError, match="gather"):
+        x[np.array([0, 1])]
+
+
+def test_broadcast_errors_are_clear():
+    with pytest.raises(ValueError, match=r"add: shapes \(3,\), \(4,\) cannot be broadcast together"):
+        enp.add(np.ones(3), np.ones(4))
+    with pytest.raises(ValueError, match=r"matmul: contracted dimensions differ"):
+        enp.matmul(np.ones((2, 3)), np.ones((4, 2)))
