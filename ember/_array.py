@@ -160,7 +160,7 @@ def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = 
             return x
         x = x._value()
     if isinstance(x, np.ndarray | np.generic):
-        value = np.ascontiguousarray(x)
+        value = np.require(x, requirements="C")
         dtype = canonicalize_dtype(value.dtype)
     elif type(x) in (bool, int, float):
         dtype, weak_type = dt.dtype_and_weak(x)
@@ -171,7 +171,7 @@ def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = 
         except (TypeError, ValueError) as err:
             raise TypeError(f"device_put: cannot convert a value of type {type(x).__name__} to an array: {err}"
                             ) from None
-        value = np.ascontiguousarray(np.asarray(x, dtype=dtype))
+        value = np.require(np.asarray(x, dtype=dtype), requirements="C")
     buffer = get_client().buffer_from_numpy(value, device)
     return Array._from_buffer(buffer, ShapedArray(value.shape, dtype, weak_type))
 

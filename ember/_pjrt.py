@@ -244,7 +244,7 @@ class Client:
         return Executable(self, args.executable)
 
     def buffer_from_numpy(self, array: np.ndarray, device: Device | None = None) -> "Buffer":
-        array = np.ascontiguousarray(array)
+        array = np.require(array, requirements="C")  # (np.ascontiguousarray would make 0-d arrays 1-d)
         dims = (c_int64 * max(array.ndim, 1))(*array.shape)
         args = _new(BufferFromHostBuffer, client=self.handle, data=array.ctypes.data,
                     type=numpy_dtype_to_pjrt(array.dtype), dims=dims, num_dims=array.ndim,

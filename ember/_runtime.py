@@ -54,7 +54,7 @@ def devices() -> list[_pjrt.Device]:
 def _numpy_value(x: Any, aval: ShapedArray) -> np.ndarray:
     if isinstance(x, Literal):
         x = x.value
-    return np.ascontiguousarray(np.asarray(x, dtype=aval.dtype))
+    return np.require(np.asarray(x, dtype=aval.dtype), requirements="C")
 
 
 def _describe(x: Any) -> str:
@@ -86,7 +86,7 @@ def to_buffer(x: Any, expected: ShapedArray, where: str) -> _pjrt.Buffer:
             raise TypeError(f"{where}: {err}") from None
         if np.shape(x) != expected.shape or dtype != expected.dtype:
             raise TypeError(f"{where}: expected {expected.str_short()}, got {_describe(x)}")
-        return get_client().buffer_from_numpy(np.ascontiguousarray(x))
+        return get_client().buffer_from_numpy(np.require(x, requirements="C"))
     raise TypeError(f"{where}: expected an array {expected.str_short()}, got a value of type {type(x).__name__}")
 
 

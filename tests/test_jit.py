@@ -80,7 +80,7 @@ def test_control_flow_on_traced_value_is_a_clear_error():
             return x
         return -x
 
-    with pytest.raises(ember.ConcretizationTypeError, match=r"bool\(\) of a traced value f32\[\]"):
+    with pytest.raises(ember.ConcretizationTypeError, match=r"bool\(\) of a traced value bool\[\]"):
         f(np.float32(1.0))
 
 

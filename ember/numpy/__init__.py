@@ -376,7 +376,7 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) ->
         dtype = dt.DEFAULT_FLOAT if values.dtype.kind == "f" else dt.DEFAULT_INT
     dtype = dt.canonicalize_dtype(dtype)
     n = len(values)
-    if all(isinstance(v, int) for v in (start, stop, step)):
+    if builtins.all(isinstance(v, int) for v in (start, stop, step)):
         ramp = st.iota(dtype, n)
         return ew.add(ew.mul(ramp, weak_scalar(step, dtype)), weak_scalar(start, dtype)) if (start, step) != (0, 1) \
             else ramp
