@@ -87,7 +87,7 @@ CASES = [
     binary("gt", np.greater, FIB, grad=False),
     binary("ge", np.greater_equal, FIB, grad=False),
     Case("select", lambda p, x, y: lax.select(p, x, y), np.where, [((5,), (5,), (5,)), ((2, 3), (), (2, 3))], FIB,
-         jax=lambda p, x, y: jlax.select(p, x, y), arg_dtypes=["bool", None, None]),
+         jax=jnp.where, arg_dtypes=["bool", None, None]),
     Case("convert_element_type", lambda x: lax.convert_element_type(x, "float32"), lambda x: x.astype(np.float32),
          S1, FIB, grad=False, name="convert_to_f32"),
     Case("convert_element_type", lambda x: lax.convert_element_type(x, "float64"), lambda x: x.astype(np.float64),
