@@ -10,6 +10,7 @@ import weakref
 from typing import Any, Callable, Hashable, Sequence
 
 from ember import _ad
+from ember._array import Array
 from ember._core import Tracer, aval_of, eval_ir, is_tracing, stage_flat
 from ember._dtypes import ShapedArray
 from ember._ir import IR
@@ -166,9 +167,12 @@ class Jitted:
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         self.name = f"jit({_fun_name(fun)})"
         self._cache = _SignatureCache(self.name, self._build)
+        self._by_avals: dict[tuple[ShapedArray, ...], Compiled] = {}  # fast path: positional Array arguments
         functools.update_wrapper(self, fun)
 
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
+        if not self.static_argnums and not self.static_argnames:
+            return (), args, kwargs
         n = len(args)
         static_pos = tuple(sorted({i % n if n else i for i in self.static_argnums if -n <= i < n}))
         statics = tuple((i, args[i]) for i in static_pos) + tuple(
@@ -208,8 +212,16 @@ class Jitted:
         return (in_tree, avals, statics), leaves, statics
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast = not kwargs and not self.static_argnums and not is_tracing() and all(type(a) is Array for a in args)
+        if fast:
+            executable = self._by_avals.get(tuple(a.aval for a in args))
+            if executable is not None:
+                return executable(*args)
         key, leaves, statics = self._signature(args, kwargs)
-        return self._cache.call(key, leaves, key[0], key[1], statics)
+        out = self._cache.call(key, leaves, key[0], key[1], statics)
+        if fast and key in self._cache.executables:
+            self._by_avals[key[1]] = self._cache.executables[key]
+        return out
 
     def trace(self, *args: Any, **kwargs: Any) -> IR:
         """The IR this function stages out to for these arguments."""

@@ -9,7 +9,7 @@ from ember import _dtypes as dt
 from ember import _pjrt
 from ember._core import Tracer
 from ember._dtypes import ShapedArray, canonicalize_dtype
-from ember._runtime import default_device, get_client
+from ember._runtime import default_device, get_client, register_array_type
 
 
 class Array:
@@ -135,6 +135,9 @@ class Array:
 
     def __reduce__(self) -> Any:
         return (_rebuild, (self._value(), self.weak_type))
+
+
+register_array_type(Array)
 
 
 def _rebuild(value: np.ndarray, weak_type: bool) -> Array:

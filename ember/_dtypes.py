@@ -128,6 +128,11 @@ def _join(nodes: tuple) -> Any:
 
 def promote_types(*typed: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
     """Least upper bound of (dtype, weak_type) pairs; returns (dtype, weak_type) as JAX does."""
+    return _promote_cached(typed)
+
+
+@functools.lru_cache(maxsize=4096)
+def _promote_cached(typed: tuple[tuple[np.dtype, bool], ...]) -> tuple[np.dtype, bool]:
     nodes = tuple(sorted({_lattice_node(d, w) for d, w in typed}, key=str))
     joined = _join(nodes)
     if joined == _WEAK_INT:

@@ -343,23 +343,37 @@ class Executable:
                           num_devices=1, output_lists=self._output_lists)
         self._args_address = ctypes.addressof(self._args)
         self._execute = plugin.fn("LoadedExecutable_Execute")
+        self._slots: dict[int, Any] = {}
         self._lock = threading.Lock()
+
+    def _argument_slots(self, count: int) -> Any:
+        """The reused argument array for calls with `count` arguments (argument_lists points at it)."""
+        slots = self._slots.get(count)
+        if slots is None:
+            handles = (c_void_p * max(count, 1))()
+            lists = (ctypes.POINTER(c_void_p) * 1)(ctypes.cast(handles, ctypes.POINTER(c_void_p)))
+            slots = self._slots[count] = (handles, lists)
+        return slots
 
     def execute(self, args: Sequence[Buffer], out_specs: Sequence[tuple[tuple[int, ...], np.dtype]]
                 ) -> list[Buffer]:
         if len(out_specs) != self.num_outputs:
             raise ValueError(f"execute: {len(out_specs)} output specs given for {self.num_outputs} outputs")
-        handles = (c_void_p * max(len(args), 1))(*[b._live_handle() for b in args])
-        arg_lists = (ctypes.POINTER(c_void_p) * 1)(ctypes.cast(handles, ctypes.POINTER(c_void_p)))
+        for b in args:
+            if not b.handle:
+                raise PjrtError("execute: an argument buffer has been deleted (Array.delete was called)")
         device = args[0].device if args else self.client.devices[0]
         with self._lock:
+            handles, lists = self._argument_slots(len(args))
+            for i, b in enumerate(args):
+                handles[i] = b.handle
             call = self._args
-            call.argument_lists = arg_lists
+            call.argument_lists = lists
             call.num_args = len(args)
             error = self._execute(self._args_address)
             if error:
                 raise self.client.plugin.error("LoadedExecutable_Execute", error)
-            outs = [self._outputs[i] for i in range(self.num_outputs)]
+            outs = self._outputs[:self.num_outputs]
         client = self.client
         return [Buffer(client, h, shape, dtype, device) for h, (shape, dtype) in zip(outs, out_specs)]
 

@@ -1,6 +1,7 @@
 """Runtime: the PJRT client, compiling IR to executables, running them on Arrays, and eager primitives."""
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from typing import Any, Sequence
@@ -51,10 +52,10 @@ def devices() -> list[_pjrt.Device]:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Moving values to the device
-def _numpy_value(x: Any, aval: ShapedArray) -> np.ndarray:
-    if isinstance(x, Literal):
-        x = x.value
-    return np.require(np.asarray(x, dtype=aval.dtype), requirements="C")
+@functools.lru_cache(maxsize=512)
+def _scalar_buffer(kind: type, text: str, dtype: np.dtype, value: Any) -> _pjrt.Buffer:
+    """Device scalars are immutable, so equal ones are shared (keyed by repr: -0.0 and 0.0 differ)."""
+    return get_client().buffer_from_numpy(np.asarray(value, dtype=dtype))
 
 
 def _describe(x: Any) -> str:
@@ -64,10 +65,17 @@ def _describe(x: Any) -> str:
         return type(x).__name__
 
 
+_ARRAY_TYPE: type = type(None)  # ember.Array, registered by ember._array (which imports this module)
+
+
+def register_array_type(cls: type) -> None:
+    global _ARRAY_TYPE
+    _ARRAY_TYPE = cls
+
+
 def to_buffer(x: Any, expected: ShapedArray, where: str) -> _pjrt.Buffer:
     """A device buffer for argument x, checked against the expected shape and dtype."""
-    from ember._array import Array
-    if type(x) is Array:
+    if type(x) is _ARRAY_TYPE:
         aval = x.aval
         if aval.shape != expected.shape or aval.dtype != expected.dtype:
             raise TypeError(f"{where}: expected {expected.str_short()}, got {aval.str_short()}")
@@ -78,7 +86,7 @@ def to_buffer(x: Any, expected: ShapedArray, where: str) -> _pjrt.Buffer:
         value = x.value if isinstance(x, Literal) else x
         if expected.shape != ():
             raise TypeError(f"{where}: expected {expected.str_short()}, got the scalar {value!r}")
-        return get_client().buffer_from_numpy(_numpy_value(value, expected))
+        return _scalar_buffer(type(value), repr(value), expected.dtype, value)
     if isinstance(x, np.ndarray | np.generic):
         try:
             dtype = canonicalize_dtype(x.dtype)
@@ -112,14 +120,18 @@ class Compiled:
         self._where = [f"{name}: argument {i}" for i in range(len(self.in_avals))]
 
     def call_flat(self, args: Sequence[Any]) -> list[Any]:
-        from ember._array import Array
         if len(args) != len(self.in_avals):
             raise TypeError(f"{self.name}: expected {len(self.in_avals)} arguments "
                             f"({', '.join(a.str_short() for a in self.in_avals)}), got {len(args)}")
-        buffers = self._const_buffers + [to_buffer(x, aval, where)
-                                         for x, aval, where in zip(args, self.in_avals, self._where)]
+        buffers = list(self._const_buffers)
+        for x, aval, where in zip(args, self.in_avals, self._where):
+            if type(x) is _ARRAY_TYPE and x.aval.shape == aval.shape and x.aval.dtype == aval.dtype:
+                buffers.append(x._buffer)  # the common case, checked inline (deleted buffers fail in execute)
+            else:
+                buffers.append(to_buffer(x, aval, where))
         outs = self.executable.execute(buffers, self._out_specs)
-        return [Array._from_buffer(b, aval) for b, aval in zip(outs, self.out_avals)]
+        wrap = _ARRAY_TYPE._from_buffer
+        return [wrap(b, aval) for b, aval in zip(outs, self.out_avals)]
 
     def __call__(self, *args: Any) -> Any:
         outs = self.call_flat(args)

@@ -49,6 +49,8 @@ def _promote(name: str, *args: Any) -> list[Any]:
     """Convert the operands to their common dtype (JAX's lattice with weak Python scalars)."""
     args = [_as_operand(a) for a in args]
     typed = [dt.dtype_and_weak(a) for a in args]
+    if len({d for d, _ in typed}) == 1 and not builtins.any(is_python_scalar(a) for a in args):
+        return args  # one dtype already
     target, weak = dt.promote_types(*typed)
     out = []
     for a, (d, w) in zip(args, typed):
@@ -89,6 +91,8 @@ def _elementwise(name: str, *args: Any) -> list[Any]:
     the primitive, keeping the IR small)."""
     args = _promote(name, *args)
     shapes = [aval_of(a).shape for a in args]
+    if len(set(shapes)) == 1:
+        return args
     shape = _broadcast_shapes(name, *shapes)
     return [a if aval_of(a).shape == () else _broadcast_to_shape(a, shape) for a in args]
 
