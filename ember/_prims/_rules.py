@@ -61,6 +61,10 @@ def coerce_scalars(op: str, args: Sequence[Any]) -> list[Any]:
 def weak_scalar(value: Any, dtype: np.dtype, weak: bool = True) -> Literal:
     """A scalar literal of a given dtype, weakly typed by default."""
     dtype = dt.canonicalize_dtype(dtype)
+    if type(value) is int and dt.is_int(dtype):
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise OverflowError(f"Python int {value} is too large to convert to {dtype.name}")
     return Literal(np.asarray(value).astype(dtype)[()], ShapedArray((), dtype, weak))
 
 
