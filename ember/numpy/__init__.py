@@ -676,21 +676,18 @@ def matmul(a: Any, b: Any) -> Any:
     sa, sb = shape(a), shape(b)
     if len(sa) == 0 or len(sb) == 0:
         raise ValueError(f"matmul: operands must not be scalars, got shapes {sa} and {sb}")
-    a2 = expand_dims(a, 0) if len(sa) == 1 else a
-    b2 = expand_dims(b, 1) if len(sb) == 1 else b
-    sa2, sb2 = shape(a2), shape(b2)
-    if sa2[-1] != sb2[-2]:
-        raise ValueError(f"matmul: contracted dimensions differ: shapes {sa} and {sb} ({sa2[-1]} != {sb2[-2]})")
-    batch = _broadcast_shapes("matmul", sa2[:-2], sb2[:-2])
+    a_contract = len(sa) - 1
+    b_contract = 0 if len(sb) == 1 else len(sb) - 2
+    if sa[a_contract] != sb[b_contract]:
+        raise ValueError(f"matmul: contracted dimensions differ: shapes {sa} and {sb} "
+                         f"({sa[a_contract]} != {sb[b_contract]})")
+    if len(sa) == 1 or len(sb) == 1:  # vector operands: no batch dimensions, contract directly
+        return st.dot_general(a, b, (((a_contract,), (b_contract,)), ((), ())))
+    batch = _broadcast_shapes("matmul", sa[:-2], sb[:-2])
     nb = len(batch)
-    a3 = _broadcast_to_shape(a2, batch + sa2[-2:])
-    b3 = _broadcast_to_shape(b2, batch + sb2[-2:])
-    out = st.dot_general(a3, b3, (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb)))))
-    if len(sa) == 1:
-        out = squeeze(out, -2)
-    if len(sb) == 1:
-        out = squeeze(out, -1)
-    return out
+    a3 = _broadcast_to_shape(a, batch + sa[-2:])
+    b3 = _broadcast_to_shape(b, batch + sb[-2:])
+    return st.dot_general(a3, b3, (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb)))))
 
 
 def dot(a: Any, b: Any) -> Any:
