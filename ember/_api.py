@@ -71,34 +71,50 @@ def _has_tracer_consts(ir: IR) -> bool:
 class _SignatureCache:
     """Per-signature IRs (for inlining) and executables (for eager calls) of one transformed function.
 
-    IRs that captured tracers of an enclosing trace are used once and not cached."""
+    It holds no reference to the function (build is passed per call), so caches can be kept per function in a
+    weak dictionary. IRs that captured tracers of an enclosing trace are used once and not cached."""
 
-    def __init__(self, name: str, build: Callable[..., IR]):
+    def __init__(self, name: str):
         self.name = name
-        self.build = build
         self.irs: dict[Hashable, IR] = {}
         self.executables: dict[Hashable, Compiled] = {}
 
-    def ir_for(self, key: Hashable, *build_args: Any) -> IR:
+    def ir_for(self, key: Hashable, build: Callable[..., IR], *build_args: Any) -> IR:
         ir = self.irs.get(key)
         if ir is None:
-            ir = self.build(*build_args)
+            ir = build(*build_args)
             if not _has_tracer_consts(ir):
                 self.irs[key] = ir
         return ir
 
-    def call(self, key: Hashable, leaves: Sequence[Any], *build_args: Any) -> Any:
+    def call(self, key: Hashable, leaves: Sequence[Any], build: Callable[..., IR], *build_args: Any) -> Any:
         if not is_tracing():
             executable = self.executables.get(key)
             if executable is not None:
                 return executable(*leaves)
-        ir = self.ir_for(key, *build_args)
+        ir = self.ir_for(key, build, *build_args)
         if is_tracing():
             return ir.out_tree.unflatten(eval_ir(ir, leaves))
         executable = Compiled(ir, self.name)
         if not _has_tracer_consts(ir):
             self.executables[key] = executable
         return executable(*leaves)
+
+
+_function_caches: "weakref.WeakKeyDictionary[Any, dict[Hashable, _SignatureCache]]" = weakref.WeakKeyDictionary()
+
+
+def _cache_for(fun: Any, config: Hashable, name: str) -> _SignatureCache:
+    """The cache of fun transformed with config, shared by every wrapper of the same function (so
+    ember.grad(f)(x) in a loop compiles once, as in JAX)."""
+    try:
+        per_function = _function_caches.setdefault(fun, {})
+    except TypeError:  # not weak-referenceable
+        return _SignatureCache(name)
+    cache = per_function.get(config)
+    if cache is None:
+        cache = per_function[config] = _SignatureCache(name)
+    return cache
 
 
 class _OutStore:
@@ -166,7 +182,7 @@ class Jitted:
         self.static_argnums = _as_tuple(static_argnums)
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         self.name = f"jit({_fun_name(fun)})"
-        self._cache = _SignatureCache(self.name, self._build)
+        self._cache = _cache_for(fun, ("jit", self.static_argnums, self.static_argnames), self.name)
         self._by_avals: dict[tuple[ShapedArray, ...], Compiled] = {}  # fast path: positional Array arguments
         functools.update_wrapper(self, fun)
 
@@ -218,7 +234,7 @@ class Jitted:
             if executable is not None:
                 return executable(*args)
         key, leaves, statics = self._signature(args, kwargs)
-        out = self._cache.call(key, leaves, key[0], key[1], statics)
+        out = self._cache.call(key, leaves, self._build, key[0], key[1], statics)
         if fast and key in self._cache.executables:
             self._by_avals[key[1]] = self._cache.executables[key]
         return out
@@ -226,7 +242,7 @@ class Jitted:
     def trace(self, *args: Any, **kwargs: Any) -> IR:
         """The IR this function stages out to for these arguments."""
         key, _, statics = self._signature(args, kwargs)
-        return self._cache.ir_for(key, key[0], key[1], statics)
+        return self._cache.ir_for(key, self._build, key[0], key[1], statics)
 
     def lower(self, *args: Any, **kwargs: Any) -> Compiled:
         """The compiled executable for these arguments (its .as_text() is the StableHLO module)."""
@@ -332,7 +348,7 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
         gir.out_tree = tree_structure(template)
         return gir
 
-    cache = _SignatureCache(name, build)
+    cache = _cache_for(fun, (api, argnums if isinstance(argnums, int) else tuple(argnums), has_aux, allow_int), name)
 
     @functools.wraps(fun)
     def transformed(*args: Any, **kwargs: Any) -> Any:
@@ -341,7 +357,7 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
         avals = _leaf_avals(name, args, kwargs, leaves)
         arg_trees = tuple(tree_structure(a) for a in args)
         key = (in_tree, avals, nums)
-        return cache.call(key, leaves, in_tree, avals, nums, arg_trees)
+        return cache.call(key, leaves, build, in_tree, avals, nums, arg_trees)
 
     return transformed
 

@@ -217,3 +217,22 @@ def test_gradient_cache_does_not_retrace():
     assert len(calls) == 1
     g(np.ones(4))
     assert len(calls) == 2
+
+
+def test_new_wrappers_of_the_same_function_share_the_cache():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return enp.sum(enp.sin(x))
+
+    for _ in range(3):
+        ember.grad(f)(np.ones(3))
+        ember.jit(f)(np.ones(3))
+    assert len(calls) == 2  # one trace for grad(f), one for jit(f)
+    import gc
+    import weakref
+    ref = weakref.ref(f)
+    del f
+    gc.collect()
+    assert ref() is None  # the caches do not keep the function alive
