@@ -184,7 +184,7 @@ class Jitted:
         self.name = f"jit({_fun_name(fun)})"
         self._cache = _cache_for(fun, ("jit", self.static_argnums, self.static_argnames), self.name)
         self._by_avals: dict[tuple[ShapedArray, ...], Compiled] = {}  # fast path: positional Array arguments
-        functools.update_wrapper(self, fun)
+        functools.update_wrapper(self, fun, updated=())  # (copying __dict__ could clobber our attributes)
 
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
         if not self.static_argnums and not self.static_argnames:
@@ -350,7 +350,7 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
 
     cache = _cache_for(fun, (api, argnums if isinstance(argnums, int) else tuple(argnums), has_aux, allow_int), name)
 
-    @functools.wraps(fun)
+    @functools.wraps(fun, updated=())
     def transformed(*args: Any, **kwargs: Any) -> Any:
         nums = _check_argnums(name, argnums, len(args))
         leaves, in_tree = tree_flatten((args, kwargs))

@@ -9,7 +9,7 @@ from ember import _dtypes as dt
 from ember import _pjrt
 from ember._core import Tracer
 from ember._dtypes import ShapedArray, canonicalize_dtype
-from ember._runtime import default_device, get_client, register_array_type
+from ember._runtime import get_client, register_array_type
 
 
 class Array:
@@ -127,9 +127,7 @@ class Array:
         extras = f"dtype={self.dtype.name}"
         if self.weak_type:
             extras += ", weak_type=True"
-        if self._buffer.device is not default_device():
-            extras += f", device={self._buffer.device}"
-        return f"{prefix}{body}, {extras})"
+        return f"{prefix}{body}, {extras}, device={self._buffer.device})"
 
     __hash__ = None  # type: ignore[assignment]
 

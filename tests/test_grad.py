@@ -236,3 +236,31 @@ def test_new_wrappers_of_the_same_function_share_the_cache():
     del f
     gc.collect()
     assert ref() is None  # the caches do not keep the function alive
+
+
+@pytest.mark.parametrize("compose", ["jit(grad)", "grad(jit)", "jit(grad(jit))", "grad(grad(jit))",
+                                     "jit(grad(grad))", "vjp(jit)"])
+def test_compositions_agree_with_jax(compose):
+    def f(x):
+        return enp.sum(enp.tanh(x) * enp.exp(-x * x))
+
+    def jf(x):
+        return jnp.sum(jnp.tanh(x) * jnp.exp(-x * x))
+
+    x = np.array([0.2, -0.4, 1.1])
+    if compose == "jit(grad)":
+        ours, ref = ember.jit(ember.grad(f))(x), jax.grad(jf)(x)
+    elif compose == "grad(jit)":
+        ours, ref = ember.grad(ember.jit(f))(x), jax.grad(jf)(x)
+    elif compose == "jit(grad(jit))":
+        ours, ref = ember.jit(ember.grad(ember.jit(f)))(x), jax.grad(jf)(x)
+    elif compose == "grad(grad(jit))":
+        g = ember.grad(lambda x: enp.sum(ember.grad(ember.jit(f))(x)))
+        ours, ref = g(x), jax.grad(lambda x: jnp.sum(jax.grad(jf)(x)))(x)
+    elif compose == "jit(grad(grad))":
+        g = ember.jit(ember.grad(lambda x: enp.sum(ember.grad(f)(x))))
+        ours, ref = g(x), jax.grad(lambda x: jnp.sum(jax.grad(jf)(x)))(x)
+    else:
+        ours = ember.vjp(ember.jit(f), x)[1](np.float64(1.0))[0]
+        ref = jax.vjp(jf, x)[1](1.0)[0]
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(ref), rtol=1e-10, atol=1e-12)

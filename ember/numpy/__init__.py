@@ -6,19 +6,24 @@ import builtins
 import math
 from typing import Any, Sequence
 
+import ml_dtypes as _ml_dtypes
 import numpy as _np
 
 from ember import _dtypes as dt
 from ember._array import Array, array, asarray
 from ember._core import Tracer, aval_of, install_array_methods, is_python_scalar
-from ember._dtypes import (bfloat16, bool_, finfo, float16, float32, float64, iinfo, int8, int16, int32, int64,
-                           uint8, uint16, uint32, uint64)
+from ember._dtypes import bool_, finfo, iinfo
 from ember._ir import Literal
 from ember._prims import elementwise as ew
 from ember._prims import structural as st
 from ember._prims._rules import normalize_axis, weak_scalar
 
 ndarray = Array
+# Scalar types double as dtypes, as in numpy: enp.float32 is a dtype argument and enp.float32(1.5) a scalar.
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
+float16, float32, float64 = _np.float16, _np.float32, _np.float64
+bfloat16 = _ml_dtypes.bfloat16
 inf, nan, pi, e = _np.inf, _np.nan, _np.pi, _np.e
 newaxis = None
 dtype = _np.dtype
@@ -836,4 +841,4 @@ Array.__hash__ = None  # type: ignore[assignment]
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "builtins", "math", "Any",
                                                                      "Sequence")]
-_ = (finfo, iinfo, bfloat16, float16, float32, int8, int16, int64, uint8, uint16, uint64, array)
+_ = (finfo, iinfo, array)
