@@ -11,7 +11,7 @@ from ember import _dtypes as dt
 from ember._core import aval_of, stage_flat
 from ember._dtypes import ShapedArray
 from ember._ir import IR, Atom, Literal, Var
-from ember._passes import dce
+from ember._passes import simplify
 from ember._prims import elementwise as ew
 from ember._prims import structural as st
 from ember._prims._rules import weak_scalar
@@ -118,7 +118,7 @@ def value_and_grad_ir(ir: IR, wrt: Sequence[bool], with_value: bool = True, name
         grads = [zeros(v.aval) if ct is None else ct for v, ct, w in zip(ir.in_vars, in_cts, wrt) if w]
         return (outs if with_value else outs[1:]) + grads
 
-    return dce(stage_flat(fn, ir.in_avals))
+    return simplify(stage_flat(fn, ir.in_avals))
 
 
 def vjp_ir(ir: IR, wrt: Sequence[bool], num_cts: int | None = None) -> IR:
@@ -133,4 +133,4 @@ def vjp_ir(ir: IR, wrt: Sequence[bool], num_cts: int | None = None) -> IR:
         return outs + [zeros(v.aval) if ct is None else ct for v, ct, w in zip(ir.in_vars, in_cts, wrt) if w]
 
     ct_avals = [a.strip_weak_type() for a in ir.out_avals[:num_cts]]
-    return dce(stage_flat(fn, ir.in_avals + ct_avals))
+    return simplify(stage_flat(fn, ir.in_avals + ct_avals))

@@ -1,9 +1,9 @@
 """IR -> IR clean-up and splitting passes: dead-code elimination and known/unknown partitioning."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Hashable, Sequence
 
-from ember._ir import IR, Eqn, Var
+from ember._ir import IR, Atom, Eqn, Literal, Var
 
 
 def dce(ir: IR) -> IR:
@@ -49,3 +49,42 @@ def split_known(ir: IR, unknown_inputs: Sequence[bool], num_known_outs: int) -> 
     rest = IR([], [], res + unknown_ins, unknown_eqns, ir.outs[num_known_outs:])
     return dce(known), dce(rest), len(res)
 
+
+
+def _literal_key(atom: Literal) -> tuple[Any, ...]:
+    value = atom.value
+    return ("lit", type(value), repr(value), atom.aval)
+
+
+def cse(ir: IR) -> IR:
+    """Common-subexpression elimination: an equation equal to an earlier one (same primitive, params and
+    inputs) is dropped and its outputs renamed to the earlier outputs."""
+    rename: dict[Var, Var] = {}
+    seen: dict[Hashable, Eqn] = {}
+    kept: list[Eqn] = []
+
+    def atom(a: Atom) -> Atom:
+        return rename.get(a, a) if isinstance(a, Var) else a
+
+    for eqn in ir.eqns:
+        inputs = [atom(a) for a in eqn.inputs]
+        try:
+            key: Hashable = (eqn.prim, tuple(_literal_key(a) if isinstance(a, Literal) else a for a in inputs),
+                             tuple(sorted(eqn.params.items())))
+            hash(key)
+        except TypeError:
+            key = None
+        earlier = seen.get(key) if key is not None else None
+        if earlier is not None:
+            rename.update(zip(eqn.outputs, earlier.outputs))
+            continue
+        new = Eqn(eqn.prim, inputs, eqn.outputs, eqn.params)
+        if key is not None:
+            seen[key] = new
+        kept.append(new)
+    return IR(ir.const_vars, ir.consts, ir.in_vars, kept, [atom(a) for a in ir.outs], ir.out_tree)
+
+
+def simplify(ir: IR) -> IR:
+    """The clean-up applied to transformed IRs: CSE, then DCE."""
+    return dce(cse(ir))

@@ -75,3 +75,12 @@ def test_tree_util():
     assert tu.tree_map(lambda x, y: x + y, tree, tree) == {"a": 6, "b": [2, (4, None)]}
     with pytest.raises(ValueError, match="different structures"):
         tu.tree_map(lambda x, y: x, [1], (1,))
+
+
+def test_cse_merges_repeated_work():
+    from ember._passes import cse
+    ir = ember.stage_out(lambda x: enp.sin(x) * 2.0 + enp.sin(x) * 2.0 + enp.sin(x) * 3.0, ShapedArray((2,), "f32"))
+    names = [e.prim.name for e in cse(ir).eqns]
+    assert names.count("sin") == 1 and names.count("mul") == 2
+    x = np.array([0.5, 1.0], np.float32)
+    np.testing.assert_allclose(np.asarray(ember.compile(cse(ir))(x)), np.asarray(ember.compile(ir)(x)))
