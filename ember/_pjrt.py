@@ -362,7 +362,7 @@ class Executable:
         for b in args:
             if not b.handle:
                 raise PjrtError("execute: an argument buffer has been deleted (Array.delete was called)")
-        device = args[0].device if args else self.client.devices[0]
+        device = self.client.devices[0]  # compiled with the default device assignment
         with self._lock:
             handles, lists = self._argument_slots(len(args))
             for i, b in enumerate(args):
@@ -395,12 +395,17 @@ def default_plugin_path() -> str:
         if not os.path.isfile(env):
             raise RuntimeError(f"EMBER_PJRT_PLUGIN points at {env!r}, which does not exist")
         return env
+    return cpu_plugin_path()
+
+
+def cpu_plugin_path() -> str:
+    """The XLA CPU plugin of the xla-cpu-pjrt wheel."""
     spec = importlib.util.find_spec("xla_plugins.xla_cpu_pjrt") if importlib.util.find_spec("xla_plugins") else None
     for folder in (spec.submodule_search_locations or []) if spec else []:
         path = os.path.join(folder, "xla_cpu_pjrt.so")
         if os.path.isfile(path):
             return path
-    raise RuntimeError("no PJRT plugin found: `pip install xla-cpu-pjrt` for the XLA CPU plugin, or set "
+    raise RuntimeError("the XLA CPU PJRT plugin is not installed: `pip install xla-cpu-pjrt`, or set "
                        "EMBER_PJRT_PLUGIN to the path of a PJRT plugin .so")
 
 

@@ -20,34 +20,50 @@ class CompileError(RuntimeError):
 
 
 _client_lock = threading.Lock()
-_client: _pjrt.Client | None = None
+_clients: dict[str, _pjrt.Client] = {}  # one per plugin
 
 
-def get_client() -> _pjrt.Client:
-    """The process-wide PJRT client: the plugin named by EMBER_PJRT_PLUGIN, else a CUDA plugin if one is
-    installed (unless EMBER_PLATFORM=cpu), else the embedded XLA CPU plugin."""
-    global _client
-    if _client is None:
-        with _client_lock:
-            if _client is None:
-                _client = _pjrt.Client(_pjrt.Plugin(_plugin_path()))
-    return _client
-
-
-def _plugin_path() -> str:
-    if not os.environ.get("EMBER_PJRT_PLUGIN") and os.environ.get("EMBER_PLATFORM", "").lower() not in ("cpu",):
+def _plugin_path(platform: str | None) -> str:
+    platform = (platform or os.environ.get("EMBER_PLATFORM") or "").lower() or None
+    if platform is None:
+        if os.environ.get("EMBER_PJRT_PLUGIN"):
+            return _pjrt.default_plugin_path()
+        return _pjrt.find_cuda_plugin() or _pjrt.default_plugin_path()
+    if platform == "cpu":
+        return _pjrt.cpu_plugin_path()
+    if platform in ("cuda", "gpu"):
         cuda = _pjrt.find_cuda_plugin()
-        if cuda is not None:
-            return cuda
-    return _pjrt.default_plugin_path()
+        if cuda is None:
+            raise RuntimeError("no CUDA PJRT plugin is installed (pip install jax-cuda12-pjrt, or set "
+                               "EMBER_PJRT_PLUGIN to a plugin .so)")
+        return cuda
+    raise ValueError(f"unknown platform {platform!r}; known platforms: cpu, cuda")
+
+
+def get_client(platform: str | None = None) -> _pjrt.Client:
+    """The PJRT client of a platform ("cpu", "cuda"); by default the plugin named by EMBER_PJRT_PLUGIN, else an
+    installed CUDA plugin, else the embedded XLA CPU plugin (EMBER_PLATFORM=cpu|cuda picks the default)."""
+    path = _plugin_path(platform) if platform or not _clients else None
+    if path is None:
+        return _clients["default"]
+    client = _clients.get(path)
+    if client is None:
+        with _client_lock:
+            client = _clients.get(path)
+            if client is None:
+                client = _clients[path] = _pjrt.Client(_pjrt.Plugin(path))
+    if platform is None:
+        _clients["default"] = client
+    return client
 
 
 def default_device() -> _pjrt.Device:
     return get_client().devices[0]
 
 
-def devices() -> list[_pjrt.Device]:
-    return list(get_client().devices)
+def devices(platform: str | None = None) -> list[_pjrt.Device]:
+    """The addressable devices of a platform (by default, of the default backend)."""
+    return list(get_client(platform).devices)
 
 
 # ---------------------------------------------------------------------------------------------------------------
