@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ember import _dtypes as dt
-from ember._core import aval_of, stage_flat
+from ember._core import aval_of, eval_ir_env, stage_flat
 from ember._dtypes import ShapedArray
-from ember._ir import IR, Atom, Literal, Var
+from ember._ir import IR, Var
 from ember._passes import simplify
 from ember._prims import elementwise as ew
 from ember._prims import structural as st
@@ -41,16 +41,8 @@ def backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Seq
     """Evaluate ir on args in the current context and pull cts_out back to the inputs marked in wrt.
 
     Returns (outputs, input cotangents); a cotangent is None where it is zero or not asked for."""
-    env: dict[Var, Any] = dict(zip(ir.const_vars, ir.consts))
-    env.update(zip(ir.in_vars, args))
-
-    def read(atom: Atom) -> Any:
-        return atom if isinstance(atom, Literal) else env[atom]
-
-    for eqn in ir.eqns:
-        outs = eqn.prim.bind(*[read(a) for a in eqn.inputs], **eqn.params)
-        env.update(zip(eqn.outputs, outs if eqn.prim.multiple_results else [outs]))
-    outputs = [read(a) for a in ir.outs]
+    env = eval_ir_env(ir, args)
+    outputs = [env.read(a) for a in ir.outs]
 
     active = active_vars(ir, wrt)
     cts: dict[Var, Any] = {}
@@ -76,7 +68,7 @@ def backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Seq
                                       "implemented")
         if eqn.prim.multiple_results:
             out_cts = [zeros(v.aval) if ct is None else ct for v, ct in zip(eqn.outputs, out_cts)]
-        ins = [read(a) for a in eqn.inputs]
+        ins = [env.read(a) for a in eqn.inputs]
         in_cts = eqn.prim.vjp(out_cts, ins, [env[v] for v in eqn.outputs], needs, **eqn.params)
         for atom, need, ct in zip(eqn.inputs, needs, in_cts):
             if need and ct is not None:

@@ -243,19 +243,28 @@ def stage_flat(fn: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray]
         builder.active = False
 
 
-def eval_ir(ir: IR, args: Sequence[Any], consts: Sequence[Any] | None = None) -> list[Any]:
-    """Evaluate an IR by applying its primitives to args: eagerly outside staging (the IR evaluator), or
-    recording them into the enclosing trace (inlining)."""
-    env: dict[Var, Any] = dict(zip(ir.const_vars, ir.consts if consts is None else consts))
+class Env(dict):
+    """The values of an IR's variables during evaluation; literals read as themselves."""
+
+    def read(self, atom: Atom) -> Any:
+        return atom if isinstance(atom, Literal) else self[atom]
+
+
+def eval_ir_env(ir: IR, args: Sequence[Any], consts: Sequence[Any] | None = None) -> Env:
+    """Evaluate an IR by applying its primitives to args, returning the value of every variable: eagerly outside
+    staging (the IR evaluator), or recording them into the enclosing trace (inlining)."""
+    env = Env(zip(ir.const_vars, ir.consts if consts is None else consts))
     env.update(zip(ir.in_vars, args))
-
-    def read(atom: Atom) -> Any:
-        return atom if isinstance(atom, Literal) else env[atom]
-
     for eqn in ir.eqns:
-        outs = eqn.prim.bind(*[read(a) for a in eqn.inputs], **eqn.params)
+        outs = eqn.prim.bind(*[env.read(a) for a in eqn.inputs], **eqn.params)
         env.update(zip(eqn.outputs, outs if eqn.prim.multiple_results else [outs]))
-    return [read(atom) for atom in ir.outs]
+    return env
+
+
+def eval_ir(ir: IR, args: Sequence[Any], consts: Sequence[Any] | None = None) -> list[Any]:
+    """The outputs of an IR evaluated on args (see eval_ir_env)."""
+    env = eval_ir_env(ir, args, consts)
+    return [env.read(atom) for atom in ir.outs]
 
 
 def aval_of(x: Any) -> ShapedArray:
