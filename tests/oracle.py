@@ -21,7 +21,7 @@ class Case:
     prim: str                                   # the primitive this case exercises
     ember: Callable[..., Any]                   # the computation on ember values (ember.lax or ember.numpy)
     numpy: Callable[..., Any]                   # the same on numpy arrays: the forward oracle
-    shapes: Sequence[tuple[Shape, ...]]         # argument shapes to try; the first is in the quick run
+    shapes: Sequence[tuple[Shape, ...]]         # argument shapes; the quick run has the first (two for grads)
     dtypes: Sequence[str]                       # dtypes to try; all are in the quick run for the first shape
     jax: Callable[..., Any] | None = None       # the same on jax arrays: the gradient oracle
     domain: str = "any"                         # any | positive | nonzero | unit (|x| < 0.9) | int_small
@@ -84,8 +84,8 @@ def grad_params(cases: Sequence[Case]) -> list[Any]:
     for case in cases:
         if not case.grad:
             continue
-        for i, shapes in enumerate(case.grad_shapes or case.shapes[:2]):
-            marks = [pytest.mark.slow] if i > 0 else []
+        for i, shapes in enumerate(case.grad_shapes or case.shapes):
+            marks = [pytest.mark.slow] if i > 1 else []  # two shapes in the quick run, the rest in the sweep
             params.append(pytest.param(case, shapes, marks=marks, id=f"{case.label()}-{'x'.join(map(str, shapes))}"))
     return params
 
