@@ -6,6 +6,7 @@ layer installs that handler). Tracers of an enclosing Builder, and concrete arra
 captured as constants of the inner IR: when that IR is inlined into the enclosing trace they are bound again."""
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -37,8 +38,9 @@ class Primitive:
         return self.name
 
     def bind(self, *args: Any, **params: Any) -> Any:
-        if _STACK:
-            outs = _STACK[-1].add_eqn(self, args, params)
+        stack = _STATE.stack
+        if stack:
+            outs = stack[-1].add_eqn(self, args, params)
         else:
             outs = _eager_handler(self, args, params)
         return outs if self.multiple_results else outs[0]
@@ -223,23 +225,30 @@ class Builder:
         return IR(self.const_vars, self.consts, [t.ir_var for t in inputs], self.eqns, outs)
 
 
-_STACK: list[Builder] = []
+class _TraceState(threading.local):
+    """The stack of active Builders, per thread (innermost last)."""
+
+    def __init__(self) -> None:
+        self.stack: list[Builder] = []
+
+
+_STATE = _TraceState()
 
 
 def is_tracing() -> bool:
-    return bool(_STACK)
+    return bool(_STATE.stack)
 
 
 def stage_flat(fn: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray]) -> IR:
     """Stage fn (taking and returning flat lists of arrays) out to an IR at the given abstract values."""
     builder = Builder()
-    _STACK.append(builder)
+    _STATE.stack.append(builder)
     try:
         inputs = [builder.new_input(aval) for aval in in_avals]
         outputs = fn(*inputs)
         return builder.build(inputs, outputs)
     finally:
-        _STACK.pop()
+        _STATE.stack.pop()
         builder.active = False
 
 

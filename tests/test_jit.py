@@ -181,3 +181,19 @@ def test_compile_error_shows_the_module():
     finally:
         from ember._core import PRIMITIVES
         del PRIMITIVES["bogus_for_test"]
+
+
+def test_tracing_in_threads_is_independent():
+    import threading
+    results = {}
+
+    def work(i):
+        f = ember.jit(lambda x: enp.sin(x) * i)
+        results[i] = float(f(np.float32(1.0)))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {i: pytest.approx(np.sin(1.0) * i, rel=1e-6) for i in range(4)}
