@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -46,14 +47,28 @@ def get_client(platform: str | None = None) -> _pjrt.Client:
     path = _plugin_path(platform) if platform or not _clients else None
     if path is None:
         return _clients["default"]
+    try:
+        client = _client_for(path)
+    except _pjrt.PjrtError as err:
+        auto_cuda = platform is None and not os.environ.get("EMBER_PLATFORM") and \
+            not os.environ.get("EMBER_PJRT_PLUGIN")
+        if not auto_cuda:
+            raise
+        warnings.warn(f"ember: the CUDA PJRT plugin {path} could not start ({err}); using the CPU plugin",
+                      RuntimeWarning, stacklevel=2)
+        client = _client_for(_pjrt.cpu_plugin_path())
+    if platform is None:
+        _clients["default"] = client
+    return client
+
+
+def _client_for(path: str) -> _pjrt.Client:
     client = _clients.get(path)
     if client is None:
         with _client_lock:
             client = _clients.get(path)
             if client is None:
                 client = _clients[path] = _pjrt.Client(_pjrt.Plugin(path))
-    if platform is None:
-        _clients["default"] = client
     return client
 
 

@@ -26,7 +26,7 @@ J = rng.integers(1, 6, size=(4,)).astype(np.int32)
     ("add", (A, B)), ("subtract", (A, 2)), ("multiply", (3.0, A)), ("divide", (A, P)), ("divide", (I, J)),
     ("floor_divide", (I, J)), ("floor_divide", (A, P)), ("remainder", (I, J)), ("remainder", (-I, J)),
     ("remainder", (A, P)), ("power", (P, A)), ("power", (A, 3)), ("power", (I, 2)), ("maximum", (A, B)),
-    ("minimum", (I, 0)), ("exp", (I,)), ("log", (P,)), ("sqrt", (P,)), ("tanh", (A,)), ("abs", (I,)),
+    ("minimum", (I, 0)), ("add", (A > 0, I > 0)), ("multiply", (A > 0, I > 0)), ("exp", (I,)), ("log", (P,)), ("sqrt", (P,)), ("tanh", (A,)), ("abs", (I,)),
     ("square", (A,)), ("negative", (I,)), ("sign", (A,)), ("floor", (A,)), ("ceil", (A,)), ("round", (A * 3,)),
     ("log2", (P,)), ("log10", (P,)), ("exp2", (A,)), ("tan", (A,)), ("arctan2", (A, P)), ("reciprocal", (P,)),
     ("equal", (I, J)), ("less", (A, B)), ("greater_equal", (I, 0)), ("logical_and", (A > 0, I > 0)),

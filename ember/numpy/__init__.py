@@ -153,9 +153,16 @@ negative = _unary(ew.neg, "negative")
 absolute = abs = _unary(ew.abs, "absolute")  # noqa: A001
 sign = _unary(ew.sign, "sign")
 
-add = _binary(ew.add, "add")
+def _bool_as(logical: Any, arithmetic: Any) -> Any:
+    """numpy's add/multiply of booleans are logical or/and."""
+    def fn(x: Any, y: Any) -> Any:
+        return (logical if aval_of(x).dtype == bool_ else arithmetic)(x, y)
+    return fn
+
+
+add = _binary(_bool_as(ew.bitwise_or, ew.add), "add")
 subtract = _binary(ew.sub, "subtract")
-multiply = _binary(ew.mul, "multiply")
+multiply = _binary(_bool_as(ew.bitwise_and, ew.mul), "multiply")
 maximum = _binary(ew.max, "maximum")
 minimum = _binary(ew.min, "minimum")
 equal = _binary(ew.eq, "equal")
