@@ -155,3 +155,16 @@ def check_grad(case: Case, shapes: tuple[Shape, ...]) -> None:
             minus[i][index] -= eps
             numeric[index] = (float(loss_jit(*plus)) - float(loss_jit(*minus))) / (2 * eps)
         np.testing.assert_allclose(np.asarray(g), numeric, rtol=rtol, atol=rtol / 10)
+
+
+def oracle_tests(cases: Sequence[Case]) -> tuple[Callable[..., None], Callable[..., None]]:
+    """The forward and gradient tests of a primitive test module: `test_forward, test_grad = oracle_tests(CASES)`."""
+    @pytest.mark.parametrize("case,shapes,dtype", forward_params(cases))
+    def test_forward(case: Case, shapes: tuple[Shape, ...], dtype: str) -> None:
+        check_forward(case, shapes, dtype)
+
+    @pytest.mark.parametrize("case,shapes", grad_params(cases))
+    def test_grad(case: Case, shapes: tuple[Shape, ...]) -> None:
+        check_grad(case, shapes)
+
+    return test_forward, test_grad

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ember import lax
-from oracle import Case, check_forward, check_grad, forward_params, grad_params
+from oracle import Case, check_forward, oracle_tests
 
 F = ["float32", "float64"]
 FI = ["float32", "float64", "int32"]
@@ -102,14 +102,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case,shapes,dtype", forward_params(CASES))
-def test_forward(case, shapes, dtype):
-    check_forward(case, shapes, dtype)
-
-
-@pytest.mark.parametrize("case,shapes", grad_params(CASES))
-def test_grad(case, shapes):
-    check_grad(case, shapes)
+test_forward, test_grad = oracle_tests(CASES)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

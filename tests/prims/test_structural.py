@@ -6,7 +6,7 @@ import pytest
 
 import ember
 from ember import lax
-from oracle import Case, check_forward, check_grad, forward_params, grad_params
+from oracle import Case, oracle_tests
 
 FIB = ["float32", "float64", "int32", "bool"]
 FI = ["float32", "float64", "int32"]
@@ -81,14 +81,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case,shapes,dtype", forward_params(CASES))
-def test_forward(case, shapes, dtype):
-    check_forward(case, shapes, dtype)
-
-
-@pytest.mark.parametrize("case,shapes", grad_params(CASES))
-def test_grad(case, shapes):
-    check_grad(case, shapes)
+test_forward, test_grad = oracle_tests(CASES)
 
 
 def test_reductions_keep_ties_split_evenly():
