@@ -142,3 +142,17 @@ def test_broadcast_errors_are_clear():
         enp.add(np.ones(3), np.ones(4))
     with pytest.raises(ValueError, match=r"matmul: contracted dimensions differ"):
         enp.matmul(np.ones((2, 3)), np.ones((4, 2)))
+
+
+@pytest.mark.parametrize("spec,shapes", [
+    ("ij,jk->ik", [(2, 3), (3, 4)]), ("ij,jk", [(2, 3), (3, 4)]), ("bij,bjk->bki", [(2, 3, 4), (2, 4, 5)]),
+    ("i,i->", [(3,), (3,)]), ("ij->ji", [(2, 3)]), ("ij->", [(2, 3)]), ("ijk,k->ij", [(2, 3, 4), (4,)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]), ("i,j->ij", [(3,), (2,)]), ("abc,cd->da", [(2, 3, 4), (4, 5)]),
+])
+def test_einsum(spec, shapes):
+    arrays = [rng.normal(size=s) for s in shapes]
+    np.testing.assert_allclose(np.asarray(enp.einsum(spec, *arrays)), np.einsum(spec, *arrays), rtol=1e-12)
+    g = ember.grad(lambda *xs: enp.sum(enp.einsum(spec, *xs) ** 2), argnums=tuple(range(len(arrays))))(*arrays)
+    jg = jax.grad(lambda *xs: jnp.sum(jnp.einsum(spec, *xs) ** 2), argnums=tuple(range(len(arrays))))(*arrays)
+    for a, b in zip(g, jg):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10)
