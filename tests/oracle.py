@@ -131,6 +131,9 @@ def check_grad(case: Case, shapes: tuple[Shape, ...]) -> None:
         return ember.numpy.sum(case.ember(*xs) * ct)
 
     grads = ember.grad(loss, argnums=argnums)(*args)
+    # the gradient IR (the seed design's grad(ir)) type-checks
+    grad_ir = ember.grad(ember.stage_out(loss, *[ember.ShapedArray(a.shape, a.dtype) for a in args]), argnums)
+    ember.check_ir(grad_ir)
 
     if case.jax is not None:
         def jax_loss(*xs: Any) -> Any:
