@@ -123,6 +123,27 @@ class _OutStore:
     aux_tree: PyTreeDef | None = None
 
 
+def _stage_with_aux(fun: Callable[..., Any], in_tree: PyTreeDef, avals: Sequence[ShapedArray], has_aux: bool,
+                    name: str) -> tuple[IR, _OutStore]:
+    """Stage fun(*args, **kwargs) out (in_tree is that of (args, kwargs)). The IR's outputs are the leaves of
+    the result, then (with has_aux, when fun returns (result, aux)) the leaves of aux."""
+    store = _OutStore()
+
+    def flat(*leaves: Any) -> list[Any]:
+        args, kwargs = in_tree.unflatten(leaves)
+        result = fun(*args, **kwargs)
+        aux_leaves: list[Any] = []
+        if has_aux:
+            if not (isinstance(result, tuple | list) and len(result) == 2):
+                raise TypeError(f"{name}: with has_aux=True the function must return a pair (output, aux)")
+            result, aux = result
+            aux_leaves, store.aux_tree = tree_flatten(aux)
+        out_leaves, store.tree = tree_flatten(result)
+        return out_leaves + aux_leaves
+
+    return stage_flat(flat, avals), store
+
+
 def _flat_function(fun: Callable[..., Any], in_tree: PyTreeDef, store: _OutStore,
                    rebuild: Callable[[Any], tuple[tuple[Any, ...], dict[str, Any]]] | None = None
                    ) -> Callable[..., list[Any]]:
@@ -300,24 +321,9 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
 
     def build(in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], nums: tuple[int, ...],
               arg_trees: tuple[PyTreeDef, ...]) -> IR:
-        store = _OutStore()
-
-        def flat(*leaves: Any) -> list[Any]:
-            args, kwargs = in_tree.unflatten(leaves)
-            result = fun(*args, **kwargs)
-            if has_aux:
-                if not (isinstance(result, tuple | list) and len(result) == 2):
-                    raise TypeError(f"{name}: with has_aux=True the function must return a pair (output, aux)")
-                result, aux = result
-                aux_leaves, store.aux_tree = tree_flatten(aux)
-            else:
-                aux_leaves = []
-            out_leaves, store.tree = tree_flatten(result)
-            if len(out_leaves) != 1:
-                raise TypeError(f"{name}: the function must return a single scalar array, got {store.tree}")
-            return out_leaves + aux_leaves
-
-        ir = stage_flat(flat, avals)
+        ir, store = _stage_with_aux(fun, in_tree, avals, has_aux, name)
+        if store.tree.num_leaves != 1:
+            raise TypeError(f"{name}: the function must return a single scalar array, got {store.tree}")
         offsets = [0]
         for tree in arg_trees:
             offsets.append(offsets[-1] + tree.num_leaves)
@@ -387,10 +393,11 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, ha
 class _VjpPlan:
     """The forward (known) and backward (cotangent) parts of a function's VJP at one signature."""
 
-    def __init__(self, forward: IR, backward: IR, num_outs: int, out_tree: PyTreeDef,
+    def __init__(self, forward: IR, backward: IR, num_outs: int, num_residuals: int, out_tree: PyTreeDef,
                  aux_tree: PyTreeDef | None, ct_avals: list[ShapedArray]):
-        self.forward, self.backward = forward, backward
-        self.num_outs, self.out_tree, self.aux_tree, self.ct_avals = num_outs, out_tree, aux_tree, ct_avals
+        self.forward, self.backward = forward, backward  # forward: (outputs, aux, residuals)
+        self.num_outs, self.num_residuals = num_outs, num_residuals
+        self.out_tree, self.aux_tree, self.ct_avals = out_tree, aux_tree, ct_avals
 
 
 _vjp_plans: "weakref.WeakKeyDictionary[Any, dict[Hashable, _VjpPlan]]" = weakref.WeakKeyDictionary()
@@ -398,31 +405,18 @@ _vjp_plans: "weakref.WeakKeyDictionary[Any, dict[Hashable, _VjpPlan]]" = weakref
 
 def _vjp_plan(fun: Callable[..., Any], in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], has_aux: bool,
               name: str) -> _VjpPlan:
-    store = _OutStore()
-
-    def flat(*leaves: Any) -> list[Any]:
-        result = fun(*in_tree.unflatten(leaves))
-        aux_leaves: list[Any] = []
-        if has_aux:
-            if not (isinstance(result, tuple | list) and len(result) == 2):
-                raise TypeError(f"{name}: with has_aux=True the function must return a pair (output, aux)")
-            result, aux = result
-            aux_leaves, store.aux_tree = tree_flatten(aux)
-        out_leaves, store.tree = tree_flatten(result)
-        return out_leaves + aux_leaves
-
-    ir = stage_flat(flat, avals)
+    ir, store = _stage_with_aux(fun, in_tree, avals, has_aux, name)
     num_outs = store.tree.num_leaves
     joint = _ad.vjp_ir(ir, [True] * len(avals), num_outs)
-    forward, backward, _ = split_known(joint, [False] * len(avals) + [True] * num_outs, len(ir.outs))
+    forward, backward, num_residuals = split_known(joint, [False] * len(avals) + [True] * num_outs, len(ir.outs))
     ct_avals = [a.strip_weak_type() for a in ir.out_avals[:num_outs]]
-    return _VjpPlan(forward, backward, num_outs, store.tree, store.aux_tree, ct_avals)
+    return _VjpPlan(forward, backward, num_outs, num_residuals, store.tree, store.aux_tree, ct_avals)
 
 
 def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
     """(outputs, vjp_fn) where vjp_fn(cotangents) returns one cotangent per primal (like jax.vjp)."""
     name = f"vjp({_fun_name(fun)})"
-    leaves, in_tree = tree_flatten(primals)
+    leaves, in_tree = tree_flatten((primals, {}))
     avals = _leaf_avals(name, primals, {}, leaves)
     key = (in_tree, avals, has_aux)
     try:
@@ -435,8 +429,8 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
         if not (_has_tracer_consts(plan.forward) or _has_tracer_consts(plan.backward)):
             plans[key] = plan
     results = run_ir(plan.forward, leaves, f"{name}.forward")
-    n_all = len(plan.forward.outs) - (len(plan.backward.in_vars) - plan.num_outs)
-    outs, aux, residuals = results[:plan.num_outs], results[plan.num_outs:n_all], results[n_all:]
+    n_primal = len(results) - plan.num_residuals
+    outs, aux, residuals = results[:plan.num_outs], results[plan.num_outs:n_primal], results[n_primal:]
 
     def vjp_fn(cotangents: Any) -> tuple[Any, ...]:
         ct_leaves, ct_tree = tree_flatten(cotangents)
@@ -449,7 +443,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
                 raise TypeError(f"{name}: cotangent {i} must be {expected.str_short()} like the output, got "
                                 f"{got.str_short()}")
         in_cts = run_ir(plan.backward, list(residuals) + ct_leaves, f"{name}.backward")
-        return in_tree.unflatten(in_cts)
+        return in_tree.unflatten(in_cts)[0]
 
     out = plan.out_tree.unflatten(outs)
     if has_aux:
