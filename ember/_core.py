@@ -149,10 +149,6 @@ def install_array_methods(cls: type, methods: dict[str, Any]) -> None:
         setattr(cls, name, method)
 
 
-def is_tracer(x: Any) -> bool:
-    return isinstance(x, Tracer)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Staging
 _INT32_MIN, _INT32_MAX = -(2 ** 31), 2 ** 31 - 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable, Hashable, Iterable
 
 __all__ = ["PyTreeDef", "register_pytree_node", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_map",
-           "tree_structure", "all_leaves"]
+           "tree_structure"]
 
 # type -> (flatten(node) -> (children, aux), unflatten(aux, children) -> node)
 _REGISTRY: dict[type, tuple[Callable[[Any], tuple[Iterable[Any], Hashable]], Callable[[Hashable, list[Any]], Any]]] = {}
@@ -129,10 +129,6 @@ def tree_map(f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: Callable[[An
             raise ValueError(f"tree_map: trees have different structures: {treedef} and {other_def}")
         others.append(other_leaves)
     return treedef.unflatten(f(*args) for args in zip(leaves, *others))
-
-
-def all_leaves(iterable: Iterable[Any]) -> bool:
-    return all(tree_structure(x) == _LEAF for x in iterable)
 
 
 def leaf_def() -> PyTreeDef:

@@ -46,10 +46,6 @@ def all_weak(avals: Sequence[ShapedArray]) -> bool:
     return all(a.weak_type for a in avals)
 
 
-def is_traced_or_array(x: Any) -> bool:
-    return not is_python_scalar(x)
-
-
 def coerce_scalars(op: str, args: Sequence[Any]) -> list[Any]:
     """Python scalars given to a strict lax op take the dtype of the op's array operands (weakly, like JAX)."""
     ref = next((aval_of(a) for a in args if not is_python_scalar(a)), None)

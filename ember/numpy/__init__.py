@@ -351,12 +351,8 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
     if dtype is None:
         dtype = dt.dtype_and_weak(fill)[0]
     if not is_python_scalar(fill) and aval_of(fill).shape != ():
-        return broadcast_to(asarray_like(fill, dtype), shape)
+        return broadcast_to(astype(fill, dtype), shape)
     return st.full(shape, fill, dtype)
-
-
-def asarray_like(x: Any, dtype: Any) -> Any:
-    return astype(x, dtype)
 
 
 def zeros(shape: Any, dtype: Any = None) -> Any:
