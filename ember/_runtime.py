@@ -117,6 +117,9 @@ def to_buffer(x: Any, expected: ShapedArray, where: str) -> _pjrt.Buffer:
         value = x.value if isinstance(x, Literal) else x
         if expected.shape != ():
             raise TypeError(f"{where}: expected {expected.str_short()}, got the scalar {value!r}")
+        if (isinstance(value, float) and expected.dtype.kind != "f") or \
+                (type(value) is int and expected.dtype.kind == "b"):
+            raise TypeError(f"{where}: expected {expected.str_short()}, got the {type(value).__name__} {value!r}")
         return _scalar_buffer(type(value), repr(value), expected.dtype, value)
     if isinstance(x, np.ndarray | np.generic):
         try:

@@ -35,6 +35,10 @@ def test_wrong_rank_shape_dtype_for_compiled_ir():
         compiled(np.ones((2, 3)), np.ones(3, np.float32))
     with pytest.raises(TypeError, match=r"argument 1: expected f32\[3\], got the scalar 1.0"):
         compiled(np.ones((2, 3), np.float32), 1.0)
+    int_fn = ember.compile(ember.stage_out(lambda n: n * 2, ShapedArray((), "i32")))
+    with pytest.raises(TypeError, match=r"argument 0: expected i32\[\], got the float 2.5"):
+        int_fn(2.5)
+    assert int(int_fn(3)) == 6
     with pytest.raises(TypeError, match=r"argument 0: expected an array f32\[2,3\], got a value of type dict"):
         compiled({}, np.ones(3, np.float32))
 
