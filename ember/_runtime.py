@@ -84,9 +84,9 @@ def devices(platform: str | None = None) -> list[_pjrt.Device]:
 # ---------------------------------------------------------------------------------------------------------------
 # Moving values to the device
 @functools.lru_cache(maxsize=512)
-def _scalar_buffer(kind: type, text: str, dtype: np.dtype, value: Any) -> _pjrt.Buffer:
+def _scalar_buffer(kind: type, text: str, dtype: np.dtype, value: Any, device: _pjrt.Device) -> _pjrt.Buffer:
     """Device scalars are immutable, so equal ones are shared (keyed by repr: -0.0 and 0.0 differ)."""
-    return get_client().buffer_from_numpy(np.asarray(value, dtype=dtype))
+    return device.client.buffer_from_numpy(np.asarray(value, dtype=dtype), device)
 
 
 def _describe(x: Any) -> str:
@@ -104,12 +104,18 @@ def register_array_type(cls: type) -> None:
     _ARRAY_TYPE = cls
 
 
-def to_buffer(x: Any, expected: ShapedArray, where: str) -> _pjrt.Buffer:
-    """A device buffer for argument x, checked against the expected shape and dtype."""
+def to_buffer(x: Any, expected: ShapedArray, where: str,
+              device: _pjrt.Device | None = None) -> _pjrt.Buffer:
+    """A buffer on `device` (by default the default device) for argument x, checked against the expected shape
+    and dtype. Host values are copied there; an Array must already live there."""
+    device = device or default_device()
     if type(x) is _ARRAY_TYPE:
         aval = x.aval
         if aval.shape != expected.shape or aval.dtype != expected.dtype:
             raise TypeError(f"{where}: expected {expected.str_short()}, got {aval.str_short()}")
+        if x.device is not device:
+            raise ValueError(f"{where}: the array is on {x.device} but the computation runs on {device}, the "
+                             "device of its first array argument; device_put it there")
         return x.buffer
     if isinstance(x, Tracer):
         raise UnexpectedTracerError(f"{where}: got a tracer {x!r} outside of the staging that created it")
@@ -120,7 +126,7 @@ def to_buffer(x: Any, expected: ShapedArray, where: str) -> _pjrt.Buffer:
         if (isinstance(value, float) and expected.dtype.kind != "f") or \
                 (type(value) is int and expected.dtype.kind == "b"):
             raise TypeError(f"{where}: expected {expected.str_short()}, got the {type(value).__name__} {value!r}")
-        return _scalar_buffer(type(value), repr(value), expected.dtype, value)
+        return _scalar_buffer(type(value), repr(value), expected.dtype, value, device)
     if isinstance(x, np.ndarray | np.generic):
         try:
             dtype = canonicalize_dtype(x.dtype)
@@ -128,7 +134,7 @@ def to_buffer(x: Any, expected: ShapedArray, where: str) -> _pjrt.Buffer:
             raise TypeError(f"{where}: {err}") from None
         if np.shape(x) != expected.shape or dtype != expected.dtype:
             raise TypeError(f"{where}: expected {expected.str_short()}, got {_describe(x)}")
-        return get_client().buffer_from_numpy(np.require(x, requirements="C"))
+        return device.client.buffer_from_numpy(np.require(x, requirements="C"), device)
     raise TypeError(f"{where}: expected an array {expected.str_short()}, got a value of type {type(x).__name__}")
 
 
@@ -148,21 +154,39 @@ class Compiled:
             numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(self.text.splitlines()))
             raise CompileError(f"XLA could not compile {name}: {err}\nStableHLO module:\n{numbered}") from None
         self._out_specs = [(a.shape, a.dtype) for a in self.out_avals]
-        const_avals = [v.aval for v in ir.const_vars]
-        self._const_buffers = [to_buffer(c, a, f"{name}: constant {i}")
-                               for i, (c, a) in enumerate(zip(ir.consts, const_avals))]
+        self._device = default_device()
+        self._const_buffers = self._consts_on(self._device)
+        self._consts_by_device = {self._device: self._const_buffers}
         self._where = [f"{name}: argument {i}" for i in range(len(self.in_avals))]
+
+    def _consts_on(self, device: _pjrt.Device) -> list[_pjrt.Buffer]:
+        """The IR's constants as buffers on a device (copied through the host when they live elsewhere)."""
+        buffers = []
+        for i, (value, var) in enumerate(zip(self.ir.consts, self.ir.const_vars)):
+            if type(value) is _ARRAY_TYPE and value.device is not device:
+                value = np.asarray(value)
+            buffers.append(to_buffer(value, var.aval, f"{self.name}: constant {i}", device))
+        return buffers
 
     def call_flat(self, args: Sequence[Any]) -> list[Any]:
         if len(args) != len(self.in_avals):
             raise TypeError(f"{self.name}: expected {len(self.in_avals)} arguments "
                             f"({', '.join(a.str_short() for a in self.in_avals)}), got {len(args)}")
-        buffers = list(self._const_buffers)
+        # The computation runs on the device of its first array argument (else the default device).
+        device = next((x._buffer.device for x in args if type(x) is _ARRAY_TYPE), self._device)
+        if device is self._device:
+            buffers = list(self._const_buffers)
+        else:
+            consts = self._consts_by_device.get(device)
+            if consts is None:
+                consts = self._consts_by_device[device] = self._consts_on(device)
+            buffers = list(consts)
         for x, aval, where in zip(args, self.in_avals, self._where):
-            if type(x) is _ARRAY_TYPE and x.aval.shape == aval.shape and x.aval.dtype == aval.dtype:
+            if type(x) is _ARRAY_TYPE and x.aval.shape == aval.shape and x.aval.dtype == aval.dtype \
+                    and x._buffer.device is device:
                 buffers.append(x._buffer)  # the common case, checked inline (deleted buffers fail in execute)
             else:
-                buffers.append(to_buffer(x, aval, where))
+                buffers.append(to_buffer(x, aval, where, device))
         outs = self.executable.execute(buffers, self._out_specs)
         wrap = _ARRAY_TYPE._from_buffer
         return [wrap(b, aval) for b, aval in zip(outs, self.out_avals)]

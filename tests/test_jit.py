@@ -197,3 +197,15 @@ def test_tracing_in_threads_is_independent():
     for t in threads:
         t.join()
     assert results == {i: pytest.approx(np.sin(1.0) * i, rel=1e-6) for i in range(4)}
+
+
+def test_computations_follow_their_arrays_device():
+    other = ember.devices()[1]
+    a = ember.device_put(np.arange(3, dtype=np.float32), other)
+    w = ember.asarray(np.full(3, 2.0, np.float32))  # a closed-over constant on the default device
+    for out in (a + 1, ember.jit(lambda x: x * w)(a), ember.grad(lambda x: enp.sum(x * x))(a)):
+        assert out.device == other
+    np.testing.assert_array_equal(np.asarray(ember.jit(lambda x: x * w)(a)), [0.0, 2.0, 4.0])
+    with pytest.raises(ValueError, match=r"the array is on CpuDevice\(id=0\) but the computation runs on "
+                                         r"CpuDevice\(id=1\)"):
+        a + w
