@@ -101,20 +101,24 @@ class _SignatureCache:
         return executable(*leaves)
 
 
-_function_caches: "weakref.WeakKeyDictionary[Any, dict[Hashable, _SignatureCache]]" = weakref.WeakKeyDictionary()
+_function_caches: "weakref.WeakKeyDictionary[Any, dict[Hashable, Any]]" = weakref.WeakKeyDictionary()
 
 
-def _cache_for(fun: Any, config: Hashable, name: str) -> _SignatureCache:
-    """The cache of fun transformed with config, shared by every wrapper of the same function (so
-    ember.grad(f)(x) in a loop compiles once, as in JAX)."""
+def _per_function(fun: Any, config: Hashable, make: Callable[[], Any]) -> Any:
+    """The object kept for fun transformed with config (made on first use), shared by every wrapper of the same
+    function (so ember.grad(f)(x) in a loop compiles once, as in JAX). Held weakly: it dies with fun."""
     try:
         per_function = _function_caches.setdefault(fun, {})
     except TypeError:  # not weak-referenceable
-        return _SignatureCache(name)
-    cache = per_function.get(config)
-    if cache is None:
-        cache = per_function[config] = _SignatureCache(name)
-    return cache
+        return make()
+    kept = per_function.get(config)
+    if kept is None:
+        kept = per_function[config] = make()
+    return kept
+
+
+def _cache_for(fun: Any, config: Hashable, name: str) -> _SignatureCache:
+    return _per_function(fun, config, lambda: _SignatureCache(name))
 
 
 class _OutStore:
@@ -144,33 +148,20 @@ def _stage_with_aux(fun: Callable[..., Any], in_tree: PyTreeDef, avals: Sequence
     return stage_flat(flat, avals), store
 
 
-def _flat_function(fun: Callable[..., Any], in_tree: PyTreeDef, store: _OutStore,
-                   rebuild: Callable[[Any], tuple[tuple[Any, ...], dict[str, Any]]] | None = None
-                   ) -> Callable[..., list[Any]]:
-    def flat(*leaves: Any) -> list[Any]:
-        args, kwargs = in_tree.unflatten(leaves)
-        if rebuild is not None:
-            args, kwargs = rebuild((args, kwargs))
-        out_leaves, store.tree = tree_flatten(fun(*args, **kwargs))
-        return out_leaves
-    return flat
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # stage_out / make_ir
+def _is_aval(x: Any) -> bool:
+    return isinstance(x, ShapedArray)
+
+
 def stage_out(fun: Callable[..., Any], *avals: Any) -> IR:
     """Stage fun out to an IR at the given abstract values (ShapedArrays, arrays, or pytrees of them)."""
-    leaves, in_tree = tree_flatten(avals, is_leaf=lambda x: isinstance(x, ShapedArray))
+    leaves, in_tree = tree_flatten((avals, {}), is_leaf=_is_aval)
     try:
         in_avals = [x if isinstance(x, ShapedArray) else aval_of(x) for x in leaves]
     except TypeError as err:
         raise TypeError(f"stage_out({_fun_name(fun)}): arguments must be ShapedArrays or arrays: {err}") from None
-    store = _OutStore()
-
-    def flat(*tracers: Any) -> list[Any]:
-        out_leaves, store.tree = tree_flatten(fun(*in_tree.unflatten(tracers)))
-        return out_leaves
-    ir = stage_flat(flat, in_avals)
+    ir, store = _stage_with_aux(fun, in_tree, in_avals, False, f"stage_out({_fun_name(fun)})")
     ir.out_tree = store.tree
     return ir
 
@@ -237,8 +228,12 @@ class Jitted:
         return rebuild
 
     def _build(self, in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], statics: tuple[Any, ...]) -> IR:
-        store = _OutStore()
-        ir = stage_flat(_flat_function(self.fun, in_tree, store, self._rebuild(statics)), avals)
+        rebuild = self._rebuild(statics)
+
+        def with_statics(*args: Any, **kwargs: Any) -> Any:
+            args, kwargs = rebuild((args, kwargs))
+            return self.fun(*args, **kwargs)
+        ir, store = _stage_with_aux(with_statics, in_tree, avals, False, self.name)
         ir.out_tree = store.tree
         return ir
 
@@ -400,9 +395,6 @@ class _VjpPlan:
         self.out_tree, self.aux_tree, self.ct_avals = out_tree, aux_tree, ct_avals
 
 
-_vjp_plans: "weakref.WeakKeyDictionary[Any, dict[Hashable, _VjpPlan]]" = weakref.WeakKeyDictionary()
-
-
 def _vjp_plan(fun: Callable[..., Any], in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], has_aux: bool,
               name: str) -> _VjpPlan:
     ir, store = _stage_with_aux(fun, in_tree, avals, has_aux, name)
@@ -419,10 +411,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
     leaves, in_tree = tree_flatten((primals, {}))
     avals = _leaf_avals(name, primals, {}, leaves)
     key = (in_tree, avals, has_aux)
-    try:
-        plans = _vjp_plans.setdefault(fun, {})
-    except TypeError:  # not weak-referenceable: no caching
-        plans = {}
+    plans: dict[Hashable, _VjpPlan] = _per_function(fun, "vjp", dict)
     plan = plans.get(key)
     if plan is None:
         plan = _vjp_plan(fun, in_tree, avals, has_aux, name)

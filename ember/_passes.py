@@ -50,7 +50,6 @@ def split_known(ir: IR, unknown_inputs: Sequence[bool], num_known_outs: int) -> 
     return dce(known), dce(rest), len(res)
 
 
-
 def _literal_key(atom: Literal) -> tuple[Any, ...]:
     value = atom.value
     return ("lit", type(value), repr(value), atom.aval)

@@ -155,8 +155,7 @@ class Compiled:
             raise CompileError(f"XLA could not compile {name}: {err}\nStableHLO module:\n{numbered}") from None
         self._out_specs = [(a.shape, a.dtype) for a in self.out_avals]
         self._device = default_device()
-        self._const_buffers = self._consts_on(self._device)
-        self._consts_by_device = {self._device: self._const_buffers}
+        self._consts_by_device = {self._device: self._consts_on(self._device)}
         self._where = [f"{name}: argument {i}" for i in range(len(self.in_avals))]
 
     def _consts_on(self, device: _pjrt.Device) -> list[_pjrt.Buffer]:
@@ -174,13 +173,10 @@ class Compiled:
                             f"({', '.join(a.str_short() for a in self.in_avals)}), got {len(args)}")
         # The computation runs on the device of its first array argument (else the default device).
         device = next((x._buffer.device for x in args if type(x) is _ARRAY_TYPE), self._device)
-        if device is self._device:
-            buffers = list(self._const_buffers)
-        else:
-            consts = self._consts_by_device.get(device)
-            if consts is None:
-                consts = self._consts_by_device[device] = self._consts_on(device)
-            buffers = list(consts)
+        consts = self._consts_by_device.get(device)
+        if consts is None:
+            consts = self._consts_by_device[device] = self._consts_on(device)
+        buffers = list(consts)
         for x, aval, where in zip(args, self.in_avals, self._where):
             if type(x) is _ARRAY_TYPE and x.aval.shape == aval.shape and x.aval.dtype == aval.dtype \
                     and x._buffer.device is device:
