@@ -1,24 +1,26 @@
 """ember: stage Python functions out to a typed IR, transform it (grad, ...), lower it to StableHLO and run it
-with XLA through PJRT."""
-from ember import _prims  # noqa: F401  (registers the primitives)
-from ember import _runtime  # noqa: F401  (installs eager execution)
-from ember._api import compile, grad, jit, make_ir, stage_out, value_and_grad, vjp  # noqa: A004
+with XLA through PJRT.
+
+The package is layered; imports point one way: _core -> _hlo -> _prims -> _transforms -> (_control) -> _runtime
+-> _api -> _numpy -> the public faces (this module, lax, numpy, tree_util). tests/test_layers.py enforces it."""
+from ember import lax as lax, numpy as numpy, tree_util as tree_util
+from ember._api import compile as compile, grad as grad, jit as jit, make_ir as make_ir  # noqa: A004
+from ember._api import stage_out as stage_out, value_and_grad as value_and_grad, vjp as vjp
 from ember._api import eval_ir_public as eval_ir
-from ember._array import Array, array, asarray, device_put
-from ember._core import ConcretizationTypeError, UnexpectedTracerError
-from ember._dtypes import ShapedArray
-from ember._ir import IR, IRTypeError, check_ir
-from ember._lowering import lower
-from ember._passes import dce
-from ember._pjrt import PjrtError
-from ember._runtime import CompileError, Compiled, default_device, devices
-from ember import lax, numpy, tree_util  # noqa: E402
+from ember._core import ConcretizationTypeError as ConcretizationTypeError, IR as IR, IRTypeError as IRTypeError
+from ember._core import ShapedArray as ShapedArray, UnexpectedTracerError as UnexpectedTracerError
+from ember._core import check_ir as check_ir
+from ember._hlo import lower as lower
+from ember._runtime import Array as Array, CompileError as CompileError, Compiled as Compiled, Lowered as Lowered
+from ember._runtime import PjrtError as PjrtError, array as array, asarray as asarray, default_device as default_device
+from ember._runtime import device_put as device_put, devices as devices
+from ember._transforms import dce as dce
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Array", "CompileError", "Compiled", "ConcretizationTypeError", "IR", "IRTypeError", "PjrtError", "ShapedArray",
-    "UnexpectedTracerError", "array", "asarray", "check_ir", "compile", "dce", "default_device", "device_put",
-    "devices", "eval_ir", "grad", "jit", "lax", "lower", "make_ir", "numpy", "stage_out", "tree_util",
-    "value_and_grad", "vjp",
+    "Array", "CompileError", "Compiled", "ConcretizationTypeError", "IR", "IRTypeError", "Lowered", "PjrtError",
+    "ShapedArray", "UnexpectedTracerError", "array", "asarray", "check_ir", "compile", "dce", "default_device",
+    "device_put", "devices", "eval_ir", "grad", "jit", "lax", "lower", "make_ir", "numpy", "stage_out",
+    "tree_util", "value_and_grad", "vjp",
 ]

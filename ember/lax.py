@@ -1,18 +1,25 @@
 """ember.lax: the primitives as strict functions (operands of one dtype and shape; rank-0 operands broadcast),
 like jax.lax. Python scalars take the dtype of the array operands."""
-from ember._prims.elementwise import (abs, add, atan2, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, ceil,
-                                      convert_element_type, cos, div, eq, exp, expm1, floor, ge, gt, integer_pow,
-                                      is_finite, le, log, log1p, logistic, lt, max, min, mul, ne, neg, pow, rem,
-                                      round, rsqrt, select, sign, sin, sqrt, square, stop_gradient, sub, tanh)
-from ember._prims.structural import (broadcast, broadcast_in_dim, broadcasted_iota, concatenate, dot, dot_general,
-                                     full, full_like, iota, pad, reduce_max, reduce_min, reduce_sum, reshape, slice,
-                                     slice_in_dim, transpose, zeros_like)
+from ember._prims import (  # noqa: A004
+    abs as abs, add as add, atan2 as atan2, bitwise_and as bitwise_and, bitwise_not as bitwise_not,
+    bitwise_or as bitwise_or, bitwise_xor as bitwise_xor, broadcast as broadcast,
+    broadcast_in_dim as broadcast_in_dim, broadcasted_iota as broadcasted_iota, ceil as ceil,
+    concatenate as concatenate, convert_element_type as convert_element_type, cos as cos, div as div,
+    dot as dot, dot_general as dot_general, eq as eq, exp as exp, expm1 as expm1, floor as floor, full as full,
+    full_like as full_like, ge as ge, gt as gt, integer_pow as integer_pow, iota as iota,
+    is_finite as is_finite, le as le, log as log, log1p as log1p, logistic as logistic, lt as lt, max as max,
+    min as min, mul as mul, ne as ne, neg as neg, pad as pad, pow as pow, reduce_max as reduce_max,
+    reduce_min as reduce_min, reduce_sum as reduce_sum, rem as rem, reshape as reshape, round as round,
+    rsqrt as rsqrt, select as select, sign as sign, sin as sin, slice as slice, slice_in_dim as slice_in_dim,
+    sqrt as sqrt, square as square, stop_gradient as stop_gradient, sub as sub, tanh as tanh,
+    transpose as transpose, zeros_like as zeros_like,
+)
 
 __all__ = [
-    "abs", "add", "atan2", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "ceil", "convert_element_type",
-    "cos", "div", "eq", "exp", "expm1", "floor", "ge", "gt", "integer_pow", "is_finite", "le", "log", "log1p",
-    "logistic", "lt", "max", "min", "mul", "ne", "neg", "pow", "rem", "round", "rsqrt", "select", "sign", "sin",
-    "sqrt", "square", "stop_gradient", "sub", "tanh", "broadcast", "broadcast_in_dim", "broadcasted_iota",
-    "concatenate", "dot", "dot_general", "full", "full_like", "iota", "pad", "reduce_max", "reduce_min",
-    "reduce_sum", "reshape", "slice", "slice_in_dim", "transpose", "zeros_like",
+    "abs", "add", "atan2", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "broadcast",
+    "broadcast_in_dim", "broadcasted_iota", "ceil", "concatenate", "convert_element_type", "cos", "div", "dot",
+    "dot_general", "eq", "exp", "expm1", "floor", "full", "full_like", "ge", "gt", "integer_pow", "iota",
+    "is_finite", "le", "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg", "pad", "pow",
+    "reduce_max", "reduce_min", "reduce_sum", "rem", "reshape", "round", "rsqrt", "select", "sign", "sin",
+    "slice", "slice_in_dim", "sqrt", "square", "stop_gradient", "sub", "tanh", "transpose", "zeros_like",
 ]

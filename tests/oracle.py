@@ -1,17 +1,20 @@
-"""Oracle test harness for primitives: forward values against numpy, gradients against JAX and finite differences.
+"""Oracle test harness for primitives: forward values against numpy; reverse and forward derivatives against JAX
+and finite differences; batching against a loop over the batch (numpy per member).
 
-A test module for primitives defines CASES, a list of Case, and calls the parametrize helpers below; the meta test
-(tests/test_meta.py) reads every tests/prims/test_*.py module's CASES to check that each registered primitive is
-exercised, and that each differentiable one has a gradient check."""
+A test module for primitives defines CASES, a list of Case, and gets its tests from oracle_tests(CASES); the meta
+test (tests/test_meta.py) reads every tests/prims/test_*.py module's CASES to check that each registered primitive
+is exercised for every rule kind it has, and that each differentiable one has a derivative check."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import pytest
 
 import ember
+from ember._transforms import batch_ir, jvp_ir
 
 Shape = tuple[int, ...]
 
@@ -40,7 +43,7 @@ _TOL = {"float64": (1e-10, 1e-12), "float32": (2e-5, 2e-6), "float16": (2e-3, 2e
 
 
 def sample(rng: np.random.Generator, shape: Shape, dtype: str, domain: str) -> np.ndarray:
-    dt = ember.numpy.dtype(ember._dtypes.canonicalize_dtype(dtype))
+    dt = ember.numpy.dtype(ember._core.dtypes.canonicalize_dtype(dtype))
     if dt == np.bool_:
         return rng.random(shape) < 0.5
     if dt.kind in "iu":
@@ -160,8 +163,116 @@ def check_grad(case: Case, shapes: tuple[Shape, ...]) -> None:
         np.testing.assert_allclose(np.asarray(g), numeric, rtol=rtol, atol=rtol / 10)
 
 
-def oracle_tests(cases: Sequence[Case]) -> tuple[Callable[..., None], Callable[..., None]]:
-    """The forward and gradient tests of a primitive test module: `test_forward, test_grad = oracle_tests(CASES)`."""
+def check_jvp(case: Case, shapes: tuple[Shape, ...]) -> None:
+    """Forward mode in float64: the jvp IR type-checks, and its output tangent matches jax.jvp and central finite
+    differences along the tangent."""
+    import jax
+
+    args = make_args(case, shapes, "float64", seed=3)
+    floats = _float_argnums(args)
+    tangents = [np.random.default_rng(4 + i).normal(size=args[i].shape).astype(args[i].dtype) for i in floats]
+    ir = ember.stage_out(case.ember, *[ember.ShapedArray(a.shape, a.dtype) for a in args])
+    jir = jvp_ir(ir)
+    ember.check_ir(jir)
+    outs = ember.compile(jir).call_flat(list(args) + tangents)
+    tangent_out = np.asarray(outs[len(ir.outs)])
+
+    def with_floats(fn: Callable[..., Any], lift: Callable[[np.ndarray], Any]) -> Callable[..., Any]:
+        def at(*xs: Any) -> Any:
+            full = [lift(a) for a in args]
+            for i, x in zip(floats, xs):
+                full[i] = x
+            return fn(*full)
+        return at
+
+    if case.jax is not None:
+        _, expected = jax.jvp(with_floats(case.jax, jax.numpy.asarray), [args[i] for i in floats], tangents)
+        np.testing.assert_allclose(tangent_out, np.asarray(expected), rtol=1e-9, atol=1e-12)
+    if case.finite_differences:
+        f = ember.jit(with_floats(case.ember, lambda a: a))
+        tight = all(args[i].dtype == np.float64 for i in floats)
+        eps, rtol = (1e-6, 1e-5) if tight else (1e-2, 1e-2)
+
+        def at(sign: float) -> np.ndarray:
+            moved = [(args[i].astype(np.float64) + sign * eps * t).astype(args[i].dtype) for i, t in zip(floats, tangents)]
+            return np.asarray(f(*moved)).astype(np.float64)
+        numeric = (at(1.0) - at(-1.0)) / (2 * eps)
+        np.testing.assert_allclose(tangent_out, numeric, rtol=rtol, atol=rtol / 10)
+
+
+def check_not_differentiable(case: Case, shapes: tuple[Shape, ...]) -> None:
+    """A primitive marked not differentiable, alone in an IR with all-float inputs where it has any: forward mode
+    gives zero tangents, and its outputs are not active for reverse mode."""
+    from ember._core import IR, Eqn, Var
+    from ember._transforms.ad import active_vars
+
+    args = make_args(case, shapes, case.dtypes[0], seed=3)
+    staged = ember.stage_out(case.ember, *[ember.ShapedArray(a.shape, a.dtype) for a in args])
+    eqn = next(e for e in staged.eqns if e.prim.name == case.prim)
+    ins = [Var(a.aval) for a in eqn.inputs]
+    outs = [Var(v.aval) for v in eqn.outputs]
+    ir = IR([], [], ins, [Eqn(eqn.prim, ins, outs, eqn.params)], outs)
+    jir = jvp_ir(ir, [True] * len(ins))
+    ember.check_ir(jir)
+    rng = np.random.default_rng(5)
+    values = [sample(rng, v.aval.shape, v.aval.dtype.name, case.domain) for v in ins]
+    tangents = [np.ones(v.aval.shape, v.aval.dtype) for v in ins]
+    results = ember.compile(jir).call_flat(values + tangents)
+    for t in results[len(outs):]:
+        assert not np.any(np.asarray(t)), "a non-differentiable primitive produced a nonzero tangent"
+    assert not active_vars(ir, [True] * len(ins)) & set(outs)
+
+
+BATCH = 7  # a batch size that no test shape uses, so a batch dimension cannot be confused with another
+
+
+def check_vmap(case: Case, shapes: tuple[Shape, ...], dtype: str, where: str) -> None:
+    """Every combination of batched and unbatched arguments, batched at axis 0 or at the last axis (`where`):
+    the batched IR type-checks and equals numpy applied member by member, stacked at axis 0."""
+    members = [make_args(case, shapes, dtype, seed=10 + b) for b in range(BATCH)]
+    avals = [ember.ShapedArray(a.shape, a.dtype) for a in members[0]]
+    ir = ember.stage_out(case.ember, *avals)
+    for batched in itertools.product([False, True], repeat=len(shapes)):
+        if not any(batched):
+            continue
+        dims = [(0 if where == "first" else len(s)) if b else None for s, b in zip(shapes, batched)]
+        args = [np.stack([m[i] for m in members], axis=d) if d is not None else members[0][i]
+                for i, d in enumerate(dims)]
+        expected = np.stack([np.asarray(case.numpy(*[m[i] if d is not None else members[0][i]
+                                                     for i, d in enumerate(dims)])) for m in members])
+        bir, out_dims = batch_ir(ir, dims, BATCH, out_dims=[0] * len(ir.outs))
+        ember.check_ir(bir)
+        got = ember.compile(bir).call_flat(args)[0]
+        assert_close(got, expected, dtype, case.rtol)
+
+
+def jvp_params(cases: Sequence[Case]) -> list[Any]:
+    params = []
+    for case in cases:
+        differentiable = ember._core.PRIMITIVES[case.prim].differentiable
+        if case.grad or not differentiable:
+            for i, shapes in enumerate((case.grad_shapes or case.shapes) if case.grad else case.shapes[:1]):
+                marks = [pytest.mark.slow] if i > 0 else []
+                params.append(pytest.param(case, shapes, marks=marks,
+                                           id=f"{case.label()}-{'x'.join(map(str, shapes))}"))
+    return params
+
+
+def vmap_params(cases: Sequence[Case]) -> list[Any]:
+    params = []
+    for case in cases:
+        for i, shapes in enumerate(case.shapes):
+            for j, dtype in enumerate(case.dtypes):
+                for where in ("first", "last"):
+                    marks = [pytest.mark.slow] if i > 0 or j > 0 else []
+                    params.append(pytest.param(case, shapes, dtype, where, marks=marks, id=(
+                        f"{case.label()}-{'x'.join(map(str, shapes))}-{dtype}-{where}")))
+    return params
+
+
+def oracle_tests(cases: Sequence[Case]) -> tuple[Callable[..., None], ...]:
+    """The tests of a primitive test module:
+    `test_forward, test_grad, test_jvp, test_vmap = oracle_tests(CASES)`."""
     @pytest.mark.parametrize("case,shapes,dtype", forward_params(cases))
     def test_forward(case: Case, shapes: tuple[Shape, ...], dtype: str) -> None:
         check_forward(case, shapes, dtype)
@@ -170,4 +281,15 @@ def oracle_tests(cases: Sequence[Case]) -> tuple[Callable[..., None], Callable[.
     def test_grad(case: Case, shapes: tuple[Shape, ...]) -> None:
         check_grad(case, shapes)
 
-    return test_forward, test_grad
+    @pytest.mark.parametrize("case,shapes", jvp_params(cases))
+    def test_jvp(case: Case, shapes: tuple[Shape, ...]) -> None:
+        if ember._core.PRIMITIVES[case.prim].differentiable:
+            check_jvp(case, shapes)
+        else:
+            check_not_differentiable(case, shapes)
+
+    @pytest.mark.parametrize("case,shapes,dtype,where", vmap_params(cases))
+    def test_vmap(case: Case, shapes: tuple[Shape, ...], dtype: str, where: str) -> None:
+        check_vmap(case, shapes, dtype, where)
+
+    return test_forward, test_grad, test_jvp, test_vmap

@@ -5,9 +5,9 @@ import pytest
 import ember
 import ember.numpy as enp
 from ember import ShapedArray
-from ember._ir import IR, Eqn, Var
-from ember._passes import split_known
+from ember._core import IR, Eqn, Var
 from ember._prims import elementwise as ew
+from ember._transforms.passes import split_known
 
 
 def test_shaped_array_dtype_spellings():
@@ -78,7 +78,7 @@ def test_tree_util():
 
 
 def test_cse_merges_repeated_work():
-    from ember._passes import cse
+    from ember._transforms.passes import cse
     ir = ember.stage_out(lambda x: enp.sin(x) * 2.0 + enp.sin(x) * 2.0 + enp.sin(x) * 3.0, ShapedArray((2,), "f32"))
     names = [e.prim.name for e in cse(ir).eqns]
     assert names.count("sin") == 1 and names.count("mul") == 2

@@ -159,7 +159,7 @@ def test_array_basics():
 
 
 def test_eager_primitives_are_cached():
-    from ember._runtime import _eager_cache
+    from ember._runtime.eager import _eager_cache
     x = ember.array([1.0, 2.0])
     x + x
     size = len(_eager_cache)
@@ -168,19 +168,14 @@ def test_eager_primitives_are_cached():
 
 
 def test_compile_error_shows_the_module():
-    from ember._ir import IR, Eqn, Var
-    from ember._core import Primitive
-    bogus = Primitive("bogus_for_test")
-    bogus.def_abstract_eval(lambda x: x)
-    bogus.def_lowering(lambda ctx, ops, ins, outs: [ctx.op("stablehlo.no_such_op", ops, outs[0])])
-    try:
-        x, y = Var(ember.ShapedArray((2,), "f32")), Var(ember.ShapedArray((2,), "f32"))
-        ir = IR([], [], [x], [Eqn(bogus, [x], [y], {})], [y])
-        with pytest.raises(ember.CompileError, match=r"(?s)XLA could not compile.*stablehlo.no_such_op"):
-            ember.compile(ir)
-    finally:
-        from ember._core import PRIMITIVES
-        del PRIMITIVES["bogus_for_test"]
+    from ember._core import IR, Eqn, Primitive, Var
+    bogus = Primitive("bogus_for_test", register=False)
+    bogus.def_rule("abstract_eval", lambda x: x)
+    bogus.def_rule("lowering", lambda ctx, x: [ctx.op("stablehlo.no_such_op", [x], ctx.aval_out)])
+    x, y = Var(ember.ShapedArray((2,), "f32")), Var(ember.ShapedArray((2,), "f32"))
+    ir = IR([], [], [x], [Eqn(bogus, [x], [y], {})], [y])
+    with pytest.raises(ember.CompileError, match=r"(?s)XLA could not compile.*stablehlo.no_such_op"):
+        ember.compile(ir)
 
 
 def test_tracing_in_threads_is_independent():

@@ -1,11 +1,12 @@
-"""Every registered primitive has a lowering rule, an oracle test case, and a VJP rule (or is declared
-non-differentiable) with a gradient test."""
+"""Every registered primitive carries every rule kind in RULE_KINDS (or an explicit mark saying why not), and the
+oracle harness exercises each: forward values (abstract eval, lowering), derivatives (jvp, vjp) or the "not
+differentiable" mark, and batching. A new transformation adds its kind to RULE_KINDS and a check to the harness."""
 import importlib.util
 import pathlib
 
 import pytest
 
-from ember._core import PRIMITIVES
+from ember._core import NOT_DIFFERENTIABLE, PRIMITIVES, RULE_KINDS
 
 PRIM_TEST_DIR = pathlib.Path(__file__).parent / "prims"
 
@@ -22,23 +23,39 @@ def _load_cases():
 
 CASES = _load_cases()
 
+# How the harness (tests/oracle.py) exercises each rule kind, given a primitive's cases.
+TESTED_BY = {
+    "abstract_eval": lambda prim, cases: bool(cases),            # check_forward stages and type-checks
+    "lowering": lambda prim, cases: bool(cases),                 # check_forward runs it under jit and eagerly
+    "jvp": lambda prim, cases: any(c.grad for c in cases),       # check_jvp vs JAX and finite differences
+    "vjp": lambda prim, cases: any(c.grad for c in cases),       # check_grad vs JAX and finite differences
+    "batching": lambda prim, cases: bool(cases),                 # check_vmap vs a loop over the batch
+}
+MARKS_TESTED_BY = {
+    NOT_DIFFERENTIABLE: lambda prim, cases: bool(cases),         # check_not_differentiable
+}
 
+
+def test_every_rule_kind_has_a_check():
+    assert set(TESTED_BY) == set(RULE_KINDS)
+
+
+@pytest.mark.parametrize("kind", RULE_KINDS)
 @pytest.mark.parametrize("name", sorted(PRIMITIVES))
-def test_primitive_has_lowering(name):
-    assert PRIMITIVES[name].lowering is not None, f"primitive {name} has no lowering rule"
-    assert PRIMITIVES[name].abstract_eval_rule is not None, f"primitive {name} has no abstract evaluation rule"
-
-
-@pytest.mark.parametrize("name", sorted(PRIMITIVES))
-def test_primitive_has_oracle_tests(name):
-    assert any(c.prim == name for c in CASES), f"primitive {name} has no Case in tests/prims/test_*.py"
-
-
-@pytest.mark.parametrize("name", sorted(PRIMITIVES))
-def test_primitive_has_vjp_rule_and_gradient_test(name):
+def test_primitive_has_rule_and_test(name, kind):
     prim = PRIMITIVES[name]
-    if prim.nondifferentiable:
-        assert prim.vjp is None, f"{name} is declared non-differentiable but has a VJP rule"
-        return
-    assert prim.vjp is not None, f"primitive {name} has no VJP rule and is not declared non-differentiable"
-    assert any(c.prim == name and c.grad for c in CASES), f"primitive {name} has no gradient test case"
+    cases = [c for c in CASES if c.prim == name]
+    assert cases, f"primitive {name} has no Case in tests/prims/test_*.py"
+    has_rule, mark = kind in prim.rules, prim.marks.get(kind)
+    assert has_rule != (mark is not None), f"primitive {name} needs exactly one of a {kind} rule or a mark"
+    if has_rule:
+        assert TESTED_BY[kind](prim, cases), f"primitive {name}'s {kind} rule has no test case"
+    else:
+        assert mark in MARKS_TESTED_BY, f"primitive {name} is marked {mark!r} for {kind}, which nothing tests"
+        assert MARKS_TESTED_BY[mark](prim, cases)
+
+
+@pytest.mark.parametrize("name", sorted(PRIMITIVES))
+def test_differentiability_marks_agree(name):
+    prim = PRIMITIVES[name]
+    assert ("jvp" in prim.marks) == ("vjp" in prim.marks), f"{name}: jvp and vjp must be marked together"

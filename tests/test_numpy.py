@@ -59,7 +59,7 @@ def test_promotion_follows_jax(x, y):
 
 def test_python_scalars_are_weak():
     x = enp.ones(3, "bfloat16")
-    assert (x * 2.0).dtype == ember._dtypes.bfloat16
+    assert (x * 2.0).dtype == ember._core.dtypes.bfloat16
     assert (enp.ones(3, "int8") + 100).dtype == np.int8
     with pytest.raises(OverflowError, match="Python int 200 is too large to convert to int8"):
         enp.ones(3, "int8") + 200

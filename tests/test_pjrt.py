@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ember import _pjrt
+from ember._runtime import pjrt as _pjrt
 
 F32 = np.dtype(np.float32)
 
@@ -410,7 +410,7 @@ def test_objects_alive_at_interpreter_exit():
     """Destructors run at shutdown, in any order, with module globals possibly gone: nothing may crash or print."""
     script = textwrap.dedent(f"""
         import numpy as np
-        from ember import _pjrt
+        from ember._runtime import pjrt as _pjrt
         client = _pjrt.Client(_pjrt.Plugin(_pjrt.default_plugin_path()))
         exe = client.compile({ADD!r})
         a = client.buffer_from_numpy(np.ones(4, np.float32))

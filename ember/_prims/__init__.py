@@ -1,2 +1,28 @@
-"""ember's primitives, each defined with its rules beside it. Importing this package registers them all."""
-from ember._prims import elementwise, structural  # noqa: F401
+"""Layer 3, prims: the first-order primitives, each defined with all its rules beside it. Importing this package
+registers them all. Modules import one way: checks <- shape <- families <- elementwise <- slicing, reduction, dot.
+The public functions (the strict, jax.lax-like API) are re-exported here and by ember.lax."""
+from ember._prims.dot import dot as dot, dot_general as dot_general
+from ember._prims.elementwise import (abs as abs, add as add, atan2 as atan2, bitwise_and as bitwise_and,
+                                      bitwise_not as bitwise_not, bitwise_or as bitwise_or, bitwise_xor as bitwise_xor,
+                                      ceil as ceil, cos as cos, div as div, eq as eq, exp as exp, expm1 as expm1,
+                                      floor as floor, ge as ge, gt as gt, integer_pow as integer_pow,
+                                      is_finite as is_finite, le as le, log as log, log1p as log1p,
+                                      logistic as logistic, lt as lt, max as max, min as min, mul as mul, ne as ne,
+                                      neg as neg, pow as pow, rem as rem, round as round, rsqrt as rsqrt,
+                                      select as select, sign as sign, sin as sin, sqrt as sqrt, square as square,
+                                      stop_gradient as stop_gradient, sub as sub, tanh as tanh)
+from ember._prims.reduction import reduce_max as reduce_max, reduce_min as reduce_min
+from ember._prims.shape import (broadcast as broadcast, broadcast_in_dim as broadcast_in_dim,
+                                broadcasted_iota as broadcasted_iota, convert_element_type as convert_element_type,
+                                full as full, full_like as full_like, iota as iota, reduce_sum as reduce_sum,
+                                reshape as reshape, transpose as transpose, zeros_like as zeros_like)
+from ember._prims.slicing import concatenate as concatenate, pad as pad, slice as slice, slice_in_dim as slice_in_dim
+
+__all__ = [
+    "abs", "add", "atan2", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "ceil", "convert_element_type",
+    "cos", "div", "eq", "exp", "expm1", "floor", "ge", "gt", "integer_pow", "is_finite", "le", "log", "log1p",
+    "logistic", "lt", "max", "min", "mul", "ne", "neg", "pow", "rem", "round", "rsqrt", "select", "sign", "sin",
+    "sqrt", "square", "stop_gradient", "sub", "tanh", "broadcast", "broadcast_in_dim", "broadcasted_iota",
+    "concatenate", "dot", "dot_general", "full", "full_like", "iota", "pad", "reduce_max", "reduce_min",
+    "reduce_sum", "reshape", "slice", "slice_in_dim", "transpose", "zeros_like",
+]

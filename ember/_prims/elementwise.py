@@ -1,138 +1,90 @@
-"""Elementwise primitives: arithmetic, transcendental functions, comparisons, logic, select and conversion.
+"""Elementwise primitives: arithmetic, transcendental functions, comparisons, logic and select.
 
 Every primitive here is strict like jax.lax: operands share one dtype and one shape, except that a rank-0 operand
-broadcasts. ember.numpy adds numpy-style broadcasting and dtype promotion on top."""
+broadcasts. ember.numpy adds numpy-style broadcasting and dtype promotion on top. Most are made by the families
+(families.py) from one derivative each: derivative(g, x, out) for unary ops, (d/dx, d/dy) for binary ones."""
 from __future__ import annotations
 
 from typing import Any, Callable
 
-import numpy as np
-
-from ember import _dtypes as dt
-from ember._core import Primitive, aval_of
-from ember._dtypes import ShapedArray
-from ember._mlir import FunctionEmitter, compare_type
-from ember._prims import structural as st
-from ember._prims._rules import (all_weak, check_dtype, check_same_dtypes, coerce_scalars, elementwise_shape,
-                                 static_int, weak_scalar)
-
-FLOAT = "f"
-NUMERIC = "fiu"
-SIGNED = "fi"
-INTEGRAL = "iub"
-ANY = "fiub"
+from ember._core import NOT_DIFFERENTIABLE, Primitive, ShapedArray, aval_of, is_python_scalar, scalar_literal
+from ember._core import dtypes as dt
+from ember._core.checks import static_int
+from ember._hlo import LoweringContext
+from ember._prims.checks import (ANY, FLOAT, INTEGRAL, NUMERIC, all_weak, check_dtype, check_same_dtypes,
+                                 coerce_scalars, elementwise_shape)
+from ember._prims.families import ZERO, binary, comparison, elementwise_batching, unary, unbroadcast
+from ember._prims.shape import full_like, linear_jvp
 
 
-def _unbroadcast(ct: Any, aval: ShapedArray) -> Any:
-    """The cotangent of a rank-0 operand that was broadcast is the sum of the output cotangent."""
-    if aval.shape == () and aval_of(ct).shape != ():
-        return st.reduce_sum(ct, tuple(range(len(aval_of(ct).shape))))
-    return ct
+def _scalar_like(value: float, x: Any) -> Any:
+    return scalar_literal(value, aval_of(x).dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Unary ops
-def _unary_abstract_eval(name: str, kinds: str) -> Callable[..., ShapedArray]:
-    def rule(x: ShapedArray) -> ShapedArray:
-        check_dtype(name, x, kinds)
-        return x
-    return rule
+# Unary ops: derivative(g, x, out) is the derivative at x applied to g.
+neg_p = unary("neg", "negate", NUMERIC, lambda g, x, y: neg(g))
+exp_p = unary("exp", "exponential", FLOAT, lambda g, x, y: mul(g, y))
+log_p = unary("log", "log", FLOAT, lambda g, x, y: div(g, x))
+log1p_p = unary("log1p", "log_plus_one", FLOAT, lambda g, x, y: div(g, add(x, 1.0)))
+expm1_p = unary("expm1", "exponential_minus_one", FLOAT, lambda g, x, y: mul(g, add(y, 1.0)))
+sin_p = unary("sin", "sine", FLOAT, lambda g, x, y: mul(g, cos(x)))
+cos_p = unary("cos", "cosine", FLOAT, lambda g, x, y: neg(mul(g, sin(x))))
+tanh_p = unary("tanh", "tanh", FLOAT, lambda g, x, y: mul(g, sub(1.0, mul(y, y))))
+logistic_p = unary("logistic", "logistic", FLOAT, lambda g, x, y: mul(g, mul(y, sub(1.0, y))))
+sqrt_p = unary("sqrt", "sqrt", FLOAT, lambda g, x, y: div(g, mul(y, 2.0)))
+rsqrt_p = unary("rsqrt", "rsqrt", FLOAT, lambda g, x, y: mul(g, mul(div(y, x), -0.5)))
+floor_p = unary("floor", "floor", FLOAT, ZERO)
+ceil_p = unary("ceil", "ceil", FLOAT, ZERO)
+is_finite_p = unary("is_finite", "is_finite", FLOAT, NOT_DIFFERENTIABLE, out_dtype=dt.bool_)
+not_p = unary("not", "not", INTEGRAL, NOT_DIFFERENTIABLE)
 
 
-def _hlo_unary(hlo_name: str) -> Callable[..., list[str]]:
-    def rule(ctx: FunctionEmitter, operands: list[str], in_avals: list[ShapedArray], out_avals: list[ShapedArray]
-             ) -> list[str]:
-        return [ctx.op(f"stablehlo.{hlo_name}", operands, out_avals[0])]
-    return rule
+def _abs_lowering(ctx: LoweringContext, x: str) -> list[str]:
+    if dt.is_unsigned_int(ctx.avals_in[0].dtype):
+        return [x]
+    return [ctx.op("stablehlo.abs", [x], ctx.aval_out)]
 
 
-def unary(name: str, hlo_name: str | None, kinds: str,
-          vjp: Callable[[Any, Any, Any], Any] | None) -> Primitive:
-    """Define a unary elementwise primitive. vjp(ct, x, y) gives x's cotangent; None marks zero derivative."""
-    prim = Primitive(name)
-    prim.def_abstract_eval(_unary_abstract_eval(name, kinds))
-    if hlo_name is not None:
-        prim.def_lowering(_hlo_unary(hlo_name))
-    if vjp is None:
-        prim.def_vjp(lambda cts, ins, outs, needs: [None])
-    else:
-        prim.def_vjp(lambda cts, ins, outs, needs: [vjp(cts[0], ins[0], outs[0])])
-    return prim
+abs_p = unary("abs", None, NUMERIC, lambda g, x, y: mul(g, sign(x)), lowering=_abs_lowering)
 
 
-neg_p = unary("neg", "negate", NUMERIC, lambda ct, x, y: neg(ct))
-exp_p = unary("exp", "exponential", FLOAT, lambda ct, x, y: mul(ct, y))
-log_p = unary("log", "log", FLOAT, lambda ct, x, y: div(ct, x))
-log1p_p = unary("log1p", "log_plus_one", FLOAT, lambda ct, x, y: div(ct, add(x, 1.0)))
-expm1_p = unary("expm1", "exponential_minus_one", FLOAT, lambda ct, x, y: mul(ct, add(y, 1.0)))
-sin_p = unary("sin", "sine", FLOAT, lambda ct, x, y: mul(ct, cos(x)))
-cos_p = unary("cos", "cosine", FLOAT, lambda ct, x, y: neg(mul(ct, sin(x))))
-tanh_p = unary("tanh", "tanh", FLOAT, lambda ct, x, y: mul(ct, sub(1.0, mul(y, y))))
-logistic_p = unary("logistic", "logistic", FLOAT, lambda ct, x, y: mul(ct, mul(y, sub(1.0, y))))
-sqrt_p = unary("sqrt", "sqrt", FLOAT, lambda ct, x, y: div(ct, mul(y, 2.0)))
-rsqrt_p = unary("rsqrt", "rsqrt", FLOAT, lambda ct, x, y: mul(ct, mul(div(y, x), -0.5)))
-abs_p = unary("abs", None, NUMERIC, lambda ct, x, y: mul(ct, sign(x)))
-sign_p = unary("sign", None, NUMERIC, None)
-floor_p = unary("floor", "floor", FLOAT, None)
-ceil_p = unary("ceil", "ceil", FLOAT, None)
-round_p = Primitive("round")  # rounding_method: 0 rounds halves away from zero, 1 to the nearest even (as JAX)
-round_p.def_abstract_eval(lambda x, *, rounding_method: _unary_abstract_eval("round", FLOAT)(x))
-round_p.def_lowering(lambda ctx, operands, in_avals, out_avals, *, rounding_method: [ctx.op(
-    "stablehlo.round_nearest_even" if rounding_method else "stablehlo.round_nearest_afz", operands, out_avals[0])])
-round_p.def_vjp(lambda cts, ins, outs, needs, *, rounding_method: [None])
-is_finite_p = Primitive("is_finite")
-not_p = unary("not", "not", INTEGRAL, None)
-not_p.vjp, not_p.nondifferentiable = None, True
-
-
-@abs_p.def_lowering
-def _abs_lowering(ctx: FunctionEmitter, operands: list[str], in_avals: list[ShapedArray],
-                  out_avals: list[ShapedArray]) -> list[str]:
-    if dt.is_unsigned_int(in_avals[0].dtype):
-        return operands
-    return [ctx.op("stablehlo.abs", operands, out_avals[0])]
-
-
-@sign_p.def_lowering
-def _sign_lowering(ctx: FunctionEmitter, operands: list[str], in_avals: list[ShapedArray],
-                   out_avals: list[ShapedArray]) -> list[str]:
-    aval = in_avals[0]
+def _sign_lowering(ctx: LoweringContext, x: str) -> list[str]:
+    aval = ctx.avals_in[0]
     if dt.is_unsigned_int(aval.dtype):  # stablehlo.sign takes signed and float operands only
         zero = ctx.constant(0, aval)
-        nonzero = ctx.op("stablehlo.compare", [operands[0], zero], aval.update(dtype=dt.bool_),
+        nonzero = ctx.op("stablehlo.compare", [x, zero], aval.update(dtype=dt.bool_),
                          {"comparison_direction": "#stablehlo<comparison_direction NE>",
                           "compare_type": "#stablehlo<comparison_type UNSIGNED>"})
-        return [ctx.op("stablehlo.convert", [nonzero], out_avals[0])]
-    return [ctx.op("stablehlo.sign", operands, out_avals[0])]
+        return [ctx.op("stablehlo.convert", [nonzero], ctx.aval_out)]
+    return [ctx.op("stablehlo.sign", [x], ctx.aval_out)]
 
 
-@is_finite_p.def_abstract_eval
-def _is_finite_abstract_eval(x: ShapedArray) -> ShapedArray:
-    check_dtype("is_finite", x, FLOAT)
-    return ShapedArray(x.shape, dt.bool_)
+sign_p = unary("sign", None, NUMERIC, ZERO, lowering=_sign_lowering)
 
+# round: rounding_method 0 rounds halves away from zero, 1 to the nearest even (as JAX).
+round_p = unary("round", None, FLOAT, ZERO, lowering=lambda ctx, x, *, rounding_method: [ctx.op(
+    "stablehlo.round_nearest_even" if rounding_method else "stablehlo.round_nearest_afz", [x], ctx.aval_out)])
 
-is_finite_p.def_lowering(_hlo_unary("is_finite"))
-is_finite_p.nondifferentiable = True
+# stop_gradient: the identity, with a zero derivative.
+stop_gradient_p = unary("stop_gradient", None, ANY, ZERO, lowering=lambda ctx, x: [x])
 
 
 # integer_pow: x ** y for a static Python int y, lowered to repeated squaring.
-integer_pow_p = Primitive("integer_pow")
+def _integer_pow_derivative(g: Any, x: Any, out: Any, *, y: int) -> Any:
+    if y == 0:
+        return full_like(g, 0)
+    return g if y == 1 else mul(g, mul(float(y), integer_pow(x, y - 1)))
 
 
-@integer_pow_p.def_abstract_eval
-def _integer_pow_abstract_eval(x: ShapedArray, *, y: int) -> ShapedArray:
-    check_dtype("integer_pow", x, NUMERIC)
+def _integer_pow_check(x: ShapedArray, *, y: int) -> None:
     if y < 0 and not dt.is_float(x.dtype):
         raise TypeError(f"integer_pow: negative exponent {y} needs a floating-point operand, got {x.str_short()}")
-    return x
 
 
-@integer_pow_p.def_lowering
-def _integer_pow_lowering(ctx: FunctionEmitter, operands: list[str], in_avals: list[ShapedArray],
-                          out_avals: list[ShapedArray], *, y: int) -> list[str]:
-    aval = out_avals[0]
-    result, square, power = None, operands[0], y if y >= 0 else -y
+def _integer_pow_lowering(ctx: LoweringContext, x: str, *, y: int) -> list[str]:
+    aval = ctx.aval_out
+    result, square, power = None, x, y if y >= 0 else -y
     while power:
         if power & 1:
             result = square if result is None else ctx.op("stablehlo.multiply", [result, square], aval)
@@ -146,133 +98,74 @@ def _integer_pow_lowering(ctx: FunctionEmitter, operands: list[str], in_avals: l
     return [result]
 
 
-@integer_pow_p.def_vjp
-def _integer_pow_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, y: int) -> list[Any]:
-    x = ins[0]
-    if y == 0:
-        return [None]
-    slope = mul(float(y), integer_pow(x, y - 1)) if y != 1 else None
-    return [cts[0] if slope is None else mul(cts[0], slope)]
+integer_pow_p = unary("integer_pow", None, NUMERIC, _integer_pow_derivative, lowering=_integer_pow_lowering,
+                      check=_integer_pow_check)
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Binary ops
-def _binary_abstract_eval(name: str, kinds: str, out_dtype: np.dtype | None = None) -> Callable[..., ShapedArray]:
-    def rule(x: ShapedArray, y: ShapedArray) -> ShapedArray:
-        check_same_dtypes(name, [x, y])
-        check_dtype(name, x, kinds, "operands")
-        shape = elementwise_shape(name, [x, y])
-        if out_dtype is not None:
-            return ShapedArray(shape, out_dtype)
-        return ShapedArray(shape, x.dtype, all_weak([x, y]))
-    return rule
+# Binary ops: (d/dx, d/dy), each (g, x, y, out) -> that partial derivative applied to g.
+def _identity(g: Any, x: Any, y: Any, out: Any) -> Any:
+    return g
 
 
-def _hlo_binary(hlo_name: str, attrs: Callable[[ShapedArray], dict[str, str]] | None = None
-                ) -> Callable[..., list[str]]:
-    def rule(ctx: FunctionEmitter, operands: list[str], in_avals: list[ShapedArray], out_avals: list[ShapedArray]
-             ) -> list[str]:
-        shape = out_avals[0].shape
-        args = [ctx.broadcast(o, a, shape) for o, a in zip(operands, in_avals)]
-        extra = attrs(in_avals[0]) if attrs else None
-        return [ctx.op(f"stablehlo.{hlo_name}", args, out_avals[0], extra)]
-    return rule
+def _trunc(x: Any) -> Any:
+    return mul(sign(x), floor(abs(x)))
 
 
-def binary(name: str, hlo_name: str, kinds: str,
-           vjp: Callable[[Any, Any, Any, Any, list[bool]], tuple[Any, Any]] | None) -> Primitive:
-    """Define a binary elementwise primitive. vjp(ct, x, y, out, needs) -> (ct_x, ct_y), skipping unneeded ones."""
-    prim = Primitive(name)
-    prim.def_abstract_eval(_binary_abstract_eval(name, kinds))
-    prim.def_lowering(_hlo_binary(hlo_name))
-    if vjp is None:
-        prim.nondifferentiable = True
-    else:
-        def rule(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool]) -> list[Any]:
-            x, y = ins
-            ct_x, ct_y = vjp(cts[0], x, y, outs[0], needs)
-            return [_unbroadcast(ct_x, aval_of(x)) if needs[0] and ct_x is not None else None,
-                    _unbroadcast(ct_y, aval_of(y)) if needs[1] and ct_y is not None else None]
-        prim.def_vjp(rule)
-    return prim
+def _atan2_partial(numerator: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    return lambda g, x, y, out: mul(g, div(numerator(x, y), add(mul(x, x), mul(y, y))))
 
 
-def _when(need: bool, make: Callable[[], Any]) -> Any:
-    return make() if need else None
+def _minmax_partial(picks: Callable[[Any, Any], Any], first_is_x: bool) -> Callable[..., Any]:
+    """The derivative goes to the selected operand; ties split it evenly, as in JAX."""
+    def partial(g: Any, x: Any, y: Any, out: Any) -> Any:
+        this, other = (x, y) if first_is_x else (y, x)
+        one, half, zero = (_scalar_like(v, g) for v in (1.0, 0.5, 0.0))
+        weight = select(eq(this, other), half, select(picks(this, other), one, zero))
+        return mul(g, weight)
+    return partial
 
 
-add_p = binary("add", "add", NUMERIC, lambda ct, x, y, out, needs: (ct, ct))
-sub_p = binary("sub", "subtract", NUMERIC, lambda ct, x, y, out, needs: (ct, _when(needs[1], lambda: neg(ct))))
-mul_p = binary("mul", "multiply", NUMERIC, lambda ct, x, y, out, needs: (
-    _when(needs[0], lambda: mul(ct, y)), _when(needs[1], lambda: mul(x, ct))))
-div_p = binary("div", "divide", NUMERIC, lambda ct, x, y, out, needs: (
-    _when(needs[0], lambda: div(ct, y)), _when(needs[1], lambda: neg(mul(ct, div(out, y))))))
-rem_p = binary("rem", "remainder", NUMERIC, lambda ct, x, y, out, needs: (
-    ct, _when(needs[1], lambda: neg(mul(ct, _trunc(div(x, y)))))))
-atan2_p = binary("atan2", "atan2", FLOAT, lambda ct, x, y, out, needs: (
-    _when(needs[0], lambda: mul(ct, div(y, add(mul(x, x), mul(y, y))))),
-    _when(needs[1], lambda: mul(ct, div(neg(x), add(mul(x, x), mul(y, y)))))))
+def _pow_dx(g: Any, x: Any, y: Any, out: Any) -> Any:
+    slope = mul(y, pow(x, sub(y, 1.0)))  # d/dx x**y, taken as 0 where y == 0 (even at x == 0)
+    return mul(g, select(eq(y, 0.0), _scalar_like(0.0, g), slope))
 
 
-def _minmax_vjp(pick_x: Callable[[Any, Any], Any]) -> Callable[..., tuple[Any, Any]]:
-    """Cotangent goes to the selected operand; ties split it evenly, as in JAX."""
-    def vjp(ct: Any, x: Any, y: Any, out: Any, needs: list[bool]) -> tuple[Any, Any]:
-        def share(first: Any, second: Any) -> Any:
-            one, half, zero = (weak_scalar(v, aval_of(ct).dtype) for v in (1.0, 0.5, 0.0))
-            wins = select(pick_x(first, second), st.full_like(ct, one), st.full_like(ct, zero))
-            ties = select(eq(first, second), st.full_like(ct, half), wins)
-            return mul(ct, ties)
-        return _when(needs[0], lambda: share(x, y)), _when(needs[1], lambda: share(y, x))
-    return vjp
+def _pow_dy(g: Any, x: Any, y: Any, out: Any) -> Any:
+    safe_x = select(eq(x, 0.0), _scalar_like(1.0, x), x)  # log(x) * x**y, taken as 0 at x == 0
+    return mul(g, mul(log(safe_x), out))
 
 
-max_p = binary("max", "maximum", ANY, _minmax_vjp(lambda a, b: gt(a, b)))
-min_p = binary("min", "minimum", ANY, _minmax_vjp(lambda a, b: lt(a, b)))
+add_p = binary("add", "add", NUMERIC, (_identity, _identity))
+sub_p = binary("sub", "subtract", NUMERIC, (_identity, lambda g, x, y, out: neg(g)))
+mul_p = binary("mul", "multiply", NUMERIC, (lambda g, x, y, out: mul(g, y), lambda g, x, y, out: mul(x, g)))
+div_p = binary("div", "divide", NUMERIC, (lambda g, x, y, out: div(g, y),
+                                          lambda g, x, y, out: neg(mul(g, div(out, y)))))
+rem_p = binary("rem", "remainder", NUMERIC, (_identity, lambda g, x, y, out: neg(mul(g, _trunc(div(x, y))))))
+atan2_p = binary("atan2", "atan2", FLOAT, (_atan2_partial(lambda x, y: y), _atan2_partial(lambda x, y: neg(x))))
+max_p = binary("max", "maximum", ANY, (_minmax_partial(lambda a, b: gt(a, b), True),
+                                       _minmax_partial(lambda a, b: gt(a, b), False)))
+min_p = binary("min", "minimum", ANY, (_minmax_partial(lambda a, b: lt(a, b), True),
+                                       _minmax_partial(lambda a, b: lt(a, b), False)))
+pow_p = binary("pow", "power", FLOAT, (_pow_dx, _pow_dy))
+and_p = binary("and", "and", INTEGRAL, NOT_DIFFERENTIABLE)
+or_p = binary("or", "or", INTEGRAL, NOT_DIFFERENTIABLE)
+xor_p = binary("xor", "xor", INTEGRAL, NOT_DIFFERENTIABLE)
 
-
-def _pow_vjp(ct: Any, x: Any, y: Any, out: Any, needs: list[bool]) -> tuple[Any, Any]:
-    def for_x() -> Any:
-        zero = st.full_like(ct, 0.0)
-        slope = mul(y, pow(x, sub(y, 1.0)))
-        return mul(ct, select(eq(st.full_like(ct, y), 0.0), zero, slope))
-
-    def for_y() -> Any:
-        x_full = st.full_like(ct, x)
-        safe_x = select(eq(x_full, 0.0), st.full_like(ct, 1.0), x_full)
-        return mul(ct, mul(log(safe_x), out))
-    return _when(needs[0], for_x), _when(needs[1], for_y)
-
-
-pow_p = binary("pow", "power", FLOAT, _pow_vjp)
-and_p = binary("and", "and", INTEGRAL, None)
-or_p = binary("or", "or", INTEGRAL, None)
-xor_p = binary("xor", "xor", INTEGRAL, None)
-
-
-def _comparison(name: str, direction: str) -> Primitive:
-    prim = Primitive(name)
-    prim.def_abstract_eval(_binary_abstract_eval(name, ANY, dt.bool_))
-    prim.def_lowering(_hlo_binary("compare", lambda aval: {
-        "comparison_direction": f"#stablehlo<comparison_direction {direction}>",
-        "compare_type": f"#stablehlo<comparison_type {compare_type(aval.dtype)}>"}))
-    prim.nondifferentiable = True
-    return prim
-
-
-eq_p = _comparison("eq", "EQ")
-ne_p = _comparison("ne", "NE")
-lt_p = _comparison("lt", "LT")
-le_p = _comparison("le", "LE")
-gt_p = _comparison("gt", "GT")
-ge_p = _comparison("ge", "GE")
+eq_p = comparison("eq", "EQ")
+ne_p = comparison("ne", "NE")
+lt_p = comparison("lt", "LT")
+le_p = comparison("le", "LE")
+gt_p = comparison("gt", "GT")
+ge_p = comparison("ge", "GE")
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# select(pred, on_true, on_false)
+# select(pred, on_true, on_false): linear in (on_true, on_false) for a fixed pred.
 select_p = Primitive("select")
 
 
-@select_p.def_abstract_eval
+@select_p.def_rule("abstract_eval")
 def _select_abstract_eval(pred: ShapedArray, on_true: ShapedArray, on_false: ShapedArray) -> ShapedArray:
     if pred.dtype != dt.bool_:
         raise TypeError(f"select: pred must be boolean, got {pred.str_short()}")
@@ -281,60 +174,27 @@ def _select_abstract_eval(pred: ShapedArray, on_true: ShapedArray, on_false: Sha
     return ShapedArray(shape, on_true.dtype, all_weak([on_true, on_false]))
 
 
-@select_p.def_lowering
-def _select_lowering(ctx: FunctionEmitter, operands: list[str], in_avals: list[ShapedArray],
-                     out_avals: list[ShapedArray]) -> list[str]:
-    shape = out_avals[0].shape
-    args = [ctx.broadcast(o, a, shape) for o, a in zip(operands, in_avals)]
-    return [ctx.op("stablehlo.select", args, out_avals[0])]
+@select_p.def_rule("lowering")
+def _select_lowering(ctx: LoweringContext, pred: str, on_true: str, on_false: str) -> list[str]:
+    shape = ctx.aval_out.shape
+    args = [ctx.broadcast(o, a, shape) for o, a in zip((pred, on_true, on_false), ctx.avals_in)]
+    return [ctx.op("stablehlo.select", args, ctx.aval_out)]
 
 
-@select_p.def_vjp
+select_p.def_rule("jvp", linear_jvp(select_p, linear_args=(1, 2)))
+
+
+@select_p.def_rule("vjp")
 def _select_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool]) -> list[Any]:
     pred, on_true, on_false = ins
     ct = cts[0]
-    zeros = st.full_like(ct, 0)
+    zero = _scalar_like(0, ct)
     return [None,
-            _unbroadcast(select(pred, ct, zeros), aval_of(on_true)) if needs[1] else None,
-            _unbroadcast(select(pred, zeros, ct), aval_of(on_false)) if needs[2] else None]
+            unbroadcast(select(pred, ct, zero), aval_of(on_true)) if needs[1] else None,
+            unbroadcast(select(pred, zero, ct), aval_of(on_false)) if needs[2] else None]
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# convert_element_type(x, new_dtype, weak_type)
-convert_element_type_p = Primitive("convert_element_type")
-
-
-@convert_element_type_p.def_abstract_eval
-def _convert_abstract_eval(x: ShapedArray, *, new_dtype: np.dtype, weak_type: bool) -> ShapedArray:
-    return ShapedArray(x.shape, new_dtype, weak_type)
-
-
-@convert_element_type_p.def_lowering
-def _convert_lowering(ctx: FunctionEmitter, operands: list[str], in_avals: list[ShapedArray],
-                      out_avals: list[ShapedArray], *, new_dtype: np.dtype, weak_type: bool) -> list[str]:
-    src, out = in_avals[0], out_avals[0]
-    if src.dtype == new_dtype:
-        return operands
-    if new_dtype == dt.bool_:  # numpy semantics: nonzero is True
-        zero = ctx.constant(0, src.update(weak_type=False))
-        return [ctx.op("stablehlo.compare", [operands[0], zero], out,
-                       {"comparison_direction": "#stablehlo<comparison_direction NE>",
-                        "compare_type": f"#stablehlo<comparison_type {compare_type(src.dtype)}>"})]
-    return [ctx.op("stablehlo.convert", operands, out)]
-
-
-@convert_element_type_p.def_vjp
-def _convert_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, new_dtype: np.dtype,
-                 weak_type: bool) -> list[Any]:
-    src = aval_of(ins[0])
-    if not (dt.is_float(src.dtype) and dt.is_float(new_dtype)):
-        return [None]
-    return [convert_element_type(cts[0], src.dtype, src.weak_type)]
-
-
-# stop_gradient: the identity, with a zero derivative.
-stop_gradient_p = unary("stop_gradient", None, ANY, None)
-stop_gradient_p.def_lowering(lambda ctx, operands, in_avals, out_avals: list(operands))
+select_p.def_rule("batching", elementwise_batching(select_p))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -349,7 +209,7 @@ def _bind_unary(prim: Primitive) -> Callable[[Any], Any]:
 
 def _bind_binary(prim: Primitive) -> Callable[[Any, Any], Any]:
     def fn(x: Any, y: Any) -> Any:
-        return prim.bind(*coerce_scalars(prim.name, (x, y)))
+        return prim.bind(*coerce_scalars((x, y)))
     fn.__name__ = fn.__qualname__ = prim.name if prim.name not in ("and", "or", "not") else f"bitwise_{prim.name}"
     fn.__doc__ = f"Elementwise {prim.name} of operands of one dtype (the `{prim.name}` primitive)."
     return fn
@@ -368,7 +228,7 @@ eq, ne, lt, le, gt, ge = map(_bind_binary, (eq_p, ne_p, lt_p, le_p, gt_p, ge_p))
 def integer_pow(x: Any, y: int) -> Any:
     """x ** y for a static Python int y."""
     y = static_int("integer_pow", "y", y)
-    if y == 1 and not isinstance(x, int | float | bool):
+    if y == 1 and not is_python_scalar(x):
         return x
     return integer_pow_p.bind(x, y=y)
 
@@ -384,18 +244,5 @@ def square(x: Any) -> Any:
 
 def select(pred: Any, on_true: Any, on_false: Any) -> Any:
     """Elementwise on_true where pred else on_false (like jax.lax.select)."""
-    on_true, on_false = coerce_scalars("select", (on_true, on_false))
+    on_true, on_false = coerce_scalars((on_true, on_false))
     return select_p.bind(pred, on_true, on_false)
-
-
-def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any:
-    new_dtype = dt.canonicalize_dtype(new_dtype)
-    aval = aval_of(x)
-    if aval.dtype == new_dtype and aval.weak_type == weak_type and not isinstance(x, int | float | bool):
-        return x
-    return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=bool(weak_type))
-
-
-def _trunc(x: Any) -> Any:
-    return mul(sign(x), floor(abs(x)))
-

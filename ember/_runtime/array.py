@@ -5,18 +5,18 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ember import _dtypes as dt
-from ember import _pjrt
-from ember._core import Tracer
-from ember._dtypes import ShapedArray, canonicalize_dtype
-from ember._runtime import get_client, register_array_type
+from ember._core import ArrayMethods, ShapedArray, Tracer, is_python_scalar
+from ember._core import dtypes as dt
+from ember._core.dtypes import canonicalize_dtype
+from ember._prims.shape import convert_element_type
+from ember._runtime import pjrt as _pjrt
+from ember._runtime.backends import get_client
 
 
-class Array:
+class Array(ArrayMethods):
     """A device-resident array. Operators and methods follow ember.numpy (numpy semantics, JAX promotion)."""
     __slots__ = ("_buffer", "aval", "_host", "__weakref__")
     __array_priority__ = 100
-    _is_ember_array = True
 
     def __init__(self) -> None:
         raise TypeError("create Arrays with ember.array, ember.asarray or ember.device_put")
@@ -129,13 +129,8 @@ class Array:
             extras += ", weak_type=True"
         return f"{prefix}{body}, {extras}, device={self._buffer.device})"
 
-    __hash__ = None  # type: ignore[assignment]
-
     def __reduce__(self) -> Any:
         return (_rebuild, (self._value(), self.weak_type))
-
-
-register_array_type(Array)
 
 
 def _rebuild(value: np.ndarray, weak_type: bool) -> Array:
@@ -163,7 +158,7 @@ def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = 
     if isinstance(x, np.ndarray | np.generic):
         value = np.require(x, requirements="C")
         dtype = canonicalize_dtype(value.dtype)
-    elif type(x) in (bool, int, float):
+    elif is_python_scalar(x):
         dtype, weak_type = dt.dtype_and_weak(x)
         value = np.asarray(x, dtype=dtype)
     else:
@@ -182,7 +177,6 @@ def array(x: Any, dtype: Any = None, copy: bool = True) -> Array:
     if isinstance(x, Tracer):
         if dtype is None:
             return x  # type: ignore[return-value]
-        from ember._prims.elementwise import convert_element_type
         return convert_element_type(x, dtype)
     if isinstance(x, Array) and dtype is None:
         return x
@@ -191,7 +185,7 @@ def array(x: Any, dtype: Any = None, copy: bool = True) -> Array:
         return device_put(value)
     if isinstance(x, np.ndarray | np.generic):
         return device_put(x)
-    if type(x) in (bool, int, float):
+    if is_python_scalar(x):
         return device_put(np.asarray(x, dtype=dt.dtype_and_weak(x)[0]))
     if isinstance(x, list | tuple) and any(isinstance(e, Tracer) for e in _flat_items(x)):
         raise TypeError("ember.array: nested sequences of traced values are not supported; use ember.numpy.stack")

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ember import _dtypes as dt
-from ember._core import aval_of, eval_ir_env, stage_flat
-from ember._dtypes import ShapedArray
-from ember._ir import IR, Var
-from ember._passes import simplify
-from ember._prims import elementwise as ew
-from ember._prims import structural as st
-from ember._prims._rules import weak_scalar
+from ember._core import IR, ShapedArray, Var, aval_of, eval_ir_env, scalar_literal, stage_flat
+from ember._core import dtypes as dt
+from ember._prims.elementwise import add
+from ember._prims.shape import convert_element_type, full, zeros
+from ember._transforms.passes import simplify
 
 
 def is_differentiable_aval(aval: ShapedArray) -> bool:
@@ -25,15 +22,11 @@ def active_vars(ir: IR, wrt: Sequence[bool]) -> set[Var]:
     """Vars whose value depends differentiably on the inputs marked in wrt."""
     active = {v for v, w in zip(ir.in_vars, wrt) if w and is_differentiable_aval(v.aval)}
     for eqn in ir.eqns:
-        if eqn.prim.nondifferentiable:
+        if not eqn.prim.differentiable:
             continue
         if any(isinstance(a, Var) and a in active for a in eqn.inputs):
             active.update(v for v in eqn.outputs if is_differentiable_aval(v.aval))
     return active
-
-
-def zeros(aval: ShapedArray) -> Any:
-    return st.full(aval.shape, 0, aval.dtype)
 
 
 def backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Sequence[Any | None]
@@ -49,8 +42,8 @@ def backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Seq
 
     def accumulate(var: Var, ct: Any) -> None:
         if aval_of(ct).dtype != var.aval.dtype:
-            ct = ew.convert_element_type(ct, var.aval.dtype)
-        cts[var] = ew.add(cts[var], ct) if var in cts else ct
+            ct = convert_element_type(ct, var.aval.dtype)
+        cts[var] = add(cts[var], ct) if var in cts else ct
 
     for atom, ct in zip(ir.outs, cts_out):
         if ct is not None and isinstance(atom, Var) and atom in active:
@@ -58,18 +51,16 @@ def backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Seq
 
     for eqn in reversed(ir.eqns):
         out_cts = [cts.pop(v, None) for v in eqn.outputs]
-        if all(ct is None for ct in out_cts) or eqn.prim.nondifferentiable:
+        if all(ct is None for ct in out_cts) or not eqn.prim.differentiable:
             continue
         needs = [isinstance(a, Var) and a in active for a in eqn.inputs]
         if not any(needs):
             continue
-        if eqn.prim.vjp is None:
-            raise NotImplementedError(f"reverse-mode differentiation of primitive '{eqn.prim.name}' is not "
-                                      "implemented")
+        vjp = eqn.prim.rule("vjp", "reverse-mode differentiation")
         if eqn.prim.multiple_results:
             out_cts = [zeros(v.aval) if ct is None else ct for v, ct in zip(eqn.outputs, out_cts)]
         ins = [env.read(a) for a in eqn.inputs]
-        in_cts = eqn.prim.vjp(out_cts, ins, [env[v] for v in eqn.outputs], needs, **eqn.params)
+        in_cts = vjp(out_cts, ins, [env[v] for v in eqn.outputs], needs, **eqn.params)
         for atom, need, ct in zip(eqn.inputs, needs, in_cts):
             if need and ct is not None:
                 accumulate(atom, ct)
@@ -104,8 +95,8 @@ def value_and_grad_ir(ir: IR, wrt: Sequence[bool], with_value: bool = True, name
     out_aval = ir.outs[0].aval
 
     def fn(*args: Any) -> list[Any]:
-        one = weak_scalar(1, out_aval.dtype, weak=False)
-        seed = one if out_aval.shape == () else st.full(out_aval.shape, one)
+        one = scalar_literal(1, out_aval.dtype, weak=False)
+        seed = one if out_aval.shape == () else full(out_aval.shape, one)
         outs, in_cts = backward_pass(ir, args, wrt, [seed] + [None] * (len(ir.outs) - 1))
         grads = [zeros(v.aval) if ct is None else ct for v, ct, w in zip(ir.in_vars, in_cts, wrt) if w]
         return (outs if with_value else outs[1:]) + grads

@@ -3,17 +3,25 @@ from __future__ import annotations
 
 from typing import Any, Hashable, Sequence
 
-from ember._ir import IR, Atom, Eqn, Literal, Var
+from ember._core import IR, Atom, Eqn, Literal, Var
 
 
 def dce(ir: IR) -> IR:
-    """Drop equations and constants that no output depends on (primitives have no side effects)."""
+    """Drop equations and constants that no output depends on (primitives have no side effects). A primitive with
+    a "dce" hook (one carrying a sub-IR) may also shrink itself to the outputs that are used."""
     live: set[Var] = {a for a in ir.outs if isinstance(a, Var)}
     kept: list[Eqn] = []
     for eqn in reversed(ir.eqns):
-        if any(v in live for v in eqn.outputs):
-            kept.append(eqn)
+        used = [v in live for v in eqn.outputs]
+        if not any(used):
+            continue
+        hook = eqn.prim.rules.get("dce")
+        if hook is not None:
+            used_inputs, eqn = hook(eqn, used)
+            live.update(a for a, u in zip(eqn.inputs, used_inputs) if u and isinstance(a, Var))
+        else:
             live.update(a for a in eqn.inputs if isinstance(a, Var))
+        kept.append(eqn)
     kept.reverse()
     consts = [(v, c) for v, c in zip(ir.const_vars, ir.consts) if v in live]
     return IR([v for v, _ in consts], [c for _, c in consts], ir.in_vars, kept, ir.outs, ir.out_tree)

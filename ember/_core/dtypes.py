@@ -1,8 +1,9 @@
-"""Dtypes, the type-promotion lattice (with JAX-style weak types) and ShapedArray, the abstract value."""
+"""Dtypes (one table), the type-promotion lattice (with JAX-style weak types), Python scalars, and ShapedArray,
+the abstract value."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -13,30 +14,43 @@ uint8, uint16, uint32, uint64 = (np.dtype(t) for t in ("uint8", "uint16", "uint3
 float16, float32, float64 = (np.dtype(t) for t in ("float16", "float32", "float64"))
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 
-SUPPORTED_DTYPES: tuple[np.dtype, ...] = (
-    bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, bfloat16, float16, float32, float64)
+
+class DTypeRow(NamedTuple):
+    """One row of ember's dtype table."""
+    dtype: np.dtype
+    short: str      # the IR's name ("f32")
+    mlir: str       # the StableHLO element type ("f32", "ui8", "i1")
+
+
+# The one dtype table: every other dtype fact in ember is read from here.
+DTYPE_TABLE: tuple[DTypeRow, ...] = (
+    DTypeRow(bool_, "bool", "i1"),
+    DTypeRow(int8, "i8", "i8"), DTypeRow(int16, "i16", "i16"), DTypeRow(int32, "i32", "i32"),
+    DTypeRow(int64, "i64", "i64"),
+    DTypeRow(uint8, "u8", "ui8"), DTypeRow(uint16, "u16", "ui16"), DTypeRow(uint32, "u32", "ui32"),
+    DTypeRow(uint64, "u64", "ui64"),
+    DTypeRow(bfloat16, "bf16", "bf16"), DTypeRow(float16, "f16", "f16"), DTypeRow(float32, "f32", "f32"),
+    DTypeRow(float64, "f64", "f64"),
+)
+_ROW_OF: dict[np.dtype, DTypeRow] = {row.dtype: row for row in DTYPE_TABLE}
+SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(row.dtype for row in DTYPE_TABLE)
 
 # Python scalars become these (weakly typed) dtypes, as in JAX's default 32-bit mode.
 DEFAULT_INT = int32
 DEFAULT_FLOAT = float32
 
-_SHORT_NAMES = {
-    "bool": bool_, "b1": bool_, "pred": bool_, "i1": bool_,
-    "i8": int8, "i16": int16, "i32": int32, "i64": int64,
-    "u8": uint8, "u16": uint16, "u32": uint32, "u64": uint64,
-    "bf16": bfloat16, "f16": float16, "f32": float32, "f64": float64,
+_NAMES: dict[str, np.dtype] = {
+    **{row.short: row.dtype for row in DTYPE_TABLE}, **{row.dtype.name: row.dtype for row in DTYPE_TABLE},
+    "b1": bool_, "pred": bool_, "i1": bool_,
 }
-_LONG_NAMES = {d.name: d for d in SUPPORTED_DTYPES}
-_SHORT_OF = {bool_: "bool", int8: "i8", int16: "i16", int32: "i32", int64: "i64", uint8: "u8", uint16: "u16",
-             uint32: "u32", uint64: "u64", bfloat16: "bf16", float16: "f16", float32: "f32", float64: "f64"}
 
 
 def canonicalize_dtype(dtype: Any) -> np.dtype:
     """Turn "f32", "float32", np.float32, np.dtype(...) or the Python types float/int/bool into a numpy dtype."""
     if isinstance(dtype, str):
-        found = _SHORT_NAMES.get(dtype) or _LONG_NAMES.get(dtype)
+        found = _NAMES.get(dtype)
         if found is None:
-            known = ", ".join(sorted(set(_SHORT_NAMES) | set(_LONG_NAMES)))
+            known = ", ".join(sorted(_NAMES))
             raise TypeError(f"unknown dtype {dtype!r}; known dtypes: {known}")
         return found
     if dtype is float:
@@ -49,14 +63,19 @@ def canonicalize_dtype(dtype: Any) -> np.dtype:
         found = np.dtype(dtype)
     except TypeError as err:
         raise TypeError(f"unknown dtype {dtype!r}") from err
-    if found not in _SHORT_OF:
+    if found not in _ROW_OF:
         raise TypeError(f"dtype {found.name} is not supported by ember; supported: "
                         + ", ".join(d.name for d in SUPPORTED_DTYPES))
     return found
 
 
 def short_name(dtype: np.dtype) -> str:
-    return _SHORT_OF[dtype]
+    return _ROW_OF[dtype].short
+
+
+def mlir_type(dtype: np.dtype) -> str:
+    """The StableHLO element type of a dtype."""
+    return _ROW_OF[dtype].mlir
 
 
 def is_float(dtype: np.dtype) -> bool:
@@ -77,6 +96,24 @@ def is_unsigned_int(dtype: np.dtype) -> bool:
 
 def is_bool(dtype: np.dtype) -> bool:
     return dtype == bool_
+
+
+# Python scalars: their (dtype, weak_type). Exact types only: np.float64 subclasses float but is typed.
+_PYTHON_SCALAR_DTYPES: dict[type, tuple[np.dtype, bool]] = {
+    bool: (bool_, False), int: (DEFAULT_INT, True), float: (DEFAULT_FLOAT, True)}
+
+
+def is_python_scalar(x: Any) -> bool:
+    """True for Python bools, ints and floats (not numpy scalars, which are typed)."""
+    return type(x) in _PYTHON_SCALAR_DTYPES
+
+
+def check_int_fits(value: Any, dtype: np.dtype) -> None:
+    """A Python int converted to an integer dtype must fit in it (numpy would wrap it silently)."""
+    if type(value) is int and is_int(dtype):
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise OverflowError(f"Python int {value} is too large to convert to {dtype.name}")
 
 
 def finfo(dtype: Any) -> ml_dtypes.finfo:
@@ -156,12 +193,9 @@ def dtype_and_weak(x: Any) -> tuple[np.dtype, bool]:
         return x.dtype, x.weak_type
     if aval is not None:
         return aval.dtype, aval.weak_type
-    if isinstance(x, bool):
-        return bool_, False
-    if isinstance(x, int):
-        return DEFAULT_INT, True
-    if isinstance(x, float):
-        return DEFAULT_FLOAT, True
+    python = _PYTHON_SCALAR_DTYPES.get(type(x))
+    if python is not None:
+        return python
     if isinstance(x, np.ndarray | np.generic):
         return canonicalize_dtype(x.dtype), False
     return canonicalize_dtype(x), False
@@ -220,7 +254,7 @@ def aval_of_value(x: Any) -> ShapedArray:
     aval = getattr(x, "aval", None)
     if isinstance(aval, ShapedArray):
         return aval
-    if isinstance(x, bool | int | float) and not isinstance(x, np.generic):
+    if is_python_scalar(x):
         dtype, weak = dtype_and_weak(x)
         return ShapedArray((), dtype, weak)
     if isinstance(x, np.ndarray | np.generic):

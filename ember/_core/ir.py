@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from ember._dtypes import ShapedArray, short_name
+from ember._core.dtypes import ShapedArray, check_int_fits, dtype_and_weak, short_name
 
 if TYPE_CHECKING:
-    from ember._core import Primitive
+    from ember._core.primitive import Primitive
 
 
 class Var:
@@ -40,6 +40,19 @@ class Literal:
 
 
 Atom = Var | Literal
+
+
+def scalar_literal(value: Any, dtype: np.dtype, weak: bool = True) -> Literal:
+    """The one way a Python or numpy scalar becomes a literal of a given dtype (weakly typed by default).
+    A Python int that does not fit the dtype is an OverflowError, never a silent wrap-around."""
+    check_int_fits(value, dtype)
+    return Literal(np.asarray(value).astype(dtype)[()], ShapedArray((), dtype, weak))
+
+
+def python_scalar_literal(x: bool | int | float) -> Literal:
+    """A Python scalar as a literal of its default dtype (int32, float32, bool), weakly typed as in JAX."""
+    dtype, weak = dtype_and_weak(x)
+    return scalar_literal(x, dtype, weak)
 
 
 class Eqn:
@@ -156,9 +169,21 @@ class IRTypeError(TypeError):
     pass
 
 
+def sub_irs(params: dict[str, Any]) -> list[IR]:
+    """The IRs an equation carries in its params (the bodies of higher-order primitives)."""
+    found = []
+    for value in params.values():
+        if isinstance(value, IR):
+            found.append(value)
+        elif isinstance(value, tuple | list):
+            found.extend(v for v in value if isinstance(v, IR))
+    return found
+
+
 def check_ir(ir: IR) -> None:
     """Check that every var is defined once before use and that every equation's output types are what its
-    primitive's abstract evaluation rule says. Raises IRTypeError naming the offending equation."""
+    primitive's abstract evaluation rule says, recursing into the IRs that equations carry. Raises IRTypeError
+    naming the offending equation."""
     defined: set[Var] = set()
 
     def define(var: Var, where: str) -> None:
@@ -184,11 +209,15 @@ def check_ir(ir: IR) -> None:
         where = f"equation {i} ({eqn.prim.name})"
         for atom in eqn.inputs:
             check_use(atom, where)
+        for sub in sub_irs(eqn.params):
+            try:
+                check_ir(sub)
+            except IRTypeError as err:
+                raise IRTypeError(f"{where}, in a sub-IR: {err}") from err
         try:
-            expected = eqn.prim.abstract_eval(*[a.aval for a in eqn.inputs], **eqn.params)
+            expected = eqn.prim.out_avals([a.aval for a in eqn.inputs], eqn.params)
         except TypeError as err:
             raise IRTypeError(f"{where}: {err}") from err
-        expected = list(expected) if eqn.prim.multiple_results else [expected]
         got = [v.aval for v in eqn.outputs]
         if [(a.shape, a.dtype) for a in expected] != [(a.shape, a.dtype) for a in got]:
             raise IRTypeError(f"{where}: outputs typed {[str(a) for a in got]} but the rule gives "

@@ -1,31 +1,22 @@
-"""Writing StableHLO MLIR text: types, attributes and an emitter for one function body.
+"""Writing StableHLO MLIR text: types, attributes, and an emitter for a function body or a region.
 
 Ops are written in MLIR's generic form ("stablehlo.add"(%a, %b) : (types) -> type), which is uniform for all
 ops and stable across StableHLO versions."""
 from __future__ import annotations
 
+import itertools
 import math
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ember import _dtypes as dt
-from ember._dtypes import ShapedArray
-
-_MLIR_ELEMENT = {
-    dt.bool_: "i1", dt.int8: "i8", dt.int16: "i16", dt.int32: "i32", dt.int64: "i64",
-    dt.uint8: "ui8", dt.uint16: "ui16", dt.uint32: "ui32", dt.uint64: "ui64",
-    dt.bfloat16: "bf16", dt.float16: "f16", dt.float32: "f32", dt.float64: "f64",
-}
-
-
-def element_type(dtype: np.dtype) -> str:
-    return _MLIR_ELEMENT[dtype]
+from ember._core import dtypes as dt
+from ember._core.dtypes import ShapedArray
 
 
 def tensor_type(aval: ShapedArray) -> str:
     dims = "".join(f"{d}x" for d in aval.shape)
-    return f"tensor<{dims}{_MLIR_ELEMENT[aval.dtype]}>"
+    return f"tensor<{dims}{dt.mlir_type(aval.dtype)}>"
 
 
 def i64_array(values: Sequence[int]) -> str:
@@ -58,25 +49,31 @@ def compare_type(dtype: np.dtype) -> str:
     return "UNSIGNED"
 
 
-class FunctionEmitter:
-    """Emits the ops of one function body, naming SSA values and remembering their types."""
+class Emitter:
+    """Emits the ops of one function body or region, naming SSA values and remembering their types. A region's
+    emitter is a child of its parent's: names are unique across the whole function, and values of the enclosing
+    body can be named inside the region."""
 
-    def __init__(self, indent: str = "    ") -> None:
+    def __init__(self, indent: str = "    ", counter: Iterator[int] | None = None,
+                 types: dict[str, str] | None = None) -> None:
         self.lines: list[str] = []
-        self.types: dict[str, str] = {}
+        self.types: dict[str, str] = {} if types is None else types
         self.indent = indent
-        self._count = 0
+        self._counter = itertools.count() if counter is None else counter
 
-    def fresh(self) -> str:
-        self._count += 1
-        return f"%{self._count - 1}"
+    def fresh(self, prefix: str = "") -> str:
+        return f"%{prefix}{next(self._counter)}"
+
+    def child(self) -> "Emitter":
+        """An emitter for a region nested in this body."""
+        return Emitter(self.indent + "    ", self._counter, self.types)
 
     def declare(self, name: str, aval: ShapedArray) -> str:
         self.types[name] = tensor_type(aval)
         return name
 
     def op(self, name: str, operands: Sequence[str], results: ShapedArray | Sequence[ShapedArray],
-           attrs: dict[str, str] | None = None, region: str | None = None) -> Any:
+           attrs: dict[str, str] | None = None, regions: Sequence[str] = ()) -> Any:
         """Emit one op; returns its SSA value (or the list of them when `results` is a sequence)."""
         single = isinstance(results, ShapedArray)
         result_avals = [results] if single else list(results)
@@ -85,7 +82,7 @@ class FunctionEmitter:
         names = [base] if len(result_avals) == 1 else [f"{base}#{i}" for i in range(len(result_avals))]
         lhs = base if len(result_avals) == 1 else f"{base}:{len(result_avals)}"
         attr_text = " {" + ", ".join(f"{k} = {v}" for k, v in attrs.items()) + "}" if attrs else ""
-        region_text = f" ({region})" if region else ""
+        region_text = f" ({', '.join(regions)})" if regions else ""
         in_types = ", ".join(self.types[o] for o in operands)
         out_types = result_types[0] if len(result_types) == 1 else "(" + ", ".join(result_types) + ")"
         self.lines.append(f'{self.indent}{lhs} = "{name}"({", ".join(operands)}){region_text}{attr_text} : '
@@ -93,6 +90,16 @@ class FunctionEmitter:
         for n, t in zip(names, result_types):
             self.types[n] = t
         return names[0] if single else names
+
+    def returns(self, values: Sequence[str]) -> None:
+        """End a region's block with stablehlo.return."""
+        types = ", ".join(self.types[v] for v in values)
+        self.lines.append(f'{self.indent}"stablehlo.return"({", ".join(values)}) : ({types}) -> ()')
+
+    def region(self, block_args: Sequence[str], body: "Emitter") -> str:
+        """The text of a one-block region whose arguments were declared in `body` (a child emitter)."""
+        args = ", ".join(f"{name}: {self.types[name]}" for name in block_args)
+        return ("{\n" + f"{self.indent}  ^bb0({args}):\n" + "\n".join(body.lines) + f"\n{self.indent}}}")
 
     def constant(self, value: Any, aval: ShapedArray) -> str:
         """A splat constant of the given shape."""
@@ -109,27 +116,12 @@ class FunctionEmitter:
         return self.op("stablehlo.broadcast_in_dim", [operand], operand_aval.update(shape=shape),
                        {"broadcast_dimensions": i64_array(dims)})
 
-    def reduce(self, operand: str, operand_aval: ShapedArray, init: Any, axes: Sequence[int], body_op: str,
-               out_aval: ShapedArray) -> str:
-        """A single-operand reduction whose body applies one binary op (add, maximum, ...)."""
-        scalar = ShapedArray((), operand_aval.dtype)
-        init_value = self.constant(init, scalar)
-        t = tensor_type(scalar)
-        region = ("{\n"
-                  f"{self.indent}  ^bb0(%lhs: {t}, %rhs: {t}):\n"
-                  f'{self.indent}    %r = "{body_op}"(%lhs, %rhs) : ({t}, {t}) -> {t}\n'
-                  f'{self.indent}    "stablehlo.return"(%r) : ({t}) -> ()\n'
-                  f"{self.indent}}}")
-        return self.op("stablehlo.reduce", [operand, init_value], out_aval,
-                       {"dimensions": i64_array(axes)}, region=region)
 
-
-def module_text(arg_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArray], body: FunctionEmitter,
+def module_text(arg_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArray], body: Emitter,
                 arg_names: Sequence[str], out_names: Sequence[str]) -> str:
     args = ", ".join(f"{n}: {tensor_type(a)}" for n, a in zip(arg_names, arg_avals))
     results = ", ".join(tensor_type(a) for a in out_avals)
-    ret_types = ", ".join(tensor_type(a) for a in out_avals)
-    ret = f"    func.return {', '.join(out_names)} : {ret_types}" if out_names else "    func.return"
+    ret = f"    func.return {', '.join(out_names)} : {results}" if out_names else "    func.return"
     return ("module @ember attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
             f"  func.func public @main({args}) -> ({results}) {{\n"
             + "\n".join(body.lines) + ("\n" if body.lines else "")

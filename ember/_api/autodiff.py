@@ -1,0 +1,171 @@
+"""grad, value_and_grad and vjp: reverse-mode differentiation of functions (and grad of a staged IR)."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Hashable, Sequence
+
+from ember._api.staging import (as_tuple, cache_for, fun_name, has_tracer_consts, leaf_avals, per_function, run_ir,
+                                stage_with_aux)
+from ember._core import IR, ShapedArray, aval_of
+from ember._core.pytree import PyTreeDef, leaf_def, tree_flatten, tree_structure
+from ember._transforms import ad as _ad
+from ember._transforms.passes import split_known
+
+
+def _grad_of_ir(ir: IR, argnums: int | Sequence[int], name: str) -> IR:
+    nums = as_tuple(argnums)
+    n = len(ir.in_vars)
+    for i in nums:
+        if not -n <= i < n:
+            raise ValueError(f"{name}: argnums {argnums} out of range for an IR with {n} inputs")
+    nums = tuple(i % n for i in nums)
+    if len(ir.outs) != 1:
+        raise TypeError(f"{name}: the IR must have exactly one output, got {len(ir.outs)}")
+    wrt = [i in nums for i in range(n)]
+    _ad.check_differentiable_inputs(name, ir.in_avals, wrt)
+    gir = _ad.value_and_grad_ir(ir, wrt, with_value=False, name=name)
+    order = sorted(nums)
+    gir.outs = [gir.outs[order.index(i)] for i in nums]  # in the order argnums names them
+    gir.out_tree = leaf_def() if isinstance(argnums, int) else tree_structure(tuple(0 for _ in nums))
+    return gir
+
+
+def _check_argnums(name: str, argnums: int | Sequence[int], nargs: int) -> tuple[int, ...]:
+    nums = as_tuple(argnums)
+    if not nums:
+        raise ValueError(f"{name}: argnums must name at least one argument")
+    for i in nums:
+        if not isinstance(i, int) or not -nargs <= i < nargs:
+            raise ValueError(f"{name}: argnums {argnums} out of range for a call with {nargs} positional "
+                             "arguments")
+    return tuple(i % nargs for i in nums)
+
+
+def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, allow_int: bool,
+               with_value: bool, api: str) -> Callable[..., Any]:
+    name = f"{api}({fun_name(fun)})"
+
+    def build(in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], nums: tuple[int, ...],
+              arg_trees: tuple[PyTreeDef, ...]) -> IR:
+        ir, store = stage_with_aux(fun, in_tree, avals, has_aux, name)
+        if store.tree.num_leaves != 1:
+            raise TypeError(f"{name}: the function must return a single scalar array, got {store.tree}")
+        offsets = [0]
+        for tree in arg_trees:
+            offsets.append(offsets[-1] + tree.num_leaves)
+        wrt = [False] * len(avals)
+        for i in nums:
+            wrt[offsets[i]:offsets[i + 1]] = [True] * arg_trees[i].num_leaves
+        _ad.check_differentiable_inputs(name, avals, wrt, allow_int)
+        gir = _ad.value_and_grad_ir(ir, wrt, with_value=with_value, name=name)
+        grads_template = (tuple(arg_trees[i].unflatten([0] * arg_trees[i].num_leaves) for i in nums)
+                          if not isinstance(argnums, int) else arg_trees[nums[0]].unflatten(
+                              [0] * arg_trees[nums[0]].num_leaves))
+        aux_template = store.aux_tree.unflatten([0] * store.aux_tree.num_leaves) if has_aux else None
+        n_grads = sum(arg_trees[i].num_leaves for i in nums)
+        grads = gir.outs[len(gir.outs) - n_grads:]
+        rest = gir.outs[:len(gir.outs) - n_grads]
+        # grads come in leaf order of the arguments; regroup them in argnums order
+        by_arg, pos = {}, 0
+        for i in sorted(set(nums)):
+            by_arg[i] = grads[pos:pos + arg_trees[i].num_leaves]
+            pos += arg_trees[i].num_leaves
+        grads = [g for i in nums for g in by_arg[i]]
+        if with_value:
+            template = ((0, aux_template), grads_template) if has_aux else (0, grads_template)
+            gir.outs = rest + grads
+        else:
+            template = (grads_template, aux_template) if has_aux else grads_template
+            gir.outs = grads + rest
+        gir.out_tree = tree_structure(template)
+        return gir
+
+    cache = cache_for(fun, (api, argnums if isinstance(argnums, int) else tuple(argnums), has_aux, allow_int), name)
+
+    @functools.wraps(fun, updated=())
+    def transformed(*args: Any, **kwargs: Any) -> Any:
+        nums = _check_argnums(name, argnums, len(args))
+        leaves, in_tree = tree_flatten((args, kwargs))
+        avals = leaf_avals(name, args, kwargs, leaves)
+        arg_trees = tuple(tree_structure(a) for a in args)
+        key = (in_tree, avals, nums)
+        return cache.call(key, leaves, build, in_tree, avals, nums, arg_trees)
+
+    return transformed
+
+
+def grad(fun: Any, argnums: int | Sequence[int] = 0, has_aux: bool = False, allow_int: bool = False) -> Any:
+    """Gradient of a scalar-output function with respect to the arguments in argnums.
+
+    Given an IR (from stage_out), returns a NEW IR computing the gradient (the seed design); given a function,
+    returns a function (like jax.grad)."""
+    if isinstance(fun, IR):
+        return _grad_of_ir(fun, argnums, "grad")
+    if not callable(fun):
+        raise TypeError(f"grad: expected a function or an IR, got {type(fun).__name__}")
+    return _make_grad(fun, argnums, has_aux, allow_int, with_value=False, api="grad")
+
+
+def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+                   allow_int: bool = False) -> Callable[..., Any]:
+    """Like grad, but the function returns (value, gradients), or ((value, aux), gradients) with has_aux."""
+    if not callable(fun):
+        raise TypeError(f"value_and_grad: expected a function, got {type(fun).__name__}")
+    return _make_grad(fun, argnums, has_aux, allow_int, with_value=True, api="value_and_grad")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# vjp
+class _VjpPlan:
+    """The forward (known) and backward (cotangent) parts of a function's VJP at one signature."""
+
+    def __init__(self, forward: IR, backward: IR, num_outs: int, num_residuals: int, out_tree: PyTreeDef,
+                 aux_tree: PyTreeDef | None, ct_avals: list[ShapedArray]):
+        self.forward, self.backward = forward, backward  # forward: (outputs, aux, residuals)
+        self.num_outs, self.num_residuals = num_outs, num_residuals
+        self.out_tree, self.aux_tree, self.ct_avals = out_tree, aux_tree, ct_avals
+
+
+def _vjp_plan(fun: Callable[..., Any], in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], has_aux: bool,
+              name: str) -> _VjpPlan:
+    ir, store = stage_with_aux(fun, in_tree, avals, has_aux, name)
+    num_outs = store.tree.num_leaves
+    joint = _ad.vjp_ir(ir, [True] * len(avals), num_outs)
+    forward, backward, num_residuals = split_known(joint, [False] * len(avals) + [True] * num_outs, len(ir.outs))
+    ct_avals = [a.strip_weak_type() for a in ir.out_avals[:num_outs]]
+    return _VjpPlan(forward, backward, num_outs, num_residuals, store.tree, store.aux_tree, ct_avals)
+
+
+def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
+    """(outputs, vjp_fn) where vjp_fn(cotangents) returns one cotangent per primal (like jax.vjp)."""
+    name = f"vjp({fun_name(fun)})"
+    leaves, in_tree = tree_flatten((primals, {}))
+    avals = leaf_avals(name, primals, {}, leaves)
+    key = (in_tree, avals, has_aux)
+    plans: dict[Hashable, _VjpPlan] = per_function(fun, "vjp", dict)
+    plan = plans.get(key)
+    if plan is None:
+        plan = _vjp_plan(fun, in_tree, avals, has_aux, name)
+        if not (has_tracer_consts(plan.forward) or has_tracer_consts(plan.backward)):
+            plans[key] = plan
+    results = run_ir(plan.forward, leaves, f"{name}.forward")
+    n_primal = len(results) - plan.num_residuals
+    outs, aux, residuals = results[:plan.num_outs], results[plan.num_outs:n_primal], results[n_primal:]
+
+    def vjp_fn(cotangents: Any) -> tuple[Any, ...]:
+        ct_leaves, ct_tree = tree_flatten(cotangents)
+        if ct_tree != plan.out_tree:
+            raise TypeError(f"{name}: cotangents must have the structure of the outputs {plan.out_tree}, got "
+                            f"{ct_tree}")
+        for i, (ct, expected) in enumerate(zip(ct_leaves, plan.ct_avals)):
+            got = aval_of(ct)
+            if got.shape != expected.shape or got.dtype != expected.dtype:
+                raise TypeError(f"{name}: cotangent {i} must be {expected.str_short()} like the output, got "
+                                f"{got.str_short()}")
+        in_cts = run_ir(plan.backward, list(residuals) + ct_leaves, f"{name}.backward")
+        return in_tree.unflatten(in_cts)[0]
+
+    out = plan.out_tree.unflatten(outs)
+    if has_aux:
+        return out, vjp_fn, plan.aux_tree.unflatten(aux)
+    return out, vjp_fn

@@ -1,0 +1,131 @@
+"""stage_out, make_ir and jit: functions staged out to IR, compiled with XLA once per argument signature."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+from ember._core import IR, ShapedArray, aval_of, is_tracing
+from ember._core.pytree import PyTreeDef, tree_flatten
+from ember._api.staging import as_tuple, cache_for, compile, fun_name, leaf_avals, stage_with_aux
+from ember._runtime import Array, Compiled, Lowered, lower_ir
+
+
+def _is_aval(x: Any) -> bool:
+    return isinstance(x, ShapedArray)
+
+
+def stage_out(fun: Callable[..., Any], *avals: Any) -> IR:
+    """Stage fun out to an IR at the given abstract values (ShapedArrays, arrays, or pytrees of them)."""
+    leaves, in_tree = tree_flatten((avals, {}), is_leaf=_is_aval)
+    try:
+        in_avals = [x if isinstance(x, ShapedArray) else aval_of(x) for x in leaves]
+    except TypeError as err:
+        raise TypeError(f"stage_out({fun_name(fun)}): arguments must be ShapedArrays or arrays: {err}") from None
+    ir, store = stage_with_aux(fun, in_tree, in_avals, False, f"stage_out({fun_name(fun)})")
+    ir.out_tree = store.tree
+    return ir
+
+
+def make_ir(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()) -> Callable[..., IR]:
+    """make_ir(f)(*args) is the IR of f at the arguments' shapes and dtypes (like jax.make_jaxpr)."""
+    jitted = jit(fun, static_argnums=static_argnums)
+
+    def make(*args: Any, **kwargs: Any) -> IR:
+        return jitted.trace(*args, **kwargs)
+    return make
+
+
+class Jitted:
+    """A function compiled with XLA per argument signature (tree structure, shapes, dtypes, static values)."""
+
+    def __init__(self, fun: Callable[..., Any], static_argnums: int | Sequence[int] = (),
+                 static_argnames: str | Sequence[str] = ()):
+        if not callable(fun):
+            raise TypeError(f"jit: expected a function, got {type(fun).__name__}")
+        self.fun = fun
+        self.static_argnums = as_tuple(static_argnums)
+        self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+        self.name = f"jit({fun_name(fun)})"
+        self._cache = cache_for(fun, ("jit", self.static_argnums, self.static_argnames), self.name)
+        self._by_avals: dict[tuple[ShapedArray, ...], Compiled] = {}  # fast path: positional Array arguments
+        functools.update_wrapper(self, fun, updated=())  # (copying __dict__ could clobber our attributes)
+
+    def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
+        if not self.static_argnums and not self.static_argnames:
+            return (), args, kwargs
+        n = len(args)
+        static_pos = tuple(sorted({i % n if n else i for i in self.static_argnums if -n <= i < n}))
+        statics = tuple((i, args[i]) for i in static_pos) + tuple(
+            (k, kwargs[k]) for k in sorted(kwargs) if k in self.static_argnames)
+        for where, value in statics:
+            try:
+                hash(value)
+            except TypeError:
+                raise TypeError(f"{self.name}: static argument {where!r} must be hashable, got a "
+                                f"{type(value).__name__}") from None
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_pos)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        return statics, dyn_args, dyn_kwargs
+
+    def _rebuild(self, statics: tuple[Any, ...]) -> Callable[[Any], tuple[tuple[Any, ...], dict[str, Any]]]:
+        def rebuild(dynamic: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+            args, kwargs = dynamic
+            args, kwargs = list(args), dict(kwargs)
+            for where, value in statics:
+                if isinstance(where, int):
+                    args.insert(where, value)
+                else:
+                    kwargs[where] = value
+            return tuple(args), kwargs
+        return rebuild
+
+    def _build(self, in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], statics: tuple[Any, ...]) -> IR:
+        rebuild = self._rebuild(statics)
+
+        def with_statics(*args: Any, **kwargs: Any) -> Any:
+            args, kwargs = rebuild((args, kwargs))
+            return self.fun(*args, **kwargs)
+        ir, store = stage_with_aux(with_statics, in_tree, avals, False, self.name)
+        ir.out_tree = store.tree
+        return ir
+
+    def _signature(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, list[Any], tuple[Any, ...]]:
+        statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        leaves, in_tree = tree_flatten((dyn_args, dyn_kwargs))
+        avals = leaf_avals(self.name, dyn_args, dyn_kwargs, leaves)
+        return (in_tree, avals, statics), leaves, statics
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast = not kwargs and not self.static_argnums and not is_tracing() and all(type(a) is Array for a in args)
+        if fast:
+            executable = self._by_avals.get(tuple(a.aval for a in args))
+            if executable is not None:
+                return executable(*args)
+        key, leaves, statics = self._signature(args, kwargs)
+        out = self._cache.call(key, leaves, self._build, key[0], key[1], statics)
+        if fast and key in self._cache.executables:
+            self._by_avals[key[1]] = self._cache.executables[key]
+        return out
+
+    def trace(self, *args: Any, **kwargs: Any) -> IR:
+        """The IR this function stages out to for these arguments."""
+        key, _, statics = self._signature(args, kwargs)
+        return self._cache.ir_for(key, self._build, key[0], key[1], statics)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        """The StableHLO module for these arguments (.as_text()); .compile() gives the executable."""
+        return lower_ir(self.trace(*args, **kwargs), self.name)
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        return self if obj is None else functools.partial(self, obj)
+
+
+def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = ()) -> Any:
+    """Compile fun with XLA, once per argument signature. Usable as @jit or @jit(static_argnums=...)."""
+    if fun is None:
+        return lambda f: Jitted(f, static_argnums, static_argnames)
+    return Jitted(fun, static_argnums, static_argnames)

@@ -1,0 +1,151 @@
+"""Staging helpers shared by the transformations: flattening arguments to leaves and abstract values, staging a
+function with auxiliary outputs, compiling an IR (once per IR), running an IR (inlined while staging, else
+compiled), and the per-function caches of IRs and executables (held weakly: they die with the function)."""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Hashable, Sequence
+
+from ember._core import IR, ShapedArray, Tracer, aval_of, eval_ir, is_tracing, stage_flat
+from ember._core.pytree import PyTreeDef, tree_flatten
+from ember._runtime import Compiled, compile_ir
+
+
+def fun_name(fun: Any) -> str:
+    return getattr(fun, "__name__", type(fun).__name__)
+
+
+def leaf_avals(api: str, args: Sequence[Any], kwargs: dict[str, Any], leaves: Sequence[Any]
+                ) -> tuple[ShapedArray, ...]:
+    try:
+        return tuple(aval_of(x) for x in leaves)
+    except TypeError:
+        pass
+    for i, arg in enumerate(list(args) + list(kwargs.values())):  # find the culprit for the message
+        for leaf in tree_flatten(arg)[0]:
+            try:
+                aval_of(leaf)
+            except TypeError:
+                where = f"argument {i}" if i < len(args) else f"keyword argument {list(kwargs)[i - len(args)]!r}"
+                raise TypeError(f"{api}: {where} contains a value of type {type(leaf).__name__} ({leaf!r}), which "
+                                "is not a valid ember array; pass arrays, numbers or pytrees of them, or mark the "
+                                "argument static (static_argnums)") from None
+    raise AssertionError("unreachable")
+
+
+_compiled_irs: "weakref.WeakKeyDictionary[IR, Compiled]" = weakref.WeakKeyDictionary()
+
+
+def compile(ir: IR, name: str = "main") -> Compiled:  # noqa: A001
+    """Compile an IR with XLA; the result is called with the IR's inputs and returns its outputs."""
+    if not isinstance(ir, IR):
+        raise TypeError(f"compile: expected an IR (from ember.stage_out or ember.grad), got {type(ir).__name__}")
+    compiled = _compiled_irs.get(ir)
+    if compiled is None:
+        compiled = _compiled_irs[ir] = compile_ir(ir, name)
+    return compiled
+
+
+def run_ir(ir: IR, args: Sequence[Any], name: str = "main") -> list[Any]:
+    """Run an IR: inline it into the current trace while staging, else compile (cached) and execute it."""
+    if is_tracing():
+        return eval_ir(ir, args)
+    return compile(ir, name).call_flat(args)
+
+
+def has_tracer_consts(ir: IR) -> bool:
+    return any(isinstance(c, Tracer) for c in ir.consts)
+
+
+class SignatureCache:
+    """Per-signature IRs (for inlining) and executables (for eager calls) of one transformed function.
+
+    It holds no reference to the function (build is passed per call), so caches can be kept per function in a
+    weak dictionary. IRs that captured tracers of an enclosing trace are used once and not cached."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.irs: dict[Hashable, IR] = {}
+        self.executables: dict[Hashable, Compiled] = {}
+
+    def ir_for(self, key: Hashable, build: Callable[..., IR], *build_args: Any) -> IR:
+        ir = self.irs.get(key)
+        if ir is None:
+            ir = build(*build_args)
+            if not has_tracer_consts(ir):
+                self.irs[key] = ir
+        return ir
+
+    def call(self, key: Hashable, leaves: Sequence[Any], build: Callable[..., IR], *build_args: Any) -> Any:
+        if not is_tracing():
+            executable = self.executables.get(key)
+            if executable is not None:
+                return executable(*leaves)
+        ir = self.ir_for(key, build, *build_args)
+        if is_tracing():
+            return ir.out_tree.unflatten(eval_ir(ir, leaves))
+        executable = compile_ir(ir, self.name)
+        if not has_tracer_consts(ir):
+            self.executables[key] = executable
+        return executable(*leaves)
+
+
+_function_caches: "weakref.WeakKeyDictionary[Any, dict[Hashable, Any]]" = weakref.WeakKeyDictionary()
+
+
+def per_function(fun: Any, config: Hashable, make: Callable[[], Any]) -> Any:
+    """The object kept for fun transformed with config (made on first use), shared by every wrapper of the same
+    function (so ember.grad(f)(x) in a loop compiles once, as in JAX). Held weakly: it dies with fun."""
+    try:
+        per_function = _function_caches.setdefault(fun, {})
+    except TypeError:  # not weak-referenceable
+        return make()
+    kept = per_function.get(config)
+    if kept is None:
+        kept = per_function[config] = make()
+    return kept
+
+
+def cache_for(fun: Any, config: Hashable, name: str) -> SignatureCache:
+    return per_function(fun, config, lambda: SignatureCache(name))
+
+
+class _OutStore:
+    """Receives the output structure found while a function is staged out."""
+    tree: PyTreeDef | None = None
+    aux_tree: PyTreeDef | None = None
+
+
+def stage_with_aux(fun: Callable[..., Any], in_tree: PyTreeDef, avals: Sequence[ShapedArray], has_aux: bool,
+                    name: str) -> tuple[IR, _OutStore]:
+    """Stage fun(*args, **kwargs) out (in_tree is that of (args, kwargs)). The IR's outputs are the leaves of
+    the result, then (with has_aux, when fun returns (result, aux)) the leaves of aux."""
+    store = _OutStore()
+
+    def flat(*leaves: Any) -> list[Any]:
+        args, kwargs = in_tree.unflatten(leaves)
+        result = fun(*args, **kwargs)
+        aux_leaves: list[Any] = []
+        if has_aux:
+            if not (isinstance(result, tuple | list) and len(result) == 2):
+                raise TypeError(f"{name}: with has_aux=True the function must return a pair (output, aux)")
+            result, aux = result
+            aux_leaves, store.aux_tree = tree_flatten(aux)
+        out_leaves, store.tree = tree_flatten(result)
+        return out_leaves + aux_leaves
+
+    return stage_flat(flat, avals), store
+
+
+def as_tuple(nums: int | Sequence[int] | None) -> tuple[int, ...]:
+    if nums is None:
+        return ()
+    return (nums,) if isinstance(nums, int) else tuple(nums)
+
+
+def eval_ir_public(ir: IR, *args: Any) -> Any:
+    """Evaluate an IR primitive by primitive (eagerly, or inline while staging); returns its outputs."""
+    outs = eval_ir(ir, args)
+    if ir.out_tree is not None:
+        return ir.out_tree.unflatten(outs)
+    return outs[0] if len(outs) == 1 else tuple(outs)

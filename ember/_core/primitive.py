@@ -1,0 +1,122 @@
+"""Primitives and their rules: one protocol for every transformation.
+
+A primitive is an operation of the IR. Every rule a transformation needs is registered on the primitive, beside its
+definition, in one style: `@prim.def_rule("jvp")` (or `prim.def_rule("jvp", fn)`). RULE_KINDS lists the rules that
+every primitive must carry, or be explicitly marked as not having (`prim.mark("vjp", "not differentiable")`); the
+meta test iterates it, so a new transformation adds one entry here. HOOK_KINDS are optional rules that only some
+primitives need (higher-order primitives carrying sub-IRs); the passes use them when present.
+
+Rule signatures (params are the equation's params, passed as keywords):
+  abstract_eval(*avals, **params) -> aval, or a list of avals when multiple_results
+  lowering(ctx: LoweringContext, *operands, **params) -> list of MLIR values, one per output
+  jvp(primals, tangents, **params) -> (primal outputs, tangent outputs); a tangent None is a symbolic zero
+  vjp(cts, ins, outs, needs, **params) -> one cotangent per input (None: zero or not needed, see `needs`)
+  batching(args, dims, **params) -> (outputs, output batch dims); a dim None means "not batched"
+  dce(eqn, used_outputs) -> (used_inputs, the equation, possibly shrunk to the used outputs)   [hook]
+A partial-evaluation hook (splitting one equation into known and unknown parts) joins HOOK_KINDS with the first
+primitive that needs it (while_loop, scan)."""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Sequence
+
+from ember._core.dtypes import ShapedArray
+
+RULE_KINDS: tuple[str, ...] = ("abstract_eval", "lowering", "jvp", "vjp", "batching")
+HOOK_KINDS: tuple[str, ...] = ("dce",)
+
+NOT_DIFFERENTIABLE = "not differentiable"  # the mark for "jvp" and "vjp" of comparisons, iota, ...
+
+
+class Primitive:
+    """An operation of the IR, with its rules (see the module docstring)."""
+
+    def __init__(self, name: str, multiple_results: bool = False, register: bool = True):
+        self.name = name
+        self.multiple_results = multiple_results
+        self.rules: dict[str, Callable[..., Any]] = {}
+        self.marks: dict[str, str] = {}  # rule kind -> why this primitive has no such rule
+        if register:  # unregistered primitives are internal to one lowering (a reduction's region body)
+            if name in PRIMITIVES:
+                raise ValueError(f"a primitive named {name!r} is already registered")
+            PRIMITIVES[name] = self
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def def_rule(self, kind: str, rule: Callable[..., Any] | None = None) -> Any:
+        """Register a rule of the given kind; usable as a decorator (`@prim.def_rule("vjp")`)."""
+        if kind not in RULE_KINDS and kind not in HOOK_KINDS:
+            raise ValueError(f"{self.name}: unknown rule kind {kind!r}; kinds: {RULE_KINDS + HOOK_KINDS}")
+        if rule is None:
+            return lambda fn: self.def_rule(kind, fn)
+        if kind in self.rules or kind in self.marks:
+            raise ValueError(f"primitive {self.name} already has a {kind} rule")
+        self.rules[kind] = rule
+        return rule
+
+    def mark(self, kind: str, reason: str) -> None:
+        """Declare that this primitive has no rule of this kind, and why (e.g. NOT_DIFFERENTIABLE)."""
+        if kind in self.rules:
+            raise ValueError(f"primitive {self.name} has a {kind} rule and cannot be marked {reason!r}")
+        self.marks[kind] = reason
+
+    def mark_not_differentiable(self) -> None:
+        """Outputs carry no derivative (comparisons, iota, bitwise ops): no jvp or vjp, and transformations treat
+        the outputs as constants."""
+        self.mark("jvp", NOT_DIFFERENTIABLE)
+        self.mark("vjp", NOT_DIFFERENTIABLE)
+
+    @property
+    def differentiable(self) -> bool:
+        return self.marks.get("vjp") != NOT_DIFFERENTIABLE
+
+    def rule(self, kind: str, transformation: str | None = None) -> Callable[..., Any]:
+        """The rule of a kind, or a clear NotImplementedError naming the primitive and the transformation."""
+        found = self.rules.get(kind)
+        if found is None:
+            why = self.marks.get(kind, "not implemented")
+            raise NotImplementedError(f"{transformation or kind} of primitive '{self.name}': {why}")
+        return found
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        """Apply the primitive: recorded into the innermost trace while staging, else executed eagerly."""
+        stack = TRACE_STATE.stack
+        outs = stack[-1].add_eqn(self, args, params) if stack else EAGER.apply(self, args, params)
+        return outs if self.multiple_results else outs[0]
+
+    def out_avals(self, avals: Sequence[ShapedArray], params: dict[str, Any]) -> list[ShapedArray]:
+        out = self.rule("abstract_eval", "abstract evaluation")(*avals, **params)
+        return list(out) if self.multiple_results else [out]
+
+
+PRIMITIVES: dict[str, Primitive] = {}
+
+
+class _EagerSlot:
+    """The one upward call of the core: executing a primitive on concrete values outside any staging. The runtime
+    layer (ember._runtime.eager) fills it when it is imported; `import ember` does that."""
+
+    def __init__(self) -> None:
+        self.apply: Callable[[Primitive, Sequence[Any], dict[str, Any]], list[Any]] = self._unset
+
+    @staticmethod
+    def _unset(prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+        raise RuntimeError(f"{prim.name}: eager execution is not available: import ember (the runtime) first")
+
+    def fill(self, apply: Callable[[Primitive, Sequence[Any], dict[str, Any]], list[Any]]) -> None:
+        self.apply = apply
+
+
+EAGER = _EagerSlot()
+
+
+class _TraceState(threading.local):
+    """The stack of active builders (ember._core.trace.Builder), per thread, innermost last: `bind` records into
+    the innermost one."""
+
+    def __init__(self) -> None:
+        self.stack: list[Any] = []
+
+
+TRACE_STATE = _TraceState()

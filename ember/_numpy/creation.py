@@ -1,0 +1,84 @@
+"""Array creation of ember.numpy: array, asarray, full, zeros, ones, *_like, arange, linspace, eye, identity."""
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import numpy as _np
+
+from ember._core import dtypes as dt
+from ember._runtime.array import array as array, asarray as asarray
+from ember._core import Tracer, aval_of, is_python_scalar
+from ember import _prims as lax
+from ember._core import scalar_literal
+
+from ember._numpy.dtypes import int32
+from ember._numpy.promotion import _as_operand
+from ember._numpy.shape import _shape_tuple, astype, broadcast_to
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
+    shape = _shape_tuple("full", shape)
+    fill = _as_operand(fill_value)
+    if dtype is None:
+        dtype = dt.dtype_and_weak(fill)[0]
+    if not is_python_scalar(fill) and aval_of(fill).shape != ():
+        return broadcast_to(astype(fill, dtype), shape)
+    return lax.full(shape, fill, dtype)
+
+
+def zeros(shape: Any, dtype: Any = None) -> Any:
+    return lax.full(_shape_tuple("zeros", shape), 0, dtype or dt.DEFAULT_FLOAT)
+
+
+def ones(shape: Any, dtype: Any = None) -> Any:
+    return lax.full(_shape_tuple("ones", shape), 1, dtype or dt.DEFAULT_FLOAT)
+
+
+def zeros_like(x: Any, dtype: Any = None) -> Any:
+    return zeros(aval_of(_as_operand(x)).shape, dtype or aval_of(_as_operand(x)).dtype)
+
+
+def ones_like(x: Any, dtype: Any = None) -> Any:
+    return ones(aval_of(_as_operand(x)).shape, dtype or aval_of(_as_operand(x)).dtype)
+
+
+def full_like(x: Any, fill_value: Any, dtype: Any = None) -> Any:
+    return full(aval_of(_as_operand(x)).shape, fill_value, dtype or aval_of(_as_operand(x)).dtype)
+
+
+def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -> Any:
+    for v in (start, stop, step):
+        if isinstance(v, Tracer):
+            raise TypeError("arange: start, stop and step must be concrete numbers (the length of the result "
+                            "must be known when tracing)")
+    if stop is None:
+        start, stop = 0, start
+    step = 1 if step is None else step
+    values = _np.arange(start, stop, step)
+    if dtype is None:
+        dtype = dt.DEFAULT_FLOAT if values.dtype.kind == "f" else dt.DEFAULT_INT
+    dtype = dt.canonicalize_dtype(dtype)
+    n = len(values)
+    if builtins.all(isinstance(v, int) for v in (start, stop, step)):
+        ramp = lax.iota(dtype, n)
+        return lax.add(lax.mul(ramp, scalar_literal(step, dtype)), scalar_literal(start, dtype)) if (start, step) != (0, 1) \
+            else ramp
+    return asarray(values.astype(dtype))
+
+
+def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None) -> Any:
+    dtype = dt.canonicalize_dtype(dtype) if dtype is not None else dt.DEFAULT_FLOAT
+    return asarray(_np.linspace(start, stop, num, endpoint=endpoint).astype(dtype))
+
+
+def eye(n: int, m: int | None = None, k: int = 0, dtype: Any = None) -> Any:
+    m = n if m is None else m
+    dtype = dt.canonicalize_dtype(dtype) if dtype is not None else dt.DEFAULT_FLOAT
+    rows = lax.broadcasted_iota(int32, (n, m), 0)
+    cols = lax.broadcasted_iota(int32, (n, m), 1)
+    return lax.convert_element_type(lax.eq(lax.add(rows, k), cols), dtype)
+
+
+def identity(n: int, dtype: Any = None) -> Any:
+    return eye(n, dtype=dtype)

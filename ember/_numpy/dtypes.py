@@ -1,0 +1,16 @@
+"""Scalar types, dtypes and constants of ember.numpy (numpy's and ml_dtypes' own types)."""
+import ml_dtypes as _ml_dtypes
+import numpy as _np
+
+from ember._runtime.array import Array
+from ember._core.dtypes import bool_ as bool_, finfo as finfo, iinfo as iinfo
+
+ndarray = Array
+# Scalar types double as dtypes, as in numpy: enp.float32 is a dtype argument and enp.float32(1.5) a scalar.
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
+float16, float32, float64 = _np.float16, _np.float32, _np.float64
+bfloat16 = _ml_dtypes.bfloat16
+inf, nan, pi, e = _np.inf, _np.nan, _np.pi, _np.e
+newaxis = None
+dtype = _np.dtype

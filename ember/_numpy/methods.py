@@ -1,0 +1,60 @@
+"""The operators and methods of Array and Tracer (numpy semantics), installed when ember.numpy is imported."""
+from __future__ import annotations
+
+from typing import Any
+
+from ember._core import install_array_methods
+
+from ember._numpy.indexing import _getitem
+from ember._numpy.linalg import dot, matmul
+from ember._numpy.reductions import all, any, argmax, argmin, max, mean, min, std, sum, var  # noqa: A004
+from ember._numpy.shape import astype, ravel, reshape, squeeze, swapaxes, transpose
+from ember._numpy.ufuncs import (absolute, add, bitwise_and, bitwise_or, bitwise_xor, clip, equal, floor_divide,
+                                 greater, greater_equal, invert, less, less_equal, multiply, negative, not_equal,
+                                 positive, power, remainder, subtract, true_divide)
+
+
+def _reflected(fn: Any) -> Any:
+    return lambda self, other: fn(other, self)
+
+
+def _method_reshape(self: Any, *shape_args: Any, order: str = "C") -> Any:
+    newshape = shape_args[0] if len(shape_args) == 1 and not isinstance(shape_args[0], int) else shape_args
+    return reshape(self, newshape, order)
+
+
+def _method_transpose(self: Any, *axes: Any) -> Any:
+    if len(axes) == 1 and not isinstance(axes[0], int):
+        axes = axes[0]
+    return transpose(self, axes if axes else None)
+
+
+def _tracer_len(self: Any) -> int:
+    if not self.shape:
+        raise TypeError("len() of unsized object (a 0-d traced array)")
+    return self.shape[0]
+
+
+def _tracer_iter(self: Any) -> Any:
+    if not self.shape:
+        raise TypeError("iteration over a 0-d traced array")
+    return (self[i] for i in range(self.shape[0]))
+
+
+_METHODS = {
+    "__add__": add, "__radd__": _reflected(add), "__sub__": subtract, "__rsub__": _reflected(subtract),
+    "__mul__": multiply, "__rmul__": _reflected(multiply), "__truediv__": true_divide,
+    "__rtruediv__": _reflected(true_divide), "__floordiv__": floor_divide, "__rfloordiv__": _reflected(floor_divide),
+    "__mod__": remainder, "__rmod__": _reflected(remainder), "__pow__": power, "__rpow__": _reflected(power),
+    "__matmul__": matmul, "__rmatmul__": _reflected(matmul), "__neg__": negative, "__pos__": positive,
+    "__abs__": absolute, "__eq__": equal, "__ne__": not_equal, "__lt__": less, "__le__": less_equal,
+    "__gt__": greater, "__ge__": greater_equal, "__and__": bitwise_and, "__rand__": _reflected(bitwise_and),
+    "__or__": bitwise_or, "__ror__": _reflected(bitwise_or), "__xor__": bitwise_xor,
+    "__rxor__": _reflected(bitwise_xor), "__invert__": invert, "__getitem__": _getitem,
+    "T": property(lambda self: transpose(self)), "mT": property(lambda self: swapaxes(self, -1, -2)),
+    "reshape": _method_reshape, "transpose": _method_transpose, "astype": astype, "sum": sum, "mean": mean,
+    "max": max, "min": min, "argmax": argmax, "argmin": argmin, "all": all, "any": any, "var": var, "std": std,
+    "ravel": ravel, "flatten": ravel, "squeeze": squeeze, "dot": dot, "clip": clip, "swapaxes": swapaxes,
+}
+# Array defines its own __len__ and __iter__ (on concrete values), which take precedence over these.
+install_array_methods({**_METHODS, "__len__": _tracer_len, "__iter__": _tracer_iter})

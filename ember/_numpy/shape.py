@@ -1,0 +1,181 @@
+"""Shapes of ember.numpy: shape queries, astype, reshape, transpose, broadcast_to, concatenate, stack, split."""
+from __future__ import annotations
+
+import builtins
+import operator
+from typing import Any, Sequence
+
+import numpy as _np
+
+from ember._core import dtypes as dt
+from ember._runtime.array import asarray
+from ember._core import aval_of, is_python_scalar
+from ember import _prims as lax
+from ember._core.checks import normalize_axis
+
+from ember._numpy.promotion import _as_operand, _broadcast_shapes, _broadcast_to_shape, _promote
+
+
+def _shape_tuple(name: str, shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, int | _np.integer):
+        return (int(shape),)
+    try:
+        return tuple(int(operator.index(d)) for d in shape)
+    except TypeError:
+        raise TypeError(f"{name}: shape must be an int or a sequence of ints, got {shape!r}") from None
+
+
+def shape(x: Any) -> tuple[int, ...]:
+    return aval_of(_as_operand(x)).shape
+
+
+def ndim(x: Any) -> int:
+    return len(shape(x))
+
+
+def size(x: Any) -> int:
+    return int(_np.prod(shape(x)))
+
+
+def astype(x: Any, dtype: Any) -> Any:
+    x = _as_operand(x)
+    if is_python_scalar(x):
+        return asarray(x, dtype)
+    return lax.convert_element_type(x, dtype, False) if aval_of(x).dtype != dt.canonicalize_dtype(dtype) or \
+        aval_of(x).weak_type else x
+
+
+def reshape(a: Any, newshape: Any, order: str = "C") -> Any:
+    if order != "C":
+        raise NotImplementedError("reshape: only order='C' is supported")
+    a = _as_operand(a)
+    new = list(_shape_tuple("reshape", newshape))
+    total = size(a)
+    if new.count(-1) > 1:
+        raise ValueError(f"reshape: can only specify one unknown dimension, got {tuple(new)}")
+    if -1 in new:
+        known = int(_np.prod([d for d in new if d != -1]))
+        if known == 0 or total % known:
+            raise ValueError(f"reshape: cannot reshape array of shape {shape(a)} into shape {tuple(new)}")
+        new[new.index(-1)] = total // known
+    if int(_np.prod(new)) != total:
+        raise ValueError(f"reshape: cannot reshape array of shape {shape(a)} ({total} elements) into shape "
+                         f"{tuple(new)}")
+    return lax.reshape(a, tuple(new))
+
+
+def ravel(a: Any) -> Any:
+    return reshape(a, (-1,))
+
+
+def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:
+    a = _as_operand(a)
+    n = ndim(a)
+    perm = tuple(reversed(range(n))) if axes is None else tuple(normalize_axis("transpose", int(i), n)
+                                                                   for i in axes)
+    return lax.transpose(a, perm)
+
+
+def swapaxes(a: Any, axis1: int, axis2: int) -> Any:
+    n = ndim(a)
+    perm = list(range(n))
+    i, j = normalize_axis("swapaxes", axis1, n), normalize_axis("swapaxes", axis2, n)
+    perm[i], perm[j] = perm[j], perm[i]
+    return lax.transpose(_as_operand(a), perm)
+
+
+def moveaxis(a: Any, source: int, destination: int) -> Any:
+    n = ndim(a)
+    src, dst = normalize_axis("moveaxis", source, n), normalize_axis("moveaxis", destination, n)
+    perm = [i for i in range(n) if i != src]
+    perm.insert(dst, src)
+    return lax.transpose(_as_operand(a), perm)
+
+
+def expand_dims(a: Any, axis: int | Sequence[int]) -> Any:
+    a = _as_operand(a)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out_ndim = ndim(a) + len(axes)
+    axes = sorted(normalize_axis("expand_dims", ax, out_ndim) for ax in axes)
+    new_shape = list(shape(a))
+    for ax in axes:
+        new_shape.insert(ax, 1)
+    return lax.reshape(a, tuple(new_shape))
+
+
+def squeeze(a: Any, axis: int | Sequence[int] | None = None) -> Any:
+    a = _as_operand(a)
+    s = shape(a)
+    if axis is None:
+        axes = [i for i, d in enumerate(s) if d == 1]
+    else:
+        axes = [normalize_axis("squeeze", ax, len(s)) for ax in ((axis,) if isinstance(axis, int) else axis)]
+        for ax in axes:
+            if s[ax] != 1:
+                raise ValueError(f"squeeze: cannot select an axis to squeeze out which has size not equal to one "
+                                 f"(axis {ax} of shape {s})")
+    return lax.reshape(a, tuple(d for i, d in enumerate(s) if i not in axes))
+
+
+def broadcast_to(a: Any, shape: Any) -> Any:
+    a = _as_operand(a)
+    target = _shape_tuple("broadcast_to", shape)
+    if is_python_scalar(a):
+        a = _promote("broadcast_to", a)[0]
+    got = aval_of(a).shape
+    if len(got) > len(target) or _broadcast_shapes("broadcast_to", got, target) != target:
+        raise ValueError(f"broadcast_to: cannot broadcast an array of shape {got} to shape {target}")
+    return _broadcast_to_shape(a, target)
+
+
+def concatenate(arrays: Sequence[Any], axis: int = 0) -> Any:
+    arrays = _promote("concatenate", *arrays)
+    if builtins.any(aval_of(a).shape == () for a in arrays):
+        raise ValueError("concatenate: zero-dimensional arrays cannot be concatenated")
+    return lax.concatenate(arrays, normalize_axis("concatenate", axis, ndim(arrays[0])))
+
+
+def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
+    arrays = [_as_operand(a) for a in arrays]
+    if not arrays:
+        raise ValueError("stack: need at least one array to stack")
+    shapes = {shape(a) for a in arrays}
+    if len(shapes) != 1:
+        raise ValueError(f"stack: all input arrays must have the same shape, got {sorted(shapes)}")
+    axis = normalize_axis("stack", axis, ndim(arrays[0]) + 1)
+    return concatenate([expand_dims(a, axis) if not is_python_scalar(a) else
+                        reshape(asarray(a), (1,)) for a in arrays], axis)
+
+
+def hstack(arrays: Sequence[Any]) -> Any:
+    arrays = [atleast_1d(a) for a in arrays]
+    return concatenate(arrays, 0 if ndim(arrays[0]) == 1 else 1)
+
+
+def vstack(arrays: Sequence[Any]) -> Any:
+    return concatenate([atleast_2d(a) for a in arrays], 0)
+
+
+def atleast_1d(a: Any) -> Any:
+    a = _as_operand(a)
+    return reshape(a, (1,)) if ndim(a) == 0 else a
+
+
+def atleast_2d(a: Any) -> Any:
+    a = atleast_1d(a)
+    return reshape(a, (1,) + shape(a)) if ndim(a) == 1 else a
+
+
+def split(a: Any, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Any]:
+    a = _as_operand(a)
+    axis = normalize_axis("split", axis, ndim(a))
+    n = shape(a)[axis]
+    if isinstance(indices_or_sections, int):
+        if n % indices_or_sections:
+            raise ValueError(f"split: array split does not result in an equal division ({n} into "
+                             f"{indices_or_sections})")
+        step = n // indices_or_sections
+        bounds = list(range(0, n + 1, step)) if step else [0] * (indices_or_sections + 1)
+    else:
+        bounds = [0] + [builtins.min(builtins.max(int(i), 0), n) for i in indices_or_sections] + [n]
+    return [lax.slice_in_dim(a, lo, builtins.max(lo, hi), axis=axis) for lo, hi in zip(bounds, bounds[1:])]

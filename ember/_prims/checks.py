@@ -1,0 +1,53 @@
+"""Argument checks of the primitives' abstract evaluation rules (clear errors naming the op, shapes and dtypes),
+and the coercion of Python scalars given to strict lax functions."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ember._core import ShapedArray, aval_of, is_python_scalar, scalar_literal
+from ember._core import dtypes as dt
+
+FLOAT = "f"
+NUMERIC = "fiu"
+SIGNED = "fi"
+INTEGRAL = "iub"
+ANY = "fiub"
+
+
+def check_dtype(op: str, aval: ShapedArray, allowed: str, arg: str = "operand") -> None:
+    """allowed: a string of kinds, 'f' float, 'i' signed int, 'u' unsigned int, 'b' bool."""
+    kind = ("f" if dt.is_float(aval.dtype) else "b" if dt.is_bool(aval.dtype)
+            else "i" if dt.is_signed_int(aval.dtype) else "u")
+    if kind not in allowed:
+        names = {"f": "floating-point", "i": "signed integer", "u": "unsigned integer", "b": "boolean"}
+        wanted = " or ".join(names[k] for k in allowed)
+        raise TypeError(f"{op}: {arg} must be {wanted}, got {aval.str_short()}")
+
+
+def check_same_dtypes(op: str, avals: Sequence[ShapedArray]) -> None:
+    if len({a.dtype for a in avals}) > 1:
+        got = ", ".join(a.str_short() for a in avals)
+        raise TypeError(f"{op}: operands must have the same dtype, got {got} "
+                        "(use ember.numpy for automatic promotion, or lax.convert_element_type)")
+
+
+def elementwise_shape(op: str, avals: Sequence[ShapedArray]) -> tuple[int, ...]:
+    """Operands of an elementwise op have one shape, except that rank-0 operands broadcast."""
+    shapes = {a.shape for a in avals if a.shape != ()}
+    if len(shapes) > 1:
+        got = ", ".join(a.str_short() for a in avals)
+        raise TypeError(f"{op}: operands must have equal shapes (or be scalars), got {got} "
+                        "(use ember.numpy for numpy-style broadcasting)")
+    return shapes.pop() if shapes else ()
+
+
+def all_weak(avals: Sequence[ShapedArray]) -> bool:
+    return all(a.weak_type for a in avals)
+
+
+def coerce_scalars(args: Sequence[Any]) -> list[Any]:
+    """Python scalars given to a strict lax op take the dtype of the op's array operands (weakly, like JAX)."""
+    ref = next((aval_of(a) for a in args if not is_python_scalar(a)), None)
+    if ref is None:
+        return list(args)
+    return [scalar_literal(a, ref.dtype, ref.weak_type) if is_python_scalar(a) else a for a in args]

@@ -1,0 +1,141 @@
+"""dot_general: contraction with batch dimensions (bilinear: its JVP is one product per tangent)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ember._core import Primitive, ShapedArray, aval_of
+from ember._core.checks import static_ints
+from ember._hlo import LoweringContext, i64_list
+from ember._prims.checks import check_dtype, check_same_dtypes
+from ember._prims.elementwise import add
+from ember._prims.shape import BatchDim, argsort, transpose
+
+# dot_general(lhs, rhs, dimension_numbers=((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)))
+# Output dimensions: batch dims, then lhs free dims, then rhs free dims (each in increasing order).
+dot_general_p = Primitive("dot_general")
+DimensionNumbers = tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]
+
+
+def _free_dims(ndim: int, *used: Sequence[int]) -> tuple[int, ...]:
+    taken = {d for group in used for d in group}
+    return tuple(d for d in range(ndim) if d not in taken)
+
+
+@dot_general_p.def_rule("abstract_eval")
+def _dot_general_abstract_eval(lhs: ShapedArray, rhs: ShapedArray, *,
+                               dimension_numbers: DimensionNumbers) -> ShapedArray:
+    (lc, rc), (lb, rb) = dimension_numbers
+    check_same_dtypes("dot_general", [lhs, rhs])
+    check_dtype("dot_general", lhs, "fiu", "operands")
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise TypeError(f"dot_general: dimension_numbers {dimension_numbers} pair unequal numbers of dims")
+    for name, dims, aval in (("lhs", lc + lb, lhs), ("rhs", rc + rb, rhs)):
+        if any(not 0 <= d < aval.ndim for d in dims) or len(set(dims)) != len(dims):
+            raise TypeError(f"dot_general: {name} dims {dims} are invalid for {aval.str_short()}")
+    for kind, ldims, rdims in (("contracting", lc, rc), ("batch", lb, rb)):
+        if any(lhs.shape[a] != rhs.shape[b] for a, b in zip(ldims, rdims)):
+            raise TypeError(f"dot_general: {kind} dimensions {ldims} of {lhs.str_short()} and {rdims} of "
+                            f"{rhs.str_short()} have different sizes")
+    shape = (tuple(lhs.shape[d] for d in lb) + tuple(lhs.shape[d] for d in _free_dims(lhs.ndim, lc, lb))
+             + tuple(rhs.shape[d] for d in _free_dims(rhs.ndim, rc, rb)))
+    return ShapedArray(shape, lhs.dtype, lhs.weak_type and rhs.weak_type)
+
+
+@dot_general_p.def_rule("lowering")
+def _dot_general_lowering(ctx: LoweringContext, lhs: str, rhs: str, *, dimension_numbers: DimensionNumbers
+                          ) -> list[str]:
+    (lc, rc), (lb, rb) = dimension_numbers
+    fields = [(k, v) for k, v in (("lhs_batching_dimensions", lb), ("rhs_batching_dimensions", rb),
+                                  ("lhs_contracting_dimensions", lc), ("rhs_contracting_dimensions", rc)) if v]
+    attr = "#stablehlo.dot<" + ", ".join(f"{k} = {i64_list(v)}" for k, v in fields) + ">"
+    return [ctx.op("stablehlo.dot_general", [lhs, rhs], ctx.aval_out, {"dot_dimension_numbers": attr})]
+
+
+@dot_general_p.def_rule("jvp")
+def _dot_general_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, dimension_numbers: DimensionNumbers
+                     ) -> tuple[list[Any], list[Any]]:
+    lhs, rhs = primals
+    t_lhs, t_rhs = tangents
+    out = dot_general_p.bind(lhs, rhs, dimension_numbers=dimension_numbers)
+    parts = ([dot_general_p.bind(t_lhs, rhs, dimension_numbers=dimension_numbers)] if t_lhs is not None else []) + \
+        ([dot_general_p.bind(lhs, t_rhs, dimension_numbers=dimension_numbers)] if t_rhs is not None else [])
+    if not parts:
+        return [out], [None]
+    return [out], [parts[0] if len(parts) == 1 else add(*parts)]
+
+
+def _dot_operand_cotangent(ct: Any, other: Any, dims: DimensionNumbers, this_ndim: int, swap: bool) -> Any:
+    """Cotangent of one dot_general operand: contract ct's dims of the other operand's free dims with them,
+    then put the dimensions back in this operand's order."""
+    (lc, rc), (lb, rb) = dims
+    if swap:  # the cotangent of rhs: the same computation with the roles of lhs and rhs exchanged
+        lc, rc, lb, rb = rc, lc, rb, lb
+    other_ndim = aval_of(other).ndim
+    this_free = _free_dims(this_ndim, lc, lb)
+    other_free = _free_dims(other_ndim, rc, rb)
+    nb = len(lb)
+    # ct's layout is (batch, lhs free, rhs free): the other operand's free dims come second when it is rhs.
+    first = nb + len(this_free) if not swap else nb
+    other_free_in_ct = tuple(range(first, first + len(other_free)))
+    result = dot_general(ct, other, ((other_free_in_ct, other_free), (tuple(range(nb)), rb)))
+    # result layout: batch, this free dims, then other's contracting dims in increasing order.
+    contracted = [lc[rc.index(r)] for r in sorted(rc)]
+    result_to_this = list(lb) + list(this_free) + contracted
+    return transpose(result, argsort(result_to_this))
+
+
+@dot_general_p.def_rule("vjp")
+def _dot_general_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
+                     dimension_numbers: DimensionNumbers) -> list[Any]:
+    lhs, rhs = ins
+    ct = cts[0]
+    ct_lhs = _dot_operand_cotangent(ct, rhs, dimension_numbers, aval_of(lhs).ndim, False) if needs[0] else None
+    ct_rhs = _dot_operand_cotangent(ct, lhs, dimension_numbers, aval_of(rhs).ndim, True) if needs[1] else None
+    return [ct_lhs, ct_rhs]
+
+
+def _shift(dims: Sequence[int], at: int) -> tuple[int, ...]:
+    """Dimension numbers after a new dimension is inserted at position `at`."""
+    return tuple(d if d < at else d + 1 for d in dims)
+
+
+@dot_general_p.def_rule("batching")
+def _dot_general_batching(args: list[Any], dims: list[BatchDim], *, dimension_numbers: DimensionNumbers
+                          ) -> tuple[list[Any], list[BatchDim]]:
+    """Both operands batched: the batch dimension becomes a new leading dot batch dimension. One batched: it is a
+    free dimension of that operand, which lands in the output among that operand's free dimensions. No loops, no
+    broadcast of the unbatched operand."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    (lhs, rhs), (ld, rd) = args, dims
+    lhs_ndim, rhs_ndim = aval_of(lhs).ndim, aval_of(rhs).ndim
+    if ld is not None and rd is not None:
+        new = ((_shift(lc, ld), _shift(rc, rd)), ((ld,) + _shift(lb, ld), (rd,) + _shift(rb, rd)))
+        return [dot_general(lhs, rhs, new)], [0]
+    if ld is not None:
+        new = ((_shift(lc, ld), rc), (_shift(lb, ld), rb))
+        free = _free_dims(lhs_ndim, new[0][0], new[1][0])
+        return [dot_general(lhs, rhs, new)], [len(lb) + free.index(ld)]
+    new = ((lc, _shift(rc, rd)), (lb, _shift(rb, rd)))
+    lhs_free = _free_dims(lhs_ndim, lc, lb)
+    free = _free_dims(rhs_ndim, new[0][1], new[1][1])
+    return [dot_general(lhs, rhs, new)], [len(lb) + len(lhs_free) + free.index(rd)]
+
+
+def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any) -> Any:
+    try:
+        (lc, rc), (lb, rb) = dimension_numbers
+    except (TypeError, ValueError) as err:
+        raise TypeError("dot_general: dimension_numbers must be ((lhs_contracting, rhs_contracting), "
+                        f"(lhs_batch, rhs_batch)), got {dimension_numbers!r}") from err
+    dims = tuple(tuple(static_ints("dot_general", "dimension_numbers", d) for d in pair)
+                 for pair in ((lc, rc), (lb, rb)))
+    return dot_general_p.bind(lhs, rhs, dimension_numbers=dims)
+
+
+def dot(lhs: Any, rhs: Any) -> Any:
+    """Vector/matrix products contracting lhs's last and rhs's first dimension (like jax.lax.dot)."""
+    lnd, rnd = aval_of(lhs).ndim, aval_of(rhs).ndim
+    if not (1 <= lnd <= 2 and 1 <= rnd <= 2):
+        raise TypeError(f"dot: operands must be vectors or matrices, got {aval_of(lhs).str_short()} and "
+                        f"{aval_of(rhs).str_short()}")
+    return dot_general(lhs, rhs, (((lnd - 1,), (0,)), ((), ())))

@@ -1,0 +1,422 @@
+"""The primitives every other rule builds on: broadcast_in_dim, reshape, transpose, reduce_sum (the transpose of
+broadcasting), convert_element_type and iota; the reduction family constructor; and the batching helpers that move
+and materialise batch dimensions. Each primitive's block: definition, abstract eval, lowering, jvp, vjp,
+batching, public function. This module imports no other primitive module."""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ember._core import Literal, Primitive, ShapedArray, aval_of, is_python_scalar, scalar_literal
+from ember._core import dtypes as dt
+from ember._core.checks import normalize_axes, normalize_axis, static_int, static_ints
+from ember._core.trace import stage_flat
+from ember._hlo import LoweringContext, compare_type, i64_array
+from ember._prims.checks import check_dtype
+
+BatchDim = int | None
+
+
+def argsort(values: Sequence[int]) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.argsort(values, kind="stable"))
+
+
+def linear_jvp(prim: Primitive, linear_args: Sequence[int] | None = None) -> Callable[..., Any]:
+    """The JVP of a primitive linear in the operands at linear_args (all by default): the primitive applied to
+    their tangents (zeros where absent), the other operands kept at their primal values."""
+    def jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[list[Any], list[Any]]:
+        out = prim.bind(*primals, **params)
+        outs = out if prim.multiple_results else [out]
+        which = range(len(primals)) if linear_args is None else linear_args
+        if all(tangents[i] is None for i in which):
+            return outs, [None] * len(outs)
+        args = [(zeros_like(p) if t is None else t) if i in which else p
+                for i, (p, t) in enumerate(zip(primals, tangents))]
+        tangent = prim.bind(*args, **params)
+        return outs, (tangent if prim.multiple_results else [tangent])
+    return jvp
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Batching helpers: a batch dimension `d` of a value is an int, or None when the value is not batched.
+def moveaxis(x: Any, src: int, dst: int) -> Any:
+    ndim = aval_of(x).ndim
+    if src == dst:
+        return x
+    perm = [i for i in range(ndim) if i != src]
+    perm.insert(dst, src)
+    return transpose(x, perm)
+
+
+def batch_at_front(x: Any, d: BatchDim, size: int) -> Any:
+    """x with its batch dimension first; an unbatched x is broadcast to size along a new leading dimension."""
+    if d is None:
+        shape = aval_of(x).shape
+        return broadcast_in_dim(x, (size,) + shape, tuple(range(1, len(shape) + 1)))
+    return moveaxis(x, d, 0)
+
+
+def batch_size(args: Sequence[Any], dims: Sequence[BatchDim]) -> int:
+    return next(aval_of(x).shape[d] for x, d in zip(args, dims) if d is not None)
+
+
+def vectorized_batching(prim: Primitive) -> Callable[..., Any]:
+    """The batching rule of a one-operand elementwise primitive: the batch dimension passes through."""
+    def rule(args: Sequence[Any], dims: Sequence[BatchDim], **params: Any) -> tuple[list[Any], list[BatchDim]]:
+        return [prim.bind(*args, **params)], [dims[0]]
+    return rule
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# broadcast_in_dim(x, shape, broadcast_dimensions): operand dim i becomes output dim broadcast_dimensions[i].
+broadcast_in_dim_p = Primitive("broadcast_in_dim")
+
+
+@broadcast_in_dim_p.def_rule("abstract_eval")
+def _broadcast_in_dim_abstract_eval(x: ShapedArray, *, shape: tuple[int, ...],
+                                    broadcast_dimensions: tuple[int, ...]) -> ShapedArray:
+    op = "broadcast_in_dim"
+    if len(broadcast_dimensions) != x.ndim:
+        raise TypeError(f"{op}: broadcast_dimensions {broadcast_dimensions} must have one entry per operand "
+                        f"dimension of {x.str_short()}")
+    if any(not 0 <= d < len(shape) for d in broadcast_dimensions) or \
+            list(broadcast_dimensions) != sorted(set(broadcast_dimensions)):
+        raise TypeError(f"{op}: broadcast_dimensions {broadcast_dimensions} must be strictly increasing and "
+                        f"within the output rank {len(shape)}")
+    for i, d in enumerate(broadcast_dimensions):
+        if x.shape[i] not in (1, shape[d]):
+            raise TypeError(f"{op}: operand {x.str_short()} dimension {i} (size {x.shape[i]}) cannot broadcast "
+                            f"to output dimension {d} of shape {shape}")
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+@broadcast_in_dim_p.def_rule("lowering")
+def _broadcast_in_dim_lowering(ctx: LoweringContext, x: str, *, shape: tuple[int, ...],
+                               broadcast_dimensions: tuple[int, ...]) -> list[str]:
+    return [ctx.op("stablehlo.broadcast_in_dim", [x], ctx.aval_out,
+                   {"broadcast_dimensions": i64_array(broadcast_dimensions)})]
+
+
+broadcast_in_dim_p.def_rule("jvp", linear_jvp(broadcast_in_dim_p))
+
+
+@broadcast_in_dim_p.def_rule("vjp")
+def _broadcast_in_dim_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
+                          shape: tuple[int, ...], broadcast_dimensions: tuple[int, ...]) -> list[Any]:
+    x_aval = aval_of(ins[0])
+    new_dims = [d for d in range(len(shape)) if d not in broadcast_dimensions]
+    stretched = [d for i, d in enumerate(broadcast_dimensions) if x_aval.shape[i] == 1 and shape[d] != 1]
+    summed = reduce_sum(cts[0], tuple(sorted(new_dims + stretched))) if new_dims or stretched else cts[0]
+    return [reshape(summed, x_aval.shape)]
+
+
+@broadcast_in_dim_p.def_rule("batching")
+def _broadcast_in_dim_batching(args: list[Any], dims: list[BatchDim], *, shape: tuple[int, ...],
+                               broadcast_dimensions: tuple[int, ...]) -> tuple[list[Any], list[BatchDim]]:
+    x = moveaxis(args[0], dims[0], 0)
+    size = aval_of(x).shape[0]
+    out = broadcast_in_dim_p.bind(x, shape=(size,) + shape,
+                                  broadcast_dimensions=(0,) + tuple(d + 1 for d in broadcast_dimensions))
+    return [out], [0]
+
+
+def broadcast_in_dim(x: Any, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> Any:
+    shape = static_ints("broadcast_in_dim", "shape", shape)
+    dims = static_ints("broadcast_in_dim", "broadcast_dimensions", broadcast_dimensions)
+    if aval_of(x).shape == shape and not is_python_scalar(x):
+        return x
+    return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=dims)
+
+
+def broadcast(x: Any, sizes: Sequence[int]) -> Any:
+    """Add leading dimensions of the given sizes (like jax.lax.broadcast)."""
+    sizes = static_ints("broadcast", "sizes", sizes)
+    ndim = aval_of(x).ndim
+    return broadcast_in_dim(x, sizes + aval_of(x).shape, tuple(range(len(sizes), len(sizes) + ndim)))
+
+
+def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Any:
+    """An array of the given shape filled with fill_value (a scalar, of dtype if given)."""
+    shape = static_ints("full", "shape", shape)
+    if dtype is not None:
+        fill_value = convert_element_type(fill_value, dtype) if not is_python_scalar(fill_value) \
+            else scalar_literal(fill_value, dt.canonicalize_dtype(dtype), weak=False)
+    if aval_of(fill_value).shape != ():
+        raise TypeError(f"full: fill_value must be a scalar, got {aval_of(fill_value).str_short()}")
+    return broadcast_in_dim_p.bind(fill_value, shape=shape, broadcast_dimensions=())
+
+
+def full_like(x: Any, fill_value: Any) -> Any:
+    """fill_value (a scalar, or an array of x's shape) broadcast to x's shape, in x's dtype."""
+    aval = aval_of(x)
+    if is_python_scalar(fill_value):
+        fill_value = scalar_literal(fill_value, aval.dtype, aval.weak_type)
+    elif aval_of(fill_value).dtype != aval.dtype:
+        fill_value = convert_element_type(fill_value, aval.dtype, aval.weak_type)
+    if aval_of(fill_value).shape == aval.shape and not isinstance(fill_value, Literal):
+        return fill_value
+    return broadcast_in_dim_p.bind(fill_value, shape=aval.shape, broadcast_dimensions=())
+
+
+def zeros_like(x: Any) -> Any:
+    return full_like(x, 0)
+
+
+def zeros(aval: ShapedArray) -> Any:
+    """An array of zeros of an aval's shape and dtype."""
+    return full(aval.shape, 0, aval.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# reshape(x, new_sizes)
+reshape_p = Primitive("reshape")
+
+
+@reshape_p.def_rule("abstract_eval")
+def _reshape_abstract_eval(x: ShapedArray, *, new_sizes: tuple[int, ...]) -> ShapedArray:
+    if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
+        raise TypeError(f"reshape: cannot reshape {x.str_short()} ({x.size} elements) to shape {new_sizes}")
+    return ShapedArray(new_sizes, x.dtype, x.weak_type)
+
+
+@reshape_p.def_rule("lowering")
+def _reshape_lowering(ctx: LoweringContext, x: str, *, new_sizes: tuple[int, ...]) -> list[str]:
+    return [ctx.op("stablehlo.reshape", [x], ctx.aval_out)]
+
+
+reshape_p.def_rule("jvp", linear_jvp(reshape_p))
+
+
+@reshape_p.def_rule("vjp")
+def _reshape_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
+                 new_sizes: tuple[int, ...]) -> list[Any]:
+    return [reshape(cts[0], aval_of(ins[0]).shape)]
+
+
+@reshape_p.def_rule("batching")
+def _reshape_batching(args: list[Any], dims: list[BatchDim], *, new_sizes: tuple[int, ...]
+                      ) -> tuple[list[Any], list[BatchDim]]:
+    x = moveaxis(args[0], dims[0], 0)
+    return [reshape_p.bind(x, new_sizes=(aval_of(x).shape[0],) + new_sizes)], [0]
+
+
+def reshape(x: Any, new_sizes: Sequence[int]) -> Any:
+    new_sizes = static_ints("reshape", "new_sizes", new_sizes)
+    if aval_of(x).shape == new_sizes and not is_python_scalar(x):
+        return x
+    return reshape_p.bind(x, new_sizes=new_sizes)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# transpose(x, permutation): output dim i is operand dim permutation[i].
+transpose_p = Primitive("transpose")
+
+
+@transpose_p.def_rule("abstract_eval")
+def _transpose_abstract_eval(x: ShapedArray, *, permutation: tuple[int, ...]) -> ShapedArray:
+    if sorted(permutation) != list(range(x.ndim)):
+        raise TypeError(f"transpose: permutation {permutation} is not a permutation of the dimensions of "
+                        f"{x.str_short()}")
+    return ShapedArray(tuple(x.shape[p] for p in permutation), x.dtype, x.weak_type)
+
+
+@transpose_p.def_rule("lowering")
+def _transpose_lowering(ctx: LoweringContext, x: str, *, permutation: tuple[int, ...]) -> list[str]:
+    return [ctx.op("stablehlo.transpose", [x], ctx.aval_out, {"permutation": i64_array(permutation)})]
+
+
+transpose_p.def_rule("jvp", linear_jvp(transpose_p))
+
+
+@transpose_p.def_rule("vjp")
+def _transpose_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
+                   permutation: tuple[int, ...]) -> list[Any]:
+    return [transpose(cts[0], argsort(permutation))]
+
+
+@transpose_p.def_rule("batching")
+def _transpose_batching(args: list[Any], dims: list[BatchDim], *, permutation: tuple[int, ...]
+                        ) -> tuple[list[Any], list[BatchDim]]:
+    d = dims[0]  # the batch dimension stays in place; the permuted dims keep their order around it
+    unbatched = [p if p < d else p + 1 for p in permutation]
+    return [transpose(args[0], unbatched[:d] + [d] + unbatched[d:])], [d]
+
+
+def transpose(x: Any, permutation: Sequence[int]) -> Any:
+    permutation = static_ints("transpose", "permutation", permutation)
+    if permutation == tuple(range(len(permutation))) and not is_python_scalar(x):
+        return x
+    return transpose_p.bind(x, permutation=permutation)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# convert_element_type(x, new_dtype, weak_type)
+convert_element_type_p = Primitive("convert_element_type")
+
+
+@convert_element_type_p.def_rule("abstract_eval")
+def _convert_abstract_eval(x: ShapedArray, *, new_dtype: np.dtype, weak_type: bool) -> ShapedArray:
+    return ShapedArray(x.shape, new_dtype, weak_type)
+
+
+@convert_element_type_p.def_rule("lowering")
+def _convert_lowering(ctx: LoweringContext, x: str, *, new_dtype: np.dtype, weak_type: bool) -> list[str]:
+    src, out = ctx.avals_in[0], ctx.aval_out
+    if src.dtype == new_dtype:
+        return [x]
+    if new_dtype == dt.bool_:  # numpy semantics: nonzero is True
+        zero = ctx.constant(0, src.update(weak_type=False))
+        return [ctx.op("stablehlo.compare", [x, zero], out,
+                       {"comparison_direction": "#stablehlo<comparison_direction NE>",
+                        "compare_type": f"#stablehlo<comparison_type {compare_type(src.dtype)}>"})]
+    return [ctx.op("stablehlo.convert", [x], out)]
+
+
+def _float_to_float(src: np.dtype, dst: np.dtype) -> bool:
+    """Only float -> float conversions carry a derivative; through an integer or bool it is zero."""
+    return dt.is_float(src) and dt.is_float(dst)
+
+
+@convert_element_type_p.def_rule("jvp")
+def _convert_jvp(primals: list[Any], tangents: list[Any], *, new_dtype: np.dtype, weak_type: bool
+                 ) -> tuple[list[Any], list[Any]]:
+    out = convert_element_type_p.bind(primals[0], new_dtype=new_dtype, weak_type=weak_type)
+    t = tangents[0]
+    if t is None or not _float_to_float(aval_of(primals[0]).dtype, new_dtype):
+        return [out], [None]
+    return [out], [convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type)]
+
+
+@convert_element_type_p.def_rule("vjp")
+def _convert_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, new_dtype: np.dtype,
+                 weak_type: bool) -> list[Any]:
+    src = aval_of(ins[0])
+    if not _float_to_float(src.dtype, new_dtype):
+        return [None]
+    return [convert_element_type(cts[0], src.dtype, src.weak_type)]
+
+
+convert_element_type_p.def_rule("batching", vectorized_batching(convert_element_type_p))
+
+
+def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any:
+    new_dtype = dt.canonicalize_dtype(new_dtype)
+    aval = aval_of(x)
+    if aval.dtype == new_dtype and aval.weak_type == weak_type and not is_python_scalar(x):
+        return x
+    return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=bool(weak_type))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# iota(dtype, shape, dimension): values 0, 1, ... along one dimension.
+iota_p = Primitive("iota")
+
+
+@iota_p.def_rule("abstract_eval")
+def _iota_abstract_eval(*, dtype: np.dtype, shape: tuple[int, ...], dimension: int) -> ShapedArray:
+    check_dtype("iota", ShapedArray(shape, dtype), "fiu", "dtype")
+    if not 0 <= dimension < len(shape):
+        raise TypeError(f"iota: dimension {dimension} out of range for shape {shape}")
+    return ShapedArray(shape, dtype)
+
+
+@iota_p.def_rule("lowering")
+def _iota_lowering(ctx: LoweringContext, *, dtype: np.dtype, shape: tuple[int, ...], dimension: int) -> list[str]:
+    return [ctx.op("stablehlo.iota", [], ctx.aval_out, {"iota_dimension": f"{dimension} : i64"})]
+
+
+iota_p.mark_not_differentiable()
+
+
+@iota_p.def_rule("batching")
+def _iota_batching(args: list[Any], dims: list[BatchDim], **params: Any) -> tuple[list[Any], list[BatchDim]]:
+    return [iota_p.bind(**params)], [None]  # no operands, so never batched: its value is the same for every member
+
+
+def iota(dtype: Any, size: int) -> Any:
+    """0, 1, ..., size - 1 (like jax.lax.iota)."""
+    return broadcasted_iota(dtype, (size,), 0)
+
+
+def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> Any:
+    shape = static_ints("broadcasted_iota", "shape", shape)
+    dimension = normalize_axis("broadcasted_iota", static_int("broadcasted_iota", "dimension", dimension),
+                               len(shape))
+    return iota_p.bind(dtype=dt.canonicalize_dtype(dtype), shape=shape, dimension=dimension)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reductions over axes: the family constructor (reduce_max and reduce_min are made with it in reduction.py), and
+# reduce_sum, the transpose of broadcasting.
+def kept_dims(ndim: int, axes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in range(ndim) if d not in axes)
+
+
+def reduction(name: str, kinds: str, identity: Callable[[np.dtype], Any], combine: Callable[[np.dtype], str],
+              derivative: Callable[[Primitive], tuple[Callable[..., Any], Callable[..., Any]]]) -> Primitive:
+    """A reduction over static axes: identity(dtype) is its initial value, combine(dtype) the StableHLO op of its
+    body, derivative(prim) -> (jvp rule, vjp rule)."""
+    prim = Primitive(name)
+
+    @prim.def_rule("abstract_eval")
+    def abstract_eval(x: ShapedArray, *, axes: tuple[int, ...]) -> ShapedArray:
+        check_dtype(name, x, kinds)
+        if any(not 0 <= a < x.ndim for a in axes) or len(set(axes)) != len(axes):
+            raise TypeError(f"{name}: axes {axes} are invalid for {x.str_short()}")
+        return ShapedArray(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype, x.weak_type)
+
+    @prim.def_rule("lowering")
+    def lowering(ctx: LoweringContext, x: str, *, axes: tuple[int, ...]) -> list[str]:
+        dtype = ctx.avals_in[0].dtype
+        init = ctx.constant(identity(dtype), ShapedArray((), dtype))
+        body = ctx.lower_region(_region_ir(combine(dtype), dtype))
+        return [ctx.op("stablehlo.reduce", [x, init], ctx.aval_out, {"dimensions": i64_array(axes)}, [body])]
+
+    jvp, vjp = derivative(prim)
+    prim.def_rule("jvp", jvp)
+    prim.def_rule("vjp", vjp)
+
+    @prim.def_rule("batching")
+    def batching(args: list[Any], dims: list[BatchDim], *, axes: tuple[int, ...]
+                 ) -> tuple[list[Any], list[BatchDim]]:
+        d = dims[0]
+        moved = tuple(a if a < d else a + 1 for a in axes)
+        return [prim.bind(args[0], axes=moved)], [d - sum(1 for a in axes if a < d)]
+
+    return prim
+
+
+_REGION_IRS: dict[tuple[str, np.dtype], Any] = {}
+
+
+def _region_ir(hlo_op: str, dtype: np.dtype) -> Any:
+    """The IR of a reduction body (x, y) -> hlo_op(x, y) on scalars, one per (op, dtype). Its one equation is an
+    internal, unregistered primitive that exists only to be lowered into the reduce op's region."""
+    key = (hlo_op, dtype)
+    if key not in _REGION_IRS:
+        combiner = Primitive(f"region_{hlo_op}", register=False)
+        combiner.def_rule("abstract_eval", lambda x, y: x)
+        combiner.def_rule("lowering", lambda ctx, x, y: [ctx.op(f"stablehlo.{hlo_op}", [x, y], ctx.aval_out)])
+        _REGION_IRS[key] = stage_flat(lambda x, y: [combiner.bind(x, y)], [ShapedArray((), dtype)] * 2)
+    return _REGION_IRS[key]
+
+
+def _reduce_sum_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
+                    axes: tuple[int, ...]) -> list[Any]:
+    shape = aval_of(ins[0]).shape
+    return [broadcast_in_dim(cts[0], shape, kept_dims(len(shape), axes))]
+
+
+reduce_sum_p = reduction("reduce_sum", "fiu", lambda dtype: 0,
+                         lambda dtype: "or" if dt.is_bool(dtype) else "add",
+                         lambda prim: (linear_jvp(prim), _reduce_sum_vjp))
+
+
+def reduce_axes(name: str, x: Any, axes: Any) -> tuple[int, ...]:
+    return normalize_axes(name, axes, aval_of(x).ndim)
+
+
+def reduce_sum(x: Any, axes: Sequence[int] | None = None) -> Any:
+    return reduce_sum_p.bind(x, axes=reduce_axes("reduce_sum", x, axes))
+

@@ -1,0 +1,216 @@
+"""Static slicing primitives: slice, pad and concatenate (all linear; each is another's transpose)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ember._core import Primitive, ShapedArray, aval_of, is_python_scalar, scalar_literal
+from ember._core import dtypes as dt
+from ember._core.checks import normalize_axis, static_int, static_ints
+from ember._hlo import LoweringContext, i64_array
+from ember._prims.checks import check_same_dtypes
+from ember._prims.elementwise import select, sub
+from ember._prims.shape import BatchDim, batch_at_front, batch_size, broadcast_in_dim, linear_jvp, reduce_sum
+
+# ---------------------------------------------------------------------------------------------------------------
+# slice(x, start_indices, limit_indices, strides)
+slice_p = Primitive("slice")
+
+
+@slice_p.def_rule("abstract_eval")
+def _slice_abstract_eval(x: ShapedArray, *, start_indices: tuple[int, ...], limit_indices: tuple[int, ...],
+                         strides: tuple[int, ...]) -> ShapedArray:
+    if not len(start_indices) == len(limit_indices) == len(strides) == x.ndim:
+        raise TypeError(f"slice: start_indices {start_indices}, limit_indices {limit_indices} and strides "
+                        f"{strides} must each have one entry per dimension of {x.str_short()}")
+    shape = []
+    for d, (lo, hi, st) in enumerate(zip(start_indices, limit_indices, strides)):
+        if not (0 <= lo <= hi <= x.shape[d]) or st < 1:
+            raise TypeError(f"slice: invalid bounds [{lo}:{hi}:{st}] for dimension {d} of {x.str_short()}")
+        shape.append((hi - lo + st - 1) // st)
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+@slice_p.def_rule("lowering")
+def _slice_lowering(ctx: LoweringContext, x: str, *, start_indices: tuple[int, ...], limit_indices: tuple[int, ...],
+                    strides: tuple[int, ...]) -> list[str]:
+    return [ctx.op("stablehlo.slice", [x], ctx.aval_out,
+                   {"start_indices": i64_array(start_indices), "limit_indices": i64_array(limit_indices),
+                    "strides": i64_array(strides)})]
+
+
+slice_p.def_rule("jvp", linear_jvp(slice_p))
+
+
+@slice_p.def_rule("vjp")
+def _slice_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
+               start_indices: tuple[int, ...], limit_indices: tuple[int, ...], strides: tuple[int, ...]
+               ) -> list[Any]:
+    x_shape, out_shape = aval_of(ins[0]).shape, aval_of(outs[0]).shape
+    config = []
+    for lo, n, st, size in zip(start_indices, out_shape, strides, x_shape):
+        end = lo + (n - 1) * st + 1 if n else lo
+        config.append((lo, size - end, st - 1 if n else 0))
+    return [pad(cts[0], 0, config)]
+
+
+@slice_p.def_rule("batching")
+def _slice_batching(args: list[Any], dims: list[BatchDim], *, start_indices: tuple[int, ...],
+                    limit_indices: tuple[int, ...], strides: tuple[int, ...]) -> tuple[list[Any], list[BatchDim]]:
+    d, size = dims[0], batch_size(args, dims)
+
+    def insert(values: tuple[int, ...], value: int) -> tuple[int, ...]:
+        return values[:d] + (value,) + values[d:]
+    return [slice_p.bind(args[0], start_indices=insert(start_indices, 0), limit_indices=insert(limit_indices, size),
+                         strides=insert(strides, 1))], [d]
+
+
+def slice(x: Any, start_indices: Sequence[int], limit_indices: Sequence[int],  # noqa: A001
+          strides: Sequence[int] | None = None) -> Any:
+    start = static_ints("slice", "start_indices", start_indices)
+    limit = static_ints("slice", "limit_indices", limit_indices)
+    steps = (1,) * len(start) if strides is None else static_ints("slice", "strides", strides)
+    return slice_p.bind(x, start_indices=start, limit_indices=limit, strides=steps)
+
+
+def slice_in_dim(x: Any, start: int, limit: int, stride: int = 1, axis: int = 0) -> Any:
+    shape = aval_of(x).shape
+    axis = normalize_axis("slice_in_dim", axis, len(shape))
+    starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
+    starts[axis], limits[axis], strides[axis] = start, limit, stride
+    return slice(x, starts, limits, strides)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# pad(x, padding_value, padding_config[(low, high, interior)]); negative low/high crop.
+pad_p = Primitive("pad")
+PaddingConfig = tuple[tuple[int, int, int], ...]
+
+
+@pad_p.def_rule("abstract_eval")
+def _pad_abstract_eval(x: ShapedArray, padding_value: ShapedArray, *, padding_config: PaddingConfig) -> ShapedArray:
+    check_same_dtypes("pad", [x, padding_value])
+    if padding_value.shape != ():
+        raise TypeError(f"pad: padding_value must be a scalar, got {padding_value.str_short()}")
+    if len(padding_config) != x.ndim:
+        raise TypeError(f"pad: padding_config {padding_config} needs one (low, high, interior) per dimension "
+                        f"of {x.str_short()}")
+    shape = []
+    for d, (lo, hi, interior) in enumerate(padding_config):
+        size = lo + hi + x.shape[d] + (x.shape[d] - 1) * interior if x.shape[d] else lo + hi
+        if interior < 0 or size < 0:
+            raise TypeError(f"pad: invalid padding {(lo, hi, interior)} for dimension {d} of {x.str_short()}")
+        shape.append(size)
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+@pad_p.def_rule("lowering")
+def _pad_lowering(ctx: LoweringContext, x: str, padding_value: str, *, padding_config: PaddingConfig) -> list[str]:
+    lows, highs, interiors = zip(*padding_config) if padding_config else ((), (), ())
+    return [ctx.op("stablehlo.pad", [x, padding_value], ctx.aval_out,
+                   {"edge_padding_low": i64_array(lows), "edge_padding_high": i64_array(highs),
+                    "interior_padding": i64_array(interiors)})]
+
+
+pad_p.def_rule("jvp", linear_jvp(pad_p))  # linear in (x, padding_value) jointly
+
+
+@pad_p.def_rule("vjp")
+def _pad_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
+             padding_config: PaddingConfig) -> list[Any]:
+    ct = cts[0]
+    unpadded = pad(ct, 0, [(-lo, -hi, 0) for lo, hi, _ in padding_config])
+    ct_x = slice(unpadded, [0] * len(padding_config), aval_of(unpadded).shape,
+                 [interior + 1 for _, _, interior in padding_config])
+    if not needs[1]:
+        return [ct_x, None]
+    all_axes = tuple(range(len(padding_config)))
+    return [ct_x, sub(reduce_sum(ct, all_axes), reduce_sum(ct_x, all_axes))]
+
+
+@pad_p.def_rule("batching")
+def _pad_batching(args: list[Any], dims: list[BatchDim], *, padding_config: PaddingConfig
+                  ) -> tuple[list[Any], list[BatchDim]]:
+    x, value = args
+    x_dim, value_dim = dims
+    if value_dim is None:  # one padding value for every member: pad along the batch dimension by nothing
+        config = padding_config[:x_dim] + ((0, 0, 0),) + padding_config[x_dim:]
+        return [pad_p.bind(x, value, padding_config=config)], [x_dim]
+    # a padding value per member: pad with zeros, then select each member's value where the padding is
+    size = batch_size(args, dims)
+    x = batch_at_front(x, x_dim, size)
+    config = ((0, 0, 0),) + padding_config
+    dtype = aval_of(x).dtype
+    padded = pad_p.bind(x, scalar_literal(0, dtype, aval_of(x).weak_type), padding_config=config)
+    out_shape = aval_of(padded).shape
+    is_pad = pad_p.bind(broadcast_in_dim(scalar_literal(False, dt.bool_, False), aval_of(x).shape, ()),
+                        scalar_literal(True, dt.bool_, False), padding_config=config)
+    values = broadcast_in_dim(value, out_shape, (0,))
+    return [select(is_pad, values, padded)], [0]
+
+
+def pad(x: Any, padding_value: Any, padding_config: Sequence[Sequence[int]]) -> Any:
+    config = tuple(static_ints("pad", "padding_config", c) for c in padding_config)
+    if any(len(c) != 3 for c in config):
+        raise TypeError(f"pad: padding_config entries must be (low, high, interior), got {padding_config}")
+    if is_python_scalar(padding_value):
+        padding_value = scalar_literal(padding_value, aval_of(x).dtype, aval_of(x).weak_type)
+    return pad_p.bind(x, padding_value, padding_config=config)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# concatenate(*xs, dimension)
+concatenate_p = Primitive("concatenate")
+
+
+@concatenate_p.def_rule("abstract_eval")
+def _concatenate_abstract_eval(*xs: ShapedArray, dimension: int) -> ShapedArray:
+    if not xs:
+        raise TypeError("concatenate: needs at least one operand")
+    check_same_dtypes("concatenate", xs)
+    first = xs[0]
+    if not 0 <= dimension < first.ndim:
+        raise TypeError(f"concatenate: dimension {dimension} out of range for {first.str_short()}")
+    for x in xs:
+        if x.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, first.shape))
+                                       if i != dimension):
+            got = ", ".join(a.str_short() for a in xs)
+            raise TypeError(f"concatenate: operands must agree on all dimensions but {dimension}, got {got}")
+    shape = list(first.shape)
+    shape[dimension] = sum(x.shape[dimension] for x in xs)
+    return ShapedArray(shape, first.dtype, all(x.weak_type for x in xs))
+
+
+@concatenate_p.def_rule("lowering")
+def _concatenate_lowering(ctx: LoweringContext, *xs: str, dimension: int) -> list[str]:
+    return [ctx.op("stablehlo.concatenate", list(xs), ctx.aval_out, {"dimension": f"{dimension} : i64"})]
+
+
+concatenate_p.def_rule("jvp", linear_jvp(concatenate_p))
+
+
+@concatenate_p.def_rule("vjp")
+def _concatenate_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
+                     dimension: int) -> list[Any]:
+    result, offset = [], 0
+    for x, need in zip(ins, needs):
+        size = aval_of(x).shape[dimension]
+        result.append(slice_in_dim(cts[0], offset, offset + size, axis=dimension) if need else None)
+        offset += size
+    return result
+
+
+@concatenate_p.def_rule("batching")
+def _concatenate_batching(args: list[Any], dims: list[BatchDim], *, dimension: int
+                          ) -> tuple[list[Any], list[BatchDim]]:
+    size = batch_size(args, dims)
+    moved = [batch_at_front(x, d, size) for x, d in zip(args, dims)]
+    return [concatenate_p.bind(*moved, dimension=dimension + 1)], [0]
+
+
+def concatenate(operands: Sequence[Any], dimension: int) -> Any:
+    operands = list(operands)
+    if not operands:
+        raise TypeError("concatenate: needs at least one operand")
+    ndim = aval_of(operands[0]).ndim
+    return concatenate_p.bind(*operands, dimension=normalize_axis("concatenate", static_int(
+        "concatenate", "dimension", dimension), ndim))

@@ -1,0 +1,69 @@
+"""Backends: one PJRT client per plugin (the embedded XLA CPU plugin, a CUDA plugin when installed, or any plugin
+named by EMBER_PJRT_PLUGIN), the default one, and their devices."""
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+
+from ember._runtime import pjrt as _pjrt
+
+_client_lock = threading.Lock()
+_clients: dict[str, _pjrt.Client] = {}  # one per plugin
+
+
+def _plugin_path(platform: str | None) -> str:
+    platform = (platform or os.environ.get("EMBER_PLATFORM") or "").lower() or None
+    if platform is None:
+        if os.environ.get("EMBER_PJRT_PLUGIN"):
+            return _pjrt.default_plugin_path()
+        return _pjrt.find_cuda_plugin() or _pjrt.default_plugin_path()
+    if platform == "cpu":
+        return _pjrt.cpu_plugin_path()
+    if platform in ("cuda", "gpu"):
+        cuda = _pjrt.find_cuda_plugin()
+        if cuda is None:
+            raise RuntimeError("no CUDA PJRT plugin is installed (pip install jax-cuda12-pjrt, or set "
+                               "EMBER_PJRT_PLUGIN to a plugin .so)")
+        return cuda
+    raise ValueError(f"unknown platform {platform!r}; known platforms: cpu, cuda")
+
+
+def get_client(platform: str | None = None) -> _pjrt.Client:
+    """The PJRT client of a platform ("cpu", "cuda"); by default the plugin named by EMBER_PJRT_PLUGIN, else an
+    installed CUDA plugin, else the embedded XLA CPU plugin (EMBER_PLATFORM=cpu|cuda picks the default)."""
+    path = _plugin_path(platform) if platform or not _clients else None
+    if path is None:
+        return _clients["default"]
+    try:
+        client = _client_for(path)
+    except _pjrt.PjrtError as err:
+        auto_cuda = platform is None and not os.environ.get("EMBER_PLATFORM") and \
+            not os.environ.get("EMBER_PJRT_PLUGIN")
+        if not auto_cuda:
+            raise
+        warnings.warn(f"ember: the CUDA PJRT plugin {path} could not start ({err}); using the CPU plugin",
+                      RuntimeWarning, stacklevel=2)
+        client = _client_for(_pjrt.cpu_plugin_path())
+    if platform is None:
+        _clients["default"] = client
+    return client
+
+
+def _client_for(path: str) -> _pjrt.Client:
+    client = _clients.get(path)
+    if client is None:
+        with _client_lock:
+            client = _clients.get(path)
+            if client is None:
+                client = _clients[path] = _pjrt.Client(_pjrt.Plugin(path))
+    return client
+
+
+def default_device() -> _pjrt.Device:
+    return get_client().devices[0]
+
+
+def devices(platform: str | None = None) -> list[_pjrt.Device]:
+    """The addressable devices of a platform (by default, of the default backend)."""
+    return list(get_client(platform).devices)

@@ -1,0 +1,107 @@
+"""Compiling and running IRs, in separate stages that later features (AOT, a persistent cache) can cache and
+expose: staged IR --lower_ir--> Lowered (StableHLO text) --.compile()--> Compiled (an XLA executable) --call-->
+Arrays. A Compiled places the IR's constants on a device the first time it runs there."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ember._core import IR
+from ember._hlo import lower
+from ember._runtime import pjrt as _pjrt
+from ember._runtime.array import Array
+from ember._runtime.backends import default_device, get_client
+from ember._runtime.dispatch import to_buffer
+
+
+class CompileError(RuntimeError):
+    """XLA rejected a lowered module; the message holds XLA's diagnostics and the module text."""
+
+
+class Lowered:
+    """An IR lowered to a StableHLO module, not yet compiled."""
+
+    def __init__(self, ir: IR, name: str, text: str):
+        self.ir, self.name, self.text = ir, name, text
+
+    def as_text(self) -> str:
+        """The StableHLO module."""
+        return self.text
+
+    def compile(self) -> "Compiled":
+        """Compile the module with XLA (on the default backend)."""
+        try:
+            executable = get_client().compile(self.text)
+        except _pjrt.PjrtError as err:
+            numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(self.text.splitlines()))
+            raise CompileError(f"XLA could not compile {self.name}: {err}\nStableHLO module:\n{numbered}") from None
+        return Compiled(self, executable)
+
+    def __repr__(self) -> str:
+        return f"<Lowered {self.name}>"
+
+
+def lower_ir(ir: IR, name: str = "main") -> Lowered:
+    return Lowered(ir, name, lower(ir))
+
+
+def compile_ir(ir: IR, name: str = "main") -> "Compiled":
+    """Lower and compile an IR."""
+    return lower_ir(ir, name).compile()
+
+
+class Compiled:
+    """An IR compiled by XLA: call it with the IR's inputs (arrays) to run it."""
+
+    def __init__(self, lowered: Lowered, executable: _pjrt.Executable):
+        ir = lowered.ir
+        self.ir, self.name, self.text, self.executable = ir, lowered.name, lowered.text, executable
+        self.in_avals = [v.aval for v in ir.in_vars]
+        self.out_avals = ir.out_avals
+        self._out_specs = [(a.shape, a.dtype) for a in self.out_avals]
+        self._device = default_device()
+        self._consts_by_device: dict[_pjrt.Device, list[_pjrt.Buffer]] = {}
+        self._where = [f"{self.name}: argument {i}" for i in range(len(self.in_avals))]
+
+    def _consts_on(self, device: _pjrt.Device) -> list[_pjrt.Buffer]:
+        """The IR's constants as buffers on a device (copied through the host when they live elsewhere)."""
+        buffers = []
+        for i, (value, var) in enumerate(zip(self.ir.consts, self.ir.const_vars)):
+            if type(value) is Array and value.device is not device:
+                value = value.__array__()
+            buffers.append(to_buffer(value, var.aval, f"{self.name}: constant {i}", device))
+        return buffers
+
+    def call_flat(self, args: Sequence[Any]) -> list[Any]:
+        if len(args) != len(self.in_avals):
+            raise TypeError(f"{self.name}: expected {len(self.in_avals)} arguments "
+                            f"({', '.join(a.str_short() for a in self.in_avals)}), got {len(args)}")
+        # The computation runs on the device of its first array argument (else the default device).
+        device = next((x._buffer.device for x in args if type(x) is Array), self._device)
+        consts = self._consts_by_device.get(device)
+        if consts is None:
+            consts = self._consts_by_device[device] = self._consts_on(device)
+        buffers = list(consts)
+        for x, aval, where in zip(args, self.in_avals, self._where):
+            if type(x) is Array and x.aval.shape == aval.shape and x.aval.dtype == aval.dtype \
+                    and x._buffer.device is device:
+                buffers.append(x._buffer)  # the common case, checked inline (deleted buffers fail in execute)
+            else:
+                buffers.append(to_buffer(x, aval, where, device))
+        outs = self.executable.execute(buffers, self._out_specs)
+        wrap = Array._from_buffer
+        return [wrap(b, aval) for b, aval in zip(outs, self.out_avals)]
+
+    def __call__(self, *args: Any) -> Any:
+        outs = self.call_flat(args)
+        if self.ir.out_tree is not None:
+            return self.ir.out_tree.unflatten(outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def as_text(self) -> str:
+        """The StableHLO module that was compiled."""
+        return self.text
+
+    def __repr__(self) -> str:
+        ins = ", ".join(a.str_short() for a in self.in_avals)
+        outs = ", ".join(a.str_short() for a in self.out_avals)
+        return f"<Compiled {self.name}: ({ins}) -> ({outs})>"

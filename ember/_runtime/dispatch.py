@@ -1,0 +1,64 @@
+"""Moving a call's arguments to the device: Arrays are checked and passed through, host values (numpy arrays,
+Python scalars, literals) are copied, device scalars are shared."""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ember._core import Literal, ShapedArray, Tracer, UnexpectedTracerError, aval_of_value, is_python_scalar
+from ember._core.dtypes import canonicalize_dtype
+from ember._runtime import pjrt as _pjrt
+from ember._runtime.array import Array
+from ember._runtime.backends import default_device
+
+@functools.lru_cache(maxsize=512)
+def _scalar_buffer(kind: type, text: str, dtype: np.dtype, value: Any, device: _pjrt.Device) -> _pjrt.Buffer:
+    """Device scalars are immutable, so equal ones are shared (keyed by repr: -0.0 and 0.0 differ)."""
+    return device.client.buffer_from_numpy(np.asarray(value, dtype=dtype), device)
+
+
+def _describe(x: Any) -> str:
+    try:
+        return aval_of_value(x).str_short()
+    except TypeError:
+        return type(x).__name__
+
+
+def to_buffer(x: Any, expected: ShapedArray, where: str,
+              device: _pjrt.Device | None = None) -> _pjrt.Buffer:
+    """A buffer on `device` (by default the default device) for argument x, checked against the expected shape
+    and dtype. Host values are copied there; an Array must already live there."""
+    device = device or default_device()
+    if type(x) is Array:
+        aval = x.aval
+        if aval.shape != expected.shape or aval.dtype != expected.dtype:
+            raise TypeError(f"{where}: expected {expected.str_short()}, got {aval.str_short()}")
+        if x.device is not device:
+            raise ValueError(f"{where}: the array is on {x.device} but the computation runs on {device}, the "
+                             "device of its first array argument; device_put it there")
+        return x.buffer
+    if isinstance(x, Tracer):
+        raise UnexpectedTracerError(f"{where}: got a tracer {x!r} outside of the staging that created it")
+    if isinstance(x, Literal):
+        if x.aval.shape != expected.shape or x.aval.dtype != expected.dtype:
+            raise TypeError(f"{where}: expected {expected.str_short()}, got the literal {x!r}")
+        return _scalar_buffer(type(x.value), repr(x.value), expected.dtype, x.value, device)
+    if is_python_scalar(x):
+        value = x
+        if expected.shape != ():
+            raise TypeError(f"{where}: expected {expected.str_short()}, got the scalar {value!r}")
+        if (isinstance(value, float) and expected.dtype.kind != "f") or \
+                (type(value) is int and expected.dtype.kind == "b"):
+            raise TypeError(f"{where}: expected {expected.str_short()}, got the {type(value).__name__} {value!r}")
+        return _scalar_buffer(type(value), repr(value), expected.dtype, value, device)
+    if isinstance(x, np.ndarray | np.generic):
+        try:
+            dtype = canonicalize_dtype(x.dtype)
+        except TypeError as err:
+            raise TypeError(f"{where}: {err}") from None
+        if np.shape(x) != expected.shape or dtype != expected.dtype:
+            raise TypeError(f"{where}: expected {expected.str_short()}, got {_describe(x)}")
+        return device.client.buffer_from_numpy(np.require(x, requirements="C"), device)
+    raise TypeError(f"{where}: expected an array {expected.str_short()}, got a value of type {type(x).__name__}")

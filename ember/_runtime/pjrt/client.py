@@ -1,0 +1,109 @@
+"""Client: a PJRT client of a plugin, which lists its devices, compiles programs and copies numpy arrays to buffers.
+
+It creates the Device, Executable and Buffer objects, and looks up once the PJRT functions that its buffers
+call most. close() destroys the client at once; its buffers and executables then refuse to be used."""
+from __future__ import annotations
+
+import ctypes
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ember._runtime.pjrt.buffer import Buffer
+from ember._runtime.pjrt.device import Device
+from ember._runtime.pjrt.errors import PjrtError
+from ember._runtime.pjrt.executable import Executable
+from ember._runtime.pjrt.structs import (_IMMUTABLE_ONLY_DURING_CALL, _PORTABLE_COMPILE_OPTIONS, COMPILE_OPTIONS,
+                                 _ClientAddressableDevicesArgs, _ClientBufferFromHostBufferArgs, _ClientCompileArgs,
+                                 _ClientCreateArgs, _ClientPlatformNameArgs, _data_address, _handle_args, _new,
+                                 _Program, _string_at, c_int64, numpy_dtype_to_pjrt)
+
+if TYPE_CHECKING:
+    from ember._runtime.pjrt.plugin import Plugin
+
+
+class Client:
+    """A PJRT client of a plugin: compiles programs and owns device buffers.
+
+    Buffers and executables keep their client alive. close() destroys the client at once; its buffers and
+    executables then refuse to be used (they are not destroyed after it, which PJRT does not allow)."""
+
+    def __init__(self, plugin: Plugin):
+        self.plugin = plugin
+        self.handle: int | None = None
+        create = _new(_ClientCreateArgs)
+        plugin.call("Client_Create", create)
+        self.handle = create.client
+        name = _new(_ClientPlatformNameArgs, client=self.handle)
+        plugin.call("Client_PlatformName", name)
+        self.platform_name: str = _string_at(name.platform_name, name.platform_name_size)
+        found = _new(_ClientAddressableDevicesArgs, client=self.handle)
+        plugin.call("Client_AddressableDevices", found)
+        self.devices: list[Device] = [Device(self, found.addressable_devices[i])
+                                      for i in range(found.num_addressable_devices)]
+        if not self.devices:
+            raise PjrtError(f"the {self.platform_name} PJRT client of {plugin.path} has no addressable devices")
+        self._buffer_from_host_buffer = plugin.function("Client_BufferFromHostBuffer")
+        self._buffer_to_host_buffer = plugin.function("Buffer_ToHostBuffer")
+        self._buffer_destroy = plugin.function("Buffer_Destroy")
+
+    def _live_handle(self, action: str) -> int:
+        if not self.handle:
+            raise PjrtError(f"{action}: the {self.platform_name} PJRT client has been closed")
+        return self.handle
+
+    def compile(self, mlir_text: str) -> Executable:
+        """Compile a StableHLO/MHLO module in MLIR text whose entry function is @main."""
+        return self._compile(mlir_text.encode() if isinstance(mlir_text, str) else bytes(mlir_text))
+
+    def _compile(self, code: bytes, portable: bool = False) -> Executable:
+        options = _PORTABLE_COMPILE_OPTIONS if portable else COMPILE_OPTIONS
+        program = _new(_Program, code=code, code_size=len(code), format=b"mlir", format_size=4)
+        args = _new(_ClientCompileArgs, client=self._live_handle("compile"), program=ctypes.pointer(program),
+                    compile_options=options, compile_options_size=len(options))
+        self.plugin.call("Client_Compile", args)
+        return Executable(self, args.executable, code, portable)
+
+    def buffer_from_numpy(self, array: Any, device: Device | None = None) -> Buffer:
+        """Copy a numpy array (any layout, any supported dtype) to a new buffer on a device (the first one)."""
+        if device is None:
+            device = self.devices[0]
+        elif device.client is not self:
+            return device.client.buffer_from_numpy(array, device)
+        if type(array) is not np.ndarray:
+            array = np.asarray(array)
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
+        if not array.dtype.isnative:
+            array = array.astype(array.dtype.newbyteorder("="))
+        shape = array.shape
+        dims = (c_int64 * len(shape))(*shape)
+        args = _ClientBufferFromHostBufferArgs(
+            _ClientBufferFromHostBufferArgs.SIZE, None, self._live_handle("buffer_from_numpy"),
+            _data_address(array), numpy_dtype_to_pjrt(array.dtype), dims, len(shape), None, 0,
+            _IMMUTABLE_ONLY_DURING_CALL, device.handle)
+        error = self._buffer_from_host_buffer(ctypes.addressof(args))
+        if error:
+            raise self.plugin.error("Client_BufferFromHostBuffer", error)
+        buffer = Buffer(self, device, args.buffer, shape, array.dtype)
+        self.plugin.await_event("Client_BufferFromHostBuffer", args.done_with_host_buffer)
+        return buffer
+
+    def close(self) -> None:
+        """Destroy the PJRT client now. Idempotent."""
+        handle, self.handle = self.handle, None
+        if handle:
+            error = self.plugin.function("Client_Destroy")(_handle_args(handle))
+            if error:
+                raise self.plugin.error("Client_Destroy", error)
+
+    def __del__(self) -> None:
+        try:
+            if self.handle:
+                self.close()
+        except Exception:  # noqa: BLE001 - a destructor never raises (module globals may be gone at shutdown)
+            pass
+
+    def __repr__(self) -> str:
+        state = "" if self.handle else ", closed"
+        return f"Client(platform={self.platform_name!r}, devices={len(self.devices)}{state})"

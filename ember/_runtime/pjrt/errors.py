@@ -1,0 +1,26 @@
+"""PjrtError, the one exception of the binding, and the names of the PJRT_Error_Code values it reports.
+
+A plugin reports a failure as a PJRT_Error with a code and a message; Plugin.error (in plugin.py) turns it into
+a PjrtError that names the failing call and the code. A misuse of the binding (a deleted buffer, a closed
+client) raises a PjrtError too, with neither."""
+from __future__ import annotations
+
+
+class PjrtError(RuntimeError):
+    """An error reported by a PJRT plugin, or a misuse of this binding (a deleted buffer, a closed client).
+
+    `call` is the PJRT function that failed (e.g. "PJRT_Client_Compile") and `code` its PJRT_Error_Code name,
+    when the plugin reported the error."""
+
+    def __init__(self, message: str, call: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.call = call
+        self.code = code
+
+
+# enum PJRT_Error_Code
+_ERROR_CODE_NAMES = (
+    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+    "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+    "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+)

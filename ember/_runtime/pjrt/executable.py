@@ -1,0 +1,160 @@
+"""Executable: a compiled, loaded program, run with Buffer arguments on the device of its first argument.
+
+The PJRT_LoadedExecutable_Execute args are built once per executable and reused by every call, under a lock.
+A call on a device other than the one the program was compiled for runs a portable copy, compiled once, on
+first use."""
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from ember._runtime.pjrt.buffer import Buffer
+from ember._runtime.pjrt.errors import PjrtError
+from ember._runtime.pjrt.structs import (_POINTER_TO_VOID_P, _ExecutableNumOutputsArgs, _ExecuteOptions, _handle_args,
+                                 _LoadedExecutableAddressableDevicesArgs, _LoadedExecutableExecuteArgs,
+                                 _LoadedExecutableGetExecutableArgs, _new, c_void_p)
+
+if TYPE_CHECKING:
+    from ember._runtime.pjrt.client import Client
+    from ember._runtime.pjrt.device import Device
+    from ember._runtime.pjrt.plugin import Plugin
+
+
+class Executable:
+    """A compiled, loaded program; it keeps its client alive.
+
+    A call runs on the device of its first argument. XLA runs a program fastest on the device it was compiled
+    for (the client's first device); for other devices a portable copy is compiled once, on first use."""
+
+    def __init__(self, client: Client, handle: int, code: bytes, portable: bool = False):
+        self.client = client
+        self.handle: int | None = handle
+        self._code = code
+        self._portable = portable
+        plugin = client.plugin
+        self.num_outputs: int = self._count_outputs(plugin, handle)
+        self._device: Device | None = None if portable else self._compiled_device(client, handle)
+        self._portable_variant: Executable | None = None
+        # The Execute args are built once and reused by every call, under the lock.
+        self._lock = threading.Lock()
+        self._options = _new(_ExecuteOptions)
+        self._outputs = (c_void_p * max(self.num_outputs, 1))()
+        self._output_lists = (_POINTER_TO_VOID_P * 1)(ctypes.cast(self._outputs, _POINTER_TO_VOID_P))
+        self._call = _new(_LoadedExecutableExecuteArgs, executable=handle, options=ctypes.pointer(self._options),
+                          num_devices=1, output_lists=self._output_lists)
+        self._call_address = ctypes.addressof(self._call)
+        self._arguments = self._allocate_arguments(8)
+        self._execute = plugin.function("LoadedExecutable_Execute")
+        self._out_specs_seen: tuple[Any, ...] | None = None
+        self._out_specs: list[tuple[tuple[int, ...], np.dtype]] = []
+
+    @staticmethod
+    def _count_outputs(plugin: Plugin, handle: int) -> int:
+        get = _new(_LoadedExecutableGetExecutableArgs, loaded_executable=handle)
+        plugin.call("LoadedExecutable_GetExecutable", get)
+        count = _new(_ExecutableNumOutputsArgs, executable=get.executable)
+        try:
+            plugin.call("Executable_NumOutputs", count)
+        finally:
+            plugin.function("Executable_Destroy")(_handle_args(get.executable))
+        return count.num_outputs
+
+    @staticmethod
+    def _compiled_device(client: Client, handle: int) -> Device:
+        """The device a (non-portable, single-device) executable was compiled for."""
+        found = _new(_LoadedExecutableAddressableDevicesArgs, executable=handle)
+        client.plugin.call("LoadedExecutable_AddressableDevices", found)
+        if found.num_addressable_devices != 1:
+            raise PjrtError(f"compile: expected an executable for one device, got one for "
+                            f"{found.num_addressable_devices}")
+        handle = found.addressable_devices[0]
+        for device in client.devices:
+            if device.handle == handle:
+                return device
+        raise PjrtError("compile: the executable's device is not an addressable device of its client")
+
+    def _allocate_arguments(self, capacity: int) -> Any:
+        """A reused array of argument buffer handles, which the Execute args point at."""
+        arguments = (c_void_p * capacity)()
+        self._argument_lists = (_POINTER_TO_VOID_P * 1)(ctypes.cast(arguments, _POINTER_TO_VOID_P))
+        self._call.argument_lists = self._argument_lists
+        return arguments
+
+    def _normalized_out_specs(self, out_specs: Sequence[Any]) -> list[tuple[tuple[int, ...], np.dtype]]:
+        """The output (shape, dtype) pairs as tuples and np.dtypes, cached while a caller passes the same ones."""
+        seen = tuple(out_specs)
+        if seen == self._out_specs_seen:  # identical elements compare by identity: cheap
+            return self._out_specs
+        if len(seen) != self.num_outputs:
+            raise ValueError(f"execute: {len(seen)} output specs given for an executable with "
+                             f"{self.num_outputs} outputs")
+        specs = [(tuple(int(d) for d in shape), np.dtype(dtype)) for shape, dtype in seen]
+        self._out_specs_seen, self._out_specs = seen, specs
+        return specs
+
+    def execute(self, args: Sequence[Buffer], out_specs: Sequence[tuple[tuple[int, ...], np.dtype]]
+                ) -> list[Buffer]:
+        """Run on the device of args[0] (without arguments, on the client's first device); the caller gives
+        each output's (shape, dtype). Argument shapes and dtypes are not checked here."""
+        specs = self._normalized_out_specs(out_specs)
+        first = args[0] if args else None
+        device = first.device if type(first) is Buffer else self._device
+        if device is self._device:
+            return self._run(args, specs, device, None)
+        return self._portable_executable()._run(args, specs, device, device.handle)
+
+    def _portable_executable(self) -> Executable:
+        with self._lock:
+            if self._portable_variant is None:
+                self._portable_variant = self.client._compile(self._code, portable=True)
+            return self._portable_variant
+
+    def _run(self, args: Sequence[Buffer], specs: list[tuple[tuple[int, ...], np.dtype]], device: Device,
+             execute_device: int | None) -> list[Buffer]:
+        client = self.client
+        if not (self.handle and client.handle):
+            raise PjrtError("execute: the executable's PJRT client has been closed")
+        count = len(args)
+        with self._lock:
+            arguments = self._arguments
+            if count > len(arguments):
+                arguments = self._arguments = self._allocate_arguments(count)
+            for i, buffer in enumerate(args):
+                if type(buffer) is not Buffer or not buffer.handle or buffer.client is not client:
+                    raise self._bad_argument(i, buffer)
+                arguments[i] = buffer.handle
+            call = self._call
+            call.num_args = count
+            call.execute_device = execute_device
+            error = self._execute(self._call_address)
+            if error:
+                raise client.plugin.error("LoadedExecutable_Execute", error)
+            handles = self._outputs[:len(specs)]
+        return [Buffer(client, device, handle, shape, dtype) for handle, (shape, dtype) in zip(handles, specs)]
+
+    @staticmethod
+    def _bad_argument(index: int, buffer: Any) -> Exception:
+        if not isinstance(buffer, Buffer):
+            return TypeError(f"execute: argument {index} is a {type(buffer).__name__}, not a Buffer")
+        if not buffer.handle:
+            return PjrtError(f"execute: argument {index} is a buffer that has been deleted")
+        if not buffer.client.handle:
+            return PjrtError(f"execute: argument {index} is a buffer whose PJRT client has been closed")
+        return PjrtError(f"execute: argument {index} belongs to another PJRT client ({buffer.client!r})")
+
+    def __del__(self) -> None:
+        try:
+            handle, self.handle = self.handle, None
+            client = self.client
+            if handle and client.handle:
+                error = client.plugin.function("LoadedExecutable_Destroy")(_handle_args(handle))
+                if error:
+                    client.plugin.error("LoadedExecutable_Destroy", error)
+        except Exception:  # noqa: BLE001 - a destructor never raises
+            pass
+
+    def __repr__(self) -> str:
+        return f"Executable(num_outputs={self.num_outputs}, client={self.client!r})"

@@ -1,0 +1,141 @@
+"""The C side of the PJRT API in ctypes: argument structs, enum values, compile options, memory helpers.
+
+Struct layouts follow pjrt_c_api.h (API 0.81) of the xla-cpu-pjrt wheel; every argument struct starts with its
+own size, which lets newer plugins accept it. Also here: the PJRT_Buffer_Type table behind numpy_dtype_to_pjrt,
+the serialized compile options, and the helpers that read a C string and find the address of a numpy array's
+data. Nothing here calls into a plugin."""
+from __future__ import annotations
+
+import ctypes
+from struct import Struct
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+c_size_t, c_void_p, c_char_p, c_int, c_int64 = (ctypes.c_size_t, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int,
+                                                ctypes.c_int64)
+_POINTER_TO_VOID_P = ctypes.POINTER(c_void_p)
+
+
+# Element types: enum PJRT_Buffer_Type
+_PJRT_BUFFER_TYPES: dict[np.dtype, int] = {
+    np.dtype(np.bool_): 1,  # PRED
+    np.dtype(np.int8): 2, np.dtype(np.int16): 3, np.dtype(np.int32): 4, np.dtype(np.int64): 5,
+    np.dtype(np.uint8): 6, np.dtype(np.uint16): 7, np.dtype(np.uint32): 8, np.dtype(np.uint64): 9,
+    np.dtype(np.float16): 10, np.dtype(np.float32): 11, np.dtype(np.float64): 12,
+    np.dtype(ml_dtypes.bfloat16): 13,
+    np.dtype(np.complex64): 14, np.dtype(np.complex128): 15,
+}
+
+# enum PJRT_HostBufferSemantics: the host data is copied before PJRT_Client_BufferFromHostBuffer returns.
+_IMMUTABLE_ONLY_DURING_CALL = 0
+
+# A serialized xla.CompileOptionsProto: executable_build_options {num_replicas: 1, num_partitions: 1}.
+# Empty options abort the CPU plugin: never send them. The portable variant adds compile_portable_executable:
+# true, for an executable that runs on any device its call names (executing it costs a few microseconds more).
+COMPILE_OPTIONS = b"\x1a\x04\x20\x01\x28\x01"
+_PORTABLE_COMPILE_OPTIONS = COMPILE_OPTIONS + b"\x20\x01"
+
+
+def numpy_dtype_to_pjrt(dtype: Any) -> int:
+    """The PJRT_Buffer_Type of a numpy dtype."""
+    try:
+        dtype = np.dtype(dtype)
+        return _PJRT_BUFFER_TYPES[dtype]
+    except (KeyError, TypeError):
+        supported = ", ".join(d.name for d in _PJRT_BUFFER_TYPES)
+        raise TypeError(f"dtype {dtype!r} has no PJRT buffer type; supported dtypes: {supported}") from None
+
+
+# Argument structs. Each begins with struct_size and extension_start; field order follows pjrt_c_api.h.
+class _Args(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("extension_start", c_void_p)]
+
+
+def _args_type(name: str, fields: list[tuple[str, Any]]) -> Any:
+    cls = type(name, (_Args,), {"_fields_": fields})
+    cls.SIZE = ctypes.sizeof(cls)
+    return cls
+
+
+def _new(cls: Any, **values: Any) -> Any:
+    return cls(struct_size=cls.SIZE, **values)
+
+
+_ApiVersion = _args_type("PJRT_Api_Version", [("major_version", c_int), ("minor_version", c_int)])
+_ApiHeader = _args_type("PJRT_Api_Header", [("pjrt_api_version", _ApiVersion)])  # the function pointers follow
+
+_ErrorMessageArgs = _args_type("PJRT_Error_Message_Args", [
+    ("error", c_void_p), ("message", c_void_p), ("message_size", c_size_t)])
+_ErrorGetCodeArgs = _args_type("PJRT_Error_GetCode_Args", [("error", c_void_p), ("code", c_int)])
+_PluginInitializeArgs = _args_type("PJRT_Plugin_Initialize_Args", [])
+_ClientCreateArgs = _args_type("PJRT_Client_Create_Args", [
+    ("create_options", c_void_p), ("num_options", c_size_t),
+    ("kv_get_callback", c_void_p), ("kv_get_user_arg", c_void_p),
+    ("kv_put_callback", c_void_p), ("kv_put_user_arg", c_void_p),
+    ("client", c_void_p),
+    ("kv_try_get_callback", c_void_p), ("kv_try_get_user_arg", c_void_p)])
+_ClientPlatformNameArgs = _args_type("PJRT_Client_PlatformName_Args", [
+    ("client", c_void_p), ("platform_name", c_void_p), ("platform_name_size", c_size_t)])
+_ClientAddressableDevicesArgs = _args_type("PJRT_Client_AddressableDevices_Args", [
+    ("client", c_void_p), ("addressable_devices", _POINTER_TO_VOID_P), ("num_addressable_devices", c_size_t)])
+_Program = _args_type("PJRT_Program", [
+    ("code", c_char_p), ("code_size", c_size_t), ("format", c_char_p), ("format_size", c_size_t)])
+_ClientCompileArgs = _args_type("PJRT_Client_Compile_Args", [
+    ("client", c_void_p), ("program", ctypes.POINTER(_Program)),
+    ("compile_options", c_char_p), ("compile_options_size", c_size_t), ("executable", c_void_p)])
+_ClientBufferFromHostBufferArgs = _args_type("PJRT_Client_BufferFromHostBuffer_Args", [
+    ("client", c_void_p), ("data", c_void_p), ("type", c_int),
+    ("dims", ctypes.POINTER(c_int64)), ("num_dims", c_size_t),
+    ("byte_strides", ctypes.POINTER(c_int64)), ("num_byte_strides", c_size_t),
+    ("host_buffer_semantics", c_int), ("device", c_void_p), ("memory", c_void_p), ("device_layout", c_void_p),
+    ("done_with_host_buffer", c_void_p), ("buffer", c_void_p)])
+_DeviceGetDescriptionArgs = _args_type("PJRT_Device_GetDescription_Args", [
+    ("device", c_void_p), ("device_description", c_void_p)])
+_DeviceDescriptionIdArgs = _args_type("PJRT_DeviceDescription_Id_Args", [
+    ("device_description", c_void_p), ("id", c_int)])
+_DeviceDescriptionKindArgs = _args_type("PJRT_DeviceDescription_Kind_Args", [
+    ("device_description", c_void_p), ("device_kind", c_void_p), ("device_kind_size", c_size_t)])
+_LoadedExecutableGetExecutableArgs = _args_type("PJRT_LoadedExecutable_GetExecutable_Args", [
+    ("loaded_executable", c_void_p), ("executable", c_void_p)])
+_LoadedExecutableAddressableDevicesArgs = _args_type("PJRT_LoadedExecutable_AddressableDevices_Args", [
+    ("executable", c_void_p), ("addressable_devices", _POINTER_TO_VOID_P), ("num_addressable_devices", c_size_t)])
+_ExecutableNumOutputsArgs = _args_type("PJRT_Executable_NumOutputs_Args", [
+    ("executable", c_void_p), ("num_outputs", c_size_t)])
+_ExecuteOptions = _args_type("PJRT_ExecuteOptions", [
+    ("send_callbacks", c_void_p), ("recv_callbacks", c_void_p), ("num_send_ops", c_size_t),
+    ("num_recv_ops", c_size_t), ("launch_id", c_int),
+    ("non_donatable_input_indices", c_void_p), ("num_non_donatable_input_indices", c_size_t),
+    ("context", c_void_p), ("call_location", c_char_p),
+    ("num_tasks", c_size_t), ("task_ids", c_void_p), ("incarnation_ids", c_void_p)])
+_LoadedExecutableExecuteArgs = _args_type("PJRT_LoadedExecutable_Execute_Args", [
+    ("executable", c_void_p), ("options", ctypes.POINTER(_ExecuteOptions)),
+    ("argument_lists", ctypes.POINTER(_POINTER_TO_VOID_P)), ("num_devices", c_size_t), ("num_args", c_size_t),
+    ("output_lists", ctypes.POINTER(_POINTER_TO_VOID_P)), ("device_complete_events", c_void_p),
+    ("execute_device", c_void_p)])
+_BufferToHostBufferArgs = _args_type("PJRT_Buffer_ToHostBuffer_Args", [
+    ("src", c_void_p), ("host_layout", c_void_p), ("dst", c_void_p), ("dst_size", c_size_t), ("event", c_void_p)])
+_BufferReadyEventArgs = _args_type("PJRT_Buffer_ReadyEvent_Args", [("buffer", c_void_p), ("event", c_void_p)])
+
+# The many calls whose args are {struct_size, extension_start, one handle} and that only read them (the
+# *_Destroy calls, PJRT_Event_Await) get those args packed into a bytes object, which is cheaper to build.
+_HandleArgs = _args_type("PJRT_Handle_Args", [("handle", c_void_p)])
+_HANDLE_ARGS = Struct("NPP")
+assert _HANDLE_ARGS.size == _HandleArgs.SIZE
+
+
+def _handle_args(handle: int) -> bytes:
+    return _HANDLE_ARGS.pack(_HandleArgs.SIZE, 0, handle)
+
+
+def _string_at(address: int | None, size: int) -> str:
+    return ctypes.string_at(address, size).decode("utf-8", "replace") if address else ""
+
+
+def _data_address(array: np.ndarray) -> int:
+    """The address of a C-contiguous array's data (array.ctypes.data is several times slower)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    except (TypeError, ValueError):  # read-only, zero-size, or a dtype numpy cannot export (bfloat16)
+        return array.__array_interface__["data"][0]

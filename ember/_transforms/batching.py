@@ -1,0 +1,62 @@
+"""Batching (vmap) as an IR -> IR transformation: every value carries a batch dimension (an int) or none (None,
+not batched); each equation with a batched input calls its primitive's batching rule, the others run as they are,
+so unbatched values stay unbatched. The result is an ordinary IR."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ember._core import IR, Env, ShapedArray, Var, aval_of, stage_flat
+from ember._prims.shape import BatchDim, batch_at_front, moveaxis
+from ember._transforms.passes import simplify
+
+
+def batch_pass(ir: IR, args: Sequence[Any], dims: Sequence[BatchDim]) -> tuple[list[Any], list[BatchDim]]:
+    """Evaluate ir in the current context on args batched along dims; returns (outputs, their batch dims)."""
+    env = Env(zip(ir.const_vars, ir.consts))
+    env.update(zip(ir.in_vars, args))
+    dim_of: dict[Var, int] = {v: d for v, d in zip(ir.in_vars, dims) if d is not None}
+    for eqn in ir.eqns:
+        ins = [env.read(a) for a in eqn.inputs]
+        in_dims = [dim_of.get(a) if isinstance(a, Var) else None for a in eqn.inputs]
+        if all(d is None for d in in_dims):
+            outs = eqn.prim.bind(*ins, **eqn.params)
+            env.update(zip(eqn.outputs, outs if eqn.prim.multiple_results else [outs]))
+            continue
+        outs, out_dims = eqn.prim.rule("batching", "vmap")(ins, in_dims, **eqn.params)
+        env.update(zip(eqn.outputs, outs))
+        dim_of.update((v, d) for v, d in zip(eqn.outputs, out_dims) if d is not None)
+    return [env.read(a) for a in ir.outs], [dim_of.get(a) if isinstance(a, Var) else None for a in ir.outs]
+
+
+def batched_aval(aval: ShapedArray, dim: BatchDim, size: int) -> ShapedArray:
+    if dim is None:
+        return aval
+    return aval.update(shape=aval.shape[:dim] + (size,) + aval.shape[dim:])
+
+
+def batch_ir(ir: IR, in_dims: Sequence[BatchDim], axis_size: int, out_dims: Sequence[BatchDim] | None = None
+             ) -> tuple[IR, list[BatchDim]]:
+    """ir batched along in_dims (inputs with dim None are not batched) over axis_size members. Returns the new IR
+    and the batch dimension of each output: the natural one, or out_dims when given (an unbatched output asked for
+    a dimension is broadcast to it)."""
+    found: list[BatchDim] = []
+
+    def fn(*args: Any) -> list[Any]:
+        outs, dims = batch_pass(ir, args, in_dims)
+        if out_dims is None:
+            found.extend(dims)
+            return outs
+        moved = []
+        for i, (x, d, want) in enumerate(zip(outs, dims, out_dims)):
+            if want is None:
+                if d is not None:
+                    raise ValueError(f"vmap: output {i} is batched, so its out_axes cannot be None")
+                moved.append(x)
+            else:
+                front = batch_at_front(x, d, axis_size)
+                moved.append(moveaxis(front, 0, want % aval_of(front).ndim))
+        found.extend(out_dims)
+        return moved
+
+    avals = [batched_aval(a, d, axis_size) for a, d in zip(ir.in_avals, in_dims)]
+    return simplify(stage_flat(fn, avals)), found
