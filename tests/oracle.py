@@ -194,7 +194,8 @@ def check_jvp(case: Case, shapes: tuple[Shape, ...]) -> None:
         eps, rtol = (1e-6, 1e-5) if tight else (1e-2, 1e-2)
 
         def at(sign: float) -> np.ndarray:
-            moved = [(args[i].astype(np.float64) + sign * eps * t).astype(args[i].dtype) for i, t in zip(floats, tangents)]
+            moved = [(args[i].astype(np.float64) + sign * eps * t).astype(args[i].dtype)
+                     for i, t in zip(floats, tangents)]
             return np.asarray(f(*moved)).astype(np.float64)
         numeric = (at(1.0) - at(-1.0)) / (2 * eps)
         np.testing.assert_allclose(tangent_out, numeric, rtol=rtol, atol=rtol / 10)

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Sequence
 
-from ember._api.staging import (as_tuple, cache_for, fun_name, has_tracer_consts, leaf_avals, per_function, run_ir,
-                                stage_with_aux)
+from ember._api.staging import (SIGNATURES_PER_FUNCTION, as_tuple, cache_for, fun_name, has_tracer_consts,
+                                leaf_avals, per_function, run_ir, stage_with_aux)
 from ember._core import IR, ShapedArray, aval_of
+from ember._core.cache import LRUCache
 from ember._core.pytree import PyTreeDef, leaf_def, tree_flatten, tree_structure
 from ember._transforms import ad as _ad
 from ember._transforms.passes import split_known
@@ -142,12 +143,12 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
     leaves, in_tree = tree_flatten((primals, {}))
     avals = leaf_avals(name, primals, {}, leaves)
     key = (in_tree, avals, has_aux)
-    plans: dict[Hashable, _VjpPlan] = per_function(fun, "vjp", dict)
-    plan = plans.get(key)
+    plans = per_function(fun, "vjp", lambda: LRUCache(SIGNATURES_PER_FUNCTION))
+    plan = plans.lookup(key)
     if plan is None:
         plan = _vjp_plan(fun, in_tree, avals, has_aux, name)
         if not (has_tracer_consts(plan.forward) or has_tracer_consts(plan.backward)):
-            plans[key] = plan
+            plans.store(key, plan)
     results = run_ir(plan.forward, leaves, f"{name}.forward")
     n_primal = len(results) - plan.num_residuals
     outs, aux, residuals = results[:plan.num_outs], results[plan.num_outs:n_primal], results[n_primal:]

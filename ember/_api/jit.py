@@ -6,8 +6,10 @@ from typing import Any, Callable, Sequence
 
 from ember._core import IR, ShapedArray, aval_of, is_tracing
 from ember._core.pytree import PyTreeDef, tree_flatten
-from ember._api.staging import as_tuple, cache_for, compile, fun_name, leaf_avals, stage_with_aux
-from ember._runtime import Array, Compiled, Lowered, lower_ir
+from ember._api.staging import (SIGNATURES_PER_FUNCTION, as_tuple, cache_for, fun_name, leaf_avals,
+                                stage_with_aux)
+from ember._core.cache import LRUCache
+from ember._runtime import Array, Lowered, lower_ir
 
 
 def _is_aval(x: Any) -> bool:
@@ -47,7 +49,7 @@ class Jitted:
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         self.name = f"jit({fun_name(fun)})"
         self._cache = cache_for(fun, ("jit", self.static_argnums, self.static_argnames), self.name)
-        self._by_avals: dict[tuple[ShapedArray, ...], Compiled] = {}  # fast path: positional Array arguments
+        self._by_avals = LRUCache(SIGNATURES_PER_FUNCTION)  # fast path: positional Array arguments -> Compiled
         functools.update_wrapper(self, fun, updated=())  # (copying __dict__ could clobber our attributes)
 
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -104,7 +106,7 @@ class Jitted:
         key, leaves, statics = self._signature(args, kwargs)
         out = self._cache.call(key, leaves, self._build, key[0], key[1], statics)
         if fast and key in self._cache.executables:
-            self._by_avals[key[1]] = self._cache.executables[key]
+            self._by_avals.store(key[1], self._cache.executables[key])
         return out
 
     def trace(self, *args: Any, **kwargs: Any) -> IR:

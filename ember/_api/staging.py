@@ -6,6 +6,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Hashable, Sequence
 
+from ember._core.cache import LRUCache
 from ember._core import IR, ShapedArray, Tracer, aval_of, eval_ir, is_tracing, stage_flat
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._runtime import Compiled, compile_ir
@@ -57,28 +58,32 @@ def has_tracer_consts(ir: IR) -> bool:
     return any(isinstance(c, Tracer) for c in ir.consts)
 
 
+SIGNATURES_PER_FUNCTION = 256  # compiled signatures kept per transformed function
+
+
 class SignatureCache:
     """Per-signature IRs (for inlining) and executables (for eager calls) of one transformed function.
 
     It holds no reference to the function (build is passed per call), so caches can be kept per function in a
-    weak dictionary. IRs that captured tracers of an enclosing trace are used once and not cached."""
+    weak dictionary. IRs that captured tracers of an enclosing trace are used once and not cached. Each holds at
+    most SIGNATURES_PER_FUNCTION entries (least recently used dropped first)."""
 
     def __init__(self, name: str):
         self.name = name
-        self.irs: dict[Hashable, IR] = {}
-        self.executables: dict[Hashable, Compiled] = {}
+        self.irs = LRUCache(SIGNATURES_PER_FUNCTION)
+        self.executables = LRUCache(SIGNATURES_PER_FUNCTION)
 
     def ir_for(self, key: Hashable, build: Callable[..., IR], *build_args: Any) -> IR:
-        ir = self.irs.get(key)
+        ir = self.irs.lookup(key)
         if ir is None:
             ir = build(*build_args)
             if not has_tracer_consts(ir):
-                self.irs[key] = ir
+                self.irs.store(key, ir)
         return ir
 
     def call(self, key: Hashable, leaves: Sequence[Any], build: Callable[..., IR], *build_args: Any) -> Any:
         if not is_tracing():
-            executable = self.executables.get(key)
+            executable = self.executables.lookup(key)
             if executable is not None:
                 return executable(*leaves)
         ir = self.ir_for(key, build, *build_args)
@@ -86,7 +91,7 @@ class SignatureCache:
             return ir.out_tree.unflatten(eval_ir(ir, leaves))
         executable = compile_ir(ir, self.name)
         if not has_tracer_consts(ir):
-            self.executables[key] = executable
+            self.executables.store(key, executable)
         return executable(*leaves)
 
 

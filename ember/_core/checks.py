@@ -2,6 +2,7 @@
 each with a clear error naming the function and the argument."""
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -10,11 +11,12 @@ from ember._core.trace import Tracer
 
 
 def static_int(op: str, name: str, value: Any) -> int:
+    """A static int: a Python or numpy int, or a concrete integer array of one element (anything with __index__)."""
     if isinstance(value, Tracer):
         raise TypeError(f"{op}: {name} must be a static Python int, got a traced value {value!r}")
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise TypeError(f"{op}: {name} must be an int, got {value!r}")
-    return int(value)
+    return operator.index(value)
 
 
 def static_ints(op: str, name: str, values: Any) -> tuple[int, ...]:

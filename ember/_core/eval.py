@@ -6,9 +6,9 @@ transformations (reverse mode, forward mode, batching) run their rules inside a 
 walk the equations themselves with an Env."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from ember._core.ir import IR, Atom, Literal
+from ember._core.ir import IR, Atom, Eqn, Literal, Var
 
 
 class Env(dict):
@@ -23,8 +23,7 @@ def eval_ir_env(ir: IR, args: Sequence[Any], consts: Sequence[Any] | None = None
     env = Env(zip(ir.const_vars, ir.consts if consts is None else consts))
     env.update(zip(ir.in_vars, args))
     for eqn in ir.eqns:
-        outs = eqn.prim.bind(*[env.read(a) for a in eqn.inputs], **eqn.params)
-        env.update(zip(eqn.outputs, outs if eqn.prim.multiple_results else [outs]))
+        env.update(zip(eqn.outputs, bind_outputs(eqn, [env.read(a) for a in eqn.inputs])))
     return env
 
 
@@ -32,3 +31,32 @@ def eval_ir(ir: IR, args: Sequence[Any], consts: Sequence[Any] | None = None) ->
     """The outputs of an IR evaluated on args (see eval_ir_env)."""
     env = eval_ir_env(ir, args, consts)
     return [env.read(atom) for atom in ir.outs]
+
+
+def bind_outputs(eqn: Eqn, ins: Sequence[Any]) -> list[Any]:
+    """Apply an equation's primitive to input values; always a list of outputs."""
+    outs = eqn.prim.bind(*ins, **eqn.params)
+    return outs if eqn.prim.multiple_results else [outs]
+
+
+Rule = Callable[[Eqn, list[Any], list[Any]], tuple[Sequence[Any], Sequence[Any]]]
+
+
+def eval_ir_annotated(ir: IR, args: Sequence[Any], notes: Sequence[Any], rule: Rule) -> tuple[list[Any], list[Any]]:
+    """The evaluator loop of the transformations that carry a note per value (a tangent in forward mode, a batch
+    dimension in batching), None meaning "nothing to carry" (a zero tangent, an unbatched value). Equations whose
+    inputs carry no note are applied as they are; the others go to rule(eqn, inputs, input notes) -> (outputs,
+    output notes). Returns the outputs of ir and their notes."""
+    env = Env(zip(ir.const_vars, ir.consts))
+    env.update(zip(ir.in_vars, args))
+    note_of: dict[Var, Any] = {v: n for v, n in zip(ir.in_vars, notes) if n is not None}
+    for eqn in ir.eqns:
+        ins = [env.read(a) for a in eqn.inputs]
+        in_notes = [note_of.get(a) if isinstance(a, Var) else None for a in eqn.inputs]
+        if all(n is None for n in in_notes):
+            env.update(zip(eqn.outputs, bind_outputs(eqn, ins)))
+            continue
+        outs, out_notes = rule(eqn, ins, in_notes)
+        env.update(zip(eqn.outputs, outs))
+        note_of.update((v, n) for v, n in zip(eqn.outputs, out_notes) if n is not None)
+    return [env.read(a) for a in ir.outs], [note_of.get(a) if isinstance(a, Var) else None for a in ir.outs]

@@ -11,14 +11,15 @@ from ember._runtime.array import array as array, asarray as asarray
 from ember._core import Tracer, aval_of, is_python_scalar
 from ember import _prims as lax
 from ember._core import scalar_literal
+from ember._core.checks import static_ints
 
 from ember._numpy.dtypes import int32
 from ember._numpy.promotion import _as_operand
-from ember._numpy.shape import _shape_tuple, astype, broadcast_to
+from ember._numpy.shape import astype, broadcast_to
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
-    shape = _shape_tuple("full", shape)
+    shape = static_ints("full", "shape", shape)
     fill = _as_operand(fill_value)
     if dtype is None:
         dtype = dt.dtype_and_weak(fill)[0]
@@ -28,11 +29,11 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
 
 
 def zeros(shape: Any, dtype: Any = None) -> Any:
-    return lax.full(_shape_tuple("zeros", shape), 0, dtype or dt.DEFAULT_FLOAT)
+    return lax.full(static_ints("zeros", "shape", shape), 0, dtype or dt.DEFAULT_FLOAT)
 
 
 def ones(shape: Any, dtype: Any = None) -> Any:
-    return lax.full(_shape_tuple("ones", shape), 1, dtype or dt.DEFAULT_FLOAT)
+    return lax.full(static_ints("ones", "shape", shape), 1, dtype or dt.DEFAULT_FLOAT)
 
 
 def zeros_like(x: Any, dtype: Any = None) -> Any:
@@ -62,8 +63,9 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) ->
     n = len(values)
     if builtins.all(isinstance(v, int) for v in (start, stop, step)):
         ramp = lax.iota(dtype, n)
-        return lax.add(lax.mul(ramp, scalar_literal(step, dtype)), scalar_literal(start, dtype)) if (start, step) != (0, 1) \
-            else ramp
+        if (start, step) == (0, 1):
+            return ramp
+        return lax.add(lax.mul(ramp, scalar_literal(step, dtype)), scalar_literal(start, dtype))
     return asarray(values.astype(dtype))
 
 

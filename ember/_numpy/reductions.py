@@ -10,23 +10,12 @@ from ember._core import dtypes as dt
 from ember._core import aval_of, is_python_scalar
 from ember._core.dtypes import bool_
 from ember import _prims as lax
-from ember._core.checks import normalize_axis
+from ember._core.checks import normalize_axes, normalize_axis
 
 from ember._numpy.dtypes import int32, uint32
 from ember._numpy.promotion import _as_bool, _as_operand, _promote, _to_inexact
 from ember._numpy.shape import astype, expand_dims, ndim, ravel, shape
 from ember._numpy.ufuncs import divide, equal, logical_or, maximum, minimum, sqrt, square, subtract, where
-
-
-def _axes(name: str, x: Any, axis: Any) -> tuple[int, ...]:
-    n = ndim(x)
-    if axis is None:
-        return tuple(range(n))
-    axes = (axis,) if isinstance(axis, int | _np.integer) else tuple(axis)
-    normalized = tuple(sorted(normalize_axis(name, int(a), n) for a in axes))
-    if len(set(normalized)) != len(normalized):
-        raise ValueError(f"{name}: duplicate value in 'axis': {axis}")
-    return normalized
 
 
 def _keep(x: Any, reduced: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
@@ -44,14 +33,14 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> 
         a = astype(a, dtype)
     elif d == bool_ or (dt.is_int(d) and d.itemsize < 4):
         a = astype(a, dt.DEFAULT_INT if dt.is_signed_int(d) or d == bool_ else uint32)
-    axes = _axes("sum", a, axis)
+    axes = normalize_axes("sum", axis, ndim(a))
     return _keep(a, lax.reduce_sum(a, axes), axes, keepdims)
 
 
 def _extreme(name: str, reducer: Any) -> Any:
     def fn(a: Any, axis: Any = None, keepdims: bool = False, initial: Any = None) -> Any:
         a = _as_operand(a)
-        axes = _axes(name, a, axis)
+        axes = normalize_axes(name, axis, ndim(a))
         if builtins.any(shape(a)[i] == 0 for i in axes) and initial is None:
             raise ValueError(f"{name}: zero-size array to reduction operation {name} which has no identity")
         out = reducer(a, axes)
@@ -68,14 +57,14 @@ min = amin = _extreme("min", lax.reduce_min)  # noqa: A001
 
 def mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
     a = _to_inexact(_as_operand(a)) if dtype is None else astype(a, dtype)
-    axes = _axes("mean", a, axis)
+    axes = normalize_axes("mean", axis, ndim(a))
     count = int(_np.prod([shape(a)[i] for i in axes]))
     return divide(sum(a, axes, keepdims=keepdims), count)
 
 
 def var(a: Any, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
     a = _to_inexact(_as_operand(a))
-    axes = _axes("var", a, axis)
+    axes = normalize_axes("var", axis, ndim(a))
     centered = subtract(a, mean(a, axes, keepdims=True))
     count = int(_np.prod([shape(a)[i] for i in axes])) - ddof
     return divide(sum(square(centered), axes, keepdims=keepdims), count)
@@ -87,13 +76,13 @@ def std(a: Any, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
 
 def all(a: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
     a = _as_bool(a)
-    axes = _axes("all", a, axis)
+    axes = normalize_axes("all", axis, ndim(a))
     return _keep(a, lax.reduce_min(a, axes), axes, keepdims)
 
 
 def any(a: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
     a = _as_bool(a)
-    axes = _axes("any", a, axis)
+    axes = normalize_axes("any", axis, ndim(a))
     return _keep(a, lax.reduce_max(a, axes), axes, keepdims)
 
 

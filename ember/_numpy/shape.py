@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import builtins
-import operator
 from typing import Any, Sequence
 
 import numpy as _np
@@ -11,18 +10,9 @@ from ember._core import dtypes as dt
 from ember._runtime.array import asarray
 from ember._core import aval_of, is_python_scalar
 from ember import _prims as lax
-from ember._core.checks import normalize_axis
+from ember._core.checks import normalize_axis, static_ints
 
 from ember._numpy.promotion import _as_operand, _broadcast_shapes, _broadcast_to_shape, _promote
-
-
-def _shape_tuple(name: str, shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, int | _np.integer):
-        return (int(shape),)
-    try:
-        return tuple(int(operator.index(d)) for d in shape)
-    except TypeError:
-        raise TypeError(f"{name}: shape must be an int or a sequence of ints, got {shape!r}") from None
 
 
 def shape(x: Any) -> tuple[int, ...]:
@@ -49,7 +39,7 @@ def reshape(a: Any, newshape: Any, order: str = "C") -> Any:
     if order != "C":
         raise NotImplementedError("reshape: only order='C' is supported")
     a = _as_operand(a)
-    new = list(_shape_tuple("reshape", newshape))
+    new = list(static_ints("reshape", "shape", newshape))
     total = size(a)
     if new.count(-1) > 1:
         raise ValueError(f"reshape: can only specify one unknown dimension, got {tuple(new)}")
@@ -119,7 +109,7 @@ def squeeze(a: Any, axis: int | Sequence[int] | None = None) -> Any:
 
 def broadcast_to(a: Any, shape: Any) -> Any:
     a = _as_operand(a)
-    target = _shape_tuple("broadcast_to", shape)
+    target = static_ints("broadcast_to", "shape", shape)
     if is_python_scalar(a):
         a = _promote("broadcast_to", a)[0]
     got = aval_of(a).shape

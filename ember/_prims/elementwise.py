@@ -11,7 +11,7 @@ from ember._core import NOT_DIFFERENTIABLE, Primitive, ShapedArray, aval_of, is_
 from ember._core import dtypes as dt
 from ember._core.checks import static_int
 from ember._hlo import LoweringContext
-from ember._prims.checks import (ANY, FLOAT, INTEGRAL, NUMERIC, all_weak, check_dtype, check_same_dtypes,
+from ember._prims.checks import (ANY, FLOAT, INTEGRAL, NUMERIC, all_weak, check_same_dtypes,
                                  coerce_scalars, elementwise_shape)
 from ember._prims.families import ZERO, binary, comparison, elementwise_batching, unary, unbroadcast
 from ember._prims.shape import full_like, linear_jvp

@@ -2,32 +2,13 @@
 executable, kept in a bounded least-recently-used cache. Importing this module fills the core's eager slot."""
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any, Sequence
 
+from ember._core.cache import LRUCache
 from ember._core import EAGER, IR, Eqn, Primitive, ShapedArray, Tracer, UnexpectedTracerError, Var, aval_of_value
 from ember._runtime.compiler import Compiled, compile_ir
 
 EAGER_CACHE_SIZE = 4096
-
-
-class LRUCache(OrderedDict):
-    """A dict that keeps at most maxsize entries, dropping the least recently used."""
-
-    def __init__(self, maxsize: int):
-        super().__init__()
-        self.maxsize = maxsize
-
-    def lookup(self, key: Any) -> Any:
-        value = self.get(key)
-        if value is not None:
-            self.move_to_end(key)
-        return value
-
-    def store(self, key: Any, value: Any) -> None:
-        self[key] = value
-        if len(self) > self.maxsize:
-            self.popitem(last=False)
 
 
 _eager_cache = LRUCache(EAGER_CACHE_SIZE)

@@ -5,27 +5,19 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ember._core import IR, Env, ShapedArray, Var, aval_of, stage_flat
+from ember._core import IR, Eqn, ShapedArray, aval_of, stage_flat
+from ember._core.eval import eval_ir_annotated
 from ember._prims.shape import BatchDim, batch_at_front, moveaxis
 from ember._transforms.passes import simplify
 
 
+def _batching_rule(eqn: Eqn, args: list[Any], dims: list[BatchDim]) -> tuple[Sequence[Any], Sequence[BatchDim]]:
+    return eqn.prim.rule("batching", "vmap")(args, dims, **eqn.params)
+
+
 def batch_pass(ir: IR, args: Sequence[Any], dims: Sequence[BatchDim]) -> tuple[list[Any], list[BatchDim]]:
     """Evaluate ir in the current context on args batched along dims; returns (outputs, their batch dims)."""
-    env = Env(zip(ir.const_vars, ir.consts))
-    env.update(zip(ir.in_vars, args))
-    dim_of: dict[Var, int] = {v: d for v, d in zip(ir.in_vars, dims) if d is not None}
-    for eqn in ir.eqns:
-        ins = [env.read(a) for a in eqn.inputs]
-        in_dims = [dim_of.get(a) if isinstance(a, Var) else None for a in eqn.inputs]
-        if all(d is None for d in in_dims):
-            outs = eqn.prim.bind(*ins, **eqn.params)
-            env.update(zip(eqn.outputs, outs if eqn.prim.multiple_results else [outs]))
-            continue
-        outs, out_dims = eqn.prim.rule("batching", "vmap")(ins, in_dims, **eqn.params)
-        env.update(zip(eqn.outputs, outs))
-        dim_of.update((v, d) for v, d in zip(eqn.outputs, out_dims) if d is not None)
-    return [env.read(a) for a in ir.outs], [dim_of.get(a) if isinstance(a, Var) else None for a in ir.outs]
+    return eval_ir_annotated(ir, args, dims, _batching_rule)
 
 
 def batched_aval(aval: ShapedArray, dim: BatchDim, size: int) -> ShapedArray:

@@ -5,30 +5,23 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ember._core import IR, Env, Var, stage_flat
+from ember._core import IR, Eqn, stage_flat
+from ember._core.eval import bind_outputs, eval_ir_annotated
 from ember._core import dtypes as dt
 from ember._prims.shape import zeros
 from ember._transforms.passes import simplify
 
 
+def _jvp_rule(eqn: Eqn, primals: list[Any], tangents: list[Any]) -> tuple[Sequence[Any], Sequence[Any]]:
+    if not eqn.prim.differentiable:  # outputs carry no derivative: their tangents are zero
+        return bind_outputs(eqn, primals), [None] * len(eqn.outputs)
+    return eqn.prim.rule("jvp", "forward-mode differentiation")(primals, tangents, **eqn.params)
+
+
 def jvp_pass(ir: IR, primals: Sequence[Any], tangents: Sequence[Any | None]) -> tuple[list[Any], list[Any | None]]:
     """Evaluate ir on primals in the current context, pushing tangents (None: zero) forward. Returns (outputs,
     output tangents), a tangent None where it is zero."""
-    env = Env(zip(ir.const_vars, ir.consts))
-    env.update(zip(ir.in_vars, primals))
-    tangent_of: dict[Var, Any] = {v: t for v, t in zip(ir.in_vars, tangents) if t is not None}
-    for eqn in ir.eqns:
-        ins = [env.read(a) for a in eqn.inputs]
-        tins = [tangent_of.get(a) if isinstance(a, Var) else None for a in eqn.inputs]
-        if all(t is None for t in tins) or not eqn.prim.differentiable:
-            outs = eqn.prim.bind(*ins, **eqn.params)
-            env.update(zip(eqn.outputs, outs if eqn.prim.multiple_results else [outs]))
-            continue
-        outs, touts = eqn.prim.rule("jvp", "forward-mode differentiation")(ins, tins, **eqn.params)
-        env.update(zip(eqn.outputs, outs))
-        tangent_of.update((v, t) for v, t in zip(eqn.outputs, touts) if t is not None)
-    return ([env.read(a) for a in ir.outs],
-            [tangent_of.get(a) if isinstance(a, Var) else None for a in ir.outs])
+    return eval_ir_annotated(ir, primals, tangents, _jvp_rule)
 
 
 def jvp_ir(ir: IR, with_tangent: Sequence[bool] | None = None) -> IR:

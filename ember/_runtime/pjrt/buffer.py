@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ember._runtime.pjrt.errors import PjrtError
-from ember._runtime.pjrt.structs import _BufferReadyEventArgs, _BufferToHostBufferArgs, _data_address, _handle_args, _new
+from ember._runtime.pjrt.structs import (_BufferReadyEventArgs, _BufferToHostBufferArgs, _data_address, _handle_args,
+                                        _new)
 
 if TYPE_CHECKING:
     from ember._runtime.pjrt.client import Client

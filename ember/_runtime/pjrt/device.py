@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ember._runtime.pjrt.structs import (_DeviceDescriptionIdArgs, _DeviceDescriptionKindArgs, _DeviceGetDescriptionArgs,
-                                 _new, _string_at)
+from ember._runtime.pjrt.structs import (_DeviceDescriptionIdArgs, _DeviceDescriptionKindArgs,
+                                        _DeviceGetDescriptionArgs, _new, _string_at)
 
 if TYPE_CHECKING:
     from ember._runtime.pjrt.client import Client

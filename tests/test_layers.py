@@ -1,0 +1,104 @@
+"""The package's imports point one way (shared/docs/architecture.md): each layer imports only from the layers
+before it, and inside the layered packages, modules import only from the modules listed before them. Imports
+under `if TYPE_CHECKING:` (type hints only) are exempt from the order inside a package, never across layers."""
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).parent.parent / "ember"
+
+LAYERS = ["_core", "_hlo", "_prims", "_transforms", "_control", "_runtime", "_api", "_numpy", "public"]
+PUBLIC = {"__init__", "lax", "numpy", "tree_util", "tree", "random", "nn", "optim"}
+
+# Module order inside a package: a module imports only modules of its package listed before it.
+ORDER = {
+    "_core": ["cache", "dtypes", "ir", "primitive", "trace", "eval", "checks", "pytree", "__init__"],
+    "_hlo": ["emitter", "lower", "__init__"],
+    "_prims": ["checks", "shape", "families", "elementwise", "slicing", "reduction", "dot", "__init__"],
+    "_transforms": ["passes", "ad", "jvp", "batching", "__init__"],
+    "_runtime": ["pjrt", "backends", "array", "dispatch", "compiler", "eager", "__init__"],
+    "_api": ["staging", "jit", "autodiff", "__init__"],
+}
+
+
+def _layer_and_module(parts: list[str]) -> tuple[str, str]:
+    """(layer, module within the layer) of a dotted module path below `ember`."""
+    if not parts or parts[0] in PUBLIC:
+        return "public", parts[0] if parts else "__init__"
+    return parts[0], parts[1] if len(parts) > 1 else "__init__"
+
+
+def _modules() -> list[pathlib.Path]:
+    return sorted(p for p in ROOT.rglob("*.py"))
+
+
+def _imports(path: pathlib.Path) -> list[tuple[list[str], bool]]:
+    """The ember modules a file imports, as dotted parts below `ember`, and whether under TYPE_CHECKING."""
+    tree = ast.parse(path.read_text())
+    type_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            type_only.update(id(n) for child in node.body for n in ast.walk(child))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "ember":
+            parts = node.module.split(".")[1:]
+            for alias in node.names:  # `from ember._runtime import pjrt` imports the submodule ember._runtime.pjrt
+                sub = ROOT.joinpath(*parts, alias.name)
+                is_module = sub.with_suffix(".py").exists() or (sub / "__init__.py").exists()
+                found.append((parts + [alias.name] if is_module else parts, id(node) in type_only))
+        elif isinstance(node, ast.Import):
+            found.extend((alias.name.split(".")[1:], id(node) in type_only)
+                         for alias in node.names if alias.name.split(".")[0] == "ember")
+    return found
+
+
+def violations(path: pathlib.Path, own: list[str]) -> list[str]:
+    """What is wrong with the imports of the file at path, were it the module ember.<own>."""
+    layer, module = _layer_and_module(own)
+    found = []
+    for parts, type_only in _imports(path):
+        their_layer, their_module = _layer_and_module(parts)
+        name = f"ember.{'.'.join(parts)}"
+        if LAYERS.index(their_layer) > LAYERS.index(layer):
+            found.append(f"{'/'.join(own)} (layer {layer}) imports {name} (layer {their_layer})")
+        elif their_layer == layer and layer in ORDER and not type_only and their_module != module:
+            order = ORDER[layer]
+            if module not in order or their_module not in order:
+                found.append(f"{layer}/{module} or {their_module} is missing from ORDER")
+            elif order.index(their_module) > order.index(module):
+                found.append(f"{'/'.join(own)} imports {name}, listed after it in {layer}'s order")
+    return found
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_imports_point_one_way(path):
+    assert violations(path, list(path.relative_to(ROOT).with_suffix("").parts)) == []
+
+
+def test_pjrt_binding_imports_nothing_else_from_ember():
+    for path in sorted((ROOT / "_runtime" / "pjrt").glob("*.py")):
+        for parts, _ in _imports(path):
+            assert parts[:2] == ["_runtime", "pjrt"], f"{path.name} imports ember.{'.'.join(parts)}"
+
+
+def test_every_module_is_in_a_layer():
+    for path in _modules():
+        layer, _ = _layer_and_module(list(path.relative_to(ROOT).with_suffix("").parts))
+        assert layer in LAYERS, f"{path.relative_to(ROOT)} is in no layer"
+
+
+def test_order_lists_every_module():
+    for layer, order in ORDER.items():
+        present = {p.stem if p.is_file() else p.name for p in (ROOT / layer).iterdir()
+                   if (p.suffix == ".py") or (p.is_dir() and (p / "__init__.py").exists())}
+        assert present == set(order), f"{layer}: ORDER lists {sorted(order)}, the package has {sorted(present)}"
+
+
+def test_a_violation_is_caught(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from ember._api import jit\nfrom ember._prims.dot import dot_general\n")
+    assert violations(bad, ["_prims", "shape"]) == [
+        "_prims/shape (layer _prims) imports ember._api.jit (layer _api)",
+        "_prims/shape imports ember._prims.dot, listed after it in _prims's order"]
