@@ -2,8 +2,8 @@
 with XLA through PJRT.
 
 The package is layered; imports point one way: _core -> _hlo -> _prims -> _transforms -> (_control) -> _runtime
--> _api -> _numpy -> the public faces (this module, lax, numpy, tree_util). tests/test_layers.py enforces it."""
-from ember import lax as lax, numpy as numpy, tree_util as tree_util
+-> _api -> _numpy -> the public faces (this module, lax, numpy, tree, tree_util). tests/test_layers.py enforces it."""
+from ember import lax as lax, numpy as numpy, tree as tree, tree_util as tree_util
 from ember._api import compile as compile, grad as grad, jit as jit, make_ir as make_ir  # noqa: A004
 from ember._api import stage_out as stage_out, value_and_grad as value_and_grad, vjp as vjp
 from ember._api import eval_ir_public as eval_ir
@@ -22,5 +22,5 @@ __all__ = [
     "Array", "CompileError", "Compiled", "ConcretizationTypeError", "IR", "IRTypeError", "Lowered", "PjrtError",
     "ShapedArray", "UnexpectedTracerError", "array", "asarray", "check_ir", "compile", "dce", "default_device",
     "device_put", "devices", "eval_ir", "grad", "jit", "lax", "lower", "make_ir", "numpy", "stage_out",
-    "tree_util", "value_and_grad", "vjp",
+    "tree", "tree_util", "value_and_grad", "vjp",
 ]

@@ -1,37 +1,230 @@
-"""Pytrees: nested tuples, lists, dicts, namedtuples and None (plus registered node types) with array leaves."""
+"""Pytrees: nested tuples, lists, dicts, namedtuples and None (plus registered node types) with array leaves.
+
+Semantics follow jax.tree_util: dict keys are sorted, None is a node without children, namedtuples are nodes,
+every other unregistered object is a leaf. This module is the bottom layer: it imports nothing from ember."""
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Iterable
+import collections
+import dataclasses
+import functools
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
-__all__ = ["PyTreeDef", "leaf_def", "register_pytree_node", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_map",
-           "tree_structure"]
+__all__ = [
+    "DictKey", "FlattenedIndexKey", "GetAttrKey", "KeyEntry", "KeyPath", "Partial", "PyTreeDef", "SequenceKey",
+    "all_leaves", "keystr", "leaf_def", "register_dataclass", "register_pytree_node", "register_pytree_node_class",
+    "register_pytree_with_keys", "tree_all", "tree_flatten", "tree_flatten_with_path", "tree_leaves",
+    "tree_leaves_with_path", "tree_map", "tree_map_with_path", "tree_reduce", "tree_structure", "tree_transpose",
+    "tree_unflatten", "treedef_children",
+]
 
-# type -> (flatten(node) -> (children, aux), unflatten(aux, children) -> node)
-_REGISTRY: dict[type, tuple[Callable[[Any], tuple[Iterable[Any], Hashable]], Callable[[Hashable, list[Any]], Any]]] = {}
+T = TypeVar("T")
+IsLeaf = Callable[..., bool]
 
 
-def register_pytree_node(node_type: type, flatten: Callable[[Any], tuple[Iterable[Any], Hashable]],
-                         unflatten: Callable[[Hashable, list[Any]], Any]) -> None:
-    """Make node_type a pytree node: flatten(node) -> (children, aux_data); unflatten(aux_data, children)."""
-    _REGISTRY[node_type] = (flatten, unflatten)
+# ---- key paths ------------------------------------------------------------------------------------------------
+
+class _Key:
+    """A key class: a frozen dataclass of one field, shown as _FORMAT of its value."""
+    _FORMAT: ClassVar[str]
+
+    def _value(self) -> Any:
+        return getattr(self, dataclasses.fields(self)[0].name)  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return self._FORMAT.format(self._value())
 
 
-register_pytree_node(tuple, lambda t: (t, None), lambda _, c: tuple(c))
-register_pytree_node(list, lambda t: (t, None), lambda _, c: list(c))
-register_pytree_node(dict, lambda d: ([d[k] for k in sorted(d)], tuple(sorted(d))),
-                     lambda keys, c: dict(zip(keys, c)))
+@dataclasses.dataclass(frozen=True)
+class SequenceKey(_Key):
+    """The key of a tuple's or list's child: ``[idx]``."""
+    idx: int
+    _FORMAT = "[{!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class DictKey(_Key):
+    """The key of a dict's child: ``[key]``."""
+    key: Hashable
+    _FORMAT = "[{!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class GetAttrKey(_Key):
+    """The key of an attribute (namedtuple field, dataclass field): ``.name``."""
+    name: str
+    _FORMAT = ".{}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FlattenedIndexKey(_Key):
+    """The key of a registered node's child when the node has no keys of its own: its position."""
+    key: int
+    _FORMAT = "[<flat index {}>]"
+
+
+KeyEntry = Hashable
+KeyPath = tuple[KeyEntry, ...]
+
+
+def keystr(keys: KeyPath, *, simple: bool = False, separator: str = "") -> str:
+    """A key path as a string: ``[0]['a'].b``, or with simple=True the bare keys (``0``, ``a``, ``b``) joined."""
+    def bare(key: KeyEntry) -> str:
+        return str(key._value() if isinstance(key, _Key) else key)
+    return separator.join(map(bare if simple else str, keys))
+
+
+# ---- the registry ---------------------------------------------------------------------------------------------
+
+Flatten = Callable[[Any], tuple[Iterable[Any], Hashable]]
+FlattenWithKeys = Callable[[Any], tuple[Iterable[tuple[KeyEntry, Any]], Hashable]]
+Unflatten = Callable[[Hashable, Iterable[Any]], Any]
+
+
+class _Node(NamedTuple):
+    flatten: Flatten
+    flatten_with_keys: FlattenWithKeys
+    unflatten: Unflatten
+
+
+_REGISTRY: dict[type, _Node] = {}
+
+
+def _keys_by_position(flatten: Flatten) -> FlattenWithKeys:
+    def flatten_with_keys(node: Any) -> tuple[list[tuple[KeyEntry, Any]], Hashable]:
+        children, aux = flatten(node)
+        return [(FlattenedIndexKey(i), c) for i, c in enumerate(children)], aux
+    return flatten_with_keys
+
+
+def _drop_keys(flatten_with_keys: FlattenWithKeys) -> Flatten:
+    def flatten(node: Any) -> tuple[list[Any], Hashable]:
+        keyed, aux = flatten_with_keys(node)
+        return [c for _, c in keyed], aux
+    return flatten
+
+
+def register_pytree_node(nodetype: type, flatten_func: Flatten, unflatten_func: Unflatten,
+                         flatten_with_keys_func: FlattenWithKeys | None = None) -> None:
+    """Make nodetype a pytree node: flatten_func(node) -> (children, aux_data), unflatten_func(aux_data, children).
+
+    aux_data must be hashable; without flatten_with_keys_func the children's keys are FlattenedIndexKeys."""
+    if nodetype in _REGISTRY:
+        raise ValueError(f"register_pytree_node: {nodetype.__name__} is already registered as a pytree node")
+    _REGISTRY[nodetype] = _Node(flatten_func, flatten_with_keys_func or _keys_by_position(flatten_func),
+                                unflatten_func)
+
+
+def register_pytree_with_keys(nodetype: type, flatten_with_keys: FlattenWithKeys, unflatten_func: Unflatten,
+                              flatten_func: Flatten | None = None) -> None:
+    """Like register_pytree_node, from flatten_with_keys(node) -> ([(key, child), ...], aux_data)."""
+    register_pytree_node(nodetype, flatten_func or _drop_keys(flatten_with_keys), unflatten_func, flatten_with_keys)
+
+
+def register_pytree_node_class(cls: type[T]) -> type[T]:
+    """Class decorator: register cls through its ``tree_flatten`` method and ``tree_unflatten`` classmethod."""
+    register_pytree_node(cls, lambda node: node.tree_flatten(), cls.tree_unflatten)  # type: ignore[attr-defined]
+    return cls
+
+
+def register_dataclass(nodetype: type[T], data_fields: Sequence[str] | None = None,
+                       meta_fields: Sequence[str] | None = None, drop_fields: Sequence[str] = ()) -> type[T]:
+    """Register a dataclass-like type: data_fields are children (keyed by GetAttrKey), meta_fields static aux data.
+
+    Without field lists nodetype must be a dataclass: fields with ``metadata={"static": True}`` are meta fields,
+    the others data fields. Rebuilt by ``nodetype(**fields)``; usable as a class decorator."""
+    if (data_fields is None) != (meta_fields is None):
+        raise TypeError(f"register_dataclass: give both data_fields and meta_fields or neither; got "
+                        f"data_fields={data_fields!r}, meta_fields={meta_fields!r}")
+    if data_fields is None or meta_fields is None:
+        if not dataclasses.is_dataclass(nodetype):
+            raise TypeError(f"register_dataclass: {nodetype.__name__} is not a dataclass; give data_fields and "
+                            "meta_fields")
+        fields = [f for f in dataclasses.fields(nodetype) if f.name not in drop_fields]
+        data_fields = [f.name for f in fields if not f.metadata.get("static", False)]
+        meta_fields = [f.name for f in fields if f.metadata.get("static", False)]
+    data, meta = tuple(data_fields), tuple(meta_fields)
+    if overlap := set(data) & set(meta):
+        raise ValueError(f"register_dataclass: fields {sorted(overlap)} are both data and meta fields")
+    if dataclasses.is_dataclass(nodetype):
+        init = {f.name for f in dataclasses.fields(nodetype) if f.init} - set(drop_fields)
+        if init != {*data, *meta}:
+            raise ValueError(f"register_dataclass: data_fields and meta_fields must be exactly the init fields of "
+                             f"{nodetype.__name__}; missing {sorted(init - {*data, *meta})}, unexpected "
+                             f"{sorted({*data, *meta} - init)}")
+    register_pytree_with_keys(
+        nodetype,
+        lambda x: ([(GetAttrKey(n), getattr(x, n)) for n in data], tuple(getattr(x, n) for n in meta)),
+        lambda aux, children: nodetype(**dict(zip(meta, aux)), **dict(zip(data, children))),
+        lambda x: ([getattr(x, n) for n in data], tuple(getattr(x, n) for n in meta)))
+    return nodetype
+
+
+def _sequence_keys(seq: Sequence[Any]) -> tuple[list[tuple[KeyEntry, Any]], None]:
+    return [(SequenceKey(i), c) for i, c in enumerate(seq)], None
+
+
+def _sorted_keys(d: dict[Any, Any]) -> tuple[Any, ...]:
+    try:
+        return tuple(sorted(d))
+    except TypeError:
+        raise ValueError(f"pytree dict keys must be sortable, got {list(d)!r}") from None
+
+
+def _register_mapping(nodetype: type, keys_of: Callable[[Any], tuple[Any, ...]],
+                      aux_of: Callable[[Any, tuple[Any, ...]], Hashable], unflatten: Unflatten) -> None:
+    def flatten(d: Any) -> tuple[list[Any], Hashable]:
+        keys = keys_of(d)
+        return [d[k] for k in keys], aux_of(d, keys)
+
+    def flatten_with_keys(d: Any) -> tuple[list[tuple[KeyEntry, Any]], Hashable]:
+        keys = keys_of(d)
+        return [(DictKey(k), d[k]) for k in keys], aux_of(d, keys)
+    register_pytree_node(nodetype, flatten, unflatten, flatten_with_keys)
+
+
+register_pytree_node(tuple, lambda t: (t, None), lambda _, c: tuple(c), _sequence_keys)
+register_pytree_node(list, lambda t: (t, None), lambda _, c: list(c), _sequence_keys)
 register_pytree_node(type(None), lambda _: ((), None), lambda _, c: None)
+_register_mapping(dict, _sorted_keys, lambda _, keys: keys, lambda keys, c: dict(zip(keys, c)))
+_register_mapping(collections.OrderedDict, tuple, lambda _, keys: keys,
+                  lambda keys, c: collections.OrderedDict(zip(keys, c)))
+_register_mapping(collections.defaultdict, _sorted_keys, lambda d, keys: (d.default_factory, keys),
+                  lambda aux, c: collections.defaultdict(aux[0], zip(aux[1], c)))
+
+# namedtuples are nodes without registration; their unflatten needs the type (see PyTreeDef._build)
+_NAMEDTUPLE = _Node(lambda t: (t, None), lambda t: ([(GetAttrKey(f), c) for f, c in zip(t._fields, t)], None),
+                    lambda _, c: None)
+
+
+def _node_of(node_type: type) -> _Node | None:
+    node = _REGISTRY.get(node_type)
+    if node is None and issubclass(node_type, tuple) and hasattr(node_type, "_fields"):
+        return _NAMEDTUPLE
+    return node
+
+
+# ---- tree definitions -----------------------------------------------------------------------------------------
+
+class _Mismatch(Exception):
+    """Raised inside PyTreeDef._up_to; the path is filled in on the way out."""
+
+    def __init__(self, what: str):
+        super().__init__(what)
+        self.what = what
+        self.path: list[KeyEntry] = []
 
 
 class PyTreeDef:
     """The structure of a pytree: its node types, their aux data and where the leaves go."""
-    __slots__ = ("node_type", "aux", "children", "num_leaves", "_hash")
+    __slots__ = ("_hash", "aux", "children", "node_type", "num_leaves", "num_nodes")
 
-    def __init__(self, node_type: type | None, aux: Hashable, children: tuple["PyTreeDef", ...]):
+    def __init__(self, node_type: type | None, aux: Hashable, children: tuple[PyTreeDef, ...]):
         self.node_type = node_type  # None for a leaf
         self.aux = aux
         self.children = children
-        self.num_leaves = 1 if node_type is None else sum(c.num_leaves for c in children)
+        self.num_leaves: int = 1 if node_type is None else sum(c.num_leaves for c in children)
+        self.num_nodes: int = 1 + sum(c.num_nodes for c in children)
         self._hash = hash((node_type, aux, children))
 
     def __eq__(self, other: object) -> bool:
@@ -56,9 +249,12 @@ class PyTreeDef:
             return "{" + ", ".join(f"{k!r}: {c._describe()}" for k, c in zip(self.aux, self.children)) + "}"
         if self.node_type is type(None):
             return "None"
-        return f"{self.node_type.__name__}({inner})"
+        kind = f"namedtuple[{self.node_type.__name__}]" if _node_of(self.node_type) is _NAMEDTUPLE else \
+            f"{self.node_type.__name__}[{self.aux}]"
+        return f"CustomNode({kind}, [{inner}])"
 
     def unflatten(self, leaves: Iterable[Any]) -> Any:
+        """The pytree of this structure with these leaves."""
         leaves = list(leaves)
         if len(leaves) != self.num_leaves:
             raise ValueError(f"tree_unflatten: structure {self} needs {self.num_leaves} leaves, got {len(leaves)}")
@@ -68,68 +264,223 @@ class PyTreeDef:
         if self.node_type is None:
             return next(leaves)
         children = [c._build(leaves) for c in self.children]
-        return _node_unflatten(self.node_type)(self.aux, children)
+        node = _node_of(self.node_type)
+        if node is None:
+            raise TypeError(f"tree_unflatten: {self.node_type.__name__} is no longer a registered pytree node")
+        return self.node_type(*children) if node is _NAMEDTUPLE else node.unflatten(self.aux, children)
+
+    def flatten_up_to(self, tree: Any) -> list[Any]:
+        """The subtrees of tree at this structure's leaves; tree must have this structure down to them."""
+        return _flatten_up_to("flatten_up_to", self, tree)
+
+    def compose(self, inner: PyTreeDef) -> PyTreeDef:
+        """This structure with inner in place of each leaf."""
+        if self.node_type is None:
+            return inner
+        return PyTreeDef(self.node_type, self.aux, tuple(c.compose(inner) for c in self.children))
+
+    def _up_to(self, tree: Any, out: list[Any]) -> None:
+        if self.node_type is None:
+            out.append(tree)
+            return
+        if type(tree) is not self.node_type:
+            raise _Mismatch(f"{self.node_type.__name__}, got {type(tree).__name__}")
+        node = _node_of(self.node_type)
+        assert node is not None
+        children, aux = node.flatten(tree)
+        children = list(children)
+        if len(children) != len(self.children):
+            raise _Mismatch(f"{self.node_type.__name__} with {len(self.children)} children, got "
+                            f"{len(children)}")
+        if aux != self.aux:
+            raise _Mismatch(f"{self.node_type.__name__} with node data {self.aux!r}, got {aux!r}")
+        for i, (child_def, child) in enumerate(zip(self.children, children)):
+            try:
+                child_def._up_to(child, out)
+            except _Mismatch as e:
+                e.path.insert(0, list(node.flatten_with_keys(tree)[0])[i][0])
+                raise
 
 
 _LEAF = PyTreeDef(None, None, ())
 
 
-def _is_namedtuple(x: Any) -> bool:
-    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+def leaf_def() -> PyTreeDef:
+    return _LEAF
 
 
-def _node_unflatten(node_type: type) -> Callable[[Hashable, list[Any]], Any]:
-    entry = _REGISTRY.get(node_type)
-    if entry is not None:
-        return entry[1]
-    return lambda _, children: node_type(*children)  # a namedtuple
+def treedef_children(treedef: PyTreeDef) -> list[PyTreeDef]:
+    """The structures of the root's children (none for a leaf)."""
+    return list(treedef.children)
 
 
-def _flatten_into(tree: Any, leaves: list[Any], is_leaf: Callable[[Any], bool] | None) -> PyTreeDef:
-    if is_leaf is not None and is_leaf(tree):
-        leaves.append(tree)
+def _flatten_up_to(fn: str, treedef: PyTreeDef, tree: Any) -> list[Any]:
+    out: list[Any] = []
+    try:
+        treedef._up_to(tree, out)
+    except _Mismatch as e:
+        where = keystr(tuple(e.path)) or "the root"
+        raise ValueError(f"{fn}: trees have different structures: {treedef} and {tree_structure(tree)}; at "
+                         f"{where} expected {e.what}") from None
+    return out
+
+
+# ---- flattening -----------------------------------------------------------------------------------------------
+
+def _flatten_into(tree: Any, leaves: list[Any], is_leaf: IsLeaf | None, path: KeyPath | None,
+                  is_leaf_takes_path: bool) -> PyTreeDef:
+    """Flatten tree, appending leaves (or (path, leaf) pairs when path is not None) to leaves."""
+    if is_leaf is not None and (is_leaf(path, tree) if is_leaf_takes_path else is_leaf(tree)):
+        node = None
+    else:
+        node = _node_of(type(tree))
+    if node is None:
+        leaves.append(tree if path is None else (path, tree))
         return _LEAF
-    node_type = type(tree)
-    entry = _REGISTRY.get(node_type)
-    if entry is None:
-        if _is_namedtuple(tree):
-            children = tuple(_flatten_into(c, leaves, is_leaf) for c in tree)
-            return PyTreeDef(node_type, None, children)
-        leaves.append(tree)
-        return _LEAF
-    items, aux = entry[0](tree)
-    children = tuple(_flatten_into(c, leaves, is_leaf) for c in items)
-    return PyTreeDef(node_type, aux, children)
+    if path is None:
+        items, aux = node.flatten(tree)
+        children = tuple(_flatten_into(c, leaves, is_leaf, None, False) for c in items)
+    else:
+        keyed, aux = node.flatten_with_keys(tree)
+        children = tuple(_flatten_into(c, leaves, is_leaf, (*path, k), is_leaf_takes_path) for k, c in keyed)
+    return PyTreeDef(type(tree), aux, children)
 
 
-def tree_flatten(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[list[Any], PyTreeDef]:
+def tree_flatten(tree: Any, is_leaf: IsLeaf | None = None) -> tuple[list[Any], PyTreeDef]:
+    """The leaves of tree, left to right (dict keys sorted), and its structure."""
     leaves: list[Any] = []
-    treedef = _flatten_into(tree, leaves, is_leaf)
-    return leaves, treedef
+    return leaves, _flatten_into(tree, leaves, is_leaf, None, False)
 
 
 def tree_unflatten(treedef: PyTreeDef, leaves: Iterable[Any]) -> Any:
+    """The pytree of structure treedef with these leaves."""
     return treedef.unflatten(leaves)
 
 
-def tree_leaves(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> list[Any]:
+def tree_leaves(tree: Any, is_leaf: IsLeaf | None = None) -> list[Any]:
+    """The leaves of tree, left to right."""
     return tree_flatten(tree, is_leaf)[0]
 
 
-def tree_structure(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> PyTreeDef:
+def tree_structure(tree: Any, is_leaf: IsLeaf | None = None) -> PyTreeDef:
+    """The structure of tree."""
     return tree_flatten(tree, is_leaf)[1]
 
 
-def tree_map(f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
+def tree_flatten_with_path(tree: Any, is_leaf: IsLeaf | None = None,
+                           is_leaf_takes_path: bool = False) -> tuple[list[tuple[KeyPath, Any]], PyTreeDef]:
+    """Like tree_flatten, with each leaf paired with its key path; is_leaf(path, x) if is_leaf_takes_path."""
+    leaves: list[Any] = []
+    return leaves, _flatten_into(tree, leaves, is_leaf, (), is_leaf_takes_path)
+
+
+def tree_leaves_with_path(tree: Any, is_leaf: IsLeaf | None = None,
+                          is_leaf_takes_path: bool = False) -> list[tuple[KeyPath, Any]]:
+    """The (key path, leaf) pairs of tree, left to right."""
+    return tree_flatten_with_path(tree, is_leaf, is_leaf_takes_path)[0]
+
+
+def all_leaves(iterable: Iterable[Any], is_leaf: Callable[[Any], bool] | None = None) -> bool:
+    """Whether every element is a leaf (not a pytree node, or accepted by is_leaf)."""
+    return all((is_leaf is not None and is_leaf(x)) or _node_of(type(x)) is None for x in iterable)
+
+
+# ---- maps and reductions --------------------------------------------------------------------------------------
+
+def _leaves_of_rest(fn: str, treedef: PyTreeDef, rest: tuple[Any, ...]) -> list[list[Any]]:
+    return [_flatten_up_to(fn, treedef, other) for other in rest]
+
+
+def tree_map(f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: IsLeaf | None = None) -> Any:
+    """f applied leaf-wise: f(x, *ys) for each leaf x of tree and the subtrees ys of rest at the same place.
+
+    Each tree in rest must have tree's structure down to tree's leaves."""
     leaves, treedef = tree_flatten(tree, is_leaf)
-    others = []
-    for other in rest:
-        other_leaves, other_def = tree_flatten(other, is_leaf)
-        if other_def != treedef:
-            raise ValueError(f"tree_map: trees have different structures: {treedef} and {other_def}")
-        others.append(other_leaves)
-    return treedef.unflatten(f(*args) for args in zip(leaves, *others))
+    others = _leaves_of_rest("tree_map", treedef, rest)
+    return treedef.unflatten(f(*xs) for xs in zip(leaves, *others))
 
 
-def leaf_def() -> PyTreeDef:
-    return _LEAF
+def tree_map_with_path(f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: IsLeaf | None = None,
+                       is_leaf_takes_path: bool = False) -> Any:
+    """Like tree_map, calling f(path, x, *ys) with each leaf's key path."""
+    keyed, treedef = tree_flatten_with_path(tree, is_leaf, is_leaf_takes_path)
+    others = _leaves_of_rest("tree_map_with_path", treedef, rest)
+    return treedef.unflatten(f(path, x, *ys) for (path, x), *ys in zip(keyed, *others))
+
+
+class _Unspecified:
+    def __repr__(self) -> str:
+        return "<unspecified>"
+
+
+_UNSPECIFIED: Any = _Unspecified()
+
+
+def tree_reduce(function: Callable[[T, Any], T], tree: Any, initializer: T = _UNSPECIFIED,
+                is_leaf: IsLeaf | None = None) -> T:
+    """functools.reduce(function, leaves[, initializer]) over the leaves of tree."""
+    leaves = tree_leaves(tree, is_leaf)
+    if initializer is _UNSPECIFIED:
+        if not leaves:
+            raise TypeError("tree_reduce: the tree has no leaves and no initializer was given")
+        return functools.reduce(function, leaves)
+    return functools.reduce(function, leaves, initializer)
+
+
+def tree_all(tree: Any, *, is_leaf: IsLeaf | None = None) -> bool:
+    """Whether all leaves of tree are truthy."""
+    return all(tree_leaves(tree, is_leaf))
+
+
+def tree_transpose(outer_treedef: PyTreeDef, inner_treedef: PyTreeDef | None, pytree_to_transpose: Any) -> Any:
+    """Turn a tree of structure outer-of-inner into one of inner-of-outer (inner inferred from the first subtree
+    when None)."""
+    leaves, treedef = tree_flatten(pytree_to_transpose)
+    if inner_treedef is None:
+        subtrees = _flatten_up_to("tree_transpose", outer_treedef, pytree_to_transpose)
+        if not subtrees:
+            raise ValueError(f"tree_transpose: cannot infer inner_treedef: outer structure {outer_treedef} has no "
+                             "leaves")
+        inner_treedef = tree_structure(subtrees[0])
+    expected = outer_treedef.compose(inner_treedef)
+    if treedef != expected:
+        raise TypeError(f"tree_transpose: expected a tree of structure {expected} (outer {outer_treedef}, inner "
+                        f"{inner_treedef}), got {treedef}")
+    n_inner = inner_treedef.num_leaves
+    return inner_treedef.unflatten(outer_treedef.unflatten(leaves[i::n_inner]) for i in range(n_inner))
+
+
+# ---- Partial --------------------------------------------------------------------------------------------------
+
+class _StaticPartial:
+    """A functools.partial held as Partial's function, so that its bound arguments stay static aux data."""
+    __slots__ = ("partial",)
+
+    def __init__(self, partial: functools.partial[Any]):
+        self.partial = partial
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.partial(*args, **kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _StaticPartial) and self.partial == other.partial
+
+    def __hash__(self) -> int:
+        return hash(self.partial)
+
+    def __repr__(self) -> str:
+        return f"_StaticPartial({self.partial!r})"
+
+
+class Partial(functools.partial):  # type: ignore[type-arg]
+    """A functools.partial that is a pytree: the bound args and keywords are its children, the function is static
+    aux data (a functools.partial given as the function stays whole, with its own arguments static)."""
+
+    def __new__(cls, func: Callable[..., Any], /, *args: Any, **keywords: Any) -> Self:
+        if isinstance(func, functools.partial):
+            func = _StaticPartial(func)
+        return super().__new__(cls, func, *args, **keywords)
+
+
+register_pytree_node(Partial, lambda p: ((p.args, p.keywords), p.func),
+                     lambda func, children: Partial(func, *children[0], **children[1]))

@@ -6,13 +6,14 @@ Primitive.bind). Tracers of an enclosing Builder, and concrete arrays, that a st
 constants of the inner IR: when that IR is inlined into the enclosing trace they are bound again."""
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ember._core.dtypes import ShapedArray, aval_of_value, canonicalize_dtype, is_python_scalar
 from ember._core.ir import IR, Atom, Eqn, Literal, Var, python_scalar_literal
-from ember._core.primitive import TRACE_STATE, Primitive
+from ember._core.primitive import EAGER, TRACE_STATE, Primitive
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -43,13 +44,15 @@ def install_array_methods(methods: dict[str, Any]) -> None:
 
 
 class Tracer(ArrayMethods):
-    """A value inside a function being staged out: only its shape and dtype are known."""
-    __slots__ = ("builder", "ir_var", "aval")
+    """A value inside a function being staged out: its shape and dtype are known, and its value only while an
+    autodiff API evaluates a function with concrete values (see Builder.concrete)."""
+    __slots__ = ("builder", "ir_var", "aval", "value")
 
-    def __init__(self, builder: "Builder", var: Var):
+    def __init__(self, builder: "Builder", var: Var, value: Any = None):
         self.builder = builder
         self.ir_var = var
         self.aval = var.aval
+        self.value = value
 
     shape = property(lambda self: self.aval.shape)
     dtype = property(lambda self: self.aval.dtype)
@@ -60,47 +63,82 @@ class Tracer(ArrayMethods):
     def __repr__(self) -> str:
         return f"Traced<{self.aval.str_short()}>"
 
-    def _concretization_error(self, what: str) -> ConcretizationTypeError:
-        return ConcretizationTypeError(
-            f"{what} of a traced value {self.aval.str_short()}: its value is not known while the function is "
-            "staged out (under jit, grad, stage_out, ...). Python control flow (if/while/and/or) and "
-            "conversions (bool/int/float) need concrete values; use ember.numpy.where or ember.lax.select for "
-            "data-dependent choices, or mark the argument static (jit(..., static_argnums=...)).")
+    def _concrete(self, what: str) -> Any:
+        """The concrete value, or a ConcretizationTypeError that says where the value comes from."""
+        if self.value is not None:
+            return self.value
+        origin = self.builder.dependence(self.ir_var)
+        raise ConcretizationTypeError(
+            f"{what} of a traced value {self.aval.str_short()}{origin}: its value is not known while the "
+            "function is staged out (under jit, vmap, stage_out, or a transformation inside them). Python "
+            "control flow (if/while/and/or) and conversions (bool/int/float) need concrete values: use "
+            "ember.numpy.where or ember.lax.select for data-dependent choices (lax.cond and lax.while_loop for "
+            "data-dependent control flow are coming), or mark the argument static (jit(..., static_argnums=...)). "
+            "Outside jit and vmap, grad, vjp, jvp and the Jacobians evaluate such code with concrete values.")
 
     def __bool__(self) -> bool:
-        raise self._concretization_error("bool()")
+        return bool(self._concrete("bool()"))
 
     def __int__(self) -> int:
-        raise self._concretization_error("int()")
+        return int(self._concrete("int()"))
 
     def __float__(self) -> float:
-        raise self._concretization_error("float()")
+        return float(self._concrete("float()"))
 
     def __index__(self) -> int:
-        raise self._concretization_error("__index__()")
+        return operator.index(self._concrete("__index__()"))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        raise self._concretization_error("numpy conversion (np.asarray)")
+        return np.asarray(self._concrete("numpy conversion (np.asarray)"), dtype)
 
     def tolist(self) -> Any:
-        raise self._concretization_error("tolist()")
+        return np.asarray(self._concrete("tolist()")).tolist()
 
     def item(self) -> Any:
-        raise self._concretization_error("item()")
+        return np.asarray(self._concrete("item()")).item()
 
 
 class Builder:
-    """Collects the equations of one function being staged out."""
+    """Collects the equations of one function being staged out.
 
-    def __init__(self) -> None:
+    A concrete builder also knows its inputs' values and computes every equation's value eagerly as it records
+    it, so Python code may branch on values: the autodiff APIs use one outside jit to evaluate a function whose
+    control flow depends on its arguments (the IR they get is specialised to those values and not cached)."""
+
+    def __init__(self, label: str = "", concrete: bool = False) -> None:
         self.eqns: list[Eqn] = []
         self.const_vars: list[Var] = []
         self.consts: list[Any] = []
         self._captured: dict[int, Var] = {}
         self.active = True
+        self.label = label
+        self.concrete = concrete
+        self.input_names: dict[Var, str] = {}
 
-    def new_input(self, aval: ShapedArray) -> Tracer:
-        return Tracer(self, Var(aval))
+    def new_input(self, aval: ShapedArray, value: Any = None, name: str = "") -> Tracer:
+        var = Var(aval)
+        if name:
+            self.input_names[var] = name
+        return Tracer(self, var, value)
+
+    def dependence(self, var: Var) -> str:
+        """Where a traced value comes from, for error messages: the function and the inputs it depends on."""
+        made_by = {v: eqn for eqn in self.eqns for v in eqn.outputs}
+        seen, stack, inputs = set(), [var], []
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in self.input_names:
+                inputs.append(self.input_names[v])
+            elif v in made_by:
+                stack.extend(a for a in made_by[v].inputs if isinstance(a, Var))
+        where = f" in {self.label}" if self.label else ""
+        if inputs:
+            names = ", ".join(sorted(set(inputs)))
+            return f"{where} (it depends on the value of {names})"
+        return where
 
     def capture(self, value: Any, aval: ShapedArray) -> Var:
         var = self._captured.get(id(value))
@@ -138,7 +176,18 @@ class Builder:
         out_avals = prim.out_avals([a.aval for a in inputs], params)
         outputs = [Var(aval) for aval in out_avals]
         self.eqns.append(Eqn(prim, inputs, outputs, params))
-        return [Tracer(self, v) for v in outputs]
+        values = self._values(prim, args, params) if self.concrete else None
+        if values is None:
+            return [Tracer(self, v) for v in outputs]
+        return [Tracer(self, v, value) for v, value in zip(outputs, values)]
+
+    @staticmethod
+    def _values(prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Any] | None:
+        """The outputs' values, computed eagerly, when every input's value is known."""
+        known = [x.value if isinstance(x, Tracer) else x for x in args]
+        if any(v is None for v in known):
+            return None
+        return EAGER.apply(prim, known, params)
 
     def build(self, inputs: Sequence[Tracer], outputs: Sequence[Any]) -> IR:
         outs = [self.to_atom(x) for x in outputs]
@@ -149,12 +198,26 @@ def is_tracing() -> bool:
     return bool(TRACE_STATE.stack)
 
 
-def stage_flat(fn: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray]) -> IR:
-    """Stage fn (taking and returning flat lists of arrays) out to an IR at the given abstract values."""
-    builder = Builder()
+def concrete_values(leaves: Sequence[Any]) -> list[Any] | None:
+    """The values of leaves when the innermost staging is concrete and knows them all, else None: a transformation
+    called inside a concrete staging evaluates concretely too."""
+    stack = TRACE_STATE.stack
+    if not stack or not stack[-1].concrete:
+        return None
+    values = [x.value if isinstance(x, Tracer) else x for x in leaves]
+    return None if any(v is None for v in values) else values
+
+
+def stage_flat(fn: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray], values: Sequence[Any] | None = None,
+               label: str = "", names: Sequence[str] | None = None) -> IR:
+    """Stage fn (taking and returning flat lists of arrays) out to an IR at the given abstract values. With
+    values (the inputs' concrete values), the staging is concrete (see Builder). label and names (one per input)
+    name the function and its inputs in error messages."""
+    builder = Builder(label, concrete=values is not None)
     TRACE_STATE.stack.append(builder)
     try:
-        inputs = [builder.new_input(aval) for aval in in_avals]
+        inputs = [builder.new_input(aval, None if values is None else values[i], names[i] if names else "")
+                  for i, aval in enumerate(in_avals)]
         outputs = fn(*inputs)
         return builder.build(inputs, outputs)
     finally:
