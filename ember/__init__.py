@@ -7,6 +7,10 @@ from ember import lax as lax, numpy as numpy, tree as tree, tree_util as tree_ut
 from ember._api import compile as compile, grad as grad, jit as jit, make_ir as make_ir  # noqa: A004
 from ember._api import stage_out as stage_out, value_and_grad as value_and_grad, vjp as vjp
 from ember._api import eval_ir_public as eval_ir
+from ember._api.forward import hessian as hessian, jacfwd as jacfwd, jacobian as jacobian, jacrev as jacrev
+from ember._api.forward import jvp as jvp, linearize as linearize
+from ember._api.vmap import vmap as vmap
+from ember._core.dtypes import float0 as float0
 from ember._core import ConcretizationTypeError as ConcretizationTypeError, IR as IR, IRTypeError as IRTypeError
 from ember._core import ShapedArray as ShapedArray, UnexpectedTracerError as UnexpectedTracerError
 from ember._core import check_ir as check_ir
@@ -21,6 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Array", "CompileError", "Compiled", "ConcretizationTypeError", "IR", "IRTypeError", "Lowered", "PjrtError",
     "ShapedArray", "UnexpectedTracerError", "array", "asarray", "check_ir", "compile", "dce", "default_device",
-    "device_put", "devices", "eval_ir", "grad", "jit", "lax", "lower", "make_ir", "numpy", "stage_out",
+    "device_put", "devices", "eval_ir", "float0", "grad", "hessian", "jacfwd", "jacobian", "jacrev", "jit", "jvp",
+    "lax", "linearize", "lower", "make_ir", "numpy", "stage_out", "vmap",
     "tree", "tree_util", "value_and_grad", "vjp",
 ]

@@ -4,9 +4,9 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
-from ember._api.staging import (SIGNATURES_PER_FUNCTION, as_tuple, cache_for, fun_name, has_tracer_consts,
-                                leaf_avals, per_function, run_ir, stage_with_aux)
-from ember._core import IR, ShapedArray, aval_of
+from ember._api.staging import (SIGNATURES_PER_FUNCTION, as_tuple, cache_for, call_with_fallback, fun_name,
+                                has_tracer_consts, leaf_avals, per_function, run_ir, stage_with_aux)
+from ember._core import IR, ConcretizationTypeError, ShapedArray, aval_of, concrete_values, eval_ir, is_tracing
 from ember._core.cache import LRUCache
 from ember._core.pytree import PyTreeDef, leaf_def, tree_flatten, tree_structure
 from ember._transforms import ad as _ad
@@ -47,8 +47,8 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
     name = f"{api}({fun_name(fun)})"
 
     def build(in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], nums: tuple[int, ...],
-              arg_trees: tuple[PyTreeDef, ...]) -> IR:
-        ir, store = stage_with_aux(fun, in_tree, avals, has_aux, name)
+              arg_trees: tuple[PyTreeDef, ...], values: Sequence[Any] | None = None) -> IR:
+        ir, store = stage_with_aux(fun, in_tree, avals, has_aux, name, values)
         if store.tree.num_leaves != 1:
             raise TypeError(f"{name}: the function must return a single scalar array, got {store.tree}")
         offsets = [0]
@@ -90,7 +90,7 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
         avals = leaf_avals(name, args, kwargs, leaves)
         arg_trees = tuple(tree_structure(a) for a in args)
         key = (in_tree, avals, nums)
-        return cache.call(key, leaves, build, in_tree, avals, nums, arg_trees)
+        return call_with_fallback(cache, key, leaves, build, in_tree, avals, nums, arg_trees)
 
     return transformed
 
@@ -117,6 +117,10 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, ha
 
 # ---------------------------------------------------------------------------------------------------------------
 # vjp
+def _eval_ir_named(ir: IR, args: Sequence[Any], name: str) -> list[Any]:
+    return eval_ir(ir, args)
+
+
 class _VjpPlan:
     """The forward (known) and backward (cotangent) parts of a function's VJP at one signature."""
 
@@ -127,9 +131,14 @@ class _VjpPlan:
         self.out_tree, self.aux_tree, self.ct_avals = out_tree, aux_tree, ct_avals
 
 
+class _VjpPlans(LRUCache):
+    """A function's VJP plans per signature; concrete once it needed concrete values (see call_with_fallback)."""
+    concrete = False
+
+
 def _vjp_plan(fun: Callable[..., Any], in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], has_aux: bool,
-              name: str) -> _VjpPlan:
-    ir, store = stage_with_aux(fun, in_tree, avals, has_aux, name)
+              name: str, values: Sequence[Any] | None = None) -> _VjpPlan:
+    ir, store = stage_with_aux(fun, in_tree, avals, has_aux, name, values)
     num_outs = store.tree.num_leaves
     joint = _ad.vjp_ir(ir, [True] * len(avals), num_outs)
     forward, backward, num_residuals = split_known(joint, [False] * len(avals) + [True] * num_outs, len(ir.outs))
@@ -143,13 +152,24 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
     leaves, in_tree = tree_flatten((primals, {}))
     avals = leaf_avals(name, primals, {}, leaves)
     key = (in_tree, avals, has_aux)
-    plans = per_function(fun, "vjp", lambda: LRUCache(SIGNATURES_PER_FUNCTION))
-    plan = plans.lookup(key)
-    if plan is None:
-        plan = _vjp_plan(fun, in_tree, avals, has_aux, name)
-        if not (has_tracer_consts(plan.forward) or has_tracer_consts(plan.backward)):
-            plans.store(key, plan)
-    results = run_ir(plan.forward, leaves, f"{name}.forward")
+    plans = per_function(fun, "vjp", lambda: _VjpPlans(SIGNATURES_PER_FUNCTION))
+    values = concrete_values(leaves)
+    plan, run = None, run_ir
+    if values is None and (is_tracing() or not plans.concrete):
+        try:
+            plan = plans.lookup(key)
+            if plan is None:
+                plan = _vjp_plan(fun, in_tree, avals, has_aux, name)
+                if not (has_tracer_consts(plan.forward) or has_tracer_consts(plan.backward)):
+                    plans.store(key, plan)
+        except ConcretizationTypeError:
+            if is_tracing():  # inside an abstract staging: the error goes to the enclosing API
+                raise
+            plans.concrete = True
+    if plan is None:  # evaluate with concrete values, op by op (see call_with_fallback)
+        plan = _vjp_plan(fun, in_tree, avals, has_aux, name, list(leaves) if values is None else values)
+        run = _eval_ir_named
+    results = run(plan.forward, leaves, f"{name}.forward")
     n_primal = len(results) - plan.num_residuals
     outs, aux, residuals = results[:plan.num_outs], results[plan.num_outs:n_primal], results[n_primal:]
 
@@ -163,7 +183,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
             if got.shape != expected.shape or got.dtype != expected.dtype:
                 raise TypeError(f"{name}: cotangent {i} must be {expected.str_short()} like the output, got "
                                 f"{got.str_short()}")
-        in_cts = run_ir(plan.backward, list(residuals) + ct_leaves, f"{name}.backward")
+        in_cts = run(plan.backward, list(residuals) + ct_leaves, f"{name}.backward")
         return in_tree.unflatten(in_cts)[0]
 
     out = plan.out_tree.unflatten(outs)

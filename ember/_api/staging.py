@@ -3,12 +3,15 @@ function with auxiliary outputs, compiling an IR (once per IR), running an IR (i
 compiled), and the per-function caches of IRs and executables (held weakly: they die with the function)."""
 from __future__ import annotations
 
+import inspect
 import weakref
 from typing import Any, Callable, Hashable, Sequence
 
 from ember._core.cache import LRUCache
-from ember._core import IR, ShapedArray, Tracer, aval_of, eval_ir, is_tracing, stage_flat
-from ember._core.pytree import PyTreeDef, tree_flatten
+from ember._core import (IR, ConcretizationTypeError, ShapedArray, Tracer, aval_of, concrete_values, eval_ir,
+                         is_tracing, stage_flat)
+from ember._core.pytree import (PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_leaves,
+                                tree_structure)
 from ember._runtime import Compiled, compile_ir
 
 
@@ -72,6 +75,7 @@ class SignatureCache:
         self.name = name
         self.irs = LRUCache(SIGNATURES_PER_FUNCTION)
         self.executables = LRUCache(SIGNATURES_PER_FUNCTION)
+        self.concrete = False  # set when an autodiff API needed concrete values (see call_with_fallback)
 
     def ir_for(self, key: Hashable, build: Callable[..., IR], *build_args: Any) -> IR:
         ir = self.irs.lookup(key)
@@ -122,9 +126,10 @@ class _OutStore:
 
 
 def stage_with_aux(fun: Callable[..., Any], in_tree: PyTreeDef, avals: Sequence[ShapedArray], has_aux: bool,
-                    name: str) -> tuple[IR, _OutStore]:
+                    name: str, values: Sequence[Any] | None = None) -> tuple[IR, _OutStore]:
     """Stage fun(*args, **kwargs) out (in_tree is that of (args, kwargs)). The IR's outputs are the leaves of
-    the result, then (with has_aux, when fun returns (result, aux)) the leaves of aux."""
+    the result, then (with has_aux, when fun returns (result, aux)) the leaves of aux. With values (the leaves'
+    concrete values) the staging is concrete: Python code in fun may depend on them."""
     store = _OutStore()
 
     def flat(*leaves: Any) -> list[Any]:
@@ -139,7 +144,58 @@ def stage_with_aux(fun: Callable[..., Any], in_tree: PyTreeDef, avals: Sequence[
         out_leaves, store.tree = tree_flatten(result)
         return out_leaves + aux_leaves
 
-    return stage_flat(flat, avals), store
+    return stage_flat(flat, avals, values, name, leaf_names(fun, in_tree)), store
+
+
+def leaf_names(fun: Any, in_tree: PyTreeDef) -> list[str]:
+    """Names of the leaves of (args, kwargs) for error messages: the parameter names of fun, with key paths
+    inside pytree arguments ("params['w']", "args[1]")."""
+    try:
+        params = [p.name for p in inspect.signature(fun).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for path, _ in tree_flatten_with_path(in_tree.unflatten([0] * in_tree.num_leaves))[0]:
+        if path[0].idx == 1:  # a keyword argument: its key path starts with the keyword
+            names.append(f"argument {path[1].key}{keystr(path[2:])}")
+            continue
+        position = path[1].idx
+        head = params[position] if position < len(params) else f"args[{position}]"
+        names.append(f"argument {head}{keystr(path[2:])}")
+    return names
+
+
+def broadcast_prefix(api: str, what: str, prefix: Any, tree: Any) -> list[Any]:
+    """One entry of prefix per leaf of tree, where prefix is a tree prefix of tree (its leaves are ints or None,
+    as vmap's in_axes and out_axes): an entry applies to every leaf of the subtree it stands at."""
+    prefix_def = tree_structure(prefix, is_leaf=lambda x: x is None)
+    try:
+        subtrees = prefix_def.flatten_up_to(tree)
+    except ValueError as err:
+        raise ValueError(f"{api}: {what} specification must be a tree prefix of the corresponding value, got "
+                         f"specification {prefix!r} for value tree {tree_structure(tree)}: {err}") from None
+    entries = tree_leaves(prefix, is_leaf=lambda x: x is None)
+    return [entry for entry, sub in zip(entries, subtrees) for _ in range(tree_structure(sub).num_leaves)]
+
+
+def call_with_fallback(cache: SignatureCache, key: Hashable, leaves: Sequence[Any],
+                       build: Callable[..., IR], *build_args: Any) -> Any:
+    """cache.call for the autodiff APIs, which see concrete values outside jit as in JAX: when staging fails on a
+    value-dependent Python branch (a ConcretizationTypeError) outside any trace, the function is remembered as
+    needing concrete values, and from then on each call stages it concretely (the IR is specialised to the values
+    and not cached) and evaluates the transformed IR op by op with cached eager executables: no program is
+    compiled per call. Inside a concrete staging (nested autodiff) the staging is concrete too."""
+    values = concrete_values(leaves)
+    if values is None and is_tracing():  # inside an abstract staging: errors go to the enclosing API
+        return cache.call(key, leaves, build, *build_args)
+    if values is None and not cache.concrete:
+        try:
+            return cache.call(key, leaves, build, *build_args)
+        except ConcretizationTypeError:
+            cache.concrete = True
+    ir = build(*build_args, values=list(leaves) if values is None else values)
+    return ir.out_tree.unflatten(eval_ir(ir, leaves))
 
 
 def as_tuple(nums: int | Sequence[int] | None) -> tuple[int, ...]:

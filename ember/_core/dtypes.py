@@ -35,6 +35,10 @@ DTYPE_TABLE: tuple[DTypeRow, ...] = (
 _ROW_OF: dict[np.dtype, DTypeRow] = {row.dtype: row for row in DTYPE_TABLE}
 SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(row.dtype for row in DTYPE_TABLE)
 
+# The dtype of the tangents and cotangents of integer and boolean values (they carry no derivative): as JAX's,
+# a numpy structured dtype with no bytes. It is not an array dtype of ember: float0 values live on the host.
+float0 = np.dtype([("float0", np.void, 0)])
+
 # Python scalars become these (weakly typed) dtypes, as in JAX's default 32-bit mode.
 DEFAULT_INT = int32
 DEFAULT_FLOAT = float32

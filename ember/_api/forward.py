@@ -1,0 +1,269 @@
+"""Forward mode and Jacobians: jvp, linearize, jacfwd, jacrev (jacobian), hessian.
+
+jvp stages the function out once per signature and applies the forward-mode pass (IR -> IR); linearize splits
+that IR into the primal part and the linear tangent part; the Jacobians are vmap of jvp (one column per input
+element) or of vjp (one row per output element), as in JAX."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ember._api.autodiff import _check_argnums, vjp
+from ember._api.staging import (cache_for, call_with_fallback, fun_name, leaf_avals, run_ir, stage_with_aux)
+from ember._api.vmap import vmap
+from ember._core import IR, ConcretizationTypeError, ShapedArray, aval_of, concrete_values, eval_ir, is_tracing
+from ember._core import dtypes as dt
+from ember._core.pytree import PyTreeDef, tree_flatten, tree_map, tree_structure, tree_unflatten
+from ember._prims import reshape, slice_in_dim
+from ember._transforms.jvp import jvp_ir
+from ember._transforms.passes import split_known
+
+
+def _float0_zeros(aval: ShapedArray) -> np.ndarray:
+    return np.zeros(aval.shape, dt.float0)
+
+
+def _tangent_aval(name: str, tangent: Any, primal: ShapedArray, i: int) -> None:
+    """A tangent must have its primal's shape, and its dtype (float0 for an integer or boolean primal)."""
+    if isinstance(tangent, np.ndarray | np.generic) and tangent.dtype == dt.float0:
+        shape, dtype = np.shape(tangent), dt.float0
+    else:
+        got = aval_of(tangent)
+        shape, dtype = got.shape, got.dtype
+    expected = primal.dtype if dt.is_float(primal.dtype) else dt.float0
+    if dtype != expected:
+        raise TypeError(f"{name}: primal and tangent {i} do not match: dtypes must be equal, or float0 for an "
+                        f"integer or boolean primal; the primal is {primal.str_short()}, so the tangent must be "
+                        f"{'float0' if expected == dt.float0 else expected.name}, but it is "
+                        f"{'float0' if dtype == dt.float0 else np.dtype(dtype).name}")
+    if tuple(shape) != primal.shape:
+        raise ValueError(f"{name}: primal and tangent {i} have different shapes: primal {primal.str_short()}, "
+                         f"tangent shape {tuple(shape)}")
+
+
+def _flatten_pair(name: str, primals: Any, tangents: Any) -> tuple[list[Any], PyTreeDef, list[Any]]:
+    for what, value in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(value, tuple | list):
+            raise TypeError(f"{name}: {what} must be a tuple or a list with one entry per argument, got "
+                            f"{type(value).__name__}")
+    if len(primals) != len(tangents):
+        raise ValueError(f"{name}: {len(primals)} primals but {len(tangents)} tangents")
+    p_leaves, p_tree = tree_flatten((tuple(primals), {}))
+    t_leaves, t_tree = tree_flatten((tuple(tangents), {}))
+    if p_tree != t_tree:
+        raise TypeError(f"{name}: primals and tangents must have the same tree structure, got {p_tree} and "
+                        f"{t_tree}")
+    return p_leaves, p_tree, t_leaves
+
+
+def _jvp_build(fun: Callable[..., Any], name: str, has_aux: bool) -> Callable[..., IR]:
+    """build(in_tree, avals, values=None) -> the IR (primals, float tangents) -> (outputs, aux, tangents of the
+    float outputs), returned structured as (outputs, aux, tuple of float tangents)."""
+    def build(in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], values: Sequence[Any] | None = None) -> IR:
+        primal_values = None if values is None else list(values)[:len(avals)]  # values also hold the tangents
+        ir, store = stage_with_aux(fun, in_tree, avals, has_aux, name, primal_values)
+        n_out = store.tree.num_leaves
+        jir = jvp_ir(ir, [dt.is_float(a.dtype) for a in avals])
+        tangents = [t for t, v in zip(jir.outs[len(ir.outs):len(ir.outs) + n_out], ir.outs)
+                    if dt.is_float(v.aval.dtype)]
+        jir.outs = jir.outs[:len(ir.outs)] + tangents
+        aux = store.aux_tree.unflatten([0] * store.aux_tree.num_leaves) if has_aux else None
+        jir.out_tree = tree_structure((store.tree.unflatten([0] * n_out), aux, (0,) * len(tangents)))
+        return jir
+    return build
+
+
+def _with_float0(outs: Any, float_tangents: Sequence[Any]) -> Any:
+    """The output tangents: the computed ones for float outputs, float0 zeros for the others."""
+    given = iter(float_tangents)
+    return tree_map(lambda o: next(given) if dt.is_float(aval_of(o).dtype) else _float0_zeros(aval_of(o)), outs)
+
+
+def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False) -> Any:
+    """(outputs, output tangents) of fun at primals along tangents (like jax.jvp); with has_aux, fun returns
+    (output, aux) and jvp returns (outputs, output tangents, aux). Integer and boolean primals take float0
+    tangents, and their outputs get float0 tangents."""
+    if not callable(fun):
+        raise TypeError(f"jvp: expected a function, got {type(fun).__name__}")
+    name = f"jvp({fun_name(fun)})"
+    p_leaves, in_tree, t_leaves = _flatten_pair(name, primals, tangents)
+    avals = leaf_avals(name, tuple(primals), {}, p_leaves)
+    for i, (t, a) in enumerate(zip(t_leaves, avals)):
+        _tangent_aval(name, t, a, i)
+    float_tangents = [t for t, a in zip(t_leaves, avals) if dt.is_float(a.dtype)]
+    cache = cache_for(fun, ("jvp", has_aux), name)
+    outs, aux, tangents_out = call_with_fallback(cache, (in_tree, avals), list(p_leaves) + float_tangents,
+                                                 _jvp_build(fun, name, has_aux), in_tree, avals)
+    tangents_out = _with_float0(outs, tangents_out)
+    return (outs, tangents_out, aux) if has_aux else (outs, tangents_out)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# linearize
+def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
+    """(outputs, f_jvp) where f_jvp(*tangents) gives the output tangents, evaluating only the linear part
+    (like jax.linearize): the forward-mode IR is split into the primal computation, run now, and the tangent
+    computation, which reuses its residuals."""
+    if not callable(fun):
+        raise TypeError(f"linearize: expected a function, got {type(fun).__name__}")
+    name = f"linearize({fun_name(fun)})"
+    leaves, in_tree = tree_flatten((primals, {}))
+    avals = leaf_avals(name, primals, {}, leaves)
+    floats = [dt.is_float(a.dtype) for a in avals]
+    values = concrete_values(leaves)
+    concrete = values is not None or (not is_tracing() and cache_for(fun, ("jvp", False), name).concrete)
+    build = _jvp_build(fun, name, False)
+    try:
+        jir = build(in_tree, avals, values if values is not None else (list(leaves) if concrete else None))
+    except ConcretizationTypeError:
+        if concrete or is_tracing():
+            raise
+        cache_for(fun, ("jvp", False), name).concrete = concrete = True
+        jir = build(in_tree, avals, list(leaves))
+    out_template, _, float_template = jir.out_tree.unflatten(list(range(len(jir.outs))))
+    n_out = len(jir.outs) - len(float_template)
+    n_tangents = sum(floats)
+    known, linear, _ = split_known(jir, [False] * len(avals) + [True] * n_tangents, n_out)
+    run = (lambda ir, args: eval_ir(ir, args)) if concrete else (lambda ir, args: run_ir(ir, args, name))
+    results = run(known, leaves)
+    outs, residuals = results[:n_out], results[n_out:]
+    out_tree = tree_structure(out_template)
+    out = out_tree.unflatten(outs)
+
+    def f_jvp(*tangents: Any) -> Any:
+        t_leaves, t_tree = tree_flatten((tangents, {}))
+        if t_tree != in_tree:
+            raise TypeError(f"{name}: tangents must have the structure of the primals {in_tree}, got {t_tree}")
+        for i, (t, a) in enumerate(zip(t_leaves, avals)):
+            _tangent_aval(name, t, a, i)
+        float_tangents = run(linear, list(residuals) + [t for t, f in zip(t_leaves, floats) if f])
+        return _with_float0(out, float_tangents)
+
+    return out, f_jvp
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Jacobians and the Hessian
+def _basis(leaves: Sequence[Any]) -> tuple[int, list[np.ndarray]]:
+    """The standard basis of the space of leaves: one stacked identity slice per leaf, shaped (n,) + its shape,
+    where n is the total number of elements."""
+    avals = [aval_of(x) for x in leaves]
+    n = sum(a.size for a in avals)
+    basis, offset = [], 0
+    for a in avals:
+        eye = np.zeros((n, a.size), a.dtype)
+        eye[offset:offset + a.size] = np.eye(a.size, dtype=a.dtype)
+        basis.append(eye.reshape((n,) + a.shape))
+        offset += a.size
+    return n, basis
+
+
+def _split_columns(jac: Any, out_shape: tuple[int, ...], in_avals: Sequence[ShapedArray]) -> list[Any]:
+    """The blocks of a Jacobian whose last axis runs over all input elements (one block per input leaf), each
+    shaped out_shape + in_shape."""
+    blocks, offset = [], 0
+    for a in in_avals:
+        block = slice_in_dim(jac, offset, offset + a.size, axis=len(out_shape))
+        blocks.append(reshape(block, out_shape + a.shape))
+        offset += a.size
+    return blocks
+
+
+def _check_float_inputs(name: str, leaves: Sequence[Any]) -> None:
+    for x in leaves:
+        aval = aval_of(x)
+        if not dt.is_float(aval.dtype):
+            raise TypeError(f"{name} requires floating-point inputs, got {aval.str_short()}")
+
+
+def _partial_in(fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], nums: tuple[int, ...]
+                ) -> Callable[..., Any]:
+    def f_dyn(*dyn: Any) -> Any:
+        full = list(args)
+        for i, value in zip(nums, dyn):
+            full[i] = value
+        return fun(*full, **kwargs)
+    return f_dyn
+
+
+def _assemble(argnums: int | Sequence[int], nums: tuple[int, ...], dyn: tuple[Any, ...], out: Any,
+              blocks_for: Callable[[int, Any], list[Any]]) -> Any:
+    """The Jacobian pytree: the output's structure, each leaf replaced by the structure of the differentiated
+    arguments (one argument, or a tuple of them for a tuple argnums) holding out_shape + in_shape blocks."""
+    in_leaves, in_tree = tree_flatten(dyn)
+
+    def per_output(j: int, o: Any) -> Any:
+        blocks = tree_unflatten(in_tree, blocks_for(j, o))
+        return blocks[0] if isinstance(argnums, int) else blocks
+
+    out_leaves, out_tree = tree_flatten(out)
+    return out_tree.unflatten([per_output(j, o) for j, o in enumerate(out_leaves)])
+
+
+def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+    """The Jacobian of fun by forward mode, one jvp per input element under vmap (like jax.jacfwd)."""
+    name = f"jacfwd({fun_name(fun)})"
+
+    @functools.wraps(fun, updated=())
+    def jacfun(*args: Any, **kwargs: Any) -> Any:
+        nums = _check_argnums(name, argnums, len(args))
+        dyn = tuple(args[i] for i in nums)
+        in_leaves, in_tree = tree_flatten(dyn)
+        _check_float_inputs(name, in_leaves)
+        n, basis = _basis(in_leaves)
+        f_dyn = _partial_in(fun, args, kwargs, nums)
+
+        def push(*basis_leaves: Any) -> Any:
+            return jvp(f_dyn, dyn, tree_unflatten(in_tree, basis_leaves), has_aux=has_aux)
+
+        out_axes = (None, -1, None) if has_aux else (None, -1)
+        results = vmap(push, out_axes=out_axes, axis_size=n)(*basis)
+        out, jac = results[0], results[1]
+        jac_leaves = tree_flatten(jac)[0]
+        in_avals = [aval_of(x) for x in in_leaves]
+        result = _assemble(argnums, nums, dyn, out,
+                           lambda j, o: _split_columns(jac_leaves[j], aval_of(o).shape, in_avals))
+        return (result, results[2]) if has_aux else result
+
+    return jacfun
+
+
+def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+    """The Jacobian of fun by reverse mode, one vjp per output element under vmap (like jax.jacrev)."""
+    name = f"jacrev({fun_name(fun)})"
+
+    @functools.wraps(fun, updated=())
+    def jacfun(*args: Any, **kwargs: Any) -> Any:
+        nums = _check_argnums(name, argnums, len(args))
+        dyn = tuple(args[i] for i in nums)
+        in_leaves, _ = tree_flatten(dyn)
+        _check_float_inputs(name, in_leaves)
+        f_dyn = _partial_in(fun, args, kwargs, nums)
+        result = vjp(f_dyn, *dyn, has_aux=has_aux)
+        out, pullback = result[0], result[1]
+        out_leaves, out_tree = tree_flatten(out)
+        _check_float_inputs(name + " (outputs)", out_leaves)
+        n, basis = _basis(out_leaves)
+        rows = vmap(lambda *cts: pullback(out_tree.unflatten(cts)), axis_size=n)(*basis)
+        row_leaves = tree_flatten(rows)[0]  # per input leaf: (n,) + in_shape
+        in_avals = [aval_of(x) for x in in_leaves]
+        offsets = np.cumsum([0] + [aval_of(o).size for o in out_leaves])
+
+        def blocks_for(j: int, o: Any) -> list[Any]:
+            out_shape = aval_of(o).shape
+            return [reshape(slice_in_dim(r, int(offsets[j]), int(offsets[j + 1]), axis=0), out_shape + a.shape)
+                    for r, a in zip(row_leaves, in_avals)]
+        jac = _assemble(argnums, nums, dyn, out, blocks_for)
+        return (jac, result[2]) if has_aux else jac
+
+    return jacfun
+
+
+jacobian = jacrev
+
+
+def hessian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
+    """The Hessian of a scalar function: jacfwd of jacrev (like jax.hessian)."""
+    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)

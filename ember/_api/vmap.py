@@ -1,0 +1,120 @@
+"""vmap: vectorizing a function (or a staged IR) along an axis of its arguments, as an IR -> IR batching pass.
+
+The function is staged out once per signature at the per-member (unbatched) shapes, the batching pass turns the
+IR into one over the whole batch, and the result is compiled (cached) or inlined into an enclosing trace."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Sequence
+
+from ember._api.staging import broadcast_prefix, cache_for, fun_name, leaf_avals, leaf_names, stage_with_aux
+from ember._core import IR, ShapedArray
+from ember._core.pytree import PyTreeDef, tree_flatten
+from ember._transforms.batching import batch_ir
+
+Axis = int | None
+
+
+def _check_axis_spec(api: str, what: str, spec: Any) -> None:
+    if isinstance(spec, list):
+        raise TypeError(f"{api}: {what} must be an int, None, or a tuple of entries corresponding to the "
+                        f"positional arguments passed to the function, but got {spec!r} (a list is not allowed; "
+                        "use a tuple)")
+    for leaf in tree_flatten(spec, is_leaf=lambda x: x is None)[0]:
+        if leaf is not None and (isinstance(leaf, bool) or not isinstance(leaf, int)):
+            raise TypeError(f"{api}: {what} must contain only ints and None, got {leaf!r} in {spec!r}")
+
+
+def _normalize(api: str, axis: Axis, ndim: int, where: str) -> Axis:
+    if axis is None:
+        return None
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{api}: {where}: axis {axis} is out of range for rank {ndim}")
+    return axis % ndim
+
+
+def _unbatched(aval: ShapedArray, axis: Axis) -> ShapedArray:
+    if axis is None:
+        return aval
+    return aval.update(shape=aval.shape[:axis] + aval.shape[axis + 1:])
+
+
+def _batch_size(api: str, avals: Sequence[ShapedArray], axes: Sequence[Axis], names: Sequence[str],
+                axis_size: int | None) -> int:
+    sizes = {(name, a.str_short(), ax): a.shape[ax] for name, a, ax in zip(names, avals, axes) if ax is not None}
+    distinct = set(sizes.values()) | ({axis_size} if axis_size is not None else set())
+    if len(distinct) > 1:
+        lines = "\n".join(f"  * {name} of type {aval} has size {size} along axis {ax}"
+                          for (name, aval, ax), size in sizes.items())
+        given = f"\n  * axis_size={axis_size}" if axis_size is not None else ""
+        raise ValueError(f"{api}: inconsistent sizes for the mapped axes:\n{lines}{given}")
+    if not distinct:
+        raise ValueError(f"{api}: no argument is mapped (every in_axes entry is None): pass axis_size")
+    return distinct.pop()
+
+
+def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None) -> Any:
+    """Vectorize fun over an axis of its arguments (like jax.vmap).
+
+    in_axes and out_axes are ints (negative allowed), None (not mapped), or tree prefixes of the positional
+    arguments (a tuple, one entry per argument) and of the outputs; keyword arguments are mapped along axis 0.
+    axis_size is needed only when no argument is mapped. Given a staged IR, returns a new IR whose inputs are
+    mapped along in_axes (an int, None, or one per input) over axis_size members and whose outputs are batched
+    along axis 0 (unbatched outputs are broadcast)."""
+    if isinstance(fun, IR):
+        return _vmap_ir(fun, in_axes, axis_size)
+    if not callable(fun):
+        raise TypeError(f"vmap: expected a function or an IR, got {type(fun).__name__}")
+    name = f"vmap({fun_name(fun)})"
+    _check_axis_spec(name, "in_axes", in_axes)
+    _check_axis_spec(name, "out_axes", out_axes)
+    if axis_size is not None and (isinstance(axis_size, bool) or not isinstance(axis_size, int) or axis_size < 0):
+        raise TypeError(f"{name}: axis_size must be a non-negative int, got {axis_size!r}")
+    cache = cache_for(fun, ("vmap", repr(in_axes), repr(out_axes), axis_size), name)
+
+    def build(in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], axes: tuple[Axis, ...], size: int) -> IR:
+        unbatched = [_unbatched(a, ax) for a, ax in zip(avals, axes)]
+        ir, store = stage_with_aux(fun, in_tree, unbatched, False, name)
+        template = store.tree.unflatten([0] * store.tree.num_leaves)
+        outs = broadcast_prefix(name, "out_axes", out_axes, template)
+        out_dims = [_normalize(name, ax, v.aval.ndim + 1, f"out_axes for output {i}")
+                    for i, (ax, v) in enumerate(zip(outs, ir.outs))]
+        try:
+            bir, _ = batch_ir(ir, axes, size, out_dims)
+        except ValueError as err:
+            raise ValueError(f"{name}: {err}") from None
+        bir.out_tree = store.tree
+        return bir
+
+    @functools.wraps(fun, updated=())
+    def batched(*args: Any, **kwargs: Any) -> Any:
+        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+            raise ValueError(f"{name}: in_axes has {len(in_axes)} entries but the function was called with "
+                             f"{len(args)} positional arguments; in_axes must be an int, None, or a tuple with "
+                             "one entry per positional argument")
+        leaves, in_tree = tree_flatten((args, kwargs))
+        avals = leaf_avals(name, args, kwargs, leaves)
+        axes_flat = broadcast_prefix(name, "in_axes", in_axes, args) + [0] * len(tree_flatten(kwargs)[0])
+        names = leaf_names(fun, in_tree)
+        axes = tuple(_normalize(name, ax, aval.ndim, f"{where} of type {aval.str_short()}")
+                     for ax, aval, where in zip(axes_flat, avals, names))
+        size = _batch_size(name, avals, axes, names, axis_size)
+        key = (in_tree, avals, axes, size)
+        return cache.call(key, leaves, build, in_tree, avals, axes, size)
+
+    return batched
+
+
+def _vmap_ir(ir: IR, in_axes: Any, axis_size: int | None) -> IR:
+    n = len(ir.in_vars)
+    axes = [in_axes] * n if in_axes is None or isinstance(in_axes, int) else list(in_axes)
+    if len(axes) != n:
+        raise ValueError(f"vmap: in_axes {in_axes!r} must be an int, None, or one entry per input of the IR "
+                         f"({n} inputs)")
+    if axis_size is None:
+        raise ValueError("vmap: batching an IR needs axis_size (the IR's inputs have their per-member shapes)")
+    dims = [_normalize("vmap", ax, aval.ndim + 1, f"input {i}") for i, (ax, aval) in enumerate(zip(axes, ir.in_avals))]
+    bir, _ = batch_ir(ir, dims, axis_size, [0] * len(ir.outs))
+    bir.out_tree = ir.out_tree
+    return bir
+
