@@ -81,10 +81,20 @@ def _with_float0(outs: Any, float_tangents: Sequence[Any]) -> Any:
     return tree_map(lambda o: next(given) if dt.is_float(aval_of(o).dtype) else _float0_zeros(aval_of(o)), outs)
 
 
-def jvp(fun: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False) -> Any:
+def jvp(fun: Any, primals: Sequence[Any] | None = None, tangents: Sequence[Any] | None = None,
+        has_aux: bool = False) -> Any:
     """(outputs, output tangents) of fun at primals along tangents (like jax.jvp); with has_aux, fun returns
     (output, aux) and jvp returns (outputs, output tangents, aux). Integer and boolean primals take float0
-    tangents, and their outputs get float0 tangents."""
+    tangents, and their outputs get float0 tangents.
+
+    Given a staged IR alone, returns a NEW IR (primals..., tangents of the float inputs...) -> (outputs...,
+    output tangents...), like grad(ir)."""
+    if isinstance(fun, IR) and primals is None and tangents is None:
+        jir = jvp_ir(fun)
+        jir.out_tree = None
+        return jir
+    if primals is None or tangents is None:
+        raise TypeError("jvp: expected jvp(fun, primals, tangents), or jvp(ir) for a staged IR")
     if not callable(fun):
         raise TypeError(f"jvp: expected a function, got {type(fun).__name__}")
     name = f"jvp({fun_name(fun)})"

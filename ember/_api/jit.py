@@ -87,7 +87,8 @@ class Jitted:
         def with_statics(*args: Any, **kwargs: Any) -> Any:
             args, kwargs = rebuild((args, kwargs))
             return self.fun(*args, **kwargs)
-        ir, store = stage_with_aux(with_statics, in_tree, avals, False, self.name)
+        ir, store = stage_with_aux(with_statics, in_tree, avals, False, self.name,
+                                   named_like=None if statics else self.fun)
         ir.out_tree = store.tree
         return ir
 

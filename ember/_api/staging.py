@@ -126,10 +126,11 @@ class _OutStore:
 
 
 def stage_with_aux(fun: Callable[..., Any], in_tree: PyTreeDef, avals: Sequence[ShapedArray], has_aux: bool,
-                    name: str, values: Sequence[Any] | None = None) -> tuple[IR, _OutStore]:
+                    name: str, values: Sequence[Any] | None = None, named_like: Any = None) -> tuple[IR, _OutStore]:
     """Stage fun(*args, **kwargs) out (in_tree is that of (args, kwargs)). The IR's outputs are the leaves of
     the result, then (with has_aux, when fun returns (result, aux)) the leaves of aux. With values (the leaves'
-    concrete values) the staging is concrete: Python code in fun may depend on them."""
+    concrete values) the staging is concrete: Python code in fun may depend on them. Error messages name the
+    inputs after the parameters of named_like (by default fun)."""
     store = _OutStore()
 
     def flat(*leaves: Any) -> list[Any]:
@@ -144,7 +145,7 @@ def stage_with_aux(fun: Callable[..., Any], in_tree: PyTreeDef, avals: Sequence[
         out_leaves, store.tree = tree_flatten(result)
         return out_leaves + aux_leaves
 
-    return stage_flat(flat, avals, values, name, leaf_names(fun, in_tree)), store
+    return stage_flat(flat, avals, values, name, leaf_names(named_like or fun, in_tree)), store
 
 
 def leaf_names(fun: Any, in_tree: PyTreeDef) -> list[str]:
