@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import timeit
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple, Sequence
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -43,7 +43,22 @@ def matmul_512(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]
     return (lambda: ef(ea, eb).block_until_ready()), (lambda: jf(ja, jb).block_until_ready())
 
 
-def mlp_grad(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+class Mlp(NamedTuple):
+    """The 3-layer MLP problem of the mlp_grad benchmark, as ember and as JAX arrays: params (a list of (w, b)
+    pairs), a batch x, y of 128 examples (64 features in, 10 out), and the mean-squared-error loss for each
+    library (which also takes a single example: x of shape (64,), y of shape (10,))."""
+    eparams: Any
+    jparams: Any
+    ex: Any
+    ey: Any
+    jx: Any
+    jy: Any
+    eloss: Callable[..., Any]
+    jloss: Callable[..., Any]
+    rng: np.random.Generator
+
+
+def mlp_problem(jax: Any, jnp: Any) -> Mlp:
     rng = np.random.default_rng(0)
     sizes = [(64, 256), (256, 256), (256, 10)]
     params = [(rng.normal(size=s).astype(np.float32) * 0.05, np.zeros(s[1], np.float32)) for s in sizes]
@@ -60,11 +75,16 @@ def mlp_grad(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
             return np_.mean((h - y) ** 2)
         return loss
 
-    eparams = ember.tree_util.tree_map(ember.asarray, params)
-    jparams = jax.tree_util.tree_map(jnp.asarray, params)
-    ex, ey, jx, jy = ember.asarray(x), ember.asarray(y), jnp.asarray(x), jnp.asarray(y)
-    ef = ember.jit(ember.grad(make_loss(enp)))
-    jf = jax.jit(jax.grad(make_loss(jnp)))
+    return Mlp(ember.tree_util.tree_map(ember.asarray, params), jax.tree_util.tree_map(jnp.asarray, params),
+               ember.asarray(x), ember.asarray(y), jnp.asarray(x), jnp.asarray(y), make_loss(enp), make_loss(jnp),
+               rng)
+
+
+def mlp_grad(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    m = mlp_problem(jax, jnp)
+    eparams, jparams, ex, ey, jx, jy = m.eparams, m.jparams, m.ex, m.ey, m.jx, m.jy
+    ef = ember.jit(ember.grad(m.eloss))
+    jf = jax.jit(jax.grad(m.jloss))
     return (lambda: ef(eparams, ex, ey)[0][0].block_until_ready()), \
         (lambda: jf(jparams, jx, jy)[0][0].block_until_ready())
 
@@ -75,11 +95,78 @@ def eager_add(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]
     return (lambda: (ex + ex).block_until_ready()), (lambda: (jx + jx).block_until_ready())
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Transformations: vmap, forward mode, Jacobians. Each checks first that ember and JAX agree on the result.
+def checked_pair(jax: Any, ef: Callable[..., Any], eargs: Sequence[Any], jf: Callable[..., Any],
+                 jargs: Sequence[Any]) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """The timed calls ef(*eargs) and jf(*jargs), each blocking on one output leaf, after checking that the two
+    give the same result (as many leaves, each of the same shape and dtype and equal to rtol 1e-4)."""
+    eout, jout = ef(*eargs), jf(*jargs)
+    eleaves, etree = ember.tree.flatten(eout)
+    jleaves, jtree = jax.tree.flatten(jout)
+    assert etree.num_leaves == jtree.num_leaves, (etree, jtree)
+    for e, j in zip(eleaves, (np.asarray(j) for j in jleaves)):
+        # float32 sums in another order: elements far below the leaf's scale differ more than rtol
+        np.testing.assert_allclose(np.asarray(e), j, rtol=1e-4, atol=1e-4 * float(np.abs(j).max()), strict=True)
+    return (lambda: ember.tree.leaves(ef(*eargs))[0].block_until_ready()), \
+        (lambda: jax.tree.leaves(jf(*jargs))[0].block_until_ready())
+
+
+def per_example_grad(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    m = mlp_problem(jax, jnp)
+    ef = ember.jit(ember.vmap(ember.grad(m.eloss), in_axes=(None, 0, 0)))
+    jf = jax.jit(jax.vmap(jax.grad(m.jloss), in_axes=(None, 0, 0)))
+    return checked_pair(jax, ef, (m.eparams, m.ex, m.ey), jf, (m.jparams, m.jx, m.jy))
+
+
+def mlp_hvp(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """Hessian-vector product of the MLP loss in the params, forward over reverse; the batch is passed as
+    arguments (not closed over) so that neither library folds it into the program as a constant."""
+    m = mlp_problem(jax, jnp)
+    v = [(m.rng.normal(size=w.shape).astype(np.float32), m.rng.normal(size=b.shape).astype(np.float32))
+         for w, b in m.eparams]
+    ev, jv = ember.tree_util.tree_map(ember.asarray, v), jax.tree_util.tree_map(jnp.asarray, v)
+
+    def make_hvp(lib: Any, loss: Callable[..., Any]) -> Callable[..., Any]:
+        return lib.jit(lambda p, v, x, y: lib.jvp(lib.grad(lambda p: loss(p, x, y)), (p,), (v,))[1])
+    return checked_pair(jax, make_hvp(ember, m.eloss), (m.eparams, ev, m.ex, m.ey),
+                        make_hvp(jax, m.jloss), (m.jparams, jv, m.jx, m.jy))
+
+
+def small_jacobian(jacobian: str) -> Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]]]:
+    """jit(jacfwd(f)) or jit(jacrev(f)) of f(x, w, b) = tanh(w @ x + b) in x, with w 64x64: a 64x64 Jacobian."""
+    def bench(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        rng = np.random.default_rng(0)
+        w = (rng.normal(size=(64, 64)) / 8).astype(np.float32)
+        b, x = (rng.normal(size=64).astype(np.float32) for _ in range(2))
+        ef = ember.jit(getattr(ember, jacobian)(lambda x, w, b: enp.tanh(w @ x + b)))
+        jf = jax.jit(getattr(jax, jacobian)(lambda x, w, b: jnp.tanh(w @ x + b)))
+        return checked_pair(jax, ef, [ember.asarray(a) for a in (x, w, b)], jf, [jnp.asarray(a) for a in (x, w, b)])
+    bench.__name__ = f"small_{jacobian}"
+    return bench
+
+
+def eager_vmap(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """vmap without jit, the vmapped function made once and called again and again with the same shapes."""
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(64, 64)).astype(np.float32)
+    xs = rng.normal(size=(128, 64)).astype(np.float32)
+    ew, jw = ember.asarray(w), jnp.asarray(w)
+    ef = ember.vmap(lambda x: x @ ew)
+    jf = jax.vmap(lambda x: x @ jw)
+    return checked_pair(jax, ef, (ember.asarray(xs),), jf, (jnp.asarray(xs),))
+
+
 BENCHMARKS = [
     ("jit: tiny f32[4] add (dispatch overhead)", tiny_call, 2000),
     ("eager: f32[4] add (op-by-op dispatch)", eager_add, 2000),
     ("jit: 512x512 f32 matmul", matmul_512, 50),
     ("jit(grad): 3-layer MLP loss, batch 128", mlp_grad, 50),
+    ("jit(vmap(grad)): MLP per-example grads, 128", per_example_grad, 50),
+    ("jit(jvp(grad)): MLP Hessian-vector product", mlp_hvp, 50),
+    ("jit(jacfwd): tanh(W @ x + b), W 64x64", small_jacobian("jacfwd"), 200),
+    ("jit(jacrev): tanh(W @ x + b), W 64x64", small_jacobian("jacrev"), 200),
+    ("eager vmap: x @ w, xs f32[128,64], w 64x64", eager_vmap, 500),
 ]
 
 
