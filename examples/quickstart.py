@@ -45,3 +45,16 @@ for step in range(100):
     params, value = train_step(params, x, y)
 print(f"\nafter 100 steps: loss={float(value):.2e}, w={np.asarray(params['w']).ravel()}, b={float(params['b'][0]):.3f}")
 print("one XLA program per step:", train_step.lower(params, x, y).as_text().count("func.func") == 1)
+
+# 4. vmap, forward mode, Jacobians: per-example gradients, a Jacobian-vector product, the Hessian.
+per_example = ember.jit(ember.vmap(ember.grad(loss), in_axes=(None, 0, 0)))(params, x, y)
+print("per-example gradient of w:", per_example["w"].shape)            # (64, 3, 1): one per example
+out, out_dot = ember.jvp(jnp.tanh, (x[0],), (jnp.ones_like(x[0]),))
+print("jvp of tanh along ones:", np.round(np.asarray(out_dot), 4))
+H = ember.hessian(loss)(params, x, y)                                  # a dict of dicts of blocks, as in JAX
+print("Hessian block d2L/dw2:", H["w"]["w"].shape)                      # (3, 1, 3, 1)
+hvp = ember.jvp(lambda p: ember.grad(loss)(p, x, y), (params,), (params,))[1]
+print("Hessian-vector product matches:",
+      np.allclose(np.asarray(H["w"]["w"]).reshape(3, 3) @ np.asarray(params["w"]).ravel()
+                  + np.asarray(H["w"]["b"]).reshape(3, 1) @ np.asarray(params["b"]),
+                  np.asarray(hvp["w"]).ravel(), rtol=1e-4))

@@ -9,7 +9,8 @@ EXAMPLES = pathlib.Path(__file__).parent.parent / "examples"
 
 
 @pytest.mark.parametrize("script,expected", [
-    ("quickstart.py", ["f(1, 2) = [6.]", "df/dlhs at (1, 2) = [2.]", "one XLA program per step: True"]),
+    ("quickstart.py", ["f(1, 2) = [6.]", "df/dlhs at (1, 2) = [2.]", "one XLA program per step: True",
+                        "per-example gradient of w: (64, 3, 1)", "Hessian-vector product matches: True"]),
     ("mlp.py", ["step 300"]),
 ])
 def test_example_runs(script, expected):
