@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from ember._api.staging import broadcast_prefix, cache_for, fun_name, leaf_avals, leaf_names, stage_with_aux
 from ember._core import IR, ShapedArray
+from ember._core.checks import normalize_axis
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._transforms.batching import batch_ir
 
@@ -26,11 +27,7 @@ def _check_axis_spec(api: str, what: str, spec: Any) -> None:
 
 
 def _normalize(api: str, axis: Axis, ndim: int, where: str) -> Axis:
-    if axis is None:
-        return None
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"{api}: {where}: axis {axis} is out of range for rank {ndim}")
-    return axis % ndim
+    return None if axis is None else normalize_axis(f"{api}: {where}", axis, ndim)
 
 
 def _unbatched(aval: ShapedArray, axis: Axis) -> ShapedArray:

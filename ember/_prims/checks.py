@@ -9,7 +9,6 @@ from ember._core import dtypes as dt
 
 FLOAT = "f"
 NUMERIC = "fiu"
-SIGNED = "fi"
 INTEGRAL = "iub"
 ANY = "fiub"
 
