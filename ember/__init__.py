@@ -16,7 +16,8 @@ from ember._core import ShapedArray as ShapedArray, UnexpectedTracerError as Une
 from ember._core import check_ir as check_ir
 from ember._hlo import lower as lower
 from ember._runtime import Array as Array, CompileError as CompileError, Compiled as Compiled, Lowered as Lowered
-from ember._runtime import PjrtError as PjrtError, array as array, asarray as asarray, default_device as default_device
+from ember._numpy.creation import array as array, asarray as asarray
+from ember._runtime import PjrtError as PjrtError, default_device as default_device
 from ember._runtime import device_put as device_put, devices as devices
 from ember._transforms import dce as dce
 

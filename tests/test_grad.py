@@ -178,7 +178,7 @@ def test_integer_inputs():
         ember.grad(lambda x: enp.sum(x * 2.0))(np.ones(3, np.int32))
     g = ember.grad(lambda x, n: enp.sum(x * n), argnums=(0, 1), allow_int=True)(np.ones(2), np.array([2, 3]))
     np.testing.assert_allclose(np.asarray(g[0]), [2.0, 3.0])
-    np.testing.assert_array_equal(np.asarray(g[1]), [0, 0])
+    assert g[1].dtype == ember.float0 and g[1].shape == (2,)  # as JAX
 
 
 def test_integer_intermediates_get_no_gradient():

@@ -37,11 +37,6 @@ import ember
 PYTHON_SCALARS = (bool, int, float, complex, str, type(None))
 
 # ember differs from JAX: jnp.array([...]) / jnp.asarray([...]) of a list of traced scalars (JAX stacks them)
-XFAIL_ARRAY_OF_TRACED_LIST = pytest.mark.xfail(strict=True, reason=(
-    "ember.numpy.array/asarray reject a list of traced values (TypeError: 'nested sequences of traced values are not "
-    "supported'); JAX stacks them"))
-
-
 # ----------------------------------------------------------------------------------------------------------- helpers
 
 def normal(jnp, seed, shape):
@@ -716,7 +711,6 @@ def test_vectorization_manual(jax, jnp):
 
 
 # Automatic vectorization › Automatic vectorization: jax.vmap(convolve)
-@XFAIL_ARRAY_OF_TRACED_LIST
 @doc_example()
 def test_vectorization_vmap(jax, jnp):
     convolve, _, _, xs, ws = _convolve(jnp)
@@ -725,7 +719,6 @@ def test_vectorization_vmap(jax, jnp):
 
 
 # Automatic vectorization › Automatic vectorization: in_axes=1, out_axes=1
-@XFAIL_ARRAY_OF_TRACED_LIST
 @doc_example()
 def test_vectorization_in_axes_out_axes(jax, jnp):
     convolve, _, _, xs, ws = _convolve(jnp)
@@ -736,8 +729,6 @@ def test_vectorization_in_axes_out_axes(jax, jnp):
 
 
 # Automatic vectorization › Automatic vectorization: only one argument batched, in_axes=[0, None]
-@pytest.mark.xfail(strict=True, reason="ember.vmap rejects a list in_axes ([0, None]: TypeError 'a list is not "
-                   "allowed; use a tuple'); JAX canonicalizes a list to a tuple")
 @doc_example()
 def test_vectorization_in_axes_none(jax, jnp):
     convolve, _, w, xs, _ = _convolve(jnp)
@@ -746,7 +737,6 @@ def test_vectorization_in_axes_none(jax, jnp):
 
 
 # Automatic vectorization › Combining transformations: jax.jit(jax.vmap(convolve))
-@XFAIL_ARRAY_OF_TRACED_LIST
 @doc_example()
 def test_vectorization_jit_of_vmap(jax, jnp):
     convolve, _, _, xs, ws = _convolve(jnp)
@@ -757,8 +747,8 @@ def test_vectorization_jit_of_vmap(jax, jnp):
 # Automatic vectorization › Automatic vectorization and Combining transformations, with jnp.stack in convolve
 @doc_example()
 def test_vectorization_vmap_convolve_with_stack(jax, jnp):
-    # Adapted: `jnp.stack(output)` in place of `jnp.array(output)`, which ember cannot do on traced values (see the
-    # xfails above), so that vmap, in_axes/out_axes, in_axes=(0, None) and jit of vmap are still checked.
+    # A variant of the docs' convolve with `jnp.stack(output)` in place of `jnp.array(output)`: both build the
+    # result from a list of traced values.
     _, _, w, xs, ws = _convolve(jnp)
 
     def convolve(x, w):
@@ -1272,8 +1262,8 @@ def test_api_grad(jax, jnp):
 
 
 # API reference › jax.grad ("It should return a scalar (which includes arrays with shape () but not ... (1,)")
-@pytest.mark.xfail(strict=True, reason="ember.grad of a function whose output has shape (1,) returns a gradient "
-                   "instead of raising; JAX raises TypeError ('Gradient only defined for scalar-output functions')")
+@pytest.mark.xfail(strict=True, reason="by design ember.grad accepts any one-element output, f32[1] included (the "
+                   "seed design differentiates an IR with an f32[1] output); JAX requires shape ()")
 @doc_example(raises=TypeError)
 def test_api_grad_requires_scalar_output(jax, jnp):
     jax.grad(lambda x: x * jnp.ones(1))(1.0)
@@ -1286,8 +1276,6 @@ def test_api_grad_requires_float_inputs(jax, jnp):
 
 
 # API reference › jax.grad (allow_int: "the gradient of an integer input will have ... dtype float0")
-@pytest.mark.xfail(strict=True, reason="grad(..., allow_int=True) returns an int32 zero for an integer input; "
-                   "JAX returns a float0 array")
 @doc_example()
 def test_api_grad_allow_int_float0(jax, jnp):
     def f(x, n):
@@ -1307,7 +1295,6 @@ def test_api_jvp_float0_tangent(jax, jnp):
 
 
 # API reference › jax.jacfwd and jax.jacrev
-@XFAIL_ARRAY_OF_TRACED_LIST
 @doc_example()
 def test_api_jacfwd_jacrev(jax, jnp):
     def f(x):

@@ -121,8 +121,9 @@ def test_in_axes_structure_mismatch():
         ember.vmap(lambda x, y: x, in_axes=(0,))(A, B)
     with pytest.raises(ValueError, match=r"in_axes specification must be a tree prefix"):
         ember.vmap(lambda p: p["a"], in_axes=({"b": 0},))({"a": A})
-    with pytest.raises(TypeError, match=r"a list is not allowed"):
-        ember.vmap(lambda x: x, in_axes=[0])(A)
+    with pytest.raises(TypeError, match=r"must contain only ints and None, got 'a'"):
+        ember.vmap(lambda x: x, in_axes=("a",))(A)
+    np.testing.assert_array_equal(np.asarray(ember.vmap(lambda x, y: x + y, in_axes=[0, None])(A, B[0])), A + B[0])
 
 
 def test_axis_out_of_range():

@@ -4,11 +4,14 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from ember._api.staging import (SIGNATURES_PER_FUNCTION, as_tuple, cache_for, call_with_fallback, fun_name,
                                 has_tracer_consts, leaf_avals, per_function, run_ir, stage_with_aux)
 from ember._core import IR, ConcretizationTypeError, ShapedArray, aval_of, concrete_values, eval_ir, is_tracing
 from ember._core.cache import LRUCache
-from ember._core.pytree import PyTreeDef, leaf_def, tree_flatten, tree_structure
+from ember._core import dtypes as dt
+from ember._core.pytree import PyTreeDef, leaf_def, tree_flatten, tree_map, tree_structure
 from ember._transforms import ad as _ad
 from ember._transforms.passes import split_known
 
@@ -90,9 +93,37 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
         avals = leaf_avals(name, args, kwargs, leaves)
         arg_trees = tuple(tree_structure(a) for a in args)
         key = (in_tree, avals, nums)
-        return call_with_fallback(cache, key, leaves, build, in_tree, avals, nums, arg_trees)
+        result = call_with_fallback(cache, key, leaves, build, in_tree, avals, nums, arg_trees)
+        if allow_int and not all(dt.is_float(a.dtype) for a in avals):
+            result = _float0_gradients(result, args, nums, isinstance(argnums, int), with_value, has_aux)
+        return result
 
     return transformed
+
+
+def float0_where_not_float(tree: Any, like: Any) -> Any:
+    """tree with float0 zeros in place of the leaves whose counterpart in like is an integer or boolean (their
+    tangents and cotangents, as in JAX)."""
+    def fix(value: Any, ref: Any) -> Any:
+        aval = aval_of(ref)
+        return value if dt.is_float(aval.dtype) else np.zeros(aval.shape, dt.float0)
+    return tree_map(fix, tree, like)
+
+
+def _float0_gradients(result: Any, args: tuple[Any, ...], nums: tuple[int, ...], single: bool, with_value: bool,
+                      has_aux: bool) -> Any:
+    """The result of grad/value_and_grad with allow_int, with float0 gradients for integer inputs."""
+    if with_value:
+        head, grads = result
+    elif has_aux:
+        grads, aux = result
+    else:
+        grads = result
+    fixed = tuple(float0_where_not_float(g, args[i]) for g, i in zip((grads,) if single else grads, nums))
+    grads = fixed[0] if single else fixed
+    if with_value:
+        return head, grads
+    return (grads, aux) if has_aux else grads
 
 
 def grad(fun: Any, argnums: int | Sequence[int] = 0, has_aux: bool = False, allow_int: bool = False) -> Any:
@@ -184,7 +215,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
                 raise TypeError(f"{name}: cotangent {i} must be {expected.str_short()} like the output, got "
                                 f"{got.str_short()}")
         in_cts = run(plan.backward, list(residuals) + ct_leaves, f"{name}.backward")
-        return in_tree.unflatten(in_cts)[0]
+        return float0_where_not_float(in_tree.unflatten(in_cts)[0], primals)
 
     out = plan.out_tree.unflatten(outs)
     if has_aux:

@@ -17,10 +17,6 @@ Axis = int | None
 
 
 def _check_axis_spec(api: str, what: str, spec: Any) -> None:
-    if isinstance(spec, list):
-        raise TypeError(f"{api}: {what} must be an int, None, or a tuple of entries corresponding to the "
-                        f"positional arguments passed to the function, but got {spec!r} (a list is not allowed; "
-                        "use a tuple)")
     for leaf in tree_flatten(spec, is_leaf=lambda x: x is None)[0]:
         if leaf is not None and (isinstance(leaf, bool) or not isinstance(leaf, int)):
             raise TypeError(f"{api}: {what} must contain only ints and None, got {leaf!r} in {spec!r}")
@@ -63,6 +59,8 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
     if not callable(fun):
         raise TypeError(f"vmap: expected a function or an IR, got {type(fun).__name__}")
     name = f"vmap({fun_name(fun)})"
+    if isinstance(in_axes, list):  # as JAX: a list of per-argument axes means a tuple
+        in_axes = tuple(in_axes)
     _check_axis_spec(name, "in_axes", in_axes)
     _check_axis_spec(name, "out_axes", out_axes)
     if axis_size is not None and (isinstance(axis_size, bool) or not isinstance(axis_size, int) or axis_size < 0):

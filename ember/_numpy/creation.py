@@ -7,15 +7,38 @@ from typing import Any
 import numpy as _np
 
 from ember._core import dtypes as dt
-from ember._runtime.array import array as array, asarray as asarray
+from ember._runtime.array import array as _host_array
 from ember._core import Tracer, aval_of, is_python_scalar
 from ember import _prims as lax
 from ember._core import scalar_literal
 from ember._core.checks import static_ints
 
 from ember._numpy.dtypes import int32
-from ember._numpy.promotion import _as_operand
-from ember._numpy.shape import astype, broadcast_to
+from ember._numpy.promotion import _as_operand, _promote
+from ember._numpy.shape import astype, broadcast_to, stack
+
+
+def _holds_tracers(x: Any) -> bool:
+    return builtins.any(_holds_tracers(e) if isinstance(e, list | tuple) else isinstance(e, Tracer) for e in x)
+
+
+def _stack_nested(x: Any) -> Any:
+    """A nested sequence holding traced values, stacked level by level in the common dtype of its elements."""
+    items = [_stack_nested(e) if isinstance(e, list | tuple) else e for e in x]
+    return stack(_promote("array", *items))
+
+
+def array(object: Any, dtype: Any = None, copy: bool = True) -> Any:  # noqa: A002
+    """An array from an array, a scalar or a nested sequence (numpy's dtype rules, 32-bit defaults); under a
+    transformation, a nested sequence of traced values is stacked (jnp.array([x, 2 * x]))."""
+    if isinstance(object, list | tuple) and _holds_tracers(object):
+        stacked = _stack_nested(object)
+        return stacked if dtype is None else astype(stacked, dtype)
+    return _host_array(object, dtype, copy)
+
+
+def asarray(a: Any, dtype: Any = None) -> Any:
+    return array(a, dtype, copy=False)
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
