@@ -188,14 +188,20 @@ def _check_float_inputs(name: str, leaves: Sequence[Any]) -> None:
             raise TypeError(f"{name} requires floating-point inputs, got {aval.str_short()}")
 
 
-def _partial_in(fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], nums: tuple[int, ...]
-                ) -> Callable[..., Any]:
-    def f_dyn(*dyn: Any) -> Any:
+def _differentiated(name: str, fun: Callable[..., Any], argnums: int | Sequence[int], args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> tuple[tuple[int, ...], tuple[Any, ...], list[Any], Callable[..., Any]]:
+    """(argnums normalized, the differentiated arguments, their leaves, fun of those arguments alone)."""
+    nums = _check_argnums(name, argnums, len(args))
+    dyn = tuple(args[i] for i in nums)
+    in_leaves = tree_flatten(dyn)[0]
+    _check_float_inputs(name, in_leaves)
+
+    def f_dyn(*values: Any) -> Any:
         full = list(args)
-        for i, value in zip(nums, dyn):
+        for i, value in zip(nums, values):
             full[i] = value
         return fun(*full, **kwargs)
-    return f_dyn
+    return nums, dyn, in_leaves, f_dyn
 
 
 def _assemble(argnums: int | Sequence[int], nums: tuple[int, ...], dyn: tuple[Any, ...], out: Any,
@@ -218,12 +224,9 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
 
     @functools.wraps(fun, updated=())
     def jacfun(*args: Any, **kwargs: Any) -> Any:
-        nums = _check_argnums(name, argnums, len(args))
-        dyn = tuple(args[i] for i in nums)
-        in_leaves, in_tree = tree_flatten(dyn)
-        _check_float_inputs(name, in_leaves)
+        nums, dyn, in_leaves, f_dyn = _differentiated(name, fun, argnums, args, kwargs)
+        in_tree = tree_structure(dyn)
         n, basis = _basis(in_leaves)
-        f_dyn = _partial_in(fun, args, kwargs, nums)
 
         def push(*basis_leaves: Any) -> Any:
             return jvp(f_dyn, dyn, tree_unflatten(in_tree, basis_leaves), has_aux=has_aux)
@@ -246,11 +249,7 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
 
     @functools.wraps(fun, updated=())
     def jacfun(*args: Any, **kwargs: Any) -> Any:
-        nums = _check_argnums(name, argnums, len(args))
-        dyn = tuple(args[i] for i in nums)
-        in_leaves, _ = tree_flatten(dyn)
-        _check_float_inputs(name, in_leaves)
-        f_dyn = _partial_in(fun, args, kwargs, nums)
+        nums, dyn, in_leaves, f_dyn = _differentiated(name, fun, argnums, args, kwargs)
         result = vjp(f_dyn, *dyn, has_aux=has_aux)
         out, pullback = result[0], result[1]
         out_leaves, out_tree = tree_flatten(out)
