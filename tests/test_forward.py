@@ -144,3 +144,22 @@ def test_jvp_of_an_ir_returns_an_ir():
     np.testing.assert_allclose(np.asarray(tangent), 2 * np.cos(X[:3]))
     again = ember.jvp(jir)  # transformable again: second derivatives
     ember.check_ir(again)
+
+
+def test_jacobians_outside_jit_compile_once_per_signature():
+    from ember._api import staging
+
+    def f(x):
+        return enp.tanh(x) * x.sum()
+    for _ in range(3):
+        ember.jacfwd(f)(X)  # a new wrapper each time: the compiled program is kept per (function, config)
+        ember.jacrev(f)(X)
+    assert len(staging.cache_for(f, ("jacfwd", 0, False), "").executables) == 1
+    assert len(staging.cache_for(f, ("jacrev", 0, False), "").executables) == 1
+
+
+def test_jacobians_take_non_array_arguments():
+    def f(x, mode):
+        return enp.sin(x) if mode == "sin" else enp.cos(x)
+    np.testing.assert_allclose(np.asarray(ember.jacfwd(f)(X, "sin")), np.diag(np.cos(X)), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(ember.jacrev(f)(X, "cos")), np.diag(-np.sin(X)), rtol=1e-12)

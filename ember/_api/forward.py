@@ -11,7 +11,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember._api.autodiff import _check_argnums, vjp
-from ember._api.staging import (cache_for, call_with_fallback, fun_name, leaf_avals, run_ir, stage_with_aux)
+from ember._api.staging import (cache_for, call_with_fallback, compiled_outside_traces, fun_name, leaf_avals, run_ir,
+                                stage_with_aux)
 from ember._api.vmap import vmap
 from ember._core import IR, ConcretizationTypeError, ShapedArray, aval_of, concrete_values, eval_ir, is_tracing
 from ember._core import dtypes as dt
@@ -222,7 +223,6 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
     """The Jacobian of fun by forward mode, one jvp per input element under vmap (like jax.jacfwd)."""
     name = f"jacfwd({fun_name(fun)})"
 
-    @functools.wraps(fun, updated=())
     def jacfun(*args: Any, **kwargs: Any) -> Any:
         nums, dyn, in_leaves, f_dyn = _differentiated(name, fun, argnums, args, kwargs)
         in_tree = tree_structure(dyn)
@@ -240,14 +240,13 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
                            lambda j, o: _split_columns(jac_leaves[j], aval_of(o).shape, in_avals))
         return (result, results[2]) if has_aux else result
 
-    return jacfun
+    return functools.wraps(fun, updated=())(compiled_outside_traces(fun, ("jacfwd", argnums, has_aux), name, jacfun))
 
 
 def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
     """The Jacobian of fun by reverse mode, one vjp per output element under vmap (like jax.jacrev)."""
     name = f"jacrev({fun_name(fun)})"
 
-    @functools.wraps(fun, updated=())
     def jacfun(*args: Any, **kwargs: Any) -> Any:
         nums, dyn, in_leaves, f_dyn = _differentiated(name, fun, argnums, args, kwargs)
         result = vjp(f_dyn, *dyn, has_aux=has_aux)
@@ -267,7 +266,7 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
         jac = _assemble(argnums, nums, dyn, out, blocks_for)
         return (jac, result[2]) if has_aux else jac
 
-    return jacfun
+    return functools.wraps(fun, updated=())(compiled_outside_traces(fun, ("jacrev", argnums, has_aux), name, jacfun))
 
 
 jacobian = jacrev
@@ -275,4 +274,6 @@ jacobian = jacrev
 
 def hessian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
     """The Hessian of a scalar function: jacfwd of jacrev (like jax.hessian)."""
-    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+    composed = jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+    return functools.wraps(fun, updated=())(compiled_outside_traces(
+        fun, ("hessian", argnums, has_aux), f"hessian({fun_name(fun)})", composed))

@@ -211,3 +211,32 @@ def eval_ir_public(ir: IR, *args: Any) -> Any:
     if ir.out_tree is not None:
         return ir.out_tree.unflatten(outs)
     return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def compiled_outside_traces(fun: Any, config: Hashable, name: str, direct: Callable[..., Any]) -> Callable[..., Any]:
+    """A wrapper of direct, which computes a transformation of fun by composing others (a Jacobian as vmap of
+    jvp): outside any trace each signature is staged and compiled once, in a cache kept per (fun, config) like
+    jit's, so repeated calls, even through new wrappers, reuse one program. direct runs as it is inside traces
+    (where it is inlined anyway), for arguments that are not arrays, and for functions that need concrete values
+    (remembered, as in call_with_fallback)."""
+    cache = cache_for(fun, config, name)
+
+    def build(in_tree: PyTreeDef, avals: tuple[ShapedArray, ...]) -> IR:
+        ir, store = stage_with_aux(direct, in_tree, avals, False, name, named_like=fun)
+        ir.out_tree = store.tree
+        return ir
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if is_tracing() or cache.concrete:
+            return direct(*args, **kwargs)
+        leaves, in_tree = tree_flatten((args, kwargs))
+        try:
+            avals = tuple(aval_of(x) for x in leaves)
+        except TypeError:  # non-array arguments: no signature to compile for
+            return direct(*args, **kwargs)
+        try:
+            return cache.call((in_tree, avals), leaves, build, in_tree, avals)
+        except ConcretizationTypeError:
+            cache.concrete = True
+            return direct(*args, **kwargs)
+    return wrapper
