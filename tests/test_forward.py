@@ -163,3 +163,14 @@ def test_jacobians_take_non_array_arguments():
         return enp.sin(x) if mode == "sin" else enp.cos(x)
     np.testing.assert_allclose(np.asarray(ember.jacfwd(f)(X, "sin")), np.diag(np.cos(X)), rtol=1e-12)
     np.testing.assert_allclose(np.asarray(ember.jacrev(f)(X, "cos")), np.diag(-np.sin(X)), rtol=1e-12)
+
+
+def test_linearize_keeps_its_split_per_signature():
+    from ember._api import staging
+
+    def f(x):
+        return enp.sin(x) * x
+    for _ in range(3):
+        out, f_jvp = ember.linearize(f, X)
+        f_jvp(np.ones_like(X))
+    assert len(staging.per_function(f, "linearize", dict)) == 1

@@ -6,10 +6,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._api.staging import (SIGNATURES_PER_FUNCTION, as_tuple, cache_for, call_with_fallback, fun_name,
-                                has_tracer_consts, leaf_avals, per_function, run_ir, stage_with_aux)
-from ember._core import IR, ConcretizationTypeError, ShapedArray, aval_of, concrete_values, eval_ir, is_tracing
-from ember._core.cache import LRUCache
+from ember._api.staging import (as_tuple, cache_for, call_with_fallback, fun_name, leaf_avals, plan_for,
+                                stage_with_aux)
+from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core.pytree import PyTreeDef, leaf_def, tree_flatten, tree_map, tree_structure
 from ember._transforms import ad as _ad
@@ -148,23 +147,15 @@ def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, ha
 
 # ---------------------------------------------------------------------------------------------------------------
 # vjp
-def _eval_ir_named(ir: IR, args: Sequence[Any], name: str) -> list[Any]:
-    return eval_ir(ir, args)
-
-
 class _VjpPlan:
     """The forward (known) and backward (cotangent) parts of a function's VJP at one signature."""
 
     def __init__(self, forward: IR, backward: IR, num_outs: int, num_residuals: int, out_tree: PyTreeDef,
                  aux_tree: PyTreeDef | None, ct_avals: list[ShapedArray]):
         self.forward, self.backward = forward, backward  # forward: (outputs, aux, residuals)
+        self.irs = (forward, backward)
         self.num_outs, self.num_residuals = num_outs, num_residuals
         self.out_tree, self.aux_tree, self.ct_avals = out_tree, aux_tree, ct_avals
-
-
-class _VjpPlans(LRUCache):
-    """A function's VJP plans per signature; concrete once it needed concrete values (see call_with_fallback)."""
-    concrete = False
 
 
 def _vjp_plan(fun: Callable[..., Any], in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], has_aux: bool,
@@ -182,24 +173,8 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
     name = f"vjp({fun_name(fun)})"
     leaves, in_tree = tree_flatten((primals, {}))
     avals = leaf_avals(name, primals, {}, leaves)
-    key = (in_tree, avals, has_aux)
-    plans = per_function(fun, "vjp", lambda: _VjpPlans(SIGNATURES_PER_FUNCTION))
-    values = concrete_values(leaves)
-    plan, run = None, run_ir
-    if values is None and (is_tracing() or not plans.concrete):
-        try:
-            plan = plans.lookup(key)
-            if plan is None:
-                plan = _vjp_plan(fun, in_tree, avals, has_aux, name)
-                if not (has_tracer_consts(plan.forward) or has_tracer_consts(plan.backward)):
-                    plans.store(key, plan)
-        except ConcretizationTypeError:
-            if is_tracing():  # inside an abstract staging: the error goes to the enclosing API
-                raise
-            plans.concrete = True
-    if plan is None:  # evaluate with concrete values, op by op (see call_with_fallback)
-        plan = _vjp_plan(fun, in_tree, avals, has_aux, name, list(leaves) if values is None else values)
-        run = _eval_ir_named
+    plan, run = plan_for(fun, "vjp", (in_tree, avals, has_aux), leaves,
+                         lambda values: _vjp_plan(fun, in_tree, avals, has_aux, name, values))
     results = run(plan.forward, leaves, f"{name}.forward")
     n_primal = len(results) - plan.num_residuals
     outs, aux, residuals = results[:plan.num_outs], results[plan.num_outs:n_primal], results[n_primal:]

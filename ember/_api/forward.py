@@ -11,10 +11,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember._api.autodiff import _check_argnums, vjp
-from ember._api.staging import (cache_for, call_with_fallback, compiled_outside_traces, fun_name, leaf_avals, run_ir,
-                                stage_with_aux)
+from ember._api.staging import (cache_for, call_with_fallback, compiled_outside_traces, fun_name, leaf_avals,
+                                plan_for, stage_with_aux)
 from ember._api.vmap import vmap
-from ember._core import IR, ConcretizationTypeError, ShapedArray, aval_of, concrete_values, eval_ir, is_tracing
+from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core.pytree import PyTreeDef, tree_flatten, tree_map, tree_structure, tree_unflatten
 from ember._prims import reshape, slice_in_dim
@@ -113,35 +113,36 @@ def jvp(fun: Any, primals: Sequence[Any] | None = None, tangents: Sequence[Any] 
 
 # ---------------------------------------------------------------------------------------------------------------
 # linearize
+class _LinearizePlan:
+    """The primal part of a function's forward-mode IR, (primals) -> (outputs, residuals), and its linear part,
+    (residuals, float tangents) -> (float output tangents), at one signature."""
+
+    def __init__(self, fun: Callable[..., Any], name: str, in_tree: PyTreeDef, avals: tuple[ShapedArray, ...],
+                 values: Sequence[Any] | None):
+        jir = _jvp_build(fun, name, False)(in_tree, avals, values)
+        out_template, _, float_template = jir.out_tree.unflatten(list(range(len(jir.outs))))
+        self.num_outs = len(jir.outs) - len(float_template)
+        self.out_tree = tree_structure(out_template)
+        self.floats = [dt.is_float(a.dtype) for a in avals]
+        self.known, self.linear, _ = split_known(jir, [False] * len(avals) + [True] * sum(self.floats),
+                                                 self.num_outs)
+        self.irs = (self.known, self.linear)
+
+
 def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
     """(outputs, f_jvp) where f_jvp(*tangents) gives the output tangents, evaluating only the linear part
     (like jax.linearize): the forward-mode IR is split into the primal computation, run now, and the tangent
-    computation, which reuses its residuals."""
+    computation, which reuses its residuals. The split is kept per signature, like jit's programs."""
     if not callable(fun):
         raise TypeError(f"linearize: expected a function, got {type(fun).__name__}")
     name = f"linearize({fun_name(fun)})"
     leaves, in_tree = tree_flatten((primals, {}))
     avals = leaf_avals(name, primals, {}, leaves)
-    floats = [dt.is_float(a.dtype) for a in avals]
-    values = concrete_values(leaves)
-    concrete = values is not None or (not is_tracing() and cache_for(fun, ("jvp", False), name).concrete)
-    build = _jvp_build(fun, name, False)
-    try:
-        jir = build(in_tree, avals, values if values is not None else (list(leaves) if concrete else None))
-    except ConcretizationTypeError:
-        if concrete or is_tracing():
-            raise
-        cache_for(fun, ("jvp", False), name).concrete = concrete = True
-        jir = build(in_tree, avals, list(leaves))
-    out_template, _, float_template = jir.out_tree.unflatten(list(range(len(jir.outs))))
-    n_out = len(jir.outs) - len(float_template)
-    n_tangents = sum(floats)
-    known, linear, _ = split_known(jir, [False] * len(avals) + [True] * n_tangents, n_out)
-    run = (lambda ir, args: eval_ir(ir, args)) if concrete else (lambda ir, args: run_ir(ir, args, name))
-    results = run(known, leaves)
-    outs, residuals = results[:n_out], results[n_out:]
-    out_tree = tree_structure(out_template)
-    out = out_tree.unflatten(outs)
+    plan, run = plan_for(fun, "linearize", (in_tree, avals), leaves,
+                         lambda values: _LinearizePlan(fun, name, in_tree, avals, values))
+    results = run(plan.known, leaves, f"{name}.primal")
+    out = plan.out_tree.unflatten(results[:plan.num_outs])
+    residuals = results[plan.num_outs:]
 
     def f_jvp(*tangents: Any) -> Any:
         t_leaves, t_tree = tree_flatten((tangents, {}))
@@ -149,7 +150,8 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
             raise TypeError(f"{name}: tangents must have the structure of the primals {in_tree}, got {t_tree}")
         for i, (t, a) in enumerate(zip(t_leaves, avals)):
             _tangent_aval(name, t, a, i)
-        float_tangents = run(linear, list(residuals) + [t for t, f in zip(t_leaves, floats) if f])
+        float_tangents = run(plan.linear, list(residuals) + [t for t, f in zip(t_leaves, plan.floats) if f],
+                             f"{name}.linear")
         return _with_float0(out, float_tangents)
 
     return out, f_jvp

@@ -240,3 +240,36 @@ def compiled_outside_traces(fun: Any, config: Hashable, name: str, direct: Calla
             cache.concrete = True
             return direct(*args, **kwargs)
     return wrapper
+
+
+def eval_ir_named(ir: IR, args: Sequence[Any], name: str = "") -> list[Any]:
+    """eval_ir with run_ir's signature: an IR evaluated op by op (or inlined while staging)."""
+    return eval_ir(ir, args)
+
+
+class PlanCache(LRUCache):
+    """A function's plans (pairs of IRs: what runs now, what runs later, as vjp's forward and backward parts) per
+    signature; concrete once the function needed concrete values (see call_with_fallback)."""
+    concrete = False
+
+
+def plan_for(fun: Any, kind: str, key: Hashable, leaves: Sequence[Any], make: Callable[[Any], Any]
+             ) -> tuple[Any, Callable[..., list[Any]]]:
+    """(plan, run): fun's plan of this kind for a signature, made by make(values), and how to run its IRs.
+    Staged abstractly (values None), a plan is cached and its IRs compiled (run_ir); when fun needs concrete
+    values outside jit, make gets the values and its IRs are evaluated op by op, as call_with_fallback does."""
+    plans = per_function(fun, kind, lambda: PlanCache(SIGNATURES_PER_FUNCTION))
+    values = concrete_values(leaves)
+    if values is None and (is_tracing() or not plans.concrete):
+        try:
+            plan = plans.lookup(key)
+            if plan is None:
+                plan = make(None)
+                if not any(has_tracer_consts(ir) for ir in plan.irs):
+                    plans.store(key, plan)
+            return plan, run_ir
+        except ConcretizationTypeError:
+            if is_tracing():  # inside an abstract staging: the error goes to the enclosing API
+                raise
+            plans.concrete = True
+    return make(list(leaves) if values is None else values), eval_ir_named
