@@ -201,6 +201,27 @@ def check_jvp(case: Case, shapes: tuple[Shape, ...]) -> None:
         np.testing.assert_allclose(tangent_out, numeric, rtol=rtol, atol=rtol / 10)
 
 
+def check_jacobians(case: Case, shapes: tuple[Shape, ...]) -> None:
+    """In float64, per float argument: jacfwd == jacrev, and the Hessian of sum(f(args) * ct) equals JAX's."""
+    import jax
+    import jax.numpy as jnp
+
+    args = make_args(case, shapes, "float64", seed=6)
+    argnums = _float_argnums(args)
+    fwd = ember.jacfwd(case.ember, argnums=argnums)(*args)
+    rev = ember.jacrev(case.ember, argnums=argnums)(*args)
+    for a, b in zip(fwd, rev):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-12)
+    if case.jax is None:
+        return
+    ct = np.random.default_rng(7).normal(size=np.shape(case.numpy(*args)))
+    hessian = ember.hessian(lambda *xs: ember.numpy.sum(case.ember(*xs) * ct), argnums=argnums)(*args)
+    expected = jax.hessian(lambda *xs: jnp.sum(case.jax(*xs) * ct), argnums=argnums)(*args)
+    for got_row, expected_row in zip(hessian, expected):
+        for got, want in zip(got_row, expected_row):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-9, atol=1e-12)
+
+
 def check_not_differentiable(case: Case, shapes: tuple[Shape, ...]) -> None:
     """A primitive marked not differentiable, alone in an IR with all-float inputs where it has any: forward mode
     gives zero tangents, and its outputs are not active for reverse mode."""
@@ -229,7 +250,8 @@ BATCH = 7  # a batch size that no test shape uses, so a batch dimension cannot b
 
 def check_vmap(case: Case, shapes: tuple[Shape, ...], dtype: str, where: str) -> None:
     """Every combination of batched and unbatched arguments, batched at axis 0 or at the last axis (`where`):
-    the batched IR type-checks and equals numpy applied member by member, stacked at axis 0."""
+    the batched IR type-checks and equals numpy applied member by member, stacked at axis 0 (or at the last axis
+    of the output, with `where` "last")."""
     members = [make_args(case, shapes, dtype, seed=10 + b) for b in range(BATCH)]
     avals = [ember.ShapedArray(a.shape, a.dtype) for a in members[0]]
     ir = ember.stage_out(case.ember, *avals)
@@ -239,9 +261,10 @@ def check_vmap(case: Case, shapes: tuple[Shape, ...], dtype: str, where: str) ->
         dims = [(0 if where == "first" else len(s)) if b else None for s, b in zip(shapes, batched)]
         args = [np.stack([m[i] for m in members], axis=d) if d is not None else members[0][i]
                 for i, d in enumerate(dims)]
+        out_dim = 0 if where == "first" else -1
         expected = np.stack([np.asarray(case.numpy(*[m[i] if d is not None else members[0][i]
-                                                     for i, d in enumerate(dims)])) for m in members])
-        bir, out_dims = batch_ir(ir, dims, BATCH, out_dims=[0] * len(ir.outs))
+                                                     for i, d in enumerate(dims)])) for m in members], axis=out_dim)
+        bir, out_dims = batch_ir(ir, dims, BATCH, out_dims=[out_dim] * len(ir.outs))
         ember.check_ir(bir)
         got = ember.compile(bir).call_flat(args)[0]
         assert_close(got, expected, dtype, case.rtol)
@@ -259,6 +282,13 @@ def jvp_params(cases: Sequence[Case]) -> list[Any]:
     return params
 
 
+def jacobian_params(cases: Sequence[Case]) -> list[Any]:
+    """The differentiable cases at their first gradient shape (the rest of the shapes in the slow sweep)."""
+    return [pytest.param(case, shapes, marks=[pytest.mark.slow] if i > 0 else [],
+                         id=f"{case.label()}-{'x'.join(map(str, shapes))}")
+            for case in cases if case.grad for i, shapes in enumerate(case.grad_shapes or case.shapes)]
+
+
 def vmap_params(cases: Sequence[Case]) -> list[Any]:
     params = []
     for case in cases:
@@ -273,7 +303,7 @@ def vmap_params(cases: Sequence[Case]) -> list[Any]:
 
 def oracle_tests(cases: Sequence[Case]) -> tuple[Callable[..., None], ...]:
     """The tests of a primitive test module:
-    `test_forward, test_grad, test_jvp, test_vmap = oracle_tests(CASES)`."""
+    `test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)`."""
     @pytest.mark.parametrize("case,shapes,dtype", forward_params(cases))
     def test_forward(case: Case, shapes: tuple[Shape, ...], dtype: str) -> None:
         check_forward(case, shapes, dtype)
@@ -289,8 +319,12 @@ def oracle_tests(cases: Sequence[Case]) -> tuple[Callable[..., None], ...]:
         else:
             check_not_differentiable(case, shapes)
 
+    @pytest.mark.parametrize("case,shapes", jacobian_params(cases))
+    def test_jacobians(case: Case, shapes: tuple[Shape, ...]) -> None:
+        check_jacobians(case, shapes)
+
     @pytest.mark.parametrize("case,shapes,dtype,where", vmap_params(cases))
     def test_vmap(case: Case, shapes: tuple[Shape, ...], dtype: str, where: str) -> None:
         check_vmap(case, shapes, dtype, where)
 
-    return test_forward, test_grad, test_jvp, test_vmap
+    return test_forward, test_grad, test_jvp, test_vmap, test_jacobians

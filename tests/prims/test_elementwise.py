@@ -102,7 +102,7 @@ CASES = [
 ]
 
 
-test_forward, test_grad, test_jvp, test_vmap = oracle_tests(CASES)
+test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

@@ -81,7 +81,7 @@ CASES = [
 ]
 
 
-test_forward, test_grad, test_jvp, test_vmap = oracle_tests(CASES)
+test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)
 
 
 def test_reductions_keep_ties_split_evenly():
