@@ -14,8 +14,12 @@ from ember._prims import (  # noqa: A004
     sqrt as sqrt, square as square, stop_gradient as stop_gradient, sub as sub, tanh as tanh,
     transpose as transpose, zeros_like as zeros_like,
 )
+from ember._control import (  # noqa: A004
+    cond as cond, fori_loop as fori_loop, map as map, scan as scan, switch as switch, while_loop as while_loop,
+)
 
 __all__ = [
+    "cond", "fori_loop", "map", "scan", "switch", "while_loop",
     "abs", "add", "atan2", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "broadcast",
     "broadcast_in_dim", "broadcasted_iota", "ceil", "concatenate", "convert_element_type", "cos", "div", "dot",
     "dot_general", "eq", "exp", "expm1", "floor", "full", "full_like", "ge", "gt", "integer_pow", "iota",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -29,7 +30,8 @@ class Case:
     jax: Callable[..., Any] | None = None       # the same on jax arrays: the gradient oracle
     domain: str = "any"                         # any | positive | nonzero | unit (|x| < 0.9) | int_small
     arg_dtypes: Sequence[str | None] | None = None  # per-argument dtype overrides (None: the case dtype)
-    grad: bool = True                           # check gradients (float64) for float arguments
+    grad: bool = True                           # check derivatives (float64) for float arguments
+    reverse: bool = True                        # reverse mode too (False: the primitive refuses it, clearly)
     finite_differences: bool = True             # also against finite differences (not for stop_gradient)
     grad_shapes: Sequence[tuple[Shape, ...]] | None = None
     rtol: float | None = None
@@ -88,7 +90,7 @@ def grad_params(cases: Sequence[Case]) -> list[Any]:
         if not case.grad:
             continue
         for i, shapes in enumerate(case.grad_shapes or case.shapes):
-            marks = [pytest.mark.slow] if i > 1 else []  # two shapes in the quick run, the rest in the sweep
+            marks = [pytest.mark.slow] if i > (1 if case.reverse else 0) else []  # two shapes in the quick run
             params.append(pytest.param(case, shapes, marks=marks, id=f"{case.label()}-{'x'.join(map(str, shapes))}"))
     return params
 
@@ -120,11 +122,17 @@ def _float_argnums(args: Sequence[np.ndarray]) -> tuple[int, ...]:
 
 
 def check_grad(case: Case, shapes: tuple[Shape, ...]) -> None:
-    """Gradient of sum(f(args) * ct) in float64, against JAX and against central finite differences."""
+    """Gradient of sum(f(args) * ct) in float64, against JAX and against central finite differences (or, for a
+    primitive marked as refusing reverse mode, the clear error naming the primitive and the reason)."""
     import jax
     import jax.numpy as jnp
 
     args = make_args(case, shapes, "float64", seed=1)
+    if not case.reverse:
+        reason = ember._core.PRIMITIVES[case.prim].marks["vjp"]
+        with pytest.raises(NotImplementedError, match=f"primitive '{case.prim}': " + re.escape(reason)):
+            ember.grad(lambda *xs: ember.numpy.sum(case.ember(*xs)), argnums=_float_argnums(args))(*args)
+        return
     argnums = _float_argnums(args)
     assert argnums, "a gradient case needs float arguments"
     out_shape = np.shape(case.numpy(*args))
@@ -286,7 +294,8 @@ def jacobian_params(cases: Sequence[Case]) -> list[Any]:
     """The differentiable cases at their first gradient shape (the rest of the shapes in the slow sweep)."""
     return [pytest.param(case, shapes, marks=[pytest.mark.slow] if i > 0 else [],
                          id=f"{case.label()}-{'x'.join(map(str, shapes))}")
-            for case in cases if case.grad for i, shapes in enumerate(case.grad_shapes or case.shapes)]
+            for case in cases if case.grad and case.reverse
+            for i, shapes in enumerate(case.grad_shapes or case.shapes)]
 
 
 def vmap_params(cases: Sequence[Case]) -> list[Any]:

@@ -6,6 +6,7 @@ import pathlib
 
 import pytest
 
+from ember._control.loops import WHILE_NOT_REVERSE_DIFFERENTIABLE
 from ember._core import NOT_DIFFERENTIABLE, PRIMITIVES, RULE_KINDS
 
 PRIM_TEST_DIR = pathlib.Path(__file__).parent / "prims"
@@ -28,11 +29,12 @@ TESTED_BY = {
     "abstract_eval": lambda prim, cases: bool(cases),            # check_forward stages and type-checks
     "lowering": lambda prim, cases: bool(cases),                 # check_forward runs it under jit and eagerly
     "jvp": lambda prim, cases: any(c.grad for c in cases),       # check_jvp vs JAX and finite differences
-    "vjp": lambda prim, cases: any(c.grad for c in cases),       # check_grad vs JAX and finite differences
+    "vjp": lambda prim, cases: any(c.grad and c.reverse for c in cases),  # check_grad vs JAX and finite differences
     "batching": lambda prim, cases: bool(cases),                 # check_vmap vs a loop over the batch
 }
 MARKS_TESTED_BY = {
     NOT_DIFFERENTIABLE: lambda prim, cases: bool(cases),         # check_not_differentiable
+    WHILE_NOT_REVERSE_DIFFERENTIABLE: lambda prim, cases: any(c.grad and not c.reverse for c in cases),  # the error
 }
 
 
@@ -58,4 +60,6 @@ def test_primitive_has_rule_and_test(name, kind):
 @pytest.mark.parametrize("name", sorted(PRIMITIVES))
 def test_differentiability_marks_agree(name):
     prim = PRIMITIVES[name]
-    assert ("jvp" in prim.marks) == ("vjp" in prim.marks), f"{name}: jvp and vjp must be marked together"
+    not_differentiable = [prim.marks.get(k) == NOT_DIFFERENTIABLE for k in ("jvp", "vjp")]
+    assert all(not_differentiable) or not any(not_differentiable), \
+        f"{name}: jvp and vjp must be marked not differentiable together"

@@ -141,6 +141,8 @@ def _format_param(value: Any, indent: int) -> str:
     if isinstance(value, IR):
         body = pretty_print(value).replace("\n", "\n" + " " * (indent + 2))
         return "\n" + " " * (indent + 2) + body
+    if isinstance(value, tuple) and value and all(isinstance(v, IR) for v in value):
+        return "(" + ",".join(_format_param(v, indent) for v in value) + ")"
     if isinstance(value, np.dtype):
         return short_name(value)
     return repr(value)

@@ -12,7 +12,7 @@ Rule signatures (params are the equation's params, passed as keywords):
   jvp(primals, tangents, **params) -> (primal outputs, tangent outputs); a tangent None is a symbolic zero
   vjp(cts, ins, outs, needs, **params) -> one cotangent per input (None: zero or not needed, see `needs`)
   batching(args, dims, **params) -> (outputs, output batch dims); a dim None means "not batched"
-  dce(eqn, used_outputs) -> (used_inputs, the equation, possibly shrunk to the used outputs)   [hook]
+  dce(eqn, used_outputs) -> the equation restricted to its used outputs and the inputs they need   [hook]
 A partial-evaluation hook (splitting one equation into known and unknown parts) joins HOOK_KINDS with the first
 primitive that needs it (while_loop, scan)."""
 from __future__ import annotations

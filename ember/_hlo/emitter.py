@@ -99,7 +99,8 @@ class Emitter:
     def region(self, block_args: Sequence[str], body: "Emitter") -> str:
         """The text of a one-block region whose arguments were declared in `body` (a child emitter)."""
         args = ", ".join(f"{name}: {self.types[name]}" for name in block_args)
-        return ("{\n" + f"{self.indent}  ^bb0({args}):\n" + "\n".join(body.lines) + f"\n{self.indent}}}")
+        head = f"{self.indent}  ^bb0({args}):\n" if block_args else ""
+        return "{\n" + head + "\n".join(body.lines) + f"\n{self.indent}}}"
 
     def constant(self, value: Any, aval: ShapedArray) -> str:
         """A splat constant of the given shape."""

@@ -4,7 +4,7 @@ One interpreter (lower_into) walks the equations and calls each primitive's lowe
 higher-order primitives lower their bodies by recursing into it through ctx.lower_region."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ember._core import IR, Atom, Literal, ShapedArray, Var
 from ember._hlo.emitter import Emitter, module_text
@@ -40,14 +40,23 @@ class LoweringContext:
                   dims: Sequence[int] | None = None) -> str:
         return self.emitter.broadcast(operand, operand_aval, shape, dims)
 
-    def lower_region(self, ir: IR) -> str:
-        """The text of a region whose block arguments are ir's inputs and which returns ir's outputs."""
+    def region(self, block_avals: Sequence[ShapedArray], build: Callable[[Emitter, list[str]], list[str]]) -> str:
+        """The text of a one-block region: build(body emitter, block arguments) emits its ops (lower_into lowers
+        an IR there) and returns the values the block returns."""
+        body = self.emitter.child()
+        block_args = [body.declare(body.fresh("b"), a) for a in block_avals]
+        body.returns(build(body, block_args))
+        return self.emitter.region(block_args, body)
+
+    def lower_region(self, ir: IR, captured: Sequence[str] | None = None) -> str:
+        """A region computing ir and returning its outputs: its block arguments are ir's inputs, or, with captured
+        (values of the enclosing body, as stablehlo.case's branches use), it has none and ir's inputs are bound
+        to those values."""
         if ir.consts:
             raise LoweringError("a region's IR cannot capture constants; pass them as operands")
-        body = self.emitter.child()
-        block_args = [body.declare(body.fresh("b"), v.aval) for v in ir.in_vars]
-        body.returns(lower_into(body, ir, block_args))
-        return self.emitter.region(block_args, body)
+        if captured is None:
+            return self.region(ir.in_avals, lambda body, args: lower_into(body, ir, args))
+        return self.region([], lambda body, args: lower_into(body, ir, captured))
 
 
 def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:

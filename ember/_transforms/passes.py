@@ -17,10 +17,8 @@ def dce(ir: IR) -> IR:
             continue
         hook = eqn.prim.rules.get("dce")
         if hook is not None:
-            used_inputs, eqn = hook(eqn, used)
-            live.update(a for a, u in zip(eqn.inputs, used_inputs) if u and isinstance(a, Var))
-        else:
-            live.update(a for a in eqn.inputs if isinstance(a, Var))
+            eqn = hook(eqn, used)  # the equation restricted to the used outputs (and the inputs they need)
+        live.update(a for a in eqn.inputs if isinstance(a, Var))
         kept.append(eqn)
     kept.reverse()
     consts = [(v, c) for v, c in zip(ir.const_vars, ir.consts) if v in live]

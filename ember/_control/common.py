@@ -1,0 +1,52 @@
+"""Shared machinery of the higher-order primitives: Python functions staged into closed sub-IRs (the arrays and
+tracers they close over become explicit leading inputs, passed as operands of the equation), and small IR edits
+the rules need."""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from ember._core import IR, ShapedArray, Var, stage_flat
+from ember._core.pytree import PyTreeDef, tree_flatten
+
+
+class Closed:
+    """fn staged into an IR whose inputs are (consts..., args...): consts are the values it closed over."""
+
+    def __init__(self, ir: IR, consts: list[Any], out_tree: PyTreeDef):
+        self.ir, self.consts, self.out_tree = ir, consts, out_tree
+
+
+def close_over(fn: Callable[..., Any], in_tree: PyTreeDef, in_avals: Sequence[ShapedArray], label: str) -> Closed:
+    """Stage fn(*args), args having structure in_tree, into a closed IR (see Closed)."""
+    trees: list[PyTreeDef] = []
+
+    def flat(*leaves: Any) -> list[Any]:
+        out_leaves, out_tree = tree_flatten(fn(*in_tree.unflatten(leaves)))
+        trees.append(out_tree)
+        return out_leaves
+
+    ir = stage_flat(flat, list(in_avals), label=label)
+    closed = IR([], [], list(ir.const_vars) + list(ir.in_vars), ir.eqns, ir.outs)
+    return Closed(closed, list(ir.consts), trees[0])
+
+
+def with_inputs(ir: IR, in_vars: Sequence[Var]) -> IR:
+    """The IR with other input binders (reordered, or with unused ones added)."""
+    return IR(ir.const_vars, ir.consts, list(in_vars), ir.eqns, ir.outs, ir.out_tree)
+
+
+def with_outputs(ir: IR, outs: Sequence[Any]) -> IR:
+    return IR(ir.const_vars, ir.consts, ir.in_vars, ir.eqns, list(outs), ir.out_tree)
+
+
+def unused_inputs(avals: Sequence[ShapedArray]) -> list[Var]:
+    return [Var(a) for a in avals]
+
+
+def same_types(a: Sequence[ShapedArray], b: Sequence[ShapedArray]) -> bool:
+    """Equal shapes and dtypes (weak types may differ)."""
+    return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype for x, y in zip(a, b))
+
+
+def describe(avals: Sequence[ShapedArray]) -> str:
+    return "(" + ", ".join(a.str_short() for a in avals) + ")"

@@ -1,0 +1,180 @@
+"""cond and switch: one higher-order primitive carrying one closed sub-IR per branch.
+
+cond(index, *operands; branches) runs branches[index] on the operands (every branch takes all operands: the
+values any branch closed over come first, then the user's operands). Its whole story is here: abstract eval
+(branch signatures must agree), lowering to stablehlo.case, JVP and VJP (a cond of the branches' JVP and VJP
+IRs), batching (a batched index becomes a select of every branch's result) and a DCE hook (unused outputs are
+dropped from every branch)."""
+from __future__ import annotations
+
+import builtins
+from typing import Any, Callable, Sequence
+
+from ember._control.common import close_over, describe, same_types, unused_inputs, with_inputs, with_outputs
+from ember import _prims as lax
+from ember._core import IR, Eqn, Primitive, ShapedArray, Var, aval_of, eval_ir, is_python_scalar, scalar_literal
+from ember._core import dtypes as dt
+from ember._core.pytree import tree_flatten
+from ember._hlo import LoweringContext
+from ember._prims import broadcast_in_dim, convert_element_type, select
+from ember._prims.elementwise import eq
+from ember._prims.shape import BatchDim, batch_size, moveaxis
+from ember._transforms.ad import vjp_ir
+from ember._transforms.batching import batch_ir
+from ember._transforms.jvp import jvp_ir
+from ember._transforms.passes import dce
+
+cond_p = Primitive("cond", multiple_results=True)
+
+
+@cond_p.def_rule("abstract_eval")
+def _cond_abstract_eval(index: ShapedArray, *operands: ShapedArray, branches: tuple[IR, ...]) -> list[ShapedArray]:
+    if index.shape != () or index.dtype != dt.int32:
+        raise TypeError(f"cond: the branch index must be an int32 scalar, got {index.str_short()}")
+    for i, branch in enumerate(branches):
+        if not same_types(branch.in_avals, operands):
+            raise TypeError(f"cond: branch {i} takes {describe(branch.in_avals)}, but the operands are "
+                            f"{describe(operands)}")
+        if not same_types(branch.out_avals, branches[0].out_avals):
+            raise TypeError(f"cond: branch {i} returns {describe(branch.out_avals)}, but branch 0 returns "
+                            f"{describe(branches[0].out_avals)}; every branch must return the same types")
+    return [a.update(weak_type=all(b.out_avals[j].weak_type for b in branches))
+            for j, a in enumerate(branches[0].out_avals)]
+
+
+@cond_p.def_rule("lowering")
+def _cond_lowering(ctx: LoweringContext, index: str, *operands: str, branches: tuple[IR, ...]) -> list[str]:
+    regions = [ctx.lower_region(branch, captured=operands) for branch in branches]
+    return ctx.op("stablehlo.case", [index], ctx.avals_out, regions=regions)
+
+
+@cond_p.def_rule("jvp")
+def _cond_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, branches: tuple[IR, ...]
+              ) -> tuple[list[Any], list[Any]]:
+    index, operands = primals[0], primals[1:]
+    with_tangent = [t is not None and dt.is_float(aval_of(p).dtype) for p, t in zip(operands, tangents[1:])]
+    jvp_branches = tuple(jvp_ir(b, with_tangent) for b in branches)
+    given = [t for t, w in zip(tangents[1:], with_tangent) if w]
+    outs = cond_p.bind(index, *operands, *given, branches=jvp_branches)
+    n = len(branches[0].outs)
+    return outs[:n], outs[n:]
+
+
+@cond_p.def_rule("vjp")
+def _cond_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, branches: tuple[IR, ...]
+              ) -> list[Any]:
+    index, operands = ins[0], ins[1:]
+    wrt = list(needs[1:])
+    vjp_branches = tuple(vjp_ir(b, wrt) for b in branches)
+    n = len(branches[0].outs)
+    results = cond_p.bind(index, *operands, *cts, branches=vjp_branches)
+    in_cts = iter(results[n:])
+    return [None] + [next(in_cts) if w else None for w in wrt]
+
+
+@cond_p.def_rule("batching")
+def _cond_batching(args: list[Any], dims: list[BatchDim], *, branches: tuple[IR, ...]
+                   ) -> tuple[list[Any], list[BatchDim]]:
+    size = batch_size(args, dims)
+    index, index_dim = args[0], dims[0]
+    operands, operand_dims = args[1:], dims[1:]
+    n = len(branches[0].outs)
+    if index_dim is None:  # one branch for the whole batch: a cond of the batched branches
+        natural = [batch_ir(b, operand_dims, size)[1] for b in branches]
+        out_dims = [0 if any(d[j] is not None for d in natural) else None for j in range(n)]
+        batched = tuple(batch_ir(b, operand_dims, size, out_dims)[0] for b in branches)
+        return cond_p.bind(index, *operands, branches=batched), out_dims
+    batched = tuple(batch_ir(b, operand_dims, size, [0] * n)[0] for b in branches)
+    # each member picks its own branch: run every branch, then select per member
+    results = [eval_ir(b, operands) for b in batched]
+    index = moveaxis(index, index_dim, 0)
+    chosen = list(results[0])
+    for k in range(1, len(branches)):
+        for j in range(n):
+            shape = aval_of(chosen[j]).shape
+            pick = eq(broadcast_in_dim(index, shape, (0,)), _int32(k))
+            chosen[j] = select(pick, results[k][j], chosen[j])
+    return chosen, [0] * n
+
+
+def _int32(value: int) -> Any:
+    return scalar_literal(value, dt.int32, weak=False)
+
+
+@cond_p.def_rule("dce")
+def _cond_dce(eqn: Eqn, used: list[bool]) -> Eqn:
+    """Drop the unused outputs from every branch, then the operands no branch needs any more."""
+    pruned = [dce(with_outputs(b, [o for o, u in zip(b.outs, used) if u])) for b in eqn.params["branches"]]
+    needed = [any(b.in_vars[i] in _used_vars(b) for b in pruned) for i in range(len(pruned[0].in_vars))]
+    branches = tuple(with_inputs(b, [v for v, k in zip(b.in_vars, needed) if k]) for b in pruned)
+    operands = [a for a, k in zip(eqn.inputs[1:], needed) if k]
+    return Eqn(eqn.prim, [eqn.inputs[0], *operands], [v for v, u in zip(eqn.outputs, used) if u],
+               {**eqn.params, "branches": branches})
+
+
+def _used_vars(ir: IR) -> set[Var]:
+    used = {a for eqn in ir.eqns for a in eqn.inputs if isinstance(a, Var)}
+    return used | {a for a in ir.outs if isinstance(a, Var)}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Public functions (ember.lax)
+def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -> Any:
+    """Apply branches[index] to operands (like jax.lax.switch); the index is clamped to the valid range."""
+    branches = list(branches)
+    if not branches:
+        raise ValueError("switch: needs at least one branch")
+    for i, b in enumerate(branches):
+        if not callable(b):
+            raise TypeError(f"switch: branch {i} is not callable: {b!r}")
+    index_aval = aval_of(index)
+    if index_aval.shape != () or not dt.is_int(index_aval.dtype) or isinstance(index, bool):
+        raise TypeError(f"switch: the index must be an integer scalar, got {index_aval.str_short()}")
+    if len(branches) == 1:
+        return branches[0](*operands)
+    last = len(branches) - 1
+    if is_python_scalar(index):
+        index = _int32(builtins.min(builtins.max(index, 0), last))
+    else:
+        index = lax.min(lax.max(convert_element_type(index, dt.int32), 0), last)
+    return _cond(index, branches, operands, "switch")
+
+
+def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *operands: Any) -> Any:
+    """true_fun(*operands) if pred else false_fun(*operands), staged as one conditional (like jax.lax.cond):
+    both branches must return the same structure, shapes and dtypes."""
+    for name, fun in (("true_fun", true_fun), ("false_fun", false_fun)):
+        if not callable(fun):
+            raise TypeError(f"cond: {name} is not callable: {fun!r}")
+    pred_aval = aval_of(pred)
+    if pred_aval.shape != ():
+        raise TypeError(f"cond: the predicate must be a scalar, got {pred_aval.str_short()}")
+    if not (dt.is_bool(pred_aval.dtype) or dt.is_int(pred_aval.dtype)):
+        raise TypeError(f"cond: the predicate must be a boolean (or integer) scalar, got {pred_aval.str_short()}")
+    index = convert_element_type(convert_element_type(pred, dt.bool_), dt.int32)
+    return _cond(index, [false_fun, true_fun], operands, "cond")
+
+
+def _cond(index: Any, branches: list[Callable[..., Any]], operands: tuple[Any, ...], api: str) -> Any:
+    leaves, in_tree = tree_flatten(operands)
+    avals = [aval_of(x).strip_weak_type() if not is_python_scalar(x) else aval_of(x) for x in leaves]
+    closed = [close_over(b, in_tree, avals, f"{api} branch {i}") for i, b in enumerate(branches)]
+    for i, c in enumerate(closed):
+        if c.out_tree != closed[0].out_tree:
+            raise TypeError(f"{api}: branch {i} returns a {c.out_tree}, but branch 0 returns a "
+                            f"{closed[0].out_tree}; every branch must return the same structure")
+        if not same_types(c.ir.out_avals, closed[0].ir.out_avals):
+            raise TypeError(f"{api}: branch {i} returns {describe(c.ir.out_avals)}, but branch 0 returns "
+                            f"{describe(closed[0].ir.out_avals)}; every branch must return the same shapes and "
+                            "dtypes")
+    # every branch takes every branch's consts (its own, and unused binders for the others'), then the operands
+    const_avals = [[v.aval for v in c.ir.in_vars[:len(c.consts)]] for c in closed]
+    irs = []
+    for i, c in enumerate(closed):
+        binders = []
+        for j, avals_j in enumerate(const_avals):
+            binders += c.ir.in_vars[:len(c.consts)] if j == i else unused_inputs(avals_j)
+        irs.append(with_inputs(c.ir, binders + c.ir.in_vars[len(c.consts):]))
+    consts = [x for c in closed for x in c.consts]
+    outs = cond_p.bind(index, *consts, *leaves, branches=tuple(irs))
+    return closed[0].out_tree.unflatten(outs)

@@ -1,0 +1,431 @@
+"""Loops as higher-order primitives: while (while_loop, and fori_loop with a traced trip count) and scan (scan,
+map, and fori_loop with static bounds, which is therefore differentiable in reverse mode). Each carries closed
+sub-IRs and has every rule beside it."""
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Sequence
+
+from ember import _prims as lax
+from ember._control.common import close_over, describe, same_types, unused_inputs, with_inputs, with_outputs
+from ember._core import IR, Primitive, ShapedArray, aval_of, eval_ir, is_python_scalar, scalar_literal, stage_flat
+from ember._core import dtypes as dt
+from ember._core.pytree import tree_flatten, tree_structure, tree_unflatten
+from ember._hlo import LoweringContext, compare_type, i64_array, lower_into
+from ember._prims.shape import BatchDim, batch_at_front, batch_size, moveaxis, zeros
+from ember._transforms.ad import vjp_ir
+from ember._transforms.batching import batch_ir
+from ember._transforms.jvp import jvp_ir
+
+WHILE_NOT_REVERSE_DIFFERENTIABLE = (
+    "reverse-mode differentiation of a while_loop (whose trip count is traced) is not supported, as in JAX; use "
+    "lax.fori_loop with static bounds or lax.scan, or forward mode (jvp)")
+
+
+def _split(values: Sequence[Any], *sizes: int) -> list[list[Any]]:
+    parts, start = [], 0
+    for n in sizes:
+        parts.append(list(values[start:start + n]))
+        start += n
+    parts.append(list(values[start:]))
+    return parts
+
+
+def _batched_carries(body_ir: IR, const_dims: list[BatchDim], carry_dims: list[BatchDim],
+                     extra_dims: list[BatchDim], size: int) -> tuple[list[bool], list[BatchDim]]:
+    """Which carries of a loop are batched: those batched on entry, and those the body makes batched from batched
+    values (a fixed point). Returns that, and the body's natural output dims with those carries at axis 0."""
+    batched = [d is not None for d in carry_dims]
+    while True:
+        in_dims = const_dims + [0 if b else None for b in batched] + extra_dims
+        _, out_dims = batch_ir(body_ir, in_dims, size)
+        grown = [b or out_dims[j] is not None for j, b in enumerate(batched)]
+        if grown == batched:
+            return batched, out_dims
+        batched = grown
+
+
+def _i32(value: int) -> Any:
+    return scalar_literal(value, dt.int32, weak=False)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# while(cond_consts..., body_consts..., carry...; cond_ir, body_ir, cond_nconsts, body_nconsts)
+while_p = Primitive("while", multiple_results=True)
+
+
+@while_p.def_rule("abstract_eval")
+def _while_abstract_eval(*avals: ShapedArray, cond_ir: IR, body_ir: IR, cond_nconsts: int, body_nconsts: int
+                         ) -> list[ShapedArray]:
+    cconsts, bconsts, carry = _split(avals, cond_nconsts, body_nconsts)
+    if not same_types(cond_ir.in_avals, cconsts + carry):
+        raise TypeError(f"while_loop: cond_fun takes {describe(cond_ir.in_avals)}, given {describe(cconsts + carry)}")
+    out = cond_ir.out_avals
+    if len(out) != 1 or out[0].shape != () or out[0].dtype != dt.bool_:
+        raise TypeError(f"while_loop: cond_fun must return a boolean scalar, got {describe(out)}")
+    if not same_types(body_ir.in_avals, bconsts + carry):
+        raise TypeError(f"while_loop: body_fun takes {describe(body_ir.in_avals)}, given {describe(bconsts + carry)}")
+    if not same_types(body_ir.out_avals, carry):
+        raise TypeError(f"while_loop: body_fun must return the carry's types {describe(carry)}, but it returns "
+                        f"{describe(body_ir.out_avals)}")
+    return list(carry)
+
+
+@while_p.def_rule("lowering")
+def _while_lowering(ctx: LoweringContext, *operands: str, cond_ir: IR, body_ir: IR, cond_nconsts: int,
+                    body_nconsts: int) -> list[str]:
+    """stablehlo.while over every operand: the consts ride along unchanged."""
+    nc, nb = cond_nconsts, body_nconsts
+
+    def cond_block(body: Any, args: list[str]) -> list[str]:
+        return lower_into(body, cond_ir, args[:nc] + args[nc + nb:])
+
+    def body_block(body: Any, args: list[str]) -> list[str]:
+        return args[:nc + nb] + lower_into(body, body_ir, args[nc:])
+
+    regions = [ctx.region(ctx.avals_in, cond_block), ctx.region(ctx.avals_in, body_block)]
+    outs = ctx.op("stablehlo.while", list(operands), ctx.avals_in, regions=regions)
+    return outs[nc + nb:]
+
+
+@while_p.def_rule("jvp")
+def _while_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, cond_ir: IR, body_ir: IR, cond_nconsts: int,
+               body_nconsts: int) -> tuple[list[Any], list[Any]]:
+    """A while over (carry, tangents of the float carries); the body consts' tangents ride along as consts."""
+    cconsts, bconsts, carry = _split(primals, cond_nconsts, body_nconsts)
+    _, t_bconsts, t_carry = _split(tangents, cond_nconsts, body_nconsts)
+    const_t = [t is not None and dt.is_float(aval_of(c).dtype) for c, t in zip(bconsts, t_bconsts)]
+    carry_t = [dt.is_float(aval_of(c).dtype) for c in carry]
+    jir = jvp_ir(body_ir, const_t + carry_t)
+    nb, nk, ntc = len(bconsts), len(carry), sum(const_t)
+    ins = jir.in_vars
+    body = with_inputs(jir, ins[:nb] + ins[nb + nk:nb + nk + ntc] + ins[nb:nb + nk] + ins[nb + nk + ntc:])
+    out_tangents = body.outs[nk:]
+    body = with_outputs(body, body.outs[:nk] + [t for t, f in zip(out_tangents, carry_t) if f])
+    tangent_avals = [aval_of(c).strip_weak_type() for c, f in zip(carry, carry_t) if f]
+    cond = with_inputs(cond_ir, cond_ir.in_vars + unused_inputs(tangent_avals))
+    given_tc = [t for t, f in zip(t_bconsts, const_t) if f]
+    given_tk = [zeros(aval_of(c).strip_weak_type()) if t is None else t
+                for c, t, f in zip(carry, t_carry, carry_t) if f]
+    outs = while_p.bind(*cconsts, *bconsts, *given_tc, *carry, *given_tk, cond_ir=cond, body_ir=body,
+                        cond_nconsts=cond_nconsts, body_nconsts=nb + ntc)
+    new_tangents = iter(outs[nk:])
+    return outs[:nk], [next(new_tangents) if f else None for f in carry_t]
+
+
+while_p.mark("vjp", WHILE_NOT_REVERSE_DIFFERENTIABLE)
+
+
+@while_p.def_rule("batching")
+def _while_batching(args: list[Any], dims: list[BatchDim], *, cond_ir: IR, body_ir: IR, cond_nconsts: int,
+                    body_nconsts: int) -> tuple[list[Any], list[BatchDim]]:
+    """The carries are batched (at axis 0). With an unbatched predicate the loop is the same loop over batched
+    values; with a batched one it runs while any member's predicate holds, and finished members keep their
+    carry (a select per step)."""
+    size = batch_size(args, dims)
+    cconsts, bconsts, carry = _split(args, cond_nconsts, body_nconsts)
+    cdims, bdims, kdims = _split(dims, cond_nconsts, body_nconsts)
+    nk = len(carry)
+    batched, _ = _batched_carries(body_ir, bdims, kdims, [], size)
+    cond_b, (pred_dim,) = batch_ir(cond_ir, cdims + [0 if b else None for b in batched], size)
+    if pred_dim is not None:  # members finish at different steps: every carry is masked, so batched
+        batched = [True] * nk
+    carry_dims = [0 if b else None for b in batched]
+    carry = [batch_at_front(x, d, size) if b else x for x, d, b in zip(carry, kdims, batched)]
+    body_b, _ = batch_ir(body_ir, bdims + carry_dims, size, carry_dims)
+    cond_b, (pred_dim,) = batch_ir(cond_ir, cdims + carry_dims, size)
+    if pred_dim is None:
+        return while_p.bind(*cconsts, *bconsts, *carry, cond_ir=cond_b, body_ir=body_b, cond_nconsts=len(cconsts),
+                            body_nconsts=len(bconsts)), carry_dims
+
+    def any_member(*ops: Any) -> list[Any]:
+        return [lax.reduce_max(eval_ir(cond_b, ops)[0])]
+
+    def masked_step(*ops: Any) -> list[Any]:
+        bc, cc, kk = _split(ops, len(bconsts), len(cconsts))
+        pred = eval_ir(cond_b, cc + kk)[0]
+        new = eval_ir(body_b, bc + kk)
+        return [lax.select(lax.broadcast_in_dim(pred, aval_of(n).shape, (0,)), n, o) for n, o in zip(new, kk)]
+
+    carry_avals = [aval_of(c) for c in carry]
+    cond_any = stage_flat(any_member, [aval_of(c) for c in cconsts] + carry_avals)
+    body_masked = stage_flat(masked_step, [aval_of(c) for c in bconsts + cconsts] + carry_avals)
+    outs = while_p.bind(*cconsts, *bconsts, *cconsts, *carry, cond_ir=cond_any, body_ir=body_masked,
+                        cond_nconsts=len(cconsts), body_nconsts=len(bconsts) + len(cconsts))
+    return outs, [0] * nk
+
+
+def _promote_weak_carry(init: list[Any], body_outs: Sequence[ShapedArray]) -> tuple[list[Any], bool]:
+    """As JAX: a weakly typed initial carry (a Python scalar) takes the dtype the body gives it."""
+    changed = False
+    promoted = []
+    for x, out in zip(init, body_outs):
+        aval = aval_of(x)
+        if aval.weak_type and out.dtype != aval.dtype and aval.shape == out.shape:
+            x, changed = lax.convert_element_type(x, out.dtype), True
+        promoted.append(x)
+    return promoted, changed
+
+
+def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init_val: Any) -> Any:
+    """Repeat body_fun on the carry while cond_fun(carry) is true (like jax.lax.while_loop); the carry is a
+    pytree whose structure, shapes and dtypes body_fun keeps. Differentiable in forward mode (not reverse, as
+    in JAX: use fori_loop with static bounds or scan)."""
+    for name, fun in (("cond_fun", cond_fun), ("body_fun", body_fun)):
+        if not callable(fun):
+            raise TypeError(f"while_loop: {name} is not callable: {fun!r}")
+    leaves, tree = tree_flatten(init_val)
+    body = close_over(body_fun, tree_structure((init_val,)), [aval_of(x) for x in leaves], "while_loop body_fun")
+    leaves, changed = _promote_weak_carry(leaves, body.ir.out_avals)
+    avals = [aval_of(x) for x in leaves]
+    if changed:
+        body = close_over(body_fun, tree_structure((init_val,)), avals, "while_loop body_fun")
+    cond = close_over(cond_fun, tree_structure((init_val,)), avals, "while_loop cond_fun")
+    if body.out_tree != tree:
+        raise TypeError(f"while_loop: body_fun must return a carry of the input's structure {tree}, got "
+                        f"{body.out_tree}")
+    outs = while_p.bind(*cond.consts, *body.consts, *leaves, cond_ir=cond.ir, body_ir=body.ir,
+                        cond_nconsts=len(cond.consts), body_nconsts=len(body.consts))
+    return tree.unflatten(outs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# scan(consts..., carry..., xs...; body_ir, num_consts, num_carry, length, reverse)
+# body_ir: (consts..., carry..., x slices...) -> (carry..., y slices...); the ys are stacked along a new axis 0.
+scan_p = Primitive("scan", multiple_results=True)
+
+
+@scan_p.def_rule("abstract_eval")
+def _scan_abstract_eval(*avals: ShapedArray, body_ir: IR, num_consts: int, num_carry: int, length: int,
+                        reverse: bool) -> list[ShapedArray]:
+    consts, carry, xs = _split(avals, num_consts, num_carry)
+    for x in xs:
+        if x.ndim == 0 or x.shape[0] != length:
+            raise TypeError(f"scan: every xs must have leading dimension {length}, got {x.str_short()}")
+    slices = [x.update(shape=x.shape[1:]) for x in xs]
+    if not same_types(body_ir.in_avals, consts + carry + slices):
+        raise TypeError(f"scan: the body takes {describe(body_ir.in_avals)}, given "
+                        f"{describe(consts + carry + slices)}")
+    carry_out, ys = body_ir.out_avals[:num_carry], body_ir.out_avals[num_carry:]
+    if not same_types(carry_out, carry):
+        raise TypeError(f"scan: the body must return the carry's types {describe(carry)}, but it returns "
+                        f"{describe(carry_out)}")
+    return list(carry) + [y.update(shape=(length,) + y.shape) for y in ys]
+
+
+def _index_avals(ndim: int) -> list[ShapedArray]:
+    return [ShapedArray((), dt.int32)] * ndim
+
+
+@scan_p.def_rule("lowering")
+def _scan_lowering(ctx: LoweringContext, *operands: str, body_ir: IR, num_consts: int, num_carry: int,
+                   length: int, reverse: bool) -> list[str]:
+    """A stablehlo.while over (step, consts, carry, xs, ys): each step slices x out of xs and writes y into ys."""
+    nc, nk = num_consts, num_carry
+    xs_avals = ctx.avals_in[nc + nk:]
+    ys_avals = ctx.avals_out[nk:]
+    step_aval = ShapedArray((), dt.int32)
+    e = ctx.emitter
+    init = [e.constant(0, step_aval)] + list(operands) + [e.constant(0, y.update(weak_type=False)) for y in ys_avals]
+    loop_avals = [step_aval] + list(ctx.avals_in) + list(ys_avals)
+
+    def cond_block(body: Any, args: list[str]) -> list[str]:
+        return [body.op("stablehlo.compare", [args[0], body.constant(length, step_aval)], step_aval.update(
+            dtype=dt.bool_), {"comparison_direction": "#stablehlo<comparison_direction LT>",
+                              "compare_type": f"#stablehlo<comparison_type {compare_type(dt.int32)}>"})]
+
+    def body_block(body: Any, args: list[str]) -> list[str]:
+        step, consts, carry, xs, ys = args[0], *_split(args[1:], nc, nk, len(xs_avals))
+        index = step if not reverse else body.op(
+            "stablehlo.subtract", [body.constant(length - 1, step_aval), step], step_aval)
+        zero = body.constant(0, step_aval)
+        slices = []
+        for x, aval in zip(xs, xs_avals):
+            piece = body.op("stablehlo.dynamic_slice", [x, index] + [zero] * (aval.ndim - 1),
+                            aval.update(shape=(1,) + aval.shape[1:]),
+                            {"slice_sizes": i64_array((1,) + aval.shape[1:])})
+            slices.append(body.op("stablehlo.reshape", [piece], aval.update(shape=aval.shape[1:])))
+        outs = lower_into(body, body_ir, consts + carry + slices)
+        new_ys = []
+        for acc, y, aval in zip(ys, outs[nk:], ys_avals):
+            row = body.op("stablehlo.reshape", [y], aval.update(shape=(1,) + aval.shape[1:], weak_type=False))
+            new_ys.append(body.op("stablehlo.dynamic_update_slice", [acc, row, index] + [zero] * (aval.ndim - 1),
+                                  aval.update(weak_type=False)))
+        next_step = body.op("stablehlo.add", [step, body.constant(1, step_aval)], step_aval)
+        return [next_step] + consts + outs[:nk] + xs + new_ys
+
+    regions = [ctx.region(loop_avals, cond_block), ctx.region(loop_avals, body_block)]
+    outs = ctx.op("stablehlo.while", init, [a.update(weak_type=False) for a in loop_avals], regions=regions)
+    return outs[1 + nc:1 + nc + nk] + outs[1 + len(operands):]
+
+
+@scan_p.def_rule("jvp")
+def _scan_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body_ir: IR, num_consts: int, num_carry: int,
+              length: int, reverse: bool) -> tuple[list[Any], list[Any]]:
+    """A scan over (carry, tangents of the float carries) and (xs, tangents of xs): the body's JVP."""
+    consts, carry, xs = _split(primals, num_consts, num_carry)
+    t_consts, t_carry, t_xs = _split(tangents, num_consts, num_carry)
+    const_t = [t is not None and dt.is_float(aval_of(c).dtype) for c, t in zip(consts, t_consts)]
+    carry_t = [dt.is_float(aval_of(c).dtype) for c in carry]
+    xs_t = [t is not None and dt.is_float(aval_of(x).dtype) for x, t in zip(xs, t_xs)]
+    jir = jvp_ir(body_ir, const_t + carry_t + xs_t)
+    nc, nk, nx = len(consts), len(carry), len(xs)
+    ntc, ntk = sum(const_t), sum(carry_t)
+    ins = jir.in_vars
+    p_c, p_k, p_x = ins[:nc], ins[nc:nc + nk], ins[nc + nk:nc + nk + nx]
+    t_c, t_k, t_x = _split(ins[nc + nk + nx:], ntc, ntk)
+    ny = len(body_ir.outs) - nk
+    outs = jir.outs
+    carry_out, ys_out, tangents_out = outs[:nk], outs[nk:nk + ny], outs[nk + ny:]
+    t_carry_out = [t for t, f in zip(tangents_out[:nk], carry_t) if f]
+    y_float = [dt.is_float(v.aval.dtype) for v in body_ir.outs[nk:]]
+    t_ys_out = [t for t, f in zip(tangents_out[nk:], y_float) if f]
+    body = with_outputs(with_inputs(jir, p_c + t_c + p_k + t_k + p_x + t_x),
+                        carry_out + t_carry_out + ys_out + t_ys_out)
+    given_tk = [zeros(aval_of(c).strip_weak_type()) if t is None else t
+                for c, t, f in zip(carry, t_carry, carry_t) if f]
+    results = scan_p.bind(*consts, *[t for t, f in zip(t_consts, const_t) if f], *carry, *given_tk,
+                          *xs, *[t for t, f in zip(t_xs, xs_t) if f], body_ir=body, num_consts=nc + ntc,
+                          num_carry=nk + ntk, length=length, reverse=reverse)
+    new_carry, new_tk, ys, t_ys = _split(results, nk, ntk, ny)
+    tk, ty = iter(new_tk), iter(t_ys)
+    return new_carry + ys, [next(tk) if f else None for f in carry_t] + [next(ty) if f else None for f in y_float]
+
+
+@scan_p.def_rule("vjp")
+def _scan_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, body_ir: IR, num_consts: int,
+              num_carry: int, length: int, reverse: bool) -> list[Any]:
+    """Run the scan forward again, keeping the carry entering each step; then scan backwards (in the other
+    direction) through the body's VJP, accumulating the consts' cotangents in the carry."""
+    consts, init, xs = _split(ins, num_consts, num_carry)
+    ct_carry, ct_ys = cts[:num_carry], cts[num_carry:]
+    nc, nk, nx = len(consts), len(init), len(xs)
+    ny = len(body_ir.outs) - nk
+
+    def forward(carry: list[Any], x: list[Any]) -> tuple[list[Any], list[Any]]:
+        new = eval_ir(body_ir, list(consts) + list(carry) + list(x))
+        return new[:nk], list(carry)
+
+    _, carries = scan_flat(forward, init, xs, length, reverse)
+    wrt = [dt.is_float(a.dtype) for a in body_ir.in_avals]
+    body_vjp = vjp_ir(body_ir, wrt)  # (consts, carry, x, ct_carry, ct_y) -> (outputs..., cts of float inputs)
+    const_avals = [aval_of(c).strip_weak_type() for c in consts]
+
+    def backward(state: list[Any], step: list[Any]) -> tuple[list[Any], list[Any]]:
+        ct_k, acc = state[:nk], state[nk:]
+        carry_t, x_t, ct_y = _split(step, nk, nx)
+        cts_in = iter(eval_ir(body_vjp, list(consts) + carry_t + x_t + ct_k + ct_y)[nk + ny:])
+        full = [next(cts_in) if w else None for w in wrt]
+        c_c, c_k, c_x = _split(full, nc, nk)
+        new_acc = [a if c is None else lax.add(a, c) for a, c in zip(acc, c_c)]
+        new_k = [zeros(aval_of(k).strip_weak_type()) if c is None else c for k, c in zip(carry_t, c_k)]
+        ct_x = [zeros(aval_of(x).strip_weak_type()) if c is None else c for x, c in zip(x_t, c_x)]
+        return new_k + new_acc, ct_x
+
+    state, ct_xs = scan_flat(backward, list(ct_carry) + [zeros(a) for a in const_avals],
+                             list(carries) + list(xs) + list(ct_ys), length, not reverse)
+    ct_init, ct_consts = state[:nk], state[nk:]
+    result = ct_consts + ct_init + ct_xs
+    return [c if need else None for c, need in zip(result, needs)]
+
+
+@scan_p.def_rule("batching")
+def _scan_batching(args: list[Any], dims: list[BatchDim], *, body_ir: IR, num_consts: int, num_carry: int,
+                   length: int, reverse: bool) -> tuple[list[Any], list[BatchDim]]:
+    """Carries batched at axis 0; batched xs carry their batch dimension at axis 1 (after the scanned axis), so
+    each slice has it at axis 0; the ys come out batched at axis 1."""
+    size = batch_size(args, dims)
+    consts, carry, xs = _split(args, num_consts, num_carry)
+    cdims, kdims, xdims = _split(dims, num_consts, num_carry)
+    slice_dims = [None if d is None else 0 for d in xdims]
+    batched, natural = _batched_carries(body_ir, cdims, kdims, slice_dims, size)
+    carry = [batch_at_front(x, d, size) if b else x for x, d, b in zip(carry, kdims, batched)]
+    xs = [x if d is None else moveaxis(x, d, 1) for x, d in zip(xs, xdims)]
+    nk = len(carry)
+    out_dims = [0 if b else None for b in batched] + [None if d is None else 0 for d in natural[nk:]]
+    body, _ = batch_ir(body_ir, cdims + out_dims[:nk] + slice_dims, size, out_dims)
+    outs = scan_p.bind(*consts, *carry, *xs, body_ir=body, num_consts=len(consts), num_carry=nk,
+                       length=length, reverse=reverse)
+    return outs, out_dims[:nk] + [None if d is None else 1 for d in out_dims[nk:]]
+
+
+def scan_flat(body: Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]], init: Sequence[Any],
+              xs: Sequence[Any], length: int, reverse: bool = False) -> tuple[list[Any], list[Any]]:
+    """scan over flat lists: body(carry list, x slice list) -> (carry list, y list)."""
+    carry_avals = [aval_of(c) for c in init]
+    slice_avals = [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in xs]
+    nk = len(init)
+
+    def flat(*leaves: Any) -> list[Any]:
+        new_carry, ys = body(list(leaves[:nk]), list(leaves[nk:]))
+        return list(new_carry) + list(ys)
+
+    closed = close_over(flat, tree_structure(tuple(range(nk + len(xs)))), carry_avals + slice_avals, "scan body")
+    outs = scan_p.bind(*closed.consts, *init, *xs, body_ir=closed.ir, num_consts=len(closed.consts),
+                       num_carry=nk, length=length, reverse=reverse)
+    return outs[:nk], outs[nk:]
+
+
+def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None, length: int | None = None,
+         reverse: bool = False, unroll: int | bool = 1) -> tuple[Any, Any]:
+    """Loop f over the leading axis of xs, threading a carry (like jax.lax.scan): f(carry, x) -> (carry, y);
+    returns (final carry, ys stacked along a new leading axis). unroll is accepted as a hint and not used: XLA
+    runs the loop."""
+    if not callable(f):
+        raise TypeError(f"scan: f is not callable: {f!r}")
+    x_leaves, x_tree = tree_flatten(xs)
+    lengths = {aval_of(x).shape[0] for x in x_leaves if aval_of(x).ndim > 0}
+    if any(aval_of(x).ndim == 0 for x in x_leaves):
+        raise TypeError("scan: every leaf of xs needs a leading axis to scan over; got a scalar")
+    if length is not None:
+        length = operator.index(length)
+        lengths.add(length)
+    if len(lengths) != 1:
+        got = ", ".join(aval_of(x).str_short() for x in x_leaves)
+        raise ValueError(f"scan: xs leaves must share their leading axis size (and match length={length}), got "
+                         f"{got or 'no xs'}" + ("" if x_leaves or length is not None else "; pass length"))
+    length = lengths.pop()
+    c_leaves, c_tree = tree_flatten(init)
+    slice_avals = [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in x_leaves]
+
+    def stage(carry_leaves: list[Any]) -> Any:
+        return close_over(lambda carry, x: f(carry, x), tree_structure((init, xs)),
+                          [aval_of(c) for c in carry_leaves] + slice_avals, "scan body")
+    closed = stage(c_leaves)
+    c_leaves, changed = _promote_weak_carry(c_leaves, closed.ir.out_avals[:len(c_leaves)])
+    if changed:
+        closed = stage(c_leaves)
+    out_children = closed.out_tree.children if closed.out_tree.node_type in (tuple, list) else ()
+    if len(out_children) != 2:
+        raise TypeError(f"scan: f must return a pair (carry, y), got {closed.out_tree}")
+    if out_children[0] != c_tree:
+        raise TypeError(f"scan: f must return a carry of the input's structure {c_tree}, got {out_children[0]}")
+    outs = scan_p.bind(*closed.consts, *c_leaves, *x_leaves, body_ir=closed.ir, num_consts=len(closed.consts),
+                       num_carry=len(c_leaves), length=length, reverse=bool(reverse))
+    carry = tree_unflatten(c_tree, outs[:len(c_leaves)])
+    return carry, tree_unflatten(out_children[1], outs[len(c_leaves):])
+
+
+def map(f: Callable[[Any], Any], xs: Any) -> Any:  # noqa: A001
+    """f applied to each slice of xs along its leading axis, stacked (like jax.lax.map): a scan, one at a time."""
+    return scan(lambda carry, x: (carry, f(x)), (), xs)[1]
+
+
+def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any) -> Any:
+    """body_fun(i, val) for i in range(lower, upper) (like jax.lax.fori_loop). With static (Python int) bounds it
+    is a scan, so reverse-mode differentiable; with traced bounds, a while_loop."""
+    if is_python_scalar(lower) and is_python_scalar(upper) and not isinstance(lower, float) \
+            and not isinstance(upper, float):
+        trip = max(0, int(upper) - int(lower))
+
+        def step(carry: Any, _: Any) -> tuple[Any, None]:
+            i, val = carry
+            return (lax.add(i, 1), body_fun(i, val)), None
+        (_, result), _ = scan(step, (_i32(int(lower)), init_val), None, length=trip)
+        return result
+    lower = lax.convert_element_type(lower, dt.int32) if not is_python_scalar(lower) else _i32(int(lower))
+    upper = lax.convert_element_type(upper, dt.int32) if not is_python_scalar(upper) else _i32(int(upper))
+    _, _, result = while_loop(lambda c: lax.lt(c[0], c[1]),
+                              lambda c: (lax.add(c[0], 1), c[1], body_fun(c[0], c[2])), (lower, upper, init_val))
+    return result
+

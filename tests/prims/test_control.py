@@ -1,0 +1,106 @@
+"""Oracle tests for ember/_control/ (cond, while, scan): every control-flow primitive has a Case below, checked
+like the first-order primitives (values eagerly and under jit, derivatives against JAX and finite differences,
+batching against a loop over the batch). The numpy oracles are plain Python loops and branches."""
+import jax.lax as jlax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as enp
+from ember import lax
+from oracle import Case, oracle_tests
+
+F = ["float32", "float64"]
+
+
+# cond: p enters both the predicate and the branches
+def _cond(lib, np_):
+    return lambda p, x: lib.cond(p > 0, lambda x: np_.sin(x) * p, lambda x: np_.cos(x) + p, x)
+
+
+def _np_cond(p, x):
+    return (np.sin(x) * p if p > 0 else np.cos(x) + p).astype(x.dtype)
+
+
+def _switch(lib, np_):
+    branches = [lambda x: np_.sin(x), lambda x: x * x, lambda x: np_.tanh(x) - 1.0]
+    return lambda i, x: lib.switch(i, branches, x)
+
+
+def _np_switch(i, x):
+    k = int(np.clip(i, 0, 2))
+    return [np.sin(x), x * x, np.tanh(x) - 1.0][k].astype(x.dtype)
+
+
+# while: a fixed trip count (the predicate reads only the counter), and one that depends on the data
+def _while_fixed(lib, np_):
+    return lambda x: lib.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, np_.sin(c[1]) * 1.5 + c[1]), (0, x))[1]
+
+
+def _np_while_fixed(x):
+    for _ in range(3):
+        x = np.sin(x) * 1.5 + x
+    return x.astype(x.dtype)
+
+
+def _while_data(lib, np_):
+    return lambda x: lib.while_loop(lambda v: np_.sum(v) < 10.0, lambda v: v * 2.0 + 1.0, x)
+
+
+def _np_while_data(x):
+    while x.sum() < 10.0:
+        x = x * 2.0 + 1.0
+    return x
+
+
+# scan: an RNN cell over xs (final carry, and the stacked outputs), in both directions; fori_loop and map
+def _rnn(lib, np_, reverse=False, final=False):
+    def f(w, xs):
+        carry, ys = lib.scan(lambda h, x: (np_.tanh(w * h + x), h * x), np_.zeros_like(xs[0]), xs, reverse=reverse)
+        return carry if final else ys
+    return f
+
+
+def _np_rnn(reverse=False, final=False):
+    def f(w, xs):
+        h, ys = np.zeros_like(xs[0]), []
+        for x in (xs[::-1] if reverse else xs):
+            ys.append(h * x)
+            h = np.tanh(w * h + x)
+        ys = np.stack(ys[::-1] if reverse else ys)
+        return (h if final else ys).astype(xs.dtype)
+    return f
+
+
+def _fori(lib, np_):
+    return lambda x: lib.fori_loop(1, 4, lambda i, v: v * np_.cos(v) + i, x)
+
+
+def _np_fori(x):
+    for i in range(1, 4):
+        x = x * np.cos(x) + i
+    return x.astype(x.dtype)
+
+
+SCAN_SHAPES = [((), (4, 3)), ((3,), (5, 3)), ((), (1, 2))]
+
+CASES = [
+    Case("cond", _cond(lax, enp), _np_cond, [((), (5,)), ((), (2, 3))], F, jax=_cond(jlax, jnp)),
+    Case("cond", _switch(lax, enp), _np_switch, [((), (4,))], F, jax=_switch(jlax, jnp),
+         arg_dtypes=["int32", None], name="switch"),
+    Case("while", _while_fixed(lax, enp), _np_while_fixed, [((4,),), ((2, 3),)], F, jax=_while_fixed(jlax, jnp),
+         reverse=False),
+    Case("while", _while_data(lax, enp), _np_while_data, [((3,),), ((2, 2),)], F, domain="positive", grad=False,
+         name="while_data_dependent"),
+    Case("scan", _rnn(lax, enp), _np_rnn(), SCAN_SHAPES, F, jax=_rnn(jlax, jnp)),
+    Case("scan", _rnn(lax, enp, final=True), _np_rnn(final=True), SCAN_SHAPES[:2], F,
+         jax=_rnn(jlax, jnp, final=True), name="scan_carry"),
+    Case("scan", _rnn(lax, enp, reverse=True), _np_rnn(reverse=True), SCAN_SHAPES[:2], F,
+         jax=_rnn(jlax, jnp, reverse=True), name="scan_reverse"),
+    Case("scan", _fori(lax, enp), _np_fori, [((3,),)], F, jax=_fori(jlax, jnp), name="fori_loop"),
+    Case("scan", lambda xs: lax.map(lambda r: enp.sum(r * r), xs), lambda xs: (xs * xs).sum(1).astype(xs.dtype),
+         [((4, 3),)], F, jax=lambda xs: jlax.map(lambda r: jnp.sum(r * r), xs), name="map"),
+]
+
+test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)
