@@ -11,6 +11,8 @@ from ember._api.forward import hessian as hessian, jacfwd as jacfwd, jacobian as
 from ember._api.forward import jvp as jvp, linearize as linearize
 from ember._api.vmap import vmap as vmap
 from ember._core.dtypes import float0 as float0
+from ember._control import checkpoint as checkpoint, checkpoint_policies as checkpoint_policies, remat as remat
+from ember._control import custom_jvp as custom_jvp, custom_vjp as custom_vjp
 from ember._core import ConcretizationTypeError as ConcretizationTypeError, IR as IR, IRTypeError as IRTypeError
 from ember._core import ShapedArray as ShapedArray, UnexpectedTracerError as UnexpectedTracerError
 from ember._core import check_ir as check_ir
@@ -24,9 +26,9 @@ from ember._transforms import dce as dce
 __version__ = "0.1.0"
 
 __all__ = [
-    "Array", "CompileError", "Compiled", "ConcretizationTypeError", "IR", "IRTypeError", "Lowered", "PjrtError",
-    "ShapedArray", "UnexpectedTracerError", "array", "asarray", "check_ir", "compile", "dce", "default_device",
-    "device_put", "devices", "eval_ir", "float0", "grad", "hessian", "jacfwd", "jacobian", "jacrev", "jit", "jvp",
-    "lax", "linearize", "lower", "make_ir", "numpy", "stage_out", "vmap",
-    "tree", "tree_util", "value_and_grad", "vjp",
+    "Array", "array", "asarray", "check_ir", "checkpoint", "checkpoint_policies", "compile", "Compiled",
+    "CompileError", "ConcretizationTypeError", "custom_jvp", "custom_vjp", "dce", "default_device", "device_put",
+    "devices", "eval_ir", "float0", "grad", "hessian", "IR", "IRTypeError", "jacfwd", "jacobian", "jacrev", "jit",
+    "jvp", "lax", "linearize", "lower", "Lowered", "make_ir", "numpy", "PjrtError", "remat", "ShapedArray",
+    "stage_out", "tree", "tree_util", "UnexpectedTracerError", "value_and_grad", "vjp", "vmap",
 ]

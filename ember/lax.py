@@ -9,21 +9,22 @@ from ember._prims import (  # noqa: A004
     full_like as full_like, ge as ge, gt as gt, integer_pow as integer_pow, iota as iota,
     is_finite as is_finite, le as le, log as log, log1p as log1p, logistic as logistic, lt as lt, max as max,
     min as min, mul as mul, ne as ne, neg as neg, pad as pad, pow as pow, reduce_max as reduce_max,
-    reduce_min as reduce_min, reduce_sum as reduce_sum, rem as rem, reshape as reshape, round as round,
+    reduce_min as reduce_min, reduce_sum as reduce_sum, rem as rem, reshape as reshape, rev as rev, round as round,
     rsqrt as rsqrt, select as select, sign as sign, sin as sin, slice as slice, slice_in_dim as slice_in_dim,
     sqrt as sqrt, square as square, stop_gradient as stop_gradient, sub as sub, tanh as tanh,
     transpose as transpose, zeros_like as zeros_like,
 )
 from ember._control import (  # noqa: A004
-    cond as cond, fori_loop as fori_loop, map as map, scan as scan, switch as switch, while_loop as while_loop,
+    associative_scan as associative_scan, cond as cond, fori_loop as fori_loop, map as map,
+    optimization_barrier as optimization_barrier, scan as scan, switch as switch, while_loop as while_loop,
 )
 
 __all__ = [
-    "cond", "fori_loop", "map", "scan", "switch", "while_loop",
+    "associative_scan", "cond", "fori_loop", "map", "optimization_barrier", "scan", "switch", "while_loop",
     "abs", "add", "atan2", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "broadcast",
     "broadcast_in_dim", "broadcasted_iota", "ceil", "concatenate", "convert_element_type", "cos", "div", "dot",
     "dot_general", "eq", "exp", "expm1", "floor", "full", "full_like", "ge", "gt", "integer_pow", "iota",
     "is_finite", "le", "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg", "pad", "pow",
-    "reduce_max", "reduce_min", "reduce_sum", "rem", "reshape", "round", "rsqrt", "select", "sign", "sin",
+    "reduce_max", "reduce_min", "reduce_sum", "rem", "reshape", "rev", "round", "rsqrt", "select", "sign", "sin",
     "slice", "slice_in_dim", "sqrt", "square", "stop_gradient", "sub", "tanh", "transpose", "zeros_like",
 ]

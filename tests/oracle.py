@@ -32,6 +32,7 @@ class Case:
     arg_dtypes: Sequence[str | None] | None = None  # per-argument dtype overrides (None: the case dtype)
     grad: bool = True                           # check derivatives (float64) for float arguments
     reverse: bool = True                        # reverse mode too (False: the primitive refuses it, clearly)
+    forward: bool = True                        # forward mode too (False: the primitive refuses it, clearly)
     finite_differences: bool = True             # also against finite differences (not for stop_gradient)
     grad_shapes: Sequence[tuple[Shape, ...]] | None = None
     rtol: float | None = None
@@ -173,10 +174,15 @@ def check_grad(case: Case, shapes: tuple[Shape, ...]) -> None:
 
 def check_jvp(case: Case, shapes: tuple[Shape, ...]) -> None:
     """Forward mode in float64: the jvp IR type-checks, and its output tangent matches jax.jvp and central finite
-    differences along the tangent."""
+    differences along the tangent (or, for a primitive marked as refusing forward mode, the clear error)."""
     import jax
 
     args = make_args(case, shapes, "float64", seed=3)
+    if not case.forward:
+        reason = ember._core.PRIMITIVES[case.prim].marks["jvp"]
+        with pytest.raises(NotImplementedError, match=f"primitive '{case.prim}': " + re.escape(reason)):
+            ember.jvp(case.ember, tuple(args), tuple(np.ones_like(a) for a in args))
+        return
     floats = _float_argnums(args)
     tangents = [np.random.default_rng(4 + i).normal(size=args[i].shape).astype(args[i].dtype) for i in floats]
     ir = ember.stage_out(case.ember, *[ember.ShapedArray(a.shape, a.dtype) for a in args])
@@ -294,7 +300,7 @@ def jacobian_params(cases: Sequence[Case]) -> list[Any]:
     """The differentiable cases at their first gradient shape (the rest of the shapes in the slow sweep)."""
     return [pytest.param(case, shapes, marks=[pytest.mark.slow] if i > 0 else [],
                          id=f"{case.label()}-{'x'.join(map(str, shapes))}")
-            for case in cases if case.grad and case.reverse
+            for case in cases if case.grad and case.reverse and case.forward
             for i, shapes in enumerate(case.grad_shapes or case.shapes)]
 
 

@@ -18,7 +18,7 @@ ORDER = {
     "_prims": ["checks", "shape", "families", "elementwise", "slicing", "reduction", "dot", "__init__"],
     "_transforms": ["passes", "ad", "jvp", "batching", "__init__"],
     "_runtime": ["pjrt", "backends", "array", "dispatch", "compiler", "eager", "__init__"],
-    "_control": ["common", "cond", "loops", "__init__"],
+    "_control": ["common", "cond", "loops", "custom", "__init__"],
     "_api": ["staging", "jit", "autodiff", "vmap", "forward", "__init__"],
 }
 

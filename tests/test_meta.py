@@ -6,6 +6,7 @@ import pathlib
 
 import pytest
 
+from ember._control.custom import CUSTOM_VJP_NO_FORWARD_MODE
 from ember._control.loops import WHILE_NOT_REVERSE_DIFFERENTIABLE
 from ember._core import NOT_DIFFERENTIABLE, PRIMITIVES, RULE_KINDS
 
@@ -28,13 +29,14 @@ CASES = _load_cases()
 TESTED_BY = {
     "abstract_eval": lambda prim, cases: bool(cases),            # check_forward stages and type-checks
     "lowering": lambda prim, cases: bool(cases),                 # check_forward runs it under jit and eagerly
-    "jvp": lambda prim, cases: any(c.grad for c in cases),       # check_jvp vs JAX and finite differences
+    "jvp": lambda prim, cases: any(c.grad and c.forward for c in cases),  # check_jvp vs JAX and finite differences
     "vjp": lambda prim, cases: any(c.grad and c.reverse for c in cases),  # check_grad vs JAX and finite differences
     "batching": lambda prim, cases: bool(cases),                 # check_vmap vs a loop over the batch
 }
 MARKS_TESTED_BY = {
     NOT_DIFFERENTIABLE: lambda prim, cases: bool(cases),         # check_not_differentiable
     WHILE_NOT_REVERSE_DIFFERENTIABLE: lambda prim, cases: any(c.grad and not c.reverse for c in cases),  # the error
+    CUSTOM_VJP_NO_FORWARD_MODE: lambda prim, cases: any(c.grad and not c.forward for c in cases),  # the error
 }
 
 

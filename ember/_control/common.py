@@ -7,6 +7,7 @@ from typing import Any, Callable, Sequence
 
 from ember._core import IR, ShapedArray, Var, stage_flat
 from ember._core.pytree import PyTreeDef, tree_flatten
+from ember._transforms.passes import simplify
 
 
 class Closed:
@@ -26,7 +27,7 @@ def close_over(fn: Callable[..., Any], in_tree: PyTreeDef, in_avals: Sequence[Sh
         return out_leaves
 
     ir = stage_flat(flat, list(in_avals), label=label)
-    closed = IR([], [], list(ir.const_vars) + list(ir.in_vars), ir.eqns, ir.outs)
+    closed = simplify(IR([], [], list(ir.const_vars) + list(ir.in_vars), ir.eqns, ir.outs))
     return Closed(closed, list(ir.consts), trees[0])
 
 

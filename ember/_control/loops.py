@@ -10,6 +10,7 @@ from ember import _prims as lax
 from ember._control.common import close_over, describe, same_types, unused_inputs, with_inputs, with_outputs
 from ember._core import IR, Primitive, ShapedArray, aval_of, eval_ir, is_python_scalar, scalar_literal, stage_flat
 from ember._core import dtypes as dt
+from ember._core.checks import normalize_axis
 from ember._core.pytree import tree_flatten, tree_structure, tree_unflatten
 from ember._hlo import LoweringContext, compare_type, i64_array, lower_into
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, moveaxis, zeros
@@ -429,3 +430,55 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
                               lambda c: (lax.add(c[0], 1), c[1], body_fun(c[0], c[2])), (lower, upper, init_val))
     return result
 
+
+def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = False, axis: int = 0) -> Any:
+    """The prefix scan of an associative fn along an axis of elems (a pytree of arrays), in O(log n) parallel steps
+    (like jax.lax.associative_scan): fn combines two pytrees of equally shaped slices elementwise."""
+    leaves, tree = tree_flatten(elems)
+    if not leaves:
+        raise ValueError("associative_scan: elems has no arrays")
+    ndim = aval_of(leaves[0]).ndim
+    axis = normalize_axis("associative_scan", axis, ndim)
+    sizes = {aval_of(x).shape[axis] if aval_of(x).ndim > axis else None for x in leaves}
+    if len(sizes) != 1 or None in sizes:
+        raise ValueError(f"associative_scan: every array of elems needs the same size along axis {axis}, got "
+                         + ", ".join(aval_of(x).str_short() for x in leaves))
+    if reverse:
+        leaves = [lax.rev(x, (axis,)) for x in leaves]
+
+    def combine(a: list[Any], b: list[Any]) -> list[Any]:
+        out_leaves, out_tree = tree_flatten(fn(tree.unflatten(a), tree.unflatten(b)))
+        if out_tree != tree:
+            raise TypeError(f"associative_scan: fn must return the structure of elems {tree}, got {out_tree}")
+        return out_leaves
+
+    def part(xs: list[Any], start: int, stop: int | None = None, step: int = 1) -> list[Any]:
+        return [lax.slice_in_dim(x, start, aval_of(x).shape[axis] if stop is None else stop, step, axis) for x in xs]
+
+    def interleave(evens: Any, odds: Any, n: int) -> Any:
+        """evens at positions 0, 2, 4, ... and odds at 1, 3, ... of an axis of length n."""
+        config = [(0, 0, 0)] * aval_of(evens).ndim
+        config_even, config_odd = list(config), list(config)
+        config_even[axis] = (0, 1 if n % 2 == 0 else 0, 1)
+        config_odd[axis] = (1, 1 if n % 2 == 1 else 0, 1)
+        spread_even, spread_odd = lax.pad(evens, 0, config_even), lax.pad(odds, 0, config_odd)
+        if dt.is_bool(aval_of(evens).dtype):
+            return lax.bitwise_or(spread_even, spread_odd)
+        return lax.add(spread_even, spread_odd)
+
+    def scan_along(xs: list[Any]) -> list[Any]:
+        n = aval_of(xs[0]).shape[axis]
+        if n < 2:
+            return xs
+        odds = scan_along(combine(part(xs, 0, n - 1, 2), part(xs, 1, None, 2)))
+        if n % 2 == 0:
+            evens = combine(part(odds, 0, aval_of(odds[0]).shape[axis] - 1), part(xs, 2, None, 2))
+        else:
+            evens = combine(odds, part(xs, 2, None, 2))
+        evens = [lax.concatenate([lax.slice_in_dim(x, 0, 1, 1, axis), e], axis) for x, e in zip(xs, evens)]
+        return [interleave(e, o, n) for e, o in zip(evens, odds)]
+
+    out = scan_along(leaves)
+    if reverse:
+        out = [lax.rev(x, (axis,)) for x in out]
+    return tree.unflatten(out)

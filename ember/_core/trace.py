@@ -72,8 +72,9 @@ class Tracer(ArrayMethods):
             f"{what} of a traced value {self.aval.str_short()}{origin}: its value is not known while the "
             "function is staged out (under jit, vmap, stage_out, or a transformation inside them). Python "
             "control flow (if/while/and/or) and conversions (bool/int/float) need concrete values: use "
-            "ember.numpy.where or ember.lax.select for data-dependent choices (lax.cond and lax.while_loop for "
-            "data-dependent control flow are coming), or mark the argument static (jit(..., static_argnums=...)). "
+            "ember.numpy.where or ember.lax.select for data-dependent choices, ember.lax.cond, lax.switch, "
+            "lax.while_loop, lax.fori_loop or lax.scan for data-dependent control flow, or mark the argument static "
+            "(jit(..., static_argnums=...)). "
             "Outside jit and vmap, grad, vjp, jvp and the Jacobians evaluate such code with concrete values.")
 
     def __bool__(self) -> bool:

@@ -16,7 +16,8 @@ from ember._prims.shape import (broadcast as broadcast, broadcast_in_dim as broa
                                 broadcasted_iota as broadcasted_iota, convert_element_type as convert_element_type,
                                 full as full, full_like as full_like, iota as iota, reduce_sum as reduce_sum,
                                 reshape as reshape, transpose as transpose, zeros_like as zeros_like)
-from ember._prims.slicing import concatenate as concatenate, pad as pad, slice as slice, slice_in_dim as slice_in_dim
+from ember._prims.slicing import (concatenate as concatenate, pad as pad, rev as rev, slice as slice,
+                                 slice_in_dim as slice_in_dim)
 
 __all__ = [
     "abs", "add", "atan2", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "ceil", "convert_element_type",
@@ -24,5 +25,5 @@ __all__ = [
     "logistic", "lt", "max", "min", "mul", "ne", "neg", "pow", "rem", "round", "rsqrt", "select", "sign", "sin",
     "sqrt", "square", "stop_gradient", "sub", "tanh", "broadcast", "broadcast_in_dim", "broadcasted_iota",
     "concatenate", "dot", "dot_general", "full", "full_like", "iota", "pad", "reduce_max", "reduce_min",
-    "reduce_sum", "reshape", "slice", "slice_in_dim", "transpose", "zeros_like",
+    "reduce_sum", "reshape", "rev", "slice", "slice_in_dim", "transpose", "zeros_like",
 ]

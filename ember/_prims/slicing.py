@@ -214,3 +214,38 @@ def concatenate(operands: Sequence[Any], dimension: int) -> Any:
     ndim = aval_of(operands[0]).ndim
     return concatenate_p.bind(*operands, dimension=normalize_axis("concatenate", static_int(
         "concatenate", "dimension", dimension), ndim))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# rev(x, dimensions): x reversed along the given dimensions (linear, its own transpose).
+rev_p = Primitive("rev")
+
+
+@rev_p.def_rule("abstract_eval")
+def _rev_abstract_eval(x: ShapedArray, *, dimensions: tuple[int, ...]) -> ShapedArray:
+    if any(not 0 <= d < x.ndim for d in dimensions) or len(set(dimensions)) != len(dimensions):
+        raise TypeError(f"rev: dimensions {dimensions} are invalid for {x.str_short()}")
+    return x
+
+
+@rev_p.def_rule("lowering")
+def _rev_lowering(ctx: LoweringContext, x: str, *, dimensions: tuple[int, ...]) -> list[str]:
+    return [ctx.op("stablehlo.reverse", [x], ctx.aval_out, {"dimensions": i64_array(dimensions)})]
+
+
+rev_p.def_rule("jvp", linear_jvp(rev_p))
+rev_p.def_rule("vjp", lambda cts, ins, outs, needs, *, dimensions: [rev(cts[0], dimensions)])
+
+
+@rev_p.def_rule("batching")
+def _rev_batching(args: list[Any], dims: list[BatchDim], *, dimensions: tuple[int, ...]
+                  ) -> tuple[list[Any], list[BatchDim]]:
+    d = dims[0]
+    return [rev_p.bind(args[0], dimensions=tuple(a if a < d else a + 1 for a in dimensions))], [d]
+
+
+def rev(x: Any, dimensions: Sequence[int]) -> Any:
+    """x reversed along dimensions (like jax.lax.rev)."""
+    ndim = aval_of(x).ndim
+    dims = tuple(sorted(normalize_axis("rev", d, ndim) for d in static_ints("rev", "dimensions", dimensions)))
+    return rev_p.bind(x, dimensions=dims) if dims else x

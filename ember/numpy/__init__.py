@@ -3,6 +3,7 @@
 # The implementation lives in ember._numpy; importing ember._numpy.methods installs the operators and methods
 # of Array and Tracer.
 from ember._numpy import methods as _methods  # noqa: F401
+from ember._numpy.logexp import logaddexp as logaddexp, logsumexp as logsumexp
 from ember._numpy.dtypes import bfloat16 as bfloat16
 from ember._numpy.dtypes import bool_ as bool_
 from ember._numpy.dtypes import dtype as dtype
@@ -133,6 +134,7 @@ from ember._numpy.linalg import vdot as vdot
 from ember._numpy.einsum import einsum as einsum
 
 __all__ = [
+    "logaddexp", "logsumexp",
     "abs", "absolute", "add", "all", "amax", "amin", "any", "arange", "arctan2", "argmax", "argmin", "around",
     "array", "asarray", "astype", "atleast_1d", "atleast_2d", "bfloat16", "bitwise_and", "bitwise_not",
     "bitwise_or", "bitwise_xor", "bool_", "broadcast_shapes", "broadcast_to", "ceil", "clip", "concatenate", "cos",

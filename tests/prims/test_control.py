@@ -6,6 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jax
+
 import ember
 import ember.numpy as enp
 from ember import lax
@@ -83,6 +85,40 @@ def _np_fori(x):
     return x.astype(x.dtype)
 
 
+# custom rules: a custom_jvp whose rule is the true derivative (so JAX and finite differences agree with it),
+# a custom_vjp likewise, a checkpointed function, and the optimization barrier
+def _custom_jvp_fn(lib, np_):
+    @lib.custom_jvp
+    def f(x, y):
+        return np_.sin(x) * y
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        (x, y), (tx, ty) = primals, tangents
+        return f(x, y), np_.cos(x) * y * tx + np_.sin(x) * ty
+    return f
+
+
+def _custom_vjp_fn(lib, np_):
+    @lib.custom_vjp
+    def g(x):
+        return np_.exp(x) * x
+
+    def g_fwd(x):
+        e = np_.exp(x)
+        return e * x, (e, x)
+
+    def g_bwd(res, ct):
+        e, x = res
+        return (ct * e * (x + 1.0),)
+    g.defvjp(g_fwd, g_bwd)
+    return g
+
+
+def _checkpointed(lib, np_):
+    return lib.checkpoint(lambda x, w: np_.tanh(np_.tanh(x * w) * w) * x)
+
+
 SCAN_SHAPES = [((), (4, 3)), ((3,), (5, 3)), ((), (1, 2))]
 
 CASES = [
@@ -101,6 +137,14 @@ CASES = [
     Case("scan", _fori(lax, enp), _np_fori, [((3,),)], F, jax=_fori(jlax, jnp), name="fori_loop"),
     Case("scan", lambda xs: lax.map(lambda r: enp.sum(r * r), xs), lambda xs: (xs * xs).sum(1).astype(xs.dtype),
          [((4, 3),)], F, jax=lambda xs: jlax.map(lambda r: jnp.sum(r * r), xs), name="map"),
+    Case("custom_jvp_call", _custom_jvp_fn(ember, enp), lambda x, y: (np.sin(x) * y).astype(x.dtype),
+         [((4,), (4,)), ((2, 3), (2, 3))], F, jax=_custom_jvp_fn(jax, jnp)),
+    Case("custom_vjp_call", _custom_vjp_fn(ember, enp), lambda x: (np.exp(x) * x).astype(x.dtype),
+         [((4,),), ((2, 3),)], F, jax=_custom_vjp_fn(jax, jnp), forward=False),
+    Case("remat", _checkpointed(ember, enp), lambda x, w: (np.tanh(np.tanh(x * w) * w) * x).astype(x.dtype),
+         [((4,), (4,)), ((3,), ())], F, jax=_checkpointed(jax, jnp)),
+    Case("optimization_barrier", lambda x: lax.optimization_barrier(x) * 2.0, lambda x: x * 2.0,
+         [((3,),), ((2, 2),)], F, jax=lambda x: jlax.optimization_barrier(x) * 2.0),
 ]
 
 test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)

@@ -57,6 +57,8 @@ CASES = [
          [((3, 4), ())], FI, jax=lambda x, v: jlax.pad(x, v, ((1, 2, 1), (0, -1, 0)))),
     Case("concatenate", lambda x, y: lax.concatenate([x, y, x], 1), lambda x, y: np.concatenate([x, y, x], 1),
          [((2, 3), (2, 1))], FIB, jax=lambda x, y: jlax.concatenate([x, y, x], 1)),
+    Case("rev", lambda x: lax.rev(x, (0, 2)), lambda x: x[::-1, :, ::-1], [((2, 3, 4),), ((5, 1, 2),)], FIB,
+         jax=lambda x: jlax.rev(x, (0, 2))),
     Case("iota", lambda x: lax.add(lax.convert_element_type(lax.broadcasted_iota("int32", (2, 3), 1), x.dtype), x),
          lambda x: (np.arange(3)[None, :] + x).astype(x.dtype), [((2, 3),)], FI, grad=False),
     Case("reduce_sum", lambda x: lax.reduce_sum(x, (1,)), lambda x: x.sum(1).astype(x.dtype),

@@ -1,0 +1,370 @@
+"""Custom derivative rules and rematerialization as higher-order primitives: custom_jvp, custom_vjp and
+checkpoint (remat), with optimization_barrier, the first-order primitive that keeps XLA from merging the
+recomputation with the original computation.
+
+A custom_jvp or custom_vjp call stages the function into a closed sub-IR (what lowering and batching use) and
+keeps the user's rules as Python callables over flat lists, called when a transformation needs them. Functions
+with custom rules may close over concrete arrays, not over traced values (pass those as arguments), as with
+JAX's closure conversion."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ember._control.common import close_over, describe, same_types
+from ember._core import IR, Primitive, ShapedArray, Tracer, aval_of, eval_ir, is_tracing, stage_flat
+from ember._core import dtypes as dt
+from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
+from ember._hlo import LoweringContext, lower_into
+from ember._prims.shape import BatchDim, batch_at_front, batch_size, linear_jvp, zeros
+from ember._transforms.ad import backward_pass, vjp_ir
+from ember._transforms.batching import batch_ir
+from ember._transforms.jvp import jvp_ir
+
+CUSTOM_VJP_NO_FORWARD_MODE = "forward-mode differentiation (jvp) of a custom_vjp function is not supported, as in JAX"
+FlatRule = Callable[..., tuple[list[Any], list[Any]]]
+
+
+def _lower_inline(ctx: LoweringContext, *operands: str, fun_ir: IR, **params: Any) -> list[str]:
+    return lower_into(ctx.emitter, fun_ir, operands)
+
+
+def _outs_of(fun_ir: IR) -> list[ShapedArray]:
+    return fun_ir.out_avals
+
+
+def _at_front(args: Sequence[Any], dims: Sequence[BatchDim], size: int) -> list[Any]:
+    return [batch_at_front(x, d, size) for x, d in zip(args, dims)]
+
+
+def _batched_rule(rule: Callable[..., Any], size: int, label: str) -> Callable[..., Any]:
+    """rule (over flat lists of per-member values) applied to a batch: staged at the per-member avals and batched,
+    every input and output at axis 0."""
+    def batched(*groups: list[Any]) -> tuple[list[Any], ...]:
+        counts = [len(g) for g in groups]
+        flat_avals = [aval_of(x).update(shape=aval_of(x).shape[1:]) for g in groups for x in g]
+        shapes: list[int] = []
+
+        def flat(*leaves: Any) -> list[Any]:
+            parts, start = [], 0
+            for n in counts:
+                parts.append(list(leaves[start:start + n]))
+                start += n
+            results = rule(*parts)
+            shapes[:] = [len(r) for r in results]
+            return [x for r in results for x in r]
+        ir = stage_flat(flat, flat_avals, label=label)
+        bir, _ = batch_ir(ir, [0] * len(flat_avals), size, [0] * len(ir.outs))
+        outs = eval_ir(bir, [x for g in groups for x in g])
+        results, start = [], 0
+        for n in shapes:
+            results.append(outs[start:start + n])
+            start += n
+        return tuple(results)
+    return batched
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# custom_jvp_call(consts..., args...; fun_ir, num_consts, jvp)
+custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True)
+custom_jvp_call_p.def_rule("abstract_eval", lambda *avals, fun_ir, num_consts, jvp: _outs_of(fun_ir))
+custom_jvp_call_p.def_rule("lowering", _lower_inline)
+
+
+@custom_jvp_call_p.def_rule("jvp")
+def _custom_jvp_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, fun_ir: IR, num_consts: int,
+                    jvp: FlatRule) -> tuple[list[Any], list[Any]]:
+    args = list(primals[num_consts:])
+    ts = [zeros(aval_of(a).strip_weak_type()) if t is None else t for a, t in zip(args, tangents[num_consts:])]
+    return jvp(args, ts)
+
+
+@custom_jvp_call_p.def_rule("vjp")
+def _custom_jvp_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, fun_ir: IR,
+                    num_consts: int, jvp: FlatRule) -> list[Any]:
+    """The rule's tangent map t -> jvp(args, t)[1] is linear: its VJP (the transpose) gives the cotangents."""
+    args = list(ins[num_consts:])
+    t_avals = [aval_of(a).strip_weak_type() for a in args]
+    linear = stage_flat(lambda *ts: jvp(args, list(ts))[1], t_avals, label="custom_jvp rule")
+    wrt = [dt.is_float(a.dtype) for a in t_avals]
+    _, in_cts = backward_pass(linear, [zeros(a) for a in t_avals], wrt, cts)
+    return [None] * num_consts + [c if need else None for c, need in zip(in_cts, needs[num_consts:])]
+
+
+@custom_jvp_call_p.def_rule("batching")
+def _custom_jvp_batching(args: list[Any], dims: list[BatchDim], *, fun_ir: IR, num_consts: int, jvp: FlatRule
+                         ) -> tuple[list[Any], list[BatchDim]]:
+    size = batch_size(args, dims)
+    args = _at_front(args, dims, size)
+    fun_b, _ = batch_ir(fun_ir, [0] * len(args), size, [0] * len(fun_ir.outs))
+    jvp_b = _batched_rule(jvp, size, "custom_jvp rule")
+    return custom_jvp_call_p.bind(*args, fun_ir=fun_b, num_consts=num_consts, jvp=jvp_b), [0] * len(fun_ir.outs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# custom_vjp_call(consts..., args...; fun_ir, num_consts, fwd, bwd)
+custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
+custom_vjp_call_p.def_rule("abstract_eval", lambda *avals, fun_ir, num_consts, fwd, bwd: _outs_of(fun_ir))
+custom_vjp_call_p.def_rule("lowering", _lower_inline)
+custom_vjp_call_p.mark("jvp", CUSTOM_VJP_NO_FORWARD_MODE)
+
+
+@custom_vjp_call_p.def_rule("vjp")
+def _custom_vjp_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, fun_ir: IR,
+                    num_consts: int, fwd: FlatRule, bwd: FlatRule) -> list[Any]:
+    args = list(ins[num_consts:])
+    _, residuals = fwd(args)
+    in_cts = bwd(residuals, [zeros(aval_of(o).strip_weak_type()) if c is None else c for o, c in zip(outs, cts)])
+    return [None] * num_consts + [c if need else None for c, need in zip(in_cts, needs[num_consts:])]
+
+
+@custom_vjp_call_p.def_rule("batching")
+def _custom_vjp_batching(args: list[Any], dims: list[BatchDim], *, fun_ir: IR, num_consts: int, fwd: FlatRule,
+                         bwd: FlatRule) -> tuple[list[Any], list[BatchDim]]:
+    size = batch_size(args, dims)
+    args = _at_front(args, dims, size)
+    fun_b, _ = batch_ir(fun_ir, [0] * len(args), size, [0] * len(fun_ir.outs))
+    fwd_b = _batched_rule(fwd, size, "custom_vjp fwd")
+    bwd_flat = _batched_rule(lambda res, cts: (bwd(res, cts),), size, "custom_vjp bwd")
+    outs = custom_vjp_call_p.bind(*args, fun_ir=fun_b, num_consts=num_consts, fwd=fwd_b,
+                                  bwd=lambda res, cts: bwd_flat(res, cts)[0])
+    return outs, [0] * len(fun_ir.outs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Public: custom_jvp and custom_vjp
+def _split_static(name: str, nondiff_argnums: tuple[int, ...], args: tuple[Any, ...]
+                  ) -> tuple[list[Any], list[Any], Callable[[Sequence[Any]], list[Any]]]:
+    n = len(args)
+    for i in nondiff_argnums:
+        if not -n <= i < n:
+            raise ValueError(f"{name}: nondiff_argnums {nondiff_argnums} out of range for {n} arguments")
+    static_pos = sorted(i % n for i in nondiff_argnums)
+    static = [args[i] for i in static_pos]
+    diff = [a for i, a in enumerate(args) if i not in static_pos]
+
+    def merge(diff_values: Sequence[Any]) -> list[Any]:
+        merged, it = [], iter(diff_values)
+        for i in range(n):
+            merged.append(static[static_pos.index(i)] if i in static_pos else next(it))
+        return merged
+    return static, diff, merge
+
+
+def _closed(name: str, fun: Callable[..., Any], merge: Callable[[Sequence[Any]], list[Any]], diff: list[Any]
+            ) -> tuple[Any, list[Any], PyTreeDef]:
+    leaves, in_tree = tree_flatten(tuple(diff))
+    closed = close_over(lambda *d: fun(*merge(d)), in_tree, [aval_of(x) for x in leaves], name)
+    if any(isinstance(c, Tracer) for c in closed.consts):
+        raise TypeError(f"{name}: the function closes over a traced value (of an enclosing jit, grad, vmap, ...); "
+                        "pass it as an argument instead (static values: nondiff_argnums)")
+    return closed, leaves, in_tree
+
+
+def _check_rule_outputs(name: str, what: str, tree: PyTreeDef, expected_tree: PyTreeDef,
+                        got: Sequence[ShapedArray], expected: Sequence[ShapedArray]) -> None:
+    if tree != expected_tree or not same_types(got, expected):
+        raise TypeError(f"{name}: the {what} must match the function's output {expected_tree} "
+                        f"{describe(expected)}, got {tree} {describe(got)}")
+
+
+def _float0_or(values: Sequence[Any], avals: Sequence[ShapedArray]) -> list[Any]:
+    """Tangents/cotangents as the user's rules see them: float0 zeros for integer and boolean values."""
+    return [v if dt.is_float(a.dtype) else np.zeros(a.shape, dt.float0) for v, a in zip(values, avals)]
+
+
+def _from_float0(values: Sequence[Any], avals: Sequence[ShapedArray]) -> list[Any]:
+    return [zeros(a.strip_weak_type()) if isinstance(v, np.ndarray) and v.dtype == dt.float0 else v
+            for v, a in zip(values, avals)]
+
+
+class custom_jvp:  # noqa: N801  (JAX's name)
+    """A function with a custom forward-mode rule (like jax.custom_jvp): decorate it, then register the rule
+    with @f.defjvp: jvp(*nondiff_args, primals, tangents) -> (primal_out, tangent_out), linear in the tangents.
+    Reverse mode transposes the rule; vmap batches it."""
+
+    def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = ()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.jvp: Callable[..., Any] | None = None
+
+    def defjvp(self, jvp: Callable[..., Any]) -> Callable[..., Any]:
+        self.jvp = jvp
+        return jvp
+
+    def __call__(self, *args: Any) -> Any:
+        name = f"custom_jvp({getattr(self.fun, '__name__', 'function')})"
+        if self.jvp is None:
+            raise TypeError(f"{name}: no rule; register one with @{getattr(self.fun, '__name__', 'f')}.defjvp")
+        if not is_tracing():  # nothing to transform: the function itself
+            return self.fun(*args)
+        static, diff, merge = _split_static(name, self.nondiff_argnums, args)
+        closed, leaves, in_tree = _closed(name, self.fun, merge, diff)
+        user_jvp, in_avals = self.jvp, [aval_of(x) for x in leaves]
+        out_avals = closed.ir.out_avals
+
+        def rule(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
+            tangent_tree = in_tree.unflatten(_float0_or(tangents, in_avals))
+            out, t_out = user_jvp(*static, in_tree.unflatten(primals), tangent_tree)
+            out_leaves, out_tree = tree_flatten(out)
+            t_leaves, t_tree = tree_flatten(t_out)
+            _check_rule_outputs(name, "primal output of the jvp rule", out_tree, closed.out_tree,
+                                [aval_of(x) for x in out_leaves], out_avals)
+            t_leaves = _from_float0(t_leaves, out_avals)
+            _check_rule_outputs(name, "tangent output of the jvp rule", t_tree, closed.out_tree,
+                                [aval_of(x) for x in t_leaves], out_avals)
+            return out_leaves, t_leaves
+
+        outs = custom_jvp_call_p.bind(*closed.consts, *leaves, fun_ir=closed.ir, num_consts=len(closed.consts),
+                                      jvp=rule)
+        return closed.out_tree.unflatten(outs)
+
+
+class custom_vjp:  # noqa: N801  (JAX's name)
+    """A function with a custom reverse-mode rule (like jax.custom_vjp): decorate it, then f.defvjp(fwd, bwd) with
+    fwd(*args) -> (output, residuals) and bwd(*nondiff_args, residuals, output_cotangent) -> a tuple of
+    cotangents, one per differentiable argument."""
+
+    def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = ()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fwd: Callable[..., Any] | None = None
+        self.bwd: Callable[..., Any] | None = None
+
+    def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, *args: Any) -> Any:
+        name = f"custom_vjp({getattr(self.fun, '__name__', 'function')})"
+        if self.fwd is None or self.bwd is None:
+            raise TypeError(f"{name}: no rule; register one with f.defvjp(fwd, bwd)")
+        if not is_tracing():
+            return self.fun(*args)
+        static, diff, merge = _split_static(name, self.nondiff_argnums, args)
+        closed, leaves, in_tree = _closed(name, self.fun, merge, diff)
+        user_fwd, user_bwd, in_avals = self.fwd, self.bwd, [aval_of(x) for x in leaves]
+        out_avals = closed.ir.out_avals
+        res_tree: list[PyTreeDef] = []
+
+        def fwd(args: list[Any]) -> tuple[list[Any], list[Any]]:
+            out, res = user_fwd(*merge(in_tree.unflatten(args)))
+            out_leaves, out_tree = tree_flatten(out)
+            _check_rule_outputs(name, "output of fwd", out_tree, closed.out_tree, [aval_of(x) for x in out_leaves],
+                                out_avals)
+            res_leaves, tree = tree_flatten(res)
+            res_tree[:] = [tree]
+            return out_leaves, res_leaves
+
+        def bwd(residuals: list[Any], cts: list[Any]) -> list[Any]:
+            got = user_bwd(*static, res_tree[0].unflatten(residuals), closed.out_tree.unflatten(cts))
+            if not isinstance(got, tuple | list) or len(got) != len(diff):
+                raise TypeError(f"{name}: bwd must return a tuple with one cotangent per differentiable argument "
+                                f"({len(diff)}), got {type(got).__name__}")
+            ct_leaves, ct_tree = tree_flatten(tuple(got), is_leaf=lambda x: x is None)
+            if ct_tree != tree_structure(tuple(diff), is_leaf=lambda x: x is None) and len(ct_leaves) != len(leaves):
+                raise TypeError(f"{name}: bwd's cotangents must have the structure of the arguments {in_tree}, got "
+                                f"{ct_tree}")
+            ct_leaves = [zeros(a.strip_weak_type()) if c is None else c for c, a in zip(ct_leaves, in_avals)]
+            return _from_float0(ct_leaves, in_avals)
+
+        outs = custom_vjp_call_p.bind(*closed.consts, *leaves, fun_ir=closed.ir, num_consts=len(closed.consts),
+                                      fwd=fwd, bwd=bwd)
+        return closed.out_tree.unflatten(outs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# optimization_barrier(*xs): the identity, which XLA may not optimize across (no CSE, no moving work over it).
+optimization_barrier_p = Primitive("optimization_barrier", multiple_results=True)
+optimization_barrier_p.def_rule("abstract_eval", lambda *avals: list(avals))
+optimization_barrier_p.def_rule("lowering", lambda ctx, *xs: ctx.op("stablehlo.optimization_barrier", list(xs),
+                                                                     ctx.avals_out) if xs else [])
+optimization_barrier_p.def_rule("jvp", linear_jvp(optimization_barrier_p))
+optimization_barrier_p.def_rule("vjp", lambda cts, ins, outs, needs: list(cts))
+optimization_barrier_p.def_rule("batching", lambda args, dims: (optimization_barrier_p.bind(*args), list(dims)))
+
+
+def optimization_barrier(operand: Any) -> Any:
+    """operand (a pytree) unchanged, with XLA kept from optimizing across it (like jax.lax.optimization_barrier)."""
+    leaves, tree = tree_flatten(operand)
+    return tree.unflatten(optimization_barrier_p.bind(*leaves))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# remat(args...; body_ir, saveable): checkpointing. Reverse mode recomputes the body's forward values inside the
+# backward pass (behind an optimization barrier, so XLA cannot reuse the first computation) instead of keeping
+# them alive from the forward pass; saveable=True keeps everything (the everything_saveable policy).
+remat_p = Primitive("remat", multiple_results=True)
+remat_p.def_rule("abstract_eval", lambda *avals, body_ir, saveable: body_ir.out_avals)
+remat_p.def_rule("lowering", lambda ctx, *xs, body_ir, saveable: lower_into(ctx.emitter, body_ir, xs))
+
+
+@remat_p.def_rule("jvp")
+def _remat_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body_ir: IR, saveable: bool
+               ) -> tuple[list[Any], list[Any]]:
+    with_tangent = [t is not None and dt.is_float(aval_of(p).dtype) for p, t in zip(primals, tangents)]
+    outs = remat_p.bind(*primals, *[t for t, w in zip(tangents, with_tangent) if w],
+                        body_ir=jvp_ir(body_ir, with_tangent), saveable=saveable)
+    n = len(body_ir.outs)
+    return outs[:n], outs[n:]
+
+
+@remat_p.def_rule("vjp")
+def _remat_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, body_ir: IR, saveable: bool
+               ) -> list[Any]:
+    args = list(ins) if saveable else optimization_barrier_p.bind(*ins)
+    cts = [zeros(aval_of(o).strip_weak_type()) if c is None else c for o, c in zip(outs, cts)]
+    results = eval_ir(vjp_ir(body_ir, needs), list(args) + cts)
+    in_cts = iter(results[len(body_ir.outs):])
+    return [next(in_cts) if need else None for need in needs]
+
+
+@remat_p.def_rule("batching")
+def _remat_batching(args: list[Any], dims: list[BatchDim], *, body_ir: IR, saveable: bool
+                    ) -> tuple[list[Any], list[BatchDim]]:
+    body, out_dims = batch_ir(body_ir, dims, batch_size(args, dims))
+    return remat_p.bind(*args, body_ir=body, saveable=saveable), out_dims
+
+
+class checkpoint_policies:  # noqa: N801  (JAX's name)
+    """Which values reverse mode may keep from the forward pass of a checkpointed function."""
+
+    @staticmethod
+    def nothing_saveable(*args: Any, **params: Any) -> bool:
+        """Recompute everything in the backward pass (the default)."""
+        return False
+
+    @staticmethod
+    def everything_saveable(*args: Any, **params: Any) -> bool:
+        """Keep everything (as without checkpoint)."""
+        return True
+
+
+def checkpoint(fun: Callable[..., Any], *, prevent_cse: bool = True, policy: Callable[..., bool] | None = None,
+               static_argnums: Sequence[int] = ()) -> Callable[..., Any]:
+    """fun whose forward values reverse mode recomputes instead of storing (like jax.checkpoint / jax.remat).
+    policy: checkpoint_policies.nothing_saveable (the default) or everything_saveable. prevent_cse is accepted
+    for JAX compatibility: the recomputation is always kept apart from the forward pass (an optimization
+    barrier), which is what it asks for."""
+    if policy not in (None, checkpoint_policies.nothing_saveable, checkpoint_policies.everything_saveable):
+        raise NotImplementedError("checkpoint: only the nothing_saveable and everything_saveable policies are "
+                                  "supported")
+    saveable = policy is checkpoint_policies.everything_saveable
+    name = f"checkpoint({getattr(fun, '__name__', 'function')})"
+
+    @functools.wraps(fun)
+    def wrapped(*args: Any) -> Any:
+        if not is_tracing():
+            return fun(*args)
+        static, diff, merge = _split_static(name, tuple(static_argnums), args)
+        leaves, in_tree = tree_flatten(tuple(diff))
+        closed = close_over(lambda *d: fun(*merge(d)), in_tree, [aval_of(x) for x in leaves], name)
+        outs = remat_p.bind(*closed.consts, *leaves, body_ir=closed.ir, saveable=saveable)
+        return closed.out_tree.unflatten(outs)
+    return wrapped
+
+
+remat = checkpoint
