@@ -157,6 +157,70 @@ def eager_vmap(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]
     return checked_pair(jax, ef, (ember.asarray(xs),), jf, (jnp.asarray(xs),))
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Control flow: a long scan differentiated in reverse mode, a long fori_loop, and what each costs to compile.
+# A problem, given a library (ember or jax), its numpy and its asarray, is (make, args): make() is a new jitted
+# function each time (a new function object, so no cache of either library is hit), called with args.
+Problem = Callable[[Any, Any, Callable[[Any], Any]], tuple[Callable[[], Callable[..., Any]], tuple[Any, ...]]]
+
+
+def rnn_problem(lib: Any, np_: Any, asarray: Callable[[Any], Any]
+                ) -> tuple[Callable[[], Callable[..., Any]], tuple[Any, ...]]:
+    """jit(value_and_grad(loss)) of an RNN over 1000 steps with lax.scan, hidden size 64, input size 32:
+    h_{t+1} = tanh(x_t @ Wx + h_t @ Wh + b), loss = mean(h_1000 ** 2) + mean(all h_t), in params (Wx, Wh, b)."""
+    rng = np.random.default_rng(0)
+    params = ((rng.normal(size=(32, 64)) / np.sqrt(32)).astype(np.float32),
+              (rng.normal(size=(64, 64)) / 8).astype(np.float32), (rng.normal(size=64) * 0.1).astype(np.float32))
+    xs = rng.normal(size=(1000, 32)).astype(np.float32)
+    h0 = np.zeros(64, np.float32)
+
+    def make() -> Callable[..., Any]:
+        def loss(params: Any, xs: Any, h0: Any) -> Any:
+            wx, wh, b = params
+
+            def step(h: Any, x: Any) -> tuple[Any, Any]:
+                h = np_.tanh(x @ wx + h @ wh + b)
+                return h, h
+            h, hs = lib.lax.scan(step, h0, xs)
+            return np_.mean(h ** 2) + np_.mean(hs)
+        return lib.jit(lib.value_and_grad(loss))
+    return make, (tuple(asarray(p) for p in params), asarray(xs), asarray(h0))
+
+
+def fori_problem(lib: Any, np_: Any, asarray: Callable[[Any], Any]
+                 ) -> tuple[Callable[[], Callable[..., Any]], tuple[Any, ...]]:
+    """jit of a 1000-iteration lax.fori_loop (static bounds) updating a float32[256] vector with
+    v = v * 0.999 + sin(v) * 0.001."""
+    v = np.random.default_rng(0).normal(size=256).astype(np.float32)
+
+    def make() -> Callable[..., Any]:
+        def run(v: Any) -> Any:
+            return lib.lax.fori_loop(0, 1000, lambda i, v: v * 0.999 + np_.sin(v) * 0.001, v)
+        return lib.jit(run)
+    return make, (asarray(v),)
+
+
+def run_time(problem: Problem) -> Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]]]:
+    """Calls of one jitted function per library (compiled once), checked against each other first."""
+    def bench(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        (emake, eargs), (jmake, jargs) = problem(ember, enp, ember.asarray), problem(jax, jnp, jnp.asarray)
+        return checked_pair(jax, emake(), eargs, jmake(), jargs)
+    bench.__name__ = f"run_{problem.__name__}"
+    return bench
+
+
+def compile_time(problem: Problem) -> Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]]]:
+    """The first call of a freshly made jitted function (trace, lower, compile, run): each timed call makes a new
+    function object, so neither library's caches are hit (JAX's persistent compilation cache is turned off)."""
+    def bench(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        jax.config.update("jax_enable_compilation_cache", False)
+        (emake, eargs), (jmake, jargs) = problem(ember, enp, ember.asarray), problem(jax, jnp, jnp.asarray)
+        return (lambda: ember.tree.leaves(emake()(*eargs))[0].block_until_ready()), \
+            (lambda: jax.tree.leaves(jmake()(*jargs))[0].block_until_ready())
+    bench.__name__ = f"compile_{problem.__name__}"
+    return bench
+
+
 BENCHMARKS = [
     ("jit: tiny f32[4] add (dispatch overhead)", tiny_call, 2000),
     ("eager: f32[4] add (op-by-op dispatch)", eager_add, 2000),
@@ -167,6 +231,14 @@ BENCHMARKS = [
     ("jit(jacfwd): tanh(W @ x + b), W 64x64", small_jacobian("jacfwd"), 200),
     ("jit(jacrev): tanh(W @ x + b), W 64x64", small_jacobian("jacrev"), 200),
     ("eager vmap: x @ w, xs f32[128,64], w 64x64", eager_vmap, 500),
+    ("jit(value_and_grad): RNN lax.scan 1000, h 64", run_time(rnn_problem), 20),
+    ("jit: lax.fori_loop 1000, f32[256] update", run_time(fori_problem), 200),
+]
+
+# (name, make, repeat): the best of `repeat` single first calls, each of a new function (compile time)
+COMPILE_BENCHMARKS = [
+    ("compile: jit(value_and_grad) RNN scan 1000", compile_time(rnn_problem), 3),
+    ("compile: jit lax.fori_loop 1000", compile_time(fori_problem), 3),
 ]
 
 
@@ -188,6 +260,11 @@ def main() -> None:
         t_ours = best_time(ours, number, repeat)
         t_theirs = best_time(theirs, number, repeat)
         print(f"{name:45s} {t_ours * 1e6:10.1f}us {t_theirs * 1e6:10.1f}us {t_ours / t_theirs:10.2f}")
+    for name, make, repeat in COMPILE_BENCHMARKS:
+        ours, theirs = make(jax, jnp)
+        t_ours = min(timeit.repeat(ours, number=1, repeat=repeat))
+        t_theirs = min(timeit.repeat(theirs, number=1, repeat=repeat))
+        print(f"{name:45s} {t_ours * 1e3:10.1f}ms {t_theirs * 1e3:10.1f}ms {t_ours / t_theirs:10.2f}")
 
 
 if __name__ == "__main__":
