@@ -60,7 +60,7 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
         for i in nums:
             wrt[offsets[i]:offsets[i + 1]] = [True] * arg_trees[i].num_leaves
         _ad.check_differentiable_inputs(name, avals, wrt, allow_int)
-        gir = _ad.value_and_grad_ir(ir, wrt, with_value=with_value, name=name)
+        gir = _ad.value_and_grad_ir(ir, wrt, with_value=with_value, name=name, values=values)
         grads_template = (tuple(arg_trees[i].unflatten([0] * arg_trees[i].num_leaves) for i in nums)
                           if not isinstance(argnums, int) else arg_trees[nums[0]].unflatten(
                               [0] * arg_trees[nums[0]].num_leaves))
@@ -162,7 +162,7 @@ def _vjp_plan(fun: Callable[..., Any], in_tree: PyTreeDef, avals: tuple[ShapedAr
               name: str, values: Sequence[Any] | None = None) -> _VjpPlan:
     ir, store = stage_with_aux(fun, in_tree, avals, has_aux, name, values)
     num_outs = store.tree.num_leaves
-    joint = _ad.vjp_ir(ir, [True] * len(avals), num_outs)
+    joint = _ad.vjp_ir(ir, [True] * len(avals), num_outs, values)
     forward, backward, num_residuals = split_known(joint, [False] * len(avals) + [True] * num_outs, len(ir.outs))
     ct_avals = [a.strip_weak_type() for a in ir.out_avals[:num_outs]]
     return _VjpPlan(forward, backward, num_outs, num_residuals, store.tree, store.aux_tree, ct_avals)

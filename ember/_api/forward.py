@@ -18,6 +18,7 @@ from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core.pytree import PyTreeDef, tree_flatten, tree_map, tree_structure, tree_unflatten
 from ember._prims import reshape, slice_in_dim
+from ember._prims.shape import zeros
 from ember._transforms.jvp import jvp_ir
 from ember._transforms.passes import split_known
 
@@ -66,7 +67,10 @@ def _jvp_build(fun: Callable[..., Any], name: str, has_aux: bool) -> Callable[..
         primal_values = None if values is None else list(values)[:len(avals)]  # values also hold the tangents
         ir, store = stage_with_aux(fun, in_tree, avals, has_aux, name, primal_values)
         n_out = store.tree.num_leaves
-        jir = jvp_ir(ir, [dt.is_float(a.dtype) for a in avals])
+        with_tangent = [dt.is_float(a.dtype) for a in avals]
+        if values is not None and len(values) == len(avals):  # tangents not given yet (linearize): zeros
+            values = list(values) + [zeros(a.strip_weak_type()) for a, w in zip(avals, with_tangent) if w]
+        jir = jvp_ir(ir, with_tangent, values)
         tangents = [t for t, v in zip(jir.outs[len(ir.outs):len(ir.outs) + n_out], ir.outs)
                     if dt.is_float(v.aval.dtype)]
         jir.outs = jir.outs[:len(ir.outs)] + tangents

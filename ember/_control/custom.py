@@ -14,7 +14,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember._control.common import close_over, describe, same_types
-from ember._core import IR, Primitive, ShapedArray, Tracer, aval_of, eval_ir, is_tracing, stage_flat
+from ember._core import (IR, Primitive, ShapedArray, Tracer, aval_of, concrete_values, eval_ir, is_tracing,
+                         stage_flat)
 from ember._core import dtypes as dt
 from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
 from ember._hlo import LoweringContext, lower_into
@@ -87,7 +88,9 @@ def _custom_jvp_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list
     """The rule's tangent map t -> jvp(args, t)[1] is linear: its VJP (the transpose) gives the cotangents."""
     args = list(ins[num_consts:])
     t_avals = [aval_of(a).strip_weak_type() for a in args]
-    linear = stage_flat(lambda *ts: jvp(args, list(ts))[1], t_avals, label="custom_jvp rule")
+    known = concrete_values(args)  # outside jit the rule may branch on the primal values
+    linear = stage_flat(lambda *ts: jvp(args, list(ts))[1], t_avals,
+                        None if known is None else [zeros(a) for a in t_avals], label="custom_jvp rule")
     wrt = [dt.is_float(a.dtype) for a in t_avals]
     _, in_cts = backward_pass(linear, [zeros(a) for a in t_avals], wrt, cts)
     return [None] * num_consts + [c if need else None for c, need in zip(in_cts, needs[num_consts:])]
@@ -156,7 +159,8 @@ def _split_static(name: str, nondiff_argnums: tuple[int, ...], args: tuple[Any, 
 def _closed(name: str, fun: Callable[..., Any], merge: Callable[[Sequence[Any]], list[Any]], diff: list[Any]
             ) -> tuple[Any, list[Any], PyTreeDef]:
     leaves, in_tree = tree_flatten(tuple(diff))
-    closed = close_over(lambda *d: fun(*merge(d)), in_tree, [aval_of(x) for x in leaves], name)
+    closed = close_over(lambda *d: fun(*merge(d)), in_tree, [aval_of(x) for x in leaves], name,
+                        concrete_values(leaves))
     if any(isinstance(c, Tracer) for c in closed.consts):
         raise TypeError(f"{name}: the function closes over a traced value (of an enclosing jit, grad, vmap, ...); "
                         "pass it as an argument instead (static values: nondiff_argnums)")
@@ -361,7 +365,8 @@ def checkpoint(fun: Callable[..., Any], *, prevent_cse: bool = True, policy: Cal
             return fun(*args)
         static, diff, merge = _split_static(name, tuple(static_argnums), args)
         leaves, in_tree = tree_flatten(tuple(diff))
-        closed = close_over(lambda *d: fun(*merge(d)), in_tree, [aval_of(x) for x in leaves], name)
+        closed = close_over(lambda *d: fun(*merge(d)), in_tree, [aval_of(x) for x in leaves], name,
+                            concrete_values(leaves))
         outs = remat_p.bind(*closed.consts, *leaves, body_ir=closed.ir, saveable=saveable)
         return closed.out_tree.unflatten(outs)
     return wrapped

@@ -120,6 +120,8 @@ class Builder:
         var = Var(aval)
         if name:
             self.input_names[var] = name
+        if isinstance(value, Tracer):  # a concrete value given as a tracer of an enclosing concrete staging
+            value = value.value
         return Tracer(self, var, value)
 
     def dependence(self, var: Var) -> str:

@@ -84,7 +84,8 @@ def check_scalar_output(name: str, aval: ShapedArray) -> None:
         raise TypeError(f"{name} requires a floating-point output, got {aval.str_short()}")
 
 
-def value_and_grad_ir(ir: IR, wrt: Sequence[bool], with_value: bool = True, name: str = "grad") -> IR:
+def value_and_grad_ir(ir: IR, wrt: Sequence[bool], with_value: bool = True, name: str = "grad",
+                      values: Sequence[Any] | None = None) -> IR:
     """IR (inputs) -> (outputs..., gradient of output 0 for each input in wrt).
 
     Output 0 must be a scalar; further outputs (auxiliary data) are passed through. Without with_value the
@@ -101,10 +102,10 @@ def value_and_grad_ir(ir: IR, wrt: Sequence[bool], with_value: bool = True, name
         grads = [zeros(v.aval) if ct is None else ct for v, ct, w in zip(ir.in_vars, in_cts, wrt) if w]
         return (outs if with_value else outs[1:]) + grads
 
-    return simplify(stage_flat(fn, ir.in_avals))
+    return simplify(stage_flat(fn, ir.in_avals, values))  # values: staged concretely (see stage_flat)
 
 
-def vjp_ir(ir: IR, wrt: Sequence[bool], num_cts: int | None = None) -> IR:
+def vjp_ir(ir: IR, wrt: Sequence[bool], num_cts: int | None = None, values: Sequence[Any] | None = None) -> IR:
     """IR (inputs..., cotangents of the first num_cts outputs...) -> (outputs..., input cotangents for each
     input in wrt). Further outputs (auxiliary data) get no cotangent."""
     n = len(ir.in_vars)
@@ -116,4 +117,6 @@ def vjp_ir(ir: IR, wrt: Sequence[bool], num_cts: int | None = None) -> IR:
         return outs + [zeros(v.aval) if ct is None else ct for v, ct, w in zip(ir.in_vars, in_cts, wrt) if w]
 
     ct_avals = [a.strip_weak_type() for a in ir.out_avals[:num_cts]]
-    return simplify(stage_flat(fn, ir.in_avals + ct_avals))
+    if values is not None:  # concrete staging: the cotangents are not known yet, so zeros stand for them
+        values = list(values) + [zeros(a) for a in ct_avals]
+    return simplify(stage_flat(fn, ir.in_avals + ct_avals, values))

@@ -24,7 +24,7 @@ def jvp_pass(ir: IR, primals: Sequence[Any], tangents: Sequence[Any | None]) -> 
     return eval_ir_annotated(ir, primals, tangents, _jvp_rule)
 
 
-def jvp_ir(ir: IR, with_tangent: Sequence[bool] | None = None) -> IR:
+def jvp_ir(ir: IR, with_tangent: Sequence[bool] | None = None, values: Sequence[Any] | None = None) -> IR:
     """IR (inputs..., tangents of the inputs marked in with_tangent...) -> (outputs..., output tangents...).
 
     By default the floating-point inputs get tangents. Every output gets a tangent (zeros where it does not
@@ -39,4 +39,4 @@ def jvp_ir(ir: IR, with_tangent: Sequence[bool] | None = None) -> IR:
         return outs + [zeros(v.aval.strip_weak_type()) if t is None else t for v, t in zip(ir.outs, touts)]
 
     tangent_avals = [a.strip_weak_type() for a, w in zip(ir.in_avals, with_tangent) if w]
-    return simplify(stage_flat(fn, ir.in_avals + tangent_avals))
+    return simplify(stage_flat(fn, ir.in_avals + tangent_avals, values))  # values: of primals and tangents

@@ -4,7 +4,6 @@ batching against a loop over the batch). The numpy oracles are plain Python loop
 import jax.lax as jlax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 import jax
 
