@@ -8,7 +8,8 @@ from typing import Any, Callable, Sequence
 
 from ember import _prims as lax
 from ember._control.common import close_over, describe, same_types, unused_inputs, with_inputs, with_outputs
-from ember._core import IR, Primitive, ShapedArray, aval_of, eval_ir, is_python_scalar, scalar_literal, stage_flat
+from ember._core import (IR, Primitive, ShapedArray, Var, aval_of, eval_ir, is_python_scalar, scalar_literal,
+                         stage_flat)
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis
 from ember._core.pytree import tree_flatten, tree_structure, tree_unflatten
@@ -17,6 +18,7 @@ from ember._prims.shape import BatchDim, batch_at_front, batch_size, moveaxis, z
 from ember._transforms.ad import vjp_ir
 from ember._transforms.batching import batch_ir
 from ember._transforms.jvp import jvp_ir
+from ember._transforms.passes import dce, split_known
 
 WHILE_NOT_REVERSE_DIFFERENTIABLE = (
     "reverse-mode differentiation of a while_loop (whose trip count is traced) is not supported, as in JAX; use "
@@ -328,6 +330,63 @@ def _scan_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool]
     ct_init, ct_consts = state[:nk], state[nk:]
     result = ct_consts + ct_init + ct_xs
     return [c if need else None for c, need in zip(result, needs)]
+
+
+def _depends_on(ir: IR, mask: Sequence[bool]) -> list[bool]:
+    """For each output of ir: whether it depends on the inputs marked in mask."""
+    marked = {v for v, m in zip(ir.in_vars, mask) if m}
+    for eqn in ir.eqns:
+        if any(a in marked for a in eqn.inputs if isinstance(a, Var)):
+            marked.update(eqn.outputs)
+    return [isinstance(a, Var) and a in marked for a in ir.outs]
+
+
+@scan_p.def_rule("vjp_split")
+def _scan_vjp_split(ins: list[Any], *, body_ir: IR, num_consts: int, num_carry: int, length: int, reverse: bool
+                    ) -> tuple[list[Any], Callable[..., list[Any]]]:
+    """Reverse mode of scan without recomputation: the body's VJP is split (partial evaluation) into its primal
+    part, which the forward scan runs while stacking the residuals of each step, and its linear part, which the
+    backward scan runs on them. Residuals that depend on the consts only are computed once, outside the loop."""
+    consts, init, xs = _split(ins, num_consts, num_carry)
+    nc, nk, nx = len(consts), len(init), len(xs)
+    n_in, n_out = len(body_ir.in_vars), len(body_ir.outs)
+    wrt = [dt.is_float(a.dtype) for a in body_ir.in_avals]
+    joint = vjp_ir(body_ir, wrt)  # (consts, carry, x, ct_carry, ct_y) -> (outputs..., cts of the float inputs)
+    known, linear, _ = split_known(joint, [False] * n_in + [True] * n_out, n_out)
+    per_step = _depends_on(known, [False] * nc + [True] * (nk + nx))[n_out:]
+    invariant_ir = dce(with_outputs(known, [r for r, s in zip(known.outs[n_out:], per_step) if not s]))
+    invariant = iter(eval_ir(invariant_ir, list(consts) + [zeros(v.aval) for v in known.in_vars[nc:]]))
+
+    def forward(carry: list[Any], x: list[Any]) -> tuple[list[Any], list[Any]]:
+        outs = eval_ir(known, list(consts) + list(carry) + list(x))
+        return outs[:nk], outs[nk:n_out] + [r for r, s in zip(outs[n_out:], per_step) if s]
+
+    carry_out, ys_and_res = scan_flat(forward, init, xs, length, reverse)
+    ys, stacked = ys_and_res[:n_out - nk], ys_and_res[n_out - nk:]
+    fixed = [None if s else next(invariant) for s in per_step]
+    const_avals = [aval_of(c).strip_weak_type() for c in consts]
+
+    def pullback(cts: list[Any], needs: list[bool]) -> list[Any]:
+        ct_carry, ct_ys = cts[:nk], cts[nk:]
+
+        def backward(state: list[Any], step: list[Any]) -> tuple[list[Any], list[Any]]:
+            ct_k, acc = state[:nk], state[nk:]
+            stepped, ct_y = iter(step[:len(stacked)]), step[len(stacked):]
+            residuals = [next(stepped) if r is None else r for r in fixed]
+            cts_in = iter(eval_ir(linear, residuals + ct_k + ct_y))
+            full = [next(cts_in) if w else None for w in wrt]
+            c_c, c_k, c_x = _split(full, nc, nk)
+            new_acc = [a if c is None else lax.add(a, c) for a, c in zip(acc, c_c)]
+            new_k = [zeros(a) if c is None else c for a, c in zip(body_ir.in_avals[nc:nc + nk], c_k)]
+            ct_x = [zeros(a) if c is None else c for a, c in zip(body_ir.in_avals[nc + nk:], c_x)]
+            return new_k + new_acc, ct_x
+
+        state, ct_xs = scan_flat(backward, list(ct_carry) + [zeros(a) for a in const_avals],
+                                 list(stacked) + list(ct_ys), length, not reverse)
+        result = state[nk:] + state[:nk] + ct_xs
+        return [c if need else None for c, need in zip(result, needs)]
+
+    return carry_out + ys, pullback
 
 
 @scan_p.def_rule("batching")

@@ -13,6 +13,9 @@ Rule signatures (params are the equation's params, passed as keywords):
   vjp(cts, ins, outs, needs, **params) -> one cotangent per input (None: zero or not needed, see `needs`)
   batching(args, dims, **params) -> (outputs, output batch dims); a dim None means "not batched"
   dce(eqn, used_outputs) -> the equation restricted to its used outputs and the inputs they need   [hook]
+  vjp_split(ins, **params) -> (outputs, pullback), pullback(cts, needs) -> input cotangents: reverse mode
+      computes the outputs with the residuals the pullback keeps, instead of re-emitting the equation and calling
+      its vjp rule (scan stacks its residuals per step rather than recomputing the body)       [hook]
 A partial-evaluation hook (splitting one equation into known and unknown parts) joins HOOK_KINDS with the first
 primitive that needs it (while_loop, scan)."""
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any, Callable, Sequence
 from ember._core.dtypes import ShapedArray
 
 RULE_KINDS: tuple[str, ...] = ("abstract_eval", "lowering", "jvp", "vjp", "batching")
-HOOK_KINDS: tuple[str, ...] = ("dce",)
+HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split")
 
 NOT_DIFFERENTIABLE = "not differentiable"  # the mark for "jvp" and "vjp" of comparisons, iota, ...
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ember._core import IR, ShapedArray, Var, aval_of, eval_ir_env, scalar_literal, stage_flat
+from ember._core import IR, Env, Eqn, ShapedArray, Var, aval_of, scalar_literal, stage_flat
+from ember._core.eval import bind_outputs
 from ember._core import dtypes as dt
 from ember._prims.elementwise import add
 from ember._prims.shape import convert_element_type, full, zeros
@@ -33,11 +34,25 @@ def backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Seq
                   ) -> tuple[list[Any], list[Any | None]]:
     """Evaluate ir on args in the current context and pull cts_out back to the inputs marked in wrt.
 
-    Returns (outputs, input cotangents); a cotangent is None where it is zero or not asked for."""
-    env = eval_ir_env(ir, args)
+    Returns (outputs, input cotangents); a cotangent is None where it is zero or not asked for.
+
+    An active equation whose primitive has a "vjp_split" hook is emitted through it instead: the hook computes the
+    outputs together with the residuals its pullback needs (a scan stacks them per step), and the pullback then
+    replaces the VJP rule, so nothing is computed twice."""
+    active = active_vars(ir, wrt)
+    env = Env(zip(ir.const_vars, ir.consts))
+    env.update(zip(ir.in_vars, args))
+    pullbacks: dict[Eqn, Any] = {}
+    for eqn in ir.eqns:
+        ins = [env.read(a) for a in eqn.inputs]
+        split = eqn.prim.rules.get("vjp_split")
+        if split is not None and any(isinstance(a, Var) and a in active for a in eqn.inputs):
+            outs, pullbacks[eqn] = split(ins, **eqn.params)
+        else:
+            outs = bind_outputs(eqn, ins)
+        env.update(zip(eqn.outputs, outs))
     outputs = [env.read(a) for a in ir.outs]
 
-    active = active_vars(ir, wrt)
     cts: dict[Var, Any] = {}
 
     def accumulate(var: Var, ct: Any) -> None:
@@ -56,11 +71,14 @@ def backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Seq
         needs = [isinstance(a, Var) and a in active for a in eqn.inputs]
         if not any(needs):
             continue
-        vjp = eqn.prim.rule("vjp", "reverse-mode differentiation")
         if eqn.prim.multiple_results:
             out_cts = [zeros(v.aval) if ct is None else ct for v, ct in zip(eqn.outputs, out_cts)]
-        ins = [env.read(a) for a in eqn.inputs]
-        in_cts = vjp(out_cts, ins, [env[v] for v in eqn.outputs], needs, **eqn.params)
+        if eqn in pullbacks:
+            in_cts = pullbacks[eqn](out_cts, needs)
+        else:
+            vjp = eqn.prim.rule("vjp", "reverse-mode differentiation")
+            ins = [env.read(a) for a in eqn.inputs]
+            in_cts = vjp(out_cts, ins, [env[v] for v in eqn.outputs], needs, **eqn.params)
         for atom, need, ct in zip(eqn.inputs, needs, in_cts):
             if need and ct is not None:
                 accumulate(atom, ct)
