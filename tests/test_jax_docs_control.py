@@ -46,15 +46,7 @@ def refused_by_both(ours, theirs):
 # start/stop values").
 no_reverse_mode = refused_by_both(NotImplementedError, ValueError)
 
-# ember.jit applies static_argnames only to arguments passed by keyword; JAX also maps each name to its position
-# through inspect.signature. So ember traces an argument named static but passed positionally, and the Python
-# `if` / loop / shape on it raises (ConcretizationTypeError, or TypeError from jnp.ones: both TypeErrors).
-# Minimal reproduction: ember.jit(lambda x: x if x > 0 else -x, static_argnames='x')(1.) raises
-# ConcretizationTypeError, where ember.jit(..., static_argnames='x')(x=1.) and JAX both give 1.
-static_argnames_positional = pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-    "ember.jit applies static_argnames only to arguments passed by keyword (JAX maps the names to positions "
-    "through inspect.signature), so a positional argument named static is traced and the Python branch, loop or "
-    "shape on its value raises"))
+
 
 
 # ------------------------------------------------------------------ Control flow and logical operators with JIT
@@ -115,7 +107,6 @@ def test_control_flow_jit_python_and_raises(jax, jnp):
 
 
 # Control flow › static_argnames='x' lets the Python `if` see a concrete value
-@static_argnames_positional
 @doc_example()
 def test_control_flow_static_argnames_branch(jax, jnp):
     f = jax.jit(_branchy(), static_argnames='x')
@@ -123,7 +114,6 @@ def test_control_flow_static_argnames_branch(jax, jnp):
 
 
 # Control flow › "another example, this time involving a loop": static_argnames='n', the loop is unrolled
-@static_argnames_positional
 @doc_example()
 def test_control_flow_static_argnames_loop(jax, jnp):
     def f(x, n):
@@ -158,7 +148,6 @@ def test_control_flow_value_dependent_shape_jit_raises(jax, jnp):
 
 
 # Control flow › argument-value dependent shapes: static_argnames='length' recompiles per length
-@static_argnames_positional
 @doc_example()
 def test_control_flow_value_dependent_shape_static_argnames(jax, jnp):
     # static_argnames tells JAX to recompile on changes at these argument positions:
@@ -416,7 +405,6 @@ def test_jit_static_argnums(jax, jnp):
 
 
 # JIT › Marking arguments as static: static_argnames=['n']
-@static_argnames_positional
 @doc_example()
 def test_jit_static_argnames(jax, jnp):
     _, g = _jit_f_and_g()
@@ -425,7 +413,6 @@ def test_jit_static_argnames(jax, jnp):
 
 
 # JIT › Marking arguments as static: the decorator factory @jax.jit(static_argnames=['n'])
-@static_argnames_positional
 @doc_example()
 def test_jit_static_argnames_decorator_factory(jax, jnp):
     @jax.jit(static_argnames=['n'])
@@ -827,7 +814,6 @@ def test_api_map_semantics(jax, jnp):
 
 # jax.lax.map › batch_size: ">>> y = lax.map(f, x, batch_size=3)" prints "inner shape: (3, 4)" twice (the batched
 # computation and the remainder) and y.shape is (10, 3, 4) (adapted: the prints are recorded)
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="ember.lax.map has no batch_size parameter")
 @doc_example()
 def test_api_map_batch_size(jax, jnp):
     printed = []

@@ -204,3 +204,10 @@ def test_computations_follow_their_arrays_device():
     with pytest.raises(ValueError, match=r"the array is on CpuDevice\(id=0\) but the computation runs on "
                                          r"CpuDevice\(id=1\)"):
         a + w
+
+
+def test_static_argnames_apply_to_positional_arguments_and_argnums_to_keywords():
+    f = ember.jit(lambda x, n: x if n > 0 else -x, static_argnames="n")
+    assert float(f(2.0, 1)) == 2.0 and float(f(2.0, -1)) == -2.0  # n passed by position is static too
+    g = ember.jit(lambda x, n: enp.ones(n) * x, static_argnums=1)
+    assert g(2.0, n=3).shape == (3,)  # numbered static, passed by keyword

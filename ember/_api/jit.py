@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable, Sequence
 
 from ember._core import IR, ShapedArray, aval_of, is_tracing
@@ -37,6 +38,22 @@ def make_ir(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()) -
     return make
 
 
+def _static_args(fun: Callable[..., Any], nums: tuple[int, ...], names: tuple[str, ...]
+                 ) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """As JAX: a static argument named in static_argnames is static when passed by position too, and one numbered
+    in static_argnums when passed by keyword (matched through fun's signature, where it has one)."""
+    try:
+        params = [p for p in inspect.signature(fun).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return nums, names
+    positions = {p.name: i for i, p in enumerate(params)}
+    nums = tuple(sorted(set(nums) | {positions[n] for n in names if n in positions}))
+    names = tuple(dict.fromkeys(names + tuple(params[i].name for i in nums if 0 <= i < len(params)
+                                              and params[i].kind is not params[i].POSITIONAL_ONLY)))
+    return nums, names
+
+
 class Jitted:
     """A function compiled with XLA per argument signature (tree structure, shapes, dtypes, static values)."""
 
@@ -45,8 +62,8 @@ class Jitted:
         if not callable(fun):
             raise TypeError(f"jit: expected a function, got {type(fun).__name__}")
         self.fun = fun
-        self.static_argnums = as_tuple(static_argnums)
-        self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+        self.static_argnums, self.static_argnames = _static_args(fun, as_tuple(static_argnums), (
+            (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)))
         self.name = f"jit({fun_name(fun)})"
         self._cache = cache_for(fun, ("jit", self.static_argnums, self.static_argnames), self.name)
         self._by_avals = LRUCache(SIGNATURES_PER_FUNCTION)  # fast path: positional Array arguments -> Compiled

@@ -466,9 +466,45 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None, le
     return carry, tree_unflatten(out_children[1], outs[len(c_leaves):])
 
 
-def map(f: Callable[[Any], Any], xs: Any) -> Any:  # noqa: A001
-    """f applied to each slice of xs along its leading axis, stacked (like jax.lax.map): a scan, one at a time."""
-    return scan(lambda carry, x: (carry, f(x)), (), xs)[1]
+def _vmapped(f: Callable[[Any], Any], xs: Any) -> Any:
+    """f applied to every slice of xs along its leading axis at once (batching f's IR)."""
+    leaves, tree = tree_flatten(xs)
+    size = aval_of(leaves[0]).shape[0]
+    closed = close_over(f, tree_structure((xs,)), [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in leaves],
+                        "map f")
+    batched, _ = batch_ir(closed.ir, [None] * len(closed.consts) + [0] * len(leaves), size,
+                          [0] * len(closed.ir.outs))
+    return closed.out_tree.unflatten(eval_ir(batched, list(closed.consts) + leaves))
+
+
+def map(f: Callable[[Any], Any], xs: Any, *, batch_size: int | None = None) -> Any:  # noqa: A001
+    """f applied to each slice of xs along its leading axis, stacked (like jax.lax.map): a scan, one slice at a
+    time, or with batch_size, batch_size slices at a time (vectorized), the remainder in one last batch."""
+    if batch_size is None:
+        return scan(lambda carry, x: (carry, f(x)), (), xs)[1]
+    batch_size = operator.index(batch_size)
+    leaves, tree = tree_flatten(xs)
+    n = aval_of(leaves[0]).shape[0]
+    if batch_size < 1:
+        raise ValueError(f"map: batch_size must be positive, got {batch_size}")
+    full, rest = divmod(n, batch_size)
+    parts = []
+    if full:
+        blocks = tree.unflatten([lax.reshape(lax.slice_in_dim(x, 0, full * batch_size), (full, batch_size)
+                                             + aval_of(x).shape[1:]) for x in leaves])
+        ys = scan(lambda carry, block: (carry, _vmapped(f, block)), (), blocks)[1]
+        parts.append(tree_map_leaves(ys, lambda y: lax.reshape(y, (full * batch_size,) + aval_of(y).shape[2:])))
+    if rest:
+        parts.append(_vmapped(f, tree.unflatten([lax.slice_in_dim(x, full * batch_size, n) for x in leaves])))
+    if len(parts) == 1:
+        return parts[0]
+    first, first_tree = tree_flatten(parts[0])
+    return first_tree.unflatten([lax.concatenate([a, b], 0) for a, b in zip(first, tree_flatten(parts[1])[0])])
+
+
+def tree_map_leaves(tree: Any, fn: Callable[[Any], Any]) -> Any:
+    leaves, structure = tree_flatten(tree)
+    return structure.unflatten([fn(x) for x in leaves])
 
 
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any) -> Any:
