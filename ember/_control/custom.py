@@ -319,8 +319,12 @@ def _remat_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body_ir: IR, 
 @remat_p.def_rule("vjp")
 def _remat_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, body_ir: IR, saveable: bool
                ) -> list[Any]:
-    args = list(ins) if saveable else optimization_barrier_p.bind(*ins)
     cts = [zeros(aval_of(o).strip_weak_type()) if c is None else c for o, c in zip(outs, cts)]
+    args = list(ins)
+    if not saveable:  # one barrier over the inputs and the cotangents: the recomputation can neither be merged
+        # with the forward pass nor start before this block's cotangents exist, which bounds what is alive at once
+        fenced = optimization_barrier_p.bind(*ins, *cts)
+        args, cts = list(fenced[:len(ins)]), list(fenced[len(ins):])
     results = eval_ir(vjp_ir(body_ir, needs), list(args) + cts)
     in_cts = iter(results[len(body_ir.outs):])
     return [next(in_cts) if need else None for need in needs]
