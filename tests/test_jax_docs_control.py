@@ -12,12 +12,14 @@ docs/new_docs/201/jit.md ("Just-in-time compilation"), docs/jaxpr.md ("The jaxpr
 primitives), docs/notebooks/Common_Gotchas_in_JAX.md ("The Sharp Bits": pure functions), the Custom derivative rules
 notebook (fixed_point), docs/gradient-checkpointing.md (scan over layers), and the docstrings of jax.lax.cond, switch
 (jax/_src/lax/control_flow/conditionals.py), while_loop, fori_loop, scan and map (loops.py), whose "semantics of the
-following Python" implementations are run next to the primitive they describe.
+following Python" implementations are run next to the primitive they describe. The examples with custom_jvp /
+custom_vjp, checkpoint and associative_scan (fixed_point with its custom_vjp, the scan over checkpointed layers) are
+in test_jax_docs_custom.py, which shares this module's fixed_point and scan-over-layers helpers.
 
 Adaptations are minimal and commented where made: `from jax import grad, jit, lax` becomes attribute access;
 `print(...)` and bare expression cells return their values instead; `make_jaxpr(f)(...)` / `jit(f).trace(...)`
 become `jit(f)(...)` (the values are compared, not the IR); %timeit is left out. Examples that need what ember lacks
-(custom_jvp / custom_vjp, checkpoint, associative_scan, jax.debug, jax.random) are skipped, naming the feature.
+(jax.debug, jax.random) are skipped, naming the feature.
 """
 import jax as jax_oracle
 import numpy as np
@@ -615,7 +617,7 @@ def test_sharp_bits_cond_on_iterator_raises(jax, jnp):
 
 # ---------------------------------------------------------------------------------------- Other tutorial pages
 
-def _fixed_point(jnp, while_loop):
+def _fixed_point_loop(jnp, while_loop):
     # Custom derivative rules › fixed_point: iterate x = f(a, x) in a while_loop until it settles
     def fixed_point(f, a, x_guess):
         def cond_fun(carry):
@@ -628,11 +630,19 @@ def _fixed_point(jnp, while_loop):
 
         _, x_star = while_loop(cond_fun, body_fun, (x_guess, f(a, x_guess)))
         return x_star
+    return fixed_point
 
+
+def _newton_sqrt(fixed_point):
+    # Custom derivative rules › newton_sqrt: Newton's method for square roots, run to convergence by fixed_point
     def newton_sqrt(a):
         update = lambda a, x: 0.5 * (x + a / x)
         return fixed_point(update, a, a)
     return newton_sqrt
+
+
+def _fixed_point(jnp, while_loop):
+    return _newton_sqrt(_fixed_point_loop(jnp, while_loop))
 
 
 # Custom derivative rules for Python code › custom_vjp: newton_sqrt through a while_loop, also under jit(vmap(...))
@@ -650,21 +660,10 @@ def test_custom_derivatives_fixed_point_no_reverse_mode(jax, jnp):
     jax.grad(_fixed_point(jnp, jax.lax.while_loop))(2.)
 
 
-@pytest.mark.skip(reason="ember has no custom_vjp")
-def test_custom_derivatives_fixed_point_custom_vjp():
-    """Custom derivative rules › fixed_point made reverse-differentiable with custom_vjp and the implicit function
-    theorem (grad(newton_sqrt)(2.), grad(grad(newton_sqrt))(2.))."""
-
-
-@pytest.mark.skip(reason="ember has no custom_jvp")
-def test_custom_jvp_python_control_flow():
-    """Custom JVP/VJP (new_docs/301/custom-jvp-vjp.md) › "You can use Python control flow with jax.custom_jvp"."""
-
-
-# Gradient checkpointing › scan over layers: a Python loop over (W, b) pairs, and the same net as a lax.scan over
-# the stacked weights (adapted: both evaluated, and the scan version differentiated, at x = [1., 2.])
-@doc_example()
-def test_gradient_checkpointing_scan_over_layers(jax, jnp):
+def _scan_over_layers(jax, jnp, layer_wrapper=None, jit=False):
+    # Gradient checkpointing › scan over layers: a Python loop over (W, b) pairs, and the same net as a lax.scan
+    # over the stacked weights, its layer wrapped in layer_wrapper (jax.checkpoint) if given (adapted: both
+    # evaluated, and the scan version differentiated (under jit if asked), at x = [1., 2.])
     def net_loop(params, x):
         for W, b in params:
             x = jnp.maximum(jnp.dot(x, W) + b, 0.)
@@ -681,18 +680,23 @@ def test_gradient_checkpointing_scan_over_layers(jax, jnp):
         out = jnp.maximum(jnp.dot(x, W) + b, 0.)
         return out, None
 
+    layer = layer if layer_wrapper is None else layer_wrapper(layer)
+
     def net(all_weights, all_biases, x):
         x, _ = jax.lax.scan(layer, x, (all_weights, all_biases))
         return x
 
     x = jnp.array([1., 2.])
     loss = lambda w, b: net(w, b, x).sum()
-    return net_loop(params, x), net(all_weights, all_biases, x), jax.grad(loss, (0, 1))(all_weights, all_biases)
+    grad = jax.grad(loss, (0, 1))
+    grad = jax.jit(grad) if jit else grad
+    return net_loop(params, x), net(all_weights, all_biases, x), grad(all_weights, all_biases)
 
 
-@pytest.mark.skip(reason="ember has no checkpoint (nor checkpoint_policies)")
-def test_gradient_checkpointing_scan_over_layers_checkpoint():
-    """Gradient checkpointing › scan over layers with the body wrapped in jax.checkpoint(policy=...)."""
+# Gradient checkpointing › scan over layers (with jax.checkpoint on the layer: test_jax_docs_custom.py)
+@doc_example()
+def test_gradient_checkpointing_scan_over_layers(jax, jnp):
+    return _scan_over_layers(jax, jnp)
 
 
 @pytest.mark.skip(reason="ember has no jax.debug (debug.print)")
@@ -823,9 +827,3 @@ def test_api_map_batch_size(jax, jnp):
         return x + 1
     y = jax.lax.map(f, x, batch_size=3)
     return printed, y.shape
-
-
-@pytest.mark.skip(reason="ember has no lax.associative_scan (nor jax.random, for its second example)")
-def test_api_associative_scan():
-    """jax.lax.associative_scan › partial sums, partial products of random matrices, reversed partial sums."""
-
