@@ -679,12 +679,6 @@ def test_custom_vjp_nondiff_argnums(jax, jnp):
 
 # Handling non-differentiable arguments › custom_vjp with nondiff_argnums (adapted: grad of a function closing over
 # the function-valued argument, as ember's grad takes only arrays; also under vmap)
-# Minimal reproduction: f = ember.custom_vjp(lambda x: x); f.defvjp(lambda x: (x, None), lambda r, g: (5 * g,));
-# ember.grad(f)(4.) raises TypeError ("unsupported operand type(s) for *: 'int' and 'Literal'"); JAX gives 5.
-# (grad(lambda x: jnp.sin(f(x))) works: the cotangent is then computed, not grad's seed.)
-@pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-    "when a custom_vjp function's output is the differentiated output itself, ember's bwd rule receives grad's "
-    "seed cotangent as an IR Literal, which Python arithmetic (5 * g) does not accept; JAX passes an Array"))
 @doc_example()
 def test_custom_vjp_nondiff_argnums_closed_over(jax, jnp):
     app = _app_custom_vjp(jax)
@@ -1002,14 +996,6 @@ def test_api_checkpoint_recursive(jax, jnp):
 
 # jax.checkpoint › static_argnums: "consider a boolean flag argument" foo(x, is_training) with Python control flow
 # on it (adapted: the docstring's branches are `...`; here sin(x) when training, else x)
-# Minimal reproduction (no checkpoint needed): ember.grad(lambda x: x if x > 0 else x)(2.) returns the IR constant
-# Literal(1.0:f32[]), not an Array (JAX: Array(1.)); ember.value_and_grad of it returns (2.0, Literal(1.0:f32[])),
-# a Python float for the value. Here ember.grad traces the non-differentiated flag too (see
-# test_jax_docs_control.test_api_fori_loop_static_trip_count_from_an_argument), so `if is_training` is a bool() of
-# a traced value, answered from its concrete value, and the branch taken returns x itself.
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "ember.grad of a function that returns its argument unchanged after a bool() on a traced value (answered from "
-    "the concrete value) returns a Literal(1.0:f32[]) object, not an Array"))
 @doc_example()
 def test_api_checkpoint_static_argnums(jax, jnp):
     partial = functools.partial

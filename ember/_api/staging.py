@@ -7,9 +7,13 @@ import inspect
 import weakref
 from typing import Any, Callable, Hashable, Sequence
 
+import numpy as np
+
 from ember._core.cache import LRUCache
-from ember._core import (IR, ConcretizationTypeError, ShapedArray, Tracer, aval_of, concrete_values, eval_ir,
-                         is_tracing, stage_flat)
+from ember._core import (IR, ConcretizationTypeError, Literal, ShapedArray, Tracer, aval_of, concrete_values,
+                         eval_ir, is_python_scalar, is_tracing, stage_flat)
+from ember._prims import full
+from ember._runtime import device_put
 from ember._core.pytree import (PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_leaves,
                                 tree_structure)
 from ember._runtime import Compiled, compile_ir
@@ -196,7 +200,7 @@ def call_with_fallback(cache: SignatureCache, key: Hashable, leaves: Sequence[An
         except ConcretizationTypeError:
             cache.concrete = True
     ir = build(*build_args, values=list(leaves) if values is None else values)
-    return ir.out_tree.unflatten(eval_ir(ir, leaves))
+    return ir.out_tree.unflatten(as_arrays(eval_ir(ir, leaves)))
 
 
 def as_tuple(nums: int | Sequence[int] | None) -> tuple[int, ...]:
@@ -205,9 +209,21 @@ def as_tuple(nums: int | Sequence[int] | None) -> tuple[int, ...]:
     return (nums,) if isinstance(nums, int) else tuple(nums)
 
 
+def as_arrays(values: list[Any]) -> list[Any]:
+    """Values an IR returned, made arrays: its literal outputs (constants), and outside traces the host values
+    it passed through (an output that is an input)."""
+    tracing = is_tracing()
+    return [full((), v) if isinstance(v, Literal) else
+            device_put(v, weak_type=aval_of(v).weak_type) if not tracing and is_host_value(v) else v for v in values]
+
+
+def is_host_value(x: Any) -> bool:
+    return is_python_scalar(x) or isinstance(x, np.ndarray | np.generic)
+
+
 def eval_ir_public(ir: IR, *args: Any) -> Any:
     """Evaluate an IR primitive by primitive (eagerly, or inline while staging); returns its outputs."""
-    outs = eval_ir(ir, args)
+    outs = as_arrays(eval_ir(ir, args))
     if ir.out_tree is not None:
         return ir.out_tree.unflatten(outs)
     return outs[0] if len(outs) == 1 else tuple(outs)
@@ -244,7 +260,7 @@ def compiled_outside_traces(fun: Any, config: Hashable, name: str, direct: Calla
 
 def eval_ir_named(ir: IR, args: Sequence[Any], name: str = "") -> list[Any]:
     """eval_ir with run_ir's signature: an IR evaluated op by op (or inlined while staging)."""
-    return eval_ir(ir, args)
+    return as_arrays(eval_ir(ir, args))
 
 
 class PlanCache(LRUCache):

@@ -115,7 +115,7 @@ def value_and_grad_ir(ir: IR, wrt: Sequence[bool], with_value: bool = True, name
 
     def fn(*args: Any) -> list[Any]:
         one = scalar_literal(1, out_aval.dtype, weak=False)
-        seed = one if out_aval.shape == () else full(out_aval.shape, one)
+        seed = full(out_aval.shape, one)  # an array even for a scalar: rules (custom ones too) get arrays
         outs, in_cts = backward_pass(ir, args, wrt, [seed] + [None] * (len(ir.outs) - 1))
         grads = [zeros(v.aval) if ct is None else ct for v, ct, w in zip(ir.in_vars, in_cts, wrt) if w]
         return (outs if with_value else outs[1:]) + grads
