@@ -264,3 +264,13 @@ def test_compositions_agree_with_jax(compose):
         ours = ember.vjp(ember.jit(f), x)[1](np.float64(1.0))[0]
         ref = jax.vjp(jf, x)[1](1.0)[0]
     np.testing.assert_allclose(np.asarray(ours), np.asarray(ref), rtol=1e-10, atol=1e-12)
+
+
+def test_non_array_arguments_outside_argnums_pass_through():
+    def app(f, x):
+        return f(x)
+    assert float(ember.grad(app, 1)(enp.sin, 0.0)) == 1.0
+    value, g = ember.value_and_grad(lambda x, mode: enp.sin(x) if mode == "sin" else x)(0.0, "sin")
+    assert float(g) == 1.0
+    with pytest.raises(TypeError, match="not a valid ember array"):
+        ember.grad(app, 0)(enp.sin, 0.0)  # a differentiated argument must be arrays

@@ -638,17 +638,10 @@ def _app_custom_vjp(jax):
     return app
 
 
-# jax.grad(fun, 1)(a_function, 3.): the docs pass the function-valued argument to grad itself, not differentiated.
-# Minimal reproduction: ember.grad(lambda f, x: f(x), 1)(ember.numpy.sin, 1.) raises TypeError ("grad(<lambda>):
-# argument 0 contains a value of type function ..., which is not a valid ember array"); JAX gives 0.5403023.
-grad_of_function_argument = pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-    "ember.grad requires every argument to be arrays (or pytrees of them), the non-differentiated ones too; JAX's "
-    "grad passes arguments outside argnums through untouched, so they may be functions"))
 
 
 # Handling non-differentiable arguments › custom_jvp with nondiff_argnums: app and app2, and their grad with
 # respect to argument 1, as the docs write them
-@grad_of_function_argument
 @doc_example()
 def test_custom_jvp_nondiff_argnums(jax, jnp):
     app, app2 = _app_custom_jvp(jax)
@@ -670,7 +663,6 @@ def test_custom_jvp_nondiff_argnums_closed_over(jax, jnp):
 
 # Handling non-differentiable arguments › custom_vjp with nondiff_argnums: app, and its grad with respect to
 # argument 1, as the docs write them
-@grad_of_function_argument
 @doc_example()
 def test_custom_vjp_nondiff_argnums(jax, jnp):
     app = _app_custom_vjp(jax)

@@ -6,8 +6,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._api.staging import (as_tuple, cache_for, call_with_fallback, fun_name, leaf_avals, plan_for,
-                                stage_with_aux)
+from ember._api.staging import (as_arrays, as_tuple, cache_for, call_with_fallback, fun_name, leaf_avals, plan_for,
+                                run_ir, stage_with_aux)
 from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core.pytree import PyTreeDef, leaf_def, tree_flatten, tree_map, tree_structure
@@ -49,8 +49,10 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
     name = f"{api}({fun_name(fun)})"
 
     def build(in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], nums: tuple[int, ...],
-              arg_trees: tuple[PyTreeDef, ...], values: Sequence[Any] | None = None) -> IR:
-        ir, store = stage_with_aux(fun, in_tree, avals, has_aux, name, values)
+              arg_trees: tuple[PyTreeDef, ...], statics: tuple[tuple[int, Any], ...],
+              values: Sequence[Any] | None = None) -> IR:
+        ir, store = stage_with_aux(_with_statics(fun, statics), in_tree, avals, has_aux, name, values,
+                                   named_like=fun)
         if store.tree.num_leaves != 1:
             raise TypeError(f"{name}: the function must return a single scalar array, got {store.tree}")
         offsets = [0]
@@ -88,11 +90,20 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
     @functools.wraps(fun, updated=())
     def transformed(*args: Any, **kwargs: Any) -> Any:
         nums = _check_argnums(name, argnums, len(args))
-        leaves, in_tree = tree_flatten((args, kwargs))
-        avals = leaf_avals(name, args, kwargs, leaves)
-        arg_trees = tuple(tree_structure(a) for a in args)
-        key = (in_tree, avals, nums)
-        result = call_with_fallback(cache, key, leaves, build, in_tree, avals, nums, arg_trees)
+        # non-differentiated arguments that are not arrays (functions, strings, ...) are passed through as they are
+        statics = tuple((i, a) for i, a in enumerate(args) if i not in nums and not _is_array_tree(a))
+        dyn_args = tuple(None if any(i == j for j, _ in statics) else a for i, a in enumerate(args))
+        leaves, in_tree = tree_flatten((dyn_args, kwargs))
+        avals = leaf_avals(name, dyn_args, kwargs, leaves)
+        arg_trees = tuple(tree_structure(a) for a in dyn_args)
+        key = (in_tree, avals, nums, statics)
+        try:
+            hash(statics)
+        except TypeError:  # an unhashable static argument: no caching for this call
+            gir = build(in_tree, avals, nums, arg_trees, statics)
+            result = gir.out_tree.unflatten(as_arrays(run_ir(gir, leaves, name)))
+        else:
+            result = call_with_fallback(cache, key, leaves, build, in_tree, avals, nums, arg_trees, statics)
         if allow_int and not all(dt.is_float(a.dtype) for a in avals):
             result = _float0_gradients(result, args, nums, isinstance(argnums, int), with_value, has_aux)
         return result
@@ -123,6 +134,23 @@ def _float0_gradients(result: Any, args: tuple[Any, ...], nums: tuple[int, ...],
     if with_value:
         return head, grads
     return (grads, aux) if has_aux else grads
+
+
+def _is_array_tree(x: Any) -> bool:
+    """Whether every leaf of x is an array or a number."""
+    try:
+        for leaf in tree_flatten(x)[0]:
+            aval_of(leaf)
+    except TypeError:
+        return False
+    return True
+
+
+def _with_statics(fun: Callable[..., Any], statics: tuple[tuple[int, Any], ...]) -> Callable[..., Any]:
+    if not statics:
+        return fun
+    fixed = dict(statics)
+    return lambda *args, **kwargs: fun(*[fixed.get(i, a) for i, a in enumerate(args)], **kwargs)
 
 
 def grad(fun: Any, argnums: int | Sequence[int] = 0, has_aux: bool = False, allow_int: bool = False) -> Any:
