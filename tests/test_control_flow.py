@@ -103,7 +103,7 @@ def test_reverse_mode_of_while_loop_is_a_clear_error_but_static_fori_loop_works(
     def f(lib, np_, upper):
         return lambda x: np_.sum(lib.fori_loop(0, upper, lambda i, v: np_.sin(v) + v, x))
     with pytest.raises(NotImplementedError, match="while_loop .* not supported, as in JAX; use lax.fori_loop"):
-        ember.grad(lambda x, n: f(lax, enp, n)(x))(X, 3)
+        ember.grad(lambda x, n: f(lax, enp, n)(x))(X, np.int32(3))  # an int array bound: traced
     np.testing.assert_allclose(np.asarray(ember.grad(f(lax, enp, 3))(X)), np.asarray(jax.grad(f(jax.lax, jnp, 3))(X)),
                                rtol=1e-12)
 

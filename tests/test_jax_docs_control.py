@@ -771,11 +771,6 @@ def test_api_fori_loop_semantics(jax, jnp):
 
 # jax.lax.fori_loop › "If the trip count is static (meaning known at tracing time, perhaps because lower and upper
 # are Python integer literals) then ... reverse-mode autodiff is supported": an int argument not differentiated
-@pytest.mark.xfail(strict=True, raises=NotImplementedError, reason=(
-    "ember.grad stages the function with every argument traced, the non-differentiated ones too (their values "
-    "serve only the concrete-value fallback of bool()/int()), so fori_loop(0, n, ...) sees a traced n, takes the "
-    "while_loop path, and reverse mode refuses it; JAX's grad closes over a non-differentiated argument as the "
-    "Python int it is, so the trip count is static and the loop a scan"))
 @doc_example()
 def test_api_fori_loop_static_trip_count_from_an_argument(jax, jnp):
     def f(x, n):

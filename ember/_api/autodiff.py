@@ -90,8 +90,10 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
     @functools.wraps(fun, updated=())
     def transformed(*args: Any, **kwargs: Any) -> Any:
         nums = _check_argnums(name, argnums, len(args))
-        # non-differentiated arguments that are not arrays (functions, strings, ...) are passed through as they are
-        statics = tuple((i, a) for i, a in enumerate(args) if i not in nums and not _is_array_tree(a))
+        # non-differentiated arguments that are not arrays (functions, strings, ...) or are Python ints and bools
+        # (counts, flags: a fori_loop bound stays static, as in JAX) are passed through as they are
+        statics = tuple((i, a) for i, a in enumerate(args)
+                        if i not in nums and (type(a) in (int, bool) or not _is_array_tree(a)))
         dyn_args = tuple(None if any(i == j for j, _ in statics) else a for i, a in enumerate(args))
         leaves, in_tree = tree_flatten((dyn_args, kwargs))
         avals = leaf_avals(name, dyn_args, kwargs, leaves)
