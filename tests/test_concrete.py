@@ -46,11 +46,14 @@ def test_vjp_jvp_and_jacobians_see_values():
     assert float(f_jvp(1.0)) == 2.0
 
 
-def test_numpy_conversion_of_concrete_values():
-    def f(x):
-        scale = float(np.asarray(x).sum())  # leaves ember for numpy: fine with concrete values
-        return x * scale
-    np.testing.assert_allclose(np.asarray(ember.grad(lambda x: enp.sum(f(x)))(np.ones(3))), [3.0, 3.0, 3.0])
+def test_conversions_that_would_drop_a_derivative_are_refused():
+    # as JAX: bool() of a known value is fine (control flow); float() or np.asarray of a float value being
+    # differentiated would silently lose its derivative, so they raise even outside jit
+    for convert in (lambda x: float(x.sum()), lambda x: np.asarray(x).sum(), lambda x: x.sum().item()):
+        with pytest.raises(ember.ConcretizationTypeError, match="would drop its derivative"):
+            ember.grad(lambda x: enp.sum(x * convert(x)))(np.ones(3))
+    # integer values carry no derivative: int() and indexing with them work
+    assert float(ember.grad(lambda x: x * int(enp.argmax(enp.stack([x, 2 * x]))))(1.0)) == 1.0
 
 
 def test_the_fallback_compiles_no_program_per_call():

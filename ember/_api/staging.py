@@ -149,7 +149,7 @@ def stage_with_aux(fun: Callable[..., Any], in_tree: PyTreeDef, avals: Sequence[
         out_leaves, store.tree = tree_flatten(result)
         return out_leaves + aux_leaves
 
-    return stage_flat(flat, avals, values, name, leaf_names(named_like or fun, in_tree)), store
+    return stage_flat(flat, avals, values, name, leaf_names(named_like or fun, in_tree), differentiated=True), store
 
 
 def leaf_names(fun: Any, in_tree: PyTreeDef) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._core.dtypes import ShapedArray, aval_of_value, canonicalize_dtype, is_python_scalar
+from ember._core.dtypes import ShapedArray, aval_of_value, canonicalize_dtype, is_float, is_python_scalar
 from ember._core.ir import IR, Atom, Eqn, Literal, Var, python_scalar_literal
 from ember._core.primitive import EAGER, TRACE_STATE, Primitive
 
@@ -63,10 +63,19 @@ class Tracer(ArrayMethods):
     def __repr__(self) -> str:
         return f"Traced<{self.aval.str_short()}>"
 
-    def _concrete(self, what: str) -> Any:
-        """The concrete value, or a ConcretizationTypeError that says where the value comes from."""
-        if self.value is not None:
+    def _concrete(self, what: str, keeps_derivative: bool = True) -> Any:
+        """The concrete value, or a ConcretizationTypeError that says where the value comes from. A conversion
+        that would drop a floating-point value's derivative (float(), np.asarray, item(), tolist()) is refused
+        even when the value is known, as in JAX: it would silently give a wrong gradient."""
+        if self.value is not None and (keeps_derivative or not is_float(self.aval.dtype)
+                                       or not self.builder.protects_derivatives):
             return self.value
+        if self.value is not None:
+            raise ConcretizationTypeError(
+                f"{what} of a traced floating-point value {self.aval.str_short()}"
+                f"{self.builder.dependence(self.ir_var)}: the Python or numpy value would drop its derivative. "
+                "Keep it an array (compute with ember.numpy), or take it out of differentiation with "
+                "ember.lax.stop_gradient and convert outside the transformed function.")
         origin = self.builder.dependence(self.ir_var)
         raise ConcretizationTypeError(
             f"{what} of a traced value {self.aval.str_short()}{origin}: its value is not known while the "
@@ -84,19 +93,19 @@ class Tracer(ArrayMethods):
         return int(self._concrete("int()"))
 
     def __float__(self) -> float:
-        return float(self._concrete("float()"))
+        return float(self._concrete("float()", keeps_derivative=False))
 
     def __index__(self) -> int:
         return operator.index(self._concrete("__index__()"))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        return np.asarray(self._concrete("numpy conversion (np.asarray)"), dtype)
+        return np.asarray(self._concrete("numpy conversion (np.asarray)", keeps_derivative=False), dtype)
 
     def tolist(self) -> Any:
-        return np.asarray(self._concrete("tolist()")).tolist()
+        return np.asarray(self._concrete("tolist()", keeps_derivative=False)).tolist()
 
     def item(self) -> Any:
-        return np.asarray(self._concrete("item()")).item()
+        return np.asarray(self._concrete("item()", keeps_derivative=False)).item()
 
 
 class Builder:
@@ -106,7 +115,7 @@ class Builder:
     it, so Python code may branch on values: the autodiff APIs use one outside jit to evaluate a function whose
     control flow depends on its arguments (the IR they get is specialised to those values and not cached)."""
 
-    def __init__(self, label: str = "", concrete: bool = False) -> None:
+    def __init__(self, label: str = "", concrete: bool = False, protects_derivatives: bool = False) -> None:
         self.eqns: list[Eqn] = []
         self.const_vars: list[Var] = []
         self.consts: list[Any] = []
@@ -114,6 +123,7 @@ class Builder:
         self.active = True
         self.label = label
         self.concrete = concrete
+        self.protects_derivatives = protects_derivatives  # the function an autodiff API differentiates
         self.input_names: dict[Var, str] = {}
 
     def new_input(self, aval: ShapedArray, value: Any = None, name: str = "") -> Tracer:
@@ -212,11 +222,12 @@ def concrete_values(leaves: Sequence[Any]) -> list[Any] | None:
 
 
 def stage_flat(fn: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray], values: Sequence[Any] | None = None,
-               label: str = "", names: Sequence[str] | None = None) -> IR:
+               label: str = "", names: Sequence[str] | None = None, differentiated: bool = False) -> IR:
     """Stage fn (taking and returning flat lists of arrays) out to an IR at the given abstract values. With
     values (the inputs' concrete values), the staging is concrete (see Builder). label and names (one per input)
-    name the function and its inputs in error messages."""
-    builder = Builder(label, concrete=values is not None)
+    name the function and its inputs in error messages. differentiated marks the staging of a function an autodiff
+    API differentiates: there, known floating-point values are not handed to Python (see Tracer._concrete)."""
+    builder = Builder(label, concrete=values is not None, protects_derivatives=differentiated)
     TRACE_STATE.stack.append(builder)
     try:
         inputs = [builder.new_input(aval, None if values is None else values[i], names[i] if names else "")
