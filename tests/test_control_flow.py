@@ -201,3 +201,22 @@ def test_associative_scan_matches_jax():
     np.testing.assert_allclose(np.asarray(ember.grad(lambda x: enp.sum(lax.associative_scan(enp.multiply, x)))(m[0])),
                                np.asarray(jax.grad(lambda x: jnp.sum(jax.lax.associative_scan(jnp.multiply, x)))(m[0])),
                                rtol=1e-10)
+
+
+def test_custom_vjp_cotangents_must_match_each_argument():
+    @ember.custom_vjp
+    def f(p):
+        return p["a"] * p["b"]
+
+    def fwd(p):
+        return f(p), p
+
+    def bwd_list(p, ct):  # a list where the argument is a dict: refused, not mapped in order
+        return ([ct * p["b"], ct * p["a"]],)
+
+    f.defvjp(fwd, bwd_list)
+    with pytest.raises(TypeError, match=r"bwd's cotangent 0 must have the structure of the argument"):
+        ember.grad(f)({"a": 2.0, "b": 3.0})
+    f.defvjp(fwd, lambda p, ct: ({"a": ct * p["b"], "b": None},))  # None: a zero cotangent
+    g = ember.grad(f)({"a": 2.0, "b": 3.0})
+    assert float(g["a"]) == 3.0 and float(g["b"]) == 0.0

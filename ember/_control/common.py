@@ -34,6 +34,16 @@ def close_over(fn: Callable[..., Any], in_tree: PyTreeDef, in_avals: Sequence[Sh
     return Closed(closed, list(ir.consts), trees[0])
 
 
+def split_sizes(values: Sequence[Any], *sizes: int) -> list[list[Any]]:
+    """values cut into consecutive parts of the given sizes, and the rest as a last part."""
+    parts, start = [], 0
+    for n in sizes:
+        parts.append(list(values[start:start + n]))
+        start += n
+    parts.append(list(values[start:]))
+    return parts
+
+
 def with_inputs(ir: IR, in_vars: Sequence[Var]) -> IR:
     """The IR with other input binders (reordered, or with unused ones added)."""
     return IR(ir.const_vars, ir.consts, list(in_vars), ir.eqns, ir.outs, ir.out_tree)

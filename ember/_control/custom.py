@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._control.common import close_over, describe, same_types
+from ember._control.common import close_over, describe, same_types, split_sizes
 from ember._core import (IR, Primitive, ShapedArray, Tracer, aval_of, concrete_values, eval_ir, is_tracing,
                          stage_flat)
 from ember._core import dtypes as dt
@@ -44,26 +44,17 @@ def _batched_rule(rule: Callable[..., Any], size: int, label: str) -> Callable[.
     """rule (over flat lists of per-member values) applied to a batch: staged at the per-member avals and batched,
     every input and output at axis 0."""
     def batched(*groups: list[Any]) -> tuple[list[Any], ...]:
-        counts = [len(g) for g in groups]
+        counts = [len(g) for g in groups[:-1]]
         flat_avals = [aval_of(x).update(shape=aval_of(x).shape[1:]) for g in groups for x in g]
         shapes: list[int] = []
 
         def flat(*leaves: Any) -> list[Any]:
-            parts, start = [], 0
-            for n in counts:
-                parts.append(list(leaves[start:start + n]))
-                start += n
-            results = rule(*parts)
-            shapes[:] = [len(r) for r in results]
+            results = rule(*split_sizes(leaves, *counts))
+            shapes[:] = [len(r) for r in results[:-1]]
             return [x for r in results for x in r]
         ir = stage_flat(flat, flat_avals, label=label)
         bir, _ = batch_ir(ir, [0] * len(flat_avals), size, [0] * len(ir.outs))
-        outs = eval_ir(bir, [x for g in groups for x in g])
-        results, start = [], 0
-        for n in shapes:
-            results.append(outs[start:start + n])
-            start += n
-        return tuple(results)
+        return tuple(split_sizes(eval_ir(bir, [x for g in groups for x in g]), *shapes))
     return batched
 
 
@@ -156,12 +147,14 @@ def _split_static(name: str, nondiff_argnums: tuple[int, ...], args: tuple[Any, 
     return static, diff, merge
 
 
-def _closed(name: str, fun: Callable[..., Any], merge: Callable[[Sequence[Any]], list[Any]], diff: list[Any]
-            ) -> tuple[Any, list[Any], PyTreeDef]:
+def _closed(name: str, fun: Callable[..., Any], merge: Callable[[Sequence[Any]], list[Any]], diff: list[Any],
+            traced_consts: bool = False) -> tuple[Any, list[Any], PyTreeDef]:
+    """fun of the differentiable arguments, staged (concretely when their values are known). Only checkpoint may
+    close over traced values: its rules treat consts as ordinary inputs, while custom rules never see them."""
     leaves, in_tree = tree_flatten(tuple(diff))
     closed = close_over(lambda *d: fun(*merge(d)), in_tree, [aval_of(x) for x in leaves], name,
                         concrete_values(leaves))
-    if any(isinstance(c, Tracer) for c in closed.consts):
+    if not traced_consts and any(isinstance(c, Tracer) for c in closed.consts):
         raise TypeError(f"{name}: the function closes over a traced value (of an enclosing jit, grad, vmap, ...); "
                         "pass it as an argument instead (static values: nondiff_argnums)")
     return closed, leaves, in_tree
@@ -268,10 +261,17 @@ class custom_vjp:  # noqa: N801  (JAX's name)
             if not isinstance(got, tuple | list) or len(got) != len(diff):
                 raise TypeError(f"{name}: bwd must return a tuple with one cotangent per differentiable argument "
                                 f"({len(diff)}), got {type(got).__name__}")
-            ct_leaves, ct_tree = tree_flatten(tuple(got), is_leaf=lambda x: x is None)
-            if ct_tree != tree_structure(tuple(diff), is_leaf=lambda x: x is None) and len(ct_leaves) != len(leaves):
-                raise TypeError(f"{name}: bwd's cotangents must have the structure of the arguments {in_tree}, got "
-                                f"{ct_tree}")
+            ct_leaves: list[Any] = []
+            for i, (ct, arg) in enumerate(zip(got, diff)):  # None stands for zeros: a whole argument, or a leaf
+                arg_tree = tree_structure(arg)
+                if ct is None:
+                    ct_leaves += [None] * arg_tree.num_leaves
+                    continue
+                leaves_i, tree_i = tree_flatten(ct, is_leaf=lambda x: x is None)
+                if tree_i != arg_tree:
+                    raise TypeError(f"{name}: bwd's cotangent {i} must have the structure of the argument "
+                                    f"{arg_tree}, got {tree_i}")
+                ct_leaves += leaves_i
             ct_leaves = [zeros(a.strip_weak_type()) if c is None else c for c, a in zip(ct_leaves, in_avals)]
             return _from_float0(ct_leaves, in_avals)
 
@@ -367,10 +367,8 @@ def checkpoint(fun: Callable[..., Any], *, prevent_cse: bool = True, policy: Cal
     def wrapped(*args: Any) -> Any:
         if not is_tracing():
             return fun(*args)
-        static, diff, merge = _split_static(name, tuple(static_argnums), args)
-        leaves, in_tree = tree_flatten(tuple(diff))
-        closed = close_over(lambda *d: fun(*merge(d)), in_tree, [aval_of(x) for x in leaves], name,
-                            concrete_values(leaves))
+        _, diff, merge = _split_static(name, tuple(static_argnums), args)
+        closed, leaves, _ = _closed(name, fun, merge, diff, traced_consts=True)
         outs = remat_p.bind(*closed.consts, *leaves, body_ir=closed.ir, saveable=saveable)
         return closed.out_tree.unflatten(outs)
     return wrapped

@@ -7,12 +7,13 @@ import operator
 from typing import Any, Callable, Sequence
 
 from ember import _prims as lax
-from ember._control.common import close_over, describe, same_types, unused_inputs, with_inputs, with_outputs
+from ember._control.common import (close_over, describe, same_types, split_sizes as _split, unused_inputs,
+                                   with_inputs, with_outputs)
 from ember._core import (IR, Primitive, ShapedArray, Var, aval_of, eval_ir, is_python_scalar, scalar_literal,
                          stage_flat)
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis
-from ember._core.pytree import tree_flatten, tree_structure, tree_unflatten
+from ember._core.pytree import tree_flatten, tree_map, tree_structure, tree_unflatten
 from ember._hlo import LoweringContext, compare_type, i64_array, lower_into
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, moveaxis, zeros
 from ember._transforms.ad import vjp_ir
@@ -23,15 +24,6 @@ from ember._transforms.passes import dce, split_known
 WHILE_NOT_REVERSE_DIFFERENTIABLE = (
     "reverse-mode differentiation of a while_loop (whose trip count is traced) is not supported, as in JAX; use "
     "lax.fori_loop with static bounds or lax.scan, or forward mode (jvp)")
-
-
-def _split(values: Sequence[Any], *sizes: int) -> list[list[Any]]:
-    parts, start = [], 0
-    for n in sizes:
-        parts.append(list(values[start:start + n]))
-        start += n
-    parts.append(list(values[start:]))
-    return parts
 
 
 def _batched_carries(body_ir: IR, const_dims: list[BatchDim], carry_dims: list[BatchDim],
@@ -216,10 +208,6 @@ def _scan_abstract_eval(*avals: ShapedArray, body_ir: IR, num_consts: int, num_c
     return list(carry) + [y.update(shape=(length,) + y.shape) for y in ys]
 
 
-def _index_avals(ndim: int) -> list[ShapedArray]:
-    return [ShapedArray((), dt.int32)] * ndim
-
-
 @scan_p.def_rule("lowering")
 def _scan_lowering(ctx: LoweringContext, *operands: str, body_ir: IR, num_consts: int, num_carry: int,
                    length: int, reverse: bool) -> list[str]:
@@ -295,43 +283,6 @@ def _scan_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body_ir: IR, n
     return new_carry + ys, [next(tk) if f else None for f in carry_t] + [next(ty) if f else None for f in y_float]
 
 
-@scan_p.def_rule("vjp")
-def _scan_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, body_ir: IR, num_consts: int,
-              num_carry: int, length: int, reverse: bool) -> list[Any]:
-    """Run the scan forward again, keeping the carry entering each step; then scan backwards (in the other
-    direction) through the body's VJP, accumulating the consts' cotangents in the carry."""
-    consts, init, xs = _split(ins, num_consts, num_carry)
-    ct_carry, ct_ys = cts[:num_carry], cts[num_carry:]
-    nc, nk, nx = len(consts), len(init), len(xs)
-    ny = len(body_ir.outs) - nk
-
-    def forward(carry: list[Any], x: list[Any]) -> tuple[list[Any], list[Any]]:
-        new = eval_ir(body_ir, list(consts) + list(carry) + list(x))
-        return new[:nk], list(carry)
-
-    _, carries = scan_flat(forward, init, xs, length, reverse)
-    wrt = [dt.is_float(a.dtype) for a in body_ir.in_avals]
-    body_vjp = vjp_ir(body_ir, wrt)  # (consts, carry, x, ct_carry, ct_y) -> (outputs..., cts of float inputs)
-    const_avals = [aval_of(c).strip_weak_type() for c in consts]
-
-    def backward(state: list[Any], step: list[Any]) -> tuple[list[Any], list[Any]]:
-        ct_k, acc = state[:nk], state[nk:]
-        carry_t, x_t, ct_y = _split(step, nk, nx)
-        cts_in = iter(eval_ir(body_vjp, list(consts) + carry_t + x_t + ct_k + ct_y)[nk + ny:])
-        full = [next(cts_in) if w else None for w in wrt]
-        c_c, c_k, c_x = _split(full, nc, nk)
-        new_acc = [a if c is None else lax.add(a, c) for a, c in zip(acc, c_c)]
-        new_k = [zeros(aval_of(k).strip_weak_type()) if c is None else c for k, c in zip(carry_t, c_k)]
-        ct_x = [zeros(aval_of(x).strip_weak_type()) if c is None else c for x, c in zip(x_t, c_x)]
-        return new_k + new_acc, ct_x
-
-    state, ct_xs = scan_flat(backward, list(ct_carry) + [zeros(a) for a in const_avals],
-                             list(carries) + list(xs) + list(ct_ys), length, not reverse)
-    ct_init, ct_consts = state[:nk], state[nk:]
-    result = ct_consts + ct_init + ct_xs
-    return [c if need else None for c, need in zip(result, needs)]
-
-
 def _depends_on(ir: IR, mask: Sequence[bool]) -> list[bool]:
     """For each output of ir: whether it depends on the inputs marked in mask."""
     marked = {v for v, m in zip(ir.in_vars, mask) if m}
@@ -387,6 +338,13 @@ def _scan_vjp_split(ins: list[Any], *, body_ir: IR, num_consts: int, num_carry: 
         return [c if need else None for c, need in zip(result, needs)]
 
     return carry_out + ys, pullback
+
+
+@scan_p.def_rule("vjp")
+def _scan_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], **params: Any) -> list[Any]:
+    """Reverse mode outside the backward pass's forward sweep (which uses vjp_split): the same split, its
+    forward scan run again for the residuals."""
+    return _scan_vjp_split(ins, **params)[1](cts, needs)
 
 
 @scan_p.def_rule("batching")
@@ -493,7 +451,7 @@ def map(f: Callable[[Any], Any], xs: Any, *, batch_size: int | None = None) -> A
         blocks = tree.unflatten([lax.reshape(lax.slice_in_dim(x, 0, full * batch_size), (full, batch_size)
                                              + aval_of(x).shape[1:]) for x in leaves])
         ys = scan(lambda carry, block: (carry, _vmapped(f, block)), (), blocks)[1]
-        parts.append(tree_map_leaves(ys, lambda y: lax.reshape(y, (full * batch_size,) + aval_of(y).shape[2:])))
+        parts.append(tree_map(lambda y: lax.reshape(y, (full * batch_size,) + aval_of(y).shape[2:]), ys))
     if rest:
         parts.append(_vmapped(f, tree.unflatten([lax.slice_in_dim(x, full * batch_size, n) for x in leaves])))
     if len(parts) == 1:
@@ -501,10 +459,6 @@ def map(f: Callable[[Any], Any], xs: Any, *, batch_size: int | None = None) -> A
     first, first_tree = tree_flatten(parts[0])
     return first_tree.unflatten([lax.concatenate([a, b], 0) for a, b in zip(first, tree_flatten(parts[1])[0])])
 
-
-def tree_map_leaves(tree: Any, fn: Callable[[Any], Any]) -> Any:
-    leaves, structure = tree_flatten(tree)
-    return structure.unflatten([fn(x) for x in leaves])
 
 
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any) -> Any:
