@@ -4,8 +4,6 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from ember._api.staging import (as_arrays, as_tuple, cache_for, call_with_fallback, fun_name, leaf_avals, plan_for,
                                 run_ir, stage_with_aux)
 from ember._core import IR, ShapedArray, aval_of
@@ -118,7 +116,7 @@ def float0_where_not_float(tree: Any, like: Any) -> Any:
     tangents and cotangents, as in JAX)."""
     def fix(value: Any, ref: Any) -> Any:
         aval = aval_of(ref)
-        return value if dt.is_float(aval.dtype) else np.zeros(aval.shape, dt.float0)
+        return value if dt.is_float(aval.dtype) else dt.float0_zeros(aval.shape)
     return tree_map(fix, tree, like)
 
 

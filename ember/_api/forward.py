@@ -23,10 +23,6 @@ from ember._transforms.jvp import jvp_ir
 from ember._transforms.passes import split_known
 
 
-def _float0_zeros(aval: ShapedArray) -> np.ndarray:
-    return np.zeros(aval.shape, dt.float0)
-
-
 def _tangent_aval(name: str, tangent: Any, primal: ShapedArray, i: int) -> None:
     """A tangent must have its primal's shape, and its dtype (float0 for an integer or boolean primal)."""
     if isinstance(tangent, np.ndarray | np.generic) and tangent.dtype == dt.float0:
@@ -83,7 +79,7 @@ def _jvp_build(fun: Callable[..., Any], name: str, has_aux: bool) -> Callable[..
 def _with_float0(outs: Any, float_tangents: Sequence[Any]) -> Any:
     """The output tangents: the computed ones for float outputs, float0 zeros for the others."""
     given = iter(float_tangents)
-    return tree_map(lambda o: next(given) if dt.is_float(aval_of(o).dtype) else _float0_zeros(aval_of(o)), outs)
+    return tree_map(lambda o: next(given) if dt.is_float(aval_of(o).dtype) else dt.float0_zeros(aval_of(o).shape), outs)
 
 
 def jvp(fun: Any, primals: Sequence[Any] | None = None, tangents: Sequence[Any] | None = None,

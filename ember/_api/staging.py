@@ -9,14 +9,13 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from ember._core.cache import LRUCache
 from ember._core import (IR, ConcretizationTypeError, Literal, ShapedArray, Tracer, aval_of, concrete_values,
                          eval_ir, is_python_scalar, is_tracing, stage_flat)
-from ember._prims import full
-from ember._runtime import device_put
+from ember._core.cache import LRUCache
 from ember._core.pytree import (PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_leaves,
                                 tree_structure)
-from ember._runtime import Compiled, compile_ir
+from ember._prims import full
+from ember._runtime import Compiled, compile_ir, device_put
 
 
 def fun_name(fun: Any) -> str:
@@ -149,7 +148,9 @@ def stage_with_aux(fun: Callable[..., Any], in_tree: PyTreeDef, avals: Sequence[
         out_leaves, store.tree = tree_flatten(result)
         return out_leaves + aux_leaves
 
-    return stage_flat(flat, avals, values, name, leaf_names(named_like or fun, in_tree), differentiated=True), store
+    # a concrete staging is always an autodiff API's: the function it differentiates
+    return stage_flat(flat, avals, values, name, leaf_names(named_like or fun, in_tree),
+                      differentiated=values is not None), store
 
 
 def leaf_names(fun: Any, in_tree: PyTreeDef) -> list[str]:

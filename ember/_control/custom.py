@@ -169,7 +169,7 @@ def _check_rule_outputs(name: str, what: str, tree: PyTreeDef, expected_tree: Py
 
 def _float0_or(values: Sequence[Any], avals: Sequence[ShapedArray]) -> list[Any]:
     """Tangents/cotangents as the user's rules see them: float0 zeros for integer and boolean values."""
-    return [v if dt.is_float(a.dtype) else np.zeros(a.shape, dt.float0) for v, a in zip(values, avals)]
+    return [v if dt.is_float(a.dtype) else dt.float0_zeros(a.shape) for v, a in zip(values, avals)]
 
 
 def _from_float0(values: Sequence[Any], avals: Sequence[ShapedArray]) -> list[Any]:

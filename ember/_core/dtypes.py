@@ -39,6 +39,11 @@ SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(row.dtype for row in DTYPE_TABLE)
 # a numpy structured dtype with no bytes. It is not an array dtype of ember: float0 values live on the host.
 float0 = np.dtype([("float0", np.void, 0)])
 
+
+def float0_zeros(shape: Sequence[int]) -> np.ndarray:
+    """The (zero) tangent or cotangent of an integer or boolean value of this shape."""
+    return np.zeros(tuple(shape), float0)
+
 # Python scalars become these (weakly typed) dtypes, as in JAX's default 32-bit mode.
 DEFAULT_INT = int32
 DEFAULT_FLOAT = float32

@@ -15,9 +15,7 @@ Rule signatures (params are the equation's params, passed as keywords):
   dce(eqn, used_outputs) -> the equation restricted to its used outputs and the inputs they need   [hook]
   vjp_split(ins, **params) -> (outputs, pullback), pullback(cts, needs) -> input cotangents: reverse mode
       computes the outputs with the residuals the pullback keeps, instead of re-emitting the equation and calling
-      its vjp rule (scan stacks its residuals per step rather than recomputing the body)       [hook]
-A partial-evaluation hook (splitting one equation into known and unknown parts) joins HOOK_KINDS with the first
-primitive that needs it (while_loop, scan)."""
+      its vjp rule (scan stacks its residuals per step rather than recomputing the body)       [hook]"""
 from __future__ import annotations
 
 import threading
