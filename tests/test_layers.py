@@ -9,11 +9,11 @@ import pytest
 ROOT = pathlib.Path(__file__).parent.parent / "ember"
 
 LAYERS = ["_core", "_hlo", "_prims", "_transforms", "_control", "_runtime", "_api", "_numpy", "public"]
-PUBLIC = {"__init__", "lax", "numpy", "tree_util", "tree", "random", "nn", "optim"}
+PUBLIC = {"__init__", "config", "lax", "numpy", "tree_util", "tree", "random", "nn", "optim"}
 
 # Module order inside a package: a module imports only modules of its package listed before it.
 ORDER = {
-    "_core": ["cache", "dtypes", "ir", "primitive", "trace", "eval", "checks", "pytree", "__init__"],
+    "_core": ["config", "cache", "dtypes", "ir", "primitive", "trace", "eval", "checks", "pytree", "__init__"],
     "_hlo": ["emitter", "lower", "__init__"],
     "_prims": ["checks", "shape", "families", "elementwise", "slicing", "reduction", "dot", "__init__"],
     "_transforms": ["passes", "ad", "jvp", "batching", "__init__"],

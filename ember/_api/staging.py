@@ -64,7 +64,7 @@ def has_tracer_consts(ir: IR) -> bool:
     return any(isinstance(c, Tracer) for c in ir.consts)
 
 
-SIGNATURES_PER_FUNCTION = 256  # compiled signatures kept per transformed function
+SIGNATURES_PER_FUNCTION = "jit_cache_size"  # the ember.config option bounding each function's caches
 
 
 class SignatureCache:

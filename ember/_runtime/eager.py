@@ -8,10 +8,7 @@ from ember._core.cache import LRUCache
 from ember._core import EAGER, IR, Eqn, Primitive, ShapedArray, Tracer, UnexpectedTracerError, Var, aval_of_value
 from ember._runtime.compiler import Compiled, compile_ir
 
-EAGER_CACHE_SIZE = 4096
-
-
-_eager_cache = LRUCache(EAGER_CACHE_SIZE)
+_eager_cache = LRUCache("eager_cache_size")  # ember.config option
 
 
 def _eager_aval(x: Any, prim: Primitive, i: int) -> ShapedArray:

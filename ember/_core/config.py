@@ -1,0 +1,141 @@
+"""ember's global options (`ember.config`): one table of named options, each with a default, a parser, its
+environment variables and a docstring. JAX's option names are accepted with or without the `jax_` prefix, so
+`ember.config.update("jax_enable_x64", True)` and `ember.config.update("enable_x64", True)` are the same.
+
+Values are read where they matter (`config.enable_x64` when a Python scalar gets its dtype, the cache sizes when a
+cache stores an entry); `update` checks the value and runs the option's change hooks (e.g. trimming a cache)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+
+def _parse_bool(name: str, value: Any) -> bool:
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off", ""):
+            return False
+        raise ValueError(f"ember.config: option {name!r} takes a boolean, got the string {value!r}")
+    if isinstance(value, (bool, int)) and value in (0, 1):
+        return bool(value)
+    raise ValueError(f"ember.config: option {name!r} takes a boolean, got {value!r} of type {type(value).__name__}")
+
+
+def _parse_size(name: str, value: Any) -> int:
+    try:
+        size = int(value) if isinstance(value, str) else value
+    except ValueError:
+        size = value
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"ember.config: option {name!r} takes a positive integer (a number of entries), "
+                         f"got {value!r}")
+    return size
+
+
+@dataclass
+class Option:
+    name: str
+    default: Any
+    parse: Callable[[str, Any], Any]
+    doc: str
+    env: tuple[str, ...] = ()
+    hooks: list[Callable[[Any], None]] = field(default_factory=list)
+
+
+OPTIONS: dict[str, Option] = {}
+
+
+def _option(name: str, default: Any, parse: Callable[[str, Any], Any], doc: str, env: tuple[str, ...] = ()) -> None:
+    OPTIONS[name] = Option(name, default, parse, doc, (f"EMBER_{name.upper()}",) + env)
+
+
+_option("enable_x64", False, _parse_bool,
+        "Python scalars, Python lists and default dtypes (zeros, arange, ...) become 64-bit (float64, int64); "
+        "without it they are 32-bit while explicit 64-bit arrays stay 64-bit.", env=("JAX_ENABLE_X64",))
+_option("debug_nans", False, _parse_bool,
+        "Raise FloatingPointError at the first primitive that produces a NaN, naming it and its source line "
+        "(a jitted function whose result has a NaN is re-run one primitive at a time to find it).",
+        env=("JAX_DEBUG_NANS",))
+_option("debug_infs", False, _parse_bool, "As debug_nans, for infinities.", env=("JAX_DEBUG_INFS",))
+_option("disable_jit", False, _parse_bool,
+        "jit-decorated functions run their Python body one primitive at a time (for debugging with print and pdb).",
+        env=("JAX_DISABLE_JIT",))
+_option("eager_cache_size", 1024, _parse_size,
+        "How many one-primitive executables (operations run outside jit) are kept, least recently used dropped.")
+_option("jit_cache_size", 256, _parse_size,
+        "How many compiled signatures (shapes, dtypes, static arguments) each jitted or transformed function keeps.")
+
+
+def canonical_name(name: str) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"ember.config: option names are strings, got {name!r}")
+    key = name[4:] if name.startswith("jax_") else name
+    if key not in OPTIONS:
+        known = ", ".join(sorted(OPTIONS))
+        raise AttributeError(f"ember.config: unrecognized option {name!r}; known options: {known} "
+                             "(each also accepted with a 'jax_' prefix)")
+    return key
+
+
+class Config:
+    """The option values. Attribute reads (`config.enable_x64`, `config.jax_enable_x64`) and `read(name)` give the
+    current value; `update(name, value)` sets one."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        for option in OPTIONS.values():
+            value = option.default
+            for var in option.env:
+                if var in os.environ:
+                    value = option.parse(f"{option.name} (from ${var})", os.environ[var])
+                    break
+            self._values[option.name] = value
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self._values[canonical_name(name)]
+
+    def read(self, name: str) -> Any:
+        return self._values[canonical_name(name)]
+
+    def update(self, name: str, value: Any) -> None:
+        key = canonical_name(name)
+        option = OPTIONS[key]
+        parsed = option.parse(name, value)
+        with self._lock:
+            self._values[key] = parsed
+        for hook in option.hooks:
+            hook(parsed)
+
+    @contextlib.contextmanager
+    def override(self, **values: Any) -> Iterator[None]:
+        """Set options for the duration of a with-block: `with config.override(debug_nans=True): ...`."""
+        old = {canonical_name(name): self.read(name) for name in values}
+        try:
+            for name, value in values.items():
+                self.update(name, value)
+            yield
+        finally:
+            for name, value in old.items():
+                self.update(name, value)
+
+    def on_change(self, name: str, hook: Callable[[Any], None]) -> None:
+        """Call hook(new_value) whenever the option is updated (used by the layers above, e.g. to trim a cache)."""
+        OPTIONS[canonical_name(name)].hooks.append(hook)
+
+    def describe(self) -> str:
+        return "\n".join(f"{o.name} = {self._values[o.name]!r}: {o.doc} (environment: {', '.join(o.env)})"
+                         for o in OPTIONS.values())
+
+    def __repr__(self) -> str:
+        return "ember.config(" + ", ".join(f"{k}={v!r}" for k, v in self._values.items()) + ")"
+
+
+config = Config()
