@@ -11,7 +11,7 @@ import numpy as np
 
 from ember._core import (IR, ConcretizationTypeError, Literal, ShapedArray, Tracer, aval_of, concrete_values,
                          eval_ir, is_python_scalar, is_tracing, stage_flat)
-from ember._core.cache import LRUCache
+from ember._core.cache import LRUCache, on_clear
 from ember._core.pytree import (PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_leaves,
                                 tree_structure)
 from ember._prims import full
@@ -40,17 +40,29 @@ def leaf_avals(api: str, args: Sequence[Any], kwargs: dict[str, Any], leaves: Se
     raise AssertionError("unreachable")
 
 
-_compiled_irs: "weakref.WeakKeyDictionary[IR, Compiled]" = weakref.WeakKeyDictionary()
 
 
 def compile(ir: IR, name: str = "main") -> Compiled:  # noqa: A001
     """Compile an IR with XLA; the result is called with the IR's inputs and returns its outputs."""
     if not isinstance(ir, IR):
         raise TypeError(f"compile: expected an IR (from ember.stage_out or ember.grad), got {type(ir).__name__}")
-    compiled = _compiled_irs.get(ir)
-    if compiled is None:
-        compiled = _compiled_irs[ir] = compile_ir(ir, name)
+    compiled = ir.compiled  # kept on the IR (not in a global table), so it is freed with the IR
+    if compiled is None or compiled.name != name:
+        compiled = ir.compiled = compile_ir(ir, name)
+        _compiled_irs.add(ir)
     return compiled
+
+
+_compiled_irs: "weakref.WeakSet[IR]" = weakref.WeakSet()  # to forget their programs in clear_caches
+
+
+def _forget_compiled_irs() -> None:
+    for ir in list(_compiled_irs):
+        ir.compiled = None
+    _compiled_irs.clear()
+
+
+on_clear(_forget_compiled_irs)
 
 
 def run_ir(ir: IR, args: Sequence[Any], name: str = "main") -> list[Any]:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 import threading
-from typing import Any, Hashable
+import weakref
+from typing import Any, Callable, Hashable
 
 from ember._core.config import config
 
@@ -17,6 +18,7 @@ class LRUCache(OrderedDict):
         super().__init__()
         self._maxsize = maxsize
         self._lock = threading.Lock()
+        _caches.add(self)
 
     @property
     def maxsize(self) -> int:
@@ -37,3 +39,28 @@ class LRUCache(OrderedDict):
             limit = self.maxsize
             while len(self) > limit:
                 self.popitem(last=False)
+
+    def reset(self) -> None:
+        """Drop every entry, with a new lock (after a fork, another thread of the parent may have held the old one)."""
+        self._lock = threading.Lock()
+        self.clear()
+
+    __hash__ = object.__hash__  # kept in a WeakSet: identity, not contents
+    __eq__ = object.__eq__  # type: ignore[assignment]
+
+
+_caches: "weakref.WeakSet[LRUCache]" = weakref.WeakSet()
+_clear_hooks: list[Callable[[], None]] = []
+
+
+def on_clear(hook: Callable[[], None]) -> None:
+    """Run hook whenever every cache is cleared (for caches that are not LRUCaches, e.g. a program kept on an IR)."""
+    _clear_hooks.append(hook)
+
+
+def clear_all_caches() -> None:
+    """Empty every cache ember keeps (compiled programs, staged IRs, plans), so their programs can be freed."""
+    for cache in list(_caches):
+        cache.reset()
+    for hook in _clear_hooks:
+        hook()

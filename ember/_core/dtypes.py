@@ -3,6 +3,7 @@ the abstract value."""
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Iterable, NamedTuple, Sequence
 
 import ml_dtypes
@@ -211,6 +212,9 @@ def dtype_and_weak(x: Any) -> tuple[np.dtype, bool]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+MAX_BYTES = 2**63 - 1  # XLA counts bytes and elements in int64: a bigger array aborts it, so no aval may describe one
+
+
 class ShapedArray:
     """The abstract value of an array: its shape and dtype (and whether its type is weak, as a Python scalar's)."""
     __slots__ = ("shape", "dtype", "weak_type", "_hash")
@@ -222,6 +226,10 @@ class ShapedArray:
                 raise TypeError(f"ShapedArray: shape must be a tuple of non-negative ints, got {shape!r}")
         self.shape: tuple[int, ...] = tuple(int(d) for d in shape)
         self.dtype: np.dtype = canonicalize_dtype(dtype)
+        if math.prod(self.shape) * max(self.dtype.itemsize, 1) > MAX_BYTES:
+            raise ValueError(f"an array of shape {self.shape} and dtype {self.dtype.name} would take "
+                             f"{math.prod(self.shape) * self.dtype.itemsize:.3g} bytes, more than the largest array "
+                             f"XLA can address ({MAX_BYTES:.3g} bytes)")
         self.weak_type: bool = bool(weak_type)
         self._hash = hash((self.shape, self.dtype, self.weak_type))
 
@@ -231,7 +239,7 @@ class ShapedArray:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def update(self, shape: Sequence[int] | None = None, dtype: Any = None, weak_type: bool | None = None
                ) -> "ShapedArray":

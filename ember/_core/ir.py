@@ -74,8 +74,9 @@ class IR:
 
     consts are the values of arrays the staged function closed over; they are passed as leading arguments when
     the IR is compiled, and bound in place when it is evaluated or inlined. out_tree optionally records the
-    pytree structure in which a compiled IR returns its outputs."""
-    __slots__ = ("const_vars", "consts", "in_vars", "eqns", "outs", "out_tree", "__weakref__")
+    pytree structure in which a compiled IR returns its outputs. `compiled` is a slot where the runtime keeps the
+    IR's compiled program (ember.compile), so that the program is freed with the IR."""
+    __slots__ = ("const_vars", "consts", "in_vars", "eqns", "outs", "out_tree", "compiled", "__weakref__")
 
     def __init__(self, const_vars: Sequence[Var], consts: Sequence[Any], in_vars: Sequence[Var],
                  eqns: Sequence[Eqn], outs: Sequence[Atom], out_tree: Any = None):
@@ -87,6 +88,7 @@ class IR:
         self.eqns: list[Eqn] = list(eqns)
         self.outs: list[Atom] = list(outs)
         self.out_tree = out_tree  # how compiled outputs are returned: a PyTreeDef, or None for one or a tuple
+        self.compiled: Any = None
 
     @property
     def in_avals(self) -> list[ShapedArray]:

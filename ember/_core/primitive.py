@@ -87,7 +87,13 @@ class Primitive:
         return outs if self.multiple_results else outs[0]
 
     def out_avals(self, avals: Sequence[ShapedArray], params: dict[str, Any]) -> list[ShapedArray]:
-        out = self.rule("abstract_eval", "abstract evaluation")(*avals, **params)
+        try:
+            out = self.rule("abstract_eval", "abstract evaluation")(*avals, **params)
+        except ValueError as err:
+            if str(err).startswith("an array of shape"):  # a too-large result: name the operation making it
+                shapes = ", ".join(a.str_short() for a in avals)
+                raise ValueError(f"{self.name}({shapes}): {err}") from None
+            raise
         return list(out) if self.multiple_results else [out]
 
 

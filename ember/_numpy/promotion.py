@@ -55,10 +55,15 @@ def _promote(name: str, *args: Any) -> list[Any]:
 
 
 def _broadcast_shapes(name: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
-    try:
-        return tuple(_np.broadcast_shapes(*shapes))
-    except ValueError:
-        raise ValueError(f"{name}: shapes {', '.join(map(str, shapes))} cannot be broadcast together") from None
+    """numpy's broadcasting of shapes (computed here: numpy's own refuses shapes too large to allocate)."""
+    rank = builtins.max(map(len, shapes), default=0)
+    result = []
+    for dims in zip(*((1,) * (rank - len(s)) + tuple(s) for s in shapes)):
+        sizes = set(dims) - {1}
+        if len(sizes) > 1:
+            raise ValueError(f"{name}: shapes {', '.join(map(str, shapes))} cannot be broadcast together")
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:

@@ -6,7 +6,9 @@ import os
 import threading
 import warnings
 
+from ember._core.cache import clear_all_caches
 from ember._runtime import pjrt as _pjrt
+from ember._runtime.pjrt import buffer as _pjrt_buffer
 
 _client_lock = threading.Lock()
 _clients: dict[str, _pjrt.Client] = {}  # one per plugin
@@ -32,6 +34,8 @@ def _plugin_path(platform: str | None) -> str:
 def get_client(platform: str | None = None) -> _pjrt.Client:
     """The PJRT client of a platform ("cpu", "cuda"); by default the plugin named by EMBER_PJRT_PLUGIN, else an
     installed CUDA plugin, else the embedded XLA CPU plugin (EMBER_PLATFORM=cpu|cuda picks the default)."""
+    if _forked_while_running:
+        raise RuntimeError(_FORKED_CHILD)
     path = _plugin_path(platform) if platform or not _clients else None
     if path is None:
         return _clients["default"]
@@ -67,3 +71,33 @@ def default_device() -> _pjrt.Device:
 def devices(platform: str | None = None) -> list[_pjrt.Device]:
     """The addressable devices of a platform (by default, of the default backend)."""
     return list(get_client(platform).devices)
+
+
+_FORKED = ("was created before os.fork(), in the parent process; arrays and compiled programs do not cross a "
+           "fork")
+_FORKED_CHILD = (
+    "ember cannot run in this process: it was forked (os.fork, or multiprocessing's 'fork' start method) from a "
+    "process that had already started XLA, whose threads and locks do not survive a fork (a new XLA client would "
+    "abort the process). Start workers with multiprocessing.get_context('spawn') or 'forkserver', or fork before "
+    "the first ember computation.")
+_forked_while_running = False
+
+
+def _after_fork_in_child() -> None:
+    """In a child forked after XLA started, the parent's PJRT clients are unusable (their threads did not survive
+    the fork) and must not even be destroyed, and a new client would abort the process inside XLA (a lock held
+    by a thread that did not survive): abandon the clients, forget every cached program, and make every later
+    ember computation in the child raise a RuntimeError that says why. A child forked before the first
+    computation is unaffected. Locks another thread of the parent may have held are replaced."""
+    global _client_lock, _forked_while_running
+    _client_lock = threading.Lock()
+    _pjrt_buffer._lifetime_lock = threading.Lock()
+    if _clients:
+        _forked_while_running = True
+    for client in _clients.values():
+        client.abandon(_FORKED)
+    _clients.clear()
+    clear_all_caches()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -3,7 +3,8 @@ expose: staged IR --lower_ir--> Lowered (StableHLO text) --.compile()--> Compile
 Arrays. A Compiled places the IR's constants on a device the first time it runs there."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+import threading
+from typing import Any, Callable, Sequence, TypeVar
 
 from ember._core import IR
 from ember._hlo import lower
@@ -11,6 +12,36 @@ from ember._runtime import pjrt as _pjrt
 from ember._runtime.array import Array
 from ember._runtime.backends import default_device, get_client
 from ember._runtime.dispatch import to_buffer
+
+
+T = TypeVar("T")
+
+
+def interruptible(fn: Callable[[], T]) -> T:
+    """fn() run so that Ctrl-C reaches the main thread at once: a PJRT call (an XLA compile can take minutes)
+    holds no GIL but delays Python's signal handling until it returns, so on the main thread fn runs on a helper
+    thread while the main thread waits in short, interruptible steps. An interrupted fn finishes in the
+    background and its result is dropped; the process stays usable."""
+    if threading.current_thread() is not threading.main_thread():
+        return fn()
+    done = threading.Event()
+    outcome: list[Any] = []
+
+    def work() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
+            outcome.append((False, err))
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="ember-compile", daemon=True).start()
+    while not done.wait(0.25):
+        pass
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 class CompileError(RuntimeError):
@@ -29,8 +60,11 @@ class Lowered:
 
     def compile(self) -> "Compiled":
         """Compile the module with XLA (on the default backend)."""
+        client = get_client()  # a plugin that cannot load is its own error, not a compile error
         try:
-            executable = get_client().compile(self.text)
+            executable = interruptible(lambda: client.compile(self.text))
+        except _pjrt.PjrtOutOfMemoryError:
+            raise
         except _pjrt.PjrtError as err:
             numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(self.text.splitlines()))
             raise CompileError(f"XLA could not compile {self.name}: {err}\nStableHLO module:\n{numbered}") from None

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ember._core.cache import on_clear
 from ember._core import Literal, ShapedArray, Tracer, UnexpectedTracerError, aval_of_value, is_python_scalar
 from ember._core.dtypes import canonicalize_dtype
 from ember._runtime import pjrt as _pjrt
@@ -17,6 +18,9 @@ from ember._runtime.backends import default_device
 def _scalar_buffer(kind: type, text: str, dtype: np.dtype, value: Any, device: _pjrt.Device) -> _pjrt.Buffer:
     """Device scalars are immutable, so equal ones are shared (keyed by repr: -0.0 and 0.0 differ)."""
     return device.client.buffer_from_numpy(np.asarray(value, dtype=dtype), device)
+
+
+on_clear(_scalar_buffer.cache_clear)
 
 
 def _describe(x: Any) -> str:

@@ -14,7 +14,7 @@ from ember._runtime.pjrt.device import Device as Device
 from ember._runtime.pjrt.discovery import cpu_plugin_path as cpu_plugin_path
 from ember._runtime.pjrt.discovery import default_plugin_path as default_plugin_path
 from ember._runtime.pjrt.discovery import find_cuda_plugin as find_cuda_plugin
-from ember._runtime.pjrt.errors import PjrtError as PjrtError
+from ember._runtime.pjrt.errors import PjrtError as PjrtError, PjrtOutOfMemoryError as PjrtOutOfMemoryError
 from ember._runtime.pjrt.executable import Executable as Executable
 from ember._runtime.pjrt.plugin import Plugin as Plugin
 from ember._runtime.pjrt.structs import COMPILE_OPTIONS as COMPILE_OPTIONS

@@ -6,7 +6,8 @@ the client."""
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING
+import threading
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -19,9 +20,41 @@ if TYPE_CHECKING:
     from ember._runtime.pjrt.device import Device
 
 
+# Buffers in use by a PJRT call are pinned: delete() from another thread then only marks them deleted, and the
+# last unpin destroys them. One lock guards every buffer's pin count; it is held for bookkeeping only, never
+# across a PJRT call.
+_lifetime_lock = threading.Lock()
+
+
+def pin(buffers: Sequence[Buffer]) -> None:
+    """Mark buffers in use by a PJRT call (each must be live: checked by the caller under the GIL, rechecked here
+    so that a delete() racing with the check is seen)."""
+    with _lifetime_lock:
+        for i, buffer in enumerate(buffers):
+            if not buffer.handle:
+                for taken in buffers[:i]:
+                    taken._pins -= 1
+                raise PjrtError(f"argument {i} is a buffer that has been deleted")
+            buffer._pins += 1
+
+
+def unpin(buffers: Sequence[Buffer]) -> None:
+    """End the use begun by pin(); a buffer deleted meanwhile is destroyed now."""
+    doomed = []
+    with _lifetime_lock:
+        for buffer in buffers:
+            buffer._pins -= 1
+            if buffer._doomed and not buffer._pins:
+                doomed.append(buffer)
+    for buffer in doomed:
+        handle, buffer._doomed = buffer._doomed, None
+        buffer._destroy(handle)
+
+
 class Buffer:
-    """A device buffer of known shape and dtype. It keeps its client alive."""
-    __slots__ = ("client", "device", "handle", "shape", "dtype", "__weakref__")
+    """A device buffer of known shape and dtype. It keeps its client alive. Deleting it while another thread's
+    PJRT call uses it is safe: the buffer counts as deleted at once and is destroyed when that call ends."""
+    __slots__ = ("client", "device", "handle", "shape", "dtype", "_pins", "_doomed", "__weakref__")
 
     def __init__(self, client: Client, device: Device, handle: int, shape: tuple[int, ...], dtype: np.dtype):
         self.client = client
@@ -29,6 +62,8 @@ class Buffer:
         self.handle: int | None = handle
         self.shape = shape
         self.dtype = dtype
+        self._pins = 0
+        self._doomed: int | None = None  # the handle of a buffer deleted while pinned
 
     @property
     def is_deleted(self) -> bool:
@@ -39,33 +74,54 @@ class Buffer:
         if not handle:
             raise PjrtError(f"{action}: the buffer has been deleted")
         if not self.client.handle:
-            raise PjrtError(f"{action}: the buffer's PJRT client has been closed")
+            raise PjrtError(f"{action}: the buffer's PJRT client {self.client.closed_reason}")
         return handle
+
+    def _pinned_handle(self, action: str) -> int:
+        self._live_handle(action)
+        try:
+            pin((self,))
+        except PjrtError:
+            raise PjrtError(f"{action}: the buffer has been deleted") from None
+        return self.handle or self._doomed  # type: ignore[return-value]
 
     def to_numpy(self) -> np.ndarray:
         """Copy the buffer into a new numpy array."""
-        handle = self._live_handle("to_numpy")
-        out = np.empty(self.shape, self.dtype)
-        args = _BufferToHostBufferArgs(_BufferToHostBufferArgs.SIZE, None, handle, None, _data_address(out),
-                                       out.nbytes)
-        client = self.client
-        error = client._buffer_to_host_buffer(ctypes.addressof(args))
-        if error:
-            raise client.plugin.error("Buffer_ToHostBuffer", error)
-        client.plugin.await_event("Buffer_ToHostBuffer", args.event)
+        handle = self._pinned_handle("to_numpy")
+        try:
+            out = np.empty(self.shape, self.dtype)
+            args = _BufferToHostBufferArgs(_BufferToHostBufferArgs.SIZE, None, handle, None, _data_address(out),
+                                           out.nbytes)
+            client = self.client
+            error = client._buffer_to_host_buffer(ctypes.addressof(args))
+            if error:
+                raise client.plugin.error("Buffer_ToHostBuffer", error)
+            client.plugin.await_event("Buffer_ToHostBuffer", args.event)
+        finally:
+            unpin((self,))
         return out
 
     def block_until_ready(self) -> None:
-        args = _new(_BufferReadyEventArgs, buffer=self._live_handle("block_until_ready"))
-        plugin = self.client.plugin
-        plugin.call("Buffer_ReadyEvent", args)
-        plugin.await_event("Buffer_ReadyEvent", args.event)
+        args = _new(_BufferReadyEventArgs, buffer=self._pinned_handle("block_until_ready"))
+        try:
+            plugin = self.client.plugin
+            plugin.call("Buffer_ReadyEvent", args)
+            plugin.await_event("Buffer_ReadyEvent", args.event)
+        finally:
+            unpin((self,))
 
     def delete(self) -> None:
-        """Destroy the device buffer now. Idempotent."""
-        handle, self.handle = self.handle, None
+        """Destroy the device buffer (at once, or when the PJRT calls using it end). Idempotent."""
+        with _lifetime_lock:
+            handle, self.handle = self.handle, None
+            if handle and self._pins:
+                self._doomed, handle = handle, None
+        if handle:
+            self._destroy(handle)
+
+    def _destroy(self, handle: int) -> None:
         client = self.client
-        if handle and client.handle:
+        if client.handle:
             error = client._buffer_destroy(_handle_args(handle))
             if error:
                 raise client.plugin.error("Buffer_Destroy", error)

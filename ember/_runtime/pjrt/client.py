@@ -31,6 +31,7 @@ class Client:
     def __init__(self, plugin: Plugin):
         self.plugin = plugin
         self.handle: int | None = None
+        self.closed_reason = "has been closed"
         create = _new(_ClientCreateArgs)
         plugin.call("Client_Create", create)
         self.handle = create.client
@@ -49,7 +50,7 @@ class Client:
 
     def _live_handle(self, action: str) -> int:
         if not self.handle:
-            raise PjrtError(f"{action}: the {self.platform_name} PJRT client has been closed")
+            raise PjrtError(f"{action}: the {self.platform_name} PJRT client {self.closed_reason}")
         return self.handle
 
     def compile(self, mlir_text: str) -> Executable:
@@ -96,6 +97,12 @@ class Client:
             error = self.plugin.function("Client_Destroy")(_handle_args(handle))
             if error:
                 raise self.plugin.error("Client_Destroy", error)
+
+    def abandon(self, reason: str) -> None:
+        """Stop using the client without destroying it (in a forked child, where the parent's client cannot be
+        touched: its threads did not survive the fork). Its buffers and executables then refuse to be used."""
+        self.handle = None
+        self.closed_reason = reason
 
     def __del__(self) -> None:
         try:

@@ -18,6 +18,17 @@ class PjrtError(RuntimeError):
         self.code = code
 
 
+class PjrtOutOfMemoryError(PjrtError, MemoryError):
+    """The plugin could not allocate memory (PJRT code RESOURCE_EXHAUSTED): both a PjrtError and a MemoryError."""
+
+
+def error_for(message: str, call: str, code: str) -> PjrtError:
+    """The exception for an error a plugin reported: out of memory becomes a PjrtOutOfMemoryError."""
+    if code == "RESOURCE_EXHAUSTED":
+        return PjrtOutOfMemoryError(f"out of memory: {message}", call=call, code=code)
+    return PjrtError(message, call=call, code=code)
+
+
 # enum PJRT_Error_Code
 _ERROR_CODE_NAMES = (
     "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from ember._runtime.pjrt.buffer import Buffer
+from ember._runtime.pjrt.buffer import Buffer, pin, unpin
 from ember._runtime.pjrt.errors import PjrtError
 from ember._runtime.pjrt.structs import (_POINTER_TO_VOID_P, _ExecutableNumOutputsArgs, _ExecuteOptions, _handle_args,
                                  _LoadedExecutableAddressableDevicesArgs, _LoadedExecutableExecuteArgs,
@@ -116,7 +116,7 @@ class Executable:
              execute_device: int | None) -> list[Buffer]:
         client = self.client
         if not (self.handle and client.handle):
-            raise PjrtError("execute: the executable's PJRT client has been closed")
+            raise PjrtError(f"execute: the executable's PJRT client {client.closed_reason}")
         count = len(args)
         with self._lock:
             arguments = self._arguments
@@ -126,10 +126,17 @@ class Executable:
                 if type(buffer) is not Buffer or not buffer.handle or buffer.client is not client:
                     raise self._bad_argument(i, buffer)
                 arguments[i] = buffer.handle
-            call = self._call
-            call.num_args = count
-            call.execute_device = execute_device
-            error = self._execute(self._call_address)
+            try:
+                pin(args)  # another thread's delete() now waits for the end of this call to free them
+            except PjrtError as err:
+                raise PjrtError(f"execute: {err}") from None
+            try:
+                call = self._call
+                call.num_args = count
+                call.execute_device = execute_device
+                error = self._execute(self._call_address)
+            finally:
+                unpin(args)
             if error:
                 raise client.plugin.error("LoadedExecutable_Execute", error)
             handles = self._outputs[:len(specs)]
@@ -142,7 +149,7 @@ class Executable:
         if not buffer.handle:
             return PjrtError(f"execute: argument {index} is a buffer that has been deleted")
         if not buffer.client.handle:
-            return PjrtError(f"execute: argument {index} is a buffer whose PJRT client has been closed")
+            return PjrtError(f"execute: argument {index} is a buffer whose PJRT client {buffer.client.closed_reason}")
         return PjrtError(f"execute: argument {index} belongs to another PJRT client ({buffer.client!r})")
 
     def __del__(self) -> None:

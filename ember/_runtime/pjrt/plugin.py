@@ -11,7 +11,7 @@ import os
 import threading
 from typing import Any
 
-from ember._runtime.pjrt.errors import _ERROR_CODE_NAMES, PjrtError
+from ember._runtime.pjrt.errors import _ERROR_CODE_NAMES, PjrtError, error_for
 from ember._runtime.pjrt.structs import (_ApiHeader, _ErrorGetCodeArgs, _ErrorMessageArgs, _handle_args, _new,
                                  _PluginInitializeArgs, _string_at, c_void_p)
 
@@ -123,7 +123,7 @@ class Plugin:
         if not functions["Error_GetCode"](ctypes.addressof(code)):
             code_name = _ERROR_CODE_NAMES[code.code] if 0 <= code.code < len(_ERROR_CODE_NAMES) else str(code.code)
         functions["Error_Destroy"](_handle_args(error))
-        return PjrtError(f"PJRT_{name} failed ({code_name}): {text}", call=f"PJRT_{name}", code=code_name)
+        return error_for(f"PJRT_{name} failed ({code_name}): {text}", f"PJRT_{name}", code_name)
 
     def await_event(self, name: str, event: int | None) -> None:
         """Wait for an event returned by PJRT_<name> and destroy it; its error is raised as PJRT_<name>'s."""
