@@ -1,15 +1,18 @@
 """stage_out, make_ir and jit: functions staged out to IR, compiled with XLA once per argument signature."""
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import inspect
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ember._core import IR, ShapedArray, aval_of, is_tracing
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._api.staging import (SIGNATURES_PER_FUNCTION, as_tuple, cache_for, fun_name, leaf_avals,
                                 stage_with_aux)
-from ember._core.cache import LRUCache
+from ember._core.cache import LRUCache, clear_all_caches
+from ember._core.config import config
 from ember._runtime import Array, Lowered, lower_ir
 
 
@@ -116,6 +119,8 @@ class Jitted:
         return (in_tree, avals, statics), leaves, statics
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _config_values["disable_jit"]:
+            return self.fun(*args, **kwargs)
         fast = not kwargs and not self.static_argnums and not is_tracing() and all(type(a) is Array for a in args)
         if fast:
             executable = self._by_avals.get(tuple(a.aval for a in args))
@@ -149,3 +154,21 @@ def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence
     if fun is None:
         return lambda f: Jitted(f, static_argnums, static_argnames)
     return Jitted(fun, static_argnums, static_argnames)
+
+
+_config_values = config._values  # read on every jitted call: a plain dict lookup
+
+
+@contextlib.contextmanager
+def disable_jit(disable: bool = True) -> Iterator[None]:
+    """Within the with-block, jitted functions run their Python body one primitive at a time (print and pdb see
+    values), as with `ember.config.update("jax_disable_jit", True)`."""
+    with config.override(disable_jit=disable):
+        yield
+
+
+def clear_caches() -> None:
+    """Forget every compiled program and staged IR that ember caches (jit signatures, eager operations, programs
+    of ember.compile, vjp and linearize plans), so that their memory is freed."""
+    clear_all_caches()
+    gc.collect()

@@ -109,7 +109,7 @@ def _cond_dce(eqn: Eqn, used: list[bool]) -> Eqn:
     branches = tuple(with_inputs(b, [v for v, k in zip(b.in_vars, needed) if k]) for b in pruned)
     operands = [a for a, k in zip(eqn.inputs[1:], needed) if k]
     return Eqn(eqn.prim, [eqn.inputs[0], *operands], [v for v, u in zip(eqn.outputs, used) if u],
-               {**eqn.params, "branches": branches})
+               {**eqn.params, "branches": branches}, eqn.source)
 
 
 def _used_vars(ir: IR) -> set[Var]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ember._core.ir import IR, Atom, Eqn, Literal, Var
+from ember._core.primitive import TRACE_STATE
 
 
 class Env(dict):
@@ -22,8 +23,13 @@ def eval_ir_env(ir: IR, args: Sequence[Any], consts: Sequence[Any] | None = None
     """Evaluate an IR on args, returning the value of every variable (see the module docstring)."""
     env = Env(zip(ir.const_vars, ir.consts if consts is None else consts))
     env.update(zip(ir.in_vars, args))
-    for eqn in ir.eqns:
-        env.update(zip(eqn.outputs, bind_outputs(eqn, [env.read(a) for a in eqn.inputs])))
+    state, outer = TRACE_STATE, TRACE_STATE.source
+    try:
+        for eqn in ir.eqns:
+            state.source = eqn.source or outer  # what this equation binds is attributed to its user line
+            env.update(zip(eqn.outputs, bind_outputs(eqn, [env.read(a) for a in eqn.inputs])))
+    finally:
+        state.source = outer
     return env
 
 
@@ -50,13 +56,18 @@ def eval_ir_annotated(ir: IR, args: Sequence[Any], notes: Sequence[Any], rule: R
     env = Env(zip(ir.const_vars, ir.consts))
     env.update(zip(ir.in_vars, args))
     note_of: dict[Var, Any] = {v: n for v, n in zip(ir.in_vars, notes) if n is not None}
-    for eqn in ir.eqns:
-        ins = [env.read(a) for a in eqn.inputs]
-        in_notes = [note_of.get(a) if isinstance(a, Var) else None for a in eqn.inputs]
-        if all(n is None for n in in_notes):
-            env.update(zip(eqn.outputs, bind_outputs(eqn, ins)))
-            continue
-        outs, out_notes = rule(eqn, ins, in_notes)
-        env.update(zip(eqn.outputs, outs))
-        note_of.update((v, n) for v, n in zip(eqn.outputs, out_notes) if n is not None)
+    state, outer = TRACE_STATE, TRACE_STATE.source
+    try:
+        for eqn in ir.eqns:
+            state.source = eqn.source or outer
+            ins = [env.read(a) for a in eqn.inputs]
+            in_notes = [note_of.get(a) if isinstance(a, Var) else None for a in eqn.inputs]
+            if all(n is None for n in in_notes):
+                env.update(zip(eqn.outputs, bind_outputs(eqn, ins)))
+                continue
+            outs, out_notes = rule(eqn, ins, in_notes)
+            env.update(zip(eqn.outputs, outs))
+            note_of.update((v, n) for v, n in zip(eqn.outputs, out_notes) if n is not None)
+    finally:
+        state.source = outer
     return [env.read(a) for a in ir.outs], [note_of.get(a) if isinstance(a, Var) else None for a in ir.outs]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -55,15 +55,27 @@ def python_scalar_literal(x: bool | int | float) -> Literal:
     return scalar_literal(x, dtype, weak)
 
 
-class Eqn:
-    """outputs = primitive(inputs; params)."""
-    __slots__ = ("prim", "inputs", "outputs", "params")
+class Source(NamedTuple):
+    """Where an equation came from: the line of user code (outside ember) that bound its primitive."""
+    filename: str
+    lineno: int
+    function: str
 
-    def __init__(self, prim: "Primitive", inputs: Sequence[Atom], outputs: Sequence[Var], params: dict[str, Any]):
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno} ({self.function})"
+
+
+class Eqn:
+    """outputs = primitive(inputs; params), and the Source of the user code that made it (None if unknown)."""
+    __slots__ = ("prim", "inputs", "outputs", "params", "source")
+
+    def __init__(self, prim: "Primitive", inputs: Sequence[Atom], outputs: Sequence[Var], params: dict[str, Any],
+                 source: Source | None = None):
         self.prim = prim
         self.inputs: list[Atom] = list(inputs)
         self.outputs: list[Var] = list(outputs)
         self.params = params
+        self.source = source
 
     def __repr__(self) -> str:
         return f"Eqn({self.prim.name}, {self.inputs} -> {self.outputs}, {self.params})"

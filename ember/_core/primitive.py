@@ -18,10 +18,13 @@ Rule signatures (params are the equation's params, passed as keywords):
       its vjp rule (scan stacks its residuals per step rather than recomputing the body)       [hook]"""
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from typing import Any, Callable, Sequence
 
 from ember._core.dtypes import ShapedArray
+from ember._core.ir import Source
 
 RULE_KINDS: tuple[str, ...] = ("abstract_eval", "lowering", "jvp", "vjp", "batching")
 HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split")
@@ -120,10 +123,30 @@ EAGER = _EagerSlot()
 
 class _TraceState(threading.local):
     """The stack of active builders (ember._core.trace.Builder), per thread, innermost last: `bind` records into
-    the innermost one."""
+    the innermost one. `source`, while an IR is evaluated or transformed, is the Source of the equation being
+    processed: what it binds is attributed to that user line (see user_source)."""
 
     def __init__(self) -> None:
         self.stack: list[Any] = []
+        self.source: Source | None = None
 
 
 TRACE_STATE = _TraceState()
+
+
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def user_source() -> Source | None:
+    """The user code responsible for the primitive being bound now: the equation being evaluated or transformed
+    (TRACE_STATE.source), else the innermost calling frame outside the ember package."""
+    source = TRACE_STATE.source
+    if source is not None:
+        return source
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if not code.co_filename.startswith(_EMBER_DIR):
+            return Source(code.co_filename, frame.f_lineno, code.co_name)
+        frame = frame.f_back
+    return None

@@ -13,7 +13,7 @@ import numpy as np
 
 from ember._core.dtypes import ShapedArray, aval_of_value, canonicalize_dtype, is_float, is_python_scalar
 from ember._core.ir import IR, Atom, Eqn, Literal, Var, python_scalar_literal
-from ember._core.primitive import EAGER, TRACE_STATE, Primitive
+from ember._core.primitive import EAGER, TRACE_STATE, Primitive, user_source
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -188,7 +188,7 @@ class Builder:
         inputs = [self.to_atom(x) for x in args]
         out_avals = prim.out_avals([a.aval for a in inputs], params)
         outputs = [Var(aval) for aval in out_avals]
-        self.eqns.append(Eqn(prim, inputs, outputs, params))
+        self.eqns.append(Eqn(prim, inputs, outputs, params, user_source()))
         values = self._values(prim, args, params) if self.concrete else None
         if values is None:
             return [Tracer(self, v) for v in outputs]

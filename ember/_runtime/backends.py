@@ -54,12 +54,26 @@ def get_client(platform: str | None = None) -> _pjrt.Client:
     return client
 
 
+# XLA options the plugin reads from XLA_FLAGS once, at its first compile in the process (see shared/docs/pjrt.md):
+# added to the user's XLA_FLAGS unless the user set the same flag. fast_min_max=false: max/min (and reductions
+# with them) propagate NaN, as numpy and JAX do; the plugin's default drops it.
+_XLA_FLAGS = {"--xla_cpu_enable_fast_min_max": "false"}
+
+
+def _set_xla_flags() -> None:
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    given = {flag.split("=", 1)[0] for flag in flags}
+    flags += [f"{name}={value}" for name, value in _XLA_FLAGS.items() if name not in given]
+    os.environ["XLA_FLAGS"] = " ".join(flags)
+
+
 def _client_for(path: str) -> _pjrt.Client:
     client = _clients.get(path)
     if client is None:
         with _client_lock:
             client = _clients.get(path)
             if client is None:
+                _set_xla_flags()
                 client = _clients[path] = _pjrt.Client(_pjrt.Plugin(path))
     return client
 

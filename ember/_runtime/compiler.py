@@ -6,7 +6,12 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Sequence, TypeVar
 
-from ember._core import IR
+import numpy as np
+
+from ember._core import IR, eval_ir
+from ember._core import dtypes as dt
+from ember._core.config import config
+from ember._core.primitive import user_source
 from ember._hlo import lower
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.array import Array
@@ -123,7 +128,10 @@ class Compiled:
                 buffers.append(to_buffer(x, aval, where, device))
         outs = self.executable.execute(buffers, self._out_specs)
         wrap = Array._from_buffer
-        return [wrap(b, aval) for b, aval in zip(outs, self.out_avals)]
+        results = [wrap(b, aval) for b, aval in zip(outs, self.out_avals)]
+        if _checks.active:
+            _check_results(self, args, results)
+        return results
 
     def __call__(self, *args: Any) -> Any:
         outs = self.call_flat(args)
@@ -139,3 +147,50 @@ class Compiled:
         ins = ", ".join(a.str_short() for a in self.in_avals)
         outs = ", ".join(a.str_short() for a in self.out_avals)
         return f"<Compiled {self.name}: ({ins}) -> ({outs})>"
+
+
+class _Checks:
+    """The debug_nans / debug_infs options, kept here as plain attributes: every compiled call reads them."""
+    nans = infs = active = False
+
+    @classmethod
+    def update(cls, _: Any = None) -> None:
+        cls.nans, cls.infs = config.debug_nans, config.debug_infs
+        cls.active = cls.nans or cls.infs
+
+
+_checks = _Checks
+_checks.update()
+config.on_change("debug_nans", _checks.update)
+config.on_change("debug_infs", _checks.update)
+
+
+def _invalid_kind(value: Any) -> str | None:
+    if not dt.is_float(value.dtype):
+        return None
+    host = np.asarray(value)
+    if _checks.nans and np.isnan(host).any():
+        return "nan"
+    if _checks.infs and np.isinf(host).any():
+        return "inf"
+    return None
+
+
+def _check_results(compiled: Compiled, args: Sequence[Any], results: Sequence[Any]) -> None:
+    """With debug_nans/debug_infs: raise FloatingPointError if a result holds a NaN/Inf, naming the primitive that
+    produced it and its user source line. A program of several equations is run again one primitive at a time
+    (each checked in turn) to find that primitive."""
+    kind = next(filter(None, map(_invalid_kind, results)), None)
+    if kind is None:
+        return
+    eqns = compiled.ir.eqns
+    if len(eqns) == 1:
+        source = user_source() if eqns[0].source is None else eqns[0].source
+        where = f" at {source}" if source is not None else ""
+        raise FloatingPointError(f"invalid value ({kind}) encountered in {eqns[0].prim.name}{where} "
+                                 f"(ember.config debug_{kind}s is on)")
+    eval_ir(compiled.ir, list(args))  # raises at the first primitive producing it
+    raise FloatingPointError(
+        f"invalid value ({kind}) encountered in the result of {compiled.name} (ember.config debug_{kind}s is on); "
+        "running it again one primitive at a time, no primitive produced one (an input held it, or XLA's "
+        "optimized arithmetic differs from the primitives')")

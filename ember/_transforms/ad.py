@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ember._core import IR, Env, Eqn, ShapedArray, Var, aval_of, scalar_literal, stage_flat
+from ember._core import IR, TRACE_STATE, Env, Eqn, ShapedArray, Var, aval_of, scalar_literal, stage_flat
 from ember._core.eval import bind_outputs
 from ember._core import dtypes as dt
 from ember._prims.elementwise import add
@@ -32,6 +32,17 @@ def active_vars(ir: IR, wrt: Sequence[bool]) -> set[Var]:
 
 def backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Sequence[Any | None]
                   ) -> tuple[list[Any], list[Any | None]]:
+    """Evaluate ir on args in the current context and pull cts_out back to the inputs marked in wrt (see
+    _backward_pass); what each equation's rules bind is attributed to that equation's user line."""
+    outer = TRACE_STATE.source
+    try:
+        return _backward_pass(ir, args, wrt, cts_out, outer)
+    finally:
+        TRACE_STATE.source = outer
+
+
+def _backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Sequence[Any | None], outer: Any
+                   ) -> tuple[list[Any], list[Any | None]]:
     """Evaluate ir on args in the current context and pull cts_out back to the inputs marked in wrt.
 
     Returns (outputs, input cotangents); a cotangent is None where it is zero or not asked for.
@@ -43,7 +54,9 @@ def backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Seq
     env = Env(zip(ir.const_vars, ir.consts))
     env.update(zip(ir.in_vars, args))
     pullbacks: dict[Eqn, Any] = {}
+    state = TRACE_STATE
     for eqn in ir.eqns:
+        state.source = eqn.source or outer
         ins = [env.read(a) for a in eqn.inputs]
         split = eqn.prim.rules.get("vjp_split")
         if split is not None and any(isinstance(a, Var) and a in active for a in eqn.inputs):
@@ -71,6 +84,7 @@ def backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Seq
         needs = [isinstance(a, Var) and a in active for a in eqn.inputs]
         if not any(needs):
             continue
+        state.source = eqn.source or outer
         if eqn.prim.multiple_results:
             out_cts = [zeros(v.aval) if ct is None else ct for v, ct in zip(eqn.outputs, out_cts)]
         if eqn in pullbacks:

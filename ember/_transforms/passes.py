@@ -83,7 +83,7 @@ def cse(ir: IR) -> IR:
         if earlier is not None:
             rename.update(zip(eqn.outputs, earlier.outputs))
             continue
-        new = Eqn(eqn.prim, inputs, eqn.outputs, eqn.params)
+        new = Eqn(eqn.prim, inputs, eqn.outputs, eqn.params, eqn.source)
         if key is not None:
             seen[key] = new
         kept.append(new)
