@@ -3,5 +3,5 @@ from ember._api.autodiff import grad, value_and_grad, vjp
 from ember._api.jit import Jitted, clear_caches, disable_jit, jit, make_ir, stage_out
 from ember._api.staging import compile, eval_ir_public, run_ir
 
-__all__ = ["Jitted", "clear_caches", "compile", "disable_jit", "eval_ir_public", "grad", "jit", "make_ir", "run_ir", "stage_out",
-           "value_and_grad", "vjp"]
+__all__ = ["Jitted", "clear_caches", "compile", "disable_jit", "eval_ir_public", "grad", "jit", "make_ir", "run_ir",
+           "stage_out", "value_and_grad", "vjp"]
