@@ -1,0 +1,213 @@
+"""The runtime never takes the process down: huge shapes, out of memory, threads racing on arrays, fork, Ctrl-C
+during a compile, a broken plugin. Scenarios that could abort run in their own process (subproc.py)."""
+import gc
+import textwrap
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as enp
+from subproc import check_python, run_python
+
+
+def test_shapes_beyond_xla_limits_are_a_value_error():
+    # XLA aborted the whole process ("overflow in static extent product"); now the staging refuses the shape.
+    with pytest.raises(ValueError, match=r"broadcast_in_dim.*shape \(1099511627776, 1099511627776\).*float32"):
+        enp.zeros((2**40, 2**40))
+    with pytest.raises(ValueError, match="bytes"):
+        ember.jit(lambda x: enp.broadcast_to(x, (2**40, 2**40)))(1.0)
+    with pytest.raises(ValueError, match="bytes"):
+        ember.ShapedArray((2**31, 2**31), "f32")  # 2**62 elements fit int64, their 2**64 bytes do not
+    with pytest.raises(ValueError, match="bytes"):
+        enp.ones((2**62, 4), dtype=enp.int8).sum()
+    ember.ShapedArray((2**30, 2**30), "f32")  # describing a large (allocatable in principle) array is fine
+
+
+def test_out_of_memory_is_a_memory_error():
+    out = check_python("""
+        import ember.numpy as enp
+        try:
+            enp.zeros((2**20, 2**20))  # 4 TiB
+        except MemoryError as err:
+            print("MemoryError", err)
+        print(enp.ones(3).sum())  # still usable
+    """)
+    assert "MemoryError out of memory" in out and "3.0" in out
+
+
+def test_use_after_delete_is_a_clear_error():
+    a = enp.ones(4)
+    f = ember.jit(lambda x: x * 2)
+    f(a)
+    a.delete()
+    assert a.is_deleted()
+    a.delete()  # idempotent
+    for use in (lambda: f(a), lambda: a + 1, lambda: np.asarray(a), lambda: a.block_until_ready()):
+        with pytest.raises(RuntimeError, match="deleted"):
+            use()
+    assert "deleted" in repr(a)
+
+
+def test_threads_hammering_one_function_and_arrays():
+    f = ember.jit(lambda x, y: (x @ y).sum() + enp.sin(x).mean())
+    x, y = enp.ones((64, 64)), enp.full((64, 64), 0.5)
+    expected = float(f(x, y))
+    results, errors = [], []
+
+    def work(seed):
+        try:
+            for i in range(30):
+                results.append(float(f(x, y)))
+                enp.ones(seed + 1) * i  # eager operations, several shapes, from several threads
+                ember.jit(lambda v: v + seed)(float(i))  # compiles racing with executions
+        except BaseException as err:  # noqa: BLE001
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors
+    assert len(results) == 180 and all(r == expected for r in results)
+
+
+def test_delete_racing_with_computations():
+    # Half of the trials crashed the process: the buffer was freed while another thread passed it to XLA.
+    out = check_python("""
+        import threading, ember, ember.numpy as enp
+        f = ember.jit(lambda a: (a @ a).sum())
+        outcomes = {"value": 0, "deleted": 0}
+        for trial in range(40):
+            a = enp.ones((200, 200))
+            f(a)
+            def use():
+                for _ in range(5):
+                    try:
+                        assert float(f(a)) == 200.0 ** 3
+                        outcomes["value"] += 1
+                    except RuntimeError as err:
+                        assert "deleted" in str(err), err
+                        outcomes["deleted"] += 1
+                    try:
+                        a.block_until_ready(); (a + 1).sum()
+                    except RuntimeError as err:
+                        assert "deleted" in str(err), err
+            threads = [threading.Thread(target=use) for _ in range(3)]
+            for t in threads:
+                t.start()
+            a.delete()
+            for t in threads:
+                t.join()
+        print("done", outcomes["value"] + outcomes["deleted"])
+    """)
+    assert "done 600" in out
+
+
+def test_fork_child_gets_a_clear_error_and_parent_keeps_working():
+    out = check_python("""
+        import os, ember, ember.numpy as enp
+        x = enp.ones(3)
+        print("before", float((x + 1).sum()), flush=True)
+        pid = os.fork()
+        if pid == 0:
+            code = 3
+            try:
+                enp.ones(3) + 2
+            except RuntimeError as err:
+                code = 7 if "fork" in str(err) and "spawn" in str(err) else 5
+            try:
+                x + 2  # an array of the parent
+            except RuntimeError as err:
+                code += 10 if "fork" in str(err) else 0
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        print("child exit", os.waitstatus_to_exitcode(status), flush=True)
+        print("parent", float((x + 3).sum()), float(ember.jit(lambda v: v * 2)(x).sum()), flush=True)
+    """, timeout=120)
+    assert "child exit 17" in out and "parent 12.0 6.0" in out
+
+
+def test_fork_before_the_first_computation_is_fine():
+    out = check_python("""
+        import os, ember, ember.numpy as enp
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if float(enp.ones(3).sum()) == 3.0 else 1)
+        _, status = os.waitpid(pid, 0)
+        print("child exit", os.waitstatus_to_exitcode(status), float(enp.ones(2).sum()))
+    """, timeout=120)
+    assert "child exit 0 2.0" in out
+
+
+def test_multiprocessing_spawn_workers_run_ember(tmp_path):
+    script = tmp_path / "spawn_workers.py"
+    script.write_text(textwrap.dedent("""
+        import multiprocessing as mp
+        import ember.numpy as enp
+
+        def work(n):
+            return float(enp.arange(n).sum())
+
+        if __name__ == "__main__":
+            print(float(enp.ones(2).sum()))
+            with mp.get_context("spawn").Pool(2) as pool:
+                print(pool.map(work, [3, 4]))
+    """))
+    out = check_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')", timeout=180)
+    assert "[3.0, 6.0]" in out
+
+
+def test_ctrl_c_interrupts_a_long_compile():
+    # The interrupt used to wait for the end of the compile; now it arrives within the wait step. The timing is
+    # asserted loosely (the compile alone takes several seconds): the point is that it is not ignored.
+    out = check_python("""
+        import os, signal, threading, time, ember, ember.numpy as enp
+        def big(x):
+            for i in range(3000):
+                x = enp.sin(x) * 1.0001 + enp.cos(x * (1 + i % 7))
+            return x
+        lowered = ember.jit(big).lower(enp.ones(3))
+        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        start = time.time()
+        try:
+            lowered.compile()
+            print("not interrupted")
+        except KeyboardInterrupt:
+            print("interrupted", time.time() - start < 2.5 or "late")
+        print("after", float(ember.jit(lambda v: v * 3)(2.0)))
+    """, timeout=300)
+    assert "interrupted True" in out and "after 6.0" in out, out
+
+
+def test_a_broken_plugin_is_reported_as_such():
+    done = run_python("import ember.numpy as enp; enp.ones(3) + 1", env={"EMBER_PJRT_PLUGIN": "/nonexistent/x.so"})
+    assert done.returncode == 1 and "EMBER_PJRT_PLUGIN" in done.stderr and "CompileError" not in done.stderr
+    done = run_python("import ember.numpy as enp; enp.ones(3) + 1", env={"EMBER_PJRT_PLUGIN": __file__})
+    assert done.returncode == 1 and "cannot load PJRT plugin" in done.stderr and "CompileError" not in done.stderr
+    done = run_python("import ember.numpy as enp; enp.ones(3) + 1", env={"EMBER_PLATFORM": "tpu"})
+    assert done.returncode == 1 and "unknown platform 'tpu'" in done.stderr
+
+
+def test_dropped_programs_are_freed():
+    # ember.compile kept every program for ever (a weak-key cache whose value referenced its key).
+    from ember._runtime.compiler import Compiled
+    ir = ember.stage_out(lambda x: x * 3.0, ember.ShapedArray((3,), "f32"))
+    compiled = ember.compile(ir)
+    assert ember.compile(ir) is compiled  # cached while the IR lives
+    ref = weakref.ref(compiled)
+    del ir, compiled
+    gc.collect()
+    assert ref() is None
+    alive = sum(isinstance(o, Compiled) for o in gc.get_objects())
+    for i in range(20):
+        ember.compile(ember.stage_out(lambda x: x * float(i), ember.ShapedArray((3,), "f32")))(np.ones(3, np.float32))
+        out, pullback = ember.vjp(lambda x: x * float(i), enp.ones(3))
+        pullback(enp.ones(3))
+        ember.jit(lambda x: x + i).lower(1.0).compile()
+    del out, pullback
+    gc.collect()
+    assert sum(isinstance(o, Compiled) for o in gc.get_objects()) <= alive + 2
