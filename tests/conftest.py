@@ -3,4 +3,7 @@ import sys
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("JAX_ENABLE_X64", "1")  # JAX is an oracle here: let it compute in float64 like ember
+# ember reads JAX_ENABLE_X64 too, after its own EMBER_ENABLE_X64: keep ember in its default (32-bit scalars) mode;
+# the tests of enable_x64 turn it on with ember.config.override.
+os.environ.setdefault("EMBER_ENABLE_X64", "0")
 sys.path.insert(0, os.path.dirname(__file__))
