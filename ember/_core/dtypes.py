@@ -54,7 +54,7 @@ def float0_zeros(shape: Sequence[int]) -> np.ndarray:
 # promotion is JAX's in its 64-bit mode. The option is read at each use, so toggling it takes effect at once.
 def x64_enabled() -> bool:
     """Whether `ember.config.enable_x64` is on (Python scalars, lists and default dtypes are then 64-bit)."""
-    return bool(config.enable_x64)
+    return config.read_canonical("enable_x64")
 
 
 def default_int_dtype() -> np.dtype:
