@@ -2,13 +2,8 @@ import os
 import sys
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# JAX is an oracle here: let it compute in float64 like ember. Set through jax.config, not JAX_ENABLE_X64, which
-# ember honours too (it would turn on ember's own 64-bit mode for the whole run).
-os.environ.pop("JAX_ENABLE_X64", None)
-os.environ.pop("EMBER_ENABLE_X64", None)
-try:
-    import jax
-    jax.config.update("jax_enable_x64", True)
-except ImportError:  # the tests that use JAX skip without it
-    pass
+os.environ.setdefault("JAX_ENABLE_X64", "1")  # JAX is an oracle here: let it compute in float64 like ember
+# ember reads JAX_ENABLE_X64 too, after its own EMBER_ENABLE_X64: keep ember in its default (32-bit scalars) mode;
+# the tests of enable_x64 turn it on with ember.config.override. (EMBER_ENABLE_X64=1 runs the suite in x64 mode.)
+os.environ.setdefault("EMBER_ENABLE_X64", "0")
 sys.path.insert(0, os.path.dirname(__file__))

@@ -13,6 +13,7 @@ from ember._api.staging import (SIGNATURES_PER_FUNCTION, as_tuple, cache_for, fu
                                 stage_with_aux)
 from ember._core.cache import LRUCache, clear_all_caches
 from ember._core.config import config
+from ember._core.dtypes import x64_enabled
 from ember._runtime import Array, Lowered, lower_ir
 
 
@@ -122,14 +123,16 @@ class Jitted:
         if _config_values["disable_jit"]:
             return self.fun(*args, **kwargs)
         fast = not kwargs and not self.static_argnums and not is_tracing() and all(type(a) is Array for a in args)
-        if fast:
-            executable = self._by_avals.get(tuple(a.aval for a in args))
+        if fast:  # (enable_x64 changes what the function stages out to: it is part of every signature)
+            executable = self._by_avals.get((tuple(a.aval for a in args), x64_enabled()))
             if executable is not None:
                 return executable(*args)
         key, leaves, statics = self._signature(args, kwargs)
         out = self._cache.call(key, leaves, self._build, key[0], key[1], statics)
-        if fast and key in self._cache.executables:
-            self._by_avals.store(key[1], self._cache.executables[key])
+        if fast:
+            executable = self._cache.executable(key)
+            if executable is not None:
+                self._by_avals.store((key[1], x64_enabled()), executable)
         return out
 
     def trace(self, *args: Any, **kwargs: Any) -> IR:

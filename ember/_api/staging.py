@@ -12,6 +12,7 @@ import numpy as np
 from ember._core import (IR, ConcretizationTypeError, Literal, ShapedArray, Tracer, aval_of, concrete_values,
                          eval_ir, is_python_scalar, is_tracing, stage_flat)
 from ember._core.cache import LRUCache, on_clear
+from ember._core.dtypes import x64_enabled
 from ember._core.pytree import (PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_leaves,
                                 tree_structure)
 from ember._prims import full
@@ -32,8 +33,12 @@ def leaf_avals(api: str, args: Sequence[Any], kwargs: dict[str, Any], leaves: Se
         for leaf in tree_flatten(arg)[0]:
             try:
                 aval_of(leaf)
-            except TypeError:
+            except TypeError as err:
                 where = f"argument {i}" if i < len(args) else f"keyword argument {list(kwargs)[i - len(args)]!r}"
+                if isinstance(leaf, np.ndarray | np.generic | complex):  # a number of a dtype ember lacks
+                    shape = f" of shape {np.shape(leaf)}" if np.ndim(leaf) else ""
+                    raise TypeError(f"{api}: {where} contains a {type(leaf).__name__}{shape} that ember cannot "
+                                    f"take: {err}") from None
                 raise TypeError(f"{api}: {where} contains a value of type {type(leaf).__name__} ({leaf!r}), which "
                                 "is not a valid ember array; pass arrays, numbers or pytrees of them, or mark the "
                                 "argument static (static_argnums)") from None
@@ -79,6 +84,12 @@ def has_tracer_consts(ir: IR) -> bool:
 SIGNATURES_PER_FUNCTION = "jit_cache_size"  # the ember.config option bounding each function's caches
 
 
+def signature_key(key: Hashable) -> Hashable:
+    """A signature's cache key with the options that change what a function stages out to: enable_x64 gives
+    Python scalars and default dtypes 64 bits, so a function traced with it off is not reused with it on."""
+    return key, x64_enabled()
+
+
 class SignatureCache:
     """Per-signature IRs (for inlining) and executables (for eager calls) of one transformed function.
 
@@ -93,6 +104,13 @@ class SignatureCache:
         self.concrete = False  # set when an autodiff API needed concrete values (see call_with_fallback)
 
     def ir_for(self, key: Hashable, build: Callable[..., IR], *build_args: Any) -> IR:
+        return self._ir_for(signature_key(key), build, *build_args)
+
+    def executable(self, key: Hashable) -> Compiled | None:
+        """The executable compiled for this signature (under the current options), if any."""
+        return self.executables.get(signature_key(key))
+
+    def _ir_for(self, key: Hashable, build: Callable[..., IR], *build_args: Any) -> IR:
         ir = self.irs.lookup(key)
         if ir is None:
             ir = build(*build_args)
@@ -101,11 +119,12 @@ class SignatureCache:
         return ir
 
     def call(self, key: Hashable, leaves: Sequence[Any], build: Callable[..., IR], *build_args: Any) -> Any:
+        key = signature_key(key)
         if not is_tracing():
             executable = self.executables.lookup(key)
             if executable is not None:
                 return executable(*leaves)
-        ir = self.ir_for(key, build, *build_args)
+        ir = self._ir_for(key, build, *build_args)
         if is_tracing():
             return ir.out_tree.unflatten(eval_ir(ir, leaves))
         executable = compile_ir(ir, self.name)
@@ -288,6 +307,7 @@ def plan_for(fun: Any, kind: str, key: Hashable, leaves: Sequence[Any], make: Ca
     Staged abstractly (values None), a plan is cached and its IRs compiled (run_ir); when fun needs concrete
     values outside jit, make gets the values and its IRs are evaluated op by op, as call_with_fallback does."""
     plans = per_function(fun, kind, lambda: PlanCache(SIGNATURES_PER_FUNCTION))
+    key = signature_key(key)
     values = concrete_values(leaves)
     if values is None and (is_tracing() or not plans.concrete):
         try:

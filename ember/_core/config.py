@@ -105,6 +105,10 @@ class Config:
     def read(self, name: str) -> Any:
         return self._values[canonical_name(name)]
 
+    def read_canonical(self, key: str) -> Any:
+        """read for a canonical option name (no "jax_" prefix), without checking it: for hot paths."""
+        return self._values[key]
+
     def update(self, name: str, value: Any) -> None:
         key = canonical_name(name)
         option = OPTIONS[key]

@@ -9,6 +9,8 @@ from typing import Any, Iterable, NamedTuple, Sequence
 import ml_dtypes
 import numpy as np
 
+from ember._core.config import config
+
 bool_ = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in ("int8", "int16", "int32", "int64"))
 uint8, uint16, uint32, uint64 = (np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64"))
@@ -45,9 +47,43 @@ def float0_zeros(shape: Sequence[int]) -> np.ndarray:
     """The (zero) tangent or cotangent of an integer or boolean value of this shape."""
     return np.zeros(tuple(shape), float0)
 
-# Python scalars become these (weakly typed) dtypes, as in JAX's default 32-bit mode.
-DEFAULT_INT = int32
-DEFAULT_FLOAT = float32
+
+# ---------------------------------------------------------------------------------------------------------------
+# The 64-bit rule. A result is 64-bit only when an operand is: a 64-bit array, or a typed numpy 64-bit scalar
+# (np.float64(2), np.int64(3)). Python scalars are weakly typed and, with Python lists and the default dtypes of
+# creation functions, 32-bit, unless the option `ember.config.enable_x64` is on: then they are 64-bit and every
+# promotion is JAX's in its 64-bit mode. The option is read at each use, so toggling it takes effect at once.
+def x64_enabled() -> bool:
+    """Whether `ember.config.enable_x64` is on (Python scalars, lists and default dtypes are then 64-bit)."""
+    return config.read_canonical("enable_x64")
+
+
+def default_int_dtype() -> np.dtype:
+    """The dtype of Python ints, integer lists and integer defaults: int32 (int64 with enable_x64)."""
+    return int64 if x64_enabled() else int32
+
+
+def default_uint_dtype() -> np.dtype:
+    return uint64 if x64_enabled() else uint32
+
+
+def default_float_dtype() -> np.dtype:
+    """The dtype of Python floats, float lists and float defaults (zeros, ones, ...): float32 (float64 with
+    enable_x64)."""
+    return float64 if x64_enabled() else float32
+
+
+def is_64bit(dtype: np.dtype) -> bool:
+    return dtype.itemsize == 8
+
+
+def to_inexact_dtype(dtype: np.dtype) -> np.dtype:
+    """The floating-point dtype an integer or boolean dtype becomes where an op needs floats (true_divide, sqrt,
+    mean): int64 and uint64 become float64, narrower ones float32 (JAX's table); floats stay."""
+    if is_float(dtype):
+        return dtype
+    return float64 if is_64bit(dtype) else float32
+
 
 _NAMES: dict[str, np.dtype] = {
     **{row.short: row.dtype for row in DTYPE_TABLE}, **{row.dtype.name: row.dtype for row in DTYPE_TABLE},
@@ -56,7 +92,9 @@ _NAMES: dict[str, np.dtype] = {
 
 
 def canonicalize_dtype(dtype: Any) -> np.dtype:
-    """Turn "f32", "float32", np.float32, np.dtype(...) or the Python types float/int/bool into a numpy dtype."""
+    """Turn "f32", "float32", np.float32, np.dtype(...) or the Python types float/int/bool into a numpy dtype
+    (float and int are the default dtypes: 32-bit unless enable_x64). A non-native byte order (">f4") gives the
+    native dtype: values in that order are byte-swapped when they enter ember, as in JAX."""
     if isinstance(dtype, str):
         found = _NAMES.get(dtype)
         if found is None:
@@ -64,19 +102,42 @@ def canonicalize_dtype(dtype: Any) -> np.dtype:
             raise TypeError(f"unknown dtype {dtype!r}; known dtypes: {known}")
         return found
     if dtype is float:
-        return DEFAULT_FLOAT
+        return default_float_dtype()
     if dtype is int:
-        return DEFAULT_INT
+        return default_int_dtype()
     if dtype is bool:
         return bool_
+    if dtype is complex:
+        raise TypeError("dtype complex (Python's complex type) is not supported by ember (ember has no complex "
+                        "dtypes yet)")
     try:
         found = np.dtype(dtype)
     except TypeError as err:
         raise TypeError(f"unknown dtype {dtype!r}") from err
-    if found not in _ROW_OF:
-        raise TypeError(f"dtype {found.name} is not supported by ember; supported: "
-                        + ", ".join(d.name for d in SUPPORTED_DTYPES))
-    return found
+    if found in _ROW_OF:
+        return found
+    native = found.newbyteorder("=") if found.byteorder in "<>" else found
+    if native in _ROW_OF:  # a non-native byte order (np.ones(3, ">f4")): the values are byte-swapped on entry
+        return native
+    raise TypeError(f"dtype {describe_dtype(found)} is not supported by ember{_unsupported_reason(native)}; "
+                    "supported: " + ", ".join(d.name for d in SUPPORTED_DTYPES))
+
+
+def describe_dtype(dtype: np.dtype) -> str:
+    """A dtype's name for error messages, with its byte order when that is not the machine's (">c8")."""
+    if dtype.kind in "OUSVMm":  # not a number: numpy's own spelling ("<U3", "object", "datetime64[s]")
+        return str(dtype)
+    if dtype.byteorder in "<>" and not dtype.isnative:
+        return f"{dtype.name} ({dtype.str!r}, non-native byte order)"
+    return dtype.name
+
+
+def _unsupported_reason(dtype: np.dtype) -> str:
+    if dtype.kind == "c":
+        return " (ember has no complex dtypes yet)"
+    if dtype.kind in "OUSVMm":
+        return " (ember arrays hold numbers and booleans only)"
+    return ""
 
 
 def short_name(dtype: np.dtype) -> str:
@@ -108,14 +169,21 @@ def is_bool(dtype: np.dtype) -> bool:
     return dtype == bool_
 
 
-# Python scalars: their (dtype, weak_type). Exact types only: np.float64 subclasses float but is typed.
-_PYTHON_SCALAR_DTYPES: dict[type, tuple[np.dtype, bool]] = {
-    bool: (bool_, False), int: (DEFAULT_INT, True), float: (DEFAULT_FLOAT, True)}
+# Python scalars. Exact types only: np.float64 subclasses float but is a typed numpy scalar.
+_PYTHON_SCALAR_TYPES = (bool, int, float)
 
 
 def is_python_scalar(x: Any) -> bool:
     """True for Python bools, ints and floats (not numpy scalars, which are typed)."""
-    return type(x) in _PYTHON_SCALAR_DTYPES
+    return type(x) in _PYTHON_SCALAR_TYPES
+
+
+def python_scalar_dtype(kind: type) -> tuple[np.dtype, bool]:
+    """(dtype, weak_type) of a Python scalar type: bool is bool (not weak); int and float are weakly typed, of
+    the default dtypes (int32/float32, or int64/float64 with enable_x64)."""
+    if kind is bool:
+        return bool_, False
+    return (default_int_dtype() if kind is int else default_float_dtype()), True
 
 
 def check_int_fits(value: Any, dtype: np.dtype) -> None:
@@ -136,8 +204,11 @@ def iinfo(dtype: Any) -> ml_dtypes.iinfo:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Type promotion: the least upper bound on JAX's lattice. "i*" and "f*" are the weak (Python scalar) int and float.
+# Two lattices, as JAX's: the 64-bit one, and the 32-bit one, where uint32 and int32 meet at int32 (no 64-bit
+# result from 32-bit operands). The 64-bit lattice is used when an operand is 64-bit or enable_x64 is on, and the
+# weak nodes become 64-bit dtypes then (int64 * 2.5 is float64, int64 + uint64 is float64, as in JAX's x64 mode).
 _WEAK_INT, _WEAK_FLOAT = "i*", "f*"
-_LATTICE: dict[Any, tuple[Any, ...]] = {
+_LATTICE_X64: dict[Any, tuple[Any, ...]] = {
     bool_: (_WEAK_INT,),
     _WEAK_INT: (uint8, int8),
     uint8: (int16, uint16), uint16: (int32, uint32), uint32: (int64, uint64), uint64: (_WEAK_FLOAT,),
@@ -145,13 +216,14 @@ _LATTICE: dict[Any, tuple[Any, ...]] = {
     _WEAK_FLOAT: (bfloat16, float16),
     bfloat16: (float32,), float16: (float32,), float32: (float64,), float64: (),
 }
+_LATTICE_X32: dict[Any, tuple[Any, ...]] = {**_LATTICE_X64, uint32: (int32, uint64)}
 
 
 @functools.lru_cache(maxsize=None)
-def _upper_set(node: Any) -> frozenset:
+def _upper_set(node: Any, wide: bool) -> frozenset:
     result = {node}
-    for parent in _LATTICE[node]:
-        result |= _upper_set(parent)
+    for parent in (_LATTICE_X64 if wide else _LATTICE_X32)[node]:
+        result |= _upper_set(parent, wide)
     return frozenset(result)
 
 
@@ -164,35 +236,45 @@ def _lattice_node(dtype: np.dtype, weak: bool) -> Any:
 
 
 @functools.lru_cache(maxsize=4096)
-def _join(nodes: tuple) -> Any:
-    common = functools.reduce(frozenset.intersection, (_upper_set(n) for n in nodes))
+def _join(nodes: tuple, wide: bool) -> Any:
+    common = functools.reduce(frozenset.intersection, (_upper_set(n, wide) for n in nodes))
     # The least element of the common upper set is the one whose own upper set contains all the others.
     for candidate in common:
-        if _upper_set(candidate) >= common:
+        if _upper_set(candidate, wide) >= common:
             return candidate
     raise TypeError(f"no common dtype for {nodes}")  # unreachable on this lattice
 
 
 def promote_types(*typed: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
-    """Least upper bound of (dtype, weak_type) pairs; returns (dtype, weak_type) as JAX does."""
-    return _promote_cached(typed)
+    """Least upper bound of (dtype, weak_type) pairs; returns (dtype, weak_type) as JAX does, with the 64-bit rule
+    above (JAX's 64-bit table when an operand is 64-bit or enable_x64 is on, its 32-bit table otherwise)."""
+    return _promote_cached(typed, x64_enabled())
 
 
 @functools.lru_cache(maxsize=4096)
-def _promote_cached(typed: tuple[tuple[np.dtype, bool], ...]) -> tuple[np.dtype, bool]:
-    nodes = tuple(sorted({_lattice_node(d, w) for d, w in typed}, key=str))
-    joined = _join(nodes)
+def _promote_cached(typed: tuple[tuple[np.dtype, bool], ...], x64: bool) -> tuple[np.dtype, bool]:
+    if len(typed) == 1:
+        dtype, weak = typed[0]
+        return dtype, weak and dtype != bool_
+    wide = x64 or any(is_64bit(d) for d, _ in typed)
+    all_weak = all(w for _, w in typed)
+    if all_weak:  # as JAX: the bound of the typed counterparts, weakly typed
+        nodes = {d for d, _ in typed}
+    elif len({d for d, _ in typed}) == 1:
+        return typed[0][0], False
+    else:
+        nodes = {_lattice_node(d, w) for d, w in typed}
+    joined = _join(tuple(sorted(nodes, key=str)), wide)
     if joined == _WEAK_INT:
-        # All weak ints: keep the widest such dtype (a weak i64 stays i64).
-        return max((d for d, _ in typed if is_int(d)), key=lambda d: d.itemsize, default=DEFAULT_INT), True
+        return (int64 if wide else int32), True
     if joined == _WEAK_FLOAT:
-        floats = [d for d, w in typed if w and is_float(d)]
-        return (max(floats, key=lambda d: d.itemsize) if floats else DEFAULT_FLOAT), True
-    return joined, False
+        return (float64 if wide else float32), True
+    return joined, all_weak and joined != bool_
 
 
 def result_type(*dtypes: Any) -> np.dtype:
-    """numpy-style result_type over dtypes and values, using ember's promotion rules."""
+    """numpy-style result_type over dtypes and values, using ember's promotion rules (the Python types int and
+    float count as weak, as Python scalars do)."""
     return promote_types(*(dtype_and_weak(x) for x in dtypes))[0]
 
 
@@ -203,11 +285,14 @@ def dtype_and_weak(x: Any) -> tuple[np.dtype, bool]:
         return x.dtype, x.weak_type
     if aval is not None:
         return aval.dtype, aval.weak_type
-    python = _PYTHON_SCALAR_DTYPES.get(type(x))
-    if python is not None:
-        return python
+    if type(x) in _PYTHON_SCALAR_TYPES:
+        return python_scalar_dtype(type(x))
     if isinstance(x, np.ndarray | np.generic):
         return canonicalize_dtype(x.dtype), False
+    if x is int or x is float:  # the Python types, as dtype-likes, are weak (jnp.result_type(int8, int) is int8)
+        return python_scalar_dtype(x)
+    if type(x) is complex:
+        raise TypeError(f"the Python complex {x!r} is not supported by ember (ember has no complex dtypes yet)")
     return canonicalize_dtype(x), False
 
 
@@ -276,4 +361,6 @@ def aval_of_value(x: Any) -> ShapedArray:
         return ShapedArray((), dtype, weak)
     if isinstance(x, np.ndarray | np.generic):
         return ShapedArray(np.shape(x), canonicalize_dtype(x.dtype))
+    if type(x) is complex:
+        raise TypeError(f"the Python complex {x!r} is not a valid ember value (ember has no complex dtypes yet)")
     raise TypeError(f"{type(x).__name__} is not a valid ember array type")

@@ -52,11 +52,11 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
 
 
 def zeros(shape: Any, dtype: Any = None) -> Any:
-    return lax.full(static_ints("zeros", "shape", shape), 0, dtype or dt.DEFAULT_FLOAT)
+    return lax.full(static_ints("zeros", "shape", shape), 0, dt.default_float_dtype() if dtype is None else dtype)
 
 
 def ones(shape: Any, dtype: Any = None) -> Any:
-    return lax.full(static_ints("ones", "shape", shape), 1, dtype or dt.DEFAULT_FLOAT)
+    return lax.full(static_ints("ones", "shape", shape), 1, dt.default_float_dtype() if dtype is None else dtype)
 
 
 def zeros_like(x: Any, dtype: Any = None) -> Any:
@@ -80,8 +80,10 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) ->
         start, stop = 0, start
     step = 1 if step is None else step
     values = _np.arange(start, stop, step)
-    if dtype is None:
-        dtype = dt.DEFAULT_FLOAT if values.dtype.kind == "f" else dt.DEFAULT_INT
+    if dtype is None:  # Python numbers give the default dtypes; typed numpy scalars count (np.int64(5): int64)
+        dtype = dt.result_type(*(_scalar_arg("arange", v) for v in (start, stop, step)))
+        if not dt.is_float(dtype) and values.dtype.kind == "f":
+            dtype = dt.to_inexact_dtype(dtype)
     dtype = dt.canonicalize_dtype(dtype)
     n = len(values)
     if builtins.all(isinstance(v, int) for v in (start, stop, step)):
@@ -92,14 +94,28 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) ->
     return asarray(values.astype(dtype))
 
 
+def _scalar_arg(name: str, v: Any) -> Any:
+    """A start/stop/step argument for its dtype: Python numbers, numpy scalars and 0-d arrays."""
+    if is_python_scalar(v) or isinstance(v, _np.generic) or (isinstance(v, _np.ndarray) and v.ndim == 0):
+        return v
+    if isinstance(v, Tracer):
+        raise TypeError(f"{name}: start, stop and step must be concrete numbers, got a traced value {v!r}")
+    if hasattr(v, "aval") and v.aval.shape == ():  # a concrete ember Array
+        return v
+    raise TypeError(f"{name}: start, stop and step must be scalars, got {type(v).__name__} {v!r:.60}")
+
+
 def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None) -> Any:
-    dtype = dt.canonicalize_dtype(dtype) if dtype is not None else dt.DEFAULT_FLOAT
+    if dtype is None:  # the default float, or float64 for a typed numpy 64-bit start or stop
+        dtype = dt.to_inexact_dtype(dt.result_type(_scalar_arg("linspace", start), _scalar_arg("linspace", stop),
+                                                   float))
+    dtype = dt.canonicalize_dtype(dtype)
     return asarray(_np.linspace(start, stop, num, endpoint=endpoint).astype(dtype))
 
 
 def eye(n: int, m: int | None = None, k: int = 0, dtype: Any = None) -> Any:
     m = n if m is None else m
-    dtype = dt.canonicalize_dtype(dtype) if dtype is not None else dt.DEFAULT_FLOAT
+    dtype = dt.canonicalize_dtype(dtype) if dtype is not None else dt.default_float_dtype()
     rows = lax.broadcasted_iota(int32, (n, m), 0)
     cols = lax.broadcasted_iota(int32, (n, m), 1)
     return lax.convert_element_type(lax.eq(lax.add(rows, k), cols), dtype)

@@ -36,7 +36,7 @@ def _logaddexp_jvp(primals: Any, tangents: Any) -> Any:
 
 def logaddexp(x1: Any, x2: Any) -> Any:
     """log(exp(x1) + exp(x2)) without overflow, elementwise with broadcasting (like numpy.logaddexp)."""
-    x1, x2 = _elementwise("logaddexp", _to_inexact(x1), _to_inexact(x2))
+    x1, x2 = _elementwise("logaddexp", x1, x2, inexact=True)
     return _logaddexp(x1, x2)
 
 
@@ -61,7 +61,7 @@ def _logsumexp_jvp(axes: tuple[int, ...], primals: Any, tangents: Any) -> Any:
 def logsumexp(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """log(sum(exp(a), axis)) without overflow (like jax.nn.logsumexp / scipy.special.logsumexp); its gradient
     is the softmax."""
-    a = _to_inexact(a)
+    a = _to_inexact(a, "logsumexp")
     axes = normalize_axes("logsumexp", axis, aval_of(a).ndim)
     out = _logsumexp(a, axes)
     return expand_dims(out, axes) if keepdims and axes else out

@@ -19,13 +19,31 @@ def _is_array(x: Any) -> bool:
     return isinstance(x, Array | Tracer)
 
 
-def _as_operand(x: Any) -> Any:
-    """Arrays and Python scalars pass through; numpy values and nested lists become arrays."""
+def _describe(x: Any) -> str:
+    if isinstance(x, _np.ndarray):
+        return f"a numpy array of shape {x.shape} and dtype {dt.describe_dtype(x.dtype)}"
+    if isinstance(x, _np.generic):
+        return f"a numpy {type(x).__name__} scalar"
+    return f"a value of type {type(x).__name__} ({x!r:.60})"
+
+
+def _as_operand(x: Any, name: str | None = None, index: int | None = None) -> Any:
+    """Arrays and Python scalars pass through; numpy values (typed operands, of any byte order) are checked and
+    pass through; nested lists become arrays. name and index (the op and the operand's position) go into errors."""
     if _is_array(x) or is_python_scalar(x) or isinstance(x, Literal):
         return x
-    if isinstance(x, _np.ndarray | _np.generic):
-        return x
-    return asarray(x)
+    try:
+        if isinstance(x, _np.ndarray | _np.generic):
+            dt.canonicalize_dtype(x.dtype)
+            return x
+        if type(x) is complex:
+            raise TypeError("ember has no complex dtypes yet")
+        return asarray(x)
+    except TypeError as err:
+        if name is None:
+            raise
+        where = f"{name}: operand {index}" if index is not None else name
+        raise TypeError(f"{where} is {_describe(x)}, which ember cannot use: {err}") from None
 
 
 def result_type(*args: Any) -> _np.dtype:
@@ -33,16 +51,21 @@ def result_type(*args: Any) -> _np.dtype:
 
 
 def promote_types(a: Any, b: Any) -> _np.dtype:
-    return dt.promote_types((dt.canonicalize_dtype(a), False), (dt.canonicalize_dtype(b), False))[0]
+    """The dtype of an operation on arrays of dtypes a and b (the Python types int and float count as weak)."""
+    return dt.promote_types(dt.dtype_and_weak(a), dt.dtype_and_weak(b))[0]
 
 
-def _promote(name: str, *args: Any) -> list[Any]:
-    """Convert the operands to their common dtype (JAX's lattice with weak Python scalars)."""
-    args = [_as_operand(a) for a in args]
+def _promote(name: str, *args: Any, inexact: bool = False) -> list[Any]:
+    """Convert the operands to their common dtype (JAX's lattice with weak Python scalars and ember's 64-bit rule,
+    see ember._core.dtypes); with inexact, to a floating-point one (int64 / int64 is float64, int32 / int32
+    float32, as JAX's promote_args_inexact)."""
+    args = [_as_operand(a, name, i) for i, a in enumerate(args)]
     typed = [dt.dtype_and_weak(a) for a in args]
-    if len({d for d, _ in typed}) == 1 and not builtins.any(is_python_scalar(a) for a in args):
+    if not inexact and len({d for d, _ in typed}) == 1 and not builtins.any(is_python_scalar(a) for a in args):
         return args  # one dtype already
     target, weak = dt.promote_types(*typed)
+    if inexact:
+        target = dt.to_inexact_dtype(target)
     out = []
     for a, (d, w) in zip(args, typed):
         if is_python_scalar(a):
@@ -82,10 +105,10 @@ def _broadcast_to_shape(x: Any, shape: tuple[int, ...]) -> Any:
     return lax.broadcast_in_dim(x, shape, dims)
 
 
-def _elementwise(name: str, *args: Any) -> list[Any]:
-    """Promote, then broadcast all non-scalar operands to the common shape (rank-0 operands broadcast inside
-    the primitive, keeping the IR small)."""
-    args = _promote(name, *args)
+def _elementwise(name: str, *args: Any, inexact: bool = False) -> list[Any]:
+    """Promote (with inexact: to a floating-point dtype), then broadcast all non-scalar operands to the common
+    shape (rank-0 operands broadcast inside the primitive, keeping the IR small)."""
+    args = _promote(name, *args, inexact=inexact)
     shapes = [aval_of(a).shape for a in args]
     if len(set(shapes)) == 1:
         return args
@@ -93,14 +116,26 @@ def _elementwise(name: str, *args: Any) -> list[Any]:
     return [a if aval_of(a).shape == () else _broadcast_to_shape(a, shape) for a in args]
 
 
-def _to_inexact(x: Any) -> Any:
-    x = _as_operand(x)
+def _to_inexact(x: Any, name: str | None = None) -> Any:
+    """x converted to a floating-point dtype if it is not one (int64 and uint64 to float64, narrower integers and
+    booleans to float32, Python ints to the default float), keeping its weak type."""
+    x = _as_operand(x, name, 0 if name else None)
     d, weak = dt.dtype_and_weak(x)
     if dt.is_float(d):
         return x
     if is_python_scalar(x):
-        return scalar_literal(x, dt.DEFAULT_FLOAT, True)
-    return lax.convert_element_type(x, dt.DEFAULT_FLOAT, weak)
+        return scalar_literal(x, dt.to_inexact_dtype(d), weak)
+    return lax.convert_element_type(x, dt.to_inexact_dtype(d), weak)
+
+
+def _as_array(x: Any) -> Any:
+    """x (an operand) as an ember array of its own dtype and weak type: Python scalars and numpy values are
+    placed on the device, arrays and tracers pass through."""
+    if is_python_scalar(x):
+        return lax.convert_element_type(x, *dt.dtype_and_weak(x))
+    if isinstance(x, _np.ndarray | _np.generic):
+        return asarray(x)
+    return x
 
 
 def _as_bool(x: Any) -> Any:

@@ -12,7 +12,6 @@ from ember._core.dtypes import bool_
 from ember import _prims as lax
 from ember._core.checks import normalize_axes, normalize_axis
 
-from ember._numpy.dtypes import int32, uint32
 from ember._numpy.promotion import _as_bool, _as_operand, _promote, _to_inexact
 from ember._numpy.shape import astype, expand_dims, ndim, ravel, shape
 from ember._numpy.ufuncs import divide, equal, logical_or, maximum, minimum, sqrt, square, subtract, where
@@ -31,8 +30,8 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> 
     d = aval_of(a).dtype
     if dtype is not None:
         a = astype(a, dtype)
-    elif d == bool_ or (dt.is_int(d) and d.itemsize < 4):
-        a = astype(a, dt.DEFAULT_INT if dt.is_signed_int(d) or d == bool_ else uint32)
+    elif d == bool_ or (dt.is_int(d) and d.itemsize < dt.default_int_dtype().itemsize):
+        a = astype(a, dt.default_int_dtype() if dt.is_signed_int(d) or d == bool_ else dt.default_uint_dtype())
     axes = normalize_axes("sum", axis, ndim(a))
     return _keep(a, lax.reduce_sum(a, axes), axes, keepdims)
 
@@ -99,7 +98,7 @@ def _arg_extreme(name: str, extreme: Any) -> Any:
         hit = equal(a, best)
         if dt.is_float(aval_of(a).dtype):  # a NaN is the extreme, as in numpy
             hit = logical_or(hit, lax.ne(a, a))
-        index = lax.broadcasted_iota(int32, shape(a), axis)
+        index = lax.broadcasted_iota(dt.default_int_dtype(), shape(a), axis)
         candidates = where(hit, index, n)
         first = lax.reduce_min(candidates, (axis,))
         return expand_dims(first, axis) if keepdims else first

@@ -11,13 +11,13 @@ from ember import _prims as lax
 from ember._core import scalar_literal
 
 from ember._numpy.dtypes import float64
-from ember._numpy.promotion import (_as_bool, _as_operand, _broadcast_shapes, _broadcast_to_shape, _elementwise,
-                                    _is_array, _promote, _to_inexact)
+from ember._numpy.promotion import (_as_array, _as_bool, _as_operand, _broadcast_shapes, _broadcast_to_shape,
+                                    _elementwise, _is_array, _promote, _to_inexact)
 
 
 def _unary_float(prim_fn: Any, name: str) -> Any:
     def fn(x: Any) -> Any:
-        return prim_fn(_to_inexact(x))
+        return prim_fn(_to_inexact(x, name))
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name}; integer inputs are promoted to float."
     return fn
@@ -30,6 +30,17 @@ def _unary(prim_fn: Any, name: str) -> Any:
             x = _promote(name, x)[0]
         return prim_fn(x)
     fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+def _rounding(prim_fn: Any, name: str) -> Any:
+    def fn(x: Any) -> Any:
+        x = _as_operand(x, name, 0)
+        if not dt.is_float(dt.dtype_and_weak(x)[0]):
+            return _as_array(x)  # integers and booleans are whole already: kept, dtype and all (numpy 2, JAX)
+        return prim_fn(x)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise {name}; integer and boolean inputs are returned unchanged, in their own dtype."
     return fn
 
 
@@ -49,11 +60,22 @@ sin = _unary_float(lax.sin, "sin")
 cos = _unary_float(lax.cos, "cos")
 tanh = _unary_float(lax.tanh, "tanh")
 sqrt = _unary_float(lax.sqrt, "sqrt")
-floor = _unary_float(lax.floor, "floor")
-ceil = _unary_float(lax.ceil, "ceil")
+floor = _rounding(lax.floor, "floor")
+ceil = _rounding(lax.ceil, "ceil")
+trunc = fix = _rounding(lambda x: lax.select(lax.lt(x, 0), lax.ceil(x), lax.floor(x)), "trunc")
 isfinite = _unary_float(lax.is_finite, "isfinite")
 negative = _unary(lax.neg, "negative")
-absolute = abs = _unary(lax.abs, "absolute")  # noqa: A001
+_abs = _unary(lax.abs, "absolute")
+
+
+def absolute(x: Any) -> Any:
+    """Elementwise absolute value; booleans and unsigned integers are returned unchanged (numpy, JAX)."""
+    x = _as_operand(x, "absolute", 0)
+    d = dt.dtype_and_weak(x)[0]
+    return _as_array(x) if d == bool_ or dt.is_unsigned_int(d) else _abs(x)
+
+
+abs = absolute  # noqa: A001
 sign = _unary(lax.sign, "sign")
 
 def _bool_as(logical: Any, arithmetic: Any) -> Any:
@@ -103,10 +125,22 @@ def exp2(x: Any) -> Any:
     return lax.exp(lax.mul(x, math.log(2.0)))
 
 
+def rint(x: Any) -> Any:
+    """Round to the nearest integer, halves to even; integers and booleans become floats (numpy, JAX)."""
+    x = _as_operand(x, "rint", 0)
+    d, weak = dt.dtype_and_weak(x)
+    if not dt.is_float(d):
+        return lax.convert_element_type(x, float64 if dt.is_64bit(d) else dt.default_float_dtype(), weak)
+    return lax.round(x, 1)
+
+
 def round(x: Any, decimals: int = 0) -> Any:  # noqa: A001
-    x = _as_operand(x)
+    x = _as_operand(x, "round", 0)
     if not dt.is_float(aval_of(x).dtype):
-        return x
+        if decimals < 0:
+            raise NotImplementedError(f"round: integer inputs with decimals={decimals} < 0 are not supported "
+                                      f"(got {aval_of(x).str_short()})")
+        return _as_array(x)
     if decimals == 0:
         return lax.round(x, 1)
     scale = 10.0 ** decimals
@@ -148,10 +182,7 @@ def logical_xor(x: Any, y: Any) -> Any:
 
 
 def true_divide(x: Any, y: Any) -> Any:
-    x, y = _elementwise("divide", x, y)
-    if not dt.is_float(aval_of(x).dtype):
-        x, y = _to_inexact(x), _to_inexact(y)
-    return lax.div(x, y)
+    return lax.div(*_elementwise("divide", x, y, inexact=True))
 
 
 divide = true_divide
@@ -197,8 +228,7 @@ def power(x: Any, y: Any) -> Any:
 
 
 def arctan2(x: Any, y: Any) -> Any:
-    x, y = _elementwise("arctan2", _to_inexact(x), _to_inexact(y))
-    return lax.atan2(x, y)
+    return lax.atan2(*_elementwise("arctan2", x, y, inexact=True))
 
 
 def where(condition: Any, x: Any = None, y: Any = None) -> Any:

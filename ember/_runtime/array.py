@@ -138,13 +138,37 @@ def _rebuild(value: np.ndarray, weak_type: bool) -> Array:
 
 
 def _default_dtype_of(x: Any) -> np.dtype:
-    """numpy's dtype for x, with 64-bit defaults for Python scalars and lists narrowed to 32 bits (as JAX)."""
+    """The dtype of a nested sequence, as JAX's: the promotion of its elements' types, where Python numbers are
+    weak (so [1.5, 2.0] has the default float dtype, float32 unless enable_x64, and [np.float16(1), 2.0] is
+    float16) and typed numpy scalars and arrays count with their dtypes (so [np.float64(1), 2.0] is float64)."""
     value = np.asarray(x)
-    if value.dtype == np.float64:
-        return dt.DEFAULT_FLOAT
-    if value.dtype == np.int64:
-        return dt.DEFAULT_INT
-    return canonicalize_dtype(value.dtype)
+    if value.dtype.kind not in "biuf":
+        return canonicalize_dtype(value.dtype)  # (a clear error for strings, objects, complex numbers)
+    kinds: set[Any] = set()
+    if value.size and not _element_types(x, kinds):
+        return canonicalize_dtype(value.dtype)  # elements ember does not know: numpy's dtype
+    if not kinds:  # empty: the default float
+        return dt.default_float_dtype()
+    # (identity tests: a numpy dtype compares equal to the Python type of its kind, np.dtype("int64") == int)
+    return dt.promote_types(*(dt.python_scalar_dtype(k) if isinstance(k, type) else (k, False) for k in kinds))[0]
+
+
+def _element_types(x: Any, kinds: set[Any]) -> bool:
+    """Collect the element types of a nested sequence into kinds (Python scalar types, and the dtypes of numpy
+    values); False if an element is of another type."""
+    for kind in set(map(type, x)):
+        if kind is list or kind is tuple:
+            if not all(_element_types(e, kinds) for e in x if type(e) is kind):
+                return False
+        elif kind is bool or kind is int or kind is float:
+            kinds.add(kind)
+        elif kind is np.ndarray:
+            kinds.update(canonicalize_dtype(e.dtype) for e in x if type(e) is np.ndarray)
+        elif issubclass(kind, np.generic):
+            kinds.add(canonicalize_dtype(np.dtype(kind)))
+        else:
+            return False
+    return True
 
 
 def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = False) -> Array:
@@ -156,8 +180,13 @@ def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = 
             return x
         x = x._value()
     if isinstance(x, np.ndarray | np.generic):
+        try:
+            dtype = canonicalize_dtype(x.dtype)
+        except TypeError as err:
+            raise TypeError(f"device_put: cannot convert a numpy array of shape {np.shape(x)}: {err}") from None
         value = np.require(x, requirements="C")
-        dtype = canonicalize_dtype(value.dtype)
+        if not value.dtype.isnative:  # (">f4"): byte-swapped to the machine's order, as JAX does
+            value = value.astype(dtype)
     elif is_python_scalar(x):
         dtype, weak_type = dt.dtype_and_weak(x)
         value = np.asarray(x, dtype=dtype)

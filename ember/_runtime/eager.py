@@ -20,8 +20,9 @@ def _eager_aval(x: Any, prim: Primitive, i: int) -> ShapedArray:
                                     "created it finished (it leaked out of a jit/grad/stage_out function)")
     try:
         return aval_of_value(x)
-    except TypeError:
-        raise TypeError(f"{prim.name}: operand {i} of type {type(x).__name__} is not a valid ember array") from None
+    except TypeError as err:
+        raise TypeError(f"{prim.name}: operand {i} of type {type(x).__name__} is not a valid ember array ({err})"
+                        ) from None
 
 
 def apply_primitive(prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Any]:

@@ -46,6 +46,7 @@ from ember._numpy.ufuncs import equal as equal
 from ember._numpy.ufuncs import exp as exp
 from ember._numpy.ufuncs import exp2 as exp2
 from ember._numpy.ufuncs import expm1 as expm1
+from ember._numpy.ufuncs import fix as fix
 from ember._numpy.ufuncs import floor as floor
 from ember._numpy.ufuncs import floor_divide as floor_divide
 from ember._numpy.ufuncs import greater as greater
@@ -72,6 +73,7 @@ from ember._numpy.ufuncs import positive as positive
 from ember._numpy.ufuncs import power as power
 from ember._numpy.ufuncs import reciprocal as reciprocal
 from ember._numpy.ufuncs import remainder as remainder
+from ember._numpy.ufuncs import rint as rint
 from ember._numpy.ufuncs import round as round  # noqa: A004
 from ember._numpy.ufuncs import sign as sign
 from ember._numpy.ufuncs import sin as sin
@@ -81,6 +83,7 @@ from ember._numpy.ufuncs import subtract as subtract
 from ember._numpy.ufuncs import tan as tan
 from ember._numpy.ufuncs import tanh as tanh
 from ember._numpy.ufuncs import true_divide as true_divide
+from ember._numpy.ufuncs import trunc as trunc
 from ember._numpy.ufuncs import where as where
 from ember._numpy.creation import arange as arange
 from ember._numpy.creation import array as array
@@ -139,13 +142,13 @@ __all__ = [
     "array", "asarray", "astype", "atleast_1d", "atleast_2d", "bfloat16", "bitwise_and", "bitwise_not",
     "bitwise_or", "bitwise_xor", "bool_", "broadcast_shapes", "broadcast_to", "ceil", "clip", "concatenate", "cos",
     "divide", "dot", "dtype", "e", "einsum", "equal", "exp", "exp2", "expand_dims", "expm1", "eye", "finfo",
-    "float16", "float32", "float64", "floor", "floor_divide", "full", "full_like", "greater", "greater_equal",
+    "fix", "float16", "float32", "float64", "floor", "floor_divide", "full", "full_like", "greater", "greater_equal",
     "hstack", "identity", "iinfo", "inf", "inner", "int16", "int32", "int64", "int8", "invert", "isfinite", "less",
     "less_equal", "linspace", "log", "log10", "log1p", "log2", "logical_and", "logical_not", "logical_or",
     "logical_xor", "matmul", "max", "maximum", "mean", "min", "minimum", "mod", "moveaxis", "multiply", "nan",
     "ndarray", "ndim", "negative", "newaxis", "not_equal", "ones", "ones_like", "outer", "pi", "positive", "power",
-    "promote_types", "ravel", "reciprocal", "remainder", "reshape", "result_type", "round", "shape", "sign", "sin",
-    "size", "split", "sqrt", "square", "squeeze", "stack", "std", "subtract", "sum", "swapaxes", "tan", "tanh",
-    "tensordot", "transpose", "true_divide", "uint16", "uint32", "uint64", "uint8", "var", "vdot", "vstack",
+    "promote_types", "ravel", "reciprocal", "remainder", "reshape", "result_type", "rint", "round", "shape", "sign",
+    "sin", "size", "split", "sqrt", "square", "squeeze", "stack", "std", "subtract", "sum", "swapaxes", "tan", "tanh",
+    "tensordot", "transpose", "true_divide", "trunc", "uint16", "uint32", "uint64", "uint8", "var", "vdot", "vstack",
     "where", "zeros", "zeros_like",
 ]
