@@ -79,7 +79,8 @@ def is_64bit(dtype: np.dtype) -> bool:
 
 def to_inexact_dtype(dtype: np.dtype) -> np.dtype:
     """The floating-point dtype an integer or boolean dtype becomes where an op needs floats (true_divide, sqrt,
-    mean): int64 and uint64 become float64, narrower ones float32 (JAX's table); floats stay."""
+    mean): int64 and uint64 become float64, narrower ones float32 (JAX's table, also with enable_x64); floats
+    stay."""
     if is_float(dtype):
         return dtype
     return float64 if is_64bit(dtype) else float32

@@ -10,6 +10,7 @@ from ember._control import custom_jvp
 from ember._core import aval_of
 from ember._core.checks import normalize_axes
 from ember._numpy.promotion import _elementwise, _to_inexact
+from ember._numpy.reductions import _sum_as
 from ember._numpy.shape import expand_dims
 
 
@@ -45,7 +46,7 @@ def _logsumexp(a: Any, axes: tuple[int, ...]) -> Any:
     amax = _finite_or_zero(lax.reduce_max(a, axes))
     kept = tuple(d for d in range(aval_of(a).ndim) if d not in axes)
     shifted = lax.sub(a, lax.broadcast_in_dim(amax, aval_of(a).shape, kept))
-    return lax.add(lax.log(lax.reduce_sum(lax.exp(shifted), axes)), amax)
+    return lax.add(lax.log(_sum_as(lax.exp(shifted), axes, aval_of(a).dtype, aval_of(a).weak_type)), amax)
 
 
 @_logsumexp.defjvp
@@ -54,7 +55,7 @@ def _logsumexp_jvp(axes: tuple[int, ...], primals: Any, tangents: Any) -> Any:
     out = _logsumexp(a, axes)
     kept = tuple(d for d in range(aval_of(a).ndim) if d not in axes)
     weights = lax.exp(lax.sub(a, lax.broadcast_in_dim(_finite_or_zero(out), aval_of(a).shape, kept)))  # softmax
-    return out, lax.reduce_sum(lax.mul(t, weights), axes)
+    return out, _sum_as(lax.mul(t, weights), axes, aval_of(t).dtype, aval_of(t).weak_type)
 
 
 

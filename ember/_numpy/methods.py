@@ -9,9 +9,9 @@ from ember._numpy.indexing import _getitem
 from ember._numpy.linalg import dot, matmul
 from ember._numpy.reductions import all, any, argmax, argmin, max, mean, min, std, sum, var  # noqa: A004
 from ember._numpy.shape import astype, ravel, reshape, squeeze, swapaxes, transpose
-from ember._numpy.ufuncs import (absolute, add, bitwise_and, bitwise_or, bitwise_xor, clip, equal, floor_divide,
-                                 greater, greater_equal, invert, less, less_equal, multiply, negative, not_equal,
-                                 positive, power, remainder, subtract, true_divide)
+from ember._numpy.ufuncs import (absolute, add, bitwise_and, bitwise_or, bitwise_xor, clip, divmod, equal,
+                                 floor_divide, greater, greater_equal, invert, less, less_equal, multiply, negative,
+                                 not_equal, positive, power, remainder, subtract, true_divide)
 
 
 def _reflected(fn: Any) -> Any:
@@ -45,7 +45,8 @@ _METHODS = {
     "__add__": add, "__radd__": _reflected(add), "__sub__": subtract, "__rsub__": _reflected(subtract),
     "__mul__": multiply, "__rmul__": _reflected(multiply), "__truediv__": true_divide,
     "__rtruediv__": _reflected(true_divide), "__floordiv__": floor_divide, "__rfloordiv__": _reflected(floor_divide),
-    "__mod__": remainder, "__rmod__": _reflected(remainder), "__pow__": power, "__rpow__": _reflected(power),
+    "__mod__": remainder, "__rmod__": _reflected(remainder), "__divmod__": divmod,
+    "__rdivmod__": _reflected(divmod), "__pow__": power, "__rpow__": _reflected(power),
     "__matmul__": matmul, "__rmatmul__": _reflected(matmul), "__neg__": negative, "__pos__": positive,
     "__abs__": absolute, "__eq__": equal, "__ne__": not_equal, "__lt__": less, "__le__": less_equal,
     "__gt__": greater, "__ge__": greater_equal, "__and__": bitwise_and, "__rand__": _reflected(bitwise_and),

@@ -7,14 +7,14 @@ from typing import Any
 import numpy as _np
 
 from ember._core import dtypes as dt
-from ember._core import aval_of, is_python_scalar
+from ember._core import aval_of, is_python_scalar, scalar_literal
 from ember._core.dtypes import bool_
 from ember import _prims as lax
 from ember._core.checks import normalize_axes, normalize_axis
 
-from ember._numpy.promotion import _as_bool, _as_operand, _promote, _to_inexact
-from ember._numpy.shape import astype, expand_dims, ndim, ravel, shape
-from ember._numpy.ufuncs import divide, equal, logical_or, maximum, minimum, sqrt, square, subtract, where
+from ember._numpy.promotion import _as_bool, _as_operand, _promote
+from ember._numpy.shape import expand_dims, ndim, ravel, shape
+from ember._numpy.ufuncs import equal, maximum, minimum, where
 
 
 def _keep(x: Any, reduced: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
@@ -23,17 +23,32 @@ def _keep(x: Any, reduced: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
     return lax.reshape(reduced, tuple(1 if i in axes else d for i, d in enumerate(shape(x))))
 
 
+def _accumulation_dtype(d: Any) -> Any:
+    """The dtype a sum of dtype d accumulates in: float32 for float16 and bfloat16 (as numpy's and JAX's means
+    and JAX's sums), so long sums neither stall nor overflow midway; d itself otherwise."""
+    return dt.float32 if d in (dt.float16, dt.bfloat16) else d
+
+
+def _sum_as(a: Any, axes: tuple[int, ...], out_dtype: Any, weak: bool = False) -> Any:
+    """The sum of a over axes, accumulated in _accumulation_dtype(out_dtype), cast to out_dtype."""
+    acc = _accumulation_dtype(out_dtype)
+    total = lax.reduce_sum(lax.convert_element_type(a, acc, weak), axes)
+    return lax.convert_element_type(total, out_dtype, weak)
+
+
 def sum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
+    """numpy's sum; float16 and bfloat16 accumulate in float32 (the result keeps the dtype), booleans and small
+    integers sum as int32 or uint32 (as JAX)."""
     a = _as_operand(a)
     if is_python_scalar(a):
         a = _promote("sum", a)[0]
-    d = aval_of(a).dtype
+    d, weak = aval_of(a).dtype, aval_of(a).weak_type
     if dtype is not None:
-        a = astype(a, dtype)
+        d, weak = dt.canonicalize_dtype(dtype), False
     elif d == bool_ or (dt.is_int(d) and d.itemsize < dt.default_int_dtype().itemsize):
-        a = astype(a, dt.default_int_dtype() if dt.is_signed_int(d) or d == bool_ else dt.default_uint_dtype())
+        d, weak = (dt.default_int_dtype() if dt.is_signed_int(d) or d == bool_ else dt.default_uint_dtype()), False
     axes = normalize_axes("sum", axis, ndim(a))
-    return _keep(a, lax.reduce_sum(a, axes), axes, keepdims)
+    return _keep(a, _sum_as(a, axes, d, weak), axes, keepdims)
 
 
 def _extreme(name: str, reducer: Any) -> Any:
@@ -54,23 +69,70 @@ max = amax = _extreme("max", lax.reduce_max)  # noqa: A001
 min = amin = _extreme("min", lax.reduce_min)  # noqa: A001
 
 
+def _count(a: Any, axes: tuple[int, ...]) -> int:
+    return int(_np.prod([shape(a)[i] for i in axes]))
+
+
+def _float_result(a: Any, dtype: Any) -> tuple[Any, Any, bool]:
+    """(result dtype, computation dtype, weak type) of mean, var and std: integer and boolean inputs give
+    a float dtype (float64 for 64-bit integers, else float32, as JAX); float16 and bfloat16 compute in float32."""
+    d, weak = aval_of(a).dtype, aval_of(a).weak_type
+    if dtype is not None:
+        out, weak = dt.canonicalize_dtype(dtype), False
+    else:
+        out = dt.to_inexact_dtype(d)
+    computation = _accumulation_dtype(dt.to_inexact_dtype(out))
+    return out, computation, weak
+
+
+def _as_array(name: str, a: Any) -> Any:
+    a = _as_operand(a)
+    return _promote(name, a)[0] if is_python_scalar(a) else a
+
+
 def mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
-    a = _to_inexact(_as_operand(a)) if dtype is None else astype(a, dtype)
+    """numpy's mean: integer inputs give float32 (as JAX); float16 and bfloat16 sum in float32 and divide there
+    (so the count cannot overflow), giving their own dtype back."""
+    a = _as_array("mean", a)
+    out, computation, weak = _float_result(a, dtype)
     axes = normalize_axes("mean", axis, ndim(a))
-    count = int(_np.prod([shape(a)[i] for i in axes]))
-    return divide(sum(a, axes, keepdims=keepdims), count)
+    total = lax.reduce_sum(lax.convert_element_type(a, computation, weak), axes)
+    result = lax.div(total, scalar_literal(_count(a, axes), computation, weak))
+    return _keep(a, lax.convert_element_type(result, out, weak), axes, keepdims)
 
 
-def var(a: Any, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
-    a = _to_inexact(_as_operand(a))
-    axes = normalize_axes("var", axis, ndim(a))
-    centered = subtract(a, mean(a, axes, keepdims=True))
-    count = int(_np.prod([shape(a)[i] for i in axes])) - ddof
-    return divide(sum(square(centered), axes, keepdims=keepdims), count)
+def _var(name: str, a: Any, axis: Any, dtype: Any, out: Any, ddof: int
+         ) -> tuple[Any, Any, tuple[int, ...], Any, bool]:
+    """The variance in the computation dtype, with what var and std need to finish it."""
+    if out is not None:
+        raise TypeError(f"{name}: the out argument is not supported (ember arrays are immutable)")
+    a = _as_array(name, a)
+    if dtype is not None and not dt.is_float(dt.canonicalize_dtype(dtype)):
+        raise ValueError(f"{name}: the dtype argument must be a floating-point dtype (as JAX), got "
+                         f"{dt.canonicalize_dtype(dtype).name} for an array {aval_of(a).str_short()}")
+    result_dtype, computation, weak = _float_result(a, dtype)
+    axes = normalize_axes(name, axis, ndim(a))
+    x = lax.convert_element_type(a, computation, weak)
+    count = _count(a, axes)
+    kept = tuple(i for i in range(ndim(a)) if i not in axes)
+    mean_ = lax.div(lax.reduce_sum(x, axes), scalar_literal(count, computation, weak))
+    centered = lax.sub(x, lax.broadcast_in_dim(mean_, shape(a), kept))
+    divisor = scalar_literal(builtins.max(count - ddof, 0), computation, weak)  # as numpy: never negative
+    return lax.div(lax.reduce_sum(lax.mul(centered, centered), axes), divisor), a, axes, result_dtype, weak
 
 
-def std(a: Any, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
-    return sqrt(var(a, axis, ddof, keepdims))
+def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False
+        ) -> Any:
+    """numpy's var (same signature); computed in float32 for float16 and bfloat16 inputs (as JAX)."""
+    v, a, axes, result_dtype, weak = _var("var", a, axis, dtype, out, ddof)
+    return _keep(a, lax.convert_element_type(v, result_dtype, weak), axes, keepdims)
+
+
+def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False
+        ) -> Any:
+    """numpy's std (same signature): the square root of var, taken before casting back to the result dtype."""
+    v, a, axes, result_dtype, weak = _var("std", a, axis, dtype, out, ddof)
+    return _keep(a, lax.convert_element_type(lax.sqrt(v), result_dtype, weak), axes, keepdims)
 
 
 def all(a: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
@@ -94,10 +156,13 @@ def _arg_extreme(name: str, extreme: Any) -> Any:
         n = shape(a)[axis]
         if n == 0:
             raise ValueError(f"{name}: attempt to get {name} of an empty sequence")
-        best = extreme(a, axis, keepdims=True)
-        hit = equal(a, best)
-        if dt.is_float(aval_of(a).dtype):  # a NaN is the extreme, as in numpy
-            hit = logical_or(hit, lax.ne(a, a))
+        hit = equal(a, extreme(a, axis, keepdims=True))
+        if dt.is_float(aval_of(a).dtype):
+            # numpy: the first NaN is the extreme. Pick NaNs explicitly where a slice has one, whatever the
+            # maximum of a slice with NaNs is (reduce_max need not propagate NaN)
+            nans = lax.ne(a, a)
+            has_nan = lax.reduce_max(nans, (axis,))
+            hit = where(expand_dims(has_nan, axis), nans, hit)
         index = lax.broadcasted_iota(dt.default_int_dtype(), shape(a), axis)
         candidates = where(hit, index, n)
         first = lax.reduce_min(candidates, (axis,))

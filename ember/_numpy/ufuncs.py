@@ -4,13 +4,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as _np
+
 from ember._core import dtypes as dt
-from ember._core import aval_of, is_python_scalar
+from ember._core import Literal, Tracer, aval_of, concrete_values, is_python_scalar
 from ember._core.dtypes import bool_
 from ember import _prims as lax
 from ember._core import scalar_literal
+from ember._control import custom_jvp
 
-from ember._numpy.dtypes import float64
+from ember._numpy.dtypes import float32, float64
 from ember._numpy.promotion import (_as_array, _as_bool, _as_operand, _broadcast_shapes, _broadcast_to_shape,
                                     _elementwise, _is_array, _promote, _to_inexact)
 
@@ -121,8 +124,10 @@ def log10(x: Any) -> Any:
 
 
 def exp2(x: Any) -> Any:
+    """2 ** x, as pow(2, x): exact for integral x and within an ulp elsewhere (exp(x * log(2)) is off by many
+    ulps for large |x|, since the rounding error of x * log(2) is multiplied by x)."""
     x = _to_inexact(x)
-    return lax.exp(lax.mul(x, math.log(2.0)))
+    return lax.pow(2.0, x)
 
 
 def rint(x: Any) -> Any:
@@ -188,43 +193,191 @@ def true_divide(x: Any, y: Any) -> Any:
 divide = true_divide
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# floor_divide, remainder, fmod, divmod. Floats follow numpy's npy_divmod; integers never divide by zero
+# (numpy's results: x // 0 == x % 0 == 0) and INT_MIN // -1 wraps to INT_MIN, as in numpy.
+def _division_operands(name: str, x: Any, y: Any) -> tuple[Any, Any]:
+    """Promoted, broadcast operands of a division; booleans divide as default integers (as JAX)."""
+    x, y = _elementwise(name, x, y)
+    if aval_of(x).dtype == bool_:
+        x, y = (lax.convert_element_type(v, dt.default_int_dtype()) for v in (x, y))
+    return x, y
+
+
+def _like(value: float, x: Any) -> Any:
+    return scalar_literal(value, aval_of(x).dtype, aval_of(x).weak_type)
+
+
+def _int_divmod(x: Any, y: Any) -> tuple[Any, Any]:
+    """Floor division and remainder (the divisor's sign) of integers: 0 and 0 where y == 0; x // -1 is -x
+    (wrapping, so INT_MIN // -1 == INT_MIN), never a division the hardware may trap on."""
+    signed = dt.is_signed_int(aval_of(x).dtype)
+    by_zero = lax.eq(y, 0)
+    special = lax.bitwise_or(by_zero, lax.eq(y, -1)) if signed else by_zero
+    safe = lax.select(special, _like(1, y), y)
+    quotient, rest = lax.div(x, safe), lax.rem(x, safe)  # truncating; rest == 0 where special
+    if signed:
+        quotient = lax.select(lax.eq(y, -1), lax.neg(x), quotient)
+        # round the quotient towards -inf, and give the remainder the divisor's sign, where the signs differ
+        fix = lax.bitwise_and(lax.ne(rest, 0), lax.ne(lax.lt(rest, 0), lax.lt(safe, 0)))
+        quotient = lax.select(fix, lax.sub(quotient, _like(1, quotient)), quotient)
+        rest = lax.select(fix, lax.add(rest, safe), rest)
+    return lax.select(by_zero, _like(0, quotient), quotient), rest
+
+
+def _int_fmod(x: Any, y: Any) -> Any:
+    """C's truncated remainder (the dividend's sign) of integers, 0 where y == 0 (as numpy)."""
+    special = lax.eq(y, 0)
+    if dt.is_signed_int(aval_of(x).dtype):
+        special = lax.bitwise_or(special, lax.eq(y, -1))
+    return lax.rem(x, lax.select(special, _like(1, y), y))
+
+
+def _computation_float(x: Any) -> tuple[Any, Any]:
+    """float16 and bfloat16 operands computed in float32 (as numpy's half-precision loops), with the cast back."""
+    d, weak = aval_of(x).dtype, aval_of(x).weak_type
+    if d.itemsize >= 4:
+        return lambda v: v, lambda v: v
+    return (lambda v: lax.convert_element_type(v, float32, weak)), (lambda v: lax.convert_element_type(v, d, weak))
+
+
+def _float_divmod(x: Any, y: Any) -> tuple[Any, Any]:
+    """numpy's npy_divmod, elementwise: (floor(x / y) snapped to the exact quotient, x mod y with y's sign)."""
+    up, down = _computation_float(x)
+    x, y = up(x), up(y)
+    zero = _like(0.0, x)
+    fmod_ = lax.rem(x, y)  # C's fmod: exact, with x's sign
+    quotient = lax.div(lax.sub(x, fmod_), y)  # very nearly an integer
+    # give the remainder the divisor's sign: mod += y and quotient -= 1 where the signs differ
+    fix = lax.bitwise_and(lax.ne(fmod_, 0.0), lax.ne(lax.lt(y, 0.0), lax.lt(fmod_, 0.0)))
+    mod = lax.select(fix, lax.add(fmod_, y), fmod_)
+    quotient = lax.select(fix, lax.sub(quotient, _like(1.0, quotient)), quotient)
+    # a zero remainder is copysign(0, y) (y is neither 0 nor nan here: those give nan remainders)
+    mod = lax.select(lax.eq(fmod_, 0.0), lax.select(lax.lt(y, 0.0), _like(-0.0, x), zero), mod)
+    # snap the quotient to the nearest integer below; a zero quotient is copysign(0, x / y), x / y finite there
+    floored = lax.floor(quotient)
+    floored = lax.select(lax.gt(lax.sub(quotient, floored), 0.5), lax.add(floored, _like(1.0, floored)), floored)
+    ratio = lax.div(x, y)
+    floored = lax.select(lax.eq(quotient, 0.0), lax.mul(ratio, zero), floored)
+    # division by zero: x / y (inf or nan) and fmod's nan
+    by_zero = lax.eq(y, 0.0)
+    floored = lax.select(by_zero, ratio, floored)
+    mod = lax.select(by_zero, fmod_, mod)
+    return down(floored), down(mod)
+
+
+@custom_jvp
+def _float_remainder(x: Any, y: Any) -> Any:
+    return _float_divmod(x, y)[1]
+
+
+@_float_remainder.defjvp
+def _float_remainder_jvp(primals: Any, tangents: Any) -> Any:
+    """As JAX: d/dx (x mod y) = 1, d/dy (x mod y) = -floor_divide(x, y)."""
+    (x, y), (tx, ty) = primals, tangents
+    quotient, mod = _float_divmod(x, y)
+    return mod, lax.sub(tx, lax.mul(ty, quotient))
+
+
 def floor_divide(x: Any, y: Any) -> Any:
-    x, y = _elementwise("floor_divide", x, y)
+    """numpy's floor_divide: floor(x / y), exactly as numpy for floats (1.0 // 0.1 == 9.0); x // 0 == 0 for
+    integers. The derivative is zero, as in JAX."""
+    x, y = _division_operands("floor_divide", x, y)
     if dt.is_float(aval_of(x).dtype):
-        return lax.floor(lax.div(x, y))
-    if dt.is_unsigned_int(aval_of(x).dtype) or aval_of(x).dtype == bool_:
-        return lax.div(x, y)
-    # truncating division, corrected towards -inf where the signs differ and there is a remainder
-    quotient = lax.div(x, y)
-    remainder = lax.rem(x, y)
-    adjust = lax.bitwise_and(lax.ne(remainder, 0), lax.ne(lax.lt(x, 0), lax.lt(y, 0)))
-    return lax.select(adjust, lax.sub(quotient, 1), quotient)
+        return _float_divmod(lax.stop_gradient(x), lax.stop_gradient(y))[0]
+    return _int_divmod(x, y)[0]
 
 
 def remainder(x: Any, y: Any) -> Any:
-    """numpy's remainder: the result has the sign of the divisor."""
-    x, y = _elementwise("remainder", x, y)
-    r = lax.rem(x, y)
-    if dt.is_unsigned_int(aval_of(x).dtype):
-        return r
-    fix = lax.bitwise_and(lax.ne(r, 0), lax.ne(lax.lt(r, 0), lax.lt(y, 0)))
-    return lax.select(fix, lax.add(r, y), r)
+    """numpy's remainder (mod, %): the result has the sign of the divisor; x % 0 == 0 for integers, nan for
+    floats. Derivatives as JAX: 1 for x, -floor_divide(x, y) for y."""
+    x, y = _division_operands("remainder", x, y)
+    if dt.is_float(aval_of(x).dtype):
+        return _float_remainder(x, y)
+    return _int_divmod(x, y)[1]
 
 
 mod = remainder
 
 
-def power(x: Any, y: Any) -> Any:
-    if is_python_scalar(y) and isinstance(y, int) and not isinstance(y, bool) and _is_array(x):
-        if y >= 0 or dt.is_float(aval_of(x).dtype):
-            return lax.integer_pow(x, y)
-    x, y = _elementwise("power", x, y)
+def fmod(x: Any, y: Any) -> Any:
+    """numpy's fmod: C's truncated remainder, with the sign of the dividend; fmod(x, 0) is 0 for integers."""
+    x, y = _division_operands("fmod", x, y)
+    if dt.is_float(aval_of(x).dtype):
+        up, down = _computation_float(x)
+        return down(lax.rem(up(x), up(y)))
+    return _int_fmod(x, y)
+
+
+def divmod(x: Any, y: Any) -> tuple[Any, Any]:  # noqa: A001
+    """numpy's divmod: (floor_divide(x, y), remainder(x, y))."""
+    return floor_divide(x, y), remainder(x, y)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# power
+def _known_value(x: Any) -> Any:
+    """x's value when known at trace time (a Python or numpy scalar, a concrete array, a literal), else None."""
+    if isinstance(x, Literal):
+        return x.value
+    if isinstance(x, Tracer):
+        values = concrete_values([x])
+        return None if values is None else values[0]
+    return x
+
+
+def _no_negative_exponents(x: Any, y: Any) -> None:
+    value = _known_value(y)
+    if value is not None and bool(_np.any(_np.asarray(value) < 0)):
+        shown = (f"exponent {_np.asarray(value)[()]}" if aval_of(y).shape == ()
+                 else f"exponent {aval_of(y).str_short()} with negative values")
+        raise ValueError(f"power: integers to negative integer powers are not allowed (as numpy); got base "
+                         f"{aval_of(x).str_short()} and {shown}; convert the base to a float dtype")
+
+
+def _int_power(x: Any, y: Any) -> Any:
+    """x ** y of integers, exact with wrap-around (as numpy), by repeated squaring over the exponent's bits: a
+    fixed number of steps, so it traces, batches and compiles like any elementwise op. A negative exponent
+    (only reachable with a traced exponent) gives the truncated 1 / x ** -y: 1 for x == 1, +-1 for x == -1,
+    0 otherwise (also for x == 0, as integer division by zero)."""
     d = aval_of(x).dtype
-    if dt.is_float(d):
+    signed = dt.is_signed_int(d)
+    result, base = None, x
+    steps = d.itemsize * 8 - (1 if signed else 0)  # the sign bit of a negative exponent is handled below
+    for i in range(steps):
+        bit = lax.ne(lax.bitwise_and(y, _like(1 << i, y)), 0)
+        result = (lax.select(bit, base, _like(1, x)) if result is None
+                  else lax.select(bit, lax.mul(result, base), result))
+        if i + 1 < steps:
+            base = lax.mul(base, base)
+    if signed:
+        odd = lax.ne(lax.bitwise_and(y, _like(1, y)), 0)
+        one, zero = _like(1, x), _like(0, x)
+        inverse = lax.select(lax.eq(x, 1), one,
+                             lax.select(lax.eq(x, -1), lax.select(odd, _like(-1, x), one), zero))
+        result = lax.select(lax.lt(y, 0), inverse, result)
+    return result
+
+
+def power(x: Any, y: Any) -> Any:
+    """numpy's power. Integer powers are exact (wrapping on overflow as numpy); integers to negative integer
+    powers raise a ValueError when the exponent is known (see _int_power for a traced one). A Python int
+    exponent is a short chain of multiplications (lax.integer_pow)."""
+    if is_python_scalar(y) and isinstance(y, int) and not isinstance(y, bool) and _is_array(x):
+        d = aval_of(x).dtype
+        if dt.is_float(d) or (y >= 0 and d != bool_):
+            return lax.integer_pow(x, y)
+        if y < 0 and d != bool_:
+            raise ValueError(f"power: integers to negative integer powers are not allowed (as numpy); got base "
+                             f"{aval_of(x).str_short()} and exponent {y}; convert the base to a float dtype")
+    x, y = _division_operands("power", x, y)
+    if dt.is_float(aval_of(x).dtype):
         return lax.pow(x, y)
-    # integer powers: exact through float64 for results below 2**53
-    as_float = lax.pow(lax.convert_element_type(x, float64), lax.convert_element_type(y, float64))
-    return lax.convert_element_type(lax.round(as_float, 1), d, aval_of(x).weak_type)
+    if dt.is_signed_int(aval_of(y).dtype):
+        _no_negative_exponents(x, y)
+    if not _is_array(y) and aval_of(y).shape == () and _is_array(x):  # a constant scalar exponent: multiplications
+        return lax.integer_pow(x, int(_known_value(y)))
+    return _int_power(x, y)
 
 
 def arctan2(x: Any, y: Any) -> Any:

@@ -14,11 +14,13 @@ from ember._prims.shape import broadcast_in_dim, convert_element_type, kept_dims
 
 def _extreme_weights(x: Any, out: Any, axes: tuple[int, ...]) -> Any:
     """1/count at the positions of x holding the reduced value (count: how many hold it), 0 elsewhere."""
-    shape = aval_of(x).shape
+    shape, dtype = aval_of(x).shape, aval_of(x).dtype
     kept = kept_dims(len(shape), axes)
-    mask = convert_element_type(eq(x, broadcast_in_dim(out, shape, kept)), aval_of(x).dtype)
+    # count in float32 at least: a float16 count is inexact above 2048, a bfloat16 one above 256
+    counting = np.dtype(np.float32) if dtype.itemsize < 4 else dtype
+    mask = convert_element_type(eq(x, broadcast_in_dim(out, shape, kept)), counting)
     counts = broadcast_in_dim(reduce_sum(mask, axes), shape, kept)
-    return div(mask, counts)
+    return convert_element_type(div(mask, counts), dtype)
 
 
 def _extreme_derivative(prim: Primitive) -> tuple[Callable[..., Any], Callable[..., Any]]:

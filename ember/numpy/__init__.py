@@ -42,6 +42,7 @@ from ember._numpy.ufuncs import ceil as ceil
 from ember._numpy.ufuncs import clip as clip
 from ember._numpy.ufuncs import cos as cos
 from ember._numpy.ufuncs import divide as divide
+from ember._numpy.ufuncs import divmod as divmod  # noqa: A004
 from ember._numpy.ufuncs import equal as equal
 from ember._numpy.ufuncs import exp as exp
 from ember._numpy.ufuncs import exp2 as exp2
@@ -49,6 +50,7 @@ from ember._numpy.ufuncs import expm1 as expm1
 from ember._numpy.ufuncs import fix as fix
 from ember._numpy.ufuncs import floor as floor
 from ember._numpy.ufuncs import floor_divide as floor_divide
+from ember._numpy.ufuncs import fmod as fmod
 from ember._numpy.ufuncs import greater as greater
 from ember._numpy.ufuncs import greater_equal as greater_equal
 from ember._numpy.ufuncs import invert as invert
@@ -141,8 +143,9 @@ __all__ = [
     "abs", "absolute", "add", "all", "amax", "amin", "any", "arange", "arctan2", "argmax", "argmin", "around",
     "array", "asarray", "astype", "atleast_1d", "atleast_2d", "bfloat16", "bitwise_and", "bitwise_not",
     "bitwise_or", "bitwise_xor", "bool_", "broadcast_shapes", "broadcast_to", "ceil", "clip", "concatenate", "cos",
-    "divide", "dot", "dtype", "e", "einsum", "equal", "exp", "exp2", "expand_dims", "expm1", "eye", "finfo",
-    "fix", "float16", "float32", "float64", "floor", "floor_divide", "full", "full_like", "greater", "greater_equal",
+    "divide", "divmod", "dot", "dtype", "e", "einsum", "equal", "exp", "exp2", "expand_dims", "expm1", "eye",
+    "finfo", "fix", "float16", "float32", "float64", "floor", "floor_divide", "fmod", "full", "full_like", "greater",
+    "greater_equal",
     "hstack", "identity", "iinfo", "inf", "inner", "int16", "int32", "int64", "int8", "invert", "isfinite", "less",
     "less_equal", "linspace", "log", "log10", "log1p", "log2", "logical_and", "logical_not", "logical_or",
     "logical_xor", "matmul", "max", "maximum", "mean", "min", "minimum", "mod", "moveaxis", "multiply", "nan",
