@@ -129,6 +129,28 @@ def test_basic_indexing(index):
     np.testing.assert_array_equal(np.asarray(ember.jit(lambda v: v[index])(x)), x[index])
 
 
+@pytest.mark.parametrize("index", [
+    True, False, np.True_, np.False_, np.array(True), (True,), (True, 0), (0, True), (slice(None), True),
+    (0, slice(None), True), (slice(None), True, 0), (slice(None), 0, True), (True, True), (True, False),
+    (None, True), (0, None, True), (slice(None), 0, None, True), (Ellipsis, True), (True, Ellipsis, 0),
+    (slice(None), 0, Ellipsis, True), (np.False_, 1), (slice(1, 2), True, slice(0, 3, 2)), (0, 1, 2, True),
+    (0, 1, 2, False),
+], ids=repr)
+def test_scalar_boolean_index_adds_an_axis(index):
+    """numpy: a scalar boolean is a 0-d mask (a new axis of length 1 or 0, an advanced index with the integers
+    beside it), not the integer 1 or 0."""
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for got in (ember.asarray(x)[index], ember.jit(lambda v: v[index])(x)):
+        assert got.shape == x[index].shape
+        np.testing.assert_array_equal(np.asarray(got), x[index])
+
+
+def test_scalar_boolean_index_of_a_scalar():
+    z = np.float32(3.0)
+    for index in (True, False, (None, False, Ellipsis)):
+        assert ember.asarray(z)[index].shape == np.asarray(z)[index].shape
+
+
 def test_indexing_errors():
     x = ember.asarray(np.ones((2, 3), np.float32))
     with pytest.raises(IndexError, match="index 5 is out of bounds for axis 1 with size 3"):
