@@ -158,6 +158,73 @@ def test_array_basics():
     assert a.device == ember.default_device()
 
 
+@pytest.mark.parametrize("array, asarray", [(ember.array, ember.asarray), (enp.array, enp.asarray)])
+def test_array_and_asarray_copy_follow_numpy2(array, asarray):
+    a = ember.asarray(np.arange(3, dtype=np.int32))
+    for copied in (array(a), array(a, copy=True), asarray(a, copy=True)):
+        assert copied is not a and type(copied) is ember.Array
+        assert copied.dtype == a.dtype and copied.device == a.device
+        np.testing.assert_array_equal(np.asarray(copied), [0, 1, 2])
+    kept = array(a, copy=True)
+    a.delete()  # a distinct buffer, not a second handle on the same one
+    np.testing.assert_array_equal(np.asarray(kept + 1), [1, 2, 3])
+    a = ember.asarray(np.arange(3, dtype=np.int32))
+    assert asarray(a) is a and asarray(a, copy=False) is a and array(a, copy=False) is a
+    assert asarray(a, dtype=np.int32) is a and asarray(a, np.int32, "C") is a
+    assert asarray(a, dtype=np.float32).dtype == np.float32
+    assert type(asarray(np.ones(2), copy=False)) is ember.Array  # a transfer to the device, not a copy
+    for needs_a_copy in (lambda: asarray(a, dtype=np.float32, copy=False), lambda: asarray([1, 2], copy=False),
+                         lambda: asarray(1.0, copy=False), lambda: array(np.float32(1), copy=False),
+                         lambda: asarray(np.ones(2), dtype=np.float32, copy=False)):
+        with pytest.raises(ValueError, match="unable to avoid a copy"):
+            needs_a_copy()
+    assert array(a, ndmin=3).shape == (1, 1, 3)
+    with pytest.raises(NotImplementedError, match="row-major"):
+        asarray(a, order="F")
+    with pytest.raises(ValueError, match="order must be one of"):
+        array(a, order="Z")
+
+    @ember.jit
+    def f(x):
+        assert asarray(x) is x and asarray(x, copy=False) is x
+        with pytest.raises(ValueError, match="unable to avoid a copy"):
+            asarray(x, dtype=np.float32, copy=False)
+        return asarray(x, dtype=np.float32), array([x, x], ndmin=3)
+    converted, stacked = f(a)
+    assert converted.dtype == np.float32 and stacked.shape == (1, 2, 3)
+
+
+def test_leaked_tracer_entering_ember_is_an_error():
+    leaked = []
+    ember.jit(lambda x: leaked.append(x) or x)(np.ones(2, np.float32))
+    entries = [ember.array, ember.asarray, enp.array, enp.asarray, ember.device_put,
+               lambda t: enp.asarray(t, dtype=np.int32), lambda t: enp.array([t, t]),
+               lambda t: ember.array(t, copy=True), lambda t: enp.asarray([[t]], copy=None),
+               ember.jit(lambda v: v + 1), ember.grad(lambda v: v.sum())]
+    for enter in entries:
+        with pytest.raises(ember.UnexpectedTracerError, match="leaked out of the function"):
+            enter(leaked[0])
+        with pytest.raises(ember.UnexpectedTracerError):  # also while another function is being staged
+            ember.jit(lambda y, enter=enter: enter(leaked[0]) + y)(np.ones(2, np.float32))
+
+
+def test_isinstance_array_is_true_of_tracers_as_in_jax():
+    seen = []
+
+    def f(x):
+        seen.append((isinstance(x, ember.Array), isinstance(x, enp.ndarray), issubclass(type(x), ember.Array)))
+        return x * 2 if isinstance(x, ember.Array) else x
+
+    x = ember.asarray(np.ones(2, np.float32))
+    for transformed in (ember.jit(f), ember.vmap(f), lambda v: ember.grad(lambda u: f(u).sum())(v)):
+        transformed(x)
+    assert seen == [(True, True, False)] * 3
+    assert isinstance(x, ember.Array) and isinstance(x, enp.ndarray)
+    assert not isinstance(np.ones(2), ember.Array) and not isinstance(1.0, ember.Array)
+    assert not isinstance(ember.ShapedArray((2,), "f32"), ember.Array)
+    np.testing.assert_array_equal(np.asarray(ember.jit(f)(x)), [2.0, 2.0])
+
+
 def test_eager_primitives_are_cached():
     from ember._runtime.eager import _eager_cache
     x = ember.array([1.0, 2.0])

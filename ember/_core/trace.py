@@ -165,12 +165,7 @@ class Builder:
         if isinstance(x, Tracer):
             if x.builder is self:
                 return x.ir_var
-            if not x.builder.active:
-                raise UnexpectedTracerError(
-                    f"a tracer {x.aval.str_short()} of a function whose staging has finished was used again: "
-                    "it leaked out of the function (stored in a global or closure?). Return values from the "
-                    "staged function instead.")
-            return self.capture(x, x.aval)
+            return self.capture(check_live(x), x.aval)
         if is_python_scalar(x):
             return python_scalar_literal(x)
         if isinstance(x, Literal):
@@ -205,6 +200,19 @@ class Builder:
     def build(self, inputs: Sequence[Tracer], outputs: Sequence[Any]) -> IR:
         outs = [self.to_atom(x) for x in outputs]
         return IR(self.const_vars, self.consts, [t.ir_var for t in inputs], self.eqns, outs)
+
+
+def check_live(x: Tracer, where: str = "") -> Tracer:
+    """x, when the staging that created it is in progress (on this thread); else an UnexpectedTracerError: the
+    tracer leaked out of its function. Every place where a value enters ember checks this (binding a primitive,
+    array/asarray/device_put, a compiled call's arguments)."""
+    builder = x.builder
+    if builder.active and builder in TRACE_STATE.stack:
+        return x
+    raise UnexpectedTracerError(
+        f"{where + ': ' if where else ''}a tracer {x.aval.str_short()} of a function whose staging has finished "
+        f"({builder.label or 'a staged function'}) was used again: it leaked out of the function (stored in a "
+        "global or closure?). Return values from the staged function instead.")
 
 
 def is_tracing() -> bool:

@@ -81,7 +81,7 @@ def _basic_getitem(x: Any, index: tuple[Any, ...]) -> Any:
             strides.append(step)
             out_shape.append(len(range(start, stop, step)))
         else:
-            if isinstance(i, Tracer) or (isinstance(i, Array) and i.ndim > 0) or isinstance(i, list | _np.ndarray):
+            if isinstance(i, Tracer) or (type(i) is Array and i.ndim > 0) or isinstance(i, list | _np.ndarray):
                 raise NotImplementedError(
                     "indexing with arrays (gather) is not supported yet; use static ints and slices")
             try:

@@ -139,12 +139,12 @@ from ember._numpy.einsum import einsum as einsum
 
 __all__ = [
     "logaddexp", "logsumexp",
-    "abs", "absolute", "add", "all", "amax", "amin", "any", "arange", "arctan2", "argmax", "argmin", "around",
-    "array", "array_split", "asarray", "astype", "atleast_1d", "atleast_2d", "bfloat16", "bitwise_and", "bitwise_not",
+    "abs", "absolute", "add", "all", "amax", "amin", "any", "arange", "arctan2", "argmax", "argmin", "around", "array",
+    "array_split", "asarray", "astype", "atleast_1d", "atleast_2d", "bfloat16", "bitwise_and", "bitwise_not",
     "bitwise_or", "bitwise_xor", "bool_", "broadcast_shapes", "broadcast_to", "ceil", "clip", "concatenate", "cos",
     "divide", "dot", "dsplit", "dtype", "e", "einsum", "equal", "exp", "exp2", "expand_dims", "expm1", "eye", "finfo",
-    "float16", "float32", "float64", "floor", "floor_divide", "full", "full_like", "greater", "greater_equal",
-    "hsplit", "hstack", "identity", "iinfo", "inf", "inner", "int16", "int32", "int64", "int8", "invert", "isfinite", "less",
+    "float16", "float32", "float64", "floor", "floor_divide", "full", "full_like", "greater", "greater_equal", "hsplit",
+    "hstack", "identity", "iinfo", "inf", "inner", "int16", "int32", "int64", "int8", "invert", "isfinite", "less",
     "less_equal", "linspace", "log", "log10", "log1p", "log2", "logical_and", "logical_not", "logical_or",
     "logical_xor", "matmul", "max", "maximum", "mean", "min", "minimum", "mod", "moveaxis", "multiply", "nan",
     "ndarray", "ndim", "negative", "newaxis", "not_equal", "ones", "ones_like", "outer", "pi", "positive", "power",
