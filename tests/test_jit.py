@@ -73,6 +73,62 @@ def test_static_argnums_and_argnames():
         g(x, [1, 2])
 
 
+def test_out_of_range_static_argnums_are_errors_as_in_jax():
+    """JAX 0.10.2: ValueError at jit() when the signature has no such position, at the call for a negative index
+    beyond the arguments passed (with *args); a position past the end with *args is a parameter not passed."""
+    with pytest.raises(ValueError, match=r"jit\(<lambda>\): static_argnums=\(3,\) includes 3, but <lambda> accepts "
+                                         r"only 1 positional argument"):
+        ember.jit(lambda x: x, static_argnums=(3,))
+    for nums in ((1,), (-2,)):
+        with pytest.raises(ValueError, match=f"includes {nums[0]}"):
+            ember.jit(lambda x: x, static_argnums=nums)
+    with pytest.raises(ValueError, match="includes 2, but <lambda> accepts only 2 positional arguments"):
+        ember.jit(lambda x, y=1: x, static_argnums=(0, 2))
+
+    def with_default(x, n=2):
+        return x * n
+
+    assert float(ember.jit(with_default, static_argnums=1)(1.5)) == 3.0
+    assert float(ember.jit(with_default, static_argnums=-1)(1.5, 3)) == 4.5  # -1 counts from the call's end
+
+    def varargs(*args):
+        return args[0] * len(args)
+
+    assert float(ember.jit(varargs, static_argnums=3)(2.0)) == 2.0
+    assert float(ember.jit(varargs, static_argnums=-1)(2.0, 3)) == 4.0
+    with pytest.raises(ValueError, match=r"jit\(varargs\): static_argnums=\(-5,\) includes -5, but the call passes "
+                                         "only 2 positional arguments"):
+        ember.jit(varargs, static_argnums=-5)(2.0, 3)
+
+
+def test_static_argnames_must_name_parameters_as_in_jax():
+    def f(x, n=3):
+        return x * n
+
+    with pytest.raises(ValueError, match=r"jit\(f\): static_argnames \['zz'\] are not parameters of f"):
+        ember.jit(f, static_argnames=["zz"])
+    with pytest.raises(ValueError, match="positional-only"):
+        ember.jit(lambda x, /, n: x, static_argnames="x")
+
+    def with_kwargs(x, **options):
+        return x * options["zz"]
+
+    assert float(ember.jit(with_kwargs, static_argnames="zz")(1.5, zz=2)) == 3.0
+
+
+def test_static_argnames_passed_by_position():
+    """The JAX guide's example: static_argnames=['n'] with n passed by position unrolls the loop."""
+    def g(x, n):
+        i = 0
+        while i < n:
+            i += 1
+        return x + i
+
+    g_jit = ember.jit(g, static_argnames=["n"])
+    assert int(g_jit(10, 20)) == 30 and int(g_jit(10, n=5)) == 15
+    assert float(ember.jit(g, static_argnums=1)(1.0, n=2)) == 3.0
+
+
 def test_control_flow_on_traced_value_is_a_clear_error():
     @ember.jit
     def f(x):
