@@ -156,6 +156,33 @@ def test_closed_over_arrays_become_constants():
     assert "lambda a:f32[3] ; b:f32[3]" in str(f.trace(np.ones(3, np.float32)))
 
 
+def test_closed_over_numpy_arrays_are_captured_by_value():
+    """As JAX: a numpy array a function closes over is copied when the function is staged; mutating it afterwards
+    changes no staged program (a new signature stages again and sees the new value)."""
+    c = np.ones(3, np.float32)
+    x = ember.asarray(np.zeros(3, np.float32))
+    f = ember.jit(lambda v: v + c)
+    np.testing.assert_array_equal(np.asarray(f(x)), [1, 1, 1])
+    c[:] = 5
+    np.testing.assert_array_equal(np.asarray(f(x)), [1, 1, 1])
+    np.testing.assert_array_equal(np.asarray(f(np.zeros(3, np.float16))), [5, 5, 5])  # staged again
+    np.testing.assert_array_equal(np.asarray(f(x)), [1, 1, 1])
+    assert c.flags.writeable  # the user's array is left alone
+
+    g = ember.jit(lambda v: v * c)
+    g.trace(x)  # staged (not yet compiled or run) while c is 5
+    c[:] = 2
+    np.testing.assert_array_equal(np.asarray(g(x + 1)), [5, 5, 5])
+    other = ember.devices()[1]  # the constants placed on another device are the staged ones too
+    np.testing.assert_array_equal(np.asarray(g(ember.device_put(np.ones(3, np.float32), other))), [5, 5, 5])
+
+    ir = ember.stage_out(lambda v: v - c, ember.ShapedArray((3,), "f32"))
+    c[:] = 7
+    for result in (ember.eval_ir(ir, x), ember.compile(ir)(x)):  # op by op, or compiled: the staged value
+        np.testing.assert_array_equal(np.asarray(result), [-2, -2, -2])
+    np.testing.assert_array_equal(np.asarray(x + c), [7, 7, 7])  # eager operations see the current value
+
+
 def test_leaked_tracer_is_a_clear_error():
     leaked = []
 

@@ -108,6 +108,12 @@ class Tracer(ArrayMethods):
         return np.asarray(self._concrete("item()", keeps_derivative=False)).item()
 
 
+def _frozen_copy(value: np.ndarray) -> np.ndarray:
+    copy = np.array(value, copy=True, order="C")
+    copy.flags.writeable = False
+    return copy
+
+
 class Builder:
     """Collects the equations of one function being staged out.
 
@@ -120,6 +126,7 @@ class Builder:
         self.const_vars: list[Var] = []
         self.consts: list[Any] = []
         self._captured: dict[int, Var] = {}
+        self._alive: list[Any] = []
         self.active = True
         self.label = label
         self.concrete = concrete
@@ -154,12 +161,22 @@ class Builder:
         return where
 
     def capture(self, value: Any, aval: ShapedArray) -> Var:
+        """The constant variable of a value the function closed over (once per object). A numpy array is captured
+        by value, as JAX does: the IR holds a read-only copy taken now, so mutating the array after staging
+        changes neither a compiled program's result nor the constants it places on another device later."""
         var = self._captured.get(id(value))
         if var is None:
             var = self._captured[id(value)] = Var(aval)
             self.const_vars.append(var)
-            self.consts.append(value)  # also keeps the value alive, so its id stays unique
+            self._alive.append(value)  # keeps the value alive while staging, so its id stays unique
+            self.consts.append(_frozen_copy(value) if isinstance(value, np.ndarray) else value)
         return var
+
+    def finish(self) -> None:
+        """Staging is over: its tracers leaked from now on, and the captured objects are no longer needed."""
+        self.active = False
+        self._captured.clear()
+        self._alive.clear()
 
     def to_atom(self, x: Any) -> Atom:
         if isinstance(x, Tracer):
@@ -244,7 +261,7 @@ def stage_flat(fn: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray]
         return builder.build(inputs, outputs)
     finally:
         TRACE_STATE.stack.pop()
-        builder.active = False
+        builder.finish()
 
 
 def aval_of(x: Any) -> ShapedArray:
