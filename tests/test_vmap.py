@@ -127,7 +127,8 @@ def test_in_axes_structure_mismatch():
 
 
 def test_axis_out_of_range():
-    with pytest.raises(ValueError, match=r"argument x of type f32\[4,3\]: axis 2 is out of bounds for an array of rank 2"):
+    with pytest.raises(ValueError,
+                       match=r"argument x of type f32\[4,3\]: axis 2 is out of bounds for an array of rank 2"):
         ember.vmap(lambda x: x, in_axes=2)(A)
 
 
