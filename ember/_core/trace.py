@@ -226,6 +226,11 @@ def check_live(x: Tracer, where: str = "") -> Tracer:
     builder = x.builder
     if builder.active and builder in TRACE_STATE.stack:
         return x
+    if builder.active:
+        raise UnexpectedTracerError(
+            f"{where + ': ' if where else ''}a tracer {x.aval.str_short()} of a function being staged out on another "
+            f"thread ({builder.label or 'a staged function'}) was used on this one; pass values between threads as "
+            "the staged function's results")
     raise UnexpectedTracerError(
         f"{where + ': ' if where else ''}a tracer {x.aval.str_short()} of a function whose staging has finished "
         f"({builder.label or 'a staged function'}) was used again: it leaked out of the function (stored in a "
