@@ -73,6 +73,62 @@ def test_static_argnums_and_argnames():
         g(x, [1, 2])
 
 
+def test_out_of_range_static_argnums_are_errors_as_in_jax():
+    """JAX 0.10.2: ValueError at jit() when the signature has no such position, at the call for a negative index
+    beyond the arguments passed (with *args); a position past the end with *args is a parameter not passed."""
+    with pytest.raises(ValueError, match=r"jit\(<lambda>\): static_argnums=\(3,\) includes 3, but <lambda> accepts "
+                                         r"only 1 positional argument"):
+        ember.jit(lambda x: x, static_argnums=(3,))
+    for nums in ((1,), (-2,)):
+        with pytest.raises(ValueError, match=f"includes {nums[0]}"):
+            ember.jit(lambda x: x, static_argnums=nums)
+    with pytest.raises(ValueError, match="includes 2, but <lambda> accepts only 2 positional arguments"):
+        ember.jit(lambda x, y=1: x, static_argnums=(0, 2))
+
+    def with_default(x, n=2):
+        return x * n
+
+    assert float(ember.jit(with_default, static_argnums=1)(1.5)) == 3.0
+    assert float(ember.jit(with_default, static_argnums=-1)(1.5, 3)) == 4.5  # -1 counts from the call's end
+
+    def varargs(*args):
+        return args[0] * len(args)
+
+    assert float(ember.jit(varargs, static_argnums=3)(2.0)) == 2.0
+    assert float(ember.jit(varargs, static_argnums=-1)(2.0, 3)) == 4.0
+    with pytest.raises(ValueError, match=r"jit\(varargs\): static_argnums=\(-5,\) includes -5, but the call passes "
+                                         "only 2 positional arguments"):
+        ember.jit(varargs, static_argnums=-5)(2.0, 3)
+
+
+def test_static_argnames_must_name_parameters_as_in_jax():
+    def f(x, n=3):
+        return x * n
+
+    with pytest.raises(ValueError, match=r"jit\(f\): static_argnames \['zz'\] are not parameters of f"):
+        ember.jit(f, static_argnames=["zz"])
+    with pytest.raises(ValueError, match="positional-only"):
+        ember.jit(lambda x, /, n: x, static_argnames="x")
+
+    def with_kwargs(x, **options):
+        return x * options["zz"]
+
+    assert float(ember.jit(with_kwargs, static_argnames="zz")(1.5, zz=2)) == 3.0
+
+
+def test_static_argnames_passed_by_position():
+    """The JAX guide's example: static_argnames=['n'] with n passed by position unrolls the loop."""
+    def g(x, n):
+        i = 0
+        while i < n:
+            i += 1
+        return x + i
+
+    g_jit = ember.jit(g, static_argnames=["n"])
+    assert int(g_jit(10, 20)) == 30 and int(g_jit(10, n=5)) == 15
+    assert float(ember.jit(g, static_argnums=1)(1.0, n=2)) == 3.0
+
+
 def test_control_flow_on_traced_value_is_a_clear_error():
     @ember.jit
     def f(x):
@@ -98,6 +154,33 @@ def test_closed_over_arrays_become_constants():
     f = ember.jit(lambda x: x * w + np.float32(1))
     np.testing.assert_allclose(np.asarray(f(np.ones(3, np.float32))), [1.0, 2.0, 3.0])
     assert "lambda a:f32[3] ; b:f32[3]" in str(f.trace(np.ones(3, np.float32)))
+
+
+def test_closed_over_numpy_arrays_are_captured_by_value():
+    """As JAX: a numpy array a function closes over is copied when the function is staged; mutating it afterwards
+    changes no staged program (a new signature stages again and sees the new value)."""
+    c = np.ones(3, np.float32)
+    x = ember.asarray(np.zeros(3, np.float32))
+    f = ember.jit(lambda v: v + c)
+    np.testing.assert_array_equal(np.asarray(f(x)), [1, 1, 1])
+    c[:] = 5
+    np.testing.assert_array_equal(np.asarray(f(x)), [1, 1, 1])
+    np.testing.assert_array_equal(np.asarray(f(np.zeros(3, np.float16))), [5, 5, 5])  # staged again
+    np.testing.assert_array_equal(np.asarray(f(x)), [1, 1, 1])
+    assert c.flags.writeable  # the user's array is left alone
+
+    g = ember.jit(lambda v: v * c)
+    g.trace(x)  # staged (not yet compiled or run) while c is 5
+    c[:] = 2
+    np.testing.assert_array_equal(np.asarray(g(x + 1)), [5, 5, 5])
+    other = ember.devices()[1]  # the constants placed on another device are the staged ones too
+    np.testing.assert_array_equal(np.asarray(g(ember.device_put(np.ones(3, np.float32), other))), [5, 5, 5])
+
+    ir = ember.stage_out(lambda v: v - c, ember.ShapedArray((3,), "f32"))
+    c[:] = 7
+    for result in (ember.eval_ir(ir, x), ember.compile(ir)(x)):  # op by op, or compiled: the staged value
+        np.testing.assert_array_equal(np.asarray(result), [-2, -2, -2])
+    np.testing.assert_array_equal(np.asarray(x + c), [7, 7, 7])  # eager operations see the current value
 
 
 def test_leaked_tracer_is_a_clear_error():
@@ -156,6 +239,73 @@ def test_array_basics():
     with pytest.raises(ValueError, match="ambiguous"):
         bool(a)
     assert a.device == ember.default_device()
+
+
+@pytest.mark.parametrize("array, asarray", [(ember.array, ember.asarray), (enp.array, enp.asarray)])
+def test_array_and_asarray_copy_follow_numpy2(array, asarray):
+    a = ember.asarray(np.arange(3, dtype=np.int32))
+    for copied in (array(a), array(a, copy=True), asarray(a, copy=True)):
+        assert copied is not a and type(copied) is ember.Array
+        assert copied.dtype == a.dtype and copied.device == a.device
+        np.testing.assert_array_equal(np.asarray(copied), [0, 1, 2])
+    kept = array(a, copy=True)
+    a.delete()  # a distinct buffer, not a second handle on the same one
+    np.testing.assert_array_equal(np.asarray(kept + 1), [1, 2, 3])
+    a = ember.asarray(np.arange(3, dtype=np.int32))
+    assert asarray(a) is a and asarray(a, copy=False) is a and array(a, copy=False) is a
+    assert asarray(a, dtype=np.int32) is a and asarray(a, np.int32, "C") is a
+    assert asarray(a, dtype=np.float32).dtype == np.float32
+    assert type(asarray(np.ones(2), copy=False)) is ember.Array  # a transfer to the device, not a copy
+    for needs_a_copy in (lambda: asarray(a, dtype=np.float32, copy=False), lambda: asarray([1, 2], copy=False),
+                         lambda: asarray(1.0, copy=False), lambda: array(np.float32(1), copy=False),
+                         lambda: asarray(np.ones(2), dtype=np.float32, copy=False)):
+        with pytest.raises(ValueError, match="unable to avoid a copy"):
+            needs_a_copy()
+    assert array(a, ndmin=3).shape == (1, 1, 3)
+    with pytest.raises(NotImplementedError, match="row-major"):
+        asarray(a, order="F")
+    with pytest.raises(ValueError, match="order must be one of"):
+        array(a, order="Z")
+
+    @ember.jit
+    def f(x):
+        assert asarray(x) is x and asarray(x, copy=False) is x
+        with pytest.raises(ValueError, match="unable to avoid a copy"):
+            asarray(x, dtype=np.float32, copy=False)
+        return asarray(x, dtype=np.float32), array([x, x], ndmin=3)
+    converted, stacked = f(a)
+    assert converted.dtype == np.float32 and stacked.shape == (1, 2, 3)
+
+
+def test_leaked_tracer_entering_ember_is_an_error():
+    leaked = []
+    ember.jit(lambda x: leaked.append(x) or x)(np.ones(2, np.float32))
+    entries = [ember.array, ember.asarray, enp.array, enp.asarray, ember.device_put,
+               lambda t: enp.asarray(t, dtype=np.int32), lambda t: enp.array([t, t]),
+               lambda t: ember.array(t, copy=True), lambda t: enp.asarray([[t]], copy=None),
+               ember.jit(lambda v: v + 1), ember.grad(lambda v: v.sum())]
+    for enter in entries:
+        with pytest.raises(ember.UnexpectedTracerError, match="leaked out of the function"):
+            enter(leaked[0])
+        with pytest.raises(ember.UnexpectedTracerError):  # also while another function is being staged
+            ember.jit(lambda y, enter=enter: enter(leaked[0]) + y)(np.ones(2, np.float32))
+
+
+def test_isinstance_array_is_true_of_tracers_as_in_jax():
+    seen = []
+
+    def f(x):
+        seen.append((isinstance(x, ember.Array), isinstance(x, enp.ndarray), issubclass(type(x), ember.Array)))
+        return x * 2 if isinstance(x, ember.Array) else x
+
+    x = ember.asarray(np.ones(2, np.float32))
+    for transformed in (ember.jit(f), ember.vmap(f), lambda v: ember.grad(lambda u: f(u).sum())(v)):
+        transformed(x)
+    assert seen == [(True, True, False)] * 3
+    assert isinstance(x, ember.Array) and isinstance(x, enp.ndarray)
+    assert not isinstance(np.ones(2), ember.Array) and not isinstance(1.0, ember.Array)
+    assert not isinstance(ember.ShapedArray((2,), "f32"), ember.Array)
+    np.testing.assert_array_equal(np.asarray(ember.jit(f)(x)), [2.0, 2.0])
 
 
 def test_eager_primitives_are_cached():

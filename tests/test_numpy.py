@@ -123,6 +123,50 @@ def test_shape_functions():
         np.testing.assert_allclose(np.asarray(ours), ref)
 
 
+@pytest.mark.parametrize("fn", ["split", "array_split"])
+@pytest.mark.parametrize("arg", [
+    2, 5, 1, [-3], [3, -3], [7, 3], [20], [-20], [3, 3], [], (), np.array([2, 5]), np.int64(2),
+    np.array([-8, 4, 30]),
+], ids=repr)
+def test_split_matches_numpy(fn, arg):
+    """Split points follow Python slicing (negative from the end, clipped, unsorted ones give empty pieces)."""
+    x = np.arange(20, dtype=np.float32).reshape(2, 10)
+    for axis in (1, -1):
+        want = getattr(np, fn)(x, arg, axis=axis)
+        for got in (getattr(enp, fn)(x, arg, axis=axis),
+                    ember.jit(lambda v: getattr(enp, fn)(v, arg, axis=axis))(x)):
+            assert [g.shape for g in got] == [w.shape for w in want]
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(np.asarray(g), w)
+
+
+def test_split_sections_errors_are_clear():
+    x = np.arange(10)
+    for fn in (enp.split, enp.array_split):
+        for sections in (0, -2):
+            with pytest.raises(ValueError, match="number of sections must be larger than 0"):
+                fn(x, sections)
+    with pytest.raises(ValueError, match="equal division"):
+        enp.split(x, 3)
+    assert [p.shape for p in enp.array_split(x, 4)] == [(3,), (3,), (2,), (2,)]
+    assert [p.shape for p in enp.split(np.zeros((0, 2)), 3)] == [(0, 2)] * 3
+
+
+@pytest.mark.parametrize("fn,least", [("hsplit", 1), ("vsplit", 2), ("dsplit", 3)])
+def test_hsplit_vsplit_dsplit_match_numpy(fn, least):
+    for shape in [(), (4,), (2, 4), (2, 4, 6)]:
+        x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+        for arg in (2, [1, -1]):
+            if len(shape) < least:
+                with pytest.raises(ValueError, match=f"{fn} only works on arrays of {least} or more dimensions"):
+                    getattr(enp, fn)(x, arg)
+                continue
+            want, got = getattr(np, fn)(x, arg), getattr(enp, fn)(x, arg)
+            assert [g.shape for g in got] == [w.shape for w in want]
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(np.asarray(g), w)
+
+
 @pytest.mark.parametrize("index", [
     0, -1, (1, 2), (slice(None), 1), (Ellipsis, 0), (None, 0), (slice(1, None), slice(None, None, 2)),
     (0, Ellipsis, None), slice(0, 0),
@@ -131,6 +175,28 @@ def test_basic_indexing(index):
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     np.testing.assert_array_equal(np.asarray(ember.asarray(x)[index]), x[index])
     np.testing.assert_array_equal(np.asarray(ember.jit(lambda v: v[index])(x)), x[index])
+
+
+@pytest.mark.parametrize("index", [
+    True, False, np.True_, np.False_, np.array(True), (True,), (True, 0), (0, True), (slice(None), True),
+    (0, slice(None), True), (slice(None), True, 0), (slice(None), 0, True), (True, True), (True, False),
+    (None, True), (0, None, True), (slice(None), 0, None, True), (Ellipsis, True), (True, Ellipsis, 0),
+    (slice(None), 0, Ellipsis, True), (np.False_, 1), (slice(1, 2), True, slice(0, 3, 2)), (0, 1, 2, True),
+    (0, 1, 2, False),
+], ids=repr)
+def test_scalar_boolean_index_adds_an_axis(index):
+    """numpy: a scalar boolean is a 0-d mask (a new axis of length 1 or 0, an advanced index with the integers
+    beside it), not the integer 1 or 0."""
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for got in (ember.asarray(x)[index], ember.jit(lambda v: v[index])(x)):
+        assert got.shape == x[index].shape
+        np.testing.assert_array_equal(np.asarray(got), x[index])
+
+
+def test_scalar_boolean_index_of_a_scalar():
+    z = np.float32(3.0)
+    for index in (True, False, (None, False, Ellipsis)):
+        assert ember.asarray(z)[index].shape == np.asarray(z)[index].shape
 
 
 def test_indexing_errors():

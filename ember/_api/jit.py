@@ -42,15 +42,36 @@ def make_ir(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()) -
     return make
 
 
-def _static_args(fun: Callable[..., Any], nums: tuple[int, ...], names: tuple[str, ...]
+def _static_args(fun: Callable[..., Any], nums: tuple[int, ...], names: tuple[str, ...], name: str
                  ) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """As JAX: a static argument named in static_argnames is static when passed by position too, and one numbered
-    in static_argnums when passed by keyword (matched through fun's signature, where it has one)."""
+    in static_argnums when passed by keyword (matched through fun's signature, where it has one). Where it has
+    one, static_argnums must be positions of its parameters (any non-negative one with *args) and
+    static_argnames names it accepts by keyword (any name with **kwargs), else ValueError, as in JAX."""
     try:
-        params = [p for p in inspect.signature(fun).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        signature = inspect.signature(fun)
     except (TypeError, ValueError):
         return nums, names
+    kinds = inspect.Parameter
+    every = list(signature.parameters.values())
+    params = [p for p in every if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    if not any(p.kind is kinds.VAR_POSITIONAL for p in every):
+        for i in nums:
+            if not -len(params) <= i < len(params):
+                raise ValueError(f"{name}: static_argnums={nums} includes {i}, but {fun_name(fun)} accepts only "
+                                 f"{len(params)} positional argument{'s' if len(params) != 1 else ''}"
+                                 f"{' (' + ', '.join(p.name for p in params) + ')' if params else ''}")
+    positional_only = [n for n in names if n in signature.parameters
+                       and signature.parameters[n].kind in (kinds.POSITIONAL_ONLY, kinds.VAR_POSITIONAL)]
+    if positional_only:
+        raise ValueError(f"{name}: static_argnames {positional_only} of {fun_name(fun)} are positional-only (use "
+                         "static_argnums)")
+    if not any(p.kind is kinds.VAR_KEYWORD for p in every):
+        keywords = {p.name for p in every if p.kind in (kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY)}
+        unknown = [n for n in names if n not in keywords]
+        if unknown:
+            raise ValueError(f"{name}: static_argnames {unknown} are not parameters of {fun_name(fun)} (it takes "
+                             f"{', '.join(repr(p.name) for p in every) or 'no parameters'})")
     positions = {p.name: i for i, p in enumerate(params)}
     nums = tuple(sorted(set(nums) | {positions[n] for n in names if n in positions}))
     names = tuple(dict.fromkeys(names + tuple(params[i].name for i in nums if 0 <= i < len(params)
@@ -66,9 +87,9 @@ class Jitted:
         if not callable(fun):
             raise TypeError(f"jit: expected a function, got {type(fun).__name__}")
         self.fun = fun
-        self.static_argnums, self.static_argnames = _static_args(fun, as_tuple(static_argnums), (
-            (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)))
         self.name = f"jit({fun_name(fun)})"
+        self.static_argnums, self.static_argnames = _static_args(fun, as_tuple(static_argnums), (
+            (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)), self.name)
         self._cache = cache_for(fun, ("jit", self.static_argnums, self.static_argnames), self.name)
         self._by_avals = LRUCache(SIGNATURES_PER_FUNCTION)  # fast path: positional Array arguments -> Compiled
         functools.update_wrapper(self, fun, updated=())  # (copying __dict__ could clobber our attributes)
@@ -77,7 +98,11 @@ class Jitted:
         if not self.static_argnums and not self.static_argnames:
             return (), args, kwargs
         n = len(args)
-        static_pos = tuple(sorted({i % n if n else i for i in self.static_argnums if -n <= i < n}))
+        for i in self.static_argnums:
+            if i < -n:  # (a position past the end is a parameter left to its default, or *args not given)
+                raise ValueError(f"{self.name}: static_argnums={self.static_argnums} includes {i}, but the call "
+                                 f"passes only {n} positional argument{'s' if n != 1 else ''}")
+        static_pos = tuple(sorted({i % n for i in self.static_argnums if -n <= i < n}))
         statics = tuple((i, args[i]) for i in static_pos) + tuple(
             (k, kwargs[k]) for k in sorted(kwargs) if k in self.static_argnames)
         for where, value in statics:

@@ -9,8 +9,8 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from ember._core import (IR, ConcretizationTypeError, Literal, ShapedArray, Tracer, aval_of, concrete_values,
-                         eval_ir, is_python_scalar, is_tracing, stage_flat)
+from ember._core import (IR, ConcretizationTypeError, Literal, ShapedArray, Tracer, aval_of, check_live,
+                         concrete_values, eval_ir, is_python_scalar, is_tracing, stage_flat)
 from ember._core.cache import LRUCache, on_clear
 from ember._core.dtypes import x64_enabled
 from ember._core.pytree import (PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_leaves,
@@ -25,10 +25,17 @@ def fun_name(fun: Any) -> str:
 
 def leaf_avals(api: str, args: Sequence[Any], kwargs: dict[str, Any], leaves: Sequence[Any]
                 ) -> tuple[ShapedArray, ...]:
+    """The abstract values of a transformed function's argument leaves; a tracer leaked out of a finished staging
+    is an UnexpectedTracerError here, even where the function would not use it."""
     try:
-        return tuple(aval_of(x) for x in leaves)
+        avals = tuple(aval_of(x) for x in leaves)
     except TypeError:
         pass
+    else:
+        for x in leaves:
+            if isinstance(x, Tracer):
+                check_live(x, api)
+        return avals
     for i, arg in enumerate(list(args) + list(kwargs.values())):  # find the culprit for the message
         for leaf in tree_flatten(arg)[0]:
             try:

@@ -8,12 +8,13 @@ from ember._core.ir import IR, Atom, Eqn, IRTypeError, Literal, Var, check_ir, p
 from ember._core.primitive import (EAGER, HOOK_KINDS, NOT_DIFFERENTIABLE, PRIMITIVES, RULE_KINDS, TRACE_STATE,
                                    Primitive)
 from ember._core.trace import (ArrayMethods, Builder, ConcretizationTypeError, Tracer, UnexpectedTracerError, aval_of,
-                               concrete_values, install_array_methods, is_tracing, stage_flat)
+                               check_live, concrete_values, install_array_methods, is_tracing, stage_flat)
 
 __all__ = [
     "EAGER", "HOOK_KINDS", "IR", "NOT_DIFFERENTIABLE", "PRIMITIVES", "RULE_KINDS", "TRACE_STATE", "ArrayMethods",
     "Atom", "Builder", "ConcretizationTypeError", "Env", "Eqn", "IRTypeError", "Literal", "Primitive",
-    "ShapedArray", "Tracer", "UnexpectedTracerError", "Var", "aval_of", "aval_of_value", "check_ir", "concrete_values",
+    "ShapedArray", "Tracer", "UnexpectedTracerError", "Var", "aval_of", "aval_of_value", "check_ir", "check_live",
+    "concrete_values",
     "dtype_and_weak", "eval_ir", "eval_ir_env", "install_array_methods", "is_python_scalar", "is_tracing",
     "python_scalar_literal", "scalar_literal", "stage_flat",
 ]

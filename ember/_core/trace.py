@@ -108,6 +108,12 @@ class Tracer(ArrayMethods):
         return np.asarray(self._concrete("item()", keeps_derivative=False)).item()
 
 
+def _frozen_copy(value: np.ndarray) -> np.ndarray:
+    copy = np.array(value, copy=True, order="C")
+    copy.flags.writeable = False
+    return copy
+
+
 class Builder:
     """Collects the equations of one function being staged out.
 
@@ -120,6 +126,7 @@ class Builder:
         self.const_vars: list[Var] = []
         self.consts: list[Any] = []
         self._captured: dict[int, Var] = {}
+        self._alive: list[Any] = []
         self.active = True
         self.label = label
         self.concrete = concrete
@@ -154,23 +161,28 @@ class Builder:
         return where
 
     def capture(self, value: Any, aval: ShapedArray) -> Var:
+        """The constant variable of a value the function closed over (once per object). A numpy array is captured
+        by value, as JAX does: the IR holds a read-only copy taken now, so mutating the array after staging
+        changes neither a compiled program's result nor the constants it places on another device later."""
         var = self._captured.get(id(value))
         if var is None:
             var = self._captured[id(value)] = Var(aval)
             self.const_vars.append(var)
-            self.consts.append(value)  # also keeps the value alive, so its id stays unique
+            self._alive.append(value)  # keeps the value alive while staging, so its id stays unique
+            self.consts.append(_frozen_copy(value) if isinstance(value, np.ndarray) else value)
         return var
+
+    def finish(self) -> None:
+        """Staging is over: its tracers leaked from now on, and the captured objects are no longer needed."""
+        self.active = False
+        self._captured.clear()
+        self._alive.clear()
 
     def to_atom(self, x: Any) -> Atom:
         if isinstance(x, Tracer):
             if x.builder is self:
                 return x.ir_var
-            if not x.builder.active:
-                raise UnexpectedTracerError(
-                    f"a tracer {x.aval.str_short()} of a function whose staging has finished was used again: "
-                    "it leaked out of the function (stored in a global or closure?). Return values from the "
-                    "staged function instead.")
-            return self.capture(x, x.aval)
+            return self.capture(check_live(x), x.aval)
         if is_python_scalar(x):
             return python_scalar_literal(x)
         if isinstance(x, Literal):
@@ -207,6 +219,24 @@ class Builder:
         return IR(self.const_vars, self.consts, [t.ir_var for t in inputs], self.eqns, outs)
 
 
+def check_live(x: Tracer, where: str = "") -> Tracer:
+    """x, when the staging that created it is in progress (on this thread); else an UnexpectedTracerError: the
+    tracer leaked out of its function. Every place where a value enters ember checks this (binding a primitive,
+    array/asarray/device_put, a compiled call's arguments)."""
+    builder = x.builder
+    if builder.active and builder in TRACE_STATE.stack:
+        return x
+    if builder.active:
+        raise UnexpectedTracerError(
+            f"{where + ': ' if where else ''}a tracer {x.aval.str_short()} of a function being staged out on another "
+            f"thread ({builder.label or 'a staged function'}) was used on this one; pass values between threads as "
+            "the staged function's results")
+    raise UnexpectedTracerError(
+        f"{where + ': ' if where else ''}a tracer {x.aval.str_short()} of a function whose staging has finished "
+        f"({builder.label or 'a staged function'}) was used again: it leaked out of the function (stored in a "
+        "global or closure?). Return values from the staged function instead.")
+
+
 def is_tracing() -> bool:
     return bool(TRACE_STATE.stack)
 
@@ -236,7 +266,7 @@ def stage_flat(fn: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray]
         return builder.build(inputs, outputs)
     finally:
         TRACE_STATE.stack.pop()
-        builder.active = False
+        builder.finish()
 
 
 def aval_of(x: Any) -> ShapedArray:

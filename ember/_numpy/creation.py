@@ -7,7 +7,7 @@ from typing import Any
 import numpy as _np
 
 from ember._core import dtypes as dt
-from ember._runtime.array import array as _host_array
+from ember._runtime.array import array as _host_array, check_order
 from ember._core import Tracer, aval_of, is_python_scalar
 from ember import _prims as lax
 from ember._core import scalar_literal
@@ -28,17 +28,30 @@ def _stack_nested(x: Any) -> Any:
     return stack(_promote("array", *items))
 
 
-def array(object: Any, dtype: Any = None, copy: bool = True) -> Any:  # noqa: A002
+def array(object: Any, dtype: Any = None, copy: bool | None = True, order: str | None = "K",  # noqa: A002
+          ndmin: int = 0) -> Any:
     """An array from an array, a scalar or a nested sequence (numpy's dtype rules, 32-bit defaults); under a
-    transformation, a nested sequence of traced values is stacked (jnp.array([x, 2 * x]))."""
+    transformation, a nested sequence of traced values is stacked (jnp.array([x, 2 * x])). copy follows numpy 2:
+    True gives a new array, None copies only when needed, False raises ValueError when a copy is needed (see
+    ember._runtime.array.array); a tracer leaked out of a finished staging raises UnexpectedTracerError."""
+    return _array_of("array", object, dtype, copy, order, ndmin)
+
+
+def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None) -> Any:
+    """array without a copy unless one is needed (copy=None), or as copy says."""
+    return _array_of("asarray", a, dtype, copy, order, 0)
+
+
+def _array_of(op: str, object: Any, dtype: Any, copy: bool | None, order: str | None, ndmin: int) -> Any:  # noqa: A002
     if isinstance(object, list | tuple) and _holds_tracers(object):
+        check_order(op, order)
+        if copy is False:
+            raise ValueError(f"{op}: unable to avoid a copy (stacking a sequence of traced values) while creating "
+                             "an array with copy=False")
         stacked = _stack_nested(object)
-        return stacked if dtype is None else astype(stacked, dtype)
-    return _host_array(object, dtype, copy)
-
-
-def asarray(a: Any, dtype: Any = None) -> Any:
-    return array(a, dtype, copy=False)
+        result = stacked if dtype is None else astype(stacked, dtype)
+        return _host_array(result, ndmin=ndmin, copy=None, op=op)
+    return _host_array(object, dtype, copy, order, ndmin, op=op)
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:

@@ -7,8 +7,8 @@ from typing import Any, Sequence
 import numpy as _np
 
 from ember._core import dtypes as dt
-from ember._runtime.array import Array, asarray
-from ember._core import Tracer, aval_of, is_python_scalar
+from ember._runtime.array import asarray
+from ember._core import ArrayMethods, aval_of, is_python_scalar
 from ember._core.dtypes import bool_
 from ember._core import Literal
 from ember import _prims as lax
@@ -16,7 +16,8 @@ from ember._core import scalar_literal
 
 
 def _is_array(x: Any) -> bool:
-    return isinstance(x, Array | Tracer)
+    """A concrete Array or a tracer (the one base class of both: a single C-level check)."""
+    return isinstance(x, ArrayMethods)
 
 
 def _describe(x: Any) -> str:

@@ -1,4 +1,5 @@
-"""Shapes of ember.numpy: shape queries, astype, reshape, transpose, broadcast_to, concatenate, stack, split."""
+"""Shapes of ember.numpy: shape queries, astype, reshape, transpose, broadcast_to, concatenate, stack, split
+(array_split, hsplit, vsplit, dsplit)."""
 from __future__ import annotations
 
 import builtins
@@ -8,9 +9,9 @@ import numpy as _np
 
 from ember._core import dtypes as dt
 from ember._runtime.array import asarray
-from ember._core import aval_of, is_python_scalar
+from ember._core import Tracer, aval_of, is_python_scalar
 from ember import _prims as lax
-from ember._core.checks import normalize_axis, static_ints
+from ember._core.checks import normalize_axis, static_int, static_ints
 
 from ember._numpy.promotion import _as_operand, _broadcast_shapes, _broadcast_to_shape, _promote
 
@@ -156,16 +157,70 @@ def atleast_2d(a: Any) -> Any:
     return reshape(a, (1,) + shape(a)) if ndim(a) == 1 else a
 
 
-def split(a: Any, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Any]:
+def _split_bounds(op: str, n: int, indices_or_sections: Any, equal: bool) -> list[tuple[int, int]]:
+    """(start, stop) of each piece of an axis of length n, as numpy: a number of sections (equal ones for split;
+    array_split gives the first n % sections pieces one more element), or split points, each piece being the
+    Python slice [previous point:point] (negative points count from the end, points past the end are clipped,
+    a point before the previous one gives an empty piece)."""
+    if isinstance(indices_or_sections, Tracer):
+        raise TypeError(f"{op}: indices_or_sections must be static (Python ints or a sequence of them), got a "
+                        f"traced value {indices_or_sections!r}")
+    if _np.ndim(indices_or_sections) == 0:
+        sections = static_int(op, "indices_or_sections", indices_or_sections)
+        if sections <= 0:
+            raise ValueError(f"{op}: the number of sections must be larger than 0, got {sections}")
+        if equal and n % sections:
+            raise ValueError(f"{op}: array split does not result in an equal division (an axis of length {n} "
+                             f"into {sections} sections); use array_split for unequal pieces")
+        each, extra = divmod(n, sections)
+        sizes = [each + 1] * extra + [each] * (sections - extra)
+        starts = [builtins.sum(sizes[:k]) for k in range(sections)]
+        return [(lo, lo + size) for lo, size in zip(starts, sizes)]
+    points = static_ints(op, "indices_or_sections", indices_or_sections)
+    bounds = []
+    for lo, hi in zip((0,) + points, points + (n,)):
+        lo, hi, _ = builtins.slice(lo, hi).indices(n)
+        bounds.append((lo, builtins.max(lo, hi)))
+    return bounds
+
+
+def _split_along(op: str, a: Any, indices_or_sections: Any, axis: int, equal: bool) -> list[Any]:
     a = _as_operand(a)
-    axis = normalize_axis("split", axis, ndim(a))
-    n = shape(a)[axis]
-    if isinstance(indices_or_sections, int):
-        if n % indices_or_sections:
-            raise ValueError(f"split: array split does not result in an equal division ({n} into "
-                             f"{indices_or_sections})")
-        step = n // indices_or_sections
-        bounds = list(range(0, n + 1, step)) if step else [0] * (indices_or_sections + 1)
-    else:
-        bounds = [0] + [builtins.min(builtins.max(int(i), 0), n) for i in indices_or_sections] + [n]
-    return [lax.slice_in_dim(a, lo, builtins.max(lo, hi), axis=axis) for lo, hi in zip(bounds, bounds[1:])]
+    if is_python_scalar(a) or isinstance(a, _np.generic):
+        a = asarray(a)
+    axis = normalize_axis(op, axis, ndim(a))
+    bounds = _split_bounds(op, shape(a)[axis], indices_or_sections, equal)
+    return [lax.slice_in_dim(a, lo, hi, axis=axis) for lo, hi in bounds]
+
+
+def split(a: Any, indices_or_sections: Any, axis: int = 0) -> list[Any]:
+    """Split into equal sections, or at split points (numpy's rules, see _split_bounds)."""
+    return _split_along("split", a, indices_or_sections, axis, equal=True)
+
+
+def array_split(a: Any, indices_or_sections: Any, axis: int = 0) -> list[Any]:
+    """As split, but a number of sections need not divide the axis (the first pieces are one longer)."""
+    return _split_along("array_split", a, indices_or_sections, axis, equal=False)
+
+
+def _split_min_ndim(op: str, a: Any, least: int) -> Any:
+    a = _as_operand(a)
+    if ndim(a) < least:
+        raise ValueError(f"{op} only works on arrays of {least} or more dimensions, got an array of shape {shape(a)}")
+    return a
+
+
+def hsplit(a: Any, indices_or_sections: Any) -> list[Any]:
+    """split along axis 1 (axis 0 for 1-d arrays)."""
+    a = _split_min_ndim("hsplit", a, 1)
+    return _split_along("hsplit", a, indices_or_sections, 1 if ndim(a) > 1 else 0, equal=True)
+
+
+def vsplit(a: Any, indices_or_sections: Any) -> list[Any]:
+    """split along axis 0 of an array of 2 or more dimensions."""
+    return _split_along("vsplit", _split_min_ndim("vsplit", a, 2), indices_or_sections, 0, equal=True)
+
+
+def dsplit(a: Any, indices_or_sections: Any) -> list[Any]:
+    """split along axis 2 of an array of 3 or more dimensions."""
+    return _split_along("dsplit", _split_min_ndim("dsplit", a, 3), indices_or_sections, 2, equal=True)

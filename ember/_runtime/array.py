@@ -1,20 +1,32 @@
 """Array: an immutable array living in a device buffer."""
 from __future__ import annotations
 
+import operator
 from typing import Any, Iterator
 
 import numpy as np
 
-from ember._core import ArrayMethods, ShapedArray, Tracer, is_python_scalar
+from ember._core import ArrayMethods, ShapedArray, Tracer, check_live, is_python_scalar
 from ember._core import dtypes as dt
 from ember._core.dtypes import canonicalize_dtype
-from ember._prims.shape import convert_element_type
+from ember._prims.shape import convert_element_type, reshape
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.backends import get_client
 
 
-class Array(ArrayMethods):
-    """A device-resident array. Operators and methods follow ember.numpy (numpy semantics, JAX promotion)."""
+class _ArrayMeta(type):
+    """isinstance(x, ember.Array) is true of concrete Arrays and of tracers (values of a function being staged
+    out), as isinstance(x, jax.Array) is in JAX: user code tests for "an array" the same way inside and outside
+    jit. Subclass checks are unchanged (issubclass(Tracer, Array) is False, as in JAX). Inside ember, a concrete
+    device array is tested with `type(x) is Array` (isinstance of the exact class never reaches this method)."""
+
+    def __instancecheck__(cls, x: Any) -> bool:
+        return type.__instancecheck__(cls, x) or (cls is Array and isinstance(x, Tracer))
+
+
+class Array(ArrayMethods, metaclass=_ArrayMeta):
+    """A device-resident array. Operators and methods follow ember.numpy (numpy semantics, JAX promotion).
+    isinstance(x, Array) is also true of tracers (see _ArrayMeta)."""
     __slots__ = ("_buffer", "aval", "_host", "__weakref__")
     __array_priority__ = 100
 
@@ -79,7 +91,8 @@ class Array(ArrayMethods):
         return self._value().tolist()
 
     def copy(self) -> "Array":
-        return device_put(self._value())
+        """A new Array with the same contents, on the same device."""
+        return device_put(self._value(), self.device, weak_type=self.weak_type)
 
     def __bool__(self) -> bool:
         if self.size != 1:
@@ -174,8 +187,8 @@ def _element_types(x: Any, kinds: set[Any]) -> bool:
 def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = False) -> Array:
     """Copy a value (numpy array, Python scalar or Array) to a device (by default the first one)."""
     if isinstance(x, Tracer):
-        return x  # type: ignore[return-value]
-    if isinstance(x, Array):
+        return check_live(x, "device_put")  # type: ignore[return-value]
+    if type(x) is Array:
         if device is None or x.device is device:
             return x
         x = x._value()
@@ -201,25 +214,74 @@ def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = 
     return Array._from_buffer(buffer, ShapedArray(value.shape, dtype, weak_type))
 
 
-def array(x: Any, dtype: Any = None, copy: bool = True) -> Array:
-    """An Array from a numpy array, Python scalar, nested list or Array (numpy's dtype rules, 32-bit defaults)."""
+def check_order(op: str, order: Any) -> None:
+    """numpy's order argument: ember arrays are row-major, so 'C', 'A', 'K' (and None) are accepted."""
+    if order in (None, "K", "A", "C"):
+        return
+    if order == "F":
+        raise NotImplementedError(f"{op}: order='F' is not supported: ember arrays are row-major (order 'C')")
+    raise ValueError(f"{op}: order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+
+
+def _no_copy_possible(op: str, what: str) -> ValueError:
+    return ValueError(f"{op}: unable to avoid a copy ({what}) while creating an array with copy=False; use "
+                      "copy=None (the default of asarray) to copy only when needed")
+
+
+def array(x: Any, dtype: Any = None, copy: bool | None = True, order: str | None = "K", ndmin: int = 0, *,
+          op: str = "array") -> Array:
+    """An Array from a numpy array, Python scalar, nested list or Array (numpy's dtype rules, 32-bit defaults).
+
+    copy, as numpy 2's: True always gives a new array (a distinct Array, even of an Array); None copies only when
+    needed; False never copies and raises ValueError when a copy is needed: a dtype conversion, or a Python
+    scalar or sequence, or a numpy scalar, turned into an array (moving a numpy array of the requested dtype to
+    the device is not a copy in this sense, as in JAX). Tracers are immutable values and pass through (converted
+    when dtype asks for it); a tracer leaked from a finished staging raises UnexpectedTracerError."""
+    check_order(op, order)
+    result = _array(x, None if dtype is None else canonicalize_dtype(dtype), copy, op)
+    ndmin = operator.index(ndmin)
+    if result.ndim < ndmin:
+        result = reshape(result, (1,) * (ndmin - result.ndim) + result.shape)
+    return result
+
+
+def _array(x: Any, dtype: np.dtype | None, copy: bool | None, op: str) -> Any:
     if isinstance(x, Tracer):
-        if dtype is None:
-            return x  # type: ignore[return-value]
+        check_live(x, op)
+        if dtype is None or (dtype == x.aval.dtype and not x.aval.weak_type):
+            return x
+        if copy is False:
+            raise _no_copy_possible(op, f"a conversion of {x.aval.str_short()} to {dtype.name}")
         return convert_element_type(x, dtype)
-    if isinstance(x, Array) and dtype is None:
-        return x
+    if type(x) is Array:
+        if dtype is None or (dtype == x.dtype and not x.weak_type):
+            return x.copy() if copy else x
+        if copy is False:
+            raise _no_copy_possible(op, f"a conversion of {x.aval.str_short()} to {dtype.name}")
+        return device_put(np.asarray(x._value(), dtype=dtype), x.device)
+    if isinstance(x, np.ndarray):
+        if dtype is not None and dtype != canonicalize_dtype(x.dtype):
+            if copy is False:
+                raise _no_copy_possible(op, f"a conversion of a numpy {x.dtype} array to {dtype.name}")
+            x = np.asarray(x, dtype=dtype)
+        return device_put(x)
+    if isinstance(x, list | tuple):
+        items = list(_flat_items(x))
+        for e in items:
+            if isinstance(e, Tracer):
+                check_live(e, op)
+                raise TypeError(f"{op}: nested sequences of traced values are not supported here; use "
+                                "ember.numpy.array or ember.numpy.stack")
+        if any(type(e) is Array for e in items):
+            x = _to_host_nested(x)
+    if copy is False:
+        raise _no_copy_possible(op, f"a value of type {type(x).__name__}")
     if dtype is not None:
-        value = np.asarray(x._value() if isinstance(x, Array) else x, dtype=canonicalize_dtype(dtype))
-        return device_put(value)
-    if isinstance(x, np.ndarray | np.generic):
+        return device_put(np.asarray(x, dtype=dtype))
+    if isinstance(x, np.generic):
         return device_put(x)
     if is_python_scalar(x):
         return device_put(np.asarray(x, dtype=dt.dtype_and_weak(x)[0]))
-    if isinstance(x, list | tuple) and any(isinstance(e, Tracer) for e in _flat_items(x)):
-        raise TypeError("ember.array: nested sequences of traced values are not supported; use ember.numpy.stack")
-    if isinstance(x, list | tuple) and any(isinstance(e, Array) for e in _flat_items(x)):
-        x = _to_host_nested(x)
     return device_put(x)
 
 
@@ -234,8 +296,9 @@ def _flat_items(x: Any) -> Iterator[Any]:
 def _to_host_nested(x: Any) -> Any:
     if isinstance(x, list | tuple):
         return [_to_host_nested(e) for e in x]
-    return x._value() if isinstance(x, Array) else x
+    return x._value() if type(x) is Array else x
 
 
-def asarray(x: Any, dtype: Any = None) -> Array:
-    return array(x, dtype, copy=False)
+def asarray(x: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None) -> Array:
+    """array with copy=None by default: no copy unless needed (see array)."""
+    return array(x, dtype, copy, order, op="asarray")

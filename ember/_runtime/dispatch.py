@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from ember._core.cache import on_clear
-from ember._core import Literal, ShapedArray, Tracer, UnexpectedTracerError, aval_of_value, is_python_scalar
+from ember._core import (Literal, ShapedArray, Tracer, UnexpectedTracerError, aval_of_value, check_live,
+                         is_python_scalar)
 from ember._core.dtypes import canonicalize_dtype
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.array import Array
@@ -43,8 +44,9 @@ def to_buffer(x: Any, expected: ShapedArray, where: str,
             raise ValueError(f"{where}: the array is on {x.device} but the computation runs on {device}, the "
                              "device of its first array argument; device_put it there")
         return x.buffer
-    if isinstance(x, Tracer):
-        raise UnexpectedTracerError(f"{where}: got a tracer {x!r} outside of the staging that created it")
+    if isinstance(x, Tracer):  # a compiled program runs outside every staging of this thread
+        check_live(x, where)
+        raise UnexpectedTracerError(f"{where}: got a tracer {x!r} of a staging in progress on another thread")
     if isinstance(x, Literal):
         if x.aval.shape != expected.shape or x.aval.dtype != expected.dtype:
             raise TypeError(f"{where}: expected {expected.str_short()}, got the literal {x!r}")

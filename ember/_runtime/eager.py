@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ember._core.cache import LRUCache
-from ember._core import EAGER, IR, Eqn, Primitive, ShapedArray, Tracer, UnexpectedTracerError, Var, aval_of_value
+from ember._core import (EAGER, IR, Eqn, Primitive, ShapedArray, Tracer, UnexpectedTracerError, Var, aval_of_value,
+                         check_live)
 from ember._runtime.compiler import Compiled, compile_ir
 
 _eager_cache = LRUCache("eager_cache_size")  # ember.config option
@@ -15,9 +16,10 @@ def _eager_aval(x: Any, prim: Primitive, i: int) -> ShapedArray:
     aval = getattr(x, "aval", None)
     if aval is not None and not isinstance(x, Tracer):
         return aval
-    if isinstance(x, Tracer):
-        raise UnexpectedTracerError(f"{prim.name}: operand {i} is a tracer {x!r} used after the staging that "
-                                    "created it finished (it leaked out of a jit/grad/stage_out function)")
+    if isinstance(x, Tracer):  # outside every staging of this thread, so it leaked out of its own
+        check_live(x, f"{prim.name}: operand {i}")
+        raise UnexpectedTracerError(f"{prim.name}: operand {i} is a tracer {x!r} of a staging in progress on "
+                                    "another thread")
     try:
         return aval_of_value(x)
     except TypeError as err:

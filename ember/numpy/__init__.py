@@ -99,12 +99,15 @@ from ember._numpy.creation import ones as ones
 from ember._numpy.creation import ones_like as ones_like
 from ember._numpy.creation import zeros as zeros
 from ember._numpy.creation import zeros_like as zeros_like
+from ember._numpy.shape import array_split as array_split
 from ember._numpy.shape import astype as astype
 from ember._numpy.shape import atleast_1d as atleast_1d
 from ember._numpy.shape import atleast_2d as atleast_2d
 from ember._numpy.shape import broadcast_to as broadcast_to
 from ember._numpy.shape import concatenate as concatenate
+from ember._numpy.shape import dsplit as dsplit
 from ember._numpy.shape import expand_dims as expand_dims
+from ember._numpy.shape import hsplit as hsplit
 from ember._numpy.shape import hstack as hstack
 from ember._numpy.shape import moveaxis as moveaxis
 from ember._numpy.shape import ndim as ndim
@@ -117,6 +120,7 @@ from ember._numpy.shape import squeeze as squeeze
 from ember._numpy.shape import stack as stack
 from ember._numpy.shape import swapaxes as swapaxes
 from ember._numpy.shape import transpose as transpose
+from ember._numpy.shape import vsplit as vsplit
 from ember._numpy.shape import vstack as vstack
 from ember._numpy.reductions import all as all  # noqa: A004
 from ember._numpy.reductions import amax as amax
@@ -139,19 +143,18 @@ from ember._numpy.linalg import vdot as vdot
 from ember._numpy.einsum import einsum as einsum
 
 __all__ = [
-    "logaddexp", "logsumexp",
-    "abs", "absolute", "add", "all", "amax", "amin", "any", "arange", "arctan2", "argmax", "argmin", "around",
-    "array", "asarray", "astype", "atleast_1d", "atleast_2d", "bfloat16", "bitwise_and", "bitwise_not",
-    "bitwise_or", "bitwise_xor", "bool_", "broadcast_shapes", "broadcast_to", "ceil", "clip", "concatenate", "cos",
-    "divide", "divmod", "dot", "dtype", "e", "einsum", "equal", "exp", "exp2", "expand_dims", "expm1", "eye",
-    "finfo", "fix", "float16", "float32", "float64", "floor", "floor_divide", "fmod", "full", "full_like", "greater",
-    "greater_equal",
-    "hstack", "identity", "iinfo", "inf", "inner", "int16", "int32", "int64", "int8", "invert", "isfinite", "less",
-    "less_equal", "linspace", "log", "log10", "log1p", "log2", "logical_and", "logical_not", "logical_or",
-    "logical_xor", "matmul", "max", "maximum", "mean", "min", "minimum", "mod", "moveaxis", "multiply", "nan",
-    "ndarray", "ndim", "negative", "newaxis", "not_equal", "ones", "ones_like", "outer", "pi", "positive", "power",
-    "promote_types", "ravel", "reciprocal", "remainder", "reshape", "result_type", "rint", "round", "shape", "sign",
-    "sin", "size", "split", "sqrt", "square", "squeeze", "stack", "std", "subtract", "sum", "swapaxes", "tan", "tanh",
-    "tensordot", "transpose", "true_divide", "trunc", "uint16", "uint32", "uint64", "uint8", "var", "vdot", "vstack",
+    "abs", "absolute", "add", "all", "amax", "amin", "any", "arange", "arctan2", "argmax", "argmin",
+    "around", "array", "array_split", "asarray", "astype", "atleast_1d", "atleast_2d", "bfloat16", "bitwise_and",
+    "bitwise_not", "bitwise_or", "bitwise_xor", "bool_", "broadcast_shapes", "broadcast_to", "ceil", "clip",
+    "concatenate", "cos", "divide", "divmod", "dot", "dsplit", "dtype", "e", "einsum", "equal", "exp", "exp2",
+    "expand_dims", "expm1", "eye", "finfo", "fix", "float16", "float32", "float64", "floor", "floor_divide", "fmod",
+    "full", "full_like", "greater", "greater_equal", "hsplit", "hstack", "identity", "iinfo", "inf", "inner",
+    "int16", "int32", "int64", "int8", "invert", "isfinite", "less", "less_equal", "linspace", "log", "log10",
+    "log1p", "log2", "logaddexp", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp", "matmul",
+    "max", "maximum", "mean", "min", "minimum", "mod", "moveaxis", "multiply", "nan", "ndarray", "ndim", "negative",
+    "newaxis", "not_equal", "ones", "ones_like", "outer", "pi", "positive", "power", "promote_types", "ravel",
+    "reciprocal", "remainder", "reshape", "result_type", "rint", "round", "shape", "sign", "sin", "size", "split",
+    "sqrt", "square", "squeeze", "stack", "std", "subtract", "sum", "swapaxes", "tan", "tanh", "tensordot",
+    "transpose", "true_divide", "trunc", "uint16", "uint32", "uint64", "uint8", "var", "vdot", "vsplit", "vstack",
     "where", "zeros", "zeros_like",
 ]
