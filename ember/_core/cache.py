@@ -17,7 +17,7 @@ class LRUCache(OrderedDict):
     def __init__(self, maxsize: int | str):
         super().__init__()
         self._maxsize = maxsize
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: dropping an entry may run finalizers that touch caches
         _caches.add(self)
 
     @property
@@ -42,7 +42,7 @@ class LRUCache(OrderedDict):
 
     def reset(self) -> None:
         """Drop every entry, with a new lock (after a fork, another thread of the parent may have held the old one)."""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.clear()
 
     __hash__ = object.__hash__  # kept in a WeakSet: identity, not contents

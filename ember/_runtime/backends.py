@@ -105,7 +105,7 @@ def _after_fork_in_child() -> None:
     computation is unaffected. Locks another thread of the parent may have held are replaced."""
     global _client_lock, _forked_while_running
     _client_lock = threading.Lock()
-    _pjrt_buffer._lifetime_lock = threading.Lock()
+    _pjrt_buffer._lifetime_lock = threading.RLock()
     if _clients:
         _forked_while_running = True
     for client in _clients.values():

@@ -211,3 +211,19 @@ def test_dropped_programs_are_freed():
     del out, pullback
     gc.collect()
     assert sum(isinstance(o, Compiled) for o in gc.get_objects()) <= alive + 2
+
+
+def test_a_buffer_finalized_while_the_lifetime_lock_is_held():
+    # A garbage collection inside pin()/unpin() runs Buffer.__del__ -> delete(), which takes the same lock: with a
+    # non-reentrant lock the process hung (found by the fuzz tier).
+    out = check_python("""
+        import ember.numpy as enp
+        from ember._runtime.pjrt import buffer
+        a = enp.ones(3)
+        held = a._buffer
+        del a
+        with buffer._lifetime_lock:
+            del held  # finalized here, as by a collection inside pin()
+        print("ok", float(enp.ones(2).sum()))
+    """, timeout=60)
+    assert "ok 2.0" in out

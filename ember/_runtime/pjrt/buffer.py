@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 # Buffers in use by a PJRT call are pinned: delete() from another thread then only marks them deleted, and the
 # last unpin destroys them. One lock guards every buffer's pin count; it is held for bookkeeping only, never
-# across a PJRT call.
-_lifetime_lock = threading.Lock()
+# across a PJRT call. It is reentrant: a garbage collection while it is held may run Buffer.__del__ -> delete().
+_lifetime_lock = threading.RLock()
 
 
 def pin(buffers: Sequence[Buffer]) -> None:
