@@ -61,10 +61,10 @@ def test_caches_bound_memory_over_many_shapes():
 def test_long_soak_with_default_cache_sizes():
     # 8000 distinct shapes grew memory by about 1 GB when the caches were unbounded.
     _soak("""
-    compile_many(60, 0)
-    many_shapes(1200, 1)
+    compile_many(40, 0)
+    many_shapes(1100, 1)
     before = rss_mb()
-    compile_many(600, 1000)
-    many_shapes(3000, 2000)
+    compile_many(300, 1000)
+    many_shapes(2000, 2000)
     print(rss_mb() - before)
     """, limit_mb=250, timeout=1800)
