@@ -151,12 +151,15 @@ def _while_batching(args: list[Any], dims: list[BatchDim], *, cond_ir: IR, body_
 
 
 def _promote_weak_carry(init: list[Any], body_outs: Sequence[ShapedArray]) -> tuple[list[Any], bool]:
-    """As JAX: a weakly typed initial carry (a Python scalar) takes the dtype the body gives it."""
+    """As JAX: a weakly typed initial carry (a Python scalar) takes the dtype the body gives it, when promotion
+    allows (a Python int carry may become float32; a Python float carry never becomes an integer: that stays an
+    error of mismatched carry types)."""
     changed = False
     promoted = []
     for x, out in zip(init, body_outs):
         aval = aval_of(x)
-        if aval.weak_type and out.dtype != aval.dtype and aval.shape == out.shape:
+        if aval.weak_type and out.dtype != aval.dtype and aval.shape == out.shape and \
+                dt.promote_types((aval.dtype, True), (out.dtype, False))[0] == out.dtype:
             x, changed = lax.convert_element_type(x, out.dtype), True
         promoted.append(x)
     return promoted, changed
@@ -464,8 +467,11 @@ def map(f: Callable[[Any], Any], xs: Any, *, batch_size: int | None = None) -> A
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any) -> Any:
     """body_fun(i, val) for i in range(lower, upper) (like jax.lax.fori_loop). With static (Python int) bounds it
     is a scan, so reverse-mode differentiable; with traced bounds, a while_loop."""
-    if is_python_scalar(lower) and is_python_scalar(upper) and not isinstance(lower, float) \
-            and not isinstance(upper, float):
+    for name, bound in (("lower", lower), ("upper", upper)):
+        if not dt.is_int(dt.dtype_and_weak(bound)[0]):
+            raise TypeError(f"fori_loop: {name} must be an integer, got {bound!r} of dtype "
+                            f"{dt.dtype_and_weak(bound)[0].name}")
+    if is_python_scalar(lower) and is_python_scalar(upper):
         trip = max(0, int(upper) - int(lower))
 
         def step(carry: Any, _: Any) -> tuple[Any, None]:

@@ -36,6 +36,10 @@ class ArrayMethods:
     __array_priority__ = 1000
     __hash__ = None  # type: ignore[assignment]  (arrays compare elementwise, so they are not hashable)
 
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise TypeError(f"ember arrays are immutable and do not support item assignment (x[{index!r}] = ...): build "
+                        "a new array instead, e.g. with ember.numpy.where or concatenate")
+
 
 def install_array_methods(methods: dict[str, Any]) -> None:
     """Install operator overloads and methods on every array type (called once, by ember._numpy.methods)."""

@@ -188,6 +188,9 @@ def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = 
     """Copy a value (numpy array, Python scalar or Array) to a device (by default the first one)."""
     if isinstance(x, Tracer):
         return check_live(x, "device_put")  # type: ignore[return-value]
+    if device is not None and not isinstance(device, _pjrt.Device):
+        raise TypeError(f"device_put: device must be an ember device (from ember.devices()) or None, got "
+                        f"{device!r} of type {type(device).__name__}")
     if type(x) is Array:
         if device is None or x.device is device:
             return x
@@ -202,6 +205,7 @@ def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = 
             value = value.astype(dtype)
     elif is_python_scalar(x):
         dtype, weak_type = dt.dtype_and_weak(x)
+        dt.check_int_fits(x, dtype)
         value = np.asarray(x, dtype=dtype)
     else:
         try:
@@ -281,7 +285,9 @@ def _array(x: Any, dtype: np.dtype | None, copy: bool | None, op: str) -> Any:
     if isinstance(x, np.generic):
         return device_put(x)
     if is_python_scalar(x):
-        return device_put(np.asarray(x, dtype=dt.dtype_and_weak(x)[0]))
+        dtype = dt.dtype_and_weak(x)[0]
+        dt.check_int_fits(x, dtype)
+        return device_put(np.asarray(x, dtype=dtype))
     return device_put(x)
 
 

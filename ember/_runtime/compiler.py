@@ -126,7 +126,14 @@ class Compiled:
                 buffers.append(x._buffer)  # the common case, checked inline (deleted buffers fail in execute)
             else:
                 buffers.append(to_buffer(x, aval, where, device))
-        outs = self.executable.execute(buffers, self._out_specs)
+        try:
+            outs = self.executable.execute(buffers, self._out_specs)
+        except _pjrt.PjrtError as err:
+            if "deleted" not in str(err):
+                raise
+            index = next((i for i, x in enumerate(args) if type(x) is Array and x.is_deleted()), None)
+            what = "an array it closed over" if index is None else f"argument {index} ({args[index]!r})"
+            raise RuntimeError(f"{self.name}: {what} has been deleted") from None
         wrap = Array._from_buffer
         results = [wrap(b, aval) for b, aval in zip(outs, self.out_avals)]
         if _checks.active:

@@ -10,7 +10,7 @@ import numpy as np
 from ember._core.cache import on_clear
 from ember._core import (Literal, ShapedArray, Tracer, UnexpectedTracerError, aval_of_value, check_live,
                          is_python_scalar)
-from ember._core.dtypes import canonicalize_dtype
+from ember._core.dtypes import canonicalize_dtype, check_int_fits
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.array import Array
 from ember._runtime.backends import default_device
@@ -58,6 +58,10 @@ def to_buffer(x: Any, expected: ShapedArray, where: str,
         if (isinstance(value, float) and expected.dtype.kind != "f") or \
                 (type(value) is int and expected.dtype.kind == "b"):
             raise TypeError(f"{where}: expected {expected.str_short()}, got the {type(value).__name__} {value!r}")
+        try:
+            check_int_fits(value, expected.dtype)
+        except OverflowError as err:
+            raise OverflowError(f"{where}: {err}") from None
         return _scalar_buffer(type(value), repr(value), expected.dtype, value, device)
     if isinstance(x, np.ndarray | np.generic):
         try:
