@@ -75,6 +75,39 @@ def test_threads_hammering_one_function_and_arrays():
     assert len(results) == 180 and all(r == expected for r in results)
 
 
+def test_threads_staging_transforming_and_clearing_caches_at_once():
+    out = check_python("""
+        import gc, threading, numpy as np, ember, ember.numpy as enp
+        shared = ember.jit(lambda x: (x * x).sum())
+        g = ember.grad(lambda x: (enp.sin(x) ** 2).sum())
+        v = ember.vmap(lambda x: x @ x)
+        errors = []
+        def work(k):
+            try:
+                for i in range(15):
+                    x = enp.arange(k + 3, dtype="float32")
+                    assert float(shared(x)) == float((np.arange(k + 3, dtype=np.float32) ** 2).sum())
+                    np.testing.assert_allclose(g(x), np.sin(2 * np.arange(k + 3, dtype=np.float32)), rtol=1e-4,
+                                               atol=1e-5)
+                    np.testing.assert_allclose(v(enp.ones((2, 3))), [3.0, 3.0])
+                    assert float(ember.jit(lambda y: y * i + k)(1.0)) == i + k
+                    assert float(ember.grad(lambda y: y * y * i)(2.0)) == 4 * i
+                    if i % 5 == 0:
+                        gc.collect()
+                    if k == 0 and i == 7:
+                        ember.clear_caches()
+            except BaseException as err:
+                errors.append(repr(err))
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print("errors", len(errors), errors[:2])
+    """, timeout=300)
+    assert "errors 0 []" in out, out
+
+
 def test_delete_racing_with_computations():
     # Half of the trials crashed the process: the buffer was freed while another thread passed it to XLA.
     out = check_python("""
