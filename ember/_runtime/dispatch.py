@@ -17,8 +17,11 @@ from ember._runtime.backends import default_device
 
 @functools.lru_cache(maxsize=512)
 def _scalar_buffer(kind: type, text: str, dtype: np.dtype, value: Any, device: _pjrt.Device) -> _pjrt.Buffer:
-    """Device scalars are immutable, so equal ones are shared (keyed by repr: -0.0 and 0.0 differ)."""
-    return device.client.buffer_from_numpy(np.asarray(value, dtype=dtype), device)
+    """Device scalars are immutable, so equal ones are shared (keyed by repr: -0.0 and 0.0 differ). A float
+    beyond the dtype's range becomes +-inf silently, as in JAX."""
+    with np.errstate(over="ignore"):
+        host = np.asarray(value, dtype=dtype)
+    return device.client.buffer_from_numpy(host, device)
 
 
 on_clear(_scalar_buffer.cache_clear)
