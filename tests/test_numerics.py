@@ -373,3 +373,119 @@ def test_exp2_is_accurate(mode):
         np.testing.assert_allclose(np.asarray(MODES[mode](enp.exp2)(x), np.float64), exact, rtol=tolerance, atol=0)
     grad = ember.grad(lambda v: enp.sum(enp.exp2(v)))(np.array([0.5, 3.0, -2.0]))
     np.testing.assert_allclose(np.asarray(grad), np.log(2) * np.exp2([0.5, 3.0, -2.0]), rtol=1e-14)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Cases the fuzz of ember.numpy (tests/reliability/test_fuzz_numpy.py) found, against numpy's values and JAX's
+# dtypes and weak types
+def _jax_like(ours, ref):
+    """ours has JAX's dtype and weak type (ref is JAX's result)."""
+    assert type(ours) is ember.Array, f"returned a {type(ours).__name__}, not an Array"
+    assert ours.dtype == ref.dtype and ours.shape == ref.shape, (ours, ref)
+    assert ours.aval.weak_type == ref.weak_type, (ours.aval, ref.dtype, ref.weak_type)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_abs_and_square_of_booleans(mode):
+    """abs of booleans is the identity (bool); square of booleans is 1 where True, in JAX's dtype (the default
+    integer, numpy: int8)."""
+    values = [np.array([True, False]), np.bool_(True), True]
+    for name in ("abs", "absolute", "square"):
+        for x in values:
+            ours = MODES[mode](getattr(enp, name))(x)
+            with jax32():
+                ref = getattr(jnp, name)(x)
+            _jax_like(ours, ref)
+            np.testing.assert_array_equal(np.asarray(ours), numpy_ref(name, np.asarray(x)).astype(ours.dtype))
+    assert enp.square(enp.array([True, False])).dtype == np.int32
+    # the derivative of square is unchanged
+    assert float(ember.grad(enp.square)(3.0)) == 6.0
+
+
+@pytest.mark.parametrize("name", ["positive", "round"])
+def test_positive_and_round_give_arrays(name):
+    """positive(x), and round(x) of a non-float, are x as an ember Array: Python scalars weakly typed (JAX)."""
+    for x in (3, 2.5, np.int8(3), np.float32(2.5), np.array([1, 2], np.int16), np.array([True, False])):
+        if name == "round" and np.asarray(x).dtype == bool:
+            continue  # JAX refuses round of booleans
+        ours = getattr(enp, name)(x)
+        with jax32():
+            ref = getattr(jnp, name)(x)
+        _jax_like(ours, ref)
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(ref))
+    assert type(ember.jit(getattr(enp, name))(3)) is ember.Array
+
+
+@pytest.mark.parametrize("name", ["arctan2", "logaddexp", "true_divide", "power"])
+@pytest.mark.parametrize("mode", MODES)
+def test_binary_float_functions_promote_before_making_inexact(name, mode):
+    """Integer with float16 / bfloat16 / float64 operands: the operands are promoted together, then the common
+    dtype made inexact (JAX's rule): int8 with float16 is float16, int32 with float64 keeps the int's digits."""
+    fn = MODES[mode](getattr(enp, name))
+    for int_dtype, float_dtype in [(np.int8, np.float16), (np.uint8, bfloat16), (np.int32, np.float64),
+                                   (np.int64, np.float16)]:
+        x = np.array([3, 2 ** 24 + 1 if int_dtype == np.int32 else 5], int_dtype)
+        y = np.array([2, 1], float_dtype)
+        for a, b in ((x, y), (y, x)):
+            ours = fn(a, b)
+            with jax.enable_x64(np.dtype(int_dtype).itemsize == 8 or float_dtype == np.float64):
+                ref = getattr(jnp, name)(a, b)
+            _jax_like(ours, ref)
+            want = numpy_ref(name, a.astype(np.float64), b.astype(np.float64)).astype(ref.dtype)
+            np.testing.assert_allclose(np.asarray(ours).astype(np.float64), want.astype(np.float64), rtol=4e-3)
+    if name == "arctan2":  # int32 with float64: computed in float64, not in float32 first
+        got = float(fn(np.array([2 ** 24 + 1], np.int32), np.array([2 ** 60], np.float64))[0])
+        assert got == np.arctan2(2.0 ** 24 + 1, 2.0 ** 60)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_integer_division_by_out_of_range_python_ints(mode):
+    """An integer array divided by (or dividing) a Python int its dtype cannot hold divides in float, as numpy and
+    JAX (uint8 / -1 is -0.0 at 0), not an OverflowError."""
+    cases = [(np.array([0, 3, 255], np.uint8), -1), (np.array([-128, 3, 127], np.int8), 1000),
+             (np.array([1, 3, 127], np.int8), -1000), (np.array([1, 2], np.int16), 2 ** 20)]
+    for x, k in cases:
+        for args in ((x, k), (k, x)):
+            ours = MODES[mode](enp.true_divide)(*args)
+            with jax32():
+                ref = jnp.true_divide(*args)
+            _jax_like(ours, ref)
+            want = numpy_ref("true_divide", *(np.asarray(a, np.float64) for a in args)).astype(ref.dtype)
+            assert_identical(ours, want, f"true_divide{args}")
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@pytest.mark.parametrize("mode", MODES)
+def test_arg_extremes_keepdims_without_axis(name, mode):
+    """axis=None with keepdims=True gives shape (1,) * ndim (numpy, JAX)."""
+    for x in (np.arange(6.0).reshape(2, 3), np.arange(24).reshape(2, 3, 4)[::-1], np.float32(2), np.arange(3)):
+        ours = MODES[mode](lambda a: getattr(enp, name)(a, keepdims=True))(x)
+        ref = getattr(np, name)(x, keepdims=True)
+        assert ours.shape == ref.shape == getattr(jnp, name)(x, keepdims=True).shape
+        np.testing.assert_array_equal(np.asarray(ours), ref)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_python_floats_beyond_the_dtype_range_become_inf(mode):
+    """A weak Python float too large for the array's dtype converts to +-inf (with numpy's "overflow encountered in
+    cast" warning, as JAX)."""
+    x = enp.array([1.0, -2.0], enp.float16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        products = [MODES[mode](lambda a: a * 1e300)(x), MODES[mode](lambda a, b: a * b)(x, 1e300),
+                    MODES[mode](lambda a: enp.add(a, -1e300))(x), x * 1e300]
+    for got, want in zip(products, ([np.inf, -np.inf],) * 2 + ([-np.inf, -np.inf], [np.inf, -np.inf])):
+        assert got.dtype == np.float16
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_array_of_python_scalars_is_weakly_typed():
+    """enp.array and enp.asarray of a Python int or float are weakly typed (as jnp.array / jnp.asarray in JAX
+    0.10); booleans, lists, numpy values and an explicit dtype are not."""
+    for fn, jfn in ((enp.array, jnp.array), (enp.asarray, jnp.asarray)):
+        for x in (1.0, 3, True, [1.0], np.float32(1)):
+            with jax32():
+                ref = jfn(x)
+            _jax_like(fn(x), ref)
+        assert not fn(1.0, dtype=np.float32).aval.weak_type
+    assert (enp.array(1.0) + enp.ones(2, enp.float16)).dtype == np.float16

@@ -44,7 +44,8 @@ Atom = Var | Literal
 
 def scalar_literal(value: Any, dtype: np.dtype, weak: bool = True) -> Literal:
     """The one way a Python or numpy scalar becomes a literal of a given dtype (weakly typed by default).
-    A Python int that does not fit the dtype is an OverflowError, never a silent wrap-around."""
+    A Python int that does not fit the dtype is an OverflowError, never a silent wrap-around; a float beyond the
+    dtype's range becomes +-inf with numpy's "overflow encountered in cast" warning (as JAX)."""
     check_int_fits(value, dtype)
     return Literal(np.asarray(value).astype(dtype)[()], ShapedArray((), dtype, weak))
 

@@ -150,7 +150,9 @@ def any(a: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
 def _arg_extreme(name: str, extreme: Any) -> Any:
     def fn(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
         a = _as_operand(a)
+        flat_ndim = None  # with axis=None: the input's rank, for keepdims' (1,) * ndim (numpy, JAX)
         if axis is None:
+            flat_ndim = ndim(a)
             a, axis = ravel(a), 0
         axis = normalize_axis(name, axis, ndim(a))
         n = shape(a)[axis]
@@ -166,7 +168,9 @@ def _arg_extreme(name: str, extreme: Any) -> Any:
         index = lax.broadcasted_iota(dt.default_int_dtype(), shape(a), axis)
         candidates = where(hit, index, n)
         first = lax.reduce_min(candidates, (axis,))
-        return expand_dims(first, axis) if keepdims else first
+        if not keepdims:
+            return first
+        return lax.reshape(first, (1,) * flat_ndim) if flat_ndim is not None else expand_dims(first, axis)
     fn.__name__ = fn.__qualname__ = name
     return fn
 

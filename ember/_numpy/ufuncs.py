@@ -105,7 +105,8 @@ bitwise_xor = _binary(lax.bitwise_xor, "bitwise_xor")
 
 
 def positive(x: Any) -> Any:
-    return _as_operand(x)
+    """+x: x itself as an ember array, dtype and weak type kept (Python and numpy scalars and numpy arrays too)."""
+    return _as_array(_as_operand(x, "positive", 0))
 
 
 def tan(x: Any) -> Any:
@@ -156,7 +157,11 @@ around = round
 
 
 def square(x: Any) -> Any:
-    return lax.integer_pow(_unary(lambda v: v, "square")(x), 2)
+    """x * x; booleans square as the default integer (as JAX: square(True) is int32 1; numpy gives int8)."""
+    x = _as_array(_as_operand(x, "square", 0))
+    if aval_of(x).dtype == bool_:
+        x = lax.convert_element_type(x, dt.default_int_dtype(), False)
+    return lax.integer_pow(x, 2)
 
 
 def reciprocal(x: Any) -> Any:

@@ -284,11 +284,7 @@ def _array(x: Any, dtype: np.dtype | None, copy: bool | None, op: str) -> Any:
         return device_put(np.asarray(x, dtype=dtype))
     if isinstance(x, np.generic):
         return device_put(x)
-    if is_python_scalar(x):
-        dtype = dt.dtype_and_weak(x)[0]
-        dt.check_int_fits(x, dtype)
-        return device_put(np.asarray(x, dtype=dtype))
-    return device_put(x)
+    return device_put(x)  # a Python int or float is weakly typed, as jnp.array(1.0) and jnp.asarray(1.0)
 
 
 def _flat_items(x: Any) -> Iterator[Any]:

@@ -426,51 +426,20 @@ def excluded(call: Call, under_jit: bool) -> str:
     """Why this example is left out, or ''. Each reason names the change that fixes it: re-enable it (delete the
     lines) once that change is merged."""
     dtypes = {op.dtype for op in call.operands}
-    # known, not fixed here (ember/_numpy/ufuncs.py): abs and square of booleans are refused (numpy and JAX
-    # compute them: abs is the identity, square is logical and).
-    if call.name in ("abs", "absolute", "square") and (dtypes == {np.dtype(bool)} or dtypes == {None} and isinstance(
-            call.operands[0].value, bool)):
-        return "abs/square of booleans"
-    # known, not fixed here (ember/_numpy/ufuncs.py): positive, and round of a non-float, return a Python or
-    # numpy scalar (or numpy array) operand as it is, not as an Array.
-    if call.name in ("positive", "round") and call.operands[0].kind != "array":
-        return "positive/round of scalars"
-    # ember's dtype rule (as JAX without x64): with no 64-bit operand the common type is 32-bit, so uint32 with a
-    # signed type is int32 and its values beyond int32 wrap, where numpy computes in int64. Values differ from
-    # numpy's by design (docs/guide.md, dtypes); the dtypes are still checked against JAX in the other examples.
-    typed = [np.zeros((), op.dtype) for op in call.operands if op.kind != "python"]
-    if typed and not any(op.wide for op in call.operands):
-        try:
-            with jax.enable_x64(True):
-                wide = np.dtype(jnp.result_type(*typed)) in WIDE
-            if wide:
-                return "32-bit promotion of uint32 with a signed type (JAX's table, not numpy's)"
-        except Exception:  # noqa: BLE001 - no common dtype: the call itself is checked
-            pass
     # XLA (JAX too) simplifies arithmetic on a boolean converted to float under jit: False * nan and False / 0
     # give 0 instead of nan. Not ember's to fix.
     if under_jit and call.name in ("multiply", "divide", "true_divide") and np.dtype(bool) in dtypes:
         return "XLA: arithmetic on converted booleans under jit"
-    # known, not fixed here (ember/_numpy/ufuncs.py arctan2, ember/_numpy/logexp.py logaddexp): each operand is
-    # made inexact (an integer one float32) before they are promoted together, so an integer with float16/bfloat16
-    # gives float32 (JAX: float16/bfloat16), and with float64 loses the integer's digits beyond float32's.
-    if call.name in ("arctan2", "logaddexp") and any(op.kind != "python" and is_float(op.dtype)
-                                                    for op in call.operands) and any(
-            op.kind != "python" and op.dtype.kind in "iub" for op in call.operands):
-        return "arctan2/logaddexp: integers made float32 before promotion"
-    # known, not fixed here (ember/_numpy/ufuncs.py true_divide): an integer array divided by (or dividing) a Python
-    # int outside its dtype's range raises OverflowError: the int is converted to the array's dtype before both
-    # are made float (numpy and JAX divide: uint8 array / -1 is -0.0).
-    if call.name in ("divide", "true_divide") and any(
-            op.kind == "python" and type(op.value) is int and any(
-                other.kind != "python" and other.dtype.kind in "iu" and not
-                np.iinfo(other.dtype).min <= op.value <= np.iinfo(other.dtype).max for other in call.operands)
-            for op in call.operands):
-        return "true_divide of integers by an out-of-range Python int"
-    # known, not fixed here (ember/_numpy/reductions.py): argmax/argmin with axis=None and keepdims=True give
-    # shape (1,), not numpy's (1,) * ndim.
-    if call.name in ("argmax", "argmin") and "axis=None, keepdims=True" in call.static:
-        return "argmax keepdims with axis=None"
+    # clip(x, lo, hi) is maximum(x, lo), then minimum with hi, in JAX and ember alike: where x and lo promote to a
+    # 32-bit integer that cannot hold x's values (uint32 with a signed integer, without x64: int32), x wraps in
+    # between (JAX too), while the oracle clips in the result dtype. Not a bug.
+    if call.name == "clip" and call.operands[0].dtype.kind in "iu":
+        x64 = any(op.wide for op in call.operands)
+        mid = promoted_dtype(dataclasses.replace(call, operands=call.operands[:2]), x64=x64)
+        values = np.asarray(call.operands[0].value)
+        if mid.kind in "iu" and values.size and not (np.iinfo(mid).min <= values.min() and
+                                                     values.max() <= np.iinfo(mid).max):
+            return "clip: x wraps in the promoted dtype of x and lo (as JAX)"
     return ""
 
 
