@@ -145,11 +145,12 @@ class Jitted:
         return (in_tree, avals, statics), leaves, statics
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _config_values["disable_jit"]:
+        options = _config_values
+        if options["disable_jit"]:
             return self.fun(*args, **kwargs)
         fast = not kwargs and not self.static_argnums and not is_tracing() and all(type(a) is Array for a in args)
         if fast:  # (enable_x64 changes what the function stages out to: it is part of every signature)
-            executable = self._by_avals.get((tuple(a.aval for a in args), x64_enabled()))
+            executable = self._by_avals.get((tuple(a.aval for a in args), options["enable_x64"]))
             if executable is not None:
                 return executable(*args)
         key, leaves, statics = self._signature(args, kwargs)

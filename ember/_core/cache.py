@@ -26,11 +26,13 @@ class LRUCache(OrderedDict):
 
     def lookup(self, key: Hashable) -> Any:
         """The value for key (None if absent), marked as the most recently used."""
-        with self._lock:
-            value = self.get(key)
-            if value is not None:
+        value = self.get(key)  # lock-free: each OrderedDict operation is atomic; a store may evict key meanwhile
+        if value is not None:
+            try:
                 self.move_to_end(key)
-            return value
+            except KeyError:
+                pass
+        return value
 
     def store(self, key: Hashable, value: Any) -> None:
         with self._lock:

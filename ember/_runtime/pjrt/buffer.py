@@ -40,15 +40,21 @@ def pin(buffers: Sequence[Buffer]) -> None:
 
 def unpin(buffers: Sequence[Buffer]) -> None:
     """End the use begun by pin(); a buffer deleted meanwhile is destroyed now."""
-    doomed = []
     with _lifetime_lock:
         for buffer in buffers:
             buffer._pins -= 1
-            if buffer._doomed and not buffer._pins:
-                doomed.append(buffer)
-    for buffer in doomed:
-        handle, buffer._doomed = buffer._doomed, None
-        buffer._destroy(handle)
+    destroy_doomed(buffers)
+
+
+def destroy_doomed(buffers: Sequence[Buffer]) -> None:
+    """Destroy those of buffers that were deleted while pinned and are pinned no more (each exactly once)."""
+    for buffer in buffers:
+        with _lifetime_lock:
+            handle = buffer._doomed if not buffer._pins else None
+            if handle is not None:
+                buffer._doomed = None
+        if handle is not None:
+            buffer._destroy(handle)
 
 
 class Buffer:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from ember._runtime.pjrt.buffer import Buffer, pin, unpin
+from ember._runtime.pjrt import buffer as buffer_module
+from ember._runtime.pjrt.buffer import Buffer
 from ember._runtime.pjrt.errors import PjrtError
 from ember._runtime.pjrt.structs import (_POINTER_TO_VOID_P, _ExecutableNumOutputsArgs, _ExecuteOptions, _handle_args,
                                  _LoadedExecutableAddressableDevicesArgs, _LoadedExecutableExecuteArgs,
@@ -122,21 +123,30 @@ class Executable:
             arguments = self._arguments
             if count > len(arguments):
                 arguments = self._arguments = self._allocate_arguments(count)
-            for i, buffer in enumerate(args):
-                if type(buffer) is not Buffer or not buffer.handle or buffer.client is not client:
-                    raise self._bad_argument(i, buffer)
-                arguments[i] = buffer.handle
-            try:
-                pin(args)  # another thread's delete() now waits for the end of this call to free them
-            except PjrtError as err:
-                raise PjrtError(f"execute: {err}") from None
+            # Pin the arguments while PJRT uses them (another thread's delete() then leaves their destruction
+            # to unpin), checking each under the lifetime lock so that a delete() racing with the check is seen.
+            lock = buffer_module._lifetime_lock
+            with lock:
+                for i, buffer in enumerate(args):
+                    if type(buffer) is not Buffer or not buffer.handle or buffer.client is not client:
+                        for taken in args[:i]:
+                            taken._pins -= 1
+                        raise self._bad_argument(i, buffer)
+                    buffer._pins += 1
+                    arguments[i] = buffer.handle
             try:
                 call = self._call
                 call.num_args = count
                 call.execute_device = execute_device
                 error = self._execute(self._call_address)
             finally:
-                unpin(args)
+                doomed = False
+                with lock:
+                    for buffer in args:
+                        buffer._pins -= 1
+                        doomed = doomed or buffer._doomed is not None
+                if doomed:  # buffers deleted by another thread during the call: destroy them now
+                    buffer_module.destroy_doomed(args)
             if error:
                 raise client.plugin.error("LoadedExecutable_Execute", error)
             handles = self._outputs[:len(specs)]
