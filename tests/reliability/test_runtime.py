@@ -247,8 +247,8 @@ def test_dropped_programs_are_freed():
 
 
 def test_a_buffer_finalized_while_the_lifetime_lock_is_held():
-    # A garbage collection inside pin()/unpin() runs Buffer.__del__ -> delete(), which takes the same lock: with a
-    # non-reentrant lock the process hung (found by the fuzz tier).
+    # A garbage collection while a call pins its buffers runs Buffer.__del__ -> delete(), which takes the same
+    # lock: with a non-reentrant lock the process hung (found by the fuzz tier).
     out = check_python("""
         import ember.numpy as enp
         from ember._runtime.pjrt import buffer
@@ -256,7 +256,7 @@ def test_a_buffer_finalized_while_the_lifetime_lock_is_held():
         held = a._buffer
         del a
         with buffer._lifetime_lock:
-            del held  # finalized here, as by a collection inside pin()
+            del held  # finalized here, as by a collection while pinning
         print("ok", float(enp.ones(2).sum()))
     """, timeout=60)
     assert "ok 2.0" in out

@@ -26,26 +26,6 @@ if TYPE_CHECKING:
 _lifetime_lock = threading.RLock()
 
 
-def pin(buffers: Sequence[Buffer]) -> None:
-    """Mark buffers in use by a PJRT call (each must be live: checked by the caller under the GIL, rechecked here
-    so that a delete() racing with the check is seen)."""
-    with _lifetime_lock:
-        for i, buffer in enumerate(buffers):
-            if not buffer.handle:
-                for taken in buffers[:i]:
-                    taken._pins -= 1
-                raise PjrtError(f"argument {i} is a buffer that has been deleted")
-            buffer._pins += 1
-
-
-def unpin(buffers: Sequence[Buffer]) -> None:
-    """End the use begun by pin(); a buffer deleted meanwhile is destroyed now."""
-    with _lifetime_lock:
-        for buffer in buffers:
-            buffer._pins -= 1
-    destroy_doomed(buffers)
-
-
 def destroy_doomed(buffers: Sequence[Buffer]) -> None:
     """Destroy those of buffers that were deleted while pinned and are pinned no more (each exactly once)."""
     for buffer in buffers:
@@ -83,17 +63,26 @@ class Buffer:
             raise PjrtError(f"{action}: the buffer's PJRT client {self.client.closed_reason}")
         return handle
 
-    def _pinned_handle(self, action: str) -> int:
-        self._live_handle(action)
-        try:
-            pin((self,))
-        except PjrtError:
-            raise PjrtError(f"{action}: the buffer has been deleted") from None
-        return self.handle or self._doomed  # type: ignore[return-value]
+    def _pin(self, action: str) -> int:
+        """Pin this buffer for a PJRT call (until _unpin) and return its handle."""
+        with _lifetime_lock:
+            handle = self.handle
+            if handle and self.client.handle:
+                self._pins += 1
+                return handle
+        self._live_handle(action)  # raises the reason
+        raise PjrtError(f"{action}: the buffer has been deleted")
+
+    def _unpin(self) -> None:
+        with _lifetime_lock:
+            self._pins -= 1
+            doomed = self._doomed is not None
+        if doomed:
+            destroy_doomed((self,))
 
     def to_numpy(self) -> np.ndarray:
         """Copy the buffer into a new numpy array."""
-        handle = self._pinned_handle("to_numpy")
+        handle = self._pin("to_numpy")
         try:
             out = np.empty(self.shape, self.dtype)
             args = _BufferToHostBufferArgs(_BufferToHostBufferArgs.SIZE, None, handle, None, _data_address(out),
@@ -104,17 +93,17 @@ class Buffer:
                 raise client.plugin.error("Buffer_ToHostBuffer", error)
             client.plugin.await_event("Buffer_ToHostBuffer", args.event)
         finally:
-            unpin((self,))
+            self._unpin()
         return out
 
     def block_until_ready(self) -> None:
-        args = _new(_BufferReadyEventArgs, buffer=self._pinned_handle("block_until_ready"))
+        args = _new(_BufferReadyEventArgs, buffer=self._pin("block_until_ready"))
         try:
             plugin = self.client.plugin
             plugin.call("Buffer_ReadyEvent", args)
             plugin.await_event("Buffer_ReadyEvent", args.event)
         finally:
-            unpin((self,))
+            self._unpin()
 
     def delete(self) -> None:
         """Destroy the device buffer (at once, or when the PJRT calls using it end). Idempotent."""

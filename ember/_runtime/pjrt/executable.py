@@ -123,8 +123,9 @@ class Executable:
             arguments = self._arguments
             if count > len(arguments):
                 arguments = self._arguments = self._allocate_arguments(count)
-            # Pin the arguments while PJRT uses them (another thread's delete() then leaves their destruction
-            # to unpin), checking each under the lifetime lock so that a delete() racing with the check is seen.
+            # Pin the arguments while PJRT uses them (a delete() from another thread then leaves their
+            # destruction to the end of this call), checking each under the lifetime lock so that a racing delete()
+            # is seen.
             lock = buffer_module._lifetime_lock
             with lock:
                 for i, buffer in enumerate(args):
