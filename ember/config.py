@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember._core.config import OPTIONS, config
+from ember._core.config import OPTIONS as _OPTIONS, config as _config
 
-update = config.update
-read = config.read
-override = config.override
-describe = config.describe
+update = _config.update
+read = _config.read
+override = _config.override
+describe = _config.describe
 
 
 def __getattr__(name: str) -> Any:
-    return getattr(config, name)
+    return getattr(_config, name)
 
 
 def __dir__() -> list[str]:
-    return sorted(["update", "read", "override", "describe", *OPTIONS, *("jax_" + name for name in OPTIONS)])
+    return sorted(["update", "read", "override", "describe", *_OPTIONS, *("jax_" + name for name in _OPTIONS)])

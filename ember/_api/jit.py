@@ -13,7 +13,6 @@ from ember._api.staging import (SIGNATURES_PER_FUNCTION, as_tuple, cache_for, fu
                                 stage_with_aux)
 from ember._core.cache import LRUCache, clear_all_caches
 from ember._core.config import config
-from ember._core.dtypes import x64_enabled
 from ember._runtime import Array, Lowered, lower_ir
 
 
@@ -158,7 +157,7 @@ class Jitted:
         if fast:
             executable = self._cache.executable(key)
             if executable is not None:
-                self._by_avals.store((key[1], x64_enabled()), executable)
+                self._by_avals.store((key[1], options["enable_x64"]), executable)
         return out
 
     def trace(self, *args: Any, **kwargs: Any) -> IR:

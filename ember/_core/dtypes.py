@@ -301,6 +301,10 @@ def dtype_and_weak(x: Any) -> tuple[np.dtype, bool]:
 MAX_BYTES = 2**63 - 1  # XLA counts bytes and elements in int64: a bigger array aborts it, so no aval may describe one
 
 
+class ArrayTooLargeError(ValueError):
+    """An array of more than MAX_BYTES bytes was described (a ValueError)."""
+
+
 class ShapedArray:
     """The abstract value of an array: its shape and dtype (and whether its type is weak, as a Python scalar's)."""
     __slots__ = ("shape", "dtype", "weak_type", "_hash")
@@ -313,7 +317,7 @@ class ShapedArray:
         self.shape: tuple[int, ...] = tuple(int(d) for d in shape)
         self.dtype: np.dtype = canonicalize_dtype(dtype)
         if math.prod(self.shape) * max(self.dtype.itemsize, 1) > MAX_BYTES:
-            raise ValueError(f"an array of shape {self.shape} and dtype {self.dtype.name} would take "
+            raise ArrayTooLargeError(f"an array of shape {self.shape} and dtype {self.dtype.name} would take "
                              f"{math.prod(self.shape) * self.dtype.itemsize:.3g} bytes, more than the largest array "
                              f"XLA can address ({MAX_BYTES:.3g} bytes)")
         self.weak_type: bool = bool(weak_type)

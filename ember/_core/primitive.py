@@ -23,7 +23,7 @@ import sys
 import threading
 from typing import Any, Callable, Sequence
 
-from ember._core.dtypes import ShapedArray
+from ember._core.dtypes import ArrayTooLargeError, ShapedArray
 from ember._core.ir import Source
 
 RULE_KINDS: tuple[str, ...] = ("abstract_eval", "lowering", "jvp", "vjp", "batching")
@@ -92,11 +92,9 @@ class Primitive:
     def out_avals(self, avals: Sequence[ShapedArray], params: dict[str, Any]) -> list[ShapedArray]:
         try:
             out = self.rule("abstract_eval", "abstract evaluation")(*avals, **params)
-        except ValueError as err:
-            if str(err).startswith("an array of shape"):  # a too-large result: name the operation making it
-                shapes = ", ".join(a.str_short() for a in avals)
-                raise ValueError(f"{self.name}({shapes}): {err}") from None
-            raise
+        except ArrayTooLargeError as err:  # name the operation making the too-large result
+            shapes = ", ".join(a.str_short() for a in avals)
+            raise ArrayTooLargeError(f"{self.name}({shapes}): {err}") from None
         return list(out) if self.multiple_results else [out]
 
 

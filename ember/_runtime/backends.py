@@ -8,7 +8,6 @@ import warnings
 
 from ember._core.cache import clear_all_caches
 from ember._runtime import pjrt as _pjrt
-from ember._runtime.pjrt import buffer as _pjrt_buffer
 
 _client_lock = threading.Lock()
 _clients: dict[str, _pjrt.Client] = {}  # one per plugin
@@ -105,7 +104,6 @@ def _after_fork_in_child() -> None:
     computation is unaffected. Locks another thread of the parent may have held are replaced."""
     global _client_lock, _forked_while_running
     _client_lock = threading.Lock()
-    _pjrt_buffer._lifetime_lock = threading.RLock()
     if _clients:
         _forked_while_running = True
     for client in _clients.values():

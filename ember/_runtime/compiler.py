@@ -128,15 +128,16 @@ class Compiled:
                 buffers.append(to_buffer(x, aval, where, device))
         try:
             outs = self.executable.execute(buffers, self._out_specs)
-        except _pjrt.PjrtError as err:
-            if "deleted" not in str(err):
+        except _pjrt.PjrtError:
+            deleted = next((i for i, b in enumerate(buffers) if b.is_deleted), None)
+            if deleted is None:
                 raise
-            index = next((i for i, x in enumerate(args) if type(x) is Array and x.is_deleted()), None)
-            what = "an array it closed over" if index is None else f"argument {index} ({args[index]!r})"
+            index = deleted - len(consts)  # the constants come first
+            what = "an array it closed over" if index < 0 else f"argument {index} ({args[index]!r})"
             raise RuntimeError(f"{self.name}: {what} has been deleted") from None
         wrap = Array._from_buffer
         results = [wrap(b, aval) for b, aval in zip(outs, self.out_avals)]
-        if _checks.active:
+        if _Checks.active:
             _check_results(self, args, results)
         return results
 
@@ -166,19 +167,18 @@ class _Checks:
         cls.active = cls.nans or cls.infs
 
 
-_checks = _Checks
-_checks.update()
-config.on_change("debug_nans", _checks.update)
-config.on_change("debug_infs", _checks.update)
+_Checks.update()
+config.on_change("debug_nans", _Checks.update)
+config.on_change("debug_infs", _Checks.update)
 
 
 def _invalid_kind(value: Any) -> str | None:
     if not dt.is_float(value.dtype):
         return None
     host = np.asarray(value)
-    if _checks.nans and np.isnan(host).any():
+    if _Checks.nans and np.isnan(host).any():
         return "nan"
-    if _checks.infs and np.isinf(host).any():
+    if _Checks.infs and np.isinf(host).any():
         return "inf"
     return None
 

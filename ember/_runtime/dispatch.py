@@ -44,9 +44,10 @@ def to_buffer(x: Any, expected: ShapedArray, where: str,
             raise ValueError(f"{where}: the array is on {x.device} but the computation runs on {device}, the "
                              "device of its first array argument; device_put it there")
         return x.buffer
-    if isinstance(x, Tracer):  # a compiled program runs outside every staging of this thread
-        check_live(x, where)
-        raise UnexpectedTracerError(f"{where}: got a tracer {x!r} of a staging in progress on another thread")
+    if isinstance(x, Tracer):
+        check_live(x, where)  # a leaked tracer, or one of another thread's staging
+        raise UnexpectedTracerError(f"{where}: got a tracer {x!r}: a compiled program runs on concrete arrays (while "
+                                    "staging a function, call the function, not its compiled program)")
     if isinstance(x, Literal):
         if x.aval.shape != expected.shape or x.aval.dtype != expected.dtype:
             raise TypeError(f"{where}: expected {expected.str_short()}, got the literal {x!r}")

@@ -6,6 +6,7 @@ the client."""
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from typing import TYPE_CHECKING, Sequence
 
@@ -21,9 +22,18 @@ if TYPE_CHECKING:
 
 
 # Buffers in use by a PJRT call are pinned: delete() from another thread then only marks them deleted, and the
-# last unpin destroys them. One lock guards every buffer's pin count; it is held for bookkeeping only, never
-# across a PJRT call. It is reentrant: a garbage collection while it is held may run Buffer.__del__ -> delete().
+# end of the last call using them destroys them. One lock guards every buffer's pin count; it is held for
+# bookkeeping only, never across a PJRT call. It is reentrant: a garbage collection while it is held may run
+# Buffer.__del__ -> delete(). A forked child gets a new one (a thread of the parent may have held it).
 _lifetime_lock = threading.RLock()
+
+
+def _new_lock_after_fork() -> None:
+    global _lifetime_lock
+    _lifetime_lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
 def destroy_doomed(buffers: Sequence[Buffer]) -> None:
