@@ -6,4 +6,6 @@ os.environ.setdefault("JAX_ENABLE_X64", "1")  # JAX is an oracle here: let it co
 # ember reads JAX_ENABLE_X64 too, after its own EMBER_ENABLE_X64: keep ember in its default (32-bit scalars) mode;
 # the tests of enable_x64 turn it on with ember.config.override. (EMBER_ENABLE_X64=1 runs the suite in x64 mode.)
 os.environ.setdefault("EMBER_ENABLE_X64", "0")
+# ember's CPU backend has one device by default (as JAX's); the tests of several devices need two.
+os.environ.setdefault("EMBER_NUM_CPU_DEVICES", "2")
 sys.path.insert(0, os.path.dirname(__file__))

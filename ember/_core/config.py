@@ -32,8 +32,7 @@ def _parse_size(name: str, value: Any) -> int:
     except ValueError:
         size = value
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"ember.config: option {name!r} takes a positive integer (a number of entries), "
-                         f"got {value!r}")
+        raise ValueError(f"ember.config: option {name!r} takes a positive integer, got {value!r}")
     return size
 
 
@@ -65,6 +64,9 @@ _option("debug_infs", False, _parse_bool, "As debug_nans, for infinities.", env=
 _option("disable_jit", False, _parse_bool,
         "jit-decorated functions run their Python body one primitive at a time (for debugging with print and pdb).",
         env=("JAX_DISABLE_JIT",))
+_option("num_cpu_devices", 1, _parse_size,
+        "How many devices the CPU backend has (as jax_num_cpu_devices; JAX's default is one too). Read when the "
+        "CPU backend starts, at the first computation: set it before.", env=("JAX_NUM_CPU_DEVICES",))
 _option("eager_cache_size", 1024, _parse_size,
         "How many one-primitive executables (operations run outside jit) are kept, least recently used dropped.")
 _option("jit_cache_size", 256, _parse_size,
@@ -114,9 +116,14 @@ class Config:
         option = OPTIONS[key]
         parsed = option.parse(name, value)
         with self._lock:
-            self._values[key] = parsed
-        for hook in option.hooks:
-            hook(parsed)
+            old, self._values[key] = self._values[key], parsed
+        try:
+            for hook in option.hooks:
+                hook(parsed)
+        except BaseException:  # a hook refused the value (e.g. too late to change it): keep the old one
+            with self._lock:
+                self._values[key] = old
+            raise
 
     @contextlib.contextmanager
     def override(self, **values: Any) -> Iterator[None]:

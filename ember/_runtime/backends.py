@@ -7,6 +7,7 @@ import threading
 import warnings
 
 from ember._core.cache import clear_all_caches
+from ember._core.config import config
 from ember._runtime import pjrt as _pjrt
 
 _client_lock = threading.Lock()
@@ -54,9 +55,13 @@ def get_client(platform: str | None = None) -> _pjrt.Client:
 
 
 # XLA options the plugin reads from XLA_FLAGS once, at its first compile in the process (see shared/docs/pjrt.md):
-# added to the user's XLA_FLAGS unless the user set the same flag. fast_min_max=false: max/min (and reductions
-# with them) propagate NaN, as numpy and JAX do; the plugin's default drops it.
-_XLA_FLAGS = {"--xla_cpu_enable_fast_min_max": "false"}
+# added to the user's XLA_FLAGS unless the user set the same flag.
+# - fast_min_max=false: max/min (and reductions with them) propagate NaN, as numpy and JAX do; the plugin's
+#   default drops it.
+# - ynn_fusion_type=reduce: reductions (sum, softmax's max and sum, ...) become YNNPACK fusions, as jaxlib's
+#   default (its list also names dot and convolution, which this plugin's YNNPACK does not take as well: "dot"
+#   slows the MLP down and "dot,eltwise,reduce" crashes the plugin, so a user's list is kept as given).
+_XLA_FLAGS = {"--xla_cpu_enable_fast_min_max": "false", "--xla_cpu_experimental_ynn_fusion_type": "reduce"}
 
 
 def _set_xla_flags() -> None:
@@ -64,6 +69,8 @@ def _set_xla_flags() -> None:
     given = {flag.split("=", 1)[0] for flag in flags}
     flags += [f"{name}={value}" for name, value in _XLA_FLAGS.items() if name not in given]
     os.environ["XLA_FLAGS"] = " ".join(flags)
+    # The plugin logs its options at INFO level to stderr (absl, before any log set-up): only warnings and errors.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 
 def _client_for(path: str) -> _pjrt.Client:
@@ -73,8 +80,22 @@ def _client_for(path: str) -> _pjrt.Client:
             client = _clients.get(path)
             if client is None:
                 _set_xla_flags()
-                client = _clients[path] = _pjrt.Client(_pjrt.Plugin(path))
+                # One CPU device by default, as JAX: the plugin's thread pool has max(cores, devices) threads, and
+                # its default of 4 devices oversubscribes small machines.
+                options = {"cpu_device_count": config.num_cpu_devices} if path == _pjrt.cpu_plugin_path() else {}
+                client = _clients[path] = _pjrt.Client(_pjrt.Plugin(path), options)
     return client
+
+
+def _check_num_cpu_devices(count: int) -> None:
+    started = [c for c in _clients.values() if c.platform_name == "cpu" and c.handle]
+    if started and len(started[0].devices) != count:
+        raise RuntimeError(f"ember.config: num_cpu_devices={count} comes too late: the CPU backend has started "
+                           f"with {len(started[0].devices)} device(s); set it (or $EMBER_NUM_CPU_DEVICES) before the "
+                           "first computation")
+
+
+config.on_change("num_cpu_devices", _check_num_cpu_devices)
 
 
 def default_device() -> _pjrt.Device:

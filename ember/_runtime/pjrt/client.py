@@ -16,7 +16,8 @@ from ember._runtime.pjrt.executable import Executable
 from ember._runtime.pjrt.structs import (_IMMUTABLE_ONLY_DURING_CALL, _PORTABLE_COMPILE_OPTIONS, COMPILE_OPTIONS,
                                  _ClientAddressableDevicesArgs, _ClientBufferFromHostBufferArgs, _ClientCompileArgs,
                                  _ClientCreateArgs, _ClientPlatformNameArgs, _data_address, _handle_args, _new,
-                                 _Program, _string_at, c_int64, numpy_dtype_to_pjrt)
+                                 _Program, _string_at, c_int64, named_int64_values,
+                                 numpy_dtype_to_pjrt)
 
 if TYPE_CHECKING:
     from ember._runtime.pjrt.plugin import Plugin
@@ -28,11 +29,13 @@ class Client:
     Buffers and executables keep their client alive. close() destroys the client at once; its buffers and
     executables then refuse to be used (they are not destroyed after it, which PJRT does not allow)."""
 
-    def __init__(self, plugin: Plugin):
+    def __init__(self, plugin: Plugin, options: dict[str, int] | None = None):
+        """options: the plugin's int64 client-create options (the CPU plugin reads "cpu_device_count")."""
         self.plugin = plugin
         self.handle: int | None = None
         self.closed_reason = "has been closed"
-        create = _new(_ClientCreateArgs)
+        values, names = named_int64_values(options or {})
+        create = _new(_ClientCreateArgs, create_options=ctypes.addressof(values), num_options=len(names))
         plugin.call("Client_Create", create)
         self.handle = create.client
         name = _new(_ClientPlatformNameArgs, client=self.handle)

@@ -70,6 +70,32 @@ _ErrorMessageArgs = _args_type("PJRT_Error_Message_Args", [
     ("error", c_void_p), ("message", c_void_p), ("message_size", c_size_t)])
 _ErrorGetCodeArgs = _args_type("PJRT_Error_GetCode_Args", [("error", c_void_p), ("code", c_int)])
 _PluginInitializeArgs = _args_type("PJRT_Plugin_Initialize_Args", [])
+
+
+class _NamedValueUnion(ctypes.Union):
+    _fields_ = [("string_value", c_void_p), ("int64_value", c_int64), ("int64_array_value", c_void_p),
+                ("float_value", ctypes.c_float), ("bool_value", ctypes.c_bool)]
+
+
+# PJRT_NamedValue: a named option (enum PJRT_NamedValue_Type: 0 string, 1 int64, 2 int64 list, 3 float, 4 bool)
+_NamedValue = _args_type("PJRT_NamedValue", [
+    ("name", c_void_p), ("name_size", c_size_t), ("type", c_int), ("value", _NamedValueUnion),
+    ("value_size", c_size_t)])
+_NAMED_VALUE_INT64 = 1
+
+
+def named_int64_values(options: dict[str, int]) -> tuple[Any, list[bytes]]:
+    """A PJRT_NamedValue array of int64 options, and the encoded names it points into (keep both alive)."""
+    names = [name.encode() for name in options]
+    values = (_NamedValue * max(len(options), 1))()
+    for value, name, number in zip(values, names, options.values()):
+        value.struct_size = _NamedValue.SIZE
+        value.name = ctypes.cast(ctypes.c_char_p(name), c_void_p)
+        value.name_size = len(name)
+        value.type = _NAMED_VALUE_INT64
+        value.value.int64_value = int(number)
+        value.value_size = 1
+    return values, names
 _ClientCreateArgs = _args_type("PJRT_Client_Create_Args", [
     ("create_options", c_void_p), ("num_options", c_size_t),
     ("kv_get_callback", c_void_p), ("kv_get_user_arg", c_void_p),
