@@ -9,7 +9,8 @@ from ember import _prims as lax
 from ember._control import custom_jvp
 from ember._core import aval_of
 from ember._core.checks import normalize_axes
-from ember._numpy.promotion import _elementwise, _to_inexact
+from ember._runtime.eager import fast_binary, fast_static
+from ember._numpy.promotion import _elementwise, _literal_aval, _to_inexact
 from ember._numpy.reductions import _sum_as
 from ember._numpy.shape import expand_dims
 
@@ -35,6 +36,7 @@ def _logaddexp_jvp(primals: Any, tangents: Any) -> Any:
     return out, lax.add(lax.mul(t1, lax.exp(lax.sub(x1, safe))), lax.mul(t2, lax.exp(lax.sub(x2, safe))))
 
 
+@functools.partial(fast_binary, scalar_aval=functools.partial(_literal_aval, inexact=True))
 def logaddexp(x1: Any, x2: Any) -> Any:
     """log(exp(x1) + exp(x2)) without overflow, elementwise with broadcasting (like numpy.logaddexp)."""
     x1, x2 = _elementwise("logaddexp", x1, x2, inexact=True)
@@ -59,6 +61,7 @@ def _logsumexp_jvp(axes: tuple[int, ...], primals: Any, tangents: Any) -> Any:
 
 
 
+@fast_static
 def logsumexp(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """log(sum(exp(a), axis)) without overflow (like jax.nn.logsumexp / scipy.special.logsumexp); its gradient
     is the softmax."""

@@ -8,7 +8,7 @@ import numpy as _np
 
 from ember._core import dtypes as dt
 from ember._runtime.array import asarray
-from ember._core import ArrayMethods, aval_of, is_python_scalar
+from ember._core import ArrayMethods, ShapedArray, aval_of, is_python_scalar
 from ember._core.dtypes import bool_
 from ember._core import Literal
 from ember import _prims as lax
@@ -76,6 +76,15 @@ def _promote(name: str, *args: Any, inexact: bool = False) -> list[Any]:
         else:
             out.append(a)
     return out
+
+
+def _literal_aval(typed: list[tuple[_np.dtype, bool]], inexact: bool = False) -> ShapedArray:
+    """The aval of the literal _promote makes of a Python scalar among operands of these (dtype, weak type)s: the
+    fast path of an eager elementwise operation (ember._runtime.eager.fast_binary) gives it that dtype."""
+    target, weak = dt.promote_types(*typed)
+    if inexact:
+        target = dt.to_inexact_dtype(target)
+    return ShapedArray((), target, weak)
 
 
 def _broadcast_shapes(name: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:

@@ -11,6 +11,7 @@ from ember._core import aval_of, is_python_scalar, scalar_literal
 from ember._core.dtypes import bool_
 from ember import _prims as lax
 from ember._core.checks import normalize_axes, normalize_axis
+from ember._runtime.eager import fast_static
 
 from ember._numpy.promotion import _as_bool, _as_operand, _promote
 from ember._numpy.shape import expand_dims, ndim, ravel, shape
@@ -36,6 +37,7 @@ def _sum_as(a: Any, axes: tuple[int, ...], out_dtype: Any, weak: bool = False) -
     return lax.convert_element_type(total, out_dtype, weak)
 
 
+@fast_static
 def sum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
     """numpy's sum; float16 and bfloat16 accumulate in float32 (the result keeps the dtype), booleans and small
     integers sum as int32 or uint32 (as JAX)."""
@@ -62,7 +64,7 @@ def _extreme(name: str, reducer: Any) -> Any:
             out = (maximum if name == "max" else minimum)(out, initial)
         return _keep(a, out, axes, keepdims)
     fn.__name__ = fn.__qualname__ = name
-    return fn
+    return fast_static(fn)
 
 
 max = amax = _extreme("max", lax.reduce_max)  # noqa: A001
@@ -90,6 +92,7 @@ def _as_array(name: str, a: Any) -> Any:
     return _promote(name, a)[0] if is_python_scalar(a) else a
 
 
+@fast_static
 def mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
     """numpy's mean: integer inputs give float32 (as JAX); float16 and bfloat16 sum in float32 and divide there
     (so the count cannot overflow), giving their own dtype back."""
@@ -121,6 +124,7 @@ def _var(name: str, a: Any, axis: Any, dtype: Any, out: Any, ddof: int
     return lax.div(lax.reduce_sum(lax.mul(centered, centered), axes), divisor), a, axes, result_dtype, weak
 
 
+@fast_static
 def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False
         ) -> Any:
     """numpy's var (same signature); computed in float32 for float16 and bfloat16 inputs (as JAX)."""
@@ -128,6 +132,7 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
     return _keep(a, lax.convert_element_type(v, result_dtype, weak), axes, keepdims)
 
 
+@fast_static
 def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False
         ) -> Any:
     """numpy's std (same signature): the square root of var, taken before casting back to the result dtype."""
@@ -135,12 +140,14 @@ def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
     return _keep(a, lax.convert_element_type(lax.sqrt(v), result_dtype, weak), axes, keepdims)
 
 
+@fast_static
 def all(a: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
     a = _as_bool(a)
     axes = normalize_axes("all", axis, ndim(a))
     return _keep(a, lax.reduce_min(a, axes), axes, keepdims)
 
 
+@fast_static
 def any(a: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
     a = _as_bool(a)
     axes = normalize_axes("any", axis, ndim(a))
@@ -172,7 +179,7 @@ def _arg_extreme(name: str, extreme: Any) -> Any:
             return first
         return lax.reshape(first, (1,) * flat_ndim) if flat_ndim is not None else expand_dims(first, axis)
     fn.__name__ = fn.__qualname__ = name
-    return fn
+    return fast_static(fn)
 
 
 argmax = _arg_extreme("argmax", max)

@@ -12,6 +12,7 @@ from ember._runtime.array import asarray
 from ember._core import Tracer, aval_of, is_python_scalar
 from ember import _prims as lax
 from ember._core.checks import normalize_axis, static_int, static_ints
+from ember._runtime.eager import fast_static
 
 from ember._numpy.promotion import _as_operand, _broadcast_shapes, _broadcast_to_shape, _promote
 
@@ -28,6 +29,7 @@ def size(x: Any) -> int:
     return int(_np.prod(shape(x)))
 
 
+@fast_static
 def astype(x: Any, dtype: Any) -> Any:
     x = _as_operand(x)
     if is_python_scalar(x):
@@ -36,6 +38,7 @@ def astype(x: Any, dtype: Any) -> Any:
         aval_of(x).weak_type else x
 
 
+@fast_static
 def reshape(a: Any, newshape: Any, order: str = "C") -> Any:
     if order != "C":
         raise NotImplementedError("reshape: only order='C' is supported")
@@ -55,10 +58,12 @@ def reshape(a: Any, newshape: Any, order: str = "C") -> Any:
     return lax.reshape(a, tuple(new))
 
 
+@fast_static
 def ravel(a: Any) -> Any:
     return reshape(a, (-1,))
 
 
+@fast_static
 def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:
     a = _as_operand(a)
     n = ndim(a)
@@ -67,6 +72,7 @@ def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:
     return lax.transpose(a, perm)
 
 
+@fast_static
 def swapaxes(a: Any, axis1: int, axis2: int) -> Any:
     n = ndim(a)
     perm = list(range(n))
@@ -75,6 +81,7 @@ def swapaxes(a: Any, axis1: int, axis2: int) -> Any:
     return lax.transpose(_as_operand(a), perm)
 
 
+@fast_static
 def moveaxis(a: Any, source: int, destination: int) -> Any:
     n = ndim(a)
     src, dst = normalize_axis("moveaxis", source, n), normalize_axis("moveaxis", destination, n)
@@ -83,6 +90,7 @@ def moveaxis(a: Any, source: int, destination: int) -> Any:
     return lax.transpose(_as_operand(a), perm)
 
 
+@fast_static
 def expand_dims(a: Any, axis: int | Sequence[int]) -> Any:
     a = _as_operand(a)
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
@@ -94,6 +102,7 @@ def expand_dims(a: Any, axis: int | Sequence[int]) -> Any:
     return lax.reshape(a, tuple(new_shape))
 
 
+@fast_static
 def squeeze(a: Any, axis: int | Sequence[int] | None = None) -> Any:
     a = _as_operand(a)
     s = shape(a)
@@ -108,6 +117,7 @@ def squeeze(a: Any, axis: int | Sequence[int] | None = None) -> Any:
     return lax.reshape(a, tuple(d for i, d in enumerate(s) if i not in axes))
 
 
+@fast_static
 def broadcast_to(a: Any, shape: Any) -> Any:
     a = _as_operand(a)
     target = static_ints("broadcast_to", "shape", shape)

@@ -1,21 +1,32 @@
 """Elementwise functions of ember.numpy (numpy's ufuncs, plus where and clip) with broadcasting and promotion."""
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
 import numpy as _np
 
 from ember._core import dtypes as dt
-from ember._core import Literal, Tracer, aval_of, concrete_values, is_python_scalar
+from ember._core import Literal, ShapedArray, Tracer, aval_of, concrete_values, is_python_scalar
 from ember._core.dtypes import bool_
 from ember import _prims as lax
 from ember._core import scalar_literal
 from ember._control import custom_jvp
+from ember._runtime.eager import fast_binary, fast_static, fast_unary
 
 from ember._numpy.dtypes import float32, float64
 from ember._numpy.promotion import (_as_array, _as_bool, _as_operand, _broadcast_shapes, _broadcast_to_shape,
-                                    _elementwise, _is_array, _promote, _to_inexact)
+                                    _elementwise, _is_array, _literal_aval, _promote, _to_inexact)
+
+# Every function here that takes arrays is wrapped in an eager fast path (ember._runtime.eager): called on concrete
+# Arrays (and Python scalars) outside staging, it runs one cached program per signature, skipping the Python below.
+# The scalar rules of fast_binary say which literal promotion makes of a Python scalar operand.
+_promoted = _literal_aval
+
+
+def _promoted_inexact(typed: list[Any]) -> Any:
+    return _literal_aval(typed, inexact=True)
 
 
 def _unary_float(prim_fn: Any, name: str) -> Any:
@@ -23,7 +34,7 @@ def _unary_float(prim_fn: Any, name: str) -> Any:
         return prim_fn(_to_inexact(x, name))
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name}; integer inputs are promoted to float."
-    return fn
+    return fast_unary(fn)
 
 
 def _unary(prim_fn: Any, name: str) -> Any:
@@ -33,7 +44,7 @@ def _unary(prim_fn: Any, name: str) -> Any:
             x = _promote(name, x)[0]
         return prim_fn(x)
     fn.__name__ = fn.__qualname__ = name
-    return fn
+    return fast_unary(fn)
 
 
 def _rounding(prim_fn: Any, name: str) -> Any:
@@ -44,7 +55,7 @@ def _rounding(prim_fn: Any, name: str) -> Any:
         return prim_fn(x)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name}; integer and boolean inputs are returned unchanged, in their own dtype."
-    return fn
+    return fast_unary(fn)
 
 
 def _binary(prim_fn: Any, name: str) -> Any:
@@ -52,7 +63,7 @@ def _binary(prim_fn: Any, name: str) -> Any:
         return prim_fn(*_elementwise(name, x, y))
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name} with numpy broadcasting and dtype promotion."
-    return fn
+    return fast_binary(fn, _promoted)
 
 
 exp = _unary_float(lax.exp, "exp")
@@ -71,6 +82,7 @@ negative = _unary(lax.neg, "negative")
 _abs = _unary(lax.abs, "absolute")
 
 
+@fast_unary
 def absolute(x: Any) -> Any:
     """Elementwise absolute value; booleans and unsigned integers are returned unchanged (numpy, JAX)."""
     x = _as_operand(x, "absolute", 0)
@@ -104,26 +116,31 @@ bitwise_or = _binary(lax.bitwise_or, "bitwise_or")
 bitwise_xor = _binary(lax.bitwise_xor, "bitwise_xor")
 
 
+@fast_unary
 def positive(x: Any) -> Any:
     """+x: x itself as an ember array, dtype and weak type kept (Python and numpy scalars and numpy arrays too)."""
     return _as_array(_as_operand(x, "positive", 0))
 
 
+@fast_unary
 def tan(x: Any) -> Any:
     x = _to_inexact(x)
     return lax.div(lax.sin(x), lax.cos(x))
 
 
+@fast_unary
 def log2(x: Any) -> Any:
     x = _to_inexact(x)
     return lax.div(lax.log(x), math.log(2.0))
 
 
+@fast_unary
 def log10(x: Any) -> Any:
     x = _to_inexact(x)
     return lax.div(lax.log(x), math.log(10.0))
 
 
+@fast_unary
 def exp2(x: Any) -> Any:
     """2 ** x, as pow(2, x): exact for integral x and within an ulp elsewhere (exp(x * log(2)) is off by many
     ulps for large |x|, since the rounding error of x * log(2) is multiplied by x)."""
@@ -131,6 +148,7 @@ def exp2(x: Any) -> Any:
     return lax.pow(2.0, x)
 
 
+@fast_unary
 def rint(x: Any) -> Any:
     """Round to the nearest integer, halves to even; integers and booleans become floats (numpy, JAX)."""
     x = _as_operand(x, "rint", 0)
@@ -140,6 +158,7 @@ def rint(x: Any) -> Any:
     return lax.round(x, 1)
 
 
+@fast_static
 def round(x: Any, decimals: int = 0) -> Any:  # noqa: A001
     x = _as_operand(x, "round", 0)
     if not dt.is_float(aval_of(x).dtype):
@@ -156,6 +175,7 @@ def round(x: Any, decimals: int = 0) -> Any:  # noqa: A001
 around = round
 
 
+@fast_unary
 def square(x: Any) -> Any:
     """x * x; booleans square as the default integer (as JAX: square(True) is int32 1; numpy gives int8)."""
     x = _as_array(_as_operand(x, "square", 0))
@@ -164,10 +184,12 @@ def square(x: Any) -> Any:
     return lax.integer_pow(x, 2)
 
 
+@fast_unary
 def reciprocal(x: Any) -> Any:
     return divide(1.0, _to_inexact(x)) if not dt.is_float(aval_of(_as_operand(x)).dtype) else divide(1, x)
 
 
+@fast_unary
 def invert(x: Any) -> Any:
     return lax.bitwise_not(_as_operand(x))
 
@@ -175,22 +197,32 @@ def invert(x: Any) -> Any:
 bitwise_not = invert
 
 
+def _to_bool(typed: list[Any]) -> Any:
+    """The literal of a Python scalar operand of a logical operation: its truth value."""
+    return ShapedArray((), bool_, False)
+
+
+@fast_unary
 def logical_not(x: Any) -> Any:
     return lax.bitwise_not(_as_bool(x))
 
 
+@functools.partial(fast_binary, scalar_aval=_to_bool)
 def logical_and(x: Any, y: Any) -> Any:
     return bitwise_and(_as_bool(x), _as_bool(y))
 
 
+@functools.partial(fast_binary, scalar_aval=_to_bool)
 def logical_or(x: Any, y: Any) -> Any:
     return bitwise_or(_as_bool(x), _as_bool(y))
 
 
+@functools.partial(fast_binary, scalar_aval=_to_bool)
 def logical_xor(x: Any, y: Any) -> Any:
     return bitwise_xor(_as_bool(x), _as_bool(y))
 
 
+@functools.partial(fast_binary, scalar_aval=_promoted_inexact)
 def true_divide(x: Any, y: Any) -> Any:
     return lax.div(*_elementwise("divide", x, y, inexact=True))
 
@@ -284,6 +316,7 @@ def _float_remainder_jvp(primals: Any, tangents: Any) -> Any:
     return mod, lax.sub(tx, lax.mul(ty, quotient))
 
 
+@functools.partial(fast_binary, scalar_aval=_promoted)
 def floor_divide(x: Any, y: Any) -> Any:
     """numpy's floor_divide: floor(x / y), exactly as numpy for floats (1.0 // 0.1 == 9.0); x // 0 == 0 for
     integers. The derivative is zero, as in JAX."""
@@ -293,6 +326,7 @@ def floor_divide(x: Any, y: Any) -> Any:
     return _int_divmod(x, y)[0]
 
 
+@functools.partial(fast_binary, scalar_aval=_promoted)
 def remainder(x: Any, y: Any) -> Any:
     """numpy's remainder (mod, %): the result has the sign of the divisor; x % 0 == 0 for integers, nan for
     floats. Derivatives as JAX: 1 for x, -floor_divide(x, y) for y."""
@@ -305,6 +339,7 @@ def remainder(x: Any, y: Any) -> Any:
 mod = remainder
 
 
+@functools.partial(fast_binary, scalar_aval=_promoted)
 def fmod(x: Any, y: Any) -> Any:
     """numpy's fmod: C's truncated remainder, with the sign of the dividend; fmod(x, 0) is 0 for integers."""
     x, y = _division_operands("fmod", x, y)
@@ -364,10 +399,7 @@ def _int_power(x: Any, y: Any) -> Any:
     return result
 
 
-def power(x: Any, y: Any) -> Any:
-    """numpy's power. Integer powers are exact (wrapping on overflow as numpy); integers to negative integer
-    powers raise a ValueError when the exponent is known (see _int_power for a traced one). A Python int
-    exponent is a short chain of multiplications (lax.integer_pow)."""
+def _power(x: Any, y: Any) -> Any:
     if is_python_scalar(y) and isinstance(y, int) and not isinstance(y, bool) and _is_array(x):
         d = aval_of(x).dtype
         if dt.is_float(d) or (y >= 0 and d != bool_):
@@ -385,6 +417,25 @@ def power(x: Any, y: Any) -> Any:
     return _int_power(x, y)
 
 
+def _float_power_literal(typed: list[Any]) -> Any:
+    """Eager fast path of power: only where the result is a float. Integer powers check the exponent's values
+    (no negative ones) on concrete operands, which a program compiled once per signature cannot."""
+    literal = _literal_aval(typed)
+    return literal if dt.is_float(literal.dtype) else None
+
+
+_power_by_signature = fast_binary(_power, _float_power_literal)
+_power_by_int_exponent = fast_static(_power)  # the exponent is a param of lax.integer_pow: one program per value
+
+
+def power(x: Any, y: Any) -> Any:
+    """numpy's power. Integer powers are exact (wrapping on overflow as numpy); integers to negative integer
+    powers raise a ValueError when the exponent is known (see _int_power for a traced one). A Python int
+    exponent is a short chain of multiplications (lax.integer_pow)."""
+    return _power_by_int_exponent(x, y) if type(y) is int else _power_by_signature(x, y)
+
+
+@functools.partial(fast_binary, scalar_aval=_promoted_inexact)
 def arctan2(x: Any, y: Any) -> Any:
     return lax.atan2(*_elementwise("arctan2", x, y, inexact=True))
 
