@@ -21,17 +21,19 @@ path then raises its own error) and calls whose program fails (a deleted or misp
 raises its own message)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from ember._core.cache import LRUCache
 from ember._core.config import config
 from ember._core.dtypes import python_scalar_dtype
-from ember._core import (EAGER, IR, TRACE_STATE, Eqn, Primitive, ShapedArray, Tracer, UnexpectedTracerError, Var,
-                         aval_of_value, check_live, scalar_literal, stage_flat)
+from ember._core import (EAGER, IR, TRACE_STATE, Eqn, Literal, Primitive, ShapedArray, Tracer, UnexpectedTracerError,
+                         Var, aval_of_value, check_live, scalar_literal, stage_flat)
+from ember._core.ir import sub_irs
 from ember._runtime.array import Array
 from ember._runtime.compiler import Compiled, _Checks, compile_ir
 from ember._runtime.dispatch import _scalar_buffer
@@ -63,8 +65,8 @@ def _eager_key(prim: Primitive, params: dict[str, Any], avals: tuple[ShapedArray
     return (prim, tuple(params.items()), avals)
 
 
-def apply_primitive(prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Any]:
-    avals = tuple([x.aval if type(x) is Array else _eager_aval(x, prim, i) for i, x in enumerate(args)])
+def _executable(prim: Primitive, params: dict[str, Any], avals: tuple[ShapedArray, ...]) -> Compiled:
+    """The one-equation program of a primitive at these operand avals (every operand an input, literals too)."""
     key = _eager_key(prim, params, avals)
     compiled: Compiled | None = _eager_cache.lookup(key)
     if compiled is None:
@@ -73,7 +75,12 @@ def apply_primitive(prim: Primitive, args: Sequence[Any], params: dict[str, Any]
         out_vars = [Var(a) for a in out_avals]
         compiled = compile_ir(IR([], [], in_vars, [Eqn(prim, in_vars, out_vars, params)], out_vars), prim.name)
         _eager_cache.store(key, compiled)
-    return compiled.call_flat(args)
+    return compiled
+
+
+def apply_primitive(prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+    avals = tuple([x.aval if type(x) is Array else _eager_aval(x, prim, i) for i, x in enumerate(args)])
+    return _executable(prim, params, avals).call_flat(args)
 
 
 EAGER.fill(apply_primitive)
@@ -89,48 +96,140 @@ _config_values = config._values  # read on every call: a plain dict lookup
 _trace_state = TRACE_STATE
 
 
+class _Switch:
+    """`off` (read on every call) is true while the fast paths must not run: debug_nans or debug_infs is on (each
+    primitive is then checked, which a fused program would not do), or inside ordinary_path()."""
+    off = False
+    _ordinary = 0  # how many ordinary_path() blocks are open
+
+    @classmethod
+    def update(cls, _: Any = None) -> None:
+        cls.off = _Checks.active or cls._ordinary > 0
+
+
+_Switch.update()
+config.on_change("debug_nans", _Switch.update)  # (after compiler's own hooks, which update _Checks)
+config.on_change("debug_infs", _Switch.update)
+
+
+@contextlib.contextmanager
+def ordinary_path() -> Iterator[None]:
+    """Within the with-block, operations take their ordinary path (for tests that compare the two, and for
+    debugging). Process-wide, not per thread."""
+    _Switch._ordinary += 1
+    _Switch.update()
+    try:
+        yield
+    finally:
+        _Switch._ordinary -= 1
+        _Switch.update()
+
+
+# Higher-order primitives whose eager path runs the Python function itself (ember._control.custom: outside staging
+# custom_jvp, custom_vjp and checkpoint call it directly): a plan runs their bodies' primitives one at a time too.
+_INLINED = {"custom_jvp_call": "fun_ir", "custom_vjp_call": "fun_ir", "remat": "body_ir"}
+
+
+def _flatten(ir: IR, inputs: list[Any]) -> tuple[list[tuple[Eqn, list[Any]]], list[Any]] | None:
+    """The equations the ordinary path would run one at a time, with the atoms (Vars of the outer IR, Literals)
+    each reads, and the outer atoms of ir's outputs; None where a primitive's eager path is not one program."""
+    env: dict[Var, Any] = dict(zip(ir.in_vars, inputs))
+    read = lambda atom: env[atom] if isinstance(atom, Var) else atom
+    steps: list[tuple[Eqn, list[Any]]] = []
+    for eqn in ir.eqns:
+        ins = [read(a) for a in eqn.inputs]
+        body = _INLINED.get(eqn.prim.name)
+        if body is not None:
+            sub = eqn.params[body]
+            if sub.consts:
+                return None
+            inner = _flatten(sub, ins)
+            if inner is None:
+                return None
+            steps += inner[0]
+            env.update(zip(eqn.outputs, inner[1]))
+        elif sub_irs(eqn.params):  # control flow: its eager path may differ (a concrete predicate...)
+            return None
+        else:
+            steps.append((eqn, ins))
+            env.update(zip(eqn.outputs, eqn.outputs))
+    return steps, [read(a) for a in ir.outs]
+
+
+class _Steps:
+    """An operation of several primitives, run one primitive at a time with the programs apply_primitive runs
+    (not fused into one program: XLA may then compute differently, e.g. divide by a constant as a multiplication
+    by its reciprocal, and eager results must be exactly the ordinary path's). Values live in a list: the
+    operation's inputs, then the literals (device scalars, per device), then each step's outputs."""
+    __slots__ = ("steps", "out", "literals", "_placed")
+
+    def __init__(self, steps: list[tuple[Callable[[list[Any]], list[Any]], list[int]]], out: int,
+                 literals: list[Any]):
+        self.steps, self.out, self.literals = steps, out, literals
+        self._placed: dict[Any, list[Array]] = {}
+
+    def _place(self, device: Any) -> list[Array]:
+        placed = [Array._from_buffer(_scalar_buffer(type(lit.value), repr(lit.value), lit.aval.dtype, lit.value,
+                                                    device), lit.aval) for lit in self.literals]
+        self._placed[device] = placed
+        return placed
+
+    def __call__(self, args: list[Any]) -> list[Any]:
+        values = list(args)
+        if self.literals:
+            device = args[0]._buffer.device  # (every input is an Array: a scalar operand is a device scalar)
+            values += self._placed.get(device) or self._place(device)
+        for run, refs in self.steps:
+            values += run([values[i] for i in refs])
+        return [values[self.out]]
+
+
 def _compile_op(key: tuple[Any, ...], name: str, fn: Callable[..., Any], in_avals: Sequence[ShapedArray]) -> Any:
-    """Stage fn out at in_avals, compile it, and store its program's call_flat under key; _SLOW (also stored)
-    where the ordinary path is needed: staging fails (a bad signature: the ordinary path raises its error; or
-    value-dependent code), or the result is an input or a constant (the ordinary path makes no computation)."""
+    """Stage fn out at in_avals into the primitives the ordinary path would run, compile each as apply_primitive
+    does (sharing its cache), and store what runs them under key; _SLOW (also stored) where the ordinary path is
+    needed: staging fails (a bad signature: the ordinary path raises its error; or value-dependent code), the
+    result is an input or a constant (the ordinary path makes no computation), or control flow."""
     try:
         ir = stage_flat(lambda *xs: [fn(*xs)], in_avals, label=name)
     except Exception:  # noqa: BLE001 - the ordinary path raises it again, or does without staging
         _op_cache.store(key, _SLOW)
         return _SLOW
-    out = ir.outs[0]
-    if ir.consts or not ir.eqns or not isinstance(out, Var) or out in ir.in_vars:
+    flat = None if ir.consts else _flatten(ir, list(ir.in_vars))
+    if flat is None or not flat[0] or not isinstance(flat[1][0], Var) or flat[1][0] in ir.in_vars:
         _op_cache.store(key, _SLOW)
         return _SLOW
-    for eqn in ir.eqns:  # the program is not tied to the user line that first ran it (debug messages find theirs)
-        eqn.source = None
-    eqn = ir.eqns[0]
+    steps, (out,) = flat
     try:
-        if len(ir.eqns) == 1 and eqn.inputs == ir.in_vars and eqn.outputs == ir.outs:
-            # one primitive on the inputs: the very program apply_primitive runs, shared with it
-            prim_key = _eager_key(eqn.prim, eqn.params, tuple(in_avals))
-            compiled = _eager_cache.lookup(prim_key)
-            if compiled is None:
-                compiled = compile_ir(ir, eqn.prim.name)
-                _eager_cache.store(prim_key, compiled)
-        else:
-            compiled = compile_ir(ir, name)
+        programs = [_executable(eqn.prim, eqn.params, tuple(a.aval for a in ins)) for eqn, ins in steps]
     except Exception:  # noqa: BLE001 - not stored: the ordinary path compiles its own programs (or fails alike)
         return _SLOW
-    _op_cache.store(key, compiled.call_flat)
-    return compiled.call_flat
+    if len(steps) == 1 and steps[0][1] == ir.in_vars and steps[0][0].outputs == [out]:
+        run: Any = programs[0].call_flat  # one primitive on the inputs: its program is the operation
+    else:
+        # positions in _Steps' list of values: Vars by themselves, literals by identity
+        literals = list({id(a): a for _, ins in steps for a in ins if isinstance(a, Literal)}.values())
+        index: dict[Any, int] = {v: i for i, v in enumerate(ir.in_vars)}
+        index.update((id(lit), len(ir.in_vars) + i) for i, lit in enumerate(literals))
+        size, plan = len(index), []
+        for program, (eqn, ins) in zip(programs, steps):
+            plan.append((program.call_flat, [index[a] if isinstance(a, Var) else index[id(a)] for a in ins]))
+            for v in eqn.outputs:
+                index[v], size = size, size + 1
+        run = _Steps(plan, index[out], literals)
+    _op_cache.store(key, run)
+    return run
 
 
 def _new_scalar(value: Any, dtype: np.dtype, weak: bool, device: Any, key: tuple[Any, ...]) -> Array:
     """The device scalar for a Python scalar operand converted to dtype: the literal promotion makes of it (an
     OverflowError for an int that does not fit, as on the ordinary path), on the device of the Array operand.
-    A float that overflows to infinity is not kept, so that every such call warns as numpy (and the ordinary
-    path) does."""
+    Not kept: a value that overflows to infinity, so that every such call warns as numpy (and the ordinary path)
+    does; NaN, whose sign and payload its key does not tell (the ordinary path's _scalar_buffer keeps it)."""
     literal = scalar_literal(value, dtype, weak)
     converted = literal.value
     buffer = _scalar_buffer(type(converted), repr(converted), dtype, converted, device)
     array = Array._from_buffer(buffer, literal.aval)
-    if not (type(value) is float and math.isinf(converted) and not math.isinf(value)):
+    if value == value and (not np.isinf(converted) or (type(value) is float and math.isinf(value))):
         _scalar_arrays.store(key, array)
     return array
 
@@ -141,7 +240,7 @@ def fast_unary(slow: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
     @functools.wraps(slow)
     def op(x: Any) -> Any:
-        if type(x) is Array and not _trace_state.stack and not _Checks.active:
+        if type(x) is Array and not _trace_state.stack and not _Switch.off:
             key = (op, x.aval, _config_values["enable_x64"])
             run = _op_cache.get(key)
             if run is None:
@@ -184,7 +283,7 @@ def fast_binary(slow: Callable[[Any, Any], Any],
     @functools.wraps(slow)
     def op(x: Any, y: Any) -> Any:
         tx, ty = type(x), type(y)
-        if (tx is Array or ty is Array) and not _trace_state.stack and not _Checks.active:
+        if (tx is Array or ty is Array) and not _trace_state.stack and not _Switch.off:
             key = (op, x.aval if tx is Array else tx, y.aval if ty is Array else ty, _config_values["enable_x64"])
             entry = _op_cache.get(key)
             if entry is None:
@@ -198,7 +297,7 @@ def fast_binary(slow: Callable[[Any, Any], Any],
                         value, device = y, x._buffer.device
                     else:
                         value, device = x, y._buffer.device
-                    # the scalar by value: -0.0 and 0.0 (equal) differ, and NaN (unequal to itself) has one key
+                    # the scalar by value, zeros by their text (-0.0 == 0.0); NaN is never found (see _new_scalar)
                     scalar_key = (value, dtype, device) if value and value == value else (repr(value), dtype, device)
                     scalar = _scalar_arrays.get(scalar_key)
                     if scalar is None:
@@ -236,7 +335,7 @@ def fast_static(slow: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(slow)
     def op(a: Any, *args: Any, **kwargs: Any) -> Any:
-        if type(a) is Array and not _trace_state.stack and not _Checks.active:
+        if type(a) is Array and not _trace_state.stack and not _Switch.off:
             statics = _static_key(args, kwargs) if args or kwargs else ()
             if statics is not None:
                 key = (op, a.aval, statics, _config_values["enable_x64"])
