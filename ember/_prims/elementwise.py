@@ -207,9 +207,14 @@ def _bind_unary(prim: Primitive) -> Callable[[Any], Any]:
     return fn
 
 
+_PYTHON_SCALAR_TYPES = frozenset({bool, int, float})  # (the exact types is_python_scalar accepts)
+
+
 def _bind_binary(prim: Primitive) -> Callable[[Any, Any], Any]:
     def fn(x: Any, y: Any) -> Any:
-        return prim.bind(*coerce_scalars((x, y)))
+        if type(x) in _PYTHON_SCALAR_TYPES or type(y) in _PYTHON_SCALAR_TYPES:
+            x, y = coerce_scalars((x, y))
+        return prim.bind(x, y)
     fn.__name__ = fn.__qualname__ = prim.name if prim.name not in ("and", "or", "not") else f"bitwise_{prim.name}"
     fn.__doc__ = f"Elementwise {prim.name} of operands of one dtype (the `{prim.name}` primitive)."
     return fn

@@ -8,6 +8,7 @@ import numpy as np
 
 from ember._core import ArrayMethods, ShapedArray, Tracer, check_live, is_python_scalar
 from ember._core import dtypes as dt
+from ember._core.cache import LRUCache
 from ember._core.dtypes import canonicalize_dtype
 from ember._prims.shape import convert_element_type, reshape
 from ember._runtime import pjrt as _pjrt
@@ -184,6 +185,20 @@ def _element_types(x: Any, kinds: set[Any]) -> bool:
     return True
 
 
+_avals = LRUCache("eager_cache_size")  # aval -> the one equal aval that eager Arrays carry
+
+
+def canonical_aval(aval: ShapedArray) -> ShapedArray:
+    """One object for equal avals: Arrays made from host values and by eager operations carry it, and the eager
+    fast paths' cache keys hold it, so a lookup finds a key's avals by identity instead of comparing them in Python
+    (ember._runtime.eager)."""
+    found = _avals.get(aval)
+    if found is None:
+        _avals.store(aval, aval)
+        return aval
+    return found
+
+
 def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = False) -> Array:
     """Copy a value (numpy array, Python scalar or Array) to a device (by default the first one)."""
     if isinstance(x, Tracer):
@@ -215,7 +230,7 @@ def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = 
                             ) from None
         value = np.require(np.asarray(x, dtype=dtype), requirements="C")
     buffer = get_client().buffer_from_numpy(value, device)
-    return Array._from_buffer(buffer, ShapedArray(value.shape, dtype, weak_type))
+    return Array._from_buffer(buffer, canonical_aval(ShapedArray(value.shape, dtype, weak_type)))
 
 
 def check_order(op: str, order: Any) -> None:

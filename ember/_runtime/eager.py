@@ -34,7 +34,7 @@ from ember._core.dtypes import python_scalar_dtype
 from ember._core import (EAGER, IR, TRACE_STATE, Eqn, Literal, Primitive, ShapedArray, Tracer, UnexpectedTracerError,
                          Var, aval_of_value, check_live, scalar_literal, stage_flat)
 from ember._core.ir import sub_irs
-from ember._runtime.array import Array
+from ember._runtime.array import Array, canonical_aval as _canonical
 from ember._runtime.compiler import Compiled, _Checks, compile_ir
 from ember._runtime.dispatch import _scalar_buffer
 
@@ -70,7 +70,7 @@ def _executable(prim: Primitive, params: dict[str, Any], avals: tuple[ShapedArra
     key = _eager_key(prim, params, avals)
     compiled: Compiled | None = _eager_cache.lookup(key)
     if compiled is None:
-        out_avals = prim.out_avals(avals, params)
+        out_avals = [_canonical(a) for a in prim.out_avals(avals, params)]
         in_vars = [Var(a) for a in avals]
         out_vars = [Var(a) for a in out_avals]
         compiled = compile_ir(IR([], [], in_vars, [Eqn(prim, in_vars, out_vars, params)], out_vars), prim.name)
@@ -80,7 +80,8 @@ def _executable(prim: Primitive, params: dict[str, Any], avals: tuple[ShapedArra
 
 def apply_primitive(prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Any]:
     avals = tuple([x.aval if type(x) is Array else _eager_aval(x, prim, i) for i, x in enumerate(args)])
-    return _executable(prim, params, avals).call_flat(args)
+    compiled = _eager_cache.lookup(_eager_key(prim, params, avals)) or _executable(prim, params, avals)
+    return compiled.call_flat(args)
 
 
 EAGER.fill(apply_primitive)
@@ -91,6 +92,12 @@ EAGER.fill(apply_primitive)
 _op_cache = LRUCache("eager_cache_size")  # key -> a program's call_flat, (call_flat, dtype, weak), or _SLOW
 _scalar_arrays = LRUCache("eager_cache_size")  # (value, dtype, device) -> a device scalar Array
 _SLOW = "slow"  # the entry of a signature that takes the ordinary path
+
+
+def _store(key: tuple[Any, ...], entry: Any) -> Any:
+    """Keep entry under key, whose avals become their _canonical objects; returns entry."""
+    _op_cache.store(tuple(_canonical(k) if type(k) is ShapedArray else k for k in key), entry)
+    return entry
 _SCALAR_TYPES = frozenset({bool, int, float})
 _config_values = config._values  # read on every call: a plain dict lookup
 _trace_state = TRACE_STATE
@@ -192,12 +199,10 @@ def _compile_op(key: tuple[Any, ...], name: str, fn: Callable[..., Any], in_aval
     try:
         ir = stage_flat(lambda *xs: [fn(*xs)], in_avals, label=name)
     except Exception:  # noqa: BLE001 - the ordinary path raises it again, or does without staging
-        _op_cache.store(key, _SLOW)
-        return _SLOW
+        return _store(key, _SLOW)
     flat = None if ir.consts else _flatten(ir, list(ir.in_vars))
     if flat is None or not flat[0] or not isinstance(flat[1][0], Var) or flat[1][0] in ir.in_vars:
-        _op_cache.store(key, _SLOW)
-        return _SLOW
+        return _store(key, _SLOW)
     steps, (out,) = flat
     try:
         programs = [_executable(eqn.prim, eqn.params, tuple(a.aval for a in ins)) for eqn, ins in steps]
@@ -216,8 +221,7 @@ def _compile_op(key: tuple[Any, ...], name: str, fn: Callable[..., Any], in_aval
             for v in eqn.outputs:
                 index[v], size = size, size + 1
         run = _Steps(plan, index[out], literals)
-    _op_cache.store(key, run)
-    return run
+    return _store(key, run)
 
 
 def _new_scalar(value: Any, dtype: np.dtype, weak: bool, device: Any, key: tuple[Any, ...]) -> Array:
@@ -266,19 +270,16 @@ def fast_binary(slow: Callable[[Any, Any], Any],
     def compile_signature(key: tuple[Any, ...]) -> Any:
         kinds = key[1:3]
         if not all(type(k) is ShapedArray or k in _SCALAR_TYPES for k in kinds):  # numpy values, tracers...
-            _op_cache.store(key, _SLOW)
-            return _SLOW
+            return _store(key, _SLOW)
         typed = [(k.dtype, k.weak_type) if type(k) is ShapedArray else python_scalar_dtype(k) for k in kinds]
         literal = scalar_aval(typed)
         if literal is None:
-            _op_cache.store(key, _SLOW)
-            return _SLOW
+            return _store(key, _SLOW)
         run = _compile_op(key, name, slow, [k if type(k) is ShapedArray else literal for k in kinds])
         if run is _SLOW or all(type(k) is ShapedArray for k in kinds):
             return run
-        entry = (run, literal.dtype, literal.weak_type)  # what a call needs to make the scalar's device value
-        _op_cache.store(key, entry)
-        return entry
+        # what a call needs to make the scalar's device value
+        return _store(key, (run, literal.dtype, literal.weak_type))
 
     @functools.wraps(slow)
     def op(x: Any, y: Any) -> Any:
