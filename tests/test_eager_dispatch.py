@@ -108,6 +108,16 @@ def test_arrays_with_scalars(op, x64):
             _same_as_ordinary(lambda: op(s, x))
 
 
+def test_where(x64):
+    arrays = _arrays()
+    for c in [arrays[0], True, 0, 2.5, float("nan"), enp.asarray(np.array([True, False]))]:
+        for x in arrays[::2] + SCALARS[::3] + NUMPY[:1]:
+            for y in [arrays[11], 0.0, 1, True, arrays[3]]:
+                _same_as_ordinary(lambda: enp.where(c, x, y))
+    _same_as_ordinary(lambda: enp.where(arrays[0]))
+    _same_as_ordinary(lambda: enp.where(arrays[0], x=arrays[1], y=2))
+
+
 def test_unary_and_reductions(x64):
     ops = [enp.exp, enp.negative, enp.abs, enp.sqrt, enp.floor, enp.square, enp.invert, enp.logical_not, enp.sign,
            enp.tan, enp.log2, enp.rint, enp.positive,
@@ -157,7 +167,8 @@ def test_the_fast_path_dispatches_no_primitive():
     y = enp.asarray(np.ones((2, 1), np.int32))
     cases = [lambda: x + x, lambda: x * 2.0, lambda: 2 - x, lambda: 1 + x, lambda: enp.exp(x), lambda: x.sum(),
              lambda: x < 3, lambda: x.reshape(2, 2), lambda: x + y, lambda: x / 3, lambda: x ** 2,
-             lambda: enp.maximum(x, 0.0), lambda: x.mean(axis=0), lambda: enp.asarray(2.0) * 3]
+             lambda: enp.maximum(x, 0.0), lambda: x.mean(axis=0), lambda: enp.asarray(2.0) * 3,
+             lambda: enp.where(x > 1, x, 0.0), lambda: enp.where(x > 1, 1.0, 0)]
     for case in cases:
         case()
         with _counting_primitive_dispatch() as calls:

@@ -13,7 +13,7 @@ from ember._core.dtypes import bool_
 from ember import _prims as lax
 from ember._core import scalar_literal
 from ember._control import custom_jvp
-from ember._runtime.eager import fast_binary, fast_static, fast_unary
+from ember._runtime.eager import fast_binary, fast_nary, fast_static, fast_unary
 
 from ember._numpy.dtypes import float32, float64
 from ember._numpy.promotion import (_as_array, _as_bool, _as_operand, _broadcast_shapes, _broadcast_to_shape,
@@ -440,6 +440,12 @@ def arctan2(x: Any, y: Any) -> Any:
     return lax.atan2(*_elementwise("arctan2", x, y, inexact=True))
 
 
+def _where_literals(typed: list[Any]) -> Any:
+    """The literals where makes of Python scalar operands: the condition's truth value; x and y promoted together."""
+    return [ShapedArray((), bool_, False)] + [_literal_aval(typed[1:])] * 2 if len(typed) == 3 else None
+
+
+@functools.partial(fast_nary, scalar_avals=_where_literals)
 def where(condition: Any, x: Any = None, y: Any = None) -> Any:
     """Elementwise x where condition else y (the one-argument form is not supported: its shape is dynamic)."""
     if x is None or y is None:

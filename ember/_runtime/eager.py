@@ -310,6 +310,58 @@ def fast_binary(slow: Callable[[Any, Any], Any],
     return op
 
 
+def _device_scalar(value: Any, dtype: np.dtype, weak: bool, device: Any) -> Array:
+    """The device scalar of a Python scalar operand (as fast_binary finds it inline)."""
+    key = (value, dtype, device) if value and value == value else (repr(value), dtype, device)
+    return _scalar_arrays.get(key) or _new_scalar(value, dtype, weak, device, key)
+
+
+def fast_nary(slow: Callable[..., Any],
+              scalar_avals: Callable[[list[tuple[np.dtype, bool]]], Sequence[ShapedArray | None] | None]
+              ) -> Callable[..., Any]:
+    """slow(*operands) (where), with the fast path where the operands are concrete Arrays and Python scalars, at
+    least one an Array. scalar_avals gives, from every operand's (dtype, weak type), the avals of the literals slow
+    makes of Python scalar operands, one per operand (Arrays' are not read), or None for the ordinary path."""
+    name = slow.__name__
+
+    def compile_signature(key: tuple[Any, ...]) -> Any:
+        kinds = key[1:-1]
+        if not any(type(k) is ShapedArray for k in kinds) or \
+                not all(type(k) is ShapedArray or k in _SCALAR_TYPES for k in kinds):
+            return _store(key, _SLOW)
+        typed = [(k.dtype, k.weak_type) if type(k) is ShapedArray else python_scalar_dtype(k) for k in kinds]
+        literals = scalar_avals(typed)
+        if literals is None:
+            return _store(key, _SLOW)
+        run = _compile_op(key, name, slow, [k if type(k) is ShapedArray else lit for k, lit in zip(kinds, literals)])
+        if run is _SLOW:
+            return run
+        scalars = tuple((i, lit.dtype, lit.weak_type) for i, (k, lit) in enumerate(zip(kinds, literals))
+                        if type(k) is not ShapedArray)
+        return _store(key, (run, scalars))
+
+    @functools.wraps(slow)
+    def op(*args: Any, **kwargs: Any) -> Any:
+        if not kwargs and not _trace_state.stack and not _Switch.off:
+            key = (op, *[a.aval if type(a) is Array else type(a) for a in args], _config_values["enable_x64"])
+            entry = _op_cache.get(key)
+            if entry is None:
+                entry = compile_signature(key)
+            if entry is not _SLOW:
+                try:
+                    run, scalars = entry
+                    operands = list(args)
+                    if scalars:
+                        device = next(a._buffer.device for a in args if type(a) is Array)
+                        for i, dtype, weak in scalars:
+                            operands[i] = _device_scalar(args[i], dtype, weak, device)
+                    return run(operands)[0]
+                except Exception:  # noqa: BLE001 - (a deleted array): the ordinary path raises its own error
+                    pass
+        return slow(*args, **kwargs)
+    return op
+
+
 _STATIC_ATOMS = frozenset({type(None), bool, int, str, type})
 
 
