@@ -108,6 +108,25 @@ def test_arrays_with_scalars(op, x64):
             _same_as_ordinary(lambda: op(s, x))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int32", "uint8", "bool"])
+def test_broadcasting(dtype, x64):
+    """Broadcasts feeding an elementwise primitive run as one program: bit-identical to running them apart."""
+    rng = np.random.default_rng(0)
+    d = enp.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    def make(shape):
+        values = rng.normal(size=shape) * 100 if d != np.dtype(bool) else rng.normal(size=shape) > 0
+        return enp.asarray(np.asarray(values).astype(d))
+    a, b, c, e = make((3, 1)), make((4,)), make((2, 3, 4)), make(())
+    f32 = enp.asarray(rng.normal(size=(4,)).astype(np.float32))
+    ops = [enp.add, enp.subtract, enp.multiply, enp.true_divide, enp.maximum, enp.less, enp.power, enp.arctan2,
+           enp.remainder, enp.floor_divide]
+    for op in ops:
+        for x, y in [(a, b), (b, a), (c, a), (b, c), (c, e), (a, f32), (c, 3.5), (a, b.reshape(1, 4))]:
+            _same_as_ordinary(lambda: op(x, y))
+    _same_as_ordinary(lambda: enp.where(b > b.mean(), a, 0.5))
+    _same_as_ordinary(lambda: enp.where(a > 0, c, b))
+
+
 def test_where(x64):
     arrays = _arrays()
     for c in [arrays[0], True, 0, 2.5, float("nan"), enp.asarray(np.array([True, False]))]:

@@ -191,6 +191,43 @@ class _Steps:
         return [values[self.out]]
 
 
+# Fusing primitives into one program may change results (XLA may divide by a constant as a multiplication by its
+# reciprocal, keep excess precision between float16 operations, reduce a broadcast as a multiplication), except
+# where the primitives before the last only move data: a broadcast or reshape feeding an elementwise primitive is
+# computed alike (the literals stay inputs, never constants XLA could fold).
+_DATA_MOVEMENT = frozenset({"broadcast_in_dim", "reshape"})
+_ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "rem", "atan2", "max", "min", "pow", "and", "or", "xor", "eq",
+                          "ne", "lt", "le", "gt", "ge", "select"})
+
+
+def _runner(in_vars: list[Var], steps: list[tuple[Eqn, list[Any]]], out: Var, name: str) -> Any:
+    """What runs an operation's primitives (steps, from _flatten) on its inputs: a program's call_flat, or _Steps."""
+    # positions in _Steps' list of values: Vars by themselves, literals by identity
+    literals = list({id(a): a for _, ins in steps for a in ins if isinstance(a, Literal)}.values())
+    index: dict[Any, int] = {v: i for i, v in enumerate(in_vars)}
+    index.update((id(lit), len(in_vars) + i) for i, lit in enumerate(literals))
+    last = steps[-1][0]
+    if len(steps) > 1 and last.outputs == [out] and last.prim.name in _ELEMENTWISE and \
+            all(eqn.prim.name in _DATA_MOVEMENT for eqn, _ in steps[:-1]):
+        literal_vars = [Var(lit.aval) for lit in literals]
+        as_var = dict(zip(map(id, literals), literal_vars))
+        eqns = [Eqn(eqn.prim, [as_var[id(a)] if isinstance(a, Literal) else a for a in ins], eqn.outputs, eqn.params)
+                for eqn, ins in steps]
+        program = compile_ir(IR([], [], [*in_vars, *literal_vars], eqns, [out]), name)
+        if not literals:
+            return program.call_flat
+        return _Steps([(program.call_flat, list(range(len(index))))], len(index), literals)
+    programs = [_executable(eqn.prim, eqn.params, tuple(a.aval for a in ins)) for eqn, ins in steps]
+    if len(steps) == 1 and steps[0][1] == in_vars and last.outputs == [out]:
+        return programs[0].call_flat  # one primitive on the inputs: its program is the operation
+    size, plan = len(index), []
+    for program, (eqn, ins) in zip(programs, steps):
+        plan.append((program.call_flat, [index[a] if isinstance(a, Var) else index[id(a)] for a in ins]))
+        for v in eqn.outputs:
+            index[v], size = size, size + 1
+    return _Steps(plan, index[out], literals)
+
+
 def _compile_op(key: tuple[Any, ...], name: str, fn: Callable[..., Any], in_avals: Sequence[ShapedArray]) -> Any:
     """Stage fn out at in_avals into the primitives the ordinary path would run, compile each as apply_primitive
     does (sharing its cache), and store what runs them under key; _SLOW (also stored) where the ordinary path is
@@ -205,22 +242,9 @@ def _compile_op(key: tuple[Any, ...], name: str, fn: Callable[..., Any], in_aval
         return _store(key, _SLOW)
     steps, (out,) = flat
     try:
-        programs = [_executable(eqn.prim, eqn.params, tuple(a.aval for a in ins)) for eqn, ins in steps]
+        run = _runner(ir.in_vars, steps, out, name)
     except Exception:  # noqa: BLE001 - not stored: the ordinary path compiles its own programs (or fails alike)
         return _SLOW
-    if len(steps) == 1 and steps[0][1] == ir.in_vars and steps[0][0].outputs == [out]:
-        run: Any = programs[0].call_flat  # one primitive on the inputs: its program is the operation
-    else:
-        # positions in _Steps' list of values: Vars by themselves, literals by identity
-        literals = list({id(a): a for _, ins in steps for a in ins if isinstance(a, Literal)}.values())
-        index: dict[Any, int] = {v: i for i, v in enumerate(ir.in_vars)}
-        index.update((id(lit), len(ir.in_vars) + i) for i, lit in enumerate(literals))
-        size, plan = len(index), []
-        for program, (eqn, ins) in zip(programs, steps):
-            plan.append((program.call_flat, [index[a] if isinstance(a, Var) else index[id(a)] for a in ins]))
-            for v in eqn.outputs:
-                index[v], size = size, size + 1
-        run = _Steps(plan, index[out], literals)
     return _store(key, run)
 
 
