@@ -62,8 +62,11 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
 
     def _value(self) -> np.ndarray:
         if self._host is None:
-            host = self.buffer.to_numpy()
-            host.flags.writeable = False
+            buffer = self.buffer
+            host = buffer.host_view()  # CPU: numpy reads the device memory in place
+            if host is None:
+                host = buffer.to_numpy()
+                host.flags.writeable = False
             self._host = host
         return self._host
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from ember._runtime.pjrt.errors import PjrtError
-from ember._runtime.pjrt.structs import (_BufferReadyEventArgs, _BufferToHostBufferArgs, _data_address, _handle_args,
-                                        _new)
+from ember._runtime.pjrt.structs import (_BufferReadyEventArgs, _BufferToHostBufferArgs, _BufferUnsafePointerArgs,
+                                        _data_address, _handle_args, _new)
 
 if TYPE_CHECKING:
     from ember._runtime.pjrt.client import Client
@@ -45,6 +45,23 @@ def destroy_doomed(buffers: Sequence[Buffer]) -> None:
                 buffer._doomed = None
         if handle is not None:
             buffer._destroy(handle)
+
+
+class _HostMemory:
+    """The memory of a pinned buffer as seen by numpy (the base of a host view): unpins the buffer when the last
+    view of it dies."""
+    __slots__ = ("buffer", "__array_interface__")
+
+    def __init__(self, buffer: Buffer, address: int):
+        self.buffer = buffer
+        self.__array_interface__ = {"shape": buffer.shape, "typestr": buffer.dtype.str, "version": 3,
+                                    "data": (address, True)}  # read-only
+
+    def __del__(self) -> None:
+        try:
+            self.buffer._unpin()
+        except Exception:  # noqa: BLE001 - a destructor never raises
+            pass
 
 
 class Buffer:
@@ -105,6 +122,31 @@ class Buffer:
         finally:
             self._unpin()
         return out
+
+    def host_view(self) -> np.ndarray | None:
+        """A read-only numpy array that shares the buffer's memory (no copy), once the buffer is ready; None where
+        the memory is not the host's (a GPU plugin) or cannot be shared (empty). The view pins the buffer: a
+        delete() while the view lives destroys the buffer when the view dies."""
+        client = self.client
+        if not client.host_memory or 0 in self.shape:
+            return None
+        self.block_until_ready()
+        handle = self._pin("host_view")
+        try:
+            args = _new(_BufferUnsafePointerArgs, buffer=handle)
+            client.plugin.call("Buffer_UnsafePointer", args)
+            address = args.buffer_pointer
+        except BaseException:
+            self._unpin()
+            raise
+        if not address:
+            self._unpin()
+            return None
+        memory = _HostMemory(self, address)
+        if self.dtype.kind == "V":  # ml_dtypes' types (bfloat16) have no array-interface code: view their bytes
+            memory.__array_interface__.update(shape=(self.dtype.itemsize * int(np.prod(self.shape)),), typestr="|u1")
+            return np.asarray(memory).view(self.dtype).reshape(self.shape)
+        return np.asarray(memory)
 
     def block_until_ready(self) -> None:
         args = _new(_BufferReadyEventArgs, buffer=self._pin("block_until_ready"))

@@ -47,6 +47,8 @@ class Client:
                                       for i in range(found.num_addressable_devices)]
         if not self.devices:
             raise PjrtError(f"the {self.platform_name} PJRT client of {plugin.path} has no addressable devices")
+        # The CPU plugin's buffers live in host memory, which numpy may read in place (Buffer.host_view).
+        self.host_memory = self.platform_name == "cpu" and plugin.has_function("Buffer_UnsafePointer")
         self._buffer_from_host_buffer = plugin.function("Client_BufferFromHostBuffer")
         self._buffer_to_host_buffer = plugin.function("Buffer_ToHostBuffer")
         self._buffer_destroy = plugin.function("Buffer_Destroy")
