@@ -445,6 +445,6 @@ def test_host_view_shares_the_buffer_memory_and_pins_it(client):
     gc.collect()
     assert buffer._doomed is None and buffer._pins == 0
     for dtype in ("bool", "int8", "bfloat16", "float16", "int64", "uint32"):
-        z = ember.jit(lambda a: enp.flip(a))(enp.arange(5).astype(dtype))
+        z = ember.jit(lambda a: a.reshape(5, 1).T)(enp.arange(5).astype(dtype))
         np.testing.assert_array_equal(np.asarray(z), z._buffer.to_numpy(), strict=True)
     assert ember.numpy.zeros((0, 3))._buffer.host_view() is None
