@@ -40,7 +40,7 @@
 #error "ember._runtime._fastpath relies on the GIL (see THE PINNING ARGUMENT); the pure-Python path is used"
 #endif
 
-#define FASTPATH_ABI 1
+#define FASTPATH_ABI 2
 
 /* ---------------------------------------------------------------------------------------------------------
  * PJRT (pjrt_c_api.h, API 0.81)
@@ -159,17 +159,23 @@ static int check_slots(PyTypeObject *type, const char *expected)
     return result;
 }
 
+/* (Both register_* functions change nothing unless every check passes.) */
 static PyObject *register_buffer_type(PyObject *module, PyObject *cls)
 {
     if (!PyType_Check(cls) || !(((PyTypeObject *)cls)->tp_flags & Py_TPFLAGS_HEAPTYPE))
         return PyErr_Format(PyExc_TypeError, "register_buffer_type: expected a class");
     PyTypeObject *type = (PyTypeObject *)cls;
+    Py_ssize_t client, device, handle, shape, dtype, pins, doomed;
     if (check_slots(type, "client device handle shape dtype _pins _doomed __weakref__") < 0 ||
-        slot_offset(type, "client", &b_client) < 0 || slot_offset(type, "device", &b_device) < 0 ||
-        slot_offset(type, "handle", &b_handle) < 0 || slot_offset(type, "shape", &b_shape) < 0 ||
-        slot_offset(type, "dtype", &b_dtype) < 0 || slot_offset(type, "_pins", &b_pins) < 0 ||
-        slot_offset(type, "_doomed", &b_doomed) < 0)
+        slot_offset(type, "client", &client) < 0 || slot_offset(type, "device", &device) < 0 ||
+        slot_offset(type, "handle", &handle) < 0 || slot_offset(type, "shape", &shape) < 0 ||
+        slot_offset(type, "dtype", &dtype) < 0 || slot_offset(type, "_pins", &pins) < 0 ||
+        slot_offset(type, "_doomed", &doomed) < 0)
         return NULL;
+    if (buffer_type != NULL && buffer_type != type)
+        return PyErr_Format(PyExc_RuntimeError, "register_buffer_type: another Buffer class is registered");
+    b_client = client, b_device = device, b_handle = handle, b_shape = shape, b_dtype = dtype, b_pins = pins;
+    b_doomed = doomed;
     Py_XSETREF(buffer_type, (PyTypeObject *)Py_NewRef(cls));
     Py_RETURN_NONE;
 }
@@ -181,9 +187,13 @@ static PyObject *register_array_type(PyObject *module, PyObject *cls)
     PyTypeObject *type = (PyTypeObject *)cls;
     if (type->tp_flags & Py_TPFLAGS_IS_ABSTRACT)
         return PyErr_Format(PyExc_TypeError, "register_array_type: %s is abstract", type->tp_name);
-    if (check_slots(type, "_buffer aval _host __weakref__") < 0 || slot_offset(type, "_buffer", &a_buffer) < 0 ||
-        slot_offset(type, "aval", &a_aval) < 0 || slot_offset(type, "_host", &a_host) < 0)
+    Py_ssize_t buffer, aval, host;
+    if (check_slots(type, "_buffer aval _host __weakref__") < 0 || slot_offset(type, "_buffer", &buffer) < 0 ||
+        slot_offset(type, "aval", &aval) < 0 || slot_offset(type, "_host", &host) < 0)
         return NULL;
+    if (array_type != NULL && array_type != type)
+        return PyErr_Format(PyExc_RuntimeError, "register_array_type: another Array class is registered");
+    a_buffer = buffer, a_aval = aval, a_host = host;
     Py_XSETREF(array_type, (PyTypeObject *)Py_NewRef(cls));
     Py_RETURN_NONE;
 }
@@ -1192,6 +1202,24 @@ static PyTypeObject CallerType = {
  * block_until_ready and the Buffer finalizer.
  */
 
+/* Await a PJRT event (the GIL released) and destroy it: 0, or -1 with the error set as PJRT_<name>'s. */
+static int await_event(ApiObject *api, const char *name, void *event)
+{
+    if (event == NULL)
+        return 0;
+    HandleArgs args = {sizeof(HandleArgs), NULL, event};
+    PJRT_Error *error;
+    Py_BEGIN_ALLOW_THREADS
+    error = api->event_await(&args);
+    Py_END_ALLOW_THREADS
+    PJRT_Error *destroy_error = api->event_destroy(&args);
+    if (destroy_error != NULL) { /* destroyed, not raised: the awaited result matters */
+        raise_pjrt_error(api, "Event_Destroy", destroy_error);
+        PyErr_Clear();
+    }
+    return error != NULL ? raise_pjrt_error(api, name, error) : 0;
+}
+
 /* block_until_ready(buffer) -> True when the buffer is ready, False when it cannot be used (deleted, its client
  * closed, or the plugin lacks the functions): the caller then raises why. A PJRT error is raised. */
 static PyObject *fp_block_until_ready(PyObject *module, PyObject *buffer)
@@ -1222,36 +1250,22 @@ static PyObject *fp_block_until_ready(PyObject *module, PyObject *buffer)
     }
     ReadyEventArgs ready_args = {sizeof(ReadyEventArgs), NULL, handle, NULL};
     PJRT_Error *error = api->ready_event(&ready_args);
-    const char *failed = error ? "Buffer_ReadyEvent" : NULL;
-    if (error == NULL && ready_args.event != NULL) {
-        HandleArgs event = {sizeof(HandleArgs), NULL, ready_args.event};
-        Py_BEGIN_ALLOW_THREADS
-        error = api->event_await(&event);
-        Py_END_ALLOW_THREADS
-        failed = error ? "Buffer_ReadyEvent" : NULL; /* the awaited error is reported as the call's */
-        PJRT_Error *destroy_error = api->event_destroy(&event);
-        if (destroy_error != NULL) { /* destroyed, not raised: the awaited result matters */
-            PyObject *type, *value, *traceback;
-            PyErr_Fetch(&type, &value, &traceback);
-            raise_pjrt_error(api, "Event_Destroy", destroy_error);
+    int status = error != NULL ? raise_pjrt_error(api, "Buffer_ReadyEvent", error)
+                               : await_event(api, "Buffer_ReadyEvent", ready_args.event);
+    PyObject *doomed;
+    int unpinned = unpin_one(buffer, &doomed); /* ATOMIC */
+    if (unpinned == 0) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        unpinned = destroy_doomed(&buffer, &doomed, 1);
+        if (type != NULL) { /* the PJRT error is the one reported */
             PyErr_Clear();
             PyErr_Restore(type, value, traceback);
         }
     }
-    PyObject *doomed;
-    int status = unpin_one(buffer, &doomed); /* ATOMIC */
-    if (status == 0)
-        status = destroy_doomed(&buffer, &doomed, 1);
     Py_DECREF(buffer);
-    if (error != NULL) {
-        if (status < 0)
-            PyErr_Clear(); /* (the PJRT error is the one reported) */
-        raise_pjrt_error(api, failed, error);
-        Py_DECREF(api);
-        return NULL;
-    }
     Py_DECREF(api);
-    if (status < 0)
+    if (status < 0 || unpinned < 0)
         return NULL;
     Py_RETURN_TRUE;
 }

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
-_ABI = 1  # the extension's ABI constant this Python code was written for (a stale build is not used)
+_ABI = 2  # the extension's ABI constant this Python code was written for (a stale build is not used)
 
 DISABLED = os.environ.get("EMBER_DISABLE_C_EXTENSION", "") not in ("", "0")
 
