@@ -11,6 +11,7 @@ available) and the environment variable EMBER_DISABLE_C_EXTENSION is not set to 
 USING_C tells which one is in use; C is the extension module, or None."""
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 
@@ -23,7 +24,7 @@ def _load() -> ModuleType | None:
     if DISABLED:
         return None
     try:
-        from ember._runtime import _fastpath
+        _fastpath = importlib.import_module("ember._runtime._fastpath")  # (optional: it may not be built)
     except ImportError:
         return None
     return _fastpath if getattr(_fastpath, "ABI", None) == _ABI else None
