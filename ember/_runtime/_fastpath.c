@@ -284,22 +284,23 @@ static int unpin_one(PyObject *buffer, PyObject **doomed)
  * references in doomed[]; returns -1 with the first error set if one failed (all are attempted). */
 static int destroy_doomed(PyObject *const *buffers, PyObject **doomed, Py_ssize_t n)
 {
-    int result = 0;
+    PyObject *type = NULL, *value = NULL, *traceback = NULL; /* the first error */
     for (Py_ssize_t i = 0; i < n; i++) {
         if (doomed[i] == NULL)
             continue;
         PyObject *done = PyObject_CallMethodOneArg(buffers[i], str_destroy, doomed[i]);
         Py_CLEAR(doomed[i]);
-        if (done == NULL) {
-            if (result == 0)
-                result = -1;
-            else
-                PyErr_Clear(); /* (keep the first error) */
-        } else {
+        if (done != NULL)
             Py_DECREF(done);
-        }
+        else if (type == NULL)
+            PyErr_Fetch(&type, &value, &traceback); /* (no call runs with an error set) */
+        else
+            PyErr_Clear();
     }
-    return result;
+    if (type == NULL)
+        return 0;
+    PyErr_Restore(type, value, traceback);
+    return -1;
 }
 
 /* Whether a client is open (client.handle is truthy): 1, 0, or -1 with an error. Reads a Python attribute: not
