@@ -40,6 +40,8 @@
 #error "ember._runtime._fastpath relies on the GIL (see THE PINNING ARGUMENT); the pure-Python path is used"
 #endif
 
+/* The interface version ember/_runtime/fastpath.py expects (_ABI there): bump both when the interface changes,
+ * so that a stale build is not used. After editing this file, rebuild: python3 setup.py build_ext --inplace. */
 #define FASTPATH_ABI 2
 
 /* ---------------------------------------------------------------------------------------------------------
