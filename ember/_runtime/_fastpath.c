@@ -1273,7 +1273,7 @@ static PyObject *fp_block_until_ready(PyObject *module, PyObject *buffer)
     Py_RETURN_TRUE;
 }
 
-/* delete(buffer, raise_errors): Buffer.delete: mark it deleted and destroy it now unless pinned (then its last
+/* Buffer.delete: mark it deleted and destroy it now unless pinned (then its last
  * unpin does). With raise_errors false (the finalizer) nothing is raised. */
 static int delete_buffer(PyObject *buffer, int raise_errors)
 {
@@ -1301,13 +1301,6 @@ static int delete_buffer(PyObject *buffer, int raise_errors)
     if (result < 0 && !raise_errors)
         PyErr_Clear();
     return result;
-}
-
-static PyObject *fp_delete(PyObject *module, PyObject *buffer)
-{
-    if (check_buffer(buffer, "delete") < 0 || delete_buffer(buffer, 1) < 0)
-        return NULL;
-    Py_RETURN_NONE;
 }
 
 /* Buffer.__del__ (installed by buffer.py as a method of Buffer): delete, never raising. */
@@ -1347,7 +1340,6 @@ static PyMethodDef module_methods[] = {
     {"pin_all", (PyCFunction)(void (*)(void))fp_pin_all, METH_FASTCALL,
      "pin_all(buffers, client, handles) -> -1, or the index of the first buffer that cannot be pinned."},
     {"unpin_all", fp_unpin_all, METH_O, "unpin_all(buffers): end a pin of each."},
-    {"delete", fp_delete, METH_O, "delete(buffer): Buffer.delete."},
     {"block_until_ready", fp_block_until_ready, METH_O,
      "block_until_ready(buffer) -> True when ready, False when the buffer cannot be used."},
     {"buffer_finalizer", fp_buffer_finalizer, METH_NOARGS, "A Buffer.__del__ implemented here."},
