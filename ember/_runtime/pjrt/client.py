@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ember._runtime.fastpath import C
 from ember._runtime.pjrt.buffer import Buffer
 from ember._runtime.pjrt.device import Device
 from ember._runtime.pjrt.errors import PjrtError
@@ -21,6 +22,15 @@ from ember._runtime.pjrt.structs import (_IMMUTABLE_ONLY_DURING_CALL, _PORTABLE_
 
 if TYPE_CHECKING:
     from ember._runtime.pjrt.plugin import Plugin
+
+
+def _fast_api(plugin: Plugin) -> Any:
+    """The C extension's Api object: the addresses of the PJRT functions it calls, and Plugin.error."""
+    def address(name: str) -> int | None:
+        return ctypes.cast(plugin.function(name), ctypes.c_void_p).value if plugin.has_function(name) else None
+    assert C is not None
+    return C.Api(address("LoadedExecutable_Execute"), address("Buffer_Destroy"), address("Buffer_ReadyEvent"),
+                 address("Event_Await"), address("Event_Destroy"), plugin.error)
 
 
 class Client:
@@ -52,6 +62,7 @@ class Client:
         self._buffer_from_host_buffer = plugin.function("Client_BufferFromHostBuffer")
         self._buffer_to_host_buffer = plugin.function("Buffer_ToHostBuffer")
         self._buffer_destroy = plugin.function("Buffer_Destroy")
+        self._fast = _fast_api(plugin) if C is not None else None  # the PJRT functions the C extension calls
 
     def _live_handle(self, action: str) -> int:
         if not self.handle:
