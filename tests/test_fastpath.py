@@ -438,3 +438,15 @@ def test_disabled_by_the_environment():
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "USING_C False function" in done.stdout
+
+
+def test_the_runtime_suites_pass_in_pure_python_mode():
+    """The binding's and jit's own tests, run again in a process that uses the pure-Python path (this run uses the
+    C extension when it is built)."""
+    if not fastpath.USING_C:
+        pytest.skip("this run already uses the pure-Python path")
+    env = dict(os.environ, EMBER_DISABLE_C_EXTENSION="1", PYTHONPATH=ROOT)
+    files = [os.path.join(ROOT, "tests", name) for name in ("test_pjrt.py", "test_jit.py")]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           *files], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

@@ -7,6 +7,7 @@
  *   - Caller: a Compiled program's call on Arrays (checks, consts,    <-> _PyCaller in compiler.py
  *     execute, Arrays out); anything uncommon returns None and the Python path handles it
  *   - block_until_ready and the Buffer finalizer.
+ *   - from_host: a numpy array's data copied to a new Buffer      <-> Client.buffer_from_numpy in pjrt/client.py
  * It depends on the Python C API only. The few PJRT structs it uses are declared below, with the layout of
  * pjrt_c_api.h (API 0.81) of the xla-cpu-pjrt wheel (every struct starts with its size, as in the ctypes
  * binding, so newer plugins accept them). The PJRT function pointers come from the ctypes binding (Api).
@@ -42,7 +43,7 @@
 
 /* The interface version ember/_runtime/fastpath.py expects (_ABI there): bump both when the interface changes,
  * so that a stale build is not used. After editing this file, rebuild: python3 setup.py build_ext --inplace. */
-#define FASTPATH_ABI 2
+#define FASTPATH_ABI 3
 
 /* ---------------------------------------------------------------------------------------------------------
  * PJRT (pjrt_c_api.h, API 0.81)
@@ -93,6 +94,24 @@ typedef struct { /* PJRT_LoadedExecutable_Execute_Args */
     void *execute_device;
 } ExecuteArgs;
 
+typedef struct { /* PJRT_Client_BufferFromHostBuffer_Args */
+    size_t struct_size;
+    void *extension_start;
+    void *client;
+    const void *data;
+    int type; /* PJRT_Buffer_Type */
+    const int64_t *dims;
+    size_t num_dims;
+    const int64_t *byte_strides;
+    size_t num_byte_strides;
+    int host_buffer_semantics; /* 0: kImmutableOnlyDuringCall (the data is copied before the event fires) */
+    void *device;
+    void *memory;
+    void *device_layout;
+    void *done_with_host_buffer; /* out */
+    void *buffer;                /* out */
+} FromHostArgs;
+
 /* The sizes and offsets of pjrt_c_api.h 0.81 (checked against the header when this was written). */
 _Static_assert(sizeof(HandleArgs) == 24, "PJRT_Buffer_Destroy_Args layout");
 _Static_assert(sizeof(ReadyEventArgs) == 32, "PJRT_Buffer_ReadyEvent_Args layout");
@@ -101,6 +120,9 @@ _Static_assert(offsetof(ExecuteOptions, launch_id) == 48, "PJRT_ExecuteOptions l
 _Static_assert(sizeof(ExecuteArgs) == 80, "PJRT_LoadedExecutable_Execute_Args layout");
 _Static_assert(offsetof(ExecuteArgs, num_args) == 48, "PJRT_LoadedExecutable_Execute_Args layout");
 _Static_assert(offsetof(ExecuteArgs, execute_device) == 72, "PJRT_LoadedExecutable_Execute_Args layout");
+_Static_assert(sizeof(FromHostArgs) == 120, "PJRT_Client_BufferFromHostBuffer_Args layout");
+_Static_assert(offsetof(FromHostArgs, host_buffer_semantics) == 72, "PJRT_Client_BufferFromHostBuffer_Args layout");
+_Static_assert(offsetof(FromHostArgs, buffer) == 112, "PJRT_Client_BufferFromHostBuffer_Args layout");
 
 /* ---------------------------------------------------------------------------------------------------------
  * Module state. One interpreter; the types are registered once by buffer.py and array.py.
@@ -492,7 +514,7 @@ static PyObject *fp_unpin_all(PyObject *module, PyObject *buffers)
  */
 typedef struct {
     PyObject_HEAD
-    pjrt_fn execute, buffer_destroy, ready_event, event_await, event_destroy;
+    pjrt_fn execute, buffer_destroy, ready_event, event_await, event_destroy, from_host;
     PyObject *error; /* plugin.error(name, address) -> PjrtError (it destroys the PJRT_Error) */
 } ApiObject;
 
@@ -528,22 +550,22 @@ static int read_function(PyObject *value, pjrt_fn *out)
     return 0;
 }
 
-/* Api(execute, buffer_destroy, ready_event, event_await, event_destroy, error): function addresses (ints, or
- * None when the plugin lacks the function), and Plugin.error. */
+/* Api(execute, buffer_destroy, ready_event, event_await, event_destroy, error, from_host=None): function
+ * addresses (ints, or None when the plugin lacks the function), and Plugin.error. */
 static PyObject *api_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *execute, *buffer_destroy, *ready_event, *event_await, *event_destroy, *error;
+    PyObject *execute, *buffer_destroy, *ready_event, *event_await, *event_destroy, *error, *from_host = Py_None;
     static char *names[] = {"execute", "buffer_destroy", "ready_event", "event_await", "event_destroy", "error",
-                            NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO:Api", names, &execute, &buffer_destroy, &ready_event,
-                                     &event_await, &event_destroy, &error))
+                            "from_host", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|O:Api", names, &execute, &buffer_destroy, &ready_event,
+                                     &event_await, &event_destroy, &error, &from_host))
         return NULL;
     ApiObject *self = (ApiObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
     if (read_function(execute, &self->execute) < 0 || read_function(buffer_destroy, &self->buffer_destroy) < 0 ||
         read_function(ready_event, &self->ready_event) < 0 || read_function(event_await, &self->event_await) < 0 ||
-        read_function(event_destroy, &self->event_destroy) < 0) {
+        read_function(event_destroy, &self->event_destroy) < 0 || read_function(from_host, &self->from_host) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -1328,6 +1350,84 @@ static PyObject *fp_buffer_finalizer(PyObject *module, PyObject *unused)
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * from_host: host data to a new Buffer.
+ */
+
+#define MAX_DIMS 64
+
+/* from_host(client, device, device_handle, address, pjrt_type, shape, dtype) -> a new Buffer on device holding a
+ * copy of the C-contiguous, native-order data at address (the caller keeps that memory alive and unchanged
+ * during the call), or None when the client is closed or its plugin lacks the functions (the caller then takes
+ * its general path). A PJRT error is raised. The copy happens with the GIL released. */
+static PyObject *fp_from_host(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7)
+        return PyErr_Format(PyExc_TypeError, "from_host takes 7 arguments (%zd given)", nargs);
+    if (!ready())
+        return NULL;
+    PyObject *client = args[0], *device = args[1], *shape = args[5], *dtype = args[6];
+    if (!PyTuple_CheckExact(shape) || PyTuple_GET_SIZE(shape) > MAX_DIMS)
+        return PyErr_Format(PyExc_TypeError, "from_host: shape must be a tuple of at most %d ints", MAX_DIMS);
+    int64_t dims[MAX_DIMS];
+    Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+    for (Py_ssize_t i = 0; i < ndim; i++) {
+        long long d = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+        if (d == -1 && PyErr_Occurred())
+            return NULL;
+        if (d < 0)
+            return PyErr_Format(PyExc_ValueError, "from_host: negative dimension %lld", d);
+        dims[i] = (int64_t)d;
+    }
+    void *device_handle = PyLong_AsVoidPtr(args[2]);
+    const void *data = PyLong_AsVoidPtr(args[3]);
+    int type = (int)PyLong_AsLong(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    ApiObject *api = (ApiObject *)api_of(client);
+    if (api == NULL)
+        return NULL;
+    if (api->from_host == NULL || api->event_await == NULL || api->event_destroy == NULL) {
+        Py_DECREF(api);
+        Py_RETURN_NONE;
+    }
+    PyObject *handle_int = PyObject_GetAttr(client, str_handle);
+    void *client_handle = handle_int != NULL && PyLong_CheckExact(handle_int) ? PyLong_AsVoidPtr(handle_int) : NULL;
+    Py_XDECREF(handle_int);
+    if (client_handle == NULL) { /* closed (None), or an error reading it */
+        Py_DECREF(api);
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    FromHostArgs call;
+    memset(&call, 0, sizeof call);
+    call.struct_size = sizeof call;
+    call.client = client_handle;
+    call.data = data;
+    call.type = type;
+    call.dims = dims;
+    call.num_dims = (size_t)ndim;
+    call.device = device_handle;
+    PJRT_Error *error;
+    Py_BEGIN_ALLOW_THREADS
+    error = api->from_host(&call);
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (error != NULL) {
+        raise_pjrt_error(api, "Client_BufferFromHostBuffer", error);
+    } else {
+        /* The Buffer owns the handle from here (its finalizer destroys it, also if the await fails). */
+        result = new_buffer(client, device, call.buffer, shape, dtype);
+        if (result == NULL)
+            destroy_unowned(api, call.buffer);
+        if (await_event(api, "Client_BufferFromHostBuffer", call.done_with_host_buffer) < 0)
+            Py_CLEAR(result);
+    }
+    Py_DECREF(api);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * The module.
  */
 static PyMethodDef module_methods[] = {
@@ -1343,6 +1443,8 @@ static PyMethodDef module_methods[] = {
     {"block_until_ready", fp_block_until_ready, METH_O,
      "block_until_ready(buffer) -> True when ready, False when the buffer cannot be used."},
     {"buffer_finalizer", fp_buffer_finalizer, METH_NOARGS, "A Buffer.__del__ implemented here."},
+    {"from_host", (PyCFunction)(void (*)(void))fp_from_host, METH_FASTCALL,
+     "from_host(client, device, device_handle, address, pjrt_type, shape, dtype) -> a new Buffer, or None."},
     {NULL},
 };
 

@@ -160,11 +160,8 @@ class Compiled:
     def call_flat(self, args: Sequence[Any]) -> list[Any]:
         try:
             outs = self._fast(args)
-        except _pjrt.PjrtError:
-            deleted = self._deleted_error(args, [*self._fast.consts, *(x._buffer for x in args)])
-            if deleted is None:
-                raise
-            raise deleted from None
+        except _pjrt.PjrtError as err:
+            raise self._execute_error(err, args, [*self._fast.consts, *(x._buffer for x in args)]) from None
         if outs is None:
             outs = self._call_general(args)
         return outs
@@ -191,23 +188,22 @@ class Compiled:
                 buffers.append(to_buffer(x, aval, where, device))
         try:
             outs = self.executable.execute(buffers, self._out_specs)
-        except _pjrt.PjrtError:
-            deleted = self._deleted_error(args, buffers)
-            if deleted is None:
-                raise
-            raise deleted from None
+        except _pjrt.PjrtError as err:
+            raise self._execute_error(err, args, buffers) from None
         wrap = Array._from_buffer
         results = [wrap(b, aval) for b, aval in zip(outs, self.out_avals)]
         if _Checks.active:
             _check_results(self, args, results)
         return results
 
-    def _deleted_error(self, args: Sequence[Any], buffers: Sequence[_pjrt.Buffer]) -> RuntimeError | None:
-        """After a failed execute of these buffers (the constants, then one per argument): the error to raise
-        instead when one of them has been deleted."""
-        deleted = next((i for i, b in enumerate(buffers) if b.is_deleted), None)
+    def _execute_error(self, err: _pjrt.PjrtError, args: Sequence[Any], buffers: Sequence[_pjrt.Buffer]
+                       ) -> Exception:
+        """The error to raise for a failed execute of these buffers (the constants, then one per argument): a
+        RuntimeError when one of them has been deleted, else the PJRT error (of the same type: e.g. out of memory
+        is a MemoryError) with the program's name in front."""
+        deleted = next((i for i, b in enumerate(buffers) if type(b) is _pjrt.Buffer and b.is_deleted), None)
         if deleted is None:
-            return None
+            return type(err)(f"{self.name}: {err}", call=err.call, code=err.code)
         index = deleted - (len(buffers) - len(args))  # the constants come first
         what = "an array it closed over" if index < 0 else f"argument {index} ({args[index]!r})"
         return RuntimeError(f"{self.name}: {what} has been deleted")
@@ -215,11 +211,8 @@ class Compiled:
     def __call__(self, *args: Any) -> Any:
         try:  # (call_flat, inline)
             outs = self._fast(args)
-        except _pjrt.PjrtError:
-            deleted = self._deleted_error(args, [*self._fast.consts, *(x._buffer for x in args)])
-            if deleted is None:
-                raise
-            raise deleted from None
+        except _pjrt.PjrtError as err:
+            raise self._execute_error(err, args, [*self._fast.consts, *(x._buffer for x in args)]) from None
         if outs is None:
             outs = self._call_general(args)
         tree = self.ir.out_tree

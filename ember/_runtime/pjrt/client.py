@@ -30,7 +30,8 @@ def _fast_api(plugin: Plugin) -> Any:
         return ctypes.cast(plugin.function(name), ctypes.c_void_p).value if plugin.has_function(name) else None
     assert C is not None
     return C.Api(address("LoadedExecutable_Execute"), address("Buffer_Destroy"), address("Buffer_ReadyEvent"),
-                 address("Event_Await"), address("Event_Destroy"), plugin.error)
+                 address("Event_Await"), address("Event_Destroy"), plugin.error,
+                 from_host=address("Client_BufferFromHostBuffer"))
 
 
 class Client:
@@ -94,6 +95,11 @@ class Client:
         if not array.dtype.isnative:
             array = array.astype(array.dtype.newbyteorder("="))
         shape = array.shape
+        if C is not None:  # (None: the client is closed; the general path below says so)
+            buffer = C.from_host(self, device, device.handle, _data_address(array), numpy_dtype_to_pjrt(array.dtype),
+                                 shape, array.dtype)
+            if buffer is not None:
+                return buffer
         dims = (c_int64 * len(shape))(*shape)
         args = _ClientBufferFromHostBufferArgs(
             _ClientBufferFromHostBufferArgs.SIZE, None, self._live_handle("buffer_from_numpy"),
