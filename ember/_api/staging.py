@@ -13,6 +13,7 @@ from ember._core import (IR, ConcretizationTypeError, Literal, ShapedArray, Trac
                          concrete_values, eval_ir, is_python_scalar, is_tracing, stage_flat)
 from ember._core.cache import LRUCache, on_clear
 from ember._core.dtypes import x64_enabled
+from ember._core.ir import NotKeyable, structural_key
 from ember._core.pytree import (PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_leaves,
                                 tree_structure)
 from ember._prims import full
@@ -266,6 +267,37 @@ def eval_ir_public(ir: IR, *args: Any) -> Any:
     if ir.out_tree is not None:
         return ir.out_tree.unflatten(outs)
     return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+_transformed = LRUCache("program_cache_size")  # (what, structural key of a staged IR) -> transformed template
+
+
+def transform_once(what: Hashable, ir: IR, transform: Callable[[IR, int], IR]) -> IR:
+    """transform(ir, 0), computed once per structure of ir (process-wide, bounded by program_cache_size): a new IR
+    of the same structure (the same function staged again, or a fresh closure over other arrays of the same
+    shapes: each is staged anew, only this work is shared) gets the cached template with its own constants.
+
+    The template is transform(lifted, n): ir with its n constants lifted to leading inputs (transform must keep
+    them as the leading inputs of its result, untouched), so it cannot depend on their values. `what` must name
+    everything else the result depends on (the transformation and its options, output structures); enable_x64,
+    which the rules' default dtypes follow, is added here."""
+    try:
+        key = (what, x64_enabled(), structural_key(ir))
+        template = _transformed.lookup(key)
+    except (NotKeyable, TypeError):  # (an unhashable option or param: no sharing)
+        return transform(ir, 0)
+    if template is None:
+        n = len(ir.consts)
+        template = transform(IR([], [], ir.const_vars + ir.in_vars, ir.eqns, ir.outs, ir.out_tree), n)
+        _transformed.store(key, template)
+    return with_consts(template, ir.consts)
+
+
+def with_consts(template: IR, consts: Sequence[Any]) -> IR:
+    """The IR template with its first len(consts) inputs bound to consts (a new IR sharing its equations)."""
+    n = len(consts)
+    return IR(template.const_vars + template.in_vars[:n], template.consts + list(consts), template.in_vars[n:],
+              template.eqns, template.outs, template.out_tree)
 
 
 def compiled_outside_traces(fun: Any, config: Hashable, name: str, direct: Callable[..., Any]) -> Callable[..., Any]:
