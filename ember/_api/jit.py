@@ -95,7 +95,7 @@ class Jitted:
         # the fast path: dispatch key (see ember._api.signature) -> (run the program on the flat leaves, build the
         # result from its flat outputs); a miss takes the general path, which fills it
         self._dispatch = LRUCache(SIGNATURES_PER_FUNCTION)
-        self._statics_by_count: dict[int, frozenset[int] | None] = {}
+        self._statics_by_count: dict[int, frozenset[int]] = {}  # number of positional arguments -> static ones
         functools.update_wrapper(self, fun, updated=())  # (copying __dict__ could clobber our attributes)
 
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:

@@ -3,11 +3,13 @@ types) computed in one pass over the arguments, without building a PyTreeDef, fo
 made of the common containers (tuple, list, dict, None) and arrays, numpy arrays or Python scalars.
 
 A key is a flat tuple of tokens, a prefix code of the arguments: a container is its type and its size (a dict:
-its sorted keys), then its children; an ember Array is its ShapedArray; a numpy array or scalar is the pair
-(dtype, shape); a Python scalar is its type (its abstract value follows from the type and enable_x64). Tokens
-of different kinds never compare equal (a ShapedArray equals only ShapedArrays, a pair only tuples, a type only
-itself), so equal keys decode to equal signatures. Anything else (a custom pytree node, a namedtuple, a tracer,
-a subclass) makes the call take the general path; so does an unhashable static value (hashing the key fails)."""
+its keys), then its children; an ember Array is its ShapedArray; a numpy array or scalar is the pair (dtype,
+shape); a Python scalar is its type (its abstract value follows from the type and enable_x64). Where two keys
+agree up to a token, that token plays the same role in both, and leaf tokens of different kinds never compare
+equal (a ShapedArray equals only ShapedArrays, a pair only tuples, a type only itself; a dtype, which equals its
+type and its name, only appears inside a pair), so equal keys decode to equal signatures. Anything else (a
+custom pytree node, a namedtuple, a tracer, a subclass) makes the call take the general path; so does an
+unhashable static value (hashing the key fails)."""
 from __future__ import annotations
 
 from typing import Any, Callable

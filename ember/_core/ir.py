@@ -256,7 +256,14 @@ def structural_key(ir: IR, sources: bool = True) -> tuple[Any, ...]:
     of the constants and inputs (not the constants' values: they are arguments of the compiled program), then
     each equation's primitive, inputs (by position of definition; literals by dtype and bits), params (by value;
     sub-IRs by their own keys) and, with sources, source line (which error messages name), and the outputs.
-    NotKeyable when a param is not hashable."""
+    NotKeyable when a param is not hashable, or the IR uses a variable it does not define."""
+    try:
+        return _structural_key(ir, sources)
+    except KeyError:
+        raise NotKeyable("a variable used but not defined") from None
+
+
+def _structural_key(ir: IR, sources: bool) -> tuple[Any, ...]:
     ids: dict[Var, int] = {}
     parts: list[Any] = [len(ir.const_vars)]
     for var in ir.const_vars:
