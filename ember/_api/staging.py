@@ -4,6 +4,7 @@ compiled), and the per-function caches of IRs and executables (held weakly: they
 from __future__ import annotations
 
 import inspect
+import types
 import weakref
 from typing import Any, Callable, Hashable, Sequence
 
@@ -61,7 +62,7 @@ def compile(ir: IR, name: str = "main") -> Compiled:  # noqa: A001
         raise TypeError(f"compile: expected an IR (from ember.stage_out or ember.grad), got {type(ir).__name__}")
     compiled = ir.compiled  # kept on the IR (not in a global table), so it is freed with the IR
     if compiled is None or compiled.name != name:
-        compiled = ir.compiled = compile_ir(ir, name)
+        compiled = ir.compiled = compile_staged(ir, name)
         _compiled_irs.add(ir)
     return compiled
 
@@ -135,7 +136,7 @@ class SignatureCache:
         ir = self._ir_for(key, build, *build_args)
         if is_tracing():
             return ir.out_tree.unflatten(eval_ir(ir, leaves))
-        executable = compile_ir(ir, self.name)
+        executable = compile_staged(ir, self.name)
         if not has_tracer_consts(ir):
             self.executables.store(key, executable)
         return executable(*leaves)
@@ -194,7 +195,22 @@ def stage_with_aux(fun: Callable[..., Any], in_tree: PyTreeDef, avals: Sequence[
 
 def leaf_names(fun: Any, in_tree: PyTreeDef) -> list[str]:
     """Names of the leaves of (args, kwargs) for error messages: the parameter names of fun, with key paths
-    inside pytree arguments ("params['w']", "args[1]")."""
+    inside pytree arguments ("params['w']", "args[1]"). Remembered per (code, in_tree) for plain functions, whose
+    parameters their code fixes (a fresh closure per call stages the same code again and again)."""
+    if type(fun) is not types.FunctionType or hasattr(fun, "__wrapped__") or hasattr(fun, "__signature__"):
+        return _leaf_names(fun, in_tree)
+    key = (fun.__code__, in_tree)
+    names = _leaf_names_seen.lookup(key)
+    if names is None:
+        names = _leaf_names(fun, in_tree)
+        _leaf_names_seen.store(key, names)
+    return names
+
+
+_leaf_names_seen = LRUCache("program_cache_size")
+
+
+def _leaf_names(fun: Any, in_tree: PyTreeDef) -> list[str]:
     try:
         params = [p.name for p in inspect.signature(fun).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -283,14 +299,37 @@ def transform_once(what: Hashable, ir: IR, transform: Callable[[IR, int], IR]) -
     which the rules' default dtypes follow, is added here."""
     try:
         key = (what, x64_enabled(), structural_key(ir))
-        template = _transformed.lookup(key)
+        entry = _transformed.lookup(key)
     except (NotKeyable, TypeError):  # (an unhashable option or param: no sharing)
         return transform(ir, 0)
-    if template is None:
+    if entry is None:
         n = len(ir.consts)
-        template = transform(IR([], [], ir.const_vars + ir.in_vars, ir.eqns, ir.outs, ir.out_tree), n)
-        _transformed.store(key, template)
-    return with_consts(template, ir.consts)
+        entry = _Template(transform(IR([], [], ir.const_vars + ir.in_vars, ir.eqns, ir.outs, ir.out_tree), n))
+        _transformed.store(key, entry)
+    view = with_consts(entry.ir, ir.consts)
+    if entry.lowering_key is None:  # (every IR made from the template has one structure: its key is computed once)
+        entry.lowering_key = structural_key(view, sources=False)
+    _lowering_keys[view] = entry.lowering_key
+    return view
+
+
+class _Template:
+    """A transformed IR shared by the IRs of one structure, and the structural key of what it gives them."""
+    __slots__ = ("ir", "lowering_key")
+
+    def __init__(self, ir: IR):
+        self.ir = ir
+        self.lowering_key: Hashable | None = None
+
+
+# IRs made by transform_once -> their structural key (sources=False), so that compiling one need not compute it
+_lowering_keys: "weakref.WeakKeyDictionary[IR, Hashable]" = weakref.WeakKeyDictionary()
+on_clear(_lowering_keys.clear)
+
+
+def compile_staged(ir: IR, name: str) -> Compiled:
+    """compile_ir, with the structural key of an IR made by transform_once."""
+    return compile_ir(ir, name, _lowering_keys.get(ir))
 
 
 def with_consts(template: IR, consts: Sequence[Any]) -> IR:

@@ -96,11 +96,13 @@ def lower_ir(ir: IR, name: str = "main") -> Lowered:
     return Lowered(ir, name, lower(ir))
 
 
-def compile_ir(ir: IR, name: str = "main") -> "Compiled":
+def compile_ir(ir: IR, name: str = "main", key: Any = None) -> "Compiled":
     """Lower and compile an IR. The lowering of an IR of the same structure as one lowered before is reused (a
-    function staged anew, as a fresh closure each step, gives a new IR of the same structure each time)."""
+    function staged anew, as a fresh closure each step, gives a new IR of the same structure each time). key is
+    ir's structural_key(ir, sources=False), where the caller knows it already."""
     try:
-        key = structural_key(ir, sources=False)  # (the text has no source locations)
+        if key is None:
+            key = structural_key(ir, sources=False)  # (the text has no source locations)
         text = _lowerings.lookup(key)
     except (NotKeyable, TypeError):
         return lower_ir(ir, name).compile()
