@@ -259,6 +259,7 @@ def disable_jit(disable: bool = True) -> Iterator[None]:
 
 def clear_caches() -> None:
     """Forget every compiled program and staged IR that ember caches (jit signatures, eager operations, programs
-    of ember.compile, vjp and linearize plans), so that their memory is freed."""
+    of ember.compile, vjp and linearize plans, the programs shared by what they compute: executables, lowerings,
+    transformed IRs), so that their memory is freed."""
     clear_all_caches()
     gc.collect()
