@@ -307,14 +307,13 @@ def transform_once(what: Hashable, ir: IR, transform: Callable[[IR, int], IR]) -
         entry = _Template(transform(IR([], [], ir.const_vars + ir.in_vars, ir.eqns, ir.outs, ir.out_tree), n))
         _transformed.store(key, entry)
     view = with_consts(entry.ir, ir.consts)
-    if entry.lowering_key is None:  # (every IR made from the template has one structure: its key is computed once)
-        entry.lowering_key = structural_key(view, sources=False)
-    _lowering_keys[view] = entry.lowering_key
+    _made_from[view] = entry
     return view
 
 
 class _Template:
-    """A transformed IR shared by the IRs of one structure, and the structural key of what it gives them."""
+    """A transformed IR shared by the IRs of one structure, and the structural key of the IRs made from it (one
+    structure: computed once, when the first of them is compiled)."""
     __slots__ = ("ir", "lowering_key")
 
     def __init__(self, ir: IR):
@@ -322,14 +321,21 @@ class _Template:
         self.lowering_key: Hashable | None = None
 
 
-# IRs made by transform_once -> their structural key (sources=False), so that compiling one need not compute it
-_lowering_keys: "weakref.WeakKeyDictionary[IR, Hashable]" = weakref.WeakKeyDictionary()
-on_clear(_lowering_keys.clear)
+_made_from: "weakref.WeakKeyDictionary[IR, _Template]" = weakref.WeakKeyDictionary()  # IRs of transform_once
+on_clear(_made_from.clear)
 
 
 def compile_staged(ir: IR, name: str) -> Compiled:
-    """compile_ir, with the structural key of an IR made by transform_once."""
-    return compile_ir(ir, name, _lowering_keys.get(ir))
+    """compile_ir, told the structural key of an IR made by transform_once (so that it is not computed anew)."""
+    template = _made_from.get(ir)
+    if template is None:
+        return compile_ir(ir, name)
+    if template.lowering_key is None:
+        try:
+            template.lowering_key = structural_key(ir, sources=False)
+        except NotKeyable:
+            return compile_ir(ir, name)
+    return compile_ir(ir, name, template.lowering_key)
 
 
 def with_consts(template: IR, consts: Sequence[Any]) -> IR:
