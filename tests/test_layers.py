@@ -19,7 +19,7 @@ ORDER = {
     "_transforms": ["passes", "ad", "jvp", "batching", "__init__"],
     "_runtime": ["fastpath", "pjrt", "backends", "array", "dispatch", "compiler", "eager", "__init__"],
     "_control": ["common", "cond", "loops", "custom", "__init__"],
-    "_api": ["staging", "jit", "autodiff", "vmap", "forward", "__init__"],
+    "_api": ["staging", "signature", "jit", "autodiff", "vmap", "forward", "__init__"],
 }
 
 

@@ -9,7 +9,9 @@ from typing import Any, Callable, Sequence, TypeVar
 import numpy as np
 
 from ember._core import IR, ShapedArray, eval_ir
+from ember._core.ir import NotKeyable, structural_key
 from ember._core import dtypes as dt
+from ember._core.cache import LRUCache
 from ember._core.config import config
 from ember._core.primitive import user_source
 from ember._hlo import lower
@@ -65,28 +67,53 @@ class Lowered:
         return self.text
 
     def compile(self) -> "Compiled":
-        """Compile the module with XLA (on the default backend)."""
+        """Compile the module with XLA (on the default backend), or reuse the executable of an identical module
+        compiled before (the constants are arguments, not part of the text, so the program of a new function
+        that closes over other arrays of the same shapes is the same text)."""
         client = get_client()  # a plugin that cannot load is its own error, not a compile error
-        try:
-            executable = interruptible(lambda: client.compile(self.text))
-        except _pjrt.PjrtOutOfMemoryError:
-            raise
-        except _pjrt.PjrtError as err:
-            numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(self.text.splitlines()))
-            raise CompileError(f"XLA could not compile {self.name}: {err}\nStableHLO module:\n{numbered}") from None
+        key = (self.text, client)
+        executable = _executables.lookup(key)
+        if executable is None:
+            try:
+                executable = interruptible(lambda: client.compile(self.text))
+            except _pjrt.PjrtOutOfMemoryError:
+                raise
+            except _pjrt.PjrtError as err:
+                numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(self.text.splitlines()))
+                raise CompileError(f"XLA could not compile {self.name}: {err}\nStableHLO module:\n{numbered}"
+                                   ) from None
+            _executables.store(key, executable)
         return Compiled(self, executable)
 
     def __repr__(self) -> str:
         return f"<Lowered {self.name}>"
 
 
+# (StableHLO text, client) -> executable, process-wide: a program is compiled once, whichever function staged it
+_executables = LRUCache("program_cache_size")
+
+
 def lower_ir(ir: IR, name: str = "main") -> Lowered:
     return Lowered(ir, name, lower(ir))
 
 
-def compile_ir(ir: IR, name: str = "main") -> "Compiled":
-    """Lower and compile an IR."""
-    return lower_ir(ir, name).compile()
+def compile_ir(ir: IR, name: str = "main", key: Any = None) -> "Compiled":
+    """Lower and compile an IR. The lowering of an IR of the same structure as one lowered before is reused (a
+    function staged anew, as a fresh closure each step, gives a new IR of the same structure each time). key is
+    ir's structural_key(ir, sources=False), where the caller knows it already."""
+    try:
+        if key is None:
+            key = structural_key(ir, sources=False)  # (the text has no source locations)
+        text = _lowerings.lookup(key)
+    except (NotKeyable, TypeError):
+        return lower_ir(ir, name).compile()
+    if text is None:
+        text = lower(ir)
+        _lowerings.store(key, text)
+    return Lowered(ir, name, text).compile()
+
+
+_lowerings = LRUCache("program_cache_size")  # structural key of an IR -> its StableHLO text
 
 
 class _PyCaller:

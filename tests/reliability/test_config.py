@@ -54,7 +54,7 @@ def test_cache_bounds_follow_the_options():
             enp.sin(np.ones(n, np.float32))
             f(np.ones(n, np.float32))
         assert len(_eager_cache) <= 8
-        assert len(f._cache.executables) <= 4 and len(f._cache.irs) <= 4 and len(f._by_avals) <= 4
+        assert len(f._cache.executables) <= 4 and len(f._cache.irs) <= 4 and len(f._dispatch) <= 4
         assert np.allclose(f(np.ones(3, np.float32)), 2.0)  # an evicted signature compiles again
 
 
