@@ -1355,10 +1355,12 @@ static PyObject *fp_buffer_finalizer(PyObject *module, PyObject *unused)
 
 #define MAX_DIMS 64
 
-/* from_host(client, device, device_handle, address, pjrt_type, shape, dtype) -> a new Buffer on device holding a
- * copy of the C-contiguous, native-order data at address (the caller keeps that memory alive and unchanged
- * during the call), or None when the client is closed or its plugin lacks the functions (the caller then takes
- * its general path). A PJRT error is raised. The copy happens with the GIL released. */
+/* from_host(client, device, device_handle, data, pjrt_type, shape, dtype) -> a new Buffer on device holding a
+ * copy of C-contiguous, native-order data of that shape and type: data is an object exporting such a buffer (a
+ * numpy array of a standard dtype: it is held, and its buffer, for the call) or the address of such memory (an
+ * int: the caller keeps the memory alive and unchanged during the call). None when the client is closed or its
+ * plugin lacks the functions (the caller then takes its general path). A PJRT error is raised. The copy happens
+ * with the GIL released. */
 static PyObject *fp_from_host(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 7)
@@ -1379,15 +1381,28 @@ static PyObject *fp_from_host(PyObject *module, PyObject *const *args, Py_ssize_
         dims[i] = (int64_t)d;
     }
     void *device_handle = PyLong_AsVoidPtr(args[2]);
-    const void *data = PyLong_AsVoidPtr(args[3]);
     int type = (int)PyLong_AsLong(args[4]);
     if (PyErr_Occurred())
         return NULL;
+    Py_buffer view = {0};
+    const void *data;
+    if (PyLong_Check(args[3])) {
+        if ((data = PyLong_AsVoidPtr(args[3])) == NULL && PyErr_Occurred())
+            return NULL;
+    } else {
+        /* Another thread could change the memory during the copy, as it could with numpy's own copies. */
+        if (PyObject_GetBuffer(args[3], &view, PyBUF_C_CONTIGUOUS) < 0)
+            return NULL;
+        data = view.buf;
+    }
     ApiObject *api = (ApiObject *)api_of(client);
-    if (api == NULL)
+    if (api == NULL) {
+        PyBuffer_Release(&view);
         return NULL;
+    }
     if (api->from_host == NULL || api->event_await == NULL || api->event_destroy == NULL) {
         Py_DECREF(api);
+        PyBuffer_Release(&view);
         Py_RETURN_NONE;
     }
     PyObject *handle_int = PyObject_GetAttr(client, str_handle);
@@ -1395,6 +1410,7 @@ static PyObject *fp_from_host(PyObject *module, PyObject *const *args, Py_ssize_
     Py_XDECREF(handle_int);
     if (client_handle == NULL) { /* closed (None), or an error reading it */
         Py_DECREF(api);
+        PyBuffer_Release(&view);
         if (PyErr_Occurred())
             return NULL;
         Py_RETURN_NONE;
@@ -1424,6 +1440,7 @@ static PyObject *fp_from_host(PyObject *module, PyObject *const *args, Py_ssize_
             Py_CLEAR(result);
     }
     Py_DECREF(api);
+    PyBuffer_Release(&view); /* (after the await: PJRT is done with the memory) */
     return result;
 }
 
@@ -1444,7 +1461,7 @@ static PyMethodDef module_methods[] = {
      "block_until_ready(buffer) -> True when ready, False when the buffer cannot be used."},
     {"buffer_finalizer", fp_buffer_finalizer, METH_NOARGS, "A Buffer.__del__ implemented here."},
     {"from_host", (PyCFunction)(void (*)(void))fp_from_host, METH_FASTCALL,
-     "from_host(client, device, device_handle, address, pjrt_type, shape, dtype) -> a new Buffer, or None."},
+     "from_host(client, device, device_handle, data, pjrt_type, shape, dtype) -> a new Buffer, or None."},
     {NULL},
 };
 

@@ -96,8 +96,10 @@ class Client:
             array = array.astype(array.dtype.newbyteorder("="))
         shape = array.shape
         if C is not None:  # (None: the client is closed; the general path below says so)
-            buffer = C.from_host(self, device, device.handle, _data_address(array), numpy_dtype_to_pjrt(array.dtype),
-                                 shape, array.dtype)
+            dtype = array.dtype
+            # numpy exports standard dtypes' memory as a buffer, held by the C call; ml_dtypes' (kind "V") by address
+            data = array if dtype.kind != "V" else _data_address(array)
+            buffer = C.from_host(self, device, device.handle, data, numpy_dtype_to_pjrt(dtype), shape, dtype)
             if buffer is not None:
                 return buffer
         dims = (c_int64 * len(shape))(*shape)
