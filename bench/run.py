@@ -1,8 +1,11 @@
-"""Benchmarks: ember side by side with JAX, in one run, on the same machine. Prints times and ratios.
+"""Benchmarks: ember side by side with JAX (and PyTorch where relevant, when installed), in one run, on the same
+machine. Prints times and ratios.
 
-    python3 -m pip install -e ".[bench]" && python3 bench/run.py [--quick]
+    python3 -m pip install -e ".[bench]" && python3 bench/run.py [--quick] [--only SUBSTRING]
 
-A ratio below 1 means ember is faster. Both run on the CPU (JAX_PLATFORMS=cpu)."""
+Each benchmark times rounds of calls of each library in turn (interleaved, so that a slow spell of the machine
+hits both) and reports the median round. A ratio below 1 means ember is faster. All run on the CPU
+(JAX_PLATFORMS=cpu)."""
 from __future__ import annotations
 
 import argparse
@@ -18,10 +21,25 @@ import ember  # noqa: E402
 import ember.numpy as enp  # noqa: E402
 
 
-def best_time(fn: Callable[[], Any], number: int, repeat: int) -> float:
-    """Best mean seconds per call over `repeat` rounds of `number` calls (after a warm-up call)."""
-    fn()
-    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
+def interleaved_times(fns: Sequence[Callable[[], Any]], number: int, repeat: int) -> list[float]:
+    """For each function, the median over `repeat` rounds of its mean seconds per call in a round of `number`
+    calls; the rounds of the functions alternate (after a warm-up call of each)."""
+    for fn in fns:
+        fn()
+    rounds: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for fn, times in zip(fns, rounds):
+            times.append(timeit.timeit(fn, number=number) / number)
+    return [float(np.median(times)) for times in rounds]
+
+
+def torch_or_none() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(os.cpu_count() or 1)
+    return torch
 
 
 def tiny_call(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
@@ -93,6 +111,130 @@ def eager_add(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]
     x = np.arange(4, dtype=np.float32)
     ex, jx = ember.asarray(x), jnp.asarray(x)
     return (lambda: (ex + ex).block_until_ready()), (lambda: (jx + jx).block_until_ready())
+
+
+def eager_add_torch() -> Callable[[], Any] | None:
+    torch = torch_or_none()
+    if torch is None:
+        return None
+    tx = torch.arange(4, dtype=torch.float32)
+    return lambda: tx + tx
+
+
+def eager_scalar_mul(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    x = np.arange(4, dtype=np.float32)
+    ex, jx = ember.asarray(x), jnp.asarray(x)
+    return (lambda: (ex * 2.0).block_until_ready()), (lambda: (jx * 2.0).block_until_ready())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Calling conventions: the same tiny program (an add of f32[4]s) called with pytrees, keywords, static arguments
+# and numpy inputs, each a signature the dispatch must compute on every call.
+def calling(convention: str) -> Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]]]:
+    def bench(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        x = np.arange(4, dtype=np.float32)
+        e, j = ember.asarray(x), jnp.asarray(x)
+        if convention == "numpy":
+            ef, jf = ember.jit(lambda a, b: a + b), jax.jit(lambda a, b: a + b)
+            return (lambda: ef(x, x).block_until_ready()), (lambda: jf(x, x).block_until_ready())
+        if convention == "list":
+            def total(xs: Any) -> Any:
+                out = xs[0]
+                for v in xs[1:]:
+                    out = out + v
+                return out
+            ef, jf = ember.jit(total), jax.jit(total)
+            el, jl = [e] * 10, [j] * 10
+            return (lambda: ef(el).block_until_ready()), (lambda: jf(jl).block_until_ready())
+        if convention == "dict":
+            def affine(p: Any, v: Any) -> Any:
+                return p["w"] * v + p["b"]
+            ef, jf = ember.jit(affine), jax.jit(affine)
+            ep, jp = {"w": e, "b": e}, {"w": j, "b": j}
+            return (lambda: ef(ep, e).block_until_ready()), (lambda: jf(jp, j).block_until_ready())
+        if convention == "kwargs":
+            ef, jf = ember.jit(lambda a, b: a + b), jax.jit(lambda a, b: a + b)
+            return (lambda: ef(e, b=e).block_until_ready()), (lambda: jf(j, b=j).block_until_ready())
+        if convention == "static":
+            ef = ember.jit(lambda a, n: a * n, static_argnums=1)
+            jf = jax.jit(lambda a, n: a * n, static_argnums=1)
+            return (lambda: ef(e, 3).block_until_ready()), (lambda: jf(j, 3).block_until_ready())
+        raise ValueError(convention)
+    bench.__name__ = f"calling_{convention}"
+    return bench
+
+
+def to_numpy(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """np.asarray of a fresh jitted result (the device -> host path, with the call)."""
+    x = np.arange(4, dtype=np.float32)
+    e, j = ember.asarray(x), jnp.asarray(x)
+    ef, jf = ember.jit(lambda a: a * 2), jax.jit(lambda a: a * 2)
+    return (lambda: np.asarray(ef(e))), (lambda: np.asarray(jf(j)))
+
+
+def from_numpy(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """device_put of a numpy array f32[256, 256] (the host -> device path)."""
+    x = np.random.default_rng(0).normal(size=(256, 256)).astype(np.float32)
+    return (lambda: ember.device_put(x).block_until_ready()), (lambda: jax.device_put(x).block_until_ready())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Compiled programs: reductions and a training step, where XLA's code (not the dispatch) is the cost.
+def sum_1e7(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    x = np.random.default_rng(0).normal(size=10_000_000).astype(np.float32)
+    ef, jf = ember.jit(enp.sum), jax.jit(jnp.sum)
+    return checked_pair(jax, ef, (ember.asarray(x),), jf, (jnp.asarray(x),))
+
+
+def softmax(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """softmax over the last axis of f32[1024, 1024]."""
+    x = np.random.default_rng(0).normal(size=(1024, 1024)).astype(np.float32)
+
+    def make(np_: Any) -> Callable[[Any], Any]:
+        def softmax(v: Any) -> Any:
+            z = np_.exp(v - np_.max(v, axis=-1, keepdims=True))
+            return z / np_.sum(z, axis=-1, keepdims=True)
+        return softmax
+    return checked_pair(jax, ember.jit(make(enp)), (ember.asarray(x),), jax.jit(make(jnp)), (jnp.asarray(x),))
+
+
+def mlp_train_step(batch: int) -> Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]]]:
+    """One SGD step of the 3-layer MLP (jit(value_and_grad) and the parameter update in one program), with the
+    new parameters fed back each call, at a batch of `batch` examples."""
+    def bench(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        m = mlp_problem(jax, jnp)
+        x = m.rng.normal(size=(batch, 64)).astype(np.float32)
+        y = m.rng.normal(size=(batch, 10)).astype(np.float32)
+
+        def make(lib: Any, loss: Callable[..., Any]) -> Callable[..., Any]:
+            def step(params: Any, x: Any, y: Any) -> Any:
+                value, grads = lib.value_and_grad(loss)(params, x, y)
+                return value, lib.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads)
+            return lib.jit(step)
+
+        def loop(step: Callable[..., Any], params: Any, x: Any, y: Any) -> Callable[[], Any]:
+            state = [params]
+
+            def run() -> Any:
+                value, state[0] = step(state[0], x, y)
+                return value.block_until_ready()
+            return run
+        estep, jstep = make(ember, m.eloss), make(jax, m.jloss)
+        ex, ey, jx, jy = ember.asarray(x), ember.asarray(y), jnp.asarray(x), jnp.asarray(y)
+        checked_pair(jax, estep, (m.eparams, ex, ey), jstep, (m.jparams, jx, jy))
+        return loop(estep, m.eparams, ex, ey), loop(jstep, m.jparams, jx, jy)
+    bench.__name__ = f"mlp_train_step_{batch}"
+    return bench
+
+
+def grad_fresh_closure(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """grad without jit of a new closure each call (the loss closing over the batch), as in a training loop
+    written `grad(lambda p: loss(p, x, y))(params)`."""
+    m = mlp_problem(jax, jnp)
+    eparams, jparams, ex, ey, jx, jy = m.eparams, m.jparams, m.ex, m.ey, m.jx, m.jy
+    eloss, jloss = m.eloss, m.jloss
+    return (lambda: ember.grad(lambda p: eloss(p, ex, ey))(eparams)[0][0].block_until_ready()), \
+        (lambda: jax.grad(lambda p: jloss(p, jx, jy))(jparams)[0][0].block_until_ready())
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -221,9 +363,23 @@ def compile_time(problem: Problem) -> Callable[[Any, Any], tuple[Callable[[], An
     return bench
 
 
-BENCHMARKS = [
+# (name, make, calls per round[, the PyTorch equivalent's maker])
+BENCHMARKS: list[tuple[Any, ...]] = [
     ("jit: tiny f32[4] add (dispatch overhead)", tiny_call, 2000),
-    ("eager: f32[4] add (op-by-op dispatch)", eager_add, 2000),
+    ("jit: numpy inputs", calling("numpy"), 2000),
+    ("jit: a list of 10 arrays", calling("list"), 2000),
+    ("jit: a dict of params", calling("dict"), 2000),
+    ("jit: a keyword argument", calling("kwargs"), 2000),
+    ("jit: a static argument", calling("static"), 2000),
+    ("np.asarray(jit result) f32[4]", to_numpy, 2000),
+    ("device_put(numpy f32[256,256])", from_numpy, 500),
+    ("eager: f32[4] add (op-by-op dispatch)", eager_add, 2000, eager_add_torch),
+    ("eager: f32[4] * 2.0", eager_scalar_mul, 2000),
+    ("grad (no jit) of a fresh closure, MLP", grad_fresh_closure, 20),
+    ("jit: sum of f32[1e7]", sum_1e7, 50),
+    ("jit: softmax f32[1024,1024]", softmax, 50),
+    ("jit: MLP train step, batch 128", mlp_train_step(128), 200),
+    ("jit: MLP train step, batch 1024", mlp_train_step(1024), 50),
     ("jit: 512x512 f32 matmul", matmul_512, 50),
     ("jit(grad): 3-layer MLP loss, batch 128", mlp_grad, 50),
     ("jit(vmap(grad)): MLP per-example grads, 128", per_example_grad, 50),
@@ -245,26 +401,37 @@ COMPILE_BENCHMARKS = [
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--only", default="", help="run the benchmarks whose name contains this text")
     args = parser.parse_args()
     try:
         import jax
         import jax.numpy as jnp
     except ImportError:
         raise SystemExit("the benchmarks compare against JAX: python3 -m pip install -e '.[bench]'") from None
-    repeat = 3 if args.quick else 7
-    print(f"ember {ember.__version__} vs jax {jax.__version__}, device: {ember.default_device()}")
-    print(f"{'benchmark':45s} {'ember':>12s} {'jax':>12s} {'ember/jax':>10s}")
-    for name, make, number in BENCHMARKS:
+    repeat = 5 if args.quick else 11
+    torch = torch_or_none()
+    print(f"ember {ember.__version__} vs jax {jax.__version__}" + (f" and torch {torch.__version__}" if torch else "")
+          + f", device: {ember.default_device()}")
+    print(f"{'benchmark':45s} {'ember':>12s} {'jax':>12s} {'ember/jax':>10s} {'torch':>12s} {'ember/torch':>11s}")
+    for name, make, number, *torch_maker in BENCHMARKS:
+        if args.only not in name:
+            continue
         number = max(1, number // 5) if args.quick else number
         ours, theirs = make(jax, jnp)
-        t_ours = best_time(ours, number, repeat)
-        t_theirs = best_time(theirs, number, repeat)
-        print(f"{name:45s} {t_ours * 1e6:10.1f}us {t_theirs * 1e6:10.1f}us {t_ours / t_theirs:10.2f}")
+        torch_fn = torch_maker[0]() if torch_maker else None
+        times = interleaved_times([ours, theirs] + ([torch_fn] if torch_fn else []), number, repeat)
+        t_ours, t_theirs = times[:2]
+        line = f"{name:45s} {t_ours * 1e6:10.1f}us {t_theirs * 1e6:10.1f}us {t_ours / t_theirs:10.2f}"
+        if torch_fn:
+            line += f" {times[2] * 1e6:10.1f}us {t_ours / times[2]:11.2f}"
+        print(line, flush=True)
     for name, make, repeat in COMPILE_BENCHMARKS:
+        if args.only not in name:
+            continue
         ours, theirs = make(jax, jnp)
         t_ours = min(timeit.repeat(ours, number=1, repeat=repeat))
         t_theirs = min(timeit.repeat(theirs, number=1, repeat=repeat))
-        print(f"{name:45s} {t_ours * 1e3:10.1f}ms {t_theirs * 1e3:10.1f}ms {t_ours / t_theirs:10.2f}")
+        print(f"{name:45s} {t_ours * 1e3:10.1f}ms {t_theirs * 1e3:10.1f}ms {t_ours / t_theirs:10.2f}", flush=True)
 
 
 if __name__ == "__main__":

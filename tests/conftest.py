@@ -9,3 +9,10 @@ os.environ.setdefault("EMBER_ENABLE_X64", "0")
 # ember's CPU backend has one device by default (as JAX's); the tests of several devices need two.
 os.environ.setdefault("EMBER_NUM_CPU_DEVICES", "2")
 sys.path.insert(0, os.path.dirname(__file__))
+
+# The XLA options ember gives the plugin (NaN-propagating max/min, ...) are read from XLA_FLAGS at the plugin's
+# first compile in the process, which may be a test's own PJRT client (test_pjrt.py) rather than ember's: set them
+# now, whatever test runs first.
+from ember._runtime.backends import _set_xla_flags  # noqa: E402
+
+_set_xla_flags()

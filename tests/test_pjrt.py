@@ -425,3 +425,26 @@ def test_objects_alive_at_interpreter_exit():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_host_view_shares_the_buffer_memory_and_pins_it(client):
+    import gc
+    import ember
+    import ember.numpy as enp
+    x = enp.arange(6, dtype="float32").reshape(2, 3)
+    y = ember.jit(lambda a: a.T * 2)(x)
+    view = np.asarray(y)
+    assert not view.flags.writeable and view.shape == (3, 2)
+    np.testing.assert_array_equal(view, np.arange(6, dtype=np.float32).reshape(2, 3).T * 2)
+    assert np.asarray(y) is view  # cached: one view per array
+    buffer = y._buffer
+    y.delete()  # the view still reads valid memory: the buffer is destroyed when the last view dies
+    assert buffer.is_deleted and buffer._doomed is not None
+    np.testing.assert_array_equal(view, np.arange(6, dtype=np.float32).reshape(2, 3).T * 2)
+    del view
+    gc.collect()
+    assert buffer._doomed is None and buffer._pins == 0
+    for dtype in ("bool", "int8", "bfloat16", "float16", "int64", "uint32"):
+        z = ember.jit(lambda a: a.reshape(5, 1).T)(enp.arange(5).astype(dtype))
+        np.testing.assert_array_equal(np.asarray(z), z._buffer.to_numpy(), strict=True)
+    assert ember.numpy.zeros((0, 3))._buffer.host_view() is None

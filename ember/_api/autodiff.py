@@ -5,7 +5,7 @@ import functools
 from typing import Any, Callable, Sequence
 
 from ember._api.staging import (as_arrays, as_tuple, cache_for, call_with_fallback, fun_name, leaf_avals, plan_for,
-                                run_ir, stage_with_aux)
+                                run_ir, stage_with_aux, transform_once)
 from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core.pytree import PyTreeDef, leaf_def, tree_flatten, tree_map, tree_structure
@@ -60,28 +60,37 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
         for i in nums:
             wrt[offsets[i]:offsets[i + 1]] = [True] * arg_trees[i].num_leaves
         _ad.check_differentiable_inputs(name, avals, wrt, allow_int)
-        gir = _ad.value_and_grad_ir(ir, wrt, with_value=with_value, name=name, values=values)
-        grads_template = (tuple(arg_trees[i].unflatten([0] * arg_trees[i].num_leaves) for i in nums)
-                          if not isinstance(argnums, int) else arg_trees[nums[0]].unflatten(
-                              [0] * arg_trees[nums[0]].num_leaves))
-        aux_template = store.aux_tree.unflatten([0] * store.aux_tree.num_leaves) if has_aux else None
-        n_grads = sum(arg_trees[i].num_leaves for i in nums)
-        grads = gir.outs[len(gir.outs) - n_grads:]
-        rest = gir.outs[:len(gir.outs) - n_grads]
-        # grads come in leaf order of the arguments; regroup them in argnums order
-        by_arg, pos = {}, 0
-        for i in sorted(set(nums)):
-            by_arg[i] = grads[pos:pos + arg_trees[i].num_leaves]
-            pos += arg_trees[i].num_leaves
-        grads = [g for i in nums for g in by_arg[i]]
-        if with_value:
-            template = ((0, aux_template), grads_template) if has_aux else (0, grads_template)
-            gir.outs = rest + grads
-        else:
-            template = (grads_template, aux_template) if has_aux else grads_template
-            gir.outs = grads + rest
-        gir.out_tree = tree_structure(template)
-        return gir
+
+        def transform(staged: IR, lifted: int) -> IR:
+            """The gradient IR of staged, whose first `lifted` inputs are constants (not differentiated)."""
+            gir = _ad.value_and_grad_ir(staged, [False] * lifted + wrt, with_value=with_value, name=name,
+                                        values=values)
+            grads_template = (tuple(arg_trees[i].unflatten([0] * arg_trees[i].num_leaves) for i in nums)
+                              if not isinstance(argnums, int) else arg_trees[nums[0]].unflatten(
+                                  [0] * arg_trees[nums[0]].num_leaves))
+            aux_template = store.aux_tree.unflatten([0] * store.aux_tree.num_leaves) if has_aux else None
+            n_grads = sum(arg_trees[i].num_leaves for i in nums)
+            grads = gir.outs[len(gir.outs) - n_grads:]
+            rest = gir.outs[:len(gir.outs) - n_grads]
+            # grads come in leaf order of the arguments; regroup them in argnums order
+            by_arg, pos = {}, 0
+            for i in sorted(set(nums)):
+                by_arg[i] = grads[pos:pos + arg_trees[i].num_leaves]
+                pos += arg_trees[i].num_leaves
+            grads = [g for i in nums for g in by_arg[i]]
+            if with_value:
+                template = ((0, aux_template), grads_template) if has_aux else (0, grads_template)
+                gir.outs = rest + grads
+            else:
+                template = (grads_template, aux_template) if has_aux else grads_template
+                gir.outs = grads + rest
+            gir.out_tree = tree_structure(template)
+            return gir
+
+        if values is not None:  # staged concretely: specialised to the values, not shared
+            return transform(ir, 0)
+        return transform_once((api, in_tree, nums, arg_trees, store.tree, store.aux_tree, has_aux, with_value,
+                               isinstance(argnums, int)), ir, transform)
 
     cache = cache_for(fun, (api, argnums if isinstance(argnums, int) else tuple(argnums), has_aux, allow_int), name)
 
@@ -190,7 +199,13 @@ def _vjp_plan(fun: Callable[..., Any], in_tree: PyTreeDef, avals: tuple[ShapedAr
               name: str, values: Sequence[Any] | None = None) -> _VjpPlan:
     ir, store = stage_with_aux(fun, in_tree, avals, has_aux, name, values)
     num_outs = store.tree.num_leaves
-    joint = _ad.vjp_ir(ir, [True] * len(avals), num_outs, values)
+
+    def transform(staged: IR, lifted: int) -> IR:
+        """The joint VJP IR of staged, whose first `lifted` inputs are constants (not differentiated)."""
+        return _ad.vjp_ir(staged, [False] * lifted + [True] * len(avals), num_outs, values)
+
+    # (staged concretely, the IR is specialised to the values: not shared)
+    joint = transform(ir, 0) if values is not None else transform_once(("vjp", num_outs), ir, transform)
     forward, backward, num_residuals = split_known(joint, [False] * len(avals) + [True] * num_outs, len(ir.outs))
     ct_avals = [a.strip_weak_type() for a in ir.out_avals[:num_outs]]
     return _VjpPlan(forward, backward, num_outs, num_residuals, store.tree, store.aux_tree, ct_avals)

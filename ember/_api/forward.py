@@ -12,7 +12,7 @@ import numpy as np
 
 from ember._api.autodiff import _check_argnums, vjp
 from ember._api.staging import (cache_for, call_with_fallback, compiled_outside_traces, fun_name, leaf_avals,
-                                plan_for, stage_with_aux)
+                                plan_for, stage_with_aux, transform_once)
 from ember._api.vmap import vmap
 from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
@@ -66,13 +66,20 @@ def _jvp_build(fun: Callable[..., Any], name: str, has_aux: bool) -> Callable[..
         with_tangent = [dt.is_float(a.dtype) for a in avals]
         if values is not None and len(values) == len(avals):  # tangents not given yet (linearize): zeros
             values = list(values) + [zeros(a.strip_weak_type()) for a, w in zip(avals, with_tangent) if w]
-        jir = jvp_ir(ir, with_tangent, values)
-        tangents = [t for t, v in zip(jir.outs[len(ir.outs):len(ir.outs) + n_out], ir.outs)
-                    if dt.is_float(v.aval.dtype)]
-        jir.outs = jir.outs[:len(ir.outs)] + tangents
-        aux = store.aux_tree.unflatten([0] * store.aux_tree.num_leaves) if has_aux else None
-        jir.out_tree = tree_structure((store.tree.unflatten([0] * n_out), aux, (0,) * len(tangents)))
-        return jir
+
+        def transform(staged: IR, lifted: int) -> IR:
+            """The forward-mode IR of staged, whose first `lifted` inputs are constants (without tangents)."""
+            jir = jvp_ir(staged, [False] * lifted + with_tangent, values)
+            tangents = [t for t, v in zip(jir.outs[len(staged.outs):len(staged.outs) + n_out], staged.outs)
+                        if dt.is_float(v.aval.dtype)]
+            jir.outs = jir.outs[:len(staged.outs)] + tangents
+            aux = store.aux_tree.unflatten([0] * store.aux_tree.num_leaves) if has_aux else None
+            jir.out_tree = tree_structure((store.tree.unflatten([0] * n_out), aux, (0,) * len(tangents)))
+            return jir
+
+        if values is not None:  # staged concretely: specialised to the values, not shared
+            return transform(ir, 0)
+        return transform_once(("jvp", in_tree, store.tree, store.aux_tree, has_aux), ir, transform)
     return build
 
 

@@ -7,13 +7,15 @@ import gc
 import inspect
 from typing import Any, Callable, Iterator, Sequence
 
-from ember._core import IR, ShapedArray, aval_of, is_tracing
+from ember._core import IR, ShapedArray, aval_of
+from ember._core.primitive import TRACE_STATE
 from ember._core.pytree import PyTreeDef, tree_flatten
+from ember._api.signature import NotFast, add_tokens, output_builder, sorted_keys
 from ember._api.staging import (SIGNATURES_PER_FUNCTION, as_tuple, cache_for, fun_name, leaf_avals,
                                 stage_with_aux)
 from ember._core.cache import LRUCache, clear_all_caches
 from ember._core.config import config
-from ember._runtime import Array, Lowered, lower_ir
+from ember._runtime import Array, Compiled, Lowered, lower_ir
 
 
 def _is_aval(x: Any) -> bool:
@@ -90,7 +92,10 @@ class Jitted:
         self.static_argnums, self.static_argnames = _static_args(fun, as_tuple(static_argnums), (
             (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)), self.name)
         self._cache = cache_for(fun, ("jit", self.static_argnums, self.static_argnames), self.name)
-        self._by_avals = LRUCache(SIGNATURES_PER_FUNCTION)  # fast path: positional Array arguments -> Compiled
+        # the fast path: dispatch key (see ember._api.signature) -> (run the program on the flat leaves, build the
+        # result from its flat outputs); a miss takes the general path, which fills it
+        self._dispatch = LRUCache(SIGNATURES_PER_FUNCTION)
+        self._statics_by_count: dict[int, frozenset[int]] = {}  # number of positional arguments -> static ones
         functools.update_wrapper(self, fun, updated=())  # (copying __dict__ could clobber our attributes)
 
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -143,21 +148,72 @@ class Jitted:
         avals = leaf_avals(self.name, dyn_args, dyn_kwargs, leaves)
         return (in_tree, avals, statics), leaves, statics
 
+    def _static_positions(self, n: int) -> frozenset[int]:
+        """The positions of the static arguments in a call with n positional arguments; NotFast when
+        static_argnums names one before the first (the general path raises the error)."""
+        positions = self._statics_by_count.get(n)
+        if positions is None:
+            if any(i < -n for i in self.static_argnums):
+                raise NotFast
+            positions = self._statics_by_count[n] = frozenset(i % n for i in self.static_argnums if -n <= i < n)
+        return positions
+
+    def _dispatch_key(self, args: tuple[Any, ...], kwargs: dict[str, Any], x64: bool
+                      ) -> tuple[tuple[Any, ...], list[Any]]:
+        """(key, leaves) of a call in one pass: the key holds the enable_x64 flag, the number of positional
+        arguments, each positional argument's tokens (a static one: its value), then each keyword argument's
+        name and tokens (a static one: its value), by sorted name; the leaves are the dynamic arguments' leaves in
+        the order of the general path's tree_flatten((args, kwargs)). NotFast (or TypeError) where the general
+        path must decide."""
+        tokens: list[Any] = [x64, len(args)]
+        leaves: list[Any] = []
+        if not self.static_argnums:
+            for arg in args:
+                if type(arg) is Array:  # (the common argument, without a call)
+                    tokens.append(arg.aval)
+                    leaves.append(arg)
+                else:
+                    add_tokens(arg, tokens, leaves)
+        else:
+            static = self._static_positions(len(args))
+            for i, arg in enumerate(args):
+                if i not in static:
+                    add_tokens(arg, tokens, leaves)
+                elif type(arg) is Array:
+                    raise NotFast  # (unhashable: the general path says so)
+                else:
+                    tokens.append(arg)
+        if kwargs:
+            names = self.static_argnames
+            for name in sorted_keys(tuple(kwargs)) if len(kwargs) > 1 else kwargs:
+                tokens.append(name)
+                if name in names:
+                    tokens.append(kwargs[name])
+                else:
+                    add_tokens(kwargs[name], tokens, leaves)
+        return tuple(tokens), leaves
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         options = _config_values
         if options["disable_jit"]:
             return self.fun(*args, **kwargs)
-        fast = not kwargs and not self.static_argnums and not is_tracing() and all(type(a) is Array for a in args)
-        if fast:  # (enable_x64 changes what the function stages out to: it is part of every signature)
-            executable = self._by_avals.get((tuple(a.aval for a in args), options["enable_x64"]))
+        key = None
+        if not TRACE_STATE.stack:  # (while staging, the general path inlines the function)
+            try:
+                key, leaves = self._dispatch_key(args, kwargs, options["enable_x64"])
+                entry = self._dispatch.get(key)  # (hashing the key hashes the static values)
+            except (NotFast, TypeError):
+                key = None
+            else:
+                if entry is not None:
+                    run, build_output = entry
+                    return build_output(run(leaves))
+        signature, leaves, statics = self._signature(args, kwargs)
+        out = self._cache.call(signature, leaves, self._build, signature[0], signature[1], statics)
+        if key is not None:
+            executable = self._cache.executable(signature)
             if executable is not None:
-                return executable(*args)
-        key, leaves, statics = self._signature(args, kwargs)
-        out = self._cache.call(key, leaves, self._build, key[0], key[1], statics)
-        if fast:
-            executable = self._cache.executable(key)
-            if executable is not None:
-                self._by_avals.store((key[1], options["enable_x64"]), executable)
+                self._dispatch.store(key, _dispatch_entry(executable))
         return out
 
     def trace(self, *args: Any, **kwargs: Any) -> IR:
@@ -174,6 +230,12 @@ class Jitted:
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         return self if obj is None else functools.partial(self, obj)
+
+
+def _dispatch_entry(executable: Compiled) -> tuple[Callable[[list[Any]], list[Any]], Callable[[list[Any]], Any]]:
+    """How the fast path runs a compiled program: on the flat leaves (whose shapes and dtypes the dispatch key
+    fixed), building the result from the flat outputs. The one place that calls the executable."""
+    return executable.call_flat, output_builder(executable.ir.out_tree)
 
 
 def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
@@ -197,6 +259,7 @@ def disable_jit(disable: bool = True) -> Iterator[None]:
 
 def clear_caches() -> None:
     """Forget every compiled program and staged IR that ember caches (jit signatures, eager operations, programs
-    of ember.compile, vjp and linearize plans), so that their memory is freed."""
+    of ember.compile, vjp and linearize plans, the programs shared by what they compute: executables, lowerings,
+    transformed IRs), so that their memory is freed."""
     clear_all_caches()
     gc.collect()

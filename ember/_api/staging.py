@@ -4,6 +4,7 @@ compiled), and the per-function caches of IRs and executables (held weakly: they
 from __future__ import annotations
 
 import inspect
+import types
 import weakref
 from typing import Any, Callable, Hashable, Sequence
 
@@ -13,6 +14,7 @@ from ember._core import (IR, ConcretizationTypeError, Literal, ShapedArray, Trac
                          concrete_values, eval_ir, is_python_scalar, is_tracing, stage_flat)
 from ember._core.cache import LRUCache, on_clear
 from ember._core.dtypes import x64_enabled
+from ember._core.ir import NotKeyable, structural_key
 from ember._core.pytree import (PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_leaves,
                                 tree_structure)
 from ember._prims import full
@@ -60,7 +62,7 @@ def compile(ir: IR, name: str = "main") -> Compiled:  # noqa: A001
         raise TypeError(f"compile: expected an IR (from ember.stage_out or ember.grad), got {type(ir).__name__}")
     compiled = ir.compiled  # kept on the IR (not in a global table), so it is freed with the IR
     if compiled is None or compiled.name != name:
-        compiled = ir.compiled = compile_ir(ir, name)
+        compiled = ir.compiled = compile_staged(ir, name)
         _compiled_irs.add(ir)
     return compiled
 
@@ -134,7 +136,7 @@ class SignatureCache:
         ir = self._ir_for(key, build, *build_args)
         if is_tracing():
             return ir.out_tree.unflatten(eval_ir(ir, leaves))
-        executable = compile_ir(ir, self.name)
+        executable = compile_staged(ir, self.name)
         if not has_tracer_consts(ir):
             self.executables.store(key, executable)
         return executable(*leaves)
@@ -193,7 +195,22 @@ def stage_with_aux(fun: Callable[..., Any], in_tree: PyTreeDef, avals: Sequence[
 
 def leaf_names(fun: Any, in_tree: PyTreeDef) -> list[str]:
     """Names of the leaves of (args, kwargs) for error messages: the parameter names of fun, with key paths
-    inside pytree arguments ("params['w']", "args[1]")."""
+    inside pytree arguments ("params['w']", "args[1]"). Remembered per (code, in_tree) for plain functions, whose
+    parameters their code fixes (a fresh closure per call stages the same code again and again)."""
+    if type(fun) is not types.FunctionType or hasattr(fun, "__wrapped__") or hasattr(fun, "__signature__"):
+        return _leaf_names(fun, in_tree)
+    key = (fun.__code__, in_tree)
+    names = _leaf_names_seen.lookup(key)
+    if names is None:
+        names = _leaf_names(fun, in_tree)
+        _leaf_names_seen.store(key, names)
+    return names
+
+
+_leaf_names_seen = LRUCache("program_cache_size")
+
+
+def _leaf_names(fun: Any, in_tree: PyTreeDef) -> list[str]:
     try:
         params = [p.name for p in inspect.signature(fun).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -266,6 +283,66 @@ def eval_ir_public(ir: IR, *args: Any) -> Any:
     if ir.out_tree is not None:
         return ir.out_tree.unflatten(outs)
     return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+_transformed = LRUCache("program_cache_size")  # (what, structural key of a staged IR) -> transformed template
+
+
+def transform_once(what: Hashable, ir: IR, transform: Callable[[IR, int], IR]) -> IR:
+    """transform(ir, 0), computed once per structure of ir (process-wide, bounded by program_cache_size): a new IR
+    of the same structure (the same function staged again, or a fresh closure over other arrays of the same
+    shapes: each is staged anew, only this work is shared) gets the cached template with its own constants.
+
+    The template is transform(lifted, n): ir with its n constants lifted to leading inputs (transform must keep
+    them as the leading inputs of its result, untouched), so it cannot depend on their values. `what` must name
+    everything else the result depends on (the transformation and its options, output structures); enable_x64,
+    which the rules' default dtypes follow, is added here."""
+    try:
+        key = (what, x64_enabled(), structural_key(ir))
+        entry = _transformed.lookup(key)
+    except (NotKeyable, TypeError):  # (an unhashable option or param: no sharing)
+        return transform(ir, 0)
+    if entry is None:
+        n = len(ir.consts)
+        entry = _Template(transform(IR([], [], ir.const_vars + ir.in_vars, ir.eqns, ir.outs, ir.out_tree), n))
+        _transformed.store(key, entry)
+    view = with_consts(entry.ir, ir.consts)
+    _made_from[view] = entry
+    return view
+
+
+class _Template:
+    """A transformed IR shared by the IRs of one structure, and the structural key of the IRs made from it (one
+    structure: computed once, when the first of them is compiled)."""
+    __slots__ = ("ir", "lowering_key")
+
+    def __init__(self, ir: IR):
+        self.ir = ir
+        self.lowering_key: Hashable | None = None
+
+
+_made_from: "weakref.WeakKeyDictionary[IR, _Template]" = weakref.WeakKeyDictionary()  # IRs of transform_once
+on_clear(_made_from.clear)
+
+
+def compile_staged(ir: IR, name: str) -> Compiled:
+    """compile_ir, told the structural key of an IR made by transform_once (so that it is not computed anew)."""
+    template = _made_from.get(ir)
+    if template is None:
+        return compile_ir(ir, name)
+    if template.lowering_key is None:
+        try:
+            template.lowering_key = structural_key(ir, sources=False)
+        except NotKeyable:
+            return compile_ir(ir, name)
+    return compile_ir(ir, name, template.lowering_key)
+
+
+def with_consts(template: IR, consts: Sequence[Any]) -> IR:
+    """The IR template with its first len(consts) inputs bound to consts (a new IR sharing its equations)."""
+    n = len(consts)
+    return IR(template.const_vars + template.in_vars[:n], template.consts + list(consts), template.in_vars[n:],
+              template.eqns, template.outs, template.out_tree)
 
 
 def compiled_outside_traces(fun: Any, config: Hashable, name: str, direct: Callable[..., Any]) -> Callable[..., Any]:

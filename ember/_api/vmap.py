@@ -7,7 +7,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Sequence
 
-from ember._api.staging import broadcast_prefix, cache_for, fun_name, leaf_avals, leaf_names, stage_with_aux
+from ember._api.staging import (broadcast_prefix, cache_for, fun_name, leaf_avals, leaf_names, stage_with_aux,
+                                transform_once)
 from ember._core import IR, ShapedArray
 from ember._core.checks import normalize_axis
 from ember._core.pytree import PyTreeDef, tree_flatten
@@ -74,12 +75,16 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
         outs = broadcast_prefix(name, "out_axes", out_axes, template)
         out_dims = [_normalize(name, ax, v.aval.ndim + 1, f"out_axes for output {i}")
                     for i, (ax, v) in enumerate(zip(outs, ir.outs))]
-        try:
-            bir, _ = batch_ir(ir, axes, size, out_dims)
-        except ValueError as err:
-            raise ValueError(f"{name}: {err}") from None
-        bir.out_tree = store.tree
-        return bir
+
+        def transform(staged: IR, lifted: int) -> IR:
+            """staged batched, its first `lifted` inputs (constants) unbatched."""
+            try:
+                bir, _ = batch_ir(staged, (None,) * lifted + axes, size, out_dims)
+            except ValueError as err:
+                raise ValueError(f"{name}: {err}") from None
+            bir.out_tree = store.tree
+            return bir
+        return transform_once(("vmap", in_tree, axes, size, tuple(out_dims), store.tree), ir, transform)
 
     @functools.wraps(fun, updated=())
     def batched(*args: Any, **kwargs: Any) -> Any:

@@ -71,6 +71,11 @@ _option("eager_cache_size", 1024, _parse_size,
         "How many one-primitive executables (operations run outside jit) are kept, least recently used dropped.")
 _option("jit_cache_size", 256, _parse_size,
         "How many compiled signatures (shapes, dtypes, static arguments) each jitted or transformed function keeps.")
+_option("program_cache_size", 128, _parse_size,
+        "How many programs are kept process-wide by what they compute (not by the function that staged them), "
+        "least recently used dropped: executables by their StableHLO text, lowerings and transformed IRs by the "
+        "structure of the IR, so that a new function (a fresh closure per step) staging out to a program seen "
+        "before reuses its executable.")
 
 
 def canonical_name(name: str) -> str:

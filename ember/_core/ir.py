@@ -243,3 +243,83 @@ def check_ir(ir: IR) -> None:
             define(v, where)
     for atom in ir.outs:
         check_use(atom, "outputs")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Structural keys
+class NotKeyable(Exception):
+    """An IR whose structure cannot be told by value (an unhashable param, a sub-IR with constants)."""
+
+
+def structural_key(ir: IR, sources: bool = True) -> tuple[Any, ...]:
+    """A hashable key equal for two IRs exactly when they compute the same thing from the same inputs: the avals
+    of the constants and inputs (not the constants' values: they are arguments of the compiled program), then
+    each equation's primitive, inputs (by position of definition; literals by dtype and bits), params (by value;
+    sub-IRs by their own keys) and, with sources, source line (which error messages name), and the outputs.
+    NotKeyable when a param is not hashable, or the IR uses a variable it does not define."""
+    try:
+        return _structural_key(ir, sources)
+    except KeyError:
+        raise NotKeyable("a variable used but not defined") from None
+
+
+def _structural_key(ir: IR, sources: bool) -> tuple[Any, ...]:
+    ids: dict[Var, int] = {}
+    parts: list[Any] = [len(ir.const_vars)]
+    for var in ir.const_vars:
+        ids[var] = len(ids)
+        parts.append(var.aval)
+    for var in ir.in_vars:
+        ids[var] = len(ids)
+        parts.append(var.aval)
+    for eqn in ir.eqns:
+        parts.append(eqn.prim)
+        parts.append(tuple(ids[a] if type(a) is Var else _literal_key(a) for a in eqn.inputs))
+        if eqn.params:
+            parts.append(tuple((k, _param_key(v)) for k, v in eqn.params.items()))
+        else:
+            parts.append(None)
+        if sources:
+            parts.append(eqn.source)
+        for var in eqn.outputs:
+            ids[var] = len(ids)
+            parts.append(var.aval)
+    parts.append(tuple(ids[a] if type(a) is Var else _literal_key(a) for a in ir.outs))
+    return tuple(parts)
+
+
+def _literal_key(literal: Literal) -> tuple[Any, ...]:
+    """A literal by its aval and exact value: its bits (so -0.0 and 0.0 differ, and a NaN equals itself)."""
+    value = literal.value
+    if isinstance(value, np.generic):
+        return (literal.aval, value.tobytes())
+    return (literal.aval, type(value), repr(value))
+
+
+_PLAIN = (int, str, type(None), ShapedArray)  # (compared by ==, which tells them apart exactly)
+
+
+def _param_key(value: Any) -> Any:
+    """A param by value, tagged by its type where == would confuse kinds (True == 1 == 1.0, a dtype == its name)."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is tuple or kind is list:
+        return (kind, tuple(map(_param_key, value)))
+    if kind is float:
+        return (float, repr(value))
+    if kind is bool:
+        return (bool, value)
+    if isinstance(value, np.generic):
+        return (kind, value.tobytes())
+    if isinstance(value, IR):
+        if value.consts:
+            raise NotKeyable("a sub-IR with constants")
+        return (IR, structural_key(value))  # (with its sources: a key with them must not match one without)
+    if isinstance(value, tuple):  # a namedtuple
+        return (kind, tuple(map(_param_key, value)))
+    try:
+        hash(value)
+    except TypeError:
+        raise NotKeyable(f"an unhashable param of type {kind.__name__}") from None
+    return (kind, value)  # a dtype, an enum member, a function (by identity), ...

@@ -13,6 +13,9 @@ from ember._core.dtypes import canonicalize_dtype
 from ember._prims.shape import convert_element_type, reshape
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.backends import get_client
+from ember._runtime.fastpath import C
+
+_c_block_until_ready = C.block_until_ready if C is not None else None
 
 
 class _ArrayMeta(type):
@@ -63,8 +66,11 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
 
     def _value(self) -> np.ndarray:
         if self._host is None:
-            host = self.buffer.to_numpy()
-            host.flags.writeable = False
+            buffer = self.buffer
+            host = buffer.host_view()  # CPU: numpy reads the device memory in place
+            if host is None:
+                host = buffer.to_numpy()
+                host.flags.writeable = False
             self._host = host
         return self._host
 
@@ -77,6 +83,12 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
     def block_until_ready(self) -> "Array":
         self.buffer.block_until_ready()
         return self
+
+    if C is not None:
+        def block_until_ready(self) -> "Array":  # noqa: F811 - with the C extension, when it is in use
+            if not _c_block_until_ready(self._buffer):  # False: the buffer cannot be used
+                self.buffer.block_until_ready()  # raises why
+            return self
 
     def delete(self) -> None:
         self._buffer.delete()
@@ -145,6 +157,10 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
 
     def __reduce__(self) -> Any:
         return (_rebuild, (self._value(), self.weak_type))
+
+
+if C is not None:  # its Callers create Arrays without __init__ (setting every slot at its offset)
+    C.register_array_type(Array)
 
 
 def _rebuild(value: np.ndarray, weak_type: bool) -> Array:

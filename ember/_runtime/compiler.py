@@ -8,8 +8,10 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
-from ember._core import IR, eval_ir
+from ember._core import IR, ShapedArray, eval_ir
+from ember._core.ir import NotKeyable, structural_key
 from ember._core import dtypes as dt
+from ember._core.cache import LRUCache
 from ember._core.config import config
 from ember._core.primitive import user_source
 from ember._hlo import lower
@@ -17,6 +19,7 @@ from ember._runtime import pjrt as _pjrt
 from ember._runtime.array import Array
 from ember._runtime.backends import default_device, get_client
 from ember._runtime.dispatch import to_buffer
+from ember._runtime.fastpath import C
 
 
 T = TypeVar("T")
@@ -64,28 +67,93 @@ class Lowered:
         return self.text
 
     def compile(self) -> "Compiled":
-        """Compile the module with XLA (on the default backend)."""
+        """Compile the module with XLA (on the default backend), or reuse the executable of an identical module
+        compiled before (the constants are arguments, not part of the text, so the program of a new function
+        that closes over other arrays of the same shapes is the same text)."""
         client = get_client()  # a plugin that cannot load is its own error, not a compile error
-        try:
-            executable = interruptible(lambda: client.compile(self.text))
-        except _pjrt.PjrtOutOfMemoryError:
-            raise
-        except _pjrt.PjrtError as err:
-            numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(self.text.splitlines()))
-            raise CompileError(f"XLA could not compile {self.name}: {err}\nStableHLO module:\n{numbered}") from None
+        key = (self.text, client)
+        executable = _executables.lookup(key)
+        if executable is None:
+            try:
+                executable = interruptible(lambda: client.compile(self.text))
+            except _pjrt.PjrtOutOfMemoryError:
+                raise
+            except _pjrt.PjrtError as err:
+                numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(self.text.splitlines()))
+                raise CompileError(f"XLA could not compile {self.name}: {err}\nStableHLO module:\n{numbered}"
+                                   ) from None
+            _executables.store(key, executable)
         return Compiled(self, executable)
 
     def __repr__(self) -> str:
         return f"<Lowered {self.name}>"
 
 
+# (StableHLO text, client) -> executable, process-wide: a program is compiled once, whichever function staged it
+_executables = LRUCache("program_cache_size")
+
+
 def lower_ir(ir: IR, name: str = "main") -> Lowered:
     return Lowered(ir, name, lower(ir))
 
 
-def compile_ir(ir: IR, name: str = "main") -> "Compiled":
-    """Lower and compile an IR."""
-    return lower_ir(ir, name).compile()
+def compile_ir(ir: IR, name: str = "main", key: Any = None) -> "Compiled":
+    """Lower and compile an IR. The lowering of an IR of the same structure as one lowered before is reused (a
+    function staged anew, as a fresh closure each step, gives a new IR of the same structure each time). key is
+    ir's structural_key(ir, sources=False), where the caller knows it already."""
+    try:
+        if key is None:
+            key = structural_key(ir, sources=False)  # (the text has no source locations)
+        text = _lowerings.lookup(key)
+    except (NotKeyable, TypeError):
+        return lower_ir(ir, name).compile()
+    if text is None:
+        text = lower(ir)
+        _lowerings.store(key, text)
+    return Lowered(ir, name, text).compile()
+
+
+_lowerings = LRUCache("program_cache_size")  # structural key of an IR -> its StableHLO text
+
+
+class _PyCaller:
+    """A compiled program's call in the common case: the pure-Python twin of ember._runtime._fastpath.Caller.
+
+    caller(args) runs the program when every argument is exactly an Array on `device` with the expected shape
+    and dtype, `consts` (the program's constants as Buffers on that device) is set and the debug_nans/debug_infs
+    checks are off, and returns the outputs as a list of Arrays; in any other case (and when an argument has been
+    deleted) it returns None, and Compiled's general path handles the call. A PJRT error is raised."""
+
+    def __init__(self, runner: Any, executable: _pjrt.Executable, device: _pjrt.Device,
+                 in_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArray], no_args_ok: bool):
+        self.runner, self.executable, self.device = runner, executable, device
+        self.in_avals, self.out_avals = tuple(in_avals), tuple(out_avals)
+        self.no_args_ok = bool(no_args_ok)  # a call without arguments runs on `device`
+        self.consts: tuple[_pjrt.Buffer, ...] | None = None
+        self._out_specs = [(a.shape, a.dtype) for a in self.out_avals]
+
+    def __call__(self, args: Sequence[Any]) -> list[Array] | None:
+        consts = self.consts
+        if consts is None or _Checks.active or len(args) != len(self.in_avals) or not (args or self.no_args_ok):
+            return None
+        device = self.device
+        buffers = list(consts)
+        for x, aval in zip(args, self.in_avals):
+            if type(x) is not Array:
+                return None
+            buffer, x_aval = x._buffer, x.aval
+            if buffer.device is not device or (x_aval is not aval and (
+                    x_aval.shape != aval.shape or x_aval.dtype != aval.dtype)):
+                return None
+            buffers.append(buffer)
+        outs = self.runner.run(buffers, self._out_specs, device, None)
+        if outs is None:
+            return None
+        wrap = Array._from_buffer
+        return [wrap(b, aval) for b, aval in zip(outs, self.out_avals)]
+
+
+Caller: Any = C.Caller if C is not None else _PyCaller
 
 
 class Compiled:
@@ -100,6 +168,12 @@ class Compiled:
         self._device = default_device()
         self._consts_by_device: dict[_pjrt.Device, list[_pjrt.Buffer]] = {}
         self._where = [f"{self.name}: argument {i}" for i in range(len(self.in_avals))]
+        # The common case (Arrays on the device the program was compiled for), in C when the extension is in use.
+        device = executable._device
+        self._fast = Caller(executable._runner, executable, device, self.in_avals, self.out_avals,
+                            self._device is device)
+        if not ir.consts:
+            self._fast.consts = ()
 
     def _consts_on(self, device: _pjrt.Device) -> list[_pjrt.Buffer]:
         """The IR's constants as buffers on a device (copied through the host when they live elsewhere)."""
@@ -111,6 +185,16 @@ class Compiled:
         return buffers
 
     def call_flat(self, args: Sequence[Any]) -> list[Any]:
+        try:
+            outs = self._fast(args)
+        except _pjrt.PjrtError as err:
+            raise self._execute_error(err, args, [*self._fast.consts, *(x._buffer for x in args)]) from None
+        if outs is None:
+            outs = self._call_general(args)
+        return outs
+
+    def _call_general(self, args: Sequence[Any]) -> list[Any]:
+        """A call in any case: host values as arguments, another device, debug checks, errors."""
         if len(args) != len(self.in_avals):
             raise TypeError(f"{self.name}: expected {len(self.in_avals)} arguments "
                             f"({', '.join(a.str_short() for a in self.in_avals)}), got {len(args)}")
@@ -119,6 +203,9 @@ class Compiled:
         consts = self._consts_by_device.get(device)
         if consts is None:
             consts = self._consts_by_device[device] = self._consts_on(device)
+        fast = self._fast
+        if device is fast.device and fast.consts is None:
+            fast.consts = tuple(consts)
         buffers = list(consts)
         for x, aval, where in zip(args, self.in_avals, self._where):
             if type(x) is Array and x.aval.shape == aval.shape and x.aval.dtype == aval.dtype \
@@ -128,23 +215,38 @@ class Compiled:
                 buffers.append(to_buffer(x, aval, where, device))
         try:
             outs = self.executable.execute(buffers, self._out_specs)
-        except _pjrt.PjrtError:
-            deleted = next((i for i, b in enumerate(buffers) if b.is_deleted), None)
-            if deleted is None:
-                raise
-            index = deleted - len(consts)  # the constants come first
-            what = "an array it closed over" if index < 0 else f"argument {index} ({args[index]!r})"
-            raise RuntimeError(f"{self.name}: {what} has been deleted") from None
+        except _pjrt.PjrtError as err:
+            raise self._execute_error(err, args, buffers) from None
         wrap = Array._from_buffer
         results = [wrap(b, aval) for b, aval in zip(outs, self.out_avals)]
         if _Checks.active:
             _check_results(self, args, results)
         return results
 
+    def _execute_error(self, err: _pjrt.PjrtError, args: Sequence[Any], buffers: Sequence[_pjrt.Buffer]
+                       ) -> Exception:
+        """The error to raise for a failed execute of these buffers (the constants, then one per argument): a
+        RuntimeError when one of them has been deleted, else the PJRT error (of the same type: e.g. out of memory
+        is a MemoryError) with the program's name in front."""
+        deleted = next((i for i, b in enumerate(buffers) if type(b) is _pjrt.Buffer and b.is_deleted), None)
+        if deleted is None:
+            return type(err)(f"{self.name}: {err}", call=err.call, code=err.code)
+        index = deleted - (len(buffers) - len(args))  # the constants come first
+        what = "an array it closed over" if index < 0 else f"argument {index} ({args[index]!r})"
+        return RuntimeError(f"{self.name}: {what} has been deleted")
+
     def __call__(self, *args: Any) -> Any:
-        outs = self.call_flat(args)
-        if self.ir.out_tree is not None:
-            return self.ir.out_tree.unflatten(outs)
+        try:  # (call_flat, inline)
+            outs = self._fast(args)
+        except _pjrt.PjrtError as err:
+            raise self._execute_error(err, args, [*self._fast.consts, *(x._buffer for x in args)]) from None
+        if outs is None:
+            outs = self._call_general(args)
+        tree = self.ir.out_tree
+        if tree is not None:
+            if tree.node_type is None and len(outs) == 1:  # a single leaf (tree.unflatten's result, sooner)
+                return outs[0]
+            return tree.unflatten(outs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def as_text(self) -> str:
@@ -165,6 +267,8 @@ class _Checks:
     def update(cls, _: Any = None) -> None:
         cls.nans, cls.infs = config.debug_nans, config.debug_infs
         cls.active = cls.nans or cls.infs
+        if C is not None:
+            C.set_checks_active(cls.active)  # (its Callers then leave every call to the general path)
 
 
 _Checks.update()

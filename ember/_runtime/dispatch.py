@@ -36,6 +36,8 @@ def to_buffer(x: Any, expected: ShapedArray, where: str,
     """A buffer on `device` (by default the default device) for argument x, checked against the expected shape
     and dtype. Host values are copied there; an Array must already live there."""
     device = device or default_device()
+    if type(x) is np.ndarray and x.dtype == expected.dtype and x.shape == expected.shape:
+        return device.client.buffer_from_numpy(x, device)  # the common host input: one copy, no conversion
     if type(x) is Array:
         aval = x.aval
         if aval.shape != expected.shape or aval.dtype != expected.dtype:

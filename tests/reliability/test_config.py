@@ -54,7 +54,7 @@ def test_cache_bounds_follow_the_options():
             enp.sin(np.ones(n, np.float32))
             f(np.ones(n, np.float32))
         assert len(_eager_cache) <= 8
-        assert len(f._cache.executables) <= 4 and len(f._cache.irs) <= 4 and len(f._by_avals) <= 4
+        assert len(f._cache.executables) <= 4 and len(f._cache.irs) <= 4 and len(f._dispatch) <= 4
         assert np.allclose(f(np.ones(3, np.float32)), 2.0)  # an evicted signature compiles again
 
 
@@ -140,3 +140,38 @@ def test_clear_caches_frees_every_compiled_program():
     assert all(r() is None for r in refs)
     np.testing.assert_allclose(f(enp.ones(3)), 2.0)  # compiles again
     np.testing.assert_allclose(ember.compile(ir)(np.ones(2, np.float32)), 2.0)
+
+
+def test_one_cpu_device_by_default_and_more_on_request():
+    code = """
+        import ember, sys
+        print(len(ember.devices()))
+        try:
+            ember.config.update("jax_num_cpu_devices", 3)
+        except RuntimeError as err:
+            print("late:", "before the first computation" in str(err), ember.config.num_cpu_devices)
+    """
+    out = check_python(code, env={"EMBER_NUM_CPU_DEVICES": "1"})
+    assert out.split("\n")[:2] == ["1", "late: True 1"]
+    out = check_python("import ember; print(len(ember.devices()))", env={"EMBER_NUM_CPU_DEVICES": "3"})
+    assert out.strip() == "3"
+    out = check_python("""
+        import ember
+        ember.config.update("num_cpu_devices", 2)
+        print(len(ember.devices()), ember.devices()[1])
+    """, env={"EMBER_NUM_CPU_DEVICES": "1"})
+    assert out.strip() == "2 CpuDevice(id=1)"
+    with pytest.raises(ValueError, match="positive integer"):
+        ember.config.update("num_cpu_devices", 0)
+
+
+def test_default_xla_flags_keep_the_users():
+    out = check_python("""
+        import os, ember
+        ember.numpy.zeros(3).block_until_ready()
+        print(os.environ["XLA_FLAGS"])
+    """, env={"XLA_FLAGS": "--xla_cpu_experimental_ynn_fusion_type= --xla_cpu_use_thunk_runtime=true"})
+    flags = out.split()
+    assert "--xla_cpu_experimental_ynn_fusion_type=" in flags and "--xla_cpu_use_thunk_runtime=true" in flags
+    assert "--xla_cpu_experimental_ynn_fusion_type=reduce" not in flags
+    assert "--xla_cpu_enable_fast_min_max=false" in flags

@@ -28,14 +28,20 @@ def test_shapes_beyond_xla_limits_are_a_value_error():
 
 def test_out_of_memory_is_a_memory_error():
     out = check_python("""
-        import ember.numpy as enp
+        import ember, ember.numpy as enp
         try:
             enp.zeros((2**20, 2**20))  # 4 TiB
         except MemoryError as err:
             print("MemoryError", err)
+        f = ember.jit(lambda x: enp.zeros((2**18, 2**18)) + x)  # out of memory while it runs: the error names it
+        try:
+            f(ember.asarray(1.0))
+        except MemoryError as err:
+            print("MemoryError", err)
         print(enp.ones(3).sum())  # still usable
     """)
-    assert "MemoryError out of memory" in out and "3.0" in out
+    assert "MemoryError broadcast_in_dim: out of memory" in out and "3.0" in out
+    assert "MemoryError jit(<lambda>): out of memory" in out
 
 
 def test_use_after_delete_is_a_clear_error():

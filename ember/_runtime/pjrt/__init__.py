@@ -6,7 +6,7 @@ Every PJRT error becomes a PjrtError that names the failing call.
 
 One module per PJRT object; imports point one way: errors and structs (the C side) <- plugin, device, buffer
 <- executable <- client, with discovery (finding plugin files) on its own. The binding imports nothing from
-the rest of ember.
+the rest of ember but ember._runtime.fastpath (which picks the C extension of the hot path, or pure Python).
 """
 from ember._runtime.pjrt.buffer import Buffer as Buffer
 from ember._runtime.pjrt.client import Client as Client

@@ -8,13 +8,14 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from ember._runtime.fastpath import C
 from ember._runtime.pjrt.errors import PjrtError
-from ember._runtime.pjrt.structs import (_BufferReadyEventArgs, _BufferToHostBufferArgs, _data_address, _handle_args,
-                                        _new)
+from ember._runtime.pjrt.structs import (_BufferReadyEventArgs, _BufferToHostBufferArgs, _BufferUnsafePointerArgs,
+                                        _data_address, _handle_args, _new)
 
 if TYPE_CHECKING:
     from ember._runtime.pjrt.client import Client
@@ -22,9 +23,13 @@ if TYPE_CHECKING:
 
 
 # Buffers in use by a PJRT call are pinned: delete() from another thread then only marks them deleted, and the
-# end of the last call using them destroys them. One lock guards every buffer's pin count; it is held for
-# bookkeeping only, never across a PJRT call. It is reentrant: a garbage collection while it is held may run
-# Buffer.__del__ -> delete(). A forked child gets a new one (a thread of the parent may have held it).
+# end of the last call using them destroys them. A buffer's lifetime state is its handle (None once deleted),
+# _pins and _doomed (the handle of a buffer deleted while pinned), and it changes only through the transitions
+# below: pin, unpin, take_handle (delete), pin_all, unpin_all. With the C extension (ember._runtime.fastpath)
+# they are its functions, each atomic under the GIL (the argument is written at the top of _fastpath.c). In
+# pure Python one lock guards every buffer's state; it is held for bookkeeping only, never across a PJRT call.
+# It is reentrant: a garbage collection while it is held may run Buffer.__del__ -> delete(). A forked child gets
+# a new one (a thread of the parent may have held it).
 _lifetime_lock = threading.RLock()
 
 
@@ -36,15 +41,95 @@ def _new_lock_after_fork() -> None:
 os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
-def destroy_doomed(buffers: Sequence[Buffer]) -> None:
-    """Destroy those of buffers that were deleted while pinned and are pinned no more (each exactly once)."""
-    for buffer in buffers:
-        with _lifetime_lock:
-            handle = buffer._doomed if not buffer._pins else None
-            if handle is not None:
-                buffer._doomed = None
+def _py_pin(buffer: Buffer) -> int | None:
+    """Pin a buffer for a PJRT call (until unpin): its handle, or None when it has been deleted."""
+    with _lifetime_lock:
+        handle = buffer.handle
+        if handle:
+            buffer._pins += 1
+            return handle
+    return None
+
+
+def _py_unpin(buffer: Buffer) -> None:
+    """End a pin; a buffer deleted while pinned is destroyed by the end of its last pin (exactly once)."""
+    with _lifetime_lock:
+        buffer._pins -= 1
+        handle = buffer._doomed if not buffer._pins else None
         if handle is not None:
-            buffer._destroy(handle)
+            buffer._doomed = None
+    if handle is not None:
+        buffer._destroy(handle)
+
+
+def _py_take_handle(buffer: Buffer) -> int | None:
+    """Mark a buffer deleted (idempotent): the handle to destroy now, or None (already deleted, or pinned: then
+    the end of its last pin destroys it)."""
+    with _lifetime_lock:
+        handle, buffer.handle = buffer.handle, None
+        if handle and buffer._pins:
+            buffer._doomed, handle = handle, None
+    return handle or None
+
+
+def _py_pin_all(buffers: Sequence[Buffer], client: Client, handles: Any) -> int:
+    """Pin each of buffers and write its handle into handles (a ctypes array): -1, or the index of the first that
+    is not a live Buffer of client (then none is left pinned)."""
+    with _lifetime_lock:
+        for i, buffer in enumerate(buffers):
+            if type(buffer) is not Buffer or not buffer.handle or buffer.client is not client:
+                for taken in buffers[:i]:
+                    taken._pins -= 1
+                return i
+            buffer._pins += 1
+            handles[i] = buffer.handle
+    return -1
+
+
+def _py_unpin_all(buffers: Sequence[Buffer]) -> None:
+    """End a pin of each of buffers (pinned by pin_all), destroying those deleted meanwhile as unpin does."""
+    doomed = False
+    with _lifetime_lock:
+        for buffer in buffers:
+            buffer._pins -= 1
+            doomed = doomed or buffer._doomed is not None
+    if doomed:  # buffers deleted by another thread during the call: destroy them now
+        for buffer in buffers:
+            with _lifetime_lock:
+                handle = buffer._doomed if not buffer._pins else None
+                if handle is not None:
+                    buffer._doomed = None
+            if handle is not None:
+                buffer._destroy(handle)
+
+
+def _py_block_until_ready(buffer: Buffer) -> bool:
+    """Wait until the buffer is ready (True); raise why when it cannot be used."""
+    args = _new(_BufferReadyEventArgs, buffer=buffer._pin("block_until_ready"))
+    try:
+        plugin = buffer.client.plugin
+        plugin.call("Buffer_ReadyEvent", args)
+        plugin.await_event("Buffer_ReadyEvent", args.event)
+    finally:
+        unpin(buffer)
+    return True
+
+
+class _HostMemory:
+    """The memory of a pinned buffer as seen by numpy (the base of a host view): unpins the buffer when the last
+    view of it dies."""
+    __slots__ = ("buffer", "__array_interface__")
+
+    def __init__(self, buffer: Buffer, address: int):
+        self.buffer = buffer
+        self.__array_interface__ = {"shape": buffer.shape, "typestr": buffer.dtype.str, "version": 3,
+                                    "data": (address, True)}  # read-only
+
+    def __del__(self) -> None:
+        try:
+            self.buffer._unpin()
+        except Exception:  # noqa: BLE001 - a destructor never raises
+            pass
 
 
 class Buffer:
@@ -75,20 +160,15 @@ class Buffer:
 
     def _pin(self, action: str) -> int:
         """Pin this buffer for a PJRT call (until _unpin) and return its handle."""
-        with _lifetime_lock:
-            handle = self.handle
-            if handle and self.client.handle:
-                self._pins += 1
+        if self.client.handle:
+            handle = pin(self)
+            if handle is not None:
                 return handle
         self._live_handle(action)  # raises the reason
         raise PjrtError(f"{action}: the buffer has been deleted")
 
     def _unpin(self) -> None:
-        with _lifetime_lock:
-            self._pins -= 1
-            doomed = self._doomed is not None
-        if doomed:
-            destroy_doomed((self,))
+        unpin(self)
 
     def to_numpy(self) -> np.ndarray:
         """Copy the buffer into a new numpy array."""
@@ -106,21 +186,38 @@ class Buffer:
             self._unpin()
         return out
 
-    def block_until_ready(self) -> None:
-        args = _new(_BufferReadyEventArgs, buffer=self._pin("block_until_ready"))
+    def host_view(self) -> np.ndarray | None:
+        """A read-only numpy array that shares the buffer's memory (no copy), once the buffer is ready; None where
+        the memory is not the host's (a GPU plugin) or cannot be shared (empty). The view pins the buffer: a
+        delete() while the view lives destroys the buffer when the view dies."""
+        client = self.client
+        if not client.host_memory or 0 in self.shape:
+            return None
+        self.block_until_ready()
+        handle = self._pin("host_view")
         try:
-            plugin = self.client.plugin
-            plugin.call("Buffer_ReadyEvent", args)
-            plugin.await_event("Buffer_ReadyEvent", args.event)
-        finally:
+            args = _new(_BufferUnsafePointerArgs, buffer=handle)
+            client.plugin.call("Buffer_UnsafePointer", args)
+            address = args.buffer_pointer
+        except BaseException:
             self._unpin()
+            raise
+        if not address:
+            self._unpin()
+            return None
+        memory = _HostMemory(self, address)
+        if self.dtype.kind == "V":  # ml_dtypes' types (bfloat16) have no array-interface code: view their bytes
+            memory.__array_interface__.update(shape=(self.dtype.itemsize * int(np.prod(self.shape)),), typestr="|u1")
+            return np.asarray(memory).view(self.dtype).reshape(self.shape)
+        return np.asarray(memory)
+
+    def block_until_ready(self) -> None:
+        if not _block_until_ready(self):  # (the C one: False when the buffer cannot be used)
+            _py_block_until_ready(self)  # raises why
 
     def delete(self) -> None:
         """Destroy the device buffer (at once, or when the PJRT calls using it end). Idempotent."""
-        with _lifetime_lock:
-            handle, self.handle = self.handle, None
-            if handle and self._pins:
-                self._doomed, handle = handle, None
+        handle = take_handle(self)
         if handle:
             self._destroy(handle)
 
@@ -137,7 +234,22 @@ class Buffer:
                 self.delete()
         except Exception:  # noqa: BLE001 - a destructor never raises
             pass
+    # (with the C extension, __del__ is replaced below by its equivalent in C)
 
     def __repr__(self) -> str:
         state = ", deleted" if self.is_deleted else ""
         return f"Buffer(shape={self.shape}, dtype={self.dtype.name}, device={self.device}{state})"
+
+
+# The lifetime transitions and block_until_ready: the C extension's when it is in use (see fastpath.py).
+if C is not None:
+    # Its functions create Buffers without __init__ (setting every slot at its offset): __slots__ is checked.
+    C.register_buffer_type(Buffer)
+    pin, unpin, take_handle = C.pin, C.unpin, C.take_handle
+    pin_all, unpin_all = C.pin_all, C.unpin_all
+    _block_until_ready = C.block_until_ready
+    Buffer.__del__ = C.buffer_finalizer()  # type: ignore[method-assign]
+else:
+    pin, unpin, take_handle = _py_pin, _py_unpin, _py_take_handle
+    pin_all, unpin_all = _py_pin_all, _py_unpin_all
+    _block_until_ready = _py_block_until_ready

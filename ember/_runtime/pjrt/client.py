@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ember._runtime.fastpath import C
 from ember._runtime.pjrt.buffer import Buffer
 from ember._runtime.pjrt.device import Device
 from ember._runtime.pjrt.errors import PjrtError
@@ -21,6 +22,16 @@ from ember._runtime.pjrt.structs import (_IMMUTABLE_ONLY_DURING_CALL, _PORTABLE_
 
 if TYPE_CHECKING:
     from ember._runtime.pjrt.plugin import Plugin
+
+
+def _fast_api(plugin: Plugin) -> Any:
+    """The C extension's Api object: the addresses of the PJRT functions it calls, and Plugin.error."""
+    def address(name: str) -> int | None:
+        return ctypes.cast(plugin.function(name), ctypes.c_void_p).value if plugin.has_function(name) else None
+    assert C is not None
+    return C.Api(address("LoadedExecutable_Execute"), address("Buffer_Destroy"), address("Buffer_ReadyEvent"),
+                 address("Event_Await"), address("Event_Destroy"), plugin.error,
+                 from_host=address("Client_BufferFromHostBuffer"))
 
 
 class Client:
@@ -47,9 +58,12 @@ class Client:
                                       for i in range(found.num_addressable_devices)]
         if not self.devices:
             raise PjrtError(f"the {self.platform_name} PJRT client of {plugin.path} has no addressable devices")
+        # The CPU plugin's buffers live in host memory, which numpy may read in place (Buffer.host_view).
+        self.host_memory = self.platform_name == "cpu" and plugin.has_function("Buffer_UnsafePointer")
         self._buffer_from_host_buffer = plugin.function("Client_BufferFromHostBuffer")
         self._buffer_to_host_buffer = plugin.function("Buffer_ToHostBuffer")
         self._buffer_destroy = plugin.function("Buffer_Destroy")
+        self._fast = _fast_api(plugin) if C is not None else None  # the PJRT functions the C extension calls
 
     def _live_handle(self, action: str) -> int:
         if not self.handle:
@@ -81,6 +95,13 @@ class Client:
         if not array.dtype.isnative:
             array = array.astype(array.dtype.newbyteorder("="))
         shape = array.shape
+        if C is not None:  # (None: the client is closed; the general path below says so)
+            dtype = array.dtype
+            # numpy exports standard dtypes' memory as a buffer, held by the C call; ml_dtypes' (kind "V") by address
+            data = array if dtype.kind != "V" else _data_address(array)
+            buffer = C.from_host(self, device, device.handle, data, numpy_dtype_to_pjrt(dtype), shape, dtype)
+            if buffer is not None:
+                return buffer
         dims = (c_int64 * len(shape))(*shape)
         args = _ClientBufferFromHostBufferArgs(
             _ClientBufferFromHostBufferArgs.SIZE, None, self._live_handle("buffer_from_numpy"),

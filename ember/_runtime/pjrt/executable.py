@@ -1,8 +1,8 @@
 """Executable: a compiled, loaded program, run with Buffer arguments on the device of its first argument.
 
-The PJRT_LoadedExecutable_Execute args are built once per executable and reused by every call, under a lock.
-A call on a device other than the one the program was compiled for runs a portable copy, compiled once, on
-first use."""
+Its Runner runs it: the C extension's (ember._runtime.fastpath), or _PyRunner, which builds the
+PJRT_LoadedExecutable_Execute args once and reuses them in every call, under a lock. A call on a device other
+than the one the program was compiled for runs a portable copy, compiled once, on first use."""
 from __future__ import annotations
 
 import ctypes
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from ember._runtime.fastpath import C
 from ember._runtime.pjrt import buffer as buffer_module
 from ember._runtime.pjrt.buffer import Buffer
 from ember._runtime.pjrt.errors import PjrtError
@@ -22,6 +23,64 @@ if TYPE_CHECKING:
     from ember._runtime.pjrt.client import Client
     from ember._runtime.pjrt.device import Device
     from ember._runtime.pjrt.plugin import Plugin
+
+
+class _PyRunner:
+    """Runs a loaded executable on Buffers: the pure-Python twin of ember._runtime._fastpath.Runner.
+
+    run(buffers, specs, device, execute_device) pins the buffers (all, or none: then it returns None, and nothing
+    ran), executes (on execute_device, a PJRT_Device address, or None: the executable's own device), unpins them
+    and returns the outputs as Buffers on device with the given (shape, dtype) specs. A PJRT error is raised as
+    a PjrtError. The Execute args are built once and reused by every call, under a lock."""
+
+    def __init__(self, client: Client, handle: int, num_outputs: int):
+        self.client = client
+        self.num_outputs = num_outputs
+        self._lock = threading.Lock()
+        self._options = _new(_ExecuteOptions)
+        self._outputs = (c_void_p * max(num_outputs, 1))()
+        self._output_lists = (_POINTER_TO_VOID_P * 1)(ctypes.cast(self._outputs, _POINTER_TO_VOID_P))
+        self._call = _new(_LoadedExecutableExecuteArgs, executable=handle, options=ctypes.pointer(self._options),
+                          num_devices=1, output_lists=self._output_lists)
+        self._call_address = ctypes.addressof(self._call)
+        self._arguments = self._allocate_arguments(8)
+        self._execute = client.plugin.function("LoadedExecutable_Execute")
+
+    def _allocate_arguments(self, capacity: int) -> Any:
+        """A reused array of argument buffer handles, which the Execute args point at."""
+        arguments = (c_void_p * capacity)()
+        self._argument_lists = (_POINTER_TO_VOID_P * 1)(ctypes.cast(arguments, _POINTER_TO_VOID_P))
+        self._call.argument_lists = self._argument_lists
+        return arguments
+
+    def run(self, args: Sequence[Buffer], specs: Sequence[tuple[tuple[int, ...], np.dtype]], device: Device,
+            execute_device: int | None) -> list[Buffer] | None:
+        client = self.client
+        if not client.handle:
+            return None
+        count = len(args)
+        with self._lock:
+            arguments = self._arguments
+            if count > len(arguments):
+                arguments = self._arguments = self._allocate_arguments(count)
+            # Pin the arguments while PJRT uses them (a delete() from another thread then leaves their destruction
+            # to the end of this call).
+            if buffer_module.pin_all(args, client, arguments) >= 0:
+                return None
+            try:
+                call = self._call
+                call.num_args = count
+                call.execute_device = execute_device
+                error = self._execute(self._call_address)
+            finally:
+                buffer_module.unpin_all(args)  # (destroys the buffers deleted meanwhile)
+            if error:
+                raise client.plugin.error("LoadedExecutable_Execute", error)
+            handles = self._outputs[:self.num_outputs]
+        return [Buffer(client, device, handle, shape, dtype) for handle, (shape, dtype) in zip(handles, specs)]
+
+
+Runner: Any = C.Runner if C is not None else _PyRunner
 
 
 class Executable:
@@ -39,16 +98,8 @@ class Executable:
         self.num_outputs: int = self._count_outputs(plugin, handle)
         self._device: Device | None = None if portable else self._compiled_device(client, handle)
         self._portable_variant: Executable | None = None
-        # The Execute args are built once and reused by every call, under the lock.
         self._lock = threading.Lock()
-        self._options = _new(_ExecuteOptions)
-        self._outputs = (c_void_p * max(self.num_outputs, 1))()
-        self._output_lists = (_POINTER_TO_VOID_P * 1)(ctypes.cast(self._outputs, _POINTER_TO_VOID_P))
-        self._call = _new(_LoadedExecutableExecuteArgs, executable=handle, options=ctypes.pointer(self._options),
-                          num_devices=1, output_lists=self._output_lists)
-        self._call_address = ctypes.addressof(self._call)
-        self._arguments = self._allocate_arguments(8)
-        self._execute = plugin.function("LoadedExecutable_Execute")
+        self._runner = Runner(client, handle, self.num_outputs)  # it does not keep this Executable alive
         self._out_specs_seen: tuple[Any, ...] | None = None
         self._out_specs: list[tuple[tuple[int, ...], np.dtype]] = []
 
@@ -77,13 +128,6 @@ class Executable:
                 return device
         raise PjrtError("compile: the executable's device is not an addressable device of its client")
 
-    def _allocate_arguments(self, capacity: int) -> Any:
-        """A reused array of argument buffer handles, which the Execute args point at."""
-        arguments = (c_void_p * capacity)()
-        self._argument_lists = (_POINTER_TO_VOID_P * 1)(ctypes.cast(arguments, _POINTER_TO_VOID_P))
-        self._call.argument_lists = self._argument_lists
-        return arguments
-
     def _normalized_out_specs(self, out_specs: Sequence[Any]) -> list[tuple[tuple[int, ...], np.dtype]]:
         """The output (shape, dtype) pairs as tuples and np.dtypes, cached while a caller passes the same ones."""
         seen = tuple(out_specs)
@@ -104,8 +148,13 @@ class Executable:
         first = args[0] if args else None
         device = first.device if type(first) is Buffer else self._device
         if device is self._device:
-            return self._run(args, specs, device, None)
-        return self._portable_executable()._run(args, specs, device, device.handle)
+            executable, execute_device = self, None
+        else:
+            executable, execute_device = self._portable_executable(), device.handle
+        outs = executable._runner.run(args, specs, device, execute_device) if executable.handle else None
+        if outs is None:
+            raise executable._why_not_run(args)
+        return outs
 
     def _portable_executable(self) -> Executable:
         with self._lock:
@@ -113,45 +162,16 @@ class Executable:
                 self._portable_variant = self.client._compile(self._code, portable=True)
             return self._portable_variant
 
-    def _run(self, args: Sequence[Buffer], specs: list[tuple[tuple[int, ...], np.dtype]], device: Device,
-             execute_device: int | None) -> list[Buffer]:
+    def _why_not_run(self, args: Sequence[Any]) -> Exception:
+        """The error for a call that its Runner refused (a closed client, an argument that is not a live Buffer
+        of this client)."""
         client = self.client
         if not (self.handle and client.handle):
-            raise PjrtError(f"execute: the executable's PJRT client {client.closed_reason}")
-        count = len(args)
-        with self._lock:
-            arguments = self._arguments
-            if count > len(arguments):
-                arguments = self._arguments = self._allocate_arguments(count)
-            # Pin the arguments while PJRT uses them (a delete() from another thread then leaves their
-            # destruction to the end of this call), checking each under the lifetime lock so that a racing delete()
-            # is seen.
-            lock = buffer_module._lifetime_lock
-            with lock:
-                for i, buffer in enumerate(args):
-                    if type(buffer) is not Buffer or not buffer.handle or buffer.client is not client:
-                        for taken in args[:i]:
-                            taken._pins -= 1
-                        raise self._bad_argument(i, buffer)
-                    buffer._pins += 1
-                    arguments[i] = buffer.handle
-            try:
-                call = self._call
-                call.num_args = count
-                call.execute_device = execute_device
-                error = self._execute(self._call_address)
-            finally:
-                doomed = False
-                with lock:
-                    for buffer in args:
-                        buffer._pins -= 1
-                        doomed = doomed or buffer._doomed is not None
-                if doomed:  # buffers deleted by another thread during the call: destroy them now
-                    buffer_module.destroy_doomed(args)
-            if error:
-                raise client.plugin.error("LoadedExecutable_Execute", error)
-            handles = self._outputs[:len(specs)]
-        return [Buffer(client, device, handle, shape, dtype) for handle, (shape, dtype) in zip(handles, specs)]
+            return PjrtError(f"execute: the executable's PJRT client {client.closed_reason}")
+        for i, buffer in enumerate(args):
+            if type(buffer) is not Buffer or not buffer.handle or buffer.client is not client:
+                return self._bad_argument(i, buffer)
+        return PjrtError("execute: an argument could not be used")  # (not reached: those states do not revert)
 
     @staticmethod
     def _bad_argument(index: int, buffer: Any) -> Exception:

@@ -31,7 +31,7 @@ LoadedExecutable_Destroy LoadedExecutable_GetExecutable LoadedExecutable_Address
 LoadedExecutable_IsDeleted LoadedExecutable_Execute Executable_DeserializeAndLoad LoadedExecutable_Fingerprint
 Buffer_Destroy Buffer_ElementType Buffer_Dimensions Buffer_UnpaddedDimensions Buffer_DynamicDimensionIndices
 Buffer_GetMemoryLayout Buffer_OnDeviceSizeInBytes Buffer_Device Buffer_Memory Buffer_Delete Buffer_IsDeleted
-Buffer_CopyToDevice Buffer_ToHostBuffer Buffer_IsOnCpu Buffer_ReadyEvent
+Buffer_CopyToDevice Buffer_ToHostBuffer Buffer_IsOnCpu Buffer_ReadyEvent Buffer_UnsafePointer
 """.split()
 
 _PJRT_FUNCTION = ctypes.CFUNCTYPE(c_void_p, c_void_p)  # PJRT_Error* (*)(PJRT_..._Args*); releases the GIL

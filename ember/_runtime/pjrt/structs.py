@@ -142,6 +142,8 @@ _LoadedExecutableExecuteArgs = _args_type("PJRT_LoadedExecutable_Execute_Args", 
     ("execute_device", c_void_p)])
 _BufferToHostBufferArgs = _args_type("PJRT_Buffer_ToHostBuffer_Args", [
     ("src", c_void_p), ("host_layout", c_void_p), ("dst", c_void_p), ("dst_size", c_size_t), ("event", c_void_p)])
+_BufferUnsafePointerArgs = _args_type("PJRT_Buffer_UnsafePointer_Args", [
+    ("buffer", c_void_p), ("buffer_pointer", c_size_t)])
 _BufferReadyEventArgs = _args_type("PJRT_Buffer_ReadyEvent_Args", [("buffer", c_void_p), ("event", c_void_p)])
 
 # The many calls whose args are {struct_size, extension_start, one handle} and that only read them (the

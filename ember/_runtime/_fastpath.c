@@ -1,0 +1,1494 @@
+/* ember._runtime._fastpath: the per-call hot path of ember's runtime in C.
+ *
+ * What it does, and the Python twin it mirrors (ember/_runtime/fastpath.py selects one set at import; the
+ * Python twins are the reference behaviour, this file only makes the common case cheap):
+ *   - the lifetime transitions of a Buffer (pin, unpin, delete)       <-> ember/_runtime/pjrt/buffer.py
+ *   - Runner: runs a loaded PJRT executable on Buffers                 <-> _PyRunner in pjrt/executable.py
+ *   - Caller: a Compiled program's call on Arrays (checks, consts,    <-> _PyCaller in compiler.py
+ *     execute, Arrays out); anything uncommon returns None and the Python path handles it
+ *   - block_until_ready and the Buffer finalizer.
+ *   - from_host: a numpy array's data copied to a new Buffer      <-> Client.buffer_from_numpy in pjrt/client.py
+ * It depends on the Python C API only. The few PJRT structs it uses are declared below, with the layout of
+ * pjrt_c_api.h (API 0.81) of the xla-cpu-pjrt wheel (every struct starts with its size, as in the ctypes
+ * binding, so newer plugins accept them). The PJRT function pointers come from the ctypes binding (Api).
+ *
+ * THE PINNING ARGUMENT (why no lock is taken here). A Buffer's lifetime state is three slots: handle (an int,
+ * None once deleted), _pins (an int: PJRT calls using it now), _doomed (None, or the handle of a buffer deleted
+ * while pinned, destroyed by the last unpin). The Python implementation changes them under
+ * buffer._lifetime_lock. Here every change of that state is a C section that holds the GIL from start to end
+ * and, inside it, neither releases the GIL nor runs Python code: it reads and writes slots at their offsets,
+ * creates ints (never a collection: ints are not tracked by the garbage collector) and drops ints and None
+ * (no finalizer can run). No other Python thread can run in the middle of such a section, so each section is
+ * atomic with respect to all other Python threads, and the sections are atomic with respect to each other.
+ * When this module is in use EVERY transition of that state goes through these sections (buffer.py takes
+ * pin/unpin/delete from here; the Python twins of Runner and Caller call pin_all/unpin_all from here), so no
+ * Python code ever does a read-modify-write of _pins that a C section could interleave with; the lock is then
+ * unused. The two implementations are never mixed in one process. A build without a GIL (free-threaded
+ * CPython) breaks the argument: it is refused at compile time, and the Python path is used.
+ *
+ * Strong references: while the GIL is released around PJRT_LoadedExecutable_Execute, this code holds a strong
+ * reference to every Buffer it pinned, so no Buffer can be finalized (its finalizer would find it pinned and
+ * leave the handle to us, then the object would be freed under our feet) until it is unpinned.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef Py_GIL_DISABLED
+#error "ember._runtime._fastpath relies on the GIL (see THE PINNING ARGUMENT); the pure-Python path is used"
+#endif
+
+/* The interface version ember/_runtime/fastpath.py expects (_ABI there): bump both when the interface changes,
+ * so that a stale build is not used. After editing this file, rebuild: python3 setup.py build_ext --inplace. */
+#define FASTPATH_ABI 3
+
+/* ---------------------------------------------------------------------------------------------------------
+ * PJRT (pjrt_c_api.h, API 0.81)
+ */
+typedef struct PJRT_Error PJRT_Error;
+typedef PJRT_Error *(*pjrt_fn)(void *args);
+
+typedef struct { /* PJRT_Buffer_Destroy_Args, PJRT_Event_Await_Args, PJRT_Event_Destroy_Args */
+    size_t struct_size;
+    void *extension_start;
+    void *handle;
+} HandleArgs;
+
+typedef struct { /* PJRT_Buffer_ReadyEvent_Args */
+    size_t struct_size;
+    void *extension_start;
+    void *buffer;
+    void *event; /* out */
+} ReadyEventArgs;
+
+typedef struct { /* PJRT_ExecuteOptions */
+    size_t struct_size;
+    void *extension_start;
+    void **send_callbacks;
+    void **recv_callbacks;
+    size_t num_send_ops;
+    size_t num_recv_ops;
+    int launch_id;
+    const int64_t *non_donatable_input_indices;
+    size_t num_non_donatable_input_indices;
+    void *context;
+    const char *call_location;
+    size_t num_tasks;
+    int *task_ids;
+    int64_t *incarnation_ids;
+} ExecuteOptions;
+
+typedef struct { /* PJRT_LoadedExecutable_Execute_Args */
+    size_t struct_size;
+    void *extension_start;
+    void *executable;
+    ExecuteOptions *options;
+    void *const *const *argument_lists; /* [num_devices][num_args] */
+    size_t num_devices;
+    size_t num_args;
+    void **const *output_lists; /* [num_devices][num_outputs], filled by PJRT */
+    void **device_complete_events;
+    void *execute_device;
+} ExecuteArgs;
+
+typedef struct { /* PJRT_Client_BufferFromHostBuffer_Args */
+    size_t struct_size;
+    void *extension_start;
+    void *client;
+    const void *data;
+    int type; /* PJRT_Buffer_Type */
+    const int64_t *dims;
+    size_t num_dims;
+    const int64_t *byte_strides;
+    size_t num_byte_strides;
+    int host_buffer_semantics; /* 0: kImmutableOnlyDuringCall (the data is copied before the event fires) */
+    void *device;
+    void *memory;
+    void *device_layout;
+    void *done_with_host_buffer; /* out */
+    void *buffer;                /* out */
+} FromHostArgs;
+
+/* The sizes and offsets of pjrt_c_api.h 0.81 (checked against the header when this was written). */
+_Static_assert(sizeof(HandleArgs) == 24, "PJRT_Buffer_Destroy_Args layout");
+_Static_assert(sizeof(ReadyEventArgs) == 32, "PJRT_Buffer_ReadyEvent_Args layout");
+_Static_assert(sizeof(ExecuteOptions) == 112, "PJRT_ExecuteOptions layout");
+_Static_assert(offsetof(ExecuteOptions, launch_id) == 48, "PJRT_ExecuteOptions layout");
+_Static_assert(sizeof(ExecuteArgs) == 80, "PJRT_LoadedExecutable_Execute_Args layout");
+_Static_assert(offsetof(ExecuteArgs, num_args) == 48, "PJRT_LoadedExecutable_Execute_Args layout");
+_Static_assert(offsetof(ExecuteArgs, execute_device) == 72, "PJRT_LoadedExecutable_Execute_Args layout");
+_Static_assert(sizeof(FromHostArgs) == 120, "PJRT_Client_BufferFromHostBuffer_Args layout");
+_Static_assert(offsetof(FromHostArgs, host_buffer_semantics) == 72, "PJRT_Client_BufferFromHostBuffer_Args layout");
+_Static_assert(offsetof(FromHostArgs, buffer) == 112, "PJRT_Client_BufferFromHostBuffer_Args layout");
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Module state. One interpreter; the types are registered once by buffer.py and array.py.
+ */
+static PyTypeObject *buffer_type; /* ember._runtime.pjrt.buffer.Buffer (strong reference) */
+static Py_ssize_t b_client, b_device, b_handle, b_shape, b_dtype, b_pins, b_doomed; /* its slot offsets */
+static PyTypeObject *array_type;  /* ember._runtime.array.Array */
+static Py_ssize_t a_buffer, a_aval, a_host;
+static int checks_active;         /* debug_nans / debug_infs: every Caller defers to Python */
+
+static PyObject *str_handle, *str_destroy, *str_fast, *str_shape, *str_dtype;
+
+#define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
+
+static int slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *offset)
+{
+    PyObject *descr = PyObject_GetAttrString((PyObject *)type, name);
+    if (descr == NULL)
+        return -1;
+    int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type);
+    if (ok) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        ok = member->type == T_OBJECT_EX && !(member->flags & READONLY) && member->offset > 0 &&
+             member->offset + (Py_ssize_t)sizeof(PyObject *) <= type->tp_basicsize;
+        *offset = member->offset;
+    }
+    Py_DECREF(descr);
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ attribute", type->tp_name, name);
+        return -1;
+    }
+    return 0;
+}
+
+/* The class must have exactly these __slots__ (the C side creates instances without running __init__ and
+ * must initialize every slot: a new slot in the Python class has to be added here too). */
+static int check_slots(PyTypeObject *type, const char *expected)
+{
+    PyObject *slots = PyObject_GetAttrString((PyObject *)type, "__slots__");
+    if (slots == NULL)
+        return -1;
+    PyObject *joined = NULL, *sep = PyUnicode_FromString(" ");
+    PyObject *tuple = sep ? PySequence_Tuple(slots) : NULL;
+    if (tuple)
+        joined = PyUnicode_Join(sep, tuple);
+    int result = -1;
+    if (joined) {
+        if (PyUnicode_CompareWithASCIIString(joined, expected) == 0)
+            result = 0;
+        else
+            PyErr_Format(PyExc_TypeError, "%s.__slots__ is (%U); ember._runtime._fastpath expects (%s)",
+                         type->tp_name, joined, expected);
+    }
+    Py_XDECREF(joined);
+    Py_XDECREF(tuple);
+    Py_XDECREF(sep);
+    Py_DECREF(slots);
+    return result;
+}
+
+/* (Both register_* functions change nothing unless every check passes.) */
+static PyObject *register_buffer_type(PyObject *module, PyObject *cls)
+{
+    if (!PyType_Check(cls) || !(((PyTypeObject *)cls)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return PyErr_Format(PyExc_TypeError, "register_buffer_type: expected a class");
+    PyTypeObject *type = (PyTypeObject *)cls;
+    Py_ssize_t client, device, handle, shape, dtype, pins, doomed;
+    if (check_slots(type, "client device handle shape dtype _pins _doomed __weakref__") < 0 ||
+        slot_offset(type, "client", &client) < 0 || slot_offset(type, "device", &device) < 0 ||
+        slot_offset(type, "handle", &handle) < 0 || slot_offset(type, "shape", &shape) < 0 ||
+        slot_offset(type, "dtype", &dtype) < 0 || slot_offset(type, "_pins", &pins) < 0 ||
+        slot_offset(type, "_doomed", &doomed) < 0)
+        return NULL;
+    if (buffer_type != NULL && buffer_type != type)
+        return PyErr_Format(PyExc_RuntimeError, "register_buffer_type: another Buffer class is registered");
+    b_client = client, b_device = device, b_handle = handle, b_shape = shape, b_dtype = dtype, b_pins = pins;
+    b_doomed = doomed;
+    Py_XSETREF(buffer_type, (PyTypeObject *)Py_NewRef(cls));
+    Py_RETURN_NONE;
+}
+
+static PyObject *register_array_type(PyObject *module, PyObject *cls)
+{
+    if (!PyType_Check(cls) || !(((PyTypeObject *)cls)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return PyErr_Format(PyExc_TypeError, "register_array_type: expected a class");
+    PyTypeObject *type = (PyTypeObject *)cls;
+    if (type->tp_flags & Py_TPFLAGS_IS_ABSTRACT)
+        return PyErr_Format(PyExc_TypeError, "register_array_type: %s is abstract", type->tp_name);
+    Py_ssize_t buffer, aval, host;
+    if (check_slots(type, "_buffer aval _host __weakref__") < 0 || slot_offset(type, "_buffer", &buffer) < 0 ||
+        slot_offset(type, "aval", &aval) < 0 || slot_offset(type, "_host", &host) < 0)
+        return NULL;
+    if (array_type != NULL && array_type != type)
+        return PyErr_Format(PyExc_RuntimeError, "register_array_type: another Array class is registered");
+    a_buffer = buffer, a_aval = aval, a_host = host;
+    Py_XSETREF(array_type, (PyTypeObject *)Py_NewRef(cls));
+    Py_RETURN_NONE;
+}
+
+static int ready(void)
+{
+    if (buffer_type == NULL || array_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "ember._runtime._fastpath: the Buffer and Array types are not registered");
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *set_checks_active(PyObject *module, PyObject *flag)
+{
+    int value = PyObject_IsTrue(flag);
+    if (value < 0)
+        return NULL;
+    checks_active = value;
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Buffer lifetime transitions. Each function marked ATOMIC runs no Python code and keeps the GIL (see THE
+ * PINNING ARGUMENT at the top); each takes a Buffer of exactly buffer_type.
+ */
+
+/* The handle of a live buffer, or NULL (deleted: None; or anything unexpected). ATOMIC. */
+static void *live_handle(PyObject *buffer)
+{
+    PyObject *handle = SLOT(buffer, b_handle);
+    if (handle == NULL || !PyLong_CheckExact(handle))
+        return NULL; /* None once deleted */
+    void *pointer = PyLong_AsVoidPtr(handle); /* an exact int: no Python code */
+    if (pointer == NULL)
+        PyErr_Clear(); /* 0, or out of range: not a live handle */
+    return pointer;
+}
+
+static int add_pins(PyObject *buffer, Py_ssize_t delta, Py_ssize_t *result)
+{
+    PyObject *pins = SLOT(buffer, b_pins);
+    if (pins == NULL || !PyLong_CheckExact(pins)) {
+        PyErr_SetString(PyExc_SystemError, "Buffer._pins is not an int");
+        return -1;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(pins) + delta;
+    PyObject *updated = PyLong_FromSsize_t(count); /* an int: never starts a garbage collection */
+    if (updated == NULL)
+        return -1;
+    Py_SETREF(SLOT(buffer, b_pins), updated); /* drops an int: no finalizer */
+    *result = count;
+    return 0;
+}
+
+/* Pin a buffer of `client` (any client when NULL): its handle, or NULL when it is deleted or belongs to another
+ * client (no error set), or NULL with an error set. ATOMIC. */
+static void *pin_one(PyObject *buffer, PyObject *client)
+{
+    void *handle = live_handle(buffer);
+    if (handle == NULL || (client != NULL && SLOT(buffer, b_client) != client))
+        return NULL;
+    Py_ssize_t count;
+    if (add_pins(buffer, 1, &count) < 0)
+        return NULL;
+    return handle;
+}
+
+/* Unpin a buffer; when that ends the last pin of a buffer deleted meanwhile, its doomed handle (a new
+ * reference) is moved to *doomed for the caller to destroy (exactly once: the slot is cleared here). ATOMIC. */
+static int unpin_one(PyObject *buffer, PyObject **doomed)
+{
+    Py_ssize_t count;
+    *doomed = NULL;
+    if (add_pins(buffer, -1, &count) < 0)
+        return -1;
+    if (count == 0) {
+        PyObject *handle = SLOT(buffer, b_doomed);
+        if (handle != NULL && handle != Py_None) {
+            SLOT(buffer, b_doomed) = Py_NewRef(Py_None);
+            *doomed = handle; /* the slot's reference moves to the caller */
+        }
+    }
+    return 0;
+}
+
+/* Destroy doomed handles: buffer._destroy(handle) in Python (a rare path), as the Python twin does. Consumes the
+ * references in doomed[]; returns -1 with the first error set if one failed (all are attempted). */
+static int destroy_doomed(PyObject *const *buffers, PyObject **doomed, Py_ssize_t n)
+{
+    PyObject *type = NULL, *value = NULL, *traceback = NULL; /* the first error */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (doomed[i] == NULL)
+            continue;
+        PyObject *done = PyObject_CallMethodOneArg(buffers[i], str_destroy, doomed[i]);
+        Py_CLEAR(doomed[i]);
+        if (done != NULL)
+            Py_DECREF(done);
+        else if (type == NULL)
+            PyErr_Fetch(&type, &value, &traceback); /* (no call runs with an error set) */
+        else
+            PyErr_Clear();
+    }
+    if (type == NULL)
+        return 0;
+    PyErr_Restore(type, value, traceback);
+    return -1;
+}
+
+/* Whether a client is open (client.handle is truthy): 1, 0, or -1 with an error. Reads a Python attribute: not
+ * for an ATOMIC section. */
+static int client_open(PyObject *client)
+{
+    PyObject *handle = PyObject_GetAttr(client, str_handle);
+    if (handle == NULL)
+        return -1;
+    int open = PyObject_IsTrue(handle);
+    Py_DECREF(handle);
+    return open;
+}
+
+static int check_buffer(PyObject *buffer, const char *who)
+{
+    if (!ready())
+        return -1;
+    if (!Py_IS_TYPE(buffer, buffer_type)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a Buffer, got %.200s", who, Py_TYPE(buffer)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* pin(buffer) -> its handle (int), or None when it has been deleted. Does not look at its client. */
+static PyObject *fp_pin(PyObject *module, PyObject *buffer)
+{
+    if (check_buffer(buffer, "pin") < 0)
+        return NULL;
+    void *handle = pin_one(buffer, NULL);
+    if (handle == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromVoidPtr(handle);
+}
+
+/* unpin(buffer): ends a pin; destroys the buffer if it was deleted while pinned and this was its last pin. */
+static PyObject *fp_unpin(PyObject *module, PyObject *buffer)
+{
+    if (check_buffer(buffer, "unpin") < 0)
+        return NULL;
+    PyObject *doomed;
+    if (unpin_one(buffer, &doomed) < 0)
+        return NULL;
+    if (destroy_doomed(&buffer, &doomed, 1) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* take_handle(buffer) -> the handle to destroy now, or None: marks the buffer deleted (idempotent); a pinned
+ * buffer's handle is left in _doomed for its last unpin. ATOMIC (the transition of Buffer.delete). */
+static PyObject *take_handle(PyObject *buffer)
+{
+    PyObject *handle = SLOT(buffer, b_handle);
+    if (handle == NULL || handle == Py_None)
+        Py_RETURN_NONE;
+    if (!PyLong_CheckExact(handle))
+        return PyErr_Format(PyExc_SystemError, "Buffer.handle is a %.200s", Py_TYPE(handle)->tp_name);
+    PyObject *pins = SLOT(buffer, b_pins);
+    if (pins == NULL || !PyLong_CheckExact(pins))
+        return PyErr_Format(PyExc_SystemError, "Buffer._pins is not an int");
+    /* (both exact ints: neither call runs Python code) */
+    Py_ssize_t count = PyLong_AsSsize_t(pins);
+    int live = PyObject_IsTrue(handle); /* handle 0 counts as deleted, as in Python */
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    SLOT(buffer, b_handle) = Py_NewRef(Py_None); /* the slot's reference to handle moves to us */
+    if (!live) {
+        Py_DECREF(handle);
+        Py_RETURN_NONE;
+    }
+    if (count != 0) { /* pinned: its last unpin destroys it */
+        Py_SETREF(SLOT(buffer, b_doomed), handle); /* drops None (or an int): no finalizer */
+        Py_RETURN_NONE;
+    }
+    return handle;
+}
+
+static PyObject *fp_take_handle(PyObject *module, PyObject *buffer)
+{
+    if (check_buffer(buffer, "take_handle") < 0)
+        return NULL;
+    return take_handle(buffer);
+}
+
+/* pin_all(buffers, client, handles) -> -1 when every buffer is pinned (their handles written to the ctypes
+ * array handles), else the index of the first one that is not a live Buffer of client (none is left pinned). */
+static PyObject *fp_pin_all(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3)
+        return PyErr_Format(PyExc_TypeError, "pin_all takes 3 arguments (%zd given)", nargs);
+    if (!ready())
+        return NULL;
+    PyObject *seq = PySequence_Fast(args[0], "pin_all: buffers must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    PyObject *client = args[1];
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[2], &view, PyBUF_WRITABLE) < 0) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *result = NULL;
+    if (view.len < n * (Py_ssize_t)sizeof(void *)) {
+        PyErr_SetString(PyExc_ValueError, "pin_all: the handle array is too small");
+        goto done;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    void **handles = (void **)view.buf;
+    /* ATOMIC from here to the end of the loops (a list's items cannot change meanwhile either). */
+    Py_ssize_t i;
+    for (i = 0; i < n; i++) {
+        if (!Py_IS_TYPE(items[i], buffer_type) || (handles[i] = pin_one(items[i], client)) == NULL)
+            break;
+    }
+    if (i < n) {
+        int failed = PyErr_Occurred() != NULL;
+        for (Py_ssize_t j = 0; j < i; j++) {
+            PyObject *doomed;
+            (void)unpin_one(items[j], &doomed); /* nothing ran since the pin: no buffer can be doomed */
+            assert(doomed == NULL);
+        }
+        if (!failed)
+            result = PyLong_FromSsize_t(i);
+        goto done;
+    }
+    result = PyLong_FromLong(-1);
+done:
+    PyBuffer_Release(&view);
+    Py_DECREF(seq);
+    return result;
+}
+
+/* Unpin each of a sequence of pinned buffers; destroy those deleted meanwhile whose last pin this was. */
+static int unpin_many(PyObject *const *buffers, Py_ssize_t n, PyObject **doomed)
+{
+    /* ATOMIC: the loop. A failure inside it (an int allocation) leaves no consistent way on: it cannot happen
+     * for pin counts below 2**30 (ints of one digit are preallocated or allocated without a collection), and
+     * the counts are small. */
+    int status = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (unpin_one(buffers[i], &doomed[i]) < 0)
+            status = -1;
+    }
+    if (status < 0) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            Py_CLEAR(doomed[i]);
+        return -1;
+    }
+    return destroy_doomed(buffers, doomed, n);
+}
+
+static PyObject *fp_unpin_all(PyObject *module, PyObject *buffers)
+{
+    if (!ready())
+        return NULL;
+    PyObject *seq = PySequence_Tuple(buffers); /* a copy: destroy_doomed runs Python code */
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!Py_IS_TYPE(PyTuple_GET_ITEM(seq, i), buffer_type)) {
+            Py_DECREF(seq);
+            return PyErr_Format(PyExc_TypeError, "unpin_all: item %zd is not a Buffer", i);
+        }
+    }
+    PyObject **doomed = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
+    if (doomed == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    int status = unpin_many(&PyTuple_GET_ITEM(seq, 0), n, doomed);
+    PyMem_Free(doomed);
+    Py_DECREF(seq);
+    if (status < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Api: the PJRT functions of one client, and the converter of PJRT errors (Plugin.error). Stored as
+ * client._fast by Client.
+ */
+typedef struct {
+    PyObject_HEAD
+    pjrt_fn execute, buffer_destroy, ready_event, event_await, event_destroy, from_host;
+    PyObject *error; /* plugin.error(name, address) -> PjrtError (it destroys the PJRT_Error) */
+} ApiObject;
+
+static int api_traverse(ApiObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->error);
+    return 0;
+}
+
+static int api_clear(ApiObject *self)
+{
+    Py_CLEAR(self->error);
+    return 0;
+}
+
+static void api_dealloc(ApiObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    api_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int read_function(PyObject *value, pjrt_fn *out)
+{
+    if (value == Py_None) {
+        *out = NULL;
+        return 0;
+    }
+    void *pointer = PyLong_AsVoidPtr(value);
+    if (pointer == NULL && PyErr_Occurred())
+        return -1;
+    *out = (pjrt_fn)pointer;
+    return 0;
+}
+
+/* Api(execute, buffer_destroy, ready_event, event_await, event_destroy, error, from_host=None): function
+ * addresses (ints, or None when the plugin lacks the function), and Plugin.error. */
+static PyObject *api_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *execute, *buffer_destroy, *ready_event, *event_await, *event_destroy, *error, *from_host = Py_None;
+    static char *names[] = {"execute", "buffer_destroy", "ready_event", "event_await", "event_destroy", "error",
+                            "from_host", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|O:Api", names, &execute, &buffer_destroy, &ready_event,
+                                     &event_await, &event_destroy, &error, &from_host))
+        return NULL;
+    ApiObject *self = (ApiObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    if (read_function(execute, &self->execute) < 0 || read_function(buffer_destroy, &self->buffer_destroy) < 0 ||
+        read_function(ready_event, &self->ready_event) < 0 || read_function(event_await, &self->event_await) < 0 ||
+        read_function(event_destroy, &self->event_destroy) < 0 || read_function(from_host, &self->from_host) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    if (self->execute == NULL || self->buffer_destroy == NULL) {
+        Py_DECREF(self);
+        return PyErr_Format(PyExc_ValueError, "Api: the plugin must provide Execute and Buffer_Destroy");
+    }
+    self->error = Py_NewRef(error);
+    return (PyObject *)self;
+}
+
+/* Set the Python error for a PJRT_Error returned by PJRT_<name> (consumes the PJRT_Error). Returns -1. */
+static int raise_pjrt_error(ApiObject *api, const char *name, PJRT_Error *error)
+{
+    PyObject *address = PyLong_FromVoidPtr(error);
+    if (address == NULL)
+        return -1; /* (the PJRT_Error leaks: out of memory already) */
+    PyObject *exception = PyObject_CallFunction(api->error, "sO", name, address);
+    Py_DECREF(address);
+    if (exception == NULL)
+        return -1;
+    if (PyExceptionInstance_Check(exception))
+        PyErr_SetObject((PyObject *)Py_TYPE(exception), exception);
+    else
+        PyErr_Format(PyExc_SystemError, "Plugin.error returned a %.200s", Py_TYPE(exception)->tp_name);
+    Py_DECREF(exception);
+    return -1;
+}
+
+/* Destroy a PJRT buffer nobody owns (outputs not wrapped because of an earlier failure); errors are dropped,
+ * keeping the error being raised. */
+static void destroy_unowned(ApiObject *api, void *handle)
+{
+    HandleArgs args = {sizeof(HandleArgs), NULL, handle};
+    PJRT_Error *error = api->buffer_destroy(&args);
+    if (error != NULL) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        raise_pjrt_error(api, "Buffer_Destroy", error);
+        PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
+    }
+}
+
+static PyObject *api_of(PyObject *client); /* below */
+
+static PyTypeObject ApiType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ember._runtime._fastpath.Api",
+    .tp_basicsize = sizeof(ApiObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The PJRT functions of a client used by the fast path (client._fast).",
+    .tp_new = api_new,
+    .tp_dealloc = (destructor)api_dealloc,
+    .tp_traverse = (traverseproc)api_traverse,
+    .tp_clear = (inquiry)api_clear,
+};
+
+/* client._fast as an Api (a new reference), or NULL with an error. */
+static PyObject *api_of(PyObject *client)
+{
+    PyObject *api = PyObject_GetAttr(client, str_fast);
+    if (api != NULL && !Py_IS_TYPE(api, &ApiType)) {
+        Py_DECREF(api);
+        PyErr_SetString(PyExc_TypeError, "client._fast is not an ember._runtime._fastpath.Api");
+        return NULL;
+    }
+    return api;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Scratch arrays: on the stack for up to SMALL buffers, else on the heap.
+ */
+#define SMALL 16
+
+typedef struct {
+    PyObject *buffers_small[SMALL];
+    void *handles_small[SMALL];
+    PyObject *doomed_small[SMALL];
+    void *outputs_small[SMALL];
+    PyObject **buffers;
+    void **handles;
+    PyObject **doomed;
+    void **outputs;
+    void *heap;
+} Scratch;
+
+static int scratch_init(Scratch *s, Py_ssize_t n, Py_ssize_t num_outputs)
+{
+    s->heap = NULL;
+    s->buffers = s->buffers_small;
+    s->handles = s->handles_small;
+    s->doomed = s->doomed_small;
+    s->outputs = s->outputs_small;
+    if (n <= SMALL && num_outputs <= SMALL)
+        return 0;
+    Py_ssize_t m = n > 0 ? n : 1, k = num_outputs > 0 ? num_outputs : 1;
+    char *heap = PyMem_Calloc(3 * m + k, sizeof(void *));
+    if (heap == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->heap = heap;
+    s->buffers = (PyObject **)heap;
+    s->handles = (void **)(heap + m * sizeof(void *));
+    s->doomed = (PyObject **)(heap + 2 * m * sizeof(void *));
+    s->outputs = (void **)(heap + 3 * m * sizeof(void *));
+    return 0;
+}
+
+static void scratch_free(Scratch *s)
+{
+    PyMem_Free(s->heap);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Runner: runs one loaded executable (made by Executable, which owns the PJRT executable and outlives every
+ * call of its Runner: the caller of a Runner holds the Executable or, for a Caller, the Caller does).
+ */
+typedef struct {
+    PyObject_HEAD
+    ApiObject *api;
+    PyObject *client;
+    void *executable;
+    Py_ssize_t num_outputs;
+} RunnerObject;
+
+static int runner_traverse(RunnerObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->api);
+    Py_VISIT(self->client);
+    return 0;
+}
+
+static int runner_clear(RunnerObject *self)
+{
+    Py_CLEAR(self->api);
+    Py_CLEAR(self->client);
+    return 0;
+}
+
+static void runner_dealloc(RunnerObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    runner_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Runner(client, handle, num_outputs): the Api comes from client._fast. */
+static PyObject *runner_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *client, *handle;
+    Py_ssize_t num_outputs;
+    static char *names[] = {"client", "handle", "num_outputs", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOn:Runner", names, &client, &handle, &num_outputs))
+        return NULL;
+    void *executable = PyLong_AsVoidPtr(handle);
+    if (executable == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "Runner: the executable handle is null");
+        return NULL;
+    }
+    if (num_outputs < 0)
+        return PyErr_Format(PyExc_ValueError, "Runner: num_outputs must be >= 0");
+    PyObject *api = api_of(client);
+    if (api == NULL)
+        return NULL;
+    RunnerObject *self = (RunnerObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(api);
+        return NULL;
+    }
+    self->api = (ApiObject *)api;
+    self->client = Py_NewRef(client);
+    self->executable = executable;
+    self->num_outputs = num_outputs;
+    return (PyObject *)self;
+}
+
+enum { RUN_OK = 0, RUN_NOT_PINNED = 1, RUN_ERROR = -1 };
+
+/* Pin buffers[0..n) (Buffers of exactly buffer_type, strong references held by the caller), run, unpin.
+ * RUN_OK: outputs[0..num_outputs) hold new PJRT buffers the caller owns. RUN_NOT_PINNED: a buffer was deleted
+ * or is of another client, or the client is closed; nothing ran. RUN_ERROR: an error is set. */
+static int run_buffers(RunnerObject *self, PyObject *const *buffers, Py_ssize_t n, void *execute_device,
+                       Scratch *s)
+{
+    int open = client_open(self->client);
+    if (open <= 0)
+        return open < 0 ? RUN_ERROR : RUN_NOT_PINNED;
+
+    /* ATOMIC: pin them all, or none. */
+    Py_ssize_t i;
+    for (i = 0; i < n; i++) {
+        if ((s->handles[i] = pin_one(buffers[i], self->client)) == NULL)
+            break;
+    }
+    if (i < n) {
+        int failed = PyErr_Occurred() != NULL;
+        for (Py_ssize_t j = 0; j < i; j++) {
+            PyObject *doomed;
+            (void)unpin_one(buffers[j], &doomed); /* nothing ran since the pin: no buffer can be doomed */
+            assert(doomed == NULL);
+        }
+        return failed ? RUN_ERROR : RUN_NOT_PINNED;
+    }
+
+    ExecuteOptions options;
+    memset(&options, 0, sizeof options);
+    options.struct_size = sizeof options;
+    void *const *argument_lists[1] = {s->handles};
+    void **output_lists[1] = {s->outputs};
+    ExecuteArgs call = {sizeof(ExecuteArgs), NULL, self->executable, &options, argument_lists, 1, (size_t)n,
+                        output_lists, NULL, execute_device};
+    pjrt_fn execute = self->api->execute;
+    PJRT_Error *error;
+    Py_BEGIN_ALLOW_THREADS
+    error = execute(&call);
+    Py_END_ALLOW_THREADS
+
+    /* ATOMIC inside unpin_many; then the doomed buffers are destroyed (Python code). */
+    if (unpin_many(buffers, n, s->doomed) < 0) {
+        if (error != NULL) {
+            PyObject *type, *value, *traceback;
+            PyErr_Fetch(&type, &value, &traceback);
+            raise_pjrt_error(self->api, "LoadedExecutable_Execute", error); /* frees it */
+            PyErr_Clear();
+            PyErr_Restore(type, value, traceback);
+        } else {
+            for (Py_ssize_t k = 0; k < self->num_outputs; k++)
+                destroy_unowned(self->api, s->outputs[k]);
+        }
+        return RUN_ERROR;
+    }
+    if (error != NULL)
+        return raise_pjrt_error(self->api, "LoadedExecutable_Execute", error);
+    return RUN_OK;
+}
+
+/* A new Buffer(client, device, handle, shape, dtype) made without running Python code (its __init__ is not
+ * called: every slot is set here, as __init__ sets it). On failure the handle is not owned by anything: the
+ * caller destroys it. */
+static PyObject *new_buffer(PyObject *client, PyObject *device, void *handle, PyObject *shape, PyObject *dtype)
+{
+    PyObject *handle_int = PyLong_FromVoidPtr(handle);
+    PyObject *zero = PyLong_FromLong(0);
+    PyObject *buffer = (handle_int && zero) ? buffer_type->tp_alloc(buffer_type, 0) : NULL;
+    if (buffer == NULL) {
+        Py_XDECREF(handle_int);
+        Py_XDECREF(zero);
+        return NULL;
+    }
+    /* (tp_alloc zeroed the slots; a collection it started saw them NULL, which traversal allows) */
+    SLOT(buffer, b_client) = Py_NewRef(client);
+    SLOT(buffer, b_device) = Py_NewRef(device);
+    SLOT(buffer, b_handle) = handle_int;
+    SLOT(buffer, b_shape) = Py_NewRef(shape);
+    SLOT(buffer, b_dtype) = Py_NewRef(dtype);
+    SLOT(buffer, b_pins) = zero;
+    SLOT(buffer, b_doomed) = Py_NewRef(Py_None);
+    return buffer;
+}
+
+/* A new Array of a Buffer (reference stolen, also on failure) and an aval, as Array._from_buffer makes it. */
+static PyObject *new_array(PyObject *buffer, PyObject *aval)
+{
+    PyObject *array = array_type->tp_alloc(array_type, 0);
+    if (array == NULL) {
+        Py_DECREF(buffer);
+        return NULL;
+    }
+    SLOT(array, a_buffer) = buffer;
+    SLOT(array, a_aval) = Py_NewRef(aval);
+    SLOT(array, a_host) = Py_NewRef(Py_None);
+    return array;
+}
+
+/* The outputs as a list of Buffers (avals NULL) or Arrays; the PJRT buffers not yet owned by a Buffer when a
+ * failure happens are destroyed. shapes, dtypes, avals: tuples of num_outputs items. */
+static PyObject *wrap_outputs(RunnerObject *self, PyObject *device, void **outputs, PyObject *shapes,
+                              PyObject *dtypes, PyObject *avals)
+{
+    Py_ssize_t n = self->num_outputs, i = 0, owned = 0; /* outputs[0..owned) belong to Buffers */
+    PyObject *list = PyList_New(n);
+    for (; list != NULL && i < n; i++) {
+        PyObject *item = new_buffer(self->client, device, outputs[i], PyTuple_GET_ITEM(shapes, i),
+                                    PyTuple_GET_ITEM(dtypes, i));
+        if (item == NULL)
+            break;
+        owned = i + 1;
+        if (avals != NULL && (item = new_array(item, PyTuple_GET_ITEM(avals, i))) == NULL)
+            break;
+        PyList_SET_ITEM(list, i, item);
+    }
+    if (list == NULL || i < n) {
+        for (Py_ssize_t j = owned; j < n; j++)
+            destroy_unowned(self->api, outputs[j]);
+        Py_XDECREF(list); /* the Buffers made so far destroy their handles when finalized */
+        return NULL;
+    }
+    return list;
+}
+
+/* Runner.run(buffers, specs, device, execute_device) -> the outputs as Buffers on device, or None when an
+ * argument is not a live Buffer of this client or the client is closed (nothing ran; the caller finds why).
+ * specs: num_outputs (shape tuple, numpy dtype) pairs; execute_device: a PJRT_Device address or None. */
+static PyObject *runner_run(RunnerObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4)
+        return PyErr_Format(PyExc_TypeError, "Runner.run takes 4 arguments (%zd given)", nargs);
+    if (!ready())
+        return NULL;
+    void *execute_device = NULL;
+    if (args[3] != Py_None && (execute_device = PyLong_AsVoidPtr(args[3])) == NULL && PyErr_Occurred())
+        return NULL;
+    PyObject *device = args[2];
+    PyObject *buffers = PySequence_Tuple(args[0]); /* a tuple: Python code runs below, a list could change */
+    if (buffers == NULL)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(buffers), k = self->num_outputs;
+    PyObject *shapes = PyTuple_New(k), *dtypes = PyTuple_New(k), *result = NULL, *specs = NULL;
+    if (shapes == NULL || dtypes == NULL)
+        goto done;
+    specs = PySequence_Tuple(args[1]);
+    if (specs == NULL)
+        goto done;
+    if (PyTuple_GET_SIZE(specs) != k) {
+        PyErr_Format(PyExc_ValueError, "Runner.run: %zd output specs for %zd outputs", PyTuple_GET_SIZE(specs), k);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *spec = PyTuple_GET_ITEM(specs, i);
+        if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(spec, 0))) {
+            PyErr_SetString(PyExc_TypeError, "Runner.run: an output spec must be a (shape tuple, dtype) pair");
+            goto done;
+        }
+        PyTuple_SET_ITEM(shapes, i, Py_NewRef(PyTuple_GET_ITEM(spec, 0)));
+        PyTuple_SET_ITEM(dtypes, i, Py_NewRef(PyTuple_GET_ITEM(spec, 1)));
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!Py_IS_TYPE(PyTuple_GET_ITEM(buffers, i), buffer_type)) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    Scratch s;
+    if (scratch_init(&s, n, k) < 0)
+        goto done;
+    int status = run_buffers(self, &PyTuple_GET_ITEM(buffers, 0), n, execute_device, &s);
+    if (status == RUN_OK)
+        result = wrap_outputs(self, device, s.outputs, shapes, dtypes, NULL);
+    else if (status == RUN_NOT_PINNED)
+        result = Py_NewRef(Py_None);
+    scratch_free(&s);
+done:
+    Py_XDECREF(specs);
+    Py_XDECREF(shapes);
+    Py_XDECREF(dtypes);
+    Py_DECREF(buffers);
+    return result;
+}
+
+static PyMethodDef runner_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))runner_run, METH_FASTCALL,
+     "run(buffers, specs, device, execute_device) -> list of Buffers, or None when an argument cannot be used"},
+    {NULL},
+};
+
+static PyMemberDef runner_members[] = {
+    {"client", T_OBJECT, offsetof(RunnerObject, client), READONLY, NULL},
+    {"num_outputs", T_PYSSIZET, offsetof(RunnerObject, num_outputs), READONLY, NULL},
+    {NULL},
+};
+
+static PyTypeObject RunnerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ember._runtime._fastpath.Runner",
+    .tp_basicsize = sizeof(RunnerObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Runner(client, handle, num_outputs): runs a loaded PJRT executable on Buffers.",
+    .tp_new = runner_new,
+    .tp_dealloc = (destructor)runner_dealloc,
+    .tp_traverse = (traverseproc)runner_traverse,
+    .tp_clear = (inquiry)runner_clear,
+    .tp_methods = runner_methods,
+    .tp_members = runner_members,
+};
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Caller: a Compiled program's call in the common case: every argument exactly an Array on the program's
+ * device with the expected shape and dtype, the constants placed there, debug checks off. Anything else
+ * returns None, and Compiled's Python path handles it (with its error messages).
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    RunnerObject *runner;
+    PyObject *executable; /* the Executable: keeps the PJRT executable alive */
+    PyObject *device;
+    PyObject *in_avals;   /* tuple */
+    PyObject **seen;      /* per argument: the last aval object found equal to the expected one, or NULL */
+    PyObject *out_avals;  /* tuple */
+    PyObject *out_shapes; /* tuple */
+    PyObject *out_dtypes; /* tuple */
+    PyObject *consts;     /* tuple of Buffers on device, or None until Compiled sets them */
+    int no_args_ok;       /* a call without arguments runs on this device */
+} CallerObject;
+
+static int caller_traverse(CallerObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->runner);
+    Py_VISIT(self->executable);
+    Py_VISIT(self->device);
+    Py_VISIT(self->in_avals);
+    Py_VISIT(self->out_avals);
+    Py_VISIT(self->out_shapes);
+    Py_VISIT(self->out_dtypes);
+    Py_VISIT(self->consts);
+    if (self->seen != NULL && self->in_avals != NULL) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->in_avals); i++)
+            Py_VISIT(self->seen[i]);
+    }
+    return 0;
+}
+
+static int caller_clear(CallerObject *self)
+{
+    if (self->seen != NULL && self->in_avals != NULL) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->in_avals); i++)
+            Py_CLEAR(self->seen[i]);
+    }
+    Py_CLEAR(self->runner);
+    Py_CLEAR(self->executable);
+    Py_CLEAR(self->device);
+    Py_CLEAR(self->in_avals);
+    Py_CLEAR(self->out_avals);
+    Py_CLEAR(self->out_shapes);
+    Py_CLEAR(self->out_dtypes);
+    Py_CLEAR(self->consts);
+    return 0;
+}
+
+static void caller_dealloc(CallerObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    caller_clear(self);
+    PyMem_Free(self->seen);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *caller_vectorcall(CallerObject *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames);
+
+/* Caller(runner, executable, device, in_avals, out_avals, no_args_ok) */
+static PyObject *caller_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *runner, *executable, *device, *in_avals, *out_avals;
+    int no_args_ok;
+    static char *names[] = {"runner", "executable", "device", "in_avals", "out_avals", "no_args_ok", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOOp:Caller", names, &RunnerType, &runner, &executable,
+                                     &device, &in_avals, &out_avals, &no_args_ok))
+        return NULL;
+    CallerObject *self = (CallerObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = (vectorcallfunc)caller_vectorcall;
+    self->runner = (RunnerObject *)Py_NewRef(runner);
+    self->executable = Py_NewRef(executable);
+    self->device = Py_NewRef(device);
+    self->consts = Py_NewRef(Py_None);
+    self->no_args_ok = no_args_ok;
+    self->in_avals = PySequence_Tuple(in_avals);
+    self->out_avals = PySequence_Tuple(out_avals);
+    if (self->in_avals == NULL || self->out_avals == NULL)
+        goto fail;
+    Py_ssize_t n = PyTuple_GET_SIZE(self->in_avals), k = PyTuple_GET_SIZE(self->out_avals);
+    if (k != self->runner->num_outputs) {
+        PyErr_Format(PyExc_ValueError, "Caller: %zd output avals for an executable with %zd outputs", k,
+                     self->runner->num_outputs);
+        goto fail;
+    }
+    self->seen = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
+    self->out_shapes = PyTuple_New(k);
+    self->out_dtypes = PyTuple_New(k);
+    if (self->seen == NULL || self->out_shapes == NULL || self->out_dtypes == NULL) {
+        if (self->seen == NULL)
+            PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *aval = PyTuple_GET_ITEM(self->out_avals, i);
+        PyObject *shape = PyObject_GetAttr(aval, str_shape);
+        if (shape == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(self->out_shapes, i, shape);
+        PyObject *dtype = PyObject_GetAttr(aval, str_dtype);
+        if (dtype == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(self->out_dtypes, i, dtype);
+    }
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+/* Whether aval has the shape and dtype of expected (the weak type is not compared, as in Compiled's check):
+ * 1, 0, or -1 with an error. */
+static int same_shape_and_dtype(PyObject *aval, PyObject *expected)
+{
+    int result = -1;
+    PyObject *a = PyObject_GetAttr(aval, str_shape), *b = a ? PyObject_GetAttr(expected, str_shape) : NULL;
+    if (b != NULL)
+        result = PyObject_RichCompareBool(a, b, Py_EQ);
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    if (result != 1)
+        return result;
+    a = PyObject_GetAttr(aval, str_dtype);
+    b = a ? PyObject_GetAttr(expected, str_dtype) : NULL;
+    result = b ? PyObject_RichCompareBool(a, b, Py_EQ) : -1;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return result;
+}
+
+static PyObject *caller_vectorcall(CallerObject *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0))
+        return PyErr_Format(PyExc_TypeError, "Caller takes one argument: the sequence of arguments");
+    if (checks_active || !ready())
+        return checks_active ? Py_NewRef(Py_None) : NULL;
+    PyObject *args = argv[0];
+    if (PyTuple_CheckExact(args))
+        Py_INCREF(args);
+    else if (PyList_CheckExact(args))
+        args = PyList_AsTuple(args); /* Python code can run below (comparisons): a list could change */
+    else
+        return Py_NewRef(Py_None);
+    if (args == NULL)
+        return NULL;
+
+    PyObject *result = Py_None; /* (borrowed until the end) */
+    PyObject *consts = Py_NewRef(self->consts); /* another thread may set consts meanwhile */
+    Py_ssize_t n = PyTuple_GET_SIZE(args), n_in = PyTuple_GET_SIZE(self->in_avals);
+    if (n != n_in || !PyTuple_CheckExact(consts) || (n == 0 && !self->no_args_ok)) {
+        Py_DECREF(consts);
+        Py_DECREF(args);
+        return Py_NewRef(Py_None);
+    }
+    Py_ssize_t nc = PyTuple_GET_SIZE(consts), total = nc + n, taken = 0;
+    Scratch s;
+    if (scratch_init(&s, total, self->runner->num_outputs) < 0) {
+        Py_DECREF(consts);
+        Py_DECREF(args);
+        return NULL;
+    }
+    /* The buffers, constants first, as strong references: they stay alive until unpinned. */
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        PyObject *buffer = PyTuple_GET_ITEM(consts, i);
+        if (!Py_IS_TYPE(buffer, buffer_type))
+            goto done;
+        s.buffers[taken++] = Py_NewRef(buffer);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyTuple_GET_ITEM(args, i);
+        if (!Py_IS_TYPE(x, array_type))
+            goto done;
+        PyObject *buffer = SLOT(x, a_buffer), *aval = SLOT(x, a_aval);
+        if (buffer == NULL || aval == NULL || !Py_IS_TYPE(buffer, buffer_type) ||
+            SLOT(buffer, b_device) != self->device)
+            goto done;
+        s.buffers[taken++] = Py_NewRef(buffer);
+        PyObject *expected = PyTuple_GET_ITEM(self->in_avals, i);
+        if (aval != expected && aval != self->seen[i]) {
+            Py_INCREF(aval); /* (held across the comparison, which could in principle run Python code) */
+            int same = same_shape_and_dtype(aval, expected);
+            if (same == 1)
+                Py_XSETREF(self->seen[i], aval); /* (reference moved) */
+            else
+                Py_DECREF(aval);
+            if (same != 1) {
+                if (same < 0)
+                    result = NULL;
+                goto done;
+            }
+        }
+    }
+    int status = run_buffers(self->runner, s.buffers, total, NULL, &s);
+    if (status == RUN_OK)
+        result = wrap_outputs(self->runner, self->device, s.outputs, self->out_shapes, self->out_dtypes,
+                              self->out_avals);
+    else if (status == RUN_ERROR)
+        result = NULL;
+    /* RUN_NOT_PINNED: None, the Python path finds the deleted argument and raises its error */
+done:
+    if (result == Py_None)
+        Py_INCREF(result);
+    for (Py_ssize_t i = 0; i < taken; i++)
+        Py_DECREF(s.buffers[i]);
+    scratch_free(&s);
+    Py_DECREF(consts);
+    Py_DECREF(args);
+    return result;
+}
+
+static PyObject *caller_get_consts(CallerObject *self, void *closure)
+{
+    return Py_NewRef(self->consts);
+}
+
+static int caller_set_consts(CallerObject *self, PyObject *value, void *closure)
+{
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "Caller.consts cannot be deleted");
+        return -1;
+    }
+    if (value != Py_None && !PyTuple_CheckExact(value)) {
+        PyErr_SetString(PyExc_TypeError, "Caller.consts must be a tuple of Buffers or None");
+        return -1;
+    }
+    Py_SETREF(self->consts, Py_NewRef(value));
+    return 0;
+}
+
+static PyGetSetDef caller_getset[] = {
+    {"consts", (getter)caller_get_consts, (setter)caller_set_consts,
+     "The program's constants as Buffers on its device (a tuple), or None: calls return None until set.", NULL},
+    {NULL},
+};
+
+static PyMemberDef caller_members[] = {
+    {"runner", T_OBJECT, offsetof(CallerObject, runner), READONLY, NULL},
+    {"device", T_OBJECT, offsetof(CallerObject, device), READONLY, NULL},
+    {"in_avals", T_OBJECT, offsetof(CallerObject, in_avals), READONLY, NULL},
+    {"out_avals", T_OBJECT, offsetof(CallerObject, out_avals), READONLY, NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(CallerObject, vectorcall), READONLY, NULL},
+    {NULL},
+};
+
+static PyTypeObject CallerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ember._runtime._fastpath.Caller",
+    .tp_basicsize = sizeof(CallerObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Caller(runner, executable, device, in_avals, out_avals, no_args_ok): caller(args) runs a "
+              "compiled program on Arrays and returns its outputs as a list of Arrays, or None when the call "
+              "is not the common case.",
+    .tp_new = caller_new,
+    .tp_dealloc = (destructor)caller_dealloc,
+    .tp_traverse = (traverseproc)caller_traverse,
+    .tp_clear = (inquiry)caller_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(CallerObject, vectorcall),
+    .tp_getset = caller_getset,
+    .tp_members = caller_members,
+};
+
+/* ---------------------------------------------------------------------------------------------------------
+ * block_until_ready and the Buffer finalizer.
+ */
+
+/* Await a PJRT event (the GIL released) and destroy it: 0, or -1 with the error set as PJRT_<name>'s. */
+static int await_event(ApiObject *api, const char *name, void *event)
+{
+    if (event == NULL)
+        return 0;
+    HandleArgs args = {sizeof(HandleArgs), NULL, event};
+    PJRT_Error *error;
+    Py_BEGIN_ALLOW_THREADS
+    error = api->event_await(&args);
+    Py_END_ALLOW_THREADS
+    PJRT_Error *destroy_error = api->event_destroy(&args);
+    if (destroy_error != NULL) { /* destroyed, not raised: the awaited result matters */
+        raise_pjrt_error(api, "Event_Destroy", destroy_error);
+        PyErr_Clear();
+    }
+    return error != NULL ? raise_pjrt_error(api, name, error) : 0;
+}
+
+/* block_until_ready(buffer) -> True when the buffer is ready, False when it cannot be used (deleted, its client
+ * closed, or the plugin lacks the functions): the caller then raises why. A PJRT error is raised. */
+static PyObject *fp_block_until_ready(PyObject *module, PyObject *buffer)
+{
+    if (check_buffer(buffer, "block_until_ready") < 0)
+        return NULL;
+    PyObject *client = SLOT(buffer, b_client);
+    if (client == NULL)
+        Py_RETURN_FALSE;
+    Py_INCREF(client);
+    ApiObject *api = (ApiObject *)api_of(client);
+    int open = api ? client_open(client) : -1;
+    Py_DECREF(client);
+    if (open <= 0 || api->ready_event == NULL || api->event_await == NULL || api->event_destroy == NULL) {
+        Py_XDECREF(api);
+        if (open < 0)
+            return NULL;
+        Py_RETURN_FALSE;
+    }
+    Py_INCREF(buffer); /* (the caller holds it; kept explicit across the released GIL) */
+    void *handle = pin_one(buffer, NULL); /* ATOMIC */
+    if (handle == NULL) {
+        Py_DECREF(buffer);
+        Py_DECREF(api);
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_FALSE;
+    }
+    ReadyEventArgs ready_args = {sizeof(ReadyEventArgs), NULL, handle, NULL};
+    PJRT_Error *error = api->ready_event(&ready_args);
+    int status = error != NULL ? raise_pjrt_error(api, "Buffer_ReadyEvent", error)
+                               : await_event(api, "Buffer_ReadyEvent", ready_args.event);
+    PyObject *doomed;
+    int unpinned = unpin_one(buffer, &doomed); /* ATOMIC */
+    if (unpinned == 0) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        unpinned = destroy_doomed(&buffer, &doomed, 1);
+        if (type != NULL) { /* the PJRT error is the one reported */
+            PyErr_Clear();
+            PyErr_Restore(type, value, traceback);
+        }
+    }
+    Py_DECREF(buffer);
+    Py_DECREF(api);
+    if (status < 0 || unpinned < 0)
+        return NULL;
+    Py_RETURN_TRUE;
+}
+
+/* Buffer.delete: mark it deleted and destroy it now unless pinned (then its last
+ * unpin does). With raise_errors false (the finalizer) nothing is raised. */
+static int delete_buffer(PyObject *buffer, int raise_errors)
+{
+    PyObject *handle = take_handle(buffer); /* ATOMIC */
+    if (handle == NULL)
+        return raise_errors ? -1 : (PyErr_Clear(), 0);
+    if (handle == Py_None) {
+        Py_DECREF(handle);
+        return 0;
+    }
+    int result = 0;
+    PyObject *client = SLOT(buffer, b_client);
+    ApiObject *api = client ? (ApiObject *)api_of(client) : NULL;
+    int open = api ? client_open(client) : -1;
+    if (open > 0) {
+        HandleArgs args = {sizeof(HandleArgs), NULL, PyLong_AsVoidPtr(handle)};
+        PJRT_Error *error = api->buffer_destroy(&args);
+        if (error != NULL)
+            result = raise_pjrt_error(api, "Buffer_Destroy", error);
+    } else if (open < 0) {
+        result = -1;
+    }
+    Py_XDECREF(api);
+    Py_DECREF(handle);
+    if (result < 0 && !raise_errors)
+        PyErr_Clear();
+    return result;
+}
+
+/* Buffer.__del__ (installed by buffer.py as a method of Buffer): delete, never raising. */
+static PyObject *buffer_finalize(PyObject *buffer, PyObject *unused)
+{
+    if (buffer_type != NULL && Py_IS_TYPE(buffer, buffer_type)) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        (void)delete_buffer(buffer, 0);
+        PyErr_Restore(type, value, traceback);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef buffer_finalize_def = {
+    "__del__", (PyCFunction)buffer_finalize, METH_NOARGS,
+    "Delete the buffer (at once, or when the PJRT calls using it end); never raises."};
+
+/* buffer_finalizer() -> a method descriptor of the registered Buffer type, to install as Buffer.__del__. */
+static PyObject *fp_buffer_finalizer(PyObject *module, PyObject *unused)
+{
+    if (buffer_type == NULL)
+        return PyErr_Format(PyExc_RuntimeError, "buffer_finalizer: register_buffer_type first");
+    return PyDescr_NewMethod(buffer_type, &buffer_finalize_def);
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * from_host: host data to a new Buffer.
+ */
+
+#define MAX_DIMS 64
+
+/* from_host(client, device, device_handle, data, pjrt_type, shape, dtype) -> a new Buffer on device holding a
+ * copy of C-contiguous, native-order data of that shape and type: data is an object exporting such a buffer (a
+ * numpy array of a standard dtype: it is held, and its buffer, for the call) or the address of such memory (an
+ * int: the caller keeps the memory alive and unchanged during the call). None when the client is closed or its
+ * plugin lacks the functions (the caller then takes its general path). A PJRT error is raised. The copy happens
+ * with the GIL released. */
+static PyObject *fp_from_host(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7)
+        return PyErr_Format(PyExc_TypeError, "from_host takes 7 arguments (%zd given)", nargs);
+    if (!ready())
+        return NULL;
+    PyObject *client = args[0], *device = args[1], *shape = args[5], *dtype = args[6];
+    if (!PyTuple_CheckExact(shape) || PyTuple_GET_SIZE(shape) > MAX_DIMS)
+        return PyErr_Format(PyExc_TypeError, "from_host: shape must be a tuple of at most %d ints", MAX_DIMS);
+    int64_t dims[MAX_DIMS];
+    Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+    for (Py_ssize_t i = 0; i < ndim; i++) {
+        long long d = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+        if (d == -1 && PyErr_Occurred())
+            return NULL;
+        if (d < 0)
+            return PyErr_Format(PyExc_ValueError, "from_host: negative dimension %lld", d);
+        dims[i] = (int64_t)d;
+    }
+    void *device_handle = PyLong_AsVoidPtr(args[2]);
+    int type = (int)PyLong_AsLong(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer view = {0};
+    const void *data;
+    if (PyLong_Check(args[3])) {
+        if ((data = PyLong_AsVoidPtr(args[3])) == NULL && PyErr_Occurred())
+            return NULL;
+    } else {
+        /* Another thread could change the memory during the copy, as it could with numpy's own copies. */
+        if (PyObject_GetBuffer(args[3], &view, PyBUF_C_CONTIGUOUS) < 0)
+            return NULL;
+        data = view.buf;
+    }
+    ApiObject *api = (ApiObject *)api_of(client);
+    if (api == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (api->from_host == NULL || api->event_await == NULL || api->event_destroy == NULL) {
+        Py_DECREF(api);
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    PyObject *handle_int = PyObject_GetAttr(client, str_handle);
+    void *client_handle = handle_int != NULL && PyLong_CheckExact(handle_int) ? PyLong_AsVoidPtr(handle_int) : NULL;
+    Py_XDECREF(handle_int);
+    if (client_handle == NULL) { /* closed (None), or an error reading it */
+        Py_DECREF(api);
+        PyBuffer_Release(&view);
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    FromHostArgs call;
+    memset(&call, 0, sizeof call);
+    call.struct_size = sizeof call;
+    call.client = client_handle;
+    call.data = data;
+    call.type = type;
+    call.dims = dims;
+    call.num_dims = (size_t)ndim;
+    call.device = device_handle;
+    PJRT_Error *error;
+    Py_BEGIN_ALLOW_THREADS
+    error = api->from_host(&call);
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (error != NULL) {
+        raise_pjrt_error(api, "Client_BufferFromHostBuffer", error);
+    } else {
+        /* The Buffer owns the handle from here (its finalizer destroys it, also if the await fails). */
+        result = new_buffer(client, device, call.buffer, shape, dtype);
+        if (result == NULL)
+            destroy_unowned(api, call.buffer);
+        if (await_event(api, "Client_BufferFromHostBuffer", call.done_with_host_buffer) < 0)
+            Py_CLEAR(result);
+    }
+    Py_DECREF(api);
+    PyBuffer_Release(&view); /* (after the await: PJRT is done with the memory) */
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * The module.
+ */
+static PyMethodDef module_methods[] = {
+    {"register_buffer_type", register_buffer_type, METH_O, "Find the slots of the Buffer class (once)."},
+    {"register_array_type", register_array_type, METH_O, "Find the slots of the Array class (once)."},
+    {"set_checks_active", set_checks_active, METH_O, "Whether debug_nans/debug_infs checks are on."},
+    {"pin", fp_pin, METH_O, "pin(buffer) -> its handle, or None when deleted."},
+    {"unpin", fp_unpin, METH_O, "unpin(buffer): end a pin (destroying a buffer deleted meanwhile)."},
+    {"take_handle", fp_take_handle, METH_O, "take_handle(buffer) -> the handle to destroy now, or None."},
+    {"pin_all", (PyCFunction)(void (*)(void))fp_pin_all, METH_FASTCALL,
+     "pin_all(buffers, client, handles) -> -1, or the index of the first buffer that cannot be pinned."},
+    {"unpin_all", fp_unpin_all, METH_O, "unpin_all(buffers): end a pin of each."},
+    {"block_until_ready", fp_block_until_ready, METH_O,
+     "block_until_ready(buffer) -> True when ready, False when the buffer cannot be used."},
+    {"buffer_finalizer", fp_buffer_finalizer, METH_NOARGS, "A Buffer.__del__ implemented here."},
+    {"from_host", (PyCFunction)(void (*)(void))fp_from_host, METH_FASTCALL,
+     "from_host(client, device, device_handle, data, pjrt_type, shape, dtype) -> a new Buffer, or None."},
+    {NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "ember._runtime._fastpath",
+    "The per-call hot path of ember's runtime in C (see ember/_runtime/fastpath.py).", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__fastpath(void)
+{
+    if ((str_handle = PyUnicode_InternFromString("handle")) == NULL ||
+        (str_destroy = PyUnicode_InternFromString("_destroy")) == NULL ||
+        (str_fast = PyUnicode_InternFromString("_fast")) == NULL ||
+        (str_shape = PyUnicode_InternFromString("shape")) == NULL ||
+        (str_dtype = PyUnicode_InternFromString("dtype")) == NULL)
+        return NULL;
+    if (PyType_Ready(&ApiType) < 0 || PyType_Ready(&RunnerType) < 0 || PyType_Ready(&CallerType) < 0)
+        return NULL;
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(module, "ABI", FASTPATH_ABI) < 0 ||
+        PyModule_AddObjectRef(module, "Api", (PyObject *)&ApiType) < 0 ||
+        PyModule_AddObjectRef(module, "Runner", (PyObject *)&RunnerType) < 0 ||
+        PyModule_AddObjectRef(module, "Caller", (PyObject *)&CallerType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}
