@@ -387,19 +387,24 @@ def fast_nary(slow: Callable[..., Any],
 
 
 _STATIC_ATOMS = frozenset({type(None), bool, int, str, type})
+_INT = frozenset({int})
 
 
 def _static_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
     """The cache key of static arguments (axis, keepdims, dtype, shapes): their values with their types (axis=1
-    and axis=True, or (0, 1) and (0, 1.0), are equal and hash alike but need not mean the same); None for
-    arguments outside the few kinds of values keyed here (floats, whose NaN and -0.0 compare oddly; arrays)."""
-    key: list[Any] = list(kwargs)
-    for value in (*args, *kwargs.values()):
-        kind = type(value)
+    and axis=True, or (0, 1) and (0, 1.0), are equal and hash alike but need not mean the same), and the keywords'
+    names; None for arguments outside the few kinds of values keyed here (floats, whose NaN and -0.0 compare
+    oddly; arrays)."""
+    values = (*args, *kwargs.values()) if kwargs else args
+    types = tuple(map(type, values))
+    if _STATIC_ATOMS.issuperset(types):  # the common case: ints, None, flags, names
+        return (types, values, *kwargs)
+    key = [types, *kwargs]
+    for value, kind in zip(values, types):
         if kind in _STATIC_ATOMS or isinstance(value, np.dtype):
-            key += (kind, value)
-        elif (kind is tuple or kind is list) and all(type(v) is int for v in value):
-            key += (kind, tuple(value))
+            key.append(value)
+        elif (kind is tuple or kind is list) and _INT.issuperset(map(type, value)):
+            key.append(tuple(value))
         else:
             return None
     return tuple(key)
