@@ -127,6 +127,15 @@ def eager_scalar_mul(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[]
     return (lambda: (ex * 2.0).block_until_ready()), (lambda: (jx * 2.0).block_until_ready())
 
 
+def eager_op(op: Callable[[Any, Any, Any], Any]) -> Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]]]:
+    """An eager operation op(numpy module, x f32[4], m f32[3,4]) in each library."""
+    def make(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        x, m = np.arange(4, dtype=np.float32), np.ones((3, 4), np.float32)
+        ex, em, jx, jm = ember.asarray(x), ember.asarray(m), jnp.asarray(x), jnp.asarray(m)
+        return (lambda: op(enp, ex, em).block_until_ready()), (lambda: op(jnp, jx, jm).block_until_ready())
+    return make
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Calling conventions: the same tiny program (an add of f32[4]s) called with pytrees, keywords, static arguments
 # and numpy inputs, each a signature the dispatch must compute on every call.
@@ -375,6 +384,10 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("device_put(numpy f32[256,256])", from_numpy, 500),
     ("eager: f32[4] add (op-by-op dispatch)", eager_add, 2000, eager_add_torch),
     ("eager: f32[4] * 2.0", eager_scalar_mul, 2000),
+    ("eager: exp(f32[4])", eager_op(lambda np_, x, m: np_.exp(x)), 2000),
+    ("eager: f32[4].sum()", eager_op(lambda np_, x, m: x.sum()), 2000),
+    ("eager: f32[3,4] + f32[4] (broadcast)", eager_op(lambda np_, x, m: m + x), 2000),
+    ("eager: f32[3,4].mean(axis=0)", eager_op(lambda np_, x, m: m.mean(axis=0)), 2000),
     ("grad (no jit) of a fresh closure, MLP", grad_fresh_closure, 20),
     ("jit: sum of f32[1e7]", sum_1e7, 50),
     ("jit: softmax f32[1024,1024]", softmax, 50),
