@@ -1,24 +1,26 @@
-"""Eager execution: operations run outside jit, each signature compiled once, kept in bounded least-recently-used
-caches. Importing this module fills the core's eager slot.
+"""Eager execution: operations run outside jit, each signature compiled once, kept in bounded caches. Importing
+this module fills the core's eager slot.
 
 Two levels:
 
 * Primitives (apply_primitive, the eager slot of Primitive.bind): each (primitive, params, operand avals) compiles
-  into a one-equation executable.
-* Whole operations of ember.numpy (`x + y`, `x * 2.0`, `enp.exp(x)`, `x.sum()`), through the fast paths that
-  fast_unary, fast_binary and fast_static wrap them in. A call on concrete Arrays (and Python scalars), made
-  outside any staging, looks up one entry keyed by the operation, its operands' avals (the type, for a Python
-  scalar), its static arguments and enable_x64, and runs that entry's program at once. These fully determine
-  what the ordinary path would do (promotion with weak types, broadcasting, the primitives' checks), so a hit
-  skips all of it. On a miss the operation is staged out at those avals and compiled into one program (a
-  single-equation program is shared with the primitive level). A Python scalar operand is an input of that
-  program, of the dtype promotion gives it; its value becomes a device scalar shared by all calls with that value.
+  into a one-equation executable, in a least-recently-used cache.
+* Whole operations of ember.numpy (`x + y`, `x * 2.0`, `enp.exp(x)`, `x.sum()`, `enp.where(c, x, 0.0)`), through
+  the fast paths that fast_unary, fast_binary, fast_nary and fast_static wrap them in. A call on concrete Arrays
+  (and Python scalars), made outside any staging, looks up one entry keyed by the operation, its operands' avals
+  (the type, for a Python scalar), its static arguments and enable_x64, and runs what the entry holds at once.
+  These fully determine what the ordinary path would do (promotion with weak types, broadcasting, the primitives'
+  checks), so a hit skips all of it. On a miss the operation is staged out at those avals; the entry runs the
+  primitives the ordinary path would run, with the very programs apply_primitive runs (one primitive: its program
+  is the operation; several: one after another, see _Steps; data movement into one elementwise primitive: one
+  program, see _runner). A Python scalar operand is an input, of the dtype promotion gives it; its value becomes a
+  device scalar shared by all calls with that value.
 
 Everything else takes the operation's ordinary path, unchanged: tracers and concrete Arrays while a function is
-staged out (jit, grad, vmap), numpy operands, leaked tracers, debug_nans/debug_infs (their checks name the first
-primitive that produces a NaN, which a fused program would hide), signatures whose staging fails (the ordinary
-path then raises its own error) and calls whose program fails (a deleted or misplaced array: the ordinary path
-raises its own message)."""
+staged out (jit, grad, vmap), numpy operands, leaked tracers, debug_nans/debug_infs (their checks run after each
+primitive), signatures whose staging fails (the ordinary path then raises its own error), value-dependent
+operations, and calls whose program fails (a deleted or misplaced array: the ordinary path raises its own
+message). The results are exactly the ordinary path's: dtype, weak type and bits (tests/test_eager_dispatch.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -89,23 +91,26 @@ EAGER.fill(apply_primitive)
 
 # ---------------------------------------------------------------------------------------------------------------
 # Whole operations (see the module docstring)
-_op_cache = LRUCache("eager_cache_size")  # key -> a program's call_flat, (call_flat, dtype, weak), or _SLOW
+# The caches of the fast paths. A hit does not reorder them (OrderedDict.move_to_end would hash the key a second
+# time, a good part of a hit's cost): entries leave in the order they came.
+_op_cache = LRUCache("eager_cache_size")  # key -> a runner (a call_flat or _Steps), a tuple (runner, scalar info...)
 _scalar_arrays = LRUCache("eager_cache_size")  # (value, dtype, device) -> a device scalar Array
 _SLOW = "slow"  # the entry of a signature that takes the ordinary path
+_SCALAR_TYPES = frozenset({bool, int, float})
+_config_values = config._values  # read on every call: a plain dict lookup
+_trace_state = TRACE_STATE
 
 
 def _store(key: tuple[Any, ...], entry: Any) -> Any:
     """Keep entry under key, whose avals become their _canonical objects; returns entry."""
     _op_cache.store(tuple(_canonical(k) if type(k) is ShapedArray else k for k in key), entry)
     return entry
-_SCALAR_TYPES = frozenset({bool, int, float})
-_config_values = config._values  # read on every call: a plain dict lookup
-_trace_state = TRACE_STATE
 
 
 class _Switch:
-    """`off` (read on every call) is true while the fast paths must not run: debug_nans or debug_infs is on (each
-    primitive is then checked, which a fused program would not do), or inside ordinary_path()."""
+    """`off` (read on every call) is true while the fast paths must not run: debug_nans or debug_infs is on (the
+    ordinary path checks each primitive's results, and names the primitive and its line), or inside
+    ordinary_path()."""
     off = False
     _ordinary = 0  # how many ordinary_path() blocks are open
 
