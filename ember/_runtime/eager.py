@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import operator
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -177,7 +178,11 @@ class _Steps:
 
     def __init__(self, steps: list[tuple[Callable[[list[Any]], list[Any]], list[int]]], out: int,
                  literals: list[Any]):
-        self.steps, self.out, self.literals = steps, out, literals
+        # each step's arguments taken from the values in C: itemgetter of positions gives a tuple, of a slice a list
+        self.steps = [(run, operator.itemgetter(*refs) if len(refs) > 1 else
+                       operator.itemgetter(slice(refs[0], refs[0] + 1) if refs else slice(0, 0)))
+                      for run, refs in steps]
+        self.out, self.literals = out, literals
         self._placed: dict[Any, list[Array]] = {}
 
     def _place(self, device: Any) -> list[Array]:
@@ -187,12 +192,12 @@ class _Steps:
         return placed
 
     def __call__(self, args: list[Any]) -> list[Any]:
-        values = list(args)
+        values = args  # (a list each call makes afresh: extended in place)
         if self.literals:
             device = args[0]._buffer.device  # (every input is an Array: a scalar operand is a device scalar)
-            values += self._placed.get(device) or self._place(device)
-        for run, refs in self.steps:
-            values += run([values[i] for i in refs])
+            values = args + (self._placed.get(device) or self._place(device))
+        for run, arguments in self.steps:
+            values += run(arguments(values))
         return [values[self.out]]
 
 
