@@ -223,6 +223,7 @@ def _runner(in_vars: list[Var], steps: list[tuple[Eqn, list[Any]]], out: Var, na
         as_var = dict(zip(map(id, literals), literal_vars))
         eqns = [Eqn(eqn.prim, [as_var[id(a)] if isinstance(a, Literal) else a for a in ins], eqn.outputs, eqn.params)
                 for eqn, ins in steps]
+        out.aval = _canonical(out.aval)  # (an equal aval: the result's, as _executable gives its programs')
         program = compile_ir(IR([], [], [*in_vars, *literal_vars], eqns, [out]), name)
         if not literals:
             return program.call_flat
