@@ -43,7 +43,7 @@
 
 /* The interface version ember/_runtime/fastpath.py expects (_ABI there): bump both when the interface changes,
  * so that a stale build is not used. After editing this file, rebuild: python3 setup.py build_ext --inplace. */
-#define FASTPATH_ABI 3
+#define FASTPATH_ABI 4
 
 /* ---------------------------------------------------------------------------------------------------------
  * PJRT (pjrt_c_api.h, API 0.81)
@@ -514,7 +514,7 @@ static PyObject *fp_unpin_all(PyObject *module, PyObject *buffers)
  */
 typedef struct {
     PyObject_HEAD
-    pjrt_fn execute, buffer_destroy, ready_event, event_await, event_destroy, from_host;
+    pjrt_fn execute, buffer_destroy, ready_event, event_await, event_destroy, from_host, unsafe_pointer;
     PyObject *error; /* plugin.error(name, address) -> PjrtError (it destroys the PJRT_Error) */
 } ApiObject;
 
@@ -554,18 +554,20 @@ static int read_function(PyObject *value, pjrt_fn *out)
  * addresses (ints, or None when the plugin lacks the function), and Plugin.error. */
 static PyObject *api_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *execute, *buffer_destroy, *ready_event, *event_await, *event_destroy, *error, *from_host = Py_None;
+    PyObject *execute, *buffer_destroy, *ready_event, *event_await, *event_destroy, *error, *from_host = Py_None,
+             *unsafe_pointer = Py_None;
     static char *names[] = {"execute", "buffer_destroy", "ready_event", "event_await", "event_destroy", "error",
-                            "from_host", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|O:Api", names, &execute, &buffer_destroy, &ready_event,
-                                     &event_await, &event_destroy, &error, &from_host))
+                            "from_host", "unsafe_pointer", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|OO:Api", names, &execute, &buffer_destroy, &ready_event,
+                                     &event_await, &event_destroy, &error, &from_host, &unsafe_pointer))
         return NULL;
     ApiObject *self = (ApiObject *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
     if (read_function(execute, &self->execute) < 0 || read_function(buffer_destroy, &self->buffer_destroy) < 0 ||
         read_function(ready_event, &self->ready_event) < 0 || read_function(event_await, &self->event_await) < 0 ||
-        read_function(event_destroy, &self->event_destroy) < 0 || read_function(from_host, &self->from_host) < 0) {
+        read_function(event_destroy, &self->event_destroy) < 0 || read_function(from_host, &self->from_host) < 0 ||
+        read_function(unsafe_pointer, &self->unsafe_pointer) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -1445,6 +1447,111 @@ static PyObject *fp_from_host(PyObject *module, PyObject *const *args, Py_ssize_
 }
 
 /* ---------------------------------------------------------------------------------------------------------
+ * HostMemory: a ready buffer's memory, read in place (CPU plugins, whose device memory is the host's), exported
+ * through the buffer protocol as read-only bytes. It pins the buffer while it lives, so a delete() meanwhile
+ * leaves the destruction to its end. The Python twin is _HostMemory in pjrt/buffer.py.
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *buffer; /* pinned */
+    void *data;
+    Py_ssize_t size;
+} HostMemoryObject;
+
+typedef struct { /* PJRT_Buffer_UnsafePointer_Args */
+    size_t struct_size;
+    void *extension_start;
+    void *buffer;
+    uintptr_t buffer_pointer; /* out */
+} UnsafePointerArgs;
+
+static int host_memory_getbuffer(HostMemoryObject *self, Py_buffer *view, int flags)
+{
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->data, self->size, 1, flags);
+}
+
+static void host_memory_dealloc(HostMemoryObject *self)
+{
+    PyObject *buffer = self->buffer;
+    if (buffer != NULL) {
+        PyObject *type, *value, *traceback, *doomed;
+        PyErr_Fetch(&type, &value, &traceback);
+        if (unpin_one(buffer, &doomed) == 0 && doomed != NULL) /* ATOMIC */
+            (void)destroy_doomed(&buffer, &doomed, 1);
+        PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
+        Py_DECREF(buffer);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyBufferProcs host_memory_as_buffer = {(getbufferproc)host_memory_getbuffer, NULL};
+
+static PyTypeObject HostMemoryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ember._runtime._fastpath.HostMemory",
+    .tp_basicsize = sizeof(HostMemoryObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A ready buffer's memory read in place (read-only bytes); pins the buffer while it lives.",
+    .tp_dealloc = (destructor)host_memory_dealloc,
+    .tp_as_buffer = &host_memory_as_buffer,
+};
+
+/* host_memory(buffer, nbytes) -> a HostMemory of the (ready) buffer, or None when it cannot be read in place
+ * (deleted, its client closed, no UnsafePointer, a null address): the caller then copies it. */
+static PyObject *fp_host_memory(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2)
+        return PyErr_Format(PyExc_TypeError, "host_memory takes 2 arguments (%zd given)", nargs);
+    PyObject *buffer = args[0];
+    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
+    if ((size == -1 && PyErr_Occurred()) || check_buffer(buffer, "host_memory") < 0)
+        return NULL;
+    PyObject *client = SLOT(buffer, b_client);
+    if (client == NULL)
+        Py_RETURN_NONE;
+    ApiObject *api = (ApiObject *)api_of(client);
+    int open = api ? client_open(client) : -1;
+    if (open <= 0 || api->unsafe_pointer == NULL) {
+        Py_XDECREF(api);
+        if (open < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    HostMemoryObject *memory = PyObject_New(HostMemoryObject, &HostMemoryType);
+    if (memory == NULL) {
+        Py_DECREF(api);
+        return NULL;
+    }
+    memory->buffer = NULL;
+    void *handle = pin_one(buffer, NULL); /* ATOMIC */
+    if (handle == NULL) {
+        Py_DECREF(api);
+        Py_DECREF(memory);
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    memory->buffer = Py_NewRef(buffer); /* pinned: unpinned by the dealloc */
+    UnsafePointerArgs pointer = {sizeof(UnsafePointerArgs), NULL, handle, 0};
+    PJRT_Error *error = api->unsafe_pointer(&pointer);
+    if (error != NULL) {
+        raise_pjrt_error(api, "Buffer_UnsafePointer", error);
+        Py_DECREF(api);
+        Py_DECREF(memory);
+        return NULL;
+    }
+    Py_DECREF(api);
+    if (pointer.buffer_pointer == 0) {
+        Py_DECREF(memory);
+        Py_RETURN_NONE;
+    }
+    memory->data = (void *)pointer.buffer_pointer;
+    memory->size = size;
+    return (PyObject *)memory;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
  * The module.
  */
 static PyMethodDef module_methods[] = {
@@ -1460,6 +1567,8 @@ static PyMethodDef module_methods[] = {
     {"block_until_ready", fp_block_until_ready, METH_O,
      "block_until_ready(buffer) -> True when ready, False when the buffer cannot be used."},
     {"buffer_finalizer", fp_buffer_finalizer, METH_NOARGS, "A Buffer.__del__ implemented here."},
+    {"host_memory", (PyCFunction)(void (*)(void))fp_host_memory, METH_FASTCALL,
+     "host_memory(buffer, nbytes) -> the ready buffer's memory read in place (a buffer-protocol object), or None."},
     {"from_host", (PyCFunction)(void (*)(void))fp_from_host, METH_FASTCALL,
      "from_host(client, device, device_handle, data, pjrt_type, shape, dtype) -> a new Buffer, or None."},
     {NULL},
@@ -1478,7 +1587,8 @@ PyMODINIT_FUNC PyInit__fastpath(void)
         (str_shape = PyUnicode_InternFromString("shape")) == NULL ||
         (str_dtype = PyUnicode_InternFromString("dtype")) == NULL)
         return NULL;
-    if (PyType_Ready(&ApiType) < 0 || PyType_Ready(&RunnerType) < 0 || PyType_Ready(&CallerType) < 0)
+    if (PyType_Ready(&ApiType) < 0 || PyType_Ready(&RunnerType) < 0 || PyType_Ready(&CallerType) < 0 ||
+        PyType_Ready(&HostMemoryType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)

@@ -6,6 +6,7 @@ the client."""
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import threading
 from typing import TYPE_CHECKING, Any, Sequence
@@ -194,6 +195,11 @@ class Buffer:
         if not client.host_memory or 0 in self.shape:
             return None
         self.block_until_ready()
+        if C is not None:
+            memory = C.host_memory(self, self.dtype.itemsize * math.prod(self.shape))
+            if memory is None:
+                return None
+            return np.frombuffer(memory, self.dtype).reshape(self.shape)
         handle = self._pin("host_view")
         try:
             args = _new(_BufferUnsafePointerArgs, buffer=handle)
