@@ -361,3 +361,26 @@ def test_static_argnames_apply_to_positional_arguments_and_argnums_to_keywords()
     assert float(f(2.0, 1)) == 2.0 and float(f(2.0, -1)) == -2.0  # n passed by position is static too
     g = ember.jit(lambda x, n: enp.ones(n) * x, static_argnums=1)
     assert g(2.0, n=3).shape == (3,)  # numbered static, passed by keyword
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bool", "float16", "bfloat16", "uint8", "float64", "int64"])
+def test_numpy_arguments_give_the_results_of_arrays(dtype):
+    """numpy arguments are uploaded by the compiled call itself (the C fast path) or by the general path (other
+    layouts, byte orders, ml_dtypes' types): the same results as with Arrays, for every layout."""
+    f = ember.jit(lambda a, b: a * 2 + b)
+    x = (np.arange(12).reshape(3, 4) % 3).astype(dtype)
+    want = np.asarray(f(ember.asarray(x), ember.asarray(x)))
+    readonly = x.copy()
+    readonly.flags.writeable = False
+    strided = np.zeros((3, 8), dtype)
+    strided[:, ::2] = x
+    for a, b in [(x, x), (x, ember.asarray(x)), (ember.asarray(x), x), (readonly, x), (strided[:, ::2], x),
+                 (np.asfortranarray(x), x)]:
+        got = f(a, b)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(np.asarray(got), want)
+    if dtype == "float32":
+        swapped = x.astype(">f4")
+        np.testing.assert_array_equal(np.asarray(f(swapped, x)), want)
+        with pytest.raises(TypeError, match="argument 0"):
+            ember.jit(lambda a: a).lower(x).compile()(np.zeros((3, 5), np.float32))

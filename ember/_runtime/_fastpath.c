@@ -43,7 +43,7 @@
 
 /* The interface version ember/_runtime/fastpath.py expects (_ABI there): bump both when the interface changes,
  * so that a stale build is not used. After editing this file, rebuild: python3 setup.py build_ext --inplace. */
-#define FASTPATH_ABI 4
+#define FASTPATH_ABI 5
 
 /* ---------------------------------------------------------------------------------------------------------
  * PJRT (pjrt_c_api.h, API 0.81)
@@ -130,6 +130,8 @@ _Static_assert(offsetof(FromHostArgs, buffer) == 112, "PJRT_Client_BufferFromHos
 static PyTypeObject *buffer_type; /* ember._runtime.pjrt.buffer.Buffer (strong reference) */
 static Py_ssize_t b_client, b_device, b_handle, b_shape, b_dtype, b_pins, b_doomed; /* its slot offsets */
 static PyTypeObject *array_type;  /* ember._runtime.array.Array */
+static PyTypeObject *ndarray_type; /* numpy.ndarray (Callers upload exact numpy arguments), or NULL */
+#define MAX_DIMS 64
 static Py_ssize_t a_buffer, a_aval, a_host;
 static int checks_active;         /* debug_nans / debug_infs: every Caller defers to Python */
 
@@ -229,6 +231,14 @@ static int ready(void)
         return 0;
     }
     return 1;
+}
+
+static PyObject *register_ndarray_type(PyObject *module, PyObject *cls)
+{
+    if (!PyType_Check(cls))
+        return PyErr_Format(PyExc_TypeError, "register_ndarray_type: expected a type");
+    Py_XSETREF(ndarray_type, (PyTypeObject *)Py_NewRef(cls));
+    Py_RETURN_NONE;
 }
 
 static PyObject *set_checks_active(PyObject *module, PyObject *flag)
@@ -612,6 +622,48 @@ static void destroy_unowned(ApiObject *api, void *handle)
     }
 }
 
+/* Await a PJRT event (the GIL released) and destroy it: 0, or -1 with the error set as PJRT_<name>'s. */
+static int await_event(ApiObject *api, const char *name, void *event);
+
+/* Copy C-contiguous, native-order host data of a shape and PJRT type to a new PJRT buffer on a device, the GIL
+ * released during the copy (the caller keeps the data alive and unchanged): its handle, or NULL with an error
+ * set. The API must have from_host, event_await and event_destroy. */
+static void *upload(ApiObject *api, void *client_handle, void *device_handle, const void *data, int type,
+                    const int64_t *dims, Py_ssize_t ndim)
+{
+    FromHostArgs call;
+    memset(&call, 0, sizeof call);
+    call.struct_size = sizeof call;
+    call.client = client_handle;
+    call.data = data;
+    call.type = type;
+    call.dims = dims;
+    call.num_dims = (size_t)ndim;
+    call.device = device_handle;
+    PJRT_Error *error;
+    Py_BEGIN_ALLOW_THREADS
+    error = api->from_host(&call);
+    Py_END_ALLOW_THREADS
+    if (error != NULL) {
+        raise_pjrt_error(api, "Client_BufferFromHostBuffer", error);
+        return NULL;
+    }
+    if (await_event(api, "Client_BufferFromHostBuffer", call.done_with_host_buffer) < 0) {
+        destroy_unowned(api, call.buffer);
+        return NULL;
+    }
+    return call.buffer;
+}
+
+/* A client's handle (client.handle): NULL when it is closed (None), or NULL with an error set. */
+static void *client_handle_of(PyObject *client)
+{
+    PyObject *handle = PyObject_GetAttr(client, str_handle);
+    void *pointer = handle != NULL && PyLong_CheckExact(handle) ? PyLong_AsVoidPtr(handle) : NULL;
+    Py_XDECREF(handle);
+    return pointer;
+}
+
 static PyObject *api_of(PyObject *client); /* below */
 
 static PyTypeObject ApiType = {
@@ -974,6 +1026,10 @@ typedef struct {
     PyObject *out_dtypes; /* tuple */
     PyObject *consts;     /* tuple of Buffers on device, or None until Compiled sets them */
     int no_args_ok;       /* a call without arguments runs on this device */
+    PyObject *host_types; /* per argument: the PJRT type an exact numpy array argument is uploaded as, or None */
+    PyObject *in_shapes;  /* tuple */
+    PyObject *in_dtypes;  /* tuple */
+    void *device_handle;
 } CallerObject;
 
 static int caller_traverse(CallerObject *self, visitproc visit, void *arg)
@@ -986,6 +1042,9 @@ static int caller_traverse(CallerObject *self, visitproc visit, void *arg)
     Py_VISIT(self->out_shapes);
     Py_VISIT(self->out_dtypes);
     Py_VISIT(self->consts);
+    Py_VISIT(self->host_types);
+    Py_VISIT(self->in_shapes);
+    Py_VISIT(self->in_dtypes);
     if (self->seen != NULL && self->in_avals != NULL) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->in_avals); i++)
             Py_VISIT(self->seen[i]);
@@ -1007,6 +1066,9 @@ static int caller_clear(CallerObject *self)
     Py_CLEAR(self->out_shapes);
     Py_CLEAR(self->out_dtypes);
     Py_CLEAR(self->consts);
+    Py_CLEAR(self->host_types);
+    Py_CLEAR(self->in_shapes);
+    Py_CLEAR(self->in_dtypes);
     return 0;
 }
 
@@ -1023,11 +1085,12 @@ static PyObject *caller_vectorcall(CallerObject *self, PyObject *const *argv, si
 /* Caller(runner, executable, device, in_avals, out_avals, no_args_ok) */
 static PyObject *caller_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *runner, *executable, *device, *in_avals, *out_avals;
+    PyObject *runner, *executable, *device, *in_avals, *out_avals, *host_types = Py_None;
     int no_args_ok;
-    static char *names[] = {"runner", "executable", "device", "in_avals", "out_avals", "no_args_ok", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOOp:Caller", names, &RunnerType, &runner, &executable,
-                                     &device, &in_avals, &out_avals, &no_args_ok))
+    static char *names[] = {"runner", "executable", "device", "in_avals", "out_avals", "no_args_ok", "host_types",
+                            NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOOp|O:Caller", names, &RunnerType, &runner, &executable,
+                                     &device, &in_avals, &out_avals, &no_args_ok, &host_types))
         return NULL;
     CallerObject *self = (CallerObject *)type->tp_alloc(type, 0);
     if (self == NULL)
@@ -1040,9 +1103,39 @@ static PyObject *caller_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->no_args_ok = no_args_ok;
     self->in_avals = PySequence_Tuple(in_avals);
     self->out_avals = PySequence_Tuple(out_avals);
+    self->host_types = Py_NewRef(Py_None);
     if (self->in_avals == NULL || self->out_avals == NULL)
         goto fail;
     Py_ssize_t n = PyTuple_GET_SIZE(self->in_avals), k = PyTuple_GET_SIZE(self->out_avals);
+    if (host_types != Py_None) {
+        /* numpy arguments are uploaded here: the types, each input's shape and dtype, the device's handle */
+        Py_SETREF(self->host_types, PySequence_Tuple(host_types));
+        if (self->host_types == NULL || (self->in_shapes = PyTuple_New(n)) == NULL ||
+            (self->in_dtypes = PyTuple_New(n)) == NULL)
+            goto fail;
+        if (PyTuple_GET_SIZE(self->host_types) != n) {
+            PyErr_SetString(PyExc_ValueError, "Caller: one host type per argument");
+            goto fail;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *aval = PyTuple_GET_ITEM(self->in_avals, i), *value;
+            if ((value = PyObject_GetAttr(aval, str_shape)) == NULL || !PyTuple_Check(value)) {
+                Py_XDECREF(value);
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "Caller: an aval's shape must be a tuple");
+                goto fail;
+            }
+            PyTuple_SET_ITEM(self->in_shapes, i, value);
+            if ((value = PyObject_GetAttr(aval, str_dtype)) == NULL)
+                goto fail;
+            PyTuple_SET_ITEM(self->in_dtypes, i, value);
+        }
+        PyObject *handle = PyObject_GetAttr(device, str_handle);
+        self->device_handle = handle ? PyLong_AsVoidPtr(handle) : NULL;
+        Py_XDECREF(handle);
+        if (PyErr_Occurred())
+            goto fail;
+    }
     if (k != self->runner->num_outputs) {
         PyErr_Format(PyExc_ValueError, "Caller: %zd output avals for an executable with %zd outputs", k,
                      self->runner->num_outputs);
@@ -1093,6 +1186,65 @@ static int same_shape_and_dtype(PyObject *aval, PyObject *expected)
     return result;
 }
 
+/* Argument i, an exact numpy array: a new Buffer on the Caller's device holding a copy (*buffer), when its dtype
+ * and shape are the expected ones and numpy exports it C-contiguous (standard dtypes); else *buffer stays NULL
+ * and the Python path takes the call. 0, or -1 with an error set (a PJRT error). Runs Python code (attribute
+ * reads, comparisons) and releases the GIL during the copy. */
+static int upload_argument(CallerObject *self, PyObject *x, Py_ssize_t i, PyObject **buffer)
+{
+    PyObject *expected_dtype = PyTuple_GET_ITEM(self->in_dtypes, i);
+    PyObject *expected_shape = PyTuple_GET_ITEM(self->in_shapes, i);
+    PyObject *dtype = PyObject_GetAttr(x, str_dtype);
+    if (dtype == NULL)
+        return -1;
+    int same = dtype == expected_dtype ? 1 : PyObject_RichCompareBool(dtype, expected_dtype, Py_EQ);
+    Py_DECREF(dtype);
+    if (same != 1)
+        return same;
+    PyObject *shape = PyObject_GetAttr(x, str_shape);
+    if (shape == NULL)
+        return -1;
+    same = PyObject_RichCompareBool(shape, expected_shape, Py_EQ);
+    Py_DECREF(shape);
+    if (same != 1)
+        return same;
+    Py_ssize_t ndim = PyTuple_GET_SIZE(expected_shape);
+    int64_t dims[MAX_DIMS];
+    if (ndim > MAX_DIMS)
+        return 0;
+    for (Py_ssize_t d = 0; d < ndim; d++) {
+        long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(expected_shape, d));
+        if (size == -1 && PyErr_Occurred())
+            return -1;
+        dims[d] = (int64_t)size;
+    }
+    int type = (int)PyLong_AsLong(PyTuple_GET_ITEM(self->host_types, i));
+    if (type == -1 && PyErr_Occurred())
+        return -1;
+    ApiObject *api = self->runner->api;
+    if (api->from_host == NULL || api->event_await == NULL || api->event_destroy == NULL)
+        return 0;
+    void *client_handle = client_handle_of(self->runner->client);
+    if (client_handle == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_buffer view;
+    if (PyObject_GetBuffer(x, &view, PyBUF_C_CONTIGUOUS) < 0) { /* not contiguous, or a dtype numpy cannot export */
+        PyErr_Clear();
+        return 0;
+    }
+    int status = 0;
+    void *handle = upload(api, client_handle, self->device_handle, view.buf, type, dims, ndim);
+    PyBuffer_Release(&view);
+    if (handle == NULL)
+        return -1;
+    *buffer = new_buffer(self->runner->client, self->device, handle, expected_shape, expected_dtype);
+    if (*buffer == NULL) {
+        destroy_unowned(api, handle);
+        status = -1;
+    }
+    return status;
+}
+
 static PyObject *caller_vectorcall(CallerObject *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames)
 {
     if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0))
@@ -1131,10 +1283,22 @@ static PyObject *caller_vectorcall(CallerObject *self, PyObject *const *argv, si
             goto done;
         s.buffers[taken++] = Py_NewRef(buffer);
     }
+    int arrays = 0; /* whether an argument is an Array (else the call runs on this device only if no_args_ok) */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *x = PyTuple_GET_ITEM(args, i);
-        if (!Py_IS_TYPE(x, array_type))
-            goto done;
+        if (!Py_IS_TYPE(x, array_type)) {
+            PyObject *buffer = NULL;
+            if (ndarray_type != NULL && Py_IS_TYPE(x, ndarray_type) && self->host_types != Py_None &&
+                PyTuple_GET_ITEM(self->host_types, i) != Py_None) {
+                if (upload_argument(self, x, i, &buffer) < 0)
+                    result = NULL;
+            }
+            if (buffer == NULL)
+                goto done;
+            s.buffers[taken++] = buffer; /* (owned: a new Buffer, freed after the call) */
+            continue;
+        }
+        arrays = 1;
         PyObject *buffer = SLOT(x, a_buffer), *aval = SLOT(x, a_aval);
         if (buffer == NULL || aval == NULL || !Py_IS_TYPE(buffer, buffer_type) ||
             SLOT(buffer, b_device) != self->device)
@@ -1155,6 +1319,8 @@ static PyObject *caller_vectorcall(CallerObject *self, PyObject *const *argv, si
             }
         }
     }
+    if (!arrays && !self->no_args_ok)
+        goto done; /* (host values only: the call runs on the default device, which is not this one) */
     int status = run_buffers(self->runner, s.buffers, total, NULL, &s);
     if (status == RUN_OK)
         result = wrap_outputs(self->runner, self->device, s.outputs, self->out_shapes, self->out_dtypes,
@@ -1229,7 +1395,6 @@ static PyTypeObject CallerType = {
  * block_until_ready and the Buffer finalizer.
  */
 
-/* Await a PJRT event (the GIL released) and destroy it: 0, or -1 with the error set as PJRT_<name>'s. */
 static int await_event(ApiObject *api, const char *name, void *event)
 {
     if (event == NULL)
@@ -1355,7 +1520,6 @@ static PyObject *fp_buffer_finalizer(PyObject *module, PyObject *unused)
  * from_host: host data to a new Buffer.
  */
 
-#define MAX_DIMS 64
 
 /* from_host(client, device, device_handle, data, pjrt_type, shape, dtype) -> a new Buffer on device holding a
  * copy of C-contiguous, native-order data of that shape and type: data is an object exporting such a buffer (a
@@ -1407,9 +1571,7 @@ static PyObject *fp_from_host(PyObject *module, PyObject *const *args, Py_ssize_
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
     }
-    PyObject *handle_int = PyObject_GetAttr(client, str_handle);
-    void *client_handle = handle_int != NULL && PyLong_CheckExact(handle_int) ? PyLong_AsVoidPtr(handle_int) : NULL;
-    Py_XDECREF(handle_int);
+    void *client_handle = client_handle_of(client);
     if (client_handle == NULL) { /* closed (None), or an error reading it */
         Py_DECREF(api);
         PyBuffer_Release(&view);
@@ -1417,30 +1579,10 @@ static PyObject *fp_from_host(PyObject *module, PyObject *const *args, Py_ssize_
             return NULL;
         Py_RETURN_NONE;
     }
-    FromHostArgs call;
-    memset(&call, 0, sizeof call);
-    call.struct_size = sizeof call;
-    call.client = client_handle;
-    call.data = data;
-    call.type = type;
-    call.dims = dims;
-    call.num_dims = (size_t)ndim;
-    call.device = device_handle;
-    PJRT_Error *error;
-    Py_BEGIN_ALLOW_THREADS
-    error = api->from_host(&call);
-    Py_END_ALLOW_THREADS
     PyObject *result = NULL;
-    if (error != NULL) {
-        raise_pjrt_error(api, "Client_BufferFromHostBuffer", error);
-    } else {
-        /* The Buffer owns the handle from here (its finalizer destroys it, also if the await fails). */
-        result = new_buffer(client, device, call.buffer, shape, dtype);
-        if (result == NULL)
-            destroy_unowned(api, call.buffer);
-        if (await_event(api, "Client_BufferFromHostBuffer", call.done_with_host_buffer) < 0)
-            Py_CLEAR(result);
-    }
+    void *handle = upload(api, client_handle, device_handle, data, type, dims, ndim);
+    if (handle != NULL && (result = new_buffer(client, device, handle, shape, dtype)) == NULL)
+        destroy_unowned(api, handle);
     Py_DECREF(api);
     PyBuffer_Release(&view); /* (after the await: PJRT is done with the memory) */
     return result;
@@ -1558,6 +1700,7 @@ static PyMethodDef module_methods[] = {
     {"register_buffer_type", register_buffer_type, METH_O, "Find the slots of the Buffer class (once)."},
     {"register_array_type", register_array_type, METH_O, "Find the slots of the Array class (once)."},
     {"set_checks_active", set_checks_active, METH_O, "Whether debug_nans/debug_infs checks are on."},
+    {"register_ndarray_type", register_ndarray_type, METH_O, "numpy.ndarray, whose exact instances Callers upload."},
     {"pin", fp_pin, METH_O, "pin(buffer) -> its handle, or None when deleted."},
     {"unpin", fp_unpin, METH_O, "unpin(buffer): end a pin (destroying a buffer deleted meanwhile)."},
     {"take_handle", fp_take_handle, METH_O, "take_handle(buffer) -> the handle to destroy now, or None."},

@@ -161,6 +161,7 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
 
 if C is not None:  # its Callers create Arrays without __init__ (setting every slot at its offset)
     C.register_array_type(Array)
+    C.register_ndarray_type(np.ndarray)
 
 
 def _rebuild(value: np.ndarray, weak_type: bool) -> Array:

@@ -125,7 +125,10 @@ class _PyCaller:
     deleted) it returns None, and Compiled's general path handles the call. A PJRT error is raised."""
 
     def __init__(self, runner: Any, executable: _pjrt.Executable, device: _pjrt.Device,
-                 in_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArray], no_args_ok: bool):
+                 in_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArray], no_args_ok: bool,
+                 host_types: Sequence[int | None] | None = None):
+        # (host_types: the C Caller uploads exact numpy arguments itself; here they take the general path, which
+        # uploads them the same way)
         self.runner, self.executable, self.device = runner, executable, device
         self.in_avals, self.out_avals = tuple(in_avals), tuple(out_avals)
         self.no_args_ok = bool(no_args_ok)  # a call without arguments runs on `device`
@@ -156,6 +159,12 @@ class _PyCaller:
 Caller: Any = C.Caller if C is not None else _PyCaller
 
 
+def _host_type(aval: ShapedArray) -> int | None:
+    """The PJRT type a numpy argument of this aval is uploaded as by the Caller, or None where numpy cannot export
+    its memory as a buffer (ml_dtypes' types: the general path uploads those)."""
+    return None if aval.dtype.kind == "V" else _pjrt.numpy_dtype_to_pjrt(aval.dtype)
+
+
 class Compiled:
     """An IR compiled by XLA: call it with the IR's inputs (arrays) to run it."""
 
@@ -171,7 +180,7 @@ class Compiled:
         # The common case (Arrays on the device the program was compiled for), in C when the extension is in use.
         device = executable._device
         self._fast = Caller(executable._runner, executable, device, self.in_avals, self.out_avals,
-                            self._device is device)
+                            self._device is device, host_types=[_host_type(a) for a in self.in_avals])
         if not ir.consts:
             self._fast.consts = ()
 
