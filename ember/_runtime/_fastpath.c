@@ -337,16 +337,22 @@ static int destroy_doomed(PyObject *const *buffers, PyObject **doomed, Py_ssize_
     return -1;
 }
 
-/* Whether a client is open (client.handle is truthy): 1, 0, or -1 with an error. Reads a Python attribute: not
- * for an ATOMIC section. */
-static int client_open(PyObject *client)
+/* A client's handle (client.handle): NULL when it is closed (None), or NULL with an error set. */
+static void *client_handle_of(PyObject *client)
 {
     PyObject *handle = PyObject_GetAttr(client, str_handle);
-    if (handle == NULL)
-        return -1;
-    int open = PyObject_IsTrue(handle);
-    Py_DECREF(handle);
-    return open;
+    void *pointer = handle != NULL && PyLong_CheckExact(handle) ? PyLong_AsVoidPtr(handle) : NULL;
+    Py_XDECREF(handle);
+    return pointer;
+}
+
+/* Whether a client is open (it has a handle): 1, 0, or -1 with an error. Reads a Python attribute: not for an
+ * ATOMIC section. */
+static int client_open(PyObject *client)
+{
+    if (client_handle_of(client) != NULL)
+        return 1;
+    return PyErr_Occurred() ? -1 : 0;
 }
 
 static int check_buffer(PyObject *buffer, const char *who)
@@ -625,6 +631,23 @@ static void destroy_unowned(ApiObject *api, void *handle)
 /* Await a PJRT event (the GIL released) and destroy it: 0, or -1 with the error set as PJRT_<name>'s. */
 static int await_event(ApiObject *api, const char *name, void *event);
 
+/* The dimensions of a shape tuple (of at most MAX_DIMS ints) as int64s: 0, or -1 with an error set (a negative
+ * dimension is a ValueError). */
+static int read_dims(PyObject *shape, int64_t *dims)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shape); i++) {
+        long long d = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+        if (d == -1 && PyErr_Occurred())
+            return -1;
+        if (d < 0) {
+            PyErr_Format(PyExc_ValueError, "negative dimension %lld in the shape %R", d, shape);
+            return -1;
+        }
+        dims[i] = (int64_t)d;
+    }
+    return 0;
+}
+
 /* Copy C-contiguous, native-order host data of a shape and PJRT type to a new PJRT buffer on a device, the GIL
  * released during the copy (the caller keeps the data alive and unchanged): its handle, or NULL with an error
  * set. The API must have from_host, event_await and event_destroy. */
@@ -655,14 +678,6 @@ static void *upload(ApiObject *api, void *client_handle, void *device_handle, co
     return call.buffer;
 }
 
-/* A client's handle (client.handle): NULL when it is closed (None), or NULL with an error set. */
-static void *client_handle_of(PyObject *client)
-{
-    PyObject *handle = PyObject_GetAttr(client, str_handle);
-    void *pointer = handle != NULL && PyLong_CheckExact(handle) ? PyLong_AsVoidPtr(handle) : NULL;
-    Py_XDECREF(handle);
-    return pointer;
-}
 
 static PyObject *api_of(PyObject *client); /* below */
 
@@ -687,6 +702,22 @@ static PyObject *api_of(PyObject *client)
         PyErr_SetString(PyExc_TypeError, "client._fast is not an ember._runtime._fastpath.Api");
         return NULL;
     }
+    return api;
+}
+
+/* The Api of a buffer's client when that client is open (a new reference); NULL when it is closed (no error
+ * set), or NULL with an error set. */
+static ApiObject *open_api_of(PyObject *buffer)
+{
+    PyObject *client = SLOT(buffer, b_client);
+    if (client == NULL)
+        return NULL;
+    Py_INCREF(client);
+    ApiObject *api = (ApiObject *)api_of(client);
+    int open = api ? client_open(client) : -1;
+    Py_DECREF(client);
+    if (open <= 0)
+        Py_CLEAR(api);
     return api;
 }
 
@@ -1212,12 +1243,8 @@ static int upload_argument(CallerObject *self, PyObject *x, Py_ssize_t i, PyObje
     int64_t dims[MAX_DIMS];
     if (ndim > MAX_DIMS)
         return 0;
-    for (Py_ssize_t d = 0; d < ndim; d++) {
-        long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(expected_shape, d));
-        if (size == -1 && PyErr_Occurred())
-            return -1;
-        dims[d] = (int64_t)size;
-    }
+    if (read_dims(expected_shape, dims) < 0)
+        return -1;
     int type = (int)PyLong_AsLong(PyTuple_GET_ITEM(self->host_types, i));
     if (type == -1 && PyErr_Occurred())
         return -1;
@@ -1418,16 +1445,10 @@ static PyObject *fp_block_until_ready(PyObject *module, PyObject *buffer)
 {
     if (check_buffer(buffer, "block_until_ready") < 0)
         return NULL;
-    PyObject *client = SLOT(buffer, b_client);
-    if (client == NULL)
-        Py_RETURN_FALSE;
-    Py_INCREF(client);
-    ApiObject *api = (ApiObject *)api_of(client);
-    int open = api ? client_open(client) : -1;
-    Py_DECREF(client);
-    if (open <= 0 || api->ready_event == NULL || api->event_await == NULL || api->event_destroy == NULL) {
+    ApiObject *api = open_api_of(buffer);
+    if (api == NULL || api->ready_event == NULL || api->event_await == NULL || api->event_destroy == NULL) {
         Py_XDECREF(api);
-        if (open < 0)
+        if (PyErr_Occurred())
             return NULL;
         Py_RETURN_FALSE;
     }
@@ -1538,14 +1559,8 @@ static PyObject *fp_from_host(PyObject *module, PyObject *const *args, Py_ssize_
         return PyErr_Format(PyExc_TypeError, "from_host: shape must be a tuple of at most %d ints", MAX_DIMS);
     int64_t dims[MAX_DIMS];
     Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
-    for (Py_ssize_t i = 0; i < ndim; i++) {
-        long long d = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
-        if (d == -1 && PyErr_Occurred())
-            return NULL;
-        if (d < 0)
-            return PyErr_Format(PyExc_ValueError, "from_host: negative dimension %lld", d);
-        dims[i] = (int64_t)d;
-    }
+    if (read_dims(shape, dims) < 0)
+        return NULL;
     void *device_handle = PyLong_AsVoidPtr(args[2]);
     int type = (int)PyLong_AsLong(args[4]);
     if (PyErr_Occurred())
@@ -1649,14 +1664,10 @@ static PyObject *fp_host_memory(PyObject *module, PyObject *const *args, Py_ssiz
     Py_ssize_t size = PyLong_AsSsize_t(args[1]);
     if ((size == -1 && PyErr_Occurred()) || check_buffer(buffer, "host_memory") < 0)
         return NULL;
-    PyObject *client = SLOT(buffer, b_client);
-    if (client == NULL)
-        Py_RETURN_NONE;
-    ApiObject *api = (ApiObject *)api_of(client);
-    int open = api ? client_open(client) : -1;
-    if (open <= 0 || api->unsafe_pointer == NULL) {
+    ApiObject *api = open_api_of(buffer);
+    if (api == NULL || api->unsafe_pointer == NULL) {
         Py_XDECREF(api);
-        if (open < 0)
+        if (PyErr_Occurred())
             return NULL;
         Py_RETURN_NONE;
     }

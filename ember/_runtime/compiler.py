@@ -245,12 +245,7 @@ class Compiled:
         return RuntimeError(f"{self.name}: {what} has been deleted")
 
     def __call__(self, *args: Any) -> Any:
-        try:  # (call_flat, inline)
-            outs = self._fast(args)
-        except _pjrt.PjrtError as err:
-            raise self._execute_error(err, args, [*self._fast.consts, *(x._buffer for x in args)]) from None
-        if outs is None:
-            outs = self._call_general(args)
+        outs = self.call_flat(args)
         tree = self.ir.out_tree
         if tree is not None:
             if tree.node_type is None and len(outs) == 1:  # a single leaf (tree.unflatten's result, sooner)
