@@ -11,7 +11,7 @@ from ember._core.config import config
 
 class LRUCache(OrderedDict):
     """A dict holding at most maxsize entries: storing one more drops the least recently used. maxsize is a number,
-    or the name of an `ember.config` option read at each store (so `config.update` resizes live caches).
+    or the name of an `ember.config` option (`config.update` of it trims live caches at once; stores read it).
     Lookups and stores are safe from several threads."""
 
     def __init__(self, maxsize: int | str):
@@ -19,6 +19,9 @@ class LRUCache(OrderedDict):
         self._maxsize = maxsize
         self._lock = threading.RLock()  # reentrant: dropping an entry may run finalizers that touch caches
         _caches.add(self)
+        if isinstance(maxsize, str) and maxsize not in _sized_by:
+            _sized_by.add(maxsize)
+            config.on_change(maxsize, lambda limit, option=maxsize: _trim_caches(option, limit))
 
     @property
     def maxsize(self) -> int:
@@ -38,7 +41,10 @@ class LRUCache(OrderedDict):
         with self._lock:
             self[key] = value
             self.move_to_end(key)
-            limit = self.maxsize
+            self._trim(self.maxsize)
+
+    def _trim(self, limit: int) -> None:
+        with self._lock:
             while len(self) > limit:
                 self.popitem(last=False)
 
@@ -52,6 +58,15 @@ class LRUCache(OrderedDict):
 
 
 _caches: "weakref.WeakSet[LRUCache]" = weakref.WeakSet()
+_sized_by: set[str] = set()  # the config options that size caches (each with a hook that trims them)
+
+
+def _trim_caches(option: str, limit: int) -> None:
+    """config.update of a cache-size option: the live caches it sizes drop their least recently used entries at
+    once (not only at their next store), so the bound holds from then on."""
+    for cache in list(_caches):
+        if cache._maxsize == option:
+            cache._trim(limit)
 _clear_hooks: list[Callable[[], None]] = []
 
 

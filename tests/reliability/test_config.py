@@ -56,6 +56,9 @@ def test_cache_bounds_follow_the_options():
         assert len(_eager_cache) <= 8
         assert len(f._cache.executables) <= 4 and len(f._cache.irs) <= 4 and len(f._dispatch) <= 4
         assert np.allclose(f(np.ones(3, np.float32)), 2.0)  # an evicted signature compiles again
+    assert len(_eager_cache) > 2
+    with ember.config.override(eager_cache_size=2):  # a smaller bound trims the live caches at once
+        assert len(_eager_cache) <= 2
 
 
 def _f(x):
