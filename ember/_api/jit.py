@@ -95,7 +95,7 @@ class Jitted:
         # the fast path: dispatch key (see ember._api.signature) -> (run the program on the flat leaves, build the
         # result from its flat outputs); a miss takes the general path, which fills it
         self._dispatch = LRUCache(SIGNATURES_PER_FUNCTION)
-        self._statics_by_count: dict[int, frozenset[int]] = {}  # number of positional arguments -> static ones
+        self._statics_by_count = LRUCache(SIGNATURES_PER_FUNCTION)  # number of positional arguments -> static ones
         functools.update_wrapper(self, fun, updated=())  # (copying __dict__ could clobber our attributes)
 
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -155,7 +155,8 @@ class Jitted:
         if positions is None:
             if any(i < -n for i in self.static_argnums):
                 raise NotFast
-            positions = self._statics_by_count[n] = frozenset(i % n for i in self.static_argnums if -n <= i < n)
+            positions = frozenset(i % n for i in self.static_argnums if -n <= i < n)
+            self._statics_by_count.store(n, positions)
         return positions
 
     def _dispatch_key(self, args: tuple[Any, ...], kwargs: dict[str, Any], x64: bool
