@@ -14,6 +14,14 @@ from ember._prims import (  # noqa: A004
     sqrt as sqrt, square as square, stop_gradient as stop_gradient, sub as sub, tanh as tanh,
     transpose as transpose, zeros_like as zeros_like,
 )
+from ember._prims import (  # indexing
+    GatherDimensionNumbers as GatherDimensionNumbers, ScatterDimensionNumbers as ScatterDimensionNumbers,
+    clamp as clamp, dynamic_index_in_dim as dynamic_index_in_dim, dynamic_slice as dynamic_slice,
+    dynamic_slice_in_dim as dynamic_slice_in_dim, dynamic_update_index_in_dim as dynamic_update_index_in_dim,
+    dynamic_update_slice as dynamic_update_slice, dynamic_update_slice_in_dim as dynamic_update_slice_in_dim,
+    gather as gather, scatter as scatter, scatter_add as scatter_add, scatter_max as scatter_max,
+    scatter_min as scatter_min, scatter_mul as scatter_mul, select_n as select_n,
+)
 from ember._control import (  # noqa: A004
     associative_scan as associative_scan, cond as cond, fori_loop as fori_loop, map as map,
     optimization_barrier as optimization_barrier, scan as scan, switch as switch, while_loop as while_loop,
@@ -27,4 +35,7 @@ __all__ = [
     "is_finite", "le", "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg", "pad", "pow",
     "reduce_max", "reduce_min", "reduce_sum", "rem", "reshape", "rev", "round", "rsqrt", "select", "sign", "sin",
     "slice", "slice_in_dim", "sqrt", "square", "stop_gradient", "sub", "tanh", "transpose", "zeros_like",
+    "GatherDimensionNumbers", "ScatterDimensionNumbers", "clamp", "dynamic_index_in_dim", "dynamic_slice",
+    "dynamic_slice_in_dim", "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim",
+    "gather", "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "select_n",
 ]

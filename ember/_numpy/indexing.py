@@ -1,18 +1,34 @@
-"""Basic indexing (ints, slices with positive steps, None, Ellipsis, scalar booleans): the __getitem__ of Array
-and Tracer."""
+"""numpy indexing on ember arrays, as jax.numpy does it: the __getitem__ of Array and Tracer, and `x.at[...]`.
+
+An index is parsed once into items (new axis, slice, integer, integer array) and becomes static slicing where it
+can (ints, slices of any step, None, Ellipsis, scalar booleans) and a gather where it must (integer arrays, traced
+scalars, boolean masks made concrete). Updates (`x.at[idx].set(v)` ...) express every form as one scatter.
+
+Out of bounds: a static Python integer out of bounds is an IndexError (as numpy; JAX clamps it); array and traced
+indices follow JAX: negative ones count from the end once, reads clamp (mode "fill" returns a fill value instead),
+updates out of bounds are dropped (mode "clip" clamps them)."""
 from __future__ import annotations
 
 import builtins
 import operator
-from typing import Any
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as _np
 
-from ember._runtime.array import Array
-from ember._core import Tracer
+from ember._core import Tracer, aval_of
+from ember._core import dtypes as dt
+from ember._runtime.array import Array, asarray
 from ember import _prims as lax
+from ember._prims.indexing import GatherDimensionNumbers, ScatterDimensionNumbers
 
+from ember._numpy.promotion import _as_operand
 from ember._numpy.shape import shape
+
+
+class _Item(NamedTuple):
+    kind: str            # "new" (None), "slice", "int" (a static Python integer) or "array" (an integer array)
+    dim: int             # the operand dimension it indexes (-1 for "new")
+    value: Any           # the slice's (start, stop, step), the integer, or the index array
 
 
 def _is_bool_scalar(i: Any) -> bool:
@@ -22,15 +38,103 @@ def _is_bool_scalar(i: Any) -> bool:
                                                           and i.dtype == _np.bool_)
 
 
-def _getitem(x: Any, index: Any) -> Any:
+def _is_array_index(i: Any) -> bool:
+    return isinstance(i, Tracer | Array | _np.ndarray)
+
+
+def _concrete_mask(op: str, mask: Any) -> _np.ndarray:
+    if isinstance(mask, Tracer):
+        raise IndexError(
+            f"{op}: a boolean mask index of shape {aval_of(mask).shape} inside jit/vmap/grad has a shape that depends "
+            "on its values, which a traced program cannot have: use ember.numpy.where(mask, x, other) to select, or "
+            "ember.numpy.nonzero(mask, size=n) for a fixed number of indices")
+    return _np.asarray(mask)
+
+
+def _normalize_index(op: str, index: Any) -> tuple[Any, ...]:
+    """The index as a tuple whose entries are None, Ellipsis, slices, ints, scalar booleans and integer arrays;
+    lists become arrays and boolean masks (concrete ones) become their nonzero index arrays."""
     if not isinstance(index, tuple):
         index = (index,)
+    out: list[Any] = []
+    for i in index:
+        if isinstance(i, list):
+            if builtins.any(isinstance(e, builtins.slice) or e is Ellipsis or e is None for e in i):
+                raise IndexError(f"{op}: a list index may hold only integers or booleans, got {i!r}")
+            i = _np.asarray(i) if i else _np.zeros(0, _np.int32)
+        if i is None or i is Ellipsis or isinstance(i, builtins.slice) or _is_bool_scalar(i):
+            out.append(i)
+        elif _is_array_index(i):
+            dtype = aval_of(i).dtype if isinstance(i, Tracer | Array) else i.dtype
+            if dt.is_bool(dtype):
+                out.extend(asarray(n) for n in _np.nonzero(_concrete_mask(op, i)))
+            elif not dt.is_int(dtype):
+                raise IndexError(f"{op}: index arrays must be integers or booleans, got {aval_of(i).str_short()}")
+            else:
+                out.append(i)
+        else:
+            try:
+                out.append(operator.index(i))
+            except TypeError:
+                raise IndexError(f"{op}: invalid index {i!r} of type {type(i).__name__}: only integers, slices, "
+                                 "Ellipsis, None, and integer or boolean arrays are valid indices") from None
+    return tuple(out)
+
+
+def _parse(op: str, s: tuple[int, ...], index: tuple[Any, ...], check_ints: bool) -> list[_Item]:
+    """The index's items with the dimensions they index (Ellipsis expanded, trailing dimensions sliced whole)."""
+    consumed = builtins.sum(1 for i in index if i is not None and i is not Ellipsis and not _is_bool_scalar(i))
+    if builtins.sum(1 for i in index if i is Ellipsis) > 1:
+        raise IndexError(f"{op}: an index can only have a single ellipsis ('...')")
+    if consumed > len(s):
+        raise IndexError(f"{op}: too many indices for array of shape {s}: {consumed} given")
+    items: list[_Item] = []
+    dim = 0
+    for i in index:
+        if i is Ellipsis:
+            for _ in range(len(s) - consumed):
+                items.append(_Item("slice", dim, (0, s[dim], 1)))
+                dim += 1
+        elif i is None:
+            items.append(_Item("new", -1, None))
+        elif isinstance(i, builtins.slice):
+            items.append(_Item("slice", dim, i.indices(s[dim])))
+            dim += 1
+        elif isinstance(i, builtins.int):
+            if check_ints and not -s[dim] <= i < s[dim]:
+                raise IndexError(f"{op}: index {i} is out of bounds for axis {dim} with size {s[dim]}")
+            items.append(_Item("int", dim, i))
+            dim += 1
+        else:
+            items.append(_Item("array", dim, i))
+            dim += 1
+    while dim < len(s):
+        items.append(_Item("slice", dim, (0, s[dim], 1)))
+        dim += 1
+    return items
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading: x[index]
+def _getitem(x: Any, index: Any) -> Any:
+    return _read(x, index, "__getitem__", mode=None, fill_value=None)
+
+
+def _read(x: Any, index: Any, op: str, mode: Any, fill_value: Any, indices_are_sorted: bool = False,
+          unique_indices: bool = False) -> Any:
+    x = _as_operand(x)
+    index = _normalize_index(op, index)
     if builtins.any(_is_bool_scalar(i) for i in index):
-        return _getitem_with_bools(x, index)
-    return _basic_getitem(x, index)
+        if builtins.any(_is_array_index(i) for i in index):
+            raise IndexError(f"{op}: scalar booleans cannot be combined with array indices")
+        return _read_with_bools(x, index, op, mode)
+    items = _parse(op, shape(x), index, check_ints=mode is None)
+    if not builtins.any(it.kind == "array" for it in items) and mode is None:
+        return _static_read(x, items)
+    return _gather_read(x, items, mode, fill_value, indices_are_sorted, unique_indices)
 
 
-def _getitem_with_bools(x: Any, index: tuple[Any, ...]) -> Any:
+def _read_with_bools(x: Any, index: tuple[Any, ...], op: str, mode: Any) -> Any:
     """numpy's rule for scalar booleans: each is an advanced index (a 0-d mask), and so are the integers beside
     them. Together they give one axis, of length 1 when every boolean is True, else 0; it stands where the first
     advanced index stood when the advanced indices are consecutive in the index, else in front."""
@@ -38,7 +142,7 @@ def _getitem_with_bools(x: Any, index: tuple[Any, ...]) -> Any:
         i is not None and i is not Ellipsis and not isinstance(i, builtins.slice))]
     length = 1 if builtins.all(builtins.bool(i) for i in index if _is_bool_scalar(i)) else 0
     rest = tuple(i for i in index if not _is_bool_scalar(i))
-    result = _basic_getitem(x, rest)
+    result = _static_read(x, _parse(op, shape(x), rest, check_ints=True))
     position = 0
     if advanced == list(range(advanced[0], advanced[-1] + 1)):  # consecutive: the axis stays in place
         n_real = builtins.sum(1 for i in rest if i is not None and i is not Ellipsis)
@@ -51,51 +155,285 @@ def _getitem_with_bools(x: Any, index: tuple[Any, ...]) -> Any:
     return result
 
 
-def _basic_getitem(x: Any, index: tuple[Any, ...]) -> Any:
+def _static_slice(x: Any, items: Sequence[_Item]) -> Any:
+    """x with every slice and static integer applied (dimensions kept; negative steps reverse)."""
     s = shape(x)
-    n_real = builtins.sum(1 for i in index if i is not None and i is not Ellipsis)
-    if builtins.sum(1 for i in index if i is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    if n_real > len(s):
-        raise IndexError(f"too many indices for array of shape {s}: {len(index)} given")
-    expanded: list[Any] = []
-    for i in index:
-        if i is Ellipsis:
-            expanded.extend([builtins.slice(None)] * (len(s) - n_real))
-        else:
-            expanded.append(i)
-    expanded.extend([builtins.slice(None)] * (len(s) - builtins.sum(1 for i in expanded if i is not None)))
-    starts, limits, strides, out_shape, dim = [], [], [], [], 0
-    for i in expanded:
-        if i is None:
+    starts, limits, strides, reverse = [0] * len(s), list(s), [1] * len(s), []
+    for it in items:
+        if it.kind == "slice":
+            start, stop, step = it.value
+            n = len(range(start, stop, step))
+            if step < 0:  # the same elements with a positive step, then reversed
+                start, step = start + (n - 1) * step if n else 0, -step
+                reverse.append(it.dim)
+            starts[it.dim], limits[it.dim], strides[it.dim] = start, start + (n - 1) * step + 1 if n else start, step
+        elif it.kind == "int":
+            k = it.value % s[it.dim]
+            starts[it.dim], limits[it.dim] = k, k + 1
+    out = lax.slice(x, starts, limits, strides)
+    return lax.rev(out, reverse) if reverse else out
+
+
+def _static_read(x: Any, items: Sequence[_Item]) -> Any:
+    sliced = _static_slice(x, items)
+    sizes = shape(sliced)
+    out_shape = [1 if it.kind == "new" else sizes[it.dim] for it in items if it.kind != "int"]
+    return lax.reshape(sliced, tuple(out_shape)) if tuple(out_shape) != sizes else sliced
+
+
+def _index_dtype(arrays: Sequence[Any]) -> _np.dtype:
+    """int32, or int64 when enable_x64 is on and an index array is 64-bit (JAX's choice)."""
+    wide = builtins.any(_np.dtype(a.dtype if isinstance(a, _np.ndarray) else aval_of(a).dtype).itemsize == 8
+                        for a in arrays)
+    return _np.dtype(_np.int64) if wide and dt.x64_enabled() else _np.dtype(_np.int32)
+
+
+def _broadcast_indices(arrays: Sequence[Any]) -> list[Any]:
+    from ember._numpy.promotion import _broadcast_shapes
+    from ember._numpy.shape import broadcast_to
+    try:
+        target = _broadcast_shapes("indexing", *(shape(a) for a in arrays))
+    except ValueError:
+        raise IndexError("shape mismatch: indexing arrays could not be broadcast together with shapes "
+                         + " ".join(str(shape(a)) for a in arrays)) from None
+    return [broadcast_to(a, target) for a in arrays]
+
+
+def _index_arrays(advanced: Sequence[_Item], s: tuple[int, ...]) -> list[Any]:
+    """The advanced items' index arrays, negative ones wrapped, in one index dtype, broadcast together."""
+    arrays = [_np.array(it.value) if it.kind == "int" else it.value for it in advanced]
+    dtype = _index_dtype(arrays)
+    return _broadcast_indices([_wrapped(a, s[it.dim], dtype) for a, it in zip(arrays, advanced)])
+
+
+def _wrapped(i: Any, size: int, dtype: _np.dtype) -> Any:
+    """An index array counted from the end where negative (once, as JAX), in the index dtype."""
+    from ember._numpy.ufuncs import add, less, where
+    i = asarray(i) if isinstance(i, _np.ndarray) else i
+    if aval_of(i).dtype != dtype:
+        i = lax.convert_element_type(i, dtype)
+    if dt.is_unsigned_int(aval_of(i).dtype):
+        return i
+    return where(less(i, 0), add(i, _np.array(size, dtype)), i)
+
+
+def _advanced_block_first(items: Sequence[_Item]) -> bool:
+    """numpy's rule: the broadcast dimensions of the advanced indices replace them in place when they are
+    consecutive in the index (None between them breaks that), else they go first."""
+    positions = [k for k, it in enumerate(items) if it.kind in ("array", "int")]
+    return positions != list(range(positions[0], positions[-1] + 1))
+
+
+def _gather_read(x: Any, items: list[_Item], mode: Any, fill_value: Any, indices_are_sorted: bool,
+                 unique_indices: bool) -> Any:
+    """Slices applied statically, then one gather for the integer and array indices."""
+    from ember._numpy.shape import stack
+    x = _static_slice(x, [it for it in items if it.kind == "slice"])
+    s = shape(x)
+    advanced = [it for it in items if it.kind in ("array", "int")]
+    wrapped = _index_arrays(advanced, s)
+    block = shape(wrapped[0])
+    indices = stack(wrapped, axis=-1)
+    adv_dims = tuple(it.dim for it in advanced)
+    kept = [it for it in items if it.kind == "slice"]
+    first = _advanced_block_first(items)
+    # output layout (without new axes): the block in front or where the first advanced index stood
+    layout: list[Any] = []
+    for it in items:
+        if it.kind == "slice":
+            layout.append(it.dim)
+        elif it.kind in ("array", "int") and "block" not in layout:
+            layout.insert(0, "block") if first else layout.append("block")
+    out_rank = len(block) + len(kept)
+    block_at = layout.index("block")
+    offset_dims = tuple(range(block_at)) + tuple(range(block_at + len(block), out_rank))
+    dnums = GatherDimensionNumbers(offset_dims, tuple(sorted(adv_dims)), adv_dims)
+    sizes = tuple(1 if d in adv_dims else s[d] for d in range(len(s)))
+    out = lax.gather(x, indices, dnums, sizes, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                     mode=mode if mode is not None else "promise_in_bounds", fill_value=fill_value)
+    # new axes
+    out_shape, sizes_out, k = [], shape(out), 0
+    for entry in _layout_with_new(items, first):
+        if entry == "new":
             out_shape.append(1)
-            continue
-        size_d = s[dim]
-        if isinstance(i, builtins.slice):
-            start, stop, step = i.indices(size_d)
-            if step < 0:
-                raise NotImplementedError("indexing with a negative slice step is not supported yet")
-            stop = builtins.max(stop, start)
-            starts.append(start)
-            limits.append(stop)
-            strides.append(step)
-            out_shape.append(len(range(start, stop, step)))
+        elif entry == "block":
+            out_shape.extend(sizes_out[k:k + len(block)])
+            k += len(block)
         else:
-            if isinstance(i, Tracer) or (type(i) is Array and i.ndim > 0) or isinstance(i, list | _np.ndarray):
-                raise NotImplementedError(
-                    "indexing with arrays (gather) is not supported yet; use static ints and slices")
-            try:
-                k = operator.index(i)
-            except TypeError:
-                raise TypeError(f"invalid index {i!r} of type {type(i).__name__}") from None
-            if not -size_d <= k < size_d:
-                raise IndexError(f"index {k} is out of bounds for axis {dim} with size {size_d}")
-            k %= size_d
-            starts.append(k)
-            limits.append(k + 1)
-            strides.append(1)
-        dim += 1
-    sliced = lax.slice(x, starts, limits, strides)
-    if tuple(out_shape) != shape(sliced):
-        sliced = lax.reshape(sliced, tuple(out_shape))
-    return sliced
+            out_shape.append(sizes_out[k])
+            k += 1
+    return lax.reshape(out, tuple(out_shape)) if tuple(out_shape) != sizes_out else out
+
+
+def _layout_with_new(items: Sequence[_Item], first: bool) -> list[Any]:
+    layout: list[Any] = ["block"] if first else []
+    for it in items:
+        if it.kind == "new":
+            layout.append("new")
+        elif it.kind == "slice":
+            layout.append(it.dim)
+        elif not first and "block" not in layout:
+            layout.append("block")
+    return layout
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Updates: x.at[index].set(v) and friends, as one scatter
+def _scatter_update(x: Any, index: Any, values: Any, prim_fn: Callable[..., Any], op: str, mode: Any,
+                    indices_are_sorted: bool, unique_indices: bool) -> Any:
+    from ember._numpy.shape import broadcast_to, stack, transpose
+    x = _as_operand(x)
+    s = shape(x)
+    index = _normalize_index(op, index)
+    if builtins.any(_is_bool_scalar(i) for i in index):
+        index = _bools_as_new_axes(index)
+    items = _parse(op, s, index, check_ints=mode is None)
+    values = _as_operand(values)
+    if aval_of(values).dtype != aval_of(x).dtype:
+        values = lax.convert_element_type(values, aval_of(x).dtype, aval_of(x).weak_type)
+    advanced = [it for it in items if it.kind in ("array", "int")]
+    partial = [it for it in items if it.kind == "slice" and it.value != (0, s[it.dim], 1)]
+    wrapped = _index_arrays(advanced, s) if advanced else []
+    idtype = aval_of(wrapped[0]).dtype if wrapped else _np.dtype(_np.int32)
+    block = shape(wrapped[0]) if wrapped else ()
+    n_block = len(block)
+    size_of = {it.dim: len(range(*it.value)) for it in items if it.kind == "slice"}
+    # the index grid: the advanced block's dimensions, then one per partial slice (its positions), broadcast
+    grid_shape = block + tuple(size_of[it.dim] for it in partial)
+    columns = [lax.broadcast_in_dim(w, grid_shape, tuple(range(n_block))) for w in wrapped]
+    for k, it in enumerate(partial):
+        start, _, step = it.value
+        positions = asarray(_np.arange(size_of[it.dim], dtype=idtype) * step + start)
+        columns.append(lax.broadcast_in_dim(positions, grid_shape, (n_block + k,)))
+    index_dims = tuple(it.dim for it in advanced) + tuple(it.dim for it in partial)
+    window_dims = [d for d in range(len(s)) if d not in index_dims]
+    # the updates' dimensions in scatter order (grid, then windows) and in numpy's order (the indexed shape)
+    scatter_layout = [("block", k) for k in range(n_block)] + [("slice", d) for d in index_dims[len(advanced):]] + \
+        [("slice", d) for d in window_dims]
+    layout = _layout_with_new(items, _advanced_block_first(items)) if advanced else \
+        [it.dim if it.kind == "slice" else "new" for it in items]
+    numpy_layout: list[Any] = []
+    indexed_shape: list[int] = []  # with the new axes
+    for entry in layout:
+        if entry == "new":
+            indexed_shape.append(1)
+        elif entry == "block":
+            numpy_layout.extend(("block", k) for k in range(n_block))
+            indexed_shape.extend(block)
+        else:
+            numpy_layout.append(("slice", entry))
+            indexed_shape.append(size_of[entry])
+    layout_shape = tuple(block[k] if kind == "block" else size_of[k] for kind, k in numpy_layout)
+    try:
+        values = broadcast_to(values, tuple(indexed_shape))
+    except ValueError:
+        raise ValueError(f"{op}: values of shape {shape(values)} cannot be broadcast to the indexed shape "
+                         f"{tuple(indexed_shape)} of an array of shape {s}") from None
+    values = lax.reshape(values, layout_shape)
+    values = transpose(values, [numpy_layout.index(entry) for entry in scatter_layout])
+    indices = stack(columns, axis=-1) if columns else lax.full(grid_shape + (0,), 0, idtype)
+    n_grid = len(grid_shape)
+    dnums = ScatterDimensionNumbers(tuple(range(n_grid, n_grid + len(window_dims))), tuple(sorted(index_dims)),
+                                    index_dims)
+    return prim_fn(x, indices, values, dnums, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                   mode=mode)
+
+
+def _bools_as_new_axes(index: tuple[Any, ...]) -> tuple[Any, ...]:
+    """For updates: a True scalar index is a new axis (nothing more to write); a False one selects nothing."""
+    if not builtins.all(builtins.bool(i) for i in index if _is_bool_scalar(i)):
+        return (builtins.slice(0, 0),) + tuple(i for i in index if not _is_bool_scalar(i))
+    return tuple(None if _is_bool_scalar(i) else i for i in index)
+
+
+class _IndexUpdateRef:
+    """x.at[index]: the functional update methods of jax.numpy's `.at` (each returns a new array)."""
+    __slots__ = ("array", "index")
+
+    def __init__(self, array: Any, index: Any):
+        self.array, self.index = array, index
+
+    def __repr__(self) -> str:
+        return f"_IndexUpdateRef({self.array!r}, {self.index!r})"
+
+    def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None,
+            fill_value: Any = None) -> Any:
+        """x[index]; mode "fill" returns fill_value (NaN for floats) where the index is out of bounds, "clip" and
+        "promise_in_bounds" clamp."""
+        return _read(self.array, self.index, "at[...].get", mode, fill_value, indices_are_sorted, unique_indices)
+
+    def _update(self, name: str, prim_fn: Callable[..., Any], values: Any, mode: Any, indices_are_sorted: bool,
+                unique_indices: bool) -> Any:
+        return _scatter_update(self.array, self.index, values, prim_fn, f"at[...].{name}", mode, indices_are_sorted,
+                               unique_indices)
+
+    def set(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: Any = None) -> Any:
+        """x with x[index] = values; with repeated indices one of the values is written."""
+        return self._update("set", lax.scatter, values, mode, indices_are_sorted, unique_indices)
+
+    def add(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: Any = None) -> Any:
+        """x with x[index] += values, accumulating over repeated indices."""
+        return self._update("add", lax.scatter_add, values, mode, indices_are_sorted, unique_indices)
+
+    def subtract(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+                 mode: Any = None) -> Any:
+        from ember._numpy.ufuncs import negative
+        return self._update("subtract", lax.scatter_add, negative(_as_operand(values)), mode, indices_are_sorted,
+                            unique_indices)
+
+    def multiply(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+                 mode: Any = None) -> Any:
+        """x with x[index] *= values, accumulating over repeated indices."""
+        return self._update("multiply", lax.scatter_mul, values, mode, indices_are_sorted, unique_indices)
+
+    mul = multiply
+
+    def divide(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+               mode: Any = None) -> Any:
+        """x with x[index] /= values (x divided by the product of the values at each index)."""
+        from ember._numpy.creation import ones_like
+        from ember._numpy.ufuncs import divide
+        scale = _scatter_update(ones_like(self.array), self.index, values, lax.scatter_mul, "at[...].divide", mode,
+                                indices_are_sorted, unique_indices)
+        return divide(self.array, scale)
+
+    def power(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+              mode: Any = None) -> Any:
+        """x with x[index] **= values (x to the product of the values at each index)."""
+        from ember._numpy.creation import ones_like
+        from ember._numpy.ufuncs import power
+        exponent = _scatter_update(ones_like(self.array), self.index, values, lax.scatter_mul, "at[...].power",
+                                   mode, indices_are_sorted, unique_indices)
+        return power(self.array, exponent)
+
+    def min(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: Any = None) -> Any:
+        """x with x[index] = minimum(x[index], values), over repeated indices too."""
+        return self._update("min", lax.scatter_min, values, mode, indices_are_sorted, unique_indices)
+
+    def max(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: Any = None) -> Any:
+        """x with x[index] = maximum(x[index], values), over repeated indices too."""
+        return self._update("max", lax.scatter_max, values, mode, indices_are_sorted, unique_indices)
+
+    def apply(self, func: Callable[[Any], Any], *, indices_are_sorted: bool = False, unique_indices: bool = False,
+              mode: Any = None) -> Any:
+        """x with func applied to x[index] (a unary elementwise function); a repeated index is applied once."""
+        read = _read(self.array, self.index, "at[...].apply", mode if mode is not None else "clip", None)
+        return self._update("apply", lax.scatter, func(read), mode, indices_are_sorted, unique_indices)
+
+
+class _IndexUpdateHelper:
+    """The `at` property of arrays: `x.at[index]` is an _IndexUpdateRef (jax.numpy's functional updates)."""
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any):
+        self.array = array
+
+    def __getitem__(self, index: Any) -> _IndexUpdateRef:
+        return _IndexUpdateRef(self.array, index)
+
+    def __repr__(self) -> str:
+        return f"_IndexUpdateHelper({self.array!r})"

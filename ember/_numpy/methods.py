@@ -5,7 +5,7 @@ from typing import Any
 
 from ember._core import install_array_methods
 
-from ember._numpy.indexing import _getitem
+from ember._numpy.indexing import _getitem, _IndexUpdateHelper
 from ember._numpy.linalg import dot, matmul
 from ember._numpy.reductions import all, any, argmax, argmin, max, mean, min, std, sum, var  # noqa: A004
 from ember._numpy.shape import astype, ravel, reshape, squeeze, swapaxes, transpose
@@ -55,7 +55,7 @@ _METHODS = {
     "T": property(lambda self: transpose(self)), "mT": property(lambda self: swapaxes(self, -1, -2)),
     "reshape": _method_reshape, "transpose": _method_transpose, "astype": astype, "sum": sum, "mean": mean,
     "max": max, "min": min, "argmax": argmax, "argmin": argmin, "all": all, "any": any, "var": var, "std": std,
-    "ravel": ravel, "flatten": ravel, "squeeze": squeeze, "dot": dot, "clip": clip, "swapaxes": swapaxes,
+    "at": property(_IndexUpdateHelper), "ravel": ravel, "flatten": ravel, "squeeze": squeeze, "dot": dot, "clip": clip, "swapaxes": swapaxes,
 }
 # Array defines its own __len__ and __iter__ (on concrete values), which take precedence over these.
 install_array_methods({**_METHODS, "__len__": _tracer_len, "__iter__": _tracer_iter})

@@ -11,6 +11,15 @@ from ember._prims.elementwise import (abs as abs, add as add, atan2 as atan2, bi
                                       neg as neg, pow as pow, rem as rem, round as round, rsqrt as rsqrt,
                                       select as select, sign as sign, sin as sin, sqrt as sqrt, square as square,
                                       stop_gradient as stop_gradient, sub as sub, tanh as tanh)
+from ember._prims.indexing import (GatherDimensionNumbers as GatherDimensionNumbers,
+                                   ScatterDimensionNumbers as ScatterDimensionNumbers, clamp as clamp,
+                                   dynamic_index_in_dim as dynamic_index_in_dim, dynamic_slice as dynamic_slice,
+                                   dynamic_slice_in_dim as dynamic_slice_in_dim,
+                                   dynamic_update_index_in_dim as dynamic_update_index_in_dim,
+                                   dynamic_update_slice as dynamic_update_slice,
+                                   dynamic_update_slice_in_dim as dynamic_update_slice_in_dim, gather as gather,
+                                   scatter as scatter, scatter_add as scatter_add, scatter_max as scatter_max,
+                                   scatter_min as scatter_min, scatter_mul as scatter_mul, select_n as select_n)
 from ember._prims.reduction import reduce_max as reduce_max, reduce_min as reduce_min
 from ember._prims.shape import (broadcast as broadcast, broadcast_in_dim as broadcast_in_dim,
                                 broadcasted_iota as broadcasted_iota, convert_element_type as convert_element_type,
@@ -26,4 +35,7 @@ __all__ = [
     "sqrt", "square", "stop_gradient", "sub", "tanh", "broadcast", "broadcast_in_dim", "broadcasted_iota",
     "concatenate", "dot", "dot_general", "full", "full_like", "iota", "pad", "reduce_max", "reduce_min",
     "reduce_sum", "reshape", "rev", "slice", "slice_in_dim", "transpose", "zeros_like",
+    "GatherDimensionNumbers", "ScatterDimensionNumbers", "clamp", "dynamic_index_in_dim", "dynamic_slice",
+    "dynamic_slice_in_dim", "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim",
+    "gather", "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "select_n",
 ]
