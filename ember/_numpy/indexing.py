@@ -420,9 +420,29 @@ class _IndexUpdateRef:
 
     def apply(self, func: Callable[[Any], Any], *, indices_are_sorted: bool = False, unique_indices: bool = False,
               mode: Any = None) -> Any:
-        """x with func applied to x[index] (a unary elementwise function); a repeated index is applied once."""
-        read = _read(self.array, self.index, "at[...].apply", mode if mode is not None else "clip", None)
-        return self._update("apply", lax.scatter, func(read), mode, indices_are_sorted, unique_indices)
+        """x with the unary elementwise func applied to x[index], once per occurrence of an index (as JAX and
+        numpy's ufunc.at). With unique_indices=True it is one gather, func and scatter, differentiable (JAX's
+        apply is not); otherwise a loop runs func once per repetition, which forward mode differentiates and
+        reverse mode refuses."""
+        op = "at[...].apply"
+        if unique_indices:
+            read = _read(self.array, self.index, op, mode if mode is not None else "clip", None)
+            return self._update("apply", lax.scatter, func(read), mode, indices_are_sorted, True)
+        from ember._control import while_loop
+        from ember._numpy.creation import zeros_like
+        from ember._numpy.ufuncs import where
+        x = _as_operand(self.array)
+        counts = _scatter_update(zeros_like(x, dtype=_np.int32), self.index, 1, lax.scatter_add, op, mode,
+                                 indices_are_sorted, False)
+        most = lax.reduce_max(counts, None) if shape(counts) else counts
+
+        def body(state: tuple[Any, Any]) -> tuple[Any, Any]:
+            r, out = state
+            applied = func(out)
+            if aval_of(applied).dtype != aval_of(out).dtype:
+                applied = lax.convert_element_type(applied, aval_of(out).dtype)
+            return lax.add(r, _np.int32(1)), where(lax.gt(counts, r), applied, out)
+        return while_loop(lambda state: lax.lt(state[0], most), body, (_np.int32(0), x))[1]
 
 
 class _IndexUpdateHelper:

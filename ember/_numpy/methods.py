@@ -55,7 +55,8 @@ _METHODS = {
     "T": property(lambda self: transpose(self)), "mT": property(lambda self: swapaxes(self, -1, -2)),
     "reshape": _method_reshape, "transpose": _method_transpose, "astype": astype, "sum": sum, "mean": mean,
     "max": max, "min": min, "argmax": argmax, "argmin": argmin, "all": all, "any": any, "var": var, "std": std,
-    "at": property(_IndexUpdateHelper), "ravel": ravel, "flatten": ravel, "squeeze": squeeze, "dot": dot, "clip": clip, "swapaxes": swapaxes,
+    "at": property(_IndexUpdateHelper),
+    "ravel": ravel, "flatten": ravel, "squeeze": squeeze, "dot": dot, "clip": clip, "swapaxes": swapaxes,
 }
 # Array defines its own __len__ and __iter__ (on concrete values), which take precedence over these.
 install_array_methods({**_METHODS, "__len__": _tracer_len, "__iter__": _tracer_iter})

@@ -446,11 +446,16 @@ def _where_literals(typed: list[Any]) -> Any:
 
 
 @functools.partial(fast_nary, scalar_avals=_where_literals)
-def where(condition: Any, x: Any = None, y: Any = None) -> Any:
-    """Elementwise x where condition else y (the one-argument form is not supported: its shape is dynamic)."""
+def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None = None,
+          fill_value: Any = None) -> Any:
+    """Elementwise x where condition else y; with condition alone, nonzero(condition, size=, fill_value=)."""
+    if x is None and y is None:
+        from ember._numpy.selection import nonzero
+        return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
-        raise TypeError("where: the one-argument form returns data-dependent shapes and is not supported; "
-                        "pass x and y")
+        raise ValueError("where: pass both x and y, or neither (then where(condition) is nonzero(condition))")
+    if size is not None or fill_value is not None:
+        raise ValueError("where: size and fill_value apply only to the one-argument form")
     cond = _as_bool(condition)
     x, y = _promote("where", x, y)
     shape = _broadcast_shapes("where", aval_of(cond).shape, aval_of(x).shape, aval_of(y).shape)

@@ -29,6 +29,24 @@ from ember._numpy.dtypes import uint64 as uint64
 from ember._numpy.promotion import broadcast_shapes as broadcast_shapes
 from ember._numpy.promotion import promote_types as promote_types
 from ember._numpy.promotion import result_type as result_type
+from ember._numpy.selection import argwhere as argwhere
+from ember._numpy.selection import compress as compress
+from ember._numpy.selection import diff as diff
+from ember._numpy.selection import extract as extract
+from ember._numpy.selection import flatnonzero as flatnonzero
+from ember._numpy.selection import flip as flip
+from ember._numpy.selection import fliplr as fliplr
+from ember._numpy.selection import flipud as flipud
+from ember._numpy.selection import nonzero as nonzero
+from ember._numpy.selection import put_along_axis as put_along_axis
+from ember._numpy.selection import roll as roll
+from ember._numpy.selection import rot90 as rot90
+from ember._numpy.selection import select as select
+from ember._numpy.selection import take as take
+from ember._numpy.selection import take_along_axis as take_along_axis
+from ember._numpy.selection import tri as tri
+from ember._numpy.selection import tril as tril
+from ember._numpy.selection import triu as triu
 from ember._numpy.ufuncs import abs as abs  # noqa: A004
 from ember._numpy.ufuncs import absolute as absolute
 from ember._numpy.ufuncs import add as add
@@ -157,4 +175,7 @@ __all__ = [
     "sqrt", "square", "squeeze", "stack", "std", "subtract", "sum", "swapaxes", "tan", "tanh", "tensordot",
     "transpose", "true_divide", "trunc", "uint16", "uint32", "uint64", "uint8", "var", "vdot", "vsplit", "vstack",
     "where", "zeros", "zeros_like",
+    # selection
+    "argwhere", "compress", "diff", "extract", "flatnonzero", "flip", "fliplr", "flipud", "nonzero",
+    "put_along_axis", "roll", "rot90", "select", "take", "take_along_axis", "tri", "tril", "triu",
 ]
