@@ -381,6 +381,36 @@ def compile_time(problem: Problem, shared_programs: bool = False
     return bench
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Indexing: an embedding lookup (gather) and its gradient (scatter-add), as in a language model's input layer.
+def embedding_grad(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """value_and_grad of a bag-of-embeddings loss in the table: a vocabulary of 32768 x 128, 64 x 128 token ids
+    (repeated ids accumulate), looked up, averaged per row, and scored against targets."""
+    rng = np.random.default_rng(0)
+    table = (rng.normal(size=(32768, 128)) / 10).astype(np.float32)
+    ids = rng.integers(0, 32768, size=(64, 128)).astype(np.int32)
+    targets = rng.normal(size=(64, 128)).astype(np.float32)
+
+    def make(lib: Any, np_: Any) -> Callable[..., Any]:
+        def loss(table: Any, ids: Any, targets: Any) -> Any:
+            return np_.mean((table[ids].mean(axis=1) - targets) ** 2)
+        return lib.jit(lib.value_and_grad(loss))
+    return checked_pair(jax, make(ember, enp), [ember.asarray(a) for a in (table, ids, targets)],
+                        make(jax, jnp), [jnp.asarray(a) for a in (table, ids, targets)])
+
+
+def take_along_axis_bench(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """The log-probabilities of labels, take_along_axis over f32[1024,1000] (a classifier's loss), and its grad."""
+    rng = np.random.default_rng(1)
+    logits = rng.normal(size=(1024, 1000)).astype(np.float32)
+    labels = rng.integers(0, 1000, size=(1024, 1)).astype(np.int32)
+
+    def make(lib: Any, np_: Any) -> Callable[..., Any]:
+        return lib.jit(lib.grad(lambda z, y: -np_.take_along_axis(z, y, axis=1).mean()))
+    return checked_pair(jax, make(ember, enp), [ember.asarray(logits), ember.asarray(labels)],
+                        make(jax, jnp), [jnp.asarray(logits), jnp.asarray(labels)])
+
+
 # (name, make, calls per round[, the PyTorch equivalent's maker])
 BENCHMARKS: list[tuple[Any, ...]] = [
     ("jit: tiny f32[4] add (dispatch overhead)", tiny_call, 2000),
@@ -411,6 +441,8 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("eager vmap: x @ w, xs f32[128,64], w 64x64", eager_vmap, 500),
     ("jit(value_and_grad): RNN lax.scan 1000, h 64", run_time(rnn_problem), 20),
     ("jit: lax.fori_loop 1000, f32[256] update", run_time(fori_problem), 200),
+    ("jit(value_and_grad): embedding 32768x128, 64x128 ids", embedding_grad, 50),
+    ("jit(grad): take_along_axis f32[1024,1000] labels", take_along_axis_bench, 100),
 ]
 
 # (name, make, repeat): the best of `repeat` single first calls, each of a new function (compile time)
