@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import operator
+import warnings
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as _np
@@ -290,6 +291,9 @@ def _scatter_update(x: Any, index: Any, values: Any, prim_fn: Callable[..., Any]
     items = _parse(op, s, index, check_ints=mode is None)
     values = _as_operand(values)
     if aval_of(values).dtype != aval_of(x).dtype:
+        if dt.result_type(x, values) != aval_of(x).dtype:  # as JAX: cast, but say so when it is lossy
+            warnings.warn(f"{op}: values of dtype {aval_of(values).dtype} are cast to the array's dtype "
+                          f"{aval_of(x).dtype}, which cannot hold them all exactly", UserWarning, stacklevel=4)
         values = lax.convert_element_type(values, aval_of(x).dtype, aval_of(x).weak_type)
     advanced = [it for it in items if it.kind in ("array", "int")]
     partial = [it for it in items if it.kind == "slice" and it.value != (0, s[it.dim], 1)]
