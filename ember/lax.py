@@ -22,6 +22,7 @@ from ember._prims import (  # indexing
     gather as gather, scatter as scatter, scatter_add as scatter_add, scatter_max as scatter_max,
     scatter_min as scatter_min, scatter_mul as scatter_mul, select_n as select_n,
 )
+from ember._prims import sort as sort, sort_key_val as sort_key_val, top_k as top_k  # sorting
 from ember._control import (  # noqa: A004
     associative_scan as associative_scan, cond as cond, fori_loop as fori_loop, map as map,
     optimization_barrier as optimization_barrier, scan as scan, switch as switch, while_loop as while_loop,
@@ -38,4 +39,5 @@ __all__ = [
     "GatherDimensionNumbers", "ScatterDimensionNumbers", "clamp", "dynamic_index_in_dim", "dynamic_slice",
     "dynamic_slice_in_dim", "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim",
     "gather", "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "select_n",
+    "sort", "sort_key_val", "top_k",
 ]

@@ -7,6 +7,8 @@ from ember._core import install_array_methods
 
 from ember._numpy.indexing import _getitem, _IndexUpdateHelper
 from ember._numpy.linalg import dot, matmul
+from ember._numpy.selection import compress, nonzero, take
+from ember._numpy.sorting import argsort, searchsorted, sort
 from ember._numpy.reductions import all, any, argmax, argmin, max, mean, min, std, sum, var  # noqa: A004
 from ember._numpy.shape import astype, ravel, reshape, squeeze, swapaxes, transpose
 from ember._numpy.ufuncs import (absolute, add, bitwise_and, bitwise_or, bitwise_xor, clip, divmod, equal,
@@ -27,6 +29,10 @@ def _method_transpose(self: Any, *axes: Any) -> Any:
     if len(axes) == 1 and not isinstance(axes[0], int):
         axes = axes[0]
     return transpose(self, axes if axes else None)
+
+
+def _method_compress(self: Any, condition: Any, axis: int | None = None, **kwargs: Any) -> Any:
+    return compress(condition, self, axis, **kwargs)
 
 
 def _tracer_len(self: Any) -> int:
@@ -55,7 +61,8 @@ _METHODS = {
     "T": property(lambda self: transpose(self)), "mT": property(lambda self: swapaxes(self, -1, -2)),
     "reshape": _method_reshape, "transpose": _method_transpose, "astype": astype, "sum": sum, "mean": mean,
     "max": max, "min": min, "argmax": argmax, "argmin": argmin, "all": all, "any": any, "var": var, "std": std,
-    "at": property(_IndexUpdateHelper),
+    "at": property(_IndexUpdateHelper), "take": take, "nonzero": nonzero, "compress": _method_compress,
+    "sort": sort, "argsort": argsort, "searchsorted": searchsorted,
     "ravel": ravel, "flatten": ravel, "squeeze": squeeze, "dot": dot, "clip": clip, "swapaxes": swapaxes,
 }
 # Array defines its own __len__ and __iter__ (on concrete values), which take precedence over these.

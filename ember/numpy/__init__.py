@@ -47,6 +47,17 @@ from ember._numpy.selection import take_along_axis as take_along_axis
 from ember._numpy.selection import tri as tri
 from ember._numpy.selection import tril as tril
 from ember._numpy.selection import triu as triu
+from ember._numpy.sorting import argpartition as argpartition
+from ember._numpy.sorting import argsort as argsort
+from ember._numpy.sorting import lexsort as lexsort
+from ember._numpy.sorting import partition as partition
+from ember._numpy.sorting import searchsorted as searchsorted
+from ember._numpy.sorting import sort as sort
+from ember._numpy.sorting import unique as unique
+from ember._numpy.sorting import unique_all as unique_all
+from ember._numpy.sorting import unique_counts as unique_counts
+from ember._numpy.sorting import unique_inverse as unique_inverse
+from ember._numpy.sorting import unique_values as unique_values
 from ember._numpy.ufuncs import abs as abs  # noqa: A004
 from ember._numpy.ufuncs import absolute as absolute
 from ember._numpy.ufuncs import add as add
@@ -178,4 +189,7 @@ __all__ = [
     # selection
     "argwhere", "compress", "diff", "extract", "flatnonzero", "flip", "fliplr", "flipud", "nonzero",
     "put_along_axis", "roll", "rot90", "select", "take", "take_along_axis", "tri", "tril", "triu",
+    # sorting
+    "argpartition", "argsort", "lexsort", "partition", "searchsorted", "sort", "unique", "unique_all",
+    "unique_counts", "unique_inverse", "unique_values",
 ]

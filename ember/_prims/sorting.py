@@ -1,0 +1,175 @@
+"""sort: several operands sorted together along one dimension by the first num_keys of them (lexicographically),
+stable or not, and the composed sort_key_val and top_k.
+
+Floats sort in a total order, as in JAX: -0.0 and 0.0 are equal (a stable sort keeps them in place), NaNs come
+last and are equal to each other. Every sort is lowered stable (ties keep their order: one of the orders an
+unstable sort may give), so that the sorts a derivative rule adds order ties exactly as the sort it differentiates.
+The derivative rides along: forward mode sorts the tangents by the keys; reverse
+mode un-permutes the cotangents by sorting them by the permutation the keys made (sorting by a permutation inverts
+it), so no scatter is needed and batching comes free."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ember._core import Primitive, ShapedArray, aval_of
+from ember._core import dtypes as dt
+from ember._core.checks import normalize_axis, static_int
+from ember._hlo import LoweringContext, compare_type
+from ember._prims.checks import check_dtype
+from ember._prims.shape import BatchDim, batch_at_front, batch_size, broadcasted_iota
+from ember._prims.slicing import rev, slice_in_dim
+
+sort_p = Primitive("sort", multiple_results=True)
+
+
+@sort_p.def_rule("abstract_eval")
+def _sort_abstract_eval(*operands: ShapedArray, dimension: int, is_stable: bool, num_keys: int
+                        ) -> list[ShapedArray]:
+    if not operands:
+        raise TypeError("sort: needs at least one operand")
+    first = operands[0]
+    if any(o.shape != first.shape for o in operands):
+        raise TypeError("sort: operands must have one shape, got " + ", ".join(o.str_short() for o in operands))
+    if not 0 <= dimension < max(first.ndim, 1) or first.ndim == 0:
+        raise TypeError(f"sort: dimension {dimension} is out of range for {first.str_short()}")
+    if not 1 <= num_keys <= len(operands):
+        raise TypeError(f"sort: num_keys {num_keys} must be between 1 and the number of operands {len(operands)}")
+    for o in operands[:num_keys]:
+        check_dtype("sort", o, "fiub", "keys")
+    return list(operands)
+
+
+def _compare(body: Any, direction: str, a: str, b: str, dtype: np.dtype) -> str:
+    return body.op("stablehlo.compare", [a, b], ShapedArray((), dt.bool_),
+                   {"comparison_direction": f"#stablehlo<comparison_direction {direction}>",
+                    "compare_type": f"#stablehlo<comparison_type {compare_type(dtype)}>"})
+
+
+def _less_and_equal(body: Any, a: str, b: str, dtype: np.dtype) -> tuple[str, str]:
+    """(a < b, a == b) in the sort's total order: for floats NaN is the largest value and equal to itself, and
+    -0.0 == 0.0 (IEEE's < and == already say so)."""
+    lt, eq = _compare(body, "LT", a, b, dtype), _compare(body, "EQ", a, b, dtype)
+    if not dt.is_float(dtype):
+        return lt, eq
+    boolean = ShapedArray((), dt.bool_)
+    a_nan, b_nan = _compare(body, "NE", a, a, dtype), _compare(body, "NE", b, b, dtype)
+    a_num = body.op("stablehlo.not", [a_nan], boolean)
+    # a < b: IEEE's <, or a number before a NaN; a == b: IEEE's ==, or both NaN
+    lt = body.op("stablehlo.or", [lt, body.op("stablehlo.and", [a_num, b_nan], boolean)], boolean)
+    eq = body.op("stablehlo.or", [eq, body.op("stablehlo.and", [a_nan, b_nan], boolean)], boolean)
+    return lt, eq
+
+
+@sort_p.def_rule("lowering")
+def _sort_lowering(ctx: LoweringContext, *operands: str, dimension: int, is_stable: bool, num_keys: int
+                   ) -> list[str]:
+    dtypes = [a.dtype for a in ctx.avals_in]
+    scalars = [ShapedArray((), d) for d in dtypes for _ in (0, 1)]
+
+    def comparator(body: Any, args: list[str]) -> list[str]:
+        boolean = ShapedArray((), dt.bool_)
+        result = None
+        for k in reversed(range(num_keys)):  # lexicographic: key k decides unless equal, then key k + 1
+            lt, eq = _less_and_equal(body, args[2 * k], args[2 * k + 1], dtypes[k])
+            result = lt if result is None else body.op(
+                "stablehlo.or", [lt, body.op("stablehlo.and", [eq, result], boolean)], boolean)
+        return [result]
+    region = ctx.region(scalars, comparator)
+    outs = ctx.op("stablehlo.sort", list(operands), list(ctx.avals_out),
+                  {"dimension": f"{dimension} : i64", "is_stable": "true"}, [region])
+    return outs if isinstance(outs, list) else [outs]
+
+
+@sort_p.def_rule("jvp")
+def _sort_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, dimension: int, is_stable: bool, num_keys: int
+              ) -> tuple[list[Any], list[Any]]:
+    n = len(primals)
+    outs = sort_p.bind(*primals, dimension=dimension, is_stable=is_stable, num_keys=num_keys)
+    carried = [(k, t) for k, t in enumerate(tangents) if t is not None]
+    out_tangents: list[Any] = [None] * n
+    if carried:
+        # the tangents sorted by the same keys: a second sort, so that batched tangents (jacfwd) leave the primal
+        # outputs unbatched
+        keys = list(primals[:num_keys])
+        moved = sort_p.bind(*keys, *[t for _, t in carried], dimension=dimension, is_stable=is_stable,
+                            num_keys=num_keys)
+        for (k, _), t in zip(carried, moved[num_keys:]):
+            out_tangents[k] = t
+    return list(outs), out_tangents
+
+
+def _permutation(keys: Sequence[Any], dimension: int, is_stable: bool) -> Any:
+    """The positions the sort takes its outputs from, along dimension (an int32 iota sorted with the keys)."""
+    shape = aval_of(keys[0]).shape
+    index_dtype = np.dtype(np.int32) if shape[dimension] < 2 ** 31 else np.dtype(np.int64)
+    iota = broadcasted_iota(index_dtype, shape, dimension)
+    return sort_p.bind(*keys, iota, dimension=dimension, is_stable=is_stable, num_keys=len(keys))[-1]
+
+
+@sort_p.def_rule("vjp")
+def _sort_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, dimension: int,
+              is_stable: bool, num_keys: int) -> list[Any]:
+    wanted = [k for k, need in enumerate(needs) if need and cts[k] is not None]
+    if not wanted:
+        return [None] * len(ins)
+    perm = _permutation(ins[:num_keys], dimension, is_stable)
+    # sorting by the permutation puts each cotangent back where its output came from
+    unsorted = sort_p.bind(perm, *[cts[k] for k in wanted], dimension=dimension, is_stable=False, num_keys=1)
+    result: list[Any] = [None] * len(ins)
+    for k, ct in zip(wanted, unsorted[1:]):
+        result[k] = ct
+    return result
+
+
+@sort_p.def_rule("batching")
+def _sort_batching(args: list[Any], dims: list[BatchDim], *, dimension: int, is_stable: bool, num_keys: int
+                   ) -> tuple[list[Any], list[BatchDim]]:
+    size = batch_size(args, dims)
+    moved = [batch_at_front(x, d, size) for x, d in zip(args, dims)]
+    outs = sort_p.bind(*moved, dimension=dimension + 1, is_stable=is_stable, num_keys=num_keys)
+    return list(outs), [0] * len(outs)
+
+
+def sort(operand: Any, dimension: int = -1, is_stable: bool = True, num_keys: int = 1) -> Any:
+    """operand sorted along dimension (like jax.lax.sort); a sequence of operands is sorted together by the first
+    num_keys of them, lexicographically, and a tuple returned."""
+    single = not isinstance(operand, tuple | list)
+    operands = [operand] if single else list(operand)
+    if not operands:
+        raise TypeError("sort: needs at least one operand")
+    ndim = aval_of(operands[0]).ndim
+    if ndim == 0:
+        raise TypeError(f"sort: operands must have at least one dimension, got {aval_of(operands[0]).str_short()}")
+    dimension = normalize_axis("sort", static_int("sort", "dimension", dimension), ndim)
+    num_keys = static_int("sort", "num_keys", num_keys)
+    outs = sort_p.bind(*operands, dimension=dimension, is_stable=bool(is_stable), num_keys=num_keys)
+    return outs[0] if single else tuple(outs)
+
+
+def sort_key_val(keys: Any, values: Any, dimension: int = -1, is_stable: bool = True) -> tuple[Any, Any]:
+    """keys sorted along dimension, and values permuted the same way (like jax.lax.sort_key_val)."""
+    out = sort((keys, values), dimension, is_stable, 1)
+    return out[0], out[1]
+
+
+def top_k(operand: Any, k: int) -> tuple[Any, Any]:
+    """The k largest entries along the last dimension and their int32 indices, largest first; ties go to the
+    lower index (like jax.lax.top_k). Differentiable through the sort."""
+    aval = aval_of(operand)
+    k = static_int("top_k", "k", k)
+    if aval.ndim == 0:
+        raise TypeError(f"top_k: operand must have at least one dimension, got {aval.str_short()}")
+    n = aval.shape[-1]
+    if not 0 <= k <= n:
+        raise ValueError(f"top_k: k={k} must be between 0 and the last dimension's size {n} of {aval.str_short()}")
+    last = aval.ndim - 1
+    # largest first with ties by lower index: an ascending stable sort of the reversed row, then reversed back
+    iota = broadcasted_iota(np.int32, aval.shape, last)
+    values, indices = sort((rev(operand, (last,)), rev(iota, (last,))), last, True, 1)
+    values, indices = rev(values, (last,)), rev(indices, (last,))
+    return slice_in_dim(values, 0, k, axis=last), slice_in_dim(indices, 0, k, axis=last)
+
+
+__all__ = ["sort", "sort_key_val", "top_k"]
