@@ -23,6 +23,11 @@ from ember._prims import (  # indexing
     scatter_min as scatter_min, scatter_mul as scatter_mul, select_n as select_n,
 )
 from ember._prims import sort as sort, sort_key_val as sort_key_val, top_k as top_k  # sorting
+from ember._prims import (  # convolution
+    ConvDimensionNumbers as ConvDimensionNumbers, conv as conv, conv_dimension_numbers as conv_dimension_numbers,
+    conv_general_dilated as conv_general_dilated, conv_transpose as conv_transpose,
+    conv_with_general_padding as conv_with_general_padding, padtype_to_pads as padtype_to_pads,
+)
 from ember._control import (  # noqa: A004
     associative_scan as associative_scan, cond as cond, fori_loop as fori_loop, map as map,
     optimization_barrier as optimization_barrier, scan as scan, switch as switch, while_loop as while_loop,
@@ -40,4 +45,6 @@ __all__ = [
     "dynamic_slice_in_dim", "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim",
     "gather", "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "select_n",
     "sort", "sort_key_val", "top_k",
+    "ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_transpose",
+    "conv_with_general_padding", "padtype_to_pads",
 ]

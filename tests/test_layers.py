@@ -15,7 +15,7 @@ PUBLIC = {"__init__", "config", "lax", "numpy", "ops", "tree_util", "tree", "ran
 ORDER = {
     "_core": ["config", "cache", "dtypes", "ir", "primitive", "trace", "eval", "checks", "pytree", "__init__"],
     "_hlo": ["emitter", "lower", "__init__"],
-    "_prims": ["checks", "shape", "families", "elementwise", "slicing", "reduction", "dot", "indexing", "sorting", "__init__"],
+    "_prims": ["checks", "shape", "families", "elementwise", "slicing", "reduction", "dot", "indexing", "sorting", "conv", "__init__"],
     "_transforms": ["passes", "ad", "jvp", "batching", "__init__"],
     "_runtime": ["fastpath", "pjrt", "backends", "array", "dispatch", "compiler", "eager", "__init__"],
     "_control": ["common", "cond", "loops", "custom", "__init__"],

@@ -21,6 +21,11 @@ from ember._prims.indexing import (GatherDimensionNumbers as GatherDimensionNumb
                                    scatter as scatter, scatter_add as scatter_add, scatter_max as scatter_max,
                                    scatter_min as scatter_min, scatter_mul as scatter_mul, select_n as select_n)
 from ember._prims.sorting import sort as sort, sort_key_val as sort_key_val, top_k as top_k
+from ember._prims.conv import (ConvDimensionNumbers as ConvDimensionNumbers, conv as conv,
+                               conv_dimension_numbers as conv_dimension_numbers,
+                               conv_general_dilated as conv_general_dilated, conv_transpose as conv_transpose,
+                               conv_with_general_padding as conv_with_general_padding,
+                               padtype_to_pads as padtype_to_pads)
 from ember._prims.reduction import reduce_max as reduce_max, reduce_min as reduce_min
 from ember._prims.shape import (broadcast as broadcast, broadcast_in_dim as broadcast_in_dim,
                                 broadcasted_iota as broadcasted_iota, convert_element_type as convert_element_type,
@@ -40,4 +45,6 @@ __all__ = [
     "dynamic_slice_in_dim", "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim",
     "gather", "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "select_n",
     "sort", "sort_key_val", "top_k",
+    "ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_transpose",
+    "conv_with_general_padding", "padtype_to_pads",
 ]
