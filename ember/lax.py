@@ -28,6 +28,10 @@ from ember._prims import (  # convolution
     conv_general_dilated as conv_general_dilated, conv_transpose as conv_transpose,
     conv_with_general_padding as conv_with_general_padding, padtype_to_pads as padtype_to_pads,
 )
+from ember._prims import cumsum as cumsum, reduce_window as reduce_window  # windowed
+from ember._control import (  # cumulative scans
+    cumlogsumexp as cumlogsumexp, cummax as cummax, cummin as cummin, cumprod as cumprod,
+)
 from ember._control import (  # noqa: A004
     associative_scan as associative_scan, cond as cond, fori_loop as fori_loop, map as map,
     optimization_barrier as optimization_barrier, scan as scan, switch as switch, while_loop as while_loop,
@@ -46,5 +50,6 @@ __all__ = [
     "gather", "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "select_n",
     "sort", "sort_key_val", "top_k",
     "ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_transpose",
-    "conv_with_general_padding", "padtype_to_pads",
+    "conv_with_general_padding", "padtype_to_pads", "cumsum", "reduce_window",
+    "cumlogsumexp", "cummax", "cummin", "cumprod",
 ]

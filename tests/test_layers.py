@@ -15,10 +15,11 @@ PUBLIC = {"__init__", "config", "lax", "numpy", "ops", "tree_util", "tree", "ran
 ORDER = {
     "_core": ["config", "cache", "dtypes", "ir", "primitive", "trace", "eval", "checks", "pytree", "__init__"],
     "_hlo": ["emitter", "lower", "__init__"],
-    "_prims": ["checks", "shape", "families", "elementwise", "slicing", "reduction", "dot", "indexing", "sorting", "conv", "__init__"],
+    "_prims": ["checks", "shape", "families", "elementwise", "slicing", "reduction", "dot", "indexing", "sorting",
+               "conv", "windowed", "__init__"],
     "_transforms": ["passes", "ad", "jvp", "batching", "__init__"],
     "_runtime": ["fastpath", "pjrt", "backends", "array", "dispatch", "compiler", "eager", "__init__"],
-    "_control": ["common", "cond", "loops", "custom", "__init__"],
+    "_control": ["common", "cond", "loops", "cumulative", "custom", "__init__"],
     "_api": ["staging", "signature", "jit", "autodiff", "vmap", "forward", "__init__"],
 }
 

@@ -1,6 +1,8 @@
 """Layer 5, control: higher-order primitives carrying closed sub-IRs (cond/switch, while, scan), each with every
 rule. Their rules call the transformations (jvp_ir, vjp_ir, batch_ir) on the sub-IRs."""
 from ember._control.cond import cond as cond, switch as switch
+from ember._control.cumulative import (cumlogsumexp as cumlogsumexp, cummax as cummax, cummin as cummin,
+                                       cumprod as cumprod)
 from ember._control.custom import (checkpoint as checkpoint, checkpoint_policies as checkpoint_policies,
                                    custom_jvp as custom_jvp, custom_vjp as custom_vjp,
                                    optimization_barrier as optimization_barrier, remat as remat)
@@ -10,4 +12,5 @@ from ember._control.loops import (associative_scan as associative_scan, fori_loo
 __all__ = [
     "associative_scan", "checkpoint", "checkpoint_policies", "cond", "custom_jvp", "custom_vjp", "fori_loop",
     "map", "optimization_barrier", "remat", "scan", "switch", "while_loop",
+    "cumlogsumexp", "cummax", "cummin", "cumprod",
 ]

@@ -6,6 +6,7 @@ from typing import Any
 from ember._core import install_array_methods
 
 from ember._numpy.indexing import _getitem, _IndexUpdateHelper
+from ember._numpy.cumulative import cumprod, cumsum
 from ember._numpy.linalg import dot, matmul
 from ember._numpy.selection import compress, nonzero, take
 from ember._numpy.sorting import argsort, searchsorted, sort
@@ -62,7 +63,7 @@ _METHODS = {
     "reshape": _method_reshape, "transpose": _method_transpose, "astype": astype, "sum": sum, "mean": mean,
     "max": max, "min": min, "argmax": argmax, "argmin": argmin, "all": all, "any": any, "var": var, "std": std,
     "at": property(_IndexUpdateHelper), "take": take, "nonzero": nonzero, "compress": _method_compress,
-    "sort": sort, "argsort": argsort, "searchsorted": searchsorted,
+    "sort": sort, "argsort": argsort, "searchsorted": searchsorted, "cumsum": cumsum, "cumprod": cumprod,
     "ravel": ravel, "flatten": ravel, "squeeze": squeeze, "dot": dot, "clip": clip, "swapaxes": swapaxes,
 }
 # Array defines its own __len__ and __iter__ (on concrete values), which take precedence over these.

@@ -26,6 +26,7 @@ from ember._prims.conv import (ConvDimensionNumbers as ConvDimensionNumbers, con
                                conv_general_dilated as conv_general_dilated, conv_transpose as conv_transpose,
                                conv_with_general_padding as conv_with_general_padding,
                                padtype_to_pads as padtype_to_pads)
+from ember._prims.windowed import cumsum as cumsum, reduce_window as reduce_window
 from ember._prims.reduction import reduce_max as reduce_max, reduce_min as reduce_min
 from ember._prims.shape import (broadcast as broadcast, broadcast_in_dim as broadcast_in_dim,
                                 broadcasted_iota as broadcasted_iota, convert_element_type as convert_element_type,
@@ -46,5 +47,5 @@ __all__ = [
     "gather", "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "select_n",
     "sort", "sort_key_val", "top_k",
     "ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_transpose",
-    "conv_with_general_padding", "padtype_to_pads",
+    "conv_with_general_padding", "padtype_to_pads", "cumsum", "reduce_window",
 ]

@@ -58,6 +58,12 @@ from ember._numpy.sorting import unique_all as unique_all
 from ember._numpy.sorting import unique_counts as unique_counts
 from ember._numpy.sorting import unique_inverse as unique_inverse
 from ember._numpy.sorting import unique_values as unique_values
+from ember._numpy.cumulative import cumprod as cumprod
+from ember._numpy.cumulative import cumsum as cumsum
+from ember._numpy.cumulative import cumulative_prod as cumulative_prod
+from ember._numpy.cumulative import cumulative_sum as cumulative_sum
+from ember._numpy.cumulative import nancumprod as nancumprod
+from ember._numpy.cumulative import nancumsum as nancumsum
 from ember._numpy.ufuncs import abs as abs  # noqa: A004
 from ember._numpy.ufuncs import absolute as absolute
 from ember._numpy.ufuncs import add as add
@@ -192,4 +198,6 @@ __all__ = [
     # sorting
     "argpartition", "argsort", "lexsort", "partition", "searchsorted", "sort", "unique", "unique_all",
     "unique_counts", "unique_inverse", "unique_values",
+    # cumulative
+    "cumprod", "cumsum", "cumulative_prod", "cumulative_sum", "nancumprod", "nancumsum",
 ]
