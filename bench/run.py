@@ -411,6 +411,36 @@ def take_along_axis_bench(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callab
                         make(jax, jnp), [jnp.asarray(logits), jnp.asarray(labels)])
 
 
+def cnn_train_step(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """value_and_grad of a small CNN's loss, batch 64 of 28x28x1 (NHWC): conv 3x3x16, relu, 2x2 max pool,
+    conv 3x3x32, relu, 2x2 max pool, dense to 10 classes, softmax cross-entropy with integer labels."""
+    rng = np.random.default_rng(0)
+    params = [(rng.normal(size=(3, 3, 1, 16)) / 3).astype(np.float32), np.zeros(16, np.float32),
+              (rng.normal(size=(3, 3, 16, 32)) / 12).astype(np.float32), np.zeros(32, np.float32),
+              (rng.normal(size=(7 * 7 * 32, 10)) / 40).astype(np.float32), np.zeros(10, np.float32)]
+    images = rng.normal(size=(64, 28, 28, 1)).astype(np.float32)
+    labels = rng.integers(0, 10, size=(64,)).astype(np.int32)
+
+    def make(lib: Any, np_: Any) -> Callable[..., Any]:
+        lax = lib.lax
+        dn = ("NHWC", "HWIO", "NHWC")
+
+        def pool(x: Any) -> Any:
+            return lax.reduce_window(x, -np.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+
+        def loss(p: Any, x: Any, y: Any) -> Any:
+            x = pool(np_.maximum(lax.conv_general_dilated(x, p[0], (1, 1), "SAME", dimension_numbers=dn) + p[1], 0))
+            x = pool(np_.maximum(lax.conv_general_dilated(x, p[2], (1, 1), "SAME", dimension_numbers=dn) + p[3], 0))
+            logits = x.reshape(x.shape[0], -1) @ p[4] + p[5]
+            logp = logits - np_.log(np_.sum(np_.exp(logits - logits.max(axis=1, keepdims=True)), axis=1,
+                                            keepdims=True)) - logits.max(axis=1, keepdims=True)
+            return -np_.take_along_axis(logp, y[:, None], axis=1).mean()
+        return lib.jit(lib.value_and_grad(loss))
+    return checked_pair(jax, make(ember, enp), [[ember.asarray(a) for a in params], ember.asarray(images),
+                                                ember.asarray(labels)],
+                        make(jax, jnp), [[jnp.asarray(a) for a in params], jnp.asarray(images), jnp.asarray(labels)])
+
+
 # (name, make, calls per round[, the PyTorch equivalent's maker])
 BENCHMARKS: list[tuple[Any, ...]] = [
     ("jit: tiny f32[4] add (dispatch overhead)", tiny_call, 2000),
@@ -443,6 +473,7 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("jit: lax.fori_loop 1000, f32[256] update", run_time(fori_problem), 200),
     ("jit(value_and_grad): embedding 32768x128, 64x128 ids", embedding_grad, 50),
     ("jit(grad): take_along_axis f32[1024,1000] labels", take_along_axis_bench, 100),
+    ("jit(value_and_grad): CNN 2 conv + pool, batch 64", cnn_train_step, 20),
 ]
 
 # (name, make, repeat): the best of `repeat` single first calls, each of a new function (compile time)
