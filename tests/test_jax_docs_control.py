@@ -583,9 +583,6 @@ def test_sharp_bits_pure_uses_internal_state(jax, jnp):
 
 # Sharp bits › iterators in control-flow primitives: "lax.fori_loop(0, 10, lambda i,x: x+array[i], 0) # expected
 # result 45" (indexes with the traced loop index)
-@pytest.mark.xfail(strict=True, raises=NotImplementedError, reason=(
-    "ember indexes only with static ints and slices: array[i] with the traced loop index (a gather / "
-    "dynamic_slice in JAX) raises 'indexing with arrays (gather) is not supported yet'"))
 @doc_example()
 def test_sharp_bits_fori_loop_indexing_with_the_loop_index(jax, jnp):
     array = jnp.arange(10)

@@ -125,9 +125,9 @@ def test_index_errors():
         x[0, 0, 0, 0, 0]
     with pytest.raises(IndexError, match="single ellipsis"):
         x[..., 0, ...]
-    with pytest.raises(IndexError, match="index arrays must be integers or booleans"):
+    with pytest.raises(TypeError, match="index arrays must be integers or booleans"):
         x[np.array([0.5])]
-    with pytest.raises(IndexError, match="invalid index 'a'"):
+    with pytest.raises(TypeError, match="invalid index 'a'"):
         x["a"]
     with pytest.raises(IndexError, match="shape mismatch: indexing arrays could not be broadcast"):
         x[np.array([0, 1]), np.array([0, 1, 2])]

@@ -1,7 +1,7 @@
 """Cumulative sums and products, as jax.numpy: cumsum, cumprod, nancumsum, nancumprod and the array API's
 cumulative_sum / cumulative_prod. As JAX: booleans accumulate in the default integer (int32, int64 with
-enable_x64), other integers keep their dtype in cumsum/cumprod, and the array API's functions widen those narrower
-than the default integer (unsigned ones to the default unsigned); axis=None flattens."""
+enable_x64), other integers keep their dtype in cumsum/cumprod/cumulative_prod, and cumulative_sum widens those
+narrower than the default integer (unsigned ones to the default unsigned); axis=None flattens."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -61,7 +61,7 @@ nancumsum.__doc__ = "cumsum with NaNs counted as zero, like numpy.nancumsum."
 nancumprod.__doc__ = "cumprod with NaNs counted as one, like numpy.nancumprod."
 
 
-def _cumulative(op: str, fn: Callable[..., Any], identity: int) -> Callable[..., Any]:
+def _cumulative(op: str, fn: Callable[..., Any], identity: int, promote: bool) -> Callable[..., Any]:
     def array_api(x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
         x = _as_operand(x, op, 0)
         ndim = len(shape(x))
@@ -72,7 +72,7 @@ def _cumulative(op: str, fn: Callable[..., Any], identity: int) -> Callable[...,
             axis = 0
         if ndim == 0:
             raise ValueError(f"{op}: x must have at least one dimension")
-        out = fn(x, axis=axis, dtype=dtype, promote_integers=True)
+        out = fn(x, axis=axis, dtype=dtype, promote_integers=promote)
         if include_initial:
             axis = normalize_axis(op, axis, ndim)
             s = list(shape(out))
@@ -84,7 +84,7 @@ def _cumulative(op: str, fn: Callable[..., Any], identity: int) -> Callable[...,
     return array_api
 
 
-cumulative_sum = _cumulative("cumulative_sum", cumsum, 0)
-cumulative_prod = _cumulative("cumulative_prod", cumprod, 1)
+cumulative_sum = _cumulative("cumulative_sum", cumsum, 0, True)
+cumulative_prod = _cumulative("cumulative_prod", cumprod, 1, False)  # as JAX: only the sum widens integers
 
 __all__ = ["cumsum", "cumprod", "nancumsum", "nancumprod", "cumulative_sum", "cumulative_prod"]

@@ -70,15 +70,15 @@ def _normalize_index(op: str, index: Any) -> tuple[Any, ...]:
             if dt.is_bool(dtype):
                 out.extend(asarray(n) for n in _np.nonzero(_concrete_mask(op, i)))
             elif not dt.is_int(dtype):
-                raise IndexError(f"{op}: index arrays must be integers or booleans, got {aval_of(i).str_short()}")
+                raise TypeError(f"{op}: index arrays must be integers or booleans, got {aval_of(i).str_short()}")
             else:
                 out.append(i)
         else:
             try:
                 out.append(operator.index(i))
             except TypeError:
-                raise IndexError(f"{op}: invalid index {i!r} of type {type(i).__name__}: only integers, slices, "
-                                 "Ellipsis, None, and integer or boolean arrays are valid indices") from None
+                raise TypeError(f"{op}: invalid index {i!r} of type {type(i).__name__}: only integers, slices, "
+                                "Ellipsis, None, and integer or boolean arrays are valid indices") from None
     return tuple(out)
 
 
@@ -126,7 +126,7 @@ def _read(x: Any, index: Any, op: str, mode: Any, fill_value: Any, indices_are_s
     x = _as_operand(x)
     index = _normalize_index(op, index)
     if builtins.any(_is_bool_scalar(i) for i in index):
-        if builtins.any(_is_array_index(i) for i in index):
+        if builtins.any(_is_array_index(i) and not _is_bool_scalar(i) for i in index):
             raise IndexError(f"{op}: scalar booleans cannot be combined with array indices")
         return _read_with_bools(x, index, op, mode)
     items = _parse(op, shape(x), index, check_ints=mode is None)
