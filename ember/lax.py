@@ -15,7 +15,8 @@ from ember._prims import (  # noqa: A004
     transpose as transpose, zeros_like as zeros_like,
 )
 from ember._prims import (  # indexing
-    GatherDimensionNumbers as GatherDimensionNumbers, ScatterDimensionNumbers as ScatterDimensionNumbers,
+    GatherDimensionNumbers as GatherDimensionNumbers, GatherScatterMode as GatherScatterMode,
+    ScatterDimensionNumbers as ScatterDimensionNumbers,
     clamp as clamp, dynamic_index_in_dim as dynamic_index_in_dim, dynamic_slice as dynamic_slice,
     dynamic_slice_in_dim as dynamic_slice_in_dim, dynamic_update_index_in_dim as dynamic_update_index_in_dim,
     dynamic_update_slice as dynamic_update_slice, dynamic_update_slice_in_dim as dynamic_update_slice_in_dim,
@@ -45,7 +46,8 @@ __all__ = [
     "is_finite", "le", "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg", "pad", "pow",
     "reduce_max", "reduce_min", "reduce_sum", "rem", "reshape", "rev", "round", "rsqrt", "select", "sign", "sin",
     "slice", "slice_in_dim", "sqrt", "square", "stop_gradient", "sub", "tanh", "transpose", "zeros_like",
-    "GatherDimensionNumbers", "ScatterDimensionNumbers", "clamp", "dynamic_index_in_dim", "dynamic_slice",
+    "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "clamp", "dynamic_index_in_dim",
+    "dynamic_slice",
     "dynamic_slice_in_dim", "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim",
     "gather", "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "select_n",
     "sort", "sort_key_val", "top_k",

@@ -105,8 +105,12 @@ def test_out_of_bounds():
         x[5]
     with pytest.raises(IndexError, match="index -6 is out of bounds"):
         x[-6]
-    with pytest.raises(IndexError, match="index 7 is out of bounds"):
-        x.at[7].set(1.0)
+    # .at follows JAX's modes for static integers too: an update out of bounds is dropped, a read clamps
+    np.testing.assert_array_equal(np.asarray(x.at[7].set(1.0)), np.arange(5.0))
+    assert float(x.at[7].get()) == 4.0
+    np.testing.assert_array_equal(np.asarray(x.at[-1].set(9.0, wrap_negative_indices=False)), np.arange(5.0))
+    np.testing.assert_array_equal(np.asarray(x.at[np.array([-1])].get(mode="fill", fill_value=-1.0,
+                                                                     wrap_negative_indices=False)), [-1.0])
     # array (traced) indices follow JAX: reads clamp, updates drop, negative ones count from the end once
     idx = np.array([7, -8, -1])
     np.testing.assert_array_equal(np.asarray(x[idx]), np.asarray(jnp.arange(5.0)[idx]))

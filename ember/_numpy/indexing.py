@@ -118,21 +118,25 @@ def _parse(op: str, s: tuple[int, ...], index: tuple[Any, ...], check_ints: bool
 # ---------------------------------------------------------------------------------------------------------------
 # Reading: x[index]
 def _getitem(x: Any, index: Any) -> Any:
-    return _read(x, index, "__getitem__", mode=None, fill_value=None)
+    return _read(x, index, "__getitem__", mode=None, fill_value=None, strict=True)
 
 
 def _read(x: Any, index: Any, op: str, mode: Any, fill_value: Any, indices_are_sorted: bool = False,
-          unique_indices: bool = False) -> Any:
+          unique_indices: bool = False, strict: bool = False, wrap: bool = True) -> Any:
+    """x[index]. strict (plain indexing): a static integer out of bounds is an IndexError; otherwise (`.at`,
+    take) it follows mode like an array index. wrap: negative indices count from the end (once)."""
     x = _as_operand(x)
     index = _normalize_index(op, index)
     if builtins.any(_is_bool_scalar(i) for i in index):
         if builtins.any(_is_array_index(i) and not _is_bool_scalar(i) for i in index):
             raise IndexError(f"{op}: scalar booleans cannot be combined with array indices")
         return _read_with_bools(x, index, op, mode)
-    items = _parse(op, shape(x), index, check_ints=mode is None)
-    if not builtins.any(it.kind == "array" for it in items) and mode is None:
+    s = shape(x)
+    items = _parse(op, s, index, check_ints=strict)
+    if builtins.all(it.kind != "array" and (it.kind != "int" or -s[it.dim] * wrap <= it.value < s[it.dim])
+                    for it in items):
         return _static_read(x, items)
-    return _gather_read(x, items, mode, fill_value, indices_are_sorted, unique_indices)
+    return _gather_read(x, items, mode, fill_value, indices_are_sorted, unique_indices, wrap)
 
 
 def _read_with_bools(x: Any, index: tuple[Any, ...], op: str, mode: Any) -> Any:
@@ -200,20 +204,20 @@ def _broadcast_indices(arrays: Sequence[Any]) -> list[Any]:
     return [broadcast_to(a, target) for a in arrays]
 
 
-def _index_arrays(advanced: Sequence[_Item], s: tuple[int, ...]) -> list[Any]:
+def _index_arrays(advanced: Sequence[_Item], s: tuple[int, ...], wrap: bool = True) -> list[Any]:
     """The advanced items' index arrays, negative ones wrapped, in one index dtype, broadcast together."""
     arrays = [_np.array(it.value) if it.kind == "int" else it.value for it in advanced]
     dtype = _index_dtype(arrays)
-    return _broadcast_indices([_wrapped(a, s[it.dim], dtype) for a, it in zip(arrays, advanced)])
+    return _broadcast_indices([_wrapped(a, s[it.dim], dtype, wrap) for a, it in zip(arrays, advanced)])
 
 
-def _wrapped(i: Any, size: int, dtype: _np.dtype) -> Any:
+def _wrapped(i: Any, size: int, dtype: _np.dtype, wrap: bool = True) -> Any:
     """An index array counted from the end where negative (once, as JAX), in the index dtype."""
     from ember._numpy.ufuncs import add, less, where
     i = asarray(i) if isinstance(i, _np.ndarray) else i
     if aval_of(i).dtype != dtype:
         i = lax.convert_element_type(i, dtype)
-    if dt.is_unsigned_int(aval_of(i).dtype):
+    if dt.is_unsigned_int(aval_of(i).dtype) or not wrap:
         return i
     return where(less(i, 0), add(i, _np.array(size, dtype)), i)
 
@@ -226,13 +230,13 @@ def _advanced_block_first(items: Sequence[_Item]) -> bool:
 
 
 def _gather_read(x: Any, items: list[_Item], mode: Any, fill_value: Any, indices_are_sorted: bool,
-                 unique_indices: bool) -> Any:
+                 unique_indices: bool, wrap: bool = True) -> Any:
     """Slices applied statically, then one gather for the integer and array indices."""
     from ember._numpy.shape import stack
     x = _static_slice(x, [it for it in items if it.kind == "slice"])
     s = shape(x)
     advanced = [it for it in items if it.kind in ("array", "int")]
-    wrapped = _index_arrays(advanced, s)
+    wrapped = _index_arrays(advanced, s, wrap)
     block = shape(wrapped[0])
     indices = stack(wrapped, axis=-1)
     adv_dims = tuple(it.dim for it in advanced)
@@ -281,14 +285,14 @@ def _layout_with_new(items: Sequence[_Item], first: bool) -> list[Any]:
 # ---------------------------------------------------------------------------------------------------------------
 # Updates: x.at[index].set(v) and friends, as one scatter
 def _scatter_update(x: Any, index: Any, values: Any, prim_fn: Callable[..., Any], op: str, mode: Any,
-                    indices_are_sorted: bool, unique_indices: bool) -> Any:
+                    indices_are_sorted: bool, unique_indices: bool, wrap: bool = True) -> Any:
     from ember._numpy.shape import broadcast_to, stack, transpose
     x = _as_operand(x)
     s = shape(x)
     index = _normalize_index(op, index)
     if builtins.any(_is_bool_scalar(i) for i in index):
         index = _bools_as_new_axes(index)
-    items = _parse(op, s, index, check_ints=mode is None)
+    items = _parse(op, s, index, check_ints=False)
     values = _as_operand(values)
     if aval_of(values).dtype != aval_of(x).dtype:
         if dt.result_type(x, values) != aval_of(x).dtype:  # as JAX: cast, but say so when it is lossy
@@ -297,7 +301,7 @@ def _scatter_update(x: Any, index: Any, values: Any, prim_fn: Callable[..., Any]
         values = lax.convert_element_type(values, aval_of(x).dtype, aval_of(x).weak_type)
     advanced = [it for it in items if it.kind in ("array", "int")]
     partial = [it for it in items if it.kind == "slice" and it.value != (0, s[it.dim], 1)]
-    wrapped = _index_arrays(advanced, s) if advanced else []
+    wrapped = _index_arrays(advanced, s, wrap) if advanced else []
     idtype = aval_of(wrapped[0]).dtype if wrapped else _np.dtype(_np.int32)
     block = shape(wrapped[0]) if wrapped else ()
     n_block = len(block)
@@ -351,7 +355,9 @@ def _bools_as_new_axes(index: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 class _IndexUpdateRef:
-    """x.at[index]: the functional update methods of jax.numpy's `.at` (each returns a new array)."""
+    """x.at[index]: the functional update methods of jax.numpy's `.at` (each returns a new array). As in JAX, an
+    index out of bounds, static or not, follows `mode` (reads clamp, updates are dropped by default) and
+    wrap_negative_indices=False makes negative indices out of bounds instead of counting from the end."""
     __slots__ = ("array", "index")
 
     def __init__(self, array: Any, index: Any):
@@ -361,83 +367,91 @@ class _IndexUpdateRef:
         return f"_IndexUpdateRef({self.array!r}, {self.index!r})"
 
     def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None,
-            fill_value: Any = None) -> Any:
+            fill_value: Any = None, wrap_negative_indices: bool = True) -> Any:
         """x[index]; mode "fill" returns fill_value (NaN for floats) where the index is out of bounds, "clip" and
         "promise_in_bounds" clamp."""
-        return _read(self.array, self.index, "at[...].get", mode, fill_value, indices_are_sorted, unique_indices)
+        return _read(self.array, self.index, "at[...].get", mode, fill_value, indices_are_sorted, unique_indices,
+                     wrap=wrap_negative_indices)
 
     def _update(self, name: str, prim_fn: Callable[..., Any], values: Any, mode: Any, indices_are_sorted: bool,
-                unique_indices: bool) -> Any:
+                unique_indices: bool, wrap: bool) -> Any:
         return _scatter_update(self.array, self.index, values, prim_fn, f"at[...].{name}", mode, indices_are_sorted,
-                               unique_indices)
+                               unique_indices, wrap)
 
     def set(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
-            mode: Any = None) -> Any:
+            mode: Any = None, wrap_negative_indices: bool = True) -> Any:
         """x with x[index] = values; with repeated indices one of the values is written."""
-        return self._update("set", lax.scatter, values, mode, indices_are_sorted, unique_indices)
+        return self._update("set", lax.scatter, values, mode, indices_are_sorted, unique_indices,
+                            wrap_negative_indices)
 
     def add(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
-            mode: Any = None) -> Any:
+            mode: Any = None, wrap_negative_indices: bool = True) -> Any:
         """x with x[index] += values, accumulating over repeated indices."""
-        return self._update("add", lax.scatter_add, values, mode, indices_are_sorted, unique_indices)
+        return self._update("add", lax.scatter_add, values, mode, indices_are_sorted, unique_indices,
+                            wrap_negative_indices)
 
     def subtract(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
-                 mode: Any = None) -> Any:
+                 mode: Any = None, wrap_negative_indices: bool = True) -> Any:
         from ember._numpy.ufuncs import negative
         return self._update("subtract", lax.scatter_add, negative(_as_operand(values)), mode, indices_are_sorted,
-                            unique_indices)
+                            unique_indices, wrap_negative_indices)
 
     def multiply(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
-                 mode: Any = None) -> Any:
+                 mode: Any = None, wrap_negative_indices: bool = True) -> Any:
         """x with x[index] *= values, accumulating over repeated indices."""
-        return self._update("multiply", lax.scatter_mul, values, mode, indices_are_sorted, unique_indices)
+        return self._update("multiply", lax.scatter_mul, values, mode, indices_are_sorted, unique_indices,
+                            wrap_negative_indices)
 
     mul = multiply
 
     def divide(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
-               mode: Any = None) -> Any:
+               mode: Any = None, wrap_negative_indices: bool = True) -> Any:
         """x with x[index] /= values (x divided by the product of the values at each index)."""
         from ember._numpy.creation import ones_like
         from ember._numpy.ufuncs import divide
         scale = _scatter_update(ones_like(self.array), self.index, values, lax.scatter_mul, "at[...].divide", mode,
-                                indices_are_sorted, unique_indices)
+                                indices_are_sorted, unique_indices, wrap_negative_indices)
         return divide(self.array, scale)
 
     def power(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
-              mode: Any = None) -> Any:
+              mode: Any = None, wrap_negative_indices: bool = True) -> Any:
         """x with x[index] **= values (x to the product of the values at each index)."""
         from ember._numpy.creation import ones_like
         from ember._numpy.ufuncs import power
         exponent = _scatter_update(ones_like(self.array), self.index, values, lax.scatter_mul, "at[...].power",
-                                   mode, indices_are_sorted, unique_indices)
+                                   mode, indices_are_sorted, unique_indices,
+                            wrap_negative_indices)
         return power(self.array, exponent)
 
     def min(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
-            mode: Any = None) -> Any:
+            mode: Any = None, wrap_negative_indices: bool = True) -> Any:
         """x with x[index] = minimum(x[index], values), over repeated indices too."""
-        return self._update("min", lax.scatter_min, values, mode, indices_are_sorted, unique_indices)
+        return self._update("min", lax.scatter_min, values, mode, indices_are_sorted, unique_indices,
+                            wrap_negative_indices)
 
     def max(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
-            mode: Any = None) -> Any:
+            mode: Any = None, wrap_negative_indices: bool = True) -> Any:
         """x with x[index] = maximum(x[index], values), over repeated indices too."""
-        return self._update("max", lax.scatter_max, values, mode, indices_are_sorted, unique_indices)
+        return self._update("max", lax.scatter_max, values, mode, indices_are_sorted, unique_indices,
+                            wrap_negative_indices)
 
     def apply(self, func: Callable[[Any], Any], *, indices_are_sorted: bool = False, unique_indices: bool = False,
-              mode: Any = None) -> Any:
+              mode: Any = None, wrap_negative_indices: bool = True) -> Any:
         """x with the unary elementwise func applied to x[index], once per occurrence of an index (as JAX and
         numpy's ufunc.at). With unique_indices=True it is one gather, func and scatter, differentiable (JAX's
         apply is not); otherwise a loop runs func once per repetition, which forward mode differentiates and
         reverse mode refuses."""
         op = "at[...].apply"
         if unique_indices:
-            read = _read(self.array, self.index, op, mode if mode is not None else "clip", None)
-            return self._update("apply", lax.scatter, func(read), mode, indices_are_sorted, True)
+            read = _read(self.array, self.index, op, mode if mode is not None else "clip", None,
+                         wrap=wrap_negative_indices)
+            return self._update("apply", lax.scatter, func(read), mode, indices_are_sorted, True, wrap_negative_indices)
         from ember._control import while_loop
         from ember._numpy.creation import zeros_like
         from ember._numpy.ufuncs import where
         x = _as_operand(self.array)
         counts = _scatter_update(zeros_like(x, dtype=_np.int32), self.index, 1, lax.scatter_add, op, mode,
-                                 indices_are_sorted, False)
+                                 indices_are_sorted, False, wrap_negative_indices)
         most = lax.reduce_max(counts, None) if shape(counts) else counts
 
         def body(state: tuple[Any, Any]) -> tuple[Any, Any]:

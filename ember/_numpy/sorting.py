@@ -3,7 +3,7 @@ searchsorted and unique, on ember.lax.sort (floats in a total order: NaNs last).
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as _np
 
@@ -77,19 +77,25 @@ def lexsort(keys: Sequence[Any], axis: int = -1) -> Any:
 
 
 def partition(a: Any, kth: int, axis: int = -1) -> Any:
-    """a with the kth element in its sorted place, smaller ones before it and larger after (like
-    jax.numpy.partition, which sorts: the result is the sorted array)."""
+    """a with its kth smallest element at position kth along axis, the smaller ones before it in ascending order
+    and the larger ones after it in descending order (the layout jax.numpy.partition returns)."""
     a, axis = _axis("partition", a, axis)
-    _kth("partition", kth, shape(a)[axis])
-    return lax.sort(a, axis, True)
+    n = shape(a)[axis]
+    k = _kth("partition", kth, n) % n
+    s = lax.sort(a, axis, True)
+    upper = lax.rev(lax.slice_in_dim(s, k + 1, n, axis=axis), (axis,))
+    return lax.concatenate([lax.slice_in_dim(s, 0, k + 1, axis=axis), upper], axis)
 
 
 def argpartition(a: Any, kth: int, axis: int = -1) -> Any:
-    """Indices that partition a around its kth element (like jax.numpy.argpartition; here a full stable
-    argsort, which is one valid answer)."""
+    """Indices that partition a around its kth element (the layout jax.numpy.argpartition returns): those of the
+    kth + 1 smallest in ascending order of value (ties by index), then the others in increasing index order."""
     a, axis = _axis("argpartition", a, axis)
-    _kth("argpartition", kth, shape(a)[axis])
-    return argsort(a, axis)
+    n = shape(a)[axis]
+    k = _kth("argpartition", kth, n) % n
+    perm = argsort(a, axis)
+    rest = lax.sort(lax.slice_in_dim(perm, k + 1, n, axis=axis), axis, True)
+    return lax.concatenate([lax.slice_in_dim(perm, 0, k + 1, axis=axis), rest], axis)
 
 
 def _kth(op: str, kth: Any, n: int) -> int:
@@ -236,25 +242,42 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     return tuple(result)
 
 
+class UniqueAllResult(NamedTuple):
+    values: Any
+    indices: Any
+    inverse_indices: Any
+    counts: Any
+
+
+class UniqueCountsResult(NamedTuple):
+    values: Any
+    counts: Any
+
+
+class UniqueInverseResult(NamedTuple):
+    values: Any
+    inverse_indices: Any
+
+
 def unique_values(x: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
-    """The array-API spelling of unique(x)."""
+    """The array API's unique_values: unique(x)."""
     return unique(x, size=size, fill_value=fill_value)
 
 
-def unique_counts(x: Any, *, size: int | None = None, fill_value: Any = None) -> tuple[Any, Any]:
-    values, counts = unique(x, return_counts=True, size=size, fill_value=fill_value)
-    return values, counts
+def unique_counts(x: Any, *, size: int | None = None, fill_value: Any = None) -> UniqueCountsResult:
+    """The array API's unique_counts: (values, counts)."""
+    return UniqueCountsResult(*unique(x, return_counts=True, size=size, fill_value=fill_value))
 
 
-def unique_inverse(x: Any, *, size: int | None = None, fill_value: Any = None) -> tuple[Any, Any]:
-    values, inverse = unique(x, return_inverse=True, size=size, fill_value=fill_value)
-    return values, inverse
+def unique_inverse(x: Any, *, size: int | None = None, fill_value: Any = None) -> UniqueInverseResult:
+    """The array API's unique_inverse: (values, inverse_indices), the inverse shaped like x."""
+    return UniqueInverseResult(*unique(x, return_inverse=True, size=size, fill_value=fill_value))
 
 
-def unique_all(x: Any, *, size: int | None = None, fill_value: Any = None) -> tuple[Any, Any, Any, Any]:
-    values, index, inverse, counts = unique(x, return_index=True, return_inverse=True, return_counts=True,
-                                           size=size, fill_value=fill_value)
-    return values, index, inverse, counts
+def unique_all(x: Any, *, size: int | None = None, fill_value: Any = None) -> UniqueAllResult:
+    """The array API's unique_all: (values, indices, inverse_indices, counts)."""
+    return UniqueAllResult(*unique(x, return_index=True, return_inverse=True, return_counts=True, size=size,
+                                   fill_value=fill_value))
 
 
 __all__ = ["sort", "argsort", "lexsort", "partition", "argpartition", "searchsorted", "unique", "unique_values",

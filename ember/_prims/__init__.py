@@ -12,6 +12,7 @@ from ember._prims.elementwise import (abs as abs, add as add, atan2 as atan2, bi
                                       select as select, sign as sign, sin as sin, sqrt as sqrt, square as square,
                                       stop_gradient as stop_gradient, sub as sub, tanh as tanh)
 from ember._prims.indexing import (GatherDimensionNumbers as GatherDimensionNumbers,
+                                   GatherScatterMode as GatherScatterMode,
                                    ScatterDimensionNumbers as ScatterDimensionNumbers, clamp as clamp,
                                    dynamic_index_in_dim as dynamic_index_in_dim, dynamic_slice as dynamic_slice,
                                    dynamic_slice_in_dim as dynamic_slice_in_dim,
@@ -42,7 +43,8 @@ __all__ = [
     "sqrt", "square", "stop_gradient", "sub", "tanh", "broadcast", "broadcast_in_dim", "broadcasted_iota",
     "concatenate", "dot", "dot_general", "full", "full_like", "iota", "pad", "reduce_max", "reduce_min",
     "reduce_sum", "reshape", "rev", "slice", "slice_in_dim", "transpose", "zeros_like",
-    "GatherDimensionNumbers", "ScatterDimensionNumbers", "clamp", "dynamic_index_in_dim", "dynamic_slice",
+    "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "clamp", "dynamic_index_in_dim",
+    "dynamic_slice",
     "dynamic_slice_in_dim", "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim",
     "gather", "scatter", "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "select_n",
     "sort", "sort_key_val", "top_k",

@@ -11,6 +11,7 @@ was skipped."""
 from __future__ import annotations
 
 import builtins
+import enum
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -229,6 +230,23 @@ def _const_vector(values: np.ndarray) -> Any:
     """A small constant vector as an IR value (a concatenation of scalar literals, so no constant capture)."""
     parts = [broadcast_in_dim(scalar_literal(v.item(), values.dtype, False), (1,), ()) for v in values]
     return parts[0] if len(parts) == 1 else concatenate(parts, 0)
+
+
+class GatherScatterMode(enum.Enum):
+    """Out-of-bounds policies of gather and scatter (like jax.lax.GatherScatterMode); strings work too."""
+    CLIP = "clip"
+    FILL_OR_DROP = "fill_or_drop"
+    PROMISE_IN_BOUNDS = "promise_in_bounds"
+
+    @classmethod
+    def from_any(cls, s: Any) -> "GatherScatterMode":
+        if isinstance(s, cls):
+            return s
+        if s is None:
+            return cls.FILL_OR_DROP
+        if s in ("fill", "drop"):
+            return cls.FILL_OR_DROP
+        return cls(s)
 
 
 GATHER_MODES = ("clip", "fill", "promise_in_bounds")
@@ -882,5 +900,6 @@ def _select_tree(which: Any, cases: Sequence[Any], first: int) -> Any:
                   _select_tree(which, cases[mid:], first + mid))
 
 
-__all__ = ["GatherDimensionNumbers", "ScatterDimensionNumbers", "gather", "scatter", "scatter_add", "scatter_mul",
-           "scatter_min", "scatter_max", "dynamic_slice", "dynamic_update_slice", "clamp", "select_n"]
+__all__ = ["GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather", "scatter",
+           "scatter_add", "scatter_mul", "scatter_min", "scatter_max", "dynamic_slice", "dynamic_update_slice",
+           "clamp", "select_n"]

@@ -413,13 +413,17 @@ def _kind_of(computation: Any) -> str | None:
 
 
 def reduce_window(operand: Any, init_value: Any, computation: Callable[[Any, Any], Any],
-                  window_dimensions: Sequence[int], window_strides: Sequence[int], padding: Any,
-                  base_dilation: Sequence[int] | None = None, window_dilation: Sequence[int] | None = None) -> Any:
+                  window_dimensions: Sequence[int], window_strides: Sequence[int] | None = None,
+                  padding: Any = "VALID", base_dilation: Sequence[int] | None = None,
+                  window_dilation: Sequence[int] | None = None) -> Any:
     """A reduction over each window of operand (like jax.lax.reduce_window): computation is ember.lax.add, max or
-    min (or ember.numpy.add/maximum/minimum); padding is "SAME", "VALID" or (low, high) pairs. With the
+    min (or ember.numpy.add/maximum/minimum); window_strides default to 1; padding is "SAME", "VALID" (the
+    default) or (low, high) pairs. With the
     reduction's identity as init_value (0, -inf, +inf, or the integer extremes) this is one primitive; another
     init_value also fills the padding and is combined into every window, as in JAX."""
     kind = _kind_of(computation)
+    if window_strides is None:
+        window_strides = (1,) * len(static_ints("reduce_window", "window_dimensions", window_dimensions))
     if kind is None:
         raise NotImplementedError(f"reduce_window: computation {getattr(computation, '__name__', computation)!r} "
                                   "is not supported; use ember.lax.add, ember.lax.max or ember.lax.min")
