@@ -125,6 +125,9 @@ def test_out_of_bounds():
 
 def test_index_errors():
     x = enp.asarray(X)
+    with pytest.raises(TypeError, match=r"immutable.*use x = x.at\[0\].set\(value\)"):
+        x[0] = 1.0
+    np.testing.assert_array_equal(np.asarray(x[enp.asarray(True)]), X[np.array(True)])
     with pytest.raises(IndexError, match="too many indices for array of shape"):
         x[0, 0, 0, 0, 0]
     with pytest.raises(IndexError, match="single ellipsis"):

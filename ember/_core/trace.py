@@ -37,8 +37,8 @@ class ArrayMethods:
     __hash__ = None  # type: ignore[assignment]  (arrays compare elementwise, so they are not hashable)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        raise TypeError(f"ember arrays are immutable and do not support item assignment (x[{index!r}] = ...): build "
-                        "a new array instead, e.g. with ember.numpy.where or concatenate")
+        raise TypeError(f"ember arrays are immutable and do not support item assignment (x[{index!r}] = ...): use "
+                        f"x = x.at[{index!r}].set(value) (or .add, .multiply, ...), which returns the updated array")
 
 
 def install_array_methods(methods: dict[str, Any]) -> None:

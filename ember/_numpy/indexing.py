@@ -68,7 +68,11 @@ def _normalize_index(op: str, index: Any) -> tuple[Any, ...]:
         elif _is_array_index(i):
             dtype = aval_of(i).dtype if isinstance(i, Tracer | Array) else i.dtype
             if dt.is_bool(dtype):
-                out.extend(asarray(n) for n in _np.nonzero(_concrete_mask(op, i)))
+                mask = _concrete_mask(op, i)
+                if mask.ndim == 0:  # a 0-d boolean array is a scalar boolean index
+                    out.append(builtins.bool(mask))
+                else:
+                    out.extend(asarray(n) for n in _np.nonzero(mask))
             elif not dt.is_int(dtype):
                 raise TypeError(f"{op}: index arrays must be integers or booleans, got {aval_of(i).str_short()}")
             else:
