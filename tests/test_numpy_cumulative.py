@@ -13,7 +13,7 @@ NAMES = ["cumsum", "cumprod", "nancumsum", "nancumprod"]
 
 @pytest.fixture(autouse=True)
 def _jax_in_32_bit_mode():
-    with jax.enable_x64(False):
+    with jax.enable_x64(ember._core.dtypes.x64_enabled()):
         yield
 
 

@@ -200,7 +200,9 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
     fills = fill_value if isinstance(fill_value, tuple | list) else (fill_value,) * len(dims)
     if len(fills) != len(dims):
         raise ValueError(f"nonzero: fill_value needs one value per dimension ({len(dims)}), got {len(fills)}")
-    return tuple(_filled(p, valid, f) for p, f in zip(_unravel(positions, dims), fills))
+    index_dtype = dt.default_int_dtype()  # int64 with enable_x64, as JAX
+    return tuple(lax.convert_element_type(_filled(p, valid, f), index_dtype) if index_dtype != _np.int32 else
+                 _filled(p, valid, f) for p, f in zip(_unravel(positions, dims), fills))
 
 
 def flatnonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
@@ -213,7 +215,7 @@ def argwhere(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
     a = _as_operand(a, "argwhere", 0)
     if not shape(a):  # one row (a nonzero) or none, of no columns
         _, rows, _ = _nonzero_flat("argwhere", reshape(a, (1,)), _static_size("argwhere", size))
-        return lax.full((rows, 0), 0, _np.int32)
+        return lax.full((rows, 0), 0, dt.default_int_dtype())
     return stack(nonzero(a, size=size, fill_value=fill_value), axis=-1)
 
 

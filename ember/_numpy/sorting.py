@@ -52,7 +52,7 @@ def argsort(a: Any, axis: int | None = -1, *, kind: str | None = None, order: No
     _check_kind("argsort", kind, order)
     a, axis = _axis("argsort", a, axis)
     n = shape(a)[axis]
-    index_dtype = _np.dtype(_np.int32) if n < 2 ** 31 else _np.dtype(_np.int64)
+    index_dtype = dt.default_int_dtype() if n < 2 ** 31 else _np.dtype(_np.int64)  # int64 with enable_x64, as JAX
     iota = lax.broadcasted_iota(index_dtype, shape(a), axis)
     if descending:  # sort the reversed array ascending, reverse back, and map reversed positions to original ones
         _, idx = lax.sort((lax.rev(a, (axis,)), iota), axis, stable, 1)
@@ -72,7 +72,7 @@ def lexsort(keys: Sequence[Any], axis: int = -1) -> Any:
     if ndim == 0:
         raise TypeError("lexsort: keys must have at least one dimension")
     axis = normalize_axis("lexsort", static_int("lexsort", "axis", axis), ndim)
-    iota = lax.broadcasted_iota(_np.int32, shape(keys[0]), axis)
+    iota = lax.broadcasted_iota(dt.default_int_dtype(), shape(keys[0]), axis)
     return lax.sort(tuple(keys[::-1]) + (iota,), axis, True, len(keys))[-1]
 
 
@@ -93,7 +93,7 @@ def argpartition(a: Any, kth: int, axis: int = -1) -> Any:
     a, axis = _axis("argpartition", a, axis)
     n = shape(a)[axis]
     k = _kth("argpartition", kth, n) % n
-    perm = argsort(a, axis)
+    perm = lax.convert_element_type(argsort(a, axis), _np.int32)  # int32 in either mode, as JAX
     rest = lax.sort(lax.slice_in_dim(perm, k + 1, n, axis=axis), axis, True)
     return lax.concatenate([lax.slice_in_dim(perm, 0, k + 1, axis=axis), rest], axis)
 
@@ -219,6 +219,7 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     if not (return_index or return_inverse or return_counts):
         return values
     result = [values]
+    index_dtype = dt.default_int_dtype()  # the index arrays: int64 with enable_x64, as JAX
     if return_index:
         index = take(perm, positions, mode="promise_in_bounds") if n else lax.full((0,), 0, _np.int32)
         if valid is not None and count:
@@ -239,7 +240,8 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
         counts = lax.scatter_add(lax.full((count,), 0, _np.int32), reshape(group, (n, 1)),
                                  lax.full((n,), 1, _np.int32), scatter_dims, mode="drop")
         result.append(counts)
-    return tuple(result)
+    return tuple(r if k == 0 or aval_of(r).dtype == index_dtype else lax.convert_element_type(r, index_dtype)
+                 for k, r in enumerate(result))
 
 
 class UniqueAllResult(NamedTuple):
