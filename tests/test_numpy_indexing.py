@@ -346,3 +346,26 @@ def test_segment_reductions(name):
             np.testing.assert_allclose(np.asarray(got), np.asarray(want))
     with pytest.raises(ValueError, match=f"{name}: num_segments is needed inside jit"):
         ember.jit(lambda d, i: fn(d, i))(data, ids)
+
+
+def test_empty_arrays_and_indices():
+    z = np.zeros((0, 3), np.float32)
+    for index in [(np.zeros(0, np.int32),), (slice(None), [0, 2]), (slice(None, None, -1),), (Ellipsis, 1)]:
+        assert enp.asarray(z)[index].shape == z[index].shape
+        assert enp.asarray(z).at[index].set(1.0).shape == z.shape
+    assert enp.asarray(np.arange(3.0))[np.zeros(0, np.int32)].shape == (0,)
+    with pytest.raises(IndexError, match="index is out of bounds for axis 0 with size 0"):
+        enp.asarray(z)[np.array([0])]
+
+
+def test_traced_updates_inside_scan_match_jax():
+    def make(lib, np_):
+        def body(c, i):
+            c = c.at[i].add(c[(i + 1) % 4] * 2.0)
+            return c, c[i]
+        return lambda x: lib.lax.scan(body, x, np_.arange(4))
+    x = np.arange(1.0, 5.0)
+    ours, theirs = make(ember, enp), make(jax, jnp)
+    np.testing.assert_allclose(np.asarray(ours(x)[0]), np.asarray(theirs(x)[0]))
+    g = ember.grad(lambda x: enp.sum(ours(x)[1] ** 2))(x)
+    np.testing.assert_allclose(np.asarray(g), np.asarray(jax.grad(lambda x: jnp.sum(theirs(x)[1] ** 2))(x)))

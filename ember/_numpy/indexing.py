@@ -258,8 +258,19 @@ def _gather_read(x: Any, items: list[_Item], mode: Any, fill_value: Any, indices
     offset_dims = tuple(range(block_at)) + tuple(range(block_at + len(block), out_rank))
     dnums = GatherDimensionNumbers(offset_dims, tuple(sorted(adv_dims)), adv_dims)
     sizes = tuple(1 if d in adv_dims else s[d] for d in range(len(s)))
-    out = lax.gather(x, indices, dnums, sizes, indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
-                     mode=mode if mode is not None else "promise_in_bounds", fill_value=fill_value)
+    empty = [d for d in adv_dims if s[d] == 0]
+    if empty:  # nothing to gather from: an empty result, or every index out of bounds
+        if _np.prod(block, dtype=_np.int64) and mode != "fill":
+            raise IndexError(f"index is out of bounds for axis {empty[0]} with size 0")
+        out_sizes = [s[d] for d in range(len(s)) if d not in adv_dims]
+        out_shape0 = out_sizes[:block_at] + list(block) + out_sizes[block_at:]
+        fill = 0 if mode != "fill" else (fill_value if fill_value is not None else
+                                         _np.nan if dt.is_float(aval_of(x).dtype) else 0)
+        out = lax.full(tuple(out_shape0), fill, aval_of(x).dtype)
+    else:
+        out = lax.gather(x, indices, dnums, sizes, indices_are_sorted=indices_are_sorted,
+                         unique_indices=unique_indices, mode=mode if mode is not None else "promise_in_bounds",
+                         fill_value=fill_value)
     # new axes
     out_shape, sizes_out, k = [], shape(out), 0
     for entry in _layout_with_new(items, first):
