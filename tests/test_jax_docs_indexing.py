@@ -40,9 +40,8 @@ FUNCTIONS = [
     "lax.dynamic_update_index_in_dim", "lax.gather", "lax.scatter", "lax.scatter_add", "lax.select_n", "lax.clamp",
     "lax.cumsum", "lax.cummax", "lax.reduce_window", "lax.conv_general_dilated", "lax.conv_transpose", "at",
 ]
-# Examples that use what ember does not have yet, by the text they need: column_stack (issue #15), reduce_window
-# with a computation other than add/max/min (a general region is not implemented: it raises NotImplementedError)
-MISSING = {"column_stack", "lax.mul"}
+# Examples that use what ember does not have yet, by the text they need: column_stack (issue #15)
+MISSING = {"column_stack"}
 
 
 def _docstring(name):

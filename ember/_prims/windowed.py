@@ -15,6 +15,7 @@ import numpy as np
 from ember._core import Literal, Primitive, ShapedArray, Tracer, aval_of, scalar_literal
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int, static_ints
+from ember._core.trace import stage_flat
 from ember._hlo import LoweringContext, i64_array
 from ember._hlo import compare_type
 from ember._prims.checks import check_dtype
@@ -398,6 +399,68 @@ def reduce_window_with_init(kind: str, operand: Any, init_value: Any, combine: C
     return combine(out, broadcast_in_dim(value, aval_of(out).shape, ()))
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# reduce_window(x, init, computation): a windowed reduction with any scalar computation (its IR lowered into the
+# region), as jax.lax.reduce_window with a general computation: forward values and batching, no derivative.
+GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE = (
+    "the derivative of reduce_window with a general computation is not implemented (as in JAX); use lax.add, "
+    "lax.max or lax.min, whose windowed reductions are differentiable")
+reduce_window_p = Primitive("reduce_window")
+
+
+@reduce_window_p.def_rule("abstract_eval")
+def _reduce_window_abstract_eval(x: ShapedArray, init: ShapedArray, *, computation: Any,
+                                 window_dimensions: tuple[int, ...], window_strides: tuple[int, ...],
+                                 padding: Pairs, base_dilation: tuple[int, ...], window_dilation: tuple[int, ...]
+                                 ) -> ShapedArray:
+    op = "reduce_window"
+    if init.shape != () or init.dtype != x.dtype:
+        raise TypeError(f"{op}: init_value must be a scalar of the operand's dtype {x.dtype}, got {init.str_short()}")
+    shape = window_shape(op, x.shape, window_dimensions, window_strides, padding, base_dilation, window_dilation)
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+@reduce_window_p.def_rule("lowering")
+def _reduce_window_lowering(ctx: LoweringContext, x: str, init: str, *, computation: Any, **params: Any
+                            ) -> list[str]:
+    region = ctx.lower_region(computation)
+    return [ctx.op("stablehlo.reduce_window", [x, init], ctx.aval_out, _window_attrs(**params), [region])]
+
+
+reduce_window_p.mark("jvp", GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE)
+reduce_window_p.mark("vjp", GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE)
+
+
+@reduce_window_p.def_rule("batching")
+def _reduce_window_batching(args: list[Any], dims: list[BatchDim], *, computation: Any, **params: Any
+                            ) -> tuple[list[Any], list[BatchDim]]:
+    if dims[1] is not None:
+        raise NotImplementedError("vmap of reduce_window with a batched init_value is not supported; pass an "
+                                  "unbatched init_value and combine it afterwards")
+    d = dims[0]
+    return [reduce_window_p.bind(args[0], args[1], computation=computation, **_batch_window(params, d))], [d]
+
+
+def _general_reduce_window(operand: Any, init_value: Any, computation: Callable[[Any, Any], Any],
+                           window_dimensions: Sequence[int], window_strides: Sequence[int], padding: Any,
+                           base_dilation: Sequence[int] | None, window_dilation: Sequence[int] | None) -> Any:
+    aval = aval_of(operand)
+    params = _window_params("reduce_window", aval.shape, window_dimensions, window_strides, padding, base_dilation,
+                            window_dilation)
+    scalar = ShapedArray((), aval.dtype)
+    try:
+        ir = stage_flat(lambda a, b: [computation(a, b)], [scalar, scalar])
+    except Exception as err:
+        raise TypeError(f"reduce_window: computation {getattr(computation, '__name__', computation)!r} must map two "
+                        f"scalars of dtype {aval.dtype} to one: {err}") from err
+    if ir.consts or ir.out_avals != [scalar]:
+        raise TypeError(f"reduce_window: computation must return one scalar of dtype {aval.dtype} and close over no "
+                        f"arrays, got outputs {[a.str_short() for a in ir.out_avals]}")
+    init = scalar_literal(init_value, aval.dtype, False) if isinstance(init_value, int | float | bool) else \
+        init_value
+    return reduce_window_p.bind(operand, init, computation=ir, **params)
+
+
 def _kind_of(computation: Any) -> str | None:
     """"sum", "max" or "min" for ember's add/max/min (lax or numpy spellings), else None."""
     if computation is add:
@@ -417,16 +480,16 @@ def reduce_window(operand: Any, init_value: Any, computation: Callable[[Any, Any
                   padding: Any = "VALID", base_dilation: Sequence[int] | None = None,
                   window_dilation: Sequence[int] | None = None) -> Any:
     """A reduction over each window of operand (like jax.lax.reduce_window): computation is ember.lax.add, max or
-    min (or ember.numpy.add/maximum/minimum); window_strides default to 1; padding is "SAME", "VALID" (the
-    default) or (low, high) pairs. With the
+    min (or ember.numpy.add/maximum/minimum), or any function of two scalars (then without derivatives, as in
+    JAX); window_strides default to 1; padding is "SAME", "VALID" (the default) or (low, high) pairs. With the
     reduction's identity as init_value (0, -inf, +inf, or the integer extremes) this is one primitive; another
     init_value also fills the padding and is combined into every window, as in JAX."""
     kind = _kind_of(computation)
     if window_strides is None:
         window_strides = (1,) * len(static_ints("reduce_window", "window_dimensions", window_dimensions))
-    if kind is None:
-        raise NotImplementedError(f"reduce_window: computation {getattr(computation, '__name__', computation)!r} "
-                                  "is not supported; use ember.lax.add, ember.lax.max or ember.lax.min")
+    if kind is None:  # any other scalar computation: forward values only
+        return _general_reduce_window(operand, init_value, computation, window_dimensions, window_strides, padding,
+                                      base_dilation, window_dilation)
     dtype = aval_of(operand).dtype
     identity = _identity(kind, dtype)
     concrete = None  # a traced init value is not known to be the identity

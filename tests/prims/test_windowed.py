@@ -85,6 +85,10 @@ CASES += [
          [((4, 3),)], FI, jax=lambda x: jlax.cumsum(x, 0, reverse=True), name="cumsum_reverse"),
 ]
 
+# a general computation: values and batching; derivatives refused with a clear error (as in JAX)
+_e, _j = _rw(1.0, lax.mul, jlax.mul, (2, 2), (1, 2), ((1, 0), (0, 1)))
+CASES.append(Case("reduce_window", _e, _oracle(_j), [((4, 5),)], FI, reverse=False, forward=False))
+
 test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)
 
 
@@ -136,8 +140,8 @@ def test_dilated_pooling_forward_mode(name):
 def test_errors():
     with pytest.raises(TypeError, match=r"reduce_window_sum: window_dimensions \(2,\) and window_strides \(1, 1\)"):
         lax.reduce_window(np.ones((3, 3), np.float32), 0.0, lax.add, (2,), (1, 1), "VALID")
-    with pytest.raises(NotImplementedError, match="reduce_window: computation 'mul' is not supported"):
-        lax.reduce_window(np.ones((3, 3), np.float32), 1.0, lax.mul, (2, 2), (1, 1), "VALID")
+    with pytest.raises(TypeError, match="reduce_window: computation .<lambda>. must map two scalars of dtype float32"):
+        lax.reduce_window(np.ones((3, 3), np.float32), 1.0, lambda a, b: (a, b), (2, 2), (1, 1), "VALID")
     with pytest.raises(NotImplementedError, match="reverse-mode derivative of reduce_window_max with base or window "
                                                   "dilation"):
         ember.grad(lambda x: ember.numpy.sum(lax.reduce_window(x, -np.inf, lax.max, (2,), (1,), "VALID", None,
