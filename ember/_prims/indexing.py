@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from ember._core import Primitive, ShapedArray, aval_of, is_python_scalar, scalar_literal
+from ember._core import Literal, Primitive, ShapedArray, aval_of, is_python_scalar, scalar_literal
 from ember._core import dtypes as dt
 from ember._core.checks import static_int, static_ints
 from ember._hlo import LoweringContext, i64_array
@@ -665,12 +665,38 @@ def _dynamic_slice_batching(args: list[Any], dims: list[BatchDim], *, slice_size
     return out
 
 
-def dynamic_slice(operand: Any, start_indices: Sequence[Any], slice_sizes: Sequence[int]) -> Any:
+def dynamic_slice(operand: Any, start_indices: Sequence[Any], slice_sizes: Sequence[int], *,
+                  allow_negative_indices: bool | Sequence[bool] = True) -> Any:
     """The slice of operand of slice_sizes at start_indices (traced scalars allowed), each start clamped so the
-    slice fits (like jax.lax.dynamic_slice)."""
+    slice fits (like jax.lax.dynamic_slice); negative starts count from the end unless allow_negative_indices is
+    False (for that dimension)."""
     sizes = static_ints("dynamic_slice", "slice_sizes", slice_sizes)
     starts = _start_scalars("dynamic_slice", start_indices)
+    starts = _wrap_starts("dynamic_slice", starts, aval_of(operand).shape, allow_negative_indices)
     return dynamic_slice_p.bind(operand, *starts, slice_sizes=sizes)
+
+
+def _wrap_starts(op: str, starts: list[Any], shape: Sequence[int], allow: bool | Sequence[bool]) -> list[Any]:
+    """Negative start indices counted from the end of their dimension (once), where allowed."""
+    allowed = [bool(allow)] * len(starts) if isinstance(allow, bool) else [bool(a) for a in allow]
+    if len(allowed) != len(starts):
+        raise ValueError(f"{op}: allow_negative_indices needs one entry per start index ({len(starts)}), got "
+                         f"{len(allowed)}")
+    out = []
+    for d, (s, n, wrap) in enumerate(zip(starts, shape, allowed)):
+        aval = aval_of(s)
+        if not wrap and isinstance(s, Literal) and int(s.value) < 0:
+            raise ValueError(f"{op}: start index {int(s.value)} of dimension {d} (size {n}) is negative, and "
+                             "allow_negative_indices is False there")
+        if not wrap or dt.is_unsigned_int(aval.dtype):
+            out.append(s)
+        elif isinstance(s, Literal):  # a static start: wrapped now
+            value = int(s.value)
+            out.append(scalar_literal(value + n, aval.dtype, False) if value < 0 else s)
+        else:
+            zero = scalar_literal(0, aval.dtype, False)
+            out.append(select(lt(s, zero), add(s, scalar_literal(n, aval.dtype, False)), s))
+    return out
 
 
 def _start_scalars(op: str, start_indices: Any) -> list[Any]:
@@ -763,10 +789,13 @@ def _dynamic_update_slice_batching(args: list[Any], dims: list[BatchDim]) -> tup
                                         indices_are_sorted=True, unique_indices=True)
 
 
-def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any]) -> Any:
+def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any], *,
+                         allow_negative_indices: bool | Sequence[bool] = True) -> Any:
     """operand with update written at start_indices (traced scalars allowed), each start clamped so the update
-    fits (like jax.lax.dynamic_update_slice)."""
+    fits (like jax.lax.dynamic_update_slice); negative starts count from the end unless allow_negative_indices is
+    False (for that dimension)."""
     starts = _start_scalars("dynamic_update_slice", start_indices)
+    starts = _wrap_starts("dynamic_update_slice", starts, aval_of(operand).shape, allow_negative_indices)
     return dynamic_update_slice_p.bind(operand, update, *starts)
 
 

@@ -183,3 +183,26 @@ def test_gather_fill_defaults():
         got = lax.gather(xs, i, GD((1,), (0,), (0,)), (1, 2), mode="fill")
         want = jlax.gather(xs, i, JGD((1,), (0,), (0,)), (1, 2), mode="fill")
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_dynamic_slices_wrap_negative_starts_as_jax():
+    import jax
+    x = np.arange(20.0).reshape(4, 5)
+    for starts in [(-1, -2), (-9, 3), (2, -5)]:
+        for allow in (True, (True, False)):
+            if not all(a or s >= 0 for a, s in zip(allow if isinstance(allow, tuple) else (allow,) * 2, starts)):
+                continue
+            want = jlax.dynamic_slice(x, starts, (2, 2), allow_negative_indices=allow)
+            np.testing.assert_array_equal(np.asarray(lax.dynamic_slice(x, starts, (2, 2),
+                                                                       allow_negative_indices=allow)), want)
+        traced = ember.jit(lambda x, a, b: lax.dynamic_slice(x, (a, b), (2, 2)))(x, *starts)
+        np.testing.assert_array_equal(np.asarray(traced), np.asarray(jlax.dynamic_slice(x, starts, (2, 2))))
+        upd = lax.dynamic_update_slice(x, np.ones((2, 2)), starts)
+        np.testing.assert_array_equal(np.asarray(upd),
+                                      np.asarray(jlax.dynamic_update_slice(x, np.ones((2, 2)), starts)))
+    batched = ember.vmap(lambda i: lax.dynamic_slice(x, (i, 0), (1, 5)))(np.array([-1, 0, -4]))
+    np.testing.assert_array_equal(np.asarray(batched),
+                                  np.asarray(jax.vmap(lambda i: jlax.dynamic_slice(x, (i, 0), (1, 5)))(
+                                      np.array([-1, 0, -4]))))
+    with pytest.raises(ValueError, match="dynamic_slice: start index -2 of dimension 1 .* allow_negative_indices"):
+        lax.dynamic_slice(x, (0, -2), (2, 2), allow_negative_indices=(True, False))
