@@ -4,6 +4,7 @@ with XLA through PJRT.
 The package is layered; imports point one way: _core -> _hlo -> _prims -> _transforms -> (_control) -> _runtime
 -> _api -> _numpy -> the public faces (this module, lax, numpy, tree, tree_util). tests/test_layers.py enforces it."""
 from ember import config as config, lax as lax, numpy as numpy, ops as ops, tree as tree, tree_util as tree_util
+from ember import random as random
 from ember._api import clear_caches as clear_caches, disable_jit as disable_jit
 from ember._api import compile as compile, grad as grad, jit as jit, make_ir as make_ir  # noqa: A004
 from ember._api import stage_out as stage_out, value_and_grad as value_and_grad, vjp as vjp
@@ -31,6 +32,6 @@ __all__ = [
     "Compiled", "config", "CompileError", "ConcretizationTypeError", "custom_jvp", "custom_vjp", "dce",
     "default_device", "device_put", "devices", "disable_jit", "eval_ir", "float0", "grad", "hessian", "IR",
     "IRTypeError", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "linearize", "lower", "Lowered", "make_ir",
-    "numpy", "PjrtError", "remat", "ShapedArray", "stage_out", "tree", "tree_util", "UnexpectedTracerError",
+    "numpy", "PjrtError", "random", "remat", "ShapedArray", "stage_out", "tree", "tree_util", "UnexpectedTracerError",
     "value_and_grad", "vjp", "vmap",
 ]

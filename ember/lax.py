@@ -30,6 +30,12 @@ from ember._prims import (  # convolution
     conv_with_general_padding as conv_with_general_padding, padtype_to_pads as padtype_to_pads,
 )
 from ember._prims import cumsum as cumsum, reduce_window as reduce_window  # windowed
+from ember._prims import (  # bits, shifts and special functions
+    bitcast_convert_type as bitcast_convert_type, clz as clz, digamma as digamma, erf as erf, erf_inv as erf_inv,
+    erfc as erfc, lgamma as lgamma, nextafter as nextafter, polygamma as polygamma,
+    population_count as population_count, shift_left as shift_left, shift_right_arithmetic as shift_right_arithmetic,
+    shift_right_logical as shift_right_logical, tan as tan,
+)
 from ember._control import (  # cumulative scans
     cumlogsumexp as cumlogsumexp, cummax as cummax, cummin as cummin, cumprod as cumprod,
 )
@@ -54,4 +60,6 @@ __all__ = [
     "ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_transpose",
     "conv_with_general_padding", "padtype_to_pads", "cumsum", "reduce_window",
     "cumlogsumexp", "cummax", "cummin", "cumprod",
+    "bitcast_convert_type", "clz", "digamma", "erf", "erf_inv", "erfc", "lgamma", "nextafter", "polygamma",
+    "population_count", "shift_left", "shift_right_arithmetic", "shift_right_logical", "tan",
 ]

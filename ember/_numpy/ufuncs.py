@@ -124,8 +124,7 @@ def positive(x: Any) -> Any:
 
 @fast_unary
 def tan(x: Any) -> Any:
-    x = _to_inexact(x)
-    return lax.div(lax.sin(x), lax.cos(x))
+    return lax.tan(_to_inexact(x))
 
 
 @fast_unary

@@ -10,7 +10,10 @@ from ember._prims.elementwise import (abs as abs, add as add, atan2 as atan2, bi
                                       logistic as logistic, lt as lt, max as max, min as min, mul as mul, ne as ne,
                                       neg as neg, pow as pow, rem as rem, round as round, rsqrt as rsqrt,
                                       select as select, sign as sign, sin as sin, sqrt as sqrt, square as square,
-                                      stop_gradient as stop_gradient, sub as sub, tanh as tanh)
+                                      stop_gradient as stop_gradient, sub as sub, tan as tan, tanh as tanh, clz as clz,
+                                      population_count as population_count, shift_left as shift_left,
+                                      shift_right_logical as shift_right_logical,
+                                      shift_right_arithmetic as shift_right_arithmetic, nextafter as nextafter)
 from ember._prims.indexing import (GatherDimensionNumbers as GatherDimensionNumbers,
                                    GatherScatterMode as GatherScatterMode,
                                    ScatterDimensionNumbers as ScatterDimensionNumbers, clamp as clamp,
@@ -28,6 +31,9 @@ from ember._prims.conv import (ConvDimensionNumbers as ConvDimensionNumbers, con
                                conv_with_general_padding as conv_with_general_padding,
                                padtype_to_pads as padtype_to_pads)
 from ember._prims.windowed import cumsum as cumsum, reduce_window as reduce_window
+from ember._prims.special import (digamma as digamma, erf as erf, erf_inv as erf_inv, erfc as erfc,
+                                  lgamma as lgamma, polygamma as polygamma)
+from ember._prims.bits import bitcast_convert_type as bitcast_convert_type, threefry2x32 as threefry2x32
 from ember._prims.reduction import reduce_max as reduce_max, reduce_min as reduce_min
 from ember._prims.shape import (broadcast as broadcast, broadcast_in_dim as broadcast_in_dim,
                                 broadcasted_iota as broadcasted_iota, convert_element_type as convert_element_type,
@@ -50,4 +56,6 @@ __all__ = [
     "sort", "sort_key_val", "top_k",
     "ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_transpose",
     "conv_with_general_padding", "padtype_to_pads", "cumsum", "reduce_window",
+    "tan", "clz", "population_count", "shift_left", "shift_right_logical", "shift_right_arithmetic", "nextafter",
+    "digamma", "erf", "erf_inv", "erfc", "lgamma", "polygamma", "bitcast_convert_type", "threefry2x32",
 ]

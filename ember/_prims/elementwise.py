@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
 from ember._core import NOT_DIFFERENTIABLE, Primitive, ShapedArray, aval_of, is_python_scalar, scalar_literal
 from ember._core import dtypes as dt
 from ember._core.checks import static_int
@@ -26,10 +28,38 @@ def _scalar_like(value: float, x: Any) -> Any:
 neg_p = unary("neg", "negate", NUMERIC, lambda g, x, y: neg(g))
 exp_p = unary("exp", "exponential", FLOAT, lambda g, x, y: mul(g, y))
 log_p = unary("log", "log", FLOAT, lambda g, x, y: div(g, x))
-log1p_p = unary("log1p", "log_plus_one", FLOAT, lambda g, x, y: div(g, add(x, 1.0)))
+
+
+def _log1p_lowering(ctx: LoweringContext, x: str) -> list[str]:
+    return [emit_log1p(ctx, x, ctx.avals_in[0])]
+
+
+def emit_log1p(ctx: LoweringContext, x: str, aval: ShapedArray) -> str:
+    """log(1 + x) as the XLA inside jaxlib computes it on the CPU, so values agree with JAX's bit for bit (the
+    plugin's older XLA differs by an ulp in places): float32 takes log_plus_one for |x| < sqrt(2) - 1 and
+    log(1 + x) outside; float16 goes through float32 (more accurate than the plugin's float16 log_plus_one);
+    float64 and bfloat16 take log_plus_one as it is (already equal)."""
+    if aval.dtype not in (dt.float32, dt.float16):
+        return ctx.op("stablehlo.log_plus_one", [x], aval)
+    f32 = aval.update(dtype=dt.float32, weak_type=False)
+    if aval.dtype == dt.float16:
+        x = ctx.op("stablehlo.convert", [x], f32)
+    small = ctx.op("stablehlo.log_plus_one", [x], f32)
+    large = ctx.op("stablehlo.log", [ctx.op("stablehlo.add", [x, ctx.constant(1.0, f32)], f32)], f32)
+    magnitude = ctx.op("stablehlo.abs", [x], f32)
+    is_small = ctx.op("stablehlo.compare", [magnitude, ctx.constant(float(np.float32(np.sqrt(2) - 1)), f32)],
+                      aval.update(dtype=dt.bool_, weak_type=False),
+                      {"comparison_direction": "#stablehlo<comparison_direction LT>",
+                       "compare_type": "#stablehlo<comparison_type FLOAT>"})
+    out = ctx.op("stablehlo.select", [is_small, small, large], f32)
+    return out if aval.dtype == dt.float32 else ctx.op("stablehlo.convert", [out], aval)
+
+
+log1p_p = unary("log1p", None, FLOAT, lambda g, x, y: div(g, add(x, 1.0)), lowering=_log1p_lowering)
 expm1_p = unary("expm1", "exponential_minus_one", FLOAT, lambda g, x, y: mul(g, add(y, 1.0)))
 sin_p = unary("sin", "sine", FLOAT, lambda g, x, y: mul(g, cos(x)))
 cos_p = unary("cos", "cosine", FLOAT, lambda g, x, y: neg(mul(g, sin(x))))
+tan_p = unary("tan", "tan", FLOAT, lambda g, x, y: mul(g, add(1.0, mul(y, y))))
 tanh_p = unary("tanh", "tanh", FLOAT, lambda g, x, y: mul(g, sub(1.0, mul(y, y))))
 logistic_p = unary("logistic", "logistic", FLOAT, lambda g, x, y: mul(g, mul(y, sub(1.0, y))))
 sqrt_p = unary("sqrt", "sqrt", FLOAT, lambda g, x, y: div(g, mul(y, 2.0)))
@@ -38,6 +68,8 @@ floor_p = unary("floor", "floor", FLOAT, ZERO)
 ceil_p = unary("ceil", "ceil", FLOAT, ZERO)
 is_finite_p = unary("is_finite", "is_finite", FLOAT, NOT_DIFFERENTIABLE, out_dtype=dt.bool_)
 not_p = unary("not", "not", INTEGRAL, NOT_DIFFERENTIABLE)
+clz_p = unary("clz", "count_leading_zeros", "iu", NOT_DIFFERENTIABLE)
+population_count_p = unary("population_count", "popcnt", "iu", NOT_DIFFERENTIABLE)
 
 
 def _abs_lowering(ctx: LoweringContext, x: str) -> list[str]:
@@ -151,6 +183,12 @@ pow_p = binary("pow", "power", FLOAT, (_pow_dx, _pow_dy))
 and_p = binary("and", "and", INTEGRAL, NOT_DIFFERENTIABLE)
 or_p = binary("or", "or", INTEGRAL, NOT_DIFFERENTIABLE)
 xor_p = binary("xor", "xor", INTEGRAL, NOT_DIFFERENTIABLE)
+# Shifts (as StableHLO and jax.lax: a shift by the bit width or more gives 0, or the sign for an arithmetic one).
+shift_left_p = binary("shift_left", "shift_left", "iu", NOT_DIFFERENTIABLE)
+shift_right_logical_p = binary("shift_right_logical", "shift_right_logical", "iu", NOT_DIFFERENTIABLE)
+shift_right_arithmetic_p = binary("shift_right_arithmetic", "shift_right_arithmetic", "iu", NOT_DIFFERENTIABLE)
+# nextafter(x, y): the next representable value after x towards y (CHLO's, as jax.lax; not differentiable there).
+nextafter_p = binary("nextafter", "chlo.next_after", FLOAT, NOT_DIFFERENTIABLE)
 
 eq_p = comparison("eq", "EQ")
 ne_p = comparison("ne", "NE")
@@ -222,11 +260,16 @@ def _bind_binary(prim: Primitive) -> Callable[[Any, Any], Any]:
 
 neg, exp, log, log1p, expm1 = map(_bind_unary, (neg_p, exp_p, log_p, log1p_p, expm1_p))
 sin, cos, tanh, logistic, sqrt, rsqrt = map(_bind_unary, (sin_p, cos_p, tanh_p, logistic_p, sqrt_p, rsqrt_p))
+tan = _bind_unary(tan_p)
 abs, sign, floor, ceil = map(_bind_unary, (abs_p, sign_p, floor_p, ceil_p))  # noqa: A001
 is_finite, bitwise_not, stop_gradient = map(_bind_unary, (is_finite_p, not_p, stop_gradient_p))
+clz, population_count = map(_bind_unary, (clz_p, population_count_p))
 add, sub, mul, div, rem, atan2 = map(_bind_binary, (add_p, sub_p, mul_p, div_p, rem_p, atan2_p))
 max, min, pow = map(_bind_binary, (max_p, min_p, pow_p))  # noqa: A001
 bitwise_and, bitwise_or, bitwise_xor = map(_bind_binary, (and_p, or_p, xor_p))
+shift_left, shift_right_logical, shift_right_arithmetic = map(
+    _bind_binary, (shift_left_p, shift_right_logical_p, shift_right_arithmetic_p))
+nextafter = _bind_binary(nextafter_p)
 eq, ne, lt, le, gt, ge = map(_bind_binary, (eq_p, ne_p, lt_p, le_p, gt_p, ge_p))
 
 

@@ -27,12 +27,15 @@ Lowering = Callable[..., list[str]]
 
 
 def hlo_lowering(hlo_name: str, attrs: Callable[[ShapedArray], dict[str, str]] | None = None) -> Lowering:
-    """Lower to one StableHLO op of the same name, rank-0 operands broadcast to the output shape."""
+    """Lower to one StableHLO op of the same name (or, for a dotted name such as "chlo.erf_inv", that op), rank-0
+    operands broadcast to the output shape."""
+    op_name = hlo_name if "." in hlo_name else f"stablehlo.{hlo_name}"
+
     def rule(ctx: LoweringContext, *operands: str, **params: Any) -> list[str]:
         shape = ctx.aval_out.shape
         args = [ctx.broadcast(o, a, shape) for o, a in zip(operands, ctx.avals_in)]
         extra = attrs(ctx.avals_in[0]) if attrs else None
-        return [ctx.op(f"stablehlo.{hlo_name}", args, ctx.aval_out, extra)]
+        return [ctx.op(op_name, args, ctx.aval_out, extra)]
     return rule
 
 

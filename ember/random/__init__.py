@@ -1,0 +1,34 @@
+"""ember.random: JAX's counter-based PRNG (Threefry-2x32), giving jax.random's numbers bit for bit.
+
+Keys are explicit values: create one with key(seed) (typed) or PRNGKey(seed) (raw uint32[2]), derive new ones with
+split and fold_in, and pass one to each sampler. Every sampler works eagerly, under jit, under vmap (a batch of
+keys gives each key's own draws) and inside control flow; gamma, beta, dirichlet, normal and friends are
+differentiable in their parameters where JAX's are. See docs/random.md."""
+from ember.random._keys import (KEY_DTYPE as KEY_DTYPE, KeyArray as KeyArray, PRNGKey as PRNGKey, bits as bits,
+                                clone as clone, fold_in as fold_in, key as key, key_data as key_data,
+                                key_impl as key_impl, split as split, wrap_key_data as wrap_key_data)
+from ember.random._samplers import (
+    ball as ball, bernoulli as bernoulli, beta as beta, categorical as categorical, cauchy as cauchy,
+    chisquare as chisquare, choice as choice, dirichlet as dirichlet, exponential as exponential, gamma as gamma,
+    generalized_normal as generalized_normal, gumbel as gumbel, laplace as laplace, loggamma as loggamma,
+    logistic as logistic, lognormal as lognormal, multivariate_normal as multivariate_normal, normal as normal,
+    orthogonal as orthogonal, pareto as pareto, permutation as permutation, poisson as poisson,
+    rademacher as rademacher, randint as randint, t as t, truncated_normal as truncated_normal, uniform as uniform,
+)
+
+
+def key_dtype(impl: str | None = None) -> object:
+    """The dtype of typed keys (key<fry>)."""
+    if impl not in (None, "threefry2x32"):
+        raise ValueError(f"ember.random.key_dtype: unknown PRNG implementation {impl!r}; ember implements "
+                         "'threefry2x32'")
+    return KEY_DTYPE
+
+
+__all__ = [
+    "KeyArray", "PRNGKey", "ball", "bernoulli", "beta", "bits", "categorical", "cauchy", "chisquare", "choice",
+    "clone", "dirichlet", "exponential", "fold_in", "gamma", "generalized_normal", "gumbel", "key", "key_data",
+    "key_dtype", "key_impl", "laplace", "loggamma", "logistic", "lognormal", "multivariate_normal", "normal",
+    "orthogonal", "pareto", "permutation", "poisson", "rademacher", "randint", "split", "t", "truncated_normal",
+    "uniform", "wrap_key_data",
+]

@@ -1,0 +1,848 @@
+"""Random samplers with jax.random's signatures and, for the same key, jax.random's values bit for bit.
+
+Each public sampler checks its arguments (clear errors naming the function and argument), then calls a jitted
+implementation with the shape and dtype static, so eager calls run one compiled program. Samplers take one key;
+vmap over a batch of keys gives each key's own samples, as in JAX."""
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any, Sequence
+
+import ml_dtypes
+import numpy as np
+
+from ember import lax
+from ember import numpy as enp
+from ember._api import jit
+from ember._api.vmap import vmap
+from ember._control import custom_jvp
+from ember._core import aval_of
+from ember._core import dtypes as dt
+from ember.random._keys import _split, canonical_shape, key_data_of, random_bits
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# argument checks
+def _float_dtype(name: str, dtype: Any) -> np.dtype:
+    dtype = dt.default_float_dtype() if dtype is None else dt.canonicalize_dtype(dtype)
+    if not dt.is_float(dtype):
+        raise ValueError(f"ember.random.{name}: dtype must be a float dtype, got {dtype.name}")
+    return dtype
+
+
+def _int_dtype(name: str, dtype: Any) -> np.dtype:
+    dtype = dt.default_int_dtype() if dtype is None else dt.canonicalize_dtype(dtype)
+    if not dt.is_int(dtype):
+        raise TypeError(f"ember.random.{name}: dtype must be an integer dtype, got {dtype.name}")
+    return dtype
+
+
+def _broadcast_shapes(name: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(f"ember.random.{name}: parameter shapes {', '.join(map(str, shapes))} do not "
+                         "broadcast together") from None
+
+
+def _check_shape(name: str, shape: tuple[int, ...], *params: Any, names: Sequence[str] = ()) -> None:
+    """The parameters must broadcast to exactly shape (as JAX)."""
+    shapes = [tuple(np.shape(p)) for p in params]
+    try:
+        result = tuple(np.broadcast_shapes(shape, *shapes))
+    except ValueError:
+        result = None
+    if result != shape:
+        described = ", ".join(f"{n} {s}" for n, s in zip(names or [f"arg{i}" for i in range(len(shapes))],
+                                                         shapes))
+        raise ValueError(f"ember.random.{name}: parameter shapes must broadcast to the shape argument {shape}, "
+                         f"got {described}")
+
+
+def _params_shape(name: str, shape: Any, params: dict[str, Any]) -> tuple[int, ...]:
+    """shape, or (when None) the parameters' broadcast shape; checked against the parameters."""
+    if shape is None:
+        return _broadcast_shapes(name, *(tuple(np.shape(p)) for p in params.values()))
+    shape = canonical_shape(name, shape)
+    _check_shape(name, shape, *params.values(), names=list(params))
+    return shape
+
+
+def _key(name: str, key: Any) -> Any:
+    return key_data_of(name, key)[0]
+
+
+def _finfo(dtype: np.dtype) -> Any:
+    return ml_dtypes.finfo(dtype)
+
+
+def _const(value: Any, dtype: np.dtype) -> Any:
+    return lax.full((), value, dtype)
+
+
+def _div_by_broadcast(a: Any, b: Any) -> Any:
+    """a / b for a b that broadcasts against a, computed as a * (1 / b): what jaxlib's XLA makes of such a
+    division (its simplifier rewrites A / broadcast(B)), so samples agree with jax.random bit for bit."""
+    return a * (1 / b) if enp.shape(b) != enp.shape(a) else a / b
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# uniform and the samplers built directly on it
+def _uniform(data: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """Floats in [minval, maxval): the top mantissa bits of random bits, as 1.0 <= f < 2.0, minus 1."""
+    minval = lax.convert_element_type(enp.asarray(minval), dtype)
+    maxval = lax.convert_element_type(enp.asarray(maxval), dtype)
+    nbits, nmant = dtype.itemsize * 8, int(_finfo(dtype).nmant)
+    rng_bits = 8 if nmant < 8 else nbits
+    uint = np.dtype(f"uint{nbits}")
+    bits = lax.convert_element_type(random_bits(data, rng_bits, shape), uint)
+    float_bits = lax.shift_right_logical(bits, _const(rng_bits - nmant, uint))
+    float_bits = lax.bitwise_or(float_bits, _const(int(np.array(1.0, dtype).view(uint)), uint))
+    floats = lax.sub(lax.bitcast_convert_type(float_bits, dtype), _const(1.0, dtype))
+    scaled = enp.reshape(floats * (maxval - minval) + minval, shape)
+    return enp.maximum(minval, scaled)
+
+
+_uniform_jit = jit(_uniform, static_argnums=(3, 4))
+
+
+def uniform(key: Any, shape: Sequence[int] = (), dtype: Any = None, minval: Any = 0.0, maxval: Any = 1.0) -> Any:
+    """Uniform floats in [minval, maxval) (as jax.random.uniform)."""
+    data = _key("uniform", key)
+    dtype = _float_dtype("uniform", dtype)
+    shape = canonical_shape("uniform", shape)
+    _check_shape("uniform", shape, minval, maxval, names=("minval", "maxval"))
+    return _uniform_jit(data, minval, maxval, shape, dtype)
+
+
+def _normal(data: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    low = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
+    u = _uniform(data, np.asarray(low, dtype), np.array(1.0, dtype), shape, dtype)
+    return lax.mul(_const(math.sqrt(2), dtype), lax.erf_inv(u))
+
+
+_normal_jit = jit(_normal, static_argnums=(1, 2))
+
+
+def normal(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
+    """Standard normal floats: sqrt(2) * erf_inv(u), u uniform in (-1, 1) (as jax.random.normal)."""
+    data = _key("normal", key)
+    return _normal_jit(data, canonical_shape("normal", shape), _float_dtype("normal", dtype))
+
+
+@partial(jit, static_argnums=(3, 4))
+def _truncated_normal(data: Any, lower: Any, upper: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    sqrt2 = _const(math.sqrt(2), dtype)
+    lower = lax.convert_element_type(enp.asarray(lower), dtype)
+    upper = lax.convert_element_type(enp.asarray(upper), dtype)
+    a, b = enp.asarray(lax.erf(lower / sqrt2)), enp.asarray(lax.erf(upper / sqrt2))
+    out = sqrt2 * lax.erf_inv(_uniform(data, a, b, shape, dtype))
+    low = lax.nextafter(lax.stop_gradient(lower), _const(np.inf, dtype))
+    high = lax.nextafter(lax.stop_gradient(upper), _const(-np.inf, dtype))
+    return enp.clip(out, low, high)
+
+
+def truncated_normal(key: Any, lower: Any, upper: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
+    """Normal floats truncated to (lower, upper), by inverting the CDF (as jax.random.truncated_normal)."""
+    data = _key("truncated_normal", key)
+    dtype = _float_dtype("truncated_normal", dtype)
+    shape = _params_shape("truncated_normal", shape, {"lower": lower, "upper": upper})
+    return _truncated_normal(data, lower, upper, shape, dtype)
+
+
+@partial(jit, static_argnums=(2, 3))
+def _bernoulli(data: Any, p: Any, shape: tuple[int, ...], mode: str) -> Any:
+    dtype = aval_of(p).dtype
+    if mode == "high":
+        u = _uniform(data, 0.0, 1.0, (2,) + shape, dtype)
+        u1, u2 = u[0], u[1] * _const(2.0 ** -int(_finfo(dtype).nmant), dtype)
+        return u2 < p - u1
+    return _uniform(data, 0.0, 1.0, shape, dtype) < p
+
+
+def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None, mode: str = "low") -> Any:
+    """Booleans, True with probability p (as jax.random.bernoulli; mode="high" resolves tiny p)."""
+    data = _key("bernoulli", key)
+    if mode not in ("high", "low"):
+        raise ValueError(f"ember.random.bernoulli: got mode={mode!r}, expected 'high' or 'low'")
+    p = enp.asarray(p)
+    if not dt.is_float(p.dtype):
+        raise TypeError(f"ember.random.bernoulli: probability p must have a floating dtype, got {p.dtype.name}")
+    shape = _params_shape("bernoulli", shape, {"p": p})
+    return _bernoulli(data, p, shape, mode)
+
+
+def _unary_sampler(name: str, transform: Any, minval: Any = 0.0) -> Any:
+    """A sampler of shape and dtype only: transform(u) of uniform u in [minval(finfo), 1)."""
+    def impl(data: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        low = minval(_finfo(dtype)) if callable(minval) else minval
+        return transform(_uniform(data, np.asarray(low, dtype), np.array(1.0, dtype), shape, dtype))
+    compiled = jit(impl, static_argnums=(1, 2))
+
+    def sampler(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
+        data = _key(name, key)
+        return compiled(data, canonical_shape(name, shape), _float_dtype(name, dtype))
+    sampler.__name__ = sampler.__qualname__ = name
+    return sampler
+
+
+exponential = _unary_sampler("exponential", lambda u: lax.neg(lax.log1p(lax.neg(u))))
+exponential.__doc__ = "Exponential(1) floats: -log1p(-u) (as jax.random.exponential)."
+laplace = _unary_sampler("laplace", lambda u: lax.mul(lax.sign(u), lax.log1p(lax.neg(lax.abs(u)))),
+                         lambda info: -1.0 + float(info.epsneg))
+laplace.__doc__ = "Laplace(0, 1) floats (as jax.random.laplace)."
+logistic = _unary_sampler("logistic", lambda u: lax.sub(lax.log(u), lax.log1p(lax.neg(u))),
+                          lambda info: float(info.tiny))
+logistic.__doc__ = "Logistic(0, 1) floats: log(u) - log1p(-u) (as jax.random.logistic)."
+cauchy = _unary_sampler("cauchy", lambda u: lax.tan(lax.mul(lax.full_like(u, np.pi), lax.sub(u, lax.full_like(
+    u, 0.5)))), lambda info: float(info.eps))
+cauchy.__doc__ = "Cauchy(0, 1) floats: tan(pi (u - 1/2)) (as jax.random.cauchy)."
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# integers
+def _convert_and_clip(val: Any, dtype: np.dtype) -> Any:
+    """val (an integer array) clipped to what both its dtype and dtype hold, then converted to dtype."""
+    ours, theirs = np.iinfo(val.dtype), np.iinfo(dtype)
+    low, high = max(ours.min, theirs.min), min(ours.max, theirs.max)
+    return lax.convert_element_type(enp.clip(val, _const(low, val.dtype), _const(high, val.dtype)), dtype)
+
+
+@partial(jit, static_argnums=(3, 4))
+def _randint(data: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    minval, maxval = enp.asarray(minval), enp.asarray(maxval)
+    if not dt.is_int(minval.dtype):
+        minval = minval.astype(int)
+    if not dt.is_int(maxval.dtype):
+        maxval = maxval.astype(int)
+    top = _convert_and_clip(enp.asarray(np.array(np.iinfo(dtype).max, dtype)), maxval.dtype)
+    maxval_out_of_range = maxval > top
+    minval, maxval = _convert_and_clip(minval, dtype), _convert_and_clip(maxval, dtype)
+    nbits = np.iinfo(dtype).bits
+    keys = _split(data, (2,))
+    higher, lower = random_bits(keys[0], nbits, shape), random_bits(keys[1], nbits, shape)
+    unsigned = np.dtype(f"uint{nbits}")
+    span = lax.convert_element_type(maxval - minval, unsigned)
+    span = enp.where(maxval <= minval, _const(1, unsigned), span)  # empty ranges give minval
+    span = enp.where(maxval_out_of_range & (maxval > minval), span + _const(1, unsigned), span)
+    # two draws of nbits, combined as (higher * 2**nbits + lower) mod span, for a nearly unbiased offset
+    multiplier = enp.remainder(_const(2 ** (nbits // 2), unsigned), span)
+    multiplier = enp.remainder(multiplier * multiplier, span)
+    offset = enp.remainder(enp.remainder(higher, span) * multiplier + enp.remainder(lower, span), span)
+    return minval + lax.convert_element_type(offset, dtype)
+
+
+def randint(key: Any, shape: Sequence[int], minval: Any, maxval: Any, dtype: Any = None) -> Any:
+    """Integers in [minval, maxval) (as jax.random.randint; bounds are clipped to dtype's range)."""
+    data = _key("randint", key)
+    dtype = _int_dtype("randint", dtype)
+    shape = canonical_shape("randint", shape)
+    _check_shape("randint", shape, minval, maxval, names=("minval", "maxval"))
+    for name, v in (("minval", minval), ("maxval", maxval)):
+        if not isinstance(v, (int, float)) and not (hasattr(v, "dtype") or isinstance(v, (list, np.ndarray))):
+            raise TypeError(f"ember.random.randint: {name} must be a number or an array, got {type(v).__name__}")
+    info = np.iinfo(dtype)
+    if info.bits < 32:  # as JAX: sample in int32, with the bounds clipped to the narrow dtype
+        minval = enp.clip(enp.asarray(minval).astype("int32"), int(info.min), int(info.max))
+        maxval = enp.clip(enp.asarray(maxval).astype("int32"), int(info.min), int(info.max) + 1)
+        return _randint(data, minval, maxval, shape, np.dtype("int32")).astype(dtype)
+    return _randint(data, minval, maxval, shape, dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# permutations and choices
+def _shuffle(data: Any, x: Any, axis: int) -> Any:
+    """x shuffled along axis: sorted by random 32-bit keys, in enough rounds that ties are unlikely."""
+    size = math.prod(aval_of(x).shape)
+    rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(2 ** 32 - 1)))
+    for _ in range(rounds):
+        keys = _split(data, (2,))
+        data = keys[0]
+        _, x = lax.sort_key_val(random_bits(keys[1], 32, aval_of(x).shape), x, axis)
+    return x
+
+
+_shuffle_jit = jit(_shuffle, static_argnums=2)
+
+
+@partial(jit, static_argnums=2)
+def _permute_along(data: Any, x: Any, axis: int) -> Any:
+    order = _shuffle(data, enp.arange(aval_of(x).shape[axis]), 0)
+    return enp.take(x, order, axis, unique_indices=True)
+
+
+def _concrete_int(name: str, arg: str, x: Any) -> int:
+    try:
+        return int(np.asarray(x))
+    except Exception:  # noqa: BLE001 - a tracer
+        raise TypeError(f"ember.random.{name}: {arg} must be a concrete integer (it sets the output's shape), "
+                        "got a traced value") from None
+
+
+def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> Any:
+    """A random permutation of range(x) (x an int), or of x's entries along axis (as jax.random.permutation)."""
+    data = _key("permutation", key)
+    if np.ndim(x) == 0:
+        if not (isinstance(x, int) or hasattr(x, "dtype") and np.dtype(x.dtype).kind in "iu"):
+            raise TypeError("ember.random.permutation: x must be an integer or at least 1-dimensional, got "
+                            f"{type(x).__name__}")
+        return _shuffle_jit(data, enp.arange(_concrete_int("permutation", "x", x)), 0)
+    x = enp.asarray(x)
+    axis = _axis("permutation", axis, x.ndim)
+    if independent or x.ndim == 1:
+        return _shuffle_jit(data, x, axis)
+    return _permute_along(data, x, axis)
+
+
+def _axis(name: str, axis: int, ndim: int) -> int:
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise ValueError(f"ember.random.{name}: axis {axis} is out of bounds for an array of {ndim} dimensions")
+    return axis % max(ndim, 1)
+
+
+def choice(key: Any, a: Any, shape: Sequence[int] = (), replace: bool = True, p: Any = None, axis: int = 0,
+           mode: str | None = None) -> Any:
+    """Random entries of a (or of range(a), a an int) along axis, with or without replacement, with
+    probabilities p (as jax.random.choice)."""
+    data = _key("choice", key)
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(f"ember.random.choice: shape must be a sequence, got {shape!r}")
+    shape = canonical_shape("choice", shape)
+    arr = enp.asarray(a)
+    if arr.ndim == 0:
+        n_inputs = _concrete_int("choice", "a", a)
+    else:
+        axis = _axis("choice", axis, arr.ndim)
+        n_inputs = arr.shape[axis]
+    n_draws = math.prod(shape)
+    if n_draws == 0:
+        return enp.zeros(shape, dtype=arr.dtype)
+    if n_inputs <= 0:
+        raise ValueError("ember.random.choice: a must be greater than 0 unless no samples are taken")
+    if not replace and n_draws > n_inputs:
+        raise ValueError(f"ember.random.choice: cannot take a larger sample (size {n_draws}) than the population "
+                         f"(size {n_inputs}) when replace=False")
+    if p is None:
+        if replace:
+            ind = randint(data, shape, 0, n_inputs)
+            result = ind if arr.ndim == 0 else enp.take(arr, ind, axis)
+        else:
+            perm = permutation(data, n_inputs if arr.ndim == 0 else arr, axis)
+            result = lax.slice_in_dim(perm, 0, n_draws, axis=0 if arr.ndim == 0 else axis)
+    else:
+        p_arr = enp.asarray(p)
+        if not dt.is_float(p_arr.dtype):
+            p_arr = p_arr.astype(dt.default_float_dtype())
+        if p_arr.shape != (n_inputs,):
+            raise ValueError(f"ember.random.choice: p must be None or a 1-D vector with the same size as "
+                             f"a.shape[axis]; p has shape {p_arr.shape} and a.shape[axis] is {n_inputs}")
+        ind = _choice_weighted(data, p_arr, shape, replace, mode or _default_gumbel_mode(), n_draws)
+        result = ind if arr.ndim == 0 else enp.take(arr, ind, axis)
+    return result.reshape(shape if arr.ndim == 0 else arr.shape[:axis] + tuple(shape) + arr.shape[axis + 1:])
+
+
+@partial(jit, static_argnums=(2, 3, 4, 5))
+def _choice_weighted(data: Any, p: Any, shape: tuple[int, ...], replace: bool, mode: str, n_draws: int) -> Any:
+    if replace:
+        p_cuml = enp.cumsum(p)
+        r = p_cuml[-1] * (1 - _uniform(data, 0.0, 1.0, shape, p_cuml.dtype))
+        return enp.searchsorted(p_cuml, r).astype(int)
+    g = _gumbel(data, (p.shape[0],), p.dtype, mode) + enp.log(p)
+    return lax.top_k(g, n_draws)[1].astype(int)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Gumbel and categorical
+def _default_gumbel_mode() -> str:
+    return "low"
+
+
+def _safe_int_to_float(bits: Any) -> Any:
+    """A pair of uint32 words (hi, lo) as the float32 in [0, 1) they spell as a 64-bit fraction, normalised so
+    that small values keep full precision."""
+    info = _finfo(np.dtype(np.float32))
+    u32 = np.dtype(np.uint32)
+    hi, lo = bits[0], bits[1]
+    hiclz, loclz = lax.clz(hi), lax.clz(lo)
+    all_high_zero = hiclz == _const(32, u32)
+    mantissa = lax.bitwise_or(lax.shift_left(hi, hiclz), enp.where(
+        all_high_zero, lax.shift_left(lo, loclz), lax.shift_right_logical(lo, _const(32, u32) - hiclz)))
+    mantissa = lax.shift_right_logical(mantissa, _const(32 - int(info.nmant) - 1, u32))
+    mantissa = lax.bitwise_and(mantissa, _const((1 << int(info.nmant)) - 1, u32))
+    exponent = _const(-int(info.minexp), u32) - enp.where(all_high_zero, _const(32, u32) + loclz, hiclz)
+    exponent = lax.shift_left(exponent, _const(int(info.nmant), u32))
+    exponent = lax.bitwise_and(exponent, _const((1 << 30) - (1 << (int(info.nmant) - 1)), u32))
+    return lax.bitcast_convert_type(lax.bitwise_or(exponent, mantissa), np.float32)
+
+
+def _gumbel(data: Any, shape: tuple[int, ...], dtype: np.dtype, mode: str) -> Any:
+    info = _finfo(dtype)
+    if dtype == np.float32 and mode == "highest":
+        u32 = np.dtype(np.uint32)
+        bits = random_bits(data, 32, (2,) + shape)
+        flipped = lax.bitwise_not(bits)
+        lo_bits = flipped[1]
+        carry = enp.stack([(lo_bits == _const(0xFFFFFFFF, u32)).astype(u32), enp.ones_like(lo_bits)])
+        flipped = flipped + carry
+        flip_mask = bits[0] < _const(1 << 31, u32)
+        x = _safe_int_to_float(enp.where(flip_mask, bits, flipped))
+        return enp.where(flip_mask, -enp.log(-enp.log1p(-x)), -enp.log(-enp.log(x)))
+    if mode in ("high", "highest"):
+        u = _uniform(data, 0.0, 1.0, (2,) + shape, dtype)
+        high, low = u[0], u[1]
+        x = enp.where(high >= 0.5, high, high + _const(2.0 ** -int(info.nmant), dtype) * low
+                      + _const(float(info.tiny), dtype))
+        return -enp.log(-enp.log1p(-x))
+    return -enp.log(-enp.log(_uniform(data, np.array(info.tiny, dtype), np.array(1.0, dtype), shape, dtype)))
+
+
+_gumbel_jit = jit(_gumbel, static_argnums=(1, 2, 3))
+
+
+def _gumbel_mode(name: str, mode: str | None) -> str:
+    mode = _default_gumbel_mode() if mode is None else mode
+    if mode not in ("highest", "high", "low"):
+        raise ValueError(f"ember.random.{name}: mode must be 'low', 'high' or 'highest', got {mode!r}")
+    return mode
+
+
+def gumbel(key: Any, shape: Sequence[int] = (), dtype: Any = None, mode: str | None = None) -> Any:
+    """Gumbel(0, 1) floats: -log(-log(u)) (as jax.random.gumbel; mode "high"/"highest" for the far tail)."""
+    data = _key("gumbel", key)
+    return _gumbel_jit(data, canonical_shape("gumbel", shape), _float_dtype("gumbel", dtype),
+                       _gumbel_mode("gumbel", mode))
+
+
+@partial(jit, static_argnums=(2, 3, 4, 5, 6))
+def _categorical(data: Any, logits: Any, shape: tuple[int, ...], batch_shape: tuple[int, ...], axis: int,
+                 replace: bool, mode: str) -> Any:
+    prefix = shape[:len(shape) - len(batch_shape)]
+    ndim = logits.ndim
+    if replace:
+        axis_neg = axis - ndim if axis >= 0 else axis
+        logits_shape = list(shape[len(shape) - len(batch_shape):])
+        logits_shape.insert(axis_neg % ndim, logits.shape[axis_neg])
+        noise = _gumbel(data, (*prefix, *logits_shape), logits.dtype, mode)
+        return enp.argmax(noise + enp.expand_dims(logits, tuple(range(len(prefix)))), axis=axis_neg)
+    logits = logits + _gumbel(data, logits.shape, logits.dtype, mode)
+    k = math.prod(prefix)
+    _, indices = lax.top_k(enp.moveaxis(logits, axis, -1), k)
+    return enp.reshape(enp.moveaxis(indices, -1, 0), shape)
+
+
+def categorical(key: Any, logits: Any, axis: int = -1, shape: Sequence[int] | None = None, replace: bool = True,
+                mode: str | None = None) -> Any:
+    """Category indices drawn with probabilities softmax(logits) along axis (as jax.random.categorical)."""
+    data = _key("categorical", key)
+    logits = enp.asarray(logits)
+    if not dt.is_float(logits.dtype):
+        logits = logits.astype(dt.default_float_dtype())
+    if logits.ndim == 0:
+        raise ValueError("ember.random.categorical: logits must have at least one dimension")
+    axis = _axis("categorical", axis, logits.ndim) if axis >= 0 else axis
+    if not -logits.ndim <= axis < logits.ndim:
+        raise ValueError(f"ember.random.categorical: axis {axis} is out of bounds for logits of shape "
+                         f"{logits.shape}")
+    batch_shape = tuple(np.delete(np.array(logits.shape, dtype=np.int64), axis).tolist())
+    if shape is None:
+        shape = batch_shape
+    else:
+        shape = canonical_shape("categorical", shape)
+        _check_shape("categorical", shape, np.empty(batch_shape), names=("logits' batch shape",))
+    if not replace:
+        k = math.prod(shape[:len(shape) - len(batch_shape)])
+        if k > logits.shape[axis]:
+            raise ValueError(f"ember.random.categorical: the number of samples without replacement ({k}) cannot "
+                             f"exceed the number of categories ({logits.shape[axis]})")
+    return _categorical(data, logits, shape, batch_shape, axis, bool(replace), _gumbel_mode("categorical", mode))
+
+
+def _rademacher(data: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    b = (_uniform(data, 0.0, 1.0, shape, dt.default_float_dtype()) < 0.5).astype(dtype)
+    return (2 * b - 1).astype(dtype)
+
+
+_rademacher_jit = jit(_rademacher, static_argnums=(1, 2))
+
+
+def rademacher(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
+    """-1 or +1 with equal probability (as jax.random.rademacher; default dtype int)."""
+    data = _key("rademacher", key)
+    return _rademacher_jit(data, canonical_shape("rademacher", shape), _int_dtype("rademacher", dtype))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# gamma and its family: Marsaglia and Tsang's method per element, differentiable by implicit reparameterisation
+def _gamma_one(data: Any, alpha: Any, log_space: bool) -> Any:
+    """One Gamma(alpha, 1) sample (its log when log_space) for a scalar alpha."""
+    dtype = aval_of(alpha).dtype
+    one, zero = _const(1.0, dtype), _const(0.0, dtype)
+    boost_mask = alpha >= one
+    alpha_orig = alpha
+    alpha = enp.where(boost_mask, alpha, alpha + one)  # alpha < 1: sample alpha + 1, then scale by u ** (1/alpha)
+    d = alpha - _const(1.0 / 3.0, dtype)
+    c = _const(1.0 / 3.0, dtype) / lax.sqrt(d)
+
+    def rejected(state: Any) -> Any:
+        _, x, v, u = state
+        squeeze = u >= one - _const(0.0331, dtype) * (x * x)
+        log_test = lax.log(u) >= x * _const(0.5, dtype) + d * ((one - v) + lax.log(v))
+        return squeeze & log_test
+
+    def draw(state: Any) -> Any:
+        keys = _split(state[0], (3,))
+
+        def next_normal(s: Any) -> Any:
+            pair = _split(s[0], (2,))
+            x = _normal(pair[1], (), dtype)
+            return pair[0], x, one + x * c
+
+        _, x, v = lax.while_loop(lambda s: s[2] <= zero, next_normal, (keys[1], zero, _const(-1.0, dtype)))
+        return keys[0], x * x, v * v * v, _uniform(keys[2], 0.0, 1.0, (), dtype)
+
+    keys = _split(data, (2,))
+    _, _, v, _ = lax.while_loop(rejected, draw, (keys[0], zero, one, _const(2.0, dtype)))
+    if log_space:
+        log_samples = lax.log1p(lax.neg(_uniform(keys[1], 0.0, 1.0, (), dtype)))  # -exponential()
+        log_boost = enp.where(boost_mask | (log_samples == zero), zero, log_samples * (one / alpha_orig))
+        return lax.log(d) + lax.log(v) + log_boost
+    samples = one - _uniform(keys[1], 0.0, 1.0, (), dtype)
+    boost = enp.where(boost_mask, one, lax.pow(samples, one / alpha_orig))
+    return d * v * boost
+
+
+def _sample_gamma(data: Any, a: Any, log_space: bool) -> Any:
+    flat = enp.reshape(a, (-1,))
+    keys = _split(data, (flat.shape[0],))
+    return enp.reshape(vmap(partial(_gamma_one, log_space=log_space))(keys, flat), a.shape)
+
+
+def _gamma_sample_derivative(a: Any, x: Any) -> Any:
+    """d x / d a of a Gamma(a, 1) sample x held at its quantile: -(dP/da) / (dP/dx), P the regularised lower
+    incomplete gamma function, dP/da by its series (x below max(1, a)) or Legendre's continued fraction."""
+    dtype = aval_of(a).dtype
+    eps = float(_finfo(dtype).eps)
+    safe_x = enp.where(x > 0, x, _const(1.0, dtype))
+    log_x = lax.log(safe_x)
+    use_fraction = (x > 1) & (x > a)
+
+    # series: P = exp(a log x - x - lgamma(a + 1)) S, S = sum_n x^n / ((a + 1) ... (a + n))
+    def series_cond(s: Any) -> Any:
+        return enp.any(s[0]) & (s[1] < 2000)
+
+    def series_body(s: Any) -> Any:
+        going, n, term, total, dterm, dtotal = s
+        n1 = n + 1
+        r = a + n1.astype(dtype)
+        new_dterm = dterm * (safe_x / r) - term * safe_x / (r * r)
+        new_term = term * (safe_x / r)
+        new_total, new_dtotal = total + new_term, dtotal + new_dterm
+        small = (enp.abs(new_term) <= eps * enp.abs(new_total)) & (enp.abs(new_dterm) <= eps * enp.abs(new_dtotal))
+        keep = lambda new, old: enp.where(going, new, old)  # noqa: E731
+        return (going & ~small, n1, keep(new_term, term), keep(new_total, total), keep(new_dterm, dterm),
+                keep(new_dtotal, dtotal))
+
+    ones, zeros = enp.ones_like(a), enp.zeros_like(a)
+    init = (~use_fraction & (x > 0), enp.asarray(0), ones, ones, zeros, zeros)
+    _, _, _, total, _, dtotal = lax.while_loop(series_cond, series_body, init)
+    series = -(dtotal + total * (log_x - lax.digamma(a + 1))) * safe_x / a
+
+    # continued fraction: Q = exp(a log x - x - lgamma(a)) F, F = 1/(b1 - 1(1-a)/(b2 - 2(2-a)/(b3 - ...))),
+    # b_k = x + 2k - 1 - a; convergents A_k/B_k and their a-derivatives by the three-term recurrence.
+    def fraction_cond(s: Any) -> Any:
+        return enp.any(s[0]) & (s[1] < 2000)
+
+    def fraction_body(s: Any) -> Any:
+        going, k, a1, a2, b1, b2, da1, da2, db1, db2, value, dvalue = s
+        k1 = k + 1
+        kf = k.astype(dtype)
+        alpha = -kf * (kf - a)  # the k-th partial numerator (k >= 1), d/da = k
+        beta = safe_x + 2 * kf + 1 - a
+        new_a = beta * a1 + alpha * a2
+        new_b = beta * b1 + alpha * b2
+        new_da = beta * da1 - a1 + alpha * da2 + kf * a2
+        new_db = beta * db1 - b1 + alpha * db2 + kf * b2
+        ok = new_b != 0
+        safe_b = enp.where(ok, new_b, _const(1.0, dtype))
+        new_value = enp.where(ok, new_a / safe_b, value)
+        new_dvalue = enp.where(ok, (new_da - new_value * new_db) / safe_b, dvalue)
+        done = ok & (enp.abs(new_value - value) <= eps * enp.abs(new_value)) & (
+            enp.abs(new_dvalue - dvalue) <= eps * enp.abs(new_dvalue))
+        big = enp.abs(new_b) > 1.0 / eps  # rescale the convergents, which grow without bound
+        scale = enp.where(big, _const(eps, dtype), _const(1.0, dtype))
+        keep = lambda new, old: enp.where(going, new, old)  # noqa: E731
+        return (going & ~done, k1, keep(new_a * scale, a1), keep(a1 * scale, a2), keep(new_b * scale, b1),
+                keep(b1 * scale, b2), keep(new_da * scale, da1), keep(da1 * scale, da2), keep(new_db * scale, db1),
+                keep(db1 * scale, db2), keep(new_value, value), keep(new_dvalue, dvalue))
+
+    beta0 = safe_x + 1 - a
+    init = (use_fraction, enp.asarray(1), zeros + 1, zeros, beta0, ones, zeros, zeros, -ones, zeros,
+            1 / beta0, 1 / (beta0 * beta0))
+    out = lax.while_loop(fraction_cond, fraction_body, init)
+    value, dvalue = out[10], out[11]
+    fraction = (dvalue + value * (log_x - lax.digamma(a))) * safe_x
+    grad = enp.where(use_fraction, fraction, series)
+    grad = enp.where(x == 0, zeros, grad)
+    return enp.where((a <= 0) | (x < 0) | (a != a) | (x != x), zeros + np.nan, grad)
+
+
+@partial(custom_jvp, nondiff_argnums=(2,))
+def _gamma_impl(data: Any, a: Any, log_space: bool) -> Any:
+    return _sample_gamma(data, a, log_space)
+
+
+@_gamma_impl.defjvp
+def _gamma_impl_jvp(log_space: bool, primals: Any, tangents: Any) -> Any:
+    data, a = primals
+    out = _gamma_impl(data, a, log_space)
+    ta = tangents[1]
+    sample = lax.stop_gradient(out)
+    a = lax.stop_gradient(a)
+    if log_space:
+        x = lax.exp(sample)
+        x = enp.where(x == 0, _const(float(_finfo(aval_of(x).dtype).tiny), aval_of(x).dtype), x)
+        slope = _gamma_sample_derivative(a, x) / x
+    else:
+        slope = _gamma_sample_derivative(a, sample)
+    return out, (enp.zeros_like(out) if ta is None else ta * slope)
+
+
+@partial(jit, static_argnums=(2, 3, 4))
+def _gamma(data: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype, log_space: bool) -> Any:
+    a = enp.broadcast_to(lax.convert_element_type(enp.asarray(a), dtype), shape)
+    return _gamma_impl(data, a, log_space)
+
+
+def _gamma_args(name: str, key: Any, a: Any, shape: Any, dtype: Any) -> tuple[Any, tuple[int, ...], np.dtype]:
+    data = _key(name, key)
+    dtype = _float_dtype(name, dtype)
+    shape = _params_shape(name, shape, {"a": a}) if shape is not None else tuple(np.shape(a))
+    return data, shape, dtype
+
+
+def gamma(key: Any, a: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
+    """Gamma(a, 1) floats, differentiable in a (as jax.random.gamma)."""
+    data, shape, dtype = _gamma_args("gamma", key, a, shape, dtype)
+    return _gamma(data, a, shape, dtype, False)
+
+
+def loggamma(key: Any, a: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
+    """log of Gamma(a, 1) floats, accurate for small a (as jax.random.loggamma)."""
+    data, shape, dtype = _gamma_args("loggamma", key, a, shape, dtype)
+    return _gamma(data, a, shape, dtype, True)
+
+
+@partial(jit, static_argnums=(3, 4))
+def _beta(data: Any, a: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    keys = _split(data, (2,))
+    a = enp.broadcast_to(lax.convert_element_type(enp.asarray(a), dtype), shape)
+    b = enp.broadcast_to(lax.convert_element_type(enp.asarray(b), dtype), shape)
+    log_a, log_b = _gamma_impl(keys[0], a, True), _gamma_impl(keys[1], b, True)
+    log_max = enp.maximum(log_a, log_b)
+    ga, gb = enp.exp(log_a - log_max), enp.exp(log_b - log_max)
+    return ga / (ga + gb)
+
+
+def beta(key: Any, a: Any, b: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
+    """Beta(a, b) floats, differentiable in a and b (as jax.random.beta)."""
+    data = _key("beta", key)
+    dtype = _float_dtype("beta", dtype)
+    shape = _params_shape("beta", shape, {"a": a, "b": b})
+    return _beta(data, a, b, shape, dtype)
+
+
+def _softmax_last(x: Any) -> Any:
+    unnormalized = enp.exp(x - lax.stop_gradient(enp.max(x, axis=-1, keepdims=True)))
+    return _div_by_broadcast(unnormalized, enp.sum(unnormalized, axis=-1, keepdims=True))
+
+
+@partial(jit, static_argnums=(2, 3))
+def _dirichlet(data: Any, alpha: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    alpha = lax.convert_element_type(enp.asarray(alpha), dtype)
+    full = shape + alpha.shape[-1:]
+    return _softmax_last(_gamma_impl(data, enp.broadcast_to(alpha, full), True))
+
+
+def dirichlet(key: Any, alpha: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
+    """Dirichlet(alpha) vectors along the last axis (as jax.random.dirichlet)."""
+    data = _key("dirichlet", key)
+    dtype = _float_dtype("dirichlet", dtype)
+    if np.ndim(alpha) < 1:
+        raise ValueError(f"ember.random.dirichlet: alpha must have at least one dimension, got alpha.ndim == "
+                         f"{np.ndim(alpha)}")
+    batch = tuple(np.shape(alpha)[:-1])
+    if shape is None:
+        shape = batch
+    else:
+        shape = canonical_shape("dirichlet", shape)
+        _check_shape("dirichlet", shape, np.empty(batch), names=("alpha's batch shape",))
+    return _dirichlet(data, alpha, shape, dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Poisson: Knuth's multiplication method for small rates, Hormann's transformed rejection (PTRS) for large ones
+def _poisson_knuth(data: Any, lam: Any, shape: tuple[int, ...], dtype: np.dtype, max_iters: int) -> Any:
+    def body(carry: Any) -> Any:
+        i, k, keys, log_prod = carry
+        pair = _split(keys, (2,))
+        k = enp.where(log_prod > -lam, k + 1, k)
+        u = _uniform(pair[1], 0.0, 1.0, shape, np.dtype(np.float32))
+        return i + 1, k, pair[0], log_prod + enp.log(u)
+
+    def cond(carry: Any) -> Any:
+        return enp.any(carry[3] > -lam) & (carry[0] < max_iters)
+
+    init = (enp.asarray(0), enp.zeros(shape, dtype), data, enp.zeros(shape, np.float32))
+    return (lax.while_loop(cond, body, init)[1] - 1).astype(dtype)
+
+
+def _poisson_rejection(data: Any, lam: Any, shape: tuple[int, ...], dtype: np.dtype, max_iters: int) -> Any:
+    log_lam = lax.log(lam)
+    b = 0.931 + 2.53 * lax.sqrt(lam)
+    a = -0.059 + 0.02483 * b
+    inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
+    v_r = 0.9277 - 3.6224 / (b - 2)
+
+    def body(carry: Any) -> Any:
+        i, k_out, accepted, keys = carry
+        three = _split(keys, (3,))
+        u = _uniform(three[1], 0.0, 1.0, shape, lam.dtype) - 0.5
+        v = _uniform(three[2], 0.0, 1.0, shape, lam.dtype)
+        u_shifted = 0.5 - enp.abs(u)
+        k = lax.floor((2 * a / u_shifted + b) * u + lam + 0.43)
+        s = lax.log(v * inv_alpha / (a / (u_shifted * u_shifted) + b))
+        t = -lam + k * log_lam - lax.lgamma(k + 1)
+        accept1 = (u_shifted >= 0.07) & (v <= v_r)
+        reject = (k < 0) | (u_shifted < 0.013) & (v > u_shifted)
+        accept = accept1 | ~reject & (s <= t)
+        return i + 1, enp.where(accept, k, k_out), accepted | accept, three[0]
+
+    def cond(carry: Any) -> Any:
+        return enp.any(~carry[2]) & (carry[0] < max_iters)
+
+    init = (enp.asarray(0), enp.full(shape, -1.0, lam.dtype), enp.zeros(shape, bool), data)
+    return lax.while_loop(cond, body, init)[1].astype(dtype)
+
+
+@partial(jit, static_argnums=(2, 3))
+def _poisson(data: Any, lam: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    use_knuth = (lam != lam) | (lam < 10)
+    lam_knuth = enp.where(use_knuth, lam, enp.zeros_like(lam))
+    lam_rejection = enp.where(use_knuth, enp.full_like(lam, 1e5), lam)
+    max_iters = int(np.iinfo(dtype).max)
+    result = enp.where(use_knuth, _poisson_knuth(data, lam_knuth, shape, dtype, max_iters),
+                       _poisson_rejection(data, lam_rejection, shape, dtype, max_iters))
+    return enp.where(lam == 0, enp.zeros_like(result), result)
+
+
+def poisson(key: Any, lam: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
+    """Poisson(lam) integers (as jax.random.poisson)."""
+    data = _key("poisson", key)
+    dtype = _int_dtype("poisson", dtype)
+    shape = tuple(np.shape(lam)) if shape is None else _params_shape("poisson", shape, {"lam": lam})
+    lam = lax.convert_element_type(enp.broadcast_to(enp.asarray(lam), shape), np.float32)
+    return _poisson(data, lam, shape, dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# more continuous distributions built on the ones above (as in jax.random)
+@partial(jit, static_argnums=(2, 3))
+def _generalized_normal(data: Any, p: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    keys = _split(data, (2,))
+    g = _gamma_impl(keys[0], enp.broadcast_to(lax.convert_element_type(1 / enp.asarray(p), dtype), shape), False)
+    r = _rademacher(keys[1], shape, dtype)
+    return r * g ** (1 / p)
+
+
+def generalized_normal(key: Any, p: float, shape: Sequence[int] = (), dtype: Any = None) -> Any:
+    """Generalized normal floats with density proportional to exp(-|x|**p) (as jax.random.generalized_normal)."""
+    data = _key("generalized_normal", key)
+    return _generalized_normal(data, p, canonical_shape("generalized_normal", shape),
+                               _float_dtype("generalized_normal", dtype))
+
+
+@partial(jit, static_argnums=(2, 3, 4))
+def _ball(data: Any, p: Any, d: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    keys = _split(data, (2,))
+    g = _generalized_normal(keys[0], p, (*shape, d), dtype)
+    e = _normal_free_exponential(keys[1], shape, dtype)
+    return _div_by_broadcast(g, (((enp.abs(g) ** p).sum(-1) + e) ** (1 / p))[..., None])
+
+
+def _normal_free_exponential(data: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    return lax.neg(lax.log1p(lax.neg(_uniform(data, 0.0, 1.0, shape, dtype))))
+
+
+def ball(key: Any, d: int, p: float = 2, shape: Sequence[int] = (), dtype: Any = None) -> Any:
+    """Points uniform in the d-dimensional unit p-norm ball (as jax.random.ball)."""
+    data = _key("ball", key)
+    d = _concrete_int("ball", "d", d)
+    return _ball(data, p, d, canonical_shape("ball", shape), _float_dtype("ball", dtype))
+
+
+@partial(jit, static_argnums=(2, 3))
+def _pareto(data: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    b = lax.convert_element_type(enp.asarray(b), dtype)
+    return lax.exp(_div_by_broadcast(_normal_free_exponential(data, shape, dtype), b))
+
+
+def pareto(key: Any, b: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
+    """Pareto(b) floats (as jax.random.pareto)."""
+    data = _key("pareto", key)
+    return _pareto(data, b, _params_shape("pareto", shape, {"b": b}), _float_dtype("pareto", dtype))
+
+
+@partial(jit, static_argnums=(2, 3))
+def _t(data: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    df = lax.convert_element_type(enp.asarray(df), dtype)
+    keys = _split(data, (2,))
+    n = _normal(keys[0], shape, dtype)
+    half_df = df / 2
+    g = _gamma_impl(keys[1], enp.broadcast_to(half_df, shape), False)
+    return n * enp.sqrt(half_df / g)
+
+
+def t(key: Any, df: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
+    """Student's t floats with df degrees of freedom (as jax.random.t)."""
+    data = _key("t", key)
+    return _t(data, df, _params_shape("t", shape, {"df": df}), _float_dtype("t", dtype))
+
+
+@partial(jit, static_argnums=(2, 3))
+def _chisquare(data: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    half_df = lax.convert_element_type(enp.asarray(df), dtype) / 2
+    return enp.exp(_gamma_impl(data, enp.broadcast_to(half_df, shape), True)) * 2
+
+
+def chisquare(key: Any, df: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
+    """Chi-square floats with df degrees of freedom (as jax.random.chisquare)."""
+    data = _key("chisquare", key)
+    return _chisquare(data, df, _params_shape("chisquare", shape, {"df": df}), _float_dtype("chisquare", dtype))
+
+
+@partial(jit, static_argnums=(2, 3))
+def _lognormal(data: Any, sigma: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    return lax.exp(_normal(data, shape, dtype) * lax.convert_element_type(enp.asarray(sigma), dtype))
+
+
+def lognormal(key: Any, sigma: Any = np.float32(1), shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
+    """exp(sigma * normal) floats (as jax.random.lognormal)."""
+    data = _key("lognormal", key)
+    return _lognormal(data, sigma, _params_shape("lognormal", shape, {"sigma": sigma}),
+                      _float_dtype("lognormal", dtype))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def _needs_linalg(name: str, what: str) -> Any:
+    def sampler(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"ember.random.{name} needs {what}, which ember does not have yet (it arrives "
+                                  "with ember.numpy.linalg); sample ember.random.normal and transform it yourself "
+                                  "meanwhile")
+    sampler.__name__ = sampler.__qualname__ = name
+    sampler.__doc__ = f"As jax.random.{name}; needs {what} (not in ember yet: raises NotImplementedError)."
+    return sampler
+
+
+multivariate_normal = _needs_linalg("multivariate_normal", "a Cholesky, eigh or SVD factorisation of cov")
+orthogonal = _needs_linalg("orthogonal", "a QR factorisation")
