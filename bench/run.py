@@ -441,6 +441,84 @@ def cnn_train_step(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], 
                         make(jax, jnp), [[jnp.asarray(a) for a in params], jnp.asarray(images), jnp.asarray(labels)])
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Random numbers: ember.random draws JAX's numbers bit for bit (checked first); these time the drawing.
+def normals_1e7(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """10^7 float32 normals from one key, an eager call of each library's sampler (one compiled program)."""
+    from jax import random as jr
+
+    from ember import random as er
+    ekey, jkey = er.key(0), jr.key(0)
+    np.testing.assert_array_equal(np.asarray(er.normal(ekey, (10 ** 7,))), np.asarray(jr.normal(jkey, (10 ** 7,))))
+    return (lambda: er.normal(ekey, (10 ** 7,)).block_until_ready()), \
+        (lambda: jr.normal(jkey, (10 ** 7,)).block_until_ready())
+
+
+def dropout_mask(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """Dropout alone, as a training step does it: split the key, draw a keep-0.9 mask for f32[128, 512]
+    activations and apply it, in one jitted program, the new key fed back each call."""
+    from jax import random as jr
+
+    from ember import random as er
+    h = np.random.default_rng(0).normal(size=(128, 512)).astype(np.float32)
+
+    def make(lib: Any, np_: Any, random: Any) -> Callable[..., Any]:
+        def step(key: Any, h: Any) -> Any:
+            key, sub = random.split(key)
+            return np_.where(random.bernoulli(sub, 0.9, h.shape), h / 0.9, 0), key
+        return lib.jit(step)
+
+    def loop(step: Callable[..., Any], key: Any, h: Any) -> Callable[[], Any]:
+        state = [key]
+
+        def run() -> Any:
+            out, state[0] = step(state[0], h)
+            return out.block_until_ready()
+        return run
+    estep, jstep = make(ember, enp, er), make(jax, jnp, jr)
+    np.testing.assert_array_equal(np.asarray(estep(er.key(1), h)[0]), np.asarray(jstep(jr.key(1), h)[0]))
+    return loop(estep, er.key(1), ember.asarray(h)), loop(jstep, jr.key(1), jnp.asarray(h))
+
+
+def dropout_train_step(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """One SGD step of a 784-512-10 MLP with dropout (keep 0.9) on the hidden layer, batch 128: the key split,
+    the mask drawn, value_and_grad and the update in one jitted program, the new key fed back each call."""
+    from jax import random as jr
+
+    from ember import random as er
+    rng = np.random.default_rng(0)
+    params = [(rng.normal(size=(784, 512)) / 28).astype(np.float32), np.zeros(512, np.float32),
+              (rng.normal(size=(512, 10)) / 22).astype(np.float32), np.zeros(10, np.float32)]
+    x = rng.normal(size=(128, 784)).astype(np.float32)
+    y = rng.normal(size=(128, 10)).astype(np.float32)
+
+    def make(lib: Any, np_: Any, random: Any) -> Callable[..., Any]:
+        def loss(p: Any, key: Any, x: Any, y: Any) -> Any:
+            h = np_.maximum(x @ p[0] + p[1], 0)
+            h = np_.where(random.bernoulli(key, 0.9, h.shape), h / 0.9, 0)
+            return np_.mean((h @ p[2] + p[3] - y) ** 2)
+
+        def step(p: Any, key: Any, x: Any, y: Any) -> Any:
+            key, sub = random.split(key)
+            value, grads = lib.value_and_grad(loss)(p, sub, x, y)
+            return value, [w - 0.01 * g for w, g in zip(p, grads)], key
+        return lib.jit(step)
+
+    def loop(step: Callable[..., Any], p: Any, key: Any, x: Any, y: Any) -> Callable[[], Any]:
+        state = [p, key]
+
+        def run() -> Any:
+            value, state[0], state[1] = step(state[0], state[1], x, y)
+            return value.block_until_ready()
+        return run
+    estep, jstep = make(ember, enp, er), make(jax, jnp, jr)
+    eargs = ([ember.asarray(a) for a in params], er.key(1), ember.asarray(x), ember.asarray(y))
+    jargs = ([jnp.asarray(a) for a in params], jr.key(1), jnp.asarray(x), jnp.asarray(y))
+    evalue, jvalue = estep(*eargs)[0], jstep(*jargs)[0]
+    np.testing.assert_allclose(float(evalue), float(jvalue), rtol=1e-5)  # the same masks: the same loss
+    return loop(estep, *eargs), loop(jstep, *jargs)
+
+
 # (name, make, calls per round[, the PyTorch equivalent's maker])
 BENCHMARKS: list[tuple[Any, ...]] = [
     ("jit: tiny f32[4] add (dispatch overhead)", tiny_call, 2000),
@@ -474,6 +552,9 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("jit(value_and_grad): embedding 32768x128, 64x128 ids", embedding_grad, 50),
     ("jit(grad): take_along_axis f32[1024,1000] labels", take_along_axis_bench, 100),
     ("jit(value_and_grad): CNN 2 conv + pool, batch 64", cnn_train_step, 20),
+    ("random: 1e7 float32 normals", normals_1e7, 10),
+    ("jit: dropout mask + apply, f32[128,512]", dropout_mask, 500),
+    ("jit: MLP train step with a dropout mask, b128", dropout_train_step, 100),
 ]
 
 # (name, make, repeat): the best of `repeat` single first calls, each of a new function (compile time)

@@ -19,7 +19,7 @@ in test_jax_docs_custom.py, which shares this module's fixed_point and scan-over
 Adaptations are minimal and commented where made: `from jax import grad, jit, lax` becomes attribute access;
 `print(...)` and bare expression cells return their values instead; `make_jaxpr(f)(...)` / `jit(f).trace(...)`
 become `jit(f)(...)` (the values are compared, not the IR); %timeit is left out. Examples that need what ember lacks
-(jax.debug, jax.random) are skipped, naming the feature.
+(jax.debug) are skipped, naming the feature.
 """
 import jax as jax_oracle
 import numpy as np
@@ -701,9 +701,7 @@ def test_debugging_print_in_lax_map():
     """Debugging (new_docs/201/debugging.md) › jax.debug.print inside jax.lax.map versus jax.vmap: evaluation order."""
 
 
-@pytest.mark.skip(reason="ember has no jax.random (key, split, normal)")
-def test_thinking_in_jax_random_keys_in_a_loop():
-    """Thinking in JAX › Pseudorandom numbers: a Python for loop splitting the key at each draw."""
+# Thinking in JAX › Pseudorandom numbers: in tests/test_jax_docs_random.py (compared bit for bit).
 
 
 # ------------------------------------------------------------------------------------------- API docstrings

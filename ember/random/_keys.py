@@ -227,9 +227,10 @@ def seed_data(name: str, seed: Any) -> Any:
     return _seed_words_jit(seed)
 
 
-def key(seed: Any, *, impl: Any = None) -> KeyArray:
+def key(seed: Any, *, impl: Any = None, dtype: Any = None) -> KeyArray:
     """A typed PRNG key (shape (), dtype key<fry>) from an integer seed, as jax.random.key."""
     _check_impl("key", impl)
+    _check_impl("key", dtype)
     return KeyArray(seed_data("key", seed))
 
 
@@ -244,9 +245,10 @@ def key_data(keys: Any) -> Any:
     return key_data_of("key_data", keys, allow_batched=True)[0]
 
 
-def wrap_key_data(key_bits_array: Any, *, impl: Any = None) -> KeyArray:
+def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -> KeyArray:
     """A typed key array over uint32[..., 2] key data."""
     _check_impl("wrap_key_data", impl)
+    _check_impl("wrap_key_data", dtype)
     data = key_bits_array if hasattr(key_bits_array, "dtype") else np.asarray(key_bits_array)
     if np.dtype(data.dtype) != np.uint32 or not np.shape(data) or np.shape(data)[-1] != 2:
         raise TypeError("ember.random.wrap_key_data: key data must be uint32 with a last dimension of 2 "
