@@ -10,8 +10,9 @@ notebooks/autodiff_cookbook.md, higher-order.md and new_docs/301/cookbook.md ("A
 automatic-vectorization.md, notebooks/thinking_in_jax.md, pytrees.md, custom_pytrees.md, new_docs/101/pytrees.md,
 and the examples in the API reference docstrings (jax/_src/api.py, jax/_src/tree_util.py).
 
-Adaptations are minimal and commented where made. `from jax import grad` becomes `grad = jax.grad`; ember has no
-jax.random, so random inputs come from numpy's generator (float32, like jax.random's defaults); timing cells
+Adaptations are minimal and commented where made. `from jax import grad` becomes `grad = jax.grad`; random inputs
+come from numpy's generator (float32, like jax.random's defaults; these tests predate ember.random, whose own
+documentation examples are compared bit for bit in test_jax_docs_random.py); timing cells
 (%timeit) are left out, and printed values are returned instead, to be compared.
 
 Dtypes: the docs assume JAX's defaults (x64 off: Python scalars and lists are float32 / int32), which is also what
@@ -40,7 +41,7 @@ PYTHON_SCALARS = (bool, int, float, complex, str, type(None))
 # ----------------------------------------------------------------------------------------------------------- helpers
 
 def normal(jnp, seed, shape):
-    """Stands in for `jax.random.normal(key, shape)`: ember has no jax.random, so numpy's generator, as float32."""
+    """Stands in for `jax.random.normal(key, shape)`: numpy's generator, as float32 (see the module docstring)."""
     return jnp.asarray(np.random.default_rng(seed).normal(size=shape).astype(np.float32))
 
 
