@@ -93,7 +93,7 @@ CASES = [
          lambda x: x.view(np.uint32), S1, ["float32"], jax=lambda x: jlax.bitcast_convert_type(x, jnp.uint32),
          grad=False),
     Case("bitcast_convert_type", lambda x: lax.bitcast_convert_type(x, "uint8"),
-         lambda x: x.view(np.uint8).reshape(x.shape + (4,)), S1, ["float32", "int32"],
+         lambda x: np.ascontiguousarray(x).reshape(-1).view(np.uint8).reshape(x.shape + (4,)), S1, ["float32", "int32"],
          jax=lambda x: jlax.bitcast_convert_type(x, jnp.uint8), grad=False, name="bitcast_narrower"),
     Case("bitcast_convert_type", lambda x: lax.bitcast_convert_type(x, "float32"),
          lambda x: x.view(np.float32).reshape(x.shape[:-1]), [((3, 4),), ((4,),)], ["uint8"],
