@@ -1,0 +1,18 @@
+"""ember.nn: jax.nn's functions under the same names (activations, softmax, one_hot, standardize,
+dot_product_attention) and ember.nn.initializers. See docs/nn.md."""
+from ember.nn import initializers as initializers
+from ember.nn._functions import (
+    celu as celu, dot_product_attention as dot_product_attention, elu as elu, gelu as gelu, glu as glu,
+    hard_sigmoid as hard_sigmoid, hard_silu as hard_silu, hard_swish as hard_swish, hard_tanh as hard_tanh,
+    leaky_relu as leaky_relu, log_sigmoid as log_sigmoid, log_softmax as log_softmax, logsumexp as logsumexp,
+    mish as mish, one_hot as one_hot, relu as relu, relu6 as relu6, selu as selu, sigmoid as sigmoid, silu as silu,
+    soft_sign as soft_sign, softmax as softmax, softplus as softplus, squareplus as squareplus,
+    standardize as standardize, swish as swish,
+)
+from ember.numpy import tanh as tanh
+
+__all__ = [
+    "celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
+    "initializers", "leaky_relu", "log_sigmoid", "log_softmax", "logsumexp", "mish", "one_hot", "relu", "relu6",
+    "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus", "squareplus", "standardize", "swish", "tanh",
+]

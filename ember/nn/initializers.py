@@ -1,0 +1,146 @@
+"""ember.nn.initializers: jax.nn.initializers' factories. Each returns init(key, shape, dtype=float) -> array; with
+the same key they give JAX's values bit for bit (ember.random draws JAX's numbers)."""
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ember import numpy as enp
+from ember import random
+from ember._core import dtypes as dt
+
+Initializer = Callable[..., Any]
+
+
+def _dtype(dtype: Any) -> np.dtype:
+    dtype = dt.default_float_dtype() if dtype is None else dt.canonicalize_dtype(dtype)
+    if not dt.is_float(dtype):
+        raise TypeError(f"ember.nn.initializers: dtype must be a float dtype, got {dtype.name}")
+    return dtype
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(operator.index(d) for d in shape)
+
+
+def zeros(key: Any, shape: Sequence[int], dtype: Any = None) -> Any:
+    """An initializer of zeros (jax.nn.initializers.zeros)."""
+    return enp.zeros(_shape(shape), _dtype(dtype))
+
+
+def ones(key: Any, shape: Sequence[int], dtype: Any = None) -> Any:
+    """An initializer of ones (jax.nn.initializers.ones)."""
+    return enp.ones(_shape(shape), _dtype(dtype))
+
+
+def constant(value: Any, dtype: Any = None) -> Initializer:
+    def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
+        return enp.full(_shape(shape), value, dtype=_dtype(dtype))
+    return init
+
+
+def uniform(scale: Any = 1e-2, dtype: Any = None) -> Initializer:
+    """Uniform in [0, scale)."""
+    def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
+        dtype = _dtype(dtype)
+        return random.uniform(key, _shape(shape), dtype) * np.asarray(scale, dtype)
+    return init
+
+
+def normal(stddev: Any = 1e-2, dtype: Any = None) -> Initializer:
+    def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
+        dtype = _dtype(dtype)
+        return random.normal(key, _shape(shape), dtype) * np.asarray(stddev, dtype)
+    return init
+
+
+def truncated_normal(stddev: Any = 1e-2, dtype: Any = None, lower: Any = -2.0, upper: Any = 2.0) -> Initializer:
+    def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
+        dtype = _dtype(dtype)
+        return random.truncated_normal(key, lower, upper, _shape(shape), dtype) * np.asarray(stddev, dtype)
+    return init
+
+
+def _fans(shape: tuple[int, ...], in_axis: Any, out_axis: Any, batch_axis: Any) -> tuple[float, float]:
+    if isinstance(in_axis, int) and in_axis == -2 and len(shape) <= 1:
+        raise ValueError(f"ember.nn.initializers: cannot compute the fans of a {len(shape)}-dimensional weight "
+                         "with the default in_axis; it needs at least 2 dimensions, or give in_axis")
+
+    def size(axes: Any) -> int:
+        return shape[axes] if isinstance(axes, int) else math.prod(shape[i] for i in axes)
+    in_size, out_size, batch_size = size(in_axis), size(out_axis), size(batch_axis)
+    receptive_field = math.prod(shape) / in_size / out_size / batch_size
+    return in_size * receptive_field, out_size * receptive_field
+
+
+def variance_scaling(scale: Any, mode: str, distribution: str, in_axis: Any = -2, out_axis: Any = -1,
+                     batch_axis: Any = (), dtype: Any = None) -> Initializer:
+    """Samples with variance scale / fan (fan_in, fan_out, their mean or geometric mean), from a truncated normal,
+    a normal or a uniform distribution, as jax.nn.initializers.variance_scaling."""
+    if mode not in ("fan_in", "fan_out", "fan_avg", "fan_geo_avg"):
+        raise ValueError(f"ember.nn.initializers.variance_scaling: invalid mode {mode!r}; expected 'fan_in', "
+                         "'fan_out', 'fan_avg' or 'fan_geo_avg'")
+    if distribution not in ("truncated_normal", "normal", "uniform"):
+        raise ValueError(f"ember.nn.initializers.variance_scaling: invalid distribution {distribution!r}; "
+                         "expected 'truncated_normal', 'normal' or 'uniform'")
+
+    def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
+        shape, dtype = _shape(shape), _dtype(dtype)
+        fan_in, fan_out = _fans(shape, in_axis, out_axis, batch_axis)
+        denominator = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2,
+                       "fan_geo_avg": (fan_in * fan_out) ** 0.5}[mode]
+        variance = np.asarray(scale / denominator, dtype)
+        if distribution == "truncated_normal":
+            stddev = np.sqrt(variance) / np.asarray(0.8796256610342398, dtype)  # the std of N(0, 1) on [-2, 2]
+            return random.truncated_normal(key, -2, 2, shape, dtype) * stddev
+        if distribution == "normal":
+            return random.normal(key, shape, dtype) * np.sqrt(variance)
+        return random.uniform(key, shape, dtype, -1) * np.sqrt(np.asarray(3 * variance, dtype))
+    return init
+
+
+def glorot_uniform(in_axis: Any = -2, out_axis: Any = -1, batch_axis: Any = (), dtype: Any = None) -> Initializer:
+    return variance_scaling(1.0, "fan_avg", "uniform", in_axis, out_axis, batch_axis, dtype)
+
+
+def glorot_normal(in_axis: Any = -2, out_axis: Any = -1, batch_axis: Any = (), dtype: Any = None) -> Initializer:
+    return variance_scaling(1.0, "fan_avg", "truncated_normal", in_axis, out_axis, batch_axis, dtype)
+
+
+def lecun_uniform(in_axis: Any = -2, out_axis: Any = -1, batch_axis: Any = (), dtype: Any = None) -> Initializer:
+    return variance_scaling(1.0, "fan_in", "uniform", in_axis, out_axis, batch_axis, dtype)
+
+
+def lecun_normal(in_axis: Any = -2, out_axis: Any = -1, batch_axis: Any = (), dtype: Any = None) -> Initializer:
+    return variance_scaling(1.0, "fan_in", "truncated_normal", in_axis, out_axis, batch_axis, dtype)
+
+
+def he_uniform(in_axis: Any = -2, out_axis: Any = -1, batch_axis: Any = (), dtype: Any = None) -> Initializer:
+    return variance_scaling(2.0, "fan_in", "uniform", in_axis, out_axis, batch_axis, dtype)
+
+
+def he_normal(in_axis: Any = -2, out_axis: Any = -1, batch_axis: Any = (), dtype: Any = None) -> Initializer:
+    return variance_scaling(2.0, "fan_in", "truncated_normal", in_axis, out_axis, batch_axis, dtype)
+
+
+xavier_uniform, xavier_normal = glorot_uniform, glorot_normal
+kaiming_uniform, kaiming_normal = he_uniform, he_normal
+
+
+def orthogonal(scale: Any = 1.0, column_axis: int = -1, dtype: Any = None) -> Initializer:
+    def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
+        raise NotImplementedError("ember.nn.initializers.orthogonal needs a QR factorisation, which ember does not "
+                                  "have yet (it arrives with ember.numpy.linalg)")
+    return init
+
+
+__all__ = [
+    "Initializer", "constant", "glorot_normal", "glorot_uniform", "he_normal", "he_uniform", "kaiming_normal",
+    "kaiming_uniform", "lecun_normal", "lecun_uniform", "normal", "ones", "orthogonal", "truncated_normal", "uniform",
+    "variance_scaling", "xavier_normal", "xavier_uniform", "zeros",
+]
