@@ -5,6 +5,7 @@ The package is layered; imports point one way: _core -> _hlo -> _prims -> _trans
 -> _api -> _numpy -> the public faces (this module, lax, numpy, tree, tree_util). tests/test_layers.py enforces it."""
 from ember import config as config, lax as lax, numpy as numpy, ops as ops, tree as tree, tree_util as tree_util
 from ember import random as random
+from ember import checkpoints as checkpoints, nn as nn, optim as optim, scipy as scipy
 from ember._api import clear_caches as clear_caches, disable_jit as disable_jit
 from ember._api import compile as compile, grad as grad, jit as jit, make_ir as make_ir  # noqa: A004
 from ember._api import stage_out as stage_out, value_and_grad as value_and_grad, vjp as vjp
@@ -28,10 +29,10 @@ from ember._transforms import dce as dce
 __version__ = "0.1.0"
 
 __all__ = [
-    "Array", "array", "asarray", "check_ir", "checkpoint", "checkpoint_policies", "clear_caches", "compile",
-    "Compiled", "config", "CompileError", "ConcretizationTypeError", "custom_jvp", "custom_vjp", "dce",
+    "Array", "array", "asarray", "check_ir", "checkpoint", "checkpoints", "checkpoint_policies", "clear_caches",
+    "compile", "Compiled", "config", "CompileError", "ConcretizationTypeError", "custom_jvp", "custom_vjp", "dce",
     "default_device", "device_put", "devices", "disable_jit", "eval_ir", "float0", "grad", "hessian", "IR",
     "IRTypeError", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "linearize", "lower", "Lowered", "make_ir",
-    "numpy", "PjrtError", "random", "remat", "ShapedArray", "stage_out", "tree", "tree_util", "UnexpectedTracerError",
-    "value_and_grad", "vjp", "vmap",
+    "nn", "numpy", "optim", "PjrtError", "random", "remat", "scipy", "ShapedArray", "stage_out", "tree", "tree_util",
+    "UnexpectedTracerError", "value_and_grad", "vjp", "vmap",
 ]

@@ -1,5 +1,6 @@
 """ember.nn: jax.nn's functions under the same names (activations, softmax, one_hot, standardize,
-dot_product_attention) and ember.nn.initializers. See docs/nn.md."""
+dot_product_attention), ember.nn.initializers, and layers as Modules (pytrees of parameters: Linear, Conv,
+Embedding, LayerNorm, RMSNorm, BatchNorm, Dropout, MultiHeadAttention, Sequential, MLP). See docs/nn.md."""
 from ember.nn import initializers as initializers
 from ember.nn._functions import (
     celu as celu, dot_product_attention as dot_product_attention, elu as elu, gelu as gelu, glu as glu,
@@ -9,9 +10,17 @@ from ember.nn._functions import (
     soft_sign as soft_sign, softmax as softmax, softplus as softplus, squareplus as squareplus,
     standardize as standardize, swish as swish,
 )
+from ember.nn._layers import (
+    MLP as MLP, BatchNorm as BatchNorm, Conv as Conv, Conv1d as Conv1d, Conv2d as Conv2d, Dropout as Dropout,
+    Embedding as Embedding, Lambda as Lambda, LayerNorm as LayerNorm, Linear as Linear,
+    MultiHeadAttention as MultiHeadAttention, RMSNorm as RMSNorm, Sequential as Sequential,
+)
+from ember.nn._module import Module as Module
 from ember.numpy import tanh as tanh
 
 __all__ = [
+    "BatchNorm", "Conv", "Conv1d", "Conv2d", "Dropout", "Embedding", "Lambda", "LayerNorm", "Linear", "MLP", "Module",
+    "MultiHeadAttention", "RMSNorm", "Sequential",
     "celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
     "initializers", "leaky_relu", "log_sigmoid", "log_softmax", "logsumexp", "mish", "one_hot", "relu", "relu6",
     "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus", "squareplus", "standardize", "swish", "tanh",

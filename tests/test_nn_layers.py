@@ -1,0 +1,231 @@
+"""ember.nn's layers: forward against numpy or JAX references with the same parameters, gradients against jax.grad
+of the reference, modules through jit, grad, vmap, tree_map and ember.optim, and clear errors."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import random as jr
+
+import ember
+import ember.numpy as enp
+from ember import nn, optim, random
+from ember._core.dtypes import x64_enabled
+
+
+@pytest.fixture(autouse=True)
+def jax_in_embers_mode():
+    with jax.enable_x64(x64_enabled()):
+        yield
+
+
+KEY = random.key(0)
+RNG = np.random.default_rng(0)
+
+
+class _Params:
+    """A module's parameters and settings as attributes, for the JAX references: a JAX pytree whose children are
+    the module's children (in ember's order) and whose other attributes are static."""
+
+    def __init__(self, children, static):
+        self.__dict__.update(static)
+        self.__dict__.update(children)
+        self._names = list(children)
+
+
+jax.tree_util.register_pytree_node(
+    _Params, lambda p: ([p.__dict__[n] for n in p._names], (tuple(p._names), tuple(
+        (k, v) for k, v in p.__dict__.items() if k not in p._names and k != "_names"))),
+    lambda aux, values: _Params(dict(zip(aux[0], values)), dict(aux[1])))
+
+
+def _np(tree):
+    """ember module -> _Params of numpy arrays (recursively)."""
+    if isinstance(tree, nn.Module):
+        children = tree._children()
+        return _Params({k: _np(tree.__dict__[k]) for k in children},
+                       {k: v for k, v in tree.__dict__.items() if k not in children and not k.startswith("_ember")})
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_np(x) for x in tree)
+    return None if tree is None else np.asarray(tree)
+
+
+def _check(ours_fn, theirs_fn, module, *inputs, rtol=1e-5, atol=1e-6):
+    """ours_fn(module, *inputs) against theirs_fn(params as numpy/jax arrays, *inputs): values and the gradient of
+    the sum of squares with respect to every parameter."""
+    params = _np(module)
+    np.testing.assert_allclose(np.asarray(ours_fn(module, *inputs)), np.asarray(theirs_fn(params, *inputs)),
+                               rtol=rtol, atol=atol)
+    ours = ember.grad(lambda m: enp.sum(ours_fn(m, *inputs) ** 2))(module)
+    theirs = jax.grad(lambda p: jnp.sum(theirs_fn(p, *inputs) ** 2))(jax.tree.map(jnp.asarray, params))
+    for a, b in zip(ember.tree.leaves(ours), jax.tree.leaves(theirs)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+
+
+def test_linear():
+    layer = nn.Linear(5, 3, key=KEY)
+    assert layer.weight.shape == (5, 3) and layer.bias.shape == (3,)
+    x = RNG.normal(size=(2, 4, 5)).astype(np.float32)
+    _check(lambda m, x: m(x), lambda p, x: x @ p.weight + p.bias, layer, x)
+    # the initial weights are JAX's lecun_normal with the first of two split keys
+    wkey = jr.split(jr.key(0))[0]
+    np.testing.assert_array_equal(np.asarray(layer.weight),
+                                  np.asarray(jax.nn.initializers.lecun_normal()(wkey, (5, 3))))
+    assert nn.Linear(5, 3, use_bias=False, key=KEY).bias is None
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"strides": 2, "padding": "VALID"}, {"dilation": 2, "padding": 1},
+                                    {"groups": 2}])
+def test_conv2d(kwargs):
+    layer = nn.Conv2d(4, 6, (3, 3), key=KEY, **kwargs)
+    x = RNG.normal(size=(2, 9, 9, 4)).astype(np.float32)
+
+    def reference(p, x):
+        padding = p.padding
+        y = jax.lax.conv_general_dilated(x, p.kernel, p.strides, padding, rhs_dilation=p.dilation,
+                                         dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=p.groups)
+        return y + p.bias
+    _check(lambda m, x: m(x), reference, layer, x)
+    np.testing.assert_allclose(np.asarray(layer(x[0])), np.asarray(layer(x))[0], rtol=1e-6)
+
+
+def test_conv1d():
+    layer = nn.Conv1d(3, 5, 4, key=KEY, padding="VALID")
+    x = RNG.normal(size=(2, 10, 3)).astype(np.float32)
+    ref = jax.lax.conv_general_dilated(x, np.asarray(layer.kernel), (1,), "VALID",
+                                       dimension_numbers=("NWC", "WIO", "NWC")) + np.asarray(layer.bias)
+    np.testing.assert_allclose(np.asarray(layer(x)), np.asarray(ref), rtol=1e-5, atol=1e-6)
+
+
+def test_embedding():
+    layer = nn.Embedding(10, 4, key=KEY)
+    ids = np.array([[1, 2, 2], [9, 0, 1]], np.int32)
+    _check(lambda m, i: m(i), lambda p, i: p.weight[i], layer, ids)
+    np.testing.assert_allclose(np.asarray(layer.attend(np.ones((2, 4), np.float32))),
+                               np.ones((2, 4)) @ np.asarray(layer.weight).T, rtol=1e-6)
+    with pytest.raises(TypeError, match="Embedding: ids must be integers"):
+        layer(np.ones(2, np.float32))
+
+
+def test_layer_norm_and_rms_norm():
+    x = RNG.normal(size=(3, 4, 6)).astype(np.float32)
+    ln = nn.LayerNorm(6).replace(weight=enp.asarray(RNG.normal(size=6).astype(np.float32)),
+                                 bias=enp.asarray(RNG.normal(size=6).astype(np.float32)))
+
+    def ln_ref(p, x):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / jnp.sqrt(var + 1e-5) * p.weight + p.bias
+    _check(lambda m, x: m(x), ln_ref, ln, x)
+    ln2 = nn.LayerNorm((4, 6), use_bias=False)
+    ref2 = (x - x.mean((1, 2), keepdims=True)) / np.sqrt(x.var((1, 2), keepdims=True) + 1e-5)
+    np.testing.assert_allclose(np.asarray(ln2(x)), ref2, rtol=1e-5, atol=1e-5)
+    rms = nn.RMSNorm(6).replace(weight=enp.asarray(RNG.normal(size=6).astype(np.float32)))
+    _check(lambda m, x: m(x), lambda p, x: x / jnp.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-6) * p.weight, rms, x)
+    with pytest.raises(ValueError, match=r"LayerNorm: expected input ending in \(6,\), got shape \(2, 5\)"):
+        nn.LayerNorm(6)(enp.ones((2, 5)))
+
+
+def test_batch_norm_training_and_evaluation():
+    x = RNG.normal(size=(8, 5, 3)).astype(np.float32) * 2 + 1
+    bn = nn.BatchNorm(3, momentum=0.9)
+    y, bn2 = bn(x, training=True)
+    mean, var = x.mean((0, 1)), x.var((0, 1))
+    np.testing.assert_allclose(np.asarray(y), (x - mean) / np.sqrt(var + 1e-5), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(bn2.running_mean), 0.1 * mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(bn2.running_var), 0.9 + 0.1 * var, rtol=1e-5)
+    y_eval, same = bn2(x, training=False)
+    assert same is bn2
+    np.testing.assert_allclose(np.asarray(y_eval), (x - np.asarray(bn2.running_mean)) /
+                               np.sqrt(np.asarray(bn2.running_var) + 1e-5), rtol=1e-5, atol=1e-5)
+    # inside a jitted training step, the new running averages come out as a module
+    step = ember.jit(lambda bn, x: bn(x, training=True))
+    _, bn3 = step(bn, x)
+    np.testing.assert_allclose(np.asarray(bn3.running_mean), np.asarray(bn2.running_mean), rtol=1e-6)
+    g = ember.grad(lambda bn: enp.sum(bn(x, training=True)[0] * x))(bn)
+    assert np.all(np.asarray(g.running_mean) == 0)  # statistics are not trained
+
+
+def test_dropout_matches_jax_bernoulli():
+    x = RNG.normal(size=(4, 50)).astype(np.float32)
+    drop = nn.Dropout(0.3)
+    y = drop(x, key=random.key(5))
+    keep = np.asarray(jr.bernoulli(jr.key(5), 0.7, (4, 50)))
+    np.testing.assert_allclose(np.asarray(y), np.where(keep, x / 0.7, 0), rtol=1e-6)
+    assert drop(x, training=False) is x
+    with pytest.raises(TypeError, match="Dropout: training needs key="):
+        drop(x)
+    with pytest.raises(ValueError, match=r"rate must be in \[0, 1\)"):
+        nn.Dropout(1.0)
+    masks = ember.vmap(lambda k: drop(enp.ones(1000), key=k))(random.split(random.key(1), 8))
+    assert abs(float(np.mean(np.asarray(masks) > 0)) - 0.7) < 0.02
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_multi_head_attention_matches_a_jax_reference(causal):
+    mha = nn.MultiHeadAttention(num_heads=2, features=8, qkv_features=6, key=KEY)
+    x = RNG.normal(size=(3, 5, 8)).astype(np.float32)
+    mask = RNG.random(size=(3, 1, 5, 5)) < 0.8
+
+    def reference(p, x):
+        def project(layer, t):
+            return t @ layer.weight + layer.bias
+        q, k, v = (project(layer, x).reshape(3, 5, 2, 3) for layer in (p.query, p.key, p.value))
+        out = jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=causal).reshape(3, 5, 6)
+        return project(p.out, out)
+    _check(lambda m, x: m(x, mask=mask, is_causal=causal), reference, mha, x, rtol=1e-5, atol=1e-5)
+    # cross-attention, unbatched
+    kv = RNG.normal(size=(7, 8)).astype(np.float32)
+    assert mha(x[0], kv).shape == (5, 8)
+
+
+def test_sequential_mlp_and_the_module_protocol():
+    k1, k2, k3 = random.split(KEY, 3)
+    seq = nn.Sequential(nn.Linear(4, 8, key=k1), nn.relu, nn.Dropout(0.5), nn.Linear(8, 2, key=k2))
+    x = RNG.normal(size=(6, 4)).astype(np.float32)
+    manual = seq[3](nn.relu(seq[0](x)))
+    np.testing.assert_allclose(np.asarray(seq(x)), np.asarray(manual), rtol=1e-6)  # no dropout when evaluating
+    assert seq(x, key=k3, training=True).shape == (6, 2)
+    mlp = nn.MLP(4, 3, 16, depth=2, activation=nn.gelu, key=k3)
+    assert len(ember.tree.leaves(mlp)) == 6
+    out = mlp(x)
+    np.testing.assert_allclose(np.asarray(ember.jit(lambda m, x: m(x))(mlp, x)), np.asarray(out), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ember.vmap(mlp)(x)), np.asarray(out), rtol=1e-5, atol=1e-6)
+    doubled = ember.tree.map(lambda p: 2 * p, mlp)
+    assert isinstance(doubled, nn.MLP) and doubled.activation is nn.gelu
+    with pytest.raises(AttributeError, match="immutable"):
+        mlp.activation = nn.relu
+    with pytest.raises(AttributeError, match=r"replace: no attribute\(s\) \['nope'\]"):
+        mlp.replace(nope=1)
+    assert "Linear(weight=float32[4, 16]" in repr(mlp)
+
+
+def test_a_training_loop_with_modules_and_optim():
+    k1, k2 = random.split(KEY)
+    model = nn.Sequential(nn.Linear(2, 16, key=k1), nn.tanh, nn.Linear(16, 1, key=k2))
+    x = RNG.uniform(-1, 1, size=(64, 2)).astype(np.float32)
+    y = (x[:, :1] * x[:, 1:]).astype(np.float32)
+    opt = optim.adam(3e-2)
+    state = opt.init(model)
+
+    @ember.jit
+    def step(model, state):
+        loss, grads = ember.value_and_grad(lambda m: enp.mean((m(x) - y) ** 2))(model)
+        updates, state = opt.update(grads, state, model)
+        return optim.apply_updates(model, updates), state, loss
+    first = None
+    for _ in range(150):
+        model, state, loss = step(model, state)
+        first = float(loss) if first is None else first
+    assert float(loss) < first / 5
+
+
+def test_init_errors():
+    with pytest.raises(TypeError, match="Linear: pass key="):
+        nn.Linear(2, 3, key=None)
+    with pytest.raises(ValueError, match=r"Linear: expected input with 3 features in its last dimension, got shape "
+                                         r"\(2, 4\)"):
+        nn.Linear(3, 2, key=KEY)(enp.ones((2, 4)))
+    with pytest.raises(ValueError, match=r"qkv_features \(5\) must be a multiple of num_heads \(2\)"):
+        nn.MultiHeadAttention(2, 5, key=KEY)
+    with pytest.raises(TypeError, match="Sequential: BatchNorm returns an updated layer"):
+        nn.Sequential(nn.BatchNorm(2))(enp.ones((3, 2)))
