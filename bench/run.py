@@ -519,6 +519,192 @@ def dropout_train_step(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[
     return loop(estep, *eargs), loop(jstep, *jargs)
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Training with ember.nn + ember.optim, against JAX + optax (the same model written functionally) and PyTorch eager.
+def _digits_batch() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return rng.random(size=(64, 64)).astype(np.float32), rng.integers(0, 10, size=64).astype(np.int32)
+
+
+def digits_mlp_step(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """One AdamW step of the digits MLP (64-128-128-10, ReLU, softmax cross-entropy), batch 64: ember.nn.MLP +
+    ember.optim vs the same network in JAX + optax, parameters and optimizer state fed back each call."""
+    import optax
+
+    from ember import nn, optim, random
+    x, y = _digits_batch()
+    model = nn.MLP(64, 10, 128, depth=2, key=random.key(0))
+    eopt, jopt = optim.adamw(1e-3, weight_decay=1e-4), optax.adamw(1e-3, weight_decay=1e-4)
+
+    @ember.jit
+    def estep(model: Any, state: Any, x: Any, y: Any) -> Any:
+        loss, grads = ember.value_and_grad(
+            lambda m: optim.softmax_cross_entropy_with_integer_labels(m(x), y).mean())(model)
+        updates, state = eopt.update(grads, state, model)
+        return optim.apply_updates(model, updates), state, loss
+
+    def jforward(params: Any, x: Any) -> Any:
+        for w, b in params[:-1]:
+            x = jax.nn.relu(x @ w + b)
+        return x @ params[-1][0] + params[-1][1]
+
+    @jax.jit
+    def jstep(params: Any, state: Any, x: Any, y: Any) -> Any:
+        loss, grads = jax.value_and_grad(
+            lambda p: optax.softmax_cross_entropy_with_integer_labels(jforward(p, x), y).mean())(params)
+        updates, state = jopt.update(grads, state, params)
+        return optax.apply_updates(params, updates), state, loss
+    jparams = [(jnp.asarray(np.asarray(layer.weight)), jnp.asarray(np.asarray(layer.bias))) for layer in model.layers]
+    return _train_loop(estep, model, eopt.init(model), (ember.asarray(x), ember.asarray(y)),
+                       jstep, jparams, jopt.init(jparams), (jnp.asarray(x), jnp.asarray(y)))
+
+
+def _train_loop(estep: Any, emodel: Any, estate: Any, eargs: Any, jstep: Any, jparams: Any, jstate: Any,
+                jargs: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """Timed calls of two train steps (params, state, *args) -> (params, state, loss), state fed back; the first
+    steps are checked to agree."""
+    e, j = [emodel, estate], [jparams, jstate]
+    first_e = estep(e[0], e[1], *eargs)[2]
+    first_j = jstep(j[0], j[1], *jargs)[2]
+    np.testing.assert_allclose(float(first_e), float(first_j), rtol=1e-4)
+
+    def run_e() -> Any:
+        e[0], e[1], loss = estep(e[0], e[1], *eargs)
+        return loss.block_until_ready()
+
+    def run_j() -> Any:
+        j[0], j[1], loss = jstep(j[0], j[1], *jargs)
+        return loss.block_until_ready()
+    return run_e, run_j
+
+
+def digits_mlp_step_torch() -> Callable[[], Any] | None:
+    torch = torch_or_none()
+    if torch is None:
+        return None
+    x, y = (torch.from_numpy(a) for a in _digits_batch())
+    y = y.long()
+    net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128), torch.nn.ReLU(),
+                              torch.nn.Linear(128, 10))
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=1e-4)
+
+    def step() -> Any:
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step
+
+
+CHAR_LM = {"batch": 32, "block": 128, "dim": 128, "heads": 4, "layers": 2}
+
+
+def _char_lm_batch() -> np.ndarray:
+    return np.random.default_rng(0).integers(0, 256, size=(CHAR_LM["batch"], CHAR_LM["block"] + 1)).astype(np.int32)
+
+
+def char_lm_step(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """One AdamW step of examples/char_lm.py's transformer (2 pre-norm blocks, d 128, 4 heads, GELU MLP, tied
+    byte embeddings), batch 32 x 128 bytes: ember.nn vs the same network in JAX + optax."""
+    import importlib.util
+    import pathlib
+
+    import optax
+
+    from ember import optim, random
+    spec = importlib.util.spec_from_file_location(
+        "char_lm", pathlib.Path(__file__).parent.parent / "examples" / "char_lm.py")
+    char_lm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(char_lm)
+    c = CHAR_LM
+    model = char_lm.CharLM(c["block"], c["dim"], c["heads"], c["layers"], dropout=0.0, key=random.key(0))
+    eopt, jopt = optim.adamw(1e-3, weight_decay=0.01), optax.adamw(1e-3, weight_decay=0.01)
+
+    @ember.jit
+    def estep(model: Any, state: Any, batch: Any) -> Any:
+        def loss_fn(m: Any) -> Any:
+            return optim.softmax_cross_entropy_with_integer_labels(m(batch[:, :-1]), batch[:, 1:]).mean()
+        loss, grads = ember.value_and_grad(loss_fn)(model)
+        updates, state = eopt.update(grads, state, model)
+        return optim.apply_updates(model, updates), state, loss
+
+    def layer_norm(p: Any, x: Any) -> Any:
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p["weight"] + p["bias"]
+
+    def linear(p: Any, x: Any) -> Any:
+        return x @ p["weight"] + p["bias"]
+
+    def jforward(p: Any, ids: Any) -> Any:
+        x = p["tokens"][ids] + p["positions"][: ids.shape[-1]]
+        for b in p["blocks"]:
+            h = layer_norm(b["norm1"], x)
+            q, k, v = (linear(b[n], h).reshape(h.shape[0], h.shape[1], c["heads"], -1) for n in ("q", "k", "v"))
+            att = jax.nn.dot_product_attention(q, k, v, is_causal=True).reshape(h.shape)
+            x = x + linear(b["o"], att)
+            x = x + linear(b["down"], jax.nn.gelu(linear(b["up"], layer_norm(b["norm2"], x))))
+        return layer_norm(p["norm"], x) @ p["tokens"].T
+
+    def as_jax(layer: Any) -> Any:
+        return {"weight": jnp.asarray(np.asarray(layer.weight)), "bias": jnp.asarray(np.asarray(layer.bias))}
+    jparams = {"tokens": jnp.asarray(np.asarray(model.tokens.weight)),
+               "positions": jnp.asarray(np.asarray(model.positions)), "norm": as_jax(model.norm),
+               "blocks": [{"norm1": as_jax(b.norm1), "norm2": as_jax(b.norm2), "q": as_jax(b.attention.query),
+                           "k": as_jax(b.attention.key), "v": as_jax(b.attention.value),
+                           "o": as_jax(b.attention.out), "up": as_jax(b.up), "down": as_jax(b.down)}
+                          for b in model.blocks]}
+
+    @jax.jit
+    def jstep(params: Any, state: Any, batch: Any) -> Any:
+        def loss_fn(p: Any) -> Any:
+            return optax.softmax_cross_entropy_with_integer_labels(jforward(p, batch[:, :-1]), batch[:, 1:]).mean()
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, state = jopt.update(grads, state, params)
+        return optax.apply_updates(params, updates), state, loss
+    batch = _char_lm_batch()
+    return _train_loop(estep, model, eopt.init(model), (ember.asarray(batch),),
+                       jstep, jparams, jopt.init(jparams), (jnp.asarray(batch),))
+
+
+def char_lm_step_torch() -> Callable[[], Any] | None:
+    torch = torch_or_none()
+    if torch is None:
+        return None
+    c = CHAR_LM
+
+    class Net(torch.nn.Module):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.tokens = torch.nn.Embedding(256, c["dim"])
+            self.positions = torch.nn.Parameter(torch.zeros(c["block"], c["dim"]))
+            self.blocks = torch.nn.ModuleList(torch.nn.TransformerEncoderLayer(
+                c["dim"], c["heads"], 4 * c["dim"], dropout=0.0, activation="gelu", batch_first=True,
+                norm_first=True) for _ in range(c["layers"]))
+            self.norm = torch.nn.LayerNorm(c["dim"])
+
+        def forward(self, ids: Any) -> Any:
+            x = self.tokens(ids) + self.positions[: ids.shape[1]]
+            mask = torch.nn.Transformer.generate_square_subsequent_mask(ids.shape[1])
+            for block in self.blocks:
+                x = block(x, src_mask=mask, is_causal=True)
+            return self.norm(x) @ self.tokens.weight.T
+
+    net = Net()
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=0.01)
+    batch = torch.from_numpy(_char_lm_batch()).long()
+
+    def step() -> Any:
+        opt.zero_grad()
+        logits = net(batch[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 256), batch[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step
+
+
 # (name, make, calls per round[, the PyTorch equivalent's maker])
 BENCHMARKS: list[tuple[Any, ...]] = [
     ("jit: tiny f32[4] add (dispatch overhead)", tiny_call, 2000),
@@ -555,6 +741,8 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("random: 1e7 float32 normals", normals_1e7, 10),
     ("jit: dropout mask + apply, f32[128,512]", dropout_mask, 500),
     ("jit: MLP train step with a dropout mask, b128", dropout_train_step, 100),
+    ("train step: digits MLP + AdamW, batch 64", digits_mlp_step, 500, digits_mlp_step_torch),
+    ("train step: char-LM transformer + AdamW, 32x128", char_lm_step, 5, char_lm_step_torch),
 ]
 
 # (name, make, repeat): the best of `repeat` single first calls, each of a new function (compile time)

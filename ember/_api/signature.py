@@ -7,9 +7,10 @@ its keys), then its children; an ember Array is its ShapedArray; a numpy array o
 shape); a Python scalar is its type (its abstract value follows from the type and enable_x64). Where two keys
 agree up to a token, that token plays the same role in both, and leaf tokens of different kinds never compare
 equal (a ShapedArray equals only ShapedArrays, a pair only tuples, a type only itself; a dtype, which equals its
-type and its name, only appears inside a pair), so equal keys decode to equal signatures. Anything else (a
-custom pytree node, a namedtuple, a tracer, a subclass) makes the call take the general path; so does an
-unhashable static value (hashing the key fails)."""
+type and its name, only appears inside a pair), so equal keys decode to equal signatures. A namedtuple or a
+registered pytree node (an ember.nn Module, an optimizer state, a typed PRNG key) is its type and its flatten's
+aux data, then its children. Anything else (a tracer, an unregistered subclass) makes the call take the general
+path; so does an unhashable static value or aux data (hashing the key fails)."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -17,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ember._core.cache import on_clear
-from ember._core.pytree import PyTreeDef
+from ember._core.pytree import PyTreeDef, _node_of
 from ember._runtime import Array
 
 _SCALARS = (int, float, bool)
@@ -78,7 +79,18 @@ def add_tokens(x: Any, tokens: list[Any], leaves: list[Any]) -> None:
         tokens.append(kind)
         leaves.append(x)
     else:
-        raise NotFast
+        node = _node_of(kind)
+        if node is None:
+            raise NotFast
+        children, aux = node.flatten(x)
+        tokens.append(kind)
+        tokens.append(aux)
+        for child in children:
+            if type(child) is Array:
+                tokens.append(child.aval)
+                leaves.append(child)
+            else:
+                add_tokens(child, tokens, leaves)
 
 
 def output_builder(out_tree: PyTreeDef | None) -> Callable[[list[Any]], Any]:

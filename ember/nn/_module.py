@@ -28,7 +28,7 @@ def _holds_arrays(value: Any) -> bool:
         return False
 
 
-_CHILDREN = "_ember_children"
+_CACHE = "_ember_tree"  # (child attribute names, aux data), fixed when the module is first flattened
 
 
 class Module:
@@ -36,10 +36,10 @@ class Module:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        register_pytree_with_keys(cls, _flatten_with_keys, _unflatten_for(cls))
+        register_pytree_with_keys(cls, _flatten_with_keys, _unflatten_for(cls), _flatten)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if _CHILDREN in self.__dict__:
+        if _CACHE in self.__dict__:
             raise AttributeError(f"{type(self).__name__} is immutable once used as a pytree; make a changed copy "
                                  f"with .replace({name}=...)")
         object.__setattr__(self, name, value)
@@ -50,19 +50,24 @@ class Module:
         unknown = set(changes) - set(self._fields())
         if unknown:
             raise AttributeError(f"{type(self).__name__}.replace: no attribute(s) {sorted(unknown)}")
-        new.__dict__.update({k: v for k, v in self.__dict__.items() if k != _CHILDREN})
+        new.__dict__.update({k: v for k, v in self.__dict__.items() if k != _CACHE})
         new.__dict__.update(changes)
         return new
 
     def _fields(self) -> list[str]:
-        return [k for k in self.__dict__ if k != _CHILDREN]
+        return [k for k in self.__dict__ if k != _CACHE]
+
+    def _tree(self) -> tuple[tuple[str, ...], Any]:
+        info = self.__dict__.get(_CACHE)
+        if info is None:
+            children = tuple(k for k in self._fields() if _holds_arrays(self.__dict__[k]))
+            static = tuple((k, self.__dict__[k]) for k in self._fields() if k not in children)
+            info = (children, (children, static))
+            object.__setattr__(self, _CACHE, info)
+        return info
 
     def _children(self) -> tuple[str, ...]:
-        children = self.__dict__.get(_CHILDREN)
-        if children is None:
-            children = tuple(k for k in self._fields() if _holds_arrays(self.__dict__[k]))
-            object.__setattr__(self, _CHILDREN, children)
-        return children
+        return self._tree()[0]
 
     def __repr__(self) -> str:
         parts = []
@@ -78,10 +83,15 @@ class Module:
         return f"{type(self).__name__}({', '.join(parts)})"
 
 
+def _flatten(module: Module) -> tuple[list[Any], Any]:
+    children, aux = module._tree()
+    values = module.__dict__
+    return [values[k] for k in children], aux
+
+
 def _flatten_with_keys(module: Module) -> tuple[list[tuple[Any, Any]], Any]:
-    children = module._children()
-    static = tuple((k, module.__dict__[k]) for k in module._fields() if k not in children)
-    return [(GetAttrKey(k), module.__dict__[k]) for k in children], (children, static)
+    children, aux = module._tree()
+    return [(GetAttrKey(k), module.__dict__[k]) for k in children], aux
 
 
 def _unflatten_for(cls: type) -> Any:
@@ -90,6 +100,6 @@ def _unflatten_for(cls: type) -> Any:
         module = object.__new__(cls)
         module.__dict__.update(static)
         module.__dict__.update(zip(children, values))
-        module.__dict__[_CHILDREN] = children
+        module.__dict__[_CACHE] = (children, aux)
         return module
     return unflatten
