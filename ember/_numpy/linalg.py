@@ -12,6 +12,11 @@ from ember._numpy.shape import ndim, ravel, reshape, shape
 from ember._numpy.ufuncs import multiply
 
 
+class ContractionShapeError(TypeError, ValueError):
+    """Contracted dimensions of different sizes: a TypeError as in JAX (the JAX docs catch TypeError) and a
+    ValueError as in numpy."""
+
+
 def matmul(a: Any, b: Any) -> Any:
     """numpy's matmul: vectors are promoted to matrices, leading dimensions broadcast as batch dimensions."""
     a, b = _promote("matmul", a, b)
@@ -21,7 +26,7 @@ def matmul(a: Any, b: Any) -> Any:
     a_contract = len(sa) - 1
     b_contract = 0 if len(sb) == 1 else len(sb) - 2
     if sa[a_contract] != sb[b_contract]:
-        raise ValueError(f"matmul: contracted dimensions differ: shapes {sa} and {sb} "
+        raise ContractionShapeError(f"matmul: contracted dimensions differ: shapes {sa} and {sb} "
                          f"({sa[a_contract]} != {sb[b_contract]})")
     if len(sa) == 1 or len(sb) == 1:  # vector operands: no batch dimensions, contract directly
         return lax.dot_general(a, b, (((a_contract,), (b_contract,)), ((), ())))
