@@ -3,10 +3,8 @@
 
 Adaptations: printed values are returned; the tutorial's MNIST batches (from tensorflow-datasets) become random
 batches drawn with jax.random (so both frameworks see the same data: ember draws JAX's numbers), and the training
-loop runs 5 steps instead of 10 epochs; the optax tutorial's "train a simple network" loop uses ember.optim in place
-of optax."""
+loop runs 5 steps instead of 10 epochs; a getting-started loop of optax's docs uses ember.optim in place of optax."""
 import jax as jax_oracle
-import numpy as np
 import optax
 import pytest
 from test_jax_docs import doc_example  # tests/ is on sys.path (conftest.py)
