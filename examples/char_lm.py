@@ -92,14 +92,23 @@ def make_functions(optimizer, block_size: int):
     return train_step, eval_loss, next_byte
 
 
-def sample(model, next_byte, prompt: bytes, length: int, block_size: int, key, temperature: float = 0.8) -> str:
-    ids = list(prompt)
+def sample(model, next_byte, context: bytes, length: int, block_size: int, key, temperature: float = 0.8) -> str:
+    """length more bytes after context, drawn one at a time from the model's predicted distribution (the last
+    block_size bytes as the model's context, so every call is the same compiled program)."""
+    ids = list(context)
+    assert len(ids) >= block_size, "the context fills the model's window"
     for _ in range(length):
         key, sub = random.split(key)
-        context = np.array(ids[-block_size:], np.int32)
-        context = np.pad(context, (block_size - len(context), 0), constant_values=ord(" "))  # one program shape
-        ids.append(int(next_byte(model, context, sub, temperature)))
-    return bytes(ids).decode("utf-8", errors="replace")
+        ids.append(int(next_byte(model, np.array(ids[-block_size:], np.int32), sub, temperature)))
+    return bytes(ids[len(context):]).decode("utf-8", errors="replace")
+
+
+def prompt_from(text: np.ndarray, block_size: int) -> bytes:
+    """A real context to continue: the block_size bytes of held-out source ending in a new function's "def "."""
+    data = text.astype(np.uint8).tobytes()
+    at = data.find(b"\ndef ", block_size)
+    at = at + 5 if at >= 0 else block_size
+    return data[at - block_size:at]
 
 
 def plot(losses, path: str) -> None:
@@ -182,8 +191,9 @@ def main() -> None:
     first, last = float(np.mean(losses[:10])), float(np.mean(losses[-10:]))
     print(f"training loss {first:.3f} -> {last:.3f} nats per byte; validation {valid:.3f}")
     plot(losses, os.path.join(args.out, "char_lm_loss.png"))
-    text = sample(model, next_byte, b"def ", 150 if args.quick else 400, block, random.key(2))
-    print("sample:\n" + text)
+    context = prompt_from(valid_data, block)
+    text = sample(model, next_byte, context, 150 if args.quick else 400, block, random.key(2))
+    print("sample:\ndef " + text)
 
 
 if __name__ == "__main__":
