@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ember._core.cache import on_clear
-from ember._core.pytree import PyTreeDef, _node_of
+from ember._core.pytree import _NAMEDTUPLE, PyTreeDef, _node_of
 from ember._runtime import Array
 
 _SCALARS = (int, float, bool)
@@ -102,4 +102,25 @@ def output_builder(out_tree: PyTreeDef | None) -> Callable[[list[Any]], Any]:
         return lambda outs: outs[0]
     if out_tree.node_type is tuple and all(c.node_type is None for c in out_tree.children):
         return tuple
-    return out_tree.unflatten
+    build = _builder(out_tree)
+    return lambda outs: build(iter(outs))
+
+
+def _builder(tree: PyTreeDef) -> Callable[[Any], Any]:
+    """A function rebuilding the pytree `tree` from an iterator of its leaves, with each node's unflatten looked
+    up once (what PyTreeDef.unflatten does node by node on every call)."""
+    if tree.node_type is None:
+        return next
+    children = [_builder(c) for c in tree.children]
+    kind, aux = tree.node_type, tree.aux
+    if kind is tuple:
+        return lambda leaves: tuple([child(leaves) for child in children])
+    if kind is list:
+        return lambda leaves: [child(leaves) for child in children]
+    node = _node_of(kind)
+    if node is None:  # (no longer registered: the general path says so)
+        return lambda leaves: tree._build(leaves)
+    if node is _NAMEDTUPLE:
+        return lambda leaves: kind(*[child(leaves) for child in children])
+    unflatten = node.unflatten
+    return lambda leaves: unflatten(aux, [child(leaves) for child in children])
