@@ -2,6 +2,7 @@
 named by EMBER_PJRT_PLUGIN), the default one, and their devices."""
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import warnings
@@ -12,6 +13,23 @@ from ember._runtime import pjrt as _pjrt
 
 _client_lock = threading.Lock()
 _clients: dict[str, _pjrt.Client] = {}  # one per plugin
+
+
+def _close_clients_at_exit() -> None:
+    """Destroy the PJRT clients when the interpreter exits, before the plugins' own static destructors run. A
+    program may end right after dispatching work (a training loop that never reads its last result): the
+    client's destructor waits for those executions, where otherwise the plugin's worker threads would run on
+    into torn-down globals and the process would die of a segfault at exit. Buffers and executables still alive
+    then see their client closed and destroy nothing. (Registered at import, so it runs after the atexit
+    handlers of the programs that use ember.)"""
+    for client in list(_clients.values()):
+        try:
+            client.close()
+        except Exception:  # noqa: BLE001 - nothing to report to at exit
+            pass
+
+
+atexit.register(_close_clients_at_exit)
 
 
 def _plugin_path(platform: str | None) -> str:
