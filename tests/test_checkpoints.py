@@ -54,14 +54,14 @@ def test_key_layout_and_other_readers(tmp_path):
 
 def test_mismatched_loads_name_the_leaf(tmp_path):
     path = tmp_path / "ckpt.safetensors"
-    tree = {"w": enp.zeros((2, 3)), "b": enp.zeros(3)}
+    tree = {"w": enp.zeros((2, 3), "float32"), "b": enp.zeros(3, "float32")}
     checkpoints.save(path, tree)
     with pytest.raises(ValueError, match=r"leaf 'w' is float32\[2, 3\] in the file but float32\[3, 2\] in target"):
-        checkpoints.load(path, {"w": enp.zeros((3, 2)), "b": enp.zeros(3)})
+        checkpoints.load(path, {"w": enp.zeros((3, 2), "float32"), "b": enp.zeros(3, "float32")})
     with pytest.raises(ValueError, match=r"leaf 'b' is float32\[3\] in the file but float16\[3\] in target"):
-        checkpoints.load(path, {"w": enp.zeros((2, 3)), "b": enp.zeros(3, "float16")})
+        checkpoints.load(path, {"w": enp.zeros((2, 3), "float32"), "b": enp.zeros(3, "float16")})
     with pytest.raises(ValueError, match=r"missing from the file \['c'\], in the file but not in target \['b'\]"):
-        checkpoints.load(path, {"w": enp.zeros((2, 3)), "c": enp.zeros(3)})
+        checkpoints.load(path, {"w": enp.zeros((2, 3), "float32"), "c": enp.zeros(3, "float32")})
     with pytest.raises(FileNotFoundError, match="no checkpoint at"):
         checkpoints.load(tmp_path / "nope.safetensors", tree)
     with pytest.raises(ValueError, match="contains '/'"):

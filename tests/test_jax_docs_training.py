@@ -37,7 +37,7 @@ class Counter:
         self.n = 0
 
 
-@doc_example()
+@doc_example(x64=x64_enabled())
 def test_stateful_counter_and_its_jit_sharp_bit(jax, jnp):
     counter = Counter()
     plain = [counter.count() for _ in range(3)]  # 1 2 3
@@ -57,7 +57,7 @@ class CounterV2:
         return 0
 
 
-@doc_example()
+@doc_example(x64=x64_enabled())
 def test_stateful_counter_with_explicit_state(jax, jnp):
     counter = CounterV2()
     state = counter.reset()
@@ -78,7 +78,7 @@ class Params(NamedTuple):
     bias: object
 
 
-@doc_example(rtol=1e-5, atol=1e-6)
+@doc_example(x64=x64_enabled(), rtol=1e-5, atol=1e-6)
 def test_stateful_linear_regression(jax, jnp):
     def init(rng) -> Params:
         """Returns the initial model params."""
@@ -170,7 +170,7 @@ def _simple_network(jax, jnp):
     return locals()
 
 
-@doc_example(rtol=1e-4, atol=1e-6)
+@doc_example(x64=x64_enabled(), rtol=1e-4, atol=1e-6)
 def test_simple_network_predictions(jax, jnp):
     ns = _simple_network(jax, jnp)
     random = jax.random
@@ -186,7 +186,7 @@ def test_simple_network_predictions(jax, jnp):
     return preds.shape, invalid, batched_preds.shape, batched_preds
 
 
-@doc_example(rtol=1e-4, atol=1e-6)
+@doc_example(x64=x64_enabled(), rtol=1e-4, atol=1e-6)
 def test_simple_network_training_loop(jax, jnp):
     ns = _simple_network(jax, jnp)
     random = jax.random
@@ -202,7 +202,7 @@ def test_simple_network_training_loop(jax, jnp):
     return losses, ns["accuracy"](params, x, y), params[-1]
 
 
-@doc_example(rtol=1e-4, atol=1e-6)
+@doc_example(x64=x64_enabled(), rtol=1e-4, atol=1e-6)
 def test_optax_style_training_loop_with_ember_optim(jax, jnp):
     """optax's "getting started" loop (adam on a linear model), optax replaced by ember.optim on the ember side."""
     optim = ember.optim if jax is ember else optax

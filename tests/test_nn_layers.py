@@ -20,6 +20,7 @@ def jax_in_embers_mode():
 
 KEY = random.key(0)
 RNG = np.random.default_rng(0)
+F = np.dtype("float64" if x64_enabled() else "float32")  # the layers' default dtype (float64 with enable_x64)
 
 
 class _Params:
@@ -64,7 +65,7 @@ def _check(ours_fn, theirs_fn, module, *inputs, rtol=1e-5, atol=1e-6):
 def test_linear():
     layer = nn.Linear(5, 3, key=KEY)
     assert layer.weight.shape == (5, 3) and layer.bias.shape == (3,)
-    x = RNG.normal(size=(2, 4, 5)).astype(np.float32)
+    x = RNG.normal(size=(2, 4, 5)).astype(F)
     _check(lambda m, x: m(x), lambda p, x: x @ p.weight + p.bias, layer, x)
     # the initial weights are JAX's lecun_normal with the first of two split keys
     wkey = jr.split(jr.key(0))[0]
@@ -77,7 +78,7 @@ def test_linear():
                                     {"groups": 2}])
 def test_conv2d(kwargs):
     layer = nn.Conv2d(4, 6, (3, 3), key=KEY, **kwargs)
-    x = RNG.normal(size=(2, 9, 9, 4)).astype(np.float32)
+    x = RNG.normal(size=(2, 9, 9, 4)).astype(F)
 
     def reference(p, x):
         padding = p.padding
@@ -90,7 +91,7 @@ def test_conv2d(kwargs):
 
 def test_conv1d():
     layer = nn.Conv1d(3, 5, 4, key=KEY, padding="VALID")
-    x = RNG.normal(size=(2, 10, 3)).astype(np.float32)
+    x = RNG.normal(size=(2, 10, 3)).astype(F)
     ref = jax.lax.conv_general_dilated(x, np.asarray(layer.kernel), (1,), "VALID",
                                        dimension_numbers=("NWC", "WIO", "NWC")) + np.asarray(layer.bias)
     np.testing.assert_allclose(np.asarray(layer(x)), np.asarray(ref), rtol=1e-5, atol=1e-6)
@@ -107,9 +108,9 @@ def test_embedding():
 
 
 def test_layer_norm_and_rms_norm():
-    x = RNG.normal(size=(3, 4, 6)).astype(np.float32)
-    ln = nn.LayerNorm(6).replace(weight=enp.asarray(RNG.normal(size=6).astype(np.float32)),
-                                 bias=enp.asarray(RNG.normal(size=6).astype(np.float32)))
+    x = RNG.normal(size=(3, 4, 6)).astype(F)
+    ln = nn.LayerNorm(6).replace(weight=enp.asarray(RNG.normal(size=6).astype(F)),
+                                 bias=enp.asarray(RNG.normal(size=6).astype(F)))
 
     def ln_ref(p, x):
         mean = x.mean(-1, keepdims=True)
@@ -119,14 +120,14 @@ def test_layer_norm_and_rms_norm():
     ln2 = nn.LayerNorm((4, 6), use_bias=False)
     ref2 = (x - x.mean((1, 2), keepdims=True)) / np.sqrt(x.var((1, 2), keepdims=True) + 1e-5)
     np.testing.assert_allclose(np.asarray(ln2(x)), ref2, rtol=1e-5, atol=1e-5)
-    rms = nn.RMSNorm(6).replace(weight=enp.asarray(RNG.normal(size=6).astype(np.float32)))
+    rms = nn.RMSNorm(6).replace(weight=enp.asarray(RNG.normal(size=6).astype(F)))
     _check(lambda m, x: m(x), lambda p, x: x / jnp.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-6) * p.weight, rms, x)
     with pytest.raises(ValueError, match=r"LayerNorm: expected input ending in \(6,\), got shape \(2, 5\)"):
         nn.LayerNorm(6)(enp.ones((2, 5)))
 
 
 def test_batch_norm_training_and_evaluation():
-    x = RNG.normal(size=(8, 5, 3)).astype(np.float32) * 2 + 1
+    x = RNG.normal(size=(8, 5, 3)).astype(F) * 2 + 1
     bn = nn.BatchNorm(3, momentum=0.9)
     y, bn2 = bn(x, training=True)
     mean, var = x.mean((0, 1)), x.var((0, 1))
@@ -146,7 +147,7 @@ def test_batch_norm_training_and_evaluation():
 
 
 def test_dropout_matches_jax_bernoulli():
-    x = RNG.normal(size=(4, 50)).astype(np.float32)
+    x = RNG.normal(size=(4, 50)).astype(F)
     drop = nn.Dropout(0.3)
     y = drop(x, key=random.key(5))
     keep = np.asarray(jr.bernoulli(jr.key(5), 0.7, (4, 50)))
@@ -163,7 +164,7 @@ def test_dropout_matches_jax_bernoulli():
 @pytest.mark.parametrize("causal", [False, True])
 def test_multi_head_attention_matches_a_jax_reference(causal):
     mha = nn.MultiHeadAttention(num_heads=2, features=8, qkv_features=6, key=KEY)
-    x = RNG.normal(size=(3, 5, 8)).astype(np.float32)
+    x = RNG.normal(size=(3, 5, 8)).astype(F)
     mask = RNG.random(size=(3, 1, 5, 5)) < 0.8
 
     def reference(p, x):
@@ -174,14 +175,14 @@ def test_multi_head_attention_matches_a_jax_reference(causal):
         return project(p.out, out)
     _check(lambda m, x: m(x, mask=mask, is_causal=causal), reference, mha, x, rtol=1e-5, atol=1e-5)
     # cross-attention, unbatched
-    kv = RNG.normal(size=(7, 8)).astype(np.float32)
+    kv = RNG.normal(size=(7, 8)).astype(F)
     assert mha(x[0], kv).shape == (5, 8)
 
 
 def test_sequential_mlp_and_the_module_protocol():
     k1, k2, k3 = random.split(KEY, 3)
     seq = nn.Sequential(nn.Linear(4, 8, key=k1), nn.relu, nn.Dropout(0.5), nn.Linear(8, 2, key=k2))
-    x = RNG.normal(size=(6, 4)).astype(np.float32)
+    x = RNG.normal(size=(6, 4)).astype(F)
     manual = seq[3](nn.relu(seq[0](x)))
     np.testing.assert_allclose(np.asarray(seq(x)), np.asarray(manual), rtol=1e-6)  # no dropout when evaluating
     assert seq(x, key=k3, training=True).shape == (6, 2)
@@ -196,14 +197,14 @@ def test_sequential_mlp_and_the_module_protocol():
         mlp.activation = nn.relu
     with pytest.raises(AttributeError, match=r"replace: no attribute\(s\) \['nope'\]"):
         mlp.replace(nope=1)
-    assert "Linear(weight=float32[4, 16]" in repr(mlp)
+    assert f"Linear(weight={F.name}[4, 16]" in repr(mlp)
 
 
 def test_a_training_loop_with_modules_and_optim():
     k1, k2 = random.split(KEY)
     model = nn.Sequential(nn.Linear(2, 16, key=k1), nn.tanh, nn.Linear(16, 1, key=k2))
-    x = RNG.uniform(-1, 1, size=(64, 2)).astype(np.float32)
-    y = (x[:, :1] * x[:, 1:]).astype(np.float32)
+    x = RNG.uniform(-1, 1, size=(64, 2)).astype(F)
+    y = (x[:, :1] * x[:, 1:]).astype(F)
     opt = optim.adam(3e-2)
     state = opt.init(model)
 
