@@ -3,6 +3,7 @@ expose: staged IR --lower_ir--> Lowered (StableHLO text) --.compile()--> Compile
 Arrays. A Compiled places the IR's constants on a device the first time it runs there."""
 from __future__ import annotations
 
+import atexit
 import threading
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -25,6 +26,20 @@ from ember._runtime.fastpath import C
 T = TypeVar("T")
 
 
+_compiles_in_flight: set[threading.Thread] = set()  # helper threads still compiling (an interrupted call's too)
+
+
+def _wait_for_compiles_at_exit() -> None:
+    """At exit, let the compiles still running on helper threads finish before the PJRT clients are destroyed
+    (backends' exit handler, registered earlier, runs after this one): destroying a client under a running
+    compile crashes the process."""
+    for thread in list(_compiles_in_flight):
+        thread.join()
+
+
+atexit.register(_wait_for_compiles_at_exit)
+
+
 def interruptible(fn: Callable[[], T]) -> T:
     """fn() run so that Ctrl-C reaches the main thread at once: a PJRT call (an XLA compile can take minutes)
     holds no GIL but delays Python's signal handling until it returns, so on the main thread fn runs on a helper
@@ -41,9 +56,12 @@ def interruptible(fn: Callable[[], T]) -> T:
         except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
             outcome.append((False, err))
         finally:
+            _compiles_in_flight.discard(thread)
             done.set()
 
-    threading.Thread(target=work, name="ember-compile", daemon=True).start()
+    thread = threading.Thread(target=work, name="ember-compile", daemon=True)
+    _compiles_in_flight.add(thread)
+    thread.start()
     while not done.wait(0.25):
         pass
     ok, value = outcome[0]
