@@ -53,8 +53,6 @@ def _named_leaves(tree: Any) -> tuple[list[tuple[str, Any]], Any]:
 
 
 def _host(name: str, leaf: Any) -> np.ndarray:
-    if leaf is None:
-        raise TypeError(f"ember.checkpoints: leaf {name!r} is None")
     try:
         array = np.asarray(leaf)
         return array if array.flags.c_contiguous else array.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)

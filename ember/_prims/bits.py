@@ -14,7 +14,8 @@ from ember._core import Primitive, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._hlo import LoweringContext
 from ember._prims.checks import elementwise_shape
-from ember._prims.shape import BatchDim, batch_size, broadcast_in_dim, moveaxis
+from ember._prims.families import elementwise_batching
+from ember._prims.shape import BatchDim, moveaxis
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -115,25 +116,7 @@ def _threefry_lowering(ctx: LoweringContext, k1: str, k2: str, x1: str, x2: str)
 threefry2x32_p.mark_not_differentiable()
 
 
-@threefry2x32_p.def_rule("batching")
-def _threefry_batching(args: Sequence[Any], dims: Sequence[BatchDim]) -> tuple[list[Any], list[BatchDim]]:
-    avals = [aval_of(a) for a in args]
-    batched = {d for d in dims if d is not None}
-    if len(batched) == 1 and len({a.ndim for a, d in zip(avals, dims) if d is not None}) == 1 \
-            and all(d is not None or a.shape == () for a, d in zip(avals, dims)):
-        return threefry2x32_p.bind(*args), [batched.pop()] * 2
-    size = batch_size(args, dims)
-    shape = elementwise_shape("threefry2x32", [
-        a if d is None else a.update(shape=a.shape[:d] + a.shape[d + 1:]) for a, d in zip(avals, dims)])
-    full = (size,) + shape
-    moved = []
-    for x, a, d in zip(args, avals, dims):
-        if d is None:
-            moved.append(broadcast_in_dim(x, full, tuple(range(1, a.ndim + 1)) if a.shape else ()))
-        else:
-            x = moveaxis(x, d, 0)
-            moved.append(x if a.ndim - 1 == len(shape) else broadcast_in_dim(x, full, (0,)))
-    return threefry2x32_p.bind(*moved), [0, 0]
+threefry2x32_p.def_rule("batching", elementwise_batching(threefry2x32_p))
 
 
 def threefry2x32(k1: Any, k2: Any, x1: Any, x2: Any) -> list[Any]:

@@ -42,14 +42,20 @@ def hlo_lowering(hlo_name: str, attrs: Callable[[ShapedArray], dict[str, str]] |
 def elementwise_batching(prim: Primitive) -> Callable[..., Any]:
     """Batching of an elementwise primitive whose rank-0 operands broadcast: when every batched operand has its
     batch dimension at the same place and all other operands are unbatched scalars, nothing moves; otherwise
-    batched operands move their batch dimension to the front and unbatched non-scalar operands are broadcast."""
+    batched operands move their batch dimension to the front and unbatched non-scalar operands are broadcast. Every
+    output of a multiple-result primitive (threefry2x32) has the batch dimension at the same place."""
+    def bind(args: Sequence[Any], params: dict[str, Any], dim: int) -> tuple[list[Any], list[BatchDim]]:
+        outs = prim.bind(*args, **params)
+        outs = list(outs) if prim.multiple_results else [outs]
+        return outs, [dim] * len(outs)
+
     def rule(args: Sequence[Any], dims: Sequence[BatchDim], **params: Any) -> tuple[list[Any], list[BatchDim]]:
         avals = [aval_of(a) for a in args]
         batched = {d for d in dims if d is not None}
         unbatched_scalars = all(d is not None or a.shape == () for a, d in zip(avals, dims))
         full_rank = {a.ndim for a, d in zip(avals, dims) if d is not None}
         if len(batched) == 1 and unbatched_scalars and len(full_rank) == 1:
-            return [prim.bind(*args, **params)], [batched.pop()]
+            return bind(args, params, batched.pop())
         size = batch_size(args, dims)
         shape = elementwise_shape(prim.name, [a if d is None else _drop(a, d) for a, d in zip(avals, dims)])
         moved = []
@@ -60,7 +66,7 @@ def elementwise_batching(prim: Primitive) -> Callable[..., Any]:
             else:
                 x = moveaxis(x, d, 0)
                 moved.append(broadcast_in_dim(x, (size,) + shape, (0,)) if aval.ndim == 1 and shape else x)
-        return [prim.bind(*moved, **params)], [0]
+        return bind(moved, params, 0)
     return rule
 
 

@@ -15,7 +15,7 @@ from ember._control import custom_jvp
 from ember._core import dtypes as dt
 
 
-def _inexact(name: str, x: Any) -> Any:
+def _inexact(x: Any) -> Any:
     x = enp.asarray(x)
     if not dt.is_float(x.dtype):
         x = x.astype(dt.default_float_dtype())
@@ -50,27 +50,27 @@ def _relu6_jvp(primals: Any, tangents: Any) -> Any:
 
 def sigmoid(x: Any) -> Any:
     """1 / (1 + exp(-x))."""
-    return lax.logistic(_inexact("sigmoid", x))
+    return lax.logistic(_inexact(x))
 
 
 def softplus(x: Any) -> Any:
     """log(1 + exp(x)), computed as logaddexp(x, 0)."""
-    return enp.logaddexp(_inexact("softplus", x), 0)
+    return enp.logaddexp(_inexact(x), 0)
 
 
 def log_sigmoid(x: Any) -> Any:
     """log(sigmoid(x)) = -softplus(-x)."""
-    return -softplus(-_inexact("log_sigmoid", x))
+    return -softplus(-_inexact(x))
 
 
 def soft_sign(x: Any) -> Any:
-    x = _inexact("soft_sign", x)
+    x = _inexact(x)
     return x / (enp.abs(x) + 1)
 
 
 def silu(x: Any) -> Any:
     """x * sigmoid(x) (also called swish)."""
-    x = _inexact("silu", x)
+    x = _inexact(x)
     return x * sigmoid(x)
 
 
@@ -79,7 +79,7 @@ swish = silu
 
 def gelu(x: Any, approximate: bool = True) -> Any:
     """The Gaussian error linear unit; approximate=True (JAX's default) is the tanh form."""
-    x = _inexact("gelu", x)
+    x = _inexact(x)
     if approximate:
         sqrt_2_over_pi = np.sqrt(2 / np.pi).astype(x.dtype)
         cdf = 0.5 * (1.0 + enp.tanh(sqrt_2_over_pi * (x + 0.044715 * x ** 3)))
@@ -89,18 +89,18 @@ def gelu(x: Any, approximate: bool = True) -> Any:
 
 
 def elu(x: Any, alpha: Any = 1.0) -> Any:
-    x = _inexact("elu", x)
+    x = _inexact(x)
     safe_x = enp.where(x > 0, 0.0, x)
     return enp.where(x > 0, x, alpha * enp.expm1(safe_x))
 
 
 def leaky_relu(x: Any, negative_slope: Any = 1e-2) -> Any:
-    x = _inexact("leaky_relu", x)
+    x = _inexact(x)
     return enp.where(x >= 0, x, negative_slope * x)
 
 
 def celu(x: Any, alpha: Any = 1.0) -> Any:
-    x = _inexact("celu", x)
+    x = _inexact(x)
     return enp.maximum(x, 0.0) + alpha * enp.expm1(enp.minimum(x, 0.0) / alpha)
 
 
@@ -111,16 +111,16 @@ def selu(x: Any) -> Any:
 
 
 def hard_tanh(x: Any) -> Any:
-    x = _inexact("hard_tanh", x)
+    x = _inexact(x)
     return enp.where(x > 1, 1, enp.where(x < -1, -1, x))
 
 
 def hard_sigmoid(x: Any) -> Any:
-    return relu6(_inexact("hard_sigmoid", x) + 3.0) / 6.0
+    return relu6(_inexact(x) + 3.0) / 6.0
 
 
 def hard_silu(x: Any) -> Any:
-    x = _inexact("hard_silu", x)
+    x = _inexact(x)
     return x * hard_sigmoid(x)
 
 
@@ -128,12 +128,12 @@ hard_swish = hard_silu
 
 
 def mish(x: Any) -> Any:
-    x = _inexact("mish", x)
+    x = _inexact(x)
     return x * enp.tanh(softplus(x))
 
 
 def squareplus(x: Any, b: Any = 4) -> Any:
-    x = _inexact("squareplus", x)
+    x = _inexact(x)
     return (x + enp.sqrt(enp.square(x) + b)) / 2
 
 
@@ -167,7 +167,7 @@ def _masked_sum(x: Any, axis: Any, where: Any, keepdims: bool = True) -> Any:
 
 def softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
     """exp(x) / sum(exp(x)) along axis (entries outside `where` are 0), as jax.nn.softmax."""
-    x = _inexact("softmax", x)
+    x = _inexact(x)
     axis = _axes(axis, x.ndim)
     if where is None:
         return _softmax_by_axis(axis)(x)
@@ -200,7 +200,7 @@ def _softmax_where(axis: tuple[int, ...]) -> Any:
 
 def log_softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
     """x - logsumexp(x) along axis, shifted by the (non-differentiated) max for stability, as jax.nn."""
-    x = _inexact("log_softmax", x)
+    x = _inexact(x)
     axis = _axes(axis, x.ndim)
     x_max = _masked_max(x, axis, where)
     x_safe = x if where is None else enp.where(where, x, -np.inf)
@@ -212,7 +212,7 @@ def log_softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
 def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False,
               where: Any = None) -> Any:
     """log(sum(b * exp(a))) along axis, computed stably (as jax.nn.logsumexp / jax.scipy.special.logsumexp)."""
-    a = _inexact("logsumexp", a)
+    a = _inexact(a)
     if b is not None:
         shape = enp.broadcast_shapes(a.shape, enp.shape(b))
         a, b = enp.broadcast_to(a, shape), enp.broadcast_to(enp.asarray(b).astype(a.dtype), shape)
@@ -237,7 +237,7 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
 def standardize(x: Any, axis: Any = -1, mean: Any = None, variance: Any = None, epsilon: Any = 1e-5,
                 where: Any = None) -> Any:
     """(x - mean) / sqrt(variance + epsilon) along axis (JAX's default "fast" variance: E[x^2] - E[x]^2)."""
-    x = _inexact("standardize", x)
+    x = _inexact(x)
     axes = _axes(axis, x.ndim)
     if where is not None:
         count = _masked_sum(enp.ones_like(x), axes, where)
@@ -268,6 +268,38 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int = -1) -> A
 
 
 # ---------------------------------------------------------------------------------------------------------------
+def _four_d(t: Any) -> Any:
+    t = enp.asarray(t)
+    return enp.reshape(t, (1,) * (4 - t.ndim) + t.shape) if t.ndim < 4 else t
+
+
+def attention_weights(q: Any, k: Any, bias: Any = None, mask: Any = None, is_causal: bool = False,
+                      scale: float | None = None) -> Any:
+    """The attention probabilities (B, N, T, S) of queries (B, T, N, H) over keys (B, S, N, H): scaled logits,
+    plus bias, masked (mask True = attend; is_causal hides the future) with a large negative number, softmax in
+    float32, in the keys' dtype. dot_product_attention's first half, shared by layers that act on the weights
+    (MultiHeadAttention's dropout)."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    logits_dtype = enp.promote_types(q.dtype, np.float32)
+    logits = enp.einsum("BTNH,BSNH->BNTS", q, k).astype(logits_dtype)
+    logits = logits * np.asarray(scale, logits_dtype)
+    if bias is not None:
+        logits = (logits + _four_d(bias)).astype(logits.dtype)
+    keep = None
+    if mask is not None:
+        mask = _four_d(mask)
+        if mask.dtype != np.bool_:
+            raise ValueError(f"ember.nn.dot_product_attention: mask must be boolean, got {mask.dtype}")
+        keep = mask
+    if is_causal:
+        causal = enp.tril(enp.ones((q.shape[1], k.shape[1]), dtype=bool))[None, None]
+        keep = causal if keep is None else keep & causal
+    if keep is not None:
+        big_negative = -0.7 * min(float(np.finfo(np.float32).max), float(enp.finfo(logits.dtype).max))
+        logits = enp.where(keep, logits, np.asarray(big_negative, logits.dtype))
+    return softmax(logits.astype(np.float32), axis=-1).astype(k.dtype)
+
+
 def dot_product_attention(query: Any, key: Any, value: Any, bias: Any = None, mask: Any = None, *,
                           scale: float | None = None, is_causal: bool = False, query_seq_lengths: Any = None,
                           key_value_seq_lengths: Any = None, local_window_size: Any = None,
@@ -282,18 +314,13 @@ def dot_product_attention(query: Any, key: Any, value: Any, bias: Any = None, ma
         raise NotImplementedError("ember.nn.dot_product_attention: query_seq_lengths, key_value_seq_lengths and "
                                   "local_window_size are not supported yet; pass a boolean mask instead")
     query, key, value = enp.asarray(query), enp.asarray(key), enp.asarray(value)
-    out_shape = query.shape
-
-    def four_d(t: Any) -> Any:
-        t = enp.asarray(t)
-        return enp.reshape(t, (1,) * (4 - t.ndim) + t.shape) if t.ndim < 4 else t
-    q, k, v = four_d(query), four_d(key), four_d(value)
+    q, k, v = _four_d(query), _four_d(key), _four_d(value)
     if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3] or q.dtype != k.dtype \
             or v.dtype != k.dtype:
         raise ValueError(f"ember.nn.dot_product_attention: query {query.shape} {query.dtype}, key {key.shape} "
                          f"{key.dtype} and value {value.shape} {value.dtype} must be (B, T, N, H), (B, S, K, H) and "
                          "(B, S, K, H) of one dtype")
-    batch, t_len, heads, head_dim = q.shape
+    batch, _, heads, head_dim = q.shape
     kv_heads, s_len = k.shape[2], k.shape[1]
     if heads % kv_heads:
         raise ValueError(f"ember.nn.dot_product_attention: the number of query heads ({heads}) must be a multiple "
@@ -302,27 +329,8 @@ def dot_product_attention(query: Any, key: Any, value: Any, bias: Any = None, ma
         group = (batch, s_len, kv_heads, heads // kv_heads, head_dim)
         k = enp.reshape(enp.broadcast_to(k[:, :, :, None, :], group), (batch, s_len, heads, head_dim))
         v = enp.reshape(enp.broadcast_to(v[:, :, :, None, :], group), (batch, s_len, heads, head_dim))
-    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
-    logits_dtype = enp.promote_types(q.dtype, np.float32)
-    logits = enp.einsum("BTNH,BSNH->BNTS", q, k).astype(logits_dtype)
-    logits = logits * np.asarray(scale, logits_dtype)
-    if bias is not None:
-        logits = (logits + four_d(bias)).astype(logits.dtype)
-    keep = None
-    if mask is not None:
-        mask = four_d(mask)
-        if mask.dtype != np.bool_:
-            raise ValueError(f"ember.nn.dot_product_attention: mask must be boolean, got {mask.dtype}")
-        keep = mask
-    if is_causal:
-        causal = enp.tril(enp.ones((t_len, s_len), dtype=bool))[None, None]
-        keep = causal if keep is None else keep & causal
-    if keep is not None:
-        big_negative = -0.7 * min(float(np.finfo(np.float32).max), float(enp.finfo(logits.dtype).max))
-        logits = enp.where(keep, logits, np.asarray(big_negative, logits.dtype))
-    probs = softmax(logits.astype(np.float32), axis=-1).astype(k.dtype)
-    encoded = enp.einsum("BNTS,BSNH->BTNH", probs, v)
-    return enp.reshape(encoded, out_shape)
+    probs = attention_weights(q, k, bias, mask, is_causal, scale)
+    return enp.reshape(enp.einsum("BNTS,BSNH->BTNH", probs, v), query.shape)
 
 
 __all__ = [

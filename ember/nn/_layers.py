@@ -5,7 +5,6 @@ features last (channels-last for convolutions: (N, *spatial, C)); a layer applie
 alike, and vmap works too. Stateful layers (BatchNorm) return (output, updated layer)."""
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -15,7 +14,7 @@ from ember import numpy as enp
 from ember import random
 from ember._core import dtypes as dt
 from ember.nn import initializers as init
-from ember.nn._functions import dot_product_attention, relu
+from ember.nn._functions import attention_weights, dot_product_attention, relu
 from ember.nn._module import Module
 
 
@@ -282,17 +281,8 @@ class MultiHeadAttention(Module):
 
 def _attention_with_dropout(q: Any, k: Any, v: Any, mask: Any, is_causal: bool, keep: Any, keep_prob: float
                             ) -> Any:
-    from ember.nn._functions import softmax
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    logits = enp.einsum("BTNH,BSNH->BNTS", q, k) * scale
-    allowed = None if mask is None else mask
-    if is_causal:
-        causal = enp.tril(enp.ones((q.shape[1], k.shape[1]), dtype=bool))[None, None]
-        allowed = causal if allowed is None else allowed & causal
-    if allowed is not None:
-        logits = enp.where(allowed, logits, -0.7 * float(np.finfo(np.float32).max))
-    probs = enp.where(keep, softmax(logits, axis=-1) / keep_prob, 0)
-    return enp.einsum("BNTS,BSNH->BTNH", probs, v)
+    probs = attention_weights(q, k, mask=mask, is_causal=is_causal)
+    return enp.einsum("BNTS,BSNH->BTNH", enp.where(keep, probs / keep_prob, 0), v)
 
 
 class Lambda(Module):

@@ -22,6 +22,9 @@ from ember._core import dtypes as dt
 from ember.random._keys import _split, canonical_shape, key_data_of, random_bits
 
 
+_DEFAULT_GUMBEL_MODE = "low"  # (JAX's, without jax_use_high_dynamic_range_gumbel)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # argument checks
 def _float_dtype(name: str, dtype: Any) -> np.dtype:
@@ -187,7 +190,16 @@ def _unary_sampler(name: str, transform: Any, minval: Any = 0.0) -> Any:
     return sampler
 
 
-exponential = _unary_sampler("exponential", lambda u: lax.neg(lax.log1p(lax.neg(u))))
+def _exponential_of(u: Any) -> Any:
+    """Exponential(1) from uniform u in [0, 1): -log1p(-u)."""
+    return lax.neg(lax.log1p(lax.neg(u)))
+
+
+def _exponential(data: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    return _exponential_of(_uniform(data, 0.0, 1.0, shape, dtype))
+
+
+exponential = _unary_sampler("exponential", _exponential_of)
 exponential.__doc__ = "Exponential(1) floats: -log1p(-u) (as jax.random.exponential)."
 laplace = _unary_sampler("laplace", lambda u: lax.mul(lax.sign(u), lax.log1p(lax.neg(lax.abs(u)))),
                          lambda info: -1.0 + float(info.epsneg))
@@ -337,7 +349,7 @@ def choice(key: Any, a: Any, shape: Sequence[int] = (), replace: bool = True, p:
         if p_arr.shape != (n_inputs,):
             raise ValueError(f"ember.random.choice: p must be None or a 1-D vector with the same size as "
                              f"a.shape[axis]; p has shape {p_arr.shape} and a.shape[axis] is {n_inputs}")
-        ind = _choice_weighted(data, p_arr, shape, replace, mode or _default_gumbel_mode(), n_draws)
+        ind = _choice_weighted(data, p_arr, shape, replace, mode or _DEFAULT_GUMBEL_MODE, n_draws)
         result = ind if arr.ndim == 0 else enp.take(arr, ind, axis)
     return result.reshape(shape if arr.ndim == 0 else arr.shape[:axis] + tuple(shape) + arr.shape[axis + 1:])
 
@@ -354,10 +366,6 @@ def _choice_weighted(data: Any, p: Any, shape: tuple[int, ...], replace: bool, m
 
 # ---------------------------------------------------------------------------------------------------------------
 # Gumbel and categorical
-def _default_gumbel_mode() -> str:
-    return "low"
-
-
 def _safe_int_to_float(bits: Any) -> Any:
     """A pair of uint32 words (hi, lo) as the float32 in [0, 1) they spell as a 64-bit fraction, normalised so
     that small values keep full precision."""
@@ -401,7 +409,7 @@ _gumbel_jit = jit(_gumbel, static_argnums=(1, 2, 3))
 
 
 def _gumbel_mode(name: str, mode: str | None) -> str:
-    mode = _default_gumbel_mode() if mode is None else mode
+    mode = _DEFAULT_GUMBEL_MODE if mode is None else mode
     if mode not in ("highest", "high", "low"):
         raise ValueError(f"ember.random.{name}: mode must be 'low', 'high' or 'highest', got {mode!r}")
     return mode
@@ -617,7 +625,7 @@ def _gamma(data: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype, log_space
 def _gamma_args(name: str, key: Any, a: Any, shape: Any, dtype: Any) -> tuple[Any, tuple[int, ...], np.dtype]:
     data = _key(name, key)
     dtype = _float_dtype(name, dtype)
-    shape = _params_shape(name, shape, {"a": a}) if shape is not None else tuple(np.shape(a))
+    shape = _params_shape(name, shape, {"a": a})
     return data, shape, dtype
 
 
@@ -740,7 +748,7 @@ def poisson(key: Any, lam: Any, shape: Sequence[int] | None = None, dtype: Any =
     """Poisson(lam) integers (as jax.random.poisson)."""
     data = _key("poisson", key)
     dtype = _int_dtype("poisson", dtype)
-    shape = tuple(np.shape(lam)) if shape is None else _params_shape("poisson", shape, {"lam": lam})
+    shape = _params_shape("poisson", shape, {"lam": lam})
     lam = lax.convert_element_type(enp.broadcast_to(enp.asarray(lam), shape), np.float32)
     return _poisson(data, lam, shape, dtype)
 
@@ -766,12 +774,8 @@ def generalized_normal(key: Any, p: float, shape: Sequence[int] = (), dtype: Any
 def _ball(data: Any, p: Any, d: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     keys = _split(data, (2,))
     g = _generalized_normal(keys[0], p, (*shape, d), dtype)
-    e = _normal_free_exponential(keys[1], shape, dtype)
+    e = _exponential(keys[1], shape, dtype)
     return _div_by_broadcast(g, (((enp.abs(g) ** p).sum(-1) + e) ** (1 / p))[..., None])
-
-
-def _normal_free_exponential(data: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    return lax.neg(lax.log1p(lax.neg(_uniform(data, 0.0, 1.0, shape, dtype))))
 
 
 def ball(key: Any, d: int, p: float = 2, shape: Sequence[int] = (), dtype: Any = None) -> Any:
@@ -784,7 +788,7 @@ def ball(key: Any, d: int, p: float = 2, shape: Sequence[int] = (), dtype: Any =
 @partial(jit, static_argnums=(2, 3))
 def _pareto(data: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     b = lax.convert_element_type(enp.asarray(b), dtype)
-    return lax.exp(_div_by_broadcast(_normal_free_exponential(data, shape, dtype), b))
+    return lax.exp(_div_by_broadcast(_exponential(data, shape, dtype), b))
 
 
 def pareto(key: Any, b: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:

@@ -15,7 +15,7 @@ from ember.nn._functions import logsumexp as logsumexp
 def _inexact(*xs: Any) -> list[Any]:
     """The arguments as arrays of their common float dtype (integers become the default float)."""
     arrays = [enp.asarray(x) for x in xs]
-    dtype = enp.result_type(*arrays) if hasattr(enp, "result_type") else arrays[0].dtype
+    dtype = enp.result_type(*arrays)
     if not dt.is_float(dtype):
         dtype = dt.default_float_dtype()
     return [a.astype(dtype) if a.dtype != dtype else a for a in arrays]
