@@ -16,3 +16,18 @@ sys.path.insert(0, os.path.dirname(__file__))
 from ember._runtime.backends import _set_xla_flags  # noqa: E402
 
 _set_xla_flags()
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def jax_in_embers_mode():
+    """JAX as the oracle in the mode ember is in: 32-bit by default (JAX's x64 is on for the other tests, above),
+    64-bit under EMBER_ENABLE_X64=1. Modules comparing with JAX's defaults use it:
+    pytestmark = pytest.mark.usefixtures("jax_in_embers_mode")."""
+    import jax
+
+    from ember._core.dtypes import x64_enabled
+    with jax.enable_x64(x64_enabled()):
+        yield

@@ -20,10 +20,7 @@ from ember._core.dtypes import x64_enabled
 exact = doc_example(x64=x64_enabled(), rtol=0, atol=0)  # JAX in the mode ember is in
 
 
-@pytest.fixture(autouse=True)
-def jax_in_32_bit_mode():
-    with jax_oracle.enable_x64(x64_enabled()):
-        yield
+pytestmark = pytest.mark.usefixtures("jax_in_embers_mode")
 
 
 # --------------------------------------------------------------------------------------- Pseudorandom numbers

@@ -4,7 +4,6 @@
 Adaptations: printed values are returned; the tutorial's MNIST batches (from tensorflow-datasets) become random
 batches drawn with jax.random (so both frameworks see the same data: ember draws JAX's numbers), and the training
 loop runs 5 steps instead of 10 epochs; a getting-started loop of optax's docs uses ember.optim in place of optax."""
-import jax as jax_oracle
 import optax
 import pytest
 from test_jax_docs import doc_example  # tests/ is on sys.path (conftest.py)
@@ -14,10 +13,7 @@ import ember
 from ember._core.dtypes import x64_enabled
 
 
-@pytest.fixture(autouse=True)
-def jax_in_embers_mode():
-    with jax_oracle.enable_x64(x64_enabled()):
-        yield
+pytestmark = pytest.mark.usefixtures("jax_in_embers_mode")
 
 
 # ------------------------------------------------------------------------------------------ Stateful computations

@@ -13,13 +13,9 @@ import ember.scipy.special as es
 import jax.scipy.special as js
 from ember import nn as enn
 from ember import random as er
-from ember._core.dtypes import x64_enabled
 
 
-@pytest.fixture(autouse=True)
-def jax_in_embers_mode():
-    with jax.enable_x64(x64_enabled()):
-        yield
+pytestmark = pytest.mark.usefixtures("jax_in_embers_mode")
 
 
 X = np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32) * 3

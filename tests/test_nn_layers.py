@@ -12,10 +12,7 @@ from ember import nn, optim, random
 from ember._core.dtypes import x64_enabled
 
 
-@pytest.fixture(autouse=True)
-def jax_in_embers_mode():
-    with jax.enable_x64(x64_enabled()):
-        yield
+pytestmark = pytest.mark.usefixtures("jax_in_embers_mode")
 
 
 KEY = random.key(0)

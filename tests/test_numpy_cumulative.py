@@ -11,10 +11,7 @@ import ember.numpy as enp
 NAMES = ["cumsum", "cumprod", "nancumsum", "nancumprod"]
 
 
-@pytest.fixture(autouse=True)
-def _jax_in_32_bit_mode():
-    with jax.enable_x64(ember._core.dtypes.x64_enabled()):
-        yield
+pytestmark = pytest.mark.usefixtures("jax_in_embers_mode")
 
 
 def _same(got, want, rtol=1e-6):

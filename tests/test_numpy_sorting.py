@@ -11,11 +11,7 @@ import ember.numpy as enp
 RNG = np.random.default_rng(0)
 
 
-@pytest.fixture(autouse=True)
-def _jax_in_32_bit_mode():
-    """ember runs in its default 32-bit mode here: so does the JAX oracle (conftest turns JAX's x64 on)."""
-    with jax.enable_x64(ember._core.dtypes.x64_enabled()):
-        yield
+pytestmark = pytest.mark.usefixtures("jax_in_embers_mode")
 FLOATS = np.array([3.0, np.nan, -0.0, 1.0, 0.0, -np.inf, 3.0, np.inf, np.nan, -2.5], np.float32)
 
 

@@ -9,13 +9,9 @@ import pytest
 import ember
 import ember.numpy as enp
 from ember import optim
-from ember._core.dtypes import x64_enabled
 
 
-@pytest.fixture(autouse=True)
-def jax_in_embers_mode():
-    with jax.enable_x64(x64_enabled()):
-        yield
+pytestmark = pytest.mark.usefixtures("jax_in_embers_mode")
 
 
 def _params(lib_asarray):

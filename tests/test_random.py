@@ -18,18 +18,12 @@ from jax import random as jr
 
 import ember
 import ember.numpy as enp
-from ember._core.dtypes import x64_enabled
 from ember import random as er
 
 SEEDS = [0, 1, 42, 2 ** 31 + 5, 2 ** 32 - 1]
 
 
-@pytest.fixture(autouse=True)
-def jax_in_32_bit_mode():
-    """JAX as the oracle in ember's mode: 32-bit by default (conftest turns JAX's x64 on for the other tests),
-    64-bit under EMBER_ENABLE_X64=1; the tests of 64-bit values turn it on inside."""
-    with jax.enable_x64(x64_enabled()):
-        yield
+pytestmark = pytest.mark.usefixtures("jax_in_embers_mode")
 
 
 def _bits(x):
