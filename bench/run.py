@@ -706,6 +706,43 @@ def char_lm_step_torch() -> Callable[[], Any] | None:
 
 
 # (name, make, calls per round[, the PyTorch equivalent's maker])
+def einsum_attention(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """Attention scores and the weighted sum by einsum: bhqd,bhkd->bhqk then bhqk,bhkd->bhqd, b8 h8 q=k=128 d64."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.normal(size=(8, 8, 128, 64)).astype(np.float32) for _ in range(3))
+
+    def make(np_: Any) -> Callable[..., Any]:
+        def attend(q: Any, k: Any, v: Any) -> Any:
+            s = np_.einsum("bhqd,bhkd->bhqk", q, k) / 8.0
+            return np_.einsum("bhqk,bhkd->bhqd", s, v)
+        return attend
+    return checked_pair(jax, ember.jit(make(enp)), [ember.asarray(a) for a in (q, k, v)],
+                        jax.jit(make(jnp)), [jnp.asarray(a) for a in (q, k, v)])
+
+
+def einsum_chain(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """A three-operand einsum whose best order (opt_einsum's) contracts the small pair first."""
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(256, 8)).astype(np.float32)
+    b = rng.normal(size=(8, 256)).astype(np.float32)
+    c = rng.normal(size=(256, 64)).astype(np.float32)
+    spec = "ij,jk,kl->il"
+    return checked_pair(jax, ember.jit(lambda *xs: enp.einsum(spec, *xs)), [ember.asarray(x) for x in (a, b, c)],
+                        jax.jit(lambda *xs: jnp.einsum(spec, *xs)), [jnp.asarray(x) for x in (a, b, c)])
+
+
+def reduction(fn_name: str, **kwargs: Any) -> Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]]]:
+    """A reduction of ember.numpy's breadth over f32[1024, 1024], jitted, next to jax.numpy's."""
+    def make(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        rng = np.random.default_rng(0)
+        x = rng.uniform(0.5, 1.5, size=(1024, 1024)).astype(np.float32)
+        x[::7, ::5] = np.nan if fn_name.startswith("nan") else x[::7, ::5]
+        ef = ember.jit(lambda v: getattr(enp, fn_name)(v, **kwargs))
+        jf = jax.jit(lambda v: getattr(jnp, fn_name)(v, **kwargs))
+        return checked_pair(jax, ef, (ember.asarray(x),), jf, (jnp.asarray(x),))
+    return make
+
+
 BENCHMARKS: list[tuple[Any, ...]] = [
     ("jit: tiny f32[4] add (dispatch overhead)", tiny_call, 2000),
     ("jit: numpy inputs", calling("numpy"), 2000),
@@ -743,6 +780,15 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("jit: MLP train step with a dropout mask, b128", dropout_train_step, 100),
     ("train step: digits MLP + AdamW, batch 64", digits_mlp_step, 500, digits_mlp_step_torch),
     ("train step: char-LM transformer + AdamW, 32x128", char_lm_step, 5, char_lm_step_torch),
+    ("jit: einsum attention b8 h8 128x128 d64", einsum_attention, 50),
+    ("jit: einsum ij,jk,kl->il (opt_einsum order)", einsum_chain, 200),
+    ("jit: prod f32[1024,1024] axis=1", reduction("prod", axis=1), 100),
+    ("jit: nansum f32[1024,1024]", reduction("nansum"), 100),
+    ("jit: nanmean f32[1024,1024] axis=0", reduction("nanmean", axis=0), 100),
+    ("jit: var f32[1024,1024] axis=1, correction=1", reduction("var", axis=1, correction=1), 100),
+    ("jit: median f32[1024,1024] axis=1", reduction("median", axis=1), 20),
+    ("jit: count_nonzero f32[1024,1024] axis=0", reduction("count_nonzero", axis=0), 100),
+    ("jit: ptp f32[1024,1024] axis=1", reduction("ptp", axis=1), 100),
 ]
 
 # (name, make, repeat): the best of `repeat` single first calls, each of a new function (compile time)

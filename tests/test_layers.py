@@ -17,9 +17,9 @@ ORDER = {
     "_core": ["config", "cache", "dtypes", "ir", "primitive", "trace", "eval", "checks", "pytree", "__init__"],
     "_hlo": ["emitter", "lower", "__init__"],
     "_prims": ["checks", "shape", "families", "elementwise", "slicing", "reduction", "dot", "indexing", "sorting",
-               "conv", "windowed", "special", "bits", "__init__"],
+               "conv", "windowed", "special", "bits", "lax_helpers", "__init__"],
     "_transforms": ["passes", "ad", "jvp", "batching", "__init__"],
-    "_runtime": ["fastpath", "pjrt", "backends", "array", "dispatch", "compiler", "eager", "__init__"],
+    "_runtime": ["fastpath", "pjrt", "backends", "array", "dlpack", "dispatch", "compiler", "eager", "__init__"],
     "_control": ["common", "cond", "loops", "cumulative", "custom", "__init__"],
     "_api": ["staging", "signature", "jit", "autodiff", "vmap", "forward", "__init__"],
 }

@@ -8,6 +8,7 @@ import pytest
 
 from ember._control.custom import CUSTOM_VJP_NO_FORWARD_MODE
 from ember._control.loops import WHILE_NOT_REVERSE_DIFFERENTIABLE
+from ember._prims.reduction import GENERAL_REDUCE_NOT_DIFFERENTIABLE
 from ember._prims.windowed import GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE
 from ember._core import NOT_DIFFERENTIABLE, PRIMITIVES, RULE_KINDS
 
@@ -39,6 +40,8 @@ MARKS_TESTED_BY = {
     WHILE_NOT_REVERSE_DIFFERENTIABLE: lambda prim, cases: any(c.grad and not c.reverse for c in cases),  # the error
     CUSTOM_VJP_NO_FORWARD_MODE: lambda prim, cases: any(c.grad and not c.forward for c in cases),  # the error
     GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE: lambda prim, cases: any(  # both errors
+        c.grad and not c.forward and not c.reverse for c in cases),
+    GENERAL_REDUCE_NOT_DIFFERENTIABLE: lambda prim, cases: any(  # both errors
         c.grad and not c.forward and not c.reverse for c in cases),
 }
 

@@ -321,7 +321,7 @@ NAN_ROWS = [[1.0, np.nan, 3.0], [3.0, np.nan, 1.0], [np.nan, 1.0, 2.0], [1.0, 2.
 def _nan_propagating(extreme):
     """max/min as XLA gives them with NaN propagation on: NaN for any slice holding one."""
     def fn(a, axis, keepdims=False):
-        return enp.where(enp.any(a != a, axis, keepdims=keepdims), np.nan, extreme(a, axis, keepdims))
+        return enp.where(enp.any(a != a, axis, keepdims=keepdims), np.nan, extreme(a, axis, keepdims=keepdims))
     return fn
 
 

@@ -11,7 +11,7 @@ from ember._runtime.array import array as _host_array, check_order
 from ember._core import Tracer, aval_of, is_python_scalar
 from ember import _prims as lax
 from ember._core import scalar_literal
-from ember._core.checks import static_ints
+from ember._core.checks import normalize_axis, static_int, static_ints
 
 from ember._numpy.dtypes import int32
 from ember._numpy.promotion import _as_operand, _promote
@@ -29,17 +29,18 @@ def _stack_nested(x: Any) -> Any:
 
 
 def array(object: Any, dtype: Any = None, copy: bool | None = True, order: str | None = "K",  # noqa: A002
-          ndmin: int = 0) -> Any:
+          ndmin: int = 0, *, device: Any = None) -> Any:
     """An array from an array, a scalar or a nested sequence (numpy's dtype rules, 32-bit defaults); under a
     transformation, a nested sequence of traced values is stacked (jnp.array([x, 2 * x])). copy follows numpy 2:
     True gives a new array, None copies only when needed, False raises ValueError when a copy is needed (see
     ember._runtime.array.array); a tracer leaked out of a finished staging raises UnexpectedTracerError."""
-    return _array_of("array", object, dtype, copy, order, ndmin)
+    return _device_put(_array_of("array", object, dtype, copy, order, ndmin), device)
 
 
-def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None) -> Any:
+def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None,
+            device: Any = None) -> Any:
     """array without a copy unless one is needed (copy=None), or as copy says."""
-    return _array_of("asarray", a, dtype, copy, order, 0)
+    return _device_put(_array_of("asarray", a, dtype, copy, order, 0), device)
 
 
 def _array_of(op: str, object: Any, dtype: Any, copy: bool | None, order: str | None, ndmin: int) -> Any:  # noqa: A002
@@ -54,7 +55,11 @@ def _array_of(op: str, object: Any, dtype: Any, copy: bool | None, order: str | 
     return _host_array(object, dtype, copy, order, ndmin, op=op)
 
 
-def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
+def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None) -> Any:
+    return _device_put(_full(shape, fill_value, dtype), device)
+
+
+def _full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
     shape = static_ints("full", "shape", shape)
     fill = _as_operand(fill_value)
     if dtype is None:
@@ -64,27 +69,79 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
     return lax.full(shape, fill, dtype)
 
 
-def zeros(shape: Any, dtype: Any = None) -> Any:
-    return lax.full(static_ints("zeros", "shape", shape), 0, dt.default_float_dtype() if dtype is None else dtype)
+def zeros(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
+    return _device_put(lax.full(static_ints("zeros", "shape", shape), 0,
+                                dt.default_float_dtype() if dtype is None else dtype), device)
 
 
-def ones(shape: Any, dtype: Any = None) -> Any:
-    return lax.full(static_ints("ones", "shape", shape), 1, dt.default_float_dtype() if dtype is None else dtype)
+def ones(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
+    return _device_put(lax.full(static_ints("ones", "shape", shape), 1,
+                                dt.default_float_dtype() if dtype is None else dtype), device)
 
 
-def zeros_like(x: Any, dtype: Any = None) -> Any:
-    return zeros(aval_of(_as_operand(x)).shape, dtype or aval_of(_as_operand(x)).dtype)
+def zeros_like(x: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
+    x = _as_operand(x)
+    return zeros(aval_of(x).shape if shape is None else shape, dtype or aval_of(x).dtype, device=device)
 
 
-def ones_like(x: Any, dtype: Any = None) -> Any:
-    return ones(aval_of(_as_operand(x)).shape, dtype or aval_of(_as_operand(x)).dtype)
+def ones_like(x: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
+    x = _as_operand(x)
+    return ones(aval_of(x).shape if shape is None else shape, dtype or aval_of(x).dtype, device=device)
 
 
-def full_like(x: Any, fill_value: Any, dtype: Any = None) -> Any:
-    return full(aval_of(_as_operand(x)).shape, fill_value, dtype or aval_of(_as_operand(x)).dtype)
+def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
+    x = _as_operand(x)
+    return full(aval_of(x).shape if shape is None else shape, fill_value, dtype or aval_of(x).dtype, device=device)
 
 
-def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -> Any:
+def empty(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
+    """zeros (XLA arrays are always initialised), as jax.numpy."""
+    return zeros(shape, dtype, device=device)
+
+
+def empty_like(prototype: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
+    return zeros_like(prototype, dtype, shape, device=device)
+
+
+def copy(a: Any, order: str | None = None) -> Any:
+    """A copy of a, as a new array."""
+    return array(a, copy=True, order=order)
+
+
+def fromfunction(function: Any, shape: Any, *, dtype: Any = float, **kwargs: Any) -> Any:
+    """function applied to the index grids of shape (each of dtype), as numpy's fromfunction."""
+    from ember._numpy.grids import indices
+    grids = indices(static_ints("fromfunction", "shape", shape), dtype=dtype)
+    return function(*[grids[i] for i in range(len(shape))], **kwargs)
+
+
+def frombuffer(buffer: Any, dtype: Any = float, count: int = -1, offset: int = 0) -> Any:
+    """The bytes of buffer viewed as a 1-D array of dtype (read on the host, as jax.numpy)."""
+    return asarray(_np.frombuffer(buffer, dtype=dt.canonicalize_dtype(dtype) if dtype is not float else
+                                  dt.default_float_dtype(), count=count, offset=offset))
+
+
+def fromfile(file: Any, dtype: Any = float, count: int = -1, sep: str = "", offset: int = 0) -> Any:
+    """An array read from a file on the host (numpy's fromfile), placed on the device."""
+    d = dt.canonicalize_dtype(dtype) if dtype is not float else dt.default_float_dtype()
+    return asarray(_np.fromfile(file, dtype=d, count=count, sep=sep, offset=offset))
+
+
+def fromiter(iterable: Any, dtype: Any, count: int = -1) -> Any:
+    return asarray(_np.fromiter(iterable, dtype=dt.canonicalize_dtype(dtype), count=count))
+
+
+def fromstring(string: str, dtype: Any = float, count: int = -1, *, sep: str) -> Any:
+    """Numbers parsed from a text string separated by sep (numpy's text mode)."""
+    d = dt.canonicalize_dtype(dtype) if dtype is not float else dt.default_float_dtype()
+    return asarray(_np.fromstring(string, dtype=d, count=count, sep=sep))
+
+
+def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *, device: Any = None) -> Any:
+    return _device_put(_arange(start, stop, step, dtype), device)
+
+
+def _arange(start: Any, stop: Any, step: Any, dtype: Any) -> Any:
     for v in (start, stop, step):
         if isinstance(v, Tracer):
             raise TypeError("arange: start, stop and step must be concrete numbers (the length of the result "
@@ -118,16 +175,113 @@ def _scalar_arg(name: str, v: Any) -> Any:
     raise TypeError(f"{name}: start, stop and step must be scalars, got {type(v).__name__} {v!r:.60}")
 
 
-def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None) -> Any:
-    if dtype is None:  # the default float, or float64 for a typed numpy 64-bit start or stop
-        dtype = dt.to_inexact_dtype(dt.result_type(_scalar_arg("linspace", start), _scalar_arg("linspace", stop),
-                                                   float))
-    dtype = dt.canonicalize_dtype(dtype)
-    return asarray(_np.linspace(start, stop, num, endpoint=endpoint).astype(dtype))
+def _device_put(x: Any, device: Any) -> Any:
+    """x on device (the array API's device= keyword); None leaves it where it is (the default device)."""
+    if device is None or isinstance(x, Tracer):
+        return x
+    from ember._runtime.array import device_put
+    return device_put(x, device)
 
 
-def eye(n: int, m: int | None = None, k: int = 0, dtype: Any = None) -> Any:
-    m = n if m is None else m
+def _linspace_dtype(name: str, start: Any, stop: Any, dtype: Any) -> Any:
+    if dtype is not None:
+        return dt.canonicalize_dtype(dtype)
+    kinds = [_scalar_arg(name, v) if _np.ndim(v) == 0 and not isinstance(v, Tracer) else v for v in (start, stop)]
+    return dt.to_inexact_dtype(dt.result_type(*kinds, float))
+
+
+def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False,
+             dtype: Any = None, axis: int = 0, *, device: Any = None) -> Any:
+    """num evenly spaced values from start to stop (stop itself with endpoint); start and stop may be arrays
+    (broadcast; the new axis goes at axis) and traced values. With retstep, also the spacing."""
+    num = static_int("linspace", "num", num)
+    if num < 0:
+        raise ValueError(f"linspace: num must be non-negative, got {num}")
+    dtype = _linspace_dtype("linspace", start, stop, dtype)
+    compute = dt.to_inexact_dtype(dtype) if not dt.is_float(dtype) else dtype
+    compute = dt.float32 if compute in (dt.float16, dt.bfloat16) else compute
+    lo, hi = (lax.convert_element_type(_as_array_operand(v), compute, False) for v in (start, stop))
+    lo, hi = _promote("linspace", lo, hi)
+    from ember._numpy.promotion import _broadcast_shapes, _broadcast_to_shape
+    bshape = _broadcast_shapes("linspace", aval_of(lo).shape, aval_of(hi).shape)
+    lo, hi = (_broadcast_to_shape(v, bshape) for v in (lo, hi))
+    div = (num - 1) if endpoint else num
+    out_shape = (num,) + bshape
+    ramp = lax.broadcasted_iota(compute, out_shape, 0)
+    lo_b = lax.broadcast_in_dim(lo, out_shape, tuple(range(1, len(out_shape))))
+    hi_b = lax.broadcast_in_dim(hi, out_shape, tuple(range(1, len(out_shape))))
+    delta = lax.sub(hi_b, lo_b)
+    if div > 0:
+        step = lax.div(delta, scalar_literal(div, compute))
+        values = lax.add(lo_b, lax.mul(ramp, step))
+        if endpoint and num > 1:  # the last value is stop itself
+            last = lax.eq(ramp, scalar_literal(num - 1, compute))
+            values = lax.select(last, hi_b, values)
+    else:
+        step = lax.full_like(delta, _np.nan)
+        values = lo_b
+    values = lax.convert_element_type(values if dt.is_float(dtype) else lax.floor(values), dtype)
+    from ember._numpy.shape import moveaxis
+    values = _device_put(moveaxis(values, 0, normalize_axis("linspace", axis, len(out_shape))), device)
+    if retstep:
+        spacing = lax.div(lax.sub(hi, lo), scalar_literal(div, compute)) if div > 0 else lax.full_like(lo, _np.nan)
+        return values, lax.convert_element_type(spacing, dtype if dt.is_float(dtype) else compute)
+    return values
+
+
+def _as_array_operand(v: Any) -> Any:
+    v = _as_operand(v, "linspace", 0)
+    if is_python_scalar(v):
+        return _promote("linspace", v)[0]
+    return asarray(v) if isinstance(v, (_np.ndarray, _np.generic, list, tuple)) else v
+
+
+def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: Any = 10.0, dtype: Any = None,
+             axis: int = 0) -> Any:
+    """base ** linspace(start, stop, num): num values evenly spaced on a log scale."""
+    from ember._numpy.ufuncs import power
+    dtype_ = _linspace_dtype("logspace", start, stop, dtype)
+    exponents = linspace(start, stop, num, endpoint, dtype=dt.to_inexact_dtype(dtype_), axis=axis)
+    out = power(base, exponents)
+    return lax.convert_element_type(out if dt.is_float(dtype_) else lax.floor(out), dtype_)
+
+
+def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None, axis: int = 0
+              ) -> Any:
+    """num values in geometric progression from start to stop (both nonzero, of one sign; start and stop are
+    reached exactly)."""
+    from ember._numpy.ufuncs import log10, power, sign, multiply
+    from ember._numpy.mathfuncs import isnan  # noqa: F401
+    if not isinstance(start, Tracer) and not isinstance(stop, Tracer):
+        if _np.any(_np.asarray(start) == 0) or _np.any(_np.asarray(stop) == 0):
+            raise ValueError("geomspace: start and stop must be nonzero")
+    dtype_ = _linspace_dtype("geomspace", start, stop, dtype)
+    compute = dt.to_inexact_dtype(dtype_)
+    lo, hi = (lax.convert_element_type(_as_array_operand(v), compute, False) for v in (start, stop))
+    s = sign(lo)
+    exps = linspace(log10(lax.abs(lo)), log10(lax.abs(hi)), num, endpoint, dtype=compute, axis=0)
+    out = multiply(power(10.0, exps), s)
+    if num:
+        from ember._numpy.shape import concatenate, expand_dims
+        body = out[1:-1] if endpoint and num > 1 else out[1:]
+        ends = [expand_dims(lax.convert_element_type(lo, compute), 0), body]
+        if endpoint and num > 1:
+            ends.append(expand_dims(lax.convert_element_type(hi, compute), 0))
+        from ember._numpy.promotion import _broadcast_to_shape
+        out = concatenate([_broadcast_to_shape(e, (aval_of(e).shape[0],) + aval_of(out).shape[1:]) for e in ends])
+    from ember._numpy.shape import moveaxis
+    out = moveaxis(out, 0, normalize_axis("geomspace", axis, aval_of(out).ndim))
+    return lax.convert_element_type(out if dt.is_float(dtype_) else lax.round(out, 1), dtype_)
+
+
+def eye(n: int, m: int | None = None, k: int = 0, dtype: Any = None, *, device: Any = None) -> Any:
+    return _device_put(_eye(n, m, k, dtype), device)
+
+
+def _eye(n: int, m: int | None, k: int, dtype: Any) -> Any:
+    n = static_int("eye", "N", n)
+    m = n if m is None else static_int("eye", "M", m)
+    k = static_int("eye", "k", k)
     dtype = dt.canonicalize_dtype(dtype) if dtype is not None else dt.default_float_dtype()
     rows = lax.broadcasted_iota(int32, (n, m), 0)
     cols = lax.broadcasted_iota(int32, (n, m), 1)

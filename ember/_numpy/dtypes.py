@@ -14,3 +14,14 @@ bfloat16 = _ml_dtypes.bfloat16
 inf, nan, pi, e = _np.inf, _np.nan, _np.pi, _np.e
 newaxis = None
 dtype = _np.dtype
+# numpy's abstract scalar types (for issubdtype) and the aliases numpy and jax.numpy export
+generic, number, integer, signedinteger, unsignedinteger = (_np.generic, _np.number, _np.integer,
+                                                             _np.signedinteger, _np.unsignedinteger)
+inexact, floating, complexfloating, flexible, character = (_np.inexact, _np.floating, _np.complexfloating,
+                                                           _np.flexible, _np.character)
+object_ = _np.object_
+bool = _np.bool_  # noqa: A001 - numpy 2's name
+int_, uint = _np.int64, _np.uint64
+float_ = double = _np.float64
+single = _np.float32
+euler_gamma = _np.euler_gamma

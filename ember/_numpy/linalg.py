@@ -76,3 +76,113 @@ def tensordot(a: Any, b: Any, axes: int | Sequence[Sequence[int]] = 2) -> Any:
         ca = tuple(normalize_axis("tensordot", i, ndim(a)) for i in ca)
         cb = tuple(normalize_axis("tensordot", i, ndim(b)) for i in cb)
     return lax.dot_general(a, b, ((ca, cb), ((), ())))
+
+
+def _operand(name: str, a: Any, index: int = 0) -> Any:
+    from ember._core import is_python_scalar
+    from ember._numpy.promotion import _as_operand
+    a = _as_operand(a, name, index)
+    return _promote(name, a)[0] if is_python_scalar(a) else a
+
+
+def kron(a: Any, b: Any) -> Any:
+    """The Kronecker product: blocks a[i, j] * b."""
+    a, b = _promote("kron", _operand("kron", a), _operand("kron", b, 1))
+    nd = builtins.max(ndim(a), ndim(b))
+    a = reshape(a, (1,) * (nd - ndim(a)) + shape(a))
+    b = reshape(b, (1,) * (nd - ndim(b)) + shape(b))
+    # (a0, 1, a1, 1, ...) * (1, b0, 1, b1, ...) -> merge pairs
+    ea = reshape(a, tuple(x for d in shape(a) for x in (d, 1)))
+    eb = reshape(b, tuple(x for d in shape(b) for x in (1, d)))
+    return reshape(multiply(ea, eb), tuple(x * y for x, y in zip(shape(a), shape(b))))
+
+
+def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None) -> Any:
+    """The cross product of 3-vectors (or the z component for 2-vectors), broadcasting the other axes."""
+    from ember._numpy.shape import moveaxis, stack
+    from ember._numpy.ufuncs import subtract
+    a, b = _promote("cross", _operand("cross", a), _operand("cross", b, 1))
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a = moveaxis(a, normalize_axis("cross", axisa, ndim(a)), -1)
+    b = moveaxis(b, normalize_axis("cross", axisb, ndim(b)), -1)
+    na, nb = shape(a)[-1], shape(b)[-1]
+    if na not in (2, 3) or nb not in (2, 3):
+        raise ValueError(f"cross: incompatible vector dimensions {na} and {nb} (must be 2 or 3)")
+    if na == 2 and nb == 2:
+        return subtract(multiply(a[..., 0], b[..., 1]), multiply(a[..., 1], b[..., 0]))
+    a0, a1 = a[..., 0], a[..., 1]
+    b0, b1 = b[..., 0], b[..., 1]
+    a2 = a[..., 2] if na == 3 else None
+    b2 = b[..., 2] if nb == 3 else None
+    zero_a = multiply(a0, 0)
+    zero_b = multiply(b0, 0)
+    a2 = zero_a if a2 is None else a2
+    b2 = zero_b if b2 is None else b2
+    c = stack(_broadcast_all([subtract(multiply(a1, b2), multiply(a2, b1)),
+                              subtract(multiply(a2, b0), multiply(a0, b2)),
+                              subtract(multiply(a0, b1), multiply(a1, b0))]), axis=-1)
+    return moveaxis(c, -1, normalize_axis("cross", axisc, ndim(c)))
+
+
+def _broadcast_all(xs: list[Any]) -> list[Any]:
+    target = _broadcast_shapes("cross", *(shape(x) for x in xs))
+    return [_broadcast_to_shape(x, target) for x in xs]
+
+
+def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None,
+           preferred_element_type: Any = None) -> Any:
+    """The dot product of vectors along axis, broadcasting the others (the array API's vecdot)."""
+    from ember._numpy.reductions import sum as sum_
+    x1, x2 = _promote("vecdot", _operand("vecdot", x1), _operand("vecdot", x2, 1))
+    n1 = shape(x1)[normalize_axis("vecdot", axis, ndim(x1))]
+    n2 = shape(x2)[normalize_axis("vecdot", axis, ndim(x2))]
+    if n1 != n2:
+        raise ContractionShapeError(f"vecdot: the axes have different lengths ({n1} and {n2}), shapes "
+                                    f"{shape(x1)} and {shape(x2)}")
+    from ember._numpy.shape import moveaxis
+    x1 = moveaxis(x1, axis, -1)
+    x2 = moveaxis(x2, axis, -1)
+    out = sum_(multiply(x1, x2), axis=-1)
+    if preferred_element_type is not None:
+        out = lax.convert_element_type(out, preferred_element_type)
+    return out
+
+
+def matvec(x1: Any, x2: Any, /) -> Any:
+    """Matrix-vector products over broadcast batch dimensions: x1 (..., m, n), x2 (..., n) -> (..., m)."""
+    from ember._numpy.shape import expand_dims
+    x1, x2 = _operand("matvec", x1), _operand("matvec", x2, 1)
+    if ndim(x1) < 2 or ndim(x2) < 1:
+        raise ValueError(f"matvec: needs a matrix and a vector, got shapes {shape(x1)} and {shape(x2)}")
+    return matmul(x1, expand_dims(x2, -1))[..., 0]
+
+
+def vecmat(x1: Any, x2: Any, /) -> Any:
+    """Vector-matrix products over broadcast batch dimensions: x1 (..., m), x2 (..., m, n) -> (..., n)."""
+    from ember._numpy.shape import expand_dims
+    x1, x2 = _operand("vecmat", x1), _operand("vecmat", x2, 1)
+    if ndim(x1) < 1 or ndim(x2) < 2:
+        raise ValueError(f"vecmat: needs a vector and a matrix, got shapes {shape(x1)} and {shape(x2)}")
+    return matmul(expand_dims(x1, -2), x2)[..., 0, :]
+
+
+def vander(x: Any, N: int | None = None, increasing: bool = False) -> Any:  # noqa: N803
+    """The Vandermonde matrix of the 1-D x: columns x**(N-1), ..., x**0 (reversed with increasing)."""
+    from ember._core.checks import static_int
+    from ember._numpy.ufuncs import power
+    x = _operand("vander", x)
+    if ndim(x) != 1:
+        raise ValueError(f"vander: x must be 1-D, got shape {shape(x)}")
+    n = shape(x)[0] if N is None else static_int("vander", "N", N)
+    if n < 0:
+        raise ValueError(f"vander: N must be non-negative, got {n}")
+    powers = lax.iota(_np_int32(), n)
+    if not increasing:
+        powers = lax.rev(powers, (0,))
+    return power(reshape(x, (-1, 1)), reshape(powers, (1, -1)))
+
+
+def _np_int32() -> Any:
+    import numpy
+    return numpy.dtype(numpy.int32)

@@ -12,6 +12,11 @@ from ember._numpy.selection import compress, nonzero, take
 from ember._numpy.sorting import argsort, searchsorted, sort
 from ember._numpy.reductions import all, any, argmax, argmin, max, mean, min, std, sum, var  # noqa: A004
 from ember._numpy.shape import astype, ravel, reshape, squeeze, swapaxes, transpose
+from ember._numpy.mathfuncs import conj, imag, left_shift, real, right_shift
+from ember._numpy.manipulation import diagonal, repeat, trace
+from ember._numpy.reductions import prod
+from ember._numpy.statistics import ptp
+from ember._numpy.ufuncs import round as round_
 from ember._numpy.ufuncs import (absolute, add, bitwise_and, bitwise_or, bitwise_xor, clip, divmod, equal,
                                  floor_divide, greater, greater_equal, invert, less, less_equal, multiply, negative,
                                  not_equal, positive, power, remainder, subtract, true_divide)
@@ -66,5 +71,33 @@ _METHODS = {
     "sort": sort, "argsort": argsort, "searchsorted": searchsorted, "cumsum": cumsum, "cumprod": cumprod,
     "ravel": ravel, "flatten": ravel, "squeeze": squeeze, "dot": dot, "clip": clip, "swapaxes": swapaxes,
 }
+
+
+def _array_namespace(self: Any, /, *, api_version: str | None = None) -> Any:
+    """The array API namespace of ember arrays: ember.numpy."""
+    import sys
+    # ember.numpy installed this method when it was imported: it is there (a module import here would reach
+    # up a layer)
+    namespace = sys.modules["ember.numpy"]
+    if api_version is not None and api_version not in namespace.__array_api_supported_versions__:
+        raise ValueError(f"__array_namespace__: api_version {api_version!r} is not supported (supported: "
+                         f"{', '.join(namespace.__array_api_supported_versions__)})")
+    return namespace
+
+
+def _to_device(self: Any, device: Any, /, *, stream: Any = None) -> Any:
+    """The array on device (the array API's to_device)."""
+    if stream is not None:
+        raise ValueError("to_device: streams are not supported")
+    from ember._runtime.array import device_put
+    return device_put(self, device)
+
+
+_METHODS.update({
+    "__lshift__": left_shift, "__rlshift__": _reflected(left_shift), "__rshift__": right_shift,
+    "__rrshift__": _reflected(right_shift), "__array_namespace__": _array_namespace, "to_device": _to_device,
+    "prod": prod, "ptp": ptp, "repeat": repeat, "diagonal": diagonal, "trace": trace, "round": round_,
+    "conj": conj, "conjugate": conj, "real": property(real), "imag": property(imag),
+})
 # Array defines its own __len__ and __iter__ (on concrete values), which take precedence over these.
 install_array_methods({**_METHODS, "__len__": _tracer_len, "__iter__": _tracer_iter})

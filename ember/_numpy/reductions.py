@@ -15,7 +15,8 @@ from ember._runtime.eager import fast_static
 
 from ember._numpy.promotion import _as_bool, _as_operand, _promote
 from ember._numpy.shape import expand_dims, ndim, ravel, shape
-from ember._numpy.ufuncs import equal, maximum, minimum, where
+from ember._numpy.promotion import _broadcast_shapes, _broadcast_to_shape
+from ember._numpy.ufuncs import add, equal, maximum, minimum, multiply, where
 
 
 def _keep(x: Any, reduced: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
@@ -37,38 +38,98 @@ def _sum_as(a: Any, axes: tuple[int, ...], out_dtype: Any, weak: bool = False) -
     return lax.convert_element_type(total, out_dtype, weak)
 
 
-@fast_static
-def sum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
-    """numpy's sum; float16 and bfloat16 accumulate in float32 (the result keeps the dtype), booleans and small
-    integers sum as int32 or uint32 (as JAX)."""
-    a = _as_operand(a)
-    if is_python_scalar(a):
-        a = _promote("sum", a)[0]
+def _no_out(name: str, out: Any) -> None:
+    if out is not None:
+        raise TypeError(f"{name}: the out argument is not supported (ember arrays are immutable)")
+
+
+def _mask(name: str, a: Any, where: Any) -> Any:
+    """where as a boolean mask of a's shape (broadcast; as numpy, it may not change a's shape)."""
+    mask = _as_bool(where)
+    if is_python_scalar(mask):
+        mask = scalar_literal(mask, bool_, False)
+    if _broadcast_shapes(name, shape(mask), shape(a)) != shape(a):
+        raise ValueError(f"{name}: where of shape {shape(mask)} does not broadcast to the array's shape {shape(a)}")
+    return mask if shape(mask) == shape(a) else _broadcast_to_shape(mask, shape(a))
+
+
+def _masked(name: str, a: Any, where: Any, fill: Any) -> Any:
+    """a with fill where `where` is False."""
+    if where is None:
+        return a
+    return lax.select(_mask(name, a, where), a, lax.full_like(a, fill))
+
+
+def _sum_dtype(a: Any, dtype: Any, promote_integers: bool) -> tuple[Any, bool]:
+    """The result dtype and weak type of sum and prod: booleans and narrow integers widen to the default int (as
+    JAX; not with promote_integers=False)."""
     d, weak = aval_of(a).dtype, aval_of(a).weak_type
     if dtype is not None:
-        d, weak = dt.canonicalize_dtype(dtype), False
-    elif d == bool_ or (dt.is_int(d) and d.itemsize < dt.default_int_dtype().itemsize):
-        d, weak = (dt.default_int_dtype() if dt.is_signed_int(d) or d == bool_ else dt.default_uint_dtype()), False
+        return dt.canonicalize_dtype(dtype), False
+    if d == bool_ or (promote_integers and dt.is_int(d) and d.itemsize < dt.default_int_dtype().itemsize):
+        return (dt.default_int_dtype() if dt.is_signed_int(d) or d == bool_ else dt.default_uint_dtype()), False
+    return d, weak
+
+
+def _with_initial(name: str, result: Any, initial: Any, combine: Any) -> Any:
+    if initial is None:
+        return result
+    return lax.convert_element_type(combine(result, initial), aval_of(result).dtype, aval_of(result).weak_type)
+
+
+@fast_static
+def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,  # noqa: A001
+        initial: Any = None, where: Any = None, promote_integers: bool = True) -> Any:
+    """numpy's sum; float16 and bfloat16 accumulate in float32 (the result keeps the dtype), booleans and small
+    integers sum as int32 or uint32 (as JAX; with promote_integers=False in their own dtype)."""
+    _no_out("sum", out)
+    a = _as_array("sum", a)
+    d, weak = _sum_dtype(a, dtype, promote_integers)
     axes = normalize_axes("sum", axis, ndim(a))
-    return _keep(a, _sum_as(a, axes, d, weak), axes, keepdims)
+    result = _keep(a, _sum_as(_masked("sum", a, where, 0), axes, d, weak), axes, keepdims)
+    return _with_initial("sum", result, initial, add)
 
 
-def _extreme(name: str, reducer: Any) -> Any:
-    def fn(a: Any, axis: Any = None, keepdims: bool = False, initial: Any = None) -> Any:
-        a = _as_operand(a)
+@fast_static
+def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+         initial: Any = None, where: Any = None, promote_integers: bool = True) -> Any:
+    """numpy's product, with sum's dtype rules (float16 and bfloat16 multiply in float32)."""
+    _no_out("prod", out)
+    a = _as_array("prod", a)
+    d, weak = _sum_dtype(a, dtype, promote_integers)
+    axes = normalize_axes("prod", axis, ndim(a))
+    acc = _accumulation_dtype(d)
+    x = lax.convert_element_type(_masked("prod", a, where, 1), acc, weak)
+    result = _keep(a, lax.convert_element_type(lax.reduce_prod(x, axes), d, weak), axes, keepdims)
+    return _with_initial("prod", result, initial, multiply)
+
+
+def _extreme(name: str, reducer: Any, combine: Any, identity: Any) -> Any:
+    def fn(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
+           where: Any = None) -> Any:
+        _no_out(name, out)
+        a = _as_array(name, a)
         axes = normalize_axes(name, axis, ndim(a))
-        if builtins.any(shape(a)[i] == 0 for i in axes) and initial is None:
+        if initial is None and (builtins.any(shape(a)[i] == 0 for i in axes) or where is not None):
+            if where is not None:
+                raise ValueError(f"{name}: reduction with where= needs an initial value (as numpy)")
             raise ValueError(f"{name}: zero-size array to reduction operation {name} which has no identity")
-        out = reducer(a, axes)
-        if initial is not None:
-            out = (maximum if name == "max" else minimum)(out, initial)
-        return _keep(a, out, axes, keepdims)
+        a_masked = _masked(name, a, where, identity(aval_of(a).dtype)) if where is not None else a
+        return _with_initial(name, _keep(a, reducer(a_masked, axes), axes, keepdims), initial, combine)
     fn.__name__ = fn.__qualname__ = name
     return fast_static(fn)
 
 
-max = amax = _extreme("max", lax.reduce_max)  # noqa: A001
-min = amin = _extreme("min", lax.reduce_min)  # noqa: A001
+def _lowest(d: Any) -> Any:
+    return False if d == bool_ else -_np.inf if dt.is_float(d) else dt.iinfo(d).min
+
+
+def _highest(d: Any) -> Any:
+    return True if d == bool_ else _np.inf if dt.is_float(d) else dt.iinfo(d).max
+
+
+max = amax = _extreme("max", lax.reduce_max, maximum, _lowest)  # noqa: A001
+min = amin = _extreme("min", lax.reduce_min, minimum, _highest)  # noqa: A001
 
 
 def _count(a: Any, axes: tuple[int, ...]) -> int:
@@ -92,23 +153,36 @@ def _as_array(name: str, a: Any) -> Any:
     return _promote(name, a)[0] if is_python_scalar(a) else a
 
 
+def _counts(name: str, a: Any, axes: tuple[int, ...], where: Any, computation: Any, weak: bool) -> Any:
+    """How many elements each reduction covers: a static count, or (with where=) the mask's sum."""
+    if where is None:
+        return scalar_literal(_count(a, axes), computation, weak)
+    mask = lax.convert_element_type(_mask(name, a, where), computation, weak)
+    return lax.reduce_sum(mask, axes)
+
+
 @fast_static
-def mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
+         where: Any = None) -> Any:
     """numpy's mean: integer inputs give float32 (as JAX); float16 and bfloat16 sum in float32 and divide there
-    (so the count cannot overflow), giving their own dtype back."""
+    (so the count cannot overflow), giving their own dtype back. With where=, the mean of the selected elements."""
+    _no_out("mean", out)
     a = _as_array("mean", a)
-    out, computation, weak = _float_result(a, dtype)
+    out_dtype, computation, weak = _float_result(a, dtype)
     axes = normalize_axes("mean", axis, ndim(a))
-    total = lax.reduce_sum(lax.convert_element_type(a, computation, weak), axes)
-    result = lax.div(total, scalar_literal(_count(a, axes), computation, weak))
-    return _keep(a, lax.convert_element_type(result, out, weak), axes, keepdims)
+    x = _masked("mean", lax.convert_element_type(a, computation, weak), where, 0)
+    result = lax.div(lax.reduce_sum(x, axes), _counts("mean", a, axes, where, computation, weak))
+    return _keep(a, lax.convert_element_type(result, out_dtype, weak), axes, keepdims)
 
 
-def _var(name: str, a: Any, axis: Any, dtype: Any, out: Any, ddof: int
+def _var(name: str, a: Any, axis: Any, dtype: Any, out: Any, ddof: Any, where: Any, mean: Any, correction: Any
          ) -> tuple[Any, Any, tuple[int, ...], Any, bool]:
     """The variance in the computation dtype, with what var and std need to finish it."""
-    if out is not None:
-        raise TypeError(f"{name}: the out argument is not supported (ember arrays are immutable)")
+    _no_out(name, out)
+    if correction is not None:
+        if ddof != 0:
+            raise ValueError(f"{name}: pass ddof or correction, not both (got ddof={ddof}, correction={correction})")
+        ddof = correction
     a = _as_array(name, a)
     if dtype is not None and not dt.is_float(dt.canonicalize_dtype(dtype)):
         raise ValueError(f"{name}: the dtype argument must be a floating-point dtype (as JAX), got "
@@ -116,47 +190,57 @@ def _var(name: str, a: Any, axis: Any, dtype: Any, out: Any, ddof: int
     result_dtype, computation, weak = _float_result(a, dtype)
     axes = normalize_axes(name, axis, ndim(a))
     x = lax.convert_element_type(a, computation, weak)
-    count = _count(a, axes)
+    count = _counts(name, a, axes, where, computation, weak)
     kept = tuple(i for i in range(ndim(a)) if i not in axes)
-    mean_ = lax.div(lax.reduce_sum(x, axes), scalar_literal(count, computation, weak))
-    centered = lax.sub(x, lax.broadcast_in_dim(mean_, shape(a), kept))
-    divisor = scalar_literal(builtins.max(count - ddof, 0), computation, weak)  # as numpy: never negative
+    if mean is None:
+        mean_ = lax.div(lax.reduce_sum(_masked(name, x, where, 0), axes), count)
+        mean_ = lax.broadcast_in_dim(mean_, shape(a), kept)
+    else:  # a precomputed mean (JAX's mean=), with the reduced axes kept
+        mean_ = _broadcast_to_shape(lax.convert_element_type(_as_array(name, mean), computation, weak), shape(a))
+    centered = _masked(name, lax.sub(x, mean_), where, 0)
+    divisor = maximum(lax.sub(count, scalar_literal(ddof, computation, weak)), 0)  # as numpy: never negative
+    divisor = lax.convert_element_type(divisor, computation, weak)
     return lax.div(lax.reduce_sum(lax.mul(centered, centered), axes), divisor), a, axes, result_dtype, weak
 
 
 @fast_static
-def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False
-        ) -> Any:
-    """numpy's var (same signature); computed in float32 for float16 and bfloat16 inputs (as JAX)."""
-    v, a, axes, result_dtype, weak = _var("var", a, axis, dtype, out, ddof)
+def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: bool = False, *,
+        where: Any = None, mean: Any = None, correction: Any = None) -> Any:
+    """numpy's var (same signature, plus the array API's correction=); computed in float32 for float16 and
+    bfloat16 inputs (as JAX)."""
+    v, a, axes, result_dtype, weak = _var("var", a, axis, dtype, out, ddof, where, mean, correction)
     return _keep(a, lax.convert_element_type(v, result_dtype, weak), axes, keepdims)
 
 
 @fast_static
-def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False
-        ) -> Any:
-    """numpy's std (same signature): the square root of var, taken before casting back to the result dtype."""
-    v, a, axes, result_dtype, weak = _var("std", a, axis, dtype, out, ddof)
+def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0, keepdims: bool = False, *,
+        where: Any = None, mean: Any = None, correction: Any = None) -> Any:
+    """numpy's std (same signature as var): the square root of var, taken before casting back to the result
+    dtype."""
+    v, a, axes, result_dtype, weak = _var("std", a, axis, dtype, out, ddof, where, mean, correction)
     return _keep(a, lax.convert_element_type(lax.sqrt(v), result_dtype, weak), axes, keepdims)
 
 
 @fast_static
-def all(a: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
-    a = _as_bool(a)
+def all(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *, where: Any = None) -> Any:  # noqa: A001
+    _no_out("all", out)
+    a = _as_array("all", _as_bool(a))
     axes = normalize_axes("all", axis, ndim(a))
-    return _keep(a, lax.reduce_min(a, axes), axes, keepdims)
+    return _keep(a, lax.reduce_min(_masked("all", a, where, True), axes), axes, keepdims)
 
 
 @fast_static
-def any(a: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
-    a = _as_bool(a)
+def any(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *, where: Any = None) -> Any:  # noqa: A001
+    _no_out("any", out)
+    a = _as_array("any", _as_bool(a))
     axes = normalize_axes("any", axis, ndim(a))
-    return _keep(a, lax.reduce_max(a, axes), axes, keepdims)
+    return _keep(a, lax.reduce_max(_masked("any", a, where, False), axes), axes, keepdims)
 
 
 def _arg_extreme(name: str, extreme: Any) -> Any:
-    def fn(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
-        a = _as_operand(a)
+    def fn(a: Any, axis: int | None = None, out: Any = None, keepdims: bool | None = None) -> Any:
+        _no_out(name, out)
+        a = _as_array(name, a)
         flat_ndim = None  # with axis=None: the input's rank, for keepdims' (1,) * ndim (numpy, JAX)
         if axis is None:
             flat_ndim = ndim(a)

@@ -30,16 +30,36 @@ def size(x: Any) -> int:
 
 
 @fast_static
-def astype(x: Any, dtype: Any) -> Any:
+def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> Any:
+    """x converted to dtype (the array API's astype: copy is accepted; ember arrays are immutable, so a copy is
+    never observable; device= places the result)."""
     x = _as_operand(x)
     if is_python_scalar(x):
-        return asarray(x, dtype)
-    return lax.convert_element_type(x, dtype, False) if aval_of(x).dtype != dt.canonicalize_dtype(dtype) or \
-        aval_of(x).weak_type else x
+        out = asarray(x, dtype)
+    else:
+        out = lax.convert_element_type(x, dtype, False) if aval_of(x).dtype != dt.canonicalize_dtype(dtype) or \
+            aval_of(x).weak_type else x
+    if device is not None:
+        from ember._runtime.array import device_put
+        out = device_put(out, device)
+    return out
 
 
 @fast_static
-def reshape(a: Any, newshape: Any, order: str = "C") -> Any:
+def reshape(a: Any, newshape: Any = None, order: str = "C", *, shape: Any = None, copy: bool | None = None
+            ) -> Any:
+    """a with a new shape (one dimension may be -1); shape= is the array API's (and numpy 2's) name for newshape;
+    copy=False is allowed (reshapes never copy observably: ember arrays are immutable)."""
+    if shape is not None:
+        if newshape is not None:
+            raise TypeError("reshape: pass the new shape once, as newshape or shape=")
+        newshape = shape
+    if newshape is None:
+        raise TypeError("reshape: the new shape is missing")
+    return _reshape(a, newshape, order)
+
+
+def _reshape(a: Any, newshape: Any, order: str) -> Any:
     if order != "C":
         raise NotImplementedError("reshape: only order='C' is supported")
     a = _as_operand(a)

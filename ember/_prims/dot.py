@@ -4,11 +4,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ember._core import Primitive, ShapedArray, aval_of
+from ember._core import dtypes as dt
 from ember._core.checks import static_ints
 from ember._hlo import LoweringContext, i64_list
 from ember._prims.checks import check_dtype, check_same_dtypes
 from ember._prims.elementwise import add
-from ember._prims.shape import BatchDim, argsort, transpose
+from ember._prims.shape import BatchDim, argsort, convert_element_type, transpose
 
 # dot_general(lhs, rhs, dimension_numbers=((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)))
 # Output dimensions: batch dims, then lhs free dims, then rhs free dims (each in increasing order).
@@ -121,7 +122,12 @@ def _dot_general_batching(args: list[Any], dims: list[BatchDim], *, dimension_nu
     return [dot_general(lhs, rhs, new)], [len(lb) + len(lhs_free) + free.index(rd)]
 
 
-def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any) -> Any:
+def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = None,
+                preferred_element_type: Any = None) -> Any:
+    """The general contraction (like jax.lax.dot_general). precision is accepted for compatibility (the CPU computes
+    in the operands' dtype at every level). preferred_element_type is the result dtype: the operands are converted
+    to it when it is at least as wide (int8 products accumulated in int32, float16 in float32: exact products,
+    wide accumulation), the result when it is narrower; the conversions carry the derivatives."""
     try:
         (lc, rc), (lb, rb) = dimension_numbers
     except (TypeError, ValueError) as err:
@@ -129,13 +135,29 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any) -> Any:
                         f"(lhs_batch, rhs_batch)), got {dimension_numbers!r}") from err
     dims = tuple(tuple(static_ints("dot_general", "dimension_numbers", d) for d in pair)
                  for pair in ((lc, rc), (lb, rb)))
-    return dot_general_p.bind(lhs, rhs, dimension_numbers=dims)
+    del precision
+    if preferred_element_type is None:
+        return dot_general_p.bind(lhs, rhs, dimension_numbers=dims)
+    preferred = dt.canonicalize_dtype(preferred_element_type)
+    l_aval, r_aval = aval_of(lhs), aval_of(rhs)
+    if l_aval.dtype != r_aval.dtype:
+        check_same_dtypes("dot_general", [l_aval, r_aval])
+    if preferred == l_aval.dtype:
+        return dot_general_p.bind(lhs, rhs, dimension_numbers=dims)
+    if dt.is_bool(preferred) or (dt.is_int(preferred) and dt.is_float(l_aval.dtype)):
+        raise TypeError(f"dot_general: preferred_element_type {preferred} cannot hold products of "
+                        f"{l_aval.str_short()} and {r_aval.str_short()}")
+    if preferred.itemsize >= l_aval.dtype.itemsize:
+        return dot_general_p.bind(convert_element_type(lhs, preferred), convert_element_type(rhs, preferred),
+                                  dimension_numbers=dims)
+    return convert_element_type(dot_general_p.bind(lhs, rhs, dimension_numbers=dims), preferred)
 
 
-def dot(lhs: Any, rhs: Any) -> Any:
+def dot(lhs: Any, rhs: Any, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """Vector/matrix products contracting lhs's last and rhs's first dimension (like jax.lax.dot)."""
     lnd, rnd = aval_of(lhs).ndim, aval_of(rhs).ndim
     if not (1 <= lnd <= 2 and 1 <= rnd <= 2):
         raise TypeError(f"dot: operands must be vectors or matrices, got {aval_of(lhs).str_short()} and "
                         f"{aval_of(rhs).str_short()}")
-    return dot_general(lhs, rhs, (((lnd - 1,), (0,)), ((), ())))
+    return dot_general(lhs, rhs, (((lnd - 1,), (0,)), ((), ())), precision=precision,
+                       preferred_element_type=preferred_element_type)

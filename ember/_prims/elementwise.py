@@ -13,7 +13,7 @@ from ember._core import NOT_DIFFERENTIABLE, Primitive, ShapedArray, aval_of, is_
 from ember._core import dtypes as dt
 from ember._core.checks import static_int
 from ember._hlo import LoweringContext
-from ember._prims.checks import (ANY, FLOAT, INTEGRAL, NUMERIC, all_weak, check_same_dtypes,
+from ember._prims.checks import (ANY, FLOAT, INTEGRAL, NUMERIC, all_weak, check_dtype, check_same_dtypes,
                                  coerce_scalars, elementwise_shape)
 from ember._prims.families import ZERO, binary, comparison, elementwise_batching, unary, unbroadcast
 from ember._prims.shape import full_like, linear_jvp
@@ -133,6 +133,51 @@ def _integer_pow_lowering(ctx: LoweringContext, x: str, *, y: int) -> list[str]:
 integer_pow_p = unary("integer_pow", None, NUMERIC, _integer_pow_derivative, lowering=_integer_pow_lowering,
                       check=_integer_pow_check)
 
+# Inverse trigonometric and hyperbolic functions (CHLO ops, as jax.lax lowers them), cbrt and exp2.
+def _one_minus_square(x: Any) -> Any:
+    return sub(1.0, mul(x, x))
+
+
+acos_p = unary("acos", "chlo.acos", FLOAT, lambda g, x, y: neg(mul(g, rsqrt(_one_minus_square(x)))))
+asin_p = unary("asin", "chlo.asin", FLOAT, lambda g, x, y: mul(g, rsqrt(_one_minus_square(x))))
+atan_p = unary("atan", "chlo.atan", FLOAT, lambda g, x, y: div(g, add(1.0, mul(x, x))))
+sinh_p = unary("sinh", "chlo.sinh", FLOAT, lambda g, x, y: mul(g, cosh(x)))
+cosh_p = unary("cosh", "chlo.cosh", FLOAT, lambda g, x, y: mul(g, sinh(x)))
+asinh_p = unary("asinh", "chlo.asinh", FLOAT, lambda g, x, y: mul(g, rsqrt(add(mul(x, x), 1.0))))
+acosh_p = unary("acosh", "chlo.acosh", FLOAT, lambda g, x, y: mul(g, rsqrt(mul(sub(x, 1.0), add(x, 1.0)))))
+atanh_p = unary("atanh", "chlo.atanh", FLOAT, lambda g, x, y: div(g, _one_minus_square(x)))
+# cbrt: d/dx x^(1/3) = 1 / (3 cbrt(x)^2)
+cbrt_p = unary("cbrt", "cbrt", FLOAT, lambda g, x, y: div(g, mul(3.0, mul(y, y))))
+
+
+def _exp2_lowering(ctx: LoweringContext, x: str) -> list[str]:
+    """2**x as exp(x * log(2))."""
+    ln2 = ctx.constant(float(np.log(2.0)), ctx.aval_out)
+    return [ctx.op("stablehlo.exponential", [ctx.op("stablehlo.multiply", [x, ln2], ctx.aval_out)], ctx.aval_out)]
+
+
+exp2_p = unary("exp2", None, FLOAT, lambda g, x, y: mul(g, mul(y, _scalar_like(float(np.log(2.0)), y))),
+               lowering=_exp2_lowering)
+
+
+# reduce_precision(x, exponent_bits, mantissa_bits): x rounded (to nearest even) to a float format with that many
+# exponent and mantissa bits, kept in x's dtype. Its derivative rounds the tangent the same way (as JAX).
+def _reduce_precision_check(x: ShapedArray, *, exponent_bits: int, mantissa_bits: int) -> None:
+    if exponent_bits < 1 or mantissa_bits < 0:
+        raise TypeError(f"reduce_precision: exponent_bits must be >= 1 and mantissa_bits >= 0, got "
+                        f"{exponent_bits} and {mantissa_bits} for {x.str_short()}")
+
+
+def _reduce_precision_lowering(ctx: LoweringContext, x: str, *, exponent_bits: int, mantissa_bits: int
+                               ) -> list[str]:
+    return [ctx.op("stablehlo.reduce_precision", [x], ctx.aval_out,
+                   {"exponent_bits": f"{exponent_bits} : i32", "mantissa_bits": f"{mantissa_bits} : i32"})]
+
+
+reduce_precision_p = unary("reduce_precision", None, FLOAT,
+                           lambda g, x, y, **params: reduce_precision_p.bind(g, **params),
+                           lowering=_reduce_precision_lowering, check=_reduce_precision_check)
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # Binary ops: (d/dx, d/dy), each (g, x, y, out) -> that partial derivative applied to g.
@@ -189,6 +234,77 @@ shift_right_logical_p = binary("shift_right_logical", "shift_right_logical", "iu
 shift_right_arithmetic_p = binary("shift_right_arithmetic", "shift_right_arithmetic", "iu", NOT_DIFFERENTIABLE)
 # nextafter(x, y): the next representable value after x towards y (CHLO's, as jax.lax; not differentiable there).
 nextafter_p = binary("nextafter", "chlo.next_after", FLOAT, NOT_DIFFERENTIABLE)
+
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# mulhi(x, y): the high half of the double-width product of two integers (signed or unsigned, as jax.lax.mulhi).
+mulhi_p = Primitive("mulhi")
+
+
+@mulhi_p.def_rule("abstract_eval")
+def _mulhi_abstract_eval(x: ShapedArray, y: ShapedArray) -> ShapedArray:
+    check_same_dtypes("mulhi", [x, y])
+    check_dtype("mulhi", x, "iu", "operands")
+    return ShapedArray(elementwise_shape("mulhi", [x, y]), x.dtype, all_weak([x, y]))
+
+
+def _shift_const(ctx: LoweringContext, op: str, x: str, bits: int, aval: ShapedArray) -> str:
+    return ctx.op(f"stablehlo.{op}", [x, ctx.constant(bits, aval)], aval)
+
+
+@mulhi_p.def_rule("lowering")
+def _mulhi_lowering(ctx: LoweringContext, x: str, y: str) -> list[str]:
+    """Up to 32 bits: the product in the double-width type, shifted down. 64 bits: the unsigned product of the
+    32-bit halves (schoolbook), corrected for signed operands by subtracting the other operand where one is
+    negative (the high half of a two's complement product)."""
+    out = ctx.aval_out
+    x, y = (ctx.broadcast(o, a, out.shape) for o, a in zip((x, y), ctx.avals_in))
+    dtype, bits = out.dtype, out.dtype.itemsize * 8
+    signed = dt.is_signed_int(dtype)
+    if bits <= 32:
+        wide = out.update(dtype=np.dtype(f"{'int' if signed else 'uint'}{2 * bits}"), weak_type=False)
+        xw, yw = (ctx.op("stablehlo.convert", [v], wide) for v in (x, y))
+        product = ctx.op("stablehlo.multiply", [xw, yw], wide)
+        high = _shift_const(ctx, "shift_right_arithmetic" if signed else "shift_right_logical", product, bits, wide)
+        return [ctx.op("stablehlo.convert", [high], out)]
+    u64 = out.update(dtype=np.dtype(np.uint64), weak_type=False)
+    xu, yu = (ctx.op("stablehlo.convert", [v], u64) if signed else v for v in (x, y))
+    mask = ctx.constant(0xFFFFFFFF, u64)
+
+    def lo(v: str) -> str:
+        return ctx.op("stablehlo.and", [v, mask], u64)
+
+    def hi(v: str) -> str:
+        return _shift_const(ctx, "shift_right_logical", v, 32, u64)
+
+    def mul64(a: str, b: str) -> str:
+        return ctx.op("stablehlo.multiply", [a, b], u64)
+
+    def add64(*vs: str) -> str:
+        total = vs[0]
+        for v in vs[1:]:
+            total = ctx.op("stablehlo.add", [total, v], u64)
+        return total
+    x_lo, x_hi, y_lo, y_hi = lo(xu), hi(xu), lo(yu), hi(yu)
+    lo_lo, hi_lo, lo_hi, hi_hi = mul64(x_lo, y_lo), mul64(x_hi, y_lo), mul64(x_lo, y_hi), mul64(x_hi, y_hi)
+    cross = add64(hi(lo_lo), lo(hi_lo), lo_hi)
+    result = add64(hi_hi, hi(hi_lo), hi(cross))
+    if signed:
+        boolean = out.update(dtype=dt.bool_, weak_type=False)
+        zero_s, zero_u = ctx.constant(0, out.update(weak_type=False)), ctx.constant(0, u64)
+        for a, b in ((x, yu), (y, xu)):
+            negative = ctx.op("stablehlo.compare", [a, zero_s], boolean,
+                              {"comparison_direction": "#stablehlo<comparison_direction LT>",
+                               "compare_type": "#stablehlo<comparison_type SIGNED>"})
+            result = ctx.op("stablehlo.subtract", [result, ctx.op("stablehlo.select", [negative, b, zero_u], u64)],
+                            u64)
+        result = ctx.op("stablehlo.convert", [result], out)
+    return [result]
+
+
+mulhi_p.mark_not_differentiable()
+mulhi_p.def_rule("batching", elementwise_batching(mulhi_p))
 
 eq_p = comparison("eq", "EQ")
 ne_p = comparison("ne", "NE")
@@ -261,6 +377,8 @@ def _bind_binary(prim: Primitive) -> Callable[[Any, Any], Any]:
 neg, exp, log, log1p, expm1 = map(_bind_unary, (neg_p, exp_p, log_p, log1p_p, expm1_p))
 sin, cos, tanh, logistic, sqrt, rsqrt = map(_bind_unary, (sin_p, cos_p, tanh_p, logistic_p, sqrt_p, rsqrt_p))
 tan = _bind_unary(tan_p)
+acos, asin, atan, sinh, cosh = map(_bind_unary, (acos_p, asin_p, atan_p, sinh_p, cosh_p))
+asinh, acosh, atanh, cbrt, exp2 = map(_bind_unary, (asinh_p, acosh_p, atanh_p, cbrt_p, exp2_p))
 abs, sign, floor, ceil = map(_bind_unary, (abs_p, sign_p, floor_p, ceil_p))  # noqa: A001
 is_finite, bitwise_not, stop_gradient = map(_bind_unary, (is_finite_p, not_p, stop_gradient_p))
 clz, population_count = map(_bind_unary, (clz_p, population_count_p))
@@ -270,6 +388,7 @@ bitwise_and, bitwise_or, bitwise_xor = map(_bind_binary, (and_p, or_p, xor_p))
 shift_left, shift_right_logical, shift_right_arithmetic = map(
     _bind_binary, (shift_left_p, shift_right_logical_p, shift_right_arithmetic_p))
 nextafter = _bind_binary(nextafter_p)
+mulhi = _bind_binary(mulhi_p)
 eq, ne, lt, le, gt, ge = map(_bind_binary, (eq_p, ne_p, lt_p, le_p, gt_p, ge_p))
 
 
@@ -288,6 +407,21 @@ def round(x: Any, rounding_method: int = 0) -> Any:  # noqa: A001
 
 def square(x: Any) -> Any:
     return integer_pow(x, 2)
+
+
+def reciprocal(x: Any) -> Any:
+    """1 / x elementwise, as integer_pow(x, -1) (like jax.lax.reciprocal)."""
+    return integer_pow(x, -1)
+
+
+def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> Any:
+    """operand rounded to a float format with the given exponent and mantissa bits (like jax.lax.reduce_precision),
+    in operand's dtype: e.g. exponent_bits=5, mantissa_bits=10 rounds to float16 values."""
+    exponent_bits = static_int("reduce_precision", "exponent_bits", exponent_bits)
+    mantissa_bits = static_int("reduce_precision", "mantissa_bits", mantissa_bits)
+    if is_python_scalar(operand):
+        operand = scalar_literal(float(operand), dt.canonicalize_dtype(float), True)
+    return reduce_precision_p.bind(operand, exponent_bits=exponent_bits, mantissa_bits=mantissa_bits)
 
 
 def select(pred: Any, on_true: Any, on_false: Any) -> Any:

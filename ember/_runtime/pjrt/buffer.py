@@ -15,8 +15,9 @@ import numpy as np
 
 from ember._runtime.fastpath import C
 from ember._runtime.pjrt.errors import PjrtError
-from ember._runtime.pjrt.structs import (_BufferReadyEventArgs, _BufferToHostBufferArgs, _BufferUnsafePointerArgs,
-                                        _data_address, _handle_args, _new)
+from ember._runtime.pjrt.structs import (_BufferOpaqueDeviceMemoryDataPointerArgs, _BufferReadyEventArgs,
+                                        _BufferToHostBufferArgs, _BufferUnsafePointerArgs, _data_address,
+                                        _handle_args, _new)
 
 if TYPE_CHECKING:
     from ember._runtime.pjrt.client import Client
@@ -216,6 +217,50 @@ class Buffer:
             memory.__array_interface__.update(shape=(self.dtype.itemsize * int(np.prod(self.shape)),), typestr="|u1")
             return np.asarray(memory).view(self.dtype).reshape(self.shape)
         return np.asarray(memory)
+
+    def share_memory(self, action: str) -> tuple[int, int, bool]:
+        """Lend the buffer's memory to another framework (a DLPack export): wait until the buffer is ready, pin it
+        (a delete() meanwhile leaves its destruction to unshare_memory), raise its PJRT external reference count
+        (PJRT then neither frees, moves nor reuses the memory) and return (handle, address of the memory, whether
+        the count was raised). Each call is ended by one unshare_memory(handle, counted). The address is the
+        device's: the host's only where client.host_memory."""
+        self.block_until_ready()
+        handle = self._pin(action)
+        plugin = self.client.plugin
+        counted = False
+        try:
+            if plugin.has_function("Buffer_IncreaseExternalReferenceCount"):
+                error = plugin.function("Buffer_IncreaseExternalReferenceCount")(_handle_args(handle))
+                if error:
+                    raise plugin.error("Buffer_IncreaseExternalReferenceCount", error)
+                counted = True
+            if counted and plugin.has_function("Buffer_OpaqueDeviceMemoryDataPointer"):
+                opaque = _new(_BufferOpaqueDeviceMemoryDataPointerArgs, buffer=handle)
+                plugin.call("Buffer_OpaqueDeviceMemoryDataPointer", opaque)
+                address = opaque.device_memory_ptr or 0
+            else:
+                unsafe = _new(_BufferUnsafePointerArgs, buffer=handle)
+                plugin.call("Buffer_UnsafePointer", unsafe)
+                address = unsafe.buffer_pointer
+        except BaseException:
+            self.unshare_memory(handle, counted)
+            raise
+        return handle, address, counted
+
+    def unshare_memory(self, handle: int, counted: bool) -> None:
+        """End a share_memory: lower the external reference count, then unpin (destroying the buffer if it was
+        deleted meanwhile). With the client closed (at interpreter exit) PJRT is not called: nothing is destroyed
+        after the client. Never raises a PJRT error (it runs in DLPack deleters)."""
+        client = self.client
+        if counted and client.handle:
+            plugin = client.plugin
+            error = plugin.function("Buffer_DecreaseExternalReferenceCount")(_handle_args(handle))
+            if error:
+                plugin.error("Buffer_DecreaseExternalReferenceCount", error)  # destroyed, not raised
+        try:
+            self._unpin()
+        except PjrtError:  # (a failed Buffer_Destroy of a buffer deleted meanwhile: nothing to report to)
+            pass
 
     def block_until_ready(self) -> None:
         if not _block_until_ready(self):  # (the C one: False when the buffer cannot be used)

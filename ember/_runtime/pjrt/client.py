@@ -16,7 +16,8 @@ from ember._runtime.pjrt.errors import PjrtError
 from ember._runtime.pjrt.executable import Executable
 from ember._runtime.pjrt.structs import (_IMMUTABLE_ONLY_DURING_CALL, _PORTABLE_COMPILE_OPTIONS, COMPILE_OPTIONS,
                                  _ClientAddressableDevicesArgs, _ClientBufferFromHostBufferArgs, _ClientCompileArgs,
-                                 _ClientCreateArgs, _ClientPlatformNameArgs, _data_address, _handle_args, _new,
+                                 _ClientCreateArgs, _ClientCreateViewOfDeviceBufferArgs, _ClientPlatformNameArgs,
+                                 _data_address, _handle_args, _new,
                                  _Program, _string_at, c_int64, named_int64_values,
                                  numpy_dtype_to_pjrt)
 
@@ -113,6 +114,30 @@ class Client:
         buffer = Buffer(self, device, args.buffer, shape, array.dtype)
         self.plugin.await_event("Client_BufferFromHostBuffer", args.done_with_host_buffer)
         return buffer
+
+    @property
+    def can_view_memory(self) -> bool:
+        """Whether view_of_memory can wrap host memory owned elsewhere (a CPU plugin with
+        PJRT_Client_CreateViewOfDeviceBuffer)."""
+        return self.host_memory and self.plugin.has_function("Client_CreateViewOfDeviceBuffer")
+
+    def view_of_memory(self, address: int, shape: tuple[int, ...], dtype: np.dtype, device: Device | None,
+                       on_delete: Any, on_delete_arg: int) -> Buffer:
+        """A Buffer that is a view of memory owned elsewhere (a DLPack import), made by
+        PJRT_Client_CreateViewOfDeviceBuffer: no copy. PJRT calls on_delete(address, on_delete_arg) (an
+        ON_DELETE_CALLBACK that the caller keeps alive for the life of the process) once it is done with the
+        memory: when the buffer is destroyed and no computation uses it any more, possibly on a PJRT thread. The
+        memory must hold the dense row-major array, and stay valid and unchanged until then. The CPU plugin
+        requires 64-byte alignment (a PjrtError otherwise; nothing is called back then)."""
+        if device is None:
+            device = self.devices[0]
+        dims = (c_int64 * max(len(shape), 1))(*shape)
+        args = _new(_ClientCreateViewOfDeviceBufferArgs, client=self._live_handle("view_of_memory"),
+                    device_buffer_ptr=address, dims=dims, num_dims=len(shape),
+                    element_type=numpy_dtype_to_pjrt(dtype), device=device.handle, on_delete_callback=on_delete,
+                    on_delete_callback_arg=on_delete_arg)
+        self.plugin.call("Client_CreateViewOfDeviceBuffer", args)
+        return Buffer(self, device, args.buffer, tuple(shape), np.dtype(dtype))
 
     def close(self) -> None:
         """Destroy the PJRT client now. Idempotent."""

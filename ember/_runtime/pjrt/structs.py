@@ -145,6 +145,16 @@ _BufferToHostBufferArgs = _args_type("PJRT_Buffer_ToHostBuffer_Args", [
 _BufferUnsafePointerArgs = _args_type("PJRT_Buffer_UnsafePointer_Args", [
     ("buffer", c_void_p), ("buffer_pointer", c_size_t)])
 _BufferReadyEventArgs = _args_type("PJRT_Buffer_ReadyEvent_Args", [("buffer", c_void_p), ("event", c_void_p)])
+# PJRT_Buffer_IncreaseExternalReferenceCount_Args and PJRT_Buffer_DecreaseExternalReferenceCount_Args
+_BufferExternalReferenceArgs = _args_type("PJRT_Buffer_ExternalReferenceCount_Args", [("buffer", c_void_p)])
+_BufferOpaqueDeviceMemoryDataPointerArgs = _args_type("PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args", [
+    ("buffer", c_void_p), ("device_memory_ptr", c_void_p)])
+# void (*on_delete_callback)(void* device_buffer_ptr, void* user_arg) of PJRT_Client_CreateViewOfDeviceBuffer
+ON_DELETE_CALLBACK = ctypes.CFUNCTYPE(None, c_void_p, c_void_p)
+_ClientCreateViewOfDeviceBufferArgs = _args_type("PJRT_Client_CreateViewOfDeviceBuffer_Args", [
+    ("client", c_void_p), ("device_buffer_ptr", c_void_p), ("dims", ctypes.POINTER(c_int64)), ("num_dims", c_size_t),
+    ("element_type", c_int), ("layout", c_void_p), ("device", c_void_p), ("on_delete_callback", ON_DELETE_CALLBACK),
+    ("on_delete_callback_arg", c_void_p), ("stream", ctypes.c_ssize_t), ("buffer", c_void_p), ("memory", c_void_p)])
 
 # The many calls whose args are {struct_size, extension_start, one handle} and that only read them (the
 # *_Destroy calls, PJRT_Event_Await) get those args packed into a bytes object, which is cheaper to build.

@@ -1,0 +1,112 @@
+"""One-line docstrings for the ember.numpy functions whose definitions are too terse to carry their own (made by
+factories or plain aliases); ember.numpy applies them on import, and docs/api.md shows them."""
+from __future__ import annotations
+
+from typing import Any
+
+DOCS = {
+    "all": "Whether every element (along axis) is true; where= selects the elements.",
+    "any": "Whether any element (along axis) is true; where= selects the elements.",
+    "amax": "The maximum along axis (alias of max).",
+    "amin": "The minimum along axis (alias of min).",
+    "max": "The maximum along axis; initial= and where= as numpy (where= needs initial=).",
+    "min": "The minimum along axis; initial= and where= as numpy (where= needs initial=).",
+    "arange": "Evenly spaced values in [start, stop) by step (concrete bounds), numpy's dtype rules.",
+    "arctan2": "Elementwise arctan(x / y) in the right quadrant, in the promoted float dtype.",
+    "atan2": "The array API's name for arctan2.",
+    "argmax": "The index of the first maximum along axis (flattened when None); NaN counts as the maximum.",
+    "argmin": "The index of the first minimum along axis (flattened when None); NaN counts as the minimum.",
+    "around": "Round to the given number of decimals, halves to even (alias of round).",
+    "round": "Round to the given number of decimals, halves to even; integers are returned unchanged.",
+    "atleast_1d": "The input with at least one dimension.",
+    "atleast_2d": "The input with at least two dimensions ((N,) becomes (1, N)).",
+    "bitwise_not": "Elementwise bitwise NOT (alias of invert).",
+    "invert": "Elementwise bitwise NOT (logical NOT for booleans).",
+    "bitwise_invert": "The array API's name for invert.",
+    "broadcast_shapes": "The shape that arrays of these shapes broadcast to.",
+    "broadcast_to": "The array broadcast to shape (numpy's rules).",
+    "clip": "Values limited to [min, max] (either may be None).",
+    "concatenate": "Arrays joined along an existing axis, in their promoted dtype.",
+    "divide": "Elementwise true division, in the promoted float dtype (alias of true_divide).",
+    "true_divide": "Elementwise true division, in the promoted float dtype.",
+    "expand_dims": "The array with new size-1 axes at the given positions.",
+    "eye": "A 2-D array with ones on the k-th diagonal and zeros elsewhere.",
+    "identity": "The n x n identity matrix.",
+    "finfo": "Machine limits of a floating-point dtype (bfloat16 included).",
+    "iinfo": "Machine limits of an integer dtype.",
+    "full": "An array of shape filled with fill_value (an array fill broadcasts).",
+    "full_like": "An array like x (its shape and dtype, or those given) filled with fill_value.",
+    "zeros": "An array of zeros (float32 by default).",
+    "ones": "An array of ones (float32 by default).",
+    "zeros_like": "An array of zeros like x (its shape and dtype, or those given).",
+    "ones_like": "An array of ones like x (its shape and dtype, or those given).",
+    "empty_like": "zeros_like (XLA arrays are always initialised).",
+    "hstack": "Arrays stacked horizontally (along axis 1, or 0 for 1-D arrays).",
+    "vstack": "Arrays stacked vertically (as rows, after atleast_2d).",
+    "stack": "Arrays of one shape joined along a new axis.",
+    "inner": "The inner product over the last axes.",
+    "outer": "The outer product of two flattened arrays.",
+    "vdot": "The dot product of two flattened arrays.",
+    "tensordot": "The sum of products over the given axes (axes an int or two sequences).",
+    "log10": "Elementwise base-10 logarithm.",
+    "log2": "Elementwise base-2 logarithm.",
+    "logical_and": "Elementwise truth-value AND.",
+    "logical_or": "Elementwise truth-value OR.",
+    "logical_xor": "Elementwise truth-value XOR.",
+    "logical_not": "Elementwise truth-value NOT.",
+    "moveaxis": "The array with an axis moved to a new position.",
+    "ndim": "The number of dimensions.",
+    "shape": "The shape, as a tuple of ints.",
+    "size": "The number of elements.",
+    "negative": "Elementwise -x.",
+    "ravel": "The array flattened to 1-D.",
+    "reciprocal": "Elementwise 1 / x (integers are promoted to float).",
+    "result_type": "The dtype an operation on these arrays, dtypes and scalars gives (JAX's promotion).",
+    "sign": "Elementwise sign: -1, 0 or 1 (NaN for NaN).",
+    "squeeze": "The array without its size-1 axes (or the given ones).",
+    "swapaxes": "The array with two axes interchanged.",
+    "tan": "Elementwise tangent.",
+    "transpose": "The array with its axes permuted (reversed by default).",
+    "fliplr": "The array with its columns in reverse order.",
+    "flipud": "The array with its rows in reverse order.",
+    "isnan": "Elementwise test for NaN.",
+    "isinf": "Elementwise test for positive or negative infinity.",
+    "isposinf": "Elementwise test for positive infinity.",
+    "isneginf": "Elementwise test for negative infinity.",
+    "deg2rad": "Angles converted from degrees to radians.",
+    "radians": "Angles converted from degrees to radians.",
+    "rad2deg": "Angles converted from radians to degrees.",
+    "degrees": "Angles converted from radians to degrees.",
+    "nextafter": "The next float after x1 toward x2, elementwise.",
+    "iscomplex": "Elementwise test for a nonzero imaginary part: False (every ember array is real).",
+    "isreal": "Elementwise test for a zero imaginary part: True (every ember array is real).",
+    "isrealobj": "True: no ember array is complex.",
+    "nanpercentile": "percentile over the elements that are not NaN.",
+    "nanmedian": "median over the elements that are not NaN.",
+    "fromiter": "A 1-D array from an iterable of numbers (read on the host).",
+    "tril_indices_from": "The indices of the lower triangle of a 2-D array.",
+    "triu_indices_from": "The indices of the upper triangle of a 2-D array.",
+    "diag_indices_from": "The indices of the main diagonal of an array with dimensions of one length.",
+    "diagflat": "A 2-D array with the flattened input on its k-th diagonal.",
+    "polyadd": "The sum of two polynomials (coefficients, highest power first).",
+    "polysub": "The difference of two polynomials (coefficients, highest power first).",
+    "blackman": "The Blackman window of M points.",
+    "hamming": "The Hamming window of M points.",
+    "hanning": "The Hann window of M points.",
+    "iterable": "Whether the object can be iterated.",
+    "array_repr": "The repr of an array (numpy's formatting).",
+    "array_str": "The str of an array (numpy's formatting).",
+}
+
+
+def apply(namespace: dict[str, Any]) -> None:
+    """Give the functions of namespace (ember.numpy's) that lack a docstring the one listed here."""
+    for name, doc in DOCS.items():
+        fn = namespace.get(name)
+        if fn is None or getattr(fn, "__doc__", None):
+            continue
+        if getattr(fn, "__module__", "").startswith("ember"):
+            try:
+                fn.__doc__ = doc
+            except (AttributeError, TypeError):
+                pass

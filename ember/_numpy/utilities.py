@@ -1,0 +1,189 @@
+"""dtype predicates and host-side utilities of ember.numpy: can_cast, issubdtype, isdtype, isscalar, iterable,
+printing options and array_repr/array_str, save/load/savez (numpy's .npy/.npz files, through the host),
+packbits/unpackbits."""
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import numpy as _np
+
+from ember import _prims as lax
+from ember._core import aval_of, is_python_scalar
+from ember._core import dtypes as dt
+from ember._core.checks import normalize_axis
+
+from ember._numpy.promotion import _as_operand, _promote
+from ember._numpy.shape import ndim, ravel, reshape, shape
+
+
+def _dtype_of(x: Any) -> _np.dtype:
+    if hasattr(x, "aval"):
+        return aval_of(x).dtype
+    if isinstance(x, (_np.ndarray, _np.generic)):
+        return x.dtype
+    return dt.canonicalize_dtype(x)
+
+
+def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
+    """Whether a cast from from_ (a dtype or an array) to the dtype to is allowed under casting (numpy's rules)."""
+    if is_python_scalar(from_):
+        raise TypeError("can_cast: from_ must be a dtype or an array, not a Python scalar (numpy 2)")
+    return bool(_np.can_cast(_dtype_of(from_), _np.dtype(to), casting))
+
+
+def issubdtype(arg1: Any, arg2: Any) -> bool:
+    """numpy's issubdtype, knowing bfloat16 as a floating type (as jax.numpy)."""
+    d1 = _np.dtype(arg1) if not (isinstance(arg1, type) and issubclass(arg1, _np.generic) and
+                                 arg1 in _ABSTRACT) else arg1
+    if isinstance(d1, _np.dtype) and d1 == dt.bfloat16:
+        if isinstance(arg2, type) and arg2 in _ABSTRACT:
+            return arg2 in (_np.generic, _np.number, _np.inexact, _np.floating)
+        return _np.dtype(arg2) == dt.bfloat16
+    if isinstance(arg2, type) and arg2 in _ABSTRACT:
+        return bool(_np.issubdtype(d1, arg2))
+    d2 = _np.dtype(arg2)
+    if d2 == dt.bfloat16:
+        return isinstance(d1, _np.dtype) and d1 == dt.bfloat16
+    return bool(_np.issubdtype(d1, d2))
+
+
+_ABSTRACT = (_np.generic, _np.number, _np.integer, _np.signedinteger, _np.unsignedinteger, _np.inexact,
+             _np.floating, _np.complexfloating, _np.flexible, _np.character, _np.bool_)
+
+_KINDS = {
+    "bool": lambda d: d == dt.bool_,
+    "signed integer": dt.is_signed_int,
+    "unsigned integer": dt.is_unsigned_int,
+    "integral": dt.is_int,
+    "real floating": dt.is_float,
+    "complex floating": lambda d: False,
+    "numeric": lambda d: dt.is_int(d) or dt.is_float(d),
+}
+
+
+def isdtype(dtype: Any, kind: Any) -> bool:
+    """The array API's isdtype: whether dtype is of kind (a dtype, a kind name such as 'integral' or
+    'real floating', or a tuple of them)."""
+    d = dt.canonicalize_dtype(dtype) if not isinstance(dtype, _np.dtype) else dtype
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    for k in kinds:
+        if isinstance(k, str):
+            if k not in _KINDS:
+                raise ValueError(f"isdtype: unknown kind {k!r}; kinds are {', '.join(_KINDS)}")
+            if _KINDS[k](d):
+                return True
+        elif d == _np.dtype(k):
+            return True
+    return False
+
+
+def isscalar(element: Any) -> bool:
+    """True for Python and numpy scalars and for 0-d ember arrays (as jax.numpy)."""
+    if hasattr(element, "aval"):
+        return ndim(element) == 0
+    return bool(_np.isscalar(element)) or (isinstance(element, _np.ndarray) and element.ndim == 0)
+
+
+def iterable(y: Any) -> bool:
+    try:
+        iter(y)
+    except TypeError:
+        return False
+    return True
+
+
+# printing: numpy's options, which ember arrays print with
+get_printoptions = _np.get_printoptions
+set_printoptions = _np.set_printoptions
+printoptions = _np.printoptions
+
+
+def array_repr(arr: Any, max_line_width: int | None = None, precision: int | None = None,
+               suppress_small: bool | None = None) -> str:
+    return repr(_as_operand(arr, "array_repr", 0)) if hasattr(arr, "aval") else _np.array_repr(
+        _np.asarray(arr), max_line_width, precision, suppress_small)
+
+
+def array_str(a: Any, max_line_width: int | None = None, precision: int | None = None,
+              suppress_small: bool | None = None) -> str:
+    return _np.array_str(_np.asarray(a), max_line_width, precision, suppress_small)
+
+
+# files: numpy's formats, written and read on the host
+def save(file: Any, arr: Any, allow_pickle: bool = True) -> None:
+    """arr written to a .npy file (through the host)."""
+    _np.save(file, _np.asarray(arr), allow_pickle=allow_pickle)
+
+
+def savez(file: Any, *args: Any, **kwds: Any) -> None:
+    """Arrays written to an uncompressed .npz file (through the host)."""
+    _np.savez(file, *[_np.asarray(a) for a in args], **{k: _np.asarray(v) for k, v in kwds.items()})
+
+
+def load(file: Any, *args: Any, **kwargs: Any) -> Any:
+    """An array from a .npy file, placed on the device (a .npz file gives numpy's lazy mapping, as numpy)."""
+    from ember._numpy.creation import asarray
+    out = _np.load(file, *args, **kwargs)
+    return asarray(out) if isinstance(out, _np.ndarray) else out
+
+
+# bit packing
+def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
+    """The elements of a boolean or integer array packed as bits into uint8 (8 per byte, padded with zeros)."""
+    x = _as_operand(a, "packbits", 0)
+    x = _promote("packbits", x)[0] if is_python_scalar(x) else x
+    if not (dt.is_int(aval_of(x).dtype) or aval_of(x).dtype == dt.bool_):
+        raise TypeError(f"packbits: a must be boolean or integer, got {aval_of(x).str_short()}")
+    if bitorder not in ("big", "little"):
+        raise ValueError(f"packbits: bitorder must be 'big' or 'little', got {bitorder!r}")
+    if axis is None:
+        x, axis = ravel(x), 0
+    axis = normalize_axis("packbits", axis, ndim(x))
+    from ember._numpy.shape import moveaxis
+    from ember._numpy.manipulation import pad
+    bits = lax.convert_element_type(lax.ne(x, lax.full_like(x, 0)), dt.uint8)
+    bits = moveaxis(bits, axis, -1)
+    n = shape(bits)[-1]
+    extra = (-n) % 8
+    if extra:
+        bits = pad(bits, [(0, 0)] * (ndim(bits) - 1) + [(0, extra)])
+    groups = reshape(bits, shape(bits)[:-1] + ((n + extra) // 8, 8))
+    weights = _np.array([1 << (7 - i) for i in range(8)] if bitorder == "big" else [1 << i for i in range(8)],
+                        dtype=_np.uint8)
+    from ember._numpy.creation import asarray
+    packed = lax.reduce_sum(lax.mul(groups, lax.broadcast_in_dim(asarray(weights), shape(groups),
+                                                                   (ndim(groups) - 1,))), (ndim(groups) - 1,))
+    return moveaxis(packed, -1, axis)
+
+
+def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitorder: str = "big") -> Any:
+    """The bits of a uint8 array as a uint8 array of 0s and 1s (8 per byte), optionally only count of them."""
+    x = _as_operand(a, "unpackbits", 0)
+    x = _promote("unpackbits", x)[0] if is_python_scalar(x) else x
+    if aval_of(x).dtype != dt.uint8:
+        raise TypeError(f"unpackbits: a must be uint8, got {aval_of(x).str_short()}")
+    if bitorder not in ("big", "little"):
+        raise ValueError(f"unpackbits: bitorder must be 'big' or 'little', got {bitorder!r}")
+    if axis is None:
+        x, axis = ravel(x), 0
+    axis = normalize_axis("unpackbits", axis, ndim(x))
+    from ember._numpy.shape import moveaxis
+    from ember._numpy.creation import asarray
+    x = moveaxis(x, axis, -1)
+    shifts = _np.array(list(range(7, -1, -1)) if bitorder == "big" else list(range(8)), dtype=_np.uint8)
+    expanded = lax.broadcast_in_dim(x, shape(x) + (8,), tuple(range(ndim(x))))
+    sh = lax.broadcast_in_dim(asarray(shifts), shape(expanded), (ndim(expanded) - 1,))
+    bits = lax.bitwise_and(lax.shift_right_logical(expanded, sh), lax.full_like(expanded, 1))
+    bits = reshape(bits, shape(x)[:-1] + (shape(x)[-1] * 8,))
+    if count is not None:
+        total = shape(bits)[-1]
+        count = count if count >= 0 else builtins.max(total + count, 0)
+        if count <= total:
+            bits = bits[..., :count]
+        else:
+            from ember._numpy.manipulation import pad
+            bits = pad(bits, [(0, 0)] * (ndim(bits) - 1) + [(0, count - total)])
+    return moveaxis(bits, -1, axis)
+
+

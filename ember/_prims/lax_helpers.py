@@ -1,0 +1,335 @@
+"""jax.lax's helpers that are compositions of primitives (their derivatives and batching come from those): shape
+helpers (expand_dims, squeeze, collapse, stack, split, tile, ...), shape arithmetic for convolutions and windows,
+conv_general_dilated_patches, scatter_sub, and the small types of the API (Precision, RoundingMethod,
+DotDimensionNumbers, ConvGeneralDilatedDimensionNumbers)."""
+from __future__ import annotations
+
+import enum
+from typing import Any, Sequence, Union
+
+import numpy as np
+
+from ember._core import aval_of, is_python_scalar
+from ember._core import dtypes as dt
+from ember._core.checks import normalize_axes, normalize_axis, static_int, static_ints
+from ember._prims.conv import (ConvDimensionNumbers, _transpose_pads, conv_dimension_numbers,
+                               conv_general_dilated, padtype_to_pads)
+from ember._prims.dot import dot_general
+from ember._prims.elementwise import neg
+from ember._prims.indexing import GatherDimensionNumbers, gather, scatter_add
+from ember._prims.shape import broadcast_in_dim, full, reshape
+from ember._prims.slicing import concatenate, slice_in_dim
+from ember._prims.windowed import window_shape
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Types of the API
+class Precision(enum.Enum):
+    """The precision of a dot or convolution on accelerators (like jax.lax.Precision). The CPU computes in the
+    operands' dtype whatever the value; it is accepted for compatibility. Strings name the same levels."""
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value: Any) -> "Precision | None":
+        names = {"default": cls.DEFAULT, "fastest": cls.DEFAULT, "bfloat16": cls.DEFAULT, "high": cls.HIGH,
+                 "bfloat16_3x": cls.HIGH, "tensorfloat32": cls.HIGH, "highest": cls.HIGHEST, "float32": cls.HIGHEST}
+        return names.get(value.lower()) if isinstance(value, str) else None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+PrecisionLike = Union[None, str, Precision, tuple[str, str], tuple[Precision, Precision]]
+
+
+class RoundingMethod(enum.IntEnum):
+    """How lax.round breaks ties (like jax.lax.RoundingMethod)."""
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+# ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)), as jax.lax.DotDimensionNumbers
+DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]], tuple[Sequence[int], Sequence[int]]]
+# None, a ConvDimensionNumbers, or three layout strings such as ("NHWC", "HWIO", "NHWC")
+ConvGeneralDilatedDimensionNumbers = Union[None, ConvDimensionNumbers, tuple[str, str, str]]
+
+
+def dtype(x: Any) -> np.dtype:
+    """The dtype x has (or names) in ember: a Python scalar's default dtype, an array's dtype (like jax.lax.dtype)."""
+    if is_python_scalar(x):
+        return dt.canonicalize_dtype(type(x))
+    if isinstance(x, (str, type, np.dtype)):
+        return dt.canonicalize_dtype(x)
+    return aval_of(x).dtype
+
+
+def empty(shape: Sequence[int], dtype: Any) -> Any:
+    """An array of the given shape and dtype whose values are unspecified (zeros here, as in JAX)."""
+    return full(shape, 0, dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Shape helpers
+def expand_dims(array: Any, dimensions: Sequence[int]) -> Any:
+    """Insert dimensions of size 1 at the given positions of the result (like jax.lax.expand_dims)."""
+    shape = aval_of(array).shape
+    ndim_out = len(shape) + len(static_ints("expand_dims", "dimensions", dimensions))
+    dims = normalize_axes("expand_dims", dimensions, ndim_out)
+    kept = [d for d in range(ndim_out) if d not in dims]
+    out_shape = [1] * ndim_out
+    for d, n in zip(kept, shape):
+        out_shape[d] = n
+    return broadcast_in_dim(array, out_shape, kept)
+
+
+def squeeze(array: Any, dimensions: Sequence[int]) -> Any:
+    """Remove the given dimensions, which must have size 1 (like jax.lax.squeeze)."""
+    aval = aval_of(array)
+    dims = normalize_axes("squeeze", dimensions, aval.ndim)
+    wrong = [d for d in dims if aval.shape[d] != 1]
+    if wrong:
+        raise ValueError(f"squeeze: dimensions {tuple(wrong)} of {aval.str_short()} do not have size 1")
+    return reshape(array, tuple(n for d, n in enumerate(aval.shape) if d not in dims))
+
+
+def collapse(operand: Any, start_dimension: int, stop_dimension: int | None = None) -> Any:
+    """Merge dimensions [start_dimension, stop_dimension) into one (like jax.lax.collapse)."""
+    shape = aval_of(operand).shape
+    lo = normalize_axis("collapse", static_int("collapse", "start_dimension", start_dimension), len(shape))
+    hi = len(shape) if stop_dimension is None else static_int("collapse", "stop_dimension", stop_dimension)
+    hi = hi + len(shape) if hi < 0 else hi
+    if not lo <= hi <= len(shape):
+        raise ValueError(f"collapse: stop_dimension {stop_dimension} must lie in [{lo}, {len(shape)}] for shape "
+                         f"{shape}")
+    return reshape(operand, shape[:lo] + (int(np.prod(shape[lo:hi], dtype=np.int64)),) + shape[hi:])
+
+
+def broadcast_to_rank(x: Any, rank: int) -> Any:
+    """x with leading dimensions of size 1 added up to rank (like jax.lax.broadcast_to_rank)."""
+    shape = aval_of(x).shape
+    rank = static_int("broadcast_to_rank", "rank", rank)
+    if rank < len(shape):
+        raise ValueError(f"broadcast_to_rank: rank {rank} is below the rank of shape {shape}")
+    return reshape(x, (1,) * (rank - len(shape)) + shape)
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """The numpy-style broadcast of shapes (like jax.lax.broadcast_shapes)."""
+    shapes = tuple(static_ints("broadcast_shapes", "shapes", s) for s in shapes)
+    if not shapes:
+        return ()
+    rank = max(len(s) for s in shapes)
+    padded = [(1,) * (rank - len(s)) + s for s in shapes]
+    out = []
+    for sizes in zip(*padded):
+        bigger = {n for n in sizes if n != 1}
+        if len(bigger) > 1:
+            raise ValueError(f"broadcast_shapes: incompatible shapes for broadcasting: {shapes}")
+        out.append(bigger.pop() if bigger else 1)
+    return tuple(out)
+
+
+def broadcast_like(arr: Any, like_arr: Any) -> Any:
+    """arr broadcast (numpy-style, trailing dimensions aligned) to the shape of like_arr."""
+    shape, like = aval_of(arr).shape, aval_of(like_arr).shape
+    if broadcast_shapes(shape, like) != like:
+        raise ValueError(f"broadcast_like: shape {shape} does not broadcast to {like}")
+    return broadcast_in_dim(arr, like, tuple(range(len(like) - len(shape), len(like))))
+
+
+def index_in_dim(operand: Any, index: int, axis: int = 0, keepdims: bool = True) -> Any:
+    """The slice at a static index along axis (like jax.lax.index_in_dim); keepdims keeps the axis (size 1)."""
+    shape = aval_of(operand).shape
+    axis = normalize_axis("index_in_dim", static_int("index_in_dim", "axis", axis), len(shape))
+    index = static_int("index_in_dim", "index", index)
+    n = shape[axis]
+    if not -n <= index < n:
+        raise IndexError(f"index_in_dim: index {index} is out of bounds for axis {axis} of size {n}")
+    index = index + n if index < 0 else index
+    out = slice_in_dim(operand, index, index + 1, 1, axis)
+    return out if keepdims else squeeze(out, (axis,))
+
+
+def index_take(src: Any, idxs: Sequence[Any], axes: Sequence[int]) -> Any:
+    """src[idxs[0], idxs[1], ...] along axes (one 1-D index array per axis, all of one length N): the N selected
+    slices stacked first, followed by src's other dimensions (like jax.lax.index_take)."""
+    shape = aval_of(src).shape
+    axes = tuple(normalize_axis("index_take", a, len(shape)) for a in static_ints("index_take", "axes", axes))
+    if len(idxs) != len(axes):
+        raise TypeError(f"index_take: {len(idxs)} index arrays for {len(axes)} axes")
+    indices = concatenate([reshape(i, (aval_of(i).size, 1)) for i in idxs], 1)
+    slice_sizes = tuple(1 if d in axes else n for d, n in enumerate(shape))
+    dnums = GatherDimensionNumbers(offset_dims=tuple(range(1, len(shape) - len(axes) + 1)),
+                                   collapsed_slice_dims=tuple(sorted(axes)), start_index_map=axes)
+    return gather(src, indices, dnums, slice_sizes, mode="clip")
+
+
+def batch_matmul(lhs: Any, rhs: Any, precision: Any = None) -> Any:
+    """Matrix products batched over all leading dimensions (like jax.lax.batch_matmul)."""
+    l_aval, r_aval = aval_of(lhs), aval_of(rhs)
+    if l_aval.ndim < 2 or l_aval.ndim != r_aval.ndim:
+        raise ValueError(f"batch_matmul: operands need the same rank of at least 2, got {l_aval.str_short()} and "
+                         f"{r_aval.str_short()}")
+    n = l_aval.ndim
+    batch = tuple(range(n - 2))
+    return dot_general(lhs, rhs, (((n - 1,), (n - 2,)), (batch, batch)), precision=precision)
+
+
+def tile(operand: Any, reps: Sequence[int]) -> Any:
+    """operand repeated reps[i] times along dimension i (like jax.lax.tile; len(reps) == operand.ndim)."""
+    shape = aval_of(operand).shape
+    reps = static_ints("tile", "reps", reps)
+    if len(reps) != len(shape) or any(r < 0 for r in reps):
+        raise ValueError(f"tile: reps {reps} must have one non-negative entry per dimension of shape {shape}")
+    interleaved = tuple(v for r, n in zip(reps, shape) for v in (r, n))
+    spread = broadcast_in_dim(operand, interleaved, tuple(range(1, 2 * len(shape), 2)))
+    return reshape(spread, tuple(r * n for r, n in zip(reps, shape)))
+
+
+def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Any]:
+    """Consecutive pieces of the given sizes along axis (like jax.lax.split)."""
+    shape = aval_of(operand).shape
+    axis = normalize_axis("split", static_int("split", "axis", axis), len(shape))
+    sizes = static_ints("split", "sizes", sizes)
+    if any(s < 0 for s in sizes) or sum(sizes) != shape[axis]:
+        raise ValueError(f"split: sizes {sizes} must be non-negative and sum to {shape[axis]}, the size of axis "
+                         f"{axis} of shape {shape}")
+    starts = np.cumsum((0,) + sizes)
+    return [slice_in_dim(operand, int(a), int(b), 1, axis) for a, b in zip(starts[:-1], starts[1:])]
+
+
+def stack(operands: Sequence[Any], axis: int = 0) -> Any:
+    """Arrays of one shape stacked along a new axis (like jax.lax.stack)."""
+    operands = list(operands)
+    if not operands:
+        raise ValueError("stack: needs at least one operand")
+    ndim = aval_of(operands[0]).ndim
+    axis = normalize_axis("stack", static_int("stack", "axis", axis), ndim + 1)
+    return concatenate([expand_dims(x, (axis,)) for x in operands], axis)
+
+
+def unstack(x: Any, axis: int = 0) -> tuple[Any, ...]:
+    """The slices of x along axis, that axis removed (like jax.lax.unstack)."""
+    shape = aval_of(x).shape
+    axis = normalize_axis("unstack", static_int("unstack", "axis", axis), len(shape))
+    return tuple(index_in_dim(x, i, axis, keepdims=False) for i in range(shape[axis]))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Shape arithmetic of convolutions and windows
+def conv_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int], strides: Sequence[int], pads: Any,
+                     batch_group_count: int = 1) -> tuple[int, ...]:
+    """The output shape of a convolution in NCHW / OIHW layout (like jax.lax.conv_shape_tuple)."""
+    lhs_shape, rhs_shape = tuple(lhs_shape), tuple(rhs_shape)
+    strides = static_ints("conv_shape_tuple", "strides", strides)
+    if len(lhs_shape) != len(rhs_shape) or len(strides) != len(lhs_shape) - 2:
+        raise TypeError(f"conv_shape_tuple: shapes {lhs_shape}, {rhs_shape} and strides {strides} do not agree in "
+                        "rank")
+    if isinstance(pads, str):
+        pads = padtype_to_pads(lhs_shape[2:], rhs_shape[2:], strides, pads)
+    if len(pads) != len(lhs_shape) - 2:
+        raise TypeError(f"conv_shape_tuple: pads {pads} need {len(lhs_shape) - 2} (low, high) pairs")
+    space = tuple(max(0, (n + lo + hi - k) // s + 1)
+                  for n, k, s, (lo, hi) in zip(lhs_shape[2:], rhs_shape[2:], strides, pads))
+    return (lhs_shape[0] // batch_group_count, rhs_shape[0]) + space
+
+
+def conv_general_permutations(dimension_numbers: Any) -> tuple[tuple[int, ...], ...]:
+    """(lhs_perm, rhs_perm, out_perm): where each role (batch/out feature, feature/in feature, spatial...) lives,
+    for layout strings such as ("NHWC", "HWIO", "NHWC") (like jax.lax.conv_general_permutations)."""
+    if isinstance(dimension_numbers, ConvDimensionNumbers):
+        return tuple(dimension_numbers)
+    if not (isinstance(dimension_numbers, (tuple, list)) and len(dimension_numbers) == 3
+            and all(isinstance(s, str) for s in dimension_numbers)):
+        raise TypeError("conv_general_permutations: dimension_numbers must be three layout strings, got "
+                        f"{dimension_numbers!r}")
+    rank = len(dimension_numbers[0])
+    return tuple(conv_dimension_numbers((0,) * rank, (0,) * rank, tuple(dimension_numbers)))
+
+
+def _conv_dnums(lhs_shape: Sequence[int], rhs_shape: Sequence[int], dimension_numbers: Any
+                ) -> ConvDimensionNumbers:
+    return conv_dimension_numbers(tuple(lhs_shape), tuple(rhs_shape), dimension_numbers)
+
+
+def conv_general_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int], window_strides: Sequence[int],
+                             padding: Any, dimension_numbers: Any) -> tuple[int, ...]:
+    """The output shape of conv_general_dilated without dilation (like jax.lax.conv_general_shape_tuple)."""
+    dn = _conv_dnums(lhs_shape, rhs_shape, dimension_numbers)
+    lhs = tuple(lhs_shape[d] for d in dn.lhs_spec)
+    rhs = tuple(rhs_shape[d] for d in dn.rhs_spec)
+    out = conv_shape_tuple(lhs, rhs, window_strides, padding)
+    result = [0] * len(out)
+    for role, d in enumerate(dn.out_spec):
+        result[d] = out[role]
+    return tuple(result)
+
+
+def conv_transpose_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int], window_strides: Sequence[int],
+                               padding: Any, dimension_numbers: Any) -> tuple[int, ...]:
+    """The output shape of conv_transpose (like jax.lax.conv_transpose_shape_tuple): the input dilated by the
+    strides, padded, then a stride-1 convolution: (n - 1) * s + 1 + low + high - k + 1 per spatial dimension."""
+    dn = _conv_dnums(lhs_shape, rhs_shape, dimension_numbers)
+    lhs = tuple(lhs_shape[d] for d in dn.lhs_spec)
+    rhs = tuple(rhs_shape[d] for d in dn.rhs_spec)
+    strides = static_ints("conv_transpose_shape_tuple", "window_strides", window_strides)
+    if isinstance(padding, str):
+        padding = [_transpose_pads(k, s, padding.upper()) for k, s in zip(rhs[2:], strides)]
+    space = tuple((n - 1) * s + 2 - k + lo + hi for n, k, s, (lo, hi) in zip(lhs[2:], rhs[2:], strides, padding))
+    out = (lhs[0], rhs[0]) + space
+    result = [0] * len(out)
+    for role, d in enumerate(dn.out_spec):
+        result[d] = out[role]
+    return tuple(result)
+
+
+def reduce_window_shape_tuple(operand_shape: Sequence[int], window_dimensions: Sequence[int],
+                              window_strides: Sequence[int], padding: Any, base_dilation: Sequence[int] | None = None,
+                              window_dilation: Sequence[int] | None = None) -> tuple[int, ...]:
+    """The output shape of reduce_window (like jax.lax.reduce_window_shape_tuple)."""
+    op = "reduce_window_shape_tuple"
+    shape = static_ints(op, "operand_shape", operand_shape)
+    dims = static_ints(op, "window_dimensions", window_dimensions)
+    strides = static_ints(op, "window_strides", window_strides)
+    bd = (1,) * len(shape) if base_dilation is None else static_ints(op, "base_dilation", base_dilation)
+    wd = (1,) * len(shape) if window_dilation is None else static_ints(op, "window_dilation", window_dilation)
+    if isinstance(padding, str):
+        padding = padtype_to_pads([(n - 1) * b + 1 if n else 0 for n, b in zip(shape, bd)],
+                                  [(k - 1) * w + 1 for k, w in zip(dims, wd)], strides, padding)
+    pads = tuple(tuple(static_ints(op, "padding", p)) for p in padding)
+    return window_shape(op, shape, dims, strides, pads, bd, wd)
+
+
+def conv_general_dilated_patches(lhs: Any, filter_shape: Sequence[int], window_strides: Sequence[int],
+                                 padding: Any, lhs_dilation: Sequence[int] | None = None,
+                                 rhs_dilation: Sequence[int] | None = None, dimension_numbers: Any = None,
+                                 precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """The patches a convolution with a kernel of spatial shape filter_shape sees (like
+    jax.lax.conv_general_dilated_patches): the output's feature dimension holds, per input channel c and kernel
+    position k (in row-major order), the value at c * prod(filter_shape) + k. A grouped convolution with a one-hot
+    kernel, so derivatives and batching are the convolution's."""
+    aval = aval_of(lhs)
+    filter_shape = static_ints("conv_general_dilated_patches", "filter_shape", filter_shape)
+    if len(filter_shape) != aval.ndim - 2:
+        raise TypeError(f"conv_general_dilated_patches: filter_shape {filter_shape} needs {aval.ndim - 2} spatial "
+                        f"sizes for {aval.str_short()}")
+    dn = conv_dimension_numbers(aval.shape, (1, 1) + filter_shape, dimension_numbers)
+    channels = aval.shape[dn.lhs_spec[1]]
+    k = int(np.prod(filter_shape, dtype=np.int64))
+    one_hot = np.tile(np.eye(k, dtype=aval.dtype).reshape((k, 1) + filter_shape), (channels,) + (1,) * (
+        len(filter_shape) + 1))  # (O = channels * k, I = 1, spatial...) in canonical order
+    kernel = np.transpose(one_hot, np.argsort(dn.rhs_spec))
+    return conv_general_dilated(lhs, kernel, window_strides, padding, lhs_dilation, rhs_dilation, dn,
+                                feature_group_count=channels, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def scatter_sub(operand: Any, scatter_indices: Any, updates: Any, dimension_numbers: Any, *,
+                indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Any:
+    """operand with each update window subtracted at its start index (like jax.lax.scatter_sub): scatter_add of
+    the negated updates (the same values, wrapping the same way for integers)."""
+    return scatter_add(operand, scatter_indices, neg(updates), dimension_numbers,
+                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode)
