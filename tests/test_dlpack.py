@@ -28,6 +28,9 @@ DTYPES = [np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint
 NUMPY_DTYPES = [d for d in DTYPES if d != BF16]  # numpy has no bfloat16 in DLPack
 SHAPES = [(), (0,), (5,), (2, 3, 4), (1, 7), (3, 0, 2)]
 ids = str
+# the dtype x shape sweeps: three shapes (rank 0, empty, 3-D) by default, all of them with -m slow
+SWEEP_SHAPES = [pytest.param(s, id=str(s), marks=() if s in ((), (0,), (2, 3, 4)) else pytest.mark.slow)
+                for s in SHAPES]
 
 
 def sample(shape, dtype):
@@ -87,7 +90,7 @@ def test_dlpack_device():
     assert device_put(np.ones(3)).__dlpack_device__() == (1, 0)
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=ids)
+@pytest.mark.parametrize("shape", SWEEP_SHAPES)
 @pytest.mark.parametrize("dtype", NUMPY_DTYPES, ids=ids)
 def test_export_to_numpy_is_zero_copy_and_read_only(dtype, shape):
     values = sample(shape, dtype)
@@ -101,7 +104,7 @@ def test_export_to_numpy_is_zero_copy_and_read_only(dtype, shape):
         n[...] = 0
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=ids)
+@pytest.mark.parametrize("shape", SWEEP_SHAPES)
 @pytest.mark.parametrize("dtype", NUMPY_DTYPES, ids=ids)
 def test_import_from_numpy(dtype, shape):
     values = sample(shape, dtype)

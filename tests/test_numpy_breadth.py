@@ -217,16 +217,38 @@ def _jax_args(args):
     return [jnp.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
 
 
-@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def _first_of_each_name(cases):
+    """The index of each function's first case: those run by default, the others with -m slow."""
+    seen = {}
+    for i, c in enumerate(cases):
+        seen.setdefault(c[0], i)
+    return set(seen.values())
+
+
+_FIRST = _first_of_each_name(CASES)
+EAGER_CASES = [pytest.param(c, id=i_d, marks=() if i in _FIRST else pytest.mark.slow)
+               for i, (c, i_d) in enumerate(zip(CASES, _ids(CASES)))]
+
+
+@pytest.mark.parametrize("case", EAGER_CASES)
 def test_matches_jax_numpy(case):
     name, args, kwargs = case
     kwargs, opts = _split(kwargs)
-    rtol = opts.get("rtol", 2e-5)
     ref = getattr(jnp, name)(*args, **kwargs)
-    ours = getattr(enp, name)(*args, **kwargs)
-    _compare(ours, ref, rtol, f"{name} eager")
-    if opts.get("nojit"):
-        return
+    _compare(getattr(enp, name)(*args, **kwargs), ref, opts.get("rtol", 2e-5), f"{name} eager")
+
+
+# Under jit: every case in the slow sweep; by default, the first case of every third function (each is a compile)
+_JIT_FIRST = {i for k, i in enumerate(sorted(_FIRST)) if k % 3 == 0}
+JIT_CASES = [pytest.param(c, marks=() if i in _JIT_FIRST else pytest.mark.slow, id=i_d)
+             for i, (c, i_d) in enumerate(zip(CASES, _ids(CASES))) if not c[2].get("nojit")]
+
+
+@pytest.mark.parametrize("case", JIT_CASES)
+def test_matches_jax_numpy_under_jit(case):
+    name, args, kwargs = case
+    kwargs, opts = _split(kwargs)
+    ref = getattr(jnp, name)(*args, **kwargs)
     arrays = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
 
     def fn(*xs):
@@ -234,7 +256,7 @@ def test_matches_jax_numpy(case):
         for i, x in zip(arrays, xs):
             full[i] = x
         return getattr(enp, name)(*full, **kwargs)
-    _compare(ember.jit(fn)(*[args[i] for i in arrays]), ref, rtol, f"{name} under jit")
+    _compare(ember.jit(fn)(*[args[i] for i in arrays]), ref, opts.get("rtol", 2e-5), f"{name} under jit")
 
 
 VMAP_CASES = [
@@ -250,7 +272,8 @@ VMAP_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,args", VMAP_CASES, ids=[c[0] for c in VMAP_CASES])
+@pytest.mark.parametrize("name,args", [pytest.param(*c, id=c[0], marks=() if i % 2 == 0 else pytest.mark.slow)
+                                       for i, c in enumerate(VMAP_CASES)])
 def test_vmap_matches_a_loop(name, args):
     """The generic batching oracle: vmap over the leading axis equals the function applied slice by slice."""
     fn = getattr(enp, name)
@@ -276,7 +299,12 @@ GRAD_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,args", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
+# every second gradient in the default run, all with -m slow
+GRAD_PARAMS = [pytest.param(*c, id=c[0], marks=() if i % 2 == 0 else pytest.mark.slow)
+               for i, c in enumerate(GRAD_CASES)]
+
+
+@pytest.mark.parametrize("name,args", GRAD_PARAMS)
 def test_grad_matches_jax(name, args):
     """The gradient of sum(f(x) * weights) with respect to every float array argument, against jax.grad."""
     argnums = tuple(i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.dtype.kind == "f")
@@ -313,3 +341,34 @@ def test_functions_jax_numpy_lacks_or_differs_match_numpy():
     rm, re = np.frexp(np.array([1e-45, 2e-39, -3e-42], np.float32))
     np.testing.assert_array_equal(np.asarray(m), rm)
     np.testing.assert_array_equal(np.asarray(e), re)
+
+
+X3 = rng.uniform(size=(3, 4, 4)).astype(np.float32)
+LINALG_CASES = [
+    ("vector_norm", (C,), {}), ("vector_norm", (A,), {"ord": 1, "axis": 1}), ("vector_norm", (A,), {"ord": np.inf}),
+    ("vector_norm", (A,), {"ord": -np.inf, "axis": 0}), ("vector_norm", (A * (A > 0),), {"ord": 0}),
+    ("vector_norm", (P,), {"ord": 3.5, "keepdims": True, "axis": (0, 1)}), ("matrix_norm", (X3,), {}),
+    ("matrix_norm", (X3,), {"ord": 1}), ("matrix_norm", (X3,), {"ord": -np.inf, "keepdims": True}),
+    ("matrix_power", (X3, 5), {}), ("matrix_power", (X3, 0), {}), ("trace", (X3,), {"offset": 1}),
+    ("diagonal", (X3,), {"offset": -1}), ("cross", (C[..., :3].copy(), A[:, 1:]), {}), ("outer", (B, W), {}),
+    ("tensordot", (X3, A.T.copy()), {"axes": 1}), ("vecdot", (A, P), {}), ("matrix_transpose", (C,), {}),
+    ("matmul", (X3, X3), {}),
+]
+
+
+@pytest.mark.parametrize("name,args,kwargs", LINALG_CASES, ids=_ids(LINALG_CASES))
+def test_linalg_namespace_matches_jax(name, args, kwargs):
+    """ember.numpy.linalg (the functions without factorisations) against jax.numpy.linalg, eagerly and, for the
+    first array argument traced, under jit."""
+    ref = getattr(jnp.linalg, name)(*args, **kwargs)
+    _compare(getattr(enp.linalg, name)(*args, **kwargs), ref, 2e-5, f"linalg.{name}")
+    jitted = ember.jit(lambda x: getattr(enp.linalg, name)(x, *args[1:], **kwargs))(args[0])
+    _compare(jitted, ref, 2e-5, f"linalg.{name} under jit")
+
+
+def test_linalg_refuses_what_needs_factorisations():
+    with pytest.raises(NotImplementedError, match="inv"):
+        enp.linalg.matrix_power(X3, -1)
+    with pytest.raises(NotImplementedError, match="svd"):
+        enp.linalg.matrix_norm(X3, ord="nuc")
+    assert not hasattr(enp.linalg, "inv") and not hasattr(enp.linalg, "svd")

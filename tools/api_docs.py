@@ -42,6 +42,8 @@ def reason(name: str) -> str:
 
 
 def summary(obj: object) -> str:
+    if inspect.ismodule(obj):
+        return (inspect.getdoc(obj) or "").split("\n\n")[0].replace("\n", " ")
     doc = inspect.getdoc(obj) if callable(obj) or inspect.isclass(obj) else None
     if not doc or (inspect.isclass(obj) and obj.__module__.split(".")[0] in ("numpy", "builtins", "ml_dtypes")):
         if isinstance(obj, type) or type(obj).__module__.startswith("numpy"):

@@ -282,6 +282,7 @@ def _eye(n: int, m: int | None, k: int, dtype: Any) -> Any:
     n = static_int("eye", "N", n)
     m = n if m is None else static_int("eye", "M", m)
     k = static_int("eye", "k", k)
+    k = max(min(k, m), -n)  # (a diagonal beyond the matrix: all zeros, with k in the index dtype's range)
     dtype = dt.canonicalize_dtype(dtype) if dtype is not None else dt.default_float_dtype()
     rows = lax.broadcasted_iota(int32, (n, m), 0)
     cols = lax.broadcasted_iota(int32, (n, m), 1)

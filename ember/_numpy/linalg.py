@@ -5,6 +5,7 @@ import builtins
 from typing import Any, Sequence
 
 from ember import _prims as lax
+from ember._core import aval_of
 from ember._core.checks import normalize_axis
 
 from ember._numpy.promotion import _broadcast_shapes, _broadcast_to_shape, _promote
@@ -143,7 +144,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None,
     from ember._numpy.shape import moveaxis
     x1 = moveaxis(x1, axis, -1)
     x2 = moveaxis(x2, axis, -1)
-    out = sum_(multiply(x1, x2), axis=-1)
+    out = sum_(multiply(x1, x2), axis=-1, dtype=aval_of(x1).dtype)  # (the operands' dtype, not sum's widening)
     if preferred_element_type is not None:
         out = lax.convert_element_type(out, preferred_element_type)
     return out

@@ -102,11 +102,22 @@ def swapaxes(a: Any, axis1: int, axis2: int) -> Any:
 
 
 @fast_static
-def moveaxis(a: Any, source: int, destination: int) -> Any:
+def moveaxis(a: Any, source: int | Sequence[int], destination: int | Sequence[int]) -> Any:
+    """a with the axes source moved to the positions destination (ints or sequences of one length)."""
     n = ndim(a)
-    src, dst = normalize_axis("moveaxis", source, n), normalize_axis("moveaxis", destination, n)
-    perm = [i for i in range(n) if i != src]
-    perm.insert(dst, src)
+    sources = [source] if isinstance(source, int) else list(source)
+    destinations = [destination] if isinstance(destination, int) else list(destination)
+    if len(sources) != len(destinations):
+        raise ValueError(f"moveaxis: source {source!r} and destination {destination!r} must have the same number of "
+                         "elements")
+    src = [normalize_axis("moveaxis", s, n) for s in sources]
+    dst = [normalize_axis("moveaxis", d, n) for d in destinations]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(f"moveaxis: repeated axis in source {source!r} or destination {destination!r}")
+    rest = [i for i in range(n) if i not in src]
+    placed = dict(zip(dst, src))
+    others = iter(rest)
+    perm = [placed[i] if i in placed else next(others) for i in range(n)]
     return lax.transpose(_as_operand(a), perm)
 
 

@@ -187,3 +187,36 @@ def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitord
     return moveaxis(bits, -1, axis)
 
 
+
+
+class _NamespaceInfo:
+    """The array API's inspection object (2023.12): what ember.numpy's arrays can be, and where."""
+
+    def capabilities(self) -> dict[str, Any]:
+        # boolean indexing and nonzero/unique have data-dependent shapes: eager only (size= under jit)
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": None}
+
+    def default_device(self) -> Any:
+        from ember._runtime.backends import default_device
+        return default_device()
+
+    def devices(self) -> list[Any]:
+        from ember._runtime.backends import devices
+        return list(devices())
+
+    def default_dtypes(self, *, device: Any = None) -> dict[str, Any]:
+        return {"real floating": dt.default_float_dtype(), "integral": dt.default_int_dtype(),
+                "indexing": dt.default_int_dtype()}
+
+    def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, Any]:
+        """The dtypes ember supports, by name, of kind (as isdtype's kinds; None: all)."""
+        # the standard's dtypes (ember's float16 and bfloat16 are extras)
+        table = {d.name: d for d in dt.SUPPORTED_DTYPES if d not in (dt.bfloat16, dt.float16)}
+        if kind is None:
+            return table
+        return {name: d for name, d in table.items() if isdtype(d, kind)}
+
+
+def __array_namespace_info__() -> _NamespaceInfo:  # noqa: N807 - the array API's name
+    """The array API's inspection utilities: capabilities, devices, default and supported dtypes."""
+    return _NamespaceInfo()

@@ -243,6 +243,7 @@ from ember._numpy.mathfuncs import pow as pow  # noqa: A004
 from ember._numpy.mathfuncs import atan2 as atan2
 from ember._numpy.creation import fromfile as fromfile
 from ember._runtime.dlpack import from_dlpack as from_dlpack
+from ember._numpy.utilities import __array_namespace_info__ as __array_namespace_info__
 from ember._numpy.reductions import prod as prod
 from ember._numpy.statistics import nansum as nansum
 from ember._numpy.statistics import nanprod as nanprod
@@ -397,6 +398,7 @@ from ember._numpy.dtypes import double as double
 from ember._numpy.dtypes import single as single
 from ember._numpy.dtypes import euler_gamma as euler_gamma
 from ember._numpy import docstrings as _docstrings
+from ember.numpy import linalg as linalg  # noqa: E402 (the array API extension, so far without factorisations)
 
 _docstrings.apply(globals())
 
@@ -430,7 +432,7 @@ __all__ = [
     "bitwise_right_shift", "bitwise_count", "bitwise_invert", "arcsin", "asin", "arccos", "acos", "arctan", "atan",
     "sinh", "cosh", "arcsinh", "asinh", "arccosh", "acosh", "arctanh", "atanh", "cbrt", "i0", "real", "imag",
     "conj", "conjugate", "angle", "iscomplex", "isreal", "iscomplexobj", "isrealobj", "pow", "atan2", "fromfile",
-    "from_dlpack",
+    "from_dlpack", "linalg",
     "prod",
     "nansum",
     "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin", "count_nonzero", "ptp",

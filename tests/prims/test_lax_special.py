@@ -48,6 +48,7 @@ def _rel(got, want):
     return np.max(np.abs(got[both] - want[both]) / np.maximum(np.abs(want[both]), 1e-300), initial=0.0)
 
 
+@pytest.mark.slow  # (the Cases above cover each function by default)
 def test_incomplete_gamma_wide_range():
     rng = np.random.default_rng(0)
     a = np.concatenate([rng.uniform(0.05, 30, 60), [0.5, 2.0, 1.0, -1.0, 3.0, np.nan, 300.0]])
@@ -62,6 +63,7 @@ def test_incomplete_gamma_wide_range():
     assert np.asarray(grad_a)[x == np.inf] == 0.0  # P(a, inf) = 1 for every a (JAX gives NaN)
 
 
+@pytest.mark.slow  # (the Cases above cover each function by default)
 def test_betainc_wide_range_and_edges():
     rng = np.random.default_rng(1)
     a, b, x = rng.uniform(0.1, 20, 80), rng.uniform(0.1, 20, 80), rng.uniform(0, 1, 80)
@@ -74,6 +76,7 @@ def test_betainc_wide_range_and_edges():
     assert np.nanmax(np.abs(np.asarray(f32) - sps.betainc(a, b, x))) < 1e-5
 
 
+@pytest.mark.slow  # (the Cases above cover each function by default)
 def test_bessel_and_zeta_wide_range():
     x = np.linspace(-60, 60, 241)
     assert _rel(lax.bessel_i0e(x), sps.i0e(x)) < 1e-14
