@@ -1,4 +1,5 @@
-"""Shapes, dtypes and numpy/scipy oracles shared by tests/prims/test_lax_breadth.py and test_lax_special.py."""
+"""Shapes, dtypes and numpy/scipy oracles shared by tests/prims/test_lax_breadth.py and test_lax_special.py (here, next
+to oracle.py, so that test_meta.py can import those modules too)."""
 import ml_dtypes
 import numpy as np
 import scipy.special as sps
