@@ -251,7 +251,6 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
     """num values in geometric progression from start to stop (both nonzero, of one sign; start and stop are
     reached exactly)."""
     from ember._numpy.ufuncs import log10, power, sign, multiply
-    from ember._numpy.mathfuncs import isnan  # noqa: F401
     if not isinstance(start, Tracer) and not isinstance(stop, Tracer):
         if _np.any(_np.asarray(start) == 0) or _np.any(_np.asarray(stop) == 0):
             raise ValueError("geomspace: start and stop must be nonzero")

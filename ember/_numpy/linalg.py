@@ -8,7 +8,7 @@ from ember import _prims as lax
 from ember._core import aval_of
 from ember._core.checks import normalize_axis
 
-from ember._numpy.promotion import _broadcast_shapes, _broadcast_to_shape, _promote
+from ember._numpy.promotion import _operand_array, _broadcast_shapes, _broadcast_to_shape, _promote
 from ember._numpy.shape import ndim, ravel, reshape, shape
 from ember._numpy.ufuncs import multiply
 
@@ -79,11 +79,7 @@ def tensordot(a: Any, b: Any, axes: int | Sequence[Sequence[int]] = 2) -> Any:
     return lax.dot_general(a, b, ((ca, cb), ((), ())))
 
 
-def _operand(name: str, a: Any, index: int = 0) -> Any:
-    from ember._core import is_python_scalar
-    from ember._numpy.promotion import _as_operand
-    a = _as_operand(a, name, index)
-    return _promote(name, a)[0] if is_python_scalar(a) else a
+_operand = _operand_array
 
 
 def kron(a: Any, b: Any) -> Any:

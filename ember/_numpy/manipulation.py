@@ -15,14 +15,12 @@ from ember._core import Tracer, aval_of, is_python_scalar
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int, static_ints
 
-from ember._numpy.promotion import _as_operand, _broadcast_shapes, _broadcast_to_shape, _promote
+from ember._numpy.promotion import _operand_array, _broadcast_shapes, _broadcast_to_shape, _promote
 from ember._numpy.shape import (broadcast_to, concatenate, expand_dims, moveaxis, ndim, ravel, reshape,
                                 shape, transpose)
 
 
-def _array(name: str, a: Any, index: int = 0) -> Any:
-    a = _as_operand(a, name, index)
-    return _promote(name, a)[0] if is_python_scalar(a) else a
+_array = _operand_array
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -13,19 +13,16 @@ import numpy as _np
 
 from ember import _prims as lax
 from ember._control import while_loop
-from ember._core import aval_of, is_python_scalar, scalar_literal
+from ember._core import aval_of, scalar_literal
 from ember._core import dtypes as dt
 from ember._core.dtypes import bool_
 from ember._runtime.eager import fast_binary, fast_static, fast_unary
 
-from ember._numpy.promotion import _as_array, _as_operand, _elementwise, _promote, _to_inexact
-from ember._numpy.ufuncs import _promoted, _promoted_inexact, arctan2, invert, power
+from ember._numpy.promotion import _operand_array, _as_array, _elementwise, _to_inexact
+from ember._numpy.ufuncs import _promoted, _promoted_inexact, _unary_float, arctan2, invert, power
 
 
-def _operand(name: str, x: Any) -> Any:
-    """x as an ember array operand of its own dtype (Python scalars take their default dtype)."""
-    x = _as_operand(x, name, 0)
-    return _promote(name, x)[0] if is_python_scalar(x) else x
+_operand = _operand_array
 
 
 def _dtype(x: Any) -> Any:
@@ -340,23 +337,15 @@ def bitwise_count(x: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Trigonometric, hyperbolic and other transcendental functions on lax's primitives
-def _transcendental(name: str, prim: str) -> Any:
-    def fn(x: Any) -> Any:
-        return getattr(lax, prim)(_to_inexact(x, name))
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise {name} (lax.{prim}); integer inputs are promoted to float."
-    return fast_unary(fn)
-
-
-arcsin = asin = _transcendental("arcsin", "asin")
-arccos = acos = _transcendental("arccos", "acos")
-arctan = atan = _transcendental("arctan", "atan")
-sinh = _transcendental("sinh", "sinh")
-cosh = _transcendental("cosh", "cosh")
-arcsinh = asinh = _transcendental("arcsinh", "asinh")
-arccosh = acosh = _transcendental("arccosh", "acosh")
-arctanh = atanh = _transcendental("arctanh", "atanh")
-cbrt = _transcendental("cbrt", "cbrt")
+arcsin = asin = _unary_float(lax.asin, "arcsin")
+arccos = acos = _unary_float(lax.acos, "arccos")
+arctan = atan = _unary_float(lax.atan, "arctan")
+sinh = _unary_float(lax.sinh, "sinh")
+cosh = _unary_float(lax.cosh, "cosh")
+arcsinh = asinh = _unary_float(lax.asinh, "arcsinh")
+arccosh = acosh = _unary_float(lax.acosh, "arccosh")
+arctanh = atanh = _unary_float(lax.atanh, "arctanh")
+cbrt = _unary_float(lax.cbrt, "cbrt")
 
 
 @fast_unary

@@ -148,6 +148,12 @@ def _as_array(x: Any) -> Any:
     return x
 
 
+def _operand_array(name: str, x: Any, index: int = 0) -> Any:
+    """An operand of name (checked as _as_operand does), with a Python scalar made an array of its default dtype."""
+    x = _as_operand(x, name, index)
+    return _promote(name, x)[0] if is_python_scalar(x) else x
+
+
 def _as_bool(x: Any) -> Any:
     x = _as_operand(x)
     if is_python_scalar(x):

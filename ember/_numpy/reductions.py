@@ -13,9 +13,10 @@ from ember import _prims as lax
 from ember._core.checks import normalize_axes, normalize_axis
 from ember._runtime.eager import fast_static
 
-from ember._numpy.promotion import _as_bool, _as_operand, _promote
+from ember._numpy.promotion import _as_bool
+from ember._prims.reduction import _highest, _lowest
 from ember._numpy.shape import expand_dims, ndim, ravel, shape
-from ember._numpy.promotion import _broadcast_shapes, _broadcast_to_shape
+from ember._numpy.promotion import _broadcast_shapes, _broadcast_to_shape, _operand_array
 from ember._numpy.ufuncs import add, equal, maximum, minimum, multiply, where
 
 
@@ -120,14 +121,6 @@ def _extreme(name: str, reducer: Any, combine: Any, identity: Any) -> Any:
     return fast_static(fn)
 
 
-def _lowest(d: Any) -> Any:
-    return False if d == bool_ else -_np.inf if dt.is_float(d) else dt.iinfo(d).min
-
-
-def _highest(d: Any) -> Any:
-    return True if d == bool_ else _np.inf if dt.is_float(d) else dt.iinfo(d).max
-
-
 max = amax = _extreme("max", lax.reduce_max, maximum, _lowest)  # noqa: A001
 min = amin = _extreme("min", lax.reduce_min, minimum, _highest)  # noqa: A001
 
@@ -148,9 +141,7 @@ def _float_result(a: Any, dtype: Any) -> tuple[Any, Any, bool]:
     return out, computation, weak
 
 
-def _as_array(name: str, a: Any) -> Any:
-    a = _as_operand(a)
-    return _promote(name, a)[0] if is_python_scalar(a) else a
+_as_array = _operand_array
 
 
 def _counts(name: str, a: Any, axes: tuple[int, ...], where: Any, computation: Any, weak: bool) -> Any:

@@ -8,17 +8,15 @@ from typing import Any
 import numpy as _np
 
 from ember import _prims as lax
-from ember._core import aval_of, is_python_scalar
+from ember._core import aval_of
 from ember._core import dtypes as dt
 
 from ember._numpy.mathfuncs import isinf, isnan
-from ember._numpy.promotion import _as_operand, _elementwise, _promote
+from ember._numpy.promotion import _operand_array, _as_operand, _elementwise, _promote
 from ember._numpy.shape import concatenate, ndim, ravel, reshape, shape
 
 
-def _array(name: str, a: Any, index: int = 0) -> Any:
-    a = _as_operand(a, name, index)
-    return _promote(name, a)[0] if is_python_scalar(a) else a
+_array = _operand_array
 
 
 def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: bool = False, *,

@@ -9,18 +9,16 @@ from typing import Any, Sequence
 import numpy as _np
 
 from ember import _prims as lax
-from ember._core import Tracer, aval_of, is_python_scalar
+from ember._core import Tracer, aval_of
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int
 
-from ember._numpy.promotion import _as_operand, _promote, _to_inexact
+from ember._numpy.promotion import _operand_array, _promote, _to_inexact
 from ember._numpy.shape import concatenate, moveaxis, ndim, ravel, reshape, shape
 from ember._numpy.ufuncs import add, cos, divide, multiply, subtract, where
 
 
-def _array(name: str, a: Any, index: int = 0) -> Any:
-    a = _as_operand(a, name, index)
-    return _promote(name, a)[0] if is_python_scalar(a) else a
+_array = _operand_array
 
 
 def _vector(name: str, a: Any, index: int = 0) -> Any:
