@@ -758,6 +758,7 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("eager: f32[4].sum()", eager_op(lambda np_, x, m: x.sum()), 2000),
     ("eager: f32[3,4] + f32[4] (broadcast)", eager_op(lambda np_, x, m: m + x), 2000),
     ("eager: f32[3,4].mean(axis=0)", eager_op(lambda np_, x, m: m.mean(axis=0)), 2000),
+    ("eager: where(f32[4] > 1, f32[4], 0.0)", eager_op(lambda np_, x, m: np_.where(x > 1, x, 0.0)), 2000),
     ("grad (no jit) of a fresh closure, MLP", grad_fresh_closure, 20),
     ("jit: sum of f32[1e7]", sum_1e7, 50),
     ("jit: softmax f32[1024,1024]", softmax, 50),

@@ -12,6 +12,7 @@ from ember._api import stage_out as stage_out, value_and_grad as value_and_grad,
 from ember._api import eval_ir_public as eval_ir
 from ember._api.forward import hessian as hessian, jacfwd as jacfwd, jacobian as jacobian, jacrev as jacrev
 from ember._api.forward import jvp as jvp, linearize as linearize
+from ember._api.transpose import linear_transpose as linear_transpose
 from ember._api.vmap import vmap as vmap
 from ember._core.dtypes import float0 as float0
 from ember._control import checkpoint as checkpoint, checkpoint_policies as checkpoint_policies, remat as remat
@@ -32,7 +33,7 @@ __all__ = [
     "Array", "array", "asarray", "check_ir", "checkpoint", "checkpoints", "checkpoint_policies", "clear_caches",
     "compile", "Compiled", "config", "CompileError", "ConcretizationTypeError", "custom_jvp", "custom_vjp", "dce",
     "default_device", "device_put", "devices", "disable_jit", "eval_ir", "float0", "grad", "hessian", "IR",
-    "IRTypeError", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "linearize", "lower", "Lowered", "make_ir",
-    "nn", "numpy", "optim", "PjrtError", "random", "remat", "scipy", "ShapedArray", "stage_out", "tree", "tree_util",
-    "UnexpectedTracerError", "value_and_grad", "vjp", "vmap",
+    "IRTypeError", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "linear_transpose", "linearize", "lower",
+    "Lowered", "make_ir", "nn", "numpy", "optim", "PjrtError", "random", "remat", "scipy", "ShapedArray", "stage_out",
+    "tree", "tree_util", "UnexpectedTracerError", "value_and_grad", "vjp", "vmap",
 ]

@@ -18,6 +18,8 @@ import tempfile
 from typing import Any
 
 import numpy as np
+from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
 
 from ember import numpy as enp
 from ember._core.pytree import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey, tree_flatten_with_path
@@ -63,8 +65,6 @@ def _host(name: str, leaf: Any) -> np.ndarray:
 
 def save(path: str | os.PathLike[str], tree: Any, *, metadata: dict[str, str] | None = None) -> None:
     """Save a pytree of arrays to a safetensors file (written to a temporary file, then renamed into place)."""
-    from safetensors.numpy import save_file
-
     named, _ = _named_leaves(tree)
     tensors = {}
     for name, leaf in named:
@@ -93,16 +93,12 @@ def save(path: str | os.PathLike[str], tree: Any, *, metadata: dict[str, str] | 
 
 def metadata(path: str | os.PathLike[str]) -> dict[str, str]:
     """The metadata stored in a checkpoint."""
-    from safetensors import safe_open
-
     with safe_open(os.fspath(path), framework="numpy") as f:
         return dict(f.metadata() or {})
 
 
 def load(path: str | os.PathLike[str], target: Any = None) -> Any:
     """The checkpoint's arrays: in target's structure (checked leaf by leaf), or as a flat {name: Array} dict."""
-    from safetensors.numpy import load_file
-
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"ember.checkpoints.load: no checkpoint at {path!r}")

@@ -3,11 +3,18 @@ and finite differences; batching against a loop over the batch (numpy per member
 
 A test module for primitives defines CASES, a list of Case, and gets its tests from oracle_tests(CASES); the meta
 test (tests/test_meta.py) reads every tests/prims/test_*.py module's CASES to check that each registered primitive
-is exercised for every rule kind it has, and that each differentiable one has a derivative check."""
+is exercised for every rule kind it has, and that each differentiable one has a derivative check.
+
+A Case's function returns one array or a tuple of them; every check compares every output. check_grad pulls the
+output cotangents back directly and sums its finite differences in numpy: a loss built in ember would run mul's and
+reduce_sum's rules a second time, and a wrong one could cancel itself (a sign-flipped reduce_sum vjp did).
+tests/test_harness_selftest.py plants wrong rules to show that each check catches them."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import itertools
+import pathlib
 import re
 from typing import Any, Callable, Sequence
 
@@ -15,6 +22,9 @@ import numpy as np
 import pytest
 
 import ember
+from ember._core import IR
+from ember._core.ir import sub_irs
+from ember._core import dtypes as dt
 from ember._transforms import batch_ir, jvp_ir
 
 Shape = tuple[int, ...]
@@ -74,6 +84,34 @@ def make_args(case: Case, shapes: tuple[Shape, ...], dtype: str, seed: int = 0) 
     return [sample(rng, s, d or dtype, case.domain) for s, d in zip(shapes, dtypes)]
 
 
+def outputs(value: Any) -> list[Any]:
+    """The outputs of a Case's function, which returns one array or a tuple (or list) of them, as a list."""
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def float_outputs(value: Any) -> list[bool]:
+    """Which outputs of a Case's function carry derivatives (the floating-point ones)."""
+    return [np.asarray(v).dtype.kind == "f" for v in outputs(value)]
+
+
+def weighted_sum(value: Any, cts: Sequence[np.ndarray | None], total: Callable[[Any], Any]) -> Any:
+    """sum(out * ct) over the outputs with a cotangent ct (None: an output without derivatives, left out): the scalar
+    whose gradient pulls every cotangent back at once. total sums an array in the library of the outputs."""
+    terms = [total(out * ct) for out, ct in zip(outputs(value), cts) if ct is not None]
+    assert terms, "a gradient case needs a floating-point output"
+    result = terms[0]
+    for term in terms[1:]:
+        result = result + term
+    return result
+
+
+def output_cotangents(value: Any, seed: int) -> list[np.ndarray | None]:
+    """A random float64 cotangent for each floating-point output of a Case's function (None for the others)."""
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=np.shape(v)) if is_float else None
+            for v, is_float in zip(outputs(value), float_outputs(value))]
+
+
 def forward_params(cases: Sequence[Case]) -> list[Any]:
     params = []
     for case in cases:
@@ -107,24 +145,49 @@ def assert_close(actual: Any, expected: Any, dtype: str, rtol: float | None = No
                                equal_nan=True)
 
 
+def assert_outputs_close(actual: Any, expected: Any, dtype: str, rtol: float | None = None) -> None:
+    """Every output of a Case's function (one array or a tuple of them) against the oracle's, dtypes included."""
+    actual, expected = outputs(actual), outputs(expected)
+    assert len(actual) == len(expected), f"{len(actual)} outputs != expected {len(expected)}"
+    for i, (got, want) in enumerate(zip(actual, expected)):
+        got, want = np.asarray(got), np.asarray(want)
+        assert got.dtype == want.dtype, f"output {i}: dtype {got.dtype} != expected {want.dtype}"
+        try:
+            assert_close(got, want, dtype, rtol)
+        except AssertionError as err:
+            raise AssertionError(f"output {i}: {err}") from None
+
+
 def check_forward(case: Case, shapes: tuple[Shape, ...], dtype: str) -> None:
     args = make_args(case, shapes, dtype)
     expected = case.numpy(*args)
     eager = case.ember(*[ember.asarray(a) for a in args])
-    assert np.asarray(eager).dtype == np.asarray(expected).dtype, \
-        f"dtype {np.asarray(eager).dtype} != expected {np.asarray(expected).dtype}"
-    assert_close(eager, expected, dtype, case.rtol)
+    assert_outputs_close(eager, expected, dtype, case.rtol)
     jitted = ember.jit(case.ember)(*args)
-    assert_close(jitted, expected, dtype, case.rtol)
+    assert_outputs_close(jitted, expected, dtype, case.rtol)
 
 
 def _float_argnums(args: Sequence[np.ndarray]) -> tuple[int, ...]:
     return tuple(i for i, a in enumerate(args) if a.dtype.kind == "f")
 
 
+def _restricted(fn: Callable[..., Any], args: Sequence[np.ndarray], argnums: Sequence[int],
+                keep: Sequence[bool], lift: Callable[[np.ndarray], Any] = lambda a: a) -> Callable[..., list[Any]]:
+    """fn as a function of the arguments argnums alone (the others fixed at args, lifted into fn's library),
+    returning the list of its outputs marked in keep."""
+    def at(*xs: Any) -> list[Any]:
+        full = [lift(a) for a in args]
+        for i, x in zip(argnums, xs):
+            full[i] = x
+        return [out for out, k in zip(outputs(fn(*full)), keep) if k]
+    return at
+
+
 def check_grad(case: Case, shapes: tuple[Shape, ...]) -> None:
-    """Gradient of sum(f(args) * ct) in float64, against JAX and against central finite differences (or, for a
-    primitive marked as refusing reverse mode, the clear error naming the primitive and the reason)."""
+    """Reverse mode in float64: the cotangents pulled back from random output cotangents (every float output at
+    once) against JAX's and against central finite differences of sum(f(args) * ct) computed in numpy (so that no
+    primitive under test enters the oracle), or, for a primitive marked as refusing reverse mode, the clear error
+    naming the primitive and the reason."""
     import jax
     import jax.numpy as jnp
 
@@ -136,40 +199,43 @@ def check_grad(case: Case, shapes: tuple[Shape, ...]) -> None:
         return
     argnums = _float_argnums(args)
     assert argnums, "a gradient case needs float arguments"
-    out_shape = np.shape(case.numpy(*args))
-    ct = np.random.default_rng(2).normal(size=out_shape)
-
-    def loss(*xs: Any) -> Any:
-        return ember.numpy.sum(case.ember(*xs) * ct)
-
-    grads = ember.grad(loss, argnums=argnums)(*args)
+    all_cts = output_cotangents(case.numpy(*args), seed=2)
+    is_float = [ct is not None for ct in all_cts]
+    f = _restricted(case.ember, args, argnums, is_float)
+    wrt = [args[i] for i in argnums]
+    outs, pullback = ember.vjp(f, *wrt)
+    cts = [ct.astype(np.asarray(out).dtype) for ct, out in zip([c for c in all_cts if c is not None], outs)]
+    grads = pullback(cts)
     # the gradient IR (the seed design's grad(ir)) type-checks
-    grad_ir = ember.grad(ember.stage_out(loss, *[ember.ShapedArray(a.shape, a.dtype) for a in args]), argnums)
+    grad_ir = ember.grad(ember.stage_out(lambda *xs: weighted_sum(case.ember(*xs), all_cts, ember.numpy.sum),
+                                         *[ember.ShapedArray(a.shape, a.dtype) for a in args]), argnums)
     ember.check_ir(grad_ir)
 
     if case.jax is not None:
-        def jax_loss(*xs: Any) -> Any:
-            return jnp.sum(case.jax(*xs) * ct)
-        expected = jax.grad(jax_loss, argnums=argnums)(*[jnp.asarray(a) for a in args])
-        for g, e, i in zip(grads, expected, argnums):
-            tight = args[i].dtype == np.float64
+        _, jax_pullback = jax.vjp(_restricted(case.jax, args, argnums, is_float, jnp.asarray), *wrt)
+        for i, g, e, x in zip(argnums, grads, jax_pullback(cts), wrt):
+            tight = x.dtype == np.float64
             np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-9 if tight else 1e-5,
-                                       atol=1e-12 if tight else 1e-6)
+                                       atol=1e-12 if tight else 1e-6, err_msg=f"argument {i}")
 
     if not case.finite_differences:
         return
-    loss_jit = ember.jit(loss)
-    for g, i in zip(grads, argnums):
-        tight = args[i].dtype == np.float64
+    f_jit = ember.jit(f)
+
+    def loss(xs: list[np.ndarray]) -> float:
+        return sum(float(np.sum(np.asarray(out).astype(np.float64) * ct)) for out, ct in zip(f_jit(*xs), cts))
+
+    for k, (g, x) in enumerate(zip(grads, wrt)):
+        tight = x.dtype == np.float64
         eps, rtol = (1e-6, 1e-5) if tight else (1e-2, 1e-2)
-        numeric = np.zeros_like(args[i])
-        for index in np.ndindex(args[i].shape):
-            plus = [a.copy() for a in args]
-            minus = [a.copy() for a in args]
-            plus[i][index] += eps
-            minus[i][index] -= eps
-            numeric[index] = (float(loss_jit(*plus)) - float(loss_jit(*minus))) / (2 * eps)
-        np.testing.assert_allclose(np.asarray(g), numeric, rtol=rtol, atol=rtol / 10)
+        numeric = np.zeros_like(x)
+        for index in np.ndindex(x.shape):
+            plus = [a.copy() for a in wrt]
+            minus = [a.copy() for a in wrt]
+            plus[k][index] += eps
+            minus[k][index] -= eps
+            numeric[index] = (loss(plus) - loss(minus)) / (2 * eps)
+        np.testing.assert_allclose(np.asarray(g), numeric, rtol=rtol, atol=rtol / 10, err_msg=f"argument {argnums[k]}")
 
 
 def check_jvp(case: Case, shapes: tuple[Shape, ...]) -> None:
@@ -188,49 +254,60 @@ def check_jvp(case: Case, shapes: tuple[Shape, ...]) -> None:
     ir = ember.stage_out(case.ember, *[ember.ShapedArray(a.shape, a.dtype) for a in args])
     jir = jvp_ir(ir)
     ember.check_ir(jir)
-    outs = ember.compile(jir).call_flat(list(args) + tangents)
-    tangent_out = np.asarray(outs[len(ir.outs)])
-
-    def with_floats(fn: Callable[..., Any], lift: Callable[[np.ndarray], Any]) -> Callable[..., Any]:
-        def at(*xs: Any) -> Any:
-            full = [lift(a) for a in args]
-            for i, x in zip(floats, xs):
-                full[i] = x
-            return fn(*full)
-        return at
+    results = ember.compile(jir).call_flat(list(args) + tangents)
+    tangents_out = [np.asarray(t) for t in results[len(ir.outs):]]
+    is_float = [dt.is_float(v.aval.dtype) for v in ir.outs]
+    for i, (t, f) in enumerate(zip(tangents_out, is_float)):
+        assert f or not np.any(t), f"output {i} has no derivatives but a nonzero tangent"
+    every = [True] * len(is_float)
 
     if case.jax is not None:
-        _, expected = jax.jvp(with_floats(case.jax, jax.numpy.asarray), [args[i] for i in floats], tangents)
-        np.testing.assert_allclose(tangent_out, np.asarray(expected), rtol=1e-9, atol=1e-12)
+        _, expected = jax.jvp(_restricted(case.jax, args, floats, every, jax.numpy.asarray),
+                              [args[i] for i in floats], tangents)
+        _assert_float_outputs_close(tangents_out, expected, is_float, rtol=1e-9, atol=1e-12)
     if case.finite_differences:
-        f = ember.jit(with_floats(case.ember, lambda a: a))
+        f = ember.jit(_restricted(case.ember, args, floats, every))
         tight = all(args[i].dtype == np.float64 for i in floats)
         eps, rtol = (1e-6, 1e-5) if tight else (1e-2, 1e-2)
 
-        def at(sign: float) -> np.ndarray:
+        def at(sign: float) -> list[np.ndarray]:
             moved = [(args[i].astype(np.float64) + sign * eps * t).astype(args[i].dtype)
                      for i, t in zip(floats, tangents)]
-            return np.asarray(f(*moved)).astype(np.float64)
-        numeric = (at(1.0) - at(-1.0)) / (2 * eps)
-        np.testing.assert_allclose(tangent_out, numeric, rtol=rtol, atol=rtol / 10)
+            return [np.asarray(v).astype(np.float64) for v in f(*moved)]
+        numeric = [(plus - minus) / (2 * eps) for plus, minus in zip(at(1.0), at(-1.0))]
+        _assert_float_outputs_close(tangents_out, numeric, is_float, rtol=rtol, atol=rtol / 10)
+
+
+def _assert_float_outputs_close(actual: Sequence[Any], expected: Sequence[Any], is_float: Sequence[bool],
+                                rtol: float, atol: float) -> None:
+    """Per output that carries derivatives: actual equals expected (a tangent or a Jacobian) to the tolerance."""
+    assert len(actual) == len(expected) == len(is_float), f"{len(actual)} outputs != expected {len(expected)}"
+    for i, (got, want, f) in enumerate(zip(actual, expected, is_float)):
+        if f:
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=rtol, atol=atol,
+                                       err_msg=f"output {i}")
 
 
 def check_jacobians(case: Case, shapes: tuple[Shape, ...]) -> None:
-    """In float64, per float argument: jacfwd == jacrev, and the Hessian of sum(f(args) * ct) equals JAX's."""
+    """In float64, per float argument and float output: jacfwd == jacrev, and the Hessian of sum(f(args) * ct)
+    (summed over the float outputs) equals JAX's."""
     import jax
     import jax.numpy as jnp
 
     args = make_args(case, shapes, "float64", seed=6)
     argnums = _float_argnums(args)
-    fwd = ember.jacfwd(case.ember, argnums=argnums)(*args)
-    rev = ember.jacrev(case.ember, argnums=argnums)(*args)
+    is_float = float_outputs(case.numpy(*args))
+    differentiable_outputs = _restricted(case.ember, args, range(len(args)), is_float)
+    fwd = ember.tree_util.tree_leaves(ember.jacfwd(differentiable_outputs, argnums=argnums)(*args))
+    rev = ember.tree_util.tree_leaves(ember.jacrev(differentiable_outputs, argnums=argnums)(*args))
+    assert len(fwd) == len(rev) == sum(is_float) * len(argnums)
     for a, b in zip(fwd, rev):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-12)
     if case.jax is None:
         return
-    ct = np.random.default_rng(7).normal(size=np.shape(case.numpy(*args)))
-    hessian = ember.hessian(lambda *xs: ember.numpy.sum(case.ember(*xs) * ct), argnums=argnums)(*args)
-    expected = jax.hessian(lambda *xs: jnp.sum(case.jax(*xs) * ct), argnums=argnums)(*args)
+    cts = output_cotangents(case.numpy(*args), seed=7)
+    hessian = ember.hessian(lambda *xs: weighted_sum(case.ember(*xs), cts, ember.numpy.sum), argnums=argnums)(*args)
+    expected = jax.hessian(lambda *xs: weighted_sum(case.jax(*xs), cts, jnp.sum), argnums=argnums)(*args)
     for got_row, expected_row in zip(hessian, expected):
         for got, want in zip(got_row, expected_row):
             np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-9, atol=1e-12)
@@ -259,6 +336,37 @@ def check_not_differentiable(case: Case, shapes: tuple[Shape, ...]) -> None:
     assert not active_vars(ir, [True] * len(ins)) & set(outs)
 
 
+def bound_primitives(ir: IR) -> set[str]:
+    """The names of the primitives ir's equations bind, in its sub-IRs (branches, loop bodies) too."""
+    names: set[str] = set()
+    for eqn in ir.eqns:
+        names.add(eqn.prim.name)
+        for sub in sub_irs(eqn.params):
+            names |= bound_primitives(sub)
+    return names
+
+
+def staged(case: Case, shapes: tuple[Shape, ...], dtype: str) -> IR:
+    """The IR of the case's function at these shapes and dtype (staging only: nothing is compiled)."""
+    args = make_args(case, shapes, dtype)
+    return ember.stage_out(case.ember, *[ember.ShapedArray(a.shape, a.dtype) for a in args])
+
+
+PRIM_TEST_DIR = pathlib.Path(__file__).parent / "prims"
+
+
+def load_cases() -> list[Case]:
+    """The CASES of every tests/prims/test_*.py module, loaded under private module names."""
+    cases: list[Case] = []
+    for path in sorted(PRIM_TEST_DIR.glob("test_*.py")):
+        spec = importlib.util.spec_from_file_location(f"_cases_{path.stem}", path)
+        assert spec is not None and spec.loader is not None, path
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        cases.extend(getattr(module, "CASES", []))
+    return cases
+
+
 BATCH = 7  # a batch size that no test shape uses, so a batch dimension cannot be confused with another
 
 
@@ -276,12 +384,14 @@ def check_vmap(case: Case, shapes: tuple[Shape, ...], dtype: str, where: str) ->
         args = [np.stack([m[i] for m in members], axis=d) if d is not None else members[0][i]
                 for i, d in enumerate(dims)]
         out_dim = 0 if where == "first" else -1
-        expected = np.stack([np.asarray(case.numpy(*[m[i] if d is not None else members[0][i]
-                                                     for i, d in enumerate(dims)])) for m in members], axis=out_dim)
+        per_member = [outputs(case.numpy(*[m[i] if d is not None else members[0][i] for i, d in enumerate(dims)]))
+                      for m in members]
+        expected = [np.stack([np.asarray(outs[k]) for outs in per_member], axis=out_dim)
+                    for k in range(len(per_member[0]))]
         bir, out_dims = batch_ir(ir, dims, BATCH, out_dims=[out_dim] * len(ir.outs))
         ember.check_ir(bir)
-        got = ember.compile(bir).call_flat(args)[0]
-        assert_close(got, expected, dtype, case.rtol)
+        got = ember.compile(bir).call_flat(args)
+        assert_outputs_close(got, expected, dtype, case.rtol)
 
 
 def jvp_params(cases: Sequence[Case]) -> list[Any]:

@@ -5,7 +5,7 @@ import pytest
 
 import ember
 import ember.numpy as enp
-from ember._api import staging
+from ember._api import caches, running
 from ember._runtime import eager
 
 
@@ -62,19 +62,19 @@ def test_the_fallback_compiles_no_program_per_call():
     g = ember.grad(lambda x: enp.sum(f(x)))
     g(np.ones(3, np.float32))  # discovers the fallback
     g(-np.ones(3, np.float32))  # and the ops of the other branch
-    programs, executables = len(staging._compiled_irs), len(eager._eager_cache)
+    programs, executables = len(running._compiled_irs), len(eager._eager_cache)
     for sign in (1.0, -1.0, 2.0, -3.0):
         expected = np.cos(sign) if sign > 0 else -np.sin(sign)
         np.testing.assert_allclose(np.asarray(g(np.full(3, sign, np.float32))), expected, rtol=1e-6)
-    assert len(staging._compiled_irs) == programs
+    assert len(running._compiled_irs) == programs
     assert len(eager._eager_cache) == executables  # both branches' ops were already compiled, one op each
 
 
 def test_functions_without_value_dependence_stay_compiled():
     g = ember.grad(lambda x: enp.sum(enp.sin(x)))
     g(np.ones(2))
-    cache = staging.cache_for(g.__wrapped__, ("grad", 0, False, False), "")
-    assert not cache.concrete and len(cache.executables) == 1
+    cache = caches.cache_for(g.__wrapped__, ("grad", 0, False, False), "")
+    assert not cache.needs_values and len(cache.executables) == 1
 
 
 def test_under_jit_and_vmap_it_is_an_error_naming_the_value():

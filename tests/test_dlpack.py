@@ -346,13 +346,24 @@ def test_consumers_freed_on_other_threads():
 
 
 def test_cycles_are_collected():
+    """A numpy consumer of an export and an imported view, reachable only from a reference cycle, stay alive until
+    the cycle is collected; then the exported buffer is unpinned and the producer's memory released."""
     a = device_put(np.arange(3.0))
-    holder = {"consumer": np.from_dlpack(a)}
-    holder["self"] = holder
     fit = aligned(np.arange(3.0))
-    holder["view"] = from_dlpack(fit)
-    del holder, fit
+    producer = weakref.ref(fit)
+    was_enabled = gc.isenabled()
+    gc.disable()  # no automatic collection between dropping the last outside reference and the check below
+    try:
+        holder = {"consumer": np.from_dlpack(a), "view": from_dlpack(fit)}
+        holder["self"] = holder
+        del holder, fit
+        assert a.buffer._pins == 1 and len(D._imports) == 1 and producer() is not None  # the cycle holds them
+    finally:
+        if was_enabled:
+            gc.enable()
     gc.collect()
+    assert a.buffer._pins == 0 and not D._live_exports and not D._imports
+    assert producer() is None
 
 
 def test_from_dlpack_of_a_foreign_wrapper_of_an_ember_array():

@@ -4,6 +4,7 @@ errors and warnings), under enable_x64 on and off; it must not run on tracers no
 its caches are bounded."""
 import contextlib
 import itertools
+import types
 import warnings
 
 import numpy as np
@@ -273,3 +274,44 @@ def test_caches_are_bounded():
         assert len(eager._scalar_arrays) <= 8
         assert len(eager._eager_cache) <= 8
         np.testing.assert_allclose(np.asarray(x * 29.0), 29.0)
+
+
+class _Broken(Exception):
+    """Raised by a deliberately broken piece of the fast path."""
+
+
+def _broken(*args, **kwargs):
+    raise _Broken("the fast path is broken")
+
+
+class _EveryEntryBroken(dict):
+    def get(self, key, default=None):
+        return types.SimpleNamespace(_fast=_broken, call_flat=_broken)
+
+
+@pytest.mark.parametrize("where", ["compile", "run", "steps", "scalars"])
+def test_a_broken_fast_path_fails_loudly(monkeypatch, where):
+    """A bug in the fast path raises; it does not turn into a silent fall-back to the ordinary path (which would give
+    the right result, slower)."""
+    x = enp.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    cases = {"compile": (eager, "_runner", _broken, lambda: x - x),  # staged and compiled afresh below
+             "run": (eager, "_op_cache", _EveryEntryBroken(), lambda: x + x),  # every cached entry raises
+             "steps": (eager._Steps, "_fast", _broken, lambda: x.mean(axis=0)),  # an entry of two primitives
+             "scalars": (eager, "_new_scalar", _broken, lambda: x * 12345.0)}  # a new device scalar
+    owner, name, broken, call = cases[where]
+    with eager.ordinary_path():
+        expected = np.asarray(call())
+    eager._op_cache.reset()
+    monkeypatch.setattr(owner, name, broken)
+    with pytest.raises(_Broken):
+        call()
+    monkeypatch.undo()
+    np.testing.assert_array_equal(np.asarray(call()), expected)
+
+
+def test_fallbacks_are_counted_once_per_signature():
+    x = np.arange(3, dtype=np.float32)  # a numpy operand: the ordinary path
+    before = eager.fallbacks[("exp", "operands other than Arrays and Python scalars")]
+    for _ in range(3):
+        enp.exp(x)
+    assert eager.fallbacks[("exp", "operands other than Arrays and Python scalars")] == before + 1

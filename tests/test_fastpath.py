@@ -2,6 +2,7 @@
 twin. The `impl` fixture runs each behaviour against both sets of objects directly (the C side is skipped when
 the extension is not built or is disabled); the Compiled-level tests use whichever one the process selected, and
 one subprocess runs with EMBER_DISABLE_C_EXTENSION=1."""
+import ctypes
 import gc
 import importlib.util
 import os
@@ -24,6 +25,7 @@ from ember._runtime import pjrt as _pjrt
 from ember._runtime.array import Array
 from ember._runtime.compiler import _PyCaller
 from ember._runtime.pjrt import buffer as buffer_module
+from ember._runtime.pjrt import structs
 from ember._runtime.pjrt.buffer import Buffer
 from ember._runtime.pjrt.executable import _PyRunner
 
@@ -450,3 +452,28 @@ def test_the_runtime_suites_pass_in_pure_python_mode():
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist",
                            *files], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def test_the_c_struct_layouts_are_those_of_structs_py():
+    """pjrt/structs.py declares the PJRT structs (ctypes); the C extension's own declarations are checked against
+    it when it is loaded: here, the offsets its compiler gives (offsetof) equal the ctypes ones, and a difference
+    is reported."""
+    if not fastpath.USING_C:
+        pytest.skip("the C extension is not in use")
+    layouts = fastpath.C.struct_layouts()
+    assert set(layouts) == {"PJRT_Handle_Args", "PJRT_Buffer_ReadyEvent_Args", "PJRT_ExecuteOptions",
+                            "PJRT_LoadedExecutable_Execute_Args", "PJRT_Client_BufferFromHostBuffer_Args",
+                            "PJRT_Buffer_UnsafePointer_Args"}
+    for name, (size, fields) in layouts.items():
+        cls = structs._STRUCTS[name]
+        assert size == ctypes.sizeof(cls), name
+        assert [field for field, _ in fields][:2] == ["struct_size", "extension_start"], name
+        assert all(offset == getattr(cls, field).offset for field, offset in fields), name
+    structs.check_struct_layouts(layouts, "the C extension")
+    size, fields = layouts["PJRT_LoadedExecutable_Execute_Args"]
+    moved = {**layouts, "PJRT_LoadedExecutable_Execute_Args": (size, fields[:-1] + (("execute_device", 64),))}
+    with pytest.raises(RuntimeError, match=r"the test declares PJRT structs unlike pjrt/structs.py"
+                                           r"(.|\n)*PJRT_LoadedExecutable_Execute_Args"):
+        structs.check_struct_layouts(moved, "the test")
+    with pytest.raises(RuntimeError, match="PJRT_Nothing_Args is not declared"):
+        structs.check_struct_layouts({**layouts, "PJRT_Nothing_Args": (24, ())}, "the test")

@@ -147,15 +147,15 @@ def test_jvp_of_an_ir_returns_an_ir():
 
 
 def test_jacobians_outside_jit_compile_once_per_signature():
-    from ember._api import staging
+    from ember._api import caches
 
     def f(x):
         return enp.tanh(x) * x.sum()
     for _ in range(3):
         ember.jacfwd(f)(X)  # a new wrapper each time: the compiled program is kept per (function, config)
         ember.jacrev(f)(X)
-    assert len(staging.cache_for(f, ("jacfwd", 0, False), "").executables) == 1
-    assert len(staging.cache_for(f, ("jacrev", 0, False), "").executables) == 1
+    assert len(caches.cache_for(f, ("jacfwd", 0, False), "").executables) == 1
+    assert len(caches.cache_for(f, ("jacrev", 0, False), "").executables) == 1
 
 
 def test_jacobians_take_non_array_arguments():
@@ -166,11 +166,11 @@ def test_jacobians_take_non_array_arguments():
 
 
 def test_linearize_keeps_its_split_per_signature():
-    from ember._api import staging
+    from ember._api import caches
 
     def f(x):
         return enp.sin(x) * x
     for _ in range(3):
         out, f_jvp = ember.linearize(f, X)
         f_jvp(np.ones_like(X))
-    assert len(staging.per_function(f, "linearize", dict)) == 1
+    assert len(caches.per_function(f, "linearize", dict)) == 1

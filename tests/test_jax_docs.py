@@ -659,7 +659,6 @@ def test_advanced_linearize(jax, jnp):
 
 
 # Advanced autodiff › jax.linearize: reverse-mode is the transpose of the linearization (jax.linear_transpose)
-@pytest.mark.skip(reason="ember has no linear_transpose")
 @doc_example()
 def test_advanced_linear_transpose_of_linearize(jax, jnp):
     m = logistic_regression(jax, jnp)

@@ -16,9 +16,9 @@ Adaptations are minimal and commented where made: `from jax import custom_jvp, g
 `print(...)` and bare expression cells return their values instead, and printed side effects ("called f!") are
 recorded in a list; plots return the plotted arrays; `print_saved_residuals(f, *args)` (ember has no
 jax.ad_checkpoint) becomes the gradients of the function, which checkpointing must leave unchanged; jax.random
-becomes numpy's generator. Examples that need what ember lacks (custom_jvp.defjvps, jax.ad_checkpoint's
-print_saved_residuals and checkpoint_name, checkpoint policies other than nothing_saveable / everything_saveable)
-are skipped, naming the feature. Where ember behaves differently from JAX, the example is marked
+becomes numpy's generator. Examples that need what ember lacks (jax.ad_checkpoint's print_saved_residuals and
+checkpoint_name, checkpoint policies other than nothing_saveable / everything_saveable) are skipped, naming the
+feature. Where ember behaves differently from JAX, the example is marked
 xfail(strict=True), with a minimal reproduction beside it.
 """
 # The docs' code is kept as written (f(g((x))), an unused z = h(y)):
@@ -31,9 +31,6 @@ import numpy as np
 import pytest
 from test_jax_docs import doc_example  # tests/ is on sys.path (conftest.py)
 from test_jax_docs_control import _fixed_point_loop, _newton_sqrt, _scan_over_layers
-
-no_defjvps = pytest.mark.skip(reason="ember has no custom_jvp.defjvps")
-
 
 def _sin_times_y(jax, jnp):
     # TL;DR: Custom JVPs with jax.custom_jvp (also the jax.custom_jvp and custom_jvp.defjvp docstrings)
@@ -97,7 +94,6 @@ def _sin_times_y_defjvps(jax, jnp):
 
 
 # TL;DR › "Equivalent alternative using the defjvps convenience wrapper"
-@no_defjvps
 @doc_example()
 def test_custom_tldr_defjvps(jax, jnp):
     return _jvp_and_grad(jax, _sin_times_y_defjvps(jax, jnp))
@@ -149,7 +145,6 @@ def test_custom_log1pexp_custom_jvp(jax, jnp):
 
 
 # Example: Numerical stability › the defjvps version of log1pexp
-@no_defjvps
 @doc_example()
 def test_custom_log1pexp_defjvps(jax, jnp):
     @jax.custom_jvp
@@ -185,7 +180,6 @@ def test_custom_differentiation_convention(jax, jnp):
 
 
 # Example: Enforcing a differentiation convention › "Here's the convenience wrapper version"
-@no_defjvps
 @doc_example()
 def test_custom_differentiation_convention_defjvps(jax, jnp):
     @jax.custom_jvp
@@ -309,7 +303,6 @@ def test_custom_jvp_multiple_arguments(jax, jnp):
 
 
 # Basic usage › defjvps: one sine, multiple arguments, and None for a zero JVP
-@no_defjvps
 @doc_example()
 def test_custom_jvp_defjvps(jax, jnp):
     grad, custom_jvp = jax.grad, jax.custom_jvp
@@ -478,12 +471,6 @@ def test_custom_vjp_bwd_called_by_the_vjp_function(jax, jnp):
 
 # Basic usage › custom_vjp: "Forward-mode autodiff cannot be used on the jax.custom_vjp function and will raise an
 # error", which the docs catch as a TypeError
-# Minimal reproduction: f = ember.custom_vjp(lambda x: x); f.defvjp(lambda x: (x, None), lambda r, g: (g,));
-# ember.jvp(f, (1.,), (1.,)) raises NotImplementedError ("forward-mode differentiation of primitive
-# 'custom_vjp_call': ... not supported, as in JAX"), where JAX raises TypeError.
-@pytest.mark.xfail(strict=True, raises=NotImplementedError, reason=(
-    "ember refuses forward mode through a custom_vjp function with NotImplementedError; JAX (and the docs' "
-    "`except TypeError`) with TypeError"))
 @doc_example(raises=TypeError)
 def test_custom_vjp_no_forward_mode(jax, jnp):
     jax.jvp(_sin_times_y_vjp(jax, jnp), (3., 2.), (1., 0.))
@@ -695,7 +682,6 @@ def test_api_custom_jvp_defjvp(jax, jnp):
 
 
 # jax.custom_jvp.defjvps › the same value_and_grad with one JVP per argument
-@no_defjvps
 @doc_example()
 def test_api_custom_jvp_defjvps(jax, jnp):
     return _value_and_grad_at_1_2(jax, jnp, _sin_times_y_defjvps(jax, jnp))

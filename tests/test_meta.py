@@ -1,9 +1,7 @@
 """Every registered primitive carries every rule kind in RULE_KINDS (or an explicit mark saying why not), and the
 oracle harness exercises each: forward values (abstract eval, lowering), derivatives (jvp, vjp) or the "not
-differentiable" mark, and batching. A new transformation adds its kind to RULE_KINDS and a check to the harness."""
-import importlib.util
-import pathlib
-
+differentiable" mark, and batching; and each Case binds the primitive it names. A new transformation adds its kind
+to RULE_KINDS and a check to the harness (and a planted wrong rule to tests/test_harness_selftest.py)."""
 import pytest
 
 from ember._control.custom import CUSTOM_VJP_NO_FORWARD_MODE
@@ -11,21 +9,9 @@ from ember._control.loops import WHILE_NOT_REVERSE_DIFFERENTIABLE
 from ember._prims.reduction import GENERAL_REDUCE_NOT_DIFFERENTIABLE
 from ember._prims.windowed import GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE
 from ember._core import NOT_DIFFERENTIABLE, PRIMITIVES, RULE_KINDS
+from oracle import bound_primitives, load_cases, staged
 
-PRIM_TEST_DIR = pathlib.Path(__file__).parent / "prims"
-
-
-def _load_cases():
-    cases = []
-    for path in sorted(PRIM_TEST_DIR.glob("test_*.py")):
-        spec = importlib.util.spec_from_file_location(f"_meta_{path.stem}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        cases.extend(getattr(module, "CASES", []))
-    return cases
-
-
-CASES = _load_cases()
+CASES = load_cases()
 
 # How the harness (tests/oracle.py) exercises each rule kind, given a primitive's cases.
 TESTED_BY = {
@@ -71,3 +57,16 @@ def test_differentiability_marks_agree(name):
     not_differentiable = [prim.marks.get(k) == NOT_DIFFERENTIABLE for k in ("jvp", "vjp")]
     assert all(not_differentiable) or not any(not_differentiable), \
         f"{name}: jvp and vjp must be marked not differentiable together"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.label())
+def test_case_binds_the_primitive_it_names(case):
+    """A Case exercises the primitive it names (so the checks above count the right one): staged at each of its
+    shapes and dtypes, its function binds that primitive, at the top level or in a sub-IR. The one exception is a
+    dtype at which the function binds nothing at all (a conversion to the dtype the argument already has)."""
+    for shapes in case.shapes:
+        bound = {dtype: bound_primitives(staged(case, shapes, dtype)) for dtype in case.dtypes}
+        assert any(bound.values()), f"{case.label()} at {shapes} binds no primitive at any dtype"
+        for dtype, names in bound.items():
+            assert not names or case.prim in names, \
+                f"{case.label()} at {shapes} {dtype} names {case.prim} but binds only {sorted(names)}"

@@ -1,5 +1,9 @@
 """ember.numpy exports exactly its explicit __all__: numpy-API names only, no implementation internals."""
+import importlib
+import pkgutil
+
 import ember
+import ember._numpy
 import ember.numpy as enp
 
 INTERNALS = [
@@ -38,3 +42,13 @@ def test_numpy_api_names_are_exported():
         assert name in enp.__all__, name
     assert enp.ndarray is ember.Array
     assert enp.array is ember.array and enp.asarray is ember.asarray
+
+
+def test_every_declared_numpy_module_is_reexported():
+    """A module of ember._numpy that declares public names (`__all__`) is re-exported whole by ember.numpy: a new
+    module left out of ember/numpy/__init__.py's list fails here."""
+    for info in pkgutil.iter_modules(ember._numpy.__path__):
+        module = importlib.import_module(f"ember._numpy.{info.name}")
+        for name in getattr(module, "__all__", []):
+            assert getattr(enp, name, None) is getattr(module, name), \
+                f"ember._numpy.{info.name} declares {name!r}, which ember.numpy does not re-export"

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from ember._runtime import pjrt as _pjrt
+from ember._runtime.pjrt.buffer import pin_client, unpin_client
 
 F32 = np.dtype(np.float32)
 
@@ -402,6 +403,27 @@ def test_closed_client():
     with pytest.raises(_pjrt.PjrtError, match="closed"):
         client.buffer_from_numpy(np.ones(4, np.float32))
     a.delete()
+    del exe, a, client
+    gc.collect()
+
+
+def test_close_waits_for_the_calls_that_pinned_the_client():
+    """A PJRT call made without the GIL pins its client (pjrt/buffer.py's pin_client, the C extension's when in use):
+    close() marks the client closed at once, so no new call starts, then destroys it only when the last pin ends."""
+    client = new_client()
+    exe = client.compile(ADD)
+    a = client.buffer_from_numpy(np.ones(4, np.float32))
+    assert pin_client(client) == client.handle
+    closing = threading.Thread(target=client.close)
+    closing.start()
+    closing.join(0.3)
+    assert closing.is_alive() and client.handle is None  # closed to new calls, waiting for the pinned one
+    assert pin_client(client) is None
+    with pytest.raises(_pjrt.PjrtError, match="closed"):
+        exe.execute([a, a], ADD_SPECS)
+    unpin_client(client)
+    closing.join(10)
+    assert not closing.is_alive() and client._calls_running() == 0
     del exe, a, client
     gc.collect()
 

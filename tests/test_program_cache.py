@@ -8,7 +8,7 @@ import pytest
 
 import ember
 import ember.numpy as enp
-from ember._api import staging
+from ember._api import templates
 from ember._runtime import compiler
 from ember._runtime.pjrt.client import Client
 
@@ -163,7 +163,7 @@ def test_error_lines_are_those_of_each_closure():
 
 
 def test_the_program_caches_are_bounded_and_cleared():
-    caches = (compiler._executables, compiler._lowerings, staging._transformed)
+    caches = (compiler._executables, compiler._lowerings, templates._transformed)
     with ember.config.override(program_cache_size=3):
         for k in range(8):
             x = ember.asarray(np.ones(k + 1, np.float32))

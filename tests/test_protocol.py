@@ -119,13 +119,13 @@ def test_eager_cache_is_bounded(monkeypatch):
 
 
 def test_jit_signature_cache_is_bounded(monkeypatch):
-    from ember._api import staging
-    monkeypatch.setattr(staging, "SIGNATURES_PER_FUNCTION", 2)
+    from ember._api import caches
+    monkeypatch.setattr(caches, "SIGNATURES_PER_FUNCTION", 2)
 
     def f(x):
         return x + 1
     g = ember.jit(f)
     for n in range(1, 6):
         g(np.ones(n, np.float32))
-    cache = staging.cache_for(f, ("jit", (), ()), "jit(f)")
+    cache = caches.cache_for(f, ("jit", (), ()), "jit(f)")
     assert len(cache.executables) == 2 and len(cache.irs) == 2

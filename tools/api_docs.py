@@ -42,6 +42,9 @@ def reason(name: str) -> str:
 
 
 def summary(obj: object) -> str:
+    from ember._core import Primitive
+    if isinstance(obj, Primitive):
+        return f"ember's `{obj.name}` primitive (its params are ember's)"
     if inspect.ismodule(obj):
         return (inspect.getdoc(obj) or "").split("\n\n")[0].replace("\n", " ")
     doc = inspect.getdoc(obj) if callable(obj) or inspect.isclass(obj) else None

@@ -4,11 +4,13 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
-from ember._api.staging import (as_arrays, as_tuple, cache_for, call_with_fallback, fun_name, leaf_avals, plan_for,
-                                run_ir, stage_with_aux, transform_once)
+from ember._api.caches import cache_for, call_with_fallback, plan_for
+from ember._api.running import as_arrays, run_ir
+from ember._api.staging import as_tuple, fun_name, leaf_avals, stage_with_aux, with_outputs
+from ember._api.templates import transform_once
 from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
-from ember._core.pytree import PyTreeDef, leaf_def, tree_flatten, tree_map, tree_structure
+from ember._core.pytree import Partial, PyTreeDef, leaf_def, tree_flatten, tree_map, tree_structure
 from ember._transforms import ad as _ad
 from ember._transforms.passes import split_known
 
@@ -26,9 +28,8 @@ def _grad_of_ir(ir: IR, argnums: int | Sequence[int], name: str) -> IR:
     _ad.check_differentiable_inputs(name, ir.in_avals, wrt)
     gir = _ad.value_and_grad_ir(ir, wrt, with_value=False, name=name)
     order = sorted(nums)
-    gir.outs = [gir.outs[order.index(i)] for i in nums]  # in the order argnums names them
-    gir.out_tree = leaf_def() if isinstance(argnums, int) else tree_structure(tuple(0 for _ in nums))
-    return gir
+    return with_outputs(gir, [gir.outs[order.index(i)] for i in nums],  # in the order argnums names them
+                        leaf_def() if isinstance(argnums, int) else tree_structure(tuple(0 for _ in nums)))
 
 
 def _check_argnums(name: str, argnums: int | Sequence[int], nargs: int) -> tuple[int, ...]:
@@ -80,12 +81,9 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
             grads = [g for i in nums for g in by_arg[i]]
             if with_value:
                 template = ((0, aux_template), grads_template) if has_aux else (0, grads_template)
-                gir.outs = rest + grads
-            else:
-                template = (grads_template, aux_template) if has_aux else grads_template
-                gir.outs = grads + rest
-            gir.out_tree = tree_structure(template)
-            return gir
+                return with_outputs(gir, rest + grads, tree_structure(template))
+            template = (grads_template, aux_template) if has_aux else grads_template
+            return with_outputs(gir, grads + rest, tree_structure(template))
 
         if values is not None:  # staged concretely: specialised to the values, not shared
             return transform(ir, 0)
@@ -211,18 +209,27 @@ def _vjp_plan(fun: Callable[..., Any], in_tree: PyTreeDef, avals: tuple[ShapedAr
     return _VjpPlan(forward, backward, num_outs, num_residuals, store.tree, store.aux_tree, ct_avals)
 
 
-def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
-    """(outputs, vjp_fn) where vjp_fn(cotangents) returns one cotangent per primal (like jax.vjp)."""
-    name = f"vjp({fun_name(fun)})"
-    leaves, in_tree = tree_flatten((primals, {}))
-    avals = leaf_avals(name, primals, {}, leaves)
-    plan, run = plan_for(fun, "vjp", (in_tree, avals, has_aux), leaves,
-                         lambda values: _vjp_plan(fun, in_tree, avals, has_aux, name, values))
-    results = run(plan.forward, leaves, f"{name}.forward")
-    n_primal = len(results) - plan.num_residuals
-    outs, aux, residuals = results[:plan.num_outs], results[plan.num_outs:n_primal], results[n_primal:]
+class _Pullback:
+    """The static part of the function vjp returns, a Partial over the residuals (its leaves, as in JAX, so that
+    jit can take it as an argument): (residuals, cotangents) -> one cotangent per primal. Two are equal when made
+    from one cached plan for the same primal types, so jit compiles a function taking it once per signature."""
+    __slots__ = ("name", "plan", "run", "in_tree", "primal_avals")
 
-    def vjp_fn(cotangents: Any) -> tuple[Any, ...]:
+    def __init__(self, name: str, plan: _VjpPlan, run: Callable[..., list[Any]], in_tree: PyTreeDef,
+                 primal_avals: tuple[ShapedArray, ...]):
+        self.name, self.plan, self.run, self.in_tree, self.primal_avals = name, plan, run, in_tree, primal_avals
+
+    def _key(self) -> tuple[Any, ...]:
+        return self.name, self.plan, self.run, self.in_tree, self.primal_avals
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Pullback) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __call__(self, residuals: tuple[Any, ...], cotangents: Any) -> tuple[Any, ...]:
+        plan, name = self.plan, self.name
         ct_leaves, ct_tree = tree_flatten(cotangents)
         if ct_tree != plan.out_tree:
             raise TypeError(f"{name}: cotangents must have the structure of the outputs {plan.out_tree}, got "
@@ -232,9 +239,23 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
             if got.shape != expected.shape or got.dtype != expected.dtype:
                 raise TypeError(f"{name}: cotangent {i} must be {expected.str_short()} like the output, got "
                                 f"{got.str_short()}")
-        in_cts = run(plan.backward, list(residuals) + ct_leaves, f"{name}.backward")
-        return float0_where_not_float(in_tree.unflatten(in_cts)[0], primals)
+        in_cts = self.run(plan.backward, list(residuals) + ct_leaves, f"{name}.backward")
+        in_cts = [ct if dt.is_float(a.dtype) else dt.float0_zeros(a.shape) for ct, a in zip(in_cts, self.primal_avals)]
+        return self.in_tree.unflatten(in_cts)[0]
 
+
+def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
+    """(outputs, vjp_fn) where vjp_fn(cotangents) returns one cotangent per primal (like jax.vjp). vjp_fn is a
+    Partial, a pytree whose leaves are the residuals: jit can take it as an argument."""
+    name = f"vjp({fun_name(fun)})"
+    leaves, in_tree = tree_flatten((primals, {}))
+    avals = leaf_avals(name, primals, {}, leaves)
+    plan, run = plan_for(fun, "vjp", (in_tree, avals, has_aux), leaves,
+                         lambda values: _vjp_plan(fun, in_tree, avals, has_aux, name, values))
+    results = run(plan.forward, leaves, f"{name}.forward")
+    n_primal = len(results) - plan.num_residuals
+    outs, aux, residuals = results[:plan.num_outs], results[plan.num_outs:n_primal], results[n_primal:]
+    vjp_fn = Partial(_Pullback(name, plan, run, in_tree, avals), tuple(residuals))
     out = plan.out_tree.unflatten(outs)
     if has_aux:
         return out, vjp_fn, plan.aux_tree.unflatten(aux)

@@ -11,8 +11,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember._api.autodiff import _check_argnums, vjp
-from ember._api.staging import (cache_for, call_with_fallback, compiled_outside_traces, fun_name, leaf_avals,
-                                plan_for, stage_with_aux, transform_once)
+from ember._api.caches import cache_for, call_with_fallback, compiled_outside_traces, plan_for
+from ember._api.staging import fun_name, leaf_avals, stage_with_aux, with_outputs
+from ember._api.templates import transform_once
 from ember._api.vmap import vmap
 from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
@@ -72,10 +73,9 @@ def _jvp_build(fun: Callable[..., Any], name: str, has_aux: bool) -> Callable[..
             jir = jvp_ir(staged, [False] * lifted + with_tangent, values)
             tangents = [t for t, v in zip(jir.outs[len(staged.outs):len(staged.outs) + n_out], staged.outs)
                         if dt.is_float(v.aval.dtype)]
-            jir.outs = jir.outs[:len(staged.outs)] + tangents
             aux = store.aux_tree.unflatten([0] * store.aux_tree.num_leaves) if has_aux else None
-            jir.out_tree = tree_structure((store.tree.unflatten([0] * n_out), aux, (0,) * len(tangents)))
-            return jir
+            return with_outputs(jir, jir.outs[:len(staged.outs)] + tangents,
+                                tree_structure((store.tree.unflatten([0] * n_out), aux, (0,) * len(tangents))))
 
         if values is not None:  # staged concretely: specialised to the values, not shared
             return transform(ir, 0)
@@ -99,8 +99,7 @@ def jvp(fun: Any, primals: Sequence[Any] | None = None, tangents: Sequence[Any] 
     output tangents...), like grad(ir)."""
     if isinstance(fun, IR) and primals is None and tangents is None:
         jir = jvp_ir(fun)
-        jir.out_tree = None
-        return jir
+        return with_outputs(jir, jir.outs, None)
     if primals is None or tangents is None:
         raise TypeError("jvp: expected jvp(fun, primals, tangents), or jvp(ir) for a staged IR")
     if not callable(fun):

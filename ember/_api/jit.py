@@ -11,8 +11,8 @@ from ember._core import IR, ShapedArray, aval_of
 from ember._core.primitive import TRACE_STATE
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._api.signature import NotFast, add_tokens, output_builder, sorted_keys
-from ember._api.staging import (SIGNATURES_PER_FUNCTION, as_tuple, cache_for, fun_name, leaf_avals,
-                                stage_with_aux)
+from ember._api.caches import SIGNATURES_PER_FUNCTION, cache_for
+from ember._api.staging import as_tuple, fun_name, leaf_avals, stage_with_aux, with_outputs
 from ember._core.cache import LRUCache, clear_all_caches
 from ember._core.config import config
 from ember._runtime import Array, Compiled, Lowered, lower_ir
@@ -30,8 +30,7 @@ def stage_out(fun: Callable[..., Any], *avals: Any) -> IR:
     except TypeError as err:
         raise TypeError(f"stage_out({fun_name(fun)}): arguments must be ShapedArrays or arrays: {err}") from None
     ir, store = stage_with_aux(fun, in_tree, in_avals, False, f"stage_out({fun_name(fun)})")
-    ir.out_tree = store.tree
-    return ir
+    return with_outputs(ir, ir.outs, store.tree)
 
 
 def make_ir(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()) -> Callable[..., IR]:
@@ -139,8 +138,7 @@ class Jitted:
             return self.fun(*args, **kwargs)
         ir, store = stage_with_aux(with_statics, in_tree, avals, False, self.name,
                                    named_like=None if statics else self.fun)
-        ir.out_tree = store.tree
-        return ir
+        return with_outputs(ir, ir.outs, store.tree)
 
     def _signature(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, list[Any], tuple[Any, ...]]:
         statics, dyn_args, dyn_kwargs = self._split(args, kwargs)

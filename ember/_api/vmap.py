@@ -7,11 +7,13 @@ from __future__ import annotations
 import functools
 from typing import Any, Sequence
 
-from ember._api.staging import (broadcast_prefix, cache_for, fun_name, leaf_avals, leaf_names, stage_with_aux,
-                                transform_once)
-from ember._core import IR, ShapedArray
+from ember._api.caches import cache_for
+from ember._api.staging import broadcast_prefix, fun_name, leaf_avals, leaf_names, stage_with_aux, with_outputs
+from ember._api.templates import transform_once
+from ember._core import IR, ShapedArray, eval_ir, stage_flat
 from ember._core.checks import normalize_axis
 from ember._core.pytree import PyTreeDef, tree_flatten
+from ember._prims.shape import reduce_sum
 from ember._transforms.batching import batch_ir
 
 Axis = int | None
@@ -47,14 +49,31 @@ def _batch_size(api: str, avals: Sequence[ShapedArray], axes: Sequence[Axis], na
     return distinct.pop()
 
 
-def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None) -> Any:
+def _batch_summing_unmatched(ir: IR, in_dims: Sequence[Axis], size: int, out_dims: Sequence[Axis]) -> IR:
+    """ir batched with its outputs along out_dims, except that an output batched where out_dims says None is
+    summed over the batch (vmap's sum_match)."""
+    _, natural = batch_ir(ir, in_dims, size)
+    summed = [want is None and found is not None for want, found in zip(out_dims, natural)]
+    bir, _ = batch_ir(ir, in_dims, size, [0 if s else want for s, want in zip(summed, out_dims)])
+    if not any(summed):
+        return bir
+
+    def summing(*args: Any) -> list[Any]:
+        return [reduce_sum(x, (0,)) if s else x for x, s in zip(eval_ir(bir, args), summed)]
+    return stage_flat(summing, bir.in_avals)
+
+
+def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None, *,
+         sum_match: bool = False) -> Any:
     """Vectorize fun over an axis of its arguments (like jax.vmap).
 
     in_axes and out_axes are ints (negative allowed), None (not mapped), or tree prefixes of the positional
     arguments (a tuple, one entry per argument) and of the outputs; keyword arguments are mapped along axis 0.
-    axis_size is needed only when no argument is mapped. Given a staged IR, returns a new IR whose inputs are
-    mapped along in_axes (an int, None, or one per input) over axis_size members and whose outputs are batched
-    along axis 0 (unbatched outputs are broadcast)."""
+    axis_size is needed only when no argument is mapped. With sum_match, an output that is batched where out_axes
+    says None is summed over the batch instead of being an error (as jax.vmap's sum_match).
+
+    Given a staged IR, returns a new IR whose inputs are mapped along in_axes (an int, None, or one per input) over
+    axis_size members and whose outputs are batched along axis 0 (unbatched outputs are broadcast)."""
     if isinstance(fun, IR):
         return _vmap_ir(fun, in_axes, axis_size)
     if not callable(fun):
@@ -66,7 +85,7 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
     _check_axis_spec(name, "out_axes", out_axes)
     if axis_size is not None and (isinstance(axis_size, bool) or not isinstance(axis_size, int) or axis_size < 0):
         raise TypeError(f"{name}: axis_size must be a non-negative int, got {axis_size!r}")
-    cache = cache_for(fun, ("vmap", repr(in_axes), repr(out_axes), axis_size), name)
+    cache = cache_for(fun, ("vmap", repr(in_axes), repr(out_axes), axis_size, sum_match), name)
 
     def build(in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], axes: tuple[Axis, ...], size: int) -> IR:
         unbatched = [_unbatched(a, ax) for a, ax in zip(avals, axes)]
@@ -78,13 +97,14 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
 
         def transform(staged: IR, lifted: int) -> IR:
             """staged batched, its first `lifted` inputs (constants) unbatched."""
+            in_dims = (None,) * lifted + axes
             try:
-                bir, _ = batch_ir(staged, (None,) * lifted + axes, size, out_dims)
+                bir = (_batch_summing_unmatched(staged, in_dims, size, out_dims) if sum_match else
+                       batch_ir(staged, in_dims, size, out_dims)[0])
             except ValueError as err:
                 raise ValueError(f"{name}: {err}") from None
-            bir.out_tree = store.tree
-            return bir
-        return transform_once(("vmap", in_tree, axes, size, tuple(out_dims), store.tree), ir, transform)
+            return with_outputs(bir, bir.outs, store.tree)
+        return transform_once(("vmap", in_tree, axes, size, tuple(out_dims), store.tree, sum_match), ir, transform)
 
     @functools.wraps(fun, updated=())
     def batched(*args: Any, **kwargs: Any) -> Any:
@@ -115,6 +135,5 @@ def _vmap_ir(ir: IR, in_axes: Any, axis_size: int | None) -> IR:
         raise ValueError("vmap: batching an IR needs axis_size (the IR's inputs have their per-member shapes)")
     dims = [_normalize("vmap", ax, aval.ndim + 1, f"input {i}") for i, (ax, aval) in enumerate(zip(axes, ir.in_avals))]
     bir, _ = batch_ir(ir, dims, axis_size, [0] * len(ir.outs))
-    bir.out_tree = ir.out_tree
-    return bir
+    return with_outputs(bir, bir.outs, ir.out_tree)
 

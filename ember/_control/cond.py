@@ -2,27 +2,33 @@
 
 cond(index, *operands; branches) runs branches[index] on the operands (every branch takes all operands: the
 values any branch closed over come first, then the user's operands). Its whole story is here: abstract eval
-(branch signatures must agree), lowering to stablehlo.case, JVP and VJP (a cond of the branches' JVP and VJP
-IRs), batching (a batched index becomes a select of every branch's result) and a DCE hook (unused outputs are
-dropped from every branch)."""
+(branch signatures must agree), lowering to stablehlo.case, JVP (a cond of the branches' JVPs), reverse mode
+(the vjp_split hook: the forward cond also returns the residuals of the branch taken, the backward cond runs the
+branches' linear parts on them, nothing is recomputed), batching (a batched index becomes a select of every
+branch's result) and a DCE hook (unused outputs are dropped from every branch).
+
+Residuals are split for every float operand, before reverse mode knows which cotangents are wanted; DCE then drops
+what the wanted ones do not read. Branches share residual slots by type, so a slot stays when any branch's
+backward reads it, and the other branches still fill it (with a value their own unwanted cotangents needed, or
+zeros): the memory is that of the largest branch's residuals, as with JAX's merged branch residuals."""
 from __future__ import annotations
 
 import builtins
 from typing import Any, Callable, Sequence
 
-from ember._control.common import close_over, describe, same_types, unused_inputs, with_inputs, with_outputs
+from ember._control.common import close_over, describe, same_types, unused_inputs, with_inputs
 from ember import _prims as lax
-from ember._core import IR, Eqn, Primitive, ShapedArray, Var, aval_of, eval_ir, is_python_scalar, scalar_literal
+from ember._core import IR, Eqn, Primitive, ShapedArray, aval_of, eval_ir, is_python_scalar, scalar_literal
 from ember._core import dtypes as dt
 from ember._core.pytree import tree_flatten
 from ember._hlo import LoweringContext
 from ember._prims import broadcast_in_dim, convert_element_type, select
 from ember._prims.elementwise import eq
-from ember._prims.shape import BatchDim, batch_size, moveaxis
+from ember._prims.shape import BatchDim, batch_size, moveaxis, zeros
 from ember._transforms.ad import vjp_ir
 from ember._transforms.batching import batch_ir
 from ember._transforms.jvp import jvp_ir
-from ember._transforms.passes import dce
+from ember._transforms.passes import dce_outputs, split_known
 
 cond_p = Primitive("cond", multiple_results=True)
 
@@ -60,16 +66,81 @@ def _cond_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, branches: tupl
     return outs[:n], outs[n:]
 
 
+ResidualSource = tuple[str, int]  # ("operand", i), ("output", j) or ("slot", k): where the backward finds one
+
+
+def _residual_sources(known: IR, num_outs: int, slot_avals: list[ShapedArray]) -> list[ResidualSource]:
+    """Where the backward cond finds each residual of one branch's primal part (known: operands -> (outputs...,
+    residuals...)): an operand or an output of the cond is read from there; any other residual gets a slot of its
+    type, shared with the other branches (slot_avals grows when no free slot of that type is left)."""
+    sources: list[ResidualSource] = []
+    taken: set[int] = set()
+    for r in known.outs[num_outs:]:
+        if r in known.in_vars:
+            sources.append(("operand", known.in_vars.index(r)))
+        elif r in known.outs[:num_outs]:
+            sources.append(("output", known.outs.index(r)))
+        else:
+            aval = r.aval.strip_weak_type()
+            free = [k for k, a in enumerate(slot_avals) if k not in taken and a.shape == aval.shape
+                    and a.dtype == aval.dtype]
+            if not free:
+                slot_avals.append(aval)
+                free = [len(slot_avals) - 1]
+            taken.add(free[0])
+            sources.append(("slot", free[0]))
+    return sources
+
+
+@cond_p.def_rule("vjp_split")
+def _cond_vjp_split(ins: list[Any], *, branches: tuple[IR, ...]) -> tuple[list[Any], Callable[..., list[Any]]]:
+    """Reverse mode of cond without recomputing the taken branch: each branch's VJP is split (partial evaluation)
+    into its primal part, which the forward cond runs, returning also the residuals the branch's linear part
+    needs, and that linear part, which the backward cond runs on them (as JAX's cond partial evaluation). Branches
+    share residual slots by type and fill the slots only the other branches use with zeros; residuals that are
+    operands or outputs of the cond are read from there."""
+    index, operands = ins[0], ins[1:]
+    n_in, n_out = len(operands), len(branches[0].outs)
+    wrt = [dt.is_float(a.dtype) for a in branches[0].in_avals]
+    parts = [split_known(vjp_ir(b, wrt), [False] * n_in + [True] * n_out, n_out)[:2] for b in branches]
+    slot_avals: list[ShapedArray] = []
+    sources = [_residual_sources(known, n_out, slot_avals) for known, _ in parts]
+
+    def forward_branch(known: IR, where: list[ResidualSource]) -> Callable[..., list[Any]]:
+        def run(*ops: Any) -> list[Any]:
+            outs = eval_ir(known, list(ops))
+            slots = [zeros(a) for a in slot_avals]
+            for (kind, k), r in zip(where, outs[n_out:]):
+                if kind == "slot":
+                    slots[k] = r
+            return outs[:n_out] + slots
+        return run
+
+    results = _cond(index, [forward_branch(known, where) for (known, _), where in zip(parts, sources)],
+                    tuple(operands), "cond")
+    outs, slots = results[:n_out], results[n_out:]
+
+    def backward_branch(linear: IR, where: list[ResidualSource]) -> Callable[..., list[Any]]:
+        def run(ops: list[Any], fwd_outs: list[Any], slots: list[Any], cts: list[Any]) -> list[Any]:
+            found = {"operand": ops, "output": fwd_outs, "slot": slots}
+            return eval_ir(linear, [found[kind][k] for kind, k in where] + cts)
+        return run
+
+    def pullback(cts: list[Any], needs: list[bool]) -> list[Any]:
+        in_cts = iter(_cond(index, [backward_branch(linear, where) for (_, linear), where in zip(parts, sources)],
+                            (list(operands), list(outs), list(slots), list(cts)), "cond"))
+        full = [None] + [next(in_cts) if w else None for w in wrt]
+        return [ct if need else None for ct, need in zip(full, needs)]
+
+    return list(outs), pullback
+
+
 @cond_p.def_rule("vjp")
 def _cond_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, branches: tuple[IR, ...]
               ) -> list[Any]:
-    index, operands = ins[0], ins[1:]
-    wrt = list(needs[1:])
-    vjp_branches = tuple(vjp_ir(b, wrt) for b in branches)
-    n = len(branches[0].outs)
-    results = cond_p.bind(index, *operands, *cts, branches=vjp_branches)
-    in_cts = iter(results[n:])
-    return [None] + [next(in_cts) if w else None for w in wrt]
+    """Reverse mode outside the backward pass's forward sweep (which uses vjp_split): the same split, its forward
+    cond run again for the residuals."""
+    return _cond_vjp_split(ins, branches=branches)[1](cts, needs)
 
 
 @cond_p.def_rule("batching")
@@ -103,18 +174,16 @@ def _int32(value: int) -> Any:
 
 @cond_p.def_rule("dce")
 def _cond_dce(eqn: Eqn, used: list[bool]) -> Eqn:
-    """Drop the unused outputs from every branch, then the operands no branch needs any more."""
-    pruned = [dce(with_outputs(b, [o for o, u in zip(b.outs, used) if u])) for b in eqn.params["branches"]]
-    needed = [any(b.in_vars[i] in _used_vars(b) for b in pruned) for i in range(len(pruned[0].in_vars))]
-    branches = tuple(with_inputs(b, [v for v, k in zip(b.in_vars, needed) if k]) for b in pruned)
+    """Drop the unused outputs from every branch, then the operands no branch needs any more (the equation itself
+    when nothing is dropped)."""
+    pruned = [dce_outputs(b, used) for b in eqn.params["branches"]]
+    needed = [any(reads) for reads in zip(*(reads for _, reads in pruned))]
+    if all(used) and all(needed):
+        return eqn
+    branches = tuple(with_inputs(b, [v for v, k in zip(b.in_vars, needed) if k]) for b, _ in pruned)
     operands = [a for a, k in zip(eqn.inputs[1:], needed) if k]
     return Eqn(eqn.prim, [eqn.inputs[0], *operands], [v for v, u in zip(eqn.outputs, used) if u],
                {**eqn.params, "branches": branches}, eqn.source)
-
-
-def _used_vars(ir: IR) -> set[Var]:
-    used = {a for eqn in ir.eqns for a in eqn.inputs if isinstance(a, Var)}
-    return used | {a for a in ir.outs if isinstance(a, Var)}
 
 
 # ---------------------------------------------------------------------------------------------------------------

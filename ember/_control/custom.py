@@ -9,6 +9,7 @@ JAX's closure conversion."""
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -17,7 +18,7 @@ from ember._control.common import close_over, describe, same_types, split_sizes
 from ember._core import (IR, Primitive, ShapedArray, Tracer, aval_of, concrete_values, eval_ir, is_tracing,
                          stage_flat)
 from ember._core import dtypes as dt
-from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
+from ember._core.pytree import PyTreeDef, tree_flatten, tree_map, tree_structure
 from ember._hlo import LoweringContext, lower_into
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, linear_jvp, zeros
 from ember._transforms.ad import backward_pass, vjp_ir
@@ -25,6 +26,13 @@ from ember._transforms.batching import batch_ir
 from ember._transforms.jvp import jvp_ir
 
 CUSTOM_VJP_NO_FORWARD_MODE = "forward-mode differentiation (jvp) of a custom_vjp function is not supported, as in JAX"
+
+
+class ForwardModeOfCustomVjpError(TypeError, NotImplementedError):
+    """jvp of a custom_vjp function: a TypeError, as JAX raises, and a NotImplementedError, as ember's other rules
+    a primitive is marked as lacking."""
+
+
 FlatRule = Callable[..., tuple[list[Any], list[Any]]]
 
 
@@ -60,7 +68,7 @@ def _batched_rule(rule: Callable[..., Any], size: int, label: str) -> Callable[.
 
 # ---------------------------------------------------------------------------------------------------------------
 # custom_jvp_call(consts..., args...; fun_ir, num_consts, jvp)
-custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True)
+custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True, eager_body="fun_ir")
 custom_jvp_call_p.def_rule("abstract_eval", lambda *avals, fun_ir, num_consts, jvp: _outs_of(fun_ir))
 custom_jvp_call_p.def_rule("lowering", _lower_inline)
 
@@ -99,10 +107,10 @@ def _custom_jvp_batching(args: list[Any], dims: list[BatchDim], *, fun_ir: IR, n
 
 # ---------------------------------------------------------------------------------------------------------------
 # custom_vjp_call(consts..., args...; fun_ir, num_consts, fwd, bwd)
-custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
+custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True, eager_body="fun_ir")
 custom_vjp_call_p.def_rule("abstract_eval", lambda *avals, fun_ir, num_consts, fwd, bwd: _outs_of(fun_ir))
 custom_vjp_call_p.def_rule("lowering", _lower_inline)
-custom_vjp_call_p.mark("jvp", CUSTOM_VJP_NO_FORWARD_MODE)
+custom_vjp_call_p.mark("jvp", CUSTOM_VJP_NO_FORWARD_MODE, error=ForwardModeOfCustomVjpError)
 
 
 @custom_vjp_call_p.def_rule("vjp")
@@ -191,6 +199,24 @@ class custom_jvp:  # noqa: N801  (JAX's name)
     def defjvp(self, jvp: Callable[..., Any]) -> Callable[..., Any]:
         self.jvp = jvp
         return jvp
+
+    def defjvps(self, *jvps: Callable[..., Any] | None) -> None:
+        """The rule as one function per argument (like jax.custom_jvp.defjvps): jvps[i](tangent_i, primal_out,
+        *primals) is argument i's part of the output tangent, None where the output does not depend on it; the
+        output tangent is the sum of the parts."""
+        name = f"custom_jvp({getattr(self.fun, '__name__', 'function')})"
+        if self.nondiff_argnums:
+            raise TypeError(f"{name}: defjvps cannot be used with nondiff_argnums; use defjvp")
+
+        def jvp(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, Any]:
+            if len(jvps) != len(primals):
+                raise TypeError(f"{name}: defjvps got {len(jvps)} rules for a call with {len(primals)} arguments")
+            out = self(*primals)
+            parts = [rule(t, out, *primals) for rule, t in zip(jvps, tangents) if rule is not None]
+            if not parts:
+                return out, tree_map(lambda o: zeros(aval_of(o).strip_weak_type()), out)
+            return out, tree_map(lambda *ts: functools.reduce(operator.add, ts), *parts)
+        self.defjvp(jvp)
 
     def __call__(self, *args: Any) -> Any:
         name = f"custom_jvp({getattr(self.fun, '__name__', 'function')})"
@@ -301,7 +327,7 @@ def optimization_barrier(operand: Any) -> Any:
 # remat(args...; body_ir, saveable): checkpointing. Reverse mode recomputes the body's forward values inside the
 # backward pass (behind an optimization barrier, so XLA cannot reuse the first computation) instead of keeping
 # them alive from the forward pass; saveable=True keeps everything (the everything_saveable policy).
-remat_p = Primitive("remat", multiple_results=True)
+remat_p = Primitive("remat", multiple_results=True, eager_body="body_ir")
 remat_p.def_rule("abstract_eval", lambda *avals, body_ir, saveable: body_ir.out_avals)
 remat_p.def_rule("lowering", lambda ctx, *xs, body_ir, saveable: lower_into(ctx.emitter, body_ir, xs))
 

@@ -4,12 +4,12 @@ sub-IRs and has every rule beside it."""
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from ember import _prims as lax
 from ember._control.common import (close_over, describe, same_types, split_sizes as _split, unused_inputs,
                                    with_inputs, with_outputs)
-from ember._core import (IR, Primitive, ShapedArray, Var, aval_of, eval_ir, is_python_scalar, scalar_literal,
+from ember._core import (IR, Eqn, Primitive, ShapedArray, Var, aval_of, eval_ir, is_python_scalar, scalar_literal,
                          stage_flat)
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis
@@ -18,8 +18,9 @@ from ember._hlo import LoweringContext, compare_type, i64_array, lower_into
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, moveaxis, zeros
 from ember._transforms.ad import vjp_ir
 from ember._transforms.batching import batch_ir
+from ember._transforms.cache import TransformCache
 from ember._transforms.jvp import jvp_ir
-from ember._transforms.passes import dce, split_known
+from ember._transforms.passes import dce, dce_outputs, split_known
 
 WHILE_NOT_REVERSE_DIFFERENTIABLE = (
     "reverse-mode differentiation of a while_loop (whose trip count is traced) is not supported, as in JAX; use "
@@ -148,6 +149,40 @@ def _while_batching(args: list[Any], dims: list[BatchDim], *, cond_ir: IR, body_
     outs = while_p.bind(*cconsts, *bconsts, *cconsts, *carry, cond_ir=cond_any, body_ir=body_masked,
                         cond_nconsts=len(cconsts), body_nconsts=len(bconsts) + len(cconsts))
     return outs, [0] * nk
+
+
+@while_p.def_rule("dce")
+def _while_dce(eqn: Eqn, used: list[bool]) -> Eqn:
+    """Drop the carries that neither a used output, the predicate, nor a live carry's update needs (see
+    _live_carries), then the consts no remaining body or predicate reads (the equation itself when nothing is
+    dropped)."""
+    nc, nb = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+    cond_ir, body_ir = eqn.params["cond_ir"], eqn.params["body_ir"]
+    cond_ir, cond_reads = dce_outputs(cond_ir, [True])
+    live, body_ir, body_reads = _live_carries(body_ir, nb, [u or r for u, r in zip(used, cond_reads[nc:])], [])
+    keep = cond_reads[:nc] + body_reads[:nb] + live
+    if all(keep):
+        return eqn
+    cond_ir = with_inputs(cond_ir, [v for v, k in zip(cond_ir.in_vars, cond_reads[:nc] + live) if k])
+    body_ir = with_inputs(body_ir, [v for v, k in zip(body_ir.in_vars, body_reads[:nb] + live) if k])
+    params = {**eqn.params, "cond_ir": cond_ir, "body_ir": body_ir, "cond_nconsts": sum(cond_reads[:nc]),
+              "body_nconsts": sum(body_reads[:nb])}
+    return Eqn(eqn.prim, [a for a, k in zip(eqn.inputs, keep) if k], [v for v, k in zip(eqn.outputs, live) if k],
+               params, eqn.source)
+
+
+def _live_carries(body_ir: IR, num_consts: int, live: list[bool], used_ys: list[bool]
+                  ) -> tuple[list[bool], IR, list[bool]]:
+    """The carries of a loop body ((consts, carry, x...) -> (carry, y...)) that must stay: those marked live, and
+    those a live carry's update or a used y reads (a fixed point, as JAX's scan DCE). Returns them, the body
+    restricted to their updates and the used ys, and which of its inputs that body reads."""
+    nk = len(live)
+    while True:
+        body, reads = dce_outputs(body_ir, live + used_ys)
+        grown = [k or r for k, r in zip(live, reads[num_consts:num_consts + nk])]
+        if grown == live:
+            return live, body, reads
+        live = grown
 
 
 def _promote_weak_carry(init: list[Any], body_outs: Sequence[ShapedArray]) -> tuple[list[Any], bool]:
@@ -295,6 +330,33 @@ def _depends_on(ir: IR, mask: Sequence[bool]) -> list[bool]:
     return [isinstance(a, Var) and a in marked for a in ir.outs]
 
 
+class ScanBodySplit(NamedTuple):
+    """A scan body's VJP split for reverse mode (see _scan_vjp_split)."""
+    wrt: tuple[bool, ...]  # the body's inputs that get cotangents (the floating-point ones)
+    known: IR  # (consts, carry, x) -> (carry, y, residuals...)
+    linear: IR  # (residuals..., ct_carry, ct_y) -> (cotangents of the inputs in wrt...)
+    per_step: tuple[bool, ...]  # which residuals depend on the carry or x (the others on the consts only)
+    invariant: IR  # (consts, carry, x) -> the residuals that are not per step (reading the consts only)
+
+
+def _scan_body_split(body_ir: IR, num_consts: int) -> ScanBodySplit:
+    """The VJP split of a scan body, computed once per (body, num_consts) (see TransformCache)."""
+    return SCAN_SPLITS.get(body_ir, num_consts, lambda: _stage_scan_body_split(body_ir, num_consts))
+
+
+def _stage_scan_body_split(body_ir: IR, num_consts: int) -> ScanBodySplit:
+    n_in, n_out = len(body_ir.in_vars), len(body_ir.outs)
+    wrt = tuple(dt.is_float(a.dtype) for a in body_ir.in_avals)
+    joint = vjp_ir(body_ir, wrt)  # (consts, carry, x, ct_carry, ct_y) -> (outputs..., cts of the float inputs)
+    known, linear, _ = split_known(joint, [False] * n_in + [True] * n_out, n_out)
+    per_step = _depends_on(known, [False] * num_consts + [True] * (n_in - num_consts))[n_out:]
+    invariant = dce(with_outputs(known, [r for r, s in zip(known.outs[n_out:], per_step) if not s]))
+    return ScanBodySplit(wrt, known, linear, tuple(per_step), invariant)
+
+
+SCAN_SPLITS = TransformCache("scan vjp split")  # (body_ir, num_consts) -> ScanBodySplit
+
+
 @scan_p.def_rule("vjp_split")
 def _scan_vjp_split(ins: list[Any], *, body_ir: IR, num_consts: int, num_carry: int, length: int, reverse: bool
                     ) -> tuple[list[Any], Callable[..., list[Any]]]:
@@ -302,13 +364,9 @@ def _scan_vjp_split(ins: list[Any], *, body_ir: IR, num_consts: int, num_carry: 
     part, which the forward scan runs while stacking the residuals of each step, and its linear part, which the
     backward scan runs on them. Residuals that depend on the consts only are computed once, outside the loop."""
     consts, init, xs = _split(ins, num_consts, num_carry)
-    nc, nk, nx = len(consts), len(init), len(xs)
-    n_in, n_out = len(body_ir.in_vars), len(body_ir.outs)
-    wrt = [dt.is_float(a.dtype) for a in body_ir.in_avals]
-    joint = vjp_ir(body_ir, wrt)  # (consts, carry, x, ct_carry, ct_y) -> (outputs..., cts of the float inputs)
-    known, linear, _ = split_known(joint, [False] * n_in + [True] * n_out, n_out)
-    per_step = _depends_on(known, [False] * nc + [True] * (nk + nx))[n_out:]
-    invariant_ir = dce(with_outputs(known, [r for r, s in zip(known.outs[n_out:], per_step) if not s]))
+    nc, nk = len(consts), len(init)
+    n_out = len(body_ir.outs)
+    wrt, known, linear, per_step, invariant_ir = _scan_body_split(body_ir, num_consts)
     invariant = iter(eval_ir(invariant_ir, list(consts) + [zeros(v.aval) for v in known.in_vars[nc:]]))
 
     def forward(carry: list[Any], x: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -368,6 +426,23 @@ def _scan_batching(args: list[Any], dims: list[BatchDim], *, body_ir: IR, num_co
     outs = scan_p.bind(*consts, *carry, *xs, body_ir=body, num_consts=len(consts), num_carry=nk,
                        length=length, reverse=reverse)
     return outs, out_dims[:nk] + [None if d is None else 1 for d in out_dims[nk:]]
+
+
+@scan_p.def_rule("dce")
+def _scan_dce(eqn: Eqn, used: list[bool]) -> Eqn:
+    """Drop the unused ys and the carries that neither a used output nor a live carry's update needs (see
+    _live_carries), then the consts and xs the restricted body no longer reads (the equation itself when nothing
+    is dropped): the forward scan of a gradient stops stacking residuals nobody reads, the backward scan stops
+    accumulating cotangents nobody asked for."""
+    nc, nk = eqn.params["num_consts"], eqn.params["num_carry"]
+    live, body_ir, reads = _live_carries(eqn.params["body_ir"], nc, list(used[:nk]), list(used[nk:]))
+    keep = reads[:nc] + live + reads[nc + nk:]
+    if all(keep) and all(used[nk:]):
+        return eqn
+    body_ir = with_inputs(body_ir, [v for v, k in zip(body_ir.in_vars, keep) if k])
+    params = {**eqn.params, "body_ir": body_ir, "num_consts": sum(reads[:nc]), "num_carry": sum(live)}
+    return Eqn(eqn.prim, [a for a, k in zip(eqn.inputs, keep) if k],
+               [v for v, k in zip(eqn.outputs, live + list(used[nk:])) if k], params, eqn.source)
 
 
 def scan_flat(body: Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]], init: Sequence[Any],

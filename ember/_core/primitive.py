@@ -33,13 +33,27 @@ NOT_DIFFERENTIABLE = "not differentiable"  # the mark for "jvp" and "vjp" of com
 
 
 class Primitive:
-    """An operation of the IR, with its rules (see the module docstring)."""
+    """An operation of the IR, with its rules (see the module docstring).
 
-    def __init__(self, name: str, multiple_results: bool = False, register: bool = True):
+    Three facts, set where the primitive is defined, tell eager dispatch of whole operations (ember._runtime.eager)
+    how it may run the primitive's equations without the ordinary op-by-op path:
+      moves_data: it only moves data (broadcast_in_dim, reshape).
+      fuses_data_movement: an elementwise primitive of one StableHLO op: the data movement feeding it runs in one
+          program with it and computes alike (the binary and comparison families, select).
+      eager_body: the param holding the sub-IR that its eager execution runs as Python does (custom_jvp_call,
+          custom_vjp_call, remat call their function directly outside staging): eager dispatch runs that IR's
+          primitives one at a time instead."""
+
+    def __init__(self, name: str, multiple_results: bool = False, register: bool = True, *, moves_data: bool = False,
+                 fuses_data_movement: bool = False, eager_body: str | None = None):
         self.name = name
         self.multiple_results = multiple_results
+        self.moves_data = moves_data
+        self.fuses_data_movement = fuses_data_movement
+        self.eager_body = eager_body
         self.rules: dict[str, Callable[..., Any]] = {}
         self.marks: dict[str, str] = {}  # rule kind -> why this primitive has no such rule
+        self.mark_errors: dict[str, type[Exception]] = {}  # rule kind -> the error its use raises, if not the default
         if register:  # unregistered primitives are internal to one lowering (a reduction's region body)
             if name in PRIMITIVES:
                 raise ValueError(f"a primitive named {name!r} is already registered")
@@ -59,11 +73,15 @@ class Primitive:
         self.rules[kind] = rule
         return rule
 
-    def mark(self, kind: str, reason: str) -> None:
-        """Declare that this primitive has no rule of this kind, and why (e.g. NOT_DIFFERENTIABLE)."""
+    def mark(self, kind: str, reason: str, error: type[Exception] = NotImplementedError) -> None:
+        """Declare that this primitive has no rule of this kind, and why (e.g. NOT_DIFFERENTIABLE); using the rule
+        raises error (a subclass of NotImplementedError)."""
         if kind in self.rules:
             raise ValueError(f"primitive {self.name} has a {kind} rule and cannot be marked {reason!r}")
+        if not issubclass(error, NotImplementedError):
+            raise TypeError(f"primitive {self.name}: the error of a mark must subclass NotImplementedError")
         self.marks[kind] = reason
+        self.mark_errors[kind] = error
 
     def mark_not_differentiable(self) -> None:
         """Outputs carry no derivative (comparisons, iota, bitwise ops): no jvp or vjp, and transformations treat
@@ -80,7 +98,8 @@ class Primitive:
         found = self.rules.get(kind)
         if found is None:
             why = self.marks.get(kind, "not implemented")
-            raise NotImplementedError(f"{transformation or kind} of primitive '{self.name}': {why}")
+            error = self.mark_errors.get(kind, NotImplementedError)
+            raise error(f"{transformation or kind} of primitive '{self.name}': {why}")
         return found
 
     def bind(self, *args: Any, **params: Any) -> Any:

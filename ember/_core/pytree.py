@@ -215,17 +215,23 @@ class _Mismatch(Exception):
         self.path: list[KeyEntry] = []
 
 
+_UNHASHABLE_AUX = object()  # stands for aux data that cannot be hashed, in a PyTreeDef's hash
+
+
 class PyTreeDef:
     """The structure of a pytree: its node types, their aux data and where the leaves go."""
     __slots__ = ("_hash", "aux", "children", "node_type", "num_leaves", "num_nodes")
 
-    def __init__(self, node_type: type | None, aux: Hashable, children: tuple[PyTreeDef, ...]):
+    def __init__(self, node_type: type | None, aux: Any, children: tuple[PyTreeDef, ...]):
         self.node_type = node_type  # None for a leaf
         self.aux = aux
         self.children = children
         self.num_leaves: int = 1 if node_type is None else sum(c.num_leaves for c in children)
         self.num_nodes: int = 1 + sum(c.num_nodes for c in children)
-        self._hash = hash((node_type, aux, children))
+        try:
+            self._hash = hash((node_type, aux, children))
+        except TypeError:  # unhashable aux data (a dict, as JAX allows): hashed without it, compared with ==
+            self._hash = hash((node_type, _UNHASHABLE_AUX, children))
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, PyTreeDef) and self._hash == other._hash and self.node_type is other.node_type

@@ -8,14 +8,17 @@ import numpy as _np
 
 from ember._core import dtypes as dt
 from ember._runtime.array import array as _host_array, check_order
+from ember._runtime.array import device_put
+from ember._runtime.dlpack import from_dlpack
 from ember._core import Tracer, aval_of, is_python_scalar
 from ember import _prims as lax
 from ember._core import scalar_literal
 from ember._core.checks import normalize_axis, static_int, static_ints
 
 from ember._numpy.dtypes import int32
-from ember._numpy.promotion import _as_operand, _promote
-from ember._numpy.shape import astype, broadcast_to, stack
+from ember._numpy.promotion import _as_operand, _broadcast_shapes, _broadcast_to_shape, _promote
+from ember._numpy.shape import astype, broadcast_to, concatenate, expand_dims, moveaxis, stack
+from ember._numpy.ufuncs import log10, multiply, power, sign
 
 
 def _holds_tracers(x: Any) -> bool:
@@ -110,9 +113,9 @@ def copy(a: Any, order: str | None = None) -> Any:
 
 def fromfunction(function: Any, shape: Any, *, dtype: Any = float, **kwargs: Any) -> Any:
     """function applied to the index grids of shape (each of dtype), as numpy's fromfunction."""
-    from ember._numpy.grids import indices
-    grids = indices(static_ints("fromfunction", "shape", shape), dtype=dtype)
-    return function(*[grids[i] for i in range(len(shape))], **kwargs)
+    dims = static_ints("fromfunction", "shape", shape)
+    d = dt.canonicalize_dtype(dtype)
+    return function(*[lax.broadcasted_iota(d, dims, i) for i in range(len(dims))], **kwargs)
 
 
 def frombuffer(buffer: Any, dtype: Any = float, count: int = -1, offset: int = 0) -> Any:
@@ -179,7 +182,6 @@ def _device_put(x: Any, device: Any) -> Any:
     """x on device (the array API's device= keyword); None leaves it where it is (the default device)."""
     if device is None or isinstance(x, Tracer):
         return x
-    from ember._runtime.array import device_put
     return device_put(x, device)
 
 
@@ -202,7 +204,6 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
     compute = dt.float32 if compute in (dt.float16, dt.bfloat16) else compute
     lo, hi = (lax.convert_element_type(_as_array_operand(v), compute, False) for v in (start, stop))
     lo, hi = _promote("linspace", lo, hi)
-    from ember._numpy.promotion import _broadcast_shapes, _broadcast_to_shape
     bshape = _broadcast_shapes("linspace", aval_of(lo).shape, aval_of(hi).shape)
     lo, hi = (_broadcast_to_shape(v, bshape) for v in (lo, hi))
     div = (num - 1) if endpoint else num
@@ -221,7 +222,6 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
         step = lax.full_like(delta, _np.nan)
         values = lo_b
     values = lax.convert_element_type(values if dt.is_float(dtype) else lax.floor(values), dtype)
-    from ember._numpy.shape import moveaxis
     values = _device_put(moveaxis(values, 0, normalize_axis("linspace", axis, len(out_shape))), device)
     if retstep:
         spacing = lax.div(lax.sub(hi, lo), scalar_literal(div, compute)) if div > 0 else lax.full_like(lo, _np.nan)
@@ -239,7 +239,6 @@ def _as_array_operand(v: Any) -> Any:
 def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: Any = 10.0, dtype: Any = None,
              axis: int = 0) -> Any:
     """base ** linspace(start, stop, num): num values evenly spaced on a log scale."""
-    from ember._numpy.ufuncs import power
     dtype_ = _linspace_dtype("logspace", start, stop, dtype)
     exponents = linspace(start, stop, num, endpoint, dtype=dt.to_inexact_dtype(dtype_), axis=axis)
     out = power(base, exponents)
@@ -250,7 +249,6 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
               ) -> Any:
     """num values in geometric progression from start to stop (both nonzero, of one sign; start and stop are
     reached exactly)."""
-    from ember._numpy.ufuncs import log10, power, sign, multiply
     if not isinstance(start, Tracer) and not isinstance(stop, Tracer):
         if _np.any(_np.asarray(start) == 0) or _np.any(_np.asarray(stop) == 0):
             raise ValueError("geomspace: start and stop must be nonzero")
@@ -261,14 +259,11 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
     exps = linspace(log10(lax.abs(lo)), log10(lax.abs(hi)), num, endpoint, dtype=compute, axis=0)
     out = multiply(power(10.0, exps), s)
     if num:
-        from ember._numpy.shape import concatenate, expand_dims
         body = out[1:-1] if endpoint and num > 1 else out[1:]
         ends = [expand_dims(lax.convert_element_type(lo, compute), 0), body]
         if endpoint and num > 1:
             ends.append(expand_dims(lax.convert_element_type(hi, compute), 0))
-        from ember._numpy.promotion import _broadcast_to_shape
         out = concatenate([_broadcast_to_shape(e, (aval_of(e).shape[0],) + aval_of(out).shape[1:]) for e in ends])
-    from ember._numpy.shape import moveaxis
     out = moveaxis(out, 0, normalize_axis("geomspace", axis, aval_of(out).ndim))
     return lax.convert_element_type(out if dt.is_float(dtype_) else lax.round(out, 1), dtype_)
 
@@ -290,3 +285,8 @@ def _eye(n: int, m: int | None, k: int, dtype: Any) -> Any:
 
 def identity(n: int, dtype: Any = None) -> Any:
     return eye(n, dtype=dtype)
+
+
+__all__ = ["arange", "array", "asarray", "eye", "full", "full_like", "identity", "linspace", "ones", "ones_like",
+           "zeros", "zeros_like", "fromfile", "logspace", "geomspace", "empty", "empty_like", "copy", "fromfunction",
+           "frombuffer", "fromiter", "fromstring", "from_dlpack"]

@@ -87,4 +87,5 @@ def _cumulative(op: str, fn: Callable[..., Any], identity: int, promote: bool) -
 cumulative_sum = _cumulative("cumulative_sum", cumsum, 0, True)
 cumulative_prod = _cumulative("cumulative_prod", cumprod, 1, False)  # as JAX: only the sum widens integers
 
+
 __all__ = ["cumsum", "cumprod", "nancumsum", "nancumprod", "cumulative_sum", "cumulative_prod"]

@@ -25,3 +25,10 @@ int_, uint = _np.int64, _np.uint64
 float_ = double = _np.float64
 single = _np.float32
 euler_gamma = _np.euler_gamma
+
+
+__all__ = ["bfloat16", "bool_", "dtype", "e", "finfo", "float16", "float32", "float64", "iinfo", "inf", "int8",
+           "int16", "int32", "int64", "nan", "ndarray", "newaxis", "pi", "uint8", "uint16", "uint32", "uint64",
+           "generic", "number", "integer", "signedinteger", "unsignedinteger", "inexact", "floating",
+           "complexfloating", "flexible", "character", "object_", "bool", "int_", "uint", "float_", "double", "single",
+           "euler_gamma"]

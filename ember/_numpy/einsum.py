@@ -125,7 +125,7 @@ def einsum(*operands: Any, out: Any = None, optimize: Any = "auto", precision: A
         if ones:
             x = reshape(x, tuple(d for i, d in enumerate(shape(x)) if i not in ones))
             letters = "".join(c for i, c in enumerate(letters) if i not in ones)
-        others = "".join(l for j, l in enumerate(ins) if j != k) + output
+        others = "".join(spec for j, spec in enumerate(ins) if j != k) + output
         lone = tuple(i for i, c in enumerate(letters) if c not in others)
         if lone:
             x = lax.reduce_sum(x, lone)
@@ -135,7 +135,7 @@ def einsum(*operands: Any, out: Any = None, optimize: Any = "auto", precision: A
     for pair in path:
         picked = [work[i] for i in pair]
         work = [w for i, w in enumerate(work) if i not in pair]
-        rest = "".join(l for _, l in work) + output
+        rest = "".join(spec for _, spec in work) + output
         if len(picked) == 1:
             x, letters = picked[0]
             keep = tuple(i for i, c in enumerate(letters) if c not in rest)
@@ -174,7 +174,7 @@ def _contraction_path(work: list[tuple[Any, str]], output: str, optimize: Any) -
     strategy = _OPTIMIZE.get(optimize, optimize) if isinstance(optimize, (bool, type(None))) else optimize
     if strategy is None:
         return [(0, 1)] * (len(work) - 1)
-    spec = ",".join(l for _, l in work) + "->" + output
+    spec = ",".join(letters for _, letters in work) + "->" + output
     path, _ = opt_einsum.contract_path(spec, *[_Shaped(shape(x)) for x, _ in work], optimize=strategy)
     return [tuple(p) for p in path]
 
@@ -198,3 +198,6 @@ def _contract(x: Any, lx: str, y: Any, ly: str, rest: str, preferred: Any) -> tu
     out = lax.dot_general(x, y, dims, preferred_element_type=preferred)
     letters = "".join(batch) + "".join(c for c in lx if c not in shared) + "".join(c for c in ly if c not in shared)
     return out, letters
+
+
+__all__ = ["einsum", "einsum_path"]

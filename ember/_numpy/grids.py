@@ -11,8 +11,11 @@ from ember._core import Tracer, aval_of
 from ember._core import dtypes as dt
 from ember._core.checks import static_int, static_ints
 
+from ember._numpy.creation import asarray, ones
 from ember._numpy.promotion import _as_operand, _promote
-from ember._numpy.shape import concatenate, ndim, reshape, shape, stack
+from ember._numpy.selection import nonzero, where
+from ember._numpy.shape import concatenate, ndim, reshape, shape, stack, transpose
+from ember._numpy.ufuncs import add, clip, floor_divide, less, multiply, remainder
 
 
 def _int_dtype(dtype: Any) -> Any:
@@ -72,7 +75,6 @@ class _Grid:
         self.sparse, self.name = sparse, name
 
     def __getitem__(self, key: Any) -> Any:
-        from ember._numpy.creation import asarray
         if isinstance(key, slice):
             return asarray(_grid_dtype(_slice_values(self.name, key)))
         values = [_grid_dtype(_slice_values(self.name, k)) for k in key]
@@ -96,40 +98,68 @@ ogrid = _Grid(True, "ogrid")
 
 
 class _Concatenator:
-    """r_ and c_: arrays, scalars and slices concatenated along an axis (numpy's index tricks, without the
-    string directives other than 'r' / 'c' / an axis number)."""
+    """r_ and c_: arrays, scalars and slices concatenated along an axis, as numpy's index tricks. A first string
+    entry is a directive: "axis", "axis,ndmin" or "axis,ndmin,trans1d" (where the axes of an entry with fewer
+    than ndmin dimensions go: numpy's rule), or "r" / "c" (a 1-D result as a row / a column: 2-D arrays, as
+    JAX, where numpy makes matrices)."""
 
-    def __init__(self, axis: int, ndmin: int, name: str) -> None:
-        self.axis, self.ndmin, self.name = axis, ndmin, name
+    def __init__(self, axis: int, ndmin: int, trans1d: int, name: str) -> None:
+        self.axis, self.ndmin, self.trans1d, self.name = axis, ndmin, trans1d, name
+
+    def _directive(self, directive: str) -> tuple[int, int, int, str | None]:
+        """(axis, ndmin, trans1d, "r", "c" or None) that the directive sets."""
+        if directive in ("r", "c"):
+            return self.axis, self.ndmin, self.trans1d, directive
+        fields = directive.split(",")
+        try:
+            numbers = [int(f) for f in fields[:3]]
+        except ValueError:
+            raise ValueError(f"{self.name}: unknown special directive {directive!r}") from None
+        if len(numbers) == 1:
+            return numbers[0], self.ndmin, self.trans1d, None
+        return numbers[0], numbers[1], numbers[2] if len(fields) == 3 else self.trans1d, None
 
     def __getitem__(self, key: Any) -> Any:
-        from ember._numpy.creation import asarray
-        from ember._numpy.shape import atleast_1d
         items = key if isinstance(key, tuple) else (key,)
-        axis, ndmin = self.axis, self.ndmin
+        axis, ndmin, trans1d, matrix = self.axis, self.ndmin, self.trans1d, None
+        if items and isinstance(items[0], str):
+            axis, ndmin, trans1d, matrix = self._directive(items[0])
+            items = items[1:]
         parts = []
         for item in items:
             if isinstance(item, str):
-                try:
-                    axis = int(item.split(",")[0])
-                except ValueError:
-                    raise ValueError(f"{self.name}: unsupported directive {item!r}") from None
-                continue
+                raise ValueError(f"{self.name}: a string directive must be the first entry, got {item!r} later")
             if isinstance(item, slice):
                 parts.append(asarray(_grid_dtype(_slice_values(self.name, item))))
             else:
-                parts.append(atleast_1d(_promote(self.name, _as_operand(item, self.name, 0))[0]))
-        parts = _promote(self.name, *parts)
-        if ndmin > 1:
-            parts = [reshape(p, shape(p) + (1,)) if ndim(p) == 1 else p for p in parts]
-        return concatenate(parts, axis=axis)
+                parts.append(_promote(self.name, _as_operand(item, self.name, 0))[0])
+        parts = [_with_ndmin(p, ndmin, trans1d) for p in _promote(self.name, *parts)]
+        out = concatenate(parts, axis=axis)
+        if matrix is not None and ndim(out) == 1:
+            out = reshape(out, (1, -1) if matrix == "r" else (-1, 1))
+        return out
 
     def __repr__(self) -> str:
         return f"ember.numpy.{self.name}"
 
 
-r_ = _Concatenator(0, 1, "r_")
-c_ = _Concatenator(-1, 2, "c_")
+def _with_ndmin(x: Any, ndmin: int, trans1d: int) -> Any:
+    """x with leading axes of length 1 up to ndmin dimensions, its own axes then moved to start at trans1d (numpy's
+    rule for r_/c_; -1: left at the end)."""
+    nd = ndim(x)
+    if nd >= ndmin:
+        return x
+    x = reshape(x, (1,) * (ndmin - nd) + shape(x))
+    if trans1d == -1:
+        return x
+    added = ndmin - nd
+    start = trans1d + added + 1 if trans1d < 0 else trans1d
+    axes = list(range(ndmin))
+    return transpose(x, axes[:start] + axes[added:] + axes[start:added])
+
+
+r_ = _Concatenator(0, 1, -1, "r_")
+c_ = _Concatenator(-1, 2, 0, "c_")
 
 
 class _IndexExpression:
@@ -156,7 +186,6 @@ def ix_(*args: Any) -> tuple[Any, ...]:
         if ndim(a) != 1:
             raise ValueError(f"ix_: arguments must be 1-D, argument {i} has shape {shape(a)}")
         if aval_of(a).dtype == _np.dtype(bool):
-            from ember._numpy.selection import nonzero
             a = nonzero(a)[0]
         out.append(reshape(a, tuple(-1 if j == i else 1 for j in range(n))))
     return tuple(out)
@@ -168,7 +197,6 @@ def _triangle_indices(name: str, n: int, k: int, m: int | None, upper: bool) -> 
     m = n if m is None else static_int(name, "m", m)
     mask = _np.triu(_np.ones((n, m), bool), k) if upper else _np.tril(_np.ones((n, m), bool), k)
     rows, cols = _np.nonzero(mask)
-    from ember._numpy.creation import asarray
     d = dt.default_int_dtype()
     return asarray(rows.astype(d)), asarray(cols.astype(d))
 
@@ -216,8 +244,6 @@ def diag_indices_from(arr: Any) -> tuple[Any, ...]:
 
 def mask_indices(n: int, mask_func: Any, k: int = 0, *, size: int | None = None) -> tuple[Any, Any]:
     """The indices where mask_func(ones((n, n)), k) is nonzero (e.g. mask_func=triu)."""
-    from ember._numpy.creation import ones
-    from ember._numpy.selection import nonzero
     return nonzero(mask_func(ones((n, n), dt.default_int_dtype()), k), size=size)
 
 
@@ -238,7 +264,6 @@ def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str
         if not dt.is_int(aval_of(i).dtype):
             raise TypeError(f"ravel_multi_index: index {j} must be integers, got {aval_of(i).str_short()}")
     idx = _promote("ravel_multi_index", *idx)
-    from ember._numpy.ufuncs import clip, remainder, add, multiply
     if mode == "raise":
         for j, (i, n) in enumerate(zip(idx, dims)):
             if not isinstance(i, Tracer):
@@ -270,7 +295,6 @@ def unravel_index(indices: Any, shape: Sequence[int]) -> tuple[Any, ...]:  # noq
     i = _promote("unravel_index", _as_operand(indices, "unravel_index", 0))[0]
     if not dt.is_int(aval_of(i).dtype):
         raise TypeError(f"unravel_index: indices must be integers, got {aval_of(i).str_short()}")
-    from ember._numpy.ufuncs import clip, floor_divide, remainder, where, less, add
     total = int(_np.prod(dims))
     i = where(less(i, 0), add(i, total), i)
     i = clip(i, 0, max(total - 1, 0))
@@ -280,3 +304,7 @@ def unravel_index(indices: Any, shape: Sequence[int]) -> tuple[Any, ...]:  # noq
         i = floor_divide(i, n) if n else i
     return tuple(reversed(out))
 
+
+__all__ = ["indices", "meshgrid", "mgrid", "ogrid", "r_", "c_", "index_exp", "s_", "ix_", "tril_indices",
+           "triu_indices", "tril_indices_from", "triu_indices_from", "diag_indices", "diag_indices_from",
+           "mask_indices", "ravel_multi_index", "unravel_index"]

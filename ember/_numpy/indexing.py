@@ -20,10 +20,13 @@ from ember._core import Tracer, aval_of
 from ember._core import dtypes as dt
 from ember._runtime.array import Array, asarray
 from ember import _prims as lax
+from ember._control import while_loop
 from ember._prims.indexing import GatherDimensionNumbers, ScatterDimensionNumbers
 
-from ember._numpy.promotion import _as_operand
-from ember._numpy.shape import shape
+from ember._numpy.creation import ones_like, zeros_like
+from ember._numpy.promotion import _as_operand, _broadcast_shapes
+from ember._numpy.shape import broadcast_to, shape, stack, transpose
+from ember._numpy.ufuncs import _where, add, divide, less, negative, power
 
 
 class _Item(NamedTuple):
@@ -198,8 +201,6 @@ def _index_dtype(arrays: Sequence[Any]) -> _np.dtype:
 
 
 def _broadcast_indices(arrays: Sequence[Any]) -> list[Any]:
-    from ember._numpy.promotion import _broadcast_shapes
-    from ember._numpy.shape import broadcast_to
     try:
         target = _broadcast_shapes("indexing", *(shape(a) for a in arrays))
     except ValueError:
@@ -217,13 +218,12 @@ def _index_arrays(advanced: Sequence[_Item], s: tuple[int, ...], wrap: bool = Tr
 
 def _wrapped(i: Any, size: int, dtype: _np.dtype, wrap: bool = True) -> Any:
     """An index array counted from the end where negative (once, as JAX), in the index dtype."""
-    from ember._numpy.ufuncs import add, less, where
     i = asarray(i) if isinstance(i, _np.ndarray) else i
     if aval_of(i).dtype != dtype:
         i = lax.convert_element_type(i, dtype)
     if dt.is_unsigned_int(aval_of(i).dtype) or not wrap:
         return i
-    return where(less(i, 0), add(i, _np.array(size, dtype)), i)
+    return _where(less(i, 0), add(i, _np.array(size, dtype)), i)
 
 
 def _advanced_block_first(items: Sequence[_Item]) -> bool:
@@ -236,7 +236,6 @@ def _advanced_block_first(items: Sequence[_Item]) -> bool:
 def _gather_read(x: Any, items: list[_Item], mode: Any, fill_value: Any, indices_are_sorted: bool,
                  unique_indices: bool, wrap: bool = True) -> Any:
     """Slices applied statically, then one gather for the integer and array indices."""
-    from ember._numpy.shape import stack
     x = _static_slice(x, [it for it in items if it.kind == "slice"])
     s = shape(x)
     advanced = [it for it in items if it.kind in ("array", "int")]
@@ -301,7 +300,6 @@ def _layout_with_new(items: Sequence[_Item], first: bool) -> list[Any]:
 # Updates: x.at[index].set(v) and friends, as one scatter
 def _scatter_update(x: Any, index: Any, values: Any, prim_fn: Callable[..., Any], op: str, mode: Any,
                     indices_are_sorted: bool, unique_indices: bool, wrap: bool = True) -> Any:
-    from ember._numpy.shape import broadcast_to, stack, transpose
     x = _as_operand(x)
     s = shape(x)
     index = _normalize_index(op, index)
@@ -407,7 +405,6 @@ class _IndexUpdateRef:
 
     def subtract(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
                  mode: Any = None, wrap_negative_indices: bool = True) -> Any:
-        from ember._numpy.ufuncs import negative
         return self._update("subtract", lax.scatter_add, negative(_as_operand(values)), mode, indices_are_sorted,
                             unique_indices, wrap_negative_indices)
 
@@ -422,8 +419,6 @@ class _IndexUpdateRef:
     def divide(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
                mode: Any = None, wrap_negative_indices: bool = True) -> Any:
         """x with x[index] /= values (x divided by the product of the values at each index)."""
-        from ember._numpy.creation import ones_like
-        from ember._numpy.ufuncs import divide
         scale = _scatter_update(ones_like(self.array), self.index, values, lax.scatter_mul, "at[...].divide", mode,
                                 indices_are_sorted, unique_indices, wrap_negative_indices)
         return divide(self.array, scale)
@@ -431,8 +426,6 @@ class _IndexUpdateRef:
     def power(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
               mode: Any = None, wrap_negative_indices: bool = True) -> Any:
         """x with x[index] **= values (x to the product of the values at each index)."""
-        from ember._numpy.creation import ones_like
-        from ember._numpy.ufuncs import power
         exponent = _scatter_update(ones_like(self.array), self.index, values, lax.scatter_mul, "at[...].power",
                                    mode, indices_are_sorted, unique_indices,
                             wrap_negative_indices)
@@ -461,9 +454,6 @@ class _IndexUpdateRef:
             read = _read(self.array, self.index, op, mode if mode is not None else "clip", None,
                          wrap=wrap_negative_indices)
             return self._update("apply", lax.scatter, func(read), mode, indices_are_sorted, True, wrap_negative_indices)
-        from ember._control import while_loop
-        from ember._numpy.creation import zeros_like
-        from ember._numpy.ufuncs import where
         x = _as_operand(self.array)
         counts = _scatter_update(zeros_like(x, dtype=_np.int32), self.index, 1, lax.scatter_add, op, mode,
                                  indices_are_sorted, False, wrap_negative_indices)
@@ -474,7 +464,7 @@ class _IndexUpdateRef:
             applied = func(out)
             if aval_of(applied).dtype != aval_of(out).dtype:
                 applied = lax.convert_element_type(applied, aval_of(out).dtype)
-            return lax.add(r, _np.int32(1)), where(lax.gt(counts, r), applied, out)
+            return lax.add(r, _np.int32(1)), _where(lax.gt(counts, r), applied, out)
         return while_loop(lambda state: lax.lt(state[0], most), body, (_np.int32(0), x))[1]
 
 

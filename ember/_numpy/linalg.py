@@ -4,13 +4,16 @@ from __future__ import annotations
 import builtins
 from typing import Any, Sequence
 
+import numpy as _np
+
 from ember import _prims as lax
 from ember._core import aval_of
-from ember._core.checks import normalize_axis
+from ember._core.checks import normalize_axis, static_int
 
 from ember._numpy.promotion import _operand_array, _broadcast_shapes, _broadcast_to_shape, _promote
-from ember._numpy.shape import ndim, ravel, reshape, shape
-from ember._numpy.ufuncs import multiply
+from ember._numpy.reductions import sum as sum_
+from ember._numpy.shape import expand_dims, moveaxis, ndim, ravel, reshape, shape, stack
+from ember._numpy.ufuncs import multiply, power, subtract
 
 
 class ContractionShapeError(TypeError, ValueError):
@@ -96,8 +99,6 @@ def kron(a: Any, b: Any) -> Any:
 
 def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None) -> Any:
     """The cross product of 3-vectors (or the z component for 2-vectors), broadcasting the other axes."""
-    from ember._numpy.shape import moveaxis, stack
-    from ember._numpy.ufuncs import subtract
     a, b = _promote("cross", _operand("cross", a), _operand("cross", b, 1))
     if axis is not None:
         axisa = axisb = axisc = axis
@@ -130,14 +131,12 @@ def _broadcast_all(xs: list[Any]) -> list[Any]:
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None,
            preferred_element_type: Any = None) -> Any:
     """The dot product of vectors along axis, broadcasting the others (the array API's vecdot)."""
-    from ember._numpy.reductions import sum as sum_
     x1, x2 = _promote("vecdot", _operand("vecdot", x1), _operand("vecdot", x2, 1))
     n1 = shape(x1)[normalize_axis("vecdot", axis, ndim(x1))]
     n2 = shape(x2)[normalize_axis("vecdot", axis, ndim(x2))]
     if n1 != n2:
         raise ContractionShapeError(f"vecdot: the axes have different lengths ({n1} and {n2}), shapes "
                                     f"{shape(x1)} and {shape(x2)}")
-    from ember._numpy.shape import moveaxis
     x1 = moveaxis(x1, axis, -1)
     x2 = moveaxis(x2, axis, -1)
     out = sum_(multiply(x1, x2), axis=-1, dtype=aval_of(x1).dtype)  # (the operands' dtype, not sum's widening)
@@ -148,7 +147,6 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None,
 
 def matvec(x1: Any, x2: Any, /) -> Any:
     """Matrix-vector products over broadcast batch dimensions: x1 (..., m, n), x2 (..., n) -> (..., m)."""
-    from ember._numpy.shape import expand_dims
     x1, x2 = _operand("matvec", x1), _operand("matvec", x2, 1)
     if ndim(x1) < 2 or ndim(x2) < 1:
         raise ValueError(f"matvec: needs a matrix and a vector, got shapes {shape(x1)} and {shape(x2)}")
@@ -157,7 +155,6 @@ def matvec(x1: Any, x2: Any, /) -> Any:
 
 def vecmat(x1: Any, x2: Any, /) -> Any:
     """Vector-matrix products over broadcast batch dimensions: x1 (..., m), x2 (..., m, n) -> (..., n)."""
-    from ember._numpy.shape import expand_dims
     x1, x2 = _operand("vecmat", x1), _operand("vecmat", x2, 1)
     if ndim(x1) < 1 or ndim(x2) < 2:
         raise ValueError(f"vecmat: needs a vector and a matrix, got shapes {shape(x1)} and {shape(x2)}")
@@ -166,20 +163,17 @@ def vecmat(x1: Any, x2: Any, /) -> Any:
 
 def vander(x: Any, N: int | None = None, increasing: bool = False) -> Any:  # noqa: N803
     """The Vandermonde matrix of the 1-D x: columns x**(N-1), ..., x**0 (reversed with increasing)."""
-    from ember._core.checks import static_int
-    from ember._numpy.ufuncs import power
     x = _operand("vander", x)
     if ndim(x) != 1:
         raise ValueError(f"vander: x must be 1-D, got shape {shape(x)}")
     n = shape(x)[0] if N is None else static_int("vander", "N", N)
     if n < 0:
         raise ValueError(f"vander: N must be non-negative, got {n}")
-    powers = lax.iota(_np_int32(), n)
+    powers = lax.iota(_np.int32, n)
     if not increasing:
         powers = lax.rev(powers, (0,))
     return power(reshape(x, (-1, 1)), reshape(powers, (1, -1)))
 
 
-def _np_int32() -> Any:
-    import numpy
-    return numpy.dtype(numpy.int32)
+__all__ = ["dot", "inner", "matmul", "outer", "tensordot", "vdot", "kron", "cross", "vecdot", "matvec", "vecmat",
+           "vander"]

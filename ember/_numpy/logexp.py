@@ -69,3 +69,6 @@ def logsumexp(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
     axes = normalize_axes("logsumexp", axis, aval_of(a).ndim)
     out = _logsumexp(a, axes)
     return expand_dims(out, axes) if keepdims and axes else out
+
+
+__all__ = ["logaddexp", "logsumexp"]

@@ -6,18 +6,27 @@ from __future__ import annotations
 
 import builtins
 import functools
+import re
 from typing import Any, Callable, Sequence
 
 import numpy as _np
 
 from ember import _prims as lax
+from ember._api.vmap import vmap
 from ember._core import Tracer, aval_of, is_python_scalar
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int, static_ints
 
+from ember._numpy import reductions, statistics
+from ember._numpy.creation import asarray
+from ember._numpy.cumulative import cumsum
 from ember._numpy.promotion import _operand_array, _broadcast_shapes, _broadcast_to_shape, _promote
-from ember._numpy.shape import (broadcast_to, concatenate, expand_dims, moveaxis, ndim, ravel, reshape,
-                                shape, transpose)
+from ember._numpy.reductions import sum as sum_
+from ember._numpy.selection import take, where
+from ember._numpy.shape import (broadcast_to, concatenate, diagonal, expand_dims, moveaxis, ndim, ravel,
+                                reshape, shape, transpose)
+from ember._numpy.sorting import searchsorted
+from ember._numpy.ufuncs import add, clip, logical_not, logical_or, multiply, remainder, rint, subtract, trunc
 
 
 _array = _operand_array
@@ -192,14 +201,11 @@ def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length
             raise ValueError("repeat: repeats may not be negative")
         total_repeat_length = int(rv.sum())
     total = static_int("repeat", "total_repeat_length", total_repeat_length)
-    from ember._numpy.cumulative import cumsum
-    from ember._numpy.sorting import searchsorted
     ends = cumsum(reps)
     # position j of the result takes element searchsorted(ends, j, 'right')
     positions = lax.iota(aval_of(ends).dtype, total)
     src = searchsorted(ends, positions, side="right")
     src = lax.min(src, lax.full_like(src, builtins.max(n - 1, 0)))
-    from ember._numpy.selection import take
     return take(a, src, axis=axis) if n else reshape(a, shape(a)[:axis] + (total,) + shape(a)[axis + 1:])
 
 
@@ -252,8 +258,6 @@ def delete(arr: Any, obj: Any, axis: int | None = None, *, assume_unique_indices
         raise IndexError(f"delete: index out of bounds for axis {axis} of length {n}")
     keep = _np.ones(n, bool)
     keep[positions % n if n else positions] = False
-    from ember._numpy.selection import take
-    from ember._numpy.creation import asarray
     return take(a, asarray(_np.nonzero(keep)[0].astype(dt.default_int_dtype())), axis=axis)
 
 
@@ -300,8 +304,6 @@ def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
     new_index[new_positions] = order
     combined = concatenate([a, v], axis=axis)
     source = _np.where(is_new, n + new_index, old_index).astype(dt.default_int_dtype())
-    from ember._numpy.selection import take
-    from ember._numpy.creation import asarray
     return take(combined, asarray(source), axis=axis)
 
 
@@ -395,8 +397,6 @@ def _pad_axis_constant(x: Any, axis: int, lo: int, hi: int, vlo: Any, vhi: Any) 
 
 
 def _take_axis(x: Any, idx: _np.ndarray, axis: int) -> Any:
-    from ember._numpy.selection import take
-    from ember._numpy.creation import asarray
     return take(x, asarray(idx.astype(dt.default_int_dtype())), axis=axis)
 
 
@@ -419,7 +419,6 @@ def _pad_axis(x: Any, axis: int, lo: int, hi: int, mode: str, kwargs: dict[str, 
         out = _take_axis(x, src, axis)
         if mode in ("reflect", "symmetric") and kwargs.get("reflect_type", "even") == "odd":
             # odd reflection: 2 * edge - reflected value, for the padded parts
-            from ember._numpy.ufuncs import subtract, multiply
             first = _take_axis(x, _np.array([0]), axis)
             last = _take_axis(x, _np.array([n - 1]), axis)
             before = idx < 0
@@ -444,7 +443,6 @@ def _pad_axis(x: Any, axis: int, lo: int, hi: int, mode: str, kwargs: dict[str, 
         slo, shi = _per_axis("pad", stat, nd)[axis]
         slo = n if slo is None else builtins.min(int(slo), n)
         shi = n if shi is None else builtins.min(int(shi), n)
-    from ember._numpy import reductions, statistics
     fn = {"maximum": reductions.max, "minimum": reductions.min, "mean": reductions.mean,
           "median": statistics.median}[mode]
     head = _take_axis(x, _np.arange(slo), axis)
@@ -453,7 +451,6 @@ def _pad_axis(x: Any, axis: int, lo: int, hi: int, mode: str, kwargs: dict[str, 
     vhi = fn(tail, axis=axis, keepdims=True)
     d = aval_of(x).dtype
     if mode in ("mean", "median") and not dt.is_float(d):
-        from ember._numpy.ufuncs import rint
         vlo, vhi = rint(vlo), rint(vhi)
     vlo, vhi = (lax.convert_element_type(v, d, False) for v in (vlo, vhi))
     s_lo, s_hi = list(shape(x)), list(shape(x))
@@ -463,7 +460,6 @@ def _pad_axis(x: Any, axis: int, lo: int, hi: int, mode: str, kwargs: dict[str, 
 
 
 def _linear_ramp(x: Any, axis: int, lo: int, hi: int, ends: tuple[Any, Any]) -> Any:
-    from ember._numpy.ufuncs import add, multiply, subtract
     n = shape(x)[axis]
     d = aval_of(x).dtype
     f = dt.to_inexact_dtype(d) if not dt.is_float(d) else d
@@ -486,7 +482,6 @@ def _linear_ramp(x: Any, axis: int, lo: int, hi: int, ends: tuple[Any, Any]) -> 
         parts.append(add(edge, multiply(ramp, subtract(end, edge))))
     out = concatenate(parts, axis=axis)
     if not dt.is_float(d):
-        from ember._numpy.ufuncs import trunc
         out = trunc(out)
     return lax.convert_element_type(out, d)
 
@@ -503,7 +498,6 @@ def choose(a: Any, choices: Sequence[Any], out: Any = None, mode: str = "raise")
         raise TypeError(f"choose: a must be integers, got {aval_of(idx).str_short()}")
     choices = _promote("choose", *choices)
     n = len(choices)
-    from ember._numpy.ufuncs import clip, remainder
     if mode == "raise":
         if not isinstance(idx, Tracer):
             v = _np.asarray(idx)
@@ -536,14 +530,11 @@ def place(arr: Any, mask: Any, vals: Any, *, inplace: bool = True) -> Any:
     if shape(m) != shape(a):
         raise ValueError(f"place: mask of shape {shape(m)} differs from arr's shape {shape(a)}")
     vals = ravel(_array("place", vals, 2))
-    from ember._numpy.cumulative import cumsum
-    from ember._numpy.ufuncs import remainder, where
     flat_mask = ravel(lax.convert_element_type(m, _np.dtype(bool)))
     if shape(vals)[0] == 0:
         return a
     order = lax.sub(cumsum(lax.convert_element_type(flat_mask, dt.default_int_dtype())),
                     lax.full(shape(flat_mask), 1, dt.default_int_dtype()))
-    from ember._numpy.selection import take
     picked = take(lax.convert_element_type(vals, aval_of(a).dtype), remainder(order, shape(vals)[0]))
     return reshape(where(flat_mask, picked, ravel(a)), shape(a))
 
@@ -560,7 +551,6 @@ def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = Tr
     vals = tile(vals, -(-k // shape(vals)[0]))[:k] if shape(vals)[0] != k else vals
     flat = ravel(arr)
     n = shape(flat)[0]
-    from ember._numpy.ufuncs import clip, remainder
     if mode == "wrap":
         idx = remainder(idx, n)
     elif mode == "clip":
@@ -592,41 +582,11 @@ def fill_diagonal(a: Any, val: Any, wrap: bool = False, *, inplace: bool = True)
     if k == 0 or shape(vals)[0] == 0:
         return arr
     vals = tile(vals, -(-k // shape(vals)[0]))[:k]
-    from ember._numpy.creation import asarray
     return reshape(ravel(arr).at[asarray(positions.astype(dt.default_int_dtype()))].set(vals), s)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Diagonals
-def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
-    """The diagonal (offset above/below the main one) over axis1 and axis2, as a last axis."""
-    a = _array("diagonal", a)
-    nd = ndim(a)
-    if nd < 2:
-        raise ValueError(f"diagonal: a must have at least 2 dimensions, got shape {shape(a)}")
-    axis1 = normalize_axis("diagonal", axis1, nd)
-    axis2 = normalize_axis("diagonal", axis2, nd)
-    if axis1 == axis2:
-        raise ValueError("diagonal: axis1 and axis2 cannot be the same")
-    offset = static_int("diagonal", "offset", offset)
-    rest = [i for i in range(nd) if i not in (axis1, axis2)]
-    x = transpose(a, rest + [axis1, axis2])
-    n, m = shape(x)[-2:]
-    if offset >= 0:
-        x = x[..., :, offset:] if offset <= m else x[..., :, m:]
-    else:
-        x = x[..., -offset:, :] if -offset <= n else x[..., n:, :]
-    n, m = shape(x)[-2:]
-    k = builtins.min(n, m)
-    lead = shape(x)[:-2]
-    if k == 0:
-        return reshape(x, lead + (0,))
-    # the diagonal of the leading k x k block: flatten it and take every (k + 1)-th element
-    x = x[..., :k, :k]
-    flat = reshape(x, lead + (k * k,))
-    return flat[..., ::k + 1]
-
-
 def diag(v: Any, k: int = 0) -> Any:
     """The k-th diagonal of a 2-D array, or a 2-D array with the 1-D v on its k-th diagonal."""
     v = _array("diag", v)
@@ -642,7 +602,6 @@ def diag(v: Any, k: int = 0) -> Any:
     padded = concatenate([v, lax.full((builtins.abs(k),), 0, aval_of(v).dtype)]) if k else v
     # element of v on row i: i (k >= 0) or column j (k < 0)
     src = rows if k >= 0 else cols
-    from ember._numpy.selection import take
     values = take(padded, lax.min(src, lax.full_like(src, shape(padded)[0] - 1)))
     return lax.select(on, values, lax.full_like(values, 0))
 
@@ -655,7 +614,6 @@ def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = 
     """The sum along a diagonal."""
     if out is not None:
         raise TypeError("trace: the out argument is not supported (ember arrays are immutable)")
-    from ember._numpy.reductions import sum as sum_
     return sum_(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
 
 
@@ -663,14 +621,17 @@ def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = 
 # Applying functions
 def apply_along_axis(func1d: Callable[..., Any], axis: int, arr: Any, *args: Any, **kwargs: Any) -> Any:
     """func1d applied to the 1-D slices of arr along axis (vmapped over the other axes, as jax.numpy)."""
-    from ember._api.vmap import vmap
     a = _array("apply_along_axis", arr)
     nd = ndim(a)
     axis = normalize_axis("apply_along_axis", axis, nd)
-    fn = lambda x: func1d(x, *args, **kwargs)
-    for i in range(axis):
+
+    def on_slice(x: Any) -> Any:
+        return func1d(x, *args, **kwargs)
+
+    fn: Callable[..., Any] = on_slice
+    for _ in range(axis):
         fn = vmap(fn, in_axes=0, out_axes=0)
-    for i in range(axis + 1, nd):
+    for _ in range(axis + 1, nd):
         fn = vmap(fn, in_axes=-1, out_axes=-1)
     return fn(a)
 
@@ -693,7 +654,6 @@ def vectorize(pyfunc: Callable[..., Any], *, excluded: Any = frozenset(), signat
               ) -> Callable[..., Any]:
     """pyfunc made to broadcast over its array arguments by vmap (numpy's vectorize; with signature, over the
     loop dimensions only, e.g. '(n),(n)->()')."""
-    from ember._api.vmap import vmap
     excluded = set(excluded)
     in_core: list[list[str]] | None = None
     if signature is not None:
@@ -701,7 +661,6 @@ def vectorize(pyfunc: Callable[..., Any], *, excluded: Any = frozenset(), signat
             ins, outs = signature.replace(" ", "").split("->")
         except ValueError:
             raise ValueError(f"vectorize: invalid signature {signature!r}") from None
-        import re
         in_core = [[d for d in grp.split(",") if d] for grp in re.findall(r"\(([^()]*)\)", ins)]
 
     @functools.wraps(pyfunc)
@@ -744,7 +703,6 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
     n = len(conds)
     if len(funclist) not in (n, n + 1):
         raise ValueError(f"piecewise: {len(funclist)} functions for {n} conditions (need {n} or {n + 1})")
-    from ember._numpy.ufuncs import where, logical_or, logical_not
     d = aval_of(x).dtype
 
     def value(f: Any) -> Any:
@@ -761,3 +719,8 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
         result = where(c, value(f), result)
     return result
 
+
+__all__ = ["atleast_3d", "column_stack", "dstack", "concat", "block", "permute_dims", "matrix_transpose", "rollaxis",
+           "unstack", "broadcast_arrays", "tile", "repeat", "resize", "append", "delete", "insert", "trim_zeros",
+           "pad", "choose", "place", "put", "fill_diagonal", "diag", "diagflat", "trace", "apply_along_axis",
+           "apply_over_axes", "vectorize", "piecewise"]

@@ -406,3 +406,12 @@ def isrealobj(x: Any) -> bool:
 pow = power  # noqa: A001
 atan2 = arctan2
 bitwise_invert = invert
+
+
+__all__ = ["isnan", "isinf", "isposinf", "isneginf", "signbit", "copysign", "hypot", "logaddexp2", "fmax", "fmin",
+           "heaviside", "deg2rad", "rad2deg", "radians", "degrees", "fabs", "sinc", "frexp", "ldexp", "modf",
+           "spacing", "nextafter", "float_power", "nan_to_num", "gcd", "lcm", "left_shift", "right_shift",
+           "bitwise_left_shift", "bitwise_right_shift", "bitwise_count", "bitwise_invert", "arcsin", "asin", "arccos",
+           "acos", "arctan", "atan", "sinh", "cosh", "arcsinh", "asinh", "arccosh", "acosh", "arctanh", "atanh",
+           "cbrt", "i0", "real", "imag", "conj", "conjugate", "angle", "iscomplex", "isreal", "iscomplexobj",
+           "isrealobj", "pow", "atan2"]

@@ -1,9 +1,15 @@
 """The operators and methods of Array and Tracer (numpy semantics), installed when ember.numpy is imported."""
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from ember._core import install_array_methods
+import numpy as _np
+
+from ember import _prims as lax
+from ember._core import aval_of, install_array_methods
+from ember._core import dtypes as dt
+from ember._runtime.array import device_put
 
 from ember._numpy.indexing import _getitem, _IndexUpdateHelper
 from ember._numpy.cumulative import cumprod, cumsum
@@ -11,9 +17,9 @@ from ember._numpy.linalg import dot, matmul
 from ember._numpy.selection import compress, nonzero, take
 from ember._numpy.sorting import argsort, searchsorted, sort
 from ember._numpy.reductions import all, any, argmax, argmin, max, mean, min, std, sum, var  # noqa: A004
-from ember._numpy.shape import astype, ravel, reshape, squeeze, swapaxes, transpose
+from ember._numpy.shape import astype, diagonal, ravel, reshape, squeeze, swapaxes, transpose
 from ember._numpy.mathfuncs import conj, imag, left_shift, real, right_shift
-from ember._numpy.manipulation import diagonal, repeat, trace
+from ember._numpy.manipulation import repeat, trace
 from ember._numpy.reductions import prod
 from ember._numpy.statistics import ptp
 from ember._numpy.ufuncs import round as round_
@@ -39,6 +45,36 @@ def _method_transpose(self: Any, *axes: Any) -> Any:
 
 def _method_compress(self: Any, condition: Any, axis: int | None = None, **kwargs: Any) -> Any:
     return compress(condition, self, axis, **kwargs)
+
+
+def _method_view(self: Any, dtype: Any = None, type: Any = None) -> Any:  # noqa: A002
+    """The same bytes read as dtype (like jax.Array.view): the last axis shrinks or grows by the ratio of the item
+    sizes; booleans are viewed through uint8."""
+    if type is not None:
+        raise NotImplementedError("view: the type argument is not supported (there is one array type)")
+    if dtype is None:
+        return self
+    new = dt.canonicalize_dtype(dtype)
+    old = aval_of(self).dtype
+    if not self.shape:
+        if old.itemsize != new.itemsize:
+            raise ValueError("view: a 0-d array can only be viewed as a dtype of the same item size, got "
+                             f"{old.name} as {new.name}")
+        return reshape(_method_view(reshape(self, (1,)), new), ())
+    if self.shape[-1] * old.itemsize % new.itemsize:
+        raise ValueError(f"view: the last axis ({self.shape[-1]} x {old.itemsize} bytes) does not divide into "
+                         f"items of {new.name} ({new.itemsize} bytes)")
+    if old == new:
+        return self
+    if dt.is_bool(old):
+        return _method_view(astype(self, _np.uint8), new)
+    if dt.is_bool(new):
+        return astype(_method_view(self, _np.uint8), new)
+    if old.itemsize < new.itemsize:
+        ratio = new.itemsize // old.itemsize
+        return lax.bitcast_convert_type(reshape(self, self.shape[:-1] + (self.shape[-1] // ratio, ratio)), new)
+    out = lax.bitcast_convert_type(self, new)
+    return reshape(out, out.shape[:-2] + (-1,)) if old.itemsize > new.itemsize else out
 
 
 def _tracer_len(self: Any) -> int:
@@ -75,7 +111,6 @@ _METHODS = {
 
 def _array_namespace(self: Any, /, *, api_version: str | None = None) -> Any:
     """The array API namespace of ember arrays: ember.numpy."""
-    import sys
     # ember.numpy installed this method when it was imported: it is there (a module import here would reach
     # up a layer)
     namespace = sys.modules["ember.numpy"]
@@ -89,7 +124,6 @@ def _to_device(self: Any, device: Any, /, *, stream: Any = None) -> Any:
     """The array on device (the array API's to_device)."""
     if stream is not None:
         raise ValueError("to_device: streams are not supported")
-    from ember._runtime.array import device_put
     return device_put(self, device)
 
 
@@ -97,7 +131,7 @@ _METHODS.update({
     "__lshift__": left_shift, "__rlshift__": _reflected(left_shift), "__rshift__": right_shift,
     "__rrshift__": _reflected(right_shift), "__array_namespace__": _array_namespace, "to_device": _to_device,
     "prod": prod, "ptp": ptp, "repeat": repeat, "diagonal": diagonal, "trace": trace, "round": round_,
-    "conj": conj, "conjugate": conj, "real": property(real), "imag": property(imag),
+    "conj": conj, "conjugate": conj, "real": property(real), "imag": property(imag), "view": _method_view,
 })
 # Array defines its own __len__ and __iter__ (on concrete values), which take precedence over these.
 install_array_methods({**_METHODS, "__len__": _tracer_len, "__iter__": _tracer_iter})

@@ -159,3 +159,6 @@ def _as_bool(x: Any) -> Any:
     if is_python_scalar(x):
         return bool(x)
     return x if aval_of(x).dtype == bool_ else lax.convert_element_type(x, bool_)
+
+
+__all__ = ["broadcast_shapes", "promote_types", "result_type"]

@@ -17,7 +17,7 @@ from ember._numpy.promotion import _as_bool
 from ember._prims.reduction import _highest, _lowest
 from ember._numpy.shape import expand_dims, ndim, ravel, shape
 from ember._numpy.promotion import _broadcast_shapes, _broadcast_to_shape, _operand_array
-from ember._numpy.ufuncs import add, equal, maximum, minimum, multiply, where
+from ember._numpy.ufuncs import _where, add, equal, maximum, minimum, multiply
 
 
 def _keep(x: Any, reduced: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
@@ -246,9 +246,9 @@ def _arg_extreme(name: str, extreme: Any) -> Any:
             # maximum of a slice with NaNs is (reduce_max need not propagate NaN)
             nans = lax.ne(a, a)
             has_nan = lax.reduce_max(nans, (axis,))
-            hit = where(expand_dims(has_nan, axis), nans, hit)
+            hit = _where(expand_dims(has_nan, axis), nans, hit)
         index = lax.broadcasted_iota(dt.default_int_dtype(), shape(a), axis)
-        candidates = where(hit, index, n)
+        candidates = _where(hit, index, n)
         first = lax.reduce_min(candidates, (axis,))
         if not keepdims:
             return first
@@ -259,3 +259,6 @@ def _arg_extreme(name: str, extreme: Any) -> Any:
 
 argmax = _arg_extreme("argmax", max)
 argmin = _arg_extreme("argmin", min)
+
+
+__all__ = ["all", "amax", "amin", "any", "argmax", "argmin", "max", "mean", "min", "std", "sum", "var", "prod"]

@@ -18,7 +18,8 @@ from ember._runtime.array import asarray
 
 from ember._numpy.indexing import _read, _wrapped
 from ember._numpy.promotion import _as_operand, _broadcast_shapes, _promote
-from ember._numpy.shape import broadcast_to, concatenate, ravel, reshape, shape, stack
+from ember._numpy.shape import broadcast_to, concatenate, ravel, reshape, shape, stack, swapaxes
+from ember._numpy.ufuncs import _where, clip, not_equal, remainder, subtract
 
 
 def _axis_or_flat(op: str, a: Any, axis: Any) -> tuple[Any, int]:
@@ -61,11 +62,9 @@ def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: 
     a, axis = _axis_or_flat("take", a, axis)
     indices = _int_indices("take", indices)
     if mode == "wrap":
-        from ember._numpy.ufuncs import remainder
         indices = remainder(indices, _np.array(builtins.max(shape(a)[axis], 1), aval_of(indices).dtype))
         mode = "promise_in_bounds"
     elif mode == "clip":  # take's "clip" clamps negative indices to 0 too, rather than counting from the end
-        from ember._numpy.ufuncs import clip
         indices = clip(indices, 0, builtins.max(shape(a)[axis] - 1, 0))
     index = (builtins.slice(None),) * axis + (indices,)
     return _read(a, index, "take", mode, fill_value, indices_are_sorted, unique_indices)
@@ -96,7 +95,6 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: str | N
     arr, indices, axis = _along_axis("take_along_axis", arr, indices, axis)
     n = shape(arr)[axis]
     if mode == "wrap":
-        from ember._numpy.ufuncs import remainder
         indices = remainder(indices, _np.array(builtins.max(n, 1), aval_of(indices).dtype))
         mode = "promise_in_bounds"
     indices = _wrapped(indices, n, _np.dtype(_np.int32) if aval_of(indices).dtype.itemsize < 8 or
@@ -162,7 +160,6 @@ def _nonzero_flat(op: str, a: Any, size: int | None) -> tuple[Any, int, Any]:
 
 
 def _not_zero(x: Any) -> Any:
-    from ember._numpy.ufuncs import not_equal
     return not_equal(x, 0)
 
 
@@ -210,6 +207,18 @@ def flatnonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> A
     return nonzero(ravel(_as_operand(a, "flatnonzero", 0)), size=size, fill_value=fill_value)[0]
 
 
+def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None = None,
+          fill_value: Any = None) -> Any:
+    """Elementwise x where condition else y; with condition alone, nonzero(condition, size=, fill_value=)."""
+    if x is None and y is None:
+        return nonzero(condition, size=size, fill_value=fill_value)
+    if x is None or y is None:
+        raise ValueError("where: pass both x and y, or neither (then where(condition) is nonzero(condition))")
+    if size is not None or fill_value is not None:
+        raise ValueError("where: size and fill_value apply only to the one-argument form")
+    return _where(condition, x, y)
+
+
 def argwhere(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
     """The indices of the nonzero elements of a as rows of an (n, a.ndim) array (like jax.numpy.argwhere)."""
     a = _as_operand(a, "argwhere", 0)
@@ -249,7 +258,6 @@ def extract(condition: Any, arr: Any, *, size: int | None = None, fill_value: An
 
 def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0) -> Any:
     """choicelist[k] where condlist[k] is the first true condition, else default (like jax.numpy.select)."""
-    from ember._numpy.ufuncs import where
     if len(condlist) != len(choicelist):
         raise ValueError(f"select: condlist and choicelist must have the same length, got {len(condlist)} and "
                          f"{len(choicelist)}")
@@ -260,7 +268,7 @@ def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0)
         cond = _as_operand(cond, "select", 0)
         if not dt.is_bool(aval_of(cond).dtype):
             raise TypeError(f"select: condlist entries must be boolean, got {aval_of(cond).str_short()}")
-        out = where(cond, choice, out)
+        out = _where(cond, choice, out)
     return out
 
 
@@ -308,7 +316,6 @@ def roll(a: Any, shift: Any, axis: int | Sequence[int] | None = None) -> Any:
             if k:
                 a = concatenate([lax.slice_in_dim(a, n - k, n, axis=ax), lax.slice_in_dim(a, 0, n - k, axis=ax)], ax)
         else:  # traced: slice the doubled array at (n - shift mod n)
-            from ember._numpy.ufuncs import remainder, subtract
             start = subtract(n, remainder(_as_operand(s), n))
             doubled = concatenate([a, a], ax)
             start = lax.convert_element_type(remainder(start, n), _np.int32)
@@ -318,7 +325,6 @@ def roll(a: Any, shift: Any, axis: int | Sequence[int] | None = None) -> Any:
 
 def rot90(m: Any, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
     """m rotated by 90 degrees k times in the plane of axes (like numpy.rot90)."""
-    from ember._numpy.shape import swapaxes
     m = _as_operand(m, "rot90", 0)
     ndim = len(shape(m))
     if len(axes) != 2:
@@ -377,7 +383,6 @@ def triu(m: Any, k: int = 0) -> Any:
 
 def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = None) -> Any:
     """The n-th discrete difference along axis (like numpy.diff), with optional values prepended/appended."""
-    from ember._numpy.ufuncs import not_equal, subtract
     a = _as_operand(a, "diff", 0)
     n = static_int("diff", "n", n)
     if n < 0:
@@ -406,3 +411,7 @@ def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = 
         hi, lo = lax.slice_in_dim(a, 1, size, axis=axis), lax.slice_in_dim(a, 0, size - 1, axis=axis)
         a = not_equal(hi, lo) if dt.is_bool(aval_of(a).dtype) else subtract(hi, lo)
     return a
+
+
+__all__ = ["argwhere", "compress", "diff", "extract", "flatnonzero", "flip", "fliplr", "flipud", "nonzero",
+           "put_along_axis", "roll", "rot90", "select", "take", "take_along_axis", "tri", "tril", "triu", "where"]

@@ -13,7 +13,11 @@ from ember._core import dtypes as dt
 
 from ember._numpy.mathfuncs import isinf, isnan
 from ember._numpy.promotion import _operand_array, _as_operand, _elementwise, _promote
+from ember._numpy.reductions import any as any_, min as min_
+from ember._numpy.selection import compress, take
 from ember._numpy.shape import concatenate, ndim, ravel, reshape, shape
+from ember._numpy.sorting import argsort, searchsorted, sort, unique
+from ember._numpy.ufuncs import equal
 
 
 _array = _operand_array
@@ -23,8 +27,6 @@ def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: 
          method: str = "auto") -> Any:
     """Whether each element of element is in test_elements (element's shape), by comparing against all of them
     (method 'compare_all') or by sorting ('sort', for large test sets; 'auto' picks)."""
-    from ember._numpy.sorting import searchsorted, sort
-    from ember._numpy.ufuncs import equal
     e, t = _promote("isin", _array("isin", element), _array("isin", test_elements, 1))
     t = ravel(t)
     if method not in ("auto", "compare_all", "sort", "binary_search"):
@@ -40,7 +42,6 @@ def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: 
         st = sort(t)
         pos = searchsorted(st, ravel(e), side="left")
         pos = lax.min(pos, lax.full_like(pos, shape(st)[0] - 1))
-        from ember._numpy.selection import take
         found = reshape(equal(take(st, pos), ravel(e)), shape(e))
     return lax.bitwise_not(found) if invert else found
 
@@ -48,7 +49,6 @@ def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: 
 def _unique_valid(x: Any) -> tuple[Any, Any]:
     """The sorted unique values of the 1-D x padded to x's length, and which entries are real (works under jit:
     the padding has count 0)."""
-    from ember._numpy.sorting import unique
     n = shape(x)[0]
     if n == 0:
         return x, lax.full((0,), False, _np.dtype(bool))
@@ -57,11 +57,9 @@ def _unique_valid(x: Any) -> tuple[Any, Any]:
 
 
 def _select(values: Any, keep: Any, size: int | None, fill_value: Any) -> Any:
-    from ember._numpy.selection import compress
     if size is None:
         return compress(keep, values)
     if fill_value is None:  # as jax.numpy: the smallest selected value (0 if none is)
-        from ember._numpy.reductions import any as any_, min as min_
         if shape(values)[0]:
             big = _np.inf if dt.is_float(aval_of(values).dtype) else dt.iinfo(aval_of(values).dtype).max
             fill_value = lax.select(any_(keep), min_(values, initial=big, where=keep),
@@ -73,7 +71,6 @@ def _select(values: Any, keep: Any, size: int | None, fill_value: Any) -> Any:
 
 def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
     """The sorted unique values of either array."""
-    from ember._numpy.sorting import unique
     a, b = _promote("union1d", _array("union1d", ar1), _array("union1d", ar2, 1))
     return unique(concatenate([ravel(a), ravel(b)]), size=size, fill_value=fill_value)
 
@@ -88,8 +85,6 @@ def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices:
     values = _select(ua, keep, size, fill_value)
     if not return_indices:
         return values
-    from ember._numpy.sorting import argsort, searchsorted
-    from ember._numpy.selection import take
 
     def first_positions(x: Any) -> Any:
         order = argsort(x, stable=True)
@@ -186,3 +181,7 @@ def array_equiv(a1: Any, a2: Any) -> Any:
         return lax.full((), False, _np.dtype(bool))
     eq = lax.eq(x, y)
     return lax.reduce_min(eq, tuple(range(ndim(eq))))
+
+
+__all__ = ["isin", "union1d", "intersect1d", "setdiff1d", "setxor1d", "ediff1d", "isclose", "allclose", "array_equal",
+           "array_equiv"]

@@ -1,5 +1,5 @@
-"""Shapes of ember.numpy: shape queries, astype, reshape, transpose, broadcast_to, concatenate, stack, split
-(array_split, hsplit, vsplit, dsplit)."""
+"""Shapes of ember.numpy: shape queries, astype, reshape, transpose, broadcast_to, concatenate, stack, diagonal,
+split (array_split, hsplit, vsplit, dsplit)."""
 from __future__ import annotations
 
 import builtins
@@ -8,13 +8,14 @@ from typing import Any, Sequence
 import numpy as _np
 
 from ember._core import dtypes as dt
-from ember._runtime.array import asarray
+from ember._runtime.array import asarray, device_put
 from ember._core import Tracer, aval_of, is_python_scalar
 from ember import _prims as lax
 from ember._core.checks import normalize_axis, static_int, static_ints
 from ember._runtime.eager import fast_static
 
-from ember._numpy.promotion import _as_operand, _broadcast_shapes, _broadcast_to_shape, _promote
+from ember._numpy.promotion import (_as_operand, _broadcast_shapes, _broadcast_to_shape, _operand_array,
+                                    _promote)
 
 
 def shape(x: Any) -> tuple[int, ...]:
@@ -40,7 +41,6 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> 
         out = lax.convert_element_type(x, dtype, False) if aval_of(x).dtype != dt.canonicalize_dtype(dtype) or \
             aval_of(x).weak_type else x
     if device is not None:
-        from ember._runtime.array import device_put
         out = device_put(out, device)
     return out
 
@@ -60,8 +60,11 @@ def reshape(a: Any, newshape: Any = None, order: str = "C", *, shape: Any = None
 
 
 def _reshape(a: Any, newshape: Any, order: str) -> Any:
-    if order != "C":
-        raise NotImplementedError("reshape: only order='C' is supported")
+    """a reshaped, its elements read and written in C (last index fastest) or F (first index fastest) order."""
+    if order == "A":
+        raise NotImplementedError("reshape: order='A' is not supported (as JAX); use 'C' or 'F'")
+    if order not in ("C", "F"):
+        raise ValueError(f"reshape: order must be 'C' or 'F', got {order!r}")
     a = _as_operand(a)
     new = list(static_ints("reshape", "shape", newshape))
     total = size(a)
@@ -75,12 +78,16 @@ def _reshape(a: Any, newshape: Any, order: str) -> Any:
     if int(_np.prod(new)) != total:
         raise ValueError(f"reshape: cannot reshape array of shape {shape(a)} ({total} elements) into shape "
                          f"{tuple(new)}")
-    return lax.reshape(a, tuple(new))
+    if order == "C":
+        return lax.reshape(a, tuple(new))
+    # F order is C order on the axes reversed
+    flipped = lax.reshape(lax.transpose(a, tuple(reversed(range(ndim(a))))), tuple(reversed(new)))
+    return lax.transpose(flipped, tuple(reversed(range(len(new)))))
 
 
 @fast_static
-def ravel(a: Any) -> Any:
-    return reshape(a, (-1,))
+def ravel(a: Any, order: str = "C") -> Any:
+    return reshape(a, (-1,), order)
 
 
 @fast_static
@@ -179,6 +186,27 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
                         reshape(asarray(a), (1,)) for a in arrays], axis)
 
 
+def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
+    """The diagonal (offset above/below the main one) over axis1 and axis2, as a last axis."""
+    a = _operand_array("diagonal", a)
+    nd = ndim(a)
+    if nd < 2:
+        raise ValueError(f"diagonal: a must have at least 2 dimensions, got shape {shape(a)}")
+    axis1 = normalize_axis("diagonal", axis1, nd)
+    axis2 = normalize_axis("diagonal", axis2, nd)
+    if axis1 == axis2:
+        raise ValueError("diagonal: axis1 and axis2 cannot be the same")
+    offset = static_int("diagonal", "offset", offset)
+    x = transpose(a, [i for i in range(nd) if i not in (axis1, axis2)] + [axis1, axis2])
+    n, m = shape(x)[-2:]
+    rows, cols = (builtins.min(-offset, n), 0) if offset < 0 else (0, builtins.min(offset, m))
+    k = builtins.min(n - rows, m - cols)
+    # the leading k x k block from (rows, cols), flattened: its diagonal is every (k + 1)-th element
+    x = lax.slice_in_dim(lax.slice_in_dim(x, rows, rows + k, axis=nd - 2), cols, cols + k, axis=nd - 1)
+    flat = reshape(x, shape(x)[:-2] + (k * k,))
+    return lax.slice_in_dim(flat, 0, k * k, stride=k + 1, axis=nd - 2) if k else flat
+
+
 def hstack(arrays: Sequence[Any]) -> Any:
     arrays = [atleast_1d(a) for a in arrays]
     return concatenate(arrays, 0 if ndim(arrays[0]) == 1 else 1)
@@ -265,3 +293,8 @@ def vsplit(a: Any, indices_or_sections: Any) -> list[Any]:
 def dsplit(a: Any, indices_or_sections: Any) -> list[Any]:
     """split along axis 2 of an array of 3 or more dimensions."""
     return _split_along("dsplit", _split_min_ndim("dsplit", a, 3), indices_or_sections, 2, equal=True)
+
+
+__all__ = ["array_split", "astype", "atleast_1d", "atleast_2d", "broadcast_to", "concatenate", "dsplit", "expand_dims",
+           "hsplit", "hstack", "moveaxis", "ndim", "ravel", "reshape", "shape", "size", "split", "squeeze", "stack",
+           "swapaxes", "transpose", "vsplit", "vstack", "diagonal"]

@@ -13,9 +13,15 @@ from ember._core import Tracer, aval_of
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int
 
-from ember._numpy.promotion import _operand_array, _promote, _to_inexact
+from ember._numpy.cumulative import cumsum
+from ember._numpy.mathfuncs import i0
+from ember._numpy.promotion import _as_array, _operand_array, _promote, _to_inexact
+from ember._numpy.reductions import sum as sum_
+from ember._numpy.selection import take, where
 from ember._numpy.shape import concatenate, moveaxis, ndim, ravel, reshape, shape
-from ember._numpy.ufuncs import add, cos, divide, multiply, subtract, where
+from ember._numpy.sorting import argsort, searchsorted
+from ember._numpy.ufuncs import (absolute, add, cos, divide, equal, greater, less, multiply, negative, remainder, sqrt,
+                                 subtract)
 
 
 _array = _operand_array
@@ -112,7 +118,6 @@ def polymul(a1: Any, a2: Any, *, trim_leading_zeros: bool = False) -> Any:
 def polydiv(u: Any, v: Any, *, trim_leading_zeros: bool = False) -> tuple[Any, Any]:
     """(quotient, remainder) of polynomial division (long division over the static lengths)."""
     u, v = _promote("polydiv", _to_inexact(_vector("polydiv", u)), _to_inexact(_vector("polydiv", v, 1)))
-    from ember._numpy.promotion import _as_array
     u, v = _as_array(u), _as_array(v)
     m, n = shape(u)[0] - 1, shape(v)[0] - 1
     scale = divide(1.0, v[0])
@@ -189,8 +194,6 @@ def poly(seq_of_zeros: Any) -> Any:
 def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period: Any = None) -> Any:
     """numpy's 1-D piecewise linear interpolation (xp increasing); left/right for x beyond the ends; period for
     periodic xp."""
-    from ember._numpy.sorting import argsort, searchsorted
-    from ember._numpy.selection import take
     x = _to_inexact(_array("interp", x))
     xp, fp = _vector("interp", xp, 1), _vector("interp", fp, 2)
     if shape(xp)[0] != shape(fp)[0] or shape(xp)[0] == 0:
@@ -199,7 +202,6 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
     if period is not None:
         if left is not None or right is not None:
             raise ValueError("interp: left and right cannot be given with period")
-        from ember._numpy.ufuncs import remainder
         period = lax.abs(lax.convert_element_type(_array("interp", period), aval_of(x).dtype))
         x = remainder(x, period)
         xp = remainder(xp, period)
@@ -239,7 +241,6 @@ def trapezoid(y: Any, x: Any = None, dx: Any = 1.0, axis: int = -1) -> Any:
             x = moveaxis(x, axis, -1)
             widths = subtract(x[..., 1:], x[..., :-1])
     avg = multiply(add(y[..., 1:], y[..., :-1]), 0.5)
-    from ember._numpy.reductions import sum as sum_
     return sum_(multiply(avg, widths), axis=-1)
 
 
@@ -289,8 +290,6 @@ def gradient(f: Any, *varargs: Any, axis: int | Sequence[int] | None = None, edg
 
 def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * math.pi) -> Any:
     """p with jumps larger than discont (default period / 2) removed by adding multiples of period."""
-    from ember._numpy.cumulative import cumsum
-    from ember._numpy.ufuncs import remainder
     p = _to_inexact(_array("unwrap", p))
     axis = normalize_axis("unwrap", axis, ndim(p))
     x = moveaxis(p, axis, -1)
@@ -300,7 +299,6 @@ def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * math.p
     discont = half if discont is None else discont
     dd = subtract(x[..., 1:], x[..., :-1])
     ddmod = subtract(remainder(add(dd, half), period), half)
-    from ember._numpy.ufuncs import equal, greater, less, absolute, negative
     ddmod = where(lax.bitwise_and(equal(ddmod, negative(half)), greater(dd, 0)), half, ddmod)
     correction = subtract(ddmod, dd)
     correction = where(less(absolute(dd), discont), 0.0, correction)
@@ -353,8 +351,6 @@ def hanning(M: int) -> Any:  # noqa: N803
 
 def kaiser(M: int, beta: Any) -> Any:  # noqa: N803
     """The Kaiser window: i0(beta * sqrt(1 - (2n/(M-1) - 1)**2)) / i0(beta)."""
-    from ember._numpy.mathfuncs import i0
-    from ember._numpy.ufuncs import sqrt
     M, d = _window("kaiser", M)
     if M <= 1:
         return lax.full((max(M, 0),), 1, d)
@@ -362,3 +358,7 @@ def kaiser(M: int, beta: Any) -> Any:  # noqa: N803
     beta = lax.convert_element_type(_array("kaiser", beta, 1), d)
     r = subtract(divide(multiply(n, 2.0), M - 1), 1.0)
     return divide(i0(multiply(beta, sqrt(subtract(1.0, multiply(r, r))))), i0(beta))
+
+
+__all__ = ["convolve", "correlate", "polyval", "polyadd", "polysub", "polymul", "polydiv", "polyder", "polyint",
+           "poly", "interp", "trapezoid", "gradient", "unwrap", "bartlett", "blackman", "hamming", "hanning", "kaiser"]

@@ -12,8 +12,9 @@ from ember._control import associative_scan
 from ember._core import Tracer, aval_of
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int
+from ember._prims.indexing import ScatterDimensionNumbers
 
-from ember._numpy.promotion import _as_operand
+from ember._numpy.promotion import _as_operand, _promote
 from ember._numpy.selection import nonzero, take
 from ember._numpy.shape import moveaxis, ravel, reshape, shape, stack
 
@@ -129,7 +130,6 @@ def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None, *, meth
                          f"got {method!r}")
     if sorter is not None:
         a = take(a, sorter, mode="promise_in_bounds")
-    from ember._numpy.promotion import _promote
     a, v = _promote("searchsorted", a, v)
     if dt.is_python_scalar(v):
         v = lax.full((), v, aval_of(a).dtype)
@@ -227,7 +227,6 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
                                if n else lax.full((count,), 0, _np.int32))
         result.append(index)
     if return_inverse or return_counts:
-        from ember._prims.indexing import ScatterDimensionNumbers
         scatter_dims = ScatterDimensionNumbers((), (0,), (0,))
         # each sorted element's group: the number of group starts up to it, less one
         group = lax.sub(_cumsum_int(lax.convert_element_type(first, _np.int32)), lax.full((n,), 1, _np.int32)) \

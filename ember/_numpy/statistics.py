@@ -13,13 +13,16 @@ from ember._core import Tracer, aval_of, is_python_scalar
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axes, normalize_axis, static_int
 
+from ember._numpy.linalg import matmul
 from ember._numpy.mathfuncs import isnan
 from ember._numpy.promotion import _as_operand, _promote, _to_inexact
 from ember._numpy.reductions import _float_result, _no_out, argmax, argmin, max, mean, min, prod, sum, var
 from ember._numpy.reductions import all as all_
-from ember._numpy.shape import expand_dims, moveaxis, ndim, ravel, reshape, shape, transpose
-from ember._numpy.ufuncs import add, clip, divide, logical_not, multiply, sqrt, subtract, where
-from ember._numpy.ufuncs import where as _select  # (for functions whose where= argument hides where)
+from ember._numpy.selection import take_along_axis, where
+from ember._numpy.shape import concatenate, diagonal, expand_dims, moveaxis, ndim, ravel, reshape, shape, transpose
+from ember._numpy.sorting import searchsorted
+from ember._numpy.ufuncs import (_where, add, clip, divide, greater_equal, less, logical_not, logical_or, multiply,
+                                 remainder, sqrt, subtract)
 
 
 def _array(name: str, a: Any) -> Any:
@@ -64,11 +67,13 @@ def _nan_extreme(name: str, reduce: Any, fill: float) -> Any:
         if not _is_inexact(a):
             return reduce(a, axis, out, keepdims, initial, where)
         result = reduce(_nan_filled(a, fill), axis, out, keepdims, initial, where)
+        if initial is not None:  # a slice of NaNs alone gives initial (as numpy and JAX)
+            return result
         # slices holding only NaNs give NaN (numpy warns; JAX returns NaN)
         only_nan = all_(isnan(a), axis=axis, keepdims=keepdims, where=where)
-        return _select(only_nan, _np.nan, result)
+        return _where(only_nan, _np.nan, result)
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"{name[3:]}, ignoring NaNs (NaN only for slices of NaNs alone)."
+    fn.__doc__ = f"{name[3:]}, ignoring NaNs (NaN for slices of NaNs alone, initial if given)."
     return fn
 
 
@@ -107,7 +112,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: A
     x = lax.convert_element_type(a, computation, weak)
     nan = isnan(x)
     # NaNs are replaced before any arithmetic, so that their (zero) cotangents stay zero
-    centered = _select(nan, 0.0, subtract(_select(nan, 0.0, x), nanmean(x, axis, keepdims=True, where=where)))
+    centered = _where(nan, 0.0, subtract(_where(nan, 0.0, x), nanmean(x, axis, keepdims=True, where=where)))
     squares = sum(multiply(centered, centered), axis=axis, keepdims=keepdims, where=where)
     count = lax.convert_element_type(_nan_count("nanvar", a, axis, keepdims, where), computation, False)
     divisor = lax.max(lax.sub(count, lax.convert_element_type(ddof, computation, False)),
@@ -184,11 +189,76 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
 
 # ---------------------------------------------------------------------------------------------------------------
 # Quantiles
-_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+# numpy's methods (Hyndman and Fan's nine and four more). Interpolating ones: the virtual index of the q-th
+# quantile among n sorted values is n q + alpha + q (1 - alpha - beta) - 1 ("linear" is (n - 1) q).
+_ALPHA_BETA = {"interpolated_inverted_cdf": (0.0, 1.0), "hazen": (0.5, 0.5), "weibull": (0.0, 0.0),
+               "median_unbiased": (1 / 3, 1 / 3), "normal_unbiased": (3 / 8, 3 / 8)}
+_DISCRETE = ("lower", "higher", "nearest", "inverted_cdf", "closest_observation")
+_METHODS = ("linear", "midpoint", "averaged_inverted_cdf") + tuple(_ALPHA_BETA) + _DISCRETE
 
 
-def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool, ignore_nan: bool,
+def _is_whole(x: Any) -> Any:
+    return lax.eq(lax.floor(x), x)
+
+
+def _discrete_index(method: str, n: Any, q: Any) -> Any:
+    """The (0-based, unclipped) order statistic a discrete method picks as the q-th quantile of n values."""
+    if method == "inverted_cdf":
+        return lax.ceil(subtract(multiply(n, q), 1.0))
+    if method == "closest_observation":  # the nearest one, ties to the even one counted from 1
+        v = subtract(multiply(n, q), 1.5)
+        below = lax.floor(v)
+        return _where(lax.bitwise_and(_is_whole(v), lax.eq(remainder(below, 2.0), lax.full_like(below, 1.0))),
+                      below, add(below, 1.0))
+    v = multiply(subtract(n, 1.0), q)
+    return {"lower": lax.floor, "higher": lax.ceil, "nearest": lambda x: lax.round(x, 1)}[method](v)
+
+
+def _virtual_index(method: str, n: Any, q: Any) -> tuple[Any, Any]:
+    """An interpolating method's virtual index of the q-th quantile of n values and its interpolation weight."""
+    if method in ("linear", "midpoint"):
+        v = multiply(subtract(n, 1.0), q)
+    elif method == "averaged_inverted_cdf":
+        v = subtract(multiply(n, q), 1.0)
+    else:
+        alpha, beta = _ALPHA_BETA[method]
+        v = add(multiply(n, q), subtract(add(multiply(q, 1.0 - alpha - beta), alpha), 1.0))
+    if method == "midpoint":
+        return v, _where(_is_whole(v), 0.0, 0.5)
+    if method == "averaged_inverted_cdf":
+        return v, _where(_is_whole(v), 0.5, 1.0)
+    return v, lax.sub(v, lax.floor(v))
+
+
+def _lerp(a: Any, b: Any, t: Any) -> Any:
+    """a + (b - a) t, from b's side for t >= 1/2 (numpy's rounding); a where t is 0 (also for infinite a = b)."""
+    d = subtract(b, a)
+    out = _where(lax.ge(t, lax.full_like(t, 0.5)), subtract(b, multiply(d, subtract(1.0, t))), add(a, multiply(d, t)))
+    return _where(lax.eq(t, lax.full_like(t, 0.0)), a, out)
+
+
+def _sorted_quantiles(ordered: Any, count: Any, q: Any, method: str) -> Any:
+    """The q-th quantiles (q: (nq,)) of the first count values (lead + (1,)) of each sorted row: lead + (nq,)."""
+    last = lax.max(subtract(count, 1.0), lax.full_like(count, 0.0))
+
+    def order_statistic(index: Any) -> Any:
+        i = clip(index, 0.0, last)
+        return take_along_axis(ordered, lax.convert_element_type(i, dt.default_int_dtype()), axis=-1)
+
+    if method in _DISCRETE:
+        return order_statistic(_discrete_index(method, count, q))
+    v, weight = _virtual_index(method, count, q)
+    below = lax.floor(v)
+    outside = logical_or(greater_equal(v, last), less(v, 0.0))  # both neighbours the same end
+    above = _where(outside, below, add(below, 1.0))
+    return _lerp(order_statistic(below), order_statistic(above), weight)
+
+
+def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool, weights: Any, ignore_nan: bool,
               scale: float = 1.0) -> Any:
+    if weights is not None:
+        raise NotImplementedError(f"{name}: weights= (numpy's and JAX's, with method='inverted_cdf') is not "
+                                  "supported yet")
     if method not in _METHODS:
         raise ValueError(f"{name}: method must be one of {', '.join(_METHODS)}, got {method!r}")
     if not isinstance(q, Tracer):
@@ -221,30 +291,7 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool,
     # positions: q * (count - 1), per slice and per quantile -> shape kept + q's shape
     qs = reshape(q, (-1,)) if ndim(q) else reshape(q, (1,))
     nq = shape(qs)[0]
-    pos = multiply(expand_dims(lax.sub(count, lax.full_like(count, 1.0)), -1), qs)  # lead + (nq,)
-    pos = clip(pos, 0.0, None)
-    lo = lax.floor(pos)
-    hi = lax.ceil(pos)
-    frac = lax.sub(pos, lo)
-
-    def gather(idx: Any) -> Any:
-        from ember._numpy.selection import take_along_axis
-        i = lax.convert_element_type(idx, dt.default_int_dtype())
-        return take_along_axis(ordered, i, axis=-1)
-
-    lo_v, hi_v = gather(lo), gather(hi)
-    if method == "linear":
-        out = add(lo_v, multiply(lax.sub(hi_v, lo_v), frac))
-        out = where(lax.eq(frac, lax.full_like(frac, 0.0)), lo_v, out)
-    elif method == "lower":
-        out = lo_v
-    elif method == "higher":
-        out = hi_v
-    elif method == "midpoint":
-        out = multiply(add(lo_v, hi_v), 0.5)
-    else:  # nearest: halves round to the even index (numpy)
-        nearest = lax.round(pos, 1)
-        out = gather(nearest)
+    out = _sorted_quantiles(ordered, expand_dims(count, -1), qs, method)  # lead + (nq,)
     any_nan = lax.reduce_max(nan, (ndim(flat) - 1,))
     if ignore_nan:
         invalid = lax.eq(count, lax.full_like(count, 0.0))
@@ -262,47 +309,43 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool,
 
 def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
              method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
-    """The q-th quantiles along axis (q in [0, 1]), numpy's methods linear, lower, higher, midpoint, nearest; NaN
-    where a slice holds a NaN."""
+    """The q-th quantiles along axis (q in [0, 1]) by any of numpy's methods (_METHODS); NaN where a slice holds a
+    NaN."""
     _no_out("quantile", out)
-    if weights is not None:
-        raise NotImplementedError("quantile: weights= is not supported (nor is it by jax.numpy)")
-    return _quantile("quantile", a, q, axis, method, keepdims, ignore_nan=False)
+    return _quantile("quantile", a, q, axis, method, keepdims, weights, ignore_nan=False)
 
 
 def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
                 method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """quantile over the elements that are not NaN."""
     _no_out("nanquantile", out)
-    if weights is not None:
-        raise NotImplementedError("nanquantile: weights= is not supported (nor is it by jax.numpy)")
-    return _quantile("nanquantile", a, q, axis, method, keepdims, ignore_nan=True)
+    return _quantile("nanquantile", a, q, axis, method, keepdims, weights, ignore_nan=True)
 
 
 def percentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
                method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """quantile with q in percent (0 to 100)."""
     _no_out("percentile", out)
-    return _quantile("percentile", a, q, axis, method, keepdims, ignore_nan=False, scale=100.0)
+    return _quantile("percentile", a, q, axis, method, keepdims, weights, ignore_nan=False, scale=100.0)
 
 
 def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
                   method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     _no_out("nanpercentile", out)
-    return _quantile("nanpercentile", a, q, axis, method, keepdims, ignore_nan=True, scale=100.0)
+    return _quantile("nanpercentile", a, q, axis, method, keepdims, weights, ignore_nan=True, scale=100.0)
 
 
 def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False
            ) -> Any:
     """The median along axis (the mean of the two middle values for even counts); NaN where a slice has a NaN."""
     _no_out("median", out)
-    return _quantile("median", a, 0.5, axis, "linear", keepdims, ignore_nan=False)
+    return _quantile("median", a, 0.5, axis, "linear", keepdims, None, ignore_nan=False)
 
 
 def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False
               ) -> Any:
     _no_out("nanmedian", out)
-    return _quantile("nanmedian", a, 0.5, axis, "linear", keepdims, ignore_nan=True)
+    return _quantile("nanmedian", a, 0.5, axis, "linear", keepdims, None, ignore_nan=True)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -321,7 +364,6 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
         yy = reshape(yy, (1, -1)) if ndim(yy) < 2 else yy
         if not rowvar and shape(yy)[0] != 1:
             yy = transpose(yy)
-        from ember._numpy.shape import concatenate
         x, yy = _promote("cov", x, yy)
         x = concatenate([x, yy], axis=0)
     if dtype is not None:
@@ -356,7 +398,6 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
             fact = subtract(w_sum, divide(multiply(ddof, sum(multiply(w, aw))), w_sum))
     xc = subtract(x, expand_dims(avg, 1))
     xw = xc if w is None else multiply(xc, w)
-    from ember._numpy.linalg import matmul
     c = divide(matmul(xw, transpose(xc)), fact)
     return reshape(c, ()) if shape(c) == (1, 1) else c
 
@@ -366,7 +407,6 @@ def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> A
     c = cov(x, y, rowvar, dtype=dtype)
     if ndim(c) == 0:
         return divide(c, c)
-    from ember._numpy.manipulation import diagonal
     d = sqrt(diagonal(c))
     c = divide(divide(c, expand_dims(d, 1)), expand_dims(d, 0))
     return clip(c, -1.0, 1.0)
@@ -408,7 +448,6 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
 
 def digitize(x: Any, bins: Any, right: bool = False, *, method: str | None = None) -> Any:
     """The index of the bin each x falls in (bins increasing or decreasing), numpy's digitize."""
-    from ember._numpy.sorting import searchsorted
     x = _array("digitize", x)
     bins = _array("digitize", bins)
     if ndim(bins) != 1:
@@ -468,7 +507,6 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, weights: Any = None,  #
 
 def _bin_index(x: Any, edges: Any) -> Any:
     """Bin of each x in edges (n_edges - 1 bins), or -1 outside; the last bin is closed on the right."""
-    from ember._numpy.sorting import searchsorted
     nb = shape(edges)[0] - 1
     i = lax.sub(searchsorted(edges, x, side="right"), lax.full(shape(x), 1, dt.default_int_dtype()))
     i = where(lax.eq(x, edges[-1]), nb - 1, i)
@@ -529,3 +567,9 @@ def histogramdd(sample: Any, bins: Any = 10, range: Any = None, weights: Any = N
             shape_[i] = shape(widths)[0]
             counts = divide(counts, reshape(widths, tuple(shape_)))
     return counts, edges
+
+
+__all__ = ["nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin",
+           "count_nonzero", "ptp", "average", "quantile", "nanquantile", "percentile", "nanpercentile", "median",
+           "nanmedian", "cov", "corrcoef", "bincount", "digitize", "histogram_bin_edges", "histogram", "histogram2d",
+           "histogramdd"]

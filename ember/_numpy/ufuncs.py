@@ -445,16 +445,9 @@ def _where_literals(typed: list[Any]) -> Any:
 
 
 @functools.partial(fast_nary, scalar_avals=_where_literals)
-def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None = None,
-          fill_value: Any = None) -> Any:
-    """Elementwise x where condition else y; with condition alone, nonzero(condition, size=, fill_value=)."""
-    if x is None and y is None:
-        from ember._numpy.selection import nonzero
-        return nonzero(condition, size=size, fill_value=fill_value)
-    if x is None or y is None:
-        raise ValueError("where: pass both x and y, or neither (then where(condition) is nonzero(condition))")
-    if size is not None or fill_value is not None:
-        raise ValueError("where: size and fill_value apply only to the one-argument form")
+def _where(condition: Any, x: Any, y: Any, /) -> Any:
+    """Elementwise x where condition else y (numpy's three-operand where; ember.numpy.where, in selection.py, adds
+    the one-operand form, which is nonzero)."""
     cond = _as_bool(condition)
     x, y = _promote("where", x, y)
     shape = _broadcast_shapes("where", aval_of(cond).shape, aval_of(x).shape, aval_of(y).shape)
@@ -472,3 +465,11 @@ def clip(x: Any, min: Any = None, max: Any = None, *, a_min: Any = None, a_max: 
     if hi is not None:
         x = minimum(x, hi)
     return x
+
+
+__all__ = ["abs", "absolute", "add", "arctan2", "around", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor",
+           "ceil", "clip", "cos", "divide", "divmod", "equal", "exp", "exp2", "expm1", "fix", "floor", "floor_divide",
+           "fmod", "greater", "greater_equal", "invert", "isfinite", "less", "less_equal", "log", "log10", "log1p",
+           "log2", "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "mod", "multiply",
+           "negative", "not_equal", "positive", "power", "reciprocal", "remainder", "rint", "round", "sign", "sin",
+           "sqrt", "square", "subtract", "tan", "tanh", "true_divide", "trunc"]

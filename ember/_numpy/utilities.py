@@ -12,9 +12,12 @@ from ember import _prims as lax
 from ember._core import aval_of, is_python_scalar
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis
+from ember._runtime.backends import default_device, devices
 
+from ember._numpy.creation import asarray
+from ember._numpy.manipulation import pad
 from ember._numpy.promotion import _as_operand, _promote
-from ember._numpy.shape import ndim, ravel, reshape, shape
+from ember._numpy.shape import moveaxis, ndim, ravel, reshape, shape
 
 
 def _dtype_of(x: Any) -> _np.dtype:
@@ -123,7 +126,6 @@ def savez(file: Any, *args: Any, **kwds: Any) -> None:
 
 def load(file: Any, *args: Any, **kwargs: Any) -> Any:
     """An array from a .npy file, placed on the device (a .npz file gives numpy's lazy mapping, as numpy)."""
-    from ember._numpy.creation import asarray
     out = _np.load(file, *args, **kwargs)
     return asarray(out) if isinstance(out, _np.ndarray) else out
 
@@ -140,8 +142,6 @@ def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
     if axis is None:
         x, axis = ravel(x), 0
     axis = normalize_axis("packbits", axis, ndim(x))
-    from ember._numpy.shape import moveaxis
-    from ember._numpy.manipulation import pad
     bits = lax.convert_element_type(lax.ne(x, lax.full_like(x, 0)), dt.uint8)
     bits = moveaxis(bits, axis, -1)
     n = shape(bits)[-1]
@@ -151,7 +151,6 @@ def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
     groups = reshape(bits, shape(bits)[:-1] + ((n + extra) // 8, 8))
     weights = _np.array([1 << (7 - i) for i in range(8)] if bitorder == "big" else [1 << i for i in range(8)],
                         dtype=_np.uint8)
-    from ember._numpy.creation import asarray
     packed = lax.reduce_sum(lax.mul(groups, lax.broadcast_in_dim(asarray(weights), shape(groups),
                                                                    (ndim(groups) - 1,))), (ndim(groups) - 1,))
     return moveaxis(packed, -1, axis)
@@ -168,8 +167,6 @@ def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitord
     if axis is None:
         x, axis = ravel(x), 0
     axis = normalize_axis("unpackbits", axis, ndim(x))
-    from ember._numpy.shape import moveaxis
-    from ember._numpy.creation import asarray
     x = moveaxis(x, axis, -1)
     shifts = _np.array(list(range(7, -1, -1)) if bitorder == "big" else list(range(8)), dtype=_np.uint8)
     expanded = lax.broadcast_in_dim(x, shape(x) + (8,), tuple(range(ndim(x))))
@@ -182,7 +179,6 @@ def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitord
         if count <= total:
             bits = bits[..., :count]
         else:
-            from ember._numpy.manipulation import pad
             bits = pad(bits, [(0, 0)] * (ndim(bits) - 1) + [(0, count - total)])
     return moveaxis(bits, -1, axis)
 
@@ -197,11 +193,9 @@ class _NamespaceInfo:
         return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": None}
 
     def default_device(self) -> Any:
-        from ember._runtime.backends import default_device
         return default_device()
 
     def devices(self) -> list[Any]:
-        from ember._runtime.backends import devices
         return list(devices())
 
     def default_dtypes(self, *, device: Any = None) -> dict[str, Any]:
@@ -220,3 +214,7 @@ class _NamespaceInfo:
 def __array_namespace_info__() -> _NamespaceInfo:  # noqa: N807 - the array API's name
     """The array API's inspection utilities: capabilities, devices, default and supported dtypes."""
     return _NamespaceInfo()
+
+
+__all__ = ["can_cast", "issubdtype", "isdtype", "isscalar", "iterable", "get_printoptions", "set_printoptions",
+           "printoptions", "array_repr", "array_str", "save", "savez", "load", "packbits", "unpackbits"]

@@ -123,3 +123,6 @@ def threefry2x32(k1: Any, k2: Any, x1: Any, x2: Any) -> list[Any]:
     """The Threefry-2x32 hash of the counters (x1, x2) under the key (k1, k2): uint32 arrays of one shape, or
     rank-0 ones that broadcast. Returns the two uint32 output words."""
     return threefry2x32_p.bind(k1, k2, x1, x2)
+
+
+__all__ = ["bitcast_convert_type", "threefry2x32"]

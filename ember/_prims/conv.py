@@ -437,5 +437,5 @@ def conv_transpose(lhs: Any, rhs: Any, strides: Sequence[int], padding: Any,
                                 preferred_element_type=preferred_element_type)
 
 
-__all__ = ["ConvDimensionNumbers", "conv_general_dilated", "conv", "conv_with_general_padding",
-           "conv_dimension_numbers", "conv_transpose", "padtype_to_pads"]
+__all__ = ["ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_transpose",
+           "conv_with_general_padding", "padtype_to_pads"]

@@ -161,3 +161,6 @@ def dot(lhs: Any, rhs: Any, precision: Any = None, preferred_element_type: Any =
                         f"{aval_of(rhs).str_short()}")
     return dot_general(lhs, rhs, (((lnd - 1,), (0,)), ((), ())), precision=precision,
                        preferred_element_type=preferred_element_type)
+
+
+__all__ = ["dot", "dot_general"]

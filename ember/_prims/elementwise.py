@@ -316,7 +316,7 @@ ge_p = comparison("ge", "GE")
 
 # ---------------------------------------------------------------------------------------------------------------
 # select(pred, on_true, on_false): linear in (on_true, on_false) for a fixed pred.
-select_p = Primitive("select")
+select_p = Primitive("select", fuses_data_movement=True)
 
 
 @select_p.def_rule("abstract_eval")
@@ -428,3 +428,11 @@ def select(pred: Any, on_true: Any, on_false: Any) -> Any:
     """Elementwise on_true where pred else on_false (like jax.lax.select)."""
     on_true, on_false = coerce_scalars((on_true, on_false))
     return select_p.bind(pred, on_true, on_false)
+
+
+__all__ = ["abs", "add", "atan2", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "ceil", "cos", "div",
+           "eq", "exp", "expm1", "floor", "ge", "gt", "integer_pow", "is_finite", "le", "log", "log1p", "logistic",
+           "lt", "max", "min", "mul", "ne", "neg", "pow", "rem", "round", "rsqrt", "select", "sign", "sin", "sqrt",
+           "square", "stop_gradient", "sub", "tan", "tanh", "clz", "population_count", "shift_left",
+           "shift_right_logical", "shift_right_arithmetic", "nextafter", "acos", "asin", "atan", "sinh", "cosh",
+           "asinh", "acosh", "atanh", "cbrt", "exp2", "mulhi", "reciprocal", "reduce_precision"]

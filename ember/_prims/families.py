@@ -9,7 +9,8 @@
 - comparison(name, direction): boolean outputs, not differentiable.
 
 Every family attaches the abstract eval, the lowering and the batching rule (elementwise: batched operands line up
-their batch dimension; unbatched rank-0 operands stay unbatched and broadcast inside the primitive)."""
+their batch dimension; unbatched rank-0 operands stay unbatched and broadcast inside the primitive). The binary and
+comparison families mark their one-op primitives Primitive.fuses_data_movement (eager dispatch)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -132,7 +133,8 @@ def unary(name: str, hlo_name: str | None, kinds: str, derivative: Any, *, lower
 
 def binary(name: str, hlo_name: str, kinds: str, derivative: Any) -> Primitive:
     """A two-operand elementwise primitive (see the module docstring)."""
-    prim = Primitive(name)
+    # one StableHLO op (not a chlo op, which expands into many): eager dispatch may fuse a broadcast into it
+    prim = Primitive(name, fuses_data_movement="." not in hlo_name)
 
     @prim.def_rule("abstract_eval")
     def abstract_eval(x: ShapedArray, y: ShapedArray) -> ShapedArray:
@@ -172,7 +174,7 @@ def _same_shapes(parts: list[Any]) -> list[Any]:
 
 def comparison(name: str, direction: str) -> Primitive:
     """A comparison: boolean outputs, not differentiable."""
-    prim = Primitive(name)
+    prim = Primitive(name, fuses_data_movement=True)
 
     @prim.def_rule("abstract_eval")
     def abstract_eval(x: ShapedArray, y: ShapedArray) -> ShapedArray:

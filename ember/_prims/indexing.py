@@ -929,6 +929,7 @@ def _select_tree(which: Any, cases: Sequence[Any], first: int) -> Any:
                   _select_tree(which, cases[mid:], first + mid))
 
 
-__all__ = ["GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather", "scatter",
-           "scatter_add", "scatter_mul", "scatter_min", "scatter_max", "dynamic_slice", "dynamic_update_slice",
-           "clamp", "select_n"]
+__all__ = ["GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "clamp", "dynamic_index_in_dim",
+           "dynamic_slice", "dynamic_slice_in_dim", "dynamic_update_index_in_dim", "dynamic_update_slice",
+           "dynamic_update_slice_in_dim", "gather", "scatter", "scatter_add", "scatter_max", "scatter_min",
+           "scatter_mul", "select_n"]

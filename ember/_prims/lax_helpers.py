@@ -1,5 +1,5 @@
 """jax.lax's helpers that are compositions of primitives (their derivatives and batching come from those): shape
-helpers (expand_dims, squeeze, collapse, stack, split, tile, ...), shape arithmetic for convolutions and windows,
+helpers (expand_dims, squeeze, collapse, stack, tile, ...), shape arithmetic for convolutions and windows,
 conv_general_dilated_patches, scatter_sub, and the small types of the API (Precision, RoundingMethod,
 DotDimensionNumbers, ConvGeneralDilatedDimensionNumbers)."""
 from __future__ import annotations
@@ -188,18 +188,6 @@ def tile(operand: Any, reps: Sequence[int]) -> Any:
     return reshape(spread, tuple(r * n for r, n in zip(reps, shape)))
 
 
-def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Any]:
-    """Consecutive pieces of the given sizes along axis (like jax.lax.split)."""
-    shape = aval_of(operand).shape
-    axis = normalize_axis("split", static_int("split", "axis", axis), len(shape))
-    sizes = static_ints("split", "sizes", sizes)
-    if any(s < 0 for s in sizes) or sum(sizes) != shape[axis]:
-        raise ValueError(f"split: sizes {sizes} must be non-negative and sum to {shape[axis]}, the size of axis "
-                         f"{axis} of shape {shape}")
-    starts = np.cumsum((0,) + sizes)
-    return [slice_in_dim(operand, int(a), int(b), 1, axis) for a, b in zip(starts[:-1], starts[1:])]
-
-
 def stack(operands: Sequence[Any], axis: int = 0) -> Any:
     """Arrays of one shape stacked along a new axis (like jax.lax.stack)."""
     operands = list(operands)
@@ -333,3 +321,10 @@ def scatter_sub(operand: Any, scatter_indices: Any, updates: Any, dimension_numb
     the negated updates (the same values, wrapping the same way for integers)."""
     return scatter_add(operand, scatter_indices, neg(updates), dimension_numbers,
                        indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode)
+
+
+__all__ = ["ConvGeneralDilatedDimensionNumbers", "DotDimensionNumbers", "Precision", "PrecisionLike", "RoundingMethod",
+           "batch_matmul", "broadcast_like", "broadcast_shapes", "broadcast_to_rank", "collapse",
+           "conv_general_dilated_patches", "conv_general_permutations", "conv_general_shape_tuple", "conv_shape_tuple",
+           "conv_transpose_shape_tuple", "dtype", "empty", "expand_dims", "index_in_dim", "index_take",
+           "reduce_window_shape_tuple", "scatter_sub", "squeeze", "stack", "tile", "unstack"]

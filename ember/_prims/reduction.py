@@ -414,3 +414,7 @@ def reduce(operands: Any, init_values: Any, computation: Callable[[Any, Any], An
                         f"{[a.str_short() for a in ir.out_avals]}")
     outs = reduce_p.bind(*xs, *inits, computation=ir, dimensions=dims)
     return outs[0] if single else type(operands)(outs) if isinstance(operands, tuple) else list(outs)
+
+
+__all__ = ["argmax", "argmin", "reduce", "reduce_and", "reduce_max", "reduce_min", "reduce_or", "reduce_prod",
+           "reduce_xor"]

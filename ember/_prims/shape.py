@@ -70,7 +70,7 @@ def vectorized_batching(prim: Primitive) -> Callable[..., Any]:
 
 # ---------------------------------------------------------------------------------------------------------------
 # broadcast_in_dim(x, shape, broadcast_dimensions): operand dim i becomes output dim broadcast_dimensions[i].
-broadcast_in_dim_p = Primitive("broadcast_in_dim")
+broadcast_in_dim_p = Primitive("broadcast_in_dim", moves_data=True)
 
 
 @broadcast_in_dim_p.def_rule("abstract_eval")
@@ -170,7 +170,7 @@ def zeros(aval: ShapedArray) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # reshape(x, new_sizes)
-reshape_p = Primitive("reshape")
+reshape_p = Primitive("reshape", moves_data=True)
 
 
 @reshape_p.def_rule("abstract_eval")
@@ -420,3 +420,6 @@ def reduce_axes(name: str, x: Any, axes: Any) -> tuple[int, ...]:
 def reduce_sum(x: Any, axes: Sequence[int] | None = None) -> Any:
     return reduce_sum_p.bind(x, axes=reduce_axes("reduce_sum", x, axes))
 
+
+__all__ = ["broadcast", "broadcast_in_dim", "broadcasted_iota", "convert_element_type", "full", "full_like", "iota",
+           "reduce_sum", "reshape", "transpose", "zeros_like"]

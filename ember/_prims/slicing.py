@@ -1,4 +1,4 @@
-"""Static slicing primitives: slice, pad and concatenate (all linear; each is another's transpose)."""
+"""Static slicing primitives: slice, pad, concatenate, split and rev (all linear; each is another's transpose)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -9,7 +9,8 @@ from ember._core.checks import normalize_axis, static_int, static_ints
 from ember._hlo import LoweringContext, i64_array
 from ember._prims.checks import check_same_dtypes
 from ember._prims.elementwise import select, sub
-from ember._prims.shape import BatchDim, batch_at_front, batch_size, broadcast_in_dim, linear_jvp, reduce_sum
+from ember._prims.shape import (BatchDim, batch_at_front, batch_size, broadcast_in_dim, linear_jvp, reduce_sum,
+                               zeros)
 
 # ---------------------------------------------------------------------------------------------------------------
 # slice(x, start_indices, limit_indices, strides)
@@ -220,6 +221,62 @@ def concatenate(operands: Sequence[Any], dimension: int) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# split(x, sizes, axis): consecutive pieces of x along axis, one output per size (linear; concatenate's transpose).
+split_p = Primitive("split", multiple_results=True)
+
+
+@split_p.def_rule("abstract_eval")
+def _split_abstract_eval(x: ShapedArray, *, sizes: tuple[int, ...], axis: int) -> list[ShapedArray]:
+    if not 0 <= axis < x.ndim:
+        raise TypeError(f"split: axis {axis} out of range for {x.str_short()}")
+    if any(size < 0 for size in sizes) or sum(sizes) != x.shape[axis]:
+        raise TypeError(f"split: sizes {sizes} must be non-negative and sum to {x.shape[axis]}, the size of axis "
+                        f"{axis} of {x.str_short()}")
+    return [ShapedArray(x.shape[:axis] + (size,) + x.shape[axis + 1:], x.dtype, x.weak_type) for size in sizes]
+
+
+@split_p.def_rule("lowering")
+def _split_lowering(ctx: LoweringContext, x: str, *, sizes: tuple[int, ...], axis: int) -> list[str]:
+    shape, outs, start = ctx.avals_in[0].shape, [], 0
+    for aval, size in zip(ctx.avals_out, sizes):
+        starts = tuple(start if d == axis else 0 for d in range(len(shape)))
+        limits = tuple(start + size if d == axis else n for d, n in enumerate(shape))
+        outs.append(ctx.op("stablehlo.slice", [x], aval, {"start_indices": i64_array(starts),
+                                                          "limit_indices": i64_array(limits),
+                                                          "strides": i64_array((1,) * len(shape))}))
+        start += size
+    return outs
+
+
+split_p.def_rule("jvp", linear_jvp(split_p))
+
+
+@split_p.def_rule("vjp")
+def _split_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, sizes: tuple[int, ...],
+               axis: int) -> list[Any]:
+    pieces = [zeros(aval_of(out)) if ct is None else ct for ct, out in zip(cts, outs)]
+    return [concatenate(pieces, axis)]
+
+
+@split_p.def_rule("batching")
+def _split_batching(args: list[Any], dims: list[BatchDim], *, sizes: tuple[int, ...], axis: int
+                    ) -> tuple[list[Any], list[BatchDim]]:
+    d = dims[0]
+    return split_p.bind(args[0], sizes=sizes, axis=axis if axis < d else axis + 1), [d] * len(sizes)
+
+
+def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Any]:
+    """Consecutive pieces of the given sizes along axis (like jax.lax.split)."""
+    shape = aval_of(operand).shape
+    axis = normalize_axis("split", static_int("split", "axis", axis), len(shape))
+    sizes = static_ints("split", "sizes", sizes)
+    if any(size < 0 for size in sizes) or sum(sizes) != shape[axis]:
+        raise ValueError(f"split: sizes {sizes} must be non-negative and sum to {shape[axis]}, the size of axis "
+                         f"{axis} of shape {shape}")
+    return split_p.bind(operand, sizes=sizes, axis=axis)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # rev(x, dimensions): x reversed along the given dimensions (linear, its own transpose).
 rev_p = Primitive("rev")
 
@@ -252,3 +309,6 @@ def rev(x: Any, dimensions: Sequence[int]) -> Any:
     ndim = aval_of(x).ndim
     dims = tuple(sorted(normalize_axis("rev", d, ndim) for d in static_ints("rev", "dimensions", dimensions)))
     return rev_p.bind(x, dimensions=dims) if dims else x
+
+
+__all__ = ["concatenate", "pad", "rev", "slice", "slice_in_dim", "split"]

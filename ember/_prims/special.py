@@ -522,3 +522,7 @@ def _betainc_dx(g: Any, a: Any, b: Any, x: Any, out: Any) -> Any:
 regularized_incomplete_beta_p = _special_op("regularized_incomplete_beta", _function_lowering(_betainc_body),
                                             (_refuse("betainc", "a"), _refuse("betainc", "b"), _betainc_dx))
 betainc = _bind_special(regularized_incomplete_beta_p, "a, b, x")
+
+
+__all__ = ["bessel_i0e", "bessel_i1e", "betainc", "digamma", "erf", "erf_inv", "erfc", "igamma", "igamma_grad_a",
+           "igammac", "lgamma", "polygamma", "random_gamma_grad", "zeta"]

@@ -503,4 +503,4 @@ def reduce_window(operand: Any, init_value: Any, computation: Callable[[Any, Any
                                    base_dilation, window_dilation)
 
 
-__all__ = ["cumsum", "reduce_window", "reduce_window_kind", "window_shape"]
+__all__ = ["cumsum", "reduce_window"]

@@ -10,7 +10,9 @@
  *   - from_host: a numpy array's data copied to a new Buffer      <-> Client.buffer_from_numpy in pjrt/client.py
  * It depends on the Python C API only. The few PJRT structs it uses are declared below, with the layout of
  * pjrt_c_api.h (API 0.81) of the xla-cpu-pjrt wheel (every struct starts with its size, as in the ctypes
- * binding, so newer plugins accept them). The PJRT function pointers come from the ctypes binding (Api).
+ * binding, so newer plugins accept them). The ctypes declarations in pjrt/structs.py are the reference: buffer.py
+ * checks these against them when it loads this module (struct_layouts). The PJRT function pointers come from the
+ * ctypes binding (Api).
  *
  * THE PINNING ARGUMENT (why no lock is taken here). A Buffer's lifetime state is three slots: handle (an int,
  * None once deleted), _pins (an int: PJRT calls using it now), _doomed (None, or the handle of a buffer deleted
@@ -29,6 +31,11 @@
  * Strong references: while the GIL is released around PJRT_LoadedExecutable_Execute, this code holds a strong
  * reference to every Buffer it pinned, so no Buffer can be finalized (its finalizer would find it pinned and
  * leave the handle to us, then the object would be freed under our feet) until it is unpinned.
+ *
+ * The client is pinned too around every PJRT call made with the GIL released (execute, upload, awaiting a ready
+ * event): pin_client counts a use in the client's Api, in the same kind of ATOMIC section, and Client.close()
+ * (the exit handler's, while daemon threads may still execute) marks the client closed, then waits until no
+ * use is counted before destroying it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -43,7 +50,7 @@
 
 /* The interface version ember/_runtime/fastpath.py expects (_ABI there): bump both when the interface changes,
  * so that a stale build is not used. After editing this file, rebuild: python3 setup.py build_ext --inplace. */
-#define FASTPATH_ABI 5
+#define FASTPATH_ABI 6
 
 /* ---------------------------------------------------------------------------------------------------------
  * PJRT (pjrt_c_api.h, API 0.81)
@@ -112,17 +119,87 @@ typedef struct { /* PJRT_Client_BufferFromHostBuffer_Args */
     void *buffer;                /* out */
 } FromHostArgs;
 
-/* The sizes and offsets of pjrt_c_api.h 0.81 (checked against the header when this was written). */
-_Static_assert(sizeof(HandleArgs) == 24, "PJRT_Buffer_Destroy_Args layout");
-_Static_assert(sizeof(ReadyEventArgs) == 32, "PJRT_Buffer_ReadyEvent_Args layout");
-_Static_assert(sizeof(ExecuteOptions) == 112, "PJRT_ExecuteOptions layout");
-_Static_assert(offsetof(ExecuteOptions, launch_id) == 48, "PJRT_ExecuteOptions layout");
-_Static_assert(sizeof(ExecuteArgs) == 80, "PJRT_LoadedExecutable_Execute_Args layout");
-_Static_assert(offsetof(ExecuteArgs, num_args) == 48, "PJRT_LoadedExecutable_Execute_Args layout");
-_Static_assert(offsetof(ExecuteArgs, execute_device) == 72, "PJRT_LoadedExecutable_Execute_Args layout");
-_Static_assert(sizeof(FromHostArgs) == 120, "PJRT_Client_BufferFromHostBuffer_Args layout");
-_Static_assert(offsetof(FromHostArgs, host_buffer_semantics) == 72, "PJRT_Client_BufferFromHostBuffer_Args layout");
-_Static_assert(offsetof(FromHostArgs, buffer) == 112, "PJRT_Client_BufferFromHostBuffer_Args layout");
+typedef struct { /* PJRT_Buffer_UnsafePointer_Args */
+    size_t struct_size;
+    void *extension_start;
+    void *buffer;
+    uintptr_t buffer_pointer; /* out */
+} UnsafePointerArgs;
+
+/* The layouts of the structs above, reported by struct_layouts() for ember/_runtime/pjrt/structs.py to check
+ * against its ctypes declarations (the reference) when the extension is loaded: each under the name of its
+ * ctypes class there. */
+typedef struct {
+    const char *name;
+    size_t offset;
+} FieldLayout;
+
+typedef struct {
+    const char *name;
+    size_t size;
+    const FieldLayout *fields; /* ends with a NULL name */
+} StructLayout;
+
+#define FIELD(type, field) {#field, offsetof(type, field)}
+#define HEADER(type) FIELD(type, struct_size), FIELD(type, extension_start)
+
+static const FieldLayout handle_fields[] = {HEADER(HandleArgs), FIELD(HandleArgs, handle), {NULL}};
+static const FieldLayout ready_event_fields[] = {HEADER(ReadyEventArgs), FIELD(ReadyEventArgs, buffer),
+                                                 FIELD(ReadyEventArgs, event), {NULL}};
+static const FieldLayout execute_options_fields[] = {
+    HEADER(ExecuteOptions), FIELD(ExecuteOptions, send_callbacks), FIELD(ExecuteOptions, recv_callbacks),
+    FIELD(ExecuteOptions, num_send_ops), FIELD(ExecuteOptions, num_recv_ops), FIELD(ExecuteOptions, launch_id),
+    FIELD(ExecuteOptions, non_donatable_input_indices), FIELD(ExecuteOptions, num_non_donatable_input_indices),
+    FIELD(ExecuteOptions, context), FIELD(ExecuteOptions, call_location), FIELD(ExecuteOptions, num_tasks),
+    FIELD(ExecuteOptions, task_ids), FIELD(ExecuteOptions, incarnation_ids), {NULL}};
+static const FieldLayout execute_fields[] = {
+    HEADER(ExecuteArgs), FIELD(ExecuteArgs, executable), FIELD(ExecuteArgs, options),
+    FIELD(ExecuteArgs, argument_lists), FIELD(ExecuteArgs, num_devices), FIELD(ExecuteArgs, num_args),
+    FIELD(ExecuteArgs, output_lists), FIELD(ExecuteArgs, device_complete_events), FIELD(ExecuteArgs, execute_device),
+    {NULL}};
+static const FieldLayout from_host_fields[] = {
+    HEADER(FromHostArgs), FIELD(FromHostArgs, client), FIELD(FromHostArgs, data), FIELD(FromHostArgs, type),
+    FIELD(FromHostArgs, dims), FIELD(FromHostArgs, num_dims), FIELD(FromHostArgs, byte_strides),
+    FIELD(FromHostArgs, num_byte_strides), FIELD(FromHostArgs, host_buffer_semantics), FIELD(FromHostArgs, device),
+    FIELD(FromHostArgs, memory), FIELD(FromHostArgs, device_layout), FIELD(FromHostArgs, done_with_host_buffer),
+    FIELD(FromHostArgs, buffer), {NULL}};
+static const FieldLayout unsafe_pointer_fields[] = {HEADER(UnsafePointerArgs), FIELD(UnsafePointerArgs, buffer),
+                                                    FIELD(UnsafePointerArgs, buffer_pointer), {NULL}};
+
+static const StructLayout struct_layouts[] = {
+    {"PJRT_Handle_Args", sizeof(HandleArgs), handle_fields},
+    {"PJRT_Buffer_ReadyEvent_Args", sizeof(ReadyEventArgs), ready_event_fields},
+    {"PJRT_ExecuteOptions", sizeof(ExecuteOptions), execute_options_fields},
+    {"PJRT_LoadedExecutable_Execute_Args", sizeof(ExecuteArgs), execute_fields},
+    {"PJRT_Client_BufferFromHostBuffer_Args", sizeof(FromHostArgs), from_host_fields},
+    {"PJRT_Buffer_UnsafePointer_Args", sizeof(UnsafePointerArgs), unsafe_pointer_fields},
+    {NULL},
+};
+
+/* struct_layouts() -> {name: (size, ((field, offset), ...))} of the structs declared here. */
+static PyObject *fp_struct_layouts(PyObject *module, PyObject *unused)
+{
+    PyObject *result = PyDict_New();
+    for (const StructLayout *layout = struct_layouts; result != NULL && layout->name != NULL; layout++) {
+        Py_ssize_t count = 0;
+        while (layout->fields[count].name != NULL)
+            count++;
+        PyObject *fields = PyTuple_New(count), *entry = NULL;
+        for (Py_ssize_t i = 0; fields != NULL && i < count; i++) {
+            PyObject *field = Py_BuildValue("(sn)", layout->fields[i].name, (Py_ssize_t)layout->fields[i].offset);
+            if (field == NULL)
+                Py_CLEAR(fields);
+            else
+                PyTuple_SET_ITEM(fields, i, field);
+        }
+        if (fields != NULL)
+            entry = Py_BuildValue("(nN)", (Py_ssize_t)layout->size, fields); /* (steals fields) */
+        if (entry == NULL || PyDict_SetItemString(result, layout->name, entry) < 0)
+            Py_CLEAR(result);
+        Py_XDECREF(entry);
+    }
+    return result;
+}
 
 /* ---------------------------------------------------------------------------------------------------------
  * Module state. One interpreter; the types are registered once by buffer.py and array.py.
@@ -532,6 +609,7 @@ typedef struct {
     PyObject_HEAD
     pjrt_fn execute, buffer_destroy, ready_event, event_await, event_destroy, from_host, unsafe_pointer;
     PyObject *error; /* plugin.error(name, address) -> PjrtError (it destroys the PJRT_Error) */
+    Py_ssize_t uses; /* PJRT calls running on the client with the GIL released (see pin_client) */
 } ApiObject;
 
 static int api_traverse(ApiObject *self, visitproc visit, void *arg)
@@ -681,6 +759,12 @@ static void *upload(ApiObject *api, void *client_handle, void *device_handle, co
 
 static PyObject *api_of(PyObject *client); /* below */
 
+static PyMemberDef api_members[] = {
+    {"uses", T_PYSSIZET, offsetof(ApiObject, uses), READONLY,
+     "PJRT calls running on the client now with the GIL released: Client.close() waits for them to end."},
+    {NULL},
+};
+
 static PyTypeObject ApiType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "ember._runtime._fastpath.Api",
@@ -691,6 +775,7 @@ static PyTypeObject ApiType = {
     .tp_dealloc = (destructor)api_dealloc,
     .tp_traverse = (traverseproc)api_traverse,
     .tp_clear = (inquiry)api_clear,
+    .tp_members = api_members,
 };
 
 /* client._fast as an Api (a new reference), or NULL with an error. */
@@ -719,6 +804,54 @@ static ApiObject *open_api_of(PyObject *buffer)
     if (open <= 0)
         Py_CLEAR(api);
     return api;
+}
+
+/* Pin a client for a PJRT call made with the GIL released: its handle, a use counted in its Api until
+ * unpin_client; NULL when it is closed (no error set), or NULL with an error set. Client.close() marks the client
+ * closed (its handle None) and then waits until its Api counts no use before destroying it, so a call that pinned
+ * the client never runs on a destroyed one (the exit handler closes clients while daemon threads may execute).
+ * ATOMIC: it reads a plain attribute (no Python code runs) and counts, holding the GIL. */
+static void *pin_client(ApiObject *api, PyObject *client)
+{
+    void *handle = client_handle_of(client);
+    if (handle != NULL)
+        api->uses++;
+    return handle;
+}
+
+static void unpin_client(ApiObject *api)
+{
+    api->uses--;
+}
+
+/* pin_client(client) -> its handle (int), a use counted until unpin_client(client); None when it is closed. */
+static PyObject *fp_pin_client(PyObject *module, PyObject *client)
+{
+    ApiObject *api = (ApiObject *)api_of(client);
+    if (api == NULL)
+        return NULL;
+    void *handle = pin_client(api, client);
+    Py_DECREF(api);
+    if (handle == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromVoidPtr(handle);
+}
+
+static PyObject *fp_unpin_client(PyObject *module, PyObject *client)
+{
+    ApiObject *api = (ApiObject *)api_of(client);
+    if (api == NULL)
+        return NULL;
+    if (api->uses <= 0) {
+        Py_DECREF(api);
+        return PyErr_Format(PyExc_RuntimeError, "unpin_client: the client is not pinned");
+    }
+    unpin_client(api);
+    Py_DECREF(api);
+    Py_RETURN_NONE;
 }
 
 /* ---------------------------------------------------------------------------------------------------------
@@ -832,16 +965,10 @@ static PyObject *runner_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
 
 enum { RUN_OK = 0, RUN_NOT_PINNED = 1, RUN_ERROR = -1 };
 
-/* Pin buffers[0..n) (Buffers of exactly buffer_type, strong references held by the caller), run, unpin.
- * RUN_OK: outputs[0..num_outputs) hold new PJRT buffers the caller owns. RUN_NOT_PINNED: a buffer was deleted
- * or is of another client, or the client is closed; nothing ran. RUN_ERROR: an error is set. */
-static int run_buffers(RunnerObject *self, PyObject *const *buffers, Py_ssize_t n, void *execute_device,
-                       Scratch *s)
+/* run_buffers' work once the client is pinned. */
+static int run_pinned(RunnerObject *self, PyObject *const *buffers, Py_ssize_t n, void *execute_device,
+                      Scratch *s)
 {
-    int open = client_open(self->client);
-    if (open <= 0)
-        return open < 0 ? RUN_ERROR : RUN_NOT_PINNED;
-
     /* ATOMIC: pin them all, or none. */
     Py_ssize_t i;
     for (i = 0; i < n; i++) {
@@ -888,6 +1015,21 @@ static int run_buffers(RunnerObject *self, PyObject *const *buffers, Py_ssize_t 
     if (error != NULL)
         return raise_pjrt_error(self->api, "LoadedExecutable_Execute", error);
     return RUN_OK;
+}
+
+/* Pin buffers[0..n) (Buffers of exactly buffer_type, strong references held by the caller), run, unpin.
+ * RUN_OK: outputs[0..num_outputs) hold new PJRT buffers the caller owns. RUN_NOT_PINNED: a buffer was deleted
+ * or is of another client, or the client is closed; nothing ran. RUN_ERROR: an error is set. The client is
+ * pinned throughout (see pin_client). */
+static int run_buffers(RunnerObject *self, PyObject *const *buffers, Py_ssize_t n, void *execute_device,
+                       Scratch *s)
+{
+    ApiObject *api = self->api;
+    if (pin_client(api, self->client) == NULL) /* (ATOMIC, and so is the pinning of the buffers that follows) */
+        return PyErr_Occurred() ? RUN_ERROR : RUN_NOT_PINNED;
+    int status = run_pinned(self, buffers, n, execute_device, s);
+    unpin_client(api);
+    return status;
 }
 
 /* A new Buffer(client, device, handle, shape, dtype) made without running Python code (its __init__ is not
@@ -1251,16 +1393,19 @@ static int upload_argument(CallerObject *self, PyObject *x, Py_ssize_t i, PyObje
     ApiObject *api = self->runner->api;
     if (api->from_host == NULL || api->event_await == NULL || api->event_destroy == NULL)
         return 0;
-    void *client_handle = client_handle_of(self->runner->client);
-    if (client_handle == NULL)
-        return PyErr_Occurred() ? -1 : 0;
     Py_buffer view;
     if (PyObject_GetBuffer(x, &view, PyBUF_C_CONTIGUOUS) < 0) { /* not contiguous, or a dtype numpy cannot export */
         PyErr_Clear();
         return 0;
     }
+    void *client_handle = pin_client(api, self->runner->client);
+    if (client_handle == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_Occurred() ? -1 : 0;
+    }
     int status = 0;
     void *handle = upload(api, client_handle, self->device_handle, view.buf, type, dims, ndim);
+    unpin_client(api);
     PyBuffer_Release(&view);
     if (handle == NULL)
         return -1;
@@ -1453,7 +1598,13 @@ static PyObject *fp_block_until_ready(PyObject *module, PyObject *buffer)
         Py_RETURN_FALSE;
     }
     Py_INCREF(buffer); /* (the caller holds it; kept explicit across the released GIL) */
-    void *handle = pin_one(buffer, NULL); /* ATOMIC */
+    /* ATOMIC: the client and the buffer pinned together */
+    void *handle = NULL;
+    if (pin_client(api, SLOT(buffer, b_client)) != NULL) {
+        handle = pin_one(buffer, NULL);
+        if (handle == NULL)
+            unpin_client(api);
+    }
     if (handle == NULL) {
         Py_DECREF(buffer);
         Py_DECREF(api);
@@ -1465,6 +1616,7 @@ static PyObject *fp_block_until_ready(PyObject *module, PyObject *buffer)
     PJRT_Error *error = api->ready_event(&ready_args);
     int status = error != NULL ? raise_pjrt_error(api, "Buffer_ReadyEvent", error)
                                : await_event(api, "Buffer_ReadyEvent", ready_args.event);
+    unpin_client(api);
     PyObject *doomed;
     int unpinned = unpin_one(buffer, &doomed); /* ATOMIC */
     if (unpinned == 0) {
@@ -1586,7 +1738,7 @@ static PyObject *fp_from_host(PyObject *module, PyObject *const *args, Py_ssize_
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
     }
-    void *client_handle = client_handle_of(client);
+    void *client_handle = pin_client(api, client);
     if (client_handle == NULL) { /* closed (None), or an error reading it */
         Py_DECREF(api);
         PyBuffer_Release(&view);
@@ -1596,6 +1748,7 @@ static PyObject *fp_from_host(PyObject *module, PyObject *const *args, Py_ssize_
     }
     PyObject *result = NULL;
     void *handle = upload(api, client_handle, device_handle, data, type, dims, ndim);
+    unpin_client(api);
     if (handle != NULL && (result = new_buffer(client, device, handle, shape, dtype)) == NULL)
         destroy_unowned(api, handle);
     Py_DECREF(api);
@@ -1614,13 +1767,6 @@ typedef struct {
     void *data;
     Py_ssize_t size;
 } HostMemoryObject;
-
-typedef struct { /* PJRT_Buffer_UnsafePointer_Args */
-    size_t struct_size;
-    void *extension_start;
-    void *buffer;
-    uintptr_t buffer_pointer; /* out */
-} UnsafePointerArgs;
 
 static int host_memory_getbuffer(HostMemoryObject *self, Py_buffer *view, int flags)
 {
@@ -1723,6 +1869,12 @@ static PyMethodDef module_methods[] = {
     {"buffer_finalizer", fp_buffer_finalizer, METH_NOARGS, "A Buffer.__del__ implemented here."},
     {"host_memory", (PyCFunction)(void (*)(void))fp_host_memory, METH_FASTCALL,
      "host_memory(buffer, nbytes) -> the ready buffer's memory read in place (a buffer-protocol object), or None."},
+    {"pin_client", fp_pin_client, METH_O,
+     "pin_client(client) -> its handle, a use counted until unpin_client(client) (Client.close waits for it); "
+     "None when it is closed."},
+    {"unpin_client", fp_unpin_client, METH_O, "unpin_client(client): end a pin_client."},
+    {"struct_layouts", fp_struct_layouts, METH_NOARGS,
+     "struct_layouts() -> {name: (size, ((field, offset), ...))} of the PJRT structs declared in C."},
     {"from_host", (PyCFunction)(void (*)(void))fp_from_host, METH_FASTCALL,
      "from_host(client, device, device_handle, data, pjrt_type, shape, dtype) -> a new Buffer, or None."},
     {NULL},

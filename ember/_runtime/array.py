@@ -53,9 +53,12 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
 
     @property
     def buffer(self) -> _pjrt.Buffer:
-        if self._buffer.is_deleted:
+        buffer = self._buffer
+        if not buffer.handle:
             raise RuntimeError(f"Array {self.aval.str_short()} has been deleted")
-        return self._buffer
+        if not buffer.client.handle:
+            raise RuntimeError(f"Array {self.aval.str_short()}: its PJRT client {buffer.client.closed_reason}")
+        return buffer
 
     @property
     def device(self) -> _pjrt.Device:

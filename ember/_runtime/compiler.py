@@ -74,6 +74,10 @@ class CompileError(RuntimeError):
     """XLA rejected a lowered module; the message holds XLA's diagnostics and the module text."""
 
 
+class DeletedArrayError(RuntimeError):
+    """A compiled program was called with an array (or a constant it closed over) that has been deleted."""
+
+
 class Lowered:
     """An IR lowered to a StableHLO module, not yet compiled."""
 
@@ -255,12 +259,13 @@ class Compiled:
         """The error to raise for a failed execute of these buffers (the constants, then one per argument): a
         RuntimeError when one of them has been deleted, else the PJRT error (of the same type: e.g. out of memory
         is a MemoryError) with the program's name in front."""
-        deleted = next((i for i, b in enumerate(buffers) if type(b) is _pjrt.Buffer and b.is_deleted), None)
+        # (a buffer whose client is closed is not deleted: err says the client is closed)
+        deleted = next((i for i, b in enumerate(buffers) if type(b) is _pjrt.Buffer and not b.handle), None)
         if deleted is None:
             return type(err)(f"{self.name}: {err}", call=err.call, code=err.code)
         index = deleted - (len(buffers) - len(args))  # the constants come first
         what = "an array it closed over" if index < 0 else f"argument {index} ({args[index]!r})"
-        return RuntimeError(f"{self.name}: {what} has been deleted")
+        return DeletedArrayError(f"{self.name}: {what} has been deleted")
 
     def __call__(self, *args: Any) -> Any:
         outs = self.call_flat(args)

@@ -15,6 +15,10 @@ from ember._runtime import pjrt as _pjrt
 from ember._runtime.array import Array
 from ember._runtime.backends import default_device
 
+class DeviceMismatchError(ValueError):
+    """An Array argument lives on another device than the one the computation runs on."""
+
+
 @functools.lru_cache(maxsize=512)
 def _scalar_buffer(kind: type, text: str, dtype: np.dtype, value: Any, device: _pjrt.Device) -> _pjrt.Buffer:
     """Device scalars are immutable, so equal ones are shared (keyed by repr: -0.0 and 0.0 differ)."""
@@ -43,7 +47,7 @@ def to_buffer(x: Any, expected: ShapedArray, where: str,
         if aval.shape != expected.shape or aval.dtype != expected.dtype:
             raise TypeError(f"{where}: expected {expected.str_short()}, got {aval.str_short()}")
         if x.device is not device:
-            raise ValueError(f"{where}: the array is on {x.device} but the computation runs on {device}, the "
+            raise DeviceMismatchError(f"{where}: the array is on {x.device} but the computation runs on {device}, the "
                              "device of its first array argument; device_put it there")
         return x.buffer
     if isinstance(x, Tracer):

@@ -6,7 +6,8 @@ Two levels:
 * Primitives (apply_primitive, the eager slot of Primitive.bind): each (primitive, params, operand avals) compiles
   into a one-equation executable, in a least-recently-used cache.
 * Whole operations of ember.numpy (`x + y`, `x * 2.0`, `enp.exp(x)`, `x.sum()`, `enp.where(c, x, 0.0)`), through
-  the fast paths that fast_unary, fast_binary, fast_nary and fast_static wrap them in. A call on concrete Arrays
+  the one fast path that fast_path wraps them in (fast_unary, fast_binary, fast_nary and fast_static name its
+  uses by their operands). A call on concrete Arrays
   (and Python scalars), made outside any staging, looks up one entry keyed by the operation, its operands' avals
   (the type, for a Python scalar), its static arguments and enable_x64, and runs what the entry holds at once.
   These fully determine what the ordinary path would do (promotion with weak types, broadcasting, the primitives'
@@ -19,10 +20,14 @@ Two levels:
 Everything else takes the operation's ordinary path, unchanged: tracers and concrete Arrays while a function is
 staged out (jit, grad, vmap), numpy operands, leaked tracers, debug_nans/debug_infs (their checks run after each
 primitive), signatures whose staging fails (the ordinary path then raises its own error), value-dependent
-operations, and calls whose program fails (a deleted or misplaced array: the ordinary path raises its own
-message). The results are exactly the ordinary path's: dtype, weak type and bits (tests/test_eager_dispatch.py)."""
+operations, and calls that are not their program's common case or whose program fails (a deleted or misplaced
+array, a failed execution: the ordinary path raises its own message). Any other exception of the fast path is a bug
+and propagates; `fallbacks` counts the signatures that take the ordinary path, and why. What the fast path needs
+to know of a primitive is set where the primitive is defined (Primitive.moves_data, fuses_data_movement,
+eager_body). The results are exactly the ordinary path's: dtype, weak type and bits (tests/test_eager_dispatch.py)."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import math
@@ -38,8 +43,9 @@ from ember._core import (EAGER, IR, TRACE_STATE, Eqn, Literal, Primitive, Shaped
                          Var, aval_of_value, check_live, scalar_literal, stage_flat)
 from ember._core.ir import sub_irs
 from ember._runtime.array import Array, canonical_aval as _canonical
-from ember._runtime.compiler import Compiled, _Checks, compile_ir
-from ember._runtime.dispatch import _scalar_buffer
+from ember._runtime.compiler import Compiled, DeletedArrayError, _Checks, compile_ir
+from ember._runtime.dispatch import DeviceMismatchError, _scalar_buffer
+from ember._runtime.pjrt import PjrtError
 
 _eager_cache = LRUCache("eager_cache_size")  # ember.config option
 
@@ -94,7 +100,7 @@ EAGER.fill(apply_primitive)
 # Whole operations (see the module docstring)
 # The caches of the fast paths. A hit does not reorder them (OrderedDict.move_to_end would hash the key a second
 # time, a good part of a hit's cost): entries leave in the order they came.
-_op_cache = LRUCache("eager_cache_size")  # key -> a runner (a call_flat or _Steps), a tuple (runner, scalar info...)
+_op_cache = LRUCache("eager_cache_size")  # key -> a runner (_runner), a tuple (runner, scalar info...), or _SLOW
 _scalar_arrays = LRUCache("eager_cache_size")  # (value, dtype, device) -> a device scalar Array
 _SLOW = "slow"  # the entry of a signature that takes the ordinary path
 _SCALAR_TYPES = frozenset({bool, int, float})
@@ -138,20 +144,19 @@ def ordinary_path() -> Iterator[None]:
         _Switch.update()
 
 
-# Higher-order primitives whose eager path runs the Python function itself (ember._control.custom: outside staging
-# custom_jvp, custom_vjp and checkpoint call it directly): a plan runs their bodies' primitives one at a time too.
-_INLINED = {"custom_jvp_call": "fun_ir", "custom_vjp_call": "fun_ir", "remat": "body_ir"}
-
-
 def _flatten(ir: IR, inputs: list[Any]) -> tuple[list[tuple[Eqn, list[Any]]], list[Any]] | None:
     """The equations the ordinary path would run one at a time, with the atoms (Vars of the outer IR, Literals)
-    each reads, and the outer atoms of ir's outputs; None where a primitive's eager path is not one program."""
+    each reads, and the outer atoms of ir's outputs; None where a primitive's eager path is not one program. A
+    primitive with an eager_body (custom rules, checkpoint) runs that body's primitives one at a time."""
     env: dict[Var, Any] = dict(zip(ir.in_vars, inputs))
-    read = lambda atom: env[atom] if isinstance(atom, Var) else atom
+
+    def read(atom: Any) -> Any:
+        return env[atom] if isinstance(atom, Var) else atom
+
     steps: list[tuple[Eqn, list[Any]]] = []
     for eqn in ir.eqns:
         ins = [read(a) for a in eqn.inputs]
-        body = _INLINED.get(eqn.prim.name)
+        body = eqn.prim.eager_body
         if body is not None:
             sub = eqn.params[body]
             if sub.consts:
@@ -191,34 +196,34 @@ class _Steps:
         self._placed[device] = placed
         return placed
 
-    def __call__(self, args: list[Any]) -> list[Any]:
-        values = args  # (a list each call makes afresh: extended in place)
+    def call_flat(self, args: Sequence[Any]) -> list[Any]:
+        values = list(args)  # (extended in place)
         if self.literals:
             device = args[0]._buffer.device  # (every input is an Array: a scalar operand is a device scalar)
-            values = args + (self._placed.get(device) or self._place(device))
+            values += self._placed.get(device) or self._place(device)
         for run, arguments in self.steps:
             values += run(arguments(values))
         return [values[self.out]]
 
+    _fast = call_flat  # (as Compiled's: see fast_path)
+
 
 # Fusing primitives into one program may change results (XLA may divide by a constant as a multiplication by its
 # reciprocal, keep excess precision between float16 operations, reduce a broadcast as a multiplication), except
-# where the primitives before the last only move data: a broadcast or reshape feeding an elementwise primitive is
-# computed alike (the literals stay inputs, never constants XLA could fold).
-_DATA_MOVEMENT = frozenset({"broadcast_in_dim", "reshape"})
-_ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "rem", "atan2", "max", "min", "pow", "and", "or", "xor", "eq",
-                          "ne", "lt", "le", "gt", "ge", "select"})
+# where the primitives before the last only move data (Primitive.moves_data) and the last is an elementwise
+# primitive of one op (Primitive.fuses_data_movement): a broadcast or reshape feeding it is computed alike (the
+# literals stay inputs, never constants XLA could fold).
 
 
 def _runner(in_vars: list[Var], steps: list[tuple[Eqn, list[Any]]], out: Var, name: str) -> Any:
-    """What runs an operation's primitives (steps, from _flatten) on its inputs: a program's call_flat, or _Steps."""
+    """What runs an operation's primitives (steps, from _flatten) on its inputs: a Compiled program, or _Steps."""
     # positions in _Steps' list of values: Vars by themselves, literals by identity
     literals = list({id(a): a for _, ins in steps for a in ins if isinstance(a, Literal)}.values())
     index: dict[Any, int] = {v: i for i, v in enumerate(in_vars)}
     index.update((id(lit), len(in_vars) + i) for i, lit in enumerate(literals))
     last = steps[-1][0]
-    if len(steps) > 1 and last.outputs == [out] and last.prim.name in _ELEMENTWISE and \
-            all(eqn.prim.name in _DATA_MOVEMENT for eqn, _ in steps[:-1]):
+    if len(steps) > 1 and last.outputs == [out] and last.prim.fuses_data_movement and \
+            all(eqn.prim.moves_data for eqn, _ in steps[:-1]):
         literal_vars = [Var(lit.aval) for lit in literals]
         as_var = dict(zip(map(id, literals), literal_vars))
         eqns = [Eqn(eqn.prim, [as_var[id(a)] if isinstance(a, Literal) else a for a in ins], eqn.outputs, eqn.params)
@@ -226,17 +231,33 @@ def _runner(in_vars: list[Var], steps: list[tuple[Eqn, list[Any]]], out: Var, na
         out.aval = _canonical(out.aval)  # (an equal aval: the result's, as _executable gives its programs')
         program = compile_ir(IR([], [], [*in_vars, *literal_vars], eqns, [out]), name)
         if not literals:
-            return program.call_flat
+            return program
         return _Steps([(program.call_flat, list(range(len(index))))], len(index), literals)
     programs = [_executable(eqn.prim, eqn.params, tuple(a.aval for a in ins)) for eqn, ins in steps]
     if len(steps) == 1 and steps[0][1] == in_vars and last.outputs == [out]:
-        return programs[0].call_flat  # one primitive on the inputs: its program is the operation
+        return programs[0]  # one primitive on the inputs: its program is the operation
     size, plan = len(index), []
     for program, (eqn, ins) in zip(programs, steps):
         plan.append((program.call_flat, [index[a] if isinstance(a, Var) else index[id(a)] for a in ins]))
         for v in eqn.outputs:
             index[v], size = size, size + 1
     return _Steps(plan, index[out], literals)
+
+
+def _fall_back(key: tuple[Any, ...], name: str, reason: str) -> Any:
+    """Store that this signature takes the ordinary path, and count why (see fallbacks)."""
+    fallbacks[(name, reason)] += 1
+    return _store(key, _SLOW)
+
+
+fallbacks: collections.Counter[tuple[str, str]] = collections.Counter()
+"""(operation name, reason) -> how many signatures of the operation take the ordinary path for that reason, counted
+once per signature (when it is first seen). For debugging: an operation expected on the fast path that is not."""
+
+# What staging an operation at a signature may raise that is not a bug of this module: the ordinary path's own
+# errors (bad dtypes or shapes, an int that does not fit, an operation that has no such form), which it raises
+# again, and value-dependent code, which it runs concretely.
+_STAGING_ERRORS = (TypeError, ValueError, IndexError, OverflowError, NotImplementedError, UnexpectedTracerError)
 
 
 def _compile_op(key: tuple[Any, ...], name: str, fn: Callable[..., Any], in_avals: Sequence[ShapedArray]) -> Any:
@@ -246,17 +267,13 @@ def _compile_op(key: tuple[Any, ...], name: str, fn: Callable[..., Any], in_aval
     result is an input or a constant (the ordinary path makes no computation), or control flow."""
     try:
         ir = stage_flat(lambda *xs: [fn(*xs)], in_avals, label=name)
-    except Exception:  # noqa: BLE001 - the ordinary path raises it again, or does without staging
-        return _store(key, _SLOW)
+    except _STAGING_ERRORS as err:
+        return _fall_back(key, name, f"staging raised {type(err).__name__}")
     flat = None if ir.consts else _flatten(ir, list(ir.in_vars))
     if flat is None or not flat[0] or not isinstance(flat[1][0], Var) or flat[1][0] in ir.in_vars:
-        return _store(key, _SLOW)
+        return _fall_back(key, name, "not a computation of primitives on its inputs")
     steps, (out,) = flat
-    try:
-        run = _runner(ir.in_vars, steps, out, name)
-    except Exception:  # noqa: BLE001 - not stored: the ordinary path compiles its own programs (or fails alike)
-        return _SLOW
-    return _store(key, run)
+    return _store(key, _runner(ir.in_vars, steps, out, name))
 
 
 def _new_scalar(value: Any, dtype: np.dtype, weak: bool, device: Any, key: tuple[Any, ...]) -> Array:
@@ -273,128 +290,146 @@ def _new_scalar(value: Any, dtype: np.dtype, weak: bool, device: Any, key: tuple
     return array
 
 
-def fast_unary(slow: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """slow(x), with the fast path for a concrete Array x (see the module docstring)."""
-    name = slow.__name__
-
-    @functools.wraps(slow)
-    def op(x: Any) -> Any:
-        if type(x) is Array and not _trace_state.stack and not _Switch.off:
-            key = (op, x.aval, _config_values["enable_x64"])
-            run = _op_cache.get(key)
-            if run is None:
-                run = _compile_op(key, name, slow, (x.aval,))
-            if run is not _SLOW:
-                try:
-                    return run([x])[0]
-                except Exception:  # noqa: BLE001 - (a deleted array): the ordinary path raises its own error
-                    pass
-        return slow(x)
-    return op
+def _scalar_or_none(value: Any, dtype: np.dtype, weak: bool, device: Any, key: tuple[Any, ...]) -> Array | None:
+    """_new_scalar, or None where an int does not fit dtype (the ordinary path then raises the OverflowError, with
+    its own message)."""
+    try:
+        return _new_scalar(value, dtype, weak, device, key)
+    except OverflowError:
+        return None
 
 
-def fast_binary(slow: Callable[[Any, Any], Any],
-                scalar_aval: Callable[[list[tuple[np.dtype, bool]]], ShapedArray | None]
-                ) -> Callable[[Any, Any], Any]:
-    """slow(x, y), with the fast path where one operand is a concrete Array and the other an Array or a Python
-    scalar. scalar_aval gives, from every operand's (dtype, weak type), the aval of the literal slow makes of a
-    Python scalar operand (what promotion converts it to), or None where this signature takes the ordinary path
-    (for every signature, scalar or not: it may also refuse value-dependent ones)."""
-    name = slow.__name__
-
-    def compile_signature(key: tuple[Any, ...]) -> Any:
-        kinds = key[1:3]
-        if not all(type(k) is ShapedArray or k in _SCALAR_TYPES for k in kinds):  # numpy values, tracers...
-            return _store(key, _SLOW)
-        typed = [(k.dtype, k.weak_type) if type(k) is ShapedArray else python_scalar_dtype(k) for k in kinds]
-        literal = scalar_aval(typed)
-        if literal is None:
-            return _store(key, _SLOW)
-        run = _compile_op(key, name, slow, [k if type(k) is ShapedArray else literal for k in kinds])
-        if run is _SLOW or all(type(k) is ShapedArray for k in kinds):
-            return run
-        # what a call needs to make the scalar's device value
-        return _store(key, (run, literal.dtype, literal.weak_type))
-
-    @functools.wraps(slow)
-    def op(x: Any, y: Any) -> Any:
-        tx, ty = type(x), type(y)
-        if (tx is Array or ty is Array) and not _trace_state.stack and not _Switch.off:
-            key = (op, x.aval if tx is Array else tx, y.aval if ty is Array else ty, _config_values["enable_x64"])
-            entry = _op_cache.get(key)
-            if entry is None:
-                entry = compile_signature(key)
-            if entry is not _SLOW:
-                try:
-                    if tx is ty:  # two Arrays
-                        return entry([x, y])[0]
-                    run, dtype, weak = entry
-                    if tx is Array:
-                        value, device = y, x._buffer.device
-                    else:
-                        value, device = x, y._buffer.device
-                    # the scalar by value, zeros by their text (-0.0 == 0.0); NaN is never found (see _new_scalar)
-                    scalar_key = (value, dtype, device) if value and value == value else (repr(value), dtype, device)
-                    scalar = _scalar_arrays.get(scalar_key)
-                    if scalar is None:
-                        scalar = _new_scalar(value, dtype, weak, device, scalar_key)
-                    return run([x, scalar] if tx is Array else [scalar, y])[0]
-                except Exception:  # noqa: BLE001 - (a deleted array): the ordinary path raises its own error
-                    pass
-        return slow(x, y)
-    return op
+def _place_scalars(operands: list[Any], scalars: Sequence[tuple[int, np.dtype, bool]], device: Any) -> bool:
+    """Replace the Python scalars at these positions of operands (each with the dtype and weak type of its
+    literal) by their device scalars, as fast_path does inline for the first one; False where an int does not fit
+    its dtype."""
+    for i, dtype, weak in scalars:
+        value = operands[i]
+        at = (value, dtype, device) if value and value == value else (repr(value), dtype, device)
+        scalar = _scalar_arrays.get(at)
+        if scalar is None and (scalar := _scalar_or_none(value, dtype, weak, device, at)) is None:
+            return False
+        operands[i] = scalar
+    return True
 
 
-def _device_scalar(value: Any, dtype: np.dtype, weak: bool, device: Any) -> Array:
-    """The device scalar of a Python scalar operand (as fast_binary finds it inline)."""
-    key = (value, dtype, device) if value and value == value else (repr(value), dtype, device)
-    return _scalar_arrays.get(key) or _new_scalar(value, dtype, weak, device, key)
+# What running a cached entry may raise that the ordinary path reports itself (naming the primitive, where the
+# entry's program may be named after the operation): an argument deleted meanwhile, or on another device than the
+# first, and a failed execution (out of memory). Anything else is a bug of the fast path and propagates.
+_ORDINARY_PATH_ERRORS = (DeletedArrayError, DeviceMismatchError, PjrtError)
+
+LiteralAvals = Callable[[list[tuple[np.dtype, bool]]], Sequence[ShapedArray | None] | None]
 
 
-def fast_nary(slow: Callable[..., Any],
-              scalar_avals: Callable[[list[tuple[np.dtype, bool]]], Sequence[ShapedArray | None] | None]
+def fast_path(slow: Callable[..., Any], literal_avals: LiteralAvals | None = None, *, static_args: bool = False
               ) -> Callable[..., Any]:
-    """slow(*operands) (where), with the fast path where the operands are concrete Arrays and Python scalars, at
-    least one an Array. scalar_avals gives, from every operand's (dtype, weak type), the avals of the literals slow
-    makes of Python scalar operands, one per operand (Arrays' are not read), or None for the ordinary path."""
+    """slow with the fast path (see the module docstring) for calls on concrete Arrays outside any staging.
+
+    Operands are every argument, or with static_args only the first: the others (axes, shapes, dtypes, flags) are
+    keyed by value (_static_key; a call with others takes the ordinary path); without static_args, a call with
+    keywords takes the ordinary path. Python scalar operands are taken when literal_avals is given: from every
+    operand's (dtype, weak type) it gives the aval of the literal slow makes of each Python scalar operand (one per
+    operand; Arrays' are not read), or None where the signature takes the ordinary path (it is asked for every
+    signature, scalar or not: it may refuse value-dependent ones). At least one operand must be an Array."""
     name = slow.__name__
 
-    def compile_signature(key: tuple[Any, ...]) -> Any:
-        kinds = key[1:-1]
-        if not any(type(k) is ShapedArray for k in kinds) or \
-                not all(type(k) is ShapedArray or k in _SCALAR_TYPES for k in kinds):
-            return _store(key, _SLOW)
-        typed = [(k.dtype, k.weak_type) if type(k) is ShapedArray else python_scalar_dtype(k) for k in kinds]
-        literals = scalar_avals(typed)
-        if literals is None:
-            return _store(key, _SLOW)
-        run = _compile_op(key, name, slow, [k if type(k) is ShapedArray else lit for k, lit in zip(kinds, literals)])
-        if run is _SLOW:
+    def compile_signature(key: tuple[Any, ...], operands: Sequence[Any], args: tuple[Any, ...],
+                          kwargs: dict[str, Any]) -> Any:
+        kinds = [a.aval if type(a) is Array else type(a) for a in operands]
+        arrays = [type(k) is ShapedArray for k in kinds]
+        if not all(is_array or k in _SCALAR_TYPES for k, is_array in zip(kinds, arrays)):
+            return _fall_back(key, name, "operands other than Arrays and Python scalars")
+        if not any(arrays):
+            return _fall_back(key, name, "no Array operand")
+        in_avals = kinds
+        if literal_avals is not None:
+            literals = literal_avals([(k.dtype, k.weak_type) if is_array else python_scalar_dtype(k)
+                                      for k, is_array in zip(kinds, arrays)])
+            if literals is None:
+                return _fall_back(key, name, "refused by its literal rule")
+            in_avals = [k if is_array else lit for k, lit, is_array in zip(kinds, literals, arrays)]
+        elif not all(arrays):
+            return _fall_back(key, name, "Python scalar operands")
+        fn = (lambda x: slow(x, *args[1:], **kwargs)) if static_args else slow
+        run = _compile_op(key, name, fn, in_avals)
+        if run is _SLOW or all(arrays):
             return run
-        scalars = tuple((i, lit.dtype, lit.weak_type) for i, (k, lit) in enumerate(zip(kinds, literals))
-                        if type(k) is not ShapedArray)
-        return _store(key, (run, scalars))
+        scalars = [(i, aval.dtype, aval.weak_type) for i, (aval, is_array) in enumerate(zip(in_avals, arrays))
+                   if not is_array]
+        return _store(key, (run, arrays.index(True), *scalars[0], tuple(scalars[1:])))
 
     @functools.wraps(slow)
     def op(*args: Any, **kwargs: Any) -> Any:
-        if not kwargs and not _trace_state.stack and not _Switch.off:
-            key = (op, *[a.aval if type(a) is Array else type(a) for a in args], _config_values["enable_x64"])
-            entry = _op_cache.get(key)
-            if entry is None:
-                entry = compile_signature(key)
-            if entry is not _SLOW:
-                try:
-                    run, scalars = entry
-                    operands = list(args)
-                    if scalars:
-                        device = next(a._buffer.device for a in args if type(a) is Array)
-                        for i, dtype, weak in scalars:
-                            operands[i] = _device_scalar(args[i], dtype, weak, device)
-                    return run(operands)[0]
-                except Exception:  # noqa: BLE001 - (a deleted array): the ordinary path raises its own error
-                    pass
-        return slow(*args, **kwargs)
+        if _trace_state.stack or _Switch.off:
+            return slow(*args, **kwargs)
+        if static_args:
+            operands = args[:1]
+            statics = _static_key(args[1:], kwargs) if len(args) > 1 or kwargs else ()
+        else:
+            operands, statics = args, (None if kwargs else ())
+        n = len(operands)
+        if statics is None or n == 0:
+            return slow(*args, **kwargs)
+        # the key: the operation, each operand's aval (an Array) or type (a Python scalar), the static arguments,
+        # enable_x64 (one and two operands written out: a comprehension costs more than the whole key)
+        if n == 1:
+            x = operands[0]
+            key = (op, x.aval if type(x) is Array else type(x), statics, _config_values["enable_x64"])
+        elif n == 2:
+            x, y = operands
+            key = (op, x.aval if type(x) is Array else type(x), y.aval if type(y) is Array else type(y), statics,
+                   _config_values["enable_x64"])
+        else:
+            key = (op, *[a.aval if type(a) is Array else type(a) for a in operands], statics,
+                   _config_values["enable_x64"])
+        entry = _op_cache.get(key)
+        if entry is None:
+            entry = compile_signature(key, operands, args, kwargs)
+        if entry is _SLOW:
+            return slow(*args, **kwargs)
+        if type(entry) is tuple:  # Python scalar operands become device scalars, on the Arrays' device
+            entry, first_array, i, dtype, weak, more = entry  # the first scalar inline, any others in a loop
+            device = operands[first_array]._buffer.device
+            operands = [*operands]
+            value = operands[i]
+            # by value, zeros by their text (-0.0 == 0.0); NaN is never found (see _new_scalar)
+            at = (value, dtype, device) if value and value == value else (repr(value), dtype, device)
+            scalar = _scalar_arrays.get(at)
+            if scalar is None and (scalar := _scalar_or_none(value, dtype, weak, device, at)) is None:
+                return slow(*args, **kwargs)
+            operands[i] = scalar
+            if more and not _place_scalars(operands, more, device):
+                return slow(*args, **kwargs)
+        try:
+            # the common case first (Compiled._fast: every argument an Array on the program's device), without
+            # call_flat's frame; None where it is not: call_flat takes any case
+            outs = entry._fast(operands)
+            if outs is None:
+                outs = entry.call_flat(operands)
+        except _ORDINARY_PATH_ERRORS:  # (see there) the ordinary path raises its own error
+            return slow(*args, **kwargs)
+        return outs[0]
     return op
+
+
+def fast_unary(slow: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """slow(x), with the fast path for a concrete Array x."""
+    return fast_path(slow)
+
+
+def fast_binary(slow: Callable[[Any, Any], Any],
+                scalar_aval: Callable[[list[tuple[np.dtype, bool]]], ShapedArray | None]) -> Callable[[Any, Any], Any]:
+    """slow(x, y), with the fast path where one operand is a concrete Array and the other an Array or a Python
+    scalar; scalar_aval gives the aval of the literal a Python scalar operand becomes (see fast_path)."""
+    def literal_avals(typed: list[tuple[np.dtype, bool]]) -> list[ShapedArray | None] | None:
+        literal = scalar_aval(typed)
+        return None if literal is None else [literal, literal]
+    return fast_path(slow, literal_avals)
+
+
+def fast_nary(slow: Callable[..., Any], scalar_avals: LiteralAvals) -> Callable[..., Any]:
+    """slow(*operands) (where), with the fast path where the operands are concrete Arrays and Python scalars."""
+    return fast_path(slow, scalar_avals)
 
 
 _STATIC_ATOMS = frozenset({type(None), bool, int, str, type})
@@ -424,21 +459,4 @@ def _static_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...
 def fast_static(slow: Callable[..., Any]) -> Callable[..., Any]:
     """slow(a, *args, **kwargs) with static args (axes, shapes, dtypes, flags), with the fast path for a concrete
     Array a and static arguments _static_key can key."""
-    name = slow.__name__
-
-    @functools.wraps(slow)
-    def op(a: Any, *args: Any, **kwargs: Any) -> Any:
-        if type(a) is Array and not _trace_state.stack and not _Switch.off:
-            statics = _static_key(args, kwargs) if args or kwargs else ()
-            if statics is not None:
-                key = (op, a.aval, statics, _config_values["enable_x64"])
-                run = _op_cache.get(key)
-                if run is None:
-                    run = _compile_op(key, name, lambda x: slow(x, *args, **kwargs), (a.aval,))
-                if run is not _SLOW:
-                    try:
-                        return run([a])[0]
-                    except Exception:  # noqa: BLE001 - (a deleted array): the ordinary path raises its own error
-                        pass
-        return slow(a, *args, **kwargs)
-    return op
+    return fast_path(slow, static_args=True)

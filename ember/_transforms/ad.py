@@ -12,6 +12,7 @@ from ember._core.eval import bind_outputs
 from ember._core import dtypes as dt
 from ember._prims.elementwise import add
 from ember._prims.shape import convert_element_type, full, zeros
+from ember._transforms.cache import TransformCache
 from ember._transforms.passes import simplify
 
 
@@ -28,6 +29,20 @@ def active_vars(ir: IR, wrt: Sequence[bool]) -> set[Var]:
         if any(isinstance(a, Var) and a in active for a in eqn.inputs):
             active.update(v for v in eqn.outputs if is_differentiable_aval(v.aval))
     return active
+
+
+class RuleError(AssertionError):
+    """A primitive's transformation rule returned a value of the wrong type: a bug in that rule (in ember, or in a
+    rule registered on a Primitive), not in the program being transformed."""
+
+
+def check_cotangent(eqn: Eqn, kind: str, index: int, ct: Any) -> None:
+    """ct, which eqn's rule of this kind ("vjp" or "vjp_split") returned for input index, must have that input's
+    shape and a floating-point dtype (its precision may differ: the backward pass casts it)."""
+    want, got = eqn.inputs[index].aval, aval_of(ct)
+    if got.shape != want.shape or not is_differentiable_aval(got):
+        raise RuleError(f"the {kind} rule of primitive {eqn.prim.name!r} returned a cotangent {got.str_short()} "
+                        f"for its input {index} of type {want.str_short()}: a bug in that rule")
 
 
 def backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Sequence[Any | None]
@@ -69,7 +84,7 @@ def _backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Se
     cts: dict[Var, Any] = {}
 
     def accumulate(var: Var, ct: Any) -> None:
-        if aval_of(ct).dtype != var.aval.dtype:
+        if aval_of(ct).dtype != var.aval.dtype:  # (a weakly typed or float32 rule result for a float16 value)
             ct = convert_element_type(ct, var.aval.dtype)
         cts[var] = add(cts[var], ct) if var in cts else ct
 
@@ -88,13 +103,14 @@ def _backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Se
         if eqn.prim.multiple_results:
             out_cts = [zeros(v.aval) if ct is None else ct for v, ct in zip(eqn.outputs, out_cts)]
         if eqn in pullbacks:
-            in_cts = pullbacks[eqn](out_cts, needs)
+            kind, in_cts = "vjp_split", pullbacks[eqn](out_cts, needs)
         else:
             vjp = eqn.prim.rule("vjp", "reverse-mode differentiation")
             ins = [env.read(a) for a in eqn.inputs]
-            in_cts = vjp(out_cts, ins, [env[v] for v in eqn.outputs], needs, **eqn.params)
-        for atom, need, ct in zip(eqn.inputs, needs, in_cts):
+            kind, in_cts = "vjp", vjp(out_cts, ins, [env[v] for v in eqn.outputs], needs, **eqn.params)
+        for i, (atom, need, ct) in enumerate(zip(eqn.inputs, needs, in_cts)):
             if need and ct is not None:
+                check_cotangent(eqn, kind, i, ct)
                 accumulate(atom, ct)
     return outputs, [cts.get(v) for v in ir.in_vars]
 
@@ -139,9 +155,17 @@ def value_and_grad_ir(ir: IR, wrt: Sequence[bool], with_value: bool = True, name
 
 def vjp_ir(ir: IR, wrt: Sequence[bool], num_cts: int | None = None, values: Sequence[Any] | None = None) -> IR:
     """IR (inputs..., cotangents of the first num_cts outputs...) -> (outputs..., input cotangents for each
-    input in wrt). Further outputs (auxiliary data) get no cotangent."""
-    n = len(ir.in_vars)
+    input in wrt). Further outputs (auxiliary data) get no cotangent. Computed once per (ir, wrt, num_cts) (see
+    TransformCache), except a concrete staging (values), which is specialised to its values."""
     num_cts = len(ir.outs) if num_cts is None else num_cts
+    if values is not None:
+        return stage_vjp(ir, wrt, num_cts, values)
+    return VJPS.get(ir, (tuple(wrt), num_cts), lambda: stage_vjp(ir, wrt, num_cts))
+
+
+def stage_vjp(ir: IR, wrt: Sequence[bool], num_cts: int, values: Sequence[Any] | None = None) -> IR:
+    """The reverse-mode transformation of ir itself (uncached; see vjp_ir)."""
+    n = len(ir.in_vars)
 
     def fn(*args: Any) -> list[Any]:
         cts = list(args[n:]) + [None] * (len(ir.outs) - num_cts)
@@ -152,3 +176,6 @@ def vjp_ir(ir: IR, wrt: Sequence[bool], num_cts: int | None = None, values: Sequ
     if values is not None:  # concrete staging: the cotangents are not known yet, so zeros stand for them
         values = list(values) + [zeros(a) for a in ct_avals]
     return simplify(stage_flat(fn, ir.in_avals + ct_avals, values))
+
+
+VJPS = TransformCache("vjp_ir")  # (ir, (wrt, num_cts)) -> VJP IR

@@ -9,6 +9,7 @@ from ember._core import IR, Eqn, stage_flat
 from ember._core.eval import bind_outputs, eval_ir_annotated
 from ember._core import dtypes as dt
 from ember._prims.shape import zeros
+from ember._transforms.cache import TransformCache
 from ember._transforms.passes import simplify
 
 
@@ -28,8 +29,16 @@ def jvp_ir(ir: IR, with_tangent: Sequence[bool] | None = None, values: Sequence[
     """IR (inputs..., tangents of the inputs marked in with_tangent...) -> (outputs..., output tangents...).
 
     By default the floating-point inputs get tangents. Every output gets a tangent (zeros where it does not
-    depend on a tangent input, or is not a float)."""
+    depend on a tangent input, or is not a float). Computed once per (ir, with_tangent) (see TransformCache),
+    except a concrete staging (values: of primals and tangents), which is specialised to its values."""
     with_tangent = [dt.is_float(a.dtype) for a in ir.in_avals] if with_tangent is None else list(with_tangent)
+    if values is not None:
+        return stage_jvp(ir, with_tangent, values)
+    return JVPS.get(ir, tuple(with_tangent), lambda: stage_jvp(ir, with_tangent))
+
+
+def stage_jvp(ir: IR, with_tangent: Sequence[bool], values: Sequence[Any] | None = None) -> IR:
+    """The forward-mode transformation of ir itself (uncached; see jvp_ir)."""
     n = len(ir.in_vars)
 
     def fn(*args: Any) -> list[Any]:
@@ -39,4 +48,7 @@ def jvp_ir(ir: IR, with_tangent: Sequence[bool] | None = None, values: Sequence[
         return outs + [zeros(v.aval.strip_weak_type()) if t is None else t for v, t in zip(ir.outs, touts)]
 
     tangent_avals = [a.strip_weak_type() for a, w in zip(ir.in_avals, with_tangent) if w]
-    return simplify(stage_flat(fn, ir.in_avals + tangent_avals, values))  # values: of primals and tangents
+    return simplify(stage_flat(fn, ir.in_avals + tangent_avals, values))
+
+
+JVPS = TransformCache("jvp_ir")  # (ir, with_tangent) -> JVP IR

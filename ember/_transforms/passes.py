@@ -8,7 +8,10 @@ from ember._core import IR, Atom, Eqn, Literal, Var
 
 def dce(ir: IR) -> IR:
     """Drop equations and constants that no output depends on (primitives have no side effects). A primitive with
-    a "dce" hook (one carrying a sub-IR) may also shrink itself to the outputs that are used."""
+    a "dce" hook (one carrying a sub-IR) may also shrink itself to the outputs that are used, and so need fewer
+    inputs. One sweep from the outputs back is already a fixed point: every consumer of an equation's outputs is
+    settled (kept, shrunk or dropped) before the equation itself, so what a removed consumer no longer needs is
+    dead when its producer is reached. (Loop hooks iterate over their carries to their own fixed point.)"""
     live: set[Var] = {a for a in ir.outs if isinstance(a, Var)}
     kept: list[Eqn] = []
     for eqn in reversed(ir.eqns):
@@ -23,6 +26,16 @@ def dce(ir: IR) -> IR:
     kept.reverse()
     consts = [(v, c) for v, c in zip(ir.const_vars, ir.consts) if v in live]
     return IR([v for v, _ in consts], [c for _, c in consts], ir.in_vars, kept, ir.outs, ir.out_tree)
+
+
+def dce_outputs(ir: IR, used_outputs: Sequence[bool]) -> tuple[IR, list[bool]]:
+    """ir restricted to the outputs marked used, dead code dropped (its inputs unchanged), and which of its inputs
+    that restricted IR still reads: what a dce hook needs to know of a sub-IR."""
+    pruned = dce(IR(ir.const_vars, ir.consts, ir.in_vars, ir.eqns, [a for a, u in zip(ir.outs, used_outputs) if u],
+                    ir.out_tree))
+    read = {a for eqn in pruned.eqns for a in eqn.inputs if isinstance(a, Var)}
+    read.update(a for a in pruned.outs if isinstance(a, Var))
+    return pruned, [v in read for v in pruned.in_vars]
 
 
 def split_known(ir: IR, unknown_inputs: Sequence[bool], num_known_outs: int) -> tuple[IR, IR, int]:

@@ -1,14 +1,15 @@
 """ember.numpy.linalg: the array API's linear-algebra extension, so far the functions that need no matrix
-factorisation (matmul, matrix_transpose, outer, tensordot, trace, diagonal, cross, vecdot, vector_norm,
-matrix_norm, matrix_power). det, inv, solve, cholesky, qr, eigh, svd, slogdet, pinv, matrix_rank, eigvalsh and
-svdvals come with ember's linear algebra (the next issue); until then they are absent, not stubs."""
+factorisation (`__all__` at the end lists them). det, inv, solve, cholesky, qr, eigh, svd, slogdet, pinv,
+matrix_rank, eigvalsh and svdvals come with ember's linear algebra (the next issue); until then they are absent, not
+stubs."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 import ember.numpy as _enp
 from ember._numpy.linalg import cross as _cross, matmul as _matmul, tensordot as _tensordot, vecdot as vecdot
-from ember._numpy.manipulation import diagonal as _diagonal, matrix_transpose as matrix_transpose
+from ember._numpy.manipulation import matrix_transpose as matrix_transpose
+from ember._numpy.shape import diagonal as _diagonal
 from ember._numpy.manipulation import trace as _trace
 
 

@@ -1,4 +1,6 @@
-"""Oracle tests for ember/_prims/structural.py: every primitive there has a Case below."""
+"""Oracle tests for the structural primitives of ember/_prims/shape.py, slicing.py, reduction.py and dot.py: each
+has a Case below."""
+import jax
 import jax.lax as jlax
 import jax.numpy as jnp
 import numpy as np
@@ -58,6 +60,10 @@ CASES = [
          [((3, 4), ())], FI, jax=lambda x, v: jlax.pad(x, v, ((1, 2, 1), (0, -1, 0)))),
     Case("concatenate", lambda x, y: lax.concatenate([x, y, x], 1), lambda x, y: np.concatenate([x, y, x], 1),
          [((2, 3), (2, 1))], FIB, jax=lambda x, y: jlax.concatenate([x, y, x], 1)),
+    Case("split", lambda x: lax.split(x, (1, 0, 2), 1), lambda x: np.split(x, [1, 1], axis=1),
+         [((2, 3),), ((4, 3, 2),)], FIB, jax=lambda x: jlax.split(x, (1, 0, 2), 1)),
+    Case("split", lambda x: lax.split(x, (3, 1), -1), lambda x: np.split(x, [3], axis=-1), [((2, 4),)], FI,
+         jax=lambda x: jlax.split(x, (3, 1), -1), name="split_last_axis"),
     Case("rev", lambda x: lax.rev(x, (0, 2)), lambda x: x[::-1, :, ::-1], [((2, 3, 4),), ((5, 1, 2),)], FIB,
          jax=lambda x: jlax.rev(x, (0, 2))),
     Case("iota", lambda x: lax.add(lax.convert_element_type(lax.broadcasted_iota("int32", (2, 3), 1), x.dtype), x),
@@ -113,3 +119,11 @@ def test_zero_size_arrays():
 def test_shape_errors_are_clear(call, message):
     with pytest.raises((TypeError, ValueError), match=message):
         call()
+
+
+def test_split_vjp_fills_unused_pieces_with_zeros():
+    """A piece without a cotangent (unused by the function) pulls back zeros, as in JAX."""
+    x = np.arange(12.0).reshape(3, 4)
+    grad = ember.grad(lambda v: (lax.split(v, (1, 2, 1), 1)[1] ** 2).sum())(x)
+    expected = jax.grad(lambda v: (jlax.split(v, (1, 2, 1), 1)[1] ** 2).sum())(x)
+    np.testing.assert_array_equal(np.asarray(grad), np.asarray(expected))

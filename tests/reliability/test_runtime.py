@@ -289,3 +289,37 @@ def test_a_buffer_finalized_while_the_lifetime_lock_is_held():
         print("ok", float(enp.ones(2).sum()))
     """, timeout=60)
     assert "ok 2.0" in out
+
+
+_EXIT_WHILE_THREADS_EXECUTE = """
+    import threading, time
+    import numpy as np, ember, ember.numpy as enp
+    from ember._runtime.pjrt import PjrtError
+    f = ember.jit(lambda a: (a @ a) * 0.5 + 1.0)
+    x = ember.asarray(np.ones((256, 256), np.float32) / 256)
+    f(x).block_until_ready()
+    def work(i):
+        try:
+            while True:
+                y = f(x) if i % 2 else ember.device_put(np.full((256, 256), i, np.float32))
+                (y + 1.0).block_until_ready()
+                np.asarray(enp.exp(y[:2]))
+        except (PjrtError, RuntimeError) as err:  # the exit handler closed the client: calls now refuse to run
+            assert "closed" in str(err), err
+    for i in range(4):
+        threading.Thread(target=work, args=(i,), daemon=True).start()
+    time.sleep(0.3)
+    print("exiting")
+"""
+
+
+@pytest.mark.parametrize("c_extension", ["on", "off"])
+def test_exiting_while_daemon_threads_execute(c_extension):
+    """The exit handler destroys the PJRT clients while daemon threads are inside execute, upload, wait or compile
+    calls (the GIL released): it used to crash the process (segfault or abort) nearly every time. The client is now
+    pinned by every such call, and close() waits for them to end; no call starts on a closed client."""
+    env = {"EMBER_DISABLE_C_EXTENSION": "1" if c_extension == "off" else ""}
+    for _ in range(6):
+        done = run_python(_EXIT_WHILE_THREADS_EXECUTE, env=env)
+        assert done.returncode == 0 and done.stdout == "exiting\n", (done.returncode, done.stderr[-3000:])
+        assert "Traceback" not in done.stderr, done.stderr[-3000:]  # (each thread ended on a "closed" error)

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ember._runtime.fastpath import C
+from ember._runtime.pjrt.device import Device
 from ember._runtime.pjrt.errors import PjrtError
 from ember._runtime.pjrt.structs import (_BufferOpaqueDeviceMemoryDataPointerArgs, _BufferReadyEventArgs,
                                         _BufferToHostBufferArgs, _BufferUnsafePointerArgs, _data_address,
-                                        _handle_args, _new)
+                                        _handle_args, _new, check_struct_layouts)
 
 if TYPE_CHECKING:
-    from ember._runtime.pjrt.client import Client
-    from ember._runtime.pjrt.device import Device
+    from ember._runtime.pjrt.client import Client  # (a type only: client.py imports this module)
 
 
 # Buffers in use by a PJRT call are pinned: delete() from another thread then only marks them deleted, and the
@@ -105,13 +105,49 @@ def _py_unpin_all(buffers: Sequence[Buffer]) -> None:
                 buffer._destroy(handle)
 
 
+# The client is pinned too, around each PJRT call that runs without the GIL (ctypes releases it; the C extension
+# around execute, uploads and awaits): close() marks it closed, then waits until no pin is left before destroying
+# it (the exit handler closes clients while daemon threads may still execute). The client's pins are counted in
+# client._uses here, in its Api (client._fast.uses) with the C extension.
+def _py_pin_client(client: Client) -> int | None:
+    """Pin a client for a PJRT call (until unpin_client): its handle, or None when it is closed."""
+    with _lifetime_lock:
+        handle = client.handle
+        if handle:
+            client._uses += 1
+            return handle
+    return None
+
+
+def _py_unpin_client(client: Client) -> None:
+    with _lifetime_lock:
+        client._uses -= 1
+
+
+def _pin_open_client(client: Client, action: str) -> None:
+    """pin_client, raising why when the client is closed."""
+    if pin_client(client) is None:
+        raise PjrtError(f"{action}: the buffer's PJRT client {client.closed_reason}")
+
+
+def take_client_handle(client: Client) -> int | None:
+    """Mark a client closed: the handle to destroy once no pin of it is left (see Client.close), or None."""
+    with _lifetime_lock:
+        handle, client.handle = client.handle, None
+    return handle
+
+
 def _py_block_until_ready(buffer: Buffer) -> bool:
     """Wait until the buffer is ready (True); raise why when it cannot be used."""
+    client = buffer.client
     args = _new(_BufferReadyEventArgs, buffer=buffer._pin("block_until_ready"))
     try:
-        plugin = buffer.client.plugin
-        plugin.call("Buffer_ReadyEvent", args)
-        plugin.await_event("Buffer_ReadyEvent", args.event)
+        _pin_open_client(client, "block_until_ready")
+        try:
+            client.plugin.call("Buffer_ReadyEvent", args)
+            client.plugin.await_event("Buffer_ReadyEvent", args.event)
+        finally:
+            unpin_client(client)
     finally:
         unpin(buffer)
     return True
@@ -175,15 +211,19 @@ class Buffer:
     def to_numpy(self) -> np.ndarray:
         """Copy the buffer into a new numpy array."""
         handle = self._pin("to_numpy")
+        client = self.client
         try:
-            out = np.empty(self.shape, self.dtype)
-            args = _BufferToHostBufferArgs(_BufferToHostBufferArgs.SIZE, None, handle, None, _data_address(out),
-                                           out.nbytes)
-            client = self.client
-            error = client._buffer_to_host_buffer(ctypes.addressof(args))
-            if error:
-                raise client.plugin.error("Buffer_ToHostBuffer", error)
-            client.plugin.await_event("Buffer_ToHostBuffer", args.event)
+            _pin_open_client(client, "to_numpy")
+            try:
+                out = np.empty(self.shape, self.dtype)
+                args = _BufferToHostBufferArgs(_BufferToHostBufferArgs.SIZE, None, handle, None, _data_address(out),
+                                               out.nbytes)
+                error = client._buffer_to_host_buffer(ctypes.addressof(args))
+                if error:
+                    raise client.plugin.error("Buffer_ToHostBuffer", error)
+                client.plugin.await_event("Buffer_ToHostBuffer", args.event)
+            finally:
+                unpin_client(client)
         finally:
             self._unpin()
         return out
@@ -274,10 +314,14 @@ class Buffer:
 
     def _destroy(self, handle: int) -> None:
         client = self.client
-        if client.handle:
+        if pin_client(client) is None:  # closed: nothing is destroyed after the client
+            return
+        try:
             error = client._buffer_destroy(_handle_args(handle))
-            if error:
-                raise client.plugin.error("Buffer_Destroy", error)
+        finally:
+            unpin_client(client)
+        if error:
+            raise client.plugin.error("Buffer_Destroy", error)
 
     def __del__(self) -> None:
         try:
@@ -294,13 +338,16 @@ class Buffer:
 
 # The lifetime transitions and block_until_ready: the C extension's when it is in use (see fastpath.py).
 if C is not None:
+    check_struct_layouts(C.struct_layouts(), "the C extension ember._runtime._fastpath")
     # Its functions create Buffers without __init__ (setting every slot at its offset): __slots__ is checked.
     C.register_buffer_type(Buffer)
     pin, unpin, take_handle = C.pin, C.unpin, C.take_handle
     pin_all, unpin_all = C.pin_all, C.unpin_all
+    pin_client, unpin_client = C.pin_client, C.unpin_client
     _block_until_ready = C.block_until_ready
     Buffer.__del__ = C.buffer_finalizer()  # type: ignore[method-assign]
 else:
     pin, unpin, take_handle = _py_pin, _py_unpin, _py_take_handle
     pin_all, unpin_all = _py_pin_all, _py_unpin_all
+    pin_client, unpin_client = _py_pin_client, _py_unpin_client
     _block_until_ready = _py_block_until_ready

@@ -5,24 +5,23 @@ call most. close() destroys the client at once; its buffers and executables then
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING, Any
+import time
+from typing import Any
 
 import numpy as np
 
 from ember._runtime.fastpath import C
-from ember._runtime.pjrt.buffer import Buffer
+from ember._runtime.pjrt.buffer import Buffer, pin_client, take_client_handle, unpin_client
 from ember._runtime.pjrt.device import Device
 from ember._runtime.pjrt.errors import PjrtError
 from ember._runtime.pjrt.executable import Executable
+from ember._runtime.pjrt.plugin import Plugin
 from ember._runtime.pjrt.structs import (_IMMUTABLE_ONLY_DURING_CALL, _PORTABLE_COMPILE_OPTIONS, COMPILE_OPTIONS,
                                  _ClientAddressableDevicesArgs, _ClientBufferFromHostBufferArgs, _ClientCompileArgs,
                                  _ClientCreateArgs, _ClientCreateViewOfDeviceBufferArgs, _ClientPlatformNameArgs,
                                  _data_address, _handle_args, _new,
                                  _Program, _string_at, c_int64, named_int64_values,
                                  numpy_dtype_to_pjrt)
-
-if TYPE_CHECKING:
-    from ember._runtime.pjrt.plugin import Plugin
 
 
 def _fast_api(plugin: Plugin) -> Any:
@@ -46,6 +45,8 @@ class Client:
         self.plugin = plugin
         self.handle: int | None = None
         self.closed_reason = "has been closed"
+        self._uses = 0  # PJRT calls running on it without the GIL (pjrt/buffer.py's pin_client; in C: _fast.uses)
+        self._fast: Any = None
         values, names = named_int64_values(options or {})
         create = _new(_ClientCreateArgs, create_options=ctypes.addressof(values), num_options=len(names))
         plugin.call("Client_Create", create)
@@ -78,10 +79,16 @@ class Client:
     def _compile(self, code: bytes, portable: bool = False) -> Executable:
         options = _PORTABLE_COMPILE_OPTIONS if portable else COMPILE_OPTIONS
         program = _new(_Program, code=code, code_size=len(code), format=b"mlir", format_size=4)
-        args = _new(_ClientCompileArgs, client=self._live_handle("compile"), program=ctypes.pointer(program),
-                    compile_options=options, compile_options_size=len(options))
-        self.plugin.call("Client_Compile", args)
-        return Executable(self, args.executable, code, portable)
+        handle = pin_client(self)  # (a compile on another thread may still run when the exit handler closes us)
+        if handle is None:
+            self._live_handle("compile")  # (closed: raises why)
+        try:
+            args = _new(_ClientCompileArgs, client=handle, program=ctypes.pointer(program),
+                        compile_options=options, compile_options_size=len(options))
+            self.plugin.call("Client_Compile", args)
+            return Executable(self, args.executable, code, portable)
+        finally:
+            unpin_client(self)
 
     def buffer_from_numpy(self, array: Any, device: Device | None = None) -> Buffer:
         """Copy a numpy array (any layout, any supported dtype) to a new buffer on a device (the first one)."""
@@ -104,15 +111,21 @@ class Client:
             if buffer is not None:
                 return buffer
         dims = (c_int64 * len(shape))(*shape)
-        args = _ClientBufferFromHostBufferArgs(
-            _ClientBufferFromHostBufferArgs.SIZE, None, self._live_handle("buffer_from_numpy"),
-            _data_address(array), numpy_dtype_to_pjrt(array.dtype), dims, len(shape), None, 0,
-            _IMMUTABLE_ONLY_DURING_CALL, device.handle)
-        error = self._buffer_from_host_buffer(ctypes.addressof(args))
-        if error:
-            raise self.plugin.error("Client_BufferFromHostBuffer", error)
-        buffer = Buffer(self, device, args.buffer, shape, array.dtype)
-        self.plugin.await_event("Client_BufferFromHostBuffer", args.done_with_host_buffer)
+        handle = pin_client(self)
+        if handle is None:
+            self._live_handle("buffer_from_numpy")  # (closed: raises why)
+        try:
+            args = _ClientBufferFromHostBufferArgs(
+                _ClientBufferFromHostBufferArgs.SIZE, None, handle, _data_address(array),
+                numpy_dtype_to_pjrt(array.dtype), dims, len(shape), None, 0, _IMMUTABLE_ONLY_DURING_CALL,
+                device.handle)
+            error = self._buffer_from_host_buffer(ctypes.addressof(args))
+            if error:
+                raise self.plugin.error("Client_BufferFromHostBuffer", error)
+            buffer = Buffer(self, device, args.buffer, shape, array.dtype)
+            self.plugin.await_event("Client_BufferFromHostBuffer", args.done_with_host_buffer)
+        finally:
+            unpin_client(self)
         return buffer
 
     @property
@@ -140,12 +153,19 @@ class Client:
         return Buffer(self, device, args.buffer, tuple(shape), np.dtype(dtype))
 
     def close(self) -> None:
-        """Destroy the PJRT client now. Idempotent."""
-        handle, self.handle = self.handle, None
+        """Destroy the PJRT client now: once the PJRT calls running on it (on other threads) end; no call starts
+        on it meanwhile. Idempotent."""
+        handle = take_client_handle(self)
         if handle:
+            while self._calls_running():
+                time.sleep(0.0005)
             error = self.plugin.function("Client_Destroy")(_handle_args(handle))
             if error:
                 raise self.plugin.error("Client_Destroy", error)
+
+    def _calls_running(self) -> int:
+        """How many PJRT calls that pinned this client (pin_client) have not ended."""
+        return self._uses if self._fast is None else self._fast.uses
 
     def abandon(self, reason: str) -> None:
         """Stop using the client without destroying it (in a forked child, where the parent's client cannot be

@@ -7,7 +7,7 @@ from ember._runtime.pjrt.structs import (_DeviceDescriptionIdArgs, _DeviceDescri
                                         _DeviceGetDescriptionArgs, _new, _string_at)
 
 if TYPE_CHECKING:
-    from ember._runtime.pjrt.client import Client
+    from ember._runtime.pjrt.client import Client  # (a type only: client.py imports this module)
 
 
 class Device:

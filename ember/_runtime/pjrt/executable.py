@@ -14,24 +14,24 @@ import numpy as np
 from ember._runtime.fastpath import C
 from ember._runtime.pjrt import buffer as buffer_module
 from ember._runtime.pjrt.buffer import Buffer
+from ember._runtime.pjrt.device import Device
 from ember._runtime.pjrt.errors import PjrtError
+from ember._runtime.pjrt.plugin import Plugin
 from ember._runtime.pjrt.structs import (_POINTER_TO_VOID_P, _ExecutableNumOutputsArgs, _ExecuteOptions, _handle_args,
                                  _LoadedExecutableAddressableDevicesArgs, _LoadedExecutableExecuteArgs,
                                  _LoadedExecutableGetExecutableArgs, _new, c_void_p)
 
 if TYPE_CHECKING:
-    from ember._runtime.pjrt.client import Client
-    from ember._runtime.pjrt.device import Device
-    from ember._runtime.pjrt.plugin import Plugin
+    from ember._runtime.pjrt.client import Client  # (a type only: client.py imports this module)
 
 
 class _PyRunner:
     """Runs a loaded executable on Buffers: the pure-Python twin of ember._runtime._fastpath.Runner.
 
-    run(buffers, specs, device, execute_device) pins the buffers (all, or none: then it returns None, and nothing
-    ran), executes (on execute_device, a PJRT_Device address, or None: the executable's own device), unpins them
-    and returns the outputs as Buffers on device with the given (shape, dtype) specs. A PJRT error is raised as
-    a PjrtError. The Execute args are built once and reused by every call, under a lock."""
+    run(buffers, specs, device, execute_device) pins the client and the buffers (all, or none: then it returns
+    None, and nothing ran), executes (on execute_device, a PJRT_Device address, or None: the executable's own
+    device), unpins them and returns the outputs as Buffers on device with the given (shape, dtype) specs. A PJRT
+    error is raised as a PjrtError. The Execute args are built once and reused by every call, under a lock."""
 
     def __init__(self, client: Client, handle: int, num_outputs: int):
         self.client = client
@@ -56,8 +56,16 @@ class _PyRunner:
     def run(self, args: Sequence[Buffer], specs: Sequence[tuple[tuple[int, ...], np.dtype]], device: Device,
             execute_device: int | None) -> list[Buffer] | None:
         client = self.client
-        if not client.handle:
+        if buffer_module.pin_client(client) is None:  # (closed)
             return None
+        try:
+            return self._run_pinned(args, specs, device, execute_device)
+        finally:
+            buffer_module.unpin_client(client)
+
+    def _run_pinned(self, args: Sequence[Buffer], specs: Sequence[tuple[tuple[int, ...], np.dtype]],
+                    device: Device, execute_device: int | None) -> list[Buffer] | None:
+        client = self.client
         count = len(args)
         with self._lock:
             arguments = self._arguments
@@ -187,8 +195,11 @@ class Executable:
         try:
             handle, self.handle = self.handle, None
             client = self.client
-            if handle and client.handle:
-                error = client.plugin.function("LoadedExecutable_Destroy")(_handle_args(handle))
+            if handle and buffer_module.pin_client(client) is not None:  # (not after the client is destroyed)
+                try:
+                    error = client.plugin.function("LoadedExecutable_Destroy")(_handle_args(handle))
+                finally:
+                    buffer_module.unpin_client(client)
                 if error:
                     client.plugin.error("LoadedExecutable_Destroy", error)
         except Exception:  # noqa: BLE001 - a destructor never raises

@@ -53,9 +53,13 @@ class _Args(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t), ("extension_start", c_void_p)]
 
 
+_STRUCTS: dict[str, Any] = {}  # every argument struct below, by name
+
+
 def _args_type(name: str, fields: list[tuple[str, Any]]) -> Any:
     cls = type(name, (_Args,), {"_fields_": fields})
     cls.SIZE = ctypes.sizeof(cls)
+    _STRUCTS[name] = cls
     return cls
 
 
@@ -177,3 +181,28 @@ def _data_address(array: np.ndarray) -> int:
         return ctypes.addressof(ctypes.c_char.from_buffer(array))
     except (TypeError, ValueError):  # read-only, zero-size, or a dtype numpy cannot export (bfloat16)
         return array.__array_interface__["data"][0]
+
+
+Layout = tuple[int, tuple[tuple[str, int], ...]]  # a struct's size and its (field, offset) pairs
+
+
+def struct_layout(name: str) -> Layout:
+    """The layout of an argument struct declared here (its header fields first)."""
+    cls = _STRUCTS[name]
+    fields = [field for base in reversed(cls.__mro__) for field, _ in getattr(base, "_fields_", [])
+              if base is cls or base is _Args]
+    return ctypes.sizeof(cls), tuple((field, getattr(cls, field).offset) for field in fields)
+
+
+def check_struct_layouts(layouts: dict[str, Layout], where: str) -> None:
+    """Check the struct layouts that another declaration of them reports (the C extension's) against the ctypes
+    declarations here, the reference: a RuntimeError lists every difference."""
+    problems = []
+    for name, layout in sorted(layouts.items()):
+        if name not in _STRUCTS:
+            problems.append(f"{name} is not declared in pjrt/structs.py")
+        elif layout != struct_layout(name):
+            problems.append(f"{name}: {where} has (size, fields) {layout}, pjrt/structs.py {struct_layout(name)}")
+    if problems:
+        raise RuntimeError(f"{where} declares PJRT structs unlike pjrt/structs.py (fix the C declarations and "
+                           "rebuild: python3 setup.py build_ext --inplace):\n  " + "\n  ".join(problems))
