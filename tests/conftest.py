@@ -18,7 +18,19 @@ from ember._runtime.backends import _set_xla_flags  # noqa: E402
 _set_xla_flags()
 
 
+import gc  # noqa: E402
+
 import pytest  # noqa: E402
+
+
+def pytest_collection_finish(session):
+    """A test process keeps thousands of IRs, programs and JAX objects alive in its caches, which every full
+    collection walks again: the objects alive after collection (modules, Cases) are frozen out of the collector,
+    and collections run after 20000 allocations instead of 700 (cycles are still collected; the tests that check
+    memory call gc.collect themselves). This saves about 5% of the default run."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20000, 50, 50)
 
 
 @pytest.fixture

@@ -57,7 +57,8 @@ def test_pairs(names):
 TRIPLES = [t for t in itertools.product(EMBER, repeat=3) if len(set(t)) == 3]
 
 
-@pytest.mark.parametrize("names", TRIPLES[::21], ids="-".join)
+@pytest.mark.parametrize("names", [t if i < 4 else pytest.param(t, marks=pytest.mark.slow)
+                                   for i, t in enumerate(TRIPLES[::21])], ids="-".join)
 def test_triples(names):
     check(names)
 

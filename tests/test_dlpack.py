@@ -78,9 +78,11 @@ def capsule_name(capsule):
 
 @pytest.fixture(autouse=True)
 def no_leaks():
-    """Every test ends with no export and no imported view left over (those it made are gone)."""
+    """Every test ends with no export and no imported view left over (those it made are gone). A full collection
+    runs only when some are left (those in reference cycles): on the heap of a whole test run it costs ~0.1-0.5 s."""
     yield
-    gc.collect()
+    if D._live_exports or D._imports:
+        gc.collect()
     assert not D._live_exports and not D._imports
 
 

@@ -39,6 +39,7 @@ def test_digits_quick_trains_both_models_and_resumes(tmp_path):
     assert "mlp epoch 1:" not in resumed
 
 
+@pytest.mark.slow  # (10 s; the digits example trains, saves and resumes in the default run)
 def test_char_lm_quick_loss_falls_and_samples(tmp_path):
     out = _run("char_lm.py", "--quick", "--out", str(tmp_path))
     line = next(line for line in out.splitlines() if line.startswith("training loss"))

@@ -81,7 +81,8 @@ def test_one_hot():
         ember.jit(lambda y, n: enn.one_hot(y, n))(labels, 4)
 
 
-@pytest.mark.parametrize("case", ["plain", "causal", "mask_bias", "grouped", "unbatched"])
+@pytest.mark.parametrize("case", ["plain", "causal", pytest.param("mask_bias", marks=pytest.mark.slow), "grouped",
+                                  pytest.param("unbatched", marks=pytest.mark.slow)])
 def test_dot_product_attention_matches_jax(case):
     rng = np.random.default_rng(1)
     q = rng.normal(size=(2, 5, 4, 8)).astype(np.float32)

@@ -47,7 +47,7 @@ TOLERANCE = {np.dtype("float64"): (1e-9, 1e-300), np.dtype("float32"): (2e-5, 1e
              np.dtype("float16"): (4e-3, 1e-4), BF16: (3e-2, 1e-37)}
 CLEAR_ERRORS = (TypeError, ValueError, IndexError, OverflowError, NotImplementedError)
 
-FAST = settings(max_examples=250, deadline=None, derandomize=True, database=None, print_blob=True,
+FAST = settings(max_examples=100, deadline=None, derandomize=True, database=None, print_blob=True,
                 suppress_health_check=list(HealthCheck))
 SLOW = settings(FAST, max_examples=5000)
 
