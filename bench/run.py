@@ -9,6 +9,7 @@ hits both) and reports the median round. A ratio below 1 means ember is faster. 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import timeit
 from typing import Any, Callable, NamedTuple, Sequence
@@ -135,6 +136,21 @@ def eager_op(op: Callable[[Any, Any, Any], Any]) -> Callable[[Any, Any], tuple[C
         ex, em, jx, jm = ember.asarray(x), ember.asarray(m), jnp.asarray(x), jnp.asarray(m)
         return (lambda: op(enp, ex, em).block_until_ready()), (lambda: op(jnp, jx, jm).block_until_ready())
     return make
+
+
+def eager_distinct_rows(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """200 reads x[i] outside jit, each call the next 200 rows of f32[65536,16]: no row is read twice in a run, so
+    a cache keyed by the index's value (rather than its structure) would compile for every read."""
+    x = np.random.default_rng(0).normal(size=(65536, 16)).astype(np.float32)
+
+    def reader(array: Any) -> Callable[[], Any]:
+        firsts = itertools.count(0, 200)
+
+        def read() -> Any:
+            first = next(firsts) % (x.shape[0] - 200)
+            return [array[i] for i in range(first, first + 200)][-1].block_until_ready()
+        return read
+    return reader(ember.asarray(x)), reader(jnp.asarray(x))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -759,6 +775,7 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("eager: f32[3,4] + f32[4] (broadcast)", eager_op(lambda np_, x, m: m + x), 2000),
     ("eager: f32[3,4].mean(axis=0)", eager_op(lambda np_, x, m: m.mean(axis=0)), 2000),
     ("eager: where(f32[4] > 1, f32[4], 0.0)", eager_op(lambda np_, x, m: np_.where(x > 1, x, 0.0)), 2000),
+    ("eager: 200 distinct x[i], f32[65536,16]", eager_distinct_rows, 5),
     ("grad (no jit) of a fresh closure, MLP", grad_fresh_closure, 20),
     ("jit: sum of f32[1e7]", sum_1e7, 50),
     ("jit: softmax f32[1024,1024]", softmax, 50),

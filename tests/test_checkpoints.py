@@ -1,5 +1,16 @@
 """ember.checkpoints: pytrees of arrays (dicts, lists, Modules, optimizer states, typed keys) round-trip through
-safetensors files in every dtype, the key layout is the documented one, and a mismatched load names the leaf."""
+safetensors files in every dtype, the key layout is the documented one, and a mismatched load names the leaf.
+Unreadable files, directories and failed writes raise errors naming the path; files honour the umask; a failed or
+killed save keeps the old file, and its temporary file is removed (at the latest by the next save)."""
+import errno
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -96,3 +107,113 @@ def test_resume_training_from_a_checkpoint(tmp_path):
     for _ in range(5):
         resumed = step(*resumed)
     _assert_same(resumed, straight)
+
+
+def test_every_dtype_is_read_back_by_safetensors(tmp_path):
+    """ember writes the safetensors format itself: safetensors' own reader is the oracle."""
+    rng = np.random.default_rng(0)
+    tree = {name: rng.normal(size=(2, 3)).astype(name) for name in
+            ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+             "uint64")}
+    tree.update({"bf16": rng.normal(size=5).astype(ml_dtypes.bfloat16), "bool": rng.random(4) < 0.5,
+                 "scalar": np.float32(2.5), "empty": np.zeros((0, 3), np.float32),
+                 "big_endian": np.arange(6, dtype=">i4").reshape(2, 3)})
+    path = tmp_path / "all.safetensors"
+    checkpoints.save(path, tree, metadata={"note": "x"})
+    raw = load_file(str(path))
+    assert set(raw) == set(tree)
+    for name, value in tree.items():
+        assert raw[name].dtype == np.asarray(value).dtype.newbyteorder("=") and raw[name].shape == np.shape(value)
+        np.testing.assert_array_equal(raw[name], value)
+    assert checkpoints.metadata(path) == {"format": checkpoints.FORMAT, "note": "x"}
+
+
+def test_unreadable_files_raise_checkpoint_errors_naming_the_path(tmp_path):
+    good = tmp_path / "good.safetensors"
+    checkpoints.save(good, {"w": np.arange(64, dtype=np.float32)})
+    data = good.read_bytes()
+    header = 8 + int.from_bytes(data[:8], "little")
+    broken = {"empty": b"", "length_only": data[:8], "mid_header": data[:header // 2],
+              "mid_data": data[:header + 100], "last_byte_missing": data[:-1], "not_safetensors": b"PK\x03\x04" * 40}
+    for name, content in broken.items():
+        path = tmp_path / f"{name}.safetensors"
+        path.write_bytes(content)
+        for function in (checkpoints.load, checkpoints.metadata):
+            with pytest.raises(checkpoints.CheckpointError, match=rf"checkpoints.{function.__name__}: .*{name}.*"
+                               "not a readable checkpoint") as info:
+                function(path)
+            assert isinstance(info.value, ValueError), name
+    with pytest.raises(checkpoints.CheckpointError, match="not a readable checkpoint"):
+        checkpoints.load(tmp_path / "mid_data.safetensors", target={"w": enp.zeros(64)})
+
+
+def test_a_directory_as_the_path_is_an_os_error_naming_it(tmp_path):
+    for function, args in ((checkpoints.load, ()), (checkpoints.metadata, ()), (checkpoints.save, ({"w": 1.0},))):
+        with pytest.raises(IsADirectoryError, match=rf"checkpoints.{function.__name__}: .*directory") as info:
+            function(tmp_path, *args)
+        assert info.value.filename == str(tmp_path)
+    with pytest.raises(FileNotFoundError, match="checkpoints.save: cannot create a temporary file") as info:
+        checkpoints.save(tmp_path / "missing" / "c.safetensors", {"w": 1.0})
+    assert info.value.filename == str(tmp_path / "missing" / "c.safetensors")
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_files_are_created_with_the_umask_like_numpy_save(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        checkpoints.save(tmp_path / "c.safetensors", {"w": np.ones(3)})
+        np.save(tmp_path / "n.npy", np.ones(3))
+    finally:
+        os.umask(old)
+    mode = stat.S_IMODE(os.stat(tmp_path / "c.safetensors").st_mode)
+    assert mode == stat.S_IMODE(os.stat(tmp_path / "n.npy").st_mode) == 0o666 & ~umask
+
+
+_FAILING_SAVES = """
+import json, os, resource, signal, sys
+import numpy as np
+from ember import checkpoints
+directory = sys.argv[1]
+path = os.path.join(directory, "c.safetensors")
+checkpoints.save(path, {"w": np.zeros(4, np.float32)})
+# a write that fails midway: the file size limit (SIGXFSZ ignored, so write() fails with EFBIG)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, hard))
+try:
+    checkpoints.save(path, {"w": np.ones(1 << 20, np.float32)})
+except OSError as err:
+    print(json.dumps({"type": type(err).__name__, "errno": err.errno, "filename": err.filename, "text": str(err),
+                      "files": sorted(os.listdir(directory))}), flush=True)
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+# a save killed (SIGKILL) after writing its temporary file, before renaming it into place
+write_file = checkpoints._write_file
+def write_and_die(*args):
+    write_file(*args)
+    os.kill(os.getpid(), signal.SIGKILL)
+checkpoints._write_file = write_and_die
+checkpoints.save(path, {"w": np.ones(1 << 20, np.float32)})
+"""
+
+
+def test_failed_and_killed_saves_keep_the_old_file_and_leave_no_temporary_behind(tmp_path):
+    done = subprocess.run([sys.executable, "-c", _FAILING_SAVES, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    limited = json.loads(done.stdout)
+    path = str(tmp_path / "c.safetensors")
+    assert limited["errno"] == errno.EFBIG and limited["filename"] == path, limited
+    assert "checkpoints.save: writing the checkpoint" in limited["text"] and limited["files"] == ["c.safetensors"]
+    (killed,) = [p for p in tmp_path.iterdir() if p.name.startswith(".ember-checkpoint-")]
+    assert killed.stat().st_size > 4 << 20
+    np.testing.assert_array_equal(np.asarray(checkpoints.load(path)["w"]), np.zeros(4))  # the old file is intact
+    # the next save in the directory removes the dead writer's file and keeps those of live or unknown writers
+    live = tmp_path / checkpoints._temporary_name()  # this process's: alive
+    unknown_recent, unknown_old = tmp_path / ".ember-checkpoint-x1", tmp_path / ".ember-checkpoint-x2"
+    for p in (live, unknown_recent, unknown_old):
+        p.write_bytes(b"partial")
+    old = time.time() - checkpoints.STALE_AFTER_S - 60
+    os.utime(unknown_old, (old, old))
+    checkpoints.save(tmp_path / "other.safetensors", {"w": np.ones(2)})
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["c.safetensors", "other.safetensors", live.name, unknown_recent.name])

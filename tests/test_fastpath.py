@@ -463,7 +463,7 @@ def test_the_c_struct_layouts_are_those_of_structs_py():
     layouts = fastpath.C.struct_layouts()
     assert set(layouts) == {"PJRT_Handle_Args", "PJRT_Buffer_ReadyEvent_Args", "PJRT_ExecuteOptions",
                             "PJRT_LoadedExecutable_Execute_Args", "PJRT_Client_BufferFromHostBuffer_Args",
-                            "PJRT_Buffer_UnsafePointer_Args"}
+                            "PJRT_Buffer_UnsafePointer_Args", "PJRT_Event_IsReady_Args", "PJRT_Event_OnReady_Args"}
     for name, (size, fields) in layouts.items():
         cls = structs._STRUCTS[name]
         assert size == ctypes.sizeof(cls), name

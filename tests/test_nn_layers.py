@@ -1,5 +1,7 @@
 """ember.nn's layers: forward against numpy or JAX references with the same parameters, gradients against jax.grad
 of the reference, modules through jit, grad, vmap, tree_map and ember.optim, and clear errors."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -227,3 +229,91 @@ def test_init_errors():
         nn.MultiHeadAttention(2, 5, key=KEY)
     with pytest.raises(TypeError, match="Sequential: BatchNorm returns an updated layer"):
         nn.Sequential(nn.BatchNorm(2))(enp.ones((3, 2)))
+
+
+@functools.cache
+def _layers_with_parameters():
+    """name -> (a layer, an input shape it takes); the sizes of the tests above (their eager programs are cached)."""
+    k1, k2, k3 = random.split(KEY, 3)
+    return {"Linear": (nn.Linear(5, 3, key=KEY), (2, 5)), "Conv2d": (nn.Conv2d(4, 6, (3, 3), key=KEY), (1, 5, 5, 4)),
+            "LayerNorm": (nn.LayerNorm(6), (2, 6)), "RMSNorm": (nn.RMSNorm(6), (2, 6)),
+            "BatchNorm": (lambda x: nn.BatchNorm(3)(x, training=True)[0], (4, 3)),
+            "MLP": (nn.MLP(4, 3, 16, depth=2, key=k3), (2, 4)),
+            "Embedding.attend": (nn.Embedding(10, 4, key=KEY).attend, (2, 4)),
+            "MultiHeadAttention": (nn.MultiHeadAttention(num_heads=2, features=8, qkv_features=6, key=KEY), (3, 8))}
+
+
+def _out_dtype(fn, x):
+    return ember.jit(fn).trace(x).out_avals[0].dtype
+
+
+def test_lower_precision_float_inputs_are_promoted_to_the_parameters_dtype():
+    """One dtype policy (flax's promote_dtype): float16 and bfloat16 inputs compute in the float32 parameters'
+    dtype (Conv2d used to refuse them; Linear promoted). Every layer's output dtype from its staged IR; values
+    of Conv2d against JAX's convolution of the promoted input, of Linear against numpy."""
+    for name, (layer, shape) in _layers_with_parameters().items():
+        for dtype in ("float16", "bfloat16"):
+            assert _out_dtype(layer, enp.zeros(shape, dtype)) == F, (name, dtype)
+    assert _out_dtype(lambda x: nn.BatchNorm(3)(x, training=True)[1].running_mean, enp.zeros((4, 3), "bfloat16")) \
+        == F  # the state keeps its dtype
+    conv = _layers_with_parameters()["Conv2d"][0]
+    x = enp.asarray(RNG.normal(size=(1, 5, 5, 4))).astype("bfloat16")
+    ref = jax.lax.conv_general_dilated(jnp.asarray(np.asarray(x), F), np.asarray(conv.kernel), (1, 1), "SAME",
+                                       dimension_numbers=("NHWC", "HWIO", "NHWC")) + np.asarray(conv.bias)
+    np.testing.assert_allclose(np.asarray(conv(x)), np.asarray(ref), rtol=1e-5, atol=1e-6)
+    linear = _layers_with_parameters()["Linear"][0]
+    x = RNG.normal(size=(2, 5)).astype(np.float16)
+    np.testing.assert_allclose(np.asarray(linear(x)), x.astype(F) @ np.asarray(linear.weight) +
+                               np.asarray(linear.bias), rtol=1e-6, atol=1e-6)
+
+
+def test_float64_inputs_promote_float32_parameters():
+    layer = _layers_with_parameters()["Linear"][0]
+    x = RNG.normal(size=(2, 5))
+    with ember.config.override(enable_x64=True):
+        y = layer(enp.asarray(x, "float64"))
+    assert y.dtype == np.float64
+    np.testing.assert_allclose(np.asarray(y), x @ np.asarray(layer.weight, np.float64) + np.asarray(layer.bias),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "bool"])
+def test_non_float_inputs_are_refused_naming_the_layer(dtype):
+    layers = _layers_with_parameters()
+    layers["Dropout"] = (nn.Dropout(0.5), (2, 4))
+    for name, (layer, shape) in layers.items():
+        with pytest.raises(TypeError, match=rf"ember.nn.{name}: expected a floating-point input .*got "
+                                            rf"{dtype}\[{', '.join(map(str, shape))}\]"):
+            layer(np.ones(shape, dtype))
+
+
+def test_multi_head_attention_checks_its_inputs_and_mask():
+    mha = nn.MultiHeadAttention(2, 4, key=KEY)
+    x = RNG.normal(size=(2, 5, 4)).astype(F)
+    with pytest.raises(ValueError, match=r"MultiHeadAttention: expected x of shape \(\.\.\., T, 4\).*got shape "
+                                         r"\(4,\)"):
+        mha(x[0, 0])
+    with pytest.raises(ValueError, match=r"MultiHeadAttention: expected key_value of shape \(\.\.\., T, 4\).*got "
+                                         r"shape \(2, 7, 3\)"):
+        mha(x, np.ones((2, 7, 3), F))
+    with pytest.raises(ValueError, match=r"key_value's batch dimensions \(3,\) differ from x's \(2,\)"):
+        mha(x, np.ones((3, 7, 4), F))
+    with pytest.raises(ValueError, match=r"mask of shape \(3,\) does not broadcast to \(\*batch, num_heads, T, S\) = "
+                                         r"\(2, 5, 5\)"):
+        mha(x[0], mask=np.ones(3, bool))
+    with pytest.raises(ValueError, match=r"mask of shape \(2, 1, 5, 3\) does not broadcast to .* = \(2, 2, 5, 5\)"):
+        mha(x, mask=np.ones((2, 1, 5, 3), bool))
+    with pytest.raises(TypeError, match=r"mask must be boolean \(True = attend\), got float32\[5, 5\]"):
+        mha(x, mask=np.ones((5, 5), np.float32))
+
+
+def test_multi_head_attention_mask_with_several_batch_dimensions():
+    """A (3, 1, T, T) mask for (2, 3, T, features) inputs broadcasts over both batch dimensions (it used to be
+    applied to the flattened batch of 6, and fail)."""
+    mha = nn.MultiHeadAttention(2, 4, key=KEY)
+    x = RNG.normal(size=(2, 3, 5, 4)).astype(F)
+    mask = RNG.random(size=(3, 1, 5, 5)) < 0.7
+    mask[..., 0] = True
+    whole, parts = ember.jit(lambda x: (mha(x, mask=mask), [mha(x[i], mask=mask) for i in range(2)]))(x)
+    for i in range(2):
+        np.testing.assert_allclose(np.asarray(whole)[i], np.asarray(parts[i]), rtol=1e-6, atol=1e-6)

@@ -118,14 +118,15 @@ def test_eager_cache_is_bounded(monkeypatch):
     assert len(eager._eager_cache) == 3
 
 
-def test_jit_signature_cache_is_bounded(monkeypatch):
+def test_jit_signature_cache_is_bounded():
     from ember._api import caches
-    monkeypatch.setattr(caches, "SIGNATURES_PER_FUNCTION", 2)
 
     def f(x):
         return x + 1
     g = ember.jit(f)
-    for n in range(1, 6):
-        g(np.ones(n, np.float32))
-    cache = caches.cache_for(f, ("jit", (), ()), "jit(f)")
-    assert len(cache.executables) == 2 and len(cache.irs) == 2
+    with ember.config.override(jit_cache_size=2):
+        for n in range(1, 6):
+            np.testing.assert_array_equal(np.asarray(g(np.ones(n, np.float32))), np.full(n, 2, np.float32))
+        cache = caches.cache_for(f, ("jit", (), ()), "jit(f)")
+        # the staged IRs, the compiled programs and the fast path's entries per signature
+        assert len(cache.irs) == 2 and len(g._programs) == 2 and len(g._dispatch) == 2

@@ -8,6 +8,7 @@ from typing import Any, Callable, Hashable, Sequence, TypeVar
 from ember._api.running import as_arrays, eval_ir_named, has_tracer_consts, run_ir
 from ember._api.staging import stage_with_aux, with_outputs
 from ember._api.templates import SharedIR, compile_staged
+from ember._control.custom import rule_runs
 from ember._core import IR, ConcretizationTypeError, ShapedArray, aval_of, concrete_values, eval_ir, is_tracing
 from ember._core.cache import LRUCache
 from ember._core.dtypes import x64_enabled
@@ -51,35 +52,50 @@ def fallback_per_signature(needs_values: LRUCache, key: Hashable, abstract: Call
         return concrete()
 
 
+def keeps_result(ir: IR, rule_runs_before: int, traced_once: bool = False) -> bool:
+    """Whether an IR built for a signature may serve its later calls: not when it captured tracers of an
+    enclosing trace (it belongs to that trace), nor, unless the cache is jit's (traced_once), when building it ran
+    a custom rule (rule_runs() is no longer rule_runs_before). Outside jit JAX runs the rules' Python on every call
+    of grad, vjp, jvp, vmap, ..., so a rule reading Python state sees it change and a rule that raises raises
+    again; jit keeps what its first trace computed, as JAX's jit does."""
+    return not has_tracer_consts(ir) and (traced_once or rule_runs() == rule_runs_before)
+
+
 class SignatureCache:
     """Per-signature IRs (for inlining) and executables (for eager calls) of one transformed function, and its
     signatures that need concrete values (see fallback_per_signature).
 
     It holds no reference to the function (build is passed per call), so caches can be kept per function in a
-    weak dictionary. IRs that captured tracers of an enclosing trace are used once and not cached. Each holds at
-    most SIGNATURES_PER_FUNCTION entries (least recently used dropped first)."""
+    weak dictionary. IRs that captured tracers of an enclosing trace are used once and not cached, and so are
+    those whose build ran a custom rule, unless traced_once (jit's cache; see keeps_result). Each holds at most
+    SIGNATURES_PER_FUNCTION entries (least recently used dropped first)."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, traced_once: bool = False):
         self.name = name
+        self.traced_once = traced_once
         self.irs = LRUCache(SIGNATURES_PER_FUNCTION)
         self.executables = LRUCache(SIGNATURES_PER_FUNCTION)
         self.needs_values = value_dependent_signatures()
 
     def ir_for(self, key: Hashable, build: Callable[..., IR], *build_args: Any) -> IR:
-        return self._ir_for(signature_key(key), build, *build_args)
+        return self._ir_for(signature_key(key), build, *build_args)[0]
 
     def executable(self, key: Hashable) -> Compiled | None:
         """The executable compiled for this signature (under the current options), if any."""
         return self.executables.get(signature_key(key))
 
-    def _ir_for(self, key: Hashable, build: Callable[..., IR], *build_args: Any) -> IR:
+    def _ir_for(self, key: Hashable, build: Callable[..., IR], *build_args: Any) -> tuple[IR, bool]:
+        """(the signature's IR, whether it is kept for later calls)."""
         ir = self.irs.lookup(key)
-        if ir is None:
-            ir = build(*build_args)
-            if not has_tracer_consts(ir):
-                ir = SharedIR.of(ir)  # (handed out again, by jit's trace too: it must not change)
-                self.irs.store(key, ir)
-        return ir
+        if ir is not None:
+            return ir, True
+        runs = rule_runs()
+        ir = build(*build_args)
+        if not keeps_result(ir, runs, self.traced_once):
+            return ir, False
+        ir = SharedIR.of(ir)  # (handed out again, by jit's trace too: it must not change)
+        self.irs.store(key, ir)
+        return ir, True
 
     def call(self, key: Hashable, leaves: Sequence[Any], build: Callable[..., IR], *build_args: Any) -> Any:
         key = signature_key(key)
@@ -87,11 +103,11 @@ class SignatureCache:
             executable = self.executables.lookup(key)
             if executable is not None:
                 return executable(*leaves)
-        ir = self._ir_for(key, build, *build_args)
+        ir, kept = self._ir_for(key, build, *build_args)
         if is_tracing():
             return ir.out_tree.unflatten(eval_ir(ir, leaves))
         executable = compile_staged(ir, self.name)
-        if not has_tracer_consts(ir):
+        if kept:
             self.executables.store(key, executable)
         return executable(*leaves)
 
@@ -112,8 +128,9 @@ def per_function(fun: Any, config: Hashable, make: Callable[[], Any]) -> Any:
     return kept
 
 
-def cache_for(fun: Any, config: Hashable, name: str) -> SignatureCache:
-    return per_function(fun, config, lambda: SignatureCache(name))
+def cache_for(fun: Any, config: Hashable, name: str, traced_once: bool = False) -> SignatureCache:
+    """fun's SignatureCache for config (see per_function); traced_once for jit's (see keeps_result)."""
+    return per_function(fun, config, lambda: SignatureCache(name, traced_once))
 
 
 def call_with_fallback(cache: SignatureCache, key: Hashable, leaves: Sequence[Any],
@@ -174,11 +191,12 @@ class PlanCache(LRUCache):
 
     def plan(self, key: Hashable, make: Callable[[Any], Any]) -> Any:
         """The plan for a signature staged abstractly (made by make(None) on first use; not kept when its IRs
-        captured tracers of an enclosing trace)."""
+        captured tracers of an enclosing trace, or making it ran a custom rule: see keeps_result)."""
         plan = self.lookup(key)
         if plan is None:
+            runs = rule_runs()
             plan = make(None)
-            if not any(has_tracer_consts(ir) for ir in plan.irs):
+            if all(keeps_result(ir, runs) for ir in plan.irs):
                 self.store(key, plan)
         return plan
 

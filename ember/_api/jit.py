@@ -11,11 +11,14 @@ from ember._core import IR, ShapedArray, aval_of
 from ember._core.primitive import TRACE_STATE
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._api.signature import NotFast, add_tokens, output_builder, sorted_keys
-from ember._api.caches import SIGNATURES_PER_FUNCTION, cache_for
+from ember._api.caches import SIGNATURES_PER_FUNCTION, cache_for, signature_key
+from ember._api.running import has_tracer_consts
 from ember._api.staging import as_tuple, fun_name, leaf_avals, stage_with_aux, with_outputs
+from ember._api.templates import compile_staged
 from ember._core.cache import LRUCache, clear_all_caches
 from ember._core.config import config
-from ember._runtime import Array, Compiled, Lowered, lower_ir
+from ember._runtime import Array, Lowered, lower_ir
+from ember._transforms.passes import dce_outputs
 
 
 def _is_aval(x: Any) -> bool:
@@ -90,10 +93,12 @@ class Jitted:
         self.name = f"jit({fun_name(fun)})"
         self.static_argnums, self.static_argnames = _static_args(fun, as_tuple(static_argnums), (
             (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)), self.name)
-        self._cache = cache_for(fun, ("jit", self.static_argnums, self.static_argnames), self.name)
+        self._cache = cache_for(fun, ("jit", self.static_argnums, self.static_argnames), self.name,
+                                traced_once=True)
         # the fast path: dispatch key (see ember._api.signature) -> (run the program on the flat leaves, build the
         # result from its flat outputs); a miss takes the general path, which fills it
         self._dispatch = LRUCache(SIGNATURES_PER_FUNCTION)
+        self._programs = LRUCache(SIGNATURES_PER_FUNCTION)  # signature_key(signature) -> _Program
         self._statics_by_count = LRUCache(SIGNATURES_PER_FUNCTION)  # number of positional arguments -> static ones
         functools.update_wrapper(self, fun, updated=())  # (copying __dict__ could clobber our attributes)
 
@@ -208,12 +213,25 @@ class Jitted:
                     run, build_output = entry
                     return build_output(run(leaves))
         signature, leaves, statics = self._signature(args, kwargs)
-        out = self._cache.call(signature, leaves, self._build, signature[0], signature[1], statics)
-        if key is not None:
-            executable = self._cache.executable(signature)
-            if executable is not None:
-                self._dispatch.store(key, _dispatch_entry(executable))
-        return out
+        if TRACE_STATE.stack:  # (inlined into the enclosing staging)
+            return self._cache.call(signature, leaves, self._build, signature[0], signature[1], statics)
+        run, build_output = self._program(signature, statics, key)
+        return build_output(run(leaves))
+
+    def _program(self, signature: tuple[Any, ...], statics: tuple[Any, ...], dispatch_key: Any) -> _Program:
+        """How a call of this signature runs (compiled on its first call); kept for the signature's later calls,
+        and for the fast path's under dispatch_key (when not None)."""
+        key = signature_key(signature)
+        program = self._programs.lookup(key)
+        if program is None:
+            ir = self._cache.ir_for(signature, self._build, signature[0], signature[1], statics)
+            program = _compile_program(ir, self.name)
+            if has_tracer_consts(ir):  # (it belongs to the trace whose tracers it captured)
+                return program
+            self._programs.store(key, program)
+        if dispatch_key is not None:
+            self._dispatch.store(dispatch_key, program)
+        return program
 
     def trace(self, *args: Any, **kwargs: Any) -> IR:
         """The IR this function stages out to for these arguments."""
@@ -231,10 +249,28 @@ class Jitted:
         return self if obj is None else functools.partial(self, obj)
 
 
-def _dispatch_entry(executable: Compiled) -> tuple[Callable[[list[Any]], list[Any]], Callable[[list[Any]], Any]]:
-    """How the fast path runs a compiled program: on the flat leaves (whose shapes and dtypes the dispatch key
-    fixed), building the result from the flat outputs. The one place that calls the executable."""
-    return executable.call_flat, output_builder(executable.ir.out_tree)
+_Program = tuple[Callable[[Sequence[Any]], list[Any]], Callable[[list[Any]], Any]]
+
+
+def _compile_program(ir: IR, name: str) -> _Program:
+    """How calls run ir compiled: (run the program on the call's flat leaves, build the result from its flat
+    outputs). The one place that compiles and calls a jitted function's program outside traces.
+
+    Inputs that no live equation reads are not parameters of the program (as in JAX: a function reading 2 leaves
+    of a pytree of 100000 compiles and runs a program of 2 parameters); run drops their leaves, so callers pass
+    every leaf as before."""
+    live, read = dce_outputs(ir, [True] * len(ir.outs))
+    if all(read):
+        executable = compile_staged(ir, name)
+        return executable.call_flat, output_builder(ir.out_tree)
+    kept = [i for i, is_read in enumerate(read) if is_read]
+    executable = compile_staged(IR(live.const_vars, live.consts, [ir.in_vars[i] for i in kept], live.eqns,
+                                   live.outs, ir.out_tree), name)
+    call_flat = executable.call_flat
+
+    def run(leaves: Sequence[Any]) -> list[Any]:
+        return call_flat([leaves[i] for i in kept])
+    return run, output_builder(ir.out_tree)
 
 
 def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),

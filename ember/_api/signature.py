@@ -43,9 +43,15 @@ class NotFast(Exception):
     """The arguments hold something only the general pytree path handles."""
 
 
-def add_tokens(x: Any, tokens: list[Any], leaves: list[Any]) -> None:
+MAX_DEPTH = 64  # pytrees nested deeper take the general path, which does not recurse (these functions do)
+
+
+def add_tokens(x: Any, tokens: list[Any], leaves: list[Any], depth: int = 0) -> None:
     """Append the tokens of the pytree x to tokens and its leaves to leaves (in tree_flatten's order: dict keys
-    sorted); NotFast (or TypeError, for dict keys that cannot be sorted) when x needs the general path."""
+    sorted); NotFast (or TypeError, for dict keys that cannot be sorted) when x needs the general path, or is
+    nested more than MAX_DEPTH levels deep (depth: how deep x is)."""
+    if depth > MAX_DEPTH:
+        raise NotFast
     kind = type(x)
     if kind is Array:
         tokens.append(x.aval)
@@ -58,7 +64,7 @@ def add_tokens(x: Any, tokens: list[Any], leaves: list[Any]) -> None:
                 tokens.append(child.aval)
                 leaves.append(child)
             else:
-                add_tokens(child, tokens, leaves)
+                add_tokens(child, tokens, leaves, depth + 1)
     elif kind is dict:
         keys = tuple(x)  # (insertion order: equal dicts built in another order are another key, no harm)
         tokens.append(dict)
@@ -69,7 +75,7 @@ def add_tokens(x: Any, tokens: list[Any], leaves: list[Any]) -> None:
                 tokens.append(child.aval)
                 leaves.append(child)
             else:
-                add_tokens(child, tokens, leaves)
+                add_tokens(child, tokens, leaves, depth + 1)
     elif x is None:
         tokens.append(None)
     elif kind is np.ndarray or isinstance(x, np.generic):
@@ -90,7 +96,7 @@ def add_tokens(x: Any, tokens: list[Any], leaves: list[Any]) -> None:
                 tokens.append(child.aval)
                 leaves.append(child)
             else:
-                add_tokens(child, tokens, leaves)
+                add_tokens(child, tokens, leaves, depth + 1)
 
 
 def output_builder(out_tree: PyTreeDef | None) -> Callable[[list[Any]], Any]:
@@ -102,8 +108,21 @@ def output_builder(out_tree: PyTreeDef | None) -> Callable[[list[Any]], Any]:
         return lambda outs: outs[0]
     if out_tree.node_type is tuple and all(c.node_type is None for c in out_tree.children):
         return tuple
+    if _depth(out_tree) > MAX_DEPTH:
+        return out_tree.unflatten
     build = _builder(out_tree)
     return lambda outs: build(iter(outs))
+
+
+def _depth(tree: PyTreeDef) -> int:
+    """How many levels of nodes tree has (0 for a leaf)."""
+    deepest, todo = 0, [(tree, 0)]
+    while todo:
+        treedef, above = todo.pop()
+        if treedef.node_type is not None:
+            deepest = max(deepest, above + 1)
+            todo.extend((c, above + 1) for c in treedef.children)
+    return deepest
 
 
 def _builder(tree: PyTreeDef) -> Callable[[Any], Any]:

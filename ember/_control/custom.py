@@ -5,7 +5,8 @@ recomputation with the original computation.
 A custom_jvp or custom_vjp call stages the function into a closed sub-IR (what lowering and batching use) and
 keeps the user's rules as Python callables over flat lists, called when a transformation needs them. Functions
 with custom rules may close over concrete arrays, not over traced values (pass those as arguments), as with
-JAX's closure conversion."""
+JAX's closure conversion. Each call of a rule is counted (rule_runs): outside jit a result that ran a rule is not
+cached, so the rule runs again on the next call, as in JAX."""
 from __future__ import annotations
 
 import functools
@@ -34,6 +35,22 @@ class ForwardModeOfCustomVjpError(TypeError, NotImplementedError):
 
 
 FlatRule = Callable[..., tuple[list[Any], list[Any]]]
+
+
+class _RuleRuns:
+    """How many times a user's custom rule (a custom_jvp's jvp, a custom_vjp's fwd or bwd) has run, process-wide."""
+    count = 0  # (only compared for change: an increment lost to a race between threads still changes it)
+
+
+def rule_runs() -> int:
+    """A number that changes whenever a user's custom rule runs. A cache of grad, vjp, jvp, vmap, ... compares it
+    around a build: a result that ran a rule depends on that Python (JAX runs it again on every call outside
+    jit), so it is not kept (ember._api.caches)."""
+    return _RuleRuns.count
+
+
+def _running_a_rule() -> None:
+    _RuleRuns.count += 1
 
 
 def _lower_inline(ctx: LoweringContext, *operands: str, fun_ir: IR, **params: Any) -> list[str]:
@@ -190,6 +207,8 @@ class custom_jvp:  # noqa: N801  (JAX's name)
     with @f.defjvp: jvp(*nondiff_args, primals, tangents) -> (primal_out, tangent_out), linear in the tangents.
     Reverse mode transposes the rule; vmap batches it."""
 
+    pure_rules = False  # True for ember's own (pure_custom_jvp): its rule reads no Python state, not counted
+
     def __init__(self, fun: Callable[..., Any], nondiff_argnums: Sequence[int] = ()):
         functools.update_wrapper(self, fun)
         self.fun = fun
@@ -229,7 +248,11 @@ class custom_jvp:  # noqa: N801  (JAX's name)
         user_jvp, in_avals = self.jvp, [aval_of(x) for x in leaves]
         out_avals = closed.ir.out_avals
 
+        pure = self.pure_rules
+
         def rule(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
+            if not pure:
+                _running_a_rule()
             tangent_tree = in_tree.unflatten(_float0_or(tangents, in_avals))
             out, t_out = user_jvp(*static, in_tree.unflatten(primals), tangent_tree)
             out_leaves, out_tree = tree_flatten(out)
@@ -244,6 +267,15 @@ class custom_jvp:  # noqa: N801  (JAX's name)
         outs = custom_jvp_call_p.bind(*closed.consts, *leaves, fun_ir=closed.ir, num_consts=len(closed.consts),
                                       jvp=rule)
         return closed.out_tree.unflatten(outs)
+
+
+def pure_custom_jvp(fun: Callable[..., Any], nondiff_argnums: Sequence[int] = ()) -> custom_jvp:
+    """A custom_jvp whose rule reads no Python state (ember's own: relu, softmax, logsumexp, ...). Its rule's runs
+    are not counted (rule_runs), so the transformations outside jit keep caching what they build with it; a
+    user's rule, which may read state that changes between calls, runs again on every call, as in JAX."""
+    f = custom_jvp(fun, nondiff_argnums)
+    f.pure_rules = True
+    return f
 
 
 class custom_vjp:  # noqa: N801  (JAX's name)
@@ -274,6 +306,7 @@ class custom_vjp:  # noqa: N801  (JAX's name)
         res_tree: list[PyTreeDef] = []
 
         def fwd(args: list[Any]) -> tuple[list[Any], list[Any]]:
+            _running_a_rule()
             out, res = user_fwd(*merge(in_tree.unflatten(args)))
             out_leaves, out_tree = tree_flatten(out)
             _check_rule_outputs(name, "output of fwd", out_tree, closed.out_tree, [aval_of(x) for x in out_leaves],
@@ -283,6 +316,7 @@ class custom_vjp:  # noqa: N801  (JAX's name)
             return out_leaves, res_leaves
 
         def bwd(residuals: list[Any], cts: list[Any]) -> list[Any]:
+            _running_a_rule()
             got = user_bwd(*static, res_tree[0].unflatten(residuals), closed.out_tree.unflatten(cts))
             if not isinstance(got, tuple | list) or len(got) != len(diff):
                 raise TypeError(f"{name}: bwd must return a tuple with one cotangent per differentiable argument "

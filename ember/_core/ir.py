@@ -255,8 +255,10 @@ def structural_key(ir: IR, sources: bool = True) -> tuple[Any, ...]:
     """A hashable key equal for two IRs exactly when they compute the same thing from the same inputs: the avals
     of the constants and inputs (not the constants' values: they are arguments of the compiled program), then
     each equation's primitive, inputs (by position of definition; literals by dtype and bits), params (by value;
-    sub-IRs by their own keys) and, with sources, source line (which error messages name), and the outputs.
-    NotKeyable when a param is not hashable, or the IR uses a variable it does not define."""
+    sub-IRs by their own keys; Python callables, such as custom rules, by identity: two closures of the same code
+    are different keys, as JAX's caches key on function identity) and, with sources, source line (which error
+    messages name), and the outputs. NotKeyable when a param is not hashable, or the IR uses a variable it does
+    not define."""
     try:
         return _structural_key(ir, sources)
     except KeyError:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
 __all__ = [
@@ -25,11 +25,12 @@ IsLeaf = Callable[..., bool]
 # ---- key paths ------------------------------------------------------------------------------------------------
 
 class _Key:
-    """A key class: a frozen dataclass of one field, shown as _FORMAT of its value."""
+    """A key class: a frozen dataclass of one field, named _FIELD, shown as _FORMAT of its value."""
     _FORMAT: ClassVar[str]
+    _FIELD: ClassVar[str]
 
     def _value(self) -> Any:
-        return getattr(self, dataclasses.fields(self)[0].name)  # type: ignore[arg-type]
+        return getattr(self, self._FIELD)
 
     def __str__(self) -> str:
         return self._FORMAT.format(self._value())
@@ -40,6 +41,7 @@ class SequenceKey(_Key):
     """The key of a tuple's or list's child: ``[idx]``."""
     idx: int
     _FORMAT = "[{!r}]"
+    _FIELD = "idx"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +49,7 @@ class DictKey(_Key):
     """The key of a dict's child: ``[key]``."""
     key: Hashable
     _FORMAT = "[{!r}]"
+    _FIELD = "key"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +57,7 @@ class GetAttrKey(_Key):
     """The key of an attribute (namedtuple field, dataclass field): ``.name``."""
     name: str
     _FORMAT = ".{}"
+    _FIELD = "name"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +65,7 @@ class FlattenedIndexKey(_Key):
     """The key of a registered node's child when the node has no keys of its own: its position."""
     key: int
     _FORMAT = "[<flat index {}>]"
+    _FIELD = "key"
 
 
 KeyEntry = Hashable
@@ -205,22 +210,25 @@ def _node_of(node_type: type) -> _Node | None:
 
 
 # ---- tree definitions -----------------------------------------------------------------------------------------
+# Every walk below keeps its own stack instead of recursing: a pytree may be thousands of levels deep (a linked
+# list of pairs, a deep chain of modules), far past the interpreter's recursion limit.
 
 class _Mismatch(Exception):
-    """Raised inside PyTreeDef._up_to; the path is filled in on the way out."""
+    """Raised inside PyTreeDef._up_to, with the key path of the subtree that does not match."""
 
-    def __init__(self, what: str):
+    def __init__(self, what: str, path: list[KeyEntry]):
         super().__init__(what)
         self.what = what
-        self.path: list[KeyEntry] = []
+        self.path = path
 
 
+_NodeSpec = tuple[type, Hashable, int] | None  # a node's (type, aux data, number of children); None: a leaf
 _UNHASHABLE_AUX = object()  # stands for aux data that cannot be hashed, in a PyTreeDef's hash
 
 
 class PyTreeDef:
     """The structure of a pytree: its node types, their aux data and where the leaves go."""
-    __slots__ = ("_hash", "aux", "children", "node_type", "num_leaves", "num_nodes")
+    __slots__ = ("_hash", "_spec_list", "aux", "children", "node_type", "num_leaves", "num_nodes")
 
     def __init__(self, node_type: type | None, aux: Any, children: tuple[PyTreeDef, ...]):
         self.node_type = node_type  # None for a leaf
@@ -228,52 +236,49 @@ class PyTreeDef:
         self.children = children
         self.num_leaves: int = 1 if node_type is None else sum(c.num_leaves for c in children)
         self.num_nodes: int = 1 + sum(c.num_nodes for c in children)
-        try:
+        self._spec_list: list[_NodeSpec] | None = None  # (see _specs)
+        try:  # (the children's hashes are computed already: no recursion)
             self._hash = hash((node_type, aux, children))
         except TypeError:  # unhashable aux data (a dict, as JAX allows): hashed without it, compared with ==
             self._hash = hash((node_type, _UNHASHABLE_AUX, children))
 
+    def _specs(self) -> list[_NodeSpec]:
+        """The specs of this structure's nodes in preorder: (type, aux data, number of children), None for a
+        leaf (computed once; a structure made by tree_flatten has them from the start)."""
+        specs = self._spec_list
+        if specs is None:
+            specs = []
+            todo = [self]
+            while todo:
+                treedef = todo.pop()
+                if treedef.node_type is None:
+                    specs.append(None)
+                else:
+                    specs.append((treedef.node_type, treedef.aux, len(treedef.children)))
+                    todo.extend(reversed(treedef.children))
+            self._spec_list = specs
+        return specs
+
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, PyTreeDef) and self._hash == other._hash and self.node_type is other.node_type
-                and self.aux == other.aux and self.children == other.children)
+        return isinstance(other, PyTreeDef) and (self is other or (
+            self._hash == other._hash and self._specs() == other._specs()))
 
     def __hash__(self) -> int:
         return self._hash
 
     def __repr__(self) -> str:
-        return f"PyTreeDef({self._describe()})"
-
-    def _describe(self) -> str:
-        if self.node_type is None:
-            return "*"
-        inner = ", ".join(c._describe() for c in self.children)
-        if self.node_type is tuple:
-            return f"({inner}{',' if len(self.children) == 1 else ''})"
-        if self.node_type is list:
-            return f"[{inner}]"
-        if self.node_type is dict:
-            return "{" + ", ".join(f"{k!r}: {c._describe()}" for k, c in zip(self.aux, self.children)) + "}"
-        if self.node_type is type(None):
-            return "None"
-        kind = f"namedtuple[{self.node_type.__name__}]" if _node_of(self.node_type) is _NAMEDTUPLE else \
-            f"{self.node_type.__name__}[{self.aux}]"
-        return f"CustomNode({kind}, [{inner}])"
+        return f"PyTreeDef({_fold(self, lambda: '*', _describe_node)})"
 
     def unflatten(self, leaves: Iterable[Any]) -> Any:
         """The pytree of this structure with these leaves."""
         leaves = list(leaves)
         if len(leaves) != self.num_leaves:
             raise ValueError(f"tree_unflatten: structure {self} needs {self.num_leaves} leaves, got {len(leaves)}")
-        return self._build(iter(leaves))
+        return _build(self._specs(), reversed(leaves))
 
-    def _build(self, leaves: Any) -> Any:
-        if self.node_type is None:
-            return next(leaves)
-        children = [c._build(leaves) for c in self.children]
-        node = _node_of(self.node_type)
-        if node is None:
-            raise TypeError(f"tree_unflatten: {self.node_type.__name__} is no longer a registered pytree node")
-        return self.node_type(*children) if node is _NAMEDTUPLE else node.unflatten(self.aux, children)
+    def _build(self, leaves: Iterator[Any]) -> Any:
+        """The pytree of this structure, its leaves taken from the iterator leaves."""
+        return _build(self._specs(), reversed([next(leaves) for _ in range(self.num_leaves)]))
 
     def flatten_up_to(self, tree: Any) -> list[Any]:
         """The subtrees of tree at this structure's leaves; tree must have this structure down to them."""
@@ -281,31 +286,93 @@ class PyTreeDef:
 
     def compose(self, inner: PyTreeDef) -> PyTreeDef:
         """This structure with inner in place of each leaf."""
-        if self.node_type is None:
-            return inner
-        return PyTreeDef(self.node_type, self.aux, tuple(c.compose(inner) for c in self.children))
+        return _fold(self, lambda: inner, lambda t, children: PyTreeDef(t.node_type, t.aux, tuple(children)))
 
     def _up_to(self, tree: Any, out: list[Any]) -> None:
-        if self.node_type is None:
-            out.append(tree)
-            return
-        if type(tree) is not self.node_type:
-            raise _Mismatch(f"{self.node_type.__name__}, got {type(tree).__name__}")
-        node = _node_of(self.node_type)
-        assert node is not None
-        children, aux = node.flatten(tree)
-        children = list(children)
-        if len(children) != len(self.children):
-            raise _Mismatch(f"{self.node_type.__name__} with {len(self.children)} children, got "
-                            f"{len(children)}")
-        if aux != self.aux:
-            raise _Mismatch(f"{self.node_type.__name__} with node data {self.aux!r}, got {aux!r}")
-        for i, (child_def, child) in enumerate(zip(self.children, children)):
-            try:
-                child_def._up_to(child, out)
-            except _Mismatch as e:
-                e.path.insert(0, list(node.flatten_with_keys(tree)[0])[i][0])
-                raise
+        """Append the subtrees of tree at this structure's leaves to out, walking both in preorder; _Mismatch
+        where tree differs."""
+        todo = [tree]
+        for i, spec in enumerate(self._specs()):
+            subtree = todo.pop()
+            if spec is None:
+                out.append(subtree)
+                continue
+            kind, aux, n = spec
+            if type(subtree) is not kind:
+                raise _Mismatch(f"{kind.__name__}, got {type(subtree).__name__}", self._path_at(tree, i))
+            node = _node_of(kind)
+            assert node is not None
+            children, tree_aux = node.flatten(subtree)
+            if not isinstance(children, list | tuple):
+                children = list(children)
+            if len(children) != n:
+                raise _Mismatch(f"{kind.__name__} with {n} children, got {len(children)}", self._path_at(tree, i))
+            if tree_aux != aux:
+                raise _Mismatch(f"{kind.__name__} with node data {aux!r}, got {tree_aux!r}", self._path_at(tree, i))
+            todo.extend(reversed(children))
+
+    def _path_at(self, tree: Any, stop: int) -> list[KeyEntry]:
+        """The key path in tree of this structure's node number stop in preorder (tree matches it up to there)."""
+        todo: list[tuple[KeyPath, Any]] = [((), tree)]
+        for i, spec in enumerate(self._specs()):
+            path, subtree = todo.pop()
+            if i == stop:
+                return list(path)
+            if spec is not None:
+                node = _node_of(spec[0])
+                assert node is not None
+                todo.extend(((*path, k), c) for k, c in reversed(list(node.flatten_with_keys(subtree)[0])))
+        raise AssertionError("unreachable: stop is a node of this structure")
+
+
+def _build(specs: list[_NodeSpec], leaves: Iterator[Any]) -> Any:
+    """The pytree of these node specs (in preorder), taking its leaves from the right: leaves runs backwards."""
+    built: list[Any] = []  # (in reverse preorder a node's children are the last ones built, its first on top)
+    for spec in reversed(specs):
+        if spec is None:
+            built.append(next(leaves))
+            continue
+        kind, aux, n = spec
+        children = built[:-n - 1:-1]
+        del built[len(built) - n:]
+        node = _node_of(kind)
+        if node is None:
+            raise TypeError(f"tree_unflatten: {kind.__name__} is no longer a registered pytree node")
+        built.append(kind(*children) if node is _NAMEDTUPLE else node.unflatten(aux, children))
+    return built[0]
+
+
+def _fold(tree: PyTreeDef, leaf: Callable[[], T], node: Callable[[PyTreeDef, list[T]], T]) -> T:
+    """tree's value computed bottom up: leaf() at each leaf, left to right, and node(subtree, its children's
+    values) at each node."""
+    values: list[T] = []
+    todo: list[tuple[PyTreeDef, bool]] = [(tree, False)]
+    while todo:
+        treedef, children_done = todo.pop()
+        if treedef.node_type is None:
+            values.append(leaf())
+        elif children_done:
+            start = len(values) - len(treedef.children)
+            values[start:] = [node(treedef, values[start:])]
+        else:
+            todo.append((treedef, True))
+            todo.extend((c, False) for c in reversed(treedef.children))
+    return values[0]
+
+
+def _describe_node(treedef: PyTreeDef, inner: list[str]) -> str:
+    kind, joined = treedef.node_type, ", ".join(inner)
+    assert kind is not None
+    if kind is tuple:
+        return f"({joined}{',' if len(inner) == 1 else ''})"
+    if kind is list:
+        return f"[{joined}]"
+    if kind is dict:
+        return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(treedef.aux, inner)) + "}"
+    if kind is type(None):
+        return "None"
+    name = f"namedtuple[{kind.__name__}]" if _node_of(kind) is _NAMEDTUPLE else f"{kind.__name__}[{treedef.aux}]"
+    return f"CustomNode({name}, [{joined}])"
 
 
 _LEAF = PyTreeDef(None, None, ())
@@ -332,30 +399,74 @@ def _flatten_up_to(fn: str, treedef: PyTreeDef, tree: Any) -> list[Any]:
 
 
 # ---- flattening -----------------------------------------------------------------------------------------------
+# A tree is walked in preorder into a list of its nodes' specs, (type, aux data, number of children) or None for
+# a leaf; the PyTreeDef is then built from that list, bottom up.
 
-def _flatten_into(tree: Any, leaves: list[Any], is_leaf: IsLeaf | None, path: KeyPath | None,
-                  is_leaf_takes_path: bool) -> PyTreeDef:
-    """Flatten tree, appending leaves (or (path, leaf) pairs when path is not None) to leaves."""
-    if is_leaf is not None and (is_leaf(path, tree) if is_leaf_takes_path else is_leaf(tree)):
-        node = None
-    else:
-        node = _node_of(type(tree))
-    if node is None:
-        leaves.append(tree if path is None else (path, tree))
-        return _LEAF
-    if path is None:
-        items, aux = node.flatten(tree)
-        children = tuple(_flatten_into(c, leaves, is_leaf, None, False) for c in items)
-    else:
-        keyed, aux = node.flatten_with_keys(tree)
-        children = tuple(_flatten_into(c, leaves, is_leaf, (*path, k), is_leaf_takes_path) for k, c in keyed)
-    return PyTreeDef(type(tree), aux, children)
+def _preorder(tree: Any, leaves: list[Any], is_leaf: IsLeaf | None) -> list[_NodeSpec]:
+    """The specs of tree's nodes in preorder; its leaves appended to leaves."""
+    specs: list[_NodeSpec] = []
+    todo = [tree]
+    registered = _REGISTRY.get
+    while todo:
+        x = todo.pop()
+        if is_leaf is not None and is_leaf(x):
+            node = None
+        else:
+            node = registered(type(x)) or _node_of(type(x))  # (the second look-up finds namedtuples)
+        if node is None:
+            leaves.append(x)
+            specs.append(None)
+            continue
+        children, aux = node.flatten(x)
+        if not isinstance(children, list | tuple):
+            children = list(children)
+        specs.append((type(x), aux, len(children)))
+        todo.extend(reversed(children))
+    return specs
+
+
+def _preorder_with_path(tree: Any, leaves: list[Any], is_leaf: IsLeaf | None, is_leaf_takes_path: bool
+                        ) -> list[_NodeSpec]:
+    """Like _preorder, appending (key path, leaf) pairs to leaves; is_leaf(path, x) if is_leaf_takes_path."""
+    specs: list[_NodeSpec] = []
+    todo: list[tuple[KeyPath, Any]] = [((), tree)]
+    while todo:
+        path, x = todo.pop()
+        if is_leaf is not None and (is_leaf(path, x) if is_leaf_takes_path else is_leaf(x)):
+            node = None
+        else:
+            node = _node_of(type(x))
+        if node is None:
+            leaves.append((path, x))
+            specs.append(None)
+            continue
+        keyed, aux = node.flatten_with_keys(x)
+        keyed = list(keyed)
+        specs.append((type(x), aux, len(keyed)))
+        todo.extend(((*path, k), c) for k, c in reversed(keyed))
+    return specs
+
+
+def _treedef_of(specs: list[_NodeSpec]) -> PyTreeDef:
+    """The PyTreeDef of the nodes' specs in preorder."""
+    built: list[PyTreeDef] = []  # (in reverse preorder a node's children are the last ones built, first on top)
+    for spec in reversed(specs):
+        if spec is None:
+            built.append(_LEAF)
+            continue
+        kind, aux, n = spec
+        children = tuple(built[:-n - 1:-1])
+        del built[len(built) - n:]
+        built.append(PyTreeDef(kind, aux, children))
+    root = built[0]
+    root._spec_list = specs
+    return root
 
 
 def tree_flatten(tree: Any, is_leaf: IsLeaf | None = None) -> tuple[list[Any], PyTreeDef]:
     """The leaves of tree, left to right (dict keys sorted), and its structure."""
     leaves: list[Any] = []
-    return leaves, _flatten_into(tree, leaves, is_leaf, None, False)
+    return leaves, _treedef_of(_preorder(tree, leaves, is_leaf))
 
 
 def tree_unflatten(treedef: PyTreeDef, leaves: Iterable[Any]) -> Any:
@@ -377,7 +488,7 @@ def tree_flatten_with_path(tree: Any, is_leaf: IsLeaf | None = None,
                            is_leaf_takes_path: bool = False) -> tuple[list[tuple[KeyPath, Any]], PyTreeDef]:
     """Like tree_flatten, with each leaf paired with its key path; is_leaf(path, x) if is_leaf_takes_path."""
     leaves: list[Any] = []
-    return leaves, _flatten_into(tree, leaves, is_leaf, (), is_leaf_takes_path)
+    return leaves, _treedef_of(_preorder_with_path(tree, leaves, is_leaf, is_leaf_takes_path))
 
 
 def tree_leaves_with_path(tree: Any, is_leaf: IsLeaf | None = None,

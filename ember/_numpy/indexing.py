@@ -3,6 +3,8 @@
 An index is parsed once into items (new axis, slice, integer, integer array) and becomes static slicing where it
 can (ints, slices of any step, None, Ellipsis, scalar booleans) and a gather where it must (integer arrays, traced
 scalars, boolean masks made concrete). Updates (`x.at[idx].set(v)` ...) express every form as one scatter.
+Outside jit, x[index] with static ints and slices of step 1 reads through one program per index structure, the
+ints its runtime operands (ember._runtime.eager.read_window), not one program per index value.
 
 Out of bounds: a static Python integer out of bounds is an IndexError (as numpy; JAX clamps it); array and traced
 indices follow JAX: negative ones count from the end once, reads clamp (mode "fill" returns a fill value instead),
@@ -19,6 +21,7 @@ import numpy as _np
 from ember._core import Tracer, aval_of
 from ember._core import dtypes as dt
 from ember._runtime.array import Array, asarray
+from ember._runtime.eager import read_window
 from ember import _prims as lax
 from ember._control import while_loop
 from ember._prims.indexing import GatherDimensionNumbers, ScatterDimensionNumbers
@@ -125,7 +128,60 @@ def _parse(op: str, s: tuple[int, ...], index: tuple[Any, ...], check_ints: bool
 # ---------------------------------------------------------------------------------------------------------------
 # Reading: x[index]
 def _getitem(x: Any, index: Any) -> Any:
+    if type(x) is Array:  # outside jit: one program per index structure, not per index value
+        window = _window(index, x.aval.shape)
+        if window is not None:
+            out = read_window(x, *window)
+            if out is not None:
+                return out
     return _read(x, index, "__getitem__", mode=None, fill_value=None, strict=True)
+
+
+_INT_OR_NONE = frozenset({builtins.int, type(None)})
+
+
+def _window(index: Any, s: tuple[int, ...]) -> tuple[list[int], tuple[int, ...], tuple[int, ...]] | None:
+    """For an index of Python (or numpy) ints in bounds, slices of step 1 with int bounds, None and one Ellipsis
+    (basic indexing without strides): the window x[index] reads, as each dimension's start and size, and the
+    result's shape. None for any other index, for one that reads x whole, and for one the ordinary path refuses
+    (an int out of bounds is its IndexError), which then take the ordinary path."""
+    entries = index if type(index) is tuple else (index,)
+    consumed = len(entries) - builtins.sum(1 for i in entries if i is None or i is Ellipsis)
+    if consumed > len(s) or builtins.max(s, default=0) >= 2 ** 31:
+        return None
+    starts: list[int] = []
+    sizes: list[int] = []
+    out_shape: list[int] = []
+    seen_ellipsis = False
+    for i in entries:
+        n = s[len(starts)] if len(starts) < len(s) else 0
+        if i is None:
+            out_shape.append(1)
+        elif i is Ellipsis:
+            if seen_ellipsis:
+                return None
+            seen_ellipsis = True
+            whole = s[len(starts):len(starts) + len(s) - consumed]
+            starts += [0] * len(whole)
+            sizes += whole
+            out_shape += whole
+        elif type(i) is builtins.int or isinstance(i, _np.integer):
+            if not -n <= i < n:
+                return None
+            starts.append(builtins.int(i) + n if i < 0 else builtins.int(i))
+            sizes.append(1)
+        elif type(i) is builtins.slice and _INT_OR_NONE.issuperset((type(i.start), type(i.stop), type(i.step))) \
+                and i.step in (None, 1):
+            start, stop, _ = i.indices(n)
+            starts.append(start)
+            sizes.append(builtins.max(stop - start, 0))
+            out_shape.append(sizes[-1])
+        else:
+            return None
+    rest = s[len(starts):]
+    if tuple(sizes) + rest == s and tuple(out_shape) + rest == s:
+        return None
+    return starts + [0] * len(rest), tuple(sizes) + rest, tuple(out_shape) + rest
 
 
 def _read(x: Any, index: Any, op: str, mode: Any, fill_value: Any, indices_are_sorted: bool = False,

@@ -6,7 +6,7 @@ import functools
 from typing import Any
 
 from ember import _prims as lax
-from ember._control import custom_jvp
+from ember._control.custom import pure_custom_jvp
 from ember._core import aval_of
 from ember._core.checks import normalize_axes
 from ember._runtime.eager import fast_binary, fast_static
@@ -19,7 +19,7 @@ def _finite_or_zero(x: Any) -> Any:
     return lax.select(lax.is_finite(x), x, lax.full_like(x, 0))
 
 
-@custom_jvp
+@pure_custom_jvp
 def _logaddexp(x1: Any, x2: Any) -> Any:
     amax = lax.max(x1, x2)
     delta = lax.sub(x1, x2)
@@ -43,7 +43,7 @@ def logaddexp(x1: Any, x2: Any) -> Any:
     return _logaddexp(x1, x2)
 
 
-@functools.partial(custom_jvp, nondiff_argnums=(1,))
+@functools.partial(pure_custom_jvp, nondiff_argnums=(1,))
 def _logsumexp(a: Any, axes: tuple[int, ...]) -> Any:
     amax = _finite_or_zero(lax.reduce_max(a, axes))
     kept = tuple(d for d in range(aval_of(a).ndim) if d not in axes)

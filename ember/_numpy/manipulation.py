@@ -215,8 +215,8 @@ def resize(a: Any, new_shape: Any) -> Any:
     new_shape = (new_shape,) if isinstance(new_shape, int) else static_ints("resize", "new_shape", new_shape)
     total = int(_np.prod(new_shape))
     n = shape(a)[0]
-    if total and not n:
-        raise ValueError("resize: cannot resize an empty array to a non-empty shape")
+    if not n:  # nothing to repeat: zeros (numpy, jax.numpy)
+        return lax.full(new_shape, 0, aval_of(a).dtype)
     reps = -(-total // n) if n else 0
     return reshape(tile(a, reps)[:total], new_shape)
 
@@ -614,6 +614,9 @@ def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = 
     """The sum along a diagonal."""
     if out is not None:
         raise TypeError("trace: the out argument is not supported (ember arrays are immutable)")
+    a = _array("trace", a)
+    if ndim(a) < 2:
+        raise ValueError(f"trace: a must have at least 2 dimensions, got shape {shape(a)}")
     return sum_(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
 
 

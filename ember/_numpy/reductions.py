@@ -105,16 +105,26 @@ def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     return _with_initial("prod", result, initial, multiply)
 
 
+def _refuse_empty(name: str, a: Any, axis: Any, operation: str) -> None:
+    """numpy's error for a reduction without identity (max, argmax, ...) over an empty axis, naming the function
+    called (nanmax, ptp, ...) and the operation."""
+    axes = normalize_axes(name, axis, ndim(a))
+    if builtins.any(shape(a)[i] == 0 for i in axes):
+        what = (f"attempt to get {operation} of an empty sequence" if operation.startswith("arg") else
+                f"zero-size array to reduction operation {operation} which has no identity")
+        raise ValueError(f"{name}: {what}")
+
+
 def _extreme(name: str, reducer: Any, combine: Any, identity: Any) -> Any:
     def fn(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
            where: Any = None) -> Any:
         _no_out(name, out)
         a = _as_array(name, a)
         axes = normalize_axes(name, axis, ndim(a))
-        if initial is None and (builtins.any(shape(a)[i] == 0 for i in axes) or where is not None):
+        if initial is None:
             if where is not None:
                 raise ValueError(f"{name}: reduction with where= needs an initial value (as numpy)")
-            raise ValueError(f"{name}: zero-size array to reduction operation {name} which has no identity")
+            _refuse_empty(name, a, axes, name)
         a_masked = _masked(name, a, where, identity(aval_of(a).dtype)) if where is not None else a
         return _with_initial(name, _keep(a, reducer(a_masked, axes), axes, keepdims), initial, combine)
     fn.__name__ = fn.__qualname__ = name
@@ -237,9 +247,8 @@ def _arg_extreme(name: str, extreme: Any) -> Any:
             flat_ndim = ndim(a)
             a, axis = ravel(a), 0
         axis = normalize_axis(name, axis, ndim(a))
+        _refuse_empty(name, a, axis, name)
         n = shape(a)[axis]
-        if n == 0:
-            raise ValueError(f"{name}: attempt to get {name} of an empty sequence")
         hit = equal(a, extreme(a, axis, keepdims=True))
         if dt.is_float(aval_of(a).dtype):
             # numpy: the first NaN is the extreme. Pick NaNs explicitly where a slice has one, whatever the

@@ -13,7 +13,7 @@ from ember._control import associative_scan
 from ember._core import Tracer, aval_of, is_python_scalar
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axes, normalize_axis, static_int
-from ember._prims.indexing import GatherDimensionNumbers, ScatterDimensionNumbers
+from ember._prims.indexing import GatherDimensionNumbers, ScatterDimensionNumbers, default_fill_value
 from ember._runtime.array import asarray
 
 from ember._numpy.indexing import _read, _wrapped
@@ -94,6 +94,11 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: str | N
     mode = _take_mode("take_along_axis", mode)
     arr, indices, axis = _along_axis("take_along_axis", arr, indices, axis)
     n = shape(arr)[axis]
+    if n == 0 and _np.prod(shape(indices)):  # every index is out of bounds of an empty axis
+        if mode != "fill":
+            raise IndexError(f"take_along_axis: indices into axis {axis} of size 0 (mode {mode!r})")
+        dtype = aval_of(arr).dtype
+        return lax.full(shape(indices), default_fill_value(dtype) if fill_value is None else fill_value, dtype)
     if mode == "wrap":
         indices = remainder(indices, _np.array(builtins.max(n, 1), aval_of(indices).dtype))
         mode = "promise_in_bounds"

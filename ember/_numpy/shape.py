@@ -167,10 +167,14 @@ def broadcast_to(a: Any, shape: Any) -> Any:
     return _broadcast_to_shape(a, target)
 
 
-def concatenate(arrays: Sequence[Any], axis: int = 0) -> Any:
+def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Any:
+    """arrays joined along axis (flattened first when axis is None, as numpy)."""
     arrays = _promote("concatenate", *arrays)
+    if axis is None:
+        arrays = [ravel(a) for a in arrays]
     if builtins.any(aval_of(a).shape == () for a in arrays):
         raise ValueError("concatenate: zero-dimensional arrays cannot be concatenated")
+    axis = static_int("concatenate", "axis", 0 if axis is None else axis)
     return lax.concatenate(arrays, normalize_axis("concatenate", axis, ndim(arrays[0])))
 
 
@@ -181,7 +185,7 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
     shapes = {shape(a) for a in arrays}
     if len(shapes) != 1:
         raise ValueError(f"stack: all input arrays must have the same shape, got {sorted(shapes)}")
-    axis = normalize_axis("stack", axis, ndim(arrays[0]) + 1)
+    axis = normalize_axis("stack", static_int("stack", "axis", axis), ndim(arrays[0]) + 1)
     return concatenate([expand_dims(a, axis) if not is_python_scalar(a) else
                         reshape(asarray(a), (1,)) for a in arrays], axis)
 

@@ -110,8 +110,8 @@ def polysub(a1: Any, a2: Any) -> Any:
 def polymul(a1: Any, a2: Any, *, trim_leading_zeros: bool = False) -> Any:
     """The product of two polynomials (their coefficients convolved)."""
     a, b = _promote("polymul", _vector("polymul", a1), _vector("polymul", a2, 1))
-    if shape(a)[0] == 0 or shape(b)[0] == 0:
-        return lax.full((0,), 0, aval_of(a).dtype)
+    if shape(a)[0] == 0 or shape(b)[0] == 0:  # an empty polynomial is 0 (numpy's poly1d, jax.numpy)
+        return lax.full((max(shape(a)[0], 1) + max(shape(b)[0], 1) - 1,), 0, aval_of(a).dtype)
     return convolve(a, b)
 
 
@@ -120,6 +120,8 @@ def polydiv(u: Any, v: Any, *, trim_leading_zeros: bool = False) -> tuple[Any, A
     u, v = _promote("polydiv", _to_inexact(_vector("polydiv", u)), _to_inexact(_vector("polydiv", v, 1)))
     u, v = _as_array(u), _as_array(v)
     m, n = shape(u)[0] - 1, shape(v)[0] - 1
+    if n < 0:
+        raise ValueError("polydiv: the divisor v is empty (the zero polynomial)")
     scale = divide(1.0, v[0])
     q = lax.full((max(m - n + 1, 1),), 0, aval_of(u).dtype)
     r = u
@@ -183,6 +185,8 @@ def poly(seq_of_zeros: Any) -> Any:
         raise NotImplementedError("poly: the characteristic polynomial of a matrix needs eigvals (ember's linear "
                                   "algebra, not yet available)")
     z = _to_inexact(ravel(z))
+    if shape(z)[0] == 0:  # no roots: the constant 1, a scalar (numpy, jax.numpy)
+        return lax.full((), 1, aval_of(z).dtype)
     a = lax.full((1,), 1, aval_of(z).dtype)
     for i in range(shape(z)[0]):
         a = convolve(a, concatenate([lax.full((1,), 1, aval_of(z).dtype), reshape(lax.neg(z[i]), (1,))]))

@@ -16,7 +16,8 @@ from ember._core.checks import normalize_axes, normalize_axis, static_int
 from ember._numpy.linalg import matmul
 from ember._numpy.mathfuncs import isnan
 from ember._numpy.promotion import _as_operand, _promote, _to_inexact
-from ember._numpy.reductions import _float_result, _no_out, argmax, argmin, max, mean, min, prod, sum, var
+from ember._numpy.reductions import (_float_result, _no_out, _refuse_empty, argmax, argmin, max, mean, min, prod, sum,
+                                    var)
 from ember._numpy.reductions import all as all_
 from ember._numpy.selection import take_along_axis, where
 from ember._numpy.shape import concatenate, diagonal, expand_dims, moveaxis, ndim, ravel, reshape, shape, transpose
@@ -64,6 +65,8 @@ def _nan_extreme(name: str, reduce: Any, fill: float) -> Any:
     def fn(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
            where: Any = None) -> Any:
         a = _array(name, a)
+        if initial is None and where is None:
+            _refuse_empty(name, a, axis, name[3:])
         if not _is_inexact(a):
             return reduce(a, axis, out, keepdims, initial, where)
         result = reduce(_nan_filled(a, fill), axis, out, keepdims, initial, where)
@@ -129,6 +132,7 @@ def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: A
 def _nan_arg(name: str, arg: Any, fill: float) -> Any:
     def fn(a: Any, axis: int | None = None, out: Any = None, keepdims: bool | None = None) -> Any:
         a = _array(name, a)
+        _refuse_empty(name, a, axis, name[3:])
         if not _is_inexact(a):
             return arg(a, axis, out, keepdims)
         found = arg(_nan_filled(a, fill), axis, out, keepdims)
@@ -154,6 +158,7 @@ def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> An
     """Peak to peak: max - min."""
     _no_out("ptp", out)
     a = _array("ptp", a)
+    _refuse_empty("ptp", a, axis, "max")
     return subtract(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
 
 
@@ -386,7 +391,7 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
     if w is None:
         avg = mean(x, axis=1)
         w_sum = float(n)
-        fact = w_sum - ddof
+        fact = builtins.max(w_sum - ddof, 0.0)  # numpy: no more degrees of freedom than observations
     else:
         avg, w_sum = average(x, axis=1, weights=w, returned=True)
         w_sum = w_sum[0]
@@ -396,6 +401,7 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
             fact = subtract(w_sum, ddof)
         else:
             fact = subtract(w_sum, divide(multiply(ddof, sum(multiply(w, aw))), w_sum))
+        fact = lax.max(fact, lax.full_like(fact, 0))
     xc = subtract(x, expand_dims(avg, 1))
     xw = xc if w is None else multiply(xc, w)
     c = divide(matmul(xw, transpose(xc)), fact)
@@ -553,6 +559,8 @@ def histogramdd(sample: Any, bins: Any = 10, range: Any = None, weights: Any = N
             raise ValueError(f"histogramdd: sample must be (N, D), got shape {shape(s)}")
         columns = [s[:, i] for i in builtins.range(shape(s)[1])]
     dims = len(columns)
+    if not dims:
+        raise ValueError("histogramdd: sample needs at least one dimension (D >= 1)")
     bins_list = list(bins) if isinstance(bins, (list, tuple)) else [bins] * dims
     range_list = list(range) if range is not None else [None] * dims
     if len(bins_list) != dims or len(range_list) != dims:

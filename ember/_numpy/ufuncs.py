@@ -12,7 +12,7 @@ from ember._core import Literal, ShapedArray, Tracer, aval_of, concrete_values, 
 from ember._core.dtypes import bool_
 from ember import _prims as lax
 from ember._core import scalar_literal
-from ember._control import custom_jvp
+from ember._control.custom import pure_custom_jvp
 from ember._runtime.eager import fast_binary, fast_nary, fast_static, fast_unary
 
 from ember._numpy.dtypes import float32, float64
@@ -302,7 +302,7 @@ def _float_divmod(x: Any, y: Any) -> tuple[Any, Any]:
     return down(floored), down(mod)
 
 
-@custom_jvp
+@pure_custom_jvp
 def _float_remainder(x: Any, y: Any) -> Any:
     return _float_divmod(x, y)[1]
 

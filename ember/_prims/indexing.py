@@ -113,10 +113,6 @@ def _gather_abstract_eval(operand: ShapedArray, indices: ShapedArray, *, dimensi
         if operand.shape[od] != indices.shape[idim]:
             raise TypeError(f"gather: operand batching dimension {od} of {operand.str_short()} and indices "
                             f"dimension {idim} of {indices.str_short()} differ in size")
-    for k, (size, bound) in enumerate(zip(slice_sizes, operand.shape)):
-        if not 0 <= size <= bound:
-            raise TypeError(f"gather: slice_sizes {slice_sizes} exceed the operand {operand.str_short()} at "
-                            f"dimension {k}")
     for k in d.collapsed_slice_dims + d.operand_batching_dims:
         if slice_sizes[k] != 1:
             raise TypeError(f"gather: collapsed or batching dimension {k} must have slice size 1, got "
@@ -131,12 +127,19 @@ def _gather_abstract_eval(operand: ShapedArray, indices: ShapedArray, *, dimensi
                         f"per slice dimension that is not collapsed ({len(offset_sizes)})")
     offsets, batches = iter(offset_sizes), iter(batch_shape)
     shape = [next(offsets) if k in d.offset_dims else next(batches) for k in range(rank)]
+    for k, (size, bound) in enumerate(zip(slice_sizes, operand.shape)):
+        # an empty result reads nothing: its slices may exceed a zero-size operand (take_along_axis of a (3, 0))
+        if size < 0 or (size > bound and 0 not in shape):
+            raise TypeError(f"gather: slice_sizes {slice_sizes} exceed the operand {operand.str_short()} at "
+                            f"dimension {k}")
     return ShapedArray(shape, operand.dtype, operand.weak_type)
 
 
 @gather_p.def_rule("lowering")
 def _gather_lowering(ctx: LoweringContext, operand: str, indices: str, *, dimension_numbers: GatherDimensionNumbers,
                      slice_sizes: tuple[int, ...], indices_are_sorted: bool, unique_indices: bool) -> list[str]:
+    if 0 in ctx.aval_out.shape:  # nothing to read (its slice sizes may exceed the operand, which StableHLO refuses)
+        return [ctx.constant(0, ctx.aval_out)]
     d = dimension_numbers
     attr = _dims_attr("gather", {"offset_dims": d.offset_dims, "collapsed_slice_dims": d.collapsed_slice_dims,
                                  "operand_batching_dims": d.operand_batching_dims,
@@ -264,6 +267,13 @@ def _mode(op: str, mode: Any, allowed: Sequence[str], default: str) -> str:
     return name
 
 
+def default_fill_value(dtype: np.dtype) -> Any:
+    """What mode "fill" reads out of bounds unless told: NaN for inexact dtypes, the most negative value for
+    signed integers, the largest for unsigned, True for booleans (as JAX)."""
+    return (np.nan if dt.is_float(dtype) else True if dt.is_bool(dtype)
+            else np.iinfo(dtype).min if dt.is_signed_int(dtype) else np.iinfo(dtype).max)
+
+
 def gather(operand: Any, start_indices: Any, dimension_numbers: GatherDimensionNumbers,
            slice_sizes: Sequence[int], *, indices_are_sorted: bool = False, unique_indices: bool = False,
            mode: Any = None, fill_value: Any = None) -> Any:
@@ -277,10 +287,8 @@ def gather(operand: Any, start_indices: Any, dimension_numbers: GatherDimensionN
                         indices_are_sorted=bool(indices_are_sorted), unique_indices=bool(unique_indices))
     if mode != "fill":
         return out
-    dtype = aval_of(out).dtype
     if fill_value is None:
-        fill_value = (np.nan if dt.is_float(dtype) else True if dt.is_bool(dtype)
-                      else np.iinfo(dtype).min if dt.is_signed_int(dtype) else np.iinfo(dtype).max)
+        fill_value = default_fill_value(aval_of(out).dtype)
     ok = in_bounds(start_indices, aval_of(operand).shape, dnums.start_index_map, sizes)
     return _where_batch(ok, out, dnums.offset_dims, fill_value)
 

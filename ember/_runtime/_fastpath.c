@@ -42,7 +42,11 @@
 #include <structmember.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <semaphore.h>
+#include <time.h>
 
 #ifdef Py_GIL_DISABLED
 #error "ember._runtime._fastpath relies on the GIL (see THE PINNING ARGUMENT); the pure-Python path is used"
@@ -50,7 +54,7 @@
 
 /* The interface version ember/_runtime/fastpath.py expects (_ABI there): bump both when the interface changes,
  * so that a stale build is not used. After editing this file, rebuild: python3 setup.py build_ext --inplace. */
-#define FASTPATH_ABI 6
+#define FASTPATH_ABI 7
 
 /* ---------------------------------------------------------------------------------------------------------
  * PJRT (pjrt_c_api.h, API 0.81)
@@ -119,6 +123,23 @@ typedef struct { /* PJRT_Client_BufferFromHostBuffer_Args */
     void *buffer;                /* out */
 } FromHostArgs;
 
+typedef struct { /* PJRT_Event_IsReady_Args */
+    size_t struct_size;
+    void *extension_start;
+    void *event;
+    _Bool is_ready; /* out */
+} IsReadyArgs;
+
+typedef void (*on_ready_fn)(PJRT_Error *error, void *user_arg); /* PJRT_Event_OnReadyCallback: owns the error */
+
+typedef struct { /* PJRT_Event_OnReady_Args */
+    size_t struct_size;
+    void *extension_start;
+    void *event;
+    on_ready_fn callback;
+    void *user_arg;
+} OnReadyArgs;
+
 typedef struct { /* PJRT_Buffer_UnsafePointer_Args */
     size_t struct_size;
     void *extension_start;
@@ -163,6 +184,10 @@ static const FieldLayout from_host_fields[] = {
     FIELD(FromHostArgs, num_byte_strides), FIELD(FromHostArgs, host_buffer_semantics), FIELD(FromHostArgs, device),
     FIELD(FromHostArgs, memory), FIELD(FromHostArgs, device_layout), FIELD(FromHostArgs, done_with_host_buffer),
     FIELD(FromHostArgs, buffer), {NULL}};
+static const FieldLayout is_ready_fields[] = {HEADER(IsReadyArgs), FIELD(IsReadyArgs, event),
+                                             FIELD(IsReadyArgs, is_ready), {NULL}};
+static const FieldLayout on_ready_fields[] = {HEADER(OnReadyArgs), FIELD(OnReadyArgs, event),
+                                             FIELD(OnReadyArgs, callback), FIELD(OnReadyArgs, user_arg), {NULL}};
 static const FieldLayout unsafe_pointer_fields[] = {HEADER(UnsafePointerArgs), FIELD(UnsafePointerArgs, buffer),
                                                     FIELD(UnsafePointerArgs, buffer_pointer), {NULL}};
 
@@ -173,6 +198,8 @@ static const StructLayout struct_layouts[] = {
     {"PJRT_LoadedExecutable_Execute_Args", sizeof(ExecuteArgs), execute_fields},
     {"PJRT_Client_BufferFromHostBuffer_Args", sizeof(FromHostArgs), from_host_fields},
     {"PJRT_Buffer_UnsafePointer_Args", sizeof(UnsafePointerArgs), unsafe_pointer_fields},
+    {"PJRT_Event_IsReady_Args", sizeof(IsReadyArgs), is_ready_fields},
+    {"PJRT_Event_OnReady_Args", sizeof(OnReadyArgs), on_ready_fields},
     {NULL},
 };
 
@@ -608,6 +635,7 @@ static PyObject *fp_unpin_all(PyObject *module, PyObject *buffers)
 typedef struct {
     PyObject_HEAD
     pjrt_fn execute, buffer_destroy, ready_event, event_await, event_destroy, from_host, unsafe_pointer;
+    pjrt_fn event_is_ready, event_on_ready, error_destroy; /* for interruptible waits (NULL: plain waits) */
     PyObject *error; /* plugin.error(name, address) -> PjrtError (it destroys the PJRT_Error) */
     Py_ssize_t uses; /* PJRT calls running on the client with the GIL released (see pin_client) */
 } ApiObject;
@@ -644,16 +672,18 @@ static int read_function(PyObject *value, pjrt_fn *out)
     return 0;
 }
 
-/* Api(execute, buffer_destroy, ready_event, event_await, event_destroy, error, from_host=None): function
- * addresses (ints, or None when the plugin lacks the function), and Plugin.error. */
+/* Api(execute, buffer_destroy, ready_event, event_await, event_destroy, error, from_host=None,
+ * unsafe_pointer=None, is_ready=None, on_ready=None, error_destroy=None): function addresses (ints, or None when
+ * the plugin lacks the function), and Plugin.error. */
 static PyObject *api_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     PyObject *execute, *buffer_destroy, *ready_event, *event_await, *event_destroy, *error, *from_host = Py_None,
-             *unsafe_pointer = Py_None;
+             *unsafe_pointer = Py_None, *is_ready = Py_None, *on_ready = Py_None, *error_destroy = Py_None;
     static char *names[] = {"execute", "buffer_destroy", "ready_event", "event_await", "event_destroy", "error",
-                            "from_host", "unsafe_pointer", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|OO:Api", names, &execute, &buffer_destroy, &ready_event,
-                                     &event_await, &event_destroy, &error, &from_host, &unsafe_pointer))
+                            "from_host", "unsafe_pointer", "is_ready", "on_ready", "error_destroy", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO|OOOOO:Api", names, &execute, &buffer_destroy,
+                                     &ready_event, &event_await, &event_destroy, &error, &from_host, &unsafe_pointer,
+                                     &is_ready, &on_ready, &error_destroy))
         return NULL;
     ApiObject *self = (ApiObject *)type->tp_alloc(type, 0);
     if (self == NULL)
@@ -661,7 +691,8 @@ static PyObject *api_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (read_function(execute, &self->execute) < 0 || read_function(buffer_destroy, &self->buffer_destroy) < 0 ||
         read_function(ready_event, &self->ready_event) < 0 || read_function(event_await, &self->event_await) < 0 ||
         read_function(event_destroy, &self->event_destroy) < 0 || read_function(from_host, &self->from_host) < 0 ||
-        read_function(unsafe_pointer, &self->unsafe_pointer) < 0) {
+        read_function(unsafe_pointer, &self->unsafe_pointer) < 0 || read_function(is_ready, &self->event_is_ready) < 0 ||
+        read_function(on_ready, &self->event_on_ready) < 0 || read_function(error_destroy, &self->error_destroy) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -1567,6 +1598,19 @@ static PyTypeObject CallerType = {
  * block_until_ready and the Buffer finalizer.
  */
 
+static void destroy_event(ApiObject *api, void *event)
+{
+    HandleArgs args = {sizeof(HandleArgs), NULL, event};
+    PJRT_Error *error = api->event_destroy(&args);
+    if (error != NULL) { /* destroyed, not raised: the awaited result matters */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        raise_pjrt_error(api, "Event_Destroy", error);
+        PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
+    }
+}
+
 static int await_event(ApiObject *api, const char *name, void *event)
 {
     if (event == NULL)
@@ -1576,12 +1620,107 @@ static int await_event(ApiObject *api, const char *name, void *event)
     Py_BEGIN_ALLOW_THREADS
     error = api->event_await(&args);
     Py_END_ALLOW_THREADS
-    PJRT_Error *destroy_error = api->event_destroy(&args);
-    if (destroy_error != NULL) { /* destroyed, not raised: the awaited result matters */
-        raise_pjrt_error(api, "Event_Destroy", destroy_error);
-        PyErr_Clear();
-    }
+    destroy_event(api, event);
     return error != NULL ? raise_pjrt_error(api, name, error) : 0;
+}
+
+/* An interruptible wait's state, shared by the waiting thread and the event's OnReady callback (called on a PJRT
+ * thread, without the GIL): each holds a reference, and the last to let go frees it (and the event's error, when
+ * the waiter did not take it). No Python object is involved: the callback may run at any time, even at exit. */
+typedef struct {
+    sem_t done;         /* posted by the callback */
+    PJRT_Error *error;  /* the event's error (set by the callback before posting; NULL once the waiter takes it) */
+    pjrt_fn error_destroy;
+    int refs;           /* 2, then 1, then 0 (atomic) */
+} ReadyWaiter;
+
+static void release_waiter(ReadyWaiter *w)
+{
+    if (__atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    if (w->error != NULL) {
+        HandleArgs args = {sizeof(HandleArgs), NULL, w->error}; /* PJRT_Error_Destroy_Args */
+        w->error_destroy(&args);
+    }
+    sem_destroy(&w->done);
+    free(w);
+}
+
+static void on_event_ready(PJRT_Error *error, void *user_arg)
+{
+    ReadyWaiter *w = (ReadyWaiter *)user_arg;
+    w->error = error;
+    sem_post(&w->done);
+    release_waiter(w);
+}
+
+#define WAIT_STEP_NS 50000000L /* an interruptible wait checks for signals this often (50 ms) */
+
+/* Wait for an event that is not ready, in steps, the GIL released, running the signal handlers between steps:
+ * PJRT_Event_Await would hold a Ctrl-C (KeyboardInterrupt) until the end of a program that may run for minutes.
+ * 0, or -1 with an error set: the event's (as PJRT_<name>'s), or the signal handler's (the program goes on in the
+ * background and the callback frees the wait's state). The caller still owns the event. */
+static int await_interruptibly(ApiObject *api, const char *name, void *event)
+{
+    ReadyWaiter *w = (ReadyWaiter *)calloc(1, sizeof *w);
+    if (w == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (sem_init(&w->done, 0, 0) < 0) {
+        free(w);
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    w->error_destroy = api->error_destroy;
+    w->refs = 2;
+    OnReadyArgs args = {sizeof(OnReadyArgs), NULL, event, on_event_ready, w};
+    PJRT_Error *error = api->event_on_ready(&args);
+    if (error != NULL) { /* the callback will not run */
+        w->refs = 1;
+        release_waiter(w);
+        return raise_pjrt_error(api, "Event_OnReady", error);
+    }
+    for (;;) {
+        int waited;
+        Py_BEGIN_ALLOW_THREADS
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_nsec += WAIT_STEP_NS;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec += 1;
+            deadline.tv_nsec -= 1000000000L;
+        }
+        waited = sem_timedwait(&w->done, &deadline);
+        Py_END_ALLOW_THREADS
+        if (waited == 0)
+            break;
+        if (PyErr_CheckSignals() < 0) { /* (a no-op on threads other than the main one) */
+            release_waiter(w);
+            return -1;
+        }
+    }
+    error = w->error;
+    w->error = NULL;
+    release_waiter(w);
+    return error != NULL ? raise_pjrt_error(api, name, error) : 0;
+}
+
+/* await_event for a buffer's ready event: interruptible (see await_interruptibly) while the event is not ready,
+ * where the plugin provides the functions. Nothing the event guards is freed by leaving early. */
+static int await_ready_event(ApiObject *api, void *event)
+{
+    const char *name = "Buffer_ReadyEvent";
+    if (event == NULL || api->event_is_ready == NULL || api->event_on_ready == NULL || api->error_destroy == NULL)
+        return await_event(api, name, event);
+    IsReadyArgs ready = {sizeof(IsReadyArgs), NULL, event, 0};
+    PJRT_Error *error = api->event_is_ready(&ready);
+    if (error == NULL && ready.is_ready)
+        return await_event(api, name, event);
+    int status = error != NULL ? raise_pjrt_error(api, "Event_IsReady", error)
+                               : await_interruptibly(api, name, event);
+    destroy_event(api, event);
+    return status;
 }
 
 /* block_until_ready(buffer) -> True when the buffer is ready, False when it cannot be used (deleted, its client
@@ -1615,7 +1754,7 @@ static PyObject *fp_block_until_ready(PyObject *module, PyObject *buffer)
     ReadyEventArgs ready_args = {sizeof(ReadyEventArgs), NULL, handle, NULL};
     PJRT_Error *error = api->ready_event(&ready_args);
     int status = error != NULL ? raise_pjrt_error(api, "Buffer_ReadyEvent", error)
-                               : await_event(api, "Buffer_ReadyEvent", ready_args.event);
+                               : await_ready_event(api, ready_args.event);
     unpin_client(api);
     PyObject *doomed;
     int unpinned = unpin_one(buffer, &doomed); /* ATOMIC */

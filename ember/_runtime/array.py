@@ -70,12 +70,21 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
     def _value(self) -> np.ndarray:
         if self._host is None:
             buffer = self.buffer
-            host = buffer.host_view()  # CPU: numpy reads the device memory in place
-            if host is None:
-                host = buffer.to_numpy()
-                host.flags.writeable = False
+            try:
+                host = buffer.host_view()  # CPU: numpy reads the device memory in place
+                if host is None:
+                    host = buffer.to_numpy()
+                    host.flags.writeable = False
+            except _pjrt.PjrtOutOfMemoryError as err:
+                raise self._out_of_memory(err) from None
             self._host = host
         return self._host
+
+    def _out_of_memory(self, err: _pjrt.PjrtOutOfMemoryError) -> _pjrt.PjrtOutOfMemoryError:
+        """The error for reading an array whose computation ran out of memory: a program runs after its call
+        returns, so its failure to allocate is reported where its result is read, naming the result."""
+        return type(err)(f"the computation of an array {self.aval.str_short()} (or of an input of it) failed: {err}",
+                         call=err.call, code=err.code)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         value = self._value()
@@ -84,13 +93,19 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
         return value.copy() if copy else value
 
     def block_until_ready(self) -> "Array":
-        self.buffer.block_until_ready()
+        try:
+            self.buffer.block_until_ready()
+        except _pjrt.PjrtOutOfMemoryError as err:
+            raise self._out_of_memory(err) from None
         return self
 
     if C is not None:
         def block_until_ready(self) -> "Array":  # noqa: F811 - with the C extension, when it is in use
-            if not _c_block_until_ready(self._buffer):  # False: the buffer cannot be used
-                self.buffer.block_until_ready()  # raises why
+            try:
+                if not _c_block_until_ready(self._buffer):  # False: the buffer cannot be used
+                    self.buffer.block_until_ready()  # raises why
+            except _pjrt.PjrtOutOfMemoryError as err:
+                raise self._out_of_memory(err) from None
             return self
 
     def delete(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import time
 from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
@@ -26,25 +27,26 @@ from ember._runtime.fastpath import C
 T = TypeVar("T")
 
 
-_compiles_in_flight: set[threading.Thread] = set()  # helper threads still compiling (an interrupted call's too)
+_helpers_in_flight: set[threading.Thread] = set()  # helper threads still compiling or executing (an interrupted
+# call's too)
 
 
-def _wait_for_compiles_at_exit() -> None:
-    """At exit, let the compiles still running on helper threads finish before the PJRT clients are destroyed
-    (backends' exit handler, registered earlier, runs after this one): destroying a client under a running
-    compile crashes the process."""
-    for thread in list(_compiles_in_flight):
+def _wait_for_helpers_at_exit() -> None:
+    """At exit, let the compiles and executions still running on helper threads finish before the PJRT clients
+    are destroyed (backends' exit handler, registered earlier, runs after this one): destroying a client under a
+    running compile crashes the process."""
+    for thread in list(_helpers_in_flight):
         thread.join()
 
 
-atexit.register(_wait_for_compiles_at_exit)
+atexit.register(_wait_for_helpers_at_exit)
 
 
-def interruptible(fn: Callable[[], T]) -> T:
-    """fn() run so that Ctrl-C reaches the main thread at once: a PJRT call (an XLA compile can take minutes)
-    holds no GIL but delays Python's signal handling until it returns, so on the main thread fn runs on a helper
-    thread while the main thread waits in short, interruptible steps. An interrupted fn finishes in the
-    background and its result is dropped; the process stays usable."""
+def interruptible(fn: Callable[[], T], what: str = "compile") -> T:
+    """fn() run so that Ctrl-C reaches the main thread at once: a PJRT call (an XLA compile, or a program XLA runs
+    inside the execute call, can take minutes) holds no GIL but delays Python's signal handling until it
+    returns, so on the main thread fn runs on a helper thread while the main thread waits in short, interruptible
+    steps. An interrupted fn finishes in the background and its result is dropped; the process stays usable."""
     if threading.current_thread() is not threading.main_thread():
         return fn()
     done = threading.Event()
@@ -56,11 +58,11 @@ def interruptible(fn: Callable[[], T]) -> T:
         except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
             outcome.append((False, err))
         finally:
-            _compiles_in_flight.discard(thread)
+            _helpers_in_flight.discard(thread)
             done.set()
 
-    thread = threading.Thread(target=work, name="ember-compile", daemon=True)
-    _compiles_in_flight.add(thread)
+    thread = threading.Thread(target=work, name=f"ember-{what}", daemon=True)
+    _helpers_in_flight.add(thread)
     thread.start()
     while not done.wait(0.25):
         pass
@@ -68,6 +70,40 @@ def interruptible(fn: Callable[[], T]) -> T:
     if not ok:
         raise value
     return value
+
+
+def _may_run_long_inline(text: str) -> bool:
+    """Whether XLA may run a program inside the execute call itself, for long. The CPU client runs a program
+    whose estimated cost is under 1000 flops in the calling thread, and its estimate counts a loop's body once and
+    a custom call as nothing; other programs run on its threads (waiting for their results is interruptible)."""
+    return "stablehlo.while" in text or "stablehlo.custom_call" in text
+
+
+_MAIN_THREAD = threading.main_thread()
+
+
+class _InlineRunGuard:
+    """Keeps Ctrl-C working during a program that may run long inside the execute call (_may_run_long_inline):
+    on the main thread its calls run on a helper thread (interruptible), which costs about 0.1 ms a call, until
+    one has ended within _QUICK_S; later calls run directly, until one of them blocks longer than _SLOW_S."""
+    __slots__ = ("direct",)
+
+    def __init__(self) -> None:
+        self.direct = False
+
+    def run(self, fn: Callable[[], T]) -> T:
+        """fn() (a call of the program; None where nothing ran: that says nothing of the program's time)."""
+        if threading.current_thread() is not _MAIN_THREAD:
+            return fn()
+        start = time.perf_counter()
+        result = fn() if self.direct else interruptible(fn, "execute")
+        if result is not None:
+            self.direct = time.perf_counter() - start <= (_SLOW_S if self.direct else _QUICK_S)
+        return result
+
+
+_QUICK_S = 0.01
+_SLOW_S = 0.25
 
 
 class CompileError(RuntimeError):
@@ -201,10 +237,14 @@ class Compiled:
         self._where = [f"{self.name}: argument {i}" for i in range(len(self.in_avals))]
         # The common case (Arrays on the device the program was compiled for), in C when the extension is in use.
         device = executable._device
-        self._fast = Caller(executable._runner, executable, device, self.in_avals, self.out_avals,
-                            self._device is device, host_types=[_host_type(a) for a in self.in_avals])
+        self._caller = Caller(executable._runner, executable, device, self.in_avals, self.out_avals,
+                              self._device is device, host_types=[_host_type(a) for a in self.in_avals])
         if not ir.consts:
-            self._fast.consts = ()
+            self._caller.consts = ()
+        # _fast(args): the common case's call (None where it is not the common case), guarded where the program
+        # may run long inside the execute call
+        self._guard = _InlineRunGuard() if _may_run_long_inline(self.text) else None
+        self._fast = self._caller if self._guard is None else self._guarded_fast
 
     def _consts_on(self, device: _pjrt.Device) -> list[_pjrt.Buffer]:
         """The IR's constants as buffers on a device (copied through the host when they live elsewhere)."""
@@ -215,11 +255,14 @@ class Compiled:
             buffers.append(to_buffer(value, var.aval, f"{self.name}: constant {i}", device))
         return buffers
 
+    def _guarded_fast(self, args: Sequence[Any]) -> list[Array] | None:
+        return self._guard.run(lambda: self._caller(args))  # type: ignore[union-attr]
+
     def call_flat(self, args: Sequence[Any]) -> list[Any]:
         try:
             outs = self._fast(args)
         except _pjrt.PjrtError as err:
-            raise self._execute_error(err, args, [*self._fast.consts, *(x._buffer for x in args)]) from None
+            raise self._execute_error(err, args, [*self._caller.consts, *(x._buffer for x in args)]) from None
         if outs is None:
             outs = self._call_general(args)
         return outs
@@ -234,7 +277,7 @@ class Compiled:
         consts = self._consts_by_device.get(device)
         if consts is None:
             consts = self._consts_by_device[device] = self._consts_on(device)
-        fast = self._fast
+        fast = self._caller
         if device is fast.device and fast.consts is None:
             fast.consts = tuple(consts)
         buffers = list(consts)
@@ -245,7 +288,10 @@ class Compiled:
             else:
                 buffers.append(to_buffer(x, aval, where, device))
         try:
-            outs = self.executable.execute(buffers, self._out_specs)
+            if self._guard is None:
+                outs = self.executable.execute(buffers, self._out_specs)
+            else:
+                outs = self._guard.run(lambda: self.executable.execute(buffers, self._out_specs))
         except _pjrt.PjrtError as err:
             raise self._execute_error(err, args, buffers) from None
         wrap = Array._from_buffer

@@ -1,7 +1,7 @@
 """Eager execution: operations run outside jit, each signature compiled once, kept in bounded caches. Importing
 this module fills the core's eager slot.
 
-Two levels:
+Three levels:
 
 * Primitives (apply_primitive, the eager slot of Primitive.bind): each (primitive, params, operand avals) compiles
   into a one-equation executable, in a least-recently-used cache.
@@ -16,6 +16,8 @@ Two levels:
   is the operation; several: one after another, see _Steps; data movement into one elementwise primitive: one
   program, see _runner). A Python scalar operand is an input, of the dtype promotion gives it; its value becomes a
   device scalar shared by all calls with that value.
+* Static windows (read_window): x[i], x[i:i+2], x[i, j] on a concrete Array, one program per index structure
+  whose starts are runtime scalars.
 
 Everything else takes the operation's ordinary path, unchanged: tracers and concrete Arrays while a function is
 staged out (jit, grad, vmap), numpy operands, leaked tracers, debug_nans/debug_infs (their checks run after each
@@ -42,6 +44,8 @@ from ember._core.dtypes import python_scalar_dtype
 from ember._core import (EAGER, IR, TRACE_STATE, Eqn, Literal, Primitive, ShapedArray, Tracer, UnexpectedTracerError,
                          Var, aval_of_value, check_live, scalar_literal, stage_flat)
 from ember._core.ir import sub_irs
+from ember._prims.indexing import dynamic_slice
+from ember._prims.shape import reshape
 from ember._runtime.array import Array, canonical_aval as _canonical
 from ember._runtime.compiler import Compiled, DeletedArrayError, _Checks, compile_ir
 from ember._runtime.dispatch import DeviceMismatchError, _scalar_buffer
@@ -460,3 +464,44 @@ def fast_static(slow: Callable[..., Any]) -> Callable[..., Any]:
     """slow(a, *args, **kwargs) with static args (axes, shapes, dtypes, flags), with the fast path for a concrete
     Array a and static arguments _static_key can key."""
     return fast_path(slow, static_args=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Windows: x[i], x[i:i+2], x[i, j] (static ints and slices of step 1, ember._numpy.indexing) outside any staging
+_INT32 = np.dtype(np.int32)
+
+
+def _window_program(key: tuple[Any, ...]) -> Compiled:
+    """The program of read_window's key (aval, sizes, out_shape): a dynamic_slice of sizes, whose starts in the
+    dimensions it does not take whole are its int32 scalar inputs after x, reshaped to out_shape."""
+    aval, sizes, out_shape = key[1:]
+    moving = [d for d, (size, n) in enumerate(zip(sizes, aval.shape)) if size < n]
+
+    def window(x: Any, *moving_starts: Any) -> list[Any]:
+        starts: list[Any] = [0] * len(sizes)
+        for d, start in zip(moving, moving_starts):
+            starts[d] = start
+        return [reshape(dynamic_slice(x, starts, sizes, allow_negative_indices=False), out_shape)]
+    ir = stage_flat(window, [aval] + [ShapedArray((), _INT32)] * len(moving), label="getitem")
+    ir.outs[0].aval = _canonical(ir.outs[0].aval)  # (the result's aval, as _executable gives its programs')
+    return _store(key, compile_ir(ir, "getitem"))
+
+
+def read_window(x: Array, starts: Sequence[int], sizes: tuple[int, ...], out_shape: tuple[int, ...]
+                ) -> Array | None:
+    """x's window of sizes at starts (each in bounds, below 2**31), reshaped to out_shape: x[index] for an index of
+    static ints and slices of step 1, by one program per (x's aval, sizes, out_shape) that takes the starts of the
+    dimensions it does not take whole as device scalars, so that distinct indices compile nothing more. None where
+    the ordinary path must run: inside a staging (static indices stay static there), with debug checks or
+    ordinary_path() on, and where the call fails as _ORDINARY_PATH_ERRORS (the ordinary path raises its error)."""
+    if _trace_state.stack or _Switch.off:
+        return None
+    key = (read_window, x.aval, sizes, out_shape)
+    program = _op_cache.get(key) or _window_program(key)
+    operands: list[Any] = [x, *(start for start, size, n in zip(starts, sizes, x.aval.shape) if size < n)]
+    if not _place_scalars(operands, [(i, _INT32, False) for i in range(1, len(operands))], x._buffer.device):
+        return None
+    try:
+        return program.call_flat(operands)[0]
+    except _ORDINARY_PATH_ERRORS:
+        return None

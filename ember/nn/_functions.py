@@ -11,7 +11,7 @@ import numpy as np
 
 from ember import lax
 from ember import numpy as enp
-from ember._control import custom_jvp
+from ember._control.custom import pure_custom_jvp
 from ember._core import dtypes as dt
 
 
@@ -24,7 +24,7 @@ def _inexact(x: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # activations
-@custom_jvp
+@pure_custom_jvp
 def relu(x: Any) -> Any:
     """max(x, 0), with derivative 0 at 0 (as jax.nn.relu)."""
     return enp.maximum(x, 0)
@@ -36,7 +36,7 @@ def _relu_jvp(primals: Any, tangents: Any) -> Any:
     return relu(x), enp.where(x > 0, t, enp.zeros_like(t))
 
 
-@custom_jvp
+@pure_custom_jvp
 def relu6(x: Any) -> Any:
     """min(max(x, 0), 6), with derivative 0 at both kinks (as jax.nn.relu6)."""
     return enp.minimum(enp.maximum(x, 0), 6.0)
@@ -177,9 +177,9 @@ def softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
 @functools.lru_cache(maxsize=64)
 def _softmax_by_axis(axis: tuple[int, ...]) -> Any:
     """softmax over axis with JAX's derivative rule (y * (t - sum(y * t))), one custom_jvp per axis tuple."""
-    @custom_jvp
+    @pure_custom_jvp
     def f(x: Any) -> Any:
-        unnormalized = enp.exp(x - lax.stop_gradient(enp.max(x, axis=axis, keepdims=True)))
+        unnormalized = enp.exp(x - lax.stop_gradient(_masked_max(x, axis, None)))
         return unnormalized / enp.sum(unnormalized, axis=axis, keepdims=True)
 
     @f.defjvp

@@ -2,7 +2,13 @@
 
 Conventions (flax's and PyTorch's): inputs are batch-first with any number of leading batch dimensions and
 features last (channels-last for convolutions: (N, *spatial, C)); a layer applies to one example or to a batch
-alike, and vmap works too. Stateful layers (BatchNorm) return (output, updated layer)."""
+alike, and vmap works too. Stateful layers (BatchNorm) return (output, updated layer).
+
+One dtype policy for every layer (flax's promote_dtype): a floating-point input and the layer's parameters are
+computed in their common dtype, so a float16 or bfloat16 input of a float32 layer is promoted to float32 and a
+float64 input promotes float32 parameters; integer, bool and complex inputs are refused with a TypeError (only
+Embedding takes integer ids). Every input is checked at the layer: errors name the layer, the expected and the
+given shape or dtype."""
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -35,6 +41,31 @@ def _check_last(name: str, x: Any, size: int, what: str = "features") -> None:
                          f"{tuple(shape)}")
 
 
+def _dtype_of(x: Any) -> np.dtype:
+    return dt.canonicalize_dtype(x.dtype) if hasattr(x, "dtype") else enp.asarray(x).dtype
+
+
+def _common_dtype(name: str, x: Any, params: Sequence[Any]) -> np.dtype:
+    """The dtype a layer computes in: the common dtype of a floating-point input and the parameters."""
+    given = _dtype_of(x)
+    if not dt.is_float(given):
+        expected = f"the layer's parameters are {params[0].dtype.name}" if params else "it computes in floating point"
+        raise TypeError(f"ember.nn.{name}: expected a floating-point input ({expected}), got "
+                        f"{given.name}{list(enp.shape(x))}; convert it first with .astype(...)")
+    return dt.result_type(given, *(p.dtype for p in params))
+
+
+def _promoted(name: str, x: Any, *params: Any) -> list[Any]:
+    """[x, *params] in their common floating dtype (params that are None stay None): the layers' dtype policy."""
+    common = _common_dtype(name, x, [p for p in params if p is not None])
+    return [a if a is None or _dtype_of(a) == common else enp.asarray(a).astype(common) for a in (x, *params)]
+
+
+def _check_trailing(name: str, x: Any, shape: tuple[int, ...]) -> None:
+    if tuple(enp.shape(x)[-len(shape):]) != shape:
+        raise ValueError(f"ember.nn.{name}: expected input ending in {shape}, got shape {tuple(enp.shape(x))}")
+
+
 def _identity(x: Any) -> Any:
     return x
 
@@ -53,8 +84,9 @@ class Linear(Module):
 
     def __call__(self, x: Any) -> Any:
         _check_last("Linear", x, self.in_features)
-        y = x @ self.weight
-        return y if self.bias is None else y + self.bias
+        x, weight, bias = _promoted("Linear", x, self.weight, self.bias)
+        y = x @ weight
+        return y if bias is None else y + bias
 
 
 class Conv(Module):
@@ -84,22 +116,23 @@ class Conv(Module):
                                                                  else padding))
 
     def __call__(self, x: Any) -> Any:
-        n = self.kernel.ndim - 2
-        _check_last("Conv", x, self.in_channels, "channels")
+        n, name = self.kernel.ndim - 2, type(self).__name__
+        _check_last(name, x, self.in_channels, "channels")
+        x, kernel, bias = _promoted(name, x, self.kernel, self.bias)
         unbatched = enp.ndim(x) == n + 1
         if unbatched:
             x = x[None]
         if enp.ndim(x) != n + 2:
-            raise ValueError(f"ember.nn.Conv: a {n}-d convolution takes (N, *{n} spatial, C) or ({n} spatial, C) "
+            raise ValueError(f"ember.nn.{name}: a {n}-d convolution takes (N, *{n} spatial, C) or ({n} spatial, C) "
                              f"inputs, got shape {tuple(enp.shape(x))}")
         spatial = "DHW"[-n:] if n <= 3 else None
         if spatial is None:
             raise ValueError("ember.nn.Conv: 1 to 3 spatial dimensions are supported")
         dimension_numbers = (f"N{spatial}C", f"{spatial}IO", f"N{spatial}C")
-        y = lax.conv_general_dilated(x, self.kernel, self.strides, self.padding, rhs_dilation=self.dilation,
+        y = lax.conv_general_dilated(x, kernel, self.strides, self.padding, rhs_dilation=self.dilation,
                                      dimension_numbers=dimension_numbers, feature_group_count=self.groups)
-        if self.bias is not None:
-            y = y + self.bias
+        if bias is not None:
+            y = y + bias
         return y[0] if unbatched else y
 
 
@@ -136,7 +169,9 @@ class Embedding(Module):
 
     def attend(self, x: Any) -> Any:
         """x @ weight.T: logits over the vocabulary (weight tying)."""
-        return x @ self.weight.T
+        _check_last("Embedding.attend", x, self.features)
+        x, weight = _promoted("Embedding.attend", x, self.weight)
+        return x @ weight.T
 
 
 class LayerNorm(Module):
@@ -151,16 +186,15 @@ class LayerNorm(Module):
         self.eps = eps
 
     def __call__(self, x: Any) -> Any:
-        if tuple(enp.shape(x)[-len(self.shape):]) != self.shape:
-            raise ValueError(f"ember.nn.LayerNorm: expected input ending in {self.shape}, got shape "
-                             f"{tuple(enp.shape(x))}")
+        _check_trailing("LayerNorm", x, self.shape)
+        x, weight, bias = _promoted("LayerNorm", x, self.weight, self.bias)
         axes = tuple(range(-len(self.shape), 0))
         mean = enp.mean(x, axis=axes, keepdims=True)
         variance = enp.mean(enp.square(x - mean), axis=axes, keepdims=True)
         y = (x - mean) * lax.rsqrt(variance + self.eps)
-        if self.weight is not None:
-            y = y * self.weight
-        return y if self.bias is None else y + self.bias
+        if weight is not None:
+            y = y * weight
+        return y if bias is None else y + bias
 
 
 class RMSNorm(Module):
@@ -172,12 +206,11 @@ class RMSNorm(Module):
         self.eps = eps
 
     def __call__(self, x: Any) -> Any:
-        if tuple(enp.shape(x)[-len(self.shape):]) != self.shape:
-            raise ValueError(f"ember.nn.RMSNorm: expected input ending in {self.shape}, got shape "
-                             f"{tuple(enp.shape(x))}")
+        _check_trailing("RMSNorm", x, self.shape)
+        x, weight = _promoted("RMSNorm", x, self.weight)
         axes = tuple(range(-len(self.shape), 0))
         y = x * lax.rsqrt(enp.mean(enp.square(x), axis=axes, keepdims=True) + self.eps)
-        return y if self.weight is None else y * self.weight
+        return y if weight is None else y * weight
 
 
 class BatchNorm(Module):
@@ -197,21 +230,26 @@ class BatchNorm(Module):
 
     def __call__(self, x: Any, training: bool) -> tuple[Any, "BatchNorm"]:
         _check_last("BatchNorm", x, self.features)
+        x, weight, bias = _promoted("BatchNorm", x, self.weight, self.bias)
         axes = tuple(range(enp.ndim(x) - 1))
         if training:
             mean = enp.mean(x, axis=axes)
             var = enp.mean(enp.square(x - mean), axis=axes)
-            m = self.momentum
-            new = self.replace(running_mean=lax.stop_gradient(m * self.running_mean + (1 - m) * mean),
-                               running_var=lax.stop_gradient(m * self.running_var + (1 - m) * var))
+            new = self.replace(running_mean=self._averaged(self.running_mean, mean),
+                               running_var=self._averaged(self.running_var, var))
         else:
             mean, var, new = self.running_mean, self.running_var, self
         y = (x - mean) * lax.rsqrt(var + self.eps)
-        if self.weight is not None:
-            y = y * self.weight
-        if self.bias is not None:
-            y = y + self.bias
+        if weight is not None:
+            y = y * weight
+        if bias is not None:
+            y = y + bias
         return y, new
+
+    def _averaged(self, running: Any, batch: Any) -> Any:
+        """The new running average, in the running average's own dtype (the layer's state keeps its dtype)."""
+        m = self.momentum
+        return lax.stop_gradient(m * running + (1 - m) * batch).astype(running.dtype)
 
 
 class Dropout(Module):
@@ -224,6 +262,7 @@ class Dropout(Module):
         self.rate = rate
 
     def __call__(self, x: Any, *, key: Any = None, training: bool = True) -> Any:
+        _common_dtype("Dropout", x, ())
         if not training or self.rate == 0:
             return x
         if key is None:
@@ -256,17 +295,21 @@ class MultiHeadAttention(Module):
     def __call__(self, x: Any, key_value: Any = None, *, mask: Any = None, is_causal: bool = False,
                  key: Any = None, training: bool = False) -> Any:
         kv = x if key_value is None else key_value
-        batch = enp.shape(x)[:-2]
+        self._check_sequence("x", x)
+        if key_value is not None:
+            self._check_sequence("key_value", kv)
+        batch = tuple(enp.shape(x)[:-2])
+        if tuple(enp.shape(kv)[:-2]) != batch:
+            raise ValueError(f"ember.nn.MultiHeadAttention: key_value's batch dimensions {tuple(enp.shape(kv)[:-2])} "
+                             f"differ from x's {batch}")
+        if mask is not None:
+            mask = self._mask(mask, batch + (self.num_heads, enp.shape(x)[-2], enp.shape(kv)[-2]))
         q, k, v = self.query(x), self.key(kv), self.value(kv)
 
         def heads(t: Any) -> Any:
             t = enp.reshape(t, (-1,) + tuple(enp.shape(t)[-2:]))
             return enp.reshape(t, tuple(enp.shape(t)[:2]) + (self.num_heads, -1))
         q, k, v = heads(q), heads(k), heads(v)
-        if mask is not None:
-            mask = enp.asarray(mask)
-            if mask.ndim > 4:
-                mask = enp.reshape(mask, (-1,) + tuple(mask.shape[-3:]))
         if training and self.dropout_rate > 0:  # dropout on the attention weights, as flax does
             if key is None:
                 raise TypeError("ember.nn.MultiHeadAttention: training with dropout needs key=")
@@ -277,6 +320,29 @@ class MultiHeadAttention(Module):
             out = dot_product_attention(q, k, v, mask=mask, is_causal=is_causal)
         out = enp.reshape(out, tuple(batch) + tuple(enp.shape(out)[1:2]) + (-1,))
         return self.out(out)
+
+    def _check_sequence(self, what: str, t: Any) -> None:
+        """t must be a floating-point (..., T, features) sequence of feature vectors."""
+        if enp.ndim(t) < 2 or enp.shape(t)[-1] != self.features:
+            raise ValueError(f"ember.nn.MultiHeadAttention: expected {what} of shape (..., T, {self.features}) (a "
+                             f"sequence of T vectors of {self.features} features), got shape {tuple(enp.shape(t))}")
+        _common_dtype("MultiHeadAttention", t, [self.query.weight])
+
+    def _mask(self, mask: Any, full: tuple[int, ...]) -> Any:
+        """The boolean mask, checked against full = (*batch, heads, T, S), with the batch dimensions flattened into
+        one as the attention computes."""
+        mask = enp.asarray(mask)
+        if not dt.is_bool(mask.dtype):
+            raise TypeError(f"ember.nn.MultiHeadAttention: mask must be boolean (True = attend), got "
+                            f"{mask.dtype.name}{list(mask.shape)}")
+        try:
+            fits = np.broadcast_shapes(tuple(mask.shape), full) == full
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"ember.nn.MultiHeadAttention: mask of shape {tuple(mask.shape)} does not broadcast to "
+                             f"(*batch, num_heads, T, S) = {full}")
+        return enp.reshape(enp.broadcast_to(mask, full), (-1,) + full[-3:]) if len(full) > 4 else mask
 
 
 def _attention_with_dropout(q: Any, k: Any, v: Any, mask: Any, is_causal: bool, keep: Any, keep_prob: float
@@ -334,6 +400,8 @@ class MLP(Module):
         self.activation, self.final_activation = activation, final_activation
 
     def __call__(self, x: Any) -> Any:
+        _check_last("MLP", x, self.layers[0].in_features)
+        _common_dtype("MLP", x, [self.layers[0].weight])
         for layer in self.layers[:-1]:
             x = self.activation(layer(x))
         return self.final_activation(self.layers[-1](x))

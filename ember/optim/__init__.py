@@ -36,6 +36,14 @@ from ember.optim._transforms import (
     scale_by_schedule as scale_by_schedule, scale_by_sign as scale_by_sign, scale_by_stddev as scale_by_stddev,
     trace as trace,
 )
+from ember.optim._wrappers import (
+    ApplyIfFiniteState as ApplyIfFiniteState, InjectStatefulHyperparamsState as InjectStatefulHyperparamsState,
+    LookaheadParams as LookaheadParams, LookaheadState as LookaheadState, MultiSteps as MultiSteps,
+    MultiStepsState as MultiStepsState, WrappedSchedule as WrappedSchedule,
+    WrappedScheduleState as WrappedScheduleState, ZeroNansState as ZeroNansState, apply_if_finite as apply_if_finite,
+    flatten as flatten, inject_hyperparams as inject_hyperparams, lookahead as lookahead,
+    skip_large_updates as skip_large_updates, skip_not_finite as skip_not_finite, zero_nans as zero_nans,
+)
 
 losses = _Namespace(**{name: getattr(_losses, name) for name in _losses.__all__})
 schedules = _Namespace(**{name: getattr(_schedules, name) for name in _schedules.__all__})

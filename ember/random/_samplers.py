@@ -16,7 +16,7 @@ from ember import lax
 from ember import numpy as enp
 from ember._api import jit
 from ember._api.vmap import vmap
-from ember._control import custom_jvp
+from ember._control.custom import pure_custom_jvp
 from ember._core import aval_of
 from ember._core import dtypes as dt
 from ember.random._keys import _split, canonical_shape, key_data_of, random_bits
@@ -595,7 +595,7 @@ def _gamma_sample_derivative(a: Any, x: Any) -> Any:
     return enp.where((a <= 0) | (x < 0) | (a != a) | (x != x), zeros + np.nan, grad)
 
 
-@partial(custom_jvp, nondiff_argnums=(2,))
+@partial(pure_custom_jvp, nondiff_argnums=(2,))
 def _gamma_impl(data: Any, a: Any, log_space: bool) -> Any:
     return _sample_gamma(data, a, log_space)
 

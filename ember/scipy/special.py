@@ -6,7 +6,7 @@ from typing import Any
 
 from ember import lax
 from ember import numpy as enp
-from ember._control import custom_jvp
+from ember._control.custom import pure_custom_jvp
 from ember._core import dtypes as dt
 from ember.nn import _functions as _nn
 from ember.nn._functions import logsumexp as logsumexp
@@ -54,7 +54,7 @@ def logit(x: Any) -> Any:
     return enp.log(x / (1 - x))
 
 
-@custom_jvp
+@pure_custom_jvp
 def _xlogy(x: Any, y: Any) -> Any:
     return enp.where(x != 0, x * enp.log(y), enp.zeros_like(x))
 
@@ -65,7 +65,7 @@ def _xlogy_jvp(primals: Any, tangents: Any) -> Any:
     return _xlogy(x, y), tx * enp.log(y) + ty * x / y
 
 
-@custom_jvp
+@pure_custom_jvp
 def _xlog1py(x: Any, y: Any) -> Any:
     return enp.where(x != 0, x * enp.log1p(y), enp.zeros_like(x))
 

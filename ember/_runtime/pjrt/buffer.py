@@ -145,7 +145,7 @@ def _py_block_until_ready(buffer: Buffer) -> bool:
         _pin_open_client(client, "block_until_ready")
         try:
             client.plugin.call("Buffer_ReadyEvent", args)
-            client.plugin.await_event("Buffer_ReadyEvent", args.event)
+            client.plugin.await_event("Buffer_ReadyEvent", args.event, interruptible=True)
         finally:
             unpin_client(client)
     finally:
@@ -213,6 +213,7 @@ class Buffer:
         handle = self._pin("to_numpy")
         client = self.client
         try:
+            self.block_until_ready()  # (interruptible; the copy's wait is not: PJRT writes into `out` until it ends)
             _pin_open_client(client, "to_numpy")
             try:
                 out = np.empty(self.shape, self.dtype)

@@ -31,7 +31,9 @@ def _fast_api(plugin: Plugin) -> Any:
     assert C is not None
     return C.Api(address("LoadedExecutable_Execute"), address("Buffer_Destroy"), address("Buffer_ReadyEvent"),
                  address("Event_Await"), address("Event_Destroy"), plugin.error,
-                 from_host=address("Client_BufferFromHostBuffer"), unsafe_pointer=address("Buffer_UnsafePointer"))
+                 from_host=address("Client_BufferFromHostBuffer"), unsafe_pointer=address("Buffer_UnsafePointer"),
+                 is_ready=address("Event_IsReady"), on_ready=address("Event_OnReady"),
+                 error_destroy=address("Error_Destroy"))
 
 
 class Client:

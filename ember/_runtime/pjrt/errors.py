@@ -22,9 +22,15 @@ class PjrtOutOfMemoryError(PjrtError, MemoryError):
     """The plugin could not allocate memory (PJRT code RESOURCE_EXHAUSTED): both a PjrtError and a MemoryError."""
 
 
+def is_out_of_memory(message: str, code: str) -> bool:
+    """Whether a plugin's error is a failed allocation: code RESOURCE_EXHAUSTED, or (the CPU plugin's allocations
+    deferred to when a program starts, reported by its outputs' events as INTERNAL) XLA's message for one."""
+    return code == "RESOURCE_EXHAUSTED" or "Out of memory allocating" in message
+
+
 def error_for(message: str, call: str, code: str) -> PjrtError:
     """The exception for an error a plugin reported: out of memory becomes a PjrtOutOfMemoryError."""
-    if code == "RESOURCE_EXHAUSTED":
+    if is_out_of_memory(message, code):
         return PjrtOutOfMemoryError(f"out of memory: {message}", call=call, code=code)
     return PjrtError(message, call=call, code=code)
 

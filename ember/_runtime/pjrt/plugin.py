@@ -7,13 +7,15 @@ loaded, and PJRT_Plugin_Initialize run, once per process, however many Plugin ob
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import threading
 from typing import Any
 
 from ember._runtime.pjrt.errors import _ERROR_CODE_NAMES, PjrtError, error_for
-from ember._runtime.pjrt.structs import (_ApiHeader, _ErrorGetCodeArgs, _ErrorMessageArgs, _handle_args, _new,
-                                 _PluginInitializeArgs, _string_at, c_void_p)
+from ember._runtime.pjrt.structs import (ON_READY_CALLBACK, _ApiHeader, _ErrorGetCodeArgs, _ErrorMessageArgs,
+                                        _EventIsReadyArgs, _EventOnReadyArgs, _handle_args, _new,
+                                        _PluginInitializeArgs, _string_at, c_void_p)
 
 # The function pointers of struct PJRT_Api in header order, up to the last one this binding uses.
 _API_FUNCTION_NAMES = """
@@ -131,14 +133,21 @@ class Plugin:
         functions["Error_Destroy"](_handle_args(error))
         return error_for(f"PJRT_{name} failed ({code_name}): {text}", f"PJRT_{name}", code_name)
 
-    def await_event(self, name: str, event: int | None) -> None:
-        """Wait for an event returned by PJRT_<name> and destroy it; its error is raised as PJRT_<name>'s."""
+    def await_event(self, name: str, event: int | None, interruptible: bool = False) -> None:
+        """Wait for an event returned by PJRT_<name> and destroy it; its error is raised as PJRT_<name>'s.
+
+        An interruptible wait lets a signal's exception (KeyboardInterrupt) through at once, where PJRT_Event_Await
+        would delay it to the end of the wait (a program may run for minutes). Only for events whose caller may
+        leave early without freeing what PJRT still uses (a buffer's ready event; not an upload's)."""
         if not event:
             return
         functions = self._functions
         args = _handle_args(event)
         try:
-            error = functions["Event_Await"](args)
+            if interruptible and not self._is_ready(event):
+                error = self._await_interruptibly(event)
+            else:
+                error = functions["Event_Await"](args)
             if error:
                 raise self.error(name, error)
         finally:
@@ -146,5 +155,70 @@ class Plugin:
             if error:
                 self.error("Event_Destroy", error)  # destroyed, not raised: the awaited result matters
 
+    def _is_ready(self, event: int) -> bool:
+        """Whether an event has happened (True also where the plugin cannot wait on it interruptibly)."""
+        if "Event_IsReady" not in self._functions or "Event_OnReady" not in self._functions:
+            return True
+        args = _new(_EventIsReadyArgs, event=event)
+        self.call("Event_IsReady", args)
+        return bool(args.is_ready)
+
+    def _await_interruptibly(self, event: int) -> int | None:
+        """Wait for an event in short steps on a lock that its PJRT_Event_OnReady callback (on a PJRT thread)
+        releases: the event's PJRT_Error* (or None). A signal's exception ends the wait; the error the callback
+        brings later is then destroyed."""
+        waiter = _Waiter(self._functions["Error_Destroy"])
+        key = next(_waiter_keys)
+        with _waiters_lock:
+            _waiters[key] = waiter
+        args = _new(_EventOnReadyArgs, event=event, callback=_ON_EVENT_READY, user_arg=key)
+        error = self._functions["Event_OnReady"](ctypes.addressof(args))
+        if error:  # (the callback will not run)
+            with _waiters_lock:
+                del _waiters[key]
+            raise self.error("Event_OnReady", error)
+        try:
+            while not waiter.done.acquire(timeout=_WAIT_STEP_S):
+                pass
+        except BaseException:
+            with _waiters_lock:
+                waiter.abandoned = key in _waiters  # (else the callback ran in the meantime: its error is ours)
+            if not waiter.abandoned and waiter.error:
+                waiter.destroy_error(_handle_args(waiter.error))
+            raise
+        return waiter.error
+
     def __repr__(self) -> str:
         return f"Plugin({self.path!r}, api_version={self.api_version})"
+
+
+class _Waiter:
+    """An interruptible wait for an event (Plugin._await_interruptibly), as the OnReady callback finds it."""
+    __slots__ = ("done", "error", "abandoned", "destroy_error")
+
+    def __init__(self, destroy_error: Any):
+        self.done = threading.Lock()
+        self.done.acquire()  # released by the callback
+        self.error: int | None = None  # the event's PJRT_Error*
+        self.abandoned = False  # the waiter left (a signal): the callback destroys the error
+        self.destroy_error = destroy_error  # the plugin's PJRT_Error_Destroy
+
+
+def _on_event_ready(error: int | None, key: int | None) -> None:
+    """The PJRT_Event_OnReady callback of every interruptible wait (one ctypes function for the whole process:
+    one made per wait could be freed while it runs); key finds the wait."""
+    with _waiters_lock:
+        waiter = _waiters.pop(key)  # type: ignore[arg-type]
+        if not waiter.abandoned:
+            waiter.error = error
+            waiter.done.release()
+            return
+    if error:
+        waiter.destroy_error(_handle_args(error))
+
+
+_WAIT_STEP_S = 0.1  # an interruptible wait's step: at most this late where a signal reaches another thread
+_ON_EVENT_READY = ON_READY_CALLBACK(_on_event_ready)
+_waiters: dict[int, _Waiter] = {}  # the interruptible waits whose callback has not run, by key
+_waiter_keys = itertools.count(1)
+_waiters_lock = threading.Lock()

@@ -160,6 +160,12 @@ _ClientCreateViewOfDeviceBufferArgs = _args_type("PJRT_Client_CreateViewOfDevice
     ("element_type", c_int), ("layout", c_void_p), ("device", c_void_p), ("on_delete_callback", ON_DELETE_CALLBACK),
     ("on_delete_callback_arg", c_void_p), ("stream", ctypes.c_ssize_t), ("buffer", c_void_p), ("memory", c_void_p)])
 
+_EventIsReadyArgs = _args_type("PJRT_Event_IsReady_Args", [("event", c_void_p), ("is_ready", ctypes.c_bool)])
+# void (*PJRT_Event_OnReadyCallback)(PJRT_Error* error, void* user_arg): the callback owns the error
+ON_READY_CALLBACK = ctypes.CFUNCTYPE(None, c_void_p, c_void_p)
+_EventOnReadyArgs = _args_type("PJRT_Event_OnReady_Args", [
+    ("event", c_void_p), ("callback", ON_READY_CALLBACK), ("user_arg", c_void_p)])
+
 # The many calls whose args are {struct_size, extension_start, one handle} and that only read them (the
 # *_Destroy calls, PJRT_Event_Await) get those args packed into a bytes object, which is cheaper to build.
 _HandleArgs = _args_type("PJRT_Handle_Args", [("handle", c_void_p)])

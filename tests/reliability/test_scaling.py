@@ -1,0 +1,102 @@
+"""ember's own work on a program grows linearly with its length: staging, reverse mode (the transform, the
+forward/backward split, the transform cache) and lowering to StableHLO. Measured in CPU time of this process (the
+least of a few runs, so that other load on the machine counts little), without XLA's compile, whose cost is XLA's
+(see bench/scaling.py and docs/reliability.md)."""
+import gc
+import math
+import time
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as enp
+from ember._core.cache import clear_all_caches
+from ember._core.ir import structural_key
+from ember._hlo import lower
+
+REPEATS = 3
+MAX_RATIO = 3.0  # time(2n) / time(n): 2 when linear, 4 when quadratic
+
+
+def chain(n: int) -> Callable[[Any], Any]:
+    def f(x: Any) -> Any:
+        for _ in range(n):
+            x = enp.sin(x) * 1.01 + 0.1
+        return enp.sum(x)
+    return f
+
+
+def vjp_program(n: int) -> str:
+    """Stage the vjp of an n-step chain and its pullback (transform, split, inlining), key and lower the result."""
+    clear_all_caches()
+    ir = ember.make_ir(lambda x: ember.vjp(chain(n), x)[1](enp.float32(1.0)))(enp.ones((3,), enp.float32))
+    structural_key(ir)
+    return lower(ir)
+
+
+def grad_program(n: int) -> str:
+    clear_all_caches()
+    return lower(ember.make_ir(ember.grad(chain(n)))(enp.ones((3,), enp.float32)))
+
+
+def least_cpu_seconds(work: Callable[[], Any]) -> float:
+    best = float("inf")
+    for _ in range(REPEATS):
+        gc.collect()
+        start = time.process_time()
+        work()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def growth(program: Callable[[int], str], n: int) -> float:
+    program(n // 4)  # (warm-up: first uses of each primitive)
+    return least_cpu_seconds(lambda: program(2 * n)) / least_cpu_seconds(lambda: program(n))
+
+
+@pytest.mark.parametrize("program", [vjp_program])
+def test_reverse_mode_is_linear_in_program_length(program):
+    ratio = growth(program, 300)
+    assert ratio < MAX_RATIO, f"doubling the program multiplied ember's staging+vjp+lowering time by {ratio:.2f}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program", [vjp_program, grad_program])
+def test_reverse_mode_is_linear_for_long_programs(program):
+    ratio = growth(program, 2000)
+    assert ratio < MAX_RATIO, f"doubling the program multiplied ember's staging+transform+lowering by {ratio:.2f}"
+
+
+def test_the_measured_programs_differentiate_the_chain():
+    """The programs timed above are reverse mode of the chain: a few steps, against finite differences."""
+    n, x = 3, 0.3
+    ir = ember.make_ir(lambda v: ember.vjp(chain(n), v)[1](enp.float32(1.0)))(enp.full((3,), x, enp.float32))
+    assert "cosine" in lower(ir)
+
+    def value(v: float) -> float:
+        for _ in range(n):
+            v = math.sin(v) * 1.01 + 0.1
+        return v
+    grad = ember.eval_ir(ir, enp.full((3,), x, enp.float32))
+    expected = (value(x + 1e-4) - value(x - 1e-4)) / 2e-4
+    assert abs(float(grad[0][0]) - expected) < 1e-3
+
+
+@pytest.mark.slow
+def test_vjp_of_a_long_checkpointed_chain_finishes_and_matches_jax():
+    """The vjp of a long cheap elementwise chain outside jit compiles a forward program with one residual per step,
+    which XLA's CPU fusion compiles in quadratic time; under ember.checkpoint the pullback recomputes the chain
+    instead, and 2000 steps take seconds (see docs/reliability.md)."""
+    jax = pytest.importorskip("jax")
+    n = 2000
+
+    def f(np_: Any, x: Any) -> Any:
+        for _ in range(n):
+            x = x + 0.01 * np_.sin(x)
+        return np_.sum(x)
+    x = np.linspace(0.1, 0.9, 3, dtype=np.float32)
+    _, pullback = ember.vjp(ember.checkpoint(lambda v: f(enp, v)), enp.asarray(x))
+    expected = jax.grad(lambda v: f(jax.numpy, v))(x)
+    np.testing.assert_allclose(np.asarray(pullback(enp.float32(1.0))[0]), np.asarray(expected), rtol=1e-4)
