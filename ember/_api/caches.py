@@ -5,13 +5,14 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable, Hashable, Sequence, TypeVar
 
-from ember._api.running import as_arrays, eval_ir_named, has_tracer_consts, run_ir
+from ember._api.running import as_arrays, eval_ir_named, run_ir
 from ember._api.staging import stage_with_aux, with_outputs
 from ember._api.templates import SharedIR, compile_staged
 from ember._control.custom import rule_runs
 from ember._core import IR, ConcretizationTypeError, ShapedArray, aval_of, concrete_values, eval_ir, is_tracing
 from ember._core.cache import LRUCache
 from ember._core.dtypes import x64_enabled
+from ember._core.trace import has_tracer_consts
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._runtime import Compiled
 

@@ -12,7 +12,7 @@ from ember._core.primitive import TRACE_STATE
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._api.signature import NotFast, add_tokens, output_builder, sorted_keys
 from ember._api.caches import SIGNATURES_PER_FUNCTION, cache_for, signature_key
-from ember._api.running import has_tracer_consts
+from ember._core.trace import has_tracer_consts
 from ember._api.staging import as_tuple, fun_name, leaf_avals, stage_with_aux, with_outputs
 from ember._api.templates import compile_staged
 from ember._core.cache import LRUCache, clear_all_caches

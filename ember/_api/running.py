@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember._api.templates import compile_staged
-from ember._core import IR, Literal, Tracer, aval_of, eval_ir, is_python_scalar, is_tracing
+from ember._core import IR, Literal, aval_of, eval_ir, is_python_scalar, is_tracing
 from ember._core.cache import on_clear
 from ember._prims import full
 from ember._runtime import Compiled, device_put
@@ -42,10 +42,6 @@ def run_ir(ir: IR, args: Sequence[Any], name: str = "main") -> list[Any]:
     if is_tracing():
         return eval_ir(ir, args)
     return compile(ir, name).call_flat(args)
-
-
-def has_tracer_consts(ir: IR) -> bool:
-    return any(isinstance(c, Tracer) for c in ir.consts)
 
 
 def as_arrays(values: list[Any]) -> list[Any]:

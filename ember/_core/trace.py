@@ -241,6 +241,12 @@ def check_live(x: Tracer, where: str = "") -> Tracer:
         "global or closure?). Return values from the staged function instead.")
 
 
+def has_tracer_consts(ir: IR) -> bool:
+    """Whether an IR captured tracers of an enclosing staging as constants: it belongs to that staging, and
+    caches return it without keeping it."""
+    return any(isinstance(c, Tracer) for c in ir.consts)
+
+
 def is_tracing() -> bool:
     return bool(TRACE_STATE.stack)
 

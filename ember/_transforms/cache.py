@@ -16,9 +16,10 @@ import threading
 import weakref
 from typing import Any, Callable, Hashable, TypeVar
 
-from ember._core import IR, Tracer
+from ember._core import IR
 from ember._core.cache import on_clear
 from ember._core.dtypes import x64_enabled
+from ember._core.trace import has_tracer_consts
 
 T = TypeVar("T")
 REQUESTS_PER_IR = 32  # distinct requests kept per IR (a loop's batching fixed point asks for a few)
@@ -28,7 +29,7 @@ _MISSING = object()
 def holds_tracers(result: Any) -> bool:
     """Whether a result (an IR, or tuples and lists holding IRs) has a tracer among its IRs' constants."""
     if isinstance(result, IR):
-        return any(isinstance(c, Tracer) for c in result.consts)
+        return has_tracer_consts(result)
     if isinstance(result, tuple | list):
         return any(holds_tracers(r) for r in result)
     return False
