@@ -16,7 +16,7 @@ from ember._control import while_loop
 from ember._core import aval_of, scalar_literal
 from ember._core import dtypes as dt
 from ember._core.dtypes import bool_
-from ember._runtime.eager import fast_binary, fast_static, fast_unary
+from ember._runtime.eager import fast_binary, fast_path, fast_static
 
 from ember._numpy.promotion import _operand_array, _as_array, _elementwise, _to_inexact
 from ember._numpy.ufuncs import _promoted, _promoted_inexact, _unary_float, arctan2, invert, power
@@ -35,31 +35,31 @@ def _zeros_bool(x: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Classification
-@fast_unary
+@fast_path
 def isnan(x: Any) -> Any:
     x = _operand("isnan", x)
     return lax.ne(x, x) if dt.is_float(_dtype(x)) else _zeros_bool(x)
 
 
-@fast_unary
+@fast_path
 def isinf(x: Any) -> Any:
     x = _operand("isinf", x)
     return lax.eq(lax.abs(x), _np.inf) if dt.is_float(_dtype(x)) else _zeros_bool(x)
 
 
-@fast_unary
+@fast_path
 def isposinf(x: Any) -> Any:
     x = _operand("isposinf", x)
     return lax.eq(x, _np.inf) if dt.is_float(_dtype(x)) else _zeros_bool(x)
 
 
-@fast_unary
+@fast_path
 def isneginf(x: Any) -> Any:
     x = _operand("isneginf", x)
     return lax.eq(x, -_np.inf) if dt.is_float(_dtype(x)) else _zeros_bool(x)
 
 
-@fast_unary
+@fast_path
 def signbit(x: Any) -> Any:
     """True where the sign bit is set: negative numbers, -0.0 and NaNs with the sign bit (numpy)."""
     x = _operand("signbit", x)
@@ -134,12 +134,12 @@ def heaviside(x1: Any, x2: Any) -> Any:
     return lax.select(lax.ne(x1, x1), x1, out)
 
 
-@fast_unary
+@fast_path
 def deg2rad(x: Any) -> Any:
     return lax.mul(_to_inexact(x, "deg2rad"), math.pi / 180.0)
 
 
-@fast_unary
+@fast_path
 def rad2deg(x: Any) -> Any:
     return lax.mul(_to_inexact(x, "rad2deg"), 180.0 / math.pi)
 
@@ -147,13 +147,13 @@ def rad2deg(x: Any) -> Any:
 radians, degrees = deg2rad, rad2deg
 
 
-@fast_unary
+@fast_path
 def fabs(x: Any) -> Any:
     """|x| as a float (integers are converted first, as numpy's fabs)."""
     return lax.abs(_to_inexact(x, "fabs"))
 
 
-@fast_unary
+@fast_path
 def sinc(x: Any) -> Any:
     """sin(pi x) / (pi x), 1 at 0 (with derivative 0 there)."""
     x = _to_inexact(x, "sinc")
@@ -227,7 +227,7 @@ def modf(x: Any) -> tuple[Any, Any]:
     return copysign(frac, x), whole
 
 
-@fast_unary
+@fast_path
 def spacing(x: Any) -> Any:
     """The distance from x to the next float away from zero (negative for negative x), as numpy."""
     x = _to_inexact(x, "spacing")
@@ -322,7 +322,7 @@ left_shift = bitwise_left_shift = _shift("left_shift", right=False)
 right_shift = bitwise_right_shift = _shift("right_shift", right=True)
 
 
-@fast_unary
+@fast_path
 def bitwise_count(x: Any) -> Any:
     """The number of 1 bits in |x|, as uint8 (numpy 2)."""
     x = _operand("bitwise_count", x)
@@ -348,7 +348,7 @@ arctanh = atanh = _unary_float(lax.atanh, "arctanh")
 cbrt = _unary_float(lax.cbrt, "cbrt")
 
 
-@fast_unary
+@fast_path
 def i0(x: Any) -> Any:
     """The modified Bessel function of the first kind, order 0: exp(|x|) * i0e(x)."""
     x = _to_inexact(x, "i0")
@@ -357,13 +357,13 @@ def i0(x: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Complex-number functions on real arrays (ember has no complex dtypes yet: every array is real)
-@fast_unary
+@fast_path
 def real(x: Any) -> Any:
     """The real part: x itself (every ember array is real)."""
     return _as_array(_operand("real", x))
 
 
-@fast_unary
+@fast_path
 def imag(x: Any) -> Any:
     """The imaginary part: zeros of x's dtype (every ember array is real)."""
     x = _operand("imag", x)
@@ -381,12 +381,12 @@ def angle(z: Any, deg: bool = False) -> Any:
     return lax.select(lax.ne(z, z), z, out)
 
 
-@fast_unary
+@fast_path
 def iscomplex(x: Any) -> Any:
     return _zeros_bool(_operand("iscomplex", x))
 
 
-@fast_unary
+@fast_path
 def isreal(x: Any) -> Any:
     x = _operand("isreal", x)
     return lax.full(aval_of(x).shape, True, bool_)

@@ -13,7 +13,7 @@ from ember._core.dtypes import bool_
 from ember import _prims as lax
 from ember._core import scalar_literal
 from ember._control.custom import pure_custom_jvp
-from ember._runtime.eager import fast_binary, fast_nary, fast_static, fast_unary
+from ember._runtime.eager import fast_binary, fast_path, fast_static
 
 from ember._numpy.dtypes import float32, float64
 from ember._numpy.promotion import (_as_array, _as_bool, _as_operand, _broadcast_shapes, _broadcast_to_shape,
@@ -34,7 +34,7 @@ def _unary_float(prim_fn: Any, name: str) -> Any:
         return prim_fn(_to_inexact(x, name))
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name}; integer inputs are promoted to float."
-    return fast_unary(fn)
+    return fast_path(fn)
 
 
 def _unary(prim_fn: Any, name: str) -> Any:
@@ -44,7 +44,7 @@ def _unary(prim_fn: Any, name: str) -> Any:
             x = _promote(name, x)[0]
         return prim_fn(x)
     fn.__name__ = fn.__qualname__ = name
-    return fast_unary(fn)
+    return fast_path(fn)
 
 
 def _rounding(prim_fn: Any, name: str) -> Any:
@@ -55,7 +55,7 @@ def _rounding(prim_fn: Any, name: str) -> Any:
         return prim_fn(x)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name}; integer and boolean inputs are returned unchanged, in their own dtype."
-    return fast_unary(fn)
+    return fast_path(fn)
 
 
 def _binary(prim_fn: Any, name: str) -> Any:
@@ -82,7 +82,7 @@ negative = _unary(lax.neg, "negative")
 _abs = _unary(lax.abs, "absolute")
 
 
-@fast_unary
+@fast_path
 def absolute(x: Any) -> Any:
     """Elementwise absolute value; booleans and unsigned integers are returned unchanged (numpy, JAX)."""
     x = _as_operand(x, "absolute", 0)
@@ -116,30 +116,30 @@ bitwise_or = _binary(lax.bitwise_or, "bitwise_or")
 bitwise_xor = _binary(lax.bitwise_xor, "bitwise_xor")
 
 
-@fast_unary
+@fast_path
 def positive(x: Any) -> Any:
     """+x: x itself as an ember array, dtype and weak type kept (Python and numpy scalars and numpy arrays too)."""
     return _as_array(_as_operand(x, "positive", 0))
 
 
-@fast_unary
+@fast_path
 def tan(x: Any) -> Any:
     return lax.tan(_to_inexact(x))
 
 
-@fast_unary
+@fast_path
 def log2(x: Any) -> Any:
     x = _to_inexact(x)
     return lax.div(lax.log(x), math.log(2.0))
 
 
-@fast_unary
+@fast_path
 def log10(x: Any) -> Any:
     x = _to_inexact(x)
     return lax.div(lax.log(x), math.log(10.0))
 
 
-@fast_unary
+@fast_path
 def exp2(x: Any) -> Any:
     """2 ** x, as pow(2, x): exact for integral x and within an ulp elsewhere (exp(x * log(2)) is off by many
     ulps for large |x|, since the rounding error of x * log(2) is multiplied by x)."""
@@ -147,7 +147,7 @@ def exp2(x: Any) -> Any:
     return lax.pow(2.0, x)
 
 
-@fast_unary
+@fast_path
 def rint(x: Any) -> Any:
     """Round to the nearest integer, halves to even; integers and booleans become floats (numpy, JAX)."""
     x = _as_operand(x, "rint", 0)
@@ -174,7 +174,7 @@ def round(x: Any, decimals: int = 0) -> Any:  # noqa: A001
 around = round
 
 
-@fast_unary
+@fast_path
 def square(x: Any) -> Any:
     """x * x; booleans square as the default integer (as JAX: square(True) is int32 1; numpy gives int8)."""
     x = _as_array(_as_operand(x, "square", 0))
@@ -183,12 +183,12 @@ def square(x: Any) -> Any:
     return lax.integer_pow(x, 2)
 
 
-@fast_unary
+@fast_path
 def reciprocal(x: Any) -> Any:
     return divide(1.0, _to_inexact(x)) if not dt.is_float(aval_of(_as_operand(x)).dtype) else divide(1, x)
 
 
-@fast_unary
+@fast_path
 def invert(x: Any) -> Any:
     return lax.bitwise_not(_as_operand(x))
 
@@ -201,7 +201,7 @@ def _to_bool(typed: list[Any]) -> Any:
     return ShapedArray((), bool_, False)
 
 
-@fast_unary
+@fast_path
 def logical_not(x: Any) -> Any:
     return lax.bitwise_not(_as_bool(x))
 
@@ -444,7 +444,7 @@ def _where_literals(typed: list[Any]) -> Any:
     return [ShapedArray((), bool_, False)] + [_literal_aval(typed[1:])] * 2 if len(typed) == 3 else None
 
 
-@functools.partial(fast_nary, scalar_avals=_where_literals)
+@functools.partial(fast_path, literal_avals=_where_literals)
 def _where(condition: Any, x: Any, y: Any, /) -> Any:
     """Elementwise x where condition else y (numpy's three-operand where; ember.numpy.where, in selection.py, adds
     the one-operand form, which is nonzero)."""

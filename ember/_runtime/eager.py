@@ -6,8 +6,8 @@ Three levels:
 * Primitives (apply_primitive, the eager slot of Primitive.bind): each (primitive, params, operand avals) compiles
   into a one-equation executable, in a least-recently-used cache.
 * Whole operations of ember.numpy (`x + y`, `x * 2.0`, `enp.exp(x)`, `x.sum()`, `enp.where(c, x, 0.0)`), through
-  the one fast path that fast_path wraps them in (fast_unary, fast_binary, fast_nary and fast_static name its
-  uses by their operands). A call on concrete Arrays
+  the one fast path that fast_path wraps them in (fast_binary adapts a scalar rule to it, fast_static takes
+  static arguments). A call on concrete Arrays
   (and Python scalars), made outside any staging, looks up one entry keyed by the operation, its operands' avals
   (the type, for a Python scalar), its static arguments and enable_x64, and runs what the entry holds at once.
   These fully determine what the ordinary path would do (promotion with weak types, broadcasting, the primitives'
@@ -416,11 +416,6 @@ def fast_path(slow: Callable[..., Any], literal_avals: LiteralAvals | None = Non
     return op
 
 
-def fast_unary(slow: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """slow(x), with the fast path for a concrete Array x."""
-    return fast_path(slow)
-
-
 def fast_binary(slow: Callable[[Any, Any], Any],
                 scalar_aval: Callable[[list[tuple[np.dtype, bool]]], ShapedArray | None]) -> Callable[[Any, Any], Any]:
     """slow(x, y), with the fast path where one operand is a concrete Array and the other an Array or a Python
@@ -429,11 +424,6 @@ def fast_binary(slow: Callable[[Any, Any], Any],
         literal = scalar_aval(typed)
         return None if literal is None else [literal, literal]
     return fast_path(slow, literal_avals)
-
-
-def fast_nary(slow: Callable[..., Any], scalar_avals: LiteralAvals) -> Callable[..., Any]:
-    """slow(*operands) (where), with the fast path where the operands are concrete Arrays and Python scalars."""
-    return fast_path(slow, scalar_avals)
 
 
 _STATIC_ATOMS = frozenset({type(None), bool, int, str, type})
