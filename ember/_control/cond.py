@@ -27,6 +27,7 @@ from ember._prims.elementwise import eq
 from ember._prims.shape import BatchDim, batch_size, moveaxis, zeros
 from ember._transforms.ad import vjp_ir
 from ember._transforms.batching import batch_ir
+from ember._transforms.cache import TransformCache
 from ember._transforms.jvp import jvp_ir
 from ember._transforms.passes import dce_outputs, split_known
 
@@ -92,6 +93,27 @@ def _residual_sources(known: IR, num_outs: int, slot_avals: list[ShapedArray]) -
     return sources
 
 
+_BranchSplits = tuple[tuple[bool, ...], tuple[tuple[IR, IR], ...], tuple[tuple[ResidualSource, ...], ...],
+                      tuple[ShapedArray, ...]]
+
+
+def _branch_splits(branches: tuple[IR, ...]) -> _BranchSplits:
+    """The branches' VJP splits for _cond_vjp_split, computed once per branches (see TransformCache, keyed on the
+    first branch; the others, its siblings in one equation, are the request): which operands get cotangents, each
+    branch's (primal part, linear part), where each finds its residuals, and the shared slots' types."""
+    def split() -> _BranchSplits:
+        n_in, n_out = len(branches[0].in_vars), len(branches[0].outs)
+        wrt = [dt.is_float(a.dtype) for a in branches[0].in_avals]
+        parts = tuple(split_known(vjp_ir(b, wrt), [False] * n_in + [True] * n_out, n_out)[:2] for b in branches)
+        slot_avals: list[ShapedArray] = []
+        sources = tuple(tuple(_residual_sources(known, n_out, slot_avals)) for known, _ in parts)
+        return tuple(wrt), parts, sources, tuple(slot_avals)
+    return BRANCH_SPLITS.get(branches[0], branches[1:], split)
+
+
+BRANCH_SPLITS = TransformCache("cond vjp split")  # (first branch, other branches) -> _branch_splits
+
+
 @cond_p.def_rule("vjp_split")
 def _cond_vjp_split(ins: list[Any], *, branches: tuple[IR, ...]) -> tuple[list[Any], Callable[..., list[Any]]]:
     """Reverse mode of cond without recomputing the taken branch: each branch's VJP is split (partial evaluation)
@@ -100,11 +122,8 @@ def _cond_vjp_split(ins: list[Any], *, branches: tuple[IR, ...]) -> tuple[list[A
     share residual slots by type and fill the slots only the other branches use with zeros; residuals that are
     operands or outputs of the cond are read from there."""
     index, operands = ins[0], ins[1:]
-    n_in, n_out = len(operands), len(branches[0].outs)
-    wrt = [dt.is_float(a.dtype) for a in branches[0].in_avals]
-    parts = [split_known(vjp_ir(b, wrt), [False] * n_in + [True] * n_out, n_out)[:2] for b in branches]
-    slot_avals: list[ShapedArray] = []
-    sources = [_residual_sources(known, n_out, slot_avals) for known, _ in parts]
+    n_out = len(branches[0].outs)
+    wrt, parts, sources, slot_avals = _branch_splits(branches)
 
     def forward_branch(known: IR, where: list[ResidualSource]) -> Callable[..., list[Any]]:
         def run(*ops: Any) -> list[Any]:
