@@ -155,8 +155,17 @@ UPDATES = [
 ]
 
 
-@pytest.mark.parametrize("method", ["set", "add", "multiply", "min", "max", "subtract", "divide", "power"])
-@pytest.mark.parametrize("name,index", UPDATES, ids=[n for n, _ in UPDATES])
+def _update_cases(methods):
+    """Every index form with the first two methods, and every method on the repeated-index form and the mixed one,
+    by default; the rest of the product with -m slow."""
+    for name, index in UPDATES:
+        for i, method in enumerate(methods):
+            quick = i < 2 or name in ("array_repeated", "mixed")
+            yield pytest.param(name, index, method, id=f"{method}-{name}", marks=() if quick else pytest.mark.slow)
+
+
+@pytest.mark.parametrize("name,index,method",
+                         _update_cases(["set", "add", "multiply", "min", "max", "subtract", "divide", "power"]))
 def test_at_updates_match_jax(name, index, method):
     x = X / 7 + 1
     v = np.random.default_rng(1).uniform(0.5, 2.0, size=np.asarray(X[index]).shape).astype(np.float32)
@@ -168,8 +177,7 @@ def test_at_updates_match_jax(name, index, method):
     np.testing.assert_allclose(np.asarray(f(x, v, *_arrays_of(index))), np.asarray(want), rtol=1e-6)
 
 
-@pytest.mark.parametrize("method", ["set", "add", "min", "max"])
-@pytest.mark.parametrize("name,index", UPDATES, ids=[n for n, _ in UPDATES])
+@pytest.mark.parametrize("name,index,method", _update_cases(["set", "add", "min", "max"]))
 def test_at_update_gradients_match_jax(name, index, method):
     x = (X / 7 + 1).astype(np.float64)
     v = np.random.default_rng(2).uniform(0.5, 9.0, size=np.asarray(X[index]).shape)
