@@ -11,10 +11,11 @@ Columns, per n (seconds; "x2" is the growth from the previous row: 2.0 is linear
   ember-grad    ember.grad(f)(x) outside jit, end to end (stage, transform, compile, run; wall, once)
   jax-eager     jax.grad(f)(x) outside jit: JAX runs the ops one by one (wall, once)
 
-With --vjp-forward (columns ember-fwd, jax-fwd), also the XLA compile of the forward program of a vjp
-(outputs and one residual per step), ember's and JAX's (jax.jit(vjp)): XLA's CPU fusion recomputes the cheap
-elementwise chain inside every residual's fusion (sin, cos, add and mul are "cheap" to duplicate), so that compile
-is quadratic in n for both programs (keep n small: 400 takes a minute)."""
+With --vjp-forward (columns ember-fwd, jax-fwd), also the XLA compile of the forward program of a vjp:
+jax.jit(vjp) outputs one residual per step, and XLA's CPU fusion recomputes the cheap elementwise chain inside
+every residual's fusion (sin, cos, add and mul are "cheap" to duplicate), so its compile is quadratic in n (keep n
+small: 400 takes a minute); ember's vjp saves no elementwise value (the pullback recomputes them), so its forward
+program is one fusion."""
 from __future__ import annotations
 
 import argparse

@@ -89,6 +89,13 @@ def x64(request):
         yield request.param
 
 
+def x64_for(names, chosen):
+    """Parameters (name, x64) for a test with the x64 fixture: x32 for every name and x64 for the chosen ones by
+    default, x64 for the others in the slow tier (x64 changes what Python scalars promote to, not the dispatch)."""
+    return [pytest.param(n, False, id=f"x32-{n}") for n in names] + [
+        pytest.param(n, True, id=f"x64-{n}", marks=() if n in chosen else pytest.mark.slow) for n in names]
+
+
 def test_array_pairs_of_every_dtype(x64):
     arrays = _arrays()
     for x, y in itertools.product(arrays, arrays):
@@ -98,18 +105,23 @@ def test_array_pairs_of_every_dtype(x64):
         _same_as_ordinary(lambda: x < y)
 
 
-@pytest.mark.parametrize("op", [enp.add, enp.subtract, enp.multiply, enp.true_divide, enp.floor_divide,
-                                enp.remainder, enp.power, enp.maximum, enp.less, enp.equal, enp.bitwise_and,
-                                enp.arctan2, enp.logical_and, enp.logaddexp],
-                         ids=lambda op: op.__name__)
-def test_arrays_with_scalars(op, x64):
+SCALAR_OPS = {op.__name__: op for op in [enp.add, enp.subtract, enp.multiply, enp.true_divide, enp.floor_divide,
+                                         enp.remainder, enp.power, enp.maximum, enp.less, enp.equal,
+                                         enp.bitwise_and, enp.arctan2, enp.logical_and, enp.logaddexp]}
+
+
+@pytest.mark.parametrize("name,x64", x64_for(SCALAR_OPS, {"add", "true_divide", "power", "less", "bitwise_and"}),
+                         indirect=["x64"])
+def test_arrays_with_scalars(name, x64):
+    op = SCALAR_OPS[name]
     for x in _arrays():
         for s in SCALARS + NUMPY:
             _same_as_ordinary(lambda: op(x, s))
             _same_as_ordinary(lambda: op(s, x))
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int32", "uint8", "bool"])
+@pytest.mark.parametrize("dtype,x64", x64_for(["float32", "bfloat16", "float16", "int32", "uint8", "bool"],
+                                              {"float32", "int32"}), indirect=["x64"])
 def test_broadcasting(dtype, x64):
     """Broadcasts feeding an elementwise primitive run as one program: bit-identical to running them apart."""
     rng = np.random.default_rng(0)

@@ -20,6 +20,18 @@ INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, n
 MODES = {"eager": lambda f: f, "jit": ember.jit}
 
 
+def int_modes(modes):
+    """(dtype, mode) parameters over INTS: every dtype eagerly; each compiled mode on half the dtypes by default
+    (alternating, so every dtype is compiled once), on all of them in the slow tier."""
+    params = []
+    for i, dtype in enumerate(INTS):
+        for j, mode in enumerate(modes):
+            default = j == 0 or (i + j) % (len(modes) - 1 or 1) == 0
+            params.append(pytest.param(dtype, mode, id=f"{np.dtype(dtype).name}-{mode}",
+                                       marks=() if default else pytest.mark.slow))
+    return params
+
+
 def jax32():
     """JAX with 32-bit defaults: ember's defaults for Python scalars (the tests enable x64 globally)."""
     return jax.enable_x64(False)
@@ -136,8 +148,7 @@ def _int_pairs(dtype):
     return np.array(xs, dtype), np.array(ys, dtype)
 
 
-@pytest.mark.parametrize("mode", [*MODES, "vmap"])
-@pytest.mark.parametrize("dtype", INTS, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype,mode", int_modes([*MODES, "vmap"]))
 def test_integer_division_matches_numpy(dtype, mode):
     x, y = _int_pairs(dtype)
     transform = ember.vmap if mode == "vmap" else MODES[mode]
@@ -161,8 +172,7 @@ def test_integer_division_by_python_scalars(mode):
 
 # ---------------------------------------------------------------------------------------------------------------
 # integer powers: exact, wrapping as numpy
-@pytest.mark.parametrize("mode", [*MODES, "vmap"])
-@pytest.mark.parametrize("dtype", INTS, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype,mode", int_modes([*MODES, "vmap"]))
 def test_integer_power_matches_numpy(dtype, mode):
     info = np.iinfo(dtype)
     bases = [0, 1, 2, 3, 5, 7, 10, int(info.max)] + ([-1, -2, -3, int(info.min)] if info.min < 0 else [])
@@ -325,8 +335,9 @@ def _nan_propagating(extreme):
     return fn
 
 
-@pytest.mark.parametrize("mode", [*MODES, "vmap"])
-@pytest.mark.parametrize("propagating", [False, True])
+@pytest.mark.parametrize("propagating,mode", [(False, "eager"), (False, "jit"), (False, "vmap"), (True, "eager"),
+                                              pytest.param(True, "jit", marks=pytest.mark.slow),
+                                              pytest.param(True, "vmap", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", ["argmax", "argmin"])
 def test_arg_extremes_pick_the_first_nan(name, propagating, mode):
     fn = getattr(enp, name)

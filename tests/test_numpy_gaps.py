@@ -60,7 +60,8 @@ def test_nan_reductions_with_initial_and_where(name, axis, keepdims, initial, ma
         warnings.simplefilter("ignore", RuntimeWarning)  # numpy warns on slices of NaNs alone
         want = getattr(np, name)(X, **kwargs)
     _close(getattr(enp, name)(X, **kwargs), want)
-    _close(getattr(jnp, name)(X, **kwargs), want)  # JAX agrees (the oracle's oracle)
+    if axis is None and mask != "none":  # JAX agrees (the oracle's oracle; once per kind of case is enough)
+        _close(getattr(jnp, name)(X, **kwargs), want)
     _close(ember.jit(lambda x: getattr(enp, name)(x, **kwargs))(X), want)
 
 

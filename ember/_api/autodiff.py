@@ -4,15 +4,15 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
-from ember._api.caches import cache_for, call_with_fallback, plan_for
-from ember._api.running import as_arrays, run_ir
+from ember._api.caches import cache_for, call_with_fallback, plan_for, run_transformed
+from ember._api.running import as_arrays
 from ember._api.staging import as_tuple, fun_name, leaf_avals, stage_with_aux, with_outputs
 from ember._api.templates import transform_once
 from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core.pytree import Partial, PyTreeDef, leaf_def, tree_flatten, tree_map, tree_structure
 from ember._transforms import ad as _ad
-from ember._transforms.passes import split_known
+from ember._transforms.passes import recompute_cheap, split_known
 
 
 def _grad_of_ir(ir: IR, argnums: int | Sequence[int], name: str) -> IR:
@@ -108,7 +108,7 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
             hash(statics)
         except TypeError:  # an unhashable static argument: no caching for this call
             gir = build(in_tree, avals, nums, arg_trees, statics)
-            result = gir.out_tree.unflatten(as_arrays(run_ir(gir, leaves, name)))
+            result = gir.out_tree.unflatten(as_arrays(run_transformed(gir, leaves, name)))
         else:
             result = call_with_fallback(cache, key, leaves, build, in_tree, avals, nums, arg_trees, statics)
         if allow_int and not all(dt.is_float(a.dtype) for a in avals):
@@ -204,7 +204,8 @@ def _vjp_plan(fun: Callable[..., Any], in_tree: PyTreeDef, avals: tuple[ShapedAr
 
     # (staged concretely, the IR is specialised to the values: not shared)
     joint = transform(ir, 0) if values is not None else transform_once(("vjp", num_outs), ir, transform)
-    forward, backward, num_residuals = split_known(joint, [False] * len(avals) + [True] * num_outs, len(ir.outs))
+    forward, backward, num_residuals = split_known(joint, [False] * len(avals) + [True] * num_outs, len(ir.outs),
+                                                   recompute_cheap)
     ct_avals = [a.strip_weak_type() for a in ir.out_avals[:num_outs]]
     return _VjpPlan(forward, backward, num_outs, num_residuals, store.tree, store.aux_tree, ct_avals)
 

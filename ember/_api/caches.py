@@ -11,6 +11,7 @@ from ember._api.templates import SharedIR, compile_staged
 from ember._control.custom import rule_runs
 from ember._core import IR, ConcretizationTypeError, ShapedArray, aval_of, concrete_values, eval_ir, is_tracing
 from ember._core.cache import LRUCache
+from ember._core.config import config
 from ember._core.dtypes import x64_enabled
 from ember._core.trace import has_tracer_consts
 from ember._core.pytree import PyTreeDef, tree_flatten
@@ -62,6 +63,19 @@ def keeps_result(ir: IR, rule_runs_before: int, traced_once: bool = False) -> bo
     return not has_tracer_consts(ir) and (traced_once or rule_runs() == rule_runs_before)
 
 
+def compiles(ir: IR) -> bool:
+    """Whether a transformation outside jit compiles ir, or runs it op by op (see max_compiled_equations)."""
+    return len(ir.eqns) <= config.read_canonical("max_compiled_equations")
+
+
+def run_transformed(ir: IR, args: Sequence[Any], name: str = "main") -> list[Any]:
+    """run_ir for the IRs of transformations: inlined while staging, else compiled (cached on the IR), or run op by
+    op when the program is too large for compiling to pay (see compiles)."""
+    if is_tracing() or compiles(ir):
+        return run_ir(ir, args, name)
+    return eval_ir_named(ir, args, name)
+
+
 class SignatureCache:
     """Per-signature IRs (for inlining) and executables (for eager calls) of one transformed function, and its
     signatures that need concrete values (see fallback_per_signature).
@@ -107,6 +121,8 @@ class SignatureCache:
         ir, kept = self._ir_for(key, build, *build_args)
         if is_tracing():
             return ir.out_tree.unflatten(eval_ir(ir, leaves))
+        if not self.traced_once and not compiles(ir):  # (jit's cache always compiles)
+            return ir.out_tree.unflatten(as_arrays(eval_ir(ir, leaves)))
         executable = compile_staged(ir, self.name)
         if kept:
             self.executables.store(key, executable)
@@ -205,8 +221,8 @@ class PlanCache(LRUCache):
 def plan_for(fun: Any, kind: str, key: Hashable, leaves: Sequence[Any], make: Callable[[Any], Any]
              ) -> tuple[Any, Callable[..., list[Any]]]:
     """(plan, run): fun's plan of this kind for a signature, made by make(values), and how to run its IRs.
-    Staged abstractly (values None), a plan is cached and its IRs compiled (run_ir); for a signature that needs
-    concrete values outside jit (fallback_per_signature), make gets the values and its IRs are evaluated op by
+    Staged abstractly (values None), a plan is cached and its IRs compiled (run_transformed); for a signature that
+    needs concrete values outside jit (fallback_per_signature), make gets the values and its IRs are evaluated op by
     op, as in call_with_fallback."""
     plans = per_function(fun, kind, PlanCache)
     key = signature_key(key)
@@ -214,6 +230,6 @@ def plan_for(fun: Any, kind: str, key: Hashable, leaves: Sequence[Any], make: Ca
     if values is not None:
         return make(values), eval_ir_named
     if is_tracing():
-        return plans.plan(key, make), run_ir
-    return fallback_per_signature(plans.needs_values, key, lambda: (plans.plan(key, make), run_ir),
+        return plans.plan(key, make), run_transformed
+    return fallback_per_signature(plans.needs_values, key, lambda: (plans.plan(key, make), run_transformed),
                                   lambda: (make(list(leaves)), eval_ir_named))

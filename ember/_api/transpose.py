@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ember._api.running import as_arrays, run_ir
+from ember._api.caches import run_transformed
+from ember._api.running import as_arrays
 from ember._api.staging import fun_name, stage_with_aux
 from ember._core import IR, ShapedArray, aval_of, stage_flat
 from ember._core import dtypes as dt
@@ -56,7 +57,7 @@ class _Transpose:
         if any(g.shape != a.shape or g.dtype != a.dtype for g, a in zip(got, self.out_avals)):
             raise TypeError(f"{self.name}: cotangent type does not match the function's output: expected "
                             f"{[a.str_short() for a in self.out_avals]}, got {[g.str_short() for g in got]}")
-        return self.in_tree.unflatten(as_arrays(run_ir(self.ir, leaves, self.name)))[0]
+        return self.in_tree.unflatten(as_arrays(run_transformed(self.ir, leaves, self.name)))[0]
 
 
 def linear_transpose(fun: Callable[..., Any], *primals: Any, reduce_axes: Sequence[Any] = ()) -> Callable[..., Any]:

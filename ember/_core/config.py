@@ -69,6 +69,11 @@ _option("num_cpu_devices", 1, _parse_size,
         "CPU backend starts, at the first computation: set it before.", env=("JAX_NUM_CPU_DEVICES",))
 _option("eager_cache_size", 1024, _parse_size,
         "How many one-primitive executables (operations run outside jit) are kept, least recently used dropped.")
+_option("max_compiled_equations", 20000, _parse_size,
+        "Outside jit, a transformation (grad, value_and_grad, vjp, jvp, vmap, the Jacobians) compiles its program "
+        "when it has at most this many equations and runs it one primitive at a time (as JAX's transformations "
+        "outside jit do) when it has more: XLA's compile time grows faster than the program (a grad over 32000 "
+        "parameters compiled for 3.5 minutes), running op by op stays linear. jit always compiles.")
 _option("jit_cache_size", 256, _parse_size,
         "How many compiled signatures (shapes, dtypes, static arguments) each jitted or transformed function keeps.")
 _option("program_cache_size", 128, _parse_size,

@@ -42,15 +42,21 @@ class Primitive:
           program with it and computes alike (the binary and comparison families, select).
       eager_body: the param holding the sub-IR that its eager execution runs as Python does (custom_jvp_call,
           custom_vjp_call, remat call their function directly outside staging): eager dispatch runs that IR's
-          primitives one at a time instead."""
+          primitives one at a time instead.
+
+    One more tells reverse mode outside jit what it may recompute rather than save:
+      elementwise: one output, each element a pure function of the same elements of the inputs (the unary, binary
+          and comparison families, select, convert_element_type): `ember.vjp` recomputes such values in the
+          pullback instead of keeping them as residuals (see recompute_cheap in ember._transforms.passes)."""
 
     def __init__(self, name: str, multiple_results: bool = False, register: bool = True, *, moves_data: bool = False,
-                 fuses_data_movement: bool = False, eager_body: str | None = None):
+                 fuses_data_movement: bool = False, eager_body: str | None = None, elementwise: bool = False):
         self.name = name
         self.multiple_results = multiple_results
         self.moves_data = moves_data
         self.fuses_data_movement = fuses_data_movement
         self.eager_body = eager_body
+        self.elementwise = elementwise
         self.rules: dict[str, Callable[..., Any]] = {}
         self.marks: dict[str, str] = {}  # rule kind -> why this primitive has no such rule
         self.mark_errors: dict[str, type[Exception]] = {}  # rule kind -> the error its use raises, if not the default

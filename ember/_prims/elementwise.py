@@ -316,7 +316,7 @@ ge_p = comparison("ge", "GE")
 
 # ---------------------------------------------------------------------------------------------------------------
 # select(pred, on_true, on_false): linear in (on_true, on_false) for a fixed pred.
-select_p = Primitive("select", fuses_data_movement=True)
+select_p = Primitive("select", fuses_data_movement=True, elementwise=True)
 
 
 @select_p.def_rule("abstract_eval")

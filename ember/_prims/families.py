@@ -101,7 +101,7 @@ def unary(name: str, hlo_name: str | None, kinds: str, derivative: Any, *, lower
           out_dtype: np.dtype | None = None, check: Callable[..., None] | None = None) -> Primitive:
     """A one-operand elementwise primitive (see the module docstring). lowering overrides the one-op lowering;
     check(x, **params) adds argument checks to the abstract evaluation."""
-    prim = Primitive(name)
+    prim = Primitive(name, elementwise=True)
 
     @prim.def_rule("abstract_eval")
     def abstract_eval(x: ShapedArray, **params: Any) -> ShapedArray:
@@ -134,7 +134,7 @@ def unary(name: str, hlo_name: str | None, kinds: str, derivative: Any, *, lower
 def binary(name: str, hlo_name: str, kinds: str, derivative: Any) -> Primitive:
     """A two-operand elementwise primitive (see the module docstring)."""
     # one StableHLO op (not a chlo op, which expands into many): eager dispatch may fuse a broadcast into it
-    prim = Primitive(name, fuses_data_movement="." not in hlo_name)
+    prim = Primitive(name, fuses_data_movement="." not in hlo_name, elementwise=True)
 
     @prim.def_rule("abstract_eval")
     def abstract_eval(x: ShapedArray, y: ShapedArray) -> ShapedArray:
@@ -174,7 +174,7 @@ def _same_shapes(parts: list[Any]) -> list[Any]:
 
 def comparison(name: str, direction: str) -> Primitive:
     """A comparison: boolean outputs, not differentiable."""
-    prim = Primitive(name, fuses_data_movement=True)
+    prim = Primitive(name, fuses_data_movement=True, elementwise=True)
 
     @prim.def_rule("abstract_eval")
     def abstract_eval(x: ShapedArray, y: ShapedArray) -> ShapedArray:

@@ -252,7 +252,7 @@ def transpose(x: Any, permutation: Sequence[int]) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # convert_element_type(x, new_dtype, weak_type)
-convert_element_type_p = Primitive("convert_element_type")
+convert_element_type_p = Primitive("convert_element_type", elementwise=True)
 
 
 @convert_element_type_p.def_rule("abstract_eval")

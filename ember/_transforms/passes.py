@@ -1,7 +1,7 @@
 """IR -> IR clean-up and splitting passes: dead-code elimination and known/unknown partitioning."""
 from __future__ import annotations
 
-from typing import Any, Hashable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 from ember._core import IR, Atom, Eqn, Literal, Var
 
@@ -38,12 +38,15 @@ def dce_outputs(ir: IR, used_outputs: Sequence[bool]) -> tuple[IR, list[bool]]:
     return pruned, [v in read for v in pruned.in_vars]
 
 
-def split_known(ir: IR, unknown_inputs: Sequence[bool], num_known_outs: int) -> tuple[IR, IR, int]:
+def split_known(ir: IR, unknown_inputs: Sequence[bool], num_known_outs: int,
+                recompute: Callable[[Eqn], bool] | None = None) -> tuple[IR, IR, int]:
     """Partition ir into a known part, computable from the inputs not marked unknown, and an unknown part.
 
     The first num_known_outs outputs must be known. Returns (known, unknown, num_residuals):
     known:   (consts; known inputs) -> (first num_known_outs outputs..., residuals...)
-    unknown: (residuals..., unknown inputs...) -> (the remaining outputs...)"""
+    unknown: (residuals..., unknown inputs...) -> (the remaining outputs...)
+    With recompute, a residual whose known equation satisfies it is not saved: the unknown part recomputes it from
+    what it reads, which become residuals in turn (unless recomputed too; see rematerialize)."""
     unknown: set[Var] = {v for v, u in zip(ir.in_vars, unknown_inputs) if u}
     known_eqns: list[Eqn] = []
     unknown_eqns: list[Eqn] = []
@@ -62,11 +65,51 @@ def split_known(ir: IR, unknown_inputs: Sequence[bool], num_known_outs: int) -> 
         if isinstance(atom, Var) and atom not in unknown:
             residuals[atom] = None
     res = list(residuals)
+    if recompute is not None:
+        recomputed, res = rematerialize(known_eqns, res, ir.outs[:num_known_outs], recompute)
+        unknown_eqns = recomputed + unknown_eqns
     known_ins = [v for v, u in zip(ir.in_vars, unknown_inputs) if not u]
     unknown_ins = [v for v, u in zip(ir.in_vars, unknown_inputs) if u]
     known = IR(ir.const_vars, ir.consts, known_ins, known_eqns, list(ir.outs[:num_known_outs]) + res)
     rest = IR([], [], res + unknown_ins, unknown_eqns, ir.outs[num_known_outs:])
     return dce(known), dce(rest), len(res)
+
+
+def rematerialize(known_eqns: Sequence[Eqn], residuals: Sequence[Var], known_outs: Sequence[Atom],
+                  recompute: Callable[[Eqn], bool]) -> tuple[list[Eqn], list[Var]]:
+    """Which known equations the unknown part of split_known recomputes, and the residuals it then reads.
+
+    A residual made by an equation that satisfies recompute is recomputed (with, transitively, the equations of its
+    inputs that satisfy it too), except a known output: that one is computed and kept anyway. Returns the equations
+    to recompute, in program order, and the residuals: the vars those equations read that are not recomputed, and
+    the residuals that were never candidates, in first-use order. Each equation is visited once: linear."""
+    producer = {v: eqn for eqn in known_eqns for v in eqn.outputs}
+    outs = {a for a in known_outs if isinstance(a, Var)}
+    chosen: set[Eqn] = set()
+    saved: dict[Var, None] = {}
+    seen: set[Var] = set()
+    stack = list(reversed(residuals))
+    while stack:
+        var = stack.pop()
+        if var in seen:
+            continue
+        seen.add(var)
+        eqn = producer.get(var)
+        if eqn is None or var in outs or not recompute(eqn):
+            saved[var] = None
+            continue
+        chosen.add(eqn)
+        stack.extend(a for a in reversed(eqn.inputs) if isinstance(a, Var) and a not in seen)
+    return [eqn for eqn in known_eqns if eqn in chosen], list(saved)
+
+
+def recompute_cheap(eqn: Eqn) -> bool:
+    """The recompute policy of `ember.vjp` outside jit: values of elementwise primitives (Primitive.elementwise) are
+    recomputed in the pullback rather than saved. The forward program then outputs fewer residuals (less memory
+    between the two calls), and XLA is not asked to compile a program whose outputs are every step of a long
+    elementwise chain: its CPU fusion duplicates the chain into each output's fusion, quadratic in the length. The
+    pullback recomputes each such value once, fused with the cotangent computation that reads it."""
+    return eqn.prim.elementwise
 
 
 def _literal_key(atom: Literal) -> tuple[Any, ...]:
