@@ -54,7 +54,7 @@
 
 /* The interface version ember/_runtime/fastpath.py expects (_ABI there): bump both when the interface changes,
  * so that a stale build is not used. After editing this file, rebuild: python3 setup.py build_ext --inplace. */
-#define FASTPATH_ABI 7
+#define FASTPATH_ABI 8
 
 /* ---------------------------------------------------------------------------------------------------------
  * PJRT (pjrt_c_api.h, API 0.81)
@@ -236,7 +236,7 @@ static Py_ssize_t b_client, b_device, b_handle, b_shape, b_dtype, b_pins, b_doom
 static PyTypeObject *array_type;  /* ember._runtime.array.Array */
 static PyTypeObject *ndarray_type; /* numpy.ndarray (Callers upload exact numpy arguments), or NULL */
 #define MAX_DIMS 64
-static Py_ssize_t a_buffer, a_aval, a_host;
+static Py_ssize_t a_buffer, a_aval, a_host, a_origin;
 static int checks_active;         /* debug_nans / debug_infs: every Caller defers to Python */
 
 static PyObject *str_handle, *str_destroy, *str_fast, *str_shape, *str_dtype;
@@ -317,13 +317,14 @@ static PyObject *register_array_type(PyObject *module, PyObject *cls)
     PyTypeObject *type = (PyTypeObject *)cls;
     if (type->tp_flags & Py_TPFLAGS_IS_ABSTRACT)
         return PyErr_Format(PyExc_TypeError, "register_array_type: %s is abstract", type->tp_name);
-    Py_ssize_t buffer, aval, host;
-    if (check_slots(type, "_buffer aval _host __weakref__") < 0 || slot_offset(type, "_buffer", &buffer) < 0 ||
-        slot_offset(type, "aval", &aval) < 0 || slot_offset(type, "_host", &host) < 0)
+    Py_ssize_t buffer, aval, host, origin;
+    if (check_slots(type, "_buffer aval _host _origin __weakref__") < 0 ||
+        slot_offset(type, "_buffer", &buffer) < 0 || slot_offset(type, "aval", &aval) < 0 ||
+        slot_offset(type, "_host", &host) < 0 || slot_offset(type, "_origin", &origin) < 0)
         return NULL;
     if (array_type != NULL && array_type != type)
         return PyErr_Format(PyExc_RuntimeError, "register_array_type: another Array class is registered");
-    a_buffer = buffer, a_aval = aval, a_host = host;
+    a_buffer = buffer, a_aval = aval, a_host = host, a_origin = origin;
     Py_XSETREF(array_type, (PyTypeObject *)Py_NewRef(cls));
     Py_RETURN_NONE;
 }
@@ -1087,8 +1088,9 @@ static PyObject *new_buffer(PyObject *client, PyObject *device, void *handle, Py
     return buffer;
 }
 
-/* A new Array of a Buffer (reference stolen, also on failure) and an aval, as Array._from_buffer makes it. */
-static PyObject *new_array(PyObject *buffer, PyObject *aval)
+/* A new Array of a Buffer (reference stolen, also on failure), an aval and the name of the program that computes
+ * it (origin), as Array._from_buffer makes it. */
+static PyObject *new_array(PyObject *buffer, PyObject *aval, PyObject *origin)
 {
     PyObject *array = array_type->tp_alloc(array_type, 0);
     if (array == NULL) {
@@ -1098,13 +1100,15 @@ static PyObject *new_array(PyObject *buffer, PyObject *aval)
     SLOT(array, a_buffer) = buffer;
     SLOT(array, a_aval) = Py_NewRef(aval);
     SLOT(array, a_host) = Py_NewRef(Py_None);
+    SLOT(array, a_origin) = Py_NewRef(origin);
     return array;
 }
 
-/* The outputs as a list of Buffers (avals NULL) or Arrays; the PJRT buffers not yet owned by a Buffer when a
- * failure happens are destroyed. shapes, dtypes, avals: tuples of num_outputs items. */
+/* The outputs as a list of Buffers (avals NULL) or Arrays (computed by the program named origin); the PJRT
+ * buffers not yet owned by a Buffer when a failure happens are destroyed. shapes, dtypes, avals: tuples of
+ * num_outputs items. */
 static PyObject *wrap_outputs(RunnerObject *self, PyObject *device, void **outputs, PyObject *shapes,
-                              PyObject *dtypes, PyObject *avals)
+                              PyObject *dtypes, PyObject *avals, PyObject *origin)
 {
     Py_ssize_t n = self->num_outputs, i = 0, owned = 0; /* outputs[0..owned) belong to Buffers */
     PyObject *list = PyList_New(n);
@@ -1114,7 +1118,7 @@ static PyObject *wrap_outputs(RunnerObject *self, PyObject *device, void **outpu
         if (item == NULL)
             break;
         owned = i + 1;
-        if (avals != NULL && (item = new_array(item, PyTuple_GET_ITEM(avals, i))) == NULL)
+        if (avals != NULL && (item = new_array(item, PyTuple_GET_ITEM(avals, i), origin)) == NULL)
             break;
         PyList_SET_ITEM(list, i, item);
     }
@@ -1174,7 +1178,7 @@ static PyObject *runner_run(RunnerObject *self, PyObject *const *args, Py_ssize_
         goto done;
     int status = run_buffers(self, &PyTuple_GET_ITEM(buffers, 0), n, execute_device, &s);
     if (status == RUN_OK)
-        result = wrap_outputs(self, device, s.outputs, shapes, dtypes, NULL);
+        result = wrap_outputs(self, device, s.outputs, shapes, dtypes, NULL, NULL);
     else if (status == RUN_NOT_PINNED)
         result = Py_NewRef(Py_None);
     scratch_free(&s);
@@ -1234,6 +1238,7 @@ typedef struct {
     PyObject *in_shapes;  /* tuple */
     PyObject *in_dtypes;  /* tuple */
     void *device_handle;
+    PyObject *name;       /* the program's name: the origin of the Arrays it returns (out-of-memory messages) */
 } CallerObject;
 
 static int caller_traverse(CallerObject *self, visitproc visit, void *arg)
@@ -1249,6 +1254,7 @@ static int caller_traverse(CallerObject *self, visitproc visit, void *arg)
     Py_VISIT(self->host_types);
     Py_VISIT(self->in_shapes);
     Py_VISIT(self->in_dtypes);
+    Py_VISIT(self->name);
     if (self->seen != NULL && self->in_avals != NULL) {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self->in_avals); i++)
             Py_VISIT(self->seen[i]);
@@ -1273,6 +1279,7 @@ static int caller_clear(CallerObject *self)
     Py_CLEAR(self->host_types);
     Py_CLEAR(self->in_shapes);
     Py_CLEAR(self->in_dtypes);
+    Py_CLEAR(self->name);
     return 0;
 }
 
@@ -1286,15 +1293,15 @@ static void caller_dealloc(CallerObject *self)
 
 static PyObject *caller_vectorcall(CallerObject *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames);
 
-/* Caller(runner, executable, device, in_avals, out_avals, no_args_ok) */
+/* Caller(runner, executable, device, in_avals, out_avals, no_args_ok, host_types=None, name=None) */
 static PyObject *caller_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *runner, *executable, *device, *in_avals, *out_avals, *host_types = Py_None;
+    PyObject *runner, *executable, *device, *in_avals, *out_avals, *host_types = Py_None, *name = Py_None;
     int no_args_ok;
     static char *names[] = {"runner", "executable", "device", "in_avals", "out_avals", "no_args_ok", "host_types",
-                            NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOOp|O:Caller", names, &RunnerType, &runner, &executable,
-                                     &device, &in_avals, &out_avals, &no_args_ok, &host_types))
+                            "name", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOOp|OO:Caller", names, &RunnerType, &runner, &executable,
+                                     &device, &in_avals, &out_avals, &no_args_ok, &host_types, &name))
         return NULL;
     CallerObject *self = (CallerObject *)type->tp_alloc(type, 0);
     if (self == NULL)
@@ -1305,6 +1312,7 @@ static PyObject *caller_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->device = Py_NewRef(device);
     self->consts = Py_NewRef(Py_None);
     self->no_args_ok = no_args_ok;
+    self->name = Py_NewRef(name);
     self->in_avals = PySequence_Tuple(in_avals);
     self->out_avals = PySequence_Tuple(out_avals);
     self->host_types = Py_NewRef(Py_None);
@@ -1527,7 +1535,7 @@ static PyObject *caller_vectorcall(CallerObject *self, PyObject *const *argv, si
     int status = run_buffers(self->runner, s.buffers, total, NULL, &s);
     if (status == RUN_OK)
         result = wrap_outputs(self->runner, self->device, s.outputs, self->out_shapes, self->out_dtypes,
-                              self->out_avals);
+                              self->out_avals, self->name);
     else if (status == RUN_ERROR)
         result = NULL;
     /* RUN_NOT_PINNED: None, the Python path finds the deleted argument and raises its error */
@@ -1581,7 +1589,8 @@ static PyTypeObject CallerType = {
     .tp_name = "ember._runtime._fastpath.Caller",
     .tp_basicsize = sizeof(CallerObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Caller(runner, executable, device, in_avals, out_avals, no_args_ok): caller(args) runs a "
+    .tp_doc = "Caller(runner, executable, device, in_avals, out_avals, no_args_ok, host_types=None, name=None): "
+              "caller(args) runs a "
               "compiled program on Arrays and returns its outputs as a list of Arrays, or None when the call "
               "is not the common case.",
     .tp_new = caller_new,

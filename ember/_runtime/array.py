@@ -31,18 +31,21 @@ class _ArrayMeta(type):
 class Array(ArrayMethods, metaclass=_ArrayMeta):
     """A device-resident array. Operators and methods follow ember.numpy (numpy semantics, JAX promotion).
     isinstance(x, Array) is also true of tracers (see _ArrayMeta)."""
-    __slots__ = ("_buffer", "aval", "_host", "__weakref__")
+    __slots__ = ("_buffer", "aval", "_host", "_origin", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self) -> None:
         raise TypeError("create Arrays with ember.array, ember.asarray or ember.device_put")
 
     @classmethod
-    def _from_buffer(cls, buffer: _pjrt.Buffer, aval: ShapedArray) -> "Array":
+    def _from_buffer(cls, buffer: _pjrt.Buffer, aval: ShapedArray, origin: str | None = None) -> "Array":
+        """An Array of a buffer; origin names the program that computes it (None for data put on the device),
+        for the error its reading raises when that computation fails after its call returned."""
         self = object.__new__(cls)
         self._buffer = buffer
         self.aval = aval
         self._host = None
+        self._origin = origin
         return self
 
     shape = property(lambda self: self.aval.shape)
@@ -82,9 +85,11 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
 
     def _out_of_memory(self, err: _pjrt.PjrtOutOfMemoryError) -> _pjrt.PjrtOutOfMemoryError:
         """The error for reading an array whose computation ran out of memory: a program runs after its call
-        returns, so its failure to allocate is reported where its result is read, naming the result."""
-        return type(err)(f"the computation of an array {self.aval.str_short()} (or of an input of it) failed: {err}",
-                         call=err.call, code=err.code)
+        returns, so its failure to allocate is reported where its result is read, naming the program and the
+        result (the failure may be that of a computation of one of its inputs: it propagates)."""
+        by = "" if self._origin is None else f" by {self._origin}"
+        return type(err)(f"the computation of an array {self.aval.str_short()}{by} (or of an input of it) failed: "
+                         f"{err}", call=err.call, code=err.code)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         value = self._value()

@@ -184,12 +184,13 @@ class _PyCaller:
 
     def __init__(self, runner: Any, executable: _pjrt.Executable, device: _pjrt.Device,
                  in_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArray], no_args_ok: bool,
-                 host_types: Sequence[int | None] | None = None):
+                 host_types: Sequence[int | None] | None = None, name: str | None = None):
         # (host_types: the C Caller uploads exact numpy arguments itself; here they take the general path, which
         # uploads them the same way)
         self.runner, self.executable, self.device = runner, executable, device
         self.in_avals, self.out_avals = tuple(in_avals), tuple(out_avals)
         self.no_args_ok = bool(no_args_ok)  # a call without arguments runs on `device`
+        self.name = name  # the program's name: the origin of the Arrays it returns
         self.consts: tuple[_pjrt.Buffer, ...] | None = None
         self._out_specs = [(a.shape, a.dtype) for a in self.out_avals]
 
@@ -210,8 +211,8 @@ class _PyCaller:
         outs = self.runner.run(buffers, self._out_specs, device, None)
         if outs is None:
             return None
-        wrap = Array._from_buffer
-        return [wrap(b, aval) for b, aval in zip(outs, self.out_avals)]
+        wrap, name = Array._from_buffer, self.name
+        return [wrap(b, aval, name) for b, aval in zip(outs, self.out_avals)]
 
 
 Caller: Any = C.Caller if C is not None else _PyCaller
@@ -238,7 +239,8 @@ class Compiled:
         # The common case (Arrays on the device the program was compiled for), in C when the extension is in use.
         device = executable._device
         self._caller = Caller(executable._runner, executable, device, self.in_avals, self.out_avals,
-                              self._device is device, host_types=[_host_type(a) for a in self.in_avals])
+                              self._device is device, host_types=[_host_type(a) for a in self.in_avals],
+                              name=self.name)
         if not ir.consts:
             self._caller.consts = ()
         # _fast(args): the common case's call (None where it is not the common case), guarded where the program
@@ -294,8 +296,8 @@ class Compiled:
                 outs = self._guard.run(lambda: self.executable.execute(buffers, self._out_specs))
         except _pjrt.PjrtError as err:
             raise self._execute_error(err, args, buffers) from None
-        wrap = Array._from_buffer
-        results = [wrap(b, aval) for b, aval in zip(outs, self.out_avals)]
+        wrap, name = Array._from_buffer, self.name
+        results = [wrap(b, aval, name) for b, aval in zip(outs, self.out_avals)]
         if _Checks.active:
             _check_results(self, args, results)
         return results

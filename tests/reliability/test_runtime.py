@@ -67,8 +67,10 @@ def test_every_out_of_memory_is_one_memory_error(c_extension):
                           "jit zeros"}, out
     for name, message in lines.items():
         assert "out of memory" in message and "274877906944 bytes" in message, (name, message)
-    for name in ("eager matmul, read", "eager multiply, waited for", "jit, read"):
-        assert "f32[262144,262144]" in lines[name], lines[name]  # the array whose computation failed
+    for name, program in [("eager matmul, read", "dot_general"), ("eager multiply, waited for", "multiply"),
+                          ("jit, read", "jit(<lambda>)")]:
+        # the array whose computation failed, and the program that computed it
+        assert f"f32[262144,262144] by {program} " in lines[name], lines[name]
     # failed in the call (a program the plugin runs inside it): the operation, the program
     assert lines["zeros"].startswith("broadcast_in_dim: out of memory"), lines["zeros"]
     assert lines["jit zeros"].startswith("jit(<lambda>): out of memory"), lines["jit zeros"]
