@@ -26,6 +26,36 @@ def _parse_bool(name: str, value: Any) -> bool:
     raise ValueError(f"ember.config: option {name!r} takes a boolean, got {value!r} of type {type(value).__name__}")
 
 
+def _parse_path(name: str, value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise ValueError(f"ember.config: option {name!r} takes a directory path (or None), got {value!r}")
+    return value
+
+
+def _parse_seconds(name: str, value: Any) -> float:
+    try:
+        seconds = float(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+    except ValueError:
+        seconds = None
+    if seconds is None or not seconds >= 0:
+        raise ValueError(f"ember.config: option {name!r} takes a number of seconds >= 0, got {value!r}")
+    return seconds
+
+
+def _parse_bytes(name: str, value: Any) -> int:
+    try:
+        size = int(value) if isinstance(value, str) else value
+    except ValueError:
+        size = value
+    if isinstance(size, bool) or not isinstance(size, int) or size < -1:
+        raise ValueError(f"ember.config: option {name!r} takes a number of bytes (or -1: no limit), got {value!r}")
+    return size
+
+
 def _parse_size(name: str, value: Any) -> int:
     try:
         size = int(value) if isinstance(value, str) else value
@@ -81,6 +111,19 @@ _option("program_cache_size", 128, _parse_size,
         "least recently used dropped: executables by their StableHLO text, lowerings and transformed IRs by the "
         "structure of the IR, so that a new function (a fresh closure per step) staging out to a program seen "
         "before reuses its executable.")
+_option("compilation_cache_dir", None, _parse_path,
+        "A directory for the persistent compilation cache (as jax_compilation_cache_dir): compiled programs are "
+        "stored there and loaded by later processes instead of compiled again. Off (None) by default.",
+        env=("JAX_COMPILATION_CACHE_DIR",))
+_option("persistent_cache_min_compile_time_secs", 1.0, _parse_seconds,
+        "Only programs whose compile took at least this long are stored in the persistent cache (as JAX).",
+        env=("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",))
+_option("persistent_cache_min_entry_size_bytes", 0, _parse_bytes,
+        "Only compiled programs at least this large (serialized, in bytes) are stored in the persistent cache.",
+        env=("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",))
+_option("compilation_cache_max_size", 1 << 30, _parse_bytes,
+        "The persistent cache's size limit in bytes (-1: none); least recently used entries are removed first.",
+        env=("JAX_COMPILATION_CACHE_MAX_SIZE",))
 
 
 def canonical_name(name: str) -> str:

@@ -20,6 +20,7 @@ from ember._hlo import lower
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.array import Array
 from ember._runtime.backends import default_device, get_client
+from ember._runtime.compile_cache import compile_with_cache
 from ember._runtime.dispatch import to_buffer
 from ember._runtime.fastpath import C
 
@@ -133,7 +134,7 @@ class Lowered:
         executable = _executables.lookup(key)
         if executable is None:
             try:
-                executable = interruptible(lambda: client.compile(self.text))
+                executable = interruptible(lambda: compile_with_cache(client, self.text))
             except _pjrt.PjrtOutOfMemoryError:
                 raise
             except _pjrt.PjrtError as err:

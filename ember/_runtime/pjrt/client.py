@@ -19,6 +19,7 @@ from ember._runtime.pjrt.plugin import Plugin
 from ember._runtime.pjrt.structs import (_IMMUTABLE_ONLY_DURING_CALL, _PORTABLE_COMPILE_OPTIONS, COMPILE_OPTIONS,
                                  _ClientAddressableDevicesArgs, _ClientBufferFromHostBufferArgs, _ClientCompileArgs,
                                  _ClientCreateArgs, _ClientCreateViewOfDeviceBufferArgs, _ClientPlatformNameArgs,
+                                 _ExecutableDeserializeAndLoadArgs,
                                  _data_address, _handle_args, _new,
                                  _Program, _string_at, c_int64, named_int64_values,
                                  numpy_dtype_to_pjrt)
@@ -89,6 +90,21 @@ class Client:
                         compile_options=options, compile_options_size=len(options))
             self.plugin.call("Client_Compile", args)
             return Executable(self, args.executable, code, portable)
+        finally:
+            unpin_client(self)
+
+    def deserialize(self, serialized: bytes, mlir_text: str | bytes) -> Executable:
+        """Load an executable that Executable.serialize made (PJRT_Executable_DeserializeAndLoad), compiled from
+        mlir_text (kept, as compile keeps it, for a portable variant compiled on first use)."""
+        code = mlir_text.encode() if isinstance(mlir_text, str) else bytes(mlir_text)
+        handle = pin_client(self)
+        if handle is None:
+            self._live_handle("deserialize")  # (closed: raises why)
+        try:
+            args = _new(_ExecutableDeserializeAndLoadArgs, client=handle, serialized_executable=serialized,
+                        serialized_executable_size=len(serialized))
+            self.plugin.call("Executable_DeserializeAndLoad", args)
+            return Executable(self, args.loaded_executable, code)
         finally:
             unpin_client(self)
 

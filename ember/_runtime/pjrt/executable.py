@@ -19,7 +19,7 @@ from ember._runtime.pjrt.errors import PjrtError
 from ember._runtime.pjrt.plugin import Plugin
 from ember._runtime.pjrt.structs import (_POINTER_TO_VOID_P, _ExecutableNumOutputsArgs, _ExecuteOptions, _handle_args,
                                  _LoadedExecutableAddressableDevicesArgs, _LoadedExecutableExecuteArgs,
-                                 _LoadedExecutableGetExecutableArgs, _new, c_void_p)
+                                 _LoadedExecutableGetExecutableArgs, _new, c_void_p, _ExecutableSerializeArgs)
 
 if TYPE_CHECKING:
     from ember._runtime.pjrt.client import Client  # (a type only: client.py imports this module)
@@ -163,6 +163,24 @@ class Executable:
         if outs is None:
             raise executable._why_not_run(args)
         return outs
+
+    def serialize(self) -> bytes:
+        """The plugin's serialization of this executable (PJRT_Executable_Serialize): loaded again by
+        Client.deserialize in this or another process with the same plugin (not a stable format across plugin
+        versions; the persistent compilation cache keys entries by the plugin's identity)."""
+        plugin = self.client.plugin
+        get = _new(_LoadedExecutableGetExecutableArgs, loaded_executable=self.handle)
+        plugin.call("LoadedExecutable_GetExecutable", get)
+        try:
+            args = _new(_ExecutableSerializeArgs, executable=get.executable)
+            plugin.call("Executable_Serialize", args)
+            try:
+                return ctypes.string_at(args.serialized_bytes, args.serialized_bytes_size)
+            finally:
+                if args.serialized_executable_deleter:
+                    args.serialized_executable_deleter(args.serialized_executable)
+        finally:
+            plugin.function("Executable_Destroy")(_handle_args(get.executable))
 
     def _portable_executable(self) -> Executable:
         with self._lock:

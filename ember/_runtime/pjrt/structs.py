@@ -133,6 +133,15 @@ _LoadedExecutableAddressableDevicesArgs = _args_type("PJRT_LoadedExecutable_Addr
     ("executable", c_void_p), ("addressable_devices", _POINTER_TO_VOID_P), ("num_addressable_devices", c_size_t)])
 _ExecutableNumOutputsArgs = _args_type("PJRT_Executable_NumOutputs_Args", [
     ("executable", c_void_p), ("num_outputs", c_size_t)])
+# void (*serialized_executable_deleter)(PJRT_SerializedExecutable*) of PJRT_Executable_Serialize_Args
+SERIALIZED_DELETER = ctypes.CFUNCTYPE(None, c_void_p)
+_ExecutableSerializeArgs = _args_type("PJRT_Executable_Serialize_Args", [
+    ("executable", c_void_p), ("serialized_bytes", c_void_p), ("serialized_bytes_size", c_size_t),
+    ("serialized_executable", c_void_p), ("serialized_executable_deleter", SERIALIZED_DELETER)])
+_ExecutableDeserializeAndLoadArgs = _args_type("PJRT_Executable_DeserializeAndLoad_Args", [
+    ("client", c_void_p), ("serialized_executable", c_char_p), ("serialized_executable_size", c_size_t),
+    ("loaded_executable", c_void_p), ("overridden_serialized_compile_options", c_char_p),
+    ("overridden_serialized_compile_options_size", c_size_t)])
 _ExecuteOptions = _args_type("PJRT_ExecuteOptions", [
     ("send_callbacks", c_void_p), ("recv_callbacks", c_void_p), ("num_send_ops", c_size_t),
     ("num_recv_ops", c_size_t), ("launch_id", c_int),
