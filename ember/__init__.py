@@ -5,11 +5,12 @@ The package is layered; imports point one way: _core -> _hlo -> _prims -> _trans
 -> _api -> _numpy -> the public faces (this module, lax, numpy, tree, tree_util). tests/test_layers.py enforces it."""
 from ember import config as config, lax as lax, numpy as numpy, ops as ops, tree as tree, tree_util as tree_util
 from ember import random as random
-from ember import checkpoints as checkpoints, nn as nn, optim as optim, scipy as scipy
+from ember import checkpoints as checkpoints, nn as nn, optim as optim, scipy as scipy, stages as stages
 from ember._api import clear_caches as clear_caches, disable_jit as disable_jit
 from ember._api import compile as compile, grad as grad, jit as jit, make_ir as make_ir  # noqa: A004
 from ember._api import stage_out as stage_out, value_and_grad as value_and_grad, vjp as vjp
 from ember._api import eval_ir_public as eval_ir
+from ember._api import ShapeDtypeStruct as ShapeDtypeStruct, eval_shape as eval_shape
 from ember._api.forward import hessian as hessian, jacfwd as jacfwd, jacobian as jacobian, jacrev as jacrev
 from ember._api.forward import jvp as jvp, linearize as linearize
 from ember._api.transpose import linear_transpose as linear_transpose
@@ -30,10 +31,11 @@ from ember._transforms import dce as dce
 __version__ = "0.1.0"
 
 __all__ = [
-    "Array", "array", "asarray", "check_ir", "checkpoint", "checkpoints", "checkpoint_policies", "clear_caches",
-    "compile", "Compiled", "config", "CompileError", "ConcretizationTypeError", "custom_jvp", "custom_vjp", "dce",
-    "default_device", "device_put", "devices", "disable_jit", "eval_ir", "float0", "grad", "hessian", "IR",
-    "IRTypeError", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "linear_transpose", "linearize", "lower",
-    "Lowered", "make_ir", "nn", "numpy", "optim", "PjrtError", "random", "remat", "scipy", "ShapedArray", "stage_out",
-    "tree", "tree_util", "UnexpectedTracerError", "value_and_grad", "vjp", "vmap",
+    "Array", "array", "asarray", "check_ir", "checkpoint", "checkpoint_policies", "checkpoints", "clear_caches",
+    "compile", "Compiled", "CompileError", "ConcretizationTypeError", "config", "custom_jvp", "custom_vjp", "dce",
+    "default_device", "device_put", "devices", "disable_jit", "eval_ir", "eval_shape", "float0", "grad", "hessian",
+    "IR", "IRTypeError", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "linear_transpose", "linearize",
+    "lower", "Lowered", "make_ir", "nn", "numpy", "optim", "PjrtError", "random", "remat", "scipy", "ShapedArray",
+    "ShapeDtypeStruct", "stage_out", "stages", "tree", "tree_util", "UnexpectedTracerError", "value_and_grad", "vjp",
+    "vmap",
 ]

@@ -219,7 +219,7 @@ def test_not_while_staging():
         return x + 2.0, c * 2.0, enp.exp(c), c.sum(), x + c
 
     x = np.ones(3, np.float32)
-    ir = ember.jit(f).trace(x)
+    ir = ember.jit(f).trace(x).jaxpr
     assert [e.prim.name for e in ir.eqns] == ["add", "mul", "exp", "reduce_sum", "add"]
     assert len(ir.consts) == 1
     out = ember.jit(f)(x)

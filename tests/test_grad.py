@@ -102,7 +102,7 @@ def test_second_derivatives(fn, jfn):
 def test_jit_of_grad_is_one_program():
     params, x, y = _mlp_data(np.float32)
     step = ember.jit(ember.value_and_grad(mlp_loss))
-    ir = step.trace(params, x, y)
+    ir = step.trace(params, x, y).jaxpr
     assert not any(eqn.prim.name == "pjit" for eqn in ir.eqns)
     text = step.lower(params, x, y).as_text()
     assert text.count("func.func") == 1 and "dot_general" in text

@@ -143,7 +143,7 @@ def test_control_flow_on_traced_value_is_a_clear_error():
 def test_jit_inside_jit_inlines():
     inner = ember.jit(lambda x: enp.sin(x) * 2)
     outer = ember.jit(lambda x: inner(x) + inner(x * 2))
-    ir = outer.trace(np.ones(3, np.float32))
+    ir = outer.trace(np.ones(3, np.float32)).jaxpr
     assert [e.prim.name for e in ir.eqns].count("sin") == 2
     np.testing.assert_allclose(np.asarray(outer(np.ones(3, np.float32))),
                                2 * np.sin(1.0) + 2 * np.sin(2.0), rtol=1e-6)
@@ -153,7 +153,7 @@ def test_closed_over_arrays_become_constants():
     w = ember.asarray(np.arange(3, dtype=np.float32))
     f = ember.jit(lambda x: x * w + np.float32(1))
     np.testing.assert_allclose(np.asarray(f(np.ones(3, np.float32))), [1.0, 2.0, 3.0])
-    assert "lambda a:f32[3] ; b:f32[3]" in str(f.trace(np.ones(3, np.float32)))
+    assert "lambda a:f32[3] ; b:f32[3]" in str(f.trace(np.ones(3, np.float32)).jaxpr)
 
 
 def test_closed_over_numpy_arrays_are_captured_by_value():

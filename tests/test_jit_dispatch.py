@@ -175,7 +175,7 @@ def test_inside_a_trace_the_function_is_inlined():
     x = arr(2.0, 3.0)
     inner([x, x])  # cached outside
     outer = ember.jit(lambda y: inner([y, x]) + 1)
-    ir = outer.trace(x)
+    ir = outer.trace(x).jaxpr
     assert "mul" in str(ir) and "pjit" not in str(ir)
     np.testing.assert_allclose(np.asarray(outer(x)), [5.0, 10.0])
 

@@ -17,7 +17,8 @@ from ember._api.staging import as_tuple, fun_name, leaf_avals, stage_with_aux, w
 from ember._api.templates import compile_staged
 from ember._core.cache import LRUCache, clear_all_caches
 from ember._core.config import config
-from ember._runtime import Array, Lowered, lower_ir
+from ember._api.stages import Lowered, Traced, abstractify
+from ember._runtime import Array
 from ember._transforms.passes import dce_outputs
 
 
@@ -41,7 +42,7 @@ def make_ir(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()) -
     jitted = jit(fun, static_argnums=static_argnums)
 
     def make(*args: Any, **kwargs: Any) -> IR:
-        return jitted.trace(*args, **kwargs)
+        return jitted.trace_ir(*args, **kwargs)
     return make
 
 
@@ -233,14 +234,30 @@ class Jitted:
             self._dispatch.store(dispatch_key, program)
         return program
 
-    def trace(self, *args: Any, **kwargs: Any) -> IR:
-        """The IR this function stages out to for these arguments."""
+    def trace_ir(self, *args: Any, **kwargs: Any) -> IR:
+        """The IR this function stages out to for these arguments (arrays, numbers or ShapeDtypeStructs)."""
+        return self._trace(args, kwargs)[0]
+
+    def _trace(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[IR, PyTreeDef]:
+        args, kwargs = abstractify((args, kwargs))
         key, _, statics = self._signature(args, kwargs)
-        return self._cache.ir_for(key, self._build, key[0], key[1], statics)
+        return self._cache.ir_for(key, self._build, key[0], key[1], statics), key[0]
+
+    def trace(self, *args: Any, **kwargs: Any) -> Traced:
+        """The function traced for these arguments (arrays, numbers or ShapeDtypeStructs, in any pytree), as
+        jax.jit(f).trace: `.jaxpr` is its IR, `.lower()` its StableHLO."""
+        ir, in_tree = self._trace(args, kwargs)
+        return Traced(self.name, ir, in_tree, lambda: Lowered(ir, self.name, in_tree))
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        """The StableHLO module for these arguments (.as_text()); .compile() gives the executable."""
-        return lower_ir(self.trace(*args, **kwargs), self.name)
+        """The StableHLO module for these arguments (.as_text()); .compile() gives the executable, called as this
+        function is without its static arguments."""
+        ir, in_tree = self._trace(args, kwargs)
+        return Lowered(ir, self.name, in_tree)
+
+    def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+        """The ShapeDtypeStructs of the results for these arguments (staged, not compiled)."""
+        return self.trace(*args, **kwargs).out_info
 
     def __repr__(self) -> str:
         return f"<{self.name}>"
@@ -271,6 +288,14 @@ def _compile_program(ir: IR, name: str) -> _Program:
     def run(leaves: Sequence[Any]) -> list[Any]:
         return call_flat([leaves[i] for i in kept])
     return run, output_builder(ir.out_tree)
+
+
+def eval_shape(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """The shapes and dtypes of fun's results (a pytree of ShapeDtypeStructs) for arguments given as arrays,
+    numbers or ShapeDtypeStructs, without compiling or running anything (as jax.eval_shape)."""
+    if not callable(fun):
+        raise TypeError(f"eval_shape: expected a function, got {type(fun).__name__}")
+    return Jitted(fun).eval_shape(*args, **kwargs)
 
 
 def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),

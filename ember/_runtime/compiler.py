@@ -129,6 +129,10 @@ class Lowered:
         """Compile the module with XLA (on the default backend), or reuse the executable of an identical module
         compiled before (the constants are arguments, not part of the text, so the program of a new function
         that closes over other arrays of the same shapes is the same text)."""
+        return Compiled(self, self._executable())
+
+    def _executable(self) -> _pjrt.Executable:
+        """The module's executable (see compile): compiled, from the persistent cache, or reused."""
         client = get_client()  # a plugin that cannot load is its own error, not a compile error
         key = (self.text, client)
         executable = _executables.lookup(key)
@@ -142,7 +146,7 @@ class Lowered:
                 raise CompileError(f"XLA could not compile {self.name}: {err}\nStableHLO module:\n{numbered}"
                                    ) from None
             _executables.store(key, executable)
-        return Compiled(self, executable)
+        return executable
 
     def __repr__(self) -> str:
         return f"<Lowered {self.name}>"

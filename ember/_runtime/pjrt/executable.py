@@ -19,7 +19,9 @@ from ember._runtime.pjrt.errors import PjrtError
 from ember._runtime.pjrt.plugin import Plugin
 from ember._runtime.pjrt.structs import (_POINTER_TO_VOID_P, _ExecutableNumOutputsArgs, _ExecuteOptions, _handle_args,
                                  _LoadedExecutableAddressableDevicesArgs, _LoadedExecutableExecuteArgs,
-                                 _LoadedExecutableGetExecutableArgs, _new, c_void_p, _ExecutableSerializeArgs)
+                                 _LoadedExecutableGetExecutableArgs, _new, c_void_p, _ExecutableSerializeArgs,
+                                 _ExecutableOptimizedProgramArgs, _ExecutableGetCostAnalysisArgs,
+                                 _ExecutableGetCompiledMemoryStatsArgs, _Program, MEMORY_STATS)
 
 if TYPE_CHECKING:
     from ember._runtime.pjrt.client import Client  # (a type only: client.py imports this module)
@@ -163,6 +165,60 @@ class Executable:
         if outs is None:
             raise executable._why_not_run(args)
         return outs
+
+    def _with_executable(self, work: Any) -> Any:
+        """work(the PJRT_Executable of this loaded executable), which is released afterwards."""
+        plugin = self.client.plugin
+        get = _new(_LoadedExecutableGetExecutableArgs, loaded_executable=self.handle)
+        plugin.call("LoadedExecutable_GetExecutable", get)
+        try:
+            return work(get.executable)
+        finally:
+            plugin.function("Executable_Destroy")(_handle_args(get.executable))
+
+    def optimized_program(self) -> tuple[str, bytes]:
+        """(format, code) of the program XLA compiled (PJRT_Executable_OptimizedProgram): the CPU plugin gives
+        "hlo_with_config", a serialized xla.HloModuleProtoWithConfig."""
+        plugin = self.client.plugin
+
+        def read(executable: int) -> tuple[str, bytes]:
+            program = _new(_Program, code=None, code_size=0, format=None, format_size=0)
+            args = _new(_ExecutableOptimizedProgramArgs, executable=executable, program=ctypes.pointer(program))
+            plugin.call("Executable_OptimizedProgram", args)  # (the size)
+            code = ctypes.create_string_buffer(max(program.code_size, 1))
+            program.code = ctypes.cast(code, ctypes.c_char_p)
+            plugin.call("Executable_OptimizedProgram", args)
+            return ctypes.string_at(program.format, program.format_size).decode(), code.raw[:program.code_size]
+        return self._with_executable(read)
+
+    def cost_analysis(self) -> dict[str, float]:
+        """XLA's cost analysis of the compiled program (PJRT_Executable_GetCostAnalysis): "flops",
+        "transcendentals", "bytes accessed" (and per operand: "bytes accessed0{}", ...), as numbers."""
+        plugin = self.client.plugin
+
+        def read(executable: int) -> dict[str, float]:
+            args = _new(_ExecutableGetCostAnalysisArgs, executable=executable)
+            plugin.call("Executable_GetCostAnalysis", args)
+            found = {}
+            for i in range(args.num_properties):
+                value = args.properties[i]
+                name = ctypes.string_at(value.name, value.name_size).decode()
+                kind = value.type  # enum PJRT_NamedValue_Type: 1 int64, 3 float, 4 bool
+                found[name] = (float(value.value.float_value) if kind == 3 else
+                               int(value.value.int64_value) if kind == 1 else
+                               bool(value.value.bool_value) if kind == 4 else None)
+            return found
+        return self._with_executable(read)
+
+    def memory_stats(self) -> dict[str, int]:
+        """XLA's memory statistics of the compiled program (PJRT_Executable_GetCompiledMemoryStats), in bytes."""
+        plugin = self.client.plugin
+
+        def read(executable: int) -> dict[str, int]:
+            args = _new(_ExecutableGetCompiledMemoryStatsArgs, executable=executable)
+            plugin.call("Executable_GetCompiledMemoryStats", args)
+            return {name: int(getattr(args, name)) for name in MEMORY_STATS}
+        return self._with_executable(read)
 
     def serialize(self) -> bytes:
         """The plugin's serialization of this executable (PJRT_Executable_Serialize): loaded again by

@@ -39,7 +39,8 @@ CopyToDeviceStream_Destroy CopyToDeviceStream_AddChunk CopyToDeviceStream_TotalB
 CopyToDeviceStream_CurrentBytes TopologyDescription_Create TopologyDescription_Destroy
 TopologyDescription_PlatformName TopologyDescription_PlatformVersion TopologyDescription_GetDeviceDescriptions
 TopologyDescription_Serialize TopologyDescription_Attributes Compile Executable_OutputElementTypes
-Executable_OutputDimensions Buffer_CopyToMemory Client_CreateViewOfDeviceBuffer
+Executable_OutputDimensions Buffer_CopyToMemory Client_CreateViewOfDeviceBuffer Executable_Fingerprint
+Client_TopologyDescription Executable_GetCompiledMemoryStats
 """.split()
 
 _PJRT_FUNCTION = ctypes.CFUNCTYPE(c_void_p, c_void_p)  # PJRT_Error* (*)(PJRT_..._Args*); releases the GIL

@@ -133,6 +133,16 @@ _LoadedExecutableAddressableDevicesArgs = _args_type("PJRT_LoadedExecutable_Addr
     ("executable", c_void_p), ("addressable_devices", _POINTER_TO_VOID_P), ("num_addressable_devices", c_size_t)])
 _ExecutableNumOutputsArgs = _args_type("PJRT_Executable_NumOutputs_Args", [
     ("executable", c_void_p), ("num_outputs", c_size_t)])
+_ExecutableOptimizedProgramArgs = _args_type("PJRT_Executable_OptimizedProgram_Args", [
+    ("executable", c_void_p), ("program", ctypes.POINTER(_Program))])
+_ExecutableGetCostAnalysisArgs = _args_type("PJRT_Executable_GetCostAnalysis_Args", [
+    ("executable", c_void_p), ("num_properties", c_size_t), ("properties", ctypes.POINTER(_NamedValue))])
+MEMORY_STATS = ("generated_code_size_in_bytes", "argument_size_in_bytes", "output_size_in_bytes",
+                "alias_size_in_bytes", "temp_size_in_bytes", "host_generated_code_size_in_bytes",
+                "host_argument_size_in_bytes", "host_output_size_in_bytes", "host_alias_size_in_bytes",
+                "host_temp_size_in_bytes", "peak_memory_in_bytes")
+_ExecutableGetCompiledMemoryStatsArgs = _args_type("PJRT_Executable_GetCompiledMemoryStats_Args", [
+    ("executable", c_void_p)] + [(name, c_int64) for name in MEMORY_STATS])
 # void (*serialized_executable_deleter)(PJRT_SerializedExecutable*) of PJRT_Executable_Serialize_Args
 SERIALIZED_DELETER = ctypes.CFUNCTYPE(None, c_void_p)
 _ExecutableSerializeArgs = _args_type("PJRT_Executable_Serialize_Args", [

@@ -1,0 +1,232 @@
+"""Ahead-of-time stages with JAX's names: `jit(f).trace(*args)` -> Traced, `.lower()` -> Lowered, `.compile()` ->
+Compiled; `ShapeDtypeStruct` to trace and lower without data, and `eval_shape` (no compile).
+
+Arguments may be arrays, numbers, ShapeDtypeStructs (or ShapedArrays) in any mix, in any pytree. A Compiled is
+called as the function is, without its static arguments; its arguments are checked against the traced types (the
+tree structure, then each leaf's shape and dtype, naming the leaf). Lowered and Compiled extend the runtime stages
+of `ember.compile` (ember._runtime.Lowered / Compiled), so everything those offer works on them too."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ember._core import IR, ShapedArray, aval_of
+from ember._core import dtypes as dt
+from ember._core.pytree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
+from ember._runtime import Compiled as _RuntimeCompiled, Lowered as _RuntimeLowered
+from ember._runtime.compiler import lower
+from ember._runtime.hlo_text import hlo_module_text
+
+
+class ShapeDtypeStruct:
+    """A shape and a dtype standing for an array that is not there (as jax.ShapeDtypeStruct): for trace, lower
+    and eval_shape. sharding is accepted for JAX's signature and kept (ember places on one device)."""
+    __slots__ = ("shape", "dtype", "sharding", "weak_type")
+
+    def __init__(self, shape: Any, dtype: Any, *, sharding: Any = None, weak_type: bool = False):
+        try:
+            self.shape = tuple(int(d) for d in shape)
+        except TypeError:
+            raise TypeError(f"ShapeDtypeStruct: shape must be a sequence of ints, got {shape!r}") from None
+        if any(d < 0 for d in self.shape):
+            raise ValueError(f"ShapeDtypeStruct: dimensions must be >= 0, got shape {self.shape}")
+        if dtype is None:
+            raise TypeError("ShapeDtypeStruct: dtype is required")
+        self.dtype = np.dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
+        self.sharding, self.weak_type = sharding, bool(weak_type)
+
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    ndim = property(lambda self: len(self.shape))
+
+    def aval(self) -> ShapedArray:
+        """The ShapedArray of this struct (the dtype made canonical: float64 is float32 without x64)."""
+        return ShapedArray(self.shape, dt.canonicalize_dtype(self.dtype), self.weak_type)
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, ShapeDtypeStruct) and (self.shape, self.dtype, self.weak_type, self.sharding) ==
+                (other.shape, other.dtype, other.weak_type, other.sharding))
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype, self.weak_type))
+
+    def __repr__(self) -> str:
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
+
+
+def struct_of(aval: ShapedArray) -> ShapeDtypeStruct:
+    return ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)
+
+
+class _Abstract:
+    """Stands for an argument given as a ShapeDtypeStruct or ShapedArray while the function is traced: staging
+    reads its `aval` (as it reads an Array's). Never seen outside trace/lower/eval_shape."""
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+
+
+def _is_abstract(x: Any) -> bool:
+    return isinstance(x, ShapeDtypeStruct | ShapedArray)
+
+
+def abstractify(tree: Any) -> Any:
+    """tree with its ShapeDtypeStructs and ShapedArrays replaced by placeholders that staging takes as arguments."""
+    return tree_map(lambda x: _Abstract(x.aval() if isinstance(x, ShapeDtypeStruct) else x) if _is_abstract(x)
+                    else x, tree, is_leaf=_is_abstract)
+
+
+def args_info_of(in_tree: PyTreeDef, avals: Any) -> Any:
+    """The pytree (args, kwargs) of ShapeDtypeStructs of the dynamic arguments (JAX's args_info, simplified)."""
+    return tree_unflatten(in_tree, [struct_of(a) for a in avals])
+
+
+class Traced:
+    """A function traced for some arguments (jit(f).trace(...)): its IR (`.jaxpr`, also `.ir`: ember's printable
+    IR), the types of its arguments and results, and `.lower()`."""
+
+    def __init__(self, name: str, ir: IR, in_tree: PyTreeDef, lower_fn: Callable[[], "Lowered"]):
+        self.fun_name, self.ir, self.in_tree, self._lower = name, ir, in_tree, lower_fn
+
+    jaxpr = property(lambda self: self.ir)
+    in_avals = property(lambda self: tree_unflatten(self.in_tree, list(self.ir.in_avals)))
+    out_avals = property(lambda self: list(self.ir.out_avals))
+    out_tree = property(lambda self: self.ir.out_tree)
+    args_info = property(lambda self: args_info_of(self.in_tree, self.ir.in_avals))
+    out_info = property(lambda self: tree_unflatten(self.ir.out_tree, [struct_of(a) for a in self.ir.out_avals]))
+
+    def lower(self) -> "Lowered":
+        return self._lower()
+
+    def __repr__(self) -> str:
+        return f"<Traced {self.fun_name}>"
+
+
+class Lowered(_RuntimeLowered):
+    """A traced function lowered to StableHLO (jit(f).lower(...)): `.as_text()`, `.compile()`, the argument and
+    result types (`in_tree`, `out_tree`, `args_info`, `out_info`), `.cost_analysis()`."""
+
+    def __init__(self, ir: IR, name: str, in_tree: PyTreeDef):
+        super().__init__(ir, name, lower(ir))
+        self.in_tree = in_tree
+
+    out_tree = property(lambda self: self.ir.out_tree)
+    in_avals = property(lambda self: tree_unflatten(self.in_tree, list(self.ir.in_avals)))
+    args_info = property(lambda self: args_info_of(self.in_tree, self.ir.in_avals))
+    out_info = property(lambda self: tree_unflatten(self.ir.out_tree, [struct_of(a) for a in self.ir.out_avals]))
+
+    def as_text(self, dialect: str | None = None) -> str:
+        """The StableHLO module (dialect None or "stablehlo"). XLA's HLO before optimization is not available from
+        the plugin: `.compile().as_text()` gives the optimized HLO."""
+        if dialect not in (None, "stablehlo"):
+            raise ValueError(f"Lowered.as_text: dialect must be 'stablehlo' (ember lowers to StableHLO; the "
+                             f"optimized HLO is compile().as_text()), got {dialect!r}")
+        return self.text
+
+    def compile(self, compiler_options: dict[str, Any] | None = None) -> "Compiled":
+        """Compile with XLA (or load the executable from the caches). compiler_options (XLA options per compile)
+        are not supported by the plugin binding: give XLA_FLAGS in the environment instead."""
+        if compiler_options:
+            raise NotImplementedError(f"Lowered.compile: compiler_options {sorted(compiler_options)} are not "
+                                      "supported; set XLA options with the XLA_FLAGS environment variable before "
+                                      "the first compile")
+        return Compiled(self, self._executable())
+
+    def cost_analysis(self) -> dict[str, float]:
+        """XLA's cost estimate ("flops", "transcendentals", "bytes accessed", ...) of the compiled program."""
+        return self.compile().cost_analysis()
+
+    def __repr__(self) -> str:
+        return f"<Lowered {self.name}>"
+
+
+class CompiledMemoryStats(dict):
+    """Memory statistics of a compiled program in bytes (as JAX's: argument, output, alias, temp and generated
+    code sizes, their host counterparts, and peak memory), readable as attributes or keys."""
+
+    def __getattr__(self, name: str) -> int:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Compiled(_RuntimeCompiled):
+    """A compiled function (jit(f).lower(...).compile()), called as the function is without its static
+    arguments; `.as_text()` is the optimized HLO, `.cost_analysis()`, `.memory_analysis()`."""
+
+    def __init__(self, lowered: Lowered, executable: Any):
+        super().__init__(lowered, executable)
+        self.in_tree = lowered.in_tree
+        self.args_info = lowered.args_info
+        self.out_info = lowered.out_info
+
+    out_tree = property(lambda self: self.ir.out_tree)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaves, tree = tree_flatten((args, kwargs))
+        if tree != self.in_tree:
+            raise self._structure_error(args, kwargs, tree)
+        for (path, _), leaf, expected in zip(tree_flatten_with_path((args, kwargs))[0], leaves, self.ir.in_avals):
+            try:
+                got = aval_of(leaf)
+            except TypeError:
+                continue  # (not an array: the call below names what it is)
+            if got.shape != expected.shape or got.dtype != expected.dtype:
+                raise TypeError(f"{self.name}: {_where(path)}: expected {expected.str_short()}, got "
+                                f"{got.str_short()} (a compiled function takes the types it was lowered for)")
+        outs = self.call_flat(leaves)
+        return self.ir.out_tree.unflatten(outs) if self.ir.out_tree is not None else outs
+
+    call = __call__
+
+    def _structure_error(self, args: tuple[Any, ...], kwargs: dict[str, Any], tree: PyTreeDef) -> TypeError:
+        expected_args, expected_kwargs = self.args_info
+        if len(args) != len(expected_args):
+            kinds = ", ".join(_short(info) for info in expected_args)
+            return TypeError(f"{self.name}: expected {len(expected_args)} arguments ({kinds}), got {len(args)} "
+                             "(static arguments are left out of a compiled function's call)")
+        if sorted(kwargs) != sorted(expected_kwargs):
+            return TypeError(f"{self.name}: expected the keyword arguments {sorted(expected_kwargs)}, got "
+                             f"{sorted(kwargs)}")
+        return TypeError(f"{self.name}: called with arguments of structure {tree}, but it was compiled for "
+                         f"{self.in_tree}")
+
+    def as_text(self) -> str:
+        """The HLO module XLA compiled, after its optimizations (fusions, layouts), as text."""
+        _, code = self.executable.optimized_program()
+        return hlo_module_text(code)
+
+    def cost_analysis(self) -> dict[str, float]:
+        """XLA's cost analysis of the compiled program: "flops", "transcendentals", "bytes accessed", ..."""
+        return self.executable.cost_analysis()
+
+    def memory_analysis(self) -> CompiledMemoryStats:
+        return CompiledMemoryStats(self.executable.memory_stats())
+
+    def runtime_executable(self) -> Any:
+        return self.executable
+
+    def __repr__(self) -> str:
+        return f"<Compiled {self.name}>"
+
+
+def _short(info: Any) -> str:
+    """f32[2] for a ShapeDtypeStruct, "a pytree" for a container of them."""
+    if isinstance(info, ShapeDtypeStruct):
+        return info.aval().str_short()
+    return f"a pytree of {len(tree_flatten(info)[0])} arrays"
+
+
+def _where(path: tuple[Any, ...]) -> str:
+    """'argument 1['w']' or "keyword argument 'lr'" for a leaf's path in (args, kwargs)."""
+    group, rest = path[0].idx, path[1:]
+    if group == 0:
+        return f"argument {rest[0].idx}{keystr(tuple(rest[1:]))}"
+    return f"keyword argument {rest[0].key!r}{keystr(tuple(rest[1:]))}"
+
+
+__all__ = ["Compiled", "CompiledMemoryStats", "Lowered", "ShapeDtypeStruct", "Traced", "abstractify",
+           "args_info_of", "struct_of"]
