@@ -17,8 +17,9 @@ from ember._api.staging import as_tuple, fun_name, leaf_avals, stage_with_aux, w
 from ember._api.templates import compile_staged
 from ember._core.cache import LRUCache, clear_all_caches
 from ember._core.config import config
-from ember._api.stages import Lowered, Traced, abstractify
-from ember._runtime import Array
+from ember._api.stages import Lowered, Traced, abstractify, donor_plan, give_up, warn_unusable
+from ember._hlo import lower
+from ember._runtime import Array, Lowered as RuntimeLowered
 from ember._transforms.passes import dce_outputs
 
 
@@ -46,8 +47,8 @@ def make_ir(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()) -
     return make
 
 
-def _static_args(fun: Callable[..., Any], nums: tuple[int, ...], names: tuple[str, ...], name: str
-                 ) -> tuple[tuple[int, ...], tuple[str, ...]]:
+def _static_args(fun: Callable[..., Any], nums: tuple[int, ...], names: tuple[str, ...], name: str,
+                 kind: str = "static") -> tuple[tuple[int, ...], tuple[str, ...]]:
     """As JAX: a static argument named in static_argnames is static when passed by position too, and one numbered
     in static_argnums when passed by keyword (matched through fun's signature, where it has one). Where it has
     one, static_argnums must be positions of its parameters (any non-negative one with *args) and
@@ -62,19 +63,19 @@ def _static_args(fun: Callable[..., Any], nums: tuple[int, ...], names: tuple[st
     if not any(p.kind is kinds.VAR_POSITIONAL for p in every):
         for i in nums:
             if not -len(params) <= i < len(params):
-                raise ValueError(f"{name}: static_argnums={nums} includes {i}, but {fun_name(fun)} accepts only "
+                raise ValueError(f"{name}: {kind}_argnums={nums} includes {i}, but {fun_name(fun)} accepts only "
                                  f"{len(params)} positional argument{'s' if len(params) != 1 else ''}"
                                  f"{' (' + ', '.join(p.name for p in params) + ')' if params else ''}")
     positional_only = [n for n in names if n in signature.parameters
                        and signature.parameters[n].kind in (kinds.POSITIONAL_ONLY, kinds.VAR_POSITIONAL)]
     if positional_only:
-        raise ValueError(f"{name}: static_argnames {positional_only} of {fun_name(fun)} are positional-only (use "
-                         "static_argnums)")
+        raise ValueError(f"{name}: {kind}_argnames {positional_only} of {fun_name(fun)} are positional-only (use "
+                         f"{kind}_argnums)")
     if not any(p.kind is kinds.VAR_KEYWORD for p in every):
         keywords = {p.name for p in every if p.kind in (kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY)}
         unknown = [n for n in names if n not in keywords]
         if unknown:
-            raise ValueError(f"{name}: static_argnames {unknown} are not parameters of {fun_name(fun)} (it takes "
+            raise ValueError(f"{name}: {kind}_argnames {unknown} are not parameters of {fun_name(fun)} (it takes "
                              f"{', '.join(repr(p.name) for p in every) or 'no parameters'})")
     positions = {p.name: i for i, p in enumerate(params)}
     nums = tuple(sorted(set(nums) | {positions[n] for n in names if n in positions}))
@@ -87,13 +88,21 @@ class Jitted:
     """A function compiled with XLA per argument signature (tree structure, shapes, dtypes, static values)."""
 
     def __init__(self, fun: Callable[..., Any], static_argnums: int | Sequence[int] = (),
-                 static_argnames: str | Sequence[str] = ()):
+                 static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
+                 donate_argnames: str | Sequence[str] = ()):
         if not callable(fun):
             raise TypeError(f"jit: expected a function, got {type(fun).__name__}")
         self.fun = fun
         self.name = f"jit({fun_name(fun)})"
         self.static_argnums, self.static_argnames = _static_args(fun, as_tuple(static_argnums), (
             (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)), self.name)
+        self.donate_argnums, self.donate_argnames = _static_args(fun, as_tuple(donate_argnums), (
+            (donate_argnames,) if isinstance(donate_argnames, str) else tuple(donate_argnames)), self.name, "donate")
+        both = set(self.static_argnums) & set(self.donate_argnums) or set(self.static_argnames) & set(
+            self.donate_argnames)
+        if both:
+            raise ValueError(f"{self.name}: arguments {sorted(both, key=str)} are both static and donated (a static "
+                             "argument is not a buffer)")
         self._cache = cache_for(fun, ("jit", self.static_argnums, self.static_argnames), self.name,
                                 traced_once=True)
         # the fast path: dispatch key (see ember._api.signature) -> (run the program on the flat leaves, build the
@@ -226,13 +235,30 @@ class Jitted:
         program = self._programs.lookup(key)
         if program is None:
             ir = self._cache.ir_for(signature, self._build, signature[0], signature[1], statics)
-            program = _compile_program(ir, self.name)
+            program = _compile_program(ir, self.name, self._donated_leaves(signature[0], statics))
             if has_tracer_consts(ir):  # (it belongs to the trace whose tracers it captured)
                 return program
             self._programs.store(key, program)
         if dispatch_key is not None:
             self._dispatch.store(dispatch_key, program)
         return program
+
+    def _donated_leaves(self, in_tree: PyTreeDef, statics: tuple[Any, ...]) -> list[bool] | None:
+        """Per leaf of the dynamic arguments, whether it is donated (donate_argnums / donate_argnames); None when
+        nothing is."""
+        if not self.donate_argnums and not self.donate_argnames:
+            return None
+        dyn_args, dyn_kwargs = in_tree.unflatten(list(range(in_tree.num_leaves)))
+        static_positions = {where for where, _ in statics if isinstance(where, int)}
+        total = len(dyn_args) + len(static_positions)
+        nums = {i % total for i in self.donate_argnums if -total <= i < total}
+        positions = [i for i in range(total) if i not in static_positions]
+        donated = [False] * in_tree.num_leaves
+        chosen = [arg for position, arg in zip(positions, dyn_args) if position in nums]
+        chosen += [arg for key, arg in dyn_kwargs.items() if key in self.donate_argnames]
+        for index in tree_flatten(chosen)[0]:
+            donated[index] = True
+        return donated
 
     def trace_ir(self, *args: Any, **kwargs: Any) -> IR:
         """The IR this function stages out to for these arguments (arrays, numbers or ShapeDtypeStructs)."""
@@ -247,13 +273,15 @@ class Jitted:
         """The function traced for these arguments (arrays, numbers or ShapeDtypeStructs, in any pytree), as
         jax.jit(f).trace: `.jaxpr` is its IR, `.lower()` its StableHLO."""
         ir, in_tree = self._trace(args, kwargs)
-        return Traced(self.name, ir, in_tree, lambda: Lowered(ir, self.name, in_tree))
+        statics = self._split(args, kwargs)[0]
+        return Traced(self.name, ir, in_tree,
+                      lambda: Lowered(ir, self.name, in_tree, self._donated_leaves(in_tree, statics)))
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """The StableHLO module for these arguments (.as_text()); .compile() gives the executable, called as this
         function is without its static arguments."""
         ir, in_tree = self._trace(args, kwargs)
-        return Lowered(ir, self.name, in_tree)
+        return Lowered(ir, self.name, in_tree, self._donated_leaves(in_tree, self._split(args, kwargs)[0]))
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """The ShapeDtypeStructs of the results for these arguments (staged, not compiled)."""
@@ -269,14 +297,16 @@ class Jitted:
 _Program = tuple[Callable[[Sequence[Any]], list[Any]], Callable[[list[Any]], Any]]
 
 
-def _compile_program(ir: IR, name: str) -> _Program:
+def _compile_program(ir: IR, name: str, donated: Sequence[bool] | None = None) -> _Program:
     """How calls run ir compiled: (run the program on the call's flat leaves, build the result from its flat
     outputs). The one place that compiles and calls a jitted function's program outside traces.
 
     Inputs that no live equation reads are not parameters of the program (as in JAX: a function reading 2 leaves
     of a pytree of 100000 compiles and runs a program of 2 parameters); run drops their leaves, so callers pass
-    every leaf as before."""
+    every leaf as before. donated: per leaf, whether the caller gives its buffer up (see _donating_program)."""
     live, read = dce_outputs(ir, [True] * len(ir.outs))
+    if donated is not None and any(donated):
+        return _donating_program(ir, live, read, name, donated)
     if all(read):
         executable = compile_staged(ir, name)
         return executable.call_flat, output_builder(ir.out_tree)
@@ -298,12 +328,39 @@ def eval_shape(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return Jitted(fun).eval_shape(*args, **kwargs)
 
 
+def _donating_program(ir: IR, live: IR, read: Sequence[bool], name: str, donated: Sequence[bool]) -> _Program:
+    """_compile_program for a call that donates some argument leaves: XLA may write outputs into their buffers
+    (`jax.buffer_donor`), and the donated Arrays are deleted after the call (using one raises a clear error). Which
+    leaves are usable, and how an Array that cannot be given up is handled: donor_plan and give_up."""
+    donors, unusable = donor_plan(ir.in_avals, live.out_avals, donated, read)
+    warn_unusable(name, unusable)
+    kept = [i for i, is_read in enumerate(read) if is_read]
+    program = IR(live.const_vars, live.consts, [ir.in_vars[i] for i in kept], live.eqns, live.outs, ir.out_tree)
+    call_flat = RuntimeLowered(program, name, lower(program, [donors[i] for i in kept])).compile().call_flat
+    slots = [slot for slot, i in enumerate(kept) if donors[i]]
+
+    def run(leaves: Sequence[Any]) -> list[Any]:
+        args = [leaves[i] for i in kept]
+        giving = give_up(args, slots)
+        outs = call_flat(args)
+        for x in giving:
+            x.delete()
+        return outs
+    return run, output_builder(ir.out_tree)
+
+
 def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
-        static_argnames: str | Sequence[str] = ()) -> Any:
-    """Compile fun with XLA, once per argument signature. Usable as @jit or @jit(static_argnums=...)."""
+        static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
+        donate_argnames: str | Sequence[str] = ()) -> Any:
+    """Compile fun with XLA, once per argument signature. Usable as @jit or @jit(static_argnums=...).
+
+    donate_argnums / donate_argnames (as in JAX): the buffers of these arguments are given to the program, which may
+    write its outputs into them (an in-place update of parameters and optimizer state); the donated Arrays are
+    deleted by the call. Donation applies to calls outside other transformations (inlined into a staging, the
+    function donates nothing, as in JAX)."""
     if fun is None:
-        return lambda f: Jitted(f, static_argnums, static_argnames)
-    return Jitted(fun, static_argnums, static_argnames)
+        return lambda f: Jitted(f, static_argnums, static_argnames, donate_argnums, donate_argnames)
+    return Jitted(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
 
 
 _config_values = config._values  # read on every jitted call: a plain dict lookup

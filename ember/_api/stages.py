@@ -7,15 +7,16 @@ tree structure, then each leaf's shape and dtype, naming the leaf). Lowered and 
 of `ember.compile` (ember._runtime.Lowered / Compiled), so everything those offer works on them too."""
 from __future__ import annotations
 
-from typing import Any, Callable
+import warnings
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core.pytree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
-from ember._runtime import Compiled as _RuntimeCompiled, Lowered as _RuntimeLowered
-from ember._runtime.compiler import lower
+from ember._hlo import lower
+from ember._runtime import Array, Compiled as _RuntimeCompiled, Lowered as _RuntimeLowered
 from ember._runtime.hlo_text import hlo_module_text
 
 
@@ -83,6 +84,48 @@ def args_info_of(in_tree: PyTreeDef, avals: Any) -> Any:
     return tree_unflatten(in_tree, [struct_of(a) for a in avals])
 
 
+def donor_plan(in_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArray], donated: Sequence[bool],
+               read: Sequence[bool] | None = None) -> tuple[list[bool], list[ShapedArray]]:
+    """(per input, whether its buffer is donated to the program; the avals of the donated inputs that cannot be):
+    as in JAX, a donated input is usable when an output has its shape and dtype (matched in order, each output
+    once); an input the program does not read (read False) is not usable."""
+    available: dict[tuple[Any, Any], int] = {}
+    for aval in out_avals:
+        available[(aval.shape, aval.dtype)] = available.get((aval.shape, aval.dtype), 0) + 1
+    donors, unusable = [], []
+    for i, (aval, wanted) in enumerate(zip(in_avals, donated)):
+        usable = wanted and (read is None or read[i]) and available.get((aval.shape, aval.dtype), 0) > 0
+        if usable:
+            available[(aval.shape, aval.dtype)] -= 1
+        elif wanted:
+            unusable.append(aval)
+        donors.append(bool(usable))
+    return donors, unusable
+
+
+def warn_unusable(name: str, unusable: Sequence[ShapedArray]) -> None:
+    if unusable:
+        warnings.warn(f"{name}: some donated buffers were not usable: {', '.join(a.str_short() for a in unusable)} "
+                      "(no output of that shape and dtype, or not read); they are not donated", UserWarning,
+                      stacklevel=5)
+
+
+def give_up(args: list[Any], slots: Sequence[int]) -> list[Any]:
+    """Prepare a call that donates args[slot] for each slot: returns the Arrays to delete after the call. An Array
+    that cannot be given up (a numpy view or DLPack export of it is alive: its buffer is pinned, or it is passed
+    twice) is replaced in args by a copy (uploaded anew), which is donated instead: no one sees its memory change.
+    numpy and Python values are uploaded as usual."""
+    giving = []
+    for slot in slots:
+        x = args[slot]
+        if type(x) is Array:
+            if x._buffer._pins or sum(y is x for y in args) > 1:
+                args[slot] = np.array(x)
+            else:
+                giving.append(x)
+    return giving
+
+
 class Traced:
     """A function traced for some arguments (jit(f).trace(...)): its IR (`.jaxpr`, also `.ir`: ember's printable
     IR), the types of its arguments and results, and `.lower()`."""
@@ -108,9 +151,14 @@ class Lowered(_RuntimeLowered):
     """A traced function lowered to StableHLO (jit(f).lower(...)): `.as_text()`, `.compile()`, the argument and
     result types (`in_tree`, `out_tree`, `args_info`, `out_info`), `.cost_analysis()`."""
 
-    def __init__(self, ir: IR, name: str, in_tree: PyTreeDef):
-        super().__init__(ir, name, lower(ir))
+    def __init__(self, ir: IR, name: str, in_tree: PyTreeDef, donated: Sequence[bool] | None = None):
+        donors = None
+        if donated is not None and any(donated):
+            donors, unusable = donor_plan(ir.in_avals, ir.out_avals, donated)
+            warn_unusable(name, unusable)
+        super().__init__(ir, name, lower(ir, donors))
         self.in_tree = in_tree
+        self.donors = [i for i, d in enumerate(donors or ()) if d]  # the leaves given up by each call
 
     out_tree = property(lambda self: self.ir.out_tree)
     in_avals = property(lambda self: tree_unflatten(self.in_tree, list(self.ir.in_avals)))
@@ -159,7 +207,7 @@ class Compiled(_RuntimeCompiled):
 
     def __init__(self, lowered: Lowered, executable: Any):
         super().__init__(lowered, executable)
-        self.in_tree = lowered.in_tree
+        self.in_tree, self.donors = lowered.in_tree, lowered.donors
         self.args_info = lowered.args_info
         self.out_info = lowered.out_info
 
@@ -177,7 +225,10 @@ class Compiled(_RuntimeCompiled):
             if got.shape != expected.shape or got.dtype != expected.dtype:
                 raise TypeError(f"{self.name}: {_where(path)}: expected {expected.str_short()}, got "
                                 f"{got.str_short()} (a compiled function takes the types it was lowered for)")
+        giving = give_up(leaves, self.donors) if self.donors else ()
         outs = self.call_flat(leaves)
+        for x in giving:
+            x.delete()
         return self.ir.out_tree.unflatten(outs) if self.ir.out_tree is not None else outs
 
     call = __call__
@@ -229,4 +280,4 @@ def _where(path: tuple[Any, ...]) -> str:
 
 
 __all__ = ["Compiled", "CompiledMemoryStats", "Lowered", "ShapeDtypeStruct", "Traced", "abstractify",
-           "args_info_of", "struct_of"]
+           "args_info_of", "donor_plan", "give_up", "struct_of", "warn_unusable"]

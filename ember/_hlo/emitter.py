@@ -119,8 +119,12 @@ class Emitter:
 
 
 def module_text(arg_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArray], body: Emitter,
-                arg_names: Sequence[str], out_names: Sequence[str]) -> str:
-    args = ", ".join(f"{n}: {tensor_type(a)}" for n, a in zip(arg_names, arg_avals))
+                arg_names: Sequence[str], out_names: Sequence[str], donors: Sequence[bool] | None = None) -> str:
+    """The module whose @main takes arg_names and returns out_names; donors marks the arguments whose buffers XLA
+    may reuse for outputs (`jax.buffer_donor`: the caller gives them up, as jit's donate_argnums)."""
+    donors = donors or [False] * len(arg_names)
+    args = ", ".join(f"{n}: {tensor_type(a)}" + (" {jax.buffer_donor = true}" if d else "")
+                     for n, a, d in zip(arg_names, arg_avals, donors))
     results = ", ".join(tensor_type(a) for a in out_avals)
     ret = f"    func.return {', '.join(out_names)} : {results}" if out_names else "    func.return"
     return ("module @ember attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"

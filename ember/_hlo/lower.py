@@ -79,10 +79,12 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
     return [read(a) for a in ir.outs]
 
 
-def lower(ir: IR) -> str:
-    """The module for ir: consts come first among main's arguments, then the inputs."""
+def lower(ir: IR, donors: Sequence[bool] | None = None) -> str:
+    """The module for ir: consts come first among main's arguments, then the inputs (donors: per input, whether
+    its buffer is donated to the program; see module_text)."""
     emitter = Emitter()
     params = list(ir.const_vars) + list(ir.in_vars)
     arg_names = [emitter.declare(f"%arg{i}", v.aval) for i, v in enumerate(params)]
     out_names = lower_into(emitter, ir, arg_names)
-    return module_text([v.aval for v in params], ir.out_avals, emitter, arg_names, out_names)
+    donated = None if donors is None else [False] * len(ir.const_vars) + list(donors)
+    return module_text([v.aval for v in params], ir.out_avals, emitter, arg_names, out_names, donated)

@@ -1,0 +1,115 @@
+"""Buffer donation (jit's donate_argnums / donate_argnames, as JAX's): the program writes its outputs into the
+donated buffers, the donated Arrays are deleted, an unusable donation warns, and nothing anyone can still see
+changes (an Array with a live numpy view, or passed twice, is copied and the copy donated)."""
+import warnings
+
+import jax
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as enp
+
+
+def address(x):
+    """Where an Array's data lives (without keeping a view of it)."""
+    handle, addr, counted = x._buffer.share_memory("test")
+    x._buffer.unshare_memory(handle, counted)
+    return addr
+
+
+def sgd(params, moms, grads, lr):
+    moms = {k: 0.9 * moms[k] + grads[k] for k in params}
+    return {k: params[k] - lr * moms[k] for k in params}, moms
+
+
+def state(np_):
+    rng = np.random.default_rng(0)
+    params = {"w": rng.standard_normal((16, 8)).astype(np.float32), "b": rng.standard_normal(8).astype(np.float32)}
+    moms = {k: np.zeros_like(v) for k, v in params.items()}
+    grads = {k: np.full_like(v, 0.5) for k, v in params.items()}
+    return ({k: np_.asarray(v) for k, v in params.items()}, {k: np_.asarray(v) for k, v in moms.items()},
+            {k: np_.asarray(v) for k, v in grads.items()})
+
+
+@pytest.mark.parametrize("how", ["argnums", "argnames", "aot"])
+def test_donated_buffers_hold_the_outputs_and_the_arrays_are_deleted(how):
+    params, moms, grads = state(enp)
+    before = {k: address(v) for k, v in params.items()}
+    if how == "argnums":
+        step = ember.jit(sgd, donate_argnums=(0, 1))
+    elif how == "argnames":
+        step = ember.jit(sgd, donate_argnames=("params", "moms"))
+    else:
+        step = ember.jit(sgd, donate_argnums=(0, 1)).lower(params, moms, grads, 0.1).compile()
+        assert step.memory_analysis().alias_size_in_bytes == 2 * 4 * (16 * 8 + 8)
+    new_params, new_moms = step(params, moms, grads, 0.1)
+    jp, jm, jg = state(jax.numpy)
+    want_params, want_moms = jax.jit(sgd, donate_argnums=(0, 1))(jp, jm, jg, 0.1)
+    for k in want_params:
+        np.testing.assert_allclose(np.asarray(new_params[k]), np.asarray(want_params[k]), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(new_moms[k]), np.asarray(want_moms[k]), rtol=1e-6)
+    assert all(v.is_deleted() for v in list(params.values()) + list(moms.values()))
+    assert not any(v.is_deleted() for v in grads.values())
+    new_addresses = {address(v) for v in list(new_params.values()) + list(new_moms.values())}
+    assert set(before.values()) <= new_addresses  # the outputs live where the donated inputs did
+    with pytest.raises(RuntimeError, match="deleted"):
+        params["w"] + 1
+
+
+def test_the_fast_path_donates_on_every_call():
+    step = ember.jit(sgd, donate_argnums=(0, 1))
+    params, moms, grads = state(enp)
+    for _ in range(3):
+        old = params
+        params, moms = step(params, moms, grads, 0.1)
+        assert old["w"].is_deleted() and not params["w"].is_deleted()
+
+
+def test_an_unusable_donation_warns_and_keeps_the_array():
+    x, y = enp.ones(3), enp.ones(2)
+    with pytest.warns(UserWarning, match=r"some donated buffers were not usable: f32\[3\]"):
+        total, doubled = ember.jit(lambda a, b: (a.sum(), b * 2), donate_argnums=(0, 1))(x, y)
+    assert not x.is_deleted() and y.is_deleted()
+    np.testing.assert_array_equal(np.asarray(doubled), [2, 2])
+    with pytest.warns(UserWarning, match="not usable"):  # an argument the program does not read
+        ember.jit(lambda a, b: b + 1, donate_argnums=0)(enp.ones(2), enp.ones(2))
+
+
+def test_arrays_others_can_see_are_copied_not_donated():
+    step = ember.jit(lambda a: a * 2.0, donate_argnums=0)
+    x = enp.arange(4.0)
+    view = np.asarray(x)  # a view of x's memory, alive
+    out = step(x)
+    assert not x.is_deleted()
+    np.testing.assert_array_equal(view, [0, 1, 2, 3])  # unchanged: the program wrote into a copy
+    np.testing.assert_array_equal(np.asarray(out), [0, 2, 4, 6])
+    twice = ember.jit(lambda a, b: a + b, donate_argnums=0)
+    y = enp.ones(3)
+    np.testing.assert_array_equal(np.asarray(twice(y, y)), [2, 2, 2])
+    assert not y.is_deleted()
+    z = np.ones(3, np.float32)  # numpy and Python values are uploaded; the user's array is untouched
+    np.testing.assert_array_equal(np.asarray(ember.jit(lambda a: a + 1, donate_argnums=0)(z)), [2, 2, 2])
+    np.testing.assert_array_equal(z, [1, 1, 1])
+
+
+def test_donation_inside_another_transformation_is_ignored():
+    step = ember.jit(lambda a: a * 2.0, donate_argnums=0)
+    x = enp.ones(3)
+    np.testing.assert_array_equal(np.asarray(ember.jit(lambda a: step(a) + 1)(x)), [3, 3, 3])
+    assert not x.is_deleted()
+    g = ember.grad(lambda a: step(a).sum())(x)
+    np.testing.assert_array_equal(np.asarray(g), [2, 2, 2])
+    assert not x.is_deleted()
+
+
+def test_bad_donation_arguments():
+    with pytest.raises(ValueError, match="both static and donated"):
+        ember.jit(lambda x: x, static_argnums=0, donate_argnums=0)
+    with pytest.raises(ValueError, match=r"donate_argnums=\(3,\) includes 3"):
+        ember.jit(lambda x: x, donate_argnums=3)
+    with pytest.raises(ValueError, match=r"donate_argnames \['y'\] are not parameters"):
+        ember.jit(lambda x: x, donate_argnames="y")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a usable donation says nothing
+        ember.jit(lambda x: x + 1, donate_argnums=0)(enp.ones(2))
