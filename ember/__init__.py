@@ -6,6 +6,7 @@ The package is layered; imports point one way: _core -> _hlo -> _prims -> _trans
 from ember import config as config, lax as lax, numpy as numpy, ops as ops, tree as tree, tree_util as tree_util
 from ember import random as random
 from ember import checkpoints as checkpoints, nn as nn, optim as optim, scipy as scipy, stages as stages
+from ember import export as export
 from ember._api import clear_caches as clear_caches, disable_jit as disable_jit
 from ember._api import compile as compile, grad as grad, jit as jit, make_ir as make_ir  # noqa: A004
 from ember._api import stage_out as stage_out, value_and_grad as value_and_grad, vjp as vjp
@@ -31,11 +32,11 @@ from ember._transforms import dce as dce
 __version__ = "0.1.0"
 
 __all__ = [
-    "Array", "array", "asarray", "check_ir", "checkpoint", "checkpoint_policies", "checkpoints", "clear_caches",
+    "array", "Array", "asarray", "check_ir", "checkpoint", "checkpoint_policies", "checkpoints", "clear_caches",
     "compile", "Compiled", "CompileError", "ConcretizationTypeError", "config", "custom_jvp", "custom_vjp", "dce",
-    "default_device", "device_put", "devices", "disable_jit", "eval_ir", "eval_shape", "float0", "grad", "hessian",
-    "IR", "IRTypeError", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "linear_transpose", "linearize",
-    "lower", "Lowered", "make_ir", "nn", "numpy", "optim", "PjrtError", "random", "remat", "scipy", "ShapedArray",
-    "ShapeDtypeStruct", "stage_out", "stages", "tree", "tree_util", "UnexpectedTracerError", "value_and_grad", "vjp",
-    "vmap",
+    "default_device", "device_put", "devices", "disable_jit", "eval_ir", "eval_shape", "export", "float0", "grad",
+    "hessian", "IR", "IRTypeError", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "linear_transpose",
+    "linearize", "lower", "Lowered", "make_ir", "nn", "numpy", "optim", "PjrtError", "random", "remat", "scipy",
+    "ShapedArray", "ShapeDtypeStruct", "stage_out", "stages", "tree", "tree_util", "UnexpectedTracerError",
+    "value_and_grad", "vjp", "vmap",
 ]

@@ -10,7 +10,7 @@ ROOT = pathlib.Path(__file__).parent.parent / "ember"
 
 LAYERS = ["_core", "_hlo", "_prims", "_transforms", "_control", "_runtime", "_api", "_numpy", "public"]
 PUBLIC = {"__init__", "config", "lax", "numpy", "ops", "tree_util", "tree", "random", "nn", "optim", "scipy",
-          "checkpoints", "stages"}
+          "checkpoints", "stages", "export"}
 
 # Module order inside a package: a module imports only modules of its package listed before it.
 ORDER = {
@@ -22,9 +22,9 @@ ORDER = {
     "_transforms": ["cache", "passes", "ad", "jvp", "batching", "__init__"],
     "_runtime": ["fastpath", "pjrt", "backends", "array", "dlpack", "dispatch", "compile_cache", "hlo_text",
                  "compiler", "eager", "__init__"],
-    "_control": ["common", "cond", "loops", "cumulative", "custom", "__init__"],
+    "_control": ["common", "cond", "loops", "cumulative", "custom", "exported", "__init__"],
     "_api": ["staging", "templates", "running", "caches", "signature", "stages", "jit", "autodiff", "transpose", "vmap",
-             "forward", "__init__"],
+             "forward", "export", "__init__"],
     "_numpy": ["dtypes", "docstrings", "promotion", "shape", "ufuncs", "creation", "mathfuncs", "reductions",
                "logexp", "cumulative", "linalg", "einsum", "indexing", "selection", "sorting", "statistics",
                "manipulation", "grids", "setops", "signal", "utilities", "methods", "__init__"],

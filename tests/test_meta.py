@@ -5,6 +5,7 @@ to RULE_KINDS and a check to the harness (and a planted wrong rule to tests/test
 import pytest
 
 from ember._control.custom import CUSTOM_VJP_NO_FORWARD_MODE
+from ember._control.exported import EXPORTED_NO_FORWARD_MODE
 from ember._control.loops import WHILE_NOT_REVERSE_DIFFERENTIABLE
 from ember._prims.reduction import GENERAL_REDUCE_NOT_DIFFERENTIABLE
 from ember._prims.windowed import GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE
@@ -25,6 +26,7 @@ MARKS_TESTED_BY = {
     NOT_DIFFERENTIABLE: lambda prim, cases: bool(cases),         # check_not_differentiable
     WHILE_NOT_REVERSE_DIFFERENTIABLE: lambda prim, cases: any(c.grad and not c.reverse for c in cases),  # the error
     CUSTOM_VJP_NO_FORWARD_MODE: lambda prim, cases: any(c.grad and not c.forward for c in cases),  # the error
+    EXPORTED_NO_FORWARD_MODE: lambda prim, cases: any(c.grad and not c.forward for c in cases),  # the error
     GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE: lambda prim, cases: any(  # both errors
         c.grad and not c.forward and not c.reverse for c in cases),
     GENERAL_REDUCE_NOT_DIFFERENTIABLE: lambda prim, cases: any(  # both errors

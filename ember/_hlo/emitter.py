@@ -41,6 +41,22 @@ def scalar_text(value: Any, dtype: np.dtype) -> str:
     return f"0x{int(bits):0{2 * dtype.itemsize}X}"
 
 
+def dense_text(value: np.ndarray, aval: ShapedArray) -> str:
+    """A dense attribute holding an array's elements (row-major): a splat when they are all equal, else the list
+    of elements (MLIR's nested form)."""
+    value = np.ascontiguousarray(np.asarray(value).astype(aval.dtype).reshape(aval.shape))
+    flat = value.reshape(-1)
+    raw = flat.tobytes()
+    if flat.size and raw == raw[:flat.itemsize] * flat.size:  # (bitwise: -0.0 and NaN payloads kept)
+        return f"dense<{scalar_text(flat[0], aval.dtype)}> : {tensor_type(aval)}"
+
+    def nested(x: np.ndarray) -> str:
+        if x.ndim == 0:
+            return scalar_text(x[()], aval.dtype)
+        return "[" + ", ".join(nested(row) for row in x) + "]"
+    return f"dense<{nested(value)}> : {tensor_type(aval)}"
+
+
 def compare_type(dtype: np.dtype) -> str:
     if dt.is_float(dtype):
         return "FLOAT"
@@ -55,18 +71,21 @@ class Emitter:
     body can be named inside the region."""
 
     def __init__(self, indent: str = "    ", counter: Iterator[int] | None = None,
-                 types: dict[str, str] | None = None) -> None:
+                 types: dict[str, str] | None = None, functions: dict[str, str] | None = None) -> None:
         self.lines: list[str] = []
         self.types: dict[str, str] = {} if types is None else types
         self.indent = indent
         self._counter = itertools.count() if counter is None else counter
+        # the module's other functions (name -> text), shared by every emitter of the module: a call of an
+        # exported program (func.call) adds the program's functions here, and module_text writes them after @main
+        self.functions: dict[str, str] = {} if functions is None else functions
 
     def fresh(self, prefix: str = "") -> str:
         return f"%{prefix}{next(self._counter)}"
 
     def child(self) -> "Emitter":
         """An emitter for a region nested in this body."""
-        return Emitter(self.indent + "    ", self._counter, self.types)
+        return Emitter(self.indent + "    ", self._counter, self.types, self.functions)
 
     def declare(self, name: str, aval: ShapedArray) -> str:
         self.types[name] = tensor_type(aval)
@@ -127,7 +146,8 @@ def module_text(arg_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArra
                      for n, a, d in zip(arg_names, arg_avals, donors))
     results = ", ".join(tensor_type(a) for a in out_avals)
     ret = f"    func.return {', '.join(out_names)} : {results}" if out_names else "    func.return"
+    others = "".join(body.functions[name] for name in sorted(body.functions))
     return ("module @ember attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
             f"  func.func public @main({args}) -> ({results}) {{\n"
             + "\n".join(body.lines) + ("\n" if body.lines else "")
-            + ret + "\n  }\n}\n")
+            + ret + "\n  }\n" + others + "}\n")

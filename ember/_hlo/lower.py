@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from ember._core import IR, Atom, Literal, ShapedArray, Var
-from ember._hlo.emitter import Emitter, module_text
+from ember._hlo.emitter import Emitter, dense_text, module_text
 
 
 class LoweringError(NotImplementedError):
@@ -79,12 +81,18 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
     return [read(a) for a in ir.outs]
 
 
-def lower(ir: IR, donors: Sequence[bool] | None = None) -> str:
+def lower(ir: IR, donors: Sequence[bool] | None = None, inline_consts: bool = False) -> str:
     """The module for ir: consts come first among main's arguments, then the inputs (donors: per input, whether
-    its buffer is donated to the program; see module_text)."""
+    its buffer is donated to the program; see module_text). With inline_consts the consts are constants of the
+    module instead (its arguments are the inputs alone: an exported program carries its data)."""
     emitter = Emitter()
-    params = list(ir.const_vars) + list(ir.in_vars)
+    params = list(ir.in_vars) if inline_consts else list(ir.const_vars) + list(ir.in_vars)
     arg_names = [emitter.declare(f"%arg{i}", v.aval) for i, v in enumerate(params)]
-    out_names = lower_into(emitter, ir, arg_names)
-    donated = None if donors is None else [False] * len(ir.const_vars) + list(donors)
+    if inline_consts:
+        consts = [emitter.op("stablehlo.constant", [], v.aval, {"value": dense_text(np.asarray(c), v.aval)})
+                  for v, c in zip(ir.const_vars, ir.consts)]
+        out_names = lower_into(emitter, ir, consts + arg_names)
+    else:
+        out_names = lower_into(emitter, ir, arg_names)
+    donated = None if donors is None else [False] * (len(params) - len(ir.in_vars)) + list(donors)
     return module_text([v.aval for v in params], ir.out_avals, emitter, arg_names, out_names, donated)

@@ -118,6 +118,14 @@ def _checkpointed(lib, np_):
     return lib.checkpoint(lambda x, w: np_.tanh(np_.tanh(x * w) * w) * x)
 
 
+def _exported_call(x, w):
+    """The exported program of tanh(x * w) + x at x's and w's types, through serialize (vjp_order=2) and
+    deserialize, called: binds call_exported."""
+    structs = [ember.ShapeDtypeStruct(a.shape, a.dtype) for a in (x, w)]
+    exported = ember.export.export(ember.jit(lambda a, b: enp.tanh(a * b) + a))(*structs)
+    return ember.export.deserialize(exported.serialize(vjp_order=2)).call(x, w)
+
+
 SCAN_SHAPES = [((), (4, 3)), ((3,), (5, 3)), ((), (1, 2))]
 
 CASES = [
@@ -142,6 +150,8 @@ CASES = [
          [((4,),), ((2, 3),)], F, jax=_custom_vjp_fn(jax, jnp), forward=False),
     Case("remat", _checkpointed(ember, enp), lambda x, w: (np.tanh(np.tanh(x * w) * w) * x).astype(x.dtype),
          [((4,), (4,)), ((3,), ())], F, jax=_checkpointed(jax, jnp)),
+    Case("call_exported", _exported_call, lambda x, w: (np.tanh(x * w) + x).astype(x.dtype), [((4,), (4,)),
+         ((2, 3), (3,))], F, jax=lambda x, w: jnp.tanh(x * w) + x, forward=False),
     Case("optimization_barrier", lambda x: lax.optimization_barrier(x) * 2.0, lambda x: x * 2.0,
          [((3,),), ((2, 2),)], F, jax=lambda x: jlax.optimization_barrier(x) * 2.0),
 ]
