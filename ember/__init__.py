@@ -11,7 +11,16 @@ from ember._api import clear_caches as clear_caches, disable_jit as disable_jit
 from ember._api import compile as compile, grad as grad, jit as jit, make_ir as make_ir  # noqa: A004
 from ember._api import stage_out as stage_out, value_and_grad as value_and_grad, vjp as vjp
 from ember._api import eval_ir_public as eval_ir
-from ember._api import ShapeDtypeStruct as ShapeDtypeStruct, eval_shape as eval_shape
+from ember._api import ShapeDtypeStruct as ShapeDtypeStruct, eval_shape as eval_shape, make_jaxpr as make_jaxpr
+from ember._api.environment import (block_until_ready as block_until_ready, copy_to_host_async as copy_to_host_async,
+                                    default_backend as default_backend, device_count as device_count,
+                                    device_get as device_get, host_count as host_count, host_id as host_id,
+                                    host_ids as host_ids, live_arrays as live_arrays,
+                                    local_device_count as local_device_count, local_devices as local_devices,
+                                    print_environment_info as print_environment_info, process_count as process_count,
+                                    process_index as process_index, process_indices as process_indices,
+                                    typeof as typeof)
+from ember._core.config import State as _State
 from ember._api.forward import hessian as hessian, jacfwd as jacfwd, jacobian as jacobian, jacrev as jacrev
 from ember._api.forward import jvp as jvp, linearize as linearize
 from ember._api.transpose import linear_transpose as linear_transpose
@@ -31,12 +40,19 @@ from ember._transforms import dce as dce
 
 __version__ = "0.1.0"
 
+# JAX's top-level flags: `with ember.debug_nans(True): ...`, `ember.enable_x64.value`
+debug_nans, debug_infs, enable_x64 = _State("debug_nans"), _State("debug_infs"), _State("enable_x64")
+log_compiles, explain_cache_misses = _State("log_compiles"), _State("explain_cache_misses")
+
 __all__ = [
-    "array", "Array", "asarray", "check_ir", "checkpoint", "checkpoint_policies", "checkpoints", "clear_caches",
-    "compile", "Compiled", "CompileError", "ConcretizationTypeError", "config", "custom_jvp", "custom_vjp", "dce",
-    "default_device", "device_put", "devices", "disable_jit", "eval_ir", "eval_shape", "export", "float0", "grad",
-    "hessian", "IR", "IRTypeError", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "linear_transpose",
-    "linearize", "lower", "Lowered", "make_ir", "nn", "numpy", "optim", "PjrtError", "random", "remat", "scipy",
-    "ShapedArray", "ShapeDtypeStruct", "stage_out", "stages", "tree", "tree_util", "UnexpectedTracerError",
-    "value_and_grad", "vjp", "vmap",
+    "Array", "array", "asarray", "block_until_ready", "check_ir", "checkpoint", "checkpoint_policies", "checkpoints",
+    "clear_caches", "compile", "Compiled", "CompileError", "ConcretizationTypeError", "config", "copy_to_host_async",
+    "custom_jvp", "custom_vjp", "dce", "debug_infs", "debug_nans", "default_backend", "default_device",
+    "device_count", "device_get", "device_put", "devices", "disable_jit", "enable_x64", "eval_ir", "eval_shape",
+    "explain_cache_misses", "export", "float0", "grad", "hessian", "host_count", "host_id", "host_ids", "IR",
+    "IRTypeError", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "linear_transpose", "linearize",
+    "live_arrays", "local_device_count", "local_devices", "log_compiles", "lower", "Lowered", "make_ir", "make_jaxpr",
+    "nn", "numpy", "optim", "PjrtError", "print_environment_info", "process_count", "process_index",
+    "process_indices", "random", "remat", "scipy", "ShapedArray", "ShapeDtypeStruct", "stage_out", "stages", "tree",
+    "tree_util", "typeof", "UnexpectedTracerError", "value_and_grad", "vjp", "vmap",
 ]

@@ -17,6 +17,7 @@ from ember._api.staging import as_tuple, fun_name, leaf_avals, stage_with_aux, w
 from ember._api.templates import compile_staged
 from ember._core.cache import LRUCache, clear_all_caches
 from ember._core.config import config
+from ember._api.recompiles import CacheInfo, CompileLog, on_hit, on_miss
 from ember._api.stages import Lowered, Traced, abstractify, donor_plan, give_up, warn_unusable
 from ember._hlo import lower
 from ember._runtime import Array, Lowered as RuntimeLowered
@@ -44,6 +45,22 @@ def make_ir(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()) -
 
     def make(*args: Any, **kwargs: Any) -> IR:
         return jitted.trace_ir(*args, **kwargs)
+    return make
+
+
+def make_jaxpr(fun: Callable[..., Any], static_argnums: int | Sequence[int] = (), axis_env: Any = None,
+               return_shape: bool = False, abstracted_axes: Any = None) -> Callable[..., Any]:
+    """make_jaxpr(f)(*args) is f's IR at the arguments' types (as jax.make_jaxpr; ember's IR is its jaxpr: print it),
+    for arrays, numbers or ShapeDtypeStructs; with return_shape, (IR, pytree of the results' ShapeDtypeStructs).
+    Named-axis environments and abstracted axes (shape polymorphism) are not supported."""
+    if axis_env or abstracted_axes is not None:
+        raise NotImplementedError("make_jaxpr: axis_env and abstracted_axes are not supported by ember")
+    jitted = jit(fun, static_argnums=static_argnums)
+
+    @functools.wraps(fun, updated=())
+    def make(*args: Any, **kwargs: Any) -> Any:
+        traced = jitted.trace(*args, **kwargs)
+        return (traced.jaxpr, traced.out_info) if return_shape else traced.jaxpr
     return make
 
 
@@ -110,6 +127,7 @@ class Jitted:
         self._dispatch = LRUCache(SIGNATURES_PER_FUNCTION)
         self._programs = LRUCache(SIGNATURES_PER_FUNCTION)  # signature_key(signature) -> _Program
         self._statics_by_count = LRUCache(SIGNATURES_PER_FUNCTION)  # number of positional arguments -> static ones
+        self._log = CompileLog()  # hits, misses, the last compiled signature (explained cache misses)
         functools.update_wrapper(self, fun, updated=())  # (copying __dict__ could clobber our attributes)
 
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -221,6 +239,8 @@ class Jitted:
             else:
                 if entry is not None:
                     run, build_output = entry
+                    self._log.hits += 1
+                    self._log.streak = 0
                     return build_output(run(leaves))
         signature, leaves, statics = self._signature(args, kwargs)
         if TRACE_STATE.stack:  # (inlined into the enclosing staging)
@@ -234,14 +254,29 @@ class Jitted:
         key = signature_key(signature)
         program = self._programs.lookup(key)
         if program is None:
+            on_miss(self._log, self.name, self.fun, signature, _config_values["enable_x64"])
             ir = self._cache.ir_for(signature, self._build, signature[0], signature[1], statics)
             program = _compile_program(ir, self.name, self._donated_leaves(signature[0], statics))
             if has_tracer_consts(ir):  # (it belongs to the trace whose tracers it captured)
                 return program
             self._programs.store(key, program)
+        else:
+            on_hit(self._log)
         if dispatch_key is not None:
             self._dispatch.store(dispatch_key, program)
         return program
+
+    def cache_info(self) -> CacheInfo:
+        """The compiled-signature cache's statistics (as functools' cache_info): calls that found a compiled
+        program (hits), calls that compiled one (misses), the limit (jit_cache_size) and the programs kept."""
+        return CacheInfo(self._log.hits, self._log.misses, config.jit_cache_size, len(self._programs))
+
+    def cache_clear(self) -> None:
+        """Forget this function's compiled programs and staged IRs (the next calls compile again)."""
+        self._programs.clear()
+        self._dispatch.clear()
+        self._cache.irs.clear()
+        self._cache.executables.clear()
 
     def _donated_leaves(self, in_tree: PyTreeDef, statics: tuple[Any, ...]) -> list[bool] | None:
         """Per leaf of the dynamic arguments, whether it is donated (donate_argnums / donate_argnames); None when

@@ -46,24 +46,23 @@ def _parse_seconds(name: str, value: Any) -> float:
     return seconds
 
 
-def _parse_bytes(name: str, value: Any) -> int:
+def _int_at_least(name: str, value: Any, minimum: int, what: str) -> int:
+    """value (an int, or a string of one) if it is at least minimum, else a ValueError saying what it takes."""
     try:
         size = int(value) if isinstance(value, str) else value
     except ValueError:
         size = value
-    if isinstance(size, bool) or not isinstance(size, int) or size < -1:
-        raise ValueError(f"ember.config: option {name!r} takes a number of bytes (or -1: no limit), got {value!r}")
+    if isinstance(size, bool) or not isinstance(size, int) or size < minimum:
+        raise ValueError(f"ember.config: option {name!r} takes {what}, got {value!r}")
     return size
+
+
+def _parse_bytes(name: str, value: Any) -> int:
+    return _int_at_least(name, value, -1, "a number of bytes (or -1: no limit)")
 
 
 def _parse_size(name: str, value: Any) -> int:
-    try:
-        size = int(value) if isinstance(value, str) else value
-    except ValueError:
-        size = value
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"ember.config: option {name!r} takes a positive integer, got {value!r}")
-    return size
+    return _int_at_least(name, value, 1, "a positive integer")
 
 
 @dataclass
@@ -91,6 +90,13 @@ _option("debug_nans", False, _parse_bool,
         "(a jitted function whose result has a NaN is re-run one primitive at a time to find it).",
         env=("JAX_DEBUG_NANS",))
 _option("debug_infs", False, _parse_bool, "As debug_nans, for infinities.", env=("JAX_DEBUG_INFS",))
+_option("explain_cache_misses", False, _parse_bool,
+        "Log (logger 'ember', level WARNING) why each jitted function compiles again: which argument changed and "
+        "how (shape, dtype, weak type, pytree structure, static value) or that the function object is new, with "
+        "the call site.", env=("JAX_EXPLAIN_CACHE_MISSES",))
+_option("log_compiles", False, _parse_bool,
+        "Log (logger 'ember', level WARNING) every program compiled for a jitted function, with its signature.",
+        env=("JAX_LOG_COMPILES",))
 _option("disable_jit", False, _parse_bool,
         "jit-decorated functions run their Python body one primitive at a time (for debugging with print and pdb).",
         env=("JAX_DISABLE_JIT",))
@@ -124,6 +130,27 @@ _option("persistent_cache_min_entry_size_bytes", 0, _parse_bytes,
 _option("compilation_cache_max_size", 1 << 30, _parse_bytes,
         "The persistent cache's size limit in bytes (-1: none); least recently used entries are removed first.",
         env=("JAX_COMPILATION_CACHE_MAX_SIZE",))
+
+
+class State:
+    """An option as a context manager and a value, as JAX's top-level flags (jax.debug_nans, jax.enable_x64, ...):
+    `with ember.debug_nans(True): ...` sets it for the block; `ember.debug_nans.value` reads it."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @property
+    def value(self) -> Any:
+        return config.read(self.name)
+
+    def __call__(self, new_val: Any = True) -> Any:
+        return config.override(**{self.name: new_val})
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __repr__(self) -> str:
+        return f"State({self.name}={self.value!r})"
 
 
 def canonical_name(name: str) -> str:
