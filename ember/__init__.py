@@ -6,7 +6,7 @@ The package is layered; imports point one way: _core -> _hlo -> _prims -> _trans
 from ember import config as config, lax as lax, numpy as numpy, ops as ops, tree as tree, tree_util as tree_util
 from ember import random as random
 from ember import checkpoints as checkpoints, nn as nn, optim as optim, scipy as scipy, stages as stages
-from ember import export as export
+from ember import export as export, profiler as profiler
 from ember._api import clear_caches as clear_caches, disable_jit as disable_jit
 from ember._api import compile as compile, grad as grad, jit as jit, make_ir as make_ir  # noqa: A004
 from ember._api import stage_out as stage_out, value_and_grad as value_and_grad, vjp as vjp
@@ -53,6 +53,6 @@ __all__ = [
     "IRTypeError", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "linear_transpose", "linearize",
     "live_arrays", "local_device_count", "local_devices", "log_compiles", "lower", "Lowered", "make_ir", "make_jaxpr",
     "nn", "numpy", "optim", "PjrtError", "print_environment_info", "process_count", "process_index",
-    "process_indices", "random", "remat", "scipy", "ShapedArray", "ShapeDtypeStruct", "stage_out", "stages", "tree",
-    "tree_util", "typeof", "UnexpectedTracerError", "value_and_grad", "vjp", "vmap",
+    "process_indices", "profiler", "random", "remat", "scipy", "ShapedArray", "ShapeDtypeStruct", "stage_out",
+    "stages", "tree", "tree_util", "typeof", "UnexpectedTracerError", "value_and_grad", "vjp", "vmap",
 ]

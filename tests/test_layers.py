@@ -10,11 +10,11 @@ ROOT = pathlib.Path(__file__).parent.parent / "ember"
 
 LAYERS = ["_core", "_hlo", "_prims", "_transforms", "_control", "_runtime", "_api", "_numpy", "public"]
 PUBLIC = {"__init__", "config", "lax", "numpy", "ops", "tree_util", "tree", "random", "nn", "optim", "scipy",
-          "checkpoints", "stages", "export"}
+          "checkpoints", "stages", "export", "profiler"}
 
 # Module order inside a package: a module imports only modules of its package listed before it.
 ORDER = {
-    "_core": ["config", "exports", "cache", "dtypes", "ir", "primitive", "trace", "eval", "checks", "pytree",
+    "_core": ["config", "exports", "cache", "profile", "dtypes", "ir", "primitive", "trace", "eval", "checks", "pytree",
               "__init__"],
     "_hlo": ["emitter", "lower", "__init__"],
     "_prims": ["checks", "shape", "families", "elementwise", "slicing", "reduction", "dot", "indexing", "sorting",

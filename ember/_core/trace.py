@@ -14,6 +14,7 @@ import numpy as np
 from ember._core.dtypes import ShapedArray, aval_of_value, canonicalize_dtype, is_float, is_python_scalar
 from ember._core.ir import IR, Atom, Eqn, Literal, Var, python_scalar_literal
 from ember._core.primitive import EAGER, TRACE_STATE, Primitive, user_source
+from ember._core.profile import profiled
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -261,6 +262,7 @@ def concrete_values(leaves: Sequence[Any]) -> list[Any] | None:
     return None if any(v is None for v in values) else values
 
 
+@profiled("trace", lambda fn, *args, label="", **kwargs: f"trace {label or getattr(fn, '__name__', 'function')}")
 def stage_flat(fn: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray], values: Sequence[Any] | None = None,
                label: str = "", names: Sequence[str] | None = None, differentiated: bool = False) -> IR:
     """Stage fn (taking and returning flat lists of arrays) out to an IR at the given abstract values. With

@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember._core import IR, Atom, Literal, ShapedArray, Var
+from ember._core.profile import profiled
 from ember._hlo.emitter import Emitter, dense_text, module_text
 
 
@@ -81,6 +82,7 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
     return [read(a) for a in ir.outs]
 
 
+@profiled("lower", "lower to StableHLO")
 def lower(ir: IR, donors: Sequence[bool] | None = None, inline_consts: bool = False) -> str:
     """The module for ir: consts come first among main's arguments, then the inputs (donors: per input, whether
     its buffer is donated to the program; see module_text). With inline_consts the consts are constants of the

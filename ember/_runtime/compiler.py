@@ -16,6 +16,7 @@ from ember._core import dtypes as dt
 from ember._core.cache import LRUCache
 from ember._core.config import config
 from ember._core.primitive import user_source
+from ember._core import profile
 from ember._hlo import lower
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.array import Array
@@ -138,7 +139,8 @@ class Lowered:
         executable = _executables.lookup(key)
         if executable is None:
             try:
-                executable = interruptible(lambda: compile_with_cache(client, self.text))
+                with profile.span(f"compile {self.name}", "compile"):
+                    executable = interruptible(lambda: compile_with_cache(client, self.text))
             except _pjrt.PjrtOutOfMemoryError:
                 raise
             except _pjrt.PjrtError as err:
@@ -354,6 +356,41 @@ class _Checks:
 _Checks.update()
 config.on_change("debug_nans", _Checks.update)
 config.on_change("debug_infs", _Checks.update)
+
+
+def _profiling(on: bool) -> None:
+    """While the profiler records, programs run through an instrumented call_flat (and the C Callers leave every
+    call to it), each execution waited for so that its event lasts as long as the computation; arrays read to the
+    host are events too. Nothing is instrumented otherwise."""
+    if on:
+        plain_call, plain_value = Compiled.call_flat, Array._value
+
+        def call_flat(self: Compiled, args: Sequence[Any]) -> list[Any]:
+            start = time.perf_counter_ns()
+            outs = plain_call(self, args)
+            for out in outs:
+                if type(out) is Array:
+                    out.block_until_ready()
+            profile.record(self.name, "execute", start, time.perf_counter_ns(), {"arguments": len(args)})
+            return outs
+
+        def value(self: Array) -> Any:
+            if self._host is not None:
+                return self._host
+            start = time.perf_counter_ns()
+            host = plain_value(self)
+            profile.record(f"to host {self.aval.str_short()}", "transfer", start, time.perf_counter_ns())
+            return host
+        _profiling.saved = (plain_call, plain_value)  # type: ignore[attr-defined]
+        Compiled.call_flat, Array._value = call_flat, value  # type: ignore[method-assign]
+        if C is not None:
+            C.set_checks_active(True)
+    else:
+        Compiled.call_flat, Array._value = _profiling.saved  # type: ignore[attr-defined,method-assign]
+        _Checks.update()
+
+
+profile.add_hook(_profiling)
 
 
 def _invalid_kind(value: Any) -> str | None:

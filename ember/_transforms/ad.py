@@ -12,6 +12,7 @@ from ember._core.eval import bind_outputs
 from ember._core import dtypes as dt
 from ember._prims.elementwise import add
 from ember._prims.shape import convert_element_type, full, zeros
+from ember._core.profile import profiled
 from ember._transforms.cache import TransformCache
 from ember._transforms.passes import simplify
 
@@ -132,6 +133,7 @@ def check_scalar_output(name: str, aval: ShapedArray) -> None:
         raise TypeError(f"{name} requires a floating-point output, got {aval.str_short()}")
 
 
+@profiled("transform", "grad")
 def value_and_grad_ir(ir: IR, wrt: Sequence[bool], with_value: bool = True, name: str = "grad",
                       values: Sequence[Any] | None = None) -> IR:
     """IR (inputs) -> (outputs..., gradient of output 0 for each input in wrt).
@@ -163,6 +165,7 @@ def vjp_ir(ir: IR, wrt: Sequence[bool], num_cts: int | None = None, values: Sequ
     return VJPS.get(ir, (tuple(wrt), num_cts), lambda: stage_vjp(ir, wrt, num_cts))
 
 
+@profiled("transform", "vjp")
 def stage_vjp(ir: IR, wrt: Sequence[bool], num_cts: int, values: Sequence[Any] | None = None) -> IR:
     """The reverse-mode transformation of ir itself (uncached; see vjp_ir)."""
     n = len(ir.in_vars)

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from ember._core import IR, Eqn, ShapedArray, aval_of, stage_flat
 from ember._core.eval import eval_ir, eval_ir_annotated
+from ember._core.profile import profiled
 from ember._prims.shape import BatchDim, batch_at_front, moveaxis
 from ember._transforms.cache import TransformCache
 from ember._transforms.passes import simplify
@@ -42,6 +43,7 @@ def batch_ir(ir: IR, in_dims: Sequence[BatchDim], axis_size: int, out_dims: Sequ
     return moved, list(wanted)
 
 
+@profiled("transform", "vmap")
 def stage_batched(ir: IR, in_dims: Sequence[BatchDim], axis_size: int) -> tuple[IR, tuple[BatchDim, ...]]:
     """The batching of ir itself (uncached; see batch_ir): the batched IR and its outputs' natural batch dims."""
     found: list[BatchDim] = []

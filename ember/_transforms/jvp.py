@@ -8,6 +8,7 @@ from typing import Any, Sequence
 from ember._core import IR, Eqn, stage_flat
 from ember._core.eval import bind_outputs, eval_ir_annotated
 from ember._core import dtypes as dt
+from ember._core.profile import profiled
 from ember._prims.shape import zeros
 from ember._transforms.cache import TransformCache
 from ember._transforms.passes import simplify
@@ -37,6 +38,7 @@ def jvp_ir(ir: IR, with_tangent: Sequence[bool] | None = None, values: Sequence[
     return JVPS.get(ir, tuple(with_tangent), lambda: stage_jvp(ir, with_tangent))
 
 
+@profiled("transform", "jvp")
 def stage_jvp(ir: IR, with_tangent: Sequence[bool], values: Sequence[Any] | None = None) -> IR:
     """The forward-mode transformation of ir itself (uncached; see jvp_ir)."""
     n = len(ir.in_vars)
