@@ -7,6 +7,7 @@ from ember import config as config, lax as lax, numpy as numpy, ops as ops, tree
 from ember import random as random
 from ember import checkpoints as checkpoints, nn as nn, optim as optim, scipy as scipy, stages as stages
 from ember import export as export, profiler as profiler
+from ember import dtypes as dtypes, errors as errors, typing as typing
 from ember._api import clear_caches as clear_caches, disable_jit as disable_jit
 from ember._api import compile as compile, grad as grad, jit as jit, make_ir as make_ir  # noqa: A004
 from ember._api import stage_out as stage_out, value_and_grad as value_and_grad, vjp as vjp
@@ -48,11 +49,11 @@ __all__ = [
     "Array", "array", "asarray", "block_until_ready", "check_ir", "checkpoint", "checkpoint_policies", "checkpoints",
     "clear_caches", "compile", "Compiled", "CompileError", "ConcretizationTypeError", "config", "copy_to_host_async",
     "custom_jvp", "custom_vjp", "dce", "debug_infs", "debug_nans", "default_backend", "default_device",
-    "device_count", "device_get", "device_put", "devices", "disable_jit", "enable_x64", "eval_ir", "eval_shape",
-    "explain_cache_misses", "export", "float0", "grad", "hessian", "host_count", "host_id", "host_ids", "IR",
-    "IRTypeError", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "linear_transpose", "linearize",
+    "device_count", "device_get", "device_put", "devices", "disable_jit", "dtypes", "enable_x64", "errors", "eval_ir",
+    "eval_shape", "explain_cache_misses", "export", "float0", "grad", "hessian", "host_count", "host_id", "host_ids",
+    "IR", "IRTypeError", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "linear_transpose", "linearize",
     "live_arrays", "local_device_count", "local_devices", "log_compiles", "lower", "Lowered", "make_ir", "make_jaxpr",
     "nn", "numpy", "optim", "PjrtError", "print_environment_info", "process_count", "process_index",
     "process_indices", "profiler", "random", "remat", "scipy", "ShapedArray", "ShapeDtypeStruct", "stage_out",
-    "stages", "tree", "tree_util", "typeof", "UnexpectedTracerError", "value_and_grad", "vjp", "vmap",
+    "stages", "tree", "tree_util", "typeof", "typing", "UnexpectedTracerError", "value_and_grad", "vjp", "vmap",
 ]

@@ -10,7 +10,7 @@ ROOT = pathlib.Path(__file__).parent.parent / "ember"
 
 LAYERS = ["_core", "_hlo", "_prims", "_transforms", "_control", "_runtime", "_api", "_numpy", "public"]
 PUBLIC = {"__init__", "config", "lax", "numpy", "ops", "tree_util", "tree", "random", "nn", "optim", "scipy",
-          "checkpoints", "stages", "export", "profiler"}
+          "checkpoints", "stages", "export", "profiler", "dtypes", "errors", "typing"}
 
 # Module order inside a package: a module imports only modules of its package listed before it.
 ORDER = {

@@ -3,6 +3,7 @@ live_arrays, the device and process queries, print_environment_info, and the fla
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import ember
 import ember.numpy as enp
@@ -79,3 +80,33 @@ def test_flags_as_context_managers():
     with ember.debug_infs(True), ember.log_compiles(True), ember.explain_cache_misses(True):
         assert ember.config.debug_infs and ember.config.log_compiles and ember.config.explain_cache_misses
     assert not (ember.config.debug_infs or ember.config.log_compiles or ember.config.explain_cache_misses)
+
+
+def test_errors_are_jaxs_classes():
+    cases = [(lambda a: 1 if a > 0 else 0, ember.errors.TracerBoolConversionError,
+              jax.errors.TracerBoolConversionError),
+             (lambda a: [0, 1][a], ember.errors.TracerIntegerConversionError, jax.errors.TracerIntegerConversionError),
+             (lambda a: np.asarray(a), ember.errors.TracerArrayConversionError, jax.errors.TracerArrayConversionError),
+             (lambda a: int(a), ember.errors.ConcretizationTypeError, jax.errors.ConcretizationTypeError)]
+    for fn, ours, theirs in cases:
+        with pytest.raises(ours):
+            ember.jit(fn)(enp.ones((), enp.int32))
+        with pytest.raises(theirs):
+            jax.jit(fn)(jnp.ones((), jnp.int32))
+        assert issubclass(ours, ember.errors.ConcretizationTypeError) and issubclass(theirs, TypeError)
+    assert ember.errors.ConcretizationTypeError is ember.ConcretizationTypeError
+    assert ember.errors.JaxRuntimeError is ember.PjrtError
+
+
+def test_dtypes_and_typing_modules():
+    for x in [1.0, 1, True, np.int8(1), np.ones(2, np.float16)]:
+        assert ember.dtypes.scalar_type_of(x) is jax.dtypes.scalar_type_of(x)
+    assert ember.dtypes.result_type(np.int8, np.float16) == jax.dtypes.result_type(np.int8, np.float16)
+    assert ember.dtypes.issubdtype(ember.dtypes.bfloat16, np.floating)
+    assert ember.dtypes.finfo(ember.dtypes.bfloat16).eps == jax.dtypes.finfo(jax.dtypes.bfloat16).eps
+    assert ember.dtypes.iinfo(np.int16).max == 32767 and ember.dtypes.itemsize_bits(np.float16) == 16
+    assert ember.dtypes.float0 == jax.dtypes.float0
+
+    def f(x: ember.typing.ArrayLike, dtype: ember.typing.DTypeLike = None) -> ember.Array:
+        return enp.asarray(x, dtype)
+    assert f(3, "float32").dtype == np.float32

@@ -27,6 +27,22 @@ class UnexpectedTracerError(RuntimeError):
     """A tracer was used after the staging that created it had finished."""
 
 
+class TracerBoolConversionError(ConcretizationTypeError):
+    """bool() of a traced value (an `if` or `while` on it), as JAX's."""
+
+
+class TracerIntegerConversionError(ConcretizationTypeError):
+    """A traced value used as a Python index (__index__), as JAX's (int() is a ConcretizationTypeError)."""
+
+
+class TracerArrayConversionError(ConcretizationTypeError):
+    """A numpy conversion (np.asarray) of a traced value, as JAX's."""
+
+
+_CONVERSION_ERRORS = {"bool()": TracerBoolConversionError, "__index__()": TracerIntegerConversionError,
+                      "numpy conversion (np.asarray)": TracerArrayConversionError}
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Tracers
 class ArrayMethods:
@@ -75,14 +91,15 @@ class Tracer(ArrayMethods):
         if self.value is not None and (keeps_derivative or not is_float(self.aval.dtype)
                                        or not self.builder.protects_derivatives):
             return self.value
+        error = _CONVERSION_ERRORS.get(what, ConcretizationTypeError)
         if self.value is not None:
-            raise ConcretizationTypeError(
+            raise error(
                 f"{what} of a traced floating-point value {self.aval.str_short()}"
                 f"{self.builder.dependence(self.ir_var)}: the Python or numpy value would drop its derivative. "
                 "Keep it an array (compute with ember.numpy), or take it out of differentiation with "
                 "ember.lax.stop_gradient and convert outside the transformed function.")
         origin = self.builder.dependence(self.ir_var)
-        raise ConcretizationTypeError(
+        raise error(
             f"{what} of a traced value {self.aval.str_short()}{origin}: its value is not known while the "
             "function is staged out (under jit, vmap, stage_out, or a transformation inside them). Python "
             "control flow (if/while/and/or) and conversions (bool/int/float) need concrete values: use "

@@ -1,0 +1,33 @@
+"""ember.dtypes, as jax.dtypes: dtype utilities with JAX's semantics (the promotion lattice, weak types, x64)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember._core.dtypes import bfloat16 as bfloat16, canonicalize_dtype as canonicalize_dtype, finfo as finfo
+from ember._core.dtypes import float0 as float0, iinfo as iinfo
+from ember.numpy import issubdtype as issubdtype, result_type as result_type
+
+
+def scalar_type_of(x: Any) -> type:
+    """The Python scalar type (bool, int, float or complex) of a scalar or an array's dtype, as JAX's."""
+    dtype = np.dtype(x) if isinstance(x, np.dtype | type | str) else result_type(x)
+    if dtype == np.bool_:
+        return bool
+    if np.issubdtype(dtype, np.integer):
+        return int
+    if np.issubdtype(dtype, np.complexfloating):
+        return complex
+    if np.issubdtype(dtype, np.inexact) or dtype == bfloat16:
+        return float
+    raise TypeError(f"scalar_type_of: {dtype} has no Python scalar type")
+
+
+def itemsize_bits(dtype: Any) -> int:
+    """The size of one element in bits."""
+    return 8 * np.dtype(dtype).itemsize
+
+
+__all__ = ["bfloat16", "canonicalize_dtype", "finfo", "float0", "iinfo", "issubdtype", "itemsize_bits",
+           "result_type", "scalar_type_of"]

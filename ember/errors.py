@@ -1,0 +1,21 @@
+"""ember.errors, as jax.errors: the exceptions a user of ember catches, under JAX's names where JAX has one.
+
+ConcretizationTypeError and its three conversion errors (bool(), int()/an index, np.asarray of a traced value),
+UnexpectedTracerError (a tracer used after its staging ended), JaxprTypeError (ember's IRTypeError: an IR that does
+not type-check), JaxRuntimeError (ember's PjrtError: the runtime failed; its out-of-memory subclass is also a
+MemoryError), and ember's own: CompileError, DeletedArrayError."""
+from ember._core.ir import IRTypeError as IRTypeError
+from ember._core.trace import ConcretizationTypeError as ConcretizationTypeError
+from ember._core.trace import TracerArrayConversionError as TracerArrayConversionError
+from ember._core.trace import TracerBoolConversionError as TracerBoolConversionError
+from ember._core.trace import TracerIntegerConversionError as TracerIntegerConversionError
+from ember._core.trace import UnexpectedTracerError as UnexpectedTracerError
+from ember._runtime import PjrtError as PjrtError
+from ember._runtime.compiler import CompileError as CompileError, DeletedArrayError as DeletedArrayError
+
+JaxprTypeError = IRTypeError
+JaxRuntimeError = PjrtError
+
+__all__ = ["CompileError", "ConcretizationTypeError", "DeletedArrayError", "IRTypeError", "JaxRuntimeError",
+           "JaxprTypeError", "PjrtError", "TracerArrayConversionError", "TracerBoolConversionError",
+           "TracerIntegerConversionError", "UnexpectedTracerError"]
