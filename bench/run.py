@@ -759,6 +759,54 @@ def reduction(fn_name: str, **kwargs: Any) -> Callable[[Any, Any], tuple[Callabl
     return make
 
 
+def linalg_case(fn_name: str, *shapes: tuple[int, ...], spd: bool = False
+                ) -> Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]]]:
+    """jit(fn) of ember.numpy.linalg and jax.numpy.linalg on float32 inputs of the given shapes (the first made
+    symmetric positive definite with spd), results checked against each other first."""
+    def make(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        rng = np.random.default_rng(0)
+        args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+        if spd:
+            a = args[0]
+            args[0] = (a @ np.swapaxes(a, -1, -2) / a.shape[-1] + np.eye(a.shape[-1])).astype(np.float32)
+        else:
+            args[0] = args[0] + 4 * np.eye(shapes[0][-1], dtype=np.float32) if shapes[0][-1] == shapes[0][-2] \
+                else args[0]
+        ours, theirs = LINALG_FUNCTIONS[fn_name]
+        ef, jf = ember.jit(lambda *xs: ours(enp, *xs)), jax.jit(lambda *xs: theirs(jnp, *xs))
+        eargs, jargs = [ember.device_put(a) for a in args], [jax.device_put(a) for a in args]
+        for e, j in zip(jax.tree_util.tree_leaves(ef(*eargs)), jax.tree_util.tree_leaves(jf(*jargs))):
+            np.testing.assert_allclose(np.abs(np.asarray(e)), np.abs(np.asarray(j)), rtol=2e-2, atol=2e-2)
+        return (lambda: ef(*eargs).block_until_ready()), (lambda: jf(*jargs).block_until_ready())
+    return make
+
+
+LINALG_FUNCTIONS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+    # (ember's, jax's), each given its numpy module first
+    "cholesky_solve": (lambda np_, a, b: np_.linalg.solve(a, b) + np_.linalg.cholesky(a).sum(),
+                       lambda np_, a, b: np_.linalg.solve(a, b) + np_.linalg.cholesky(a).sum()),
+    "svd": (lambda np_, a: np_.linalg.svd(a, full_matrices=False)[1],
+            lambda np_, a: np_.linalg.svd(a, full_matrices=False)[1]),
+    "eigh": (lambda np_, a: np_.linalg.eigh(a)[0], lambda np_, a: np_.linalg.eigh(a)[0]),
+    "qr": (lambda np_, a: np_.linalg.qr(a)[1], lambda np_, a: np_.linalg.qr(a)[1]),
+    "inv": (lambda np_, a: np_.linalg.inv(a), lambda np_, a: np_.linalg.inv(a)),
+    "solve": (lambda np_, a, b: np_.linalg.solve(a, b), lambda np_, a, b: np_.linalg.solve(a, b)),
+}
+
+
+def fft_case(fn_name: str, shape: tuple[int, ...], dtype: Any
+             ) -> Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]]]:
+    """jit(numpy.fft.<fn_name>) of ember and JAX on one random input (complex parts drawn apart), checked first."""
+    def make(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal(shape)
+        x = (x + 1j * rng.standard_normal(shape) if np.dtype(dtype).kind == "c" else x).astype(dtype)
+        ef = ember.jit(getattr(enp.fft, fn_name))
+        jf = jax.jit(getattr(jnp.fft, fn_name))
+        return checked_pair(jax, ef, (ember.asarray(x),), jf, (jnp.asarray(x),))
+    return make
+
+
 BENCHMARKS: list[tuple[Any, ...]] = [
     ("jit: tiny f32[4] add (dispatch overhead)", tiny_call, 2000),
     ("jit: numpy inputs", calling("numpy"), 2000),
@@ -807,6 +855,14 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("jit: median f32[1024,1024] axis=1", reduction("median", axis=1), 20),
     ("jit: count_nonzero f32[1024,1024] axis=0", reduction("count_nonzero", axis=0), 100),
     ("jit: ptp f32[1024,1024] axis=1", reduction("ptp", axis=1), 100),
+    ("fft: fft c64[2**20]", fft_case("fft", (2 ** 20,), np.complex64), 20),
+    ("fft: rfft2 f32[1024,1024]", fft_case("rfft2", (1024, 1024), np.float32), 20),
+    ("linalg: cholesky + solve f32 512x512", linalg_case("cholesky_solve", (512, 512), (512, 4), spd=True), 20),
+    ("linalg: svd f32 256x256", linalg_case("svd", (256, 256)), 10),
+    ("linalg: eigh f32 256x256", linalg_case("eigh", (256, 256), spd=True), 10),
+    ("linalg: qr f32 512x256", linalg_case("qr", (512, 256)), 20),
+    ("linalg: inv f32 512x512", linalg_case("inv", (512, 512)), 20),
+    ("linalg: batched solve f32 64x(32x32)", linalg_case("solve", (64, 32, 32), (64, 32, 4)), 100),
 ]
 
 # (name, make, repeat): the best of `repeat` single first calls, each of a new function (compile time)

@@ -7,10 +7,15 @@ Where the names come from, in this order:
 - ember._control: the control flow (cond, switch, while_loop, fori_loop, scan, map, associative_scan,
   optimization_barrier) and the cumulative scans, from its `__all__`,
 - ember._core.PRIMITIVES: every registered primitive `p` as `{p.name}_p` (`exp_p`, `scan_p`, ...), ember's own
-  Primitive objects (their params are ember's, not JAX's).
+  Primitive objects (their params are ember's, not JAX's),
+- ember.lax.linalg: the matrix factorisations of ember/_prims/linalg.py (LAX_LINALG there), as jax.lax.linalg.
 Names jax.lax does not have are left out (NOT_IN_JAX_LAX below)."""
+import sys as _sys
+import types as _types
+
 import ember._control as _control
 import ember._prims as _prims
+from ember._prims import linalg as _prims_linalg
 from ember._core import PRIMITIVES as _PRIMITIVES
 from ember._core.exports import reexport as _reexport
 
@@ -22,7 +27,9 @@ _FUNCTIONS_NOT_IN_JAX_LAX = frozenset({"threefry2x32", "checkpoint", "checkpoint
 # ember's select takes a predicate, keeps threefry2x32_p and random_gamma_grad_p outside jax.lax, and the custom
 # rules and remat in its core.
 _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_grad", "custom_jvp_call",
-                                        "custom_vjp_call", "remat"})
+                                        "custom_vjp_call", "remat",
+                                        # jax.lax.linalg's, not jax.lax's:
+                                        "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig"})
 
 
 def _primitive_names(namespace: dict[str, object]) -> list[str]:
@@ -32,5 +39,18 @@ def _primitive_names(namespace: dict[str, object]) -> list[str]:
     return names
 
 
+def _linalg_module() -> _types.ModuleType:
+    """ember.lax.linalg, jax.lax.linalg's functions and primitives that ember has (ember/_prims/linalg.py)."""
+    module = _types.ModuleType("ember.lax.linalg", "ember.lax.linalg: the matrix factorisations (jax.lax.linalg's "
+                               "names): " + ", ".join(_prims_linalg.LAX_LINALG) + ".")
+    for name in _prims_linalg.LAX_LINALG:
+        setattr(module, name, getattr(_prims_linalg, name))
+    module.__all__ = list(_prims_linalg.LAX_LINALG)
+    _sys.modules[module.__name__] = module  # (import ember.lax.linalg works too)
+    return module
+
+
+linalg = _linalg_module()
+
 __all__ = (_reexport(globals(), [_prims, _control], exclude=_FUNCTIONS_NOT_IN_JAX_LAX)
-           + _primitive_names(globals()))
+           + _primitive_names(globals()) + ["linalg"])

@@ -35,7 +35,7 @@ class Case:
     prim: str                                   # the primitive this case exercises
     ember: Callable[..., Any]                   # the computation on ember values (ember.lax or ember.numpy)
     numpy: Callable[..., Any]                   # the same on numpy arrays: the forward oracle
-    shapes: Sequence[tuple[Shape, ...]]         # argument shapes; the quick run has the first (two for grads)
+    shapes: Sequence[tuple[Shape, ...]]         # argument shapes; the quick run has the first
     dtypes: Sequence[str]                       # dtypes to try; all are in the quick run for the first shape
     jax: Callable[..., Any] | None = None       # the same on jax arrays: the gradient oracle
     domain: str = "any"                         # any | positive | nonzero | unit (|x| < 0.9) | int_small
@@ -47,18 +47,28 @@ class Case:
     grad_shapes: Sequence[tuple[Shape, ...]] | None = None
     rtol: float | None = None
     name: str = ""
+    grad_dtype: str = "float64"                 # the dtype of the derivative checks (complex128 for complex cases)
+    jacobians: bool = True                      # check jacfwd/jacrev/Hessians (False: second derivatives raise, as
+                                                # JAX's: eig's eigenvalues, whose rule needs eigenvector derivatives)
 
     def label(self) -> str:
         return self.name or self.prim
 
 
-_TOL = {"float64": (1e-10, 1e-12), "float32": (2e-5, 2e-6), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2)}
+_TOL = {"float64": (1e-10, 1e-12), "float32": (2e-5, 2e-6), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2),
+        "complex128": (1e-10, 1e-12), "complex64": (2e-5, 2e-6)}
+INEXACT_KINDS = "fc"  # the dtype kinds that carry derivatives
 
 
 def sample(rng: np.random.Generator, shape: Shape, dtype: str, domain: str) -> np.ndarray:
     dt = ember.numpy.dtype(ember._core.dtypes.canonicalize_dtype(dtype))
     if dt == np.bool_:
         return rng.random(shape) < 0.5
+    if dt.kind == "c":  # the real and imaginary parts drawn as a float of the domain each (positive: Re > 0)
+        part = np.dtype(np.float32 if dt == np.complex64 else np.float64)
+        re = sample(rng, shape, part.name, domain)
+        im = sample(rng, shape, part.name, "unit" if domain in ("positive", "nonzero") else domain)
+        return np.asarray(re + 1j * im).astype(dt)
     if dt.kind in "iu":
         lo, hi = (1, 6) if domain in ("positive", "nonzero") else (0, 6) if dt.kind == "u" else (-5, 6)
         if domain == "int_small":
@@ -91,13 +101,14 @@ def outputs(value: Any) -> list[Any]:
 
 def float_outputs(value: Any) -> list[bool]:
     """Which outputs of a Case's function carry derivatives (the floating-point ones)."""
-    return [np.asarray(v).dtype.kind == "f" for v in outputs(value)]
+    return [np.asarray(v).dtype.kind in INEXACT_KINDS for v in outputs(value)]
 
 
 def weighted_sum(value: Any, cts: Sequence[np.ndarray | None], total: Callable[[Any], Any]) -> Any:
     """sum(out * ct) over the outputs with a cotangent ct (None: an output without derivatives, left out): the scalar
     whose gradient pulls every cotangent back at once. total sums an array in the library of the outputs."""
     terms = [total(out * ct) for out, ct in zip(outputs(value), cts) if ct is not None]
+    terms = [term.real if np.iscomplexobj(term) else term for term in terms]  # Re(sum(out * ct)): JAX's pairing
     assert terms, "a gradient case needs a floating-point output"
     result = terms[0]
     for term in terms[1:]:
@@ -106,18 +117,24 @@ def weighted_sum(value: Any, cts: Sequence[np.ndarray | None], total: Callable[[
 
 
 def output_cotangents(value: Any, seed: int) -> list[np.ndarray | None]:
-    """A random float64 cotangent for each floating-point output of a Case's function (None for the others)."""
+    """A random float64 (complex128 for a complex output) cotangent for each floating-point or complex output of a
+    Case's function (None for the others)."""
     rng = np.random.default_rng(seed)
-    return [rng.normal(size=np.shape(v)) if is_float else None
-            for v, is_float in zip(outputs(value), float_outputs(value))]
+
+    def draw(v: Any) -> np.ndarray:
+        ct = rng.normal(size=np.shape(v))
+        return ct + 1j * rng.normal(size=np.shape(v)) if np.iscomplexobj(v) else ct
+    return [draw(v) if is_float else None for v, is_float in zip(outputs(value), float_outputs(value))]
 
 
 def forward_params(cases: Sequence[Case]) -> list[Any]:
+    """Forward values at the first shape in the quick run, in the first two dtypes of each case and in each other
+    dtype for every other case of a file (every dtype of every case at every shape in the slow sweep)."""
     params = []
-    for case in cases:
+    for k, case in enumerate(cases):
         for i, shapes in enumerate(case.shapes):
-            for dtype in case.dtypes:
-                marks = [pytest.mark.slow] if i > 0 else []
+            for j, dtype in enumerate(case.dtypes):
+                marks = [pytest.mark.slow] if i > 0 or (j >= 2 and (j + k) % 2) else []
                 params.append(pytest.param(case, shapes, dtype, marks=marks,
                                            id=f"{case.label()}-{'x'.join(map(str, shapes))}-{dtype}"))
     return params
@@ -129,7 +146,7 @@ def grad_params(cases: Sequence[Case]) -> list[Any]:
         if not case.grad:
             continue
         for i, shapes in enumerate(case.grad_shapes or case.shapes):
-            marks = [pytest.mark.slow] if i > (1 if case.reverse else 0) else []  # two shapes in the quick run
+            marks = [pytest.mark.slow] if i > 0 else []  # the first shape in the quick run, the others slow
             params.append(pytest.param(case, shapes, marks=marks, id=f"{case.label()}-{'x'.join(map(str, shapes))}"))
     return params
 
@@ -141,8 +158,8 @@ def assert_close(actual: Any, expected: Any, dtype: str, rtol: float | None = No
         np.testing.assert_array_equal(actual, expected)
         return
     r, a = _TOL.get(dtype, (1e-5, 1e-6))
-    np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64), rtol=rtol or r, atol=a,
-                               equal_nan=True)
+    wide = np.complex128 if expected.dtype.kind == "c" else np.float64
+    np.testing.assert_allclose(actual.astype(wide), expected.astype(wide), rtol=rtol or r, atol=a, equal_nan=True)
 
 
 def assert_outputs_close(actual: Any, expected: Any, dtype: str, rtol: float | None = None) -> None:
@@ -168,7 +185,7 @@ def check_forward(case: Case, shapes: tuple[Shape, ...], dtype: str) -> None:
 
 
 def _float_argnums(args: Sequence[np.ndarray]) -> tuple[int, ...]:
-    return tuple(i for i, a in enumerate(args) if a.dtype.kind == "f")
+    return tuple(i for i, a in enumerate(args) if a.dtype.kind in INEXACT_KINDS)
 
 
 def _restricted(fn: Callable[..., Any], args: Sequence[np.ndarray], argnums: Sequence[int],
@@ -191,7 +208,7 @@ def check_grad(case: Case, shapes: tuple[Shape, ...]) -> None:
     import jax
     import jax.numpy as jnp
 
-    args = make_args(case, shapes, "float64", seed=1)
+    args = make_args(case, shapes, case.grad_dtype, seed=1)
     if not case.reverse:
         reason = ember._core.PRIMITIVES[case.prim].marks["vjp"]
         with pytest.raises(NotImplementedError, match=f"primitive '{case.prim}': " + re.escape(reason)):
@@ -214,7 +231,7 @@ def check_grad(case: Case, shapes: tuple[Shape, ...]) -> None:
     if case.jax is not None:
         _, jax_pullback = jax.vjp(_restricted(case.jax, args, argnums, is_float, jnp.asarray), *wrt)
         for i, g, e, x in zip(argnums, grads, jax_pullback(cts), wrt):
-            tight = x.dtype == np.float64
+            tight = x.dtype in (np.float64, np.complex128)
             np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-9 if tight else 1e-5,
                                        atol=1e-12 if tight else 1e-6, err_msg=f"argument {i}")
 
@@ -222,19 +239,22 @@ def check_grad(case: Case, shapes: tuple[Shape, ...]) -> None:
         return
     f_jit = ember.jit(f)
 
-    def loss(xs: list[np.ndarray]) -> float:
-        return sum(float(np.sum(np.asarray(out).astype(np.float64) * ct)) for out, ct in zip(f_jit(*xs), cts))
+    def loss(xs: list[np.ndarray]) -> float:  # Re(sum(out * ct)), the pairing of JAX's convention
+        return sum(float(np.real(np.sum(np.asarray(out).astype(np.complex128) * ct)))
+                   for out, ct in zip(f_jit(*xs), cts))
 
     for k, (g, x) in enumerate(zip(grads, wrt)):
-        tight = x.dtype == np.float64
+        tight = x.dtype in (np.float64, np.complex128)
         eps, rtol = (1e-6, 1e-5) if tight else (1e-2, 1e-2)
         numeric = np.zeros_like(x)
+        # a complex x = a + ib gets the cotangent dL/da - i dL/db (so that Re(ct * t) is L's derivative along t)
         for index in np.ndindex(x.shape):
-            plus = [a.copy() for a in wrt]
-            minus = [a.copy() for a in wrt]
-            plus[k][index] += eps
-            minus[k][index] -= eps
-            numeric[index] = (loss(plus) - loss(minus)) / (2 * eps)
+            for step in ((1.0, -1j) if x.dtype.kind == "c" else (1.0,)):
+                plus = [a.copy() for a in wrt]
+                minus = [a.copy() for a in wrt]
+                plus[k][index] += eps * (1j if step != 1.0 else 1.0)
+                minus[k][index] -= eps * (1j if step != 1.0 else 1.0)
+                numeric[index] += step * (loss(plus) - loss(minus)) / (2 * eps)
         np.testing.assert_allclose(np.asarray(g), numeric, rtol=rtol, atol=rtol / 10, err_msg=f"argument {argnums[k]}")
 
 
@@ -243,20 +263,20 @@ def check_jvp(case: Case, shapes: tuple[Shape, ...]) -> None:
     differences along the tangent (or, for a primitive marked as refusing forward mode, the clear error)."""
     import jax
 
-    args = make_args(case, shapes, "float64", seed=3)
+    args = make_args(case, shapes, case.grad_dtype, seed=3)
     if not case.forward:
         reason = ember._core.PRIMITIVES[case.prim].marks["jvp"]
         with pytest.raises(NotImplementedError, match=f"primitive '{case.prim}': " + re.escape(reason)):
             ember.jvp(case.ember, tuple(args), tuple(np.ones_like(a) for a in args))
         return
     floats = _float_argnums(args)
-    tangents = [np.random.default_rng(4 + i).normal(size=args[i].shape).astype(args[i].dtype) for i in floats]
+    tangents = [_random_like(np.random.default_rng(4 + i), args[i]) for i in floats]
     ir = ember.stage_out(case.ember, *[ember.ShapedArray(a.shape, a.dtype) for a in args])
     jir = jvp_ir(ir)
     ember.check_ir(jir)
     results = ember.compile(jir).call_flat(list(args) + tangents)
     tangents_out = [np.asarray(t) for t in results[len(ir.outs):]]
-    is_float = [dt.is_float(v.aval.dtype) for v in ir.outs]
+    is_float = [dt.is_inexact(v.aval.dtype) for v in ir.outs]
     for i, (t, f) in enumerate(zip(tangents_out, is_float)):
         assert f or not np.any(t), f"output {i} has no derivatives but a nonzero tangent"
     every = [True] * len(is_float)
@@ -267,15 +287,21 @@ def check_jvp(case: Case, shapes: tuple[Shape, ...]) -> None:
         _assert_float_outputs_close(tangents_out, expected, is_float, rtol=1e-9, atol=1e-12)
     if case.finite_differences:
         f = ember.jit(_restricted(case.ember, args, floats, every))
-        tight = all(args[i].dtype == np.float64 for i in floats)
+        tight = all(args[i].dtype in (np.float64, np.complex128) for i in floats)
         eps, rtol = (1e-6, 1e-5) if tight else (1e-2, 1e-2)
 
         def at(sign: float) -> list[np.ndarray]:
-            moved = [(args[i].astype(np.float64) + sign * eps * t).astype(args[i].dtype)
-                     for i, t in zip(floats, tangents)]
-            return [np.asarray(v).astype(np.float64) for v in f(*moved)]
+            moved = [(args[i].astype(np.complex128 if args[i].dtype.kind == "c" else np.float64)
+                      + sign * eps * t).astype(args[i].dtype) for i, t in zip(floats, tangents)]
+            return [np.asarray(v).astype(np.complex128 if np.iscomplexobj(v) else np.float64) for v in f(*moved)]
         numeric = [(plus - minus) / (2 * eps) for plus, minus in zip(at(1.0), at(-1.0))]
         _assert_float_outputs_close(tangents_out, numeric, is_float, rtol=rtol, atol=rtol / 10)
+
+
+def _random_like(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
+    """A random tangent for x: normal parts, complex for a complex x."""
+    t = rng.normal(size=x.shape)
+    return (t + 1j * rng.normal(size=x.shape) if x.dtype.kind == "c" else t).astype(x.dtype)
 
 
 def _assert_float_outputs_close(actual: Sequence[Any], expected: Sequence[Any], is_float: Sequence[bool],
@@ -295,6 +321,8 @@ def check_jacobians(case: Case, shapes: tuple[Shape, ...]) -> None:
     import jax.numpy as jnp
 
     args = make_args(case, shapes, "float64", seed=6)
+    if any(np.iscomplexobj(o) for o in outputs(case.numpy(*args))):
+        pytest.skip("complex outputs: jacfwd and jacrev need holomorphic=True (checked in tests/test_complex.py)")
     argnums = _float_argnums(args)
     is_float = float_outputs(case.numpy(*args))
     differentiable_outputs = _restricted(case.ember, args, range(len(args)), is_float)
@@ -406,27 +434,34 @@ def jvp_params(cases: Sequence[Case]) -> list[Any]:
     return params
 
 
-def jacobian_params(cases: Sequence[Case]) -> list[Any]:
-    """The differentiable cases at their first gradient shape (the rest of the shapes in the slow sweep)."""
-    return [pytest.param(case, shapes, marks=[pytest.mark.slow] if i > 0 else [],
+def jacobian_params(cases: Sequence[Case], phase: int = 0) -> list[Any]:
+    """The differentiable cases at their first gradient shape, every other case of a file in the quick run (the
+    second derivatives compose the first-order rules that test_grad and test_jvp check for every case; the other
+    cases and shapes in the slow sweep; phase 1 takes the other half)."""
+    eligible = [case for case in cases if case.grad and case.reverse and case.forward and case.jacobians
+                and not case.grad_dtype.startswith("c")]
+    return [pytest.param(case, shapes, marks=[pytest.mark.slow] if i > 0 or (k + phase) % 2 else [],
                          id=f"{case.label()}-{'x'.join(map(str, shapes))}")
-            for case in cases if case.grad and case.reverse and case.forward
+            for k, case in enumerate(eligible)
             for i, shapes in enumerate(case.grad_shapes or case.shapes)]
 
 
 def vmap_params(cases: Sequence[Case]) -> list[Any]:
+    """Batching at the first or the last axis: the quick run takes the first shape and dtype, with the batch axis
+    first for every other case of a file and last for the others (both for every case in the slow sweep)."""
     params = []
-    for case in cases:
+    for k, case in enumerate(cases):
         for i, shapes in enumerate(case.shapes):
             for j, dtype in enumerate(case.dtypes):
                 for where in ("first", "last"):
-                    marks = [pytest.mark.slow] if i > 0 or j > 0 else []
+                    quick = i == 0 and j == 0 and (where == "first") == (k % 2 == 0)
+                    marks = [] if quick else [pytest.mark.slow]
                     params.append(pytest.param(case, shapes, dtype, where, marks=marks, id=(
                         f"{case.label()}-{'x'.join(map(str, shapes))}-{dtype}-{where}")))
     return params
 
 
-def oracle_tests(cases: Sequence[Case]) -> tuple[Callable[..., None], ...]:
+def oracle_tests(cases: Sequence[Case], jacobians_phase: int = 0) -> tuple[Callable[..., None], ...]:
     """The tests of a primitive test module:
     `test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)`."""
     @pytest.mark.parametrize("case,shapes,dtype", forward_params(cases))
@@ -444,7 +479,7 @@ def oracle_tests(cases: Sequence[Case]) -> tuple[Callable[..., None], ...]:
         else:
             check_not_differentiable(case, shapes)
 
-    @pytest.mark.parametrize("case,shapes", jacobian_params(cases))
+    @pytest.mark.parametrize("case,shapes", jacobian_params(cases, jacobians_phase))
     def test_jacobians(case: Case, shapes: tuple[Shape, ...]) -> None:
         check_jacobians(case, shapes)
 

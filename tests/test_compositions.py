@@ -49,7 +49,10 @@ def check(names):
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-9, atol=1e-11)
 
 
-@pytest.mark.parametrize("names", list(itertools.product(EMBER, repeat=2)), ids="-".join)
+# Every pair in the slow tier; by default the pairs without jit on the outside (jit of a composition compiles what
+# the composition stages, which the other pairs check) and jit inside every other transformation.
+@pytest.mark.parametrize("names", [pytest.param(p, marks=pytest.mark.slow if p[-1] == "jit" and p[0] != "jit" else ())
+                                   for p in itertools.product(EMBER, repeat=2)], ids="-".join)
 def test_pairs(names):
     check(names)
 

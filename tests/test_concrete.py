@@ -73,7 +73,7 @@ def test_the_fallback_compiles_no_program_per_call():
 def test_functions_without_value_dependence_stay_compiled():
     g = ember.grad(lambda x: enp.sum(enp.sin(x)))
     g(np.ones(2))
-    cache = caches.cache_for(g.__wrapped__, ("grad", 0, False, False), "")
+    cache = caches.cache_for(g.__wrapped__, ("grad", 0, False, False, False), "")  # (holomorphic=False)
     assert not cache.needs_values and len(cache.executables) == 1
 
 

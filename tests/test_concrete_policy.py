@@ -58,7 +58,7 @@ def test_other_errors_are_not_a_fallback():
 def test_grad_keeps_other_signatures_compiled():
     scalar_branches = make_scalar_branches()
     g = ember.grad(scalar_branches)
-    cache = caches.cache_for(scalar_branches, ("grad", 0, False, False), "")
+    cache = caches.cache_for(scalar_branches, ("grad", 0, False, False, False), "")  # (holomorphic=False)
     assert float(g(2.0)) == 4.0 and float(g(4.0)) == 3.0  # the scalar signature: op by op, both branches
     assert len(cache.needs_values) == 1 and len(cache.executables) == 0
     for shift in (0.0, 0.5):
@@ -89,7 +89,7 @@ def test_vjp_and_linearize_keep_other_signatures_planned():
 def test_jacrev_keeps_other_signatures_compiled():
     scalar_branches = make_scalar_branches()
     jac = ember.jacrev(scalar_branches)
-    cache = caches.cache_for(scalar_branches, ("jacrev", 0, False), "")
+    cache = caches.cache_for(scalar_branches, ("jacrev", 0, False, False), "")  # (holomorphic=False)
     assert float(jac(5.0)) == 3.0 and float(jac(1.0)) == 2.0
     np.testing.assert_allclose(np.asarray(jac(VECTOR)), np.cos(VECTOR), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(jac(2 * VECTOR)), np.cos(2 * VECTOR), rtol=1e-6)

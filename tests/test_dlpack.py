@@ -268,8 +268,7 @@ def test_errors():
         a.__dlpack__(copy="yes")
     with pytest.raises(TypeError, match="__dlpack__"):
         from_dlpack([1, 2, 3])
-    with pytest.raises(TypeError, match="complex"):
-        from_dlpack(np.ones(3, np.complex64))
+    np.testing.assert_array_equal(np.asarray(from_dlpack(np.array([1 + 2j, 3j], np.complex64))), [1 + 2j, 3j])
     with pytest.raises(TypeError, match="device"):
         from_dlpack(np.ones(3), device="gpu:0")
     capsule = np.ones(3).__dlpack__()
@@ -285,8 +284,8 @@ def test_errors():
 
 def test_unsupported_dtype_capsule_is_not_consumed():
     torch = pytest.importorskip("torch")
-    capsule = torch.ones(2, dtype=torch.complex64).__dlpack__()
-    with pytest.raises(TypeError, match="complex64"):
+    capsule = torch.ones(2, dtype=torch.complex32).__dlpack__()
+    with pytest.raises(TypeError, match="complex32"):
         from_dlpack(capsule)
     assert capsule_name(capsule) == "dltensor"  # left to its destructor (torch's deleter)
 

@@ -77,7 +77,7 @@ NUMPY_CALLS: dict[str, Call] = {
              "conjugate angle iscomplex isreal atleast_1d atleast_2d atleast_3d ravel squeeze transpose copy "
              "ones_like zeros_like empty_like asarray array ediff1d "
              "permute_dims fliplr flipud rot90 tril triu diag diagflat trace matrix_transpose vander poly "
-             "polyder polyint unwrap tril_indices_from triu_indices_from diag_indices_from", ONE),
+             "polyder polyint unwrap tril_indices_from triu_indices_from diag_indices_from sort_complex", ONE),
     **_calls("bitwise_not invert bitwise_count bitwise_invert", INT_ONE),
     **_calls("add arctan2 divide divmod equal floor_divide fmod greater greater_equal less less_equal logical_and "
              "logical_or logical_xor maximum minimum mod multiply not_equal power remainder subtract true_divide "
@@ -207,6 +207,11 @@ LINALG_CALLS: dict[str, Call] = {
     "tensordot": NUMPY_CALLS["tensordot"], "trace": ONE, "diagonal": ONE, "cross": TWO,
     "vecdot": NUMPY_CALLS["vecdot"], "vector_norm": REDUCE, "matrix_norm": ONE,
     "matrix_power": Call(lambda f, x: f(x, 2)),
+    # the factorisations (ember/_numpy/factorizations.py)
+    **_calls("norm cond cholesky det slogdet inv eig eigvals eigh eigvalsh svd svdvals qr pinv matrix_rank tensorinv",
+             ONE),
+    **_calls("solve lstsq tensorsolve", TWO),
+    "multi_dot": Call(lambda f, x: f([x, x.T])),
 }
 
 NN_CALLS: dict[str, Call] = {

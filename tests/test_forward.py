@@ -154,8 +154,8 @@ def test_jacobians_outside_jit_compile_once_per_signature():
     for _ in range(3):
         ember.jacfwd(f)(X)  # a new wrapper each time: the compiled program is kept per (function, config)
         ember.jacrev(f)(X)
-    assert len(caches.cache_for(f, ("jacfwd", 0, False), "").executables) == 1
-    assert len(caches.cache_for(f, ("jacrev", 0, False), "").executables) == 1
+    assert len(caches.cache_for(f, ("jacfwd", 0, False, False), "").executables) == 1  # (holomorphic=False)
+    assert len(caches.cache_for(f, ("jacrev", 0, False, False), "").executables) == 1
 
 
 def test_jacobians_take_non_array_arguments():

@@ -99,6 +99,15 @@ def dropped_cotangent(arg: int) -> Callable[[Rule], Rule]:
     return make
 
 
+def conjugated_cotangents(right: Rule) -> Rule:
+    """A vjp rule returning the conjugates of the right cotangents of its complex inputs: the convention mistake
+    (JAX pairs a cotangent with a tangent as Re(ct * t), without conjugating)."""
+    def vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], **params: Any) -> list[Any]:
+        in_cts = right(cts, ins, outs, needs, **params)
+        return [lax.conj(c) if c is not None and aval_of(c).dtype.kind == "c" else c for c in in_cts]
+    return vjp
+
+
 def swapped_cotangents(right: Rule) -> Rule:
     """The vjp of a binary product sending each operand the other's cotangent (ct * x to x instead of ct * y)."""
     def vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], **params: Any) -> list[Any]:
@@ -223,6 +232,12 @@ PLANTS = [
     Plant("sort_float_keys", "jvp", negated_tangents(1), "second_output"),
     Plant("sort_float_keys", "vjp", negated_cotangents(1), "second_output"),
     Plant("sort_float_keys", "batching", shifted_batch_dims(1), "second_output"),
+    # complex operands (JAX's convention) and the fft primitive
+    Plant("exp_complex", "vjp", conjugated_cotangents, "conjugated"),
+    Plant("abs_complex", "vjp", conjugated_cotangents, "conjugated"),
+    Plant("fft_IRFFT_1d", "vjp", conjugated_cotangents, "conjugated"),
+    Plant("fft_RFFT_1d", "jvp", negated_tangents(), "sign"),
+    Plant("fft_FFT_1d", "batching", shifted_batch_dims(), "batch_dim"),
     # control flow
     Plant("cond", "jvp", negated_tangents(), "sign"),
     Plant("cond", "vjp_split", negated_pullback, "sign"),

@@ -529,7 +529,6 @@ def test_cookbook_jit_of_vjp(jax, jnp):
 
 
 # Autodiff cookbook › Complex numbers and differentiation
-@pytest.mark.skip(reason="ember has no complex dtypes (complex64/complex128) nor jnp.real/imag/conjugate")
 @doc_example()
 def test_cookbook_complex_grad(jax, jnp):
     def f(z):

@@ -157,7 +157,7 @@ def test_errors_of_the_arguments_stay_the_same():
     with pytest.raises(TypeError, match=r"jit\(<lambda>\): argument 0 contains a value of type str"):
         f("hello")
     with pytest.raises(TypeError, match="ember cannot take"):
-        f(np.ones(2, np.complex64))
+        f(np.ones(2, np.clongdouble))
     with pytest.raises(OverflowError):
         f(2 ** 40)
     leaked = []

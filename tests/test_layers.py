@@ -16,18 +16,19 @@ PUBLIC = {"__init__", "config", "lax", "numpy", "ops", "tree_util", "tree", "ran
 ORDER = {
     "_core": ["config", "exports", "cache", "profile", "dtypes", "ir", "primitive", "trace", "eval", "checks", "pytree",
               "__init__"],
-    "_hlo": ["emitter", "lower", "__init__"],
+    "_hlo": ["emitter", "lower", "ffi", "__init__"],
     "_prims": ["checks", "shape", "families", "elementwise", "slicing", "reduction", "dot", "indexing", "sorting",
-               "conv", "windowed", "special", "bits", "lax_helpers", "__init__"],
+               "conv", "windowed", "special", "bits", "fft", "lax_helpers", "linalg", "__init__"],
     "_transforms": ["cache", "passes", "ad", "jvp", "batching", "__init__"],
-    "_runtime": ["fastpath", "pjrt", "backends", "array", "dlpack", "dispatch", "compile_cache", "hlo_text",
-                 "compiler", "eager", "__init__"],
+    "_runtime": ["fastpath", "pjrt", "ffi", "lapack", "backends", "array", "dlpack", "dispatch", "compile_cache",
+                 "hlo_text", "compiler", "eager", "__init__"],
     "_control": ["common", "cond", "loops", "cumulative", "custom", "exported", "__init__"],
     "_api": ["staging", "templates", "running", "caches", "signature", "recompiles", "stages", "jit", "autodiff",
              "transpose", "vmap", "forward", "export", "environment", "__init__"],
     "_numpy": ["dtypes", "docstrings", "promotion", "shape", "ufuncs", "creation", "mathfuncs", "reductions",
                "logexp", "cumulative", "linalg", "einsum", "indexing", "selection", "sorting", "statistics",
-               "manipulation", "grids", "setops", "signal", "utilities", "methods", "__init__"],
+               "manipulation", "grids", "setops", "signal", "fft", "utilities", "factorizations", "methods",
+               "__init__"],
 }
 # Imports inside functions hide the order; at most this many remain in ember/, each with a `# reason` comment.
 MAX_FUNCTION_LEVEL_IMPORTS = 10

@@ -20,7 +20,8 @@ def _same(got, want, rtol=1e-6):
     assert np.dtype(got.dtype) == np.dtype(want.dtype), (got.dtype, want.dtype)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "int8", "int32", "uint8", "bool", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "int8", pytest.param("int32", marks=pytest.mark.slow),
+                                   pytest.param("uint8", marks=pytest.mark.slow), "bool", "float16"])
 @pytest.mark.parametrize("name", NAMES)
 def test_values_and_dtypes(name, dtype):
     x = np.array([[1.0, 2.0, np.nan, -1.0], [0.5, 3.0, 1.0, 2.0]], np.float32)

@@ -71,7 +71,8 @@ def test_every_integer_index_dtype(dtype):
                                       np.asarray(jnp.asarray(X).at[index].add(1.0)))
 
 
-@pytest.mark.parametrize("name,index", INDEXES, ids=[n for n, _ in INDEXES])
+@pytest.mark.parametrize("name,index", [pytest.param(n, i, id=n, marks=() if k % 2 == 0 else pytest.mark.slow)
+                                        for k, (n, i) in enumerate(INDEXES)])  # (gather's vjp: tests/prims)
 def test_getitem_gradient_matches_jax(name, index):
     x = X.astype(np.float64) / 10
     ct = np.random.default_rng(0).normal(size=X[index].shape)
@@ -177,7 +178,9 @@ def test_at_updates_match_jax(name, index, method):
     np.testing.assert_allclose(np.asarray(f(x, v, *_arrays_of(index))), np.asarray(want), rtol=1e-6)
 
 
-@pytest.mark.parametrize("name,index,method", _update_cases(["set", "add", "min", "max"]))
+@pytest.mark.parametrize("name,index,method", [  # (every other case by default; scatter's vjps: tests/prims)
+    pytest.param(*c.values, id=c.id, marks=tuple(c.marks) + (() if k % 2 == 0 else (pytest.mark.slow,)))
+    for k, c in enumerate(_update_cases(["set", "add", "min", "max"]))])
 def test_at_update_gradients_match_jax(name, index, method):
     x = (X / 7 + 1).astype(np.float64)
     v = np.random.default_rng(2).uniform(0.5, 9.0, size=np.asarray(X[index]).shape)

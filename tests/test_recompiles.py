@@ -96,3 +96,10 @@ def test_cache_info_and_cache_clear():
     assert f.cache_info().currsize == 0
     np.testing.assert_array_equal(np.asarray(f(enp.ones(3))), [2, 2, 2])
     assert f.cache_info().misses == 3
+
+
+def test_embers_own_jitted_helpers_do_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in range(2, 9):  # (random.permutation jits a helper that compiles per size, by design)
+            ember.random.permutation(ember.random.key(0), n)

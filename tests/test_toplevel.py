@@ -99,7 +99,7 @@ def test_errors_are_jaxs_classes():
 
 
 def test_dtypes_and_typing_modules():
-    for x in [1.0, 1, True, np.int8(1), np.ones(2, np.float16)]:
+    for x in [1.0, 1, True, 1j, np.int8(1), np.ones(2, np.float16)]:
         assert ember.dtypes.scalar_type_of(x) is jax.dtypes.scalar_type_of(x)
     assert ember.dtypes.result_type(np.int8, np.float16) == jax.dtypes.result_type(np.int8, np.float16)
     assert ember.dtypes.issubdtype(ember.dtypes.bfloat16, np.floating)

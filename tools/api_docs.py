@@ -18,11 +18,8 @@ sys.path.insert(0, str(ROOT))
 
 # Why a name is missing: the first pattern that matches wins.
 REASONS = [
-    (r"^(fft|fft_p|FftType)$", "FFT: a later issue"),
     (r"^(linalg|polyfit|roots|custom_linear_solve|custom_root|linear_solve_p)$",
      "needs linear algebra: the next issue"),
-    (r"(complex|^cdouble$|^csingle$|^ComplexWarning$|^sort_complex$|^conj_p$|^real_p$|^imag_p$)",
-     "complex dtypes: not yet"),
     (r"^(float[0-9]|int[124]$|uint[124]$)", "a dtype ember does not support"),
     (r"^(all_gather|all_to_all|axis_index|axis_size|pbroadcast|pcast|pmax|pmean|pmin|ppermute|precv|psend|pshuffle"
      r"|psum|pswapaxes|ragged_all_to_all|with_sharding_constraint|sharding_constraint|device_put)",

@@ -8,8 +8,9 @@ The suite's source is not on PyPI: clone github.com/data-apis/array-api-tests wi
 spec, which the suite reads signatures from). Needs hypothesis, ndindex and pytest-json-report. Each namespace runs
 in its own pytest process (a crash is reported, not fatal), with the same settings: JAX in 64-bit mode and ember
 in 64-bit mode (EMBER_ENABLE_X64=1), since the suite expects int64/float64 defaults; hypothesis deadlines off
-(both libraries compile on a new signature); the complex dtypes skipped for both (ember has none yet; the suite's
-import needs one line patched for a namespace without them, see patch_suite). docs/conformance.md records the numbers.
+(both libraries compile on a new signature); every dtype, complex64 and complex128 included, and every extension
+(linalg, fft) by default (--skip-dtypes and --disable-extensions narrow it; the suite's import needs one line
+patched for a namespace without complex dtypes, see patch_suite). docs/conformance.md records the numbers.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def patch_suite(suite: pathlib.Path) -> None:
 
 
 def run(suite: pathlib.Path, label: str, version: str, max_examples: int, files: list[str],
-        out: pathlib.Path, skip_dtypes: list[str]) -> dict:
+        out: pathlib.Path, skip_dtypes: list[str], disabled: list[str]) -> dict:
     report = out / f"{label}.json"
     env = dict(os.environ, ARRAY_API_TESTS_MODULE=NAMESPACES[label], ARRAY_API_TESTS_VERSION=version,
                JAX_PLATFORMS="cpu", JAX_ENABLE_X64="1", EMBER_ENABLE_X64="1",
@@ -50,7 +51,8 @@ def run(suite: pathlib.Path, label: str, version: str, max_examples: int, files:
     targets = [str(suite / "array_api_tests" / f) for f in files] or [str(suite / "array_api_tests")]
     cmd = [sys.executable, "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q", "--disable-deadline",
            f"--max-examples={max_examples}", "--json-report", f"--json-report-file={report}",
-           "--disable-extension", "fft", "-o", "addopts=", "--continue-on-collection-errors"]
+           *(f for name in disabled for f in ("--disable-extension", name)), "-o", "addopts=",
+           "--continue-on-collection-errors"]
     start = time.time()
     proc = subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True)
     elapsed = time.time() - start
@@ -102,15 +104,18 @@ def main() -> int:
     parser.add_argument("--max-examples", type=int, default=20)
     parser.add_argument("--only", choices=sorted(NAMESPACES))
     parser.add_argument("--files", nargs="*", default=[])
-    parser.add_argument("--skip-dtypes", default="complex64,complex128",
-                        help="dtypes neither namespace is tested with (default: the complex ones, which ember lacks)")
+    parser.add_argument("--skip-dtypes", default="",
+                        help="dtypes neither namespace is tested with, comma-separated (default: none)")
+    parser.add_argument("--disable-extensions", default="",
+                        help="extensions of the standard left out, comma-separated, e.g. fft (default: none)")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("/tmp/conformance"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     patch_suite(args.suite)
     labels = [args.only] if args.only else ["ember", "jax"]
     results = [run(args.suite, label, args.version, args.max_examples, args.files, args.out,
-                   [d for d in args.skip_dtypes.split(",") if d]) for label in labels]
+                   [d for d in args.skip_dtypes.split(",") if d], [e for e in args.disable_extensions.split(",") if e])
+               for label in labels]
     (args.out / "summary.json").write_text(json.dumps(results, indent=1))
     text = markdown(results, args.version, args.max_examples)
     (args.out / "summary.md").write_text(text)

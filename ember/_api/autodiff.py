@@ -44,7 +44,7 @@ def _check_argnums(name: str, argnums: int | Sequence[int], nargs: int) -> tuple
 
 
 def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, allow_int: bool,
-               with_value: bool, api: str) -> Callable[..., Any]:
+               with_value: bool, api: str, holomorphic: bool = False) -> Callable[..., Any]:
     name = f"{api}({fun_name(fun)})"
 
     def build(in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], nums: tuple[int, ...],
@@ -60,12 +60,12 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
         wrt = [False] * len(avals)
         for i in nums:
             wrt[offsets[i]:offsets[i + 1]] = [True] * arg_trees[i].num_leaves
-        _ad.check_differentiable_inputs(name, avals, wrt, allow_int)
+        _ad.check_differentiable_inputs(name, avals, wrt, allow_int, holomorphic)
 
         def transform(staged: IR, lifted: int) -> IR:
             """The gradient IR of staged, whose first `lifted` inputs are constants (not differentiated)."""
             gir = _ad.value_and_grad_ir(staged, [False] * lifted + wrt, with_value=with_value, name=name,
-                                        values=values)
+                                        values=values, holomorphic=holomorphic)
             grads_template = (tuple(arg_trees[i].unflatten([0] * arg_trees[i].num_leaves) for i in nums)
                               if not isinstance(argnums, int) else arg_trees[nums[0]].unflatten(
                                   [0] * arg_trees[nums[0]].num_leaves))
@@ -88,9 +88,10 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
         if values is not None:  # staged concretely: specialised to the values, not shared
             return transform(ir, 0)
         return transform_once((api, in_tree, nums, arg_trees, store.tree, store.aux_tree, has_aux, with_value,
-                               isinstance(argnums, int)), ir, transform)
+                               isinstance(argnums, int), holomorphic), ir, transform)
 
-    cache = cache_for(fun, (api, argnums if isinstance(argnums, int) else tuple(argnums), has_aux, allow_int), name)
+    cache = cache_for(fun, (api, argnums if isinstance(argnums, int) else tuple(argnums), has_aux, allow_int,
+                            holomorphic), name)
 
     @functools.wraps(fun, updated=())
     def transformed(*args: Any, **kwargs: Any) -> Any:
@@ -111,7 +112,7 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
             result = gir.out_tree.unflatten(as_arrays(run_transformed(gir, leaves, name)))
         else:
             result = call_with_fallback(cache, key, leaves, build, in_tree, avals, nums, arg_trees, statics)
-        if allow_int and not all(dt.is_float(a.dtype) for a in avals):
+        if allow_int and not all(dt.is_inexact(a.dtype) for a in avals):
             result = _float0_gradients(result, args, nums, isinstance(argnums, int), with_value, has_aux)
         return result
 
@@ -123,7 +124,7 @@ def float0_where_not_float(tree: Any, like: Any) -> Any:
     tangents and cotangents, as in JAX)."""
     def fix(value: Any, ref: Any) -> Any:
         aval = aval_of(ref)
-        return value if dt.is_float(aval.dtype) else dt.float0_zeros(aval.shape)
+        return value if dt.is_inexact(aval.dtype) else dt.float0_zeros(aval.shape)
     return tree_map(fix, tree, like)
 
 
@@ -160,24 +161,28 @@ def _with_statics(fun: Callable[..., Any], statics: tuple[tuple[int, Any], ...])
     return lambda *args, **kwargs: fun(*[fixed.get(i, a) for i, a in enumerate(args)], **kwargs)
 
 
-def grad(fun: Any, argnums: int | Sequence[int] = 0, has_aux: bool = False, allow_int: bool = False) -> Any:
+def grad(fun: Any, argnums: int | Sequence[int] = 0, has_aux: bool = False, allow_int: bool = False,
+         holomorphic: bool = False) -> Any:
     """Gradient of a scalar-output function with respect to the arguments in argnums.
 
-    Given an IR (from stage_out), returns a NEW IR computing the gradient (the seed design); given a function,
-    returns a function (like jax.grad)."""
+    The output must be real-valued; complex inputs are allowed (the gradient follows JAX's convention, see
+    docs/complex.md). With holomorphic=True, inputs and output are complex and the result is the complex
+    derivative f'(z). Given an IR (from stage_out), returns a NEW IR computing the gradient (the seed design);
+    given a function, returns a function (like jax.grad)."""
     if isinstance(fun, IR):
         return _grad_of_ir(fun, argnums, "grad")
     if not callable(fun):
         raise TypeError(f"grad: expected a function or an IR, got {type(fun).__name__}")
-    return _make_grad(fun, argnums, has_aux, allow_int, with_value=False, api="grad")
+    return _make_grad(fun, argnums, has_aux, allow_int, with_value=False, api="grad", holomorphic=holomorphic)
 
 
 def value_and_grad(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
-                   allow_int: bool = False) -> Callable[..., Any]:
+                   allow_int: bool = False, holomorphic: bool = False) -> Callable[..., Any]:
     """Like grad, but the function returns (value, gradients), or ((value, aux), gradients) with has_aux."""
     if not callable(fun):
         raise TypeError(f"value_and_grad: expected a function, got {type(fun).__name__}")
-    return _make_grad(fun, argnums, has_aux, allow_int, with_value=True, api="value_and_grad")
+    return _make_grad(fun, argnums, has_aux, allow_int, with_value=True, api="value_and_grad",
+                      holomorphic=holomorphic)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -241,7 +246,8 @@ class _Pullback:
                 raise TypeError(f"{name}: cotangent {i} must be {expected.str_short()} like the output, got "
                                 f"{got.str_short()}")
         in_cts = self.run(plan.backward, list(residuals) + ct_leaves, f"{name}.backward")
-        in_cts = [ct if dt.is_float(a.dtype) else dt.float0_zeros(a.shape) for ct, a in zip(in_cts, self.primal_avals)]
+        in_cts = [ct if dt.is_inexact(a.dtype) else dt.float0_zeros(a.shape)
+                  for ct, a in zip(in_cts, self.primal_avals)]
         return self.in_tree.unflatten(in_cts)[0]
 
 

@@ -136,8 +136,8 @@ def _module_with_vjp(flat: Callable[..., list[Any]], module: ExportedModule, ord
     cotangent types of its floating-point outputs, and so on."""
     if order == 0:
         return module
-    float_ins = [i for i, a in enumerate(module.in_avals) if dt.is_float(a.dtype)]
-    float_outs = [i for i, a in enumerate(module.out_avals) if dt.is_float(a.dtype)]
+    float_ins = [i for i, a in enumerate(module.in_avals) if dt.is_inexact(a.dtype)]
+    float_outs = [i for i, a in enumerate(module.out_avals) if dt.is_inexact(a.dtype)]
     n = len(module.in_avals)
 
     def vjp_flat(*args: Any) -> list[Any]:

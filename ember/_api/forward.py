@@ -31,7 +31,7 @@ def _tangent_aval(name: str, tangent: Any, primal: ShapedArray, i: int) -> None:
     else:
         got = aval_of(tangent)
         shape, dtype = got.shape, got.dtype
-    expected = primal.dtype if dt.is_float(primal.dtype) else dt.float0
+    expected = primal.dtype if dt.is_inexact(primal.dtype) else dt.float0
     if dtype != expected:
         raise TypeError(f"{name}: primal and tangent {i} do not match: dtypes must be equal, or float0 for an "
                         f"integer or boolean primal; the primal is {primal.str_short()}, so the tangent must be "
@@ -64,7 +64,7 @@ def _jvp_build(fun: Callable[..., Any], name: str, has_aux: bool) -> Callable[..
         primal_values = None if values is None else list(values)[:len(avals)]  # values also hold the tangents
         ir, store = stage_with_aux(fun, in_tree, avals, has_aux, name, primal_values)
         n_out = store.tree.num_leaves
-        with_tangent = [dt.is_float(a.dtype) for a in avals]
+        with_tangent = [dt.is_inexact(a.dtype) for a in avals]
         if values is not None and len(values) == len(avals):  # tangents not given yet (linearize): zeros
             values = list(values) + [zeros(a.strip_weak_type()) for a, w in zip(avals, with_tangent) if w]
 
@@ -72,7 +72,7 @@ def _jvp_build(fun: Callable[..., Any], name: str, has_aux: bool) -> Callable[..
             """The forward-mode IR of staged, whose first `lifted` inputs are constants (without tangents)."""
             jir = jvp_ir(staged, [False] * lifted + with_tangent, values)
             tangents = [t for t, v in zip(jir.outs[len(staged.outs):len(staged.outs) + n_out], staged.outs)
-                        if dt.is_float(v.aval.dtype)]
+                        if dt.is_inexact(v.aval.dtype)]
             aux = store.aux_tree.unflatten([0] * store.aux_tree.num_leaves) if has_aux else None
             return with_outputs(jir, jir.outs[:len(staged.outs)] + tangents,
                                 tree_structure((store.tree.unflatten([0] * n_out), aux, (0,) * len(tangents))))
@@ -86,7 +86,8 @@ def _jvp_build(fun: Callable[..., Any], name: str, has_aux: bool) -> Callable[..
 def _with_float0(outs: Any, float_tangents: Sequence[Any]) -> Any:
     """The output tangents: the computed ones for float outputs, float0 zeros for the others."""
     given = iter(float_tangents)
-    return tree_map(lambda o: next(given) if dt.is_float(aval_of(o).dtype) else dt.float0_zeros(aval_of(o).shape), outs)
+    return tree_map(lambda o: next(given) if dt.is_inexact(aval_of(o).dtype) else dt.float0_zeros(aval_of(o).shape),
+                    outs)
 
 
 def jvp(fun: Any, primals: Sequence[Any] | None = None, tangents: Sequence[Any] | None = None,
@@ -109,7 +110,7 @@ def jvp(fun: Any, primals: Sequence[Any] | None = None, tangents: Sequence[Any] 
     avals = leaf_avals(name, tuple(primals), {}, p_leaves)
     for i, (t, a) in enumerate(zip(t_leaves, avals)):
         _tangent_aval(name, t, a, i)
-    float_tangents = [t for t, a in zip(t_leaves, avals) if dt.is_float(a.dtype)]
+    float_tangents = [t for t, a in zip(t_leaves, avals) if dt.is_inexact(a.dtype)]
     cache = cache_for(fun, ("jvp", has_aux), name)
     outs, aux, tangents_out = call_with_fallback(cache, (in_tree, avals), list(p_leaves) + float_tangents,
                                                  _jvp_build(fun, name, has_aux), in_tree, avals)
@@ -129,7 +130,7 @@ class _LinearizePlan:
         out_template, _, float_template = jir.out_tree.unflatten(list(range(len(jir.outs))))
         self.num_outs = len(jir.outs) - len(float_template)
         self.out_tree = tree_structure(out_template)
-        self.floats = [dt.is_float(a.dtype) for a in avals]
+        self.floats = [dt.is_inexact(a.dtype) for a in avals]
         self.known, self.linear, _ = split_known(jir, [False] * len(avals) + [True] * sum(self.floats),
                                                  self.num_outs)
         self.irs = (self.known, self.linear)
@@ -190,20 +191,26 @@ def _split_columns(jac: Any, out_shape: tuple[int, ...], in_avals: Sequence[Shap
     return blocks
 
 
-def _check_float_inputs(name: str, leaves: Sequence[Any]) -> None:
+def _check_float_inputs(name: str, leaves: Sequence[Any], holomorphic: bool = False) -> None:
+    """Differentiated values must be floating-point or complex; with holomorphic=True, complex (as JAX). Without
+    it, a complex output of jacrev is refused as JAX does (its Jacobian needs holomorphic=True)."""
     for x in leaves:
         aval = aval_of(x)
-        if not dt.is_float(aval.dtype):
+        if holomorphic and not dt.is_complex(aval.dtype):
+            raise TypeError(f"{name} with holomorphic=True requires complex inputs and outputs, got "
+                            f"{aval.str_short()}")
+        if not dt.is_inexact(aval.dtype):
             raise TypeError(f"{name} requires floating-point inputs, got {aval.str_short()}")
 
 
 def _differentiated(name: str, fun: Callable[..., Any], argnums: int | Sequence[int], args: tuple[Any, ...],
-                    kwargs: dict[str, Any]) -> tuple[tuple[int, ...], tuple[Any, ...], list[Any], Callable[..., Any]]:
+                    kwargs: dict[str, Any], holomorphic: bool = False
+                    ) -> tuple[tuple[int, ...], tuple[Any, ...], list[Any], Callable[..., Any]]:
     """(argnums normalized, the differentiated arguments, their leaves, fun of those arguments alone)."""
     nums = _check_argnums(name, argnums, len(args))
     dyn = tuple(args[i] for i in nums)
     in_leaves = tree_flatten(dyn)[0]
-    _check_float_inputs(name, in_leaves)
+    _check_float_inputs(name, in_leaves, holomorphic)
 
     def f_dyn(*values: Any) -> Any:
         full = list(args)
@@ -227,12 +234,15 @@ def _assemble(argnums: int | Sequence[int], nums: tuple[int, ...], dyn: tuple[An
     return out_tree.unflatten([per_output(j, o) for j, o in enumerate(out_leaves)])
 
 
-def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
-    """The Jacobian of fun by forward mode, one jvp per input element under vmap (like jax.jacfwd)."""
+def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable[..., Any]:
+    """The Jacobian of fun by forward mode, one jvp per input element under vmap (like jax.jacfwd). Complex
+    inputs need holomorphic=True (the Jacobian is then the complex one, as JAX)."""
     name = f"jacfwd({fun_name(fun)})"
 
     def jacfun(*args: Any, **kwargs: Any) -> Any:
-        nums, dyn, in_leaves, f_dyn = _differentiated(name, fun, argnums, args, kwargs)
+        nums, dyn, in_leaves, f_dyn = _differentiated(name, fun, argnums, args, kwargs, holomorphic)
+        _refuse_complex_unless_holomorphic(name, in_leaves, holomorphic)
         in_tree = tree_structure(dyn)
         n, basis = _basis(in_leaves)
 
@@ -248,19 +258,32 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
                            lambda j, o: _split_columns(jac_leaves[j], aval_of(o).shape, in_avals))
         return (result, results[2]) if has_aux else result
 
-    return functools.wraps(fun, updated=())(compiled_outside_traces(fun, ("jacfwd", argnums, has_aux), name, jacfun))
+    return functools.wraps(fun, updated=())(compiled_outside_traces(fun, ("jacfwd", argnums, has_aux, holomorphic),
+                                                                    name, jacfun))
 
 
-def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
-    """The Jacobian of fun by reverse mode, one vjp per output element under vmap (like jax.jacrev)."""
+def _refuse_complex_unless_holomorphic(name: str, leaves: Sequence[Any], holomorphic: bool) -> None:
+    """A complex input (jacfwd) or output (jacrev) without holomorphic=True is refused, as JAX does."""
+    for x in leaves:
+        aval = aval_of(x)
+        if dt.is_complex(aval.dtype) and not holomorphic:
+            raise TypeError(f"{name}: got {aval.str_short()}, a complex value: pass holomorphic=True for the "
+                            "Jacobian of a holomorphic function, or use ember.vjp / ember.jvp directly")
+
+
+def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable[..., Any]:
+    """The Jacobian of fun by reverse mode, one vjp per output element under vmap (like jax.jacrev). Complex
+    outputs need holomorphic=True (the Jacobian is then the complex one, as JAX)."""
     name = f"jacrev({fun_name(fun)})"
 
     def jacfun(*args: Any, **kwargs: Any) -> Any:
-        nums, dyn, in_leaves, f_dyn = _differentiated(name, fun, argnums, args, kwargs)
+        nums, dyn, in_leaves, f_dyn = _differentiated(name, fun, argnums, args, kwargs, holomorphic)
         result = vjp(f_dyn, *dyn, has_aux=has_aux)
         out, pullback = result[0], result[1]
         out_leaves, out_tree = tree_flatten(out)
-        _check_float_inputs(name + " (outputs)", out_leaves)
+        _check_float_inputs(name + " (outputs)", out_leaves, holomorphic)
+        _refuse_complex_unless_holomorphic(name + " (outputs)", out_leaves, holomorphic)
         n, basis = _basis(out_leaves)
         rows = vmap(lambda *cts: pullback(out_tree.unflatten(cts)), axis_size=n)(*basis)
         row_leaves = tree_flatten(rows)[0]  # per input leaf: (n,) + in_shape
@@ -274,7 +297,8 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
         jac = _assemble(argnums, nums, dyn, out, blocks_for)
         return (jac, result[2]) if has_aux else jac
 
-    return functools.wraps(fun, updated=())(compiled_outside_traces(fun, ("jacrev", argnums, has_aux), name, jacfun))
+    return functools.wraps(fun, updated=())(compiled_outside_traces(fun, ("jacrev", argnums, has_aux, holomorphic),
+                                                                    name, jacfun))
 
 
 jacobian = jacrev

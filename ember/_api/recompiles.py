@@ -9,6 +9,7 @@ then reuse without XLA)."""
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 import weakref
 from typing import Any, NamedTuple
@@ -46,6 +47,15 @@ _new_functions: "weakref.WeakKeyDictionary[Any, list[int]]" = weakref.WeakKeyDic
 
 def _code_of(fun: Any) -> Any:
     return getattr(getattr(fun, "__func__", fun), "__code__", None)
+
+
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _ours(fun: Any) -> bool:
+    """Whether fun is ember's own (a jitted helper of the library recompiles by design, per shape: no warning)."""
+    code = _code_of(fun)
+    return code is not None and os.path.abspath(code.co_filename).startswith(_EMBER_DIR + os.sep)
 
 
 def _where(path: tuple[Any, ...], positions: list[int]) -> str:
@@ -114,7 +124,7 @@ def on_miss(log: CompileLog, name: str, fun: Any, signature: tuple[Any, ...], x6
                         "made on each call has its own cache; hoist the jit and pass changing values as arguments")]
         else:
             reasons = [("the function", "first call")]
-        if counts[0] == STREAK:
+        if counts[0] == STREAK and not _ours(fun):
             warnings.warn(f"{name}: {reasons[0][1]}", RuntimeWarning, stacklevel=4)
     else:
         reasons = differences(old, new) or (
@@ -130,7 +140,7 @@ def on_miss(log: CompileLog, name: str, fun: Any, signature: tuple[Any, ...], x6
         if log_compiles:
             avals = ", ".join(a.str_short() for a in signature[1])
             logger.warning("%s: compiling for (%s)%s", name, avals, at)
-    if old is not None and log.streak >= STREAK and not log.warned:
+    if old is not None and log.streak >= STREAK and not log.warned and not _ours(fun):
         log.warned = True
         what, how = reasons[0]
         fix = ("each value compiles anew: pass it as an (unstatic) array argument if it varies" if what.startswith(

@@ -38,7 +38,7 @@ def leaf_avals(api: str, args: Sequence[Any], kwargs: dict[str, Any], leaves: Se
                 aval_of(leaf)
             except TypeError as err:
                 where = f"argument {i}" if i < len(args) else f"keyword argument {list(kwargs)[i - len(args)]!r}"
-                if isinstance(leaf, np.ndarray | np.generic | complex):  # a number of a dtype ember lacks
+                if isinstance(leaf, np.ndarray | np.generic | complex):  # a value of a dtype ember lacks
                     shape = f" of shape {np.shape(leaf)}" if np.ndim(leaf) else ""
                     raise TypeError(f"{api}: {where} contains a {type(leaf).__name__}{shape} that ember cannot "
                                     f"take: {err}") from None

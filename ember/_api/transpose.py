@@ -70,7 +70,7 @@ def linear_transpose(fun: Callable[..., Any], *primals: Any, reduce_axes: Sequen
     leaves, in_tree = tree_flatten((primals, {}))
     avals = [_spec_aval(name, x) for x in leaves]
     for i, a in enumerate(avals):
-        if not dt.is_float(a.dtype):
+        if not dt.is_inexact(a.dtype):
             raise TypeError(f"{name}: linear_transpose supports floating-point arguments only, got "
                             f"{a.str_short()} for primal leaf {i}")
     ir, store = stage_with_aux(fun, in_tree, avals, False, name)

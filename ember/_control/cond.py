@@ -59,7 +59,7 @@ def _cond_lowering(ctx: LoweringContext, index: str, *operands: str, branches: t
 def _cond_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, branches: tuple[IR, ...]
               ) -> tuple[list[Any], list[Any]]:
     index, operands = primals[0], primals[1:]
-    with_tangent = [t is not None and dt.is_float(aval_of(p).dtype) for p, t in zip(operands, tangents[1:])]
+    with_tangent = [t is not None and dt.is_inexact(aval_of(p).dtype) for p, t in zip(operands, tangents[1:])]
     jvp_branches = tuple(jvp_ir(b, with_tangent) for b in branches)
     given = [t for t, w in zip(tangents[1:], with_tangent) if w]
     outs = cond_p.bind(index, *operands, *given, branches=jvp_branches)
@@ -103,7 +103,7 @@ def _branch_splits(branches: tuple[IR, ...]) -> _BranchSplits:
     branch's (primal part, linear part), where each finds its residuals, and the shared slots' types."""
     def split() -> _BranchSplits:
         n_in, n_out = len(branches[0].in_vars), len(branches[0].outs)
-        wrt = [dt.is_float(a.dtype) for a in branches[0].in_avals]
+        wrt = [dt.is_inexact(a.dtype) for a in branches[0].in_avals]
         parts = tuple(split_known(vjp_ir(b, wrt), [False] * n_in + [True] * n_out, n_out)[:2] for b in branches)
         slot_avals: list[ShapedArray] = []
         sources = tuple(tuple(_residual_sources(known, n_out, slot_avals)) for known, _ in parts)

@@ -33,7 +33,7 @@ def _logaddexp(x: Any, y: Any) -> Any:
     return lax.select(finite, lax.add(hi, lax.log1p(lax.exp(diff))), hi)
 
 
-cumprod = _cumulative("cumprod", lax.mul, "fiu")
+cumprod = _cumulative("cumprod", lax.mul, "fiuc")
 cummax = _cumulative("cummax", lax.max, "fiub")
 cummin = _cumulative("cummin", lax.min, "fiub")
 cumlogsumexp = _cumulative("cumlogsumexp", _logaddexp, "f")

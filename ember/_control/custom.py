@@ -107,7 +107,7 @@ def _custom_jvp_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list
     known = concrete_values(args)  # outside jit the rule may branch on the primal values
     linear = stage_flat(lambda *ts: jvp(args, list(ts))[1], t_avals,
                         None if known is None else [zeros(a) for a in t_avals], label="custom_jvp rule")
-    wrt = [dt.is_float(a.dtype) for a in t_avals]
+    wrt = [dt.is_inexact(a.dtype) for a in t_avals]
     _, in_cts = backward_pass(linear, [zeros(a) for a in t_avals], wrt, cts)
     return [None] * num_consts + [c if need else None for c, need in zip(in_cts, needs[num_consts:])]
 
@@ -194,7 +194,7 @@ def _check_rule_outputs(name: str, what: str, tree: PyTreeDef, expected_tree: Py
 
 def _float0_or(values: Sequence[Any], avals: Sequence[ShapedArray]) -> list[Any]:
     """Tangents/cotangents as the user's rules see them: float0 zeros for integer and boolean values."""
-    return [v if dt.is_float(a.dtype) else dt.float0_zeros(a.shape) for v, a in zip(values, avals)]
+    return [v if dt.is_inexact(a.dtype) else dt.float0_zeros(a.shape) for v, a in zip(values, avals)]
 
 
 def _from_float0(values: Sequence[Any], avals: Sequence[ShapedArray]) -> list[Any]:
@@ -369,7 +369,7 @@ remat_p.def_rule("lowering", lambda ctx, *xs, body_ir, saveable: lower_into(ctx.
 @remat_p.def_rule("jvp")
 def _remat_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body_ir: IR, saveable: bool
                ) -> tuple[list[Any], list[Any]]:
-    with_tangent = [t is not None and dt.is_float(aval_of(p).dtype) for p, t in zip(primals, tangents)]
+    with_tangent = [t is not None and dt.is_inexact(aval_of(p).dtype) for p, t in zip(primals, tangents)]
     outs = remat_p.bind(*primals, *[t for t, w in zip(tangents, with_tangent) if w],
                         body_ir=jvp_ir(body_ir, with_tangent), saveable=saveable)
     n = len(body_ir.outs)

@@ -98,8 +98,8 @@ def _vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, 
     if module.vjp is None:
         raise TypeError(f"{module.name} was exported without its VJP (vjp_order=0): export it with "
                         "serialize(vjp_order=1) (or more) to differentiate the deserialized function, as in JAX")
-    float_outs = [i for i, a in enumerate(module.out_avals) if dt.is_float(a.dtype)]
-    float_ins = [i for i, a in enumerate(module.in_avals) if dt.is_float(a.dtype)]
+    float_outs = [i for i, a in enumerate(module.out_avals) if dt.is_inexact(a.dtype)]
+    float_ins = [i for i, a in enumerate(module.in_avals) if dt.is_inexact(a.dtype)]
     out_cts = [zeros(module.out_avals[i].strip_weak_type()) if cts[i] is None else cts[i] for i in float_outs]
     in_cts = call_exported(list(ins) + out_cts, module.vjp)
     result: list[Any] = [None] * len(ins)

@@ -90,8 +90,8 @@ def _while_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, cond_ir: IR, 
     """A while over (carry, tangents of the float carries); the body consts' tangents ride along as consts."""
     cconsts, bconsts, carry = _split(primals, cond_nconsts, body_nconsts)
     _, t_bconsts, t_carry = _split(tangents, cond_nconsts, body_nconsts)
-    const_t = [t is not None and dt.is_float(aval_of(c).dtype) for c, t in zip(bconsts, t_bconsts)]
-    carry_t = [dt.is_float(aval_of(c).dtype) for c in carry]
+    const_t = [t is not None and dt.is_inexact(aval_of(c).dtype) for c, t in zip(bconsts, t_bconsts)]
+    carry_t = [dt.is_inexact(aval_of(c).dtype) for c in carry]
     jir = jvp_ir(body_ir, const_t + carry_t)
     nb, nk, ntc = len(bconsts), len(carry), sum(const_t)
     ins = jir.in_vars
@@ -294,9 +294,9 @@ def _scan_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body_ir: IR, n
     """A scan over (carry, tangents of the float carries) and (xs, tangents of xs): the body's JVP."""
     consts, carry, xs = _split(primals, num_consts, num_carry)
     t_consts, t_carry, t_xs = _split(tangents, num_consts, num_carry)
-    const_t = [t is not None and dt.is_float(aval_of(c).dtype) for c, t in zip(consts, t_consts)]
-    carry_t = [dt.is_float(aval_of(c).dtype) for c in carry]
-    xs_t = [t is not None and dt.is_float(aval_of(x).dtype) for x, t in zip(xs, t_xs)]
+    const_t = [t is not None and dt.is_inexact(aval_of(c).dtype) for c, t in zip(consts, t_consts)]
+    carry_t = [dt.is_inexact(aval_of(c).dtype) for c in carry]
+    xs_t = [t is not None and dt.is_inexact(aval_of(x).dtype) for x, t in zip(xs, t_xs)]
     jir = jvp_ir(body_ir, const_t + carry_t + xs_t)
     nc, nk, nx = len(consts), len(carry), len(xs)
     ntc, ntk = sum(const_t), sum(carry_t)
@@ -307,7 +307,7 @@ def _scan_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body_ir: IR, n
     outs = jir.outs
     carry_out, ys_out, tangents_out = outs[:nk], outs[nk:nk + ny], outs[nk + ny:]
     t_carry_out = [t for t, f in zip(tangents_out[:nk], carry_t) if f]
-    y_float = [dt.is_float(v.aval.dtype) for v in body_ir.outs[nk:]]
+    y_float = [dt.is_inexact(v.aval.dtype) for v in body_ir.outs[nk:]]
     t_ys_out = [t for t, f in zip(tangents_out[nk:], y_float) if f]
     body = with_outputs(with_inputs(jir, p_c + t_c + p_k + t_k + p_x + t_x),
                         carry_out + t_carry_out + ys_out + t_ys_out)
@@ -346,7 +346,7 @@ def _scan_body_split(body_ir: IR, num_consts: int) -> ScanBodySplit:
 
 def _stage_scan_body_split(body_ir: IR, num_consts: int) -> ScanBodySplit:
     n_in, n_out = len(body_ir.in_vars), len(body_ir.outs)
-    wrt = tuple(dt.is_float(a.dtype) for a in body_ir.in_avals)
+    wrt = tuple(dt.is_inexact(a.dtype) for a in body_ir.in_avals)
     joint = vjp_ir(body_ir, wrt)  # (consts, carry, x, ct_carry, ct_y) -> (outputs..., cts of the float inputs)
     known, linear, _ = split_known(joint, [False] * n_in + [True] * n_out, n_out)
     per_step = _depends_on(known, [False] * num_consts + [True] * (n_in - num_consts))[n_out:]

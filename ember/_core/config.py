@@ -100,6 +100,10 @@ _option("log_compiles", False, _parse_bool,
 _option("disable_jit", False, _parse_bool,
         "jit-decorated functions run their Python body one primitive at a time (for debugging with print and pdb).",
         env=("JAX_DISABLE_JIT",))
+_option("use_lapack", True, _parse_bool,
+        "Lower linear algebra to ember's LAPACK kernels (XLA FFI custom calls; needs scipy and ember's _lapack "
+        "extension); off, it lowers to XLA's own ops where they exist (cholesky, triangular_solve) and the other "
+        "factorisations raise. Read when a program is lowered: programs already compiled keep their kernels.")
 _option("num_cpu_devices", 1, _parse_size,
         "How many devices the CPU backend has (as jax_num_cpu_devices; JAX's default is one too). Read when the "
         "CPU backend starts, at the first computation: set it before.", env=("JAX_NUM_CPU_DEVICES",))

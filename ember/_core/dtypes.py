@@ -16,6 +16,7 @@ int8, int16, int32, int64 = (np.dtype(t) for t in ("int8", "int16", "int32", "in
 uint8, uint16, uint32, uint64 = (np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64"))
 float16, float32, float64 = (np.dtype(t) for t in ("float16", "float32", "float64"))
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
+complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
 
 
 class DTypeRow(NamedTuple):
@@ -34,6 +35,7 @@ DTYPE_TABLE: tuple[DTypeRow, ...] = (
     DTypeRow(uint64, "u64", "ui64"),
     DTypeRow(bfloat16, "bf16", "bf16"), DTypeRow(float16, "f16", "f16"), DTypeRow(float32, "f32", "f32"),
     DTypeRow(float64, "f64", "f64"),
+    DTypeRow(complex64, "c64", "complex<f32>"), DTypeRow(complex128, "c128", "complex<f64>"),
 )
 _ROW_OF: dict[np.dtype, DTypeRow] = {row.dtype: row for row in DTYPE_TABLE}
 SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(row.dtype for row in DTYPE_TABLE)
@@ -74,14 +76,20 @@ def default_float_dtype() -> np.dtype:
 
 
 def is_64bit(dtype: np.dtype) -> bool:
-    return dtype.itemsize == 8
+    """64-bit numbers: int64, uint64, float64 and complex128 (whose parts are float64; complex64's are 32-bit)."""
+    return dtype.itemsize == (16 if dtype.kind == "c" else 8)
+
+
+def default_complex_dtype() -> np.dtype:
+    """The dtype of Python complex numbers and complex lists: complex64 (complex128 with enable_x64)."""
+    return complex128 if x64_enabled() else complex64
 
 
 def to_inexact_dtype(dtype: np.dtype) -> np.dtype:
     """The floating-point dtype an integer or boolean dtype becomes where an op needs floats (true_divide, sqrt,
     mean): int64 and uint64 become float64, narrower ones float32 (JAX's table, also with enable_x64); floats
-    stay."""
-    if is_float(dtype):
+    and complex dtypes stay."""
+    if is_float(dtype) or is_complex(dtype):
         return dtype
     return float64 if is_64bit(dtype) else float32
 
@@ -109,8 +117,7 @@ def canonicalize_dtype(dtype: Any) -> np.dtype:
     if dtype is bool:
         return bool_
     if dtype is complex:
-        raise TypeError("dtype complex (Python's complex type) is not supported by ember (ember has no complex "
-                        "dtypes yet)")
+        return default_complex_dtype()
     try:
         found = np.dtype(dtype)
     except TypeError as err:
@@ -135,7 +142,7 @@ def describe_dtype(dtype: np.dtype) -> str:
 
 def _unsupported_reason(dtype: np.dtype) -> str:
     if dtype.kind == "c":
-        return " (ember has no complex dtypes yet)"
+        return " (ember's complex dtypes are complex64 and complex128)"
     if dtype.kind in "OUSVMm":
         return " (ember arrays hold numbers and booleans only)"
     return ""
@@ -152,6 +159,28 @@ def mlir_type(dtype: np.dtype) -> str:
 
 def is_float(dtype: np.dtype) -> bool:
     return dtype in (bfloat16, float16, float32, float64)
+
+
+def is_complex(dtype: np.dtype) -> bool:
+    return dtype in (complex64, complex128)
+
+
+def is_inexact(dtype: np.dtype) -> bool:
+    """Floating-point or complex."""
+    return is_float(dtype) or is_complex(dtype)
+
+
+def real_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype of a complex dtype's real and imaginary parts (float32 for complex64); other dtypes stay."""
+    return {complex64: float32, complex128: float64}.get(dtype, dtype)
+
+
+def complex_dtype(dtype: np.dtype) -> np.dtype:
+    """The complex dtype whose parts have this floating-point dtype (complex128 for float64; complex64 for the
+    narrower floats, as JAX); complex dtypes stay."""
+    if is_complex(dtype):
+        return dtype
+    return complex128 if dtype == float64 else complex64
 
 
 def is_int(dtype: np.dtype) -> bool:
@@ -171,19 +200,21 @@ def is_bool(dtype: np.dtype) -> bool:
 
 
 # Python scalars. Exact types only: np.float64 subclasses float but is a typed numpy scalar.
-_PYTHON_SCALAR_TYPES = (bool, int, float)
+_PYTHON_SCALAR_TYPES = (bool, int, float, complex)
 
 
 def is_python_scalar(x: Any) -> bool:
-    """True for Python bools, ints and floats (not numpy scalars, which are typed)."""
+    """True for Python bools, ints, floats and complex numbers (not numpy scalars, which are typed)."""
     return type(x) in _PYTHON_SCALAR_TYPES
 
 
 def python_scalar_dtype(kind: type) -> tuple[np.dtype, bool]:
-    """(dtype, weak_type) of a Python scalar type: bool is bool (not weak); int and float are weakly typed, of
-    the default dtypes (int32/float32, or int64/float64 with enable_x64)."""
+    """(dtype, weak_type) of a Python scalar type: bool is bool (not weak); int, float and complex are weakly
+    typed, of the default dtypes (int32/float32/complex64, or int64/float64/complex128 with enable_x64)."""
     if kind is bool:
         return bool_, False
+    if kind is complex:
+        return default_complex_dtype(), True
     return (default_int_dtype() if kind is int else default_float_dtype()), True
 
 
@@ -196,7 +227,8 @@ def check_int_fits(value: Any, dtype: np.dtype) -> None:
 
 
 def finfo(dtype: Any) -> ml_dtypes.finfo:
-    return ml_dtypes.finfo(canonicalize_dtype(dtype))
+    """Machine limits of a floating-point dtype; of a complex dtype, those of its parts (as numpy and JAX)."""
+    return ml_dtypes.finfo(real_dtype(canonicalize_dtype(dtype)))
 
 
 def iinfo(dtype: Any) -> ml_dtypes.iinfo:
@@ -204,18 +236,20 @@ def iinfo(dtype: Any) -> ml_dtypes.iinfo:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Type promotion: the least upper bound on JAX's lattice. "i*" and "f*" are the weak (Python scalar) int and float.
+# Type promotion: the least upper bound on JAX's lattice. "i*", "f*" and "c*" are the weak (Python scalar) int,
+# float and complex.
 # Two lattices, as JAX's: the 64-bit one, and the 32-bit one, where uint32 and int32 meet at int32 (no 64-bit
 # result from 32-bit operands). The 64-bit lattice is used when an operand is 64-bit or enable_x64 is on, and the
 # weak nodes become 64-bit dtypes then (int64 * 2.5 is float64, int64 + uint64 is float64, as in JAX's x64 mode).
-_WEAK_INT, _WEAK_FLOAT = "i*", "f*"
+_WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX = "i*", "f*", "c*"
 _LATTICE_X64: dict[Any, tuple[Any, ...]] = {
     bool_: (_WEAK_INT,),
     _WEAK_INT: (uint8, int8),
     uint8: (int16, uint16), uint16: (int32, uint32), uint32: (int64, uint64), uint64: (_WEAK_FLOAT,),
     int8: (int16,), int16: (int32,), int32: (int64,), int64: (_WEAK_FLOAT,),
-    _WEAK_FLOAT: (bfloat16, float16),
-    bfloat16: (float32,), float16: (float32,), float32: (float64,), float64: (),
+    _WEAK_FLOAT: (bfloat16, float16, _WEAK_COMPLEX),
+    bfloat16: (float32,), float16: (float32,), float32: (float64, complex64), float64: (complex128,),
+    _WEAK_COMPLEX: (complex64,), complex64: (complex128,), complex128: (),
 }
 _LATTICE_X32: dict[Any, tuple[Any, ...]] = {**_LATTICE_X64, uint32: (int32, uint64)}
 
@@ -233,6 +267,8 @@ def _lattice_node(dtype: np.dtype, weak: bool) -> Any:
         return _WEAK_FLOAT
     if weak and is_int(dtype):
         return _WEAK_INT
+    if weak and is_complex(dtype):
+        return _WEAK_COMPLEX
     return dtype
 
 
@@ -270,6 +306,8 @@ def _promote_cached(typed: tuple[tuple[np.dtype, bool], ...], x64: bool) -> tupl
         return (int64 if wide else int32), True
     if joined == _WEAK_FLOAT:
         return (float64 if wide else float32), True
+    if joined == _WEAK_COMPLEX:
+        return (complex128 if wide else complex64), True
     return joined, all_weak and joined != bool_
 
 
@@ -290,10 +328,8 @@ def dtype_and_weak(x: Any) -> tuple[np.dtype, bool]:
         return python_scalar_dtype(type(x))
     if isinstance(x, np.ndarray | np.generic):
         return canonicalize_dtype(x.dtype), False
-    if x is int or x is float:  # the Python types, as dtype-likes, are weak (jnp.result_type(int8, int) is int8)
+    if x is int or x is float or x is complex:  # the Python types, as dtype-likes, are weak (as in JAX)
         return python_scalar_dtype(x)
-    if type(x) is complex:
-        raise TypeError(f"the Python complex {x!r} is not supported by ember (ember has no complex dtypes yet)")
     return canonicalize_dtype(x), False
 
 
@@ -366,6 +402,4 @@ def aval_of_value(x: Any) -> ShapedArray:
         return ShapedArray((), dtype, weak)
     if isinstance(x, np.ndarray | np.generic):
         return ShapedArray(np.shape(x), canonicalize_dtype(x.dtype))
-    if type(x) is complex:
-        raise TypeError(f"the Python complex {x!r} is not a valid ember value (ember has no complex dtypes yet)")
     raise TypeError(f"{type(x).__name__} is not a valid ember array type")

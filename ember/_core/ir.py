@@ -47,6 +47,9 @@ def scalar_literal(value: Any, dtype: np.dtype, weak: bool = True) -> Literal:
     A Python int that does not fit the dtype is an OverflowError, never a silent wrap-around; a float beyond the
     dtype's range becomes +-inf with numpy's "overflow encountered in cast" warning (as JAX)."""
     check_int_fits(value, dtype)
+    if dtype.kind != "c" and np.iscomplexobj(value):
+        raise TypeError(f"the complex number {value!r} cannot become a literal of the real dtype {dtype.name} "
+                        "(take its real part explicitly, or use a complex dtype)")
     return Literal(np.asarray(value).astype(dtype)[()], ShapedArray((), dtype, weak))
 
 

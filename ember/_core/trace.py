@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._core.dtypes import ShapedArray, aval_of_value, canonicalize_dtype, is_float, is_python_scalar
+from ember._core.dtypes import ShapedArray, aval_of_value, canonicalize_dtype, is_inexact, is_python_scalar
 from ember._core.ir import IR, Atom, Eqn, Literal, Var, python_scalar_literal
 from ember._core.primitive import EAGER, TRACE_STATE, Primitive, user_source
 from ember._core.profile import profiled
@@ -88,7 +88,7 @@ class Tracer(ArrayMethods):
         """The concrete value, or a ConcretizationTypeError that says where the value comes from. A conversion
         that would drop a floating-point value's derivative (float(), np.asarray, item(), tolist()) is refused
         even when the value is known, as in JAX: it would silently give a wrong gradient."""
-        if self.value is not None and (keeps_derivative or not is_float(self.aval.dtype)
+        if self.value is not None and (keeps_derivative or not is_inexact(self.aval.dtype)
                                        or not self.builder.protects_derivatives):
             return self.value
         error = _CONVERSION_ERRORS.get(what, ConcretizationTypeError)

@@ -33,6 +33,9 @@ def scalar_text(value: Any, dtype: np.dtype) -> str:
         return "true" if bool(value) else "false"
     if dt.is_int(dtype):
         return str(int(value))
+    if dt.is_complex(dtype):  # MLIR's complex element: (real, imaginary)
+        z, part = np.asarray(value).astype(dtype), dt.real_dtype(dtype)
+        return f"({scalar_text(z.real, part)},{scalar_text(z.imag, part)})"
     x = np.asarray(value).astype(dtype)
     if math.isfinite(float(x)):
         text = repr(float(x))  # MLIR float literals need a '.', and repr may write 1e-05
@@ -58,7 +61,7 @@ def dense_text(value: np.ndarray, aval: ShapedArray) -> str:
 
 
 def compare_type(dtype: np.dtype) -> str:
-    if dt.is_float(dtype):
+    if dt.is_float(dtype) or dt.is_complex(dtype):
         return "FLOAT"
     if dt.is_signed_int(dtype):
         return "SIGNED"

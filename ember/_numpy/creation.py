@@ -200,15 +200,16 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
     dtype = _linspace_dtype("linspace", start, stop, dtype)
-    compute = dt.to_inexact_dtype(dtype) if not dt.is_float(dtype) else dtype
+    compute = dt.to_inexact_dtype(dtype) if not dt.is_inexact(dtype) else dtype
     compute = dt.float32 if compute in (dt.float16, dt.bfloat16) else compute
     lo, hi = (lax.convert_element_type(_as_array_operand(v), compute, False) for v in (start, stop))
+    ramp_dtype = dt.real_dtype(compute)  # (the ramp of a complex linspace is real, converted where it is used)
     lo, hi = _promote("linspace", lo, hi)
     bshape = _broadcast_shapes("linspace", aval_of(lo).shape, aval_of(hi).shape)
     lo, hi = (_broadcast_to_shape(v, bshape) for v in (lo, hi))
     div = (num - 1) if endpoint else num
     out_shape = (num,) + bshape
-    ramp = lax.broadcasted_iota(compute, out_shape, 0)
+    ramp = lax.convert_element_type(lax.broadcasted_iota(ramp_dtype, out_shape, 0), compute)
     lo_b = lax.broadcast_in_dim(lo, out_shape, tuple(range(1, len(out_shape))))
     hi_b = lax.broadcast_in_dim(hi, out_shape, tuple(range(1, len(out_shape))))
     delta = lax.sub(hi_b, lo_b)
@@ -221,11 +222,11 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
     else:
         step = lax.full_like(delta, _np.nan)
         values = lo_b
-    values = lax.convert_element_type(values if dt.is_float(dtype) else lax.floor(values), dtype)
+    values = lax.convert_element_type(values if dt.is_inexact(dtype) else lax.floor(values), dtype)
     values = _device_put(moveaxis(values, 0, normalize_axis("linspace", axis, len(out_shape))), device)
     if retstep:
         spacing = lax.div(lax.sub(hi, lo), scalar_literal(div, compute)) if div > 0 else lax.full_like(lo, _np.nan)
-        return values, lax.convert_element_type(spacing, dtype if dt.is_float(dtype) else compute)
+        return values, lax.convert_element_type(spacing, dtype if dt.is_inexact(dtype) else compute)
     return values
 
 

@@ -44,7 +44,7 @@ def _make(op: str, scan: Callable[..., Any], nan_identity: Any = None) -> Callab
         if out is not None:
             raise NotImplementedError(f"{op}: out= is not supported (ember arrays are immutable)")
         a, axis = _accumulated(op, a, axis, dtype, promote_integers)
-        if nan_identity is not None and dt.is_float(aval_of(a).dtype):
+        if nan_identity is not None and dt.is_inexact(aval_of(a).dtype):
             a = lax.select(lax.ne(a, a), lax.full_like(a, nan_identity), a)  # NaNs count as the identity
         return scan(a, axis)
     fn.__name__ = fn.__qualname__ = op

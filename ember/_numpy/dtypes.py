@@ -10,6 +10,7 @@ ndarray = Array
 int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
 uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
+complex64, complex128 = _np.complex64, _np.complex128
 bfloat16 = _ml_dtypes.bfloat16
 inf, nan, pi, e = _np.inf, _np.nan, _np.pi, _np.e
 newaxis = None
@@ -24,11 +25,14 @@ bool = _np.bool_  # noqa: A001 - numpy 2's name
 int_, uint = _np.int64, _np.uint64
 float_ = double = _np.float64
 single = _np.float32
+csingle, cdouble, complex_ = _np.complex64, _np.complex128, _np.complex128
 euler_gamma = _np.euler_gamma
+ComplexWarning = _np.exceptions.ComplexWarning
 
 
 __all__ = ["bfloat16", "bool_", "dtype", "e", "finfo", "float16", "float32", "float64", "iinfo", "inf", "int8",
            "int16", "int32", "int64", "nan", "ndarray", "newaxis", "pi", "uint8", "uint16", "uint32", "uint64",
            "generic", "number", "integer", "signedinteger", "unsignedinteger", "inexact", "floating",
            "complexfloating", "flexible", "character", "object_", "bool", "int_", "uint", "float_", "double", "single",
-           "euler_gamma"]
+           "euler_gamma", "complex64", "complex128", "csingle", "cdouble", "complex_",
+           "ComplexWarning"]

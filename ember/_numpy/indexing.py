@@ -320,7 +320,7 @@ def _gather_read(x: Any, items: list[_Item], mode: Any, fill_value: Any, indices
         out_sizes = [s[d] for d in range(len(s)) if d not in adv_dims]
         out_shape0 = out_sizes[:block_at] + list(block) + out_sizes[block_at:]
         fill = 0 if mode != "fill" else (fill_value if fill_value is not None else
-                                         _np.nan if dt.is_float(aval_of(x).dtype) else 0)
+                                         _np.nan if dt.is_inexact(aval_of(x).dtype) else 0)
         out = lax.full(tuple(out_shape0), fill, aval_of(x).dtype)
     else:
         out = lax.gather(x, indices, dnums, sizes, indices_are_sorted=indices_are_sorted,

@@ -8,6 +8,7 @@ import numpy as _np
 
 from ember import _prims as lax
 from ember._core import aval_of
+from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int
 
 from ember._numpy.promotion import _operand_array, _broadcast_shapes, _broadcast_to_shape, _promote
@@ -54,7 +55,11 @@ def dot(a: Any, b: Any) -> Any:
 
 
 def vdot(a: Any, b: Any) -> Any:
-    return dot(ravel(a), ravel(b))
+    """The dot product of the flattened arrays, the first conjugated (numpy's vdot)."""
+    a = ravel(a)
+    if dt.is_complex(aval_of(a).dtype):
+        a = lax.conj(a)
+    return dot(a, ravel(b))
 
 
 def inner(a: Any, b: Any) -> Any:
@@ -130,8 +135,11 @@ def _broadcast_all(xs: list[Any]) -> list[Any]:
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None,
            preferred_element_type: Any = None) -> Any:
-    """The dot product of vectors along axis, broadcasting the others (the array API's vecdot)."""
+    """The dot product of vectors along axis, broadcasting the others (the array API's vecdot): of complex vectors,
+    sum(conj(x1) * x2), as numpy and JAX."""
     x1, x2 = _promote("vecdot", _operand("vecdot", x1), _operand("vecdot", x2, 1))
+    if dt.is_complex(aval_of(x1).dtype):
+        x1 = lax.conj(x1)
     n1 = shape(x1)[normalize_axis("vecdot", axis, ndim(x1))]
     n2 = shape(x2)[normalize_axis("vecdot", axis, ndim(x2))]
     if n1 != n2:

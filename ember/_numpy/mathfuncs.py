@@ -1,8 +1,7 @@
 """More of numpy's elementwise functions, composed from ember's primitives: classification (isnan, isinf,
 signbit, ...), float manipulation (copysign, frexp, ldexp, modf, spacing), hypot, logaddexp2, fmax/fmin,
 angle conversions, integer functions (gcd, lcm, shifts, bit counts), the array API's names for them (acos,
-bitwise_left_shift, pow, ...), and real-valued versions of the complex-number functions (real, imag, conj, angle:
-ember has no complex dtypes yet, so every array is real)."""
+bitwise_left_shift, pow, ...), and the complex-number functions (real, imag, conj, angle, iscomplex, ...)."""
 from __future__ import annotations
 
 import functools
@@ -38,12 +37,16 @@ def _zeros_bool(x: Any) -> Any:
 @fast_path
 def isnan(x: Any) -> Any:
     x = _operand("isnan", x)
+    if dt.is_complex(_dtype(x)):  # either part
+        return lax.bitwise_or(isnan(lax.real(x)), isnan(lax.imag(x)))
     return lax.ne(x, x) if dt.is_float(_dtype(x)) else _zeros_bool(x)
 
 
 @fast_path
 def isinf(x: Any) -> Any:
     x = _operand("isinf", x)
+    if dt.is_complex(_dtype(x)):  # either part
+        return lax.bitwise_or(isinf(lax.real(x)), isinf(lax.imag(x)))
     return lax.eq(lax.abs(x), _np.inf) if dt.is_float(_dtype(x)) else _zeros_bool(x)
 
 
@@ -248,9 +251,12 @@ def float_power(x1: Any, x2: Any) -> Any:
 
 def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
                neginf: float | None = None) -> Any:
-    """NaN -> nan, +inf -> posinf (default: the dtype's largest value), -inf -> neginf (default: its lowest)."""
+    """NaN -> nan, +inf -> posinf (default: the dtype's largest value), -inf -> neginf (default: its lowest); of a
+    complex x, in each part."""
     x = _operand("nan_to_num", x)
     d = _dtype(x)
+    if dt.is_complex(d):
+        return lax.complex(*(nan_to_num(part, copy, nan, posinf, neginf) for part in (lax.real(x), lax.imag(x))))
     if not dt.is_float(d):
         return _as_array(x)
     info = dt.finfo(d)
@@ -356,45 +362,66 @@ def i0(x: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Complex-number functions on real arrays (ember has no complex dtypes yet: every array is real)
+# Complex-number functions (on a real array: its real part is itself, its imaginary part zero)
+def _is_complex(x: Any) -> bool:
+    return dt.is_complex(_dtype(x))
+
+
 @fast_path
 def real(x: Any) -> Any:
-    """The real part: x itself (every ember array is real)."""
-    return _as_array(_operand("real", x))
+    """The real part (x itself for a real x)."""
+    x = _as_array(_operand("real", x))
+    return lax.real(x) if _is_complex(x) else x
 
 
 @fast_path
 def imag(x: Any) -> Any:
-    """The imaginary part: zeros of x's dtype (every ember array is real)."""
+    """The imaginary part (zeros of x's dtype for a real x)."""
     x = _operand("imag", x)
-    return lax.full_like(x, 0)
+    return lax.imag(x) if _is_complex(x) else lax.full_like(x, 0)
 
 
-conj = conjugate = real
+@fast_path
+def conj(x: Any) -> Any:
+    """The complex conjugate (x itself for a real x, as numpy and jax.numpy)."""
+    x = _as_array(_operand("conj", x))
+    return lax.conj(x) if _is_complex(x) else x
+
+
+conjugate = conj
 
 
 @fast_static
 def angle(z: Any, deg: bool = False) -> Any:
-    """The argument of z: pi for negative numbers, 0 otherwise (every ember array is real); in degrees with deg."""
+    """The argument of z, atan2(imag, real) (pi for negative reals); in degrees with deg."""
     z = _to_inexact(z, "angle")
+    if _is_complex(z):
+        out = lax.atan2(lax.imag(z), lax.real(z))
+        return lax.mul(out, 180.0 / math.pi) if deg else out
     out = lax.select(signbit(z), lax.full_like(z, 180.0 if deg else math.pi), lax.full_like(z, 0.0))
     return lax.select(lax.ne(z, z), z, out)
 
 
 @fast_path
 def iscomplex(x: Any) -> Any:
-    return _zeros_bool(_operand("iscomplex", x))
+    """Elementwise: whether the imaginary part is nonzero (False for a real x)."""
+    x = _operand("iscomplex", x)
+    return lax.ne(lax.imag(x), 0.0) if _is_complex(x) else _zeros_bool(x)
 
 
 @fast_path
 def isreal(x: Any) -> Any:
+    """Elementwise: whether the imaginary part is zero (True for a real x)."""
     x = _operand("isreal", x)
-    return lax.full(aval_of(x).shape, True, bool_)
+    return lax.eq(lax.imag(x), 0.0) if _is_complex(x) else lax.full(aval_of(x).shape, True, bool_)
 
 
 def iscomplexobj(x: Any) -> bool:
-    """False: no ember array (nor any value ember accepts) is complex."""
-    return bool(_np.iscomplexobj(x)) if not hasattr(x, "aval") else False
+    """Whether x's dtype is complex (of an ember array, a numpy value, a Python complex, ...)."""
+    aval = getattr(x, "aval", None)
+    if aval is not None:
+        return dt.is_complex(aval.dtype)
+    return bool(_np.iscomplexobj(x))
 
 
 def isrealobj(x: Any) -> bool:

@@ -37,8 +37,6 @@ def _as_operand(x: Any, name: str | None = None, index: int | None = None) -> An
         if isinstance(x, _np.ndarray | _np.generic):
             dt.canonicalize_dtype(x.dtype)
             return x
-        if type(x) is complex:
-            raise TypeError("ember has no complex dtypes yet")
         return asarray(x)
     except TypeError as err:
         if name is None:
@@ -131,7 +129,7 @@ def _to_inexact(x: Any, name: str | None = None) -> Any:
     booleans to float32, Python ints to the default float), keeping its weak type."""
     x = _as_operand(x, name, 0 if name else None)
     d, weak = dt.dtype_and_weak(x)
-    if dt.is_float(d):
+    if dt.is_inexact(d):
         return x
     if is_python_scalar(x):
         return scalar_literal(x, dt.to_inexact_dtype(d), weak)

@@ -126,9 +126,23 @@ def _extreme(name: str, reducer: Any, combine: Any, identity: Any) -> Any:
                 raise ValueError(f"{name}: reduction with where= needs an initial value (as numpy)")
             _refuse_empty(name, a, axes, name)
         a_masked = _masked(name, a, where, identity(aval_of(a).dtype)) if where is not None else a
-        return _with_initial(name, _keep(a, reducer(a_masked, axes), axes, keepdims), initial, combine)
+        reduce = _lexicographic(reducer, identity) if dt.is_complex(aval_of(a).dtype) else reducer
+        return _with_initial(name, _keep(a, reduce(a_masked, axes), axes, keepdims), initial, combine)
     fn.__name__ = fn.__qualname__ = name
     return fast_static(fn)
+
+
+def _lexicographic(reducer: Any, identity: Any) -> Any:
+    """reduce_max/reduce_min of complex numbers in numpy's lexicographic order: the extreme real part, then among
+    the elements that have it, the extreme imaginary part."""
+    def reduce(a: Any, axes: tuple[int, ...]) -> Any:
+        re, im = lax.real(a), lax.imag(a)
+        kept = tuple(i for i in range(ndim(a)) if i not in axes)
+        best_re = reducer(re, axes)
+        ties = lax.eq(re, lax.broadcast_in_dim(best_re, shape(a), kept))
+        candidates = lax.select(ties, im, lax.full_like(im, identity(aval_of(im).dtype)))
+        return lax.complex(best_re, reducer(candidates, axes))
+    return reduce
 
 
 max = amax = _extreme("max", lax.reduce_max, maximum, _lowest)  # noqa: A001
@@ -185,8 +199,8 @@ def _var(name: str, a: Any, axis: Any, dtype: Any, out: Any, ddof: Any, where: A
             raise ValueError(f"{name}: pass ddof or correction, not both (got ddof={ddof}, correction={correction})")
         ddof = correction
     a = _as_array(name, a)
-    if dtype is not None and not dt.is_float(dt.canonicalize_dtype(dtype)):
-        raise ValueError(f"{name}: the dtype argument must be a floating-point dtype (as JAX), got "
+    if dtype is not None and not dt.is_inexact(dt.canonicalize_dtype(dtype)):
+        raise ValueError(f"{name}: the dtype argument must be a floating-point or complex dtype (as JAX), got "
                          f"{dt.canonicalize_dtype(dtype).name} for an array {aval_of(a).str_short()}")
     result_dtype, computation, weak = _float_result(a, dtype)
     axes = normalize_axes(name, axis, ndim(a))
@@ -199,9 +213,16 @@ def _var(name: str, a: Any, axis: Any, dtype: Any, out: Any, ddof: Any, where: A
     else:  # a precomputed mean (JAX's mean=), with the reduced axes kept
         mean_ = _broadcast_to_shape(lax.convert_element_type(_as_array(name, mean), computation, weak), shape(a))
     centered = _masked(name, lax.sub(x, mean_), where, 0)
+    if dt.is_complex(computation):  # |x - mean|^2, real: a complex array's variance is real (numpy, JAX)
+        count, computation = lax.real(count), dt.real_dtype(computation)
+        result_dtype = dt.real_dtype(result_dtype)
+        re, im = lax.real(centered), lax.imag(centered)
+        squares = lax.add(lax.mul(re, re), lax.mul(im, im))
+    else:
+        squares = lax.mul(centered, centered)
     divisor = maximum(lax.sub(count, scalar_literal(ddof, computation, weak)), 0)  # as numpy: never negative
     divisor = lax.convert_element_type(divisor, computation, weak)
-    return lax.div(lax.reduce_sum(lax.mul(centered, centered), axes), divisor), a, axes, result_dtype, weak
+    return lax.div(lax.reduce_sum(squares, axes), divisor), a, axes, result_dtype, weak
 
 
 @fast_static

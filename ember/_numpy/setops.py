@@ -137,14 +137,15 @@ def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan:
     """|a - b| <= atol + rtol * |b| elementwise; infinities equal only themselves; NaNs equal with equal_nan."""
     a, b = _elementwise("isclose", a, b)
     d = aval_of(a).dtype
-    if not dt.is_float(d):
+    if not dt.is_inexact(d):
         if d == _np.dtype(bool):
             return lax.eq(a, b)
         f = dt.to_inexact_dtype(d)
         a, b = (lax.convert_element_type(v, f, aval_of(v).weak_type) for v in (a, b))
         d = f
     diff = lax.abs(lax.sub(a, b))
-    tol = lax.add(lax.convert_element_type(atol, d), lax.mul(lax.convert_element_type(rtol, d), lax.abs(b)))
+    part = dt.real_dtype(d)  # (the tolerance of complex numbers is on their distance: real)
+    tol = lax.add(lax.convert_element_type(atol, part), lax.mul(lax.convert_element_type(rtol, part), lax.abs(b)))
     close = lax.le(diff, tol)
     inf_a, inf_b = isinf(a), isinf(b)
     both_inf = lax.bitwise_and(inf_a, inf_b)

@@ -36,6 +36,18 @@ def _vector(name: str, a: Any, index: int = 0) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Convolution
+def _complex_conv(a: Any, v: Any, pad: tuple[int, int]) -> Any:
+    """The 1-D correlation of complex a and v from their parts, in one real convolution: a's parts as a batch of
+    two, v's as two output features, so that all four products of parts come out together."""
+    n, m = shape(a)[0], shape(v)[0]
+    lhs = reshape(lax.concatenate([lax.real(a), lax.imag(a)], 0), (2, 1, n))
+    rhs = reshape(lax.concatenate([lax.real(v), lax.imag(v)], 0), (2, 1, m))
+    out = lax.conv_general_dilated(lhs, rhs, (1,), [pad])  # out[b, o]: part b of a with part o of v
+    rr, ri, ir, ii = (reshape(lax.slice(out, (b, o, 0), (b + 1, o + 1, shape(out)[2])), (-1,))
+                      for b in (0, 1) for o in (0, 1))
+    return lax.complex(lax.sub(rr, ii), lax.add(ri, ir))
+
+
 def _convolve(name: str, a: Any, v: Any, mode: str, flip: bool, precision: Any,
               preferred_element_type: Any) -> Any:
     a, v = _promote(name, _vector(name, a), _vector(name, v, 1), inexact=True)
@@ -46,6 +58,8 @@ def _convolve(name: str, a: Any, v: Any, mode: str, flip: bool, precision: Any,
     d = aval_of(a).dtype
     if d == _np.dtype(bool):
         a, v = (lax.convert_element_type(x, dt.default_int_dtype()) for x in (a, v))
+    if not flip and dt.is_complex(d):  # numpy's correlate conjugates v: sum_n a[n + k] * conj(v[n])
+        v = lax.conj(v)
     swapped = False
     if shape(v)[0] > shape(a)[0]:
         a, v = v, a
@@ -59,10 +73,10 @@ def _convolve(name: str, a: Any, v: Any, mode: str, flip: bool, precision: Any,
         pad = (m // 2, m - 1 - m // 2)
     else:
         pad = (0, 0)
-    lhs = reshape(a, (1, 1, n))
-    rhs = reshape(v, (1, 1, m))
-    out = lax.conv_general_dilated(lhs, rhs, (1,), [pad])
-    out = reshape(out, (-1,))
+    if dt.is_complex(d):
+        out = _complex_conv(a, v, pad)
+    else:
+        out = reshape(lax.conv_general_dilated(reshape(a, (1, 1, n)), reshape(v, (1, 1, m)), (1,), [pad]), (-1,))
     if not flip and swapped:  # correlate(a, v) with len(v) > len(a): numpy's result reversed
         out = lax.rev(out, (0,))
     if preferred_element_type is not None:

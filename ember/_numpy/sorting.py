@@ -41,6 +41,11 @@ def sort(a: Any, axis: int | None = -1, *, kind: str | None = None, order: None 
     reverses the order (ties keep their original order when stable)."""
     _check_kind("sort", kind, order)
     a, axis = _axis("sort", a, axis)
+    if dt.is_complex(aval_of(a).dtype):  # numpy's lexicographic order: by real part, then imaginary part
+        keys = (lax.real(a), lax.imag(a), a)
+        if descending:
+            return lax.rev(lax.sort(tuple(lax.rev(k, (axis,)) for k in keys), axis, stable, 2)[2], (axis,))
+        return lax.sort(keys, axis, stable, 2)[2]
     if descending:
         return lax.rev(lax.sort(lax.rev(a, (axis,)), axis, stable), (axis,))
     return lax.sort(a, axis, stable)
@@ -55,11 +60,20 @@ def argsort(a: Any, axis: int | None = -1, *, kind: str | None = None, order: No
     n = shape(a)[axis]
     index_dtype = dt.default_int_dtype() if n < 2 ** 31 else _np.dtype(_np.int64)  # int64 with enable_x64, as JAX
     iota = lax.broadcasted_iota(index_dtype, shape(a), axis)
+    keys = (lax.real(a), lax.imag(a)) if dt.is_complex(aval_of(a).dtype) else (a,)  # (lexicographic, as numpy)
     if descending:  # sort the reversed array ascending, reverse back, and map reversed positions to original ones
-        _, idx = lax.sort((lax.rev(a, (axis,)), iota), axis, stable, 1)
+        idx = lax.sort(tuple(lax.rev(k, (axis,)) for k in keys) + (iota,), axis, stable, len(keys))[-1]
         idx = lax.rev(idx, (axis,))
         return lax.sub(lax.full(shape(idx), n - 1, index_dtype), idx)
-    return lax.sort((a, iota), axis, stable, 1)[1]
+    return lax.sort(keys + (iota,), axis, stable, len(keys))[-1]
+
+
+def sort_complex(a: Any) -> Any:
+    """a sorted along its last axis in numpy's lexicographic order on (real, imag), as a complex array (numpy's and
+    jax.numpy's sort_complex: real input becomes complex64, or complex128 from 64-bit input)."""
+    a = _as_operand(a, "sort_complex", 0)
+    out = sort(a, axis=-1)
+    return lax.convert_element_type(out, dt.complex_dtype(dt.to_inexact_dtype(aval_of(out).dtype)))
 
 
 def lexsort(keys: Sequence[Any], axis: int = -1) -> Any:
@@ -107,7 +121,10 @@ def _kth(op: str, kth: Any, n: int) -> int:
 
 
 def _less(a: Any, b: Any) -> Any:
-    """a < b in the sort's total order (NaN largest)."""
+    """a < b in the sort's total order (NaN largest); of complex numbers, lexicographic on (real, imag)."""
+    if dt.is_complex(aval_of(a).dtype):
+        ra, rb = lax.real(a), lax.real(b)
+        return lax.bitwise_or(_less(ra, rb), lax.bitwise_and(lax.eq(ra, rb), _less(lax.imag(a), lax.imag(b))))
     lt = lax.lt(a, b)
     if not dt.is_float(aval_of(a).dtype):
         return lt
@@ -184,13 +201,16 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     iota = lax.iota(_np.int32, n)
     columns = [rows] if axis is None else [lax.reshape(lax.slice_in_dim(rows, k, k + 1, axis=1), (n,))
                                             for k in range(shape(rows)[1])]
-    sorted_all = lax.sort(tuple(columns) + (iota,), 0, True, len(columns))
-    sorted_cols, perm = sorted_all[:-1], sorted_all[-1]
+    complex_rows = dt.is_complex(aval_of(rows).dtype)  # (sorted by parts, lexicographically; the values carried)
+    keys = [p for c in columns for p in (lax.real(c), lax.imag(c))] if complex_rows else columns
+    sorted_all = lax.sort(tuple(keys) + (tuple(columns) if complex_rows else ()) + (iota,), 0, True, len(keys))
+    sorted_keys, perm = sorted_all[:len(keys)], sorted_all[-1]
+    sorted_cols = sorted_all[len(keys):-1] if complex_rows else sorted_keys
     if n == 0:
         first = lax.full((0,), True, dt.bool_)
     else:
         differs = None
-        for c in sorted_cols:
+        for c in sorted_keys:
             hi, lo = lax.slice_in_dim(c, 1, n), lax.slice_in_dim(c, 0, n - 1)
             d = lax.ne(hi, lo)
             if dt.is_float(aval_of(c).dtype) and equal_nan:
@@ -281,5 +301,5 @@ def unique_all(x: Any, *, size: int | None = None, fill_value: Any = None) -> Un
                                    fill_value=fill_value))
 
 
-__all__ = ["sort", "argsort", "lexsort", "partition", "argpartition", "searchsorted", "unique", "unique_values",
-           "unique_counts", "unique_inverse", "unique_all"]
+__all__ = ["sort", "argsort", "sort_complex", "lexsort", "partition", "argpartition", "searchsorted", "unique",
+           "unique_values", "unique_counts", "unique_inverse", "unique_all"]

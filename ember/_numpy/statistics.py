@@ -38,7 +38,7 @@ def _dtype_weak(a: Any) -> tuple[Any, bool]:
 
 
 def _is_inexact(a: Any) -> bool:
-    return dt.is_float(aval_of(a).dtype)
+    return dt.is_inexact(aval_of(a).dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -404,7 +404,7 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
         fact = lax.max(fact, lax.full_like(fact, 0))
     xc = subtract(x, expand_dims(avg, 1))
     xw = xc if w is None else multiply(xc, w)
-    c = divide(matmul(xw, transpose(xc)), fact)
+    c = divide(matmul(xw, transpose(lax.conj(xc) if dt.is_complex(aval_of(xc).dtype) else xc)), fact)
     return reshape(c, ()) if shape(c) == (1, 1) else c
 
 
@@ -413,8 +413,11 @@ def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> A
     c = cov(x, y, rowvar, dtype=dtype)
     if ndim(c) == 0:
         return divide(c, c)
-    d = sqrt(diagonal(c))
+    diag = diagonal(c)
+    d = sqrt(lax.real(diag) if dt.is_complex(aval_of(diag).dtype) else diag)
     c = divide(divide(c, expand_dims(d, 1)), expand_dims(d, 0))
+    if dt.is_complex(aval_of(c).dtype):  # each part clipped (as numpy)
+        return lax.complex(clip(lax.real(c), -1.0, 1.0), clip(lax.imag(c), -1.0, 1.0))
     return clip(c, -1.0, 1.0)
 
 

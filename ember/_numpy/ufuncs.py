@@ -77,7 +77,13 @@ sqrt = _unary_float(lax.sqrt, "sqrt")
 floor = _rounding(lax.floor, "floor")
 ceil = _rounding(lax.ceil, "ceil")
 trunc = fix = _rounding(lambda x: lax.select(lax.lt(x, 0), lax.ceil(x), lax.floor(x)), "trunc")
-isfinite = _unary_float(lax.is_finite, "isfinite")
+@fast_path
+def isfinite(x: Any) -> Any:
+    """Elementwise: finite (for complex x, both parts finite); integer inputs are promoted to float."""
+    x = _to_inexact(x, "isfinite")
+    if dt.is_complex(aval_of(x).dtype):
+        return lax.bitwise_and(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))
+    return lax.is_finite(x)
 negative = _unary(lax.neg, "negative")
 _abs = _unary(lax.abs, "absolute")
 
@@ -107,10 +113,20 @@ maximum = _binary(lax.max, "maximum")
 minimum = _binary(lax.min, "minimum")
 equal = _binary(lax.eq, "equal")
 not_equal = _binary(lax.ne, "not_equal")
-less = _binary(lax.lt, "less")
-less_equal = _binary(lax.le, "less_equal")
-greater = _binary(lax.gt, "greater")
-greater_equal = _binary(lax.ge, "greater_equal")
+def _ordered(compare: Any) -> Any:
+    """An order comparison; of complex operands, numpy's (and jax.numpy's) lexicographic order on (real, imag)."""
+    def fn(x: Any, y: Any) -> Any:
+        if not dt.is_complex(aval_of(x).dtype):
+            return compare(x, y)
+        rx, ry = lax.real(x), lax.real(y)
+        return lax.select(lax.eq(rx, ry), compare(lax.imag(x), lax.imag(y)), compare(rx, ry))
+    return fn
+
+
+less = _binary(_ordered(lax.lt), "less")
+less_equal = _binary(_ordered(lax.le), "less_equal")
+greater = _binary(_ordered(lax.gt), "greater")
+greater_equal = _binary(_ordered(lax.ge), "greater_equal")
 bitwise_and = _binary(lax.bitwise_and, "bitwise_and")
 bitwise_or = _binary(lax.bitwise_or, "bitwise_or")
 bitwise_xor = _binary(lax.bitwise_xor, "bitwise_xor")
@@ -160,6 +176,8 @@ def rint(x: Any) -> Any:
 @fast_static
 def round(x: Any, decimals: int = 0) -> Any:  # noqa: A001
     x = _as_operand(x, "round", 0)
+    if dt.is_complex(aval_of(x).dtype):  # each part (as numpy and JAX)
+        return lax.complex(round(lax.real(x), decimals), round(lax.imag(x), decimals))
     if not dt.is_float(aval_of(x).dtype):
         if decimals < 0:
             raise NotImplementedError(f"round: integer inputs with decimals={decimals} < 0 are not supported "
@@ -185,7 +203,7 @@ def square(x: Any) -> Any:
 
 @fast_path
 def reciprocal(x: Any) -> Any:
-    return divide(1.0, _to_inexact(x)) if not dt.is_float(aval_of(_as_operand(x)).dtype) else divide(1, x)
+    return divide(1.0, _to_inexact(x)) if not dt.is_inexact(aval_of(_as_operand(x)).dtype) else divide(1, x)
 
 
 @fast_path
@@ -237,6 +255,9 @@ def _division_operands(name: str, x: Any, y: Any) -> tuple[Any, Any]:
     x, y = _elementwise(name, x, y)
     if aval_of(x).dtype == bool_:
         x, y = (lax.convert_element_type(v, dt.default_int_dtype()) for v in (x, y))
+    if dt.is_complex(aval_of(x).dtype) and name != "power":
+        raise TypeError(f"{name}: complex operands are not supported (as numpy and jax.numpy), got "
+                        f"{aval_of(x).str_short()} and {aval_of(y).str_short()}")
     return x, y
 
 
@@ -401,13 +422,13 @@ def _int_power(x: Any, y: Any) -> Any:
 def _power(x: Any, y: Any) -> Any:
     if is_python_scalar(y) and isinstance(y, int) and not isinstance(y, bool) and _is_array(x):
         d = aval_of(x).dtype
-        if dt.is_float(d) or (y >= 0 and d != bool_):
+        if dt.is_inexact(d) or (y >= 0 and d != bool_):
             return lax.integer_pow(x, y)
         if y < 0 and d != bool_:
             raise ValueError(f"power: integers to negative integer powers are not allowed (as numpy); got base "
                              f"{aval_of(x).str_short()} and exponent {y}; convert the base to a float dtype")
     x, y = _division_operands("power", x, y)
-    if dt.is_float(aval_of(x).dtype):
+    if dt.is_inexact(aval_of(x).dtype):
         return lax.pow(x, y)
     if dt.is_signed_int(aval_of(y).dtype):
         _no_negative_exponents(x, y)
@@ -420,7 +441,7 @@ def _float_power_literal(typed: list[Any]) -> Any:
     """Eager fast path of power: only where the result is a float. Integer powers check the exponent's values
     (no negative ones) on concrete operands, which a program compiled once per signature cannot."""
     literal = _literal_aval(typed)
-    return literal if dt.is_float(literal.dtype) else None
+    return literal if dt.is_inexact(literal.dtype) else None
 
 
 _power_by_signature = fast_binary(_power, _float_power_literal)

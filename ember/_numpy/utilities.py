@@ -60,8 +60,8 @@ _KINDS = {
     "unsigned integer": dt.is_unsigned_int,
     "integral": dt.is_int,
     "real floating": dt.is_float,
-    "complex floating": lambda d: False,
-    "numeric": lambda d: dt.is_int(d) or dt.is_float(d),
+    "complex floating": dt.is_complex,
+    "numeric": lambda d: dt.is_int(d) or dt.is_inexact(d),
 }
 
 

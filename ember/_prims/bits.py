@@ -33,6 +33,9 @@ def _bitcast_abstract_eval(x: ShapedArray, *, new_dtype: np.dtype) -> ShapedArra
     if dt.is_bool(x.dtype) or dt.is_bool(new_dtype):
         raise TypeError(f"bitcast_convert_type: booleans have no bit layout to reinterpret, got {x.str_short()} "
                         f"to {np.dtype(new_dtype).name}")
+    if dt.is_complex(x.dtype) or dt.is_complex(new_dtype):  # (as jax.lax: bitcast the real and imaginary parts)
+        raise TypeError(f"bitcast_convert_type: complex dtypes are not supported, got {x.str_short()} to "
+                        f"{np.dtype(new_dtype).name}")
     old, new = _bit_width(x.dtype), _bit_width(new_dtype)
     if old == new:
         return ShapedArray(x.shape, new_dtype)

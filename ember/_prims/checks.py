@@ -11,16 +11,28 @@ FLOAT = "f"
 NUMERIC = "fiu"
 INTEGRAL = "iub"
 ANY = "fiub"
+# The same with complex ('c'): the primitives whose kinds include it accept complex64/complex128 operands.
+INEXACT = "fc"
+NUMERIC_C = "fiuc"
+ANY_C = "fiubc"
+
+
+def dtype_kind(dtype: Any) -> str:
+    """The kind letter of check_dtype: 'f', 'c', 'i', 'u' or 'b'."""
+    return ("f" if dt.is_float(dtype) else "c" if dt.is_complex(dtype) else "b" if dt.is_bool(dtype)
+            else "i" if dt.is_signed_int(dtype) else "u")
 
 
 def check_dtype(op: str, aval: ShapedArray, allowed: str, arg: str = "operand") -> None:
-    """allowed: a string of kinds, 'f' float, 'i' signed int, 'u' unsigned int, 'b' bool."""
-    kind = ("f" if dt.is_float(aval.dtype) else "b" if dt.is_bool(aval.dtype)
-            else "i" if dt.is_signed_int(aval.dtype) else "u")
+    """allowed: a string of kinds, 'f' float, 'c' complex, 'i' signed int, 'u' unsigned int, 'b' bool. A complex
+    operand of a primitive that does not accept complex is refused here, naming the primitive and the dtype."""
+    kind = dtype_kind(aval.dtype)
     if kind not in allowed:
-        names = {"f": "floating-point", "i": "signed integer", "u": "unsigned integer", "b": "boolean"}
+        names = {"f": "floating-point", "c": "complex", "i": "signed integer", "u": "unsigned integer",
+                 "b": "boolean"}
         wanted = " or ".join(names[k] for k in allowed)
-        raise TypeError(f"{op}: {arg} must be {wanted}, got {aval.str_short()}")
+        extra = " (this primitive does not accept complex dtypes)" if kind == "c" else ""
+        raise TypeError(f"{op}: {arg} must be {wanted}, got {aval.str_short()}{extra}")
 
 
 def check_same_dtypes(op: str, avals: Sequence[ShapedArray]) -> None:

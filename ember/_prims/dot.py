@@ -27,7 +27,7 @@ def _dot_general_abstract_eval(lhs: ShapedArray, rhs: ShapedArray, *,
                                dimension_numbers: DimensionNumbers) -> ShapedArray:
     (lc, rc), (lb, rb) = dimension_numbers
     check_same_dtypes("dot_general", [lhs, rhs])
-    check_dtype("dot_general", lhs, "fiu", "operands")
+    check_dtype("dot_general", lhs, "fiuc", "operands")
     if len(lc) != len(rc) or len(lb) != len(rb):
         raise TypeError(f"dot_general: dimension_numbers {dimension_numbers} pair unequal numbers of dims")
     for name, dims, aval in (("lhs", lc + lb, lhs), ("rhs", rc + rb, rhs)):

@@ -13,10 +13,10 @@ from ember._core import NOT_DIFFERENTIABLE, Primitive, ShapedArray, aval_of, is_
 from ember._core import dtypes as dt
 from ember._core.checks import static_int
 from ember._hlo import LoweringContext
-from ember._prims.checks import (ANY, FLOAT, INTEGRAL, NUMERIC, all_weak, check_dtype, check_same_dtypes,
-                                 coerce_scalars, elementwise_shape)
-from ember._prims.families import ZERO, binary, comparison, elementwise_batching, unary, unbroadcast
-from ember._prims.shape import full_like, linear_jvp
+from ember._prims.checks import (ANY_C, FLOAT, INEXACT, INTEGRAL, NUMERIC, NUMERIC_C, all_weak, check_dtype,
+                                 check_same_dtypes, coerce_scalars, elementwise_shape)
+from ember._prims.families import ZERO, Lowering, binary, comparison, elementwise_batching, unary, unbroadcast
+from ember._prims.shape import convert_element_type, full_like, linear_jvp
 
 
 def _scalar_like(value: float, x: Any) -> Any:
@@ -25,9 +25,9 @@ def _scalar_like(value: float, x: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Unary ops: derivative(g, x, out) is the derivative at x applied to g.
-neg_p = unary("neg", "negate", NUMERIC, lambda g, x, y: neg(g))
-exp_p = unary("exp", "exponential", FLOAT, lambda g, x, y: mul(g, y))
-log_p = unary("log", "log", FLOAT, lambda g, x, y: div(g, x))
+neg_p = unary("neg", "negate", NUMERIC_C, lambda g, x, y: neg(g))
+exp_p = unary("exp", "exponential", INEXACT, lambda g, x, y: mul(g, y))
+log_p = unary("log", "log", INEXACT, lambda g, x, y: div(g, x))
 
 
 def _log1p_lowering(ctx: LoweringContext, x: str) -> list[str]:
@@ -39,7 +39,7 @@ def emit_log1p(ctx: LoweringContext, x: str, aval: ShapedArray) -> str:
     plugin's older XLA differs by an ulp in places): float32 takes log_plus_one for |x| < sqrt(2) - 1 and
     log(1 + x) outside; float16 goes through float32 (more accurate than the plugin's float16 log_plus_one);
     float64 and bfloat16 take log_plus_one as it is (already equal)."""
-    if aval.dtype not in (dt.float32, dt.float16):
+    if aval.dtype not in (dt.float32, dt.float16):  # (complex too)
         return ctx.op("stablehlo.log_plus_one", [x], aval)
     f32 = aval.update(dtype=dt.float32, weak_type=False)
     if aval.dtype == dt.float16:
@@ -55,15 +55,15 @@ def emit_log1p(ctx: LoweringContext, x: str, aval: ShapedArray) -> str:
     return out if aval.dtype == dt.float32 else ctx.op("stablehlo.convert", [out], aval)
 
 
-log1p_p = unary("log1p", None, FLOAT, lambda g, x, y: div(g, add(x, 1.0)), lowering=_log1p_lowering)
-expm1_p = unary("expm1", "exponential_minus_one", FLOAT, lambda g, x, y: mul(g, add(y, 1.0)))
-sin_p = unary("sin", "sine", FLOAT, lambda g, x, y: mul(g, cos(x)))
-cos_p = unary("cos", "cosine", FLOAT, lambda g, x, y: neg(mul(g, sin(x))))
-tan_p = unary("tan", "tan", FLOAT, lambda g, x, y: mul(g, add(1.0, mul(y, y))))
-tanh_p = unary("tanh", "tanh", FLOAT, lambda g, x, y: mul(g, sub(1.0, mul(y, y))))
-logistic_p = unary("logistic", "logistic", FLOAT, lambda g, x, y: mul(g, mul(y, sub(1.0, y))))
-sqrt_p = unary("sqrt", "sqrt", FLOAT, lambda g, x, y: div(g, mul(y, 2.0)))
-rsqrt_p = unary("rsqrt", "rsqrt", FLOAT, lambda g, x, y: mul(g, mul(div(y, x), -0.5)))
+log1p_p = unary("log1p", None, INEXACT, lambda g, x, y: div(g, add(x, 1.0)), lowering=_log1p_lowering)
+expm1_p = unary("expm1", "exponential_minus_one", INEXACT, lambda g, x, y: mul(g, add(y, 1.0)))
+sin_p = unary("sin", "sine", INEXACT, lambda g, x, y: mul(g, cos(x)))
+cos_p = unary("cos", "cosine", INEXACT, lambda g, x, y: neg(mul(g, sin(x))))
+tan_p = unary("tan", "tan", INEXACT, lambda g, x, y: mul(g, add(1.0, mul(y, y))))
+tanh_p = unary("tanh", "tanh", INEXACT, lambda g, x, y: mul(g, sub(1.0, mul(y, y))))
+logistic_p = unary("logistic", "logistic", INEXACT, lambda g, x, y: mul(g, mul(y, sub(1.0, y))))
+sqrt_p = unary("sqrt", "sqrt", INEXACT, lambda g, x, y: div(g, mul(y, 2.0)))
+rsqrt_p = unary("rsqrt", "rsqrt", INEXACT, lambda g, x, y: mul(g, mul(div(y, x), -0.5)))
 floor_p = unary("floor", "floor", FLOAT, ZERO)
 ceil_p = unary("ceil", "ceil", FLOAT, ZERO)
 is_finite_p = unary("is_finite", "is_finite", FLOAT, NOT_DIFFERENTIABLE, out_dtype=dt.bool_)
@@ -78,7 +78,27 @@ def _abs_lowering(ctx: LoweringContext, x: str) -> list[str]:
     return [ctx.op("stablehlo.abs", [x], ctx.aval_out)]
 
 
-abs_p = unary("abs", None, NUMERIC, lambda g, x, y: mul(g, sign(x)), lowering=_abs_lowering)
+def _unit_conj(x: Any, out: Any) -> Any:
+    """conj(x) / |x| for complex x (0 where x is 0, as JAX): the derivative of |x| is Re(conj(x)/|x| * t)."""
+    safe = select(eq(out, _scalar_like(0.0, out)), _scalar_like(1.0, out), out)
+    return div(conj(x), complex(safe, full_like(safe, 0.0)))
+
+
+def _abs_derivative(g: Any, x: Any, out: Any) -> Any:
+    if dt.is_complex(aval_of(x).dtype):
+        return real(mul(g, _unit_conj(x, out)))
+    return mul(g, sign(x))
+
+
+def _abs_transpose(ct: Any, x: Any, out: Any) -> Any:
+    if dt.is_complex(aval_of(x).dtype):  # the transpose of Re(c * t): a real ct becomes ct * c
+        return mul(complex(ct, full_like(ct, 0.0)), _unit_conj(x, out))
+    return mul(ct, sign(x))
+
+
+# abs of a complex number is its (real) magnitude.
+abs_p = unary("abs", None, NUMERIC_C, _abs_derivative, lowering=_abs_lowering, out_dtype=dt.real_dtype,
+              transpose=_abs_transpose)
 
 
 def _sign_lowering(ctx: LoweringContext, x: str) -> list[str]:
@@ -92,14 +112,15 @@ def _sign_lowering(ctx: LoweringContext, x: str) -> list[str]:
     return [ctx.op("stablehlo.sign", [x], ctx.aval_out)]
 
 
-sign_p = unary("sign", None, NUMERIC, ZERO, lowering=_sign_lowering)
+# sign of a complex number is x / |x| (0 at 0), as numpy 2 and JAX; its derivative is taken as zero, as JAX's.
+sign_p = unary("sign", None, NUMERIC_C, ZERO, lowering=_sign_lowering)
 
 # round: rounding_method 0 rounds halves away from zero, 1 to the nearest even (as JAX).
 round_p = unary("round", None, FLOAT, ZERO, lowering=lambda ctx, x, *, rounding_method: [ctx.op(
     "stablehlo.round_nearest_even" if rounding_method else "stablehlo.round_nearest_afz", [x], ctx.aval_out)])
 
 # stop_gradient: the identity, with a zero derivative.
-stop_gradient_p = unary("stop_gradient", None, ANY, ZERO, lowering=lambda ctx, x: [x])
+stop_gradient_p = unary("stop_gradient", None, ANY_C, ZERO, lowering=lambda ctx, x: [x])
 
 
 # integer_pow: x ** y for a static Python int y, lowered to repeated squaring.
@@ -110,8 +131,9 @@ def _integer_pow_derivative(g: Any, x: Any, out: Any, *, y: int) -> Any:
 
 
 def _integer_pow_check(x: ShapedArray, *, y: int) -> None:
-    if y < 0 and not dt.is_float(x.dtype):
-        raise TypeError(f"integer_pow: negative exponent {y} needs a floating-point operand, got {x.str_short()}")
+    if y < 0 and not dt.is_inexact(x.dtype):
+        raise TypeError(f"integer_pow: negative exponent {y} needs a floating-point or complex operand, got "
+                        f"{x.str_short()}")
 
 
 def _integer_pow_lowering(ctx: LoweringContext, x: str, *, y: int) -> list[str]:
@@ -130,7 +152,7 @@ def _integer_pow_lowering(ctx: LoweringContext, x: str, *, y: int) -> list[str]:
     return [result]
 
 
-integer_pow_p = unary("integer_pow", None, NUMERIC, _integer_pow_derivative, lowering=_integer_pow_lowering,
+integer_pow_p = unary("integer_pow", None, NUMERIC_C, _integer_pow_derivative, lowering=_integer_pow_lowering,
                       check=_integer_pow_check)
 
 # Inverse trigonometric and hyperbolic functions (CHLO ops, as jax.lax lowers them), cbrt and exp2.
@@ -138,14 +160,14 @@ def _one_minus_square(x: Any) -> Any:
     return sub(1.0, mul(x, x))
 
 
-acos_p = unary("acos", "chlo.acos", FLOAT, lambda g, x, y: neg(mul(g, rsqrt(_one_minus_square(x)))))
-asin_p = unary("asin", "chlo.asin", FLOAT, lambda g, x, y: mul(g, rsqrt(_one_minus_square(x))))
-atan_p = unary("atan", "chlo.atan", FLOAT, lambda g, x, y: div(g, add(1.0, mul(x, x))))
-sinh_p = unary("sinh", "chlo.sinh", FLOAT, lambda g, x, y: mul(g, cosh(x)))
-cosh_p = unary("cosh", "chlo.cosh", FLOAT, lambda g, x, y: mul(g, sinh(x)))
-asinh_p = unary("asinh", "chlo.asinh", FLOAT, lambda g, x, y: mul(g, rsqrt(add(mul(x, x), 1.0))))
-acosh_p = unary("acosh", "chlo.acosh", FLOAT, lambda g, x, y: mul(g, rsqrt(mul(sub(x, 1.0), add(x, 1.0)))))
-atanh_p = unary("atanh", "chlo.atanh", FLOAT, lambda g, x, y: div(g, _one_minus_square(x)))
+acos_p = unary("acos", "chlo.acos", INEXACT, lambda g, x, y: neg(mul(g, rsqrt(_one_minus_square(x)))))
+asin_p = unary("asin", "chlo.asin", INEXACT, lambda g, x, y: mul(g, rsqrt(_one_minus_square(x))))
+atan_p = unary("atan", "chlo.atan", INEXACT, lambda g, x, y: div(g, add(1.0, mul(x, x))))
+sinh_p = unary("sinh", "chlo.sinh", INEXACT, lambda g, x, y: mul(g, cosh(x)))
+cosh_p = unary("cosh", "chlo.cosh", INEXACT, lambda g, x, y: mul(g, sinh(x)))
+asinh_p = unary("asinh", "chlo.asinh", INEXACT, lambda g, x, y: mul(g, rsqrt(add(mul(x, x), 1.0))))
+acosh_p = unary("acosh", "chlo.acosh", INEXACT, lambda g, x, y: mul(g, rsqrt(mul(sub(x, 1.0), add(x, 1.0)))))
+atanh_p = unary("atanh", "chlo.atanh", INEXACT, lambda g, x, y: div(g, _one_minus_square(x)))
 # cbrt: d/dx x^(1/3) = 1 / (3 cbrt(x)^2)
 cbrt_p = unary("cbrt", "cbrt", FLOAT, lambda g, x, y: div(g, mul(3.0, mul(y, y))))
 
@@ -156,7 +178,7 @@ def _exp2_lowering(ctx: LoweringContext, x: str) -> list[str]:
     return [ctx.op("stablehlo.exponential", [ctx.op("stablehlo.multiply", [x, ln2], ctx.aval_out)], ctx.aval_out)]
 
 
-exp2_p = unary("exp2", None, FLOAT, lambda g, x, y: mul(g, mul(y, _scalar_like(float(np.log(2.0)), y))),
+exp2_p = unary("exp2", None, INEXACT, lambda g, x, y: mul(g, mul(y, _scalar_like(float(np.log(2.0)), y))),
                lowering=_exp2_lowering)
 
 
@@ -193,14 +215,36 @@ def _atan2_partial(numerator: Callable[[Any, Any], Any]) -> Callable[..., Any]:
     return lambda g, x, y, out: mul(g, div(numerator(x, y), add(mul(x, x), mul(y, y))))
 
 
-def _minmax_partial(picks: Callable[[Any, Any], Any], first_is_x: bool) -> Callable[..., Any]:
-    """The derivative goes to the selected operand; ties split it evenly, as in JAX."""
+def _minmax_partial(first_is_x: bool) -> Callable[..., Any]:
+    """The derivative goes to the selected operand (the one equal to the output); ties split it evenly, as in
+    JAX (whose rule compares with the output too, so complex operands need no ordering here)."""
     def partial(g: Any, x: Any, y: Any, out: Any) -> Any:
         this, other = (x, y) if first_is_x else (y, x)
         one, half, zero = (_scalar_like(v, g) for v in (1.0, 0.5, 0.0))
-        weight = select(eq(this, other), half, select(picks(this, other), one, zero))
+        weight = select(eq(this, out), select(eq(other, out), half, one), zero)
         return mul(g, weight)
     return partial
+
+
+def _minmax_lowering(hlo_name: str, direction: str) -> Callable[..., list[str]]:
+    """maximum/minimum; of complex operands, numpy's and JAX's lexicographic order on (real, imaginary)."""
+    def rule(ctx: LoweringContext, x: str, y: str) -> list[str]:
+        out = ctx.aval_out
+        x, y = (ctx.broadcast(o, a, out.shape) for o, a in zip((x, y), ctx.avals_in))
+        if not dt.is_complex(out.dtype):
+            return [ctx.op(f"stablehlo.{hlo_name}", [x, y], out)]
+        part, boolean = out.update(dtype=dt.real_dtype(out.dtype), weak_type=False), out.update(dtype=dt.bool_)
+
+        def compare(a: str, b: str, how: str) -> str:
+            return ctx.op("stablehlo.compare", [a, b], boolean, {
+                "comparison_direction": f"#stablehlo<comparison_direction {how}>",
+                "compare_type": "#stablehlo<comparison_type FLOAT>"})
+        (rx, ix), (ry, iy) = ((ctx.op("stablehlo.real", [v], part), ctx.op("stablehlo.imag", [v], part))
+                              for v in (x, y))
+        pick_x = ctx.op("stablehlo.select", [compare(rx, ry, "EQ"), compare(ix, iy, direction),
+                                             compare(rx, ry, direction)], boolean)
+        return [ctx.op("stablehlo.select", [pick_x, x, y], out)]
+    return rule
 
 
 def _pow_dx(g: Any, x: Any, y: Any, out: Any) -> Any:
@@ -213,18 +257,18 @@ def _pow_dy(g: Any, x: Any, y: Any, out: Any) -> Any:
     return mul(g, mul(log(safe_x), out))
 
 
-add_p = binary("add", "add", NUMERIC, (_identity, _identity))
-sub_p = binary("sub", "subtract", NUMERIC, (_identity, lambda g, x, y, out: neg(g)))
-mul_p = binary("mul", "multiply", NUMERIC, (lambda g, x, y, out: mul(g, y), lambda g, x, y, out: mul(x, g)))
-div_p = binary("div", "divide", NUMERIC, (lambda g, x, y, out: div(g, y),
+add_p = binary("add", "add", NUMERIC_C, (_identity, _identity))
+sub_p = binary("sub", "subtract", NUMERIC_C, (_identity, lambda g, x, y, out: neg(g)))
+mul_p = binary("mul", "multiply", NUMERIC_C, (lambda g, x, y, out: mul(g, y), lambda g, x, y, out: mul(x, g)))
+div_p = binary("div", "divide", NUMERIC_C, (lambda g, x, y, out: div(g, y),
                                           lambda g, x, y, out: neg(mul(g, div(out, y)))))
 rem_p = binary("rem", "remainder", NUMERIC, (_identity, lambda g, x, y, out: neg(mul(g, _trunc(div(x, y))))))
 atan2_p = binary("atan2", "atan2", FLOAT, (_atan2_partial(lambda x, y: y), _atan2_partial(lambda x, y: neg(x))))
-max_p = binary("max", "maximum", ANY, (_minmax_partial(lambda a, b: gt(a, b), True),
-                                       _minmax_partial(lambda a, b: gt(a, b), False)))
-min_p = binary("min", "minimum", ANY, (_minmax_partial(lambda a, b: lt(a, b), True),
-                                       _minmax_partial(lambda a, b: lt(a, b), False)))
-pow_p = binary("pow", "power", FLOAT, (_pow_dx, _pow_dy))
+max_p = binary("max", "maximum", ANY_C, (_minmax_partial(True), _minmax_partial(False)),
+               lowering=_minmax_lowering("maximum", "GT"))
+min_p = binary("min", "minimum", ANY_C, (_minmax_partial(True), _minmax_partial(False)),
+               lowering=_minmax_lowering("minimum", "LT"))
+pow_p = binary("pow", "power", INEXACT, (_pow_dx, _pow_dy))
 and_p = binary("and", "and", INTEGRAL, NOT_DIFFERENTIABLE)
 or_p = binary("or", "or", INTEGRAL, NOT_DIFFERENTIABLE)
 xor_p = binary("xor", "xor", INTEGRAL, NOT_DIFFERENTIABLE)
@@ -306,8 +350,8 @@ def _mulhi_lowering(ctx: LoweringContext, x: str, y: str) -> list[str]:
 mulhi_p.mark_not_differentiable()
 mulhi_p.def_rule("batching", elementwise_batching(mulhi_p))
 
-eq_p = comparison("eq", "EQ")
-ne_p = comparison("ne", "NE")
+eq_p = comparison("eq", "EQ", ANY_C)
+ne_p = comparison("ne", "NE", ANY_C)  # (the order comparisons refuse complex operands, as jax.lax's)
 lt_p = comparison("lt", "LT")
 le_p = comparison("le", "LE")
 gt_p = comparison("gt", "GT")
@@ -349,6 +393,56 @@ def _select_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[boo
 
 
 select_p.def_rule("batching", elementwise_batching(select_p))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Complex parts: real(x), imag(x), conj(x) of complex x, and complex(re, im). All are linear over the reals; their
+# reverse rules are the transposes under JAX's pairing Re(ct * t) of a cotangent with a tangent (docs/complex.md):
+# real's takes ct to (ct, 0), imag's to (0, -ct), conj's to conj(ct), complex's to (Re ct, -Im ct).
+def _complex_part_lowering(hlo_name: str) -> Lowering:
+    return lambda ctx, x: [ctx.op(f"stablehlo.{hlo_name}", [x], ctx.aval_out)]
+
+
+def _real_transpose(ct: Any, x: Any, out: Any) -> Any:
+    return complex(ct, full_like(ct, 0.0))
+
+
+def _imag_transpose(ct: Any, x: Any, out: Any) -> Any:
+    return complex(full_like(ct, 0.0), neg(ct))
+
+
+def _conj_lowering(ctx: LoweringContext, x: str) -> list[str]:
+    aval = ctx.aval_out
+    part = aval.update(dtype=dt.real_dtype(aval.dtype), weak_type=False)
+    re, im = ctx.op("stablehlo.real", [x], part), ctx.op("stablehlo.imag", [x], part)
+    return [ctx.op("stablehlo.complex", [re, ctx.op("stablehlo.negate", [im], part)], aval)]
+
+
+real_p = unary("real", None, "c", lambda g, x, y: real(g), lowering=_complex_part_lowering("real"),
+               out_dtype=dt.real_dtype, transpose=_real_transpose)
+imag_p = unary("imag", None, "c", lambda g, x, y: imag(g), lowering=_complex_part_lowering("imag"),
+               out_dtype=dt.real_dtype, transpose=_imag_transpose)
+conj_p = unary("conj", None, "c", lambda g, x, y: conj(g), lowering=_conj_lowering)
+
+complex_p = binary("complex", "complex", FLOAT, (lambda g, x, y, out: _part_of(g, out, real),
+                                                 lambda g, x, y, out: _part_of(g, out, imag)),
+                   out_dtype=lambda dtype: _complex_of_parts(dtype))
+
+
+def _complex_of_parts(dtype: np.dtype) -> np.dtype:
+    if dtype not in (dt.float32, dt.float64):
+        raise TypeError(f"complex: operands must be float32 or float64 (the parts of complex64 and complex128), "
+                        f"got {dtype.name}")
+    return dt.complex_dtype(dtype)
+
+
+def _part_of(g: Any, out: Any, part: Callable[[Any], Any]) -> Any:
+    """complex's partial derivatives: a real tangent g of re (im) is the tangent g (i g) of the output; a complex
+    cotangent ct of the output is Re ct for re and -Im ct for im."""
+    if dt.is_complex(aval_of(g).dtype):  # reverse mode
+        return real(g) if part is real else neg(imag(g))
+    zero = full_like(g, 0.0)
+    return complex(g, zero) if part is real else complex(zero, g)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -424,6 +518,33 @@ def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> An
     return reduce_precision_p.bind(operand, exponent_bits=exponent_bits, mantissa_bits=mantissa_bits)
 
 
+def real(x: Any) -> Any:
+    """The real part of a complex x (like jax.lax.real, which takes complex operands only)."""
+    return real_p.bind(x)
+
+
+def imag(x: Any) -> Any:
+    """The imaginary part of a complex x (like jax.lax.imag)."""
+    return imag_p.bind(x)
+
+
+def conj(x: Any) -> Any:
+    """The complex conjugate; a real x becomes complex first (like jax.lax.conj)."""
+    aval = aval_of(x)
+    if not dt.is_complex(aval.dtype):
+        if not dt.is_float(aval.dtype):
+            raise TypeError(f"conj: operand must be floating-point or complex, got {aval.str_short()}")
+        return convert_element_type(x, dt.complex_dtype(aval.dtype), aval.weak_type)
+    return conj_p.bind(x)
+
+
+def complex(x: Any, y: Any) -> Any:  # noqa: A001
+    """x + i y of floating-point x and y of one dtype (like jax.lax.complex): float32 parts make complex64."""
+    if type(x) in _PYTHON_SCALAR_TYPES or type(y) in _PYTHON_SCALAR_TYPES:
+        x, y = coerce_scalars((x, y))
+    return complex_p.bind(x, y)
+
+
 def select(pred: Any, on_true: Any, on_false: Any) -> Any:
     """Elementwise on_true where pred else on_false (like jax.lax.select)."""
     on_true, on_false = coerce_scalars((on_true, on_false))
@@ -435,4 +556,5 @@ __all__ = ["abs", "add", "atan2", "bitwise_and", "bitwise_not", "bitwise_or", "b
            "lt", "max", "min", "mul", "ne", "neg", "pow", "rem", "round", "rsqrt", "select", "sign", "sin", "sqrt",
            "square", "stop_gradient", "sub", "tan", "tanh", "clz", "population_count", "shift_left",
            "shift_right_logical", "shift_right_arithmetic", "nextafter", "acos", "asin", "atan", "sinh", "cosh",
-           "asinh", "acosh", "atanh", "cbrt", "exp2", "mulhi", "reciprocal", "reduce_precision"]
+           "asinh", "acosh", "atanh", "cbrt", "exp2", "mulhi", "reciprocal", "reduce_precision", "real", "imag", "conj",
+           "complex"]

@@ -8,6 +8,10 @@
   rank-0 operand's cotangent summed over the broadcast.
 - comparison(name, direction): boolean outputs, not differentiable.
 
+Complex operands (the kinds include 'c'): JAX's convention pairs a cotangent c with a tangent t as Re(c * t), with
+no conjugation, so a holomorphic derivative (multiplication by f'(x)) is its own transpose and one derivative still
+serves both directions. A non-holomorphic op (abs of a complex number) gives its reverse rule as `transpose`.
+
 Every family attaches the abstract eval, the lowering and the batching rule (elementwise: batched operands line up
 their batch dimension; unbatched rank-0 operands stay unbatched and broadcast inside the primitive). The binary and
 comparison families mark their one-op primitives Primitive.fuses_data_movement (eager dispatch)."""
@@ -98,9 +102,11 @@ def _attach_derivative(prim: Primitive, derivative: Any, make_jvp: Callable[[], 
 
 # ---------------------------------------------------------------------------------------------------------------
 def unary(name: str, hlo_name: str | None, kinds: str, derivative: Any, *, lowering: Lowering | None = None,
-          out_dtype: np.dtype | None = None, check: Callable[..., None] | None = None) -> Primitive:
+          out_dtype: np.dtype | Callable[[np.dtype], np.dtype] | None = None,
+          check: Callable[..., None] | None = None, transpose: Callable[..., Any] | None = None) -> Primitive:
     """A one-operand elementwise primitive (see the module docstring). lowering overrides the one-op lowering;
-    check(x, **params) adds argument checks to the abstract evaluation."""
+    out_dtype is the output's dtype, or a function of the operand's; check(x, **params) adds argument checks to the
+    abstract evaluation; transpose(ct, x, out, **params), when given, is the reverse rule (else `derivative`)."""
     prim = Primitive(name, elementwise=True)
 
     @prim.def_rule("abstract_eval")
@@ -108,7 +114,10 @@ def unary(name: str, hlo_name: str | None, kinds: str, derivative: Any, *, lower
         check_dtype(name, x, kinds)
         if check is not None:
             check(x, **params)
-        return x if out_dtype is None else ShapedArray(x.shape, out_dtype)
+        if out_dtype is None:
+            return x
+        dtype = out_dtype(x.dtype) if callable(out_dtype) else out_dtype
+        return x if dtype == x.dtype else ShapedArray(x.shape, dtype, x.weak_type and dtype != dt.bool_)
 
     prim.def_rule("lowering", lowering or hlo_lowering(hlo_name))
 
@@ -123,7 +132,9 @@ def unary(name: str, hlo_name: str | None, kinds: str, derivative: Any, *, lower
 
     def make_vjp() -> Any:
         def vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], **params: Any) -> list[Any]:
-            return [None if derivative == ZERO else derivative(cts[0], ins[0], outs[0], **params)]
+            if derivative == ZERO:
+                return [None]
+            return [(transpose or derivative)(cts[0], ins[0], outs[0], **params)]
         return vjp
 
     _attach_derivative(prim, derivative, make_jvp, make_vjp)
@@ -131,8 +142,10 @@ def unary(name: str, hlo_name: str | None, kinds: str, derivative: Any, *, lower
     return prim
 
 
-def binary(name: str, hlo_name: str, kinds: str, derivative: Any) -> Primitive:
-    """A two-operand elementwise primitive (see the module docstring)."""
+def binary(name: str, hlo_name: str, kinds: str, derivative: Any, *, lowering: Lowering | None = None,
+           out_dtype: Callable[[np.dtype], np.dtype] | None = None) -> Primitive:
+    """A two-operand elementwise primitive (see the module docstring); lowering overrides the one-op lowering;
+    out_dtype(operand dtype) is the output's dtype where it differs (complex: float32 parts make complex64)."""
     # one StableHLO op (not a chlo op, which expands into many): eager dispatch may fuse a broadcast into it
     prim = Primitive(name, fuses_data_movement="." not in hlo_name, elementwise=True)
 
@@ -140,9 +153,10 @@ def binary(name: str, hlo_name: str, kinds: str, derivative: Any) -> Primitive:
     def abstract_eval(x: ShapedArray, y: ShapedArray) -> ShapedArray:
         check_same_dtypes(name, [x, y])
         check_dtype(name, x, kinds, "operands")
-        return ShapedArray(elementwise_shape(name, [x, y]), x.dtype, all_weak([x, y]))
+        dtype = x.dtype if out_dtype is None else out_dtype(x.dtype)
+        return ShapedArray(elementwise_shape(name, [x, y]), dtype, all_weak([x, y]))
 
-    prim.def_rule("lowering", hlo_lowering(hlo_name))
+    prim.def_rule("lowering", lowering or hlo_lowering(hlo_name))
 
     def make_jvp() -> Any:
         def jvp(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list[Any], list[Any]]:
@@ -172,14 +186,14 @@ def _same_shapes(parts: list[Any]) -> list[Any]:
     return [_to_shape(p, widest) for p in parts]
 
 
-def comparison(name: str, direction: str) -> Primitive:
+def comparison(name: str, direction: str, kinds: str = ANY) -> Primitive:
     """A comparison: boolean outputs, not differentiable."""
     prim = Primitive(name, fuses_data_movement=True, elementwise=True)
 
     @prim.def_rule("abstract_eval")
     def abstract_eval(x: ShapedArray, y: ShapedArray) -> ShapedArray:
         check_same_dtypes(name, [x, y])
-        check_dtype(name, x, ANY, "operands")
+        check_dtype(name, x, kinds, "operands")
         return ShapedArray(elementwise_shape(name, [x, y]), dt.bool_)
 
     prim.def_rule("lowering", hlo_lowering("compare", lambda aval: {

@@ -270,7 +270,7 @@ def _mode(op: str, mode: Any, allowed: Sequence[str], default: str) -> str:
 def default_fill_value(dtype: np.dtype) -> Any:
     """What mode "fill" reads out of bounds unless told: NaN for inexact dtypes, the most negative value for
     signed integers, the largest for unsigned, True for booleans (as JAX)."""
-    return (np.nan if dt.is_float(dtype) else True if dt.is_bool(dtype)
+    return (np.nan if dt.is_inexact(dtype) else True if dt.is_bool(dtype)
             else np.iinfo(dtype).min if dt.is_signed_int(dtype) else np.iinfo(dtype).max)
 
 
@@ -401,9 +401,9 @@ def _scatter_primitive(name: str, combine: str | None, kinds: str) -> Primitive:
     return prim
 
 
-scatter_p = _scatter_primitive("scatter", None, "fiub")
-scatter_add_p = _scatter_primitive("scatter_add", "add", "fiu")
-scatter_mul_p = _scatter_primitive("scatter_mul", "multiply", "fiu")
+scatter_p = _scatter_primitive("scatter", None, "fiubc")
+scatter_add_p = _scatter_primitive("scatter_add", "add", "fiuc")
+scatter_mul_p = _scatter_primitive("scatter_mul", "multiply", "fiuc")
 scatter_min_p = _scatter_primitive("scatter_min", "minimum", "fiub")
 scatter_max_p = _scatter_primitive("scatter_max", "maximum", "fiub")
 

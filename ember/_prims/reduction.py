@@ -136,7 +136,7 @@ def _prod_derivative(prim: Primitive) -> tuple[Callable[..., Any], Callable[...,
     return jvp, vjp
 
 
-reduce_prod_p = reduction("reduce_prod", "fiu", lambda dtype: 1, lambda dtype: "multiply", _prod_derivative)
+reduce_prod_p = reduction("reduce_prod", "fiuc", lambda dtype: 1, lambda dtype: "multiply", _prod_derivative)
 
 
 def reduce_prod(x: Any, axes: Sequence[int] | None = None) -> Any:

@@ -270,12 +270,22 @@ def _convert_lowering(ctx: LoweringContext, x: str, *, new_dtype: np.dtype, weak
         return [ctx.op("stablehlo.compare", [x, zero], out,
                        {"comparison_direction": "#stablehlo<comparison_direction NE>",
                         "compare_type": f"#stablehlo<comparison_type {compare_type(src.dtype)}>"})]
+    if dt.is_complex(src.dtype) and not dt.is_complex(new_dtype):  # the real part (as numpy and JAX)
+        x = ctx.op("stablehlo.real", [x], src.update(dtype=dt.real_dtype(src.dtype), weak_type=False))
+        src = src.update(dtype=dt.real_dtype(src.dtype), weak_type=False)
+        return [x if src.dtype == new_dtype else ctx.op("stablehlo.convert", [x], out)]
+    if dt.is_complex(new_dtype) and not dt.is_complex(src.dtype):  # (x, 0)
+        part = out.update(dtype=dt.real_dtype(new_dtype), weak_type=False)
+        re = x if src.dtype == part.dtype else ctx.op("stablehlo.convert", [x], part)
+        return [ctx.op("stablehlo.complex", [re, ctx.constant(0.0, part)], out)]
     return [ctx.op("stablehlo.convert", [x], out)]
 
 
 def _float_to_float(src: np.dtype, dst: np.dtype) -> bool:
-    """Only float -> float conversions carry a derivative; through an integer or bool it is zero."""
-    return dt.is_float(src) and dt.is_float(dst)
+    """Only conversions between floating-point and complex dtypes carry a derivative; through an integer or bool it
+    is zero. complex -> real takes the real part, so its reverse rule turns a real cotangent into a complex one
+    with a zero imaginary part, and real -> complex the other way: JAX's convention (docs/complex.md)."""
+    return dt.is_inexact(src) and dt.is_inexact(dst)
 
 
 @convert_element_type_p.def_rule("jvp")
@@ -408,7 +418,7 @@ def _reduce_sum_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list
     return [broadcast_in_dim(cts[0], shape, kept_dims(len(shape), axes))]
 
 
-reduce_sum_p = reduction("reduce_sum", "fiu", lambda dtype: 0,
+reduce_sum_p = reduction("reduce_sum", "fiuc", lambda dtype: 0,
                          lambda dtype: "or" if dt.is_bool(dtype) else "add",
                          lambda prim: (linear_jvp(prim), _reduce_sum_vjp))
 

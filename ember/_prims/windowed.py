@@ -307,7 +307,7 @@ cumsum_p = Primitive("cumsum")
 
 @cumsum_p.def_rule("abstract_eval")
 def _cumsum_abstract_eval(x: ShapedArray, *, axis: int, reverse: bool) -> ShapedArray:
-    check_dtype("cumsum", x, "fiu")
+    check_dtype("cumsum", x, "fiuc")
     if not 0 <= axis < x.ndim:
         raise TypeError(f"cumsum: axis {axis} is out of range for {x.str_short()}")
     return x

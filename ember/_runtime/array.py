@@ -196,8 +196,8 @@ def _default_dtype_of(x: Any) -> np.dtype:
     weak (so [1.5, 2.0] has the default float dtype, float32 unless enable_x64, and [np.float16(1), 2.0] is
     float16) and typed numpy scalars and arrays count with their dtypes (so [np.float64(1), 2.0] is float64)."""
     value = np.asarray(x)
-    if value.dtype.kind not in "biuf":
-        return canonicalize_dtype(value.dtype)  # (a clear error for strings, objects, complex numbers)
+    if value.dtype.kind not in "biufc":
+        return canonicalize_dtype(value.dtype)  # (a clear error for strings, objects, datetimes)
     kinds: set[Any] = set()
     if value.size and not _element_types(x, kinds):
         return canonicalize_dtype(value.dtype)  # elements ember does not know: numpy's dtype
@@ -214,7 +214,7 @@ def _element_types(x: Any, kinds: set[Any]) -> bool:
         if kind is list or kind is tuple:
             if not all(_element_types(e, kinds) for e in x if type(e) is kind):
                 return False
-        elif kind is bool or kind is int or kind is float:
+        elif kind is bool or kind is int or kind is float or kind is complex:
             kinds.add(kind)
         elif kind is np.ndarray:
             kinds.update(canonicalize_dtype(e.dtype) for e in x if type(e) is np.ndarray)

@@ -9,7 +9,7 @@ import warnings
 
 from ember._core.cache import clear_all_caches
 from ember._core.config import config
-from ember._runtime import pjrt as _pjrt
+from ember._runtime import ffi as _ffi, pjrt as _pjrt
 
 _client_lock = threading.Lock()
 _clients: dict[str, _pjrt.Client] = {}  # one per plugin
@@ -54,9 +54,11 @@ def get_client(platform: str | None = None) -> _pjrt.Client:
     installed CUDA plugin, else the embedded XLA CPU plugin (EMBER_PLATFORM=cpu|cuda picks the default)."""
     if _forked_while_running:
         raise RuntimeError(_FORKED_CHILD)
-    path = _plugin_path(platform) if platform or not _clients else None
-    if path is None:
-        return _clients["default"]
+    if not platform:  # (the default is set below once its client exists: while another thread creates it, this
+        client = _clients.get("default")  # call finds the plugin's path and waits on the lock in _client_for)
+        if client is not None:
+            return client
+    path = _plugin_path(platform)
     try:
         client = _client_for(path)
     except _pjrt.PjrtError as err:
@@ -102,6 +104,7 @@ def _client_for(path: str) -> _pjrt.Client:
                 # its default of 4 devices oversubscribes small machines.
                 options = {"cpu_device_count": config.num_cpu_devices} if path == _pjrt.cpu_plugin_path() else {}
                 client = _clients[path] = _pjrt.Client(_pjrt.Plugin(path), options)
+                _ffi.attach(client.plugin)  # ember's own custom-call handlers (LAPACK kernels)
     return client
 
 

@@ -394,7 +394,7 @@ profile.add_hook(_profiling)
 
 
 def _invalid_kind(value: Any) -> str | None:
-    if not dt.is_float(value.dtype):
+    if not dt.is_inexact(value.dtype):
         return None
     host = np.asarray(value)
     if _Checks.nans and np.isnan(host).any():

@@ -62,7 +62,8 @@ def to_buffer(x: Any, expected: ShapedArray, where: str,
         value = x
         if expected.shape != ():
             raise TypeError(f"{where}: expected {expected.str_short()}, got the scalar {value!r}")
-        if (isinstance(value, float) and expected.dtype.kind != "f") or \
+        if (isinstance(value, float) and expected.dtype.kind not in "fc") or \
+                (type(value) is complex and expected.dtype.kind != "c") or \
                 (type(value) is int and expected.dtype.kind == "b"):
             raise TypeError(f"{where}: expected {expected.str_short()}, got the {type(value).__name__} {value!r}")
         try:

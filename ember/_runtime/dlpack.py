@@ -88,6 +88,7 @@ _DL_TYPES: dict[np.dtype, tuple[int, int]] = {
     **{np.dtype(f"uint{b}"): (kDLUInt, b) for b in (8, 16, 32, 64)},
     np.dtype(np.float16): (kDLFloat, 16), np.dtype(np.float32): (kDLFloat, 32), np.dtype(np.float64): (kDLFloat, 64),
     np.dtype(ml_dtypes.bfloat16): (kDLBfloat, 16),
+    np.dtype(np.complex64): (kDLComplex, 64), np.dtype(np.complex128): (kDLComplex, 128),
 }
 _DTYPES_OF_DL: dict[tuple[int, int], np.dtype] = {code: dtype for dtype, code in _DL_TYPES.items()}
 _DL_CODE_NAMES = {kDLInt: "int", kDLUInt: "uint", kDLFloat: "float", 3: "opaque handle", kDLBfloat: "bfloat",
@@ -349,8 +350,7 @@ def _import(capsule: Any, target: _pjrt.Device, copy: bool | None) -> Any:
                           "tensors only")
     dtype = _DTYPES_OF_DL.get((tensor.dtype.code, tensor.dtype.bits)) if tensor.dtype.lanes == 1 else None
     if dtype is None:
-        kind = " (ember has no complex dtypes yet)" if tensor.dtype.code == kDLComplex else ""
-        raise TypeError(f"from_dlpack: DLPack dtype {_dl_dtype_name(tensor.dtype)} is not supported by ember{kind}; "
+        raise TypeError(f"from_dlpack: DLPack dtype {_dl_dtype_name(tensor.dtype)} is not supported by ember; "
                         "supported: " + ", ".join(d.name for d in _DL_TYPES))
     ndim = tensor.ndim
     shape = tuple(tensor.shape[i] for i in range(ndim))

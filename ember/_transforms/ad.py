@@ -18,7 +18,7 @@ from ember._transforms.passes import simplify
 
 
 def is_differentiable_aval(aval: ShapedArray) -> bool:
-    return dt.is_float(aval.dtype)
+    return dt.is_inexact(aval.dtype)
 
 
 def active_vars(ir: IR, wrt: Sequence[bool]) -> set[Var]:
@@ -39,9 +39,11 @@ class RuleError(AssertionError):
 
 def check_cotangent(eqn: Eqn, kind: str, index: int, ct: Any) -> None:
     """ct, which eqn's rule of this kind ("vjp" or "vjp_split") returned for input index, must have that input's
-    shape and a floating-point dtype (its precision may differ: the backward pass casts it)."""
+    shape and a floating-point dtype (its precision may differ: the backward pass casts it), complex only for a
+    complex input (a real input's cotangent is real: JAX's convention, docs/complex.md)."""
     want, got = eqn.inputs[index].aval, aval_of(ct)
-    if got.shape != want.shape or not is_differentiable_aval(got):
+    if (got.shape != want.shape or not is_differentiable_aval(got)
+            or (dt.is_complex(got.dtype) and not dt.is_complex(want.dtype))):
         raise RuleError(f"the {kind} rule of primitive {eqn.prim.name!r} returned a cotangent {got.str_short()} "
                         f"for its input {index} of type {want.str_short()}: a bug in that rule")
 
@@ -117,32 +119,44 @@ def _backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Se
 
 
 def check_differentiable_inputs(name: str, avals: Sequence[ShapedArray], wrt: Sequence[bool],
-                                allow_int: bool = False) -> None:
+                                allow_int: bool = False, holomorphic: bool = False) -> None:
     for i, (aval, w) in enumerate(zip(avals, wrt)):
+        if w and holomorphic and not dt.is_complex(aval.dtype):
+            raise TypeError(f"{name} with holomorphic=True requires inputs with complex dtype, but input {i} is "
+                            f"{aval.str_short()}")
         if w and not is_differentiable_aval(aval) and not allow_int:
             raise TypeError(f"{name} requires floating-point inputs, but input {i} is {aval.str_short()}; "
                             "differentiate with respect to float arguments only (argnums), or pass allow_int=True "
                             "to get zero gradients for integer inputs")
 
 
-def check_scalar_output(name: str, aval: ShapedArray) -> None:
+def check_scalar_output(name: str, aval: ShapedArray, holomorphic: bool = False) -> None:
+    """grad's output: one element, real-valued (floating-point), or complex with holomorphic=True (as JAX)."""
     if aval.size != 1:
         raise TypeError(f"{name} requires a scalar output (one element), got {aval.str_short()}; "
                         "use ember.vjp for non-scalar outputs")
+    if holomorphic:
+        if not dt.is_complex(aval.dtype):
+            raise TypeError(f"{name} with holomorphic=True requires a complex output, got {aval.str_short()}")
+        return
+    if dt.is_complex(aval.dtype):
+        raise TypeError(f"{name} requires real-valued outputs (a floating-point dtype), but got {aval.str_short()}. "
+                        "For holomorphic differentiation, pass holomorphic=True; for non-holomorphic functions "
+                        "with complex outputs, use ember.vjp directly")
     if not is_differentiable_aval(aval):
         raise TypeError(f"{name} requires a floating-point output, got {aval.str_short()}")
 
 
 @profiled("transform", "grad")
 def value_and_grad_ir(ir: IR, wrt: Sequence[bool], with_value: bool = True, name: str = "grad",
-                      values: Sequence[Any] | None = None) -> IR:
+                      values: Sequence[Any] | None = None, holomorphic: bool = False) -> IR:
     """IR (inputs) -> (outputs..., gradient of output 0 for each input in wrt).
 
     Output 0 must be a scalar; further outputs (auxiliary data) are passed through. Without with_value the
     outputs are (outputs[1:]..., gradients...)."""
     if not ir.outs:
         raise TypeError(f"{name}: the function has no output")
-    check_scalar_output(name, ir.outs[0].aval)
+    check_scalar_output(name, ir.outs[0].aval, holomorphic)
     out_aval = ir.outs[0].aval
 
     def fn(*args: Any) -> list[Any]:

@@ -32,7 +32,7 @@ def jvp_ir(ir: IR, with_tangent: Sequence[bool] | None = None, values: Sequence[
     By default the floating-point inputs get tangents. Every output gets a tangent (zeros where it does not
     depend on a tangent input, or is not a float). Computed once per (ir, with_tangent) (see TransformCache),
     except a concrete staging (values: of primals and tangents), which is specialised to its values."""
-    with_tangent = [dt.is_float(a.dtype) for a in ir.in_avals] if with_tangent is None else list(with_tangent)
+    with_tangent = [dt.is_inexact(a.dtype) for a in ir.in_avals] if with_tangent is None else list(with_tangent)
     if values is not None:
         return stage_jvp(ir, with_tangent, values)
     return JVPS.get(ir, tuple(with_tangent), lambda: stage_jvp(ir, with_tangent))

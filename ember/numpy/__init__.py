@@ -4,7 +4,7 @@
 The implementation lives in ember._numpy. Each of its modules declares the public names it defines in its
 `__all__`; this module re-exports them, in this order: dtypes, promotion, shape, ufuncs, creation, mathfuncs,
 reductions, logexp, cumulative, linalg, einsum, selection, sorting, statistics, manipulation, grids, setops, signal,
-utilities; then the subpackage ember.numpy.linalg (the array API's extension)."""
+utilities; then the subpackages ember.numpy.linalg and ember.numpy.fft (the array API's extensions)."""
 from ember._core.exports import reexport as _reexport
 # importing ember._numpy.methods installs the operators and methods of Array and Tracer
 from ember._numpy import methods as _methods  # noqa: F401
@@ -28,5 +28,6 @@ __all__ = _reexport(globals(), [_dtypes, _promotion, _shape, _ufuncs, _creation,
 _docstrings.apply(globals())
 
 from ember.numpy import linalg as linalg  # noqa: E402 (it uses this module's names)
+from ember.numpy import fft as fft  # noqa: E402
 
-__all__ += ["linalg"]
+__all__ += ["linalg", "fft"]

@@ -125,12 +125,25 @@ def _normal(data: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return lax.mul(_const(math.sqrt(2), dtype), lax.erf_inv(u))
 
 
+def _complex_normal(data: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """Standard complex normal values (E|z|^2 = 1): independent normal real and imaginary parts from the two halves
+    of a split key, each scaled by 1/sqrt(2) (as jax.random.normal)."""
+    keys = _split(data, (2,))
+    part = dt.real_dtype(dtype)
+    re, im = (_normal(keys[i], shape, part) for i in range(2))
+    return lax.mul(lax.complex(re, im), _const(1 / math.sqrt(2), dtype))
+
+
 _normal_jit = jit(_normal, static_argnums=(1, 2))
+_complex_normal_jit = jit(_complex_normal, static_argnums=(1, 2))
 
 
 def normal(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
-    """Standard normal floats: sqrt(2) * erf_inv(u), u uniform in (-1, 1) (as jax.random.normal)."""
+    """Standard normal floats: sqrt(2) * erf_inv(u), u uniform in (-1, 1) (as jax.random.normal); for a complex
+    dtype, standard complex normal values."""
     data = _key("normal", key)
+    if dtype is not None and dt.is_complex(dt.canonicalize_dtype(dtype)):
+        return _complex_normal_jit(data, canonical_shape("normal", shape), dt.canonicalize_dtype(dtype))
     return _normal_jit(data, canonical_shape("normal", shape), _float_dtype("normal", dtype))
 
 

@@ -1,4 +1,5 @@
-"""ember.scipy: the parts of jax.scipy that model code imports (ember.scipy.special)."""
+"""ember.scipy: the parts of jax.scipy that model code imports (ember.scipy.special, ember.scipy.linalg)."""
+from ember.scipy import linalg as linalg
 from ember.scipy import special as special
 
-__all__ = ["special"]
+__all__ = ["linalg", "special"]

@@ -1,0 +1,97 @@
+"""Custom calls to ember's own XLA FFI handlers: emitting them, and knowing which exist in this process.
+
+The handlers are C functions that the runtime registers with the PJRT plugin through its FFI extension
+(ember/_runtime/ffi.py). Lowering rules sit below the runtime, so a family of handlers (all targets whose name
+starts with a prefix, e.g. "ember_lapack_") is made known here by a *provider* the runtime installs: a function that
+loads the family (its extension module, the libraries it calls) on first use and returns the names it provides, or
+an empty set when it cannot (a missing extension or library). A lowering asks `available(name)` and emits
+`custom_call(...)`, or falls back to XLA's own ops."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ember._core.dtypes import ShapedArray
+from ember._hlo.lower import LoweringContext
+
+_providers: dict[str, Callable[[], frozenset[str]]] = {}  # name prefix -> provider
+_provided: dict[str, frozenset[str]] = {}  # name prefix -> what its provider returned (asked once)
+_reasons: dict[str, Callable[[], str]] = {}  # name prefix -> why its targets are unavailable ("" when they are)
+
+
+def set_provider(prefix: str, provider: Callable[[], frozenset[str]], reason: Callable[[], str] | None = None
+                 ) -> None:
+    """Install the provider of the custom-call targets whose names start with prefix (and a function saying why
+    they are unavailable, for error messages); what the provider said before is forgotten."""
+    _providers[prefix] = provider
+    if reason is not None:
+        _reasons[prefix] = reason
+    _provided.pop(prefix, None)
+
+
+def unavailable_reason(name: str) -> str:
+    """Why the target `name` is unavailable, as its provider tells ("" when it is available or nobody says)."""
+    if available(name):
+        return ""
+    for prefix, reason in _reasons.items():
+        if name.startswith(prefix):
+            return reason()
+    return ""
+
+
+def available(name: str) -> bool:
+    """Whether a custom call to the target `name` can run in this process (its provider loads it on first use)."""
+    for prefix, provider in _providers.items():
+        if name.startswith(prefix):
+            names = _provided.get(prefix)
+            if names is None:
+                names = _provided[prefix] = frozenset(provider())
+            return name in names
+    return False
+
+
+def column_major(rank: int) -> tuple[int, ...]:
+    """The minor-to-major layout of an array whose last two dimensions are a column-major (Fortran) matrix and
+    whose leading dimensions are a row-major batch of them (row-major for rank < 2)."""
+    if rank < 2:
+        return tuple(range(rank - 1, -1, -1))
+    return (rank - 2, rank - 1) + tuple(range(rank - 3, -1, -1))
+
+
+def rank_of(ctx: LoweringContext, value: str) -> int:
+    """The rank of an SSA value of the body being emitted (its tensor type's dimensions: tensor<2x3xcomplex<f32>>
+    has 2)."""
+    parts = ctx.emitter.types[value][len("tensor<"):-1].split("x")
+    return next((i for i, part in enumerate(parts) if not part.isdigit()), len(parts))
+
+
+def row_major(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank - 1, -1, -1))
+
+
+def _layouts(layouts: Sequence[Sequence[int]]) -> str:
+    return "[" + ", ".join(f"dense<[{', '.join(str(d) for d in lay)}]> : tensor<{len(lay)}xindex>" if lay else
+                           "dense<> : tensor<0xindex>" for lay in layouts) + "]"
+
+
+def custom_call(ctx: LoweringContext, target: str, operands: Sequence[str], results: Sequence[ShapedArray],
+                attrs: dict[str, int] | None = None, operand_layouts: Sequence[Sequence[int]] | None = None,
+                result_layouts: Sequence[Sequence[int]] | None = None) -> list[str]:
+    """Emit `stablehlo.custom_call @target` to a typed FFI handler (api_version 4): integer attrs are passed to
+    the handler as int64 scalars (its call frame's attributes, sorted by name); the layouts (minor-to-major, one
+    per operand/result; row-major when omitted) are the memory layouts XLA hands the handler its buffers in."""
+    if operand_layouts is None:
+        operand_layouts = [row_major(rank_of(ctx, o)) for o in operands]
+    result_layouts = [row_major(a.ndim) for a in results] if result_layouts is None else result_layouts
+    config = ", ".join(f"{k} = {int(v)} : i64" for k, v in sorted((attrs or {}).items()))
+    out = ctx.op("stablehlo.custom_call", list(operands), list(results), {
+        "call_target_name": f'"{target}"',
+        "api_version": "4 : i32",
+        "backend_config": "{" + config + "}",
+        "has_side_effect": "false",
+        "operand_layouts": _layouts(operand_layouts),
+        "result_layouts": _layouts(result_layouts),
+    })
+    return out if isinstance(out, list) else [out]
+
+
+__all__ = ["available", "column_major", "custom_call", "rank_of", "row_major", "set_provider", "unavailable_reason"]

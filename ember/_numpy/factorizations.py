@@ -1,0 +1,455 @@
+"""The factorisation-based functions of ember.numpy.linalg (and ember.scipy.linalg's building blocks), written on
+the primitives of ember/_prims/linalg.py with jax.numpy.linalg's semantics: leading dimensions are a batch,
+integer inputs become the default float dtype, and the results of eigh, svd, slogdet and qr are named tuples.
+ember.numpy.linalg re-exports them (this module declares no names of ember.numpy itself)."""
+from __future__ import annotations
+
+import builtins
+import math
+from typing import Any, NamedTuple, Sequence
+
+import numpy as _np
+
+from ember._control.custom import pure_custom_jvp
+from ember._core import aval_of
+from ember._core import dtypes as dt
+from ember._prims import linalg as lax_linalg
+from ember._prims.linalg import mT
+from ember._numpy.creation import eye
+from ember._numpy.linalg import matmul
+from ember._numpy.promotion import _promote
+from ember._numpy.cumulative import cumprod
+from ember._numpy.mathfuncs import isinf, isnan
+from ember._numpy.reductions import any as any_, max as max_, prod, sum as sum_
+from ember._numpy.selection import take_along_axis, where
+from ember._numpy.shape import broadcast_to, concatenate, diagonal, expand_dims, ndim, reshape, shape, transpose
+from ember._numpy.sorting import argsort
+from ember._numpy.ufuncs import abs as abs_, divide, log, multiply, sign, greater, subtract
+
+
+class EighResult(NamedTuple):
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+class EigResult(NamedTuple):
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+class SVDResult(NamedTuple):
+    U: Any
+    S: Any
+    Vh: Any
+
+
+class SlogdetResult(NamedTuple):
+    sign: Any
+    logabsdet: Any
+
+
+class QRResult(NamedTuple):
+    Q: Any
+    R: Any
+
+
+def _float_operands(name: str, *xs: Any) -> list[Any]:
+    """The operands as arrays of their common inexact dtype (integers and booleans become the default float)."""
+    arrays = _promote(name, *xs, inexact=True)
+    dtype = aval_of(arrays[0]).dtype
+    if not dt.is_float(dtype) or dtype == dt.float16 or dtype.name == "bfloat16":
+        raise TypeError(f"linalg.{name}: needs float32 or float64 inputs, got "
+                        + ", ".join(aval_of(a).str_short() for a in arrays))
+    return arrays
+
+
+def _matrix(name: str, x: Any, square: bool = False, arg: str = "a") -> Any:
+    (x,) = _float_operands(name, x)
+    s = shape(x)
+    if len(s) < 2:
+        raise ValueError(f"linalg.{name}: {arg} must have at least 2 dimensions, got shape {s}")
+    if square and s[-1] != s[-2]:
+        raise ValueError(f"linalg.{name}: {arg} must be a (stack of) square matrices, got shape {s}")
+    return x
+
+
+def _eps(x: Any) -> float:
+    return float(_np.finfo(aval_of(x).dtype).eps)
+
+
+# --- Cholesky, LU, solve, inverse, determinants --------------------------------------------------------------
+def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> Any:
+    """The Cholesky factor of the (stack of) positive definite a: lower (a = L L^T), or upper (a = U^T U); NaNs
+    where a is not positive definite, as JAX."""
+    a = _matrix("cholesky", a, square=True)
+    factor = lax_linalg.cholesky(a, symmetrize_input=symmetrize_input)
+    return mT(factor) if upper else factor
+
+
+def lu_factor(a: Any) -> tuple[Any, Any, Any]:
+    """(lu, pivots, permutation) of the (stack of) matrices a (jax.lax.linalg.lu)."""
+    return lax_linalg.lu(_matrix("lu_factor", a))
+
+
+def _permute_rows(b: Any, perm: Any) -> Any:
+    """b[..., perm, :] with perm's batch dimensions broadcast against b's."""
+    index = expand_dims(perm, -1)
+    batch = _np.broadcast_shapes(shape(index)[:-2], shape(b)[:-2])
+    index = broadcast_to(index, batch + (shape(index)[-2], shape(b)[-1]))
+    return take_along_axis(broadcast_to(b, batch + shape(b)[-2:]), index, axis=-2)
+
+
+def lu_solve_factored(lu: Any, perm: Any, b: Any, trans: int = 0) -> Any:
+    """x with a x = b (trans 0) or a^T x = b (trans 1) from a's LU factors; b (..., n, k)."""
+    batch = _np.broadcast_shapes(shape(lu)[:-2], shape(b)[:-2])
+    lu = broadcast_to(lu, batch + shape(lu)[-2:])
+    b = broadcast_to(b, batch + shape(b)[-2:])
+    perm = broadcast_to(perm, batch + shape(perm)[-1:])
+    if trans == 0:
+        x = _permute_rows(b, perm)
+        x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
+        return lax_linalg.triangular_solve(lu, x, left_side=True, lower=False)
+    # a = P^T L U, a^T = U^T L^T P: solve U^T y = b, L^T z = y, then x = P^T z (x[perm] = z)
+    x = lax_linalg.triangular_solve(lu, b, left_side=True, lower=False, transpose_a=True)
+    x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=True, transpose_a=True, unit_diagonal=True)
+    return _permute_rows(x, argsort(perm, axis=-1).astype(_np.int32))
+
+
+def solve(a: Any, b: Any) -> Any:
+    """x with a x = b for the (stack of) square a; b is a vector (n,) when 1-D, else a (stack of) matrices
+    (..., n, k), batch dimensions broadcast (JAX >= 0.5 and the array API: a batch of vectors is b[..., None])."""
+    a, b = _float_operands("solve", a, b)
+    if ndim(a) < 2 or shape(a)[-1] != shape(a)[-2]:
+        raise ValueError(f"linalg.solve: a must be a (stack of) square matrices, got shape {shape(a)}")
+    vector = ndim(b) == 1
+    if vector:
+        b = expand_dims(b, -1)
+    if ndim(b) < 2 or shape(b)[-2] != shape(a)[-1]:
+        raise ValueError(f"linalg.solve: a of shape {shape(a)} does not fit b of shape "
+                         f"{shape(b)[:-1] if vector else shape(b)} (b is a vector (n,) or a stack of matrices "
+                         "(..., n, k); for a stack of vectors use solve(a, b[..., None])[..., 0])")
+    batch = _np.broadcast_shapes(shape(a)[:-2], shape(b)[:-2])
+    x = _solve(broadcast_to(a, batch + shape(a)[-2:]), broadcast_to(b, batch + shape(b)[-2:]))
+    return x[..., 0] if vector else x
+
+
+@pure_custom_jvp
+def _solve(a: Any, b: Any) -> Any:
+    """x with a x = b, a (..., n, n) and b (..., n, k) of the same batch, by a's LU factorisation."""
+    lu, _, perm = lax_linalg.lu(a)
+    return lu_solve_factored(lu, perm, b)
+
+
+@_solve.defjvp
+def _solve_jvp(primals: Any, tangents: Any) -> Any:
+    # dx = a^-1 (db - da x), with the factors of a computed once (JAX's custom_linear_solve does the same): the
+    # derivative never goes through LU's own rule, and reverse mode transposes the solve with the same factors
+    (a, b), (da, db) = primals, tangents
+    lu, _, perm = lax_linalg.lu(a)
+    x = lu_solve_factored(lu, perm, b)
+    return x, lu_solve_factored(lu, perm, subtract(db, matmul(da, x)))
+
+
+def inv(a: Any) -> Any:
+    """The inverse of the (stack of) square matrices a (inf/nan where singular, as JAX)."""
+    a = _matrix("inv", a, square=True)
+    n = shape(a)[-1]
+    return solve(a, broadcast_to(eye(n, dtype=aval_of(a).dtype), shape(a)))
+
+
+def _lu_det_parts(a: Any) -> tuple[Any, Any, Any]:
+    """(diagonal of U, the permutation's sign, lu) of a's LU factorisation."""
+    lu, pivots, _ = lax_linalg.lu(a)
+    diag = diagonal(lu, 0, -2, -1)
+    k = shape(pivots)[-1]
+    swaps = sum_(pivots != _np.arange(k, dtype=_np.int32), axis=-1)
+    parity = 1 - 2 * (swaps % 2)
+    return diag, parity.astype(aval_of(a).dtype), lu
+
+
+@pure_custom_jvp
+def _slogdet(a: Any) -> tuple[Any, Any]:
+    diag, parity, _ = _lu_det_parts(a)
+    sign_ = parity * prod(sign(diag), axis=-1)
+    return sign_, sum_(log(abs_(diag)), axis=-1)
+
+
+@_slogdet.defjvp
+def _slogdet_jvp(primals: Any, tangents: Any) -> Any:
+    # d log|det a| = trace(a^-1 da); the sign is locally constant
+    (a,), (da,) = primals, tangents
+    sign_, logdet = _slogdet(a)
+    return (sign_, logdet), (sign_ * 0, _trace(solve(a, da)))
+
+
+def _trace(x: Any) -> Any:
+    return sum_(diagonal(x, 0, -2, -1), axis=-1)
+
+
+def slogdet(a: Any, *, method: str | None = None) -> SlogdetResult:
+    """(sign, log|det|) of the (stack of) square matrices a (sign 0 and logabsdet -inf where singular)."""
+    a = _matrix("slogdet", a, square=True)
+    if method not in (None, "lu"):
+        raise ValueError(f"linalg.slogdet: method must be 'lu' (or None), got {method!r}")
+    if shape(a)[-1] == 0:
+        batch = shape(a)[:-2]
+        return SlogdetResult(broadcast_to(_np.ones((), aval_of(a).dtype), batch),
+                             broadcast_to(_np.zeros((), aval_of(a).dtype), batch))
+    return SlogdetResult(*_slogdet(a))
+
+
+@pure_custom_jvp
+def _det(a: Any) -> Any:
+    diag, parity, _ = _lu_det_parts(a)
+    return parity * prod(diag, axis=-1)
+
+
+@_det.defjvp
+def _det_jvp(primals: Any, tangents: Any) -> Any:
+    # d det a = trace(adj(a) da) = trace(det(a) a^-1 da), computed by a cofactor solve that also holds where a is
+    # singular (JAX's rule)
+    (a,), (da,) = primals, tangents
+    d, z = _cofactor_solve(a, da)
+    return d, _trace(z)
+
+
+def _cofactor_solve(a: Any, b: Any) -> tuple[Any, Any]:
+    """(det a, det(a) a^-1 b) for a (..., n, n) and b (..., n, k) of one batch; the second also where a is singular
+    with its zero pivot last in LU (rank n - 1), and zero where a has a lower rank. With a = P^T L U: U's last
+    diagonal entry u_nn is replaced by 1 / (det(a) / u_nn), so that solving with it multiplies the last component
+    by det(a) / u_nn, while the others are scaled by det(a) before the solve (no division by u_nn anywhere)."""
+    lu, pivots, perm = lax_linalg.lu(a)
+    n = shape(a)[-1]
+    dtype = aval_of(a).dtype
+    diag = diagonal(lu, 0, -2, -1)
+    swaps = sum_(pivots != _np.arange(n, dtype=_np.int32), axis=-1)
+    sign_ = (1 - 2 * (swaps % 2)).astype(dtype)
+    if n == 1:
+        return diag[..., 0] * sign_, b
+    partial = cumprod(diag, axis=-1) * expand_dims(sign_, -1)  # [..., -1]: det a; [..., -2]: det a / u_nn
+    corner = (_np.arange(n)[:, None] == n - 1) & (_np.arange(n)[None, :] == n - 1)
+    lu = where(corner, expand_dims(divide(1.0, partial[..., -2]), (-2, -1)), lu)
+    # a of rank below n - 1: an inf or nan comes out of a solve with the modified U
+    probe = lax_linalg.triangular_solve(lu, broadcast_to(_np.ones((), dtype), shape(lu)[:-2] + (1, n)),
+                                        left_side=False, lower=False)
+    low_rank = expand_dims(any_(isnan(probe) | isinf(probe), axis=(-2, -1)), (-2, -1))
+    x = where(low_rank, 0.0, b)
+    x = _permute_rows(x, perm)
+    x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
+    x = concatenate([x[..., :-1, :] * expand_dims(partial[..., -1], (-2, -1)), x[..., -1:, :]], axis=-2)
+    x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=False)
+    return partial[..., -1], where(low_rank, 0.0, x)
+
+
+def det(a: Any) -> Any:
+    """The determinant of the (stack of) square matrices a."""
+    a = _matrix("det", a, square=True)
+    if shape(a)[-1] == 0:
+        return broadcast_to(_np.ones((), aval_of(a).dtype), shape(a)[:-2])
+    return _det(a)
+
+
+# --- QR, eigh, SVD and what is built on them -------------------------------------------------------------------
+def qr(a: Any, mode: str = "reduced") -> Any:
+    """The QR factorisation of the (stack of) matrices a: mode 'reduced' (q (m, k), r (k, n)), 'complete'
+    (q (m, m), r (m, n)) or 'r' (r only, reduced); a QRResult. ('raw', LAPACK's reflectors, is not offered.)"""
+    a = _matrix("qr", a)
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"linalg.qr: mode must be 'reduced', 'complete' or 'r' ('raw' is not supported), got "
+                         f"{mode!r}")
+    q, r = lax_linalg.qr(a, full_matrices=mode == "complete")
+    return r if mode == "r" else QRResult(q, r)
+
+
+def eigh(a: Any, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:  # noqa: N803
+    """(eigenvalues ascending, eigenvectors as columns) of the (stack of) symmetric a; UPLO 'L' (default) or
+    'U' says which triangle is read when symmetrize_input is False."""
+    a = _matrix("eigh", a, square=True)
+    if UPLO not in (None, "L", "U"):
+        raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    v, w = lax_linalg.eigh(a, lower=UPLO != "U", symmetrize_input=symmetrize_input)
+    return EighResult(w, v)
+
+
+def eig(a: Any) -> EigResult:
+    """(eigenvalues, right eigenvectors as columns) of the (stack of) real square a, complex, in LAPACK's order
+    and normalisation (as numpy and JAX); only the eigenvalues are differentiable (as JAX)."""
+    a = _matrix("eig", a, square=True)
+    w, v = lax_linalg.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)
+    return EigResult(w, v)
+
+
+def eigvals(a: Any) -> Any:
+    """The eigenvalues of the (stack of) real square a, complex (differentiable)."""
+    a = _matrix("eigvals", a, square=True)
+    return lax_linalg.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=False)[0]
+
+
+def eigvalsh(a: Any, UPLO: str | None = "L") -> Any:  # noqa: N803
+    """The ascending eigenvalues of the (stack of) symmetric a."""
+    return eigh(_matrix("eigvalsh", a, square=True), UPLO).eigenvalues
+
+
+def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False) -> Any:
+    """The singular value decomposition a = U diag(S) Vh of the (stack of) matrices a (an SVDResult), or the
+    singular values alone (descending) without compute_uv."""
+    a = _matrix("svd", a)
+    if hermitian:  # (JAX: from eigh; the singular values are |eigenvalues|, sorted descending)
+        w, v = eigh(a)
+        s = abs_(w)
+        idx = argsort(s, axis=-1)[..., ::-1]
+        s = take_along_axis(s, idx, axis=-1)
+        if not compute_uv:
+            return s
+        u = take_along_axis(v, broadcast_to(expand_dims(idx, -2), shape(v)), axis=-1)
+        vh = mT(u * expand_dims(take_along_axis(sign(w), idx, axis=-1), -2))
+        return SVDResult(u, s, vh)
+    if not compute_uv:
+        return lax_linalg.svd(a, full_matrices=False, compute_uv=False)
+    s, u, vh = lax_linalg.svd(a, full_matrices=full_matrices, compute_uv=True)
+    return SVDResult(u, s, vh)
+
+
+def svdvals(x: Any, /) -> Any:
+    """The singular values of the (stack of) matrices x, descending."""
+    return svd(_matrix("svdvals", x, arg="x"), compute_uv=False)
+
+
+def pinv(a: Any, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None) -> Any:
+    """The Moore-Penrose pseudo-inverse of the (stack of) matrices a: singular values at most rtol * the largest
+    are dropped (rtol defaults to 10 * max(m, n) * eps, as JAX)."""
+    a = _matrix("pinv", a)
+    m, n = shape(a)[-2:]
+    if rcond is not None:
+        rtol = rcond
+    if rtol is None:
+        rtol = 10 * max(m, n) * _eps(a)
+    if m == 0 or n == 0:
+        return mT(a)
+    u, s, vh = svd(a, full_matrices=False, hermitian=hermitian)
+    cutoff = multiply(expand_dims(rtol, -1) if ndim(rtol) else rtol, max_(s, axis=-1, keepdims=True))
+    s_inv = where(greater(s, cutoff), divide(1.0, where(greater(s, cutoff), s, 1.0)), 0.0)
+    return matmul(mT(vh) * expand_dims(s_inv, -2), mT(u))
+
+
+def matrix_rank(M: Any, rtol: Any = None, *, tol: Any = None) -> Any:  # noqa: N803
+    """The number of singular values above tol (absolute) or rtol * the largest (rtol defaults to
+    max(m, n) * eps)."""
+    (M,) = _float_operands("matrix_rank", M)
+    if ndim(M) < 2:
+        return (abs_(M) > 0).any().astype(_np.int32) if ndim(M) == 1 else (M != 0).astype(_np.int32)
+    if 0 in shape(M)[-2:]:  # (JAX takes the maximum of no singular values: an error)
+        raise ValueError(f"linalg.matrix_rank: M must not hold empty matrices, got shape {shape(M)}")
+    s = svdvals(M)
+    if tol is None:
+        if rtol is None:
+            rtol = max(shape(M)[-2:]) * _eps(M)
+        tol = multiply(max_(s, axis=-1, keepdims=True, initial=0.0), rtol)
+    elif ndim(tol):
+        tol = expand_dims(tol, -1)
+    return sum_(greater(s, tol), axis=-1)
+
+
+def lstsq(a: Any, b: Any, rcond: Any = None, *, numpy_resid: bool = False) -> tuple[Any, Any, Any, Any]:
+    """(x, residuals, rank, s): the least-squares solution of a x = b by the SVD of the matrix a; singular values
+    below rcond * the largest are dropped (rcond defaults to eps * max(m, n), as JAX). The residuals are the
+    squared norms of b - a x per column (numpy_resid: numpy's, empty unless m > n and a has full rank)."""
+    a, b = _float_operands("lstsq", a, b)
+    if ndim(a) != 2:
+        raise TypeError(f"linalg.lstsq: a must be 2-D, got shape {shape(a)}")
+    vector = ndim(b) == 1
+    if vector:
+        b = expand_dims(b, -1)
+    if ndim(b) != 2 or shape(b)[0] != shape(a)[0]:
+        raise TypeError(f"linalg.lstsq: b must be 1-D or 2-D with {shape(a)[0]} rows, got shape {shape(b)}")
+    m, n = shape(a)
+    if rcond is None:
+        rcond = _eps(a) * max(m, n)
+    u, s, vh = svd(a, full_matrices=False)
+    if builtins.min(m, n) == 0:
+        mask = s > 0
+    else:
+        mask = s >= rcond * s[0]  # (JAX's test)
+    rank = sum_(mask).astype(_np.int32)
+    s_inv = where(mask, divide(1.0, where(mask, s, 1.0)), 0.0)
+    x = matmul(mT(vh), expand_dims(s_inv, -1) * matmul(mT(u), b))
+    resid = sum_(abs_(subtract(matmul(a, x), b)) ** 2, axis=0)
+    if numpy_resid and not (m > n and int(rank) == n):
+        resid = _np.zeros((0,), aval_of(a).dtype)
+    if vector:
+        x = x[..., 0]
+    return x, resid, rank, s
+
+
+def tensorsolve(a: Any, b: Any, axes: Sequence[int] | None = None) -> Any:
+    """x with tensordot(a, x, x.ndim) = b: a taken as a square matrix (b's size by the size of the rest); axes
+    are moved to the end of a first."""
+    a, b = _float_operands("tensorsolve", a, b)
+    if axes is not None:
+        moved = [int(i) % ndim(a) for i in axes]
+        a = transpose(a, [i for i in range(ndim(a)) if i not in moved] + moved)
+    x_shape = shape(a)[ndim(b):]
+    n = math.prod(x_shape)
+    if math.prod(shape(b)) != n:
+        raise ValueError(f"linalg.tensorsolve: a {shape(a)} and b {shape(b)} do not make a square system")
+    return reshape(solve(reshape(a, (n, n)), reshape(b, (n,))), x_shape)
+
+
+def tensorinv(a: Any, ind: int = 2) -> Any:
+    """The inverse of a with respect to tensordot over its first ind dimensions."""
+    (a,) = _float_operands("tensorinv", a)
+    if ind <= 0:
+        raise ValueError(f"linalg.tensorinv: ind must be positive, got {ind}")
+    first, rest = shape(a)[:ind], shape(a)[ind:]
+    n = math.prod(first)
+    if math.prod(rest) != n:
+        raise ValueError(f"linalg.tensorinv: the first {ind} dimensions of {shape(a)} and the rest differ in size")
+    return reshape(inv(reshape(a, (n, n))), rest + first)
+
+
+def multi_dot(arrays: Sequence[Any], *, precision: Any = None) -> Any:
+    """The product of a chain of matrices (the first and last may be vectors), in the order of fewest flops."""
+    arrays = list(arrays)
+    if len(arrays) < 2:
+        raise ValueError(f"linalg.multi_dot: needs at least 2 arrays, got {len(arrays)}")
+    first_vec, last_vec = ndim(arrays[0]) == 1, ndim(arrays[-1]) == 1
+    if first_vec:
+        arrays[0] = reshape(arrays[0], (1, -1))
+    if last_vec:
+        arrays[-1] = reshape(arrays[-1], (-1, 1))
+    for i, x in enumerate(arrays):
+        if ndim(x) != 2:
+            raise ValueError(f"linalg.multi_dot: array {i} must be 2-D (the ends may be 1-D), got shape {shape(x)}")
+    dims = [shape(arrays[0])[0]] + [shape(x)[1] for x in arrays]
+    order = _chain_order(dims)
+
+    def product(i: int, j: int) -> Any:
+        if i == j:
+            return arrays[i]
+        k = order[i][j]
+        return matmul(product(i, k), product(k + 1, j))
+    out = product(0, len(arrays) - 1)
+    if first_vec:
+        out = out[0]
+    if last_vec:
+        out = out[..., 0]
+    return out
+
+
+def _chain_order(dims: list[int]) -> list[list[int]]:
+    """The split points of the cheapest parenthesisation of a matrix chain (the textbook dynamic programme)."""
+    n = len(dims) - 1
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = -1
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if cost[i][j] < 0 or c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+    return split
+
+
+__all__: list[str] = []  # (ember.numpy.linalg re-exports these; ember.numpy itself has none of them)

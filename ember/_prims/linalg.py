@@ -1,0 +1,842 @@
+"""Matrix factorisations as primitives: cholesky, triangular_solve, lu, qr, eigh, svd, eig (jax.lax.linalg's).
+
+Every primitive works on the last two dimensions of its operands, the leading ones being a batch (batching moves
+a vmapped dimension to the front and binds again). Lowering calls ember's LAPACK kernels (XLA FFI custom calls
+`ember_lapack_<routine>`, ember/_runtime/_lapack.c) when they are available (ember._hlo.ffi.available); without
+them cholesky, triangular_solve, qr and eigh lower to XLA's own ops (`stablehlo.cholesky`,
+`stablehlo.triangular_solve`, the plugin's `Qr`, `ProductOfElementaryHouseholderReflectors` and `Eigh` custom
+calls), and lu, svd and eig raise a LoweringError naming the function and what to install. Matrices are handed to
+the kernels column-major (operand_layouts / result_layouts), so the kernels call LAPACK on them directly.
+
+Derivatives follow JAX's rules (jax/_src/lax/linalg.py): each primitive's JVP, and a VJP written as the adjoint of
+that JVP (derivations in the comments). Integer outputs (LU's pivots and permutation) carry no derivative. Real
+dtypes (float32, float64), and complex ones for lu and triangular_solve; the dtype tuples below and the kernels'
+tables are where the others' complex dtypes join (docs/linalg.md)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ember._core import Primitive, ShapedArray, aval_of
+from ember._core import dtypes as dt
+from ember._hlo import LoweringContext, i64_array
+from ember._hlo.emitter import scalar_text
+from ember._hlo.lower import LoweringError
+from ember._hlo import ffi
+from ember._prims.elementwise import add, div, eq, ge, le, mul, neg, select, sub
+from ember._prims.shape import (BatchDim, batch_at_front, batch_size, broadcast_in_dim, broadcasted_iota,
+                                convert_element_type, full, moveaxis, reduce_sum, reshape, transpose)
+from ember._prims.slicing import slice
+from ember._prims.lax_helpers import batch_matmul
+
+_INT32 = np.dtype(np.int32)
+_REAL = (np.dtype(np.float32), np.dtype(np.float64))
+# lu and triangular_solve also take complex matrices (their kernels have complex rows, and their rules hold as they
+# are: the maps are holomorphic, and ember's reverse rules are transposes, not adjoints, as JAX's); the others join
+# with their complex kernels (heevd, gesdd's complex form, ...) and conjugates in their rules.
+_REAL_AND_COMPLEX = _REAL + (np.dtype(np.complex64), np.dtype(np.complex128))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Shared helpers: checks, the kernels' calls, and the matrix algebra the derivative rules are written in.
+def _check_matrix(op: str, x: ShapedArray, square: bool = False, arg: str = "operand",
+                  dtypes: tuple[np.dtype, ...] = _REAL) -> None:
+    if x.ndim < 2:
+        raise TypeError(f"{op}: {arg} must have at least 2 dimensions (a matrix or a batch of them), got "
+                        f"{x.str_short()}")
+    if square and x.shape[-1] != x.shape[-2]:
+        raise TypeError(f"{op}: {arg} must be a square matrix (or a batch of them), got {x.str_short()}")
+    if np.dtype(x.dtype) not in dtypes:
+        names = " or ".join(d.name for d in dtypes) if len(dtypes) == 2 else ", ".join(d.name for d in dtypes)
+        raise TypeError(f"{op}: {arg} must be {names}, got {x.str_short()}")
+
+
+def _kernel(name: str) -> str | None:
+    """The custom-call target of LAPACK routine `name` when ember's kernels can run it, else None."""
+    target = "ember_lapack_" + name
+    return target if ffi.available(target) else None
+
+
+def _missing(op: str, routine: str) -> LoweringError:
+    why = ffi.unavailable_reason("ember_lapack_" + routine)
+    return LoweringError(
+        f"{op}: needs ember's LAPACK kernels, which are not available{': ' + why if why else ''} (they need scipy "
+        "and ember's C extension: pip install scipy; python3 setup.py build_ext --inplace; and "
+        "ember.config.use_lapack on)")
+
+
+def _lapack(ctx: LoweringContext, routine: str, operands: Sequence[str], results: Sequence[ShapedArray],
+            matrices_in: Sequence[bool], matrices_out: Sequence[bool], **attrs: int) -> list[str]:
+    """A call of kernel `routine`: operands and results flagged as matrices go column-major, the others
+    row-major."""
+    in_ranks = [ffi.rank_of(ctx, o) for o in operands]
+    return ffi.custom_call(
+        ctx, "ember_lapack_" + routine, operands, results, attrs,
+        [ffi.column_major(r) if m else ffi.row_major(r) for r, m in zip(in_ranks, matrices_in)],
+        [ffi.column_major(a.ndim) if m else ffi.row_major(a.ndim) for a, m in zip(results, matrices_out)])
+
+
+def _info_aval(x: ShapedArray) -> ShapedArray:
+    return ShapedArray(x.shape[:-2], _INT32)
+
+
+def _hlo_triangle(ctx: LoweringContext, x: str, aval: ShapedArray, lower: bool) -> str:
+    """x with the strict other triangle of its last two dimensions zeroed (in HLO)."""
+    shape = aval.shape
+    index = ShapedArray(shape, _INT32)
+    rows = ctx.op("stablehlo.iota", [], index, {"iota_dimension": f"{len(shape) - 2} : i64"})
+    cols = ctx.op("stablehlo.iota", [], index, {"iota_dimension": f"{len(shape) - 1} : i64"})
+    keep = ctx.op("stablehlo.compare", [rows, cols], ShapedArray(shape, dt.bool_),
+                  {"comparison_direction": f"#stablehlo<comparison_direction {'GE' if lower else 'LE'}>"})
+    return ctx.op("stablehlo.select", [keep, x, ctx.constant(0, aval)], aval)
+
+
+def mT(x: Any) -> Any:  # noqa: N802 - numpy's name
+    """x with its last two dimensions swapped."""
+    n = aval_of(x).ndim
+    return transpose(x, tuple(range(n - 2)) + (n - 1, n - 2))
+
+
+def mm(a: Any, b: Any) -> Any:
+    """The matrix product over the last two dimensions, batched over the leading ones."""
+    return batch_matmul(a, b)
+
+
+def _mask(x: Any, lower: bool, k: int = 0) -> Any:
+    """tril(x, k) (lower) or triu(x, k): the other entries zeroed."""
+    aval = aval_of(x)
+    rows = broadcasted_iota(_INT32, aval.shape, aval.ndim - 2)
+    cols = broadcasted_iota(_INT32, aval.shape, aval.ndim - 1)
+    keep = ge(add(rows, np.int32(k)), cols) if lower else le(add(rows, np.int32(k)), cols)
+    return select(keep, x, full(aval.shape, 0, aval.dtype))
+
+
+def _eye(shape: Sequence[int], dtype: Any) -> Any:
+    """Identity matrices of the given (batched) shape."""
+    rows = broadcasted_iota(_INT32, shape, len(shape) - 2)
+    cols = broadcasted_iota(_INT32, shape, len(shape) - 1)
+    return convert_element_type(eq(rows, cols), dtype)
+
+
+def _diag(x: Any) -> Any:
+    """The diagonal of the last two dimensions, as a vector (..., k)."""
+    aval = aval_of(x)
+    k = min(aval.shape[-2:])
+    square = slice(x, (0,) * aval.ndim, aval.shape[:-2] + (k, k))
+    from_eye = mul(square, _eye(aval.shape[:-2] + (k, k), aval.dtype))
+    return reduce_sum(from_eye, (aval.ndim - 1,))
+
+
+def _vector_to_diag(v: Any) -> Any:
+    """Diagonal matrices (..., k, k) from vectors (..., k)."""
+    aval = aval_of(v)
+    shape = aval.shape + (aval.shape[-1],)
+    return mul(broadcast_in_dim(v, shape, tuple(range(aval.ndim))), _eye(shape, aval.dtype))
+
+
+def _row(v: Any, rows: int) -> Any:
+    """Vectors (..., k) repeated as the rows of (..., rows, k) matrices: entry (i, j) is v[j]."""
+    aval = aval_of(v)
+    return broadcast_in_dim(v, aval.shape[:-1] + (rows, aval.shape[-1]), tuple(range(aval.ndim - 1)) + (aval.ndim,))
+
+
+def _col(v: Any, cols: int) -> Any:
+    """Vectors (..., k) repeated as the columns of (..., k, cols) matrices: entry (i, j) is v[i]."""
+    aval = aval_of(v)
+    return broadcast_in_dim(v, aval.shape + (cols,), tuple(range(aval.ndim)))
+
+
+def _front_batching(prim: Primitive) -> Callable[..., Any]:
+    """The batching rule of a primitive on trailing matrices: the batch dimension goes to the front."""
+    def rule(args: list[Any], dims: list[BatchDim], **params: Any) -> tuple[list[Any], list[BatchDim]]:
+        size = batch_size(args, dims)
+        outs = prim.bind(*[batch_at_front(x, d, size) for x, d in zip(args, dims)], **params)
+        outs = list(outs) if prim.multiple_results else [outs]
+        return outs, [0] * len(outs)
+    return rule
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# cholesky(a): the lower-triangular L with a = L L^T (only a's lower triangle is read; the upper triangle of L is
+# zero). A matrix that is not positive definite gives NaNs in the lower triangle, as JAX on CPU.
+cholesky_p = Primitive("cholesky")
+
+
+@cholesky_p.def_rule("abstract_eval")
+def _cholesky_abstract_eval(a: ShapedArray) -> ShapedArray:
+    _check_matrix("cholesky", a, square=True)
+    return a
+
+
+@cholesky_p.def_rule("lowering")
+def _cholesky_lowering(ctx: LoweringContext, a: str) -> list[str]:
+    aval = ctx.aval_out
+    if _kernel("potrf"):
+        return _lapack(ctx, "potrf", [a], [aval, _info_aval(aval)], [True], [True, False], lower=1)[:1]
+    # XLA's expander: its upper triangle is unspecified, and a failure leaves NaNs in part of the matrix only
+    factor = ctx.op("stablehlo.cholesky", [a], aval, {"lower": "true"})
+    boolean = ShapedArray(aval.shape, dt.bool_)
+    nan = ctx.op("stablehlo.compare", [factor, factor], boolean,
+                 {"comparison_direction": "#stablehlo<comparison_direction NE>"})
+    batch = ShapedArray(aval.shape[:-2], dt.bool_)
+    init = ctx.constant(False, ShapedArray((), dt.bool_))
+    scalar = ShapedArray((), dt.bool_)
+    region = ctx.region([scalar, scalar], lambda body, args: [body.op("stablehlo.or", args, scalar)])
+    failed = ctx.op("stablehlo.reduce", [nan, init], batch,
+                    {"dimensions": i64_array([aval.ndim - 2, aval.ndim - 1])}, [region])
+    failed = ctx.broadcast(failed, batch, aval.shape, tuple(range(aval.ndim - 2)))
+    factor = ctx.op("stablehlo.select", [failed, ctx.constant(float("nan"), aval), factor], aval)
+    return [_hlo_triangle(ctx, factor, aval, lower=True)]
+
+
+def _phi(x: Any) -> Any:
+    """The lower triangle of x with its diagonal halved (the map in cholesky's derivative)."""
+    aval = aval_of(x)
+    return mul(_mask(x, lower=True), sub(1.0, mul(0.5, _eye(aval.shape, aval.dtype))))
+
+
+@cholesky_p.def_rule("jvp")
+def _cholesky_jvp(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    # dL = L phi(L^-1 dA L^-T)
+    factor = cholesky_p.bind(primals[0])
+    (da,) = tangents
+    if da is None:
+        return [factor], [None]
+    tmp = triangular_solve(factor, da, left_side=False, lower=True, transpose_a=True)
+    inner = triangular_solve(factor, tmp, left_side=True, lower=True)
+    return [factor], [mm(factor, _phi(inner))]
+
+
+@cholesky_p.def_rule("vjp")
+def _cholesky_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool]) -> list[Any]:
+    # the adjoint of the JVP (phi is its own adjoint): A_bar = L^-T phi(L^T L_bar) L^-1
+    (ct,), (factor,) = cts, outs
+    if ct is None or not needs[0]:
+        return [None]
+    p = _phi(mm(mT(factor), ct))
+    tmp = triangular_solve(factor, p, left_side=False, lower=True)  # p L^-1
+    return [triangular_solve(factor, tmp, left_side=True, lower=True, transpose_a=True)]  # L^-T (p L^-1)
+
+
+cholesky_p.def_rule("batching", _front_batching(cholesky_p))
+
+
+def cholesky(x: Any, symmetrize_input: bool = True) -> Any:
+    """The lower Cholesky factor of the positive definite x (..., n, n) (jax.lax.linalg.cholesky): x is first
+    symmetrized, (x + x^T) / 2, unless symmetrize_input is False (then only its lower triangle is read)."""
+    if symmetrize_input:
+        x = symmetrize(x)
+    return cholesky_p.bind(x)
+
+
+def symmetrize(x: Any) -> Any:
+    """(x + x^T) / 2 over the last two dimensions."""
+    _check_matrix("symmetrize", aval_of(x), square=True, arg="x")
+    return mul(add(x, mT(x)), 0.5)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# triangular_solve(a, b): x with op(a) x = b (left_side) or x op(a) = b, op(a) = a or a^T (transpose_a); only a's
+# lower (lower) or upper triangle is read, and its diagonal taken as ones with unit_diagonal.
+triangular_solve_p = Primitive("triangular_solve")
+
+
+@triangular_solve_p.def_rule("abstract_eval")
+def _triangular_solve_abstract_eval(a: ShapedArray, b: ShapedArray, *, left_side: bool, lower: bool,
+                                    transpose_a: bool, unit_diagonal: bool) -> ShapedArray:
+    _check_matrix("triangular_solve", a, square=True, arg="a", dtypes=_REAL_AND_COMPLEX)
+    _check_matrix("triangular_solve", b, arg="b", dtypes=_REAL_AND_COMPLEX)
+    if a.dtype != b.dtype:
+        raise TypeError(f"triangular_solve: a and b must have one dtype, got {a.str_short()} and {b.str_short()}")
+    if a.shape[:-2] != b.shape[:-2]:
+        raise TypeError(f"triangular_solve: a and b must have the same batch dimensions, got {a.str_short()} and "
+                        f"{b.str_short()}")
+    k = b.shape[-2] if left_side else b.shape[-1]
+    if a.shape[-1] != k:
+        raise TypeError(f"triangular_solve: a {a.str_short()} does not fit b {b.str_short()} "
+                        f"(left_side={left_side})")
+    return b
+
+
+@triangular_solve_p.def_rule("lowering")
+def _triangular_solve_lowering(ctx: LoweringContext, a: str, b: str, *, left_side: bool, lower: bool,
+                               transpose_a: bool, unit_diagonal: bool) -> list[str]:
+    if _kernel("trsm"):
+        return _lapack(ctx, "trsm", [a, b], [ctx.aval_out], [True, True], [True], left_side=int(left_side),
+                       lower=int(lower), transpose_a=int(transpose_a), unit_diagonal=int(unit_diagonal))
+    return [ctx.op("stablehlo.triangular_solve", [a, b], ctx.aval_out, {
+        "left_side": str(left_side).lower(), "lower": str(lower).lower(),
+        "unit_diagonal": str(unit_diagonal).lower(),
+        "transpose_a": f"#stablehlo<transpose {'TRANSPOSE' if transpose_a else 'NO_TRANSPOSE'}>"})]
+
+
+def _triangle_of(a: Any, lower: bool, unit_diagonal: bool) -> Any:
+    return _mask(a, lower, -1 if lower else 1) if unit_diagonal else _mask(a, lower)
+
+
+def _op(a: Any, transpose_a: bool) -> Any:
+    return mT(a) if transpose_a else a
+
+
+@triangular_solve_p.def_rule("jvp")
+def _triangular_solve_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, left_side: bool, lower: bool,
+                          transpose_a: bool, unit_diagonal: bool) -> tuple[list[Any], list[Any]]:
+    # op(a) x = b: dx = op(a)^-1 (db - op(da) x); x op(a) = b: dx = (db - x op(da)) op(a)^-1
+    a, b = primals
+    da, db = tangents
+    params = dict(left_side=left_side, lower=lower, transpose_a=transpose_a, unit_diagonal=unit_diagonal)
+    x = triangular_solve_p.bind(a, b, **params)
+    if da is None and db is None:
+        return [x], [None]
+    rhs = db
+    if da is not None:
+        dop = _op(_triangle_of(da, lower, unit_diagonal), transpose_a)
+        product = mm(dop, x) if left_side else mm(x, dop)
+        rhs = neg(product) if rhs is None else sub(rhs, product)
+    return [x], [triangular_solve_p.bind(a, rhs, **params)]
+
+
+@triangular_solve_p.def_rule("vjp")
+def _triangular_solve_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, left_side: bool,
+                          lower: bool, transpose_a: bool, unit_diagonal: bool) -> list[Any]:
+    # b_bar solves the transposed system; a_bar is minus the outer product of b_bar and x in the order the
+    # system takes them, restricted to the triangle read (derived from the JVP above)
+    (ct,), (a, _), (x,) = cts, ins, outs
+    if ct is None:
+        return [None, None]
+    b_bar = triangular_solve_p.bind(a, ct, left_side=left_side, lower=lower, transpose_a=not transpose_a,
+                                    unit_diagonal=unit_diagonal)
+    a_bar = None
+    if needs[0]:
+        if left_side:
+            outer = mm(x, mT(b_bar)) if transpose_a else mm(b_bar, mT(x))
+        else:
+            outer = mm(mT(b_bar), x) if transpose_a else mm(mT(x), b_bar)
+        a_bar = neg(_triangle_of(outer, lower, unit_diagonal))
+    return [a_bar, b_bar if needs[1] else None]
+
+
+@triangular_solve_p.def_rule("batching")
+def _triangular_solve_batching(args: list[Any], dims: list[BatchDim], *, left_side: bool, lower: bool,
+                               transpose_a: bool, unit_diagonal: bool) -> tuple[list[Any], list[BatchDim]]:
+    # with a unbatched, b's batch joins b's free dimension (its columns for a left-side solve, its rows for a right-
+    # side one): one solve with the one matrix, instead of a copy of a per batch member (as JAX)
+    a, b = args
+    params = dict(left_side=left_side, lower=lower, transpose_a=transpose_a, unit_diagonal=unit_diagonal)
+    if dims[0] is not None:
+        return _front_batching(triangular_solve_p)(args, dims, **params)
+    nd = aval_of(b).ndim  # (b's rank with its batch dimension)
+    pos = nd - 2 if left_side else nd - 3  # the batch goes just before b's columns (left) or rows (right)
+    moved = moveaxis(b, dims[1], pos)
+    shape = aval_of(moved).shape
+    merged = reshape(moved, shape[:pos] + (shape[pos] * shape[pos + 1],) + shape[pos + 2:])
+    x = triangular_solve_p.bind(a, merged, **params)
+    return [reshape(x, shape)], [pos]
+
+
+def triangular_solve(a: Any, b: Any, left_side: bool = False, lower: bool = False, transpose_a: bool = False,
+                     conjugate_a: bool = False, unit_diagonal: bool = False) -> Any:
+    """x with op(a) x = b (left_side) or x op(a) = b (jax.lax.linalg.triangular_solve, same defaults); a
+    (..., k, k) triangular, b (..., m, n) with a's batch dimensions (b may have fewer: they broadcast)."""
+    a_aval, b_aval = aval_of(a), aval_of(b)
+    if a_aval.ndim >= 2 and b_aval.ndim >= 2 and a_aval.shape[:-2] != b_aval.shape[:-2]:
+        batch = np.broadcast_shapes(a_aval.shape[:-2], b_aval.shape[:-2])
+        a = _broadcast_batch(a, batch)
+        b = _broadcast_batch(b, batch)
+    return triangular_solve_p.bind(a, b, left_side=bool(left_side), lower=bool(lower),
+                                   transpose_a=bool(transpose_a), unit_diagonal=bool(unit_diagonal))
+
+
+def _broadcast_batch(x: Any, batch: tuple[int, ...]) -> Any:
+    aval = aval_of(x)
+    shape = tuple(batch) + aval.shape[-2:]
+    return broadcast_in_dim(x, shape, tuple(range(len(shape) - aval.ndim, len(shape))))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# lu(a): (lu, pivots, permutation) with a[permutation] = L U, L unit lower triangular (below lu's diagonal), U
+# upper (on and above it); pivots are LAPACK's row swaps (zero-based), permutation their composition. A singular
+# matrix factors too (a zero on U's diagonal), as in LAPACK and JAX.
+lu_p = Primitive("lu", multiple_results=True)
+
+
+@lu_p.def_rule("abstract_eval")
+def _lu_abstract_eval(a: ShapedArray) -> list[ShapedArray]:
+    _check_matrix("lu", a, dtypes=_REAL_AND_COMPLEX)
+    m, n = a.shape[-2:]
+    batch = a.shape[:-2]
+    return [a, ShapedArray(batch + (min(m, n),), _INT32), ShapedArray(batch + (m,), _INT32)]
+
+
+@lu_p.def_rule("lowering")
+def _lu_lowering(ctx: LoweringContext, a: str) -> list[str]:
+    if not _kernel("getrf"):
+        raise _missing("lu", "getrf")
+    lu_aval, piv, perm = ctx.avals_out
+    return _lapack(ctx, "getrf", [a], [lu_aval, piv, perm, _info_aval(lu_aval)], [True],
+                   [True, False, False, False])[:3]
+
+
+def _permutation_matrix(perm: Any, dtype: Any) -> Any:
+    """P (..., m, m) with (P x)[i] = x[perm[i]]."""
+    aval = aval_of(perm)
+    m = aval.shape[-1]
+    shape = aval.shape + (m,)
+    rows = broadcast_in_dim(perm, shape, tuple(range(aval.ndim)))
+    return convert_element_type(eq(rows, broadcasted_iota(_INT32, shape, aval.ndim)), dtype)
+
+
+def _lu_factors(lu: Any) -> tuple[Any, Any]:
+    aval = aval_of(lu)
+    n = aval.shape[-1]
+    return add(_mask(lu, lower=True, k=-1), _eye(aval.shape[:-2] + (n, n), aval.dtype)), _mask(lu, lower=False)
+
+
+def _check_square_derivative(op: str, aval: ShapedArray) -> None:
+    if aval.shape[-1] != aval.shape[-2]:
+        raise NotImplementedError(f"{op}: derivatives need a square matrix, got {aval.str_short()}")
+
+
+@lu_p.def_rule("jvp")
+def _lu_jvp(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    # with P a = L U: X = L^-1 P da U^-1; d(lu) = L tril(X, -1) + triu(X) U
+    outs = lu_p.bind(primals[0])
+    (da,) = tangents
+    if da is None:
+        return list(outs), [None, None, None]
+    _check_square_derivative("lu", aval_of(primals[0]))
+    lu, _, perm = outs
+    lower, upper = _lu_factors(lu)
+    pda = mm(_permutation_matrix(perm, aval_of(lu).dtype), da)
+    la = triangular_solve(lower, pda, left_side=True, lower=True, unit_diagonal=True)
+    x = triangular_solve(upper, la, left_side=False, lower=False)
+    return list(outs), [add(mm(lower, _mask(x, True, -1)), mm(_mask(x, False), upper)), None, None]
+
+
+@lu_p.def_rule("vjp")
+def _lu_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool]) -> list[Any]:
+    # the adjoint of the JVP: G = tril(L^T lu_bar, -1) + triu(lu_bar U^T); a_bar = P^T L^-T G U^-T
+    ct = cts[0]
+    if ct is None or not needs[0]:
+        return [None]
+    _check_square_derivative("lu", aval_of(ins[0]))
+    lu, _, perm = outs
+    lower, upper = _lu_factors(lu)
+    g = add(_mask(mm(mT(lower), ct), True, -1), _mask(mm(ct, mT(upper)), False))
+    y = triangular_solve(lower, g, left_side=True, lower=True, transpose_a=True, unit_diagonal=True)
+    y = triangular_solve(upper, y, left_side=False, lower=False, transpose_a=True)
+    return [mm(mT(_permutation_matrix(perm, aval_of(lu).dtype)), y)]
+
+
+lu_p.def_rule("batching", _front_batching(lu_p))
+
+
+def lu(x: Any) -> tuple[Any, Any, Any]:
+    """(lu, pivots, permutation) of x (..., m, n) (jax.lax.linalg.lu)."""
+    lu_, pivots, perm = lu_p.bind(x)
+    return lu_, pivots, perm
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# qr(a, full_matrices): (q, r) with a = q r, q orthonormal columns, r upper triangular; LAPACK's geqrf (Householder
+# reflectors) then orgqr (q from them). full_matrices: q (m, m) and r (m, n); else q (m, k), r (k, n), k = min(m, n).
+qr_p = Primitive("qr", multiple_results=True)
+
+
+@qr_p.def_rule("abstract_eval")
+def _qr_abstract_eval(a: ShapedArray, *, full_matrices: bool) -> list[ShapedArray]:
+    _check_matrix("qr", a)
+    m, n = a.shape[-2:]
+    k = m if full_matrices else min(m, n)
+    return [a.update(shape=a.shape[:-2] + (m, k)), a.update(shape=a.shape[:-2] + (k, n))]
+
+
+@qr_p.def_rule("lowering")
+def _qr_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool) -> list[str]:
+    aval = ctx.avals_in[0]
+    q_aval, r_aval = ctx.avals_out
+    batch, (m, n) = aval.shape[:-2], aval.shape[-2:]
+    k = min(m, n)
+    taus = ShapedArray(batch + (k,), aval.dtype)
+    use_lapack = bool(_kernel("geqrf") and _kernel("orgqr"))
+    if not use_lapack and 0 in aval.shape:  # (no XLA custom call for an empty matrix: q is the identity, r empty)
+        return [_hlo_eye(ctx, q_aval), ctx.constant(0, r_aval)]
+    if use_lapack:
+        reflectors, tau, _ = _lapack(ctx, "geqrf", [a], [aval, taus, _info_aval(aval)], [True],
+                                     [True, False, False])
+    else:  # XLA's own QR (its qr_expander): Householder reflectors and their scales, as geqrf
+        reflectors, tau = ctx.op("stablehlo.custom_call", [a], [aval, taus],
+                                 {"call_target_name": '"Qr"', "api_version": "1 : i32"})
+    # r: the upper triangle of the first r_aval rows of the reflectors
+    r_in = ctx.op("stablehlo.slice", [reflectors], r_aval, {
+        "start_indices": i64_array([0] * aval.ndim), "limit_indices": i64_array(batch + (r_aval.shape[-2], n)),
+        "strides": i64_array([1] * aval.ndim)})
+    r = _hlo_triangle(ctx, r_in, r_aval, lower=False)
+    # q: Q's first columns from the reflectors cut (k columns) or padded (m columns for the full q of a tall matrix)
+    cols = q_aval.shape[-1]
+    if cols <= n:
+        basis = ctx.op("stablehlo.slice", [reflectors], q_aval, {
+            "start_indices": i64_array([0] * aval.ndim), "limit_indices": i64_array(batch + (m, cols)),
+            "strides": i64_array([1] * aval.ndim)})
+    else:
+        zero = ctx.constant(0, ShapedArray((), aval.dtype))
+        basis = ctx.op("stablehlo.pad", [reflectors, zero], q_aval, {
+            "edge_padding_low": i64_array([0] * aval.ndim),
+            "edge_padding_high": i64_array([0] * (aval.ndim - 1) + [cols - n]),
+            "interior_padding": i64_array([0] * aval.ndim)})
+    if use_lapack:
+        q, _ = _lapack(ctx, "orgqr", [basis, tau], [q_aval, _info_aval(aval)], [True, False], [True, False])
+    else:
+        q = ctx.op("stablehlo.custom_call", [basis, tau], q_aval, {
+            "call_target_name": '"ProductOfElementaryHouseholderReflectors"', "api_version": "1 : i32"})
+    return [q, r]
+
+
+def _hlo_eye(ctx: LoweringContext, aval: ShapedArray) -> str:
+    """Identity matrices (ones where row == column) of aval's shape, in HLO."""
+    index = ShapedArray(aval.shape, _INT32)
+    rows = ctx.op("stablehlo.iota", [], index, {"iota_dimension": f"{aval.ndim - 2} : i64"})
+    cols = ctx.op("stablehlo.iota", [], index, {"iota_dimension": f"{aval.ndim - 1} : i64"})
+    same = ctx.op("stablehlo.compare", [rows, cols], ShapedArray(aval.shape, dt.bool_),
+                  {"comparison_direction": "#stablehlo<comparison_direction EQ>"})
+    return ctx.op("stablehlo.convert", [same], aval)
+
+
+@qr_p.def_rule("jvp")
+def _qr_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, full_matrices: bool
+            ) -> tuple[list[Any], list[Any]]:
+    # JAX's rule (m >= n; full q only when square): X = da R^-1, C = Q^T X, O = tril(C, -1) - tril(C, -1)^T;
+    # dQ = Q (O - C) + X, dR = (C - O) R
+    (a,), (da,) = primals, tangents
+    q, r = qr_p.bind(a, full_matrices=full_matrices)
+    if da is None:
+        return [q, r], [None, None]
+    m, n = aval_of(a).shape[-2:]
+    if m < n or (full_matrices and m > n):
+        raise NotImplementedError(f"qr: derivatives need m >= n (and full_matrices=False unless square), got "
+                                  f"{aval_of(a).str_short()} with full_matrices={full_matrices}")
+    x = triangular_solve(r, da, left_side=False, lower=False)
+    c = mm(mT(q), x)
+    low = _mask(c, True, -1)
+    o = sub(low, mT(low))
+    return [q, r], [add(mm(q, sub(o, c)), x), mm(sub(c, o), r)]
+
+
+@qr_p.def_rule("vjp")
+def _qr_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, full_matrices: bool
+            ) -> list[Any]:
+    # the adjoint of the JVP: M = R_bar R^T - Q^T Q_bar, N = triu(M) + triu(M, 1)^T; a_bar = (Q_bar + Q N) R^-T
+    (q_ct, r_ct), (a,), (q, r) = cts, ins, outs
+    if not needs[0] or (q_ct is None and r_ct is None):
+        return [None]
+    m, n = aval_of(a).shape[-2:]
+    if m < n or (full_matrices and m > n):
+        raise NotImplementedError(f"qr: derivatives need m >= n (and full_matrices=False unless square), got "
+                                  f"{aval_of(a).str_short()} with full_matrices={full_matrices}")
+    terms = []
+    if r_ct is not None:
+        terms.append(mm(r_ct, mT(r)))
+    if q_ct is not None:
+        terms.append(neg(mm(mT(q), q_ct)))
+    big_m = terms[0] if len(terms) == 1 else add(*terms)
+    big_n = add(_mask(big_m, False), mT(_mask(big_m, False, 1)))
+    x_bar = mm(q, big_n) if q_ct is None else add(q_ct, mm(q, big_n))
+    return [triangular_solve(r, x_bar, left_side=False, lower=False, transpose_a=True)]
+
+
+qr_p.def_rule("batching", _front_batching(qr_p))
+
+
+def qr(x: Any, full_matrices: bool = True) -> tuple[Any, Any]:
+    """(q, r) of x (..., m, n) (jax.lax.linalg.qr)."""
+    q, r = qr_p.bind(x, full_matrices=bool(full_matrices))
+    return q, r
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# eigh(a, lower): (v, w), the eigenvectors (columns of v) and ascending eigenvalues of the symmetric a, reading its
+# lower (lower) or upper triangle. No convergence, or a non-finite input, gives NaNs.
+eigh_p = Primitive("eigh", multiple_results=True)
+
+
+@eigh_p.def_rule("abstract_eval")
+def _eigh_abstract_eval(a: ShapedArray, *, lower: bool) -> list[ShapedArray]:
+    _check_matrix("eigh", a, square=True)
+    return [a, a.update(shape=a.shape[:-1])]
+
+
+@eigh_p.def_rule("lowering")
+def _eigh_lowering(ctx: LoweringContext, a: str, *, lower: bool) -> list[str]:
+    v, w = ctx.avals_out
+    if _kernel("syevd"):
+        return _lapack(ctx, "syevd", [a], [v, w, _info_aval(v)], [True], [True, False, False], lower=int(lower))[:2]
+    if 0 in v.shape:
+        return [ctx.constant(0, v), ctx.constant(0, w)]
+    # XLA's own Jacobi eigensolver (its eigh_expander): backend_config "lower,sort_eigenvalues,max_iter,tol";
+    # eigenvalues as accurate as LAPACK's, eigenvectors to about 1e-8 (float64) relative residual
+    tol = scalar_text(np.finfo(v.dtype).eps, np.dtype(v.dtype))
+    outs = ctx.op("stablehlo.custom_call", [a], [v, w], {
+        "call_target_name": '"Eigh"', "api_version": "1 : i32",
+        "backend_config": f'"{int(lower)},1,{_EIGH_SWEEPS},{tol}"'})
+    return list(outs)
+
+
+_EIGH_SWEEPS = 100  # the Jacobi sweeps XLA's Eigh may take (it stops earlier at the tolerance)
+
+
+def _eigh_gaps(w: Any) -> Any:
+    """F with F[i, j] = 1 / (w[j] - w[i]) off the diagonal, 0 on it."""
+    aval = aval_of(w)
+    shape = aval.shape + (aval.shape[-1],)
+    eye = _eye(shape, aval.dtype)
+    n = aval.shape[-1]
+    return sub(div(1.0, add(eye, sub(_row(w, n), _col(w, n)))), eye)
+
+
+@eigh_p.def_rule("jvp")
+def _eigh_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, lower: bool) -> tuple[list[Any], list[Any]]:
+    # JAX's rule: C = V^T da V; dw = diag(C), dV = V (F o C)
+    v, w = eigh_p.bind(primals[0], lower=lower)
+    (da,) = tangents
+    if da is None:
+        return [v, w], [None, None]
+    c = mm(mT(v), mm(da, v))
+    return [v, w], [mm(v, mul(_eigh_gaps(w), c)), _diag(c)]
+
+
+@eigh_p.def_rule("vjp")
+def _eigh_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, lower: bool) -> list[Any]:
+    # the adjoint of the JVP: a_bar = V (diag(w_bar) + F o (V^T V_bar)) V^T
+    (v_ct, w_ct), (v, w) = cts, outs
+    if not needs[0] or (v_ct is None and w_ct is None):
+        return [None]
+    terms = []
+    if w_ct is not None:
+        terms.append(_vector_to_diag(w_ct))
+    if v_ct is not None:
+        terms.append(mul(_eigh_gaps(w), mm(mT(v), v_ct)))
+    inner = terms[0] if len(terms) == 1 else add(*terms)
+    return [mm(v, mm(inner, mT(v)))]
+
+
+eigh_p.def_rule("batching", _front_batching(eigh_p))
+
+
+def eigh(x: Any, lower: bool = True, symmetrize_input: bool = True) -> tuple[Any, Any]:
+    """(v, w) of the symmetric x (..., n, n) (jax.lax.linalg.eigh): eigenvectors as columns, eigenvalues
+    ascending; x is symmetrized first unless symmetrize_input is False."""
+    if symmetrize_input:
+        x = symmetrize(x)
+    v, w = eigh_p.bind(x, lower=bool(lower))
+    return v, w
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# svd(a, full_matrices, compute_uv): (s, u, vt) with a = u diag(s) vt, s descending (or (s,) without compute_uv);
+# LAPACK's gesdd. No convergence, or a non-finite input, gives NaNs.
+svd_p = Primitive("svd", multiple_results=True)
+
+
+@svd_p.def_rule("abstract_eval")
+def _svd_abstract_eval(a: ShapedArray, *, full_matrices: bool, compute_uv: bool) -> list[ShapedArray]:
+    _check_matrix("svd", a)
+    batch, (m, n) = a.shape[:-2], a.shape[-2:]
+    k = min(m, n)
+    s = a.update(shape=batch + (k,))
+    if not compute_uv:
+        return [s]
+    return [s, a.update(shape=batch + (m, m if full_matrices else k)),
+            a.update(shape=batch + (n if full_matrices else k, n))]
+
+
+@svd_p.def_rule("lowering")
+def _svd_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool, compute_uv: bool) -> list[str]:
+    if not _kernel("gesdd"):
+        raise _missing("svd", "gesdd")
+    outs = list(ctx.avals_out)
+    info = _info_aval(ctx.avals_in[0])
+    job = 0 if not compute_uv else 2 if full_matrices else 1
+    flags = [False] + [True] * (len(outs) - 1) + [False]
+    return _lapack(ctx, "gesdd", [a], outs + [info], [True], flags, job=job)[:len(outs)]
+
+
+def _svd_gaps(s: Any) -> Any:
+    """F with F[i, j] = 1 / (s[j]^2 - s[i]^2) off the diagonal, 0 on it."""
+    aval = aval_of(s)
+    eye = _eye(aval.shape + (aval.shape[-1],), aval.dtype)
+    k = aval.shape[-1]
+    row, col = _row(s, k), _col(s, k)
+    return sub(div(1.0, add(mul(add(row, col), sub(row, col)), eye)), eye)
+
+
+@svd_p.def_rule("jvp")
+def _svd_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, full_matrices: bool, compute_uv: bool
+             ) -> tuple[list[Any], list[Any]]:
+    # JAX's rule (real case): dS = U^T da V, ds = diag(dS); dU = U (F o (dS S + S dS^T)) (+ the part outside U's
+    # span when m > n), dV = V (F o (S dS + dS^T S)) (+ outside V's span when n > m)
+    (a,), (da,) = primals, tangents
+    outs = svd_p.bind(a, full_matrices=full_matrices, compute_uv=compute_uv)
+    if da is None:
+        return list(outs), [None] * len(outs)
+    m, n = aval_of(a).shape[-2:]
+    if compute_uv and full_matrices and m != n:
+        raise NotImplementedError(f"svd: derivatives of full_matrices=True need a square matrix, got "
+                                  f"{aval_of(a).str_short()}")
+    s, u, vt = svd_p.bind(a, full_matrices=False, compute_uv=True) if not compute_uv or full_matrices else outs
+    v = mT(vt)
+    ds_mat = mm(mT(u), mm(da, v))
+    ds = _diag(ds_mat)
+    if not compute_uv:
+        return list(outs), [ds]
+    k = min(m, n)
+    f = _svd_gaps(s)
+    dss = mul(_row(s, k), ds_mat)  # dS S
+    sds = mul(_col(s, k), ds_mat)  # S dS
+    du = mm(u, mul(f, add(dss, mT(dss))))
+    dv = mm(v, mul(f, add(sds, mT(sds))))
+    if m > n:
+        dav = mm(da, v)
+        du = add(du, div(sub(dav, mm(u, mm(mT(u), dav))), _row(s, m)))
+    if n > m:
+        dau = mm(mT(da), u)
+        dv = add(dv, div(sub(dau, mm(v, mm(vt, dau))), _row(s, n)))
+    return list(outs), [ds, du, mT(dv)]
+
+
+@svd_p.def_rule("vjp")
+def _svd_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, full_matrices: bool,
+             compute_uv: bool) -> list[Any]:
+    # the adjoint of the JVP: with J = F o (U^T U_bar), K = F o (V^T V_bar),
+    # a_bar = U (diag(s_bar) + (J + J^T) S + S (K + K^T)) V^T (+ (I - U U^T) U_bar S^-1 V^T when m > n,
+    # + U S^-1 V_bar^T (I - V V^T) when n > m)
+    (a,) = ins
+    if not needs[0] or all(ct is None for ct in cts):
+        return [None]
+    m, n = aval_of(a).shape[-2:]
+    if compute_uv and full_matrices and m != n:
+        raise NotImplementedError(f"svd: derivatives of full_matrices=True need a square matrix, got "
+                                  f"{aval_of(a).str_short()}")
+    s, u, vt = svd_p.bind(a, full_matrices=False, compute_uv=True) if not compute_uv or full_matrices else outs
+    v = mT(vt)
+    s_ct = cts[0]
+    u_ct = cts[1] if compute_uv else None
+    vt_ct = cts[2] if compute_uv else None
+    k = min(m, n)
+    srow, scol = _row(s, k), _col(s, k)
+    inner = _vector_to_diag(s_ct) if s_ct is not None else None
+
+    def plus(x: Any, y: Any) -> Any:
+        return y if x is None else add(x, y)
+    f = _svd_gaps(s) if u_ct is not None or vt_ct is not None else None
+    if u_ct is not None:
+        j = mul(f, mm(mT(u), u_ct))
+        inner = plus(inner, mul(add(j, mT(j)), srow))
+    if vt_ct is not None:
+        k = mul(f, mm(vt, mT(vt_ct)))
+        inner = plus(inner, mul(scol, add(k, mT(k))))
+    a_bar = None if inner is None else mm(u, mm(inner, vt))
+    if u_ct is not None and m > n:
+        a_bar = plus(a_bar, mm(div(sub(u_ct, mm(u, mm(mT(u), u_ct))), _row(s, m)), vt))
+    if vt_ct is not None and n > m:
+        v_ct = mT(vt_ct)
+        a_bar = plus(a_bar, mT(mm(div(sub(v_ct, mm(v, mm(vt, v_ct))), _row(s, n)), mT(u))))
+    return [a_bar]
+
+
+svd_p.def_rule("batching", _front_batching(svd_p))
+
+
+def svd(x: Any, full_matrices: bool = True, compute_uv: bool = True) -> Any:
+    """(s, u, vt) of x (..., m, n) (jax.lax.linalg.svd's order: u, s, vt is numpy's), or s alone without
+    compute_uv."""
+    outs = svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
+    return tuple(outs) if compute_uv else outs[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# eig(a): (w, [vl], [vr]) of the real square a: its eigenvalues (complex), and its left / right eigenvectors as the
+# columns of complex matrices (compute_left_eigenvectors, compute_right_eigenvectors); LAPACK's geev, in its order
+# and normalisation (unit 2-norm, largest component real), as numpy and JAX. Only the eigenvalues differentiate, as
+# in JAX: the rule raises where eigenvectors are computed. No convergence, or a non-finite input, gives NaNs.
+eig_p = Primitive("eig", multiple_results=True)
+
+
+@eig_p.def_rule("abstract_eval")
+def _eig_abstract_eval(a: ShapedArray, *, compute_left_eigenvectors: bool, compute_right_eigenvectors: bool
+                       ) -> list[ShapedArray]:
+    _check_matrix("eig", a, square=True)
+    complex_dtype = np.dtype(np.complex64 if a.dtype == np.float32 else np.complex128)
+    w = ShapedArray(a.shape[:-1], complex_dtype)
+    vectors = ShapedArray(a.shape, complex_dtype)
+    return [w] + [vectors] * (int(compute_left_eigenvectors) + int(compute_right_eigenvectors))
+
+
+@eig_p.def_rule("lowering")
+def _eig_lowering(ctx: LoweringContext, a: str, *, compute_left_eigenvectors: bool,
+                  compute_right_eigenvectors: bool) -> list[str]:
+    if not _kernel("geev"):
+        raise _missing("eig", "geev")
+    outs = list(ctx.avals_out)
+    flags = [False] + [True] * (len(outs) - 1) + [False]
+    return _lapack(ctx, "geev", [a], outs + [_info_aval(ctx.avals_in[0])], [True], flags,
+                   compute_left=int(compute_left_eigenvectors), compute_right=int(compute_right_eigenvectors)
+                   )[:len(outs)]
+
+
+def _lu_solve_prim(a: Any, b: Any) -> Any:
+    """x with a x = b by lu and two triangular solves (real or complex; rows permuted by a one-hot product)."""
+    lu_, _, perm = lu_p.bind(a)
+    x = mm(_permutation_matrix(perm, aval_of(a).dtype), b)
+    x = triangular_solve(lu_, x, left_side=True, lower=True, unit_diagonal=True)
+    return triangular_solve(lu_, x, left_side=True, lower=False)
+
+
+def _check_eig_derivative(compute_left_eigenvectors: bool, compute_right_eigenvectors: bool) -> None:
+    if compute_left_eigenvectors or compute_right_eigenvectors:
+        raise NotImplementedError("eig: only the eigenvalues have derivatives, as in JAX (call eig with "
+                                  "compute_left_eigenvectors=False and compute_right_eigenvectors=False, or "
+                                  "eigvals)")
+
+
+@eig_p.def_rule("jvp")
+def _eig_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, compute_left_eigenvectors: bool,
+             compute_right_eigenvectors: bool) -> tuple[list[Any], list[Any]]:
+    # JAX's rule: dw = diag(V^-1 da V), V the right eigenvectors
+    (a,), (da,) = primals, tangents
+    outs = eig_p.bind(a, compute_left_eigenvectors=compute_left_eigenvectors,
+                      compute_right_eigenvectors=compute_right_eigenvectors)
+    if da is None:
+        return list(outs), [None] * len(outs)
+    _check_eig_derivative(compute_left_eigenvectors, compute_right_eigenvectors)
+    _, v = eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)
+    da_c = convert_element_type(da, aval_of(v).dtype)
+    return list(outs), [_diag(_lu_solve_prim(v, mm(da_c, v)))]
+
+
+@eig_p.def_rule("vjp")
+def _eig_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, compute_left_eigenvectors: bool,
+             compute_right_eigenvectors: bool) -> list[Any]:
+    # the transpose of the JVP: a_bar = real(V^-T diag(w_bar) V^T) (real: the transpose of real -> complex)
+    (a,), w_ct = ins, cts[0]
+    if not needs[0] or all(ct is None for ct in cts):
+        return [None]
+    _check_eig_derivative(compute_left_eigenvectors, compute_right_eigenvectors)
+    _, v = eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)
+    a_bar = _lu_solve_prim(mT(v), mm(_vector_to_diag(w_ct), mT(v)))
+    return [convert_element_type(a_bar, aval_of(a).dtype)]
+
+
+eig_p.def_rule("batching", _front_batching(eig_p))
+
+
+def eig(x: Any, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True) -> list[Any]:
+    """[w, vl, vr] of the real square x (..., n, n) (jax.lax.linalg.eig; the vectors only where asked)."""
+    return list(eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                           compute_right_eigenvectors=bool(compute_right_eigenvectors)))
+
+
+__all__: list[str] = []  # (jax.lax.linalg's names, not jax.lax's: ember.lax.linalg re-exports LAX_LINALG)
+# ember.lax.linalg's names (jax.lax.linalg's that ember has), the functions and their primitives
+LAX_LINALG = ("cholesky", "cholesky_p", "eig", "eig_p", "eigh", "eigh_p", "lu", "lu_p", "qr", "qr_p", "svd",
+              "svd_p", "triangular_solve", "triangular_solve_p")

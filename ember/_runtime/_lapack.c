@@ -1,0 +1,655 @@
+/* ember._runtime._lapack: ember's LAPACK kernels as XLA FFI handlers (typed FFI, custom-call api_version 4).
+ *
+ * The PJRT CPU plugin has no LAPACK. Its FFI extension lets ember register handlers of its own for platform "Host"
+ * (ember/_runtime/ffi.py does that with the addresses handlers() returns); a program calls one with
+ * `stablehlo.custom_call @ember_lapack_<name>` (ember/_prims/linalg.py emits them). The LAPACK and BLAS routines
+ * are scipy's: init() takes the PyCapsules of scipy.linalg.cython_lapack / cython_blas (`__pyx_capi__`).
+ *
+ * Conventions shared by every kernel:
+ *   - matrices arrive and leave column-major in their last two dimensions (the lowering asks XLA for that layout
+ *     with operand_layouts/result_layouts); leading dimensions are a batch, looped over here;
+ *   - inputs are never written: each kernel copies its input into its output buffer and factors in place;
+ *   - LAPACK's info comes back as an int32 output per matrix (as jaxlib's kernels do); a failed factorisation
+ *     fills its outputs with NaN (cholesky of a matrix that is not positive definite: its triangle, the other
+ *     one stays zero; eigh/svd that did not converge or saw a non-finite input), as JAX does on CPU;
+ *   - routines are looked up per dtype in tables indexed by the FFI data type (F32, F64; the complex types are
+ *     further rows of the same tables);
+ *   - errors (a bad call frame, a dtype without a kernel, out of memory) are returned as XLA_FFI_Error through
+ *     the call frame's api, never by aborting.
+ *
+ * The FFI declarations below are ember's own, written from xla/ffi/api/c_api.h (XLA FFI API 0.x): only the
+ * structs and fields used here, in the header's order. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- XLA FFI C API (subset) ---------------------------------------------------------------------------- */
+typedef struct Ffi_ExtensionBase {
+    size_t struct_size;
+    int type; /* 1: metadata */
+    struct Ffi_ExtensionBase *next;
+} Ffi_ExtensionBase;
+
+typedef struct {
+    size_t struct_size;
+    Ffi_ExtensionBase *extension_start;
+    int major_version;
+    int minor_version;
+} Ffi_ApiVersion;
+
+typedef struct Ffi_Error Ffi_Error;
+
+typedef struct {
+    size_t struct_size;
+    Ffi_ExtensionBase *extension_start;
+    const char *message;
+    int errc;
+} Ffi_ErrorCreateArgs;
+
+typedef Ffi_Error *Ffi_ErrorCreate(Ffi_ErrorCreateArgs *args);
+
+typedef struct {
+    size_t struct_size;
+    Ffi_ExtensionBase *extension_start;
+    Ffi_ApiVersion api_version;
+    void *internal_api;
+    Ffi_ErrorCreate *error_create; /* the first function of XLA_FFI_Api */
+} Ffi_Api;
+
+enum { FFI_F32 = 11, FFI_F64 = 12, FFI_S32 = 4, FFI_S64 = 5, FFI_C64 = 15, FFI_C128 = 18, FFI_TYPES = 32 };
+enum { FFI_ERR_INVALID_ARGUMENT = 3, FFI_ERR_RESOURCE_EXHAUSTED = 8, FFI_ERR_UNIMPLEMENTED = 12 };
+enum { FFI_ATTR_SCALAR = 3, FFI_EXECUTE = 3, FFI_EXTENSION_METADATA = 1 };
+
+typedef struct {
+    size_t struct_size;
+    Ffi_ExtensionBase *extension_start;
+    int dtype;
+    void *data;
+    int64_t rank;
+    int64_t *dims;
+} Ffi_Buffer;
+
+typedef struct {
+    size_t struct_size;
+    Ffi_ExtensionBase *extension_start;
+    int64_t size;
+    int *types;
+    void **args;
+} Ffi_Args;
+
+typedef struct {
+    const char *ptr;
+    size_t len;
+} Ffi_ByteSpan;
+
+typedef struct {
+    int dtype;
+    void *value;
+} Ffi_Scalar;
+
+typedef struct {
+    size_t struct_size;
+    Ffi_ExtensionBase *extension_start;
+    int64_t size;
+    int *types;
+    Ffi_ByteSpan **names;
+    void **attrs;
+} Ffi_Attrs;
+
+typedef struct {
+    size_t struct_size;
+    Ffi_ExtensionBase *extension_start;
+    const Ffi_Api *api;
+    void *ctx;
+    int stage;
+    Ffi_Args args;
+    Ffi_Args rets; /* XLA_FFI_Rets has the same layout as XLA_FFI_Args */
+    Ffi_Attrs attrs;
+} Ffi_CallFrame;
+
+typedef struct {
+    size_t struct_size;
+    Ffi_ApiVersion api_version;
+    uint32_t traits;
+} Ffi_Metadata;
+
+typedef struct {
+    Ffi_ExtensionBase base;
+    Ffi_Metadata *metadata;
+} Ffi_MetadataExtension;
+
+/* ---- LAPACK / BLAS signatures (scipy's cython_lapack: Fortran calling convention, 32-bit integers) ------- */
+typedef void potrf_fn(char *uplo, int *n, void *a, int *lda, int *info);
+typedef void getrf_fn(int *m, int *n, void *a, int *lda, int *ipiv, int *info);
+typedef void geqrf_fn(int *m, int *n, void *a, int *lda, void *tau, void *work, int *lwork, int *info);
+typedef void orgqr_fn(int *m, int *n, int *k, void *a, int *lda, void *tau, void *work, int *lwork, int *info);
+typedef void syevd_fn(char *jobz, char *uplo, int *n, void *a, int *lda, void *w, void *work, int *lwork,
+                      int *iwork, int *liwork, int *info);
+typedef void gesdd_fn(char *jobz, int *m, int *n, void *a, int *lda, void *s, void *u, int *ldu, void *vt,
+                      int *ldvt, void *work, int *lwork, int *iwork, int *info);
+typedef void geev_fn(char *jobvl, char *jobvr, int *n, void *a, int *lda, void *wr, void *wi, void *vl, int *ldvl,
+                     void *vr, int *ldvr, void *work, int *lwork, int *info);
+typedef void trsm_fn(char *side, char *uplo, char *transa, char *diag, int *m, int *n, void *alpha, void *a,
+                     int *lda, void *b, int *ldb);
+
+/* One table per routine, indexed by the FFI data type of its matrix. */
+enum { R_POTRF, R_GETRF, R_GEQRF, R_ORGQR, R_SYEVD, R_GESDD, R_TRSM, R_GEEV, R_COUNT };
+static void *routines[R_COUNT][FFI_TYPES];
+static const char *routine_names[R_COUNT] = {"potrf", "getrf", "geqrf", "orgqr", "syevd", "gesdd", "trsm", "geev"};
+
+/* ---- helpers -------------------------------------------------------------------------------------------- */
+static Ffi_Error *fail(Ffi_CallFrame *frame, int code, const char *message) {
+    Ffi_ErrorCreateArgs args;
+    memset(&args, 0, sizeof args);
+    args.struct_size = sizeof args;
+    args.message = message;
+    args.errc = code;
+    return frame->api->error_create(&args);
+}
+
+/* A handler is called once at registration with a metadata extension (which FFI version it speaks). */
+static int answer_metadata(Ffi_CallFrame *frame) {
+    Ffi_ExtensionBase *ext = frame->extension_start;
+    if (ext == NULL || ext->type != FFI_EXTENSION_METADATA) return 0;
+    Ffi_Metadata *md = ((Ffi_MetadataExtension *)ext)->metadata;
+    md->api_version.major_version = frame->api->api_version.major_version;
+    md->api_version.minor_version = frame->api->api_version.minor_version;
+    md->traits = 0;
+    return 1;
+}
+
+static int64_t attr_int(Ffi_CallFrame *frame, const char *name, int64_t fallback) {
+    size_t len = strlen(name);
+    for (int64_t i = 0; i < frame->attrs.size; i++) {
+        Ffi_ByteSpan *span = frame->attrs.names[i];
+        if (frame->attrs.types[i] != FFI_ATTR_SCALAR || span->len != len || memcmp(span->ptr, name, len) != 0)
+            continue;
+        Ffi_Scalar *s = (Ffi_Scalar *)frame->attrs.attrs[i];
+        switch (s->dtype) {
+            case FFI_S32: return *(int32_t *)s->value;
+            case FFI_S64: return *(int64_t *)s->value;
+            default: return fallback;
+        }
+    }
+    return fallback;
+}
+
+#define RET(f, i) ((Ffi_Buffer *)(f)->rets.args[i])
+#define ARG(f, i) ((Ffi_Buffer *)(f)->args.args[i])
+
+static size_t itemsize(int dtype) {
+    switch (dtype) {
+        case FFI_F32: return 4;
+        case FFI_F64: return 8;
+        case FFI_C64: return 8;
+        case FFI_C128: return 16;
+        default: return 0;
+    }
+}
+
+static int64_t batch_of(Ffi_Buffer *b, int matrix_rank) {
+    int64_t n = 1;
+    for (int64_t i = 0; i < b->rank - matrix_rank; i++) n *= b->dims[i];
+    return n;
+}
+
+/* Writes a NaN of dtype (real or complex: both parts) over count elements. */
+static void fill_nan(void *data, int dtype, int64_t count) {
+    if (dtype == FFI_F32 || dtype == FFI_C64) {
+        float *p = (float *)data;
+        int64_t k = count * (dtype == FFI_C64 ? 2 : 1);
+        for (int64_t i = 0; i < k; i++) p[i] = NAN;
+    } else {
+        double *p = (double *)data;
+        int64_t k = count * (dtype == FFI_C128 ? 2 : 1);
+        for (int64_t i = 0; i < k; i++) p[i] = NAN;
+    }
+}
+
+static int all_finite(const void *data, int dtype, int64_t count) {
+    if (dtype == FFI_F32 || dtype == FFI_C64) {
+        const float *p = (const float *)data;
+        int64_t k = count * (dtype == FFI_C64 ? 2 : 1);
+        for (int64_t i = 0; i < k; i++) if (!isfinite(p[i])) return 0;
+    } else {
+        const double *p = (const double *)data;
+        int64_t k = count * (dtype == FFI_C128 ? 2 : 1);
+        for (int64_t i = 0; i < k; i++) if (!isfinite(p[i])) return 0;
+    }
+    return 1;
+}
+
+/* Zeroes the strict upper (lower=1) or lower (lower=0) triangle of an n x n column-major matrix. */
+static void zero_triangle(void *data, int dtype, int n, int lower) {
+    size_t es = itemsize(dtype);
+    char *a = (char *)data;
+    for (int j = 0; j < n; j++) {
+        if (lower) { if (j > 0) memset(a + (size_t)j * n * es, 0, (size_t)j * es); }
+        else if (j + 1 < n) memset(a + ((size_t)j * n + j + 1) * es, 0, (size_t)(n - j - 1) * es);
+    }
+}
+
+static void set_one(void *p, int dtype) {
+    if (dtype == FFI_F32 || dtype == FFI_C64) *(float *)p = 1.0f; else *(double *)p = 1.0;
+}
+
+/* A workspace size that LAPACK reported in the first element of work (a real or complex value). */
+static int work_size(const void *work, int dtype) {
+    double v = (dtype == FFI_F32 || dtype == FFI_C64) ? (double)*(const float *)work : *(const double *)work;
+    return v < 1 ? 1 : (int)(v * 1.0000001) + 1;
+}
+
+#define ENTER(frame, nargs, nrets)                                                                             \
+    if (answer_metadata(frame)) return NULL;                                                                   \
+    if ((frame)->stage != FFI_EXECUTE) return NULL;                                                            \
+    if ((frame)->args.size != (nargs) || (frame)->rets.size != (nrets))                                        \
+        return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember lapack kernel: wrong number of operands or results");
+
+static Ffi_Error *routine_for(Ffi_CallFrame *frame, int r, int dtype, void **out) {
+    static _Thread_local char message[128];
+    if (dtype < 0 || dtype >= FFI_TYPES || routines[r][dtype] == NULL) {
+        snprintf(message, sizeof message, "ember lapack kernel: no %s for FFI data type %d", routine_names[r],
+                 dtype);
+        return fail(frame, FFI_ERR_UNIMPLEMENTED, message);
+    }
+    *out = routines[r][dtype];
+    return NULL;
+}
+
+#define OOM(frame) fail(frame, FFI_ERR_RESOURCE_EXHAUSTED, "ember lapack kernel: out of memory for the workspace")
+
+/* ---- potrf: a (..., n, n) -> (factor (..., n, n), info (...)); lower=1: L (a = L L^H), else U. ------------ */
+static Ffi_Error *potrf_handler(Ffi_CallFrame *frame) {
+    ENTER(frame, 1, 2)
+    Ffi_Buffer *a = ARG(frame, 0), *out = RET(frame, 0), *info = RET(frame, 1);
+    void *fn = NULL;
+    Ffi_Error *err = routine_for(frame, R_POTRF, a->dtype, &fn);
+    if (err) return err;
+    int lower = (int)attr_int(frame, "lower", 1);
+    int n = (int)a->dims[a->rank - 1];
+    int64_t batch = batch_of(a, 2);
+    if (batch == 0) return NULL;
+    size_t es = itemsize(a->dtype), step = (size_t)n * n * es;
+    char uplo = lower ? 'L' : 'U';
+    int lda = n > 1 ? n : 1;
+    if (out->data != a->data) memcpy(out->data, a->data, step * batch);
+    for (int64_t b = 0; b < batch; b++) {
+        char *m = (char *)out->data + b * step;
+        int *inf = (int *)info->data + b;
+        if (n == 0) { *inf = 0; continue; }
+        ((potrf_fn *)fn)(&uplo, &n, m, &lda, inf);
+        if (*inf != 0) fill_nan(m, a->dtype, (int64_t)n * n);  /* NaN in the factor's triangle, as JAX */
+        zero_triangle(m, a->dtype, n, lower);
+    }
+    return NULL;
+}
+
+/* ---- getrf: a (..., m, n) -> (lu, pivots (..., min(m, n)) zero-based, permutation (..., m), info (...)); the
+ * permutation composes the row swaps: row i of the permuted a is row permutation[i] of a. ------------------- */
+static Ffi_Error *getrf_handler(Ffi_CallFrame *frame) {
+    ENTER(frame, 1, 4)
+    Ffi_Buffer *a = ARG(frame, 0), *out = RET(frame, 0), *piv = RET(frame, 1), *perm = RET(frame, 2);
+    Ffi_Buffer *info = RET(frame, 3);
+    void *fn = NULL;
+    Ffi_Error *err = routine_for(frame, R_GETRF, a->dtype, &fn);
+    if (err) return err;
+    int m = (int)a->dims[a->rank - 2], n = (int)a->dims[a->rank - 1], k = m < n ? m : n;
+    int64_t batch = batch_of(a, 2);
+    if (batch == 0) return NULL;
+    size_t step = (size_t)m * n * itemsize(a->dtype);
+    int lda = m > 1 ? m : 1;
+    if (out->data != a->data) memcpy(out->data, a->data, step * batch);
+    for (int64_t b = 0; b < batch; b++) {
+        int *p = (int *)piv->data + b * k, *q = (int *)perm->data + b * m, *inf = (int *)info->data + b;
+        for (int i = 0; i < m; i++) q[i] = i;
+        *inf = 0;
+        if (k == 0) continue;
+        ((getrf_fn *)fn)(&m, &n, (char *)out->data + b * step, &lda, p, inf);
+        for (int i = 0; i < k; i++) {
+            p[i] -= 1;
+            int t = q[i]; q[i] = q[p[i]]; q[p[i]] = t;
+        }
+    }
+    return NULL;
+}
+
+/* ---- geqrf: a (..., m, n) -> (householder reflectors and R, taus (..., min(m, n)), info (...)). ----------- */
+static Ffi_Error *geqrf_handler(Ffi_CallFrame *frame) {
+    ENTER(frame, 1, 3)
+    Ffi_Buffer *a = ARG(frame, 0), *out = RET(frame, 0), *tau = RET(frame, 1), *info = RET(frame, 2);
+    void *fn = NULL;
+    Ffi_Error *err = routine_for(frame, R_GEQRF, a->dtype, &fn);
+    if (err) return err;
+    int m = (int)a->dims[a->rank - 2], n = (int)a->dims[a->rank - 1], k = m < n ? m : n;
+    int64_t batch = batch_of(a, 2);
+    if (batch == 0) return NULL;
+    size_t es = itemsize(a->dtype), step = (size_t)m * n * es;
+    int lda = m > 1 ? m : 1, lwork = -1;
+    if (out->data != a->data) memcpy(out->data, a->data, step * batch);
+    if (k == 0) { memset(info->data, 0, batch * sizeof(int)); return NULL; }
+    char query[32];
+    ((geqrf_fn *)fn)(&m, &n, out->data, &lda, tau->data, query, &lwork, (int *)info->data);
+    lwork = work_size(query, a->dtype);
+    void *work = malloc((size_t)lwork * es);
+    if (!work) return OOM(frame);
+    for (int64_t b = 0; b < batch; b++)
+        ((geqrf_fn *)fn)(&m, &n, (char *)out->data + b * step, &lda, (char *)tau->data + b * k * es, work, &lwork,
+                         (int *)info->data + b);
+    free(work);
+    return NULL;
+}
+
+/* ---- orgqr: (reflectors (..., m, n), taus (..., k)) -> (q (..., m, n), info): the first n columns of Q. ---- */
+static Ffi_Error *orgqr_handler(Ffi_CallFrame *frame) {
+    ENTER(frame, 2, 2)
+    Ffi_Buffer *a = ARG(frame, 0), *tau = ARG(frame, 1), *out = RET(frame, 0), *info = RET(frame, 1);
+    void *fn = NULL;
+    Ffi_Error *err = routine_for(frame, R_ORGQR, a->dtype, &fn);
+    if (err) return err;
+    int m = (int)a->dims[a->rank - 2], n = (int)a->dims[a->rank - 1], k = (int)tau->dims[tau->rank - 1];
+    int64_t batch = batch_of(a, 2);
+    if (batch == 0) return NULL;
+    size_t es = itemsize(a->dtype), step = (size_t)m * n * es;
+    int lda = m > 1 ? m : 1, lwork = -1;
+    if (out->data != a->data) memcpy(out->data, a->data, step * batch);
+    if (n == 0 || m == 0) { memset(info->data, 0, batch * sizeof(int)); return NULL; }
+    char query[32];
+    ((orgqr_fn *)fn)(&m, &n, &k, out->data, &lda, tau->data, query, &lwork, (int *)info->data);
+    lwork = work_size(query, a->dtype);
+    void *work = malloc((size_t)lwork * es);
+    if (!work) return OOM(frame);
+    for (int64_t b = 0; b < batch; b++)
+        ((orgqr_fn *)fn)(&m, &n, &k, (char *)out->data + b * step, &lda, (char *)tau->data + b * k * es, work,
+                         &lwork, (int *)info->data + b);
+    free(work);
+    return NULL;
+}
+
+/* ---- syevd: a (..., n, n) -> (eigenvectors (..., n, n) as columns, eigenvalues ascending (..., n), info). -- */
+static Ffi_Error *syevd_handler(Ffi_CallFrame *frame) {
+    ENTER(frame, 1, 3)
+    Ffi_Buffer *a = ARG(frame, 0), *v = RET(frame, 0), *w = RET(frame, 1), *info = RET(frame, 2);
+    void *fn = NULL;
+    Ffi_Error *err = routine_for(frame, R_SYEVD, a->dtype, &fn);
+    if (err) return err;
+    int lower = (int)attr_int(frame, "lower", 1);
+    int n = (int)a->dims[a->rank - 1];
+    int64_t batch = batch_of(a, 2);
+    if (batch == 0) return NULL;
+    size_t es = itemsize(a->dtype), step = (size_t)n * n * es;
+    char jobz = 'V', uplo = lower ? 'L' : 'U';
+    int lda = n > 1 ? n : 1, lwork = -1, liwork = -1, iquery = 0;
+    if (v->data != a->data) memcpy(v->data, a->data, step * batch);
+    if (n == 0) { memset(info->data, 0, batch * sizeof(int)); return NULL; }
+    char query[32];
+    ((syevd_fn *)fn)(&jobz, &uplo, &n, v->data, &lda, w->data, query, &lwork, &iquery, &liwork,
+                     (int *)info->data);
+    lwork = work_size(query, a->dtype);
+    liwork = iquery < 1 ? 1 : iquery;
+    void *work = malloc((size_t)lwork * es);
+    int *iwork = malloc((size_t)liwork * sizeof(int));
+    if (!work || !iwork) { free(work); free(iwork); return OOM(frame); }
+    for (int64_t b = 0; b < batch; b++) {
+        char *vb = (char *)v->data + b * step;
+        char *wb = (char *)w->data + b * n * es;
+        int *inf = (int *)info->data + b;
+        if (!all_finite(vb, a->dtype, (int64_t)n * n)) *inf = -1000;
+        else ((syevd_fn *)fn)(&jobz, &uplo, &n, vb, &lda, wb, work, &lwork, iwork, &liwork, inf);
+        if (*inf != 0) { fill_nan(vb, a->dtype, (int64_t)n * n); fill_nan(wb, a->dtype, n); }
+    }
+    free(work);
+    free(iwork);
+    return NULL;
+}
+
+/* ---- gesdd: a (..., m, n) -> (s (..., k), u, vt, info) with job 1 (reduced: u (m, k), vt (k, n)) or 2 (full:
+ * u (m, m), vt (n, n)); job 0 (values only) -> (s, info). ------------------------------------------------------ */
+static Ffi_Error *gesdd_handler(Ffi_CallFrame *frame) {
+    if (answer_metadata(frame)) return NULL;
+    if (frame->stage != FFI_EXECUTE) return NULL;
+    int job = (int)attr_int(frame, "job", 1);
+    int nrets = job == 0 ? 2 : 4;
+    if (frame->args.size != 1 || frame->rets.size != nrets)
+        return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember lapack kernel: wrong number of operands or results");
+    Ffi_Buffer *a = ARG(frame, 0), *s = RET(frame, 0);
+    Ffi_Buffer *u = job ? RET(frame, 1) : NULL, *vt = job ? RET(frame, 2) : NULL, *info = RET(frame, nrets - 1);
+    void *fn = NULL;
+    Ffi_Error *err = routine_for(frame, R_GESDD, a->dtype, &fn);
+    if (err) return err;
+    int m = (int)a->dims[a->rank - 2], n = (int)a->dims[a->rank - 1], k = m < n ? m : n;
+    int64_t batch = batch_of(a, 2);
+    if (batch == 0) return NULL;
+    size_t es = itemsize(a->dtype), step = (size_t)m * n * es;
+    char jobz = job == 0 ? 'N' : job == 1 ? 'S' : 'A';
+    int ucols = job == 2 ? m : k, vrows = job == 2 ? n : k;
+    int lda = m > 1 ? m : 1, ldu = m > 1 ? m : 1, ldvt = vrows > 1 ? vrows : 1, lwork = -1;
+    size_t ustep = (size_t)m * ucols * es, vstep = (size_t)vrows * n * es;
+    if (k == 0) {  /* an empty matrix: no values; full u and vt are identities */
+        memset(info->data, 0, batch * sizeof(int));
+        if (job == 2) {
+            memset(u->data, 0, ustep * batch);
+            memset(vt->data, 0, vstep * batch);
+            for (int64_t b = 0; b < batch; b++) {
+                for (int i = 0; i < m; i++) {
+                    char *p = (char *)u->data + b * ustep + ((size_t)i * m + i) * es;
+                    set_one(p, a->dtype);
+                }
+                for (int i = 0; i < n; i++) {
+                    char *p = (char *)vt->data + b * vstep + ((size_t)i * n + i) * es;
+                    set_one(p, a->dtype);
+                }
+            }
+        }
+        return NULL;
+    }
+    void *copy = malloc(step);
+    int *iwork = malloc((size_t)8 * k * sizeof(int));
+    if (!copy || !iwork) { free(copy); free(iwork); return OOM(frame); }
+    char query[32];
+    memcpy(copy, a->data, step);
+    ((gesdd_fn *)fn)(&jobz, &m, &n, copy, &lda, s->data, job ? u->data : NULL, &ldu, job ? vt->data : NULL, &ldvt,
+                     query, &lwork, iwork, (int *)info->data);
+    lwork = work_size(query, a->dtype);
+    void *work = malloc((size_t)lwork * es);
+    if (!work) { free(copy); free(iwork); return OOM(frame); }
+    for (int64_t b = 0; b < batch; b++) {
+        char *sb = (char *)s->data + b * k * es;
+        char *ub = job ? (char *)u->data + b * ustep : NULL, *vb = job ? (char *)vt->data + b * vstep : NULL;
+        int *inf = (int *)info->data + b;
+        memcpy(copy, (char *)a->data + b * step, step);
+        if (!all_finite(copy, a->dtype, (int64_t)m * n)) *inf = -1000;
+        else ((gesdd_fn *)fn)(&jobz, &m, &n, copy, &lda, sb, ub, &ldu, vb, &ldvt, work, &lwork, iwork, inf);
+        if (*inf != 0) {
+            fill_nan(sb, a->dtype, k);
+            if (job) { fill_nan(ub, a->dtype, (int64_t)m * ucols); fill_nan(vb, a->dtype, (int64_t)vrows * n); }
+        }
+    }
+    free(work);
+    free(copy);
+    free(iwork);
+    return NULL;
+}
+
+/* ---- trsm: (a (..., k, k), b (..., m, n)) -> x with op(a) x = b (left_side) or x op(a) = b; op by transpose_a
+ * (0 none, 1 transpose, 2 conjugate transpose); a's other triangle is never read. ----------------------------- */
+static Ffi_Error *trsm_handler(Ffi_CallFrame *frame) {
+    ENTER(frame, 2, 1)
+    Ffi_Buffer *a = ARG(frame, 0), *bb = ARG(frame, 1), *out = RET(frame, 0);
+    void *fn = NULL;
+    Ffi_Error *err = routine_for(frame, R_TRSM, a->dtype, &fn);
+    if (err) return err;
+    int left = (int)attr_int(frame, "left_side", 1), lower = (int)attr_int(frame, "lower", 1);
+    int trans = (int)attr_int(frame, "transpose_a", 0), unit = (int)attr_int(frame, "unit_diagonal", 0);
+    int k = (int)a->dims[a->rank - 1];
+    int m = (int)bb->dims[bb->rank - 2], n = (int)bb->dims[bb->rank - 1];
+    int64_t batch = batch_of(bb, 2);
+    if (batch == 0) return NULL;
+    size_t es = itemsize(a->dtype), astep = (size_t)k * k * es, bstep = (size_t)m * n * es;
+    char side = left ? 'L' : 'R', uplo = lower ? 'L' : 'U', diag = unit ? 'U' : 'N';
+    char transa = trans == 0 ? 'N' : trans == 1 ? 'T' : 'C';
+    int lda = k > 1 ? k : 1, ldb = m > 1 ? m : 1;
+    double one[2] = {1.0, 0.0};
+    float onef[2] = {1.0f, 0.0f};
+    void *alpha = (a->dtype == FFI_F32 || a->dtype == FFI_C64) ? (void *)onef : (void *)one;
+    if (out->data != bb->data) memcpy(out->data, bb->data, bstep * batch);
+    if (m == 0 || n == 0) return NULL;
+    for (int64_t b = 0; b < batch; b++)
+        ((trsm_fn *)fn)(&side, &uplo, &transa, &diag, &m, &n, alpha, (char *)a->data + b * astep, &lda,
+                        (char *)out->data + b * bstep, &ldb);
+    return NULL;
+}
+
+/* ---- geev: a real (..., n, n) -> (w (..., n) complex, [vl (..., n, n) complex], [vr (..., n, n) complex], info):
+ * the eigenvalues, and the left/right eigenvectors as columns (compute_left, compute_right), as LAPACK gives them
+ * (unit 2-norm, largest component real). LAPACK's real output packs a complex pair's vectors into two real
+ * columns (re, im); they are unpacked into complex columns v_j = re + i im, v_j+1 = re - i im. ------------------ */
+static void unpack_vectors(const void *packed, const void *wi, void *out, int dtype, int n) {
+    /* packed: n x n real (column-major); out: n x n complex (column-major, interleaved parts) */
+    int single = dtype == FFI_F32;
+    for (int j = 0; j < n; j++) {
+        double imag_j = single ? ((const float *)wi)[j] : ((const double *)wi)[j];
+        for (int i = 0; i < n; i++) {
+            double re, im;
+            if (imag_j == 0.0) {
+                re = single ? ((const float *)packed)[(size_t)j * n + i] : ((const double *)packed)[(size_t)j * n + i];
+                im = 0.0;
+            } else {
+                int first = imag_j > 0.0 ? j : j - 1; /* the pair's first column holds re, its second im */
+                re = single ? ((const float *)packed)[(size_t)first * n + i]
+                            : ((const double *)packed)[(size_t)first * n + i];
+                im = single ? ((const float *)packed)[(size_t)(first + 1) * n + i]
+                            : ((const double *)packed)[(size_t)(first + 1) * n + i];
+                if (imag_j < 0.0) im = -im;
+            }
+            size_t k = 2 * ((size_t)j * n + i);
+            if (single) { ((float *)out)[k] = (float)re; ((float *)out)[k + 1] = (float)im; }
+            else { ((double *)out)[k] = re; ((double *)out)[k + 1] = im; }
+        }
+    }
+}
+
+static Ffi_Error *geev_handler(Ffi_CallFrame *frame) {
+    if (answer_metadata(frame)) return NULL;
+    if (frame->stage != FFI_EXECUTE) return NULL;
+    int left = (int)attr_int(frame, "compute_left", 0), right = (int)attr_int(frame, "compute_right", 0);
+    int nrets = 2 + left + right;
+    if (frame->args.size != 1 || frame->rets.size != nrets)
+        return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember lapack kernel: wrong number of operands or results");
+    Ffi_Buffer *a = ARG(frame, 0), *w = RET(frame, 0), *info = RET(frame, nrets - 1);
+    Ffi_Buffer *vl = left ? RET(frame, 1) : NULL, *vr = right ? RET(frame, 1 + left) : NULL;
+    void *fn = NULL;
+    Ffi_Error *err = routine_for(frame, R_GEEV, a->dtype, &fn);
+    if (err) return err;
+    int n = (int)a->dims[a->rank - 1];
+    int64_t batch = batch_of(a, 2);
+    if (batch == 0) return NULL;
+    int complex_type = a->dtype == FFI_F32 ? FFI_C64 : FFI_C128;
+    size_t es = itemsize(a->dtype), step = (size_t)n * n * es;
+    char jobvl = left ? 'V' : 'N', jobvr = right ? 'V' : 'N';
+    int lda = n > 1 ? n : 1, ldvl = left && n > 1 ? n : 1, ldvr = right && n > 1 ? n : 1, lwork = -1;
+    if (n == 0) { memset(info->data, 0, batch * sizeof(int)); return NULL; }
+    char *scratch = malloc(step * 3 + 2 * (size_t)n * es); /* a's copy, vl, vr (real, packed), wr, wi */
+    if (!scratch) return OOM(frame);
+    char *copy = scratch, *pvl = scratch + step, *pvr = scratch + 2 * step, *wr = scratch + 3 * step;
+    char *wi = wr + (size_t)n * es;
+    char query[32];
+    int inf0 = 0;
+    memcpy(copy, a->data, step);
+    ((geev_fn *)fn)(&jobvl, &jobvr, &n, copy, &lda, wr, wi, pvl, &ldvl, pvr, &ldvr, query, &lwork, &inf0);
+    lwork = work_size(query, a->dtype);
+    void *work = malloc((size_t)lwork * es);
+    if (!work) { free(scratch); return OOM(frame); }
+    for (int64_t b = 0; b < batch; b++) {
+        int *inf = (int *)info->data + b;
+        char *wb = (char *)w->data + b * (size_t)n * 2 * es;
+        char *vlb = left ? (char *)vl->data + b * step * 2 : NULL, *vrb = right ? (char *)vr->data + b * step * 2 : NULL;
+        memcpy(copy, (char *)a->data + b * step, step);
+        if (!all_finite(copy, a->dtype, (int64_t)n * n)) *inf = -1000;
+        else ((geev_fn *)fn)(&jobvl, &jobvr, &n, copy, &lda, wr, wi, pvl, &ldvl, pvr, &ldvr, work, &lwork, inf);
+        if (*inf != 0) {
+            fill_nan(wb, complex_type, n);
+            if (left) fill_nan(vlb, complex_type, (int64_t)n * n);
+            if (right) fill_nan(vrb, complex_type, (int64_t)n * n);
+            continue;
+        }
+        for (int i = 0; i < n; i++) {
+            if (es == 4) { ((float *)wb)[2 * i] = ((float *)wr)[i]; ((float *)wb)[2 * i + 1] = ((float *)wi)[i]; }
+            else { ((double *)wb)[2 * i] = ((double *)wr)[i]; ((double *)wb)[2 * i + 1] = ((double *)wi)[i]; }
+        }
+        if (left) unpack_vectors(pvl, wi, vlb, a->dtype, n);
+        if (right) unpack_vectors(pvr, wi, vrb, a->dtype, n);
+    }
+    free(work);
+    free(scratch);
+    return NULL;
+}
+
+/* ---- the module: init(lapack_capi, blas_capi) and handlers() ------------------------------------------------ */
+static const struct { int routine; int dtype; const char *name; int blas; } wanted[] = {
+    {R_POTRF, FFI_F32, "spotrf", 0}, {R_POTRF, FFI_F64, "dpotrf", 0},
+    {R_GETRF, FFI_F32, "sgetrf", 0}, {R_GETRF, FFI_F64, "dgetrf", 0},
+    {R_GEQRF, FFI_F32, "sgeqrf", 0}, {R_GEQRF, FFI_F64, "dgeqrf", 0},
+    {R_ORGQR, FFI_F32, "sorgqr", 0}, {R_ORGQR, FFI_F64, "dorgqr", 0},
+    {R_SYEVD, FFI_F32, "ssyevd", 0}, {R_SYEVD, FFI_F64, "dsyevd", 0},
+    {R_GESDD, FFI_F32, "sgesdd", 0}, {R_GESDD, FFI_F64, "dgesdd", 0},
+    {R_TRSM, FFI_F32, "strsm", 1}, {R_TRSM, FFI_F64, "dtrsm", 1},
+    {R_GEEV, FFI_F32, "sgeev", 0}, {R_GEEV, FFI_F64, "dgeev", 0},
+    /* complex rows: the routines whose signature is the real one's (LU and the triangular solve) */
+    {R_GETRF, FFI_C64, "cgetrf", 0}, {R_GETRF, FFI_C128, "zgetrf", 0},
+    {R_TRSM, FFI_C64, "ctrsm", 1}, {R_TRSM, FFI_C128, "ztrsm", 1},
+};
+
+static PyObject *init(PyObject *self, PyObject *args) {
+    PyObject *lapack, *blas;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &lapack, &PyDict_Type, &blas)) return NULL;
+    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
+        PyObject *capsule = PyDict_GetItemString(wanted[i].blas ? blas : lapack, wanted[i].name);
+        if (capsule == NULL || !PyCapsule_CheckExact(capsule)) {
+            PyErr_Format(PyExc_ImportError, "scipy's cython_%s has no %s", wanted[i].blas ? "blas" : "lapack",
+                         wanted[i].name);
+            return NULL;
+        }
+        void *p = PyCapsule_GetPointer(capsule, PyCapsule_GetName(capsule));
+        if (p == NULL) return NULL;
+        routines[wanted[i].routine][wanted[i].dtype] = p;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *handlers(PyObject *self, PyObject *unused) {
+    static const struct { const char *name; void *fn; } table[] = {
+        {"ember_lapack_potrf", (void *)potrf_handler}, {"ember_lapack_getrf", (void *)getrf_handler},
+        {"ember_lapack_geqrf", (void *)geqrf_handler}, {"ember_lapack_orgqr", (void *)orgqr_handler},
+        {"ember_lapack_syevd", (void *)syevd_handler}, {"ember_lapack_gesdd", (void *)gesdd_handler},
+        {"ember_lapack_trsm", (void *)trsm_handler}, {"ember_lapack_geev", (void *)geev_handler},
+    };
+    PyObject *out = PyDict_New();
+    if (out == NULL) return NULL;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        PyObject *address = PyLong_FromVoidPtr(table[i].fn);
+        if (address == NULL || PyDict_SetItemString(out, table[i].name, address) < 0) {
+            Py_XDECREF(address);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(address);
+    }
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"init", init, METH_VARARGS,
+     "init(lapack_capi, blas_capi): take the routines from scipy's cython_lapack/cython_blas __pyx_capi__."},
+    {"handlers", handlers, METH_NOARGS, "The FFI handlers: {custom-call target name: handler address}."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "ember._runtime._lapack",
+    "ember's LAPACK kernels as XLA FFI handlers (see the comment at the top of _lapack.c).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__lapack(void) { return PyModule_Create(&module_def); }
