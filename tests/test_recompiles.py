@@ -98,8 +98,12 @@ def test_cache_info_and_cache_clear():
     assert f.cache_info().misses == 3
 
 
-def test_embers_own_jitted_helpers_do_not_warn():
+def test_embers_own_jitted_helpers_and_factories_of_closures_do_not_warn():
+    def make(f):
+        return ember.jit(lambda *args: f(*args))  # (a new closure over a different f each time: by design)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        for f in [enp.sin, enp.cos, enp.tan, enp.exp, enp.tanh, enp.abs]:
+            make(f)(enp.ones(3))
         for n in range(2, 9):  # (random.permutation jits a helper that compiles per size, by design)
             ember.random.permutation(ember.random.key(0), n)

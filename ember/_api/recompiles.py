@@ -124,7 +124,9 @@ def on_miss(log: CompileLog, name: str, fun: Any, signature: tuple[Any, ...], x6
                         "made on each call has its own cache; hoist the jit and pass changing values as arguments")]
         else:
             reasons = [("the function", "first call")]
-        if counts[0] == STREAK and not _ours(fun):
+        # (warned only for functions without closures: a factory making jitted closures over different values
+        # from one code location is not a mistake; the same closure-free function jitted anew each time is)
+        if counts[0] == STREAK and not _ours(fun) and getattr(fun, "__closure__", None) is None:
             warnings.warn(f"{name}: {reasons[0][1]}", RuntimeWarning, stacklevel=4)
     else:
         reasons = differences(old, new) or (
