@@ -120,6 +120,12 @@ class IR:
     def __repr__(self) -> str:
         return pretty_print(self)
 
+    def to_dot(self, name: str = "ir") -> str:
+        """The IR as a Graphviz graph (DOT text; `dot -Tpng`): inputs, constants, literals and equations as nodes,
+        values as edges labelled with their types, and the IRs an equation carries (a scan's body, a cond's
+        branches) as clusters beside it, linked to it by a dashed edge."""
+        return to_dot(self, name)
+
     # Python control flow and hashing: an IR is a value compared by identity (it is used as a static param).
     __hash__ = object.__hash__
 
@@ -181,6 +187,67 @@ def pretty_print(ir: IR, indent: int = 0) -> str:
     outs = ", ".join(namer.use(a) for a in ir.outs)
     lines.append(f"  in ({outs}) }}")
     return "\n".join(lines)
+
+
+def _dot_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def to_dot(ir: IR, name: str = "ir") -> str:
+    """See IR.to_dot."""
+    lines = [f"digraph {_dot_quote(name)} {{", "  rankdir=TB; compound=true;",
+             '  node [fontname="monospace", fontsize=10];', '  edge [fontname="monospace", fontsize=9];']
+    counter = iter(range(1 << 62))
+
+    def draw(sub: IR, prefix: str, indent: str) -> str:
+        """Emit sub's nodes and edges; returns the id of a node inside it (for links to the cluster)."""
+        producer: dict[Var, str] = {}
+        first = None
+        for kind, variables in (("const", sub.const_vars), ("in", sub.in_vars)):
+            for i, var in enumerate(variables):
+                node = f"{prefix}{kind}{i}"
+                shape = "box" if kind == "const" else "invhouse"
+                label = _dot_quote(f"{kind} {i}: {var.aval.str_short()}")
+                lines.append(f"{indent}{node} [shape={shape}, label={label}];")
+                producer[var] = node
+                first = first or node
+        for eqn in sub.eqns:
+            node = f"{prefix}e{next(counter)}"
+            params = ", ".join(f"{k}={_format_param(v, 0)}" for k, v in sorted(eqn.params.items())
+                               if not isinstance(v, IR) and not (isinstance(v, tuple | list) and any(
+                                   isinstance(x, IR) for x in v)))
+            label = eqn.prim.name + (f"\n{params}" if params and len(params) < 80 else "")
+            lines.append(f"{indent}{node} [shape=ellipse, label={_dot_quote(label)}];")
+            first = first or node
+            for i, atom in enumerate(eqn.inputs):
+                if isinstance(atom, Var) and atom in producer:
+                    lines.append(f"{indent}{producer[atom]} -> {node} [label={_dot_quote(atom.aval.str_short())}];")
+                elif isinstance(atom, Literal):
+                    lit = f"{node}_lit{i}"
+                    text = f"{format_scalar(atom.value)}:{atom.aval.str_short()}"
+                    lines.append(f"{indent}{lit} [shape=plaintext, label={_dot_quote(text)}];")
+                    lines.append(f"{indent}{lit} -> {node};")
+            for k, body in enumerate(sub_irs(eqn.params)):
+                cluster = f"cluster_{node}_{k}"
+                lines.append(f"{indent}subgraph {cluster} {{")
+                lines.append(f"{indent}  label={_dot_quote(f'{eqn.prim.name} body {k}')}; style=rounded;")
+                inner = draw(body, f"{node}_{k}_", indent + "  ")
+                lines.append(f"{indent}}}")
+                if inner is not None:
+                    lines.append(f"{indent}{node} -> {inner} [style=dashed, arrowhead=none, lhead={cluster}];")
+            for var in eqn.outputs:
+                producer[var] = node
+        for i, atom in enumerate(sub.outs):
+            node = f"{prefix}out{i}"
+            lines.append(f"{indent}{node} [shape=house, label={_dot_quote(f'out {i}: {atom.aval.str_short()}')}];")
+            if isinstance(atom, Var) and atom in producer:
+                lines.append(f"{indent}{producer[atom]} -> {node};")
+            first = first or node
+        return first
+
+    draw(ir, "n", "  ")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------------------------
