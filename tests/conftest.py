@@ -43,3 +43,20 @@ def jax_in_embers_mode():
     from ember._core.dtypes import x64_enabled
     with jax.enable_x64(x64_enabled()):
         yield
+
+
+@pytest.fixture
+def programs(monkeypatch):
+    """The names of the whole programs compiled while the test runs (jit's, the transformations', ember.compile's;
+    not the one-primitive programs of eager dispatch)."""
+    import ember._api.caches
+    import ember._api.running
+    names: list[str] = []
+    for module in (ember._api.caches, sys.modules["ember._api.jit"], ember._api.running):
+        original = module.compile_staged
+
+        def counted(ir, name, original=original):
+            names.append(name)
+            return original(ir, name)
+        monkeypatch.setattr(module, "compile_staged", counted)
+    return names

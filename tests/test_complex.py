@@ -164,37 +164,31 @@ def test_refusals_name_the_function_and_dtype(call, match):
 
 # ---------------------------------------------------------------------------------------------------------------
 # Dtypes and promotion
+def _check_lattice(names, weak, x64):
+    """Every pair of the dtypes, each typed or (where weak names a Python scalar of it) weak, promotes in ember as
+    jax._src.dtypes.result_type says, with enable_x64 set as x64 in both."""
+    with jax.enable_x64(x64), ember.config.override(enable_x64=x64):
+        for a, b in itertools.product(names, repeat=2):
+            for wa, wb in itertools.product([False, True], repeat=2):
+                if (wa and a not in weak) or (wb and b not in weak):
+                    continue
+                va = weak[a] if wa else np.zeros((), dt.canonicalize_dtype(a))
+                vb = weak[b] if wb else np.zeros((), dt.canonicalize_dtype(b))
+                want = jax_dtypes.result_type(va, vb, return_weak_type_flag=True)
+                got = dt.promote_types(dt.dtype_and_weak(va), dt.dtype_and_weak(vb))
+                assert (got[0], got[1]) == (np.dtype(want[0]), want[1]), (a, wa, b, wb)
+
+
 def test_promotion_is_jax_lattice():
     """Every pair of ember dtypes, each typed or a weak Python scalar, promotes as JAX's lattice says (JAX in x64
     mode, ember with enable_x64: ember keeps 64-bit typed operands 64-bit in either mode)."""
-    names = ["bool", "int8", "int32", "int64", "uint8", "uint32", "uint64", "float16", "bfloat16", "float32",
-             "float64", "complex64", "complex128"]
-    weak = {"int64": 1, "float64": 1.0, "complex128": 1j}
-    with jax.enable_x64(True), ember.config.override(enable_x64=True):
-        for a, b in itertools.product(names, repeat=2):
-            for wa, wb in itertools.product([False, True], repeat=2):
-                if (wa and a not in weak) or (wb and b not in weak):
-                    continue
-                va = weak[a] if wa else np.zeros((), dt.canonicalize_dtype(a))
-                vb = weak[b] if wb else np.zeros((), dt.canonicalize_dtype(b))
-                want = jax_dtypes.result_type(va, vb, return_weak_type_flag=True)
-                got = dt.promote_types(dt.dtype_and_weak(va), dt.dtype_and_weak(vb))
-                assert (got[0], got[1]) == (np.dtype(want[0]), want[1]), (a, wa, b, wb)
+    _check_lattice(["bool", "int8", "int32", "int64", "uint8", "uint32", "uint64", "float16", "bfloat16", "float32",
+                    "float64", "complex64", "complex128"], {"int64": 1, "float64": 1.0, "complex128": 1j}, True)
 
 
 def test_promotion_of_32_bit_dtypes_is_jax_default_mode():
-    names = ["bool", "int8", "int32", "uint8", "uint32", "float16", "bfloat16", "float32", "complex64"]
-    weak = {"int32": 1, "float32": 1.0, "complex64": 1j}
-    with jax.enable_x64(False), ember.config.override(enable_x64=False):
-        for a, b in itertools.product(names, repeat=2):
-            for wa, wb in itertools.product([False, True], repeat=2):
-                if (wa and a not in weak) or (wb and b not in weak):
-                    continue
-                va = weak[a] if wa else np.zeros((), dt.canonicalize_dtype(a))
-                vb = weak[b] if wb else np.zeros((), dt.canonicalize_dtype(b))
-                want = jax_dtypes.result_type(va, vb, return_weak_type_flag=True)
-                got = dt.promote_types(dt.dtype_and_weak(va), dt.dtype_and_weak(vb))
-                assert (got[0], got[1]) == (np.dtype(want[0]), want[1]), (a, wa, b, wb)
+    _check_lattice(["bool", "int8", "int32", "uint8", "uint32", "float16", "bfloat16", "float32", "complex64"],
+                   {"int32": 1, "float32": 1.0, "complex64": 1j}, False)
 
 
 def test_python_complex_is_weak_and_x64_decides_its_width(default_mode):

@@ -7,7 +7,6 @@ import pytest
 
 import ember
 import ember.numpy as enp
-from ember._api import caches, running
 from ember._runtime.backends import get_client
 
 RNG = np.random.default_rng(0)
@@ -115,19 +114,6 @@ def test_stages_of_transformed_functions():
     np.testing.assert_allclose(np.asarray(batched(np.stack([X, -X]))),
                                np.asarray(jax.vmap(lambda x: layer(jnp, PARAMS, x, 1.0))(np.stack([X, -X]))),
                                rtol=1e-5)
-
-
-@pytest.fixture
-def programs(monkeypatch):
-    names = []
-    for module in (caches, running):
-        original = module.compile_staged
-
-        def counted(ir, name, original=original):
-            names.append(name)
-            return original(ir, name)
-        monkeypatch.setattr(module, "compile_staged", counted)
-    return names
 
 
 @pytest.mark.parametrize("fun", [

@@ -4,7 +4,6 @@ and print_environment_info."""
 from __future__ import annotations
 
 import gc
-import importlib.metadata
 import platform
 import sys
 from typing import Any
@@ -12,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from ember._core import ShapedArray, aval_of
-from ember._core.pytree import tree_map
+from ember._core.pytree import tree_leaves, tree_map
 from ember._runtime import Array, devices as _devices
 from ember._runtime.backends import get_client
+from ember._runtime.compile_cache import package_version
 
 
 def block_until_ready(x: Any) -> Any:
@@ -85,10 +85,7 @@ def print_environment_info(return_string: bool = False) -> str | None:
     """ember's version and those of Python, numpy, ml_dtypes and scipy, the PJRT plugin and the devices (as
     jax.print_environment_info)."""
     def version(name: str) -> str:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            return "not installed"
+        return package_version(name, missing="not installed")
     client = get_client()
     lines = [f"ember:      {version('ember')}", f"numpy:      {np.__version__}",
              f"ml_dtypes:  {version('ml_dtypes')}", f"scipy:      {version('scipy')}",
@@ -104,9 +101,7 @@ def print_environment_info(return_string: bool = False) -> str | None:
 
 
 def _arrays(x: Any) -> list[Array]:
-    found: list[Array] = []
-    tree_map(lambda leaf: found.append(leaf) if type(leaf) is Array else None, x)
-    return found
+    return [leaf for leaf in tree_leaves(x) if type(leaf) is Array]
 
 
 __all__ = ["block_until_ready", "copy_to_host_async", "default_backend", "device_count", "device_get",

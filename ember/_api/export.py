@@ -24,11 +24,13 @@ import numpy as np
 from ember._api.autodiff import vjp as _vjp
 from ember._api.jit import Jitted, jit
 from ember._api.stages import ShapeDtypeStruct, struct_of
+from ember._api.staging import first_mismatch
 from ember._control.exported import ExportedModule, call_exported
-from ember._core import ShapedArray, aval_of
+from ember._core import ShapedArray
 from ember._core import dtypes as dt
-from ember._core.pytree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_structure
+from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
 from ember._hlo import lower
+from ember._runtime.compile_cache import package_version
 
 MAGIC = b"ember-exported\n"
 FORMAT_VERSION = 1
@@ -63,7 +65,7 @@ class Exported:
         if not isinstance(vjp_order, int) or vjp_order < 0:
             raise ValueError(f"Exported.serialize: vjp_order must be a non-negative int, got {vjp_order!r}")
         module = self._with_vjp(vjp_order)
-        payload = {"format": FORMAT_VERSION, "ember": _version(), "fun_name": self.fun_name,
+        payload = {"format": FORMAT_VERSION, "ember": package_version(), "fun_name": self.fun_name,
                    "in_tree": _tree_json(self.in_tree, "in_tree"), "out_tree": _tree_json(self.out_tree, "out_tree"),
                    "platforms": list(self.platforms), **_module_json(module)}
         return MAGIC + json.dumps(payload, separators=(",", ":")).encode()
@@ -82,11 +84,11 @@ class Exported:
         if tree != self.in_tree:
             raise TypeError(f"Exported.call({self.fun_name}): arguments of structure {tree}, but it was exported for "
                             f"{self.in_tree}")
-        for (path, leaf), want in zip(tree_flatten_with_path((args, kwargs))[0], self.in_avals):
-            got = aval_of(leaf)
-            if got.shape != want.shape or got.dtype != want.dtype:
-                raise TypeError(f"Exported.call({self.fun_name}): argument {keystr(path[1:]) or path} must be "
-                                f"{want.str_short()}, got {got.str_short()}")
+        mismatch = first_mismatch(args, kwargs, leaves, self.in_avals)
+        if mismatch is not None:
+            where, want, got = mismatch
+            raise TypeError(f"Exported.call({self.fun_name}): {where} must be {want.str_short()}, got "
+                            f"{got.str_short()}")
         return self.out_tree.unflatten(call_exported(leaves, self._callable()))
 
     def _callable(self) -> ExportedModule:
@@ -248,14 +250,6 @@ class _Leaf:
 
 
 _LEAF = _Leaf()
-
-
-def _version() -> str:
-    import importlib.metadata  # noqa: PLC0415 - (only when serializing)
-    try:
-        return importlib.metadata.version("ember")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def symbolic_shape(*args: Any, **kwargs: Any) -> Any:

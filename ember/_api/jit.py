@@ -13,7 +13,7 @@ from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._api.signature import NotFast, add_tokens, output_builder, sorted_keys
 from ember._api.caches import SIGNATURES_PER_FUNCTION, cache_for, signature_key
 from ember._core.trace import has_tracer_consts
-from ember._api.staging import as_tuple, fun_name, leaf_avals, stage_with_aux, with_outputs
+from ember._api.staging import as_tuple, call_positions, fun_name, leaf_avals, stage_with_aux, with_outputs
 from ember._api.templates import compile_staged
 from ember._core.cache import LRUCache, clear_all_caches
 from ember._core.config import config
@@ -239,7 +239,7 @@ class Jitted:
             else:
                 if entry is not None:
                     run, build_output = entry
-                    self._log.hits += 1
+                    self._log.hits += 1  # (recompiles.on_hit, inlined on the fast path)
                     self._log.streak = 0
                     return build_output(run(leaves))
         signature, leaves, statics = self._signature(args, kwargs)
@@ -284,10 +284,9 @@ class Jitted:
         if not self.donate_argnums and not self.donate_argnames:
             return None
         dyn_args, dyn_kwargs = in_tree.unflatten(list(range(in_tree.num_leaves)))
-        static_positions = {where for where, _ in statics if isinstance(where, int)}
-        total = len(dyn_args) + len(static_positions)
+        positions = call_positions(len(dyn_args), statics)
+        total = len(positions) + sum(isinstance(where, int) for where, _ in statics)
         nums = {i % total for i in self.donate_argnums if -total <= i < total}
-        positions = [i for i in range(total) if i not in static_positions]
         donated = [False] * in_tree.num_leaves
         chosen = [arg for position, arg in zip(positions, dyn_args) if position in nums]
         chosen += [arg for key, arg in dyn_kwargs.items() if key in self.donate_argnames]
@@ -299,24 +298,24 @@ class Jitted:
         """The IR this function stages out to for these arguments (arrays, numbers or ShapeDtypeStructs)."""
         return self._trace(args, kwargs)[0]
 
-    def _trace(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[IR, PyTreeDef]:
+    def _trace(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[IR, PyTreeDef, tuple[Any, ...]]:
+        """(the IR, the dynamic arguments' tree, the static arguments) for a call with these arguments."""
         args, kwargs = abstractify((args, kwargs))
         key, _, statics = self._signature(args, kwargs)
-        return self._cache.ir_for(key, self._build, key[0], key[1], statics), key[0]
+        return self._cache.ir_for(key, self._build, key[0], key[1], statics), key[0], statics
 
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
         """The function traced for these arguments (arrays, numbers or ShapeDtypeStructs, in any pytree), as
         jax.jit(f).trace: `.jaxpr` is its IR, `.lower()` its StableHLO."""
-        ir, in_tree = self._trace(args, kwargs)
-        statics = self._split(args, kwargs)[0]
+        ir, in_tree, statics = self._trace(args, kwargs)
         return Traced(self.name, ir, in_tree,
                       lambda: Lowered(ir, self.name, in_tree, self._donated_leaves(in_tree, statics)))
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """The StableHLO module for these arguments (.as_text()); .compile() gives the executable, called as this
         function is without its static arguments."""
-        ir, in_tree = self._trace(args, kwargs)
-        return Lowered(ir, self.name, in_tree, self._donated_leaves(in_tree, self._split(args, kwargs)[0]))
+        ir, in_tree, statics = self._trace(args, kwargs)
+        return Lowered(ir, self.name, in_tree, self._donated_leaves(in_tree, statics))
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """The ShapeDtypeStructs of the results for these arguments (staged, not compiled)."""

@@ -14,9 +14,10 @@ import warnings
 import weakref
 from typing import Any, NamedTuple
 
+from ember._api.staging import call_positions, leaf_location
 from ember._core.config import config
 from ember._core.primitive import user_source
-from ember._core.pytree import PyTreeDef, keystr, tree_flatten_with_path
+from ember._core.pytree import PyTreeDef, tree_flatten_with_path
 
 logger = logging.getLogger("ember")
 
@@ -58,23 +59,11 @@ def _ours(fun: Any) -> bool:
     return code is not None and os.path.abspath(code.co_filename).startswith(_EMBER_DIR + os.sep)
 
 
-def _where(path: tuple[Any, ...], positions: list[int]) -> str:
-    """'argument 2['w']' or "keyword argument 'lr'" for a leaf's path in (dynamic args, kwargs); positions maps a
-    dynamic argument's index to its position in the call (static arguments are left out of the dynamic ones)."""
-    if len(path) < 2:
-        return "the arguments"
-    if path[0].idx == 0:
-        index = path[1].idx
-        return f"argument {positions[index] if index < len(positions) else index}{keystr(tuple(path[2:]))}"
-    return f"keyword argument {path[1].key!r}{keystr(tuple(path[2:]))}"
-
-
 def _leaf_paths(in_tree: PyTreeDef, statics: tuple[Any, ...]) -> list[str]:
-    args, _ = in_tree.unflatten(list(range(in_tree.num_leaves)))
-    static_positions = {where for where, _ in statics if isinstance(where, int)}
-    positions = [i for i in range(len(args) + len(static_positions)) if i not in static_positions]
-    return [_where(tuple(path), positions) for path, _ in tree_flatten_with_path(in_tree.unflatten(list(range(
-        in_tree.num_leaves))))[0]]
+    """Where each leaf of the dynamic arguments is, by its position in the call (statics taken out)."""
+    template = in_tree.unflatten(list(range(in_tree.num_leaves)))
+    positions = call_positions(len(template[0]), statics)
+    return [leaf_location(path, positions) for path, _ in tree_flatten_with_path(template)[0]]
 
 
 def differences(old: tuple[Any, ...], new: tuple[Any, ...]) -> list[tuple[str, str]]:

@@ -12,9 +12,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._core import IR, ShapedArray, aval_of
+from ember._core import IR, ShapedArray
 from ember._core import dtypes as dt
-from ember._core.pytree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
+from ember._core.pytree import PyTreeDef, tree_flatten, tree_map, tree_unflatten
+from ember._api.staging import first_mismatch
 from ember._hlo import lower
 from ember._runtime import Array, Compiled as _RuntimeCompiled, Lowered as _RuntimeLowered
 from ember._runtime.hlo_text import hlo_module_text
@@ -217,14 +218,11 @@ class Compiled(_RuntimeCompiled):
         leaves, tree = tree_flatten((args, kwargs))
         if tree != self.in_tree:
             raise self._structure_error(args, kwargs, tree)
-        for (path, _), leaf, expected in zip(tree_flatten_with_path((args, kwargs))[0], leaves, self.ir.in_avals):
-            try:
-                got = aval_of(leaf)
-            except TypeError:
-                continue  # (not an array: the call below names what it is)
-            if got.shape != expected.shape or got.dtype != expected.dtype:
-                raise TypeError(f"{self.name}: {_where(path)}: expected {expected.str_short()}, got "
-                                f"{got.str_short()} (a compiled function takes the types it was lowered for)")
+        mismatch = first_mismatch(args, kwargs, leaves, self.ir.in_avals, skip_non_arrays=True)
+        if mismatch is not None:
+            where, expected, got = mismatch
+            raise TypeError(f"{self.name}: {where}: expected {expected.str_short()}, got {got.str_short()} (a compiled "
+                            "function takes the types it was lowered for)")
         giving = give_up(leaves, self.donors) if self.donors else ()
         outs = self.call_flat(leaves)
         for x in giving:
@@ -269,14 +267,6 @@ def _short(info: Any) -> str:
     if isinstance(info, ShapeDtypeStruct):
         return info.aval().str_short()
     return f"a pytree of {len(tree_flatten(info)[0])} arrays"
-
-
-def _where(path: tuple[Any, ...]) -> str:
-    """'argument 1['w']' or "keyword argument 'lr'" for a leaf's path in (args, kwargs)."""
-    group, rest = path[0].idx, path[1:]
-    if group == 0:
-        return f"argument {rest[0].idx}{keystr(tuple(rest[1:]))}"
-    return f"keyword argument {rest[0].key!r}{keystr(tuple(rest[1:]))}"
 
 
 __all__ = ["Compiled", "CompiledMemoryStats", "Lowered", "ShapeDtypeStruct", "Traced", "abstractify",

@@ -48,6 +48,44 @@ def leaf_avals(api: str, args: Sequence[Any], kwargs: dict[str, Any], leaves: Se
     raise AssertionError("unreachable")
 
 
+def leaf_location(path: Sequence[Any], positions: Sequence[int] | None = None) -> str:
+    """'argument 2['w']' or "keyword argument 'lr'" for a leaf's key path in (args, kwargs). positions maps an
+    index of args to the argument's position in the call, where static arguments were taken out of args."""
+    if len(path) < 2:
+        return "the arguments"
+    rest = keystr(tuple(path[2:]))
+    if path[0].idx == 0:
+        index = path[1].idx
+        position = positions[index] if positions is not None and index < len(positions) else index
+        return f"argument {position}{rest}"
+    return f"keyword argument {path[1].key!r}{rest}"
+
+
+def first_mismatch(args: Sequence[Any], kwargs: dict[str, Any], leaves: Sequence[Any],
+                   expected: Sequence[ShapedArray], skip_non_arrays: bool = False
+                   ) -> tuple[str, ShapedArray, ShapedArray] | None:
+    """(where, expected type, given type) of the first of a call's leaves (those of (args, kwargs)) whose shape or
+    dtype differs from the expected one, or None; its key path is found only then. With skip_non_arrays, leaves
+    that are not arrays are passed over (the call that follows names what they are)."""
+    for i, (leaf, want) in enumerate(zip(leaves, expected)):
+        try:
+            got = aval_of(leaf)
+        except TypeError:
+            if skip_non_arrays:
+                continue
+            raise
+        if got.shape != want.shape or got.dtype != want.dtype:
+            return leaf_location(tree_flatten_with_path((args, kwargs))[0][i][0]), want, got
+    return None
+
+
+def call_positions(num_dynamic: int, statics: Sequence[tuple[Any, Any]]) -> list[int]:
+    """The positions in a call of its dynamic positional arguments, given the (position or name, value) pairs of
+    its static ones (a jitted function's statics are taken out of its arguments)."""
+    static_positions = {where for where, _ in statics if isinstance(where, int)}
+    return [i for i in range(num_dynamic + len(static_positions)) if i not in static_positions]
+
+
 def as_tuple(nums: int | Sequence[int] | None) -> tuple[int, ...]:
     if nums is None:
         return ()

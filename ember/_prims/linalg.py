@@ -670,6 +670,16 @@ def _svd_gaps(s: Any) -> Any:
     return sub(div(1.0, add(mul(add(row, col), sub(row, col)), eye)), eye)
 
 
+def _reduced_svd(a: Any, outs: Sequence[Any], full_matrices: bool, compute_uv: bool) -> list[Any]:
+    """(s, u, vt) of the reduced SVD the derivative rules work with: outs themselves when they are that, else a
+    reduced SVD computed for the rule; full_matrices of a non-square matrix has no derivative (as in JAX)."""
+    m, n = aval_of(a).shape[-2:]
+    if compute_uv and full_matrices and m != n:
+        raise NotImplementedError(f"svd: derivatives of full_matrices=True need a square matrix, got "
+                                  f"{aval_of(a).str_short()}")
+    return svd_p.bind(a, full_matrices=False, compute_uv=True) if not compute_uv or full_matrices else list(outs)
+
+
 @svd_p.def_rule("jvp")
 def _svd_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, full_matrices: bool, compute_uv: bool
              ) -> tuple[list[Any], list[Any]]:
@@ -680,10 +690,7 @@ def _svd_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, full_matrices: 
     if da is None:
         return list(outs), [None] * len(outs)
     m, n = aval_of(a).shape[-2:]
-    if compute_uv and full_matrices and m != n:
-        raise NotImplementedError(f"svd: derivatives of full_matrices=True need a square matrix, got "
-                                  f"{aval_of(a).str_short()}")
-    s, u, vt = svd_p.bind(a, full_matrices=False, compute_uv=True) if not compute_uv or full_matrices else outs
+    s, u, vt = _reduced_svd(a, outs, full_matrices, compute_uv)
     v = mT(vt)
     ds_mat = mm(mT(u), mm(da, v))
     ds = _diag(ds_mat)
@@ -714,10 +721,7 @@ def _svd_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool],
     if not needs[0] or all(ct is None for ct in cts):
         return [None]
     m, n = aval_of(a).shape[-2:]
-    if compute_uv and full_matrices and m != n:
-        raise NotImplementedError(f"svd: derivatives of full_matrices=True need a square matrix, got "
-                                  f"{aval_of(a).str_short()}")
-    s, u, vt = svd_p.bind(a, full_matrices=False, compute_uv=True) if not compute_uv or full_matrices else outs
+    s, u, vt = _reduced_svd(a, outs, full_matrices, compute_uv)
     v = mT(vt)
     s_ct = cts[0]
     u_ct = cts[1] if compute_uv else None

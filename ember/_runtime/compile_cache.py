@@ -61,17 +61,19 @@ def _plugin_identity(client: _pjrt.Client) -> str:
     return f"{os.path.realpath(plugin.path)}|{plugin.api_version}|{stamp}|{client.platform_name}"
 
 
-def _ember_version() -> str:
+def package_version(name: str = "ember", missing: str = "unknown") -> str:
+    """The installed version of a package (ember's keys cache entries and is written into exported artifacts), or
+    missing where it is not installed (ember run from a source tree that is not installed)."""
     try:
-        return importlib.metadata.version("ember")
-    except importlib.metadata.PackageNotFoundError:  # (run from a source tree that is not installed)
-        return "unknown"
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return missing
 
 
 def entry_key(client: _pjrt.Client, text: str) -> str:
     """The entry name (hex SHA-256) of a program's executable on this client."""
     digest = hashlib.sha256()
-    for part in (f"ember {_ember_version()}", _plugin_identity(client), os.environ.get("XLA_FLAGS", ""),
+    for part in (f"ember {package_version()}", _plugin_identity(client), os.environ.get("XLA_FLAGS", ""),
                  f"devices {len(client.devices)}"):
         digest.update(part.encode() + b"\0")
     digest.update(COMPILE_OPTIONS + b"\0")
@@ -192,4 +194,4 @@ def compile_with_cache(client: _pjrt.Client, text: str) -> Any:
     return executable
 
 
-__all__ = ["compile_with_cache", "entry_key", "stats"]
+__all__ = ["compile_with_cache", "entry_key", "package_version", "stats"]

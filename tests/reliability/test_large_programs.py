@@ -2,7 +2,6 @@
 larger one primitive at a time, as JAX's transformations outside jit do: XLA's compile time grows faster than the
 program (a grad over 32000 parameters compiled for three and a half minutes; it takes seconds op by op). Each API
 gives the same values either way; jit compiles whatever the size."""
-import sys
 from typing import Any
 
 import jax
@@ -12,25 +11,10 @@ import pytest
 
 import ember
 import ember.numpy as enp
-from ember._api import caches, running
 
 RNG = np.random.default_rng(0)
 PARAMS = {f"p{i}": RNG.standard_normal(3).astype(np.float32) for i in range(6)}
 X = RNG.standard_normal(3).astype(np.float32)
-
-
-@pytest.fixture
-def programs(monkeypatch):
-    """The names of the whole programs compiled (not the one-primitive programs of eager dispatch)."""
-    names: list[str] = []
-    for module in (caches, sys.modules["ember._api.jit"], running):
-        original = module.compile_staged
-
-        def counted(ir: Any, name: str, original: Any = original) -> Any:
-            names.append(name)
-            return original(ir, name)
-        monkeypatch.setattr(module, "compile_staged", counted)
-    return names
 
 
 def loss(np_: Any, p: dict[str, Any], x: Any) -> Any:
