@@ -6,8 +6,12 @@ The package is layered; imports point one way: _core -> _hlo -> _prims -> _trans
 from ember import config as config, lax as lax, numpy as numpy, ops as ops, tree as tree, tree_util as tree_util
 from ember import random as random
 from ember import checkpoints as checkpoints, nn as nn, optim as optim, scipy as scipy, stages as stages
-from ember import export as export, profiler as profiler
+from ember import export as export, image as image, profiler as profiler, version as version
+from ember import custom_batching as custom_batching, custom_derivatives as custom_derivatives
 from ember import dtypes as dtypes, errors as errors, typing as typing
+from ember import debug as debug, dlpack as dlpack, experimental as experimental, passes as passes
+from ember._api.callbacks import pure_callback as pure_callback
+from ember._runtime.callbacks import effects_barrier as effects_barrier
 from ember._api import clear_caches as clear_caches, disable_jit as disable_jit
 from ember._api import compile as compile, grad as grad, jit as jit, make_ir as make_ir  # noqa: A004
 from ember._api import stage_out as stage_out, value_and_grad as value_and_grad, vjp as vjp
@@ -25,6 +29,11 @@ from ember._core.config import State as _State
 from ember._api.forward import hessian as hessian, jacfwd as jacfwd, jacobian as jacobian, jacrev as jacrev
 from ember._api.forward import jvp as jvp, linearize as linearize
 from ember._api.transpose import linear_transpose as linear_transpose
+from ember._api.scopes import checking_leaks as checking_leaks, ensure_compile_time_eval as ensure_compile_time_eval
+from ember._api.scopes import make_user_context as make_user_context, named_call as named_call
+from ember._api.scopes import named_scope as named_scope
+from ember._api.closures import closure_convert as closure_convert, custom_gradient as custom_gradient
+from ember._api.autodiff import fwd_and_bwd as fwd_and_bwd
 from ember._api.vmap import vmap as vmap
 from ember._core.dtypes import float0 as float0
 from ember._control import checkpoint as checkpoint, checkpoint_policies as checkpoint_policies, remat as remat
@@ -39,21 +48,36 @@ from ember._runtime import PjrtError as PjrtError, default_device as default_dev
 from ember._runtime import device_put as device_put, devices as devices
 from ember._transforms import dce as dce
 
-__version__ = "0.1.0"
+__version__ = version.__version__
 
 # JAX's top-level flags: `with ember.debug_nans(True): ...`, `ember.enable_x64.value`
 debug_nans, debug_infs, enable_x64 = _State("debug_nans"), _State("debug_infs"), _State("enable_x64")
 log_compiles, explain_cache_misses = _State("log_compiles"), _State("explain_cache_misses")
+check_tracer_leaks, enable_checks = _State("check_tracer_leaks"), _State("enable_checks")
+numpy_dtype_promotion, numpy_rank_promotion = _State("numpy_dtype_promotion"), _State("numpy_rank_promotion")
+transfer_guard, transfer_guard_host_to_device = _State("transfer_guard"), _State("transfer_guard_host_to_device")
+transfer_guard_device_to_host = _State("transfer_guard_device_to_host")
+transfer_guard_device_to_device = _State("transfer_guard_device_to_device")
+no_tracing, no_execution = _State("no_tracing"), _State("no_execution")
+default_matmul_precision, allow_f16_reductions = _State("default_matmul_precision"), _State("allow_f16_reductions")
 
 __all__ = [
     "Array", "array", "asarray", "block_until_ready", "check_ir", "checkpoint", "checkpoint_policies", "checkpoints",
     "clear_caches", "compile", "Compiled", "CompileError", "ConcretizationTypeError", "config", "copy_to_host_async",
-    "custom_jvp", "custom_vjp", "dce", "debug_infs", "debug_nans", "default_backend", "default_device",
+    "custom_jvp", "custom_vjp", "dce", "debug", "debug_infs", "debug_nans", "default_backend", "default_device",
+    "dlpack", "effects_barrier", "passes",
     "device_count", "device_get", "device_put", "devices", "disable_jit", "dtypes", "enable_x64", "errors", "eval_ir",
-    "eval_shape", "explain_cache_misses", "export", "float0", "grad", "hessian", "host_count", "host_id", "host_ids",
+    "eval_shape", "experimental", "explain_cache_misses", "export", "float0", "grad", "hessian", "host_count",
+    "host_id", "host_ids",
     "IR", "IRTypeError", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "linear_transpose", "linearize",
     "live_arrays", "local_device_count", "local_devices", "log_compiles", "lower", "Lowered", "make_ir", "make_jaxpr",
     "nn", "numpy", "optim", "PjrtError", "print_environment_info", "process_count", "process_index",
-    "process_indices", "profiler", "random", "remat", "scipy", "ShapedArray", "ShapeDtypeStruct", "stage_out",
+    "process_indices", "profiler", "pure_callback", "random", "remat", "scipy", "ShapedArray", "ShapeDtypeStruct",
+    "stage_out",
     "stages", "tree", "tree_util", "typeof", "typing", "UnexpectedTracerError", "value_and_grad", "vjp", "vmap",
+    "check_tracer_leaks", "checking_leaks", "closure_convert", "custom_gradient", "enable_checks",
+    "ensure_compile_time_eval", "named_call", "named_scope", "numpy_dtype_promotion", "numpy_rank_promotion",
+    "transfer_guard", "transfer_guard_device_to_device", "transfer_guard_device_to_host",
+    "transfer_guard_host_to_device", "version", "no_execution", "no_tracing", "image", "custom_batching",
+    "default_matmul_precision", "fwd_and_bwd", "allow_f16_reductions", "custom_derivatives", "make_user_context",
 ]

@@ -28,8 +28,11 @@ _FUNCTIONS_NOT_IN_JAX_LAX = frozenset({"threefry2x32", "checkpoint", "checkpoint
 # rules and remat in its core.
 _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_grad", "custom_jvp_call",
                                         "custom_vjp_call", "remat",
+                                        # host callbacks (jax.pure_callback, io_callback, debug.callback):
+                                        "pure_callback", "io_callback", "debug_callback",
                                         # jax.lax.linalg's, not jax.lax's:
-                                        "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig"})
+                                        "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig", "schur",
+                                        "geqrf"})
 
 
 def _primitive_names(namespace: dict[str, object]) -> list[str]:

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import pytest
+from recorded import jax_result
 
 import ember
 from ember._core import IR
@@ -229,8 +230,9 @@ def check_grad(case: Case, shapes: tuple[Shape, ...]) -> None:
     ember.check_ir(grad_ir)
 
     if case.jax is not None:
-        _, jax_pullback = jax.vjp(_restricted(case.jax, args, argnums, is_float, jnp.asarray), *wrt)
-        for i, g, e, x in zip(argnums, grads, jax_pullback(cts), wrt):
+        jfn = case.jax
+        expected = jax_result(lambda: jax.vjp(_restricted(jfn, args, argnums, is_float, jnp.asarray), *wrt)[1](cts))
+        for i, g, e, x in zip(argnums, grads, expected, wrt):
             tight = x.dtype in (np.float64, np.complex128)
             np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-9 if tight else 1e-5,
                                        atol=1e-12 if tight else 1e-6, err_msg=f"argument {i}")
@@ -282,8 +284,9 @@ def check_jvp(case: Case, shapes: tuple[Shape, ...]) -> None:
     every = [True] * len(is_float)
 
     if case.jax is not None:
-        _, expected = jax.jvp(_restricted(case.jax, args, floats, every, jax.numpy.asarray),
-                              [args[i] for i in floats], tangents)
+        jfn = case.jax
+        expected = jax_result(lambda: jax.jvp(_restricted(jfn, args, floats, every, jax.numpy.asarray),
+                                              [args[i] for i in floats], tangents)[1])
         _assert_float_outputs_close(tangents_out, expected, is_float, rtol=1e-9, atol=1e-12)
     if case.finite_differences:
         f = ember.jit(_restricted(case.ember, args, floats, every))
@@ -335,7 +338,8 @@ def check_jacobians(case: Case, shapes: tuple[Shape, ...]) -> None:
         return
     cts = output_cotangents(case.numpy(*args), seed=7)
     hessian = ember.hessian(lambda *xs: weighted_sum(case.ember(*xs), cts, ember.numpy.sum), argnums=argnums)(*args)
-    expected = jax.hessian(lambda *xs: weighted_sum(case.jax(*xs), cts, jnp.sum), argnums=argnums)(*args)
+    jfn = case.jax
+    expected = jax_result(lambda: jax.hessian(lambda *xs: weighted_sum(jfn(*xs), cts, jnp.sum), argnums=argnums)(*args))
     for got_row, expected_row in zip(hessian, expected):
         for got, want in zip(got_row, expected_row):
             np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-9, atol=1e-12)

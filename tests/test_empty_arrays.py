@@ -124,6 +124,8 @@ NUMPY_CALLS: dict[str, Call] = {
                      jit=False),
     **_calls("nonzero argwhere flatnonzero", HOST),
     "trim_zeros": Call(lambda f, x: f(x.ravel()), jit=False),
+    "roots": Call(lambda f, x: f(x.ravel()), jit=False),  # (strip_zeros: values decide the shape)
+    "polyfit": Call(lambda f, x: f(x.ravel(), x.ravel(), 1)),
     "histogram_bin_edges": Call(lambda f, x: f(x.ravel(), bins=3, range=(0.0, 1.0))),
     "diff": Call(lambda f, x, a: f(x, axis=a), along=True, with_none=False),
     "roll": Call(lambda f, x, a: f(x, 1, axis=a), along=True),

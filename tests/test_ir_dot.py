@@ -1,8 +1,11 @@
 """IR.to_dot (issue 27): a Graphviz graph of an IR, its sub-IRs as clusters. Checked structurally (every edge joins
 declared nodes, one node per equation, one cluster per carried IR, labels quoted); no Graphviz binary is needed."""
 import re
+import shutil
+import subprocess
 
 import numpy as np
+import pytest
 
 import ember
 import ember.numpy as enp
@@ -47,3 +50,12 @@ def test_gradient_irs_and_quotes_in_names():
     ir = ember.grad(ember.make_ir(lambda x: enp.sum(enp.tanh(x) ** 2))(np.ones(4, np.float32)))
     check(ir.to_dot('say "hi"'), ir)
     assert 'digraph "say \\"hi\\""' in ir.to_dot('say "hi"')
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed (apt install graphviz)")
+def test_graphviz_renders_it(tmp_path):
+    ir = ember.make_ir(ember.grad(lambda w, xs: lax.scan(lambda h, x: (enp.tanh(w * h + x),) * 2, 0.0, xs)[1].sum()))(
+        np.float32(0.5), np.ones(3, np.float32))
+    out = subprocess.run(["dot", "-Tsvg"], input=ir.to_dot("rnn"), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count('class="cluster"') == 2 and "tanh" in out.stdout

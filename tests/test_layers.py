@@ -10,7 +10,8 @@ ROOT = pathlib.Path(__file__).parent.parent / "ember"
 
 LAYERS = ["_core", "_hlo", "_prims", "_transforms", "_control", "_runtime", "_api", "_numpy", "public"]
 PUBLIC = {"__init__", "config", "lax", "numpy", "ops", "tree_util", "tree", "random", "nn", "optim", "scipy",
-          "checkpoints", "stages", "export", "profiler", "dtypes", "errors", "typing"}
+          "checkpoints", "stages", "export", "profiler", "dtypes", "errors", "typing", "version", "image",
+          "custom_batching", "custom_derivatives", "debug", "experimental", "passes", "dlpack"}
 
 # Module order inside a package: a module imports only modules of its package listed before it.
 ORDER = {
@@ -20,14 +21,15 @@ ORDER = {
     "_prims": ["checks", "shape", "families", "elementwise", "slicing", "reduction", "dot", "indexing", "sorting",
                "conv", "windowed", "special", "bits", "fft", "lax_helpers", "linalg", "__init__"],
     "_transforms": ["cache", "passes", "ad", "jvp", "batching", "__init__"],
-    "_runtime": ["fastpath", "pjrt", "ffi", "lapack", "backends", "array", "dlpack", "dispatch", "compile_cache",
-                 "hlo_text", "compiler", "eager", "__init__"],
-    "_control": ["common", "cond", "loops", "cumulative", "custom", "exported", "__init__"],
+    "_runtime": ["fastpath", "pjrt", "ffi", "lapack", "callbacks", "backends", "guards", "array", "dlpack", "dispatch",
+                 "compile_cache", "hlo_text", "compiler", "eager", "__init__"],
+    "_control": ["common", "cond", "loops", "cumulative", "custom", "exported", "callbacks", "__init__"],
     "_api": ["staging", "templates", "running", "caches", "signature", "recompiles", "stages", "jit", "autodiff",
-             "transpose", "vmap", "forward", "export", "environment", "__init__"],
+             "transpose", "vmap", "forward", "export", "environment", "scopes", "closures",
+             "custom_batching", "callbacks", "__init__"],
     "_numpy": ["dtypes", "docstrings", "promotion", "shape", "ufuncs", "creation", "mathfuncs", "reductions",
                "logexp", "cumulative", "linalg", "einsum", "indexing", "selection", "sorting", "statistics",
-               "manipulation", "grids", "setops", "signal", "fft", "utilities", "factorizations", "methods",
+               "manipulation", "grids", "setops", "fft", "utilities", "factorizations", "signal", "methods",
                "__init__"],
 }
 # Imports inside functions hide the order; at most this many remain in ember/, each with a `# reason` comment.

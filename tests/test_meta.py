@@ -4,9 +4,12 @@ differentiable" mark, and batching; and each Case binds the primitive it names. 
 to RULE_KINDS and a check to the harness (and a planted wrong rule to tests/test_harness_selftest.py)."""
 import pytest
 
+from ember._api.custom_batching import CUSTOM_VMAP_NO_REVERSE_MODE
+from ember._control.callbacks import CALLBACK_NOT_DIFFERENTIABLE
 from ember._control.custom import CUSTOM_VJP_NO_FORWARD_MODE
 from ember._control.exported import EXPORTED_NO_FORWARD_MODE
 from ember._control.loops import WHILE_NOT_REVERSE_DIFFERENTIABLE
+from ember._prims.linalg import NO_DERIVATIVE_RULES
 from ember._prims.reduction import GENERAL_REDUCE_NOT_DIFFERENTIABLE
 from ember._prims.windowed import GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE
 from ember._core import NOT_DIFFERENTIABLE, PRIMITIVES, RULE_KINDS
@@ -26,10 +29,15 @@ MARKS_TESTED_BY = {
     NOT_DIFFERENTIABLE: lambda prim, cases: bool(cases),         # check_not_differentiable
     WHILE_NOT_REVERSE_DIFFERENTIABLE: lambda prim, cases: any(c.grad and not c.reverse for c in cases),  # the error
     CUSTOM_VJP_NO_FORWARD_MODE: lambda prim, cases: any(c.grad and not c.forward for c in cases),  # the error
+    CUSTOM_VMAP_NO_REVERSE_MODE: lambda prim, cases: any(c.grad and not c.reverse for c in cases),  # the error
     EXPORTED_NO_FORWARD_MODE: lambda prim, cases: any(c.grad and not c.forward for c in cases),  # the error
     GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE: lambda prim, cases: any(  # both errors
         c.grad and not c.forward and not c.reverse for c in cases),
     GENERAL_REDUCE_NOT_DIFFERENTIABLE: lambda prim, cases: any(  # both errors
+        c.grad and not c.forward and not c.reverse for c in cases),
+    NO_DERIVATIVE_RULES: lambda prim, cases: any(  # both errors (geqrf, schur)
+        c.grad and not c.forward and not c.reverse for c in cases),
+    CALLBACK_NOT_DIFFERENTIABLE: lambda prim, cases: any(  # both errors (pure_callback, io_callback)
         c.grad and not c.forward and not c.reverse for c in cases),
 }
 

@@ -12,6 +12,7 @@ import ember
 import ember.numpy as enp
 from ember import nn, optim, random
 from ember._core.dtypes import x64_enabled
+from recorded import jax_result
 
 
 pytestmark = pytest.mark.usefixtures("jax_in_embers_mode")
@@ -39,25 +40,36 @@ jax.tree_util.register_pytree_node(
 
 
 def _np(tree):
-    """ember module -> _Params of numpy arrays (recursively)."""
+    """ember module -> {"children": ..., "static": ...} dicts of numpy arrays and settings (recursively): plain
+    values, which the fingerprint of a recorded JAX result can see; _params makes them _Params."""
     if isinstance(tree, nn.Module):
         children = tree._children()
-        return _Params({k: _np(tree.__dict__[k]) for k in children},
-                       {k: v for k, v in tree.__dict__.items() if k not in children and not k.startswith("_ember")})
+        return {"children": {k: _np(tree.__dict__[k]) for k in children},
+                "static": {k: v for k, v in tree.__dict__.items() if k not in children and not k.startswith("_ember")}}
     if isinstance(tree, (list, tuple)):
         return type(tree)(_np(x) for x in tree)
     return None if tree is None else np.asarray(tree)
+
+
+def _params(tree):
+    """_np's dicts -> _Params (recursively)."""
+    if isinstance(tree, dict):
+        return _Params({k: _params(v) for k, v in tree["children"].items()}, tree["static"])
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_params(x) for x in tree)
+    return tree
 
 
 def _check(ours_fn, theirs_fn, module, *inputs, rtol=1e-5, atol=1e-6):
     """ours_fn(module, *inputs) against theirs_fn(params as numpy/jax arrays, *inputs): values and the gradient of
     the sum of squares with respect to every parameter."""
     params = _np(module)
-    np.testing.assert_allclose(np.asarray(ours_fn(module, *inputs)), np.asarray(theirs_fn(params, *inputs)),
-                               rtol=rtol, atol=atol)
+    want = jax_result(lambda: theirs_fn(_params(params), *inputs))
+    np.testing.assert_allclose(np.asarray(ours_fn(module, *inputs)), want, rtol=rtol, atol=atol)
     ours = ember.grad(lambda m: enp.sum(ours_fn(m, *inputs) ** 2))(module)
-    theirs = jax.grad(lambda p: jnp.sum(theirs_fn(p, *inputs) ** 2))(jax.tree.map(jnp.asarray, params))
-    for a, b in zip(ember.tree.leaves(ours), jax.tree.leaves(theirs)):
+    theirs = jax_result(lambda: jax.tree.leaves(jax.grad(lambda p: jnp.sum(theirs_fn(p, *inputs) ** 2))(
+        jax.tree.map(jnp.asarray, _params(params)))))
+    for a, b in zip(ember.tree.leaves(ours), theirs):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
 
 
@@ -67,9 +79,8 @@ def test_linear():
     x = RNG.normal(size=(2, 4, 5)).astype(F)
     _check(lambda m, x: m(x), lambda p, x: x @ p.weight + p.bias, layer, x)
     # the initial weights are JAX's lecun_normal with the first of two split keys
-    wkey = jr.split(jr.key(0))[0]
-    np.testing.assert_array_equal(np.asarray(layer.weight),
-                                  np.asarray(jax.nn.initializers.lecun_normal()(wkey, (5, 3))))
+    want = jax_result(lambda: jax.nn.initializers.lecun_normal()(jr.split(jr.key(0))[0], (5, 3)))
+    np.testing.assert_array_equal(np.asarray(layer.weight), want)
     assert nn.Linear(5, 3, use_bias=False, key=KEY).bias is None
 
 
@@ -91,9 +102,10 @@ def test_conv2d(kwargs):
 def test_conv1d():
     layer = nn.Conv1d(3, 5, 4, key=KEY, padding="VALID")
     x = RNG.normal(size=(2, 10, 3)).astype(F)
-    ref = jax.lax.conv_general_dilated(x, np.asarray(layer.kernel), (1,), "VALID",
-                                       dimension_numbers=("NWC", "WIO", "NWC")) + np.asarray(layer.bias)
-    np.testing.assert_allclose(np.asarray(layer(x)), np.asarray(ref), rtol=1e-5, atol=1e-6)
+    kernel, bias = np.asarray(layer.kernel), np.asarray(layer.bias)
+    ref = jax_result(lambda: jax.lax.conv_general_dilated(x, kernel, (1,), "VALID",
+                                                          dimension_numbers=("NWC", "WIO", "NWC")) + bias)
+    np.testing.assert_allclose(np.asarray(layer(x)), ref, rtol=1e-5, atol=1e-6)
 
 
 def test_embedding():
@@ -149,7 +161,7 @@ def test_dropout_matches_jax_bernoulli():
     x = RNG.normal(size=(4, 50)).astype(F)
     drop = nn.Dropout(0.3)
     y = drop(x, key=random.key(5))
-    keep = np.asarray(jr.bernoulli(jr.key(5), 0.7, (4, 50)))
+    keep = jax_result(lambda: jr.bernoulli(jr.key(5), 0.7, (4, 50)))
     np.testing.assert_allclose(np.asarray(y), np.where(keep, x / 0.7, 0), rtol=1e-6)
     assert drop(x, training=False) is x
     with pytest.raises(TypeError, match="Dropout: training needs key="):
@@ -258,9 +270,10 @@ def test_lower_precision_float_inputs_are_promoted_to_the_parameters_dtype():
         == F  # the state keeps its dtype
     conv = _layers_with_parameters()["Conv2d"][0]
     x = enp.asarray(RNG.normal(size=(1, 5, 5, 4))).astype("bfloat16")
-    ref = jax.lax.conv_general_dilated(jnp.asarray(np.asarray(x), F), np.asarray(conv.kernel), (1, 1), "SAME",
-                                       dimension_numbers=("NHWC", "HWIO", "NHWC")) + np.asarray(conv.bias)
-    np.testing.assert_allclose(np.asarray(conv(x)), np.asarray(ref), rtol=1e-5, atol=1e-6)
+    xs, kernel, bias = np.asarray(x), np.asarray(conv.kernel), np.asarray(conv.bias)
+    ref = jax_result(lambda: jax.lax.conv_general_dilated(jnp.asarray(xs, F), kernel, (1, 1), "SAME",
+                                                          dimension_numbers=("NHWC", "HWIO", "NHWC")) + bias)
+    np.testing.assert_allclose(np.asarray(conv(x)), ref, rtol=1e-5, atol=1e-6)
     linear = _layers_with_parameters()["Linear"][0]
     x = RNG.normal(size=(2, 5)).astype(np.float16)
     np.testing.assert_allclose(np.asarray(linear(x)), x.astype(F) @ np.asarray(linear.weight) +

@@ -9,6 +9,7 @@ import pytest
 
 import ember
 import ember.numpy as enp
+from recorded import jax_result
 
 pytestmark = pytest.mark.usefixtures("jax_in_embers_mode")
 
@@ -237,7 +238,7 @@ EAGER_CASES = [pytest.param(c, id=i_d, marks=() if i in _FIRST and i not in _JIT
 def test_matches_jax_numpy(case):
     name, args, kwargs = case
     kwargs, opts = _split(kwargs)
-    ref = getattr(jnp, name)(*args, **kwargs)
+    ref = jax_result(lambda: getattr(jnp, name)(*args, **kwargs))
     _compare(getattr(enp, name)(*args, **kwargs), ref, opts.get("rtol", 2e-5), f"{name} eager")
 
 
@@ -249,7 +250,7 @@ JIT_CASES = [pytest.param(c, marks=() if i in _JIT_FIRST else pytest.mark.slow, 
 def test_matches_jax_numpy_under_jit(case):
     name, args, kwargs = case
     kwargs, opts = _split(kwargs)
-    ref = getattr(jnp, name)(*args, **kwargs)
+    ref = jax_result(lambda: getattr(jnp, name)(*args, **kwargs))
     arrays = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
 
     def fn(*xs):
@@ -321,7 +322,7 @@ def test_grad_matches_jax(name, args):
             return lib.sum(out * w)
         return f
     ours = ember.grad(loss(enp), argnums=argnums)(*args)
-    ref = jax.grad(loss(jnp), argnums=argnums)(*_jax_args(args))
+    ref = jax_result(lambda: jax.grad(loss(jnp), argnums=argnums)(*_jax_args(args)))
     for o, r in zip(ours, ref):
         np.testing.assert_allclose(np.asarray(o), np.asarray(r), rtol=2e-4, atol=2e-4)
 
@@ -374,3 +375,75 @@ def test_linalg_functions_built_on_factorisations():
     for order in ("nuc", 2, -2):
         _compare(enp.linalg.matrix_norm(X3, ord=order), jnp.linalg.matrix_norm(X3, ord=order), 2e-5,
                  f"matrix_norm(ord={order!r})")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# polynomials on linear algebra: polyfit (lstsq), roots (the companion matrix's eigenvalues), poly of a matrix
+POLY_X = np.linspace(-1.0, 2.0, 9).astype(np.float32)
+POLY_Y = np.stack([POLY_X ** 3 - 2 * POLY_X + 0.5 + 0.01 * np.sin(7 * POLY_X), np.cos(POLY_X)], 1).astype(np.float32)
+POLY_W = np.linspace(0.5, 1.5, 9).astype(np.float32)
+ROOTS_P = np.array([0.0, 0.0, 1.0, -6.0, 11.0, -6.0], np.float32)  # (x - 1)(x - 2)(x - 3), two leading zeros
+
+
+def _same_roots(ours, ref, where):
+    ours, ref = np.asarray(ours), np.asarray(ref)
+    assert ours.dtype == ref.dtype and ours.shape == ref.shape, (where, ours.dtype, ref.dtype, ours.shape, ref.shape)
+    np.testing.assert_allclose(np.sort_complex(ours), np.sort_complex(ref), rtol=1e-4, atol=1e-4, err_msg=where)
+
+
+def test_polyfit_roots_and_poly_of_a_matrix():
+    x, y = POLY_X, POLY_Y[:, 0]
+    np.testing.assert_allclose(np.asarray(enp.polyfit(x, y, 3)), np.polyfit(x.astype(np.float64), y, 3), rtol=1e-4,
+                               atol=1e-4)
+    _compare(enp.polyfit(x, y, 3, w=POLY_W, cov=True), jnp.polyfit(x, y, 3, w=POLY_W, cov=True), 1e-4, "polyfit")
+    fitted = ember.jit(lambda x, y: enp.polyfit(x, y, 2, full=True))(x, POLY_Y)
+    expected = np.polyfit(x.astype(np.float64), POLY_Y.astype(np.float64), 2, full=True)
+    for o, e, what in zip(fitted, expected, ["coefficients", "residuals", "rank", "singular values", "rcond"]):
+        np.testing.assert_allclose(np.asarray(o, np.float64), e, rtol=1e-3, atol=1e-4, err_msg=what)
+    _same_roots(enp.roots(ROOTS_P), jnp.roots(ROOTS_P), "roots")
+    _same_roots(enp.roots(np.array([1.0, 0.0, 4.0], np.float32)), np.roots([1.0, 0.0, 4.0]).astype(np.complex64),
+                "complex roots")
+    no_strip = np.asarray(ember.jit(lambda p: enp.roots(p, strip_zeros=False))(ROOTS_P))
+    assert no_strip.shape == (5,) and np.isnan(no_strip[3:]).all()
+    _same_roots(no_strip[:3], np.array([1, 2, 3], np.complex64), "roots(strip_zeros=False) under jit")
+    with pytest.raises(ValueError, match="roots: strip_zeros=True needs concrete coefficients"):
+        ember.jit(enp.roots)(ROOTS_P)
+    m = np.array([[2.0, 1.0, 5.0], [3.0, 4.0, 7.0], [1.0, 3.0, 5.0]], np.float32)
+    ours = np.asarray(enp.poly(m))
+    assert ours.dtype == np.complex64  # (as jax.numpy: complex, where numpy gives real for conjugate pairs)
+    np.testing.assert_allclose(ours, np.poly(m.astype(np.float64)), rtol=1e-4, atol=1e-4)
+    # gradients: polyfit is linear in y, c = pinv(V) y, so d/dy sum(c**2) = 2 pinv(V).T c; a simple root r of p
+    # moves with p's coefficient of z**k by -r**k / p'(r)
+    pinv = np.linalg.pinv(np.vander(x.astype(np.float64), 3))
+    np.testing.assert_allclose(np.asarray(ember.grad(lambda y: (enp.polyfit(x, y, 2) ** 2).sum())(y)),
+                               2 * pinv.T @ (pinv @ y), rtol=1e-3, atol=1e-4)
+    p = np.array([1.0, -6.0, 11.0, -6.0], np.float32)
+    r = np.array([1.0, 2.0, 3.0])
+    expected = (-r[:, None] ** np.arange(3, -1, -1)[None, :] / np.polyval(np.polyder(p), r)[:, None]).sum(0)
+    np.testing.assert_allclose(np.asarray(ember.grad(lambda q: enp.roots(q, strip_zeros=False).real.sum())(p)),
+                               expected, rtol=1e-3, atol=1e-3)
+    # vmap: a batch of data sets, each fitted on its own
+    ys = POLY_Y.T.copy()
+    batched = ember.vmap(lambda y: enp.polyfit(x, y, 3))(ys)
+    np.testing.assert_allclose(np.asarray(batched), np.stack([np.asarray(enp.polyfit(x, y, 3)) for y in ys]),
+                               rtol=1e-4, atol=1e-4)
+    with pytest.raises(TypeError, match=r"polyfit: y must be 1-D or 2-D with x's length 9, got shape \(8,\)"):
+        enp.polyfit(x, POLY_Y[:8, 0], 2)
+
+
+@pytest.mark.slow
+def test_polyfit_roots_and_poly_match_jax():
+    for kwargs in [{}, {"w": POLY_W}, {"full": True}, {"cov": True}, {"cov": "unscaled"}, {"rcond": 1e-3}]:
+        for y in (POLY_Y[:, 0], POLY_Y):
+            _compare(enp.polyfit(POLY_X, y, 3, **kwargs), jnp.polyfit(POLY_X, y, 3, **kwargs), 1e-4,
+                     f"polyfit {kwargs} {y.shape}")
+    for p in (ROOTS_P, np.zeros(3, np.float32), np.array([1.0, 0.0, 4.0], np.float32), np.array([2.0], np.float32)):
+        _same_roots(enp.roots(p), jnp.roots(p), f"roots({p})")
+        ours, ref = np.asarray(enp.roots(p, strip_zeros=False)), np.asarray(jnp.roots(p, strip_zeros=False))
+        assert ours.shape == ref.shape and (np.isnan(ours) == np.isnan(ref)).all()
+    m = np.array([[2.0, 1.0, 5.0], [3.0, 4.0, 7.0], [1.0, 3.0, 5.0]], np.float32)
+    np.testing.assert_allclose(np.asarray(enp.poly(m)), np.asarray(jnp.poly(m)), rtol=1e-4, atol=1e-4)
+    ours = ember.grad(lambda x, y: (enp.polyfit(x, y, 2) ** 2).sum(), argnums=(0, 1))(POLY_X, POLY_Y[:, 1])
+    ref = jax.grad(lambda x, y: (jnp.polyfit(x, y, 2) ** 2).sum(), argnums=(0, 1))(POLY_X, POLY_Y[:, 1])
+    for o, r in zip(ours, ref):
+        np.testing.assert_allclose(np.asarray(o), np.asarray(r), rtol=2e-3, atol=2e-3)

@@ -19,6 +19,7 @@ from jax import random as jr
 import ember
 import ember.numpy as enp
 from ember import random as er
+from recorded import jax_result
 
 SEEDS = [0, 1, 42, 2 ** 31 + 5, 2 ** 32 - 1]
 
@@ -159,16 +160,16 @@ CASES = _cases()
 @pytest.mark.parametrize("seed", [0, pytest.param(1701, marks=pytest.mark.slow)])
 def test_sampler_matches_jax_bit_for_bit(name, seed):
     fn = CASES[name]
-    assert_exact(fn(er, er.key(seed)), fn(jr, jr.key(seed)), name)
+    assert_exact(fn(er, er.key(seed)), jax_result(lambda: fn(jr, jr.key(seed))), name)
 
 
 @pytest.mark.parametrize("name", ["uniform", "normal_2d", "randint_arrays", "permutation_axis", "choice_p",
                                   "categorical", "poisson_rates", "gumbel_highest", "bernoulli_high"])
 def test_sampler_matches_jax_under_jit_and_with_raw_keys(name):
     fn = CASES[name]
-    expected = jax.jit(lambda k: fn(jr, k))(jr.key(3))
+    expected = jax_result(lambda: jax.jit(lambda k: fn(jr, k))(jr.key(3)))
     assert_exact(ember.jit(lambda k: fn(er, k))(er.key(3)), expected, f"jit {name}")
-    assert_exact(fn(er, er.PRNGKey(3)), fn(jr, jr.PRNGKey(3)), f"raw key {name}")
+    assert_exact(fn(er, er.PRNGKey(3)), jax_result(lambda: fn(jr, jr.PRNGKey(3))), f"raw key {name}")
 
 
 @pytest.mark.parametrize("name", ["uniform", "normal_2d", "permutation_int", "categorical", "poisson_small"] + [
@@ -178,11 +179,12 @@ def test_sampler_matches_jax_under_vmap(name):
     fn = CASES[name]
     # ember's vmap stages the whole function, so Python-float parameters become constants that XLA may fold
     # (erf of a constant is then computed at compile time): the like-for-like oracle is jax.jit(jax.vmap(...)).
-    keys, jkeys = er.split(er.key(11), 5), jr.split(jr.key(11), 5)
-    expected = jax.jit(jax.vmap(lambda k: fn(jr, k)))(jkeys)
+    keys = er.split(er.key(11), 5)
+    expected = jax_result(lambda: jax.jit(jax.vmap(lambda k: fn(jr, k)))(jr.split(jr.key(11), 5)))
     assert_exact(ember.vmap(lambda k: fn(er, k))(keys), expected, f"vmap {name}")
-    raw, jraw = er.split(er.PRNGKey(11), 5), jr.split(jr.PRNGKey(11), 5)
-    assert_exact(ember.jit(ember.vmap(lambda k: fn(er, k)))(raw), jax.jit(jax.vmap(lambda k: fn(jr, k)))(jraw))
+    raw = er.split(er.PRNGKey(11), 5)
+    assert_exact(ember.jit(ember.vmap(lambda k: fn(er, k)))(raw),
+                 jax_result(lambda: jax.jit(jax.vmap(lambda k: fn(jr, k)))(jr.split(jr.PRNGKey(11), 5))))
 
 
 def test_float64_samplers_match_jax_x64():
@@ -193,7 +195,7 @@ def test_float64_samplers_match_jax_x64():
                            ("exponential", lambda r, k: r.exponential(k, (50,), "float64")),
                            ("truncated_normal", lambda r, k: r.truncated_normal(k, -1.0, 3.0, (50,), "float64")),
                            ("gumbel", lambda r, k: r.gumbel(k, (50,), "float64"))]:
-            assert_exact(call(er, key), call(jr, jkey), name)
+            assert_exact(call(er, key), jax_result(lambda: call(jr, jkey)), name)
 
 
 GAMMA_FAMILY = {
@@ -213,14 +215,14 @@ GAMMA_FAMILY = {
                                                pytest.mark.slow) for n in sorted(GAMMA_FAMILY)])
 def test_gamma_family_matches_jax_nearly_bit_for_bit(name):
     fn = GAMMA_FAMILY[name]
-    assert_nearly_exact(fn(er, er.key(2)), fn(jr, jr.key(2)), name)
+    assert_nearly_exact(fn(er, er.key(2)), jax_result(lambda: fn(jr, jr.key(2))), name)
 
 
 def test_gamma_under_vmap_and_jit():
     a = np.array([0.3, 1.0, 4.0], np.float32)
-    keys, jkeys = er.split(er.key(8), 4), jr.split(jr.key(8), 4)
-    ours = ember.jit(ember.vmap(lambda k: er.gamma(k, a)))(keys)
-    assert_nearly_exact(ours, jax.vmap(lambda k: jr.gamma(k, a))(jkeys), "vmap gamma", exact_fraction=0.8)
+    ours = ember.jit(ember.vmap(lambda k: er.gamma(k, a)))(er.split(er.key(8), 4))
+    theirs = jax_result(lambda: jax.vmap(lambda k: jr.gamma(k, a))(jr.split(jr.key(8), 4)))
+    assert_nearly_exact(ours, theirs, "vmap gamma", exact_fraction=0.8)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -327,7 +329,7 @@ _GAMMA_BUILT = {"loggamma", "beta_a", "t", "chisquare"}
 def test_gradients_match_jax(name, fn, points):
     for a in points:
         ours = ember.grad(lambda a: fn(er, er.key(6), a))(np.float32(a))
-        theirs = jax.grad(lambda a: fn(jr, jr.key(6), a))(np.float32(a))
+        theirs = jax_result(lambda: jax.grad(lambda a: fn(jr, jr.key(6), a))(np.float32(a)))
         np.testing.assert_allclose(float(ours), float(theirs), rtol=2e-4, err_msg=f"{name} at {a}")
 
 
@@ -408,6 +410,108 @@ def test_keys_in_cond_and_while():
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# samplers built on a matrix factorisation: the same normal draws through LAPACK's factor of cov (or QR of the
+# draws), which here gives jax.random's numbers bit for bit; checked to a tolerance, as a different LAPACK build
+# may round differently
+def _assert_close(ours, theirs, what):
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape, (what, ours.shape, theirs.shape)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5, err_msg=what)
+
+
+MVN_MEAN = np.array([[1.0, -1.0, 0.5], [0.0, 2.0, -2.0]], np.float32)
+MVN_COV = np.array([[2.0, 0.6, 0.2], [0.6, 1.0, 0.3], [0.2, 0.3, 0.5]], np.float32)
+
+
+def _factor_of_draws(x, mean, z):
+    """The factor F with x - mean = z @ F.T, recovered from the draws by least squares."""
+    return np.linalg.lstsq(np.asarray(z, np.float64), np.asarray(x, np.float64) - mean, rcond=None)[0].T
+
+
+def test_multivariate_normal_and_orthogonal():
+    # one draw against JAX; the other methods through the factor they applied to ember's normal draws (the same key
+    # gives the same normal draws), which must be a square root of cov; orthogonal against numpy's QR of the draws
+    draw = lambda r, k: r.multivariate_normal(k, MVN_MEAN, MVN_COV, (4, 2))  # noqa: E731
+    _assert_close(draw(er, er.key(7)), draw(jr, jr.key(7)), "cholesky")
+    z = er.normal(er.key(7), (8, 3))
+    for method in ("cholesky", "eigh", "svd"):
+        if method == "eigh":
+            x = ember.jit(lambda k, mu: er.multivariate_normal(k, mu, MVN_COV, (8,), method=method))(er.key(7),
+                                                                                                      MVN_MEAN[0])
+        else:
+            x = er.multivariate_normal(er.key(7), MVN_MEAN[0], MVN_COV, (8,), method=method)
+        factor = _factor_of_draws(x, MVN_MEAN[0], z)
+        np.testing.assert_allclose(factor @ factor.T, MVN_COV, rtol=1e-4, atol=1e-5, err_msg=method)
+        if method == "cholesky":
+            np.testing.assert_allclose(factor, np.linalg.cholesky(MVN_COV), rtol=1e-4, atol=1e-5)
+    q = np.asarray(er.orthogonal(er.key(2), 3, (2,), m=5), np.float64)  # orthonormal rows, from a (5, 3) draw
+    expected, r = np.linalg.qr(np.asarray(er.normal(er.key(2), (2, 5, 3)), np.float64))
+    expected = np.swapaxes(expected * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[..., None, :], -1, -2)
+    assert q.shape == (2, 3, 5)
+    np.testing.assert_allclose(q, expected, atol=1e-5)
+    np.testing.assert_allclose(q @ np.swapaxes(q, -1, -2), np.broadcast_to(np.eye(3), (2, 3, 3)), atol=1e-5)
+    u = np.asarray(er.orthogonal(er.key(6), 3, dtype="complex64"), np.complex128)  # unitary: R's diagonal phases
+    expected, r = np.linalg.qr(np.asarray(er.normal(er.key(6), (3, 3), "complex64"), np.complex128))
+    np.testing.assert_allclose(u, expected * (np.diag(r) / np.abs(np.diag(r)))[None, :], atol=1e-5)
+    np.testing.assert_allclose(u @ u.conj().T, np.eye(3), atol=1e-5)
+    # vmap over keys gives each key's own draws
+    keys = er.split(er.key(4), 3)
+    batched = ember.vmap(lambda k: er.orthogonal(k, 3))(keys)
+    np.testing.assert_allclose(np.asarray(batched[1]), np.asarray(er.orthogonal(keys[1], 3)), rtol=1e-6, atol=1e-6)
+    # gradients: d/dmean of sum(x**2) is 2 * sum(x); d/dcov (through the Cholesky factor) by central differences
+    loss = lambda mu, c: (er.multivariate_normal(er.key(8), mu, c, (6,)) ** 2).sum()  # noqa: E731
+    g_mean, g_cov = ember.grad(loss, argnums=(0, 1))(MVN_MEAN[0], MVN_COV)
+    x = np.asarray(er.multivariate_normal(er.key(8), MVN_MEAN[0], MVN_COV, (6,)))
+    np.testing.assert_allclose(np.asarray(g_mean), 2 * x.sum(0), rtol=1e-5)
+    for i, j in [(0, 0), (1, 2)]:
+        step = np.zeros((3, 3), np.float32)
+        step[i, j] = step[j, i] = 1e-2
+        numeric = (float(loss(MVN_MEAN[0], MVN_COV + step)) - float(loss(MVN_MEAN[0], MVN_COV - step))) / 2e-2
+        np.testing.assert_allclose(float((np.asarray(g_cov) * step / 1e-2).sum()), numeric, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.slow
+def test_multivariate_normal_and_orthogonal_match_jax():
+    for method in ("cholesky", "eigh", "svd"):
+        draw = lambda r, k: r.multivariate_normal(k, MVN_MEAN, MVN_COV, (4, 2), method=method)  # noqa: E731
+        _assert_close(draw(er, er.key(7)), draw(jr, jr.key(7)), method)
+    singular = np.array([[1.0, 1.0], [1.0, 1.0]], np.float32)  # eigh and svd take a singular cov
+    _assert_close(er.multivariate_normal(er.key(1), np.zeros(2, np.float32), singular, method="svd"),
+                  jr.multivariate_normal(jr.key(1), np.zeros(2, np.float32), singular, method="svd"), "singular")
+    for n, shape, m in [(4, (), None), (3, (2,), 5), (5, (), 3)]:
+        _assert_close(er.orthogonal(er.key(2), n, shape, m=m), jr.orthogonal(jr.key(2), n, shape, m=m),
+                      f"orthogonal({n}, {shape}, m={m})")
+    _assert_close(er.orthogonal(er.key(2), 4, (2,), "complex64"), jr.orthogonal(jr.key(2), 4, (2,), "complex64"),
+                  "unitary")
+    mvn = lambda r, k, mean: r.multivariate_normal(k, mean, MVN_COV, method="eigh")  # noqa: E731
+    _assert_close(ember.jit(lambda k, mu: mvn(er, k, mu))(er.PRNGKey(3), MVN_MEAN),
+                  jax.jit(lambda k, mu: mvn(jr, k, mu))(jr.PRNGKey(3), MVN_MEAN), "jit")
+    keys, jkeys = er.split(er.key(4), 3), jr.split(jr.key(4), 3)
+    _assert_close(ember.vmap(lambda k: er.orthogonal(k, 3))(keys), jax.vmap(lambda k: jr.orthogonal(k, 3))(jkeys),
+                  "vmap orthogonal")
+    _assert_close(ember.vmap(lambda k: mvn(er, k, MVN_MEAN[0]))(keys),
+                  jax.vmap(lambda k: mvn(jr, k, MVN_MEAN[0]))(jkeys), "vmap multivariate_normal")
+    loss = lambda r, k: lambda mu, c: (r.multivariate_normal(k, mu, c, (6,)) ** 2).sum()  # noqa: E731
+    ours = ember.grad(loss(er, er.key(8)), argnums=(0, 1))(MVN_MEAN[0], MVN_COV)
+    theirs = jax.grad(loss(jr, jr.key(8)), argnums=(0, 1))(MVN_MEAN[0], MVN_COV)
+    for a, b in zip(ours, theirs):
+        _assert_close(a, b, "grad")
+
+
+def test_multivariate_normal_and_orthogonal_distributions():
+    # the sample mean and covariance of the draws; orthogonal's Haar measure: E[Q] = 0 and E[Q_ij^2] = 1/n
+    x = np.asarray(er.multivariate_normal(er.key(9), MVN_MEAN[0], MVN_COV, (20000,)), np.float64)
+    np.testing.assert_allclose(x.mean(0), MVN_MEAN[0], atol=0.05)
+    np.testing.assert_allclose(np.cov(x.T), MVN_COV, atol=0.06)
+    q = np.asarray(er.orthogonal(er.key(10), 3, (4000,)), np.float64)
+    np.testing.assert_allclose(q.mean(0), np.zeros((3, 3)), atol=0.04)
+    np.testing.assert_allclose((q ** 2).mean(0), np.full((3, 3), 1 / 3), atol=0.03)
+    dets = np.linalg.det(q)
+    np.testing.assert_allclose(np.abs(dets), 1.0, atol=1e-5)
+    assert abs((dets > 0).mean() - 0.5) < 0.05  # both components of O(3), equally often
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # errors
 def test_clear_errors():
     key = er.key(0)
@@ -449,10 +553,16 @@ def test_clear_errors():
         er.bernoulli(key, np.array([1, 0]))
     with pytest.raises(ValueError, match="mode must be 'low', 'high' or 'highest'"):
         er.gumbel(key, mode="fast")
-    with pytest.raises(NotImplementedError, match="multivariate_normal needs a Cholesky"):
-        er.multivariate_normal(key, np.zeros(2), np.eye(2))
-    with pytest.raises(NotImplementedError, match="orthogonal needs a QR"):
-        er.orthogonal(key, 3)
+    with pytest.raises(ValueError, match=r"multivariate_normal: cov must have shape \(\.\.\., 2, 2\) for a mean of "
+                                         r"shape \(2,\), got \(3, 3\)"):
+        er.multivariate_normal(key, np.zeros(2), np.eye(3))
+    with pytest.raises(ValueError, match="multivariate_normal: method must be one of"):
+        er.multivariate_normal(key, np.zeros(2), np.eye(2), method="qr")
+    with pytest.raises(ValueError, match=r"multivariate_normal: the batch shapes of mean \(3,\) and cov \(\) must "
+                                         r"broadcast to the shape argument \(2,\)"):
+        er.multivariate_normal(key, np.zeros((3, 2)), np.eye(2), shape=(2,))
+    with pytest.raises(TypeError, match="orthogonal: n must be a concrete integer"):
+        ember.jit(lambda n: er.orthogonal(key, n))(3)
     with pytest.raises(TypeError, match="fold_in accepts a scalar"):
         er.fold_in(key, np.arange(2))
     with pytest.raises(ValueError, match="unknown PRNG implementation 'rbg'"):

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 # Why a name is missing: the first pattern that matches wins.
 REASONS = [
-    (r"^(linalg|polyfit|roots|custom_linear_solve|custom_root|linear_solve_p)$",
+    (r"^(linalg|custom_linear_solve|custom_root|linear_solve_p)$",
      "needs linear algebra: the next issue"),
     (r"^(float[0-9]|int[124]$|uint[124]$)", "a dtype ember does not support"),
     (r"^(all_gather|all_to_all|axis_index|axis_size|pbroadcast|pcast|pmax|pmean|pmin|ppermute|precv|psend|pshuffle"

@@ -1,10 +1,12 @@
-"""grad, value_and_grad and vjp: reverse-mode differentiation of functions (and grad of a staged IR)."""
+"""grad, value_and_grad, vjp and fwd_and_bwd: reverse-mode differentiation of functions (and grad of a staged
+IR)."""
 from __future__ import annotations
 
 import functools
 from typing import Any, Callable, Sequence
 
 from ember._api.caches import cache_for, call_with_fallback, plan_for, run_transformed
+from ember._api.jit import jit
 from ember._api.running import as_arrays
 from ember._api.staging import as_tuple, fun_name, leaf_avals, stage_with_aux, with_outputs
 from ember._api.templates import transform_once
@@ -267,3 +269,30 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
     if has_aux:
         return out, vjp_fn, plan.aux_tree.unflatten(aux)
     return out, vjp_fn
+
+
+def fwd_and_bwd(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool = False, jitted: bool = True
+                ) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """(fwd, bwd), the two passes of reverse mode as functions (like jax.fwd_and_bwd): fwd(*args) returns
+    (output, residuals) (and aux with has_aux), as vjp of fun in the arguments at argnums; bwd(residuals,
+    cotangent) returns their cotangents (one, for an int argnums). With jitted (the default) both are jitted, so a
+    training loop compiles each once."""
+    if not callable(fun):
+        raise TypeError(f"fwd_and_bwd: expected a function, got {fun!r}")
+    name = fun_name(fun)
+
+    def fwd(*args: Any) -> Any:
+        positions = _check_argnums(f"fwd_and_bwd({name})", argnums, len(args))
+
+        def of_chosen(*chosen: Any) -> Any:
+            merged = list(args)
+            for i, value in zip(positions, chosen):
+                merged[i] = value
+            return fun(*merged)
+        return vjp(of_chosen, *[args[i] for i in positions], has_aux=has_aux)
+
+    def bwd(residuals: Any, cotangent: Any) -> Any:
+        cts = residuals(cotangent)
+        return cts[0] if isinstance(argnums, int) else cts
+
+    return (jit(fwd), jit(bwd)) if jitted else (fwd, bwd)

@@ -12,7 +12,7 @@ from ember._control.custom import rule_runs
 from ember._core import IR, ConcretizationTypeError, ShapedArray, aval_of, concrete_values, eval_ir, is_tracing
 from ember._core.cache import LRUCache
 from ember._core.config import config
-from ember._core.dtypes import x64_enabled
+from ember._core.dtypes import StagingOptions
 from ember._core.trace import has_tracer_consts
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._runtime import Compiled
@@ -23,8 +23,9 @@ SIGNATURES_PER_FUNCTION = "jit_cache_size"  # the ember.config option bounding e
 
 def signature_key(key: Hashable) -> Hashable:
     """A signature's cache key with the options that change what a function stages out to: enable_x64 gives
-    Python scalars and default dtypes 64 bits, so a function traced with it off is not reused with it on."""
-    return key, x64_enabled()
+    Python scalars and default dtypes 64 bits, so a function traced with it off is not reused with it on; so do
+    numpy_dtype_promotion and numpy_rank_promotion (see StagingOptions)."""
+    return key, StagingOptions.token
 
 
 def value_dependent_signatures() -> LRUCache:

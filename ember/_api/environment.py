@@ -15,6 +15,7 @@ from ember._core.pytree import tree_leaves, tree_map
 from ember._runtime import Array, devices as _devices
 from ember._runtime.backends import get_client
 from ember._runtime.compile_cache import package_version
+from ember._runtime.guards import explicit as explicit_transfers
 
 
 def block_until_ready(x: Any) -> Any:
@@ -25,8 +26,10 @@ def block_until_ready(x: Any) -> Any:
 
 
 def device_get(x: Any) -> Any:
-    """x with every ember Array replaced by a numpy array of its value (as jax.device_get)."""
-    return tree_map(lambda leaf: np.asarray(leaf) if type(leaf) is Array else leaf, x)
+    """x with every ember Array replaced by a numpy array of its value (as jax.device_get): explicit transfers for
+    the transfer guards."""
+    with explicit_transfers():
+        return tree_map(lambda leaf: np.asarray(leaf) if type(leaf) is Array else leaf, x)
 
 
 def copy_to_host_async(x: Any) -> Any:

@@ -17,6 +17,7 @@ from ember._api.staging import as_tuple, call_positions, fun_name, leaf_avals, s
 from ember._api.templates import compile_staged
 from ember._core.cache import LRUCache, clear_all_caches
 from ember._core.config import config
+from ember._core.dtypes import StagingOptions
 from ember._api.recompiles import CacheInfo, CompileLog, on_hit, on_miss
 from ember._api.stages import Lowered, Traced, abstractify, donor_plan, give_up, warn_unusable
 from ember._hlo import lower
@@ -164,6 +165,9 @@ class Jitted:
         return rebuild
 
     def _build(self, in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], statics: tuple[Any, ...]) -> IR:
+        if _config_values["no_tracing"]:
+            raise RuntimeError(f"re-tracing function {self.name} for `jit`, but the no_tracing option is set "
+                               f"(signature: {', '.join(a.str_short() for a in avals)})")
         rebuild = self._rebuild(statics)
 
         def with_statics(*args: Any, **kwargs: Any) -> Any:
@@ -190,9 +194,10 @@ class Jitted:
             self._statics_by_count.store(n, positions)
         return positions
 
-    def _dispatch_key(self, args: tuple[Any, ...], kwargs: dict[str, Any], x64: bool
+    def _dispatch_key(self, args: tuple[Any, ...], kwargs: dict[str, Any], x64: Any
                       ) -> tuple[tuple[Any, ...], list[Any]]:
-        """(key, leaves) of a call in one pass: the key holds the enable_x64 flag, the number of positional
+        """(key, leaves) of a call in one pass: the key holds the staging options (StagingOptions.token: the
+        enable_x64 flag, with the numpy promotion rules when they are not the defaults), the number of positional
         arguments, each positional argument's tokens (a static one: its value), then each keyword argument's
         name and tokens (a static one: its value), by sorted name; the leaves are the dynamic arguments' leaves in
         the order of the general path's tree_flatten((args, kwargs)). NotFast (or TypeError) where the general
@@ -232,7 +237,7 @@ class Jitted:
         key = None
         if not TRACE_STATE.stack:  # (while staging, the general path inlines the function)
             try:
-                key, leaves = self._dispatch_key(args, kwargs, options["enable_x64"])
+                key, leaves = self._dispatch_key(args, kwargs, StagingOptions.token)
                 entry = self._dispatch.get(key)  # (hashing the key hashes the static values)
             except (NotFast, TypeError):
                 key = None

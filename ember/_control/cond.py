@@ -21,7 +21,7 @@ from ember import _prims as lax
 from ember._core import IR, Eqn, Primitive, ShapedArray, aval_of, eval_ir, is_python_scalar, scalar_literal
 from ember._core import dtypes as dt
 from ember._core.pytree import tree_flatten
-from ember._hlo import LoweringContext
+from ember._hlo import LoweringContext, lower_into
 from ember._prims import broadcast_in_dim, convert_element_type, select
 from ember._prims.elementwise import eq
 from ember._prims.shape import BatchDim, batch_size, moveaxis, zeros
@@ -51,6 +51,12 @@ def _cond_abstract_eval(index: ShapedArray, *operands: ShapedArray, branches: tu
 
 @cond_p.def_rule("lowering")
 def _cond_lowering(ctx: LoweringContext, index: str, *operands: str, branches: tuple[IR, ...]) -> list[str]:
+    if not ctx.avals_out:  # (kept for a callback's effect: a dummy result orders it among the effects, see lower_into)
+        flag = ShapedArray((), dt.bool_)
+        regions = [ctx.region([], lambda body, _, b=branch: [*lower_into(body, b, operands), body.constant(True, flag)])
+                   for branch in branches]
+        ctx.op("stablehlo.case", [index], [flag], regions=regions)
+        return []
     regions = [ctx.lower_region(branch, captured=operands) for branch in branches]
     return ctx.op("stablehlo.case", [index], ctx.avals_out, regions=regions)
 

@@ -304,6 +304,7 @@ class custom_vjp:  # noqa: N801  (JAX's name)
         user_fwd, user_bwd, in_avals = self.fwd, self.bwd, [aval_of(x) for x in leaves]
         out_avals = closed.ir.out_avals
         res_tree: list[PyTreeDef] = []
+        arg_trees = [tree_structure(arg) for arg in diff]  # (not diff itself: bwd outlives the staging)
 
         def fwd(args: list[Any]) -> tuple[list[Any], list[Any]]:
             _running_a_rule()
@@ -318,12 +319,11 @@ class custom_vjp:  # noqa: N801  (JAX's name)
         def bwd(residuals: list[Any], cts: list[Any]) -> list[Any]:
             _running_a_rule()
             got = user_bwd(*static, res_tree[0].unflatten(residuals), closed.out_tree.unflatten(cts))
-            if not isinstance(got, tuple | list) or len(got) != len(diff):
+            if not isinstance(got, tuple | list) or len(got) != len(arg_trees):
                 raise TypeError(f"{name}: bwd must return a tuple with one cotangent per differentiable argument "
-                                f"({len(diff)}), got {type(got).__name__}")
+                                f"({len(arg_trees)}), got {type(got).__name__}")
             ct_leaves: list[Any] = []
-            for i, (ct, arg) in enumerate(zip(got, diff)):  # None stands for zeros: a whole argument, or a leaf
-                arg_tree = tree_structure(arg)
+            for i, (ct, arg_tree) in enumerate(zip(got, arg_trees)):  # None: zeros, for an argument or a leaf
                 if ct is None:
                     ct_leaves += [None] * arg_tree.num_leaves
                     continue

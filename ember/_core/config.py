@@ -57,6 +57,19 @@ def _int_at_least(name: str, value: Any, minimum: int, what: str) -> int:
     return size
 
 
+def _choice(*choices: str | None) -> Callable[[str, Any], str | None]:
+    """A parser for an option taking one of these strings (or None, when it is among them)."""
+    def parse(name: str, value: Any) -> str | None:
+        if value not in choices or (value is not None and not isinstance(value, str)):
+            raise ValueError(f"ember.config: option {name!r} takes one of {', '.join(map(repr, choices))}, got "
+                             f"{value!r}")
+        return value
+    return parse
+
+
+_GUARD_LEVELS = ("allow", "log", "disallow", "log_explicit", "disallow_explicit")
+
+
 def _parse_bytes(name: str, value: Any) -> int:
     return _int_at_least(name, value, -1, "a number of bytes (or -1: no limit)")
 
@@ -97,6 +110,53 @@ _option("explain_cache_misses", False, _parse_bool,
 _option("log_compiles", False, _parse_bool,
         "Log (logger 'ember', level WARNING) every program compiled for a jitted function, with its signature.",
         env=("JAX_LOG_COMPILES",))
+_option("check_tracer_leaks", False, _parse_bool,
+        "When a staging (jit, grad, vmap, ...) ends, raise UnexpectedTracerError if one of its tracers is still "
+        "referenced (leaked into a global or an object), naming the operation and user line that made it (as "
+        "jax_check_tracer_leaks; it runs the garbage collector after each staging: slow, for debugging).",
+        env=("JAX_CHECK_TRACER_LEAKS",))
+_option("numpy_dtype_promotion", "standard", _choice("standard", "strict"),
+        "'standard': ember.numpy promotes mixed dtypes on JAX's lattice; 'strict': only Python scalars join an "
+        "array (of their kind or above), other mixed dtypes raise TypePromotionError (as "
+        "jax_numpy_dtype_promotion). Read when an operation is staged.", env=("JAX_NUMPY_DTYPE_PROMOTION",))
+_option("numpy_rank_promotion", "allow", _choice("allow", "warn", "raise"),
+        "Implicit rank promotion in ember.numpy's elementwise operations (an array of shape (3,) broadcast with "
+        "one of shape (2, 3); scalars are not counted): 'allow', 'warn' (a UserWarning) or 'raise' (ValueError), "
+        "as jax_numpy_rank_promotion. Read when an operation is staged.", env=("JAX_NUMPY_RANK_PROMOTION",))
+_option("default_matmul_precision", None,
+        _choice(None, "default", "high", "highest", "bfloat16", "bfloat16_3x", "tensorfloat32", "float32", "fastest"),
+        "The precision of dots and convolutions whose precision argument is None (as jax_default_matmul_precision; "
+        "None: XLA's default): it goes into the programs' precision_config, which accelerators read; the CPU "
+        "computes in the operands' dtype at every level. Read when an operation is staged.",
+        env=("JAX_DEFAULT_MATMUL_PRECISION",))
+_option("allow_f16_reductions", True, _parse_bool,
+        "Off, lax.reduce_sum of float16 or bfloat16 values raises ValueError (as jax_allow_f16_reductions; "
+        "ember.numpy's sum and mean accumulate in float32 and are not affected).", env=("JAX_ALLOW_F16_REDUCTIONS",))
+_option("enable_checks", False, _parse_bool,
+        "Check ember's own invariants as it works (as jax_enable_checks): every IR that jit and the "
+        "transformations stage or derive is type-checked (ember.check_ir) before it is lowered; slow, for "
+        "debugging ember and custom rules.", env=("JAX_ENABLE_CHECKS",))
+_option("transfer_guard", "allow", _choice(*_GUARD_LEVELS),
+        "The level of the three transfer guards below when they are not set (as jax_transfer_guard): 'allow'; "
+        "'log' (log implicit transfers, logger 'ember', level WARNING); 'disallow' (implicit transfers raise "
+        "JaxRuntimeError); 'log_explicit' and 'disallow_explicit' (explicit ones too: device_put, device_get).",
+        env=("JAX_TRANSFER_GUARD",))
+for _kind, _what in (("host_to_device", "host values (numpy arrays, Python scalars) given to a jitted function or "
+                      "an operation as arguments (implicit), device_put of a host value (explicit)"),
+                     ("device_to_host", "np.asarray, float(), int(), bool(), item(), tolist() of an Array "
+                      "(implicit), device_get (explicit); printing an Array is not guarded"),
+                     ("device_to_device", "device_put of an Array on another device (explicit), the constants of "
+                      "a program copied to the device it runs on (implicit)")):
+    _option(f"transfer_guard_{_kind}", None, _choice(None, *_GUARD_LEVELS),
+            f"The transfer guard of {_kind.replace('_', '-')} transfers: {_what}; None: transfer_guard's level.",
+            env=(f"JAX_TRANSFER_GUARD_{_kind.upper()}",))
+del _kind, _what
+_option("no_tracing", False, _parse_bool,
+        "Tracing a jitted function raises RuntimeError (as jax_no_tracing): to check that a loop reuses its "
+        "compiled programs.", env=("JAX_NO_TRACING",))
+_option("no_execution", False, _parse_bool,
+        "Running a compiled program (a jitted function, or an operation outside jit) raises RuntimeError (as "
+        "jax_no_execution).", env=("JAX_NO_EXECUTION",))
 _option("disable_jit", False, _parse_bool,
         "jit-decorated functions run their Python body one primitive at a time (for debugging with print and pdb).",
         env=("JAX_DISABLE_JIT",))

@@ -60,6 +60,30 @@ def x64_enabled() -> bool:
     return config.read_canonical("enable_x64")
 
 
+class StagingOptions:
+    """`token`: the options that change what a function stages out to, for the keys of the caches of staged
+    functions (jit's signatures, eager operations): enable_x64 (the dtypes of Python scalars and defaults), or,
+    when one of them is not its default, (enable_x64, the OTHERS options, the user contexts' values). Kept up to
+    date by option hooks (and the contexts): jit's call reads it."""
+    token: Any = False
+    OTHERS = {"numpy_dtype_promotion": "standard", "numpy_rank_promotion": "allow", "default_matmul_precision": None,
+              "allow_f16_reductions": True}
+    contexts: list[Any] = []  # the user's contexts (ember.make_user_context): each with .value and .default
+
+    @classmethod
+    def update(cls, _: Any = None) -> None:
+        x64 = config.read_canonical("enable_x64")
+        others = tuple(config.read_canonical(name) for name in cls.OTHERS)
+        users = tuple((i, c.value) for i, c in enumerate(cls.contexts) if c.value != c.default)
+        cls.token = x64 if others == tuple(cls.OTHERS.values()) and not users else (x64, *others, users)
+
+
+StagingOptions.update()
+for _name in ("enable_x64", *StagingOptions.OTHERS):
+    config.on_change(_name, StagingOptions.update)
+del _name
+
+
 def default_int_dtype() -> np.dtype:
     """The dtype of Python ints, integer lists and integer defaults: int32 (int64 with enable_x64)."""
     return int64 if x64_enabled() else int32
@@ -252,13 +276,31 @@ _LATTICE_X64: dict[Any, tuple[Any, ...]] = {
     _WEAK_COMPLEX: (complex64,), complex64: (complex128,), complex128: (),
 }
 _LATTICE_X32: dict[Any, tuple[Any, ...]] = {**_LATTICE_X64, uint32: (int32, uint64)}
+# numpy_dtype_promotion='strict' (JAX's strict lattice): typed dtypes meet only themselves; a weak (Python) scalar
+# joins an array of its kind or above (2 * int8 is int8, 2.5 * bfloat16 bfloat16), no typed dtype is promoted.
+_INTS = (uint8, uint16, uint32, uint64, int8, int16, int32, int64)
+_LATTICE_STRICT: dict[Any, tuple[Any, ...]] = {
+    **{node: () for node in _LATTICE_X64},
+    _WEAK_INT: (_WEAK_FLOAT, *_INTS), _WEAK_FLOAT: (_WEAK_COMPLEX, bfloat16, float16, float32, float64),
+    _WEAK_COMPLEX: (complex64, complex128),
+}
+_LATTICES = {"x64": _LATTICE_X64, "x32": _LATTICE_X32, "strict": _LATTICE_STRICT}
+
+
+class TypePromotionError(ValueError):
+    """Operands whose dtypes have no implicit promotion (numpy_dtype_promotion='strict'), as JAX's."""
+
+
+def strict_promotion() -> bool:
+    """Whether `ember.config.numpy_dtype_promotion` is 'strict'."""
+    return config.read_canonical("numpy_dtype_promotion") == "strict"
 
 
 @functools.lru_cache(maxsize=None)
-def _upper_set(node: Any, wide: bool) -> frozenset:
+def _upper_set(node: Any, lattice: str) -> frozenset:
     result = {node}
-    for parent in (_LATTICE_X64 if wide else _LATTICE_X32)[node]:
-        result |= _upper_set(parent, wide)
+    for parent in _LATTICES[lattice][node]:
+        result |= _upper_set(parent, lattice)
     return frozenset(result)
 
 
@@ -273,23 +315,31 @@ def _lattice_node(dtype: np.dtype, weak: bool) -> Any:
 
 
 @functools.lru_cache(maxsize=4096)
-def _join(nodes: tuple, wide: bool) -> Any:
-    common = functools.reduce(frozenset.intersection, (_upper_set(n, wide) for n in nodes))
+def _join(nodes: tuple, lattice: str) -> Any:
+    common = functools.reduce(frozenset.intersection, (_upper_set(n, lattice) for n in nodes))
     # The least element of the common upper set is the one whose own upper set contains all the others.
     for candidate in common:
-        if _upper_set(candidate, wide) >= common:
+        if _upper_set(candidate, lattice) >= common:
             return candidate
-    raise TypeError(f"no common dtype for {nodes}")  # unreachable on this lattice
+    names = tuple(n if isinstance(n, str) else str(n) for n in nodes)
+    if lattice == "strict":
+        raise TypePromotionError(
+            f"Input dtypes {names} have no available implicit dtype promotion path when "
+            "numpy_dtype_promotion='strict' (weak types written i*, f*, c*). Cast the inputs explicitly to the "
+            "dtype you want, or set ember.config numpy_dtype_promotion='standard'.")
+    raise TypeError(f"no common dtype for {names}")  # unreachable on the standard lattices
 
 
 def promote_types(*typed: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
     """Least upper bound of (dtype, weak_type) pairs; returns (dtype, weak_type) as JAX does, with the 64-bit rule
-    above (JAX's 64-bit table when an operand is 64-bit or enable_x64 is on, its 32-bit table otherwise)."""
-    return _promote_cached(typed, x64_enabled())
+    above (JAX's 64-bit table when an operand is 64-bit or enable_x64 is on, its 32-bit table otherwise), or on the
+    strict lattice with numpy_dtype_promotion='strict' (TypePromotionError where there is no implicit promotion)."""
+    return _promote_cached(typed, x64_enabled(), strict_promotion())
 
 
 @functools.lru_cache(maxsize=4096)
-def _promote_cached(typed: tuple[tuple[np.dtype, bool], ...], x64: bool) -> tuple[np.dtype, bool]:
+def _promote_cached(typed: tuple[tuple[np.dtype, bool], ...], x64: bool, strict: bool = False
+                    ) -> tuple[np.dtype, bool]:
     if len(typed) == 1:
         dtype, weak = typed[0]
         return dtype, weak and dtype != bool_
@@ -301,7 +351,8 @@ def _promote_cached(typed: tuple[tuple[np.dtype, bool], ...], x64: bool) -> tupl
         return typed[0][0], False
     else:
         nodes = {_lattice_node(d, w) for d, w in typed}
-    joined = _join(tuple(sorted(nodes, key=str)), wide)
+    lattice = "strict" if strict and not all_weak else "x64" if wide else "x32"
+    joined = _join(tuple(sorted(nodes, key=str)), lattice)
     if joined == _WEAK_INT:
         return (int64 if wide else int32), True
     if joined == _WEAK_FLOAT:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ember._core.ir import IR, Atom, Eqn, Literal, Var
-from ember._core.primitive import TRACE_STATE
+from ember._core.primitive import TRACE_STATE, enter_source, interpreter_base
 
 
 class Env(dict):
@@ -23,13 +23,14 @@ def eval_ir_env(ir: IR, args: Sequence[Any], consts: Sequence[Any] | None = None
     """Evaluate an IR on args, returning the value of every variable (see the module docstring)."""
     env = Env(zip(ir.const_vars, ir.consts if consts is None else consts))
     env.update(zip(ir.in_vars, args))
-    state, outer = TRACE_STATE, TRACE_STATE.source
+    state, outer, scope = TRACE_STATE, TRACE_STATE.source, TRACE_STATE.scope
+    base, inherited = interpreter_base(), outer and outer._replace(scope=())
     try:
-        for eqn in ir.eqns:
-            state.source = eqn.source or outer  # what this equation binds is attributed to its user line
+        for eqn in ir.eqns:  # what each equation binds is attributed to its user line, inside its scopes
+            enter_source(eqn.source or inherited, base)
             env.update(zip(eqn.outputs, bind_outputs(eqn, [env.read(a) for a in eqn.inputs])))
     finally:
-        state.source = outer
+        state.source, state.scope = outer, scope
     return env
 
 
@@ -56,10 +57,11 @@ def eval_ir_annotated(ir: IR, args: Sequence[Any], notes: Sequence[Any], rule: R
     env = Env(zip(ir.const_vars, ir.consts))
     env.update(zip(ir.in_vars, args))
     note_of: dict[Var, Any] = {v: n for v, n in zip(ir.in_vars, notes) if n is not None}
-    state, outer = TRACE_STATE, TRACE_STATE.source
+    state, outer, scope = TRACE_STATE, TRACE_STATE.source, TRACE_STATE.scope
+    base, inherited = interpreter_base(), outer and outer._replace(scope=())
     try:
         for eqn in ir.eqns:
-            state.source = eqn.source or outer
+            enter_source(eqn.source or inherited, base)
             ins = [env.read(a) for a in eqn.inputs]
             in_notes = [note_of.get(a) if isinstance(a, Var) else None for a in eqn.inputs]
             if all(n is None for n in in_notes):
@@ -69,5 +71,5 @@ def eval_ir_annotated(ir: IR, args: Sequence[Any], notes: Sequence[Any], rule: R
             env.update(zip(eqn.outputs, outs))
             note_of.update((v, n) for v, n in zip(eqn.outputs, out_notes) if n is not None)
     finally:
-        state.source = outer
+        state.source, state.scope = outer, scope
     return [env.read(a) for a in ir.outs], [note_of.get(a) if isinstance(a, Var) else None for a in ir.outs]

@@ -60,13 +60,21 @@ def python_scalar_literal(x: bool | int | float) -> Literal:
 
 
 class Source(NamedTuple):
-    """Where an equation came from: the line of user code (outside ember) that bound its primitive."""
+    """Where an equation came from: the line of user code (outside ember) that bound its primitive, and the named
+    scopes (ember.named_scope, ember.named_call) it was bound in, outermost first, relative to the IR that holds
+    the equation (an equation of a sub-IR is inside its parent equation's scopes)."""
     filename: str
     lineno: int
     function: str
+    scope: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno} ({self.function})"
+
+    @property
+    def name_stack(self) -> str:
+        """The scopes joined with '/' (JAX's name stack), "" outside any."""
+        return "/".join(self.scope)
 
 
 class Eqn:
@@ -120,6 +128,11 @@ class IR:
     def __repr__(self) -> str:
         return pretty_print(self)
 
+    def pretty_print(self, *, source_info: bool = False, name_stack: bool = False) -> str:
+        """The printed IR (as str), with each equation's user source line (source_info) and named scopes
+        (name_stack, joined with '/') as a trailing comment, as JAX's Jaxpr.pretty_print."""
+        return pretty_print(self, source_info=source_info, name_stack=name_stack)
+
     def to_dot(self, name: str = "ir") -> str:
         """The IR as a Graphviz graph (DOT text; `dot -Tpng`): inputs, constants, literals and equations as nodes,
         values as edges labelled with their types, and the IRs an equation carries (a scan's body, a cond's
@@ -161,18 +174,27 @@ class _Namer:
         return self.names.get(atom, f"<undefined {atom!r}>")
 
 
-def _format_param(value: Any, indent: int) -> str:
+def _format_param(value: Any, indent: int, **flags: bool) -> str:
     if isinstance(value, IR):
-        body = pretty_print(value).replace("\n", "\n" + " " * (indent + 2))
+        body = pretty_print(value, **flags).replace("\n", "\n" + " " * (indent + 2))
         return "\n" + " " * (indent + 2) + body
     if isinstance(value, tuple) and value and all(isinstance(v, IR) for v in value):
-        return "(" + ",".join(_format_param(v, indent) for v in value) + ")"
+        return "(" + ",".join(_format_param(v, indent, **flags) for v in value) + ")"
     if isinstance(value, np.dtype):
         return short_name(value)
     return repr(value)
 
 
-def pretty_print(ir: IR, indent: int = 0) -> str:
+def _source_comment(source: Source | None, source_info: bool, name_stack: bool) -> str:
+    notes = []
+    if name_stack and source is not None and source.scope:
+        notes.append(source.name_stack)
+    if source_info and source is not None:
+        notes.append(str(source))
+    return "  # " + " ".join(notes) if notes else ""
+
+
+def pretty_print(ir: IR, indent: int = 0, source_info: bool = False, name_stack: bool = False) -> str:
     namer = _Namer()
     consts = " ".join(namer.define(v) for v in ir.const_vars)
     ins = " ".join(namer.define(v) for v in ir.in_vars)
@@ -180,10 +202,12 @@ def pretty_print(ir: IR, indent: int = 0) -> str:
     lines = [head]
     for eqn in ir.eqns:
         outs = " ".join(namer.define(v) for v in eqn.outputs)
-        params = " ".join(f"{k}={_format_param(v, indent + 4)}" for k, v in sorted(eqn.params.items()))
+        params = " ".join(f"{k}={_format_param(v, indent + 4, source_info=source_info, name_stack=name_stack)}"
+                          for k, v in sorted(eqn.params.items()))
         args = " ".join(namer.use(a) for a in eqn.inputs)
         call = f"{eqn.prim.name}[{params}]" if params else eqn.prim.name
-        lines.append(f"    {outs} = {call} {args}".rstrip())
+        comment = _source_comment(eqn.source, source_info, name_stack) if source_info or name_stack else ""
+        lines.append(f"    {outs} = {call} {args}".rstrip() + comment)
     outs = ", ".join(namer.use(a) for a in ir.outs)
     lines.append(f"  in ({outs}) }}")
     return "\n".join(lines)

@@ -21,10 +21,11 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 from typing import Any, Callable, Sequence
 
 from ember._core.dtypes import ArrayTooLargeError, ShapedArray
-from ember._core.ir import Source
+from ember._core.ir import Source, sub_irs
 
 RULE_KINDS: tuple[str, ...] = ("abstract_eval", "lowering", "jvp", "vjp", "batching")
 HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split")
@@ -47,16 +48,28 @@ class Primitive:
     One more tells reverse mode outside jit what it may recompute rather than save:
       elementwise: one output, each element a pure function of the same elements of the inputs (the unary, binary
           and comparison families, select, convert_element_type): `ember.vjp` recomputes such values in the
-          pullback instead of keeping them as residuals (see recompute_cheap in ember._transforms.passes)."""
+          pullback instead of keeping them as residuals (see recompute_cheap in ember._transforms.passes).
+
+    And one tells every pass that it has side effects (ember has no effect types; this one fact is the mechanism):
+      effectful: its equations act on the world (io_callback, debug_callback: ember._control.callbacks), so they
+          are never dropped though their outputs are unused (dce keeps them and what they read, the loop and cond
+          dce hooks keep them in their bodies), never merged with an equal one (cse), never evaluated at trace
+          time, and reverse mode re-emits them once, on the forward side (backward_pass; split_known leaves them
+          on the known side when their inputs are known). `has_effects(prim, params)` also sees the effectful
+          equations inside the IRs a higher-order equation carries (a loop body printing); a concrete staging
+          (Builder) does not evaluate them while recording, so they run once, when the staged program runs; and
+          lowering (ember._hlo.lower.lower_into) orders such loops and branches among the body's callbacks."""
 
     def __init__(self, name: str, multiple_results: bool = False, register: bool = True, *, moves_data: bool = False,
-                 fuses_data_movement: bool = False, eager_body: str | None = None, elementwise: bool = False):
+                 fuses_data_movement: bool = False, eager_body: str | None = None, elementwise: bool = False,
+                 effectful: bool = False):
         self.name = name
         self.multiple_results = multiple_results
         self.moves_data = moves_data
         self.fuses_data_movement = fuses_data_movement
         self.eager_body = eager_body
         self.elementwise = elementwise
+        self.effectful = effectful
         self.rules: dict[str, Callable[..., Any]] = {}
         self.marks: dict[str, str] = {}  # rule kind -> why this primitive has no such rule
         self.mark_errors: dict[str, type[Exception]] = {}  # rule kind -> the error its use raises, if not the default
@@ -126,6 +139,23 @@ class Primitive:
 PRIMITIVES: dict[str, Primitive] = {}
 
 
+def has_effects(prim: Primitive, params: dict[str, Any]) -> bool:
+    """Whether an equation of prim with these params has side effects: prim is effectful, or an IR the params
+    carry has an effectful equation (remembered per IR: IRs are immutable once built)."""
+    if prim.effectful:
+        return True
+    for sub in sub_irs(params):
+        found = _ir_effects.get(sub)
+        if found is None:
+            found = _ir_effects[sub] = any(has_effects(e.prim, e.params) for e in sub.eqns)
+        if found:
+            return True
+    return False
+
+
+_ir_effects: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
+
+
 class _EagerSlot:
     """The one upward call of the core: executing a primitive on concrete values outside any staging. The runtime
     layer (ember._runtime.eager) fills it when it is imported; `import ember` does that."""
@@ -147,11 +177,16 @@ EAGER = _EagerSlot()
 class _TraceState(threading.local):
     """The stack of active builders (ember._core.trace.Builder), per thread, innermost last: `bind` records into
     the innermost one. `source`, while an IR is evaluated or transformed, is the Source of the equation being
-    processed: what it binds is attributed to that user line (see user_source)."""
+    processed: what it binds is attributed to that user line (see user_source). `scope` is the stack of named
+    scopes (ember.named_scope) entered since the innermost staging began: a staged IR's scopes are relative to it,
+    so an IR cached under one scope is reused under another, and binding an equation again (inlining, transforming)
+    puts its own scopes inside the current ones."""
 
     def __init__(self) -> None:
         self.stack: list[Any] = []
         self.source: Source | None = None
+        self.scope: tuple[str, ...] = ()
+        self.compile_time_eval = False  # ember.ensure_compile_time_eval: bind runs on known values even while staging
 
 
 TRACE_STATE = _TraceState()
@@ -162,14 +197,33 @@ _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.se
 
 def user_source() -> Source | None:
     """The user code responsible for the primitive being bound now: the equation being evaluated or transformed
-    (TRACE_STATE.source), else the innermost calling frame outside the ember package."""
-    source = TRACE_STATE.source
+    (TRACE_STATE.source), else the innermost calling frame outside the ember package; inside the current named
+    scopes (TRACE_STATE.scope)."""
+    source, scope = TRACE_STATE.source, TRACE_STATE.scope
     if source is not None:
-        return source
+        return source._replace(scope=scope + source.scope) if scope else source
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         if not code.co_filename.startswith(_EMBER_DIR):
-            return Source(code.co_filename, frame.f_lineno, code.co_name)
+            return Source(code.co_filename, frame.f_lineno, code.co_name, scope)
         frame = frame.f_back
     return None
+
+
+def enter_source(source: Source | None, base: tuple[str, ...]) -> None:
+    """Attribute what is bound next to source, inside the scopes base (those current when an interpreter started
+    on an IR) and source's own: its scopes move into TRACE_STATE.scope, so that an IR evaluated while this one is
+    (a rule inlining a sub-IR) nests inside them."""
+    state = TRACE_STATE
+    if source is not None and source.scope:
+        state.scope, state.source = base + source.scope, source._replace(scope=())
+    else:
+        state.scope, state.source = base, source
+
+
+def interpreter_base() -> tuple[str, ...]:
+    """The scopes an interpreter over an IR starts in: the current ones, with those of the source being processed
+    (see enter_source)."""
+    source = TRACE_STATE.source
+    return TRACE_STATE.scope + source.scope if source is not None and source.scope else TRACE_STATE.scope

@@ -6,14 +6,17 @@ Primitive.bind). Tracers of an enclosing Builder, and concrete arrays, that a st
 constants of the inner IR: when that IR is inlined into the enclosing trace they are bound again."""
 from __future__ import annotations
 
+import gc
 import operator
+import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ember._core.config import config
 from ember._core.dtypes import ShapedArray, aval_of_value, canonicalize_dtype, is_inexact, is_python_scalar
-from ember._core.ir import IR, Atom, Eqn, Literal, Var, python_scalar_literal
-from ember._core.primitive import EAGER, TRACE_STATE, Primitive, user_source
+from ember._core.ir import IR, Atom, Eqn, Literal, Var, check_ir, python_scalar_literal
+from ember._core.primitive import EAGER, TRACE_STATE, Primitive, has_effects, user_source
 from ember._core.profile import profiled
 
 
@@ -67,7 +70,7 @@ def install_array_methods(methods: dict[str, Any]) -> None:
 class Tracer(ArrayMethods):
     """A value inside a function being staged out: its shape and dtype are known, and its value only while an
     autodiff API evaluates a function with concrete values (see Builder.concrete)."""
-    __slots__ = ("builder", "ir_var", "aval", "value")
+    __slots__ = ("builder", "ir_var", "aval", "value", "__weakref__")
 
     def __init__(self, builder: "Builder", var: Var, value: Any = None):
         self.builder = builder
@@ -154,6 +157,8 @@ class Builder:
         self.concrete = concrete
         self.protects_derivatives = protects_derivatives  # the function an autodiff API differentiates
         self.input_names: dict[Var, str] = {}
+        # with check_tracer_leaks on: the tracers made, checked for survivors when the staging ends
+        self.made: list[weakref.ref[Tracer]] | None = [] if config.read_canonical("check_tracer_leaks") else None
 
     def new_input(self, aval: ShapedArray, value: Any = None, name: str = "") -> Tracer:
         var = Var(aval)
@@ -161,7 +166,38 @@ class Builder:
             self.input_names[var] = name
         if isinstance(value, Tracer):  # a concrete value given as a tracer of an enclosing concrete staging
             value = value.value
-        return Tracer(self, var, value)
+        tracer = Tracer(self, var, value)
+        if self.made is not None:
+            self.made.append(weakref.ref(tracer))
+        return tracer
+
+    def origin(self, var: Var) -> str:
+        """Where a value of this staging was created, for error messages: the user line of the equation that
+        made it, or the input it is."""
+        if var in self.input_names:
+            return f"the input {self.input_names[var]} of {self.label or 'a staged function'}"
+        for eqn in self.eqns:
+            if var in eqn.outputs:
+                scope = f" in named scope {eqn.source.name_stack!r}" if eqn.source and eqn.source.scope else ""
+                where = f" at {eqn.source}" if eqn.source is not None else ""
+                return f"the {eqn.prim.name}{where}{scope}"
+        return f"an input of {self.label or 'a staged function'}"
+
+    def check_leaks(self) -> None:
+        """With check_tracer_leaks: an UnexpectedTracerError if a tracer of this (finished) staging is still
+        referenced (stored in a global, an object, a closure), naming where each was created."""
+        made, self.made = self.made, None
+        if not made or not any(ref() is not None for ref in made):
+            return
+        gc.collect()
+        leaked = [t for t in (ref() for ref in made) if t is not None]
+        if leaked:
+            found = "; ".join(f"{t.aval.str_short()} made by {self.origin(t.ir_var)}" for t in leaked[:5])
+            more = f" (and {len(leaked) - 5} more)" if len(leaked) > 5 else ""
+            raise UnexpectedTracerError(
+                f"ember.check_tracer_leaks: {len(leaked)} tracer(s) of {self.label or 'a staged function'} "
+                f"outlived its staging: {found}{more}. Return values from the staged function instead of storing "
+                "them in globals or objects.")
 
     def dependence(self, var: Var) -> str:
         """Where a traced value comes from, for error messages: the function and the inputs it depends on."""
@@ -218,21 +254,27 @@ class Builder:
             return self.capture(x, x.aval)
         raise TypeError(f"value of type {type(x).__name__} is not a valid ember array: {x!r}")
 
-    def add_eqn(self, prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Tracer]:
+    def add_eqn(self, prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+        if TRACE_STATE.compile_time_eval and not any(isinstance(x, Tracer) for x in args):
+            return EAGER.apply(prim, args, params)  # (ember.ensure_compile_time_eval: known values stay known)
         inputs = [self.to_atom(x) for x in args]
         out_avals = prim.out_avals([a.aval for a in inputs], params)
         outputs = [Var(aval) for aval in out_avals]
         self.eqns.append(Eqn(prim, inputs, outputs, params, user_source()))
         values = self._values(prim, args, params) if self.concrete else None
         if values is None:
-            return [Tracer(self, v) for v in outputs]
-        return [Tracer(self, v, value) for v, value in zip(outputs, values)]
+            tracers = [Tracer(self, v) for v in outputs]
+        else:
+            tracers = [Tracer(self, v, value) for v, value in zip(outputs, values)]
+        if self.made is not None:
+            self.made.extend(map(weakref.ref, tracers))
+        return tracers
 
     @staticmethod
     def _values(prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Any] | None:
         """The outputs' values, computed eagerly, when every input's value is known."""
         known = [x.value if isinstance(x, Tracer) else x for x in args]
-        if any(v is None for v in known):
+        if any(v is None for v in known) or has_effects(prim, params):  # (effects run when the program runs)
             return None
         return EAGER.apply(prim, known, params)
 
@@ -256,7 +298,8 @@ def check_live(x: Tracer, where: str = "") -> Tracer:
     raise UnexpectedTracerError(
         f"{where + ': ' if where else ''}a tracer {x.aval.str_short()} of a function whose staging has finished "
         f"({builder.label or 'a staged function'}) was used again: it leaked out of the function (stored in a "
-        "global or closure?). Return values from the staged function instead.")
+        f"global or closure?). It was made by {builder.origin(x.ir_var)}. Return values from the staged function "
+        "instead (ember.checking_leaks() reports such a tracer when its staging ends).")
 
 
 def has_tracer_consts(ir: IR) -> bool:
@@ -287,15 +330,26 @@ def stage_flat(fn: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray]
     name the function and its inputs in error messages. differentiated marks the staging of a function an autodiff
     API differentiates: there, known floating-point values are not handed to Python (see Tracer._concrete)."""
     builder = Builder(label, concrete=values is not None, protects_derivatives=differentiated)
-    TRACE_STATE.stack.append(builder)
+    state = TRACE_STATE
+    scope, source = state.scope, state.source
+    state.stack.append(builder)
+    state.scope = ()  # the IR's named scopes are relative to it (see _TraceState)
+    if source is not None and source.scope:
+        state.source = source._replace(scope=())
     try:
         inputs = [builder.new_input(aval, None if values is None else values[i], names[i] if names else "")
                   for i, aval in enumerate(in_avals)]
-        outputs = fn(*inputs)
-        return builder.build(inputs, outputs)
+        ir = builder.build(inputs, fn(*inputs))
     finally:
-        TRACE_STATE.stack.pop()
+        state.stack.pop()
+        state.scope, state.source = scope, source
         builder.finish()
+    if builder.made is not None:
+        del inputs
+        builder.check_leaks()
+    if config.read_canonical("enable_checks"):
+        check_ir(ir)
+    return ir
 
 
 def aval_of(x: Any) -> ShapedArray:

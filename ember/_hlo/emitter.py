@@ -68,10 +68,20 @@ def compare_type(dtype: np.dtype) -> str:
     return "UNSIGNED"
 
 
+def location_text(scope: Sequence[str], op_name: str, filename: str, lineno: int) -> str:
+    """An MLIR location (` loc(...)`) naming an op by its named scopes (ember.named_scope) and primitive, joined
+    with '/' as JAX's, around its user source line: XLA keeps the name as the instruction's metadata op_name."""
+    def quoted(text: str) -> str:  # (MLIR escapes a byte as a backslash and two hex digits)
+        return '"' + "".join(f"\\{b:02X}" if b in b'"\\' or not 0x20 <= b < 0x7F else chr(b)
+                             for b in text.encode()) + '"'
+    return f' loc({quoted("/".join((*scope, op_name)))}({quoted(filename)}:{int(lineno)}:0))'
+
+
 class Emitter:
     """Emits the ops of one function body or region, naming SSA values and remembering their types. A region's
     emitter is a child of its parent's: names are unique across the whole function, and values of the enclosing
-    body can be named inside the region."""
+    body can be named inside the region. `scope` and `location` are those of the equation being lowered (see
+    lower_into): an op is written with the location, when there is one."""
 
     def __init__(self, indent: str = "    ", counter: Iterator[int] | None = None,
                  types: dict[str, str] | None = None, functions: dict[str, str] | None = None) -> None:
@@ -82,13 +92,17 @@ class Emitter:
         # the module's other functions (name -> text), shared by every emitter of the module: a call of an
         # exported program (func.call) adds the program's functions here, and module_text writes them after @main
         self.functions: dict[str, str] = {} if functions is None else functions
+        self.scope: tuple[str, ...] = ()
+        self.location = ""
 
     def fresh(self, prefix: str = "") -> str:
         return f"%{prefix}{next(self._counter)}"
 
     def child(self) -> "Emitter":
         """An emitter for a region nested in this body."""
-        return Emitter(self.indent + "    ", self._counter, self.types, self.functions)
+        child = Emitter(self.indent + "    ", self._counter, self.types, self.functions)
+        child.scope, child.location = self.scope, self.location
+        return child
 
     def declare(self, name: str, aval: ShapedArray) -> str:
         self.types[name] = tensor_type(aval)
@@ -103,12 +117,13 @@ class Emitter:
         base = self.fresh()
         names = [base] if len(result_avals) == 1 else [f"{base}#{i}" for i in range(len(result_avals))]
         lhs = base if len(result_avals) == 1 else f"{base}:{len(result_avals)}"
+        lhs = f"{lhs} = " if result_avals else ""  # (an op without results: a case kept for a callback's effect)
         attr_text = " {" + ", ".join(f"{k} = {v}" for k, v in attrs.items()) + "}" if attrs else ""
         region_text = f" ({', '.join(regions)})" if regions else ""
         in_types = ", ".join(self.types[o] for o in operands)
         out_types = result_types[0] if len(result_types) == 1 else "(" + ", ".join(result_types) + ")"
-        self.lines.append(f'{self.indent}{lhs} = "{name}"({", ".join(operands)}){region_text}{attr_text} : '
-                          f"({in_types}) -> {out_types}")
+        self.lines.append(f'{self.indent}{lhs}"{name}"({", ".join(operands)}){region_text}{attr_text} : '
+                          f"({in_types}) -> {out_types}{self.location}")
         for n, t in zip(names, result_types):
             self.types[n] = t
         return names[0] if single else names

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ember._core.dtypes import ShapedArray
-from ember._hlo.lower import LoweringContext
+from ember._hlo.lower import EFFECT, LoweringContext, effect_value, set_effect_value
 
 _providers: dict[str, Callable[[], frozenset[str]]] = {}  # name prefix -> provider
 _provided: dict[str, frozenset[str]] = {}  # name prefix -> what its provider returned (asked once)
@@ -75,23 +75,36 @@ def _layouts(layouts: Sequence[Sequence[int]]) -> str:
 
 def custom_call(ctx: LoweringContext, target: str, operands: Sequence[str], results: Sequence[ShapedArray],
                 attrs: dict[str, int] | None = None, operand_layouts: Sequence[Sequence[int]] | None = None,
-                result_layouts: Sequence[Sequence[int]] | None = None) -> list[str]:
+                result_layouts: Sequence[Sequence[int]] | None = None, *, has_side_effect: bool = False,
+                ordered: bool = False) -> list[str]:
     """Emit `stablehlo.custom_call @target` to a typed FFI handler (api_version 4): integer attrs are passed to
     the handler as int64 scalars (its call frame's attributes, sorted by name); the layouts (minor-to-major, one
-    per operand/result; row-major when omitted) are the memory layouts XLA hands the handler its buffers in."""
+    per operand/result; row-major when omitted) are the memory layouts XLA hands the handler its buffers in.
+
+    has_side_effect: XLA keeps the call though its results are unused, and never merges two of them. ordered: the
+    call also takes and returns the body's effect value (an int8 scalar, see ember._hlo.lower.effect_value), so
+    XLA runs the ordered calls of a body in program order; the handler is told by the attributes effect_in and
+    effect_out. A call without results returns an effect value (unused unless ordered), as XLA needs a result."""
     if operand_layouts is None:
         operand_layouts = [row_major(rank_of(ctx, o)) for o in operands]
     result_layouts = [row_major(a.ndim) for a in results] if result_layouts is None else result_layouts
+    effect_out = ordered or not results
+    if ordered or effect_out:
+        attrs = {**(attrs or {}), "effect_in": int(ordered), "effect_out": int(effect_out)}
     config = ", ".join(f"{k} = {int(v)} : i64" for k, v in sorted((attrs or {}).items()))
-    out = ctx.op("stablehlo.custom_call", list(operands), list(results), {
+    operands = ([effect_value(ctx.emitter)] if ordered else []) + list(operands)
+    out = ctx.op("stablehlo.custom_call", operands, ([EFFECT] if effect_out else []) + list(results), {
         "call_target_name": f'"{target}"',
         "api_version": "4 : i32",
         "backend_config": "{" + config + "}",
-        "has_side_effect": "false",
-        "operand_layouts": _layouts(operand_layouts),
-        "result_layouts": _layouts(result_layouts),
+        "has_side_effect": "true" if has_side_effect else "false",
+        "operand_layouts": _layouts(([()] if ordered else []) + list(operand_layouts)),
+        "result_layouts": _layouts(([()] if effect_out else []) + list(result_layouts)),
     })
-    return out if isinstance(out, list) else [out]
+    out = out if isinstance(out, list) else [out]
+    if ordered:
+        set_effect_value(ctx.emitter, out[0])
+    return out[1:] if effect_out else out
 
 
 __all__ = ["available", "column_major", "custom_call", "rank_of", "row_major", "set_provider", "unavailable_reason"]

@@ -4,13 +4,17 @@ One interpreter (lower_into) walks the equations and calls each primitive's lowe
 higher-order primitives lower their bodies by recursing into it through ctx.lower_region."""
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._core import IR, Atom, Literal, ShapedArray, Var
+from ember._core import IR, Atom, Literal, ShapedArray, Var, check_ir
+from ember._core.ir import sub_irs
+from ember._core.primitive import has_effects
+from ember._core.config import config
 from ember._core.profile import profiled
-from ember._hlo.emitter import Emitter, dense_text, module_text
+from ember._hlo.emitter import Emitter, dense_text, location_text, module_text
 
 
 class LoweringError(NotImplementedError):
@@ -64,7 +68,8 @@ class LoweringContext:
 
 def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
     """Emit ir's equations into emitter, its const_vars and in_vars bound to the values named in args (in that
-    order); returns the values of its outputs."""
+    order); returns the values of its outputs. An equation in named scopes (its source's, inside the emitter's:
+    those of the equation whose region this is) is written with their names as its ops' location."""
     env: dict[Var, str] = dict(zip(list(ir.const_vars) + list(ir.in_vars), args))
 
     def read(atom: Atom) -> str:
@@ -72,21 +77,93 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
             return emitter.constant(atom.value, atom.aval)
         return env[atom]
 
-    for eqn in ir.eqns:
-        rule = eqn.prim.rules.get("lowering")
-        if rule is None:
-            raise LoweringError(f"primitive {eqn.prim.name} has no lowering rule")
-        ctx = LoweringContext(emitter, [a.aval for a in eqn.inputs], [v.aval for v in eqn.outputs])
-        outs = rule(ctx, *[read(a) for a in eqn.inputs], **eqn.params)
-        env.update(zip(eqn.outputs, outs))
+    base, base_location = emitter.scope, emitter.location
+    try:
+        for eqn in ir.eqns:
+            rule = eqn.prim.rules.get("lowering")
+            if rule is None:
+                raise LoweringError(f"primitive {eqn.prim.name} has no lowering rule")
+            source = eqn.source
+            if source is not None and (source.scope or base):
+                emitter.scope = base + source.scope
+                emitter.location = location_text(emitter.scope, eqn.prim.name, source.filename, source.lineno)
+            else:
+                emitter.scope, emitter.location = base, base_location
+            ctx = LoweringContext(emitter, [a.aval for a in eqn.inputs], [v.aval for v in eqn.outputs])
+            if sub_irs(eqn.params) and has_effects(eqn.prim, eqn.params):  # (a loop or branch calling back)
+                outs = _in_effect_order(emitter, ctx, rule, [read(a) for a in eqn.inputs], eqn.params)
+            else:
+                outs = rule(ctx, *[read(a) for a in eqn.inputs], **eqn.params)
+            env.update(zip(eqn.outputs, outs))
+    finally:
+        emitter.scope, emitter.location = base, base_location
     return [read(a) for a in ir.outs]
+
+
+EFFECT = ShapedArray((), np.dtype(np.int8))  # the value that orders a body's callbacks (see effect_value)
+ORDER_TARGET = "ember_callback"  # (callback 0 of the host-callback handler, ember/_runtime/callbacks.py: a copy)
+_effects: "weakref.WeakKeyDictionary[Emitter, str]" = weakref.WeakKeyDictionary()  # body -> its effect value
+
+
+def effect_value(emitter: Emitter) -> str:
+    """The int8 scalar that orders the callbacks of the body being emitted: each ordered callback takes it and
+    returns the next one, and so does each loop or branch calling back (see _in_effect_order). A real value, not
+    a !stablehlo.token: XLA's CPU runtime orders its thunks by the buffers they read and write, and a token has
+    none (measured: token-chained callbacks ran before a loop they followed)."""
+    value = _effects.get(emitter)
+    if value is None:
+        value = _effects[emitter] = emitter.constant(0, EFFECT)
+    return value
+
+
+def set_effect_value(emitter: Emitter, value: str) -> None:
+    _effects[emitter] = value
+
+
+def _rank(emitter: Emitter, value: str) -> int:
+    parts = emitter.types[value][len("tensor<"):-1].split("x")
+    return next((i for i, part in enumerate(parts) if not part.isdigit()), len(parts))
+
+
+def order_call(emitter: Emitter, values: Sequence[str], results: Sequence[ShapedArray]) -> list[str]:
+    """The handler's copy (callback 0): results[i] = values[i], computed once the values are; with the effect value
+    first among both, it ties the rest to the body's callbacks."""
+    def layouts(ranks: Sequence[int]) -> str:
+        return "[" + ", ".join(f"dense<[{', '.join(str(d) for d in range(r - 1, -1, -1))}]> : tensor<{r}xindex>"
+                               if r else "dense<> : tensor<0xindex>" for r in ranks) + "]"
+    out = emitter.op("stablehlo.custom_call", list(values), list(results), {
+        "call_target_name": f'"{ORDER_TARGET}"', "api_version": "4 : i32", "backend_config": "{callback = 0 : i64}",
+        "has_side_effect": "true", "operand_layouts": layouts([_rank(emitter, v) for v in values]),
+        "result_layouts": layouts([a.ndim for a in results])})
+    return out if isinstance(out, list) else [out]
+
+
+def _in_effect_order(emitter: Emitter, ctx: LoweringContext, rule: Callable[..., Any], operands: list[str],
+                     params: dict[str, Any]) -> list[str]:
+    """Lower an equation whose loop bodies or branches call back, in the order of the body's callbacks: its
+    operands are copied once the effect value is ready (so it starts after the callbacks before it), and the next
+    effect value is copied from its op's first result (so the callbacks after it start once it is done; a branch
+    without results gets one for this, see cond's lowering)."""
+    if operands:
+        operands = order_call(emitter, [effect_value(emitter), *operands], [EFFECT, *ctx.avals_in])[1:]
+    start = len(emitter.lines)
+    outs = rule(ctx, *operands, **params)
+    last = emitter.lines[-1].strip() if len(emitter.lines) > start else ""
+    if " = " in last and last.startswith("%"):
+        head = last.split(" = ", 1)[0]
+        first = f"{head.split(':')[0]}#0" if ":" in head else head
+        _effects[emitter] = order_call(emitter, [effect_value(emitter), first], [EFFECT])[0]
+    return outs
 
 
 @profiled("lower", "lower to StableHLO")
 def lower(ir: IR, donors: Sequence[bool] | None = None, inline_consts: bool = False) -> str:
     """The module for ir: consts come first among main's arguments, then the inputs (donors: per input, whether
     its buffer is donated to the program; see module_text). With inline_consts the consts are constants of the
-    module instead (its arguments are the inputs alone: an exported program carries its data)."""
+    module instead (its arguments are the inputs alone: an exported program carries its data). With the
+    enable_checks option, ir is type-checked first (check_ir)."""
+    if config.read_canonical("enable_checks"):
+        check_ir(ir)
     emitter = Emitter()
     params = list(ir.in_vars) if inline_consts else list(ir.const_vars) + list(ir.in_vars)
     arg_names = [emitter.declare(f"%arg{i}", v.aval) for i, v in enumerate(params)]

@@ -1,6 +1,8 @@
 """The factorisation-based functions of ember.numpy.linalg (and ember.scipy.linalg's building blocks), written on
 the primitives of ember/_prims/linalg.py with jax.numpy.linalg's semantics: leading dimensions are a batch,
-integer inputs become the default float dtype, and the results of eigh, svd, slogdet and qr are named tuples.
+integer inputs become the default float dtype, complex inputs (complex64, complex128) are taken as they are (with
+conjugate transposes where a real matrix has transposes), and the results of eigh, svd, slogdet and qr are named
+tuples.
 ember.numpy.linalg re-exports them (this module declares no names of ember.numpy itself)."""
 from __future__ import annotations
 
@@ -14,12 +16,12 @@ from ember._control.custom import pure_custom_jvp
 from ember._core import aval_of
 from ember._core import dtypes as dt
 from ember._prims import linalg as lax_linalg
-from ember._prims.linalg import mT
+from ember._prims.linalg import mH, mT
 from ember._numpy.creation import eye
 from ember._numpy.linalg import matmul
 from ember._numpy.promotion import _promote
 from ember._numpy.cumulative import cumprod
-from ember._numpy.mathfuncs import isinf, isnan
+from ember._numpy.mathfuncs import imag, isinf, isnan, real
 from ember._numpy.reductions import any as any_, max as max_, prod, sum as sum_
 from ember._numpy.selection import take_along_axis, where
 from ember._numpy.shape import broadcast_to, concatenate, diagonal, expand_dims, ndim, reshape, shape, transpose
@@ -54,11 +56,12 @@ class QRResult(NamedTuple):
 
 
 def _float_operands(name: str, *xs: Any) -> list[Any]:
-    """The operands as arrays of their common inexact dtype (integers and booleans become the default float)."""
+    """The operands as arrays of their common inexact dtype (integers and booleans become the default float;
+    complex64 and complex128 stay)."""
     arrays = _promote(name, *xs, inexact=True)
     dtype = aval_of(arrays[0]).dtype
-    if not dt.is_float(dtype) or dtype == dt.float16 or dtype.name == "bfloat16":
-        raise TypeError(f"linalg.{name}: needs float32 or float64 inputs, got "
+    if not dt.is_inexact(dtype) or dtype == dt.float16 or dtype.name == "bfloat16":
+        raise TypeError(f"linalg.{name}: needs float32, float64, complex64 or complex128 inputs, got "
                         + ", ".join(aval_of(a).str_short() for a in arrays))
     return arrays
 
@@ -79,11 +82,11 @@ def _eps(x: Any) -> float:
 
 # --- Cholesky, LU, solve, inverse, determinants --------------------------------------------------------------
 def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> Any:
-    """The Cholesky factor of the (stack of) positive definite a: lower (a = L L^T), or upper (a = U^T U); NaNs
-    where a is not positive definite, as JAX."""
+    """The Cholesky factor of the (stack of) positive definite (Hermitian) a: lower (a = L L^H), or upper
+    (a = U^H U); NaNs where a is not positive definite, as JAX."""
     a = _matrix("cholesky", a, square=True)
     factor = lax_linalg.cholesky(a, symmetrize_input=symmetrize_input)
-    return mT(factor) if upper else factor
+    return mH(factor) if upper else factor
 
 
 def lu_factor(a: Any) -> tuple[Any, Any, Any]:
@@ -100,7 +103,7 @@ def _permute_rows(b: Any, perm: Any) -> Any:
 
 
 def lu_solve_factored(lu: Any, perm: Any, b: Any, trans: int = 0) -> Any:
-    """x with a x = b (trans 0) or a^T x = b (trans 1) from a's LU factors; b (..., n, k)."""
+    """x with a x = b (trans 0), a^T x = b (trans 1) or a^H x = b (trans 2) from a's LU factors; b (..., n, k)."""
     batch = _np.broadcast_shapes(shape(lu)[:-2], shape(b)[:-2])
     lu = broadcast_to(lu, batch + shape(lu)[-2:])
     b = broadcast_to(b, batch + shape(b)[-2:])
@@ -109,9 +112,11 @@ def lu_solve_factored(lu: Any, perm: Any, b: Any, trans: int = 0) -> Any:
         x = _permute_rows(b, perm)
         x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
         return lax_linalg.triangular_solve(lu, x, left_side=True, lower=False)
-    # a = P^T L U, a^T = U^T L^T P: solve U^T y = b, L^T z = y, then x = P^T z (x[perm] = z)
-    x = lax_linalg.triangular_solve(lu, b, left_side=True, lower=False, transpose_a=True)
-    x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=True, transpose_a=True, unit_diagonal=True)
+    # a = P^T L U, a^T = U^T L^T P: solve U^T y = b, L^T z = y, then x = P^T z (x[perm] = z); a^H likewise
+    conjugate = trans == 2
+    x = lax_linalg.triangular_solve(lu, b, left_side=True, lower=False, transpose_a=True, conjugate_a=conjugate)
+    x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=True, transpose_a=True, conjugate_a=conjugate,
+                                    unit_diagonal=True)
     return _permute_rows(x, argsort(perm, axis=-1).astype(_np.int32))
 
 
@@ -176,10 +181,14 @@ def _slogdet(a: Any) -> tuple[Any, Any]:
 
 @_slogdet.defjvp
 def _slogdet_jvp(primals: Any, tangents: Any) -> Any:
-    # d log|det a| = trace(a^-1 da); the sign is locally constant
+    # with t = trace(a^-1 da): d log|det a| = Re(t); the sign is locally constant for a real a, and turns by
+    # sign * i Im(t) for a complex one (JAX's rule)
     (a,), (da,) = primals, tangents
     sign_, logdet = _slogdet(a)
-    return (sign_, logdet), (sign_ * 0, _trace(solve(a, da)))
+    t = _trace(solve(a, da))
+    if dt.is_complex(aval_of(a).dtype):
+        return (sign_, logdet), (sign_ * (imag(t) * 1j), real(t))
+    return (sign_, logdet), (sign_ * 0, t)
 
 
 def _trace(x: Any) -> Any:
@@ -187,14 +196,15 @@ def _trace(x: Any) -> Any:
 
 
 def slogdet(a: Any, *, method: str | None = None) -> SlogdetResult:
-    """(sign, log|det|) of the (stack of) square matrices a (sign 0 and logabsdet -inf where singular)."""
+    """(sign, log|det|) of the (stack of) square matrices a (sign 0 and logabsdet -inf where singular); for a
+    complex a the sign is det / |det| (complex) and log|det| real, as numpy."""
     a = _matrix("slogdet", a, square=True)
     if method not in (None, "lu"):
         raise ValueError(f"linalg.slogdet: method must be 'lu' (or None), got {method!r}")
     if shape(a)[-1] == 0:
         batch = shape(a)[:-2]
         return SlogdetResult(broadcast_to(_np.ones((), aval_of(a).dtype), batch),
-                             broadcast_to(_np.zeros((), aval_of(a).dtype), batch))
+                             broadcast_to(_np.zeros((), dt.real_dtype(aval_of(a).dtype)), batch))
     return SlogdetResult(*_slogdet(a))
 
 
@@ -252,18 +262,21 @@ def det(a: Any) -> Any:
 # --- QR, eigh, SVD and what is built on them -------------------------------------------------------------------
 def qr(a: Any, mode: str = "reduced") -> Any:
     """The QR factorisation of the (stack of) matrices a: mode 'reduced' (q (m, k), r (k, n)), 'complete'
-    (q (m, m), r (m, n)) or 'r' (r only, reduced); a QRResult. ('raw', LAPACK's reflectors, is not offered.)"""
+    (q (m, m), r (m, n)) or 'r' (r only, reduced), a QRResult; or 'raw': (h (..., n, m), tau (..., k)), LAPACK's
+    geqrf reflectors transposed and their scales, as numpy (not differentiable, as JAX's)."""
     a = _matrix("qr", a)
-    if mode not in ("reduced", "complete", "r"):
-        raise ValueError(f"linalg.qr: mode must be 'reduced', 'complete' or 'r' ('raw' is not supported), got "
-                         f"{mode!r}")
+    if mode not in ("reduced", "complete", "r", "raw"):
+        raise ValueError(f"linalg.qr: mode must be 'reduced', 'complete', 'r' or 'raw', got {mode!r}")
+    if mode == "raw":
+        h, tau = lax_linalg.geqrf(a)
+        return QRResult(mT(h), tau)
     q, r = lax_linalg.qr(a, full_matrices=mode == "complete")
     return r if mode == "r" else QRResult(q, r)
 
 
 def eigh(a: Any, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:  # noqa: N803
-    """(eigenvalues ascending, eigenvectors as columns) of the (stack of) symmetric a; UPLO 'L' (default) or
-    'U' says which triangle is read when symmetrize_input is False."""
+    """(eigenvalues ascending, real; eigenvectors as columns) of the (stack of) symmetric (Hermitian) a; UPLO 'L'
+    (default) or 'U' says which triangle is read when symmetrize_input is False."""
     a = _matrix("eigh", a, square=True)
     if UPLO not in (None, "L", "U"):
         raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
@@ -272,21 +285,21 @@ def eigh(a: Any, UPLO: str | None = None, symmetrize_input: bool = True) -> Eigh
 
 
 def eig(a: Any) -> EigResult:
-    """(eigenvalues, right eigenvectors as columns) of the (stack of) real square a, complex, in LAPACK's order
-    and normalisation (as numpy and JAX); only the eigenvalues are differentiable (as JAX)."""
+    """(eigenvalues, right eigenvectors as columns) of the (stack of) square a (real or complex), complex, in
+    LAPACK's order and normalisation (as numpy and JAX); only the eigenvalues are differentiable (as JAX)."""
     a = _matrix("eig", a, square=True)
     w, v = lax_linalg.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)
     return EigResult(w, v)
 
 
 def eigvals(a: Any) -> Any:
-    """The eigenvalues of the (stack of) real square a, complex (differentiable)."""
+    """The eigenvalues of the (stack of) square a (real or complex), complex (differentiable)."""
     a = _matrix("eigvals", a, square=True)
     return lax_linalg.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=False)[0]
 
 
 def eigvalsh(a: Any, UPLO: str | None = "L") -> Any:  # noqa: N803
-    """The ascending eigenvalues of the (stack of) symmetric a."""
+    """The ascending (real) eigenvalues of the (stack of) symmetric (Hermitian) a."""
     return eigh(_matrix("eigvalsh", a, square=True), UPLO).eigenvalues
 
 
@@ -302,7 +315,7 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: 
         if not compute_uv:
             return s
         u = take_along_axis(v, broadcast_to(expand_dims(idx, -2), shape(v)), axis=-1)
-        vh = mT(u * expand_dims(take_along_axis(sign(w), idx, axis=-1), -2))
+        vh = mH(u * expand_dims(take_along_axis(sign(w), idx, axis=-1), -2))
         return SVDResult(u, s, vh)
     if not compute_uv:
         return lax_linalg.svd(a, full_matrices=False, compute_uv=False)
@@ -329,7 +342,7 @@ def pinv(a: Any, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None
     u, s, vh = svd(a, full_matrices=False, hermitian=hermitian)
     cutoff = multiply(expand_dims(rtol, -1) if ndim(rtol) else rtol, max_(s, axis=-1, keepdims=True))
     s_inv = where(greater(s, cutoff), divide(1.0, where(greater(s, cutoff), s, 1.0)), 0.0)
-    return matmul(mT(vh) * expand_dims(s_inv, -2), mT(u))
+    return matmul(mH(vh) * expand_dims(s_inv, -2), mH(u))
 
 
 def matrix_rank(M: Any, rtol: Any = None, *, tol: Any = None) -> Any:  # noqa: N803
@@ -344,7 +357,7 @@ def matrix_rank(M: Any, rtol: Any = None, *, tol: Any = None) -> Any:  # noqa: N
     if tol is None:
         if rtol is None:
             rtol = max(shape(M)[-2:]) * _eps(M)
-        tol = multiply(max_(s, axis=-1, keepdims=True, initial=0.0), rtol)
+        tol = multiply(max_(s, axis=-1, keepdims=True, initial=0.0), expand_dims(rtol, -1) if ndim(rtol) else rtol)
     elif ndim(tol):
         tol = expand_dims(tol, -1)
     return sum_(greater(s, tol), axis=-1)
@@ -372,7 +385,7 @@ def lstsq(a: Any, b: Any, rcond: Any = None, *, numpy_resid: bool = False) -> tu
         mask = s >= rcond * s[0]  # (JAX's test)
     rank = sum_(mask).astype(_np.int32)
     s_inv = where(mask, divide(1.0, where(mask, s, 1.0)), 0.0)
-    x = matmul(mT(vh), expand_dims(s_inv, -1) * matmul(mT(u), b))
+    x = matmul(mH(vh), expand_dims(s_inv, -1) * matmul(mH(u), b))
     resid = sum_(abs_(subtract(matmul(a, x), b)) ** 2, axis=0)
     if numpy_resid and not (m > n and int(rank) == n):
         resid = _np.zeros((0,), aval_of(a).dtype)

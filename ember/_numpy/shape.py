@@ -46,17 +46,18 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> 
 
 
 @fast_static
-def reshape(a: Any, newshape: Any = None, order: str = "C", *, shape: Any = None, copy: bool | None = None
+def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: bool | None = None
             ) -> Any:
-    """a with a new shape (one dimension may be -1); shape= is the array API's (and numpy 2's) name for newshape;
-    copy=False is allowed (reshapes never copy observably: ember arrays are immutable)."""
-    if shape is not None:
-        if newshape is not None:
-            raise TypeError("reshape: pass the new shape once, as newshape or shape=")
-        newshape = shape
-    if newshape is None:
+    """a with a new shape (one dimension may be -1), as jax.numpy's and the array API's reshape; newshape= is
+    numpy 1's name for shape (JAX removed it; ember still takes it); copy=False is allowed (reshapes never copy
+    observably: ember arrays are immutable)."""
+    if newshape is not None:
+        if shape is not None:
+            raise TypeError("reshape: pass the new shape once, as shape or newshape=")
+        shape = newshape
+    if shape is None:
         raise TypeError("reshape: the new shape is missing")
-    return _reshape(a, newshape, order)
+    return _reshape(a, shape, order)
 
 
 def _reshape(a: Any, newshape: Any, order: str) -> Any:

@@ -1,6 +1,6 @@
 """Polynomials, 1-D signal functions and window functions of ember.numpy: poly*, convolve, correlate, interp,
-gradient, trapezoid, unwrap, bartlett/blackman/hamming/hanning/kaiser. polyfit and roots wait for ember's
-linear algebra (lstsq, eig)."""
+gradient, trapezoid, unwrap, bartlett/blackman/hamming/hanning/kaiser. polyfit (by lstsq), roots (the eigenvalues
+of the companion matrix) and poly of a matrix (its eigvals) use ember's linear algebra (factorizations)."""
 from __future__ import annotations
 
 import math
@@ -9,16 +9,21 @@ from typing import Any, Sequence
 import numpy as _np
 
 from ember import _prims as lax
+from ember._api.jit import jit
 from ember._core import Tracer, aval_of
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int
 
+from ember._numpy.creation import arange, ones
 from ember._numpy.cumulative import cumsum
+from ember._numpy.factorizations import eigvals, inv, lstsq
+from ember._numpy.linalg import dot, outer, vander
+from ember._numpy.manipulation import diag
 from ember._numpy.mathfuncs import i0
 from ember._numpy.promotion import _as_array, _operand_array, _promote, _to_inexact
-from ember._numpy.reductions import sum as sum_
-from ember._numpy.selection import take, where
-from ember._numpy.shape import concatenate, moveaxis, ndim, ravel, reshape, shape
+from ember._numpy.reductions import all as all_, argmin, sum as sum_
+from ember._numpy.selection import roll, take, where
+from ember._numpy.shape import atleast_1d, concatenate, moveaxis, ndim, ravel, reshape, shape
 from ember._numpy.sorting import argsort, searchsorted
 from ember._numpy.ufuncs import (absolute, add, cos, divide, equal, greater, less, multiply, negative, remainder, sqrt,
                                  subtract)
@@ -193,18 +198,119 @@ def polyint(p: Any, m: int = 1, k: Any = None) -> Any:
 
 
 def poly(seq_of_zeros: Any) -> Any:
-    """The coefficients of the monic polynomial with these roots (1-D), numpy's poly for real roots."""
-    z = _array("poly", seq_of_zeros)
+    """The coefficients of the monic polynomial with these roots (1-D), or of a square matrix's characteristic
+    polynomial (the roots its eigvals, so complex, as jax.numpy)."""
+    z = _to_inexact(atleast_1d(_array("poly", seq_of_zeros)))
+    square = ndim(z) == 2 and shape(z)[0] == shape(z)[1] and shape(z)[0] != 0
+    if ndim(z) != 1 and not square:
+        raise ValueError(f"poly: seq_of_zeros must be 1-D or a non-empty square matrix, got shape {shape(z)}")
+    return _poly(z)
+
+
+@jit
+def _poly(z: Any) -> Any:
     if ndim(z) == 2:
-        raise NotImplementedError("poly: the characteristic polynomial of a matrix needs eigvals (ember's linear "
-                                  "algebra, not yet available)")
-    z = _to_inexact(ravel(z))
+        z = eigvals(z)
     if shape(z)[0] == 0:  # no roots: the constant 1, a scalar (numpy, jax.numpy)
         return lax.full((), 1, aval_of(z).dtype)
     a = lax.full((1,), 1, aval_of(z).dtype)
     for i in range(shape(z)[0]):
         a = convolve(a, concatenate([lax.full((1,), 1, aval_of(z).dtype), reshape(lax.neg(z[i]), (1,))]))
     return a
+
+
+def _companion_roots(p: Any) -> Any:
+    """The roots of p (p[0] != 0): the eigenvalues of its companion matrix (complex)."""
+    n = shape(p)[0]
+    if n < 2:
+        return lax.full((0,), 0, dt.complex_dtype(aval_of(p).dtype))
+    a = diag(ones((n - 2,), aval_of(p).dtype), -1)
+    a = a.at[0, :].set(negative(divide(p[1:], p[0])))
+    return eigvals(a)
+
+
+@jit
+def _roots_of_prefix(p: Any, leading: Any) -> Any:
+    """The roots of p, whose first `leading` (traced) coefficients are zero: the companion matrix's eigenvalues
+    of p rolled to start at its first nonzero coefficient, the extra roots NaN, sorted last."""
+    n = shape(p)[0]
+    p = where(equal(leading, n), 1.0, p)  # all zero: any roots, made NaN below
+    found = _companion_roots(roll(p, negative(leading)))
+    _, found = lax.sort_key_val(equal(found, 0), found)  # the zero roots the roll made go last
+    nan = lax.full((), complex(_np.nan, _np.nan), aval_of(found).dtype)
+    return where(less(arange(n - 1), subtract(n - 1, leading)), found, nan)
+
+
+_roots_stripped = jit(lambda p, leading: _companion_roots(p[leading:]), static_argnums=(1,))
+
+
+def roots(p: Any, *, strip_zeros: bool = True) -> Any:
+    """The (complex) roots of the polynomial with coefficients p, highest power first, as the eigenvalues of its
+    companion matrix. Leading zeros are stripped (strip_zeros, needs concrete p: not under jit, grad or vmap), or
+    with strip_zeros=False give NaN roots, sorted last (as jax.numpy)."""
+    p = _to_inexact(atleast_1d(_array("roots", p)))
+    if ndim(p) != 1:
+        raise ValueError(f"roots: p must be 1-D, got shape {shape(p)}")
+    n = shape(p)[0]
+    if n < 2:
+        return lax.full((0,), 0, dt.complex_dtype(aval_of(p).dtype))
+    if not strip_zeros:
+        is_zero = equal(p, 0)
+        return _roots_of_prefix(p, where(all_(is_zero), n, argmin(is_zero)))
+    if isinstance(p, Tracer):
+        raise ValueError("roots: strip_zeros=True needs concrete coefficients (not under jit, grad or vmap); pass "
+                         "strip_zeros=False, which gives NaN roots for leading zeros")
+    nonzero = _np.flatnonzero(_np.asarray(p))
+    return _roots_stripped(p, int(nonzero[0]) if nonzero.size else n)
+
+
+def polyfit(x: Any, y: Any, deg: int, rcond: float | None = None, full: bool = False, w: Any = None,
+            cov: bool | str = False) -> Any:
+    """The least-squares polynomial of degree deg through (x, y) (y 1-D, or 2-D for one fit per column), with
+    weights w; full adds (residuals, rank, singular values, rcond); cov adds the coefficients' covariance
+    (cov='unscaled' leaves out the residual variance), as jax.numpy."""
+    x, y = _promote("polyfit", _to_inexact(_array("polyfit", x)), _to_inexact(_array("polyfit", y, 1)))
+    deg = static_int("polyfit", "deg", deg)
+    if deg < 0:
+        raise ValueError(f"polyfit: deg must be >= 0, got {deg}")
+    if ndim(x) != 1 or shape(x)[0] == 0:
+        raise TypeError(f"polyfit: x must be a non-empty 1-D array, got shape {shape(x)}")
+    if ndim(y) not in (1, 2) or shape(y)[0] != shape(x)[0]:
+        raise TypeError(f"polyfit: y must be 1-D or 2-D with x's length {shape(x)[0]}, got shape {shape(y)}")
+    if w is not None:
+        w = _to_inexact(_array("polyfit", w, 5))
+        if ndim(w) != 1 or shape(w)[0] != shape(y)[0]:
+            raise TypeError(f"polyfit: w must be 1-D with y's length {shape(y)[0]}, got shape {shape(w)}")
+    if cov and cov != "unscaled" and not full and shape(x)[0] <= deg + 1:
+        raise ValueError(f"polyfit: scaling the covariance needs more data points ({shape(x)[0]}) than the order "
+                         f"{deg + 1}")
+    rcond = shape(x)[0] * float(dt.finfo(aval_of(x).dtype).eps) if rcond is None else float(rcond)
+    return _polyfit(x, y, w, deg, rcond, full, cov)
+
+
+@jit(static_argnums=(3, 4, 5, 6))
+def _polyfit(x: Any, y: Any, w: Any, deg: int, rcond: float, full: bool, cov: bool | str) -> Any:
+    order = deg + 1
+    lhs, rhs = vander(x, order), y
+    if w is not None:
+        lhs = multiply(lhs, reshape(w, (-1, 1)))
+        rhs = multiply(rhs, reshape(w, (-1, 1)) if ndim(rhs) == 2 else w)
+    scale = sqrt(sum_(multiply(lhs, lhs), axis=0))  # unit columns: a better conditioned least-squares problem
+    lhs = divide(lhs, scale)
+    c, resids, rank, s = lstsq(lhs, rhs, rcond)
+    c = divide(c, reshape(scale, (-1, 1)) if ndim(c) == 2 else scale)
+    if full:
+        return c, resids, rank, s, lax.full((), rcond, aval_of(x).dtype)
+    if not cov:
+        return c
+    vbase = divide(inv(dot(lax.transpose(lhs, (1, 0)), lhs)), outer(scale, scale))
+    if cov == "unscaled":
+        fac = lax.full((1,), 1, aval_of(vbase).dtype)
+    else:
+        fac = atleast_1d(divide(resids, shape(x)[0] - order))
+    if ndim(y) == 1:
+        return c, multiply(vbase, reshape(fac, (1, -1)))
+    return c, multiply(reshape(vbase, (*shape(vbase), 1)), reshape(fac, (1, 1, -1)))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -379,4 +485,5 @@ def kaiser(M: int, beta: Any) -> Any:  # noqa: N803
 
 
 __all__ = ["convolve", "correlate", "polyval", "polyadd", "polysub", "polymul", "polydiv", "polyder", "polyint",
-           "poly", "interp", "trapezoid", "gradient", "unwrap", "bartlett", "blackman", "hamming", "hanning", "kaiser"]
+           "poly", "polyfit", "roots", "interp", "trapezoid", "gradient", "unwrap", "bartlett", "blackman", "hamming",
+           "hanning", "kaiser"]

@@ -199,8 +199,8 @@ class _NamespaceInfo:
         return list(devices())
 
     def default_dtypes(self, *, device: Any = None) -> dict[str, Any]:
-        return {"real floating": dt.default_float_dtype(), "integral": dt.default_int_dtype(),
-                "indexing": dt.default_int_dtype()}
+        return {"real floating": dt.default_float_dtype(), "complex floating": dt.default_complex_dtype(),
+                "integral": dt.default_int_dtype(), "indexing": dt.default_int_dtype()}
 
     def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, Any]:
         """The dtypes ember supports, by name, of kind (as isdtype's kinds; None: all)."""

@@ -23,6 +23,7 @@ from ember._core.checks import static_int, static_ints
 from ember._hlo import LoweringContext, i64_array
 from ember._prims.checks import check_dtype, check_same_dtypes
 from ember._prims.elementwise import add
+from ember._prims.dot import Precision, canonical_precision, precision_attrs, with_precision
 from ember._prims.shape import BatchDim, argsort, batch_size, moveaxis, reshape, transpose
 from ember._prims.slicing import concatenate, rev, slice_in_dim
 
@@ -60,8 +61,8 @@ def _out_spatial(ins: Sequence[int], window: Sequence[int], strides: Sequence[in
 @conv_general_dilated_p.def_rule("abstract_eval")
 def _conv_abstract_eval(lhs: ShapedArray, rhs: ShapedArray, *, window_strides: tuple[int, ...], padding: Pairs,
                         lhs_dilation: tuple[int, ...], rhs_dilation: tuple[int, ...],
-                        dimension_numbers: ConvDimensionNumbers, feature_group_count: int, batch_group_count: int
-                        ) -> ShapedArray:
+                        dimension_numbers: ConvDimensionNumbers, feature_group_count: int, batch_group_count: int,
+                        precision: Precision = None) -> ShapedArray:
     op = "conv_general_dilated"
     check_same_dtypes(op, [lhs, rhs])
     check_dtype(op, lhs, "fi", "lhs")
@@ -111,15 +112,16 @@ def _conv_attr(spec: Sequence[int], roles: str) -> str:
 @conv_general_dilated_p.def_rule("lowering")
 def _conv_lowering(ctx: LoweringContext, lhs: str, rhs: str, *, window_strides: tuple[int, ...], padding: Pairs,
                    lhs_dilation: tuple[int, ...], rhs_dilation: tuple[int, ...],
-                   dimension_numbers: ConvDimensionNumbers, feature_group_count: int, batch_group_count: int
-                   ) -> list[str]:
+                   dimension_numbers: ConvDimensionNumbers, feature_group_count: int, batch_group_count: int,
+                   precision: Precision = None) -> list[str]:
     ls, rs, os_ = dimension_numbers
     dims = f"#stablehlo.conv<{_conv_attr(ls, 'bf')}x{_conv_attr(rs, 'oi')}->{_conv_attr(os_, 'bf')}>"
     nd = len(window_strides)
     flat_pad = ", ".join(f"[{lo}, {hi}]" for lo, hi in padding)
     attrs = {"dimension_numbers": dims, "window_strides": i64_array(window_strides),
              "lhs_dilation": i64_array(lhs_dilation), "rhs_dilation": i64_array(rhs_dilation),
-             "feature_group_count": f"{feature_group_count} : i64", "batch_group_count": f"{batch_group_count} : i64"}
+             "feature_group_count": f"{feature_group_count} : i64", "batch_group_count": f"{batch_group_count} : i64",
+             **precision_attrs(precision)}
     if nd:
         attrs["padding"] = f"dense<[{flat_pad}]> : tensor<{nd}x2xi64>"
     return [ctx.op("stablehlo.convolution", [lhs, rhs], ctx.aval_out, attrs)]
@@ -142,11 +144,12 @@ def _identity(nd: int) -> ConvDimensionNumbers:
 
 
 def _conv(lhs: Any, rhs: Any, strides: Sequence[int], padding: Sequence[Sequence[int]], lhs_dilation: Sequence[int],
-          rhs_dilation: Sequence[int], dnums: ConvDimensionNumbers, groups: int = 1, batch_groups: int = 1) -> Any:
-    return conv_general_dilated_p.bind(
-        lhs, rhs, window_strides=tuple(strides), padding=tuple((int(lo), int(hi)) for lo, hi in padding),
+          rhs_dilation: Sequence[int], dnums: ConvDimensionNumbers, groups: int = 1, batch_groups: int = 1,
+          precision: Precision = None) -> Any:
+    return conv_general_dilated_p.bind(lhs, rhs, **with_precision(dict(
+        window_strides=tuple(strides), padding=tuple((int(lo), int(hi)) for lo, hi in padding),
         lhs_dilation=tuple(lhs_dilation), rhs_dilation=tuple(rhs_dilation), dimension_numbers=dnums,
-        feature_group_count=groups, batch_group_count=batch_groups)
+        feature_group_count=groups, batch_group_count=batch_groups), precision))
 
 
 def _split(x: Any, dim: int, sizes: Sequence[int]) -> Any:
@@ -183,10 +186,11 @@ def _lhs_transpose(ct_c: Any, rhs_c: Any, lhs_aval_c: ShapedArray, p: dict[str, 
         pads.append((low, nn + kk - 1 - low - _dilate(m, s)))  # so the result has the dilated input's size
     if b == 1:
         kernel = _swap_features(rhs_c, g)
-        return _conv(ct_c, kernel, dl, pads, strides, dr, _identity(nd), groups=g)
+        return _conv(ct_c, kernel, dl, pads, strides, dr, _identity(nd), groups=g, precision=p.get("precision"))
     # batch groups: each group of the batch used its own slice of the kernel's outputs
     kernel = _swap_features(rhs_c, b)                                          # (B*C, O/B, k...)
-    out = _conv(ct_c, kernel, dl, pads, strides, dr, _identity(nd), groups=b)  # (N/B, B*C, n...)
+    out = _conv(ct_c, kernel, dl, pads, strides, dr, _identity(nd), groups=b,
+                precision=p.get("precision"))                                  # (N/B, B*C, n...)
     out = _split(out, 1, (b, lhs_aval_c.shape[1]))                             # (N/B, B, C, n...)
     out = transpose(out, (1, 0) + tuple(range(2, 3 + nd)))                    # (B, N/B, C, n...)
     return _merge(out, 0, 2)
@@ -205,7 +209,7 @@ def _rhs_transpose(ct_c: Any, lhs_c: Any, rhs_aval_c: ShapedArray, p: dict[str, 
     swapped = tuple([1, 0] + list(range(2, 2 + nd)))
     dnums = ConvDimensionNumbers(swapped, swapped, swapped)
     # lhs: batch <- its features, features <- its batch; kernel: out <- ct's features, in <- ct's batch
-    return _conv(lhs_c, ct_c, dr, pads, dl, strides, dnums, groups=b, batch_groups=g)
+    return _conv(lhs_c, ct_c, dr, pads, dl, strides, dnums, groups=b, batch_groups=g, precision=p.get("precision"))
 
 
 def _conv_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], **p: Any) -> list[Any]:
@@ -350,8 +354,8 @@ def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int], padd
                          precision: Any = None, preferred_element_type: Any = None) -> Any:
     """The general convolution (like jax.lax.conv_general_dilated): padding is "SAME", "SAME_LOWER", "VALID" or
     one (low, high) pair per spatial dimension; lhs_dilation dilates the input (a transposed convolution),
-    rhs_dilation the kernel (atrous convolution). precision is accepted and ignored (CPU computes in the operand
-    dtype); preferred_element_type may only name the operands' dtype."""
+    rhs_dilation the kernel (atrous convolution). precision is as dot_general's (it goes into the program; the
+    CPU computes in the operand dtype); preferred_element_type may only name the operands' dtype."""
     op = "conv_general_dilated"
     l_aval, r_aval = aval_of(lhs), aval_of(rhs)
     dnums = conv_dimension_numbers(l_aval.shape, r_aval.shape, dimension_numbers)
@@ -369,9 +373,8 @@ def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int], padd
     if preferred_element_type is not None and dt.canonicalize_dtype(preferred_element_type) != l_aval.dtype:
         raise NotImplementedError(f"{op}: preferred_element_type {preferred_element_type} differs from the operand "
                                   f"dtype {l_aval.dtype}; convert the operands instead")
-    del precision
     return _conv(lhs, rhs, strides, pads, ld, rd, dnums, static_int(op, "feature_group_count", feature_group_count),
-                 static_int(op, "batch_group_count", batch_group_count))
+                 static_int(op, "batch_group_count", batch_group_count), canonical_precision(op, precision))
 
 
 def conv(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any, precision: Any = None,

@@ -1,20 +1,70 @@
-"""dot_general: contraction with batch dimensions (bilinear: its JVP is one product per tangent)."""
+"""dot_general: contraction with batch dimensions (bilinear: its JVP is one product per tangent); and the
+precision of dots and convolutions."""
 from __future__ import annotations
 
+import enum
 from typing import Any, Sequence
 
 from ember._core import Primitive, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core.checks import static_ints
+from ember._core.config import config
 from ember._hlo import LoweringContext, i64_list
 from ember._prims.checks import check_dtype, check_same_dtypes
 from ember._prims.elementwise import add
 from ember._prims.shape import BatchDim, argsort, convert_element_type, transpose
 
-# dot_general(lhs, rhs, dimension_numbers=((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)))
+# ---------------------------------------------------------------------------------------------------------------
+# Precision (of dot_general and conv_general_dilated): None, or the level of each operand, "DEFAULT", "HIGH" or
+# "HIGHEST" (lax.Precision's names), written into the StableHLO as its precision_config. Accelerators use it to
+# choose lower-precision passes; the CPU computes in the operands' dtype at every level, as XLA's CPU backend does
+# for JAX. Names of levels, as JAX's:
+PRECISION_LEVELS = {"default": "DEFAULT", "fastest": "DEFAULT", "bfloat16": "DEFAULT", "high": "HIGH",
+                    "bfloat16_3x": "HIGH", "tensorfloat32": "HIGH", "highest": "HIGHEST", "float32": "HIGHEST"}
+Precision = tuple[str, str] | None
+
+
+def _precision_level(op: str, value: Any) -> str:
+    name = value.name if isinstance(value, enum.Enum) else value
+    if isinstance(name, str) and name.lower() in PRECISION_LEVELS:
+        return PRECISION_LEVELS[name.lower()]
+    raise ValueError(f"{op}: precision must be None, a lax.Precision, one of {', '.join(map(repr, PRECISION_LEVELS))}"
+                     f" or a pair of them (one per operand), got {value!r}")
+
+
+def canonical_precision(op: str, precision: Any) -> Precision:
+    """The precision param of a dot or convolution: precision's levels, or with None the default_matmul_precision
+    option's (None where it is not set)."""
+    if precision is None:
+        precision = config.read_canonical("default_matmul_precision")
+        if precision is None:
+            return None
+    if isinstance(precision, tuple | list) and len(precision) == 2:
+        return (_precision_level(op, precision[0]), _precision_level(op, precision[1]))
+    level = _precision_level(op, precision)
+    return (level, level)
+
+
+def precision_attrs(precision: Precision) -> dict[str, str]:
+    """The StableHLO attribute of a precision (none for None: XLA's default)."""
+    if precision is None:
+        return {}
+    return {"precision_config": f"[#stablehlo<precision {precision[0]}>, #stablehlo<precision {precision[1]}>]"}
+
+
+def with_precision(params: dict[str, Any], precision: Precision) -> dict[str, Any]:
+    """params with the precision param, present only when set (so IRs without one print and key as before)."""
+    return params if precision is None else {**params, "precision": precision}
+
+
+# dot_general(lhs, rhs, dimension_numbers=((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)), [precision])
 # Output dimensions: batch dims, then lhs free dims, then rhs free dims (each in increasing order).
 dot_general_p = Primitive("dot_general")
 DimensionNumbers = tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]
+
+
+def _dot(lhs: Any, rhs: Any, dims: DimensionNumbers, precision: Precision) -> Any:
+    return dot_general_p.bind(lhs, rhs, **with_precision({"dimension_numbers": dims}, precision))
 
 
 def _free_dims(ndim: int, *used: Sequence[int]) -> tuple[int, ...]:
@@ -23,8 +73,8 @@ def _free_dims(ndim: int, *used: Sequence[int]) -> tuple[int, ...]:
 
 
 @dot_general_p.def_rule("abstract_eval")
-def _dot_general_abstract_eval(lhs: ShapedArray, rhs: ShapedArray, *,
-                               dimension_numbers: DimensionNumbers) -> ShapedArray:
+def _dot_general_abstract_eval(lhs: ShapedArray, rhs: ShapedArray, *, dimension_numbers: DimensionNumbers,
+                               precision: Precision = None) -> ShapedArray:
     (lc, rc), (lb, rb) = dimension_numbers
     check_same_dtypes("dot_general", [lhs, rhs])
     check_dtype("dot_general", lhs, "fiuc", "operands")
@@ -43,29 +93,31 @@ def _dot_general_abstract_eval(lhs: ShapedArray, rhs: ShapedArray, *,
 
 
 @dot_general_p.def_rule("lowering")
-def _dot_general_lowering(ctx: LoweringContext, lhs: str, rhs: str, *, dimension_numbers: DimensionNumbers
-                          ) -> list[str]:
+def _dot_general_lowering(ctx: LoweringContext, lhs: str, rhs: str, *, dimension_numbers: DimensionNumbers,
+                          precision: Precision = None) -> list[str]:
     (lc, rc), (lb, rb) = dimension_numbers
     fields = [(k, v) for k, v in (("lhs_batching_dimensions", lb), ("rhs_batching_dimensions", rb),
                                   ("lhs_contracting_dimensions", lc), ("rhs_contracting_dimensions", rc)) if v]
     attr = "#stablehlo.dot<" + ", ".join(f"{k} = {i64_list(v)}" for k, v in fields) + ">"
-    return [ctx.op("stablehlo.dot_general", [lhs, rhs], ctx.aval_out, {"dot_dimension_numbers": attr})]
+    return [ctx.op("stablehlo.dot_general", [lhs, rhs], ctx.aval_out,
+                   {"dot_dimension_numbers": attr, **precision_attrs(precision)})]
 
 
 @dot_general_p.def_rule("jvp")
-def _dot_general_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, dimension_numbers: DimensionNumbers
-                     ) -> tuple[list[Any], list[Any]]:
+def _dot_general_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, dimension_numbers: DimensionNumbers,
+                     precision: Precision = None) -> tuple[list[Any], list[Any]]:
     lhs, rhs = primals
     t_lhs, t_rhs = tangents
-    out = dot_general_p.bind(lhs, rhs, dimension_numbers=dimension_numbers)
-    parts = ([dot_general_p.bind(t_lhs, rhs, dimension_numbers=dimension_numbers)] if t_lhs is not None else []) + \
-        ([dot_general_p.bind(lhs, t_rhs, dimension_numbers=dimension_numbers)] if t_rhs is not None else [])
+    out = _dot(lhs, rhs, dimension_numbers, precision)
+    parts = ([_dot(t_lhs, rhs, dimension_numbers, precision)] if t_lhs is not None else []) + \
+        ([_dot(lhs, t_rhs, dimension_numbers, precision)] if t_rhs is not None else [])
     if not parts:
         return [out], [None]
     return [out], [parts[0] if len(parts) == 1 else add(*parts)]
 
 
-def _dot_operand_cotangent(ct: Any, other: Any, dims: DimensionNumbers, this_ndim: int, swap: bool) -> Any:
+def _dot_operand_cotangent(ct: Any, other: Any, dims: DimensionNumbers, this_ndim: int, swap: bool,
+                           precision: Precision) -> Any:
     """Cotangent of one dot_general operand: contract ct's dims of the other operand's free dims with them,
     then put the dimensions back in this operand's order."""
     (lc, rc), (lb, rb) = dims
@@ -78,7 +130,7 @@ def _dot_operand_cotangent(ct: Any, other: Any, dims: DimensionNumbers, this_ndi
     # ct's layout is (batch, lhs free, rhs free): the other operand's free dims come second when it is rhs.
     first = nb + len(this_free) if not swap else nb
     other_free_in_ct = tuple(range(first, first + len(other_free)))
-    result = dot_general(ct, other, ((other_free_in_ct, other_free), (tuple(range(nb)), rb)))
+    result = _dot(ct, other, ((other_free_in_ct, other_free), (tuple(range(nb)), rb)), precision)
     # result layout: batch, this free dims, then other's contracting dims in increasing order.
     contracted = [lc[rc.index(r)] for r in sorted(rc)]
     result_to_this = list(lb) + list(this_free) + contracted
@@ -87,11 +139,13 @@ def _dot_operand_cotangent(ct: Any, other: Any, dims: DimensionNumbers, this_ndi
 
 @dot_general_p.def_rule("vjp")
 def _dot_general_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
-                     dimension_numbers: DimensionNumbers) -> list[Any]:
+                     dimension_numbers: DimensionNumbers, precision: Precision = None) -> list[Any]:
     lhs, rhs = ins
     ct = cts[0]
-    ct_lhs = _dot_operand_cotangent(ct, rhs, dimension_numbers, aval_of(lhs).ndim, False) if needs[0] else None
-    ct_rhs = _dot_operand_cotangent(ct, lhs, dimension_numbers, aval_of(rhs).ndim, True) if needs[1] else None
+    ct_lhs = (_dot_operand_cotangent(ct, rhs, dimension_numbers, aval_of(lhs).ndim, False, precision)
+              if needs[0] else None)
+    ct_rhs = (_dot_operand_cotangent(ct, lhs, dimension_numbers, aval_of(rhs).ndim, True, precision)
+              if needs[1] else None)
     return [ct_lhs, ct_rhs]
 
 
@@ -101,8 +155,8 @@ def _shift(dims: Sequence[int], at: int) -> tuple[int, ...]:
 
 
 @dot_general_p.def_rule("batching")
-def _dot_general_batching(args: list[Any], dims: list[BatchDim], *, dimension_numbers: DimensionNumbers
-                          ) -> tuple[list[Any], list[BatchDim]]:
+def _dot_general_batching(args: list[Any], dims: list[BatchDim], *, dimension_numbers: DimensionNumbers,
+                          precision: Precision = None) -> tuple[list[Any], list[BatchDim]]:
     """Both operands batched: the batch dimension becomes a new leading dot batch dimension. One batched: it is a
     free dimension of that operand, which lands in the output among that operand's free dimensions. No loops, no
     broadcast of the unbatched operand."""
@@ -111,21 +165,22 @@ def _dot_general_batching(args: list[Any], dims: list[BatchDim], *, dimension_nu
     lhs_ndim, rhs_ndim = aval_of(lhs).ndim, aval_of(rhs).ndim
     if ld is not None and rd is not None:
         new = ((_shift(lc, ld), _shift(rc, rd)), ((ld,) + _shift(lb, ld), (rd,) + _shift(rb, rd)))
-        return [dot_general(lhs, rhs, new)], [0]
+        return [_dot(lhs, rhs, new, precision)], [0]
     if ld is not None:
         new = ((_shift(lc, ld), rc), (_shift(lb, ld), rb))
         free = _free_dims(lhs_ndim, new[0][0], new[1][0])
-        return [dot_general(lhs, rhs, new)], [len(lb) + free.index(ld)]
+        return [_dot(lhs, rhs, new, precision)], [len(lb) + free.index(ld)]
     new = ((lc, _shift(rc, rd)), (lb, _shift(rb, rd)))
     lhs_free = _free_dims(lhs_ndim, lc, lb)
     free = _free_dims(rhs_ndim, new[0][1], new[1][1])
-    return [dot_general(lhs, rhs, new)], [len(lb) + len(lhs_free) + free.index(rd)]
+    return [_dot(lhs, rhs, new, precision)], [len(lb) + len(lhs_free) + free.index(rd)]
 
 
 def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = None,
                 preferred_element_type: Any = None) -> Any:
-    """The general contraction (like jax.lax.dot_general). precision is accepted for compatibility (the CPU computes
-    in the operands' dtype at every level). preferred_element_type is the result dtype: the operands are converted
+    """The general contraction (like jax.lax.dot_general). precision (None: the default_matmul_precision option's;
+    a lax.Precision or its name, or one per operand) goes into the program (the CPU computes in the operands' dtype
+    at every level). preferred_element_type is the result dtype: the operands are converted
     to it when it is at least as wide (int8 products accumulated in int32, float16 in float32: exact products,
     wide accumulation), the result when it is narrower; the conversions carry the derivatives."""
     try:
@@ -135,22 +190,21 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = Non
                         f"(lhs_batch, rhs_batch)), got {dimension_numbers!r}") from err
     dims = tuple(tuple(static_ints("dot_general", "dimension_numbers", d) for d in pair)
                  for pair in ((lc, rc), (lb, rb)))
-    del precision
+    precision = canonical_precision("dot_general", precision)
     if preferred_element_type is None:
-        return dot_general_p.bind(lhs, rhs, dimension_numbers=dims)
+        return _dot(lhs, rhs, dims, precision)
     preferred = dt.canonicalize_dtype(preferred_element_type)
     l_aval, r_aval = aval_of(lhs), aval_of(rhs)
     if l_aval.dtype != r_aval.dtype:
         check_same_dtypes("dot_general", [l_aval, r_aval])
     if preferred == l_aval.dtype:
-        return dot_general_p.bind(lhs, rhs, dimension_numbers=dims)
+        return _dot(lhs, rhs, dims, precision)
     if dt.is_bool(preferred) or (dt.is_int(preferred) and dt.is_float(l_aval.dtype)):
         raise TypeError(f"dot_general: preferred_element_type {preferred} cannot hold products of "
                         f"{l_aval.str_short()} and {r_aval.str_short()}")
     if preferred.itemsize >= l_aval.dtype.itemsize:
-        return dot_general_p.bind(convert_element_type(lhs, preferred), convert_element_type(rhs, preferred),
-                                  dimension_numbers=dims)
-    return convert_element_type(dot_general_p.bind(lhs, rhs, dimension_numbers=dims), preferred)
+        return _dot(convert_element_type(lhs, preferred), convert_element_type(rhs, preferred), dims, precision)
+    return convert_element_type(_dot(lhs, rhs, dims, precision), preferred)
 
 
 def dot(lhs: Any, rhs: Any, precision: Any = None, preferred_element_type: Any = None) -> Any:

@@ -14,7 +14,7 @@ from ember._core import dtypes as dt
 from ember._core.checks import normalize_axes, normalize_axis, static_int, static_ints
 from ember._prims.conv import (ConvDimensionNumbers, _transpose_pads, conv_dimension_numbers,
                                conv_general_dilated, padtype_to_pads)
-from ember._prims.dot import dot_general
+from ember._prims.dot import PRECISION_LEVELS, dot_general
 from ember._prims.elementwise import neg
 from ember._prims.indexing import GatherDimensionNumbers, gather, scatter_add
 from ember._prims.shape import broadcast_in_dim, full, reshape
@@ -25,17 +25,17 @@ from ember._prims.windowed import window_shape
 # ---------------------------------------------------------------------------------------------------------------
 # Types of the API
 class Precision(enum.Enum):
-    """The precision of a dot or convolution on accelerators (like jax.lax.Precision). The CPU computes in the
-    operands' dtype whatever the value; it is accepted for compatibility. Strings name the same levels."""
+    """The precision of a dot or convolution on accelerators (like jax.lax.Precision): it goes into the program's
+    precision_config, and the CPU computes in the operands' dtype whatever the value. Strings name the same levels
+    (ember._prims.dot.PRECISION_LEVELS)."""
     DEFAULT = 0
     HIGH = 1
     HIGHEST = 2
 
     @classmethod
     def _missing_(cls, value: Any) -> "Precision | None":
-        names = {"default": cls.DEFAULT, "fastest": cls.DEFAULT, "bfloat16": cls.DEFAULT, "high": cls.HIGH,
-                 "bfloat16_3x": cls.HIGH, "tensorfloat32": cls.HIGH, "highest": cls.HIGHEST, "float32": cls.HIGHEST}
-        return names.get(value.lower()) if isinstance(value, str) else None
+        level = PRECISION_LEVELS.get(value.lower()) if isinstance(value, str) else None
+        return None if level is None else cls[level]
 
     def __str__(self) -> str:
         return self.name

@@ -1,4 +1,5 @@
-"""Matrix factorisations as primitives: cholesky, triangular_solve, lu, qr, eigh, svd, eig (jax.lax.linalg's).
+"""Matrix factorisations as primitives: cholesky, triangular_solve, lu, geqrf, qr, eigh, svd, eig, schur
+(jax.lax.linalg's).
 
 Every primitive works on the last two dimensions of its operands, the leading ones being a batch (batching moves
 a vmapped dimension to the front and binds again). Lowering calls ember's LAPACK kernels (XLA FFI custom calls
@@ -10,8 +11,11 @@ the kernels column-major (operand_layouts / result_layouts), so the kernels call
 
 Derivatives follow JAX's rules (jax/_src/lax/linalg.py): each primitive's JVP, and a VJP written as the adjoint of
 that JVP (derivations in the comments). Integer outputs (LU's pivots and permutation) carry no derivative. Real
-dtypes (float32, float64), and complex ones for lu and triangular_solve; the dtype tuples below and the kernels'
-tables are where the others' complex dtypes join (docs/linalg.md)."""
+(float32, float64) and complex (complex64, complex128) matrices: the rules are written with conjugate transposes
+(JAX's, `mH`), and a reverse rule is the transpose of its JVP under JAX's pairing Re(ct * t) (docs/complex.md). Where
+the JVP is not complex-linear (the real eigenvalues of eigh, the real singular values, qr's and svd's phase terms) the
+rule computes the adjoint under Re<x, y> = Re tr(x^H y) and conjugates: transpose(ct) = conj(adjoint(conj(ct)))
+(the conjugations vanish for real dtypes). geqrf and schur have no derivative rules, as in JAX."""
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -24,7 +28,7 @@ from ember._hlo import LoweringContext, i64_array
 from ember._hlo.emitter import scalar_text
 from ember._hlo.lower import LoweringError
 from ember._hlo import ffi
-from ember._prims.elementwise import add, div, eq, ge, le, mul, neg, select, sub
+from ember._prims.elementwise import add, conj, div, eq, ge, le, mul, neg, real, select, sub
 from ember._prims.shape import (BatchDim, batch_at_front, batch_size, broadcast_in_dim, broadcasted_iota,
                                 convert_element_type, full, moveaxis, reduce_sum, reshape, transpose)
 from ember._prims.slicing import slice
@@ -32,23 +36,20 @@ from ember._prims.lax_helpers import batch_matmul
 
 _INT32 = np.dtype(np.int32)
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
-# lu and triangular_solve also take complex matrices (their kernels have complex rows, and their rules hold as they
-# are: the maps are holomorphic, and ember's reverse rules are transposes, not adjoints, as JAX's); the others join
-# with their complex kernels (heevd, gesdd's complex form, ...) and conjugates in their rules.
 _REAL_AND_COMPLEX = _REAL + (np.dtype(np.complex64), np.dtype(np.complex128))
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Shared helpers: checks, the kernels' calls, and the matrix algebra the derivative rules are written in.
 def _check_matrix(op: str, x: ShapedArray, square: bool = False, arg: str = "operand",
-                  dtypes: tuple[np.dtype, ...] = _REAL) -> None:
+                  dtypes: tuple[np.dtype, ...] = _REAL_AND_COMPLEX) -> None:
     if x.ndim < 2:
         raise TypeError(f"{op}: {arg} must have at least 2 dimensions (a matrix or a batch of them), got "
                         f"{x.str_short()}")
     if square and x.shape[-1] != x.shape[-2]:
         raise TypeError(f"{op}: {arg} must be a square matrix (or a batch of them), got {x.str_short()}")
     if np.dtype(x.dtype) not in dtypes:
-        names = " or ".join(d.name for d in dtypes) if len(dtypes) == 2 else ", ".join(d.name for d in dtypes)
+        names = ", ".join(d.name for d in dtypes[:-1]) + " or " + dtypes[-1].name
         raise TypeError(f"{op}: {arg} must be {names}, got {x.str_short()}")
 
 
@@ -101,6 +102,39 @@ def mT(x: Any) -> Any:  # noqa: N802 - numpy's name
 def mm(a: Any, b: Any) -> Any:
     """The matrix product over the last two dimensions, batched over the leading ones."""
     return batch_matmul(a, b)
+
+
+def _is_complex(x: Any) -> bool:
+    return dt.is_complex(aval_of(x).dtype)
+
+
+def _conj(x: Any) -> Any:
+    """conj(x) of a complex x; a real x as it is (no equation)."""
+    return conj(x) if _is_complex(x) else x
+
+
+def mH(x: Any) -> Any:  # noqa: N802 - numpy's name
+    """The conjugate transpose of the last two dimensions (the transpose of a real x)."""
+    return _conj(mT(x))
+
+
+def _cast_like(x: Any, like: Any) -> Any:
+    """x in like's dtype (a real x becomes a complex one's real part; a complex x becomes its real part)."""
+    dtype = aval_of(like).dtype
+    return x if aval_of(x).dtype == dtype else convert_element_type(x, dtype)
+
+
+def _real_part(x: Any) -> Any:
+    """Re(x) of a complex x; a real x as it is."""
+    return real(x) if _is_complex(x) else x
+
+
+def _diag_part_imag(x: Any) -> Any:
+    """i Im(x) on the diagonal, zero elsewhere: (I o (x - conj(x))) / 2; None for a real x (where it is zero)."""
+    if not _is_complex(x):
+        return None
+    aval = aval_of(x)
+    return mul(_eye(aval.shape, aval.dtype), mul(sub(x, conj(x)), 0.5))
 
 
 def _mask(x: Any, lower: bool, k: int = 0) -> Any:
@@ -158,7 +192,7 @@ def _front_batching(prim: Primitive) -> Callable[..., Any]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# cholesky(a): the lower-triangular L with a = L L^T (only a's lower triangle is read; the upper triangle of L is
+# cholesky(a): the lower-triangular L with a = L L^H (only a's lower triangle is read; the upper triangle of L is
 # zero). A matrix that is not positive definite gives NaNs in the lower triangle, as JAX on CPU.
 cholesky_p = Primitive("cholesky")
 
@@ -198,24 +232,24 @@ def _phi(x: Any) -> Any:
 
 @cholesky_p.def_rule("jvp")
 def _cholesky_jvp(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list[Any], list[Any]]:
-    # dL = L phi(L^-1 dA L^-T)
+    # dL = L phi(L^-1 dA L^-H) (complex-linear in dA)
     factor = cholesky_p.bind(primals[0])
     (da,) = tangents
     if da is None:
         return [factor], [None]
-    tmp = triangular_solve(factor, da, left_side=False, lower=True, transpose_a=True)
+    tmp = triangular_solve(factor, da, left_side=False, lower=True, transpose_a=True, conjugate_a=True)
     inner = triangular_solve(factor, tmp, left_side=True, lower=True)
     return [factor], [mm(factor, _phi(inner))]
 
 
 @cholesky_p.def_rule("vjp")
 def _cholesky_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool]) -> list[Any]:
-    # the adjoint of the JVP (phi is its own adjoint): A_bar = L^-T phi(L^T L_bar) L^-1
+    # the transpose of the JVP (phi is its own transpose): A_bar = L^-T phi(L^T L_bar) conj(L)^-1
     (ct,), (factor,) = cts, outs
     if ct is None or not needs[0]:
         return [None]
     p = _phi(mm(mT(factor), ct))
-    tmp = triangular_solve(factor, p, left_side=False, lower=True)  # p L^-1
+    tmp = triangular_solve(factor, p, left_side=False, lower=True, conjugate_a=True)  # p conj(L)^-1
     return [triangular_solve(factor, tmp, left_side=True, lower=True, transpose_a=True)]  # L^-T (p L^-1)
 
 
@@ -223,17 +257,17 @@ cholesky_p.def_rule("batching", _front_batching(cholesky_p))
 
 
 def cholesky(x: Any, symmetrize_input: bool = True) -> Any:
-    """The lower Cholesky factor of the positive definite x (..., n, n) (jax.lax.linalg.cholesky): x is first
-    symmetrized, (x + x^T) / 2, unless symmetrize_input is False (then only its lower triangle is read)."""
+    """The lower Cholesky factor of the positive definite (Hermitian) x (..., n, n) (jax.lax.linalg.cholesky): x
+    is first symmetrized, (x + x^H) / 2, unless symmetrize_input is False (then only its lower triangle is read)."""
     if symmetrize_input:
         x = symmetrize(x)
     return cholesky_p.bind(x)
 
 
 def symmetrize(x: Any) -> Any:
-    """(x + x^T) / 2 over the last two dimensions."""
+    """(x + x^H) / 2 over the last two dimensions (x^H: the conjugate transpose)."""
     _check_matrix("symmetrize", aval_of(x), square=True, arg="x")
-    return mul(add(x, mT(x)), 0.5)
+    return mul(add(x, mH(x)), 0.5)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -338,7 +372,10 @@ def _triangular_solve_batching(args: list[Any], dims: list[BatchDim], *, left_si
 def triangular_solve(a: Any, b: Any, left_side: bool = False, lower: bool = False, transpose_a: bool = False,
                      conjugate_a: bool = False, unit_diagonal: bool = False) -> Any:
     """x with op(a) x = b (left_side) or x op(a) = b (jax.lax.linalg.triangular_solve, same defaults); a
-    (..., k, k) triangular, b (..., m, n) with a's batch dimensions (b may have fewer: they broadcast)."""
+    (..., k, k) triangular, b (..., m, n) with a's batch dimensions (b may have fewer: they broadcast); op(a) is a,
+    a^T, conj(a) or a^H by transpose_a and conjugate_a (which a real a ignores)."""
+    if conjugate_a:
+        a = _conj(a)
     a_aval, b_aval = aval_of(a), aval_of(b)
     if a_aval.ndim >= 2 and b_aval.ndim >= 2 and a_aval.shape[:-2] != b_aval.shape[:-2]:
         batch = np.broadcast_shapes(a_aval.shape[:-2], b_aval.shape[:-2])
@@ -439,6 +476,43 @@ def lu(x: Any) -> tuple[Any, Any, Any]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# geqrf(a): (reflectors, taus), LAPACK's geqrf as it leaves them: R on and above the diagonal, the Householder vectors
+# below it (their leading 1 implied), and their scales taus (..., min(m, n)) (numpy.linalg.qr's mode 'raw', after a
+# transpose). No derivative rules, as in JAX (its private jax._src.lax.linalg.geqrf).
+geqrf_p = Primitive("geqrf", multiple_results=True)
+NO_DERIVATIVE_RULES = "no derivative rules, as in JAX"  # the mark of geqrf and schur
+
+
+@geqrf_p.def_rule("abstract_eval")
+def _geqrf_abstract_eval(a: ShapedArray) -> list[ShapedArray]:
+    _check_matrix("geqrf", a)
+    return [a, a.update(shape=a.shape[:-2] + (min(a.shape[-2:]),))]
+
+
+@geqrf_p.def_rule("lowering")
+def _geqrf_lowering(ctx: LoweringContext, a: str) -> list[str]:
+    aval = ctx.avals_in[0]
+    taus = ctx.avals_out[1]
+    if _kernel("geqrf"):
+        return _lapack(ctx, "geqrf", [a], [aval, taus, _info_aval(aval)], [True], [True, False, False])[:2]
+    if 0 in aval.shape:
+        return [a, ctx.constant(0, taus)]
+    return list(ctx.op("stablehlo.custom_call", [a], [aval, taus],
+                       {"call_target_name": '"Qr"', "api_version": "1 : i32"}))
+
+
+geqrf_p.mark("jvp", NO_DERIVATIVE_RULES)
+geqrf_p.mark("vjp", NO_DERIVATIVE_RULES)
+geqrf_p.def_rule("batching", _front_batching(geqrf_p))
+
+
+def geqrf(x: Any) -> tuple[Any, Any]:
+    """(reflectors, taus) of x (..., m, n), as LAPACK's geqrf leaves them (JAX's private geqrf)."""
+    reflectors, taus = geqrf_p.bind(x)
+    return reflectors, taus
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # qr(a, full_matrices): (q, r) with a = q r, q orthonormal columns, r upper triangular; LAPACK's geqrf (Householder
 # reflectors) then orgqr (q from them). full_matrices: q (m, m) and r (m, n); else q (m, k), r (k, n), k = min(m, n).
 qr_p = Primitive("qr", multiple_results=True)
@@ -506,8 +580,8 @@ def _hlo_eye(ctx: LoweringContext, aval: ShapedArray) -> str:
 @qr_p.def_rule("jvp")
 def _qr_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, full_matrices: bool
             ) -> tuple[list[Any], list[Any]]:
-    # JAX's rule (m >= n; full q only when square): X = da R^-1, C = Q^T X, O = tril(C, -1) - tril(C, -1)^T;
-    # dQ = Q (O - C) + X, dR = (C - O) R
+    # JAX's rule (m >= n; full q only when square): X = da R^-1, C = Q^H X, O = tril(C, -1) - tril(C, -1)^H
+    # (+ i Im(diag C) for complex); dQ = Q (O - C) + X, dR = (C - O) R
     (a,), (da,) = primals, tangents
     q, r = qr_p.bind(a, full_matrices=full_matrices)
     if da is None:
@@ -517,16 +591,20 @@ def _qr_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, full_matrices: b
         raise NotImplementedError(f"qr: derivatives need m >= n (and full_matrices=False unless square), got "
                                   f"{aval_of(a).str_short()} with full_matrices={full_matrices}")
     x = triangular_solve(r, da, left_side=False, lower=False)
-    c = mm(mT(q), x)
+    c = mm(mH(q), x)
     low = _mask(c, True, -1)
-    o = sub(low, mT(low))
+    o = sub(low, mH(low))
+    phase = _diag_part_imag(c)
+    if phase is not None:
+        o = add(o, phase)
     return [q, r], [add(mm(q, sub(o, c)), x), mm(sub(c, o), r)]
 
 
 @qr_p.def_rule("vjp")
 def _qr_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, full_matrices: bool
             ) -> list[Any]:
-    # the adjoint of the JVP: M = R_bar R^T - Q^T Q_bar, N = triu(M) + triu(M, 1)^T; a_bar = (Q_bar + Q N) R^-T
+    # the adjoint of the JVP (Q_bar = conj(q_ct), R_bar = conj(r_ct)): M = R_bar R^H - Q^H Q_bar,
+    # N = triu(M, 1) + triu(M, 1)^H + Re(diag M); a_bar = (Q_bar + Q N) R^-H; the cotangent is conj(a_bar)
     (q_ct, r_ct), (a,), (q, r) = cts, ins, outs
     if not needs[0] or (q_ct is None and r_ct is None):
         return [None]
@@ -534,15 +612,21 @@ def _qr_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], 
     if m < n or (full_matrices and m > n):
         raise NotImplementedError(f"qr: derivatives need m >= n (and full_matrices=False unless square), got "
                                   f"{aval_of(a).str_short()} with full_matrices={full_matrices}")
+    q_bar = None if q_ct is None else _conj(q_ct)
     terms = []
     if r_ct is not None:
-        terms.append(mm(r_ct, mT(r)))
-    if q_ct is not None:
-        terms.append(neg(mm(mT(q), q_ct)))
+        terms.append(mm(_conj(r_ct), mH(r)))
+    if q_bar is not None:
+        terms.append(neg(mm(mH(q), q_bar)))
     big_m = terms[0] if len(terms) == 1 else add(*terms)
-    big_n = add(_mask(big_m, False), mT(_mask(big_m, False, 1)))
-    x_bar = mm(q, big_n) if q_ct is None else add(q_ct, mm(q, big_n))
-    return [triangular_solve(r, x_bar, left_side=False, lower=False, transpose_a=True)]
+    if _is_complex(big_m):
+        upper = _mask(big_m, False, 1)
+        big_n = add(add(upper, mH(upper)), sub(mul(_eye(aval_of(big_m).shape, aval_of(big_m).dtype), big_m),
+                                               _diag_part_imag(big_m)))
+    else:
+        big_n = add(_mask(big_m, False), mT(_mask(big_m, False, 1)))
+    x_bar = mm(q, big_n) if q_bar is None else add(q_bar, mm(q, big_n))
+    return [_conj(triangular_solve(r, x_bar, left_side=False, lower=False, transpose_a=True, conjugate_a=True))]
 
 
 qr_p.def_rule("batching", _front_batching(qr_p))
@@ -555,15 +639,16 @@ def qr(x: Any, full_matrices: bool = True) -> tuple[Any, Any]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# eigh(a, lower): (v, w), the eigenvectors (columns of v) and ascending eigenvalues of the symmetric a, reading its
-# lower (lower) or upper triangle. No convergence, or a non-finite input, gives NaNs.
+# eigh(a, lower): (v, w), the eigenvectors (columns of v) and ascending eigenvalues of the symmetric (Hermitian) a,
+# reading its lower (lower) or upper triangle; w is real (of a complex a too: LAPACK's heevd). No convergence, or a
+# non-finite input, gives NaNs.
 eigh_p = Primitive("eigh", multiple_results=True)
 
 
 @eigh_p.def_rule("abstract_eval")
 def _eigh_abstract_eval(a: ShapedArray, *, lower: bool) -> list[ShapedArray]:
     _check_matrix("eigh", a, square=True)
-    return [a, a.update(shape=a.shape[:-1])]
+    return [a, a.update(shape=a.shape[:-1], dtype=dt.real_dtype(a.dtype))]
 
 
 @eigh_p.def_rule("lowering")
@@ -575,7 +660,7 @@ def _eigh_lowering(ctx: LoweringContext, a: str, *, lower: bool) -> list[str]:
         return [ctx.constant(0, v), ctx.constant(0, w)]
     # XLA's own Jacobi eigensolver (its eigh_expander): backend_config "lower,sort_eigenvalues,max_iter,tol";
     # eigenvalues as accurate as LAPACK's, eigenvectors to about 1e-8 (float64) relative residual
-    tol = scalar_text(np.finfo(v.dtype).eps, np.dtype(v.dtype))
+    tol = scalar_text(np.finfo(w.dtype).eps, np.dtype(w.dtype))
     outs = ctx.op("stablehlo.custom_call", [a], [v, w], {
         "call_target_name": '"Eigh"', "api_version": "1 : i32",
         "backend_config": f'"{int(lower)},1,{_EIGH_SWEEPS},{tol}"'})
@@ -596,36 +681,37 @@ def _eigh_gaps(w: Any) -> Any:
 
 @eigh_p.def_rule("jvp")
 def _eigh_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, lower: bool) -> tuple[list[Any], list[Any]]:
-    # JAX's rule: C = V^T da V; dw = diag(C), dV = V (F o C)
+    # JAX's rule: C = V^H da V; dw = Re(diag(C)), dV = V (F o C)
     v, w = eigh_p.bind(primals[0], lower=lower)
     (da,) = tangents
     if da is None:
         return [v, w], [None, None]
-    c = mm(mT(v), mm(da, v))
-    return [v, w], [mm(v, mul(_eigh_gaps(w), c)), _diag(c)]
+    c = mm(mH(v), mm(da, v))
+    return [v, w], [mm(v, mul(_cast_like(_eigh_gaps(w), c), c)), _real_part(_diag(c))]
 
 
 @eigh_p.def_rule("vjp")
 def _eigh_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, lower: bool) -> list[Any]:
-    # the adjoint of the JVP: a_bar = V (diag(w_bar) + F o (V^T V_bar)) V^T
+    # the adjoint of the JVP (V_bar = conj(v_ct); w_bar real): a_bar = V (diag(w_bar) + F o (V^H V_bar)) V^H; the
+    # cotangent is conj(a_bar)
     (v_ct, w_ct), (v, w) = cts, outs
     if not needs[0] or (v_ct is None and w_ct is None):
         return [None]
     terms = []
     if w_ct is not None:
-        terms.append(_vector_to_diag(w_ct))
+        terms.append(_cast_like(_vector_to_diag(w_ct), v))
     if v_ct is not None:
-        terms.append(mul(_eigh_gaps(w), mm(mT(v), v_ct)))
+        terms.append(mul(_cast_like(_eigh_gaps(w), v), mm(mH(v), _conj(v_ct))))
     inner = terms[0] if len(terms) == 1 else add(*terms)
-    return [mm(v, mm(inner, mT(v)))]
+    return [_conj(mm(v, mm(inner, mH(v))))]
 
 
 eigh_p.def_rule("batching", _front_batching(eigh_p))
 
 
 def eigh(x: Any, lower: bool = True, symmetrize_input: bool = True) -> tuple[Any, Any]:
-    """(v, w) of the symmetric x (..., n, n) (jax.lax.linalg.eigh): eigenvectors as columns, eigenvalues
-    ascending; x is symmetrized first unless symmetrize_input is False."""
+    """(v, w) of the symmetric (Hermitian) x (..., n, n) (jax.lax.linalg.eigh): eigenvectors as columns, eigenvalues
+    ascending (real); x is symmetrized first, (x + x^H) / 2, unless symmetrize_input is False."""
     if symmetrize_input:
         x = symmetrize(x)
     v, w = eigh_p.bind(x, lower=bool(lower))
@@ -633,8 +719,8 @@ def eigh(x: Any, lower: bool = True, symmetrize_input: bool = True) -> tuple[Any
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# svd(a, full_matrices, compute_uv): (s, u, vt) with a = u diag(s) vt, s descending (or (s,) without compute_uv);
-# LAPACK's gesdd. No convergence, or a non-finite input, gives NaNs.
+# svd(a, full_matrices, compute_uv): (s, u, vt) with a = u diag(s) vt, s descending and real (of a complex a too),
+# or (s,) without compute_uv; LAPACK's gesdd. No convergence, or a non-finite input, gives NaNs.
 svd_p = Primitive("svd", multiple_results=True)
 
 
@@ -643,7 +729,7 @@ def _svd_abstract_eval(a: ShapedArray, *, full_matrices: bool, compute_uv: bool)
     _check_matrix("svd", a)
     batch, (m, n) = a.shape[:-2], a.shape[-2:]
     k = min(m, n)
-    s = a.update(shape=batch + (k,))
+    s = a.update(shape=batch + (k,), dtype=dt.real_dtype(a.dtype))
     if not compute_uv:
         return [s]
     return [s, a.update(shape=batch + (m, m if full_matrices else k)),
@@ -680,72 +766,88 @@ def _reduced_svd(a: Any, outs: Sequence[Any], full_matrices: bool, compute_uv: b
     return svd_p.bind(a, full_matrices=False, compute_uv=True) if not compute_uv or full_matrices else list(outs)
 
 
+def _safe_inverse(s: Any) -> Any:
+    """1 / s, with 0 where s is 0."""
+    zero = convert_element_type(eq(s, full(aval_of(s).shape, 0, aval_of(s).dtype)), aval_of(s).dtype)
+    return sub(div(1.0, add(s, zero)), zero)
+
+
 @svd_p.def_rule("jvp")
 def _svd_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, full_matrices: bool, compute_uv: bool
              ) -> tuple[list[Any], list[Any]]:
-    # JAX's rule (real case): dS = U^T da V, ds = diag(dS); dU = U (F o (dS S + S dS^T)) (+ the part outside U's
-    # span when m > n), dV = V (F o (S dS + dS^T S)) (+ outside V's span when n > m)
+    # JAX's rule: dS = U^H da V, ds = Re(diag(dS)); dU = U (F o (dS S + S dS^H) + (I o (dS - dS^H)) S^-1 / 2)
+    # (+ the part outside U's span when m > n), dV = V (F o (S dS + dS^H S)) (+ outside V's span when n > m)
     (a,), (da,) = primals, tangents
     outs = svd_p.bind(a, full_matrices=full_matrices, compute_uv=compute_uv)
     if da is None:
         return list(outs), [None] * len(outs)
     m, n = aval_of(a).shape[-2:]
     s, u, vt = _reduced_svd(a, outs, full_matrices, compute_uv)
-    v = mT(vt)
-    ds_mat = mm(mT(u), mm(da, v))
-    ds = _diag(ds_mat)
+    v = mH(vt)
+    ds_mat = mm(mH(u), mm(da, v))
+    ds = _real_part(_diag(ds_mat))
     if not compute_uv:
         return list(outs), [ds]
     k = min(m, n)
-    f = _svd_gaps(s)
-    dss = mul(_row(s, k), ds_mat)  # dS S
-    sds = mul(_col(s, k), ds_mat)  # S dS
-    du = mm(u, mul(f, add(dss, mT(dss))))
-    dv = mm(v, mul(f, add(sds, mT(sds))))
+    f = _cast_like(_svd_gaps(s), a)
+    sc = _cast_like(s, a)
+    dss = mul(_row(sc, k), ds_mat)  # dS S
+    sds = mul(_col(sc, k), ds_mat)  # S dS
+    inner_u = mul(f, add(dss, mH(dss)))
+    phase = _diag_part_imag(ds_mat)  # (I o (dS - dS^H)) / 2, complex only
+    if phase is not None:
+        inner_u = add(inner_u, mul(phase, _row(_cast_like(_safe_inverse(s), a), k)))
+    du = mm(u, inner_u)
+    dv = mm(v, mul(f, add(sds, mH(sds))))
     if m > n:
         dav = mm(da, v)
-        du = add(du, div(sub(dav, mm(u, mm(mT(u), dav))), _row(s, m)))
+        du = add(du, div(sub(dav, mm(u, mm(mH(u), dav))), _row(sc, m)))
     if n > m:
-        dau = mm(mT(da), u)
-        dv = add(dv, div(sub(dau, mm(v, mm(vt, dau))), _row(s, n)))
-    return list(outs), [ds, du, mT(dv)]
+        dau = mm(mH(da), u)
+        dv = add(dv, div(sub(dau, mm(v, mm(vt, dau))), _row(sc, n)))
+    return list(outs), [ds, du, mH(dv)]
 
 
 @svd_p.def_rule("vjp")
 def _svd_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, full_matrices: bool,
              compute_uv: bool) -> list[Any]:
-    # the adjoint of the JVP: with J = F o (U^T U_bar), K = F o (V^T V_bar),
-    # a_bar = U (diag(s_bar) + (J + J^T) S + S (K + K^T)) V^T (+ (I - U U^T) U_bar S^-1 V^T when m > n,
-    # + U S^-1 V_bar^T (I - V V^T) when n > m)
+    # the adjoint of the JVP, with U_bar = conj(u_ct), V_bar = vt_ct^T, s_bar real, J = F o (U^H U_bar),
+    # K = F o (V^H V_bar), E = (I o (U^H U_bar)) S^-1 (complex only):
+    # a_bar = U (diag(s_bar) + (J + J^H) S + (E - E^H) / 2 + S (K + K^H)) V^H (+ (I - U U^H) U_bar S^-1 V^H when
+    # m > n, + U S^-1 V_bar^H (I - V V^H) when n > m); the cotangent is conj(a_bar)
     (a,) = ins
     if not needs[0] or all(ct is None for ct in cts):
         return [None]
     m, n = aval_of(a).shape[-2:]
     s, u, vt = _reduced_svd(a, outs, full_matrices, compute_uv)
-    v = mT(vt)
+    v = mH(vt)
     s_ct = cts[0]
-    u_ct = cts[1] if compute_uv else None
-    vt_ct = cts[2] if compute_uv else None
+    u_bar = _conj(cts[1]) if compute_uv and cts[1] is not None else None
+    v_bar = mT(cts[2]) if compute_uv and cts[2] is not None else None
     k = min(m, n)
-    srow, scol = _row(s, k), _col(s, k)
-    inner = _vector_to_diag(s_ct) if s_ct is not None else None
+    sc = _cast_like(s, a)
+    srow, scol = _row(sc, k), _col(sc, k)
+    inner = _cast_like(_vector_to_diag(s_ct), a) if s_ct is not None else None
 
     def plus(x: Any, y: Any) -> Any:
         return y if x is None else add(x, y)
-    f = _svd_gaps(s) if u_ct is not None or vt_ct is not None else None
-    if u_ct is not None:
-        j = mul(f, mm(mT(u), u_ct))
-        inner = plus(inner, mul(add(j, mT(j)), srow))
-    if vt_ct is not None:
-        k = mul(f, mm(vt, mT(vt_ct)))
-        inner = plus(inner, mul(scol, add(k, mT(k))))
+    f = _cast_like(_svd_gaps(s), a) if u_bar is not None or v_bar is not None else None
+    if u_bar is not None:
+        uu = mm(mH(u), u_bar)
+        j = mul(f, uu)
+        inner = plus(inner, mul(add(j, mH(j)), srow))
+        phase = _diag_part_imag(uu)
+        if phase is not None:
+            inner = add(inner, mul(phase, _row(_cast_like(_safe_inverse(s), a), k)))
+    if v_bar is not None:
+        kk = mul(f, mm(mH(v), v_bar))
+        inner = plus(inner, mul(scol, add(kk, mH(kk))))
     a_bar = None if inner is None else mm(u, mm(inner, vt))
-    if u_ct is not None and m > n:
-        a_bar = plus(a_bar, mm(div(sub(u_ct, mm(u, mm(mT(u), u_ct))), _row(s, m)), vt))
-    if vt_ct is not None and n > m:
-        v_ct = mT(vt_ct)
-        a_bar = plus(a_bar, mT(mm(div(sub(v_ct, mm(v, mm(vt, v_ct))), _row(s, n)), mT(u))))
-    return [a_bar]
+    if u_bar is not None and m > n:
+        a_bar = plus(a_bar, mm(div(sub(u_bar, mm(u, mm(mH(u), u_bar))), _row(sc, m)), vt))
+    if v_bar is not None and n > m:
+        a_bar = plus(a_bar, mH(mm(div(sub(v_bar, mm(v, mm(vt, v_bar))), _row(sc, n)), mH(u))))
+    return [_conj(a_bar)]
 
 
 svd_p.def_rule("batching", _front_batching(svd_p))
@@ -759,10 +861,11 @@ def svd(x: Any, full_matrices: bool = True, compute_uv: bool = True) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# eig(a): (w, [vl], [vr]) of the real square a: its eigenvalues (complex), and its left / right eigenvectors as the
-# columns of complex matrices (compute_left_eigenvectors, compute_right_eigenvectors); LAPACK's geev, in its order
-# and normalisation (unit 2-norm, largest component real), as numpy and JAX. Only the eigenvalues differentiate, as
-# in JAX: the rule raises where eigenvectors are computed. No convergence, or a non-finite input, gives NaNs.
+# eig(a): (w, [vl], [vr]) of the square a (real or complex): its eigenvalues (complex), and its left / right
+# eigenvectors as the columns of complex matrices (compute_left_eigenvectors, compute_right_eigenvectors); LAPACK's
+# geev, in its order and normalisation (unit 2-norm, largest component real), as numpy and JAX. Only the
+# eigenvalues differentiate, as in JAX: the rule raises where eigenvectors are computed. No convergence, or a
+# non-finite input, gives NaNs.
 eig_p = Primitive("eig", multiple_results=True)
 
 
@@ -770,7 +873,7 @@ eig_p = Primitive("eig", multiple_results=True)
 def _eig_abstract_eval(a: ShapedArray, *, compute_left_eigenvectors: bool, compute_right_eigenvectors: bool
                        ) -> list[ShapedArray]:
     _check_matrix("eig", a, square=True)
-    complex_dtype = np.dtype(np.complex64 if a.dtype == np.float32 else np.complex128)
+    complex_dtype = dt.complex_dtype(a.dtype)
     w = ShapedArray(a.shape[:-1], complex_dtype)
     vectors = ShapedArray(a.shape, complex_dtype)
     return [w] + [vectors] * (int(compute_left_eigenvectors) + int(compute_right_eigenvectors))
@@ -814,33 +917,73 @@ def _eig_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, compute_left_ei
         return list(outs), [None] * len(outs)
     _check_eig_derivative(compute_left_eigenvectors, compute_right_eigenvectors)
     _, v = eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)
-    da_c = convert_element_type(da, aval_of(v).dtype)
+    da_c = _cast_like(da, v)
     return list(outs), [_diag(_lu_solve_prim(v, mm(da_c, v)))]
 
 
 @eig_p.def_rule("vjp")
 def _eig_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, compute_left_eigenvectors: bool,
              compute_right_eigenvectors: bool) -> list[Any]:
-    # the transpose of the JVP: a_bar = real(V^-T diag(w_bar) V^T) (real: the transpose of real -> complex)
+    # the transpose of the JVP: a_bar = V^-T diag(w_bar) V^T (its real part for a real a: the transpose of
+    # real -> complex)
     (a,), w_ct = ins, cts[0]
     if not needs[0] or all(ct is None for ct in cts):
         return [None]
     _check_eig_derivative(compute_left_eigenvectors, compute_right_eigenvectors)
     _, v = eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)
     a_bar = _lu_solve_prim(mT(v), mm(_vector_to_diag(w_ct), mT(v)))
-    return [convert_element_type(a_bar, aval_of(a).dtype)]
+    return [_cast_like(a_bar, a)]
 
 
 eig_p.def_rule("batching", _front_batching(eig_p))
 
 
 def eig(x: Any, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True) -> list[Any]:
-    """[w, vl, vr] of the real square x (..., n, n) (jax.lax.linalg.eig; the vectors only where asked)."""
+    """[w, vl, vr] of the square x (..., n, n), real or complex (jax.lax.linalg.eig; the vectors only where
+    asked)."""
     return list(eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
                            compute_right_eigenvectors=bool(compute_right_eigenvectors)))
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# schur(a, compute_schur_vectors): (t, [vs]) with a = vs t vs^H, vs unitary; t upper triangular for a complex a, quasi
+# upper triangular (2x2 blocks on the diagonal for complex eigenvalue pairs) for a real one; LAPACK's gees, unsorted.
+# No derivative rules, as in JAX (jax.lax.linalg.schur raises for them too). No convergence, or a non-finite input,
+# gives NaNs.
+schur_p = Primitive("schur", multiple_results=True)
+
+
+@schur_p.def_rule("abstract_eval")
+def _schur_abstract_eval(a: ShapedArray, *, compute_schur_vectors: bool) -> list[ShapedArray]:
+    _check_matrix("schur", a, square=True)
+    return [a, a] if compute_schur_vectors else [a]
+
+
+@schur_p.def_rule("lowering")
+def _schur_lowering(ctx: LoweringContext, a: str, *, compute_schur_vectors: bool) -> list[str]:
+    if not _kernel("gees"):
+        raise _missing("schur", "gees")
+    outs = list(ctx.avals_out)
+    return _lapack(ctx, "gees", [a], outs + [_info_aval(ctx.avals_in[0])], [True], [True] * len(outs) + [False],
+                   vectors=int(compute_schur_vectors))[:len(outs)]
+
+
+schur_p.mark("jvp", NO_DERIVATIVE_RULES)
+schur_p.mark("vjp", NO_DERIVATIVE_RULES)
+schur_p.def_rule("batching", _front_batching(schur_p))
+
+
+def schur(x: Any, compute_schur_vectors: bool = True, sort_eig_vals: bool = False,
+          select_callable: Callable[..., Any] | None = None) -> tuple[Any, ...]:
+    """(t, vs) of the square x (..., n, n) (jax.lax.linalg.schur), or (t,) without compute_schur_vectors; the
+    eigenvalues are not sorted (sort_eig_vals and select_callable are refused)."""
+    if sort_eig_vals or select_callable is not None:
+        raise NotImplementedError("schur: sorting the eigenvalues (sort_eig_vals, select_callable) is not supported")
+    return tuple(schur_p.bind(x, compute_schur_vectors=bool(compute_schur_vectors)))
+
+
 __all__: list[str] = []  # (jax.lax.linalg's names, not jax.lax's: ember.lax.linalg re-exports LAX_LINALG)
 # ember.lax.linalg's names (jax.lax.linalg's that ember has), the functions and their primitives
-LAX_LINALG = ("cholesky", "cholesky_p", "eig", "eig_p", "eigh", "eigh_p", "lu", "lu_p", "qr", "qr_p", "svd",
-              "svd_p", "triangular_solve", "triangular_solve_p")
+# (geqrf is jax._src.lax.linalg's, not jax.lax.linalg's: ember.numpy.linalg.qr's mode 'raw' uses it)
+LAX_LINALG = ("cholesky", "cholesky_p", "eig", "eig_p", "eigh", "eigh_p", "lu", "lu_p", "qr", "qr_p", "schur",
+              "schur_p", "svd", "svd_p", "triangular_solve", "triangular_solve_p")

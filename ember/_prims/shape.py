@@ -11,6 +11,7 @@ import numpy as np
 from ember._core import Literal, Primitive, ShapedArray, aval_of, is_python_scalar, scalar_literal
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axes, normalize_axis, static_int, static_ints
+from ember._core.config import config
 from ember._core.trace import stage_flat
 from ember._hlo import LoweringContext, compare_type, i64_array
 from ember._prims.checks import check_dtype
@@ -427,8 +428,19 @@ def reduce_axes(name: str, x: Any, axes: Any) -> tuple[int, ...]:
     return normalize_axes(name, axes, aval_of(x).ndim)
 
 
+_HALF_FLOATS = (np.dtype(np.float16), np.dtype(dt.bfloat16))
+
+
 def reduce_sum(x: Any, axes: Sequence[int] | None = None) -> Any:
-    return reduce_sum_p.bind(x, axes=reduce_axes("reduce_sum", x, axes))
+    """The sum over axes. With the allow_f16_reductions option off, summing float16 or bfloat16 values (over an
+    axis longer than 1) raises ValueError, as JAX's (ember.numpy's sum and mean accumulate in float32)."""
+    aval = aval_of(x)
+    axes = normalize_axes("reduce_sum", axes, aval.ndim)
+    if aval.dtype in _HALF_FLOATS and not config.read_canonical("allow_f16_reductions") and any(
+            aval.shape[a] != 1 for a in axes):
+        raise ValueError(f"reduce_sum on operand {aval.str_short()} (axes {axes}) is not allowed when "
+                         "allow_f16_reductions is False (ember.config): convert to float32 first")
+    return reduce_sum_p.bind(x, axes=axes)
 
 
 __all__ = ["broadcast", "broadcast_in_dim", "broadcasted_iota", "convert_element_type", "full", "full_like", "iota",

@@ -12,8 +12,10 @@
  *   - LAPACK's info comes back as an int32 output per matrix (as jaxlib's kernels do); a failed factorisation
  *     fills its outputs with NaN (cholesky of a matrix that is not positive definite: its triangle, the other
  *     one stays zero; eigh/svd that did not converge or saw a non-finite input), as JAX does on CPU;
- *   - routines are looked up per dtype in tables indexed by the FFI data type (F32, F64; the complex types are
- *     further rows of the same tables);
+ *   - routines are looked up per dtype in tables indexed by the FFI data type (F32, F64, C64, C128); where a
+ *     complex routine's signature differs from the real one's (heevd, gesdd, geev, gees: real work arrays, real
+ *     eigen/singular values, complex eigenvalues in one array), the kernel calls it through its own type;
+ *     real outputs of a complex input (eigh's eigenvalues, svd's singular values) have the real dtype of its parts;
  *   - errors (a bad call frame, a dtype without a kernel, out of memory) are returned as XLA_FFI_Error through
  *     the call frame's api, never by aborting.
  *
@@ -132,13 +134,24 @@ typedef void gesdd_fn(char *jobz, int *m, int *n, void *a, int *lda, void *s, vo
                       int *ldvt, void *work, int *lwork, int *iwork, int *info);
 typedef void geev_fn(char *jobvl, char *jobvr, int *n, void *a, int *lda, void *wr, void *wi, void *vl, int *ldvl,
                      void *vr, int *ldvr, void *work, int *lwork, int *info);
+typedef void heevd_fn(char *jobz, char *uplo, int *n, void *a, int *lda, void *w, void *work, int *lwork,
+                      void *rwork, int *lrwork, int *iwork, int *liwork, int *info);
+typedef void cgesdd_fn(char *jobz, int *m, int *n, void *a, int *lda, void *s, void *u, int *ldu, void *vt,
+                       int *ldvt, void *work, int *lwork, void *rwork, int *iwork, int *info);
+typedef void cgeev_fn(char *jobvl, char *jobvr, int *n, void *a, int *lda, void *w, void *vl, int *ldvl, void *vr,
+                      int *ldvr, void *work, int *lwork, void *rwork, int *info);
+typedef void gees_fn(char *jobvs, char *sort, void *select, int *n, void *a, int *lda, int *sdim, void *wr,
+                     void *wi, void *vs, int *ldvs, void *work, int *lwork, int *bwork, int *info);
+typedef void cgees_fn(char *jobvs, char *sort, void *select, int *n, void *a, int *lda, int *sdim, void *w,
+                      void *vs, int *ldvs, void *work, int *lwork, void *rwork, int *bwork, int *info);
 typedef void trsm_fn(char *side, char *uplo, char *transa, char *diag, int *m, int *n, void *alpha, void *a,
                      int *lda, void *b, int *ldb);
 
 /* One table per routine, indexed by the FFI data type of its matrix. */
-enum { R_POTRF, R_GETRF, R_GEQRF, R_ORGQR, R_SYEVD, R_GESDD, R_TRSM, R_GEEV, R_COUNT };
+enum { R_POTRF, R_GETRF, R_GEQRF, R_ORGQR, R_SYEVD, R_GESDD, R_TRSM, R_GEEV, R_GEES, R_COUNT };
 static void *routines[R_COUNT][FFI_TYPES];
-static const char *routine_names[R_COUNT] = {"potrf", "getrf", "geqrf", "orgqr", "syevd", "gesdd", "trsm", "geev"};
+static const char *routine_names[R_COUNT] = {"potrf", "getrf", "geqrf", "orgqr", "syevd", "gesdd", "trsm", "geev",
+                                             "gees"};
 
 /* ---- helpers -------------------------------------------------------------------------------------------- */
 static Ffi_Error *fail(Ffi_CallFrame *frame, int code, const char *message) {
@@ -189,6 +202,11 @@ static size_t itemsize(int dtype) {
         default: return 0;
     }
 }
+
+static int is_complex(int dtype) { return dtype == FFI_C64 || dtype == FFI_C128; }
+
+/* The dtype of a complex dtype's parts (a real dtype is its own). */
+static int real_of(int dtype) { return dtype == FFI_C64 ? FFI_F32 : dtype == FFI_C128 ? FFI_F64 : dtype; }
 
 static int64_t batch_of(Ffi_Buffer *b, int matrix_rank) {
     int64_t n = 1;
@@ -368,7 +386,8 @@ static Ffi_Error *orgqr_handler(Ffi_CallFrame *frame) {
     return NULL;
 }
 
-/* ---- syevd: a (..., n, n) -> (eigenvectors (..., n, n) as columns, eigenvalues ascending (..., n), info). -- */
+/* ---- syevd: a (..., n, n) -> (eigenvectors (..., n, n) as columns, eigenvalues ascending (..., n), info); a
+ * complex (Hermitian) a takes heevd, its eigenvalues real. ------------------------------------------------------ */
 static Ffi_Error *syevd_handler(Ffi_CallFrame *frame) {
     ENTER(frame, 1, 3)
     Ffi_Buffer *a = ARG(frame, 0), *v = RET(frame, 0), *w = RET(frame, 1), *info = RET(frame, 2);
@@ -379,34 +398,43 @@ static Ffi_Error *syevd_handler(Ffi_CallFrame *frame) {
     int n = (int)a->dims[a->rank - 1];
     int64_t batch = batch_of(a, 2);
     if (batch == 0) return NULL;
-    size_t es = itemsize(a->dtype), step = (size_t)n * n * es;
+    int cplx = is_complex(a->dtype), rdt = real_of(a->dtype);
+    size_t es = itemsize(a->dtype), rs = itemsize(rdt), step = (size_t)n * n * es;
     char jobz = 'V', uplo = lower ? 'L' : 'U';
-    int lda = n > 1 ? n : 1, lwork = -1, liwork = -1, iquery = 0;
+    int lda = n > 1 ? n : 1, lwork = -1, liwork = -1, lrwork = -1, iquery = 0;
     if (v->data != a->data) memcpy(v->data, a->data, step * batch);
     if (n == 0) { memset(info->data, 0, batch * sizeof(int)); return NULL; }
-    char query[32];
-    ((syevd_fn *)fn)(&jobz, &uplo, &n, v->data, &lda, w->data, query, &lwork, &iquery, &liwork,
-                     (int *)info->data);
+    char query[32], rquery[32];
+    if (cplx)
+        ((heevd_fn *)fn)(&jobz, &uplo, &n, v->data, &lda, w->data, query, &lwork, rquery, &lrwork, &iquery, &liwork,
+                         (int *)info->data);
+    else
+        ((syevd_fn *)fn)(&jobz, &uplo, &n, v->data, &lda, w->data, query, &lwork, &iquery, &liwork,
+                         (int *)info->data);
     lwork = work_size(query, a->dtype);
+    lrwork = cplx ? work_size(rquery, rdt) : 1;
     liwork = iquery < 1 ? 1 : iquery;
-    void *work = malloc((size_t)lwork * es);
+    void *work = malloc((size_t)lwork * es), *rwork = malloc((size_t)lrwork * rs);
     int *iwork = malloc((size_t)liwork * sizeof(int));
-    if (!work || !iwork) { free(work); free(iwork); return OOM(frame); }
+    if (!work || !iwork || !rwork) { free(work); free(iwork); free(rwork); return OOM(frame); }
     for (int64_t b = 0; b < batch; b++) {
         char *vb = (char *)v->data + b * step;
-        char *wb = (char *)w->data + b * n * es;
+        char *wb = (char *)w->data + b * n * rs;
         int *inf = (int *)info->data + b;
         if (!all_finite(vb, a->dtype, (int64_t)n * n)) *inf = -1000;
+        else if (cplx)
+            ((heevd_fn *)fn)(&jobz, &uplo, &n, vb, &lda, wb, work, &lwork, rwork, &lrwork, iwork, &liwork, inf);
         else ((syevd_fn *)fn)(&jobz, &uplo, &n, vb, &lda, wb, work, &lwork, iwork, &liwork, inf);
-        if (*inf != 0) { fill_nan(vb, a->dtype, (int64_t)n * n); fill_nan(wb, a->dtype, n); }
+        if (*inf != 0) { fill_nan(vb, a->dtype, (int64_t)n * n); fill_nan(wb, rdt, n); }
     }
     free(work);
+    free(rwork);
     free(iwork);
     return NULL;
 }
 
 /* ---- gesdd: a (..., m, n) -> (s (..., k), u, vt, info) with job 1 (reduced: u (m, k), vt (k, n)) or 2 (full:
- * u (m, m), vt (n, n)); job 0 (values only) -> (s, info). ------------------------------------------------------ */
+ * u (m, m), vt (n, n)); job 0 (values only) -> (s, info). s is real (of a complex a too: its parts' dtype). ---- */
 static Ffi_Error *gesdd_handler(Ffi_CallFrame *frame) {
     if (answer_metadata(frame)) return NULL;
     if (frame->stage != FFI_EXECUTE) return NULL;
@@ -422,7 +450,8 @@ static Ffi_Error *gesdd_handler(Ffi_CallFrame *frame) {
     int m = (int)a->dims[a->rank - 2], n = (int)a->dims[a->rank - 1], k = m < n ? m : n;
     int64_t batch = batch_of(a, 2);
     if (batch == 0) return NULL;
-    size_t es = itemsize(a->dtype), step = (size_t)m * n * es;
+    int cplx = is_complex(a->dtype), rdt = real_of(a->dtype);
+    size_t es = itemsize(a->dtype), rs = itemsize(rdt), step = (size_t)m * n * es;
     char jobz = job == 0 ? 'N' : job == 1 ? 'S' : 'A';
     int ucols = job == 2 ? m : k, vrows = job == 2 ? n : k;
     int lda = m > 1 ? m : 1, ldu = m > 1 ? m : 1, ldvt = vrows > 1 ? vrows : 1, lwork = -1;
@@ -445,30 +474,40 @@ static Ffi_Error *gesdd_handler(Ffi_CallFrame *frame) {
         }
         return NULL;
     }
-    void *copy = malloc(step);
+    /* the complex routine's real workspace (LAPACK >= 3.7's bound) */
+    size_t big = (size_t)(m > n ? m : n), lrwork = job == 0 ? (size_t)7 * k
+        : (size_t)k * ((size_t)5 * k + 7 > 2 * big + 2 * (size_t)k + 1 ? (size_t)5 * k + 7 : 2 * big + 2 * (size_t)k + 1);
+    void *copy = malloc(step), *rwork = cplx ? malloc((lrwork > 0 ? lrwork : 1) * rs) : NULL;
     int *iwork = malloc((size_t)8 * k * sizeof(int));
-    if (!copy || !iwork) { free(copy); free(iwork); return OOM(frame); }
+    if (!copy || !iwork || (cplx && !rwork)) { free(copy); free(iwork); free(rwork); return OOM(frame); }
     char query[32];
     memcpy(copy, a->data, step);
-    ((gesdd_fn *)fn)(&jobz, &m, &n, copy, &lda, s->data, job ? u->data : NULL, &ldu, job ? vt->data : NULL, &ldvt,
-                     query, &lwork, iwork, (int *)info->data);
+    if (cplx)
+        ((cgesdd_fn *)fn)(&jobz, &m, &n, copy, &lda, s->data, job ? u->data : NULL, &ldu, job ? vt->data : NULL,
+                          &ldvt, query, &lwork, rwork, iwork, (int *)info->data);
+    else
+        ((gesdd_fn *)fn)(&jobz, &m, &n, copy, &lda, s->data, job ? u->data : NULL, &ldu, job ? vt->data : NULL,
+                         &ldvt, query, &lwork, iwork, (int *)info->data);
     lwork = work_size(query, a->dtype);
     void *work = malloc((size_t)lwork * es);
-    if (!work) { free(copy); free(iwork); return OOM(frame); }
+    if (!work) { free(copy); free(iwork); free(rwork); return OOM(frame); }
     for (int64_t b = 0; b < batch; b++) {
-        char *sb = (char *)s->data + b * k * es;
+        char *sb = (char *)s->data + b * k * rs;
         char *ub = job ? (char *)u->data + b * ustep : NULL, *vb = job ? (char *)vt->data + b * vstep : NULL;
         int *inf = (int *)info->data + b;
         memcpy(copy, (char *)a->data + b * step, step);
         if (!all_finite(copy, a->dtype, (int64_t)m * n)) *inf = -1000;
+        else if (cplx)
+            ((cgesdd_fn *)fn)(&jobz, &m, &n, copy, &lda, sb, ub, &ldu, vb, &ldvt, work, &lwork, rwork, iwork, inf);
         else ((gesdd_fn *)fn)(&jobz, &m, &n, copy, &lda, sb, ub, &ldu, vb, &ldvt, work, &lwork, iwork, inf);
         if (*inf != 0) {
-            fill_nan(sb, a->dtype, k);
+            fill_nan(sb, rdt, k);
             if (job) { fill_nan(ub, a->dtype, (int64_t)m * ucols); fill_nan(vb, a->dtype, (int64_t)vrows * n); }
         }
     }
     free(work);
     free(copy);
+    free(rwork);
     free(iwork);
     return NULL;
 }
@@ -502,9 +541,9 @@ static Ffi_Error *trsm_handler(Ffi_CallFrame *frame) {
     return NULL;
 }
 
-/* ---- geev: a real (..., n, n) -> (w (..., n) complex, [vl (..., n, n) complex], [vr (..., n, n) complex], info):
+/* ---- geev: a (..., n, n) -> (w (..., n) complex, [vl (..., n, n) complex], [vr (..., n, n) complex], info):
  * the eigenvalues, and the left/right eigenvectors as columns (compute_left, compute_right), as LAPACK gives them
- * (unit 2-norm, largest component real). LAPACK's real output packs a complex pair's vectors into two real
+ * (unit 2-norm, largest component real); a complex a takes geev of c/z. For a real a, LAPACK's real output packs a complex pair's vectors into two real
  * columns (re, im); they are unpacked into complex columns v_j = re + i im, v_j+1 = re - i im. ------------------ */
 static void unpack_vectors(const void *packed, const void *wi, void *out, int dtype, int n) {
     /* packed: n x n real (column-major); out: n x n complex (column-major, interleaved parts) */
@@ -531,6 +570,43 @@ static void unpack_vectors(const void *packed, const void *wi, void *out, int dt
     }
 }
 
+/* A complex a: geev of c/z gives the eigenvalues and the vectors as complex arrays directly. */
+static Ffi_Error *complex_geev(Ffi_CallFrame *frame, void *fn, Ffi_Buffer *a, Ffi_Buffer *w, Ffi_Buffer *vl,
+                               Ffi_Buffer *vr, Ffi_Buffer *info) {
+    int n = (int)a->dims[a->rank - 1];
+    int64_t batch = batch_of(a, 2);
+    int left = vl != NULL, right = vr != NULL;
+    size_t es = itemsize(a->dtype), rs = itemsize(real_of(a->dtype)), step = (size_t)n * n * es;
+    char jobvl = left ? 'V' : 'N', jobvr = right ? 'V' : 'N';
+    int lda = n > 1 ? n : 1, ldvl = left && n > 1 ? n : 1, ldvr = right && n > 1 ? n : 1, lwork = -1, inf0 = 0;
+    char *copy = malloc(step + 2 * (size_t)n * rs + 2 * es); /* a's copy, rwork (2n real), a dummy vector */
+    if (!copy) return OOM(frame);
+    char *rwork = copy + step, *dummy = rwork + 2 * (size_t)n * rs;
+    char query[32];
+    memcpy(copy, a->data, step);
+    ((cgeev_fn *)fn)(&jobvl, &jobvr, &n, copy, &lda, w->data, left ? vl->data : dummy, &ldvl,
+                     right ? vr->data : dummy, &ldvr, query, &lwork, rwork, &inf0);
+    lwork = work_size(query, a->dtype);
+    void *work = malloc((size_t)lwork * es);
+    if (!work) { free(copy); return OOM(frame); }
+    for (int64_t b = 0; b < batch; b++) {
+        int *inf = (int *)info->data + b;
+        char *wb = (char *)w->data + b * (size_t)n * es;
+        char *vlb = left ? (char *)vl->data + b * step : dummy, *vrb = right ? (char *)vr->data + b * step : dummy;
+        memcpy(copy, (char *)a->data + b * step, step);
+        if (!all_finite(copy, a->dtype, (int64_t)n * n)) *inf = -1000;
+        else ((cgeev_fn *)fn)(&jobvl, &jobvr, &n, copy, &lda, wb, vlb, &ldvl, vrb, &ldvr, work, &lwork, rwork, inf);
+        if (*inf != 0) {
+            fill_nan(wb, a->dtype, n);
+            if (left) fill_nan(vlb, a->dtype, (int64_t)n * n);
+            if (right) fill_nan(vrb, a->dtype, (int64_t)n * n);
+        }
+    }
+    free(work);
+    free(copy);
+    return NULL;
+}
+
 static Ffi_Error *geev_handler(Ffi_CallFrame *frame) {
     if (answer_metadata(frame)) return NULL;
     if (frame->stage != FFI_EXECUTE) return NULL;
@@ -546,11 +622,12 @@ static Ffi_Error *geev_handler(Ffi_CallFrame *frame) {
     int n = (int)a->dims[a->rank - 1];
     int64_t batch = batch_of(a, 2);
     if (batch == 0) return NULL;
+    if (n == 0) { memset(info->data, 0, batch * sizeof(int)); return NULL; }
+    if (is_complex(a->dtype)) return complex_geev(frame, fn, a, w, vl, vr, info);
     int complex_type = a->dtype == FFI_F32 ? FFI_C64 : FFI_C128;
     size_t es = itemsize(a->dtype), step = (size_t)n * n * es;
     char jobvl = left ? 'V' : 'N', jobvr = right ? 'V' : 'N';
     int lda = n > 1 ? n : 1, ldvl = left && n > 1 ? n : 1, ldvr = right && n > 1 ? n : 1, lwork = -1;
-    if (n == 0) { memset(info->data, 0, batch * sizeof(int)); return NULL; }
     char *scratch = malloc(step * 3 + 2 * (size_t)n * es); /* a's copy, vl, vr (real, packed), wr, wi */
     if (!scratch) return OOM(frame);
     char *copy = scratch, *pvl = scratch + step, *pvr = scratch + 2 * step, *wr = scratch + 3 * step;
@@ -587,6 +664,64 @@ static Ffi_Error *geev_handler(Ffi_CallFrame *frame) {
     return NULL;
 }
 
+/* ---- gees: a (..., n, n) -> (t (..., n, n), [vs (..., n, n)], info): the Schur form a = vs t vs^H, unsorted;
+ * t is quasi upper triangular (2x2 blocks for complex pairs) for a real a, upper triangular for a complex one;
+ * vs with vectors=1. ---------------------------------------------------------------------------------------- */
+static Ffi_Error *gees_handler(Ffi_CallFrame *frame) {
+    if (answer_metadata(frame)) return NULL;
+    if (frame->stage != FFI_EXECUTE) return NULL;
+    int vectors = (int)attr_int(frame, "vectors", 1);
+    int nrets = vectors ? 3 : 2;
+    if (frame->args.size != 1 || frame->rets.size != nrets)
+        return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember lapack kernel: wrong number of operands or results");
+    Ffi_Buffer *a = ARG(frame, 0), *t = RET(frame, 0), *vs = vectors ? RET(frame, 1) : NULL;
+    Ffi_Buffer *info = RET(frame, nrets - 1);
+    void *fn = NULL;
+    Ffi_Error *err = routine_for(frame, R_GEES, a->dtype, &fn);
+    if (err) return err;
+    int n = (int)a->dims[a->rank - 1];
+    int64_t batch = batch_of(a, 2);
+    if (batch == 0) return NULL;
+    int cplx = is_complex(a->dtype);
+    size_t es = itemsize(a->dtype), rs = itemsize(real_of(a->dtype)), step = (size_t)n * n * es;
+    char jobvs = vectors ? 'V' : 'N', sort = 'N';
+    int lda = n > 1 ? n : 1, ldvs = vectors && n > 1 ? n : 1, lwork = -1, sdim = 0;
+    if (t->data != a->data) memcpy(t->data, a->data, step * batch);
+    if (n == 0) { memset(info->data, 0, batch * sizeof(int)); return NULL; }
+    /* eigenvalues (wr, wi; or w complex), rwork (n real), bwork (n ints, unused unsorted), a dummy vs */
+    char *scratch = malloc(2 * (size_t)n * es + (size_t)n * rs + (size_t)n * sizeof(int) + 2 * es);
+    if (!scratch) return OOM(frame);
+    char *wr = scratch, *wi = scratch + (size_t)n * es, *rwork = scratch + 2 * (size_t)n * es;
+    int *bwork = (int *)(rwork + (size_t)n * rs);
+    char *dummy = (char *)(bwork + n);
+    char query[32];
+    if (cplx)
+        ((cgees_fn *)fn)(&jobvs, &sort, NULL, &n, t->data, &lda, &sdim, wr, vectors ? vs->data : dummy, &ldvs,
+                         query, &lwork, rwork, bwork, (int *)info->data);
+    else
+        ((gees_fn *)fn)(&jobvs, &sort, NULL, &n, t->data, &lda, &sdim, wr, wi, vectors ? vs->data : dummy, &ldvs,
+                        query, &lwork, bwork, (int *)info->data);
+    lwork = work_size(query, a->dtype);
+    void *work = malloc((size_t)lwork * es);
+    if (!work) { free(scratch); return OOM(frame); }
+    for (int64_t b = 0; b < batch; b++) {
+        char *tb = (char *)t->data + b * step, *vb = vectors ? (char *)vs->data + b * step : dummy;
+        int *inf = (int *)info->data + b;
+        if (!all_finite(tb, a->dtype, (int64_t)n * n)) *inf = -1000;
+        else if (cplx)
+            ((cgees_fn *)fn)(&jobvs, &sort, NULL, &n, tb, &lda, &sdim, wr, vb, &ldvs, work, &lwork, rwork, bwork, inf);
+        else
+            ((gees_fn *)fn)(&jobvs, &sort, NULL, &n, tb, &lda, &sdim, wr, wi, vb, &ldvs, work, &lwork, bwork, inf);
+        if (*inf != 0) {
+            fill_nan(tb, a->dtype, (int64_t)n * n);
+            if (vectors) fill_nan(vb, a->dtype, (int64_t)n * n);
+        }
+    }
+    free(work);
+    free(scratch);
+    return NULL;
+}
+
 /* ---- the module: init(lapack_capi, blas_capi) and handlers() ------------------------------------------------ */
 static const struct { int routine; int dtype; const char *name; int blas; } wanted[] = {
     {R_POTRF, FFI_F32, "spotrf", 0}, {R_POTRF, FFI_F64, "dpotrf", 0},
@@ -597,9 +732,17 @@ static const struct { int routine; int dtype; const char *name; int blas; } want
     {R_GESDD, FFI_F32, "sgesdd", 0}, {R_GESDD, FFI_F64, "dgesdd", 0},
     {R_TRSM, FFI_F32, "strsm", 1}, {R_TRSM, FFI_F64, "dtrsm", 1},
     {R_GEEV, FFI_F32, "sgeev", 0}, {R_GEEV, FFI_F64, "dgeev", 0},
-    /* complex rows: the routines whose signature is the real one's (LU and the triangular solve) */
+    {R_GEES, FFI_F32, "sgees", 0}, {R_GEES, FFI_F64, "dgees", 0},
+    /* complex rows (heevd, the complex gesdd, geev and gees are called through their own signatures) */
+    {R_POTRF, FFI_C64, "cpotrf", 0}, {R_POTRF, FFI_C128, "zpotrf", 0},
     {R_GETRF, FFI_C64, "cgetrf", 0}, {R_GETRF, FFI_C128, "zgetrf", 0},
+    {R_GEQRF, FFI_C64, "cgeqrf", 0}, {R_GEQRF, FFI_C128, "zgeqrf", 0},
+    {R_ORGQR, FFI_C64, "cungqr", 0}, {R_ORGQR, FFI_C128, "zungqr", 0},
+    {R_SYEVD, FFI_C64, "cheevd", 0}, {R_SYEVD, FFI_C128, "zheevd", 0},
+    {R_GESDD, FFI_C64, "cgesdd", 0}, {R_GESDD, FFI_C128, "zgesdd", 0},
     {R_TRSM, FFI_C64, "ctrsm", 1}, {R_TRSM, FFI_C128, "ztrsm", 1},
+    {R_GEEV, FFI_C64, "cgeev", 0}, {R_GEEV, FFI_C128, "zgeev", 0},
+    {R_GEES, FFI_C64, "cgees", 0}, {R_GEES, FFI_C128, "zgees", 0},
 };
 
 static PyObject *init(PyObject *self, PyObject *args) {
@@ -625,6 +768,7 @@ static PyObject *handlers(PyObject *self, PyObject *unused) {
         {"ember_lapack_geqrf", (void *)geqrf_handler}, {"ember_lapack_orgqr", (void *)orgqr_handler},
         {"ember_lapack_syevd", (void *)syevd_handler}, {"ember_lapack_gesdd", (void *)gesdd_handler},
         {"ember_lapack_trsm", (void *)trsm_handler}, {"ember_lapack_geev", (void *)geev_handler},
+        {"ember_lapack_gees", (void *)gees_handler},
     };
     PyObject *out = PyDict_New();
     if (out == NULL) return NULL;

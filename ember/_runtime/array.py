@@ -14,6 +14,7 @@ from ember._prims.shape import convert_element_type, reshape
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.backends import get_client
 from ember._runtime.fastpath import C
+from ember._runtime.guards import Guards, check as check_transfer
 
 _c_block_until_ready = C.block_until_ready if C is not None else None
 
@@ -92,7 +93,7 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
                          f"{err}", call=err.call, code=err.code)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        value = self._value()
+        value = self._read("np.asarray()")
         if dtype is not None and np.dtype(dtype) != value.dtype:
             return value.astype(dtype)
         return value.copy() if copy else value
@@ -120,11 +121,18 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
     def is_deleted(self) -> bool:
         return self._buffer.is_deleted
 
+    def _read(self, what: str) -> np.ndarray:
+        """The value on the host, for a conversion of the user's (np.asarray, float(), item(), ...): a
+        device-to-host transfer the transfer guard checks."""
+        if Guards.device_to_host:
+            check_transfer("device_to_host", lambda: f"{what} of an Array {self.aval.str_short()} on {self.device}")
+        return self._value()
+
     def item(self) -> Any:
-        return self._value().item()
+        return self._read("item()").item()
 
     def tolist(self) -> Any:
-        return self._value().tolist()
+        return self._read("tolist()").tolist()
 
     def copy(self) -> "Array":
         """A new Array with the same contents, on the same device."""
@@ -134,21 +142,21 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
         if self.size != 1:
             raise ValueError(f"the truth value of an array {self.aval.str_short()} with more than one element is "
                              "ambiguous; use .any() or .all()")
-        return bool(self._value())
+        return bool(self._read("bool()"))
 
     def __int__(self) -> int:
-        return int(self._value())
+        return int(self._read("int()"))
 
     def __float__(self) -> float:
-        return float(self._value())
+        return float(self._read("float()"))
 
     def __index__(self) -> int:
         if not dt.is_int(self.dtype):
             raise TypeError(f"only integer arrays can be used as an index, got {self.aval.str_short()}")
-        return int(self._value())
+        return int(self._read("__index__()"))
 
     def __complex__(self) -> complex:
-        return complex(self._value())
+        return complex(self._read("complex()"))
 
     def __len__(self) -> int:
         if not self.shape:
@@ -249,7 +257,12 @@ def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = 
     if type(x) is Array:
         if device is None or x.device is device:
             return x
+        if Guards.device_to_device:
+            check_transfer("device_to_device", lambda: f"device_put of {x.aval.str_short()} from {x.device} to "
+                           f"{device}", explicit_transfer=True)
         x = x._value()
+    elif Guards.host_to_device:
+        check_transfer("host_to_device", lambda: f"device_put of a {type(x).__name__}", explicit_transfer=True)
     if isinstance(x, np.ndarray | np.generic):
         try:
             dtype = canonicalize_dtype(x.dtype)

@@ -18,12 +18,13 @@ from ember._core.config import config
 from ember._core.primitive import user_source
 from ember._core import profile
 from ember._hlo import lower
-from ember._runtime import pjrt as _pjrt
+from ember._runtime import callbacks as _callbacks, pjrt as _pjrt
 from ember._runtime.array import Array
 from ember._runtime.backends import default_device, get_client
 from ember._runtime.compile_cache import compile_with_cache
 from ember._runtime.dispatch import to_buffer
 from ember._runtime.fastpath import C
+from ember._runtime.guards import DIRECTIONS as _GUARDED, Guards as _Guards, check as _check_transfer
 
 
 T = TypeVar("T")
@@ -102,6 +103,20 @@ class _InlineRunGuard:
         if result is not None:
             self.direct = time.perf_counter() - start <= (_SLOW_S if self.direct else _QUICK_S)
         return result
+
+
+def _ready(outs: list[Array] | None) -> list[Array] | None:
+    """outs, once computed: a program with host callbacks is awaited inside its call, so that a callback's error
+    is raised there (from the callback's exception) rather than where the results are read."""
+    if outs is not None:
+        _ready_buffers([x._buffer for x in outs])
+    return outs
+
+
+def _ready_buffers(buffers: list[_pjrt.Buffer]) -> list[_pjrt.Buffer]:
+    for b in buffers:
+        b.block_until_ready()
+    return buffers
 
 
 _QUICK_S = 0.01
@@ -254,24 +269,33 @@ class Compiled:
         # may run long inside the execute call
         self._guard = _InlineRunGuard() if _may_run_long_inline(self.text) else None
         self._fast = self._caller if self._guard is None else self._guarded_fast
+        self._callbacks = _callbacks.TARGET in self.text  # (its execute is marked: see callbacks.running)
 
     def _consts_on(self, device: _pjrt.Device) -> list[_pjrt.Buffer]:
         """The IR's constants as buffers on a device (copied through the host when they live elsewhere)."""
         buffers = []
         for i, (value, var) in enumerate(zip(self.ir.consts, self.ir.const_vars)):
             if type(value) is Array and value.device is not device:
-                value = value.__array__()
+                if _Guards.device_to_device:
+                    _check_transfer("device_to_device", lambda: f"constant {i} of {self.name}, "
+                                    f"{value.aval.str_short()} from {value.device} to {device}")
+                value = value._value()
             buffers.append(to_buffer(value, var.aval, f"{self.name}: constant {i}", device))
         return buffers
 
     def _guarded_fast(self, args: Sequence[Any]) -> list[Array] | None:
+        if self._callbacks:
+            return self._guard.run(lambda: _callbacks.running(lambda: _ready(self._caller(args))))  # type: ignore
         return self._guard.run(lambda: self._caller(args))  # type: ignore[union-attr]
 
     def call_flat(self, args: Sequence[Any]) -> list[Any]:
+        if _callbacks.state.in_worker_callback:
+            _callbacks.check_reentry(self.name)
         try:
             outs = self._fast(args)
         except _pjrt.PjrtError as err:
-            raise self._execute_error(err, args, [*self._caller.consts, *(x._buffer for x in args)]) from None
+            raise self._execute_error(err, args, [*self._caller.consts, *(getattr(x, "_buffer", x) for x in args)]) \
+                from _callbacks.take_error(str(err))  # (a host callback's exception, with its traceback; or None)
         if outs is None:
             outs = self._call_general(args)
         return outs
@@ -281,6 +305,8 @@ class Compiled:
         if len(args) != len(self.in_avals):
             raise TypeError(f"{self.name}: expected {len(self.in_avals)} arguments "
                             f"({', '.join(a.str_short() for a in self.in_avals)}), got {len(args)}")
+        if _Checks.no_execution:
+            raise RuntimeError(f"ember tried to run {self.name}, but the no_execution option is set")
         # The computation runs on the device of its first array argument (else the default device).
         device = next((x._buffer.device for x in args if type(x) is Array), self._device)
         consts = self._consts_by_device.get(device)
@@ -295,17 +321,20 @@ class Compiled:
                     and x._buffer.device is device:
                 buffers.append(x._buffer)  # the common case, checked inline (deleted buffers fail in execute)
             else:
+                if _Guards.host_to_device and type(x) is not Array:
+                    _check_transfer("host_to_device", lambda: f"{where}, {aval.str_short()} to {device}")
                 buffers.append(to_buffer(x, aval, where, device))
         try:
             if self._guard is None:
                 outs = self.executable.execute(buffers, self._out_specs)
             else:
-                outs = self._guard.run(lambda: self.executable.execute(buffers, self._out_specs))
+                outs = self._guard.run(lambda: _callbacks.running(lambda: _ready_buffers(
+                    self.executable.execute(buffers, self._out_specs))))
         except _pjrt.PjrtError as err:
-            raise self._execute_error(err, args, buffers) from None
+            raise self._execute_error(err, args, buffers) from _callbacks.take_error(str(err))
         wrap, name = Array._from_buffer, self.name
         results = [wrap(b, aval, name) for b, aval in zip(outs, self.out_avals)]
-        if _Checks.active:
+        if _Checks.nans or _Checks.infs:
             _check_results(self, args, results)
         return results
 
@@ -342,13 +371,14 @@ class Compiled:
 
 
 class _Checks:
-    """The debug_nans / debug_infs options, kept here as plain attributes: every compiled call reads them."""
-    nans = infs = active = False
+    """The debug_nans / debug_infs options, kept here as plain attributes: every compiled call reads them. active:
+    a check or a host-to-device transfer guard is on (calls take the general path)."""
+    nans = infs = active = no_execution = False
 
     @classmethod
     def update(cls, _: Any = None) -> None:
-        cls.nans, cls.infs = config.debug_nans, config.debug_infs
-        cls.active = cls.nans or cls.infs
+        cls.nans, cls.infs, cls.no_execution = config.debug_nans, config.debug_infs, config.no_execution
+        cls.active = cls.nans or cls.infs or cls.no_execution or _Guards.host_to_device
         if C is not None:
             C.set_checks_active(cls.active)  # (its Callers then leave every call to the general path)
 
@@ -356,6 +386,10 @@ class _Checks:
 _Checks.update()
 config.on_change("debug_nans", _Checks.update)
 config.on_change("debug_infs", _Checks.update)
+# the options besides debug_nans/debug_infs that send every call to the general path, which checks them
+CALL_CHECK_OPTIONS = ("no_execution", "transfer_guard") + tuple(f"transfer_guard_{d}" for d in _GUARDED)
+for _option_name in CALL_CHECK_OPTIONS:
+    config.on_change(_option_name, _Checks.update)
 
 
 def _profiling(on: bool) -> None:

@@ -91,6 +91,14 @@ _DL_TYPES: dict[np.dtype, tuple[int, int]] = {
     np.dtype(np.complex64): (kDLComplex, 64), np.dtype(np.complex128): (kDLComplex, 128),
 }
 _DTYPES_OF_DL: dict[tuple[int, int], np.dtype] = {code: dtype for dtype, code in _DL_TYPES.items()}
+def is_supported_dtype(dtype: Any) -> bool:
+    """Whether arrays of dtype can cross DLPack (as jax.dlpack.is_supported_dtype)."""
+    try:
+        return np.dtype(dtype) in _DL_TYPES
+    except TypeError:
+        return False
+
+
 _DL_CODE_NAMES = {kDLInt: "int", kDLUInt: "uint", kDLFloat: "float", 3: "opaque handle", kDLBfloat: "bfloat",
                   kDLComplex: "complex", kDLBool: "bool", 7: "float8_e3m4", 8: "float8_e4m3"}
 _DL_DEVICE_NAMES = {kDLCPU: "CPU", kDLCUDA: "CUDA", kDLCUDAHost: "CUDA host (pinned)", 4: "OpenCL", 7: "Vulkan",

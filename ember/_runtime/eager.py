@@ -9,7 +9,8 @@ Three levels:
   the one fast path that fast_path wraps them in (fast_binary adapts a scalar rule to it, fast_static takes
   static arguments). A call on concrete Arrays
   (and Python scalars), made outside any staging, looks up one entry keyed by the operation, its operands' avals
-  (the type, for a Python scalar), its static arguments and enable_x64, and runs what the entry holds at once.
+  (the type, for a Python scalar), its static arguments and the staging options (enable_x64, ...), and runs
+  what the entry holds at once.
   These fully determine what the ordinary path would do (promotion with weak types, broadcasting, the primitives'
   checks), so a hit skips all of it. On a miss the operation is staged out at those avals; the entry runs the
   primitives the ordinary path would run, with the very programs apply_primitive runs (one primitive: its program
@@ -40,14 +41,15 @@ import numpy as np
 
 from ember._core.cache import LRUCache
 from ember._core.config import config
-from ember._core.dtypes import python_scalar_dtype
+from ember._core.dtypes import StagingOptions as _staging, python_scalar_dtype
 from ember._core import (EAGER, IR, TRACE_STATE, Eqn, Literal, Primitive, ShapedArray, Tracer, UnexpectedTracerError,
                          Var, aval_of_value, check_live, scalar_literal, stage_flat)
 from ember._core.ir import sub_irs
 from ember._prims.indexing import dynamic_slice
 from ember._prims.shape import reshape
+from ember._runtime import callbacks as _callbacks
 from ember._runtime.array import Array, canonical_aval as _canonical
-from ember._runtime.compiler import Compiled, DeletedArrayError, _Checks, compile_ir
+from ember._runtime.compiler import CALL_CHECK_OPTIONS, Compiled, DeletedArrayError, _Checks, compile_ir
 from ember._runtime.dispatch import DeviceMismatchError, _scalar_buffer
 from ember._runtime.pjrt import PjrtError
 
@@ -108,7 +110,6 @@ _op_cache = LRUCache("eager_cache_size")  # key -> a runner (_runner), a tuple (
 _scalar_arrays = LRUCache("eager_cache_size")  # (value, dtype, device) -> a device scalar Array
 _SLOW = "slow"  # the entry of a signature that takes the ordinary path
 _SCALAR_TYPES = frozenset({bool, int, float})
-_config_values = config._values  # read on every call: a plain dict lookup
 _trace_state = TRACE_STATE
 
 
@@ -133,6 +134,8 @@ class _Switch:
 _Switch.update()
 config.on_change("debug_nans", _Switch.update)  # (after compiler's own hooks, which update _Checks)
 config.on_change("debug_infs", _Switch.update)
+for _option_name in CALL_CHECK_OPTIONS:  # (no_execution and the transfer guards: checked on the ordinary path)
+    config.on_change(_option_name, _Switch.update)
 
 
 @contextlib.contextmanager
@@ -375,17 +378,18 @@ def fast_path(slow: Callable[..., Any], literal_avals: LiteralAvals | None = Non
         if statics is None or n == 0:
             return slow(*args, **kwargs)
         # the key: the operation, each operand's aval (an Array) or type (a Python scalar), the static arguments,
-        # enable_x64 (one and two operands written out: a comprehension costs more than the whole key)
+        # the staging options (enable_x64 and the numpy promotion rules: StagingOptions.token; one and two operands
+        # written out: a comprehension costs more than the whole key)
         if n == 1:
             x = operands[0]
-            key = (op, x.aval if type(x) is Array else type(x), statics, _config_values["enable_x64"])
+            key = (op, x.aval if type(x) is Array else type(x), statics, _staging.token)
         elif n == 2:
             x, y = operands
             key = (op, x.aval if type(x) is Array else type(x), y.aval if type(y) is Array else type(y), statics,
-                   _config_values["enable_x64"])
+                   _staging.token)
         else:
             key = (op, *[a.aval if type(a) is Array else type(a) for a in operands], statics,
-                   _config_values["enable_x64"])
+                   _staging.token)
         entry = _op_cache.get(key)
         if entry is None:
             entry = compile_signature(key, operands, args, kwargs)
@@ -407,6 +411,8 @@ def fast_path(slow: Callable[..., Any], literal_avals: LiteralAvals | None = Non
         try:
             # the common case first (Compiled._fast: every argument an Array on the program's device), without
             # call_flat's frame; None where it is not: call_flat takes any case
+            if _callbacks.state.in_worker_callback:
+                _callbacks.check_reentry(name)
             outs = entry._fast(operands)
             if outs is None:
                 outs = entry.call_flat(operands)

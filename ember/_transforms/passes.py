@@ -1,13 +1,21 @@
-"""IR -> IR clean-up and splitting passes: dead-code elimination and known/unknown partitioning."""
+"""IR -> IR clean-up and splitting passes: dead-code elimination, common subexpressions, constant folding and
+known/unknown partitioning. The user-facing list of the passes that take an IR alone is ember.passes."""
 from __future__ import annotations
 
 from typing import Any, Callable, Hashable, Sequence
 
+import math
+
+import numpy as np
+
 from ember._core import IR, Atom, Eqn, Literal, Var
+from ember._core.ir import sub_irs
+from ember._core.primitive import EAGER, has_effects
 
 
 def dce(ir: IR) -> IR:
-    """Drop equations and constants that no output depends on (primitives have no side effects). A primitive with
+    """Drop equations and constants that no output depends on, except effectful ones (has_effects: a callback, or
+    a loop or branch calling one), which stay with what they read. A primitive with
     a "dce" hook (one carrying a sub-IR) may also shrink itself to the outputs that are used, and so need fewer
     inputs. One sweep from the outputs back is already a fixed point: every consumer of an equation's outputs is
     settled (kept, shrunk or dropped) before the equation itself, so what a removed consumer no longer needs is
@@ -16,7 +24,7 @@ def dce(ir: IR) -> IR:
     kept: list[Eqn] = []
     for eqn in reversed(ir.eqns):
         used = [v in live for v in eqn.outputs]
-        if not any(used):
+        if not any(used) and not has_effects(eqn.prim, eqn.params):
             continue
         hook = eqn.prim.rules.get("dce")
         if hook is not None:
@@ -119,7 +127,7 @@ def _literal_key(atom: Literal) -> tuple[Any, ...]:
 
 def cse(ir: IR) -> IR:
     """Common-subexpression elimination: an equation equal to an earlier one (same primitive, params and
-    inputs) is dropped and its outputs renamed to the earlier outputs."""
+    inputs) is dropped and its outputs renamed to the earlier outputs; effectful equations are never merged."""
     rename: dict[Var, Var] = {}
     seen: dict[Hashable, Eqn] = {}
     kept: list[Eqn] = []
@@ -129,6 +137,9 @@ def cse(ir: IR) -> IR:
 
     for eqn in ir.eqns:
         inputs = [atom(a) for a in eqn.inputs]
+        if has_effects(eqn.prim, eqn.params):
+            kept.append(Eqn(eqn.prim, inputs, eqn.outputs, eqn.params, eqn.source))
+            continue
         try:
             key: Hashable = (eqn.prim, tuple(_literal_key(a) if isinstance(a, Literal) else a for a in inputs),
                              tuple(sorted(eqn.params.items())))
@@ -149,3 +160,47 @@ def cse(ir: IR) -> IR:
 def simplify(ir: IR) -> IR:
     """The clean-up applied to transformed IRs: CSE, then DCE."""
     return dce(cse(ir))
+
+
+def fold_constants(ir: IR, max_growth: int = 1) -> IR:
+    """Evaluate now every equation whose inputs are all known (literals, the IR's constants, results of equations
+    folded before) and whose results are no larger than max_growth times its largest input (so that folding never
+    turns a scalar into a big constant: a broadcast stays an equation); its results become constants of the IR
+    (scalars: literals). Equations with effects or carrying IRs (loops, branches, custom rules) stay; so does the
+    IR's interface (inputs, outputs, out_tree). The IR's constants that no equation reads any more are dropped
+    (dce). XLA folds constants itself: this pass is for reading and transforming IRs, not for speed."""
+    known: dict[Var, Any] = dict(zip(ir.const_vars, ir.consts))
+    new_consts: dict[Var, Any] = {}
+    rename: dict[Var, Atom] = {}
+    kept: list[Eqn] = []
+
+    def atom(a: Atom) -> Atom:
+        return rename.get(a, a) if isinstance(a, Var) else a
+
+    def value(a: Atom) -> Any:
+        return a.value if isinstance(a, Literal) else known.get(a, _UNKNOWN)
+
+    for eqn in ir.eqns:
+        inputs = [atom(a) for a in eqn.inputs]
+        values = [value(a) for a in inputs]
+        size_in = max((math.prod(a.aval.shape) for a in inputs), default=1)
+        foldable = (all(v is not _UNKNOWN for v in values) and not has_effects(eqn.prim, eqn.params)
+                    and not sub_irs(eqn.params)
+                    and all(math.prod(v.aval.shape) <= max(size_in, 1) * max_growth for v in eqn.outputs))
+        if not foldable:
+            kept.append(Eqn(eqn.prim, inputs, eqn.outputs, eqn.params, eqn.source))
+            continue
+        results = EAGER.apply(eqn.prim, values, eqn.params)
+        for var, result in zip(eqn.outputs, results):
+            if var.aval.shape == ():
+                rename[var] = Literal(np.asarray(result)[()], var.aval)
+            else:
+                known[var] = new_consts[var] = result
+    if not new_consts and not rename:
+        return ir
+    const_vars = list(ir.const_vars) + list(new_consts)
+    consts = list(ir.consts) + list(new_consts.values())
+    return dce(IR(const_vars, consts, ir.in_vars, kept, [atom(a) for a in ir.outs], ir.out_tree))
+
+
+_UNKNOWN = object()

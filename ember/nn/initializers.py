@@ -133,9 +133,26 @@ kaiming_uniform, kaiming_normal = he_uniform, he_normal
 
 
 def orthogonal(scale: Any = 1.0, column_axis: int = -1, dtype: Any = None) -> Initializer:
+    """A uniformly random orthogonal matrix (ember.random.orthogonal) of shape (prod of the other axes,
+    shape[column_axis]), reshaped to shape and times scale; orthonormal columns when there are at least as many rows
+    as columns, orthonormal rows otherwise (jax.nn.initializers.orthogonal)."""
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
-        raise NotImplementedError("ember.nn.initializers.orthogonal needs a QR factorisation, which ember does not "
-                                  "have yet (it arrives with ember.numpy.linalg)")
+        dtype = dt.default_float_dtype() if dtype is None else dt.canonicalize_dtype(dtype)
+        if not (dt.is_float(dtype) or dt.is_complex(dtype)):
+            raise TypeError(f"ember.nn.initializers.orthogonal: dtype must be a float or complex dtype, got "
+                            f"{dtype.name}")
+        shape = _shape(shape)
+        if len(shape) < 2:
+            raise ValueError(f"ember.nn.initializers.orthogonal: needs a shape of at least 2 dimensions, got {shape}")
+        if not -len(shape) <= column_axis < len(shape):
+            raise ValueError(f"ember.nn.initializers.orthogonal: column_axis {column_axis} is out of bounds for "
+                             f"shape {shape}")
+        if 0 in shape:
+            return enp.zeros(shape, dtype)
+        n_cols = shape[column_axis]
+        q = random.orthogonal(key, math.prod(shape) // n_cols, (), dtype, n_cols)
+        q = enp.reshape(q, tuple(np.delete(shape, column_axis)) + (n_cols,))
+        return enp.asarray(scale, dtype) * enp.moveaxis(q, -1, column_axis)
     return init
 
 

@@ -1,7 +1,7 @@
 """ember.numpy.linalg: jax.numpy.linalg (the array API's linear-algebra extension and numpy's linalg; `__all__` at
 the end lists them). The factorisations (cholesky, solve, inv, det, slogdet, qr, eigh, svd, lstsq, pinv, ...) live in
 ember._numpy.factorizations, on the primitives of ember._prims.linalg (LAPACK through XLA FFI custom calls, see
-docs/linalg.md); eig and eigvals take real matrices (complex input waits for complex kernels)."""
+docs/linalg.md); all take real (float32, float64) and complex (complex64, complex128) matrices."""
 from __future__ import annotations
 
 from typing import Any, Sequence

@@ -851,15 +851,85 @@ def lognormal(key: Any, sigma: Any = np.float32(1), shape: Sequence[int] | None 
 
 
 # ---------------------------------------------------------------------------------------------------------------
-def _needs_linalg(name: str, what: str) -> Any:
-    def sampler(*args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"ember.random.{name} needs {what}, which ember does not have yet (it arrives "
-                                  "with ember.numpy.linalg); sample ember.random.normal and transform it yourself "
-                                  "meanwhile")
-    sampler.__name__ = sampler.__qualname__ = name
-    sampler.__doc__ = f"As jax.random.{name}; needs {what} (not in ember yet: raises NotImplementedError)."
-    return sampler
+# samplers built on a matrix factorisation (ember.numpy.linalg)
+_MVN_METHODS = ("cholesky", "eigh", "svd")
 
 
-multivariate_normal = _needs_linalg("multivariate_normal", "a Cholesky, eigh or SVD factorisation of cov")
-orthogonal = _needs_linalg("orthogonal", "a QR factorisation")
+@partial(jit, static_argnums=(3, 4, 5))
+def _multivariate_normal(data: Any, mean: Any, cov: Any, shape: tuple[int, ...], dtype: np.dtype, method: str
+                         ) -> Any:
+    """mean + factor @ z for standard normal z, where factor @ factor.T == cov: cov's Cholesky factor, or its
+    eigenvectors (singular vectors) scaled by the square roots of its eigenvalues (singular values)."""
+    if method == "svd":
+        u, s, _ = enp.linalg.svd(cov)
+        factor = u * enp.sqrt(s[..., None, :])
+    elif method == "eigh":
+        w, v = enp.linalg.eigh(cov)
+        factor = v * enp.sqrt(w[..., None, :])
+    else:
+        factor = enp.linalg.cholesky(cov)
+    z = _normal(data, (*shape, aval_of(mean).shape[-1]), dtype)
+    return mean + enp.einsum("...ij,...j->...i", factor, z)
+
+
+def multivariate_normal(key: Any, mean: Any, cov: Any, shape: Sequence[int] | None = None, dtype: Any = None,
+                        method: str = "cholesky") -> Any:
+    """Normal vectors with mean (..., n) and covariance cov (..., n, n), from a Cholesky ('cholesky'), eigh or
+    SVD factor of cov ('eigh' and 'svd' allow a singular cov) (as jax.random.multivariate_normal). The result has
+    shape shape + (n,), shape defaulting to the broadcast batch shape of mean and cov."""
+    name = "multivariate_normal"
+    data = _key(name, key)
+    mean, cov = enp.asarray(mean), enp.asarray(cov)
+    inexact = enp.result_type(mean, cov, 0.0)
+    mean, cov = mean.astype(inexact), cov.astype(inexact)
+    if method not in _MVN_METHODS:
+        raise ValueError(f"ember.random.{name}: method must be one of {_MVN_METHODS}, got {method!r}")
+    dtype = inexact if dtype is None else dt.canonicalize_dtype(dtype)
+    if not dt.is_float(dtype):
+        raise ValueError(f"ember.random.{name}: dtype must be a float dtype, got {dtype.name}")
+    if mean.ndim < 1 or cov.ndim < 2:
+        raise ValueError(f"ember.random.{name}: needs mean.ndim >= 1 and cov.ndim >= 2, got mean of shape "
+                         f"{mean.shape} and cov of shape {cov.shape}")
+    n = mean.shape[-1]
+    if cov.shape[-2:] != (n, n):
+        raise ValueError(f"ember.random.{name}: cov must have shape (..., {n}, {n}) for a mean of shape "
+                         f"{mean.shape}, got {cov.shape}")
+    batch = _broadcast_shapes(name, mean.shape[:-1], cov.shape[:-2])
+    if shape is None:
+        shape = batch
+    else:
+        shape = canonical_shape(name, shape)
+        try:
+            ok = tuple(np.broadcast_shapes(shape, batch)) == shape
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"ember.random.{name}: the batch shapes of mean {mean.shape[:-1]} and cov "
+                             f"{cov.shape[:-2]} must broadcast to the shape argument {shape}")
+    return _multivariate_normal(data, mean, cov, shape, dtype, method)
+
+
+@partial(jit, static_argnums=(1, 2, 3, 4))
+def _orthogonal(data: Any, n: int, m: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """Q of the QR factorisation of a normal (max(n, m), min(n, m)) matrix, its columns' signs fixed by R's
+    diagonal so that Q is Haar distributed (Mezzadri 2007); transposed when n < m."""
+    z_shape = (*shape, max(n, m), min(n, m))
+    z = _complex_normal(data, z_shape, dtype) if dt.is_complex(dtype) else _normal(data, z_shape, dtype)
+    q, r = enp.linalg.qr(z)
+    x = q * enp.expand_dims(enp.sign(enp.diagonal(r, axis1=-2, axis2=-1)), -2)
+    return enp.matrix_transpose(x) if n < m else x
+
+
+def orthogonal(key: Any, n: int, shape: Sequence[int] = (), dtype: Any = None, m: int | None = None) -> Any:
+    """A (*shape, n, m) matrix uniform (Haar) on the orthogonal group O(n), the unitary group for a complex dtype,
+    or for n != m semi-orthogonal: orthonormal rows (n < m) or columns (n > m) (as jax.random.orthogonal)."""
+    data = _key("orthogonal", key)
+    shape = canonical_shape("orthogonal", shape)
+    dtype = dt.default_float_dtype() if dtype is None else dt.canonicalize_dtype(dtype)
+    if not (dt.is_float(dtype) or dt.is_complex(dtype)):
+        raise ValueError(f"ember.random.orthogonal: dtype must be a float or complex dtype, got {dtype.name}")
+    n = _concrete_int("orthogonal", "n", n)
+    m = n if m is None else _concrete_int("orthogonal", "m", m)
+    if n < 0 or m < 0:
+        raise ValueError(f"ember.random.orthogonal: n and m must be non-negative, got n={n}, m={m}")
+    return _orthogonal(data, n, m, shape, dtype)

@@ -1,6 +1,8 @@
 """ember.scipy.linalg: jax.scipy.linalg's factorisations and solvers under scipy's names and conventions (lu_factor's
-pivots, cho_factor's (c, lower), trans=0/1/'T'), on ember's linear-algebra primitives (ember/_prims/linalg.py), plus
-block_diag, toeplitz and expm (Pade approximant with scaling and squaring, as JAX)."""
+pivots, cho_factor's (c, lower), trans=0/1/2/'N'/'T'/'C'), on ember's linear-algebra primitives
+(ember/_prims/linalg.py), for real and complex matrices; the Schur form (schur, rsf2csf), and sqrtm and funm on it
+(not differentiable, as JAX's); plus block_diag, toeplitz and expm (Pade approximant with scaling and squaring, as
+JAX)."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,12 +11,14 @@ import numpy as np
 
 from ember import lax
 from ember import numpy as enp
+from ember._core import dtypes as dt
 from ember._numpy import factorizations as _f
 from ember._prims import linalg as _lax_linalg
 
 
 def _trans_code(name: str, trans: Any) -> int:
-    codes = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}
+    """0: op(a) = a, 1: a^T, 2: a^H (a^T for a real a)."""
+    codes = {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}
     if trans not in codes:
         raise ValueError(f"scipy.linalg.{name}: trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
     return codes[trans]
@@ -23,7 +27,7 @@ def _trans_code(name: str, trans: Any) -> int:
 def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False, unit_diagonal: bool = False,
                      overwrite_b: bool = False, debug: Any = None, check_finite: bool = True) -> Any:
     """x with op(a) x = b for the triangular a (only its lower or upper triangle is read); b a vector or a
-    matrix; op(a) = a (trans 0 or 'N') or a^T (1, 'T', 2, 'C')."""
+    matrix; op(a) = a (trans 0 or 'N'), a^T (1, 'T') or a^H (2, 'C')."""
     a, b = _f._float_operands("solve_triangular", a, b)
     if enp.ndim(a) < 2 or enp.shape(a)[-1] != enp.shape(a)[-2]:
         raise ValueError(f"scipy.linalg.solve_triangular: a must be a (stack of) square matrices, got shape "
@@ -31,14 +35,14 @@ def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False, unit_d
     vector = enp.ndim(b) == enp.ndim(a) - 1
     if vector:
         b = enp.expand_dims(b, -1)
-    x = _lax_linalg.triangular_solve(a, b, left_side=True, lower=lower,
-                                     transpose_a=_trans_code("solve_triangular", trans) == 1,
-                                     unit_diagonal=unit_diagonal)
+    code = _trans_code("solve_triangular", trans)
+    x = _lax_linalg.triangular_solve(a, b, left_side=True, lower=lower, transpose_a=code > 0,
+                                     conjugate_a=code == 2, unit_diagonal=unit_diagonal)
     return x[..., 0] if vector else x
 
 
 def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
-    """The Cholesky factor of the positive definite a: upper (scipy's default, a = U^T U) or lower."""
+    """The Cholesky factor of the positive definite (Hermitian) a: upper (scipy's default, a = U^H U) or lower."""
     return _f.cholesky(a, upper=not lower)
 
 
@@ -55,9 +59,9 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False, 
     vector = enp.ndim(b) == enp.ndim(c) - 1
     if vector:
         b = enp.expand_dims(b, -1)
-    # a = L L^T: L y = b, then L^T x = y (with c = U = L^T when upper)
-    y = _lax_linalg.triangular_solve(c, b, left_side=True, lower=lower, transpose_a=not lower)
-    x = _lax_linalg.triangular_solve(c, y, left_side=True, lower=lower, transpose_a=lower)
+    # a = L L^H: L y = b, then L^H x = y (with c = U = L^H when upper)
+    y = _lax_linalg.triangular_solve(c, b, left_side=True, lower=lower, transpose_a=not lower, conjugate_a=not lower)
+    x = _lax_linalg.triangular_solve(c, y, left_side=True, lower=lower, transpose_a=lower, conjugate_a=lower)
     return x[..., 0] if vector else x
 
 
@@ -84,7 +88,7 @@ def _pivots_to_permutation(pivots: Any, m: int) -> Any:
 
 def lu_solve(lu_and_piv: tuple[Any, Any], b: Any, trans: Any = 0, overwrite_b: bool = False,
              check_finite: bool = True) -> Any:
-    """x with a x = b (trans 0) or a^T x = b (trans 1), from lu_factor's (lu, piv)."""
+    """x with a x = b (trans 0), a^T x = b (trans 1) or a^H x = b (trans 2), from lu_factor's (lu, piv)."""
     lu_, pivots = lu_and_piv
     lu_, b = _f._float_operands("lu_solve", lu_, b)
     vector = enp.ndim(b) == enp.ndim(lu_) - 1
@@ -144,7 +148,8 @@ def qr(a: Any, overwrite_a: bool = False, lwork: Any = None, mode: str = "full",
 def eigh(a: Any, b: Any = None, lower: bool = True, eigvals_only: bool = False, overwrite_a: bool = False,
          overwrite_b: bool = False, type: int = 1, check_finite: bool = True,  # noqa: A002
          subset_by_index: Any = None, subset_by_value: Any = None, driver: Any = None) -> Any:
-    """(w, v) of the symmetric a (w ascending), or w alone; the generalized problem (b) is not supported."""
+    """(w, v) of the symmetric (Hermitian) a (w ascending, real), or w alone; the generalized problem (b) is not
+    supported."""
     if b is not None:
         raise NotImplementedError("scipy.linalg.eigh: the generalized eigenproblem (b) is not supported")
     w, v = _f.eigh(a, "L" if lower else "U")
@@ -156,6 +161,139 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
     """(u, s, vh), or s alone without compute_uv."""
     out = _f.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
     return out if not compute_uv else tuple(out)
+
+
+def schur(a: Any, output: str = "real") -> tuple[Any, Any]:
+    """(t, z) with a = z t z^H, z unitary: t quasi upper triangular (output 'real': 2x2 blocks on the diagonal for
+    complex eigenvalue pairs of a real a) or upper triangular ('complex', or any complex a); LAPACK's gees, the
+    eigenvalues unsorted. Not differentiable (as JAX's)."""
+    if output not in ("real", "complex"):
+        raise ValueError(f"scipy.linalg.schur: output must be 'real' or 'complex', got {output!r}")
+    a = _f._matrix("schur", a, square=True)
+    if output == "complex":
+        a = a.astype(dt.complex_dtype(a.dtype))
+    t, z = _lax_linalg.schur(a)
+    return t, z
+
+
+def rsf2csf(T: Any, Z: Any, check_finite: bool = True) -> tuple[Any, Any]:  # noqa: N803
+    """The complex Schur form (t, z) from a real one (T, Z) (scipy's rsf2csf: one Givens rotation per 2x2 block,
+    from the bottom up); leading dimensions of T and Z broadcast."""
+    t, z = _f._float_operands("rsf2csf", T, Z)
+    for name, x in (("T", t), ("Z", z)):
+        if enp.ndim(x) < 2 or enp.shape(x)[-1] != enp.shape(x)[-2]:
+            raise ValueError(f"scipy.linalg.rsf2csf: {name} must be a (stack of) square matrices, got shape "
+                             f"{enp.shape(x)}")
+    if enp.shape(t)[-1] != enp.shape(z)[-1]:
+        raise ValueError(f"scipy.linalg.rsf2csf: T {enp.shape(t)} and Z {enp.shape(z)} differ in size")
+    complex_dtype = dt.complex_dtype(t.dtype)
+    return enp.vectorize(_rsf2csf_2d, signature="(n,n),(n,n)->(n,n),(n,n)")(t.astype(complex_dtype),
+                                                                           z.astype(complex_dtype))
+
+
+def _rsf2csf_2d(t: Any, z: Any) -> tuple[Any, Any]:
+    n = enp.shape(t)[-1]
+    if n <= 1:
+        return t, z
+    eps = float(np.finfo(t.dtype).eps)
+    index = enp.arange(n)
+
+    def rotate(m: Any, t: Any, z: Any) -> tuple[Any, Any]:
+        # G = [[conj(c), s], [-s, c]] zeroes t[m, m - 1]: rows m-1, m from column m-1 on become G rows, columns
+        # m-1, m down to row m become columns times G^H, and z's columns m-1, m likewise
+        block = lax.dynamic_slice(t, (m - 1, m - 1), (2, 2))
+        mu = _f.eigvals(block)[0] - t[m, m]
+        r = enp.sqrt(enp.abs(mu) ** 2 + enp.abs(t[m, m - 1]) ** 2).astype(t.dtype)
+        c, s = mu / r, t[m, m - 1] / r
+        g = enp.stack([enp.stack([enp.conj(c), s]), enp.stack([-s, c])])
+        g_h = enp.conj(g.T)
+        rows = lax.dynamic_slice_in_dim(t, m - 1, 2, axis=0)
+        rows = enp.where(index >= m - 1, enp.matmul(g, rows), rows)
+        t = lax.dynamic_update_slice_in_dim(t, rows, m - 1, axis=0)
+        cols = lax.dynamic_slice_in_dim(t, m - 1, 2, axis=1)
+        cols = enp.where(index[:, None] <= m, enp.matmul(cols, g_h), cols)
+        t = lax.dynamic_update_slice_in_dim(t, cols, m - 1, axis=1)
+        zc = enp.matmul(lax.dynamic_slice_in_dim(z, m - 1, 2, axis=1), g_h)
+        return t, lax.dynamic_update_slice_in_dim(z, zc, m - 1, axis=1)
+
+    def step(i: Any, tz: tuple[Any, Any]) -> tuple[Any, Any]:
+        m = n - i
+        t, z = tz
+        coupled = enp.abs(t[m, m - 1]) > eps * (enp.abs(t[m - 1, m - 1]) + enp.abs(t[m, m]))
+        t, z = lax.cond(coupled, rotate, lambda m, t, z: (t, z), m, t, z)
+        return t.at[m, m - 1].set(0), z
+    return lax.fori_loop(1, n, step, (t, z))
+
+
+def sqrtm(A: Any, blocksize: int = 1) -> Any:  # noqa: N803
+    """The principal square root of the square matrix A (2-D), complex: from A's complex Schur form, the upper
+    triangular root column by column (Bjorck and Hammarling's recurrence; 0 where an entry's numerator and
+    denominator both vanish, as JAX). Not differentiable (the Schur form has no derivative, as in JAX);
+    blocksize > 1 is not supported (as JAX)."""
+    if blocksize > 1:
+        raise NotImplementedError("scipy.linalg.sqrtm: the blocked version (blocksize > 1) is not supported")
+    a = _f._matrix("sqrtm", A, square=True, arg="A")
+    if enp.ndim(a) != 2:
+        raise ValueError(f"scipy.linalg.sqrtm: A must be a 2-D square matrix, got shape {enp.shape(a)}")
+    t, z = schur(a, output="complex")
+    root = _sqrtm_triangular(t)
+    return enp.matmul(enp.matmul(z, root), enp.conj(z.T))
+
+
+def _sqrtm_triangular(t: Any) -> Any:
+    """The upper triangular u with u @ u = t (upper triangular), u's diagonal sqrt(diag(t))."""
+    n = enp.shape(t)[-1]
+    d = enp.sqrt(enp.diagonal(t))
+
+    def entry(k: Any, state: tuple[Any, Any]) -> tuple[Any, Any]:  # u[i, j] for i = j-1, ..., 0
+        j, u = state
+        i = j - 1 - k
+        s = enp.sum(u[i, :] * u[:, j])  # (the entries of the sum still to come are zero)
+        value = enp.where(t[i, j] == s, 0, (t[i, j] - s) / (d[i] + d[j]))
+        return j, u.at[i, j].set(value)
+
+    def column(j: Any, u: Any) -> Any:
+        return lax.fori_loop(0, j, entry, (j, u))[1]
+    return lax.fori_loop(0, n, column, enp.diag(d))
+
+
+def funm(A: Any, func: Any, disp: bool = True) -> Any:  # noqa: N803
+    """f(A) of the square matrix A (2-D), func applied to the eigenvalues (a function of an ember array, elementwise):
+    from A's complex Schur form (schur, then rsf2csf) by Parlett's recurrence (Golub and Van Loan's algorithm
+    11.1.1, scipy's), one superdiagonal at a time; complex, as JAX's. With disp=False, (f(A), an estimate of the
+    relative error) as scipy and JAX. Not differentiable (the Schur form has no derivative, as in JAX)."""
+    a = _f._matrix("funm", A, square=True, arg="A")
+    if enp.ndim(a) != 2:
+        raise ValueError(f"scipy.linalg.funm: A must be a 2-D square matrix, got shape {enp.shape(a)}")
+    t, z = rsf2csf(*schur(a))
+    f, minden = _parlett(enp.asarray(func(enp.diagonal(t))).astype(t.dtype), t)
+    f = enp.matmul(enp.matmul(z, f), enp.conj(z.T))
+    if disp:
+        return f
+    tol = float(np.finfo(dt.real_dtype(f.dtype)).eps)
+    minden = enp.where(minden == 0, tol, minden)
+    err = enp.minimum(1, enp.maximum(tol, (tol / minden) * enp.linalg.norm(enp.triu(t, 1), 1)))
+    return f, enp.where(enp.any(enp.isinf(f)), np.inf, err)
+
+
+def _parlett(values: Any, t: Any) -> tuple[Any, Any]:
+    """(f, minden): the upper triangular f(t) of the upper triangular t from f's values on t's diagonal, and the
+    smallest |t_jj - t_ii| met. For the entries (i, j) at distance p above the diagonal (all at once), with the
+    nearer ones known and f_ij still 0: (t f - f t)_ij = t_ij (f_jj - f_ii) + sum_{i<k<j} (t_ik f_kj - f_ik t_kj),
+    divided by t_jj - t_ii where that is not 0 (as scipy)."""
+    n = enp.shape(t)[-1]
+    d = enp.diagonal(t)
+    rows, cols = np.indices((n, n))
+    den = d[None, :] - d[:, None]
+
+    def superdiagonal(p: Any, state: tuple[Any, Any]) -> tuple[Any, Any]:
+        f, minden = state
+        on = enp.asarray(cols - rows) == p
+        s = enp.matmul(t, f) - enp.matmul(f, t)
+        value = enp.where(den != 0, s / enp.where(den != 0, den, 1), s)
+        minden = enp.minimum(minden, enp.min(enp.where(on, enp.abs(den), np.inf)))
+        return enp.where(on, value, f), minden
+    return lax.fori_loop(1, n, superdiagonal, (enp.diag(values), enp.abs(d[0])))
 
 
 def block_diag(*arrs: Any) -> Any:
@@ -321,5 +459,5 @@ def expm(A: Any, *, upper_triangular: bool = False, max_squarings: int = _MAX_SQ
 
 
 __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "det", "eigh", "expm",
-           "expm_frechet", "fiedler", "hankel", "helmert", "hilbert", "inv", "leslie", "lu", "lu_factor", "lu_solve",
-           "polar", "qr", "solve", "solve_triangular", "svd", "toeplitz"]
+           "expm_frechet", "fiedler", "funm", "hankel", "helmert", "hilbert", "inv", "leslie", "lu", "lu_factor",
+           "lu_solve", "polar", "qr", "rsf2csf", "schur", "solve", "solve_triangular", "sqrtm", "svd", "toeplitz"]

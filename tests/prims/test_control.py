@@ -154,6 +154,15 @@ CASES = [
          ((2, 3), (3,))], F, jax=lambda x, w: jnp.tanh(x * w) + x, forward=False),
     Case("optimization_barrier", lambda x: lax.optimization_barrier(x) * 2.0, lambda x: x * 2.0,
          [((3,),), ((2, 2),)], F, jax=lambda x: jlax.optimization_barrier(x) * 2.0),
+    # host callbacks (ember/_control/callbacks.py; behaviour in tests/test_callbacks.py): values, vmap (sequential:
+    # a scan of calls), and the refusal of derivatives; debug_callback's derivatives are its primal's
+    Case("pure_callback", lambda x: ember.pure_callback(np.sin, ember.ShapeDtypeStruct(x.shape, x.dtype), x,
+                                                        vmap_method="sequential"),
+         np.sin, [((3,),)], F, forward=False, reverse=False),
+    Case("io_callback", lambda x: ember.experimental.io_callback(np.cos, ember.ShapeDtypeStruct(x.shape, x.dtype), x),
+         np.cos, [((3,),)], F, forward=False, reverse=False),
+    Case("debug_callback", lambda x: (ember.debug.callback(lambda v: None, x), x * 2.0)[1], lambda x: x * 2.0,
+         [((3,),)], F, jax=lambda x: x * 2.0, jacobians=False),
 ]
 
 test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)

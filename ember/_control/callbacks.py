@@ -1,0 +1,235 @@
+"""Host callbacks: Python functions called from compiled programs (jax.pure_callback, io_callback, debug.callback).
+
+Three primitives, each lowered to `stablehlo.custom_call @ember_callback` (the handler is ember/_runtime/
+callbacks.py) with an int64 attribute naming the HostCallback in this module's registry:
+
+  pure_callback: a pure function of its arguments. No effects: DCE drops it when its results are unused, CSE may
+      merge two equal calls, as JAX. No derivatives (JAX's rule: wrap it in custom_jvp/custom_vjp); vmap by the
+      vmap_method the caller chose (sequential, sequential_unrolled, expand_dims, broadcast_all, legacy_vectorized;
+      none chosen: vmap refuses, as JAX).
+  io_callback: effectful (Primitive.effectful): never dropped, merged or reordered by the passes; kept once on the
+      forward side of reverse mode. No derivatives; vmap calls it once per batch member in a loop, and refuses an
+      ordered one (as JAX).
+  debug_callback: effectful, no results (debug.print, debug.callback). Forward mode calls it on the primal values
+      and reverse mode once on the forward side (it has no outputs, so nothing flows back); vmap calls it once per
+      batch member, unrolled, in order (JAX's output order).
+
+The custom call of an effectful callback has has_side_effect = true (XLA keeps it and does not merge it); an
+ordered one (ordered=True) also threads the body's effect value (an int8 scalar) through the ordered callbacks of
+its body, and lower_into ties loops and branches that call back into that chain, so XLA keeps their program order
+(ember/_hlo/ffi.py's custom_call, ember/_hlo/lower.py's effect_value; docs/callbacks.md)."""
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ember._control.loops import scan_flat
+from ember._core import Primitive, ShapedArray
+from ember._core import dtypes as dt
+from ember._core.pytree import PyTreeDef, tree_flatten
+from ember._hlo import LoweringContext, LoweringError
+from ember._hlo import ffi as _hlo_ffi
+from ember._prims.lax_helpers import index_in_dim, stack
+from ember._prims.shape import BatchDim, batch_size, broadcast, moveaxis
+
+TARGET = "ember_callback"
+CALLBACK_NOT_DIFFERENTIABLE = ("callbacks are not differentiable: wrap the callback in ember.custom_jvp or "
+                               "ember.custom_vjp to give it derivatives")
+VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all", "legacy_vectorized")
+
+
+class CallbackDerivativeError(ValueError, NotImplementedError):
+    """A callback was differentiated (JAX raises a ValueError; ember's marks raise NotImplementedErrors: both)."""
+
+
+class CallbackBatchingError(ValueError, NotImplementedError):
+    """An ordered io_callback under vmap (a ValueError, as JAX's)."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The registry: key -> HostCallback, weak (an entry lives while an IR equation, hence a compiled program, holds it)
+_registry: weakref.WeakValueDictionary[int, "HostCallback"] = weakref.WeakValueDictionary()
+_keys = itertools.count(1)
+_registry_lock = threading.Lock()
+
+
+class HostCallback:
+    """A Python function as a callback primitive's param: it takes the flat arguments (numpy arrays), rebuilds the
+    caller's argument structure (in_tree; `static` holds the leaves that are not arrays, by position), calls fn and
+    returns its results flat, checked against result_avals (numpy arrays). Compared by identity."""
+
+    def __init__(self, fn: Callable[..., Any], in_tree: PyTreeDef, static: tuple[tuple[int, Any], ...],
+                 result_avals: tuple[ShapedArray, ...], result_tree: PyTreeDef | None, name: str):
+        self.fn, self.in_tree, self.static = fn, in_tree, static
+        self.result_avals, self.result_tree, self.name = result_avals, result_tree, name
+        with _registry_lock:
+            self.key = next(_keys)
+            _registry[self.key] = self
+
+    def __repr__(self) -> str:
+        return f"<{self.name} {getattr(self.fn, '__qualname__', type(self.fn).__name__)}>"
+
+    def call_flat(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+        leaves: list[Any] = list(args)
+        for position, value in self.static:
+            leaves.insert(position, value)
+        call_args, call_kwargs = self.in_tree.unflatten(leaves)
+        result = self.fn(*call_args, **call_kwargs)
+        if self.result_tree is None:
+            return []
+        flat, _ = tree_flatten(result)
+        if len(flat) != len(self.result_avals):
+            raise TypeError(f"{self.name}: the callback {self.fn!r} returned {len(flat)} arrays, expected "
+                            f"{len(self.result_avals)} (structured as {self.result_tree})")
+        out = []
+        for i, (value, aval) in enumerate(zip(flat, self.result_avals)):
+            array = np.asarray(value)
+            if array.shape != aval.shape:
+                raise TypeError(f"{self.name}: result {i} of the callback {self.fn!r} has shape {array.shape}, "
+                                f"expected {aval.shape} (result_shape_dtypes)")
+            if array.dtype != aval.dtype:
+                raise TypeError(f"{self.name}: result {i} of the callback {self.fn!r} has dtype {array.dtype}, "
+                                f"expected {np.dtype(aval.dtype).name} (result_shape_dtypes)")
+            out.append(array)
+        return out
+
+
+def lookup(key: int) -> HostCallback:
+    """The callback a compiled program names by key (the handler's lookup)."""
+    found = _registry.get(key)
+    if found is None:
+        raise RuntimeError(f"{TARGET}: the callback {key} no longer exists (its program outlived it)")
+    return found
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Shared rules
+def _abstract_eval(*avals: ShapedArray, callback: HostCallback, **params: Any) -> list[ShapedArray]:
+    _check_dtypes(callback.name, list(avals) + list(callback.result_avals))
+    return list(callback.result_avals)
+
+
+def _lowering(effectful: bool) -> Callable[..., list[str]]:
+    def lower(ctx: LoweringContext, *args: str, callback: HostCallback, ordered: bool = False,
+              **params: Any) -> list[str]:
+        if not _hlo_ffi.available(TARGET):
+            raise LoweringError(f"{callback.name}: host callbacks are unavailable in this process")
+        return _hlo_ffi.custom_call(ctx, TARGET, args, ctx.avals_out, {"callback": callback.key},
+                                    has_side_effect=effectful, ordered=ordered)
+    return lower
+
+
+def _check_dtypes(name: str, avals: Sequence[ShapedArray]) -> None:
+    for i, aval in enumerate(avals):
+        if np.dtype(aval.dtype) not in _SUPPORTED:
+            raise TypeError(f"{name}: argument or result {i} has dtype {np.dtype(aval.dtype).name}, which host "
+                            f"callbacks do not carry (supported: {', '.join(sorted(d.name for d in _SUPPORTED))})")
+
+
+_SUPPORTED = {np.dtype(d) for d in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                                    np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128)}
+_SUPPORTED.add(np.dtype(dt.bfloat16))
+
+
+def _sequential(prim: Primitive, args: Sequence[Any], dims: Sequence[BatchDim], unrolled: bool,
+                **params: Any) -> tuple[list[Any], list[BatchDim]]:
+    """Call prim once per batch member, in order: a scan over the batched arguments (unrolled: a Python loop),
+    the unbatched ones passed whole to every call."""
+    size = batch_size(args, dims)
+    moved = [a if d is None else moveaxis(a, d, 0) for a, d in zip(args, dims)]
+
+    def one(members: Sequence[Any]) -> list[Any]:
+        it = iter(members)
+        return prim.bind(*[a if d is None else next(it) for a, d in zip(moved, dims)], **params)
+
+    batched = [a for a, d in zip(moved, dims) if d is not None]
+    if unrolled:
+        rows = [one([index_in_dim(a, i, 0, keepdims=False) for a in batched]) for i in range(size)]
+        outs = [stack([row[k] for row in rows]) for k in range(len(rows[0]))] if rows and rows[0] else []
+    else:
+        _, outs = scan_flat(lambda carry, xs: ([], one(xs)), [], batched, size)
+    return list(outs), [0] * len(outs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# pure_callback(args...; callback, vmap_method) -> results
+pure_callback_p = Primitive("pure_callback", multiple_results=True)
+pure_callback_p.def_rule("abstract_eval", _abstract_eval)
+pure_callback_p.def_rule("lowering", _lowering(effectful=False))
+pure_callback_p.mark("jvp", CALLBACK_NOT_DIFFERENTIABLE, CallbackDerivativeError)
+pure_callback_p.mark("vjp", CALLBACK_NOT_DIFFERENTIABLE, CallbackDerivativeError)
+
+
+@pure_callback_p.def_rule("batching")
+def _pure_callback_batching(args: Sequence[Any], dims: Sequence[BatchDim], *, callback: HostCallback,
+                            vmap_method: str | None) -> tuple[list[Any], list[BatchDim]]:
+    if vmap_method in ("sequential", "sequential_unrolled"):
+        return _sequential(pure_callback_p, args, dims, vmap_method == "sequential_unrolled", callback=callback,
+                           vmap_method=vmap_method)
+    if vmap_method not in VMAP_METHODS:
+        raise NotImplementedError(
+            f"vmap of pure_callback ({callback!r}) needs a vmap_method: one of {', '.join(map(repr, VMAP_METHODS))}"
+            f", got vmap_method={vmap_method!r}")
+    size = batch_size(args, dims)
+    moved = [a if d is None else moveaxis(a, d, 0) for a, d in zip(args, dims)]
+    if vmap_method != "legacy_vectorized":  # expand_dims: a leading 1; broadcast_all: the whole batch
+        lead = size if vmap_method == "broadcast_all" else 1
+        moved = [broadcast(a, (lead,)) if d is None else a for a, d in zip(moved, dims)]
+    batched = HostCallback(callback.fn, callback.in_tree, callback.static,
+                           tuple(a.update(shape=(size, *a.shape)) for a in callback.result_avals),
+                           callback.result_tree, callback.name)
+    outs = pure_callback_p.bind(*moved, callback=batched, vmap_method=vmap_method)
+    return list(outs), [0] * len(outs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# io_callback(args...; callback, ordered) -> results: effectful
+io_callback_p = Primitive("io_callback", multiple_results=True, effectful=True)
+io_callback_p.def_rule("abstract_eval", _abstract_eval)
+io_callback_p.def_rule("lowering", _lowering(effectful=True))
+io_callback_p.mark("jvp", CALLBACK_NOT_DIFFERENTIABLE, CallbackDerivativeError)
+io_callback_p.mark("vjp", CALLBACK_NOT_DIFFERENTIABLE, CallbackDerivativeError)
+
+
+@io_callback_p.def_rule("batching")
+def _io_callback_batching(args: Sequence[Any], dims: Sequence[BatchDim], *, callback: HostCallback,
+                          ordered: bool) -> tuple[list[Any], list[BatchDim]]:
+    if ordered:
+        raise CallbackBatchingError(f"io_callback ({callback!r}): vmap of an ordered io_callback is not allowed "
+                                    "(as JAX): its calls would have no order")
+    return _sequential(io_callback_p, args, dims, False, callback=callback, ordered=ordered)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# debug_callback(args...; callback, ordered) -> (): effectful, no results
+debug_callback_p = Primitive("debug_callback", multiple_results=True, effectful=True)
+debug_callback_p.def_rule("abstract_eval", _abstract_eval)
+debug_callback_p.def_rule("lowering", _lowering(effectful=True))
+
+
+@debug_callback_p.def_rule("jvp")
+def _debug_callback_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[list, list]:
+    return debug_callback_p.bind(*primals, **params), []  # called on the primal values only (as JAX)
+
+
+@debug_callback_p.def_rule("vjp")
+def _debug_callback_vjp(cts: Sequence[Any], ins: Sequence[Any], outs: Sequence[Any], needs: Sequence[bool],
+                        **params: Any) -> list[None]:
+    return [None] * len(ins)  # (no outputs: nothing flows back; the forward side called it once)
+
+
+@debug_callback_p.def_rule("batching")
+def _debug_callback_batching(args: Sequence[Any], dims: Sequence[BatchDim], **params: Any
+                             ) -> tuple[list[Any], list[BatchDim]]:
+    """Once per batch member, in order (unrolled, as JAX)."""
+    for i in range(batch_size(args, dims)):
+        debug_callback_p.bind(*[a if d is None else index_in_dim(a, i, d, keepdims=False)
+                                for a, d in zip(args, dims)], **params)
+    return [], []
+
+
+__all__: list[str] = []

@@ -1,0 +1,336 @@
+"""The host-callback handler: one typed XLA FFI handler, written with ctypes, that calls back into Python.
+
+ember/_control/callbacks.py lowers pure_callback, io_callback and debug_callback to `stablehlo.custom_call
+@ember_callback` with an int64 attribute `callback`: the key of the callback in that module's registry (a weak
+registry: an entry lives as long as the IR equation, and so the compiled program, that holds it). This module
+provides the target (ember._hlo.ffi's provider protocol, as the LAPACK kernels do) and registers the handler with
+the plugin through its FFI extension (ember/_runtime/ffi.py) on first use.
+
+The handler is a ctypes CFUNCTYPE: XLA calls it on the thread that runs the program (the caller's own thread for a
+small program, else one of the plugin's threads); ctypes takes the GIL for the call. The PJRT execute call runs
+without the GIL (both dispatch paths release it), so the callback can run while the caller waits. It
+
+  * answers the metadata call made at registration (which FFI API version it speaks, no traits);
+  * copies each argument buffer into a numpy array (the buffers are XLA's, valid only during the call; the effect
+    value that orders callbacks, attributes effect_in/effect_out, is skipped and written as 0), calls the Python
+    function, and checks and copies its results into the result buffers; callback 0 is no Python function but
+    the ordering copy that ember._hlo.lower.order_call emits around loops and branches that call back;
+  * turns any exception into an XLA_FFI_Error made through the call frame's api, whose message carries a key of
+    the per-call error registry (`[ember callback error N]`); the runtime, where it raises the execute's PJRT
+    error (ember._runtime.compiler), takes the exception back with `take_error` and raises the PJRT error from it,
+    so the callback's traceback is shown as the cause. Nothing is allowed to escape into ctypes (which would print
+    it and return NULL: success)."""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import re
+import threading
+import traceback
+from typing import Any
+
+import numpy as np
+
+from ember._control import callbacks as _callbacks
+from ember._core import dtypes as dt
+from ember._hlo import ffi as _hlo_ffi
+from ember._runtime import ffi
+
+TARGET = _callbacks.TARGET
+
+
+class _ExtensionBase(ctypes.Structure):
+    pass
+
+
+_ExtensionBase._fields_ = [("struct_size", ctypes.c_size_t), ("type", ctypes.c_int),
+                           ("next", ctypes.POINTER(_ExtensionBase))]
+
+
+class _ApiVersion(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p),
+                ("major_version", ctypes.c_int), ("minor_version", ctypes.c_int)]
+
+
+class _ErrorCreateArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p),
+                ("message", ctypes.c_char_p), ("errc", ctypes.c_int)]
+
+
+_ERROR_CREATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(_ErrorCreateArgs))
+
+
+class _Api(ctypes.Structure):
+    """The head of XLA_FFI_Api: its first function is XLA_FFI_Error_Create."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p),
+                ("api_version", _ApiVersion), ("internal_api", ctypes.c_void_p), ("error_create", ctypes.c_void_p)]
+
+
+class _Buffer(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p), ("dtype", ctypes.c_int),
+                ("data", ctypes.c_void_p), ("rank", ctypes.c_int64), ("dims", ctypes.POINTER(ctypes.c_int64))]
+
+
+class _Args(ctypes.Structure):
+    """XLA_FFI_Args (XLA_FFI_Rets has the same layout)."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p), ("size", ctypes.c_int64),
+                ("types", ctypes.POINTER(ctypes.c_int)), ("args", ctypes.POINTER(ctypes.c_void_p))]
+
+
+class _ByteSpan(ctypes.Structure):
+    _fields_ = [("ptr", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+class _Scalar(ctypes.Structure):
+    _fields_ = [("dtype", ctypes.c_int), ("value", ctypes.c_void_p)]
+
+
+class _Attrs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p), ("size", ctypes.c_int64),
+                ("types", ctypes.POINTER(ctypes.c_int)), ("names", ctypes.POINTER(ctypes.POINTER(_ByteSpan))),
+                ("attrs", ctypes.POINTER(ctypes.c_void_p))]
+
+
+class _CallFrame(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.POINTER(_ExtensionBase)),
+                ("api", ctypes.POINTER(_Api)), ("ctx", ctypes.c_void_p), ("stage", ctypes.c_int),
+                ("args", _Args), ("rets", _Args), ("attrs", _Attrs)]
+
+
+class _Metadata(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("api_version", _ApiVersion), ("traits", ctypes.c_uint32)]
+
+
+class _MetadataExtension(ctypes.Structure):
+    _fields_ = [("base", _ExtensionBase), ("metadata", ctypes.POINTER(_Metadata))]
+
+
+_EXTENSION_METADATA = 1
+_ATTR_SCALAR = 3
+_ARG_BUFFER = 1  # XLA_FFI_ArgType_BUFFER (XLA_FFI_RetType_BUFFER too)
+_FFI_S64 = 5
+_FFI_TOKEN = 17
+_ERR_UNKNOWN = 2
+# XLA_FFI_DataType (XLA's PrimitiveType numbers) -> numpy dtype
+_DTYPES: dict[int, np.dtype] = {
+    1: np.dtype(np.bool_), 2: np.dtype(np.int8), 3: np.dtype(np.int16), 4: np.dtype(np.int32),
+    5: np.dtype(np.int64), 6: np.dtype(np.uint8), 7: np.dtype(np.uint16), 8: np.dtype(np.uint32),
+    9: np.dtype(np.uint64), 10: np.dtype(np.float16), 11: np.dtype(np.float32), 12: np.dtype(np.float64),
+    15: np.dtype(np.complex64), 16: dt.bfloat16, 18: np.dtype(np.complex128),
+}
+
+_HANDLER_TYPE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(_CallFrame))
+
+# The per-call error registry: key -> the exception a callback raised, until the runtime takes it back (bounded:
+# the oldest entries go first, should a program's error never reach take_error).
+_errors: dict[int, BaseException] = {}
+_error_keys = itertools.count(1)
+_errors_lock = threading.Lock()
+_MAX_ERRORS = 64
+_ERROR_TAG = re.compile(r"\[ember callback error (\d+)\]")
+
+
+def _fail(frame: Any, message: str) -> int:
+    args = _ErrorCreateArgs(ctypes.sizeof(_ErrorCreateArgs), None, message.encode("utf-8", "replace"), _ERR_UNKNOWN)
+    return _ERROR_CREATE(frame.api.contents.error_create)(ctypes.byref(args)) or 0
+
+
+def _answer_metadata(frame: Any) -> bool:
+    """The registration call: say which FFI API version the handler speaks (the plugin's own), with no traits."""
+    if not frame.extension_start:
+        return False
+    ext = frame.extension_start.contents
+    if ext.type != _EXTENSION_METADATA:
+        return False
+    metadata = ctypes.cast(frame.extension_start, ctypes.POINTER(_MetadataExtension)).contents.metadata.contents
+    version = frame.api.contents.api_version
+    metadata.api_version.major_version = version.major_version
+    metadata.api_version.minor_version = version.minor_version
+    metadata.traits = 0
+    return True
+
+
+def _int_attrs(frame: Any) -> dict[bytes, int]:
+    attrs, found = frame.attrs, {}
+    for i in range(attrs.size):
+        span = attrs.names[i].contents
+        if attrs.types[i] == _ATTR_SCALAR:
+            scalar = ctypes.cast(attrs.attrs[i], ctypes.POINTER(_Scalar)).contents
+            if scalar.dtype == _FFI_S64:
+                found[ctypes.string_at(span.ptr, span.len)] = ctypes.c_int64.from_address(scalar.value).value
+    return found
+
+
+def _buffers(args: Any) -> list[Any]:
+    """The non-token buffers of a call frame's args (or rets)."""
+    out = []
+    for i in range(args.size):
+        if args.types[i] != _ARG_BUFFER:
+            raise RuntimeError(f"{TARGET}: argument {i} is not a buffer")
+        buffer = ctypes.cast(args.args[i], ctypes.POINTER(_Buffer)).contents
+        if buffer.dtype != _FFI_TOKEN:
+            out.append(buffer)
+    return out
+
+
+def _shape(buffer: Any) -> tuple[int, ...]:
+    return tuple(buffer.dims[i] for i in range(buffer.rank))
+
+
+def _to_numpy(buffer: Any) -> np.ndarray:
+    dtype = _DTYPES.get(buffer.dtype)
+    if dtype is None:
+        raise TypeError(f"{TARGET}: an argument of XLA data type {buffer.dtype} has no numpy dtype")
+    shape = _shape(buffer)
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = (ctypes.c_char * size).from_address(buffer.data) if size else b""
+    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+
+
+def _write(buffer: Any, value: np.ndarray) -> None:
+    raw = np.ascontiguousarray(value).tobytes()
+    if raw:
+        ctypes.memmove(buffer.data, raw, len(raw))
+
+
+class _ThreadState(threading.local):
+    """Per thread: how many programs with callbacks this thread is executing (their callbacks run on this thread
+    when XLA runs the program inline), and whether this thread is one of XLA's, running a callback."""
+
+    def __init__(self) -> None:
+        self.executing = 0
+        self.in_worker_callback = False
+
+
+state = _ThreadState()
+
+
+_inflight = 0  # programs with callbacks executing now, in every thread (effects_barrier waits for them)
+_inflight_changed = threading.Condition()
+
+
+def running(fn: Any) -> Any:
+    """fn() (an execute of a program with callbacks, awaited), marked on this thread: a callback XLA runs inline,
+    on this thread, may run ember computations (they execute before the program goes on)."""
+    global _inflight
+    with _inflight_changed:
+        _inflight += 1
+    state.executing += 1
+    try:
+        return fn()
+    finally:
+        state.executing -= 1
+        with _inflight_changed:
+            _inflight -= 1
+            _inflight_changed.notify_all()
+
+
+def effects_barrier() -> None:
+    """Wait until every program with host callbacks that has started, in any thread, has finished, so that their
+    side effects (prints, io_callbacks) have happened (as jax.effects_barrier). A program's own call already waits
+    for it: this matters for programs running in other threads. From inside a callback it waits for the others."""
+    own = state.executing + (1 if state.in_worker_callback else 0)  # (the programs waiting for this callback)
+    with _inflight_changed:
+        _inflight_changed.wait_for(lambda: _inflight <= own)
+
+
+def check_reentry(name: str) -> None:
+    """Refuse to execute a program from a callback that XLA runs on one of its own threads: the device's queue
+    holds the calling program until the callback returns, so waiting there for another program would deadlock."""
+    if state.in_worker_callback:
+        raise RuntimeError(
+            f"{name}: a host callback cannot run ember computations here: XLA runs this callback on one of its "
+            "threads while the calling program holds the device, so the computation would wait forever. Compute "
+            "with numpy inside callbacks (docs/callbacks.md)")
+
+
+def _copy(args: list[Any], rets: list[Any]) -> None:
+    """Callback 0: rets[i] = args[i] (the ordering copy of ember._hlo.lower.order_call)."""
+    for arg, ret in zip(args, rets):
+        size = int(np.prod(_shape(ret), dtype=np.int64)) * _DTYPES[ret.dtype].itemsize
+        if size:
+            ctypes.memmove(ret.data, arg.data, size)
+
+
+def _call(frame: Any) -> None:
+    attrs = _int_attrs(frame)
+    key = attrs.get(b"callback")
+    if key is None:
+        raise RuntimeError(f"{TARGET}: the custom call has no int64 attribute 'callback'")
+    args, rets = _buffers(frame.args), _buffers(frame.rets)
+    if key == 0:
+        return _copy(args, rets)
+    if attrs.get(b"effect_in"):
+        args = args[1:]
+    if attrs.get(b"effect_out"):
+        ctypes.c_int8.from_address(rets[0].data).value = 0
+        rets = rets[1:]
+    entry = _callbacks.lookup(key)
+    values = [_to_numpy(b) for b in args]
+    worker = state.executing == 0
+    if worker:
+        state.in_worker_callback = True
+    try:
+        results = entry.call_flat(values)
+    finally:
+        if worker:
+            state.in_worker_callback = False
+    if len(results) != len(rets):  # (call_flat checked the results against the expected avals)
+        raise RuntimeError(f"{TARGET}: {len(results)} results for {len(rets)} result buffers")
+    for buffer, value in zip(rets, results):
+        _write(buffer, value)
+
+
+def _remember(err: BaseException) -> int:
+    with _errors_lock:
+        key = next(_error_keys)
+        _errors[key] = err
+        while len(_errors) > _MAX_ERRORS:
+            del _errors[next(iter(_errors))]
+    return key
+
+
+def _handler(frame_pointer: Any) -> int:
+    try:
+        frame = frame_pointer.contents
+        if _answer_metadata(frame):
+            return 0
+        _call(frame)
+        return 0
+    except BaseException as err:  # noqa: BLE001 - every exception goes back to XLA as an FFI error
+        try:
+            key = _remember(err)
+            summary = "".join(traceback.format_exception_only(type(err), err)).strip()
+            return _fail(frame_pointer.contents, f"[ember callback error {key}] {summary}")
+        except BaseException:  # noqa: BLE001 - never let an exception escape into ctypes (it would mean success)
+            return _fail(frame_pointer.contents, "ember callback: the callback failed, and reporting it failed")
+
+
+_HANDLER = _HANDLER_TYPE(_handler)  # (kept alive with this module: XLA holds its address)
+
+
+def take_error(message: str) -> BaseException | None:
+    """The exception a callback raised, for the message of the PJRT error that reported it (None when the message
+    names none, or it was taken already)."""
+    found = _ERROR_TAG.search(message)
+    if found is None:
+        return None
+    with _errors_lock:
+        return _errors.pop(int(found.group(1)), None)
+
+
+_provided: frozenset[str] | None = None
+
+
+def provide() -> frozenset[str]:
+    """The callback target, registered with the attached plugins on first use."""
+    global _provided
+    if _provided is None:
+        ffi.add_handlers({TARGET: ctypes.cast(_HANDLER, ctypes.c_void_p).value})
+        _provided = frozenset([TARGET])
+    return _provided
+
+
+_hlo_ffi.set_provider(TARGET, provide)
+
+__all__ = ["TARGET", "check_reentry", "effects_barrier", "provide", "running", "state", "take_error"]
