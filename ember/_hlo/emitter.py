@@ -94,6 +94,8 @@ class Emitter:
         self.functions: dict[str, str] = {} if functions is None else functions
         self.scope: tuple[str, ...] = ()
         self.location = ""
+        self.ops = 0  # ops emitted into this body so far, and the results of the last one (see lower._in_effect_order)
+        self.last_results: list[str] = []
 
     def fresh(self, prefix: str = "") -> str:
         return f"%{prefix}{next(self._counter)}"
@@ -126,6 +128,8 @@ class Emitter:
                           f"({in_types}) -> {out_types}{self.location}")
         for n, t in zip(names, result_types):
             self.types[n] = t
+        self.ops += 1
+        self.last_results = names if result_avals else []
         return names[0] if single else names
 
     def returns(self, values: Sequence[str]) -> None:

@@ -146,13 +146,10 @@ def _in_effect_order(emitter: Emitter, ctx: LoweringContext, rule: Callable[...,
     without results gets one for this, see cond's lowering)."""
     if operands:
         operands = order_call(emitter, [effect_value(emitter), *operands], [EFFECT, *ctx.avals_in])[1:]
-    start = len(emitter.lines)
+    start = emitter.ops
     outs = rule(ctx, *operands, **params)
-    last = emitter.lines[-1].strip() if len(emitter.lines) > start else ""
-    if " = " in last and last.startswith("%"):
-        head = last.split(" = ", 1)[0]
-        first = f"{head.split(':')[0]}#0" if ":" in head else head
-        _effects[emitter] = order_call(emitter, [effect_value(emitter), first], [EFFECT])[0]
+    if emitter.ops > start and emitter.last_results:  # (the loop's or case's op, or one reading its results)
+        _effects[emitter] = order_call(emitter, [effect_value(emitter), emitter.last_results[0]], [EFFECT])[0]
     return outs
 
 
