@@ -4,7 +4,7 @@ differentiable" mark, and batching; and each Case binds the primitive it names. 
 to RULE_KINDS and a check to the harness (and a planted wrong rule to tests/test_harness_selftest.py)."""
 import pytest
 
-from ember._api.custom_batching import CUSTOM_VMAP_NO_REVERSE_MODE
+from ember._control.custom_batching import CUSTOM_VMAP_NO_REVERSE_MODE
 from ember._control.callbacks import CALLBACK_NOT_DIFFERENTIABLE
 from ember._control.custom import CUSTOM_VJP_NO_FORWARD_MODE
 from ember._control.exported import EXPORTED_NO_FORWARD_MODE

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from ember._api.staging import call_positions, leaf_location
 from ember._core.config import config
-from ember._core.primitive import user_source
+from ember._core.primitive import EMBER_DIR, user_source
 from ember._core.pytree import PyTreeDef, tree_flatten_with_path
 
 logger = logging.getLogger("ember")
@@ -50,13 +50,10 @@ def _code_of(fun: Any) -> Any:
     return getattr(getattr(fun, "__func__", fun), "__code__", None)
 
 
-_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def _ours(fun: Any) -> bool:
     """Whether fun is ember's own (a jitted helper of the library recompiles by design, per shape: no warning)."""
     code = _code_of(fun)
-    return code is not None and os.path.abspath(code.co_filename).startswith(_EMBER_DIR + os.sep)
+    return code is not None and os.path.abspath(code.co_filename).startswith(EMBER_DIR)
 
 
 def _leaf_paths(in_tree: PyTreeDef, statics: tuple[Any, ...]) -> list[str]:

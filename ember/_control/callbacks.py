@@ -33,10 +33,11 @@ from ember._core import dtypes as dt
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._hlo import LoweringContext, LoweringError
 from ember._hlo import ffi as _hlo_ffi
+from ember._hlo.lower import CALLBACK_TARGET
 from ember._prims.lax_helpers import index_in_dim, stack
 from ember._prims.shape import BatchDim, batch_size, broadcast, moveaxis
 
-TARGET = "ember_callback"
+TARGET = CALLBACK_TARGET
 CALLBACK_NOT_DIFFERENTIABLE = ("callbacks are not differentiable: wrap the callback in ember.custom_jvp or "
                                "ember.custom_vjp to give it derivatives")
 VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all", "legacy_vectorized")

@@ -192,7 +192,16 @@ class _TraceState(threading.local):
 TRACE_STATE = _TraceState()
 
 
-_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the package's files start so
+
+
+def user_stacklevel() -> int:
+    """The stacklevel that makes a warnings.warn in the calling function point at the innermost frame outside the
+    ember package (the user's line)."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(EMBER_DIR):
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 def user_source() -> Source | None:
@@ -205,7 +214,7 @@ def user_source() -> Source | None:
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
-        if not code.co_filename.startswith(_EMBER_DIR):
+        if not code.co_filename.startswith(EMBER_DIR):
             return Source(code.co_filename, frame.f_lineno, code.co_name, scope)
         frame = frame.f_back
     return None

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ember._core.dtypes import ShapedArray
-from ember._hlo.lower import EFFECT, LoweringContext, effect_value, set_effect_value
+from ember._hlo.lower import (EFFECT, LoweringContext, effect_value, emit_custom_call, row_major, set_effect_value,
+                              value_rank)
 
 _providers: dict[str, Callable[[], frozenset[str]]] = {}  # name prefix -> provider
 _provided: dict[str, frozenset[str]] = {}  # name prefix -> what its provider returned (asked once)
@@ -53,24 +54,13 @@ def column_major(rank: int) -> tuple[int, ...]:
     """The minor-to-major layout of an array whose last two dimensions are a column-major (Fortran) matrix and
     whose leading dimensions are a row-major batch of them (row-major for rank < 2)."""
     if rank < 2:
-        return tuple(range(rank - 1, -1, -1))
+        return row_major(rank)
     return (rank - 2, rank - 1) + tuple(range(rank - 3, -1, -1))
 
 
 def rank_of(ctx: LoweringContext, value: str) -> int:
-    """The rank of an SSA value of the body being emitted (its tensor type's dimensions: tensor<2x3xcomplex<f32>>
-    has 2)."""
-    parts = ctx.emitter.types[value][len("tensor<"):-1].split("x")
-    return next((i for i, part in enumerate(parts) if not part.isdigit()), len(parts))
-
-
-def row_major(rank: int) -> tuple[int, ...]:
-    return tuple(range(rank - 1, -1, -1))
-
-
-def _layouts(layouts: Sequence[Sequence[int]]) -> str:
-    return "[" + ", ".join(f"dense<[{', '.join(str(d) for d in lay)}]> : tensor<{len(lay)}xindex>" if lay else
-                           "dense<> : tensor<0xindex>" for lay in layouts) + "]"
+    """The rank of an SSA value of the body being emitted (ember._hlo.lower.value_rank)."""
+    return value_rank(ctx.emitter, value)
 
 
 def custom_call(ctx: LoweringContext, target: str, operands: Sequence[str], results: Sequence[ShapedArray],
@@ -91,17 +81,10 @@ def custom_call(ctx: LoweringContext, target: str, operands: Sequence[str], resu
     effect_out = ordered or not results
     if ordered or effect_out:
         attrs = {**(attrs or {}), "effect_in": int(ordered), "effect_out": int(effect_out)}
-    config = ", ".join(f"{k} = {int(v)} : i64" for k, v in sorted((attrs or {}).items()))
-    operands = ([effect_value(ctx.emitter)] if ordered else []) + list(operands)
-    out = ctx.op("stablehlo.custom_call", operands, ([EFFECT] if effect_out else []) + list(results), {
-        "call_target_name": f'"{target}"',
-        "api_version": "4 : i32",
-        "backend_config": "{" + config + "}",
-        "has_side_effect": "true" if has_side_effect else "false",
-        "operand_layouts": _layouts(([()] if ordered else []) + list(operand_layouts)),
-        "result_layouts": _layouts(([()] if effect_out else []) + list(result_layouts)),
-    })
-    out = out if isinstance(out, list) else [out]
+    out = emit_custom_call(ctx.emitter, target, ([effect_value(ctx.emitter)] if ordered else []) + list(operands),
+                           ([EFFECT] if effect_out else []) + list(results), attrs or {}, has_side_effect,
+                           ([()] if ordered else []) + list(operand_layouts),
+                           ([()] if effect_out else []) + list(result_layouts))
     if ordered:
         set_effect_value(ctx.emitter, out[0])
     return out[1:] if effect_out else out

@@ -101,7 +101,7 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
 
 
 EFFECT = ShapedArray((), np.dtype(np.int8))  # the value that orders a body's callbacks (see effect_value)
-ORDER_TARGET = "ember_callback"  # (callback 0 of the host-callback handler, ember/_runtime/callbacks.py: a copy)
+CALLBACK_TARGET = "ember_callback"  # the host-callback handler (ember/_runtime/callbacks.py); its callback 0 copies
 _effects: "weakref.WeakKeyDictionary[Emitter, str]" = weakref.WeakKeyDictionary()  # body -> its effect value
 
 
@@ -120,22 +120,49 @@ def set_effect_value(emitter: Emitter, value: str) -> None:
     _effects[emitter] = value
 
 
-def _rank(emitter: Emitter, value: str) -> int:
+def value_rank(emitter: Emitter, value: str) -> int:
+    """The rank of an SSA value of the body being emitted (its tensor type's dimensions: tensor<2x3xcomplex<f32>>
+    has 2)."""
     parts = emitter.types[value][len("tensor<"):-1].split("x")
     return next((i for i, part in enumerate(parts) if not part.isdigit()), len(parts))
+
+
+def row_major(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank - 1, -1, -1))
+
+
+def _layouts_text(layouts: Sequence[Sequence[int]]) -> str:
+    return "[" + ", ".join(f"dense<[{', '.join(str(d) for d in lay)}]> : tensor<{len(lay)}xindex>" if lay else
+                           "dense<> : tensor<0xindex>" for lay in layouts) + "]"
+
+
+def emit_custom_call(emitter: Emitter, target: str, operands: Sequence[str], results: Sequence[ShapedArray],
+                     attrs: dict[str, int], has_side_effect: bool,
+                     operand_layouts: Sequence[Sequence[int]] | None = None,
+                     result_layouts: Sequence[Sequence[int]] | None = None) -> list[str]:
+    """`stablehlo.custom_call @target` to a typed FFI handler (api_version 4): the integer attrs reach the handler
+    as int64 scalars; layouts are minor-to-major, one per operand/result (row-major when omitted). The one writer
+    of the op: ember._hlo.ffi.custom_call (ember's handlers) and order_call use it."""
+    if operand_layouts is None:
+        operand_layouts = [row_major(value_rank(emitter, o)) for o in operands]
+    if result_layouts is None:
+        result_layouts = [row_major(a.ndim) for a in results]
+    config = ", ".join(f"{k} = {int(v)} : i64" for k, v in sorted(attrs.items()))
+    out = emitter.op("stablehlo.custom_call", list(operands), list(results), {
+        "call_target_name": f'"{target}"',
+        "api_version": "4 : i32",
+        "backend_config": "{" + config + "}",
+        "has_side_effect": "true" if has_side_effect else "false",
+        "operand_layouts": _layouts_text(operand_layouts),
+        "result_layouts": _layouts_text(result_layouts),
+    })
+    return out if isinstance(out, list) else [out]
 
 
 def order_call(emitter: Emitter, values: Sequence[str], results: Sequence[ShapedArray]) -> list[str]:
     """The handler's copy (callback 0): results[i] = values[i], computed once the values are; with the effect value
     first among both, it ties the rest to the body's callbacks."""
-    def layouts(ranks: Sequence[int]) -> str:
-        return "[" + ", ".join(f"dense<[{', '.join(str(d) for d in range(r - 1, -1, -1))}]> : tensor<{r}xindex>"
-                               if r else "dense<> : tensor<0xindex>" for r in ranks) + "]"
-    out = emitter.op("stablehlo.custom_call", list(values), list(results), {
-        "call_target_name": f'"{ORDER_TARGET}"', "api_version": "4 : i32", "backend_config": "{callback = 0 : i64}",
-        "has_side_effect": "true", "operand_layouts": layouts([_rank(emitter, v) for v in values]),
-        "result_layouts": layouts([a.ndim for a in results])})
-    return out if isinstance(out, list) else [out]
+    return emit_custom_call(emitter, CALLBACK_TARGET, values, results, {"callback": 0}, has_side_effect=True)
 
 
 def _in_effect_order(emitter: Emitter, ctx: LoweringContext, rule: Callable[..., Any], operands: list[str],

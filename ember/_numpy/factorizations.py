@@ -340,7 +340,7 @@ def pinv(a: Any, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None
     if m == 0 or n == 0:
         return mT(a)
     u, s, vh = svd(a, full_matrices=False, hermitian=hermitian)
-    cutoff = multiply(expand_dims(rtol, -1) if ndim(rtol) else rtol, max_(s, axis=-1, keepdims=True))
+    cutoff = multiply(_per_matrix(rtol), max_(s, axis=-1, keepdims=True))
     s_inv = where(greater(s, cutoff), divide(1.0, where(greater(s, cutoff), s, 1.0)), 0.0)
     return matmul(mH(vh) * expand_dims(s_inv, -2), mH(u))
 
@@ -357,10 +357,16 @@ def matrix_rank(M: Any, rtol: Any = None, *, tol: Any = None) -> Any:  # noqa: N
     if tol is None:
         if rtol is None:
             rtol = max(shape(M)[-2:]) * _eps(M)
-        tol = multiply(max_(s, axis=-1, keepdims=True, initial=0.0), expand_dims(rtol, -1) if ndim(rtol) else rtol)
-    elif ndim(tol):
-        tol = expand_dims(tol, -1)
+        tol = multiply(max_(s, axis=-1, keepdims=True, initial=0.0), _per_matrix(rtol))
+    else:
+        tol = _per_matrix(tol)
     return sum_(greater(s, tol), axis=-1)
+
+
+def _per_matrix(x: Any) -> Any:
+    """A threshold per matrix of a stack ((batch...) -> (batch..., 1)), against its singular values; a scalar as
+    it is."""
+    return expand_dims(x, -1) if ndim(x) else x
 
 
 def lstsq(a: Any, b: Any, rcond: Any = None, *, numpy_resid: bool = False) -> tuple[Any, Any, Any, Any]:

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import builtins
-import os
-import sys
 import warnings
 from typing import Any, Sequence
 
@@ -11,6 +9,7 @@ import numpy as _np
 
 from ember._core import dtypes as dt
 from ember._core.config import config
+from ember._core.primitive import user_stacklevel
 from ember._runtime.array import asarray
 from ember._core import ArrayMethods, ShapedArray, aval_of, is_python_scalar
 from ember._core.dtypes import bool_
@@ -117,9 +116,6 @@ def _broadcast_to_shape(x: Any, shape: tuple[int, ...]) -> Any:
     return lax.broadcast_in_dim(x, shape, dims)
 
 
-_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
 def _check_rank_promotion(name: str, shapes: Sequence[tuple[int, ...]]) -> None:
     """numpy_rank_promotion 'warn' or 'raise' (as JAX's): operands of different ranks, scalars aside."""
     mode = config.read_canonical("numpy_rank_promotion")
@@ -130,11 +126,9 @@ def _check_rank_promotion(name: str, shapes: Sequence[tuple[int, ...]]) -> None:
         raise ValueError(f"Operands could not be broadcast together for {name} on shapes {listed} and with the "
                          "config option numpy_rank_promotion='raise' (implicit rank promotion; expand the "
                          "dimensions explicitly, e.g. x[None, :], or set it to 'allow').")
-    level, frame = 1, sys._getframe(1)  # (the warning points at the user's line, outside ember)
-    while frame is not None and frame.f_code.co_filename.startswith(_EMBER_DIR):
-        level, frame = level + 1, frame.f_back
     warnings.warn(f"Following NumPy automatic rank promotion for {name} on shapes {listed}. Set the "
-                  "numpy_rank_promotion config option to 'allow' to disable this warning.", stacklevel=level + 1)
+                  "numpy_rank_promotion config option to 'allow' to disable this warning.",
+                  stacklevel=user_stacklevel())  # (the user's line, outside ember)
 
 
 def _elementwise(name: str, *args: Any, inexact: bool = False) -> list[Any]:

@@ -177,14 +177,21 @@ def _shape(buffer: Any) -> tuple[int, ...]:
     return tuple(buffer.dims[i] for i in range(buffer.rank))
 
 
-def _to_numpy(buffer: Any) -> np.ndarray:
+def _dtype(buffer: Any) -> np.dtype:
     dtype = _DTYPES.get(buffer.dtype)
     if dtype is None:
         raise TypeError(f"{TARGET}: an argument of XLA data type {buffer.dtype} has no numpy dtype")
-    shape = _shape(buffer)
-    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    return dtype
+
+
+def _nbytes(buffer: Any) -> int:
+    return int(np.prod(_shape(buffer), dtype=np.int64)) * _dtype(buffer).itemsize
+
+
+def _to_numpy(buffer: Any) -> np.ndarray:
+    size = _nbytes(buffer)
     raw = (ctypes.c_char * size).from_address(buffer.data) if size else b""
-    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    return np.frombuffer(raw, dtype=_dtype(buffer)).reshape(_shape(buffer)).copy()
 
 
 def _write(buffer: Any, value: np.ndarray) -> None:
@@ -247,7 +254,7 @@ def check_reentry(name: str) -> None:
 def _copy(args: list[Any], rets: list[Any]) -> None:
     """Callback 0: rets[i] = args[i] (the ordering copy of ember._hlo.lower.order_call)."""
     for arg, ret in zip(args, rets):
-        size = int(np.prod(_shape(ret), dtype=np.int64)) * _DTYPES[ret.dtype].itemsize
+        size = _nbytes(ret)
         if size:
             ctypes.memmove(ret.data, arg.data, size)
 

@@ -49,14 +49,18 @@ def _broadcast_shapes(name: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
                          "broadcast together") from None
 
 
+def _broadcasts_to(shape: tuple[int, ...], *shapes: tuple[int, ...]) -> bool:
+    """Whether shapes broadcast (with shape) to exactly shape."""
+    try:
+        return tuple(np.broadcast_shapes(shape, *shapes)) == shape
+    except ValueError:
+        return False
+
+
 def _check_shape(name: str, shape: tuple[int, ...], *params: Any, names: Sequence[str] = ()) -> None:
     """The parameters must broadcast to exactly shape (as JAX)."""
     shapes = [tuple(np.shape(p)) for p in params]
-    try:
-        result = tuple(np.broadcast_shapes(shape, *shapes))
-    except ValueError:
-        result = None
-    if result != shape:
+    if not _broadcasts_to(shape, *shapes):
         described = ", ".join(f"{n} {s}" for n, s in zip(names or [f"arg{i}" for i in range(len(shapes))],
                                                          shapes))
         raise ValueError(f"ember.random.{name}: parameter shapes must broadcast to the shape argument {shape}, "
@@ -899,11 +903,7 @@ def multivariate_normal(key: Any, mean: Any, cov: Any, shape: Sequence[int] | No
         shape = batch
     else:
         shape = canonical_shape(name, shape)
-        try:
-            ok = tuple(np.broadcast_shapes(shape, batch)) == shape
-        except ValueError:
-            ok = False
-        if not ok:
+        if not _broadcasts_to(shape, batch):
             raise ValueError(f"ember.random.{name}: the batch shapes of mean {mean.shape[:-1]} and cov "
                              f"{cov.shape[:-2]} must broadcast to the shape argument {shape}")
     return _multivariate_normal(data, mean, cov, shape, dtype, method)

@@ -236,8 +236,12 @@ def sqrtm(A: Any, blocksize: int = 1) -> Any:  # noqa: N803
     if enp.ndim(a) != 2:
         raise ValueError(f"scipy.linalg.sqrtm: A must be a 2-D square matrix, got shape {enp.shape(a)}")
     t, z = schur(a, output="complex")
-    root = _sqrtm_triangular(t)
-    return enp.matmul(enp.matmul(z, root), enp.conj(z.T))
+    return _from_schur(z, _sqrtm_triangular(t))
+
+
+def _from_schur(z: Any, f_t: Any) -> Any:
+    """z f(t) z^H: a function of A = z t z^H from its value on the Schur form t."""
+    return enp.matmul(enp.matmul(z, f_t), enp.conj(z.T))
 
 
 def _sqrtm_triangular(t: Any) -> Any:
@@ -267,7 +271,7 @@ def funm(A: Any, func: Any, disp: bool = True) -> Any:  # noqa: N803
         raise ValueError(f"scipy.linalg.funm: A must be a 2-D square matrix, got shape {enp.shape(a)}")
     t, z = rsf2csf(*schur(a))
     f, minden = _parlett(enp.asarray(func(enp.diagonal(t))).astype(t.dtype), t)
-    f = enp.matmul(enp.matmul(z, f), enp.conj(z.T))
+    f = _from_schur(z, f)
     if disp:
         return f
     tol = float(np.finfo(dt.real_dtype(f.dtype)).eps)

@@ -16,6 +16,7 @@ from ember import lax
 from ember import numpy as enp
 from ember._api import jit
 from ember._core import dtypes as dt
+from ember._core.checks import static_int
 
 _MODES = ("full", "same", "valid")
 
@@ -191,7 +192,7 @@ def detrend(data: Any, axis: int = -1, type: str = "linear", bp: Any = 0,  # noq
         raise ValueError(f"scipy.signal.detrend: type must be 'linear' or 'constant', got {type!r}")
     data = enp.asarray(data)
     data = data.astype(enp.result_type(data, 0.0))
-    axis = _static_int("detrend", "axis", axis)
+    axis = static_int("scipy.signal.detrend", "axis", axis)
     if not -max(data.ndim, 1) <= axis < max(data.ndim, 1):
         raise ValueError(f"scipy.signal.detrend: axis {axis} is out of bounds for data of shape {data.shape}")
     n = data.shape[axis % data.ndim]
@@ -220,13 +221,6 @@ def _detrend(data: Any, axis: int, type: str, bps: tuple[int, ...]) -> Any:  # n
 
 # ---------------------------------------------------------------------------------------------------------------
 # spectral analysis: windowed FFTs of overlapping segments
-def _static_int(name: str, arg: str, value: Any) -> int:
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"scipy.signal.{name}: {arg} must be a concrete integer, got {value!r}") from None
-
-
 def _get_window(name: str, window: Any, n: int, dtype: np.dtype) -> Any:
     """The window of length n: 'hann' computed here, other names (and (name, param) tuples) from scipy's
     get_window."""
@@ -312,7 +306,7 @@ def _spectral(name: str, x: Any, y: Any, fs: Any, window: Any, nperseg: int | No
     if isinstance(detrend_type, str) and detrend_type not in ("constant", "linear"):
         raise ValueError(f"scipy.signal.{name}: detrend must be 'linear' or 'constant', got {detrend_type!r}")
     x = enp.asarray(x)
-    axis = _static_int(name, "axis", axis)
+    axis = static_int(f"scipy.signal.{name}", "axis", axis)
     if not -max(x.ndim, 1) <= axis < max(x.ndim, 1):
         raise ValueError(f"scipy.signal.{name}: axis {axis} is out of bounds for x of shape {x.shape}")
     axis %= max(x.ndim, 1)
@@ -333,12 +327,12 @@ def _spectral(name: str, x: Any, y: Any, fs: Any, window: Any, nperseg: int | No
     result_dtype = dt.complex_dtype(x.dtype)
     freq_dtype = np.dtype(np.finfo(result_dtype).dtype)
     if nperseg is not None:
-        nperseg = _static_int(name, "nperseg", nperseg)
+        nperseg = static_int(f"scipy.signal.{name}", "nperseg", nperseg)
         if nperseg < 1:
             raise ValueError(f"scipy.signal.{name}: nperseg must be a positive integer, got {nperseg}")
     win, window_name, nperseg = _segment_window(name, window, nperseg, x.shape[axis], x.dtype)
-    noverlap = nperseg // 2 if noverlap is None else _static_int(name, "noverlap", noverlap)
-    nfft = nperseg if nfft is None else _static_int(name, "nfft", nfft)
+    noverlap = nperseg // 2 if noverlap is None else static_int(f"scipy.signal.{name}", "noverlap", noverlap)
+    nfft = nperseg if nfft is None else static_int(f"scipy.signal.{name}", "nfft", nfft)
     if x.size == 0 or (y is not None and y.size == 0):
         n = x.shape[axis] if y is None else min(x.shape[axis], y.shape[axis])
         out_shape = outer[:axis] + (n,) + outer[axis:]
@@ -485,7 +479,8 @@ def istft(Zxx: Any, fs: Any = 1.0, window: Any = "hann", nperseg: int | None = N
     if z.ndim < 2:
         raise ValueError(f"scipy.signal.istft: Zxx must be at least 2-D, got shape {z.shape}")
     nd = z.ndim
-    freq_axis, time_axis = _static_int("istft", "freq_axis", freq_axis), _static_int("istft", "time_axis", time_axis)
+    freq_axis = static_int("scipy.signal.istft", "freq_axis", freq_axis)
+    time_axis = static_int("scipy.signal.istft", "time_axis", time_axis)
     if not (-nd <= freq_axis < nd and -nd <= time_axis < nd):
         raise ValueError(f"scipy.signal.istft: freq_axis {freq_axis} or time_axis {time_axis} out of bounds for "
                          f"Zxx of shape {z.shape}")
@@ -494,15 +489,15 @@ def istft(Zxx: Any, fs: Any = 1.0, window: Any = "hann", nperseg: int | None = N
         raise ValueError("scipy.signal.istft: time_axis and freq_axis must differ")
     z = z.astype(dt.complex_dtype(enp.result_type(z, 0.0)))
     n_default = 2 * (z.shape[freq_axis] - 1) if input_onesided else z.shape[freq_axis]
-    nperseg = _static_int("istft", "nperseg", nperseg or n_default)
+    nperseg = static_int("scipy.signal.istft", "nperseg", nperseg or n_default)
     if nperseg < 1:
         raise ValueError(f"scipy.signal.istft: nperseg must be a positive integer, got {nperseg}")
     if nfft is None:
         nfft = n_default + (1 if input_onesided and nperseg == n_default + 1 else 0)
-    nfft = _static_int("istft", "nfft", nfft)
+    nfft = static_int("scipy.signal.istft", "nfft", nfft)
     if nfft < nperseg:
         raise ValueError(f"scipy.signal.istft: the FFT length ({nfft}) must be at least nperseg ({nperseg})")
-    noverlap = _static_int("istft", "noverlap", noverlap or nperseg // 2)
+    noverlap = static_int("scipy.signal.istft", "noverlap", noverlap or nperseg // 2)
     if noverlap >= nperseg:
         raise ValueError(f"scipy.signal.istft: noverlap ({noverlap}) must be less than nperseg ({nperseg})")
     win, window_name = (None, window) if isinstance(window, (str, tuple)) else (enp.asarray(window), None)
