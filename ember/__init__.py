@@ -10,6 +10,7 @@ from ember import export as export, image as image, profiler as profiler, versio
 from ember import custom_batching as custom_batching, custom_derivatives as custom_derivatives
 from ember import dtypes as dtypes, errors as errors, typing as typing
 from ember import debug as debug, dlpack as dlpack, experimental as experimental, passes as passes
+from ember import distributed as distributed
 from ember._api.callbacks import pure_callback as pure_callback
 from ember._runtime.callbacks import effects_barrier as effects_barrier
 from ember._api import clear_caches as clear_caches, disable_jit as disable_jit
@@ -46,6 +47,16 @@ from ember._runtime import Array as Array, CompileError as CompileError, Compile
 from ember._numpy.creation import array as array, asarray as asarray
 from ember._runtime import PjrtError as PjrtError, default_device as default_device
 from ember._runtime import device_put as device_put, devices as devices
+from ember._runtime import Shard as Shard
+from ember._runtime.pjrt import Device as Device
+from ember import sharding as sharding
+from ember.sharding import NamedSharding as NamedSharding, P as P, make_mesh as make_mesh, set_mesh as set_mesh
+from ember._api.sharding import make_array_from_callback as make_array_from_callback
+from ember._api.sharding import make_array_from_process_local_data as make_array_from_process_local_data
+from ember._api.sharding import make_array_from_single_device_arrays as make_array_from_single_device_arrays
+from ember._api.sharding import reshard as reshard
+from ember._control import shard_map as shard_map
+from ember._api.pmap import pmap as pmap
 from ember._transforms import dce as dce
 
 __version__ = version.__version__
@@ -65,7 +76,7 @@ __all__ = [
     "Array", "array", "asarray", "block_until_ready", "check_ir", "checkpoint", "checkpoint_policies", "checkpoints",
     "clear_caches", "compile", "Compiled", "CompileError", "ConcretizationTypeError", "config", "copy_to_host_async",
     "custom_jvp", "custom_vjp", "dce", "debug", "debug_infs", "debug_nans", "default_backend", "default_device",
-    "dlpack", "effects_barrier", "passes",
+    "distributed", "dlpack", "effects_barrier", "passes",
     "device_count", "device_get", "device_put", "devices", "disable_jit", "dtypes", "enable_x64", "errors", "eval_ir",
     "eval_shape", "experimental", "explain_cache_misses", "export", "float0", "grad", "hessian", "host_count",
     "host_id", "host_ids",
@@ -80,4 +91,6 @@ __all__ = [
     "transfer_guard", "transfer_guard_device_to_device", "transfer_guard_device_to_host",
     "transfer_guard_host_to_device", "version", "no_execution", "no_tracing", "image", "custom_batching",
     "default_matmul_precision", "fwd_and_bwd", "allow_f16_reductions", "custom_derivatives", "make_user_context",
+    "Device", "NamedSharding", "P", "Shard", "make_array_from_callback", "make_array_from_process_local_data",
+    "make_array_from_single_device_arrays", "make_mesh", "pmap", "reshard", "set_mesh", "shard_map", "sharding",
 ]

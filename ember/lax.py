@@ -18,11 +18,12 @@ import ember._prims as _prims
 from ember._prims import linalg as _prims_linalg
 from ember._core import PRIMITIVES as _PRIMITIVES
 from ember._core.exports import reexport as _reexport
+from ember._api.sharding import with_sharding_constraint as with_sharding_constraint
 
 # ember's public names that jax.lax lacks: ember.random's hash, and jax's top-level transformations (jax.checkpoint,
 # jax.custom_jvp, ...) that ember._control also defines.
 _FUNCTIONS_NOT_IN_JAX_LAX = frozenset({"threefry2x32", "checkpoint", "checkpoint_policies", "custom_jvp",
-                                       "custom_vjp", "remat"})
+                                       "custom_vjp", "remat", "shard_map"})
 # ember's registered primitives that jax.lax does not export as `{name}_p`: jax.lax has select_n_p (n cases) where
 # ember's select takes a predicate, keeps threefry2x32_p and random_gamma_grad_p outside jax.lax, and the custom
 # rules and remat in its core.
@@ -32,7 +33,11 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_
                                         "pure_callback", "io_callback", "debug_callback",
                                         # jax.lax.linalg's, not jax.lax's:
                                         "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig", "schur",
-                                        "geqrf"})
+                                        "geqrf",
+                                        # jax.lax.psum_scatter's primitive (jax.lax does not export it):
+                                        "reduce_scatter",
+                                        # jax.shard_map's and jit's (jax.lax does not export them):
+                                        "shard_map", "pjit"})
 
 
 def _primitive_names(namespace: dict[str, object]) -> list[str]:
@@ -56,4 +61,4 @@ def _linalg_module() -> _types.ModuleType:
 linalg = _linalg_module()
 
 __all__ = (_reexport(globals(), [_prims, _control], exclude=_FUNCTIONS_NOT_IN_JAX_LAX)
-           + _primitive_names(globals()) + ["linalg"])
+           + _primitive_names(globals()) + ["linalg", "with_sharding_constraint"])

@@ -8,6 +8,9 @@ os.environ.setdefault("JAX_ENABLE_X64", "1")  # JAX is an oracle here: let it co
 os.environ.setdefault("EMBER_ENABLE_X64", "0")
 # ember's CPU backend has one device by default (as JAX's); the tests of several devices need two.
 os.environ.setdefault("EMBER_NUM_CPU_DEVICES", "2")
+# JAX (an oracle) gets four CPU devices, for the meshes of tests/test_sharding_specs.py; ember reads
+# EMBER_NUM_CPU_DEVICES first, so it keeps two.
+os.environ.setdefault("JAX_NUM_CPU_DEVICES", "4")
 sys.path.insert(0, os.path.dirname(__file__))
 
 # The XLA options ember gives the plugin (NaN-propagating max/min, ...) are read from XLA_FLAGS at the plugin's
@@ -55,8 +58,8 @@ def programs(monkeypatch):
     for module in (ember._api.caches, sys.modules["ember._api.jit"], ember._api.running):
         original = module.compile_staged
 
-        def counted(ir, name, original=original):
+        def counted(ir, name, *rest, original=original):
             names.append(name)
-            return original(ir, name)
+            return original(ir, name, *rest)
         monkeypatch.setattr(module, "compile_staged", counted)
     return names

@@ -53,6 +53,7 @@ ACCEPTS_COMPLEX = {
     "broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate", "split", "rev", "gather",
     "scatter", "scatter_add", "scatter_mul", "dynamic_slice", "dynamic_update_slice", "optimization_barrier",
     "sort",  # (complex values carried along real keys; complex keys are refused: ember.numpy sorts by parts)
+    "sharding_constraint",  # (a layout over devices: tests/prims/test_sharding_prims.py has a complex Case)
 }
 # host callbacks: the values go to Python as numpy arrays (complex ones checked in tests/test_callbacks.py)
 CALLBACKS = {"pure_callback", "io_callback", "debug_callback"}
@@ -67,7 +68,7 @@ STRUCTURAL = ["broadcast_in_dim", "reshape", "transpose", "slice", "pad", "conca
 _COMPLEX_OF = {np.dtype(np.float32): dt.complex64, np.dtype(np.float64): dt.complex128}
 # Primitives that carry sub-IRs: complex values flow through them, their bodies' primitives decide (checked below)
 CARRY_SUB_IRS = {"cond", "while", "scan", "custom_jvp_call", "custom_vjp_call", "custom_vmap_call", "remat", "reduce",
-                 "reduce_window"}
+                 "reduce_window", "shard_map", "pjit"}
 
 
 def _classify(case):
@@ -111,10 +112,38 @@ def test_every_primitive_is_classified():
     """Each registered primitive accepts complex operands (ACCEPTS_COMPLEX), carries sub-IRs, is iota (its dtype
     param: refused below), or is shown to refuse complex operands by one of its Cases above."""
     refusing = {c.prim for c in _real_cases() if any(v == "refuses" for v, _ in _classify(c))}
-    unclassified = set(PRIMITIVES) - ACCEPTS_COMPLEX - CARRY_SUB_IRS - refusing - {"iota"}
+    unclassified = (set(PRIMITIVES) - ACCEPTS_COMPLEX - CARRY_SUB_IRS - refusing - {"iota"} - COLLECTIVES_ACCEPT
+                    - COLLECTIVES_REFUSE)
     assert not unclassified, f"primitives whose handling of complex operands no test shows: {sorted(unclassified)}"
     with pytest.raises(TypeError, match=r"iota: dtype must be .* got c64\[3\]"):
         lax.iota(np.complex64, 3)
+
+
+# The collectives (bound inside shard_map, where the Cases' classification does not see them): checked below
+COLLECTIVES_ACCEPT = {"psum", "all_gather", "reduce_scatter", "all_to_all", "ppermute", "axis_index"}
+COLLECTIVES_REFUSE = {"pmax", "pmin"}
+
+
+def test_collectives_carry_complex_values():
+    """psum and the data movements of shard_map take complex values; pmax and pmin refuse them clearly."""
+    mesh = ember.make_mesh((2,), ("x",))
+    P = ember.P
+    z = (np.arange(8) + 1j * np.arange(8)[::-1]).astype(np.complex64).reshape(4, 2)
+
+    def sharded(f, out=P()):
+        return ember.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=out)(z)
+    np.testing.assert_allclose(np.asarray(sharded(lambda v: lax.psum(v, "x"))), z[:2] + z[2:])
+    np.testing.assert_allclose(np.asarray(sharded(lambda v: lax.all_gather(v, "x", tiled=True))), z)
+    np.testing.assert_allclose(np.asarray(sharded(lambda v: lax.ppermute(v, "x", [(0, 1), (1, 0)]), P("x"))),
+                               np.concatenate([z[2:], z[:2]]))
+    np.testing.assert_allclose(np.asarray(sharded(lambda v: lax.psum_scatter(v, "x", tiled=True), P("x"))),
+                               z[:2] + z[2:])
+    np.testing.assert_allclose(np.asarray(sharded(lambda v: lax.all_to_all(v, "x", 0, 0, tiled=True), P("x"))),
+                               z[[0, 2, 1, 3]])
+    np.testing.assert_allclose(np.asarray(sharded(lambda v: v * lax.axis_index("x"), P("x"))), z * [[0], [0], [1], [1]])
+    for name in sorted(COLLECTIVES_REFUSE):
+        with pytest.raises(TypeError, match=f"{name}: .*c64"):
+            sharded(lambda v: getattr(lax, name)(v, "x"))
 
 
 def test_primitives_with_sub_irs_carry_complex_values():

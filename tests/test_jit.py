@@ -140,13 +140,29 @@ def test_control_flow_on_traced_value_is_a_clear_error():
         f(np.float32(1.0))
 
 
-def test_jit_inside_jit_inlines():
-    inner = ember.jit(lambda x: enp.sin(x) * 2)
+def test_jit_inside_jit_stays_one_equation():
+    """A nested jit is a pjit equation (as in JAX) holding its function's IR, named after it; its program is a
+    function of the module; transformations go through it."""
+    def double_sine(x):
+        return enp.sin(x) * 2
+    inner = ember.jit(double_sine)
     outer = ember.jit(lambda x: inner(x) + inner(x * 2))
     ir = outer.trace(np.ones(3, np.float32)).jaxpr
-    assert [e.prim.name for e in ir.eqns].count("sin") == 2
+    calls = [e for e in ir.eqns if e.prim.name == "pjit"]
+    assert len(calls) == 2 and calls[0].params["body"] is calls[1].params["body"]  # (one IR per signature)
+    assert calls[0].params["name"] == "double_sine" and "sin" in [e.prim.name for e in calls[0].params["body"].eqns]
+    assert "func.func private @double_sine" in outer.lower(np.ones(3, np.float32)).as_text()
     np.testing.assert_allclose(np.asarray(outer(np.ones(3, np.float32))),
                                2 * np.sin(1.0) + 2 * np.sin(2.0), rtol=1e-6)
+    x = np.linspace(0, 1, 3).astype(np.float32)
+    want = 2 * np.cos(x) + 4 * np.cos(2 * x)
+    np.testing.assert_allclose(np.asarray(ember.grad(lambda x: outer(x).sum())(x)), want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ember.jvp(outer, (x,), (np.ones(3, np.float32),))[1]), want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ember.vmap(outer)(np.stack([x, x]))[1]),
+                               2 * np.sin(x) + 2 * np.sin(2 * x), rtol=1e-6)
+    # reverse mode saves the residuals of the forward call (no second call of the function's program)
+    backward = ember.make_jaxpr(ember.grad(lambda x: inner(x).sum()))(x)
+    assert [e.prim.name for e in backward.eqns].count("pjit") == 2
 
 
 def test_closed_over_arrays_become_constants():

@@ -11,22 +11,25 @@ ROOT = pathlib.Path(__file__).parent.parent / "ember"
 LAYERS = ["_core", "_hlo", "_prims", "_transforms", "_control", "_runtime", "_api", "_numpy", "public"]
 PUBLIC = {"__init__", "config", "lax", "numpy", "ops", "tree_util", "tree", "random", "nn", "optim", "scipy",
           "checkpoints", "stages", "export", "profiler", "dtypes", "errors", "typing", "version", "image",
-          "custom_batching", "custom_derivatives", "debug", "experimental", "passes", "dlpack"}
+          "custom_batching", "custom_derivatives", "debug", "experimental", "passes", "dlpack", "distributed",
+          "sharding"}
 
 # Module order inside a package: a module imports only modules of its package listed before it.
 ORDER = {
-    "_core": ["config", "exports", "cache", "profile", "dtypes", "ir", "primitive", "trace", "eval", "checks", "pytree",
+    "_core": ["config", "exports", "cache", "profile", "dtypes", "ir", "primitive", "trace", "eval", "axes", "checks",
+              "pytree", "sharding",
               "__init__"],
-    "_hlo": ["emitter", "lower", "ffi", "__init__"],
+    "_hlo": ["emitter", "lower", "spmd", "ffi", "__init__"],
     "_prims": ["checks", "shape", "families", "elementwise", "slicing", "reduction", "dot", "indexing", "sorting",
-               "conv", "windowed", "special", "bits", "fft", "lax_helpers", "linalg", "__init__"],
+               "conv", "windowed", "special", "bits", "fft", "lax_helpers", "collectives", "linalg", "sharding",
+               "__init__"],
     "_transforms": ["cache", "passes", "ad", "jvp", "batching", "__init__"],
-    "_runtime": ["fastpath", "pjrt", "ffi", "lapack", "callbacks", "backends", "guards", "array", "dlpack", "dispatch",
-                 "compile_cache", "hlo_text", "compiler", "eager", "__init__"],
+    "_runtime": ["fastpath", "pjrt", "distributed", "ffi", "lapack", "callbacks", "backends", "guards", "array",
+                 "dlpack", "dispatch", "sharded", "compile_cache", "hlo_text", "spmd", "compiler", "eager", "__init__"],
     "_control": ["common", "cond", "loops", "cumulative", "custom", "custom_batching", "exported", "callbacks",
-                 "__init__"],
-    "_api": ["staging", "templates", "running", "caches", "signature", "recompiles", "stages", "jit", "autodiff",
-             "transpose", "vmap", "forward", "export", "environment", "scopes", "closures",
+                 "shard_map", "pjit", "__init__"],
+    "_api": ["staging", "templates", "running", "caches", "signature", "recompiles", "stages", "sharding", "jit",
+             "autodiff", "transpose", "vmap", "pmap", "forward", "export", "environment", "scopes", "closures",
              "callbacks", "__init__"],
     "_numpy": ["dtypes", "docstrings", "promotion", "shape", "ufuncs", "creation", "mathfuncs", "reductions",
                "logexp", "cumulative", "linalg", "einsum", "indexing", "selection", "sorting", "statistics",

@@ -13,6 +13,7 @@ import numpy as np
 from ember._core import ShapedArray, aval_of
 from ember._core.pytree import tree_leaves, tree_map
 from ember._runtime import Array, devices as _devices
+from ember._runtime import distributed as _distributed
 from ember._runtime.backends import get_client
 from ember._runtime.compile_cache import package_version
 from ember._runtime.guards import explicit as explicit_transfers
@@ -69,16 +70,17 @@ def local_device_count(backend: str | None = None) -> int:
 
 
 def process_count(backend: str | None = None) -> int:
-    """ember runs in one process (multi-process runs are the devices issue's)."""
-    return 1
+    """How many processes the run has: 1, or num_processes of ember.distributed.initialize."""
+    return _distributed.process_count()
 
 
 def process_index(backend: str | None = None) -> int:
-    return 0
+    """This process's index in the run: 0, or process_id of ember.distributed.initialize."""
+    return _distributed.process_index()
 
 
 def process_indices(backend: str | None = None) -> list[int]:
-    return [0]
+    return list(range(_distributed.process_count()))
 
 
 host_count, host_id, host_ids = process_count, process_index, process_indices

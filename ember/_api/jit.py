@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ember._core import IR, ShapedArray, aval_of
 from ember._core.primitive import TRACE_STATE
-from ember._core.pytree import PyTreeDef, tree_flatten
+from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
 from ember._api.signature import NotFast, add_tokens, output_builder, sorted_keys
 from ember._api.caches import SIGNATURES_PER_FUNCTION, cache_for, signature_key
 from ember._core.trace import has_tracer_consts
@@ -20,8 +20,11 @@ from ember._core.config import config
 from ember._core.dtypes import StagingOptions
 from ember._api.recompiles import CacheInfo, CompileLog, on_hit, on_miss
 from ember._api.stages import Lowered, Traced, abstractify, donor_plan, give_up, warn_unusable
+from ember._api.sharding import check_shardings, leaf_shardings
+from ember._control.pjit import call_jitted
+from ember._core.sharding import Sharding
 from ember._hlo import lower
-from ember._runtime import Array, Lowered as RuntimeLowered
+from ember._runtime import Array, Lowered as RuntimeLowered, ShardedArray
 from ember._transforms.passes import dce_outputs
 
 
@@ -107,7 +110,7 @@ class Jitted:
 
     def __init__(self, fun: Callable[..., Any], static_argnums: int | Sequence[int] = (),
                  static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
-                 donate_argnames: str | Sequence[str] = ()):
+                 donate_argnames: str | Sequence[str] = (), in_shardings: Any = None, out_shardings: Any = None):
         if not callable(fun):
             raise TypeError(f"jit: expected a function, got {type(fun).__name__}")
         self.fun = fun
@@ -129,6 +132,7 @@ class Jitted:
         self._programs = LRUCache(SIGNATURES_PER_FUNCTION)  # signature_key(signature) -> _Program
         self._statics_by_count = LRUCache(SIGNATURES_PER_FUNCTION)  # number of positional arguments -> static ones
         self._log = CompileLog()  # hits, misses, the last compiled signature (explained cache misses)
+        self.in_shardings, self.out_shardings = check_shardings(self.name, in_shardings, out_shardings)
         functools.update_wrapper(self, fun, updated=())  # (copying __dict__ could clobber our attributes)
 
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -248,20 +252,26 @@ class Jitted:
                     self._log.streak = 0
                     return build_output(run(leaves))
         signature, leaves, statics = self._signature(args, kwargs)
-        if TRACE_STATE.stack:  # (inlined into the enclosing staging)
-            return self._cache.call(signature, leaves, self._build, signature[0], signature[1], statics)
-        run, build_output = self._program(signature, statics, key)
+        if TRACE_STATE.stack:  # (one pjit equation of the enclosing staging)
+            ir = self._cache.ir_for(signature, self._build, signature[0], signature[1], statics)
+            shardings = self._leaf_shardings(ir, signature[0])
+            outs = call_jitted(ir, leaves, fun_name(self.fun), *(shardings or (None, None)))
+            return ir.out_tree.unflatten(outs) if ir.out_tree is not None else outs
+        run, build_output = self._program(signature, statics, key, any(type(x) is ShardedArray for x in leaves))
         return build_output(run(leaves))
 
-    def _program(self, signature: tuple[Any, ...], statics: tuple[Any, ...], dispatch_key: Any) -> _Program:
+    def _program(self, signature: tuple[Any, ...], statics: tuple[Any, ...], dispatch_key: Any,
+                 sharded: bool = False) -> _Program:
         """How a call of this signature runs (compiled on its first call); kept for the signature's later calls,
-        and for the fast path's under dispatch_key (when not None)."""
+        and for the fast path's under dispatch_key (when not None). sharded: the call has sharded arguments (its
+        program for one device is compiled only when a call on one device comes)."""
         key = signature_key(signature)
         program = self._programs.lookup(key)
         if program is None:
             on_miss(self._log, self.name, self.fun, signature, _config_values["enable_x64"])
             ir = self._cache.ir_for(signature, self._build, signature[0], signature[1], statics)
-            program = _compile_program(ir, self.name, self._donated_leaves(signature[0], statics))
+            program = _compile_program(ir, self.name, self._donated_leaves(signature[0], statics),
+                                       self._leaf_shardings(ir, signature[0]), sharded)
             if has_tracer_consts(ir):  # (it belongs to the trace whose tracers it captured)
                 return program
             self._programs.store(key, program)
@@ -299,6 +309,23 @@ class Jitted:
             donated[index] = True
         return donated
 
+    def _leaf_shardings(self, ir: IR, in_tree: PyTreeDef) -> tuple[list[Any] | None, list[Any] | None] | None:
+        """(per input leaf, per output leaf) the sharding jit's in_shardings / out_shardings give (None where they
+        give none), or None when neither is given."""
+        if self.in_shardings is None and self.out_shardings is None:
+            return None
+        ins = None
+        if self.in_shardings is not None:  # (a prefix of the positional arguments; keyword arguments get none)
+            positional = in_tree.unflatten(range(in_tree.num_leaves))[0]
+            count = tree_structure(positional).num_leaves
+            ins = leaf_shardings(self.name, "in_shardings", self.in_shardings, positional, count) + [None] * (
+                in_tree.num_leaves - count)
+        outs = None if self.out_shardings is None else leaf_shardings(
+            self.name, "out_shardings", self.out_shardings,
+            ir.out_tree.unflatten(range(len(ir.outs))) if ir.out_tree is not None else tuple(range(len(ir.outs))),
+            len(ir.outs))
+        return ins, outs
+
     def trace_ir(self, *args: Any, **kwargs: Any) -> IR:
         """The IR this function stages out to for these arguments (arrays, numbers or ShapeDtypeStructs)."""
         return self._trace(args, kwargs)[0]
@@ -320,7 +347,26 @@ class Jitted:
         """The StableHLO module for these arguments (.as_text()); .compile() gives the executable, called as this
         function is without its static arguments."""
         ir, in_tree, statics = self._trace(args, kwargs)
-        return Lowered(ir, self.name, in_tree, self._donated_leaves(in_tree, statics))
+        return Lowered(ir, self.name, in_tree, self._donated_leaves(in_tree, statics),
+                       self._lowering_shardings(ir, in_tree, args, kwargs))
+
+    def _lowering_shardings(self, ir: IR, in_tree: PyTreeDef, args: tuple[Any, ...], kwargs: dict[str, Any]
+                            ) -> tuple[list[Any] | None, list[Any] | None] | None:
+        """(per input leaf, per output leaf) the shardings a lowering for these arguments is partitioned with: jit's
+        in_shardings / out_shardings, else the arguments' own shardings over several devices (sharded arrays,
+        ShapeDtypeStructs with a sharding); None when there are none."""
+        given = self._leaf_shardings(ir, in_tree)
+        ins, outs = given if given is not None else (None, None)
+        dynamic = self._split(args, kwargs)[1:]
+        own = [getattr(x, "sharding", None) for x in tree_flatten(dynamic)[0]]
+        own = [s if isinstance(s, Sharding) and len(s._device_assignment) > 1 else None for s in own]
+        if ins is None and any(s is not None for s in own):
+            ins = own
+        elif ins is not None:
+            ins = [s if s is not None else o for s, o in zip(ins, own)]
+        if ins is None and outs is None:
+            return None
+        return ins, outs
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """The ShapeDtypeStructs of the results for these arguments (staged, not compiled)."""
@@ -336,26 +382,46 @@ class Jitted:
 _Program = tuple[Callable[[Sequence[Any]], list[Any]], Callable[[list[Any]], Any]]
 
 
-def _compile_program(ir: IR, name: str, donated: Sequence[bool] | None = None) -> _Program:
+def _compile_program(ir: IR, name: str, donated: Sequence[bool] | None = None,
+                     shardings: tuple[list[Any] | None, list[Any] | None] | None = None, deferred: bool = False
+                     ) -> _Program:
     """How calls run ir compiled: (run the program on the call's flat leaves, build the result from its flat
     outputs). The one place that compiles and calls a jitted function's program outside traces.
 
     Inputs that no live equation reads are not parameters of the program (as in JAX: a function reading 2 leaves
     of a pytree of 100000 compiles and runs a program of 2 parameters); run drops their leaves, so callers pass
-    every leaf as before. donated: per leaf, whether the caller gives its buffer up (see _donating_program)."""
+    every leaf as before. donated: per leaf, whether the caller gives its buffer up (see _donating_program).
+    shardings: (per input leaf, per output leaf) jit's in_shardings / out_shardings (see _sharded_program)."""
     live, read = dce_outputs(ir, [True] * len(ir.outs))
+    if shardings is not None:
+        return _sharded_program(ir, live, read, name, *shardings)
     if donated is not None and any(donated):
         return _donating_program(ir, live, read, name, donated)
     if all(read):
-        executable = compile_staged(ir, name)
+        executable = compile_staged(ir, name, deferred)
         return executable.call_flat, output_builder(ir.out_tree)
     kept = [i for i, is_read in enumerate(read) if is_read]
     executable = compile_staged(IR(live.const_vars, live.consts, [ir.in_vars[i] for i in kept], live.eqns,
-                                   live.outs, ir.out_tree), name)
+                                   live.outs, ir.out_tree), name, deferred)
     call_flat = executable.call_flat
 
     def run(leaves: Sequence[Any]) -> list[Any]:
         return call_flat([leaves[i] for i in kept])
+    return run, output_builder(ir.out_tree)
+
+
+def _sharded_program(ir: IR, live: IR, read: Sequence[bool], name: str, ins: list[Any] | None,
+                     outs: list[Any] | None) -> _Program:
+    """_compile_program for jit's in_shardings / out_shardings: the program runs partitioned over their devices
+    (ember._runtime.spmd), each input split as its sharding says, each output placed as its own does (XLA chooses
+    where none is given)."""
+    kept = [i for i, is_read in enumerate(read) if is_read]
+    program = IR(live.const_vars, live.consts, [ir.in_vars[i] for i in kept], live.eqns, live.outs, ir.out_tree)
+    call_sharded = compile_staged(program, name, True).call_sharded
+    kept_ins = None if ins is None else [ins[i] for i in kept]
+
+    def run(leaves: Sequence[Any]) -> list[Any]:
+        return call_sharded([leaves[i] for i in kept], kept_ins, outs)
     return run, output_builder(ir.out_tree)
 
 
@@ -390,16 +456,22 @@ def _donating_program(ir: IR, live: IR, read: Sequence[bool], name: str, donated
 
 def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
-        donate_argnames: str | Sequence[str] = ()) -> Any:
+        donate_argnames: str | Sequence[str] = (), in_shardings: Any = None, out_shardings: Any = None) -> Any:
     """Compile fun with XLA, once per argument signature. Usable as @jit or @jit(static_argnums=...).
 
     donate_argnums / donate_argnames (as in JAX): the buffers of these arguments are given to the program, which may
     write its outputs into them (an in-place update of parameters and optimizer state); the donated Arrays are
     deleted by the call. Donation applies to calls outside other transformations (inlined into a staging, the
-    function donates nothing, as in JAX)."""
+    function donates nothing, as in JAX).
+
+    in_shardings / out_shardings (as in JAX): a Sharding, or a tree prefix of the positional arguments / of the
+    results holding Shardings and None; the program is partitioned over their devices by XLA (arguments are
+    split as their shardings say; None: an argument's own sharding, a result's chosen by XLA)."""
     if fun is None:
-        return lambda f: Jitted(f, static_argnums, static_argnames, donate_argnums, donate_argnames)
-    return Jitted(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
+        return lambda f: Jitted(f, static_argnums, static_argnames, donate_argnums, donate_argnames, in_shardings,
+                                out_shardings)
+    return Jitted(fun, static_argnums, static_argnames, donate_argnums, donate_argnames, in_shardings,
+                  out_shardings)
 
 
 _config_values = config._values  # read on every jitted call: a plain dict lookup

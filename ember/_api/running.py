@@ -11,7 +11,8 @@ from ember._api.templates import compile_staged
 from ember._core import IR, Literal, aval_of, eval_ir, is_python_scalar, is_tracing
 from ember._core.cache import on_clear
 from ember._prims import full
-from ember._runtime import Compiled, device_put
+from ember._runtime import Compiled
+from ember._runtime.array import device_put
 
 
 def compile(ir: IR, name: str = "main") -> Compiled:  # noqa: A001

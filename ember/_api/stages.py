@@ -19,11 +19,14 @@ from ember._api.staging import first_mismatch
 from ember._hlo import lower
 from ember._runtime import Array, Compiled as _RuntimeCompiled, Lowered as _RuntimeLowered
 from ember._runtime.hlo_text import hlo_module_text
+from ember._runtime.spmd import program_placement, sharded_call_plan, spmd_text
+from ember._core.sharding import SingleDeviceSharding
 
 
 class ShapeDtypeStruct:
     """A shape and a dtype standing for an array that is not there (as jax.ShapeDtypeStruct): for trace, lower
-    and eval_shape. sharding is accepted for JAX's signature and kept (ember places on one device)."""
+    and eval_shape. sharding: where the argument lives (jit(f).lower of a ShapeDtypeStruct with a sharding over
+    several devices gives the program partitioned for it)."""
     __slots__ = ("shape", "dtype", "sharding", "weak_type")
 
     def __init__(self, shape: Any, dtype: Any, *, sharding: Any = None, weak_type: bool = False):
@@ -152,12 +155,24 @@ class Lowered(_RuntimeLowered):
     """A traced function lowered to StableHLO (jit(f).lower(...)): `.as_text()`, `.compile()`, the argument and
     result types (`in_tree`, `out_tree`, `args_info`, `out_info`), `.cost_analysis()`."""
 
-    def __init__(self, ir: IR, name: str, in_tree: PyTreeDef, donated: Sequence[bool] | None = None):
+    def __init__(self, ir: IR, name: str, in_tree: PyTreeDef, donated: Sequence[bool] | None = None,
+                 shardings: tuple[Sequence[Any] | None, Sequence[Any] | None] | None = None):
+        """shardings: (per input leaf, per output leaf) the Sharding or None of a program partitioned over several
+        devices (jit's in_shardings / out_shardings, sharded arguments), whose module is then the partitioned
+        one; None for a program on one device (unless its IR names a mesh)."""
         donors = None
         if donated is not None and any(donated):
             donors, unusable = donor_plan(ir.in_avals, ir.out_avals, donated)
             warn_unusable(name, unusable)
-        super().__init__(ir, name, lower(ir, donors))
+        placement = program_placement(ir)
+        if shardings is None and placement is None:
+            text = lower(ir, donors)
+        else:
+            ins, outs = shardings or (None, None)
+            _, plan = sharded_call_plan(name, ir, placement, [None] * len(ir.in_vars), ins, outs)
+            text = spmd_text(ir, *plan[:3])
+        super().__init__(ir, name, text)
+        self.shardings = shardings
         self.in_tree = in_tree
         self.donors = [i for i, d in enumerate(donors or ()) if d]  # the leaves given up by each call
 
@@ -181,6 +196,10 @@ class Lowered(_RuntimeLowered):
             raise NotImplementedError(f"Lowered.compile: compiler_options {sorted(compiler_options)} are not "
                                       "supported; set XLA options with the XLA_FLAGS environment variable before "
                                       "the first compile")
+        if self.shardings is not None or program_placement(self.ir) is not None:
+            compiled = Compiled(self, None)  # (partitioned over several devices)
+            compiled.runtime_executable()  # (compiled now, as a one-device program is)
+            return compiled
         return Compiled(self, self._executable())
 
     def cost_analysis(self) -> dict[str, float]:
@@ -244,19 +263,44 @@ class Compiled(_RuntimeCompiled):
                          f"{self.in_tree}")
 
     def as_text(self) -> str:
-        """The HLO module XLA compiled, after its optimizations (fusions, layouts), as text."""
-        _, code = self.executable.optimized_program()
+        """The HLO module XLA compiled, after its optimizations (fusions, layouts; for a program partitioned over
+        several devices, one device's program with the collectives XLA inserted), as text."""
+        _, code = self.runtime_executable().optimized_program()
         return hlo_module_text(code)
 
     def cost_analysis(self) -> dict[str, float]:
         """XLA's cost analysis of the compiled program: "flops", "transcendentals", "bytes accessed", ..."""
-        return self.executable.cost_analysis()
+        return self.runtime_executable().cost_analysis()
 
     def memory_analysis(self) -> CompiledMemoryStats:
-        return CompiledMemoryStats(self.executable.memory_stats())
+        return CompiledMemoryStats(self.runtime_executable().memory_stats())
 
     def runtime_executable(self) -> Any:
-        return self.executable
+        """The PJRT executable (for a partitioned program, the one its calls run: compiled here if need be)."""
+        if self.executable is not None:
+            return self.executable
+        ins, outs = self.preset_shardings or (None, None)
+        return self.spmd_program([None] * len(self.in_avals), ins, outs).executable
+
+    @property
+    def input_shardings(self) -> Any:
+        """The shardings of the arguments (as a pytree (args, kwargs), as JAX's Compiled.input_shardings)."""
+        if self.executable is not None:
+            device = self.executable._device
+            return tree_unflatten(self.in_tree, [SingleDeviceSharding(device)] * len(self.in_avals))
+        ins, outs = self.preset_shardings or (None, None)
+        return tree_unflatten(self.in_tree, self.spmd_program([None] * len(self.in_avals), ins, outs).in_shardings)
+
+    @property
+    def output_shardings(self) -> Any:
+        """The shardings of the results (a pytree as the results), XLA's choice where none was given."""
+        if self.executable is not None:
+            device = self.executable._device
+            shardings = [SingleDeviceSharding(device)] * len(self.out_avals)
+        else:
+            ins, outs = self.preset_shardings or (None, None)
+            shardings = self.spmd_program([None] * len(self.in_avals), ins, outs).out_shardings
+        return self.ir.out_tree.unflatten(shardings) if self.ir.out_tree is not None else shardings
 
     def __repr__(self) -> str:
         return f"<Compiled {self.name}>"

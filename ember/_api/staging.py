@@ -11,7 +11,7 @@ import numpy as np
 from ember._core import IR, ShapedArray, Tracer, aval_of, check_live, stage_flat
 from ember._core.cache import LRUCache
 from ember._core.ir import Atom
-from ember._core.pytree import (PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_leaves,
+from ember._core.pytree import (PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, prefix_entries,
                                 tree_structure)
 
 
@@ -160,14 +160,11 @@ def _leaf_names(fun: Any, in_tree: PyTreeDef) -> list[str]:
 def broadcast_prefix(api: str, what: str, prefix: Any, tree: Any) -> list[Any]:
     """One entry of prefix per leaf of tree, where prefix is a tree prefix of tree (its leaves are ints or None,
     as vmap's in_axes and out_axes): an entry applies to every leaf of the subtree it stands at."""
-    prefix_def = tree_structure(prefix, is_leaf=lambda x: x is None)
     try:
-        subtrees = prefix_def.flatten_up_to(tree)
+        return prefix_entries(prefix, tree, lambda x: x is None)
     except ValueError as err:
         raise ValueError(f"{api}: {what} specification must be a tree prefix of the corresponding value, got "
                          f"specification {prefix!r} for value tree {tree_structure(tree)}: {err}") from None
-    entries = tree_leaves(prefix, is_leaf=lambda x: x is None)
-    return [entry for entry, sub in zip(entries, subtrees) for _ in range(tree_structure(sub).num_leaves)]
 
 
 def with_outputs(ir: IR, outs: Sequence[Atom], out_tree: PyTreeDef | None) -> IR:

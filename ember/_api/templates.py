@@ -103,14 +103,15 @@ def with_consts(template: IR, consts: Sequence[Any]) -> SharedIR:
                     template.in_vars[n:], template.eqns, template.outs, template.out_tree)
 
 
-def compile_staged(ir: IR, name: str) -> Compiled:
-    """compile_ir, told the structural key of an IR made by transform_once (so that it is not computed anew)."""
+def compile_staged(ir: IR, name: str, deferred: bool = False) -> Compiled:
+    """compile_ir, told the structural key of an IR made by transform_once (so that it is not computed anew).
+    deferred: see ember._runtime.Lowered.compile."""
     template = _made_from.get(ir)
     if template is None:
-        return compile_ir(ir, name)
+        return compile_ir(ir, name, deferred=deferred)
     if template.lowering_key is None:
         try:
             template.lowering_key = structural_key(ir, sources=False)
         except NotKeyable:
-            return compile_ir(ir, name)
-    return compile_ir(ir, name, template.lowering_key)
+            return compile_ir(ir, name, deferred=deferred)
+    return compile_ir(ir, name, template.lowering_key, deferred)

@@ -11,6 +11,7 @@ from ember._api.caches import cache_for
 from ember._api.staging import broadcast_prefix, fun_name, leaf_avals, leaf_names, stage_with_aux, with_outputs
 from ember._api.templates import transform_once
 from ember._core import IR, ShapedArray, eval_ir, stage_flat
+from ember._core.axes import axis_frame, bound_axes
 from ember._core.checks import normalize_axis
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._prims.shape import reduce_sum
@@ -49,12 +50,13 @@ def _batch_size(api: str, avals: Sequence[ShapedArray], axes: Sequence[Axis], na
     return distinct.pop()
 
 
-def _batch_summing_unmatched(ir: IR, in_dims: Sequence[Axis], size: int, out_dims: Sequence[Axis]) -> IR:
+def _batch_summing_unmatched(ir: IR, in_dims: Sequence[Axis], size: int, out_dims: Sequence[Axis],
+                             axis_name: Any) -> IR:
     """ir batched with its outputs along out_dims, except that an output batched where out_dims says None is
     summed over the batch (vmap's sum_match)."""
-    _, natural = batch_ir(ir, in_dims, size)
+    _, natural = batch_ir(ir, in_dims, size, axis_name=axis_name)
     summed = [want is None and found is not None for want, found in zip(out_dims, natural)]
-    bir, _ = batch_ir(ir, in_dims, size, [0 if s else want for s, want in zip(summed, out_dims)])
+    bir, _ = batch_ir(ir, in_dims, size, [0 if s else want for s, want in zip(summed, out_dims)], axis_name)
     if not any(summed):
         return bir
 
@@ -63,8 +65,8 @@ def _batch_summing_unmatched(ir: IR, in_dims: Sequence[Axis], size: int, out_dim
     return stage_flat(summing, bir.in_avals)
 
 
-def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None, *,
-         sum_match: bool = False) -> Any:
+def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None, *, axis_name: Any = None,
+         spmd_axis_name: Any = None, sum_match: bool = False) -> Any:
     """Vectorize fun over an axis of its arguments (like jax.vmap).
 
     in_axes and out_axes are ints (negative allowed), None (not mapped), or tree prefixes of the positional
@@ -72,10 +74,24 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
     axis_size is needed only when no argument is mapped. With sum_match, an output that is batched where out_axes
     says None is summed over the batch instead of being an error (as jax.vmap's sum_match).
 
+    axis_name names the mapped axis (any hashable) for the collectives inside fun (ember.lax.psum, all_gather,
+    axis_index, ...), as jax.vmap's: psum(x, axis_name) sums x over the batch. spmd_axis_name is accepted for
+    JAX's signature; only None is supported.
+
     Given a staged IR, returns a new IR whose inputs are mapped along in_axes (an int, None, or one per input) over
     axis_size members and whose outputs are batched along axis 0 (unbatched outputs are broadcast)."""
+    if spmd_axis_name is not None:
+        raise NotImplementedError(f"vmap: spmd_axis_name={spmd_axis_name!r} is not supported by ember (only None)")
+    if axis_name is not None:
+        try:
+            hash(axis_name)
+        except TypeError:
+            raise TypeError(f"vmap: axis_name must be hashable, got {axis_name!r}") from None
+        if isinstance(axis_name, tuple | list):
+            raise TypeError(f"vmap: axis_name must be one name (a collective's axis_name tuple names several axes), "
+                            f"got {axis_name!r}")
     if isinstance(fun, IR):
-        return _vmap_ir(fun, in_axes, axis_size)
+        return _vmap_ir(fun, in_axes, axis_size, axis_name)
     if not callable(fun):
         raise TypeError(f"vmap: expected a function or an IR, got {type(fun).__name__}")
     name = f"vmap({fun_name(fun)})"
@@ -85,11 +101,12 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
     _check_axis_spec(name, "out_axes", out_axes)
     if axis_size is not None and (isinstance(axis_size, bool) or not isinstance(axis_size, int) or axis_size < 0):
         raise TypeError(f"{name}: axis_size must be a non-negative int, got {axis_size!r}")
-    cache = cache_for(fun, ("vmap", repr(in_axes), repr(out_axes), axis_size, sum_match), name)
+    cache = cache_for(fun, ("vmap", repr(in_axes), repr(out_axes), axis_size, sum_match, axis_name), name)
 
     def build(in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], axes: tuple[Axis, ...], size: int) -> IR:
         unbatched = [_unbatched(a, ax) for a, ax in zip(avals, axes)]
-        ir, store = stage_with_aux(fun, in_tree, unbatched, False, name)
+        with axis_frame([(axis_name, size)] if axis_name is not None else []):
+            ir, store = stage_with_aux(fun, in_tree, unbatched, False, name)
         template = store.tree.unflatten([0] * store.tree.num_leaves)
         outs = broadcast_prefix(name, "out_axes", out_axes, template)
         out_dims = [_normalize(name, ax, v.aval.ndim + 1, f"out_axes for output {i}")
@@ -99,12 +116,13 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
             """staged batched, its first `lifted` inputs (constants) unbatched."""
             in_dims = (None,) * lifted + axes
             try:
-                bir = (_batch_summing_unmatched(staged, in_dims, size, out_dims) if sum_match else
-                       batch_ir(staged, in_dims, size, out_dims)[0])
+                bir = (_batch_summing_unmatched(staged, in_dims, size, out_dims, axis_name) if sum_match else
+                       batch_ir(staged, in_dims, size, out_dims, axis_name)[0])
             except ValueError as err:
                 raise ValueError(f"{name}: {err}") from None
             return with_outputs(bir, bir.outs, store.tree)
-        return transform_once(("vmap", in_tree, axes, size, tuple(out_dims), store.tree, sum_match), ir, transform)
+        return transform_once(("vmap", in_tree, axes, size, tuple(out_dims), store.tree, sum_match, axis_name), ir,
+                              transform)
 
     @functools.wraps(fun, updated=())
     def batched(*args: Any, **kwargs: Any) -> Any:
@@ -119,13 +137,14 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
         axes = tuple(_normalize(name, ax, aval.ndim, f"{where} of type {aval.str_short()}")
                      for ax, aval, where in zip(axes_flat, avals, names))
         size = _batch_size(name, avals, axes, names, axis_size)
-        key = (in_tree, avals, axes, size)
+        env = tuple(bound_axes().items())  # the enclosing axes, which fun's collectives read while it is staged
+        key = (in_tree, avals, axes, size, env)
         return cache.call(key, leaves, build, in_tree, avals, axes, size)
 
     return batched
 
 
-def _vmap_ir(ir: IR, in_axes: Any, axis_size: int | None) -> IR:
+def _vmap_ir(ir: IR, in_axes: Any, axis_size: int | None, axis_name: Any) -> IR:
     n = len(ir.in_vars)
     axes = [in_axes] * n if in_axes is None or isinstance(in_axes, int) else list(in_axes)
     if len(axes) != n:
@@ -134,6 +153,6 @@ def _vmap_ir(ir: IR, in_axes: Any, axis_size: int | None) -> IR:
     if axis_size is None:
         raise ValueError("vmap: batching an IR needs axis_size (the IR's inputs have their per-member shapes)")
     dims = [_normalize("vmap", ax, aval.ndim + 1, f"input {i}") for i, (ax, aval) in enumerate(zip(axes, ir.in_avals))]
-    bir, _ = batch_ir(ir, dims, axis_size, [0] * len(ir.outs))
+    bir, _ = batch_ir(ir, dims, axis_size, [0] * len(ir.outs), axis_name)
     return with_outputs(bir, bir.outs, ir.out_tree)
 

@@ -69,18 +69,19 @@ _FUNC = re.compile(r"^  func\.func (public|private) @([\w$.-]+)\(", re.M)
 
 
 def _functions(module: ExportedModule) -> tuple[str, dict[str, str]]:
-    """(the name @main gets, {name: text} of the module's functions with @main renamed and every one private)."""
+    """(the name @main gets, {name: text} of the module's functions, every one private and renamed after the
+    module's digest, so that they cannot clash with the functions of the module calling them)."""
     main = f"ember_exported_{module.digest}"
     text = module.text
+    names = [m.group(2) for m in _FUNC.finditer(text)]
+    new = {name: main if name == "main" else f"{main}_{name}" for name in names}
+    text = re.sub(r"@([\w$.-]+)", lambda m: f"@{new.get(m.group(1), m.group(1))}", text)
     starts = [m.start() for m in _FUNC.finditer(text)]
     end = text.rstrip().rfind("}")  # the module's closing brace
     functions = {}
     for start, stop in zip(starts, starts[1:] + [end]):
-        body = text[start:stop]
-        name = _FUNC.match(body).group(2)  # type: ignore[union-attr]
-        body = _FUNC.sub(lambda m: f"  func.func private @{main if m.group(2) == 'main' else m.group(2)}(",
-                         body, count=1)
-        functions[main if name == "main" else name] = body
+        body = _FUNC.sub(lambda m: f"  func.func private @{m.group(2)}(", text[start:stop], count=1)
+        functions[_FUNC.match(body).group(2)] = body  # type: ignore[union-attr]
     return main, functions
 
 

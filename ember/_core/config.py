@@ -166,7 +166,9 @@ _option("use_lapack", True, _parse_bool,
         "factorisations raise. Read when a program is lowered: programs already compiled keep their kernels.")
 _option("num_cpu_devices", 1, _parse_size,
         "How many devices the CPU backend has (as jax_num_cpu_devices; JAX's default is one too). Read when the "
-        "CPU backend starts, at the first computation: set it before.", env=("JAX_NUM_CPU_DEVICES",))
+        "CPU backend starts, at the first computation: set it before. JAX's "
+        "XLA_FLAGS=--xla_force_host_platform_device_count=N sets it too, when no variable of its own is set.",
+        env=("JAX_NUM_CPU_DEVICES",))
 _option("eager_cache_size", 1024, _parse_size,
         "How many one-primitive executables (operations run outside jit) are kept, least recently used dropped.")
 _option("max_compiled_equations", 20000, _parse_size,
@@ -228,6 +230,17 @@ def canonical_name(name: str) -> str:
     return key
 
 
+def _from_xla_flags(option: Option, value: Any) -> Any:
+    """num_cpu_devices from JAX's way of asking for CPU devices, `XLA_FLAGS=--xla_force_host_platform_device_count=N`
+    (which the plugin itself ignores), when no variable of the option's own is set."""
+    if option.name != "num_cpu_devices":
+        return value
+    for flag in os.environ.get("XLA_FLAGS", "").split():
+        if flag.startswith("--xla_force_host_platform_device_count="):
+            value = option.parse(f"{option.name} (from $XLA_FLAGS {flag})", flag.split("=", 1)[1])
+    return value
+
+
 class Config:
     """The option values. Attribute reads (`config.enable_x64`, `config.jax_enable_x64`) and `read(name)` give the
     current value; `update(name, value)` sets one."""
@@ -241,6 +254,8 @@ class Config:
                 if var in os.environ:
                     value = option.parse(f"{option.name} (from ${var})", os.environ[var])
                     break
+            else:
+                value = _from_xla_flags(option, value)
             self._values[option.name] = value
 
     def __getattr__(self, name: str) -> Any:

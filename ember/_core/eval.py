@@ -49,11 +49,13 @@ def bind_outputs(eqn: Eqn, ins: Sequence[Any]) -> list[Any]:
 Rule = Callable[[Eqn, list[Any], list[Any]], tuple[Sequence[Any], Sequence[Any]]]
 
 
-def eval_ir_annotated(ir: IR, args: Sequence[Any], notes: Sequence[Any], rule: Rule) -> tuple[list[Any], list[Any]]:
+def eval_ir_annotated(ir: IR, args: Sequence[Any], notes: Sequence[Any], rule: Rule,
+                      always: Callable[[Eqn], bool] | None = None) -> tuple[list[Any], list[Any]]:
     """The evaluator loop of the transformations that carry a note per value (a tangent in forward mode, a batch
     dimension in batching), None meaning "nothing to carry" (a zero tangent, an unbatched value). Equations whose
-    inputs carry no note are applied as they are; the others go to rule(eqn, inputs, input notes) -> (outputs,
-    output notes). Returns the outputs of ir and their notes."""
+    inputs carry no note are applied as they are, unless always(eqn) says otherwise (a collective over the axis
+    being batched); the others go to rule(eqn, inputs, input notes) -> (outputs, output notes). Returns the
+    outputs of ir and their notes."""
     env = Env(zip(ir.const_vars, ir.consts))
     env.update(zip(ir.in_vars, args))
     note_of: dict[Var, Any] = {v: n for v, n in zip(ir.in_vars, notes) if n is not None}
@@ -64,7 +66,7 @@ def eval_ir_annotated(ir: IR, args: Sequence[Any], notes: Sequence[Any], rule: R
             enter_source(eqn.source or inherited, base)
             ins = [env.read(a) for a in eqn.inputs]
             in_notes = [note_of.get(a) if isinstance(a, Var) else None for a in eqn.inputs]
-            if all(n is None for n in in_notes):
+            if all(n is None for n in in_notes) and not (always is not None and always(eqn)):
                 env.update(zip(eqn.outputs, bind_outputs(eqn, ins)))
                 continue
             outs, out_notes = rule(eqn, ins, in_notes)

@@ -601,3 +601,12 @@ class Partial(functools.partial):  # type: ignore[type-arg]
 
 register_pytree_node(Partial, lambda p: ((p.args, p.keywords), p.func),
                      lambda func, children: Partial(func, *children[0], **children[1]))
+
+
+def prefix_entries(prefix: Any, tree: Any, is_leaf: IsLeaf) -> list[Any]:
+    """One entry of prefix per leaf of tree, where prefix is a tree prefix of tree whose leaves (by is_leaf) are
+    the entries (vmap's in_axes, jit's shardings, shard_map's specs): an entry applies to every leaf of the subtree
+    it stands at. ValueError (saying where) when prefix is not a prefix of tree."""
+    subtrees = tree_structure(prefix, is_leaf=is_leaf).flatten_up_to(tree)
+    entries = tree_leaves(prefix, is_leaf=is_leaf)
+    return [entry for entry, sub in zip(entries, subtrees) for _ in range(tree_structure(sub).num_leaves)]

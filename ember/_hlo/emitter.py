@@ -84,7 +84,8 @@ class Emitter:
     lower_into): an op is written with the location, when there is one."""
 
     def __init__(self, indent: str = "    ", counter: Iterator[int] | None = None,
-                 types: dict[str, str] | None = None, functions: dict[str, str] | None = None) -> None:
+                 types: dict[str, str] | None = None, functions: dict[str, str] | None = None,
+                 called: dict[Any, str] | None = None) -> None:
         self.lines: list[str] = []
         self.types: dict[str, str] = {} if types is None else types
         self.indent = indent
@@ -92,18 +93,27 @@ class Emitter:
         # the module's other functions (name -> text), shared by every emitter of the module: a call of an
         # exported program (func.call) adds the program's functions here, and module_text writes them after @main
         self.functions: dict[str, str] = {} if functions is None else functions
+        # the functions emitted for calls (lower.call_function), shared likewise: what they compute -> name
+        self.called: dict[Any, str] = {} if called is None else called
         self.scope: tuple[str, ...] = ()
         self.location = ""
         self.ops = 0  # ops emitted into this body so far, and the results of the last one (see lower._in_effect_order)
         self.last_results: list[str] = []
+        # inside a shard_map body: the mesh its named axes run over (ember._hlo.spmd.AxisContext), read by the
+        # lowering of collectives; None elsewhere
+        self.axis_context: Any = None
+        # in a program partitioned over several devices, those devices (a partition id is an index here), read by
+        # the lowering of sharding constraints; None in a one-device program
+        self.device_assignment: Any = None
 
     def fresh(self, prefix: str = "") -> str:
         return f"%{prefix}{next(self._counter)}"
 
     def child(self) -> "Emitter":
         """An emitter for a region nested in this body."""
-        child = Emitter(self.indent + "    ", self._counter, self.types, self.functions)
+        child = Emitter(self.indent + "    ", self._counter, self.types, self.functions, self.called)
         child.scope, child.location = self.scope, self.location
+        child.axis_context, child.device_assignment = self.axis_context, self.device_assignment
         return child
 
     def declare(self, name: str, aval: ShapedArray) -> str:
@@ -160,16 +170,34 @@ class Emitter:
 
 
 def module_text(arg_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArray], body: Emitter,
-                arg_names: Sequence[str], out_names: Sequence[str], donors: Sequence[bool] | None = None) -> str:
+                arg_names: Sequence[str], out_names: Sequence[str], donors: Sequence[bool] | None = None,
+                num_partitions: int = 1, arg_shardings: Sequence[str | None] | None = None,
+                out_shardings: Sequence[str | None] | None = None) -> str:
     """The module whose @main takes arg_names and returns out_names; donors marks the arguments whose buffers XLA
-    may reuse for outputs (`jax.buffer_donor`: the caller gives them up, as jit's donate_argnums)."""
+    may reuse for outputs (`jax.buffer_donor`: the caller gives them up, as jit's donate_argnums). A program
+    partitioned over num_partitions devices has an `mhlo.sharding` (XLA's HloSharding text) on each argument and
+    result given one (None: XLA's sharding propagation chooses)."""
     donors = donors or [False] * len(arg_names)
-    args = ", ".join(f"{n}: {tensor_type(a)}" + (" {jax.buffer_donor = true}" if d else "")
-                     for n, a, d in zip(arg_names, arg_avals, donors))
-    results = ", ".join(tensor_type(a) for a in out_avals)
-    ret = f"    func.return {', '.join(out_names)} : {results}" if out_names else "    func.return"
+    arg_shardings = arg_shardings or [None] * len(arg_names)
+    out_shardings = out_shardings or [None] * len(out_names)
+
+    def attrs(donor: bool, sharding: str | None) -> str:
+        found = (["jax.buffer_donor = true"] if donor else []) + (
+            [f"mhlo.sharding = {quoted_text(sharding)}"] if sharding is not None else [])
+        return " {" + ", ".join(found) + "}" if found else ""
+    args = ", ".join(f"{n}: {tensor_type(a)}" + attrs(d, sh)
+                     for n, a, d, sh in zip(arg_names, arg_avals, donors, arg_shardings))
+    results = ", ".join(tensor_type(a) + attrs(False, sh) for a, sh in zip(out_avals, out_shardings))
+    result_types = ", ".join(tensor_type(a) for a in out_avals)
+    ret = f"    func.return {', '.join(out_names)} : {result_types}" if out_names else "    func.return"
     others = "".join(body.functions[name] for name in sorted(body.functions))
-    return ("module @ember attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
+    return (f"module @ember attributes {{mhlo.num_partitions = {num_partitions} : i32, "
+            "mhlo.num_replicas = 1 : i32} {\n"
             f"  func.func public @main({args}) -> ({results}) {{\n"
             + "\n".join(body.lines) + ("\n" if body.lines else "")
             + ret + "\n  }\n" + others + "}\n")
+
+
+def quoted_text(text: str) -> str:
+    """A string attribute's text: MLIR escapes quotes and backslashes."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

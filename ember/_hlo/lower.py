@@ -14,7 +14,7 @@ from ember._core.ir import sub_irs
 from ember._core.primitive import has_effects
 from ember._core.config import config
 from ember._core.profile import profiled
-from ember._hlo.emitter import Emitter, dense_text, location_text, module_text
+from ember._hlo.emitter import Emitter, dense_text, location_text, module_text, tensor_type
 
 
 class LoweringError(NotImplementedError):
@@ -64,6 +64,37 @@ class LoweringContext:
         if captured is None:
             return self.region(ir.in_avals, lambda body, args: lower_into(body, ir, args))
         return self.region([], lambda body, args: lower_into(body, ir, captured))
+
+
+def call_function(ctx: LoweringContext, ir: IR, args: Sequence[str], name: str, axis_context: Any = None
+                  ) -> list[str]:
+    """Emit ir as a private function of the module being built (named after name; one function for the calls of the
+    same IR in the same named scope) and a func.call of it on args; its body is lowered with axis_context (see
+    Emitter.axis_context; by default the caller's) inside the caller's named scope."""
+    if ir.consts:
+        raise LoweringError("a called function's IR cannot capture constants; pass them as operands")
+    emitter = ctx.emitter
+    axes = emitter.axis_context if axis_context is None else axis_context
+    key = (ir, emitter.scope, emitter.location, axes, emitter.device_assignment)
+    callee = emitter.called.get(key)
+    if callee is None:
+        function = Emitter(functions=emitter.functions, called=emitter.called)
+        function.device_assignment, function.axis_context = emitter.device_assignment, axes
+        function.scope, function.location = emitter.scope, emitter.location
+        params = [function.declare(f"%arg{i}", a) for i, a in enumerate(ir.in_avals)]
+        outs = lower_into(function, ir, params)
+        base = "".join(c if c.isalnum() or c in "_." else "_" for c in name) or "f"
+        callee, k = base, 0
+        while callee in emitter.functions:
+            k += 1
+            callee = f"{base}_{k}"
+        results = ", ".join(tensor_type(a) for a in ir.out_avals)
+        ret = f"    func.return {', '.join(outs)} : {results}" if outs else "    func.return"
+        signature = ", ".join(f"{p}: {tensor_type(a)}" for p, a in zip(params, ir.in_avals))
+        emitter.functions[callee] = (f"  func.func private @{callee}({signature}) -> ({results}) {{\n"
+                                     + "".join(line + "\n" for line in function.lines) + ret + "\n  }\n")
+        emitter.called[key] = callee
+    return ctx.op("func.call", list(args), list(ir.out_avals), {"callee": f"@{callee}"})
 
 
 def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
@@ -181,14 +212,17 @@ def _in_effect_order(emitter: Emitter, ctx: LoweringContext, rule: Callable[...,
 
 
 @profiled("lower", "lower to StableHLO")
-def lower(ir: IR, donors: Sequence[bool] | None = None, inline_consts: bool = False) -> str:
+def lower(ir: IR, donors: Sequence[bool] | None = None, inline_consts: bool = False, spmd: Any = None) -> str:
     """The module for ir: consts come first among main's arguments, then the inputs (donors: per input, whether
     its buffer is donated to the program; see module_text). With inline_consts the consts are constants of the
     module instead (its arguments are the inputs alone: an exported program carries its data). With the
-    enable_checks option, ir is type-checked first (check_ir)."""
+    enable_checks option, ir is type-checked first (check_ir). spmd (an ember._hlo.spmd.SpmdPlan): the program is
+    partitioned over its devices, with the shardings it gives for the inputs and outputs (the consts are
+    replicated)."""
     if config.read_canonical("enable_checks"):
         check_ir(ir)
     emitter = Emitter()
+    emitter.device_assignment = None if spmd is None else spmd.devices
     params = list(ir.in_vars) if inline_consts else list(ir.const_vars) + list(ir.in_vars)
     arg_names = [emitter.declare(f"%arg{i}", v.aval) for i, v in enumerate(params)]
     if inline_consts:
@@ -198,4 +232,8 @@ def lower(ir: IR, donors: Sequence[bool] | None = None, inline_consts: bool = Fa
     else:
         out_names = lower_into(emitter, ir, arg_names)
     donated = None if donors is None else [False] * (len(params) - len(ir.in_vars)) + list(donors)
-    return module_text([v.aval for v in params], ir.out_avals, emitter, arg_names, out_names, donated)
+    if spmd is None:
+        return module_text([v.aval for v in params], ir.out_avals, emitter, arg_names, out_names, donated)
+    in_shardings = ["{replicated}"] * (len(params) - len(ir.in_vars)) + list(spmd.in_shardings)
+    return module_text([v.aval for v in params], ir.out_avals, emitter, arg_names, out_names, donated,
+                       len(spmd.devices), in_shardings, spmd.out_shardings)

@@ -4,11 +4,12 @@ importing this package fills the core's eager slot)."""
 from ember._runtime import eager as _eager  # noqa: F401  (fills ember._core.EAGER)
 from ember._runtime import lapack as _lapack  # noqa: F401  (installs the LAPACK kernels' provider in ember._hlo.ffi)
 from ember._runtime import callbacks as _callbacks  # noqa: F401  (installs the host callbacks' provider)
-from ember._runtime.array import Array, array, asarray, device_put
+from ember._runtime.array import Array, Shard, array, asarray
+from ember._runtime.sharded import ShardedArray, device_put
 from ember._runtime.dlpack import from_dlpack  # (also installs Array.__dlpack__)
 from ember._runtime.backends import default_device, devices, get_client
 from ember._runtime.compiler import CompileError, Compiled, Lowered, compile_ir, lower_ir
 from ember._runtime.pjrt import PjrtError
 
-__all__ = ["Array", "CompileError", "Compiled", "Lowered", "PjrtError", "array", "asarray", "compile_ir",
-           "default_device", "device_put", "devices", "from_dlpack", "get_client", "lower_ir"]
+__all__ = ["Array", "CompileError", "Compiled", "Lowered", "PjrtError", "Shard", "ShardedArray", "array", "asarray",
+           "compile_ir", "default_device", "device_put", "devices", "from_dlpack", "get_client", "lower_ir"]

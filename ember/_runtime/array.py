@@ -10,6 +10,7 @@ from ember._core import ArrayMethods, ShapedArray, Tracer, check_live, is_python
 from ember._core import dtypes as dt
 from ember._core.cache import LRUCache
 from ember._core.dtypes import canonicalize_dtype
+from ember._core.sharding import SingleDeviceSharding
 from ember._prims.shape import convert_element_type, reshape
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.backends import get_client
@@ -70,6 +71,26 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
 
     def devices(self) -> set[_pjrt.Device]:
         return {self._buffer.device}
+
+    @property
+    def sharding(self) -> Any:
+        """Where the array lives: a SingleDeviceSharding (a ShardedArray has its own)."""
+        return SingleDeviceSharding(self._buffer.device)
+
+    @property
+    def addressable_shards(self) -> list["Shard"]:
+        """The parts of the array on this process's devices: here the whole array, on its one device."""
+        return [Shard(self._buffer.device, tuple(slice(None) for _ in self.shape), 0, self)]
+
+    @property
+    def global_shards(self) -> list["Shard"]:
+        return self.addressable_shards
+
+    is_fully_addressable = property(lambda self: True)  # (one process)
+    is_fully_replicated = property(lambda self: self.sharding.is_fully_replicated)
+
+    def copy_to_host_async(self) -> None:
+        """Start copying the array to the host; on the CPU backend the host reads device memory in place."""
 
     def _value(self) -> np.ndarray:
         if self._host is None:
@@ -193,6 +214,18 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
 if C is not None:  # its Callers create Arrays without __init__ (setting every slot at its offset)
     C.register_array_type(Array)
     C.register_ndarray_type(np.ndarray)
+
+
+class Shard:
+    """One device's part of an array, as jax.Shard: the device, its index (a tuple of slices into the whole
+    array), its replica_id (0 for the first copy of a part held by several devices) and its data (an Array)."""
+    __slots__ = ("device", "index", "replica_id", "data")
+
+    def __init__(self, device: _pjrt.Device, index: tuple[slice, ...], replica_id: int, data: Array):
+        self.device, self.index, self.replica_id, self.data = device, index, replica_id, data
+
+    def __repr__(self) -> str:
+        return f"Shard(device={self.device!r}, index={self.index}, replica_id={self.replica_id}, data={self.data})"
 
 
 def _rebuild(value: np.ndarray, weak_type: bool) -> Array:

@@ -9,7 +9,7 @@ import warnings
 
 from ember._core.cache import clear_all_caches
 from ember._core.config import config
-from ember._runtime import ffi as _ffi, pjrt as _pjrt
+from ember._runtime import distributed as _distributed, ffi as _ffi, pjrt as _pjrt
 
 _client_lock = threading.Lock()
 _clients: dict[str, _pjrt.Client] = {}  # one per plugin
@@ -102,8 +102,12 @@ def _client_for(path: str) -> _pjrt.Client:
                 _set_xla_flags()
                 # One CPU device by default, as JAX: the plugin's thread pool has max(cores, devices) threads, and
                 # its default of 4 devices oversubscribes small machines.
-                options = {"cpu_device_count": config.num_cpu_devices} if path == _pjrt.cpu_plugin_path() else {}
-                client = _clients[path] = _pjrt.Client(_pjrt.Plugin(path), options)
+                cpu = path == _pjrt.cpu_plugin_path()
+                options = {"cpu_device_count": config.num_cpu_devices} if cpu else {}
+                # In a multi-process run (ember.distributed.initialize), a plugin whose client spans the processes
+                # gets node_id, num_nodes and the run's key-value store.
+                run_options, kv_store = _distributed.client_setup(cpu)
+                client = _clients[path] = _pjrt.Client(_pjrt.Plugin(path), {**options, **run_options}, kv_store)
                 _ffi.attach(client.plugin)  # ember's own custom-call handlers (LAPACK kernels)
     return client
 

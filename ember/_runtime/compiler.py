@@ -25,6 +25,8 @@ from ember._runtime.compile_cache import compile_with_cache
 from ember._runtime.dispatch import to_buffer
 from ember._runtime.fastpath import C
 from ember._runtime.guards import DIRECTIONS as _GUARDED, Guards as _Guards, check as _check_transfer
+from ember._runtime.spmd import SpmdProgram, program_placement, sharded_call_plan
+from ember._runtime.sharded import ShardedArray
 
 
 T = TypeVar("T")
@@ -136,16 +138,20 @@ class Lowered:
 
     def __init__(self, ir: IR, name: str, text: str):
         self.ir, self.name, self.text = ir, name, text
+        self.shardings: tuple[Sequence[Any] | None, Sequence[Any] | None] | None = None  # (see Compiled)
 
     def as_text(self) -> str:
         """The StableHLO module."""
         return self.text
 
-    def compile(self) -> "Compiled":
+    def compile(self, deferred: bool = False) -> "Compiled":
         """Compile the module with XLA (on the default backend), or reuse the executable of an identical module
         compiled before (the constants are arguments, not part of the text, so the program of a new function
-        that closes over other arrays of the same shapes is the same text)."""
-        return Compiled(self, self._executable())
+        that closes over other arrays of the same shapes is the same text). deferred: compile it at its first
+        call on one device (a program first called with sharded arrays is compiled for their devices instead)."""
+        if self.shardings is not None or program_placement(self.ir) is not None:  # (partitioned when called)
+            return Compiled(self, None)
+        return Compiled(self, DEFERRED if deferred else self._executable())
 
     def _executable(self) -> _pjrt.Executable:
         """The module's executable (see compile): compiled, from the persistent cache, or reused."""
@@ -177,20 +183,23 @@ def lower_ir(ir: IR, name: str = "main") -> Lowered:
     return Lowered(ir, name, lower(ir))
 
 
-def compile_ir(ir: IR, name: str = "main", key: Any = None) -> "Compiled":
+def compile_ir(ir: IR, name: str = "main", key: Any = None, deferred: bool = False) -> "Compiled":
     """Lower and compile an IR. The lowering of an IR of the same structure as one lowered before is reused (a
     function staged anew, as a fresh closure each step, gives a new IR of the same structure each time). key is
-    ir's structural_key(ir, sources=False), where the caller knows it already."""
+    ir's structural_key(ir, sources=False), where the caller knows it already. deferred: see Lowered.compile."""
     try:
         if key is None:
             key = structural_key(ir, sources=False)  # (the text has no source locations)
         text = _lowerings.lookup(key)
     except (NotKeyable, TypeError):
-        return lower_ir(ir, name).compile()
+        return lower_ir(ir, name).compile(deferred)
     if text is None:
         text = lower(ir)
         _lowerings.store(key, text)
-    return Lowered(ir, name, text).compile()
+    return Lowered(ir, name, text).compile(deferred)
+
+
+DEFERRED: Any = object()  # an executable compiled at the first call on one device (see Lowered.compile)
 
 
 _lowerings = LRUCache("program_cache_size")  # structural key of an IR -> its StableHLO text
@@ -249,8 +258,12 @@ def _host_type(aval: ShapedArray) -> int | None:
 class Compiled:
     """An IR compiled by XLA: call it with the IR's inputs (arrays) to run it."""
 
-    def __init__(self, lowered: Lowered, executable: _pjrt.Executable):
+    def __init__(self, lowered: Lowered, executable: Any):
+        """executable: the program compiled for one device, DEFERRED (compiled at the first call on one device),
+        or None for a program that names a mesh (its calls run partitioned over the mesh's devices:
+        call_sharded)."""
         ir = lowered.ir
+        self._lowered = lowered
         self.ir, self.name, self.text, self.executable = ir, lowered.name, lowered.text, executable
         self.in_avals = [v.aval for v in ir.in_vars]
         self.out_avals = ir.out_avals
@@ -258,6 +271,23 @@ class Compiled:
         self._device = default_device()
         self._consts_by_device: dict[_pjrt.Device, list[_pjrt.Buffer]] = {}
         self._where = [f"{self.name}: argument {i}" for i in range(len(self.in_avals))]
+        self._spmd_programs = LRUCache("program_cache_size")
+        self._placement = program_placement(ir)  # the mesh or sharding it names (None: runs on any one device)
+        # (in_shardings, out_shardings) its calls run with (an AOT-compiled sharded program's), or None
+        self.preset_shardings: tuple[Sequence[Any] | None, Sequence[Any] | None] | None = \
+            getattr(lowered, "shardings", None)
+        if executable is None or executable is DEFERRED:
+            self.executable = None
+            self._fast, self._guard, self._callbacks = _no_fast_path, None, False
+            self._deferred = executable is DEFERRED
+            return
+        self._deferred = False
+        self._install(executable)
+
+    def _install(self, executable: _pjrt.Executable) -> None:
+        """Use executable (compiled for one device) for the calls on one device."""
+        ir = self.ir
+        self.executable = executable
         # The common case (Arrays on the device the program was compiled for), in C when the extension is in use.
         device = executable._device
         self._caller = Caller(executable._runner, executable, device, self.in_avals, self.out_avals,
@@ -307,6 +337,13 @@ class Compiled:
                             f"({', '.join(a.str_short() for a in self.in_avals)}), got {len(args)}")
         if _Checks.no_execution:
             raise RuntimeError(f"ember tried to run {self.name}, but the no_execution option is set")
+        if self._placement is not None or self.preset_shardings is not None or any(
+                type(x) is ShardedArray for x in args):
+            return self.call_sharded(args, *(self.preset_shardings or (None, None)))
+        if self._deferred:  # (its first call on one device)
+            self._deferred = False
+            self._install(self._lowered._executable())
+            return self.call_flat(args)
         # The computation runs on the device of its first array argument (else the default device).
         device = next((x._buffer.device for x in args if type(x) is Array), self._device)
         consts = self._consts_by_device.get(device)
@@ -338,6 +375,28 @@ class Compiled:
             _check_results(self, args, results)
         return results
 
+    def call_sharded(self, args: Sequence[Any], in_shardings: Sequence[Any] | None = None,
+                     out_shardings: Sequence[Any] | None = None) -> list[Any]:
+        """Run the program partitioned over several devices (XLA's SPMD partitioner): with the given input and
+        output shardings (None, or a None entry: an input's own sharding, else replicated; an output's chosen by
+        XLA's propagation), on the devices of the shardings, of the sharded arguments or of the program's
+        sharding constraints."""
+        if len(args) != len(self.in_avals):
+            raise TypeError(f"{self.name}: expected {len(self.in_avals)} arguments "
+                            f"({', '.join(a.str_short() for a in self.in_avals)}), got {len(args)}")
+        return self.spmd_program(args, in_shardings, out_shardings)(args)
+
+    def spmd_program(self, args: Sequence[Any], in_shardings: Sequence[Any] | None = None,
+                     out_shardings: Sequence[Any] | None = None) -> SpmdProgram:
+        """The program partitioned for a call with these arguments and shardings (see call_sharded), compiled on
+        first use."""
+        key, plan = sharded_call_plan(self.name, self.ir, self._placement, args, in_shardings, out_shardings)
+        program = self._spmd_programs.lookup(key)
+        if program is None:
+            program = SpmdProgram(self.ir, self.name, *plan)
+            self._spmd_programs.store(key, program)
+        return program
+
     def _execute_error(self, err: _pjrt.PjrtError, args: Sequence[Any], buffers: Sequence[_pjrt.Buffer]
                        ) -> Exception:
         """The error to raise for a failed execute of these buffers (the constants, then one per argument): a
@@ -368,6 +427,10 @@ class Compiled:
         ins = ", ".join(a.str_short() for a in self.in_avals)
         outs = ", ".join(a.str_short() for a in self.out_avals)
         return f"<Compiled {self.name}: ({ins}) -> ({outs})>"
+
+
+def _no_fast_path(args: Sequence[Any]) -> None:
+    return None
 
 
 class _Checks:

@@ -49,6 +49,7 @@ from ember._prims.indexing import dynamic_slice
 from ember._prims.shape import reshape
 from ember._runtime import callbacks as _callbacks
 from ember._runtime.array import Array, canonical_aval as _canonical
+from ember._runtime.sharded import ShardedArray
 from ember._runtime.compiler import CALL_CHECK_OPTIONS, Compiled, DeletedArrayError, _Checks, compile_ir
 from ember._runtime.dispatch import DeviceMismatchError, _scalar_buffer
 from ember._runtime.pjrt import PjrtError
@@ -80,22 +81,26 @@ def _eager_key(prim: Primitive, params: dict[str, Any], avals: tuple[ShapedArray
     return (prim, tuple(params.items()), avals)
 
 
-def _executable(prim: Primitive, params: dict[str, Any], avals: tuple[ShapedArray, ...]) -> Compiled:
-    """The one-equation program of a primitive at these operand avals (every operand an input, literals too)."""
+def _executable(prim: Primitive, params: dict[str, Any], avals: tuple[ShapedArray, ...], sharded: bool = False
+                ) -> Compiled:
+    """The one-equation program of a primitive at these operand avals (every operand an input, literals too);
+    sharded: it is first called with sharded arrays (its program for one device is compiled when needed)."""
     key = _eager_key(prim, params, avals)
     compiled: Compiled | None = _eager_cache.lookup(key)
     if compiled is None:
         out_avals = [_canonical(a) for a in prim.out_avals(avals, params)]
         in_vars = [Var(a) for a in avals]
         out_vars = [Var(a) for a in out_avals]
-        compiled = compile_ir(IR([], [], in_vars, [Eqn(prim, in_vars, out_vars, params)], out_vars), prim.name)
+        compiled = compile_ir(IR([], [], in_vars, [Eqn(prim, in_vars, out_vars, params)], out_vars), prim.name,
+                              deferred=sharded)
         _eager_cache.store(key, compiled)
     return compiled
 
 
 def apply_primitive(prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Any]:
     avals = tuple([x.aval if type(x) is Array else _eager_aval(x, prim, i) for i, x in enumerate(args)])
-    compiled = _eager_cache.lookup(_eager_key(prim, params, avals)) or _executable(prim, params, avals)
+    compiled = _eager_cache.lookup(_eager_key(prim, params, avals)) or _executable(
+        prim, params, avals, any(type(x) is ShardedArray for x in args))
     return compiled.call_flat(args)
 
 

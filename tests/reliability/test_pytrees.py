@@ -91,9 +91,9 @@ def _compiled_inputs(monkeypatch) -> list[int]:
     seen: list[int] = []
     compile_staged = jit_module.compile_staged
 
-    def spy(ir, name):
+    def spy(ir, name, *rest):
         seen.append(len(ir.in_vars))
-        return compile_staged(ir, name)
+        return compile_staged(ir, name, *rest)
     monkeypatch.setattr(jit_module, "compile_staged", spy)
     return seen
 

@@ -17,5 +17,6 @@ from ember._runtime.pjrt.discovery import find_cuda_plugin as find_cuda_plugin
 from ember._runtime.pjrt.errors import PjrtError as PjrtError, PjrtOutOfMemoryError as PjrtOutOfMemoryError
 from ember._runtime.pjrt.executable import Executable as Executable
 from ember._runtime.pjrt.plugin import Plugin as Plugin
+from ember._runtime.pjrt.spmd import SpmdExecutable as SpmdExecutable
 from ember._runtime.pjrt.structs import COMPILE_OPTIONS as COMPILE_OPTIONS
 from ember._runtime.pjrt.structs import numpy_dtype_to_pjrt as numpy_dtype_to_pjrt

@@ -4,9 +4,13 @@ It creates the Device, Executable and Buffer objects, and looks up once the PJRT
 call most. close() destroys the client at once; its buffers and executables then refuse to be used."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import os
+import sys
+import threading
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -14,15 +18,17 @@ from ember._runtime.fastpath import C
 from ember._runtime.pjrt.buffer import Buffer, pin_client, take_client_handle, unpin_client
 from ember._runtime.pjrt.device import Device
 from ember._runtime.pjrt.errors import PjrtError
+from ember._runtime.pjrt.kv_store import KeyValueStore, register as register_kv_store
 from ember._runtime.pjrt.executable import Executable
 from ember._runtime.pjrt.plugin import Plugin
+from ember._runtime.pjrt.spmd import SpmdExecutable
 from ember._runtime.pjrt.structs import (_IMMUTABLE_ONLY_DURING_CALL, _PORTABLE_COMPILE_OPTIONS, COMPILE_OPTIONS,
                                  _ClientAddressableDevicesArgs, _ClientBufferFromHostBufferArgs, _ClientCompileArgs,
                                  _ClientCreateArgs, _ClientCreateViewOfDeviceBufferArgs, _ClientPlatformNameArgs,
                                  _ExecutableDeserializeAndLoadArgs,
                                  _data_address, _handle_args, _new,
                                  _Program, _string_at, c_int64, named_int64_values,
-                                 numpy_dtype_to_pjrt)
+                                 numpy_dtype_to_pjrt, spmd_compile_options)
 
 
 def _fast_api(plugin: Plugin) -> Any:
@@ -37,21 +43,70 @@ def _fast_api(plugin: Plugin) -> Any:
                  error_destroy=address("Error_Destroy"))
 
 
+# XLA logs this warning at every compile partitioned by GSPMD (the partitioner of `mhlo.sharding` annotations, which
+# this plugin runs fully; its Shardy path ignores those annotations): the user cannot act on it.
+# (absl's notice before its first log line is dropped with it)
+_GSPMD_DEPRECATION = (b"GSPMD sharding propagation is going to be deprecated",
+                      b"All log messages before absl::InitializeLog() is called")
+
+
+_stderr_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_stderr_line(texts: tuple[bytes, ...]) -> Iterator[None]:
+    """While the block runs, the process's stderr (file descriptor 2, where the plugin logs) goes through a pipe
+    that a thread forwards to it line by line as it comes, leaving out the lines holding one of texts. (Forwarded at
+    once, so that a fatal error's message still reaches stderr when XLA aborts the process.)"""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # (no stderr to redirect)
+        yield
+        return
+    with _stderr_lock:
+        read_end, write_end = os.pipe()
+
+        def forward() -> None:
+            pending = b""
+            with os.fdopen(read_end, "rb", buffering=0) as pipe:
+                while chunk := pipe.read(1 << 16):
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    kept = [line + b"\n" for line in lines if not any(t in line for t in texts)]
+                    if kept:
+                        os.write(saved, b"".join(kept))
+            if pending and not any(t in pending for t in texts):
+                os.write(saved, pending)
+        thread = threading.Thread(target=forward, name="ember-stderr", daemon=True)
+        thread.start()
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)  # (the pipe's last write end closes: the thread reads to its end and stops)
+            thread.join()
+            os.close(saved)
+
+
 class Client:
     """A PJRT client of a plugin: compiles programs and owns device buffers.
 
     Buffers and executables keep their client alive. close() destroys the client at once; its buffers and
     executables then refuse to be used (they are not destroyed after it, which PJRT does not allow)."""
 
-    def __init__(self, plugin: Plugin, options: dict[str, int] | None = None):
-        """options: the plugin's int64 client-create options (the CPU plugin reads "cpu_device_count")."""
+    def __init__(self, plugin: Plugin, options: dict[str, int] | None = None, kv_store: KeyValueStore | None = None):
+        """options: the plugin's int64 client-create options (the CPU plugin reads "cpu_device_count"); kv_store: the
+        key-value store of a multi-process run, for a plugin whose client spans processes (pjrt/kv_store.py)."""
         self.plugin = plugin
         self.handle: int | None = None
         self.closed_reason = "has been closed"
         self._uses = 0  # PJRT calls running on it without the GIL (pjrt/buffer.py's pin_client; in C: _fast.uses)
         self._fast: Any = None
         values, names = named_int64_values(options or {})
-        create = _new(_ClientCreateArgs, create_options=ctypes.addressof(values), num_options=len(names))
+        kv_callbacks = register_kv_store(kv_store) if kv_store is not None else {}
+        create = _new(_ClientCreateArgs, create_options=ctypes.addressof(values), num_options=len(names),
+                      **kv_callbacks)
         plugin.call("Client_Create", create)
         self.handle = create.client
         name = _new(_ClientPlatformNameArgs, client=self.handle)
@@ -90,6 +145,26 @@ class Client:
                         compile_options=options, compile_options_size=len(options))
             self.plugin.call("Client_Compile", args)
             return Executable(self, args.executable, code, portable)
+        finally:
+            unpin_client(self)
+
+    def compile_spmd(self, mlir_text: str, devices: list[Device], propagate_to_outputs: list[bool]
+                     ) -> SpmdExecutable:
+        """Compile a module partitioned by XLA's SPMD partitioner over devices (partition i on devices[i]; the
+        module's mhlo.sharding attributes name partitions); propagate_to_outputs: per output, whether XLA
+        chooses its sharding (see SpmdExecutable.optimized_program for what it chose)."""
+        code = mlir_text.encode() if isinstance(mlir_text, str) else bytes(mlir_text)
+        options = spmd_compile_options([d.id for d in devices], propagate_to_outputs)
+        program = _new(_Program, code=code, code_size=len(code), format=b"mlir", format_size=4)
+        handle = pin_client(self)
+        if handle is None:
+            self._live_handle("compile")
+        try:
+            args = _new(_ClientCompileArgs, client=handle, program=ctypes.pointer(program),
+                        compile_options=options, compile_options_size=len(options))
+            with _without_stderr_line(_GSPMD_DEPRECATION):
+                self.plugin.call("Client_Compile", args)
+            return SpmdExecutable(self, args.executable, code, devices)
         finally:
             unpin_client(self)
 

@@ -38,6 +38,35 @@ COMPILE_OPTIONS = b"\x1a\x04\x20\x01\x28\x01"
 _PORTABLE_COMPILE_OPTIONS = COMPILE_OPTIONS + b"\x20\x01"
 
 
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _field(number: int, value: int | bytes) -> bytes:
+    """One protobuf field: a varint, or a length-delimited payload (bytes)."""
+    if isinstance(value, int):
+        return _varint(number << 3) + _varint(value)
+    return _varint(number << 3 | 2) + _varint(len(value)) + value
+
+
+def spmd_compile_options(device_ids: list[int], propagate_to_outputs: list[bool]) -> bytes:
+    """A serialized xla.CompileOptionsProto for a program partitioned by XLA's SPMD partitioner over the devices
+    with these ids (partition i runs on device_ids[i]): executable_build_options {num_replicas: 1 (4),
+    num_partitions (5), use_spmd_partitioning (6), device_assignment (9) {replica_count (1), computation_count
+    (2), computation_devices (3) {replica_device_ids (1)} per partition}, allow_spmd_sharding_propagation_to_output
+    (12, packed bools: per output, whether XLA chooses its sharding)} (field numbers as jaxlib serializes them)."""
+    assignment = _field(1, 1) + _field(2, len(device_ids)) + b"".join(
+        _field(3, _field(1, int(i))) for i in device_ids)
+    build = (_field(4, 1) + _field(5, len(device_ids)) + _field(6, 1) + _field(9, assignment)
+             + _field(12, bytes(int(bool(p)) for p in propagate_to_outputs or [False])))
+    return _field(3, build)
+
+
 def numpy_dtype_to_pjrt(dtype: Any) -> int:
     """The PJRT_Buffer_Type of a numpy dtype."""
     try:
@@ -125,6 +154,8 @@ _DeviceGetDescriptionArgs = _args_type("PJRT_Device_GetDescription_Args", [
     ("device", c_void_p), ("device_description", c_void_p)])
 _DeviceDescriptionIdArgs = _args_type("PJRT_DeviceDescription_Id_Args", [
     ("device_description", c_void_p), ("id", c_int)])
+_DeviceDescriptionProcessIndexArgs = _args_type("PJRT_DeviceDescription_ProcessIndex_Args", [
+    ("device_description", c_void_p), ("process_index", c_int)])
 _DeviceDescriptionKindArgs = _args_type("PJRT_DeviceDescription_Kind_Args", [
     ("device_description", c_void_p), ("device_kind", c_void_p), ("device_kind_size", c_size_t)])
 _LoadedExecutableGetExecutableArgs = _args_type("PJRT_LoadedExecutable_GetExecutable_Args", [

@@ -1,0 +1,141 @@
+"""Sharding in the API: jit's in_shardings / out_shardings (checked when jit is called, then matched to the leaves of
+the arguments and results: a Sharding, or a tree prefix holding Shardings and None; PartitionSpecs under the current
+mesh), with_sharding_constraint and reshard, and arrays assembled from per-device parts (make_array_from_*)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ember._core import ShapedArray, Tracer, aval_of
+from ember._core.dtypes import canonicalize_dtype
+from ember._core.pytree import prefix_entries, tree_flatten, tree_leaves, tree_structure
+from ember._core.sharding import NamedSharding, PartitionSpec, Sharding, current_mesh
+from ember._prims.sharding import check_rank, sharding_constraint_p
+from ember._runtime import Array, ShardedArray, device_put
+from ember._runtime.array import canonical_aval, device_put as one_device_put
+
+
+def _is_entry(x: Any) -> bool:
+    return x is None or isinstance(x, (Sharding, PartitionSpec))
+
+
+def _resolve(api: str, what: str, entry: Any) -> Any:
+    if isinstance(entry, PartitionSpec):
+        mesh = current_mesh()
+        if mesh is None:
+            raise ValueError(f"{api}: {what} holds the PartitionSpec {entry}, which needs a mesh: use "
+                             "NamedSharding(mesh, spec), or call inside `with mesh:` / ember.sharding.set_mesh(mesh)")
+        return NamedSharding(mesh, entry)
+    return entry
+
+
+def check_shardings(api: str, in_shardings: Any, out_shardings: Any) -> tuple[Any, Any]:
+    """in_shardings and out_shardings, checked to hold only Shardings, PartitionSpecs and None."""
+    for what, tree in (("in_shardings", in_shardings), ("out_shardings", out_shardings)):
+        for entry in tree_leaves(tree, is_leaf=_is_entry):
+            if not _is_entry(entry):
+                raise TypeError(f"{api}: {what} must hold Shardings (or PartitionSpecs under a mesh) and None, got "
+                                f"{entry!r} of type {type(entry).__name__}")
+    return in_shardings, out_shardings
+
+
+def leaf_shardings(api: str, what: str, prefix: Any, tree: Any, count: int) -> list[Any]:
+    """The entry of prefix (a Sharding or a tree prefix of tree holding them) for each of tree's count leaves."""
+    if _is_entry(prefix):
+        return [_resolve(api, what, prefix)] * count
+    if what == "in_shardings" and isinstance(tree, tuple) and isinstance(prefix, list):
+        prefix = tuple(prefix)
+    try:
+        entries = prefix_entries(prefix, tree, _is_entry)
+    except ValueError as err:
+        raise ValueError(f"{api}: {what} must be a Sharding or a tree prefix of the "
+                         f"{'positional arguments' if what == 'in_shardings' else 'results'}, got {prefix!r} for "
+                         f"{tree_structure(tree)}: {err}") from None
+    return [_resolve(api, what, e) for e in entries]
+
+
+def _shardings_for(api: str, shardings: Any, x: Any) -> list[Any]:
+    leaves = tree_leaves(x)
+    return leaf_shardings(api, "shardings", shardings, x, len(leaves))
+
+
+def with_sharding_constraint(x: Any, shardings: Any) -> Any:
+    """x (an array or a pytree of them), laid out as shardings say (a Sharding, a PartitionSpec under the current
+    mesh, or a tree prefix of x holding them), as jax.lax.with_sharding_constraint: inside jit, XLA's partitioner
+    reshards the value there; on concrete arrays it is device_put by the sharding."""
+    leaves, tree = tree_flatten(x)
+    targets = _shardings_for("with_sharding_constraint", shardings, x)
+    out = []
+    for leaf, sharding in zip(leaves, targets):
+        if sharding is None:
+            out.append(leaf)
+            continue
+        if not isinstance(sharding, Sharding):
+            raise TypeError(f"with_sharding_constraint: expected a Sharding, got {sharding!r}")
+        check_rank("with_sharding_constraint", sharding, aval_of(leaf))
+        out.append(sharding_constraint_p.bind(leaf, sharding=sharding))
+    return tree.unflatten(out)
+
+
+def reshard(xs: Any, out_shardings: Any) -> Any:
+    """xs placed by out_shardings (as jax.sharding.reshard): device_put for concrete arrays, a sharding constraint
+    for traced ones."""
+    leaves, tree = tree_flatten(xs)
+    targets = _shardings_for("reshard", out_shardings, xs)
+    return tree.unflatten([x if s is None else sharding_constraint_p.bind(x, sharding=s) if isinstance(x, Tracer)
+                           else device_put(x, s) for x, s in zip(leaves, targets)])
+
+
+def make_array_from_callback(shape: Sequence[int], sharding: Sharding, data_callback: Callable[[Any], Any],
+                             dtype: Any = None) -> Array:
+    """The array of the given global shape placed by sharding, each device's part made by data_callback(index)
+    (its index: a tuple of slices into the whole array), as jax.make_array_from_callback."""
+    shape = tuple(int(n) for n in shape)
+    indices = sharding.devices_indices_map(shape)
+    parts = []
+    for device in sharding._device_assignment:
+        value = np.asarray(data_callback(indices[device]))
+        if dtype is not None:
+            value = value.astype(canonicalize_dtype(dtype))
+        parts.append(one_device_put(value, device))
+    return make_array_from_single_device_arrays(shape, sharding, parts)
+
+
+def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Sharding, arrays: Sequence[Any], *,
+                                         dtype: Any = None) -> Array:
+    """The array of the given global shape whose part on each device of sharding is the one-device array given for
+    it (in the order of the sharding's devices, or any order: matched by device), as JAX's function of the name."""
+    shape = tuple(int(n) for n in shape)
+    devices = sharding._device_assignment
+    by_device = {}
+    for a in arrays:
+        if type(a) is not Array:
+            raise TypeError(f"make_array_from_single_device_arrays: expected one-device ember Arrays, got "
+                            f"{type(a).__name__}")
+        by_device[a.device] = a
+    missing = [d for d in devices if d not in by_device]
+    if missing or len(arrays) != len(devices):
+        raise ValueError(f"make_array_from_single_device_arrays: the sharding has {len(devices)} devices "
+                         f"({[d.id for d in devices]}); got arrays on {[a.device.id for a in arrays]}")
+    indices = sharding.devices_indices_map(shape)
+    first = by_device[devices[0]]
+    want = canonicalize_dtype(dtype) if dtype is not None else first.dtype
+    for d in devices:
+        a, part = by_device[d], tuple(len(range(*s.indices(n))) for s, n in zip(indices[d], shape))
+        if a.shape != part or a.dtype != want:
+            raise ValueError(f"make_array_from_single_device_arrays: the array for {d} is {a.aval.str_short()}, but "
+                             f"its part of {shape} by {sharding} is {want.name}{list(part)}")
+    aval = canonical_aval(ShapedArray(shape, want))
+    if len(devices) == 1:
+        return first
+    return ShardedArray._from_shards([by_device[d]._buffer for d in devices], aval, sharding)
+
+
+def make_array_from_process_local_data(sharding: Sharding, local_data: Any, global_shape: Any = None) -> Array:
+    """The global array placed by sharding from this process's data (one process: the whole array), as JAX's."""
+    value = np.asarray(local_data)
+    if global_shape is not None and tuple(global_shape) != value.shape:
+        raise ValueError(f"make_array_from_process_local_data: global_shape {tuple(global_shape)} differs from the "
+                         f"data's shape {value.shape} (ember runs one process: its data is the whole array)")
+    return device_put(value, sharding)

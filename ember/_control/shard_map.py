@@ -1,0 +1,299 @@
+"""shard_map: a function written for one device's block of its inputs, run on every device of a mesh at once.
+
+shard_map(f, mesh=, in_specs=, out_specs=)(*args) splits each argument over the mesh as its PartitionSpec says,
+runs f on each device's block (collectives over the mesh's axis names see the other devices), and assembles the
+results as out_specs say. One higher-order primitive carries f's staged body; its whole story is here:
+
+- abstract eval: the global shapes (a block's dimension times the mesh axes its spec names);
+- lowering (as XLA's SPMD partitioner expects): each input constrained to its sharding and cut to the block
+  (custom calls @Sharding, @SPMDFullToShardShape with a {manual} sharding), the body lowered with an AxisContext
+  (the collectives' device groups), each output put back (@SPMDShardToFullShape); a program holding a shard_map
+  runs partitioned over the mesh's devices (ember._runtime.spmd);
+- JVP: a shard_map of the body's JVP, tangents split as their primals;
+- reverse mode: a shard_map of the body's VJP. A result replicated over mesh axes its spec does not name is one
+  value held by each device: its cotangent is divided among them, and an input replicated so gets the sum of its
+  devices' cotangents (psum over those axes); with psum transposing to psum this gives the gradient of the
+  function the shard_map computes, which is JAX's;
+- batching: the body batched, the batch dimension unsplit (None in the specs)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ember._control.common import close_over
+from ember._core import IR, Primitive, ShapedArray, Tracer, aval_of, eval_ir, stage_flat
+from ember._core import dtypes as dt
+from ember._core.axes import axis_frame
+from ember._core.pytree import prefix_entries, tree_flatten, tree_structure
+from ember._core.sharding import Mesh, NamedSharding, PartitionSpec, current_mesh
+from ember._hlo import LoweringContext
+from ember._hlo.emitter import quoted_text
+from ember._hlo.lower import call_function
+from ember._hlo.spmd import AxisContext, sharding_text
+from ember._prims.collectives import psum
+from ember._prims.elementwise import div
+from ember._prims.shape import BatchDim, zeros
+from ember._transforms.ad import vjp_ir
+from ember._transforms.batching import batch_ir
+from ember._transforms.jvp import jvp_ir
+from ember._transforms.passes import simplify
+
+Specs = tuple[PartitionSpec, ...]
+
+
+def _entry_axes(entry: Any) -> tuple[str, ...]:
+    if entry is None:
+        return ()
+    return tuple(entry) if isinstance(entry, tuple) else (entry,)
+
+
+def _factors(mesh: Mesh, spec: PartitionSpec, ndim: int) -> list[int]:
+    """Per dimension, how many blocks spec cuts it into."""
+    entries = list(spec) + [None] * (ndim - len(spec))
+    return [math.prod(mesh.shape[a] for a in _entry_axes(e)) for e in entries]
+
+
+def _spec_axes(spec: PartitionSpec) -> set[str]:
+    return {a for e in spec for a in _entry_axes(e)}
+
+
+def check_spec(api: str, mesh: Mesh, spec: Any, aval: ShapedArray, what: str) -> None:
+    if not isinstance(spec, PartitionSpec):
+        raise TypeError(f"{api}: {what}'s spec must be a PartitionSpec (or None), got {spec!r}")
+    if len(spec) > aval.ndim:
+        raise ValueError(f"{api}: {what} has the spec {spec} of {len(spec)} entries, more than its rank: "
+                         f"{aval.str_short()}")
+    names = [a for e in spec for a in _entry_axes(e)]
+    for name in names:
+        if name not in mesh.shape:
+            raise ValueError(f"{api}: {what}'s spec {spec} names the axis {name!r}, which the mesh "
+                             f"{dict(mesh.shape)} does not have")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{api}: {what}'s spec {spec} names a mesh axis more than once")
+
+
+def block_aval(api: str, mesh: Mesh, spec: PartitionSpec, aval: ShapedArray, what: str) -> ShapedArray:
+    """The aval of one device's block of an array of aval split by spec."""
+    check_spec(api, mesh, spec, aval, what)
+    shape = []
+    for d, (n, k) in enumerate(zip(aval.shape, _factors(mesh, spec, aval.ndim))):
+        if n % k:
+            raise ValueError(f"{api}: {what} of shape {aval.shape} cannot be split by {spec}: dimension {d} "
+                             f"({n}) is not divisible by {k}, the size of the mesh axes its spec names")
+        shape.append(n // k)
+    return aval.update(shape=tuple(shape))
+
+
+def full_aval(mesh: Mesh, spec: PartitionSpec, block: ShapedArray) -> ShapedArray:
+    return block.update(shape=tuple(n * k for n, k in zip(block.shape, _factors(mesh, spec, block.ndim))))
+
+
+# shard_map(*args; body, mesh, in_specs, out_specs, check_vma): body run on each device's block (see above).
+shard_map_p = Primitive("shard_map", multiple_results=True)
+
+
+@shard_map_p.def_rule("abstract_eval")
+def _shard_map_abstract_eval(*avals: ShapedArray, body: IR, mesh: Mesh, in_specs: Specs, out_specs: Specs,
+                             check_vma: bool) -> list[ShapedArray]:
+    for i, (aval, spec, inner) in enumerate(zip(avals, in_specs, body.in_avals)):
+        block = block_aval("shard_map", mesh, spec, aval, f"input {i}")
+        if block.shape != inner.shape or block.dtype != inner.dtype:
+            raise TypeError(f"shard_map: input {i} {aval.str_short()} split by {spec} is a block "
+                            f"{block.str_short()}, but the body takes {inner.str_short()}")
+    return [full_aval(mesh, spec, a) for spec, a in zip(out_specs, body.out_avals)]
+
+
+def _partition_ids(mesh: Mesh, devices: Sequence[Any] | None) -> np.ndarray:
+    """At each mesh position, the partition id of its device in a program over devices (None: the mesh's own)."""
+    if devices is None:
+        return np.arange(mesh.size).reshape(mesh.devices.shape)
+    position = {d: i for i, d in enumerate(devices)}
+    return np.vectorize(lambda d: position[d], otypes=[np.int64])(mesh.devices)
+
+
+@shard_map_p.def_rule("lowering")
+def _shard_map_lowering(ctx: LoweringContext, *args: str, body: IR, mesh: Mesh, in_specs: Specs,
+                        out_specs: Specs, check_vma: bool) -> list[str]:
+    devices = ctx.emitter.device_assignment
+    if devices is None and mesh.size > 1:
+        devices = tuple(mesh.devices.flat)
+
+    def custom_call(target: str, x: str, aval: ShapedArray, sharding: str) -> str:
+        return ctx.op("stablehlo.custom_call", [x], aval, {"call_target_name": f'"{target}"',
+                                                           "mhlo.sharding": quoted_text(sharding)})
+    blocks = []
+    for x, aval, spec, inner in zip(args, ctx.avals_in, in_specs, body.in_avals):
+        placed = custom_call("Sharding", x, aval, sharding_text(NamedSharding(mesh, spec), aval.ndim, devices))
+        blocks.append(custom_call("SPMDFullToShardShape", placed, inner, "{manual}"))
+    # (the body is a function of its own: XLA's partitioner keeps every value in it manual)
+    outs = call_function(ctx, body, blocks, "shmap_body", AxisContext(mesh.axis_names, _partition_ids(mesh, devices)))
+    results = []
+    for y, inner, spec, aval in zip(outs, body.out_avals, out_specs, ctx.avals_out):
+        manual = custom_call("Sharding", y, inner, "{manual}")
+        results.append(custom_call("SPMDShardToFullShape", manual, aval,
+                                   sharding_text(NamedSharding(mesh, spec), aval.ndim, devices)))
+    return results
+
+
+def _in_mesh(mesh: Mesh, fn: Callable[[], Any]) -> Any:
+    """fn() with the mesh's axis names bound (the body's collectives are bound again by transformations)."""
+    with axis_frame(list(mesh.shape.items())):
+        return fn()
+
+
+@shard_map_p.def_rule("jvp")
+def _shard_map_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body: IR, mesh: Mesh, in_specs: Specs,
+                   out_specs: Specs, check_vma: bool) -> tuple[list[Any], list[Any]]:
+    with_tangent = [t is not None and dt.is_inexact(aval_of(p).dtype) for p, t in zip(primals, tangents)]
+    jvp_body = _in_mesh(mesh, lambda: jvp_ir(body, with_tangent))
+    given = [t for t, w in zip(tangents, with_tangent) if w]
+    specs = in_specs + tuple(s for s, w in zip(in_specs, with_tangent) if w)
+    outs = shard_map_p.bind(*primals, *given, body=jvp_body, mesh=mesh, in_specs=specs,
+                            out_specs=out_specs + out_specs, check_vma=check_vma)
+    n = len(body.outs)
+    return outs[:n], outs[n:]
+
+
+def _unnamed_axes(mesh: Mesh, spec: PartitionSpec) -> tuple[str, ...]:
+    named = _spec_axes(spec)
+    return tuple(a for a in mesh.axis_names if a not in named)
+
+
+@shard_map_p.def_rule("vjp")
+def _shard_map_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, body: IR, mesh: Mesh,
+                   in_specs: Specs, out_specs: Specs, check_vma: bool) -> list[Any]:
+    wrt = [n and dt.is_inexact(aval_of(x).dtype) for x, n in zip(ins, needs)]
+    if not any(wrt):
+        return [None] * len(ins)
+    specs_wrt = tuple(s for s, w in zip(in_specs, wrt) if w)
+    backward = _in_mesh(mesh, lambda: _backward_body(body, tuple(wrt), mesh, specs_wrt))
+    cts = [zeros(aval_of(y).strip_weak_type()) if ct is None else _scaled(ct, mesh, spec)
+           for ct, y, spec in zip(cts, outs, out_specs)]
+    grads = iter(shard_map_p.bind(*ins, *cts, body=backward, mesh=mesh, in_specs=in_specs + out_specs,
+                                  out_specs=specs_wrt, check_vma=check_vma))
+    return [next(grads) if w else None for w in wrt]
+
+
+def _backward_body(body: IR, wrt: tuple[bool, ...], mesh: Mesh, specs_wrt: Specs) -> IR:
+    """(the body's inputs..., its outputs' cotangents...) -> the cotangents of the inputs in wrt, each summed over
+    the mesh axes its spec does not name."""
+    n_out = len(body.outs)
+    grads = vjp_ir(body, list(wrt), n_out)
+    summed = [_unnamed_axes(mesh, s) for s in specs_wrt]
+
+    def fn(*args: Any) -> list[Any]:
+        cts_in = eval_ir(grads, list(args))[n_out:]
+        return [psum(c, axes) if axes else c for c, axes in zip(cts_in, summed)]
+    return simplify(stage_flat(fn, grads.in_avals))
+
+
+def _scaled(ct: Any, mesh: Mesh, spec: PartitionSpec) -> Any:
+    """A result's cotangent shared among the devices that hold copies of it (the mesh axes its spec does not
+    name)."""
+    copies = math.prod(mesh.shape[a] for a in _unnamed_axes(mesh, spec))
+    return ct if copies == 1 else div(ct, np.asarray(copies, aval_of(ct).dtype))
+
+
+@shard_map_p.def_rule("batching")
+def _shard_map_batching(args: list[Any], dims: list[BatchDim], *, body: IR, mesh: Mesh, in_specs: Specs,
+                        out_specs: Specs, check_vma: bool) -> tuple[list[Any], list[BatchDim]]:
+    size = next(aval_of(x).shape[d] for x, d in zip(args, dims) if d is not None)
+    batched, out_dims = _in_mesh(mesh, lambda: batch_ir(body, dims, size))
+    ins = tuple(spec if d is None else _insert(spec, d, aval_of(x).ndim - 1)
+                for x, d, spec in zip(args, dims, in_specs))
+    outs_specs = tuple(spec if d is None else _insert(spec, d, a.ndim) for spec, d, a in
+                       zip(out_specs, out_dims, body.out_avals))
+    outs = shard_map_p.bind(*args, body=batched, mesh=mesh, in_specs=ins, out_specs=outs_specs, check_vma=check_vma)
+    return outs, out_dims
+
+
+def _insert(spec: PartitionSpec, d: int, ndim: int) -> PartitionSpec:
+    """spec of an array of rank ndim with an unsplit dimension inserted at d."""
+    entries = tuple(spec) + (None,) * (ndim - len(spec))
+    return PartitionSpec(*entries[:d], None, *entries[d:])
+
+
+def shard_map(f: Callable[..., Any] | None = None, /, *, out_specs: Any, in_specs: Any = None, mesh: Mesh | None = None,
+              axis_names: Any = frozenset(), check_vma: bool = True, check_rep: bool | None = None) -> Any:
+    """Map f over blocks of its inputs, one per device of the mesh (as jax.shard_map): in_specs (a PartitionSpec,
+    or a tree prefix of the positional arguments holding them; None: taken from the arguments' NamedShardings)
+    says how each argument is split, out_specs how the results are assembled; inside f, collectives over the
+    mesh's axis names (ember.lax.psum, all_gather, ppermute, axis_index, ...) combine the devices' values.
+    mesh: by default the current one (`with mesh:` / ember.sharding.set_mesh). check_vma (check_rep, its older
+    name) is accepted; ember does not track which values vary across devices, so an out_spec that leaves out a
+    mesh axis states that the result is the same on every device along it (as with check_vma=False).
+    Usable as a decorator: @partial(shard_map, mesh=..., in_specs=..., out_specs=...)."""
+    if f is None:
+        return lambda fun: shard_map(fun, out_specs=out_specs, in_specs=in_specs, mesh=mesh, axis_names=axis_names,
+                                     check_vma=check_vma, check_rep=check_rep)
+    if not callable(f):
+        raise TypeError(f"shard_map: expected a function, got {type(f).__name__}")
+    if check_rep is not None:
+        check_vma = bool(check_rep)
+    name = getattr(f, "__name__", type(f).__name__)
+
+    def mapped(*args: Any) -> Any:
+        the_mesh = mesh if mesh is not None else current_mesh()
+        if the_mesh is None:
+            raise ValueError(f"shard_map({name}): no mesh: pass mesh=, or call inside `with mesh:` / "
+                             "ember.sharding.set_mesh(mesh)")
+        if axis_names and set(axis_names) != set(the_mesh.axis_names):
+            raise NotImplementedError(f"shard_map({name}): axis_names={set(axis_names)} names only some of the mesh's "
+                                      f"axes {the_mesh.axis_names}; ember maps over all of them")
+        leaves, in_tree = tree_flatten(args)
+        specs = _in_specs(name, in_specs, args, leaves)
+        avals = [aval_of(x) for x in leaves]
+        blocks = [block_aval(f"shard_map({name})", the_mesh, s, a, f"argument {i}")
+                  for i, (s, a) in enumerate(zip(specs, avals))]
+        with axis_frame(list(the_mesh.shape.items())):
+            closed = close_over(f, in_tree, blocks, f"shard_map({name})")
+        consts = closed.consts
+        out_leaf_specs = _prefix_specs(f"shard_map({name})", "out_specs", out_specs,
+                                       closed.out_tree.unflatten(range(closed.out_tree.num_leaves)))
+        for i, (spec, aval) in enumerate(zip(out_leaf_specs, closed.ir.out_avals)):
+            check_spec(f"shard_map({name})", the_mesh, spec, aval, f"result {i}")
+        outs = shard_map_p.bind(*consts, *leaves, body=closed.ir, mesh=the_mesh,
+                                in_specs=(PartitionSpec(),) * len(consts) + tuple(specs),
+                                out_specs=tuple(out_leaf_specs), check_vma=bool(check_vma))
+        return closed.out_tree.unflatten(outs)
+    mapped.__name__ = f"shard_map({name})"
+    return mapped
+
+
+def _is_spec(x: Any) -> bool:
+    return x is None or isinstance(x, PartitionSpec)
+
+
+def _prefix_specs(api: str, what: str, prefix: Any, tree: Any) -> list[PartitionSpec]:
+    """One PartitionSpec per leaf of tree, from prefix (a spec, or a tree prefix of tree holding specs; None
+    stands for P(): not split)."""
+    try:
+        entries = prefix_entries(prefix, tree, _is_spec)
+    except ValueError as err:
+        raise ValueError(f"{api}: {what} must be a PartitionSpec or a tree prefix of the "
+                         f"{'arguments' if what == 'in_specs' else 'results'} holding them, got {prefix!r} for "
+                         f"{tree_structure(tree)}: {err}") from None
+    return [PartitionSpec() if e is None else e for e in entries]
+
+
+def _in_specs(name: str, in_specs: Any, args: tuple[Any, ...], leaves: list[Any]) -> list[PartitionSpec]:
+    if in_specs is not None:
+        if isinstance(in_specs, list):
+            in_specs = tuple(in_specs)
+        return _prefix_specs(f"shard_map({name})", "in_specs", in_specs, args)
+    specs = []
+    for i, x in enumerate(leaves):  # inferred from the arguments' shardings
+        sharding = None if isinstance(x, Tracer) else getattr(x, "sharding", None)
+        if isinstance(sharding, NamedSharding):
+            specs.append(sharding.spec)
+        elif sharding is not None and sharding.is_fully_replicated:
+            specs.append(PartitionSpec())
+        else:
+            raise ValueError(f"shard_map({name}): in_specs were not given and argument {i} ({aval_of(x).str_short()}) "
+                             "has no NamedSharding to take them from; pass in_specs")
+    return specs
+
+
+__all__ = ["shard_map"]

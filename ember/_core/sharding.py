@@ -1,0 +1,1014 @@
+"""Devices meshes and shardings as pure data (as jax.sharding): AxisType, PartitionSpec, Mesh and the current mesh,
+NamedSharding, SingleDeviceSharding, and XLA's own form of a sharding (HloSharding: the `mhlo.sharding` text a
+program carries, read back from the OpSharding protos that XLA returns after SPMD partitioning).
+
+Devices are opaque hashable objects with `.id`, `.platform` and `.process_index`; nothing here starts a backend. The
+partition id of a device in an SPMD program is its index in the sharding's `_device_assignment` (a mesh's devices
+flattened row-major), and every HloSharding here speaks in partition ids."""
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import enum
+import functools
+import itertools
+import math
+import threading
+from collections.abc import Hashable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+Device = Any  # opaque: hashable, with .id (int), .platform (str), .process_index (int)
+Index = tuple[slice, ...]
+PROCESS_INDEX = 0  # ember runs one process: a device is addressable when its process_index is this one
+
+
+class IndivisibleError(ValueError):
+    """A dimension's size is not a multiple of the number of shards it is split into (as JAX's)."""
+
+
+# --- the protobuf wire format, read only (OpSharding, HloModuleProto) ----------------------------------------------
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data):
+            raise ValueError("protobuf message ends inside a varint")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return result, pos
+
+
+def _fields(data: bytes) -> dict[int, list[int | bytes]]:
+    """The fields of a serialized protobuf message by number: ints (varint and fixed wire types) and bytes
+    (length-delimited: strings, sub-messages and packed repeated scalars), in their order."""
+    found: dict[int, list[int | bytes]] = collections.defaultdict(list)
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(data, pos)
+        elif wire == 2:
+            size, pos = _varint(data, pos)
+            if pos + size > len(data):
+                raise ValueError(f"protobuf field {number} runs past the end of the message")
+            value, pos = bytes(data[pos:pos + size]), pos + size
+        elif wire in (1, 5):
+            width = 8 if wire == 1 else 4
+            value, pos = int.from_bytes(data[pos:pos + width], "little"), pos + width
+        else:
+            raise ValueError(f"protobuf field {number} has unsupported wire type {wire}")
+        found[number].append(value)
+    return found
+
+
+def _ints(values: list[int | bytes]) -> list[int]:
+    """A repeated integer field, packed (one bytes value of varints) or not (one int per element), or both."""
+    out = []
+    for value in values:
+        if isinstance(value, bytes):
+            pos = 0
+            while pos < len(value):
+                item, pos = _varint(value, pos)
+                out.append(item - (1 << 64) if item >= 1 << 63 else item)
+        else:
+            out.append(value)
+    return out
+
+
+# --- HloSharding: XLA's OpSharding as a value --------------------------------------------------------------------
+
+_SUBGROUP_CODES = {0: "replicated", 4: "manual"}  # OpSharding.Type values allowed in last_tile_dims
+_SUBGROUP_ORDER = ("manual", "replicated")  # the order XLA puts subgroup dims in
+
+
+@dataclasses.dataclass(frozen=True)
+class HloSharding:
+    """XLA's sharding of one value (xla::HloSharding): `kind` is "replicated", "maximal" (on partition
+    `devices[0]`), "tiled", "manual" or "tuple" (`elements`). A tiled sharding splits the array into a grid of
+    `tile_dims` tiles (the trailing dims past the array's rank are subgroups: replicas, or manual groups, named by
+    `subgroups`) and `devices` lists the partition id of each tile in row-major order. Build with the class
+    methods, which normalize as XLA does, so that equal shardings compare equal."""
+    kind: str
+    tile_dims: tuple[int, ...] = ()
+    devices: tuple[int, ...] = ()
+    subgroups: tuple[str, ...] = ()
+    elements: tuple[HloSharding, ...] = ()
+
+    @classmethod
+    def replicated(cls) -> HloSharding:
+        return cls("replicated")
+
+    @classmethod
+    def manual(cls) -> HloSharding:
+        return cls("manual")
+
+    @classmethod
+    def maximal(cls, device: int) -> HloSharding:
+        return cls("maximal", devices=(int(device),))
+
+    @classmethod
+    def tuple_of(cls, elements: Sequence[HloSharding]) -> HloSharding:
+        return cls("tuple", elements=tuple(elements))
+
+    @classmethod
+    def tiled(cls, tile_dims: Sequence[int], devices: Sequence[int] | np.ndarray, *,
+              replicate_on_last_tile_dim: bool = False, subgroups: Sequence[str] = ()) -> HloSharding:
+        """A tiled sharding (OpSharding type OTHER): the last len(subgroups) tile dims (or the last one, with
+        replicate_on_last_tile_dim) are subgroups. Size-1 subgroups are dropped, subgroups of one kind merged
+        (manual before replicated, as XLA orders them); a single device, or no split of the data dims with one
+        kind of subgroup, becomes replicated (or manual)."""
+        dims = tuple(int(d) for d in tile_dims)
+        flat = tuple(int(d) for d in np.asarray(devices).reshape(-1))
+        if replicate_on_last_tile_dim:
+            if subgroups:
+                raise ValueError("HloSharding.tiled: replicate_on_last_tile_dim and subgroups are exclusive")
+            subgroups = ("replicated",)
+        subgroups = tuple(subgroups)
+        if any(s not in _SUBGROUP_ORDER for s in subgroups):
+            raise ValueError(f"HloSharding.tiled: subgroups must be 'replicated' or 'manual', got {subgroups}")
+        if any(d < 1 for d in dims) or math.prod(dims) != len(flat) or len(subgroups) > len(dims):
+            raise ValueError(f"HloSharding.tiled: tile dims {list(dims)} (with {len(subgroups)} subgroup dims) do "
+                             f"not fit {len(flat)} devices")
+        if len(set(flat)) != len(flat) or min(flat, default=0) < 0:
+            raise ValueError(f"HloSharding.tiled: devices must be distinct partition ids, got {list(flat)}")
+        if len(flat) == 1:
+            return cls.replicated()
+        data_rank = len(dims) - len(subgroups)
+        grid = np.asarray(flat).reshape(dims)
+        keep = [data_rank + i for i, d in enumerate(dims[data_rank:]) if d > 1]
+        kinds = [subgroups[i - data_rank] for i in keep]
+        order = sorted(range(len(keep)), key=lambda i: _SUBGROUP_ORDER.index(kinds[i]))
+        grid = grid.reshape(dims[:data_rank] + tuple(dims[i] for i in keep))
+        grid = grid.transpose(list(range(data_rank)) + [data_rank + i for i in order])
+        merged_kinds = [k for k in _SUBGROUP_ORDER if k in kinds]
+        merged_sizes = [math.prod(dims[keep[i]] for i in order if kinds[i] == k) for k in merged_kinds]
+        data_dims = dims[:data_rank]
+        if math.prod(data_dims) == 1 and len(merged_kinds) == 1:
+            return cls(merged_kinds[0])
+        grid = grid.reshape(data_dims + tuple(merged_sizes))
+        if merged_kinds[-1:] == ["replicated"]:
+            grid = np.sort(grid, axis=-1)  # the order inside a group of replicas means nothing: XLA sorts it
+        return cls("tiled", grid.shape, tuple(int(d) for d in grid.reshape(-1)), tuple(merged_kinds))
+
+    @classmethod
+    def from_proto(cls, data: bytes) -> HloSharding:
+        """The sharding a serialized xla.OpSharding describes (device lists explicit or as an iota)."""
+        fields = _fields(data)
+        kind = _ints(fields.get(1, [0]))[-1]
+        if kind == 0:
+            return cls.replicated()
+        if kind == 4:
+            return cls.manual()
+        if kind == 2:
+            return cls.tuple_of([cls.from_proto(e) for e in fields.get(5, [])])  # type: ignore[arg-type]
+        dims = _ints(fields.get(3, []))
+        devices = _ints(fields.get(4, []))
+        if kind == 1:
+            if len(devices) != 1:
+                raise ValueError(f"HloSharding.from_proto: a MAXIMAL OpSharding needs one device, got {devices}")
+            return cls.maximal(devices[0])
+        if kind != 3:
+            raise ValueError(f"HloSharding.from_proto: OpSharding type {kind} is not supported (only REPLICATED, "
+                             "MAXIMAL, TUPLE, OTHER and MANUAL)")
+        if not devices:
+            reshape, perm = _ints(fields.get(9, [])), _ints(fields.get(10, []))
+            if not reshape:
+                reshape, perm = [math.prod(dims)], [0]
+            devices = [int(d) for d in np.arange(math.prod(reshape)).reshape(reshape).transpose(perm).reshape(-1)]
+        codes = _ints(fields.get(8, []))
+        if any(c not in _SUBGROUP_CODES for c in codes):
+            raise ValueError(f"HloSharding.from_proto: last_tile_dims {codes} holds a type other than REPLICATED (0)"
+                             " and MANUAL (4)")
+        return cls.tiled(dims, devices, replicate_on_last_tile_dim=bool(_ints(fields.get(6, [0]))[-1]),
+                         subgroups=[_SUBGROUP_CODES[c] for c in codes])
+
+    @property
+    def data_rank(self) -> int:
+        """The rank of the arrays a tiled sharding applies to."""
+        return len(self.tile_dims) - len(self.subgroups)
+
+    @property
+    def num_devices(self) -> int:
+        """How many partitions a tiled or maximal sharding names (0: any number, replicated or manual)."""
+        return len(self.devices)
+
+    def is_replicated(self) -> bool:
+        return self.kind == "replicated"
+
+    def tiles_per_dim(self, ndim: int) -> tuple[int, ...]:
+        """How many tiles each dimension of a rank-ndim array is split into."""
+        if self.kind in ("replicated", "maximal"):
+            return (1,) * ndim
+        if self.kind != "tiled" or "manual" in self.subgroups:
+            raise ValueError(f"a {'manual' if self.kind == 'tiled' else self.kind} sharding {self.text()} does not "
+                             "say which part of an array each device holds")
+        if self.data_rank != ndim:
+            raise ValueError(f"sharding {self.text()} applies to arrays of rank {self.data_rank}, not {ndim}")
+        return self.tile_dims[:self.data_rank]
+
+    def text(self) -> str:
+        """The `mhlo.sharding` attribute string that XLA parses."""
+        if self.kind in ("replicated", "manual"):
+            return "{" + self.kind + "}"
+        if self.kind == "maximal":
+            return f"{{maximal device={self.devices[0]}}}"
+        if self.kind == "tuple":
+            return "{" + ", ".join(e.text() for e in self.elements) + "}"
+        text = f"{{devices=[{','.join(map(str, self.tile_dims))}]{','.join(map(str, self.devices))}"
+        if self.subgroups == ("replicated",):
+            text += " last_tile_dim_replicate"
+        elif self.subgroups:
+            text += f" last_tile_dims={{{', '.join(self.subgroups)}}}"
+        return text + "}"
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def __repr__(self) -> str:
+        return f"HloSharding({self.text()})"
+
+    def relabel(self, new_ids: Sequence[int]) -> HloSharding:
+        """The same sharding with partition id p renamed new_ids[p]."""
+        if self.kind == "tuple":
+            return HloSharding.tuple_of([e.relabel(new_ids) for e in self.elements])
+        return dataclasses.replace(self, devices=tuple(int(new_ids[d]) for d in self.devices))
+
+    def indices(self, global_shape: Sequence[int], num_partitions: int) -> list[Index]:
+        """The part of an array of global_shape that each partition holds: one tuple of slices per partition id."""
+        shape = tuple(global_shape)
+        if self.kind == "replicated" or (self.kind == "maximal" and num_partitions == 1):
+            return [(slice(None),) * len(shape)] * num_partitions
+        tiles = self.tiles_per_dim(len(shape))
+        if self.kind == "maximal" or len(self.devices) != num_partitions:
+            raise ValueError(f"HloSharding.indices: sharding {self.text()} does not cover {num_partitions} "
+                             "partitions")
+        for dim, (size, count) in enumerate(zip(shape, tiles)):
+            if size % count:
+                raise IndivisibleError(f"HloSharding.indices: sharding {self.text()} splits axis {dim} of shape "
+                                       f"{shape} into {count} tiles, which do not divide its size {size}")
+        per_dim = [[slice(None)] if count == 1 else
+                   [slice(i * (size // count), (i + 1) * (size // count)) for i in range(count)]
+                   for size, count in zip(shape, tiles)]
+        replicas = math.prod(self.tile_dims[self.data_rank:])
+        out: list[Index] = [()] * num_partitions
+        ids = iter(self.devices)
+        for index in itertools.product(*per_dim):
+            for _ in range(replicas):
+                out[next(ids)] = index
+        return out
+
+
+def hlo_module_shardings(data: bytes) -> tuple[list[HloSharding], list[HloSharding]]:
+    """The shardings of an SPMD program's parameters and outputs, read from a serialized
+    xla.HloModuleProtoWithConfig (PJRT_Executable_OptimizedProgram): HloModuleProto's spmd_parameters_shardings
+    (field 14) and spmd_output_sharding (field 12, a TUPLE when the program has several outputs). A list is empty
+    when the module does not say."""
+    module = _fields(data).get(1)
+    if not module or not isinstance(module[-1], bytes):
+        raise ValueError("hlo_module_shardings: the data holds no HloModuleProto (field 1 of "
+                         "HloModuleProtoWithConfig)")
+    fields = _fields(module[-1])
+    params = [HloSharding.from_proto(p) for p in fields.get(14, [])]  # type: ignore[arg-type]
+    outputs: list[HloSharding] = []
+    if fields.get(12):
+        output = HloSharding.from_proto(fields[12][-1])  # type: ignore[arg-type]
+        outputs = list(output.elements) if output.kind == "tuple" else [output]
+    return params, outputs
+
+
+# --- PartitionSpec -----------------------------------------------------------------------------------------------
+
+class _Unconstrained:
+    def __repr__(self) -> str:
+        return "UNCONSTRAINED"
+
+    def __reduce__(self) -> str:
+        return "UNCONSTRAINED"
+
+
+UNCONSTRAINED = _Unconstrained()
+
+
+def _canonical_entry(entry: Any) -> Any:
+    """One entry of a spec: None, UNCONSTRAINED, an axis name, or a tuple of two or more axis names (a list is a
+    tuple, a tuple of one name is the name, an empty tuple is None)."""
+    if isinstance(entry, list | tuple):
+        entry = tuple(entry)
+        return None if not entry else entry[0] if len(entry) == 1 else entry
+    return entry
+
+
+def _axis_set(name: str, axes: Any) -> frozenset:
+    if not isinstance(axes, set | frozenset):
+        raise TypeError(f"{name} argument of PartitionSpec should be of type `frozenset` or `set`. Got {axes!r}")
+    if None in axes:
+        raise ValueError(f"{name} cannot contain None. All elements in {name} should refer to the mesh axes.")
+    return frozenset(axes)
+
+
+class PartitionSpec:
+    """How each dimension of an array is split over mesh axes, as jax.sharding.PartitionSpec (JAX 0.10.2: not a
+    tuple, equal only to a spec with the same entries): each entry is None (not split), an axis name, or a tuple
+    of axis names (split over their product, the first one major); `unreduced`/`reduced` are sets of axis names."""
+    __slots__ = ("_partitions", "unreduced", "reduced")
+    UNCONSTRAINED = UNCONSTRAINED
+
+    def __init__(self, *partitions: Any, unreduced: Any = frozenset(), reduced: Any = frozenset()):
+        parts = tuple(_canonical_entry(p) for p in partitions)
+        unreduced, reduced = _axis_set("unreduced", unreduced), _axis_set("reduced", reduced)
+        if unreduced & reduced:
+            raise ValueError("`unreduced` and `reduced` argument to PartitionSpec cannot overlap. Got unreduced: "
+                             f"{set(unreduced)} and reduced: {set(reduced)}")
+        for name in _flat_axes(parts):
+            if name in unreduced or name in reduced:
+                raise ValueError(f"partitions cannot overlap with {'unreduced' if name in unreduced else 'reduced'}"
+                                 f" axes passed to PartitionSpec. Got partitions: {parts}")
+        try:
+            hash(parts)
+        except TypeError:
+            raise TypeError(f"PartitionSpec: entries must be None, axis names or tuples of them, got {parts}") from None
+        object.__setattr__(self, "_partitions", parts)
+        object.__setattr__(self, "unreduced", unreduced)
+        object.__setattr__(self, "reduced", reduced)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("PartitionSpec is immutable")
+
+    def __init_subclass__(cls, **kwargs: Any):
+        raise TypeError("Subclassing `PartitionSpec` is prohibited.")
+
+    @property
+    def partitions(self) -> tuple[Any, ...]:
+        return self._partitions
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self._partitions, self.unreduced, self.reduced)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PartitionSpec) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        parts = repr(self._partitions)[1:-1]
+        extra = [f"{name}={set(axes)!r}" for name, axes in (("unreduced", self.unreduced), ("reduced", self.reduced))
+                 if axes]
+        if not extra:
+            return f"P({parts})"
+        parts = "" if not parts else f"{parts} " if parts.endswith(",") else f"{parts}, "
+        return f"P({parts}{', '.join(extra)})"
+
+    def __reduce__(self) -> Any:
+        return (functools.partial(PartitionSpec, unreduced=self.unreduced, reduced=self.reduced), self._partitions)
+
+    def _plain(self, what: str) -> tuple[Any, ...]:
+        if self.unreduced or self.reduced:
+            raise ValueError(f"Using {what} is dangerous when PartitionSpec has non-empty unreduced/reduced set. "
+                             "Please use spec.partitions")
+        return self._partitions
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._plain("pspec[...]")[i]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._plain("*pspec"))
+
+    def __len__(self) -> int:
+        return len(self._partitions)
+
+    def __add__(self, other: Any) -> PartitionSpec:
+        if isinstance(other, PartitionSpec):
+            return PartitionSpec(*self._partitions, *other._partitions, unreduced=self.unreduced | other.unreduced,
+                                 reduced=self.reduced | other.reduced)
+        if isinstance(other, tuple):
+            return PartitionSpec(*self._plain("pspec + tuple"), *other)
+        return NotImplemented
+
+    def __radd__(self, other: Any) -> PartitionSpec:
+        if isinstance(other, tuple):
+            return PartitionSpec(*other, *self._plain("tuple + pspec"))
+        return NotImplemented
+
+    def index(self, value: Any) -> int:
+        return self._partitions.index(_canonical_entry(value))
+
+    def count(self, value: Any) -> int:
+        return self._partitions.count(_canonical_entry(value))
+
+    def update(self, partitions: Any = None, unreduced: Any = None, reduced: Any = None) -> PartitionSpec:
+        return PartitionSpec(*(self._partitions if partitions is None else partitions),
+                             unreduced=self.unreduced if unreduced is None else unreduced,
+                             reduced=self.reduced if reduced is None else reduced)
+
+
+P = PartitionSpec
+
+
+def _flat_axes(partitions: Sequence[Any]) -> list[Any]:
+    """The axis names a spec's entries use, in order."""
+    out = []
+    for entry in partitions:
+        if entry is None or entry is UNCONSTRAINED:
+            continue
+        out.extend(entry if isinstance(entry, tuple) else (entry,))
+    return out
+
+
+# --- Mesh and the current mesh -----------------------------------------------------------------------------------
+
+class AxisType(enum.Enum):
+    """How a mesh axis is used, as jax.sharding.AxisType: Auto (the compiler chooses shardings), Explicit
+    (shardings are part of the types), Manual (inside shard_map)."""
+    Auto = enum.auto()
+    Explicit = enum.auto()
+    Manual = enum.auto()
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _axis_types(axis_names: tuple[Any, ...], axis_types: Any, where: str) -> tuple[AxisType, ...]:
+    if axis_types is None:
+        return (AxisType.Auto,) * len(axis_names)
+    if not isinstance(axis_types, tuple):
+        axis_types = (axis_types,)
+    if not all(isinstance(a, AxisType) for a in axis_types):
+        raise TypeError(f"axis_types passed to {where} must be of type `ember.sharding.AxisType`. Got {axis_types} "
+                        f"of type {tuple(type(a) for a in axis_types)}")
+    if len(axis_names) != len(axis_types):
+        raise ValueError(f"Number of axis names should match the number of axis_types. Got "
+                         f"axis_names={axis_names} and axis_types={axis_types}")
+    return axis_types
+
+
+class Mesh(contextlib.ContextDecorator):
+    """An n-dimensional array of devices with a name per axis, as jax.sharding.Mesh. `with mesh:` makes it the
+    current mesh of this thread (see current_mesh)."""
+    devices: np.ndarray
+    axis_names: tuple[Any, ...]
+    axis_types: tuple[AxisType, ...]
+    size: int
+
+    def __init__(self, devices: np.ndarray | Sequence[Device], axis_names: str | Sequence[Hashable],
+                 axis_types: AxisType | tuple[AxisType, ...] | None = None):
+        grid = devices if isinstance(devices, np.ndarray) else np.array(devices, dtype=object)
+        names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
+        if any(n is None for n in names):
+            raise ValueError(f"Mesh axis names cannot be None. Got: {names}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"Mesh axis names must be distinct. Got: {names}")
+        if grid.ndim != len(names):
+            raise ValueError("Mesh requires the ndim of its first argument (`devices`) to equal the length of its "
+                             f"second argument (`axis_names`), but got devices.ndim == {grid.ndim} and "
+                             f"len(axis_names) == {len(names)}.")
+        flat = tuple(grid.flat)
+        types = _axis_types(names, axis_types, "Mesh")
+        empty = not flat or (not names and flat[0] is None)
+        if not empty and len(set(flat)) != len(flat):
+            raise ValueError(f"Mesh: each device may appear once, got device ids "
+                             f"{[getattr(d, 'id', d) for d in flat]}")
+        grid = np.array(flat, dtype=object).reshape(grid.shape)
+        grid.flags.writeable = False
+        for name, value in (("devices", grid), ("axis_names", names), ("axis_types", types),
+                            ("size", 0 if empty else len(flat)), ("_flat_devices", () if empty else flat)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Mesh is immutable")
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self._flat_devices, self.devices.shape, self.axis_names, self.axis_types)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or isinstance(other, Mesh) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        found = self.__dict__.get("_hash")
+        if found is None:  # (computed once: meshes key the caches of every sharded call)
+            found = hash(self._key())
+            object.__setattr__(self, "_hash", found)
+        return found
+
+    def __reduce__(self) -> Any:
+        return (Mesh, (self.devices, self.axis_names, self.axis_types))
+
+    @property
+    def shape(self) -> collections.OrderedDict[Any, int]:
+        return collections.OrderedDict(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def shape_tuple(self) -> tuple[tuple[Any, int], ...]:
+        return tuple(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def axis_sizes(self) -> tuple[int, ...]:
+        return self.devices.shape
+
+    @property
+    def empty(self) -> bool:
+        return self.size == 0
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.size == 1 and not self.axis_names
+
+    @property
+    def device_ids(self) -> np.ndarray:
+        if self.empty:
+            raise ValueError("Mesh.device_ids: the mesh is empty")
+        return np.array([d.id for d in self._flat_devices], dtype=int).reshape(self.devices.shape)
+
+    @property
+    def local_devices(self) -> list[Device]:
+        return [d for d in self._flat_devices if d.process_index == PROCESS_INDEX]
+
+    @property
+    def is_multi_process(self) -> bool:
+        return len(self.local_devices) != self.size
+
+    def _axes_of_type(self, kind: AxisType) -> tuple[Any, ...]:
+        return tuple(n for n, t in zip(self.axis_names, self.axis_types) if t == kind)
+
+    @property
+    def auto_axes(self) -> tuple[Any, ...]:
+        return self._axes_of_type(AxisType.Auto)
+
+    @property
+    def explicit_axes(self) -> tuple[Any, ...]:
+        return self._axes_of_type(AxisType.Explicit)
+
+    @property
+    def manual_axes(self) -> tuple[Any, ...]:
+        return self._axes_of_type(AxisType.Manual)
+
+    def update(self, devices: Any = None, axis_names: Any = None, axis_types: Any = None) -> Mesh:
+        return Mesh(self.devices if devices is None else devices,
+                    self.axis_names if axis_names is None else axis_names,
+                    self.axis_types if axis_types is None else axis_types)
+
+    def __str__(self) -> str:
+        if self.empty:
+            return "Mesh()"
+        sizes = ", ".join(f"'{k}': {v}" for k, v in self.shape.items())
+        return f"Mesh({sizes}, axis_types={self.axis_types})"
+
+    def __repr__(self) -> str:
+        if self.empty:
+            return "Mesh(axis_sizes=(), axis_names=())"
+        return f"Mesh(axis_sizes={self.axis_sizes}, axis_names={self.axis_names!r}, axis_types={self.axis_types})"
+
+    def __enter__(self) -> Mesh:
+        _MESHES.saved.append(swap_current_mesh(self))
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        swap_current_mesh(_MESHES.saved.pop())
+        return False
+
+
+class _CurrentMesh(threading.local):
+    def __init__(self) -> None:
+        self.mesh: Mesh | None = None
+        self.saved: list[Mesh | None] = []  # the meshes that `with mesh:` blocks replaced, innermost last
+
+
+_MESHES = _CurrentMesh()
+
+
+def current_mesh() -> Mesh | None:
+    """The mesh of the innermost `with mesh:` (or set_mesh) of this thread, or None."""
+    return _MESHES.mesh
+
+
+def swap_current_mesh(mesh: Mesh | None) -> Mesh | None:
+    """Make mesh (or no mesh, None) this thread's current mesh; return the one it replaces."""
+    if mesh is not None and not isinstance(mesh, Mesh):
+        raise TypeError(f"Expected a mesh of type `ember.sharding.Mesh`, got {type(mesh).__name__}")
+    previous, _MESHES.mesh = _MESHES.mesh, mesh
+    return previous
+
+
+# --- shardings ---------------------------------------------------------------------------------------------------
+
+def _global_shape(where: str, shape: Any) -> tuple[int, ...]:
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise TypeError(f"{where}: global_shape must be a sequence of ints, got {shape!r}") from None
+    if not all(isinstance(d, int | np.integer) and not isinstance(d, bool) and d >= 0 for d in dims):
+        raise TypeError(f"{where}: global_shape must be a sequence of non-negative ints, got {shape!r}")
+    return tuple(int(d) for d in dims)
+
+
+@functools.lru_cache(maxsize=4096)
+def _indices_map(sharding: Sharding, shape: tuple[int, ...]) -> dict[Device, Index]:
+    sharding.shard_shape(shape)  # the error for a dimension that does not divide
+    hlo = sharding._to_hlo(len(shape))
+    assignment = sharding._device_assignment
+    return dict(zip(assignment, hlo.indices(shape, len(assignment))))
+
+
+class Sharding:
+    """How an array is laid out over devices, as jax.sharding.Sharding. A subclass gives device_set,
+    _device_assignment (the index of a device in it is its partition id), memory_kind, with_memory_kind and
+    _to_hlo; the rest follows from them."""
+
+    @property
+    def device_set(self) -> set[Device]:
+        raise NotImplementedError
+
+    @property
+    def _device_assignment(self) -> tuple[Device, ...]:
+        raise NotImplementedError
+
+    @property
+    def memory_kind(self) -> str | None:
+        raise NotImplementedError
+
+    def with_memory_kind(self, kind: str) -> Sharding:
+        raise NotImplementedError
+
+    def _to_hlo(self, ndim: int) -> HloSharding:
+        """XLA's form of this sharding for an array of rank ndim, over the partition ids of _device_assignment."""
+        raise NotImplementedError
+
+    @property
+    def num_devices(self) -> int:
+        return len(self._device_assignment)
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        """Whether every device holds all of the array."""
+        raise NotImplementedError
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return all(d.process_index == PROCESS_INDEX for d in self.device_set)
+
+    @property
+    def addressable_devices(self) -> set[Device]:
+        return {d for d in self.device_set if d.process_index == PROCESS_INDEX}
+
+    def check_compatible_aval(self, shape: Sequence[int]) -> None:
+        """Raise a ValueError when the sharding cannot apply to an array of this shape's rank."""
+
+    def devices_indices_map(self, global_shape: Sequence[int]) -> dict[Device, Index]:
+        """The slices of an array of global_shape that each device holds."""
+        return dict(_indices_map(self, _global_shape("devices_indices_map", global_shape)))
+
+    def addressable_devices_indices_map(self, global_shape: Sequence[int]) -> dict[Device, Index]:
+        indices = self.devices_indices_map(global_shape)
+        return indices if self.is_fully_addressable else {
+            d: index for d, index in indices.items() if d.process_index == PROCESS_INDEX}
+
+    def shard_shape(self, global_shape: Sequence[int]) -> tuple[int, ...]:
+        """The shape of the piece of an array of global_shape that each device holds."""
+        shape = _global_shape("shard_shape", global_shape)
+        self.check_compatible_aval(shape)
+        hlo = self._to_hlo(len(shape))
+        if hlo.is_replicated() or self.num_devices == 1:
+            return shape
+        tiles = hlo.tiles_per_dim(len(shape))
+        for dim, (size, count) in enumerate(zip(shape, tiles)):
+            if size % count:
+                raise IndivisibleError(
+                    f"Sharding {self} implies that array axis {dim} is partitioned {count} times, but the dimension "
+                    f"size is {size} (full shape: {shape}, per-dimension tiling factors: {list(tiles)} should "
+                    "evenly divide the shape)")
+        return tuple(size // count for size, count in zip(shape, tiles))
+
+    def is_equivalent_to(self, other: Sharding, ndim: int) -> bool:
+        """Whether both place the same pieces of an array of rank ndim on the same devices (and memory kind)."""
+        if self.memory_kind != other.memory_kind or self._device_assignment != other._device_assignment:
+            return False
+        mine, theirs = self._to_hlo(ndim), other._to_hlo(ndim)
+        return mine == theirs or (self.num_devices == 1 or mine.is_replicated()) and (
+            other.num_devices == 1 or theirs.is_replicated())
+
+
+class NamedSharding(Sharding):
+    """A mesh and a PartitionSpec over its axes, as jax.sharding.NamedSharding."""
+
+    def __init__(self, mesh: Mesh, spec: PartitionSpec, *, memory_kind: str | None = None):
+        if not isinstance(mesh, Mesh):
+            raise TypeError(f"NamedSharding: mesh must be an ember.sharding.Mesh, got {type(mesh).__name__}")
+        if not isinstance(spec, PartitionSpec):
+            raise TypeError(f"NamedSharding: spec must be a PartitionSpec, got {spec!r} of type "
+                            f"{type(spec).__name__}")
+        self.mesh, self.spec, self._memory_kind = mesh, spec, memory_kind
+        _check_spec(mesh, spec)
+
+    def __repr__(self) -> str:
+        memory = "" if self._memory_kind is None else f", memory_kind={self._memory_kind}"
+        return f"NamedSharding(mesh={self.mesh}, spec={self.spec}{memory})"
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, NamedSharding) and self.spec == other.spec
+                                 and self._memory_kind == other._memory_kind and self.mesh == other.mesh)
+
+    def __hash__(self) -> int:
+        found = self.__dict__.get("_hash")
+        if found is None:  # (computed once: shardings key the caches of every sharded call)
+            found = self._hash = hash((self.mesh, self._memory_kind, self.spec))
+        return found
+
+    @property
+    def memory_kind(self) -> str | None:
+        return self._memory_kind
+
+    def with_memory_kind(self, kind: str) -> NamedSharding:
+        return NamedSharding(self.mesh, self.spec, memory_kind=kind)
+
+    def update(self, **kwargs: Any) -> NamedSharding:
+        spec = kwargs.pop("spec", self.spec)
+        return NamedSharding(kwargs.pop("mesh", self.mesh), spec if isinstance(spec, PartitionSpec) else P(*spec),
+                             memory_kind=kwargs.pop("memory_kind", self._memory_kind))
+
+    @property
+    def device_set(self) -> set[Device]:
+        return set(self.mesh._flat_devices)
+
+    @property
+    def _device_assignment(self) -> tuple[Device, ...]:
+        return self.mesh._flat_devices
+
+    @property
+    def num_devices(self) -> int:
+        return self.mesh.size
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        if self.mesh.size == 1:
+            return True
+        return not self.spec.unreduced and math.prod(self.mesh.shape[a] for a in _flat_axes(self.spec.partitions)) == 1
+
+    def check_compatible_aval(self, shape: Sequence[int]) -> None:
+        if len(shape) < len(self.spec):
+            scalar = " For scalars the PartitionSpec should be P()" if len(shape) == 0 else ""
+            raise ValueError(f"Sharding {self} is only valid for values of rank at least {len(self.spec)}, but was "
+                             f"applied to a value of rank {len(shape)}.{scalar}")
+
+    def _to_hlo(self, ndim: int) -> HloSharding:
+        return _named_to_hlo(self.mesh, self.spec, ndim)
+
+
+def _check_spec(mesh: Mesh, spec: PartitionSpec) -> None:
+    """NamedSharding's checks of a spec against its mesh (JAX's errors)."""
+    counts = collections.Counter(_flat_axes(spec.partitions))
+    duplicates = [a for a, c in counts.items() if c > 1]
+    if duplicates:
+        raise ValueError(f"A single NamedSharding spec specification can map every mesh axis to at most one "
+                         f"positional dimension, but {spec} has duplicate entries for "
+                         f"{', '.join(sorted(f'`{a}`' for a in duplicates))}")
+    for axis in counts:
+        if axis not in mesh.axis_names:
+            raise ValueError(f"Resource axis: {axis} of {spec} is not found in mesh: {tuple(mesh.shape.keys())}.")
+    if AxisType.Auto not in mesh.axis_types and UNCONSTRAINED in spec.partitions:
+        raise ValueError(f"{spec} cannot contain `P.UNCONSTRAINED` when no mesh axis_types are `Auto`. Got mesh "
+                         f"axis_types: {mesh.axis_types}")
+    for name, axes in (("Unreduced", spec.unreduced), ("Reduced", spec.reduced)):
+        for axis in axes:
+            if axis not in mesh.axis_names:
+                raise ValueError(f"{name} axes {axis} is not found in mesh.axis_names={mesh.axis_names}. Got "
+                                 f"pspec={spec}")
+            if dict(zip(mesh.axis_names, mesh.axis_types))[axis] != AxisType.Explicit:
+                raise ValueError(f"{name} axes can only refer to mesh axes that is of type `Explicit`. Got "
+                                 f"{name.lower()} axes: {set(axes)} and mesh: {mesh}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _named_to_hlo(mesh: Mesh, spec: PartitionSpec, ndim: int) -> HloSharding:
+    """The tile grid of a spec over a mesh: each array dimension is split over its mesh axes (the first major),
+    the mesh axes it does not use become a replicated subgroup (Manual axes a manual one); the tile of mesh
+    position p holds partition id p (the mesh's devices flattened row-major). Size-1 axes split nothing."""
+    if len(spec) > ndim:
+        raise ValueError(f"NamedSharding spec {spec} is only valid for values of rank at least {len(spec)}, but "
+                         f"was applied to a value of rank {ndim}.")
+    if spec.unreduced or spec.reduced:
+        raise NotImplementedError(f"ember does not lower the unreduced/reduced axes of {spec}")
+    sizes = mesh.shape
+    position = {name: i for i, name in enumerate(mesh.axis_names)}
+    types = dict(zip(mesh.axis_names, mesh.axis_types))
+    order: list[int] = []
+    tile_dims = [1] * ndim
+    for dim, entry in enumerate(spec.partitions):
+        for axis in _flat_axes([entry]):
+            if sizes[axis] > 1:
+                if types[axis] == AxisType.Manual:
+                    raise ValueError(f"NamedSharding spec {spec} splits a dimension over the Manual mesh axis {axis}")
+                tile_dims[dim] *= sizes[axis]
+                order.append(position[axis])
+    used = set(_flat_axes(spec.partitions))
+    subgroups = []
+    for kind, manual in (("replicated", False), ("manual", True)):
+        axes = [position[a] for a in mesh.axis_names
+                if a not in used and sizes[a] > 1 and (types[a] == AxisType.Manual) == manual]
+        if axes:
+            subgroups.append(kind)
+            tile_dims.append(math.prod(mesh.axis_sizes[i] for i in axes))
+            order.extend(axes)
+    if not order:
+        return HloSharding.replicated()
+    grid = np.arange(mesh.size).reshape(mesh.axis_sizes).transpose(order + [
+        i for i in range(len(mesh.axis_sizes)) if i not in order])
+    return HloSharding.tiled(tile_dims, grid.reshape(-1), subgroups=subgroups)
+
+
+class SingleDeviceSharding(Sharding):
+    """All of an array on one device, as jax.sharding.SingleDeviceSharding."""
+
+    def __init__(self, device: Device, *, memory_kind: str | None = None):
+        self._device, self._memory_kind = device, memory_kind
+
+    def __repr__(self) -> str:
+        memory = "" if self._memory_kind is None else f", memory_kind={self._memory_kind}"
+        return f"SingleDeviceSharding(device={self._device!r}{memory})"
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, SingleDeviceSharding) and self._device == other._device
+                                 and self._memory_kind == other._memory_kind)
+
+    def __hash__(self) -> int:
+        return hash((self._device, self._memory_kind))
+
+    @property
+    def memory_kind(self) -> str | None:
+        return self._memory_kind
+
+    def with_memory_kind(self, kind: str) -> SingleDeviceSharding:
+        return SingleDeviceSharding(self._device, memory_kind=kind)
+
+    @property
+    def device_set(self) -> set[Device]:
+        return {self._device}
+
+    @property
+    def _device_assignment(self) -> tuple[Device, ...]:
+        return (self._device,)
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return True
+
+    def _to_hlo(self, ndim: int) -> HloSharding:
+        return HloSharding.replicated()
+
+
+class HloShardingSharding(Sharding):
+    """A sharding given by XLA's form over a device assignment (partition id p is devices[p]), as JAX's
+    GSPMDSharding: what an SPMD program's output sharding becomes when no NamedSharding says the same."""
+
+    def __init__(self, devices: Sequence[Device], hlo: HloSharding, *, memory_kind: str | None = None):
+        if hlo.kind == "tuple":
+            raise ValueError(f"HloShardingSharding: {hlo.text()} is a tuple sharding; give one of its elements")
+        devices = tuple(devices)
+        if any(p >= len(devices) for p in hlo.devices):
+            raise ValueError(f"HloShardingSharding: sharding {hlo.text()} names partitions past the {len(devices)} "
+                             "devices given")
+        self._devices, self._hlo, self._memory_kind = devices, hlo, memory_kind
+
+    def __repr__(self) -> str:
+        memory = "" if self._memory_kind is None else f", memory_kind={self._memory_kind}"
+        return f"HloShardingSharding({self._hlo.text()}, device_ids={[d.id for d in self._devices]}{memory})"
+
+    def _key(self) -> tuple[Any, ...]:
+        hlo = HloSharding.replicated() if self.is_fully_replicated else self._hlo
+        return (self._devices, hlo, self._memory_kind)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HloShardingSharding) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    @property
+    def memory_kind(self) -> str | None:
+        return self._memory_kind
+
+    def with_memory_kind(self, kind: str) -> HloShardingSharding:
+        return HloShardingSharding(self._devices, self._hlo, memory_kind=kind)
+
+    @property
+    def device_set(self) -> set[Device]:
+        return set(self._devices)
+
+    @property
+    def _device_assignment(self) -> tuple[Device, ...]:
+        return self._devices
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return len(self._devices) == 1 or self._hlo.is_replicated()
+
+    def check_compatible_aval(self, shape: Sequence[int]) -> None:
+        if self._hlo.kind == "tiled" and len(shape) != self._hlo.data_rank:
+            raise ValueError(f"Sharding {self} is only valid for values of rank {self._hlo.data_rank}, but was "
+                             f"applied to a value of rank {len(shape)}")
+
+    def _to_hlo(self, ndim: int) -> HloSharding:
+        return self._hlo
+
+
+def _specs_for(mesh: Mesh, tiles: Sequence[int]) -> Iterator[PartitionSpec]:
+    """Every spec over mesh's non-Manual axes of size > 1 that splits dimension d into tiles[d] pieces."""
+    axes = [a for a, t in zip(mesh.axis_names, mesh.axis_types) if mesh.shape[a] > 1 and t != AxisType.Manual]
+
+    def choices(count: int, free: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
+        if count == 1:
+            yield ()
+        for axis in free:
+            if count % mesh.shape[axis] == 0:
+                for rest in choices(count // mesh.shape[axis], tuple(a for a in free if a != axis)):
+                    yield (axis,) + rest
+
+    def assign(dim: int, free: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], ...]]:
+        if dim == len(tiles):
+            yield ()
+            return
+        for chosen in choices(tiles[dim], free):
+            for rest in assign(dim + 1, tuple(a for a in free if a not in chosen)):
+                yield (chosen,) + rest
+
+    for entries in assign(0, tuple(axes)):
+        parts = list(entries)
+        while parts and not parts[-1]:
+            parts.pop()
+        yield PartitionSpec(*parts)
+
+
+def sharding_from_hlo(hlo: HloSharding, device_assignment: Sequence[Device], ndim: int, mesh: Mesh | None = None,
+                      *, memory_kind: str | None = None) -> Sharding:
+    """The sharding that XLA's hlo means for an array of rank ndim, partition id p being device_assignment[p]: a
+    NamedSharding over mesh whose _to_hlo is the same (on the mesh's devices, in any order) when there is one, else
+    a SingleDeviceSharding (one device, no mesh), else an HloShardingSharding."""
+    devices = tuple(device_assignment)
+    if hlo.kind == "tuple":
+        raise ValueError(f"sharding_from_hlo: {hlo.text()} is a tuple sharding; give one of its elements")
+    if mesh is not None and mesh.size == len(devices) and set(mesh._flat_devices) == set(devices):
+        position = {d: i for i, d in enumerate(mesh._flat_devices)}
+        target = hlo.relabel([position[d] for d in devices])
+        tiles = target.tile_dims[:target.data_rank] if target.kind == "tiled" else (1,) * ndim
+        if len(tiles) == ndim:
+            for spec in _specs_for(mesh, tiles):
+                found = NamedSharding(mesh, spec, memory_kind=memory_kind)
+                if mesh.size == 1 or found._to_hlo(ndim) == target:
+                    return found
+    if mesh is None and len(devices) == 1 and hlo.kind in ("replicated", "maximal", "tiled"):
+        return SingleDeviceSharding(devices[0], memory_kind=memory_kind)
+    return HloShardingSharding(devices, hlo, memory_kind=memory_kind)
+
+
+# --- a picture of a sharding -------------------------------------------------------------------------------------
+
+def visualize_sharding(shape: Sequence[int], sharding: Sharding, *, scale: float = 1., min_width: int = 9,
+                       max_width: int = 80) -> str:
+    """A plain-text picture of which devices hold which block of a 1-D or 2-D array of shape, as
+    jax.debug.visualize_sharding draws it: one box per block, labelled with the platform and device ids."""
+    shape = _global_shape("visualize_sharding", shape)
+    if not 1 <= len(shape) <= 2:
+        raise ValueError(f"visualize_sharding only works for shapes with 1 and 2 dimensions, got shape {shape}")
+    indices = sharding.devices_indices_map(shape)
+    platform = next(iter(indices)).platform.upper()
+
+    def block(dim: int, s: slice) -> tuple[int, float]:
+        start, stop, _ = s.indices(shape[dim])
+        size = stop - start
+        return (start // size if size else 0), (size / shape[dim] if shape[dim] else 1.0)
+
+    cells: dict[tuple[int, int], set[int]] = {}
+    fractions: dict[tuple[int, int], tuple[float | None, float]] = {}
+    for device, index in indices.items():
+        if len(shape) == 2:
+            (row, height), (col, width) = block(0, index[0]), block(1, index[1])
+            fractions[row, col] = (height, width)
+        else:
+            (col, width), row = block(0, index[0]), 0
+            fractions[row, col] = (None, width)
+        cells.setdefault((row, col), set()).add(device.id)
+    rows, cols = max(r for r, _ in cells) + 1, max(c for _, c in cells) + 1
+    base_height = int(10 * scale)
+    base_width = int(base_height * (shape[1] if len(shape) == 2 else 1) / max(shape[0], 1))
+    widths = [min(max(int(fractions[0, c][1] * base_width * 2.5), min_width), max_width) for c in range(cols)]
+    heights = [1 if fractions[r, 0][0] is None else max(int(fractions[r, 0][0] * base_height), 1)
+               for r in range(rows)]
+    labels = {rc: f"{platform} {','.join(str(i) for i in sorted(ids))}" for rc, ids in cells.items()}
+    widths = [max(w, *(len(labels[r, c]) + 2 for r in range(rows))) for c, w in enumerate(widths)]
+
+    def rule(left: str, mid: str, right: str) -> str:
+        return left + mid.join("─" * w for w in widths) + right
+
+    lines = [rule("┌", "┬", "┐")]
+    for r in range(rows):
+        for line in range(heights[r]):
+            texts = [labels[r, c] if line == (heights[r] - 1) // 2 else "" for c in range(cols)]
+            lines.append("│" + "│".join(t.center(w) for t, w in zip(texts, widths)) + "│")
+        lines.append(rule("├", "┼", "┤") if r < rows - 1 else rule("└", "┴", "┘"))
+    return "\n".join(lines)

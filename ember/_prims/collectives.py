@@ -1,0 +1,681 @@
+"""Collectives over named axes (jax.lax's parallel operators): psum, pmax, pmin, all_gather, psum_scatter,
+all_to_all, ppermute, axis_index, and the compositions pmean, pbroadcast, pswapaxes, pshuffle, axis_size.
+
+An axis name is bound while a function is staged, by `vmap(..., axis_name=...)` or by shard_map
+(ember._core.axes): the public functions read the sizes they need there when they bind, so the sizes are params of
+the equations and every rule reads them from its params. Every primitive keeps its axis names in the param `axes`
+(a tuple; ember._core.axes.AXES_PARAM), which tells the batching pass which equations act over the axis it maps.
+
+Two meanings, one per transformation that can consume a collective:
+- batching: under `vmap(axis_name='i')` a collective over 'i' is computed over the batch (psum over 'i' sums the
+  batch dimension); one over another name keeps its equation, batched member by member. The rules read the axis
+  being batched from ember._core.axes.current_batching_axis().
+- lowering: inside a shard_map body the emitter carries the mesh (Emitter.axis_context, an
+  ember._hlo.spmd.AxisContext); a collective lowers to the StableHLO collective over the partition groups of its
+  axes, as JAX emits it (channel handle type 1; global device ids where StableHLO takes them). Without one the
+  lowering raises a LoweringError naming the unbound axis.
+
+Derivatives follow JAX: the collectives are linear (psum's transpose is psum, all_gather's is psum_scatter and back,
+all_to_all's swaps its axes, ppermute's inverts its permutation); pmax and pmin share the tangent among the members
+that hold the extreme value (as reduce_max, what they mean under vmap; JAX 0.10.2 has no rule for them); axis_index's
+integer output carries no derivative."""
+from __future__ import annotations
+
+from typing import Any, Callable, Hashable, Sequence
+
+import numpy as np
+
+from ember._core import Primitive, ShapedArray, Tracer, aval_of, is_python_scalar
+from ember._core import dtypes as dt
+from ember._core.axes import axes_size, axis_size as _bound_axis_size, current_batching_axis, over_named_axes
+from ember._core.checks import normalize_axis
+from ember._core.pytree import tree_map
+from ember._hlo import LoweringContext, LoweringError
+from ember._prims.checks import ANY, NUMERIC_C, check_dtype
+from ember._prims.elementwise import add, div, eq, mul, select
+from ember._prims.lax_helpers import expand_dims, index_take, squeeze
+from ember._prims.reduction import reduce_max, reduce_min
+from ember._prims.shape import (BatchDim, batch_at_front, broadcast_in_dim, convert_element_type, iota, linear_jvp,
+                                moveaxis, reduce_sum, reshape, transpose, zeros, zeros_like)
+from ember._prims.slicing import concatenate
+
+AxisNames = tuple[Hashable, ...]
+
+
+def _axis_names(api: str, axis_name: Any) -> AxisNames:
+    """A name or a tuple/list of names, as a tuple of names (each checked hashable)."""
+    names = tuple(axis_name) if isinstance(axis_name, tuple | list) else (axis_name,)
+    for name in names:
+        try:
+            hash(name)
+        except TypeError:
+            raise TypeError(f"{api}: axis names must be hashable, got {name!r} in axis_name={axis_name!r}") from None
+    if len(set(names)) != len(names):
+        raise ValueError(f"{api}: axis_name {axis_name!r} names an axis twice")
+    return names
+
+
+def _no_groups(api: str, axis_index_groups: Any) -> None:
+    if axis_index_groups is not None:
+        raise NotImplementedError(f"{api}: axis_index_groups is not supported by ember (got {axis_index_groups!r}); "
+                                  "use a mesh axis of the group's size instead")
+
+
+def _rest(name: Hashable, axes: AxisNames) -> AxisNames:
+    return tuple(a for a in axes if a != name)
+
+
+def _axis_context(ctx: LoweringContext, op: str, axes: AxisNames) -> Any:
+    """The mesh of the shard_map body being lowered, with every axis of axes on it."""
+    mesh = ctx.emitter.axis_context
+    if mesh is None:
+        raise LoweringError(f"{op}: unbound axis name {axes[0]!r}: a collective over named axes lowers only inside a "
+                            "shard_map body (under vmap with that axis_name it is batched away before lowering)")
+    missing = [a for a in axes if a not in mesh.axis_sizes]
+    if missing:
+        raise LoweringError(f"{op}: unbound axis name {missing[0]!r}: the mesh's axes are {mesh.axis_names}")
+    return mesh
+
+
+def _groups_attr(groups: Sequence[Sequence[int]]) -> str:
+    rows = ", ".join("[" + ", ".join(str(int(p)) for p in g) + "]" for g in groups)
+    return f"dense<[{rows}]> : tensor<{len(groups)}x{len(groups[0])}xi64>"
+
+
+def _collective_attrs(mesh: Any, axes: AxisNames, global_ids: bool = True) -> dict[str, str]:
+    """replica_groups (partition ids), a fresh channel (type 1: device to device) and use_global_device_ids."""
+    attrs = {"replica_groups": _groups_attr(mesh.groups(axes)),
+             "channel_handle": f"#stablehlo.channel_handle<handle = {mesh.next_channel()}, type = 1>"}
+    if global_ids:
+        attrs["use_global_device_ids"] = "unit"
+    return attrs
+
+
+def _combiner_region(ctx: LoweringContext, dtype: np.dtype, hlo_op: str) -> str:
+    scalar = ShapedArray((), dtype)
+    return ctx.region([scalar, scalar], lambda body, args: [body.op(f"stablehlo.{hlo_op}", args, scalar)])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# psum, pmax, pmin (x, axes): the sum (max, min) of x over the members of the named axes, on every member.
+def _all_reduce(name: str, kinds: str, hlo_op: Callable[[np.dtype], str],
+                batch_reduce: Callable[[Any, int], Any], unbatched: Callable[[Any, int], Any]) -> Primitive:
+    """An all-reduce primitive: batch_reduce(x, dim) reduces a batch dimension under vmap of one of its axes,
+    unbatched(x, size) is its value on a value equal on every member."""
+    prim = over_named_axes(Primitive(name))
+
+    @prim.def_rule("abstract_eval")
+    def _abstract_eval(x: ShapedArray, *, axes: AxisNames) -> ShapedArray:
+        check_dtype(name, x, kinds)
+        return x
+
+    @prim.def_rule("lowering")
+    def _lowering(ctx: LoweringContext, x: str, *, axes: AxisNames) -> list[str]:
+        mesh = _axis_context(ctx, name, axes)
+        region = _combiner_region(ctx, ctx.aval_out.dtype, hlo_op(ctx.aval_out.dtype))
+        return [ctx.op("stablehlo.all_reduce", [x], ctx.aval_out, _collective_attrs(mesh, axes), [region])]
+
+    @prim.def_rule("batching")
+    def _batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames) -> tuple[list[Any], list[BatchDim]]:
+        (x,), (d,) = args, dims
+        frame, size = current_batching_axis()
+        if frame not in axes:
+            return [prim.bind(x, axes=axes)], [d]
+        y = unbatched(x, size) if d is None else batch_reduce(x, d)
+        rest = _rest(frame, axes)
+        return [prim.bind(y, axes=rest) if rest else y], [None]
+
+    return prim
+
+
+psum_p = _all_reduce("psum", NUMERIC_C, lambda dtype: "add",
+                     lambda x, d: reduce_sum(x, (d,)), lambda x, size: mul(x, size))
+pmax_p = _all_reduce("pmax", ANY, lambda dtype: "or" if dt.is_bool(dtype) else "maximum",
+                     lambda x, d: reduce_max(x, (d,)), lambda x, size: x)
+pmin_p = _all_reduce("pmin", ANY, lambda dtype: "and" if dt.is_bool(dtype) else "minimum",
+                     lambda x, d: reduce_min(x, (d,)), lambda x, size: x)
+
+psum_p.def_rule("jvp", linear_jvp(psum_p))
+
+
+@psum_p.def_rule("vjp")
+def _psum_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames) -> list[Any]:
+    # as JAX: psum is psum followed by a broadcast to every member, so its transpose sums over the axes again
+    return [None if cts[0] is None else psum_p.bind(cts[0], axes=axes)]
+
+
+def _chooser_rules(prim: Primitive) -> None:
+    """pmax/pmin's derivative: the tangent averaged over the members holding the extreme value (the members where
+    x equals the result), as reduce_max's, so that it agrees with JAX's derivative of the same function under
+    vmap."""
+    def share(x: Any, out: Any, axes: AxisNames) -> tuple[Any, Any]:
+        mask = convert_element_type(eq(x, out), aval_of(x).dtype)
+        return mask, psum_p.bind(mask, axes=axes)
+
+    def jvp(primals: list[Any], tangents: list[Any], *, axes: AxisNames) -> tuple[list[Any], list[Any]]:
+        out = prim.bind(primals[0], axes=axes)
+        if tangents[0] is None:
+            return [out], [None]
+        mask, count = share(primals[0], out, axes)
+        return [out], [div(psum_p.bind(mul(tangents[0], mask), axes=axes), count)]
+
+    def vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames) -> list[Any]:
+        if cts[0] is None or not needs[0]:
+            return [None]
+        mask, count = share(ins[0], outs[0], axes)
+        return [div(mul(mask, psum_p.bind(cts[0], axes=axes)), count)]
+
+    prim.def_rule("jvp", jvp)
+    prim.def_rule("vjp", vjp)
+
+
+_chooser_rules(pmax_p)
+_chooser_rules(pmin_p)
+
+
+def _split_positional(api: str, axis_name: Any) -> tuple[AxisNames, tuple[int, ...]]:
+    """JAX's reductions take positional (int) axes among the names: (named axes, positional axes)."""
+    names = _axis_names(api, axis_name)
+    return (tuple(a for a in names if isinstance(a, str) or not isinstance(a, int)),
+            tuple(a for a in names if isinstance(a, int) and not isinstance(a, bool)))
+
+
+def _reduce_leaves(api: str, prim: Primitive, positional: Callable[[Any, tuple[int, ...]], Any], x: Any,
+                   axis_name: Any, axis_index_groups: Any, constant: Callable[[Any, int], Any]) -> Any:
+    _no_groups(api, axis_index_groups)
+    named, pos = _split_positional(api, axis_name)
+    size = axes_size(named)  # NameError for a name not bound
+
+    def one(leaf: Any) -> Any:
+        if pos:
+            leaf = positional(leaf, tuple(normalize_axis(api, a, aval_of(leaf).ndim) for a in pos))
+        if not named:
+            return leaf
+        if not isinstance(leaf, Tracer):  # a value known while staging is equal on every member, as JAX's
+            return constant(leaf, size)
+        return prim.bind(leaf, axes=named)
+    return tree_map(one, x)
+
+
+def _bool_to_int(x: Any) -> Any:
+    return convert_element_type(x, np.int32) if not is_python_scalar(x) and dt.is_bool(aval_of(x).dtype) else x
+
+
+def _times(x: Any, size: int) -> Any:
+    return x * size if is_python_scalar(x) else mul(x, size)
+
+
+def psum(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
+    """The sum of x over the members of the named axes (a name or a tuple of names), on every member (like
+    jax.lax.psum); x may be a pytree. Booleans are summed as int32. A value known while staging (a Python number)
+    gives size * x, as JAX's."""
+    x = tree_map(_bool_to_int, x)
+    return _reduce_leaves("psum", psum_p, reduce_sum, x, axis_name, axis_index_groups, _times)
+
+
+def pmax(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
+    """The maximum of x over the members of the named axes, on every member (like jax.lax.pmax)."""
+    return _reduce_leaves("pmax", pmax_p, reduce_max, x, axis_name, axis_index_groups, lambda v, n: v)
+
+
+def pmin(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
+    """The minimum of x over the members of the named axes, on every member (like jax.lax.pmin)."""
+    return _reduce_leaves("pmin", pmin_p, reduce_min, x, axis_name, axis_index_groups, lambda v, n: v)
+
+
+def pmean(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
+    """The mean of x over the members of the named axes (like jax.lax.pmean)."""
+    total = psum(x, axis_name, axis_index_groups=axis_index_groups)
+    n = axis_size(axis_name)
+    return tree_map(lambda v: v / n, total)  # (true division, as JAX's: integers give floats)
+
+
+def axis_size(axis_name: Any) -> int:
+    """The number of members of the named axes together, a Python int (like jax.lax.axis_size)."""
+    named, _ = _split_positional("axis_size", axis_name)
+    return axes_size(named)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# all_gather(x, axes, axis, tiled, axis_size): every member's x, stacked along a new dimension `axis` (or
+# concatenated along dimension `axis` when tiled), on every member.
+all_gather_p = over_named_axes(Primitive("all_gather"))
+
+
+@all_gather_p.def_rule("abstract_eval")
+def _all_gather_abstract_eval(x: ShapedArray, *, axes: AxisNames, axis: int, tiled: bool,
+                              axis_size: int) -> ShapedArray:
+    shape = list(x.shape)
+    if tiled:
+        shape[axis] *= axis_size
+    else:
+        shape.insert(axis, axis_size)
+    return x.update(shape=tuple(shape), weak_type=False)
+
+
+@all_gather_p.def_rule("lowering")
+def _all_gather_lowering(ctx: LoweringContext, x: str, *, axes: AxisNames, axis: int, tiled: bool,
+                         axis_size: int) -> list[str]:
+    mesh = _axis_context(ctx, "all_gather", axes)
+    x_aval = ctx.avals_in[0]
+    if not tiled:  # a dimension of 1 where the members' values will be stacked
+        shape = x_aval.shape[:axis] + (1,) + x_aval.shape[axis:]
+        x = ctx.op("stablehlo.reshape", [x], x_aval.update(shape=shape))
+    attrs = {"all_gather_dim": f"{axis} : i64", **_collective_attrs(mesh, axes)}
+    return [ctx.op("stablehlo.all_gather", [x], ctx.aval_out, attrs)]
+
+
+all_gather_p.def_rule("jvp", linear_jvp(all_gather_p))
+
+
+@all_gather_p.def_rule("vjp")
+def _all_gather_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames,
+                    axis: int, tiled: bool, axis_size: int) -> list[Any]:
+    if cts[0] is None:
+        return [None]
+    return [reduce_scatter_p.bind(cts[0], axes=axes, scatter_dimension=axis, tiled=tiled, axis_size=axis_size)]
+
+
+@all_gather_p.def_rule("batching")
+def _all_gather_batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames, axis: int, tiled: bool,
+                         axis_size: int) -> tuple[list[Any], list[BatchDim]]:
+    (x,), (d,) = args, dims
+    frame, size = current_batching_axis()
+    if frame not in axes:
+        if d is None:
+            return [all_gather_p.bind(x, axes=axes, axis=axis, tiled=tiled, axis_size=axis_size)], [None]
+        if d <= axis:
+            axis += 1
+        elif not tiled:
+            d += 1
+        return [all_gather_p.bind(x, axes=axes, axis=axis, tiled=tiled, axis_size=axis_size)], [d]
+    if len(axes) > 1:
+        raise NotImplementedError(f"all_gather over the axes {axes} under vmap of one of them ({frame!r}): gather "
+                                  "over one axis at a time")
+    if d is None:  # every member holds x: the gathered value is x stacked size times
+        shape = aval_of(x).shape
+        y = broadcast_in_dim(x, shape[:axis] + (size,) + shape[axis:],
+                             tuple(i for i in range(len(shape) + 1) if i != axis))
+    else:
+        y = moveaxis(x, d, axis)
+    if tiled:
+        shape = aval_of(y).shape
+        y = reshape(y, shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:])
+    return [y], [None]
+
+
+def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: int = 0, tiled: bool = False) -> Any:
+    """Every member's x, stacked along a new dimension at `axis` (concatenated along dimension `axis` when tiled),
+    on every member (like jax.lax.all_gather); x may be a pytree."""
+    _no_groups("all_gather", axis_index_groups)
+    axes = _axis_names("all_gather", axis_name)
+    size = axes_size(axes)
+
+    def one(leaf: Any) -> Any:
+        ndim = aval_of(leaf).ndim
+        where = normalize_axis("all_gather: axis", axis, ndim if tiled else ndim + 1)
+        return all_gather_p.bind(leaf, axes=axes, axis=where, tiled=bool(tiled), axis_size=size)
+    return tree_map(one, x)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# psum_scatter (primitive reduce_scatter, as JAX's) (x, axes, scatter_dimension, tiled, axis_size): psum(x), of
+# which member k keeps block k along scatter_dimension (that dimension's size must equal the axis size, and is
+# removed, unless tiled: then it must be divisible by it and shrinks).
+reduce_scatter_p = over_named_axes(Primitive("reduce_scatter"))
+
+
+@reduce_scatter_p.def_rule("abstract_eval")
+def _reduce_scatter_abstract_eval(x: ShapedArray, *, axes: AxisNames, scatter_dimension: int, tiled: bool,
+                                  axis_size: int) -> ShapedArray:
+    check_dtype("psum_scatter", x, NUMERIC_C)
+    shape = list(x.shape)
+    n = shape[scatter_dimension]
+    if tiled:
+        if axis_size == 0 or n % axis_size:
+            raise ValueError(f"psum_scatter: with tiled=True, dimension {scatter_dimension} of the operand "
+                             f"{x.str_short()} must be divisible by the size {axis_size} of the axes {axes}")
+        shape[scatter_dimension] = n // axis_size
+    else:
+        if n != axis_size:
+            raise ValueError(f"psum_scatter: dimension {scatter_dimension} of the operand {x.str_short()} must equal "
+                             f"the size {axis_size} of the axes {axes} (or pass tiled=True)")
+        del shape[scatter_dimension]
+    return x.update(shape=tuple(shape), weak_type=False)
+
+
+@reduce_scatter_p.def_rule("lowering")
+def _reduce_scatter_lowering(ctx: LoweringContext, x: str, *, axes: AxisNames, scatter_dimension: int, tiled: bool,
+                             axis_size: int) -> list[str]:
+    mesh = _axis_context(ctx, "psum_scatter", axes)
+    x_aval = ctx.avals_in[0]
+    shape = list(x_aval.shape)
+    shape[scatter_dimension] //= axis_size
+    region = _combiner_region(ctx, x_aval.dtype, "add")
+    attrs = {"scatter_dimension": f"{scatter_dimension} : i64", **_collective_attrs(mesh, axes)}
+    out = ctx.op("stablehlo.reduce_scatter", [x], x_aval.update(shape=tuple(shape)), attrs, [region])
+    return [out if tiled else ctx.op("stablehlo.reshape", [out], ctx.aval_out)]
+
+
+reduce_scatter_p.def_rule("jvp", linear_jvp(reduce_scatter_p))
+
+
+@reduce_scatter_p.def_rule("vjp")
+def _reduce_scatter_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames,
+                        scatter_dimension: int, tiled: bool, axis_size: int) -> list[Any]:
+    if cts[0] is None:
+        return [None]
+    return [all_gather_p.bind(cts[0], axes=axes, axis=scatter_dimension, tiled=tiled, axis_size=axis_size)]
+
+
+@reduce_scatter_p.def_rule("batching")
+def _reduce_scatter_batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames, scatter_dimension: int,
+                             tiled: bool, axis_size: int) -> tuple[list[Any], list[BatchDim]]:
+    (x,), (d,) = args, dims
+    params = dict(axes=axes, tiled=tiled, axis_size=axis_size)
+    frame, size = current_batching_axis()
+    if frame not in axes:
+        if d is None:
+            return [reduce_scatter_p.bind(x, scatter_dimension=scatter_dimension, **params)], [None]
+        if d <= scatter_dimension:
+            scatter_dimension += 1
+        elif not tiled:
+            d -= 1
+        return [reduce_scatter_p.bind(x, scatter_dimension=scatter_dimension, **params)], [d]
+    if len(axes) > 1:
+        raise NotImplementedError(f"psum_scatter over the axes {axes} under vmap of one of them ({frame!r}): "
+                                  "scatter over one axis at a time")
+    y = mul(x, size) if d is None else reduce_sum(x, (d,))
+    if tiled:  # member k keeps the k-th block: the blocks become the batch dimension
+        shape = aval_of(y).shape
+        n = shape[scatter_dimension]
+        y = reshape(y, shape[:scatter_dimension] + (size, n // size) + shape[scatter_dimension + 1:])
+    return [y], [scatter_dimension]
+
+
+def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_index_groups: Any = None,
+                 tiled: bool = False) -> Any:
+    """psum(x, axis_name), of which member k keeps block k along scatter_dimension (like jax.lax.psum_scatter);
+    without tiled that dimension's size must equal the axis size and is removed."""
+    _no_groups("psum_scatter", axis_index_groups)
+    axes = _axis_names("psum_scatter", axis_name)
+    size = axes_size(axes)
+
+    def one(leaf: Any) -> Any:
+        where = normalize_axis("psum_scatter: scatter_dimension", scatter_dimension, aval_of(leaf).ndim)
+        return reduce_scatter_p.bind(leaf, axes=axes, scatter_dimension=where, tiled=bool(tiled), axis_size=size)
+    return tree_map(one, x)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# all_to_all(x, axes, split_axis, concat_axis, axis_size): x's dimension split_axis cut into axis_size blocks;
+# member k receives block k of every member, concatenated along concat_axis in member order. (The primitive is
+# JAX's tiled form; all_to_all's untiled form adds and removes a dimension around it, as JAX's.)
+all_to_all_p = over_named_axes(Primitive("all_to_all"))
+
+
+@all_to_all_p.def_rule("abstract_eval")
+def _all_to_all_abstract_eval(x: ShapedArray, *, axes: AxisNames, split_axis: int, concat_axis: int,
+                              axis_size: int) -> ShapedArray:
+    shape = list(x.shape)
+    if axis_size == 0 or shape[split_axis] % axis_size:
+        raise ValueError(f"all_to_all: dimension split_axis={split_axis} of the operand {x.str_short()} must be "
+                         f"divisible by the size {axis_size} of the axes {axes}")
+    shape[split_axis] //= axis_size
+    shape[concat_axis] *= axis_size
+    return x.update(shape=tuple(shape), weak_type=False)
+
+
+@all_to_all_p.def_rule("lowering")
+def _all_to_all_lowering(ctx: LoweringContext, x: str, *, axes: AxisNames, split_axis: int, concat_axis: int,
+                         axis_size: int) -> list[str]:
+    mesh = _axis_context(ctx, "all_to_all", axes)
+    attrs = {"split_dimension": f"{split_axis} : i64", "concat_dimension": f"{concat_axis} : i64",
+             "split_count": f"{axis_size} : i64", **_collective_attrs(mesh, axes, global_ids=False)}
+    return [ctx.op("stablehlo.all_to_all", [x], ctx.aval_out, attrs)]
+
+
+all_to_all_p.def_rule("jvp", linear_jvp(all_to_all_p))
+
+
+@all_to_all_p.def_rule("vjp")
+def _all_to_all_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames,
+                    split_axis: int, concat_axis: int, axis_size: int) -> list[Any]:
+    if cts[0] is None:
+        return [None]
+    return [all_to_all_p.bind(cts[0], axes=axes, split_axis=concat_axis, concat_axis=split_axis,
+                              axis_size=axis_size)]
+
+
+@all_to_all_p.def_rule("batching")
+def _all_to_all_batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames, split_axis: int,
+                         concat_axis: int, axis_size: int) -> tuple[list[Any], list[BatchDim]]:
+    (x,), (d,) = args, dims
+    frame, size = current_batching_axis()
+    if frame not in axes:
+        if d is None:
+            return [all_to_all_p.bind(x, axes=axes, split_axis=split_axis, concat_axis=concat_axis,
+                                      axis_size=axis_size)], [None]
+        return [all_to_all_p.bind(x, axes=axes, split_axis=split_axis + (d <= split_axis),
+                                  concat_axis=concat_axis + (d <= concat_axis), axis_size=axis_size)], [d]
+    if len(axes) > 1:
+        raise NotImplementedError(f"all_to_all over the axes {axes} under vmap of one of them ({frame!r}): "
+                                  "exchange over one axis at a time")
+    # members j at the front; the split dimension cut into (k, rest); member k of the result takes block k of every
+    # member j, with j major in its concat dimension
+    xs = batch_at_front(x, d, size)
+    member = aval_of(xs).shape[1:]
+    blocks = member[:split_axis] + (size, member[split_axis] // size) + member[split_axis + 1:]
+    xs = reshape(xs, (size,) + blocks)
+
+    def position(i: int) -> int:  # where member dimension i (its rest, for split_axis) sits in xs
+        return i + 1 if i < split_axis else i + 2
+    order = [split_axis + 1]
+    for i in range(len(member)):
+        order += [0, position(i)] if i == concat_axis else [position(i)]
+    out = list(member)
+    out[split_axis] //= size
+    out[concat_axis] *= size
+    return [reshape(transpose(xs, order), (size,) + tuple(out))], [0]
+
+
+def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axis_index_groups: Any = None,
+               tiled: bool = False) -> Any:
+    """Split x's dimension split_axis into the axis size's blocks, send block k to member k, and concatenate
+    (tiled) or stack (untiled: a new dimension at concat_axis, split_axis removed) the received blocks along
+    concat_axis in member order (like jax.lax.all_to_all)."""
+    _no_groups("all_to_all", axis_index_groups)
+    axes = _axis_names("all_to_all", axis_name)
+    size = axes_size(axes)
+
+    def one(leaf: Any) -> Any:
+        aval = aval_of(leaf)
+        split = normalize_axis("all_to_all: split_axis", split_axis, aval.ndim)
+        concat = normalize_axis("all_to_all: concat_axis", concat_axis, aval.ndim)
+        n = aval.shape[split]
+        if tiled and (size == 0 or n % size):
+            raise ValueError(f"all_to_all: the size of split_axis ({n}) of {aval.str_short()} has to be divisible "
+                             f"by the size of the named axis {axis_name} ({size})")
+        if not tiled and n != size:
+            raise ValueError(f"all_to_all requires the size of the mapped axis axis_name to equal "
+                             f"x.shape[split_axis], but they are {size} and {n} respectively ({aval.str_short()})")
+        if not tiled and split < concat:
+            concat += 1
+            leaf = expand_dims(leaf, (concat,))
+        elif not tiled and concat < split:
+            leaf = expand_dims(leaf, (concat,))
+            split += 1
+        out = all_to_all_p.bind(leaf, axes=axes, split_axis=split, concat_axis=concat, axis_size=size)
+        return squeeze(out, (split,)) if not tiled and split != concat else out
+    return tree_map(one, x)
+
+
+def pswapaxes(x: Any, axis_name: Any, axis: int, *, axis_index_groups: Any = None) -> Any:
+    """all_to_all(x, axis_name, axis, axis): swap the named axis with x's dimension axis (like jax.lax.pswapaxes)."""
+    return all_to_all(x, axis_name, axis, axis, axis_index_groups=axis_index_groups)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# ppermute(x, axes, perm): member dst receives the x of member src for each pair (src, dst) of perm (indices along
+# the axes); members no pair sends to receive zeros.
+ppermute_p = over_named_axes(Primitive("ppermute"))
+
+
+@ppermute_p.def_rule("abstract_eval")
+def _ppermute_abstract_eval(x: ShapedArray, *, axes: AxisNames, perm: tuple[tuple[int, int], ...]) -> ShapedArray:
+    return x
+
+
+@ppermute_p.def_rule("lowering")
+def _ppermute_lowering(ctx: LoweringContext, x: str, *, axes: AxisNames,
+                       perm: tuple[tuple[int, int], ...]) -> list[str]:
+    mesh = _axis_context(ctx, "ppermute", axes)
+    groups = mesh.groups(axes)
+    n = len(groups[0])
+    for src, dst in perm:
+        if not (0 <= src < n and 0 <= dst < n):
+            raise LoweringError(f"ppermute: the pair {(src, dst)} of perm is out of range for the axes {axes} of size "
+                                f"{n}")
+    pairs = [[group[src], group[dst]] for group in groups for src, dst in perm]
+    if not pairs:  # nothing is sent: every member receives zeros
+        return [ctx.constant(0, ctx.aval_out)]
+    attrs = {"source_target_pairs": _groups_attr(pairs),
+             "channel_handle": f"#stablehlo.channel_handle<handle = {mesh.next_channel()}, type = 1>"}
+    return [ctx.op("stablehlo.collective_permute", [x], ctx.aval_out, attrs)]
+
+
+ppermute_p.def_rule("jvp", linear_jvp(ppermute_p))
+
+
+@ppermute_p.def_rule("vjp")
+def _ppermute_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames,
+                  perm: tuple[tuple[int, int], ...]) -> list[Any]:
+    if cts[0] is None:
+        return [None]
+    return [ppermute_p.bind(cts[0], axes=axes, perm=tuple((dst, src) for src, dst in perm))]
+
+
+@ppermute_p.def_rule("batching")
+def _ppermute_batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames,
+                       perm: tuple[tuple[int, int], ...]) -> tuple[list[Any], list[BatchDim]]:
+    (x,), (d,) = args, dims
+    frame, size = current_batching_axis()
+    if frame not in axes:
+        return [ppermute_p.bind(x, axes=axes, perm=perm)], [d]
+    if len(axes) > 1:
+        raise NotImplementedError(f"ppermute over the axes {axes} under vmap of one of them ({frame!r}): permute "
+                                  "over one axis at a time")
+    sources = dict((dst, src) for src, dst in perm)
+    if d is None and len(sources) == size:  # every member receives the same value
+        return [x], [None]
+    xs = batch_at_front(x, d, size)
+    if len(sources) < size:  # the members no pair sends to read a row of zeros
+        aval = aval_of(xs)
+        xs = concatenate([xs, zeros(aval.update(shape=(1,) + aval.shape[1:]))], 0)
+    index = np.array([sources.get(k, size) for k in range(size)], np.int32)
+    return [index_take(xs, [index], [0])], [0]
+
+
+def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
+    """Member dst receives member src's x for each pair (src, dst) in perm, indices along the named axes; members no
+    pair sends to receive zeros (like jax.lax.ppermute); x may be a pytree."""
+    axes = _axis_names("ppermute", axis_name)
+    size = axes_size(axes)
+    try:
+        pairs = tuple((int(src), int(dst)) for src, dst in perm)
+    except (TypeError, ValueError):
+        raise TypeError(f"ppermute: perm must be a sequence of (source, destination) index pairs, got {perm!r}") \
+            from None
+    for src, dst in pairs:
+        if not (0 <= src < size and 0 <= dst < size):
+            raise ValueError(f"ppermute: the pair {(src, dst)} of perm is out of range for the axes {axes} of size "
+                             f"{size}")
+    srcs, dsts = [p[0] for p in pairs], [p[1] for p in pairs]
+    if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
+        raise ValueError(f"ppermute sources and destinations must be unique, got {perm}")
+    return tree_map(lambda leaf: ppermute_p.bind(leaf, axes=axes, perm=pairs), x)
+
+
+def pshuffle(x: Any, axis_name: Any, perm: Sequence[int]) -> Any:
+    """Member i receives member perm[i]'s x (like jax.lax.pshuffle): ppermute with the pairs (perm[i], i)."""
+    if sorted(perm) != list(range(len(perm))):
+        raise ValueError(f"pshuffle: perm must be a permutation of range({len(perm)}), got {perm}")
+    return ppermute(x, axis_name, [(src, dst) for dst, src in enumerate(perm)])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# axis_index(axes=(name,)): this member's index along the named axis, an int32 scalar.
+axis_index_p = over_named_axes(Primitive("axis_index"))
+
+
+@axis_index_p.def_rule("abstract_eval")
+def _axis_index_abstract_eval(*, axes: AxisNames) -> ShapedArray:
+    return ShapedArray((), np.dtype(np.int32))
+
+
+@axis_index_p.def_rule("lowering")
+def _axis_index_lowering(ctx: LoweringContext, *, axes: AxisNames) -> list[str]:
+    # partition_id, then a constant table: partition id -> the position of its partition along the axis
+    mesh = _axis_context(ctx, "axis_index", axes)
+    groups = mesh.groups(axes)
+    table = np.zeros(int(np.max(mesh.partition_ids)) + 1, np.int32)
+    for group in groups:
+        for k, pid in enumerate(group):
+            table[pid] = k
+    n = len(table)
+    u32, i32 = ShapedArray((), np.dtype(np.uint32)), ShapedArray((), np.dtype(np.int32))
+    pid = ctx.op("stablehlo.partition_id", [], u32)
+    start = ctx.op("stablehlo.convert", [pid], i32)
+    values = ctx.op("stablehlo.constant", [], ShapedArray((n,), np.dtype(np.int32)),
+                    {"value": f"dense<[{', '.join(str(int(v)) for v in table)}]> : tensor<{n}xi32>"})
+    one = ShapedArray((1,), np.dtype(np.int32))
+    picked = ctx.op("stablehlo.dynamic_slice", [values, start], one, {"slice_sizes": "array<i64: 1>"})
+    return [ctx.op("stablehlo.reshape", [picked], i32)]
+
+
+# An integer with no operands: its output carries no derivative. Said with rules giving a zero tangent (rather than
+# the NOT_DIFFERENTIABLE mark, whose harness check lowers the equation alone, outside any mesh).
+axis_index_p.def_rule("jvp", lambda primals, tangents, *, axes: ([axis_index_p.bind(axes=axes)], [None]))
+axis_index_p.def_rule("vjp", lambda cts, ins, outs, needs, *, axes: [])
+
+
+@axis_index_p.def_rule("batching")
+def _axis_index_batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames
+                         ) -> tuple[list[Any], list[BatchDim]]:
+    frame, size = current_batching_axis()
+    if frame not in axes:
+        return [axis_index_p.bind(axes=axes)], [None]
+    return [iota(np.int32, size)], [0]
+
+
+def axis_index(axis_name: Any) -> Any:
+    """This member's index along the named axis, an int32 scalar; over several names, the index in their
+    row-major product, the first name slowest (like jax.lax.axis_index)."""
+    axes = _axis_names("axis_index", axis_name)
+    index: Any = None
+    inner = 1
+    for name in reversed(axes):
+        size = _bound_axis_size(name)
+        term = axis_index_p.bind(axes=(name,))
+        term = term if inner == 1 else mul(term, np.int32(inner))
+        index = term if index is None else add(index, term)
+        inner *= size
+    return index if index is not None else np.int32(0)
+
+
+def pbroadcast(x: Any, axis_name: Any, source: int) -> Any:
+    """Every member receives member `source`'s x (like jax.lax.pbroadcast): psum of x kept only at the source."""
+    axes = _axis_names("pbroadcast", axis_name)
+    size = axes_size(axes)
+    if isinstance(source, bool) or not isinstance(source, int | np.integer) or not 0 <= source < size:
+        raise ValueError(f"pbroadcast: source must be an int in [0, {size}) for the axes {axes}, got {source!r}")
+    at_source = eq(axis_index(axes), np.int32(source))
+
+    def one(leaf: Any) -> Any:
+        kept = select(broadcast_in_dim(at_source, aval_of(leaf).shape, ()), leaf, zeros_like(leaf))
+        return psum(kept, axes)
+    return tree_map(one, x)
+
+
+__all__ = ["all_gather", "all_to_all", "axis_index", "axis_size", "pbroadcast", "pmax", "pmean", "pmin", "ppermute",
+           "pshuffle", "psum", "psum_scatter", "pswapaxes"]

@@ -1,0 +1,67 @@
+"""Sharding constraints: with_sharding_constraint(x, sharding) is x, laid out over devices as sharding says (XLA's
+partitioner reshards it there); a program holding one is partitioned over the sharding's devices."""
+from __future__ import annotations
+
+from typing import Any
+
+from ember._core import Primitive, ShapedArray
+from ember._core.sharding import NamedSharding, PartitionSpec, Sharding
+from ember._hlo.emitter import quoted_text
+from ember._hlo.lower import LoweringContext
+from ember._hlo.spmd import sharding_text
+from ember._prims.shape import BatchDim, linear_jvp
+
+# sharding_constraint(x, sharding): the identity, x placed as sharding says.
+sharding_constraint_p = Primitive("sharding_constraint")
+
+
+@sharding_constraint_p.def_rule("abstract_eval")
+def _sharding_constraint_abstract_eval(x: ShapedArray, *, sharding: Sharding) -> ShapedArray:
+    check_rank("with_sharding_constraint", sharding, x)
+    return x
+
+
+@sharding_constraint_p.def_rule("lowering")
+def _sharding_constraint_lowering(ctx: LoweringContext, x: str, *, sharding: Sharding) -> list[str]:
+    return [constrain(ctx, x, ctx.aval_out, sharding)]  # (nothing in a program on one device)
+
+
+sharding_constraint_p.def_rule("jvp", linear_jvp(sharding_constraint_p))
+sharding_constraint_p.def_rule(
+    "vjp", lambda cts, ins, outs, needs, *, sharding: [sharding_constraint_p.bind(cts[0], sharding=sharding)])
+
+
+@sharding_constraint_p.def_rule("batching")
+def _sharding_constraint_batching(args: list[Any], dims: list[BatchDim], *, sharding: Sharding
+                                  ) -> tuple[list[Any], list[BatchDim]]:
+    """The batch dimension is not split (its entry in the spec is None)."""
+    x, d = args[0], dims[0]
+    batched = batched_sharding(sharding, d, x.ndim - 1)
+    return ([x] if batched is None else [sharding_constraint_p.bind(x, sharding=batched)]), [d]
+
+
+def batched_sharding(sharding: Sharding, d: int, ndim: int) -> Sharding | None:
+    """The sharding of an array of rank ndim laid out by sharding, batched at dimension d (not split): None when it
+    cannot be said (a sharding that is not a NamedSharding: the constraint is dropped)."""
+    if not isinstance(sharding, NamedSharding):
+        return None
+    spec = tuple(sharding.spec) + (None,) * (ndim - len(sharding.spec))
+    return NamedSharding(sharding.mesh, PartitionSpec(*spec[:d], None, *spec[d:]))
+
+
+def constrain(ctx: LoweringContext, x: str, aval: ShapedArray, sharding: Sharding | None) -> str:
+    """x, constrained to sharding (a custom call @Sharding) when it spans several devices."""
+    if sharding is None or len(sharding._device_assignment) == 1:
+        return x
+    text = sharding_text(sharding, aval.ndim, ctx.emitter.device_assignment)
+    return ctx.op("stablehlo.custom_call", [x], aval, {"call_target_name": '"Sharding"',
+                                                       "mhlo.sharding": quoted_text(text)})
+
+
+def check_rank(api: str, sharding: Sharding, x: ShapedArray) -> None:
+    if isinstance(sharding, NamedSharding) and len(sharding.spec) > x.ndim:
+        raise ValueError(f"{api}: the sharding's spec {sharding.spec} has {len(sharding.spec)} entries, more than "
+                         f"the rank of the array {x.str_short()}")
+
+
+__all__: list[str] = []

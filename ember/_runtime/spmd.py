@@ -1,0 +1,202 @@
+"""Programs partitioned over several devices by XLA's SPMD partitioner: which devices a call runs on and with
+which input shardings (sharded_call_plan), and the compiled program that runs it (SpmdProgram).
+
+A call with a sharded argument, with jit's in_shardings / out_shardings, or of a program whose IR names a mesh (a
+sharding constraint, a shard_map) runs here: the IR is lowered with an `mhlo.sharding` on each argument (and on
+each result whose sharding is given), compiled for the devices, and run with one argument list per device. XLA
+chooses the shardings of the other results; they are read back from the compiled program."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ember._core import IR
+from ember._core.ir import sub_irs
+from ember._core.sharding import (HloSharding, Mesh, NamedSharding, PartitionSpec, Sharding, hlo_module_shardings,
+                                  sharding_from_hlo)
+from ember._hlo import lower
+from ember._hlo.spmd import SpmdPlan, sharding_text as hlo_text
+from ember._runtime import pjrt as _pjrt
+from ember._runtime.array import Array, canonical_aval
+from ember._runtime.dispatch import to_buffer
+from ember._runtime.sharded import ShardedArray, shards_for
+
+
+def _placement(value: Any) -> Mesh | Sharding | None:
+    if isinstance(value, Mesh) or (isinstance(value, Sharding) and len(value._device_assignment) > 1):
+        return value
+    if type(value) is tuple:  # (a pjit's in_shardings / out_shardings)
+        return next((p for p in map(_placement, value) if p is not None), None)
+    return None
+
+
+def program_placement(ir: IR) -> Mesh | Sharding | None:
+    """The first mesh or multi-device sharding that an equation of ir (or of its sub-IRs) names in its parameters
+    (a shard_map's mesh, a sharding constraint's sharding, a nested jit's shardings), or None: a program without
+    any runs on one device."""
+    for eqn in ir.eqns:
+        for value in eqn.params.values():
+            found = _placement(value)
+            if found is not None:
+                return found
+        for sub in sub_irs(eqn.params):
+            found = program_placement(sub)
+            if found is not None:
+                return found
+    return None
+
+
+def placement_devices(placement: Mesh | Sharding) -> tuple[Any, ...]:
+    return placement._flat_devices if isinstance(placement, Mesh) else tuple(placement._device_assignment)
+
+
+def _mesh_of(shardings: Sequence[Any]) -> Mesh | None:
+    """The mesh of the first NamedSharding (or Mesh) among shardings."""
+    return next((s.mesh if isinstance(s, NamedSharding) else s for s in shardings
+                 if isinstance(s, (NamedSharding, Mesh))), None)
+
+
+def replicated(devices: Sequence[Any], mesh: Mesh | None) -> Sharding:
+    """The sharding that holds a whole copy of an array on each of devices."""
+    key = (tuple(devices), mesh)
+    found = _replicated.get(key)
+    if found is None:
+        if mesh is not None and mesh._flat_devices == tuple(devices):
+            found = NamedSharding(mesh, PartitionSpec())
+        else:
+            found = NamedSharding(Mesh(np.array(devices, dtype=object), ("replicas",)), PartitionSpec())
+        if len(_replicated) >= 64:  # (bounded: a program making meshes anew each step)
+            _replicated.clear()
+        _replicated[key] = found
+    return found
+
+
+_replicated: dict[Any, Sharding] = {}  # (devices, mesh) -> the replicated sharding (few: one per mesh)
+
+
+def sharded_call_plan(name: str, ir: IR, placement: Mesh | Sharding | None, args: Sequence[Any],
+                      in_shardings: Sequence[Any] | None, out_shardings: Sequence[Any] | None
+                      ) -> tuple[Any, tuple[Any, ...]]:
+    """(a cache key, (devices, the sharding of each input, the given sharding or None of each output, the mesh))
+    of a call: the devices are those of the first given input sharding, else of the first sharded argument, else
+    of the given output shardings, else of the program's own mesh; every sharded argument and given sharding must
+    name the same set of devices."""
+    n_in, n_out = len(args), len(ir.out_avals)
+    given_in = list(in_shardings) if in_shardings is not None else [None] * n_in
+    given_out = list(out_shardings) if out_shardings is not None else [None] * n_out
+    # (what, index, the sharding or mesh): the placements the call names, described only in an error
+    named: list[tuple[str, int, Any]] = [("in_shardings", i, s) for i, s in enumerate(given_in) if s is not None]
+    named += [("argument", i, x.sharding) for i, x in enumerate(args)
+              if given_in[i] is None and type(x) is ShardedArray]
+    named += [("out_shardings", i, s) for i, s in enumerate(given_out) if s is not None]
+    if placement is not None:
+        named.append(("a mesh inside the program", 0, placement))
+    devices_of = [placement_devices(p) for _, _, p in named]
+    multi = [d for d in devices_of if len(d) > 1]
+    devices = (multi or devices_of)[0]
+    wanted = set(devices)
+    for k, their in enumerate(devices_of):
+        if len(their) > 1 and their != devices and set(their) != wanted:
+            first = devices_of.index(devices)
+            raise ValueError(f"{name}: the inputs and shardings of a call must be on the same devices: "
+                             f"{_what(named[first])} is on {_ids(devices)} but {_what(named[k])} is on "
+                             f"{_ids(their)}")
+    mesh = _mesh_of(given_in + [x.sharding for x in args if type(x) is ShardedArray] + given_out + [placement])
+    ins: list[Sharding] = []
+    for i, (x, s) in enumerate(zip(args, given_in)):
+        if s is None:
+            if type(x) is ShardedArray and set(x.sharding._device_assignment) == wanted:
+                s = x.sharding
+            else:
+                s = replicated(devices, mesh)
+        elif len(s._device_assignment) == 1 and len(devices) > 1:
+            raise ValueError(f"{name}: in_shardings[{i}] ({s}) names one device, the call runs on {_ids(devices)}")
+        ins.append(s)
+    key = (devices, tuple(ins), tuple(given_out))
+    return key, (tuple(devices), ins, given_out, mesh)
+
+
+def _what(entry: tuple[str, int, Any]) -> str:
+    kind, i, placement = entry
+    if kind == "argument":
+        return f"argument {i} (sharded as {placement})"
+    return kind if kind.startswith("a mesh") else f"{kind}[{i}] ({placement})"
+
+
+def _ids(devices: Sequence[Any]) -> str:
+    return "devices " + ", ".join(str(d.id) for d in devices)
+
+
+def spmd_text(ir: IR, devices: tuple[Any, ...], in_shardings: Sequence[Sharding],
+              out_shardings: Sequence[Sharding | None]) -> str:
+    """The StableHLO module of ir partitioned over devices, with these input shardings and the given (or, for
+    None, XLA-chosen) output shardings."""
+    in_avals = [v.aval for v in ir.in_vars]
+    plan = SpmdPlan(devices, [hlo_text(s, a.ndim, devices) for s, a in zip(in_shardings, in_avals)],
+                    [None if s is None else hlo_text(s, a.ndim, devices) for s, a in zip(out_shardings, ir.out_avals)])
+    return lower(ir, spmd=plan)
+
+
+class SpmdProgram:
+    """An IR compiled for several devices with given input shardings (and given or XLA-chosen output shardings);
+    called with the IR's inputs (sharded or not: each is split as its sharding says, reusing its shards when it is
+    sharded so) it returns ShardedArrays (Arrays for outputs XLA places on one device)."""
+
+    def __init__(self, ir: IR, name: str, devices: tuple[Any, ...], in_shardings: list[Sharding],
+                 out_shardings: list[Sharding | None], mesh: Mesh | None):
+        self.ir, self.name, self.devices = ir, name, devices
+        self.in_avals = [v.aval for v in ir.in_vars]
+        self.in_shardings = in_shardings
+        self.text = spmd_text(ir, devices, in_shardings, out_shardings)
+        client = devices[0].client
+        self.executable = client.compile_spmd(self.text, list(devices), [s is None for s in out_shardings])
+        if any(s is None for s in out_shardings):
+            _, chosen = hlo_module_shardings(self.executable.optimized_program()[1])
+            out_shardings = [s if s is not None else sharding_from_hlo(
+                chosen[i] if i < len(chosen) else HloSharding.replicated(), devices, a.ndim, mesh)
+                for i, (s, a) in enumerate(zip(out_shardings, ir.out_avals))]
+        self.out_shardings: list[Sharding] = out_shardings  # type: ignore[assignment]
+        # per device, the (shape, dtype) of each output's part there
+        indices = [s.devices_indices_map(a.shape) for s, a in zip(self.out_shardings, ir.out_avals)]
+        self._out_specs = [[(_part_shape(index[d], a.shape), a.dtype) for index, a in zip(indices, ir.out_avals)]
+                           for d in devices]
+        self._consts: list[list[_pjrt.Buffer]] | None = None
+
+    def _const_buffers(self) -> list[list[_pjrt.Buffer]]:
+        """Per device, the IR's constants there (replicated)."""
+        if self._consts is None:
+            per_device = []
+            for device in self.devices:
+                buffers = []
+                for i, (value, var) in enumerate(zip(self.ir.consts, self.ir.const_vars)):
+                    if isinstance(value, Array):
+                        value = value._value()
+                    buffers.append(to_buffer(value, var.aval, f"{self.name}: constant {i}", device))
+                per_device.append(buffers)
+            self._consts = per_device
+        return self._consts
+
+    def __call__(self, args: Sequence[Any]) -> list[Any]:
+        per_device = [list(consts) for consts in self._const_buffers()]
+        position = {d: i for i, d in enumerate(self.devices)}
+        for i, (x, aval, sharding) in enumerate(zip(args, self.in_avals, self.in_shardings)):
+            buffers = shards_for(x, aval, sharding, f"{self.name}: argument {i}")
+            for device, buffer in zip(sharding._device_assignment, buffers):
+                per_device[position[device]].append(buffer)
+        outs = self.executable.run_spmd(per_device, self._out_specs)
+        results: list[Any] = []
+        for k, (aval, sharding) in enumerate(zip(self.ir.out_avals, self.out_shardings)):
+            buffers = [outs[position[d]][k] for d in sharding._device_assignment]
+            aval = canonical_aval(aval)
+            if len(buffers) == 1:
+                results.append(Array._from_buffer(buffers[0], aval, self.name))
+            else:
+                results.append(ShardedArray._from_shards(buffers, aval, sharding, self.name))
+        return results
+
+
+def _part_shape(index: tuple[slice, ...], shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(len(range(*s.indices(n))) for s, n in zip(index, shape))
+
+

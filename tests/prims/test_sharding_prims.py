@@ -1,0 +1,65 @@
+"""Oracle tests of shard_map and sharding_constraint (ember/_control/shard_map.py, ember/_prims/sharding.py) on a mesh
+of the 2 CPU devices tests/conftest.py gives ember: values eagerly and under jit, derivatives in both modes (through
+the partitioned programs), batching; the oracles are the same global functions without sharding."""
+import functools
+
+import jax.numpy as jnp
+import numpy as np
+
+import ember
+from ember import lax
+from ember.sharding import NamedSharding, PartitionSpec as P
+from oracle import Case, oracle_tests
+
+F = ["float32"]
+
+
+@functools.cache
+def _mesh():
+    return ember.sharding.make_mesh((2,), ("x",))
+
+
+def _blockwise(x, w):
+    """Each device's block of x's rows times w (replicated), its sine: a shard_map without collectives."""
+    return ember.shard_map(lambda u, v: lax.sin(u) * v, mesh=_mesh(), in_specs=(P("x"), P()),
+                           out_specs=P("x"))(x, w)
+
+
+def _column_sums(x):
+    """The sum over the rows, computed per device on its rows and then summed across devices (a psum), replicated."""
+    return ember.shard_map(lambda u: lax.psum(u.sum(0), "x"), mesh=_mesh(), in_specs=P("x"), out_specs=P())(x)
+
+
+def _inner(x, y):
+    return lax.sin(x) * y + x
+
+
+_jitted = ember.jit(_inner)
+
+
+@functools.cache
+def _sharded_jitted():
+    return ember.jit(_inner, in_shardings=(NamedSharding(_mesh(), P("x")), None),
+                     out_shardings=NamedSharding(_mesh(), P(None, "x")))
+
+
+CASES = [
+    # a jitted function called inside the harness's jit / transformations is a pjit equation
+    Case("pjit", lambda x, y: _jitted(x, y) * 2, lambda x, y: ((np.sin(x) * y + x) * 2).astype(x.dtype),
+         [((4, 2), (4, 2))], F, jax=lambda x, y: (jnp.sin(x) * y + x) * 2),
+    Case("pjit", lambda x, y: _sharded_jitted()(x, y), lambda x, y: (np.sin(x) * y + x).astype(x.dtype),
+         [((4, 2), (4, 2))], F, jax=lambda x, y: jnp.sin(x) * y + x, name="pjit_sharded"),
+    Case("shard_map", _blockwise, lambda x, w: (np.sin(x) * w).astype(x.dtype), [((4, 3), (3,))], F,
+         jax=lambda x, w: jnp.sin(x) * w),
+    Case("shard_map", _column_sums, lambda x: x.sum(0), [((4, 3),)], F, jax=lambda x: x.sum(0),
+         name="shard_map_psum"),
+    Case("sharding_constraint",
+         lambda x: lax.with_sharding_constraint(x * x, NamedSharding(_mesh(), P(None, "x"))),
+         lambda x: x * x, [((3, 4),)], F, jax=lambda x: x * x),
+    Case("sharding_constraint",
+         lambda x: lax.with_sharding_constraint(x * x, NamedSharding(_mesh(), P("x"))),
+         lambda x: x * x, [((4, 3),)], ["complex64"], jax=lambda x: x * x, grad_dtype="complex128",
+         name="sharding_constraint_complex"),
+]
+
+test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)

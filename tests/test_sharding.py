@@ -1,0 +1,336 @@
+"""Arrays and programs over several devices: device_put by a sharding, eager operations and jit on sharded arrays
+(XLA's SPMD partitioner), in_shardings / out_shardings, sharding constraints, shard_map with collectives, pmap and
+a data-parallel training step, against numpy and JAX (on a mesh of the same shape). The tests run with ember's two
+CPU devices (tests/conftest.py); test_four_devices runs the 2-D meshes in a process with four."""
+import pickle
+import textwrap
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember import NamedSharding, P
+from ember.sharding import Mesh, SingleDeviceSharding
+from recorded import jax_result
+from reliability.subproc import check_python
+
+pytestmark = pytest.mark.usefixtures("jax_in_embers_mode")
+
+DEVICES = ember.devices()
+if len(DEVICES) < 2:  # (conftest asks for two)
+    pytest.skip("needs two CPU devices", allow_module_level=True)
+MESH = Mesh(np.array(DEVICES[:2]), ("x",))
+ROWS, COLS, REPLICATED = NamedSharding(MESH, P("x")), NamedSharding(MESH, P(None, "x")), NamedSharding(MESH, P())
+X = np.arange(32, dtype=np.float32).reshape(8, 4) / 7
+
+
+def jax_mesh():
+    import jax
+    return jax.sharding.Mesh(np.array(jax.devices()[:2]), ("x",))
+
+
+def test_devices_and_environment():
+    d = DEVICES[0]
+    assert (d.platform, d.device_kind, d.process_index, d.id) == ("cpu", "cpu", 0, 0)
+    assert isinstance(d, ember.Device) and ember.device_count() == len(ember.local_devices()) == len(DEVICES)
+    assert ember.default_backend() == "cpu" and ember.process_index() == 0 and ember.process_count() == 1
+    a = ember.numpy.ones(3)
+    assert a.sharding == SingleDeviceSharding(d) and a.devices() == {d} and a.is_fully_addressable
+    assert [s.device for s in a.addressable_shards] == [d] and a.addressable_shards[0].index == (slice(None),)
+    # JAX's way of asking for CPU devices is read too (the plugin itself ignores the flag)
+    out = check_python("import os\n"
+                       "for name in ('EMBER_NUM_CPU_DEVICES', 'JAX_NUM_CPU_DEVICES'): os.environ.pop(name, None)\n"
+                       "import ember; print(ember.device_count())",
+                       env={"XLA_FLAGS": "--xla_force_host_platform_device_count=3"})
+    assert out.strip().splitlines()[-1] == "3"
+
+
+def test_device_put_by_sharding_and_back():
+    a = ember.device_put(X, ROWS)
+    assert isinstance(a, ember.Array) and a.sharding == ROWS and a.devices() == set(DEVICES[:2])
+    assert a.shape == X.shape and a.dtype == np.float32 and not a.is_fully_replicated
+    shards = a.addressable_shards
+    assert [s.device for s in shards] == DEVICES[:2] and [s.replica_id for s in shards] == [0, 0]
+    for s in shards:
+        np.testing.assert_array_equal(np.asarray(s.data), X[s.index])
+        assert s.data.shape == (4, 4) and s.data.device is s.device
+    np.testing.assert_array_equal(np.asarray(a), X)
+    np.testing.assert_array_equal(ember.device_get(a), X)
+    assert ember.device_put(a, ROWS) is a  # already placed so
+    r = ember.device_put(a, REPLICATED)  # resharded
+    assert r.is_fully_replicated and [s.replica_id for s in r.addressable_shards] == [0, 1]
+    np.testing.assert_array_equal(np.asarray(r), X)
+    one = ember.device_put(a, DEVICES[1])  # gathered on one device
+    assert type(one) is ember.Array and one.device is DEVICES[1]
+    np.testing.assert_array_equal(np.asarray(one), X)
+    # pytrees, with a tree prefix of shardings; scalars; pickling; deletion
+    tree = ember.device_put({"w": X, "b": np.ones(4, np.float32)}, {"w": COLS, "b": REPLICATED})
+    assert tree["w"].sharding == COLS and tree["b"].sharding == REPLICATED
+    assert float(ember.device_put(np.float32(2.5), REPLICATED)) == 2.5
+    np.testing.assert_array_equal(np.asarray(pickle.loads(pickle.dumps(a))), X)
+    assert "sharding=NamedSharding" in repr(a)
+    a.block_until_ready()
+    a.delete()
+    assert a.is_deleted()
+    with pytest.raises(RuntimeError, match="deleted"):
+        np.asarray(a)
+    with pytest.raises(ValueError, match="not divisible|divide"):
+        ember.device_put(np.ones((3, 2)), ROWS)
+    with pytest.raises(TypeError, match="device_put: device must be"):
+        ember.device_put(X, "cpu:1")
+
+
+def test_arrays_from_parts():
+    a = ember.make_array_from_callback(X.shape, COLS, lambda index: X[index])
+    assert a.sharding == COLS
+    np.testing.assert_array_equal(np.asarray(a), X)
+    parts = [ember.device_put(X[:4], DEVICES[0]), ember.device_put(X[4:], DEVICES[1])]
+    b = ember.make_array_from_single_device_arrays(X.shape, ROWS, parts)
+    np.testing.assert_array_equal(np.asarray(b), X)
+    with pytest.raises(ValueError, match="make_array_from_single_device_arrays"):
+        ember.make_array_from_single_device_arrays(X.shape, ROWS, parts[:1])
+    np.testing.assert_array_equal(np.asarray(ember.make_array_from_process_local_data(ROWS, X)), X)
+
+
+def test_eager_operations_on_sharded_arrays():
+    a, b = ember.device_put(X, ROWS), ember.device_put(X.T, COLS)
+    y = jnp.sin(a) * 2 + 1
+    assert y.sharding == ROWS  # elementwise: placed as its input
+    np.testing.assert_allclose(np.asarray(y), np.sin(X) * 2 + 1, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(a.sum(axis=0)), X.sum(0), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(jnp.max(a, axis=1)), X.max(1))
+    np.testing.assert_allclose(float(a.mean()), X.mean(), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(a @ b), X @ X.T, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(a[jnp.array([7, 0, 3])]), X[[7, 0, 3]])  # gather
+    np.testing.assert_allclose(np.asarray(a.at[2:6, 1].set(-1.0)), np.where(
+        (np.arange(8)[:, None] >= 2) & (np.arange(8)[:, None] < 6) & (np.arange(4) == 1), -1.0, X))  # scatter
+    np.testing.assert_allclose(np.asarray(a + ember.numpy.ones(4)), X + 1)  # with a one-device array
+    image = ember.device_put(np.random.default_rng(0).normal(size=(4, 3, 6, 6)).astype(np.float32),
+                             NamedSharding(MESH, P("x")))
+    kernel = np.random.default_rng(1).normal(size=(2, 3, 3, 3)).astype(np.float32)
+    got = ember.lax.conv_general_dilated(image, kernel, (1, 1), "SAME")
+    want = ember.lax.conv_general_dilated(np.asarray(image), kernel, (1, 1), "SAME")
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def test_jit_partitions_over_the_devices():
+    f = ember.jit(lambda u, v: jnp.tanh(u @ v).sum(axis=1))
+    want = np.tanh(X @ X.T).sum(1)
+    for su, sv in [(ROWS, REPLICATED), (COLS, ROWS), (REPLICATED, COLS), (ROWS, COLS)]:
+        got = f(ember.device_put(X, su), ember.device_put(X.T, sv))
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5)
+    g = ember.jit(lambda u, v: u @ v, in_shardings=(ROWS, COLS), out_shardings=NamedSharding(MESH, P(None, "x")))
+    c = g.lower(X, X.T).compile()
+    out = c(X, X.T)
+    assert out.sharding == NamedSharding(MESH, P(None, "x"))
+    np.testing.assert_allclose(np.asarray(out), X @ X.T, rtol=1e-5)
+    assert c.input_shardings == ((ROWS, COLS), {}) and c.output_shardings == NamedSharding(MESH, P(None, "x"))
+    assert "mhlo.sharding" in g.lower(X, X.T).as_text() and "mhlo.num_partitions = 2" in g.lower(X, X.T).as_text()
+    # the contraction over a split dimension needs an all-reduce, inserted by XLA
+    h = ember.jit(lambda u, v: u @ v, in_shardings=(COLS, ROWS), out_shardings=REPLICATED)
+    assert "all-reduce" in h.lower(X, X.T).compile().as_text()
+    np.testing.assert_allclose(np.asarray(h(X, X.T)), X @ X.T, rtol=1e-5)
+    # PartitionSpecs under the current mesh; one sharding for every argument
+    with ember.sharding.set_mesh(MESH):
+        k = ember.jit(lambda u, v: u + v, in_shardings=P("x"))
+        assert k(X, X).sharding == ROWS
+    with pytest.raises(ValueError, match="needs a mesh"):
+        ember.jit(lambda u: u, in_shardings=P("x"))(X)
+    with pytest.raises(TypeError, match="in_shardings must hold"):
+        ember.jit(lambda u: u, in_shardings=3)
+    with pytest.raises(ValueError, match="names one device"):
+        ember.jit(lambda u, v: u + v, in_shardings=(ROWS, SingleDeviceSharding(DEVICES[1])))(X, X)
+    # a nested jit keeps its shardings (a pjit equation): the enclosing program is partitioned for them
+    inner = ember.jit(lambda u: u * 2, in_shardings=ROWS, out_shardings=COLS)
+    outer = ember.jit(lambda u: inner(u) + 1)
+    assert "mhlo.num_partitions = 2" in outer.lower(X).as_text()
+    got = outer(X)
+    assert got.sharding == COLS
+    np.testing.assert_allclose(np.asarray(got), X * 2 + 1)
+
+
+def test_sharding_constraints_under_transformations():
+    def f(u):
+        return ember.lax.with_sharding_constraint(jnp.sin(u) * 3, COLS).sum()
+    jitted = ember.jit(f)
+    text = jitted.lower(X).as_text()
+    assert '@Sharding' in text or 'call_target_name = "Sharding"' in text
+    np.testing.assert_allclose(float(jitted(X)), np.sin(X).sum() * 3, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(ember.jit(ember.grad(f))(X)), 3 * np.cos(X), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(ember.jvp(f, (X,), (np.ones_like(X),))[1]), 3 * np.cos(X).sum(),
+                               rtol=1e-5)
+    batched = ember.vmap(lambda u: ember.lax.with_sharding_constraint(u, COLS))(np.stack([X, X]))
+    assert batched.sharding == NamedSharding(MESH, P(None, None, "x"))
+    eager = ember.lax.with_sharding_constraint(X, ROWS)  # concrete: placed so
+    assert eager.sharding == ROWS
+    assert ember.reshard(X, COLS).sharding == COLS
+    with pytest.raises(ValueError, match="more than the rank"):
+        ember.lax.with_sharding_constraint(np.ones(3), COLS)
+
+
+def test_shard_map_collectives_against_jax():
+    import jax
+    lax = ember.lax
+
+    def body(u, extremes=True):  # every collective once; the result is one block per device
+        total = lax.psum(u, "x")
+        gathered = lax.all_gather(u, "x", tiled=True)
+        scattered = lax.psum_scatter(gathered * 2, "x", scatter_dimension=0, tiled=True)
+        swapped = lax.ppermute(u, "x", [(0, 1), (1, 0)])
+        moved = lax.all_to_all(u, "x", 1, 0, tiled=True)
+        out = total * lax.axis_index("x") + lax.pmean(u, "x") + scattered + swapped + moved.reshape(u.shape) * 2
+        return out + lax.pmax(u, "x") * lax.pmin(u, "x") * lax.axis_size("x") if extremes else out
+
+    def jax_body(u, extremes=True):
+        total = jax.lax.psum(u, "x")
+        gathered = jax.lax.all_gather(u, "x", tiled=True)
+        scattered = jax.lax.psum_scatter(gathered * 2, "x", scatter_dimension=0, tiled=True)
+        swapped = jax.lax.ppermute(u, "x", [(0, 1), (1, 0)])
+        moved = jax.lax.all_to_all(u, "x", 1, 0, tiled=True)
+        out = total * jax.lax.axis_index("x") + jax.lax.pmean(u, "x") + scattered + swapped + moved.reshape(u.shape) * 2
+        return out + jax.lax.pmax(u, "x") * jax.lax.pmin(u, "x") * jax.lax.axis_size("x") if extremes else out
+
+    every = ember.shard_map(body, mesh=MESH, in_specs=P("x"), out_specs=P("x"))
+    f = ember.shard_map(lambda u: body(u, False), mesh=MESH, in_specs=P("x"), out_specs=P("x"))
+
+    def jax_f(extremes=False):
+        return jax.shard_map(lambda u: jax_body(u, extremes), mesh=jax_mesh(), in_specs=jax.P("x"),
+                             out_specs=jax.P("x"), check_vma=False)
+
+    want = jax_result(lambda: jax.jit(jax_f(True))(X))
+    np.testing.assert_allclose(np.asarray(every(X)), want, rtol=1e-5)  # eagerly
+    np.testing.assert_allclose(np.asarray(ember.jit(every)(ember.device_put(X, ROWS))), want, rtol=1e-5)
+    loss = lambda u: (f(u) ** 2).sum()  # noqa: E731
+    want_grad = jax_result(lambda: jax.jit(jax.grad(lambda u: (jax_f()(u) ** 2).sum()))(X))
+    np.testing.assert_allclose(np.asarray(ember.jit(ember.grad(loss))(X)), want_grad, rtol=1e-4)
+    tangent = np.cos(X)
+    want_jvp = jax_result(lambda: jax.jvp(jax_f(), (X,), (tangent,))[1])
+    np.testing.assert_allclose(np.asarray(ember.jvp(f, (X,), (tangent,))[1]), want_jvp, rtol=1e-5)
+    stacked = np.stack([X, X[::-1]])
+    want_vmap = jax_result(lambda: jax.vmap(jax_f(True))(stacked))
+    np.testing.assert_allclose(np.asarray(ember.vmap(every)(stacked)), want_vmap, rtol=1e-5)
+
+
+def test_shard_map_specs_and_gradients():
+    import jax
+    # a replicated result of a reduction, replicated and split inputs, a pytree, closed-over arrays
+    w = np.linspace(-1, 1, 4).astype(np.float32)
+
+    def body(u, params):
+        return {"s": ember.lax.psum((u * params["w"]).sum(0), "x"), "u": u * params["b"]}
+    f = ember.shard_map(body, mesh=MESH, in_specs=(P("x"), P()), out_specs={"s": P(), "u": P("x")})
+    params = {"w": w, "b": np.float32(3)}
+    out = f(X, params)
+    assert out["s"].sharding == REPLICATED and out["u"].sharding == ROWS
+    np.testing.assert_allclose(np.asarray(out["s"]), (X * w).sum(0), rtol=1e-5)
+
+    def loss(u, p):
+        o = f(u, p)
+        return (o["s"] ** 2).sum() + (o["u"] * X).sum()
+
+    def jax_loss(u, p):
+        jf = jax.shard_map(lambda u, p: {"s": jax.lax.psum((u * p["w"]).sum(0), "x"), "u": u * p["b"]},
+                           mesh=jax_mesh(), in_specs=(jax.P("x"), jax.P()), out_specs={"s": jax.P(), "u": jax.P("x")})
+        o = jf(u, p)
+        return (o["s"] ** 2).sum() + (o["u"] * X).sum()
+    want = jax_result(lambda: jax.grad(jax_loss, argnums=(0, 1))(X, params))
+    got = ember.grad(loss, argnums=(0, 1))(X, params)
+    np.testing.assert_allclose(np.asarray(got[0]), want[0], rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(got[1]["w"]), want[1]["w"], rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(got[1]["b"]), want[1]["b"], rtol=1e-5)
+    # in_specs taken from the arguments' shardings
+    g = ember.shard_map(lambda u: u * ember.lax.axis_index("x"), mesh=MESH, out_specs=P(None, "x"))
+    np.testing.assert_allclose(np.asarray(g(ember.device_put(X, COLS))), X * (np.arange(4) >= 2))
+    with pytest.raises(ValueError, match="not divisible"):
+        ember.shard_map(lambda u: u, mesh=MESH, in_specs=P("x"), out_specs=P("x"))(np.ones(3))
+    with pytest.raises(ValueError, match="does not have"):
+        ember.shard_map(lambda u: u, mesh=MESH, in_specs=P("y"), out_specs=P("x"))(X)
+    with pytest.raises(ValueError, match="no mesh"):
+        ember.shard_map(lambda u: u, in_specs=P("x"), out_specs=P("x"))(X)
+    with pytest.raises(NameError, match="unbound axis name"):
+        ember.shard_map(lambda u: ember.lax.psum(u, "y"), mesh=MESH, in_specs=P("x"), out_specs=P("x"))(X)
+
+
+def test_pmap_against_jax():
+    import jax
+    x = X[:2]
+    f = ember.pmap(lambda a: a / ember.lax.psum(a, "i"), axis_name="i")
+    y = f(x)
+    assert y.sharding.num_devices == 2 and [s.data.shape for s in y.addressable_shards] == [(1, 4), (1, 4)]
+    want = jax_result(lambda: jax.pmap(lambda a: a / jax.lax.psum(a, "i"), axis_name="i")(x))
+    np.testing.assert_allclose(np.asarray(y), want, rtol=1e-6)
+    want_grad = jax_result(lambda: jax.grad(lambda a: (jax.pmap(lambda b: b / jax.lax.psum(b, "i"), axis_name="i")(
+        a) ** 2).sum())(x))
+    np.testing.assert_allclose(np.asarray(ember.grad(lambda a: (f(a) ** 2).sum())(x)), want_grad, rtol=1e-5)
+    g = ember.pmap(lambda a, b, k: a * b + k * ember.lax.axis_index("i"), axis_name="i", in_axes=(1, None, None),
+                   out_axes=1, static_broadcasted_argnums=2)
+    want = jax_result(lambda: jax.pmap(lambda a, b, k: a * b + k * jax.lax.axis_index("i"), axis_name="i",
+                                       in_axes=(1, None, None), out_axes=1, static_broadcasted_argnums=2)(
+        X[:, :2], np.float32(2), 5))
+    np.testing.assert_allclose(np.asarray(g(X[:, :2], np.float32(2), 5)), want, rtol=1e-6)
+    with pytest.raises(ValueError, match="device"):
+        ember.pmap(lambda a: a)(np.ones((3, 2)))
+
+
+def test_data_parallel_training_step():
+    """An MLP step (value_and_grad + SGD) with the batch split over the devices and the parameters replicated
+    equals the same step on one device."""
+    rng = np.random.default_rng(0)
+    params = {"w1": rng.normal(size=(4, 16)).astype(np.float32) * 0.5, "b1": np.zeros(16, np.float32),
+              "w2": rng.normal(size=(16, 1)).astype(np.float32) * 0.5}
+    xb, yb = rng.normal(size=(8, 4)).astype(np.float32), rng.normal(size=(8, 1)).astype(np.float32)
+
+    def loss(p, x, y):
+        h = jnp.tanh(x @ p["w1"] + p["b1"])
+        return ((h @ p["w2"] - y) ** 2).mean()
+
+    @ember.jit
+    def step(p, x, y):
+        value, grads = ember.value_and_grad(loss)(p, x, y)
+        return value, ember.tree_util.tree_map(lambda a, g: a - 0.1 * g, p, grads)
+
+    single = step(params, xb, yb)
+    sharded_params = ember.device_put(params, REPLICATED)
+    sharded = step(sharded_params, ember.device_put(xb, ROWS), ember.device_put(yb, ROWS))
+    np.testing.assert_allclose(float(sharded[0]), float(single[0]), rtol=1e-5)
+    for k in params:
+        assert sharded[1][k].is_fully_replicated
+        np.testing.assert_allclose(np.asarray(sharded[1][k]), np.asarray(single[1][k]), rtol=1e-5, atol=1e-6)
+
+
+def test_four_devices():
+    """2-D meshes need four devices: a process of its own, JAX's oracle beside it."""
+    code = textwrap.dedent("""
+        import numpy as np, jax, ember
+        from ember import P, NamedSharding
+        x = np.arange(64, dtype=np.float32).reshape(8, 8) / 9
+        mesh = ember.make_mesh((2, 2), ("a", "b"))
+        jmesh = jax.sharding.Mesh(np.array(jax.devices()).reshape(2, 2), ("a", "b"))
+        for spec in [P("a", "b"), P(("a", "b")), P(None, ("b", "a")), P("b")]:
+            s = NamedSharding(mesh, spec)
+            u = ember.device_put(x, s)
+            assert [d.id for d in u.sharding._device_assignment] == [0, 1, 2, 3]
+            f = ember.jit(lambda u, v: (u @ v).sum(1), out_shardings=NamedSharding(mesh, P("a")))
+            np.testing.assert_allclose(np.asarray(f(u, ember.device_put(x.T, NamedSharding(mesh, P("b", "a"))))),
+                                       (x @ x.T).sum(1), rtol=1e-5)
+        body = lambda u: ember.lax.psum(u, "a") * ember.lax.axis_index("b") + ember.lax.all_gather(u, ("a", "b"),
+                                                                                                    tiled=True)[:4, :4]
+        jbody = lambda u: jax.lax.psum(u, "a") * jax.lax.axis_index("b") + jax.lax.all_gather(u, ("a", "b"),
+                                                                                              tiled=True)[:4, :4]
+        g = ember.shard_map(body, mesh=mesh, in_specs=P("a", "b"), out_specs=P(None, "b"))
+        jg = jax.shard_map(jbody, mesh=jmesh, in_specs=jax.P("a", "b"), out_specs=jax.P(None, "b"), check_vma=False)
+        np.testing.assert_allclose(np.asarray(g(x)), np.asarray(jax.jit(jg)(x)), rtol=1e-5)
+        loss = lambda u: (g(u) ** 2).sum()
+        jloss = lambda u: (jg(u) ** 2).sum()
+        np.testing.assert_allclose(np.asarray(ember.grad(loss)(x)), np.asarray(jax.grad(jloss)(x)), rtol=1e-4)
+        print("ok", ember.device_count())
+    """)
+    out = check_python(code, env={"EMBER_NUM_CPU_DEVICES": "4", "JAX_NUM_CPU_DEVICES": "4"})
+    assert out.strip().splitlines()[-1] == "ok 4"
+
+
+def test_visualize_array_sharding(capsys):
+    ember.debug.visualize_array_sharding(ember.device_put(X, COLS))
+    picture = capsys.readouterr().out
+    assert "CPU 0" in picture and "CPU 1" in picture and picture.count("\n") >= 3
