@@ -14,11 +14,12 @@ from ember._core.sharding import Sharding as Sharding, SingleDeviceSharding as S
 from ember._core.sharding import current_mesh, swap_current_mesh
 from ember._core.sharding import visualize_sharding as visualize_sharding
 from ember._core.trace import is_tracing
+from ember._api.sharding import reshard as reshard
 from ember._runtime import backends
 
 __all__ = [
     "AxisType", "IndivisibleError", "Mesh", "NamedSharding", "P", "PartitionSpec", "Sharding", "SingleDeviceSharding",
-    "get_mesh", "make_mesh", "make_single_device_sharding", "set_mesh", "visualize_sharding",
+    "get_mesh", "make_mesh", "make_single_device_sharding", "reshard", "set_mesh", "visualize_sharding",
 ]
 
 _EMPTY_MESH = Mesh(np.empty((), dtype=object), ())

@@ -57,7 +57,8 @@ def test_device_put_by_sharding_and_back():
         assert s.data.shape == (4, 4) and s.data.device is s.device
     np.testing.assert_array_equal(np.asarray(a), X)
     np.testing.assert_array_equal(ember.device_get(a), X)
-    assert ember.device_put(a, ROWS) is a  # already placed so
+    assert ember.device_put(a, ROWS) is a and jnp.asarray(a) is a  # already placed so
+    assert jnp.asarray(a, dtype=jnp.float16).sharding == ROWS and jnp.array(a).sharding == ROWS  # (copies, in place)
     r = ember.device_put(a, REPLICATED)  # resharded
     assert r.is_fully_replicated and [s.replica_id for s in r.addressable_shards] == [0, 1]
     np.testing.assert_array_equal(np.asarray(r), X)

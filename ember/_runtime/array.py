@@ -358,11 +358,13 @@ def _array(x: Any, dtype: np.dtype | None, copy: bool | None, op: str) -> Any:
         if copy is False:
             raise _no_copy_possible(op, f"a conversion of {x.aval.str_short()} to {dtype.name}")
         return convert_element_type(x, dtype)
-    if type(x) is Array:
+    if isinstance(x, Array):  # (a concrete Array, on one device or sharded: tracers were handled above)
         if dtype is None or (dtype == x.dtype and not x.weak_type):
             return x.copy() if copy else x
         if copy is False:
             raise _no_copy_possible(op, f"a conversion of {x.aval.str_short()} to {dtype.name}")
+        if type(x) is not Array:  # (sharded: converted where it lives)
+            return convert_element_type(x, dtype)
         return device_put(np.asarray(x._value(), dtype=dtype), x.device)
     if isinstance(x, np.ndarray):
         if dtype is not None and dtype != canonicalize_dtype(x.dtype):
