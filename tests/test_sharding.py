@@ -76,6 +76,11 @@ def test_device_put_by_sharding_and_back():
     assert a.is_deleted()
     with pytest.raises(RuntimeError, match="deleted"):
         np.asarray(a)
+    with pytest.raises(RuntimeError, match=r"argument 0 \(f32\[8,4\]\) has been deleted"):
+        a + 1
+    with ember.debug_nans(True):  # the checks see sharded results too
+        with pytest.raises(FloatingPointError, match="log"):
+            jnp.log(ember.device_put(-X, ROWS))
     with pytest.raises(ValueError, match="not divisible|divide"):
         ember.device_put(np.ones((3, 2)), ROWS)
     with pytest.raises(TypeError, match="device_put: device must be"):

@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
-from ember._core import IR, ShapedArray, eval_ir
+from ember._core import IR, ShapedArray, Tracer, eval_ir
 from ember._core.ir import NotKeyable, structural_key
 from ember._core import dtypes as dt
 from ember._core.cache import LRUCache
@@ -384,7 +384,13 @@ class Compiled:
         if len(args) != len(self.in_avals):
             raise TypeError(f"{self.name}: expected {len(self.in_avals)} arguments "
                             f"({', '.join(a.str_short() for a in self.in_avals)}), got {len(args)}")
-        return self.spmd_program(args, in_shardings, out_shardings)(args)
+        for i, x in enumerate(args):
+            if isinstance(x, Array) and not isinstance(x, Tracer) and x.is_deleted():
+                raise DeletedArrayError(f"{self.name}: argument {i} ({x.aval.str_short()}) has been deleted")
+        results = self.spmd_program(args, in_shardings, out_shardings)(args)
+        if _Checks.nans or _Checks.infs:
+            _check_results(self, args, results)
+        return results
 
     def spmd_program(self, args: Sequence[Any], in_shardings: Sequence[Any] | None = None,
                      out_shardings: Sequence[Any] | None = None) -> SpmdProgram:
