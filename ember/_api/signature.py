@@ -19,7 +19,7 @@ import numpy as np
 
 from ember._core.cache import on_clear
 from ember._core.pytree import _NAMEDTUPLE, PyTreeDef, _node_of
-from ember._runtime import Array
+from ember._runtime import Array, ShardedArray
 
 _SCALARS = (int, float, bool)
 _sorted_keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # a dict's keys in insertion order -> sorted
@@ -53,7 +53,7 @@ def add_tokens(x: Any, tokens: list[Any], leaves: list[Any], depth: int = 0) -> 
     if depth > MAX_DEPTH:
         raise NotFast
     kind = type(x)
-    if kind is Array:
+    if kind is Array or kind is ShardedArray:  # (a sharded one: its program runs partitioned, see Compiled)
         tokens.append(x.aval)
         leaves.append(x)
     elif kind is tuple or kind is list:
