@@ -277,6 +277,13 @@ def test_pmap_against_jax():
     np.testing.assert_allclose(np.asarray(g(X[:, :2], np.float32(2), 5)), want, rtol=1e-6)
     with pytest.raises(ValueError, match="device"):
         ember.pmap(lambda a: a)(np.ones((3, 2)))
+    # out_axes=None: a result the same on every device, returned once
+    both = ember.pmap(lambda a: (a * 2, ember.lax.psum(a, "i")), axis_name="i", out_axes=(0, None))(x)
+    want = jax_result(lambda: jax.pmap(lambda a: (a * 2, jax.lax.psum(a, "i")), axis_name="i", out_axes=(0, None))(x))
+    assert [np.shape(v) for v in both] == [(2, 4), (4,)]
+    np.testing.assert_allclose(np.asarray(both[1]), want[1])
+    with pytest.raises(ValueError, match="out_axes 1 is out of range"):
+        ember.pmap(lambda a: a.sum(), axis_name="i", out_axes=1)(x)
 
 
 def test_data_parallel_training_step():

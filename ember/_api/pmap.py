@@ -10,10 +10,12 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ember._api.jit import jit
+from ember._api.jit import eval_shape, jit
+from ember._api.stages import ShapeDtypeStruct
 from ember._api.staging import as_tuple, broadcast_prefix, fun_name
 from ember._control.shard_map import shard_map
 from ember._core import aval_of
+from ember._core.axes import axis_frame
 from ember._core.pytree import tree_flatten
 from ember._core.sharding import Mesh, PartitionSpec
 from ember._prims.lax_helpers import expand_dims, squeeze
@@ -29,7 +31,7 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
     vmap's (ints or None, or tree prefixes), axis_name names the mapped axis for collectives (psum, all_gather,
     ppermute, axis_index, ...) inside fun, static_broadcasted_argnums are static arguments given to every member,
     devices (default: the backend's first devices) must number the mapped axis's size. The result is an array
-    sharded over those devices along out_axes."""
+    sharded over those devices along out_axes (None: a result the same on every device, returned once)."""
     if not callable(fun):
         raise TypeError(f"pmap: expected a function, got {type(fun).__name__}")
     name = fun_name(fun)
@@ -98,20 +100,25 @@ def _program(fun: Callable[..., Any], name: str, axis: Any, mesh: Mesh, axes: li
         return fun(*[next(statics) if i in static_pos else next(dynamic) for i in range(n_args)])
 
     def run(*leaves: Any) -> Any:
-        trees: list[Any] = []
+        # the results' structure (fun staged on one member's shapes), to match out_axes to them
+        members = [x if a is None else ShapeDtypeStruct(x.shape[:a] + x.shape[a + 1:], x.dtype)
+                   for x, a in zip(leaves, axes)]
+        with axis_frame([(axis, mesh.size)]):
+            tree = tree_flatten(eval_shape(lambda *m: call_fun(list(m)), *members))[1]
+        per_out = broadcast_prefix(f"pmap({name})", "out_axes", out_axes, tree.unflatten(range(tree.num_leaves)))
 
         def body(*blocks: Any) -> list[Any]:
-            out_leaves, tree = tree_flatten(call_fun([b if a is None else squeeze(b, (0,))
-                                                      for b, a in zip(blocks, axes)]))
-            trees.append(tree)
-            return [expand_dims(y, (0,)) for y in out_leaves]
+            out_leaves = tree_flatten(call_fun([b if a is None else squeeze(b, (0,)) for b, a in zip(blocks, axes)]))[0]
+            # an unmapped result (out_axes None) is the same on every device, as pmap requires of it
+            return [y if a is None else expand_dims(y, (0,)) for y, a in zip(out_leaves, per_out)]
         specs = tuple(PartitionSpec() if a is None else PartitionSpec(axis) for a in axes)
         fronted = [x if a is None else moveaxis(x, a, 0) for x, a in zip(leaves, axes)]
-        outs = shard_map(body, mesh=mesh, in_specs=specs, out_specs=PartitionSpec(axis))(*fronted)
-        tree = trees[0]
-        per_out = broadcast_prefix(f"pmap({name})", "out_axes", out_axes, tree.unflatten(list(outs)))
-        for a in per_out:
-            if a is None:
-                raise NotImplementedError(f"pmap({name}): out_axes=None (an unmapped result) is not supported")
-        return tree.unflatten([y if a == 0 else moveaxis(y, 0, a % y.ndim) for y, a in zip(outs, per_out)])
+        out_specs = [PartitionSpec() if a is None else PartitionSpec(axis) for a in per_out]
+        outs = shard_map(body, mesh=mesh, in_specs=specs, out_specs=out_specs)(*fronted)
+        for i, (y, a) in enumerate(zip(outs, per_out)):
+            if a is not None and not -y.ndim <= a < y.ndim:
+                raise ValueError(f"pmap({name}): out_axes {a} is out of range for result {i}, of rank {y.ndim - 1} "
+                                 "per member")
+        return tree.unflatten([y if a is None or a == 0 else moveaxis(y, 0, a % y.ndim)
+                               for y, a in zip(outs, per_out)])
     return jit(run)
