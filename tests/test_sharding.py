@@ -171,6 +171,9 @@ def test_sharding_constraints_under_transformations():
     eager = ember.lax.with_sharding_constraint(X, ROWS)  # concrete: placed so
     assert eager.sharding == ROWS
     assert ember.reshard(X, COLS).sharding == COLS
+    placed = ember.jit(lambda u: ember.device_put(u * 2, COLS))(X)  # device_put inside jit: a constraint
+    assert placed.sharding == COLS
+    np.testing.assert_allclose(np.asarray(placed), X * 2)
     with pytest.raises(ValueError, match="more than the rank"):
         ember.lax.with_sharding_constraint(np.ones(3), COLS)
 

@@ -10,8 +10,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ember._core import ShapedArray
+from ember._core import ShapedArray, Tracer, check_live
 from ember._core.sharding import Sharding
+from ember._prims.sharding import sharding_constraint_p
 from ember._runtime import pjrt as _pjrt
 from ember._core.pytree import prefix_entries, tree_flatten
 from ember._runtime.array import Array, Shard, canonical_aval, device_put as one_device_put
@@ -115,22 +116,23 @@ class ShardedArray(Array):
 def put(x: Any, sharding: Sharding, weak_type: bool = False) -> Array:
     """x (a host value or an Array) placed by sharding: a ShardedArray, or an Array when it names one device."""
     devices = sharding._device_assignment
+    if isinstance(x, Tracer):  # (inside jit: a sharding constraint, as JAX's device_put there)
+        check_live(x, "device_put")
+        return sharding_constraint_p.bind(x, sharding=sharding) if len(devices) > 1 else x
     if len(devices) == 1:
         return one_device_put(x, devices[0], weak_type=weak_type)
-    if isinstance(x, Array) and (x.sharding == sharding):
-        return x
-    source = x
     if type(x) is Array or type(x) is ShardedArray:
+        if x.sharding == sharding:
+            return x
         if Guards.device_to_device:
             check_transfer("device_to_device", lambda: f"device_put of {x.aval.str_short()} to {sharding}",
                            explicit_transfer=True)
-        weak_type = x.aval.weak_type
-        x = x._value()
-    one = one_device_put(x, devices[0], weak_type=weak_type) if type(source) is not Array else source
-    value = one._value()  # (the value as numpy, canonicalized as device_put does)
-    aval = one.aval
-    buffers = _split(value, aval, sharding, one)
-    return ShardedArray._from_shards(buffers, aval, sharding)
+        if type(x) is ShardedArray:
+            return ShardedArray._from_shards(_split(x._value(), x.aval, sharding), x.aval, sharding)
+        one = x
+    else:
+        one = one_device_put(x, devices[0], weak_type=weak_type)  # (the value canonicalized as device_put does)
+    return ShardedArray._from_shards(_split(one._value(), one.aval, sharding, one), one.aval, sharding)
 
 
 def _split(value: np.ndarray, aval: ShapedArray, sharding: Sharding, on_first: Array | None = None
