@@ -12,7 +12,7 @@ import numpy as np
 
 from ember._core import ShapedArray, aval_of
 from ember._core.pytree import tree_leaves, tree_map
-from ember._runtime import Array, devices as _devices
+from ember._runtime import Array, ShardedArray, devices as _devices
 from ember._runtime import distributed as _distributed
 from ember._runtime.backends import get_client
 from ember._runtime.compile_cache import package_version
@@ -30,7 +30,7 @@ def device_get(x: Any) -> Any:
     """x with every ember Array replaced by a numpy array of its value (as jax.device_get): explicit transfers for
     the transfer guards."""
     with explicit_transfers():
-        return tree_map(lambda leaf: np.asarray(leaf) if type(leaf) is Array else leaf, x)
+        return tree_map(lambda leaf: np.asarray(leaf) if _is_concrete(leaf) else leaf, x)
 
 
 def copy_to_host_async(x: Any) -> Any:
@@ -48,8 +48,8 @@ def live_arrays(platform: str | None = None) -> list[Array]:
     """The ember Arrays alive in this process that are not deleted (as jax.live_arrays): found by the garbage
     collector's view of all objects, so it costs time in proportion to the heap (a debugging tool)."""
     wanted = None if platform is None else get_client(platform)
-    return [o for o in gc.get_objects() if type(o) is Array and not o.is_deleted()
-            and (wanted is None or o.device.client is wanted)]
+    return [o for o in gc.get_objects() if _is_concrete(o) and not o.is_deleted()
+            and (wanted is None or next(iter(o.devices())).client is wanted)]
 
 
 def default_backend() -> str:
@@ -105,8 +105,13 @@ def print_environment_info(return_string: bool = False) -> str | None:
     return None
 
 
+def _is_concrete(x: Any) -> bool:
+    """Whether x is a concrete ember Array (on one device, or sharded over several)."""
+    return type(x) is Array or type(x) is ShardedArray
+
+
 def _arrays(x: Any) -> list[Array]:
-    return [leaf for leaf in tree_leaves(x) if type(leaf) is Array]
+    return [leaf for leaf in tree_leaves(x) if _is_concrete(leaf)]
 
 
 __all__ = ["block_until_ready", "copy_to_host_async", "default_backend", "device_count", "device_get",
