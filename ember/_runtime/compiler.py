@@ -272,6 +272,7 @@ class Compiled:
         self._consts_by_device: dict[_pjrt.Device, list[_pjrt.Buffer]] = {}
         self._where = [f"{self.name}: argument {i}" for i in range(len(self.in_avals))]
         self._spmd_programs = LRUCache("program_cache_size")
+        self._spmd_by_placement = LRUCache("program_cache_size")  # (see spmd_program)
         self._placement = program_placement(ir)  # the mesh or sharding it names (None: runs on any one device)
         # (in_shardings, out_shardings) its calls run with (an AOT-compiled sharded program's), or None
         self.preset_shardings: tuple[Sequence[Any] | None, Sequence[Any] | None] | None = \
@@ -395,12 +396,20 @@ class Compiled:
     def spmd_program(self, args: Sequence[Any], in_shardings: Sequence[Any] | None = None,
                      out_shardings: Sequence[Any] | None = None) -> SpmdProgram:
         """The program partitioned for a call with these arguments and shardings (see call_sharded), compiled on
-        first use."""
+        first use. A call placed as an earlier one (the same shardings of the sharded arguments, the same given
+        shardings) finds its program without planning again."""
+        placed = (tuple([x._sharding if type(x) is ShardedArray else None for x in args]),
+                  None if in_shardings is None else tuple(in_shardings),
+                  None if out_shardings is None else tuple(out_shardings))
+        program = self._spmd_by_placement.get(placed)
+        if program is not None:
+            return program
         key, plan = sharded_call_plan(self.name, self.ir, self._placement, args, in_shardings, out_shardings)
         program = self._spmd_programs.lookup(key)
         if program is None:
             program = SpmdProgram(self.ir, self.name, *plan)
             self._spmd_programs.store(key, program)
+        self._spmd_by_placement.store(placed, program)
         return program
 
     def _execute_error(self, err: _pjrt.PjrtError, args: Sequence[Any], buffers: Sequence[_pjrt.Buffer]
