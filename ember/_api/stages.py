@@ -279,8 +279,12 @@ class Compiled(_RuntimeCompiled):
         """The PJRT executable (for a partitioned program, the one its calls run: compiled here if need be)."""
         if self.executable is not None:
             return self.executable
+        return self._partitioned().executable
+
+    def _partitioned(self) -> Any:
+        """The program partitioned with the shardings it was lowered for (a program over several devices)."""
         ins, outs = self.preset_shardings or (None, None)
-        return self.spmd_program([None] * len(self.in_avals), ins, outs).executable
+        return self.spmd_program([None] * len(self.in_avals), ins, outs)
 
     @property
     def input_shardings(self) -> Any:
@@ -288,8 +292,7 @@ class Compiled(_RuntimeCompiled):
         if self.executable is not None:
             device = self.executable._device
             return tree_unflatten(self.in_tree, [SingleDeviceSharding(device)] * len(self.in_avals))
-        ins, outs = self.preset_shardings or (None, None)
-        return tree_unflatten(self.in_tree, self.spmd_program([None] * len(self.in_avals), ins, outs).in_shardings)
+        return tree_unflatten(self.in_tree, self._partitioned().in_shardings)
 
     @property
     def output_shardings(self) -> Any:
@@ -298,8 +301,7 @@ class Compiled(_RuntimeCompiled):
             device = self.executable._device
             shardings = [SingleDeviceSharding(device)] * len(self.out_avals)
         else:
-            ins, outs = self.preset_shardings or (None, None)
-            shardings = self.spmd_program([None] * len(self.in_avals), ins, outs).out_shardings
+            shardings = self._partitioned().out_shardings
         return self.ir.out_tree.unflatten(shardings) if self.ir.out_tree is not None else shardings
 
     def __repr__(self) -> str:

@@ -116,9 +116,7 @@ def _partition_ids(mesh: Mesh, devices: Sequence[Any] | None) -> np.ndarray:
 @shard_map_p.def_rule("lowering")
 def _shard_map_lowering(ctx: LoweringContext, *args: str, body: IR, mesh: Mesh, in_specs: Specs,
                         out_specs: Specs, check_vma: bool) -> list[str]:
-    devices = ctx.emitter.device_assignment
-    if devices is None and mesh.size > 1:
-        devices = tuple(mesh.devices.flat)
+    devices = ctx.emitter.device_assignment  # (None: the mesh's own order, as sharding_text and _partition_ids take)
 
     def custom_call(target: str, x: str, aval: ShapedArray, sharding: str) -> str:
         return ctx.op("stablehlo.custom_call", [x], aval, {"call_target_name": f'"{target}"',

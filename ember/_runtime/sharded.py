@@ -155,16 +155,15 @@ def _split(value: np.ndarray, aval: ShapedArray, sharding: Sharding, on_first: A
 def shards_for(x: Any, aval: ShapedArray, sharding: Sharding, where: str) -> list[_pjrt.Buffer]:
     """The buffers, one per device of sharding, of a program argument x that the program takes with that
     sharding: x's own shards when it is sharded so, else x (an Array or a host value) split by it."""
-    if type(x) is ShardedArray:
+    if type(x) is ShardedArray or type(x) is Array:
         if x.aval.shape != aval.shape or x.aval.dtype != aval.dtype:
             raise TypeError(f"{where}: expected {aval.str_short()}, got {x.aval.str_short()}")
+    if type(x) is ShardedArray:
         if x._sharding == sharding or x._sharding._device_assignment == sharding._device_assignment and \
                 x._sharding.is_equivalent_to(sharding, len(aval.shape)):
             return x._shards  # (a deleted one is reported by execute)
         return _split(x._value(), aval, sharding)
     if type(x) is Array:
-        if x.aval.shape != aval.shape or x.aval.dtype != aval.dtype:
-            raise TypeError(f"{where}: expected {aval.str_short()}, got {x.aval.str_short()}")
         return _split(x._value(), aval, sharding, x)
     if sharding.is_fully_replicated:  # (a host value, a literal, a number: copied to each device)
         return [to_buffer(x, aval, where, device) for device in sharding._device_assignment]

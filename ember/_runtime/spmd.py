@@ -7,11 +7,13 @@ each result whose sharding is given), compiled for the devices, and run with one
 chooses the shardings of the other results; they are read back from the compiled program."""
 from __future__ import annotations
 
+import weakref
 from typing import Any, Sequence
 
 import numpy as np
 
 from ember._core import IR
+from ember._core.cache import LRUCache
 from ember._core.ir import sub_irs
 from ember._core.sharding import (HloSharding, Mesh, NamedSharding, PartitionSpec, Sharding, hlo_module_shardings,
                                   sharding_from_hlo)
@@ -34,14 +36,25 @@ def _placement(value: Any) -> Mesh | Sharding | None:
 def program_placement(ir: IR) -> Mesh | Sharding | None:
     """The first mesh or multi-device sharding that an equation of ir (or of its sub-IRs) names in its parameters
     (a shard_map's mesh, a sharding constraint's sharding, a nested jit's shardings), or None: a program without
-    any runs on one device."""
+    any runs on one device. (Found once per IR: its lowering, compile and calls all ask.)"""
+    found = _placements.get(ir, _UNSEEN)
+    if found is _UNSEEN:
+        found = _placements[ir] = _find_placement(ir)
+    return found
+
+
+_UNSEEN = object()
+_placements: "weakref.WeakKeyDictionary[IR, Any]" = weakref.WeakKeyDictionary()  # ir -> program_placement(ir)
+
+
+def _find_placement(ir: IR) -> Mesh | Sharding | None:
     for eqn in ir.eqns:
         for value in eqn.params.values():
             found = _placement(value)
             if found is not None:
                 return found
         for sub in sub_irs(eqn.params):
-            found = program_placement(sub)
+            found = _find_placement(sub)
             if found is not None:
                 return found
     return None
@@ -60,19 +73,17 @@ def _mesh_of(shardings: Sequence[Any]) -> Mesh | None:
 def replicated(devices: Sequence[Any], mesh: Mesh | None) -> Sharding:
     """The sharding that holds a whole copy of an array on each of devices."""
     key = (tuple(devices), mesh)
-    found = _replicated.get(key)
+    found = _replicated.lookup(key)
     if found is None:
         if mesh is not None and mesh._flat_devices == tuple(devices):
             found = NamedSharding(mesh, PartitionSpec())
         else:
             found = NamedSharding(Mesh(np.array(devices, dtype=object), ("replicas",)), PartitionSpec())
-        if len(_replicated) >= 64:  # (bounded: a program making meshes anew each step)
-            _replicated.clear()
-        _replicated[key] = found
+        _replicated.store(key, found)
     return found
 
 
-_replicated: dict[Any, Sharding] = {}  # (devices, mesh) -> the replicated sharding (few: one per mesh)
+_replicated = LRUCache(64)  # (devices, mesh) -> the replicated sharding (few: one per mesh)
 
 
 def sharded_call_plan(name: str, ir: IR, placement: Mesh | Sharding | None, args: Sequence[Any],
@@ -146,6 +157,7 @@ class SpmdProgram:
     def __init__(self, ir: IR, name: str, devices: tuple[Any, ...], in_shardings: list[Sharding],
                  out_shardings: list[Sharding | None], mesh: Mesh | None):
         self.ir, self.name, self.devices = ir, name, devices
+        self._position = {d: i for i, d in enumerate(devices)}  # device -> its partition id
         self.in_avals = [v.aval for v in ir.in_vars]
         self.in_shardings = in_shardings
         self.text = spmd_text(ir, devices, in_shardings, out_shardings)
@@ -179,7 +191,7 @@ class SpmdProgram:
 
     def __call__(self, args: Sequence[Any]) -> list[Any]:
         per_device = [list(consts) for consts in self._const_buffers()]
-        position = {d: i for i, d in enumerate(self.devices)}
+        position = self._position
         for i, (x, aval, sharding) in enumerate(zip(args, self.in_avals, self.in_shardings)):
             buffers = shards_for(x, aval, sharding, f"{self.name}: argument {i}")
             for device, buffer in zip(sharding._device_assignment, buffers):
