@@ -224,6 +224,16 @@ def softmax(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
     return checked_pair(jax, ember.jit(make(enp)), (ember.asarray(x),), jax.jit(make(jnp)), (jnp.asarray(x),))
 
 
+def sgd_loop(step: Callable[..., Any], params: Any, x: Any, y: Any) -> Callable[[], Any]:
+    """A timed call of step(params, x, y) -> (loss, new params) that feeds the new parameters back each call."""
+    state = [params]
+
+    def run() -> Any:
+        value, state[0] = step(state[0], x, y)
+        return value.block_until_ready()
+    return run
+
+
 def mlp_train_step(batch: int) -> Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]]]:
     """One SGD step of the 3-layer MLP (jit(value_and_grad) and the parameter update in one program), with the
     new parameters fed back each call, at a batch of `batch` examples."""
@@ -237,18 +247,10 @@ def mlp_train_step(batch: int) -> Callable[[Any, Any], tuple[Callable[[], Any], 
                 value, grads = lib.value_and_grad(loss)(params, x, y)
                 return value, lib.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads)
             return lib.jit(step)
-
-        def loop(step: Callable[..., Any], params: Any, x: Any, y: Any) -> Callable[[], Any]:
-            state = [params]
-
-            def run() -> Any:
-                value, state[0] = step(state[0], x, y)
-                return value.block_until_ready()
-            return run
         estep, jstep = make(ember, m.eloss), make(jax, m.jloss)
         ex, ey, jx, jy = ember.asarray(x), ember.asarray(y), jnp.asarray(x), jnp.asarray(y)
         checked_pair(jax, estep, (m.eparams, ex, ey), jstep, (m.jparams, jx, jy))
-        return loop(estep, m.eparams, ex, ey), loop(jstep, m.jparams, jx, jy)
+        return sgd_loop(estep, m.eparams, ex, ey), sgd_loop(jstep, m.jparams, jx, jy)
     bench.__name__ = f"mlp_train_step_{batch}"
     return bench
 
@@ -721,6 +723,118 @@ def char_lm_step_torch() -> Callable[[], Any] | None:
     return step
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Reductions fed by elementwise work, normalisation and attention: XLA's generated code for the commonest shapes
+# of a model (docs/performance.md, "Reductions", explains ember's lowering of each).
+def array_fn(make: Callable[[Any], Callable[[Any], Any]], shape: tuple[int, ...]
+             ) -> Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]]]:
+    """jit(make(np_)) of one normal f32 array of the given shape, for np_ = ember.numpy and jax.numpy."""
+    def bench(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        x = np.random.default_rng(0).normal(size=shape).astype(np.float32)
+        return checked_pair(jax, ember.jit(make(enp)), (ember.asarray(x),), jax.jit(make(jnp)), (jnp.asarray(x),))
+    return bench
+
+
+def layer_norm(np_: Any) -> Callable[[Any], Any]:
+    def norm(x: Any) -> Any:
+        mean = np_.mean(x, axis=-1, keepdims=True)
+        var = np_.mean((x - mean) ** 2, axis=-1, keepdims=True)
+        return (x - mean) / np_.sqrt(var + 1e-5)
+    return norm
+
+
+def softmax_of(np_: Any) -> Callable[[Any], Any]:
+    def softmax(v: Any) -> Any:
+        z = np_.exp(v - np_.max(v, axis=-1, keepdims=True))
+        return z / np_.sum(z, axis=-1, keepdims=True)
+    return softmax
+
+
+def _attention(lib: Any, np_: Any) -> Callable[..., Any]:
+    def attend(q: Any, k: Any, v: Any) -> Any:
+        s = np_.einsum("bhqd,bhkd->bhqk", q, k) / np_.sqrt(np_.float32(q.shape[-1]))
+        causal = np_.tril(np_.ones((q.shape[2], k.shape[2]), bool))
+        p = lib.nn.softmax(np_.where(causal, s, -1e9), axis=-1)
+        return np_.einsum("bhqk,bhkd->bhqd", p, v)
+    return attend
+
+
+def attention(backward: bool) -> Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]]]:
+    """Causal softmax attention, b8 h8 t128 d64: the forward pass, or jit(grad) of sum(out * ct) in q, k, v."""
+    def bench(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        rng = np.random.default_rng(0)
+        arrays = [rng.normal(size=(8, 8, 128, 64)).astype(np.float32) for _ in range(4)]
+
+        def make(lib: Any, np_: Any) -> Callable[..., Any]:
+            attend = _attention(lib, np_)
+            if not backward:
+                return lib.jit(lambda q, k, v, ct: attend(q, k, v))
+            return lib.jit(lib.grad(lambda q, k, v, ct: np_.sum(attend(q, k, v) * ct), argnums=(0, 1, 2)))
+        return checked_pair(jax, make(ember, enp), [ember.asarray(a) for a in arrays],
+                            make(jax, jnp), [jnp.asarray(a) for a in arrays])
+    bench.__name__ = "attention_backward" if backward else "attention_forward"
+    return bench
+
+
+def transformer_step(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """One SGD step (jit of value_and_grad and the update) of one pre-norm transformer block, b16 t64 d128, four
+    heads, a 4x MLP with gelu, mean-squared error against a target; the new parameters fed back each call."""
+    rng = np.random.default_rng(0)
+    d, heads = 128, 4
+    params = {name: (rng.normal(size=shape) / np.sqrt(shape[0])).astype(np.float32)
+              for name, shape in (("wqkv", (d, 3 * d)), ("wo", (d, d)), ("w1", (d, 4 * d)), ("w2", (4 * d, d)))}
+    params.update(g1=np.ones(d, np.float32), g2=np.ones(d, np.float32), b1=np.zeros(4 * d, np.float32))
+    x = rng.normal(size=(16, 64, d)).astype(np.float32)
+    y = rng.normal(size=(16, 64, d)).astype(np.float32)
+
+    def make(lib: Any, np_: Any) -> Callable[..., Any]:
+        norm, attend = layer_norm(np_), _attention(lib, np_)
+
+        def split(t: Any) -> Any:  # [b, t, d] -> [b, h, t, d/h]
+            return t.reshape(t.shape[0], t.shape[1], heads, -1).transpose(0, 2, 1, 3)
+
+        def loss(p: Any, x: Any, y: Any) -> Any:
+            q, k, v = np_.split(norm(x) * p["g1"] @ p["wqkv"], 3, axis=-1)
+            a = attend(split(q), split(k), split(v)).transpose(0, 2, 1, 3).reshape(x.shape)
+            h = x + a @ p["wo"]
+            h = h + lib.nn.gelu(norm(h) * p["g2"] @ p["w1"] + p["b1"]) @ p["w2"]
+            return np_.mean((h - y) ** 2)
+
+        def step(p: Any, x: Any, y: Any) -> Any:
+            value, grads = lib.value_and_grad(loss)(p, x, y)
+            return value, lib.tree_util.tree_map(lambda w, g: w - 0.01 * g, p, grads)
+        return lib.jit(step)
+    eargs = (ember.tree_util.tree_map(ember.asarray, params), ember.asarray(x), ember.asarray(y))
+    jargs = (jax.tree_util.tree_map(jnp.asarray, params), jnp.asarray(x), jnp.asarray(y))
+    estep, jstep = make(ember, enp), make(jax, jnp)
+    checked_pair(jax, estep, eargs, jstep, jargs)
+    return sgd_loop(estep, *eargs), sgd_loop(jstep, *jargs)
+
+
+def mlp_step_problem(lib: Any, np_: Any, asarray: Callable[[Any], Any]
+                     ) -> tuple[Callable[[], Callable[..., Any]], tuple[Any, ...]]:
+    """jit of an SGD step (value_and_grad and the update) of a 784-512-512-10 tanh MLP, batch 128."""
+    rng = np.random.default_rng(0)
+    sizes = [(784, 512), (512, 512), (512, 10)]
+    params = [(rng.normal(size=s).astype(np.float32) / np.sqrt(s[0]), np.zeros(s[1], np.float32)) for s in sizes]
+    x = rng.normal(size=(128, 784)).astype(np.float32)
+    y = rng.normal(size=(128, 10)).astype(np.float32)
+
+    def make() -> Callable[..., Any]:
+        def loss(params: Any, x: Any, y: Any) -> Any:
+            h = x
+            for i, (w, b) in enumerate(params):
+                h = h @ w + b
+                h = np_.tanh(h) if i < len(params) - 1 else h
+            return np_.mean((h - y) ** 2)
+
+        def step(params: Any, x: Any, y: Any) -> Any:
+            value, grads = lib.value_and_grad(loss)(params, x, y)
+            return value, lib.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads)
+        return lib.jit(step)
+    return make, ([(asarray(w), asarray(b)) for w, b in params], asarray(x), asarray(y))
+
+
 # (name, make, calls per round[, the PyTorch equivalent's maker])
 def einsum_attention(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """Attention scores and the weighted sum by einsum: bhqd,bhkd->bhqk then bhqk,bhkd->bhqd, b8 h8 q=k=128 d64."""
@@ -827,6 +941,18 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("grad (no jit) of a fresh closure, MLP", grad_fresh_closure, 20),
     ("jit: sum of f32[1e7]", sum_1e7, 50),
     ("jit: softmax f32[1024,1024]", softmax, 50),
+    ("jit: sum(a * a, axis=1), f32[1024,1024]", array_fn(lambda np_: lambda a: np_.sum(a * a, axis=1), (1024, 1024)),
+     100),
+    ("jit: einsum ij,ij->i, f32[1024,1024]", array_fn(lambda np_: lambda a: np_.einsum("ij,ij->i", a, a),
+                                                      (1024, 1024)), 100),
+    ("jit: var(a, axis=1), f32[1024,1024]", array_fn(lambda np_: lambda a: np_.var(a, axis=1), (1024, 1024)), 100),
+    ("jit: sum(exp(a), axis=0), f32[1024,1024]", array_fn(lambda np_: lambda a: np_.sum(np_.exp(a), axis=0),
+                                                          (1024, 1024)), 100),
+    ("jit: layer norm f32[4096,1024]", array_fn(layer_norm, (4096, 1024)), 20),
+    ("jit: softmax f32[1024,1000]", array_fn(softmax_of, (1024, 1000)), 50),
+    ("jit: attention forward b8 h8 t128 d64", attention(False), 20),
+    ("jit(grad): attention backward b8 h8 t128 d64", attention(True), 10),
+    ("train step: transformer block b16 t64 d128, SGD", transformer_step, 20),
     ("jit: MLP train step, batch 128", mlp_train_step(128), 200),
     ("jit: MLP train step, batch 1024", mlp_train_step(1024), 50),
     ("jit: 512x512 f32 matmul", matmul_512, 50),
@@ -869,6 +995,7 @@ BENCHMARKS: list[tuple[Any, ...]] = [
 COMPILE_BENCHMARKS = [
     ("compile: jit(value_and_grad) RNN scan 1000", compile_time(rnn_problem), 3),
     ("compile: jit lax.fori_loop 1000", compile_time(fori_problem), 3),
+    ("compile: jit MLP 784-512-512-10 value_and_grad + SGD", compile_time(mlp_step_problem), 3),
     ("new function, same program: RNN scan 1000", compile_time(rnn_problem, shared_programs=True), 3),
 ]
 
@@ -883,6 +1010,9 @@ def main() -> None:
         import jax.numpy as jnp
     except ImportError:
         raise SystemExit("the benchmarks compare against JAX: python3 -m pip install -e '.[bench]'") from None
+    # JAX's backend starts first, with the XLA_FLAGS of the environment, as a JAX user's does: ember adds its own
+    # flags to XLA_FLAGS when its backend starts, and a JAX started after that would run with them.
+    jax.devices()
     repeat = 5 if args.quick else 11
     torch = torch_or_none()
     print(f"ember {ember.__version__} vs jax {jax.__version__}" + (f" and torch {torch.__version__}" if torch else "")

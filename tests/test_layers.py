@@ -19,7 +19,7 @@ ORDER = {
     "_core": ["config", "exports", "cache", "profile", "dtypes", "ir", "primitive", "trace", "eval", "axes", "checks",
               "pytree", "sharding",
               "__init__"],
-    "_hlo": ["emitter", "lower", "spmd", "ffi", "__init__"],
+    "_hlo": ["emitter", "lower", "backend_forms", "spmd", "ffi", "__init__"],
     "_prims": ["checks", "shape", "families", "elementwise", "slicing", "reduction", "dot", "indexing", "sorting",
                "conv", "windowed", "special", "bits", "fft", "lax_helpers", "collectives", "linalg", "sharding",
                "__init__"],

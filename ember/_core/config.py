@@ -164,6 +164,11 @@ _option("use_lapack", True, _parse_bool,
         "Lower linear algebra to ember's LAPACK kernels (XLA FFI custom calls; needs scipy and ember's _lapack "
         "extension); off, it lowers to XLA's own ops where they exist (cholesky, triangular_solve) and the other "
         "factorisations raise. Read when a program is lowered: programs already compiled keep their kernels.")
+_option("cpu_backend_forms", True, _parse_bool,
+        "On the CPU backend, float32 sums and products with several dimensions in one role are lowered in the "
+        "forms its XLA runs fastest (a matrix-vector product for trailing axes, two stages for leading axes, "
+        "merged dimensions; docs/performance.md). Off, they are written as one stablehlo.reduce / dot_general. "
+        "Read when a program is lowered.")
 _option("num_cpu_devices", 1, _parse_size,
         "How many devices the CPU backend has (as jax_num_cpu_devices; JAX's default is one too). Read when the "
         "CPU backend starts, at the first computation: set it before. JAX's "

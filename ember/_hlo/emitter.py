@@ -105,6 +105,9 @@ class Emitter:
         # in a program partitioned over several devices, those devices (a partition id is an index here), read by
         # the lowering of sharding constraints; None in a one-device program
         self.device_assignment: Any = None
+        # the platform the module is compiled for ("cpu", "cuda"), or None for a portable module: read by lowerings
+        # that pick a backend's form (ember._hlo.backend_forms)
+        self.platform: str | None = None
 
     def fresh(self, prefix: str = "") -> str:
         return f"%{prefix}{next(self._counter)}"
@@ -114,6 +117,7 @@ class Emitter:
         child = Emitter(self.indent + "    ", self._counter, self.types, self.functions, self.called)
         child.scope, child.location = self.scope, self.location
         child.axis_context, child.device_assignment = self.axis_context, self.device_assignment
+        child.platform = self.platform
         return child
 
     def declare(self, name: str, aval: ShapedArray) -> str:

@@ -16,6 +16,23 @@ from ember._core.config import config
 from ember._core.profile import profiled
 from ember._hlo.emitter import Emitter, dense_text, location_text, module_text, tensor_type
 
+DEFAULT_PLATFORM: Any = "default"  # lower's platform: the one set_platform_provider's provider names
+def _no_platform() -> str | None:
+    return None
+
+
+_platform: Callable[[], str | None] = _no_platform
+
+
+def set_platform_provider(provider: Callable[[], str | None]) -> None:
+    """The runtime names the platform its programs are compiled for ("cpu", "cuda"): lower's default."""
+    global _platform
+    _platform = provider
+
+
+def default_platform() -> str | None:
+    return _platform()
+
 
 class LoweringError(NotImplementedError):
     pass
@@ -80,6 +97,7 @@ def call_function(ctx: LoweringContext, ir: IR, args: Sequence[str], name: str, 
     if callee is None:
         function = Emitter(functions=emitter.functions, called=emitter.called)
         function.device_assignment, function.axis_context = emitter.device_assignment, axes
+        function.platform = emitter.platform
         function.scope, function.location = emitter.scope, emitter.location
         params = [function.declare(f"%arg{i}", a) for i, a in enumerate(ir.in_avals)]
         outs = lower_into(function, ir, params)
@@ -212,17 +230,20 @@ def _in_effect_order(emitter: Emitter, ctx: LoweringContext, rule: Callable[...,
 
 
 @profiled("lower", "lower to StableHLO")
-def lower(ir: IR, donors: Sequence[bool] | None = None, inline_consts: bool = False, spmd: Any = None) -> str:
+def lower(ir: IR, donors: Sequence[bool] | None = None, inline_consts: bool = False, spmd: Any = None,
+          platform: str | None = DEFAULT_PLATFORM) -> str:
     """The module for ir: consts come first among main's arguments, then the inputs (donors: per input, whether
     its buffer is donated to the program; see module_text). With inline_consts the consts are constants of the
     module instead (its arguments are the inputs alone: an exported program carries its data). With the
     enable_checks option, ir is type-checked first (check_ir). spmd (an ember._hlo.spmd.SpmdPlan): the program is
     partitioned over its devices, with the shardings it gives for the inputs and outputs (the consts are
-    replicated)."""
+    replicated). platform: the one the module is compiled for, whose preferred forms some lowerings write
+    (ember._hlo.backend_forms); by default the runtime's default backend; None: a portable module (an export)."""
     if config.read_canonical("enable_checks"):
         check_ir(ir)
     emitter = Emitter()
     emitter.device_assignment = None if spmd is None else spmd.devices
+    emitter.platform = default_platform() if platform is DEFAULT_PLATFORM else platform
     params = list(ir.in_vars) if inline_consts else list(ir.const_vars) + list(ir.in_vars)
     arg_names = [emitter.declare(f"%arg{i}", v.aval) for i, v in enumerate(params)]
     if inline_consts:

@@ -36,10 +36,54 @@ def matmul(a: Any, b: Any) -> Any:
     if len(sa) == 1 or len(sb) == 1:  # vector operands: no batch dimensions, contract directly
         return lax.dot_general(a, b, (((a_contract,), (b_contract,)), ((), ())))
     batch = _broadcast_shapes("matmul", sa[:-2], sb[:-2])
+    return _batched_matmul(a, b, sa, sb, batch)
+
+
+def _batched_matmul(a: Any, b: Any, sa: tuple[int, ...], sb: tuple[int, ...], batch: tuple[int, ...]) -> Any:
+    """matmul of operands of rank >= 2, as JAX's: a batch dimension both operands have (at the same size) is a
+    batch dimension of the dot_general; one only a has (b's missing or 1) is a free dimension of a, and so for b;
+    nothing is broadcast. So x[16, 64, 128] @ w[128, 384] is one [1024, 128] x [128, 384] product, and its weight
+    gradient contracts over all 1024 rows (a broadcast w would make 16 products and their gradients 16 matrices
+    summed after)."""
     nb = len(batch)
-    a3 = _broadcast_to_shape(a, batch + sa[-2:])
-    b3 = _broadcast_to_shape(b, batch + sb[-2:])
-    return lax.dot_general(a3, b3, (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb)))))
+    lead_a, lead_b = nb - (len(sa) - 2), nb - (len(sb) - 2)
+    a_keep, b_keep, pairs, origin = [], [], [], []  # origin per batch position: ("batch"|"a"|"b", index) or None
+    for i in range(nb):
+        da = sa[i - lead_a] if i >= lead_a else None
+        db = sb[i - lead_b] if i >= lead_b else None
+        if da is not None and da == db and da != 1:
+            pairs.append((len(a_keep), len(b_keep)))
+            origin.append(("batch", len(pairs) - 1))
+            a_keep.append(i - lead_a)
+            b_keep.append(i - lead_b)
+        elif da not in (None, 1):
+            origin.append(("a", len(a_keep)))
+            a_keep.append(i - lead_a)
+        elif db not in (None, 1):
+            origin.append(("b", len(b_keep)))
+            b_keep.append(i - lead_b)
+        else:
+            origin.append(None)
+    a_keep += [len(sa) - 2, len(sa) - 1]
+    b_keep += [len(sb) - 2, len(sb) - 1]
+    a2 = a if len(a_keep) == len(sa) else lax.reshape(a, tuple(sa[d] for d in a_keep))
+    b2 = b if len(b_keep) == len(sb) else lax.reshape(b, tuple(sb[d] for d in b_keep))
+    a_batch = tuple(i for i, _ in pairs)
+    b_batch = tuple(j for _, j in pairs)
+    na, nbk = len(a_keep), len(b_keep)
+    out = lax.dot_general(a2, b2, (((na - 1,), (nbk - 2,)), (a_batch, b_batch)))
+    # out's dims: the batch pairs, a's free dims (its own batch-position ones, then its rows), b's likewise
+    a_free = [d for d in range(na - 1) if d not in a_batch]
+    b_free = [d for d in range(nbk) if d not in b_batch and d != nbk - 2]
+    position = {("batch", k): k for k in range(len(pairs))}
+    position.update({("a", d): len(pairs) + a_free.index(d) for d in a_free})
+    position.update({("b", d): len(pairs) + len(a_free) + b_free.index(d) for d in b_free})
+    order = [position[o] for o in origin if o is not None]
+    order += [position[("a", na - 2)], position[("b", nbk - 1)]]
+    if order != list(range(len(order))):
+        out = lax.transpose(out, tuple(order))
+    final = batch + (sa[-2], sb[-1])
+    return out if aval_of(out).shape == final else lax.reshape(out, final)
 
 
 def dot(a: Any, b: Any) -> Any:

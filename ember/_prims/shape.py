@@ -14,6 +14,7 @@ from ember._core.checks import normalize_axes, normalize_axis, static_int, stati
 from ember._core.config import config
 from ember._core.trace import stage_flat
 from ember._hlo import LoweringContext, compare_type, i64_array
+from ember._hlo import backend_forms
 from ember._prims.checks import check_dtype
 
 BatchDim = int | None
@@ -365,9 +366,12 @@ def kept_dims(ndim: int, axes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def reduction(name: str, kinds: str, identity: Callable[[np.dtype], Any], combine: Callable[[np.dtype], str],
-              derivative: Callable[[Primitive], tuple[Callable[..., Any], Callable[..., Any]]]) -> Primitive:
+              derivative: Callable[[Primitive], tuple[Callable[..., Any], Callable[..., Any]]],
+              backend_form: Callable[[LoweringContext, str, tuple[int, ...]], str | None] | None = None
+              ) -> Primitive:
     """A reduction over static axes: identity(dtype) is its initial value, combine(dtype) the StableHLO op of its
-    body, derivative(prim) -> (jvp rule, vjp rule)."""
+    body, derivative(prim) -> (jvp rule, vjp rule). backend_form(ctx, x, axes), when given, may lower it in a form
+    the target backend runs faster (the value, or None for the plain stablehlo.reduce)."""
     prim = Primitive(name)
 
     @prim.def_rule("abstract_eval")
@@ -379,6 +383,8 @@ def reduction(name: str, kinds: str, identity: Callable[[np.dtype], Any], combin
 
     @prim.def_rule("lowering")
     def lowering(ctx: LoweringContext, x: str, *, axes: tuple[int, ...]) -> list[str]:
+        if backend_form is not None and (value := backend_form(ctx, x, axes)) is not None:
+            return [value]
         dtype = ctx.avals_in[0].dtype
         init = ctx.constant(identity(dtype), ShapedArray((), dtype))
         body = ctx.lower_region(_region_ir(combine(dtype), dtype))
@@ -419,9 +425,17 @@ def _reduce_sum_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list
     return [broadcast_in_dim(cts[0], shape, kept_dims(len(shape), axes))]
 
 
+def _sum_backend_form(ctx: LoweringContext, x: str, axes: tuple[int, ...]) -> str | None:
+    """A float sum in the target backend's preferred form (ember._hlo.backend_forms: the policy, its measurements)."""
+    aval = ctx.avals_in[0]
+    if not backend_forms.applies(ctx.emitter) or backend_forms.sum_form(aval.shape, axes, aval.dtype) is None:
+        return None
+    return backend_forms.lower_sum(ctx.emitter, x, aval, axes)
+
+
 reduce_sum_p = reduction("reduce_sum", "fiuc", lambda dtype: 0,
                          lambda dtype: "or" if dt.is_bool(dtype) else "add",
-                         lambda prim: (linear_jvp(prim), _reduce_sum_vjp))
+                         lambda prim: (linear_jvp(prim), _reduce_sum_vjp), _sum_backend_form)
 
 
 def reduce_axes(name: str, x: Any, axes: Any) -> tuple[int, ...]:

@@ -9,6 +9,7 @@ import warnings
 
 from ember._core.cache import clear_all_caches
 from ember._core.config import config
+from ember._hlo.lower import set_platform_provider
 from ember._runtime import distributed as _distributed, ffi as _ffi, pjrt as _pjrt
 
 _client_lock = threading.Lock()
@@ -121,6 +122,12 @@ def _check_num_cpu_devices(count: int) -> None:
 
 
 config.on_change("num_cpu_devices", _check_num_cpu_devices)
+
+
+# programs are lowered for the default backend's platform (lowerings that pick a backend's form read it)
+set_platform_provider(lambda: get_client().platform_name)
+# the option changes how sums are lowered: programs lowered before are dropped (lowered again when next called)
+config.on_change("cpu_backend_forms", lambda value: clear_all_caches())
 
 
 def default_device() -> _pjrt.Device:

@@ -1,0 +1,220 @@
+"""How some operations are written for the backend that will compile them: the one place of ember's lowering
+policy per backend (measured in docs/performance.md, "Reductions and the CPU backend").
+
+StableHLO says what to compute, not how; each XLA backend turns it into code its own way, and the CPU plugin's
+XLA, older than jaxlib's, does badly on some of the commonest forms in a model:
+
+- a reduction fed by elementwise work (`sum(x * x, axis=-1)`, softmax's `sum(exp(x - m))`, the variance's
+  squares) is split by XLA's tree-reduction rewrite into a separate elementwise loop that writes the whole
+  intermediate array to memory, a `reduce-window` and a final reduction: 2-4x the time of jaxlib's fused code;
+- a reduction over leading axes fed by elementwise work becomes an elementwise loop and a YNNPACK reduction that
+  reads its output back: ~1.5-2x;
+- a reduction of a whole rank-1 array runs slower in YNNPACK than the same elements viewed as a matrix;
+- a product of operands with several dimensions in one role (`x[b, t, d] @ w[d, f]`: two free dimensions; its
+  weight gradient: two contracting ones) runs much slower than the same product with those dimensions merged.
+
+On the CPU plugin a float32 `reduce_sum` is therefore written as the fastest of equivalent forms, chosen by the
+shape alone (the same rule whether or not an elementwise producer feeds it: where nothing is fused the forms
+measured the same):
+
+- **rows** (the reduced axes are the trailing ones): a matrix-vector product with ones, `x[K, R] @ ones[R]`,
+  which XLA fuses with the producer into one loop;
+- **leading axes, or all of them**: two stages, `x[M/k, k, K]` summed over k (a short reduction XLA fuses with
+  the producer into one loop over the input), an optimization barrier (so XLA does not merge the two reductions
+  back into the slow form), and the sum of the remaining `[M/k, K]` by XLA's YNNPACK reduction;
+- anything else (middle axes, small arrays, other dtypes, other backends, programs partitioned over several
+  devices, portable exported modules): the plain `stablehlo.reduce`.
+
+A `dot_general` of float32 operands with no free dimensions (every dimension a batch or a contracting one:
+`einsum("ij,ij->i")`, `einsum("bi,bi->b")`, a dot product of matrices), which XLA's CPU backend runs as many tiny
+matrix products, is the elementwise product summed over the contracting dimensions (by the sum forms above).
+
+A `dot_general` whose operands hold each role's dimensions (batch, free, contracting) as one consecutive run is
+written with each run merged into one dimension, by reshapes that move no data (any dtype).
+
+Every sum form adds the same numbers in a different order (float rounding differs at the level of any
+reordering of a float sum: the tests compare with JAX at the tolerances of its own reductions).
+`ember.config.cpu_backend_forms = False` turns the policy off (read when a program is lowered)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from ember._core.config import config
+from ember._core.dtypes import ShapedArray
+from ember._hlo.emitter import Emitter, i64_array, i64_list
+
+# Below this many elements XLA's own code is as fast (measured down to f32[256,64]): the plain reduce.
+MIN_ELEMENTS = 1 << 15
+# The longest row summed by a matrix-vector product: its accumulation runs along the row, so rounding grows with
+# the row's length; longer rows keep XLA's tree reduction.
+MAX_ROW = 1 << 16
+# The first stage's chunk of leading rows (16 measured best among 8, 16 and 32), and the least size of what it
+# leaves: XLA's YNNPACK reduction takes the second stage only from 32768 elements; a smaller one XLA fuses back
+# into the first stage's loop, which runs slower than the plain reduce.
+CHUNK = 16
+MIN_SECOND_STAGE = 1 << 15
+# A whole array's sum views its elements as rows of this length at most (YNNPACK sums a matrix faster than a
+# rank-1 array).
+MAX_WHOLE_ROW = 2048
+
+
+def sum_form(shape: Sequence[int], axes: Sequence[int], dtype: np.dtype) -> tuple[str, Any] | None:
+    """The form of reduce_sum(x, axes) on the CPU plugin: ("rows", (K, R)), ("stages", (M, K, k)) or None (the
+    plain reduce)."""
+    n = math.prod(shape)
+    if dtype != np.float32 or not axes or n < MIN_ELEMENTS:
+        return None
+    axes = sorted(axes)
+    rank = len(shape)
+    if len(axes) == rank:  # a whole array: its elements as rows [M, K], K the longest divisor <= MAX_WHOLE_ROW that
+        for row in range(MAX_WHOLE_ROW, 63, -1):  # leaves M a multiple of the chunk
+            if n % row == 0 and (form := _stages(n // row, row)) is not None:
+                return form
+        return None
+    if axes == list(range(rank - len(axes), rank)):  # trailing axes
+        rows = math.prod(shape[rank - len(axes):])
+        return ("rows", (n // rows, rows)) if 1 < rows <= MAX_ROW else None
+    if axes == list(range(len(axes))):  # leading axes
+        kept = math.prod(shape[len(axes):])
+        return _stages(n // kept, kept)
+    return None
+
+
+def _stages(m: int, k_kept: int) -> tuple[str, Any] | None:
+    if m % CHUNK or m // CHUNK < 2 or (m // CHUNK) * k_kept < MIN_SECOND_STAGE:
+        return None
+    return "stages", (m, k_kept, CHUNK)
+
+
+def applies(emitter: Emitter) -> bool:
+    """Whether the CPU forms may be used in this body: on the CPU plugin, in a one-device program, with the
+    option on."""
+    return (emitter.platform == "cpu" and emitter.device_assignment is None and emitter.axis_context is None
+            and config.read_canonical("cpu_backend_forms"))
+
+
+def _region_add(emitter: Emitter, dtype: np.dtype) -> str:
+    scalar = ShapedArray((), dtype)
+    body = emitter.child()
+    a, b = (body.declare(body.fresh("b"), scalar) for _ in range(2))
+    body.returns([body.op("stablehlo.add", [a, b], scalar)])
+    return emitter.region([a, b], body)
+
+
+def plain_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) -> str:
+    out = ShapedArray(tuple(d for i, d in enumerate(aval.shape) if i not in axes), aval.dtype)
+    init = emitter.constant(0, ShapedArray((), aval.dtype))
+    return emitter.op("stablehlo.reduce", [x, init], out, {"dimensions": i64_array(tuple(axes))},
+                      [_region_add(emitter, aval.dtype)])
+
+
+def lower_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) -> str:
+    """The sum of x (of type aval) over axes, in the form the policy above picks for this body."""
+    form = sum_form(aval.shape, axes, aval.dtype) if applies(emitter) else None
+    out = ShapedArray(tuple(d for i, d in enumerate(aval.shape) if i not in axes), aval.dtype)
+    if form is None:
+        return plain_sum(emitter, x, aval, axes)
+    kind, dims = form
+    dtype = aval.dtype
+    if kind == "rows":
+        kept, row = dims
+        matrix = _reshape(emitter, x, aval, (kept, row))
+        ones = emitter.constant(1, ShapedArray((row,), dtype))
+        attr = f"#stablehlo.dot<lhs_contracting_dimensions = {i64_list([1])}, rhs_contracting_dimensions = " \
+               f"{i64_list([0])}>"
+        summed = emitter.op("stablehlo.dot_general", [matrix, ones], ShapedArray((kept,), dtype),
+                            {"dot_dimension_numbers": attr})
+        return _reshape(emitter, summed, ShapedArray((kept,), dtype), out.shape)
+    m, kept, chunk = dims
+    blocks = ShapedArray((m // chunk, chunk, kept), dtype)
+    first = plain_sum(emitter, _reshape(emitter, x, aval, blocks.shape), blocks, (1,))
+    partial = ShapedArray((m // chunk, kept), dtype)
+    held = emitter.op("stablehlo.optimization_barrier", [first], partial)
+    axes2 = (0,) if out.shape else (0, 1)
+    second = plain_sum(emitter, held, partial, axes2)
+    result = ShapedArray((kept,) if out.shape else (), dtype)
+    return _reshape(emitter, second, result, out.shape)
+
+
+def _reshape(emitter: Emitter, x: str, aval: ShapedArray, shape: Sequence[int]) -> str:
+    if tuple(aval.shape) == tuple(shape):
+        return x
+    return emitter.op("stablehlo.reshape", [x], ShapedArray(tuple(shape), aval.dtype))
+
+
+def dot_general(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rhs_aval: ShapedArray,
+                dims: Any) -> str | None:
+    """lhs . rhs with dimension numbers dims ((lc, rc), (lb, rb)) as a product summed over the contracting
+    dimensions, when neither operand has a free dimension; None otherwise (write the dot_general)."""
+    (lc, rc), (lb, rb) = dims
+    if not applies(emitter):
+        return None
+    if lhs_aval.dtype != np.float32 or len(lc) + len(lb) != lhs_aval.ndim or len(rc) + len(rb) != rhs_aval.ndim:
+        return _merged_dot(emitter, lhs, rhs, lhs_aval, rhs_aval, dims)
+    order = tuple(lb) + tuple(lc)
+    lhs = _transpose(emitter, lhs, lhs_aval, order)
+    rhs = _transpose(emitter, rhs, rhs_aval, tuple(rb) + tuple(rc))
+    aligned = ShapedArray(tuple(lhs_aval.shape[d] for d in order), lhs_aval.dtype)
+    product = emitter.op("stablehlo.multiply", [lhs, rhs], aligned)
+    return lower_sum(emitter, product, aligned, tuple(range(len(lb), len(order))))
+
+
+def _groups(ndim: int, contracting: Sequence[int], batch: Sequence[int]) -> list[list[int]] | None:
+    """An operand's dimensions as consecutive runs, one per role (batch, free, contracting, in the operand's
+    order), each run in increasing order with the contracting and batch dims given in that order; None if they are
+    not (merging them would move data)."""
+    free = [d for d in range(ndim) if d not in contracting and d not in batch]
+    runs = [list(batch), free, list(contracting)]
+    for run in runs:
+        if run and run != list(range(run[0], run[0] + len(run))):
+            return None
+    return sorted((run for run in runs if run), key=lambda run: run[0])
+
+
+def _merged_dot(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rhs_aval: ShapedArray,
+                dims: Any) -> str | None:
+    """A dot_general whose operands have several consecutive dims in one role (x[16, 64, 128] @ w[128, 512]: two
+    free dims; its weight gradient: two contracting ones) with each role's dims merged into one by reshapes that
+    move no data: XLA's CPU backend runs x[1024, 128] @ w a good deal faster than the rank-3 form (1.8x measured
+    on a layer's gradient). None when nothing merges or merging would move data."""
+    (lc, rc), (lb, rb) = dims
+    groups = [_groups(lhs_aval.ndim, lc, lb), _groups(rhs_aval.ndim, rc, rb)]
+    if None in groups or all(len(g) == a.ndim for g, a in zip(groups, (lhs_aval, rhs_aval))):
+        return None
+    merged = []
+    for x, aval, operand_groups in zip((lhs, rhs), (lhs_aval, rhs_aval), groups):
+        shape = tuple(math.prod(aval.shape[d] for d in run) for run in operand_groups)
+        merged.append((_reshape(emitter, x, aval, shape), ShapedArray(shape, aval.dtype), operand_groups))
+
+    def position(operand_groups: list[list[int]], d: int) -> int:
+        return next(i for i, run in enumerate(operand_groups) if d in run)
+    (l2, l_aval, lg), (r2, r_aval, rg) = merged
+    new_dims = [tuple({position(lg, d) for d in lc}), tuple({position(rg, d) for d in rc}),
+                tuple({position(lg, d) for d in lb}), tuple({position(rg, d) for d in rb})]
+    fields = [(k, v) for k, v in zip(("lhs_contracting_dimensions", "rhs_contracting_dimensions",
+                                       "lhs_batching_dimensions", "rhs_batching_dimensions"), new_dims) if v]
+    attr = "#stablehlo.dot<" + ", ".join(f"{k} = {i64_list(v)}" for k, v in fields) + ">"
+    (lc2, rc2, lb2, rb2) = new_dims
+    out_shape = tuple(l_aval.shape[d] for d in lb2) + tuple(
+        l_aval.shape[d] for d in range(l_aval.ndim) if d not in lc2 and d not in lb2) + tuple(
+        r_aval.shape[d] for d in range(r_aval.ndim) if d not in rc2 and d not in rb2)
+    out = emitter.op("stablehlo.dot_general", [l2, r2], ShapedArray(out_shape, lhs_aval.dtype),
+                     {"dot_dimension_numbers": attr})
+    (olc, orc), (olb, orb) = dims
+    full = tuple(lhs_aval.shape[d] for d in olb) + tuple(
+        lhs_aval.shape[d] for d in range(lhs_aval.ndim) if d not in olc and d not in olb) + tuple(
+        rhs_aval.shape[d] for d in range(rhs_aval.ndim) if d not in orc and d not in orb)
+    return _reshape(emitter, out, ShapedArray(out_shape, lhs_aval.dtype), full)
+
+
+def _transpose(emitter: Emitter, x: str, aval: ShapedArray, order: tuple[int, ...]) -> str:
+    if order == tuple(range(aval.ndim)):
+        return x
+    return emitter.op("stablehlo.transpose", [x], ShapedArray(tuple(aval.shape[d] for d in order), aval.dtype),
+                      {"permutation": i64_array(order)})
+
+
+__all__ = ["applies", "dot_general", "lower_sum", "plain_sum", "sum_form"]

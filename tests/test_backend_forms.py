@@ -1,0 +1,152 @@
+"""The CPU backend's lowering forms (ember/_hlo/backend_forms.py): which form each sum and product takes, that the
+forms compute what the plain ops compute (against numpy in float64 and JAX), under jit and the transformations,
+and that they stay out of the places they do not belong (the option off, programs over several devices)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as enp
+from ember._hlo import backend_forms, lower
+from recorded import jax_result
+
+F32 = np.dtype(np.float32)
+
+
+@pytest.mark.parametrize("shape, axes, kind", [
+    ((1024, 1024), (1,), "rows"),
+    ((64, 64, 128), (1, 2), "rows"),
+    ((1024, 1024), (0,), "stages"),
+    ((64, 16, 512), (0, 1), "stages"),
+    ((1024, 1024), (0, 1), "stages"),
+    ((10_000_000,), (0,), "stages"),
+    ((64, 64, 128), (1,), None),       # middle axes: the plain reduce
+    ((256, 64), (1,), None),           # small: XLA's own code is as fast
+    ((32, 64, 128), (0,), None),       # the second stage would be too small for YNNPACK
+    ((64, 64, 128), (0,), "stages"),
+    ((1000, 1000), (0,), None),        # no chunk of 16 divides the rows
+    ((8, 1 << 17), (1,), None),        # rows longer than MAX_ROW keep XLA's tree reduction
+    ((7919 * 5,), (0,), None),         # a prime times 5: no row length that leaves chunks of 16
+])
+def test_sum_form_choice(shape, axes, kind):
+    form = backend_forms.sum_form(shape, axes, F32)
+    assert (form[0] if form else None) == kind
+    assert backend_forms.sum_form(shape, axes, np.dtype(np.float64)) is None  # float32 only
+
+
+def _sum_cases():
+    rng = np.random.default_rng(0)
+    for shape, axes in [((1024, 1000), 1), ((1024, 1000), 0), ((1024, 1000), None), ((64, 64, 128), (1, 2)),
+                        ((64, 32, 128), (0, 1)), ((3 * 2 ** 15,), None), ((64, 64, 128), 1)]:
+        yield rng.normal(size=shape).astype(np.float32), axes
+
+
+@pytest.mark.parametrize("x, axes", list(_sum_cases()), ids=lambda v: str(getattr(v, "shape", v)))
+def test_sums_match_numpy_and_jax(x, axes):
+    exact = (x.astype(np.float64) ** 2).sum(axis=axes)
+    got = np.asarray(ember.jit(lambda a: enp.sum(a * a, axis=axes))(x))
+    theirs = jax_result(lambda: jax.jit(lambda a: jnp.sum(a * a, axis=axes))(x))
+    scale = np.abs(exact).max()
+    # float32 sums in another order: within float32 rounding of the exact sum, as close to it as JAX's
+    np.testing.assert_allclose(got, exact, rtol=2e-6, atol=1e-6 * scale)
+    assert np.abs(got - exact).max() <= 4 * np.abs(theirs - exact).max() + 1e-6 * scale
+
+
+def test_forms_in_the_module_and_the_option():
+    x = np.ones((1024, 1024), np.float32)
+    rows = ember.jit(lambda a: enp.sum(a * a, axis=1)).lower(x).as_text()
+    assert "stablehlo.dot_general" in rows and "stablehlo.reduce" not in rows
+    cols = ember.jit(lambda a: enp.sum(enp.exp(a), axis=0)).lower(x).as_text()
+    assert "stablehlo.optimization_barrier" in cols and cols.count("stablehlo.reduce\"") == 2
+    ember.config.update("cpu_backend_forms", False)
+    try:
+        plain = ember.jit(lambda a: enp.sum(a * a, axis=1)).lower(x).as_text()
+        assert "stablehlo.dot_general" not in plain and "stablehlo.reduce" in plain
+        off = np.asarray(ember.jit(lambda a: enp.sum(a * a, axis=1))(x))
+    finally:
+        ember.config.update("cpu_backend_forms", True)
+    np.testing.assert_array_equal(off, np.full(1024, 1024.0, np.float32))
+    # a portable module (platform None) and a program over several devices keep the plain reduce
+    ir = ember.jit(lambda a: enp.sum(a * a, axis=1)).trace(x).jaxpr
+    assert "stablehlo.dot_general" not in lower(ir, platform=None)
+
+
+def test_sharded_sum_keeps_the_plain_reduce():
+    if len(ember.devices()) < 2:
+        pytest.skip("needs 2 CPU devices")
+    mesh = ember.make_mesh((2,), ("x",))
+    x = ember.device_put(np.ones((1024, 1024), np.float32), ember.NamedSharding(mesh, ember.P("x")))
+    lowered = ember.jit(lambda a: enp.sum(a * a, axis=1)).lower(x).as_text()
+    assert "stablehlo.dot_general" not in lowered
+    np.testing.assert_array_equal(np.asarray(ember.jit(lambda a: enp.sum(a * a, axis=1))(x)), 1024.0)
+
+
+def test_layer_norm_value_and_grad_match_jax():
+    x = np.random.default_rng(1).normal(size=(256, 512)).astype(np.float32)
+
+    def norm(np_):
+        def f(v):
+            mean = np_.mean(v, axis=-1, keepdims=True)
+            var = np_.mean((v - mean) ** 2, axis=-1, keepdims=True)
+            return np_.sum(((v - mean) / np_.sqrt(var + 1e-5)) * np_.cos(v))
+        return f
+    value, grad = ember.jit(ember.value_and_grad(norm(enp)))(x)
+    jvalue, jgrad = jax_result(lambda: jax.jit(jax.value_and_grad(norm(jnp)))(x))
+    np.testing.assert_allclose(float(value), float(jvalue), rtol=1e-4, atol=1e-2)
+    np.testing.assert_allclose(np.asarray(grad), jgrad, rtol=1e-4, atol=1e-4)
+    per_row = ember.jit(ember.vmap(lambda r: enp.sum(r * r)))(x)  # a batched sum: rows of 512 per example
+    np.testing.assert_allclose(np.asarray(per_row), (x.astype(np.float64) ** 2).sum(1), rtol=2e-6)
+
+
+@pytest.mark.parametrize("spec, shapes", [
+    ("ij,ij->i", [(512, 256), (512, 256)]),          # batch-only: a product summed
+    ("bi,bi->b", [(4096, 64), (4096, 64)]),
+    ("ij,ij->", [(256, 256), (256, 256)]),
+    ("ji,ij->i", [(256, 512), (512, 256)]),           # operands in different orders: transposed, then summed
+    ("btd,df->btf", [(16, 64, 128), (128, 96)]),      # two free dims of lhs merged
+    ("btd,btf->df", [(16, 64, 128), (16, 64, 96)]),   # two contracting dims merged (a weight gradient)
+    ("bhqd,bhkd->bhqk", [(4, 4, 32, 16), (4, 4, 32, 16)]),  # two batch dims merged
+    ("tbd,df->tbf", [(64, 16, 128), (128, 96)]),
+    ("bdt,df->btf", [(16, 128, 64), (128, 96)]),      # free dims not consecutive: XLA's own dot
+])
+def test_dot_forms_match_numpy(spec, shapes):
+    rng = np.random.default_rng(2)
+    ops = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    got = np.asarray(ember.jit(lambda *a: enp.einsum(spec, *a))(*ops))
+    exact = np.einsum(spec, *[o.astype(np.float64) for o in ops])
+    np.testing.assert_allclose(got, exact, rtol=1e-4, atol=1e-4 * np.abs(exact).max())
+    grads = ember.jit(ember.grad(lambda *a: enp.sum(enp.einsum(spec, *a) ** 2), argnums=(0, 1)))(*ops)
+    jgrads = jax_result(lambda: jax.jit(jax.grad(lambda *a: jnp.sum(jnp.einsum(spec, *a) ** 2), argnums=(0, 1)))(*ops))
+    for g, j in zip(grads, jgrads):
+        np.testing.assert_allclose(np.asarray(g), j, rtol=2e-4, atol=2e-4 * np.abs(j).max())
+
+
+def test_merged_dot_of_integers_and_complex():
+    rng = np.random.default_rng(3)
+    a = rng.integers(-5, 5, size=(4, 8, 16)).astype(np.int32)
+    b = rng.integers(-5, 5, size=(16, 3)).astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(ember.jit(enp.matmul)(a, b)), a @ b)
+    c = (rng.normal(size=(4, 8, 16)) + 1j * rng.normal(size=(4, 8, 16))).astype(np.complex64)
+    d = (rng.normal(size=(16, 3)) + 1j * rng.normal(size=(16, 3))).astype(np.complex64)
+    np.testing.assert_allclose(np.asarray(ember.jit(enp.matmul)(c, d)), c @ d, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("sa, sb", [
+    ((16, 64, 128), (128, 32)), ((32, 128), (16, 128, 5)), ((2, 1, 3, 4), (5, 4, 6)), ((1, 3, 4), (1, 4, 6)),
+    ((7, 3, 4), (1, 4, 6)), ((2, 3, 4), (2, 4, 6)), ((2, 1, 3, 4), (1, 5, 4, 6)), ((1, 1, 3, 4), (4, 2)),
+    ((5, 1, 3, 4), (2, 4, 6)), ((1, 3, 4), (4, 6)),
+])
+def test_matmul_broadcasting_as_jax(sa, sb):
+    """matmul keeps a batch dimension only one operand has as a free dimension (no broadcast copy), as JAX's."""
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=sa).astype(np.float32), rng.normal(size=sb).astype(np.float32)
+    out = ember.jit(enp.matmul)(a, b)
+    np.testing.assert_allclose(np.asarray(out), np.matmul(a, b), rtol=1e-4, atol=1e-4)
+    assert np.asarray(enp.matmul(a, b)).shape == np.matmul(a, b).shape
+    ga, gb = ember.grad(lambda x, y: enp.sum(enp.sin(enp.matmul(x, y))), argnums=(0, 1))(a, b)
+    ja, jb = jax_result(lambda: jax.grad(lambda x, y: jnp.sum(jnp.sin(jnp.matmul(x, y))), argnums=(0, 1))(a, b))
+    np.testing.assert_allclose(np.asarray(ga), ja, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(gb), jb, rtol=1e-4, atol=1e-4)
+    batched = ember.vmap(enp.matmul)(np.stack([a, a]), np.stack([b, b]))
+    np.testing.assert_allclose(np.asarray(batched)[1], np.matmul(a, b), rtol=1e-4, atol=1e-4)
