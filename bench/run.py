@@ -816,7 +816,7 @@ def mlp_step_problem(lib: Any, np_: Any, asarray: Callable[[Any], Any]
     """jit of an SGD step (value_and_grad and the update) of a 784-512-512-10 tanh MLP, batch 128."""
     rng = np.random.default_rng(0)
     sizes = [(784, 512), (512, 512), (512, 10)]
-    params = [(rng.normal(size=s).astype(np.float32) / np.sqrt(s[0]), np.zeros(s[1], np.float32)) for s in sizes]
+    params = [((rng.normal(size=s) / np.sqrt(s[0])).astype(np.float32), np.zeros(s[1], np.float32)) for s in sizes]
     x = rng.normal(size=(128, 784)).astype(np.float32)
     y = rng.normal(size=(128, 10)).astype(np.float32)
 

@@ -97,7 +97,8 @@ def _dot_general_abstract_eval(lhs: ShapedArray, rhs: ShapedArray, *, dimension_
 def _dot_general_lowering(ctx: LoweringContext, lhs: str, rhs: str, *, dimension_numbers: DimensionNumbers,
                           precision: Precision = None) -> list[str]:
     (lc, rc), (lb, rb) = dimension_numbers
-    value = backend_forms.dot_general(ctx.emitter, lhs, rhs, *ctx.avals_in, dimension_numbers)
+    value = backend_forms.dot_general(ctx.emitter, lhs, rhs, *ctx.avals_in, dimension_numbers,
+                                      precision_attrs(precision))
     if value is not None:  # (a product summed, where the backend runs that faster: ember._hlo.backend_forms)
         return [value]
     fields = [(k, v) for k, v in (("lhs_batching_dimensions", lb), ("rhs_batching_dimensions", rb),
