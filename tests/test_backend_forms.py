@@ -28,6 +28,8 @@ F32 = np.dtype(np.float32)
     ((1000, 1000), (0,), None),        # no chunk of 16 divides the rows
     ((8, 1 << 17), (1,), None),        # rows longer than MAX_ROW keep XLA's tree reduction
     ((7919 * 5,), (0,), None),         # a prime times 5: no row length between 64 and 2048
+    ((1 << 16, 2), (0, 1), None),      # rows of its trailing dims: too long
+    ((8, 8, 1024), (0, 1, 2), "rows"),
 ])
 def test_sum_form_choice(shape, axes, kind):
     form = backend_forms.sum_form(shape, axes, F32)

@@ -18,8 +18,8 @@ shape alone (the same rule whether or not an elementwise producer feeds it: wher
 measured the same):
 
 - **rows** (the reduced axes are the trailing ones): a matrix-vector product with ones, `x[K, R] @ ones[R]`,
-  which XLA fuses with the producer into one loop; a whole array likewise, as rows of up to 2048 elements whose
-  sums are then summed;
+  which XLA fuses with the producer into one loop; a whole array likewise, as rows (its trailing dims, or up to
+  2048 elements of a rank-1 array) whose sums are then summed;
 - **leading axes**: two stages, `x[M/k, k, K]` summed over k (a short reduction XLA fuses with the producer into
   one loop over the input), an optimization barrier (so XLA does not merge the two reductions back into the
   slow form), and the sum of the remaining `[M/k, K]` by XLA's YNNPACK reduction;
@@ -57,9 +57,11 @@ MAX_ROW = 1 << 16
 # into the first stage's loop, which runs slower than the plain reduce.
 CHUNK = 16
 MIN_SECOND_STAGE = 1 << 15
-# A whole array's sum views its elements as rows of this length at most, summed as rows (below), then the row
-# sums (f32[1e7]: 0.83x JAX's time, against 0.98x for one reduce and 1.13x for two stages).
+# A whole array's sum views its elements as rows, summed as rows (below), then the row sums (f32[1e7]: 0.73x JAX's
+# time as rows of 2000, against 0.98x for one reduce and 1.13x for two stages): rows of a rank-1 array are at most
+# MAX_WHOLE_ROW long (250 to 4000 measured alike), rows of a larger rank its trailing dims, at least MIN_WHOLE_ROW.
 MAX_WHOLE_ROW = 2048
+MIN_WHOLE_ROW = 64
 
 
 def sum_form(shape: Sequence[int], axes: Sequence[int], dtype: np.dtype) -> tuple[str, Any] | None:
@@ -70,9 +72,15 @@ def sum_form(shape: Sequence[int], axes: Sequence[int], dtype: np.dtype) -> tupl
         return None
     axes = sorted(axes)
     rank = len(shape)
-    if len(axes) == rank:  # a whole array: its elements as rows [K, R], R the longest divisor <= MAX_WHOLE_ROW
-        row = next((r for r in range(MAX_WHOLE_ROW, 63, -1) if n % r == 0), None)  # (K row sums, then their sum)
-        return ("rows", (n // row, row)) if row is not None else None
+    if len(axes) == rank:  # a whole array: rows [K, R] summed (below), then the K row sums
+        if rank == 1:  # R: the longest divisor of n up to MAX_WHOLE_ROW
+            row = next((r for r in range(MAX_WHOLE_ROW, MIN_WHOLE_ROW - 1, -1) if n % r == 0), None)
+        else:  # R: trailing dims, as few as make MIN_WHOLE_ROW (a reshape that splits a dim, f32[1024, 1024] as
+            row, d = 1, rank  # f32[512, 2048], slows XLA's fused loop 3x; merging whole dims does not)
+            while d > 0 and row < MIN_WHOLE_ROW:
+                d -= 1
+                row *= shape[d]
+        return ("rows", (n // row, row)) if row is not None and MIN_WHOLE_ROW <= row <= MAX_ROW else None
     if axes == list(range(rank - len(axes), rank)):  # trailing axes
         rows = math.prod(shape[rank - len(axes):])
         return ("rows", (n // rows, rows)) if 1 < rows <= MAX_ROW else None
