@@ -124,8 +124,16 @@ def _check_num_cpu_devices(count: int) -> None:
 config.on_change("num_cpu_devices", _check_num_cpu_devices)
 
 
-# programs are lowered for the default backend's platform (lowerings that pick a backend's form read it)
-set_platform_provider(lambda: get_client().platform_name)
+def _default_platform() -> str | None:
+    """The platform programs are lowered for: the default backend's; None (portable forms) where there is no
+    backend to ask (a forked child of a process that ran computations, a plugin that does not start)."""
+    try:
+        return get_client().platform_name
+    except Exception:  # noqa: BLE001 (lowering itself needs no backend: the plain forms serve anywhere)
+        return None
+
+
+set_platform_provider(_default_platform)
 # the option changes how sums are lowered: programs lowered before are dropped (lowered again when next called)
 config.on_change("cpu_backend_forms", lambda value: clear_all_caches())
 
