@@ -152,3 +152,28 @@ def test_matmul_broadcasting_as_jax(sa, sb):
     np.testing.assert_allclose(np.asarray(gb), jb, rtol=1e-4, atol=1e-4)
     batched = ember.vmap(enp.matmul)(np.stack([a, a]), np.stack([b, b]))
     np.testing.assert_allclose(np.asarray(batched)[1], np.matmul(a, b), rtol=1e-4, atol=1e-4)
+
+
+def test_forms_inside_loops_branches_and_nested_jit():
+    """Bodies lowered as regions (scan, cond) and called functions (a nested jit) get the CPU forms too."""
+    x = np.random.default_rng(5).normal(size=(2048, 256)).astype(np.float32)
+    inner = ember.jit(lambda a: enp.sum(a * a, axis=0))
+
+    def f(a):
+        def step(carry, _):
+            return carry + enp.sum(enp.exp(a) * carry[:, None], axis=1) * 1e-3, None
+        carry, _ = ember.lax.scan(step, enp.ones(2048, np.float32), None, length=3)
+        branch = ember.lax.cond(carry[0] > 0, lambda v: enp.sum(v * v, axis=1), lambda v: enp.sum(v, axis=1), a)
+        return carry, branch, inner(a), enp.sum(a * a)
+    text = ember.jit(f).lower(x).as_text()
+    assert text.count("stablehlo.dot_general") >= 3 and "stablehlo.optimization_barrier" in text
+    got = [np.asarray(v) for v in ember.jit(f)(x)]
+
+    def g(a):
+        def step(carry, _):
+            return carry + jnp.sum(jnp.exp(a) * carry[:, None], axis=1) * 1e-3, None
+        carry, _ = jax.lax.scan(step, jnp.ones(2048, np.float32), None, length=3)
+        branch = jax.lax.cond(carry[0] > 0, lambda v: jnp.sum(v * v, axis=1), lambda v: jnp.sum(v, axis=1), a)
+        return carry, branch, jnp.sum(a * a, axis=0), jnp.sum(a * a)
+    for e, j in zip(got, jax_result(lambda: jax.jit(g)(x))):
+        np.testing.assert_allclose(e, j, rtol=1e-5, atol=1e-5 * np.abs(j).max())
