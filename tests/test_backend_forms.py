@@ -40,7 +40,7 @@ def test_sum_form_choice(shape, axes, kind):
 def _sum_cases():
     rng = np.random.default_rng(0)
     for shape, axes in [((1024, 1000), 1), ((1024, 1000), 0), ((1024, 1000), None), ((64, 64, 128), (1, 2)),
-                        ((64, 32, 128), (0, 1)), ((3 * 2 ** 15,), None), ((64, 64, 128), 1)]:
+                        ((64, 32, 128), (0, 1)), ((1024, 8, 64), 0), ((3 * 2 ** 15,), None), ((64, 64, 128), 1)]:
         yield rng.normal(size=shape).astype(np.float32), axes
 
 

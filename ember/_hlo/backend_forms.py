@@ -45,7 +45,7 @@ import numpy as np
 
 from ember._core.config import config
 from ember._core.dtypes import ShapedArray
-from ember._hlo.emitter import Emitter, i64_array, i64_list
+from ember._hlo.emitter import Emitter, dot_dimension_numbers, i64_array
 
 # Below this many elements XLA's own code is as fast (measured down to f32[256,64]): the plain reduce.
 MIN_ELEMENTS = 1 << 15
@@ -103,49 +103,32 @@ def applies(emitter: Emitter) -> bool:
             and config.read_canonical("cpu_backend_forms"))
 
 
-def _region_add(emitter: Emitter, dtype: np.dtype) -> str:
-    scalar = ShapedArray((), dtype)
-    body = emitter.child()
-    a, b = (body.declare(body.fresh("b"), scalar) for _ in range(2))
-    body.returns([body.op("stablehlo.add", [a, b], scalar)])
-    return emitter.region([a, b], body)
-
-
-def plain_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) -> str:
-    out = ShapedArray(tuple(d for i, d in enumerate(aval.shape) if i not in axes), aval.dtype)
-    init = emitter.constant(0, ShapedArray((), aval.dtype))
-    return emitter.op("stablehlo.reduce", [x, init], out, {"dimensions": i64_array(tuple(axes))},
-                      [_region_add(emitter, aval.dtype)])
-
-
-def lower_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) -> str:
-    """The sum of x (of type aval) over axes, in the form the policy above picks for this body."""
+def lower_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) -> str | None:
+    """The sum of x (of type aval) over axes in the form the policy above picks for this body; None where it picks
+    none (write the plain reduce)."""
     form = sum_form(aval.shape, axes, aval.dtype) if applies(emitter) else None
-    out = ShapedArray(tuple(d for i, d in enumerate(aval.shape) if i not in axes), aval.dtype)
     if form is None:
-        return plain_sum(emitter, x, aval, axes)
+        return None
     kind, dims = form
     dtype = aval.dtype
+    out_shape = tuple(d for i, d in enumerate(aval.shape) if i not in axes)
     if kind == "rows":
         kept, row = dims
         matrix = _reshape(emitter, x, aval, (kept, row))
         ones = emitter.constant(1, ShapedArray((row,), dtype))
-        attr = f"#stablehlo.dot<lhs_contracting_dimensions = {i64_list([1])}, rhs_contracting_dimensions = " \
-               f"{i64_list([0])}>"
-        summed = emitter.op("stablehlo.dot_general", [matrix, ones], ShapedArray((kept,), dtype),
-                            {"dot_dimension_numbers": attr})
-        if not out.shape:  # a whole array: the sum of the row sums
-            return plain_sum(emitter, summed, ShapedArray((kept,), dtype), (0,))
-        return _reshape(emitter, summed, ShapedArray((kept,), dtype), out.shape)
+        sums = ShapedArray((kept,), dtype)
+        summed = emitter.op("stablehlo.dot_general", [matrix, ones], sums,
+                            {"dot_dimension_numbers": dot_dimension_numbers([1], [0], [], [])})
+        if not out_shape:  # a whole array: the sum of the row sums
+            return emitter.reduce(summed, sums, (0,), "add", 0)
+        return _reshape(emitter, summed, sums, out_shape)
     m, kept, chunk = dims
     blocks = ShapedArray((m // chunk, chunk, kept), dtype)
-    first = plain_sum(emitter, _reshape(emitter, x, aval, blocks.shape), blocks, (1,))
+    first = emitter.reduce(_reshape(emitter, x, aval, blocks.shape), blocks, (1,), "add", 0)
     partial = ShapedArray((m // chunk, kept), dtype)
     held = emitter.op("stablehlo.optimization_barrier", [first], partial)
-    axes2 = (0,) if out.shape else (0, 1)
-    second = plain_sum(emitter, held, partial, axes2)
-    result = ShapedArray((kept,) if out.shape else (), dtype)
-    return _reshape(emitter, second, result, out.shape)
+    kept_sums = emitter.reduce(held, partial, (0,), "add", 0)  # (leading axes only: a whole array sums as rows)
+    return _reshape(emitter, kept_sums, ShapedArray((kept,), dtype), out_shape)
 
 
 def _reshape(emitter: Emitter, x: str, aval: ShapedArray, shape: Sequence[int]) -> str:
@@ -155,22 +138,24 @@ def _reshape(emitter: Emitter, x: str, aval: ShapedArray, shape: Sequence[int]) 
 
 
 def dot_general(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rhs_aval: ShapedArray,
-                dims: Any, attrs: dict[str, str]) -> str | None:
-    """lhs . rhs with dimension numbers dims ((lc, rc), (lb, rb)) (and the dot's other attributes, attrs: its
-    precision) as a product summed over the contracting dimensions, when neither operand has a free dimension (the
-    CPU computes float32 products in float32 at every precision); with merged dimensions where they are
-    consecutive (_merged_dot); None otherwise (write the dot_general)."""
+                out_aval: ShapedArray, dims: Any, attrs: dict[str, str]) -> str | None:
+    """lhs . rhs (of type out_aval) with dimension numbers dims ((lc, rc), (lb, rb)) (and the dot's other
+    attributes, attrs: its precision) as a product summed over the contracting dimensions, when neither operand has
+    a free dimension (the CPU computes float32 products in float32 at every precision); with merged dimensions
+    where they are consecutive (_merged_dot); None otherwise (write the dot_general)."""
     (lc, rc), (lb, rb) = dims
     if not applies(emitter):
         return None
     if lhs_aval.dtype != np.float32 or len(lc) + len(lb) != lhs_aval.ndim or len(rc) + len(rb) != rhs_aval.ndim:
-        return _merged_dot(emitter, lhs, rhs, lhs_aval, rhs_aval, dims, attrs)
+        return _merged_dot(emitter, lhs, rhs, lhs_aval, rhs_aval, out_aval, dims, attrs)
     order = tuple(lb) + tuple(lc)
     lhs = _transpose(emitter, lhs, lhs_aval, order)
     rhs = _transpose(emitter, rhs, rhs_aval, tuple(rb) + tuple(rc))
     aligned = ShapedArray(tuple(lhs_aval.shape[d] for d in order), lhs_aval.dtype)
     product = emitter.op("stablehlo.multiply", [lhs, rhs], aligned)
-    return lower_sum(emitter, product, aligned, tuple(range(len(lb), len(order))))
+    contracted = tuple(range(len(lb), len(order)))
+    summed = lower_sum(emitter, product, aligned, contracted)
+    return summed if summed is not None else emitter.reduce(product, aligned, contracted, "add", 0)
 
 
 def _groups(ndim: int, contracting: Sequence[int], batch: Sequence[int]) -> list[list[int]] | None:
@@ -186,7 +171,7 @@ def _groups(ndim: int, contracting: Sequence[int], batch: Sequence[int]) -> list
 
 
 def _merged_dot(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rhs_aval: ShapedArray,
-                dims: Any, attrs: dict[str, str]) -> str | None:
+                out_aval: ShapedArray, dims: Any, attrs: dict[str, str]) -> str | None:
     """A dot_general whose operands have several consecutive dims in one role (x[16, 64, 128] @ w[128, 512]: two
     free dims; its weight gradient: two contracting ones) with each role's dims merged into one by reshapes that
     move no data: XLA's CPU backend runs x[1024, 128] @ w a good deal faster than the rank-3 form (1.8x measured
@@ -195,30 +180,22 @@ def _merged_dot(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rhs
     groups = [_groups(lhs_aval.ndim, lc, lb), _groups(rhs_aval.ndim, rc, rb)]
     if None in groups or all(len(g) == a.ndim for g, a in zip(groups, (lhs_aval, rhs_aval))):
         return None
-    merged = []
-    for x, aval, operand_groups in zip((lhs, rhs), (lhs_aval, rhs_aval), groups):
+    operands, shapes, roles = [], [], []
+    for x, aval, operand_groups, (contracting, batch) in zip((lhs, rhs), (lhs_aval, rhs_aval), groups,
+                                                             ((lc, lb), (rc, rb))):
         shape = tuple(math.prod(aval.shape[d] for d in run) for run in operand_groups)
-        merged.append((_reshape(emitter, x, aval, shape), ShapedArray(shape, aval.dtype), operand_groups))
-
-    def position(operand_groups: list[list[int]], d: int) -> int:
-        return next(i for i, run in enumerate(operand_groups) if d in run)
-    (l2, l_aval, lg), (r2, r_aval, rg) = merged
-    new_dims = [tuple({position(lg, d) for d in lc}), tuple({position(rg, d) for d in rc}),
-                tuple({position(lg, d) for d in lb}), tuple({position(rg, d) for d in rb})]
-    fields = [(k, v) for k, v in zip(("lhs_contracting_dimensions", "rhs_contracting_dimensions",
-                                       "lhs_batching_dimensions", "rhs_batching_dimensions"), new_dims) if v]
-    attr = "#stablehlo.dot<" + ", ".join(f"{k} = {i64_list(v)}" for k, v in fields) + ">"
-    (lc2, rc2, lb2, rb2) = new_dims
-    out_shape = tuple(l_aval.shape[d] for d in lb2) + tuple(
-        l_aval.shape[d] for d in range(l_aval.ndim) if d not in lc2 and d not in lb2) + tuple(
-        r_aval.shape[d] for d in range(r_aval.ndim) if d not in rc2 and d not in rb2)
-    out = emitter.op("stablehlo.dot_general", [l2, r2], ShapedArray(out_shape, lhs_aval.dtype),
-                     {"dot_dimension_numbers": attr, **attrs})
-    (olc, orc), (olb, orb) = dims
-    full = tuple(lhs_aval.shape[d] for d in olb) + tuple(
-        lhs_aval.shape[d] for d in range(lhs_aval.ndim) if d not in olc and d not in olb) + tuple(
-        rhs_aval.shape[d] for d in range(rhs_aval.ndim) if d not in orc and d not in orb)
-    return _reshape(emitter, out, ShapedArray(out_shape, lhs_aval.dtype), full)
+        operands.append(_reshape(emitter, x, aval, shape))
+        shapes.append(shape)
+        # each role's dims are one run, now one dim: its position among the merged dims (none for an empty role)
+        roles.append([tuple(i for i, run in enumerate(operand_groups) if run[0] in role) for role in (contracting,
+                                                                                                       batch)])
+    (lc2, lb2), (rc2, rb2) = roles
+    free = [[d for d in range(len(shape)) if d not in c and d not in b] for shape, (c, b) in zip(shapes, roles)]
+    merged_out = ShapedArray(tuple(shapes[0][d] for d in lb2) + tuple(shapes[0][d] for d in free[0])
+                             + tuple(shapes[1][d] for d in free[1]), out_aval.dtype)
+    out = emitter.op("stablehlo.dot_general", operands, merged_out,
+                     {"dot_dimension_numbers": dot_dimension_numbers(lc2, rc2, lb2, rb2), **attrs})
+    return _reshape(emitter, out, merged_out, out_aval.shape)
 
 
 def _transpose(emitter: Emitter, x: str, aval: ShapedArray, order: tuple[int, ...]) -> str:
@@ -228,4 +205,4 @@ def _transpose(emitter: Emitter, x: str, aval: ShapedArray, order: tuple[int, ..
                       {"permutation": i64_array(order)})
 
 
-__all__ = ["applies", "dot_general", "lower_sum", "plain_sum", "sum_form"]
+__all__ = ["applies", "dot_general", "lower_sum", "sum_form"]

@@ -27,6 +27,15 @@ def i64_list(values: Sequence[int]) -> str:
     return "[" + ", ".join(str(int(v)) for v in values) + "]"
 
 
+def dot_dimension_numbers(lhs_contracting: Sequence[int], rhs_contracting: Sequence[int],
+                          lhs_batch: Sequence[int], rhs_batch: Sequence[int]) -> str:
+    """The #stablehlo.dot attribute of a dot_general (empty lists left out)."""
+    fields = [(k, v) for k, v in (("lhs_batching_dimensions", lhs_batch), ("rhs_batching_dimensions", rhs_batch),
+                                  ("lhs_contracting_dimensions", lhs_contracting),
+                                  ("rhs_contracting_dimensions", rhs_contracting)) if v]
+    return "#stablehlo.dot<" + ", ".join(f"{k} = {i64_list(v)}" for k, v in fields) + ">"
+
+
 def scalar_text(value: Any, dtype: np.dtype) -> str:
     """A scalar as an MLIR dense-attribute element: decimal when finite, else its bits in hex."""
     if dtype == dt.bool_:
@@ -161,6 +170,18 @@ class Emitter:
         """A splat constant of the given shape."""
         attr = f"dense<{scalar_text(value, aval.dtype)}> : {tensor_type(aval)}"
         return self.op("stablehlo.constant", [], aval, {"value": attr})
+
+    def reduce(self, operand: str, aval: ShapedArray, axes: Sequence[int], hlo_op: str, init: Any) -> str:
+        """stablehlo.reduce of operand (of type aval) over axes, combining with the scalar op stablehlo.<hlo_op>
+        from init (a Python value of aval's dtype)."""
+        scalar = ShapedArray((), aval.dtype)
+        body = self.child()
+        a, b = (body.declare(body.fresh("b"), scalar) for _ in range(2))
+        body.returns([body.op(f"stablehlo.{hlo_op}", [a, b], scalar)])
+        region = self.region([a, b], body)
+        out = ShapedArray(tuple(d for i, d in enumerate(aval.shape) if i not in axes), aval.dtype)
+        return self.op("stablehlo.reduce", [operand, self.constant(init, scalar)], out,
+                       {"dimensions": i64_array(tuple(axes))}, [region])
 
     def broadcast(self, operand: str, operand_aval: ShapedArray, shape: Sequence[int],
                   dims: Sequence[int] | None = None) -> str:

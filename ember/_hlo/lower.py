@@ -17,6 +17,8 @@ from ember._core.profile import profiled
 from ember._hlo.emitter import Emitter, dense_text, location_text, module_text, tensor_type
 
 DEFAULT_PLATFORM: Any = "default"  # lower's platform: the one set_platform_provider's provider names
+
+
 def _no_platform() -> str | None:
     return None
 

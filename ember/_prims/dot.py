@@ -9,8 +9,7 @@ from ember._core import Primitive, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core.checks import static_ints
 from ember._core.config import config
-from ember._hlo import LoweringContext, i64_list
-from ember._hlo import backend_forms
+from ember._hlo import LoweringContext, backend_forms, dot_dimension_numbers
 from ember._prims.checks import check_dtype, check_same_dtypes
 from ember._prims.elementwise import add
 from ember._prims.shape import BatchDim, argsort, convert_element_type, transpose
@@ -97,15 +96,12 @@ def _dot_general_abstract_eval(lhs: ShapedArray, rhs: ShapedArray, *, dimension_
 def _dot_general_lowering(ctx: LoweringContext, lhs: str, rhs: str, *, dimension_numbers: DimensionNumbers,
                           precision: Precision = None) -> list[str]:
     (lc, rc), (lb, rb) = dimension_numbers
-    value = backend_forms.dot_general(ctx.emitter, lhs, rhs, *ctx.avals_in, dimension_numbers,
+    value = backend_forms.dot_general(ctx.emitter, lhs, rhs, *ctx.avals_in, ctx.aval_out, dimension_numbers,
                                       precision_attrs(precision))
-    if value is not None:  # (a product summed, where the backend runs that faster: ember._hlo.backend_forms)
+    if value is not None:  # (a form the backend runs faster: ember._hlo.backend_forms)
         return [value]
-    fields = [(k, v) for k, v in (("lhs_batching_dimensions", lb), ("rhs_batching_dimensions", rb),
-                                  ("lhs_contracting_dimensions", lc), ("rhs_contracting_dimensions", rc)) if v]
-    attr = "#stablehlo.dot<" + ", ".join(f"{k} = {i64_list(v)}" for k, v in fields) + ">"
     return [ctx.op("stablehlo.dot_general", [lhs, rhs], ctx.aval_out,
-                   {"dot_dimension_numbers": attr, **precision_attrs(precision)})]
+                   {"dot_dimension_numbers": dot_dimension_numbers(lc, rc, lb, rb), **precision_attrs(precision)})]
 
 
 @dot_general_p.def_rule("jvp")

@@ -164,10 +164,7 @@ def _bitwise_reduction(name: str, hlo_op: str, identity: Callable[[np.dtype], An
 
     @prim.def_rule("lowering")
     def lowering(ctx: LoweringContext, x: str, *, axes: tuple[int, ...]) -> list[str]:
-        scalar = ShapedArray((), ctx.avals_in[0].dtype)
-        init = ctx.constant(identity(scalar.dtype), scalar)
-        region = ctx.region([scalar, scalar], lambda body, args: [body.op(f"stablehlo.{hlo_op}", args, scalar)])
-        return [ctx.op("stablehlo.reduce", [x, init], ctx.aval_out, {"dimensions": i64_array(axes)}, [region])]
+        return [ctx.emitter.reduce(x, ctx.avals_in[0], axes, hlo_op, identity(ctx.avals_in[0].dtype))]
 
     prim.mark_not_differentiable()
 

@@ -12,9 +12,7 @@ from ember._core import Literal, Primitive, ShapedArray, aval_of, is_python_scal
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axes, normalize_axis, static_int, static_ints
 from ember._core.config import config
-from ember._core.trace import stage_flat
-from ember._hlo import LoweringContext, compare_type, i64_array
-from ember._hlo import backend_forms
+from ember._hlo import LoweringContext, backend_forms, compare_type, i64_array
 from ember._prims.checks import check_dtype
 
 BatchDim = int | None
@@ -386,9 +384,7 @@ def reduction(name: str, kinds: str, identity: Callable[[np.dtype], Any], combin
         if backend_form is not None and (value := backend_form(ctx, x, axes)) is not None:
             return [value]
         dtype = ctx.avals_in[0].dtype
-        init = ctx.constant(identity(dtype), ShapedArray((), dtype))
-        body = ctx.lower_region(_region_ir(combine(dtype), dtype))
-        return [ctx.op("stablehlo.reduce", [x, init], ctx.aval_out, {"dimensions": i64_array(axes)}, [body])]
+        return [ctx.emitter.reduce(x, ctx.avals_in[0], axes, combine(dtype), identity(dtype))]
 
     jvp, vjp = derivative(prim)
     prim.def_rule("jvp", jvp)
@@ -404,38 +400,16 @@ def reduction(name: str, kinds: str, identity: Callable[[np.dtype], Any], combin
     return prim
 
 
-_REGION_IRS: dict[tuple[str, np.dtype], Any] = {}
-
-
-def _region_ir(hlo_op: str, dtype: np.dtype) -> Any:
-    """The IR of a reduction body (x, y) -> hlo_op(x, y) on scalars, one per (op, dtype). Its one equation is an
-    internal, unregistered primitive that exists only to be lowered into the reduce op's region."""
-    key = (hlo_op, dtype)
-    if key not in _REGION_IRS:
-        combiner = Primitive(f"region_{hlo_op}", register=False)
-        combiner.def_rule("abstract_eval", lambda x, y: x)
-        combiner.def_rule("lowering", lambda ctx, x, y: [ctx.op(f"stablehlo.{hlo_op}", [x, y], ctx.aval_out)])
-        _REGION_IRS[key] = stage_flat(lambda x, y: [combiner.bind(x, y)], [ShapedArray((), dtype)] * 2)
-    return _REGION_IRS[key]
-
-
 def _reduce_sum_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
                     axes: tuple[int, ...]) -> list[Any]:
     shape = aval_of(ins[0]).shape
     return [broadcast_in_dim(cts[0], shape, kept_dims(len(shape), axes))]
 
 
-def _sum_backend_form(ctx: LoweringContext, x: str, axes: tuple[int, ...]) -> str | None:
-    """A float sum in the target backend's preferred form (ember._hlo.backend_forms: the policy, its measurements)."""
-    aval = ctx.avals_in[0]
-    if not backend_forms.applies(ctx.emitter) or backend_forms.sum_form(aval.shape, axes, aval.dtype) is None:
-        return None
-    return backend_forms.lower_sum(ctx.emitter, x, aval, axes)
-
-
 reduce_sum_p = reduction("reduce_sum", "fiuc", lambda dtype: 0,
                          lambda dtype: "or" if dt.is_bool(dtype) else "add",
-                         lambda prim: (linear_jvp(prim), _reduce_sum_vjp), _sum_backend_form)
+                         lambda prim: (linear_jvp(prim), _reduce_sum_vjp),
+                         lambda ctx, x, axes: backend_forms.lower_sum(ctx.emitter, x, ctx.avals_in[0], axes))
 
 
 def reduce_axes(name: str, x: Any, axes: Any) -> tuple[int, ...]:
