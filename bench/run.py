@@ -78,6 +78,16 @@ class Mlp(NamedTuple):
     rng: np.random.Generator
 
 
+def mlp_forward(np_: Any, params: Any, x: Any) -> Any:
+    """An MLP's output: x through the (w, b) layers of params, tanh between them."""
+    h = x
+    for i, (w, b) in enumerate(params):
+        h = h @ w + b
+        if i < len(params) - 1:
+            h = np_.tanh(h)
+    return h
+
+
 def mlp_problem(jax: Any, jnp: Any) -> Mlp:
     rng = np.random.default_rng(0)
     sizes = [(64, 256), (256, 256), (256, 10)]
@@ -87,12 +97,7 @@ def mlp_problem(jax: Any, jnp: Any) -> Mlp:
 
     def make_loss(np_: Any) -> Callable[..., Any]:
         def loss(params: Any, x: Any, y: Any) -> Any:
-            h = x
-            for i, (w, b) in enumerate(params):
-                h = h @ w + b
-                if i < len(params) - 1:
-                    h = np_.tanh(h)
-            return np_.mean((h - y) ** 2)
+            return np_.mean((mlp_forward(np_, params, x) - y) ** 2)
         return loss
 
     return Mlp(ember.tree_util.tree_map(ember.asarray, params), jax.tree_util.tree_map(jnp.asarray, params),
@@ -822,11 +827,7 @@ def mlp_step_problem(lib: Any, np_: Any, asarray: Callable[[Any], Any]
 
     def make() -> Callable[..., Any]:
         def loss(params: Any, x: Any, y: Any) -> Any:
-            h = x
-            for i, (w, b) in enumerate(params):
-                h = h @ w + b
-                h = np_.tanh(h) if i < len(params) - 1 else h
-            return np_.mean((h - y) ** 2)
+            return np_.mean((mlp_forward(np_, params, x) - y) ** 2)
 
         def step(params: Any, x: Any, y: Any) -> Any:
             value, grads = lib.value_and_grad(loss)(params, x, y)

@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import ember  # noqa: E402
 import ember.numpy as enp  # noqa: E402
 from ember._core.cache import clear_all_caches  # noqa: E402
-from run import interleaved_times  # noqa: E402 (bench/run.py, beside this file)
+from run import interleaved_times, mlp_forward  # noqa: E402 (bench/run.py, beside this file)
 
 SIZES = (784, 512, 512, 10)
 BATCHES = (1024, 256)
@@ -86,12 +86,7 @@ def make_train_step(side: Side) -> Callable[..., Any]:
     lib, np_ = side.lib, side.np_
 
     def loss(params: Any, x: Any, y: Any) -> Any:
-        h = x
-        for i, (w, b) in enumerate(params):
-            h = h @ w + b
-            if i < len(params) - 1:
-                h = np_.tanh(h)
-        return -np_.mean(np_.sum(lib.nn.log_softmax(h) * y, axis=-1))
+        return -np_.mean(np_.sum(lib.nn.log_softmax(mlp_forward(np_, params, x)) * y, axis=-1))
 
     def step(params: Any, x: Any, y: Any) -> Any:
         value, grads = lib.value_and_grad(loss)(params, x, y)
