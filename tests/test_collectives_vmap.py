@@ -64,14 +64,18 @@ def _jax_vmapped(name, fn, in_axes, out_axes):
     return f
 
 
-def _close(got, want, rtol=1e-5):
+def _close(what, got, want, rtol=1e-5):
+    """got equals want leaf by leaf (shape, dtype, values); a failure names what was compared."""
     import jax
     got_leaves, want_leaves = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
-    assert len(got_leaves) == len(want_leaves)
-    for g, w in zip(got_leaves, want_leaves):
-        g, w = np.asarray(g), np.asarray(w)
-        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-5)
+    try:
+        assert len(got_leaves) == len(want_leaves)
+        for g, w in zip(got_leaves, want_leaves):
+            g, w = np.asarray(g), np.asarray(w)
+            assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-5)
+    except AssertionError as err:
+        raise AssertionError(f"{what}: {err}") from None
 
 
 def test_collectives_under_vmap_match_jax():
@@ -80,10 +84,7 @@ def test_collectives_under_vmap_match_jax():
     for (name, fn, ia, oa, arg), (_, jfn, *_) in zip(_forward_pairs(lax), _forward_pairs(jlax)):
         got = _ember_vmapped(name, fn, ia, oa)(arg)
         want = jax_result(lambda: _jax_vmapped(name, jfn, ia, oa)(arg))
-        try:
-            _close(got, want)
-        except AssertionError as err:
-            raise AssertionError(f"{name}: {err}") from None
+        _close(name, got, want)
 
 
 def _sweep_pairs(L):
@@ -112,10 +113,7 @@ def test_collectives_sweep(dtype, in_axes, out_axes):
     for (name, fn), (_, jfn) in zip(_sweep_pairs(lax), _sweep_pairs(jlax)):
         got = ember.vmap(fn, in_axes=in_axes, out_axes=out_axes, axis_name="i")(z)
         want = jax_result(lambda: jax.vmap(jfn, in_axes=in_axes, out_axes=out_axes, axis_name="i")(z))
-        try:
-            _close(got, want)
-        except AssertionError as err:
-            raise AssertionError(f"{name}: {err}") from None
+        _close(name, got, want)
 
 
 def test_partial_ppermute_sends_zeros():
@@ -148,10 +146,7 @@ def test_nested_vmaps_with_two_names_match_jax():
     for (name, fn), (_, jfn) in zip(_nested_pairs(lax), _nested_pairs(jlax)):
         got = ember.vmap(ember.vmap(fn, axis_name="j"), axis_name="i")(X)
         want = jax_result(lambda: jax.vmap(jax.vmap(jfn, axis_name="j"), axis_name="i")(X))
-        try:
-            _close(got, want)
-        except AssertionError as err:
-            raise AssertionError(f"{name}: {err}") from None
+        _close(name, got, want)
 
 
 def _grad_pairs(L):
@@ -200,10 +195,7 @@ def test_derivatives_of_collectives_match_jax():
              lambda: jax.jvp(members, (X,), (W,))[1]),
         ]
         for how, got, want in checks:
-            try:
-                _close(got, jax_result(want), rtol=1e-4)
-            except AssertionError as err:
-                raise AssertionError(f"{name} {how}: {err}") from None
+            _close(f"{name} {how}", got, jax_result(want), rtol=1e-4)
 
 
 def test_pmax_derivative_splits_ties_as_reduce_max():
@@ -216,7 +208,7 @@ def test_pmax_derivative_splits_ties_as_reduce_max():
     for ours, theirs in ((lax.pmax, jnp.max), (lax.pmin, jnp.min)):
         got = ember.vmap(ember.grad(lambda v: (ours(v, "i") * c).sum()), axis_name="i")(x)
         want = jax_result(lambda: jax.grad(lambda y: 4 * (theirs(y, 0) * c).sum())(x))
-        _close(got, want)
+        _close(ours.__name__, got, want)
 
 
 def test_collectives_under_jit_and_control_flow():
@@ -230,8 +222,8 @@ def test_collectives_under_jit_and_control_flow():
     got = [ember.jit(ember.vmap(body(lax), axis_name="i"))(X),
            ember.vmap(ember.jit(body(lax)), axis_name="i")(X)]
     want = jax_result(lambda: jax.jit(jax.vmap(body(jlax), axis_name="i"))(X))
-    for g in got:
-        _close(g, want)
+    for how, g in zip(("jit(vmap)", "vmap(jit)"), got):
+        _close(how, g, want)
 
 
 def test_unbound_axis_names_and_refused_options():

@@ -61,6 +61,14 @@ def _no_groups(api: str, axis_index_groups: Any) -> None:
                                   "use a mesh axis of the group's size instead")
 
 
+def _named_axes(api: str, axis_name: Any, axis_index_groups: Any = None) -> tuple[AxisNames, int]:
+    """(the axis names as a tuple, their total size) of a collective's axis_name (the names bound, or NameError),
+    with axis_index_groups refused."""
+    _no_groups(api, axis_index_groups)
+    axes = _axis_names(api, axis_name)
+    return axes, axes_size(axes)
+
+
 def _rest(name: Hashable, axes: AxisNames) -> AxisNames:
     return tuple(a for a in axes if a != name)
 
@@ -307,9 +315,7 @@ def _all_gather_batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNam
 def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: int = 0, tiled: bool = False) -> Any:
     """Every member's x, stacked along a new dimension at `axis` (concatenated along dimension `axis` when tiled),
     on every member (like jax.lax.all_gather); x may be a pytree."""
-    _no_groups("all_gather", axis_index_groups)
-    axes = _axis_names("all_gather", axis_name)
-    size = axes_size(axes)
+    axes, size = _named_axes("all_gather", axis_name, axis_index_groups)
 
     def one(leaf: Any) -> Any:
         ndim = aval_of(leaf).ndim
@@ -397,9 +403,7 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
                  tiled: bool = False) -> Any:
     """psum(x, axis_name), of which member k keeps block k along scatter_dimension (like jax.lax.psum_scatter);
     without tiled that dimension's size must equal the axis size and is removed."""
-    _no_groups("psum_scatter", axis_index_groups)
-    axes = _axis_names("psum_scatter", axis_name)
-    size = axes_size(axes)
+    axes, size = _named_axes("psum_scatter", axis_name, axis_index_groups)
 
     def one(leaf: Any) -> Any:
         where = normalize_axis("psum_scatter: scatter_dimension", scatter_dimension, aval_of(leaf).ndim)
@@ -484,9 +488,7 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
     """Split x's dimension split_axis into the axis size's blocks, send block k to member k, and concatenate
     (tiled) or stack (untiled: a new dimension at concat_axis, split_axis removed) the received blocks along
     concat_axis in member order (like jax.lax.all_to_all)."""
-    _no_groups("all_to_all", axis_index_groups)
-    axes = _axis_names("all_to_all", axis_name)
-    size = axes_size(axes)
+    axes, size = _named_axes("all_to_all", axis_name, axis_index_groups)
 
     def one(leaf: Any) -> Any:
         aval = aval_of(leaf)
@@ -579,8 +581,7 @@ def _ppermute_batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames
 def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
     """Member dst receives member src's x for each pair (src, dst) in perm, indices along the named axes; members no
     pair sends to receive zeros (like jax.lax.ppermute); x may be a pytree."""
-    axes = _axis_names("ppermute", axis_name)
-    size = axes_size(axes)
+    axes, size = _named_axes("ppermute", axis_name)
     try:
         pairs = tuple((int(src), int(dst)) for src, dst in perm)
     except (TypeError, ValueError):
@@ -665,8 +666,7 @@ def axis_index(axis_name: Any) -> Any:
 
 def pbroadcast(x: Any, axis_name: Any, source: int) -> Any:
     """Every member receives member `source`'s x (like jax.lax.pbroadcast): psum of x kept only at the source."""
-    axes = _axis_names("pbroadcast", axis_name)
-    size = axes_size(axes)
+    axes, size = _named_axes("pbroadcast", axis_name)
     if isinstance(source, bool) or not isinstance(source, int | np.integer) or not 0 <= source < size:
         raise ValueError(f"pbroadcast: source must be an int in [0, {size}) for the axes {axes}, got {source!r}")
     at_source = eq(axis_index(axes), np.int32(source))
