@@ -1,9 +1,12 @@
-"""Builds the optional C extensions: the runtime's hot path and ember's LAPACK kernels (XLA FFI handlers); the
-project's metadata is in pyproject.toml.
+"""Builds the optional C extensions: the runtime's hot path, ember's LAPACK kernels and its fused row kernel (XLA FFI
+handlers); the project's metadata is in pyproject.toml.
 
-Without a C compiler the build goes on without them (optional=True): ember uses its pure-Python path, and linear
-algebra lowers to XLA's own ops where they exist."""
+Without a C compiler the build goes on without them (optional=True): ember uses its pure-Python path, linear
+algebra lowers to XLA's own ops where they exist, and row regions to XLA's ops."""
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("ember._runtime._fastpath", ["ember/_runtime/_fastpath.c"], optional=True),
-                   Extension("ember._runtime._lapack", ["ember/_runtime/_lapack.c"], optional=True)])
+                   Extension("ember._runtime._lapack", ["ember/_runtime/_lapack.c"],
+                             depends=["ember/_runtime/ffi_api.h"], optional=True),
+                   Extension("ember._runtime._rows", ["ember/_runtime/_rows.c"], depends=["ember/_runtime/ffi_api.h"],
+                             optional=True)])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import sys
 import timeit
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -748,6 +749,17 @@ def layer_norm(np_: Any) -> Callable[[Any], Any]:
     return norm
 
 
+def layer_norm_grad(np_: Any) -> Callable[[Any], Any]:
+    """The gradient of sum(layer_norm(x) * x) (a layer norm's backward pass, the kind of program a training step
+    has around every normalisation; not `* cos(x)`: the plugin's sin and cos are scalar libm calls, 20 ms of it)."""
+    return library(np_).grad(lambda x: np_.sum(layer_norm(np_)(x) * x))
+
+
+def library(np_: Any) -> Any:
+    """ember for ember.numpy, jax for jax.numpy (imported by then: the pairs are made after JAX starts)."""
+    return ember if np_ is enp else sys.modules["jax"]
+
+
 def softmax_of(np_: Any) -> Callable[[Any], Any]:
     def softmax(v: Any) -> Any:
         z = np_.exp(v - np_.max(v, axis=-1, keepdims=True))
@@ -951,6 +963,9 @@ BENCHMARKS: list[tuple[Any, ...]] = [
                                                           (1024, 1024)), 100),
     ("jit: layer norm f32[4096,1024]", array_fn(layer_norm, (4096, 1024)), 20),
     ("jit: softmax f32[1024,1000]", array_fn(softmax_of, (1024, 1000)), 50),
+    ("jit: log_softmax f32[1024,1000]", array_fn(lambda np_: lambda a: library(np_).nn.log_softmax(a, axis=-1),
+                                                 (1024, 1000)), 50),
+    ("jit(grad): layer norm f32[4096,1024]", array_fn(layer_norm_grad, (4096, 1024)), 20),
     ("jit: attention forward b8 h8 t128 d64", attention(False), 20),
     ("jit(grad): attention backward b8 h8 t128 d64", attention(True), 10),
     ("train step: transformer block b16 t64 d128, SGD", transformer_step, 20),
@@ -982,6 +997,9 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("jit: median f32[1024,1024] axis=1", reduction("median", axis=1), 20),
     ("jit: count_nonzero f32[1024,1024] axis=0", reduction("count_nonzero", axis=0), 100),
     ("jit: ptp f32[1024,1024] axis=1", reduction("ptp", axis=1), 100),
+    ("jit: max f32[1024,1024] axis=1", reduction("max", axis=1), 100),
+    ("jit: max f32[1024,1024] axis=0", reduction("max", axis=0), 100),
+    ("jit: max f32[1024,1024]", reduction("max"), 100),
     ("fft: fft c64[2**20]", fft_case("fft", (2 ** 20,), np.complex64), 20),
     ("fft: rfft2 f32[1024,1024]", fft_case("rfft2", (1024, 1024), np.float32), 20),
     ("linalg: cholesky + solve f32 512x512", linalg_case("cholesky_solve", (512, 512), (512, 4), spd=True), 20),

@@ -177,3 +177,41 @@ def test_forms_inside_loops_branches_and_nested_jit():
         return carry, branch, jnp.sum(a * a, axis=0), jnp.sum(a * a)
     for e, j in zip(got, jax_result(lambda: jax.jit(g)(x))):
         np.testing.assert_allclose(e, j, rtol=1e-5, atol=1e-5 * np.abs(j).max())
+
+
+@pytest.mark.parametrize("shape, axis", [
+    ((1024, 1024), 1), ((1024, 1024), 0), ((1024, 1024), None), ((64, 64, 128), (1, 2)), ((64, 64, 128), 1),
+    ((64, 32, 128), (0, 1)), ((3 * 2 ** 15,), None), ((512, 100), -1),
+])
+@pytest.mark.parametrize("forms", [True, False], ids=["forms", "plain"])
+def test_max_and_min_keep_nan(shape, axis, forms):
+    # the plugin's YNNPACK reduction (on by ember's XLA flags) drops NaN: max of a row holding NaN was its largest
+    # number; numpy and JAX give NaN, with the CPU forms on or off, eagerly and under jit
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=shape).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[rng.choice(flat.size, 5, replace=False)] = np.nan
+    ember.config.update("cpu_backend_forms", forms)
+    try:
+        for name in ("max", "min"):
+            want = getattr(np, name)(x, axis=axis)
+            got = np.asarray(ember.jit(lambda a: getattr(enp, name)(a, axis=axis))(x))
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(np.asarray(getattr(enp, name)(ember.asarray(x), axis=axis)), want)
+    finally:
+        ember.config.update("cpu_backend_forms", True)
+
+
+def test_max_keeps_nan_in_float64_float16_and_over_devices():
+    x = np.random.default_rng(5).normal(size=(512, 256)).astype(np.float32)
+    x[100, 7] = np.nan
+    with ember.config.override(enable_x64=True):
+        np.testing.assert_array_equal(np.asarray(ember.jit(lambda a: enp.max(a, axis=1))(x.astype(np.float64))),
+                                      x.astype(np.float64).max(1))
+    np.testing.assert_array_equal(np.asarray(ember.jit(lambda a: enp.min(a, axis=0))(x.astype(np.float16))),
+                                  x.astype(np.float16).min(0))
+    if len(ember.devices()) >= 2:
+        mesh = ember.make_mesh((2,), ("x",))
+        xs = ember.device_put(x, ember.NamedSharding(mesh, ember.P("x")))
+        np.testing.assert_array_equal(np.asarray(ember.jit(lambda a: enp.max(a, axis=1))(xs)), x.max(1))
+        np.testing.assert_array_equal(np.asarray(ember.jit(lambda a: enp.max(a))(xs)), x.max())

@@ -86,11 +86,11 @@ def sum_form(shape: Sequence[int], axes: Sequence[int], dtype: np.dtype) -> tupl
         return ("rows", (n // rows, rows)) if 1 < rows <= MAX_ROW else None
     if axes == list(range(len(axes))):  # leading axes
         kept = math.prod(shape[len(axes):])
-        return _stages(n // kept, kept)
+        return stages(n // kept, kept)
     return None
 
 
-def _stages(m: int, k_kept: int) -> tuple[str, Any] | None:
+def stages(m: int, k_kept: int) -> tuple[str, Any] | None:
     if m % CHUNK or m // CHUNK < 2 or (m // CHUNK) * k_kept < MIN_SECOND_STAGE:
         return None
     return "stages", (m, k_kept, CHUNK)
@@ -114,24 +114,24 @@ def lower_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) 
     out_shape = tuple(d for i, d in enumerate(aval.shape) if i not in axes)
     if kind == "rows":
         kept, row = dims
-        matrix = _reshape(emitter, x, aval, (kept, row))
+        matrix = reshape(emitter, x, aval, (kept, row))
         ones = emitter.constant(1, ShapedArray((row,), dtype))
         sums = ShapedArray((kept,), dtype)
         summed = emitter.op("stablehlo.dot_general", [matrix, ones], sums,
                             {"dot_dimension_numbers": dot_dimension_numbers([1], [0], [], [])})
         if not out_shape:  # a whole array: the sum of the row sums
             return emitter.reduce(summed, sums, (0,), "add", 0)
-        return _reshape(emitter, summed, sums, out_shape)
+        return reshape(emitter, summed, sums, out_shape)
     m, kept, chunk = dims
     blocks = ShapedArray((m // chunk, chunk, kept), dtype)
-    first = emitter.reduce(_reshape(emitter, x, aval, blocks.shape), blocks, (1,), "add", 0)
+    first = emitter.reduce(reshape(emitter, x, aval, blocks.shape), blocks, (1,), "add", 0)
     partial = ShapedArray((m // chunk, kept), dtype)
     held = emitter.op("stablehlo.optimization_barrier", [first], partial)
     kept_sums = emitter.reduce(held, partial, (0,), "add", 0)  # (leading axes only: a whole array sums as rows)
-    return _reshape(emitter, kept_sums, ShapedArray((kept,), dtype), out_shape)
+    return reshape(emitter, kept_sums, ShapedArray((kept,), dtype), out_shape)
 
 
-def _reshape(emitter: Emitter, x: str, aval: ShapedArray, shape: Sequence[int]) -> str:
+def reshape(emitter: Emitter, x: str, aval: ShapedArray, shape: Sequence[int]) -> str:
     if tuple(aval.shape) == tuple(shape):
         return x
     return emitter.op("stablehlo.reshape", [x], ShapedArray(tuple(shape), aval.dtype))
@@ -184,7 +184,7 @@ def _merged_dot(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rhs
     for x, aval, operand_groups, (contracting, batch) in zip((lhs, rhs), (lhs_aval, rhs_aval), groups,
                                                              ((lc, lb), (rc, rb))):
         shape = tuple(math.prod(aval.shape[d] for d in run) for run in operand_groups)
-        operands.append(_reshape(emitter, x, aval, shape))
+        operands.append(reshape(emitter, x, aval, shape))
         shapes.append(shape)
         # each role's dims are one run, now one dim: its position among the merged dims (none for an empty role)
         roles.append([tuple(i for i, run in enumerate(operand_groups) if run[0] in role) for role in (contracting,
@@ -195,7 +195,7 @@ def _merged_dot(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rhs
                              + tuple(shapes[1][d] for d in free[1]), out_aval.dtype)
     out = emitter.op("stablehlo.dot_general", operands, merged_out,
                      {"dot_dimension_numbers": dot_dimension_numbers(lc2, rc2, lb2, rb2), **attrs})
-    return _reshape(emitter, out, merged_out, out_aval.shape)
+    return reshape(emitter, out, merged_out, out_aval.shape)
 
 
 def _transpose(emitter: Emitter, x: str, aval: ShapedArray, order: tuple[int, ...]) -> str:
@@ -205,4 +205,4 @@ def _transpose(emitter: Emitter, x: str, aval: ShapedArray, order: tuple[int, ..
                       {"permutation": i64_array(order)})
 
 
-__all__ = ["applies", "dot_general", "lower_sum", "sum_form"]
+__all__ = ["applies", "dot_general", "lower_sum", "reshape", "stages", "sum_form"]

@@ -171,13 +171,22 @@ class Emitter:
         attr = f"dense<{scalar_text(value, aval.dtype)}> : {tensor_type(aval)}"
         return self.op("stablehlo.constant", [], aval, {"value": attr})
 
-    def reduce(self, operand: str, aval: ShapedArray, axes: Sequence[int], hlo_op: str, init: Any) -> str:
+    def reduce(self, operand: str, aval: ShapedArray, axes: Sequence[int], hlo_op: str, init: Any,
+               keep_nan: bool = False) -> str:
         """stablehlo.reduce of operand (of type aval) over axes, combining with the scalar op stablehlo.<hlo_op>
-        from init (a Python value of aval's dtype)."""
+        from init (a Python value of aval's dtype). keep_nan: the body is `a != a ? a : op(a, b)` (a NaN once
+        reached is kept), which computes the same as op with NaN-propagating max/min, in a form the CPU plugin's
+        YNNPACK reduction does not take (it drops NaN: ember._hlo.backend_forms.lower_extremum)."""
         scalar = ShapedArray((), aval.dtype)
         body = self.child()
         a, b = (body.declare(body.fresh("b"), scalar) for _ in range(2))
-        body.returns([body.op(f"stablehlo.{hlo_op}", [a, b], scalar)])
+        value = body.op(f"stablehlo.{hlo_op}", [a, b], scalar)
+        if keep_nan:
+            nan = body.op("stablehlo.compare", [a, a], ShapedArray((), np.dtype(bool)),
+                          {"comparison_direction": "#stablehlo<comparison_direction NE>",
+                           "compare_type": f"#stablehlo<comparison_type {compare_type(aval.dtype)}>"})
+            value = body.op("stablehlo.select", [nan, a, value], scalar)
+        body.returns([value])
         region = self.region([a, b], body)
         out = ShapedArray(tuple(d for i, d in enumerate(aval.shape) if i not in axes), aval.dtype)
         return self.op("stablehlo.reduce", [operand, self.constant(init, scalar)], out,
@@ -192,6 +201,46 @@ class Emitter:
             dims = tuple(range(len(shape) - operand_aval.ndim, len(shape)))
         return self.op("stablehlo.broadcast_in_dim", [operand], operand_aval.update(shape=shape),
                        {"broadcast_dimensions": i64_array(dims)})
+
+
+def value_rank(emitter: Emitter, value: str) -> int:
+    """The rank of an SSA value of the body being emitted (its tensor type's dimensions: tensor<2x3xcomplex<f32>>
+    has 2)."""
+    parts = emitter.types[value][len("tensor<"):-1].split("x")
+    return next((i for i, part in enumerate(parts) if not part.isdigit()), len(parts))
+
+
+def row_major(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank - 1, -1, -1))
+
+
+def _layouts_text(layouts: Sequence[Sequence[int]]) -> str:
+    return "[" + ", ".join(f"dense<[{', '.join(str(d) for d in lay)}]> : tensor<{len(lay)}xindex>" if lay else
+                           "dense<> : tensor<0xindex>" for lay in layouts) + "]"
+
+
+def emit_custom_call(emitter: Emitter, target: str, operands: Sequence[str], results: Sequence[ShapedArray],
+                     attrs: dict[str, int], has_side_effect: bool,
+                     operand_layouts: Sequence[Sequence[int]] | None = None,
+                     result_layouts: Sequence[Sequence[int]] | None = None) -> list[str]:
+    """`stablehlo.custom_call @target` to a typed FFI handler (api_version 4): the integer attrs reach the handler
+    as int64 scalars; layouts are minor-to-major, one per operand/result (row-major when omitted). The one writer
+    of the op: ember._hlo.ffi.custom_call (ember's handlers) and order_call in lower.py, the
+    row kernels' calls in row_fusion.py, use it."""
+    if operand_layouts is None:
+        operand_layouts = [row_major(value_rank(emitter, o)) for o in operands]
+    if result_layouts is None:
+        result_layouts = [row_major(a.ndim) for a in results]
+    config = ", ".join(f"{k} = {int(v)} : i64" for k, v in sorted(attrs.items()))
+    out = emitter.op("stablehlo.custom_call", list(operands), list(results), {
+        "call_target_name": f'"{target}"',
+        "api_version": "4 : i32",
+        "backend_config": "{" + config + "}",
+        "has_side_effect": "true" if has_side_effect else "false",
+        "operand_layouts": _layouts_text(operand_layouts),
+        "result_layouts": _layouts_text(result_layouts),
+    })
+    return out if isinstance(out, list) else [out]
 
 
 def module_text(arg_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArray], body: Emitter,

@@ -5,50 +5,16 @@ The handlers are C functions that the runtime registers with the PJRT plugin thr
 starts with a prefix, e.g. "ember_lapack_") is made known here by a *provider* the runtime installs: a function that
 loads the family (its extension module, the libraries it calls) on first use and returns the names it provides, or
 an empty set when it cannot (a missing extension or library). A lowering asks `available(name)` and emits
-`custom_call(...)`, or falls back to XLA's own ops."""
+`custom_call(...)`, or falls back to XLA's own ops. (The providers' registry is ember/_hlo/targets.py, below the
+lowering interpreter, which asks it too: row regions, ember/_hlo/row_fusion.py.)"""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 from ember._core.dtypes import ShapedArray
-from ember._hlo.lower import (EFFECT, LoweringContext, effect_value, emit_custom_call, row_major, set_effect_value,
-                              value_rank)
-
-_providers: dict[str, Callable[[], frozenset[str]]] = {}  # name prefix -> provider
-_provided: dict[str, frozenset[str]] = {}  # name prefix -> what its provider returned (asked once)
-_reasons: dict[str, Callable[[], str]] = {}  # name prefix -> why its targets are unavailable ("" when they are)
-
-
-def set_provider(prefix: str, provider: Callable[[], frozenset[str]], reason: Callable[[], str] | None = None
-                 ) -> None:
-    """Install the provider of the custom-call targets whose names start with prefix (and a function saying why
-    they are unavailable, for error messages); what the provider said before is forgotten."""
-    _providers[prefix] = provider
-    if reason is not None:
-        _reasons[prefix] = reason
-    _provided.pop(prefix, None)
-
-
-def unavailable_reason(name: str) -> str:
-    """Why the target `name` is unavailable, as its provider tells ("" when it is available or nobody says)."""
-    if available(name):
-        return ""
-    for prefix, reason in _reasons.items():
-        if name.startswith(prefix):
-            return reason()
-    return ""
-
-
-def available(name: str) -> bool:
-    """Whether a custom call to the target `name` can run in this process (its provider loads it on first use)."""
-    for prefix, provider in _providers.items():
-        if name.startswith(prefix):
-            names = _provided.get(prefix)
-            if names is None:
-                names = _provided[prefix] = frozenset(provider())
-            return name in names
-    return False
-
+from ember._hlo.emitter import emit_custom_call, row_major, value_rank
+from ember._hlo.targets import available, set_provider, unavailable_reason
+from ember._hlo.lower import EFFECT, LoweringContext, effect_value, set_effect_value
 
 def column_major(rank: int) -> tuple[int, ...]:
     """The minor-to-major layout of an array whose last two dimensions are a column-major (Fortran) matrix and
@@ -59,7 +25,7 @@ def column_major(rank: int) -> tuple[int, ...]:
 
 
 def rank_of(ctx: LoweringContext, value: str) -> int:
-    """The rank of an SSA value of the body being emitted (ember._hlo.lower.value_rank)."""
+    """The rank of an SSA value of the body being emitted (ember._hlo.emitter.value_rank)."""
     return value_rank(ctx.emitter, value)
 
 

@@ -14,7 +14,8 @@ from ember._core.ir import sub_irs
 from ember._core.primitive import has_effects
 from ember._core.config import config
 from ember._core.profile import profiled
-from ember._hlo.emitter import Emitter, dense_text, location_text, module_text, tensor_type
+from ember._hlo import row_fusion
+from ember._hlo.emitter import Emitter, dense_text, emit_custom_call, location_text, module_text, tensor_type
 
 DEFAULT_PLATFORM: Any = "default"  # lower's platform: the one set_platform_provider's provider names
 
@@ -129,8 +130,13 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
         return env[atom]
 
     base, base_location = emitter.scope, emitter.location
+    regions = row_fusion.plan(ir) if row_fusion.applies(emitter) else None
     try:
-        for eqn in ir.eqns:
+        for i, eqn in enumerate(ir.eqns):
+            if regions is not None:
+                _emit_regions(emitter, regions, i, read, env, base, base_location)
+                if i in regions.skip:
+                    continue
             rule = eqn.prim.rules.get("lowering")
             if rule is None:
                 raise LoweringError(f"primitive {eqn.prim.name} has no lowering rule")
@@ -146,9 +152,19 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
             else:
                 outs = rule(ctx, *[read(a) for a in eqn.inputs], **eqn.params)
             env.update(zip(eqn.outputs, outs))
+        if regions is not None:
+            _emit_regions(emitter, regions, len(ir.eqns), read, env, base, base_location)
     finally:
         emitter.scope, emitter.location = base, base_location
     return [read(a) for a in ir.outs]
+
+
+def _emit_regions(emitter: Emitter, regions: row_fusion.Plan, i: int, read: Callable[[Atom], str],
+                  env: dict[Var, str], scope: Any, location: Any) -> None:
+    """Emit the row regions planned before equation i (ember._hlo.row_fusion), in the body's own scope."""
+    for region, outputs in regions.at.get(i, ()):
+        emitter.scope, emitter.location = scope, location
+        env.update(zip(outputs, row_fusion.emit(emitter, region, outputs, read)))
 
 
 EFFECT = ShapedArray((), np.dtype(np.int8))  # the value that orders a body's callbacks (see effect_value)
@@ -169,45 +185,6 @@ def effect_value(emitter: Emitter) -> str:
 
 def set_effect_value(emitter: Emitter, value: str) -> None:
     _effects[emitter] = value
-
-
-def value_rank(emitter: Emitter, value: str) -> int:
-    """The rank of an SSA value of the body being emitted (its tensor type's dimensions: tensor<2x3xcomplex<f32>>
-    has 2)."""
-    parts = emitter.types[value][len("tensor<"):-1].split("x")
-    return next((i for i, part in enumerate(parts) if not part.isdigit()), len(parts))
-
-
-def row_major(rank: int) -> tuple[int, ...]:
-    return tuple(range(rank - 1, -1, -1))
-
-
-def _layouts_text(layouts: Sequence[Sequence[int]]) -> str:
-    return "[" + ", ".join(f"dense<[{', '.join(str(d) for d in lay)}]> : tensor<{len(lay)}xindex>" if lay else
-                           "dense<> : tensor<0xindex>" for lay in layouts) + "]"
-
-
-def emit_custom_call(emitter: Emitter, target: str, operands: Sequence[str], results: Sequence[ShapedArray],
-                     attrs: dict[str, int], has_side_effect: bool,
-                     operand_layouts: Sequence[Sequence[int]] | None = None,
-                     result_layouts: Sequence[Sequence[int]] | None = None) -> list[str]:
-    """`stablehlo.custom_call @target` to a typed FFI handler (api_version 4): the integer attrs reach the handler
-    as int64 scalars; layouts are minor-to-major, one per operand/result (row-major when omitted). The one writer
-    of the op: ember._hlo.ffi.custom_call (ember's handlers) and order_call use it."""
-    if operand_layouts is None:
-        operand_layouts = [row_major(value_rank(emitter, o)) for o in operands]
-    if result_layouts is None:
-        result_layouts = [row_major(a.ndim) for a in results]
-    config = ", ".join(f"{k} = {int(v)} : i64" for k, v in sorted(attrs.items()))
-    out = emitter.op("stablehlo.custom_call", list(operands), list(results), {
-        "call_target_name": f'"{target}"',
-        "api_version": "4 : i32",
-        "backend_config": "{" + config + "}",
-        "has_side_effect": "true" if has_side_effect else "false",
-        "operand_layouts": _layouts_text(operand_layouts),
-        "result_layouts": _layouts_text(result_layouts),
-    })
-    return out if isinstance(out, list) else [out]
 
 
 def order_call(emitter: Emitter, values: Sequence[str], results: Sequence[ShapedArray]) -> list[str]:

@@ -18,7 +18,7 @@ from ember._core import Literal, Primitive, ShapedArray, Tracer, aval_of, scalar
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int, static_ints
 from ember._core.trace import stage_flat
-from ember._hlo import LoweringContext, i64_array, lower_into
+from ember._hlo import LoweringContext, i64_array, lower_into, row_fusion
 from ember._prims.checks import check_dtype
 from ember._prims.elementwise import (add, bitwise_and, bitwise_not, bitwise_or, div, eq, gt, lt, max,
                                       min, mul, ne, select)
@@ -68,9 +68,11 @@ def _highest(dtype: np.dtype) -> Any:
 
 
 reduce_max_p = reduction("reduce_max", "fiub", _lowest, lambda dtype: "or" if dt.is_bool(dtype) else "maximum",
-                         _extreme_derivative)
+                         _extreme_derivative, lambda ctx, x, axes: row_fusion.lower_extremum(
+                             ctx.emitter, x, ctx.avals_in[0], axes, "maximum", _lowest(ctx.avals_in[0].dtype)))
 reduce_min_p = reduction("reduce_min", "fiub", _highest, lambda dtype: "and" if dt.is_bool(dtype) else "minimum",
-                         _extreme_derivative)
+                         _extreme_derivative, lambda ctx, x, axes: row_fusion.lower_extremum(
+                             ctx.emitter, x, ctx.avals_in[0], axes, "minimum", _highest(ctx.avals_in[0].dtype)))
 
 
 def reduce_max(x: Any, axes: Sequence[int] | None = None) -> Any:

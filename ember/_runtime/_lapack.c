@@ -19,8 +19,7 @@
  *   - errors (a bad call frame, a dtype without a kernel, out of memory) are returned as XLA_FFI_Error through
  *     the call frame's api, never by aborting.
  *
- * The FFI declarations below are ember's own, written from xla/ffi/api/c_api.h (XLA FFI API 0.x): only the
- * structs and fields used here, in the header's order. */
+ * The FFI declarations (ember's own, from xla/ffi/api/c_api.h) are in ffi_api.h, shared with _rows.c. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
@@ -28,100 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- XLA FFI C API (subset) ---------------------------------------------------------------------------- */
-typedef struct Ffi_ExtensionBase {
-    size_t struct_size;
-    int type; /* 1: metadata */
-    struct Ffi_ExtensionBase *next;
-} Ffi_ExtensionBase;
-
-typedef struct {
-    size_t struct_size;
-    Ffi_ExtensionBase *extension_start;
-    int major_version;
-    int minor_version;
-} Ffi_ApiVersion;
-
-typedef struct Ffi_Error Ffi_Error;
-
-typedef struct {
-    size_t struct_size;
-    Ffi_ExtensionBase *extension_start;
-    const char *message;
-    int errc;
-} Ffi_ErrorCreateArgs;
-
-typedef Ffi_Error *Ffi_ErrorCreate(Ffi_ErrorCreateArgs *args);
-
-typedef struct {
-    size_t struct_size;
-    Ffi_ExtensionBase *extension_start;
-    Ffi_ApiVersion api_version;
-    void *internal_api;
-    Ffi_ErrorCreate *error_create; /* the first function of XLA_FFI_Api */
-} Ffi_Api;
-
-enum { FFI_F32 = 11, FFI_F64 = 12, FFI_S32 = 4, FFI_S64 = 5, FFI_C64 = 15, FFI_C128 = 18, FFI_TYPES = 32 };
-enum { FFI_ERR_INVALID_ARGUMENT = 3, FFI_ERR_RESOURCE_EXHAUSTED = 8, FFI_ERR_UNIMPLEMENTED = 12 };
-enum { FFI_ATTR_SCALAR = 3, FFI_EXECUTE = 3, FFI_EXTENSION_METADATA = 1 };
-
-typedef struct {
-    size_t struct_size;
-    Ffi_ExtensionBase *extension_start;
-    int dtype;
-    void *data;
-    int64_t rank;
-    int64_t *dims;
-} Ffi_Buffer;
-
-typedef struct {
-    size_t struct_size;
-    Ffi_ExtensionBase *extension_start;
-    int64_t size;
-    int *types;
-    void **args;
-} Ffi_Args;
-
-typedef struct {
-    const char *ptr;
-    size_t len;
-} Ffi_ByteSpan;
-
-typedef struct {
-    int dtype;
-    void *value;
-} Ffi_Scalar;
-
-typedef struct {
-    size_t struct_size;
-    Ffi_ExtensionBase *extension_start;
-    int64_t size;
-    int *types;
-    Ffi_ByteSpan **names;
-    void **attrs;
-} Ffi_Attrs;
-
-typedef struct {
-    size_t struct_size;
-    Ffi_ExtensionBase *extension_start;
-    const Ffi_Api *api;
-    void *ctx;
-    int stage;
-    Ffi_Args args;
-    Ffi_Args rets; /* XLA_FFI_Rets has the same layout as XLA_FFI_Args */
-    Ffi_Attrs attrs;
-} Ffi_CallFrame;
-
-typedef struct {
-    size_t struct_size;
-    Ffi_ApiVersion api_version;
-    uint32_t traits;
-} Ffi_Metadata;
-
-typedef struct {
-    Ffi_ExtensionBase base;
-    Ffi_Metadata *metadata;
-} Ffi_MetadataExtension;
+#include "ffi_api.h"
 
 /* ---- LAPACK / BLAS signatures (scipy's cython_lapack: Fortran calling convention, 32-bit integers) ------- */
 typedef void potrf_fn(char *uplo, int *n, void *a, int *lda, int *info);
@@ -154,42 +60,6 @@ static const char *routine_names[R_COUNT] = {"potrf", "getrf", "geqrf", "orgqr",
                                              "gees"};
 
 /* ---- helpers -------------------------------------------------------------------------------------------- */
-static Ffi_Error *fail(Ffi_CallFrame *frame, int code, const char *message) {
-    Ffi_ErrorCreateArgs args;
-    memset(&args, 0, sizeof args);
-    args.struct_size = sizeof args;
-    args.message = message;
-    args.errc = code;
-    return frame->api->error_create(&args);
-}
-
-/* A handler is called once at registration with a metadata extension (which FFI version it speaks). */
-static int answer_metadata(Ffi_CallFrame *frame) {
-    Ffi_ExtensionBase *ext = frame->extension_start;
-    if (ext == NULL || ext->type != FFI_EXTENSION_METADATA) return 0;
-    Ffi_Metadata *md = ((Ffi_MetadataExtension *)ext)->metadata;
-    md->api_version.major_version = frame->api->api_version.major_version;
-    md->api_version.minor_version = frame->api->api_version.minor_version;
-    md->traits = 0;
-    return 1;
-}
-
-static int64_t attr_int(Ffi_CallFrame *frame, const char *name, int64_t fallback) {
-    size_t len = strlen(name);
-    for (int64_t i = 0; i < frame->attrs.size; i++) {
-        Ffi_ByteSpan *span = frame->attrs.names[i];
-        if (frame->attrs.types[i] != FFI_ATTR_SCALAR || span->len != len || memcmp(span->ptr, name, len) != 0)
-            continue;
-        Ffi_Scalar *s = (Ffi_Scalar *)frame->attrs.attrs[i];
-        switch (s->dtype) {
-            case FFI_S32: return *(int32_t *)s->value;
-            case FFI_S64: return *(int64_t *)s->value;
-            default: return fallback;
-        }
-    }
-    return fallback;
-}
-
 #define RET(f, i) ((Ffi_Buffer *)(f)->rets.args[i])
 #define ARG(f, i) ((Ffi_Buffer *)(f)->args.args[i])
 

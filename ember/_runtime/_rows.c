@@ -1,0 +1,537 @@
+/* ember._runtime._rows: ember's fused row kernel, an XLA FFI handler (typed FFI, custom-call api_version 4).
+ *
+ * The CPU plugin's XLA writes a reduction over the last axis fed by elementwise work, and the elementwise work that
+ * uses its result (softmax, layer norm, logsumexp, their gradients), as several loops that each read and write the
+ * whole array. ember's lowering (ember/_hlo/row_fusion.py) instead hands such a region of the program to this
+ * kernel as a small *row program*: the kernel runs it over a block of rows at a time, each value of the region a
+ * row-sized buffer that stays in the cache, so the array is read once and the results written once.
+ *
+ * The call: `custom_call @ember_rows(program, inputs...) -> outputs...`, float32 throughout but the program:
+ *   - program: int32[...]: [n_instructions, n_tmp_vectors, n_registers, n_literals, literals (float bits)...,
+ *     instructions (6 words each: opcode, destination, a, b, c, sum)...];
+ *   - the attributes `rows` (M) and `row` (N, the row length): an input or output of M * N elements is a matrix of
+ *     M rows, one of M elements holds a scalar per row, one of N elements a row shared by all rows, one of 1 element
+ *     a scalar.
+ * A reference (destination, a, b, c, sum) is a kind (bits 28-31) and an index: a temporary row, an input or output
+ * matrix, a shared row, a per-row register, a per-row input or output, a literal, a scalar input, or none (15).
+ * An instruction computes per row: an elementwise op (unary, binary, or select: a != 0 ? b : c) whose result is a
+ * row when a row is among its operands (else a scalar), or a reduction of a row to a scalar. An elementwise op with
+ * a row result may also sum it into a scalar as it goes (sum), and then need not store it (destination none): a
+ * pass fewer. Results equal XLA's ops' to rounding: square root is exact, a row divided by a scalar is multiplied
+ * by its reciprocal (within 1 ulp), max/min propagate NaN, exp is a polynomial within 2 ulp with XLA's overflow and
+ * underflow (inf, 0), sums add in their own order; booleans (is_finite, select's predicate) are 0.0 and 1.0.
+ * The rows are split among threads (run_threads), each with its own temporaries.
+ *
+ * The kernel runs only where the CPU has AVX-512F (handlers() offers nothing elsewhere, and the lowering keeps
+ * XLA's ops); errors (a malformed program, operands of the wrong size, out of memory) come back as XLA_FFI_Error,
+ * never by aborting. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ffi_api.h"
+
+enum { K_TMP, K_IN, K_OUT, K_SHARED, K_REG, K_ROW_IN, K_ROW_OUT, K_LIT, K_SCALAR_IN, K_NONE = 15 };
+#define WIDTH 6 /* words per instruction: opcode, destination, a, b, c, sum */
+enum {
+    OP_NEG, OP_EXP, OP_LOG, OP_SQRT, OP_RSQRT, OP_ABS, OP_COPY, OP_SIGN, OP_ISFINITE, /* unary */
+    OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MAX, OP_MIN,                                     /* binary */
+    OP_SELECT,                                                                          /* a ? b : c */
+    OP_SUM, OP_RMAX, OP_RMIN,                                                           /* row -> scalar */
+    OP_COUNT
+};
+#define FIRST_BINARY OP_ADD
+#define FIRST_TERNARY OP_SELECT
+#define FIRST_REDUCTION OP_SUM
+#define KIND(ref) ((int)((uint32_t)(ref) >> 28))
+#define INDEX(ref) ((int64_t)((ref) & 0x0fffffff))
+#ifndef BLOCK
+#define BLOCK 4096 /* elements per value per block of rows (a row longer than that is a block of one row) */
+#endif
+
+/* A reference resolved for one block of rows: element j of row r is at p[r * rs + j * cs]. */
+typedef struct {
+    float *p;
+    int64_t rs, cs;
+} Ref;
+
+/* ---- scalar semantics (also the fallback of each op on scalars) ------------------------------------------ */
+static inline float max_nan(float a, float b) { return (a != a || b != b) ? a + b : (a > b ? a : b); }
+static inline float min_nan(float a, float b) { return (a != a || b != b) ? a + b : (a < b ? a : b); }
+
+static inline float scalar_op(int op, float a, float b) {
+    switch (op) {
+        case OP_NEG: return -a;
+        case OP_EXP: return expf(a);
+        case OP_LOG: return logf(a);
+        case OP_SQRT: return sqrtf(a);
+        case OP_RSQRT: return 1.0f / sqrtf(a);
+        case OP_ABS: return fabsf(a);
+        case OP_COPY: return a;
+        case OP_SIGN: return a > 0.0f ? 1.0f : a < 0.0f ? -1.0f : a; /* (zeros and NaN stay) */
+        case OP_ISFINITE: return isfinite(a) ? 1.0f : 0.0f;          /* (a boolean is 0 or 1 here) */
+        case OP_ADD: return a + b;
+        case OP_SUB: return a - b;
+        case OP_MUL: return a * b;
+        case OP_DIV: return a / b;
+        case OP_MAX: return max_nan(a, b);
+        default: return min_nan(a, b);
+    }
+}
+
+/* An elementwise op over a row one element at a time (d NULL: not stored; sum NULL: not summed). */
+static void row_scalar(int op, float *d, const float *a, int64_t acs, const float *b, int64_t bcs, int64_t n,
+                       float *sum) {
+    float total = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        float v = scalar_op(op, a[j * acs], b ? b[j * bcs] : 0.0f);
+        if (d) d[j] = v;
+        total += v;
+    }
+    if (sum) *sum = total;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f")))
+
+/* exp(x) = 2^n * p(r), n = round(x / ln 2), r = x - n ln 2 (ln 2 in two parts), p a degree-7 polynomial (Taylor
+ * coefficients refined for float); scalef makes 2^n * p overflow to inf and underflow to 0 as exp does. */
+AVX512 static inline __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x)); /* (NaN stays NaN) */
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* max/min that return NaN where either operand is NaN (as XLA's maximum/minimum; the instruction alone does not). */
+AVX512 static inline __m512 nan_of(__m512 r, __m512 a, __m512 b) {
+    __mmask16 nan = _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
+    return _mm512_mask_add_ps(r, nan, a, b);
+}
+
+AVX512 static inline __m512 vector_op(int op, __m512 a, __m512 b) {
+    switch (op) {
+        case OP_NEG: return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)));
+        case OP_EXP: return exp16(a);
+        case OP_SQRT: return _mm512_sqrt_ps(a);
+        case OP_RSQRT: return _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_sqrt_ps(a));
+        case OP_ABS: return _mm512_abs_ps(a);
+        case OP_COPY: return a;
+        case OP_SIGN: { /* +-1 with a's sign where a is a nonzero number; zeros and NaN stay */
+            __m512i sign = _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN));
+            __m512 one = _mm512_castsi512_ps(_mm512_or_si512(sign, _mm512_castps_si512(_mm512_set1_ps(1.0f))));
+            return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_NEQ_OQ), a, one);
+        }
+        case OP_ISFINITE:
+            return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_abs_ps(a), _mm512_set1_ps(INFINITY), _CMP_LT_OQ),
+                                       _mm512_set1_ps(1.0f));
+        case OP_ADD: return _mm512_add_ps(a, b);
+        case OP_SUB: return _mm512_sub_ps(a, b);
+        case OP_MUL: return _mm512_mul_ps(a, b);
+        case OP_DIV: return _mm512_div_ps(a, b);
+        case OP_MAX: return nan_of(_mm512_max_ps(a, b), a, b);
+        default: return nan_of(_mm512_min_ps(a, b), a, b);
+    }
+}
+
+/* One elementwise op over a row of n elements, each operand a row (stride 1) or a scalar (stride 0), its result
+ * stored (STORE) and/or summed into *sum (SUM); one loop per op, operand strides and variant, so that each is
+ * compiled with its op inlined and its loads known. Four vectors per iteration (four independent sums). */
+#define LOADS(OP, ACS, BCS, J) vector_op(OP, ACS ? _mm512_loadu_ps(a + (J)) : sa, BCS ? _mm512_loadu_ps(b + (J)) : sb)
+#define ROW_LOOP(OP, ACS, BCS, STORE, SUM)                                                                      \
+    {                                                                                                           \
+        __m512 sa = _mm512_set1_ps(*a), sb = _mm512_set1_ps(b ? *b : 0.0f);                                    \
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;                                             \
+        int64_t j = 0;                                                                                          \
+        for (; j + 64 <= n; j += 64) {                                                                          \
+            __m512 v0 = LOADS(OP, ACS, BCS, j), v1 = LOADS(OP, ACS, BCS, j + 16), v2 = LOADS(OP, ACS, BCS, j + 32),         \
+                   v3 = LOADS(OP, ACS, BCS, j + 48);                                                                \
+            if (STORE) {                                                                                        \
+                _mm512_storeu_ps(d + j, v0);                                                                    \
+                _mm512_storeu_ps(d + j + 16, v1);                                                               \
+                _mm512_storeu_ps(d + j + 32, v2);                                                               \
+                _mm512_storeu_ps(d + j + 48, v3);                                                               \
+            }                                                                                                   \
+            if (SUM) {                                                                                          \
+                s0 = _mm512_add_ps(s0, v0);                                                                     \
+                s1 = _mm512_add_ps(s1, v1);                                                                     \
+                s2 = _mm512_add_ps(s2, v2);                                                                     \
+                s3 = _mm512_add_ps(s3, v3);                                                                     \
+            }                                                                                                   \
+        }                                                                                                       \
+        for (; j < n; j += 16) {                                                                                \
+            __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);                  \
+            __m512 v = vector_op(OP, ACS ? _mm512_maskz_loadu_ps(k, a + j) : sa,                                \
+                                 BCS ? _mm512_maskz_loadu_ps(k, b + j) : sb);                                   \
+            if (STORE) _mm512_mask_storeu_ps(d + j, k, v);                                                      \
+            if (SUM) s0 = _mm512_mask_add_ps(s0, k, s0, v);                                                     \
+        }                                                                                                       \
+        if (SUM) *sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));      \
+    }
+#define VARIANTS(OP, ACS, BCS)                                                                                  \
+    if (sum == NULL) ROW_LOOP(OP, ACS, BCS, 1, 0)                                                               \
+    else if (d != NULL) ROW_LOOP(OP, ACS, BCS, 1, 1)                                                            \
+    else ROW_LOOP(OP, ACS, BCS, 0, 1)
+#define STRIDES(OP)                                                                                             \
+    case OP:                                                                                                    \
+        if (acs && bcs) VARIANTS(OP, 1, 1) else if (acs) VARIANTS(OP, 1, 0) else if (bcs) VARIANTS(OP, 0, 1)    \
+        else VARIANTS(OP, 0, 0)                                                                                 \
+        break;
+
+/* d[j] = op(a[j], b[j]) for a row of n (d NULL: not stored), and *sum = their sum (sum NULL: not summed). */
+AVX512 static void row_elementwise(int op, float *d, const float *a, int64_t acs, const float *b, int64_t bcs,
+                                   int64_t n, float *sum) {
+    if (b == NULL) bcs = 0;
+    float reciprocal;
+    if (op == OP_DIV && acs && !bcs) { /* a row divided by a scalar: times its reciprocal (vdivps is ~8x a vmulps) */
+        reciprocal = 1.0f / *b;
+        op = OP_MUL;
+        b = &reciprocal;
+    }
+    switch (op) {
+        STRIDES(OP_NEG) STRIDES(OP_EXP) STRIDES(OP_SQRT) STRIDES(OP_RSQRT) STRIDES(OP_ABS) STRIDES(OP_COPY)
+        STRIDES(OP_SIGN) STRIDES(OP_ISFINITE)
+        STRIDES(OP_ADD) STRIDES(OP_SUB) STRIDES(OP_MUL) STRIDES(OP_DIV) STRIDES(OP_MAX) STRIDES(OP_MIN)
+        default: /* OP_LOG: no vector form (the lowering gives it scalars only); kept exact */
+            row_scalar(op, d, a, acs, b, bcs, n, sum);
+    }
+}
+
+/* d[j] = p[j] != 0 ? t[j] : f[j] for a row of n, each operand a row or a scalar (a select is seldom hot: one loop
+ * with the strides read at run time). */
+AVX512 static void row_select(float *d, const float *p, int64_t pcs, const float *t, int64_t tcs, const float *f,
+                              int64_t fcs, int64_t n) {
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+        __m512 vp = pcs ? _mm512_maskz_loadu_ps(k, p + j) : _mm512_set1_ps(*p);
+        __m512 vt = tcs ? _mm512_maskz_loadu_ps(k, t + j) : _mm512_set1_ps(*t);
+        __m512 vf = fcs ? _mm512_maskz_loadu_ps(k, f + j) : _mm512_set1_ps(*f);
+        __mmask16 take = _mm512_cmp_ps_mask(vp, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+        _mm512_mask_storeu_ps(d + j, k, _mm512_mask_blend_ps(take, vf, vt));
+    }
+}
+
+/* A row's sum, max or min: four accumulators of 16 lanes (independent chains), combined by a tree; max and min
+ * track NaN apart from the chains (any NaN in the row makes the result NaN, as XLA's reduce of maximum). */
+#define REDUCE_LOOP(COMBINE, INIT)                                                                              \
+    {                                                                                                           \
+        __m512 s[4] = {INIT, INIT, INIT, INIT};                                                                 \
+        int64_t j = 0;                                                                                          \
+        for (; j + 64 <= n; j += 64)                                                                            \
+            for (int u = 0; u < 4; u++) {                                                                       \
+                __m512 x = _mm512_loadu_ps(a + j + 16 * u);                                                     \
+                nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);                                                  \
+                s[u] = COMBINE(s[u], x);                                                                        \
+            }                                                                                                   \
+        for (int u = 0; j < n; j += 16, u++) {                                                                  \
+            __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);                  \
+            __m512 x = _mm512_mask_loadu_ps(INIT, k, a + j);                                                    \
+            nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);                                                      \
+            s[u] = COMBINE(s[u], x);                                                                            \
+        }                                                                                                       \
+        acc = COMBINE(COMBINE(s[0], s[1]), COMBINE(s[2], s[3]));                                                \
+    }
+
+AVX512 static float row_reduce(int op, const float *a, int64_t n) {
+    __mmask16 nan = 0;
+    __m512 acc;
+    if (op == OP_SUM) {
+        REDUCE_LOOP(_mm512_add_ps, _mm512_setzero_ps())
+        return _mm512_reduce_add_ps(acc);
+    }
+    if (op == OP_RMAX) {
+        REDUCE_LOOP(_mm512_max_ps, _mm512_set1_ps(-INFINITY))
+        return nan ? NAN : _mm512_reduce_max_ps(acc);
+    }
+    REDUCE_LOOP(_mm512_min_ps, _mm512_set1_ps(INFINITY))
+    return nan ? NAN : _mm512_reduce_min_ps(acc);
+}
+
+static unsigned int get_control(void) { return _mm_getcsr(); }
+static void set_control(unsigned int csr) { _mm_setcsr(csr); }
+
+static int cpu_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f");
+}
+#else
+static unsigned int get_control(void) { return 0; }
+static void set_control(unsigned int csr) { (void)csr; }
+static int cpu_supported(void) { return 0; }
+static void row_select(float *d, const float *p, int64_t pcs, const float *t, int64_t tcs, const float *f,
+                       int64_t fcs, int64_t n) {
+    for (int64_t j = 0; j < n; j++) d[j] = p[j * pcs] != 0.0f ? t[j * tcs] : f[j * fcs];
+}
+static void row_elementwise(int op, float *d, const float *a, int64_t acs, const float *b, int64_t bcs,
+                            int64_t n, float *sum) {
+    row_scalar(op, d, a, acs, b, bcs, n, sum);
+}
+static float row_reduce(int op, const float *a, int64_t n) {
+    float r = op == OP_SUM ? 0.0f : op == OP_RMAX ? -INFINITY : INFINITY;
+    for (int64_t j = 0; j < n; j++) r = op == OP_SUM ? r + a[j] : scalar_op(op == OP_RMAX ? OP_MAX : OP_MIN, r, a[j]);
+    return r;
+}
+#endif
+
+/* ---- the handler ----------------------------------------------------------------------------------------- */
+typedef struct {
+    int64_t m, n, rows;            /* rows, row length, rows per block */
+    int64_t n_inputs, n_outputs;
+    float **inputs, **outputs;     /* the operand buffers (inputs[0] is the first after the program) */
+    int64_t *in_size, *out_size;   /* their element counts */
+    float *tmp, *regs;             /* a worker's row values: n_tmp of rows * n floats, n_regs of rows */
+    const float *lits;
+    const int32_t *code;           /* the instructions */
+    int64_t n_instr, n_tmp, n_regs, n_lits;
+    int64_t begin, end;            /* the rows this worker runs */
+    unsigned int csr;              /* the calling thread's floating-point control (x86: MXCSR) */
+} Frame;
+
+/* A temporary row block's size in floats: its rows, and STAGGER floats more, so that the temporaries do not lie a
+ * multiple of 4096 bytes apart (loads from one and stores to another at such distances falsely depend on each
+ * other, "4K aliasing": 2x the time of a pass over rows of 1024 measured). */
+#define STAGGER 48
+#define TMP_SIZE(f) ((f)->rows * (f)->n + STAGGER)
+
+/* Resolve a reference for the block starting at row r0; 0 if it is malformed (also checks the operand sizes). */
+static int resolve(const Frame *f, int32_t ref, int64_t r0, Ref *out) {
+    int64_t i = INDEX(ref), m = f->m, n = f->n, n_tmp = f->n_tmp, n_regs = f->n_regs, n_lits = f->n_lits;
+    switch (KIND(ref)) {
+        case K_TMP: if (i >= n_tmp) return 0; *out = (Ref){f->tmp + i * TMP_SIZE(f), n, 1}; return 1;
+        case K_IN: if (i >= f->n_inputs || f->in_size[i] != m * n) return 0;
+            *out = (Ref){f->inputs[i] + r0 * n, n, 1}; return 1;
+        case K_OUT: if (i >= f->n_outputs || f->out_size[i] != m * n) return 0;
+            *out = (Ref){f->outputs[i] + r0 * n, n, 1}; return 1;
+        case K_SHARED: if (i >= f->n_inputs || f->in_size[i] != n) return 0;
+            *out = (Ref){f->inputs[i], 0, 1}; return 1;
+        case K_REG: if (i >= n_regs) return 0; *out = (Ref){f->regs + i * f->rows, 1, 0}; return 1;
+        case K_ROW_IN: if (i >= f->n_inputs || f->in_size[i] != m) return 0;
+            *out = (Ref){f->inputs[i] + r0, 1, 0}; return 1;
+        case K_ROW_OUT: if (i >= f->n_outputs || f->out_size[i] != m) return 0;
+            *out = (Ref){f->outputs[i] + r0, 1, 0}; return 1;
+        case K_LIT: if (i >= n_lits) return 0; *out = (Ref){(float *)f->lits + i, 0, 0}; return 1;
+        case K_SCALAR_IN: if (i >= f->n_inputs || f->in_size[i] != 1) return 0;
+            *out = (Ref){f->inputs[i], 0, 0}; return 1;
+        case K_NONE: *out = (Ref){NULL, 0, 1}; return 1; /* (a result not stored) */
+        default: return 0;
+    }
+}
+
+static int writable(int32_t ref) {
+    int kind = KIND(ref);
+    return kind == K_TMP || kind == K_OUT || kind == K_REG || kind == K_ROW_OUT;
+}
+
+/* Run one instruction over `rows` rows (s: where each row's sum of an elementwise result also goes, or NULL). */
+static void step(int op, const Ref *d, const Ref *a, const Ref *b, const Ref *c, const Ref *s, int64_t rows,
+                 int64_t n) {
+    if (op >= FIRST_REDUCTION) {
+        for (int64_t r = 0; r < rows; r++) d->p[r * d->rs] = row_reduce(op, a->p + r * a->rs, n);
+    } else if (op == OP_SELECT) {
+        for (int64_t r = 0; r < rows; r++) {
+            if (d->cs == 0) /* every operand a scalar */
+                d->p[r * d->rs] = a->p[r * a->rs] != 0.0f ? b->p[r * b->rs] : c->p[r * c->rs];
+            else
+                row_select(d->p + r * d->rs, a->p + r * a->rs, a->cs, b->p + r * b->rs, b->cs, c->p + r * c->rs,
+                           c->cs, n);
+        }
+    } else if (a->cs == 0 && b->cs == 0 && d->cs == 0) { /* a scalar result: every operand is a scalar */
+        for (int64_t r = 0; r < rows; r++)
+            d->p[r * d->rs] = scalar_op(op, a->p[r * a->rs], op >= FIRST_BINARY ? b->p[r * b->rs] : 0.0f);
+    } else {
+        for (int64_t r = 0; r < rows; r++)
+            row_elementwise(op, d->p ? d->p + r * d->rs : NULL, a->p + r * a->rs, a->cs,
+                            op >= FIRST_BINARY ? b->p + r * b->rs : NULL, b->cs, n, s ? s->p + r * s->rs : NULL);
+    }
+}
+
+/* Run the program over rows [begin, end) of a worker's frame, a block of rows at a time. */
+static void *run_rows(void *arg) {
+    Frame *f = (Frame *)arg;
+    set_control(f->csr); /* (XLA's threads flush subnormals to zero: every worker computes as the caller does) */
+    for (int64_t r0 = f->begin; r0 < f->end; r0 += f->rows) {
+        int64_t rows = f->end - r0 < f->rows ? f->end - r0 : f->rows;
+        for (int64_t i = 0; i < f->n_instr; i++) {
+            const int32_t *ins = f->code + WIDTH * i;
+            Ref d, a, b = {NULL, 0, 0}, c = {NULL, 0, 0}, s;
+            resolve(f, ins[1], r0, &d);
+            resolve(f, ins[2], r0, &a);
+            if (ins[0] >= FIRST_BINARY && ins[0] < FIRST_REDUCTION) resolve(f, ins[3], r0, &b);
+            if (ins[0] == OP_SELECT) resolve(f, ins[4], r0, &c);
+            step(ins[0], &d, &a, &b, &c, KIND(ins[5]) == K_NONE ? NULL : (resolve(f, ins[5], r0, &s), &s), rows,
+                 f->n);
+        }
+    }
+    return NULL;
+}
+
+/* The program over all rows, split among threads (one per PARALLEL elements, at most the CPUs this process may run
+ * on, at most MAX_THREADS), each with its own row values; the calling thread runs the first share. Threads are
+ * started per call (no pool that a fork could leave behind); where one cannot be started its share runs here. */
+#define PARALLEL (1 << 18)
+#define MAX_THREADS 16
+static Ffi_Error *run_threads(Ffi_CallFrame *frame, const Frame *f) {
+    int64_t threads = (f->m * f->n) / PARALLEL + 1, cpus = 1;
+#ifdef _SC_NPROCESSORS_ONLN
+    cpus = sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+    if (threads > cpus) threads = cpus;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    int64_t blocks = (f->m + f->rows - 1) / f->rows;
+    if (threads > blocks) threads = blocks > 0 ? blocks : 1;
+    size_t per = (size_t)(f->n_tmp * TMP_SIZE(f) + f->n_regs * f->rows + STAGGER);
+    float *values = (float *)malloc((per + STAGGER) * threads * sizeof(float));
+    Frame workers[MAX_THREADS];
+    pthread_t ids[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    if (values == NULL) return fail(frame, FFI_ERR_RESOURCE_EXHAUSTED, "ember_rows: out of memory for the row values");
+    unsigned int csr = get_control();
+    for (int64_t t = 0; t < threads; t++) {
+        workers[t] = *f;
+        workers[t].csr = csr;
+        workers[t].tmp = values + per * t + STAGGER / 2 * t; /* (threads' values apart by more than a page too) */
+        workers[t].regs = workers[t].tmp + f->n_tmp * TMP_SIZE(f);
+        workers[t].begin = blocks * t / threads * f->rows;
+        workers[t].end = t + 1 == threads ? f->m : blocks * (t + 1) / threads * f->rows;
+    }
+    for (int64_t t = 1; t < threads; t++) started[t] = pthread_create(&ids[t], NULL, run_rows, &workers[t]) == 0;
+    run_rows(&workers[0]);
+    for (int64_t t = 1; t < threads; t++) {
+        if (started[t]) pthread_join(ids[t], NULL);
+        else run_rows(&workers[t]);
+    }
+    free(values);
+    return NULL;
+}
+
+static Ffi_Error *rows_handler(Ffi_CallFrame *frame) {
+    static _Thread_local char message[160];
+    if (answer_metadata(frame)) return NULL;
+    if (frame->stage != FFI_EXECUTE) return NULL;
+    int64_t n_args = frame->args.size, n_rets = frame->rets.size;
+    if (n_args < 1 || n_rets < 1)
+        return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_rows: needs a program, inputs and outputs");
+    Ffi_Buffer *program = (Ffi_Buffer *)frame->args.args[0];
+    if (program->dtype != FFI_S32 || program->rank != 1)
+        return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_rows: the program is not int32[k]");
+    const int32_t *words = (const int32_t *)program->data;
+    int64_t n_words = program->dims[0];
+    if (n_words < 4) return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_rows: the program has no header");
+    int64_t n_instr = words[0], n_tmp = words[1], n_regs = words[2], n_lits = words[3];
+    if (n_instr < 0 || n_tmp < 0 || n_regs < 0 || n_lits < 0 || 4 + n_lits + WIDTH * n_instr != n_words)
+        return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_rows: the program's length does not match its header");
+    Frame f;
+    memset(&f, 0, sizeof f);
+    f.m = attr_int(frame, "rows", -1);
+    f.n = attr_int(frame, "row", 0);
+    if (f.n <= 0 || f.m < 0)
+        return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_rows: the attributes rows and row are missing");
+    f.lits = (const float *)(words + 4);
+    const int32_t *code = words + 4 + n_lits;
+    f.n_inputs = n_args - 1;
+    f.n_outputs = n_rets;
+    void *tables = malloc((size_t)(n_args + n_rets) * (sizeof(float *) + sizeof(int64_t)));
+    if (tables == NULL) return fail(frame, FFI_ERR_RESOURCE_EXHAUSTED, "ember_rows: out of memory");
+    f.inputs = (float **)tables;
+    f.outputs = f.inputs + f.n_inputs;
+    f.in_size = (int64_t *)(f.outputs + f.n_outputs);
+    f.out_size = f.in_size + f.n_inputs;
+    Ffi_Error *err = NULL;
+    for (int64_t i = 0; i < n_args + n_rets; i++) {
+        Ffi_Buffer *buf = (Ffi_Buffer *)(i < n_args ? frame->args.args[i] : frame->rets.args[i - n_args]);
+        int64_t size = 1;
+        for (int64_t d = 0; d < buf->rank; d++) size *= buf->dims[d];
+        if (i == 0) continue;
+        if (buf->dtype != FFI_F32) {
+            err = fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_rows: an operand or result is not float32");
+            goto done;
+        }
+        if (i < n_args) {
+            f.inputs[i - 1] = (float *)buf->data;
+            f.in_size[i - 1] = size;
+        } else {
+            f.outputs[i - n_args] = (float *)buf->data;
+            f.out_size[i - n_args] = size;
+        }
+    }
+    f.rows = f.n >= BLOCK ? 1 : BLOCK / f.n;
+    if (f.rows > f.m) f.rows = f.m > 0 ? f.m : 1;
+    f.n_tmp = n_tmp;
+    f.n_regs = n_regs;
+    f.n_lits = n_lits;
+    f.code = code;
+    f.n_instr = n_instr;
+    for (int64_t i = 0; i < n_instr; i++) { /* check every instruction once (each block then runs unchecked) */
+        const int32_t *ins = code + WIDTH * i;
+        int op = ins[0], none = KIND(ins[1]) == K_NONE, summed = KIND(ins[5]) != K_NONE;
+        Ref d, a, b = {NULL, 0, 0}, c = {NULL, 0, 0}, s = {NULL, 0, 0};
+        int ok = op >= 0 && op < OP_COUNT && (writable(ins[1]) || none) && resolve(&f, ins[1], 0, &d)
+                 && resolve(&f, ins[2], 0, &a);
+        if (ok && op >= FIRST_BINARY && op < FIRST_REDUCTION) ok = resolve(&f, ins[3], 0, &b);
+        if (ok && op == OP_SELECT) ok = resolve(&f, ins[4], 0, &c) && !summed;
+        if (ok && summed) ok = writable(ins[5]) && resolve(&f, ins[5], 0, &s) && s.cs == 0;
+        if (ok && op >= FIRST_REDUCTION) ok = d.cs == 0 && a.cs == 1 && !none && !summed; /* a row to a scalar */
+        else if (ok && (a.cs || b.cs || c.cs)) ok = d.cs == 1 && (!none || summed); /* a row (stored/summed) */
+        else if (ok) ok = !summed && !none;               /* a scalar, or a scalar filling a row (d.cs 1) */
+        if (!ok) {
+            snprintf(message, sizeof message, "ember_rows: instruction %lld (op %d) is malformed", (long long)i, op);
+            err = fail(frame, FFI_ERR_INVALID_ARGUMENT, message);
+            goto done;
+        }
+    }
+    err = run_threads(frame, &f);
+done:
+    free(tables);
+    return err;
+}
+
+/* ---- module ---------------------------------------------------------------------------------------------- */
+static PyObject *handlers(PyObject *self, PyObject *unused) {
+    PyObject *out = PyDict_New();
+    if (out == NULL || !cpu_supported()) return out;
+    PyObject *address = PyLong_FromVoidPtr((void *)rows_handler);
+    if (address == NULL || PyDict_SetItemString(out, "ember_rows", address) < 0) {
+        Py_XDECREF(address);
+        Py_DECREF(out);
+        return NULL;
+    }
+    Py_DECREF(address);
+    return out;
+}
+
+static PyObject *opcodes(PyObject *self, PyObject *unused) {
+    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "neg",
+                         OP_NEG, "exp", OP_EXP, "log", OP_LOG, "sqrt", OP_SQRT, "rsqrt", OP_RSQRT, "abs", OP_ABS,
+                         "copy", OP_COPY, "sign", OP_SIGN, "is_finite", OP_ISFINITE, "add", OP_ADD, "sub", OP_SUB,
+                         "mul", OP_MUL, "div", OP_DIV, "max", OP_MAX, "min", OP_MIN, "select", OP_SELECT, "sum",
+                         OP_SUM, "reduce_max", OP_RMAX, "reduce_min", OP_RMIN);
+}
+
+static PyMethodDef methods[] = {
+    {"handlers", handlers, METH_NOARGS,
+     "The FFI handlers: {custom-call target name: handler address}; empty where the CPU lacks AVX-512F."},
+    {"opcodes", opcodes, METH_NOARGS, "The row program's opcodes: {name: code} (the kernel's own numbering)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "ember._runtime._rows",
+    "ember's fused row kernel as an XLA FFI handler (see the comment at the top of _rows.c).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__rows(void) { return PyModule_Create(&module_def); }

@@ -1,0 +1,279 @@
+"""Row regions (ember/_hlo/row_fusion.py) and the fused row kernel (ember/_runtime/_rows.c): which programs hand a
+region to the kernel, that it computes what XLA's own ops compute (float64 numpy and JAX as oracles, the same
+program with the CPU forms off as a third), under jit, grad, vmap and control flow, with NaN, infinities and
+odd row lengths, and that a malformed call is an error, not a crash."""
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as enp
+from ember._hlo import row_fusion, targets
+from recorded import jax_result
+
+pytestmark = pytest.mark.skipif(not targets.available(row_fusion.TARGET),
+                                reason="the row kernel is not available here (no C extension or no AVX-512F)")
+
+
+def _calls(f, *args):
+    """How many row regions the jitted f's module hands to the kernel."""
+    return ember.jit(f).lower(*args).as_text().count('call_target_name = "ember_rows"')
+
+
+def _plain(f, *args):
+    """f's value under jit with the CPU forms off: XLA's own ops for the same program."""
+    ember.config.update("cpu_backend_forms", False)
+    try:
+        return jax.tree_util.tree_map(np.asarray, ember.jit(f)(*args))
+    finally:
+        ember.config.update("cpu_backend_forms", True)
+
+
+def _softmax(np_):
+    def f(x):
+        z = np_.exp(x - np_.max(x, axis=-1, keepdims=True))
+        return z / np_.sum(z, axis=-1, keepdims=True)
+    return f
+
+
+def _layer_norm(np_):
+    def f(x, gamma, beta):
+        mean = np_.mean(x, axis=-1, keepdims=True)
+        var = np_.mean((x - mean) ** 2, axis=-1, keepdims=True)
+        return (x - mean) / np_.sqrt(var + 1e-5) * gamma + beta
+    return f
+
+
+def _softmax64(x):
+    x = x.astype(np.float64)
+    z = np.exp(x - x.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)
+
+
+def test_opcodes_agree_with_the_kernel():
+    from ember._runtime import _rows
+    assert _rows.opcodes() == row_fusion.OPCODES
+
+
+@pytest.mark.parametrize("shape", [(1024, 1000), (64, 8, 100), (2048, 16), (4, 40000), (33, 1031)])
+def test_softmax_matches_float64_and_jax(shape):
+    x = np.random.default_rng(0).normal(scale=3, size=shape).astype(np.float32)
+    assert _calls(_softmax(enp), x) == 1
+    got = np.asarray(ember.jit(_softmax(enp))(x))
+    np.testing.assert_allclose(got, _softmax64(x), rtol=3e-6, atol=1e-9)
+    theirs = jax_result(lambda: np.asarray(jax.jit(_softmax(jnp))(x)).reshape(-1)[::97])
+    np.testing.assert_allclose(got.reshape(-1)[::97], theirs, rtol=3e-6, atol=1e-9)
+
+
+def test_layer_norm_with_a_shared_scale_and_bias():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(512, 768)).astype(np.float32) * 4 + 2
+    gamma, beta = rng.normal(size=768).astype(np.float32), rng.normal(size=768).astype(np.float32)
+    text = ember.jit(_layer_norm(enp)).lower(x, gamma, beta).as_text()
+    assert text.count('"ember_rows"') == 1 and "stablehlo.reduce" not in text  # one call does all of it
+    got = np.asarray(ember.jit(_layer_norm(enp))(x, gamma, beta))
+    x64 = x.astype(np.float64)
+    want = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5) * gamma + beta
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)
+    theirs = jax_result(lambda: np.asarray(jax.jit(_layer_norm(jnp))(x, gamma, beta))[::7, ::11])
+    np.testing.assert_allclose(got[::7, ::11], theirs, rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("name", ["logsumexp", "log_softmax", "standardize", "var", "std", "minmax", "l2"])
+def test_row_functions_match_float64(name):
+    x = np.random.default_rng(2).normal(scale=2, size=(256, 384)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    f, want = {
+        "logsumexp": (lambda a: ember.nn.logsumexp(a, axis=-1),
+                      np.log(np.exp(x64 - x64.max(-1, keepdims=True)).sum(-1)) + x64.max(-1)),
+        "log_softmax": (lambda a: ember.nn.log_softmax(a, axis=-1), np.log(_softmax64(x))),
+        "standardize": (lambda a: ember.nn.standardize(a, axis=-1),
+                        (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)),
+        "var": (lambda a: enp.var(a, axis=1), x64.var(1)),
+        "std": (lambda a: enp.std(a, axis=-1, keepdims=True), x64.std(-1, keepdims=True)),
+        "minmax": (lambda a: (a - enp.min(a, -1, keepdims=True)) / (enp.max(a, -1, keepdims=True)
+                                                                     - enp.min(a, -1, keepdims=True)),
+                   (x64 - x64.min(-1, keepdims=True)) / np.ptp(x64, -1, keepdims=True)),
+        "l2": (lambda a: a / enp.sqrt(enp.sum(a * a, -1, keepdims=True)),
+               x64 / np.sqrt((x64 * x64).sum(-1, keepdims=True))),
+    }[name]
+    assert _calls(f, x) == 1
+    got = np.asarray(ember.jit(f)(x))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    np.testing.assert_allclose(got, _plain(f, x), rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_what_stays_with_xla():
+    x = np.ones((1024, 1024), np.float32)
+    assert _calls(lambda a: enp.sum(a * a, axis=1), x) == 0  # a product summed: backend_forms' dot form
+    assert _calls(_softmax(enp), np.ones((64, 64), np.float32)) == 0  # small: XLA's loops are as fast
+    assert _calls(_softmax(enp), np.ones((4096, 8), np.float32)) == 0  # rows shorter than MIN_ROW
+    assert _calls(lambda a: _softmax(enp)(a.T).T, x) == 1  # (the transposes stay XLA's)
+    assert _calls(lambda a: a / enp.sum(a, axis=0), x) == 0  # leading axes
+    with ember.config.override(enable_x64=True):
+        assert _calls(_softmax(enp), np.ones((512, 512), np.float64)) == 0  # float32 only
+    ember.config.update("cpu_backend_forms", False)
+    try:
+        assert _calls(_softmax(enp), x) == 0
+    finally:
+        ember.config.update("cpu_backend_forms", True)
+    ir = ember.jit(_softmax(enp)).trace(x).jaxpr
+    assert "ember_rows" not in ember.lower(ir, platform=None)  # a portable module
+
+
+def test_sharded_program_keeps_xla_ops():
+    if len(ember.devices()) < 2:
+        pytest.skip("needs 2 CPU devices")
+    mesh = ember.make_mesh((2,), ("x",))
+    x = ember.device_put(np.random.default_rng(3).normal(size=(1024, 256)).astype(np.float32),
+                         ember.NamedSharding(mesh, ember.P("x")))
+    assert "ember_rows" not in ember.jit(_softmax(enp)).lower(x).as_text()
+    np.testing.assert_allclose(np.asarray(ember.jit(_softmax(enp))(x)), _softmax64(np.asarray(x)), rtol=3e-6,
+                               atol=1e-9)
+
+
+def test_nan_and_infinities_as_xla():
+    x = np.random.default_rng(4).normal(size=(256, 256)).astype(np.float32)
+    x[3, 7] = np.nan               # NaN in a row: its max, and so its softmax, is NaN
+    x[5, :] = -np.inf              # a row of -inf: -inf - -inf is NaN
+    x[9, 17] = np.inf              # +inf: inf - inf is NaN, the rest exp(-inf) = 0
+    x[11, ::2] = -np.inf           # masked entries: exactly 0
+    x[13, 3] = 200.0               # exp overflows in float32 without the max subtracted
+    got = np.asarray(ember.jit(_softmax(enp))(x))
+    np.testing.assert_allclose(got, _plain(_softmax(enp), x), rtol=3e-6, atol=1e-30, equal_nan=True)
+    assert np.isnan(got[3]).all() and np.isnan(got[5]).all() and np.isnan(got[9, 17])
+    assert (got[11, ::2] == 0).all() and got[13, 3] == 1.0
+    # min, max and exp at the edges of float32: overflow to inf, underflow to 0, NaN kept
+    e = np.linspace(-110, 95, 256 * 128, dtype=np.float32).reshape(256, 128)
+    e[0, 0] = np.nan
+    f = lambda a: (enp.exp(a) - enp.min(a, -1, keepdims=True)) * enp.max(a, -1, keepdims=True)  # noqa: E731
+    assert _calls(f, e) == 1
+    got, plain = np.asarray(ember.jit(f)(e)), _plain(f, e)
+    np.testing.assert_allclose(got, plain, rtol=2e-6, atol=0, equal_nan=True)
+    assert np.isinf(got).any() and np.isnan(got[0]).all()
+
+
+def test_inputs_of_every_kind_and_several_outputs():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(64, 16, 96)).astype(np.float32)   # rows of 96 under two leading dims
+    shift = rng.normal(size=(64, 16, 1)).astype(np.float32)  # a scalar per row
+    scale = rng.normal(size=(96,)).astype(np.float32)        # a row shared by all rows
+    t = np.float32(0.7)                                      # a scalar
+
+    def f(a, s, w, temp):
+        z = (a - s) * w / temp
+        m = enp.max(z, axis=-1, keepdims=True)
+        e = enp.exp(z - m)
+        total = enp.sum(e, axis=-1)
+        return e / total[..., None], m, total, enp.broadcast_to(m, z.shape)  # rows, scalars, a broadcast output
+    assert _calls(f, x, shift, scale, t) == 1
+    got = ember.jit(f)(x, shift, scale, t)
+    z = (x.astype(np.float64) - shift) * scale / np.float64(t)
+    m = z.max(-1, keepdims=True)
+    e = np.exp(z - m)
+    want = (e / e.sum(-1, keepdims=True), m, e.sum(-1), np.broadcast_to(m, z.shape))
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == np.float32
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-6 * np.abs(w).max())
+
+
+def test_an_outside_use_closes_the_region():
+    x = np.random.default_rng(6).normal(size=(256, 256)).astype(np.float32)
+
+    def f(a):
+        m = enp.max(a, axis=-1, keepdims=True)
+        k = enp.argsort(m[:, 0])                  # not the kernel's: it uses m, so the region closes before it
+        z = enp.exp(a - m)
+        return z / enp.sum(z, -1, keepdims=True), k
+    got, k = ember.jit(f)(x)
+    np.testing.assert_allclose(np.asarray(got), _softmax64(x), rtol=3e-6, atol=1e-9)
+    np.testing.assert_array_equal(np.asarray(k), np.argsort(x.max(-1), kind="stable"))
+
+
+def test_gradients_vmap_and_control_flow_match_jax():
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(128, 512)).astype(np.float32)
+    gamma = rng.normal(size=512).astype(np.float32)
+    beta = np.zeros(512, np.float32)
+    labels = rng.integers(0, 512, size=128)
+
+    def loss(np_, nn):
+        def f(a, g, b):
+            h = _layer_norm(np_)(a, g, b)
+            logp = nn.log_softmax(h * 3, axis=-1)
+            return -np_.mean(np_.take_along_axis(logp, labels[:, None], axis=-1))
+        return f
+    value, grads = ember.jit(ember.value_and_grad(loss(enp, ember.nn), argnums=(0, 1)))(x, gamma, beta)
+    assert _calls(ember.grad(loss(enp, ember.nn), argnums=(0, 1)), x, gamma, beta) >= 2
+    def jax_side():
+        out = jax.jit(jax.value_and_grad(loss(jnp, jax.nn), argnums=(0, 1)))(x, gamma, beta)
+        return jax.tree_util.tree_map(lambda v: np.asarray(v)[..., ::5] if np.ndim(v) else np.asarray(v), out)
+    jvalue, jgrads = jax_result(jax_side)
+    np.testing.assert_allclose(float(value), float(jvalue), rtol=1e-5)
+    for g, j in zip(grads, jgrads):
+        np.testing.assert_allclose(np.asarray(g)[..., ::5], j, rtol=2e-4, atol=2e-6 * np.abs(j).max())
+    # vmap over a leading batch: the batched program's rows
+    xs = rng.normal(size=(8, 64, 300)).astype(np.float32)
+    got = ember.jit(ember.vmap(_softmax(enp)))(xs)
+    np.testing.assert_allclose(np.asarray(got), _softmax64(xs), rtol=3e-6, atol=1e-9)
+    # a scan body and a cond branch: each body gets its own regions
+
+    def step(carry, row_block):
+        return carry + 1, _softmax(enp)(row_block * carry)
+    blocks = rng.normal(size=(3, 128, 300)).astype(np.float32)  # (each step's rows: 38400 elements)
+    _, ys = ember.jit(lambda a: ember.lax.scan(step, np.float32(1), a))(blocks)
+    want = np.stack([_softmax64(blocks[i] * (i + 1)) for i in range(3)])
+    np.testing.assert_allclose(np.asarray(ys), want, rtol=3e-6, atol=1e-9)
+    branch = ember.jit(lambda p, a: ember.lax.cond(p, _softmax(enp), lambda v: v, a))
+    np.testing.assert_allclose(np.asarray(branch(True, x)), _softmax64(x), rtol=3e-6, atol=1e-9)
+    assert "ember_rows" in ember.jit(lambda a: ember.lax.scan(step, np.float32(1), a)).lower(blocks).as_text()
+
+
+def test_the_kernel_unavailable_lowers_to_xla():
+    from ember._runtime import rows
+    x = np.random.default_rng(8).normal(size=(256, 256)).astype(np.float32)
+    targets.set_provider(row_fusion.TARGET, lambda: frozenset())
+    ember.clear_caches()
+    try:
+        assert _calls(_softmax(enp), x) == 0
+        np.testing.assert_allclose(np.asarray(ember.jit(_softmax(enp))(x)), _softmax64(x), rtol=3e-6, atol=1e-9)
+    finally:
+        targets.set_provider(row_fusion.TARGET, rows.provide, rows.reason)
+        ember.clear_caches()
+    assert _calls(_softmax(enp), x) == 1
+
+
+def _module(program):
+    """The module of a softmax of f32[1024, 64], its row program replaced by the given one."""
+    text = ember.jit(_softmax(enp)).lower(np.ones((1024, 64), np.float32)).as_text()
+    words = ", ".join(str(int(w)) for w in program)
+    text, count = re.subn(r"dense<\[[-0-9, ]*\]> : tensor<(\d+)xi32>", f"dense<[{words}]> : tensor<{len(program)}xi32>",
+                          text)
+    assert count == 1
+    return re.sub(r"tensor<\d+xi32>", f"tensor<{len(program)}xi32>", text)
+
+
+NONE = 15 << 28
+OP = row_fusion.OPCODES
+
+
+@pytest.mark.parametrize("program", [
+    [1, 0, 0, 0, 99, 2 << 28, 1 << 28, 0, 0, NONE],                       # an opcode the kernel does not have
+    [1, 0, 0, 0, OP["add"], 2 << 28, 1 << 28, (1 << 28) | 5, 0, NONE],   # an input that is not there
+    [1, 0, 0, 0, OP["sum"], 2 << 28, 1 << 28, 0, 0, NONE],               # a sum into a row
+    [2, 0, 0, 0, OP["add"], 2 << 28, 1 << 28, 1 << 28, 0, NONE],         # shorter than its header says
+    [1, 0, 0, 0, OP["add"], 7 << 28, 1 << 28, 1 << 28, 0, NONE],         # a write to a literal
+    [1, 0, 0, 0, OP["add"], NONE, 1 << 28, 1 << 28, 0, NONE],            # a result neither stored nor summed
+    [1, 0, 0, 0, OP["select"], 2 << 28, 1 << 28, 1 << 28, (3 << 28) | 9, NONE],  # a shared row that is not there
+], ids=["opcode", "input", "sum-to-row", "length", "literal", "nowhere", "shared"])
+def test_a_malformed_program_is_an_error_not_a_crash(program):
+    from ember._runtime import get_client
+    client = get_client()
+    program = np.asarray(program, np.uint32).view(np.int32)
+    exe = client.compile(_module(program))
+    arg = client.buffer_from_numpy(np.ones((1024, 64), np.float32))
+    with pytest.raises(Exception, match="ember_rows"):
+        exe.execute([arg], [((1024, 64), np.dtype(np.float32))])[0].block_until_ready()
