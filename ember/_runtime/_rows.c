@@ -15,12 +15,15 @@
  * A reference (destination, a, b, c, sum) is a kind (bits 28-31) and an index: a temporary row, an input or output
  * matrix, a shared row, a per-row register, a per-row input or output, a literal, a scalar input, or none (15).
  * An instruction computes per row: an elementwise op (unary, binary, or select: a != 0 ? b : c) whose result is a
- * row when a row is among its operands (else a scalar), or a reduction of a row to a scalar. An elementwise op with
+ * row when a row is among its operands (else a scalar), a reduction of a row to a scalar, or a column reduction:
+ * every row combined into one output row of n (sum, max, min: each thread combines its rows into its own partial
+ * row, and the partials are combined in thread order after the threads end). An elementwise op with
  * a row result may also sum it into a scalar as it goes (sum), and then need not store it (destination none): a
  * pass fewer. Results equal XLA's ops' to rounding: square root is exact, a row divided by a scalar is multiplied
  * by its reciprocal (within 1 ulp), max/min propagate NaN, exp is a polynomial within 2 ulp with XLA's overflow and
  * underflow (inf, 0), sums add in their own order; booleans (is_finite, select's predicate) are 0.0 and 1.0.
- * The rows are split among threads (run_threads), each with its own temporaries.
+ * The rows are split among threads (run_threads; a pool started on first use, see run_shares), each with its own
+ * temporaries.
  *
  * The kernel runs only where the CPU has AVX-512F (handlers() offers nothing elsewhere, and the lowering keeps
  * XLA's ops); errors (a malformed program, operands of the wrong size, out of memory) come back as XLA_FFI_Error,
@@ -36,18 +39,20 @@
 
 #include "ffi_api.h"
 
-enum { K_TMP, K_IN, K_OUT, K_SHARED, K_REG, K_ROW_IN, K_ROW_OUT, K_LIT, K_SCALAR_IN, K_NONE = 15 };
+enum { K_TMP, K_IN, K_OUT, K_SHARED, K_REG, K_ROW_IN, K_ROW_OUT, K_LIT, K_SCALAR_IN, K_COL_OUT, K_NONE = 15 };
 #define WIDTH 6 /* words per instruction: opcode, destination, a, b, c, sum */
 enum {
     OP_NEG, OP_EXP, OP_LOG, OP_SQRT, OP_RSQRT, OP_ABS, OP_COPY, OP_SIGN, OP_ISFINITE, /* unary */
     OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MAX, OP_MIN,                                     /* binary */
     OP_SELECT,                                                                          /* a ? b : c */
     OP_SUM, OP_RMAX, OP_RMIN,                                                           /* row -> scalar */
+    OP_CSUM, OP_CMAX, OP_CMIN,                                                          /* rows -> one row */
     OP_COUNT
 };
 #define FIRST_BINARY OP_ADD
 #define FIRST_TERNARY OP_SELECT
 #define FIRST_REDUCTION OP_SUM
+#define FIRST_COLUMN OP_CSUM
 #define KIND(ref) ((int)((uint32_t)(ref) >> 28))
 #define INDEX(ref) ((int64_t)((ref) & 0x0fffffff))
 #ifndef BLOCK
@@ -300,6 +305,8 @@ typedef struct {
     int64_t n_instr, n_tmp, n_regs, n_lits;
     int64_t begin, end;            /* the rows this worker runs */
     unsigned int csr;              /* the calling thread's floating-point control (x86: MXCSR) */
+    float *columns;                /* a worker's partial column reductions: n per output (used by K_COL_OUT) */
+    int8_t *column_op;             /* per output: the column op accumulating it, -1 for none */
 } Frame;
 
 /* A temporary row block's size in floats: its rows, and STAGGER floats more, so that the temporaries do not lie a
@@ -328,19 +335,28 @@ static int resolve(const Frame *f, int32_t ref, int64_t r0, Ref *out) {
         case K_SCALAR_IN: if (i >= f->n_inputs || f->in_size[i] != 1) return 0;
             *out = (Ref){f->inputs[i], 0, 0}; return 1;
         case K_NONE: *out = (Ref){NULL, 0, 1}; return 1; /* (a result not stored) */
+        case K_COL_OUT: if (i >= f->n_outputs || f->out_size[i] != n) return 0; /* (this worker's partial) */
+            *out = (Ref){f->columns ? f->columns + i * n : NULL, 0, 1}; return 1;
         default: return 0;
     }
 }
 
 static int writable(int32_t ref) {
     int kind = KIND(ref);
-    return kind == K_TMP || kind == K_OUT || kind == K_REG || kind == K_ROW_OUT;
+    return kind == K_TMP || kind == K_OUT || kind == K_REG || kind == K_ROW_OUT || kind == K_COL_OUT;
 }
+
+/* The elementwise op combining a column reduction's rows, and its identity. */
+static int column_combine(int op) { return op == OP_CSUM ? OP_ADD : op == OP_CMAX ? OP_MAX : OP_MIN; }
+static float column_identity(int op) { return op == OP_CSUM ? 0.0f : op == OP_CMAX ? -INFINITY : INFINITY; }
 
 /* Run one instruction over `rows` rows (s: where each row's sum of an elementwise result also goes, or NULL). */
 static void step(int op, const Ref *d, const Ref *a, const Ref *b, const Ref *c, const Ref *s, int64_t rows,
                  int64_t n) {
-    if (op >= FIRST_REDUCTION) {
+    if (op >= FIRST_COLUMN) { /* each row combined into the worker's partial result */
+        for (int64_t r = 0; r < rows; r++)
+            row_elementwise(column_combine(op), d->p, d->p, 1, a->p + r * a->rs, a->cs, n, NULL);
+    } else if (op >= FIRST_REDUCTION) {
         for (int64_t r = 0; r < rows; r++) d->p[r * d->rs] = row_reduce(op, a->p + r * a->rs, n);
     } else if (op == OP_SELECT) {
         for (int64_t r = 0; r < rows; r++) {
@@ -380,11 +396,107 @@ static void *run_rows(void *arg) {
     return NULL;
 }
 
-/* The program over all rows, split among threads (one per PARALLEL elements, at most the CPUs this process may run
- * on, at most MAX_THREADS), each with its own row values; the calling thread runs the first share. Threads are
- * started per call (no pool that a fork could leave behind); where one cannot be started its share runs here. */
-#define PARALLEL (1 << 18)
+/* ---- the worker threads --------------------------------------------------------------------------------- */
+/* A pool of POOL_SIZE - 1 threads, started on first use, each running share k of the current job: starting a
+ * thread per call cost 8-37 us (measured), a fifth of a 150 us reduction. One job at a time: a call that finds the
+ * pool busy (another XLA thread in the kernel) runs all its shares itself. After fork() the child has no threads:
+ * pthread_atfork's child handler forgets the pool (and re-makes its locks), and the next call starts a new one. */
 #define MAX_THREADS 16
+typedef struct {
+    pthread_mutex_t lock, busy;    /* lock: the fields below; busy: held by the call using the pool */
+    pthread_cond_t start, done;
+    int threads;                   /* workers started (0: none yet) */
+    uint64_t generation;           /* a new job was posted when it changes */
+    void *(*run)(void *);          /* the job: run(items[k]) for k in [1, shares) */
+    char *items;
+    size_t item_size;
+    int shares, next, pending;     /* shares of the job; the next share to take; shares still running */
+} Pool;
+static Pool pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                    PTHREAD_COND_INITIALIZER, 0, 0, NULL, NULL, 0, 0, 0, 0};
+
+static void *pool_worker(void *unused) {
+    (void)unused;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&pool.lock);
+    for (;;) {
+        while (pool.generation == seen || pool.next >= pool.shares) {
+            seen = pool.generation;
+            pthread_cond_wait(&pool.start, &pool.lock);
+        }
+        int k = pool.next++;
+        pthread_mutex_unlock(&pool.lock);
+        pool.run(pool.items + (size_t)k * pool.item_size);
+        pthread_mutex_lock(&pool.lock);
+        if (--pool.pending == 0) pthread_cond_signal(&pool.done);
+    }
+    return NULL;
+}
+
+static void pool_forget(void) { /* (in a fork's child: no threads, and locks perhaps held by parent threads) */
+    Pool fresh = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                  PTHREAD_COND_INITIALIZER, 0, 0, NULL, NULL, 0, 0, 0, 0};
+    pool = fresh;
+}
+
+/* Start the workers once (under pool.busy); how many there are (0 if none could start). */
+static int pool_start(int wanted) {
+    static int registered = 0;
+    if (pool.threads > 0) return pool.threads;
+    if (!registered) registered = pthread_atfork(NULL, NULL, pool_forget) == 0;
+    if (!registered) return 0;
+    for (int t = 0; t < wanted; t++) {
+        pthread_t id;
+        if (pthread_create(&id, NULL, pool_worker, NULL) != 0) break;
+        pthread_detach(id);
+        pool.threads++;
+    }
+    return pool.threads;
+}
+
+/* run(items[k]) for every k in [0, shares): share 0 here, the others by the pool's workers (or here when the pool
+ * is busy or has no workers); returns once all are done. */
+static void run_shares(void *(*run)(void *), void *items, size_t item_size, int shares, int workers) {
+    int k = 1;
+    if (shares > 1 && pthread_mutex_trylock(&pool.busy) == 0) {
+        if (pool_start(workers) > 0) {
+            pthread_mutex_lock(&pool.lock);
+            pool.run = run;
+            pool.items = (char *)items;
+            pool.item_size = item_size;
+            pool.shares = shares;
+            pool.next = 1;
+            pool.pending = shares - 1;
+            pool.generation++;
+            pthread_cond_broadcast(&pool.start);
+            pthread_mutex_unlock(&pool.lock);
+            run(items);
+            pthread_mutex_lock(&pool.lock);
+            while (pool.pending > 0) {
+                if (pool.next < pool.shares) { /* (a share no worker took yet: run it here) */
+                    int mine = pool.next++;
+                    pthread_mutex_unlock(&pool.lock);
+                    run((char *)items + (size_t)mine * item_size);
+                    pthread_mutex_lock(&pool.lock);
+                    pool.pending--;
+                } else {
+                    pthread_cond_wait(&pool.done, &pool.lock);
+                }
+            }
+            pool.shares = 0;
+            pthread_mutex_unlock(&pool.lock);
+            pthread_mutex_unlock(&pool.busy);
+            return;
+        }
+        pthread_mutex_unlock(&pool.busy);
+    }
+    run(items);
+    for (; k < shares; k++) run((char *)items + (size_t)k * item_size);
+}
+
+/* The program over all rows, split into shares (one per PARALLEL elements, at most the CPUs, at most MAX_THREADS),
+ * each with its own row values, run by the pool (run_shares). */
+#define PARALLEL (1 << 18)
 static Ffi_Error *run_threads(Ffi_CallFrame *frame, const Frame *f) {
     int64_t threads = (f->m * f->n) / PARALLEL + 1, cpus = 1;
 #ifdef _SC_NPROCESSORS_ONLN
@@ -394,11 +506,9 @@ static Ffi_Error *run_threads(Ffi_CallFrame *frame, const Frame *f) {
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     int64_t blocks = (f->m + f->rows - 1) / f->rows;
     if (threads > blocks) threads = blocks > 0 ? blocks : 1;
-    size_t per = (size_t)(f->n_tmp * TMP_SIZE(f) + f->n_regs * f->rows + STAGGER);
+    size_t per = (size_t)(f->n_tmp * TMP_SIZE(f) + f->n_regs * f->rows + f->n_outputs * f->n + STAGGER);
     float *values = (float *)malloc((per + STAGGER) * threads * sizeof(float));
     Frame workers[MAX_THREADS];
-    pthread_t ids[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
     if (values == NULL) return fail(frame, FFI_ERR_RESOURCE_EXHAUSTED, "ember_rows: out of memory for the row values");
     unsigned int csr = get_control();
     for (int64_t t = 0; t < threads; t++) {
@@ -406,14 +516,21 @@ static Ffi_Error *run_threads(Ffi_CallFrame *frame, const Frame *f) {
         workers[t].csr = csr;
         workers[t].tmp = values + per * t + STAGGER / 2 * t; /* (threads' values apart by more than a page too) */
         workers[t].regs = workers[t].tmp + f->n_tmp * TMP_SIZE(f);
+        workers[t].columns = workers[t].regs + f->n_regs * f->rows;
+        for (int64_t o = 0; o < f->n_outputs; o++)
+            if (f->column_op[o] >= 0)
+                for (int64_t j = 0; j < f->n; j++) workers[t].columns[o * f->n + j] = column_identity(f->column_op[o]);
         workers[t].begin = blocks * t / threads * f->rows;
         workers[t].end = t + 1 == threads ? f->m : blocks * (t + 1) / threads * f->rows;
     }
-    for (int64_t t = 1; t < threads; t++) started[t] = pthread_create(&ids[t], NULL, run_rows, &workers[t]) == 0;
-    run_rows(&workers[0]);
-    for (int64_t t = 1; t < threads; t++) {
-        if (started[t]) pthread_join(ids[t], NULL);
-        else run_rows(&workers[t]);
+    run_shares(run_rows, workers, sizeof(Frame), (int)threads, (int)(cpus < MAX_THREADS ? cpus : MAX_THREADS) - 1);
+    for (int64_t o = 0; o < f->n_outputs; o++) { /* the column outputs: the workers' partials, in worker order */
+        if (f->column_op[o] < 0) continue;
+        float *out = f->outputs[o];
+        memcpy(out, workers[0].columns + o * f->n, (size_t)f->n * sizeof(float));
+        for (int64_t t = 1; t < threads; t++)
+            row_elementwise(column_combine(f->column_op[o]), out, out, 1, workers[t].columns + o * f->n, 1, f->n,
+                            NULL);
     }
     free(values);
     return NULL;
@@ -445,12 +562,15 @@ static Ffi_Error *rows_handler(Ffi_CallFrame *frame) {
     const int32_t *code = words + 4 + n_lits;
     f.n_inputs = n_args - 1;
     f.n_outputs = n_rets;
-    void *tables = malloc((size_t)(n_args + n_rets) * (sizeof(float *) + sizeof(int64_t)));
+    void *tables = malloc((size_t)(n_args + n_rets) * (sizeof(float *) + sizeof(int64_t) + 1));
     if (tables == NULL) return fail(frame, FFI_ERR_RESOURCE_EXHAUSTED, "ember_rows: out of memory");
     f.inputs = (float **)tables;
     f.outputs = f.inputs + f.n_inputs;
     f.in_size = (int64_t *)(f.outputs + f.n_outputs);
     f.out_size = f.in_size + f.n_inputs;
+    int8_t *column_op = (int8_t *)(f.out_size + f.n_outputs);
+    memset(column_op, -1, (size_t)f.n_outputs);
+    f.column_op = column_op;
     Ffi_Error *err = NULL;
     for (int64_t i = 0; i < n_args + n_rets; i++) {
         Ffi_Buffer *buf = (Ffi_Buffer *)(i < n_args ? frame->args.args[i] : frame->rets.args[i - n_args]);
@@ -485,12 +605,27 @@ static Ffi_Error *rows_handler(Ffi_CallFrame *frame) {
         if (ok && op >= FIRST_BINARY && op < FIRST_REDUCTION) ok = resolve(&f, ins[3], 0, &b);
         if (ok && op == OP_SELECT) ok = resolve(&f, ins[4], 0, &c) && !summed;
         if (ok && summed) ok = writable(ins[5]) && resolve(&f, ins[5], 0, &s) && s.cs == 0;
-        if (ok && op >= FIRST_REDUCTION) ok = d.cs == 0 && a.cs == 1 && !none && !summed; /* a row to a scalar */
+        if (ok && (KIND(ins[2]) == K_COL_OUT || KIND(ins[3]) == K_COL_OUT || KIND(ins[4]) == K_COL_OUT
+                   || KIND(ins[5]) == K_COL_OUT))
+            ok = 0; /* (a column result is complete only after the last row: nothing reads it) */
+        if (ok && op >= FIRST_COLUMN) { /* rows into a column output, one op per output */
+            ok = KIND(ins[1]) == K_COL_OUT && a.cs == 1 && !summed
+                 && (column_op[INDEX(ins[1])] < 0 || column_op[INDEX(ins[1])] == op);
+            if (ok) column_op[INDEX(ins[1])] = (int8_t)op;
+        } else if (ok && KIND(ins[1]) == K_COL_OUT) ok = 0;
+        else if (ok && op >= FIRST_REDUCTION) ok = d.cs == 0 && a.cs == 1 && !none && !summed; /* row -> scalar */
         else if (ok && (a.cs || b.cs || c.cs)) ok = d.cs == 1 && (!none || summed); /* a row (stored/summed) */
         else if (ok) ok = !summed && !none;               /* a scalar, or a scalar filling a row (d.cs 1) */
         if (!ok) {
             snprintf(message, sizeof message, "ember_rows: instruction %lld (op %d) is malformed", (long long)i, op);
             err = fail(frame, FFI_ERR_INVALID_ARGUMENT, message);
+            goto done;
+        }
+    }
+    for (int64_t i = 0; i < n_instr; i++) { /* a column output is written by its column op alone */
+        int32_t dst = code[WIDTH * i + 1];
+        if ((KIND(dst) == K_OUT || KIND(dst) == K_ROW_OUT) && INDEX(dst) < f.n_outputs && column_op[INDEX(dst)] >= 0) {
+            err = fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_rows: a column output is also written by a row op");
             goto done;
         }
     }
@@ -515,11 +650,13 @@ static PyObject *handlers(PyObject *self, PyObject *unused) {
 }
 
 static PyObject *opcodes(PyObject *self, PyObject *unused) {
-    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "neg",
+    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}",
+                         "neg",
                          OP_NEG, "exp", OP_EXP, "log", OP_LOG, "sqrt", OP_SQRT, "rsqrt", OP_RSQRT, "abs", OP_ABS,
                          "copy", OP_COPY, "sign", OP_SIGN, "is_finite", OP_ISFINITE, "add", OP_ADD, "sub", OP_SUB,
                          "mul", OP_MUL, "div", OP_DIV, "max", OP_MAX, "min", OP_MIN, "select", OP_SELECT, "sum",
-                         OP_SUM, "reduce_max", OP_RMAX, "reduce_min", OP_RMIN);
+                         OP_SUM, "reduce_max", OP_RMAX, "reduce_min", OP_RMIN, "column_sum", OP_CSUM,
+                         "column_max", OP_CMAX, "column_min", OP_CMIN);
 }
 
 static PyMethodDef methods[] = {
