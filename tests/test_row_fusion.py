@@ -316,3 +316,66 @@ def test_a_malformed_program_is_an_error_not_a_crash(program):
     arg = client.buffer_from_numpy(np.ones((1024, 64), np.float32))
     with pytest.raises(Exception, match="ember_rows"):
         exe.execute([arg], [((1024, 64), np.dtype(np.float32))])[0].block_until_ready()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Batched matrix products (custom_call @ember_rows_bmm, chosen in ember/_hlo/backend_forms.py: _batched_dot)
+@pytest.mark.parametrize("spec, shapes", [
+    ("bqd,bkd->bqk", [(16, 128, 64), (16, 128, 64)]),           # a transposed right operand (attention's scores)
+    ("bqk,bkd->bqd", [(16, 128, 128), (16, 128, 64)]),          # plain
+    ("bdq,bdk->bqk", [(8, 64, 100), (8, 64, 70)]),              # a transposed left operand, odd sides
+    ("bdq,bkd->bqk", [(8, 33, 97), (8, 45, 33)]),               # both transposed, sides not multiples of 6 or 32
+    ("bhqd,bhkd->bhqk", [(4, 4, 64, 48), (4, 4, 80, 48)]),      # two batch dims
+    ("bqd,bdk->bqk", [(3, 250, 300), (3, 300, 17)]),            # a long contraction, a narrow result
+])
+def test_batched_products_match_numpy(spec, shapes):
+    rng = np.random.default_rng(11)
+    a, b = (rng.normal(size=s).astype(np.float32) for s in shapes)
+    f = lambda x, y: enp.einsum(spec, x, y)  # noqa: E731
+    assert ember.jit(f).lower(a, b).as_text().count('"ember_rows_bmm"') == 1
+    want = np.einsum(spec, a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(np.asarray(ember.jit(f)(a, b)), want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+
+
+def test_batched_products_grad_and_vmap_match_jax():
+    rng = np.random.default_rng(12)
+    q, k, v = (rng.normal(size=(4, 4, 64, 32)).astype(np.float32) for _ in range(3))
+
+    def attend(np_, nn):
+        def f(q, k, v):
+            p = nn.softmax(np_.einsum("bhqd,bhkd->bhqk", q, k) / 8.0, axis=-1)
+            return np_.sum(np_.einsum("bhqk,bhkd->bhqd", p, v) ** 2)
+        return f
+    grads = ember.jit(ember.grad(attend(enp, ember.nn), argnums=(0, 1, 2)))(q, k, v)
+    assert ember.jit(ember.grad(attend(enp, ember.nn), argnums=(0, 1, 2))).lower(q, k, v).as_text().count(
+        '"ember_rows_bmm"') >= 4
+    jgrads = jax_result(lambda: [np.asarray(g)[:, :, ::3] for g in jax.jit(jax.grad(attend(jnp, jax.nn),
+                                                                                      argnums=(0, 1, 2)))(q, k, v)])
+    for g, j in zip(grads, jgrads):
+        np.testing.assert_allclose(np.asarray(g)[:, :, ::3], j, rtol=2e-4, atol=2e-5 * np.abs(j).max())
+    # vmap of a matrix product: a batched product
+    xs, w = rng.normal(size=(32, 64, 48)).astype(np.float32), rng.normal(size=(32, 48, 40)).astype(np.float32)
+    got = ember.jit(ember.vmap(lambda x, y: x @ y))(xs, w)
+    np.testing.assert_allclose(np.asarray(got), np.einsum("bij,bjk->bik", xs.astype(np.float64), w), rtol=2e-5,
+                               atol=1e-4)
+
+
+def test_small_batched_products_stay_with_xla():
+    a = np.ones((4, 16, 4), np.float32)   # a side under BMM_MIN_SIDE
+    assert "ember_rows_bmm" not in ember.jit(lambda x: enp.einsum("bij,bkj->bik", x, x)).lower(a).as_text()
+    a = np.ones((2, 32, 32), np.float32)  # under BMM_MIN_WORK multiply-adds
+    assert "ember_rows_bmm" not in ember.jit(lambda x: x @ x).lower(a).as_text()
+    a = np.ones((8, 64, 64), np.float64)  # float64: XLA's
+    with ember.config.override(enable_x64=True):
+        assert "ember_rows_bmm" not in ember.jit(lambda x: x @ x).lower(a).as_text()
+
+
+def test_a_malformed_product_is_an_error_not_a_crash():
+    from ember._runtime import get_client
+    client = get_client()
+    a = np.ones((8, 64, 64), np.float32)
+    text = ember.jit(lambda x: x @ x).lower(a).as_text().replace("m = 64 : i64", "m = 65 : i64")
+    exe = client.compile(text)
+    arg = client.buffer_from_numpy(a)
+    with pytest.raises(Exception, match="ember_rows_bmm"):
+        exe.execute([arg], [((8, 64, 64), np.dtype(np.float32))])[0].block_until_ready()

@@ -45,13 +45,19 @@ import numpy as np
 
 from ember._core.config import config
 from ember._core.dtypes import ShapedArray
-from ember._hlo.emitter import Emitter, dot_dimension_numbers, i64_array
+from ember._hlo import targets
+from ember._hlo.emitter import Emitter, dot_dimension_numbers, emit_custom_call, i64_array
 
 # Below this many elements XLA's own code is as fast (measured down to f32[256,64]): the plain reduce.
 MIN_ELEMENTS = 1 << 15
 # The longest row summed by a matrix-vector product: its accumulation runs along the row, so rounding grows with
 # the row's length; longer rows keep XLA's tree reduction.
 MAX_ROW = 1 << 16
+# Batched float32 products by ember's kernel (_batched_dot): each side at least BMM_MIN_SIDE, and at least
+# BMM_MIN_WORK multiply-adds in all (smaller ones: XLA's loop is as fast as starting the kernel's threads).
+BMM_TARGET = "ember_rows_bmm"
+BMM_MIN_SIDE = 8
+BMM_MIN_WORK = 1 << 20
 # The first stage's chunk of leading rows (16 measured best among 8, 16 and 32), and the least size of what it
 # leaves: XLA's YNNPACK reduction takes the second stage only from 32768 elements; a smaller one XLA fuses back
 # into the first stage's loop, which runs slower than the plain reduce.
@@ -146,6 +152,9 @@ def dot_general(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rhs
     (lc, rc), (lb, rb) = dims
     if not applies(emitter):
         return None
+    batched = _batched_dot(emitter, lhs, rhs, lhs_aval, rhs_aval, out_aval, dims)
+    if batched is not None:
+        return batched
     if lhs_aval.dtype != np.float32 or len(lc) + len(lb) != lhs_aval.ndim or len(rc) + len(rb) != rhs_aval.ndim:
         return _merged_dot(emitter, lhs, rhs, lhs_aval, rhs_aval, out_aval, dims, attrs)
     order = tuple(lb) + tuple(lc)
@@ -156,6 +165,32 @@ def dot_general(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rhs
     contracted = tuple(range(len(lb), len(order)))
     summed = lower_sum(emitter, product, aligned, contracted)
     return summed if summed is not None else emitter.reduce(product, aligned, contracted, "add", 0)
+
+
+def _batched_dot(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rhs_aval: ShapedArray,
+                 out_aval: ShapedArray, dims: Any) -> str | None:
+    """A float32 batched product (`bhqd,bhkd->bhqk`: batch dims leading in both operands, each role one run of
+    dims) by ember's kernel (custom_call @ember_rows_bmm, ember/_runtime/_rows.c): the plugin's XLA runs the
+    batch's products one after another on one thread; the kernel splits the batch among threads (attention's
+    f32[64, 128, 64] products 1.2-1.7 ms -> see docs/performance.md). None where it does not apply."""
+    (lc, rc), (lb, rb) = dims
+    if (lhs_aval.dtype != np.float32 or rhs_aval.dtype != np.float32 or not lb
+            or not targets.available(BMM_TARGET)):
+        return None
+    shapes = []
+    for aval, contracting, batch in ((lhs_aval, lc, lb), (rhs_aval, rc, rb)):
+        runs = _groups(aval.ndim, contracting, batch)
+        free = [d for d in range(aval.ndim) if d not in contracting and d not in batch]
+        if runs is None or not free or runs[0] != list(batch) or len(runs) != 3:
+            return None
+        shapes.append((math.prod(aval.shape[d] for d in batch), math.prod(aval.shape[d] for d in free),
+                       math.prod(aval.shape[d] for d in contracting), runs[1] == list(contracting)))
+    (b, m, k, trans_a), (_, n, _, rhs_k_first) = shapes
+    if min(m, n, k) < BMM_MIN_SIDE or b * m * n * k < BMM_MIN_WORK:
+        return None
+    return emit_custom_call(emitter, BMM_TARGET, [lhs, rhs], [out_aval],
+                            {"batch": b, "m": m, "n": n, "k": k, "trans_a": int(trans_a),
+                             "trans_b": int(not rhs_k_first)}, has_side_effect=False)[0]
 
 
 def _groups(ndim: int, contracting: Sequence[int], batch: Sequence[int]) -> list[list[int]] | None:

@@ -633,25 +633,14 @@ static PyObject *init(PyObject *self, PyObject *args) {
 }
 
 static PyObject *handlers(PyObject *self, PyObject *unused) {
-    static const struct { const char *name; void *fn; } table[] = {
+    static const Ffi_HandlerEntry table[] = {
         {"ember_lapack_potrf", (void *)potrf_handler}, {"ember_lapack_getrf", (void *)getrf_handler},
         {"ember_lapack_geqrf", (void *)geqrf_handler}, {"ember_lapack_orgqr", (void *)orgqr_handler},
         {"ember_lapack_syevd", (void *)syevd_handler}, {"ember_lapack_gesdd", (void *)gesdd_handler},
         {"ember_lapack_trsm", (void *)trsm_handler}, {"ember_lapack_geev", (void *)geev_handler},
         {"ember_lapack_gees", (void *)gees_handler},
     };
-    PyObject *out = PyDict_New();
-    if (out == NULL) return NULL;
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        PyObject *address = PyLong_FromVoidPtr(table[i].fn);
-        if (address == NULL || PyDict_SetItemString(out, table[i].name, address) < 0) {
-            Py_XDECREF(address);
-            Py_DECREF(out);
-            return NULL;
-        }
-        Py_DECREF(address);
-    }
-    return out;
+    return handler_dict(table, sizeof table / sizeof table[0]);
 }
 
 static PyMethodDef methods[] = {

@@ -2,8 +2,8 @@
  *
  * ember's own declarations, written from xla/ffi/api/c_api.h (XLA FFI API 0.x): only the structs and fields its
  * handlers use (_lapack.c, _rows.c), in the header's order, and the helpers every handler needs: returning an error
- * through the call frame's api, answering the metadata query XLA makes when a handler is registered, and reading
- * an integer attribute. */
+ * through the call frame's api, answering the metadata query XLA makes when a handler is registered, reading an
+ * integer attribute, and (where Python.h came first) the dict of handlers an extension's handlers() returns. */
 #ifndef EMBER_FFI_API_H
 #define EMBER_FFI_API_H
 #include <stdint.h>
@@ -141,5 +141,28 @@ static inline int64_t attr_int(Ffi_CallFrame *frame, const char *name, int64_t f
     }
     return fallback;
 }
+
+#ifdef Py_PYTHON_H
+/* A handler table as the dict handlers() returns: {custom-call target name: handler address}. */
+typedef struct {
+    const char *name;
+    void *fn;
+} Ffi_HandlerEntry;
+
+static inline PyObject *handler_dict(const Ffi_HandlerEntry *table, size_t count) {
+    PyObject *out = PyDict_New();
+    if (out == NULL) return NULL;
+    for (size_t i = 0; i < count; i++) {
+        PyObject *address = PyLong_FromVoidPtr(table[i].fn);
+        if (address == NULL || PyDict_SetItemString(out, table[i].name, address) < 0) {
+            Py_XDECREF(address);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(address);
+    }
+    return out;
+}
+#endif
 
 #endif

@@ -1,6 +1,6 @@
-"""ember's fused row kernel (the C extension ember._runtime._rows): the provider of the "ember_rows" custom-call
-target that ember/_hlo/row_fusion.py lowers row regions to (softmax, layer norm, logsumexp and the like on the CPU
-plugin).
+"""ember's CPU kernels (the C extension ember._runtime._rows): the provider of the custom-call targets "ember_rows"
+(the fused row kernel, which ember/_hlo/row_fusion.py lowers row regions to: softmax, layer norm, logsumexp and
+the like) and "ember_rows_bmm" (batched matrix products, chosen in ember/_hlo/backend_forms.py).
 
 The extension offers the kernel only where the CPU has AVX-512F; without it (not built, another CPU) the provider
 offers nothing and the regions lower to XLA's own ops. The option `ember.config.cpu_backend_forms` turns the regions
@@ -13,11 +13,11 @@ from ember._hlo import ffi as _hlo_ffi
 from ember._hlo.row_fusion import TARGET
 from ember._runtime import ffi
 
-_loaded: frozenset[str] | None = None  # the kernel's name once loaded (empty: no extension or no AVX-512F)
+_loaded: frozenset[str] | None = None  # the kernels' names once loaded (empty: no extension or no AVX-512F)
 
 
 def provide() -> frozenset[str]:
-    """{"ember_rows"} once the kernel is loaded and registered with the attached plugins; empty where it cannot
+    """The kernels' target names once loaded and registered with the attached plugins; empty where they cannot
     run here."""
     global _loaded
     if _loaded is None:
