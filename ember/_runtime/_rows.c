@@ -440,13 +440,22 @@ static void pool_forget(void) { /* (in a fork's child: no threads, and locks per
     pool = fresh;
 }
 
-/* Start the workers once (under pool.busy); how many there are (0 if none could start). */
-static int pool_start(int wanted) {
+/* The CPUs this process may use (online ones), at most MAX_THREADS: the most threads a job is split among. */
+static int cpu_count(void) {
+    long cpus = 1;
+#ifdef _SC_NPROCESSORS_ONLN
+    cpus = sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+    return cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (int)cpus;
+}
+
+/* Start the workers once, one per CPU but the caller's (under pool.busy); how many there are (0: none started). */
+static int pool_start(void) {
     static int registered = 0;
     if (pool.threads > 0) return pool.threads;
     if (!registered) registered = pthread_atfork(NULL, NULL, pool_forget) == 0;
     if (!registered) return 0;
-    for (int t = 0; t < wanted; t++) {
+    for (int t = 0; t < cpu_count() - 1; t++) {
         pthread_t id;
         if (pthread_create(&id, NULL, pool_worker, NULL) != 0) break;
         pthread_detach(id);
@@ -457,10 +466,10 @@ static int pool_start(int wanted) {
 
 /* run(items[k]) for every k in [0, shares): share 0 here, the others by the pool's workers (or here when the pool
  * is busy or has no workers); returns once all are done. */
-static void run_shares(void *(*run)(void *), void *items, size_t item_size, int shares, int workers) {
+static void run_shares(void *(*run)(void *), void *items, size_t item_size, int shares) {
     int k = 1;
     if (shares > 1 && pthread_mutex_trylock(&pool.busy) == 0) {
-        if (pool_start(workers) > 0) {
+        if (pool_start() > 0) {
             pthread_mutex_lock(&pool.lock);
             pool.run = run;
             pool.items = (char *)items;
@@ -499,12 +508,8 @@ static void run_shares(void *(*run)(void *), void *items, size_t item_size, int 
  * each with its own row values, run by the pool (run_shares). */
 #define PARALLEL (1 << 18)
 static Ffi_Error *run_threads(Ffi_CallFrame *frame, const Frame *f) {
-    int64_t threads = (f->m * f->n) / PARALLEL + 1, cpus = 1;
-#ifdef _SC_NPROCESSORS_ONLN
-    cpus = sysconf(_SC_NPROCESSORS_ONLN);
-#endif
-    if (threads > cpus) threads = cpus;
-    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    int64_t threads = (f->m * f->n) / PARALLEL + 1;
+    if (threads > cpu_count()) threads = cpu_count();
     int64_t blocks = (f->m + f->rows - 1) / f->rows;
     if (threads > blocks) threads = blocks > 0 ? blocks : 1;
     size_t per = (size_t)(f->n_tmp * TMP_SIZE(f) + f->n_regs * f->rows + f->n_outputs * f->n + STAGGER);
@@ -524,7 +529,7 @@ static Ffi_Error *run_threads(Ffi_CallFrame *frame, const Frame *f) {
         workers[t].begin = blocks * t / threads * f->rows;
         workers[t].end = t + 1 == threads ? f->m : blocks * (t + 1) / threads * f->rows;
     }
-    run_shares(run_rows, workers, sizeof(Frame), (int)threads, (int)(cpus < MAX_THREADS ? cpus : MAX_THREADS) - 1);
+    run_shares(run_rows, workers, sizeof(Frame), (int)threads);
     for (int64_t o = 0; o < f->n_outputs; o++) { /* the column outputs: the workers' partials, in worker order */
         if (f->column_op[o] < 0) continue;
         float *out = f->outputs[o];
@@ -734,13 +739,7 @@ static Ffi_Error *bmm_handler(Ffi_CallFrame *frame) {
         return fail(frame, FFI_ERR_INVALID_ARGUMENT,
                     "ember_rows_bmm: operands and attributes batch, m, n, k disagree (float32 [batch, m, k] . "
                     "[batch, k, n])");
-    int64_t cpus = 1;
-#ifdef _SC_NPROCESSORS_ONLN
-    cpus = sysconf(_SC_NPROCESSORS_ONLN);
-#endif
-    int64_t threads = cpus < MAX_THREADS ? cpus : MAX_THREADS;
-    if (threads > batch) threads = batch;
-    if (threads < 1) threads = 1;
+    int64_t threads = batch < cpu_count() ? batch : cpu_count();
     size_t per = (size_t)(m * k + k * n + 16);
     float *pack = (float *)malloc(per * threads * sizeof(float));
     if (pack == NULL) return fail(frame, FFI_ERR_RESOURCE_EXHAUSTED, "ember_rows_bmm: out of memory");
@@ -751,7 +750,7 @@ static Ffi_Error *bmm_handler(Ffi_CallFrame *frame) {
                          attr_int(frame, "trans_a", 0), attr_int(frame, "trans_b", 0), batch * t / threads,
                          batch * (t + 1) / threads, pack + per * t, csr};
     }
-    run_shares(run_gemm, jobs, sizeof(Gemm), (int)threads, (int)threads - 1);
+    run_shares(run_gemm, jobs, sizeof(Gemm), (int)threads);
     free(pack);
     return NULL;
 }
