@@ -398,10 +398,11 @@ static void *run_rows(void *arg) {
 }
 
 /* ---- the worker threads --------------------------------------------------------------------------------- */
-/* A pool of POOL_SIZE - 1 threads, started on first use, each running share k of the current job: starting a
- * thread per call cost 8-37 us (measured), a fifth of a 150 us reduction. One job at a time: a call that finds the
- * pool busy (another XLA thread in the kernel) runs all its shares itself. After fork() the child has no threads:
- * pthread_atfork's child handler forgets the pool (and re-makes its locks), and the next call starts a new one. */
+/* A pool of one thread per CPU but the caller's (cpu_count), started on first use, each running a share of the
+ * current job (the caller runs share 0 and any share no worker took yet): starting a thread per call cost 8-37 us
+ * (measured), a fifth of a 150 us reduction. One job at a time: a call that finds the pool busy (another XLA thread
+ * in the kernel) runs all its shares itself. After fork() the child has no threads: pthread_atfork's child handler
+ * forgets the pool (and re-makes its locks), and the next call starts a new one. */
 #define MAX_THREADS 16
 typedef struct {
     pthread_mutex_t lock, busy;    /* lock: the fields below; busy: held by the call using the pool */
