@@ -167,3 +167,24 @@ def test_enable_checks_no_tracing_no_execution_version():
     print(f"jax top-level names in ember: {len(have)} of {len(public)}; missing: "
           f"{' '.join(n for n in public if not hasattr(ember, n))}")
     assert len(have) >= TOPLEVEL_FLOOR
+
+
+def test_absl_entry_points_read_jax_flags():
+    # JAX programs call jax.config.config_with_absl() / parse_flags_with_absl() at start-up to take --jax_* flags
+    for name in ("config_with_absl", "parse_flags_with_absl", "complete_absl_config"):
+        assert hasattr(jax.config, name) and hasattr(ember.config, name)
+    with ember.config.override(enable_x64=False, log_compiles=False, debug_nans=True):
+        ember.config.parse_flags_with_absl(["prog", "--jax_enable_x64", "--out=1", "--jax_log_compiles=true",
+                                            "--nojax_debug_nans", "positional"])
+        assert ember.config.enable_x64 and ember.config.log_compiles and not ember.config.debug_nans
+        with pytest.raises(ValueError, match="needs a value"):
+            ember.config.parse_flags_with_absl(["prog", "--jax_num_cpu_devices"])
+        with pytest.raises(AttributeError, match="unrecognized option"):
+            ember.config.parse_flags_with_absl(["prog", "--jax_no_such_option=1"])
+
+        class Flag:
+            def __init__(self, value, present):
+                self.value, self.present = value, present
+        ember.config.complete_absl_config({"jax_enable_x64": Flag(False, True), "jax_debug_nans": Flag(True, False)})
+        assert not ember.config.enable_x64 and not ember.config.debug_nans  # (a flag not given changes nothing)
+    ember.config.config_with_absl()  # (pytest's own arguments: nothing to take)

@@ -447,3 +447,35 @@ def test_polyfit_roots_and_poly_match_jax():
     ref = jax.grad(lambda x, y: (jnp.polyfit(x, y, 2) ** 2).sum(), argnums=(0, 1))(POLY_X, POLY_Y[:, 1])
     for o, r in zip(ours, ref):
         np.testing.assert_allclose(np.asarray(o), np.asarray(r), rtol=2e-3, atol=2e-3)
+
+
+_PRODUCT_CASES = [
+    ("dot", ((3, 4), (4, 2)), "int8", dict(preferred_element_type="int32")),
+    ("matmul", ((2, 3, 4), (4, 5)), "int8", dict(preferred_element_type="int32")),
+    ("dot", ((2, 3, 4), (4, 5)), "float32", dict(precision="highest")),
+    ("matmul", ((2, 3, 4), (4, 5)), "float32", dict(precision=("highest", "default"))),
+    ("tensordot", ((2, 3, 4), (4, 5)), "float32", dict(axes=1, precision="high", preferred_element_type="float32")),
+    ("inner", ((2, 3, 4), (5, 4)), "float32", dict(precision="highest")),
+    ("vdot", ((5,), (5,)), "complex64", dict(precision="highest")),
+    ("dot", ((), (4, 5)), "int8", dict(preferred_element_type="int32")),    # a scalar operand
+    ("inner", ((4,), (4,)), "float16", dict(preferred_element_type="float32")),
+]
+
+
+@pytest.mark.parametrize("name, shapes, dtype, kwargs", _PRODUCT_CASES, ids=lambda v: str(v))
+def test_products_take_precision_and_preferred_element_type(name, shapes, dtype, kwargs):
+    # jax.numpy's dot, matmul, tensordot, inner and vdot take them as keyword arguments (JAX programs pass them)
+    rng = np.random.default_rng(0)
+
+    def make(shape):
+        if dtype == "int8":
+            return rng.integers(-5, 5, shape).astype(np.int8)
+        x = rng.normal(size=shape)
+        return (x + 1j * rng.normal(size=shape) if dtype == "complex64" else x).astype(dtype)
+    a, b = (make(s) for s in shapes)
+    got = getattr(enp, name)(a, b, **kwargs)
+    jitted = ember.jit(lambda x, y: getattr(enp, name)(x, y, **kwargs))(a, b)
+    want = jax_result(lambda: np.asarray(getattr(jnp, name)(a, b, **kwargs)))
+    for value in (got, jitted):
+        assert np.asarray(value).dtype == want.dtype and np.asarray(value).shape == want.shape
+        np.testing.assert_allclose(np.asarray(value), want, rtol=2e-3 if dtype == "float16" else 1e-5, atol=1e-5)

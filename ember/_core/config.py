@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 
 def _parse_bool(name: str, value: Any) -> bool:
@@ -304,6 +305,39 @@ class Config:
     def on_change(self, name: str, hook: Callable[[Any], None]) -> None:
         """Call hook(new_value) whenever the option is updated (used by the layers above, e.g. to trim a cache)."""
         OPTIONS[canonical_name(name)].hooks.append(hook)
+
+    def parse_flags_with_absl(self, argv: Sequence[str] | None = None) -> None:
+        """Set options from `--jax_<option>=value` (and `--jax_<bool option>`, `--nojax_<bool option>`) command-line
+        flags, as JAX's parse_flags_with_absl does (absl itself is not needed: the flags are read from argv,
+        sys.argv by default); other arguments are left alone."""
+        for arg in sys.argv[1:] if argv is None else argv:
+            if not arg.startswith(("--jax_", "--nojax_")):
+                continue
+            name, has_value, value = arg[2:].partition("=")
+            negated = name.startswith("no")
+            key = canonical_name(name[2:] if negated else name)
+            if not has_value:
+                if not isinstance(OPTIONS[key].default, bool):
+                    raise ValueError(f"ember.config: flag {arg!r} needs a value (--{name}=...)")
+                value = not negated
+            self.update(key, value)
+
+    def config_with_absl(self) -> None:
+        """JAX's entry point for absl programs (it defines JAX's absl flags): here, the options are read from
+        `--jax_*` command-line flags (parse_flags_with_absl)."""
+        self.parse_flags_with_absl()
+
+    def complete_absl_config(self, absl_flags: Any) -> None:
+        """Take the values of `jax_*` flags an absl flags module parsed (JAX's complete_absl_config): each flag that
+        names an option of ember's and was given on the command line updates it."""
+        holder = getattr(absl_flags, "FLAGS", absl_flags)
+        for key in OPTIONS:
+            try:
+                flag = holder[f"jax_{key}"]
+            except (KeyError, TypeError, AttributeError):
+                continue
+            if getattr(flag, "present", False):
+                self.update(key, flag.value)
 
     def describe(self) -> str:
         return "\n".join(f"{o.name} = {self._values[o.name]!r}: {o.doc} (environment: {', '.join(o.env)})"

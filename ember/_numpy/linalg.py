@@ -22,8 +22,21 @@ class ContractionShapeError(TypeError, ValueError):
     ValueError as in numpy."""
 
 
-def matmul(a: Any, b: Any) -> Any:
-    """numpy's matmul: vectors are promoted to matrices, leading dimensions broadcast as batch dimensions."""
+def _contract(a: Any, b: Any, dims: Any, precision: Any, preferred_element_type: Any) -> Any:
+    """lax.dot_general with jax.numpy's precision= and preferred_element_type= (the products below take them as
+    JAX's do: keyword-only)."""
+    return lax.dot_general(a, b, dims, precision=precision, preferred_element_type=preferred_element_type)
+
+
+def _scaled(a: Any, b: Any, preferred_element_type: Any) -> Any:
+    """a * b where a product has a scalar operand, in preferred_element_type when one is given."""
+    out = multiply(a, b)
+    return out if preferred_element_type is None else lax.convert_element_type(out, preferred_element_type)
+
+
+def matmul(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """numpy's matmul: vectors are promoted to matrices, leading dimensions broadcast as batch dimensions;
+    precision and preferred_element_type as jax.numpy's (lax.dot_general's)."""
     a, b = _promote("matmul", a, b)
     sa, sb = shape(a), shape(b)
     if len(sa) == 0 or len(sb) == 0:
@@ -34,12 +47,13 @@ def matmul(a: Any, b: Any) -> Any:
         raise ContractionShapeError(f"matmul: contracted dimensions differ: shapes {sa} and {sb} "
                          f"({sa[a_contract]} != {sb[b_contract]})")
     if len(sa) == 1 or len(sb) == 1:  # vector operands: no batch dimensions, contract directly
-        return lax.dot_general(a, b, (((a_contract,), (b_contract,)), ((), ())))
+        return _contract(a, b, (((a_contract,), (b_contract,)), ((), ())), precision, preferred_element_type)
     batch = _broadcast_shapes("matmul", sa[:-2], sb[:-2])
-    return _batched_matmul(a, b, sa, sb, batch)
+    return _batched_matmul(a, b, sa, sb, batch, precision, preferred_element_type)
 
 
-def _batched_matmul(a: Any, b: Any, sa: tuple[int, ...], sb: tuple[int, ...], batch: tuple[int, ...]) -> Any:
+def _batched_matmul(a: Any, b: Any, sa: tuple[int, ...], sb: tuple[int, ...], batch: tuple[int, ...],
+                    precision: Any = None, preferred_element_type: Any = None) -> Any:
     """matmul of operands of rank >= 2, as JAX's: a batch dimension both operands have (at the same size) is a
     batch dimension of the dot_general; one only a has (b's missing or 1) is a free dimension of a, and so for b;
     nothing is broadcast. So x[16, 64, 128] @ w[128, 384] is one [1024, 128] x [128, 384] product, and its weight
@@ -71,7 +85,7 @@ def _batched_matmul(a: Any, b: Any, sa: tuple[int, ...], sb: tuple[int, ...], ba
     a_batch = tuple(i for i, _ in pairs)
     b_batch = tuple(j for _, j in pairs)
     na, nbk = len(a_keep), len(b_keep)
-    out = lax.dot_general(a2, b2, (((na - 1,), (nbk - 2,)), (a_batch, b_batch)))
+    out = _contract(a2, b2, (((na - 1,), (nbk - 2,)), (a_batch, b_batch)), precision, preferred_element_type)
     # out's dims: the batch pairs, a's free dims (its own batch-position ones, then its rows), b's likewise
     a_free = [d for d in range(na - 1) if d not in a_batch]
     b_free = [d for d in range(nbk) if d not in b_batch and d != nbk - 2]
@@ -86,31 +100,32 @@ def _batched_matmul(a: Any, b: Any, sa: tuple[int, ...], sb: tuple[int, ...], ba
     return out if aval_of(out).shape == final else lax.reshape(out, final)
 
 
-def dot(a: Any, b: Any) -> Any:
-    """numpy's dot: products with scalars, inner products, and sum over a's last and b's second-to-last axis."""
+def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """numpy's dot: products with scalars, inner products, and sum over a's last and b's second-to-last axis;
+    precision and preferred_element_type as jax.numpy's."""
     a, b = _promote("dot", a, b)
     sa, sb = shape(a), shape(b)
     if len(sa) == 0 or len(sb) == 0:
-        return multiply(a, b)
-    if len(sb) == 1 or len(sa) == 1 or (len(sa) <= 2 and len(sb) <= 2):
-        return matmul(a, b) if len(sa) <= 2 and len(sb) <= 2 else lax.dot_general(
-            a, b, (((len(sa) - 1,), (builtins.max(len(sb) - 2, 0),)), ((), ())))
-    return lax.dot_general(a, b, (((len(sa) - 1,), (len(sb) - 2,)), ((), ())))
+        return _scaled(a, b, preferred_element_type)
+    if len(sa) <= 2 and len(sb) <= 2:
+        return matmul(a, b, precision=precision, preferred_element_type=preferred_element_type)
+    return _contract(a, b, (((len(sa) - 1,), (builtins.max(len(sb) - 2, 0),)), ((), ())), precision,
+                     preferred_element_type)
 
 
-def vdot(a: Any, b: Any) -> Any:
+def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """The dot product of the flattened arrays, the first conjugated (numpy's vdot)."""
     a = ravel(a)
     if dt.is_complex(aval_of(a).dtype):
         a = lax.conj(a)
-    return dot(a, ravel(b))
+    return dot(a, ravel(b), precision=precision, preferred_element_type=preferred_element_type)
 
 
-def inner(a: Any, b: Any) -> Any:
+def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     a, b = _promote("inner", a, b)
     if ndim(a) == 0 or ndim(b) == 0:
-        return multiply(a, b)
-    return lax.dot_general(a, b, (((ndim(a) - 1,), (ndim(b) - 1,)), ((), ())))
+        return _scaled(a, b, preferred_element_type)
+    return _contract(a, b, (((ndim(a) - 1,), (ndim(b) - 1,)), ((), ())), precision, preferred_element_type)
 
 
 def outer(a: Any, b: Any) -> Any:
@@ -118,7 +133,8 @@ def outer(a: Any, b: Any) -> Any:
     return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
 
 
-def tensordot(a: Any, b: Any, axes: int | Sequence[Sequence[int]] = 2) -> Any:
+def tensordot(a: Any, b: Any, axes: int | Sequence[Sequence[int]] = 2, *, precision: Any = None,
+              preferred_element_type: Any = None) -> Any:
     a, b = _promote("tensordot", a, b)
     if isinstance(axes, int):
         ca, cb = tuple(range(ndim(a) - axes, ndim(a))), tuple(range(axes))
@@ -128,7 +144,7 @@ def tensordot(a: Any, b: Any, axes: int | Sequence[Sequence[int]] = 2) -> Any:
         cb = (cb_raw,) if isinstance(cb_raw, int) else tuple(cb_raw)
         ca = tuple(normalize_axis("tensordot", i, ndim(a)) for i in ca)
         cb = tuple(normalize_axis("tensordot", i, ndim(b)) for i in cb)
-    return lax.dot_general(a, b, ((ca, cb), ((), ())))
+    return _contract(a, b, ((ca, cb), ((), ())), precision, preferred_element_type)
 
 
 _operand = _operand_array
