@@ -1,0 +1,6 @@
+"""ember.example_libraries: the small libraries JAX ships as jax.example_libraries and that JAX's own examples and
+many tutorials use: `optimizers` (optimizers as (init, update, get_params) triples of functions over pytrees).
+Written from their documentation, for programs that `import jax.example_libraries` to run unchanged."""
+from ember.example_libraries import optimizers as optimizers
+
+__all__ = ["optimizers"]
