@@ -3,7 +3,7 @@ predicting the next byte; then it writes some Python of its own. ember alone: em
 AdamW with a warm-up cosine schedule and gradient clipping, ember.random for dropout and sampling, tqdm, a
 loss-curve PNG and a checkpoint that --resume continues from.
 
-    python3 examples/char_lm.py                # 2000 steps (about 8 minutes on 2 cores)
+    python3 examples/char_lm.py                # 2000 steps (the time it takes: docs/nn.md)
     python3 examples/char_lm.py --resume --steps 4000
     python3 examples/char_lm.py --quick        # the short run CI does
 """
