@@ -128,13 +128,21 @@ def lower_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) 
         if not out_shape:  # a whole array: the sum of the row sums
             return emitter.reduce(summed, sums, (0,), "add", 0)
         return reshape(emitter, summed, sums, out_shape)
+    return two_stages(emitter, x, aval, dims, out_shape, "add", 0)  # (leading axes: a whole array sums as rows)
+
+
+def two_stages(emitter: Emitter, x: str, aval: ShapedArray, dims: tuple[int, int, int], out_shape: Sequence[int],
+               hlo_op: str, init: Any, keep_nan: bool = False) -> str:
+    """The reduction of x over its leading axes (dims: stages()'s (m, kept, chunk)) in two stages: x[m/chunk,
+    chunk, kept] reduced over the chunk, an optimization barrier (so XLA does not merge the stages back), then over
+    the m/chunk partial results; shaped out_shape."""
     m, kept, chunk = dims
-    blocks = ShapedArray((m // chunk, chunk, kept), dtype)
-    first = emitter.reduce(reshape(emitter, x, aval, blocks.shape), blocks, (1,), "add", 0)
-    partial = ShapedArray((m // chunk, kept), dtype)
+    blocks = ShapedArray((m // chunk, chunk, kept), aval.dtype)
+    first = emitter.reduce(reshape(emitter, x, aval, blocks.shape), blocks, (1,), hlo_op, init, keep_nan)
+    partial = ShapedArray((m // chunk, kept), aval.dtype)
     held = emitter.op("stablehlo.optimization_barrier", [first], partial)
-    kept_sums = emitter.reduce(held, partial, (0,), "add", 0)  # (leading axes only: a whole array sums as rows)
-    return reshape(emitter, kept_sums, ShapedArray((kept,), dtype), out_shape)
+    out = emitter.reduce(held, partial, (0,), hlo_op, init, keep_nan)
+    return reshape(emitter, out, ShapedArray((kept,), aval.dtype), out_shape)
 
 
 def reshape(emitter: Emitter, x: str, aval: ShapedArray, shape: Sequence[int]) -> str:
@@ -240,4 +248,4 @@ def _transpose(emitter: Emitter, x: str, aval: ShapedArray, order: tuple[int, ..
                       {"permutation": i64_array(order)})
 
 
-__all__ = ["applies", "dot_general", "lower_sum", "reshape", "stages", "sum_form"]
+__all__ = ["applies", "dot_general", "lower_sum", "reshape", "stages", "sum_form", "two_stages"]

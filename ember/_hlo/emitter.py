@@ -176,21 +176,24 @@ class Emitter:
         """stablehlo.reduce of operand (of type aval) over axes, combining with the scalar op stablehlo.<hlo_op>
         from init (a Python value of aval's dtype). keep_nan: the body is `a != a ? a : op(a, b)` (a NaN once
         reached is kept), which computes the same as op with NaN-propagating max/min, in a form the CPU plugin's
-        YNNPACK reduction does not take (it drops NaN: ember._hlo.backend_forms.lower_extremum)."""
+        YNNPACK reduction does not take (it drops NaN: ember._hlo.row_fusion.lower_extremum)."""
         scalar = ShapedArray((), aval.dtype)
         body = self.child()
         a, b = (body.declare(body.fresh("b"), scalar) for _ in range(2))
         value = body.op(f"stablehlo.{hlo_op}", [a, b], scalar)
         if keep_nan:
-            nan = body.op("stablehlo.compare", [a, a], ShapedArray((), np.dtype(bool)),
-                          {"comparison_direction": "#stablehlo<comparison_direction NE>",
-                           "compare_type": f"#stablehlo<comparison_type {compare_type(aval.dtype)}>"})
-            value = body.op("stablehlo.select", [nan, a, value], scalar)
+            value = body.op("stablehlo.select", [body.compare(a, a, scalar, "NE"), a, value], scalar)
         body.returns([value])
         region = self.region([a, b], body)
         out = ShapedArray(tuple(d for i, d in enumerate(aval.shape) if i not in axes), aval.dtype)
         return self.op("stablehlo.reduce", [operand, self.constant(init, scalar)], out,
                        {"dimensions": i64_array(tuple(axes))}, [region])
+
+    def compare(self, lhs: str, rhs: str, aval: ShapedArray, direction: str) -> str:
+        """stablehlo.compare of two values of type aval (direction: EQ, NE, LT, ...): booleans of aval's shape."""
+        return self.op("stablehlo.compare", [lhs, rhs], aval.update(dtype=np.dtype(bool)),
+                       {"comparison_direction": f"#stablehlo<comparison_direction {direction}>",
+                        "compare_type": f"#stablehlo<comparison_type {compare_type(aval.dtype)}>"})
 
     def broadcast(self, operand: str, operand_aval: ShapedArray, shape: Sequence[int],
                   dims: Sequence[int] | None = None) -> str:
@@ -225,8 +228,8 @@ def emit_custom_call(emitter: Emitter, target: str, operands: Sequence[str], res
                      result_layouts: Sequence[Sequence[int]] | None = None) -> list[str]:
     """`stablehlo.custom_call @target` to a typed FFI handler (api_version 4): the integer attrs reach the handler
     as int64 scalars; layouts are minor-to-major, one per operand/result (row-major when omitted). The one writer
-    of the op: ember._hlo.ffi.custom_call (ember's handlers) and order_call in lower.py, the
-    row kernels' calls in row_fusion.py, use it."""
+    of the op: ember._hlo.ffi.custom_call (ember's handlers), order_call in lower.py, and the CPU kernels' calls
+    (row_fusion._call, backend_forms._batched_dot) use it."""
     if operand_layouts is None:
         operand_layouts = [row_major(value_rank(emitter, o)) for o in operands]
     if result_layouts is None:

@@ -318,7 +318,8 @@ def plan(ir: IR) -> Plan | None:
 def _open(eqn: Any, shapes: dict[tuple[int, ...], tuple[int, bool]], constants: dict[Var, float]
           ) -> Region | None:
     """The region eqn may open: over the shape of its operand (a reduction) or result (an elementwise op) when a
-    trailing-axes reduction of the body reduces that shape."""
+    reduction of the body over that shape's trailing axes (a row region) or leading axes (a column region) reduces
+    it."""
     name = eqn.prim.name
     if name in REDUCTIONS:
         shape = tuple(eqn.inputs[0].aval.shape)
@@ -477,14 +478,8 @@ def lower_extremum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[i
             return backend_forms.reshape(emitter, per_column, ShapedArray((kept,), aval.dtype), aval.shape[len(axes):])
         stages = backend_forms.stages(math.prod(aval.shape) // kept, kept)
         if stages is not None:
-            m, kept, chunk = stages[1]
-            blocks = ShapedArray((m // chunk, chunk, kept), aval.dtype)
-            first = emitter.reduce(backend_forms.reshape(emitter, x, aval, blocks.shape), blocks, (1,), hlo_op, init,
-                                   keep_nan=True)
-            partial = ShapedArray((m // chunk, kept), aval.dtype)
-            held = emitter.op("stablehlo.optimization_barrier", [first], partial)
-            out = emitter.reduce(held, partial, (0,), hlo_op, init, keep_nan=True)
-            return backend_forms.reshape(emitter, out, ShapedArray((kept,), aval.dtype), aval.shape[len(axes):])
+            return backend_forms.two_stages(emitter, x, aval, stages[1], aval.shape[len(axes):], hlo_op, init,
+                                            keep_nan=True)
     if axes == list(range(aval.ndim - len(axes), aval.ndim)):  # trailing axes: the kernel's rows
         row = math.prod(aval.shape[aval.ndim - len(axes):])
         rows = math.prod(aval.shape) // row
@@ -500,11 +495,7 @@ def _flagged_extremum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequenc
     """The plain reduction, NaN where the reduced elements hold one (`any(x != x)`): for programs over several
     devices, whose partitioner combines the devices' results only for the plain bodies."""
     out = ShapedArray(tuple(d for i, d in enumerate(aval.shape) if i not in axes), aval.dtype)
-    flags = ShapedArray(aval.shape, np.dtype(bool))
-    unordered = emitter.op("stablehlo.compare", [x, x], flags, {
-        "comparison_direction": "#stablehlo<comparison_direction NE>",
-        "compare_type": "#stablehlo<comparison_type FLOAT>"})
-    nan = emitter.reduce(unordered, flags, axes, "or", False)
+    nan = emitter.reduce(emitter.compare(x, x, aval, "NE"), aval.update(dtype=np.dtype(bool)), axes, "or", False)
     nans = emitter.broadcast(emitter.constant(float("nan"), ShapedArray((), aval.dtype)), ShapedArray((), aval.dtype),
                              out.shape)
     return emitter.op("stablehlo.select", [nan, nans, emitter.reduce(x, aval, axes, hlo_op, init)], out)

@@ -51,14 +51,11 @@ enum {
     OP_COUNT
 };
 #define FIRST_BINARY OP_ADD
-#define FIRST_TERNARY OP_SELECT
 #define FIRST_REDUCTION OP_SUM
 #define FIRST_COLUMN OP_CSUM
 #define KIND(ref) ((int)((uint32_t)(ref) >> 28))
 #define INDEX(ref) ((int64_t)((ref) & 0x0fffffff))
-#ifndef BLOCK
 #define BLOCK 4096 /* elements per value per block of rows (a row longer than that is a block of one row) */
-#endif
 
 /* A reference resolved for one block of rows: element j of row r is at p[r * rs + j * cs]. */
 typedef struct {

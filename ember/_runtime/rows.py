@@ -2,9 +2,9 @@
 (the fused row kernel, which ember/_hlo/row_fusion.py lowers row regions to: softmax, layer norm, logsumexp and
 the like) and "ember_rows_bmm" (batched matrix products, chosen in ember/_hlo/backend_forms.py).
 
-The extension offers the kernel only where the CPU has AVX-512F; without it (not built, another CPU) the provider
-offers nothing and the regions lower to XLA's own ops. The option `ember.config.cpu_backend_forms` turns the regions
-off with the rest of the CPU forms."""
+The extension offers the kernels only where the CPU has AVX-512F; without them (not built, another CPU) the provider
+offers nothing, and regions and batched products lower to XLA's own ops. The option `ember.config.cpu_backend_forms`
+turns them off with the rest of the CPU forms."""
 from __future__ import annotations
 
 import importlib
@@ -33,7 +33,7 @@ def provide() -> frozenset[str]:
 
 
 def reason() -> str:
-    """Why the kernel is unavailable ("" when it is)."""
+    """Why the kernels are unavailable ("" when they are)."""
     if provide():
         return ""
     try:
