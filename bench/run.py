@@ -261,6 +261,48 @@ def mlp_train_step(batch: int) -> Callable[[Any, Any], tuple[Callable[[], Any], 
     return bench
 
 
+def mnist_fromscratch_step(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """One SGD step of JAX's examples/mnist_classifier_fromscratch.py as its users write it: parameters made with
+    numpy (float64: both libraries compute in float32 without 64-bit mode), 784-1024-1024-10 tanh, batch 128,
+    the batch given as numpy arrays each call."""
+    rng = np.random.RandomState(0)
+    params = [(0.1 * rng.randn(m, n), 0.1 * rng.randn(n)) for m, n in zip([784, 1024, 1024], [1024, 1024, 10])]
+    images = rng.rand(128, 784)
+    labels = np.eye(10)[rng.randint(0, 10, 128)]
+
+    def make(lib: Any, np_: Any) -> Callable[..., Any]:
+        def predict(params: Any, inputs: Any) -> Any:
+            activations = inputs
+            for w, b in params[:-1]:
+                activations = np_.tanh(np_.dot(activations, w) + b)
+            w, b = params[-1]
+            logits = np_.dot(activations, w) + b
+            return logits - lib.scipy.special.logsumexp(logits, axis=1, keepdims=True)
+
+        def loss(params: Any, x: Any, y: Any) -> Any:
+            return -np_.mean(np_.sum(predict(params, x) * y, axis=1))
+
+        @lib.jit
+        def update(params: Any, x: Any, y: Any) -> Any:
+            value, grads = lib.value_and_grad(loss)(params, x, y)
+            return value, [(w - 0.001 * dw, b - 0.001 * db) for (w, b), (dw, db) in zip(params, grads)]
+        return update
+    estep, jstep = make(ember, enp), make(jax, jnp)
+    evalue, jvalue = estep(params, images, labels)[0], jstep(params, images, labels)[0]
+    assert evalue.dtype == jvalue.dtype == np.float32, (evalue.dtype, jvalue.dtype)
+    np.testing.assert_allclose(float(evalue), float(jvalue), rtol=1e-5)
+    e_state, j_state = [params], [params]
+
+    def run_e() -> Any:
+        value, e_state[0] = estep(e_state[0], images, labels)
+        return value.block_until_ready()
+
+    def run_j() -> Any:
+        value, j_state[0] = jstep(j_state[0], images, labels)
+        return value.block_until_ready()
+    return run_e, run_j
+
+
 def grad_fresh_closure(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """grad without jit of a new closure each call (the loss closing over the batch), as in a training loop
     written `grad(lambda p: loss(p, x, y))(params)`."""
@@ -987,6 +1029,7 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("jit: dropout mask + apply, f32[128,512]", dropout_mask, 500),
     ("jit: MLP train step with a dropout mask, b128", dropout_train_step, 100),
     ("train step: digits MLP + AdamW, batch 64", digits_mlp_step, 500, digits_mlp_step_torch),
+    ("train step: JAX's MNIST from scratch (numpy float64 params), b128", mnist_fromscratch_step, 50),
     ("train step: char-LM transformer + AdamW, 32x128", char_lm_step, 5, char_lm_step_torch),
     ("jit: einsum attention b8 h8 128x128 d64", einsum_attention, 50),
     ("jit: einsum ij,jk,kl->il (opt_einsum order)", einsum_chain, 200),

@@ -40,6 +40,7 @@ from safetensors.numpy import load_file
 
 from ember import numpy as enp
 from ember._core.pytree import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey, tree_flatten_with_path
+from ember._core.dtypes import canonicalize_dtype
 from ember._core.pytree import tree_unflatten
 
 FORMAT = "ember.checkpoint/1"
@@ -249,7 +250,8 @@ def load(path: str | os.PathLike[str], target: Any = None) -> Any:
     for name, leaf in named:
         value = stored[name]
         shape, dtype = tuple(np.shape(leaf)), np.dtype(getattr(leaf, "dtype", np.asarray(leaf).dtype))
-        if tuple(value.shape) != shape or value.dtype != dtype:
+        # (dtypes compared as ember holds them: a float64 leaf is float32 without enable_x64, in the file or target)
+        if tuple(value.shape) != shape or canonicalize_dtype(value.dtype) != canonicalize_dtype(dtype):
             raise ValueError(f"ember.checkpoints.load({path!r}): leaf {name!r} is {value.dtype}{list(value.shape)} "
                              f"in the file but {dtype}{list(shape)} in target")
         values.append(enp.asarray(value))

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from ember._core.dtypes import bfloat16 as bfloat16, canonicalize_dtype as canonicalize_dtype, finfo as finfo
-from ember._core.dtypes import float0 as float0, iinfo as iinfo
+from ember._core.dtypes import float0 as float0, iinfo as iinfo, NarrowedDtypeWarning as NarrowedDtypeWarning
 from ember._core.dtypes import TypePromotionError as TypePromotionError
 from ember.numpy import issubdtype as issubdtype, result_type as result_type
 
@@ -31,4 +31,4 @@ def itemsize_bits(dtype: Any) -> int:
 
 
 __all__ = ["bfloat16", "canonicalize_dtype", "finfo", "float0", "iinfo", "issubdtype", "itemsize_bits",
-           "result_type", "scalar_type_of", "TypePromotionError"]
+           "NarrowedDtypeWarning", "result_type", "scalar_type_of", "TypePromotionError"]

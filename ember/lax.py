@@ -10,13 +10,14 @@ Where the names come from, in this order:
   Primitive objects (their params are ember's, not JAX's),
 - ember.lax.linalg: the matrix factorisations of ember/_prims/linalg.py (LAX_LINALG there), as jax.lax.linalg.
 Names jax.lax does not have are left out (NOT_IN_JAX_LAX below)."""
+import functools as _functools
 import sys as _sys
 import types as _types
 
 import ember._control as _control
 import ember._prims as _prims
 from ember._prims import linalg as _prims_linalg
-from ember._core import PRIMITIVES as _PRIMITIVES
+from ember._core import PRIMITIVES as _PRIMITIVES, dtypes as _dtypes
 from ember._core.exports import reexport as _reexport
 from ember._api.sharding import with_sharding_constraint as with_sharding_constraint
 
@@ -62,3 +63,24 @@ linalg = _linalg_module()
 
 __all__ = (_reexport(globals(), [_prims, _control], exclude=_FUNCTIONS_NOT_IN_JAX_LAX)
            + _primitive_names(globals()) + ["linalg", "with_sharding_constraint"])
+
+
+# The functions taking a dtype, as the user calls them: the dtype asked for is narrowed to 32 bits without
+# enable_x64, with a warning (JAX's defaults). ember's own code calls the exact ones of ember._prims (an IR's
+# float64 stays float64 when a transformation rebuilds it).
+def _user_dtype(exact: _types.FunctionType, position: int) -> _types.FunctionType:
+    def with_user_dtype(*args: object, **kwargs: object) -> object:
+        if len(args) > position and args[position] is not None:
+            args = (*args[:position], _dtypes.check_user_dtype(args[position], exact.__name__), *args[position + 1:])
+        for key in ("dtype", "new_dtype"):
+            if kwargs.get(key) is not None:
+                kwargs[key] = _dtypes.check_user_dtype(kwargs[key], exact.__name__)
+        return exact(*args, **kwargs)
+    _functools.update_wrapper(with_user_dtype, exact)
+    return with_user_dtype
+
+
+convert_element_type = _user_dtype(_prims.convert_element_type, 1)
+full = _user_dtype(_prims.full, 2)
+iota = _user_dtype(_prims.iota, 0)
+broadcasted_iota = _user_dtype(_prims.broadcasted_iota, 0)

@@ -3,8 +3,9 @@ import sys
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("JAX_ENABLE_X64", "1")  # JAX is an oracle here: let it compute in float64 like ember
-# ember reads JAX_ENABLE_X64 too, after its own EMBER_ENABLE_X64: keep ember in its default (32-bit scalars) mode;
-# the tests of enable_x64 turn it on with ember.config.override. (EMBER_ENABLE_X64=1 runs the suite in x64 mode.)
+# ember reads JAX_ENABLE_X64 too, after its own EMBER_ENABLE_X64: keep ember in its default (32-bit) mode; the
+# modules of float64 numerics turn it on (the ember_x64 fixture below), as do the tests of enable_x64.
+# (EMBER_ENABLE_X64=1 runs the whole suite in x64 mode.)
 os.environ.setdefault("EMBER_ENABLE_X64", "0")
 # ember's CPU backend has one device by default (as JAX's); the tests of several devices need two.
 os.environ.setdefault("EMBER_NUM_CPU_DEVICES", "2")
@@ -34,6 +35,17 @@ def pytest_collection_finish(session):
     gc.collect()
     gc.freeze()
     gc.set_threshold(20000, 50, 50)
+
+
+@pytest.fixture
+def ember_x64():
+    """ember in 64-bit mode, as JAX (the oracle) is here: the modules whose oracles compute in float64 (numpy's,
+    JAX's) and whose inputs are float64 use it, pytestmark = pytest.mark.usefixtures("ember_x64"), as JAX's own
+    tests run with JAX_ENABLE_X64. (Without it ember narrows 64-bit values to 32 bits, as JAX does:
+    tests/test_dtype_defaults.py.)"""
+    import ember
+    with ember.config.override(enable_x64=True):
+        yield
 
 
 @pytest.fixture

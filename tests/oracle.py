@@ -467,7 +467,13 @@ def vmap_params(cases: Sequence[Case]) -> list[Any]:
 
 def oracle_tests(cases: Sequence[Case], jacobians_phase: int = 0) -> tuple[Callable[..., None], ...]:
     """The tests of a primitive test module:
-    `test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)`."""
+    `test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)`. They run in ember's
+    64-bit mode (the ember_x64 fixture): a Case's float64 inputs stay float64, as in JAX's x64 mode."""
+    tests = _oracle_tests(cases, jacobians_phase)
+    return tuple(pytest.mark.usefixtures("ember_x64")(test) for test in tests)
+
+
+def _oracle_tests(cases: Sequence[Case], jacobians_phase: int) -> tuple[Callable[..., None], ...]:
     @pytest.mark.parametrize("case,shapes,dtype", forward_params(cases))
     def test_forward(case: Case, shapes: tuple[Shape, ...], dtype: str) -> None:
         check_forward(case, shapes, dtype)

@@ -24,7 +24,7 @@ from recorded import jax_result
 
 CASES = load_cases()
 RNG = np.random.default_rng(0)
-pytestmark = pytest.mark.usefixtures("jax_in_embers_mode")  # JAX in ember's mode (32-bit unless EMBER_ENABLE_X64)
+pytestmark = pytest.mark.usefixtures("ember_x64", "jax_in_embers_mode")  # complex128 inputs; JAX in ember's mode
 
 
 @pytest.fixture
@@ -231,10 +231,11 @@ def test_python_complex_is_weak_and_x64_decides_its_width(default_mode):
     x = enp.ones(2, enp.float32)
     assert (x + 1j).dtype == np.complex64 and (enp.ones(2, enp.float16) * 2j).dtype == np.complex64
     assert enp.asarray(1j).dtype == np.complex64 and enp.asarray(1j).aval.weak_type
-    assert (enp.ones(2, enp.float64) + 1j).dtype == np.complex128
-    assert (enp.ones(2, enp.complex64) + np.float64(1)).dtype == np.complex128
+    assert (enp.ones(2, enp.complex64) + np.float64(1)).dtype == np.complex64  # (np.float64(1): a float32 value)
     with ember.config.override(enable_x64=True):
         assert enp.asarray(1j).dtype == np.complex128 and enp.zeros(1, complex).dtype == np.complex128
+        assert (enp.ones(2, enp.float64) + 1j).dtype == np.complex128
+        assert (enp.ones(2, enp.complex64) + np.float64(1)).dtype == np.complex128
     assert enp.zeros(1, complex).dtype == np.complex64
 
 
@@ -248,13 +249,19 @@ def test_dtype_queries(default_mode):
     assert enp.isdtype(enp.complex64, "numeric") and not enp.isdtype(enp.complex64, "real floating")
     z = enp.asarray(np.array([1 + 2j], np.complex64))
     assert enp.iscomplexobj(z) and not enp.iscomplexobj(enp.ones(1)) and enp.iscomplexobj(np.ones(1, complex))
-    assert not enp.isrealobj(z) and enp.csingle is np.complex64 and enp.cdouble is np.complex128
+    assert not enp.isrealobj(z) and enp.csingle == np.complex64 and enp.cdouble == np.complex128
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Transfers, printing, literals
-def test_transfers_round_trip(default_mode):
-    for dtype in (np.complex64, np.complex128):
+@pytest.mark.parametrize("x64", [False, True])
+def test_transfers_round_trip(default_mode, x64):
+    with ember.config.override(enable_x64=x64):
+        _transfers_round_trip(np.complex128 if x64 else np.complex64)
+
+
+def _transfers_round_trip(widest):
+    for dtype in (np.complex64, widest):
         x = crandn(3, 4, dtype=dtype)
         for a in (enp.asarray(x), ember.device_put(x), enp.array(x), ember.jit(lambda v: v)(x),
                   enp.from_dlpack(x), enp.asarray(np.ascontiguousarray(x.T).T)):
@@ -264,7 +271,7 @@ def test_transfers_round_trip(default_mode):
         assert enp.asarray(x).tolist() == x.tolist() and complex(enp.asarray(x)[1, 2]) == complex(x[1, 2])
     big = np.array([1 + 2j, -3j], ">c8")  # a non-native byte order is byte-swapped on entry
     np.testing.assert_array_equal(np.asarray(enp.asarray(big)), big.astype("<c8"))
-    assert enp.asarray([1, 2.5, 1j]).dtype == np.complex64
+    assert enp.asarray([1, 2.5, 1j]).dtype == widest
 
 
 def test_printing_and_literals():
@@ -384,7 +391,9 @@ def test_at_updates_and_creation(default_mode):
     np.testing.assert_array_equal(np.asarray(enp.full((2,), 1 + 2j)), np.full((2,), 1 + 2j, np.complex64))
     np.testing.assert_array_equal(np.asarray(enp.eye(2, dtype=enp.complex64)), np.eye(2, dtype=np.complex64))
     np.testing.assert_allclose(np.asarray(enp.linspace(0, 1 + 2j, 5)), np.linspace(0, 1 + 2j, 5), rtol=1e-6)
-    assert enp.linspace(0, 1 + 2j, 5).dtype == np.complex64 and enp.zeros(2, enp.complex128).dtype == np.complex128
+    assert enp.linspace(0, 1 + 2j, 5).dtype == np.complex64 and enp.zeros(2, enp.complex64).dtype == np.complex64
+    with ember.config.override(enable_x64=True):
+        assert enp.zeros(2, enp.complex128).dtype == np.complex128
 
 
 # ---------------------------------------------------------------------------------------------------------------

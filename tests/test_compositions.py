@@ -11,6 +11,8 @@ import ember
 import ember.numpy as enp
 from recorded import jax_result
 
+pytestmark = pytest.mark.usefixtures("ember_x64")  # float64 inputs and oracles (numpy, JAX in x64 mode)
+
 N = 6
 
 

@@ -9,6 +9,8 @@ import ember
 import ember.numpy as enp
 from ember import lax
 
+pytestmark = pytest.mark.usefixtures("ember_x64")  # float64 inputs and oracles (numpy, JAX in x64 mode)
+
 X = np.linspace(-1.0, 1.5, 6)
 
 
@@ -78,7 +80,7 @@ def test_predicates_and_indices_are_checked():
         ember.jit(lambda x: lax.cond(x > 0, lambda x: x, lambda x: -x, x))(X)
     with pytest.raises(TypeError, match=r"cond: the predicate must be a boolean \(or integer\) scalar, got f64\[\]"):
         ember.jit(lambda x: lax.cond(x[0], lambda x: x, lambda x: -x, x))(X)
-    with pytest.raises(TypeError, match=r"switch: the index must be an integer scalar, got f32\[\]"):
+    with pytest.raises(TypeError, match=r"switch: the index must be an integer scalar, got f64\[\]"):  # (x64)
         lax.switch(1.0, [lambda x: x, lambda x: -x], X)
     with pytest.raises(TypeError, match=r"while_loop: cond_fun must return a boolean scalar, got \(f64\[6\]\)"):
         lax.while_loop(lambda v: v, lambda v: v, X)

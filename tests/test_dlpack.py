@@ -22,6 +22,8 @@ from ember._runtime.dlpack import from_dlpack
 from ember._runtime.pjrt import PjrtError
 from ember._runtime.pjrt.structs import _BufferUnsafePointerArgs, _new
 
+pytestmark = pytest.mark.usefixtures("ember_x64")  # float64 inputs and oracles (numpy, JAX in x64 mode)
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.dtype(t) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                                 "float16", "float32", "float64")] + [BF16]

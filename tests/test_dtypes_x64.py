@@ -1,9 +1,11 @@
 """Dtype promotion and 64-bit correctness, eagerly, under jit and under transformations.
 
-The rule: a result is 64-bit only when an operand is a 64-bit array or a typed numpy 64-bit scalar, and then it
-is JAX's in its 64-bit mode; without one, JAX's in its 32-bit mode. Python scalars are weak (and 32-bit), Python
-lists 32-bit. With `ember.config.enable_x64` on, Python scalars, lists and default dtypes are 64-bit and every
-promotion is JAX's 64-bit one. JAX is the oracle for dtypes (jax.eval_shape, no compiling), numpy for values."""
+JAX's rules: without 64-bit mode, 64-bit values and dtypes are narrowed to 32 bits where they enter ember
+(tests/test_dtype_defaults.py) and promotion is JAX's 32-bit one; the IR itself is exact, so a program staged at
+64-bit avals (stage_out) promotes as JAX's 64-bit mode. Python scalars are weak (and 32-bit), Python lists 32-bit.
+With `ember.config.enable_x64` on, every dtype is kept, Python scalars, lists and default dtypes are 64-bit and
+every promotion is JAX's 64-bit one. JAX is the oracle for dtypes (jax.eval_shape, no compiling), numpy for
+values; the tests of 64-bit values run in 64-bit mode."""
 import itertools
 import os
 import subprocess
@@ -26,6 +28,13 @@ NAMES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
 DTYPES = [np.dtype(ml_dtypes.bfloat16) if n == "bfloat16" else np.dtype(n) for n in NAMES]
 SCALAR_TYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
                 ml_dtypes.bfloat16, np.float16, np.float32, np.float64]
+
+
+@pytest.fixture
+def x64_mode():
+    """The tests of 64-bit values run in 64-bit mode (without it no value is 64-bit, as in JAX)."""
+    with ember.config.override(enable_x64=True):
+        yield
 
 
 def is64(*dtypes):
@@ -53,12 +62,15 @@ def mismatches(cases):
 # ---------------------------------------------------------------------------------------------------------------
 # The promotion table, over all pairs of dtypes.
 def test_array_array_pairs_match_jax():
+    """Staged at these avals (64-bit ones too: the IR is exact) the sum is JAX's in the mode of its operands, as
+    promote_types (the lattice's, as jax.numpy's); result_type gives the dtype a value has: narrowed."""
     cases = []
     for a, b in itertools.product(DTYPES, DTYPES):
         ref = jax_out(jnp.add, a, b, wide=is64(a, b))
         cases.append((f"{a.name} + {b.name}", ember_out(enp.add, a, b), ref))
         cases.append((f"promote_types({a.name}, {b.name})", (enp.promote_types(a, b), ref[1]), ref))
-        cases.append((f"result_type({a.name}, {b.name})", (enp.result_type(a, b), ref[1]), ref))
+        cases.append((f"result_type({a.name}, {b.name})", (enp.result_type(a, b), ref[1]),
+                      (dt.canonical_dtype(ref[0]), ref[1])))
     assert not mismatches(cases), "\n".join(mismatches(cases))
 
 
@@ -85,41 +97,65 @@ def test_array_python_scalar_pairs(x64):
     assert not mismatches(cases), "\n".join(mismatches(cases))
 
 
-def test_array_numpy_scalar_pairs():
-    """numpy scalars are typed: an array with np.float64(2) promotes as with a float64 array."""
+@pytest.mark.parametrize("x64", [False, True])
+def test_array_numpy_scalar_pairs(x64):
+    """numpy scalars are typed: an array with np.float32(2) promotes as with a float32 array; np.float64(2) is
+    a float32 one without 64-bit mode (as JAX's), a float64 one with it."""
     cases = []
-    for d, kind in itertools.product(DTYPES, SCALAR_TYPES):
-        scalar = kind(1)
-        wide = is64(d, np.dtype(kind))
-        cases.append((f"{d.name} * {kind.__name__}(1)", ember_out(lambda x: x * scalar, d),
-                      jax_out(lambda x: x * scalar, d, wide=wide)))
-        if not d == np.dtype(kind) == np.bool_:  # (bool - bool is refused, as in numpy and JAX)
-            cases.append((f"{kind.__name__}(1) - {d.name}", ember_out(lambda x: enp.subtract(scalar, x), d),
-                          jax_out(lambda x: jnp.subtract(scalar, x), d, wide=wide)))
-        zero_d = np.array(1, kind)
-        cases.append((f"{d.name} + 0-d {kind.__name__}", ember_out(lambda x: x + zero_d, d),
-                      jax_out(lambda x: x + zero_d, d, wide=wide)))
+    with ember.config.override(enable_x64=x64):
+        for d, kind in itertools.product(DTYPES, SCALAR_TYPES):
+            if not x64 and is64(d):
+                continue  # (no array is 64-bit without 64-bit mode)
+            _numpy_scalar_cases(cases, d, kind, wide=x64)
     assert not mismatches(cases), "\n".join(mismatches(cases))
 
 
-def test_the_rule_in_words():
-    f32, i32, u32 = (enp.ones(3, d) for d in ("float32", "int32", "uint32"))
-    i64 = enp.asarray(np.arange(3, dtype=np.int64))
-    u64 = enp.asarray(np.arange(3, dtype=np.uint64))
-    assert (f32 * np.float64(2)).dtype == np.float64          # as numpy 2
-    assert (np.float64(2) * f32).dtype == np.float64
-    assert (f32 * np.float32(2)).dtype == np.float32
-    assert (i64 / i64).dtype == np.float64
-    assert (i64 * 2.5).dtype == np.float64 and (i64 * 2.5).weak_type
-    assert (i64 + u64).dtype == np.float64                     # as JAX's 64-bit mode
-    assert (i32 / i32).dtype == np.float32                     # no 64-bit operand: 32-bit
-    assert (u32 + i32).dtype == np.int32                       # as JAX's 32-bit mode
-    assert (u32 + i64).dtype == np.int64
+def _numpy_scalar_cases(cases, d, kind, wide):
+    scalar = kind(1)
+    cases.append((f"{d.name} * {kind.__name__}(1)", ember_out(lambda x: x * scalar, d),
+                  jax_out(lambda x: x * scalar, d, wide=wide)))
+    if not d == np.dtype(kind) == np.bool_:  # (bool - bool is refused, as in numpy and JAX)
+        cases.append((f"{kind.__name__}(1) - {d.name}", ember_out(lambda x: enp.subtract(scalar, x), d),
+                      jax_out(lambda x: jnp.subtract(scalar, x), d, wide=wide)))
+    zero_d = np.array(1, kind)
+    cases.append((f"{d.name} + 0-d {kind.__name__}", ember_out(lambda x: x + zero_d, d),
+                  jax_out(lambda x: x + zero_d, d, wide=wide)))
+
+
+def test_the_rule_in_words_without_x64():
+    f32, f16, i32, u32 = (enp.ones(3, d) for d in ("float32", "float16", "int32", "uint32"))
+    assert (f32 * np.float64(2)).dtype == np.float32            # np.float64(2) is a float32 value here
+    assert (f16 * np.float64(2)).dtype == np.float32            # (typed: float16 * float32)
+    assert enp.asarray(np.arange(3, dtype=np.int64)).dtype == np.int32
+    assert (i32 / i32).dtype == np.float32
+    assert (u32 + i32).dtype == np.int32                        # as JAX's 32-bit mode
     assert (i32 * 2.5).dtype == np.float32 and (i32 * 2.5).weak_type
     assert enp.array([1.5, 2.0]).dtype == np.float32 and enp.array([1, 2]).dtype == np.int32
-    assert enp.array([np.float64(1), 2.0]).dtype == np.float64  # a typed numpy scalar counts
+    assert enp.array([np.float64(1), 2.0]).dtype == np.float32
     assert enp.array([np.float16(1), 2.0]).dtype == np.float16
-    assert ember.jit(lambda x: x * np.float64(2))(f32).dtype == np.float64
+    assert ember.jit(lambda x: x * np.float64(2))(f32).dtype == np.float32
+    assert ember.jit(lambda x: x)(np.ones(2)).dtype == np.float32
+
+
+def test_the_rule_in_words_with_x64():
+    with ember.config.override(enable_x64=True):
+        f32, i32, u32 = (enp.ones(3, d) for d in ("float32", "int32", "uint32"))
+        i64 = enp.asarray(np.arange(3, dtype=np.int64))
+        u64 = enp.asarray(np.arange(3, dtype=np.uint64))
+        assert (f32 * np.float64(2)).dtype == np.float64          # as numpy 2
+        assert (np.float64(2) * f32).dtype == np.float64
+        assert (f32 * np.float32(2)).dtype == np.float32
+        assert (i64 / i64).dtype == np.float64
+        assert (i64 * 2.5).dtype == np.float64 and (i64 * 2.5).weak_type
+        assert (i64 + u64).dtype == np.float64                     # as JAX's 64-bit mode
+        assert (i32 / i32).dtype == np.float32                     # (JAX's table: int32 -> float32)
+        assert (u32 + i32).dtype == np.int64                       # as JAX's 64-bit mode
+        assert (u32 + i64).dtype == np.int64
+        assert (i32 * 2.5).dtype == np.float64 and (i32 * 2.5).weak_type
+        assert enp.array([1.5, 2.0]).dtype == np.float64 and enp.array([1, 2]).dtype == np.int64
+        assert enp.array([np.float64(1), 2.0]).dtype == np.float64  # a typed numpy scalar counts
+        assert enp.array([np.float16(1), 2.0]).dtype == np.float16
+        assert ember.jit(lambda x: x * np.float64(2))(f32).dtype == np.float64
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -154,6 +190,7 @@ def test_unary_functions_and_reductions_match_jax(x64):
     assert not mismatches(cases), "\n".join(mismatches(cases))
 
 
+@pytest.mark.usefixtures("x64_mode")
 @pytest.mark.parametrize("name", ["floor", "ceil", "trunc", "fix", "round", "around"])
 def test_rounding_keeps_integer_dtypes(name):
     for d in ("int8", "int32", "int64", "uint8", "uint64", "bool"):
@@ -169,7 +206,8 @@ def test_rounding_keeps_integer_dtypes(name):
 
 def test_rint_of_integers_is_float_as_numpy_and_jax():
     assert enp.rint(np.array([1, 2], np.int32)).dtype == np.float32
-    assert enp.rint(np.array([2 ** 40 + 1], np.int64)).dtype == np.float64
+    with ember.config.override(enable_x64=True):
+        assert enp.rint(np.array([2 ** 40 + 1], np.int64)).dtype == np.float64
     np.testing.assert_array_equal(np.asarray(enp.rint(np.array([-2.5, 0.5, 1.5], np.float32))), [-2.0, 0.0, 2.0])
 
 
@@ -202,6 +240,7 @@ EXACT = [
 ]
 
 
+@pytest.mark.usefixtures("x64_mode")
 @pytest.mark.parametrize("label,fun,x", EXACT, ids=[c[0] for c in EXACT])
 def test_64_bit_integers_are_exact(label, fun, x):
     expected = fun(x)
@@ -214,6 +253,7 @@ def test_64_bit_integers_are_exact(label, fun, x):
         np.testing.assert_array_equal(got, expected, err_msg=f"{label} ({how})")
 
 
+@pytest.mark.usefixtures("x64_mode")
 def test_64_bit_integers_to_float64():
     x = np.array([2 ** 40 + 1, 2 ** 40 + 2, 3], np.int64)
     for got, expected in [(enp.mean(x[:2]), np.mean(x[:2])), (enp.asarray(x) / 3, x / 3),
@@ -231,6 +271,7 @@ def test_64_bit_integers_to_float64():
                                   np.array([2.0 ** 62 + 2.0 ** 63]))
 
 
+@pytest.mark.usefixtures("x64_mode")
 def test_64_bit_under_transformations():
     x = np.array([1.5, -2.0], np.float32)
     f = lambda v: enp.sum(v * np.float64(3.0))  # noqa: E731
@@ -254,7 +295,9 @@ BITWISE = ["bitwise_and", "bitwise_or", "bitwise_xor"]
 SAMPLE = [np.dtype(d) for d in ("bool", "int8", "int32", "int64", "uint8", "uint32", "float16", "float32", "float64")]
 
 
+@pytest.mark.usefixtures("x64_mode")
 def test_numpy_scalars_in_every_binary_op_match_jax_dtypes():
+    """In 64-bit mode, against JAX's."""
     cases = []
     for name, d, kind in itertools.product(BINARY + BITWISE, SAMPLE, SCALAR_TYPES):
         k = np.dtype(kind)
@@ -267,7 +310,7 @@ def test_numpy_scalars_in_every_binary_op_match_jax_dtypes():
             args = (lambda x: (x, scalar)) if x_first else (lambda x: (scalar, x))
             label = f"{name}({d.name}, {kind.__name__})" if x_first else f"{name}({kind.__name__}, {d.name})"
             ours = or_error(ember_out, lambda x: getattr(enp, name)(*args(x)), d)
-            theirs = or_error(jax_out, lambda x: getattr(jnp, name)(*args(x)), d, wide=is64(d, k))
+            theirs = or_error(jax_out, lambda x: getattr(jnp, name)(*args(x)), d, wide=True)
             if theirs[0] == np.bool_:  # (JAX marks a comparison of operands promoted to a weak type weak)
                 theirs = (theirs[0], False)
             cases.append((label, ours, theirs))
@@ -308,12 +351,14 @@ def test_numpy_scalars_eagerly_and_under_jit(kind, how):
             return op(enp, a)
         run = {"eager": lambda: ours(enp.asarray(x)), "jit": lambda: ember.jit(ours)(x),
                "vmap": lambda: ember.vmap(ours)(x[None])[0]}[how]
-        for got in [run()]:
-            assert got.dtype == ref.dtype, f"op {i} with {kind.__name__} ({how}): {got.dtype} vs jax {ref.dtype}"
-            np.testing.assert_allclose(np.asarray(got).astype(np.float64), np.asarray(ref).astype(np.float64),
-                                       rtol=1e-6, err_msg=f"op {i} with {kind.__name__} ({how})")
+        with ember.config.override(enable_x64=is64(np.dtype(kind))):  # (ember in JAX's mode)
+            got = run()
+        assert got.dtype == ref.dtype, f"op {i} with {kind.__name__} ({how}): {got.dtype} vs jax {ref.dtype}"
+        np.testing.assert_allclose(np.asarray(got).astype(np.float64), np.asarray(ref).astype(np.float64),
+                                   rtol=1e-6, err_msg=f"op {i} with {kind.__name__} ({how})")
 
 
+@pytest.mark.usefixtures("x64_mode")
 def test_numpy_scalar_under_grad():
     for kind in (np.float16, np.float32, np.float64, np.int8, np.int64, np.uint64, np.bool_):
         grad = ember.grad(lambda v: enp.sum(v * kind(3)).astype("float32"))(np.array([1.0, 2.0], np.float32))
@@ -340,13 +385,15 @@ def test_big_endian_input_is_accepted_everywhere():
                      ("grad", ember.grad(lambda v: enp.sum(v * v))(big) / 2)]:
         assert got.dtype == np.float32, f"{how}: {got.dtype}"
         np.testing.assert_array_equal(np.asarray(got), native, err_msg=how)
-    for got in (enp.asarray(big64), ember.jit(lambda v: v)(big64), enp.add(big64, 0)):
-        assert got.dtype == np.int64
-        np.testing.assert_array_equal(np.asarray(got), [2 ** 62 + 1, -7])
     zero_d = np.array(2.5, ">f8")
-    assert (enp.ones(2, "float32") * zero_d).dtype == np.float64
-    assert float(ember.jit(lambda v: v * zero_d)(np.float32(2))) == 5.0
-    assert enp.zeros(2, dtype=np.dtype(">f8")).dtype == np.float64
+    assert (enp.ones(2, "float32") * zero_d).dtype == np.float32  # (float64: narrowed without 64-bit mode)
+    with ember.config.override(enable_x64=True):
+        for got in (enp.asarray(big64), ember.jit(lambda v: v)(big64), enp.add(big64, 0)):
+            assert got.dtype == np.int64
+            np.testing.assert_array_equal(np.asarray(got), [2 ** 62 + 1, -7])
+        assert (enp.ones(2, "float32") * zero_d).dtype == np.float64
+        assert float(ember.jit(lambda v: v * zero_d)(np.float32(2))) == 5.0
+        assert enp.zeros(2, dtype=np.dtype(">f8")).dtype == np.float64
 
 
 @pytest.mark.parametrize("value,named", [
@@ -387,8 +434,8 @@ def test_enable_x64_defaults():
     for made, dtype in [(enp.zeros(2), "float32"), (enp.arange(3), "int32"), (enp.linspace(0, 1, 3), "float32"),
                         (enp.array([1.5]), "float32"), (enp.sum(np.ones(2, np.int8)), "int32"),
                         (enp.argmax(np.ones(2)), "int32"), (enp.sqrt(2), "float32"),
-                        (enp.arange(np.int64(3)), "int64"), (enp.arange(np.float32(3)), "float32"),
-                        (enp.linspace(np.float64(0), 1, 3), "float64")]:
+                        (enp.arange(np.int64(3)), "int32"), (enp.arange(np.float32(3)), "float32"),
+                        (enp.linspace(np.float64(0), 1, 3), "float32")]:
         assert made.dtype == np.dtype(dtype), f"{made.dtype} != {dtype}"
 
 
@@ -429,6 +476,8 @@ def test_enable_x64_by_name_and_environment():
 
 
 def test_round_of_integers():
-    assert enp.round(3).dtype == np.int32 and enp.round(np.int64(2 ** 62 + 1)).item() == 2 ** 62 + 1
+    assert enp.round(3).dtype == np.int32
+    with ember.config.override(enable_x64=True):
+        assert enp.round(np.int64(2 ** 62 + 1)).item() == 2 ** 62 + 1
     with pytest.raises(NotImplementedError, match=r"round: integer inputs with decimals=-1 < 0 .*i32\[2\]"):
         enp.round(np.array([15, 25], np.int32), -1)

@@ -31,7 +31,11 @@ def test_wrong_rank_shape_dtype_for_compiled_ir():
     compiled = ember.compile(ember.stage_out(lambda x, y: x @ y, ShapedArray((2, 3), "f32"), ShapedArray((3,), "f32")))
     with pytest.raises(TypeError, match=r"argument 1: expected f32\[3\], got f32\[3,1\]"):
         compiled(np.ones((2, 3), np.float32), np.ones((3, 1), np.float32))
-    with pytest.raises(TypeError, match=r"argument 0: expected f32\[2,3\], got f64\[2,3\]"):
+    with pytest.raises(TypeError, match=r"argument 0: expected f32\[2,3\], got i32\[2,3\]"):
+        compiled(np.ones((2, 3), np.int32), np.ones(3, np.float32))
+    assert compiled(np.ones((2, 3)), np.ones(3)).dtype == np.float32  # (float64 is float32 without 64-bit mode)
+    with ember.config.override(enable_x64=True), \
+            pytest.raises(TypeError, match=r"argument 0: expected f32\[2,3\], got f64\[2,3\]"):
         compiled(np.ones((2, 3)), np.ones(3, np.float32))
     with pytest.raises(TypeError, match=r"argument 1: expected f32\[3\], got the scalar 1.0"):
         compiled(np.ones((2, 3), np.float32), 1.0)

@@ -7,6 +7,8 @@ import pytest
 import ember
 import ember.numpy as enp
 
+pytestmark = pytest.mark.usefixtures("ember_x64")  # float64 inputs and oracles (numpy, JAX in x64 mode)
+
 rng = np.random.default_rng(1)
 W = rng.normal(size=(3, 4))
 X = rng.normal(size=4)

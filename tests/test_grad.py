@@ -7,6 +7,8 @@ import pytest
 import ember
 import ember.numpy as enp
 
+pytestmark = pytest.mark.usefixtures("ember_x64")  # float64 inputs and oracles (numpy, JAX in x64 mode)
+
 
 def mlp_loss(params, x, y):
     h = enp.tanh(x @ params["w1"] + params["b1"])

@@ -16,10 +16,10 @@ come from numpy's generator (float32, like jax.random's defaults; these tests pr
 documentation examples are compared bit for bit in test_jax_docs_random.py); timing cells
 (%timeit) are left out, and printed values are returned instead, to be compared.
 
-Dtypes: the docs assume JAX's defaults (x64 off: Python scalars and lists are float32 / int32), which is also what
-ember does. tests/conftest.py turns x64 on for the other modules, so each JAX run here is wrapped in
-`jax.enable_x64(False)`; the few examples whose data are float64 numpy arrays (which ember keeps float64) run JAX
-with x64 on instead (`x64=True`), so both sides compute in float64 there.
+Dtypes: the docs assume JAX's defaults (x64 off: Python scalars and lists are float32 / int32, float64 numpy
+arrays become float32), which are also ember's. tests/conftest.py turns JAX's x64 on for the other modules, so
+each JAX run here is wrapped in `jax.enable_x64(False)`; `x64=True` runs an example with 64-bit mode on on both
+sides.
 """
 # The docs' code is kept as written (dict(...), format(), classes deriving from object, unused unpacked values):
 # ruff: noqa: C408, C417, RUF007, RUF010, RUF059, UP004, UP032
@@ -108,12 +108,13 @@ def doc_example(*, x64=False, raises=None, rtol=None, atol=None):
     def wrap(example):
         def test():
             if raises is not None:
-                with pytest.raises(raises):
+                with ember.config.override(enable_x64=x64), pytest.raises(raises):
                     example(ember, ember.numpy)
                 with jax_oracle.enable_x64(x64), pytest.raises(raises):
                     example(jax_oracle, jax_oracle.numpy)
                 return
-            ours = example(ember, ember.numpy)
+            with ember.config.override(enable_x64=x64):
+                ours = example(ember, ember.numpy)
             with jax_oracle.enable_x64(x64):
                 theirs = recorded_if_exact(lambda: example(jax_oracle, jax_oracle.numpy))
             assert_same(ours, theirs, rtol=rtol, atol=atol)
@@ -924,7 +925,7 @@ def test_pytrees_tree_map(jax, jnp):
 
 
 # Pytrees › Example of jax.tree.map with ML model parameters (MLP init, shapes, jitted SGD update)
-@doc_example(x64=True)  # the parameters and data are float64 numpy arrays: float64 on both sides
+@doc_example()  # the parameters and data are float64 numpy arrays: float32 on both sides (JAX's default)
 def test_pytrees_mlp_parameters(jax, jnp):
     np.random.seed(0)  # the docs use numpy's global generator unseeded; seeded so both runs see the same data
 

@@ -535,8 +535,8 @@ def test_jaxpr_cond_pair_operand_and_constant(jax, jnp):
 
 
 # jaxpr › while primitive: a fori_loop with a traced trip count n and closed-over constants
-# (np.ones(16) is float64: JAX runs with x64 on, like ember which keeps numpy's float64)
-@doc_example(x64=True)
+# (np.ones(16) is float64: float32 on both sides, JAX's default)
+@doc_example()
 def test_jaxpr_fori_loop(jax, jnp):
     def func10(arg, n):
         ones = jnp.ones(arg.shape)  # A constant.
@@ -560,8 +560,8 @@ def _func11(jax, jnp):
     return func11
 
 
-# jaxpr › scan primitive: make_jaxpr(func11)(np.ones(16), 5.) (float64 numpy input: x64 on for JAX)
-@doc_example(x64=True)
+# jaxpr › scan primitive: make_jaxpr(func11)(np.ones(16), 5.) (float64 numpy input: float32 on both sides)
+@doc_example()
 def test_jaxpr_scan(jax, jnp):
     return jax.jit(_func11(jax, jnp))(np.ones(16), 5.)
 

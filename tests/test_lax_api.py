@@ -26,6 +26,7 @@ def test_shape_helpers_match_jax(name, args):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
 
+@pytest.mark.usefixtures("ember_x64")  # (float64 inputs, rtol 1e-12)
 def test_stack_batch_matmul_index_take_broadcast():
     a, b = X, X + 1
     for axis in (0, 2, -1):

@@ -17,6 +17,8 @@ from ember._prims import linalg as lax_linalg
 from ember._runtime import backends, ffi, lapack
 from recorded import jax_result
 
+pytestmark = pytest.mark.usefixtures("ember_x64")  # float64 inputs and oracles (numpy, JAX in x64 mode)
+
 RNG = np.random.default_rng(0)
 
 

@@ -16,6 +16,8 @@ import ember.numpy as enp
 from ember import scipy as escipy
 from recorded import jax_result
 
+pytestmark = pytest.mark.usefixtures("ember_x64")  # float64 inputs and oracles (numpy, JAX in x64 mode)
+
 RNG = np.random.default_rng(7)
 
 

@@ -11,6 +11,8 @@ import ember.numpy as enp
 from ember import lax
 from ember._control.loops import scan_p, while_p
 
+pytestmark = pytest.mark.usefixtures("ember_x64")  # float64 inputs and oracles (numpy, JAX in x64 mode)
+
 RNG = np.random.default_rng(0)
 HIDDEN, FEATURES, STEPS = 4, 3, 6
 W = RNG.normal(size=(HIDDEN, HIDDEN)) / 2

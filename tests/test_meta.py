@@ -69,6 +69,7 @@ def test_differentiability_marks_agree(name):
         f"{name}: jvp and vjp must be marked not differentiable together"
 
 
+@pytest.mark.usefixtures("ember_x64")  # (as the Cases run: tests/oracle.py)
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.label())
 def test_case_binds_the_primitive_it_names(case):
     """A Case exercises the primitive it names (so the checks above count the right one): staged at each of its

@@ -49,13 +49,12 @@ def test_elementwise_matches_numpy_and_jax_dtypes(name, args):
     (np.ones(2, np.float32), np.ones(2, np.float64)), (np.ones(2, np.uint32), np.ones(2, np.int32)),
     (np.ones(2, np.int64), np.ones(2, np.int8)),
 ])
-def test_promotion_follows_jax(x, y):
-    # with a 64-bit operand, promotion is JAX's in its 64-bit mode; without one, in its 32-bit mode (uint32 + int32
-    # is int32); Python scalars are weak and 32-bit
-    wide = any(not isinstance(v, int | float) and np.asarray(v).dtype.itemsize == 8 for v in (x, y))
-    ours = enp.add(x, y)
-    with jax.enable_x64(wide):
-        ref = jnp.add(x, y)
+@pytest.mark.parametrize("x64", [False, True])
+def test_promotion_follows_jax(x, y, x64):
+    # JAX's in the same mode: without 64-bit mode a 64-bit operand is narrowed first and uint32 + int32 is int32;
+    # Python scalars are weak
+    with ember.config.override(enable_x64=x64), jax.enable_x64(x64):
+        ours, ref = enp.add(x, y), jnp.add(x, y)
     assert ours.dtype == ref.dtype
     assert ours.weak_type == ref.weak_type
 
@@ -90,6 +89,7 @@ def test_reductions(name, kwargs):
 @pytest.mark.parametrize("a_shape,b_shape", [
     ((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)), ((5, 2, 3), (1, 3, 4)),
 ])
+@pytest.mark.usefixtures("ember_x64")
 def test_matmul_and_dot(a_shape, b_shape):
     a = rng.normal(size=a_shape)
     b = rng.normal(size=b_shape)
@@ -220,6 +220,7 @@ def test_broadcast_errors_are_clear():
     ("i,i->", [(3,), (3,)]), ("ij->ji", [(2, 3)]), ("ij->", [(2, 3)]), ("ijk,k->ij", [(2, 3, 4), (4,)]),
     ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]), ("i,j->ij", [(3,), (2,)]), ("abc,cd->da", [(2, 3, 4), (4, 5)]),
 ])
+@pytest.mark.usefixtures("ember_x64")
 def test_einsum(spec, shapes):
     arrays = [rng.normal(size=s) for s in shapes]
     np.testing.assert_allclose(np.asarray(enp.einsum(spec, *arrays)), np.einsum(spec, *arrays), rtol=1e-12)

@@ -12,6 +12,8 @@ import ember
 import ember.numpy as enp
 from recorded import jax_result
 
+pytestmark = pytest.mark.usefixtures("ember_x64")  # float64 inputs and oracles (numpy, JAX in x64 mode)
+
 X = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
 I = np.array([1, 0, -1])
 J = np.array([[0], [2]])

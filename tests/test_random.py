@@ -92,9 +92,9 @@ def test_fold_in_matches_jax(data):
 @pytest.mark.parametrize("dtype", ["uint8", "uint16", "uint32", "uint64"])
 @pytest.mark.parametrize("shape", [(), (7,), (3, 5)])
 def test_bits_match_jax(dtype, shape):
-    with jax.enable_x64(dtype == "uint64"):
+    with jax.enable_x64(dtype == "uint64"), ember.config.override(enable_x64=dtype == "uint64"):
         expected = jr.bits(jr.key(9), shape, dtype)
-    assert_exact(er.bits(er.key(9), shape, dtype), expected)
+        assert_exact(er.bits(er.key(9), shape, dtype), expected)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -189,7 +189,7 @@ def test_sampler_matches_jax_under_vmap(name):
 
 def test_float64_samplers_match_jax_x64():
     key, jkey = er.key(4), jr.key(4)
-    with jax.enable_x64(True):
+    with jax.enable_x64(True), ember.config.override(enable_x64=True):
         for name, call in [("uniform", lambda r, k: r.uniform(k, (50,), "float64")),
                            ("normal", lambda r, k: r.normal(k, (50,), "float64")),
                            ("exponential", lambda r, k: r.exponential(k, (50,), "float64")),

@@ -7,6 +7,8 @@ import pytest
 import ember
 import ember.numpy as enp
 
+pytestmark = pytest.mark.usefixtures("ember_x64")  # float64 inputs and oracles (numpy, JAX in x64 mode)
+
 UNARY = ["tanh", "sin", "cos", "exp_neg_sq", "square", "softplus", "abs"]
 BINARY = ["add", "subtract", "multiply", "maximum", "safe_divide", "matmul_tanh"]
 REDUCE = ["sum0", "mean1", "max1", "none"]

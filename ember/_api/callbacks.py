@@ -14,7 +14,7 @@ import numpy as np
 from ember._control.callbacks import (VMAP_METHODS, HostCallback, debug_callback_p, io_callback_p,
                                       pure_callback_p)
 from ember._core import ShapedArray, Tracer, is_tracing
-from ember._core.dtypes import aval_of_value, canonicalize_dtype
+from ember._core.dtypes import aval_of_value, canonical_dtype, parse_dtype
 from ember._core.pytree import tree_flatten, tree_unflatten
 from ember._runtime.array import Array, asarray
 
@@ -45,8 +45,8 @@ def _result_avals(name: str, result_shape_dtypes: Any) -> tuple[tuple[ShapedArra
         if shape is None or dtype is None:
             raise TypeError(f"{name}: result_shape_dtypes leaf {i} ({leaf!r}) has no shape and dtype; pass "
                             "ember.ShapeDtypeStruct(shape, dtype) (or arrays) for each result")
-        dtype = np.dtype(dtype)
-        if canonicalize_dtype(dtype) != dtype:
+        dtype = parse_dtype(dtype)
+        if canonical_dtype(dtype) != dtype:
             raise ValueError(f"{name}: result_shape_dtypes leaf {i} asks for {dtype.name}, a 64-bit type, while "
                              "ember.config.enable_x64 is off (as JAX refuses it)")
         avals.append(ShapedArray(tuple(int(d) for d in shape), dtype))

@@ -206,7 +206,7 @@ def _aval_json(aval: ShapedArray) -> list[Any]:
 
 def _aval_from_json(data: list[Any]) -> ShapedArray:
     shape, dtype, weak = data
-    return ShapedArray(tuple(int(d) for d in shape), dt.canonicalize_dtype(str(dtype)), bool(weak))
+    return ShapedArray(tuple(int(d) for d in shape), dt.parse_dtype(str(dtype)), bool(weak))
 
 
 def _tree_json(tree: PyTreeDef, what: str) -> Any:

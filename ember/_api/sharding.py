@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember._core import ShapedArray, Tracer, aval_of
-from ember._core.dtypes import canonicalize_dtype
+from ember._core.dtypes import check_user_dtype
 from ember._core.pytree import prefix_entries, tree_flatten, tree_leaves, tree_structure
 from ember._core.sharding import NamedSharding, PartitionSpec, Sharding, current_mesh
 from ember._prims.sharding import check_rank, sharding_constraint_p
@@ -97,7 +97,7 @@ def make_array_from_callback(shape: Sequence[int], sharding: Sharding, data_call
     for device in sharding._device_assignment:
         value = np.asarray(data_callback(indices[device]))
         if dtype is not None:
-            value = value.astype(canonicalize_dtype(dtype))
+            value = value.astype(check_user_dtype(dtype, "make_array_from_callback"))
         parts.append(one_device_put(value, device))
     return make_array_from_single_device_arrays(shape, sharding, parts)
 
@@ -120,7 +120,7 @@ def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Shardin
                          f"({[d.id for d in devices]}); got arrays on {[a.device.id for a in arrays]}")
     indices = sharding.devices_indices_map(shape)
     first = by_device[devices[0]]
-    want = canonicalize_dtype(dtype) if dtype is not None else first.dtype
+    want = check_user_dtype(dtype, "make_array_from_single_device_arrays") if dtype is not None else first.dtype
     for d in devices:
         a, part = by_device[d], tuple(len(range(*s.indices(n))) for s, n in zip(indices[d], shape))
         if a.shape != part or a.dtype != want:

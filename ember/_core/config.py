@@ -97,8 +97,10 @@ def _option(name: str, default: Any, parse: Callable[[str, Any], Any], doc: str,
 
 
 _option("enable_x64", False, _parse_bool,
-        "Python scalars, Python lists and default dtypes (zeros, arange, ...) become 64-bit (float64, int64); "
-        "without it they are 32-bit while explicit 64-bit arrays stay 64-bit.", env=("JAX_ENABLE_X64",))
+        "64-bit mode: 64-bit values and dtypes are kept, and Python scalars, Python lists and default dtypes "
+        "(zeros, arange, ...) are 64-bit (float64, int64). Without it (JAX's default) everything is 32-bit: "
+        "float64/int64 numpy values become float32/int32 where they enter ember, and a 64-bit dtype asked for "
+        "gives the 32-bit one with a warning.", env=("JAX_ENABLE_X64",))
 _option("debug_nans", False, _parse_bool,
         "Raise FloatingPointError at the first primitive that produces a NaN, naming it and its source line "
         "(a jitted function whose result has a NaN is re-run one primitive at a time to find it).",

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import sys
+import warnings
 from typing import Any, Iterable, NamedTuple, Sequence
 
 import ml_dtypes
@@ -51,10 +54,11 @@ def float0_zeros(shape: Sequence[int]) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The 64-bit rule. A result is 64-bit only when an operand is: a 64-bit array, or a typed numpy 64-bit scalar
-# (np.float64(2), np.int64(3)). Python scalars are weakly typed and, with Python lists and the default dtypes of
-# creation functions, 32-bit, unless the option `ember.config.enable_x64` is on: then they are 64-bit and every
-# promotion is JAX's in its 64-bit mode. The option is read at each use, so toggling it takes effect at once.
+# 64 bits. Python scalars are weakly typed and, with Python lists and the default dtypes of creation functions,
+# 32-bit, unless the option `ember.config.enable_x64` is on: then they are 64-bit and every promotion is JAX's in its
+# 64-bit mode. Without it, values are narrowed to 32 bits where they enter (canonical_dtype, below), so only an IR
+# staged at explicit 64-bit avals has 64-bit values: its promotions are JAX's 64-bit ones (a result is 64-bit when
+# an operand is). The option is read at each use, so toggling it takes effect at once.
 def x64_enabled() -> bool:
     """Whether `ember.config.enable_x64` is on (Python scalars, lists and default dtypes are then 64-bit)."""
     return config.read_canonical("enable_x64")
@@ -124,10 +128,15 @@ _NAMES: dict[str, np.dtype] = {
 }
 
 
-def canonicalize_dtype(dtype: Any) -> np.dtype:
+_PARSED: dict[Any, np.dtype] = {}  # numpy dtypes and scalar types (np.float32, enp.float32) read before
+
+
+def parse_dtype(dtype: Any) -> np.dtype:
     """Turn "f32", "float32", np.float32, np.dtype(...) or the Python types float/int/bool into a numpy dtype
     (float and int are the default dtypes: 32-bit unless enable_x64). A non-native byte order (">f4") gives the
-    native dtype: values in that order are byte-swapped when they enter ember, as in JAX."""
+    native dtype: values in that order are byte-swapped when they enter ember, as in JAX. 64-bit dtypes stay
+    64-bit: this is the IR's reading of a dtype (stage_out's avals, primitive params). What a user's value or
+    dtype request becomes is canonicalize_dtype's and check_user_dtype's."""
     if isinstance(dtype, str):
         found = _NAMES.get(dtype)
         if found is None:
@@ -142,17 +151,78 @@ def canonicalize_dtype(dtype: Any) -> np.dtype:
         return bool_
     if dtype is complex:
         return default_complex_dtype()
+    known = _PARSED.get(dtype) if isinstance(dtype, type | np.dtype) else None
+    if known is not None:
+        return known
     try:
         found = np.dtype(dtype)
     except TypeError as err:
         raise TypeError(f"unknown dtype {dtype!r}") from err
-    if found in _ROW_OF:
-        return found
     native = found.newbyteorder("=") if found.byteorder in "<>" else found
-    if native in _ROW_OF:  # a non-native byte order (np.ones(3, ">f4")): the values are byte-swapped on entry
+    if native in _ROW_OF:  # (a non-native byte order, np.ones(3, ">f4"): the values are byte-swapped on entry)
+        if isinstance(dtype, type | np.dtype) and len(_PARSED) < 256:
+            _PARSED[dtype] = native
         return native
     raise TypeError(f"dtype {describe_dtype(found)} is not supported by ember{_unsupported_reason(native)}; "
                     "supported: " + ", ".join(d.name for d in SUPPORTED_DTYPES))
+
+
+# JAX's dtype defaults: without enable_x64, 64-bit values and dtype requests are narrowed to 32 bits where they
+# enter ember (numpy arrays and scalars given to any function, jit's arguments, device_put, checkpoints, DLPack),
+# silently for values and with a UserWarning for a dtype asked for by name (zeros(3, float64), astype, dtype=).
+# With enable_x64 every dtype stays. The IR itself is exact (stage_out(f, ShapedArray((2,), "f64")) stages f64):
+# the narrowing is at the edges, so a program never sees a value change type inside it.
+_NARROWED = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
+
+
+def canonical_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a value of this (supported) dtype has in ember: int64, uint64, float64 and complex128 become
+    int32, uint32, float32 and complex64 unless enable_x64 is on (JAX's canonical dtypes)."""
+    narrowed = _NARROWED.get(dtype)
+    return dtype if narrowed is None or x64_enabled() else narrowed
+
+
+def canonicalize_dtype(dtype: Any) -> np.dtype:
+    """jax.dtypes.canonicalize_dtype: a dtype-like (as parse_dtype reads it) as ember holds values of it: 64-bit
+    dtypes narrowed to 32 bits unless enable_x64 is on."""
+    return canonical_dtype(parse_dtype(dtype))
+
+
+class NarrowedDtypeWarning(UserWarning):
+    """A 64-bit dtype was asked for with enable_x64 off: the result has the 32-bit dtype (as JAX's warning)."""
+
+
+def check_user_dtype(dtype: Any, op: str) -> np.dtype:
+    """A dtype the user asked op for (dtype=, astype, a creation function's): parsed, and narrowed to 32 bits
+    unless enable_x64 is on, with a warning then, as JAX (the Python types float, int and complex are the
+    default dtypes and need none)."""
+    parsed = parse_dtype(dtype)
+    narrowed = canonical_dtype(parsed)
+    if narrowed is not parsed:
+        warnings.warn(f"{op}: dtype {parsed.name} was requested, but 64-bit dtypes are off, so the result is "
+                      f"{narrowed.name}. Turn them on with ember.config.update('jax_enable_x64', True) or the "
+                      "environment variable JAX_ENABLE_X64=1 (or EMBER_ENABLE_X64=1).",
+                      NarrowedDtypeWarning, stacklevel=_user_stacklevel())
+    return narrowed
+
+
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _user_stacklevel() -> int:
+    """The stacklevel of warnings.warn (called from the frame below) that names the user's line: the first frame
+    outside the ember package."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_EMBER_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def canonical_value(value: np.ndarray | np.generic) -> np.ndarray | np.generic:
+    """A host value as it enters ember: of its canonical dtype (converted when that narrows it; numpy's
+    conversion, which wraps integers as JAX's does) and in the machine's byte order."""
+    dtype = canonical_dtype(parse_dtype(value.dtype))
+    return value if value.dtype == dtype else value.astype(dtype)
 
 
 def describe_dtype(dtype: np.dtype) -> str:
@@ -252,11 +322,11 @@ def check_int_fits(value: Any, dtype: np.dtype) -> None:
 
 def finfo(dtype: Any) -> ml_dtypes.finfo:
     """Machine limits of a floating-point dtype; of a complex dtype, those of its parts (as numpy and JAX)."""
-    return ml_dtypes.finfo(real_dtype(canonicalize_dtype(dtype)))
+    return ml_dtypes.finfo(real_dtype(parse_dtype(dtype)))
 
 
 def iinfo(dtype: Any) -> ml_dtypes.iinfo:
-    return ml_dtypes.iinfo(canonicalize_dtype(dtype))
+    return ml_dtypes.iinfo(parse_dtype(dtype))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -378,10 +448,10 @@ def dtype_and_weak(x: Any) -> tuple[np.dtype, bool]:
     if type(x) in _PYTHON_SCALAR_TYPES:
         return python_scalar_dtype(type(x))
     if isinstance(x, np.ndarray | np.generic):
-        return canonicalize_dtype(x.dtype), False
+        return canonical_dtype(parse_dtype(x.dtype)), False
     if x is int or x is float or x is complex:  # the Python types, as dtype-likes, are weak (as in JAX)
         return python_scalar_dtype(x)
-    return canonicalize_dtype(x), False
+    return parse_dtype(x), False
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -402,7 +472,7 @@ class ShapedArray:
             if not isinstance(dim, int | np.integer) or isinstance(dim, bool) or dim < 0:
                 raise TypeError(f"ShapedArray: shape must be a tuple of non-negative ints, got {shape!r}")
         self.shape: tuple[int, ...] = tuple(int(d) for d in shape)
-        self.dtype: np.dtype = canonicalize_dtype(dtype)
+        self.dtype: np.dtype = parse_dtype(dtype)
         if math.prod(self.shape) * max(self.dtype.itemsize, 1) > MAX_BYTES:
             raise ArrayTooLargeError(f"an array of shape {self.shape} and dtype {self.dtype.name} would take "
                              f"{math.prod(self.shape) * self.dtype.itemsize:.3g} bytes, more than the largest array "
@@ -452,5 +522,5 @@ def aval_of_value(x: Any) -> ShapedArray:
         dtype, weak = dtype_and_weak(x)
         return ShapedArray((), dtype, weak)
     if isinstance(x, np.ndarray | np.generic):
-        return ShapedArray(np.shape(x), canonicalize_dtype(x.dtype))
+        return ShapedArray(np.shape(x), canonical_dtype(parse_dtype(x.dtype)))
     raise TypeError(f"{type(x).__name__} is not a valid ember array type")

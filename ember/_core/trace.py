@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember._core.config import config
-from ember._core.dtypes import ShapedArray, aval_of_value, canonicalize_dtype, is_inexact, is_python_scalar
+from ember._core.dtypes import ShapedArray, aval_of_value, canonical_dtype, parse_dtype, is_inexact, is_python_scalar
 from ember._core.ir import IR, Atom, Eqn, Literal, Var, check_ir, python_scalar_literal
 from ember._core.primitive import EAGER, TRACE_STATE, Primitive, has_effects, user_source
 from ember._core.profile import profiled
@@ -133,8 +133,8 @@ class Tracer(ArrayMethods):
         return np.asarray(self._concrete("item()", keeps_derivative=False)).item()
 
 
-def _frozen_copy(value: np.ndarray) -> np.ndarray:
-    copy = np.array(value, copy=True, order="C")
+def _frozen_copy(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    copy = np.array(value, dtype=dtype, copy=True, order="C")
     copy.flags.writeable = False
     return copy
 
@@ -227,7 +227,7 @@ class Builder:
             var = self._captured[id(value)] = Var(aval)
             self.const_vars.append(var)
             self._alive.append(value)  # keeps the value alive while staging, so its id stays unique
-            self.consts.append(_frozen_copy(value) if isinstance(value, np.ndarray) else value)
+            self.consts.append(_frozen_copy(value, aval.dtype) if isinstance(value, np.ndarray) else value)
         return var
 
     def finish(self) -> None:
@@ -246,10 +246,10 @@ class Builder:
         if isinstance(x, Literal):
             return x
         if isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):
-            dtype = canonicalize_dtype(x.dtype)
+            dtype = canonical_dtype(parse_dtype(x.dtype))
             return Literal(np.asarray(x, dtype)[()], ShapedArray((), dtype))
         if isinstance(x, np.ndarray):
-            return self.capture(x, ShapedArray(x.shape, canonicalize_dtype(x.dtype)))
+            return self.capture(x, ShapedArray(x.shape, canonical_dtype(parse_dtype(x.dtype))))
         if isinstance(x, ArrayMethods):  # an ember.Array (the runtime's subclass)
             return self.capture(x, x.aval)
         raise TypeError(f"value of type {type(x).__name__} is not a valid ember array: {x!r}")

@@ -59,10 +59,11 @@ def _array_of(op: str, object: Any, dtype: Any, copy: bool | None, order: str | 
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None) -> Any:
-    return _device_put(_full(shape, fill_value, dtype), device)
+    return _device_put(_full(shape, fill_value, None if dtype is None else dt.check_user_dtype(dtype, "full")),
+                       device)
 
 
-def _full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
+def _full(shape: Any, fill_value: Any, dtype: _np.dtype | None = None) -> Any:
     shape = static_ints("full", "shape", shape)
     fill = _as_operand(fill_value)
     if dtype is None:
@@ -72,29 +73,40 @@ def _full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
     return lax.full(shape, fill, dtype)
 
 
+def _filled(op: str, shape: Any, value: int, dtype: Any, device: Any) -> Any:
+    dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, op)
+    return _device_put(lax.full(static_ints(op, "shape", shape), value, dtype), device)
+
+
 def zeros(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
-    return _device_put(lax.full(static_ints("zeros", "shape", shape), 0,
-                                dt.default_float_dtype() if dtype is None else dtype), device)
+    return _filled("zeros", shape, 0, dtype, device)
 
 
 def ones(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
-    return _device_put(lax.full(static_ints("ones", "shape", shape), 1,
-                                dt.default_float_dtype() if dtype is None else dtype), device)
+    return _filled("ones", shape, 1, dtype, device)
+
+
+def _like(op: str, x: Any, dtype: Any, shape: Any) -> tuple[Any, Any]:
+    """The shape and dtype of a *_like function's result: x's (its dtype as it is, 64-bit ones too), or those
+    asked for (a dtype asked for is narrowed without enable_x64, with a warning)."""
+    aval = aval_of(_as_operand(x))
+    return (aval.shape if shape is None else static_ints(op, "shape", shape),
+            aval.dtype if dtype is None else dt.check_user_dtype(dtype, op))
 
 
 def zeros_like(x: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
-    x = _as_operand(x)
-    return zeros(aval_of(x).shape if shape is None else shape, dtype or aval_of(x).dtype, device=device)
+    shape, dtype = _like("zeros_like", x, dtype, shape)
+    return _device_put(lax.full(shape, 0, dtype), device)
 
 
 def ones_like(x: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
-    x = _as_operand(x)
-    return ones(aval_of(x).shape if shape is None else shape, dtype or aval_of(x).dtype, device=device)
+    shape, dtype = _like("ones_like", x, dtype, shape)
+    return _device_put(lax.full(shape, 1, dtype), device)
 
 
 def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
-    x = _as_operand(x)
-    return full(aval_of(x).shape if shape is None else shape, fill_value, dtype or aval_of(x).dtype, device=device)
+    shape, dtype = _like("full_like", x, dtype, shape)
+    return _device_put(_full(shape, fill_value, dtype), device)
 
 
 def empty(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
@@ -114,30 +126,33 @@ def copy(a: Any, order: str | None = None) -> Any:
 def fromfunction(function: Any, shape: Any, *, dtype: Any = float, **kwargs: Any) -> Any:
     """function applied to the index grids of shape (each of dtype), as numpy's fromfunction."""
     dims = static_ints("fromfunction", "shape", shape)
-    d = dt.canonicalize_dtype(dtype)
+    d = dt.check_user_dtype(dtype, "fromfunction")
     return function(*[lax.broadcasted_iota(d, dims, i) for i in range(len(dims))], **kwargs)
 
 
 def frombuffer(buffer: Any, dtype: Any = float, count: int = -1, offset: int = 0) -> Any:
     """The bytes of buffer viewed as a 1-D array of dtype (read on the host, as jax.numpy)."""
-    return asarray(_np.frombuffer(buffer, dtype=dt.canonicalize_dtype(dtype) if dtype is not float else
-                                  dt.default_float_dtype(), count=count, offset=offset))
+    return asarray(_np.frombuffer(buffer, dtype=_host_dtype(dtype), count=count, offset=offset))
+
+
+def _host_dtype(dtype: Any) -> _np.dtype:
+    """The dtype the host reads bytes or text as (float is float64 there, as numpy's); the result is then
+    narrowed as any numpy value entering ember (to float32 without enable_x64, as jax.numpy's)."""
+    return _np.dtype(dtype) if dtype in (float, int, complex) else dt.parse_dtype(dtype)
 
 
 def fromfile(file: Any, dtype: Any = float, count: int = -1, sep: str = "", offset: int = 0) -> Any:
     """An array read from a file on the host (numpy's fromfile), placed on the device."""
-    d = dt.canonicalize_dtype(dtype) if dtype is not float else dt.default_float_dtype()
-    return asarray(_np.fromfile(file, dtype=d, count=count, sep=sep, offset=offset))
+    return asarray(_np.fromfile(file, dtype=_host_dtype(dtype), count=count, sep=sep, offset=offset))
 
 
 def fromiter(iterable: Any, dtype: Any, count: int = -1) -> Any:
-    return asarray(_np.fromiter(iterable, dtype=dt.canonicalize_dtype(dtype), count=count))
+    return asarray(_np.fromiter(iterable, dtype=_host_dtype(dtype), count=count))
 
 
 def fromstring(string: str, dtype: Any = float, count: int = -1, *, sep: str) -> Any:
     """Numbers parsed from a text string separated by sep (numpy's text mode)."""
-    d = dt.canonicalize_dtype(dtype) if dtype is not float else dt.default_float_dtype()
-    return asarray(_np.fromstring(string, dtype=d, count=count, sep=sep))
+    return asarray(_np.fromstring(string, dtype=_host_dtype(dtype), count=count, sep=sep))
 
 
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *, device: Any = None) -> Any:
@@ -157,9 +172,11 @@ def _arange(start: Any, stop: Any, step: Any, dtype: Any) -> Any:
         dtype = dt.result_type(*(_scalar_arg("arange", v) for v in (start, stop, step)))
         if not dt.is_float(dtype) and values.dtype.kind == "f":
             dtype = dt.to_inexact_dtype(dtype)
-    dtype = dt.canonicalize_dtype(dtype)
+        dtype = dt.canonical_dtype(dtype)
+    else:
+        dtype = dt.check_user_dtype(dtype, "arange")
     n = len(values)
-    if builtins.all(isinstance(v, int) for v in (start, stop, step)):
+    if builtins.all(isinstance(v, int) for v in (start, stop, step)) and not dt.is_complex(dtype):
         ramp = lax.iota(dtype, n)
         if (start, step) == (0, 1):
             return ramp
@@ -187,7 +204,7 @@ def _device_put(x: Any, device: Any) -> Any:
 
 def _linspace_dtype(name: str, start: Any, stop: Any, dtype: Any) -> Any:
     if dtype is not None:
-        return dt.canonicalize_dtype(dtype)
+        return dt.check_user_dtype(dtype, name)
     kinds = [_scalar_arg(name, v) if _np.ndim(v) == 0 and not isinstance(v, Tracer) else v for v in (start, stop)]
     return dt.to_inexact_dtype(dt.result_type(*kinds, float))
 
@@ -278,7 +295,7 @@ def _eye(n: int, m: int | None, k: int, dtype: Any) -> Any:
     m = n if m is None else static_int("eye", "M", m)
     k = static_int("eye", "k", k)
     k = max(min(k, m), -n)  # (a diagonal beyond the matrix: all zeros, with k in the index dtype's range)
-    dtype = dt.canonicalize_dtype(dtype) if dtype is not None else dt.default_float_dtype()
+    dtype = dt.check_user_dtype(dtype, "eye") if dtype is not None else dt.default_float_dtype()
     rows = lax.broadcasted_iota(int32, (n, m), 0)
     cols = lax.broadcasted_iota(int32, (n, m), 1)
     return lax.convert_element_type(lax.eq(lax.add(rows, k), cols), dtype)

@@ -28,7 +28,7 @@ def _accumulated(op: str, a: Any, axis: Any, dtype: Any, promote_integers: bool)
         axis = normalize_axis(op, static_int(op, "axis", axis), len(shape(a)))
     d = aval_of(a).dtype
     if dtype is not None:
-        target = dt.canonicalize_dtype(dtype)
+        target = dt.check_user_dtype(dtype, op)
     elif dt.is_bool(d) or (promote_integers and dt.is_int(d) and d.itemsize < dt.default_int_dtype().itemsize):
         target = dt.default_uint_dtype() if dt.is_unsigned_int(d) else dt.default_int_dtype()
     else:

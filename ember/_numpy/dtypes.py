@@ -2,16 +2,46 @@
 import ml_dtypes as _ml_dtypes
 import numpy as _np
 
-from ember._runtime.array import Array
-from ember._core.dtypes import bool_ as bool_, finfo as finfo, iinfo as iinfo
+from ember._runtime.array import Array, asarray
+from ember._core.dtypes import finfo as finfo, iinfo as iinfo
 
 ndarray = Array
-# Scalar types double as dtypes, as in numpy: enp.float32 is a dtype argument and enp.float32(1.5) a scalar.
-int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
-uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
-float16, float32, float64 = _np.float16, _np.float32, _np.float64
-complex64, complex128 = _np.complex64, _np.complex128
-bfloat16 = _ml_dtypes.bfloat16
+
+
+class _ScalarType(type):
+    """The type of ember.numpy's scalar types (enp.float32, ...), as jax.numpy's: each is a dtype argument (it
+    has the numpy dtype as `.dtype`, and equals and hashes as numpy's scalar type, so np.dtype(enp.float32),
+    `x.dtype == enp.float32` and dict lookups work), isinstance(np.float32(1), enp.float32) holds, and calling it
+    makes a 0-d (or n-d) ember Array: enp.float32(1.5). A 64-bit one gives a 32-bit Array without enable_x64,
+    with a warning (enp.float64(1.0) is float32 then, as jnp.float64(1.0))."""
+    dtype: _np.dtype
+
+    def __call__(cls, x: object = 0) -> Array:
+        return asarray(x, dtype=cls.dtype)
+
+    def __instancecheck__(cls, x: object) -> bool:
+        return isinstance(x, cls.dtype.type)
+
+    def __eq__(cls, other: object) -> bool:
+        return other is cls or other == cls.dtype.type
+
+    def __hash__(cls) -> int:
+        return hash(cls.dtype.type)
+
+    def __repr__(cls) -> str:
+        return f"<class 'ember.numpy.{cls.__name__}'>"
+
+
+def _scalar_type(name: str, dtype: object) -> _ScalarType:
+    return _ScalarType(name, (), {"dtype": _np.dtype(dtype), "__module__": "ember.numpy"})
+
+
+int8, int16, int32, int64 = (_scalar_type(n, n) for n in ("int8", "int16", "int32", "int64"))
+uint8, uint16, uint32, uint64 = (_scalar_type(n, n) for n in ("uint8", "uint16", "uint32", "uint64"))
+float16, float32, float64 = (_scalar_type(n, n) for n in ("float16", "float32", "float64"))
+complex64, complex128 = _scalar_type("complex64", "complex64"), _scalar_type("complex128", "complex128")
+bfloat16 = _scalar_type("bfloat16", _ml_dtypes.bfloat16)
+bool_ = _scalar_type("bool_", _np.bool_)
 inf, nan, pi, e = _np.inf, _np.nan, _np.pi, _np.e
 newaxis = None
 dtype = _np.dtype
@@ -21,11 +51,11 @@ generic, number, integer, signedinteger, unsignedinteger = (_np.generic, _np.num
 inexact, floating, complexfloating, flexible, character = (_np.inexact, _np.floating, _np.complexfloating,
                                                            _np.flexible, _np.character)
 object_ = _np.object_
-bool = _np.bool_  # noqa: A001 - numpy 2's name
-int_, uint = _np.int64, _np.uint64
-float_ = double = _np.float64
-single = _np.float32
-csingle, cdouble, complex_ = _np.complex64, _np.complex128, _np.complex128
+bool = bool_  # noqa: A001 - numpy 2's name
+int_, uint = int64, uint64
+float_ = double = float64
+single = float32
+csingle, cdouble, complex_ = complex64, complex128, complex128
 euler_gamma = _np.euler_gamma
 ComplexWarning = _np.exceptions.ComplexWarning
 

@@ -161,7 +161,7 @@ def einsum(*operands: Any, out: Any = None, optimize: Any = "auto", precision: A
         letters += "".join(missing)
     result = lax.transpose(result, tuple(letters.index(c) for c in output))
     if preferred_element_type is not None:
-        result = lax.convert_element_type(result, dt.canonicalize_dtype(preferred_element_type))
+        result = lax.convert_element_type(result, dt.check_user_dtype(preferred_element_type, "einsum"))
     return result
 
 

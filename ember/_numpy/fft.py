@@ -203,7 +203,7 @@ def irfft2(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1
 # ---------------------------------------------------------------------------------------------------------------
 # Frequencies and shifts
 def _frequency_dtype(name: str, dtype: Any) -> _np.dtype:
-    dtype = dt.default_float_dtype() if dtype is None else dt.canonicalize_dtype(dtype)
+    dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, name)
     if not dt.is_float(dtype):
         raise ValueError(f"{name}: dtype must be a floating-point dtype, got {dtype.name}")
     return dtype

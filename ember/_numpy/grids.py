@@ -19,7 +19,7 @@ from ember._numpy.ufuncs import add, clip, floor_divide, less, multiply, remaind
 
 
 def _int_dtype(dtype: Any) -> Any:
-    return dt.default_int_dtype() if dtype is None else dt.canonicalize_dtype(dtype)
+    return dt.default_int_dtype() if dtype is None else dt.check_user_dtype(dtype, "indices")
 
 
 def indices(dimensions: Sequence[int], dtype: Any = None, sparse: bool = False) -> Any:

@@ -54,7 +54,7 @@ def _method_view(self: Any, dtype: Any = None, type: Any = None) -> Any:  # noqa
         raise NotImplementedError("view: the type argument is not supported (there is one array type)")
     if dtype is None:
         return self
-    new = dt.canonicalize_dtype(dtype)
+    new = dt.check_user_dtype(dtype, "view")
     old = aval_of(self).dtype
     if not self.shape:
         if old.itemsize != new.itemsize:

@@ -38,7 +38,7 @@ def _as_operand(x: Any, name: str | None = None, index: int | None = None) -> An
         return x
     try:
         if isinstance(x, _np.ndarray | _np.generic):
-            dt.canonicalize_dtype(x.dtype)
+            dt.parse_dtype(x.dtype)
             return x
         return asarray(x)
     except TypeError as err:
@@ -49,7 +49,9 @@ def _as_operand(x: Any, name: str | None = None, index: int | None = None) -> An
 
 
 def result_type(*args: Any) -> _np.dtype:
-    return dt.result_type(*args)
+    """The dtype numpy operations on args give (ember's promotion; a 64-bit result is narrowed to 32 bits
+    without enable_x64, as jax.numpy.result_type's)."""
+    return dt.canonical_dtype(dt.result_type(*args))
 
 
 def promote_types(a: Any, b: Any) -> _np.dtype:

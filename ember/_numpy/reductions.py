@@ -61,12 +61,12 @@ def _masked(name: str, a: Any, where: Any, fill: Any) -> Any:
     return lax.select(_mask(name, a, where), a, lax.full_like(a, fill))
 
 
-def _sum_dtype(a: Any, dtype: Any, promote_integers: bool) -> tuple[Any, bool]:
+def _sum_dtype(name: str, a: Any, dtype: Any, promote_integers: bool) -> tuple[Any, bool]:
     """The result dtype and weak type of sum and prod: booleans and narrow integers widen to the default int (as
     JAX; not with promote_integers=False)."""
     d, weak = aval_of(a).dtype, aval_of(a).weak_type
     if dtype is not None:
-        return dt.canonicalize_dtype(dtype), False
+        return dt.check_user_dtype(dtype, name), False
     if d == bool_ or (promote_integers and dt.is_int(d) and d.itemsize < dt.default_int_dtype().itemsize):
         return (dt.default_int_dtype() if dt.is_signed_int(d) or d == bool_ else dt.default_uint_dtype()), False
     return d, weak
@@ -85,7 +85,7 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: 
     integers sum as int32 or uint32 (as JAX; with promote_integers=False in their own dtype)."""
     _no_out("sum", out)
     a = _as_array("sum", a)
-    d, weak = _sum_dtype(a, dtype, promote_integers)
+    d, weak = _sum_dtype("sum", a, dtype, promote_integers)
     axes = normalize_axes("sum", axis, ndim(a))
     result = _keep(a, _sum_as(_masked("sum", a, where, 0), axes, d, weak), axes, keepdims)
     return _with_initial("sum", result, initial, add)
@@ -97,7 +97,7 @@ def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     """numpy's product, with sum's dtype rules (float16 and bfloat16 multiply in float32)."""
     _no_out("prod", out)
     a = _as_array("prod", a)
-    d, weak = _sum_dtype(a, dtype, promote_integers)
+    d, weak = _sum_dtype("prod", a, dtype, promote_integers)
     axes = normalize_axes("prod", axis, ndim(a))
     acc = _accumulation_dtype(d)
     x = lax.convert_element_type(_masked("prod", a, where, 1), acc, weak)
@@ -153,12 +153,12 @@ def _count(a: Any, axes: tuple[int, ...]) -> int:
     return int(_np.prod([shape(a)[i] for i in axes]))
 
 
-def _float_result(a: Any, dtype: Any) -> tuple[Any, Any, bool]:
+def _float_result(name: str, a: Any, dtype: Any) -> tuple[Any, Any, bool]:
     """(result dtype, computation dtype, weak type) of mean, var and std: integer and boolean inputs give
     a float dtype (float64 for 64-bit integers, else float32, as JAX); float16 and bfloat16 compute in float32."""
     d, weak = aval_of(a).dtype, aval_of(a).weak_type
     if dtype is not None:
-        out, weak = dt.canonicalize_dtype(dtype), False
+        out, weak = dt.check_user_dtype(dtype, name), False
     else:
         out = dt.to_inexact_dtype(d)
     computation = _accumulation_dtype(dt.to_inexact_dtype(out))
@@ -183,7 +183,7 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     (so the count cannot overflow), giving their own dtype back. With where=, the mean of the selected elements."""
     _no_out("mean", out)
     a = _as_array("mean", a)
-    out_dtype, computation, weak = _float_result(a, dtype)
+    out_dtype, computation, weak = _float_result("mean", a, dtype)
     axes = normalize_axes("mean", axis, ndim(a))
     x = _masked("mean", lax.convert_element_type(a, computation, weak), where, 0)
     result = lax.div(lax.reduce_sum(x, axes), _counts("mean", a, axes, where, computation, weak))
@@ -199,10 +199,10 @@ def _var(name: str, a: Any, axis: Any, dtype: Any, out: Any, ddof: Any, where: A
             raise ValueError(f"{name}: pass ddof or correction, not both (got ddof={ddof}, correction={correction})")
         ddof = correction
     a = _as_array(name, a)
-    if dtype is not None and not dt.is_inexact(dt.canonicalize_dtype(dtype)):
+    if dtype is not None and not dt.is_inexact(dt.parse_dtype(dtype)):
         raise ValueError(f"{name}: the dtype argument must be a floating-point or complex dtype (as JAX), got "
-                         f"{dt.canonicalize_dtype(dtype).name} for an array {aval_of(a).str_short()}")
-    result_dtype, computation, weak = _float_result(a, dtype)
+                         f"{dt.parse_dtype(dtype).name} for an array {aval_of(a).str_short()}")
+    result_dtype, computation, weak = _float_result(name, a, dtype)
     axes = normalize_axes(name, axis, ndim(a))
     x = lax.convert_element_type(a, computation, weak)
     count = _counts(name, a, axes, where, computation, weak)

@@ -352,7 +352,7 @@ def tri(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Any:  # 
     n = static_int("tri", "N", N)
     m = n if M is None else static_int("tri", "M", M)
     k = static_int("tri", "k", k)
-    dtype = dt.canonicalize_dtype(dtype) if dtype is not None else dt.default_float_dtype()
+    dtype = dt.check_user_dtype(dtype, "tri") if dtype is not None else dt.default_float_dtype()
     mask = _lower_mask((n, m), k)
     return lax.convert_element_type(mask, dtype)
 

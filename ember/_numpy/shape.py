@@ -35,11 +35,11 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> 
     """x converted to dtype (the array API's astype: copy is accepted; ember arrays are immutable, so a copy is
     never observable; device= places the result)."""
     x = _as_operand(x)
+    dtype = dt.check_user_dtype(dtype, "astype")
     if is_python_scalar(x):
         out = asarray(x, dtype)
     else:
-        out = lax.convert_element_type(x, dtype, False) if aval_of(x).dtype != dt.canonicalize_dtype(dtype) or \
-            aval_of(x).weak_type else x
+        out = lax.convert_element_type(x, dtype, False) if aval_of(x).dtype != dtype or aval_of(x).weak_type else x
     if device is not None:
         out = device_put(out, device)
     return out

@@ -85,7 +85,7 @@ def _convolve(name: str, a: Any, v: Any, mode: str, flip: bool, precision: Any,
     if not flip and swapped:  # correlate(a, v) with len(v) > len(a): numpy's result reversed
         out = lax.rev(out, (0,))
     if preferred_element_type is not None:
-        out = lax.convert_element_type(out, dt.canonicalize_dtype(preferred_element_type))
+        out = lax.convert_element_type(out, dt.check_user_dtype(preferred_element_type, "convolve"))
     return out
 
 

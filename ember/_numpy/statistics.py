@@ -95,7 +95,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     a = _array("nanmean", a)
     if not _is_inexact(a):
         return mean(a, axis, dtype, None, keepdims, where=where)
-    result_dtype, computation, weak = _float_result(a, dtype)
+    result_dtype, computation, weak = _float_result("nanmean", a, dtype)
     x = lax.convert_element_type(a, computation, weak)
     total = sum(_nan_filled(x, 0), axis=axis, keepdims=keepdims, where=where)
     count = lax.convert_element_type(_nan_count("nanmean", a, axis, keepdims, where), computation, False)
@@ -111,7 +111,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: A
     a = _array("nanvar", a)
     if not _is_inexact(a):
         return var(a, axis, dtype, None, ddof, keepdims, where=where)
-    result_dtype, computation, weak = _float_result(a, dtype)
+    result_dtype, computation, weak = _float_result("nanvar", a, dtype)
     x = lax.convert_element_type(a, computation, weak)
     nan = isnan(x)
     # NaNs are replaced before any arithmetic, so that their (zero) cotangents stay zero
@@ -372,7 +372,7 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
         x, yy = _promote("cov", x, yy)
         x = concatenate([x, yy], axis=0)
     if dtype is not None:
-        x = lax.convert_element_type(x, dt.canonicalize_dtype(dtype), False)
+        x = lax.convert_element_type(x, dt.check_user_dtype(dtype, "cov"), False)
     if ddof is None:
         ddof = 0 if bias else 1
     n = shape(x)[1]

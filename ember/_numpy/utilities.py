@@ -25,7 +25,7 @@ def _dtype_of(x: Any) -> _np.dtype:
         return aval_of(x).dtype
     if isinstance(x, (_np.ndarray, _np.generic)):
         return x.dtype
-    return dt.canonicalize_dtype(x)
+    return dt.parse_dtype(x)
 
 
 def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
@@ -68,7 +68,7 @@ _KINDS = {
 def isdtype(dtype: Any, kind: Any) -> bool:
     """The array API's isdtype: whether dtype is of kind (a dtype, a kind name such as 'integral' or
     'real floating', or a tuple of them)."""
-    d = dt.canonicalize_dtype(dtype) if not isinstance(dtype, _np.dtype) else dtype
+    d = dt.parse_dtype(dtype) if not isinstance(dtype, _np.dtype) else dtype
     kinds = kind if isinstance(kind, tuple) else (kind,)
     for k in kinds:
         if isinstance(k, str):

@@ -194,7 +194,7 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = Non
     precision = canonical_precision("dot_general", precision)
     if preferred_element_type is None:
         return _dot(lhs, rhs, dims, precision)
-    preferred = dt.canonicalize_dtype(preferred_element_type)
+    preferred = dt.parse_dtype(preferred_element_type)
     l_aval, r_aval = aval_of(lhs), aval_of(rhs)
     if l_aval.dtype != r_aval.dtype:
         check_same_dtypes("dot_general", [l_aval, r_aval])

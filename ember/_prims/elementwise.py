@@ -514,7 +514,7 @@ def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> An
     exponent_bits = static_int("reduce_precision", "exponent_bits", exponent_bits)
     mantissa_bits = static_int("reduce_precision", "mantissa_bits", mantissa_bits)
     if is_python_scalar(operand):
-        operand = scalar_literal(float(operand), dt.canonicalize_dtype(float), True)
+        operand = scalar_literal(float(operand), dt.parse_dtype(float), True)
     return reduce_precision_p.bind(operand, exponent_bits=exponent_bits, mantissa_bits=mantissa_bits)
 
 

@@ -59,9 +59,9 @@ ConvGeneralDilatedDimensionNumbers = Union[None, ConvDimensionNumbers, tuple[str
 def dtype(x: Any) -> np.dtype:
     """The dtype x has (or names) in ember: a Python scalar's default dtype, an array's dtype (like jax.lax.dtype)."""
     if is_python_scalar(x):
-        return dt.canonicalize_dtype(type(x))
+        return dt.parse_dtype(type(x))
     if isinstance(x, (str, type, np.dtype)):
-        return dt.canonicalize_dtype(x)
+        return dt.parse_dtype(x)
     return aval_of(x).dtype
 
 

@@ -141,7 +141,7 @@ def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Any:
     shape = static_ints("full", "shape", shape)
     if dtype is not None:
         fill_value = convert_element_type(fill_value, dtype) if not is_python_scalar(fill_value) \
-            else scalar_literal(fill_value, dt.canonicalize_dtype(dtype), weak=False)
+            else scalar_literal(fill_value, dt.parse_dtype(dtype), weak=False)
     if aval_of(fill_value).shape != ():
         raise TypeError(f"full: fill_value must be a scalar, got {aval_of(fill_value).str_short()}")
     return broadcast_in_dim_p.bind(fill_value, shape=shape, broadcast_dimensions=())
@@ -311,7 +311,7 @@ convert_element_type_p.def_rule("batching", vectorized_batching(convert_element_
 
 
 def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any:
-    new_dtype = dt.canonicalize_dtype(new_dtype)
+    new_dtype = dt.parse_dtype(new_dtype)
     aval = aval_of(x)
     if aval.dtype == new_dtype and aval.weak_type == weak_type and not is_python_scalar(x):
         return x
@@ -353,7 +353,7 @@ def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> Any:
     shape = static_ints("broadcasted_iota", "shape", shape)
     dimension = normalize_axis("broadcasted_iota", static_int("broadcasted_iota", "dimension", dimension),
                                len(shape))
-    return iota_p.bind(dtype=dt.canonicalize_dtype(dtype), shape=shape, dimension=dimension)
+    return iota_p.bind(dtype=dt.parse_dtype(dtype), shape=shape, dimension=dimension)
 
 
 # ---------------------------------------------------------------------------------------------------------------

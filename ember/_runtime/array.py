@@ -9,7 +9,7 @@ import numpy as np
 from ember._core import ArrayMethods, ShapedArray, Tracer, check_live, is_python_scalar
 from ember._core import dtypes as dt
 from ember._core.cache import LRUCache
-from ember._core.dtypes import canonicalize_dtype
+from ember._core.dtypes import parse_dtype
 from ember._core.sharding import SingleDeviceSharding
 from ember._prims.shape import convert_element_type, reshape
 from ember._runtime import pjrt as _pjrt
@@ -238,10 +238,10 @@ def _default_dtype_of(x: Any) -> np.dtype:
     float16) and typed numpy scalars and arrays count with their dtypes (so [np.float64(1), 2.0] is float64)."""
     value = np.asarray(x)
     if value.dtype.kind not in "biufc":
-        return canonicalize_dtype(value.dtype)  # (a clear error for strings, objects, datetimes)
+        return parse_dtype(value.dtype)  # (a clear error for strings, objects, datetimes)
     kinds: set[Any] = set()
     if value.size and not _element_types(x, kinds):
-        return canonicalize_dtype(value.dtype)  # elements ember does not know: numpy's dtype
+        return dt.canonicalize_dtype(value.dtype)  # elements ember does not know: numpy's dtype
     if not kinds:  # empty: the default float
         return dt.default_float_dtype()
     # (identity tests: a numpy dtype compares equal to the Python type of its kind, np.dtype("int64") == int)
@@ -258,9 +258,9 @@ def _element_types(x: Any, kinds: set[Any]) -> bool:
         elif kind is bool or kind is int or kind is float or kind is complex:
             kinds.add(kind)
         elif kind is np.ndarray:
-            kinds.update(canonicalize_dtype(e.dtype) for e in x if type(e) is np.ndarray)
+            kinds.update(dt.canonicalize_dtype(e.dtype) for e in x if type(e) is np.ndarray)
         elif issubclass(kind, np.generic):
-            kinds.add(canonicalize_dtype(np.dtype(kind)))
+            kinds.add(dt.canonicalize_dtype(np.dtype(kind)))
         else:
             return False
     return True
@@ -298,11 +298,11 @@ def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = 
         check_transfer("host_to_device", lambda: f"device_put of a {type(x).__name__}", explicit_transfer=True)
     if isinstance(x, np.ndarray | np.generic):
         try:
-            dtype = canonicalize_dtype(x.dtype)
+            dtype = dt.canonicalize_dtype(x.dtype)
         except TypeError as err:
             raise TypeError(f"device_put: cannot convert a numpy array of shape {np.shape(x)}: {err}") from None
         value = np.require(x, requirements="C")
-        if not value.dtype.isnative:  # (">f4"): byte-swapped to the machine's order, as JAX does
+        if value.dtype != dtype:  # (">f4": byte-swapped to the machine's order; float64 narrowed, as JAX does)
             value = value.astype(dtype)
     elif is_python_scalar(x):
         dtype, weak_type = dt.dtype_and_weak(x)
@@ -343,7 +343,7 @@ def array(x: Any, dtype: Any = None, copy: bool | None = True, order: str | None
     the device is not a copy in this sense, as in JAX). Tracers are immutable values and pass through (converted
     when dtype asks for it); a tracer leaked from a finished staging raises UnexpectedTracerError."""
     check_order(op, order)
-    result = _array(x, None if dtype is None else canonicalize_dtype(dtype), copy, op)
+    result = _array(x, None if dtype is None else dt.check_user_dtype(dtype, op), copy, op)
     ndmin = operator.index(ndmin)
     if result.ndim < ndmin:
         result = reshape(result, (1,) * (ndmin - result.ndim) + result.shape)
@@ -367,7 +367,7 @@ def _array(x: Any, dtype: np.dtype | None, copy: bool | None, op: str) -> Any:
             return convert_element_type(x, dtype)
         return device_put(np.asarray(x._value(), dtype=dtype), x.device)
     if isinstance(x, np.ndarray):
-        if dtype is not None and dtype != canonicalize_dtype(x.dtype):
+        if dtype is not None and dtype != dt.canonicalize_dtype(x.dtype):
             if copy is False:
                 raise _no_copy_possible(op, f"a conversion of a numpy {x.dtype} array to {dtype.name}")
             x = np.asarray(x, dtype=dtype)

@@ -78,5 +78,6 @@ def to_buffer(x: Any, expected: ShapedArray, where: str,
             raise TypeError(f"{where}: {err}") from None
         if np.shape(x) != expected.shape or dtype != expected.dtype:
             raise TypeError(f"{where}: expected {expected.str_short()}, got {_describe(x)}")
-        return device.client.buffer_from_numpy(np.require(x, requirements="C"), device)
+        # (a 64-bit value without enable_x64 is narrowed, as it was when its aval was taken)
+        return device.client.buffer_from_numpy(np.require(x, dtype, requirements="C"), device)
     raise TypeError(f"{where}: expected an array {expected.str_short()}, got a value of type {type(x).__name__}")

@@ -29,6 +29,7 @@ import ml_dtypes
 import numpy as np
 
 from ember._core import ShapedArray
+from ember._core import dtypes as dt
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.array import Array, canonical_aval, device_put
 from ember._runtime.backends import get_client
@@ -368,8 +369,11 @@ def _import(capsule: Any, target: _pjrt.Device, copy: bool | None) -> Any:
     dense = strides is None or all(s == e for s, e, n in zip(strides, _row_major_strides(shape), shape) if n != 1)
     client = target.client
     reason = None
+    narrowed = dt.canonical_dtype(dtype)  # (float64 is float32 without enable_x64, as JAX's from_dlpack)
     if size == 0:  # no data: an empty buffer (nothing is copied, so copy=False is no obstacle)
         pass
+    elif narrowed != dtype:
+        reason = f"its dtype {dtype.name} becomes {narrowed.name} (64-bit dtypes are off: enable_x64)"
     elif copy:
         reason = "copy=True"
     elif not dense:
@@ -397,7 +401,9 @@ def _import(capsule: Any, target: _pjrt.Device, copy: bool | None) -> Any:
     raw = np.dtype(f"u{itemsize}") if dtype.kind == "V" else dtype  # (bfloat16 has no array-interface code)
     view = np.asarray(_Memory(address, shape, None if strides is None else tuple(s * itemsize for s in strides),
                               raw.str)).view(dtype) if size else np.empty(shape, dtype)
-    array = _new_array(client.buffer_from_numpy(view, target), dtype)
+    if narrowed != dtype:
+        view = view.astype(narrowed)
+    array = _new_array(client.buffer_from_numpy(view, target), narrowed)
     del view
     _capsule_set_name(capsule, _NAMES["used_dltensor_versioned" if versioned else "used_dltensor"])
     if managed.deleter:

@@ -452,7 +452,7 @@ def _static_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...
         return (types, values, *kwargs)
     key = [types, *kwargs]
     for value, kind in zip(values, types):
-        if kind in _STATIC_ATOMS or isinstance(value, np.dtype):
+        if kind in _STATIC_ATOMS or isinstance(value, np.dtype | type):  # (type: ember.numpy's scalar types)
             key.append(value)
         elif (kind is tuple or kind is list) and _INT.issuperset(map(type, value)):
             key.append(tuple(value))

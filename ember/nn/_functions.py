@@ -259,7 +259,7 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: int = -1) -> A
         raise TypeError("ember.nn.one_hot: num_classes must be a concrete integer (it sets the output's shape)") \
             from None
     x = enp.asarray(x)
-    dtype = dt.default_float_dtype() if dtype is None else dt.canonicalize_dtype(dtype)
+    dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, "one_hot")
     out_axis = axis % (x.ndim + 1)
     shape = [1] * x.ndim
     shape.insert(out_axis, num_classes)

@@ -25,7 +25,7 @@ from ember.nn._module import Module
 
 
 def _dtype(dtype: Any) -> np.dtype:
-    return dt.default_float_dtype() if dtype is None else dt.canonicalize_dtype(dtype)
+    return dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, "ember.nn layer")
 
 
 def _keys(key: Any, n: int, name: str) -> list[Any]:

@@ -16,7 +16,7 @@ Initializer = Callable[..., Any]
 
 
 def _dtype(dtype: Any) -> np.dtype:
-    dtype = dt.default_float_dtype() if dtype is None else dt.canonicalize_dtype(dtype)
+    dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, "initializer")
     if not dt.is_float(dtype):
         raise TypeError(f"ember.nn.initializers: dtype must be a float dtype, got {dtype.name}")
     return dtype
@@ -137,7 +137,7 @@ def orthogonal(scale: Any = 1.0, column_axis: int = -1, dtype: Any = None) -> In
     shape[column_axis]), reshaped to shape and times scale; orthonormal columns when there are at least as many rows
     as columns, orthonormal rows otherwise (jax.nn.initializers.orthogonal)."""
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
-        dtype = dt.default_float_dtype() if dtype is None else dt.canonicalize_dtype(dtype)
+        dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, "orthogonal")
         if not (dt.is_float(dtype) or dt.is_complex(dtype)):
             raise TypeError(f"ember.nn.initializers.orthogonal: dtype must be a float or complex dtype, got "
                             f"{dtype.name}")

@@ -26,7 +26,7 @@ def _cast(tree: Any, dtype: Any) -> Any:
 
 
 def _canonical_dtype(dtype: Any) -> Any:
-    return None if dtype is None else dt.canonicalize_dtype(dtype)
+    return None if dtype is None else dt.check_user_dtype(dtype, "optimizer state dtype")
 
 
 def update_moment(updates: Any, moments: Any, decay: Any, order: int) -> Any:

@@ -121,7 +121,7 @@ class MultiSteps:
         self._every_k_schedule = every_k_schedule if callable(every_k_schedule) else lambda step: every_k_schedule
         self._use_grad_mean = use_grad_mean
         self._should_skip_update_fn = should_skip_update_fn or _never_skip
-        self._accumulator_dtype = dt.canonicalize_dtype(accumulator_dtype)
+        self._accumulator_dtype = dt.check_user_dtype(accumulator_dtype, "MultiSteps")
 
     @property
     def inner_opt(self) -> GradientTransformation:
@@ -282,7 +282,7 @@ def _as_hyperparam(value: Any, dtype: Any) -> Any:
 def _hyperparam_dtype(chosen: Any, params: Any) -> Any:
     """chosen, else the parameters' highest dtype (None without parameters)."""
     if chosen is not None:
-        return dt.canonicalize_dtype(chosen)
+        return dt.check_user_dtype(chosen, "inject_hyperparams")
     leaves = tree_util.tree_leaves(params)
     return dt.result_type(*(enp.asarray(leaf).dtype for leaf in leaves)) if leaves else None
 

@@ -346,7 +346,7 @@ def fold_in(key: Any, data: Any) -> Any:
 def bits(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
     """Uniform random bits as unsigned integers of dtype (default uint32, uint64 with enable_x64)."""
     data, _ = key_data_of("bits", key)
-    dtype = dt.default_uint_dtype() if dtype is None else dt.canonicalize_dtype(dtype)
+    dtype = dt.default_uint_dtype() if dtype is None else dt.check_user_dtype(dtype, "random.bits")
     if not dt.is_unsigned_int(dtype):
         raise ValueError(f"ember.random.bits: dtype must be an unsigned integer dtype, got {dtype.name}")
     return _bits_jit(data, dtype.itemsize * 8, canonical_shape("bits", shape))

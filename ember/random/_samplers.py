@@ -28,14 +28,14 @@ _DEFAULT_GUMBEL_MODE = "low"  # (JAX's, without jax_use_high_dynamic_range_gumbe
 # ---------------------------------------------------------------------------------------------------------------
 # argument checks
 def _float_dtype(name: str, dtype: Any) -> np.dtype:
-    dtype = dt.default_float_dtype() if dtype is None else dt.canonicalize_dtype(dtype)
+    dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, f"random.{name}")
     if not dt.is_float(dtype):
         raise ValueError(f"ember.random.{name}: dtype must be a float dtype, got {dtype.name}")
     return dtype
 
 
 def _int_dtype(name: str, dtype: Any) -> np.dtype:
-    dtype = dt.default_int_dtype() if dtype is None else dt.canonicalize_dtype(dtype)
+    dtype = dt.default_int_dtype() if dtype is None else dt.check_user_dtype(dtype, f"random.{name}")
     if not dt.is_int(dtype):
         raise TypeError(f"ember.random.{name}: dtype must be an integer dtype, got {dtype.name}")
     return dtype
@@ -146,8 +146,8 @@ def normal(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
     """Standard normal floats: sqrt(2) * erf_inv(u), u uniform in (-1, 1) (as jax.random.normal); for a complex
     dtype, standard complex normal values."""
     data = _key("normal", key)
-    if dtype is not None and dt.is_complex(dt.canonicalize_dtype(dtype)):
-        return _complex_normal_jit(data, canonical_shape("normal", shape), dt.canonicalize_dtype(dtype))
+    if dtype is not None and dt.is_complex(dt.parse_dtype(dtype)):
+        return _complex_normal_jit(data, canonical_shape("normal", shape), dt.check_user_dtype(dtype, "random.normal"))
     return _normal_jit(data, canonical_shape("normal", shape), _float_dtype("normal", dtype))
 
 
@@ -888,7 +888,7 @@ def multivariate_normal(key: Any, mean: Any, cov: Any, shape: Sequence[int] | No
     mean, cov = mean.astype(inexact), cov.astype(inexact)
     if method not in _MVN_METHODS:
         raise ValueError(f"ember.random.{name}: method must be one of {_MVN_METHODS}, got {method!r}")
-    dtype = inexact if dtype is None else dt.canonicalize_dtype(dtype)
+    dtype = inexact if dtype is None else dt.check_user_dtype(dtype, f"random.{name}")
     if not dt.is_float(dtype):
         raise ValueError(f"ember.random.{name}: dtype must be a float dtype, got {dtype.name}")
     if mean.ndim < 1 or cov.ndim < 2:
@@ -925,7 +925,7 @@ def orthogonal(key: Any, n: int, shape: Sequence[int] = (), dtype: Any = None, m
     or for n != m semi-orthogonal: orthonormal rows (n < m) or columns (n > m) (as jax.random.orthogonal)."""
     data = _key("orthogonal", key)
     shape = canonical_shape("orthogonal", shape)
-    dtype = dt.default_float_dtype() if dtype is None else dt.canonicalize_dtype(dtype)
+    dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, "random.orthogonal")
     if not (dt.is_float(dtype) or dt.is_complex(dtype)):
         raise ValueError(f"ember.random.orthogonal: dtype must be a float or complex dtype, got {dtype.name}")
     n = _concrete_int("orthogonal", "n", n)

@@ -10,6 +10,8 @@ import ember
 from ember import lax
 from oracle import Case, oracle_tests
 
+pytestmark = pytest.mark.usefixtures("ember_x64")  # float64 inputs and oracles (numpy, JAX in x64 mode)
+
 F = ["float32", "float64"]
 
 

@@ -14,6 +14,8 @@ from oracle import Case, oracle_tests
 from lax_oracles import (F, S1, S2, INTS, _mulhi, _reduce_precision_np, _bf16_np, _reduce_general,
                          _reduce_pairs, _reduce_pairs_np, _argmax_np, _argmin_np)
 
+pytestmark = pytest.mark.usefixtures("ember_x64")  # float64 inputs and oracles (numpy, JAX in x64 mode)
+
 
 
 CASES = [

@@ -12,6 +12,8 @@ from ember import lax
 from ember._prims import windowed
 from oracle import Case, oracle_tests
 
+pytestmark = pytest.mark.usefixtures("ember_x64")  # float64 inputs and oracles (numpy, JAX in x64 mode)
+
 F = ["float32", "float64"]
 FI = F + ["int32"]
 

@@ -8,8 +8,8 @@ under jit. The property:
 
   * ember returns the right value: numpy's, computed on the operands converted to the dtype JAX computes in
     (floats in float64, then rounded to the result dtype), with a tolerance for the result dtype and NaN in the
-    same places; of JAX's shape and dtype (JAX with x64 when an operand is a 64-bit array or numpy scalar, else
-    with 32-bit defaults: ember's rule, Python scalars being weak); or
+    same places; of JAX's shape and dtype (ember and JAX both in 64-bit mode when an operand is a 64-bit array
+    or numpy scalar, else both in their default 32-bit mode; Python scalars being weak); or
   * ember raises a clear Python exception (TypeError, ValueError, IndexError, OverflowError,
     NotImplementedError, with a message) where numpy or JAX refuses the operation too;
   * never anything else: another exception type is a crash, and refusing an operation numpy and JAX both
@@ -324,8 +324,8 @@ def run_ember(call: Call, under_jit: bool) -> Any:
 
 
 def jax_mode(call: Call) -> Any:
-    """JAX with x64 when an operand is a 64-bit array or numpy scalar, else with 32-bit defaults: ember's rule
-    (a result is 64-bit only when an operand is; Python scalars are weak and default to 32 bits)."""
+    """JAX with x64 when an operand is a 64-bit array or numpy scalar, else with 32-bit defaults (ember runs in
+    the same mode: check)."""
     return jax.enable_x64(any(op.wide for op in call.operands))
 
 
@@ -444,7 +444,12 @@ def excluded(call: Call, under_jit: bool) -> str:
 
 
 def check(call: Call, under_jit: bool) -> None:
-    """The property (module docstring) for one drawn call."""
+    """The property (module docstring) for one drawn call, with ember in JAX's mode (jax_mode)."""
+    with ember.config.override(enable_x64=any(op.wide for op in call.operands)):
+        _check(call, under_jit)
+
+
+def _check(call: Call, under_jit: bool) -> None:
     what = f"{'jit ' if under_jit else ''}{call!r}"
     if excluded(call, under_jit):
         return
@@ -469,8 +474,8 @@ def check(call: Call, under_jit: bool) -> None:
         return  # (where JAX refuses what numpy computes, ember may do either)
     outs = leaves(abstract)
     want_dtypes = [np.dtype(o.dtype) for o in outs]
-    if call.name in ("argmax", "argmin"):  # indices are ember's default int (int32 without enable_x64) for any input
-        want_dtypes = [np.dtype(np.int32)]
+    if call.name in ("argmax", "argmin"):  # indices are the default int (int32 without enable_x64) for any input
+        want_dtypes = [np.dtype(np.int64 if ember.config.enable_x64 else np.int32)]
     try:
         want = reference(call, want_dtypes[0])
         numpy_error = None
