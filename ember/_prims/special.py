@@ -383,11 +383,16 @@ def _igamma_finish(kind: str, a: Any, x: Any, series: Sequence[Any], cf: Sequenc
     log_ax = sub(sub(mul(a, log_x), safe_x), lgamma(a))
     ax = exp(log_ax)
     psi = digamma(a)
-    p_series = div(mul(s_ans, ax), a)
-    q_cf = mul(c_ans, ax)
+    zero, one = full_like(x, 0.0), full_like(x, 1.0)
+    # where x^a e^-x / Gamma(a) underflows the loops may have overflowed (float32, x ~ 1e30): their terms vanish
+    underflow = eq(ax, 0.0)
+
+    def scaled(v: Any) -> Any:
+        return select(underflow, zero, mul(v, ax))
+    p_series = div(scaled(s_ans), a)
+    q_cf = scaled(c_ans)
     series_da = add(s_dans, mul(s_ans, sub(sub(log_x, psi), div(1.0, a))))  # (dP/da) * a / ax
     cf_da = add(c_dans, mul(c_ans, sub(log_x, psi)))                         # (dQ/da) / ax
-    zero, one = full_like(x, 0.0), full_like(x, 1.0)
     at_zero, at_inf = eq(x, 0.0), eq(x, np.inf)
     if kind == "igamma":
         value = select(use_cf, sub(1.0, q_cf), p_series)
@@ -396,12 +401,15 @@ def _igamma_finish(kind: str, a: Any, x: Any, series: Sequence[Any], cf: Sequenc
         value = select(use_cf, q_cf, sub(1.0, p_series))
         value = select(at_zero, one, select(at_inf, zero, value))
     elif kind == "igamma_grad_a":
-        value = select(use_cf, neg(mul(ax, cf_da)), div(mul(ax, series_da), a))
+        value = select(use_cf, neg(scaled(cf_da)), div(scaled(series_da), a))
         value = select(bitwise_or(at_zero, at_inf), zero, value)
     else:  # random_gamma_grad: -(dP/da) / (dP/dx), dP/dx = ax / x
         value = select(use_cf, mul(x, cf_da), neg(div(mul(x, series_da), a)))
         value = select(at_zero, zero, value)
-    return _nan_where(_invalid(a, x), value)
+    value = _nan_where(_invalid(a, x), value)
+    if kind in ("igamma", "igammac"):  # a == 0: the distribution is a point mass at 0, so P = 1 for x > 0 (as JAX)
+        value = select(bitwise_and(eq(a, 0.0), gt(x, 0.0)), one if kind == "igamma" else zero, value)
+    return value
 
 
 def _igamma_dx(g: Any, a: Any, x: Any, out: Any) -> Any:
@@ -511,7 +519,21 @@ def _betainc_finish(a: Any, b: Any, x: Any, enabled: Any, f: Any, *rest: Any) ->
     value = mul(front, sub(f, 1.0))
     value = select(swap, sub(1.0, value), value)
     value = select(eq(x, 0.0), full_like(x, 0.0), select(eq(x, 1.0), full_like(x, 1.0), value))
-    return [_nan_where(_betainc_invalid(a, b, x), value)]
+    value = _nan_where(_betainc_invalid(a, b, x), value)
+    # the limits where all the mass sits at one end (as JAX and SciPy): at 0 for a == 0 or b == inf (a point mass:
+    # I = 1 for x > 0), at 1 for b == 0 or a == inf (I = 0 for x < 1); a == b == 0, and a == b == inf inside (0, 1),
+    # stay NaN
+    inside = bitwise_and(bitwise_not(lt(x, 0.0)), bitwise_not(gt(x, 1.0)))
+    inside = bitwise_and(inside, eq(x, x))
+    finite_b = bitwise_and(gt(b, 0.0), lt(b, np.inf))
+    finite_a = bitwise_and(gt(a, 0.0), lt(a, np.inf))
+    at_zero = bitwise_and(bitwise_or(bitwise_and(eq(a, 0.0), gt(b, 0.0)), bitwise_and(eq(b, np.inf), finite_a)),
+                          inside)
+    at_one = bitwise_and(bitwise_or(bitwise_and(eq(b, 0.0), gt(a, 0.0)), bitwise_and(eq(a, np.inf), finite_b)),
+                         inside)
+    value = select(at_zero, select(gt(x, 0.0), full_like(x, 1.0), full_like(x, 0.0)), value)
+    value = select(at_one, select(lt(x, 1.0), full_like(x, 0.0), full_like(x, 1.0)), value)
+    return [value]
 
 
 def _betainc_dx(g: Any, a: Any, b: Any, x: Any, out: Any) -> Any:

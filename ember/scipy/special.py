@@ -1,41 +1,100 @@
-"""ember.scipy.special: jax.scipy.special's basics under the same names and with JAX's conventions (xlogy(0, y) is 0;
-derivatives as JAX defines them)."""
+"""ember.scipy.special: jax.scipy.special's functions under the same names, with JAX's signatures and conventions
+(xlogy(0, y) is 0, bernoulli's B_1 is -1/2, factorial(n) is 0 for n < 0, derivatives where JAX has them).
+
+Arguments may be Python scalars, numpy or ember arrays; integers and booleans become the default float dtype, the
+arguments of a function are promoted to one float dtype and broadcast together, and results keep that dtype
+(float32 in the default mode, float64 under enable_x64; float16 and bfloat16 are computed in float32). Complex
+arguments raise a ValueError naming the function and the argument. Every function works eagerly and under jit,
+vmap and grad; the numerical kernels written for ember (ndtri, log_ndtr, betaln, poch, zeta's derivative, the
+exponential integrals, spence, hyp1f1) live in ember.scipy._special_impl, where their algorithms are described.
+
+Where SciPy defines a value at an edge that JAX leaves NaN (or gets wrong), ember follows SciPy: gammainc and
+gammaincc at a = inf, zeta(x, inf), zeta's Riemann form (q=None, which JAX does not implement), poch at the poles
+of Gamma, expn(n, 0) and expn(n, inf), rel_entr with NaN arguments, hyp1f1 for large negative x (Kummer's
+transformation), the derivative of expn(0, x) and of spence. JAX's conventions are kept where SciPy's value is
+arbitrary: hyp1f1(0, b, x) = 1 for every b, and NaN for betaln, beta and poch at infinite arguments other than the
+limits B(a, inf) = 0 and poch(z, inf) = inf. Not provided: fresnel, hyp2f1, sph_harm_y and the (deprecated) lpmn,
+lpmn_values; nor JAX's extras beyond these (bessel_jn, comb, dawsn, erfcx, loggamma, owens_t, sici, wofz, ...)."""
 from __future__ import annotations
 
-from typing import Any
+import operator
+from typing import Any, Callable
+
+import numpy as np
 
 from ember import lax
 from ember import numpy as enp
+from ember._api.jit import jit
 from ember._control.custom import pure_custom_jvp
 from ember._core import dtypes as dt
+from ember._core import Tracer
 from ember.nn import _functions as _nn
 from ember.nn._functions import logsumexp as logsumexp
+from ember.scipy import _special_impl as _impl
 
 
-def _inexact(*xs: Any) -> list[Any]:
-    """The arguments as arrays of their common float dtype (integers become the default float)."""
-    arrays = [enp.asarray(x) for x in xs]
+def _promote(name: str, **args: Any) -> list[Any]:
+    """The arguments as arrays of their common float dtype (integers and booleans become the default float),
+    after checking that each is a real number or array."""
+    arrays = []
+    for argname, value in args.items():
+        try:
+            array = enp.asarray(value)
+        except Exception as err:
+            raise TypeError(f"{name}: argument {argname} must be a real number or array, got "
+                            f"{type(value).__name__}") from err
+        if dt.is_complex(array.dtype):
+            raise ValueError(f"{name}: argument {argname} is complex ({array.dtype}); {name} supports real "
+                             "arguments only (as in JAX)")
+        if not (dt.is_float(array.dtype) or dt.is_int(array.dtype) or dt.is_bool(array.dtype)):
+            raise TypeError(f"{name}: argument {argname} must be a real number or array, got dtype {array.dtype}")
+        arrays.append(array)
     dtype = enp.result_type(*arrays)
     if not dt.is_float(dtype):
         dtype = dt.default_float_dtype()
     return [a.astype(dtype) if a.dtype != dtype else a for a in arrays]
 
 
+def _broadcast(*arrays: Any) -> list[Any]:
+    if len({a.shape for a in arrays}) == 1:
+        return list(arrays)
+    return list(enp.broadcast_arrays(*arrays))
+
+
+def _compute(kernel: Callable[..., Any], *arrays: Any) -> Any:
+    """kernel on arrays of one float dtype and shape, in float32 at least."""
+    dtype = arrays[0].dtype
+    if dtype.itemsize >= 4:
+        return kernel(*arrays)
+    return kernel(*[a.astype(np.float32) for a in arrays]).astype(dtype)
+
+
+# the kernels written with several operations, compiled once per dtype and shape when called eagerly
+_ndtr, _gammasgn, _gamma, _betaln, _beta, _poch, _rel_entr, _kl_div = map(jit, (
+    _impl.ndtr, _impl.gammasgn, _impl.gamma, _impl.betaln, _impl.beta, _impl.poch, _impl.rel_entr, _impl.kl_div))
+_factorial = jit(lambda n: enp.where(n < 0, enp.zeros_like(n), _impl.gamma(enp.where(n < 0, 0.0, n) + 1.0)))
+_expn = jit(lambda n, x: _impl.expn(enp.trunc(n), x))
+_exp1 = jit(lambda x: _impl.expn(enp.ones_like(x), x))
+
+
 def _unary(fn: Any, name: str, doc: str) -> Any:
     def f(x: Any) -> Any:
-        (x,) = _inexact(x)
+        (x,) = _promote(name, x=x)
         return fn(x)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = doc
     return f
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Elementary and logistic functions
 expit = _unary(lax.logistic, "expit", "The logistic sigmoid 1 / (1 + exp(-x)).")
 erf = _unary(lax.erf, "erf", "The error function.")
 erfc = _unary(lax.erfc, "erfc", "The complementary error function 1 - erf(x).")
 erfinv = _unary(lax.erf_inv, "erfinv", "The inverse of erf.")
-gammaln = _unary(lambda x: lax.lgamma(x), "gammaln", "log|Gamma(x)|.")
-digamma = _unary(lax.digamma, "digamma", "The logarithmic derivative of Gamma.")
+gammaln = _unary(lambda x: lax.lgamma(x), "gammaln", "log|Gamma(x)| (the lgamma primitive); its derivative is "
+                 "digamma(x).")
+digamma = _unary(lax.digamma, "digamma", "The logarithmic derivative of Gamma; its derivative is polygamma(1, x).")
 
 
 def softmax(x: Any, axis: Any = None) -> Any:
@@ -50,7 +109,7 @@ def log_softmax(x: Any, axis: Any = None) -> Any:
 
 def logit(x: Any) -> Any:
     """log(x / (1 - x)), the inverse of expit."""
-    (x,) = _inexact(x)
+    (x,) = _promote("logit", x=x)
     return enp.log(x / (1 - x))
 
 
@@ -77,24 +136,287 @@ def _xlog1py_jvp(primals: Any, tangents: Any) -> Any:
 
 
 def xlogy(x: Any, y: Any) -> Any:
-    """x * log(y), taken as 0 where x == 0 (also when y == 0)."""
-    x, y = _inexact(x, y)
-    shape = enp.broadcast_shapes(x.shape, y.shape)
-    return _xlogy(enp.broadcast_to(x, shape), enp.broadcast_to(y, shape))
+    """x * log(y), taken as 0 where x == 0 (also when y == 0). Derivatives log(y) in x and x / y in y."""
+    x, y = _broadcast(*_promote("xlogy", x=x, y=y))
+    return _xlogy(x, y)
 
 
 def xlog1py(x: Any, y: Any) -> Any:
-    """x * log1p(y), taken as 0 where x == 0."""
-    x, y = _inexact(x, y)
-    shape = enp.broadcast_shapes(x.shape, y.shape)
-    return _xlog1py(enp.broadcast_to(x, shape), enp.broadcast_to(y, shape))
+    """x * log1p(y), taken as 0 where x == 0. Derivatives log1p(y) in x and x / (1 + y) in y."""
+    x, y = _broadcast(*_promote("xlog1py", x=x, y=y))
+    return _xlog1py(x, y)
 
 
 def entr(x: Any) -> Any:
     """-x log(x) for x > 0, 0 at 0, -inf below."""
-    (x,) = _inexact(x)
+    (x,) = _promote("entr", x=x)
     return enp.where(x > 0, -_xlogy(x, enp.where(x > 0, x, 1)), enp.where(x == 0, 0.0, -enp.inf))
 
 
-__all__ = ["digamma", "entr", "erf", "erfc", "erfinv", "expit", "gammaln", "log_softmax", "logit", "logsumexp",
-           "softmax", "xlog1py", "xlogy"]
+def rel_entr(p: Any, q: Any) -> Any:
+    """The relative entropy p log(p / q) for p, q > 0; 0 where p == 0 and q >= 0; inf elsewhere; NaN where an
+    argument is NaN (as SciPy; JAX gives inf). Derivatives log(p / q) + 1 in p and -p / q in q (0 off p, q > 0)."""
+    p, q = _broadcast(*_promote("rel_entr", p=p, q=q))
+    return _compute(_rel_entr, p, q)
+
+
+def kl_div(p: Any, q: Any) -> Any:
+    """The Kullback-Leibler divergence term p log(p / q) - p + q for p, q > 0; q where p == 0 and q >= 0; inf
+    elsewhere. Derivatives log(p / q) in p and 1 - p / q in q."""
+    p, q = _broadcast(*_promote("kl_div", p=p, q=q))
+    return _compute(_kl_div, p, q)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The normal distribution
+def ndtr(x: Any) -> Any:
+    """The standard normal CDF (1/sqrt(2 pi)) integral_-inf^x exp(-t^2/2) dt = erfc(-x / sqrt(2)) / 2, accurate
+    in relative terms in the lower tail. Its derivative is the normal density."""
+    (x,) = _promote("ndtr", x=x)
+    return _compute(_ndtr, x)
+
+
+def ndtri(p: Any) -> Any:
+    """The inverse of ndtr (the standard normal quantile): -inf at p = 0, inf at p = 1, NaN outside [0, 1].
+    Wichura's AS241 rational approximations (full float64 precision). Its derivative is
+    sqrt(2 pi) exp(ndtri(p)^2 / 2)."""
+    (p,) = _promote("ndtri", p=p)
+    return _compute(_impl.ndtri, p)
+
+
+def log_ndtr(x: Any, series_order: int = 3) -> Any:
+    """log(ndtr(x)), accurate in both tails: log1p(-ndtr(-x)) above 0, and far in the lower tail (below -12 in
+    float32, -36 in float64) the asymptotic series of the normal Mills ratio with series_order terms (a Python
+    int in [0, 30], as in JAX). Its derivative is exp(-x^2/2) / sqrt(2 pi) / ndtr(x), computed as
+    exp(log pdf - log_ndtr) so that it stays finite in the lower tail."""
+    if isinstance(series_order, bool) or not isinstance(series_order, int | np.integer):
+        raise TypeError(f"log_ndtr: series_order must be a Python int, got {type(series_order).__name__}")
+    if not 0 <= series_order <= 30:
+        raise ValueError(f"log_ndtr: series_order must be in [0, 30], got {series_order}")
+    (x,) = _promote("log_ndtr", x=x)
+    return _compute(lambda v: _impl.log_ndtr(v, int(series_order)), x)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Incomplete gamma and beta functions
+def _gamma_incomplete(out: Any, a: Any, x: Any, at_infinite_a: float) -> Any:
+    """The igamma / igammac primitive's result, kept in [0, 1] (1 - P may round below 0 for tiny a), with SciPy's
+    values at a == inf."""
+    out = enp.where(out < 0, enp.zeros_like(out), enp.where(out > 1, enp.ones_like(out), out))
+    infinite_a = (a == np.inf) & (x >= 0)
+    return enp.where(infinite_a, enp.where(x < np.inf, at_infinite_a, np.nan), out)
+
+
+_gammainc = jit(lambda a, x: _gamma_incomplete(lax.igamma(a, x), a, x, 0.0))
+_gammaincc = jit(lambda a, x: _gamma_incomplete(lax.igammac(a, x), a, x, 1.0))
+
+
+def gammainc(a: Any, x: Any) -> Any:
+    """The regularized lower incomplete gamma function P(a, x) = gamma(a, x) / Gamma(a) (the igamma primitive):
+    1 at a == 0 for x > 0, 0 at a == inf for finite x (as SciPy), NaN for a < 0 or x < 0. Differentiable in both
+    arguments (d/da by the igamma_grad_a primitive)."""
+    a, x = _broadcast(*_promote("gammainc", a=a, x=x))
+    return _gammainc(a, x)
+
+
+def gammaincc(a: Any, x: Any) -> Any:
+    """The regularized upper incomplete gamma function Q(a, x) = 1 - P(a, x) (the igammac primitive, accurate where
+    Q is small): 0 at a == 0 for x > 0, 1 at a == inf for finite x (as SciPy). Differentiable in both arguments."""
+    a, x = _broadcast(*_promote("gammaincc", a=a, x=x))
+    return _gammaincc(a, x)
+
+
+def betainc(a: Any, b: Any, x: Any) -> Any:
+    """The regularized incomplete beta function I_x(a, b) = B(x; a, b) / B(a, b) (the regularized_incomplete_beta
+    primitive): NaN for a <= 0, b <= 0 or x outside [0, 1]. Differentiable in x only (as in JAX)."""
+    a, b, x = _broadcast(*_promote("betainc", a=a, b=b, x=x))
+    return lax.betainc(a, b, x)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Gamma, beta and relatives
+def gammasgn(x: Any) -> Any:
+    """The sign of Gamma(x): 1 or -1 (-1 at -0.0), NaN at the non-positive integers, -inf and NaN. Its derivative
+    is 0."""
+    (x,) = _promote("gammasgn", x=x)
+    return _compute(_gammasgn, x)
+
+
+def gamma(x: Any) -> Any:
+    """The gamma function, gammasgn(x) * exp(gammaln(x)): +-inf at +-0, NaN at the negative integers and -inf.
+    Its derivative is gamma(x) digamma(x)."""
+    (x,) = _promote("gamma", x=x)
+    return _compute(_gamma, x)
+
+
+def betaln(a: Any, b: Any) -> Any:
+    """log|B(a, b)| = log|Gamma(a) Gamma(b) / Gamma(a + b)|. When the larger argument is at least 10 (and the
+    smaller positive), Stirling's series is used with the large parts combined analytically, so that no precision
+    is lost to cancellation (betaln(1e10, 1) = -log(1e10) to full precision). Differentiable in both arguments
+    (digamma(a) - digamma(a + b) in a)."""
+    a, b = _broadcast(*_promote("betaln", a=a, b=b))
+    return _compute(_betaln, a, b)
+
+
+def beta(a: Any, b: Any) -> Any:
+    """The beta function B(a, b) = Gamma(a) Gamma(b) / Gamma(a + b), as sign * exp(betaln(a, b)). Differentiable
+    in both arguments."""
+    a, b = _broadcast(*_promote("beta", a=a, b=b))
+    return _compute(_beta, a, b)
+
+
+def factorial(n: Any, exact: bool = False) -> Any:
+    """n! = Gamma(n + 1) as a float (for non-integer n too), 0 for n < 0. exact=True is not supported (as in
+    JAX). Its derivative is Gamma(n + 1) digamma(n + 1) for n >= 0."""
+    if exact:
+        raise NotImplementedError("factorial: exact=True is not supported (as in JAX); use exact=False")
+    (n,) = _promote("factorial", n=n)
+    return _compute(_factorial, n)
+
+
+def poch(z: Any, m: Any) -> Any:
+    """The Pochhammer symbol (z)_m = Gamma(z + m) / Gamma(z): 1 at m == 0; at the poles of Gamma the limit
+    (0 where only Gamma(z) has a pole, inf where only Gamma(z + m) has one, (-1)^(n-k) n!/k! where both do, as
+    SciPy). Computed as a ratio of exponentials of log-gamma differences (Stirling's series for large z, so poch(1e10,
+    0.5) is exact to rounding). Differentiable in both arguments ((digamma(z + m) - digamma(z)) poch in z,
+    digamma(z + m) poch in m)."""
+    z, m = _broadcast(*_promote("poch", z=z, m=m))
+    return _compute(_poch, z, m)
+
+
+def multigammaln(a: Any, d: int) -> Any:
+    """The log of the multivariate gamma function, log Gamma_d(a) = d(d-1)/4 log(pi) + sum_{j<d} gammaln(a - j/2),
+    for a static non-negative integer d (SciPy's check a > (d-1)/2 is not made, as in JAX). Differentiable in a."""
+    if isinstance(d, Tracer):
+        raise TypeError("multigammaln: the dimension d must be a concrete integer, not a traced value")
+    try:
+        d = operator.index(d if not isinstance(d, np.ndarray) or d.ndim else d.item())
+    except TypeError:
+        raise TypeError(f"multigammaln: the dimension d must be an integer, got {d!r}") from None
+    if d < 0:
+        raise ValueError(f"multigammaln: the dimension d must be non-negative, got {d}")
+    (a,) = _promote("multigammaln", a=a)
+    return _multigammaln(a, d)
+
+
+@jit(static_argnums=(1,))
+def _multigammaln(a: Any, d: int) -> Any:
+    offsets = enp.arange(d, dtype=a.dtype) * 0.5
+    total = enp.sum(lax.lgamma(enp.expand_dims(a, -1) - offsets), axis=-1) if d else enp.zeros_like(a)
+    return total + 0.25 * d * (d - 1) * float(np.log(np.pi))
+
+
+def polygamma(n: Any, x: Any) -> Any:
+    """The n-th derivative of digamma, psi^(n)(x), for integer n >= 0 (an integer dtype is required, as in JAX);
+    the polygamma primitive. Differentiable in x (polygamma(n + 1, x))."""
+    n_array = enp.asarray(n) if not isinstance(n, int | np.integer) else None
+    if isinstance(n, bool) or (n_array is not None and not dt.is_int(n_array.dtype)):
+        raise ValueError(f"polygamma: the order n must have an integer dtype, got "
+                         f"{n_array.dtype if n_array is not None else type(n).__name__}")
+    n = enp.asarray(n) if n_array is None else n_array
+    (x,) = _promote("polygamma", x=x)
+    n, x = _broadcast(n, x)
+    return _polygamma(n, x)  # (n enters as an integer array: no tangent, even for jit's jvp)
+
+
+@jit
+def _polygamma(n: Any, x: Any) -> Any:
+    n = n.astype(x.dtype)
+    out = lax.polygamma(n, x)
+    return enp.where((x == np.inf) & (n >= 0), enp.where(n == 0, x, enp.zeros_like(x)), out)
+
+
+def zeta(x: Any, q: Any = None) -> Any:
+    """The Hurwitz zeta function zeta(x, q) = sum_k (k + q)^-x (XLA's), 0 at q = inf for x > 1 (as SciPy);
+    q=None gives Riemann's zeta function (SciPy's; JAX raises): for x < 0 by the reflection formula, on [0, 1) by
+    the Euler-Maclaurin formula. Differentiable in both x and q: -x zeta(x + 1, q) in q, and in x the
+    Euler-Maclaurin sum of -log(k + q) (k + q)^-x (for q > 0)."""
+    if q is None:
+        (x,) = _promote("zeta", x=x)
+        return _compute(_impl.riemann_zeta, x)
+    x, q = _broadcast(*_promote("zeta", x=x, q=q))
+    return _compute(_impl.hurwitz_zeta, x, q)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Modified Bessel functions
+i0e = _unary(lax.bessel_i0e, "i0e", "The exponentially scaled modified Bessel function of order 0, exp(-|x|) I0(x) "
+             "(the bessel_i0e primitive); its derivative is i1e(x) - sign(x) i0e(x).")
+i1e = _unary(lax.bessel_i1e, "i1e", "The exponentially scaled modified Bessel function of order 1, exp(-|x|) I1(x) "
+             "(the bessel_i1e primitive); its derivative is i0e(x) - (sign(x) + 1/x) i1e(x), 1/2 at 0.")
+
+
+def i0(x: Any) -> Any:
+    """The modified Bessel function of order 0, I0(x) = exp(|x|) i0e(x) (inf past float overflow, NaN at +-inf as
+    SciPy). Its derivative is i1(x)."""
+    (x,) = _promote("i0", x=x)
+    return _compute(_impl.i0, x)
+
+
+def i1(x: Any) -> Any:
+    """The modified Bessel function of order 1, I1(x) = exp(|x|) i1e(x). Its derivative is i0(x) - i1(x) / x (1/2
+    at 0)."""
+    (x,) = _promote("i1", x=x)
+    return _compute(_impl.i1, x)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Exponential integrals, Spence's function, Kummer's function, Bernoulli numbers
+def expn(n: Any, x: Any) -> Any:
+    """The generalized exponential integral E_n(x) = integral_1^inf exp(-x t) / t^n dt for n >= 0 (n is truncated
+    to an integer, as SciPy) and x >= 0: 1/(n-1) at x = 0 for n >= 2, inf for n <= 1; NaN for n < 0 or x < 0.
+    Power series for x <= 1, a continued fraction beyond. Differentiable in x (-E_(n-1)(x)); n gets no gradient."""
+    n, x = _broadcast(*_promote("expn", n=n, x=x))
+    return _compute(_expn, n, x)
+
+
+def exp1(x: Any) -> Any:
+    """The exponential integral E_1(x) = integral_x^inf exp(-t) / t dt for x >= 0 (inf at 0, NaN below: SciPy's
+    real-valued convention). Its derivative is -exp(-x) / x."""
+    (x,) = _promote("exp1", x=x)
+    return _compute(_exp1, x)
+
+
+def expi(x: Any) -> Any:
+    """The exponential integral Ei(x) = -PV integral_-x^inf exp(-t) / t dt (-E_1(-x) for x < 0, -inf at 0).
+    Power series up to 40 (24 in float32), the asymptotic series beyond. Its derivative is exp(x) / x."""
+    (x,) = _promote("expi", x=x)
+    return _compute(_impl.expi, x)
+
+
+def spence(x: Any) -> Any:
+    """Spence's function spence(x) = integral_1^x log(t) / (1 - t) dt = Li2(1 - x) for x >= 0 (SciPy's
+    convention; NaN for x < 0 and at inf, as SciPy and JAX). Its derivative is log(x) / (1 - x) (-1 at x = 1)."""
+    (x,) = _promote("spence", x=x)
+    return _compute(_impl.spence, x)
+
+
+def hyp1f1(a: Any, b: Any, x: Any) -> Any:
+    """Kummer's confluent hypergeometric function 1F1(a; b; x) = sum_k (a)_k / (b)_k x^k / k!: summed until it
+    converges (after Kummer's transformation e^x 1F1(b - a; b; -x) for x < 0, which keeps the sum free of
+    cancellation). 1 at a == 0 (JAX's convention, also at b == 0), inf where b is a non-positive integer. Large
+    |x| costs many terms and overflows where the sum does (about |x| > 700 in float64, 85 in float32).
+    Differentiable in a, b and x (a / b 1F1(a + 1; b + 1; x) in x; the derivatives in a and b are summed with
+    the series)."""
+    a, b, x = _broadcast(*_promote("hyp1f1", a=a, b=b, x=x))
+    return _compute(_impl.hyp1f1, a, b, x)
+
+
+def bernoulli(n: int) -> Any:
+    """The Bernoulli numbers B_0 .. B_n (n + 1 of them; B_1 = -1/2, as SciPy and JAX), for a concrete integer
+    n >= 0, as an array of the default float dtype (exact to rounding; signed infinities past float64's range)."""
+    if isinstance(n, Tracer):
+        raise TypeError("bernoulli: n must be a concrete integer, not a traced value")
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError(f"bernoulli: n must be an integer, got {type(n).__name__}") from None
+    if n < 0:
+        raise ValueError(f"bernoulli: n must be non-negative, got {n}")
+    return enp.asarray(_impl.bernoulli_numbers(n).astype(dt.default_float_dtype()))
+
+
+__all__ = ["bernoulli", "beta", "betainc", "betaln", "digamma", "entr", "erf", "erfc", "erfinv", "exp1", "expi",
+           "expit", "expn", "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "hyp1f1", "i0",
+           "i0e", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr",
+           "ndtri", "poch", "polygamma", "rel_entr", "softmax", "spence", "xlog1py", "xlogy", "zeta"]
