@@ -147,8 +147,8 @@ def gather_vjp_overwriting(right: Rule) -> Rule:
 
 def negated_pullback(right: Rule) -> Rule:
     """A vjp_split hook whose pullback flips the sign of every input cotangent."""
-    def split(ins: list[Any], **params: Any) -> tuple[list[Any], Rule]:
-        outs, pullback = right(ins, **params)
+    def split(ins: list[Any], active: list[bool], **params: Any) -> tuple[list[Any], Rule]:
+        outs, pullback = right(ins, active, **params)
         return outs, lambda cts, needs: [None if c is None else lax.neg(c) for c in pullback(cts, needs)]
     return split
 

@@ -210,7 +210,7 @@ def test_a_vjp_rule_returning_a_wrong_shape_is_an_internal_error():
 
 def test_a_vjp_split_pullback_returning_a_wrong_shape_is_an_internal_error():
     prim = _scale_primitive("wrong_shape_vjp_split")
-    prim.def_rule("vjp_split", lambda ins: ([ins[0]], lambda cts, needs: [enp.ones((2,), np.float32)]))
+    prim.def_rule("vjp_split", lambda ins, active: ([ins[0]], lambda cts, needs: [enp.ones((2,), np.float32)]))
     with pytest.raises(RuleError, match=r"vjp_split rule of primitive 'wrong_shape_vjp_split'.*f32\[2\]"):
         ember.make_ir(ember.grad(lambda x: enp.sum(prim.bind(x))))(np.ones(3, np.float32))
 

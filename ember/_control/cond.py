@@ -103,25 +103,29 @@ _BranchSplits = tuple[tuple[bool, ...], tuple[tuple[IR, IR], ...], tuple[tuple[R
                       tuple[ShapedArray, ...]]
 
 
-def _branch_splits(branches: tuple[IR, ...]) -> _BranchSplits:
-    """The branches' VJP splits for _cond_vjp_split, computed once per branches (see TransformCache, keyed on the
-    first branch; the others, its siblings in one equation, are the request): which operands get cotangents, each
+def _branch_splits(branches: tuple[IR, ...], active: Sequence[bool]) -> _BranchSplits:
+    """The branches' VJP splits for _cond_vjp_split, computed once per (branches, differentiated operands) (see
+    TransformCache, keyed on the first branch; the others, its siblings in one equation, and the operands are the
+    request): which operands get cotangents (the floating-point ones the backward pass differentiates), each
     branch's (primal part, linear part), where each finds its residuals, and the shared slots' types."""
+    wrt = tuple(bool(on) and dt.is_inexact(a.dtype) for a, on in zip(branches[0].in_avals, active))
+
     def split() -> _BranchSplits:
         n_in, n_out = len(branches[0].in_vars), len(branches[0].outs)
-        wrt = [dt.is_inexact(a.dtype) for a in branches[0].in_avals]
-        parts = tuple(split_known(vjp_ir(b, wrt), [False] * n_in + [True] * n_out, n_out)[:2] for b in branches)
+        parts = tuple(split_known(vjp_ir(b, list(wrt)), [False] * n_in + [True] * n_out, n_out)[:2]
+                      for b in branches)
         slot_avals: list[ShapedArray] = []
         sources = tuple(tuple(_residual_sources(known, n_out, slot_avals)) for known, _ in parts)
-        return tuple(wrt), parts, sources, tuple(slot_avals)
-    return BRANCH_SPLITS.get(branches[0], branches[1:], split)
+        return wrt, parts, sources, tuple(slot_avals)
+    return BRANCH_SPLITS.get(branches[0], (branches[1:], wrt), split)
 
 
 BRANCH_SPLITS = TransformCache("cond vjp split")  # (first branch, other branches) -> _branch_splits
 
 
 @cond_p.def_rule("vjp_split")
-def _cond_vjp_split(ins: list[Any], *, branches: tuple[IR, ...]) -> tuple[list[Any], Callable[..., list[Any]]]:
+def _cond_vjp_split(ins: list[Any], active: list[bool], *, branches: tuple[IR, ...]
+                    ) -> tuple[list[Any], Callable[..., list[Any]]]:
     """Reverse mode of cond without recomputing the taken branch: each branch's VJP is split (partial evaluation)
     into its primal part, which the forward cond runs, returning also the residuals the branch's linear part
     needs, and that linear part, which the backward cond runs on them (as JAX's cond partial evaluation). Branches
@@ -129,7 +133,7 @@ def _cond_vjp_split(ins: list[Any], *, branches: tuple[IR, ...]) -> tuple[list[A
     operands or outputs of the cond are read from there."""
     index, operands = ins[0], ins[1:]
     n_out = len(branches[0].outs)
-    wrt, parts, sources, slot_avals = _branch_splits(branches)
+    wrt, parts, sources, slot_avals = _branch_splits(branches, active[1:])
 
     def forward_branch(known: IR, where: list[ResidualSource]) -> Callable[..., list[Any]]:
         def run(*ops: Any) -> list[Any]:
@@ -165,7 +169,7 @@ def _cond_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool]
               ) -> list[Any]:
     """Reverse mode outside the backward pass's forward sweep (which uses vjp_split): the same split, its forward
     cond run again for the residuals."""
-    return _cond_vjp_split(ins, branches=branches)[1](cts, needs)
+    return _cond_vjp_split(ins, needs, branches=branches)[1](cts, needs)
 
 
 @cond_p.def_rule("batching")

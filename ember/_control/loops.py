@@ -339,14 +339,26 @@ class ScanBodySplit(NamedTuple):
     invariant: IR  # (consts, carry, x) -> the residuals that are not per step (reading the consts only)
 
 
-def _scan_body_split(body_ir: IR, num_consts: int) -> ScanBodySplit:
-    """The VJP split of a scan body, computed once per (body, num_consts) (see TransformCache)."""
-    return SCAN_SPLITS.get(body_ir, num_consts, lambda: _stage_scan_body_split(body_ir, num_consts))
+def _scan_body_split(body_ir: IR, num_consts: int, num_carry: int, active: Sequence[bool]) -> ScanBodySplit:
+    """The VJP split of a scan body, computed once per (body, num_consts, differentiated inputs) (see
+    TransformCache). The inputs that get cotangents are the floating-point ones the backward pass differentiates
+    (active) and the carries those reach through the body (until no more carry is reached): differentiating the
+    others too would ask a rule for a derivative it may not have (betainc's in a, of a constant a)."""
+    inexact = [dt.is_inexact(a.dtype) for a in body_ir.in_avals]
+    wrt = [bool(on) and f for on, f in zip(active, inexact)]
+    while True:
+        reached = _depends_on(body_ir, wrt)[:num_carry]
+        more = [k for k, r in enumerate(reached) if r and inexact[num_consts + k] and not wrt[num_consts + k]]
+        if not more:
+            break
+        for k in more:
+            wrt[num_consts + k] = True
+    key = (num_consts, tuple(wrt))
+    return SCAN_SPLITS.get(body_ir, key, lambda: _stage_scan_body_split(body_ir, num_consts, tuple(wrt)))
 
 
-def _stage_scan_body_split(body_ir: IR, num_consts: int) -> ScanBodySplit:
+def _stage_scan_body_split(body_ir: IR, num_consts: int, wrt: tuple[bool, ...]) -> ScanBodySplit:
     n_in, n_out = len(body_ir.in_vars), len(body_ir.outs)
-    wrt = tuple(dt.is_inexact(a.dtype) for a in body_ir.in_avals)
     joint = vjp_ir(body_ir, wrt)  # (consts, carry, x, ct_carry, ct_y) -> (outputs..., cts of the float inputs)
     known, linear, _ = split_known(joint, [False] * n_in + [True] * n_out, n_out)
     per_step = _depends_on(known, [False] * num_consts + [True] * (n_in - num_consts))[n_out:]
@@ -358,15 +370,15 @@ SCAN_SPLITS = TransformCache("scan vjp split")  # (body_ir, num_consts) -> ScanB
 
 
 @scan_p.def_rule("vjp_split")
-def _scan_vjp_split(ins: list[Any], *, body_ir: IR, num_consts: int, num_carry: int, length: int, reverse: bool
-                    ) -> tuple[list[Any], Callable[..., list[Any]]]:
+def _scan_vjp_split(ins: list[Any], active: list[bool], *, body_ir: IR, num_consts: int, num_carry: int,
+                    length: int, reverse: bool) -> tuple[list[Any], Callable[..., list[Any]]]:
     """Reverse mode of scan without recomputation: the body's VJP is split (partial evaluation) into its primal
     part, which the forward scan runs while stacking the residuals of each step, and its linear part, which the
     backward scan runs on them. Residuals that depend on the consts only are computed once, outside the loop."""
     consts, init, xs = _split(ins, num_consts, num_carry)
     nc, nk = len(consts), len(init)
     n_out = len(body_ir.outs)
-    wrt, known, linear, per_step, invariant_ir = _scan_body_split(body_ir, num_consts)
+    wrt, known, linear, per_step, invariant_ir = _scan_body_split(body_ir, num_consts, num_carry, active)
     invariant = iter(eval_ir(invariant_ir, list(consts) + [zeros(v.aval) for v in known.in_vars[nc:]]))
 
     def forward(carry: list[Any], x: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -405,7 +417,7 @@ def _scan_vjp_split(ins: list[Any], *, body_ir: IR, num_consts: int, num_carry: 
 def _scan_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], **params: Any) -> list[Any]:
     """Reverse mode outside the backward pass's forward sweep (which uses vjp_split): the same split, its
     forward scan run again for the residuals."""
-    return _scan_vjp_split(ins, **params)[1](cts, needs)
+    return _scan_vjp_split(ins, needs, **params)[1](cts, needs)
 
 
 @scan_p.def_rule("batching")

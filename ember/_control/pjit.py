@@ -62,15 +62,18 @@ def _pjit_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body: IR, name
 Closed = tuple[IR, list[Any]]  # a body whose first inputs are the constants listed beside it
 
 
-def _split(body: IR) -> tuple[tuple[bool, ...], Closed, Closed, int]:
-    """(which inputs get cotangents, the primal part: inputs -> (outputs..., residuals...), the linear part:
-    (residuals..., output cotangents...) -> input cotangents, the number of residuals), once per body."""
+def _split(body: IR, active: Sequence[bool]) -> tuple[tuple[bool, ...], Closed, Closed, int]:
+    """(which inputs get cotangents: the floating-point ones the backward pass differentiates (active), the
+    primal part: inputs -> (outputs..., residuals...), the linear part: (residuals..., output cotangents...) ->
+    input cotangents, the number of residuals), once per (body, those inputs). (Differentiating the others too
+    would ask a rule for a derivative it may not have: betainc's in a, of a constant a.)"""
+    wrt = tuple(bool(on) and dt.is_inexact(a.dtype) for a, on in zip(body.in_avals, active))
+
     def split() -> tuple[tuple[bool, ...], Closed, Closed, int]:
         n_in, n_out = len(body.in_vars), len(body.outs)
-        wrt = tuple(dt.is_inexact(a.dtype) for a in body.in_avals)
         known, linear, n_res = split_known(vjp_ir(body, list(wrt)), [False] * n_in + [True] * n_out, n_out)
         return wrt, _closed(known), _closed(linear), n_res
-    return SPLITS.get(body, (), split)
+    return SPLITS.get(body, wrt, split)
 
 
 SPLITS = TransformCache("pjit vjp split")  # body -> _split(body)
@@ -98,9 +101,9 @@ def _bind(args: Sequence[Any], ir: IR, name: str, in_shardings: Shardings, out_s
 
 
 @pjit_p.def_rule("vjp_split")
-def _pjit_vjp_split(ins: list[Any], *, body: IR, name: str, in_shardings: Shardings, out_shardings: Shardings
-                    ) -> tuple[list[Any], Callable[..., list[Any]]]:
-    wrt, (known, known_consts), (linear, linear_consts), n_res = _split(body)
+def _pjit_vjp_split(ins: list[Any], active: list[bool], *, body: IR, name: str, in_shardings: Shardings,
+                    out_shardings: Shardings) -> tuple[list[Any], Callable[..., list[Any]]]:
+    wrt, (known, known_consts), (linear, linear_consts), n_res = _split(body, active)
     n_out = len(body.outs)
     results = pjit_p.bind(*known_consts, *ins, body=known, name=name,
                           in_shardings=(None,) * len(known_consts) + in_shardings,
@@ -120,7 +123,7 @@ def _pjit_vjp_split(ins: list[Any], *, body: IR, name: str, in_shardings: Shardi
 @pjit_p.def_rule("vjp")
 def _pjit_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, body: IR, name: str,
               in_shardings: Shardings, out_shardings: Shardings) -> list[Any]:
-    return _pjit_vjp_split(ins, body=body, name=name, in_shardings=in_shardings,
+    return _pjit_vjp_split(ins, needs, body=body, name=name, in_shardings=in_shardings,
                            out_shardings=out_shardings)[1](cts, needs)
 
 

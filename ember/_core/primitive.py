@@ -13,9 +13,10 @@ Rule signatures (params are the equation's params, passed as keywords):
   vjp(cts, ins, outs, needs, **params) -> one cotangent per input (None: zero or not needed, see `needs`)
   batching(args, dims, **params) -> (outputs, output batch dims); a dim None means "not batched"
   dce(eqn, used_outputs) -> the equation restricted to its used outputs and the inputs they need   [hook]
-  vjp_split(ins, **params) -> (outputs, pullback), pullback(cts, needs) -> input cotangents: reverse mode
-      computes the outputs with the residuals the pullback keeps, instead of re-emitting the equation and calling
-      its vjp rule (scan stacks its residuals per step rather than recomputing the body)       [hook]"""
+  vjp_split(ins, active, **params) -> (outputs, pullback), pullback(cts, needs) -> input cotangents: reverse
+      mode computes the outputs with the residuals the pullback keeps, instead of re-emitting the equation and
+      calling its vjp rule (scan stacks its residuals per step rather than recomputing the body); active marks
+      the inputs the backward pass differentiates (a body is split for those alone)              [hook]"""
 from __future__ import annotations
 
 import os

@@ -77,8 +77,9 @@ def _backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Se
         state.source = eqn.source or outer
         ins = [env.read(a) for a in eqn.inputs]
         split = eqn.prim.rules.get("vjp_split")
-        if split is not None and any(isinstance(a, Var) and a in active for a in eqn.inputs):
-            outs, pullbacks[eqn] = split(ins, **eqn.params)
+        marked = [isinstance(a, Var) and a in active for a in eqn.inputs]
+        if split is not None and any(marked):
+            outs, pullbacks[eqn] = split(ins, marked, **eqn.params)
         else:
             outs = bind_outputs(eqn, ins)
         env.update(zip(eqn.outputs, outs))
