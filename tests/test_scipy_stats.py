@@ -123,7 +123,12 @@ def _jax_gradients():
     return jax_result(lambda: jax.jit(lambda: {name: _jax_gradient(name) for name in DISTS})())
 
 
-@pytest.mark.parametrize("name", sorted(DISTS))
+# (the default run checks a continuous, a discrete, a bounded and a special-function-based family; -m slow all)
+_X64_QUICK = {"norm", "gamma", "beta", "poisson", "truncnorm", "vonmises"}
+
+
+@pytest.mark.parametrize("name", [n if n in _X64_QUICK else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in sorted(DISTS)])
 def test_x64_values_and_gradients_match_scipy_and_jax(name):
     """Under enable_x64: the log-density over the grid within 1e-11 of scipy's, and its gradient in x and in a
     parameter (vmapped over the grid, first parameter set) as JAX's inside the support; zero in x where the

@@ -105,6 +105,11 @@ def nan_where(mask: Any, value: Any) -> Any:
     return outside(mask, value, math.nan)
 
 
+def positive_scale(scale: Any, value: Any) -> Any:
+    """value, NaN where scale is not positive (the distributions that refuse scale <= 0, as JAX's)."""
+    return nan_where(~(scale > 0), value)
+
+
 def log1mexp(t: Any) -> Any:
     """log(1 - exp(-t)) for t >= 0, accurate at both ends (Maechler's switch at log 2)."""
     small = t < _LOG2

@@ -5,15 +5,11 @@ from ember.scipy.stats import _util as _u
 from ember.typing import Array as _Array, ArrayLike as _ArrayLike
 
 
-def _valid(scale: _Array, value: _Array) -> _Array:
-    return _u.nan_where(~(scale > 0), value)
-
-
 @_u.public
 def logpdf(x: _ArrayLike, loc: _ArrayLike = 0, scale: _ArrayLike = 1) -> _Array:
     """-z - exp(-z) - log(scale)."""
     z = _u.standardize(x, loc, scale)
-    return _valid(scale, -z - _enp.exp(-z) - _enp.log(scale))
+    return _u.positive_scale(scale, -z - _enp.exp(-z) - _enp.log(scale))
 
 
 @_u.public
@@ -25,7 +21,7 @@ def pdf(x: _ArrayLike, loc: _ArrayLike = 0, scale: _ArrayLike = 1) -> _Array:
 @_u.public
 def logcdf(x: _ArrayLike, loc: _ArrayLike = 0, scale: _ArrayLike = 1) -> _Array:
     """-exp(-z)."""
-    return _valid(scale, -_enp.exp(-_u.standardize(x, loc, scale)))
+    return _u.positive_scale(scale, -_enp.exp(-_u.standardize(x, loc, scale)))
 
 
 @_u.public
@@ -37,13 +33,13 @@ def cdf(x: _ArrayLike, loc: _ArrayLike = 0, scale: _ArrayLike = 1) -> _Array:
 @_u.public
 def logsf(x: _ArrayLike, loc: _ArrayLike = 0, scale: _ArrayLike = 1) -> _Array:
     """log(1 - exp(-exp(-z)))."""
-    return _valid(scale, _u.log1mexp(_enp.exp(-_u.standardize(x, loc, scale))))
+    return _u.positive_scale(scale, _u.log1mexp(_enp.exp(-_u.standardize(x, loc, scale))))
 
 
 @_u.public
 def sf(x: _ArrayLike, loc: _ArrayLike = 0, scale: _ArrayLike = 1) -> _Array:
     """1 - exp(-exp(-z)), as -expm1(-exp(-z))."""
-    return _valid(scale, -_enp.expm1(-_enp.exp(-_u.standardize(x, loc, scale))))
+    return _u.positive_scale(scale, -_enp.expm1(-_enp.exp(-_u.standardize(x, loc, scale))))
 
 
 @_u.public
