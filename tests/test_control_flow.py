@@ -232,12 +232,12 @@ def test_reverse_mode_differentiates_only_the_active_inputs_of_jit_cond_and_scan
         return float(lib.grad(f)(0.5))
 
     cases = {
-        "jit": lambda L, l: lambda x: L.jit(l.betainc)(2.0, 3.0, x),
-        "cond": lambda L, l: lambda x: l.cond(x > 0, lambda a, y: l.betainc(a, 3.0, y), lambda a, y: y, 2.0, x),
-        "scan": lambda L, l: lambda x: l.scan(lambda c, a: (l.betainc(a, 3.0, c) * 0.5 + c * a, None), x,
+        "jit": lambda lib, lx: lambda x: lib.jit(lx.betainc)(2.0, 3.0, x),
+        "cond": lambda lib, lx: lambda x: lx.cond(x > 0, lambda a, y: lx.betainc(a, 3.0, y), lambda a, y: y, 2.0, x),
+        "scan": lambda lib, lx: lambda x: lx.scan(lambda c, a: (lx.betainc(a, 3.0, c) * 0.5 + c * a, None), x,
                                                np.array([2.0, 2.5]))[0],
         # a carry the active input reaches only through another carry, on the second step
-        "scan_reached": lambda L, l: lambda x: l.scan(lambda c, a: ((c[1], c[0] * 2.0 + l.betainc(a, 3.0, 0.5)),
+        "scan_reached": lambda lib, lx: lambda x: lx.scan(lambda c, a: ((c[1], c[0] * 2.0 + lx.betainc(a, 3.0, 0.5)),
                                                                     None), (2.0, x), np.array([2.0, 2.5]))[0][0],
     }
     for name, make in cases.items():
