@@ -276,3 +276,13 @@ def test_non_array_arguments_outside_argnums_pass_through():
     assert float(g) == 1.0
     with pytest.raises(TypeError, match="not a valid ember array"):
         ember.grad(app, 0)(enp.sin, 0.0)  # a differentiated argument must be arrays
+
+
+def test_abs_slope_at_zero_is_one_as_jax():
+    """abs's derivative at 0 (and -0.0) is 1, below 0 (and at NaN) -1: JAX's convention (select(x >= 0, g, -g)),
+    in reverse and forward mode."""
+    x = np.array([0.0, -0.0, -1.5, 2.0, np.nan])
+    want = jax.grad(lambda v: jnp.sum(jnp.abs(v)))(x)
+    np.testing.assert_array_equal(np.asarray(ember.grad(lambda v: enp.sum(enp.abs(v)))(x)), want)
+    np.testing.assert_array_equal(np.asarray(ember.jvp(enp.abs, (x,), (np.ones_like(x),))[1]),
+                                  jax.jvp(jnp.abs, (x,), (np.ones_like(x),))[1])

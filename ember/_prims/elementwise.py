@@ -84,16 +84,22 @@ def _unit_conj(x: Any, out: Any) -> Any:
     return div(conj(x), complex(safe, full_like(safe, 0.0)))
 
 
+def _abs_slope(g: Any, x: Any) -> Any:
+    """g times abs's slope at a real x: 1 for x >= 0 (also at 0, as JAX: grad(abs)(0.) is 1), -1 below (and at
+    NaN)."""
+    return select(ge(x, full_like(x, 0.0)), g, neg(g))
+
+
 def _abs_derivative(g: Any, x: Any, out: Any) -> Any:
     if dt.is_complex(aval_of(x).dtype):
         return real(mul(g, _unit_conj(x, out)))
-    return mul(g, sign(x))
+    return _abs_slope(g, x)
 
 
 def _abs_transpose(ct: Any, x: Any, out: Any) -> Any:
     if dt.is_complex(aval_of(x).dtype):  # the transpose of Re(c * t): a real ct becomes ct * c
         return mul(complex(ct, full_like(ct, 0.0)), _unit_conj(x, out))
-    return mul(ct, sign(x))
+    return _abs_slope(ct, x)
 
 
 # abs of a complex number is its (real) magnitude.
