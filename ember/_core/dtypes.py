@@ -218,13 +218,6 @@ def _user_stacklevel() -> int:
     return level
 
 
-def canonical_value(value: np.ndarray | np.generic) -> np.ndarray | np.generic:
-    """A host value as it enters ember: of its canonical dtype (converted when that narrows it; numpy's
-    conversion, which wraps integers as JAX's does) and in the machine's byte order."""
-    dtype = canonical_dtype(parse_dtype(value.dtype))
-    return value if value.dtype == dtype else value.astype(dtype)
-
-
 def describe_dtype(dtype: np.dtype) -> str:
     """A dtype's name for error messages, with its byte order when that is not the machine's (">c8")."""
     if dtype.kind in "OUSVMm":  # not a number: numpy's own spelling ("<U3", "object", "datetime64[s]")
@@ -448,7 +441,7 @@ def dtype_and_weak(x: Any) -> tuple[np.dtype, bool]:
     if type(x) in _PYTHON_SCALAR_TYPES:
         return python_scalar_dtype(type(x))
     if isinstance(x, np.ndarray | np.generic):
-        return canonical_dtype(parse_dtype(x.dtype)), False
+        return canonicalize_dtype(x.dtype), False
     if x is int or x is float or x is complex:  # the Python types, as dtype-likes, are weak (as in JAX)
         return python_scalar_dtype(x)
     return parse_dtype(x), False
@@ -522,5 +515,5 @@ def aval_of_value(x: Any) -> ShapedArray:
         dtype, weak = dtype_and_weak(x)
         return ShapedArray((), dtype, weak)
     if isinstance(x, np.ndarray | np.generic):
-        return ShapedArray(np.shape(x), canonical_dtype(parse_dtype(x.dtype)))
+        return ShapedArray(np.shape(x), canonicalize_dtype(x.dtype))
     raise TypeError(f"{type(x).__name__} is not a valid ember array type")

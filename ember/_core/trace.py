@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember._core.config import config
-from ember._core.dtypes import ShapedArray, aval_of_value, canonical_dtype, parse_dtype, is_inexact, is_python_scalar
+from ember._core.dtypes import ShapedArray, aval_of_value, canonicalize_dtype, is_inexact, is_python_scalar
 from ember._core.ir import IR, Atom, Eqn, Literal, Var, check_ir, python_scalar_literal
 from ember._core.primitive import EAGER, TRACE_STATE, Primitive, has_effects, user_source
 from ember._core.profile import profiled
@@ -246,10 +246,10 @@ class Builder:
         if isinstance(x, Literal):
             return x
         if isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):
-            dtype = canonical_dtype(parse_dtype(x.dtype))
+            dtype = canonicalize_dtype(x.dtype)
             return Literal(np.asarray(x, dtype)[()], ShapedArray((), dtype))
         if isinstance(x, np.ndarray):
-            return self.capture(x, ShapedArray(x.shape, canonical_dtype(parse_dtype(x.dtype))))
+            return self.capture(x, ShapedArray(x.shape, canonicalize_dtype(x.dtype)))
         if isinstance(x, ArrayMethods):  # an ember.Array (the runtime's subclass)
             return self.capture(x, x.aval)
         raise TypeError(f"value of type {type(x).__name__} is not a valid ember array: {x!r}")
