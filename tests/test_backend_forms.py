@@ -111,6 +111,13 @@ def test_layer_norm_value_and_grad_match_jax():
     ("bhqd,bhkd->bhqk", [(4, 4, 32, 16), (4, 4, 32, 16)]),  # two batch dims merged
     ("tbd,df->tbf", [(64, 16, 128), (128, 96)]),
     ("bdt,df->btf", [(16, 128, 64), (128, 96)]),      # free dims not consecutive: XLA's own dot
+    ("ik,jk->ij", [(32, 512), (512, 512)]),           # x @ w.T with few rows: (w @ x.T).T
+    ("k,jk->j", [(512,), (512, 512)]),                 # (no free dim in x: XLA's own dot)
+    ("ik,jk->ij", [(1, 512), (512, 512)]),
+    ("abk,jk->abj", [(4, 8, 512), (512, 512)]),       # x's free dims merged
+    ("ik,jpk->ijp", [(8, 256), (64, 16, 256)]),       # w's free dims merged
+    ("ipk,jpk->ij", [(16, 4, 128), (1024, 4, 128)]),  # contracting dims merged
+    ("ik,jk->ij", [(512, 256), (1024, 256)]),         # many rows: XLA's own dot
 ])
 def test_dot_forms_match_numpy(spec, shapes):
     rng = np.random.default_rng(2)
@@ -122,6 +129,19 @@ def test_dot_forms_match_numpy(spec, shapes):
     jgrads = jax_result(lambda: jax.jit(jax.grad(lambda *a: jnp.sum(jnp.einsum(spec, *a) ** 2), argnums=(0, 1)))(*ops))
     for g, j in zip(grads, jgrads):
         np.testing.assert_allclose(np.asarray(g), j, rtol=2e-4, atol=2e-4 * np.abs(j).max())
+
+
+@pytest.mark.parametrize("m, k, n, form", [
+    (128, 1024, 1024, True), (1, 512, 512, True), (256, 256, 1024, True), (200, 300, 1000, True),
+    (257, 1024, 1024, False), (128, 1024, 255, False), (128, 256, 1024, True), (128, 255, 1024, False),
+])
+def test_transposed_rhs_form_choice(m, k, n, form):
+    """`x[m, k] @ w[n, k].T` is written `(w @ x.T).T`, two transposes behind barriers, for few rows and a large w."""
+    x, w = np.ones((m, k), np.float32), np.ones((n, k), np.float32)
+    for f in (lambda a, b: enp.einsum("ik,jk->ij", a, b), lambda a, b: a @ b.T):  # (a transpose equation seen through)
+        assert (ember.jit(f).lower(x, w).as_text().count("stablehlo.optimization_barrier") == 2) == form
+    assert ember.jit(lambda a, b: a.astype(enp.float16) @ b.T.astype(enp.float16)).lower(x, w).as_text().count(
+        "stablehlo.optimization_barrier") == 0  # (float32 only: measured there)
 
 
 def test_merged_dot_of_integers_and_complex():

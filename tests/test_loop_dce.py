@@ -239,7 +239,7 @@ def test_cond_reverse_mode_does_not_recompute_the_branches():
     assert {"sin", "cos", "exp", "tanh"} <= forward_prims
 
 
-@pytest.mark.parametrize("p", [1.0, -1.0])
+@pytest.mark.parametrize("p", [1.0, pytest.param(-1.0, marks=pytest.mark.slow)])  # (both branches: the vmap below)
 def test_cond_reverse_mode_matches_jax(p):
     x, y = XS[0], XS[1]
     f, g = branchy(ember, enp), branchy(jax, jnp)

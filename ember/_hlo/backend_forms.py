@@ -30,6 +30,10 @@ A `dot_general` of float32 operands with no free dimensions (every dimension a b
 `einsum("ij,ij->i")`, `einsum("bi,bi->b")`, a dot product of matrices), which XLA's CPU backend runs as many tiny
 matrix products, is the elementwise product summed over the contracting dimensions (by the sum forms above).
 
+A float32 `x[m, k] @ w[n, k].T` (the right operand stored transposed, or transposed by a transpose equation) with
+few rows m and a large w, which XLA's CPU backend runs 2-10x slower than the same product untransposed, is
+`(w @ x.T).T`, the two small transposes behind optimization barriers (_transposed_rhs_dot).
+
 A `dot_general` whose operands hold each role's dimensions (batch, free, contracting) as one consecutive run is
 written with each run merged into one dimension, by reshapes that move no data (any dtype).
 
@@ -58,6 +62,10 @@ MAX_ROW = 1 << 16
 BMM_TARGET = "ember_rows_bmm"
 BMM_MIN_SIDE = 8
 BMM_MIN_WORK = 1 << 20
+# `x @ w.T` as `(w @ x.T).T` (_transposed_rhs_dot) where x has at most NT_MAX_ROWS rows, w at least twice as many and
+# at least NT_MIN_RHS elements (measured on f32 products, 1 to 4096 rows: docs/performance.md, "Matrix products").
+NT_MAX_ROWS = 256
+NT_MIN_RHS = 1 << 18
 # The first stage's chunk of leading rows (16 measured best among 8, 16 and 32), and the least size of what it
 # leaves: XLA's YNNPACK reduction takes the second stage only from 32768 elements; a smaller one XLA fuses back
 # into the first stage's loop, which runs slower than the plain reduce.
@@ -163,6 +171,9 @@ def dot_general(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rhs
     batched = _batched_dot(emitter, lhs, rhs, lhs_aval, rhs_aval, out_aval, dims)
     if batched is not None:
         return batched
+    product = _transposed_rhs_dot(emitter, lhs, rhs, lhs_aval, rhs_aval, out_aval, dims, attrs)
+    if product is not None:
+        return product
     if lhs_aval.dtype != np.float32 or len(lc) + len(lb) != lhs_aval.ndim or len(rc) + len(rb) != rhs_aval.ndim:
         return _merged_dot(emitter, lhs, rhs, lhs_aval, rhs_aval, out_aval, dims, attrs)
     order = tuple(lb) + tuple(lc)
@@ -199,6 +210,45 @@ def _batched_dot(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rh
     return emit_custom_call(emitter, BMM_TARGET, [lhs, rhs], [out_aval],
                             {"batch": b, "m": m, "n": n, "k": k, "trans_a": int(trans_a),
                              "trans_b": int(not rhs_k_first)}, has_side_effect=False)[0]
+
+
+def _transposed_rhs_dot(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rhs_aval: ShapedArray,
+                        out_aval: ShapedArray, dims: Any, attrs: dict[str, str]) -> str | None:
+    """`x[m, k] @ w[n, k].T` (both operands' contracting dims last, no batch dims, each role one run of dims: the
+    input gradient of a dense layer; or a matrix w transposed by a transpose equation) with few rows m and a large
+    w, as `(w @ x.T).T`: the two small arrays transposed (each behind an optimization barrier, so XLA does not fold
+    the transposes back into the dot) around a product of untransposed operands. The plugin's XLA packs a
+    transposed rhs element by element (its Eigen contraction reads it with a stride), 2-10x slower than the same
+    product untransposed (MNIST's f32[128, 1024] @ f32[1024, 1024].T: 3.9 -> 1.4 ms; docs/performance.md, "Matrix
+    products"). None where it does not apply."""
+    (lc, rc), (lb, rb) = dims
+    dtype = lhs_aval.dtype
+    if lb or dtype != np.float32 or rhs_aval.dtype != dtype or out_aval.dtype != dtype:
+        return None
+    source = emitter.transposed.get(rhs)
+    if rhs_aval.ndim == 2 and tuple(rc) == (0,) and source is not None and source[1] == (1, 0):
+        rhs, rhs_aval, rc = source[0], ShapedArray(rhs_aval.shape[::-1], dtype), (1,)  # `x @ w.T` written so
+    sizes = []
+    for aval, contracting in ((lhs_aval, lc), (rhs_aval, rc)):
+        runs = _groups(aval.ndim, contracting, ())
+        if runs is None or len(runs) != 2 or runs[1] != list(contracting):  # (free dims, then contracting dims)
+            return None
+        sizes.append((math.prod(aval.shape[d] for d in runs[0]), math.prod(aval.shape[d] for d in contracting)))
+    (m, k), (n, _) = sizes
+    if not (m <= NT_MAX_ROWS and n >= 2 * m and n * k >= NT_MIN_RHS):
+        return None
+    x = reshape(emitter, lhs, lhs_aval, (m, k))
+    w = reshape(emitter, rhs, rhs_aval, (n, k))
+    x_t = _barrier(emitter, _transpose(emitter, x, ShapedArray((m, k), dtype), (1, 0)), ShapedArray((k, m), dtype))
+    product_t = ShapedArray((n, m), dtype)
+    out_t = emitter.op("stablehlo.dot_general", [w, x_t], product_t,
+                       {"dot_dimension_numbers": dot_dimension_numbers([1], [0], [], []), **attrs})
+    out = _transpose(emitter, _barrier(emitter, out_t, product_t), product_t, (1, 0))
+    return reshape(emitter, out, ShapedArray((m, n), dtype), out_aval.shape)
+
+
+def _barrier(emitter: Emitter, x: str, aval: ShapedArray) -> str:
+    return emitter.op("stablehlo.optimization_barrier", [x], aval)
 
 
 def _groups(ndim: int, contracting: Sequence[int], batch: Sequence[int]) -> list[list[int]] | None:

@@ -117,6 +117,9 @@ class Emitter:
         # the platform the module is compiled for ("cpu", "cuda"), or None for a portable module: read by lowerings
         # that pick a backend's form (ember._hlo.backend_forms)
         self.platform: str | None = None
+        # values made by a transpose equation (stablehlo.transpose): name -> (operand, permutation), shared by the
+        # body's regions; read by backend_forms.dot_general to see `x @ w.T` through its transpose
+        self.transposed: dict[str, tuple[str, tuple[int, ...]]] = {}
 
     def fresh(self, prefix: str = "") -> str:
         return f"%{prefix}{next(self._counter)}"
@@ -127,6 +130,7 @@ class Emitter:
         child.scope, child.location = self.scope, self.location
         child.axis_context, child.device_assignment = self.axis_context, self.device_assignment
         child.platform = self.platform
+        child.transposed = self.transposed
         return child
 
     def declare(self, name: str, aval: ShapedArray) -> str:

@@ -223,7 +223,9 @@ def _transpose_abstract_eval(x: ShapedArray, *, permutation: tuple[int, ...]) ->
 
 @transpose_p.def_rule("lowering")
 def _transpose_lowering(ctx: LoweringContext, x: str, *, permutation: tuple[int, ...]) -> list[str]:
-    return [ctx.op("stablehlo.transpose", [x], ctx.aval_out, {"permutation": i64_array(permutation)})]
+    out = ctx.op("stablehlo.transpose", [x], ctx.aval_out, {"permutation": i64_array(permutation)})
+    ctx.emitter.transposed[out] = (x, tuple(permutation))  # (for backend_forms.dot_general)
+    return [out]
 
 
 transpose_p.def_rule("jvp", linear_jvp(transpose_p))

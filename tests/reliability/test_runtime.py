@@ -413,7 +413,7 @@ _EXIT_WHILE_THREADS_EXECUTE = """
 """
 
 
-@pytest.mark.parametrize("c_extension", ["on", "off"])
+@pytest.mark.parametrize("c_extension", ["on", pytest.param("off", marks=pytest.mark.slow)])
 def test_exiting_while_daemon_threads_execute(c_extension):
     """The exit handler destroys the PJRT clients while daemon threads are inside execute, upload, wait or compile
     calls (the GIL released): it used to crash the process (segfault or abort) nearly every time. The client is now
