@@ -418,6 +418,27 @@ def fori_problem(lib: Any, np_: Any, asarray: Callable[[Any], Any]
     return make, (asarray(v),)
 
 
+def while_grad_problem(lib: Any, np_: Any, asarray: Callable[[Any], Any]
+                       ) -> tuple[Callable[[], Callable[..., Any]], tuple[Any, ...]]:
+    """jit(grad) of 1000 steps of v = tanh(v @ W) * 0.5 + v * 0.5 (float32[256], W 256x256) through a
+    lax.while_loop whose trip count is traced (ember: checkpointed reverse mode, docs/while_grad.md) against JAX's
+    grad of the same loop as a fori_loop with static bounds (a scan: JAX refuses the while_loop)."""
+    rng = np.random.default_rng(0)
+    w = (rng.normal(size=(256, 256)) / 16).astype(np.float32)
+    v = rng.normal(size=256).astype(np.float32)
+
+    def make() -> Callable[..., Any]:
+        def step(i: Any, v: Any, w: Any) -> Any:
+            return np_.tanh(v @ w) * 0.5 + v * 0.5
+
+        def loss(w: Any, v: Any) -> Any:
+            if lib is ember:  # (a traced bound: a while_loop)
+                return np_.sum(lib.lax.fori_loop(0, np_.asarray(1000, np_.int32), lambda i, v: step(i, v, w), v))
+            return np_.sum(lib.lax.fori_loop(0, 1000, lambda i, v: step(i, v, w), v))
+        return lib.jit(lib.grad(loss))
+    return make, (asarray(w), asarray(v))
+
+
 def run_time(problem: Problem) -> Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]]]:
     """Calls of one jitted function per library (compiled once), checked against each other first."""
     def bench(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
@@ -1032,6 +1053,7 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("train step: JAX's MNIST from scratch (numpy float64 params), b128", mnist_fromscratch_step, 50),
     ("train step: char-LM transformer + AdamW, 32x128", char_lm_step, 5, char_lm_step_torch),
     ("jit: einsum attention b8 h8 128x128 d64", einsum_attention, 50),
+    ("jit(grad) through a 1000-step while_loop vs JAX's static fori_loop (scan)", run_time(while_grad_problem), 20),
     ("jit: einsum ij,jk,kl->il (opt_einsum order)", einsum_chain, 200),
     ("jit: prod f32[1024,1024] axis=1", reduction("prod", axis=1), 100),
     ("jit: nansum f32[1024,1024]", reduction("nansum"), 100),

@@ -2,9 +2,9 @@
 
 Each test is one documentation example written as a function of `(jax, jnp)`, made a test by test_jax_docs.py's
 `doc_example` (run once with `ember` / `ember.numpy`, once with `jax` / `jax.numpy` with x64 off, and compare the
-returned trees leaf by leaf; or, with `raises=`, check that both raise). Where ember refuses something for its own
-reason with another exception type than JAX (reverse mode through while_loop: NotImplementedError here, JAX's
-ValueError), `refused_by_both` checks each side's own type.
+returned trees leaf by leaf; or, with `raises=`, check that both raise). Where JAX refuses reverse mode through a
+while_loop (or a fori_loop with traced bounds) and ember computes it, `reverse_mode_beyond_jax` checks JAX's error
+and ember's value against JAX's gradient of the loop unrolled.
 
 Sources (github.com/jax-ml/jax): docs/control-flow.md and its new edition docs/new_docs/201/control-flow.md
 ("Control flow and logical operators with JIT", which adds the scan cumulative sum), docs/jit-compilation.md and
@@ -29,24 +29,22 @@ from test_jax_docs import doc_example  # tests/ is on sys.path (conftest.py)
 import ember
 
 
-def refused_by_both(ours, theirs):
-    """Make a test of `example(jax, jnp)` that ember refuses with `ours` and JAX (x64 off) with `theirs`."""
+def reverse_mode_beyond_jax(unrolled):
+    """A test of `example(jax, jnp)`, a gradient through a while_loop: JAX (x64 off) refuses it with ValueError
+    ("Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop with dynamic start/stop
+    values"); ember computes it (docs/while_grad.md), equal to `unrolled(jax, jnp)`: JAX's gradient of the same loop
+    unrolled in Python (its trip count counted first)."""
     def wrap(example):
         def test():
-            with pytest.raises(ours):
-                example(ember, ember.numpy)
-            with jax_oracle.enable_x64(False), pytest.raises(theirs):
+            with jax_oracle.enable_x64(False), pytest.raises(ValueError, match="Reverse-mode differentiation"):
                 example(jax_oracle, jax_oracle.numpy)
+            with jax_oracle.enable_x64(False):
+                expected = unrolled(jax_oracle, jax_oracle.numpy)
+            np.testing.assert_allclose(np.asarray(example(ember, ember.numpy)), np.asarray(expected), rtol=1e-6)
         test.__name__, test.__qualname__, test.__doc__ = example.__name__, example.__qualname__, example.__doc__
         test.example = example
         return test
     return wrap
-
-
-# Reverse mode through a while_loop (or a fori_loop whose bounds are traced): ember says NotImplementedError,
-# JAX ValueError ("Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop with dynamic
-# start/stop values").
-no_reverse_mode = refused_by_both(NotImplementedError, ValueError)
 
 
 
@@ -235,12 +233,12 @@ def test_control_flow_summary_while_loop_forward_mode(jax, jnp):
     return jax.jvp(loop, (0.5,), (1.,)), jax.jacfwd(loop)(0.5)
 
 
-# Control flow › Summary table: lax.while_loop is not reverse-mode differentiable
-@no_reverse_mode
-def test_control_flow_summary_while_loop_no_reverse_mode(jax, jnp):
+# Control flow › Summary table: lax.while_loop is not reverse-mode differentiable (in JAX; ember differentiates it)
+@reverse_mode_beyond_jax(lambda jax, jnp: jax.grad(lambda x: jax.lax.fori_loop(0, 10, lambda i, x: x + 1, x))(0.5))
+def test_control_flow_summary_while_loop_reverse_mode(jax, jnp):
     cond_fun = lambda x: x < 10
     body_fun = lambda x: x+1
-    jax.grad(lambda x: jax.lax.while_loop(cond_fun, body_fun, x))(0.5)
+    return jax.grad(lambda x: jax.lax.while_loop(cond_fun, body_fun, x))(0.5)
 
 
 # Control flow › Summary table / fori_loop: "fwd and rev-mode differentiable if endpoints are static"
@@ -259,12 +257,14 @@ def test_control_flow_summary_fori_loop_traced_bounds_forward_mode(jax, jnp):
     return jax.jit(lambda x, stop: jax.jvp(lambda x: loop(x, stop), (x,), (1.,)))(0.5, 10)
 
 
-# Control flow › Summary table / fori_loop: with traced bounds, reverse mode is refused
-@no_reverse_mode
-def test_control_flow_summary_fori_loop_traced_bounds_no_reverse_mode(jax, jnp):
+# Control flow › Summary table / fori_loop: with traced bounds, reverse mode is refused (in JAX; ember computes it,
+# as with static bounds)
+@reverse_mode_beyond_jax(lambda jax, jnp: jax.grad(lambda x: jax.lax.fori_loop(0, 10, lambda i, x: x + i * jnp.sin(x),
+                                                                                 x))(0.5))
+def test_control_flow_summary_fori_loop_traced_bounds_reverse_mode(jax, jnp):
     body_fun = lambda i, x: x + i * jnp.sin(x)
     loop = lambda x, stop: jax.lax.fori_loop(0, stop, body_fun, x)
-    jax.jit(jax.grad(loop))(0.5, 10)
+    return jax.jit(jax.grad(loop))(0.5, 10)
 
 
 # Control flow › Summary table: lax.scan is differentiable (the cumulative sum's gradient)
@@ -651,10 +651,30 @@ def test_custom_derivatives_fixed_point_while_loop(jax, jnp):
             jax.jacfwd(newton_sqrt)(2.))
 
 
-# Custom derivative rules › "We can't apply reverse-mode automatic differentiation because of the while_loop"
-@no_reverse_mode
-def test_custom_derivatives_fixed_point_no_reverse_mode(jax, jnp):
-    jax.grad(_fixed_point(jnp, jax.lax.while_loop))(2.)
+def _unrolled(steps):
+    """A while_loop stand-in that runs the body `steps` times, unrolled in Python (JAX differentiates that)."""
+    def while_loop(cond_fun, body_fun, init):
+        for _ in range(steps):
+            init = body_fun(init)
+        return init
+    return while_loop
+
+
+def _newton_fixed_point_steps(a):
+    """The trip count of newton_sqrt(a)'s fixed_point loop in float32, counted in numpy."""
+    a = np.float32(a)
+    f = lambda x: np.float32(0.5) * (x + a / x)  # noqa: E731
+    x_prev, x, steps = a, f(a), 0
+    while abs(x_prev - x) > 1e-6:
+        x_prev, x, steps = x, f(x), steps + 1
+    return steps
+
+
+# Custom derivative rules › "We can't apply reverse-mode automatic differentiation because of the while_loop" (in
+# JAX; ember differentiates the loop as unrolled: the derivative of Newton's iterations, 1 / (2 sqrt(2)) here)
+@reverse_mode_beyond_jax(lambda jax, jnp: jax.grad(_fixed_point(jnp, _unrolled(_newton_fixed_point_steps(2.))))(2.))
+def test_custom_derivatives_fixed_point_reverse_mode(jax, jnp):
+    return jax.grad(_fixed_point(jnp, jax.lax.while_loop))(2.)
 
 
 def _scan_over_layers(jax, jnp, layer_wrapper=None, jit=False):

@@ -8,7 +8,6 @@ from ember._control.custom_batching import CUSTOM_VMAP_NO_REVERSE_MODE
 from ember._control.callbacks import CALLBACK_NOT_DIFFERENTIABLE
 from ember._control.custom import CUSTOM_VJP_NO_FORWARD_MODE
 from ember._control.exported import EXPORTED_NO_FORWARD_MODE
-from ember._control.loops import WHILE_NOT_REVERSE_DIFFERENTIABLE
 from ember._prims.linalg import NO_DERIVATIVE_RULES
 from ember._prims.reduction import GENERAL_REDUCE_NOT_DIFFERENTIABLE
 from ember._prims.windowed import GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE
@@ -27,7 +26,6 @@ TESTED_BY = {
 }
 MARKS_TESTED_BY = {
     NOT_DIFFERENTIABLE: lambda prim, cases: bool(cases),         # check_not_differentiable
-    WHILE_NOT_REVERSE_DIFFERENTIABLE: lambda prim, cases: any(c.grad and not c.reverse for c in cases),  # the error
     CUSTOM_VJP_NO_FORWARD_MODE: lambda prim, cases: any(c.grad and not c.forward for c in cases),  # the error
     CUSTOM_VMAP_NO_REVERSE_MODE: lambda prim, cases: any(c.grad and not c.reverse for c in cases),  # the error
     EXPORTED_NO_FORWARD_MODE: lambda prim, cases: any(c.grad and not c.forward for c in cases),  # the error

@@ -1,6 +1,6 @@
 """Loops as higher-order primitives: while (while_loop, and fori_loop with a traced trip count) and scan (scan,
-map, and fori_loop with static bounds, which is therefore differentiable in reverse mode). Each carries closed
-sub-IRs and has every rule beside it."""
+map, and fori_loop with static bounds). Both are differentiable in either mode (while_loop in reverse mode beyond
+JAX, by checkpointing: docs/while_grad.md). Each carries closed sub-IRs and has every rule beside it."""
 from __future__ import annotations
 
 import operator
@@ -12,6 +12,8 @@ from ember._control.common import (close_over, describe, same_types, split_sizes
 from ember._core import (IR, Eqn, Primitive, ShapedArray, Var, aval_of, eval_ir, is_python_scalar, scalar_literal,
                          stage_flat)
 from ember._core import dtypes as dt
+from ember._core.config import config
+from ember._core.primitive import has_effects
 from ember._core.checks import normalize_axis
 from ember._core.pytree import tree_flatten, tree_map, tree_structure, tree_unflatten
 from ember._hlo import LoweringContext, compare_type, i64_array, lower_into
@@ -21,11 +23,6 @@ from ember._transforms.batching import batch_ir
 from ember._transforms.cache import TransformCache
 from ember._transforms.jvp import jvp_ir
 from ember._transforms.passes import dce, dce_outputs, split_known
-
-WHILE_NOT_REVERSE_DIFFERENTIABLE = (
-    "reverse-mode differentiation of a while_loop (whose trip count is traced) is not supported, as in JAX; use "
-    "lax.fori_loop with static bounds or lax.scan, or forward mode (jvp)")
-
 
 def _batched_carries(body_ir: IR, const_dims: list[BatchDim], carry_dims: list[BatchDim],
                      extra_dims: list[BatchDim], size: int) -> tuple[list[bool], list[BatchDim]]:
@@ -109,7 +106,150 @@ def _while_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, cond_ir: IR, 
     return outs[:nk], [next(new_tangents) if f else None for f in carry_t]
 
 
-while_p.mark("vjp", WHILE_NOT_REVERSE_DIFFERENTIABLE)
+# Reverse mode (beyond JAX, which refuses it): two-level checkpointing (docs/while_grad.md). The forward pass runs
+# the loop once to count its steps n, then again storing every s-th carry in K slots (s = ceil(n / K): the stride
+# is known before the second run). The backward pass takes the segments of s steps last to first: it runs the body
+# forward from the segment's checkpoint, storing its carries in a second buffer of K slots, then pulls the
+# cotangent back through them, last to first, with the body's VJP. Memory: 2K carries (K from the option
+# while_grad_memory); work: three forward runs of the loop and one of the body's VJP per step, while n <= K^2. A
+# longer loop (segments longer than K) replays each step of a segment from the segment's checkpoint: n * s / 2 more
+# body runs, exact still, never an error. The gradient is the unrolled loop's: the same body VJP at the same carries.
+WHILE_SLOTS = (8, 1024)  # the least and most K
+
+
+def _while_slots(carry_avals: Sequence[ShapedArray]) -> int:
+    """K: as many slots as 2K carries fit in the option while_grad_memory (bytes), within WHILE_SLOTS."""
+    per_carry = max(1, sum(a.size * a.dtype.itemsize for a in carry_avals))
+    return max(WHILE_SLOTS[0], min(WHILE_SLOTS[1], config.read("while_grad_memory") // (2 * per_carry)))
+
+
+def _while_wrt(body_ir: IR, body_nconsts: int, active: Sequence[bool]) -> list[bool]:
+    """The body inputs (consts, carries) that get cotangents: the active floating-point ones and the float
+    carries they reach through the body (a fixed point, as scan's _scan_body_split)."""
+    inexact = [dt.is_inexact(a.dtype) for a in body_ir.in_avals]
+    wrt = [bool(on) and f for on, f in zip(active, inexact)]
+    while True:
+        reached = _depends_on(body_ir, wrt)
+        more = [k for k, r in enumerate(reached) if r and inexact[body_nconsts + k] and not wrt[body_nconsts + k]]
+        if not more:
+            return wrt
+        for k in more:
+            wrt[body_nconsts + k] = True
+
+
+def _without_effects(body_ir: IR) -> IR:
+    """The body for the runs that only recompute carries (count, segments, the VJP's forward): its effectful
+    equations (debug.print, debug.callback) dropped, so that they act once per step, in the checkpoint run, as
+    in the loop run forward; an effect whose results the body reads (an io_callback's) cannot be run again."""
+    read = {a for eqn in body_ir.eqns for a in eqn.inputs if isinstance(a, Var)}
+    read.update(a for a in body_ir.outs if isinstance(a, Var))
+    kept = []
+    for eqn in body_ir.eqns:
+        if not has_effects(eqn.prim, eqn.params):
+            kept.append(eqn)
+        elif any(v in read for v in eqn.outputs):
+            raise NotImplementedError(
+                f"reverse-mode differentiation of a while_loop whose body reads the results of an effect "
+                f"({eqn.prim.name}): the backward pass runs the body again, which would repeat the effect; "
+                "use a pure_callback (or move the effect out of the loop)")
+    if len(kept) == len(body_ir.eqns):
+        return body_ir
+    return IR(body_ir.const_vars, body_ir.consts, body_ir.in_vars, kept, body_ir.outs, body_ir.out_tree)
+
+
+def _stack_slots(leaves: Sequence[Any], slots: int) -> list[Any]:
+    return [lax.full((slots,) + aval_of(x).shape, 0, aval_of(x).dtype) for x in leaves]
+
+
+def _put(buffers: list[Any], leaves: Sequence[Any], index: Any) -> list[Any]:
+    return [lax.dynamic_update_index_in_dim(b, lax.expand_dims(x, (0,)), index, 0) for b, x in zip(buffers, leaves)]
+
+
+def _take(buffers: Sequence[Any], index: Any) -> list[Any]:
+    return [lax.dynamic_index_in_dim(b, index, 0, keepdims=False) for b in buffers]
+
+
+@while_p.def_rule("vjp_split")
+def _while_vjp_split(ins: list[Any], active: list[bool], *, cond_ir: IR, body_ir: IR, cond_nconsts: int,
+                     body_nconsts: int) -> tuple[list[Any], Callable[..., list[Any]]]:
+    cconsts, bconsts, init = _split(ins, cond_nconsts, body_nconsts)
+    nb, nk = len(bconsts), len(init)
+    wrt = _while_wrt(body_ir, nb, active[cond_nconsts:])
+    on_k = wrt[nb:]  # the carries that get cotangents
+    slots = _while_slots(body_ir.in_avals[nb:])
+    pure = _without_effects(body_ir)
+    step_vjp = vjp_ir(pure, wrt)  # (bconsts, carry, ct of each carry) -> (carry, cts of the inputs in wrt)
+
+    def step(carry: Sequence[Any], ir: IR = pure) -> list[Any]:
+        return eval_ir(ir, list(bconsts) + list(carry))
+
+    def counted(more: Callable[[Any, list[Any]], Any], body: Callable[[Any, list[Any], Any], Any], init: Any) -> Any:
+        """A while over (i, carry, extra) from i = 0, i counting the steps."""
+        return while_loop(lambda c: more(c[0], c[1]), lambda c: (lax.add(c[0], _i32(1)),) + body(*c),
+                          (_i32(0),) + tuple(init))
+
+    def run(carry: Sequence[Any], steps: Any) -> list[Any]:  # (the body `steps` times)
+        return counted(lambda i, _: lax.lt(i, steps), lambda i, c: (step(c),), (list(carry),))[1]
+
+    n = counted(lambda i, c: eval_ir(cond_ir, list(cconsts) + c)[0], lambda i, c: (step(c),), (list(init),))[0]
+    stride = lax.max(_i32(1), lax.div(lax.add(n, _i32(slots - 1)), _i32(slots)))  # ceil(n / K), at least 1
+
+    def keep_every_stride(i: Any, carry: list[Any], saved: list[Any]) -> tuple[list[Any], list[Any]]:
+        slot = lax.div(i, stride)  # (< K: i < n <= K * stride)
+        due = lax.eq(lax.rem(i, stride), _i32(0))
+        kept = [lax.select(due, x, old) for x, old in zip(carry, _take(saved, slot))]
+        return step(carry, body_ir), _put(saved, kept, slot)  # (the body's effects act here, once per step)
+
+    _, outs, saved = counted(lambda i, _: lax.lt(i, n), keep_every_stride, (list(init), _stack_slots(init, slots)))
+
+    def pull(carry: list[Any], ct: list[Any], acc: list[Any]) -> tuple[list[Any], list[Any]]:
+        """One step back: the cotangents of the carry before the step, and acc plus the body consts' ones."""
+        given = iter(ct)
+        step_cts = [next(given) if on else zeros(a.strip_weak_type()) for a, on in zip(body_ir.out_avals, on_k)]
+        in_cts = iter(eval_ir(step_vjp, list(bconsts) + list(carry) + step_cts)[nk:])
+        got = [next(in_cts) if w else None for w in wrt]
+        return [c for c in got[nb:] if c is not None], [lax.add(a, c) for a, c in zip(acc, (c for c in got[:nb]
+                                                                                          if c is not None))]
+
+    def pullback(cts: list[Any], needs: list[bool]) -> list[Any]:
+        def segment(c: Any) -> Any:  # segment j: steps j*s ... j*s + length - 1, pulled back last to first
+            j, ct, acc, buf = c
+            length = lax.min(stride, lax.sub(n, lax.mul(j, stride)))
+            kept = lax.min(length, _i32(slots))  # (length > K only when n > K^2)
+            def fill(c: Any) -> Any:
+                t, carry, buf = c
+                carry = step(carry)
+                return lax.add(t, _i32(1)), carry, _put(buf, carry, t)
+
+            base = _take(saved, j)  # the segment's carries in buf[0:kept]: its first, then kept - 1 steps
+            buf = while_loop(lambda c: lax.lt(c[0], kept), fill, (_i32(1), base, _put(buf, base, _i32(0))))[2]
+
+            def back(t: Any, ct: list[Any], acc: list[Any]) -> Any:
+                t = lax.sub(t, _i32(1))  # the carry of step t: kept, or run on from the last one kept
+                last_kept = lax.min(t, _i32(slots - 1))
+                carry = run(_take(buf, last_kept), lax.sub(t, last_kept))
+                return (t,) + pull(carry, ct, acc)
+
+            _, ct, acc = while_loop(lambda c: lax.gt(c[0], _i32(0)), lambda c: back(*c), (length, ct, acc))
+            return lax.sub(j, _i32(1)), ct, acc, buf
+
+        last = lax.sub(lax.div(lax.add(n, lax.sub(stride, _i32(1))), stride), _i32(1))
+        ct = [lax.convert_element_type(c, a.dtype) for c, a, on in zip(cts, body_ir.out_avals, on_k) if on]
+        acc = [zeros(a.strip_weak_type()) for a, w in zip(body_ir.in_avals[:nb], wrt[:nb]) if w]
+        _, ct, acc, _ = while_loop(lambda c: lax.ge(c[0], _i32(0)), segment,
+                                   (last, ct, acc, _stack_slots(init, slots)))  # (one segment buffer, reused)
+        ct_it, acc_it = iter(ct), iter(acc)
+        result = ([None] * cond_nconsts + [next(acc_it) if w else None for w in wrt[:nb]]
+                  + [next(ct_it) if on else None for on in on_k])
+        return [c if need else None for c, need in zip(result, needs)]
+
+    return list(outs), pullback
+
+
+@while_p.def_rule("vjp")
+def _while_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], **params: Any) -> list[Any]:
+    """Reverse mode outside the backward pass's forward sweep: the same checkpointed loops, run again."""
+    return _while_vjp_split(ins, needs, **params)[1](cts, needs)
 
 
 @while_p.def_rule("batching")
@@ -202,8 +342,9 @@ def _promote_weak_carry(init: list[Any], body_outs: Sequence[ShapedArray]) -> tu
 
 def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init_val: Any) -> Any:
     """Repeat body_fun on the carry while cond_fun(carry) is true (like jax.lax.while_loop); the carry is a
-    pytree whose structure, shapes and dtypes body_fun keeps. Differentiable in forward mode (not reverse, as
-    in JAX: use fori_loop with static bounds or scan)."""
+    pytree whose structure, shapes and dtypes body_fun keeps. Differentiable in forward mode, and in reverse mode
+    too (JAX refuses it): the gradient of the loop unrolled, computed with checkpoints within the memory of the
+    option while_grad_memory (docs/while_grad.md)."""
     for name, fun in (("cond_fun", cond_fun), ("body_fun", body_fun)):
         if not callable(fun):
             raise TypeError(f"while_loop: {name} is not callable: {fun!r}")
@@ -553,7 +694,7 @@ def map(f: Callable[[Any], Any], xs: Any, *, batch_size: int | None = None) -> A
 
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any) -> Any:
     """body_fun(i, val) for i in range(lower, upper) (like jax.lax.fori_loop). With static (Python int) bounds it
-    is a scan, so reverse-mode differentiable; with traced bounds, a while_loop."""
+    is a scan; with traced bounds, a while_loop (differentiable in reverse mode too: docs/while_grad.md)."""
     for name, bound in (("lower", lower), ("upper", upper)):
         if not dt.is_int(dt.dtype_and_weak(bound)[0]):
             raise TypeError(f"fori_loop: {name} must be an integer, got {bound!r} of dtype "

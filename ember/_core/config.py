@@ -184,6 +184,9 @@ _option("max_compiled_equations", 20000, _parse_size,
         "when it has at most this many equations and runs it one primitive at a time (as JAX's transformations "
         "outside jit do) when it has more: XLA's compile time grows faster than the program (a grad over 32000 "
         "parameters compiled for 3.5 minutes), running op by op stays linear. jit always compiles.")
+_option("while_grad_memory", 64 << 20, _parse_size,
+        "The memory, in bytes, reverse-mode differentiation of a while_loop may use for the carries it saves (two "
+        "buffers of K carries, K between 8 and 1024; docs/while_grad.md). Read when the gradient is staged.")
 _option("jit_cache_size", 256, _parse_size,
         "How many compiled signatures (shapes, dtypes, static arguments) each jitted or transformed function keeps.")
 _option("program_cache_size", 128, _parse_size,
