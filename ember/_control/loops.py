@@ -7,6 +7,7 @@ import operator
 from typing import Any, Callable, NamedTuple, Sequence
 
 from ember import _prims as lax
+from ember._control.cond import cond as _cond
 from ember._control.common import (close_over, describe, same_types, split_sizes as _split, unused_inputs,
                                    with_inputs, with_outputs)
 from ember._core import (IR, Eqn, Primitive, ShapedArray, Var, aval_of, eval_ir, is_python_scalar, scalar_literal,
@@ -107,11 +108,12 @@ def _while_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, cond_ir: IR, 
 
 
 # Reverse mode (beyond JAX, which refuses it): two-level checkpointing (docs/while_grad.md). The forward pass runs
-# the loop once to count its steps n, then again storing every s-th carry in K slots (s = ceil(n / K): the stride
-# is known before the second run). The backward pass takes the segments of s steps last to first: it runs the body
-# forward from the segment's checkpoint, storing its carries in a second buffer of K slots, then pulls the
-# cotangent back through them, last to first, with the body's VJP. Memory: 2K carries (K from the option
-# while_grad_memory); work: three forward runs of the loop and one of the body's VJP per step, while n <= K^2. A
+# the loop once, counting its steps n and keeping its first K carries (all of them when n <= K); a longer loop runs
+# again, keeping every s-th carry in the K slots (s = ceil(n / K): the stride is known before the second run). The
+# backward pass takes the segments of s steps last to first: it runs the body forward from the segment's
+# checkpoint, storing its carries in a second buffer of K slots, then pulls the cotangent back through them, last
+# to first, with the body's VJP. Memory: 2K carries (K from the option while_grad_memory); work: one forward run of
+# the loop (two when n > K, three with the segments' runs) and one of the body's VJP per step, while n <= K^2. A
 # longer loop (segments longer than K) replays each step of a segment from the segment's checkpoint: n * s / 2 more
 # body runs, exact still, never an error. The gradient is the unrolled loop's: the same body VJP at the same carries.
 WHILE_SLOTS = (8, 1024)  # the least and most K
@@ -191,16 +193,25 @@ def _while_vjp_split(ins: list[Any], active: list[bool], *, cond_ir: IR, body_ir
     def run(carry: Sequence[Any], steps: Any) -> list[Any]:  # (the body `steps` times)
         return counted(lambda i, _: lax.lt(i, steps), lambda i, c: (step(c),), (list(carry),))[1]
 
-    n = counted(lambda i, c: eval_ir(cond_ir, list(cconsts) + c)[0], lambda i, c: (step(c),), (list(init),))[0]
+    def keep_first(i: Any, carry: list[Any], saved: list[Any]) -> tuple[list[Any], list[Any]]:
+        slot = lax.min(i, _i32(slots - 1))  # (the first K carries: all of them when n <= K)
+        kept = [lax.select(lax.lt(i, _i32(slots)), x, old) for x, old in zip(carry, _take(saved, slot))]
+        return step(carry, body_ir), _put(saved, kept, slot)  # (the body's effects act here, once per step)
+
+    n, outs, first = counted(lambda i, c: eval_ir(cond_ir, list(cconsts) + c)[0], keep_first,
+                             (list(init), _stack_slots(init, slots)))
     stride = lax.max(_i32(1), lax.div(lax.add(n, _i32(slots - 1)), _i32(slots)))  # ceil(n / K), at least 1
 
     def keep_every_stride(i: Any, carry: list[Any], saved: list[Any]) -> tuple[list[Any], list[Any]]:
         slot = lax.div(i, stride)  # (< K: i < n <= K * stride)
         due = lax.eq(lax.rem(i, stride), _i32(0))
         kept = [lax.select(due, x, old) for x, old in zip(carry, _take(saved, slot))]
-        return step(carry, body_ir), _put(saved, kept, slot)  # (the body's effects act here, once per step)
+        return step(carry), _put(saved, kept, slot)
 
-    _, outs, saved = counted(lambda i, _: lax.lt(i, n), keep_every_stride, (list(init), _stack_slots(init, slots)))
+    def again(_: Any) -> list[Any]:  # n > K: the loop run again, keeping every s-th carry
+        return counted(lambda i, _: lax.lt(i, n), keep_every_stride, (list(init), _stack_slots(init, slots)))[2]
+
+    saved = _cond(lax.gt(n, _i32(slots)), again, lambda _: list(first), None)
 
     def pull(carry: list[Any], ct: list[Any], acc: list[Any]) -> tuple[list[Any], list[Any]]:
         """One step back: the cotangents of the carry before the step, and acc plus the body consts' ones."""
