@@ -146,7 +146,78 @@ def probe_donation(lib_name: str, donate: bool) -> float:
     return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
 
 
+POLICY_SHAPE = dict(layers=4, batch=8, seq=128, width=256, heads=4)  # a scan over 4 transformer blocks
+
+
+def policy_table() -> None:
+    """XLA's temporary memory (buffer assignment, bytes beyond arguments and outputs: what the forward pass keeps
+    for the backward pass is most of it) of jit(grad) of a scan over transformer blocks, the block checkpointed
+    with each checkpoint policy, ember and JAX side by side. Offloading policies save on the CPU (no host memory
+    space apart from the device's)."""
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    import numpy as np
+    import jax
+    import jax.numpy as jnp
+    from jax.ad_checkpoint import checkpoint_name as jax_name
+    import ember
+    import ember.numpy as enp
+    from ember.ad_checkpoint import checkpoint_name
+    L, B, T, D, H = (POLICY_SHAPE[k] for k in ("layers", "batch", "seq", "width", "heads"))
+    rng = np.random.default_rng(0)
+    weights = {"qkv": rng.normal(size=(L, D, 3 * D)) / np.sqrt(D), "out": rng.normal(size=(L, D, D)) / np.sqrt(D),
+               "up": rng.normal(size=(L, D, 4 * D)) / np.sqrt(D), "down": rng.normal(size=(L, 4 * D, D)) / 32}
+    weights = {k: v.astype(np.float32) for k, v in weights.items()}
+    x = rng.normal(size=(B, T, D)).astype(np.float32)
+
+    def make(lib: Any, np_: Any, name: Any, policy: Any, plain: bool) -> Any:
+        def norm(h: Any) -> Any:
+            m = h.mean(-1, keepdims=True)
+            return (h - m) / np_.sqrt(((h - m) ** 2).mean(-1, keepdims=True) + 1e-5)
+
+        def block(h: Any, w: Any) -> tuple[Any, None]:
+            qkv = name(norm(h) @ w["qkv"], "qkv")
+            q, k, v = (qkv[..., i * D:(i + 1) * D].reshape(B, T, H, D // H) for i in range(3))
+            scores = np_.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(D // H)
+            attn = np_.einsum("bhqk,bkhd->bqhd", lib.nn.softmax(scores, axis=-1), v).reshape(B, T, D)
+            h = h + name(attn @ w["out"], "attn_out")
+            hidden = name(lib.nn.gelu(norm(h) @ w["up"]), "mlp_hidden")
+            return h + hidden @ w["down"], None
+
+        body = block if plain else lib.checkpoint(block, policy=policy)
+
+        def loss(ws: Any, x: Any) -> Any:
+            return np_.sum(lib.lax.scan(body, x, ws)[0] ** 2)
+        return lib.jit(lib.grad(loss))
+
+    def temp_mib(lib: Any, np_: Any, name: Any, policy: Any, plain: bool = False) -> float:
+        ws = {k: np_.asarray(v) for k, v in weights.items()}
+        compiled = make(lib, np_, name, policy, plain).lower(ws, np_.asarray(x)).compile()
+        return compiled.memory_analysis().temp_size_in_bytes / 2 ** 20
+
+    print(f"\njit(grad) of a scan over {L} transformer blocks (batch {B}, {T} tokens, width {D}, {H} heads), the block "
+          "checkpointed: XLA's temporary memory")
+    print(f"{'policy':48s} {'ember':>9s} {'jax':>9s}")
+    names = ("no checkpoint", "nothing_saveable (default)", "everything_saveable", "dots_saveable",
+             "dots_with_no_batch_dims_saveable", "save_only_these_names('mlp_hidden')",
+             "save_any_names_but_these('mlp_hidden')", "save_from_both_policies(names qkv, no-batch dots)",
+             "offload_dot_with_no_batch_dims (saves on the CPU)")
+
+    def chosen(cp: Any) -> list[Any]:
+        return [None, cp.nothing_saveable, cp.everything_saveable, cp.dots_saveable,
+                cp.dots_with_no_batch_dims_saveable, cp.save_only_these_names("mlp_hidden"),
+                cp.save_any_names_but_these("mlp_hidden"),
+                cp.save_from_both_policies(cp.save_only_these_names("qkv"), cp.dots_with_no_batch_dims_saveable),
+                cp.offload_dot_with_no_batch_dims("device", "pinned_host")]
+    for i, (label, ep, jp) in enumerate(zip(names, chosen(ember.checkpoint_policies), chosen(jax.checkpoint_policies))):
+        e = temp_mib(ember, enp, checkpoint_name, ep, plain=i == 0)
+        j = temp_mib(jax, jnp, jax_name, jp, plain=i == 0)
+        print(f"{label:48s} {e:7.1f}MiB {j:7.1f}MiB")
+
+
 def main() -> None:
+    if sys.argv[1:] == ["policies"]:
+        policy_table()
+        return
     if len(sys.argv) == 4 and sys.argv[2] == "donate":
         print(f"{probe_donation(sys.argv[1], sys.argv[3] == 'on'):.1f}")
         return

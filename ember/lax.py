@@ -29,7 +29,7 @@ _FUNCTIONS_NOT_IN_JAX_LAX = frozenset({"threefry2x32", "checkpoint", "checkpoint
 # ember's select takes a predicate, keeps threefry2x32_p and random_gamma_grad_p outside jax.lax, and the custom
 # rules and remat in its core.
 _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_grad", "custom_jvp_call",
-                                        "custom_vjp_call", "remat",
+                                        "custom_vjp_call", "remat", "name",  # (jax.ad_checkpoint.name_p)
                                         # host callbacks (jax.pure_callback, io_callback, debug.callback):
                                         "pure_callback", "io_callback", "debug_callback",
                                         # jax.lax.linalg's, not jax.lax's:

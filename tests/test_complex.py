@@ -52,6 +52,7 @@ ACCEPTS_COMPLEX = {
     # structural: values are moved, not computed on (run with complex inputs below)
     "broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate", "split", "rev", "gather",
     "scatter", "scatter_add", "scatter_mul", "dynamic_slice", "dynamic_update_slice", "optimization_barrier",
+    "name",  # (checkpoint_name's identity)
     "sort",  # (complex values carried along real keys; complex keys are refused: ember.numpy sorts by parts)
     "sharding_constraint",  # (a layout over devices: tests/prims/test_sharding_prims.py has a complex Case)
 }
@@ -64,7 +65,7 @@ LINALG_ACCEPTS_COMPLEX = {"cholesky", "triangular_solve", "lu", "geqrf", "qr", "
 ACCEPTS_COMPLEX |= LINALG_ACCEPTS_COMPLEX
 STRUCTURAL = ["broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate", "split", "rev", "gather",
               "scatter", "scatter_add", "scatter_mul", "dynamic_slice", "dynamic_update_slice",
-              "optimization_barrier"]
+              "optimization_barrier", "name"]
 _COMPLEX_OF = {np.dtype(np.float32): dt.complex64, np.dtype(np.float64): dt.complex128}
 # Primitives that carry sub-IRs: complex values flow through them, their bodies' primitives decide (checked below)
 CARRY_SUB_IRS = {"cond", "while", "scan", "custom_jvp_call", "custom_vjp_call", "custom_vmap_call", "remat", "reduce",

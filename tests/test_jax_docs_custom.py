@@ -14,11 +14,10 @@ and the docstrings of jax.custom_jvp, custom_jvp.defjvp, defjvps, jax.custom_vjp
 
 Adaptations are minimal and commented where made: `from jax import custom_jvp, grad, ...` becomes attribute access;
 `print(...)` and bare expression cells return their values instead, and printed side effects ("called f!") are
-recorded in a list; plots return the plotted arrays; `print_saved_residuals(f, *args)` (ember has no
-jax.ad_checkpoint) becomes the gradients of the function, which checkpointing must leave unchanged; jax.random
-becomes numpy's generator. Examples that need what ember lacks (jax.ad_checkpoint's print_saved_residuals and
-checkpoint_name, checkpoint policies other than nothing_saveable / everything_saveable) are skipped, naming the
-feature. Where ember behaves differently from JAX, the example is marked
+recorded in a list; plots return the plotted arrays; `print_saved_residuals(f, *args)` becomes the gradients of
+the function, which checkpointing must leave unchanged (its listings print source columns JAX has and ember does
+not: tests/test_checkpointing.py compares them without the source); jax.random becomes numpy's generator. Where
+ember behaves differently from JAX, the example is marked
 xfail(strict=True), with a minimal reproduction beside it.
 """
 # The docs' code is kept as written (f(g((x))), an unused z = h(y)):
@@ -742,8 +741,6 @@ def test_checkpoint_application_sites(jax, jnp):
 
 # Gradient checkpointing › the rematerialization policies: f3 (dots_with_no_batch_dims_saveable) and f4
 # (checkpoint_name with save_only_these_names) (adapted: gradients in place of print_saved_residuals)
-@pytest.mark.skip(reason="ember has no checkpoint_policies.dots_with_no_batch_dims_saveable, save_only_these_names, "
-                         "nor jax.ad_checkpoint.checkpoint_name")
 @doc_example()
 def test_checkpoint_policies_dots_and_names(jax, jnp):
     g, f, args = _three_layers(jax, jnp)
@@ -885,8 +882,6 @@ def test_checkpoint_loss_predict_layer(jax, jnp):
 # Gradient checkpointing › Custom policies: loss_checkpoint with dots_with_no_batch_dims_saveable, and
 # loss_checkpoint2 on the layer{i}_output names with save_any_names_but_these (adapted: gradients in place of
 # print_saved_residuals)
-@pytest.mark.skip(reason="ember has no checkpoint_policies.dots_with_no_batch_dims_saveable, "
-                         "save_any_names_but_these, nor jax.ad_checkpoint.checkpoint_name")
 @doc_example()
 def test_checkpoint_loss_predict_layer_policies(jax, jnp):
     loss, args = _loss_predict_layer(jnp)
@@ -930,8 +925,8 @@ def test_checkpoint_recursive(jax, jnp):
 
 
 # Gradient checkpointing › Practical notes: the scan-over-layers net (test_jax_docs_control) with jax.checkpoint on
-# the scanned layer. Adapted: the docs' policy, dots_with_no_batch_dims_saveable, is not in ember; here the default
-# policy (nothing_saveable) and everything_saveable, also under jit
+# the scanned layer, with the default policy (nothing_saveable) and everything_saveable, also under jit (the docs'
+# own policy, dots_with_no_batch_dims_saveable: the next test)
 @doc_example()
 def test_checkpoint_scan_over_layers(jax, jnp):
     policies = jax.checkpoint_policies
@@ -942,7 +937,6 @@ def test_checkpoint_scan_over_layers(jax, jnp):
 
 
 # Gradient checkpointing › Practical notes: the layer exactly as the docs checkpoint it
-@pytest.mark.skip(reason="ember has no checkpoint_policies.dots_with_no_batch_dims_saveable")
 @doc_example()
 def test_checkpoint_scan_over_layers_dots_saveable(jax, jnp):
     return _scan_over_layers(jax, jnp, functools.partial(

@@ -9,6 +9,7 @@ JAX's closure conversion. Each call of a rule is counted (rule_runs): outside ji
 cached, so the rule runs again on the next call, as in JAX."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 from typing import Any, Callable, Sequence
@@ -24,7 +25,9 @@ from ember._hlo import LoweringContext, lower_into
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, linear_jvp, zeros
 from ember._transforms.ad import backward_pass, vjp_ir
 from ember._transforms.batching import batch_ir
+from ember._transforms.cache import TransformCache
 from ember._transforms.jvp import jvp_ir
+from ember._transforms.passes import split_known
 
 CUSTOM_VJP_NO_FORWARD_MODE = "forward-mode differentiation (jvp) of a custom_vjp function is not supported, as in JAX"
 
@@ -358,69 +361,219 @@ def optimization_barrier(operand: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# remat(args...; body_ir, saveable): checkpointing. Reverse mode recomputes the body's forward values inside the
-# backward pass (behind an optimization barrier, so XLA cannot reuse the first computation) instead of keeping
-# them alive from the forward pass; saveable=True keeps everything (the everything_saveable policy).
+# name(x; name): checkpoint_name's identity, which a checkpoint policy can pick out by its name. Its tangent is not
+# named (as in JAX); it is kept by every pass as any other equation is (dce drops it only when unused).
+name_p = Primitive("name")
+name_p.def_rule("abstract_eval", lambda x, *, name: x)
+name_p.def_rule("lowering", lambda ctx, x, *, name: [x])
+name_p.def_rule("jvp", lambda primals, tangents, *, name: ([name_p.bind(primals[0], name=name)], [tangents[0]]))
+name_p.def_rule("vjp", lambda cts, ins, outs, needs, *, name: [cts[0]])
+name_p.def_rule("batching", lambda args, dims, *, name: ([name_p.bind(args[0], name=name)], [dims[0]]))
+
+
+def checkpoint_name(x: Any, name: str) -> Any:
+    """x (a pytree) unchanged, each array named `name` for the checkpoint policies that select values by name
+    (save_only_these_names, save_any_names_but_these, ...), as jax.ad_checkpoint.checkpoint_name."""
+    if not isinstance(name, str):
+        raise TypeError(f"checkpoint_name: name must be a str, got {name!r}")
+    return tree_map(lambda leaf: name_p.bind(leaf, name=name), x)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# remat(args...; body_ir, policy): checkpointing. Reverse mode keeps from the forward pass only the values the
+# policy saves (policy(prim, *input avals, **params) -> bool for the equation that made the value; None: nothing);
+# the backward pass recomputes the others from those, behind an optimization barrier (so XLA cannot reuse the
+# first computation). docs/checkpointing.md.
 remat_p = Primitive("remat", multiple_results=True, eager_body="body_ir")
-remat_p.def_rule("abstract_eval", lambda *avals, body_ir, saveable: body_ir.out_avals)
-remat_p.def_rule("lowering", lambda ctx, *xs, body_ir, saveable: lower_into(ctx.emitter, body_ir, xs))
+remat_p.def_rule("abstract_eval", lambda *avals, body_ir, policy: body_ir.out_avals)
+remat_p.def_rule("lowering", lambda ctx, *xs, body_ir, policy: lower_into(ctx.emitter, body_ir, xs))
 
 
 @remat_p.def_rule("jvp")
-def _remat_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body_ir: IR, saveable: bool
+def _remat_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body_ir: IR, policy: Any
                ) -> tuple[list[Any], list[Any]]:
     with_tangent = [t is not None and dt.is_inexact(aval_of(p).dtype) for p, t in zip(primals, tangents)]
     outs = remat_p.bind(*primals, *[t for t, w in zip(tangents, with_tangent) if w],
-                        body_ir=jvp_ir(body_ir, with_tangent), saveable=saveable)
+                        body_ir=jvp_ir(body_ir, with_tangent), policy=policy)
     n = len(body_ir.outs)
     return outs[:n], outs[n:]
 
 
+def saves(policy: Any, eqn: Any) -> bool:
+    """Whether a checkpoint policy saves the values eqn makes (None: nothing is saved)."""
+    if policy is None:
+        return False
+    verdict = policy(eqn.prim, *[a.aval for a in eqn.inputs], **eqn.params)
+    if not isinstance(verdict, (bool, np.bool_)):
+        raise TypeError(f"checkpoint: a policy must return a bool (save or recompute), got {verdict!r} from "
+                        f"{getattr(policy, '__name__', policy)!r} for primitive {eqn.prim.name!r}")
+    return bool(verdict)
+
+
+def _stage_remat_split(body_ir: IR, wrt: tuple[bool, ...], policy: Any) -> tuple[IR, IR]:
+    n_in, n_out = len(body_ir.in_vars), len(body_ir.outs)
+    joint = vjp_ir(body_ir, wrt)  # (ins, cts) -> (outs, cotangents of the inputs in wrt)
+    known, linear, _ = split_known(joint, [False] * n_in + [True] * n_out, n_out,
+                                   recompute=lambda eqn: not saves(policy, eqn))
+    return known, linear
+
+
+REMAT_SPLITS = TransformCache("remat vjp split")  # (body_ir, (wrt, policy)) -> (known, linear)
+
+
+@remat_p.def_rule("vjp_split")
+def _remat_vjp_split(ins: list[Any], active: list[bool], *, body_ir: IR, policy: Any
+                     ) -> tuple[list[Any], Callable[..., list[Any]]]:
+    """The body's VJP split by the policy: the forward pass computes the outputs and the values the policy saves
+    (the inputs are always at hand); the pullback recomputes the rest from those and pulls the cotangents back."""
+    wrt = tuple(bool(a) and dt.is_inexact(v.aval.dtype) for a, v in zip(active, body_ir.in_vars))
+    known, linear = REMAT_SPLITS.get(body_ir, (wrt, policy), lambda: _stage_remat_split(body_ir, wrt, policy))
+    n_out = len(body_ir.outs)
+    results = eval_ir(known, list(ins))
+    outs, saved = results[:n_out], results[n_out:]
+
+    def pullback(cts: list[Any], needs: list[bool]) -> list[Any]:
+        cts = [zeros(aval_of(o).strip_weak_type()) if c is None else c for o, c in zip(outs, cts)]
+        args = list(saved)
+        if policy is not everything_saveable:  # one barrier over the saved values and the cotangents: the
+            # recomputation can neither be merged with the forward pass nor start before this block's cotangents
+            # exist, which bounds what is alive at once
+            fenced = optimization_barrier_p.bind(*args, *cts)
+            args, cts = list(fenced[:len(args)]), list(fenced[len(args):])
+        in_cts = iter(eval_ir(linear, args + cts))
+        full = [next(in_cts) if w else None for w in wrt]
+        return [c if need else None for c, need in zip(full, needs)]
+
+    return outs, pullback
+
+
 @remat_p.def_rule("vjp")
-def _remat_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, body_ir: IR, saveable: bool
+def _remat_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, body_ir: IR, policy: Any
                ) -> list[Any]:
-    cts = [zeros(aval_of(o).strip_weak_type()) if c is None else c for o, c in zip(outs, cts)]
-    args = list(ins)
-    if not saveable:  # one barrier over the inputs and the cotangents: the recomputation can neither be merged
-        # with the forward pass nor start before this block's cotangents exist, which bounds what is alive at once
-        fenced = optimization_barrier_p.bind(*ins, *cts)
-        args, cts = list(fenced[:len(ins)]), list(fenced[len(ins):])
-    results = eval_ir(vjp_ir(body_ir, needs), list(args) + cts)
-    in_cts = iter(results[len(body_ir.outs):])
-    return [next(in_cts) if need else None for need in needs]
+    """Reverse mode outside the backward pass's forward sweep: the split's forward part run again here."""
+    return _remat_vjp_split(ins, needs, body_ir=body_ir, policy=policy)[1](cts, needs)
 
 
 @remat_p.def_rule("batching")
-def _remat_batching(args: list[Any], dims: list[BatchDim], *, body_ir: IR, saveable: bool
+def _remat_batching(args: list[Any], dims: list[BatchDim], *, body_ir: IR, policy: Any
                     ) -> tuple[list[Any], list[BatchDim]]:
     body, out_dims = batch_ir(body_ir, dims, batch_size(args, dims))
-    return remat_p.bind(*args, body_ir=body, saveable=saveable), out_dims
+    return remat_p.bind(*args, body_ir=body, policy=policy), out_dims
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The policies (jax.checkpoint_policies): callables policy(prim, *avals, **params) -> bool, "save the value this
+# equation makes" or "recompute it". A policy of one's own compares prim.name (ember's primitives are not JAX's).
+def everything_saveable(*_: Any, **__: Any) -> bool:
+    """Save everything (as without checkpoint)."""
+    return True
+
+
+def nothing_saveable(*_: Any, **__: Any) -> bool:
+    """Recompute everything but the inputs in the backward pass (checkpoint's default)."""
+    return False
+
+
+_DOTS = ("dot_general", "conv_general_dilated")
+
+
+@dataclasses.dataclass(frozen=True)
+class _DotsSaveable:
+    no_batch_dims: bool
+
+    def __call__(self, prim: Any, *_: Any, **params: Any) -> bool:
+        if self.no_batch_dims:
+            return prim.name == "dot_general" and not any(params["dimension_numbers"][1])
+        return prim.name in _DOTS
+
+
+@dataclasses.dataclass(frozen=True)
+class _Names:
+    names: frozenset[str]
+    listed: bool  # save the names listed (True), or every name but those (False)
+
+    def __call__(self, prim: Any, *_: Any, **params: Any) -> bool:
+        return prim is name_p and (params["name"] in self.names) == self.listed
+
+
+@dataclasses.dataclass(frozen=True)
+class _AnyOf:
+    policies: tuple[Any, ...]
+
+    def __call__(self, prim: Any, *avals: Any, **params: Any) -> bool:
+        verdicts = [policy(prim, *avals, **params) for policy in self.policies]
+        if not all(isinstance(v, (bool, np.bool_)) for v in verdicts):
+            raise ValueError(f"save_from_both_policies: the policies must return booleans, got {verdicts}")
+        return any(verdicts)
+
+
+def _names(where: str, names: Sequence[Any]) -> frozenset[str]:
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"checkpoint_policies.{where}: names must be str, got {name!r}")
+    return frozenset(names)
 
 
 class checkpoint_policies:  # noqa: N801  (JAX's name)
-    """Which values reverse mode may keep from the forward pass of a checkpointed function."""
+    """Which values reverse mode keeps from the forward pass of a checkpointed function (jax.checkpoint_policies).
+    The offloading policies save to host memory on an accelerator; on the CPU, where device memory is host memory,
+    they save (docs/checkpointing.md)."""
+    everything_saveable = staticmethod(everything_saveable)
+    nothing_saveable = staticmethod(nothing_saveable)
+    dots_saveable = checkpoint_dots = _DotsSaveable(False)
+    dots_with_no_batch_dims_saveable = checkpoint_dots_with_no_batch_dims = _DotsSaveable(True)
 
     @staticmethod
-    def nothing_saveable(*args: Any, **params: Any) -> bool:
-        """Recompute everything in the backward pass (the default)."""
-        return False
+    def save_only_these_names(*names: str) -> Any:
+        """Save only values named (checkpoint_name) with one of names."""
+        return _Names(_names("save_only_these_names", names), True)
 
     @staticmethod
-    def everything_saveable(*args: Any, **params: Any) -> bool:
-        """Keep everything (as without checkpoint)."""
-        return True
+    def save_any_names_but_these(*names: str) -> Any:
+        """Save only named values, but not those named with one of names."""
+        return _Names(_names("save_any_names_but_these", names), False)
+
+    @staticmethod
+    def save_anything_except_these_names(*names: str) -> Any:
+        """Save everything, as JAX 0.10.2's (whose policy of this name saves everything: a value not saved under
+        its name is saved as its producer's output)."""
+        _names("save_anything_except_these_names", names)
+        return everything_saveable
+
+    @staticmethod
+    def save_from_both_policies(policy_1: Any, policy_2: Any) -> Any:
+        """Save what either policy saves."""
+        return _AnyOf((policy_1, policy_2))
+
+    @staticmethod
+    def offload_dot_with_no_batch_dims(offload_src: Any, offload_dst: Any) -> Any:
+        """dots_with_no_batch_dims_saveable, the saved values offloaded from offload_src to offload_dst memory on
+        an accelerator; on the CPU they are saved."""
+        return _DotsSaveable(True)
+
+    @staticmethod
+    def save_and_offload_only_these_names(*, names_which_can_be_saved: Sequence[str],
+                                          names_which_can_be_offloaded: Sequence[str], offload_src: Any,
+                                          offload_dst: Any) -> Any:
+        """save_only_these_names of both lists (the second offloaded on an accelerator; on the CPU, saved); the
+        lists may not share a name (a ValueError, as JAX's)."""
+        saved = _names("save_and_offload_only_these_names", names_which_can_be_saved)
+        offloaded = _names("save_and_offload_only_these_names", names_which_can_be_offloaded)
+        if saved & offloaded:
+            raise ValueError("checkpoint_policies.save_and_offload_only_these_names: the names should be exclusive "
+                             f"and should not intersect; both lists have {sorted(saved & offloaded)}")
+        return _Names(saved | offloaded, True)
 
 
 def checkpoint(fun: Callable[..., Any], *, prevent_cse: bool = True, policy: Callable[..., bool] | None = None,
                static_argnums: Sequence[int] = ()) -> Callable[..., Any]:
-    """fun whose forward values reverse mode recomputes instead of storing (like jax.checkpoint / jax.remat).
-    policy: checkpoint_policies.nothing_saveable (the default) or everything_saveable. prevent_cse is accepted
-    for JAX compatibility: the recomputation is always kept apart from the forward pass (an optimization
+    """fun whose forward values reverse mode recomputes instead of storing (like jax.checkpoint / jax.remat), but
+    for those policy(prim, *avals, **params) saves (checkpoint_policies; None: nothing_saveable). prevent_cse is
+    accepted for JAX compatibility: the recomputation is always kept apart from the forward pass (an optimization
     barrier), which is what it asks for."""
-    if policy not in (None, checkpoint_policies.nothing_saveable, checkpoint_policies.everything_saveable):
-        raise NotImplementedError("checkpoint: only the nothing_saveable and everything_saveable policies are "
-                                  "supported")
-    saveable = policy is checkpoint_policies.everything_saveable
+    if policy is not None and not callable(policy):
+        raise TypeError(f"checkpoint: policy must be a callable (ember.checkpoint_policies), got {policy!r}")
+    policy = None if policy is nothing_saveable else policy
     name = f"checkpoint({getattr(fun, '__name__', 'function')})"
 
     @functools.wraps(fun)
@@ -429,7 +582,7 @@ def checkpoint(fun: Callable[..., Any], *, prevent_cse: bool = True, policy: Cal
             return fun(*args)
         _, diff, merge = _split_static(name, tuple(static_argnums), args)
         closed, leaves, _ = _closed(name, fun, merge, diff, traced_consts=True)
-        outs = remat_p.bind(*closed.consts, *leaves, body_ir=closed.ir, saveable=saveable)
+        outs = remat_p.bind(*closed.consts, *leaves, body_ir=closed.ir, policy=policy)
         return closed.out_tree.unflatten(outs)
     return wrapped
 

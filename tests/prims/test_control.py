@@ -6,10 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 
 import jax
+from jax.ad_checkpoint import checkpoint_name as jax_checkpoint_name
 
 import ember
 import ember.numpy as enp
 from ember import lax
+from ember.ad_checkpoint import checkpoint_name
 from oracle import Case, oracle_tests
 
 F = ["float32", "float64"]
@@ -118,8 +120,8 @@ def _custom_vjp_fn(lib, np_):
     return g
 
 
-def _checkpointed(lib, np_):
-    return lib.checkpoint(lambda x, w: np_.tanh(np_.tanh(x * w) * w) * x)
+def _checkpointed(lib, np_, policy=None):
+    return lib.checkpoint(lambda x, w: np_.tanh(np_.tanh(x * w) * w) * x, policy=policy)
 
 
 def _exported_call(x, w):
@@ -155,6 +157,11 @@ CASES = [
          [((4,), (4,)), ((3,), ())], F, jax=_checkpointed(jax, jnp)),
     Case("call_exported", _exported_call, lambda x, w: (np.tanh(x * w) + x).astype(x.dtype), [((4,), (4,)),
          ((2, 3), (3,))], F, jax=lambda x, w: jnp.tanh(x * w) + x, forward=False),
+    Case("remat", _checkpointed(ember, enp, ember.checkpoint_policies.dots_saveable),
+         lambda x, w: (np.tanh(np.tanh(x * w) * w) * x).astype(x.dtype), [((4,), (4,))], F,
+         jax=_checkpointed(jax, jnp, jax.checkpoint_policies.dots_saveable), name="remat_policy"),
+    Case("name", lambda x: checkpoint_name(enp.sin(x), "s") * x, lambda x: (np.sin(x) * x).astype(x.dtype),
+         [((3,),), ((2, 2),)], F, jax=lambda x: jax_checkpoint_name(jnp.sin(x), "s") * x),
     Case("optimization_barrier", lambda x: lax.optimization_barrier(x) * 2.0, lambda x: x * 2.0,
          [((3,),), ((2, 2),)], F, jax=lambda x: jlax.optimization_barrier(x) * 2.0),
     # host callbacks (ember/_control/callbacks.py; behaviour in tests/test_callbacks.py): values, vmap (sequential:

@@ -1,0 +1,93 @@
+"""ember.ad_checkpoint (jax.ad_checkpoint): checkpoint (remat), checkpoint_name, the checkpoint_policies, and
+print_saved_residuals / saved_residuals, which list what reverse mode keeps from the forward pass for the backward
+pass (docs/checkpointing.md)."""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+from ember._api.jit import make_ir
+from ember._control.custom import checkpoint, checkpoint_name, checkpoint_policies, name_p
+from ember._core import IR, Literal, ShapedArray
+from ember._core import dtypes as dt
+from ember._core.pytree import keystr, tree_flatten_with_path, tree_unflatten
+from ember._transforms.ad import vjp_ir
+from ember._transforms.passes import split_known
+
+remat = checkpoint
+
+
+def saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> list[tuple[ShapedArray, str]]:
+    """What reverse mode of f at these arguments keeps from the forward pass for the backward pass: for each kept
+    value, its type and where it comes from ("from the argument x", "named 'a' from file:line (fn)", "output of sin
+    from file:line (fn)", "output of jitted function 'g' from ..."), as jax.ad_checkpoint.saved_residuals. Values
+    inside ember.checkpoint are kept as its policy says; the others are all kept (ember.vjp outside jit and XLA
+    under jit may recompute cheap ones; this lists what the backward pass reads)."""
+    if not callable(f):
+        raise TypeError(f"saved_residuals: f must be callable, got {f!r}")
+    paths_leaves, in_tree = tree_flatten_with_path((args, kwargs))
+    leaves = [leaf for _, leaf in paths_leaves]
+
+    def flat(*xs: Any) -> Any:
+        a, k = tree_unflatten(in_tree, list(xs))
+        return f(*a, **k)
+
+    ir: IR = make_ir(flat)(*leaves)
+    n_in, n_out = len(ir.in_vars), len(ir.outs)
+    wrt = [dt.is_inexact(v.aval.dtype) for v in ir.in_vars]
+    joint = vjp_ir(ir, wrt, num_cts=n_out)  # (ins, cts) -> (outs, cotangents)
+    known, _, _ = split_known(joint, [False] * n_in + [True] * n_out, n_out)
+    names = _argument_names(f, args, kwargs, [p for p, _ in paths_leaves])
+    kept = [a for a in known.outs[n_out:]]
+    kept_vars = {a for a in kept if not isinstance(a, Literal)}
+    # JAX's order: literals, constants, arguments (in order), then values in the order the program makes them
+    found = [(a.aval, "from a literal") for a in kept if isinstance(a, Literal)]
+    found += [(v.aval, "from a constant") for v in known.const_vars if v in kept_vars]
+    found += [(v.aval, f"from the argument {name}") for v, name in zip(known.in_vars, names) if v in kept_vars]
+    for eqn in known.eqns:
+        where = str(eqn.source) if eqn.source is not None else "an unknown line"
+        for v in eqn.outputs:
+            if v not in kept_vars:
+                continue
+            if eqn.prim is name_p:
+                found.append((v.aval, f"named '{eqn.params['name']}' from {where}"))
+            elif eqn.prim.name == "pjit":
+                found.append((v.aval, f"output of jitted function '{eqn.params['name']}' from {where}"))
+            else:
+                found.append((v.aval, f"output of {eqn.prim.name} from {where}"))
+    return found
+
+
+def print_saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """Print saved_residuals(f, *args, **kwargs), one value a line (as jax.ad_checkpoint.print_saved_residuals)."""
+    for aval, where in saved_residuals(f, *args, **kwargs):
+        print(f"{aval.str_short()} {where}")
+
+
+def _argument_names(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], paths: list[Any]
+                    ) -> list[str]:
+    """A name per flattened argument: the parameter's name, with the leaf's path inside it (params['w'][0])."""
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    star = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), None)
+    names = []
+    for path in paths:
+        (group, *rest) = path
+        index = getattr(group, "idx", None)
+        head = rest[0] if rest else None
+        inner = keystr(tuple(rest[1:]))
+        if index == 0:  # positional arguments
+            i = getattr(head, "idx", 0)
+            base = positional[i] if i < len(positional) else (f"{star}[{i - len(positional)}]" if star else
+                                                              f"args[{i}]")
+        else:  # keyword arguments
+            base = str(getattr(head, "key", head))
+        names.append(base + inner)
+    return names
+
+
+__all__ = ["checkpoint", "checkpoint_name", "checkpoint_policies", "print_saved_residuals", "remat",
+           "saved_residuals"]
