@@ -59,6 +59,9 @@ ACCEPTS_COMPLEX = {
 # host callbacks: the values go to Python as numpy arrays (complex ones checked in tests/test_callbacks.py)
 CALLBACKS = {"pure_callback", "io_callback", "debug_callback"}
 ACCEPTS_COMPLEX |= CALLBACKS
+# checkify's check: complex values in its message (tests/test_checkify.py formats one)
+CHECKS = {"check"}
+ACCEPTS_COMPLEX |= CHECKS
 # The factorisations (ember/_prims/linalg.py), which all take complex matrices: their values and derivatives are
 # checked by their complex Cases in tests/prims/test_linalg_prims.py and by tests/test_linalg_complex.py.
 LINALG_ACCEPTS_COMPLEX = {"cholesky", "triangular_solve", "lu", "geqrf", "qr", "eigh", "svd", "eig", "schur"}
@@ -169,7 +172,8 @@ def test_primitives_with_sub_irs_carry_complex_values():
 
 def test_every_accepting_primitive_has_a_complex_test():
     covered = {c.prim for c in CASES if c.grad_dtype.startswith("c") or "complex64" in c.dtypes}
-    assert ACCEPTS_COMPLEX - covered - set(STRUCTURAL) - LINALG_ACCEPTS_COMPLEX - CALLBACKS - {"sort", "fft"} == set()
+    assert (ACCEPTS_COMPLEX - covered - set(STRUCTURAL) - LINALG_ACCEPTS_COMPLEX - CALLBACKS - CHECKS
+            - {"sort", "fft"} == set())
     assert set(ACCEPTS_COMPLEX) <= set(PRIMITIVES)
 
 

@@ -27,7 +27,7 @@ ORDER = {
     "_runtime": ["fastpath", "pjrt", "distributed", "ffi", "lapack", "rows", "callbacks", "backends", "guards", "array",
                  "dlpack", "dispatch", "sharded", "compile_cache", "hlo_text", "spmd", "compiler", "eager", "__init__"],
     "_control": ["common", "cond", "loops", "cumulative", "custom", "custom_batching", "exported", "callbacks",
-                 "shard_map", "pjit", "__init__"],
+                 "shard_map", "pjit", "checkify", "__init__"],
     "_api": ["staging", "templates", "running", "caches", "signature", "recompiles", "stages", "sharding", "jit",
              "autodiff", "transpose", "vmap", "pmap", "forward", "export", "environment", "scopes", "closures",
              "callbacks", "__init__"],

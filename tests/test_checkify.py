@@ -1,0 +1,200 @@
+"""ember.experimental.checkify against jax.experimental.checkify: the same error messages for the same programs
+(user checks, NaN, division by zero, out-of-bounds indexing), eagerly and under jit, through cond, scan, while
+(checks in the body and the predicate), nested jit and checkpoint, under vmap (a batched Error, every failing member
+reported) and of vmap, of grad and jvp, and grad of a checkified function's output; the check primitive's rules."""
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+from jax.experimental import checkify as jcheckify
+
+import ember
+import ember.numpy as enp
+from ember.experimental import checkify
+
+
+def _pair(build, errors, jit):
+    ours = checkify.checkify(build(ember, enp, checkify), errors=getattr(checkify, errors))
+    theirs = jcheckify.checkify(build(jax, jjnp, jcheckify), errors=getattr(jcheckify, errors))
+    return (ember.jit(ours), jax.jit(theirs)) if jit else (ours, theirs)
+
+
+def same_errors(build, args_list, errors="all_checks", jit=True):
+    ours, theirs = _pair(build, errors, jit)
+    found = []
+    for args in args_list:  # (as arrays of each library: JAX's eager check refuses numpy scalars)
+        (err, out), (jerr, jout) = ours(*map(enp.asarray, args)), theirs(*map(jjnp.asarray, args))
+        assert err.get() == jerr.get(), (args, err.get(), jerr.get())
+        for a, b in zip(jax.tree.leaves(out), jax.tree.leaves(jout)) if jerr.get() is None else ():
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, equal_nan=True)
+        found.append(err.get())
+    return found
+
+
+def _example(lib, np_, ck):
+    def f(x, i):
+        ck.check(x > 0, "x must be positive, got {}", x)
+        y = np_.sin(x) / x
+        return np_.log(x - 2.0) + np_.arange(5.0)[i] + y
+    return f
+
+
+@pytest.mark.parametrize("errors", ["user_checks", "nan_checks", "index_checks", "float_checks", "automatic_checks",
+                                    "all_checks"])
+@pytest.mark.parametrize("jit", [True, False], ids=["jit", "eager"])
+def test_error_sets_match_jax(errors, jit):
+    args = [(np.float32(x), np.int32(i)) for x, i in [(-1.0, 0), (1.0, 0), (3.0, 7), (3.0, 1)]]
+    found = same_errors(_example, args, errors, jit)
+    if errors == "all_checks":
+        assert found[3] is None and all(found[:3])
+
+
+def test_division_by_zero_through_numpy_integer_division():
+    def build(lib, np_, ck):
+        return lambda x: (np_.int32(7) // x, np_.int32(7) % x, lib.lax.div(np_.int32(7), x + 1))
+    same_errors(build, [(np.int32(0),), (np.int32(3),), (np.int32(-1),)], "div_checks")
+    err, out = checkify.checkify(lambda x: enp.fmod(enp.int32(7), x), errors=checkify.div_checks)(np.int32(0))
+    assert err.get() == "division by zero" and int(out) == 0
+
+
+def test_control_flow_nested_jit_and_checkpoint():
+    def in_cond(lib, np_, ck):
+        def f(x):
+            def big(x):
+                ck.check(x < 5, "too big {}", x)
+                return np_.log(x)
+            return lib.lax.cond(x > 0, big, lambda x: x * 2, x)
+        return f
+    assert same_errors(in_cond, [(1.0,), (7.0,), (-1.0,), (0.0,)])[1] == "too big 7.0 (`check` failed)"
+
+    def in_scan(lib, np_, ck):
+        def f(xs):
+            def step(c, x):
+                ck.check(x != 3.0, "saw three at carry {}", c)
+                return c + np_.sin(x), c
+            return lib.lax.scan(step, 0.0, xs)
+        return f
+    same_errors(in_scan, [(np.array([1.0, 2.0, 3.0, 4.0], np.float32),), (np.array([1.0, 2.0], np.float32),)])
+
+    def in_while(lib, np_, ck):  # checks in the predicate (before the loop and after each step) and in the body
+        def f(x):
+            def cond(c):
+                ck.check(c[1] < 100.0, "runaway {}", c[1])
+                return c[0] < 5
+            def body(c):
+                ck.check(c[1] > -1.0, "negative {}", c[1])
+                return c[0] + 1, c[1] * 3.0
+            return lib.lax.while_loop(cond, body, (0, x))
+        return f
+    same_errors(in_while, [(1.0,), (2.0,), (200.0,), (-3.0,)])
+
+    def nested(lib, np_, ck):
+        @lib.jit
+        def inner(x):
+            ck.check(x > 0, "inner {}", x)
+            return np_.log(x)
+        return lambda x: lib.checkpoint(lambda y: inner(y) * 2)(x)
+    same_errors(nested, [(1.0,), (-1.0,), (0.0,)])
+
+
+def test_index_checks_of_every_indexing_primitive():
+    def build(lib, np_, ck):
+        def f(x, i):
+            a = lib.lax.dynamic_slice(x, (i,), (2,))
+            b = lib.lax.dynamic_update_slice(x, np_.ones(2, x.dtype), (i,))
+            c = x.at[i].set(1.0)
+            return a.sum() + b.sum() + c.sum() + x[i]
+        return f
+    found = same_errors(build, [(np.arange(5.0, dtype=np.float32), np.int32(i)) for i in (0, 3, 4, 10, -1)],
+                        "index_checks")
+    assert found[0] is None and found[2].startswith("out-of-bounds indexing for array of shape (5,): index 4 ")
+    x = np.zeros((3, 4), np.float32)
+    err, _ = checkify.checkify(lambda x, i: x[1, i], errors=checkify.index_checks)(x, np.int32(6))
+    assert err.get() == ("out-of-bounds indexing for array of shape (3, 4): index 6 is out of bounds for axis 1 "
+                         "with size 4. ")
+
+
+def test_vmap_of_checkify_reports_every_failing_member():
+    ours = ember.vmap(checkify.checkify(_example(ember, enp, checkify), errors=checkify.all_checks))
+    theirs = jax.vmap(jcheckify.checkify(_example(jax, jjnp, jcheckify), errors=jcheckify.all_checks))
+    args = (np.array([1.0, -1.0, 3.0, 4.0], np.float32), np.array([0, 0, 9, 1], np.int32))
+    err, _ = ours(*args)
+    assert err.get() == theirs(*args)[0].get()
+    assert err.get().count("at mapped index") == 3
+    err, _ = ember.jit(ours)(*args)
+    assert err.get() == theirs(*args)[0].get()
+    with pytest.raises(checkify.JaxRuntimeError, match="at mapped index 1: x must be positive"):
+        err.throw()
+    # checkify of vmap: one error for the batch, the first in program order (the check's, at the failing member)
+    def h(lib, np_, ck):
+        def f(x):
+            ck.check(x > 0, "x must be positive, got {}", x)
+            return np_.log(x - 2.0)
+        return f
+    err, _ = checkify.checkify(ember.vmap(h(ember, enp, checkify)), errors=checkify.all_checks)(args[0])
+    with jax.enable_x64(False):  # (JAX's checkify of vmap fails under x64, which conftest turns on for JAX)
+        jchecked = jcheckify.checkify(jax.vmap(h(jax, jjnp, jcheckify)), errors=jcheckify.all_checks)
+        jerr, _ = jchecked(jjnp.asarray(args[0]))
+    assert err.get() == jerr.get() == "x must be positive, got -1.0 (`check` failed)"
+
+
+def test_check_rules_under_every_transformation():
+    def f(x):
+        checkify.check(enp.all(x > 0), "nonpositive in {}", x)
+        return enp.sum(enp.log(x) ** 2)
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    checked = checkify.checkify(f, errors=checkify.all_checks)
+    expected = 2 * np.log(x) / x
+    # vjp: grad of the checkified function's output; the check's own rule pulls nothing back
+    np.testing.assert_allclose(np.asarray(ember.grad(lambda x: checked(x)[1])(x)), expected, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ember.jit(ember.grad(lambda x: checked(x)[1]))(x)), expected, rtol=1e-6)
+    # checkify of grad (the check bound in reverse mode's forward pass) and of jvp (its jvp rule)
+    err, _ = checkify.checkify(ember.grad(f), errors=checkify.all_checks)(np.array([1.0, -2.0], np.float32))
+    assert err.get() == "nonpositive in [ 1. -2.] (`check` failed)"
+    err, (_, tangent) = checkify.checkify(lambda x: ember.jvp(f, (x,), (x,)))(x)
+    assert err.get() is None and np.isfinite(float(tangent))
+    err, _ = checkify.checkify(lambda x: ember.jvp(f, (x,), (x,)))(-x)
+    assert err.get() == "nonpositive in [-1. -2. -3.] (`check` failed)"
+    # batching: a check under vmap, checkified outside
+    def g(x):
+        checkify.check(x < 2.0, "member {} too big", x)
+        return x
+    err, _ = checkify.checkify(ember.vmap(g))(np.array([0.0, 1.0, 5.0, 7.0], np.float32))
+    assert err.get() == "member 5.0 too big (`check` failed)"
+    # a complex payload, formatted
+    err, _ = checkify.checkify(lambda z: checkify.check(enp.abs(z) < 1, "z = {}", z))(np.complex64(3 + 4j))
+    assert err.get() == "z = (3+4j) (`check` failed)"
+    # abstract evaluation: pred must be boolean
+    with pytest.raises(TypeError, match="pred must be a boolean array"):
+        checkify.checkify(lambda x: checkify.check(x, "m"))(1.0)
+
+
+def test_check_outside_checkify():
+    checkify.check(enp.array(True), "fine")
+    with pytest.raises(checkify.JaxRuntimeError, match=r"eager bad -1.0 \(`check` failed\)"):
+        checkify.check(enp.float32(-1.0) > 0, "eager bad {x}", x=enp.float32(-1.0))
+    with pytest.raises(ValueError, match="Cannot abstractly evaluate a checkify.check which was not functionalized"):
+        ember.jit(lambda x: checkify.check(x > 0, "bad"))(1.0)
+    with pytest.raises(TypeError, match="msg must be a str"):
+        checkify.check(True, 3)
+    with pytest.raises(TypeError, match="errors must be a set of error categories"):
+        checkify.checkify(enp.sin, errors={ValueError})
+
+
+def test_error_is_a_pytree_and_user_checks_only_by_default():
+    def f(x):
+        checkify.check(x > 0, "pos {}", x)
+        return enp.log(x - 10.0)
+
+    @ember.jit
+    def step(x):
+        return checkify.checkify(f)(x)
+    err, out = step(1.0)
+    assert err.get() is None and np.isnan(float(out))  # (NaN checks are off by default: user_checks)
+    err, _ = step(-1.0)
+    assert repr(err) == "Error('pos -1.0 (`check` failed)')"
+    assert isinstance(err.get_exception(), checkify.JaxRuntimeError)
+    assert checkify.all_checks == (checkify.user_checks | checkify.nan_checks | checkify.div_checks
+                                   | checkify.index_checks)
+    leaves = ember.tree_util.tree_leaves(err)
+    assert leaves and leaves[0].dtype == np.int32
