@@ -39,9 +39,12 @@ def _example(lib, np_, ck):
     return f
 
 
-@pytest.mark.parametrize("errors", ["user_checks", "nan_checks", "index_checks", "float_checks", "automatic_checks",
-                                    "all_checks"])
-@pytest.mark.parametrize("jit", [True, False], ids=["jit", "eager"])
+SETS = ["user_checks", "nan_checks", "index_checks", "float_checks", "automatic_checks", "all_checks"]
+
+
+@pytest.mark.parametrize("errors, jit", [(s, True) for s in SETS] + [
+    pytest.param(s, False, marks=() if s == "all_checks" else pytest.mark.slow) for s in SETS],
+    ids=[f"jit-{s}" for s in SETS] + [f"eager-{s}" for s in SETS])
 def test_error_sets_match_jax(errors, jit):
     args = [(np.float32(x), np.int32(i)) for x, i in [(-1.0, 0), (1.0, 0), (3.0, 7), (3.0, 1)]]
     found = same_errors(_example, args, errors, jit)

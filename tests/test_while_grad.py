@@ -73,8 +73,8 @@ def _scalar(tree):
     return sum(leaf.sum() if hasattr(leaf, "sum") else leaf for leaf in leaves)
 
 
-@pytest.mark.parametrize("loop, args", [(NEWTON, (3.7,)), (NEWTON, (1e4,)), (BISECT, (2.5,)), (ODE, (1.3,))],
-                         ids=["newton", "newton_large", "bisection", "adaptive_ode"])
+@pytest.mark.parametrize("loop, args", [(NEWTON, (3.7,)), (NEWTON, (1e4,)), pytest.param(BISECT, (2.5,), marks=(
+    pytest.mark.slow)), (ODE, (1.3,))], ids=["newton", "newton_large", "bisection", "adaptive_ode"])
 def test_gradient_equals_the_unrolled_loops(loop, args):
     f_jax, steps = unrolled(*loop, *args)
     assert steps > 3
