@@ -11,8 +11,8 @@ so that it computes an error value beside its outputs, threaded through every eq
   leave the state as it is (under vmap: per batch member);
 - cond, scan and while carry the state through their branches and bodies (a first run of a body finds the sites it
   may record, so the carry holds their payloads); a while's predicate is checked before the loop and after each
-  step; pjit bodies are checked inline, checkpoint bodies inside the checkpoint. custom_jvp/custom_vjp functions are
-  left as they are (their outputs unchecked; a check inside one is not functionalized).
+  step; pjit bodies are checked inline, checkpoint bodies inside the checkpoint; a custom_jvp/custom_vjp function's
+  body is checked beside the call, which keeps its rules (its own checks taken out).
 
 ember.experimental.checkify wraps it: Error (a pytree of the state, with get/throw), the error sets, checkify."""
 from __future__ import annotations
@@ -29,9 +29,9 @@ from ember._control.loops import scan_flat, while_loop
 from ember._core import (IR, TRACE_STATE, Env, Eqn, Literal, Primitive, ShapedArray, Var, aval_of, scalar_literal,
                          stage_flat)
 from ember._core import dtypes as dt
-from ember._core.eval import bind_outputs
+from ember._core.eval import bind_outputs, eval_ir
 from ember._core.ir import Source
-from ember._core.pytree import PyTreeDef
+from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, zeros
 
 
@@ -329,12 +329,60 @@ def _while_rule(eqn: Eqn, ins: list[Any], state: State, ctx: Context) -> list[An
     return list(outs)
 
 
+def _custom_rule(eqn: Eqn, ins: list[Any], state: State, ctx: Context) -> list[Any]:
+    """A function with custom derivative rules: its body is checked (its values discarded: XLA computes them once,
+    merged with the call's), and the call keeps its rules, with the checks taken out of its body."""
+    body = eqn.params["fun_ir"]
+    if not sites_of(body, ctx):
+        return bind_outputs(eqn, ins)
+    interpret(body, ins, state, ctx)
+    rules = {k: _quiet(eqn.params[k]) for k in ("jvp", "fwd", "bwd") if k in eqn.params}
+    return eqn.prim.bind(*ins, **{**eqn.params, "fun_ir": without_checks(body), **rules})
+
+
+def _quiet(rule: Callable[..., Any]) -> Callable[..., Any]:
+    """A custom rule (lists of arrays in, a pytree of them out) with the checks it binds taken out: staged, then
+    evaluated without its check equations (a rule calling the checked function would bind them again)."""
+    def run(*lists: Any) -> Any:
+        leaves, tree = tree_flatten(lists)
+        trees: list[PyTreeDef] = []
+
+        def flat(*xs: Any) -> list[Any]:
+            out, out_tree = tree_flatten(rule(*tree.unflatten(list(xs))))
+            trees.append(out_tree)
+            return out
+        staged = stage_flat(flat, [aval_of(x) for x in leaves], label="custom rule")
+        return trees[0].unflatten(eval_ir(without_checks(staged), leaves))
+    return run
+
+
+def without_checks(ir: IR) -> IR:
+    """ir with its check equations dropped, in its sub-IRs too (a check has no outputs: nothing reads them)."""
+    eqns = []
+    for eqn in ir.eqns:
+        if eqn.prim is check_p:
+            continue
+        params = {k: _strip(v) for k, v in eqn.params.items()}
+        eqns.append(eqn if all(params[k] is eqn.params[k] for k in params) else
+                    Eqn(eqn.prim, eqn.inputs, eqn.outputs, params, eqn.source))
+    return IR(ir.const_vars, ir.consts, ir.in_vars, eqns, ir.outs, ir.out_tree)
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, IR):
+        return without_checks(value)
+    if isinstance(value, tuple) and value and all(isinstance(v, IR) for v in value):
+        return tuple(without_checks(v) for v in value)
+    return value
+
+
 def _adopt(state: State, new: State) -> None:
     state.code, state.payloads = new.code, new.payloads
 
 
 _RULES: dict[str, Callable[..., list[Any]]] = {"check": _check_rule, "pjit": _pjit_rule, "remat": _remat_rule,
-                                               "cond": _cond_rule, "scan": _scan_rule, "while": _while_rule}
+                                               "cond": _cond_rule, "scan": _scan_rule, "while": _while_rule,
+                                               "custom_jvp_call": _custom_rule, "custom_vjp_call": _custom_rule}
 
 # The primitives whose float outputs are checked for NaN (those that can produce one from numbers that are not).
 NAN_PRIMITIVES = frozenset({
