@@ -23,11 +23,11 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from ember import _prims as lax
+from ember._control.common import int32_scalar as _i32
 from ember._control.cond import switch
 from ember._control.custom import checkpoint
 from ember._control.loops import scan_flat, while_loop
-from ember._core import (IR, TRACE_STATE, Env, Eqn, Literal, Primitive, ShapedArray, Var, aval_of, scalar_literal,
-                         stage_flat)
+from ember._core import (IR, TRACE_STATE, Env, Eqn, Literal, Primitive, ShapedArray, Var, aval_of, stage_flat)
 from ember._core import dtypes as dt
 from ember._core.eval import bind_outputs, eval_ir
 from ember._core.ir import Source
@@ -123,10 +123,6 @@ def _check_batching(args: list[Any], dims: list[BatchDim], *, site: Site, batch_
 
 # ---------------------------------------------------------------------------------------------------------------
 # The transformation
-def _i32(value: int) -> Any:
-    return scalar_literal(value, dt.int32, weak=False)
-
-
 def _any(x: Any) -> Any:
     return lax.reduce_or(lax.reshape(x, (aval_of(x).size,)), (0,)) if aval_of(x).ndim else x
 

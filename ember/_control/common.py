@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ember._core import IR, ShapedArray, Var, stage_flat
+from ember._core import IR, ShapedArray, Var, scalar_literal, stage_flat
+from ember._core import dtypes as dt
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._transforms.passes import simplify
 
@@ -51,6 +52,11 @@ def with_inputs(ir: IR, in_vars: Sequence[Var]) -> IR:
 
 def with_outputs(ir: IR, outs: Sequence[Any]) -> IR:
     return IR(ir.const_vars, ir.consts, ir.in_vars, ir.eqns, list(outs), ir.out_tree)
+
+
+def int32_scalar(value: int) -> Any:
+    """A strongly typed int32 scalar literal (loop counters, branch indices, error codes)."""
+    return scalar_literal(value, dt.int32, weak=False)
 
 
 def unused_inputs(avals: Sequence[ShapedArray]) -> list[Var]:

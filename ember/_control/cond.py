@@ -16,9 +16,9 @@ from __future__ import annotations
 import builtins
 from typing import Any, Callable, Sequence
 
-from ember._control.common import close_over, describe, same_types, unused_inputs, with_inputs
+from ember._control.common import close_over, describe, int32_scalar as _int32, same_types, unused_inputs, with_inputs
 from ember import _prims as lax
-from ember._core import IR, Eqn, Primitive, ShapedArray, aval_of, eval_ir, is_python_scalar, scalar_literal
+from ember._core import IR, Eqn, Primitive, ShapedArray, aval_of, eval_ir, is_python_scalar
 from ember._core import dtypes as dt
 from ember._core.pytree import tree_flatten
 from ember._hlo import LoweringContext, lower_into
@@ -195,10 +195,6 @@ def _cond_batching(args: list[Any], dims: list[BatchDim], *, branches: tuple[IR,
             pick = eq(broadcast_in_dim(index, shape, (0,)), _int32(k))
             chosen[j] = select(pick, results[k][j], chosen[j])
     return chosen, [0] * n
-
-
-def _int32(value: int) -> Any:
-    return scalar_literal(value, dt.int32, weak=False)
 
 
 @cond_p.def_rule("dce")

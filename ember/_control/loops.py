@@ -8,10 +8,9 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from ember import _prims as lax
 from ember._control.cond import cond as _cond
-from ember._control.common import (close_over, describe, same_types, split_sizes as _split, unused_inputs,
-                                   with_inputs, with_outputs)
-from ember._core import (IR, Eqn, Primitive, ShapedArray, Var, aval_of, eval_ir, is_python_scalar, scalar_literal,
-                         stage_flat)
+from ember._control.common import (close_over, describe, int32_scalar as _i32, same_types, split_sizes as _split,
+                                   unused_inputs, with_inputs, with_outputs)
+from ember._core import (IR, Eqn, Primitive, ShapedArray, Var, aval_of, eval_ir, is_python_scalar, stage_flat)
 from ember._core import dtypes as dt
 from ember._core.config import config
 from ember._core.primitive import has_effects
@@ -37,10 +36,6 @@ def _batched_carries(body_ir: IR, const_dims: list[BatchDim], carry_dims: list[B
         if grown == batched:
             return batched, out_dims
         batched = grown
-
-
-def _i32(value: int) -> Any:
-    return scalar_literal(value, dt.int32, weak=False)
 
 
 # ---------------------------------------------------------------------------------------------------------------
