@@ -120,18 +120,20 @@ def _while_slots(carry_avals: Sequence[ShapedArray]) -> int:
     return max(WHILE_SLOTS[0], min(WHILE_SLOTS[1], config.read("while_grad_memory") // (2 * per_carry)))
 
 
-def _while_wrt(body_ir: IR, body_nconsts: int, active: Sequence[bool]) -> list[bool]:
-    """The body inputs (consts, carries) that get cotangents: the active floating-point ones and the float
-    carries they reach through the body (a fixed point, as scan's _scan_body_split)."""
+def _differentiated(body_ir: IR, num_consts: int, num_carry: int, active: Sequence[bool]) -> list[bool]:
+    """The loop body's inputs (consts, carries, scan's xs) that reverse mode gives cotangents: the floating-point
+    ones the backward pass differentiates (active) and the float carries those reach through the body, to a fixed
+    point. Differentiating the others too would ask a rule for a derivative it may not have (betainc's in a, of a
+    constant a)."""
     inexact = [dt.is_inexact(a.dtype) for a in body_ir.in_avals]
     wrt = [bool(on) and f for on, f in zip(active, inexact)]
     while True:
-        reached = _depends_on(body_ir, wrt)
-        more = [k for k, r in enumerate(reached) if r and inexact[body_nconsts + k] and not wrt[body_nconsts + k]]
+        reached = _depends_on(body_ir, wrt)[:num_carry]
+        more = [k for k, r in enumerate(reached) if r and inexact[num_consts + k] and not wrt[num_consts + k]]
         if not more:
             return wrt
         for k in more:
-            wrt[body_nconsts + k] = True
+            wrt[num_consts + k] = True
 
 
 def _without_effects(body_ir: IR) -> IR:
@@ -154,6 +156,11 @@ def _without_effects(body_ir: IR) -> IR:
     return IR(body_ir.const_vars, body_ir.consts, body_ir.in_vars, kept, body_ir.outs, body_ir.out_tree)
 
 
+def _ceil_div(a: Any, b: Any) -> Any:
+    """ceil(a / b) of non-negative int32 scalars."""
+    return lax.div(lax.add(a, lax.sub(b, _i32(1))), b)
+
+
 def _stack_slots(leaves: Sequence[Any], slots: int) -> list[Any]:
     return [lax.full((slots,) + aval_of(x).shape, 0, aval_of(x).dtype) for x in leaves]
 
@@ -171,7 +178,7 @@ def _while_vjp_split(ins: list[Any], active: list[bool], *, cond_ir: IR, body_ir
                      body_nconsts: int) -> tuple[list[Any], Callable[..., list[Any]]]:
     cconsts, bconsts, init = _split(ins, cond_nconsts, body_nconsts)
     nb, nk = len(bconsts), len(init)
-    wrt = _while_wrt(body_ir, nb, active[cond_nconsts:])
+    wrt = _differentiated(body_ir, nb, nk, active[cond_nconsts:])
     on_k = wrt[nb:]  # the carries that get cotangents
     slots = _while_slots(body_ir.in_avals[nb:])
     pure = _without_effects(body_ir)
@@ -195,7 +202,7 @@ def _while_vjp_split(ins: list[Any], active: list[bool], *, cond_ir: IR, body_ir
 
     n, outs, first = counted(lambda i, c: eval_ir(cond_ir, list(cconsts) + c)[0], keep_first,
                              (list(init), _stack_slots(init, slots)))
-    stride = lax.max(_i32(1), lax.div(lax.add(n, _i32(slots - 1)), _i32(slots)))  # ceil(n / K), at least 1
+    stride = lax.max(_i32(1), _ceil_div(n, _i32(slots)))  # at least 1
 
     def keep_every_stride(i: Any, carry: list[Any], saved: list[Any]) -> tuple[list[Any], list[Any]]:
         slot = lax.div(i, stride)  # (< K: i < n <= K * stride)
@@ -239,7 +246,7 @@ def _while_vjp_split(ins: list[Any], active: list[bool], *, cond_ir: IR, body_ir
             _, ct, acc = while_loop(lambda c: lax.gt(c[0], _i32(0)), lambda c: back(*c), (length, ct, acc))
             return lax.sub(j, _i32(1)), ct, acc, buf
 
-        last = lax.sub(lax.div(lax.add(n, lax.sub(stride, _i32(1))), stride), _i32(1))
+        last = lax.sub(_ceil_div(n, stride), _i32(1))  # the last segment
         ct = [lax.convert_element_type(c, a.dtype) for c, a, on in zip(cts, body_ir.out_avals, on_k) if on]
         acc = [zeros(a.strip_weak_type()) for a, w in zip(body_ir.in_avals[:nb], wrt[:nb]) if w]
         _, ct, acc, _ = while_loop(lambda c: lax.ge(c[0], _i32(0)), segment,
@@ -488,18 +495,8 @@ class ScanBodySplit(NamedTuple):
 
 def _scan_body_split(body_ir: IR, num_consts: int, num_carry: int, active: Sequence[bool]) -> ScanBodySplit:
     """The VJP split of a scan body, computed once per (body, num_consts, differentiated inputs) (see
-    TransformCache). The inputs that get cotangents are the floating-point ones the backward pass differentiates
-    (active) and the carries those reach through the body (until no more carry is reached): differentiating the
-    others too would ask a rule for a derivative it may not have (betainc's in a, of a constant a)."""
-    inexact = [dt.is_inexact(a.dtype) for a in body_ir.in_avals]
-    wrt = [bool(on) and f for on, f in zip(active, inexact)]
-    while True:
-        reached = _depends_on(body_ir, wrt)[:num_carry]
-        more = [k for k, r in enumerate(reached) if r and inexact[num_consts + k] and not wrt[num_consts + k]]
-        if not more:
-            break
-        for k in more:
-            wrt[num_consts + k] = True
+    TransformCache), for the inputs _differentiated picks."""
+    wrt = _differentiated(body_ir, num_consts, num_carry, active)
     key = (num_consts, tuple(wrt))
     return SCAN_SPLITS.get(body_ir, key, lambda: _stage_scan_body_split(body_ir, num_consts, tuple(wrt)))
 
