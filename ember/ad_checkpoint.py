@@ -3,14 +3,14 @@ print_saved_residuals / saved_residuals, which list what reverse mode keeps from
 pass (docs/checkpointing.md)."""
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable
 
 from ember._api.jit import make_ir
+from ember._api.staging import leaf_names
 from ember._control.custom import checkpoint, checkpoint_name, checkpoint_policies, name_p
 from ember._core import IR, Literal, ShapedArray
 from ember._core import dtypes as dt
-from ember._core.pytree import keystr, tree_flatten_with_path, tree_unflatten
+from ember._core.pytree import tree_flatten, tree_unflatten
 from ember._transforms.ad import vjp_ir
 from ember._transforms.passes import split_known
 
@@ -25,8 +25,7 @@ def saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> list[tu
     under jit may recompute cheap ones; this lists what the backward pass reads)."""
     if not callable(f):
         raise TypeError(f"saved_residuals: f must be callable, got {f!r}")
-    paths_leaves, in_tree = tree_flatten_with_path((args, kwargs))
-    leaves = [leaf for _, leaf in paths_leaves]
+    leaves, in_tree = tree_flatten((args, kwargs))
 
     def flat(*xs: Any) -> Any:
         a, k = tree_unflatten(in_tree, list(xs))
@@ -37,8 +36,8 @@ def saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> list[tu
     wrt = [dt.is_inexact(v.aval.dtype) for v in ir.in_vars]
     joint = vjp_ir(ir, wrt, num_cts=n_out)  # (ins, cts) -> (outs, cotangents)
     known, _, _ = split_known(joint, [False] * n_in + [True] * n_out, n_out)
-    names = _argument_names(f, args, kwargs, [p for p, _ in paths_leaves])
-    kept = [a for a in known.outs[n_out:]]
+    names = [name.removeprefix("argument ") for name in leaf_names(f, in_tree)]
+    kept = known.outs[n_out:]
     kept_vars = {a for a in kept if not isinstance(a, Literal)}
     # JAX's order: literals, constants, arguments (in order), then values in the order the program makes them
     found = [(a.aval, "from a literal") for a in kept if isinstance(a, Literal)]
@@ -62,31 +61,6 @@ def print_saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> N
     """Print saved_residuals(f, *args, **kwargs), one value a line (as jax.ad_checkpoint.print_saved_residuals)."""
     for aval, where in saved_residuals(f, *args, **kwargs):
         print(f"{aval.str_short()} {where}")
-
-
-def _argument_names(f: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], paths: list[Any]
-                    ) -> list[str]:
-    """A name per flattened argument: the parameter's name, with the leaf's path inside it (params['w'][0])."""
-    try:
-        params = list(inspect.signature(f).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    star = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), None)
-    names = []
-    for path in paths:
-        (group, *rest) = path
-        index = getattr(group, "idx", None)
-        head = rest[0] if rest else None
-        inner = keystr(tuple(rest[1:]))
-        if index == 0:  # positional arguments
-            i = getattr(head, "idx", 0)
-            base = positional[i] if i < len(positional) else (f"{star}[{i - len(positional)}]" if star else
-                                                              f"args[{i}]")
-        else:  # keyword arguments
-            base = str(getattr(head, "key", head))
-        names.append(base + inner)
-    return names
 
 
 __all__ = ["checkpoint", "checkpoint_name", "checkpoint_policies", "print_saved_residuals", "remat",

@@ -30,7 +30,6 @@ from ember._control.loops import scan_flat, while_loop
 from ember._core import (IR, TRACE_STATE, Env, Eqn, Literal, Primitive, ShapedArray, Var, aval_of, stage_flat)
 from ember._core import dtypes as dt
 from ember._core.eval import bind_outputs, eval_ir
-from ember._core.ir import Source
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, zeros
 
@@ -70,7 +69,6 @@ class Site(NamedTuple):
     category: type
     what: Any  # user: (message, PyTreeDef of (args, kwargs)); NaN: primitive name; OOB: (primitive, shape)
     payload: tuple[ShapedArray, ...]
-    source: Source | None
 
     def message(self, values: Sequence[Any]) -> str:
         if self.category is FailedCheckError:
@@ -237,7 +235,7 @@ def _check_rule(eqn: Eqn, ins: list[Any], state: State, ctx: Context) -> list[An
     shape = aval_of(pred).shape
     held = lax.reduce_and(pred, tuple(range(bd, len(shape)))) if len(shape) > bd else pred
     failed = lax.bitwise_not(held)
-    i, site = ctx.site((eqn, "check"), lambda: site._replace(source=eqn.source))
+    i, site = ctx.site((eqn, "check"), lambda: site)
     if bd:  # (under vmap: the payload of the first member that failed)
         n = int(np.prod(shape[:bd]))
         first = lax.argmax(lax.convert_element_type(lax.reshape(failed, (n,)), dt.int32), 0, dt.int32)
@@ -398,10 +396,10 @@ def _automatic(eqn: Eqn, ins: list[Any], outs: list[Any], state: State, ctx: Con
             nan = _any(lax.ne(floats[0], floats[0]))
             for o in floats[1:]:
                 nan = lax.bitwise_or(nan, _any(lax.ne(o, o)))
-            i, site = ctx.site((eqn, "nan"), lambda: Site(NaNError, name, (), eqn.source))
+            i, site = ctx.site((eqn, "nan"), lambda: Site(NaNError, name, ()))
             state.record(i, site, nan, [])
     if DivisionByZeroError in ctx.enabled and name in ("div", "rem") and dt.is_int(aval_of(ins[1]).dtype):
-        i, site = ctx.site((eqn, "div"), lambda: Site(DivisionByZeroError, None, (), eqn.source))
+        i, site = ctx.site((eqn, "div"), lambda: Site(DivisionByZeroError, None, ()))
         state.record(i, site, _any(lax.eq(ins[1], lax.full((), 0, aval_of(ins[1]).dtype))), [])
     if OOBError in ctx.enabled and name in _BOUNDS:
         bounds = _BOUNDS[name](eqn, ins)
@@ -426,7 +424,7 @@ def _record_oob(eqn: Eqn, operand: Any, index: Any, low: int, high: Sequence[int
                                     first, 0, keepdims=False)
     oshape = tuple(aval_of(operand).shape)
     i, site = ctx.site((eqn, "oob"), lambda: Site(OOBError, (eqn.prim.name, oshape),
-                                                  (ShapedArray((), dtype), ShapedArray((), dt.int32)), eqn.source))
+                                                  (ShapedArray((), dtype), ShapedArray((), dt.int32))))
     state.record(i, site, _any(flat_bad), [value, axis])
 
 
@@ -491,7 +489,7 @@ def checkify_ir(ir: IR, enabled: frozenset[type]) -> tuple[IR, list[Site], list[
 
 
 def user_site(message: str, tree: PyTreeDef, payload: Sequence[Any]) -> Site:
-    return Site(FailedCheckError, (message, tree), tuple(aval_of(p).strip_weak_type() for p in payload), None)
+    return Site(FailedCheckError, (message, tree), tuple(aval_of(p).strip_weak_type() for p in payload))
 
 
 __all__ = ["CATEGORIES", "DivisionByZeroError", "FailedCheckError", "JaxRuntimeError", "NaNError", "OOBError", "Site",
