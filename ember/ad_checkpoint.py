@@ -3,21 +3,21 @@ print_saved_residuals / saved_residuals, which list what reverse mode keeps from
 pass (docs/checkpointing.md)."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any as _Any, Callable as _Callable
 
-from ember._api.jit import make_ir
-from ember._api.staging import leaf_names
-from ember._control.custom import checkpoint, checkpoint_name, checkpoint_policies, name_p
-from ember._core import IR, Literal, ShapedArray
-from ember._core import dtypes as dt
-from ember._core.pytree import tree_flatten, tree_unflatten
-from ember._transforms.ad import vjp_ir
-from ember._transforms.passes import split_known
+from ember._api.jit import make_ir as _make_ir
+from ember._api.staging import leaf_names as _leaf_names
+from ember._control.custom import checkpoint, checkpoint_name, checkpoint_policies, name_p as _name_p
+from ember._core import IR as _IR, Literal as _Literal, ShapedArray as _ShapedArray
+from ember._core import dtypes as _dt
+from ember._core.pytree import tree_flatten as _tree_flatten, tree_unflatten as _tree_unflatten
+from ember._transforms.ad import vjp_ir as _vjp_ir
+from ember._transforms.passes import split_known as _split_known
 
 remat = checkpoint
 
 
-def saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> list[tuple[ShapedArray, str]]:
+def saved_residuals(f: _Callable[..., _Any], *args: _Any, **kwargs: _Any) -> list[tuple[_ShapedArray, str]]:
     """What reverse mode of f at these arguments keeps from the forward pass for the backward pass: for each kept
     value, its type and where it comes from ("from the argument x", "named 'a' from file:line (fn)", "output of sin
     from file:line (fn)", "output of jitted function 'g' from ..."), as jax.ad_checkpoint.saved_residuals. Values
@@ -25,22 +25,22 @@ def saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> list[tu
     under jit may recompute cheap ones; this lists what the backward pass reads)."""
     if not callable(f):
         raise TypeError(f"saved_residuals: f must be callable, got {f!r}")
-    leaves, in_tree = tree_flatten((args, kwargs))
+    leaves, in_tree = _tree_flatten((args, kwargs))
 
-    def flat(*xs: Any) -> Any:
-        a, k = tree_unflatten(in_tree, list(xs))
+    def flat(*xs: _Any) -> _Any:
+        a, k = _tree_unflatten(in_tree, list(xs))
         return f(*a, **k)
 
-    ir: IR = make_ir(flat)(*leaves)
+    ir: _IR = _make_ir(flat)(*leaves)
     n_in, n_out = len(ir.in_vars), len(ir.outs)
-    wrt = [dt.is_inexact(v.aval.dtype) for v in ir.in_vars]
-    joint = vjp_ir(ir, wrt, num_cts=n_out)  # (ins, cts) -> (outs, cotangents)
-    known, _, _ = split_known(joint, [False] * n_in + [True] * n_out, n_out)
-    names = [name.removeprefix("argument ") for name in leaf_names(f, in_tree)]
+    wrt = [_dt.is_inexact(v.aval.dtype) for v in ir.in_vars]
+    joint = _vjp_ir(ir, wrt, num_cts=n_out)  # (ins, cts) -> (outs, cotangents)
+    known, _, _ = _split_known(joint, [False] * n_in + [True] * n_out, n_out)
+    names = [name.removeprefix("argument ") for name in _leaf_names(f, in_tree)]
     kept = known.outs[n_out:]
-    kept_vars = {a for a in kept if not isinstance(a, Literal)}
+    kept_vars = {a for a in kept if not isinstance(a, _Literal)}
     # JAX's order: literals, constants, arguments (in order), then values in the order the program makes them
-    found = [(a.aval, "from a literal") for a in kept if isinstance(a, Literal)]
+    found = [(a.aval, "from a literal") for a in kept if isinstance(a, _Literal)]
     found += [(v.aval, "from a constant") for v in known.const_vars if v in kept_vars]
     found += [(v.aval, f"from the argument {name}") for v, name in zip(known.in_vars, names) if v in kept_vars]
     for eqn in known.eqns:
@@ -48,7 +48,7 @@ def saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> list[tu
         for v in eqn.outputs:
             if v not in kept_vars:
                 continue
-            if eqn.prim is name_p:
+            if eqn.prim is _name_p:
                 found.append((v.aval, f"named '{eqn.params['name']}' from {where}"))
             elif eqn.prim.name == "pjit":
                 found.append((v.aval, f"output of jitted function '{eqn.params['name']}' from {where}"))
@@ -57,7 +57,7 @@ def saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> list[tu
     return found
 
 
-def print_saved_residuals(f: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+def print_saved_residuals(f: _Callable[..., _Any], *args: _Any, **kwargs: _Any) -> None:
     """Print saved_residuals(f, *args, **kwargs), one value a line (as jax.ad_checkpoint.print_saved_residuals)."""
     for aval, where in saved_residuals(f, *args, **kwargs):
         print(f"{aval.str_short()} {where}")

@@ -8,36 +8,38 @@ Error: every member that failed is reported), grad of what it checks, and contro
 user_checks, nan_checks, div_checks, index_checks, float_checks, automatic_checks, all_checks."""
 from __future__ import annotations
 
-import functools
-from typing import Any, Callable
+import functools as _functools
+from typing import Any as _Any, Callable as _Callable
 
-import numpy as np
+import numpy as _np
 
-from ember._api.running import run_ir
+from ember._api.running import run_ir as _run_ir
 from ember._control.checkify import (DivisionByZeroError, FailedCheckError, JaxRuntimeError, NaNError, OOBError,
-                                     CATEGORIES, Site, all_checks, automatic_checks, check_p, checkify_ir,
-                                     div_checks, float_checks, index_checks, nan_checks, user_checks, user_site)
-from ember._control.common import close_over
-from ember._core import aval_of, is_tracing
-from ember._core.pytree import register_pytree_node, tree_flatten
-from ember._numpy.creation import asarray
+                                     all_checks, automatic_checks, div_checks, float_checks, index_checks, nan_checks,
+                                     user_checks)
+from ember._control.checkify import (CATEGORIES as _CATEGORIES, Site as _Site, check_p as _check_p,
+                                     checkify_ir as _checkify_ir, user_site as _user_site)
+from ember._control.common import close_over as _close_over
+from ember._core import aval_of as _aval_of, is_tracing as _is_tracing
+from ember._core.pytree import register_pytree_node as _register_pytree_node, tree_flatten as _tree_flatten
+from ember._numpy.creation import asarray as _asarray
 
 
 class Error:
     """The error a checkified function returns: which check failed first (none, or per member under vmap) and the
     values its message formats. get() is the message (None if nothing failed), throw() raises it."""
 
-    def __init__(self, code: Any, payloads: dict[int, list[Any]], sites: tuple[Site, ...]):
+    def __init__(self, code: _Any, payloads: dict[int, list[_Any]], sites: tuple[_Site, ...]):
         self._code, self._payloads, self._sites = code, payloads, sites
 
     def _messages(self) -> list[str]:
-        code = np.asarray(self._code)
+        code = _np.asarray(self._code)
         found = []
-        for index in np.ndindex(code.shape):
+        for index in _np.ndindex(code.shape):
             k = int(code[index])
             if k == 0:
                 continue
-            values = [np.asarray(v)[index] for v in self._payloads[k - 1]]
+            values = [_np.asarray(v)[index] for v in self._payloads[k - 1]]
             message = self._sites[k - 1].message(values)
             if code.ndim:
                 where = index[0] if len(index) == 1 else index
@@ -65,57 +67,57 @@ class Error:
         return "Error(no error)" if message is None else f"Error({message!r})"
 
 
-def _flatten_error(error: Error) -> tuple[list[Any], Any]:
+def _flatten_error(error: Error) -> tuple[list[_Any], _Any]:
     order = sorted(error._payloads)
     sizes = tuple(len(error._payloads[s]) for s in order)
     return [error._code] + [p for s in order for p in error._payloads[s]], (tuple(order), sizes, error._sites)
 
 
-def _unflatten_error(aux: Any, children: list[Any]) -> Error:
+def _unflatten_error(aux: _Any, children: list[_Any]) -> Error:
     order, sizes, sites = aux
     it = iter(children[1:])
     return Error(children[0], {s: [next(it) for _ in range(n)] for s, n in zip(order, sizes)}, sites)
 
 
-register_pytree_node(Error, _flatten_error, _unflatten_error)
+_register_pytree_node(Error, _flatten_error, _unflatten_error)
 
 
-def check(pred: Any, msg: str, *fmt_args: Any, **fmt_kwargs: Any) -> None:
+def check(pred: _Any, msg: str, *fmt_args: _Any, **fmt_kwargs: _Any) -> None:
     """Check that pred (a boolean array: all of it) holds, else fail with msg.format(*fmt_args, **fmt_kwargs). Under
     checkify the failure is recorded in the Error; outside any staging it raises JaxRuntimeError at once; staged
     without checkify (jit), lowering it is a ValueError, as in JAX."""
     if not isinstance(msg, str):
         raise TypeError(f"checkify.check: msg must be a str, got {msg!r}")
-    leaves, tree = tree_flatten((fmt_args, fmt_kwargs))
-    payload = [asarray(leaf) for leaf in leaves]
-    pred = asarray(pred)
-    if aval_of(pred).dtype != np.bool_:
-        raise TypeError(f"checkify.check: pred must be a boolean array, got {aval_of(pred).str_short()}")
-    site = user_site(msg, tree, payload)
-    if not is_tracing():
-        if not bool(np.all(np.asarray(pred))):
-            raise JaxRuntimeError(site.message([np.asarray(p) for p in payload]))
+    leaves, tree = _tree_flatten((fmt_args, fmt_kwargs))
+    payload = [_asarray(leaf) for leaf in leaves]
+    pred = _asarray(pred)
+    if _aval_of(pred).dtype != _np.bool_:
+        raise TypeError(f"checkify.check: pred must be a boolean array, got {_aval_of(pred).str_short()}")
+    site = _user_site(msg, tree, payload)
+    if not _is_tracing():
+        if not bool(_np.all(_np.asarray(pred))):
+            raise JaxRuntimeError(site.message([_np.asarray(p) for p in payload]))
         return
-    check_p.bind(pred, *payload, site=site, batch_dims=0)
+    _check_p.bind(pred, *payload, site=site, batch_dims=0)
 
 
-def checkify(f: Callable[..., Any], errors: frozenset[type] = user_checks) -> Callable[..., tuple[Error, Any]]:
+def checkify(f: _Callable[..., _Any], errors: frozenset[type] = user_checks) -> _Callable[..., tuple[Error, _Any]]:
     """f returning (Error, its output): the checks in errors (user_checks by default) run inside the computation
     and the first to fail is recorded, as jax.experimental.checkify.checkify."""
     if not callable(f):
         raise TypeError(f"checkify: f must be callable, got {f!r}")
     enabled = frozenset(errors)
-    unknown = [e for e in enabled if e not in CATEGORIES]
+    unknown = [e for e in enabled if e not in _CATEGORIES]
     if unknown:
         raise TypeError(f"checkify: errors must be a set of error categories (checkify.user_checks, nan_checks, "
                         f"div_checks, index_checks, ...), got {unknown}")
 
-    @functools.wraps(f)
-    def checked(*args: Any, **kwargs: Any) -> tuple[Error, Any]:
-        leaves, tree = tree_flatten((args, kwargs))
-        closed = close_over(lambda a, k: f(*a, **k), tree, [aval_of(x) for x in leaves], "checkify")
-        ir, sites, order = checkify_ir(closed.ir, enabled)
-        results = run_ir(ir, list(closed.consts) + list(leaves))
+    @_functools.wraps(f)
+    def checked(*args: _Any, **kwargs: _Any) -> tuple[Error, _Any]:
+        leaves, tree = _tree_flatten((args, kwargs))
+        closed = _close_over(lambda a, k: f(*a, **k), tree, [_aval_of(x) for x in leaves], "checkify")
+        ir, sites, order = _checkify_ir(closed.ir, enabled)
+        results = _run_ir(ir, list(closed.consts) + list(leaves))
         it = iter(results[1:])
         payloads = {s: [next(it) for _ in sites[s].payload] for s in order}
         outs = list(it)
