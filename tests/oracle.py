@@ -129,25 +129,38 @@ def output_cotangents(value: Any, seed: int) -> list[np.ndarray | None]:
 
 
 def forward_params(cases: Sequence[Case]) -> list[Any]:
-    """Forward values at the first shape in the quick run, in the first two dtypes of each case and in each other
-    dtype for every other case of a file (every dtype of every case at every shape in the slow sweep)."""
+    """Forward values at the first shape in the quick run, in the first dtype of each case and in each other dtype
+    for every other case of a file, alternating (every dtype of every case at every shape in the slow sweep)."""
     params = []
     for k, case in enumerate(cases):
         for i, shapes in enumerate(case.shapes):
             for j, dtype in enumerate(case.dtypes):
-                marks = [pytest.mark.slow] if i > 0 or (j >= 2 and (j + k) % 2) else []
+                marks = [pytest.mark.slow] if i > 0 or (j >= 1 and (j + k) % 2) else []
                 params.append(pytest.param(case, shapes, dtype, marks=marks,
                                            id=f"{case.label()}-{'x'.join(map(str, shapes))}-{dtype}"))
     return params
 
 
-def grad_params(cases: Sequence[Case]) -> list[Any]:
-    params = []
+def _variant_indices(cases: Sequence[Case], kind: Callable[[Case], Any]) -> list[int]:
+    """Per case: how many cases before it share its primitive and kind(case) (0 for the first of them)."""
+    seen: dict[tuple[str, Any], int] = {}
+    indices = []
     for case in cases:
-        if not case.grad:
-            continue
+        key = (case.prim, kind(case))
+        indices.append(seen.get(key, 0))
+        seen[key] = indices[-1] + 1
+    return indices
+
+
+def grad_params(cases: Sequence[Case]) -> list[Any]:
+    """Reverse mode at the first gradient shape in the quick run, for the first case of each primitive (and of its
+    refusal, if any) in a file and every other one of its further cases (variants); all of them at every gradient
+    shape in the slow sweep."""
+    params = []
+    eligible = [case for case in cases if case.grad]
+    for case, r in zip(eligible, _variant_indices(eligible, lambda c: c.reverse)):
         for i, shapes in enumerate(case.grad_shapes or case.shapes):
-            marks = [pytest.mark.slow] if i > 0 else []  # the first shape in the quick run, the others slow
+            marks = [pytest.mark.slow] if i > 0 or r % 2 else []
             params.append(pytest.param(case, shapes, marks=marks, id=f"{case.label()}-{'x'.join(map(str, shapes))}"))
     return params
 
@@ -427,21 +440,22 @@ def check_vmap(case: Case, shapes: tuple[Shape, ...], dtype: str, where: str) ->
 
 
 def jvp_params(cases: Sequence[Case]) -> list[Any]:
+    """Forward mode (or the not-differentiable check) as grad_params picks: the first gradient shape of the first
+    case of each primitive (and of its refusal) in a file and of every other further case in the quick run."""
     params = []
-    for case in cases:
-        differentiable = ember._core.PRIMITIVES[case.prim].differentiable
-        if case.grad or not differentiable:
-            for i, shapes in enumerate((case.grad_shapes or case.shapes) if case.grad else case.shapes[:1]):
-                marks = [pytest.mark.slow] if i > 0 else []
-                params.append(pytest.param(case, shapes, marks=marks,
-                                           id=f"{case.label()}-{'x'.join(map(str, shapes))}"))
+    eligible = [case for case in cases if case.grad or not ember._core.PRIMITIVES[case.prim].differentiable]
+    for case, r in zip(eligible, _variant_indices(eligible, lambda c: c.forward)):
+        for i, shapes in enumerate((case.grad_shapes or case.shapes) if case.grad else case.shapes[:1]):
+            marks = [pytest.mark.slow] if i > 0 or r % 2 else []
+            params.append(pytest.param(case, shapes, marks=marks,
+                                       id=f"{case.label()}-{'x'.join(map(str, shapes))}"))
     return params
 
 
 def jacobian_params(cases: Sequence[Case], phase: int = 0) -> list[Any]:
     """The differentiable cases at their first gradient shape, every other case of a file in the quick run (the
-    second derivatives compose the first-order rules that test_grad and test_jvp check for every case; the other
-    cases and shapes in the slow sweep; phase 1 takes the other half)."""
+    second derivatives compose the first-order rules that test_grad and test_jvp check; the other cases and shapes
+    in the slow sweep; phase 1 takes the other half)."""
     eligible = [case for case in cases if case.grad and case.reverse and case.forward and case.jacobians
                 and not case.grad_dtype.startswith("c")]
     return [pytest.param(case, shapes, marks=[pytest.mark.slow] if i > 0 or (k + phase) % 2 else [],
@@ -452,13 +466,14 @@ def jacobian_params(cases: Sequence[Case], phase: int = 0) -> list[Any]:
 
 def vmap_params(cases: Sequence[Case]) -> list[Any]:
     """Batching at the first or the last axis: the quick run takes the first shape and dtype, with the batch axis
-    first for every other case of a file and last for the others (both for every case in the slow sweep)."""
+    first for every other case of a file and last for the others, for the first case of each primitive in the file
+    and every other one of its further cases (every case, both axes, in the slow sweep)."""
     params = []
-    for k, case in enumerate(cases):
+    for k, (case, r) in enumerate(zip(cases, _variant_indices(cases, lambda c: None))):
         for i, shapes in enumerate(case.shapes):
             for j, dtype in enumerate(case.dtypes):
                 for where in ("first", "last"):
-                    quick = i == 0 and j == 0 and (where == "first") == (k % 2 == 0)
+                    quick = i == 0 and j == 0 and (where == "first") == (k % 2 == 0) and r % 2 == 0
                     marks = [] if quick else [pytest.mark.slow]
                     params.append(pytest.param(case, shapes, dtype, where, marks=marks, id=(
                         f"{case.label()}-{'x'.join(map(str, shapes))}-{dtype}-{where}")))

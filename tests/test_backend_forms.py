@@ -201,11 +201,15 @@ def test_forms_inside_loops_branches_and_nested_jit():
         np.testing.assert_allclose(e, j, rtol=1e-5, atol=1e-5 * np.abs(j).max())
 
 
-@pytest.mark.parametrize("shape, axis", [
-    ((1024, 1024), 1), ((1024, 1024), 0), ((1024, 1024), None), ((64, 64, 128), (1, 2)), ((64, 64, 128), 1),
-    ((64, 32, 128), (0, 1)), ((3 * 2 ** 15,), None), ((512, 100), -1),
-])
-@pytest.mark.parametrize("forms", [True, False], ids=["forms", "plain"])
+_MAX_MIN_CASES = [((1024, 1024), 1), ((1024, 1024), 0), ((1024, 1024), None), ((64, 64, 128), (1, 2)),
+                  ((64, 64, 128), 1), ((64, 32, 128), (0, 1)), ((3 * 2 ** 15,), None), ((512, 100), -1)]
+
+
+@pytest.mark.parametrize("forms,shape,axis", [  # (every case with the forms, every other one without by default)
+    pytest.param(forms, shape, axis, id=f"{'forms' if forms else 'plain'}-shape{i}-"
+                                        f"{axis if not isinstance(axis, tuple) else f'axis{i}'}",
+                 marks=() if forms or i % 2 == 0 else pytest.mark.slow)
+    for forms in (True, False) for i, (shape, axis) in enumerate(_MAX_MIN_CASES)])
 def test_max_and_min_keep_nan(shape, axis, forms):
     # the plugin's YNNPACK reduction (on by ember's XLA flags) drops NaN: max of a row holding NaN was its largest
     # number; numpy and JAX give NaN, with the CPU forms on or off, eagerly and under jit

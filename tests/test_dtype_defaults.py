@@ -101,7 +101,8 @@ REQUESTS = [
 ]
 
 
-@pytest.mark.parametrize("dtype", WIDE, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", [  # (every other dtype by default, all with -m slow)
+    pytest.param(d, id=np.dtype(d).name, marks=() if i % 2 == 0 else pytest.mark.slow) for i, d in enumerate(WIDE)])
 def test_a_64_bit_dtype_asked_for_is_narrowed_with_a_warning_as_jax(dtype):
     for name, make in REQUESTS:
         with warnings.catch_warnings(record=True) as caught:

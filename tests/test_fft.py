@@ -46,8 +46,9 @@ CALLS = [
 ]
 
 
-@pytest.mark.parametrize("norm", NORMS)
-@pytest.mark.parametrize("name,call", CALLS, ids=[c[0] for c in CALLS])
+@pytest.mark.parametrize("name,call,norm", [  # (each call with two of the norms by default, in turn; all with -m slow)
+    pytest.param(name, call, norm, id=f"{name}-{norm}", marks=() if (i + j) % 2 == 0 else pytest.mark.slow)
+    for i, (name, call) in enumerate(CALLS) for j, norm in enumerate(NORMS)])
 def test_values_against_numpy_in_double_precision(name, call, norm):
     with ember.config.override(enable_x64=True):
         got = call(efft, norm)

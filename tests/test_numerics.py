@@ -22,12 +22,12 @@ MODES = {"eager": lambda f: f, "jit": ember.jit}
 
 
 def int_modes(modes):
-    """(dtype, mode) parameters over INTS: every dtype eagerly; each compiled mode on half the dtypes by default
-    (alternating, so every dtype is compiled once), on all of them in the slow tier."""
+    """(dtype, mode) parameters over INTS: every other dtype eagerly and each compiled mode on half the dtypes by
+    default (alternating, so every dtype is compiled once), every mode on all of them in the slow tier."""
     params = []
     for i, dtype in enumerate(INTS):
         for j, mode in enumerate(modes):
-            default = j == 0 or (i + j) % (len(modes) - 1 or 1) == 0
+            default = i % 2 == 0 if j == 0 else (i + j) % (len(modes) - 1 or 1) == 0
             params.append(pytest.param(dtype, mode, id=f"{np.dtype(dtype).name}-{mode}",
                                        marks=() if default else pytest.mark.slow))
     return params
@@ -233,8 +233,9 @@ def test_integer_negative_powers():
 
 # ---------------------------------------------------------------------------------------------------------------
 # half-precision sums accumulate in float32 and give their dtype back (as JAX)
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("dtype", [np.float16, bfloat16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype,mode", [  # (each dtype in one mode by default, in both with -m slow)
+    pytest.param(d, m, id=f"{np.dtype(d).name}-{m}", marks=() if (i + j) % 2 == 0 else pytest.mark.slow)
+    for i, d in enumerate([np.float16, bfloat16]) for j, m in enumerate(MODES)])
 def test_half_precision_reductions_accumulate_in_float32(dtype, mode):
     ones = np.ones(100000, dtype)
     for name, want in [("mean", 1.0), ("var", 0.0), ("std", 0.0)]:
@@ -437,8 +438,9 @@ def test_positive_and_round_give_arrays(name):
 
 
 @pytest.mark.usefixtures("ember_x64")
-@pytest.mark.parametrize("name", ["arctan2", "logaddexp", "true_divide", "power"])
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode,name", [  # (each function eagerly, every other one under jit too; all with -m slow)
+    pytest.param(m, n, id=f"{m}-{n}", marks=() if m == "eager" or i % 2 == 0 else pytest.mark.slow)
+    for m in MODES for i, n in enumerate(["arctan2", "logaddexp", "true_divide", "power"])])
 def test_binary_float_functions_promote_before_making_inexact(name, mode):
     """Integer with float16 / bfloat16 / float64 operands: the operands are promoted together, then the common
     dtype made inexact (JAX's rule): int8 with float16 is float16, int32 with float64 keeps the int's digits."""

@@ -22,8 +22,10 @@ def _same(got, want):
     assert np.dtype(got.dtype) == np.dtype(want.dtype), (got.dtype, want.dtype)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "int32", "uint8", "bool", "float16", "bfloat16"])
-@pytest.mark.parametrize("axis", [-1, 0, None])
+@pytest.mark.parametrize("axis,dtype", [  # (each dtype along one or two of the axes by default; all with -m slow)
+    pytest.param(axis, dtype, id=f"{axis}-{dtype}", marks=() if (i + j) % 2 == 0 else pytest.mark.slow)
+    for j, axis in enumerate([-1, 0, None])
+    for i, dtype in enumerate(["float32", "int32", "uint8", "bool", "float16", "bfloat16"])])
 def test_sort_and_argsort(dtype, axis):
     x = (RNG.normal(size=(5, 6)) * 3).astype(np.float32)
     x[1, 2] = x[3, 4] = np.nan
@@ -57,8 +59,9 @@ def test_lexsort_partition():
     np.testing.assert_array_equal(np.take_along_axis(x, i, 1)[:, 2], np.sort(x, 1)[:, 2])
 
 
-@pytest.mark.parametrize("method", ["scan", "compare_all", "sort"])
-@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("side,method", [  # (each method on one side by default, alternating; both with -m slow)
+    pytest.param(side, method, id=f"{side}-{method}", marks=() if (i + j) % 2 == 0 else pytest.mark.slow)
+    for j, side in enumerate(["left", "right"]) for i, method in enumerate(["scan", "compare_all", "sort"])])
 def test_searchsorted(side, method):
     a = np.array([1.0, 2.0, 2.0, 3.0, np.nan], np.float32)
     v = np.array([[2.0, np.nan, 0.0], [5.0, 2.5, -np.inf]], np.float32)

@@ -89,8 +89,9 @@ def test_fold_in_matches_jax(data):
     assert_exact(er.fold_in(er.PRNGKey(5), data), jr.fold_in(jr.PRNGKey(5), data))
 
 
-@pytest.mark.parametrize("dtype", ["uint8", "uint16", "uint32", "uint64"])
-@pytest.mark.parametrize("shape", [(), (7,), (3, 5)])
+@pytest.mark.parametrize("dtype,shape", [  # (each dtype at one or two of the shapes by default, all with -m slow)
+    pytest.param(d, s, id=f"shape{j}-{d}", marks=() if (i + j) % 2 == 0 else pytest.mark.slow)
+    for j, s in enumerate([(), (7,), (3, 5)]) for i, d in enumerate(["uint8", "uint16", "uint32", "uint64"])])
 def test_bits_match_jax(dtype, shape):
     with jax.enable_x64(dtype == "uint64"), ember.config.override(enable_x64=dtype == "uint64"):
         expected = jr.bits(jr.key(9), shape, dtype)
@@ -154,9 +155,18 @@ def _cases():
 
 
 CASES = _cases()
+# Variants of a sampler (another dtype, shape, mode or argument form) compared with JAX in the slow tier only: every
+# sampler keeps its plain form and some variants in the default run (the tests below run several of these under jit
+# and vmap; poisson_rates draws in both of poisson's regimes).
+SLOW_VARIANTS = {"uniform_f16", "uniform_bounds", "normal_2d", "normal_scalar", "normal_bf16",
+                 "truncated_normal_arrays", "randint_arrays", "randint_uint16", "randint_empty_range",
+                 "bernoulli_high", "permutation_axis", "permutation_independent", "choice_array", "choice_no_replace",
+                 "choice_p", "gumbel_high", "gumbel_highest", "categorical_axis0_shape", "poisson_small",
+                 "poisson_large"}
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow if n in SLOW_VARIANTS else ())
+                                  for n in sorted(CASES)])
 @pytest.mark.parametrize("seed", [0, pytest.param(1701, marks=pytest.mark.slow)])
 def test_sampler_matches_jax_bit_for_bit(name, seed):
     fn = CASES[name]
@@ -250,7 +260,9 @@ KS = [
 ]
 
 
-@pytest.mark.parametrize("name,draw,cdf", KS, ids=[c[0] for c in KS])
+# (every other distribution in the slow tier: each sampler is also compared with JAX's bit for bit above)
+@pytest.mark.parametrize("name,draw,cdf", [pytest.param(*c, id=c[0], marks=() if i % 2 == 0 else pytest.mark.slow)
+                                           for i, c in enumerate(KS)])
 def test_kolmogorov_smirnov(name, draw, cdf):
     samples = np.asarray(draw(er.key(123)), np.float64)
     assert np.isfinite(samples).all()

@@ -67,7 +67,7 @@ def random_program(seed):
     return program, steps
 
 
-@pytest.mark.parametrize("seed", [pytest.param(s, marks=[pytest.mark.slow] if s >= 8 else []) for s in range(40)])
+@pytest.mark.parametrize("seed", [pytest.param(s, marks=[pytest.mark.slow] if s >= 4 else []) for s in range(40)])
 def test_random_program(seed):
     program, steps = random_program(seed)
     rng = np.random.default_rng(1000 + seed)

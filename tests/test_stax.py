@@ -132,7 +132,17 @@ def test_public_names_match_jax():
     assert "stax" in ember.example_libraries.__all__ and ember.example_libraries.stax is stax
 
 
-@pytest.mark.parametrize("name", CASES)
+def _layer_params():
+    """Every case of a layer's first form (Dense, Conv, BatchNorm, ...) and every other further form of the same
+    layer (Dense_rank3, Conv_strided_same, ...) by default; all of them with -m slow."""
+    seen = {}
+    for name in CASES:
+        layer = name.split("_")[0]
+        seen[layer] = seen.get(layer, -1) + 1
+        yield pytest.param(name, id=name, marks=pytest.mark.slow if seen[layer] % 2 else ())
+
+
+@pytest.mark.parametrize("name", _layer_params())
 def test_layer_matches_jax(name):
     make, shape = CASES[name]
     init_fun, apply_fun = make(stax)
