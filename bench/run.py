@@ -330,6 +330,48 @@ def checked_pair(jax: Any, ef: Callable[..., Any], eargs: Sequence[Any], jf: Cal
         (lambda: jax.tree.leaves(jf(*jargs))[0].block_until_ready())
 
 
+def ref_row_update(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """A jitted function taking a Ref f32[1024,256] and updating one row of it in place (docs/refs.md): the
+    dispatch of a call that reads and writes a Ref, and the program's in-place update."""
+    def make(lib: Any, np_: Any) -> Callable[[], Any]:
+        ref = lib.new_ref(np_.zeros((1024, 256), np_.float32))
+        step = lib.jit(lambda r, i, v: r.__setitem__(i, r[i] * 0.5 + v))
+        v, i = np_.ones(256, np_.float32), np_.int32(3)
+
+        def run() -> Any:
+            step(ref, i, v)
+            return ref[0, 0]
+        run()
+        return run
+    e, j = make(ember, ember.numpy), make(jax, jnp)
+    return (lambda: e().block_until_ready()), (lambda: j().block_until_ready())
+
+
+def ref_microbatch_grads(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """JAX's Ref guide recipe: gradients of 8 microbatches accumulated into a Ref inside a scan, under jit."""
+    rng = np.random.default_rng(0)
+    ws, batch = (rng.normal(size=(3, 64, 64)) * 0.2).astype(np.float32), rng.normal(size=(256, 64)).astype(np.float32)
+
+    def make(lib: Any, np_: Any) -> Callable[..., Any]:
+        def loss(w: Any, xs: Any) -> Any:
+            act, _ = lib.lax.scan(lambda x, wi: (np_.tanh(x @ wi), None), xs, w)
+            return np_.mean(act)
+
+        @lib.jit
+        def process_batch(w: Any, xs_batch: Any) -> Any:
+            grad_acc = lib.new_ref(np_.zeros_like(w))
+
+            def step(_: Any, xs: Any) -> Any:
+                value, grads = lib.value_and_grad(loss)(w, xs)
+                grad_acc[...] += grads
+                return (), value
+            (), losses = lib.lax.scan(step, (), xs_batch.reshape(8, 32, -1))
+            return lib.freeze(grad_acc), losses
+        return process_batch
+    return checked_pair(jax, make(ember, ember.numpy), (ember.asarray(ws), ember.asarray(batch)),
+                        make(jax, jnp), (jnp.asarray(ws), jnp.asarray(batch)))
+
+
 def per_example_grad(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
     m = mlp_problem(jax, jnp)
     ef = ember.jit(ember.vmap(ember.grad(m.eloss), in_axes=(None, 0, 0)))
@@ -1054,6 +1096,8 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("train step: char-LM transformer + AdamW, 32x128", char_lm_step, 5, char_lm_step_torch),
     ("jit: einsum attention b8 h8 128x128 d64", einsum_attention, 50),
     ("jit(grad) through a 1000-step while_loop vs JAX's static fori_loop (scan)", run_time(while_grad_problem), 20),
+    ("Ref: jitted row update of a Ref f32[1024,256] (call + in-place write)", ref_row_update, 500),
+    ("Ref: 8 microbatch gradients accumulated into a Ref in a scan, jit", ref_microbatch_grads, 50),
     ("jit: einsum ij,jk,kl->il (opt_einsum order)", einsum_chain, 200),
     ("jit: prod f32[1024,1024] axis=1", reduction("prod", axis=1), 100),
     ("jit: nansum f32[1024,1024]", reduction("nansum"), 100),

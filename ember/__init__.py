@@ -58,6 +58,8 @@ from ember._api.sharding import reshard as reshard
 from ember._control import shard_map as shard_map
 from ember._api.pmap import pmap as pmap
 from ember._transforms import dce as dce
+from ember import ref as ref
+from ember.ref import Ref as Ref, empty_ref as empty_ref, free_ref as free_ref, freeze as freeze, new_ref as new_ref
 
 __version__ = version.__version__
 
@@ -93,4 +95,5 @@ __all__ = [
     "default_matmul_precision", "fwd_and_bwd", "allow_f16_reductions", "custom_derivatives", "make_user_context",
     "Device", "NamedSharding", "P", "Shard", "make_array_from_callback", "make_array_from_process_local_data",
     "make_array_from_single_device_arrays", "make_mesh", "pmap", "reshard", "set_mesh", "shard_map", "sharding",
+    "Ref", "empty_ref", "free_ref", "freeze", "new_ref", "ref",
 ]

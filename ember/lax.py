@@ -30,6 +30,8 @@ _FUNCTIONS_NOT_IN_JAX_LAX = frozenset({"threefry2x32", "checkpoint", "checkpoint
 # rules and remat in its core.
 _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_grad", "custom_jvp_call",
                                         "custom_vjp_call", "remat", "name",  # (jax.ad_checkpoint.name_p)
+                                        # mutable array references (jax.ref's, ember.ref):
+                                        "new_ref", "ref_get", "ref_swap", "freeze",
                                         # host callbacks (jax.pure_callback, io_callback, debug.callback):
                                         "pure_callback", "io_callback", "debug_callback",
                                         # jax.lax.linalg's, not jax.lax's:

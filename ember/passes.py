@@ -16,12 +16,14 @@ values (check_ir holds); the transformations run them on what they produce (simp
   simplify        cse, then dce: the clean-up every transformation applies
 
 The passes that split an IR for reverse mode (split_known, rematerialize) take more than an IR and stay internal
-(ember._transforms.passes)."""
+(ember._transforms.passes). discharge_refs, which changes the signature, is a function of its own: the IR of a
+program using mutable array references (ember.new_ref) as the pure program XLA runs (docs/refs.md)."""
 from __future__ import annotations
 
 from typing import Callable
 
 from ember._core import IR, check_ir
+from ember._transforms.discharge import discharge_ir as _discharge_ir, has_refs as _has_refs
 from ember._transforms.passes import cse, dce, fold_constants, simplify
 
 PASSES: dict[str, Callable[[IR], IR]] = {"cse": cse, "dce": dce, "fold_constants": fold_constants,
@@ -52,4 +54,19 @@ def run(ir: IR, *passes: str | Callable[[IR], IR], check: bool = True) -> IR:
     return ir
 
 
-__all__ = ["PASSES", "cse", "dce", "fold_constants", "names", "run", "simplify"]
+def discharge_refs(ir: IR) -> IR:
+    """ir with its mutable array references discharged (state discharge, as JAX's): each Ref it takes (an input of
+    type Ref, or an ember.Ref it closed over, then taking a leading input) becomes an input holding its value and
+    an extra output holding its final value; each Ref it makes (new_ref) becomes the value it holds; reads and
+    writes become uses and replacements of those values; loops carry the Refs their bodies use. The inputs are the
+    closed-over Refs' values, then ir's inputs (each Ref replaced by its value); the outputs are ir's, then each
+    Ref's final value (closed-over ones first). ir itself, as an IR, when it uses no Ref."""
+    if not isinstance(ir, IR):
+        raise TypeError(f"ember.passes.discharge_refs: expected an IR (ember.make_ir(f)(...)), got "
+                        f"{type(ir).__name__}")
+    if not _has_refs(ir):
+        return ir
+    return _discharge_ir(ir).ir
+
+
+__all__ = ["PASSES", "cse", "dce", "discharge_refs", "fold_constants", "names", "run", "simplify"]

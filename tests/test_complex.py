@@ -62,6 +62,10 @@ ACCEPTS_COMPLEX |= CALLBACKS
 # checkify's check: complex values in its message (tests/test_checkify.py formats one)
 CHECKS = {"check"}
 ACCEPTS_COMPLEX |= CHECKS
+# mutable array references hold any array: tests/test_refs.py (test_complex_references) holds, reads, writes and
+# differentiates complex ones
+REFS = {"new_ref", "ref_get", "ref_swap", "freeze"}
+ACCEPTS_COMPLEX |= REFS
 # The factorisations (ember/_prims/linalg.py), which all take complex matrices: their values and derivatives are
 # checked by their complex Cases in tests/prims/test_linalg_prims.py and by tests/test_linalg_complex.py.
 LINALG_ACCEPTS_COMPLEX = {"cholesky", "triangular_solve", "lu", "geqrf", "qr", "eigh", "svd", "eig", "schur"}
@@ -172,13 +176,21 @@ def test_primitives_with_sub_irs_carry_complex_values():
 
 def test_every_accepting_primitive_has_a_complex_test():
     covered = {c.prim for c in CASES if c.grad_dtype.startswith("c") or "complex64" in c.dtypes}
-    assert (ACCEPTS_COMPLEX - covered - set(STRUCTURAL) - LINALG_ACCEPTS_COMPLEX - CALLBACKS - CHECKS
+    assert (ACCEPTS_COMPLEX - covered - set(STRUCTURAL) - LINALG_ACCEPTS_COMPLEX - CALLBACKS - CHECKS - REFS
             - {"sort", "fft"} == set())
     assert set(ACCEPTS_COMPLEX) <= set(PRIMITIVES)
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.prim in STRUCTURAL and "float32" in c.dtypes],
-                         ids=lambda c: c.label())
+def _structural_params():
+    """The real Cases of the structural primitives: the first of each primitive and every other further one by
+    default (gather, gather_windows, gather_fill, ...), all of them with -m slow."""
+    seen = {}
+    for case in [c for c in CASES if c.prim in STRUCTURAL and "float32" in c.dtypes]:
+        seen[case.prim] = seen.get(case.prim, -1) + 1
+        yield pytest.param(case, id=case.label(), marks=pytest.mark.slow if seen[case.prim] % 2 else ())
+
+
+@pytest.mark.parametrize("case", _structural_params())
 def test_structural_primitives_move_complex_values(case):
     """The real Cases of the structural primitives, run on complex64 values: forward (eager and jit) and vmap."""
     complex_case = dataclasses.replace(case, dtypes=["complex64"])

@@ -12,20 +12,20 @@ LAYERS = ["_core", "_hlo", "_prims", "_transforms", "_control", "_runtime", "_ap
 PUBLIC = {"__init__", "config", "lax", "numpy", "ops", "tree_util", "tree", "random", "nn", "optim", "scipy",
           "checkpoints", "stages", "export", "profiler", "dtypes", "errors", "typing", "version", "image",
           "custom_batching", "custom_derivatives", "debug", "experimental", "passes", "dlpack", "distributed",
-          "sharding", "example_libraries", "ad_checkpoint"}
+          "sharding", "example_libraries", "ad_checkpoint", "ref"}
 
 # Module order inside a package: a module imports only modules of its package listed before it.
 ORDER = {
-    "_core": ["config", "exports", "cache", "profile", "dtypes", "ir", "primitive", "trace", "eval", "axes", "checks",
-              "pytree", "sharding",
-              "__init__"],
+    "_core": ["config", "exports", "cache", "profile", "dtypes", "refs", "ir", "primitive", "trace", "eval", "axes",
+              "checks", "pytree", "sharding", "__init__"],
     "_hlo": ["emitter", "targets", "backend_forms", "row_fusion", "lower", "spmd", "ffi", "__init__"],
     "_prims": ["checks", "shape", "families", "elementwise", "slicing", "reduction", "dot", "indexing", "sorting",
                "conv", "windowed", "special", "bits", "fft", "lax_helpers", "collectives", "linalg", "sharding",
-               "__init__"],
-    "_transforms": ["cache", "passes", "ad", "jvp", "batching", "__init__"],
+               "refs", "__init__"],
+    "_transforms": ["cache", "discharge", "passes", "ad", "jvp", "batching", "__init__"],
     "_runtime": ["fastpath", "pjrt", "distributed", "ffi", "lapack", "rows", "callbacks", "backends", "guards", "array",
-                 "dlpack", "dispatch", "sharded", "compile_cache", "hlo_text", "spmd", "compiler", "eager", "__init__"],
+                 "dlpack", "dispatch", "sharded", "compile_cache", "hlo_text", "spmd", "refs", "compiler", "eager",
+                 "__init__"],
     "_control": ["common", "cond", "loops", "cumulative", "custom", "custom_batching", "exported", "callbacks",
                  "shard_map", "pjit", "checkify", "__init__"],
     "_api": ["staging", "templates", "running", "caches", "signature", "recompiles", "stages", "sharding", "jit",

@@ -12,6 +12,7 @@ from ember._api.staging import as_tuple, fun_name, leaf_avals, stage_with_aux, w
 from ember._api.templates import transform_once
 from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
+from ember._core.refs import RefAval
 from ember._core.pytree import Partial, PyTreeDef, leaf_def, tree_flatten, tree_map, tree_structure
 from ember._transforms import ad as _ad
 from ember._transforms.passes import recompute_cheap, split_known
@@ -259,6 +260,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
     name = f"vjp({fun_name(fun)})"
     leaves, in_tree = tree_flatten((primals, {}))
     avals = leaf_avals(name, primals, {}, leaves)
+    _ad.check_differentiable_inputs(name, avals, [type(a) is RefAval for a in avals], allow_int=True)
     plan, run = plan_for(fun, "vjp", (in_tree, avals, has_aux), leaves,
                          lambda values: _vjp_plan(fun, in_tree, avals, has_aux, name, values))
     results = run(plan.forward, leaves, f"{name}.forward")

@@ -30,6 +30,7 @@ from ember._core import ShapedArray
 from ember._core import dtypes as dt
 from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
 from ember._hlo import lower
+from ember._transforms.discharge import pure_for_lowering
 from ember._runtime.compile_cache import package_version
 
 MAGIC = b"ember-exported\n"
@@ -112,7 +113,7 @@ def export(fun: Any, *, platforms: Sequence[str] | None = None) -> Callable[...,
 
     def exporter(*args: Any, **kwargs: Any) -> Exported:
         traced = jitted.trace(*args, **kwargs)
-        ir = traced.jaxpr
+        ir = pure_for_lowering(traced.jaxpr, f"export({jitted.name})")
         name = jitted.name[len("jit("):-1] if jitted.name.startswith("jit(") else jitted.name
         module = ExportedModule(lower(ir, inline_consts=True), ir.in_avals, ir.out_avals, None, name)
         flat = _flat_function(jitted, traced.in_tree)

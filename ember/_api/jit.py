@@ -13,7 +13,8 @@ from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
 from ember._api.signature import NotFast, add_tokens, output_builder, sorted_keys
 from ember._api.caches import SIGNATURES_PER_FUNCTION, cache_for, signature_key
 from ember._core.trace import has_tracer_consts
-from ember._api.staging import as_tuple, call_positions, fun_name, leaf_avals, stage_with_aux, with_outputs
+from ember._api.staging import (as_tuple, call_positions, check_ref_arguments, fun_name, leaf_avals, stage_with_aux,
+                                with_outputs)
 from ember._api.templates import compile_staged
 from ember._core.cache import LRUCache, clear_all_caches
 from ember._core.config import config
@@ -252,6 +253,7 @@ class Jitted:
                     self._log.streak = 0
                     return build_output(run(leaves))
         signature, leaves, statics = self._signature(args, kwargs)
+        check_ref_arguments(self.name, self.fun, signature[0], leaves)
         if TRACE_STATE.stack:  # (one pjit equation of the enclosing staging)
             ir = self._cache.ir_for(signature, self._build, signature[0], signature[1], statics)
             shardings = self._leaf_shardings(ir, signature[0])

@@ -17,6 +17,7 @@ from ember._core import dtypes as dt
 from ember._core.pytree import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 from ember._api.staging import first_mismatch
 from ember._hlo import lower
+from ember._transforms.discharge import pure_for_lowering
 from ember._runtime import Array, Compiled as _RuntimeCompiled, Lowered as _RuntimeLowered
 from ember._runtime.hlo_text import hlo_module_text
 from ember._runtime.spmd import program_placement, sharded_call_plan, spmd_text
@@ -160,6 +161,7 @@ class Lowered(_RuntimeLowered):
         """shardings: (per input leaf, per output leaf) the Sharding or None of a program partitioned over several
         devices (jit's in_shardings / out_shardings, sharded arguments), whose module is then the partitioned
         one; None for a program on one device (unless its IR names a mesh)."""
+        ir = pure_for_lowering(ir, name)
         donors = None
         if donated is not None and any(donated):
             donors, unusable = donor_plan(ir.in_avals, ir.out_avals, donated)

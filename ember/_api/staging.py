@@ -10,6 +10,7 @@ import numpy as np
 
 from ember._core import IR, ShapedArray, Tracer, aval_of, check_live, stage_flat
 from ember._core.cache import LRUCache
+from ember._core.refs import RefMethods, check_no_refs_returned
 from ember._core.ir import Atom
 from ember._core.pytree import (PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, prefix_entries,
                                 tree_structure)
@@ -46,6 +47,19 @@ def leaf_avals(api: str, args: Sequence[Any], kwargs: dict[str, Any], leaves: Se
                                 "is not a valid ember array; pass arrays, numbers or pytrees of them, or mark the "
                                 "argument static (static_argnums)") from None
     raise AssertionError("unreachable")
+
+
+def check_ref_arguments(name: str, fun: Any, in_tree: PyTreeDef, leaves: Sequence[Any]) -> None:
+    """A mutable array reference may be passed once to a function (as JAX: two names for one Ref would alias)."""
+    seen: dict[int, int] = {}
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, RefMethods):
+            j = seen.setdefault(id(leaf), i)
+            if j != i:
+                names = leaf_names(fun, in_tree)
+                raise ValueError(f"only one reference to a mutable array may be passed as an argument to a function, "
+                                 f"but when tracing {name} the mutable array reference of type "
+                                 f"{leaf.aval.str_short()} appeared at both {names[j]} and {names[i]}")
 
 
 def leaf_location(path: Sequence[Any], positions: Sequence[int] | None = None) -> str:
@@ -116,6 +130,7 @@ def stage_with_aux(fun: Callable[..., Any], in_tree: PyTreeDef, avals: Sequence[
             result, aux = result
             aux_leaves, store.aux_tree = tree_flatten(aux)
         out_leaves, store.tree = tree_flatten(result)
+        check_no_refs_returned(name, out_leaves + aux_leaves)
         return out_leaves + aux_leaves
 
     # a concrete staging is always an autodiff API's: the function it differentiates

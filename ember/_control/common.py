@@ -7,6 +7,7 @@ from typing import Any, Callable, Sequence
 
 from ember._core import IR, ShapedArray, Var, scalar_literal, stage_flat
 from ember._core import dtypes as dt
+from ember._core.refs import check_no_refs_returned
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._transforms.passes import simplify
 
@@ -27,6 +28,7 @@ def close_over(fn: Callable[..., Any], in_tree: PyTreeDef, in_avals: Sequence[Sh
 
     def flat(*leaves: Any) -> list[Any]:
         out_leaves, out_tree = tree_flatten(fn(*in_tree.unflatten(leaves)))
+        check_no_refs_returned(label, out_leaves)
         trees.append(out_tree)
         return out_leaves
 

@@ -25,13 +25,14 @@ from ember._hlo import LoweringContext, lower_into
 from ember._prims import broadcast_in_dim, convert_element_type, select
 from ember._prims.elementwise import eq
 from ember._prims.shape import BatchDim, batch_size, moveaxis, zeros
-from ember._transforms.ad import vjp_ir
+from ember._transforms.ad import active_outputs, vjp_ir
 from ember._transforms.batching import batch_ir
 from ember._transforms.cache import TransformCache
+from ember._transforms.discharge import body_finals, closed_body, ref_values, updated, with_refs
 from ember._transforms.jvp import jvp_ir
 from ember._transforms.passes import dce_outputs, split_known
 
-cond_p = Primitive("cond", multiple_results=True)
+cond_p = Primitive("cond", multiple_results=True, takes_refs=True)
 
 
 @cond_p.def_rule("abstract_eval")
@@ -195,6 +196,42 @@ def _cond_batching(args: list[Any], dims: list[BatchDim], *, branches: tuple[IR,
             pick = eq(broadcast_in_dim(index, shape, (0,)), _int32(k))
             chosen[j] = select(pick, results[k][j], chosen[j])
     return chosen, [0] * n
+
+
+@cond_p.def_rule("depends")
+def _cond_depends(active: list[bool], *, branches: tuple[IR, ...]) -> list[bool]:
+    """A result depends on the active operands when it does in any branch."""
+    found = [active_outputs(b, active[1:]) for b in branches]
+    return [any(column) for column in zip(*found)]
+
+
+@cond_p.def_rule("discharge")
+def _cond_discharge(ins: list[Any], refs: list[int | None], *, branches: tuple[IR, ...]
+                    ) -> tuple[list[Any], list[Any]]:
+    """The references a branch reads or writes become extra operands and results of every branch."""
+    index, operands, ids = ins[0], ins[1:], refs[1:]
+    values = ref_values(ins, refs)
+    n = len(values)
+    plain = [x for x, i in zip(operands, ids) if i is None]
+    value_avals = [aval_of(v).strip_weak_type() for v in values]
+
+    def branch_fn(branch: IR) -> Callable[..., list[Any]]:
+        def fn(*args: Any) -> list[Any]:
+            outs, finals = body_finals(branch, with_refs(ids, args[:len(plain)], args[len(plain):]), ids)
+            new = updated(args[len(plain):], finals)
+            return outs + [convert_element_type(x, a.dtype) for x, a in zip(new, value_avals)]
+        return fn
+
+    avals = [aval_of(x) for x in plain] + value_avals
+    new_branches = []
+    for branch in branches:
+        new, extra = closed_body(branch_fn(branch), avals, "cond branch")
+        if extra:
+            raise AssertionError("cond: a branch discharged with constants")
+        new_branches.append(new)
+    values = [convert_element_type(v, a.dtype) for v, a in zip(values, value_avals)]
+    outs = cond_p.bind(index, *plain, *values, branches=tuple(new_branches))
+    return outs[:len(outs) - n], outs[len(outs) - n:]
 
 
 @cond_p.def_rule("dce")

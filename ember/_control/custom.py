@@ -26,6 +26,7 @@ from ember._prims.shape import BatchDim, batch_at_front, batch_size, linear_jvp,
 from ember._transforms.ad import backward_pass, vjp_ir
 from ember._transforms.batching import batch_ir
 from ember._transforms.cache import TransformCache
+from ember._transforms.discharge import KEEPS_REFS, body_finals, ref_values, updated
 from ember._transforms.jvp import jvp_ir
 from ember._transforms.passes import split_known
 
@@ -127,7 +128,8 @@ def _custom_jvp_batching(args: list[Any], dims: list[BatchDim], *, fun_ir: IR, n
 
 # ---------------------------------------------------------------------------------------------------------------
 # custom_vjp_call(consts..., args...; fun_ir, num_consts, fwd, bwd)
-custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True, eager_body="fun_ir")
+custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True, eager_body="fun_ir", takes_refs=True)
+KEEPS_REFS.add(custom_vjp_call_p)  # (a Ref it takes stays one through hoisting: bwd may write it, as JAX's stash)
 custom_vjp_call_p.def_rule("abstract_eval", lambda *avals, fun_ir, num_consts, fwd, bwd: _outs_of(fun_ir))
 custom_vjp_call_p.def_rule("lowering", _lower_inline)
 custom_vjp_call_p.mark("jvp", CUSTOM_VJP_NO_FORWARD_MODE, error=ForwardModeOfCustomVjpError)
@@ -140,6 +142,14 @@ def _custom_vjp_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list
     _, residuals = fwd(args)
     in_cts = bwd(residuals, [zeros(aval_of(o).strip_weak_type()) if c is None else c for o, c in zip(outs, cts)])
     return [None] * num_consts + [c if need else None for c, need in zip(in_cts, needs[num_consts:])]
+
+
+@custom_vjp_call_p.def_rule("discharge")
+def _custom_vjp_discharge(ins: list[Any], refs: list[int | None], *, fun_ir: IR, num_consts: int, fwd: FlatRule,
+                          bwd: FlatRule) -> tuple[list[Any], list[Any]]:
+    """Lowering a call that takes Refs (no transformation is left to use the rules): its function, inlined."""
+    outs, finals = body_finals(fun_ir, ins, refs)
+    return outs, updated(ref_values(ins, refs), finals)
 
 
 @custom_vjp_call_p.def_rule("batching")

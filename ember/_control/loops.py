@@ -18,9 +18,11 @@ from ember._core.checks import normalize_axis
 from ember._core.pytree import tree_flatten, tree_map, tree_structure, tree_unflatten
 from ember._hlo import LoweringContext, compare_type, i64_array, lower_into
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, moveaxis, zeros
-from ember._transforms.ad import vjp_ir
+from ember._transforms.ad import active_outputs, vjp_ir
 from ember._transforms.batching import batch_ir
 from ember._transforms.cache import TransformCache
+from ember._transforms.discharge import (body_finals, closed_body, discharge_ir, ref_values, updated,
+                                        with_refs as _with_refs)
 from ember._transforms.jvp import jvp_ir
 from ember._transforms.passes import dce, dce_outputs, split_known
 
@@ -40,7 +42,7 @@ def _batched_carries(body_ir: IR, const_dims: list[BatchDim], carry_dims: list[B
 
 # ---------------------------------------------------------------------------------------------------------------
 # while(cond_consts..., body_consts..., carry...; cond_ir, body_ir, cond_nconsts, body_nconsts)
-while_p = Primitive("while", multiple_results=True)
+while_p = Primitive("while", multiple_results=True, takes_refs=True)
 
 
 @while_p.def_rule("abstract_eval")
@@ -304,6 +306,53 @@ def _while_batching(args: list[Any], dims: list[BatchDim], *, cond_ir: IR, body_
     return outs, [0] * nk
 
 
+def _refs_carried(body_ir: IR, ids: list[int | None], num_plain: int, value_avals: list[ShapedArray]
+                  ) -> Callable[..., list[Any]]:
+    """A loop body whose references (at the body inputs ids marks) become leading carries: it takes (its plain
+    consts..., the references' values..., the rest of its inputs...) and returns (their final values..., its
+    outputs...)."""
+    n = len(value_avals)
+
+    def body(*args: Any) -> list[Any]:
+        plain, vals, rest = _split(list(args), num_plain, n)
+        outs, finals = body_finals(body_ir, _with_refs(ids, plain, vals) + rest, list(ids) + [None] * len(rest))
+        return [lax.convert_element_type(x, a.dtype) for x, a in zip(updated(vals, finals), value_avals)] + outs
+    return body
+
+
+@while_p.def_rule("discharge")
+def _while_discharge(ins: list[Any], refs: list[int | None], *, cond_ir: IR, body_ir: IR, cond_nconsts: int,
+                     body_nconsts: int) -> tuple[list[Any], list[Any]]:
+    """The references the loop's predicate or body read or write become leading carries."""
+    cond_ids, body_ids, carry_ids = _split(refs, cond_nconsts, body_nconsts)
+    if any(i is not None for i in carry_ids):
+        raise TypeError("while_loop: a mutable array reference cannot be a loop carry (close over it instead)")
+    if any(discharge_ir(cond_ir).written):
+        raise TypeError("while_loop: cond_fun writes a mutable array reference; only body_fun may write one")
+    cond_consts, body_consts, carry = _split(ins, cond_nconsts, body_nconsts)
+    values = ref_values(ins, refs)
+    n = len(values)
+    cond_plain = [x for x, i in zip(cond_consts, cond_ids) if i is None]
+    body_plain = [x for x, i in zip(body_consts, body_ids) if i is None]
+    value_avals = [aval_of(v).strip_weak_type() for v in values]
+    carry_avals = [aval_of(c) for c in carry]
+
+    def cond_fn(*args: Any) -> list[Any]:
+        plain, vals, rest = _split(list(args), len(cond_plain), n)
+        return body_finals(cond_ir, _with_refs(cond_ids, plain, vals) + rest, cond_ids + [None] * len(rest))[0]
+
+    cond_new, cond_extra = closed_body(cond_fn, [aval_of(x) for x in cond_plain] + value_avals + carry_avals,
+                                       "while_loop cond_fun")
+    body_new, body_extra = closed_body(_refs_carried(body_ir, body_ids, len(body_plain), value_avals),
+                                       [aval_of(x) for x in body_plain] + value_avals + carry_avals,
+                                       "while_loop body_fun")
+    values = [lax.convert_element_type(v, a.dtype) for v, a in zip(values, value_avals)]
+    outs = while_p.bind(*cond_extra, *cond_plain, *body_extra, *body_plain, *values, *carry, cond_ir=cond_new,
+                        body_ir=body_new, cond_nconsts=len(cond_extra) + len(cond_plain),
+                        body_nconsts=len(body_extra) + len(body_plain))
+    return outs[n:], outs[:n]
+
+
 @while_p.def_rule("dce")
 def _while_dce(eqn: Eqn, used: list[bool]) -> Eqn:
     """Drop the carries that neither a used output, the predicate, nor a live carry's update needs (see
@@ -379,7 +428,7 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
 # ---------------------------------------------------------------------------------------------------------------
 # scan(consts..., carry..., xs...; body_ir, num_consts, num_carry, length, reverse)
 # body_ir: (consts..., carry..., x slices...) -> (carry..., y slices...); the ys are stacked along a new axis 0.
-scan_p = Primitive("scan", multiple_results=True)
+scan_p = Primitive("scan", multiple_results=True, takes_refs=True)
 
 
 @scan_p.def_rule("abstract_eval")
@@ -473,6 +522,30 @@ def _scan_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body_ir: IR, n
     new_carry, new_tk, ys, t_ys = _split(results, nk, ntk, ny)
     tk, ty = iter(new_tk), iter(t_ys)
     return new_carry + ys, [next(tk) if f else None for f in carry_t] + [next(ty) if f else None for f in y_float]
+
+
+def _loop_depends(body_ir: IR, num_consts: int, num_carry: int, active: Sequence[bool]) -> list[bool]:
+    """The body's outputs (carries, then scan's ys) that depend differentiably on the active inputs (consts,
+    carries, xs), the carries to a fixed point."""
+    active = list(active)
+    while True:
+        outs = active_outputs(body_ir, active)
+        grown = [a or o for a, o in zip(active[num_consts:num_consts + num_carry], outs[:num_carry])]
+        if grown == active[num_consts:num_consts + num_carry]:
+            return outs
+        active[num_consts:num_consts + num_carry] = grown
+
+
+@scan_p.def_rule("depends")
+def _scan_depends(active: list[bool], *, body_ir: IR, num_consts: int, num_carry: int, length: int,
+                  reverse: bool) -> list[bool]:
+    return _loop_depends(body_ir, num_consts, num_carry, active)
+
+
+@while_p.def_rule("depends")
+def _while_depends(active: list[bool], *, cond_ir: IR, body_ir: IR, cond_nconsts: int, body_nconsts: int
+                   ) -> list[bool]:
+    return _loop_depends(body_ir, body_nconsts, len(body_ir.outs), active[cond_nconsts:])
 
 
 def _depends_on(ir: IR, mask: Sequence[bool]) -> list[bool]:
@@ -599,6 +672,29 @@ def _scan_dce(eqn: Eqn, used: list[bool]) -> Eqn:
     params = {**eqn.params, "body_ir": body_ir, "num_consts": sum(reads[:nc]), "num_carry": sum(live)}
     return Eqn(eqn.prim, [a for a, k in zip(eqn.inputs, keep) if k],
                [v for v, k in zip(eqn.outputs, live + list(used[nk:])) if k], params, eqn.source)
+
+
+@scan_p.def_rule("discharge")
+def _scan_discharge(ins: list[Any], refs: list[int | None], *, body_ir: IR, num_consts: int, num_carry: int,
+                    length: int, reverse: bool) -> tuple[list[Any], list[Any]]:
+    """The references the body reads or writes become leading carries."""
+    const_ids, rest_ids = refs[:num_consts], refs[num_consts:]
+    if any(i is not None for i in rest_ids):
+        raise TypeError("scan: a mutable array reference cannot be a carry or scanned over (close over it instead)")
+    consts, carry, xs = _split(ins, num_consts, num_carry)
+    values = ref_values(ins, refs)
+    n = len(values)
+    plain = [x for x, i in zip(consts, const_ids) if i is None]
+    value_avals = [aval_of(v).strip_weak_type() for v in values]
+
+    slice_avals = [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in xs]
+    body_new, extra = closed_body(_refs_carried(body_ir, const_ids, len(plain), value_avals),
+                                  [aval_of(x) for x in plain] + value_avals + [aval_of(c) for c in carry]
+                                  + slice_avals, "scan body")
+    values = [lax.convert_element_type(v, a.dtype) for v, a in zip(values, value_avals)]
+    outs = scan_p.bind(*extra, *plain, *values, *carry, *xs, body_ir=body_new, num_consts=len(extra) + len(plain),
+                       num_carry=n + num_carry, length=length, reverse=reverse)
+    return outs[n:], outs[:n]
 
 
 def scan_flat(body: Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]], init: Sequence[Any],

@@ -14,6 +14,7 @@ from ember._control.common import same_types, with_inputs
 from ember._core import IR, Eqn, Primitive, ShapedArray, aval_of, eval_ir
 from ember._core import dtypes as dt
 from ember._core.primitive import has_effects
+from ember._transforms.discharge import body_finals, ref_values, updated
 from ember._core.sharding import Sharding
 from ember._hlo import LoweringContext
 from ember._hlo.lower import call_function
@@ -27,7 +28,7 @@ from ember._transforms.passes import dce_outputs, simplify, split_known
 
 Shardings = tuple[Sharding | None, ...]
 
-pjit_p = Primitive("pjit", multiple_results=True)
+pjit_p = Primitive("pjit", multiple_results=True, takes_refs=True)
 
 
 @pjit_p.def_rule("abstract_eval")
@@ -137,6 +138,13 @@ def _pjit_batching(args: list[Any], dims: list[BatchDim], *, body: IR, name: str
     outs = tuple(s if d is None or s is None else batched_sharding(s, d, a.ndim)
                  for s, d, a in zip(out_shardings, out_dims, body.out_avals))
     return _bind(args, batched, name, ins, outs), out_dims
+
+
+@pjit_p.def_rule("discharge")
+def _pjit_discharge(ins: list[Any], refs: list[int | None], *, body: IR, **params: Any) -> tuple[list[Any], list[Any]]:
+    """A call given references is inlined, discharged (a jitted function's boundary changes no value)."""
+    outs, finals = body_finals(body, ins, refs)
+    return outs, updated(ref_values(ins, refs), finals)
 
 
 @pjit_p.def_rule("dce")

@@ -200,7 +200,15 @@ def pretty_print(ir: IR, indent: int = 0, source_info: bool = False, name_stack:
     ins = " ".join(namer.define(v) for v in ir.in_vars)
     head = f"{{ lambda {consts} ; {ins} . let" if consts else f"{{ lambda {ins} . let"
     lines = [head]
+    used: set[Var] | None = None
     for eqn in ir.eqns:
+        if eqn.prim.name in ("ref_get", "ref_swap") and not eqn.params:  # (as JAX prints reads and writes)
+            if used is None:
+                used = {a for e in ir.eqns for a in e.inputs if isinstance(a, Var)} | {
+                    a for a in ir.outs if isinstance(a, Var)}
+            lines.append(_ref_line(eqn, namer, used) + (_source_comment(eqn.source, source_info, name_stack)
+                                                         if source_info or name_stack else ""))
+            continue
         outs = " ".join(namer.define(v) for v in eqn.outputs)
         params = " ".join(f"{k}={_format_param(v, indent + 4, source_info=source_info, name_stack=name_stack)}"
                           for k, v in sorted(eqn.params.items()))
@@ -276,6 +284,19 @@ def to_dot(ir: IR, name: str = "ir") -> str:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Type checker
+def _ref_line(eqn: Eqn, namer: _Namer, used: set[Var]) -> str:
+    """A read `b:f32[3] <- a[...]` or a write `a[...] <- c` (`b:f32[3], a[...] <- a[...], c` when the old value is
+    used) of a mutable array reference."""
+    ref = namer.use(eqn.inputs[0])
+    if eqn.prim.name == "ref_get":
+        return f"    {namer.define(eqn.outputs[0])} <- {ref}[...]"
+    value = namer.use(eqn.inputs[1])
+    if eqn.outputs[0] in used:
+        return f"    {namer.define(eqn.outputs[0])}, {ref}[...] <- {ref}[...], {value}"
+    namer.names[eqn.outputs[0]] = "_"  # (the old value, unused: no name)
+    return f"    {ref}[...] <- {value}"
+
+
 class IRTypeError(TypeError):
     pass
 

@@ -16,7 +16,13 @@ Rule signatures (params are the equation's params, passed as keywords):
   vjp_split(ins, active, **params) -> (outputs, pullback), pullback(cts, needs) -> input cotangents: reverse
       mode computes the outputs with the residuals the pullback keeps, instead of re-emitting the equation and
       calling its vjp rule (scan stacks its residuals per step rather than recomputing the body); active marks
-      the inputs the backward pass differentiates (a body is split for those alone)              [hook]"""
+      the inputs the backward pass differentiates (a body is split for those alone)              [hook]
+  discharge(ins, refs, **params) -> (outputs, final values): an equation whose operands include mutable array
+      references (ember.Ref), made pure: ins has each reference replaced by its current value, refs gives per
+      operand the index of its reference among the distinct ones (None: a plain operand), and the hook returns
+      the outputs and each distinct reference's final value (ember._transforms.discharge)         [hook]
+  depends(active, **params) -> for each output, whether it depends differentiably on the inputs marked active:
+      the precise activity of a loop's carries or a cond's results (ember._transforms.ad.active_vars)  [hook]"""
 from __future__ import annotations
 
 import os
@@ -29,7 +35,7 @@ from ember._core.dtypes import ArrayTooLargeError, ShapedArray
 from ember._core.ir import Source, sub_irs
 
 RULE_KINDS: tuple[str, ...] = ("abstract_eval", "lowering", "jvp", "vjp", "batching")
-HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split")
+HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split", "discharge", "depends")
 
 NOT_DIFFERENTIABLE = "not differentiable"  # the mark for "jvp" and "vjp" of comparisons, iota, ...
 
@@ -59,11 +65,15 @@ class Primitive:
           on the known side when their inputs are known). `has_effects(prim, params)` also sees the effectful
           equations inside the IRs a higher-order equation carries (a loop body printing); a concrete staging
           (Builder) does not evaluate them while recording, so they run once, when the staged program runs; and
-          lowering (ember._hlo.lower.lower_into) orders such loops and branches among the body's callbacks."""
+          lowering (ember._hlo.lower.lower_into) orders such loops and branches among the body's callbacks.
+
+    And one tells staging which primitives take mutable array references (ember._core.refs):
+      takes_refs: its operands may be of type Ref (the reference primitives, and the higher-order primitives
+          whose bodies read or write references); binding any other primitive on a Ref is a TypeError."""
 
     def __init__(self, name: str, multiple_results: bool = False, register: bool = True, *, moves_data: bool = False,
                  fuses_data_movement: bool = False, eager_body: str | None = None, elementwise: bool = False,
-                 effectful: bool = False):
+                 effectful: bool = False, takes_refs: bool = False):
         self.name = name
         self.multiple_results = multiple_results
         self.moves_data = moves_data
@@ -71,6 +81,8 @@ class Primitive:
         self.eager_body = eager_body
         self.elementwise = elementwise
         self.effectful = effectful
+        self.takes_refs = takes_refs  # its operands may be mutable array references (ember._core.refs)
+        self.zero_derivative = False  # its rules give zero derivatives (stop_gradient, floor): outputs are constants
         self.rules: dict[str, Callable[..., Any]] = {}
         self.marks: dict[str, str] = {}  # rule kind -> why this primitive has no such rule
         self.mark_errors: dict[str, type[Exception]] = {}  # rule kind -> the error its use raises, if not the default
@@ -111,7 +123,10 @@ class Primitive:
 
     @property
     def differentiable(self) -> bool:
-        return self.marks.get("vjp") != NOT_DIFFERENTIABLE
+        """Whether outputs may carry a derivative: not for a primitive marked not differentiable, nor for one whose
+        rules give zero derivatives (zero_derivative: stop_gradient, floor), whose outputs are constants to the
+        derivative as well."""
+        return self.marks.get("vjp") != NOT_DIFFERENTIABLE and not self.zero_derivative
 
     def rule(self, kind: str, transformation: str | None = None) -> Callable[..., Any]:
         """The rule of a kind, or a clear NotImplementedError naming the primitive and the transformation."""

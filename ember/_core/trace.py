@@ -18,6 +18,7 @@ from ember._core.dtypes import ShapedArray, aval_of_value, canonicalize_dtype, i
 from ember._core.ir import IR, Atom, Eqn, Literal, Var, check_ir, python_scalar_literal
 from ember._core.primitive import EAGER, TRACE_STATE, Primitive, has_effects, user_source
 from ember._core.profile import profiled
+from ember._core.refs import RefAval, RefMethods, ref_operand_error
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -133,6 +134,19 @@ class Tracer(ArrayMethods):
         return np.asarray(self._concrete("item()", keeps_derivative=False)).item()
 
 
+class RefTracer(RefMethods, Tracer):
+    """A mutable array reference inside a function being staged out (an input of type Ref, or a ref the function
+    made with ember.new_ref): indexing it stages reads and writes (ember._prims.refs)."""
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"Traced<{self.aval.str_short()}>"
+
+
+def _tracer(builder: "Builder", var: Var, value: Any = None) -> Tracer:
+    return RefTracer(builder, var, value) if type(var.aval) is RefAval else Tracer(builder, var, value)
+
+
 def _frozen_copy(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
     copy = np.array(value, dtype=dtype, copy=True, order="C")
     copy.flags.writeable = False
@@ -166,7 +180,7 @@ class Builder:
             self.input_names[var] = name
         if isinstance(value, Tracer):  # a concrete value given as a tracer of an enclosing concrete staging
             value = value.value
-        tracer = Tracer(self, var, value)
+        tracer = _tracer(self, var, value)
         if self.made is not None:
             self.made.append(weakref.ref(tracer))
         return tracer
@@ -252,20 +266,25 @@ class Builder:
             return self.capture(x, ShapedArray(x.shape, canonicalize_dtype(x.dtype)))
         if isinstance(x, ArrayMethods):  # an ember.Array (the runtime's subclass)
             return self.capture(x, x.aval)
+        if isinstance(x, RefMethods):  # an ember.Ref the function closed over: read and written when it runs
+            return self.capture(x, x.aval)
         raise TypeError(f"value of type {type(x).__name__} is not a valid ember array: {x!r}")
 
     def add_eqn(self, prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Any]:
         if TRACE_STATE.compile_time_eval and not any(isinstance(x, Tracer) for x in args):
             return EAGER.apply(prim, args, params)  # (ember.ensure_compile_time_eval: known values stay known)
         inputs = [self.to_atom(x) for x in args]
-        out_avals = prim.out_avals([a.aval for a in inputs], params)
+        in_avals = [a.aval for a in inputs]
+        if not prim.takes_refs and RefAval in map(type, in_avals):
+            raise ref_operand_error(prim.name, in_avals)
+        out_avals = prim.out_avals(in_avals, params)
         outputs = [Var(aval) for aval in out_avals]
         self.eqns.append(Eqn(prim, inputs, outputs, params, user_source()))
         values = self._values(prim, args, params) if self.concrete else None
         if values is None:
-            tracers = [Tracer(self, v) for v in outputs]
+            tracers = [_tracer(self, v) for v in outputs]
         else:
-            tracers = [Tracer(self, v, value) for v, value in zip(outputs, values)]
+            tracers = [_tracer(self, v, value) for v, value in zip(outputs, values)]
         if self.made is not None:
             self.made.extend(map(weakref.ref, tracers))
         return tracers

@@ -15,6 +15,7 @@ from ember._prims import lax_helpers as _lax_helpers
 from ember._prims import collectives as _collectives
 from ember._prims import linalg as _linalg  # noqa: F401  (registers the factorisations; jax.lax.linalg's names)
 from ember._prims import sharding as _sharding  # noqa: F401  (registers sharding_constraint)
+from ember._prims import refs as _refs  # noqa: F401  (registers the reference primitives: ember.new_ref, ember.ref)
 
 __all__ = _reexport(globals(), [_shape, _elementwise, _slicing, _reduction, _dot, _indexing, _sorting, _conv,
                                 _windowed, _special, _bits, _fft, _lax_helpers, _collectives])

@@ -96,6 +96,7 @@ def _attach_derivative(prim: Primitive, derivative: Any, make_jvp: Callable[[], 
     if derivative == NOT_DIFFERENTIABLE:
         prim.mark_not_differentiable()
     else:
+        prim.zero_derivative = derivative == ZERO  # (its outputs carry no derivative: see Primitive.differentiable)
         prim.def_rule("jvp", make_jvp())
         prim.def_rule("vjp", make_vjp())
 

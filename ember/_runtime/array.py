@@ -7,6 +7,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ember._core import ArrayMethods, ShapedArray, Tracer, check_live, is_python_scalar
+from ember._core.refs import RefAval
 from ember._core import dtypes as dt
 from ember._core.cache import LRUCache
 from ember._core.dtypes import parse_dtype
@@ -27,7 +28,8 @@ class _ArrayMeta(type):
     device array is tested with `type(x) is Array` (isinstance of the exact class never reaches this method)."""
 
     def __instancecheck__(cls, x: Any) -> bool:
-        return type.__instancecheck__(cls, x) or (cls is Array and isinstance(x, Tracer))
+        return type.__instancecheck__(cls, x) or (cls is Array and isinstance(x, Tracer)
+                                                  and type(x.aval) is not RefAval)
 
 
 class Array(ArrayMethods, metaclass=_ArrayMeta):

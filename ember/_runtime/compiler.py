@@ -18,6 +18,8 @@ from ember._core.config import config
 from ember._core.primitive import user_source
 from ember._core import profile
 from ember._hlo import lower
+from ember._transforms.discharge import discharge_ir, has_refs
+from ember._runtime.refs import RefCompiled
 from ember._runtime import callbacks as _callbacks, pjrt as _pjrt
 from ember._runtime.array import Array
 from ember._runtime.backends import default_device, get_client
@@ -180,6 +182,8 @@ _executables = LRUCache("program_cache_size")
 
 
 def lower_ir(ir: IR, name: str = "main") -> Lowered:
+    if has_refs(ir):  # (the program that runs: the references discharged; see ember._runtime.refs)
+        return Lowered(ir, name, lower(discharge_ir(ir).ir))
     return Lowered(ir, name, lower(ir))
 
 
@@ -187,6 +191,9 @@ def compile_ir(ir: IR, name: str = "main", key: Any = None, deferred: bool = Fal
     """Lower and compile an IR. The lowering of an IR of the same structure as one lowered before is reused (a
     function staged anew, as a fresh closure each step, gives a new IR of the same structure each time). key is
     ir's structural_key(ir, sources=False), where the caller knows it already. deferred: see Lowered.compile."""
+    if has_refs(ir):  # (it reads and writes ember.Refs: ember._runtime.refs)
+        return RefCompiled(ir, name, lambda pure: compile_ir(pure, name, None, deferred),
+                           lambda pure, donors: Lowered(pure, name, lower(pure, donors)).compile(deferred))
     try:
         if key is None:
             key = structural_key(ir, sources=False)  # (the text has no source locations)

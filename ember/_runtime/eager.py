@@ -53,6 +53,8 @@ from ember._runtime.sharded import ShardedArray
 from ember._runtime.compiler import CALL_CHECK_OPTIONS, Compiled, DeletedArrayError, _Checks, compile_ir
 from ember._runtime.dispatch import DeviceMismatchError, _scalar_buffer
 from ember._runtime.pjrt import PjrtError
+from ember._core.refs import RefAval, ref_operand_error
+from ember._runtime.refs import apply_with_refs
 
 _eager_cache = LRUCache("eager_cache_size")  # ember.config option
 
@@ -62,6 +64,10 @@ _eager_cache = LRUCache("eager_cache_size")  # ember.config option
 def _eager_aval(x: Any, prim: Primitive, i: int) -> ShapedArray:
     aval = getattr(x, "aval", None)
     if aval is not None and not isinstance(x, Tracer):
+        if type(aval) is RefAval:
+            if not prim.takes_refs:
+                raise ref_operand_error(prim.name, [None] * i + [aval])
+            raise _HasRefs
         return aval
     if isinstance(x, Tracer):  # outside every staging of this thread, so it leaked out of its own
         check_live(x, f"{prim.name}: operand {i}")
@@ -97,8 +103,15 @@ def _executable(prim: Primitive, params: dict[str, Any], avals: tuple[ShapedArra
     return compiled
 
 
+class _HasRefs(Exception):
+    """An operand is an ember.Ref: the primitive runs as ember._runtime.refs.apply_with_refs says."""
+
+
 def apply_primitive(prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Any]:
-    avals = tuple([x.aval if type(x) is Array else _eager_aval(x, prim, i) for i, x in enumerate(args)])
+    try:
+        avals = tuple([x.aval if type(x) is Array else _eager_aval(x, prim, i) for i, x in enumerate(args)])
+    except _HasRefs:
+        return apply_with_refs(prim, args, params, compile_ir)
     compiled = _eager_cache.lookup(_eager_key(prim, params, avals)) or _executable(
         prim, params, avals, any(type(x) is ShardedArray for x in args))
     return compiled.call_flat(args)

@@ -13,7 +13,10 @@ from ember._core import dtypes as dt
 from ember._prims.elementwise import add
 from ember._prims.shape import convert_element_type, full, zeros
 from ember._core.profile import profiled
+from ember._core.refs import RefAval
+from ember._prims.refs import differentiated_write_error, ref_swap_p
 from ember._transforms.cache import TransformCache
+from ember._transforms.discharge import hoisted
 from ember._transforms.passes import simplify
 
 
@@ -21,15 +24,42 @@ def is_differentiable_aval(aval: ShapedArray) -> bool:
     return dt.is_inexact(aval.dtype)
 
 
-def active_vars(ir: IR, wrt: Sequence[bool]) -> set[Var]:
-    """Vars whose value depends differentiably on the inputs marked in wrt."""
+def active_vars(ir: IR, wrt: Sequence[bool], precise: bool = False) -> set[Var]:
+    """Vars whose value depends differentiably on the inputs marked in wrt. Every differentiable output of an
+    equation with an active input is active, except, when precise, those a primitive's "depends" hook (loops,
+    cond) shows not to depend on its active inputs."""
     active = {v for v, w in zip(ir.in_vars, wrt) if w and is_differentiable_aval(v.aval)}
     for eqn in ir.eqns:
         if not eqn.prim.differentiable:
             continue
-        if any(isinstance(a, Var) and a in active for a in eqn.inputs):
+        marked = [isinstance(a, Var) and a in active for a in eqn.inputs]
+        if not any(marked):
+            continue
+        hook = eqn.prim.rules.get("depends") if precise else None
+        if hook is None:
             active.update(v for v in eqn.outputs if is_differentiable_aval(v.aval))
+        else:
+            active.update(v for v, on in zip(eqn.outputs, hook(marked, **eqn.params))
+                          if on and is_differentiable_aval(v.aval))
     return active
+
+
+def active_outputs(ir: IR, wrt: Sequence[bool]) -> list[bool]:
+    """For each output of ir: whether it depends differentiably on the inputs marked in wrt (precisely: through
+    loops and branches, per carry and per result). The helper of the "depends" hooks."""
+    active = active_vars(ir, wrt, precise=True)
+    return [isinstance(a, Var) and a in active for a in ir.outs]
+
+
+def check_ref_writes(ir: IR, wrt: Sequence[bool]) -> None:
+    """Forward mode's check of a hoisted program (ember._transforms.discharge.hoisted) that writes Refs it takes:
+    the values written must not depend differentiably on the inputs marked in wrt (as JAX refuses; reverse mode
+    checks in ref_swap's vjp_split hook)."""
+    writes = [e for e in ir.eqns if e.prim is ref_swap_p]
+    if writes:
+        active = active_vars(ir, wrt, precise=True)
+        if any(isinstance(e.inputs[1], Var) and e.inputs[1] in active for e in writes):
+            raise differentiated_write_error()
 
 
 class RuleError(AssertionError):
@@ -68,7 +98,10 @@ def _backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Se
     An active equation whose primitive has a "vjp_split" hook is emitted through it instead: the hook computes the
     outputs together with the residuals its pullback needs (a scan stacks them per step), and the pullback then
     replaces the VJP rule, so nothing is computed twice."""
-    active = active_vars(ir, wrt)
+    # (precisely where the program writes a Ref it takes: a write of a value that does not depend on the
+    # differentiated inputs is allowed, and a loop carrying such a value beside a differentiated one is no reason to
+    # refuse it)
+    active = active_vars(ir, wrt, precise=any(e.prim is ref_swap_p for e in ir.eqns))
     env = Env(zip(ir.const_vars, ir.consts))
     env.update(zip(ir.in_vars, args))
     pullbacks: dict[Eqn, Any] = {}
@@ -122,6 +155,10 @@ def _backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Se
 def check_differentiable_inputs(name: str, avals: Sequence[ShapedArray], wrt: Sequence[bool],
                                 allow_int: bool = False, holomorphic: bool = False) -> None:
     for i, (aval, w) in enumerate(zip(avals, wrt)):
+        if w and type(aval) is RefAval:
+            raise TypeError(f"{name}: input {i} is a mutable array reference ({aval.str_short()}), which cannot be "
+                            "differentiated with respect to (its gradient would itself need a Ref); differentiate "
+                            "with respect to arrays (argnums), and pass Refs as other arguments")
         if w and holomorphic and not dt.is_complex(aval.dtype):
             raise TypeError(f"{name} with holomorphic=True requires inputs with complex dtype, but input {i} is "
                             f"{aval.str_short()}")
@@ -158,6 +195,7 @@ def value_and_grad_ir(ir: IR, wrt: Sequence[bool], with_value: bool = True, name
     if not ir.outs:
         raise TypeError(f"{name}: the function has no output")
     check_scalar_output(name, ir.outs[0].aval, holomorphic)
+    ir = hoisted(ir)
     out_aval = ir.outs[0].aval
 
     def fn(*args: Any) -> list[Any]:
@@ -183,6 +221,7 @@ def vjp_ir(ir: IR, wrt: Sequence[bool], num_cts: int | None = None, values: Sequ
 @profiled("transform", "vjp")
 def stage_vjp(ir: IR, wrt: Sequence[bool], num_cts: int, values: Sequence[Any] | None = None) -> IR:
     """The reverse-mode transformation of ir itself (uncached; see vjp_ir)."""
+    ir = hoisted(ir)
     n = len(ir.in_vars)
 
     def fn(*args: Any) -> list[Any]:

@@ -18,6 +18,7 @@ from ember._core.eval import eval_ir, eval_ir_annotated
 from ember._core.profile import profiled
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, moveaxis
 from ember._transforms.cache import TransformCache
+from ember._transforms.discharge import hoisted
 from ember._transforms.passes import simplify
 
 
@@ -89,6 +90,7 @@ def batch_ir(ir: IR, in_dims: Sequence[BatchDim], axis_size: int, out_dims: Sequ
 def stage_batched(ir: IR, in_dims: Sequence[BatchDim], axis_size: int, axis_name: Any = None
                   ) -> tuple[IR, tuple[BatchDim, ...]]:
     """The batching of ir itself (uncached; see batch_ir): the batched IR and its outputs' natural batch dims."""
+    ir = hoisted(ir)
     found: list[BatchDim] = []
 
     def fn(*args: Any) -> list[Any]:

@@ -9,6 +9,9 @@ from ember._core import IR, Eqn, stage_flat
 from ember._core.eval import bind_outputs, eval_ir_annotated
 from ember._core import dtypes as dt
 from ember._core.profile import profiled
+from ember._core.refs import RefAval
+from ember._transforms.ad import check_ref_writes
+from ember._transforms.discharge import hoisted
 from ember._prims.shape import zeros
 from ember._transforms.cache import TransformCache
 from ember._transforms.passes import simplify
@@ -32,7 +35,12 @@ def jvp_ir(ir: IR, with_tangent: Sequence[bool] | None = None, values: Sequence[
     By default the floating-point inputs get tangents. Every output gets a tangent (zeros where it does not
     depend on a tangent input, or is not a float). Computed once per (ir, with_tangent) (see TransformCache),
     except a concrete staging (values: of primals and tangents), which is specialised to its values."""
-    with_tangent = [dt.is_inexact(a.dtype) for a in ir.in_avals] if with_tangent is None else list(with_tangent)
+    with_tangent = ([dt.is_inexact(a.dtype) and type(a) is not RefAval for a in ir.in_avals] if with_tangent is None
+                    else list(with_tangent))
+    for aval, w in zip(ir.in_avals, with_tangent):
+        if w and type(aval) is RefAval:
+            raise TypeError(f"jvp: an input is a mutable array reference ({aval.str_short()}), which has no tangent; "
+                            "pass Refs by closure or as arguments without tangents")
     if values is not None:
         return stage_jvp(ir, with_tangent, values)
     return JVPS.get(ir, tuple(with_tangent), lambda: stage_jvp(ir, with_tangent))
@@ -41,6 +49,8 @@ def jvp_ir(ir: IR, with_tangent: Sequence[bool] | None = None, values: Sequence[
 @profiled("transform", "jvp")
 def stage_jvp(ir: IR, with_tangent: Sequence[bool], values: Sequence[Any] | None = None) -> IR:
     """The forward-mode transformation of ir itself (uncached; see jvp_ir)."""
+    ir = hoisted(ir)
+    check_ref_writes(ir, with_tangent)
     n = len(ir.in_vars)
 
     def fn(*args: Any) -> list[Any]:

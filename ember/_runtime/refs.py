@@ -1,0 +1,144 @@
+"""Running a program that reads and writes mutable array references (ember.Ref): its discharged IR is compiled
+(ember._transforms.discharge), each call reads the values of the references it takes (arguments, and Refs it
+closed over) and, after the call, writes the final values of those it wrote back into them."""
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+from ember._core import IR, Eqn, Var, aval_of_value
+from ember._core.cache import LRUCache
+from ember._prims.refs import Ref
+from ember._runtime.array import Array
+from ember._transforms.discharge import discharge_ir, ref_positions
+
+
+def _aliasing_error(name: str, closed: bool) -> ValueError:
+    if closed:
+        return ValueError(f"when calling {name}, a mutable array reference was both closed over and passed as an "
+                          "argument; pass it one way only (two names for one Ref are not allowed)")
+    return ValueError(f"only one reference to a mutable array may be passed as an argument to a function, but "
+                      f"{name} was given the same Ref twice")
+
+
+class RefCompiled:
+    """A compiled program of an IR that takes references: called as the IR (a Ref where it takes one), it runs
+    the discharged program on the references' values and writes back the final values of those it writes.
+
+    As JAX's, a call updates the Refs in place: the buffers of the values it replaces are donated to the program
+    (XLA writes the final values into them), when nothing but the Ref holds those values (an Array read out of the
+    Ref and kept, or viewed by numpy, is left alone: that call runs a program without donation instead)."""
+
+    def __init__(self, ir: IR, name: str, compile_pure: Any, compile_donating: Any = None):
+        discharged = discharge_ir(ir)
+        const_refs, self._in_refs = ref_positions(ir)
+        self.ir, self.name = ir, name
+        self._const_refs = [ir.consts[i] for i in const_refs]
+        for ref in self._const_refs:
+            if type(ref) is not Ref:
+                raise TypeError(f"{name}: a Ref of an enclosing staging cannot be compiled on its own")
+        self._written = discharged.written
+        self._n_out = len(ir.outs)
+        self.pure = compile_pure(discharged.ir)
+        self._discharged = discharged.ir
+        self._compile_donating = compile_donating  # (pure IR, donors) -> the program donating the written values
+        self._donating: Any = None
+        slots = list(range(len(const_refs))) + [len(const_refs) + i for i in self._in_refs]
+        self._donors = [False] * len(discharged.ir.in_vars)
+        for slot, written in zip(slots, self._written):
+            self._donors[slot] = written
+        self.in_avals = [v.aval for v in ir.in_vars]
+        self.out_avals = ir.out_avals
+        self.text = self.pure.text
+
+    def call_flat(self, args: Sequence[Any]) -> list[Any]:
+        in_refs = self._in_refs
+        refs = self._const_refs + [args[i] for i in in_refs]
+        for i in in_refs:
+            if type(args[i]) is not Ref:
+                raise TypeError(f"{self.name}: argument {i} must be a Ref (from ember.new_ref), got "
+                                f"{type(args[i]).__name__}")
+        if len({id(r) for r in refs}) != len(refs):
+            closed = {id(r) for r in self._const_refs}
+            raise _aliasing_error(self.name, any(id(args[i]) in closed for i in in_refs))
+        values = [r.read() for r in self._const_refs] + [a.read() if i in in_refs else a for i, a in enumerate(args)]
+        program, giving = self.pure, []
+        if self._compile_donating is not None and any(self._written):
+            giving = [ref._value for ref, written in zip(refs, self._written) if written]
+            if all(_only_in_its_ref(x) for x in giving):
+                if self._donating is None:
+                    self._donating = self._compile_donating(self._discharged, self._donors)
+                program = self._donating
+            else:
+                giving = []
+        outs = program.call_flat(values)
+        for x in giving:  # (their buffers now hold the final values)
+            x.delete()
+        for ref, final, written in zip(refs, outs[self._n_out:], self._written):
+            if written:
+                ref.write(final)
+        return outs[:self._n_out]
+
+    def __call__(self, *args: Any) -> Any:
+        outs = self.call_flat(args)
+        tree = self.ir.out_tree
+        if tree is not None:
+            return tree.unflatten(outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def call_sharded(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{self.name}: a program that takes mutable array references (ember.Ref) cannot "
+                                  "run partitioned over several devices")
+
+    def as_text(self) -> str:
+        """The StableHLO module of the discharged program."""
+        return self.pure.as_text()
+
+    def __repr__(self) -> str:
+        ins = ", ".join(a.str_short() for a in self.in_avals)
+        outs = ", ".join(a.str_short() for a in self.out_avals)
+        return f"<Compiled {self.name}: ({ins}) -> ({outs})>"
+
+
+_HELD_BY_REF_ALONE = 6  # sys.getrefcount of a value held by its Ref only, as _only_in_its_ref sees it
+
+
+def _only_in_its_ref(x: Any) -> bool:
+    """Whether x, the value a Ref holds, is held by nothing else (its Ref, and call_flat's locals: the list of
+    values passed and the list of those given up), and is an Array whose buffer no numpy view pins."""
+    return type(x) is Array and not x._buffer._pins and sys.getrefcount(x) <= _HELD_BY_REF_ALONE
+
+
+def apply_with_refs(prim: Any, args: Sequence[Any], params: dict[str, Any], compile_ir: Any) -> list[Any]:
+    """A primitive applied eagerly to operands that include Refs (a loop or branch closing over an ember.Ref,
+    outside jit): its one-equation program, in which the operands that are one Ref (every branch of a cond closed
+    over it) are one input, compiled once per signature."""
+    unique: list[Any] = []
+    slots: list[int] = []
+    for x in args:
+        if type(x) is Ref:
+            slot = next((k for k, u in enumerate(unique) if u is x), None)
+            if slot is None:
+                slot = len(unique)
+                unique.append(x)
+        else:
+            slot = len(unique)
+            unique.append(x)
+        slots.append(slot)
+    avals = tuple(aval_of_value(x) for x in unique)
+    key = (prim, tuple(params.items()), avals, tuple(slots))
+    compiled = _programs.lookup(key)
+    if compiled is None:
+        in_vars = [Var(a) for a in avals]
+        inputs = [in_vars[k] for k in slots]
+        out_vars = [Var(a) for a in prim.out_avals([v.aval for v in inputs], params)]
+        ir = IR([], [], in_vars, [Eqn(prim, inputs, out_vars, params)], out_vars)
+        compiled = RefCompiled(ir, prim.name, lambda pure: compile_ir(pure, prim.name))
+        _programs.store(key, compiled)
+    return compiled.call_flat(unique)
+
+
+_programs = LRUCache("eager_cache_size")  # (primitive, params, operand avals, which operands are one) -> program
+
+
+__all__: list[str] = []
