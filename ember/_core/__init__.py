@@ -1,7 +1,8 @@
 """Layer 1, core: dtypes and avals, the IR, primitives and their rule protocol, tracing, the one evaluator loop,
 pytrees and static-argument checks. It imports nothing from the layers above (hlo, prims, transforms, control,
-runtime, api, numpy, public); the two places where a higher layer completes it are documented: the eager slot
-(primitive.EAGER) and the array methods (trace.install_array_methods)."""
+runtime, api, numpy, public); the three places where a higher layer completes it are documented: the eager slot
+(primitive.EAGER), the array methods (trace.install_array_methods) and the indexing of mutable array references
+(refs.install_ref_methods)."""
 from ember._core.dtypes import ShapedArray, aval_of_value, dtype_and_weak, is_python_scalar
 from ember._core.eval import Env, eval_ir, eval_ir_env
 from ember._core.ir import IR, Atom, Eqn, IRTypeError, Literal, Var, check_ir, python_scalar_literal, scalar_literal

@@ -51,8 +51,9 @@ _CONVERSION_ERRORS = {"bool()": TracerBoolConversionError, "__index__()": Tracer
 # Tracers
 class ArrayMethods:
     """The base of Tracer and ember.Array: their operators and array methods (`x + y`, `x.sum()`, `x[1:]`) are
-    numpy's, so they are installed here by the numpy layer through install_array_methods (the second and last
-    place where a lower layer is completed by a higher one, after the eager slot of Primitive.bind)."""
+    numpy's, so they are installed here by the numpy layer through install_array_methods (the second place where
+    a lower layer is completed by a higher one, after the eager slot of Primitive.bind; the third is the indexing
+    of references, ember._core.refs.install_ref_methods)."""
     __slots__ = ()
     __array_priority__ = 1000
     __hash__ = None  # type: ignore[assignment]  (arrays compare elementwise, so they are not hashable)
@@ -171,11 +172,14 @@ class Builder:
         self.concrete = concrete
         self.protects_derivatives = protects_derivatives  # the function an autodiff API differentiates
         self.input_names: dict[Var, str] = {}
+        self.has_refs = False  # whether a value of this staging is a mutable array reference (checked by add_eqn)
         # with check_tracer_leaks on: the tracers made, checked for survivors when the staging ends
         self.made: list[weakref.ref[Tracer]] | None = [] if config.read_canonical("check_tracer_leaks") else None
 
     def new_input(self, aval: ShapedArray, value: Any = None, name: str = "") -> Tracer:
         var = Var(aval)
+        if type(aval) is RefAval:
+            self.has_refs = True
         if name:
             self.input_names[var] = name
         if isinstance(value, Tracer):  # a concrete value given as a tracer of an enclosing concrete staging
@@ -239,6 +243,8 @@ class Builder:
         var = self._captured.get(id(value))
         if var is None:
             var = self._captured[id(value)] = Var(aval)
+            if type(aval) is RefAval:
+                self.has_refs = True
             self.const_vars.append(var)
             self._alive.append(value)  # keeps the value alive while staging, so its id stays unique
             self.consts.append(_frozen_copy(value, aval.dtype) if isinstance(value, np.ndarray) else value)
@@ -275,7 +281,9 @@ class Builder:
             return EAGER.apply(prim, args, params)  # (ember.ensure_compile_time_eval: known values stay known)
         inputs = [self.to_atom(x) for x in args]
         in_avals = [a.aval for a in inputs]
-        if not prim.takes_refs and RefAval in map(type, in_avals):
+        if prim.takes_refs:  # (new_ref, the other reference primitives, and those whose bodies may use refs)
+            self.has_refs = True
+        elif self.has_refs and RefAval in map(type, in_avals):
             raise ref_operand_error(prim.name, in_avals)
         out_avals = prim.out_avals(in_avals, params)
         outputs = [Var(aval) for aval in out_avals]

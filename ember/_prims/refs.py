@@ -118,11 +118,14 @@ def _new_ref_impl(x: Any) -> Ref:
     return Ref(x)
 
 
-new_ref_p = RefPrimitive("new_ref", _new_ref_impl)
+new_ref_p = RefPrimitive("new_ref", _new_ref_impl, takes_refs=True)  # (it makes one: staging notes that)
 
 
 @new_ref_p.def_rule("abstract_eval")
 def _new_ref_abstract_eval(x: ShapedArray) -> RefAval:
+    if type(x) is RefAval:
+        raise TypeError(f"new_ref: the initial value is a Ref {x.str_short()}: references to references are not "
+                        "supported")
     return RefAval.of(x)
 
 
