@@ -76,10 +76,6 @@ def check_no_refs_returned(label: str, leaves: Sequence[Any]) -> None:
                              "branches); return its value (ref[...] or ember.freeze(ref)) instead")
 
 
-def is_ref_aval(aval: Any) -> bool:
-    return type(aval) is RefAval
-
-
 def ref_operand_error(prim_name: str, avals: Sequence[ShapedArray]) -> TypeError:
     """The error of binding a primitive that does not take refs on a Ref."""
     i, aval = next((i, a) for i, a in enumerate(avals) if type(a) is RefAval)
@@ -88,4 +84,4 @@ def ref_operand_error(prim_name: str, avals: Sequence[ShapedArray]) -> TypeError
                      f"`{prim_name}(ref[...])`")
 
 
-__all__ = ["RefAval", "RefMethods", "check_no_refs_returned", "install_ref_methods", "is_ref_aval", "ref_operand_error"]
+__all__ = ["RefAval", "RefMethods", "check_no_refs_returned", "install_ref_methods", "ref_operand_error"]

@@ -300,10 +300,8 @@ def freeze(ref: Any) -> Any:
 def free_ref(ref: Any) -> None:
     """End a Ref without reading it (as jax.free_ref)."""
     ref = _checked_ref(ref, "free_ref")
-    if isinstance(ref, RefTracer):
-        return None  # (nothing reads it after; discharge drops its value)
-    ref.read()
-    ref._value = None
+    if not isinstance(ref, RefTracer):  # (a staged one: nothing reads it after; discharge drops its value)
+        _freeze_impl(ref)
     return None
 
 
@@ -382,6 +380,6 @@ def _setitem(self: Any, idx: Any, value: Any) -> None:
 
 install_ref_methods({"__getitem__": _getitem, "__setitem__": _setitem})
 
-REF_PRIMITIVES = (new_ref_p, ref_get_p, ref_swap_p, freeze_p)
+REF_PRIMITIVES = frozenset({new_ref_p, ref_get_p, ref_swap_p, freeze_p})
 
 __all__ = ["Ref", "InvalidRefError", "new_ref", "empty_ref", "freeze", "free_ref", "get", "swap", "set", "addupdate"]

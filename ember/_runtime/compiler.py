@@ -18,7 +18,7 @@ from ember._core.config import config
 from ember._core.primitive import user_source
 from ember._core import profile
 from ember._hlo import lower
-from ember._transforms.discharge import discharge_ir, has_refs
+from ember._transforms.discharge import has_refs
 from ember._runtime.refs import RefCompiled
 from ember._runtime import callbacks as _callbacks, pjrt as _pjrt
 from ember._runtime.array import Array
@@ -182,8 +182,6 @@ _executables = LRUCache("program_cache_size")
 
 
 def lower_ir(ir: IR, name: str = "main") -> Lowered:
-    if has_refs(ir):  # (the program that runs: the references discharged; see ember._runtime.refs)
-        return Lowered(ir, name, lower(discharge_ir(ir).ir))
     return Lowered(ir, name, lower(ir))
 
 

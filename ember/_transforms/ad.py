@@ -16,7 +16,7 @@ from ember._core.profile import profiled
 from ember._core.refs import RefAval
 from ember._prims.refs import differentiated_write_error, ref_swap_p
 from ember._transforms.cache import TransformCache
-from ember._transforms.discharge import hoisted
+from ember._transforms.discharge import has_refs, hoisted
 from ember._transforms.passes import simplify
 
 
@@ -55,7 +55,7 @@ def check_ref_writes(ir: IR, wrt: Sequence[bool]) -> None:
     """Forward mode's check of a hoisted program (ember._transforms.discharge.hoisted) that writes Refs it takes:
     the values written must not depend differentiably on the inputs marked in wrt (as JAX refuses; reverse mode
     checks in ref_swap's vjp_split hook)."""
-    writes = [e for e in ir.eqns if e.prim is ref_swap_p]
+    writes = [e for e in ir.eqns if e.prim is ref_swap_p] if has_refs(ir) else []
     if writes:
         active = active_vars(ir, wrt, precise=True)
         if any(isinstance(e.inputs[1], Var) and e.inputs[1] in active for e in writes):
@@ -98,10 +98,10 @@ def _backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Se
     An active equation whose primitive has a "vjp_split" hook is emitted through it instead: the hook computes the
     outputs together with the residuals its pullback needs (a scan stacks them per step), and the pullback then
     replaces the VJP rule, so nothing is computed twice."""
-    # (precisely where the program writes a Ref it takes: a write of a value that does not depend on the
+    # (precisely where the program uses Refs, which it may write: a write of a value that does not depend on the
     # differentiated inputs is allowed, and a loop carrying such a value beside a differentiated one is no reason to
     # refuse it)
-    active = active_vars(ir, wrt, precise=any(e.prim is ref_swap_p for e in ir.eqns))
+    active = active_vars(ir, wrt, precise=has_refs(ir))
     env = Env(zip(ir.const_vars, ir.consts))
     env.update(zip(ir.in_vars, args))
     pullbacks: dict[Eqn, Any] = {}

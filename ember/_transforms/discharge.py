@@ -24,10 +24,8 @@ from ember._core.eval import bind_outputs, eval_ir
 from ember._core.ir import sub_irs
 from ember._core.primitive import TRACE_STATE, enter_source, interpreter_base
 from ember._core.refs import RefAval
-from ember._prims.refs import freeze_p, new_ref_p, ref_get_p, ref_swap_p
+from ember._prims.refs import REF_PRIMITIVES, freeze_p, new_ref_p, ref_get_p, ref_swap_p
 from ember._transforms.cache import TransformCache
-
-_REF_PRIMITIVES = frozenset({new_ref_p, ref_get_p, ref_swap_p, freeze_p})
 
 
 _has_refs: "weakref.WeakKeyDictionary[IR, bool]" = weakref.WeakKeyDictionary()
@@ -40,12 +38,9 @@ def has_refs(ir: IR) -> bool:
     if found is None:
         found = _has_refs[ir] = (any(type(v.aval) is RefAval for v in ir.const_vars)
                                  or any(type(v.aval) is RefAval for v in ir.in_vars)
-                                 or any(eqn_has_refs(e) for e in ir.eqns))
+                                 or any(e.prim in REF_PRIMITIVES or any(has_refs(sub) for sub in sub_irs(e.params))
+                                        for e in ir.eqns))
     return found
-
-
-def eqn_has_refs(eqn: Eqn) -> bool:
-    return eqn.prim in _REF_PRIMITIVES or any(has_refs(sub) for sub in sub_irs(eqn.params))
 
 
 class Discharged(NamedTuple):
@@ -68,29 +63,34 @@ def discharge_ir(ir: IR) -> Discharged:
     return DISCHARGED.get(ir, (), lambda: _discharge(ir))
 
 
+def _split_refs(ir: IR, consts: Sequence[Any], args: Sequence[Any]) -> tuple[Env, dict[Var, Any]]:
+    """The values of ir's constants and inputs: those of its plain variables (an Env), and those of its reference
+    variables (constants first, then inputs, in order)."""
+    env, refs = Env(), {}
+    for v, x in list(zip(ir.const_vars, consts)) + list(zip(ir.in_vars, args)):
+        if type(v.aval) is RefAval:
+            refs[v] = x
+        else:
+            env[v] = x
+    return env, refs
+
+
 def _discharge(ir: IR) -> Discharged:
-    const_refs, in_refs = ref_positions(ir)
-    refs = [ir.const_vars[i] for i in const_refs] + [ir.in_vars[i] for i in in_refs]
-    values = {v: Var(v.aval.inner) for v in refs}
+    const_refs, _ = ref_positions(ir)
     written: list[bool] = []
 
     def fn(*args: Any) -> list[Any]:
-        ref_values = args[:len(const_refs)]
-        ins = list(args[len(const_refs):])
-        state: dict[Var, Any] = dict(zip(refs[:len(const_refs)], ref_values))
-        state.update((ir.in_vars[i], ins[i]) for i in in_refs)
-        consts = [c for v, c in zip(ir.const_vars, ir.consts) if type(v.aval) is not RefAval]
-        plain_consts = [v for v in ir.const_vars if type(v.aval) is not RefAval]
-        env = Env(zip(plain_consts, consts))
-        env.update((v, x) for v, x in zip(ir.in_vars, ins) if type(v.aval) is not RefAval)
+        values = iter(args[:len(const_refs)])
+        consts = [next(values) if type(v.aval) is RefAval else c for v, c in zip(ir.const_vars, ir.consts)]
+        env, state = _split_refs(ir, consts, args[len(const_refs):])
         initial = dict(state)
         run_discharged(ir.eqns, env, state)
-        written.extend(state[v] is not initial[v] for v in refs)
-        return [env.read(a) for a in ir.outs] + [state[v] for v in refs]
+        written.extend(state[v] is not x for v, x in initial.items())
+        return [env.read(a) for a in ir.outs] + [state[v] for v in initial]
 
-    in_avals = [v.aval.inner for v in refs[:len(const_refs)]] + [values.get(v, v).aval for v in ir.in_vars]
-    pure = stage_flat(fn, in_avals)
-    return Discharged(pure, tuple(written))
+    in_avals = [ir.const_vars[i].aval.inner for i in const_refs] + [
+        v.aval.inner if type(v.aval) is RefAval else v.aval for v in ir.in_vars]
+    return Discharged(stage_flat(fn, in_avals), tuple(written))
 
 
 def run_discharged(eqns: Sequence[Eqn], env: Env, state: dict[Var, Any], boundary: "_Boundary | None" = None
@@ -159,8 +159,8 @@ class _Boundary:
                     f"{eqn.prim.name}: a Ref made inside a transformed function (ember.new_ref) cannot be passed to "
                     "it; pass a Ref the function takes as an argument or closes over")
             self.flush(state, var)
-        outs = eqn.prim.bind(*[self.refs[a] if a in refs else env.read(a) for a in eqn.inputs], **eqn.params)
-        env.update(zip(eqn.outputs, outs if eqn.prim.multiple_results else [outs]))
+        env.update(zip(eqn.outputs, bind_outputs(eqn, [self.refs[a] if a in refs else env.read(a)
+                                                         for a in eqn.inputs])))
         for var in refs:
             state.pop(var, None)
             self.synced.pop(var, None)
@@ -227,13 +227,10 @@ def body_finals(ir: IR, ins: Sequence[Any], ids: Sequence[int | None]) -> tuple[
         eqns = [Eqn(e.prim, [renamed.get(a, a) if isinstance(a, Var) else a for a in e.inputs], e.outputs, e.params,
                     e.source) for e in ir.eqns]
         ir = IR(ir.const_vars, ir.consts, ir.in_vars, eqns, ir.outs)
-    d = discharge_ir(ir)
-    outs = eval_ir(d.ir, list(ins))
+    outs = eval_ir(discharge_ir(ir).ir, list(ins))
     n = len(ir.outs)
-    positions = [i for v, i in zip(ir.in_vars, ids) if i is not None]
-    finals = {i: f for i, f, v in zip(positions, outs[n:], [v for v, i in zip(ir.in_vars, ids) if i is not None])
-              if first[i] is v}
-    return outs[:n], finals
+    taken = [(v, i) for v, i in zip(ir.in_vars, ids) if i is not None]  # (the finals come in this order)
+    return outs[:n], {i: final for (v, i), final in zip(taken, outs[n:]) if first[i] is v}
 
 
 def closed_body(fn: Any, in_avals: Sequence[Any], label: str) -> tuple[IR, list[Any]]:
@@ -278,13 +275,7 @@ def hoisted(ir: IR) -> IR:
 
 def _hoist(ir: IR) -> IR:
     def fn(*args: Any) -> list[Any]:
-        env = Env()
-        refs: dict[Var, Any] = {}
-        for v, x in list(zip(ir.const_vars, ir.consts)) + list(zip(ir.in_vars, args)):
-            if type(v.aval) is RefAval:
-                refs[v] = x
-            else:
-                env[v] = x
+        env, refs = _split_refs(ir, ir.consts, args)
         boundary = _Boundary(refs)
         state = _LazyState(boundary)
         run_discharged(ir.eqns, env, state, boundary)
