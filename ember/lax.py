@@ -40,7 +40,10 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_
                                         # jax.lax.psum_scatter's primitive (jax.lax does not export it):
                                         "reduce_scatter",
                                         # jax.shard_map's and jit's (jax.lax does not export them):
-                                        "shard_map", "pjit"})
+                                        "shard_map", "pjit",
+                                        # the cast to varying (jax.lax.pcast binds core.pvary_p) and JAX's
+                                        # all_gather(to="invarying") primitive, which jax.lax does not export:
+                                        "pcast", "all_gather_invariant"})
 
 
 def _primitive_names(namespace: dict[str, object]) -> list[str]:

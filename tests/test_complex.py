@@ -128,7 +128,8 @@ def test_every_primitive_is_classified():
 
 
 # The collectives (bound inside shard_map, where the Cases' classification does not see them): checked below
-COLLECTIVES_ACCEPT = {"psum", "all_gather", "reduce_scatter", "all_to_all", "ppermute", "axis_index"}
+COLLECTIVES_ACCEPT = {"psum", "all_gather", "all_gather_invariant", "reduce_scatter", "all_to_all", "ppermute",
+                      "axis_index", "pcast"}
 COLLECTIVES_REFUSE = {"pmax", "pmin"}
 
 
@@ -141,7 +142,11 @@ def test_collectives_carry_complex_values():
     def sharded(f, out=P()):
         return ember.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=out)(z)
     np.testing.assert_allclose(np.asarray(sharded(lambda v: lax.psum(v, "x"))), z[:2] + z[2:])
-    np.testing.assert_allclose(np.asarray(sharded(lambda v: lax.all_gather(v, "x", tiled=True))), z)
+    np.testing.assert_allclose(np.asarray(sharded(lambda v: lax.all_gather(v, "x", tiled=True), P("x"))),
+                               np.concatenate([z, z]))
+    np.testing.assert_allclose(np.asarray(sharded(lambda v: lax.all_gather(v, "x", tiled=True, to="invarying"))), z)
+    np.testing.assert_allclose(np.asarray(ember.shard_map(lambda v: lax.pcast(v, "x", to="varying"), mesh=mesh,
+                                                          in_specs=P(), out_specs=P("x"))(z)), np.concatenate([z, z]))
     np.testing.assert_allclose(np.asarray(sharded(lambda v: lax.ppermute(v, "x", [(0, 1), (1, 0)]), P("x"))),
                                np.concatenate([z[2:], z[:2]]))
     np.testing.assert_allclose(np.asarray(sharded(lambda v: lax.psum_scatter(v, "x", tiled=True), P("x"))),

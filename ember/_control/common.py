@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ember._core import IR, ShapedArray, Var, scalar_literal, stage_flat
+from ember._core import IR, ShapedArray, Var, aval_of, eval_ir, scalar_literal, stage_flat
 from ember._core import dtypes as dt
+from ember._core.dtypes import ordered_axes
+from ember._core.vma import pcast_p
 from ember._core.refs import check_no_refs_returned
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._transforms.passes import simplify
@@ -66,8 +68,54 @@ def unused_inputs(avals: Sequence[ShapedArray]) -> list[Var]:
 
 
 def same_types(a: Sequence[ShapedArray], b: Sequence[ShapedArray]) -> bool:
-    """Equal shapes and dtypes (weak types may differ)."""
-    return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype for x, y in zip(a, b))
+    """Equal shapes, dtypes and varying axes (weak types may differ)."""
+    return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype and x.vma == y.vma for x, y in zip(a, b))
+
+
+def cast_outputs(ir: IR, vmas: Sequence[frozenset]) -> IR:
+    """ir with each output that varies over fewer axes than its entry of vmas cast (pcast) to vary over them (a
+    body's result typed as its loop carry, a branch's as the joined type of the branches, a zero tangent's as its
+    primal's); ir itself when nothing needs a cast."""
+    if all(a.vma == v or not (v - a.vma) for a, v in zip(ir.out_avals, vmas)):
+        return ir
+
+    def fn(*args: Any) -> list[Any]:
+        outs = eval_ir(ir, list(args))
+        return [y if not (v - aval_of(y).vma) else pcast_p.bind(y, axes=ordered_axes(v - aval_of(y).vma))
+                for y, v in zip(outs, vmas)]
+    cast = stage_flat(fn, ir.in_avals)
+    return IR(cast.const_vars, cast.consts, cast.in_vars, cast.eqns, cast.outs, ir.out_tree)
+
+
+def vma_mismatch(what: str, paths: Sequence[str], want: Sequence[ShapedArray], got: Sequence[ShapedArray],
+                 fix_want: str, fix_got: str = "") -> list[tuple[str, str]]:
+    """For each position where got varies over other axes than want: (JAX's sentence saying so, the pcast that
+    would fix it: fix_want names the value of want to cast when got varies over more axes, fix_got the value of got
+    in the other case), what naming the values ("the input carry{path} has type {want} but the corresponding
+    output carry component has type {got}")."""
+    found = []
+    for path, a, b in zip(paths, want, got):
+        if a.vma != b.vma and a.shape == b.shape and a.dtype == b.dtype:
+            more, fix = (b.vma - a.vma, fix_want) if b.vma - a.vma else (a.vma - b.vma, fix_got)
+            found.append((what.format(path=path, want=a.str_short(), got=b.str_short())
+                          + ", so the manual axis types do not match",
+                          f"applying `ember.lax.pcast(..., {ordered_axes(more)}, to='varying')` "
+                          + fix.format(path=path) if fix else ""))
+    return found
+
+
+def vma_error_text(head: str, found: list[tuple[str, str]], tail: str) -> str:
+    """JAX's error for loop carries or branch results whose varying axes differ (see vma_mismatch)."""
+    diffs = [d for d, _ in found]
+    differences = (diffs[0][0].upper() + diffs[0][1:] + ".\n" if len(diffs) == 1
+                   else "\n".join(f"  * {d};" for d in diffs[:-1]) + f"\n  * {diffs[-1]}.\n")
+    fixes = [f for _, f in found if f]
+    hint = ""
+    if fixes:
+        hint = (f"This might be fixed by {fixes[0]}.\n" if len(fixes) == 1 else
+                "This might be fixed by:\n" + "\n".join(f"  * {f};" for f in fixes[:-1]) + f"\n  * {fixes[-1]}.\n")
+        hint += "See docs/parallel.md (varying manual axes) for more information.\n\n"
+    return f"{head}\n\n{differences}\n{hint}{tail}"
 
 
 def describe(avals: Sequence[ShapedArray]) -> str:

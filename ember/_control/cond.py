@@ -16,11 +16,13 @@ from __future__ import annotations
 import builtins
 from typing import Any, Callable, Sequence
 
-from ember._control.common import close_over, describe, int32_scalar as _int32, same_types, unused_inputs, with_inputs
+from ember._control.common import (cast_outputs, close_over, describe, int32_scalar as _int32, same_types,
+                                   unused_inputs, vma_error_text, vma_mismatch, with_inputs)
 from ember import _prims as lax
 from ember._core import IR, Eqn, Primitive, ShapedArray, aval_of, eval_ir, is_python_scalar
 from ember._core import dtypes as dt
-from ember._core.pytree import tree_flatten
+from ember._core.dtypes import join_vma
+from ember._core.pytree import keystr, tree_flatten, tree_leaves_with_path
 from ember._hlo import LoweringContext, lower_into
 from ember._prims import broadcast_in_dim, convert_element_type, select
 from ember._prims.elementwise import eq
@@ -32,7 +34,7 @@ from ember._transforms.discharge import body_finals, closed_body, ref_values, up
 from ember._transforms.jvp import jvp_ir
 from ember._transforms.passes import dce_outputs, split_known
 
-cond_p = Primitive("cond", multiple_results=True, takes_refs=True)
+cond_p = Primitive("cond", multiple_results=True, takes_refs=True, own_vma=True)
 
 
 @cond_p.def_rule("abstract_eval")
@@ -46,8 +48,21 @@ def _cond_abstract_eval(index: ShapedArray, *operands: ShapedArray, branches: tu
         if not same_types(branch.out_avals, branches[0].out_avals):
             raise TypeError(f"cond: branch {i} returns {describe(branch.out_avals)}, but branch 0 returns "
                             f"{describe(branches[0].out_avals)}; every branch must return the same types")
+    if any(index.vma - a.vma for a in branches[0].out_avals):  # (see _joined)
+        raise TypeError(f"cond: the branch index {index.str_short()} varies over devices, so every result must too, "
+                        f"but the branches return {describe(branches[0].out_avals)}")
     return [a.update(weak_type=all(b.out_avals[j].weak_type for b in branches))
             for j, a in enumerate(branches[0].out_avals)]
+
+
+def _joined(branches: Sequence[IR], index: Any) -> tuple[IR, ...]:
+    """The branches with each result cast to vary over the union of the branches' varying axes for it and the
+    index's (inside a shard_map body): where the index varies over an axis, devices along it may take different
+    branches, so every result may differ along it (JAX leaves such a result typed as the branches say, which can
+    claim the same value on every device where it is not)."""
+    extra = aval_of(index).vma
+    vmas = [join_vma(outs) | extra for outs in zip(*(b.out_avals for b in branches))]
+    return tuple(cast_outputs(b, vmas) for b in branches)
 
 
 @cond_p.def_rule("lowering")
@@ -67,7 +82,7 @@ def _cond_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, branches: tupl
               ) -> tuple[list[Any], list[Any]]:
     index, operands = primals[0], primals[1:]
     with_tangent = [t is not None and dt.is_inexact(aval_of(p).dtype) for p, t in zip(operands, tangents[1:])]
-    jvp_branches = tuple(jvp_ir(b, with_tangent) for b in branches)
+    jvp_branches = _joined([jvp_ir(b, with_tangent) for b in branches], index)
     given = [t for t, w in zip(tangents[1:], with_tangent) if w]
     outs = cond_p.bind(index, *operands, *given, branches=jvp_branches)
     n = len(branches[0].outs)
@@ -147,7 +162,7 @@ def _cond_vjp_split(ins: list[Any], active: list[bool], *, branches: tuple[IR, .
         return run
 
     results = _cond(index, [forward_branch(known, where) for (known, _), where in zip(parts, sources)],
-                    tuple(operands), "cond")
+                    tuple(operands), "cond", join=True)
     outs, slots = results[:n_out], results[n_out:]
 
     def backward_branch(linear: IR, where: list[ResidualSource]) -> Callable[..., list[Any]]:
@@ -158,7 +173,7 @@ def _cond_vjp_split(ins: list[Any], active: list[bool], *, branches: tuple[IR, .
 
     def pullback(cts: list[Any], needs: list[bool]) -> list[Any]:
         in_cts = iter(_cond(index, [backward_branch(linear, where) for (_, linear), where in zip(parts, sources)],
-                            (list(operands), list(outs), list(slots), list(cts)), "cond"))
+                            (list(operands), list(outs), list(slots), list(cts)), "cond", join=True))
         full = [None] + [next(in_cts) if w else None for w in wrt]
         return [ct if need else None for ct, need in zip(full, needs)]
 
@@ -183,7 +198,7 @@ def _cond_batching(args: list[Any], dims: list[BatchDim], *, branches: tuple[IR,
     if index_dim is None:  # one branch for the whole batch: a cond of the batched branches
         natural = [batch_ir(b, operand_dims, size)[1] for b in branches]
         out_dims = [0 if any(d[j] is not None for d in natural) else None for j in range(n)]
-        batched = tuple(batch_ir(b, operand_dims, size, out_dims)[0] for b in branches)
+        batched = _joined([batch_ir(b, operand_dims, size, out_dims)[0] for b in branches], index)
         return cond_p.bind(index, *operands, branches=batched), out_dims
     batched = tuple(batch_ir(b, operand_dims, size, [0] * n)[0] for b in branches)
     # each member picks its own branch: run every branch, then select per member
@@ -230,7 +245,7 @@ def _cond_discharge(ins: list[Any], refs: list[int | None], *, branches: tuple[I
             raise AssertionError("cond: a branch discharged with constants")
         new_branches.append(new)
     values = [convert_element_type(v, a.dtype) for v, a in zip(values, value_avals)]
-    outs = cond_p.bind(index, *plain, *values, branches=tuple(new_branches))
+    outs = cond_p.bind(index, *plain, *values, branches=_joined(new_branches, index))
     return outs[:len(outs) - n], outs[len(outs) - n:]
 
 
@@ -286,7 +301,11 @@ def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any],
     return _cond(index, [false_fun, true_fun], operands, "cond")
 
 
-def _cond(index: Any, branches: list[Callable[..., Any]], operands: tuple[Any, ...], api: str) -> Any:
+def _cond(index: Any, branches: list[Callable[..., Any]], operands: tuple[Any, ...], api: str,
+          join: bool = False) -> Any:
+    """The cond of branches (functions of operands) chosen by an int32 index. Inside a shard_map body the
+    branches must return values varying over the same axes (JAX's error), unless join (a rule's own branches:
+    each result is cast to the union); every result varies over the index's axes too (_joined)."""
     leaves, in_tree = tree_flatten(operands)
     avals = [aval_of(x).strip_weak_type() if not is_python_scalar(x) else aval_of(x) for x in leaves]
     closed = [close_over(b, in_tree, avals, f"{api} branch {i}") for i, b in enumerate(branches)]
@@ -294,7 +313,10 @@ def _cond(index: Any, branches: list[Callable[..., Any]], operands: tuple[Any, .
         if c.out_tree != closed[0].out_tree:
             raise TypeError(f"{api}: branch {i} returns a {c.out_tree}, but branch 0 returns a "
                             f"{closed[0].out_tree}; every branch must return the same structure")
-        if not same_types(c.ir.out_avals, closed[0].ir.out_avals):
+        if not join and not same_types(c.ir.out_avals, closed[0].ir.out_avals):
+            found = _branch_vma_error(api, closed[0], c, i)
+            if found:
+                raise TypeError(found)
             raise TypeError(f"{api}: branch {i} returns {describe(c.ir.out_avals)}, but branch 0 returns "
                             f"{describe(closed[0].ir.out_avals)}; every branch must return the same shapes and "
                             "dtypes")
@@ -307,5 +329,21 @@ def _cond(index: Any, branches: list[Callable[..., Any]], operands: tuple[Any, .
             binders += c.ir.in_vars[:len(c.consts)] if j == i else unused_inputs(avals_j)
         irs.append(with_inputs(c.ir, binders + c.ir.in_vars[len(c.consts):]))
     consts = [x for c in closed for x in c.consts]
-    outs = cond_p.bind(index, *consts, *leaves, branches=tuple(irs))
+    outs = cond_p.bind(index, *consts, *leaves, branches=_joined(irs, index))
     return closed[0].out_tree.unflatten(outs)
+
+
+def _branch_vma_error(api: str, first: Any, other: Any, i: int) -> str | None:
+    """JAX's error for branches whose results vary over different axes (None when they differ otherwise)."""
+    if api == "cond":  # (JAX names the true branch first)
+        names, first, other = ("true_fun", "false_fun"), other, first
+    else:
+        names = ("branches[0]", f"branches[{i}]")
+    paths = [keystr(path) for path, _ in tree_leaves_with_path(first.out_tree.unflatten(first.ir.out_avals))]
+    found = vma_mismatch(f"the output of {names[0]}{{path}} has type {{want}} but the corresponding output of "
+                         f"{names[1]}{{path}} has type {{got}}", paths, first.ir.out_avals, other.ir.out_avals,
+                         f"to the output of {names[0]}{{path}}", f"to the output of {names[1]}{{path}}")
+    if not found:
+        return None
+    return vma_error_text(f"{api} branches must have equal output types but they differ.", found,
+                          f"Revise {names[0]} and/or {names[1]} so that all output types match.")

@@ -89,7 +89,7 @@ def _batched_rule(rule: Callable[..., Any], size: int, label: str) -> Callable[.
 
 # ---------------------------------------------------------------------------------------------------------------
 # custom_jvp_call(consts..., args...; fun_ir, num_consts, jvp)
-custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True, eager_body="fun_ir")
+custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True, eager_body="fun_ir", own_vma=True)
 custom_jvp_call_p.def_rule("abstract_eval", lambda *avals, fun_ir, num_consts, jvp: _outs_of(fun_ir))
 custom_jvp_call_p.def_rule("lowering", _lower_inline)
 
@@ -128,7 +128,8 @@ def _custom_jvp_batching(args: list[Any], dims: list[BatchDim], *, fun_ir: IR, n
 
 # ---------------------------------------------------------------------------------------------------------------
 # custom_vjp_call(consts..., args...; fun_ir, num_consts, fwd, bwd)
-custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True, eager_body="fun_ir", takes_refs=True)
+custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True, eager_body="fun_ir", takes_refs=True,
+                              own_vma=True)
 KEEPS_REFS.add(custom_vjp_call_p)  # (a Ref it takes stays one through hoisting: bwd may write it, as JAX's stash)
 custom_vjp_call_p.def_rule("abstract_eval", lambda *avals, fun_ir, num_consts, fwd, bwd: _outs_of(fun_ir))
 custom_vjp_call_p.def_rule("lowering", _lower_inline)
@@ -346,6 +347,13 @@ class custom_vjp:  # noqa: N801  (JAX's name)
                                     f"{arg_tree}, got {tree_i}")
                 ct_leaves += leaves_i
             ct_leaves = [zeros(a.strip_weak_type()) if c is None else c for c, a in zip(ct_leaves, in_avals)]
+            for i, (c, a) in enumerate(zip(ct_leaves, in_avals)):  # (inside a shard_map body: JAX's check)
+                if aval_of(c).vma - a.vma:
+                    raise ValueError(f"{name}: Custom VJP bwd rule must produce an output with the same type as the "
+                                     f"args tuple of the primal function, but at output leaf {i} the bwd rule "
+                                     f"produced an output of type {aval_of(c).str_short()} corresponding to an input "
+                                     f"of type {a.str_short()}, so the manual axis types do not match (psum the "
+                                     "cotangent of a value every device holds alike over the axes it varies over)")
             return _from_float0(ct_leaves, in_avals)
 
         outs = custom_vjp_call_p.bind(*closed.consts, *leaves, fun_ir=closed.ir, num_consts=len(closed.consts),
@@ -355,7 +363,7 @@ class custom_vjp:  # noqa: N801  (JAX's name)
 
 # ---------------------------------------------------------------------------------------------------------------
 # optimization_barrier(*xs): the identity, which XLA may not optimize across (no CSE, no moving work over it).
-optimization_barrier_p = Primitive("optimization_barrier", multiple_results=True)
+optimization_barrier_p = Primitive("optimization_barrier", multiple_results=True, own_vma=True)
 optimization_barrier_p.def_rule("abstract_eval", lambda *avals: list(avals))
 optimization_barrier_p.def_rule("lowering", lambda ctx, *xs: ctx.op("stablehlo.optimization_barrier", list(xs),
                                                                      ctx.avals_out) if xs else [])
@@ -394,7 +402,7 @@ def checkpoint_name(x: Any, name: str) -> Any:
 # policy saves (policy(prim, *input avals, **params) -> bool for the equation that made the value; None: nothing);
 # the backward pass recomputes the others from those, behind an optimization barrier (so XLA cannot reuse the
 # first computation). docs/checkpointing.md.
-remat_p = Primitive("remat", multiple_results=True, eager_body="body_ir")
+remat_p = Primitive("remat", multiple_results=True, eager_body="body_ir", own_vma=True)
 remat_p.def_rule("abstract_eval", lambda *avals, body_ir, policy: body_ir.out_avals)
 remat_p.def_rule("lowering", lambda ctx, *xs, body_ir, policy: lower_into(ctx.emitter, body_ir, xs))
 

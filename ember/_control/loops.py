@@ -8,14 +8,17 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from ember import _prims as lax
 from ember._control.cond import cond as _cond
-from ember._control.common import (close_over, describe, int32_scalar as _i32, same_types, split_sizes as _split,
-                                   unused_inputs, with_inputs, with_outputs)
+from ember._control.common import (cast_outputs, close_over, describe, int32_scalar as _i32, same_types,
+                                   split_sizes as _split, unused_inputs, vma_error_text, vma_mismatch, with_inputs,
+                                   with_outputs)
+from ember._core.vma import pcast_p
 from ember._core import (IR, Eqn, Primitive, ShapedArray, Var, aval_of, eval_ir, is_python_scalar, stage_flat)
 from ember._core import dtypes as dt
 from ember._core.config import config
 from ember._core.primitive import has_effects
 from ember._core.checks import normalize_axis
-from ember._core.pytree import tree_flatten, tree_map, tree_structure, tree_unflatten
+from ember._core.dtypes import join_vma, ordered_axes
+from ember._core.pytree import keystr, tree_flatten, tree_leaves_with_path, tree_map, tree_structure, tree_unflatten
 from ember._hlo import LoweringContext, compare_type, i64_array, lower_into
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, moveaxis, zeros
 from ember._transforms.ad import active_outputs, vjp_ir
@@ -42,7 +45,7 @@ def _batched_carries(body_ir: IR, const_dims: list[BatchDim], carry_dims: list[B
 
 # ---------------------------------------------------------------------------------------------------------------
 # while(cond_consts..., body_consts..., carry...; cond_ir, body_ir, cond_nconsts, body_nconsts)
-while_p = Primitive("while", multiple_results=True, takes_refs=True)
+while_p = Primitive("while", multiple_results=True, takes_refs=True, own_vma=True)
 
 
 @while_p.def_rule("abstract_eval")
@@ -411,24 +414,49 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
         if not callable(fun):
             raise TypeError(f"while_loop: {name} is not callable: {fun!r}")
     leaves, tree = tree_flatten(init_val)
-    body = close_over(body_fun, tree_structure((init_val,)), [aval_of(x) for x in leaves], "while_loop body_fun")
+    in_tree = tree_structure((init_val,))
+    body = close_over(body_fun, in_tree, [aval_of(x) for x in leaves], "while_loop body_fun")
     leaves, changed = _promote_weak_carry(leaves, body.ir.out_avals)
     avals = [aval_of(x) for x in leaves]
     if changed:
-        body = close_over(body_fun, tree_structure((init_val,)), avals, "while_loop body_fun")
-    cond = close_over(cond_fun, tree_structure((init_val,)), avals, "while_loop cond_fun")
+        body = close_over(body_fun, in_tree, avals, "while_loop body_fun")
     if body.out_tree != tree:
         raise TypeError(f"while_loop: body_fun must return a carry of the input's structure {tree}, got "
                         f"{body.out_tree}")
-    outs = while_p.bind(*cond.consts, *body.consts, *leaves, cond_ir=cond.ir, body_ir=body.ir,
+    check_carry_vma("while_loop", tree, avals, body.ir.out_avals)
+    cond = close_over(cond_fun, in_tree, avals, "while_loop cond_fun")
+    while True:  # a predicate varying over devices makes every carry vary (devices may stop at different steps)
+        varying = join_vma(cond.ir.out_avals)
+        if all(varying <= a.vma for a in avals):
+            break
+        leaves = [x if varying <= aval_of(x).vma else pcast_p.bind(x, axes=ordered_axes(varying - aval_of(x).vma))
+                  for x in leaves]
+        avals = [aval_of(x) for x in leaves]
+        body = close_over(body_fun, in_tree, avals, "while_loop body_fun")
+        cond = close_over(cond_fun, in_tree, avals, "while_loop cond_fun")
+    body_ir = cast_outputs(body.ir, [a.vma for a in avals])
+    outs = while_p.bind(*cond.consts, *body.consts, *leaves, cond_ir=cond.ir, body_ir=body_ir,
                         cond_nconsts=len(cond.consts), body_nconsts=len(body.consts))
     return tree.unflatten(outs)
+
+
+def check_carry_vma(api: str, tree: Any, carry_in: Sequence[ShapedArray], carry_out: Sequence[ShapedArray]) -> None:
+    """JAX's error for a loop body returning a carry that varies over other mesh axes than the carry it takes
+    (inside a shard_map body)."""
+    paths = [keystr(path) for path, _ in tree_leaves_with_path(tree.unflatten(list(carry_in)))]
+    found = vma_mismatch("the input carry{path} has type {want} but the corresponding output carry component has "
+                         "type {got}", paths, carry_in, carry_out,
+                         "to the initial carry value corresponding to the input carry{path}")
+    if found:
+        raise TypeError(vma_error_text(f"{api} body function carry input and carry output must have equal types, "
+                                       "but they differ:", found, "Revise the function so that all output types "
+                                       "match the corresponding input types."))
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # scan(consts..., carry..., xs...; body_ir, num_consts, num_carry, length, reverse)
 # body_ir: (consts..., carry..., x slices...) -> (carry..., y slices...); the ys are stacked along a new axis 0.
-scan_p = Primitive("scan", multiple_results=True, takes_refs=True)
+scan_p = Primitive("scan", multiple_results=True, takes_refs=True, own_vma=True)
 
 
 @scan_p.def_rule("abstract_eval")
@@ -748,6 +776,7 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None, le
         raise TypeError(f"scan: f must return a pair (carry, y), got {closed.out_tree}")
     if out_children[0] != c_tree:
         raise TypeError(f"scan: f must return a carry of the input's structure {c_tree}, got {out_children[0]}")
+    check_carry_vma("scan", c_tree, [aval_of(c) for c in c_leaves], closed.ir.out_avals[:len(c_leaves)])
     outs = scan_p.bind(*closed.consts, *c_leaves, *x_leaves, body_ir=closed.ir, num_consts=len(closed.consts),
                        num_carry=len(c_leaves), length=length, reverse=bool(reverse))
     carry = tree_unflatten(c_tree, outs[:len(c_leaves)])

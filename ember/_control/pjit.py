@@ -28,7 +28,7 @@ from ember._transforms.passes import dce_outputs, simplify, split_known
 
 Shardings = tuple[Sharding | None, ...]
 
-pjit_p = Primitive("pjit", multiple_results=True, takes_refs=True)
+pjit_p = Primitive("pjit", multiple_results=True, takes_refs=True, own_vma=True)
 
 
 @pjit_p.def_rule("abstract_eval")

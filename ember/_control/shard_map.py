@@ -10,10 +10,15 @@ results as out_specs say. One higher-order primitive carries f's staged body; it
   (the collectives' device groups), each output put back (@SPMDShardToFullShape); a program holding a shard_map
   runs partitioned over the mesh's devices (ember._runtime.spmd);
 - JVP: a shard_map of the body's JVP, tangents split as their primals;
-- reverse mode: a shard_map of the body's VJP. A result replicated over mesh axes its spec does not name is one
-  value held by each device: its cotangent is divided among them, and an input replicated so gets the sum of its
-  devices' cotangents (psum over those axes); with psum transposing to psum this gives the gradient of the
-  function the shard_map computes, which is JAX's;
+- reverse mode: a shard_map of the body's VJP. With check_vma=True (the default, as JAX's) the body is typed by
+  the axes each value varies over (ember._core.vma): an input split along an axis varies over it, one its spec
+  leaves unsplit is the same on every device along it, and each result varies exactly over the axes its out_spec
+  names (a result varying over another axis is JAX's error; one varying over fewer is cast). The types make the
+  body's own VJP the gradient: a value every device used was cast to varying where it met a varying one, and that
+  cast transposes to a psum. With check_vma=False there are no types, and the rule says the same from outside, as
+  JAX's does then: a result replicated over mesh axes its spec does not name is one value held by each device, so
+  its cotangent is divided among them, and an input replicated so gets the sum of its devices' cotangents (psum
+  over those axes), psum transposing to psum;
 - batching: the body batched, the batch dimension unsplit (None in the specs)."""
 from __future__ import annotations
 
@@ -26,6 +31,9 @@ from ember._control.common import close_over
 from ember._core import IR, Primitive, ShapedArray, Tracer, aval_of, eval_ir, stage_flat
 from ember._core import dtypes as dt
 from ember._core.axes import axis_frame
+from ember._core.dtypes import NO_VMA, note_axis_order, ordered_axes
+from ember._core.pytree import keystr, tree_leaves_with_path
+from ember._core.vma import pcast_p, typed_axes, untyped_axes
 from ember._core.pytree import prefix_entries, tree_flatten, tree_structure
 from ember._core.sharding import Mesh, NamedSharding, PartitionSpec, current_mesh
 from ember._hlo import LoweringContext
@@ -87,21 +95,39 @@ def block_aval(api: str, mesh: Mesh, spec: PartitionSpec, aval: ShapedArray, wha
 
 
 def full_aval(mesh: Mesh, spec: PartitionSpec, block: ShapedArray) -> ShapedArray:
-    return block.update(shape=tuple(n * k for n, k in zip(block.shape, _factors(mesh, spec, block.ndim))))
+    return ShapedArray(tuple(n * k for n, k in zip(block.shape, _factors(mesh, spec, block.ndim))), block.dtype,
+                       block.weak_type)
+
+
+def spec_vma(spec: PartitionSpec) -> frozenset:
+    """The axes a block of an array split by spec varies over: those the spec names."""
+    return frozenset(_spec_axes(spec))
+
+
+def body_aval(api: str, mesh: Mesh, spec: PartitionSpec, aval: ShapedArray, what: str, check_vma: bool
+              ) -> ShapedArray:
+    """The type a body takes a block of an input as: its block, varying over the axes its spec names (with
+    check_vma)."""
+    block = block_aval(api, mesh, spec, aval, what)
+    return block.with_vma(spec_vma(spec)) if check_vma else block.with_vma(NO_VMA)
 
 
 # shard_map(*args; body, mesh, in_specs, out_specs, check_vma): body run on each device's block (see above).
-shard_map_p = Primitive("shard_map", multiple_results=True)
+shard_map_p = Primitive("shard_map", multiple_results=True, own_vma=True)
 
 
 @shard_map_p.def_rule("abstract_eval")
 def _shard_map_abstract_eval(*avals: ShapedArray, body: IR, mesh: Mesh, in_specs: Specs, out_specs: Specs,
                              check_vma: bool) -> list[ShapedArray]:
     for i, (aval, spec, inner) in enumerate(zip(avals, in_specs, body.in_avals)):
-        block = block_aval("shard_map", mesh, spec, aval, f"input {i}")
-        if block.shape != inner.shape or block.dtype != inner.dtype:
+        block = body_aval("shard_map", mesh, spec, aval, f"input {i}", check_vma)
+        if block.shape != inner.shape or block.dtype != inner.dtype or block.vma != inner.vma:
             raise TypeError(f"shard_map: input {i} {aval.str_short()} split by {spec} is a block "
                             f"{block.str_short()}, but the body takes {inner.str_short()}")
+    for i, (spec, out) in enumerate(zip(out_specs, body.out_avals)):
+        if check_vma and out.vma != spec_vma(spec):
+            raise TypeError(f"shard_map: result {i} of the body is {out.str_short()}, but its out_spec {spec} "
+                            f"asks for a value varying over {set(spec_vma(spec)) or '{}'}")
     return [full_aval(mesh, spec, a) for spec, a in zip(out_specs, body.out_avals)]
 
 
@@ -135,17 +161,42 @@ def _shard_map_lowering(ctx: LoweringContext, *args: str, body: IR, mesh: Mesh, 
     return results
 
 
-def _in_mesh(mesh: Mesh, fn: Callable[[], Any]) -> Any:
-    """fn() with the mesh's axis names bound (the body's collectives are bound again by transformations)."""
-    with axis_frame(list(mesh.shape.items())):
+def _in_mesh(mesh: Mesh, check_vma: bool, fn: Callable[[], Any]) -> Any:
+    """fn() with the mesh's axis names bound, typed as check_vma says (the body's collectives are bound again by
+    transformations)."""
+    note_axis_order(mesh.axis_names)
+    with axis_frame(list(mesh.shape.items())), (typed_axes(mesh.axis_names) if check_vma else untyped_axes()):
         return fn()
+
+
+def _varying_as(ir: IR, vmas: Sequence[frozenset]) -> IR:
+    """ir with each output cast to vary over its axes in vmas (an output varying over fewer: a zero tangent or
+    cotangent, or a result its spec splits along an axis it does not vary over, as JAX casts it). Every output's
+    axes must be among its vmas' (the out_specs check comes first)."""
+    if all(a.vma == v for a, v in zip(ir.out_avals, vmas)):
+        return ir
+
+    def fn(*args: Any) -> list[Any]:
+        outs = eval_ir(ir, list(args))
+        return [y if aval_of(y).vma == v else pcast_p.bind(y, axes=ordered_axes(v - aval_of(y).vma))
+                for y, v in zip(outs, vmas)]
+    return stage_flat(fn, ir.in_avals)
+
+
+def _body(mesh: Mesh, check_vma: bool, out_specs: Specs, make: Callable[[], IR]) -> IR:
+    """A body made by make() (a transformation of a body) in the mesh's axes, its outputs typed as out_specs say
+    (with check_vma)."""
+    def build() -> IR:
+        ir = make()
+        return _varying_as(ir, [spec_vma(s) for s in out_specs]) if check_vma else ir
+    return _in_mesh(mesh, check_vma, build)
 
 
 @shard_map_p.def_rule("jvp")
 def _shard_map_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body: IR, mesh: Mesh, in_specs: Specs,
                    out_specs: Specs, check_vma: bool) -> tuple[list[Any], list[Any]]:
     with_tangent = [t is not None and dt.is_inexact(aval_of(p).dtype) for p, t in zip(primals, tangents)]
-    jvp_body = _in_mesh(mesh, lambda: jvp_ir(body, with_tangent))
+    jvp_body = _body(mesh, check_vma, out_specs + out_specs, lambda: jvp_ir(body, with_tangent))
     given = [t for t, w in zip(tangents, with_tangent) if w]
     specs = in_specs + tuple(s for s, w in zip(in_specs, with_tangent) if w)
     outs = shard_map_p.bind(*primals, *given, body=jvp_body, mesh=mesh, in_specs=specs,
@@ -166,25 +217,33 @@ def _shard_map_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[
     if not any(wrt):
         return [None] * len(ins)
     specs_wrt = tuple(s for s, w in zip(in_specs, wrt) if w)
-    backward = _in_mesh(mesh, lambda: _backward_body(body, tuple(wrt), mesh, specs_wrt))
-    cts = [zeros(aval_of(y).strip_weak_type()) if ct is None else _scaled(ct, mesh, spec)
+    backward = _body(mesh, check_vma, specs_wrt, lambda: _backward_body(body, tuple(wrt), mesh, specs_wrt, check_vma))
+    cts = [zeros(aval_of(y).strip_weak_type()) if ct is None else ct if check_vma else _scaled(ct, mesh, spec)
            for ct, y, spec in zip(cts, outs, out_specs)]
     grads = iter(shard_map_p.bind(*ins, *cts, body=backward, mesh=mesh, in_specs=in_specs + out_specs,
                                   out_specs=specs_wrt, check_vma=check_vma))
     return [next(grads) if w else None for w in wrt]
 
 
-def _backward_body(body: IR, wrt: tuple[bool, ...], mesh: Mesh, specs_wrt: Specs) -> IR:
-    """(the body's inputs..., its outputs' cotangents...) -> the cotangents of the inputs in wrt, each summed over
-    the mesh axes its spec does not name."""
+def _backward_body(body: IR, wrt: tuple[bool, ...], mesh: Mesh, specs_wrt: Specs, check_vma: bool) -> IR:
+    """(the body's inputs..., its outputs' cotangents...) -> the cotangents of the inputs in wrt: the body's VJP,
+    whose types sum what they must (check_vma), or (without) each summed over the mesh axes its spec does not
+    name."""
     n_out = len(body.outs)
     grads = vjp_ir(body, list(wrt), n_out)
+    if check_vma:
+        return grads if n_out == 0 else _drop_outputs(grads, n_out)
     summed = [_unnamed_axes(mesh, s) for s in specs_wrt]
 
     def fn(*args: Any) -> list[Any]:
         cts_in = eval_ir(grads, list(args))[n_out:]
         return [psum(c, axes) if axes else c for c, axes in zip(cts_in, summed)]
     return simplify(stage_flat(fn, grads.in_avals))
+
+
+def _drop_outputs(ir: IR, n: int) -> IR:
+    """ir without its first n outputs."""
+    return simplify(IR(ir.const_vars, ir.consts, ir.in_vars, ir.eqns, ir.outs[n:]))
 
 
 def _scaled(ct: Any, mesh: Mesh, spec: PartitionSpec) -> Any:
@@ -198,11 +257,13 @@ def _scaled(ct: Any, mesh: Mesh, spec: PartitionSpec) -> Any:
 def _shard_map_batching(args: list[Any], dims: list[BatchDim], *, body: IR, mesh: Mesh, in_specs: Specs,
                         out_specs: Specs, check_vma: bool) -> tuple[list[Any], list[BatchDim]]:
     size = next(aval_of(x).shape[d] for x, d in zip(args, dims) if d is not None)
-    batched, out_dims = _in_mesh(mesh, lambda: batch_ir(body, dims, size))
+    batched, out_dims = _in_mesh(mesh, check_vma, lambda: batch_ir(body, dims, size))
     ins = tuple(spec if d is None else _insert(spec, d, aval_of(x).ndim - 1)
                 for x, d, spec in zip(args, dims, in_specs))
     outs_specs = tuple(spec if d is None else _insert(spec, d, a.ndim) for spec, d, a in
                        zip(out_specs, out_dims, body.out_avals))
+    if check_vma:
+        batched = _body(mesh, check_vma, outs_specs, lambda: batched)
     outs = shard_map_p.bind(*args, body=batched, mesh=mesh, in_specs=ins, out_specs=outs_specs, check_vma=check_vma)
     return outs, out_dims
 
@@ -220,8 +281,11 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, out_specs: Any, in_spec
     says how each argument is split, out_specs how the results are assembled; inside f, collectives over the
     mesh's axis names (ember.lax.psum, all_gather, ppermute, axis_index, ...) combine the devices' values.
     mesh: by default the current one (`with mesh:` / ember.sharding.set_mesh). check_vma (check_rep, its older
-    name) is accepted; ember does not track which values vary across devices, so an out_spec that leaves out a
-    mesh axis states that the result is the same on every device along it (as with check_vma=False).
+    name; True by default, as JAX's) types every value in f by the mesh axes it varies over (`ember.typeof(x).vma`,
+    printed f32[2]{V:i}): a result varying over an axis its out_spec leaves out is an error, and gradients inside
+    and outside f sum the contributions of the devices that share a value (docs/parallel.md). With
+    check_vma=False there are no such types: an out_spec that leaves out a mesh axis states that the result is the
+    same on every device along it, and the first device's value along it is taken.
     Usable as a decorator: @partial(shard_map, mesh=..., in_specs=..., out_specs=...)."""
     if f is None:
         return lambda fun: shard_map(fun, out_specs=out_specs, in_specs=in_specs, mesh=mesh, axis_names=axis_names,
@@ -243,21 +307,75 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, out_specs: Any, in_spec
         leaves, in_tree = tree_flatten(args)
         specs = _in_specs(name, in_specs, args, leaves)
         avals = [aval_of(x) for x in leaves]
-        blocks = [block_aval(f"shard_map({name})", the_mesh, s, a, f"argument {i}")
+        api = f"shard_map({name})"
+        blocks = [body_aval(api, the_mesh, s, a, f"argument {i}", check_vma)
                   for i, (s, a) in enumerate(zip(specs, avals))]
-        with axis_frame(list(the_mesh.shape.items())):
-            closed = close_over(f, in_tree, blocks, f"shard_map({name})")
+        closed = _in_mesh(the_mesh, check_vma, lambda: close_over(f, in_tree, blocks, api))
         consts = closed.consts
-        out_leaf_specs = _prefix_specs(f"shard_map({name})", "out_specs", out_specs,
+        out_leaf_specs = _prefix_specs(api, "out_specs", out_specs,
                                        closed.out_tree.unflatten(range(closed.out_tree.num_leaves)))
         for i, (spec, aval) in enumerate(zip(out_leaf_specs, closed.ir.out_avals)):
-            check_spec(f"shard_map({name})", the_mesh, spec, aval, f"result {i}")
-        outs = shard_map_p.bind(*consts, *leaves, body=closed.ir, mesh=the_mesh,
-                                in_specs=(PartitionSpec(),) * len(consts) + tuple(specs),
+            check_spec(api, the_mesh, spec, aval, f"result {i}")
+        body = closed.ir
+        if check_vma:
+            _check_out_vma(name, the_mesh, out_specs, out_leaf_specs, closed)
+            body = _body(the_mesh, check_vma, tuple(out_leaf_specs), lambda: closed.ir)
+        const_specs = tuple(PartitionSpec(*_spec_of_vma(the_mesh, aval_of(c).vma)) for c in consts)
+        outs = shard_map_p.bind(*consts, *leaves, body=body, mesh=the_mesh, in_specs=const_specs + tuple(specs),
                                 out_specs=tuple(out_leaf_specs), check_vma=bool(check_vma))
         return closed.out_tree.unflatten(outs)
     mapped.__name__ = f"shard_map({name})"
     return mapped
+
+
+def _spec_of_vma(mesh: Mesh, vma: frozenset) -> tuple[Any, ...]:
+    """The spec entries of a value the body closed over: () (replicated). (A value of an enclosing staging is the
+    same on every device; vma is empty outside a shard_map body.)"""
+    if vma:
+        raise NotImplementedError(f"shard_map: the body closes over a value varying over {set(vma)} of an enclosing "
+                                  "shard_map body; pass it as an argument")
+    return ()
+
+
+def _check_out_vma(name: str, mesh: Mesh, out_specs: Any, leaf_specs: Sequence[PartitionSpec], closed: Any) -> None:
+    """JAX's error for results that vary over a mesh axis their out_spec leaves out (check_vma=True): the spec says
+    every device along that axis holds the same value, which the types cannot show."""
+    paths = _spec_paths(out_specs, closed.out_tree.unflatten(range(closed.out_tree.num_leaves)))
+    msgs = []
+    for path, spec, aval in zip(paths, leaf_specs, closed.ir.out_avals):
+        unmentioned = [a for a in mesh.axis_names if a not in _spec_axes(spec)]
+        if not any(a in aval.vma for a in unmentioned):
+            continue
+        if len(unmentioned) > 1:
+            need = ",".join(map(str, ordered_axes(spec_vma(spec))))
+            got = ",".join(map(str, ordered_axes(aval.vma)))
+            diff = ",".join(str(a) for a in unmentioned if a in aval.vma)
+            msgs.append(f"* out_specs{path} is {spec} which implies that the corresponding output value is only "
+                        f"varying across mesh axes {{{need}}} and not {{{diff}}}, but it was inferred to be possibly "
+                        f"varying over {{{got}}}")
+        else:
+            msgs.append(f"* out_specs{path} is {spec} which implies that the corresponding output value is "
+                        f"replicated across mesh axis '{unmentioned[0]}', but could not infer replication over any "
+                        "axes")
+    if not msgs:
+        return
+    if len(msgs) == 1:
+        msgs = [msgs[0][2:]]
+    raise ValueError(
+        f"shard_map applied to the function '{name}' was given out_specs which require replication which can't be "
+        f"statically inferred given the mesh:\n\nThe mesh given has shape {tuple(mesh.shape.values())} with "
+        f"corresponding axis names {tuple(mesh.axis_names)}.\n\n" + "\n\n".join(msgs) + "\n\nCheck if these output "
+        "values are meant to be replicated over those mesh axes. If not, consider revising the corresponding "
+        "out_specs entries. If so, consider disabling the check by passing the check_vma=False argument to "
+        "`ember.shard_map` (its outputs then hold the first device's value along those axes, as JAX's).")
+
+
+def _spec_paths(prefix: Any, tree: Any) -> list[str]:
+    """For each leaf of tree, the key path (as text) of the entry of prefix (a tree prefix of specs) that applies
+    to it."""
+    entries = tree_leaves_with_path(prefix, is_leaf=_is_spec)
+    subtrees = tree_structure(prefix, is_leaf=_is_spec).flatten_up_to(tree)
+    return [keystr(path) for (path, _), sub in zip(entries, subtrees) for _ in range(tree_structure(sub).num_leaves)]
 
 
 def _is_spec(x: Any) -> bool:

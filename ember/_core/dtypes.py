@@ -455,11 +455,38 @@ class ArrayTooLargeError(ValueError):
     """An array of more than MAX_BYTES bytes was described (a ValueError)."""
 
 
-class ShapedArray:
-    """The abstract value of an array: its shape and dtype (and whether its type is weak, as a Python scalar's)."""
-    __slots__ = ("shape", "dtype", "weak_type", "_hash")
+NO_VMA: frozenset = frozenset()  # the varying axes of a value that is the same on every device (or outside any)
+_AXIS_ORDER: dict[Any, int] = {}  # mesh axis name -> its position in the mesh that bound it (for printing)
 
-    def __init__(self, shape: Iterable[int], dtype: Any, weak_type: bool = False):
+
+def note_axis_order(names: Sequence[Any]) -> None:
+    """Record the order of a mesh's axes: varying axes print in it (as JAX prints them in mesh order)."""
+    for i, name in enumerate(names):
+        _AXIS_ORDER.setdefault(name, i)
+
+
+def ordered_axes(axes: Iterable[Any]) -> tuple[Any, ...]:
+    """Axis names in mesh order (names of no mesh last, by their text)."""
+    return tuple(sorted(axes, key=lambda a: (_AXIS_ORDER.get(a, len(_AXIS_ORDER)), str(a))))
+
+
+class ManualAxisType(NamedTuple):
+    """How a value inside a shard_map body relates to the devices along the mesh's manual axes (as JAX's
+    jax.sharding.ManualAxisType, `typeof(x).mat`): varying, the axes along which it may differ from device to
+    device. (ember has no unreduced or reduced values: those two sets are always empty.)"""
+    varying: frozenset = NO_VMA
+    unreduced: frozenset = NO_VMA
+    reduced: frozenset = NO_VMA
+
+
+class ShapedArray:
+    """The abstract value of an array: its shape and dtype, whether its type is weak (as a Python scalar's), and,
+    inside a shard_map body, its varying manual axes (vma): the mesh axes along which its value may differ from
+    device to device (JAX's `typeof(x).mat.varying`; empty outside any shard_map, and for a value every device
+    holds alike). Printed f32[2,1]{V:i}, as JAX prints it."""
+    __slots__ = ("shape", "dtype", "weak_type", "vma", "_hash")
+
+    def __init__(self, shape: Iterable[int], dtype: Any, weak_type: bool = False, vma: frozenset = NO_VMA):
         shape = tuple(shape)
         for dim in shape:
             if not isinstance(dim, int | np.integer) or isinstance(dim, bool) or dim < 0:
@@ -471,7 +498,8 @@ class ShapedArray:
                              f"{math.prod(self.shape) * self.dtype.itemsize:.3g} bytes, more than the largest array "
                              f"XLA can address ({MAX_BYTES:.3g} bytes)")
         self.weak_type: bool = bool(weak_type)
-        self._hash = hash((self.shape, self.dtype, self.weak_type))
+        self.vma: frozenset = vma if type(vma) is frozenset else frozenset(vma)
+        self._hash = hash((self.shape, self.dtype, self.weak_type, self.vma))
 
     @property
     def ndim(self) -> int:
@@ -481,29 +509,56 @@ class ShapedArray:
     def size(self) -> int:
         return math.prod(self.shape)
 
-    def update(self, shape: Sequence[int] | None = None, dtype: Any = None, weak_type: bool | None = None
-               ) -> "ShapedArray":
+    @property
+    def mat(self) -> ManualAxisType:
+        """The value's manual axis type (JAX's `typeof(x).mat`): its varying axes."""
+        return ManualAxisType(self.vma)
+
+    def update(self, shape: Sequence[int] | None = None, dtype: Any = None, weak_type: bool | None = None,
+               vma: frozenset | None = None) -> "ShapedArray":
         return ShapedArray(self.shape if shape is None else shape, self.dtype if dtype is None else dtype,
-                           self.weak_type if weak_type is None else weak_type)
+                           self.weak_type if weak_type is None else weak_type, self.vma if vma is None else vma)
+
+    def with_vma(self, vma: frozenset) -> "ShapedArray":
+        """The same type, varying over vma."""
+        return self if vma == self.vma else ShapedArray(self.shape, self.dtype, self.weak_type, vma)
 
     def strip_weak_type(self) -> "ShapedArray":
-        return self if not self.weak_type else ShapedArray(self.shape, self.dtype)
+        return self if not self.weak_type else ShapedArray(self.shape, self.dtype, False, self.vma)
 
     def str_short(self) -> str:
-        return f"{short_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+        text = f"{short_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+        return text + vma_text(self.vma) if self.vma else text
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, ShapedArray) and self.shape == other.shape and self.dtype == other.dtype
-                and self.weak_type == other.weak_type)
+                and self.weak_type == other.weak_type and self.vma == other.vma)
 
     def __hash__(self) -> int:
         return self._hash
 
     def __repr__(self) -> str:
         weak = ", weak_type=True" if self.weak_type else ""
-        return f"ShapedArray({self.shape}, {short_name(self.dtype)}{weak})"
+        vma = f", vma={{{', '.join(map(repr, ordered_axes(self.vma)))}}}" if self.vma else ""
+        return f"ShapedArray({self.shape}, {short_name(self.dtype)}{weak}{vma})"
 
     __str__ = str_short
+
+
+def vma_text(vma: frozenset) -> str:
+    """{V:i} or {V:(i,j)}: varying axes as JAX prints them after a type."""
+    names = [str(a) for a in ordered_axes(vma)]
+    return "{V:" + (names[0] if len(names) == 1 else "(" + ",".join(names) + ")") + "}"
+
+
+def join_vma(avals: Iterable[ShapedArray]) -> frozenset:
+    """The union of the varying axes of avals: those of a result computed from all of them."""
+    vma = NO_VMA
+    for aval in avals:
+        v = aval.vma
+        if v and v is not vma:
+            vma = vma | v if vma else v
+    return vma
 
 
 def aval_of_value(x: Any) -> ShapedArray:

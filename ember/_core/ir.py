@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 import numpy as np
 
-from ember._core.dtypes import ShapedArray, check_int_fits, dtype_and_weak, short_name
+from ember._core.dtypes import ShapedArray, check_int_fits, dtype_and_weak, join_vma, short_name
 
 if TYPE_CHECKING:
     from ember._core.primitive import Primitive
@@ -301,6 +301,13 @@ class IRTypeError(TypeError):
     pass
 
 
+def operand_vma_error(name: str, avals: Sequence[ShapedArray]) -> str:
+    """JAX's words for operands of a primitive varying over different axes (an IR built without the casts)."""
+    return (f"Primitive {name} requires varying manual axes to match, but got {[set(a.vma) for a in avals]}: cast "
+            "the less varying operands with ember.lax.pcast(x, axes, to='varying'), or pass check_vma=False to "
+            "ember.shard_map")
+
+
 def sub_irs(params: dict[str, Any]) -> list[IR]:
     """The IRs an equation carries in its params (the bodies of higher-order primitives)."""
     found = []
@@ -346,12 +353,17 @@ def check_ir(ir: IR) -> None:
                 check_ir(sub)
             except IRTypeError as err:
                 raise IRTypeError(f"{where}, in a sub-IR: {err}") from err
+        in_avals = [a.aval for a in eqn.inputs]
         try:
-            expected = eqn.prim.out_avals([a.aval for a in eqn.inputs], eqn.params)
+            expected = eqn.prim.out_avals(in_avals, eqn.params)
         except TypeError as err:
             raise IRTypeError(f"{where}: {err}") from err
+        if not eqn.prim.own_vma:  # (operands vary alike, but for literals: see ember._core.vma)
+            vma = join_vma(in_avals)
+            if any(type(a) is Var and a.aval.vma != vma for a in eqn.inputs):
+                raise IRTypeError(f"{where}: {operand_vma_error(eqn.prim.name, in_avals)}")
         got = [v.aval for v in eqn.outputs]
-        if [(a.shape, a.dtype) for a in expected] != [(a.shape, a.dtype) for a in got]:
+        if [(a.shape, a.dtype, a.vma) for a in expected] != [(a.shape, a.dtype, a.vma) for a in got]:
             raise IRTypeError(f"{where}: outputs typed {[str(a) for a in got]} but the rule gives "
                               f"{[str(a) for a in expected]}")
         for v in eqn.outputs:

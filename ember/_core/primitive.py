@@ -31,7 +31,7 @@ import threading
 import weakref
 from typing import Any, Callable, Sequence
 
-from ember._core.dtypes import ArrayTooLargeError, ShapedArray
+from ember._core.dtypes import ArrayTooLargeError, ShapedArray, join_vma
 from ember._core.ir import Source, sub_irs
 
 RULE_KINDS: tuple[str, ...] = ("abstract_eval", "lowering", "jvp", "vjp", "batching")
@@ -69,11 +69,18 @@ class Primitive:
 
     And one tells staging which primitives take mutable array references (ember._core.refs):
       takes_refs: its operands may be of type Ref (the reference primitives, and the higher-order primitives
-          whose bodies read or write references); binding any other primitive on a Ref is a TypeError."""
+          whose bodies read or write references); binding any other primitive on a Ref is a TypeError.
+
+    And one tells how its results vary over the devices of a shard_map body (ShapedArray.vma; ember._core.vma):
+      own_vma: its abstract eval gives each output's varying axes itself, and its operands may vary over different
+          axes (the collectives, pcast, and the higher-order primitives, whose operands feed their bodies as they
+          are). Every other primitive computes on operands varying alike: staging casts an operand varying over
+          fewer axes than another (pcast, as JAX's implicit pvary; scalar literals are the same everywhere and are
+          left as they are), and its outputs vary over the union (Primitive.out_avals)."""
 
     def __init__(self, name: str, multiple_results: bool = False, register: bool = True, *, moves_data: bool = False,
                  fuses_data_movement: bool = False, eager_body: str | None = None, elementwise: bool = False,
-                 effectful: bool = False, takes_refs: bool = False):
+                 effectful: bool = False, takes_refs: bool = False, own_vma: bool = False):
         self.name = name
         self.multiple_results = multiple_results
         self.moves_data = moves_data
@@ -82,6 +89,7 @@ class Primitive:
         self.elementwise = elementwise
         self.effectful = effectful
         self.takes_refs = takes_refs  # its operands may be mutable array references (ember._core.refs)
+        self.own_vma = own_vma  # its abstract eval types its outputs' varying axes (see above)
         self.zero_derivative = False  # its rules give zero derivatives (stop_gradient, floor): outputs are constants
         self.rules: dict[str, Callable[..., Any]] = {}
         self.marks: dict[str, str] = {}  # rule kind -> why this primitive has no such rule
@@ -143,13 +151,23 @@ class Primitive:
         outs = stack[-1].add_eqn(self, args, params) if stack else EAGER.apply(self, args, params)
         return outs if self.multiple_results else outs[0]
 
-    def out_avals(self, avals: Sequence[ShapedArray], params: dict[str, Any]) -> list[ShapedArray]:
+    def out_avals(self, avals: Sequence[ShapedArray], params: dict[str, Any], vma: frozenset | None = None
+                  ) -> list[ShapedArray]:
+        """The output types of an equation on operands of these types: the abstract eval's, varying over the
+        operands' varying axes (vma, when the caller knows it; unless the primitive has its own rule for them:
+        own_vma)."""
         try:
             out = self.rule("abstract_eval", "abstract evaluation")(*avals, **params)
         except ArrayTooLargeError as err:  # name the operation making the too-large result
             shapes = ", ".join(a.str_short() for a in avals)
             raise ArrayTooLargeError(f"{self.name}({shapes}): {err}") from None
-        return list(out) if self.multiple_results else [out]
+        outs = list(out) if self.multiple_results else [out]
+        if not self.own_vma:
+            if vma is None:
+                vma = join_vma(avals)
+            if vma:
+                outs = [o.with_vma(vma) for o in outs]
+        return outs
 
 
 PRIMITIVES: dict[str, Primitive] = {}

@@ -31,12 +31,15 @@ class RefAval(ShapedArray):
         """The type of the value the Ref holds."""
         return ShapedArray(self.shape, self.dtype)
 
-    def update(self, shape: Sequence[int] | None = None, dtype: Any = None, weak_type: bool | None = None
-               ) -> "RefAval":
+    def update(self, shape: Sequence[int] | None = None, dtype: Any = None, weak_type: bool | None = None,
+               vma: Any = None) -> "RefAval":
         return RefAval(self.shape if shape is None else shape, self.dtype if dtype is None else dtype)
 
     def strip_weak_type(self) -> "RefAval":
         return self
+
+    def with_vma(self, vma: Any) -> "RefAval":
+        return self  # (a reference is one object: it does not vary over devices)
 
     def str_short(self) -> str:
         return f"Ref{{{super().str_short()}}}"

@@ -14,11 +14,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember._core.config import config
-from ember._core.dtypes import ShapedArray, aval_of_value, canonicalize_dtype, is_inexact, is_python_scalar
+from ember._core.dtypes import ShapedArray, aval_of_value, canonicalize_dtype, is_inexact, is_python_scalar, join_vma
 from ember._core.ir import IR, Atom, Eqn, Literal, Var, check_ir, python_scalar_literal
 from ember._core.primitive import EAGER, TRACE_STATE, Primitive, has_effects, user_source
 from ember._core.profile import profiled
 from ember._core.refs import RefAval, RefMethods, ref_operand_error
+from ember._core.vma import cast_operands
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -285,7 +286,13 @@ class Builder:
             self.has_refs = True
         elif self.has_refs and RefAval in map(type, in_avals):
             raise ref_operand_error(prim.name, in_avals)
-        out_avals = prim.out_avals(in_avals, params)
+        vma = None
+        if not prim.own_vma:  # (inside a shard_map body: operands varying over fewer axes are cast, see _core.vma)
+            vma = join_vma(in_avals)
+            if vma:
+                inputs = cast_operands(self, inputs, vma)
+                in_avals = [a.aval for a in inputs]
+        out_avals = prim.out_avals(in_avals, params, vma)
         outputs = [Var(aval) for aval in out_avals]
         self.eqns.append(Eqn(prim, inputs, outputs, params, user_source()))
         values = self._values(prim, args, params) if self.concrete else None

@@ -15,6 +15,14 @@ Two meanings, one per transformation that can consume a collective:
   axes, as JAX emits it (channel handle type 1; global device ids where StableHLO takes them). Without one the
   lowering raises a LoweringError naming the unbound axis.
 
+Inside a shard_map body with check_vma=True the mesh axes are typed (ember._core.vma): every value carries the axes it
+varies over. As in JAX, psum/pmax/pmin need an operand varying over their axes (the public functions cast one that
+is not, with pcast) and give a value invariant along them; all_gather, psum_scatter, ppermute and all_to_all keep
+their operand varying; all_gather(to='invarying') gives an invariant value; axis_index varies over its axis. The
+transposes follow from the types: psum of a varying operand transposes to pcast (its cotangent is one value every
+device holds), pcast to psum. Over axes that are not typed (a vmap axis name, a body with check_vma=False) an
+operand carries no such type, and psum transposes to psum, as JAX's does there.
+
 Derivatives follow JAX: the collectives are linear (psum's transpose is psum, all_gather's is psum_scatter and back,
 all_to_all's swaps its axes, ppermute's inverts its permutation); pmax and pmin share the tangent among the members
 that hold the extreme value (as reduce_max, what they mean under vmap; JAX 0.10.2 has no rule for them); axis_index's
@@ -28,11 +36,14 @@ import numpy as np
 from ember._core import Primitive, ShapedArray, Tracer, aval_of, is_python_scalar
 from ember._core import dtypes as dt
 from ember._core.axes import axes_size, axis_size as _bound_axis_size, current_batching_axis, over_named_axes
+from ember._core.dtypes import ordered_axes
+from ember._core.vma import pcast_p, typed
 from ember._core.checks import normalize_axis
 from ember._core.pytree import tree_map
 from ember._hlo import LoweringContext, LoweringError
 from ember._prims.checks import ANY, NUMERIC_C, check_dtype
 from ember._prims.elementwise import add, div, eq, mul, select
+from ember._prims.indexing import dynamic_slice_in_dim
 from ember._prims.lax_helpers import expand_dims, index_take, squeeze
 from ember._prims.reduction import reduce_max, reduce_min
 from ember._prims.shape import (BatchDim, batch_at_front, broadcast_in_dim, convert_element_type, iota, linear_jvp,
@@ -67,6 +78,13 @@ def _named_axes(api: str, axis_name: Any, axis_index_groups: Any = None) -> tupl
     _no_groups(api, axis_index_groups)
     axes = _axis_names(api, axis_name)
     return axes, axes_size(axes)
+
+
+def _varying(x: Any, axes: AxisNames) -> Any:
+    """x cast to vary over the typed axes among axes (ember._core.vma) that it does not vary over yet, as JAX's
+    collectives cast their operand (a value the same on every member is made a varying one; no data moves)."""
+    missing = [a for a in typed(axes) if a not in aval_of(x).vma]
+    return pcast_p.bind(x, axes=ordered_axes(missing)) if missing else x
 
 
 def _rest(name: Hashable, axes: AxisNames) -> AxisNames:
@@ -110,12 +128,12 @@ def _all_reduce(name: str, kinds: str, hlo_op: Callable[[np.dtype], str],
                 batch_reduce: Callable[[Any, int], Any], unbatched: Callable[[Any, int], Any]) -> Primitive:
     """An all-reduce primitive: batch_reduce(x, dim) reduces a batch dimension under vmap of one of its axes,
     unbatched(x, size) is its value on a value equal on every member."""
-    prim = over_named_axes(Primitive(name))
+    prim = over_named_axes(Primitive(name, own_vma=True))
 
     @prim.def_rule("abstract_eval")
     def _abstract_eval(x: ShapedArray, *, axes: AxisNames) -> ShapedArray:
         check_dtype(name, x, kinds)
-        return x
+        return x.with_vma(x.vma - frozenset(axes))  # (the same on every member of the axes)
 
     @prim.def_rule("lowering")
     def _lowering(ctx: LoweringContext, x: str, *, axes: AxisNames) -> list[str]:
@@ -146,10 +164,22 @@ pmin_p = _all_reduce("pmin", ANY, lambda dtype: "and" if dt.is_bool(dtype) else 
 psum_p.def_rule("jvp", linear_jvp(psum_p))
 
 
+def _spread(ct: Any, x: Any, axes: AxisNames) -> Any:
+    """The cotangent of an operand x of an all-reduce over axes, from the cotangent ct of its result, before any
+    share of it: along the axes x is typed varying over, the result is one value every member holds, so each member
+    gets ct (pcast); along untyped axes (a vmap axis, check_vma=False) the result counts as summed by each member,
+    and each member gets the sum of the members' cotangents (psum), as JAX's transposes."""
+    vma = aval_of(x).vma
+    over = tuple(a for a in axes if a in vma)
+    rest = tuple(a for a in axes if a not in vma)
+    if over:
+        ct = pcast_p.bind(ct, axes=over)
+    return psum_p.bind(ct, axes=rest) if rest else ct
+
+
 @psum_p.def_rule("vjp")
 def _psum_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames) -> list[Any]:
-    # as JAX: psum is psum followed by a broadcast to every member, so its transpose sums over the axes again
-    return [None if cts[0] is None else psum_p.bind(cts[0], axes=axes)]
+    return [None if cts[0] is None else _spread(cts[0], ins[0], axes)]
 
 
 def _chooser_rules(prim: Primitive) -> None:
@@ -171,7 +201,7 @@ def _chooser_rules(prim: Primitive) -> None:
         if cts[0] is None or not needs[0]:
             return [None]
         mask, count = share(ins[0], outs[0], axes)
-        return [div(mul(mask, psum_p.bind(cts[0], axes=axes)), count)]
+        return [div(mul(mask, _spread(cts[0], ins[0], axes)), count)]
 
     prim.def_rule("jvp", jvp)
     prim.def_rule("vjp", vjp)
@@ -201,7 +231,7 @@ def _reduce_leaves(api: str, prim: Primitive, positional: Callable[[Any, tuple[i
             return leaf
         if not isinstance(leaf, Tracer):  # a value known while staging is equal on every member, as JAX's
             return constant(leaf, size)
-        return prim.bind(leaf, axes=named)
+        return prim.bind(_varying(leaf, named), axes=named)
     return tree_map(one, x)
 
 
@@ -247,7 +277,7 @@ def axis_size(axis_name: Any) -> int:
 # ---------------------------------------------------------------------------------------------------------------
 # all_gather(x, axes, axis, tiled, axis_size): every member's x, stacked along a new dimension `axis` (or
 # concatenated along dimension `axis` when tiled), on every member.
-all_gather_p = over_named_axes(Primitive("all_gather"))
+all_gather_p = over_named_axes(Primitive("all_gather", own_vma=True))
 
 
 @all_gather_p.def_rule("abstract_eval")
@@ -284,19 +314,18 @@ def _all_gather_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list
     return [reduce_scatter_p.bind(cts[0], axes=axes, scatter_dimension=axis, tiled=tiled, axis_size=axis_size)]
 
 
-@all_gather_p.def_rule("batching")
-def _all_gather_batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames, axis: int, tiled: bool,
-                         axis_size: int) -> tuple[list[Any], list[BatchDim]]:
+def _gather_batching(prim: Primitive, args: list[Any], dims: list[BatchDim], *, axes: AxisNames, axis: int,
+                     tiled: bool, axis_size: int) -> tuple[list[Any], list[BatchDim]]:
     (x,), (d,) = args, dims
     frame, size = current_batching_axis()
     if frame not in axes:
         if d is None:
-            return [all_gather_p.bind(x, axes=axes, axis=axis, tiled=tiled, axis_size=axis_size)], [None]
+            return [prim.bind(x, axes=axes, axis=axis, tiled=tiled, axis_size=axis_size)], [None]
         if d <= axis:
             axis += 1
         elif not tiled:
             d += 1
-        return [all_gather_p.bind(x, axes=axes, axis=axis, tiled=tiled, axis_size=axis_size)], [d]
+        return [prim.bind(x, axes=axes, axis=axis, tiled=tiled, axis_size=axis_size)], [d]
     if len(axes) > 1:
         raise NotImplementedError(f"all_gather over the axes {axes} under vmap of one of them ({frame!r}): gather "
                                   "over one axis at a time")
@@ -312,23 +341,74 @@ def _all_gather_batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNam
     return [y], [None]
 
 
-def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: int = 0, tiled: bool = False) -> Any:
+all_gather_p.def_rule("batching", lambda args, dims, **params: _gather_batching(all_gather_p, args, dims, **params))
+
+
+def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: int = 0, tiled: bool = False,
+               to: str = "varying") -> Any:
     """Every member's x, stacked along a new dimension at `axis` (concatenated along dimension `axis` when tiled),
-    on every member (like jax.lax.all_gather); x may be a pytree."""
+    on every member (like jax.lax.all_gather); x may be a pytree. to="varying" (JAX's default) types the result as
+    varying over the axes, to="invarying" as the same on every member (its transpose is a slice, not a
+    psum_scatter)."""
+    if to not in ("varying", "invarying", "reduced"):
+        raise ValueError(f"Got unexpected `to` value for `ember.lax.all_gather`: {to!r}. Allowed `to` values are: "
+                         "{'varying', 'invarying', 'reduced'}")
+    if to == "reduced":
+        raise NotImplementedError("all_gather(to='reduced'): ember has no reduced values; use to='varying' or "
+                                  "to='invarying'")
     axes, size = _named_axes("all_gather", axis_name, axis_index_groups)
+    prim = all_gather_p if to == "varying" else all_gather_invariant_p
 
     def one(leaf: Any) -> Any:
         ndim = aval_of(leaf).ndim
         where = normalize_axis("all_gather: axis", axis, ndim if tiled else ndim + 1)
-        return all_gather_p.bind(leaf, axes=axes, axis=where, tiled=bool(tiled), axis_size=size)
+        return prim.bind(_varying(leaf, axes), axes=axes, axis=where, tiled=bool(tiled), axis_size=size)
     return tree_map(one, x)
+
+
+# all_gather_invariant(x, axes, axis, tiled, axis_size): all_gather's values, typed as the same on every member of
+# the axes (JAX's all_gather(to='invarying')); its transpose takes each member's block of the cotangent.
+all_gather_invariant_p = over_named_axes(Primitive("all_gather_invariant", own_vma=True))
+
+
+@all_gather_invariant_p.def_rule("abstract_eval")
+def _all_gather_invariant_abstract_eval(x: ShapedArray, *, axes: AxisNames, axis: int, tiled: bool,
+                                        axis_size: int) -> ShapedArray:
+    out = _all_gather_abstract_eval(x, axes=axes, axis=axis, tiled=tiled, axis_size=axis_size)
+    return out.with_vma(x.vma - frozenset(axes))
+
+
+all_gather_invariant_p.def_rule("lowering", _all_gather_lowering)
+all_gather_invariant_p.def_rule("jvp", linear_jvp(all_gather_invariant_p))
+
+
+@all_gather_invariant_p.def_rule("vjp")
+def _all_gather_invariant_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
+                              axes: AxisNames, axis: int, tiled: bool, axis_size: int) -> list[Any]:
+    if cts[0] is None:
+        return [None]
+    block = aval_of(ins[0]).shape[axis] if tiled else 1
+    ct = _varying_over(cts[0], ins[0], axes)
+    start = mul(_axis_index(axes, typed_axes=axes), np.int32(block))
+    mine = dynamic_slice_in_dim(ct, start, block, axis)
+    return [mine if tiled else squeeze(mine, (axis,))]
+
+
+all_gather_invariant_p.def_rule("batching", lambda args, dims, **params: _gather_batching(
+    all_gather_invariant_p, args, dims, **params))
+
+
+def _varying_over(ct: Any, x: Any, axes: AxisNames) -> Any:
+    """ct cast to vary over the axes among `axes` that x varies over (the cotangent of x, one value per member)."""
+    over = tuple(a for a in axes if a in aval_of(x).vma and a not in aval_of(ct).vma)
+    return pcast_p.bind(ct, axes=over) if over else ct
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # psum_scatter (primitive reduce_scatter, as JAX's) (x, axes, scatter_dimension, tiled, axis_size): psum(x), of
 # which member k keeps block k along scatter_dimension (that dimension's size must equal the axis size, and is
 # removed, unless tiled: then it must be divisible by it and shrinks).
-reduce_scatter_p = over_named_axes(Primitive("reduce_scatter"))
+reduce_scatter_p = over_named_axes(Primitive("reduce_scatter", own_vma=True))
 
 
 @reduce_scatter_p.def_rule("abstract_eval")
@@ -407,7 +487,8 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
 
     def one(leaf: Any) -> Any:
         where = normalize_axis("psum_scatter: scatter_dimension", scatter_dimension, aval_of(leaf).ndim)
-        return reduce_scatter_p.bind(leaf, axes=axes, scatter_dimension=where, tiled=bool(tiled), axis_size=size)
+        return reduce_scatter_p.bind(_varying(leaf, axes), axes=axes, scatter_dimension=where, tiled=bool(tiled),
+                                     axis_size=size)
     return tree_map(one, x)
 
 
@@ -415,7 +496,7 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
 # all_to_all(x, axes, split_axis, concat_axis, axis_size): x's dimension split_axis cut into axis_size blocks;
 # member k receives block k of every member, concatenated along concat_axis in member order. (The primitive is
 # JAX's tiled form; all_to_all's untiled form adds and removes a dimension around it, as JAX's.)
-all_to_all_p = over_named_axes(Primitive("all_to_all"))
+all_to_all_p = over_named_axes(Primitive("all_to_all", own_vma=True))
 
 
 @all_to_all_p.def_rule("abstract_eval")
@@ -507,7 +588,7 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
         elif not tiled and concat < split:
             leaf = expand_dims(leaf, (concat,))
             split += 1
-        out = all_to_all_p.bind(leaf, axes=axes, split_axis=split, concat_axis=concat, axis_size=size)
+        out = all_to_all_p.bind(_varying(leaf, axes), axes=axes, split_axis=split, concat_axis=concat, axis_size=size)
         return squeeze(out, (split,)) if not tiled and split != concat else out
     return tree_map(one, x)
 
@@ -520,7 +601,7 @@ def pswapaxes(x: Any, axis_name: Any, axis: int, *, axis_index_groups: Any = Non
 # ---------------------------------------------------------------------------------------------------------------
 # ppermute(x, axes, perm): member dst receives the x of member src for each pair (src, dst) of perm (indices along
 # the axes); members no pair sends to receive zeros.
-ppermute_p = over_named_axes(Primitive("ppermute"))
+ppermute_p = over_named_axes(Primitive("ppermute", own_vma=True))
 
 
 @ppermute_p.def_rule("abstract_eval")
@@ -594,7 +675,7 @@ def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
     srcs, dsts = [p[0] for p in pairs], [p[1] for p in pairs]
     if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
         raise ValueError(f"ppermute sources and destinations must be unique, got {perm}")
-    return tree_map(lambda leaf: ppermute_p.bind(leaf, axes=axes, perm=pairs), x)
+    return tree_map(lambda leaf: ppermute_p.bind(_varying(leaf, axes), axes=axes, perm=pairs), x)
 
 
 def pshuffle(x: Any, axis_name: Any, perm: Sequence[int]) -> Any:
@@ -605,17 +686,18 @@ def pshuffle(x: Any, axis_name: Any, perm: Sequence[int]) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# axis_index(axes=(name,)): this member's index along the named axis, an int32 scalar.
-axis_index_p = over_named_axes(Primitive("axis_index"))
+# axis_index(axes=(name,), typed): this member's index along the named axis, an int32 scalar; typed: the axis is a
+# typed mesh axis (ember._core.vma), along which the index varies (an operation without operands cannot tell).
+axis_index_p = over_named_axes(Primitive("axis_index", own_vma=True))
 
 
 @axis_index_p.def_rule("abstract_eval")
-def _axis_index_abstract_eval(*, axes: AxisNames) -> ShapedArray:
-    return ShapedArray((), np.dtype(np.int32))
+def _axis_index_abstract_eval(*, axes: AxisNames, typed: bool) -> ShapedArray:
+    return ShapedArray((), np.dtype(np.int32), vma=frozenset(axes) if typed else frozenset())
 
 
 @axis_index_p.def_rule("lowering")
-def _axis_index_lowering(ctx: LoweringContext, *, axes: AxisNames) -> list[str]:
+def _axis_index_lowering(ctx: LoweringContext, *, axes: AxisNames, typed: bool) -> list[str]:
     # partition_id, then a constant table: partition id -> the position of its partition along the axis
     mesh = _axis_context(ctx, "axis_index", axes)
     groups = mesh.groups(axes)
@@ -636,32 +718,38 @@ def _axis_index_lowering(ctx: LoweringContext, *, axes: AxisNames) -> list[str]:
 
 # An integer with no operands: its output carries no derivative. Said with rules giving a zero tangent (rather than
 # the NOT_DIFFERENTIABLE mark, whose harness check lowers the equation alone, outside any mesh).
-axis_index_p.def_rule("jvp", lambda primals, tangents, *, axes: ([axis_index_p.bind(axes=axes)], [None]))
-axis_index_p.def_rule("vjp", lambda cts, ins, outs, needs, *, axes: [])
+axis_index_p.def_rule("jvp", lambda primals, tangents, **params: ([axis_index_p.bind(**params)], [None]))
+axis_index_p.def_rule("vjp", lambda cts, ins, outs, needs, **params: [])
 
 
 @axis_index_p.def_rule("batching")
-def _axis_index_batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames
+def _axis_index_batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames, typed: bool
                          ) -> tuple[list[Any], list[BatchDim]]:
     frame, size = current_batching_axis()
     if frame not in axes:
-        return [axis_index_p.bind(axes=axes)], [None]
+        return [axis_index_p.bind(axes=axes, typed=typed)], [None]
     return [iota(np.int32, size)], [0]
 
 
-def axis_index(axis_name: Any) -> Any:
-    """This member's index along the named axis, an int32 scalar; over several names, the index in their
-    row-major product, the first name slowest (like jax.lax.axis_index)."""
-    axes = _axis_names("axis_index", axis_name)
+def _axis_index(axes: AxisNames, typed_axes: AxisNames) -> Any:
+    """The index along axes (row-major, the first slowest), typed as varying over those of typed_axes."""
     index: Any = None
     inner = 1
     for name in reversed(axes):
         size = _bound_axis_size(name)
-        term = axis_index_p.bind(axes=(name,))
+        term = axis_index_p.bind(axes=(name,), typed=name in typed_axes)
         term = term if inner == 1 else mul(term, np.int32(inner))
         index = term if index is None else add(index, term)
         inner *= size
     return index if index is not None else np.int32(0)
+
+
+def axis_index(axis_name: Any) -> Any:
+    """This member's index along the named axis, an int32 scalar; over several names, the index in their
+    row-major product, the first name slowest (like jax.lax.axis_index). Inside a shard_map body it varies over
+    the axes (typeof(i).vma)."""
+    axes = _axis_names("axis_index", axis_name)
+    return _axis_index(axes, typed(axes))
 
 
 def pbroadcast(x: Any, axis_name: Any, source: int) -> Any:
@@ -673,9 +761,44 @@ def pbroadcast(x: Any, axis_name: Any, source: int) -> Any:
 
     def one(leaf: Any) -> Any:
         kept = select(broadcast_in_dim(at_source, aval_of(leaf).shape, ()), leaf, zeros_like(leaf))
-        return psum(kept, axes)
+        return _varying(psum(kept, axes), axes)  # (typed as varying, as JAX's pbroadcast)
     return tree_map(one, x)
 
 
-__all__ = ["all_gather", "all_to_all", "axis_index", "axis_size", "pbroadcast", "pmax", "pmean", "pmin", "ppermute",
-           "pshuffle", "psum", "psum_scatter", "pswapaxes"]
+def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
+    """x typed as varying over the named axes (to='varying'; like jax.lax.pcast): inside a shard_map body, a value
+    the same on every device along them becomes one that may differ, which no data movement changes; its transpose
+    is a psum (so the gradient of a value used by every device sums their contributions). x may be a pytree. Inside
+    a body with check_vma=False (and over a vmap axis) there are no such types and x is returned as it is."""
+    if isinstance(axis_name, set | frozenset):
+        raise TypeError(f"axis_name={axis_name!r} must be a tuple or a str. Got {axis_name}")
+    if to not in ("varying", "unreduced", "reduced"):
+        raise ValueError("Got unexpected `to` value. Allowed `to` values are: {'unreduced', 'reduced', 'varying'}")
+    axes = _axis_names("pcast", axis_name)
+    if not axes:
+        return x
+    axes_size(axes)  # (NameError for an unbound name)
+    if to != "varying":
+        raise NotImplementedError(f"pcast(to={to!r}): ember has no {to} values; pcast casts to 'varying'")
+
+    def one(leaf: Any) -> Any:
+        vma = aval_of(leaf).vma
+        if any(a in vma for a in axes):
+            raise ValueError(f"Unsupported pcast from=varying, to='varying': {aval_of(leaf).str_short()} already "
+                             f"varies over {[a for a in axes if a in vma]}")
+        over = typed(axes)
+        return pcast_p.bind(leaf, axes=ordered_axes(over)) if over else leaf
+    return tree_map(one, x)
+
+
+# pcast's rules (the primitive itself is ember._core.vma's: staging inserts it): no data moves; linear; its
+# transpose sums the cotangents of the devices along the axes (psum), the gradient of a value every device used.
+pcast_p.def_rule("lowering", lambda ctx, x, *, axes: [x])
+pcast_p.def_rule("jvp", linear_jvp(pcast_p))
+pcast_p.def_rule("vjp", lambda cts, ins, outs, needs, *, axes: [None if cts[0] is None else
+                                                                 psum_p.bind(cts[0], axes=axes)])
+pcast_p.def_rule("batching", lambda args, dims, *, axes: ([pcast_p.bind(args[0], axes=axes)], list(dims)))
+
+
+__all__ = ["all_gather", "all_to_all", "axis_index", "axis_size", "pbroadcast", "pcast", "pmax", "pmean", "pmin",
+           "ppermute", "pshuffle", "psum", "psum_scatter", "pswapaxes"]

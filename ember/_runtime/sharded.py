@@ -72,11 +72,17 @@ class ShardedArray(Array):
             try:
                 host = np.empty(self.shape, self.dtype)
                 indices = self._sharding.devices_indices_map(self.shape)
+                read = set()
                 for device, buffer in zip(self._sharding._device_assignment, self._shards):
                     if not buffer.handle:
                         raise RuntimeError(f"Array {self.aval.str_short()} has been deleted")
+                    index = indices[device]
+                    key = tuple((s.start, s.stop, s.step) for s in index)
+                    if key in read:  # (a part several devices hold is read from the first, replica 0, as JAX)
+                        continue
+                    read.add(key)
                     part = buffer.host_view()
-                    host[indices[device]] = buffer.to_numpy() if part is None else part
+                    host[index] = buffer.to_numpy() if part is None else part
             except _pjrt.PjrtOutOfMemoryError as err:
                 raise self._out_of_memory(err) from None
             host.flags.writeable = False

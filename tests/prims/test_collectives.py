@@ -25,9 +25,9 @@ def _mesh():
     return ember.sharding.make_mesh((N,), ("x",))
 
 
-def _sharded(body, in_spec=P("x"), out_spec=P()):
+def _sharded(body, in_spec=P("x"), out_spec=P(), check_vma=True):
     """x -> shard_map(body) over the mesh, x split along its first dimension."""
-    return lambda x: shard_map(body, mesh=_mesh(), in_specs=in_spec, out_specs=out_spec)(x)
+    return lambda x: shard_map(body, mesh=_mesh(), in_specs=in_spec, out_specs=out_spec, check_vma=check_vma)(x)
 
 
 def _blocks(x, n=N):
@@ -58,8 +58,15 @@ CASES = [
          jax=lambda x: _blocks(x).max(0)),
     Case("pmin", _sharded(lambda v: lax.pmin(v, ("x",))), lambda x: _blocks(x).min(0), [((2 * N, 3),)], F,
          jax=lambda x: _blocks(x).min(0)),
-    Case("all_gather", _sharded(lambda v: lax.all_gather(v, "x", axis=1)),
+    # (all_gather's result varies over "x" as JAX types it, so out_specs=P() asks for check_vma=False; the
+    # invariant gather, to="invarying", is typed the same on every device)
+    Case("all_gather", _sharded(lambda v: lax.all_gather(v, "x", axis=1), check_vma=False),
          lambda x: _blocks(x).transpose(1, 0, 2), [((2 * N, 3),)], F, jax=lambda x: _blocks(x).transpose(1, 0, 2)),
+    Case("all_gather_invariant", _sharded(lambda v: lax.all_gather(v, "x", axis=1, to="invarying")),
+         lambda x: _blocks(x).transpose(1, 0, 2), [((2 * N, 3),)], F, jax=lambda x: _blocks(x).transpose(1, 0, 2)),
+    # a replicated input cast to varying: each device's copy, stacked; its gradient sums the copies' cotangents
+    Case("pcast", _sharded(lambda v: lax.pcast(v, "x", to="varying") * 2, in_spec=P(), out_spec=P("x")),
+         lambda x: np.concatenate([x * 2] * N), [((2, 3),)], F, jax=lambda x: jnp.concatenate([x * 2] * N)),
     Case("reduce_scatter", _sharded(lambda v: lax.psum_scatter(v, "x", tiled=True), out_spec=P("x")),
          lambda x: _blocks(x).sum(0), [((2 * N * N, 3),)], F, jax=lambda x: _blocks(x).sum(0)),
     Case("all_to_all", _sharded(lambda v: lax.all_to_all(v, "x", 1, 0, tiled=True), out_spec=P("x")),
