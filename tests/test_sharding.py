@@ -46,6 +46,34 @@ def test_devices_and_environment():
     assert out.strip().splitlines()[-1] == "3"
 
 
+
+def test_cpu_device_count_is_read_when_the_backend_starts():
+    """As JAX's CPU client, ember settles its device count when the backend starts (the first computation or
+    devices() call), not at import: XLA_FLAGS set after `import` counts, an explicit jax_num_cpu_devices wins over
+    it, and a change once the backend has started raises RuntimeError (in JAX's words). JAX runs beside ember in
+    the same process and must agree; subprocesses, as the count is per process."""
+    prelude = ("import os\n"
+               "for name in ('EMBER_NUM_CPU_DEVICES', 'JAX_NUM_CPU_DEVICES', 'XLA_FLAGS'): os.environ.pop(name, None)\n"
+               "import ember, jax\n")
+    out = check_python(prelude + "os.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=6'\n"
+                       "print(jax.device_count(), ember.device_count(), ember.config.num_cpu_devices)")
+    assert out.split() == ["6", "6", "6"]
+    out = check_python(prelude + textwrap.dedent("""
+        for lib in (jax, ember):
+            lib.config.update("jax_num_cpu_devices", 3)
+        os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=6"  # the explicit update wins
+        print(jax.device_count(), ember.device_count())
+        for lib in (jax, ember):
+            try:
+                lib.config.update("jax_num_cpu_devices", 2)
+            except RuntimeError as err:
+                print("late:", "should be updated before backends are initialized" in str(err),
+                      lib.config.jax_num_cpu_devices)
+        ember.config.update("num_cpu_devices", 3)  # the count it has is no change
+        print(len(ember.devices()))
+    """))
+    assert out.splitlines() == ["3 3", "late: True 3", "late: True 3", "3"]
+
 def test_device_put_by_sharding_and_back():
     a = ember.device_put(X, ROWS)
     assert isinstance(a, ember.Array) and a.sharding == ROWS and a.devices() == set(DEVICES[:2])

@@ -3,11 +3,13 @@ tracers they close over become explicit leading inputs, passed as operands of th
 the rules need."""
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Sequence
 
 from ember._core import IR, ShapedArray, Var, aval_of, eval_ir, scalar_literal, stage_flat
 from ember._core import dtypes as dt
 from ember._core.dtypes import ordered_axes
+from ember._core.primitive import EMBER_DIR
 from ember._core.vma import pcast_p
 from ember._core.refs import check_no_refs_returned
 from ember._core.pytree import PyTreeDef, tree_flatten
@@ -72,11 +74,19 @@ def same_types(a: Sequence[ShapedArray], b: Sequence[ShapedArray]) -> bool:
     return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype and x.vma == y.vma for x, y in zip(a, b))
 
 
+def called_from_ember(depth: int = 2) -> bool:
+    """Whether the function calling this one was called by ember's own code (a rule, a library function), rather
+    than by the user: inside a shard_map body, ember's own loops and branches join the varying axes of their
+    carries and results (sound: a value the same on every device may always be treated as varying), where a user's
+    get JAX's error asking for an explicit pcast."""
+    return sys._getframe(depth).f_code.co_filename.startswith(EMBER_DIR)
+
+
 def cast_outputs(ir: IR, vmas: Sequence[frozenset]) -> IR:
     """ir with each output that varies over fewer axes than its entry of vmas cast (pcast) to vary over them (a
     body's result typed as its loop carry, a branch's as the joined type of the branches, a zero tangent's as its
     primal's); ir itself when nothing needs a cast."""
-    if all(a.vma == v or not (v - a.vma) for a, v in zip(ir.out_avals, vmas)):
+    if not any(v - a.vma for a, v in zip(ir.out_avals, vmas)):
         return ir
 
     def fn(*args: Any) -> list[Any]:
@@ -85,6 +95,22 @@ def cast_outputs(ir: IR, vmas: Sequence[frozenset]) -> IR:
                 for y, v in zip(outs, vmas)]
     cast = stage_flat(fn, ir.in_avals)
     return IR(cast.const_vars, cast.consts, cast.in_vars, cast.eqns, cast.outs, ir.out_tree)
+
+
+def varying_as(values: Sequence[Any], vmas: Sequence[frozenset]) -> list[Any]:
+    """values, each cast (pcast) to vary over its axes in vmas too."""
+    return [x if not (v - aval_of(x).vma) else pcast_p.bind(x, axes=ordered_axes(v - aval_of(x).vma))
+            for x, v in zip(values, vmas)]
+
+
+def retyped(ir: IR, in_avals: Sequence[ShapedArray]) -> IR:
+    """ir staged again on inputs of these types (the same shapes and dtypes, varying over more axes): every value
+    is typed anew, and the casts it needed where invariant values met varying ones become no-ops; ir itself when
+    the types are its own."""
+    if list(in_avals) == ir.in_avals:
+        return ir
+    new = stage_flat(lambda *args: eval_ir(ir, list(args)), in_avals)
+    return IR(new.const_vars, new.consts, new.in_vars, new.eqns, new.outs, ir.out_tree)
 
 
 def vma_mismatch(what: str, paths: Sequence[str], want: Sequence[ShapedArray], got: Sequence[ShapedArray],
@@ -114,7 +140,7 @@ def vma_error_text(head: str, found: list[tuple[str, str]], tail: str) -> str:
     if fixes:
         hint = (f"This might be fixed by {fixes[0]}.\n" if len(fixes) == 1 else
                 "This might be fixed by:\n" + "\n".join(f"  * {f};" for f in fixes[:-1]) + f"\n  * {fixes[-1]}.\n")
-        hint += "See docs/parallel.md (varying manual axes) for more information.\n\n"
+        hint += "See docs/sharding.md (varying manual axes) for more information.\n\n"
     return f"{head}\n\n{differences}\n{hint}{tail}"
 
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 import builtins
 from typing import Any, Callable, Sequence
 
-from ember._control.common import (cast_outputs, close_over, describe, int32_scalar as _int32, same_types,
+from ember._control.common import (called_from_ember, cast_outputs, close_over, retyped, varying_as, describe, int32_scalar as _int32, same_types,
                                    unused_inputs, vma_error_text, vma_mismatch, with_inputs)
 from ember import _prims as lax
 from ember._core import IR, Eqn, Primitive, ShapedArray, aval_of, eval_ir, is_python_scalar
 from ember._core import dtypes as dt
-from ember._core.dtypes import join_vma
+from ember._core.dtypes import NO_VMA, join_vma
 from ember._core.pytree import keystr, tree_flatten, tree_leaves_with_path
 from ember._hlo import LoweringContext, lower_into
 from ember._prims import broadcast_in_dim, convert_element_type, select
@@ -48,21 +48,26 @@ def _cond_abstract_eval(index: ShapedArray, *operands: ShapedArray, branches: tu
         if not same_types(branch.out_avals, branches[0].out_avals):
             raise TypeError(f"cond: branch {i} returns {describe(branch.out_avals)}, but branch 0 returns "
                             f"{describe(branches[0].out_avals)}; every branch must return the same types")
-    if any(index.vma - a.vma for a in branches[0].out_avals):  # (see _joined)
+    if any(index.vma - a.vma for a in branches[0].out_avals):  # (see _bind_cond)
         raise TypeError(f"cond: the branch index {index.str_short()} varies over devices, so every result must too, "
                         f"but the branches return {describe(branches[0].out_avals)}")
     return [a.update(weak_type=all(b.out_avals[j].weak_type for b in branches))
             for j, a in enumerate(branches[0].out_avals)]
 
 
-def _joined(branches: Sequence[IR], index: Any) -> tuple[IR, ...]:
-    """The branches with each result cast to vary over the union of the branches' varying axes for it and the
-    index's (inside a shard_map body): where the index varies over an axis, devices along it may take different
-    branches, so every result may differ along it (JAX leaves such a result typed as the branches say, which can
-    claim the same value on every device where it is not)."""
+def _bind_cond(index: Any, operands: Sequence[Any], branches: Sequence[IR]) -> list[Any]:
+    """cond_p of the branches (functions of the operands), its results typed for a shard_map body: each result
+    varies over the union of the branches' varying axes for it, and over the index's. Where the index varies over
+    an axis, devices along it may take different branches, so every result may differ along it (JAX types such a
+    result by the branches alone, which can claim one value on every device where there is not): the operands are
+    cast to vary along it too, outside the cond, so the casts' transposes (psums, where every device must take
+    part) happen outside it as well."""
     extra = aval_of(index).vma
+    if extra:
+        operands = varying_as(operands, [aval_of(x).vma | extra for x in operands])
+        branches = [retyped(b, [aval_of(x) for x in operands]) for b in branches]
     vmas = [join_vma(outs) | extra for outs in zip(*(b.out_avals for b in branches))]
-    return tuple(cast_outputs(b, vmas) for b in branches)
+    return cond_p.bind(index, *operands, branches=tuple(cast_outputs(b, vmas) for b in branches))
 
 
 @cond_p.def_rule("lowering")
@@ -82,9 +87,8 @@ def _cond_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, branches: tupl
               ) -> tuple[list[Any], list[Any]]:
     index, operands = primals[0], primals[1:]
     with_tangent = [t is not None and dt.is_inexact(aval_of(p).dtype) for p, t in zip(operands, tangents[1:])]
-    jvp_branches = _joined([jvp_ir(b, with_tangent) for b in branches], index)
     given = [t for t, w in zip(tangents[1:], with_tangent) if w]
-    outs = cond_p.bind(index, *operands, *given, branches=jvp_branches)
+    outs = _bind_cond(index, [*operands, *given], [jvp_ir(b, with_tangent) for b in branches])
     n = len(branches[0].outs)
     return outs[:n], outs[n:]
 
@@ -198,8 +202,7 @@ def _cond_batching(args: list[Any], dims: list[BatchDim], *, branches: tuple[IR,
     if index_dim is None:  # one branch for the whole batch: a cond of the batched branches
         natural = [batch_ir(b, operand_dims, size)[1] for b in branches]
         out_dims = [0 if any(d[j] is not None for d in natural) else None for j in range(n)]
-        batched = _joined([batch_ir(b, operand_dims, size, out_dims)[0] for b in branches], index)
-        return cond_p.bind(index, *operands, branches=batched), out_dims
+        return _bind_cond(index, operands, [batch_ir(b, operand_dims, size, out_dims)[0] for b in branches]), out_dims
     batched = tuple(batch_ir(b, operand_dims, size, [0] * n)[0] for b in branches)
     # each member picks its own branch: run every branch, then select per member
     results = [eval_ir(b, operands) for b in batched]
@@ -245,7 +248,7 @@ def _cond_discharge(ins: list[Any], refs: list[int | None], *, branches: tuple[I
             raise AssertionError("cond: a branch discharged with constants")
         new_branches.append(new)
     values = [convert_element_type(v, a.dtype) for v, a in zip(values, value_avals)]
-    outs = cond_p.bind(index, *plain, *values, branches=_joined(new_branches, index))
+    outs = _bind_cond(index, [*plain, *values], new_branches)
     return outs[:len(outs) - n], outs[len(outs) - n:]
 
 
@@ -283,7 +286,7 @@ def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -
         index = _int32(builtins.min(builtins.max(index, 0), last))
     else:
         index = lax.min(lax.max(convert_element_type(index, dt.int32), 0), last)
-    return _cond(index, branches, operands, "switch")
+    return _cond(index, branches, operands, "switch", called_from_ember())
 
 
 def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *operands: Any) -> Any:
@@ -298,14 +301,14 @@ def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any],
     if not (dt.is_bool(pred_aval.dtype) or dt.is_int(pred_aval.dtype)):
         raise TypeError(f"cond: the predicate must be a boolean (or integer) scalar, got {pred_aval.str_short()}")
     index = convert_element_type(convert_element_type(pred, dt.bool_), dt.int32)
-    return _cond(index, [false_fun, true_fun], operands, "cond")
+    return _cond(index, [false_fun, true_fun], operands, "cond", called_from_ember())
 
 
 def _cond(index: Any, branches: list[Callable[..., Any]], operands: tuple[Any, ...], api: str,
           join: bool = False) -> Any:
     """The cond of branches (functions of operands) chosen by an int32 index. Inside a shard_map body the
     branches must return values varying over the same axes (JAX's error), unless join (a rule's own branches:
-    each result is cast to the union); every result varies over the index's axes too (_joined)."""
+    each result is cast to the union); every result varies over the index's axes too (_bind_cond)."""
     leaves, in_tree = tree_flatten(operands)
     avals = [aval_of(x).strip_weak_type() if not is_python_scalar(x) else aval_of(x) for x in leaves]
     closed = [close_over(b, in_tree, avals, f"{api} branch {i}") for i, b in enumerate(branches)]
@@ -313,10 +316,13 @@ def _cond(index: Any, branches: list[Callable[..., Any]], operands: tuple[Any, .
         if c.out_tree != closed[0].out_tree:
             raise TypeError(f"{api}: branch {i} returns a {c.out_tree}, but branch 0 returns a "
                             f"{closed[0].out_tree}; every branch must return the same structure")
-        if not join and not same_types(c.ir.out_avals, closed[0].ir.out_avals):
-            found = _branch_vma_error(api, closed[0], c, i)
+        if not same_types(c.ir.out_avals, closed[0].ir.out_avals):
+            found = None if join else _branch_vma_error(api, closed[0], c, i)
             if found:
                 raise TypeError(found)
+            if join and same_types([a.with_vma(NO_VMA) for a in c.ir.out_avals],
+                                   [a.with_vma(NO_VMA) for a in closed[0].ir.out_avals]):
+                continue  # (varying axes joined below)
             raise TypeError(f"{api}: branch {i} returns {describe(c.ir.out_avals)}, but branch 0 returns "
                             f"{describe(closed[0].ir.out_avals)}; every branch must return the same shapes and "
                             "dtypes")
@@ -329,7 +335,7 @@ def _cond(index: Any, branches: list[Callable[..., Any]], operands: tuple[Any, .
             binders += c.ir.in_vars[:len(c.consts)] if j == i else unused_inputs(avals_j)
         irs.append(with_inputs(c.ir, binders + c.ir.in_vars[len(c.consts):]))
     consts = [x for c in closed for x in c.consts]
-    outs = cond_p.bind(index, *consts, *leaves, branches=_joined(irs, index))
+    outs = _bind_cond(index, [*consts, *leaves], irs)
     return closed[0].out_tree.unflatten(outs)
 
 

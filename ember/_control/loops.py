@@ -8,7 +8,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from ember import _prims as lax
 from ember._control.cond import cond as _cond
-from ember._control.common import (cast_outputs, close_over, describe, int32_scalar as _i32, same_types,
+from ember._control.common import (called_from_ember, cast_outputs, close_over, retyped, varying_as, describe, int32_scalar as _i32, same_types,
                                    split_sizes as _split, unused_inputs, vma_error_text, vma_mismatch, with_inputs,
                                    with_outputs)
 from ember._core.vma import pcast_p
@@ -17,7 +17,7 @@ from ember._core import dtypes as dt
 from ember._core.config import config
 from ember._core.primitive import has_effects
 from ember._core.checks import normalize_axis
-from ember._core.dtypes import join_vma, ordered_axes
+from ember._core.dtypes import NO_VMA, join_vma, ordered_axes
 from ember._core.pytree import keystr, tree_flatten, tree_leaves_with_path, tree_map, tree_structure, tree_unflatten
 from ember._hlo import LoweringContext, compare_type, i64_array, lower_into
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, moveaxis, zeros
@@ -62,6 +62,9 @@ def _while_abstract_eval(*avals: ShapedArray, cond_ir: IR, body_ir: IR, cond_nco
     if not same_types(body_ir.out_avals, carry):
         raise TypeError(f"while_loop: body_fun must return the carry's types {describe(carry)}, but it returns "
                         f"{describe(body_ir.out_avals)}")
+    if any(out[0].vma - a.vma for a in bconsts + carry):  # (see _while)
+        raise TypeError(f"while_loop: the predicate {out[0].str_short()} varies over devices, so every carry and "
+                        f"body constant must too; given {describe(bconsts + carry)}")
     return list(carry)
 
 
@@ -410,6 +413,13 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
     pytree whose structure, shapes and dtypes body_fun keeps. Differentiable in forward mode, and in reverse mode
     too (JAX refuses it): the gradient of the loop unrolled, computed with checkpoints within the memory of the
     option while_grad_memory (docs/while_grad.md)."""
+    return _while(cond_fun, body_fun, init_val, called_from_ember())
+
+
+def _while(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init_val: Any, join: bool) -> Any:
+    """while_loop. Inside a shard_map body the carry keeps its varying axes (JAX's error otherwise), unless join
+    (ember's own loops): then each carry varies over those of its initial value and of the body's result; and a
+    predicate varying over devices makes every carry vary (devices may stop at different steps)."""
     for name, fun in (("cond_fun", cond_fun), ("body_fun", body_fun)):
         if not callable(fun):
             raise TypeError(f"while_loop: {name} is not callable: {fun!r}")
@@ -423,20 +433,27 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
     if body.out_tree != tree:
         raise TypeError(f"while_loop: body_fun must return a carry of the input's structure {tree}, got "
                         f"{body.out_tree}")
-    check_carry_vma("while_loop", tree, avals, body.ir.out_avals)
+    if not join:
+        check_carry_vma("while_loop", tree, avals, body.ir.out_avals)
     cond = close_over(cond_fun, in_tree, avals, "while_loop cond_fun")
-    while True:  # a predicate varying over devices makes every carry vary (devices may stop at different steps)
+    while True:
         varying = join_vma(cond.ir.out_avals)
-        if all(varying <= a.vma for a in avals):
+        wanted = [a.vma | varying | (o.vma if join else NO_VMA) for a, o in zip(avals, body.ir.out_avals)]
+        if all(w == a.vma for w, a in zip(wanted, avals)):
             break
-        leaves = [x if varying <= aval_of(x).vma else pcast_p.bind(x, axes=ordered_axes(varying - aval_of(x).vma))
-                  for x in leaves]
+        leaves = varying_as(leaves, wanted)
         avals = [aval_of(x) for x in leaves]
         body = close_over(body_fun, in_tree, avals, "while_loop body_fun")
         cond = close_over(cond_fun, in_tree, avals, "while_loop cond_fun")
-    body_ir = cast_outputs(body.ir, [a.vma for a in avals])
-    outs = while_p.bind(*cond.consts, *body.consts, *leaves, cond_ir=cond.ir, body_ir=body_ir,
-                        cond_nconsts=len(cond.consts), body_nconsts=len(body.consts))
+    cconsts, bconsts, cond_ir, body_ir = cond.consts, body.consts, cond.ir, body.ir
+    if varying:  # (every value in the loop varies as its step count does: the casts of what the loop closes over
+        # happen outside it, so their transposes, psums, do too, where every device runs them)
+        cconsts, bconsts = varying_as(cconsts, [varying] * len(cconsts)), varying_as(bconsts, [varying] * len(bconsts))
+        cond_ir = retyped(cond_ir, [aval_of(c) for c in cconsts] + avals)
+        body_ir = retyped(body_ir, [aval_of(c) for c in bconsts] + avals)
+    body_ir = cast_outputs(body_ir, [a.vma for a in avals])
+    outs = while_p.bind(*cconsts, *bconsts, *leaves, cond_ir=cond_ir, body_ir=body_ir,
+                        cond_nconsts=len(cconsts), body_nconsts=len(bconsts))
     return tree.unflatten(outs)
 
 
@@ -747,6 +764,13 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None, le
     """Loop f over the leading axis of xs, threading a carry (like jax.lax.scan): f(carry, x) -> (carry, y);
     returns (final carry, ys stacked along a new leading axis). unroll is accepted as a hint and not used: XLA
     runs the loop."""
+    return _scan(f, init, xs, length, reverse, called_from_ember())
+
+
+def _scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, length: int | None, reverse: bool,
+          join: bool) -> tuple[Any, Any]:
+    """scan. Inside a shard_map body the carry keeps its varying axes (JAX's error otherwise), unless join (ember's
+    own loops): then each carry varies over those of its initial value and of the body's result."""
     if not callable(f):
         raise TypeError(f"scan: f is not callable: {f!r}")
     x_leaves, x_tree = tree_flatten(xs)
@@ -768,7 +792,8 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None, le
         return close_over(lambda carry, x: f(carry, x), tree_structure((init, xs)),
                           [aval_of(c) for c in carry_leaves] + slice_avals, "scan body")
     closed = stage(c_leaves)
-    c_leaves, changed = _promote_weak_carry(c_leaves, closed.ir.out_avals[:len(c_leaves)])
+    nk = len(c_leaves)
+    c_leaves, changed = _promote_weak_carry(c_leaves, closed.ir.out_avals[:nk])
     if changed:
         closed = stage(c_leaves)
     out_children = closed.out_tree.children if closed.out_tree.node_type in (tuple, list) else ()
@@ -776,8 +801,16 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None, le
         raise TypeError(f"scan: f must return a pair (carry, y), got {closed.out_tree}")
     if out_children[0] != c_tree:
         raise TypeError(f"scan: f must return a carry of the input's structure {c_tree}, got {out_children[0]}")
-    check_carry_vma("scan", c_tree, [aval_of(c) for c in c_leaves], closed.ir.out_avals[:len(c_leaves)])
-    outs = scan_p.bind(*closed.consts, *c_leaves, *x_leaves, body_ir=closed.ir, num_consts=len(closed.consts),
+    if not join:  # (inside a shard_map body: JAX's error for a carry whose varying axes change)
+        check_carry_vma("scan", c_tree, [aval_of(c) for c in c_leaves], closed.ir.out_avals[:nk])
+    while join:  # (ember's own scans: each carry varies over its initial value's axes and the body's result's)
+        wanted = [aval_of(c).vma | o.vma for c, o in zip(c_leaves, closed.ir.out_avals)]
+        if all(w == aval_of(c).vma for w, c in zip(wanted, c_leaves)):
+            break
+        c_leaves = varying_as(c_leaves, wanted)
+        closed = stage(c_leaves)
+    body_ir = cast_outputs(closed.ir, [aval_of(c).vma for c in c_leaves] + [a.vma for a in closed.ir.out_avals[nk:]])
+    outs = scan_p.bind(*closed.consts, *c_leaves, *x_leaves, body_ir=body_ir, num_consts=len(closed.consts),
                        num_carry=len(c_leaves), length=length, reverse=bool(reverse))
     carry = tree_unflatten(c_tree, outs[:len(c_leaves)])
     return carry, tree_unflatten(out_children[1], outs[len(c_leaves):])
@@ -797,8 +830,9 @@ def _vmapped(f: Callable[[Any], Any], xs: Any) -> Any:
 def map(f: Callable[[Any], Any], xs: Any, *, batch_size: int | None = None) -> Any:  # noqa: A001
     """f applied to each slice of xs along its leading axis, stacked (like jax.lax.map): a scan, one slice at a
     time, or with batch_size, batch_size slices at a time (vectorized), the remainder in one last batch."""
+    join = called_from_ember()
     if batch_size is None:
-        return scan(lambda carry, x: (carry, f(x)), (), xs)[1]
+        return _scan(lambda carry, x: (carry, f(x)), (), xs, None, False, join)[1]
     batch_size = operator.index(batch_size)
     leaves, tree = tree_flatten(xs)
     n = aval_of(leaves[0]).shape[0]
@@ -809,7 +843,7 @@ def map(f: Callable[[Any], Any], xs: Any, *, batch_size: int | None = None) -> A
     if full:
         blocks = tree.unflatten([lax.reshape(lax.slice_in_dim(x, 0, full * batch_size), (full, batch_size)
                                              + aval_of(x).shape[1:]) for x in leaves])
-        ys = scan(lambda carry, block: (carry, _vmapped(f, block)), (), blocks)[1]
+        ys = _scan(lambda carry, block: (carry, _vmapped(f, block)), (), blocks, None, False, join)[1]
         parts.append(tree_map(lambda y: lax.reshape(y, (full * batch_size,) + aval_of(y).shape[2:]), ys))
     if rest:
         parts.append(_vmapped(f, tree.unflatten([lax.slice_in_dim(x, full * batch_size, n) for x in leaves])))
@@ -827,18 +861,19 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
         if not dt.is_int(dt.dtype_and_weak(bound)[0]):
             raise TypeError(f"fori_loop: {name} must be an integer, got {bound!r} of dtype "
                             f"{dt.dtype_and_weak(bound)[0].name}")
+    join = called_from_ember()
     if is_python_scalar(lower) and is_python_scalar(upper):
         trip = max(0, int(upper) - int(lower))
 
         def step(carry: Any, _: Any) -> tuple[Any, None]:
             i, val = carry
             return (lax.add(i, 1), body_fun(i, val)), None
-        (_, result), _ = scan(step, (_i32(int(lower)), init_val), None, length=trip)
+        (_, result), _ = _scan(step, (_i32(int(lower)), init_val), None, trip, False, join)
         return result
     lower = lax.convert_element_type(lower, dt.int32) if not is_python_scalar(lower) else _i32(int(lower))
     upper = lax.convert_element_type(upper, dt.int32) if not is_python_scalar(upper) else _i32(int(upper))
-    _, _, result = while_loop(lambda c: lax.lt(c[0], c[1]),
-                              lambda c: (lax.add(c[0], 1), c[1], body_fun(c[0], c[2])), (lower, upper, init_val))
+    _, _, result = _while(lambda c: lax.lt(c[0], c[1]), lambda c: (lax.add(c[0], 1), c[1], body_fun(c[0], c[2])),
+                          (lower, upper, init_val), join)
     return result
 
 

@@ -283,7 +283,7 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, out_specs: Any, in_spec
     mesh: by default the current one (`with mesh:` / ember.sharding.set_mesh). check_vma (check_rep, its older
     name; True by default, as JAX's) types every value in f by the mesh axes it varies over (`ember.typeof(x).vma`,
     printed f32[2]{V:i}): a result varying over an axis its out_spec leaves out is an error, and gradients inside
-    and outside f sum the contributions of the devices that share a value (docs/parallel.md). With
+    and outside f sum the contributions of the devices that share a value (docs/sharding.md). With
     check_vma=False there are no such types: an out_spec that leaves out a mesh axis states that the result is the
     same on every device along it, and the first device's value along it is taken.
     Usable as a decorator: @partial(shard_map, mesh=..., in_specs=..., out_specs=...)."""

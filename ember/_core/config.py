@@ -174,8 +174,11 @@ _option("cpu_backend_forms", True, _parse_bool,
         "Read when a program is lowered.")
 _option("num_cpu_devices", 1, _parse_size,
         "How many devices the CPU backend has (as jax_num_cpu_devices; JAX's default is one too). Read when the "
-        "CPU backend starts, at the first computation: set it before. JAX's "
-        "XLA_FLAGS=--xla_force_host_platform_device_count=N sets it too, when no variable of its own is set.",
+        "CPU backend starts, at the first computation (or ember.devices()): update it before; a later change "
+        "raises RuntimeError. When neither config.update nor a variable of its own (read at import, as JAX "
+        "reads JAX_NUM_CPU_DEVICES) gave it, JAX's XLA_FLAGS=--xla_force_host_platform_device_count=N sets it, "
+        "read when the backend starts: a program may set XLA_FLAGS after `import ember`, as after `import jax`. "
+        "Once the backend has started, the option reads the count it started with.",
         env=("JAX_NUM_CPU_DEVICES",))
 _option("eager_cache_size", 1024, _parse_size,
         "How many one-primitive executables (operations run outside jit) are kept, least recently used dropped.")
@@ -243,7 +246,8 @@ def canonical_name(name: str) -> str:
 
 def _from_xla_flags(option: Option, value: Any) -> Any:
     """num_cpu_devices from JAX's way of asking for CPU devices, `XLA_FLAGS=--xla_force_host_platform_device_count=N`
-    (which the plugin itself ignores), when no variable of the option's own is set."""
+    (which the plugin itself ignores), as $XLA_FLAGS says now (the last such flag wins, as in XLA); value when it
+    does not say, or for another option."""
     if option.name != "num_cpu_devices":
         return value
     for flag in os.environ.get("XLA_FLAGS", "").split():
@@ -258,15 +262,16 @@ class Config:
 
     def __init__(self) -> None:
         self._values: dict[str, Any] = {}
+        # the options given a value (a variable of their own at import, or update), rather than left at the default
+        self._given: set[str] = set()
         self._lock = threading.Lock()
         for option in OPTIONS.values():
             value = option.default
             for var in option.env:
                 if var in os.environ:
                     value = option.parse(f"{option.name} (from ${var})", os.environ[var])
+                    self._given.add(option.name)
                     break
-            else:
-                value = _from_xla_flags(option, value)
             self._values[option.name] = value
 
     def __getattr__(self, name: str) -> Any:
@@ -294,6 +299,19 @@ class Config:
             with self._lock:
                 self._values[key] = old
             raise
+        with self._lock:
+            self._given.add(key)
+
+    def read_at_backend_start(self, name: str) -> Any:
+        """The option's value for a backend starting now, stored so that later reads agree: the value given
+        (update, or a variable of the option's own at import) if any, else what $XLA_FLAGS says now, else the
+        default. JAX's CPU client reads --xla_force_host_platform_device_count when it is created, not when jax is
+        imported: a program (a notebook) may set XLA_FLAGS after `import ember`, before its first computation."""
+        key = canonical_name(name)
+        with self._lock:
+            if key not in self._given:
+                self._values[key] = _from_xla_flags(OPTIONS[key], OPTIONS[key].default)
+            return self._values[key]
 
     @contextlib.contextmanager
     def override(self, **values: Any) -> Iterator[None]:

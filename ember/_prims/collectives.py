@@ -795,8 +795,17 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
 # transpose sums the cotangents of the devices along the axes (psum), the gradient of a value every device used.
 pcast_p.def_rule("lowering", lambda ctx, x, *, axes: [x])
 pcast_p.def_rule("jvp", linear_jvp(pcast_p))
-pcast_p.def_rule("vjp", lambda cts, ins, outs, needs, *, axes: [None if cts[0] is None else
-                                                                 psum_p.bind(cts[0], axes=axes)])
+
+
+@pcast_p.def_rule("vjp")
+def _pcast_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames) -> list[Any]:
+    # (over the axes the operand did vary over already, the cast is the identity, and so is its transpose: a
+    # program typed again on more varying inputs keeps its casts, ember._control.common.retyped)
+    summed = tuple(a for a in axes if a not in aval_of(ins[0]).vma)
+    return [None if cts[0] is None else psum_p.bind(cts[0], axes=summed) if summed else cts[0]]
+
+
+
 pcast_p.def_rule("batching", lambda args, dims, *, axes: ([pcast_p.bind(args[0], axes=axes)], list(dims)))
 
 

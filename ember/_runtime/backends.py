@@ -100,11 +100,12 @@ def _client_for(path: str) -> _pjrt.Client:
         with _client_lock:
             client = _clients.get(path)
             if client is None:
-                _set_xla_flags()
                 # One CPU device by default, as JAX: the plugin's thread pool has max(cores, devices) threads, and
-                # its default of 4 devices oversubscribes small machines.
+                # its default of 4 devices oversubscribes small machines. The count is settled now, as JAX's CPU
+                # client reads XLA_FLAGS' device count when it is created (the plugin ignores that flag).
                 cpu = path == _pjrt.cpu_plugin_path()
-                options = {"cpu_device_count": config.num_cpu_devices} if cpu else {}
+                options = {"cpu_device_count": config.read_at_backend_start("num_cpu_devices")} if cpu else {}
+                _set_xla_flags()
                 # In a multi-process run (ember.distributed.initialize), a plugin whose client spans the processes
                 # gets node_id, num_nodes and the run's key-value store.
                 run_options, kv_store = _distributed.client_setup(cpu)
@@ -114,11 +115,15 @@ def _client_for(path: str) -> _pjrt.Client:
 
 
 def _check_num_cpu_devices(count: int) -> None:
+    """Refuse a device count the started CPU backend does not have, as JAX refuses a late jax_num_cpu_devices (a
+    RuntimeError, with JAX's words in the message); the count it has is accepted."""
     started = [c for c in _clients.values() if c.platform_name == "cpu" and c.handle]
     if started and len(started[0].devices) != count:
         raise RuntimeError(f"ember.config: num_cpu_devices={count} comes too late: the CPU backend has started "
-                           f"with {len(started[0].devices)} device(s); set it (or $EMBER_NUM_CPU_DEVICES) before the "
-                           "first computation")
+                           f"with {len(started[0].devices)} device(s). jax_num_cpu_devices should be updated before "
+                           "backends are initialized, i.e. before the first computation: update it right after "
+                           "`import ember`, or set $EMBER_NUM_CPU_DEVICES or "
+                           "XLA_FLAGS=--xla_force_host_platform_device_count=N before then")
 
 
 config.on_change("num_cpu_devices", _check_num_cpu_devices)
