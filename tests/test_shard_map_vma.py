@@ -349,3 +349,46 @@ def test_two_axes():
     """)
     out = check_python(code, env={"EMBER_NUM_CPU_DEVICES": "4", "JAX_NUM_CPU_DEVICES": "4"})
     assert out.strip().splitlines()[-1].startswith("ok")
+
+
+def test_axis_index_groups():
+    """Collectives within groups of an axis's members (axis_index_groups), as JAX's, in a process of four devices:
+    values and gradients of psum, pmean, all_gather, psum_scatter and all_to_all over groups of adjacent and of
+    interleaved members, against JAX's check_vma=False (JAX refuses groups in psum with check_vma=True; ember types
+    the result as still varying over the axis, so its gradient is the same either way); pmax's value."""
+    code = textwrap.dedent("""
+        import numpy as np, jax, ember
+        X = np.linspace(-1, 1, 64).astype(np.float32).reshape(16, 4)
+        def run(L, P, mesh, check_vma, groups):
+            lax = L.lax
+            def body(u):
+                s = lax.psum(u, "i", axis_index_groups=groups)
+                m = lax.pmean(u * 2, "i", axis_index_groups=groups)
+                g = lax.all_gather(u, "i", axis_index_groups=groups, tiled=True)
+                r = lax.psum_scatter(g, "i", axis_index_groups=groups, tiled=True)
+                a = lax.all_to_all(u, "i", 0, 0, axis_index_groups=groups, tiled=True)
+                return s * m + r + a * u
+            f = L.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"), check_vma=check_vma)
+            top = L.shard_map(lambda u: lax.pmax(u, "i", axis_index_groups=groups), mesh=mesh, in_specs=P("i"),
+                              out_specs=P("i"), check_vma=check_vma)
+            return (np.asarray(L.jit(f)(X)), np.asarray(L.grad(lambda u: (f(u) ** 2).sum())(X)),
+                    np.asarray(top(X)))
+        emesh = ember.sharding.Mesh(np.array(ember.devices()), ("i",))
+        jmesh = jax.sharding.Mesh(np.array(jax.devices()), ("i",))
+        for groups in ([[0, 1], [2, 3]], [[0, 2], [1, 3]]):
+            want = run(jax, jax.P, jmesh, False, groups)
+            for check_vma in (True, False):
+                got = run(ember, ember.P, emesh, check_vma, groups)
+                for a, b in zip(got, want):
+                    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        try:
+            ember.shard_map(lambda u: ember.lax.psum(u, "i", axis_index_groups=[[0, 1], [1, 2, 3]]), mesh=emesh,
+                            in_specs=ember.P("i"), out_specs=ember.P("i"))(X)
+        except ValueError as err:
+            assert "cover all indices exactly once" in str(err), err
+        else:
+            raise AssertionError("overlapping groups accepted")
+        print("ok")
+    """)
+    out = check_python(code, env={"EMBER_NUM_CPU_DEVICES": "4", "JAX_NUM_CPU_DEVICES": "4"})
+    assert out.strip().splitlines()[-1] == "ok"

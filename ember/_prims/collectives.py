@@ -29,6 +29,7 @@ that hold the extreme value (as reduce_max, what they mean under vmap; JAX 0.10.
 integer output carries no derivative."""
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
@@ -51,6 +52,7 @@ from ember._prims.shape import (BatchDim, batch_at_front, broadcast_in_dim, conv
 from ember._prims.slicing import concatenate
 
 AxisNames = tuple[Hashable, ...]
+Groups = tuple[tuple[int, ...], ...] | None  # axis_index_groups: members of the named axes reducing together
 
 
 def _axis_names(api: str, axis_name: Any) -> AxisNames:
@@ -66,18 +68,44 @@ def _axis_names(api: str, axis_name: Any) -> AxisNames:
     return names
 
 
-def _no_groups(api: str, axis_index_groups: Any) -> None:
-    if axis_index_groups is not None:
-        raise NotImplementedError(f"{api}: axis_index_groups is not supported by ember (got {axis_index_groups!r}); "
-                                  "use a mesh axis of the group's size instead")
+def _index_groups(api: str, axis_index_groups: Any, size: int, equal: bool) -> Groups:
+    """axis_index_groups as a tuple of tuples of member indices (along the named axes together, row-major), each
+    member in exactly one group (as JAX's check); equal: the groups must be the same size (a collective whose
+    result's shape depends on it)."""
+    if axis_index_groups is None:
+        return None
+    try:
+        groups = tuple(tuple(int(operator.index(i)) for i in g) for g in axis_index_groups)
+    except TypeError:
+        raise TypeError(f"{api}: axis_index_groups must be a sequence of sequences of ints, got "
+                        f"{axis_index_groups!r}") from None
+    if sorted(i for g in groups for i in g) != list(range(size)):
+        raise ValueError(f"{api}: axis_index_groups must cover all indices exactly once: got {axis_index_groups!r} "
+                         f"for axes of size {size}")
+    if equal and len({len(g) for g in groups}) > 1:
+        raise ValueError(f"{api}: axis_index_groups must all be the same size, got {axis_index_groups!r}")
+    return groups
 
 
-def _named_axes(api: str, axis_name: Any, axis_index_groups: Any = None) -> tuple[AxisNames, int]:
-    """(the axis names as a tuple, their total size) of a collective's axis_name (the names bound, or NameError),
-    with axis_index_groups refused."""
-    _no_groups(api, axis_index_groups)
+def _named_axes(api: str, axis_name: Any, axis_index_groups: Any = None) -> tuple[AxisNames, int, Groups]:
+    """(the axis names as a tuple, the number of members a group of the collective has: their total size, or with
+    axis_index_groups (which must be the same size) the size of one, and the groups) of a collective's axis_name
+    (the names bound, or NameError)."""
     axes = _axis_names(api, axis_name)
-    return axes, axes_size(axes)
+    size = axes_size(axes)
+    groups = _index_groups(api, axis_index_groups, size, equal=True)
+    return axes, size if groups is None else len(groups[0]), groups
+
+
+def _with_groups(groups: Groups) -> dict[str, Any]:
+    """The groups param of an equation: absent for the whole axes (the printed IR shows groups only when given)."""
+    return {} if groups is None else {"groups": groups}
+
+
+def _no_batched_groups(groups: Groups) -> None:
+    if groups is not None:
+        raise NotImplementedError("axis_index_groups not supported in vmap collectives (as JAX's): vmap over the "
+                                  "named axis of a collective with axis_index_groups")
 
 
 def _varying(x: Any, axes: AxisNames) -> Any:
@@ -104,13 +132,22 @@ def _axis_context(ctx: LoweringContext, op: str, axes: AxisNames) -> Any:
 
 
 def _groups_attr(groups: Sequence[Sequence[int]]) -> str:
-    rows = ", ".join("[" + ", ".join(str(int(p)) for p in g) + "]" for g in groups)
-    return f"dense<[{rows}]> : tensor<{len(groups)}x{len(groups[0])}xi64>"
+    """A dense i64 matrix of groups, uneven ones padded with -1 (as JAX emits them)."""
+    width = max(len(g) for g in groups)
+    rows = ", ".join("[" + ", ".join(str(int(p)) for p in list(g) + [-1] * (width - len(g))) + "]" for g in groups)
+    return f"dense<[{rows}]> : tensor<{len(groups)}x{width}xi64>"
 
 
-def _collective_attrs(mesh: Any, axes: AxisNames, global_ids: bool = True) -> dict[str, str]:
+def _partition_groups(mesh: Any, axes: AxisNames, groups: Groups) -> list[list[int]]:
+    """The partitions of each group a collective over axes runs within: the mesh's groups along the axes, each cut
+    into axis_index_groups when given."""
+    along = mesh.groups(axes)
+    return along if groups is None else [[g[i] for i in members] for g in along for members in groups]
+
+
+def _collective_attrs(mesh: Any, axes: AxisNames, global_ids: bool = True, groups: Groups = None) -> dict[str, str]:
     """replica_groups (partition ids), a fresh channel (type 1: device to device) and use_global_device_ids."""
-    attrs = {"replica_groups": _groups_attr(mesh.groups(axes)),
+    attrs = {"replica_groups": _groups_attr(_partition_groups(mesh, axes, groups)),
              "channel_handle": f"#stablehlo.channel_handle<handle = {mesh.next_channel()}, type = 1>"}
     if global_ids:
         attrs["use_global_device_ids"] = "unit"
@@ -131,22 +168,26 @@ def _all_reduce(name: str, kinds: str, hlo_op: Callable[[np.dtype], str],
     prim = over_named_axes(Primitive(name, own_vma=True))
 
     @prim.def_rule("abstract_eval")
-    def _abstract_eval(x: ShapedArray, *, axes: AxisNames) -> ShapedArray:
+    def _abstract_eval(x: ShapedArray, *, axes: AxisNames, groups: Groups = None) -> ShapedArray:
         check_dtype(name, x, kinds)
-        return x.with_vma(x.vma - frozenset(axes))  # (the same on every member of the axes)
+        # (the same on every member of the axes; over groups, only within each: it still varies)
+        return x.with_vma(x.vma - frozenset(axes)) if groups is None else x
 
     @prim.def_rule("lowering")
-    def _lowering(ctx: LoweringContext, x: str, *, axes: AxisNames) -> list[str]:
+    def _lowering(ctx: LoweringContext, x: str, *, axes: AxisNames, groups: Groups = None) -> list[str]:
         mesh = _axis_context(ctx, name, axes)
         region = _combiner_region(ctx, ctx.aval_out.dtype, hlo_op(ctx.aval_out.dtype))
-        return [ctx.op("stablehlo.all_reduce", [x], ctx.aval_out, _collective_attrs(mesh, axes), [region])]
+        return [ctx.op("stablehlo.all_reduce", [x], ctx.aval_out, _collective_attrs(mesh, axes, groups=groups),
+                       [region])]
 
     @prim.def_rule("batching")
-    def _batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames) -> tuple[list[Any], list[BatchDim]]:
+    def _batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames, groups: Groups = None
+                  ) -> tuple[list[Any], list[BatchDim]]:
         (x,), (d,) = args, dims
         frame, size = current_batching_axis()
         if frame not in axes:
-            return [prim.bind(x, axes=axes)], [d]
+            return [prim.bind(x, axes=axes, **_with_groups(groups))], [d]
+        _no_batched_groups(groups)
         y = unbatched(x, size) if d is None else batch_reduce(x, d)
         rest = _rest(frame, axes)
         return [prim.bind(y, axes=rest) if rest else y], [None]
@@ -164,11 +205,14 @@ pmin_p = _all_reduce("pmin", ANY, lambda dtype: "and" if dt.is_bool(dtype) else 
 psum_p.def_rule("jvp", linear_jvp(psum_p))
 
 
-def _spread(ct: Any, x: Any, axes: AxisNames) -> Any:
+def _spread(ct: Any, x: Any, axes: AxisNames, groups: Groups = None) -> Any:
     """The cotangent of an operand x of an all-reduce over axes, from the cotangent ct of its result, before any
     share of it: along the axes x is typed varying over, the result is one value every member holds, so each member
     gets ct (pcast); along untyped axes (a vmap axis, check_vma=False) the result counts as summed by each member,
-    and each member gets the sum of the members' cotangents (psum), as JAX's transposes."""
+    and each member gets the sum of the members' cotangents (psum), as JAX's transposes. Over axis_index_groups the
+    result varies (from group to group): each member gets the sum of its group's cotangents."""
+    if groups is not None:
+        return psum_p.bind(ct, axes=axes, groups=groups)
     vma = aval_of(x).vma
     over = tuple(a for a in axes if a in vma)
     rest = tuple(a for a in axes if a not in vma)
@@ -178,30 +222,33 @@ def _spread(ct: Any, x: Any, axes: AxisNames) -> Any:
 
 
 @psum_p.def_rule("vjp")
-def _psum_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames) -> list[Any]:
-    return [None if cts[0] is None else _spread(cts[0], ins[0], axes)]
+def _psum_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames,
+              groups: Groups = None) -> list[Any]:
+    return [None if cts[0] is None else _spread(cts[0], ins[0], axes, groups)]
 
 
 def _chooser_rules(prim: Primitive) -> None:
     """pmax/pmin's derivative: the tangent averaged over the members holding the extreme value (the members where
     x equals the result), as reduce_max's, so that it agrees with JAX's derivative of the same function under
     vmap."""
-    def share(x: Any, out: Any, axes: AxisNames) -> tuple[Any, Any]:
+    def share(x: Any, out: Any, axes: AxisNames, groups: Groups) -> tuple[Any, Any]:
         mask = convert_element_type(eq(x, out), aval_of(x).dtype)
-        return mask, psum_p.bind(mask, axes=axes)
+        return mask, psum_p.bind(mask, axes=axes, **_with_groups(groups))
 
-    def jvp(primals: list[Any], tangents: list[Any], *, axes: AxisNames) -> tuple[list[Any], list[Any]]:
-        out = prim.bind(primals[0], axes=axes)
+    def jvp(primals: list[Any], tangents: list[Any], *, axes: AxisNames, groups: Groups = None
+            ) -> tuple[list[Any], list[Any]]:
+        out = prim.bind(primals[0], axes=axes, **_with_groups(groups))
         if tangents[0] is None:
             return [out], [None]
-        mask, count = share(primals[0], out, axes)
-        return [out], [div(psum_p.bind(mul(tangents[0], mask), axes=axes), count)]
+        mask, count = share(primals[0], out, axes, groups)
+        return [out], [div(psum_p.bind(mul(tangents[0], mask), axes=axes, **_with_groups(groups)), count)]
 
-    def vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames) -> list[Any]:
+    def vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames,
+            groups: Groups = None) -> list[Any]:
         if cts[0] is None or not needs[0]:
             return [None]
-        mask, count = share(ins[0], outs[0], axes)
-        return [div(mul(mask, _spread(cts[0], ins[0], axes)), count)]
+        mask, count = share(ins[0], outs[0], axes, groups)
+        return [div(mul(mask, _spread(cts[0], ins[0], axes, groups)), count)]
 
     prim.def_rule("jvp", jvp)
     prim.def_rule("vjp", vjp)
@@ -220,9 +267,11 @@ def _split_positional(api: str, axis_name: Any) -> tuple[AxisNames, tuple[int, .
 
 def _reduce_leaves(api: str, prim: Primitive, positional: Callable[[Any, tuple[int, ...]], Any], x: Any,
                    axis_name: Any, axis_index_groups: Any, constant: Callable[[Any, int], Any]) -> Any:
-    _no_groups(api, axis_index_groups)
     named, pos = _split_positional(api, axis_name)
     size = axes_size(named)  # NameError for a name not bound
+    if axis_index_groups is not None and pos:
+        raise ValueError(f"{api}: axis_index_groups only supported for sums over just named axes")
+    groups = _index_groups(api, axis_index_groups, size, equal=False)
 
     def one(leaf: Any) -> Any:
         if pos:
@@ -230,8 +279,10 @@ def _reduce_leaves(api: str, prim: Primitive, positional: Callable[[Any, tuple[i
         if not named:
             return leaf
         if not isinstance(leaf, Tracer):  # a value known while staging is equal on every member, as JAX's
-            return constant(leaf, size)
-        return prim.bind(_varying(leaf, named), axes=named)
+            if groups is not None and len({len(g) for g in groups}) > 1:
+                raise ValueError(f"{api}: a constant reduced over axis_index_groups of different sizes")
+            return constant(leaf, size if groups is None else len(groups[0]))
+        return prim.bind(_varying(leaf, named), axes=named, **_with_groups(groups))
     return tree_map(one, x)
 
 
@@ -246,7 +297,9 @@ def _times(x: Any, size: int) -> Any:
 def psum(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
     """The sum of x over the members of the named axes (a name or a tuple of names), on every member (like
     jax.lax.psum); x may be a pytree. Booleans are summed as int32. A value known while staging (a Python number)
-    gives size * x, as JAX's."""
+    gives size * x, as JAX's. axis_index_groups (lists of member indices along the axes, covering each once) sums
+    within each group; inside a shard_map body the result then still varies over the axes (JAX refuses groups with
+    check_vma=True)."""
     x = tree_map(_bool_to_int, x)
     return _reduce_leaves("psum", psum_p, reduce_sum, x, axis_name, axis_index_groups, _times)
 
@@ -262,9 +315,12 @@ def pmin(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
 
 
 def pmean(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
-    """The mean of x over the members of the named axes (like jax.lax.pmean)."""
+    """The mean of x over the members of the named axes (like jax.lax.pmean); with axis_index_groups, over the
+    members of each group (which must be the same size)."""
     total = psum(x, axis_name, axis_index_groups=axis_index_groups)
     n = axis_size(axis_name)
+    if axis_index_groups is not None:
+        n = len(_index_groups("pmean", axis_index_groups, n, equal=True)[0])
     return tree_map(lambda v: v / n, total)  # (true division, as JAX's: integers give floats)
 
 
@@ -281,8 +337,8 @@ all_gather_p = over_named_axes(Primitive("all_gather", own_vma=True))
 
 
 @all_gather_p.def_rule("abstract_eval")
-def _all_gather_abstract_eval(x: ShapedArray, *, axes: AxisNames, axis: int, tiled: bool,
-                              axis_size: int) -> ShapedArray:
+def _all_gather_abstract_eval(x: ShapedArray, *, axes: AxisNames, axis: int, tiled: bool, axis_size: int,
+                              groups: Groups = None) -> ShapedArray:
     shape = list(x.shape)
     if tiled:
         shape[axis] *= axis_size
@@ -293,13 +349,13 @@ def _all_gather_abstract_eval(x: ShapedArray, *, axes: AxisNames, axis: int, til
 
 @all_gather_p.def_rule("lowering")
 def _all_gather_lowering(ctx: LoweringContext, x: str, *, axes: AxisNames, axis: int, tiled: bool,
-                         axis_size: int) -> list[str]:
+                         axis_size: int, groups: Groups = None) -> list[str]:
     mesh = _axis_context(ctx, "all_gather", axes)
     x_aval = ctx.avals_in[0]
     if not tiled:  # a dimension of 1 where the members' values will be stacked
         shape = x_aval.shape[:axis] + (1,) + x_aval.shape[axis:]
         x = ctx.op("stablehlo.reshape", [x], x_aval.update(shape=shape))
-    attrs = {"all_gather_dim": f"{axis} : i64", **_collective_attrs(mesh, axes)}
+    attrs = {"all_gather_dim": f"{axis} : i64", **_collective_attrs(mesh, axes, groups=groups)}
     return [ctx.op("stablehlo.all_gather", [x], ctx.aval_out, attrs)]
 
 
@@ -308,24 +364,27 @@ all_gather_p.def_rule("jvp", linear_jvp(all_gather_p))
 
 @all_gather_p.def_rule("vjp")
 def _all_gather_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames,
-                    axis: int, tiled: bool, axis_size: int) -> list[Any]:
+                    axis: int, tiled: bool, axis_size: int, groups: Groups = None) -> list[Any]:
     if cts[0] is None:
         return [None]
-    return [reduce_scatter_p.bind(cts[0], axes=axes, scatter_dimension=axis, tiled=tiled, axis_size=axis_size)]
+    return [reduce_scatter_p.bind(cts[0], axes=axes, scatter_dimension=axis, tiled=tiled, axis_size=axis_size,
+                                  **_with_groups(groups))]
 
 
 def _gather_batching(prim: Primitive, args: list[Any], dims: list[BatchDim], *, axes: AxisNames, axis: int,
-                     tiled: bool, axis_size: int) -> tuple[list[Any], list[BatchDim]]:
+                     tiled: bool, axis_size: int, groups: Groups = None) -> tuple[list[Any], list[BatchDim]]:
     (x,), (d,) = args, dims
     frame, size = current_batching_axis()
     if frame not in axes:
         if d is None:
-            return [prim.bind(x, axes=axes, axis=axis, tiled=tiled, axis_size=axis_size)], [None]
+            return [prim.bind(x, axes=axes, axis=axis, tiled=tiled, axis_size=axis_size, **_with_groups(groups))], \
+                [None]
         if d <= axis:
             axis += 1
         elif not tiled:
             d += 1
-        return [prim.bind(x, axes=axes, axis=axis, tiled=tiled, axis_size=axis_size)], [d]
+        return [prim.bind(x, axes=axes, axis=axis, tiled=tiled, axis_size=axis_size, **_with_groups(groups))], [d]
+    _no_batched_groups(groups)
     if len(axes) > 1:
         raise NotImplementedError(f"all_gather over the axes {axes} under vmap of one of them ({frame!r}): gather "
                                   "over one axis at a time")
@@ -356,13 +415,17 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
     if to == "reduced":
         raise NotImplementedError("all_gather(to='reduced'): ember has no reduced values; use to='varying' or "
                                   "to='invarying'")
-    axes, size = _named_axes("all_gather", axis_name, axis_index_groups)
+    axes, size, groups = _named_axes("all_gather", axis_name, axis_index_groups)
+    if to == "invarying" and groups is not None:
+        raise NotImplementedError("all_gather(to='invarying') with axis_index_groups: the result varies from group to "
+                                  "group; use to='varying'")
     prim = all_gather_p if to == "varying" else all_gather_invariant_p
 
     def one(leaf: Any) -> Any:
         ndim = aval_of(leaf).ndim
         where = normalize_axis("all_gather: axis", axis, ndim if tiled else ndim + 1)
-        return prim.bind(_varying(leaf, axes), axes=axes, axis=where, tiled=bool(tiled), axis_size=size)
+        return prim.bind(_varying(leaf, axes), axes=axes, axis=where, tiled=bool(tiled), axis_size=size,
+                         **_with_groups(groups))
     return tree_map(one, x)
 
 
@@ -413,7 +476,7 @@ reduce_scatter_p = over_named_axes(Primitive("reduce_scatter", own_vma=True))
 
 @reduce_scatter_p.def_rule("abstract_eval")
 def _reduce_scatter_abstract_eval(x: ShapedArray, *, axes: AxisNames, scatter_dimension: int, tiled: bool,
-                                  axis_size: int) -> ShapedArray:
+                                  axis_size: int, groups: Groups = None) -> ShapedArray:
     check_dtype("psum_scatter", x, NUMERIC_C)
     shape = list(x.shape)
     n = shape[scatter_dimension]
@@ -432,13 +495,13 @@ def _reduce_scatter_abstract_eval(x: ShapedArray, *, axes: AxisNames, scatter_di
 
 @reduce_scatter_p.def_rule("lowering")
 def _reduce_scatter_lowering(ctx: LoweringContext, x: str, *, axes: AxisNames, scatter_dimension: int, tiled: bool,
-                             axis_size: int) -> list[str]:
+                             axis_size: int, groups: Groups = None) -> list[str]:
     mesh = _axis_context(ctx, "psum_scatter", axes)
     x_aval = ctx.avals_in[0]
     shape = list(x_aval.shape)
     shape[scatter_dimension] //= axis_size
     region = _combiner_region(ctx, x_aval.dtype, "add")
-    attrs = {"scatter_dimension": f"{scatter_dimension} : i64", **_collective_attrs(mesh, axes)}
+    attrs = {"scatter_dimension": f"{scatter_dimension} : i64", **_collective_attrs(mesh, axes, groups=groups)}
     out = ctx.op("stablehlo.reduce_scatter", [x], x_aval.update(shape=tuple(shape)), attrs, [region])
     return [out if tiled else ctx.op("stablehlo.reshape", [out], ctx.aval_out)]
 
@@ -448,17 +511,18 @@ reduce_scatter_p.def_rule("jvp", linear_jvp(reduce_scatter_p))
 
 @reduce_scatter_p.def_rule("vjp")
 def _reduce_scatter_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames,
-                        scatter_dimension: int, tiled: bool, axis_size: int) -> list[Any]:
+                        scatter_dimension: int, tiled: bool, axis_size: int, groups: Groups = None) -> list[Any]:
     if cts[0] is None:
         return [None]
-    return [all_gather_p.bind(cts[0], axes=axes, axis=scatter_dimension, tiled=tiled, axis_size=axis_size)]
+    return [all_gather_p.bind(cts[0], axes=axes, axis=scatter_dimension, tiled=tiled, axis_size=axis_size,
+                              **_with_groups(groups))]
 
 
 @reduce_scatter_p.def_rule("batching")
 def _reduce_scatter_batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames, scatter_dimension: int,
-                             tiled: bool, axis_size: int) -> tuple[list[Any], list[BatchDim]]:
+                             tiled: bool, axis_size: int, groups: Groups = None) -> tuple[list[Any], list[BatchDim]]:
     (x,), (d,) = args, dims
-    params = dict(axes=axes, tiled=tiled, axis_size=axis_size)
+    params = dict(axes=axes, tiled=tiled, axis_size=axis_size, **_with_groups(groups))
     frame, size = current_batching_axis()
     if frame not in axes:
         if d is None:
@@ -468,6 +532,7 @@ def _reduce_scatter_batching(args: list[Any], dims: list[BatchDim], *, axes: Axi
         elif not tiled:
             d -= 1
         return [reduce_scatter_p.bind(x, scatter_dimension=scatter_dimension, **params)], [d]
+    _no_batched_groups(groups)
     if len(axes) > 1:
         raise NotImplementedError(f"psum_scatter over the axes {axes} under vmap of one of them ({frame!r}): "
                                   "scatter over one axis at a time")
@@ -483,12 +548,12 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
                  tiled: bool = False) -> Any:
     """psum(x, axis_name), of which member k keeps block k along scatter_dimension (like jax.lax.psum_scatter);
     without tiled that dimension's size must equal the axis size and is removed."""
-    axes, size = _named_axes("psum_scatter", axis_name, axis_index_groups)
+    axes, size, groups = _named_axes("psum_scatter", axis_name, axis_index_groups)
 
     def one(leaf: Any) -> Any:
         where = normalize_axis("psum_scatter: scatter_dimension", scatter_dimension, aval_of(leaf).ndim)
         return reduce_scatter_p.bind(_varying(leaf, axes), axes=axes, scatter_dimension=where, tiled=bool(tiled),
-                                     axis_size=size)
+                                     axis_size=size, **_with_groups(groups))
     return tree_map(one, x)
 
 
@@ -501,7 +566,7 @@ all_to_all_p = over_named_axes(Primitive("all_to_all", own_vma=True))
 
 @all_to_all_p.def_rule("abstract_eval")
 def _all_to_all_abstract_eval(x: ShapedArray, *, axes: AxisNames, split_axis: int, concat_axis: int,
-                              axis_size: int) -> ShapedArray:
+                              axis_size: int, groups: Groups = None) -> ShapedArray:
     shape = list(x.shape)
     if axis_size == 0 or shape[split_axis] % axis_size:
         raise ValueError(f"all_to_all: dimension split_axis={split_axis} of the operand {x.str_short()} must be "
@@ -513,10 +578,10 @@ def _all_to_all_abstract_eval(x: ShapedArray, *, axes: AxisNames, split_axis: in
 
 @all_to_all_p.def_rule("lowering")
 def _all_to_all_lowering(ctx: LoweringContext, x: str, *, axes: AxisNames, split_axis: int, concat_axis: int,
-                         axis_size: int) -> list[str]:
+                         axis_size: int, groups: Groups = None) -> list[str]:
     mesh = _axis_context(ctx, "all_to_all", axes)
     attrs = {"split_dimension": f"{split_axis} : i64", "concat_dimension": f"{concat_axis} : i64",
-             "split_count": f"{axis_size} : i64", **_collective_attrs(mesh, axes, global_ids=False)}
+             "split_count": f"{axis_size} : i64", **_collective_attrs(mesh, axes, global_ids=False, groups=groups)}
     return [ctx.op("stablehlo.all_to_all", [x], ctx.aval_out, attrs)]
 
 
@@ -525,24 +590,26 @@ all_to_all_p.def_rule("jvp", linear_jvp(all_to_all_p))
 
 @all_to_all_p.def_rule("vjp")
 def _all_to_all_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames,
-                    split_axis: int, concat_axis: int, axis_size: int) -> list[Any]:
+                    split_axis: int, concat_axis: int, axis_size: int, groups: Groups = None) -> list[Any]:
     if cts[0] is None:
         return [None]
     return [all_to_all_p.bind(cts[0], axes=axes, split_axis=concat_axis, concat_axis=split_axis,
-                              axis_size=axis_size)]
+                              axis_size=axis_size, **_with_groups(groups))]
 
 
 @all_to_all_p.def_rule("batching")
 def _all_to_all_batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames, split_axis: int,
-                         concat_axis: int, axis_size: int) -> tuple[list[Any], list[BatchDim]]:
+                         concat_axis: int, axis_size: int, groups: Groups = None) -> tuple[list[Any], list[BatchDim]]:
     (x,), (d,) = args, dims
     frame, size = current_batching_axis()
     if frame not in axes:
         if d is None:
             return [all_to_all_p.bind(x, axes=axes, split_axis=split_axis, concat_axis=concat_axis,
-                                      axis_size=axis_size)], [None]
+                                      axis_size=axis_size, **_with_groups(groups))], [None]
         return [all_to_all_p.bind(x, axes=axes, split_axis=split_axis + (d <= split_axis),
-                                  concat_axis=concat_axis + (d <= concat_axis), axis_size=axis_size)], [d]
+                                  concat_axis=concat_axis + (d <= concat_axis), axis_size=axis_size,
+                                  **_with_groups(groups))], [d]
+    _no_batched_groups(groups)
     if len(axes) > 1:
         raise NotImplementedError(f"all_to_all over the axes {axes} under vmap of one of them ({frame!r}): "
                                   "exchange over one axis at a time")
@@ -569,7 +636,7 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
     """Split x's dimension split_axis into the axis size's blocks, send block k to member k, and concatenate
     (tiled) or stack (untiled: a new dimension at concat_axis, split_axis removed) the received blocks along
     concat_axis in member order (like jax.lax.all_to_all)."""
-    axes, size = _named_axes("all_to_all", axis_name, axis_index_groups)
+    axes, size, groups = _named_axes("all_to_all", axis_name, axis_index_groups)
 
     def one(leaf: Any) -> Any:
         aval = aval_of(leaf)
@@ -588,7 +655,8 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
         elif not tiled and concat < split:
             leaf = expand_dims(leaf, (concat,))
             split += 1
-        out = all_to_all_p.bind(_varying(leaf, axes), axes=axes, split_axis=split, concat_axis=concat, axis_size=size)
+        out = all_to_all_p.bind(_varying(leaf, axes), axes=axes, split_axis=split, concat_axis=concat, axis_size=size,
+                                **_with_groups(groups))
         return squeeze(out, (split,)) if not tiled and split != concat else out
     return tree_map(one, x)
 
@@ -662,7 +730,7 @@ def _ppermute_batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames
 def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
     """Member dst receives member src's x for each pair (src, dst) in perm, indices along the named axes; members no
     pair sends to receive zeros (like jax.lax.ppermute); x may be a pytree."""
-    axes, size = _named_axes("ppermute", axis_name)
+    axes, size, _ = _named_axes("ppermute", axis_name)
     try:
         pairs = tuple((int(src), int(dst)) for src, dst in perm)
     except (TypeError, ValueError):
@@ -754,7 +822,7 @@ def axis_index(axis_name: Any) -> Any:
 
 def pbroadcast(x: Any, axis_name: Any, source: int) -> Any:
     """Every member receives member `source`'s x (like jax.lax.pbroadcast): psum of x kept only at the source."""
-    axes, size = _named_axes("pbroadcast", axis_name)
+    axes, size, _ = _named_axes("pbroadcast", axis_name)
     if isinstance(source, bool) or not isinstance(source, int | np.integer) or not 0 <= source < size:
         raise ValueError(f"pbroadcast: source must be an int in [0, {size}) for the axes {axes}, got {source!r}")
     at_source = eq(axis_index(axes), np.int32(source))
