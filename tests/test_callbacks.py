@@ -161,3 +161,48 @@ def test_effects_barrier_waits_for_programs_in_other_threads():
     ember.effects_barrier()  # nothing running: returns at once
     assert ember.dlpack.is_supported_dtype(np.complex64) and not ember.dlpack.is_supported_dtype(np.object_)
     np.testing.assert_array_equal(np.asarray(ember.dlpack.from_dlpack(np.arange(3.0))), np.arange(3.0))
+
+
+def test_callbacks_in_programs_over_several_devices(capfd):
+    """As JAX places them: in a jitted program over sharded arrays a callback runs once, on the whole value (its
+    operands gathered on the first device); inside a shard_map body every device calls it on its own block."""
+    if len(ember.devices()) < 2:
+        pytest.skip("needs two CPU devices")
+
+    def run(lib, np_, P, sharding, mesh):
+        x = lib.device_put(np.arange(8.0, dtype=np.float32), sharding)
+        report = []
+        for name in ("print", "pure", "io", "debug"):
+            calls = []
+
+            def host(v):
+                calls.append(np.asarray(v).shape)
+                return np.asarray(v) * 2
+
+            def f(v, name=name, host=host, calls=calls):
+                sds = lib.ShapeDtypeStruct(v.shape, v.dtype)
+                if name == "print":
+                    lib.debug.print("sum={s}", s=v.sum())
+                    return v * 2
+                if name == "pure":
+                    return lib.pure_callback(host, sds, v) + 1
+                if name == "io":
+                    return lib.experimental.io_callback(host, sds, v) + 1
+                lib.debug.callback(lambda a: calls.append(np.asarray(a).shape), v)
+                return v + 1
+            for mapped in (False, True):
+                g = lib.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x")) if mapped else f
+                out = np.asarray(lib.jit(g)(x))
+                if lib is jax:
+                    jax.effects_barrier()
+                else:
+                    ember.effects_barrier()
+                report.append((name, mapped, sorted(calls), out.tolist()))
+        return report
+    jmesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ("x",))
+    want = run(jax, jnp, jax.P, jax.sharding.NamedSharding(jmesh, jax.P("x")), jmesh)
+    jax_printed = sorted(capfd.readouterr().out.splitlines())
+    emesh = ember.sharding.Mesh(np.array(ember.devices()[:2]), ("x",))
+    got = run(ember, enp, ember.P, ember.NamedSharding(emesh, ember.P("x")), emesh)
+    assert got == want
+    assert sorted(capfd.readouterr().out.splitlines()) == jax_printed == ["sum=22.0", "sum=28.0", "sum=6.0"]

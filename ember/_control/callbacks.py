@@ -120,7 +120,7 @@ def _lowering(effectful: bool) -> Callable[..., list[str]]:
         if not _hlo_ffi.available(TARGET):
             raise LoweringError(f"{callback.name}: host callbacks are unavailable in this process")
         return _hlo_ffi.custom_call(ctx, TARGET, args, ctx.avals_out, {"callback": callback.key},
-                                    has_side_effect=effectful, ordered=ordered)
+                                    has_side_effect=effectful, ordered=ordered, once=True)
     return lower
 
 

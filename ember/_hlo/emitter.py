@@ -229,24 +229,34 @@ def _layouts_text(layouts: Sequence[Sequence[int]]) -> str:
 def emit_custom_call(emitter: Emitter, target: str, operands: Sequence[str], results: Sequence[ShapedArray],
                      attrs: dict[str, int], has_side_effect: bool,
                      operand_layouts: Sequence[Sequence[int]] | None = None,
-                     result_layouts: Sequence[Sequence[int]] | None = None) -> list[str]:
+                     result_layouts: Sequence[Sequence[int]] | None = None, once: bool = False) -> list[str]:
     """`stablehlo.custom_call @target` to a typed FFI handler (api_version 4): the integer attrs reach the handler
     as int64 scalars; layouts are minor-to-major, one per operand/result (row-major when omitted). The one writer
     of the op: ember._hlo.ffi.custom_call (ember's handlers), order_call in lower.py, and the CPU kernels' calls
-    (row_fusion._call, backend_forms._batched_dot) use it."""
+    (row_fusion._call, backend_forms._batched_dot) use it.
+
+    In a program partitioned over several devices a call with side effects, or one asked to run `once` (a host
+    callback), is placed as JAX places its callbacks: inside a shard_map body every device calls it on its own
+    block ({manual}); elsewhere it runs once, on the first device, with its operands gathered there ({maximal
+    device=0}; XLA's partitioner refuses a side-effecting call without a sharding)."""
     if operand_layouts is None:
         operand_layouts = [row_major(value_rank(emitter, o)) for o in operands]
     if result_layouts is None:
         result_layouts = [row_major(a.ndim) for a in results]
     config = ", ".join(f"{k} = {int(v)} : i64" for k, v in sorted(attrs.items()))
-    out = emitter.op("stablehlo.custom_call", list(operands), list(results), {
+    op_attrs = {
         "call_target_name": f'"{target}"',
         "api_version": "4 : i32",
         "backend_config": "{" + config + "}",
         "has_side_effect": "true" if has_side_effect else "false",
         "operand_layouts": _layouts_text(operand_layouts),
         "result_layouts": _layouts_text(result_layouts),
-    })
+    }
+    if (has_side_effect or once) and emitter.device_assignment is not None:
+        one = "{manual}" if emitter.axis_context is not None else "{maximal device=0}"
+        op_attrs["mhlo.sharding"] = quoted_text(one if len(results) == 1 else "{" + ", ".join([one] * len(results))
+                                                + "}")
+    out = emitter.op("stablehlo.custom_call", list(operands), list(results), op_attrs)
     return out if isinstance(out, list) else [out]
 
 

@@ -32,7 +32,7 @@ def rank_of(ctx: LoweringContext, value: str) -> int:
 def custom_call(ctx: LoweringContext, target: str, operands: Sequence[str], results: Sequence[ShapedArray],
                 attrs: dict[str, int] | None = None, operand_layouts: Sequence[Sequence[int]] | None = None,
                 result_layouts: Sequence[Sequence[int]] | None = None, *, has_side_effect: bool = False,
-                ordered: bool = False) -> list[str]:
+                ordered: bool = False, once: bool = False) -> list[str]:
     """Emit `stablehlo.custom_call @target` to a typed FFI handler (api_version 4): integer attrs are passed to
     the handler as int64 scalars (its call frame's attributes, sorted by name); the layouts (minor-to-major, one
     per operand/result; row-major when omitted) are the memory layouts XLA hands the handler its buffers in.
@@ -44,13 +44,13 @@ def custom_call(ctx: LoweringContext, target: str, operands: Sequence[str], resu
     if operand_layouts is None:
         operand_layouts = [row_major(rank_of(ctx, o)) for o in operands]
     result_layouts = [row_major(a.ndim) for a in results] if result_layouts is None else result_layouts
-    effect_out = ordered or not results
+    effect_out = ordered or not results  # (once: see emit_custom_call)
     if ordered or effect_out:
         attrs = {**(attrs or {}), "effect_in": int(ordered), "effect_out": int(effect_out)}
     out = emit_custom_call(ctx.emitter, target, ([effect_value(ctx.emitter)] if ordered else []) + list(operands),
                            ([EFFECT] if effect_out else []) + list(results), attrs or {}, has_side_effect,
                            ([()] if ordered else []) + list(operand_layouts),
-                           ([()] if effect_out else []) + list(result_layouts))
+                           ([()] if effect_out else []) + list(result_layouts), once=once)
     if ordered:
         set_effect_value(ctx.emitter, out[0])
     return out[1:] if effect_out else out
