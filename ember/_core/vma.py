@@ -83,15 +83,28 @@ def typed(axes: Sequence[Hashable]) -> AxisNames:
 def cast_operands(builder: Any, inputs: list[Atom], vma: frozenset) -> list[Atom]:
     """inputs with each variable varying over fewer axes than vma replaced by its pcast (an equation recorded into
     builder, a staging); literals are left as they are."""
-    cast = []
-    for atom in inputs:
-        if type(atom) is Var and atom.aval.vma != vma:
-            missing = vma - atom.aval.vma
+    return [_cast(builder, atom, vma) if type(atom) is Var and atom.aval.vma != vma else atom for atom in inputs]
+
+
+_LOOK_BACK = 4  # how many of the staging's last equations _cast looks through for a broadcast making its operand
+
+
+def _cast(builder: Any, atom: Var, vma: frozenset) -> Var:
+    """atom, cast to vary over vma. An operand the staging just broadcast (numpy's broadcasting, right before the
+    operation) is cast before its broadcast instead, which is broadcast again: the cast's transpose, a psum, then
+    sums the small value's cotangent, not the broadcast one's (the gradient of a bias inside a shard_map body
+    all-reduces its row, not a row per example; JAX sums the broadcast value)."""
+    source = user_source()
+    for eqn in builder.eqns[-1:-_LOOK_BACK - 1:-1]:
+        if (eqn.outputs[0] is atom and eqn.prim.moves_data and len(eqn.inputs) == 1 and type(eqn.inputs[0]) is Var
+                and eqn.inputs[0].aval.size < atom.aval.size and not eqn.inputs[0].aval.vma - vma):
+            small = _cast(builder, eqn.inputs[0], vma) if eqn.inputs[0].aval.vma != vma else eqn.inputs[0]
             out = Var(atom.aval.with_vma(vma))
-            builder.eqns.append(Eqn(pcast_p, [atom], [out], {"axes": ordered_axes(missing)}, user_source()))
-            atom = out
-        cast.append(atom)
-    return cast
+            builder.eqns.append(Eqn(eqn.prim, [small], [out], eqn.params, eqn.source))
+            return out
+    out = Var(atom.aval.with_vma(vma))
+    builder.eqns.append(Eqn(pcast_p, [atom], [out], {"axes": ordered_axes(vma - atom.aval.vma)}, source))
+    return out
 
 
 __all__ = ["cast_operands", "is_typed", "join_vma", "pcast_p", "typed", "typed_axes",
