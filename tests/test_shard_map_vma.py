@@ -256,7 +256,7 @@ def test_jax_errors():
             ("pcast", "Unsupported pcast from=varying, to='varying'")]:
         want, got = jax_result(lambda: error("jax", what)), error("ember", what)
         assert want.split(":")[0] == got.split(":")[0] and key in want and key in got, (what, want, got)
-    assert "applying `ember.lax.pcast(..., ('x',), to='varying')` to the initial carry value" in error("ember", "scan")
+    assert "applying `ember.lax.pcast(..., ('x',), to='varying')`, to the initial carry value" in error("ember", "scan")
     assert "manual axis types do not match" in error("ember", "cond")
 
 

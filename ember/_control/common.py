@@ -117,7 +117,7 @@ def vma_mismatch(what: str, paths: Sequence[str], want: Sequence[ShapedArray], g
                  fix_want: str, fix_got: str = "") -> list[tuple[str, str]]:
     """For each position where got varies over other axes than want: (JAX's sentence saying so, the pcast that
     would fix it: fix_want names the value of want to cast when got varies over more axes, fix_got the value of got
-    in the other case), what naming the values ("the input carry{path} has type {want} but the corresponding
+    in the other case, each with its leading separator), what naming the values ("the input carry{path} has type {want} but the corresponding
     output carry component has type {got}")."""
     found = []
     for path, a, b in zip(paths, want, got):
@@ -125,7 +125,7 @@ def vma_mismatch(what: str, paths: Sequence[str], want: Sequence[ShapedArray], g
             more, fix = (b.vma - a.vma, fix_want) if b.vma - a.vma else (a.vma - b.vma, fix_got)
             found.append((what.format(path=path, want=a.str_short(), got=b.str_short())
                           + ", so the manual axis types do not match",
-                          f"applying `ember.lax.pcast(..., {ordered_axes(more)}, to='varying')` "
+                          f"applying `ember.lax.pcast(..., {ordered_axes(more)}, to='varying')`"
                           + fix.format(path=path) if fix else ""))
     return found
 

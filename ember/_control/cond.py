@@ -348,7 +348,7 @@ def _branch_vma_error(api: str, first: Any, other: Any, i: int) -> str | None:
     paths = [keystr(path) for path, _ in tree_leaves_with_path(first.out_tree.unflatten(first.ir.out_avals))]
     found = vma_mismatch(f"the output of {names[0]}{{path}} has type {{want}} but the corresponding output of "
                          f"{names[1]}{{path}} has type {{got}}", paths, first.ir.out_avals, other.ir.out_avals,
-                         f"to the output of {names[0]}{{path}}", f"to the output of {names[1]}{{path}}")
+                         f" to the output of {names[0]}{{path}}", f" to the output of {names[1]}{{path}}")
     if not found:
         return None
     return vma_error_text(f"{api} branches must have equal output types but they differ.", found,

@@ -3,6 +3,7 @@ map, and fori_loop with static bounds). Both are differentiable in either mode (
 JAX, by checkpointing: docs/while_grad.md). Each carries closed sub-IRs and has every rule beside it."""
 from __future__ import annotations
 
+import inspect
 import operator
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -434,7 +435,7 @@ def _while(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init_
         raise TypeError(f"while_loop: body_fun must return a carry of the input's structure {tree}, got "
                         f"{body.out_tree}")
     if not join:
-        check_carry_vma("while_loop", tree, avals, body.ir.out_avals)
+        check_carry_vma("while_loop", body_fun, tree, avals, body.ir.out_avals)
     cond = close_over(cond_fun, in_tree, avals, "while_loop cond_fun")
     while True:
         varying = join_vma(cond.ir.out_avals)
@@ -457,13 +458,22 @@ def _while(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init_
     return tree.unflatten(outs)
 
 
-def check_carry_vma(api: str, tree: Any, carry_in: Sequence[ShapedArray], carry_out: Sequence[ShapedArray]) -> None:
+def check_carry_vma(api: str, body_fun: Callable[..., Any], tree: Any, carry_in: Sequence[ShapedArray],
+                    carry_out: Sequence[ShapedArray]) -> None:
     """JAX's error for a loop body returning a carry that varies over other mesh axes than the carry it takes
-    (inside a shard_map body)."""
-    paths = [keystr(path) for path, _ in tree_leaves_with_path(tree.unflatten(list(carry_in)))]
-    found = vma_mismatch("the input carry{path} has type {want} but the corresponding output carry component has "
-                         "type {got}", paths, carry_in, carry_out,
-                         "to the initial carry value corresponding to the input carry{path}")
+    (inside a shard_map body), naming the carry by the body's first parameter as JAX does."""
+    try:
+        name = next(iter(inspect.signature(body_fun).parameters), None)
+    except (TypeError, ValueError):
+        name = None
+    paths = []
+    for path, _ in tree_leaves_with_path(tree.unflatten(list(carry_in))):
+        if name:
+            paths.append(f"the input carry component {name}{keystr(path)}" if path else f"the input carry {name}")
+        else:
+            paths.append(f"the input carry at path {keystr(path)}" if path else "the input carry")
+    found = vma_mismatch("{path} has type {want} but the corresponding output carry component has type {got}", paths,
+                         carry_in, carry_out, ", to the initial carry value corresponding to {path}")
     if found:
         raise TypeError(vma_error_text(f"{api} body function carry input and carry output must have equal types, "
                                        "but they differ:", found, "Revise the function so that all output types "
@@ -802,7 +812,7 @@ def _scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, length: 
     if out_children[0] != c_tree:
         raise TypeError(f"scan: f must return a carry of the input's structure {c_tree}, got {out_children[0]}")
     if not join:  # (inside a shard_map body: JAX's error for a carry whose varying axes change)
-        check_carry_vma("scan", c_tree, [aval_of(c) for c in c_leaves], closed.ir.out_avals[:nk])
+        check_carry_vma("scan", f, c_tree, [aval_of(c) for c in c_leaves], closed.ir.out_avals[:nk])
     while join:  # (ember's own scans: each carry varies over its initial value's axes and the body's result's)
         wanted = [aval_of(c).vma | o.vma for c, o in zip(c_leaves, closed.ir.out_avals)]
         if all(w == aval_of(c).vma for w, c in zip(wanted, c_leaves)):
