@@ -34,6 +34,8 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_
                                         "new_ref", "ref_get", "ref_swap", "freeze",
                                         # host callbacks (jax.pure_callback, io_callback, debug.callback):
                                         "pure_callback", "io_callback", "debug_callback",
+                                        # jax.debug.inspect_array_sharding's (jax._src.debugging.inspect_sharding_p):
+                                        "inspect_sharding",
                                         # jax.lax.linalg's, not jax.lax's:
                                         "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig", "schur",
                                         "geqrf",
@@ -43,7 +45,7 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_
                                         "shard_map", "pjit",
                                         # the cast to varying (jax.lax.pcast binds core.pvary_p) and JAX's
                                         # all_gather(to="invarying") primitive, which jax.lax does not export:
-                                        "pcast", "all_gather_invariant"})
+                                        "pvary", "all_gather_invariant"})
 
 
 def _primitive_names(namespace: dict[str, object]) -> list[str]:

@@ -55,6 +55,7 @@ ACCEPTS_COMPLEX = {
     "name",  # (checkpoint_name's identity)
     "sort",  # (complex values carried along real keys; complex keys are refused: ember.numpy sorts by parts)
     "sharding_constraint",  # (a layout over devices: tests/prims/test_sharding_prims.py has a complex Case)
+    "inspect_sharding",  # (reads a value's layout, never its values: any dtype)
 }
 # host callbacks: the values go to Python as numpy arrays (complex ones checked in tests/test_callbacks.py)
 CALLBACKS = {"pure_callback", "io_callback", "debug_callback"}
@@ -129,7 +130,7 @@ def test_every_primitive_is_classified():
 
 # The collectives (bound inside shard_map, where the Cases' classification does not see them): checked below
 COLLECTIVES_ACCEPT = {"psum", "all_gather", "all_gather_invariant", "reduce_scatter", "all_to_all", "ppermute",
-                      "axis_index", "pcast"}
+                      "axis_index", "pvary"}
 COLLECTIVES_REFUSE = {"pmax", "pmin"}
 
 

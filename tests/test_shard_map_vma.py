@@ -111,12 +111,12 @@ def test_types_in_a_body_and_the_staged_program():
     ir = ember.make_ir(L.lib.shard_map(lambda p, u: L.lax.psum(u * p, "x"), mesh=L.mesh, in_specs=(L.P(), L.P("x")),
                                        out_specs=L.P()))(W[0], X[:, :3])
     text = str(ir)
-    assert "b:f32[4,3]{V:x}" in text and "pcast[axes=('x',)]" in text and "psum[axes=('x',)]" in text
+    assert "b:f32[4,3]{V:x}" in text and "pvary[axes=('x',)]" in text and "psum[axes=('x',)]" in text
     ember.check_ir(ir)
     grad_text = str(ember.make_ir(ember.grad(lambda p: ember.shard_map(
         lambda p, u: L.lax.psum((u * p).sum(), "x"), mesh=L.mesh, in_specs=(L.P(), L.P("x")), out_specs=L.P())(
         p, X[:, :3])))(W[0]))
-    assert grad_text.count("psum[axes=('x',)]") == 1 and "pcast" in grad_text  # (the cast's transpose; the
+    assert grad_text.count("psum[axes=('x',)]") == 1 and "pvary" in grad_text  # (the cast's transpose; the
     # forward psum's is a pcast, and the forward itself is not needed)
 
 

@@ -10,7 +10,7 @@ from ember._core import IR, ShapedArray, Var, aval_of, eval_ir, scalar_literal, 
 from ember._core import dtypes as dt
 from ember._core.dtypes import ordered_axes
 from ember._core.primitive import EMBER_DIR
-from ember._core.vma import pcast_p
+from ember._core.vma import pvary_p
 from ember._core.refs import check_no_refs_returned
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._transforms.passes import simplify
@@ -91,7 +91,7 @@ def cast_outputs(ir: IR, vmas: Sequence[frozenset]) -> IR:
 
     def fn(*args: Any) -> list[Any]:
         outs = eval_ir(ir, list(args))
-        return [y if not (v - aval_of(y).vma) else pcast_p.bind(y, axes=ordered_axes(v - aval_of(y).vma))
+        return [y if not (v - aval_of(y).vma) else pvary_p.bind(y, axes=ordered_axes(v - aval_of(y).vma))
                 for y, v in zip(outs, vmas)]
     cast = stage_flat(fn, ir.in_avals)
     return IR(cast.const_vars, cast.consts, cast.in_vars, cast.eqns, cast.outs, ir.out_tree)
@@ -99,7 +99,7 @@ def cast_outputs(ir: IR, vmas: Sequence[frozenset]) -> IR:
 
 def varying_as(values: Sequence[Any], vmas: Sequence[frozenset]) -> list[Any]:
     """values, each cast (pcast) to vary over its axes in vmas too."""
-    return [x if not (v - aval_of(x).vma) else pcast_p.bind(x, axes=ordered_axes(v - aval_of(x).vma))
+    return [x if not (v - aval_of(x).vma) else pvary_p.bind(x, axes=ordered_axes(v - aval_of(x).vma))
             for x, v in zip(values, vmas)]
 
 

@@ -22,6 +22,7 @@ results as out_specs say. One higher-order primitive carries f's staged body; it
 - batching: the body batched, the batch dimension unsplit (None in the specs)."""
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, Sequence
 
@@ -33,7 +34,7 @@ from ember._core import dtypes as dt
 from ember._core.axes import axis_frame
 from ember._core.dtypes import NO_VMA, note_axis_order, ordered_axes
 from ember._core.pytree import keystr, tree_leaves_with_path
-from ember._core.vma import pcast_p, typed_axes, untyped_axes
+from ember._core.vma import pvary_p, typed_axes, untyped_axes
 from ember._core.pytree import prefix_entries, tree_flatten, tree_structure
 from ember._core.sharding import Mesh, NamedSharding, PartitionSpec, current_mesh
 from ember._hlo import LoweringContext
@@ -178,7 +179,7 @@ def _varying_as(ir: IR, vmas: Sequence[frozenset]) -> IR:
 
     def fn(*args: Any) -> list[Any]:
         outs = eval_ir(ir, list(args))
-        return [y if aval_of(y).vma == v else pcast_p.bind(y, axes=ordered_axes(v - aval_of(y).vma))
+        return [y if aval_of(y).vma == v else pvary_p.bind(y, axes=ordered_axes(v - aval_of(y).vma))
                 for y, v in zip(outs, vmas)]
     return stage_flat(fn, ir.in_avals)
 
@@ -324,8 +325,7 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, out_specs: Any, in_spec
         outs = shard_map_p.bind(*consts, *leaves, body=body, mesh=the_mesh, in_specs=const_specs + tuple(specs),
                                 out_specs=tuple(out_leaf_specs), check_vma=bool(check_vma))
         return closed.out_tree.unflatten(outs)
-    mapped.__name__ = f"shard_map({name})"
-    return mapped
+    return functools.wraps(f)(mapped) if hasattr(f, "__name__") else mapped  # (named as f, as JAX's)
 
 
 def _spec_of_vma(mesh: Mesh, vma: frozenset) -> tuple[Any, ...]:

@@ -511,8 +511,10 @@ class ShapedArray:
 
     @property
     def mat(self) -> ManualAxisType:
-        """The value's manual axis type (JAX's `typeof(x).mat`): its varying axes."""
+        """The value's manual axis type (JAX's `typeof(x).mat`, also `.manual_axis_type`): its varying axes."""
         return ManualAxisType(self.vma)
+
+    manual_axis_type = mat
 
     def update(self, shape: Sequence[int] | None = None, dtype: Any = None, weak_type: bool | None = None,
                vma: frozenset | None = None) -> "ShapedArray":

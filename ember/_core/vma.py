@@ -30,11 +30,12 @@ from ember._core.primitive import Primitive, user_source
 AxisNames = tuple[Hashable, ...]
 
 
-# pcast(x; axes): x, typed as varying over axes too (JAX's pcast(x, axes, to='varying'), its pvary). No data moves.
-pcast_p = Primitive("pcast", own_vma=True)
+# pvary(x; axes): x, typed as varying over axes too (JAX's pcast(x, axes, to='varying') binds its pvary, named so).
+# No data moves.
+pvary_p = Primitive("pvary", own_vma=True)
 
 
-@pcast_p.def_rule("abstract_eval")
+@pvary_p.def_rule("abstract_eval")
 def _pcast_abstract_eval(x: ShapedArray, *, axes: AxisNames) -> ShapedArray:
     return x.with_vma(x.vma | frozenset(axes))
 
@@ -103,9 +104,9 @@ def _cast(builder: Any, atom: Var, vma: frozenset) -> Var:
             builder.eqns.append(Eqn(eqn.prim, [small], [out], eqn.params, eqn.source))
             return out
     out = Var(atom.aval.with_vma(vma))
-    builder.eqns.append(Eqn(pcast_p, [atom], [out], {"axes": ordered_axes(vma - atom.aval.vma)}, source))
+    builder.eqns.append(Eqn(pvary_p, [atom], [out], {"axes": ordered_axes(vma - atom.aval.vma)}, source))
     return out
 
 
-__all__ = ["cast_operands", "is_typed", "join_vma", "pcast_p", "typed", "typed_axes",
+__all__ = ["cast_operands", "is_typed", "join_vma", "pvary_p", "typed", "typed_axes",
            "untyped_axes"]

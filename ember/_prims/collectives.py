@@ -38,7 +38,7 @@ from ember._core import Primitive, ShapedArray, Tracer, aval_of, is_python_scala
 from ember._core import dtypes as dt
 from ember._core.axes import axes_size, axis_size as _bound_axis_size, current_batching_axis, over_named_axes
 from ember._core.dtypes import ordered_axes
-from ember._core.vma import pcast_p, typed
+from ember._core.vma import pvary_p, typed
 from ember._core.checks import normalize_axis
 from ember._core.pytree import tree_map
 from ember._hlo import LoweringContext, LoweringError
@@ -112,7 +112,7 @@ def _varying(x: Any, axes: AxisNames) -> Any:
     """x cast to vary over the typed axes among axes (ember._core.vma) that it does not vary over yet, as JAX's
     collectives cast their operand (a value the same on every member is made a varying one; no data moves)."""
     missing = [a for a in typed(axes) if a not in aval_of(x).vma]
-    return pcast_p.bind(x, axes=ordered_axes(missing)) if missing else x
+    return pvary_p.bind(x, axes=ordered_axes(missing)) if missing else x
 
 
 def _rest(name: Hashable, axes: AxisNames) -> AxisNames:
@@ -217,7 +217,7 @@ def _spread(ct: Any, x: Any, axes: AxisNames, groups: Groups = None) -> Any:
     over = tuple(a for a in axes if a in vma)
     rest = tuple(a for a in axes if a not in vma)
     if over:
-        ct = pcast_p.bind(ct, axes=over)
+        ct = pvary_p.bind(ct, axes=over)
     return psum_p.bind(ct, axes=rest) if rest else ct
 
 
@@ -464,7 +464,7 @@ all_gather_invariant_p.def_rule("batching", lambda args, dims, **params: _gather
 def _varying_over(ct: Any, x: Any, axes: AxisNames) -> Any:
     """ct cast to vary over the axes among `axes` that x varies over (the cotangent of x, one value per member)."""
     over = tuple(a for a in axes if a in aval_of(x).vma and a not in aval_of(ct).vma)
-    return pcast_p.bind(ct, axes=over) if over else ct
+    return pvary_p.bind(ct, axes=over) if over else ct
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -855,17 +855,17 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
             raise ValueError(f"Unsupported pcast from=varying, to='varying': {aval_of(leaf).str_short()} already "
                              f"varies over {[a for a in axes if a in vma]}")
         over = typed(axes)
-        return pcast_p.bind(leaf, axes=ordered_axes(over)) if over else leaf
+        return pvary_p.bind(leaf, axes=ordered_axes(over)) if over else leaf
     return tree_map(one, x)
 
 
 # pcast's rules (the primitive itself is ember._core.vma's: staging inserts it): no data moves; linear; its
 # transpose sums the cotangents of the devices along the axes (psum), the gradient of a value every device used.
-pcast_p.def_rule("lowering", lambda ctx, x, *, axes: [x])
-pcast_p.def_rule("jvp", linear_jvp(pcast_p))
+pvary_p.def_rule("lowering", lambda ctx, x, *, axes: [x])
+pvary_p.def_rule("jvp", linear_jvp(pvary_p))
 
 
-@pcast_p.def_rule("vjp")
+@pvary_p.def_rule("vjp")
 def _pcast_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames) -> list[Any]:
     # (over the axes the operand did vary over already, the cast is the identity, and so is its transpose: a
     # program typed again on more varying inputs keeps its casts, ember._control.common.retyped)
@@ -874,7 +874,7 @@ def _pcast_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool
 
 
 
-pcast_p.def_rule("batching", lambda args, dims, *, axes: ([pcast_p.bind(args[0], axes=axes)], list(dims)))
+pvary_p.def_rule("batching", lambda args, dims, *, axes: ([pvary_p.bind(args[0], axes=axes)], list(dims)))
 
 
 __all__ = ["all_gather", "all_to_all", "axis_index", "axis_size", "pbroadcast", "pcast", "pmax", "pmean", "pmin",

@@ -12,7 +12,7 @@ from ember._core import Literal, Primitive, ShapedArray, aval_of, is_python_scal
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axes, normalize_axis, static_int, static_ints
 from ember._core.dtypes import ordered_axes
-from ember._core.vma import pcast_p
+from ember._core.vma import pvary_p
 from ember._core.config import config
 from ember._hlo import LoweringContext, backend_forms, compare_type, i64_array
 from ember._prims.checks import check_dtype
@@ -169,7 +169,7 @@ def zeros(aval: ShapedArray) -> Any:
     """An array of zeros of an aval's type: its shape, its dtype, and inside a shard_map body its varying axes (the
     zero cotangent or tangent of a value typed so; as JAX's zeros_like_aval)."""
     out = full(aval.shape, 0, aval.dtype)
-    return pcast_p.bind(out, axes=ordered_axes(aval.vma)) if aval.vma else out
+    return pvary_p.bind(out, axes=ordered_axes(aval.vma)) if aval.vma else out
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ CASES = [
     Case("all_gather_invariant", _sharded(lambda v: lax.all_gather(v, "x", axis=1, to="invarying")),
          lambda x: _blocks(x).transpose(1, 0, 2), [((2 * N, 3),)], F, jax=lambda x: _blocks(x).transpose(1, 0, 2)),
     # a replicated input cast to varying: each device's copy, stacked; its gradient sums the copies' cotangents
-    Case("pcast", _sharded(lambda v: lax.pcast(v, "x", to="varying") * 2, in_spec=P(), out_spec=P("x")),
+    Case("pvary", _sharded(lambda v: lax.pcast(v, "x", to="varying") * 2, in_spec=P(), out_spec=P("x")),
          lambda x: np.concatenate([x * 2] * N), [((2, 3),)], F, jax=lambda x: jnp.concatenate([x * 2] * N)),
     Case("reduce_scatter", _sharded(lambda v: lax.psum_scatter(v, "x", tiled=True), out_spec=P("x")),
          lambda x: _blocks(x).sum(0), [((2 * N * N, 3),)], F, jax=lambda x: _blocks(x).sum(0)),
