@@ -117,8 +117,8 @@ def vma_mismatch(what: str, paths: Sequence[str], want: Sequence[ShapedArray], g
                  fix_want: str, fix_got: str = "") -> list[tuple[str, str]]:
     """For each position where got varies over other axes than want: (JAX's sentence saying so, the pcast that
     would fix it: fix_want names the value of want to cast when got varies over more axes, fix_got the value of got
-    in the other case, each with its leading separator), what naming the values ("the input carry{path} has type {want} but the corresponding
-    output carry component has type {got}")."""
+    in the other case, each with its leading separator), what naming the values ("{path} has type {want} but the
+    corresponding output carry component has type {got}")."""
     found = []
     for path, a, b in zip(paths, want, got):
         if a.vma != b.vma and a.shape == b.shape and a.dtype == b.dtype:

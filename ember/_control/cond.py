@@ -16,8 +16,9 @@ from __future__ import annotations
 import builtins
 from typing import Any, Callable, Sequence
 
-from ember._control.common import (called_from_ember, cast_outputs, close_over, retyped, varying_as, describe, int32_scalar as _int32, same_types,
-                                   unused_inputs, vma_error_text, vma_mismatch, with_inputs)
+from ember._control.common import (called_from_ember, cast_outputs, close_over, describe, int32_scalar as _int32,
+                                   retyped, same_types, unused_inputs, varying_as, vma_error_text, vma_mismatch,
+                                   with_inputs)
 from ember import _prims as lax
 from ember._core import IR, Eqn, Primitive, ShapedArray, aval_of, eval_ir, is_python_scalar
 from ember._core import dtypes as dt

@@ -9,9 +9,9 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from ember import _prims as lax
 from ember._control.cond import cond as _cond
-from ember._control.common import (called_from_ember, cast_outputs, close_over, retyped, varying_as, describe, int32_scalar as _i32, same_types,
-                                   split_sizes as _split, unused_inputs, vma_error_text, vma_mismatch, with_inputs,
-                                   with_outputs)
+from ember._control.common import (called_from_ember, cast_outputs, close_over, describe, int32_scalar as _i32,
+                                   retyped, same_types, split_sizes as _split, unused_inputs, varying_as,
+                                   vma_error_text, vma_mismatch, with_inputs, with_outputs)
 from ember._core.vma import pvary_p
 from ember._core import (IR, Eqn, Primitive, ShapedArray, Var, aval_of, eval_ir, is_python_scalar, stage_flat)
 from ember._core import dtypes as dt
