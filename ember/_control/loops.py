@@ -12,13 +12,12 @@ from ember._control.cond import cond as _cond
 from ember._control.common import (called_from_ember, cast_outputs, close_over, describe, int32_scalar as _i32,
                                    retyped, same_types, split_sizes as _split, unused_inputs, varying_as,
                                    vma_error_text, vma_mismatch, with_inputs, with_outputs)
-from ember._core.vma import pvary_p
 from ember._core import (IR, Eqn, Primitive, ShapedArray, Var, aval_of, eval_ir, is_python_scalar, stage_flat)
 from ember._core import dtypes as dt
 from ember._core.config import config
 from ember._core.primitive import has_effects
 from ember._core.checks import normalize_axis
-from ember._core.dtypes import NO_VMA, join_vma, ordered_axes
+from ember._core.dtypes import NO_VMA, join_vma
 from ember._core.pytree import keystr, tree_flatten, tree_leaves_with_path, tree_map, tree_structure, tree_unflatten
 from ember._hlo import LoweringContext, compare_type, i64_array, lower_into
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, moveaxis, zeros
