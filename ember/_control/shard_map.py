@@ -28,13 +28,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._control.common import close_over
+from ember._control.common import cast_outputs, close_over
 from ember._core import IR, Primitive, ShapedArray, Tracer, aval_of, eval_ir, stage_flat
 from ember._core import dtypes as dt
 from ember._core.axes import axis_frame
 from ember._core.dtypes import NO_VMA, note_axis_order, ordered_axes
 from ember._core.pytree import keystr, tree_leaves_with_path
-from ember._core.vma import pvary_p, typed_axes, untyped_axes
+from ember._core.vma import typed_axes
 from ember._core.pytree import prefix_entries, tree_flatten, tree_structure
 from ember._core.sharding import Mesh, NamedSharding, PartitionSpec, current_mesh
 from ember._hlo import LoweringContext
@@ -166,30 +166,17 @@ def _in_mesh(mesh: Mesh, check_vma: bool, fn: Callable[[], Any]) -> Any:
     """fn() with the mesh's axis names bound, typed as check_vma says (the body's collectives are bound again by
     transformations)."""
     note_axis_order(mesh.axis_names)
-    with axis_frame(list(mesh.shape.items())), (typed_axes(mesh.axis_names) if check_vma else untyped_axes()):
+    with axis_frame(list(mesh.shape.items())), typed_axes(mesh.axis_names if check_vma else ()):
         return fn()
-
-
-def _varying_as(ir: IR, vmas: Sequence[frozenset]) -> IR:
-    """ir with each output cast to vary over its axes in vmas (an output varying over fewer: a zero tangent or
-    cotangent, or a result its spec splits along an axis it does not vary over, as JAX casts it). Every output's
-    axes must be among its vmas' (the out_specs check comes first)."""
-    if all(a.vma == v for a, v in zip(ir.out_avals, vmas)):
-        return ir
-
-    def fn(*args: Any) -> list[Any]:
-        outs = eval_ir(ir, list(args))
-        return [y if aval_of(y).vma == v else pvary_p.bind(y, axes=ordered_axes(v - aval_of(y).vma))
-                for y, v in zip(outs, vmas)]
-    return stage_flat(fn, ir.in_avals)
 
 
 def _body(mesh: Mesh, check_vma: bool, out_specs: Specs, make: Callable[[], IR]) -> IR:
     """A body made by make() (a transformation of a body) in the mesh's axes, its outputs typed as out_specs say
-    (with check_vma)."""
+    (with check_vma: an output varying over fewer axes, a zero tangent or cotangent, or a result its spec splits
+    along an axis it does not vary over, is cast, as JAX casts it)."""
     def build() -> IR:
         ir = make()
-        return _varying_as(ir, [spec_vma(s) for s in out_specs]) if check_vma else ir
+        return cast_outputs(ir, [spec_vma(s) for s in out_specs]) if check_vma else ir
     return _in_mesh(mesh, check_vma, build)
 
 

@@ -23,7 +23,7 @@ import contextlib
 import threading
 from typing import Any, Hashable, Iterable, Iterator, Sequence
 
-from ember._core.dtypes import NO_VMA, ShapedArray, join_vma, ordered_axes
+from ember._core.dtypes import ShapedArray, join_vma, ordered_axes
 from ember._core.ir import Atom, Eqn, Var
 from ember._core.primitive import Primitive, user_source
 
@@ -36,7 +36,7 @@ pvary_p = Primitive("pvary", own_vma=True)
 
 
 @pvary_p.def_rule("abstract_eval")
-def _pcast_abstract_eval(x: ShapedArray, *, axes: AxisNames) -> ShapedArray:
+def _pvary_abstract_eval(x: ShapedArray, *, axes: AxisNames) -> ShapedArray:
     return x.with_vma(x.vma | frozenset(axes))
 
 
@@ -50,8 +50,8 @@ _TYPED = _TypedAxes()
 
 @contextlib.contextmanager
 def typed_axes(names: Iterable[Hashable]) -> Iterator[None]:
-    """While a shard_map body with check_vma=True is staged: its mesh axes are typed (collectives over them make
-    and need varying values; axis_index varies over them)."""
+    """While a shard_map body is staged: its mesh axes are typed with check_vma=True (collectives over them make
+    and need varying values; axis_index varies over them), none are (names empty) with check_vma=False."""
     _TYPED.stack.append(frozenset(names))
     try:
         yield
@@ -59,19 +59,9 @@ def typed_axes(names: Iterable[Hashable]) -> Iterator[None]:
         _TYPED.stack.pop()
 
 
-@contextlib.contextmanager
-def untyped_axes() -> Iterator[None]:
-    """While a shard_map body with check_vma=False is staged: none of the axes bound so far are typed."""
-    _TYPED.stack.append(NO_VMA)
-    try:
-        yield
-    finally:
-        _TYPED.stack.pop()
-
-
 def is_typed(name: Hashable) -> bool:
-    """Whether a named axis is a manual mesh axis of a shard_map body with check_vma=True being staged now (the
-    innermost binding of the name wins: a vmap axis or an unchecked body's axis is not typed)."""
+    """Whether a named axis is a manual mesh axis of the innermost shard_map body being staged, with
+    check_vma=True (a vmap's axis name is not typed)."""
     stack = _TYPED.stack
     return bool(stack) and name in stack[-1]
 
@@ -108,5 +98,4 @@ def _cast(builder: Any, atom: Var, vma: frozenset) -> Var:
     return out
 
 
-__all__ = ["cast_operands", "is_typed", "join_vma", "pvary_p", "typed", "typed_axes",
-           "untyped_axes"]
+__all__ = ["cast_operands", "is_typed", "join_vma", "pvary_p", "typed", "typed_axes"]
