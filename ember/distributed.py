@@ -311,7 +311,8 @@ def _reduction_dtype(name: str, dtype: np.dtype, op: str) -> np.dtype:
 
 def _rebuild(treedef: Any, leaves: list[Any], values: list[Any]) -> Any:
     """The tree of values: an ember Array where the leaf was one (placed as it was), else the numpy array."""
-    out = [put_on_device(value, leaf.device, weak_type=leaf.aval.weak_type) if type(leaf) is Array else
+    out = [put_on_device(value, leaf.device if leaf.committed else None, weak_type=leaf.aval.weak_type)
+           if type(leaf) is Array else
            device_put(value, leaf.sharding) if isinstance(leaf, Array) else value
            for leaf, value in zip(leaves, values)]
     return tree_unflatten(treedef, out)

@@ -91,6 +91,18 @@ def test_results_of_several_dtypes_and_outputs(impl):
     assert caller(tuple(arrays)) is not None  # a tuple or a list
 
 
+def test_results_are_committed_when_an_argument_is(impl):
+    """JAX's rule on the fast path: the results of a call are committed to the device when an argument was."""
+    compiled = compile_for(lambda a, b: (a + b, a * b), f32(1, 2), f32(3, 4))
+    caller = caller_of(impl, compiled)
+    device = compiled.executable._device
+    loose, placed = enp.asarray(f32(1, 2)), ember.device_put(f32(3, 4), device)
+    assert not loose.committed and placed.committed
+    for args, committed in [((loose, loose), False), ((loose, placed), True), ((placed, placed), True)]:
+        outs = caller(args)
+        assert [out.committed for out in outs] == [committed, committed] and type(outs[0]._committed) is bool
+
+
 def test_many_arguments_and_outputs(impl):
     # more than the C side keeps on its stack (16)
     n = 20

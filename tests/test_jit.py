@@ -363,14 +363,16 @@ def test_tracing_in_threads_is_independent():
 
 def test_computations_follow_their_arrays_device():
     other = ember.devices()[1]
-    a = ember.device_put(np.arange(3, dtype=np.float32), other)
-    w = ember.asarray(np.full(3, 2.0, np.float32))  # a closed-over constant on the default device
+    a = ember.device_put(np.arange(3, dtype=np.float32), other)  # committed to the other device
+    w = ember.asarray(np.full(3, 2.0, np.float32))  # a closed-over constant on the default device (uncommitted)
     for out in (a + 1, ember.jit(lambda x: x * w)(a), ember.grad(lambda x: enp.sum(x * x))(a)):
-        assert out.device == other
+        assert out.device == other and out.committed
     np.testing.assert_array_equal(np.asarray(ember.jit(lambda x: x * w)(a)), [0.0, 2.0, 4.0])
-    with pytest.raises(ValueError, match=r"the array is on CpuDevice\(id=0\) but the computation runs on "
-                                         r"CpuDevice\(id=1\)"):
-        a + w
+    for out in (a + w, w + a, ember.jit(lambda x, y: x * y)(w, a)):  # the uncommitted one moves (JAX's rule)
+        assert out.device == other and out.committed
+    np.testing.assert_array_equal(np.asarray(w * a), [0.0, 2.0, 4.0])
+    with pytest.raises(ValueError, match=r"Received incompatible devices for jitted computation"):
+        a + ember.device_put(w, ember.devices()[0])  # committed to different devices
 
 
 def test_static_argnames_apply_to_positional_arguments_and_argnums_to_keywords():

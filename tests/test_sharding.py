@@ -380,3 +380,111 @@ def test_visualize_array_sharding(capsys):
     ember.debug.visualize_array_sharding(ember.device_put(X, COLS))
     picture = capsys.readouterr().out
     assert "CPU 0" in picture and "CPU 1" in picture and picture.count("\n") >= 3
+
+
+def _placements(lib, lnp, NamedSharding_, SingleDeviceSharding_, mesh, P):
+    """(committed, device ids) of each kind of array and result, with ember's or JAX's API (lib: the top-level
+    module, lnp: its numpy): JAX's placement rules (an explicit placement commits an array; a computation runs
+    where its committed arguments are, its uncommitted ones moving there, and its results are committed when one
+    was)."""
+    d0, d1 = lib.devices()[:2]
+    host = np.arange(4, dtype=np.float32)
+    u = lnp.ones(4)
+    c0, c1 = lib.device_put(host, d0), lib.device_put(host, d1)
+    s = lib.device_put(host, NamedSharding_(mesh, P("x")))
+    f = lib.jit(lambda a, b: a * b + 1)
+    out = {"ones": u, "asarray": lnp.asarray(host), "device_put()": lib.device_put(host),
+           "device_put(d0)": c0, "device_put(d1)": c1,
+           "device_put(sharding)": lib.device_put(host, SingleDeviceSharding_(d1)),
+           "device_put(c1)": lib.device_put(c1), "device_put(u)": lib.device_put(u),
+           "device_put(u, d0)": lib.device_put(u, d0), "device_put(c1, d0)": lib.device_put(c1, d0),
+           "ones(device=d1)": lnp.ones(3, device=d1), "asarray(c1)": lnp.asarray(c1),
+           "zeros_like(c1)": lnp.zeros_like(c1), "zeros_like(u)": lnp.zeros_like(u),
+           "named": s, "shard data": s.addressable_shards[1].data,
+           "u + 1": u + 1, "c1 * 2.0": c1 * 2.0, "sin(c1)": lnp.sin(c1), "u + c1": u + c1, "c1 - u": c1 - u,
+           "c0 + u": c0 + u, "c1.sum()": c1.sum(), "c1[1:3]": c1[1:3], "where(u > 0, c1, u)": lnp.where(u > 0, c1, u),
+           "stack([u, c1])": lnp.stack([u, c1]), "named + u": s + u,
+           "jit(u, u)": f(u, u), "jit(u, c1)": f(u, c1), "jit(c1, u)": f(c1, u), "jit(c1, host)": f(c1, host),
+           "jit(host, host)": f(host, host), "jit(named, u)": f(s, u),
+           "jit closing over c1": lib.jit(lambda a: a + c1)(u),
+           "grad at c1": lib.grad(lambda a: (a * a).sum())(c1), "vmap at c1": lib.vmap(lambda a: a * 2)(c1)}
+    return {name: (bool(x.committed), sorted(d.id for d in x.devices())) for name, x in out.items()}
+
+
+def test_committed_arrays_and_where_computations_run_as_jax():
+    import jax
+    got = _placements(ember, jnp, NamedSharding, SingleDeviceSharding, MESH, P)
+    want = jax_result(lambda: _placements(jax, jax.numpy, jax.sharding.NamedSharding,
+                                          jax.sharding.SingleDeviceSharding, jax_mesh(), jax.P))
+    assert got == want
+    assert got["u + c1"] == got["jit(u, c1)"] == (True, [1])  # the uncommitted argument moved to device 1
+    assert ember.Array.committed.__doc__ and isinstance(jnp.ones(2).committed, bool)
+
+
+def _device_errors(lib, lax, NamedSharding_, mesh, P):
+    """The messages of the ValueErrors of computations on arrays committed to different devices (None: none)."""
+    d0, d1 = lib.devices()[:2]
+    host = np.arange(4, dtype=np.float32)
+    c0, c1 = lib.device_put(host, d0), lib.device_put(host, d1)
+    s = lib.device_put(host, NamedSharding_(mesh, P("x")))
+    f = lib.jit(lambda a, b: a * b)
+    messages = []
+    for thunk in (lambda: f(c0, c1), lambda: lib.jit(lambda t: t["p"] + t["q"])({"p": c1, "q": c0}),
+                  lambda: lax.add(c0, c1), lambda: lax.mul(c1, c0.reshape(2, 2).reshape(4)), lambda: f(s, c1),
+                  lambda: f(c1, c1 + lib.device_put(host))):
+        try:
+            thunk()
+            messages.append(None)
+        except ValueError as err:
+            messages.append(str(err))
+    return messages
+
+
+def test_arrays_committed_to_different_devices_raise_jaxs_error():
+    import jax
+    got = _device_errors(ember, ember.lax, NamedSharding, MESH, P)
+    want = jax_result(lambda: _device_errors(jax, jax.lax, jax.sharding.NamedSharding, jax_mesh(), jax.P))
+    assert got == want
+    assert got[0] == ("Received incompatible devices for jitted computation. Got argument a of "
+                      "_device_errors.<locals>.<lambda> with shape float32[4] and with device ids [0] on platform "
+                      "CPU and argument b of _device_errors.<locals>.<lambda> with shape float32[4] and with device "
+                      "ids [1] on platform CPU")
+
+
+def _inspected(lib, lnp, lax, NamedSharding_, mesh, P):
+    """What inspect_array_sharding's callback receives: outside jit, inside jit on one device and partitioned over
+    the mesh (an argument's sharding, a constraint's, XLA's choice for a reduction), as (kind, spec or device ids)."""
+    seen = []
+
+    def callback(sharding):
+        ids = [d.id for d in sharding._device_assignment]
+        if isinstance(sharding, NamedSharding_):
+            seen.append(("named", tuple(sharding.spec), ids))
+        else:  # a one-device array's (SingleDeviceSharding), or XLA's form (GSPMDSharding, ember's HloShardingSharding)
+            seen.append((type(sharding).__name__ == "SingleDeviceSharding", sharding.is_fully_replicated, ids))
+
+    def f(a):
+        b = lax.with_sharding_constraint(lnp.sin(a), NamedSharding_(mesh, P(None, "x"))) if a.ndim == 2 else a * 2
+        lib.debug.inspect_array_sharding({"in": a, "b": b}, callback=callback)
+        lib.debug.inspect_array_sharding(b.sum(0), callback=callback)
+        return b
+
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    s = lib.device_put(x, NamedSharding_(mesh, P("x")))
+    lib.debug.inspect_array_sharding([lnp.ones(3), s], callback=callback)  # at once
+    g = lib.jit(f)
+    g(lnp.ones(3))  # one device: at compile time
+    g(lnp.ones(3))  # compiled already: not again
+    g(s)  # partitioned: what XLA chose
+    return seen
+
+
+def test_inspect_array_sharding_as_jax():
+    import jax
+    got = _inspected(ember, jnp, ember.lax, NamedSharding, MESH, P)
+    want = jax_result(lambda: _inspected(jax, jax.numpy, jax.lax, jax.sharding.NamedSharding, jax_mesh(), jax.P))
+    assert got == want
+    # partitioned: the constraint's, the argument's, and what XLA chose for the column sums of b (split as b's columns)
+    assert got[-3:] == [("named", (None, "x"), [0, 1]), ("named", ("x",), [0, 1]), ("named", ("x",), [0, 1])]
+    with pytest.raises(TypeError, match="positional"):
+        ember.debug.inspect_array_sharding(jnp.ones(2), print)

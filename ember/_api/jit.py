@@ -13,8 +13,8 @@ from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
 from ember._api.signature import NotFast, add_tokens, output_builder, sorted_keys
 from ember._api.caches import SIGNATURES_PER_FUNCTION, cache_for, signature_key
 from ember._core.trace import has_tracer_consts
-from ember._api.staging import (as_tuple, call_positions, check_ref_arguments, fun_name, leaf_avals, stage_with_aux,
-                                with_outputs)
+from ember._api.staging import (as_tuple, call_positions, check_ref_arguments, fun_name, leaf_avals, leaf_names,
+                                stage_with_aux, with_outputs)
 from ember._api.templates import compile_staged
 from ember._core.cache import LRUCache, clear_all_caches
 from ember._core.config import config
@@ -273,7 +273,8 @@ class Jitted:
             on_miss(self._log, self.name, self.fun, signature, _config_values["enable_x64"])
             ir = self._cache.ir_for(signature, self._build, signature[0], signature[1], statics)
             program = _compile_program(ir, self.name, self._donated_leaves(signature[0], statics),
-                                       self._leaf_shardings(ir, signature[0]), sharded)
+                                       self._leaf_shardings(ir, signature[0]), sharded,
+                                       self._naming(signature[0], statics))
             if has_tracer_consts(ir):  # (it belongs to the trace whose tracers it captured)
                 return program
             self._programs.store(key, program)
@@ -282,6 +283,16 @@ class Jitted:
         if dispatch_key is not None:
             self._dispatch.store(dispatch_key, program)
         return program
+
+    def _naming(self, in_tree: PyTreeDef, statics: tuple[Any, ...]) -> _Naming:
+        """How errors name the function and its argument leaves (JAX's incompatible-devices error: "argument a of
+        f"): the function's qualified name, and its parameters' names with key paths, computed when an error needs
+        them (with static arguments, "args[i]")."""
+        fun = self.fun
+        label = getattr(fun, "__qualname__", None) or fun_name(fun)
+        if statics:
+            return label, None
+        return label, lambda: [name.removeprefix("argument ") for name in leaf_names(fun, in_tree)]
 
     def cache_info(self) -> CacheInfo:
         """The compiled-signature cache's statistics (as functools' cache_info): calls that found a compiled
@@ -382,29 +393,42 @@ class Jitted:
 
 
 _Program = tuple[Callable[[Sequence[Any]], list[Any]], Callable[[list[Any]], Any]]
+_Naming = tuple[str, Callable[[], list[str]] | None]  # (the function's name, a function giving its leaves' names)
+
+
+def _named(compiled: Any, naming: _Naming | None, kept: Sequence[int] | None = None) -> Any:
+    """compiled, its errors naming the function and the argument leaves it takes (kept: their positions among the
+    leaves; None: all) as naming says."""
+    if naming is not None:
+        label, names = naming
+        compiled.fun_name = label
+        if names is not None:
+            compiled.arg_names = names if kept is None else lambda: [names()[i] for i in kept]
+    return compiled
 
 
 def _compile_program(ir: IR, name: str, donated: Sequence[bool] | None = None,
-                     shardings: tuple[list[Any] | None, list[Any] | None] | None = None, deferred: bool = False
-                     ) -> _Program:
+                     shardings: tuple[list[Any] | None, list[Any] | None] | None = None, deferred: bool = False,
+                     naming: _Naming | None = None) -> _Program:
     """How calls run ir compiled: (run the program on the call's flat leaves, build the result from its flat
     outputs). The one place that compiles and calls a jitted function's program outside traces.
 
     Inputs that no live equation reads are not parameters of the program (as in JAX: a function reading 2 leaves
     of a pytree of 100000 compiles and runs a program of 2 parameters); run drops their leaves, so callers pass
     every leaf as before. donated: per leaf, whether the caller gives its buffer up (see _donating_program).
-    shardings: (per input leaf, per output leaf) jit's in_shardings / out_shardings (see _sharded_program)."""
+    shardings: (per input leaf, per output leaf) jit's in_shardings / out_shardings (see _sharded_program).
+    naming: how the program's errors name the function and its leaves (Jitted._naming)."""
     live, read = dce_outputs(ir, [True] * len(ir.outs))
     if shardings is not None:
-        return _sharded_program(ir, live, read, name, *shardings)
+        return _sharded_program(ir, live, read, name, *shardings, naming=naming)
     if donated is not None and any(donated):
-        return _donating_program(ir, live, read, name, donated)
+        return _donating_program(ir, live, read, name, donated, naming)
     if all(read):
-        executable = compile_staged(ir, name, deferred)
+        executable = _named(compile_staged(ir, name, deferred), naming)
         return executable.call_flat, output_builder(ir.out_tree)
     kept = [i for i, is_read in enumerate(read) if is_read]
-    executable = compile_staged(IR(live.const_vars, live.consts, [ir.in_vars[i] for i in kept], live.eqns,
-                                   live.outs, ir.out_tree), name, deferred)
+    executable = _named(compile_staged(IR(live.const_vars, live.consts, [ir.in_vars[i] for i in kept], live.eqns,
+                                          live.outs, ir.out_tree), name, deferred), naming, kept)
     call_flat = executable.call_flat
 
     def run(leaves: Sequence[Any]) -> list[Any]:
@@ -413,13 +437,13 @@ def _compile_program(ir: IR, name: str, donated: Sequence[bool] | None = None,
 
 
 def _sharded_program(ir: IR, live: IR, read: Sequence[bool], name: str, ins: list[Any] | None,
-                     outs: list[Any] | None) -> _Program:
+                     outs: list[Any] | None, naming: _Naming | None = None) -> _Program:
     """_compile_program for jit's in_shardings / out_shardings: the program runs partitioned over their devices
     (ember._runtime.spmd), each input split as its sharding says, each output placed as its own does (XLA chooses
     where none is given)."""
     kept = [i for i, is_read in enumerate(read) if is_read]
     program = IR(live.const_vars, live.consts, [ir.in_vars[i] for i in kept], live.eqns, live.outs, ir.out_tree)
-    call_sharded = compile_staged(program, name, True).call_sharded
+    call_sharded = _named(compile_staged(program, name, True), naming, kept).call_sharded
     kept_ins = None if ins is None else [ins[i] for i in kept]
 
     def run(leaves: Sequence[Any]) -> list[Any]:
@@ -435,7 +459,8 @@ def eval_shape(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return Jitted(fun).eval_shape(*args, **kwargs)
 
 
-def _donating_program(ir: IR, live: IR, read: Sequence[bool], name: str, donated: Sequence[bool]) -> _Program:
+def _donating_program(ir: IR, live: IR, read: Sequence[bool], name: str, donated: Sequence[bool],
+                      naming: _Naming | None = None) -> _Program:
     """_compile_program for a call that donates some argument leaves: XLA may write outputs into their buffers
     (`jax.buffer_donor`), and the donated Arrays are deleted after the call (using one raises a clear error). Which
     leaves are usable, and how an Array that cannot be given up is handled: donor_plan and give_up."""
@@ -443,7 +468,8 @@ def _donating_program(ir: IR, live: IR, read: Sequence[bool], name: str, donated
     warn_unusable(name, unusable)
     kept = [i for i, is_read in enumerate(read) if is_read]
     program = IR(live.const_vars, live.consts, [ir.in_vars[i] for i in kept], live.eqns, live.outs, ir.out_tree)
-    call_flat = RuntimeLowered(program, name, lower(program, [donors[i] for i in kept])).compile().call_flat
+    call_flat = _named(RuntimeLowered(program, name, lower(program, [donors[i] for i in kept])).compile(), naming,
+                       kept).call_flat
     slots = [slot for slot, i in enumerate(kept) if donors[i]]
 
     def run(leaves: Sequence[Any]) -> list[Any]:

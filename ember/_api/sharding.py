@@ -128,7 +128,7 @@ def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Shardin
                              f"its part of {shape} by {sharding} is {want.name}{list(part)}")
     aval = canonical_aval(ShapedArray(shape, want))
     if len(devices) == 1:
-        return first
+        return one_device_put(first, devices[0])  # (committed there, as JAX's)
     return ShardedArray._from_shards([by_device[d]._buffer for d in devices], aval, sharding)
 
 

@@ -91,6 +91,9 @@ class Primitive:
         self.takes_refs = takes_refs  # its operands may be mutable array references (ember._core.refs)
         self.own_vma = own_vma  # its abstract eval types its outputs' varying axes (see above)
         self.zero_derivative = False  # its rules give zero derivatives (stop_gradient, floor): outputs are constants
+        # (effectful only) its effect happens when its program is compiled, and it emits no op (inspect_sharding):
+        # lowering does not order it among a body's callbacks (has_effects(..., at_run_time=True))
+        self.compile_time_effect = False
         self.rules: dict[str, Callable[..., Any]] = {}
         self.marks: dict[str, str] = {}  # rule kind -> why this primitive has no such rule
         self.mark_errors: dict[str, type[Exception]] = {}  # rule kind -> the error its use raises, if not the default
@@ -173,21 +176,25 @@ class Primitive:
 PRIMITIVES: dict[str, Primitive] = {}
 
 
-def has_effects(prim: Primitive, params: dict[str, Any]) -> bool:
+def has_effects(prim: Primitive, params: dict[str, Any], at_run_time: bool = False) -> bool:
     """Whether an equation of prim with these params has side effects: prim is effectful, or an IR the params
-    carry has an effectful equation (remembered per IR: IRs are immutable once built)."""
+    carry has an effectful equation (remembered per IR: IRs are immutable once built). at_run_time: only effects
+    that happen when the program runs (not those of compile_time_effect primitives, inspect_sharding, which emit
+    no op): what lowering orders among a body's callbacks."""
     if prim.effectful:
-        return True
+        return not (at_run_time and prim.compile_time_effect)
+    known = _run_time_effects if at_run_time else _ir_effects
     for sub in sub_irs(params):
-        found = _ir_effects.get(sub)
+        found = known.get(sub)
         if found is None:
-            found = _ir_effects[sub] = any(has_effects(e.prim, e.params) for e in sub.eqns)
+            found = known[sub] = any(has_effects(e.prim, e.params, at_run_time) for e in sub.eqns)
         if found:
             return True
     return False
 
 
 _ir_effects: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
+_run_time_effects: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
 
 
 class _EagerSlot:

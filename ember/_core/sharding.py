@@ -945,16 +945,22 @@ def _specs_for(mesh: Mesh, tiles: Sequence[int]) -> Iterator[PartitionSpec]:
 
 
 def sharding_from_hlo(hlo: HloSharding, device_assignment: Sequence[Device], ndim: int, mesh: Mesh | None = None,
-                      *, memory_kind: str | None = None) -> Sharding:
+                      *, memory_kind: str | None = None, preferred: Sequence[Sharding] = ()) -> Sharding:
     """The sharding that XLA's hlo means for an array of rank ndim, partition id p being device_assignment[p]: a
-    NamedSharding over mesh whose _to_hlo is the same (on the mesh's devices, in any order) when there is one, else
-    a SingleDeviceSharding (one device, no mesh), else an HloShardingSharding."""
+    NamedSharding over mesh whose _to_hlo is the same (on the mesh's devices, in any order) when there is one (the
+    first of preferred that is, as JAX keeps the spec a program's inputs or out_specs wrote, `P('x', None)` rather
+    than `P('x')`; else the shortest), else a SingleDeviceSharding (one device, no mesh), else an
+    HloShardingSharding."""
     devices = tuple(device_assignment)
     if hlo.kind == "tuple":
         raise ValueError(f"sharding_from_hlo: {hlo.text()} is a tuple sharding; give one of its elements")
     if mesh is not None and mesh.size == len(devices) and set(mesh._flat_devices) == set(devices):
         position = {d: i for i, d in enumerate(mesh._flat_devices)}
         target = hlo.relabel([position[d] for d in devices])
+        for known in preferred:
+            if (isinstance(known, NamedSharding) and known.mesh == mesh and len(known.spec) <= ndim
+                    and known.memory_kind == memory_kind and known._to_hlo(ndim) == target):
+                return known
         tiles = target.tile_dims[:target.data_rank] if target.kind == "tiled" else (1,) * ndim
         if len(tiles) == ndim:
             for spec in _specs_for(mesh, tiles):

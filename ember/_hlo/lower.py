@@ -147,7 +147,8 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
             else:
                 emitter.scope, emitter.location = base, base_location
             ctx = LoweringContext(emitter, [a.aval for a in eqn.inputs], [v.aval for v in eqn.outputs])
-            if sub_irs(eqn.params) and has_effects(eqn.prim, eqn.params):  # (a loop or branch calling back)
+            # (a loop or branch calling back)
+            if sub_irs(eqn.params) and has_effects(eqn.prim, eqn.params, at_run_time=True):
                 outs = _in_effect_order(emitter, ctx, rule, [read(a) for a in eqn.inputs], eqn.params)
             else:
                 outs = rule(ctx, *[read(a) for a in eqn.inputs], **eqn.params)

@@ -8,7 +8,8 @@ import numpy as _np
 
 from ember._core import dtypes as dt
 from ember._runtime.array import array as _host_array, check_order
-from ember._runtime.array import device_put
+from ember._runtime.array import Array, device_put
+from ember._runtime.sharded import put as put_by_sharding
 from ember._runtime.dlpack import from_dlpack
 from ember._core import Tracer, aval_of, is_python_scalar
 from ember import _prims as lax
@@ -94,19 +95,29 @@ def _like(op: str, x: Any, dtype: Any, shape: Any) -> tuple[Any, Any]:
             aval.dtype if dtype is None else dt.check_user_dtype(dtype, op))
 
 
+def _placed_like(out: Any, x: Any, shape: Any, device: Any) -> Any:
+    """A *_like function's result placed as JAX places it: on device= when given, else committed where x is
+    committed (a one-device x: its device; a sharded x: its sharding, when shape is not given)."""
+    if device is not None or not isinstance(x, Array) or isinstance(x, Tracer) or not x.committed:
+        return _device_put(out, device)
+    if type(x) is Array:
+        return device_put(out, x.device)
+    return out if shape is not None else put_by_sharding(out, x.sharding)
+
+
 def zeros_like(x: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
-    shape, dtype = _like("zeros_like", x, dtype, shape)
-    return _device_put(lax.full(shape, 0, dtype), device)
+    out_shape, dtype = _like("zeros_like", x, dtype, shape)
+    return _placed_like(lax.full(out_shape, 0, dtype), x, shape, device)
 
 
 def ones_like(x: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
-    shape, dtype = _like("ones_like", x, dtype, shape)
-    return _device_put(lax.full(shape, 1, dtype), device)
+    out_shape, dtype = _like("ones_like", x, dtype, shape)
+    return _placed_like(lax.full(out_shape, 1, dtype), x, shape, device)
 
 
 def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
-    shape, dtype = _like("full_like", x, dtype, shape)
-    return _device_put(_full(shape, fill_value, dtype), device)
+    out_shape, dtype = _like("full_like", x, dtype, shape)
+    return _placed_like(_full(out_shape, fill_value, dtype), x, shape, device)
 
 
 def empty(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:

@@ -1,10 +1,11 @@
 """Sharding constraints: with_sharding_constraint(x, sharding) is x, laid out over devices as sharding says (XLA's
-partitioner reshards it there); a program holding one is partitioned over the sharding's devices."""
+partitioner reshards it there); a program holding one is partitioned over the sharding's devices. And
+inspect_sharding (ember.debug.inspect_array_sharding): a callback told a value's sharding."""
 from __future__ import annotations
 
 from typing import Any
 
-from ember._core import Primitive, ShapedArray
+from ember._core import TRACE_STATE, Primitive, ShapedArray
 from ember._core.sharding import NamedSharding, PartitionSpec, Sharding
 from ember._hlo.emitter import quoted_text
 from ember._hlo.lower import LoweringContext
@@ -56,6 +57,40 @@ def constrain(ctx: LoweringContext, x: str, aval: ShapedArray, sharding: Shardin
     text = sharding_text(sharding, aval.ndim, ctx.emitter.device_assignment)
     return ctx.op("stablehlo.custom_call", [x], aval, {"call_target_name": '"Sharding"',
                                                        "mhlo.sharding": quoted_text(text)})
+
+
+class _InspectSharding(Primitive):
+    """inspect_sharding(x; callback) -> (): callback(x's sharding). Outside staging it is called at once with the
+    array's sharding; staged, the equation (effectful: no pass drops it) emits nothing, and the runtime calls the
+    callback when the program is compiled (ember._runtime.spmd: report_one_device_inspections, and the sharding XLA
+    chose in a program partitioned over several devices)."""
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        if TRACE_STATE.stack:
+            return super().bind(*args, **params)
+        sharding = getattr(args[0], "sharding", None)
+        if not isinstance(sharding, Sharding):
+            raise TypeError(f"inspect_array_sharding: expected ember Arrays, got a value of type "
+                            f"{type(args[0]).__name__}")
+        params["callback"](sharding)
+        return []
+
+
+inspect_sharding_p = _InspectSharding("inspect_sharding", multiple_results=True, effectful=True)
+inspect_sharding_p.compile_time_effect = True  # (nothing to order among a body's callbacks: it emits no op)
+inspect_sharding_p.def_rule("abstract_eval", lambda x, *, callback: [])
+inspect_sharding_p.def_rule("lowering", lambda ctx, x, *, callback: [])  # (the runtime calls it: see above)
+inspect_sharding_p.def_rule("jvp", lambda primals, tangents, **params: (inspect_sharding_p.bind(*primals, **params),
+                                                                         []))
+inspect_sharding_p.def_rule("vjp", lambda cts, ins, outs, needs, **params: [None])
+
+
+@inspect_sharding_p.def_rule("batching")
+def _inspect_sharding_batching(args: list[Any], dims: list[BatchDim], *, callback: Any
+                               ) -> tuple[list[Any], list[BatchDim]]:
+    """The batched value's sharding, as JAX's."""
+    inspect_sharding_p.bind(args[0], callback=callback)
+    return [], []
 
 
 def check_rank(api: str, sharding: Sharding, x: ShapedArray) -> None:

@@ -54,7 +54,7 @@
 
 /* The interface version ember/_runtime/fastpath.py expects (_ABI there): bump both when the interface changes,
  * so that a stale build is not used. After editing this file, rebuild: python3 setup.py build_ext --inplace. */
-#define FASTPATH_ABI 8
+#define FASTPATH_ABI 9
 
 /* ---------------------------------------------------------------------------------------------------------
  * PJRT (pjrt_c_api.h, API 0.81)
@@ -236,7 +236,7 @@ static Py_ssize_t b_client, b_device, b_handle, b_shape, b_dtype, b_pins, b_doom
 static PyTypeObject *array_type;  /* ember._runtime.array.Array */
 static PyTypeObject *ndarray_type; /* numpy.ndarray (Callers upload exact numpy arguments), or NULL */
 #define MAX_DIMS 64
-static Py_ssize_t a_buffer, a_aval, a_host, a_origin;
+static Py_ssize_t a_buffer, a_aval, a_host, a_origin, a_committed;
 static int checks_active;         /* debug_nans / debug_infs: every Caller defers to Python */
 
 static PyObject *str_handle, *str_destroy, *str_fast, *str_shape, *str_dtype;
@@ -317,14 +317,15 @@ static PyObject *register_array_type(PyObject *module, PyObject *cls)
     PyTypeObject *type = (PyTypeObject *)cls;
     if (type->tp_flags & Py_TPFLAGS_IS_ABSTRACT)
         return PyErr_Format(PyExc_TypeError, "register_array_type: %s is abstract", type->tp_name);
-    Py_ssize_t buffer, aval, host, origin;
-    if (check_slots(type, "_buffer aval _host _origin __weakref__") < 0 ||
+    Py_ssize_t buffer, aval, host, origin, committed;
+    if (check_slots(type, "_buffer aval _host _origin _committed __weakref__") < 0 ||
         slot_offset(type, "_buffer", &buffer) < 0 || slot_offset(type, "aval", &aval) < 0 ||
-        slot_offset(type, "_host", &host) < 0 || slot_offset(type, "_origin", &origin) < 0)
+        slot_offset(type, "_host", &host) < 0 || slot_offset(type, "_origin", &origin) < 0 ||
+        slot_offset(type, "_committed", &committed) < 0)
         return NULL;
     if (array_type != NULL && array_type != type)
         return PyErr_Format(PyExc_RuntimeError, "register_array_type: another Array class is registered");
-    a_buffer = buffer, a_aval = aval, a_host = host, a_origin = origin;
+    a_buffer = buffer, a_aval = aval, a_host = host, a_origin = origin, a_committed = committed;
     Py_XSETREF(array_type, (PyTypeObject *)Py_NewRef(cls));
     Py_RETURN_NONE;
 }
@@ -1088,9 +1089,10 @@ static PyObject *new_buffer(PyObject *client, PyObject *device, void *handle, Py
     return buffer;
 }
 
-/* A new Array of a Buffer (reference stolen, also on failure), an aval and the name of the program that computes
- * it (origin), as Array._from_buffer makes it. */
-static PyObject *new_array(PyObject *buffer, PyObject *aval, PyObject *origin)
+/* A new Array of a Buffer (reference stolen, also on failure), an aval, the name of the program that computes
+ * it (origin) and whether it is committed to its device (an input of the computation was), as Array._from_buffer
+ * makes it. */
+static PyObject *new_array(PyObject *buffer, PyObject *aval, PyObject *origin, int committed)
 {
     PyObject *array = array_type->tp_alloc(array_type, 0);
     if (array == NULL) {
@@ -1101,14 +1103,15 @@ static PyObject *new_array(PyObject *buffer, PyObject *aval, PyObject *origin)
     SLOT(array, a_aval) = Py_NewRef(aval);
     SLOT(array, a_host) = Py_NewRef(Py_None);
     SLOT(array, a_origin) = Py_NewRef(origin);
+    SLOT(array, a_committed) = Py_NewRef(committed ? Py_True : Py_False);
     return array;
 }
 
-/* The outputs as a list of Buffers (avals NULL) or Arrays (computed by the program named origin); the PJRT
- * buffers not yet owned by a Buffer when a failure happens are destroyed. shapes, dtypes, avals: tuples of
- * num_outputs items. */
+/* The outputs as a list of Buffers (avals NULL) or Arrays (computed by the program named origin, committed to
+ * device or not); the PJRT buffers not yet owned by a Buffer when a failure happens are destroyed. shapes, dtypes,
+ * avals: tuples of num_outputs items. */
 static PyObject *wrap_outputs(RunnerObject *self, PyObject *device, void **outputs, PyObject *shapes,
-                              PyObject *dtypes, PyObject *avals, PyObject *origin)
+                              PyObject *dtypes, PyObject *avals, PyObject *origin, int committed)
 {
     Py_ssize_t n = self->num_outputs, i = 0, owned = 0; /* outputs[0..owned) belong to Buffers */
     PyObject *list = PyList_New(n);
@@ -1118,7 +1121,7 @@ static PyObject *wrap_outputs(RunnerObject *self, PyObject *device, void **outpu
         if (item == NULL)
             break;
         owned = i + 1;
-        if (avals != NULL && (item = new_array(item, PyTuple_GET_ITEM(avals, i), origin)) == NULL)
+        if (avals != NULL && (item = new_array(item, PyTuple_GET_ITEM(avals, i), origin, committed)) == NULL)
             break;
         PyList_SET_ITEM(list, i, item);
     }
@@ -1178,7 +1181,7 @@ static PyObject *runner_run(RunnerObject *self, PyObject *const *args, Py_ssize_
         goto done;
     int status = run_buffers(self, &PyTuple_GET_ITEM(buffers, 0), n, execute_device, &s);
     if (status == RUN_OK)
-        result = wrap_outputs(self, device, s.outputs, shapes, dtypes, NULL, NULL);
+        result = wrap_outputs(self, device, s.outputs, shapes, dtypes, NULL, NULL, 0);
     else if (status == RUN_NOT_PINNED)
         result = Py_NewRef(Py_None);
     scratch_free(&s);
@@ -1219,7 +1222,8 @@ static PyTypeObject RunnerType = {
 /* ---------------------------------------------------------------------------------------------------------
  * Caller: a Compiled program's call in the common case: every argument exactly an Array on the program's
  * device with the expected shape and dtype, the constants placed there, debug checks off. Anything else
- * returns None, and Compiled's Python path handles it (with its error messages).
+ * returns None, and Compiled's Python path handles it (with its error messages). The results are committed to
+ * the device when an argument is (the arguments are all on it: none moves).
  */
 typedef struct {
     PyObject_HEAD
@@ -1495,6 +1499,7 @@ static PyObject *caller_vectorcall(CallerObject *self, PyObject *const *argv, si
         s.buffers[taken++] = Py_NewRef(buffer);
     }
     int arrays = 0; /* whether an argument is an Array (else the call runs on this device only if no_args_ok) */
+    int committed = 0; /* whether an argument is committed to this device: then the results are too */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *x = PyTuple_GET_ITEM(args, i);
         if (!Py_IS_TYPE(x, array_type)) {
@@ -1511,6 +1516,7 @@ static PyObject *caller_vectorcall(CallerObject *self, PyObject *const *argv, si
         }
         arrays = 1;
         PyObject *buffer = SLOT(x, a_buffer), *aval = SLOT(x, a_aval);
+        committed |= SLOT(x, a_committed) == Py_True;
         if (buffer == NULL || aval == NULL || !Py_IS_TYPE(buffer, buffer_type) ||
             SLOT(buffer, b_device) != self->device)
             goto done;
@@ -1535,7 +1541,7 @@ static PyObject *caller_vectorcall(CallerObject *self, PyObject *const *argv, si
     int status = run_buffers(self->runner, s.buffers, total, NULL, &s);
     if (status == RUN_OK)
         result = wrap_outputs(self->runner, self->device, s.outputs, self->out_shapes, self->out_dtypes,
-                              self->out_avals, self->name);
+                              self->out_avals, self->name, committed);
     else if (status == RUN_ERROR)
         result = NULL;
     /* RUN_NOT_PINNED: None, the Python path finds the deleted argument and raises its error */

@@ -34,22 +34,31 @@ class _ArrayMeta(type):
 
 class Array(ArrayMethods, metaclass=_ArrayMeta):
     """A device-resident array. Operators and methods follow ember.numpy (numpy semantics, JAX promotion).
-    isinstance(x, Array) is also true of tracers (see _ArrayMeta)."""
-    __slots__ = ("_buffer", "aval", "_host", "_origin", "__weakref__")
+    isinstance(x, Array) is also true of tracers (see _ArrayMeta).
+
+    `committed` (as jax.Array.committed): whether the array was placed on its device explicitly (device_put with a
+    device or sharding, device= of a creation function, a sharded array) or computed from such an array; an
+    uncommitted one (jnp.ones, asarray, device_put without a device, a computation on uncommitted inputs) lives on
+    the default device and moves to the device of the committed arguments of a computation it is used in
+    (ember._runtime.compiler: Compiled._call_general)."""
+    __slots__ = ("_buffer", "aval", "_host", "_origin", "_committed", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self) -> None:
         raise TypeError("create Arrays with ember.array, ember.asarray or ember.device_put")
 
     @classmethod
-    def _from_buffer(cls, buffer: _pjrt.Buffer, aval: ShapedArray, origin: str | None = None) -> "Array":
+    def _from_buffer(cls, buffer: _pjrt.Buffer, aval: ShapedArray, origin: str | None = None,
+                     committed: bool = False) -> "Array":
         """An Array of a buffer; origin names the program that computes it (None for data put on the device),
-        for the error its reading raises when that computation fails after its call returned."""
+        for the error its reading raises when that computation fails after its call returned; committed: see
+        Array."""
         self = object.__new__(cls)
         self._buffer = buffer
         self.aval = aval
         self._host = None
         self._origin = origin
+        self._committed = committed
         return self
 
     shape = property(lambda self: self.aval.shape)
@@ -70,6 +79,11 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
     @property
     def device(self) -> _pjrt.Device:
         return self._buffer.device
+
+    @property
+    def committed(self) -> bool:
+        """Whether the array is committed to its device(s) (see Array), as jax.Array.committed."""
+        return self._committed
 
     def devices(self) -> set[_pjrt.Device]:
         return {self._buffer.device}
@@ -158,8 +172,8 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
         return self._read("tolist()").tolist()
 
     def copy(self) -> "Array":
-        """A new Array with the same contents, on the same device."""
-        return device_put(self._value(), self.device, weak_type=self.weak_type)
+        """A new Array with the same contents, on the same device (committed to it if this one is)."""
+        return device_put(self._value(), self.device if self._committed else None, weak_type=self.weak_type)
 
     def __bool__(self) -> bool:
         if self.size != 1:
@@ -283,15 +297,18 @@ def canonical_aval(aval: ShapedArray) -> ShapedArray:
 
 
 def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = False) -> Array:
-    """Copy a value (numpy array, Python scalar or Array) to a device (by default the first one)."""
+    """Copy a value (numpy array, Python scalar or Array) to a device, the result committed to it (as JAX's); by
+    default to the default device, uncommitted (an Array is returned as it is, committed or not)."""
     if isinstance(x, Tracer):
         return check_live(x, "device_put")  # type: ignore[return-value]
     if device is not None and not isinstance(device, _pjrt.Device):
         raise TypeError(f"device_put: device must be an ember device (from ember.devices()) or None, got "
                         f"{device!r} of type {type(device).__name__}")
     if type(x) is Array:
-        if device is None or x.device is device:
+        if device is None or (x._committed and x._buffer.device is device):
             return x
+        if x._buffer.device is device:  # (committed now: the same buffer, as JAX's)
+            return Array._from_buffer(x.buffer, x.aval, x._origin, True)
         if Guards.device_to_device:
             check_transfer("device_to_device", lambda: f"device_put of {x.aval.str_short()} from {x.device} to "
                            f"{device}", explicit_transfer=True)
@@ -318,7 +335,8 @@ def device_put(x: Any, device: _pjrt.Device | None = None, *, weak_type: bool = 
                             ) from None
         value = np.require(np.asarray(x, dtype=dtype), requirements="C")
     buffer = get_client().buffer_from_numpy(value, device)
-    return Array._from_buffer(buffer, canonical_aval(ShapedArray(value.shape, dtype, weak_type)))
+    return Array._from_buffer(buffer, canonical_aval(ShapedArray(value.shape, dtype, weak_type)), None,
+                              device is not None)
 
 
 def check_order(op: str, order: Any) -> None:
@@ -367,7 +385,7 @@ def _array(x: Any, dtype: np.dtype | None, copy: bool | None, op: str) -> Any:
             raise _no_copy_possible(op, f"a conversion of {x.aval.str_short()} to {dtype.name}")
         if type(x) is not Array:  # (sharded: converted where it lives)
             return convert_element_type(x, dtype)
-        return device_put(np.asarray(x._value(), dtype=dtype), x.device)
+        return device_put(np.asarray(x._value(), dtype=dtype), x.device if x._committed else None)
     if isinstance(x, np.ndarray):
         if dtype is not None and dtype != dt.canonicalize_dtype(x.dtype):
             if copy is False:

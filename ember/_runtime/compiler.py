@@ -24,10 +24,10 @@ from ember._runtime import callbacks as _callbacks, pjrt as _pjrt
 from ember._runtime.array import Array
 from ember._runtime.backends import default_device, get_client
 from ember._runtime.compile_cache import compile_with_cache
-from ember._runtime.dispatch import to_buffer
+from ember._runtime.dispatch import argument_text, incompatible_devices, to_buffer
 from ember._runtime.fastpath import C
 from ember._runtime.guards import DIRECTIONS as _GUARDED, Guards as _Guards, check as _check_transfer
-from ember._runtime.spmd import SpmdProgram, program_placement, sharded_call_plan
+from ember._runtime.spmd import SpmdProgram, program_placement, report_one_device_inspections, sharded_call_plan
 from ember._runtime.sharded import ShardedArray
 
 
@@ -215,8 +215,9 @@ class _PyCaller:
 
     caller(args) runs the program when every argument is exactly an Array on `device` with the expected shape
     and dtype, `consts` (the program's constants as Buffers on that device) is set and the debug_nans/debug_infs
-    checks are off, and returns the outputs as a list of Arrays; in any other case (and when an argument has been
-    deleted) it returns None, and Compiled's general path handles the call. A PJRT error is raised."""
+    checks are off, and returns the outputs as a list of Arrays (committed to the device when an argument is); in
+    any other case (and when an argument has been deleted) it returns None, and Compiled's general path handles the
+    call. A PJRT error is raised."""
 
     def __init__(self, runner: Any, executable: _pjrt.Executable, device: _pjrt.Device,
                  in_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArray], no_args_ok: bool,
@@ -236,6 +237,7 @@ class _PyCaller:
             return None
         device = self.device
         buffers = list(consts)
+        committed = False
         for x, aval in zip(args, self.in_avals):
             if type(x) is not Array:
                 return None
@@ -244,11 +246,12 @@ class _PyCaller:
                     x_aval.shape != aval.shape or x_aval.dtype != aval.dtype)):
                 return None
             buffers.append(buffer)
+            committed = committed or x._committed
         outs = self.runner.run(buffers, self._out_specs, device, None)
         if outs is None:
             return None
         wrap, name = Array._from_buffer, self.name
-        return [wrap(b, aval, name) for b, aval in zip(outs, self.out_avals)]
+        return [wrap(b, aval, name, committed) for b, aval in zip(outs, self.out_avals)]
 
 
 Caller: Any = C.Caller if C is not None else _PyCaller
@@ -276,6 +279,11 @@ class Compiled:
         self._device = default_device()
         self._consts_by_device: dict[_pjrt.Device, list[_pjrt.Buffer]] = {}
         self._where = [f"{self.name}: argument {i}" for i in range(len(self.in_avals))]
+        # how errors name the program and its arguments (JAX's incompatible-devices error): jit sets them to the
+        # function's name and its parameters' names (arg_names: a function giving one name per input, "a",
+        # "params['w']"); by default the program's name and "args[i]" (as JAX names a primitive's operands)
+        self.fun_name = self.name
+        self.arg_names: Callable[[], Sequence[str]] | None = None
         self._spmd_programs = LRUCache("program_cache_size")
         self._spmd_by_placement = LRUCache("program_cache_size")  # (see spmd_program)
         self._placement = program_placement(ir)  # the mesh or sharding it names (None: runs on any one device)
@@ -306,6 +314,7 @@ class Compiled:
         self._guard = _InlineRunGuard() if _may_run_long_inline(self.text) else None
         self._fast = self._caller if self._guard is None else self._guarded_fast
         self._callbacks = _callbacks.TARGET in self.text  # (its execute is marked: see callbacks.running)
+        report_one_device_inspections(ir, device)  # (ember.debug.inspect_array_sharding, at compile time)
 
     def _consts_on(self, device: _pjrt.Device) -> list[_pjrt.Buffer]:
         """The IR's constants as buffers on a device (copied through the host when they live elsewhere)."""
@@ -350,8 +359,22 @@ class Compiled:
             self._deferred = False
             self._install(self._lowered._executable())
             return self.call_flat(args)
-        # The computation runs on the device of its first array argument (else the default device).
-        device = next((x._buffer.device for x in args if type(x) is Array), self._device)
+        # JAX's placement rules: the computation runs on the device its committed array arguments are committed to
+        # (all the same one, else JAX's ValueError), else on the default device; the uncommitted ones move there
+        # (to_buffer), and the results are committed when an argument was.
+        device = committed_to = None
+        for i, x in enumerate(args):
+            if type(x) is Array and x._committed:
+                if committed_to is None:
+                    device, committed_to = x._buffer.device, i
+                elif x._buffer.device is not device:
+                    first = args[committed_to]
+                    raise incompatible_devices(
+                        argument_text(self.describe_arg(committed_to), first.aval, [device]),
+                        argument_text(self.describe_arg(i), x.aval, [x._buffer.device]))
+        committed = device is not None
+        if device is None:
+            device = self._device
         consts = self._consts_by_device.get(device)
         if consts is None:
             consts = self._consts_by_device[device] = self._consts_on(device)
@@ -376,10 +399,15 @@ class Compiled:
         except _pjrt.PjrtError as err:
             raise self._execute_error(err, args, buffers) from _callbacks.take_error(str(err))
         wrap, name = Array._from_buffer, self.name
-        results = [wrap(b, aval, name) for b, aval in zip(outs, self.out_avals)]
+        results = [wrap(b, aval, name, committed) for b, aval in zip(outs, self.out_avals)]
         if _Checks.nans or _Checks.infs:
             _check_results(self, args, results)
         return results
+
+    def describe_arg(self, i: int) -> str:
+        """How JAX's errors name argument i: "argument x of f" (see fun_name and arg_names)."""
+        names = self.arg_names() if self.arg_names is not None else ()
+        return f"argument {names[i] if i < len(names) else f'args[{i}]'} of {self.fun_name}"
 
     def call_sharded(self, args: Sequence[Any], in_shardings: Sequence[Any] | None = None,
                      out_shardings: Sequence[Any] | None = None) -> list[Any]:
@@ -403,13 +431,15 @@ class Compiled:
         """The program partitioned for a call with these arguments and shardings (see call_sharded), compiled on
         first use. A call placed as an earlier one (the same shardings of the sharded arguments, the same given
         shardings) finds its program without planning again."""
-        placed = (tuple([x._sharding if type(x) is ShardedArray else None for x in args]),
+        placed = (tuple([x._sharding if type(x) is ShardedArray else x._buffer.device if type(x) is Array and
+                         x._committed else None for x in args]),
                   None if in_shardings is None else tuple(in_shardings),
                   None if out_shardings is None else tuple(out_shardings))
         program = self._spmd_by_placement.get(placed)
         if program is not None:
             return program
-        key, plan = sharded_call_plan(self.name, self.ir, self._placement, args, in_shardings, out_shardings)
+        key, plan = sharded_call_plan(self.name, self.ir, self._placement, args, in_shardings, out_shardings,
+                                      self.describe_arg)
         program = self._spmd_programs.lookup(key)
         if program is None:
             program = SpmdProgram(self.ir, self.name, *plan)

@@ -1,5 +1,6 @@
-"""Moving a call's arguments to the device: Arrays are checked and passed through, host values (numpy arrays,
-Python scalars, literals) are copied, device scalars are shared."""
+"""Moving a call's arguments to the device: Arrays are checked and passed through (an uncommitted one on another
+device is moved), host values (numpy arrays, Python scalars, literals) are copied, device scalars are shared. And
+JAX's error for arguments committed to different devices (incompatible_devices)."""
 from __future__ import annotations
 
 import functools
@@ -14,9 +15,34 @@ from ember._core.dtypes import canonicalize_dtype, check_int_fits
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.array import Array
 from ember._runtime.backends import default_device
+from ember._runtime.guards import Guards, check as check_transfer
+
 
 class DeviceMismatchError(ValueError):
     """An Array argument lives on another device than the one the computation runs on."""
+
+
+class IncompatibleDevicesError(DeviceMismatchError):
+    """Arguments (or shardings) of one computation committed to different devices (JAX's ValueError)."""
+
+
+def devices_text(devices: Any) -> str:
+    """JAX's words for a device assignment in its incompatible-devices error."""
+    devices = list(devices)
+    return f"with device ids {[d.id for d in devices]} on platform {devices[0].platform.upper()}"
+
+
+def argument_text(what: str, aval: ShapedArray, devices: Any) -> str:
+    """JAX's words for an argument (`what`: "argument x of f") in its incompatible-devices error (its shape as JAX
+    writes it there: float32[2,3])."""
+    shape = f"{aval.dtype.name}[{','.join(map(str, aval.shape))}]"
+    return f"{what} with shape {shape} and {devices_text(devices)}"
+
+
+def incompatible_devices(first: str, second: str) -> IncompatibleDevicesError:
+    """JAX's error for a computation whose arguments (or shardings) are committed to different devices; first and
+    second describe two of them (argument_text, or e.g. "explicit output sharding " + devices_text(...))."""
+    return IncompatibleDevicesError(f"Received incompatible devices for jitted computation. Got {first} and {second}")
 
 
 @functools.lru_cache(maxsize=512)
@@ -38,7 +64,9 @@ def _describe(x: Any) -> str:
 def to_buffer(x: Any, expected: ShapedArray, where: str,
               device: _pjrt.Device | None = None) -> _pjrt.Buffer:
     """A buffer on `device` (by default the default device) for argument x, checked against the expected shape
-    and dtype. Host values are copied there; an Array must already live there."""
+    and dtype. Host values are copied there, and an uncommitted Array on another device (JAX's placement rules: it
+    moves to where the computation runs, an implicit device-to-device transfer); a committed Array must already
+    live there."""
     device = device or default_device()
     if type(x) is np.ndarray and x.dtype == expected.dtype and x.shape == expected.shape:
         return device.client.buffer_from_numpy(x, device)  # the common host input: one copy, no conversion
@@ -47,8 +75,12 @@ def to_buffer(x: Any, expected: ShapedArray, where: str,
         if aval.shape != expected.shape or aval.dtype != expected.dtype:
             raise TypeError(f"{where}: expected {expected.str_short()}, got {aval.str_short()}")
         if x.device is not device:
-            raise DeviceMismatchError(f"{where}: the array is on {x.device} but the computation runs on {device}, the "
-                             "device of its first array argument; device_put it there")
+            if x._committed:
+                raise DeviceMismatchError(f"{where}: the array is committed to {x.device} but the computation runs "
+                                          f"on {device}; device_put it there")
+            if Guards.device_to_device:
+                check_transfer("device_to_device", lambda: f"{where}, {aval.str_short()} from {x.device} to {device}")
+            return device.client.buffer_from_numpy(x._value(), device)
         return x.buffer
     if isinstance(x, Tracer):
         check_live(x, where)  # a leaked tracer, or one of another thread's staging

@@ -420,7 +420,8 @@ class _Memory:
 
 
 def _new_array(buffer: _pjrt.Buffer, dtype: np.dtype) -> Any:
-    return Array._from_buffer(buffer, canonical_aval(ShapedArray(buffer.shape, dtype, False)))
+    """An imported array: committed to its device (as JAX's from_dlpack)."""
+    return Array._from_buffer(buffer, canonical_aval(ShapedArray(buffer.shape, dtype, False)), None, True)
 
 
 def _array_dlpack(self: Any, *, stream: Any = None, max_version: tuple[int, int] | None = None,

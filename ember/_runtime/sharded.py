@@ -22,7 +22,7 @@ from ember._runtime.guards import Guards, check as check_transfer
 
 class ShardedArray(Array):
     """An Array whose value is spread over the devices of its sharding (one buffer each, in the order of
-    sharding._device_assignment)."""
+    sharding._device_assignment). It is committed to those devices (as JAX's arrays with a NamedSharding)."""
     __slots__ = ("_shards", "_sharding")
 
     @classmethod
@@ -35,6 +35,7 @@ class ShardedArray(Array):
         self.aval = aval
         self._host = None
         self._origin = origin
+        self._committed = True
         return self
 
     @property
@@ -64,7 +65,7 @@ class ShardedArray(Array):
             index = indices[device]
             key = tuple((s.start, s.stop, s.step) for s in index)
             replica = seen[key] = seen.get(key, -1) + 1
-            shards.append(Shard(device, index, replica, Array._from_buffer(buffer, aval, self._origin)))
+            shards.append(Shard(device, index, replica, Array._from_buffer(buffer, aval, self._origin, True)))
         return shards
 
     def _value(self) -> np.ndarray:

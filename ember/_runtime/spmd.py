@@ -7,21 +7,23 @@ each result whose sharding is given), compiled for the devices, and run with one
 chooses the shardings of the other results; they are read back from the compiled program."""
 from __future__ import annotations
 
+import warnings
 import weakref
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ember._core import IR
 from ember._core.cache import LRUCache
 from ember._core.ir import sub_irs
-from ember._core.sharding import (HloSharding, Mesh, NamedSharding, PartitionSpec, Sharding, hlo_module_shardings,
-                                  sharding_from_hlo)
+from ember._core.sharding import (HloSharding, HloShardingSharding, Mesh, NamedSharding, PartitionSpec, Sharding,
+                                  hlo_module_shardings, sharding_from_hlo)
 from ember._hlo import lower
 from ember._hlo.spmd import SpmdPlan, sharding_text as hlo_text
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.array import Array, canonical_aval
-from ember._runtime.dispatch import to_buffer
+from ember._runtime.dispatch import argument_text, devices_text, incompatible_devices, to_buffer
+from ember._prims.sharding import inspect_sharding_p
 from ember._runtime.sharded import ShardedArray, shards_for
 
 
@@ -60,6 +62,81 @@ def _find_placement(ir: IR) -> Mesh | Sharding | None:
     return None
 
 
+def _inspections(ir: IR) -> list[tuple[Any, bool]]:
+    """The inspect_sharding equations of ir and of its sub-IRs (ember.debug.inspect_array_sharding), each with
+    whether it is inside a sub-IR (a loop body, a branch); remembered per IR."""
+    found = _inspected.get(ir)
+    if found is None:
+        found = _inspected[ir] = []
+        for eqn in ir.eqns:
+            if eqn.prim is inspect_sharding_p:
+                found.append((eqn, False))
+            for sub in sub_irs(eqn.params):
+                found += [(e, True) for e, _ in _inspections(sub)]
+    return found
+
+
+_inspected: "weakref.WeakKeyDictionary[IR, list[tuple[Any, bool]]]" = weakref.WeakKeyDictionary()
+
+
+def report_one_device_inspections(ir: IR, device: Any) -> None:
+    """Call the callbacks of ir's inspect_array_sharding equations, for a program compiled for one device: the
+    sharding is the whole array on that device (JAX's GSPMDSharding({replicated}) of a one-device program). Once
+    per IR (a function jitted again whose staged IR is cached compiles without calling them, as in JAX), and once
+    per callback and type of value (as JAX, whose lowering lowers equal equations once: every call would be told
+    the same)."""
+    found = _inspections(ir) if ir.eqns else ()
+    if found and ir not in _reported:
+        _reported.add(ir)
+        told = set()
+        for eqn, _ in found:
+            callback, aval = eqn.params["callback"], eqn.inputs[0].aval
+            if (id(callback), aval) not in told:
+                told.add((id(callback), aval))
+                callback(HloShardingSharding((device,), HloSharding.replicated()))
+
+
+_reported: "weakref.WeakSet[IR]" = weakref.WeakSet()
+
+
+def _report_inspections(ir: IR, name: str, devices: tuple[Any, ...], in_shardings: Sequence[Sharding],
+                        out_shardings: Sequence[Sharding | None], mesh: Mesh | None) -> None:
+    """Call the callbacks of ir's inspect_array_sharding equations, for a program partitioned over devices, with
+    the sharding XLA's partitioner chose for each inspected value: read from a second compile of the program in
+    which those values are also outputs whose shardings XLA chooses (as it chooses the results'; the plugin has no
+    custom-partitioner hook for JAX's InspectSharding custom call). Values inside a loop or a branch cannot be
+    outputs: their callbacks are not called (a warning says so)."""
+    found = _inspections(ir)
+    if any(nested for _, nested in found):
+        warnings.warn(f"{name}: inspect_array_sharding inside a loop or a branch of a program partitioned over "
+                      "several devices is not supported (ember reads the sharding XLA chose only for values of the "
+                      "program's top level); its callback is not called", stacklevel=2)
+    top = [eqn for eqn, nested in found if not nested]
+    if not top:
+        return
+    values = [eqn.inputs[0] for eqn in top]
+    probe = IR(ir.const_vars, ir.consts, ir.in_vars, ir.eqns, [*ir.outs, *values])
+    given = [*out_shardings, *[None] * len(values)]
+    executable = devices[0].client.compile_spmd(spmd_text(probe, devices, in_shardings, given), list(devices),
+                                                [s is None for s in given])
+    chosen = hlo_module_shardings(executable.optimized_program()[1])[1][len(ir.outs):]
+    for k, eqn in enumerate(top):
+        hlo = chosen[k] if k < len(chosen) else HloSharding.replicated()
+        eqn.params["callback"](sharding_from_hlo(hlo, devices, eqn.inputs[0].aval.ndim, mesh))
+
+
+def _written_shardings(ir: IR) -> list[Sharding]:
+    """The shardings ir's top-level equations write (a shard_map's out_specs over its mesh, a sharding
+    constraint's): the forms a result's sharding is given in when XLA chose the same."""
+    found: list[Sharding] = []
+    for eqn in ir.eqns:
+        if "out_specs" in eqn.params and isinstance(eqn.params.get("mesh"), Mesh):
+            found += [NamedSharding(eqn.params["mesh"], spec) for spec in eqn.params["out_specs"]]
+        elif isinstance(eqn.params.get("sharding"), NamedSharding):
+            found.append(eqn.params["sharding"])
+    return found
+
+
 def placement_devices(placement: Mesh | Sharding) -> tuple[Any, ...]:
     return placement._flat_devices if isinstance(placement, Mesh) else tuple(placement._device_assignment)
 
@@ -87,12 +164,14 @@ _replicated = LRUCache(64)  # (devices, mesh) -> the replicated sharding (few: o
 
 
 def sharded_call_plan(name: str, ir: IR, placement: Mesh | Sharding | None, args: Sequence[Any],
-                      in_shardings: Sequence[Any] | None, out_shardings: Sequence[Any] | None
-                      ) -> tuple[Any, tuple[Any, ...]]:
+                      in_shardings: Sequence[Any] | None, out_shardings: Sequence[Any] | None,
+                      describe: Callable[[int], str] | None = None) -> tuple[Any, tuple[Any, ...]]:
     """(a cache key, (devices, the sharding of each input, the given sharding or None of each output, the mesh))
     of a call: the devices are those of the first given input sharding, else of the first sharded argument, else
-    of the given output shardings, else of the program's own mesh; every sharded argument and given sharding must
-    name the same set of devices."""
+    of the given output shardings, else of the program's own mesh; every sharded argument, given sharding and
+    one-device argument committed to its device must name the same set of devices, else JAX's ValueError
+    (describe(i) names argument i there: "argument x of f"). Uncommitted one-device arguments are copied to every
+    device (replicated)."""
     n_in, n_out = len(args), len(ir.out_avals)
     given_in = list(in_shardings) if in_shardings is not None else [None] * n_in
     given_out = list(out_shardings) if out_shardings is not None else [None] * n_out
@@ -107,12 +186,15 @@ def sharded_call_plan(name: str, ir: IR, placement: Mesh | Sharding | None, args
     multi = [d for d in devices_of if len(d) > 1]
     devices = (multi or devices_of)[0]
     wanted = set(devices)
-    for k, their in enumerate(devices_of):
-        if len(their) > 1 and their != devices and set(their) != wanted:
-            first = devices_of.index(devices)
-            raise ValueError(f"{name}: the inputs and shardings of a call must be on the same devices: "
-                             f"{_what(named[first])} is on {_ids(devices)} but {_what(named[k])} is on "
-                             f"{_ids(their)}")
+    # (one-device arguments committed to their device, as JAX checks them: they are not resharded)
+    committed = [("argument", i, x.sharding) for i, x in enumerate(args)
+                 if given_in[i] is None and type(x) is Array and x._committed]
+    for entry, their in [*zip(named, devices_of), *((c, (c[2]._device,)) for c in committed)]:
+        if (len(their) > 1 or entry[0] == "argument") and their != devices and set(their) != wanted:
+            first = named[devices_of.index(devices)]
+            pair = (entry, first) if entry[0] == "argument" and (first[0] != "argument" or entry[1] < first[1]) \
+                else (first, entry)
+            raise incompatible_devices(*(_what(e, ir, args, describe) for e in pair))
     mesh = _mesh_of(given_in + [x.sharding for x in args if type(x) is ShardedArray] + given_out + [placement])
     ins: list[Sharding] = []
     for i, (x, s) in enumerate(zip(args, given_in)):
@@ -128,15 +210,35 @@ def sharded_call_plan(name: str, ir: IR, placement: Mesh | Sharding | None, args
     return key, (tuple(devices), ins, given_out, mesh)
 
 
-def _what(entry: tuple[str, int, Any]) -> str:
+def _what(entry: tuple[str, int, Any], ir: IR, args: Sequence[Any], describe: Callable[[int], str] | None) -> str:
+    """JAX's words for a placement of a call in its incompatible-devices error."""
     kind, i, placement = entry
+    devices = placement_devices(placement)
     if kind == "argument":
-        return f"argument {i} (sharded as {placement})"
-    return kind if kind.startswith("a mesh") else f"{kind}[{i}] ({placement})"
+        return argument_text(describe(i) if describe is not None else f"argument args[{i}]", args[i].aval, devices)
+    if kind == "in_shardings":
+        return f"explicit input sharding {devices_text(devices)}"
+    if kind == "out_shardings":
+        return f"explicit output sharding {devices_text(devices)}"
+    eqn = _placing_eqn(ir)
+    where = "" if eqn is None or eqn.source is None else f" at {eqn.source.filename}:{eqn.source.lineno}"
+    return f"{eqn.prim.name if eqn is not None else 'a sharding'} inside jit {devices_text(devices)}{where}"
 
 
 def _ids(devices: Sequence[Any]) -> str:
     return "devices " + ", ".join(str(d.id) for d in devices)
+
+
+def _placing_eqn(ir: IR) -> Any:
+    """The equation whose placement program_placement(ir) found (for an error message)."""
+    for eqn in ir.eqns:
+        if any(_placement(value) is not None for value in eqn.params.values()):
+            return eqn
+        for sub in sub_irs(eqn.params):
+            found = _placing_eqn(sub)
+            if found is not None:
+                return found
+    return None
 
 
 def spmd_text(ir: IR, devices: tuple[Any, ...], in_shardings: Sequence[Sharding],
@@ -162,11 +264,14 @@ class SpmdProgram:
         self.in_shardings = in_shardings
         self.text = spmd_text(ir, devices, in_shardings, out_shardings)
         client = devices[0].client
+        if _inspections(ir):  # (ember.debug.inspect_array_sharding: its callbacks are called at compile time)
+            _report_inspections(ir, name, devices, in_shardings, out_shardings, mesh)
         self.executable = client.compile_spmd(self.text, list(devices), [s is None for s in out_shardings])
         if any(s is None for s in out_shardings):
             _, chosen = hlo_module_shardings(self.executable.optimized_program()[1])
+            known = [*in_shardings, *_written_shardings(ir)]
             out_shardings = [s if s is not None else sharding_from_hlo(
-                chosen[i] if i < len(chosen) else HloSharding.replicated(), devices, a.ndim, mesh)
+                chosen[i] if i < len(chosen) else HloSharding.replicated(), devices, a.ndim, mesh, preferred=known)
                 for i, (s, a) in enumerate(zip(out_shardings, ir.out_avals))]
         self.out_shardings: list[Sharding] = out_shardings  # type: ignore[assignment]
         # per device, the (shape, dtype) of each output's part there
@@ -201,8 +306,8 @@ class SpmdProgram:
         for k, (aval, sharding) in enumerate(zip(self.ir.out_avals, self.out_shardings)):
             buffers = [outs[position[d]][k] for d in sharding._device_assignment]
             aval = canonical_aval(aval)
-            if len(buffers) == 1:
-                results.append(Array._from_buffer(buffers[0], aval, self.name))
+            if len(buffers) == 1:  # (committed, as every result of a partitioned program)
+                results.append(Array._from_buffer(buffers[0], aval, self.name, True))
             else:
                 results.append(ShardedArray._from_shards(buffers, aval, sharding, self.name))
         return results

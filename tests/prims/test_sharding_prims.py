@@ -60,6 +60,13 @@ CASES = [
          lambda x: lax.with_sharding_constraint(x * x, NamedSharding(_mesh(), P("x"))),
          lambda x: x * x, [((4, 3),)], ["complex64"], jax=lambda x: x * x, grad_dtype="complex128",
          name="sharding_constraint_complex"),
+    # inspect_array_sharding: no results, so the values are the rest of the function's (its callbacks are called at
+    # compile time: tests/test_sharding.py); its derivatives are its primal's, and vmap inspects the batched value
+    Case("inspect_sharding", lambda x: (ember.debug.inspect_array_sharding(x, callback=lambda s: None), x * 2.0)[1],
+         lambda x: x * 2.0, [((3,),)], F, jax=lambda x: x * 2.0, jacobians=False),
+    Case("inspect_sharding", lambda x: (ember.debug.inspect_array_sharding(x, callback=lambda s: None), x * x)[1],
+         lambda x: x * x, [((3,),)], ["complex64"], jax=lambda x: x * x, grad_dtype="complex128", jacobians=False,
+         name="inspect_sharding_complex"),
 ]
 
 test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)
