@@ -186,6 +186,37 @@ def test_jit_partitions_over_the_devices():
     np.testing.assert_allclose(np.asarray(got), X * 2 + 1)
 
 
+def test_programs_whose_partitions_do_not_communicate_run_one_per_device(capfd, monkeypatch):
+    """From its third call a partitioned program whose partitions never communicate (no collective, partition id or
+    callback in XLA's partition) runs as one program per device (ember._runtime.spmd: _run_locally): the same values
+    and shardings, every call; programs that communicate or call back keep running as compiled."""
+    from ember._runtime import spmd
+    ran: list[tuple[str, bool]] = []
+    original = spmd.SpmdProgram._run_locally
+
+    def counted(self, per_device):
+        outs = original(self, per_device)
+        ran.append((self.ir.eqns[-1].prim.name, outs is not None))
+        return outs
+    monkeypatch.setattr(spmd.SpmdProgram, "_run_locally", counted)
+    local = ember.jit(lambda u, v: jnp.tanh(u) * v + 1.0)  # elementwise on rows split alike
+    mixed = ember.jit(lambda u, v: (u * v).sum(0))  # a sum over the split rows: an all-reduce
+    printing = ember.jit(lambda u: (ember.debug.print("n={n}", n=u.shape[0]), u * 2)[1])
+    u = ember.device_put(X, ROWS)
+    for k in range(5):
+        v = ember.device_put(X[::-1] * k, ROWS)
+        got = local(u, v)
+        assert got.sharding == ROWS
+        np.testing.assert_allclose(np.asarray(got), np.tanh(X) * X[::-1] * k + 1.0, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(mixed(u, v)), (X * X[::-1] * k).sum(0), rtol=1e-5)
+        np.testing.assert_allclose(np.asarray(printing(u)), X * 2)
+    ember.effects_barrier()
+    assert capfd.readouterr().out.splitlines() == ["n=8"] * 5  # (once a call, not once a device)
+    # the elementwise program (its last equation an add) ran locally from its third call; the others are not
+    # candidates (their partitions all-reduce, call back)
+    assert ran == [("add", False), ("add", False), ("add", True), ("add", True), ("add", True)], ran
+
+
 def test_sharding_constraints_under_transformations():
     def f(u):
         return ember.lax.with_sharding_constraint(jnp.sin(u) * 3, COLS).sum()

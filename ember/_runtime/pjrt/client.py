@@ -28,7 +28,7 @@ from ember._runtime.pjrt.structs import (_IMMUTABLE_ONLY_DURING_CALL, _PORTABLE_
                                  _ExecutableDeserializeAndLoadArgs,
                                  _data_address, _handle_args, _new,
                                  _Program, _string_at, c_int64, named_int64_values,
-                                 numpy_dtype_to_pjrt, spmd_compile_options)
+                                 numpy_dtype_to_pjrt, one_device_compile_options, spmd_compile_options)
 
 
 def _fast_api(plugin: Plugin) -> Any:
@@ -145,6 +145,22 @@ class Client:
                         compile_options=options, compile_options_size=len(options))
             self.plugin.call("Client_Compile", args)
             return Executable(self, args.executable, code, portable)
+        finally:
+            unpin_client(self)
+
+    def compile_hlo_for(self, module: bytes, device: Device) -> Executable:
+        """Compile a serialized xla.HloModuleProto (program format "hlo", which the CPU plugin accepts as well as
+        MLIR) for one device: one partition of an SPMD program, run on its own (see ember._runtime.spmd)."""
+        options = one_device_compile_options(device.id)
+        program = _new(_Program, code=module, code_size=len(module), format=b"hlo", format_size=3)
+        handle = pin_client(self)
+        if handle is None:
+            self._live_handle("compile")
+        try:
+            args = _new(_ClientCompileArgs, client=handle, program=ctypes.pointer(program),
+                        compile_options=options, compile_options_size=len(options))
+            self.plugin.call("Client_Compile", args)
+            return Executable(self, args.executable, module)
         finally:
             unpin_client(self)
 

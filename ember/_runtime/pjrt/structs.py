@@ -67,6 +67,15 @@ def spmd_compile_options(device_ids: list[int], propagate_to_outputs: list[bool]
     return _field(3, build)
 
 
+def one_device_compile_options(device_id: int) -> bytes:
+    """A serialized xla.CompileOptionsProto for a program on the one device with this id: executable_build_options
+    {num_replicas: 1 (4), num_partitions: 1 (5), device_assignment (9) {replica_count 1, computation_count 1,
+    computation_devices {replica_device_ids: device_id}}} (an executable compiled for that device runs there at
+    full speed; a portable one given an execute_device costs about 3x per call)."""
+    assignment = _field(1, 1) + _field(2, 1) + _field(3, _field(1, int(device_id)))
+    return _field(3, _field(4, 1) + _field(5, 1) + _field(9, assignment))
+
+
 def numpy_dtype_to_pjrt(dtype: Any) -> int:
     """The PJRT_Buffer_Type of a numpy dtype."""
     try:
