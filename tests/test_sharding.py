@@ -117,6 +117,20 @@ def test_device_put_by_sharding_and_back():
         ember.device_put(X, "cpu:1")
 
 
+def test_device_put_by_a_partition_spec_under_the_current_mesh():
+    """As JAX's: device_put(x, P(...)) means NamedSharding(current mesh, P(...)), a pytree of specs too; without
+    a current mesh, JAX's ValueError."""
+    with pytest.raises(ValueError, match="Please set a mesh via `ember.sharding.set_mesh` if a PartitionSpec"):
+        ember.device_put(X, P("x"))
+    with ember.sharding.set_mesh(MESH):
+        a = ember.device_put(X, P("x"))
+        tree = ember.device_put({"w": X, "b": X[0]}, {"w": P(None, "x"), "b": P()})
+        inside = ember.jit(lambda u: ember.device_put(u * 2, P(None, "x")))(a)
+    assert a.sharding == ROWS and a.committed and tree["w"].sharding == COLS and tree["b"].sharding.spec == P()
+    assert inside.sharding == COLS
+    np.testing.assert_allclose(np.asarray(inside), X * 2)
+
+
 def test_arrays_from_parts():
     a = ember.make_array_from_callback(X.shape, COLS, lambda index: X[index])
     assert a.sharding == COLS

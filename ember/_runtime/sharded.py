@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember._core import ShapedArray, Tracer, check_live
-from ember._core.sharding import Sharding
+from ember._core.sharding import NamedSharding, PartitionSpec, Sharding, current_mesh
 from ember._prims.sharding import sharding_constraint_p
 from ember._runtime import pjrt as _pjrt
 from ember._core.pytree import prefix_entries, tree_flatten
@@ -179,14 +179,14 @@ def shards_for(x: Any, aval: ShapedArray, sharding: Sharding, where: str) -> lis
 
 
 def _is_target(x: Any) -> bool:
-    return x is None or isinstance(x, (_pjrt.Device, Sharding))
+    return x is None or isinstance(x, (_pjrt.Device, Sharding, PartitionSpec))
 
 
 def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = False, may_alias: bool | None = None
                ) -> Any:
     """Copy x (an array, a number, or a pytree of them) to a device or by a sharding (as jax.device_put): device
-    is None (the default device), a Device, a Sharding (the array is split over its devices), or a pytree prefix
-    of x holding those. An Array already placed so is returned as it is; src and may_alias are accepted as JAX's,
+    is None (the default device), a Device, a Sharding (the array is split over its devices), a PartitionSpec (a
+    NamedSharding over the current mesh, ember.sharding.set_mesh), or a pytree prefix of x holding those. An Array already placed so is returned as it is; src and may_alias are accepted as JAX's,
     and donate (the source's buffers given up) is honoured by deleting a source that was copied."""
     leaves, tree = tree_flatten(x)
     try:
@@ -196,6 +196,12 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = Fa
                          f"got {device!r} for a value of structure {tree}: {err}") from None
     out = []
     for leaf, target in zip(leaves, targets):
+        if isinstance(target, PartitionSpec):
+            mesh = current_mesh()
+            if mesh is None:
+                raise ValueError("Please set a mesh via `ember.sharding.set_mesh` if a PartitionSpec is passed to "
+                                 f"device_put (got {target})")
+            target = NamedSharding(mesh, target)
         if isinstance(target, Sharding):
             placed = put(leaf, target)
         elif target is None or isinstance(target, _pjrt.Device):
