@@ -186,8 +186,9 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = Fa
                ) -> Any:
     """Copy x (an array, a number, or a pytree of them) to a device or by a sharding (as jax.device_put): device
     is None (the default device), a Device, a Sharding (the array is split over its devices), a PartitionSpec (a
-    NamedSharding over the current mesh, ember.sharding.set_mesh), or a pytree prefix of x holding those. An Array already placed so is returned as it is; src and may_alias are accepted as JAX's,
-    and donate (the source's buffers given up) is honoured by deleting a source that was copied."""
+    NamedSharding over the current mesh, ember.sharding.set_mesh), or a pytree prefix of x holding those. An Array
+    already placed so is returned as it is; src and may_alias are accepted as JAX's, and donate (the source's
+    buffers given up) is honoured by deleting a source that was copied."""
     leaves, tree = tree_flatten(x)
     try:
         targets = prefix_entries(device, x, _is_target)
