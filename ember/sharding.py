@@ -1,5 +1,6 @@
 """ember.sharding (jax.sharding): meshes of devices, PartitionSpec, NamedSharding, SingleDeviceSharding, the current
-mesh (set_mesh, get_mesh, `with mesh:`) and make_mesh (docs/sharding.md)."""
+mesh (set_mesh, get_mesh, `with mesh:`), make_mesh, and ManualAxisType (how a value in a shard_map body varies over
+the mesh's axes: `typeof(x).mat`) (docs/sharding.md)."""
 from __future__ import annotations
 
 import math
@@ -13,12 +14,14 @@ from ember._core.sharding import NamedSharding as NamedSharding, P as P, Partiti
 from ember._core.sharding import Sharding as Sharding, SingleDeviceSharding as SingleDeviceSharding
 from ember._core.sharding import current_mesh, swap_current_mesh
 from ember._core.sharding import visualize_sharding as visualize_sharding
+from ember._core.dtypes import ManualAxisType as ManualAxisType
 from ember._core.trace import is_tracing
 from ember._api.sharding import reshard as reshard
 from ember._runtime import backends
 
 __all__ = [
-    "AxisType", "IndivisibleError", "Mesh", "NamedSharding", "P", "PartitionSpec", "Sharding", "SingleDeviceSharding",
+    "AxisType", "IndivisibleError", "ManualAxisType", "Mesh", "NamedSharding", "P", "PartitionSpec", "Sharding",
+    "SingleDeviceSharding",
     "get_mesh", "make_mesh", "make_single_device_sharding", "reshard", "set_mesh", "visualize_sharding",
 ]
 
