@@ -3,6 +3,7 @@ vmap and loops, against JAX's printed output and behaviour; errors raised at the
 passes; re-entry refused where it would deadlock."""
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import threading
@@ -205,4 +206,7 @@ def test_callbacks_in_programs_over_several_devices(capfd):
     emesh = ember.sharding.Mesh(np.array(ember.devices()[:2]), ("x",))
     got = run(ember, enp, ember.P, ember.NamedSharding(emesh, ember.P("x")), emesh)
     assert got == want
-    assert sorted(capfd.readouterr().out.splitlines()) == jax_printed == ["sum=22.0", "sum=28.0", "sum=6.0"]
+    # (the two devices of a shard_map body print at once: their lines may interleave, in either library)
+    printed = sorted(re.findall(r"sum=[0-9.]+", capfd.readouterr().out))
+    assert printed == sorted(re.findall(r"sum=[0-9.]+", "\n".join(jax_printed))) == ["sum=22.0", "sum=28.0",
+                                                                                      "sum=6.0"]

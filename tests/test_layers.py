@@ -18,7 +18,7 @@ PUBLIC = {"__init__", "config", "lax", "numpy", "ops", "tree_util", "tree", "ran
 ORDER = {
     "_core": ["config", "exports", "cache", "profile", "dtypes", "refs", "ir", "primitive", "vma", "trace", "eval",
               "axes", "checks", "pytree", "sharding", "__init__"],
-    "_hlo": ["emitter", "targets", "backend_forms", "row_fusion", "lower", "spmd", "ffi", "__init__"],
+    "_hlo": ["emitter", "targets", "backend_forms", "row_fusion", "lower", "module_check", "spmd", "ffi", "__init__"],
     "_prims": ["checks", "shape", "families", "elementwise", "slicing", "reduction", "dot", "indexing", "sorting",
                "conv", "windowed", "special", "bits", "fft", "lax_helpers", "collectives", "linalg", "sharding",
                "refs", "__init__"],

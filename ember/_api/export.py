@@ -13,10 +13,22 @@ output), "in_tree" / "out_tree" (the pytree structures, of tuples, lists, dicts 
 other node types cannot be serialized), "platforms" (["cpu"]), "module" (the StableHLO text of @main: flat inputs
 -> flat outputs) and "vjp" (null, or the same object for the VJP: (inputs..., cotangents of the floating-point
 outputs...) -> (cotangents of the floating-point inputs...), nested vjp_order deep). The module is StableHLO
-text: it parses and compiles wherever the plugin takes that StableHLO version."""
+text: it parses and compiles wherever the plugin takes that StableHLO version.
+
+An artifact is data, not code: deserialize checks all of it before anything compiles or runs (docs/security.md,
+"Exported programs"): the JSON (an object of exactly these keys and types, nested at most MAX_JSON_DEPTH deep, a
+format this ember reads, platforms, avals of ember's dtypes with bounded shapes, pytrees whose leaves match the
+avals, VJPs whose types follow from the function's) and the module text (ember._hlo.module_check: only the ops
+ember's lowering emits, custom calls only to ember's own kernels and the XLA targets its lowering uses, each with
+the operand and result types that lowering gives it, @main of the avals' types). Anything else is a ValueError
+naming the function and what is wrong. serialize refuses programs that call back into Python (pure_callback,
+io_callback, debug.callback and debug.print), as JAX does: a host callback is a function of the exporting
+process."""
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -28,13 +40,25 @@ from ember._api.staging import first_mismatch
 from ember._control.exported import ExportedModule, call_exported
 from ember._core import ShapedArray
 from ember._core import dtypes as dt
+from ember._core.ir import sub_irs
 from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
 from ember._hlo import lower
+from ember._hlo import module_check, targets
+from ember._hlo.lower import default_platform
 from ember._transforms.discharge import pure_for_lowering
 from ember._runtime.compile_cache import package_version
 
 MAGIC = b"ember-exported\n"
 FORMAT_VERSION = 1
+SUPPORTED_FORMATS = (1,)  # the artifact formats this ember reads
+MAX_JSON_DEPTH = 200  # objects and arrays in arrays, at most (a pytree level is two; a VJP level one)
+MAX_NAME = 1000  # characters of fun_name, and of the exporting ember's version
+MAX_AVALS = 100_000  # inputs or outputs of one module
+MAX_PLATFORMS = 8
+_KEYS = {"format", "ember", "fun_name", "in_tree", "out_tree", "platforms", "in_avals", "out_avals", "module", "vjp"}
+_MODULE_KEYS = {"in_avals", "out_avals", "module", "vjp"}
+_DTYPES = {d.name: d for d in dt.SUPPORTED_DTYPES}
+_CALLBACKS = ("pure_callback", "io_callback", "debug_callback")  # the primitives that call back into Python
 
 
 class Exported:
@@ -43,13 +67,16 @@ class Exported:
     `serialize(vjp_order)` gives the artifact `deserialize` reads."""
 
     def __init__(self, fun_name: str, in_tree: PyTreeDef, out_tree: PyTreeDef, module: ExportedModule,
-                 vjp_source: Callable[[int], ExportedModule | None] | None = None):
+                 vjp_source: Callable[[int], ExportedModule | None] | None = None,
+                 platforms: Sequence[str] = ("cpu",), callbacks: Sequence[str] = ()):
         self.fun_name, self.in_tree, self.out_tree, self._module = fun_name, in_tree, out_tree, module
         self._vjp_source = vjp_source  # (exported from a function: builds the VJP modules on demand)
+        self.platforms = tuple(platforms)
+        self._callbacks = tuple(callbacks)  # (the callback primitives the exported function binds)
+        self._no_vjp = False  # (exported here from a function whose VJP cannot be exported)
 
     in_avals = property(lambda self: self._module.in_avals)
     out_avals = property(lambda self: self._module.out_avals)
-    platforms = ("cpu",)
     nr_devices = 1
 
     @property
@@ -66,10 +93,29 @@ class Exported:
         if not isinstance(vjp_order, int) or vjp_order < 0:
             raise ValueError(f"Exported.serialize: vjp_order must be a non-negative int, got {vjp_order!r}")
         module = self._with_vjp(vjp_order)
+        self._check_serializable(module)
         payload = {"format": FORMAT_VERSION, "ember": package_version(), "fun_name": self.fun_name,
                    "in_tree": _tree_json(self.in_tree, "in_tree"), "out_tree": _tree_json(self.out_tree, "out_tree"),
                    "platforms": list(self.platforms), **_module_json(module)}
         return MAGIC + json.dumps(payload, separators=(",", ":")).encode()
+
+    def _check_serializable(self, module: ExportedModule) -> None:
+        """Refuse host callbacks (JAX's NotImplementedError, in its words), and a module deserialize would refuse
+        (which would be a gap in ember._hlo.module_check's knowledge of ember's own lowering)."""
+        level: ExportedModule | None = module
+        while level is not None:
+            if f'call_target_name = "{module_check.CALLBACK_TARGET}"' in level.text:
+                kinds = ", ".join(self._callbacks) or "a host callback"
+                raise NotImplementedError(
+                    f"ember.export: serialization of host_callbacks is not yet implemented ({self.fun_name} calls "
+                    f"back into Python: {kinds}). As in JAX, a host callback is a function of the process that "
+                    "exported the program: call it here (Exported.call), or export the function without it")
+            try:
+                module_check.check_module(level.text)
+            except module_check.ModuleError as err:
+                raise ValueError(f"Exported.serialize({self.fun_name}): ember.export.deserialize would refuse its "
+                                 f"module ({err}), so it is not serialized") from None
+            level = level.vjp
 
     def _with_vjp(self, order: int) -> ExportedModule:
         if order <= self._module.vjp_order:
@@ -81,6 +127,10 @@ class Exported:
 
     def call(self, *args: Any, **kwargs: Any) -> Any:
         """Run the exported function on arguments of the exported types (the same pytree structure)."""
+        platform = default_platform() or "cpu"
+        if platform not in self.platforms and not (platform == "cpu" and "host" in self.platforms):
+            raise ValueError(f"Function '{self.fun_name}' was exported for platforms '{self.platforms}' but it is "
+                             f"used on '{(platform,)}'.")  # (JAX's words)
         leaves, tree = tree_flatten((args, kwargs))
         if tree != self.in_tree:
             raise TypeError(f"Exported.call({self.fun_name}): arguments of structure {tree}, but it was exported for "
@@ -94,10 +144,15 @@ class Exported:
 
     def _callable(self) -> ExportedModule:
         """The module call_exported runs: as deserialized, or, exported here, with its VJP (built on first use,
-        so that grad of call works as in JAX; serialize with vjp_order for more)."""
-        if self._vjp_source is None:
+        so that grad of call works as in JAX; serialize with vjp_order for more). A function with no VJP (one
+        that calls back into Python, or uses a primitive without derivative rules) runs without it."""
+        if self._vjp_source is None or self._no_vjp:
             return self._module
-        return self._with_vjp(max(self._module.vjp_order, 1))
+        try:
+            return self._with_vjp(max(self._module.vjp_order, 1))
+        except (NotImplementedError, TypeError, ValueError):
+            self._no_vjp = True  # (grad of call then says it was exported without its VJP)
+            return self._module
 
     def __repr__(self) -> str:
         ins = ", ".join(a.str_short() for a in self.in_avals)
@@ -123,8 +178,19 @@ def export(fun: Any, *, platforms: Sequence[str] | None = None) -> Callable[...,
             if order not in cache:
                 cache[order] = _module_with_vjp(flat, module, order)
             return cache[order]
-        return Exported(name, traced.in_tree, ir.out_tree, module, vjp_source)
+        return Exported(name, traced.in_tree, ir.out_tree, module, vjp_source, callbacks=_callback_kinds(ir))
     return exporter
+
+
+def _callback_kinds(ir: Any) -> list[str]:
+    """The host-callback primitives an IR binds (its bodies' too), for serialize's error."""
+    found, stack = set(), [ir]
+    while stack:
+        for eqn in stack.pop().eqns:
+            if eqn.prim.name in _CALLBACKS:
+                found.add({"debug_callback": "debug.callback/debug.print"}.get(eqn.prim.name, eqn.prim.name))
+            stack.extend(sub_irs(eqn.params))
+    return sorted(found)
 
 
 def _flat_function(jitted: Jitted, in_tree: PyTreeDef) -> Callable[..., list[Any]]:
@@ -166,25 +232,129 @@ def _truncated(module: ExportedModule, order: int) -> ExportedModule:
 
 
 def deserialize(blob: bytes | bytearray) -> Exported:
-    """The Exported that serialize wrote (as jax.export.deserialize); ValueError for anything else."""
+    """The Exported that serialize wrote (as jax.export.deserialize), checked before anything runs (see the module
+    docstring); ValueError for anything else, naming the function and what is wrong."""
+    if not isinstance(blob, bytes | bytearray | memoryview):
+        raise TypeError(f"ember.export.deserialize: expected the artifact's bytes, got {type(blob).__name__}")
     data = bytes(blob)
     if not data.startswith(MAGIC):
         raise ValueError("ember.export.deserialize: not an ember exported artifact (it does not start with "
                          f"{MAGIC!r})")
     try:
-        payload = json.loads(data[len(MAGIC):].decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        text = data[len(MAGIC):].decode()
+    except UnicodeDecodeError as err:
         raise ValueError(f"ember.export.deserialize: the artifact is corrupt or truncated ({err})") from None
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT_VERSION:
-        raise ValueError(f"ember.export.deserialize: artifact format {payload.get('format')!r} is not supported "
-                         f"(this ember reads format {FORMAT_VERSION})")
+    too_deep = (f"ember.export.deserialize: the artifact's JSON is nested more than the {MAX_JSON_DEPTH} levels an "
+                "ember artifact may have (pytrees and VJPs nested that deep are refused)")
     try:
-        name = payload["fun_name"]
+        payload = json.loads(text, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"ember.export.deserialize: the artifact is corrupt or truncated ({err})") from None
+    except RecursionError:  # (json's parser recurses, and stops at the interpreter's recursion limit)
+        raise ValueError(too_deep) from None
+    except _Invalid as err:
+        raise ValueError(f"ember.export.deserialize: the artifact's JSON is malformed ({err})") from None
+    if _json_depth(payload) > MAX_JSON_DEPTH:
+        raise ValueError(too_deep)
+    if not isinstance(payload, dict):
+        raise ValueError("ember.export.deserialize: the artifact's JSON is not an object (it is "
+                         f"{_json_kind(payload)})")
+    _check_format(payload)
+    name = payload.get("fun_name")
+    if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME or not name.isprintable():
+        raise ValueError("ember.export.deserialize: the artifact's fun_name is not a printable string of 1 to "
+                         f"{MAX_NAME} characters (got {_json_kind(name)})")
+    try:
+        keys = set(payload)
+        if keys != _KEYS:
+            raise _Invalid(_keys_problem(keys, _KEYS, "the artifact"))
+        if not isinstance(payload["ember"], str) or len(payload["ember"]) > MAX_NAME:
+            raise _Invalid("its 'ember' (the exporting version) is not a string")
+        platforms = _platforms(payload["platforms"])
         module = _module_from_json(payload, name)
-        return Exported(name, _tree_from_json(payload["in_tree"]), _tree_from_json(payload["out_tree"]), module)
-    except (KeyError, TypeError, ValueError) as err:
-        raise ValueError(f"ember.export.deserialize: the artifact is malformed ({type(err).__name__}: {err})"
+        in_tree = _tree_from_json(payload["in_tree"], "in_tree")
+        out_tree = _tree_from_json(payload["out_tree"], "out_tree")
+        if _arguments_form(payload["in_tree"]) is False:
+            raise _Invalid("its in_tree is not the structure of (positional arguments, keyword arguments)")
+        for tree, avals, what in ((in_tree, module.in_avals, "in"), (out_tree, module.out_avals, "out")):
+            if tree.num_leaves != len(avals):
+                raise _Invalid(f"its {what}_tree has {tree.num_leaves} leaves for {len(avals)} {what}_avals")
+    except _Invalid as err:
+        raise ValueError(f"ember.export.deserialize: the artifact of the function {name!r} is refused: {err}"
                          ) from None
+    return Exported(name, in_tree, out_tree, module, platforms=platforms)
+
+
+class _Invalid(ValueError):
+    """What is wrong with an artifact (deserialize adds the function's name)."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _Invalid(f"the key {key!r} appears twice in one object")
+        found[key] = value
+    return found
+
+
+def _json_depth(value: Any) -> int:
+    """How deep a parsed JSON value's objects and arrays nest (walked without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "null"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+def _keys_problem(keys: set[str], want: set[str], what: str) -> str:
+    missing, unknown = sorted(want - keys), sorted(keys - want)
+    parts = ([f"lacks {', '.join(map(repr, missing))}"] if missing else []) + (
+        [f"has unknown keys {', '.join(map(repr, unknown[:5]))}"] if unknown else [])
+    return f"{what} " + " and ".join(parts)
+
+
+def _check_format(payload: dict[str, Any]) -> None:
+    """The artifact's format (the calling convention of its modules) is one this ember reads."""
+    fmt, version = payload.get("format"), payload.get("ember")
+    known = isinstance(version, str) and len(version) <= MAX_NAME
+    by = f"written by ember {version}" if known else "by an unknown writer"
+    if type(fmt) is not int:
+        raise ValueError(f"ember.export.deserialize: the artifact's format is {_json_kind(fmt)} "
+                         f"({json.dumps(fmt)[:40]}), not a format number ({by}); this ember "
+                         f"({package_version()}) reads format {FORMAT_VERSION}")
+    if fmt not in SUPPORTED_FORMATS:
+        newer = fmt > max(SUPPORTED_FORMATS)
+        raise ValueError(f"ember.export.deserialize: artifact format {fmt} is not supported ({by}): this ember "
+                         f"({package_version()}) reads format {FORMAT_VERSION}"
+                         + ("; the artifact is newer: load it with the ember that wrote it, or a later one"
+                            if newer else ""))
+
+
+_PLATFORM = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+
+def _platforms(value: Any) -> tuple[str, ...]:
+    if (not isinstance(value, list) or not 0 < len(value) <= MAX_PLATFORMS
+            or not all(isinstance(p, str) and _PLATFORM.fullmatch(p) for p in value) or len(set(value)) != len(value)):
+        raise _Invalid(f"its platforms must be 1 to {MAX_PLATFORMS} distinct lowercase platform names, got "
+                       f"{json.dumps(value)[:80]}")
+    return tuple(value)
+
+
+def _arguments_form(tree: Any) -> bool:
+    """Whether an in_tree's JSON is ((positional...), {keyword...}), the form Exported.call flattens."""
+    return (isinstance(tree, dict) and set(tree) == {"tuple"} and isinstance(tree["tuple"], list)
+            and len(tree["tuple"]) == 2 and isinstance(tree["tuple"][0], dict) and set(tree["tuple"][0]) == {"tuple"}
+            and isinstance(tree["tuple"][1], dict) and set(tree["tuple"][1]) == {"dict"})
 
 
 def _module_json(module: ExportedModule) -> dict[str, Any]:
@@ -193,21 +363,84 @@ def _module_json(module: ExportedModule) -> dict[str, Any]:
             "vjp": None if module.vjp is None else _module_json(module.vjp)}
 
 
-def _module_from_json(data: dict[str, Any], name: str) -> ExportedModule:
-    vjp = None if data["vjp"] is None else _module_from_json(data["vjp"], f"vjp({name})")
-    if not isinstance(data["module"], str) or "@main" not in data["module"]:
-        raise ValueError("the module is not a StableHLO text module with @main")
-    return ExportedModule(data["module"], [_aval_from_json(a) for a in data["in_avals"]],
-                          [_aval_from_json(a) for a in data["out_avals"]], vjp, name)
+def _module_from_json(data: dict[str, Any], name: str, where: str = "") -> ExportedModule:
+    """A module of the artifact (the function's, or its VJP's `where`), checked: avals, the module text, the VJP."""
+    what = f"its {where}" if where else "its"
+    in_avals = _avals_from_json(data["in_avals"], f"{what} in_avals")
+    out_avals = _avals_from_json(data["out_avals"], f"{what} out_avals")
+    text = data["module"]
+    if not isinstance(text, str):
+        raise _Invalid(f"{what} module is not text")
+    try:
+        facts = module_check.check_module(text)
+    except module_check.ModuleError as err:
+        raise _Invalid(f"{what} module: {err}") from None
+    main = facts.main
+    want_in = tuple(module_check.TensorType(a.shape, dt.mlir_type(a.dtype)) for a in in_avals)
+    want_out = tuple(module_check.TensorType(a.shape, dt.mlir_type(a.dtype)) for a in out_avals)
+    if main.args != want_in or main.results != want_out:
+        raise _Invalid(f"{what} module's @main takes ({', '.join(map(str, main.args))}) and returns "
+                       f"({', '.join(map(str, main.results))}), not the types of {what.split()[-1]} in_avals and "
+                       "out_avals")
+    for target in sorted(facts.targets & set(module_check.FFI_TARGETS)):
+        if not targets.available(target):  # (loads and registers the kernel where it can run)
+            why = targets.unavailable_reason(target)
+            raise _Invalid(f"{what} module calls ember's kernel {target}, which cannot run in this process"
+                           f"{': ' + why if why else ''}")
+    vjp_data = data["vjp"]
+    vjp = None
+    if vjp_data is not None:
+        if not isinstance(vjp_data, dict) or set(vjp_data) != _MODULE_KEYS:
+            raise _Invalid(_keys_problem(set(vjp_data) if isinstance(vjp_data, dict) else set(), _MODULE_KEYS,
+                                         f"{what} vjp"))
+        inner = f"vjp({where})" if where else "vjp"
+        vjp = _module_from_json(vjp_data, f"vjp({name})", inner)
+        _check_vjp_types(in_avals, out_avals, vjp, inner)
+    return ExportedModule(text, in_avals, out_avals, vjp, name)
+
+
+def _check_vjp_types(in_avals: list[ShapedArray], out_avals: list[ShapedArray], vjp: ExportedModule,
+                     where: str) -> None:
+    """A VJP takes (inputs..., cotangents of the floating-point outputs...) and returns the cotangents of the
+    floating-point inputs (as _module_with_vjp exports it)."""
+    def types(avals: Sequence[ShapedArray]) -> list[tuple[tuple[int, ...], np.dtype]]:
+        return [(a.shape, a.dtype) for a in avals]
+    float_outs = [a for a in out_avals if dt.is_inexact(a.dtype)]
+    float_ins = [a for a in in_avals if dt.is_inexact(a.dtype)]
+    if types(vjp.in_avals) != types(list(in_avals) + float_outs) or types(vjp.out_avals) != types(float_ins):
+        raise _Invalid(f"its {where} takes ({', '.join(a.str_short() for a in vjp.in_avals)}) and returns "
+                       f"({', '.join(a.str_short() for a in vjp.out_avals)}): a VJP of the function takes its inputs "
+                       "and its floating-point outputs' cotangents, and returns its floating-point inputs' "
+                       "cotangents")
 
 
 def _aval_json(aval: ShapedArray) -> list[Any]:
     return [list(aval.shape), aval.dtype.name, bool(aval.weak_type)]
 
 
-def _aval_from_json(data: list[Any]) -> ShapedArray:
+def _avals_from_json(data: Any, what: str) -> list[ShapedArray]:
+    if not isinstance(data, list) or len(data) > MAX_AVALS:
+        raise _Invalid(f"{what} is not a list of at most {MAX_AVALS} avals")
+    return [_aval_from_json(a, f"{what}[{i}]") for i, a in enumerate(data)]
+
+
+def _aval_from_json(data: Any, what: str) -> ShapedArray:
+    """[shape, dtype name, weak type], checked: non-negative dimensions, bounded rank and size, ember's dtypes."""
+    if not isinstance(data, list) or len(data) != 3:
+        raise _Invalid(f"{what} is not [shape, dtype, weak_type]")
     shape, dtype, weak = data
-    return ShapedArray(tuple(int(d) for d in shape), dt.parse_dtype(str(dtype)), bool(weak))
+    if (not isinstance(shape, list) or len(shape) > module_check.MAX_RANK
+            or not all(type(d) is int and 0 <= d <= module_check.MAX_DIM for d in shape)):
+        raise _Invalid(f"{what}: the shape {json.dumps(shape)[:80]} is not a list of at most "
+                       f"{module_check.MAX_RANK} dimensions from 0 to {module_check.MAX_DIM}")
+    if not isinstance(dtype, str) or dtype not in _DTYPES:
+        raise _Invalid(f"{what}: the dtype {json.dumps(dtype)[:40]} is not one of ember's "
+                       f"({', '.join(_DTYPES)})")
+    if type(weak) is not bool:
+        raise _Invalid(f"{what}: weak_type is not a boolean")
+    if math.prod(shape) * _DTYPES[dtype].itemsize > module_check.MAX_BYTES:
+        raise _Invalid(f"{what}: {dtype}{shape} is larger than {module_check.MAX_BYTES} bytes")
+    return ShapedArray(tuple(shape), _DTYPES[dtype], weak)
 
 
 def _tree_json(tree: PyTreeDef, what: str) -> Any:
@@ -228,21 +461,32 @@ def _tree_json(tree: PyTreeDef, what: str) -> Any:
     return encode(tree.unflatten([_LEAF] * tree.num_leaves))
 
 
-def _tree_from_json(data: Any) -> PyTreeDef:
+def _tree_from_json(data: Any, what: str) -> PyTreeDef:
+    """The pytree structure _tree_json wrote, checked: "*" leaves, null, and objects of one key, "tuple" or "list"
+    (of nodes) or "dict" (of [key, node] pairs, the keys strings or ints, distinct)."""
     def decode(node: Any) -> Any:
         if node == "*":
             return _LEAF
         if node is None:
             return None
+        if not isinstance(node, dict) or len(node) != 1:
+            raise _Invalid(f"its {what} holds {json.dumps(node)[:60]}, not a pytree node")
         (kind, children), = node.items()
-        if kind == "tuple":
-            return tuple(decode(c) for c in children)
-        if kind == "list":
-            return [decode(c) for c in children]
-        if kind == "dict":
+        if kind in ("tuple", "list") and isinstance(children, list):
+            nodes = [decode(c) for c in children]
+            return tuple(nodes) if kind == "tuple" else nodes
+        if kind == "dict" and isinstance(children, list):
+            if not all(isinstance(c, list) and len(c) == 2 and type(c[0]) in (str, int) for c in children):
+                raise _Invalid(f"its {what} has a dict node whose entries are not [str or int key, node]")
+            keys = [c[0] for c in children]
+            if len(set(keys)) != len(keys) or len({type(k) for k in keys}) > 1:
+                raise _Invalid(f"its {what} has a dict node with repeated keys, or keys of both str and int")
             return {k: decode(v) for k, v in children}
-        raise ValueError(f"unknown pytree node {kind!r}")
-    return tree_structure(decode(data), is_leaf=lambda x: x is _LEAF)
+        raise _Invalid(f"its {what} has an unknown pytree node {kind!r}")
+    try:
+        return tree_structure(decode(data), is_leaf=lambda x: x is _LEAF)
+    except RecursionError:
+        raise _Invalid(f"its {what} is nested too deep") from None
 
 
 class _Leaf:

@@ -20,7 +20,7 @@ its body, and lower_into ties loops and branches that call back into that chain,
 (ember/_hlo/ffi.py's custom_call, ember/_hlo/lower.py's effect_value; docs/callbacks.md)."""
 from __future__ import annotations
 
-import itertools
+import secrets
 import threading
 import weakref
 from typing import Any, Callable, Sequence
@@ -52,24 +52,45 @@ class CallbackBatchingError(ValueError, NotImplementedError):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The registry: key -> HostCallback, weak (an entry lives while an IR equation, hence a compiled program, holds it)
+# The registry: key -> HostCallback, weak (an entry lives while an IR equation, hence a compiled program, holds it).
+# A key is a random 63-bit token, not a count: a program names its callbacks by key, and a module this process did
+# not lower itself (a StableHLO text spliced in from elsewhere) must not be able to name a live callback by
+# guessing (ember.export also refuses host callbacks in artifacts; the handler checks every call's buffers against
+# the callback's declared types: ember/_runtime/callbacks.py).
 _registry: weakref.WeakValueDictionary[int, "HostCallback"] = weakref.WeakValueDictionary()
-_keys = itertools.count(1)
 _registry_lock = threading.Lock()
+
+
+def _new_key() -> int:
+    """An unused random key (1 .. 2**63 - 1: an int64 attribute; 0 is the handler's ordering copy)."""
+    while True:
+        key = secrets.randbits(63)
+        if key and key not in _registry:
+            return key
 
 
 class HostCallback:
     """A Python function as a callback primitive's param: it takes the flat arguments (numpy arrays), rebuilds the
     caller's argument structure (in_tree; `static` holds the leaves that are not arrays, by position), calls fn and
-    returns its results flat, checked against result_avals (numpy arrays). Compared by identity."""
+    returns its results flat, checked against result_avals (numpy arrays). Compared by identity. operand_types: the
+    operand types (shape, dtype) of the calls lowered so far (the handler accepts a call's buffers only of one of
+    them)."""
 
     def __init__(self, fn: Callable[..., Any], in_tree: PyTreeDef, static: tuple[tuple[int, Any], ...],
                  result_avals: tuple[ShapedArray, ...], result_tree: PyTreeDef | None, name: str):
         self.fn, self.in_tree, self.static = fn, in_tree, static
         self.result_avals, self.result_tree, self.name = result_avals, result_tree, name
+        self.operand_types: frozenset[tuple[tuple[tuple[int, ...], np.dtype], ...]] = frozenset()
         with _registry_lock:
-            self.key = next(_keys)
+            self.key = _new_key()
             _registry[self.key] = self
+
+    def note_operands(self, avals: Sequence[ShapedArray]) -> None:
+        """A call of this callback with operands of these types is being lowered (see operand_types)."""
+        types = tuple((tuple(a.shape), np.dtype(a.dtype)) for a in avals)
+        if types not in self.operand_types:
+            with _registry_lock:
+                self.operand_types = self.operand_types | {types}
 
     def __repr__(self) -> str:
         return f"<{self.name} {getattr(self.fn, '__qualname__', type(self.fn).__name__)}>"
@@ -103,7 +124,8 @@ def lookup(key: int) -> HostCallback:
     """The callback a compiled program names by key (the handler's lookup)."""
     found = _registry.get(key)
     if found is None:
-        raise RuntimeError(f"{TARGET}: the callback {key} no longer exists (its program outlived it)")
+        raise RuntimeError(f"{TARGET}: no callback of this process has the key {key} (the program outlived its "
+                           "callback, or this process did not lower the program)")
     return found
 
 
@@ -119,6 +141,7 @@ def _lowering(effectful: bool) -> Callable[..., list[str]]:
               **params: Any) -> list[str]:
         if not _hlo_ffi.available(TARGET):
             raise LoweringError(f"{callback.name}: host callbacks are unavailable in this process")
+        callback.note_operands(ctx.avals_in)
         return _hlo_ffi.custom_call(ctx, TARGET, args, ctx.avals_out, {"callback": callback.key},
                                     has_side_effect=effectful, ordered=ordered, once=True)
     return lower

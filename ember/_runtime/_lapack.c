@@ -17,7 +17,11 @@
  *     eigen/singular values, complex eigenvalues in one array), the kernel calls it through its own type;
  *     real outputs of a complex input (eigh's eigenvalues, svd's singular values) have the real dtype of its parts;
  *   - errors (a bad call frame, a dtype without a kernel, out of memory) are returned as XLA_FFI_Error through
- *     the call frame's api, never by aborting.
+ *     the call frame's api, never by aborting;
+ *   - every kernel checks its buffers against what its signature and the call's attributes imply before it reads
+ *     or writes any (operands of a dtype it has, matrices whose sizes fit LAPACK's int, each result of the shape
+ *     and dtype ember's lowering gives it, batch dimensions alike): a call that disagrees, as one in a StableHLO
+ *     text ember did not write may, is an error (INVALID_ARGUMENT), never a read or write past a buffer.
  *
  * The FFI declarations (ember's own, from xla/ffi/api/c_api.h) are in ffi_api.h, shared with _rows.c. */
 #define PY_SSIZE_T_CLEAN
@@ -82,6 +86,42 @@ static int64_t batch_of(Ffi_Buffer *b, int matrix_rank) {
     int64_t n = 1;
     for (int64_t i = 0; i < b->rank - matrix_rank; i++) n *= b->dims[i];
     return n;
+}
+
+/* ---- call checks (see the conventions above) ------------------------------------------------------------ */
+#define MAX_LAPACK_DIM 2147483647 /* LAPACK's int */
+#define MAX_RANK 64
+
+/* A matrix operand: rank 2 or more (bounded), no negative dimension, its matrix dimensions fit LAPACK's int;
+ * square: equal. */
+static int matrix_ok(const Ffi_Buffer *a, int square) {
+    if (a->rank < 2 || a->rank > MAX_RANK) return 0;
+    for (int64_t i = 0; i < a->rank; i++)
+        if (a->dims[i] < 0) return 0;
+    int64_t m = a->dims[a->rank - 2], n = a->dims[a->rank - 1];
+    if (m > MAX_LAPACK_DIM || n > MAX_LAPACK_DIM) return 0;
+    return !square || m == n;
+}
+
+/* b has dtype, the leading batch_rank dimensions of like, then tail more: d0 (tail >= 1) and d1 (tail 2). */
+static int shaped(const Ffi_Buffer *b, int dtype, const Ffi_Buffer *like, int64_t batch_rank, int tail, int64_t d0,
+                  int64_t d1) {
+    if (b->dtype != dtype || b->rank != batch_rank + tail) return 0;
+    for (int64_t i = 0; i < batch_rank; i++)
+        if (b->dims[i] != like->dims[i]) return 0;
+    if (tail >= 1 && b->dims[batch_rank] != d0) return 0;
+    if (tail >= 2 && b->dims[batch_rank + 1] != d1) return 0;
+    return 1;
+}
+
+/* The complex dtype whose parts have a real dtype's type (a complex dtype is its own). */
+static int complex_of(int dtype) { return dtype == FFI_F32 ? FFI_C64 : dtype == FFI_F64 ? FFI_C128 : dtype; }
+
+static Ffi_Error *malformed(Ffi_CallFrame *frame, const char *kernel) {
+    static _Thread_local char message[200];
+    snprintf(message, sizeof message, "ember lapack kernel %s: its operands, results and attributes disagree "
+             "(shapes, dtypes or sizes other than ember's lowering gives it): a malformed call", kernel);
+    return fail(frame, FFI_ERR_INVALID_ARGUMENT, message);
 }
 
 /* Writes a NaN of dtype (real or complex: both parts) over count elements. */
@@ -156,6 +196,10 @@ static Ffi_Error *potrf_handler(Ffi_CallFrame *frame) {
     void *fn = NULL;
     Ffi_Error *err = routine_for(frame, R_POTRF, a->dtype, &fn);
     if (err) return err;
+    if (!matrix_ok(a, 1)) return malformed(frame, "potrf");
+    int64_t br = a->rank - 2, nn = a->dims[br];
+    if (!shaped(out, a->dtype, a, br, 2, nn, nn) || !shaped(info, FFI_S32, a, br, 0, 0, 0))
+        return malformed(frame, "potrf");
     int lower = (int)attr_int(frame, "lower", 1);
     int n = (int)a->dims[a->rank - 1];
     int64_t batch = batch_of(a, 2);
@@ -184,6 +228,11 @@ static Ffi_Error *getrf_handler(Ffi_CallFrame *frame) {
     void *fn = NULL;
     Ffi_Error *err = routine_for(frame, R_GETRF, a->dtype, &fn);
     if (err) return err;
+    if (!matrix_ok(a, 0)) return malformed(frame, "getrf");
+    int64_t br = a->rank - 2, mm = a->dims[br], nn = a->dims[br + 1], kk = mm < nn ? mm : nn;
+    if (!shaped(out, a->dtype, a, br, 2, mm, nn) || !shaped(piv, FFI_S32, a, br, 1, kk, 0)
+        || !shaped(perm, FFI_S32, a, br, 1, mm, 0) || !shaped(info, FFI_S32, a, br, 0, 0, 0))
+        return malformed(frame, "getrf");
     int m = (int)a->dims[a->rank - 2], n = (int)a->dims[a->rank - 1], k = m < n ? m : n;
     int64_t batch = batch_of(a, 2);
     if (batch == 0) return NULL;
@@ -211,6 +260,11 @@ static Ffi_Error *geqrf_handler(Ffi_CallFrame *frame) {
     void *fn = NULL;
     Ffi_Error *err = routine_for(frame, R_GEQRF, a->dtype, &fn);
     if (err) return err;
+    if (!matrix_ok(a, 0)) return malformed(frame, "geqrf");
+    int64_t br = a->rank - 2, mm = a->dims[br], nn = a->dims[br + 1], kk = mm < nn ? mm : nn;
+    if (!shaped(out, a->dtype, a, br, 2, mm, nn) || !shaped(tau, a->dtype, a, br, 1, kk, 0)
+        || !shaped(info, FFI_S32, a, br, 0, 0, 0))
+        return malformed(frame, "geqrf");
     int m = (int)a->dims[a->rank - 2], n = (int)a->dims[a->rank - 1], k = m < n ? m : n;
     int64_t batch = batch_of(a, 2);
     if (batch == 0) return NULL;
@@ -237,6 +291,11 @@ static Ffi_Error *orgqr_handler(Ffi_CallFrame *frame) {
     void *fn = NULL;
     Ffi_Error *err = routine_for(frame, R_ORGQR, a->dtype, &fn);
     if (err) return err;
+    if (!matrix_ok(a, 0) || tau->rank != a->rank - 1) return malformed(frame, "orgqr");
+    int64_t br = a->rank - 2, mm = a->dims[br], nn = a->dims[br + 1], kk = tau->dims[br];
+    if (!(0 <= kk && kk <= nn && nn <= mm) || !shaped(tau, a->dtype, a, br, 1, kk, 0)
+        || !shaped(out, a->dtype, a, br, 2, mm, nn) || !shaped(info, FFI_S32, a, br, 0, 0, 0))
+        return malformed(frame, "orgqr"); /* (LAPACK's orgqr needs m >= n >= k) */
     int m = (int)a->dims[a->rank - 2], n = (int)a->dims[a->rank - 1], k = (int)tau->dims[tau->rank - 1];
     int64_t batch = batch_of(a, 2);
     if (batch == 0) return NULL;
@@ -264,6 +323,11 @@ static Ffi_Error *syevd_handler(Ffi_CallFrame *frame) {
     void *fn = NULL;
     Ffi_Error *err = routine_for(frame, R_SYEVD, a->dtype, &fn);
     if (err) return err;
+    if (!matrix_ok(a, 1)) return malformed(frame, "syevd");
+    int64_t br = a->rank - 2, nn = a->dims[br];
+    if (!shaped(v, a->dtype, a, br, 2, nn, nn) || !shaped(w, real_of(a->dtype), a, br, 1, nn, 0)
+        || !shaped(info, FFI_S32, a, br, 0, 0, 0))
+        return malformed(frame, "syevd");
     int lower = (int)attr_int(frame, "lower", 1);
     int n = (int)a->dims[a->rank - 1];
     int64_t batch = batch_of(a, 2);
@@ -308,7 +372,9 @@ static Ffi_Error *syevd_handler(Ffi_CallFrame *frame) {
 static Ffi_Error *gesdd_handler(Ffi_CallFrame *frame) {
     if (answer_metadata(frame)) return NULL;
     if (frame->stage != FFI_EXECUTE) return NULL;
-    int job = (int)attr_int(frame, "job", 1);
+    int64_t job64 = attr_int(frame, "job", 1);
+    if (job64 < 0 || job64 > 2) return malformed(frame, "gesdd");
+    int job = (int)job64;
     int nrets = job == 0 ? 2 : 4;
     if (frame->args.size != 1 || frame->rets.size != nrets)
         return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember lapack kernel: wrong number of operands or results");
@@ -317,6 +383,14 @@ static Ffi_Error *gesdd_handler(Ffi_CallFrame *frame) {
     void *fn = NULL;
     Ffi_Error *err = routine_for(frame, R_GESDD, a->dtype, &fn);
     if (err) return err;
+    if (!matrix_ok(a, 0)) return malformed(frame, "gesdd");
+    {
+        int64_t br = a->rank - 2, mm = a->dims[br], nn = a->dims[br + 1], kk = mm < nn ? mm : nn;
+        if (!shaped(s, real_of(a->dtype), a, br, 1, kk, 0) || !shaped(info, FFI_S32, a, br, 0, 0, 0)
+            || (job && !shaped(u, a->dtype, a, br, 2, mm, job == 2 ? mm : kk))
+            || (job && !shaped(vt, a->dtype, a, br, 2, job == 2 ? nn : kk, nn)))
+            return malformed(frame, "gesdd");
+    }
     int m = (int)a->dims[a->rank - 2], n = (int)a->dims[a->rank - 1], k = m < n ? m : n;
     int64_t batch = batch_of(a, 2);
     if (batch == 0) return NULL;
@@ -392,6 +466,13 @@ static Ffi_Error *trsm_handler(Ffi_CallFrame *frame) {
     if (err) return err;
     int left = (int)attr_int(frame, "left_side", 1), lower = (int)attr_int(frame, "lower", 1);
     int trans = (int)attr_int(frame, "transpose_a", 0), unit = (int)attr_int(frame, "unit_diagonal", 0);
+    if (!matrix_ok(a, 1) || !matrix_ok(bb, 0) || a->rank != bb->rank || trans < 0 || trans > 2)
+        return malformed(frame, "trsm");
+    {
+        int64_t br = bb->rank - 2, mm = bb->dims[br], nn = bb->dims[br + 1], kk = left ? mm : nn;
+        if (!shaped(a, bb->dtype, bb, br, 2, kk, kk) || !shaped(out, bb->dtype, bb, br, 2, mm, nn))
+            return malformed(frame, "trsm");
+    }
     int k = (int)a->dims[a->rank - 1];
     int m = (int)bb->dims[bb->rank - 2], n = (int)bb->dims[bb->rank - 1];
     int64_t batch = batch_of(bb, 2);
@@ -480,7 +561,9 @@ static Ffi_Error *complex_geev(Ffi_CallFrame *frame, void *fn, Ffi_Buffer *a, Ff
 static Ffi_Error *geev_handler(Ffi_CallFrame *frame) {
     if (answer_metadata(frame)) return NULL;
     if (frame->stage != FFI_EXECUTE) return NULL;
-    int left = (int)attr_int(frame, "compute_left", 0), right = (int)attr_int(frame, "compute_right", 0);
+    int64_t left64 = attr_int(frame, "compute_left", 0), right64 = attr_int(frame, "compute_right", 0);
+    if (left64 < 0 || left64 > 1 || right64 < 0 || right64 > 1) return malformed(frame, "geev");
+    int left = (int)left64, right = (int)right64;
     int nrets = 2 + left + right;
     if (frame->args.size != 1 || frame->rets.size != nrets)
         return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember lapack kernel: wrong number of operands or results");
@@ -489,6 +572,14 @@ static Ffi_Error *geev_handler(Ffi_CallFrame *frame) {
     void *fn = NULL;
     Ffi_Error *err = routine_for(frame, R_GEEV, a->dtype, &fn);
     if (err) return err;
+    if (!matrix_ok(a, 1)) return malformed(frame, "geev");
+    {
+        int64_t br = a->rank - 2, nn = a->dims[br];
+        int ct = complex_of(a->dtype);
+        if (!shaped(w, ct, a, br, 1, nn, 0) || !shaped(info, FFI_S32, a, br, 0, 0, 0)
+            || (left && !shaped(vl, ct, a, br, 2, nn, nn)) || (right && !shaped(vr, ct, a, br, 2, nn, nn)))
+            return malformed(frame, "geev");
+    }
     int n = (int)a->dims[a->rank - 1];
     int64_t batch = batch_of(a, 2);
     if (batch == 0) return NULL;
@@ -540,7 +631,9 @@ static Ffi_Error *geev_handler(Ffi_CallFrame *frame) {
 static Ffi_Error *gees_handler(Ffi_CallFrame *frame) {
     if (answer_metadata(frame)) return NULL;
     if (frame->stage != FFI_EXECUTE) return NULL;
-    int vectors = (int)attr_int(frame, "vectors", 1);
+    int64_t vectors64 = attr_int(frame, "vectors", 1);
+    if (vectors64 < 0 || vectors64 > 1) return malformed(frame, "gees");
+    int vectors = (int)vectors64;
     int nrets = vectors ? 3 : 2;
     if (frame->args.size != 1 || frame->rets.size != nrets)
         return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember lapack kernel: wrong number of operands or results");
@@ -549,6 +642,13 @@ static Ffi_Error *gees_handler(Ffi_CallFrame *frame) {
     void *fn = NULL;
     Ffi_Error *err = routine_for(frame, R_GEES, a->dtype, &fn);
     if (err) return err;
+    if (!matrix_ok(a, 1)) return malformed(frame, "gees");
+    {
+        int64_t br = a->rank - 2, nn = a->dims[br];
+        if (!shaped(t, a->dtype, a, br, 2, nn, nn) || !shaped(info, FFI_S32, a, br, 0, 0, 0)
+            || (vectors && !shaped(vs, a->dtype, a, br, 2, nn, nn)))
+            return malformed(frame, "gees");
+    }
     int n = (int)a->dims[a->rank - 1];
     int64_t batch = batch_of(a, 2);
     if (batch == 0) return NULL;

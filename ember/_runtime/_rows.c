@@ -56,6 +56,9 @@ enum {
 #define KIND(ref) ((int)((uint32_t)(ref) >> 28))
 #define INDEX(ref) ((int64_t)((ref) & 0x0fffffff))
 #define BLOCK 4096 /* elements per value per block of rows (a row longer than that is a block of one row) */
+/* The longest row the kernel takes (the lowering's regions have rows of at most 65536: row_fusion.MAX_ROW); with it,
+ * a worker's row values (n_tmp of at most BLOCK or MAX_ROW_LENGTH floats, n_tmp < 2^31) stay far below 2^63 bytes. */
+#define MAX_ROW_LENGTH (1 << 20)
 
 /* A reference resolved for one block of rows: element j of row r is at p[r * rs + j * cs]. */
 typedef struct {
@@ -562,6 +565,8 @@ static Ffi_Error *rows_handler(Ffi_CallFrame *frame) {
     f.n = attr_int(frame, "row", 0);
     if (f.n <= 0 || f.m < 0)
         return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_rows: the attributes rows and row are missing");
+    if (f.n > MAX_ROW_LENGTH || f.m > INT64_MAX / 4 / f.n) /* (the row values' sizes below cannot overflow) */
+        return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_rows: the attributes rows and row are out of range");
     f.lits = (const float *)(words + 4);
     const int32_t *code = words + 4 + n_lits;
     f.n_inputs = n_args - 1;
@@ -579,7 +584,7 @@ static Ffi_Error *rows_handler(Ffi_CallFrame *frame) {
     for (int64_t i = 0; i < n_args + n_rets; i++) {
         Ffi_Buffer *buf = (Ffi_Buffer *)(i < n_args ? frame->args.args[i] : frame->rets.args[i - n_args]);
         int64_t size = 1;
-        for (int64_t d = 0; d < buf->rank; d++) size *= buf->dims[d];
+        for (int64_t d = 0; d < buf->rank; d++) size *= buf->dims[d]; /* (XLA's buffers: no overflow) */
         if (i == 0) continue;
         if (buf->dtype != FFI_F32) {
             err = fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_rows: an operand or result is not float32");
@@ -732,8 +737,15 @@ static Ffi_Error *bmm_handler(Ffi_CallFrame *frame) {
     Ffi_Buffer *bufs[3] = {a, b, c};
     for (int i = 0; i < 3; i++)
         for (int64_t d = 0; d < bufs[i]->rank; d++) sizes[i] *= bufs[i]->dims[d];
-    if (batch < 1 || m < 1 || n < 1 || k < 1 || a->dtype != FFI_F32 || b->dtype != FFI_F32 || c->dtype != FFI_F32
-        || sizes[0] != batch * m * k || sizes[1] != batch * k * n || sizes[2] != batch * m * n)
+    int64_t trans_a = attr_int(frame, "trans_a", 0), trans_b = attr_int(frame, "trans_b", 0);
+    int64_t mk = 0, kn = 0, mn = 0, bmk = 0, bkn = 0, bmn = 0; /* (the products, checked for overflow) */
+    int overflow = batch < 1 || m < 1 || n < 1 || k < 1 || __builtin_mul_overflow(m, k, &mk)
+                   || __builtin_mul_overflow(k, n, &kn) || __builtin_mul_overflow(m, n, &mn)
+                   || __builtin_mul_overflow(batch, mk, &bmk) || __builtin_mul_overflow(batch, kn, &bkn)
+                   || __builtin_mul_overflow(batch, mn, &bmn) || mk > INT64_MAX / 8 - kn;
+    if (overflow || a->dtype != FFI_F32 || b->dtype != FFI_F32 || c->dtype != FFI_F32
+        || (trans_a != 0 && trans_a != 1) || (trans_b != 0 && trans_b != 1)
+        || sizes[0] != bmk || sizes[1] != bkn || sizes[2] != bmn)
         return fail(frame, FFI_ERR_INVALID_ARGUMENT,
                     "ember_rows_bmm: operands and attributes batch, m, n, k disagree (float32 [batch, m, k] . "
                     "[batch, k, n])");
@@ -745,7 +757,7 @@ static Ffi_Error *bmm_handler(Ffi_CallFrame *frame) {
     unsigned int csr = get_control();
     for (int64_t t = 0; t < threads; t++) {
         jobs[t] = (Gemm){(const float *)a->data, (const float *)b->data, (float *)c->data, m, n, k,
-                         attr_int(frame, "trans_a", 0), attr_int(frame, "trans_b", 0), batch * t / threads,
+                         trans_a, trans_b, batch * t / threads,
                          batch * (t + 1) / threads, pack + per * t, csr};
     }
     run_shares(run_gemm, jobs, sizeof(Gemm), (int)threads);

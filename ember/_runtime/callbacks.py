@@ -11,10 +11,15 @@ small program, else one of the plugin's threads); ctypes takes the GIL for the c
 without the GIL (both dispatch paths release it), so the callback can run while the caller waits. It
 
   * answers the metadata call made at registration (which FFI API version it speaks, no traits);
+  * checks the call's buffers before touching any: the callback its attribute names must be one this process
+    registered (keys are random tokens: ember._control.callbacks), its operand buffers must have the types of a
+    call of it this process lowered, and its result buffers the callback's declared result types (a call that
+    disagrees, as a module text spliced in from elsewhere may, is an error, never a read or write past a buffer);
   * copies each argument buffer into a numpy array (the buffers are XLA's, valid only during the call; the effect
-    value that orders callbacks, attributes effect_in/effect_out, is skipped and written as 0), calls the Python
-    function, and checks and copies its results into the result buffers; callback 0 is no Python function but
-    the ordering copy that ember._hlo.lower.order_call emits around loops and branches that call back;
+    value that orders callbacks, attributes effect_in/effect_out, an int8 scalar, is skipped and written as 0),
+    calls the Python function, and checks and copies its results into the result buffers; callback 0 is no Python
+    function but the ordering copy that ember._hlo.lower.order_call emits around loops and branches that call
+    back (each result buffer must have its operand's type);
   * turns any exception into an XLA_FFI_Error made through the call frame's api, whose message carries a key of
     the per-call error registry (`[ember callback error N]`); the runtime, where it raises the execute's PJRT
     error (ember._runtime.compiler), takes the exception back with `take_error` and raises the PJRT error from it,
@@ -196,6 +201,8 @@ def _to_numpy(buffer: Any) -> np.ndarray:
 
 def _write(buffer: Any, value: np.ndarray) -> None:
     raw = np.ascontiguousarray(value).tobytes()
+    if len(raw) != _nbytes(buffer):  # (call_flat checked the value's type, and _checked the buffer's)
+        raise RuntimeError(f"{TARGET}: a result of {len(raw)} bytes for a buffer of {_nbytes(buffer)}")
     if raw:
         ctypes.memmove(buffer.data, raw, len(raw))
 
@@ -251,12 +258,47 @@ def check_reentry(name: str) -> None:
             "with numpy inside callbacks (docs/callbacks.md)")
 
 
+def _types(buffers: list[Any]) -> tuple[tuple[tuple[int, ...], np.dtype], ...]:
+    return tuple((_shape(b), _dtype(b)) for b in buffers)
+
+
+def _text(types: tuple[tuple[tuple[int, ...], np.dtype], ...]) -> str:
+    return "(" + ", ".join(f"{dt.short_name(d) if d in dt.SUPPORTED_DTYPES else d.name}{list(s)}"
+                           for s, d in types) + ")"
+
+
 def _copy(args: list[Any], rets: list[Any]) -> None:
-    """Callback 0: rets[i] = args[i] (the ordering copy of ember._hlo.lower.order_call)."""
+    """Callback 0: rets[i] = args[i] (the ordering copy of ember._hlo.lower.order_call), each of its operand's type
+    (operands after the results' count are only waited for)."""
+    if len(rets) > len(args) or _types(args[:len(rets)]) != _types(rets):
+        raise RuntimeError(f"{TARGET}: the ordering copy's operands {_text(_types(args))} and results "
+                           f"{_text(_types(rets))} differ")
     for arg, ret in zip(args, rets):
         size = _nbytes(ret)
         if size:
             ctypes.memmove(ret.data, arg.data, size)
+
+
+_EFFECT = ((), np.dtype(np.int8))  # the type of the effect value (ember._hlo.lower.EFFECT)
+
+
+def _effect(buffers: list[Any], which: str) -> list[Any]:
+    """The buffers after the effect value that comes first among them (checked: an int8 scalar)."""
+    if not buffers or _types(buffers[:1])[0] != _EFFECT:
+        raise RuntimeError(f"{TARGET}: the call's {which} start with no effect value (an int8 scalar)")
+    return buffers[1:]
+
+
+def _checked(entry: Any, args: list[Any], rets: list[Any]) -> None:
+    """The call's operand and result buffers have the types this process lowered the callback's calls with."""
+    got = _types(args)
+    if got not in entry.operand_types:
+        raise RuntimeError(f"{TARGET}: the callback {entry!r} was called with operands {_text(got)}, but this "
+                           "process lowered no call of it with those types")
+    want = tuple((tuple(a.shape), np.dtype(a.dtype)) for a in entry.result_avals)
+    if _types(rets) != want:
+        raise RuntimeError(f"{TARGET}: the callback {entry!r} declares results {_text(want)}, but the call has "
+                           f"result buffers {_text(_types(rets))}")
 
 
 def _call(frame: Any) -> None:
@@ -267,12 +309,15 @@ def _call(frame: Any) -> None:
     args, rets = _buffers(frame.args), _buffers(frame.rets)
     if key == 0:
         return _copy(args, rets)
+    entry = _callbacks.lookup(key)  # (before anything is written: an unknown key writes nothing)
     if attrs.get(b"effect_in"):
-        args = args[1:]
+        args = _effect(args, "operands")
+    effect = None
     if attrs.get(b"effect_out"):
-        ctypes.c_int8.from_address(rets[0].data).value = 0
-        rets = rets[1:]
-    entry = _callbacks.lookup(key)
+        effect, rets = rets[0], _effect(rets, "results")
+    _checked(entry, args, rets)
+    if effect is not None:
+        ctypes.c_int8.from_address(effect.data).value = 0
     values = [_to_numpy(b) for b in args]
     worker = state.executing == 0
     if worker:
