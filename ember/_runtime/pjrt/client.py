@@ -136,33 +136,30 @@ class Client:
 
     def _compile(self, code: bytes, portable: bool = False) -> Executable:
         options = _PORTABLE_COMPILE_OPTIONS if portable else COMPILE_OPTIONS
-        program = _new(_Program, code=code, code_size=len(code), format=b"mlir", format_size=4)
+        return Executable(self, self._compiled(code, b"mlir", options), code, portable)
+
+    def _compiled(self, code: bytes, program_format: bytes, options: bytes, partitioned: bool = False) -> int:
+        """PJRT_Client_Compile of a program (its format: b"mlir" text or bytecode, b"hlo" a serialized
+        xla.HloModuleProto) with these serialized compile options: the loaded executable's handle. partitioned: XLA's
+        SPMD partitioner runs, whose deprecation line is left out of stderr."""
+        program = _new(_Program, code=code, code_size=len(code), format=program_format,
+                       format_size=len(program_format))
         handle = pin_client(self)  # (a compile on another thread may still run when the exit handler closes us)
         if handle is None:
             self._live_handle("compile")  # (closed: raises why)
         try:
             args = _new(_ClientCompileArgs, client=handle, program=ctypes.pointer(program),
                         compile_options=options, compile_options_size=len(options))
-            self.plugin.call("Client_Compile", args)
-            return Executable(self, args.executable, code, portable)
+            with _without_stderr_line(_GSPMD_DEPRECATION) if partitioned else contextlib.nullcontext():
+                self.plugin.call("Client_Compile", args)
+            return args.executable
         finally:
             unpin_client(self)
 
     def compile_hlo_for(self, module: bytes, device: Device) -> Executable:
         """Compile a serialized xla.HloModuleProto (program format "hlo", which the CPU plugin accepts as well as
         MLIR) for one device: one partition of an SPMD program, run on its own (see ember._runtime.spmd)."""
-        options = one_device_compile_options(device.id)
-        program = _new(_Program, code=module, code_size=len(module), format=b"hlo", format_size=3)
-        handle = pin_client(self)
-        if handle is None:
-            self._live_handle("compile")
-        try:
-            args = _new(_ClientCompileArgs, client=handle, program=ctypes.pointer(program),
-                        compile_options=options, compile_options_size=len(options))
-            self.plugin.call("Client_Compile", args)
-            return Executable(self, args.executable, module)
-        finally:
-            unpin_client(self)
+        return Executable(self, self._compiled(module, b"hlo", one_device_compile_options(device.id)), module)
 
     def compile_spmd(self, mlir_text: str, devices: list[Device], propagate_to_outputs: list[bool]
                      ) -> SpmdExecutable:
@@ -171,18 +168,7 @@ class Client:
         chooses its sharding (see SpmdExecutable.optimized_program for what it chose)."""
         code = mlir_text.encode() if isinstance(mlir_text, str) else bytes(mlir_text)
         options = spmd_compile_options([d.id for d in devices], propagate_to_outputs)
-        program = _new(_Program, code=code, code_size=len(code), format=b"mlir", format_size=4)
-        handle = pin_client(self)
-        if handle is None:
-            self._live_handle("compile")
-        try:
-            args = _new(_ClientCompileArgs, client=handle, program=ctypes.pointer(program),
-                        compile_options=options, compile_options_size=len(options))
-            with _without_stderr_line(_GSPMD_DEPRECATION):
-                self.plugin.call("Client_Compile", args)
-            return SpmdExecutable(self, args.executable, code, devices)
-        finally:
-            unpin_client(self)
+        return SpmdExecutable(self, self._compiled(code, b"mlir", options, partitioned=True), code, devices)
 
     def deserialize(self, serialized: bytes, mlir_text: str | bytes) -> Executable:
         """Load an executable that Executable.serialize made (PJRT_Executable_DeserializeAndLoad), compiled from
