@@ -69,9 +69,10 @@ def unused_inputs(avals: Sequence[ShapedArray]) -> list[Var]:
     return [Var(a) for a in avals]
 
 
-def same_types(a: Sequence[ShapedArray], b: Sequence[ShapedArray]) -> bool:
-    """Equal shapes, dtypes and varying axes (weak types may differ)."""
-    return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype and x.vma == y.vma for x, y in zip(a, b))
+def same_types(a: Sequence[ShapedArray], b: Sequence[ShapedArray], varying: bool = True) -> bool:
+    """Equal shapes, dtypes and (unless not varying) varying axes; weak types may differ."""
+    return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype and (not varying or x.vma == y.vma)
+                                    for x, y in zip(a, b))
 
 
 def called_from_ember(depth: int = 2) -> bool:
@@ -88,12 +89,7 @@ def cast_outputs(ir: IR, vmas: Sequence[frozenset]) -> IR:
     primal's); ir itself when nothing needs a cast."""
     if not any(v - a.vma for a, v in zip(ir.out_avals, vmas)):
         return ir
-
-    def fn(*args: Any) -> list[Any]:
-        outs = eval_ir(ir, list(args))
-        return [y if not (v - aval_of(y).vma) else pvary_p.bind(y, axes=ordered_axes(v - aval_of(y).vma))
-                for y, v in zip(outs, vmas)]
-    cast = stage_flat(fn, ir.in_avals)
+    cast = stage_flat(lambda *args: varying_as(eval_ir(ir, list(args)), vmas), ir.in_avals)
     return IR(cast.const_vars, cast.consts, cast.in_vars, cast.eqns, cast.outs, ir.out_tree)
 
 

@@ -22,7 +22,7 @@ from ember._control.common import (called_from_ember, cast_outputs, close_over, 
 from ember import _prims as lax
 from ember._core import IR, Eqn, Primitive, ShapedArray, aval_of, eval_ir, is_python_scalar
 from ember._core import dtypes as dt
-from ember._core.dtypes import NO_VMA, join_vma
+from ember._core.dtypes import join_vma
 from ember._core.pytree import keystr, tree_flatten, tree_leaves_with_path
 from ember._hlo import LoweringContext, lower_into
 from ember._prims import broadcast_in_dim, convert_element_type, select
@@ -321,8 +321,7 @@ def _cond(index: Any, branches: list[Callable[..., Any]], operands: tuple[Any, .
             found = None if join else _branch_vma_error(api, closed[0], c, i)
             if found:
                 raise TypeError(found)
-            if join and same_types([a.with_vma(NO_VMA) for a in c.ir.out_avals],
-                                   [a.with_vma(NO_VMA) for a in closed[0].ir.out_avals]):
+            if join and same_types(c.ir.out_avals, closed[0].ir.out_avals, varying=False):
                 continue  # (varying axes joined below)
             raise TypeError(f"{api}: branch {i} returns {describe(c.ir.out_avals)}, but branch 0 returns "
                             f"{describe(closed[0].ir.out_avals)}; every branch must return the same shapes and "

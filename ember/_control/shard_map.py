@@ -308,20 +308,21 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, out_specs: Any, in_spec
         if check_vma:
             _check_out_vma(name, the_mesh, out_specs, out_leaf_specs, closed)
             body = _body(the_mesh, check_vma, tuple(out_leaf_specs), lambda: closed.ir)
-        const_specs = tuple(PartitionSpec(*_spec_of_vma(the_mesh, aval_of(c).vma)) for c in consts)
+        _check_consts_invariant(consts)
+        const_specs = (PartitionSpec(),) * len(consts)  # replicated: the same on every device
         outs = shard_map_p.bind(*consts, *leaves, body=body, mesh=the_mesh, in_specs=const_specs + tuple(specs),
                                 out_specs=tuple(out_leaf_specs), check_vma=bool(check_vma))
         return closed.out_tree.unflatten(outs)
     return functools.wraps(f)(mapped) if hasattr(f, "__name__") else mapped  # (named as f, as JAX's)
 
 
-def _spec_of_vma(mesh: Mesh, vma: frozenset) -> tuple[Any, ...]:
-    """The spec entries of a value the body closed over: () (replicated). (A value of an enclosing staging is the
-    same on every device; vma is empty outside a shard_map body.)"""
-    if vma:
-        raise NotImplementedError(f"shard_map: the body closes over a value varying over {set(vma)} of an enclosing "
-                                  "shard_map body; pass it as an argument")
-    return ()
+def _check_consts_invariant(consts: Sequence[Any]) -> None:
+    """The values the body closed over are passed replicated: a value of an enclosing staging is the same on every
+    device (outside a shard_map body nothing varies); one varying in an enclosing shard_map body must be passed."""
+    for c in consts:
+        if aval_of(c).vma:
+            raise NotImplementedError(f"shard_map: the body closes over a value varying over {set(aval_of(c).vma)} "
+                                      "of an enclosing shard_map body; pass it as an argument")
 
 
 def _check_out_vma(name: str, mesh: Mesh, out_specs: Any, leaf_specs: Sequence[PartitionSpec], closed: Any) -> None:

@@ -354,12 +354,12 @@ def check_ir(ir: IR) -> None:
             except IRTypeError as err:
                 raise IRTypeError(f"{where}, in a sub-IR: {err}") from err
         in_avals = [a.aval for a in eqn.inputs]
+        vma = None if eqn.prim.own_vma else join_vma(in_avals)
         try:
-            expected = eqn.prim.out_avals(in_avals, eqn.params)
+            expected = eqn.prim.out_avals(in_avals, eqn.params, vma)
         except TypeError as err:
             raise IRTypeError(f"{where}: {err}") from err
-        if not eqn.prim.own_vma:  # (operands vary alike, but for literals: see ember._core.vma)
-            vma = join_vma(in_avals)
+        if vma is not None:  # (operands vary alike, but for literals: see ember._core.vma)
             if any(type(a) is Var and a.aval.vma != vma for a in eqn.inputs):
                 raise IRTypeError(f"{where}: {operand_vma_error(eqn.prim.name, in_avals)}")
         got = [v.aval for v in eqn.outputs]

@@ -85,16 +85,15 @@ def _cast(builder: Any, atom: Var, vma: frozenset) -> Var:
     operation) is cast before its broadcast instead, which is broadcast again: the cast's transpose, a psum, then
     sums the small value's cotangent, not the broadcast one's (the gradient of a bias inside a shard_map body
     all-reduces its row, not a row per example; JAX sums the broadcast value)."""
-    source = user_source()
     for eqn in builder.eqns[-1:-_LOOK_BACK - 1:-1]:
         if (eqn.outputs[0] is atom and eqn.prim.moves_data and len(eqn.inputs) == 1 and type(eqn.inputs[0]) is Var
                 and eqn.inputs[0].aval.size < atom.aval.size and not eqn.inputs[0].aval.vma - vma):
-            small = _cast(builder, eqn.inputs[0], vma) if eqn.inputs[0].aval.vma != vma else eqn.inputs[0]
+            small = _cast(builder, eqn.inputs[0], vma)  # the broadcast's operand varies as atom does: not over vma
             out = Var(atom.aval.with_vma(vma))
             builder.eqns.append(Eqn(eqn.prim, [small], [out], eqn.params, eqn.source))
             return out
     out = Var(atom.aval.with_vma(vma))
-    builder.eqns.append(Eqn(pvary_p, [atom], [out], {"axes": ordered_axes(vma - atom.aval.vma)}, source))
+    builder.eqns.append(Eqn(pvary_p, [atom], [out], {"axes": ordered_axes(vma - atom.aval.vma)}, user_source()))
     return out
 
 

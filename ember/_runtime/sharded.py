@@ -20,6 +20,11 @@ from ember._runtime.dispatch import to_buffer
 from ember._runtime.guards import Guards, check as check_transfer
 
 
+def _index_key(index: tuple[slice, ...]) -> tuple[tuple[Any, Any, Any], ...]:
+    """A device's index into the array as a dict key (slices are unhashable before Python 3.12)."""
+    return tuple((s.start, s.stop, s.step) for s in index)
+
+
 class ShardedArray(Array):
     """An Array whose value is spread over the devices of its sharding (one buffer each, in the order of
     sharding._device_assignment). It is committed to those devices (as JAX's arrays with a NamedSharding)."""
@@ -63,7 +68,7 @@ class ShardedArray(Array):
         shards = []
         for device, buffer, aval in zip(self._sharding._device_assignment, self._shards, shard_avals):
             index = indices[device]
-            key = tuple((s.start, s.stop, s.step) for s in index)
+            key = _index_key(index)
             replica = seen[key] = seen.get(key, -1) + 1
             shards.append(Shard(device, index, replica, Array._from_buffer(buffer, aval, self._origin, True)))
         return shards
@@ -78,7 +83,7 @@ class ShardedArray(Array):
                     if not buffer.handle:
                         raise RuntimeError(f"Array {self.aval.str_short()} has been deleted")
                     index = indices[device]
-                    key = tuple((s.start, s.stop, s.step) for s in index)
+                    key = _index_key(index)
                     if key in read:  # (a part several devices hold is read from the first, replica 0, as JAX)
                         continue
                     read.add(key)

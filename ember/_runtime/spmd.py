@@ -51,16 +51,8 @@ _placements: "weakref.WeakKeyDictionary[IR, Any]" = weakref.WeakKeyDictionary() 
 
 
 def _find_placement(ir: IR) -> Mesh | Sharding | None:
-    for eqn in ir.eqns:
-        for value in eqn.params.values():
-            found = _placement(value)
-            if found is not None:
-                return found
-        for sub in sub_irs(eqn.params):
-            found = _find_placement(sub)
-            if found is not None:
-                return found
-    return None
+    eqn = _placing_eqn(ir)
+    return None if eqn is None else next(p for p in map(_placement, eqn.params.values()) if p is not None)
 
 
 def _inspections(ir: IR) -> list[tuple[Any, bool]]:
@@ -231,7 +223,8 @@ def _ids(devices: Sequence[Any]) -> str:
 
 
 def _placing_eqn(ir: IR) -> Any:
-    """The equation whose placement program_placement(ir) found (for an error message)."""
+    """The first equation of ir (or of its sub-IRs) naming a mesh or multi-device sharding in its parameters: the one
+    whose placement program_placement(ir) gives, and which an error message names."""
     for eqn in ir.eqns:
         if any(_placement(value) is not None for value in eqn.params.values()):
             return eqn
