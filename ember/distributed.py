@@ -8,11 +8,12 @@ the store), so on CPU the processes of a run exchange gradients through MPI betw
 docs/distributed.md has the details and a runnable example (examples/data_parallel_mpi.py)."""
 from __future__ import annotations
 
-import atexit
 import hashlib
 import os
 import secrets
 import socket
+import time
+from multiprocessing import AuthenticationError
 from typing import Any
 
 import ml_dtypes
@@ -23,7 +24,7 @@ from ember._core.pytree import tree_flatten, tree_unflatten
 from ember._runtime import Array, device_put
 from ember._runtime import distributed as _state
 from ember._runtime.array import device_put as put_on_device
-from ember._runtime.distributed import Coordinator, CoordinatorStore, Setup
+from ember._runtime.distributed import MIN_KEY_BYTES, Coordinator, CoordinatorStore, Setup
 from ember._runtime.guards import explicit as explicit_transfers
 
 # The variables that MPI launchers set in the processes they start (MPICH's hydra, Open MPI, PMIx)
@@ -43,13 +44,19 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     it); num_processes: how many processes; process_id: this one's, 0 .. num_processes - 1. Missing, they are read
     from $EMBER_COORDINATOR_ADDRESS, $EMBER_NUM_PROCESSES and $EMBER_PROCESS_ID, else (in a process started by an
     MPI launcher such as mpiexec, with mpi4py installed; or with cluster_detection_method="mpi4py") from MPI:
-    rank, size, and an address and key that rank 0 picks and broadcasts. cluster_detection_method="deactivate"
-    turns the detection off. initialization_timeout: seconds to wait for the coordinator and for every process
-    to join; shutdown_timeout_seconds: for shutdown's wait for all processes. coordinator_bind_address: where
-    process 0 listens (by default the coordinator address itself). authkey: the secret key that authenticates the
-    processes to the coordinator (default $EMBER_DISTRIBUTED_AUTHKEY; required: there is no default key, except
-    under MPI, where rank 0 makes one up). local_device_ids is not supported yet (set CUDA_VISIBLE_DEVICES
-    instead)."""
+    rank, size, and an address and key that rank 0 picks and broadcasts (a loopback address when every rank runs
+    on rank 0's host). cluster_detection_method="deactivate" turns the detection off.
+
+    initialization_timeout: seconds that initialize waits in all (for the coordinator, the handshake, and every
+    process to join: TimeoutError), and that a later put or try_get of the store waits for the coordinator's
+    answer; shutdown_timeout_seconds: how long shutdown waits in all. coordinator_bind_address: where process 0
+    listens (by default the coordinator address itself). authkey: the secret key (bytes) that authenticates the
+    processes and every message between them and the coordinator (default $EMBER_DISTRIBUTED_AUTHKEY; required:
+    there is no default key, except under MPI, where rank 0 makes one up). It must be at least MIN_KEY_BYTES (16)
+    bytes, and should be random (os.urandom(16).hex(), say): the handshake crosses the network, so whoever records
+    one can try guesses of the key offline, which 16 random bytes put out of reach and a short password does not.
+    docs/security.md ("Distributed store") says what the store trusts. local_device_ids is not supported yet (set
+    CUDA_VISIBLE_DEVICES instead)."""
     name = "ember.distributed.initialize"
     if _state.current() is not None or _state.finished():
         raise RuntimeError(f"{name} should only be called once in a process")
@@ -74,26 +81,28 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     _check_arguments(name, coordinator_address, num_processes, process_id)
     assert coordinator_address is not None and num_processes is not None and process_id is not None
     host, port = _split_address(name, "coordinator_address", coordinator_address)
-    key = authkey if authkey is not None else os.environ.get("EMBER_DISTRIBUTED_AUTHKEY", "").encode() or None
-    if not key:  # (the coordinator runs the requests of whoever has the key: there is no default one)
-        raise ValueError(f"{name}: give every process the same secret key (authkey=..., or "
-                         "$EMBER_DISTRIBUTED_AUTHKEY): process 0's coordinator serves whoever knows it, so a fixed "
-                         "default would let anyone who reaches its port run code there. Under an MPI launcher "
-                         "(mpiexec with mpi4py) rank 0 makes one up and sends it to the others.")
+    key = _check_key(name, authkey if authkey is not None else
+                     os.environ.get("EMBER_DISTRIBUTED_AUTHKEY", "").encode() or None)
+    deadline = time.monotonic() + float(initialization_timeout)
     if process_id == 0 and coordinator is None:
         bind_host, bind_port = _split_address(name, "coordinator_bind_address", coordinator_bind_address
                                               or coordinator_address)
         coordinator = Coordinator(bind_host, bind_port, key)
-    store = CoordinatorStore.connect(host, port, key, initialization_timeout)
-    atexit.register(store.release)  # (before multiprocessing's own exit handler, registered earlier, runs)
+    store = None
     try:
-        store.join(process_id, num_processes)
-    except ValueError as err:
-        raise ValueError(f"{name}: {err} (process_id={process_id}, num_processes={num_processes})") from None
-    try:
-        store.barrier("initialize", num_processes, initialization_timeout)
-    except TimeoutError as err:
-        raise TimeoutError(f"{name}: not every process joined the run at {coordinator_address}: {err}") from None
+        store = CoordinatorStore.connect(host, port, key, float(initialization_timeout))
+        store.join(process_id, num_processes, _left(deadline))
+        store.barrier("initialize", num_processes, _left(deadline))
+    except BaseException as err:  # (this process leaves no connection open, and process 0 no coordinator)
+        if store is not None:
+            store.release()
+        if coordinator is not None:
+            coordinator.close()
+        if isinstance(err, ValueError):  # (join's: a process id twice, or different process counts)
+            raise ValueError(f"{name}: {err} (process_id={process_id}, num_processes={num_processes})") from None
+        if store is not None and isinstance(err, (TimeoutError, ConnectionError, AuthenticationError)):
+            raise type(err)(f"{name}: {err}") from None  # (they name the coordinator and the request)
+        raise
     _state.configure(Setup(process_id, num_processes, coordinator_address, store, coordinator,
                            float(shutdown_timeout_seconds)))
 
@@ -104,26 +113,29 @@ def is_initialized() -> bool:
 
 
 def shutdown() -> None:
-    """Leave the run: wait (up to initialize's shutdown_timeout_seconds) until every process calls shutdown. The
-    coordinator of process 0 serves until its process exits; initialize cannot be called again in a process."""
+    """Leave the run: wait (up to initialize's shutdown_timeout_seconds in all, the coordinator's answers included)
+    until every process calls shutdown; a coordinator that does not answer in time is TimeoutError, a lost one
+    ConnectionError, both naming its address. The coordinator of process 0 serves until its process exits;
+    initialize cannot be called again in a process."""
     setup = _state.current()
     if setup is None:
         return
-    store, timeout_s = setup.store.namespaced(b"ember.distributed:"), setup.shutdown_timeout_s
+    store = setup.store.namespaced(b"ember.distributed:")
+    deadline = time.monotonic() + setup.shutdown_timeout_s
     try:
-        store.barrier("shutdown", setup.num_processes, timeout_s)
+        store.barrier("shutdown", setup.num_processes, _left(deadline))
         # Process 0 serves the store: it leaves last, once every other process has had its barrier's answer and
         # said so (else its exit could cut off an answer still on its way).
         if setup.process_id == 0:
             for other in range(1, setup.num_processes):
-                store.get(f"left/{other}".encode(), timeout_s)
+                store.get(f"left/{other}".encode(), _left(deadline))
         else:
             try:
-                store.put(f"left/{setup.process_id}".encode(), b"")
-            except (EOFError, OSError):  # (process 0 may leave as soon as the key arrives, before answering)
+                store.put(f"left/{setup.process_id}".encode(), b"", _left(deadline))
+            except OSError:  # (process 0 may leave as soon as the key arrives, before answering)
                 pass
-    except TimeoutError as err:
-        raise TimeoutError(f"ember.distributed.shutdown: {err}") from None
+    except (TimeoutError, ConnectionError, AuthenticationError) as err:
+        raise type(err)(f"ember.distributed.shutdown: {err}") from None
     finally:
         setup.store.release()
         _state.configure(None, finished=True)
@@ -167,6 +179,27 @@ def _check_arguments(name: str, address: str | None, num_processes: Any, process
                          f"num_processes={num_processes}")
 
 
+def _check_key(name: str, key: Any) -> bytes:
+    """The shared secret, at least MIN_KEY_BYTES long (initialize's docstring says why)."""
+    if key is None or key == b"":  # (the coordinator serves whoever has the key: there is no default one)
+        raise ValueError(f"{name}: give every process the same secret key (authkey=..., or "
+                         "$EMBER_DISTRIBUTED_AUTHKEY): process 0's coordinator serves whoever knows it, so a fixed "
+                         "default would let anyone who reaches its port use the run's store. Under an MPI launcher "
+                         "(mpiexec with mpi4py) rank 0 makes one up and sends it to the others.")
+    if not isinstance(key, (bytes, bytearray)):
+        raise TypeError(f"{name}: authkey must be bytes, got {type(key).__name__}")
+    if len(key) < MIN_KEY_BYTES:
+        raise ValueError(f"{name}: authkey (or $EMBER_DISTRIBUTED_AUTHKEY) must be at least {MIN_KEY_BYTES} bytes, "
+                         f"got {len(key)}: a short key can be guessed from one recorded handshake. Use random "
+                         "bytes, e.g. os.urandom(16).hex()")
+    return bytes(key)
+
+
+def _left(deadline: float) -> float:
+    """Seconds until deadline (0 once past it)."""
+    return max(0.0, deadline - time.monotonic())
+
+
 def _split_address(name: str, argument: str, address: str) -> tuple[str, int]:
     host, _, port = str(address).rpartition(":")
     if not host or not port.isdigit() or not 0 <= int(port) < 65536:
@@ -177,16 +210,18 @@ def _split_address(name: str, argument: str, address: str) -> tuple[str, int]:
 def _from_mpi(address: str | None, num_processes: int | None, process_id: int | None, authkey: bytes | None
               ) -> tuple[str, int, int, bytes, Coordinator | None]:
     """The run's parameters from MPI: rank and size, and (where not given) the address of a coordinator that rank 0
-    starts on a free port of its host, and a random key, both broadcast to every rank."""
+    starts on a free port of its host, and a random key, both broadcast to every rank. The coordinator listens on
+    loopback when every rank runs on rank 0's host, else on every interface (the other hosts must reach it)."""
     comm = _mpi("initialize").COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     coordinator = None
     chosen: tuple[str | None, bytes | None] = (None, None)
-    if rank == 0 and address is None:
-        key = authkey if authkey is not None else secrets.token_bytes(32)
-        coordinator = Coordinator("", 0, key)  # (every interface, a port the system picks)
-        chosen = (f"{socket.gethostname()}:{coordinator.port}", key)
     if address is None:
+        one_host = len(set(comm.allgather(socket.gethostname()))) == 1
+        if rank == 0:
+            key = authkey if authkey is not None else secrets.token_bytes(32)
+            coordinator = Coordinator("127.0.0.1" if one_host else "", 0, key)  # (a port the system picks)
+            chosen = (f"{'127.0.0.1' if one_host else socket.gethostname()}:{coordinator.port}", key)
         address, authkey = comm.bcast(chosen, root=0)
     return (address, num_processes if num_processes is not None else size,  # type: ignore[return-value]
             process_id if process_id is not None else rank, authkey, coordinator)

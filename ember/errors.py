@@ -6,6 +6,7 @@ not type-check), JaxRuntimeError (ember's PjrtError: the runtime failed; its out
 MemoryError), and ember's own: CompileError, DeletedArrayError."""
 from ember._core.ir import IRTypeError as IRTypeError
 from ember._core.trace import ConcretizationTypeError as ConcretizationTypeError
+from ember._core.dtypes import ShardingTypeError as ShardingTypeError
 from ember._core.trace import TracerArrayConversionError as TracerArrayConversionError
 from ember._core.trace import TracerBoolConversionError as TracerBoolConversionError
 from ember._core.trace import TracerIntegerConversionError as TracerIntegerConversionError
@@ -17,5 +18,6 @@ JaxprTypeError = IRTypeError
 JaxRuntimeError = PjrtError
 
 __all__ = ["CompileError", "ConcretizationTypeError", "DeletedArrayError", "IRTypeError", "JaxRuntimeError",
+           "ShardingTypeError",
            "JaxprTypeError", "PjrtError", "TracerArrayConversionError", "TracerBoolConversionError",
            "TracerIntegerConversionError", "UnexpectedTracerError"]

@@ -1,6 +1,7 @@
 """ember.sharding (jax.sharding): meshes of devices, PartitionSpec, NamedSharding, SingleDeviceSharding, the current
-mesh (set_mesh, get_mesh, `with mesh:`), make_mesh, and ManualAxisType (how a value in a shard_map body varies over
-the mesh's axes: `typeof(x).mat`) (docs/sharding.md)."""
+mesh (set_mesh, get_mesh, `with mesh:`), make_mesh, ManualAxisType (how a value in a shard_map body varies over
+the mesh's axes: `typeof(x).mat`), and JAX's explicit sharding mode (sharding in types: AbstractMesh, reshard,
+auto_axes, explicit_axes, get_abstract_mesh, use_abstract_mesh, ShardingTypeError) (docs/sharding.md)."""
 from __future__ import annotations
 
 import math
@@ -12,17 +13,21 @@ import numpy as np
 from ember._core.sharding import AxisType as AxisType, IndivisibleError as IndivisibleError, Mesh as Mesh
 from ember._core.sharding import NamedSharding as NamedSharding, P as P, PartitionSpec as PartitionSpec
 from ember._core.sharding import Sharding as Sharding, SingleDeviceSharding as SingleDeviceSharding
-from ember._core.sharding import current_mesh, swap_current_mesh
+from ember._core.sharding import AbstractDevice as AbstractDevice, AbstractMesh as AbstractMesh
+from ember._core.sharding import current_abstract_mesh, current_mesh, swap_current_mesh
+from ember._core.sharding import use_abstract_mesh as use_abstract_mesh
+from ember._core.dtypes import ShardingTypeError as ShardingTypeError
 from ember._core.sharding import visualize_sharding as visualize_sharding
 from ember._core.dtypes import ManualAxisType as ManualAxisType
 from ember._core.trace import is_tracing
-from ember._api.sharding import reshard as reshard
+from ember._api.sharding import auto_axes as auto_axes, explicit_axes as explicit_axes, reshard as reshard
 from ember._runtime import backends
 
 __all__ = [
-    "AxisType", "IndivisibleError", "ManualAxisType", "Mesh", "NamedSharding", "P", "PartitionSpec", "Sharding",
-    "SingleDeviceSharding",
-    "get_mesh", "make_mesh", "make_single_device_sharding", "reshard", "set_mesh", "visualize_sharding",
+    "AbstractDevice", "AbstractMesh", "AxisType", "IndivisibleError", "ManualAxisType", "Mesh", "NamedSharding", "P",
+    "PartitionSpec", "Sharding", "ShardingTypeError", "SingleDeviceSharding",
+    "auto_axes", "explicit_axes", "get_abstract_mesh", "get_mesh", "make_mesh", "make_single_device_sharding",
+    "reshard", "set_mesh", "use_abstract_mesh", "visualize_sharding",
 ]
 
 _EMPTY_MESH = Mesh(np.empty((), dtype=object), ())
@@ -78,6 +83,12 @@ def get_mesh() -> Mesh:
         raise ValueError("`get_mesh` can only be used outside of `ember.jit` (and other transformations).")
     mesh = current_mesh()
     return _EMPTY_MESH if mesh is None else mesh
+
+
+def get_abstract_mesh() -> AbstractMesh:
+    """The abstract mesh programs are traced against, as jax.sharding.get_abstract_mesh: use_abstract_mesh's, else
+    the current mesh's (set_mesh), else the empty AbstractMesh; usable inside jit."""
+    return current_abstract_mesh()
 
 
 def make_single_device_sharding(device: Any, *, memory_kind: str | None = None) -> SingleDeviceSharding:

@@ -1,7 +1,8 @@
 """ember.distributed: the key-value store callbacks a multi-process PJRT client gets (called through C as a plugin
 calls them), what the XLA CPU plugin does with distributed create options (nothing), initialize and shutdown of
 two processes on loopback, and data-parallel training on CPU over MPI (two processes under mpiexec; skipped without
-mpi4py and an MPI launcher)."""
+mpi4py and an MPI launcher). The store's faults (a frozen, lost or lying coordinator, tampered messages) are
+tests/reliability/test_distributed_faults.py's."""
 import ctypes
 import importlib.util
 import os
@@ -25,6 +26,7 @@ from ember._runtime.pjrt.structs import (_ClientAddressableDevicesArgs, _ClientC
 
 HERE = pathlib.Path(__file__).parent
 ROOT = HERE.parent
+KEY = b"a test key, 16 bytes or more"
 CODES = {4: "DEADLINE_EXCEEDED", 5: "NOT_FOUND", 13: "INTERNAL", 14: "UNAVAILABLE"}
 
 
@@ -143,7 +145,8 @@ def test_client_setup_gives_a_cuda_plugin_its_options_and_the_cpu_plugin_none(mo
     with pytest.raises(RuntimeError, match="must be called before the first computation"):
         dist.initialize("127.0.0.1:1", 2, 0)
     monkeypatch.setattr(state, "_started_alone", False)
-    store = state.CoordinatorStore(state._Table())
+    coordinator = state.Coordinator("127.0.0.1", 0, KEY)
+    store = state.CoordinatorStore.connect("127.0.0.1", coordinator.port, KEY, 60)
     state.configure(state.Setup(1, 4, "host:1234", store, None, 1.0))
     try:
         options, plugin_store = state.client_setup(cpu_plugin=False)
@@ -154,6 +157,8 @@ def test_client_setup_gives_a_cuda_plugin_its_options_and_the_cpu_plugin_none(mo
         assert (ember.process_index(), ember.process_count()) == (1, 4)
     finally:
         state.configure(None)
+        store.release()
+        coordinator.close()
     assert (ember.process_index(), ember.process_count()) == (0, 1)
 
 
@@ -167,6 +172,10 @@ def test_client_setup_gives_a_cuda_plugin_its_options_and_the_cpu_plugin_none(mo
     (dict(cluster_detection_method="slurm"), ValueError, "cluster_detection_method must be one of"),
     (dict(local_device_ids=[0]), NotImplementedError, "CUDA_VISIBLE_DEVICES"),
     (dict(coordinator_address="127.0.0.1:1", num_processes=2, process_id=1), ValueError, "secret key"),
+    (dict(coordinator_address="127.0.0.1:1", num_processes=2, process_id=1, authkey=b"fifteen bytes.."), ValueError,
+     "authkey .* must be at least 16 bytes, got 15"),
+    (dict(coordinator_address="127.0.0.1:1", num_processes=2, process_id=1, authkey="a str, not bytes"), TypeError,
+     "authkey must be bytes"),
 ])
 def test_initialize_checks_its_arguments(kwargs, error, message, monkeypatch):
     monkeypatch.setattr(state, "_started_alone", False)  # (as in a process whose backends are the CPU's)
@@ -178,6 +187,34 @@ def test_initialize_checks_its_arguments(kwargs, error, message, monkeypatch):
     assert not dist.is_initialized()
     with pytest.raises(RuntimeError, match="call ember.distributed.initialize first"):
         dist.key_value_store()
+
+
+class OneHostComm:
+    """MPI.COMM_WORLD of rank 0 of a run whose ranks all run on this host (what _from_mpi asks of it)."""
+
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return 2
+
+    def allgather(self, value):
+        return [value, value]
+
+    def bcast(self, value, root):
+        return value
+
+
+def test_under_mpi_on_one_host_the_coordinator_listens_on_loopback(monkeypatch):
+    """Where ember picks the address (MPI, none given) and every rank runs on rank 0's host: loopback, a random
+    32-byte key."""
+    monkeypatch.setattr(dist, "_mpi", lambda function: type("MPI", (), {"COMM_WORLD": OneHostComm()}))
+    address, count, rank, key, coordinator = dist._from_mpi(None, None, None, None)
+    try:
+        assert (coordinator.host, address, count, rank, len(key)) == (
+            "127.0.0.1", f"127.0.0.1:{coordinator.port}", 2, 0, 32)
+    finally:
+        coordinator.close()
 
 
 PROCESS = textwrap.dedent("""

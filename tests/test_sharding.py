@@ -396,7 +396,7 @@ def test_four_devices():
         import numpy as np, jax, ember
         from ember import P, NamedSharding
         x = np.arange(64, dtype=np.float32).reshape(8, 8) / 9
-        mesh = ember.make_mesh((2, 2), ("a", "b"))
+        mesh = ember.sharding.Mesh(np.array(ember.devices()[:4]).reshape(2, 2), ("a", "b"))  # (Auto axes, as jmesh)
         jmesh = jax.sharding.Mesh(np.array(jax.devices()).reshape(2, 2), ("a", "b"))
         for spec in [P("a", "b"), P(("a", "b")), P(None, ("b", "a")), P("b")]:
             s = NamedSharding(mesh, spec)
@@ -533,3 +533,20 @@ def test_inspect_array_sharding_as_jax():
     assert got[-3:] == [("named", (None, "x"), [0, 1]), ("named", ("x",), [0, 1]), ("named", ("x",), [0, 1])]
     with pytest.raises(TypeError, match="positional"):
         ember.debug.inspect_array_sharding(jnp.ones(2), print)
+
+
+def test_a_transposing_program_repeated_on_sharded_arrays_does_not_abort():
+    """The per-device path for small programs (ember/_runtime/spmd.py, _local_module) compiled a partition of XLA's
+    optimized module again; a fused transpose there made XLA's CPU compiler abort the process (Check failed:
+    output_shape.has_layout()) on the third eager `a.T` of a sharded array. Only instructions seen to compile again
+    take that path now; the program runs as one SPMD program."""
+    out = check_python("""
+        import numpy as np, ember
+        from ember import P
+        mesh = ember.sharding.Mesh(np.array(ember.devices()[:2]), ("x",))
+        a = ember.device_put(np.arange(32.0, dtype=np.float32).reshape(8, 4), ember.NamedSharding(mesh, P("x")))
+        for i in range(4):
+            b = a.T
+        print("ok", np.array_equal(b, np.arange(32.0).reshape(8, 4).T))
+    """, env={"EMBER_NUM_CPU_DEVICES": "2"})
+    assert out.strip() == "ok True"

@@ -3,14 +3,16 @@ the arguments and results: a Sharding, or a tree prefix holding Shardings and No
 mesh), with_sharding_constraint and reshard, and arrays assembled from per-device parts (make_array_from_*)."""
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ember._core import ShapedArray, Tracer, aval_of
 from ember._core.dtypes import check_user_dtype
-from ember._core.pytree import prefix_entries, tree_flatten, tree_leaves, tree_structure
-from ember._core.sharding import NamedSharding, PartitionSpec, Sharding, current_mesh
+from ember._core.pytree import prefix_entries, tree_flatten, tree_leaves, tree_map, tree_structure
+from ember._core.sharding import (AxisType, Mesh, NamedSharding, PartitionSpec, Sharding, current_mesh,
+                                  swap_current_mesh)
 from ember._prims.sharding import check_rank, sharding_constraint_p
 from ember._runtime import Array, ShardedArray, device_put
 from ember._runtime.array import canonical_aval, device_put as one_device_put
@@ -85,6 +87,94 @@ def reshard(xs: Any, out_shardings: Any) -> Any:
     targets = _shardings_for("reshard", out_shardings, xs)
     return tree.unflatten([x if s is None else sharding_constraint_p.bind(x, sharding=s) if isinstance(x, Tracer)
                            else device_put(x, s) for x, s in zip(leaves, targets)])
+
+
+def _mesh_with(api: str, axes: Any, kind: AxisType, args_mesh: Any) -> tuple[Mesh, Mesh] | None:
+    """(the mesh, the same mesh with axes (default: all) of type kind) for auto_axes / explicit_axes: the current
+    mesh, else the mesh of the arguments' explicit shardings; None where there is none."""
+    mesh = current_mesh() or args_mesh
+    if mesh is None:
+        return None
+    names = mesh.axis_names if axes is None else ((axes,) if isinstance(axes, str) else tuple(axes))
+    for name in names:
+        if name not in mesh.axis_names:
+            raise ValueError(f"{api}: axis {name!r} is not an axis of the mesh {mesh}")
+    return mesh, mesh.update(axis_types=tuple(kind if n in names else t
+                                             for n, t in zip(mesh.axis_names, mesh.axis_types)))
+
+
+def _explicit_mesh(leaves: Sequence[Any]) -> Mesh | None:
+    for x in leaves:
+        explicit = aval_of(x).explicit if hasattr(x, "aval") or isinstance(x, Tracer) else None
+        if explicit is not None:
+            return explicit.mesh
+    return None
+
+
+def _respec(xs: Any, mesh: Mesh) -> Any:
+    """xs resharded over mesh (the same devices, other axis types) as their types split them now: no data moves,
+    the types change (an Auto axis is not in a type)."""
+    leaves, tree = tree_flatten(xs)
+    out = []
+    for x in leaves:
+        aval = aval_of(x)
+        spec = aval.explicit.spec if aval.explicit is not None else PartitionSpec(*([None] * aval.ndim))
+        out.append(reshard(x, NamedSharding(mesh, spec)))
+    return tree.unflatten(out)
+
+
+def auto_axes(fun: Callable[..., Any] | None = None, /, *, axes: Any = None, out_sharding: Any = None) -> Any:
+    """fun run with the mesh's axes (all, or those named) Auto, as jax.sharding.auto_axes: its arguments' types no
+    longer say how those axes split them (XLA chooses inside), and its results are split as out_sharding says (also
+    a keyword of the call)."""
+    if fun is None:
+        return lambda f: auto_axes(f, axes=axes, out_sharding=out_sharding)
+
+    @functools.wraps(fun)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        target = out_sharding if out_sharding is not None else kwargs.pop("out_sharding", None)
+        if target is None:
+            raise TypeError("Missing required keyword argument: 'out_sharding'")
+        meshes = _mesh_with("auto_axes", axes, AxisType.Auto, _explicit_mesh(tree_leaves(args)))
+        if meshes is None:
+            return fun(*args, **kwargs)
+        mesh, auto = meshes
+        resolved = tree_map(lambda s: NamedSharding(mesh, s) if isinstance(s, PartitionSpec) else s, target,
+                            is_leaf=_is_entry)
+        previous = swap_current_mesh(auto)
+        try:
+            out = fun(*_respec(args, auto), **kwargs)
+        finally:
+            swap_current_mesh(previous)
+        return reshard(out, resolved)
+    return call
+
+
+def explicit_axes(fun: Callable[..., Any] | None = None, /, *, axes: Any = None, in_sharding: Any = None) -> Any:
+    """fun run with the mesh's axes (all, or those named) Explicit, as jax.sharding.explicit_axes: its arguments are
+    split as in_sharding says (also a keyword of the call) and typed so; its results' types drop those axes again."""
+    if fun is None:
+        return lambda f: explicit_axes(f, axes=axes, in_sharding=in_sharding)
+
+    @functools.wraps(fun)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        target = in_sharding if in_sharding is not None else kwargs.pop("in_sharding", None)
+        if target is None:
+            raise TypeError("Missing required keyword argument: 'in_sharding'")
+        meshes = _mesh_with("explicit_axes", axes, AxisType.Explicit, None)
+        if meshes is None:
+            raise ValueError("Context mesh cannot be empty. Please use `ember.sharding.set_mesh` API to enter into a "
+                             "mesh context when using `explicit_axes` API.")
+        mesh, explicit = meshes
+        resolved = tree_map(lambda s: NamedSharding(explicit, s) if isinstance(s, PartitionSpec) else s, target,
+                            is_leaf=_is_entry)
+        previous = swap_current_mesh(explicit)
+        try:
+            out = fun(*reshard(args, resolved), **kwargs)
+        finally:
+            swap_current_mesh(previous)
+        return _respec(out, mesh)
+    return call
 
 
 def make_array_from_callback(shape: Sequence[int], sharding: Sharding, data_callback: Callable[[Any], Any],

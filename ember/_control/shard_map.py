@@ -92,7 +92,7 @@ def block_aval(api: str, mesh: Mesh, spec: PartitionSpec, aval: ShapedArray, wha
             raise ValueError(f"{api}: {what} of shape {aval.shape} cannot be split by {spec}: dimension {d} "
                              f"({n}) is not divisible by {k}, the size of the mesh axes its spec names")
         shape.append(n // k)
-    return aval.update(shape=tuple(shape))
+    return aval.update(shape=tuple(shape), explicit=None)  # (a block's mesh axes are Manual in the body)
 
 
 def full_aval(mesh: Mesh, spec: PartitionSpec, block: ShapedArray) -> ShapedArray:

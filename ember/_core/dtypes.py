@@ -479,14 +479,25 @@ class ManualAxisType(NamedTuple):
     reduced: frozenset = NO_VMA
 
 
-class ShapedArray:
-    """The abstract value of an array: its shape and dtype, whether its type is weak (as a Python scalar's), and,
-    inside a shard_map body, its varying manual axes (vma): the mesh axes along which its value may differ from
-    device to device (JAX's `typeof(x).mat.varying`; empty outside any shard_map, and for a value every device
-    holds alike). Printed f32[2,1]{V:i}, as JAX prints it."""
-    __slots__ = ("shape", "dtype", "weak_type", "vma", "_hash")
+class ShardingTypeError(Exception):
+    """Operands whose explicit shardings (JAX's sharding in types) no rule can combine, or a result whose sharding is
+    ambiguous: JAX's ShardingTypeError (its messages say which `out_sharding=` or reshard resolves it)."""
 
-    def __init__(self, shape: Iterable[int], dtype: Any, weak_type: bool = False, vma: frozenset = NO_VMA):
+
+class ShapedArray:
+    """The abstract value of an array: its shape and dtype, whether its type is weak (as a Python scalar's), and
+    - inside a shard_map body, its varying manual axes (vma): the mesh axes along which its value may differ from
+      device to device (JAX's `typeof(x).mat.varying`; empty outside any shard_map, and for a value every device
+      holds alike). Printed f32[2,1]{V:i}, as JAX prints it;
+    - on a mesh with Explicit axes (JAX's explicit sharding mode), its explicit sharding: a NamedSharding over that
+      (concrete) mesh whose spec names, for each dimension, the Explicit mesh axes splitting it (None: not split),
+      or None for a value of no such mesh. Printed f32[8@X,4], as JAX prints it; `aval.sharding` is JAX's view of
+      it (a NamedSharding over the mesh's AbstractMesh). Each primitive's sharding rule gives its results' (see
+      ember._core.explicit)."""
+    __slots__ = ("shape", "dtype", "weak_type", "vma", "explicit", "_hash")
+
+    def __init__(self, shape: Iterable[int], dtype: Any, weak_type: bool = False, vma: frozenset = NO_VMA,
+                 explicit: Any = None):
         shape = tuple(shape)
         for dim in shape:
             if not isinstance(dim, int | np.integer) or isinstance(dim, bool) or dim < 0:
@@ -499,7 +510,11 @@ class ShapedArray:
                              f"XLA can address ({MAX_BYTES:.3g} bytes)")
         self.weak_type: bool = bool(weak_type)
         self.vma: frozenset = vma if type(vma) is frozenset else frozenset(vma)
-        self._hash = hash((self.shape, self.dtype, self.weak_type, self.vma))
+        if explicit is not None and len(explicit.spec) != len(self.shape):
+            raise ValueError(f"ShapedArray: the explicit sharding {explicit.spec} does not have one entry per "
+                             f"dimension of shape {self.shape}")
+        self.explicit = explicit
+        self._hash = hash((self.shape, self.dtype, self.weak_type, self.vma, explicit))
 
     @property
     def ndim(self) -> int:
@@ -516,25 +531,47 @@ class ShapedArray:
 
     manual_axis_type = mat
 
+    @property
+    def sharding(self) -> Any:
+        """The sharding in the type, as JAX's `typeof(x).sharding`: a NamedSharding over an AbstractMesh (the empty
+        mesh, and a spec of Nones, for a value of no mesh with Explicit axes)."""
+        return SHARDING_VIEW.of(self)
+
     def update(self, shape: Sequence[int] | None = None, dtype: Any = None, weak_type: bool | None = None,
-               vma: frozenset | None = None) -> "ShapedArray":
-        return ShapedArray(self.shape if shape is None else shape, self.dtype if dtype is None else dtype,
-                           self.weak_type if weak_type is None else weak_type, self.vma if vma is None else vma)
+               vma: frozenset | None = None, explicit: Any = False) -> "ShapedArray":
+        """A copy with the given fields replaced; the explicit sharding is kept while the rank is (pass explicit=
+        to set it: None drops it)."""
+        shape = self.shape if shape is None else tuple(shape)
+        if explicit is False:
+            explicit = self.explicit if len(shape) == len(self.shape) else None
+        return ShapedArray(shape, self.dtype if dtype is None else dtype,
+                           self.weak_type if weak_type is None else weak_type, self.vma if vma is None else vma,
+                           explicit)
 
     def with_vma(self, vma: frozenset) -> "ShapedArray":
         """The same type, varying over vma."""
-        return self if vma == self.vma else ShapedArray(self.shape, self.dtype, self.weak_type, vma)
+        return self if vma == self.vma else ShapedArray(self.shape, self.dtype, self.weak_type, vma, self.explicit)
+
+    def with_explicit(self, explicit: Any) -> "ShapedArray":
+        """The same type, with this explicit sharding (None: none)."""
+        return self if explicit == self.explicit else ShapedArray(self.shape, self.dtype, self.weak_type, self.vma,
+                                                                  explicit)
 
     def strip_weak_type(self) -> "ShapedArray":
-        return self if not self.weak_type else ShapedArray(self.shape, self.dtype, False, self.vma)
+        return self if not self.weak_type else ShapedArray(self.shape, self.dtype, False, self.vma, self.explicit)
 
     def str_short(self) -> str:
-        text = f"{short_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+        if self.explicit is None:
+            dims = ",".join(map(str, self.shape))
+        else:
+            dims = ",".join(f"{n}@{_entry_text(e)}" if e is not None else str(n)
+                            for n, e in zip(self.shape, self.explicit.spec))
+        text = f"{short_name(self.dtype)}[{dims}]"
         return text + vma_text(self.vma) if self.vma else text
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, ShapedArray) and self.shape == other.shape and self.dtype == other.dtype
-                and self.weak_type == other.weak_type and self.vma == other.vma)
+                and self.weak_type == other.weak_type and self.vma == other.vma and self.explicit == other.explicit)
 
     def __hash__(self) -> int:
         return self._hash
@@ -542,9 +579,28 @@ class ShapedArray:
     def __repr__(self) -> str:
         weak = ", weak_type=True" if self.weak_type else ""
         vma = f", vma={{{', '.join(map(repr, ordered_axes(self.vma)))}}}" if self.vma else ""
-        return f"ShapedArray({self.shape}, {short_name(self.dtype)}{weak}{vma})"
+        sharding = f", sharding={self.explicit.spec}" if self.explicit is not None else ""
+        return f"ShapedArray({self.shape}, {short_name(self.dtype)}{weak}{vma}{sharding})"
 
     __str__ = str_short
+
+
+def _entry_text(entry: Any) -> str:
+    """A dimension's mesh axes as JAX prints them in a type: X, or (X,Y)."""
+    if isinstance(entry, tuple):
+        return entry[0] if len(entry) == 1 else "(" + ",".join(map(str, entry)) + ")"
+    return str(entry)
+
+
+class _ShardingView:
+    """How ShapedArray.sharding shows an explicit sharding as JAX does (over an AbstractMesh): filled by
+    ember._core.sharding, which defines meshes (a later module)."""
+
+    def __init__(self) -> None:
+        self.of: Any = lambda aval: aval.explicit
+
+
+SHARDING_VIEW = _ShardingView()
 
 
 def vma_text(vma: frozenset) -> str:

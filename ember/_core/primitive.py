@@ -22,7 +22,13 @@ Rule signatures (params are the equation's params, passed as keywords):
       operand the index of its reference among the distinct ones (None: a plain operand), and the hook returns
       the outputs and each distinct reference's final value (ember._transforms.discharge)         [hook]
   depends(active, **params) -> for each output, whether it depends differentiably on the inputs marked active:
-      the precise activity of a loop's carries or a cond's results (ember._transforms.ad.active_vars)  [hook]"""
+      the precise activity of a loop's carries or a cond's results (ember._transforms.ad.active_vars)  [hook]
+  sharding_rule(*avals, **params) -> the explicit sharding (ShapedArray.explicit: a NamedSharding, or None) of
+      each output (a list when multiple_results), given operands of which at least one has one (JAX's explicit
+      sharding mode), or ShardingTypeError with JAX's words where no sharding follows (a `out_sharding=` param,
+      present only when the user gave one, decides it where the primitive takes one). Without the rule, operands
+      all replicated give replicated results and a split operand is a ShardingTypeError; own_sharding primitives
+      type their results in their abstract eval (the higher-order ones: from their bodies)            [hook]"""
 from __future__ import annotations
 
 import os
@@ -31,11 +37,12 @@ import threading
 import weakref
 from typing import Any, Callable, Sequence
 
-from ember._core.dtypes import ArrayTooLargeError, ShapedArray, join_vma
+from ember._core.dtypes import ArrayTooLargeError, ShapedArray, ShardingTypeError, join_vma
 from ember._core.ir import Source, sub_irs
+from ember._core.sharding import explicit_of, explicit_sharding
 
 RULE_KINDS: tuple[str, ...] = ("abstract_eval", "lowering", "jvp", "vjp", "batching")
-HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split", "discharge", "depends")
+HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split", "discharge", "depends", "sharding_rule")
 
 NOT_DIFFERENTIABLE = "not differentiable"  # the mark for "jvp" and "vjp" of comparisons, iota, ...
 
@@ -80,7 +87,8 @@ class Primitive:
 
     def __init__(self, name: str, multiple_results: bool = False, register: bool = True, *, moves_data: bool = False,
                  fuses_data_movement: bool = False, eager_body: str | None = None, elementwise: bool = False,
-                 effectful: bool = False, takes_refs: bool = False, own_vma: bool = False):
+                 effectful: bool = False, takes_refs: bool = False, own_vma: bool = False,
+                 own_sharding: bool | None = None):
         self.name = name
         self.multiple_results = multiple_results
         self.moves_data = moves_data
@@ -90,6 +98,8 @@ class Primitive:
         self.effectful = effectful
         self.takes_refs = takes_refs  # its operands may be mutable array references (ember._core.refs)
         self.own_vma = own_vma  # its abstract eval types its outputs' varying axes (see above)
+        # its abstract eval types its outputs' explicit shardings (the higher-order primitives, like own_vma)
+        self.own_sharding = own_vma if own_sharding is None else own_sharding
         self.zero_derivative = False  # its rules give zero derivatives (stop_gradient, floor): outputs are constants
         # (effectful only) its effect happens when its program is compiled, and it emits no op (inspect_sharding):
         # lowering does not order it among a body's callbacks (has_effects(..., at_run_time=True))
@@ -165,12 +175,47 @@ class Primitive:
             shapes = ", ".join(a.str_short() for a in avals)
             raise ArrayTooLargeError(f"{self.name}({shapes}): {err}") from None
         outs = list(out) if self.multiple_results else [out]
+        if not self.own_sharding:
+            for a in avals:
+                if a.explicit is not None:
+                    outs = self._explicit_outs(avals, outs, params)
+                    break
+            else:
+                if "out_sharding" in params:
+                    outs = self._explicit_outs(avals, outs, params)
         if not self.own_vma:
             if vma is None:
                 vma = join_vma(avals)
             if vma:
                 outs = [o.with_vma(vma) for o in outs]
         return outs
+
+
+    def _explicit_outs(self, avals: Sequence[ShapedArray], outs: list[ShapedArray], params: dict[str, Any]
+                       ) -> list[ShapedArray]:
+        """outs typed with the explicit shardings the sharding rule gives (see the module docstring)."""
+        meshes = {a.explicit.mesh for a in avals if a.explicit is not None}
+        if len(meshes) > 1:
+            first, second = list(meshes)[:2]
+            raise ValueError(f"Mesh for all inputs should be equal. Got one mesh: {first.abstract_mesh} and another "
+                             f"mesh: {second.abstract_mesh}")
+        rule = self.rules.get("sharding_rule")
+        mesh = next(iter(meshes)) if meshes else None
+        if "out_sharding" in params:  # (the user's: it decides, as in JAX)
+            shardings = [explicit_of(params["out_sharding"], o.ndim) for o in outs]
+        elif rule is not None:
+            found = rule(*avals, **params)
+            shardings = [explicit_sharding(mesh, (None,) * o.ndim) if s is None else s
+                         for o, s in zip(outs, list(found) if self.multiple_results else [found])]
+        else:
+            split = [a for a in avals if a.explicit is not None and any(e is not None for e in a.explicit.spec)]
+            if split:
+                raise ShardingTypeError(
+                    f"{self.name} has no rule for explicit sharding (JAX's sharding in types) and got "
+                    f"{', '.join(a.str_short() for a in avals)}: reshard its operands to be replicated "
+                    f"(ember.sharding.reshard(x, P())) or run it in ember.sharding.auto_axes")
+            shardings = [explicit_sharding(mesh, (None,) * o.ndim) for o in outs]
+        return [o.with_explicit(s) for o, s in zip(outs, shardings)]
 
 
 PRIMITIVES: dict[str, Primitive] = {}

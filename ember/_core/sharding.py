@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from ember._core import dtypes as _dtypes
+
 Device = Any  # opaque: hashable, with .id (int), .platform (str), .process_index (int)
 Index = tuple[slice, ...]
 PROCESS_INDEX = 0  # ember runs one process: a device is addressable when its process_index is this one
@@ -549,6 +551,30 @@ class Mesh(contextlib.ContextDecorator):
     def manual_axes(self) -> tuple[Any, ...]:
         return self._axes_of_type(AxisType.Manual)
 
+    @property
+    def are_all_axes_explicit(self) -> bool:
+        return all(t == AxisType.Explicit for t in self.axis_types)
+
+    @property
+    def are_all_axes_auto(self) -> bool:
+        return all(t == AxisType.Auto for t in self.axis_types)
+
+    @property
+    def are_all_axes_manual(self) -> bool:
+        return all(t == AxisType.Manual for t in self.axis_types)
+
+    @property
+    def abstract_mesh(self) -> AbstractMesh:
+        """The mesh without its devices (axis names, sizes and types, and the kind of device), as JAX's."""
+        found = self.__dict__.get("_abstract")
+        if found is None:
+            first = self._flat_devices[0] if self._flat_devices else None
+            device = None if first is None else AbstractDevice(getattr(first, "device_kind", "cpu"), None,
+                                                               getattr(first, "platform", "cpu"))
+            found = AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types, abstract_device=device)
+            object.__setattr__(self, "_abstract", found)
+        return found
+
     def update(self, devices: Any = None, axis_names: Any = None, axis_types: Any = None) -> Mesh:
         return Mesh(self.devices if devices is None else devices,
                     self.axis_names if axis_names is None else axis_names,
@@ -574,10 +600,100 @@ class Mesh(contextlib.ContextDecorator):
         return False
 
 
+@dataclasses.dataclass(frozen=True)
+class AbstractDevice:
+    """The kind of device a mesh is made of, without the devices (as jax.sharding.AbstractDevice)."""
+    device_kind: str
+    num_cores: int | None
+    platform: str
+
+    def __repr__(self) -> str:
+        return f"AbstractDevice(device_kind={self.device_kind}, num_cores={self.num_cores}, platform={self.platform})"
+
+
+class AbstractMesh:
+    """A mesh's axis names, sizes and types without devices (as jax.sharding.AbstractMesh): what a type says of
+    the devices it is split over (`typeof(x).sharding.mesh`), and what a program for a mesh is traced against
+    (get_abstract_mesh, use_abstract_mesh)."""
+
+    def __init__(self, axis_sizes: Sequence[int], axis_names: Sequence[Any], axis_types: Any = None, *,
+                 abstract_device: AbstractDevice | None = None):
+        sizes, names = tuple(int(n) for n in axis_sizes), tuple(axis_names)
+        if len(sizes) != len(names):
+            raise ValueError(f"AbstractMesh: {len(sizes)} axis sizes and {len(names)} axis names: {sizes}, {names}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"Mesh axis names must be distinct. Got: {names}")
+        self.axis_sizes, self.axis_names = sizes, names
+        self.axis_types = _axis_types(names, axis_types, "AbstractMesh")
+        self.abstract_device = abstract_device
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.axis_sizes, self.axis_names, self.axis_types, self.abstract_device)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AbstractMesh) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    @property
+    def shape(self) -> collections.OrderedDict[Any, int]:
+        return collections.OrderedDict(zip(self.axis_names, self.axis_sizes))
+
+    @property
+    def shape_tuple(self) -> tuple[tuple[Any, int], ...]:
+        return tuple(zip(self.axis_names, self.axis_sizes))
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.axis_sizes)
+
+    @property
+    def empty(self) -> bool:
+        return not self.axis_names
+
+    @property
+    def abstract_mesh(self) -> AbstractMesh:
+        return self
+
+    explicit_axes = Mesh.explicit_axes
+    auto_axes = Mesh.auto_axes
+    manual_axes = Mesh.manual_axes
+    _axes_of_type = Mesh._axes_of_type
+    are_all_axes_explicit = Mesh.are_all_axes_explicit
+    are_all_axes_auto = Mesh.are_all_axes_auto
+    are_all_axes_manual = Mesh.are_all_axes_manual
+
+    def update(self, axis_sizes: Any = None, axis_names: Any = None, axis_types: Any = None) -> AbstractMesh:
+        return AbstractMesh(self.axis_sizes if axis_sizes is None else axis_sizes,
+                            self.axis_names if axis_names is None else axis_names,
+                            self.axis_types if axis_types is None else axis_types,
+                            abstract_device=self.abstract_device)
+
+    def update_axis_types(self, name_to_type: dict[Any, AxisType]) -> AbstractMesh:
+        return self.update(axis_types=tuple(name_to_type.get(n, t) for n, t in zip(self.axis_names,
+                                                                                  self.axis_types)))
+
+    def __repr__(self) -> str:
+        if self.empty:
+            return "AbstractMesh((), axis_types=())"
+        sizes = ", ".join(f"'{k}': {v}" for k, v in self.shape.items())
+        device = "" if self.abstract_device is None else (
+            f", device_kind={self.abstract_device.device_kind}, num_cores={self.abstract_device.num_cores}, "
+            f"platform={self.abstract_device.platform}")
+        return f"AbstractMesh({sizes}, axis_types={self.axis_types}{device})"
+
+    __str__ = __repr__
+
+
+EMPTY_ABSTRACT_MESH = AbstractMesh((), ())
+
+
 class _CurrentMesh(threading.local):
     def __init__(self) -> None:
         self.mesh: Mesh | None = None
         self.saved: list[Mesh | None] = []  # the meshes that `with mesh:` blocks replaced, innermost last
+        self.abstract: AbstractMesh | None = None  # use_abstract_mesh's, over the current mesh's own
 
 
 _MESHES = _CurrentMesh()
@@ -586,6 +702,27 @@ _MESHES = _CurrentMesh()
 def current_mesh() -> Mesh | None:
     """The mesh of the innermost `with mesh:` (or set_mesh) of this thread, or None."""
     return _MESHES.mesh
+
+
+def current_abstract_mesh() -> AbstractMesh:
+    """The abstract mesh programs are traced against (as jax.sharding.get_abstract_mesh): use_abstract_mesh's, else
+    the current mesh's, else the empty one."""
+    state = _MESHES
+    if state.abstract is not None:
+        return state.abstract
+    return EMPTY_ABSTRACT_MESH if state.mesh is None else state.mesh.abstract_mesh
+
+
+@contextlib.contextmanager
+def use_abstract_mesh(mesh: AbstractMesh) -> Iterator[None]:
+    """Trace against mesh (an AbstractMesh) inside the block, as jax.sharding.use_abstract_mesh."""
+    if not isinstance(mesh, AbstractMesh):
+        raise ValueError(f"Expected mesh of type `AbstractMesh`. Got {type(mesh)}")
+    previous, _MESHES.abstract = _MESHES.abstract, mesh
+    try:
+        yield
+    finally:
+        _MESHES.abstract = previous
 
 
 def swap_current_mesh(mesh: Mesh | None) -> Mesh | None:
@@ -698,7 +835,7 @@ class NamedSharding(Sharding):
     """A mesh and a PartitionSpec over its axes, as jax.sharding.NamedSharding."""
 
     def __init__(self, mesh: Mesh, spec: PartitionSpec, *, memory_kind: str | None = None):
-        if not isinstance(mesh, Mesh):
+        if not isinstance(mesh, Mesh | AbstractMesh):
             raise TypeError(f"NamedSharding: mesh must be an ember.sharding.Mesh, got {type(mesh).__name__}")
         if not isinstance(spec, PartitionSpec):
             raise TypeError(f"NamedSharding: spec must be a PartitionSpec, got {spec!r} of type "
@@ -1018,3 +1155,50 @@ def visualize_sharding(shape: Sequence[int], sharding: Sharding, *, scale: float
             lines.append("│" + "│".join(t.center(w) for t, w in zip(texts, widths)) + "│")
         lines.append(rule("├", "┼", "┤") if r < rows - 1 else rule("└", "┴", "┘"))
     return "\n".join(lines)
+
+
+# --- shardings in types (JAX's explicit sharding mode) -------------------------------------------------------------
+
+def entry_axes(entry: Any) -> tuple[Any, ...]:
+    """The mesh axes of one entry of a spec, as a tuple (None: none)."""
+    if entry is None or entry is UNCONSTRAINED:
+        return ()
+    return entry if isinstance(entry, tuple) else (entry,)
+
+
+def explicit_sharding(mesh: Mesh | AbstractMesh, entries: Sequence[Any]) -> NamedSharding | None:
+    """The explicit sharding of a type (ShapedArray.explicit) over mesh, one entry per dimension (None, an axis
+    name, or a tuple of them), keeping only the mesh's Explicit axes; None when the mesh has no Explicit axis."""
+    explicit = mesh.explicit_axes
+    if not explicit:
+        return None
+    kept = []
+    for entry in entries:
+        axes = tuple(a for a in entry_axes(entry) if a in explicit)
+        kept.append(axes)
+    return _explicit_cached(mesh, tuple(kept))
+
+
+@functools.lru_cache(maxsize=4096)
+def _explicit_cached(mesh: Mesh | AbstractMesh, kept: tuple[tuple[Any, ...], ...]) -> NamedSharding:
+    """(one object per mesh and spec: types compare and hash them often)"""
+    return NamedSharding(mesh, PartitionSpec(*kept))
+
+
+def explicit_of(sharding: Any, ndim: int) -> NamedSharding | None:
+    """The explicit sharding the type of an array placed by sharding has: its Explicit mesh axes (None for a
+    sharding that is not a NamedSharding, or whose mesh has no Explicit axis)."""
+    if not isinstance(sharding, NamedSharding) or not sharding.mesh.explicit_axes:
+        return None
+    spec = tuple(sharding.spec)
+    return explicit_sharding(sharding.mesh, spec + (None,) * (ndim - len(spec)))
+
+
+def _sharding_view(aval: Any) -> NamedSharding:
+    explicit = aval.explicit
+    if explicit is None:
+        return NamedSharding(EMPTY_ABSTRACT_MESH, PartitionSpec(*([None] * aval.ndim)))
+    return NamedSharding(explicit.mesh.abstract_mesh, explicit.spec)
+
+
+_dtypes.SHARDING_VIEW.of = _sharding_view

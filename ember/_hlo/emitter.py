@@ -12,6 +12,7 @@ import numpy as np
 
 from ember._core import dtypes as dt
 from ember._core.dtypes import ShapedArray
+from ember._core.sharding import Sharding
 
 
 def tensor_type(aval: ShapedArray) -> str:
@@ -292,3 +293,19 @@ def module_text(arg_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArra
 def quoted_text(text: str) -> str:
     """A string attribute's text: MLIR escapes quotes and backslashes."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def sharding_text(sharding: Sharding, ndim: int, devices: Sequence[object] | None) -> str:
+    """The HloSharding text (an `mhlo.sharding` attribute) of sharding for an array of rank ndim in a program
+    partitioned over devices (a partition id is a position there; None: the sharding's own device order)."""
+    hlo = sharding._to_hlo(ndim)
+    own = tuple(sharding._device_assignment)
+    if devices is not None and own != tuple(devices):
+        position = {d: i for i, d in enumerate(devices)}
+        missing = [d for d in own if d not in position]
+        if missing:
+            raise ValueError(f"the sharding {sharding} names devices {[d.id for d in missing]} (of "  # type: ignore
+                             f"{[getattr(d, 'id', d) for d in own]}) outside the program's devices "
+                             f"{[getattr(d, 'id', d) for d in devices]}")
+        hlo = hlo.relabel([position[d] for d in own])
+    return hlo.text()

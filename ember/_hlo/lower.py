@@ -15,7 +15,8 @@ from ember._core.primitive import has_effects
 from ember._core.config import config
 from ember._core.profile import profiled
 from ember._hlo import row_fusion
-from ember._hlo.emitter import Emitter, dense_text, emit_custom_call, location_text, module_text, tensor_type
+from ember._hlo.emitter import (Emitter, dense_text, emit_custom_call, location_text, module_text, quoted_text,
+                                sharding_text, tensor_type)
 
 DEFAULT_PLATFORM: Any = "default"  # lower's platform: the one set_platform_provider's provider names
 
@@ -152,12 +153,26 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
                 outs = _in_effect_order(emitter, ctx, rule, [read(a) for a in eqn.inputs], eqn.params)
             else:
                 outs = rule(ctx, *[read(a) for a in eqn.inputs], **eqn.params)
+            if emitter.device_assignment is not None and not eqn.prim.own_sharding:
+                outs = _as_typed(emitter, eqn.outputs, outs)
             env.update(zip(eqn.outputs, outs))
         if regions is not None:
             _emit_regions(emitter, regions, len(ir.eqns), read, env, base, base_location)
     finally:
         emitter.scope, emitter.location = base, base_location
     return [read(a) for a in ir.outs]
+
+
+def _as_typed(emitter: Emitter, outputs: Sequence[Var], values: list[str]) -> list[str]:
+    """Each value whose type has an explicit sharding (JAX's explicit sharding mode), constrained to it (a custom
+    call @Sharding, as JAX's lowering constrains every result in that mode), in a program over several devices."""
+    for k, var in enumerate(outputs):
+        explicit = var.aval.explicit
+        if explicit is not None and len(emitter.device_assignment) > 1 and hasattr(explicit.mesh, "devices"):
+            text = sharding_text(explicit, var.aval.ndim, emitter.device_assignment)
+            values[k] = emitter.op("stablehlo.custom_call", [values[k]], var.aval,
+                                   {"call_target_name": '"Sharding"', "mhlo.sharding": quoted_text(text)})
+    return values
 
 
 def _emit_regions(emitter: Emitter, regions: row_fusion.Plan, i: int, read: Callable[[Atom], str],

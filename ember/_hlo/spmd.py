@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ember._core.sharding import Sharding
+from ember._hlo.emitter import sharding_text as sharding_text
 
 _channels = itertools.count(1)  # channel ids of cross-partition collectives: unique within any module
 
@@ -61,17 +61,3 @@ class SpmdPlan:
         self.in_shardings, self.out_shardings = list(in_shardings), list(out_shardings)
 
 
-def sharding_text(sharding: Sharding, ndim: int, devices: Sequence[object] | None) -> str:
-    """The HloSharding text (an `mhlo.sharding` attribute) of sharding for an array of rank ndim in a program
-    partitioned over devices (a partition id is a position there; None: the sharding's own device order)."""
-    hlo = sharding._to_hlo(ndim)
-    own = tuple(sharding._device_assignment)
-    if devices is not None and own != tuple(devices):
-        position = {d: i for i, d in enumerate(devices)}
-        missing = [d for d in own if d not in position]
-        if missing:
-            raise ValueError(f"the sharding {sharding} names devices {[d.id for d in missing]} (of "  # type: ignore
-                             f"{[getattr(d, 'id', d) for d in own]}) outside the program's devices "
-                             f"{[getattr(d, 'id', d) for d in devices]}")
-        hlo = hlo.relabel([position[d] for d in own])
-    return hlo.text()

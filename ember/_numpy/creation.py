@@ -20,6 +20,8 @@ from ember._numpy.dtypes import int32
 from ember._numpy.promotion import _as_operand, _broadcast_shapes, _broadcast_to_shape, _promote
 from ember._numpy.shape import astype, broadcast_to, concatenate, expand_dims, moveaxis, stack
 from ember._numpy.ufuncs import log10, multiply, power, sign
+from ember._api.sharding import reshard
+from ember._prims.explicit import resolve
 
 
 def _holds_tracers(x: Any) -> bool:
@@ -59,9 +61,19 @@ def _array_of(op: str, object: Any, dtype: Any, copy: bool | None, order: str | 
     return _host_array(object, dtype, copy, order, ndmin, op=op)
 
 
-def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None) -> Any:
-    return _device_put(_full(shape, fill_value, None if dtype is None else dt.check_user_dtype(dtype, "full")),
-                       device)
+def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Any:
+    return _placed(_full(shape, fill_value, None if dtype is None else dt.check_user_dtype(dtype, "full")), device,
+                   out_sharding, "full")
+
+
+def _placed(out: Any, device: Any, out_sharding: Any, op: str) -> Any:
+    """out on device=, or split as out_sharding= says (JAX's explicit sharding mode: a NamedSharding, or a
+    PartitionSpec over the current mesh; the result's type carries it)."""
+    if out_sharding is None:
+        return _device_put(out, device)
+    if device is not None:
+        raise ValueError(f"{op}: pass one of device= and out_sharding=")
+    return reshard(out, resolve(op, out_sharding))
 
 
 def _full(shape: Any, fill_value: Any, dtype: _np.dtype | None = None) -> Any:
@@ -74,17 +86,17 @@ def _full(shape: Any, fill_value: Any, dtype: _np.dtype | None = None) -> Any:
     return lax.full(shape, fill, dtype)
 
 
-def _filled(op: str, shape: Any, value: int, dtype: Any, device: Any) -> Any:
+def _filled(op: str, shape: Any, value: int, dtype: Any, device: Any, out_sharding: Any = None) -> Any:
     dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, op)
-    return _device_put(lax.full(static_ints(op, "shape", shape), value, dtype), device)
+    return _placed(lax.full(static_ints(op, "shape", shape), value, dtype), device, out_sharding, op)
 
 
-def zeros(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
-    return _filled("zeros", shape, 0, dtype, device)
+def zeros(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Any:
+    return _filled("zeros", shape, 0, dtype, device, out_sharding)
 
 
-def ones(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
-    return _filled("ones", shape, 1, dtype, device)
+def ones(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Any:
+    return _filled("ones", shape, 1, dtype, device, out_sharding)
 
 
 def _like(op: str, x: Any, dtype: Any, shape: Any) -> tuple[Any, Any]:
@@ -120,9 +132,9 @@ def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Any = None, *, 
     return _placed_like(_full(out_shape, fill_value, dtype), x, shape, device)
 
 
-def empty(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
+def empty(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Any:
     """zeros (XLA arrays are always initialised), as jax.numpy."""
-    return zeros(shape, dtype, device=device)
+    return zeros(shape, dtype, device=device, out_sharding=out_sharding)
 
 
 def empty_like(prototype: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:

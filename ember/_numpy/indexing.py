@@ -30,6 +30,9 @@ from ember._numpy.creation import ones_like, zeros_like
 from ember._numpy.promotion import _as_operand, _broadcast_shapes
 from ember._numpy.shape import broadcast_to, shape, stack, transpose
 from ember._numpy.ufuncs import _where, add, divide, less, negative, power
+from ember._api.sharding import reshard
+from ember._core.sharding import NamedSharding, P
+from ember._prims.explicit import resolve
 
 
 class _Item(NamedTuple):
@@ -436,11 +439,19 @@ class _IndexUpdateRef:
         return f"_IndexUpdateRef({self.array!r}, {self.index!r})"
 
     def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None,
-            fill_value: Any = None, wrap_negative_indices: bool = True) -> Any:
+            fill_value: Any = None, wrap_negative_indices: bool = True, out_sharding: Any = None) -> Any:
         """x[index]; mode "fill" returns fill_value (NaN for floats) where the index is out of bounds, "clip" and
-        "promise_in_bounds" clamp."""
-        return _read(self.array, self.index, "at[...].get", mode, fill_value, indices_are_sorted, unique_indices,
-                     wrap=wrap_negative_indices)
+        "promise_in_bounds" clamp. out_sharding (JAX's explicit sharding mode) splits the result as it says: ember
+        reads from x gathered whole (replicated: values as JAX's, with more communication than JAX's gather)."""
+        array = self.array
+        if out_sharding is not None:
+            out_sharding = resolve("at[...].get", out_sharding)
+            explicit = aval_of(array).explicit
+            if explicit is not None:
+                array = reshard(array, NamedSharding(explicit.mesh, P()))
+        out = _read(array, self.index, "at[...].get", mode, fill_value, indices_are_sorted, unique_indices,
+                    wrap=wrap_negative_indices)
+        return out if out_sharding is None else reshard(out, out_sharding)
 
     def _update(self, name: str, prim_fn: Callable[..., Any], values: Any, mode: Any, indices_are_sorted: bool,
                 unique_indices: bool, wrap: bool) -> Any:

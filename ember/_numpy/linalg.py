@@ -10,6 +10,9 @@ from ember import _prims as lax
 from ember._core import aval_of
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int
+from ember._core.sharding import NamedSharding, P
+from ember._prims.explicit import resolve
+from ember._api.sharding import reshard
 
 from ember._numpy.promotion import _operand_array, _broadcast_shapes, _broadcast_to_shape, _promote
 from ember._numpy.reductions import sum as sum_
@@ -22,10 +25,12 @@ class ContractionShapeError(TypeError, ValueError):
     ValueError as in numpy."""
 
 
-def _contract(a: Any, b: Any, dims: Any, precision: Any, preferred_element_type: Any) -> Any:
-    """lax.dot_general with jax.numpy's precision= and preferred_element_type= (the products below take them as
-    JAX's do: keyword-only)."""
-    return lax.dot_general(a, b, dims, precision=precision, preferred_element_type=preferred_element_type)
+def _contract(a: Any, b: Any, dims: Any, precision: Any, preferred_element_type: Any, out_sharding: Any = None
+              ) -> Any:
+    """lax.dot_general with jax.numpy's precision=, preferred_element_type= and out_sharding= (the products below
+    take them as JAX's do: keyword-only)."""
+    return lax.dot_general(a, b, dims, precision=precision, preferred_element_type=preferred_element_type,
+                           out_sharding=out_sharding)
 
 
 def _scaled(a: Any, b: Any, preferred_element_type: Any) -> Any:
@@ -34,10 +39,12 @@ def _scaled(a: Any, b: Any, preferred_element_type: Any) -> Any:
     return out if preferred_element_type is None else lax.convert_element_type(out, preferred_element_type)
 
 
-def matmul(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+def matmul(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None, out_sharding: Any = None
+           ) -> Any:
     """numpy's matmul: vectors are promoted to matrices, leading dimensions broadcast as batch dimensions;
-    precision and preferred_element_type as jax.numpy's (lax.dot_general's)."""
+    precision, preferred_element_type and out_sharding (JAX's explicit sharding mode) as jax.numpy's."""
     a, b = _promote("matmul", a, b)
+    out_sharding = resolve("matmul", out_sharding)
     sa, sb = shape(a), shape(b)
     if len(sa) == 0 or len(sb) == 0:
         raise ValueError(f"matmul: operands must not be scalars, got shapes {sa} and {sb}")
@@ -47,13 +54,14 @@ def matmul(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any
         raise ContractionShapeError(f"matmul: contracted dimensions differ: shapes {sa} and {sb} "
                          f"({sa[a_contract]} != {sb[b_contract]})")
     if len(sa) == 1 or len(sb) == 1:  # vector operands: no batch dimensions, contract directly
-        return _contract(a, b, (((a_contract,), (b_contract,)), ((), ())), precision, preferred_element_type)
+        return _contract(a, b, (((a_contract,), (b_contract,)), ((), ())), precision, preferred_element_type,
+                         out_sharding)
     batch = _broadcast_shapes("matmul", sa[:-2], sb[:-2])
-    return _batched_matmul(a, b, sa, sb, batch, precision, preferred_element_type)
+    return _batched_matmul(a, b, sa, sb, batch, precision, preferred_element_type, out_sharding)
 
 
 def _batched_matmul(a: Any, b: Any, sa: tuple[int, ...], sb: tuple[int, ...], batch: tuple[int, ...],
-                    precision: Any = None, preferred_element_type: Any = None) -> Any:
+                    precision: Any = None, preferred_element_type: Any = None, out_sharding: Any = None) -> Any:
     """matmul of operands of rank >= 2, as JAX's: a batch dimension both operands have (at the same size) is a
     batch dimension of the dot_general; one only a has (b's missing or 1) is a free dimension of a, and so for b;
     nothing is broadcast. So x[16, 64, 128] @ w[128, 384] is one [1024, 128] x [128, 384] product, and its weight
@@ -85,7 +93,6 @@ def _batched_matmul(a: Any, b: Any, sa: tuple[int, ...], sb: tuple[int, ...], ba
     a_batch = tuple(i for i, _ in pairs)
     b_batch = tuple(j for _, j in pairs)
     na, nbk = len(a_keep), len(b_keep)
-    out = _contract(a2, b2, (((na - 1,), (nbk - 2,)), (a_batch, b_batch)), precision, preferred_element_type)
     # out's dims: the batch pairs, a's free dims (its own batch-position ones, then its rows), b's likewise
     a_free = [d for d in range(na - 1) if d not in a_batch]
     b_free = [d for d in range(nbk) if d not in b_batch and d != nbk - 2]
@@ -94,23 +101,38 @@ def _batched_matmul(a: Any, b: Any, sa: tuple[int, ...], sb: tuple[int, ...], ba
     position.update({("b", d): len(pairs) + len(a_free) + b_free.index(d) for d in b_free})
     order = [position[o] for o in origin if o is not None]
     order += [position[("a", na - 2)], position[("b", nbk - 1)]]
+    product_sharding = None
+    if out_sharding is not None:  # (the product split so that, moved into matmul's order, it is as asked)
+        if len(order) != len(batch) + 2:
+            raise NotImplementedError(f"matmul: out_sharding= with broadcast size-1 batch dimensions ({sa} @ {sb}); "
+                                      "reshard the result instead")
+        spec = list(out_sharding.spec) + [None] * (len(order) - len(out_sharding.spec))
+        product = [None] * len(order)
+        for i, k in enumerate(order):
+            product[k] = spec[i]
+        product_sharding = NamedSharding(out_sharding.mesh, P(*product))
+    out = _contract(a2, b2, (((na - 1,), (nbk - 2,)), (a_batch, b_batch)), precision, preferred_element_type,
+                    product_sharding)
     if order != list(range(len(order))):
         out = lax.transpose(out, tuple(order))
     final = batch + (sa[-2], sb[-1])
     return out if aval_of(out).shape == final else lax.reshape(out, final)
 
 
-def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None, out_sharding: Any = None
+        ) -> Any:
     """numpy's dot: products with scalars, inner products, and sum over a's last and b's second-to-last axis;
-    precision and preferred_element_type as jax.numpy's."""
+    precision, preferred_element_type and out_sharding (JAX's explicit sharding mode) as jax.numpy's."""
     a, b = _promote("dot", a, b)
     sa, sb = shape(a), shape(b)
     if len(sa) == 0 or len(sb) == 0:
-        return _scaled(a, b, preferred_element_type)
+        out = _scaled(a, b, preferred_element_type)
+        return out if out_sharding is None else reshard(out, resolve("dot", out_sharding))
     if len(sa) <= 2 and len(sb) <= 2:
-        return matmul(a, b, precision=precision, preferred_element_type=preferred_element_type)
+        return matmul(a, b, precision=precision, preferred_element_type=preferred_element_type,
+                      out_sharding=out_sharding)
     return _contract(a, b, (((len(sa) - 1,), (builtins.max(len(sb) - 2, 0),)), ((), ())), precision,
-                     preferred_element_type)
+                     preferred_element_type, resolve("dot", out_sharding))
 
 
 def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:

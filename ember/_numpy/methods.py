@@ -32,9 +32,9 @@ def _reflected(fn: Any) -> Any:
     return lambda self, other: fn(other, self)
 
 
-def _method_reshape(self: Any, *shape_args: Any, order: str = "C") -> Any:
+def _method_reshape(self: Any, *shape_args: Any, order: str = "C", out_sharding: Any = None) -> Any:
     newshape = shape_args[0] if len(shape_args) == 1 and not isinstance(shape_args[0], int) else shape_args
-    return reshape(self, newshape, order)
+    return reshape(self, newshape, order, out_sharding=out_sharding)
 
 
 def _method_transpose(self: Any, *axes: Any) -> Any:

@@ -46,8 +46,8 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> 
 
 
 @fast_static
-def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: bool | None = None
-            ) -> Any:
+def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: bool | None = None,
+            out_sharding: Any = None) -> Any:
     """a with a new shape (one dimension may be -1), as jax.numpy's and the array API's reshape; newshape= is
     numpy 1's name for shape (JAX removed it; ember still takes it); copy=False is allowed (reshapes never copy
     observably: ember arrays are immutable)."""
@@ -57,6 +57,15 @@ def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None
         shape = newshape
     if shape is None:
         raise TypeError("reshape: the new shape is missing")
+    if out_sharding is not None:  # (JAX's explicit sharding mode: how the result is split)
+        if order != "C":
+            raise NotImplementedError("reshape: out_sharding= with order='F'")
+        a = _as_operand(a)
+        sizes = list(static_ints("reshape", "shape", (shape,) if isinstance(shape, int) else shape))
+        if -1 in sizes:
+            known = int(_np.prod([d for d in sizes if d != -1]))
+            sizes[sizes.index(-1)] = size(a) // max(known, 1)
+        return lax.reshape(a, tuple(sizes), out_sharding)
     return _reshape(a, shape, order)
 
 

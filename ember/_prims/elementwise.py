@@ -17,6 +17,7 @@ from ember._prims.checks import (ANY_C, FLOAT, INEXACT, INTEGRAL, NUMERIC, NUMER
                                  check_same_dtypes, coerce_scalars, elementwise_shape)
 from ember._prims.families import ZERO, Lowering, binary, comparison, elementwise_batching, unary, unbroadcast
 from ember._prims.shape import convert_element_type, full_like, linear_jvp
+from ember._prims import explicit
 
 
 def _scalar_like(value: float, x: Any) -> Any:
@@ -290,6 +291,7 @@ nextafter_p = binary("nextafter", "chlo.next_after", FLOAT, NOT_DIFFERENTIABLE)
 # ---------------------------------------------------------------------------------------------------------------
 # mulhi(x, y): the high half of the double-width product of two integers (signed or unsigned, as jax.lax.mulhi).
 mulhi_p = Primitive("mulhi")
+mulhi_p.def_rule("sharding_rule", explicit.broadcasting("mulhi"))
 
 
 @mulhi_p.def_rule("abstract_eval")
@@ -367,6 +369,7 @@ ge_p = comparison("ge", "GE")
 # ---------------------------------------------------------------------------------------------------------------
 # select(pred, on_true, on_false): linear in (on_true, on_false) for a fixed pred.
 select_p = Primitive("select", fuses_data_movement=True, elementwise=True)
+select_p.def_rule("sharding_rule", explicit.broadcasting("select_n"))
 
 
 @select_p.def_rule("abstract_eval")

@@ -25,6 +25,7 @@ from ember._core import NOT_DIFFERENTIABLE, PRIMITIVES, Primitive, ShapedArray, 
 from ember._core import dtypes as dt
 from ember._hlo import LoweringContext, compare_type
 from ember._prims.checks import ANY, all_weak, check_dtype, check_same_dtypes, elementwise_shape
+from ember._prims.explicit import broadcasting
 from ember._prims.shape import (BatchDim, batch_size, broadcast_in_dim, moveaxis, reduce_sum, vectorized_batching)
 
 ZERO = "zero derivative"
@@ -140,6 +141,7 @@ def unary(name: str, hlo_name: str | None, kinds: str, derivative: Any, *, lower
 
     _attach_derivative(prim, derivative, make_jvp, make_vjp)
     prim.def_rule("batching", vectorized_batching(prim))
+    prim.def_rule("sharding_rule", broadcasting(name))
     return prim
 
 
@@ -178,6 +180,7 @@ def binary(name: str, hlo_name: str, kinds: str, derivative: Any, *, lowering: L
 
     _attach_derivative(prim, derivative, make_jvp, make_vjp)
     prim.def_rule("batching", elementwise_batching(prim))
+    prim.def_rule("sharding_rule", broadcasting(name))
     return prim
 
 
@@ -202,4 +205,5 @@ def comparison(name: str, direction: str, kinds: str = ANY) -> Primitive:
         "compare_type": f"#stablehlo<comparison_type {compare_type(aval.dtype)}>"}))
     prim.mark_not_differentiable()
     prim.def_rule("batching", elementwise_batching(prim))
+    prim.def_rule("sharding_rule", broadcasting(name))
     return prim

@@ -26,6 +26,7 @@ from ember._prims.shape import (BatchDim, batch_at_front, batch_size, broadcast_
                                 iota, linear_jvp, moveaxis, reduce_sum, reshape, zeros_like)
 from ember._prims.reduction import reduce_min
 from ember._prims.slicing import concatenate, slice_in_dim
+from ember._prims import explicit
 
 
 class GatherDimensionNumbers(NamedTuple):
@@ -90,6 +91,7 @@ def _dims_attr(kind: str, fields: dict[str, tuple[int, ...]], index_vector_dim: 
 # ---------------------------------------------------------------------------------------------------------------
 # gather(operand, indices, dimension_numbers, slice_sizes, indices_are_sorted, unique_indices): clamping starts.
 gather_p = Primitive("gather")
+gather_p.def_rule("sharding_rule", explicit.gather)
 
 
 @gather_p.def_rule("abstract_eval")
@@ -599,6 +601,7 @@ scatter_max = _scatter_function(scatter_max_p, "combined by maximum")
 # ---------------------------------------------------------------------------------------------------------------
 # dynamic_slice(operand, *start_indices, slice_sizes): a static-size slice at traced starts, clamped to fit.
 dynamic_slice_p = Primitive("dynamic_slice")
+dynamic_slice_p.def_rule("sharding_rule", explicit.dynamic_slice)
 
 
 def _check_starts(op: str, operand: ShapedArray, starts: Sequence[ShapedArray]) -> None:
@@ -747,6 +750,7 @@ def dynamic_index_in_dim(operand: Any, index: Any, axis: int = 0, keepdims: bool
 # ---------------------------------------------------------------------------------------------------------------
 # dynamic_update_slice(operand, update, *start_indices): update written at traced starts, clamped to fit.
 dynamic_update_slice_p = Primitive("dynamic_update_slice")
+dynamic_update_slice_p.def_rule("sharding_rule", explicit.same_as(0))
 
 
 @dynamic_update_slice_p.def_rule("abstract_eval")
@@ -827,6 +831,7 @@ def dynamic_update_index_in_dim(operand: Any, update: Any, index: Any, axis: int
 # ---------------------------------------------------------------------------------------------------------------
 # clamp(min, x, max): x limited to [min, max]; min and max may be scalars (like jax.lax.clamp).
 clamp_p = Primitive("clamp")
+clamp_p.def_rule("sharding_rule", explicit.broadcasting("clamp"))
 
 
 @clamp_p.def_rule("abstract_eval")

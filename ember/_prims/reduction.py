@@ -25,6 +25,7 @@ from ember._prims.elementwise import (add, bitwise_and, bitwise_not, bitwise_or,
 from ember._prims.shape import (BatchDim, broadcast_in_dim, convert_element_type, kept_dims, reduce_axes,
                                 reduce_sum, reduction, reshape, transpose)
 from ember._prims.slicing import pad, slice
+from ember._prims import explicit
 
 
 def _extreme_weights(x: Any, out: Any, axes: tuple[int, ...]) -> Any:
@@ -156,6 +157,7 @@ def _all_ones(dtype: np.dtype) -> Any:
 
 def _bitwise_reduction(name: str, hlo_op: str, identity: Callable[[np.dtype], Any]) -> Primitive:
     prim = Primitive(name)
+    prim.def_rule("sharding_rule", explicit.reduction)
 
     @prim.def_rule("abstract_eval")
     def abstract_eval(x: ShapedArray, *, axes: tuple[int, ...]) -> ShapedArray:
@@ -204,6 +206,7 @@ def reduce_xor(x: Any, axes: Sequence[int] | None = None) -> Any:
 # is the first NaN, else the first extreme value (as jax.lax).
 def _argminmax(name: str, better: Callable[[Any, Any], Any]) -> Primitive:
     prim = Primitive(name)
+    prim.def_rule("sharding_rule", explicit.reduction)
 
     @prim.def_rule("abstract_eval")
     def abstract_eval(x: ShapedArray, *, axes: tuple[int, ...], index_dtype: np.dtype) -> ShapedArray:
@@ -288,6 +291,7 @@ GENERAL_REDUCE_NOT_DIFFERENTIABLE = (
     "the derivative of reduce with a general computation is not implemented (as in JAX); reduce one operand with "
     "lax.add, lax.mul, lax.max or lax.min, whose reductions are differentiable")
 reduce_p = Primitive("reduce", multiple_results=True)
+reduce_p.def_rule("sharding_rule", explicit.general_reduce)
 
 
 @reduce_p.def_rule("abstract_eval")

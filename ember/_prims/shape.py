@@ -16,6 +16,7 @@ from ember._core.vma import pvary_p
 from ember._core.config import config
 from ember._hlo import LoweringContext, backend_forms, compare_type, i64_array
 from ember._prims.checks import check_dtype
+from ember._prims import explicit
 
 BatchDim = int | None
 
@@ -73,6 +74,7 @@ def vectorized_batching(prim: Primitive) -> Callable[..., Any]:
 # ---------------------------------------------------------------------------------------------------------------
 # broadcast_in_dim(x, shape, broadcast_dimensions): operand dim i becomes output dim broadcast_dimensions[i].
 broadcast_in_dim_p = Primitive("broadcast_in_dim", moves_data=True)
+broadcast_in_dim_p.def_rule("sharding_rule", explicit.broadcast_in_dim)
 
 
 @broadcast_in_dim_p.def_rule("abstract_eval")
@@ -175,17 +177,19 @@ def zeros(aval: ShapedArray) -> Any:
 # ---------------------------------------------------------------------------------------------------------------
 # reshape(x, new_sizes)
 reshape_p = Primitive("reshape", moves_data=True)
+reshape_p.def_rule("sharding_rule", explicit.reshape)
 
 
 @reshape_p.def_rule("abstract_eval")
-def _reshape_abstract_eval(x: ShapedArray, *, new_sizes: tuple[int, ...]) -> ShapedArray:
+def _reshape_abstract_eval(x: ShapedArray, *, new_sizes: tuple[int, ...], out_sharding: Any = None) -> ShapedArray:
     if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
         raise TypeError(f"reshape: cannot reshape {x.str_short()} ({x.size} elements) to shape {new_sizes}")
     return ShapedArray(new_sizes, x.dtype, x.weak_type)
 
 
 @reshape_p.def_rule("lowering")
-def _reshape_lowering(ctx: LoweringContext, x: str, *, new_sizes: tuple[int, ...]) -> list[str]:
+def _reshape_lowering(ctx: LoweringContext, x: str, *, new_sizes: tuple[int, ...], out_sharding: Any = None
+                      ) -> list[str]:
     return [ctx.op("stablehlo.reshape", [x], ctx.aval_out)]
 
 
@@ -194,27 +198,34 @@ reshape_p.def_rule("jvp", linear_jvp(reshape_p))
 
 @reshape_p.def_rule("vjp")
 def _reshape_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
-                 new_sizes: tuple[int, ...]) -> list[Any]:
-    return [reshape(cts[0], aval_of(ins[0]).shape)]
+                 new_sizes: tuple[int, ...], out_sharding: Any = None) -> list[Any]:
+    x = aval_of(ins[0])  # (split back as the operand is, in explicit sharding mode)
+    return [reshape(cts[0], x.shape, x.explicit if out_sharding is not None else None)]
 
 
 @reshape_p.def_rule("batching")
-def _reshape_batching(args: list[Any], dims: list[BatchDim], *, new_sizes: tuple[int, ...]
+def _reshape_batching(args: list[Any], dims: list[BatchDim], *, new_sizes: tuple[int, ...], out_sharding: Any = None
                       ) -> tuple[list[Any], list[BatchDim]]:
     x = moveaxis(args[0], dims[0], 0)
-    return [reshape_p.bind(x, new_sizes=(aval_of(x).shape[0],) + new_sizes)], [0]
+    return [reshape(x, (aval_of(x).shape[0],) + new_sizes, explicit.batched(out_sharding, 0))], [0]
 
 
-def reshape(x: Any, new_sizes: Sequence[int]) -> Any:
+def reshape(x: Any, new_sizes: Sequence[int], out_sharding: Any = None) -> Any:
+    """x with new_sizes; out_sharding (JAX's explicit sharding mode: a NamedSharding or a PartitionSpec over the
+    current mesh) says how the result is split where the reshape rule cannot."""
     new_sizes = static_ints("reshape", "new_sizes", new_sizes)
-    if aval_of(x).shape == new_sizes and not is_python_scalar(x):
+    out_sharding = explicit.resolve("reshape", out_sharding)
+    if aval_of(x).shape == new_sizes and not is_python_scalar(x) and out_sharding is None:
         return x
+    if out_sharding is not None:
+        return reshape_p.bind(x, new_sizes=new_sizes, out_sharding=out_sharding)
     return reshape_p.bind(x, new_sizes=new_sizes)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # transpose(x, permutation): output dim i is operand dim permutation[i].
 transpose_p = Primitive("transpose")
+transpose_p.def_rule("sharding_rule", explicit.transpose)
 
 
 @transpose_p.def_rule("abstract_eval")
@@ -259,6 +270,7 @@ def transpose(x: Any, permutation: Sequence[int]) -> Any:
 # ---------------------------------------------------------------------------------------------------------------
 # convert_element_type(x, new_dtype, weak_type)
 convert_element_type_p = Primitive("convert_element_type", elementwise=True)
+convert_element_type_p.def_rule("sharding_rule", explicit.same_as(0))
 
 
 @convert_element_type_p.def_rule("abstract_eval")
@@ -377,6 +389,7 @@ def reduction(name: str, kinds: str, identity: Callable[[np.dtype], Any], combin
     body, derivative(prim) -> (jvp rule, vjp rule). backend_form(ctx, x, axes), when given, may lower it in a form
     the target backend runs faster (the value, or None for the plain stablehlo.reduce)."""
     prim = Primitive(name)
+    prim.def_rule("sharding_rule", explicit.reduction)
 
     @prim.def_rule("abstract_eval")
     def abstract_eval(x: ShapedArray, *, axes: tuple[int, ...]) -> ShapedArray:

@@ -6,20 +6,21 @@ from __future__ import annotations
 from typing import Any
 
 from ember._core import TRACE_STATE, Primitive, ShapedArray
-from ember._core.sharding import NamedSharding, PartitionSpec, Sharding
+from ember._core.sharding import NamedSharding, PartitionSpec, Sharding, explicit_of
 from ember._hlo.emitter import quoted_text
 from ember._hlo.lower import LoweringContext
 from ember._hlo.spmd import sharding_text
 from ember._prims.shape import BatchDim, linear_jvp
 
 # sharding_constraint(x, sharding): the identity, x placed as sharding says.
-sharding_constraint_p = Primitive("sharding_constraint")
+# Its result's type carries the sharding's Explicit mesh axes (a reshard, in JAX's explicit sharding mode).
+sharding_constraint_p = Primitive("sharding_constraint", own_sharding=True)
 
 
 @sharding_constraint_p.def_rule("abstract_eval")
 def _sharding_constraint_abstract_eval(x: ShapedArray, *, sharding: Sharding) -> ShapedArray:
     check_rank("with_sharding_constraint", sharding, x)
-    return x
+    return x.with_explicit(explicit_of(sharding, x.ndim))
 
 
 @sharding_constraint_p.def_rule("lowering")

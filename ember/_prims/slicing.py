@@ -11,10 +11,12 @@ from ember._prims.checks import check_same_dtypes
 from ember._prims.elementwise import select, sub
 from ember._prims.shape import (BatchDim, batch_at_front, batch_size, broadcast_in_dim, linear_jvp, reduce_sum,
                                zeros)
+from ember._prims import explicit
 
 # ---------------------------------------------------------------------------------------------------------------
 # slice(x, start_indices, limit_indices, strides)
 slice_p = Primitive("slice")
+slice_p.def_rule("sharding_rule", explicit.slicing)
 
 
 @slice_p.def_rule("abstract_eval")
@@ -87,6 +89,7 @@ def slice_in_dim(x: Any, start: int, limit: int, stride: int = 1, axis: int = 0)
 # ---------------------------------------------------------------------------------------------------------------
 # pad(x, padding_value, padding_config[(low, high, interior)]); negative low/high crop.
 pad_p = Primitive("pad")
+pad_p.def_rule("sharding_rule", explicit.same_as(0))
 PaddingConfig = tuple[tuple[int, int, int], ...]
 
 
@@ -164,6 +167,7 @@ def pad(x: Any, padding_value: Any, padding_config: Sequence[Sequence[int]]) -> 
 # ---------------------------------------------------------------------------------------------------------------
 # concatenate(*xs, dimension)
 concatenate_p = Primitive("concatenate")
+concatenate_p.def_rule("sharding_rule", explicit.concatenate)
 
 
 @concatenate_p.def_rule("abstract_eval")
@@ -223,6 +227,7 @@ def concatenate(operands: Sequence[Any], dimension: int) -> Any:
 # ---------------------------------------------------------------------------------------------------------------
 # split(x, sizes, axis): consecutive pieces of x along axis, one output per size (linear; concatenate's transpose).
 split_p = Primitive("split", multiple_results=True)
+split_p.def_rule("sharding_rule", explicit.split)
 
 
 @split_p.def_rule("abstract_eval")
@@ -279,6 +284,7 @@ def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Any]:
 # ---------------------------------------------------------------------------------------------------------------
 # rev(x, dimensions): x reversed along the given dimensions (linear, its own transpose).
 rev_p = Primitive("rev")
+rev_p.def_rule("sharding_rule", explicit.same_as(0))
 
 
 @rev_p.def_rule("abstract_eval")

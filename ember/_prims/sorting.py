@@ -20,8 +20,10 @@ from ember._hlo import LoweringContext, compare_type
 from ember._prims.checks import check_dtype
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, broadcasted_iota
 from ember._prims.slicing import rev, slice_in_dim
+from ember._prims import explicit
 
 sort_p = Primitive("sort", multiple_results=True)
+sort_p.def_rule("sharding_rule", explicit.sort)
 
 
 @sort_p.def_rule("abstract_eval")

@@ -23,6 +23,7 @@ from ember._prims.conv import padtype_to_pads
 from ember._prims.elementwise import add, max, min
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, broadcast_in_dim, linear_jvp
 from ember._prims.slicing import pad, slice
+from ember._prims import explicit
 
 Pairs = tuple[tuple[int, int], ...]
 
@@ -303,6 +304,7 @@ select_and_scatter_add_p.def_rule("batching", _pair_batching(select_and_scatter_
 # ---------------------------------------------------------------------------------------------------------------
 # cumsum(x, axis, reverse): prefix sums, lowered as a window sum over each prefix (XLA turns it into a scan)
 cumsum_p = Primitive("cumsum")
+cumsum_p.def_rule("sharding_rule", explicit.cumulative)
 
 
 @cumsum_p.def_rule("abstract_eval")

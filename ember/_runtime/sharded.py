@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember._core import ShapedArray, Tracer, check_live
-from ember._core.sharding import NamedSharding, PartitionSpec, Sharding, current_mesh
+from ember._core.sharding import NamedSharding, PartitionSpec, Sharding, current_mesh, explicit_of
 from ember._prims.sharding import sharding_constraint_p
 from ember._runtime import pjrt as _pjrt
 from ember._core.pytree import prefix_entries, tree_flatten
@@ -37,7 +37,7 @@ class ShardedArray(Array):
         self._buffer = None
         self._shards = list(buffers)
         self._sharding = sharding
-        self.aval = aval
+        self.aval = aval.with_explicit(explicit_of(sharding, aval.ndim))  # (its type: JAX's explicit sharding)
         self._host = None
         self._origin = origin
         self._committed = True

@@ -376,7 +376,22 @@ def _local_module(optimized: bytes) -> bytes | None:
         return None
     if not isinstance(module, bytes) or any(word in module for word in _COMMUNICATING):
         return None
-    return module
+    try:
+        opcodes = {op for computation in _fields(module).get(3, []) if isinstance(computation, bytes)
+                   for instruction in _fields(computation).get(2, []) if isinstance(instruction, bytes)
+                   for op in _fields(instruction).get(2, [])}
+    except ValueError:
+        return None
+    # Only the instructions seen to compile again from an optimized module: XLA's CPU compiler aborts on others (a
+    # fused transpose of a partition: "Check failed: output_shape.has_layout()", measured on the plugin).
+    return module if opcodes <= _LOCAL_OPCODES else None
+
+
+_LOCAL_OPCODES = {op.encode() for op in (
+    "parameter constant fusion tuple get-tuple-element broadcast add subtract multiply divide remainder negate abs "
+    "sign maximum minimum compare select convert exponential exponential-minus-one log log-plus-one sine cosine tan "
+    "tanh logistic sqrt rsqrt cbrt power floor ceil round-nearest-afz round-nearest-even and or xor not clamp "
+    "is-finite atan2 erf").split()}
 
 
 def _part_shape(index: tuple[slice, ...], shape: tuple[int, ...]) -> tuple[int, ...]:

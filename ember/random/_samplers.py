@@ -20,6 +20,8 @@ from ember._control.custom import pure_custom_jvp
 from ember._core import aval_of
 from ember._core import dtypes as dt
 from ember.random._keys import _split, canonical_shape, key_data_of, random_bits
+from ember._api.sharding import reshard
+from ember._prims.explicit import resolve
 
 
 _DEFAULT_GUMBEL_MODE = "low"  # (JAX's, without jax_use_high_dynamic_range_gumbel)
@@ -114,13 +116,20 @@ def _uniform(data: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype:
 _uniform_jit = jit(_uniform, static_argnums=(3, 4))
 
 
-def uniform(key: Any, shape: Sequence[int] = (), dtype: Any = None, minval: Any = 0.0, maxval: Any = 1.0) -> Any:
-    """Uniform floats in [minval, maxval) (as jax.random.uniform)."""
+def uniform(key: Any, shape: Sequence[int] = (), dtype: Any = None, minval: Any = 0.0, maxval: Any = 1.0, *,
+            out_sharding: Any = None) -> Any:
+    """Uniform floats in [minval, maxval) (as jax.random.uniform); out_sharding splits the result (JAX's explicit
+    sharding mode: the values do not depend on it)."""
     data = _key("uniform", key)
     dtype = _float_dtype("uniform", dtype)
     shape = canonical_shape("uniform", shape)
     _check_shape("uniform", shape, minval, maxval, names=("minval", "maxval"))
-    return _uniform_jit(data, minval, maxval, shape, dtype)
+    return split_as(_uniform_jit(data, minval, maxval, shape, dtype), "uniform", out_sharding)
+
+
+def split_as(out: Any, op: str, out_sharding: Any) -> Any:
+    """A sampler's result split as out_sharding says (None: as it is)."""
+    return out if out_sharding is None else reshard(out, resolve(f"random.{op}", out_sharding))
 
 
 def _normal(data: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
@@ -142,13 +151,15 @@ _normal_jit = jit(_normal, static_argnums=(1, 2))
 _complex_normal_jit = jit(_complex_normal, static_argnums=(1, 2))
 
 
-def normal(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
+def normal(key: Any, shape: Sequence[int] = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
     """Standard normal floats: sqrt(2) * erf_inv(u), u uniform in (-1, 1) (as jax.random.normal); for a complex
-    dtype, standard complex normal values."""
+    dtype, standard complex normal values; out_sharding as uniform's."""
     data = _key("normal", key)
     if dtype is not None and dt.is_complex(dt.parse_dtype(dtype)):
-        return _complex_normal_jit(data, canonical_shape("normal", shape), dt.check_user_dtype(dtype, "random.normal"))
-    return _normal_jit(data, canonical_shape("normal", shape), _float_dtype("normal", dtype))
+        out = _complex_normal_jit(data, canonical_shape("normal", shape), dt.check_user_dtype(dtype, "random.normal"))
+    else:
+        out = _normal_jit(data, canonical_shape("normal", shape), _float_dtype("normal", dtype))
+    return split_as(out, "normal", out_sharding)
 
 
 @partial(jit, static_argnums=(3, 4))
