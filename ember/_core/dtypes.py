@@ -560,13 +560,15 @@ class ShapedArray:
     def strip_weak_type(self) -> "ShapedArray":
         return self if not self.weak_type else ShapedArray(self.shape, self.dtype, False, self.vma, self.explicit)
 
-    def str_short(self) -> str:
+    def str_short(self, short_dtypes: bool = True) -> str:
+        """The type as the IR prints it (f32[8@X,4]{V:i}); with short_dtypes=False as JAX's str(typeof(x)) prints
+        it (float32[8@X,4]{V:i})."""
         if self.explicit is None:
             dims = ",".join(map(str, self.shape))
         else:
             dims = ",".join(f"{n}@{_entry_text(e)}" if e is not None else str(n)
                             for n, e in zip(self.shape, self.explicit.spec))
-        text = f"{short_name(self.dtype)}[{dims}]"
+        text = f"{short_name(self.dtype) if short_dtypes else self.dtype.name}[{dims}]"
         return text + vma_text(self.vma) if self.vma else text
 
     def __eq__(self, other: object) -> bool:
@@ -576,13 +578,12 @@ class ShapedArray:
     def __hash__(self) -> int:
         return self._hash
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # (as JAX's: ShapedArray(float32[8@X,4], weak_type=True))
         weak = ", weak_type=True" if self.weak_type else ""
-        vma = f", vma={{{', '.join(map(repr, ordered_axes(self.vma)))}}}" if self.vma else ""
-        sharding = f", sharding={self.explicit.spec}" if self.explicit is not None else ""
-        return f"ShapedArray({self.shape}, {short_name(self.dtype)}{weak}{vma}{sharding})"
+        return f"ShapedArray({self.str_short(False)}{weak})"
 
-    __str__ = str_short
+    def __str__(self) -> str:  # (as JAX's str(typeof(x)): float32[8@X,4]{V:i}; the IR prints str_short())
+        return self.str_short(False)
 
 
 def _entry_text(entry: Any) -> str:

@@ -363,9 +363,10 @@ def check_ir(ir: IR) -> None:
             if any(type(a) is Var and a.aval.vma != vma for a in eqn.inputs):
                 raise IRTypeError(f"{where}: {operand_vma_error(eqn.prim.name, in_avals)}")
         got = [v.aval for v in eqn.outputs]
-        if [(a.shape, a.dtype, a.vma) for a in expected] != [(a.shape, a.dtype, a.vma) for a in got]:
-            raise IRTypeError(f"{where}: outputs typed {[str(a) for a in got]} but the rule gives "
-                              f"{[str(a) for a in expected]}")
+        if [(a.shape, a.dtype, a.vma, a.explicit) for a in expected] != \
+                [(a.shape, a.dtype, a.vma, a.explicit) for a in got]:
+            raise IRTypeError(f"{where}: outputs typed {[a.str_short() for a in got]} but the rule gives "
+                              f"{[a.str_short() for a in expected]}")
         for v in eqn.outputs:
             define(v, where)
     for atom in ir.outs:

@@ -46,13 +46,15 @@ def typed(mesh: Any, entries: Sequence[Any]) -> NamedSharding | None:
     return explicit_sharding(mesh, entries)
 
 
-def _check_distinct(name: str, entries: Sequence[Any], *specs: tuple[Any, ...]) -> None:
-    used: list[Any] = []
-    for entry in entries:
-        used.extend(entry_axes(entry))
+def _check_distinct(name: str, entries: Sequence[Any], avals: Sequence[ShapedArray], shape: Sequence[int],
+                    dtype: Any) -> None:
+    """JAX's error for a result that would be split over one mesh axis twice."""
+    used = [a for entry in entries for a in entry_axes(entry)]
     if len(used) != len(set(used)):
-        raise ShardingTypeError(f"{name} got incompatible shardings for broadcasting: "
-                                f"{', '.join(map(str, specs))}.")
+        result = ShapedArray(shape, dtype).update(explicit=_unchecked(avals[0].explicit.mesh if avals[0].explicit
+                                                                      else mesh_of(avals), entries))
+        raise ShardingTypeError(f"{name} operation with inputs: {', '.join(a.str_short() for a in avals)} produces an "
+                                f"illegally sharded result: {result.str_short()}")
 
 
 def broadcasting(name: str) -> Rule:
@@ -71,7 +73,8 @@ def broadcasting(name: str) -> Rule:
                 elif out[i] != entry:
                     raise ShardingTypeError(f"{name} got incompatible shardings for broadcasting: "
                                             f"{', '.join(map(str, specs))}.")
-        _check_distinct(name, out, *specs)
+        widest = next(a for a in avals if a.ndim == ndim)
+        _check_distinct(name, out, avals, widest.shape, widest.dtype)
         return typed(mesh, out)
     return rule
 
