@@ -45,7 +45,7 @@ FAILS: list[str] = []
 
 
 def short_types(text):
-    """JAX's type text with ember's short dtype names: float32[3]{V:i} -> f32[3]{V:i}."""
+    """A type text with short dtype names: float32[3]{V:i} -> f32[3]{V:i}."""
     return re.sub(r"\b(bfloat|float|uint|int|complex)(\d+)\b", lambda m: DTYPE_NAMES[m[1]] + m[2], str(text))
 
 
@@ -68,8 +68,8 @@ def compare(name, ours, theirs, rtol, atol):
             compare(f"{name}[{i}]", a, b, rtol, atol)
         return
     if isinstance(theirs, (str, bool, int, set, frozenset, type(None))):
-        if isinstance(theirs, str):
-            theirs = short_types(theirs)
+        if isinstance(theirs, str):  # (types in messages and jaxprs compared by their short names on both sides)
+            theirs, ours = short_types(theirs), short_types(ours) if isinstance(ours, str) else ours
         if ours != theirs:
             fail(name, f"ember: {ours!r}\nJAX:   {theirs!r}")
         return

@@ -13,6 +13,7 @@ from ember._core.dtypes import check_user_dtype
 from ember._core.pytree import prefix_entries, tree_flatten, tree_leaves, tree_map, tree_structure
 from ember._core.sharding import (AxisType, Mesh, NamedSharding, PartitionSpec, Sharding, current_mesh,
                                   swap_current_mesh)
+from ember._prims.explicit import resolve
 from ember._prims.sharding import check_rank, sharding_constraint_p
 from ember._runtime import Array, ShardedArray, device_put
 from ember._runtime.array import canonical_aval, device_put as one_device_put
@@ -23,13 +24,7 @@ def _is_entry(x: Any) -> bool:
 
 
 def _resolve(api: str, what: str, entry: Any) -> Any:
-    if isinstance(entry, PartitionSpec):
-        mesh = current_mesh()
-        if mesh is None:
-            raise ValueError(f"{api}: {what} holds the PartitionSpec {entry}, which needs a mesh: use "
-                             "NamedSharding(mesh, spec), or call inside `with mesh:` / ember.sharding.set_mesh(mesh)")
-        return NamedSharding(mesh, entry)
-    return entry
+    return resolve(api, entry, what)
 
 
 def check_shardings(api: str, in_shardings: Any, out_shardings: Any) -> tuple[Any, Any]:
@@ -139,14 +134,7 @@ def auto_axes(fun: Callable[..., Any] | None = None, /, *, axes: Any = None, out
         if meshes is None:
             return fun(*args, **kwargs)
         mesh, auto = meshes
-        resolved = tree_map(lambda s: NamedSharding(mesh, s) if isinstance(s, PartitionSpec) else s, target,
-                            is_leaf=_is_entry)
-        previous = swap_current_mesh(auto)
-        try:
-            out = fun(*_respec(args, auto), **kwargs)
-        finally:
-            swap_current_mesh(previous)
-        return reshard(out, resolved)
+        return reshard(_inside(auto, fun, _respec(args, auto), kwargs), _over(mesh, target))
     return call
 
 
@@ -166,15 +154,23 @@ def explicit_axes(fun: Callable[..., Any] | None = None, /, *, axes: Any = None,
             raise ValueError("Context mesh cannot be empty. Please use `ember.sharding.set_mesh` API to enter into a "
                              "mesh context when using `explicit_axes` API.")
         mesh, explicit = meshes
-        resolved = tree_map(lambda s: NamedSharding(explicit, s) if isinstance(s, PartitionSpec) else s, target,
-                            is_leaf=_is_entry)
-        previous = swap_current_mesh(explicit)
-        try:
-            out = fun(*reshard(args, resolved), **kwargs)
-        finally:
-            swap_current_mesh(previous)
-        return _respec(out, mesh)
+        return _respec(_inside(explicit, fun, reshard(args, _over(explicit, target)), kwargs), mesh)
     return call
+
+
+def _over(mesh: Mesh, shardings: Any) -> Any:
+    """shardings (a tree of them) with each PartitionSpec made a NamedSharding over mesh."""
+    return tree_map(lambda s: NamedSharding(mesh, s) if isinstance(s, PartitionSpec) else s, shardings,
+                    is_leaf=_is_entry)
+
+
+def _inside(mesh: Mesh, fun: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
+    """fun(*args, **kwargs) with mesh the current mesh."""
+    previous = swap_current_mesh(mesh)
+    try:
+        return fun(*args, **kwargs)
+    finally:
+        swap_current_mesh(previous)
 
 
 def make_array_from_callback(shape: Sequence[int], sharding: Sharding, data_callback: Callable[[Any], Any],

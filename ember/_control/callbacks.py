@@ -36,6 +36,7 @@ from ember._hlo import ffi as _hlo_ffi
 from ember._hlo.lower import CALLBACK_TARGET
 from ember._prims.lax_helpers import index_in_dim, stack
 from ember._prims.shape import BatchDim, batch_size, broadcast, moveaxis
+from ember._prims import explicit
 
 TARGET = CALLBACK_TARGET
 CALLBACK_NOT_DIFFERENTIABLE = ("callbacks are not differentiable: wrap the callback in ember.custom_jvp or "
@@ -182,6 +183,7 @@ def _sequential(prim: Primitive, args: Sequence[Any], dims: Sequence[BatchDim], 
 # ---------------------------------------------------------------------------------------------------------------
 # pure_callback(args...; callback, vmap_method) -> results
 pure_callback_p = Primitive("pure_callback", multiple_results=True)
+pure_callback_p.def_rule("sharding_rule", explicit.replicated_results)
 pure_callback_p.def_rule("abstract_eval", _abstract_eval)
 pure_callback_p.def_rule("lowering", _lowering(effectful=False))
 pure_callback_p.mark("jvp", CALLBACK_NOT_DIFFERENTIABLE, CallbackDerivativeError)
@@ -213,6 +215,7 @@ def _pure_callback_batching(args: Sequence[Any], dims: Sequence[BatchDim], *, ca
 # ---------------------------------------------------------------------------------------------------------------
 # io_callback(args...; callback, ordered) -> results: effectful
 io_callback_p = Primitive("io_callback", multiple_results=True, effectful=True)
+io_callback_p.def_rule("sharding_rule", explicit.replicated_results)
 io_callback_p.def_rule("abstract_eval", _abstract_eval)
 io_callback_p.def_rule("lowering", _lowering(effectful=True))
 io_callback_p.mark("jvp", CALLBACK_NOT_DIFFERENTIABLE, CallbackDerivativeError)
@@ -231,6 +234,7 @@ def _io_callback_batching(args: Sequence[Any], dims: Sequence[BatchDim], *, call
 # ---------------------------------------------------------------------------------------------------------------
 # debug_callback(args...; callback, ordered) -> (): effectful, no results
 debug_callback_p = Primitive("debug_callback", multiple_results=True, effectful=True)
+debug_callback_p.def_rule("sharding_rule", explicit.replicated_results)
 debug_callback_p.def_rule("abstract_eval", _abstract_eval)
 debug_callback_p.def_rule("lowering", _lowering(effectful=True))
 

@@ -32,6 +32,7 @@ from ember._core import dtypes as dt
 from ember._core.eval import bind_outputs, eval_ir
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, zeros
+from ember._prims import explicit
 
 
 class JaxRuntimeError(ValueError):
@@ -89,6 +90,7 @@ class Site(NamedTuple):
 # check(pred, *payload; site, batch_dims): a user check. batch_dims: how many leading batch dims vmap added to every
 # operand (the site's own pred is a boolean of any shape: all of it must hold).
 check_p = Primitive("check", multiple_results=True, effectful=True)
+check_p.def_rule("sharding_rule", explicit.replicated_results)
 NOT_FUNCTIONALIZED = ("Cannot abstractly evaluate a checkify.check which was not functionalized. This probably means "
                       "you tried to stage (jit/scan/pmap/...) a `check` without functionalizing it through "
                       "`checkify.checkify`.")

@@ -29,6 +29,7 @@ from ember._transforms.cache import TransformCache
 from ember._transforms.discharge import KEEPS_REFS, body_finals, ref_values, updated
 from ember._transforms.jvp import jvp_ir
 from ember._transforms.passes import split_known
+from ember._prims import explicit
 
 CUSTOM_VJP_NO_FORWARD_MODE = "forward-mode differentiation (jvp) of a custom_vjp function is not supported, as in JAX"
 
@@ -382,6 +383,7 @@ def optimization_barrier(operand: Any) -> Any:
 # name(x; name): checkpoint_name's identity, which a checkpoint policy can pick out by its name. Its tangent is not
 # named (as in JAX); it is kept by every pass as any other equation is (dce drops it only when unused).
 name_p = Primitive("name")
+name_p.def_rule("sharding_rule", explicit.same_as(0))
 name_p.def_rule("abstract_eval", lambda x, *, name: x)
 name_p.def_rule("lowering", lambda ctx, x, *, name: [x])
 name_p.def_rule("jvp", lambda primals, tangents, *, name: ([name_p.bind(primals[0], name=name)], [tangents[0]]))

@@ -19,6 +19,7 @@ from ember._core.primitive import has_effects
 from ember._core.checks import normalize_axis
 from ember._core.dtypes import NO_VMA, join_vma
 from ember._core.pytree import keystr, tree_flatten, tree_leaves_with_path, tree_map, tree_structure, tree_unflatten
+from ember._core.sharding import row_type, stacked_type
 from ember._hlo import LoweringContext, compare_type, i64_array, lower_into
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, moveaxis, zeros
 from ember._transforms.ad import active_outputs, vjp_ir
@@ -460,7 +461,8 @@ def _while(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init_
 def check_carry_vma(api: str, body_fun: Callable[..., Any], tree: Any, carry_in: Sequence[ShapedArray],
                     carry_out: Sequence[ShapedArray]) -> None:
     """JAX's error for a loop body returning a carry that varies over other mesh axes than the carry it takes
-    (inside a shard_map body), naming the carry by the body's first parameter as JAX does."""
+    (inside a shard_map body), or is split otherwise (explicit sharding), naming the carry by the body's first
+    parameter as JAX does."""
     try:
         name = next(iter(inspect.signature(body_fun).parameters), None)
     except (TypeError, ValueError):
@@ -473,6 +475,13 @@ def check_carry_vma(api: str, body_fun: Callable[..., Any], tree: Any, carry_in:
             paths.append(f"the input carry at path {keystr(path)}" if path else "the input carry")
     found = vma_mismatch("{path} has type {want} but the corresponding output carry component has type {got}", paths,
                          carry_in, carry_out, ", to the initial carry value corresponding to {path}")
+    split = [(f"{path} has type {a} but the corresponding output carry component has type {b}", "")
+             for path, a, b in zip(paths, carry_in, carry_out)
+             if a.shape == b.shape and a.dtype == b.dtype and a.vma == b.vma and a.explicit != b.explicit]
+    if split and not found:  # (JAX's explicit sharding mode: a carry's sharding is part of its type)
+        raise TypeError(vma_error_text(f"{api} body function carry input and carry output must have equal types, "
+                                       "but they differ:", split, "Revise the function so that all output types "
+                                       "match the corresponding input types."))
     if found:
         raise TypeError(vma_error_text(f"{api} body function carry input and carry output must have equal types, "
                                        "but they differ:", found, "Revise the function so that all output types "
@@ -492,7 +501,7 @@ def _scan_abstract_eval(*avals: ShapedArray, body_ir: IR, num_consts: int, num_c
     for x in xs:
         if x.ndim == 0 or x.shape[0] != length:
             raise TypeError(f"scan: every xs must have leading dimension {length}, got {x.str_short()}")
-    slices = [x.update(shape=x.shape[1:]) for x in xs]
+    slices = [row_type(x) for x in xs]
     if not same_types(body_ir.in_avals, consts + carry + slices):
         raise TypeError(f"scan: the body takes {describe(body_ir.in_avals)}, given "
                         f"{describe(consts + carry + slices)}")
@@ -500,7 +509,7 @@ def _scan_abstract_eval(*avals: ShapedArray, body_ir: IR, num_consts: int, num_c
     if not same_types(carry_out, carry):
         raise TypeError(f"scan: the body must return the carry's types {describe(carry)}, but it returns "
                         f"{describe(carry_out)}")
-    return list(carry) + [y.update(shape=(length,) + y.shape) for y in ys]
+    return list(carry) + [stacked_type(y, length) for y in ys]
 
 
 @scan_p.def_rule("lowering")
@@ -741,7 +750,7 @@ def _scan_discharge(ins: list[Any], refs: list[int | None], *, body_ir: IR, num_
     plain = [x for x, i in zip(consts, const_ids) if i is None]
     value_avals = [aval_of(v).strip_weak_type() for v in values]
 
-    slice_avals = [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in xs]
+    slice_avals = [row_type(aval_of(x)) for x in xs]
     body_new, extra = closed_body(_refs_carried(body_ir, const_ids, len(plain), value_avals),
                                   [aval_of(x) for x in plain] + value_avals + [aval_of(c) for c in carry]
                                   + slice_avals, "scan body")
@@ -755,7 +764,7 @@ def scan_flat(body: Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]
               xs: Sequence[Any], length: int, reverse: bool = False) -> tuple[list[Any], list[Any]]:
     """scan over flat lists: body(carry list, x slice list) -> (carry list, y list)."""
     carry_avals = [aval_of(c) for c in init]
-    slice_avals = [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in xs]
+    slice_avals = [row_type(aval_of(x)) for x in xs]
     nk = len(init)
 
     def flat(*leaves: Any) -> list[Any]:
@@ -795,7 +804,7 @@ def _scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, length: 
                          f"{got or 'no xs'}" + ("" if x_leaves or length is not None else "; pass length"))
     length = lengths.pop()
     c_leaves, c_tree = tree_flatten(init)
-    slice_avals = [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in x_leaves]
+    slice_avals = [row_type(aval_of(x)) for x in x_leaves]
 
     def stage(carry_leaves: list[Any]) -> Any:
         return close_over(lambda carry, x: f(carry, x), tree_structure((init, xs)),
@@ -829,7 +838,7 @@ def _vmapped(f: Callable[[Any], Any], xs: Any) -> Any:
     """f applied to every slice of xs along its leading axis at once (batching f's IR)."""
     leaves, tree = tree_flatten(xs)
     size = aval_of(leaves[0]).shape[0]
-    closed = close_over(f, tree_structure((xs,)), [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in leaves],
+    closed = close_over(f, tree_structure((xs,)), [row_type(aval_of(x)) for x in leaves],
                         "map f")
     batched, _ = batch_ir(closed.ir, [None] * len(closed.consts) + [0] * len(leaves), size,
                           [0] * len(closed.ir.outs))

@@ -18,7 +18,8 @@ from ember._transforms.discharge import body_finals, ref_values, updated
 from ember._core.sharding import Sharding
 from ember._hlo import LoweringContext
 from ember._hlo.lower import call_function
-from ember._prims.sharding import batched_sharding, constrain
+from ember._prims.explicit import batched as batched_sharding
+from ember._prims.sharding import constrain
 from ember._prims.shape import BatchDim, batch_size, zeros
 from ember._transforms.ad import vjp_ir
 from ember._transforms.batching import batch_ir

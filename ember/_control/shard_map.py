@@ -36,7 +36,7 @@ from ember._core.dtypes import NO_VMA, note_axis_order, ordered_axes
 from ember._core.pytree import keystr, tree_leaves_with_path
 from ember._core.vma import typed_axes
 from ember._core.pytree import prefix_entries, tree_flatten, tree_structure
-from ember._core.sharding import Mesh, NamedSharding, PartitionSpec, current_mesh
+from ember._core.sharding import Mesh, NamedSharding, PartitionSpec, current_mesh, explicit_of
 from ember._hlo import LoweringContext
 from ember._hlo.emitter import quoted_text
 from ember._hlo.lower import call_function
@@ -96,8 +96,10 @@ def block_aval(api: str, mesh: Mesh, spec: PartitionSpec, aval: ShapedArray, wha
 
 
 def full_aval(mesh: Mesh, spec: PartitionSpec, block: ShapedArray) -> ShapedArray:
+    """The type of the whole array of blocks split by spec: typed by it over the mesh's Explicit axes (JAX's
+    explicit sharding mode)."""
     return ShapedArray(tuple(n * k for n, k in zip(block.shape, _factors(mesh, spec, block.ndim))), block.dtype,
-                       block.weak_type)
+                       block.weak_type, explicit=explicit_of(NamedSharding(mesh, spec), block.ndim))
 
 
 def spec_vma(spec: PartitionSpec) -> frozenset:
@@ -296,6 +298,15 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, out_specs: Any, in_spec
         specs = _in_specs(name, in_specs, args, leaves)
         avals = [aval_of(x) for x in leaves]
         api = f"shard_map({name})"
+        for spec, aval in zip(specs, avals):  # (JAX's explicit sharding mode: the specs are the inputs' types)
+            if aval.explicit is not None and aval.explicit.mesh == the_mesh and \
+                    explicit_of(NamedSharding(the_mesh, spec), aval.ndim) != aval.explicit:
+                raise ValueError(
+                    f"in_specs passed to shard_map: {spec} does not match the specs of the input: "
+                    f"{aval.explicit.spec} for arg: {aval}. `in_specs` is an optional argument so you "
+                    "can omit specifying it and shard_map will infer the in_specs from the arguments. If you want to "
+                    "reshard your inputs, you can use `ember.reshard` on the arguments and then pass those args to "
+                    "shard_map.")
         blocks = [body_aval(api, the_mesh, s, a, f"argument {i}", check_vma)
                   for i, (s, a) in enumerate(zip(specs, avals))]
         closed = _in_mesh(the_mesh, check_vma, lambda: close_over(f, in_tree, blocks, api))
@@ -388,8 +399,9 @@ def _in_specs(name: str, in_specs: Any, args: tuple[Any, ...], leaves: list[Any]
             in_specs = tuple(in_specs)
         return _prefix_specs(f"shard_map({name})", "in_specs", in_specs, args)
     specs = []
-    for i, x in enumerate(leaves):  # inferred from the arguments' shardings
-        sharding = None if isinstance(x, Tracer) else getattr(x, "sharding", None)
+    for i, x in enumerate(leaves):  # inferred from the arguments' shardings (traced: their types', as JAX's)
+        explicit = aval_of(x).explicit
+        sharding = explicit if isinstance(x, Tracer) else getattr(x, "sharding", None)
         if isinstance(sharding, NamedSharding):
             specs.append(sharding.spec)
         elif sharding is not None and sharding.is_fully_replicated:

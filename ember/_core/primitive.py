@@ -204,9 +204,11 @@ class Primitive:
         if "out_sharding" in params:  # (the user's: it decides, as in JAX)
             shardings = [explicit_of(params["out_sharding"], o.ndim) for o in outs]
         elif rule is not None:
-            found = rule(*avals, **params)
-            shardings = [explicit_sharding(mesh, (None,) * o.ndim) if s is None else s
-                         for o, s in zip(outs, list(found) if self.multiple_results else [found])]
+            if getattr(rule, "wants_outs", False):  # (a rule of a family given the outputs' avals: one per output)
+                found = list(rule(*avals, outs=outs, **params))
+            else:
+                found = list(rule(*avals, **params)) if self.multiple_results else [rule(*avals, **params)]
+            shardings = [explicit_sharding(mesh, (None,) * o.ndim) if s is None else s for o, s in zip(outs, found)]
         else:
             split = [a for a in avals if a.explicit is not None and any(e is not None for e in a.explicit.spec)]
             if split:

@@ -1194,6 +1194,24 @@ def explicit_of(sharding: Any, ndim: int) -> NamedSharding | None:
     return explicit_sharding(sharding.mesh, spec + (None,) * (ndim - len(spec)))
 
 
+def row_type(aval: Any) -> Any:
+    """The type of aval's rows (aval without its leading dimension: a scan's slice), its explicit sharding kept on
+    the other dimensions."""
+    explicit = aval.explicit
+    if explicit is None:
+        return aval.update(shape=aval.shape[1:])
+    return aval.update(shape=aval.shape[1:], explicit=explicit_sharding(explicit.mesh, tuple(explicit.spec)[1:]))
+
+
+def stacked_type(aval: Any, length: int) -> Any:
+    """The type of length values of type aval stacked along a new leading dimension (not split)."""
+    explicit = aval.explicit
+    if explicit is None:
+        return aval.update(shape=(length,) + aval.shape)
+    return aval.update(shape=(length,) + aval.shape,
+                       explicit=explicit_sharding(explicit.mesh, (None,) + tuple(explicit.spec)))
+
+
 def _sharding_view(aval: Any) -> NamedSharding:
     explicit = aval.explicit
     if explicit is None:

@@ -26,6 +26,7 @@ from ember._prims.elementwise import add
 from ember._prims.dot import Precision, canonical_precision, precision_attrs, with_precision
 from ember._prims.shape import BatchDim, argsort, batch_size, moveaxis, reshape, transpose
 from ember._prims.slicing import concatenate, rev, slice_in_dim
+from ember._prims import explicit
 
 
 class ConvDimensionNumbers(NamedTuple):
@@ -39,6 +40,7 @@ class ConvDimensionNumbers(NamedTuple):
 
 Pairs = tuple[tuple[int, int], ...]
 conv_general_dilated_p = Primitive("conv_general_dilated")
+conv_general_dilated_p.def_rule("sharding_rule", explicit.conv)
 
 
 def _spatial(aval: ShapedArray, spec: Sequence[int]) -> list[int]:

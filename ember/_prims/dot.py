@@ -189,19 +189,21 @@ def _dot_general_batching(args: list[Any], dims: list[BatchDim], *, dimension_nu
     (lc, rc), (lb, rb) = dimension_numbers
     (lhs, rhs), (ld, rd) = args, dims
     lhs_ndim, rhs_ndim = aval_of(lhs).ndim, aval_of(rhs).ndim
+    out_ndim = len(lb) + (lhs_ndim - 1 - len(lc) - len(lb)) + (rhs_ndim - 1 - len(rc) - len(rb)) + \
+        (ld is None) + (rd is None)  # (the unbatched product's rank)
     if ld is not None and rd is not None:
         new = ((_shift(lc, ld), _shift(rc, rd)), ((ld,) + _shift(lb, ld), (rd,) + _shift(rb, rd)))
-        return [_dot(lhs, rhs, new, precision, explicit.batched(out_sharding, 0))], [0]
+        return [_dot(lhs, rhs, new, precision, explicit.batched(out_sharding, 0, out_ndim))], [0]
     if ld is not None:
         new = ((_shift(lc, ld), rc), (_shift(lb, ld), rb))
         free = _free_dims(lhs_ndim, new[0][0], new[1][0])
         d = len(lb) + free.index(ld)
-        return [_dot(lhs, rhs, new, precision, explicit.batched(out_sharding, d))], [d]
+        return [_dot(lhs, rhs, new, precision, explicit.batched(out_sharding, d, out_ndim))], [d]
     new = ((lc, _shift(rc, rd)), (lb, _shift(rb, rd)))
     lhs_free = _free_dims(lhs_ndim, lc, lb)
     free = _free_dims(rhs_ndim, new[0][1], new[1][1])
     d = len(lb) + len(lhs_free) + free.index(rd)
-    return [_dot(lhs, rhs, new, precision, explicit.batched(out_sharding, d))], [d]
+    return [_dot(lhs, rhs, new, precision, explicit.batched(out_sharding, d, out_ndim))], [d]
 
 
 def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = None,

@@ -13,7 +13,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember._core.dtypes import ShapedArray, ShardingTypeError
-from ember._core.sharding import NamedSharding, PartitionSpec, current_mesh, entry_axes, explicit_sharding
+from ember._core.sharding import (NamedSharding, PartitionSpec, Sharding, current_mesh, entry_axes,
+                                  explicit_sharding)
 
 Rule = Callable[..., Any]
 
@@ -297,26 +298,105 @@ def bitcast(x: ShapedArray, *, new_dtype: Any) -> Any:
     return typed(x.explicit.mesh, spec)
 
 
-def resolve(api: str, out_sharding: Any) -> NamedSharding | None:
-    """A user's `out_sharding=` (a NamedSharding, or a PartitionSpec over the current mesh) as a param's value."""
-    if out_sharding is None or isinstance(out_sharding, NamedSharding):
-        return out_sharding
-    if isinstance(out_sharding, PartitionSpec):
+def windowed(name: str, layout: int = 0) -> Rule:
+    """A window reduction (reduce_window_*, select_and_*): the result is split as operand `layout` is, which may stay
+    split on a dimension whose window is one element with stride one and no padding or dilation; the other operands
+    are replicated or split as that one is."""
+    def rule(*avals: ShapedArray, window_dimensions: Sequence[int], window_strides: Sequence[int],
+             padding: Sequence[Sequence[int]], **params: Any) -> Any:
+        x = avals[layout]
+        dilations = [params.get("base_dilation") or (1,) * x.ndim, params.get("window_dilation") or (1,) * x.ndim]
+        for d in split_dims(x):
+            if (window_dimensions[d], window_strides[d], tuple(padding[d]), dilations[0][d], dilations[1][d]) != \
+                    (1, 1, (0, 0), 1, 1):
+                raise ShardingTypeError(f"{name}: the window spans dimension {d} of {long_type(x)}, which is split; "
+                                        "reshard it to None there first")
+        for o in avals:
+            if split_dims(o) and spec_of(o) != spec_of(x):
+                raise ShardingTypeError(f"{name}: operands split differently: "
+                                        f"{', '.join(long_type(a) for a in avals)}")
+        return typed(mesh_of(avals), spec_of(x))
+    return rule
+
+
+def batch_only(name: str, core: int) -> Rule:
+    """A primitive on the last `core` dimensions of its operands (a matrix factorization): the dimensions
+    before them (a batch) keep their splits, the core ones must not be split; each result is split over the same
+    batch dimensions (results get the outputs' avals: see Primitive._explicit_outs)."""
+    def rule(*avals: ShapedArray, outs: Sequence[ShapedArray], **params: Any) -> Any:
+        first = avals[0]
+        k = core
+        batch = list(spec_of(first))[:first.ndim - k]
+        for a in avals:
+            if any(e is not None for e in spec_of(a)[a.ndim - k:]):
+                raise ShardingTypeError(f"{name}: the last {k} dimensions of {long_type(a)} must not be split (it "
+                                        "computes on them whole); reshard them to None first")
+            if list(spec_of(a))[:a.ndim - k] not in (batch, [None] * (a.ndim - k)):
+                raise ShardingTypeError(f"{name}: operands split differently over their batch dimensions: "
+                                        f"{', '.join(long_type(o) for o in avals)}")
+        mesh = mesh_of(avals)
+        return [typed(mesh, batch[:o.ndim] + [None] * (o.ndim - len(batch[:o.ndim]))) for o in outs]
+    rule.wants_outs = True  # type: ignore[attr-defined]
+    return rule
+
+
+def replicated_results(*avals: ShapedArray, outs: Sequence[ShapedArray], **params: Any) -> Any:
+    """Results that are the same everywhere, whatever the operands' splits (a host callback: its operands are
+    gathered where it runs, its results replicated)."""
+    return [None] * len(outs)
+
+
+replicated_results.wants_outs = True  # type: ignore[attr-defined]
+
+
+def scatter(operand: ShapedArray, indices: ShapedArray, updates: ShapedArray, **params: Any) -> Any:
+    """A scatter writes into the operand as it is split; the indices and updates must be replicated (JAX asks
+    for `out_sharding=` there too)."""
+    if split_dims(indices) or split_dims(updates):
+        raise ShardingTypeError(f"scatter: the indices {long_type(indices)} and updates {long_type(updates)} must "
+                                "be replicated (reshard them to P()) or run it in ember.sharding.auto_axes")
+    return typed(mesh_of([operand, indices, updates]), spec_of(operand))
+
+
+def conv(lhs: ShapedArray, rhs: ShapedArray, *, dimension_numbers: Any, batch_group_count: int = 1,
+         **params: Any) -> Any:
+    """A convolution splits its result's batch dimension as lhs's batch dimension is (data parallelism); lhs's
+    feature and spatial dimensions and the kernel must not be split (a windowed contraction over them)."""
+    ls, _, out_spec = dimension_numbers
+    lhs_spec = spec_of(lhs)
+    if split_dims(rhs) or any(lhs_spec[d] is not None for d in ls[1:]) or \
+            (batch_group_count > 1 and lhs_spec[ls[0]] is not None):
+        raise ShardingTypeError(f"conv_general_dilated: only lhs's batch dimension may be split, got lhs "
+                                f"{long_type(lhs)} and rhs {long_type(rhs)}; reshard the others to None or run it in "
+                                "ember.sharding.auto_axes")
+    out: list[Any] = [None] * len(out_spec)
+    out[out_spec[0]] = lhs_spec[ls[0]]
+    return typed(mesh_of([lhs, rhs]), out)
+
+
+def resolve(api: str, value: Any, what: str = "out_sharding") -> Any:
+    """A user's sharding argument (a Sharding, or a PartitionSpec over the current mesh; None) as a Sharding."""
+    if value is None or isinstance(value, Sharding):
+        return value
+    if isinstance(value, PartitionSpec):
         mesh = current_mesh()
         if mesh is None:
-            raise ValueError(f"{api}: out_sharding={out_sharding} is a PartitionSpec, which needs a mesh: call inside "
-                             "`with ember.sharding.set_mesh(mesh):` or pass NamedSharding(mesh, spec)")
-        return NamedSharding(mesh, out_sharding)
-    raise TypeError(f"{api}: out_sharding must be a NamedSharding or a PartitionSpec, got {out_sharding!r} of type "
-                    f"{type(out_sharding).__name__}")
+            raise ValueError(f"{api}: {what} holds the PartitionSpec {value}, which needs a mesh: use "
+                             "NamedSharding(mesh, spec), or call inside `with mesh:` / ember.sharding.set_mesh(mesh)")
+        return NamedSharding(mesh, value)
+    raise TypeError(f"{api}: {what} must be a Sharding or a PartitionSpec, got {value!r} of type "
+                    f"{type(value).__name__}")
 
 
-def batched(out_sharding: Any, d: int | None) -> Any:
-    """An out_sharding param for the result batched at dimension d (not split there)."""
-    if out_sharding is None or d is None:
-        return out_sharding
-    spec = list(out_sharding.spec)
-    return NamedSharding(out_sharding.mesh, PartitionSpec(*spec[:d], None, *spec[d:]))
+def batched(sharding: Any, d: int | None, ndim: int) -> Any:
+    """The sharding of an array of rank ndim laid out by sharding, batched at dimension d (not split there); None
+    when it cannot be said (a sharding that is not a NamedSharding), sharding itself when d is None."""
+    if sharding is None or d is None:
+        return sharding
+    if not isinstance(sharding, NamedSharding):
+        return None
+    spec = tuple(sharding.spec) + (None,) * (ndim - len(sharding.spec))
+    return NamedSharding(sharding.mesh, PartitionSpec(*spec[:d], None, *spec[d:]))
 
 
 __all__ = ["PartitionSpec"]

@@ -22,6 +22,7 @@ from ember._hlo import LoweringContext, i64_array
 from ember._prims.elementwise import conj, mul, real
 from ember._prims.shape import BatchDim, broadcast_in_dim, convert_element_type, full, linear_jvp, moveaxis
 from ember._prims.slicing import concatenate, pad
+from ember._prims import explicit
 
 FFT_TYPES = ("FFT", "IFFT", "RFFT", "IRFFT")
 
@@ -35,6 +36,7 @@ class FftType(enum.IntEnum):
 
 
 fft_p = Primitive("fft")
+fft_p.def_rule("sharding_rule", explicit.same_as(0))  # (as JAX: XLA partitions a split FFT dimension)
 
 
 def _real_side_shape(x: ShapedArray, fft_type: str, fft_lengths: tuple[int, ...]) -> tuple[int, ...]:

@@ -397,6 +397,7 @@ def _scatter_batching(prim: Primitive) -> Any:
 
 def _scatter_primitive(name: str, combine: str | None, kinds: str) -> Primitive:
     prim = Primitive(name)
+    prim.def_rule("sharding_rule", explicit.scatter)
     prim.def_rule("abstract_eval", _scatter_abstract_eval(name, kinds))
     prim.def_rule("lowering", _scatter_lowering(combine))
     prim.def_rule("batching", _scatter_batching(prim))

@@ -33,6 +33,7 @@ from ember._prims.shape import (BatchDim, batch_at_front, batch_size, broadcast_
                                 convert_element_type, full, moveaxis, reduce_sum, reshape, transpose)
 from ember._prims.slicing import slice
 from ember._prims.lax_helpers import batch_matmul
+from ember._prims import explicit
 
 _INT32 = np.dtype(np.int32)
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
@@ -195,6 +196,7 @@ def _front_batching(prim: Primitive) -> Callable[..., Any]:
 # cholesky(a): the lower-triangular L with a = L L^H (only a's lower triangle is read; the upper triangle of L is
 # zero). A matrix that is not positive definite gives NaNs in the lower triangle, as JAX on CPU.
 cholesky_p = Primitive("cholesky")
+cholesky_p.def_rule("sharding_rule", explicit.batch_only("cholesky", 2))
 
 
 @cholesky_p.def_rule("abstract_eval")
@@ -274,6 +276,7 @@ def symmetrize(x: Any) -> Any:
 # triangular_solve(a, b): x with op(a) x = b (left_side) or x op(a) = b, op(a) = a or a^T (transpose_a); only a's
 # lower (lower) or upper triangle is read, and its diagonal taken as ones with unit_diagonal.
 triangular_solve_p = Primitive("triangular_solve")
+triangular_solve_p.def_rule("sharding_rule", explicit.batch_only("triangular_solve", 2))
 
 
 @triangular_solve_p.def_rule("abstract_eval")
@@ -396,6 +399,7 @@ def _broadcast_batch(x: Any, batch: tuple[int, ...]) -> Any:
 # upper (on and above it); pivots are LAPACK's row swaps (zero-based), permutation their composition. A singular
 # matrix factors too (a zero on U's diagonal), as in LAPACK and JAX.
 lu_p = Primitive("lu", multiple_results=True)
+lu_p.def_rule("sharding_rule", explicit.batch_only("lu", 2))
 
 
 @lu_p.def_rule("abstract_eval")
@@ -480,6 +484,7 @@ def lu(x: Any) -> tuple[Any, Any, Any]:
 # below it (their leading 1 implied), and their scales taus (..., min(m, n)) (numpy.linalg.qr's mode 'raw', after a
 # transpose). No derivative rules, as in JAX (its private jax._src.lax.linalg.geqrf).
 geqrf_p = Primitive("geqrf", multiple_results=True)
+geqrf_p.def_rule("sharding_rule", explicit.batch_only("geqrf", 2))
 NO_DERIVATIVE_RULES = "no derivative rules, as in JAX"  # the mark of geqrf and schur
 
 
@@ -516,6 +521,7 @@ def geqrf(x: Any) -> tuple[Any, Any]:
 # qr(a, full_matrices): (q, r) with a = q r, q orthonormal columns, r upper triangular; LAPACK's geqrf (Householder
 # reflectors) then orgqr (q from them). full_matrices: q (m, m) and r (m, n); else q (m, k), r (k, n), k = min(m, n).
 qr_p = Primitive("qr", multiple_results=True)
+qr_p.def_rule("sharding_rule", explicit.batch_only("qr", 2))
 
 
 @qr_p.def_rule("abstract_eval")
@@ -643,6 +649,7 @@ def qr(x: Any, full_matrices: bool = True) -> tuple[Any, Any]:
 # reading its lower (lower) or upper triangle; w is real (of a complex a too: LAPACK's heevd). No convergence, or a
 # non-finite input, gives NaNs.
 eigh_p = Primitive("eigh", multiple_results=True)
+eigh_p.def_rule("sharding_rule", explicit.batch_only("eigh", 2))
 
 
 @eigh_p.def_rule("abstract_eval")
@@ -722,6 +729,7 @@ def eigh(x: Any, lower: bool = True, symmetrize_input: bool = True) -> tuple[Any
 # svd(a, full_matrices, compute_uv): (s, u, vt) with a = u diag(s) vt, s descending and real (of a complex a too),
 # or (s,) without compute_uv; LAPACK's gesdd. No convergence, or a non-finite input, gives NaNs.
 svd_p = Primitive("svd", multiple_results=True)
+svd_p.def_rule("sharding_rule", explicit.batch_only("svd", 2))
 
 
 @svd_p.def_rule("abstract_eval")
@@ -867,6 +875,7 @@ def svd(x: Any, full_matrices: bool = True, compute_uv: bool = True) -> Any:
 # eigenvalues differentiate, as in JAX: the rule raises where eigenvectors are computed. No convergence, or a
 # non-finite input, gives NaNs.
 eig_p = Primitive("eig", multiple_results=True)
+eig_p.def_rule("sharding_rule", explicit.batch_only("eig", 2))
 
 
 @eig_p.def_rule("abstract_eval")
@@ -951,6 +960,7 @@ def eig(x: Any, compute_left_eigenvectors: bool = True, compute_right_eigenvecto
 # No derivative rules, as in JAX (jax.lax.linalg.schur raises for them too). No convergence, or a non-finite input,
 # gives NaNs.
 schur_p = Primitive("schur", multiple_results=True)
+schur_p.def_rule("sharding_rule", explicit.batch_only("schur", 2))
 
 
 @schur_p.def_rule("abstract_eval")

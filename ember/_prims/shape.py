@@ -207,7 +207,7 @@ def _reshape_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bo
 def _reshape_batching(args: list[Any], dims: list[BatchDim], *, new_sizes: tuple[int, ...], out_sharding: Any = None
                       ) -> tuple[list[Any], list[BatchDim]]:
     x = moveaxis(args[0], dims[0], 0)
-    return [reshape(x, (aval_of(x).shape[0],) + new_sizes, explicit.batched(out_sharding, 0))], [0]
+    return [reshape(x, (aval_of(x).shape[0],) + new_sizes, explicit.batched(out_sharding, 0, len(new_sizes)))], [0]
 
 
 def reshape(x: Any, new_sizes: Sequence[int], out_sharding: Any = None) -> Any:

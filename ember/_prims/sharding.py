@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from ember._core import TRACE_STATE, Primitive, ShapedArray
-from ember._core.sharding import NamedSharding, PartitionSpec, Sharding, explicit_of
+from ember._core.sharding import NamedSharding, Sharding, explicit_of
 from ember._hlo.emitter import quoted_text
 from ember._hlo.lower import LoweringContext
 from ember._hlo.spmd import sharding_text
 from ember._prims.shape import BatchDim, linear_jvp
+from ember._prims import explicit
 
 # sharding_constraint(x, sharding): the identity, x placed as sharding says.
 # Its result's type carries the sharding's Explicit mesh axes (a reshard, in JAX's explicit sharding mode).
@@ -38,17 +39,8 @@ def _sharding_constraint_batching(args: list[Any], dims: list[BatchDim], *, shar
                                   ) -> tuple[list[Any], list[BatchDim]]:
     """The batch dimension is not split (its entry in the spec is None)."""
     x, d = args[0], dims[0]
-    batched = batched_sharding(sharding, d, x.ndim - 1)
+    batched = explicit.batched(sharding, d, x.ndim - 1)
     return ([x] if batched is None else [sharding_constraint_p.bind(x, sharding=batched)]), [d]
-
-
-def batched_sharding(sharding: Sharding, d: int, ndim: int) -> Sharding | None:
-    """The sharding of an array of rank ndim laid out by sharding, batched at dimension d (not split): None when it
-    cannot be said (a sharding that is not a NamedSharding: the constraint is dropped)."""
-    if not isinstance(sharding, NamedSharding):
-        return None
-    spec = tuple(sharding.spec) + (None,) * (ndim - len(sharding.spec))
-    return NamedSharding(sharding.mesh, PartitionSpec(*spec[:d], None, *spec[d:]))
 
 
 def constrain(ctx: LoweringContext, x: str, aval: ShapedArray, sharding: Sharding | None) -> str:
@@ -78,6 +70,7 @@ class _InspectSharding(Primitive):
 
 
 inspect_sharding_p = _InspectSharding("inspect_sharding", multiple_results=True, effectful=True)
+inspect_sharding_p.def_rule("sharding_rule", explicit.replicated_results)
 inspect_sharding_p.compile_time_effect = True  # (nothing to order among a body's callbacks: it emits no op)
 inspect_sharding_p.def_rule("abstract_eval", lambda x, *, callback: [])
 inspect_sharding_p.def_rule("lowering", lambda ctx, x, *, callback: [])  # (the runtime calls it: see above)

@@ -19,6 +19,7 @@ from ember._prims.elementwise import (_bind_binary, _bind_unary, abs, add, bitwi
 from ember._prims.families import binary, elementwise_batching, unary, unbroadcast
 from ember._prims.reduction import reduce_max
 from ember._prims.shape import broadcast_in_dim, convert_element_type, full_like
+from ember._prims import explicit
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _SQRT_PI_OVER_TWO = math.sqrt(math.pi) / 2.0
@@ -154,6 +155,7 @@ def _nan_where(bad: Any, value: Any) -> Any:
 def _special_op(name: str, lowering: Callable[..., list[str]], partials: Sequence[Callable[..., Any]]
                 ) -> Primitive:
     prim = Primitive(name)
+    prim.def_rule("sharding_rule", explicit.broadcasting(name))
 
     @prim.def_rule("abstract_eval")
     def abstract_eval(*avals: ShapedArray) -> ShapedArray:

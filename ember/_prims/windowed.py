@@ -98,6 +98,7 @@ def _batch_window(params: dict[str, Any], d: int) -> dict[str, Any]:
 def _reduce_window(kind: str) -> Primitive:
     name = f"reduce_window_{kind}"
     prim = Primitive(name)
+    prim.def_rule("sharding_rule", explicit.windowed(name))
 
     @prim.def_rule("abstract_eval")
     def abstract_eval(x: ShapedArray, *, window_dimensions: tuple[int, ...], window_strides: tuple[int, ...],
@@ -183,6 +184,7 @@ _chooser_rules(reduce_window_min_p, "le")
 # ---------------------------------------------------------------------------------------------------------------
 # select_and_gather_add(tangents, operand): per window, the tangent where operand is extreme (ge: max, le: min)
 select_and_gather_add_p = Primitive("select_and_gather_add")
+select_and_gather_add_p.def_rule("sharding_rule", explicit.windowed("select_and_gather_add"))
 
 
 @select_and_gather_add_p.def_rule("abstract_eval")
@@ -251,6 +253,7 @@ select_and_gather_add_p.def_rule("batching", _pair_batching(select_and_gather_ad
 # ---------------------------------------------------------------------------------------------------------------
 # select_and_scatter_add(source, operand): each window's source value added where operand is extreme in it
 select_and_scatter_add_p = Primitive("select_and_scatter_add")
+select_and_scatter_add_p.def_rule("sharding_rule", explicit.windowed("select_and_scatter_add", layout=1))
 
 
 @select_and_scatter_add_p.def_rule("abstract_eval")
@@ -408,6 +411,7 @@ GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE = (
     "the derivative of reduce_window with a general computation is not implemented (as in JAX); use lax.add, "
     "lax.max or lax.min, whose windowed reductions are differentiable")
 reduce_window_p = Primitive("reduce_window")
+reduce_window_p.def_rule("sharding_rule", explicit.windowed("reduce_window"))
 
 
 @reduce_window_p.def_rule("abstract_eval")

@@ -168,6 +168,9 @@ def sharded_call_plan(name: str, ir: IR, placement: Mesh | Sharding | None, args
     n_in, n_out = len(args), len(ir.out_avals)
     given_in = list(in_shardings) if in_shardings is not None else [None] * n_in
     given_out = list(out_shardings) if out_shardings is not None else [None] * n_out
+    # (a result whose type has an explicit sharding is split so: JAX's explicit sharding mode)
+    given_out = [s if s is not None or a.explicit is None or not isinstance(a.explicit.mesh, Mesh) else a.explicit
+                 for s, a in zip(given_out, ir.out_avals)]
     # (what, index, the sharding or mesh): the placements the call names, described only in an error
     named: list[tuple[str, int, Any]] = [("in_shardings", i, s) for i, s in enumerate(given_in) if s is not None]
     named += [("argument", i, x.sharding) for i, x in enumerate(args)
