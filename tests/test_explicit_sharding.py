@@ -86,6 +86,10 @@ JAX_TYPES = {
     "scatter": "f32[4@X,8]",
     "pure_callback": "f32[4,8]",
     "igamma": "f32[4@X,8]",
+    "einsum out_sharding": "f32[8@X,8]",
+    "randint out_sharding": "i32[8@X,4]",
+    "arange out_sharding": "i32[8@X]",
+    "broadcasted_iota out_sharding": "i32[8@X,4]",
     "shard_map, in_specs from types": "f32[8@X,1]",
     "shard_map eagerly": "f32[8@X,4@Y]",
     "shard_map, in_specs not the types": "!in_specs passed to shard_map: P('X', None) does not match the specs of the "
@@ -195,6 +199,14 @@ with ember.sharding.set_mesh(mesh):
                                                         ember.ShapeDtypeStruct(x4.shape, x4.dtype), x4),
            2 * np.asarray(x4))
     record("igamma", lambda: ember.lax.igamma(jnp.abs(x4) + 1, jnp.abs(x4)))
+    record("einsum out_sharding", lambda: jnp.einsum("ij,kj->ik", a, c, out_sharding=P("X", None)), A @ A.T)
+    record("randint out_sharding", lambda: ember.random.randint(ember.random.key(1), (8, 4), 0, 5,
+                                                                out_sharding=P("X")),
+           np.asarray(ember.random.randint(ember.random.key(1), (8, 4), 0, 5)))
+    record("arange out_sharding", lambda: jnp.arange(8, out_sharding=P("X")), np.arange(8))
+    record("broadcasted_iota out_sharding",
+           lambda: ember.jit(lambda: ember.lax.broadcasted_iota(jnp.int32, (8, 4), 0, out_sharding=P("X")))(),
+           np.broadcast_to(np.arange(8)[:, None], (8, 4)))
     row_sums = ember.jit(lambda v: ember.shard_map(lambda b: ember.lax.psum(b.sum(1, keepdims=True), "Y"),
                                                    out_specs=P("X", None))(v))
     record("shard_map, in_specs from types", lambda: row_sums(a), A.sum(1, keepdims=True))

@@ -4,6 +4,7 @@ mesh), with_sharding_constraint and reshard, and arrays assembled from per-devic
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -171,6 +172,23 @@ def _inside(mesh: Mesh, fun: Callable[..., Any], args: Any, kwargs: dict[str, An
         return fun(*args, **kwargs)
     finally:
         swap_current_mesh(previous)
+
+
+def takes_out_sharding(api: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator giving a function JAX's keyword-only out_sharding= (explicit sharding mode): its result split
+    as out_sharding says (a Sharding, or a PartitionSpec over the current mesh), by a reshard of what it computes
+    (so its values never depend on it)."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def call(*args: Any, out_sharding: Any = None, **kwargs: Any) -> Any:
+            out = fn(*args, **kwargs)
+            return out if out_sharding is None else reshard(out, resolve(api, out_sharding))
+        signature = inspect.signature(fn)
+        call.__signature__ = signature.replace(parameters=[  # type: ignore[attr-defined]
+            *signature.parameters.values(),
+            inspect.Parameter("out_sharding", inspect.Parameter.KEYWORD_ONLY, default=None)])
+        return call
+    return wrap
 
 
 def make_array_from_callback(shape: Sequence[int], sharding: Sharding, data_callback: Callable[[Any], Any],

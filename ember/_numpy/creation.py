@@ -20,7 +20,7 @@ from ember._numpy.dtypes import int32
 from ember._numpy.promotion import _as_operand, _broadcast_shapes, _broadcast_to_shape, _promote
 from ember._numpy.shape import astype, broadcast_to, concatenate, expand_dims, moveaxis, stack
 from ember._numpy.ufuncs import log10, multiply, power, sign
-from ember._api.sharding import reshard
+from ember._api.sharding import reshard, takes_out_sharding
 from ember._prims.explicit import resolve
 
 
@@ -34,6 +34,7 @@ def _stack_nested(x: Any) -> Any:
     return stack(_promote("array", *items))
 
 
+@takes_out_sharding("array")
 def array(object: Any, dtype: Any = None, copy: bool | None = True, order: str | None = "K",  # noqa: A002
           ndmin: int = 0, *, device: Any = None) -> Any:
     """An array from an array, a scalar or a nested sequence (numpy's dtype rules, 32-bit defaults); under a
@@ -43,6 +44,7 @@ def array(object: Any, dtype: Any = None, copy: bool | None = True, order: str |
     return _device_put(_array_of("array", object, dtype, copy, order, ndmin), device)
 
 
+@takes_out_sharding("asarray")
 def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None,
             device: Any = None) -> Any:
     """array without a copy unless one is needed (copy=None), or as copy says."""
@@ -117,16 +119,19 @@ def _placed_like(out: Any, x: Any, shape: Any, device: Any) -> Any:
     return out if shape is not None else put_by_sharding(out, x.sharding)
 
 
+@takes_out_sharding("zeros_like")
 def zeros_like(x: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
     out_shape, dtype = _like("zeros_like", x, dtype, shape)
     return _placed_like(lax.full(out_shape, 0, dtype), x, shape, device)
 
 
+@takes_out_sharding("ones_like")
 def ones_like(x: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
     out_shape, dtype = _like("ones_like", x, dtype, shape)
     return _placed_like(lax.full(out_shape, 1, dtype), x, shape, device)
 
 
+@takes_out_sharding("full_like")
 def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
     out_shape, dtype = _like("full_like", x, dtype, shape)
     return _placed_like(_full(out_shape, fill_value, dtype), x, shape, device)
@@ -178,6 +183,7 @@ def fromstring(string: str, dtype: Any = float, count: int = -1, *, sep: str) ->
     return asarray(_np.fromstring(string, dtype=_host_dtype(dtype), count=count, sep=sep))
 
 
+@takes_out_sharding("arange")
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *, device: Any = None) -> Any:
     return _device_put(_arange(start, stop, step, dtype), device)
 

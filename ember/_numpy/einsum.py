@@ -14,6 +14,9 @@ from ember._core import dtypes as dt
 
 from ember._numpy.promotion import _as_operand, _promote
 from ember._numpy.shape import ndim, reshape, shape
+from ember._api.sharding import reshard
+from ember._core.sharding import NamedSharding, P
+from ember._prims.explicit import resolve
 
 _OPTIMIZE = {True: "auto", False: None, None: None}
 
@@ -96,12 +99,14 @@ def einsum_path(subscripts: str, *operands: Any, optimize: Any = "auto") -> tupl
 
 
 def einsum(*operands: Any, out: Any = None, optimize: Any = "auto", precision: Any = None,
-           preferred_element_type: Any = None, _dot_general: Any = None) -> Any:
+           preferred_element_type: Any = None, _dot_general: Any = None, out_sharding: Any = None) -> Any:
     """Einstein summation, as numpy's and jax.numpy's einsum: explicit ('ij,jk->ik') or implicit ('ij,jk')
     output, '...' broadcasting, repeated indices (diagonals, traces), the interleaved calling convention, and
-    contraction in opt_einsum's order (optimize: 'auto', 'greedy', 'optimal', True, False or a path)."""
+    contraction in opt_einsum's order (optimize: 'auto', 'greedy', 'optimal', True, False or a path).
+    out_sharding (JAX's explicit sharding mode) splits the result: the last contraction computes it so split."""
     if out is not None:
         raise TypeError("einsum: the out argument is not supported (ember arrays are immutable)")
+    out_sharding = resolve("einsum", out_sharding)
     subscripts, arrays = _operands("einsum", operands)
     ins, output = _parse("einsum", subscripts, arrays)
     if len(set(output)) != len(output):
@@ -132,7 +137,11 @@ def einsum(*operands: Any, out: Any = None, optimize: Any = "auto", precision: A
             letters = "".join(c for i, c in enumerate(letters) if i not in lone)
         work.append((x, letters))
     path = _contraction_path(work, output, optimize)
-    for pair in path:
+    want = None
+    if isinstance(out_sharding, NamedSharding):  # (output letter -> its mesh axes)
+        spec = tuple(out_sharding.spec) + (None,) * (len(output) - len(out_sharding.spec))
+        want = (out_sharding.mesh, dict(zip(output, spec)))
+    for step, pair in enumerate(path):
         picked = [work[i] for i in pair]
         work = [w for i, w in enumerate(work) if i not in pair]
         rest = "".join(spec for _, spec in work) + output
@@ -148,7 +157,8 @@ def einsum(*operands: Any, out: Any = None, optimize: Any = "auto", precision: A
         for extra in picked[2:]:  # (paths of more than two operands: contract left to right)
             x, lx = _contract(x, lx, y, ly, rest + extra[1], preferred_element_type)
             y, ly = extra
-        work.append(_contract(x, lx, y, ly, rest, preferred_element_type))
+        work.append(_contract(x, lx, y, ly, rest, preferred_element_type,
+                              want if step == len(path) - 1 else None))
     (result, letters), = work
     drop = tuple(i for i, c in enumerate(letters) if c not in output)
     if drop:
@@ -162,7 +172,7 @@ def einsum(*operands: Any, out: Any = None, optimize: Any = "auto", precision: A
     result = lax.transpose(result, tuple(letters.index(c) for c in output))
     if preferred_element_type is not None:
         result = lax.convert_element_type(result, dt.check_user_dtype(preferred_element_type, "einsum"))
-    return result
+    return result if out_sharding is None else reshard(result, out_sharding)
 
 
 def _contraction_path(work: list[tuple[Any, str]], output: str, optimize: Any) -> list[tuple[int, ...]]:
@@ -179,9 +189,10 @@ def _contraction_path(work: list[tuple[Any, str]], output: str, optimize: Any) -
     return [tuple(p) for p in path]
 
 
-def _contract(x: Any, lx: str, y: Any, ly: str, rest: str, preferred: Any) -> tuple[Any, str]:
+def _contract(x: Any, lx: str, y: Any, ly: str, rest: str, preferred: Any, want: Any = None) -> tuple[Any, str]:
     """One pairwise contraction by dot_general: shared letters still needed are batch dimensions, the others
-    are contracted; letters of one operand alone that nobody needs are summed first."""
+    are contracted; letters of one operand alone that nobody needs are summed first. want: (mesh, letter -> mesh
+    axes), how the product is split (an out_sharding)."""
     lone_x = tuple(i for i, c in enumerate(lx) if c not in ly and c not in rest)
     if lone_x:
         x = lax.reduce_sum(x, lone_x)
@@ -195,9 +206,9 @@ def _contract(x: Any, lx: str, y: Any, ly: str, rest: str, preferred: Any) -> tu
     contract = [c for c in shared if c not in rest]
     dims = ((tuple(lx.index(c) for c in contract), tuple(ly.index(c) for c in contract)),
             (tuple(lx.index(c) for c in batch), tuple(ly.index(c) for c in batch)))
-    out = lax.dot_general(x, y, dims, preferred_element_type=preferred)
     letters = "".join(batch) + "".join(c for c in lx if c not in shared) + "".join(c for c in ly if c not in shared)
-    return out, letters
+    split = None if want is None else NamedSharding(want[0], P(*[want[1].get(c) for c in letters]))
+    return lax.dot_general(x, y, dims, preferred_element_type=preferred, out_sharding=split), letters
 
 
 __all__ = ["einsum", "einsum_path"]

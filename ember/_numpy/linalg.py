@@ -156,7 +156,7 @@ def outer(a: Any, b: Any) -> Any:
 
 
 def tensordot(a: Any, b: Any, axes: int | Sequence[Sequence[int]] = 2, *, precision: Any = None,
-              preferred_element_type: Any = None) -> Any:
+              preferred_element_type: Any = None, out_sharding: Any = None) -> Any:
     a, b = _promote("tensordot", a, b)
     if isinstance(axes, int):
         ca, cb = tuple(range(ndim(a) - axes, ndim(a))), tuple(range(axes))
@@ -166,7 +166,7 @@ def tensordot(a: Any, b: Any, axes: int | Sequence[Sequence[int]] = 2, *, precis
         cb = (cb_raw,) if isinstance(cb_raw, int) else tuple(cb_raw)
         ca = tuple(normalize_axis("tensordot", i, ndim(a)) for i in ca)
         cb = tuple(normalize_axis("tensordot", i, ndim(b)) for i in cb)
-    return _contract(a, b, ((ca, cb), ((), ())), precision, preferred_element_type)
+    return _contract(a, b, ((ca, cb), ((), ())), precision, preferred_element_type, resolve("tensordot", out_sharding))
 
 
 _operand = _operand_array

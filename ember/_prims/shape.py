@@ -342,7 +342,8 @@ iota_p = Primitive("iota")
 
 
 @iota_p.def_rule("abstract_eval")
-def _iota_abstract_eval(*, dtype: np.dtype, shape: tuple[int, ...], dimension: int) -> ShapedArray:
+def _iota_abstract_eval(*, dtype: np.dtype, shape: tuple[int, ...], dimension: int, out_sharding: Any = None
+                        ) -> ShapedArray:
     check_dtype("iota", ShapedArray(shape, dtype), "fiu", "dtype")
     if not 0 <= dimension < len(shape):
         raise TypeError(f"iota: dimension {dimension} out of range for shape {shape}")
@@ -350,7 +351,8 @@ def _iota_abstract_eval(*, dtype: np.dtype, shape: tuple[int, ...], dimension: i
 
 
 @iota_p.def_rule("lowering")
-def _iota_lowering(ctx: LoweringContext, *, dtype: np.dtype, shape: tuple[int, ...], dimension: int) -> list[str]:
+def _iota_lowering(ctx: LoweringContext, *, dtype: np.dtype, shape: tuple[int, ...], dimension: int,
+                   out_sharding: Any = None) -> list[str]:
     return [ctx.op("stablehlo.iota", [], ctx.aval_out, {"iota_dimension": f"{dimension} : i64"})]
 
 
@@ -367,11 +369,16 @@ def iota(dtype: Any, size: int) -> Any:
     return broadcasted_iota(dtype, (size,), 0)
 
 
-def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> Any:
+def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int, *, out_sharding: Any = None) -> Any:
+    """Counts along one dimension of an array of the given shape (like jax.lax.broadcasted_iota); out_sharding
+    (JAX's explicit sharding mode: a NamedSharding, or a PartitionSpec over the current mesh) splits it."""
     shape = static_ints("broadcasted_iota", "shape", shape)
     dimension = normalize_axis("broadcasted_iota", static_int("broadcasted_iota", "dimension", dimension),
                                len(shape))
-    return iota_p.bind(dtype=dt.parse_dtype(dtype), shape=shape, dimension=dimension)
+    params: dict[str, Any] = {"dtype": dt.parse_dtype(dtype), "shape": shape, "dimension": dimension}
+    if out_sharding is not None:  # (a param only when given)
+        params["out_sharding"] = explicit.resolve("broadcasted_iota", out_sharding)
+    return iota_p.bind(**params)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from ember._core import aval_of
 from ember._core import dtypes as dt
 from ember._core.pytree import register_pytree_node
 from ember._prims import threefry2x32
+from ember._api.sharding import takes_out_sharding
 
 IMPL = "threefry2x32"
 
@@ -343,6 +344,7 @@ def fold_in(key: Any, data: Any) -> Any:
     return _wrap(_fold_in_jit(words, value), typed)
 
 
+@takes_out_sharding("random.bits")
 def bits(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
     """Uniform random bits as unsigned integers of dtype (default uint32, uint64 with enable_x64)."""
     data, _ = key_data_of("bits", key)

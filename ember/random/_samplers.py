@@ -20,7 +20,7 @@ from ember._control.custom import pure_custom_jvp
 from ember._core import aval_of
 from ember._core import dtypes as dt
 from ember.random._keys import _split, canonical_shape, key_data_of, random_bits
-from ember._api.sharding import reshard
+from ember._api.sharding import reshard, takes_out_sharding
 from ember._prims.explicit import resolve
 
 
@@ -174,6 +174,7 @@ def _truncated_normal(data: Any, lower: Any, upper: Any, shape: tuple[int, ...],
     return enp.clip(out, low, high)
 
 
+@takes_out_sharding("random.truncated_normal")
 def truncated_normal(key: Any, lower: Any, upper: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
     """Normal floats truncated to (lower, upper), by inverting the CDF (as jax.random.truncated_normal)."""
     data = _key("truncated_normal", key)
@@ -192,6 +193,7 @@ def _bernoulli(data: Any, p: Any, shape: tuple[int, ...], mode: str) -> Any:
     return _uniform(data, 0.0, 1.0, shape, dtype) < p
 
 
+@takes_out_sharding("random.bernoulli")
 def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None, mode: str = "low") -> Any:
     """Booleans, True with probability p (as jax.random.bernoulli; mode="high" resolves tiny p)."""
     data = _key("bernoulli", key)
@@ -273,6 +275,7 @@ def _randint(data: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype:
     return minval + lax.convert_element_type(offset, dtype)
 
 
+@takes_out_sharding("random.randint")
 def randint(key: Any, shape: Sequence[int], minval: Any, maxval: Any, dtype: Any = None) -> Any:
     """Integers in [minval, maxval) (as jax.random.randint; bounds are clipped to dtype's range)."""
     data = _key("randint", key)
@@ -320,6 +323,7 @@ def _concrete_int(name: str, arg: str, x: Any) -> int:
                         "got a traced value") from None
 
 
+@takes_out_sharding("random.permutation")
 def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> Any:
     """A random permutation of range(x) (x an int), or of x's entries along axis (as jax.random.permutation)."""
     data = _key("permutation", key)
@@ -467,6 +471,7 @@ def _categorical(data: Any, logits: Any, shape: tuple[int, ...], batch_shape: tu
     return enp.reshape(enp.moveaxis(indices, -1, 0), shape)
 
 
+@takes_out_sharding("random.categorical")
 def categorical(key: Any, logits: Any, axis: int = -1, shape: Sequence[int] | None = None, replace: bool = True,
                 mode: str | None = None) -> Any:
     """Category indices drawn with probabilities softmax(logits) along axis (as jax.random.categorical)."""
@@ -657,6 +662,7 @@ def _gamma_args(name: str, key: Any, a: Any, shape: Any, dtype: Any) -> tuple[An
     return data, shape, dtype
 
 
+@takes_out_sharding("random.gamma")
 def gamma(key: Any, a: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
     """Gamma(a, 1) floats, differentiable in a (as jax.random.gamma)."""
     data, shape, dtype = _gamma_args("gamma", key, a, shape, dtype)
