@@ -86,6 +86,8 @@ JAX_TYPES = {
     "scatter": "f32[4@X,8]",
     "pure_callback": "f32[4,8]",
     "igamma": "f32[4@X,8]",
+    "vmap body": "f32[4@Y]",
+    "vmap over columns": "f32[4@Y]",
     "einsum out_sharding": "f32[8@X,8]",
     "randint out_sharding": "i32[8@X,4]",
     "arange out_sharding": "i32[8@X]",
@@ -108,7 +110,7 @@ types, values = {}, {}
 def record(name, f, value=None):
     try:
         out = f()
-        types[name] = ember.typeof(out).str_short()
+        types[name] = (out if isinstance(out, ember.ShapedArray) else ember.typeof(out)).str_short()
         if value is not None:
             values[name] = float(np.abs(np.asarray(out).astype(np.complex128) - value).max())
     except (ember.sharding.ShardingTypeError, TypeError, ValueError) as err:
@@ -199,6 +201,9 @@ with ember.sharding.set_mesh(mesh):
                                                         ember.ShapeDtypeStruct(x4.shape, x4.dtype), x4),
            2 * np.asarray(x4))
     record("igamma", lambda: ember.lax.igamma(jnp.abs(x4) + 1, jnp.abs(x4)))
+    inside = []
+    record("vmap body", lambda: (ember.vmap(lambda r: inside.append(ember.typeof(r)) or r)(a), inside[-1])[1])
+    record("vmap over columns", lambda: ember.vmap(lambda r: r.sum(), in_axes=1)(a), A.sum(0))
     record("einsum out_sharding", lambda: jnp.einsum("ij,kj->ik", a, c, out_sharding=P("X", None)), A @ A.T)
     record("randint out_sharding", lambda: ember.random.randint(ember.random.key(1), (8, 4), 0, 5,
                                                                 out_sharding=P("X")),

@@ -14,6 +14,7 @@ from ember._core import IR, ShapedArray, eval_ir, stage_flat
 from ember._core.axes import axis_frame, bound_axes
 from ember._core.checks import normalize_axis
 from ember._core.pytree import PyTreeDef, tree_flatten
+from ember._core.sharding import without_dim
 from ember._prims.shape import reduce_sum
 from ember._transforms.batching import batch_ir
 
@@ -33,7 +34,7 @@ def _normalize(api: str, axis: Axis, ndim: int, where: str) -> Axis:
 def _unbatched(aval: ShapedArray, axis: Axis) -> ShapedArray:
     if axis is None:
         return aval
-    return aval.update(shape=aval.shape[:axis] + aval.shape[axis + 1:])
+    return without_dim(aval, axis)
 
 
 def _batch_size(api: str, avals: Sequence[ShapedArray], axes: Sequence[Axis], names: Sequence[str],

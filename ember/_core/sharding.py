@@ -1194,22 +1194,35 @@ def explicit_of(sharding: Any, ndim: int) -> NamedSharding | None:
     return explicit_sharding(sharding.mesh, spec + (None,) * (ndim - len(spec)))
 
 
-def row_type(aval: Any) -> Any:
-    """The type of aval's rows (aval without its leading dimension: a scan's slice), its explicit sharding kept on
-    the other dimensions."""
+def without_dim(aval: Any, d: int) -> Any:
+    """aval without dimension d (a scan's slice, a vmapped body's argument), its explicit sharding kept on the
+    other dimensions."""
+    shape = aval.shape[:d] + aval.shape[d + 1:]
     explicit = aval.explicit
     if explicit is None:
-        return aval.update(shape=aval.shape[1:])
-    return aval.update(shape=aval.shape[1:], explicit=explicit_sharding(explicit.mesh, tuple(explicit.spec)[1:]))
+        return aval.update(shape=shape)
+    spec = tuple(explicit.spec)
+    return aval.update(shape=shape, explicit=explicit_sharding(explicit.mesh, spec[:d] + spec[d + 1:]))
+
+
+def with_dim(aval: Any, d: int, size: int) -> Any:
+    """aval with a new dimension d of this size (not split): stacked or batched values."""
+    shape = aval.shape[:d] + (size,) + aval.shape[d:]
+    explicit = aval.explicit
+    if explicit is None:
+        return aval.update(shape=shape)
+    spec = tuple(explicit.spec)
+    return aval.update(shape=shape, explicit=explicit_sharding(explicit.mesh, spec[:d] + (None,) + spec[d:]))
+
+
+def row_type(aval: Any) -> Any:
+    """The type of aval's rows (a scan's slice)."""
+    return without_dim(aval, 0)
 
 
 def stacked_type(aval: Any, length: int) -> Any:
     """The type of length values of type aval stacked along a new leading dimension (not split)."""
-    explicit = aval.explicit
-    if explicit is None:
-        return aval.update(shape=(length,) + aval.shape)
-    return aval.update(shape=(length,) + aval.shape,
-                       explicit=explicit_sharding(explicit.mesh, (None,) + tuple(explicit.spec)))
+    return with_dim(aval, 0, length)
 
 
 def _sharding_view(aval: Any) -> NamedSharding:
