@@ -390,3 +390,26 @@ NOTEBOOK_JAX_OUTPUT = pathlib.Path(__file__).parent / "recorded" / "explicit_sha
 def test_the_explicit_sharding_notebook_prints_what_jax_prints():
     out = check_python(NOTEBOOK)
     assert out == NOTEBOOK_JAX_OUTPUT.read_text()
+
+
+def test_cotangents_are_split_as_their_primals():
+    """JAX's rule for derivatives in explicit sharding mode (docs/301/sharding-ad.md): every cotangent of the
+    backward pass has its primal's type, so the gradient of a replicated weight is replicated, of a split batch split,
+    and the intermediate cotangents of the staged gradient are split as their primals."""
+    mesh = ember.make_mesh((2,), ("X",))
+    with ember.sharding.set_mesh(mesh):
+        x = ember.device_put(jnp.arange(8 * 4.).reshape(8, 4), P("X", None))
+        w = ember.device_put(jnp.arange(4 * 2.).reshape(4, 2) / 10., P(None, None))
+
+        def loss(w, x):
+            return jnp.sum((x @ w) ** 2)
+        dw, dx = ember.grad(loss, argnums=(0, 1))(w, x)
+        assert (str(ember.typeof(dw)), str(ember.typeof(dx))) == ("float32[4,2]", "float32[8@X,4]")  # (JAX's)
+        ir = ember.make_jaxpr(ember.grad(loss))(w, x)
+        for eqn in ir.eqns:  # (each cotangent of the batch's rows is split over X)
+            if eqn.outputs[0].aval.shape == (8, 2) and eqn.prim.name != "broadcast_in_dim":
+                assert eqn.outputs[0].aval.str_short() == "f32[8@X,2]", str(ir)
+        want = ember.grad(loss, argnums=(0, 1))(np.arange(8).astype(np.float32).reshape(4, 2) / 10,
+                                                np.arange(32.0, dtype=np.float32).reshape(8, 4))
+        np.testing.assert_allclose(np.asarray(dw), np.asarray(want[0]), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(dx), np.asarray(want[1]), rtol=1e-6)

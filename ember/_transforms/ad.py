@@ -15,6 +15,7 @@ from ember._prims.shape import convert_element_type, full, zeros
 from ember._core.profile import profiled
 from ember._core.refs import RefAval
 from ember._prims.refs import differentiated_write_error, ref_swap_p
+from ember._prims.sharding import sharding_constraint_p
 from ember._transforms.cache import TransformCache
 from ember._transforms.discharge import has_refs, hoisted
 from ember._transforms.passes import simplify
@@ -121,8 +122,12 @@ def _backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Se
     cts: dict[Var, Any] = {}
 
     def accumulate(var: Var, ct: Any) -> None:
-        if aval_of(ct).dtype != var.aval.dtype:  # (a weakly typed or float32 rule result for a float16 value)
+        ct_aval = aval_of(ct)
+        if ct_aval.dtype != var.aval.dtype:  # (a weakly typed or float32 rule result for a float16 value)
             ct = convert_element_type(ct, var.aval.dtype)
+        if var.aval.explicit is not None and ct_aval.explicit != var.aval.explicit:
+            # (a cotangent is split as its primal is, as JAX's explicit sharding mode types it)
+            ct = sharding_constraint_p.bind(ct, sharding=var.aval.explicit)
         cts[var] = add(cts[var], ct) if var in cts else ct
 
     for atom, ct in zip(ir.outs, cts_out):
