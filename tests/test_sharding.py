@@ -3,6 +3,7 @@
 a data-parallel training step, against numpy and JAX (on a mesh of the same shape). The tests run with ember's two
 CPU devices (tests/conftest.py); test_four_devices runs the 2-D meshes in a process with four."""
 import pickle
+import pathlib
 import textwrap
 
 import numpy as np
@@ -550,3 +551,90 @@ def test_a_transposing_program_repeated_on_sharded_arrays_does_not_abort():
         print("ok", np.array_equal(b, np.arange(32.0).reshape(8, 4).T))
     """, env={"EMBER_NUM_CPU_DEVICES": "2"})
     assert out.strip() == "ok True"
+
+
+# JAX's "Introduction to sharded computation" (docs/sharded-computation.md): its cells in order (create_device_mesh
+# given a shape tuple, as JAX 0.10.2 takes it), and what JAX 0.10.2 printed (tests/recorded/sharded_computation.txt).
+SHARDED_COMPUTATION = """
+import ember as jax, ember.numpy as jnp
+from ember.experimental import mesh_utils
+from ember.experimental.shard_map import shard_map
+import numpy as np
+from functools import partial
+jax.config.update('jax_num_cpu_devices', 8)
+print(jax.devices())
+arr = jnp.arange(32.0).reshape(4, 8)
+print(arr.devices())
+print(arr.sharding)
+P = jax.sharding.PartitionSpec
+devices = mesh_utils.create_device_mesh((2, 4))
+mesh = jax.sharding.Mesh(devices, ('x', 'y'))
+sharding = jax.sharding.NamedSharding(mesh, P('x', 'y'))
+print(sharding)
+arr_sharded = jax.device_put(arr, sharding)
+print(arr_sharded)
+@jax.jit
+def f_elementwise(x):
+  return 2 * jnp.sin(x) + 1
+result = f_elementwise(arr_sharded)
+print("shardings match:", result.sharding == arr_sharded.sharding)
+@jax.jit
+def f_contract(x):
+  return x.sum(axis=0)
+result = f_contract(arr_sharded)
+print(result, result.sharding)
+@jax.jit
+def f_contract_2(x):
+  out = x.sum(axis=0)
+  devices = mesh_utils.create_device_mesh((8,))
+  mesh = jax.sharding.Mesh(devices, 'x')
+  sharding = jax.sharding.NamedSharding(mesh, P('x'))
+  return jax.lax.with_sharding_constraint(out, sharding)
+result = f_contract_2(arr_sharded)
+print(result, result.sharding)
+mesh = jax.sharding.Mesh(jax.devices(), 'x')
+f_elementwise_sharded = shard_map(f_elementwise, mesh=mesh, in_specs=P('x'), out_specs=P('x'))
+arr = jnp.arange(32)
+print(f_elementwise_sharded(arr))
+x = jnp.arange(32)
+print(f"global shape: {x.shape=}")
+def f(x):
+  print(f"device local shape: {x.shape=}")
+  return x * 2
+y = shard_map(f, mesh=mesh, in_specs=P('x'), out_specs=P('x'))(x)
+def f(x):
+  return jnp.sum(x, keepdims=True)
+print(shard_map(f, mesh=mesh, in_specs=P('x'), out_specs=P('x'))(x))
+def f(x):
+  sum_in_shard = x.sum()
+  return jax.lax.psum(sum_in_shard, 'x')
+print(shard_map(f, mesh=mesh, in_specs=P('x'), out_specs=P())(x))
+@jax.jit
+def layer(x, weights, bias):
+  return jax.nn.sigmoid(x @ weights + bias)
+rng = np.random.default_rng(0)
+x = rng.normal(size=(32,))
+weights = rng.normal(size=(32, 4))
+bias = rng.normal(size=(4,))
+print(layer(x, weights, bias))
+sharding = jax.sharding.NamedSharding(mesh, P('x'))
+x_sharded = jax.device_put(x, sharding)
+weights_sharded = jax.device_put(weights, sharding)
+print(layer(x_sharded, weights_sharded, bias))
+@jax.jit
+def layer_auto(x, weights, bias):
+  x = jax.lax.with_sharding_constraint(x, sharding)
+  weights = jax.lax.with_sharding_constraint(weights, sharding)
+  return layer(x, weights, bias)
+print(layer_auto(x, weights, bias))
+@jax.jit
+@partial(shard_map, mesh=mesh, in_specs=(P('x'), P('x', None), P(None)), out_specs=P(None))
+def layer_sharded(x, weights, bias):
+  return jax.nn.sigmoid(jax.lax.psum(x @ weights, 'x') + bias)
+print(layer_sharded(x, weights, bias))
+"""
+
+
+def test_the_sharded_computation_tutorial_prints_what_jax_prints():
+    out = check_python(SHARDED_COMPUTATION)
+    assert out == (pathlib.Path(__file__).parent / "recorded" / "sharded_computation.txt").read_text()

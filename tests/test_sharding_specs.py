@@ -58,7 +58,7 @@ def hlo_of_jax(jhlo):
 
 
 def jax_repr(obj):
-    return repr(obj).replace(", memory_kind=device", "")  # JAX's CPU shardings name the default memory kind
+    return repr(obj)  # (JAX's CPU shardings name the default memory kind, memory_kind=device, as ember's)
 
 
 def test_partition_spec_matches_jax():
@@ -174,7 +174,7 @@ def test_named_sharding_errors_match_jax():
         for call in (s.shard_shape, s.devices_indices_map):
             with pytest.raises(es.IndivisibleError) as ours:
                 call(shape)
-            assert str(theirs.value).replace(", memory_kind=device", "") == str(ours.value)
+            assert str(theirs.value) == str(ours.value)
     with pytest.raises(ValueError, match=r"only valid for values of rank at least 2.*rank 1"):
         s.shard_shape((4,))
     with pytest.raises(ValueError, match=r"rank at least 2.*For scalars the PartitionSpec should be P\(\)"):

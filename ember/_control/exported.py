@@ -18,6 +18,7 @@ from ember._core import Primitive, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._hlo import LoweringContext
 from ember._prims.shape import BatchDim, batch_at_front, zeros
+from ember._prims import explicit
 
 
 class ExportedModule:
@@ -48,6 +49,9 @@ class ExportedModule:
 
 
 call_exported_p = Primitive("call_exported", multiple_results=True)
+# (an exported program is one device's: on split operands the partitioner runs it as any other code; its results are
+# typed replicated, which is what XLA makes of them unless a later constraint splits them)
+call_exported_p.def_rule("sharding_rule", explicit.replicated_results)
 
 
 def call_exported(args: Sequence[Any], module: ExportedModule) -> list[Any]:

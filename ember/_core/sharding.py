@@ -840,7 +840,9 @@ class NamedSharding(Sharding):
         if not isinstance(spec, PartitionSpec):
             raise TypeError(f"NamedSharding: spec must be a PartitionSpec, got {spec!r} of type "
                             f"{type(spec).__name__}")
-        self.mesh, self.spec, self._memory_kind = mesh, spec, memory_kind
+        # (a concrete mesh's default memory is the devices' own: "device", as JAX shows it)
+        self.mesh, self.spec = mesh, spec
+        self._memory_kind = memory_kind if memory_kind is not None or isinstance(mesh, AbstractMesh) else "device"
         _check_spec(mesh, spec)
 
     def __repr__(self) -> str:
@@ -963,7 +965,7 @@ class SingleDeviceSharding(Sharding):
     """All of an array on one device, as jax.sharding.SingleDeviceSharding."""
 
     def __init__(self, device: Device, *, memory_kind: str | None = None):
-        self._device, self._memory_kind = device, memory_kind
+        self._device, self._memory_kind = device, _memory(memory_kind)
 
     def __repr__(self) -> str:
         memory = "" if self._memory_kind is None else f", memory_kind={self._memory_kind}"
@@ -1010,7 +1012,7 @@ class HloShardingSharding(Sharding):
         if any(p >= len(devices) for p in hlo.devices):
             raise ValueError(f"HloShardingSharding: sharding {hlo.text()} names partitions past the {len(devices)} "
                              "devices given")
-        self._devices, self._hlo, self._memory_kind = devices, hlo, memory_kind
+        self._devices, self._hlo, self._memory_kind = devices, hlo, _memory(memory_kind)
 
     def __repr__(self) -> str:
         memory = "" if self._memory_kind is None else f", memory_kind={self._memory_kind}"
@@ -1081,23 +1083,30 @@ def _specs_for(mesh: Mesh, tiles: Sequence[int]) -> Iterator[PartitionSpec]:
         yield PartitionSpec(*parts)
 
 
+def _memory(kind: str | None) -> str:
+    """A sharding's memory kind: the devices' own ("device", as JAX shows it) unless another is named."""
+    return "device" if kind is None else kind
+
+
 def sharding_from_hlo(hlo: HloSharding, device_assignment: Sequence[Device], ndim: int, mesh: Mesh | None = None,
                       *, memory_kind: str | None = None, preferred: Sequence[Sharding] = ()) -> Sharding:
     """The sharding that XLA's hlo means for an array of rank ndim, partition id p being device_assignment[p]: a
-    NamedSharding over mesh whose _to_hlo is the same (on the mesh's devices, in any order) when there is one (the
-    first of preferred that is, as JAX keeps the spec a program's inputs or out_specs wrote, `P('x', None)` rather
-    than `P('x')`; else the shortest), else a SingleDeviceSharding (one device, no mesh), else an
-    HloShardingSharding."""
+    NamedSharding whose _to_hlo is the same (on the devices, in any order): the first of preferred that is (as JAX
+    keeps the spec and mesh a program's inputs, constraints or out_specs wrote, `P('x', None)` rather than `P('x')`),
+    else the shortest over mesh; else a SingleDeviceSharding (one device, no mesh), else an HloShardingSharding."""
     devices = tuple(device_assignment)
     if hlo.kind == "tuple":
         raise ValueError(f"sharding_from_hlo: {hlo.text()} is a tuple sharding; give one of its elements")
+    for known in preferred:  # (over the program's mesh, or another mesh of the same devices: a constraint's)
+        if (isinstance(known, NamedSharding) and isinstance(known.mesh, Mesh) and known.mesh.size == len(devices)
+                and len(known.spec) <= ndim and known.memory_kind == _memory(memory_kind)
+                and set(known.mesh._flat_devices) == set(devices)):
+            position = {d: i for i, d in enumerate(known.mesh._flat_devices)}
+            if known._to_hlo(ndim) == hlo.relabel([position[d] for d in devices]):
+                return known
     if mesh is not None and mesh.size == len(devices) and set(mesh._flat_devices) == set(devices):
         position = {d: i for i, d in enumerate(mesh._flat_devices)}
         target = hlo.relabel([position[d] for d in devices])
-        for known in preferred:
-            if (isinstance(known, NamedSharding) and known.mesh == mesh and len(known.spec) <= ndim
-                    and known.memory_kind == memory_kind and known._to_hlo(ndim) == target):
-                return known
         tiles = target.tile_dims[:target.data_rank] if target.kind == "tiled" else (1,) * ndim
         if len(tiles) == ndim:
             for spec in _specs_for(mesh, tiles):
