@@ -8,6 +8,9 @@ mesh shape (a 1-D mesh "x" of all the devices, Auto axes: both leave the partiti
 Times are the median of interleaved rounds (bench/run.py's interleaved_times); a ratio ember/JAX below 1 means
 ember is faster. Each library's outputs are checked against the other's before timing.
 
+With --explicit the mesh's axis is Explicit (JAX's explicit sharding mode, make_mesh's default): the shardings are
+part of the types, and both libraries constrain each typed value in the program they give XLA.
+
   train    a data-parallel step of an MLP 784-512-512-10 (softmax cross-entropy, value_and_grad and the SGD update
            in one jit): parameters replicated, the batch split by rows (NamedSharding(mesh, P("x"))), the new
            parameters fed back each step; ms/step at each device count and the speed-up over 1 device
@@ -52,7 +55,8 @@ class Side:
 
     def __init__(self, lib: Any, np_: Any, sharding: Any):
         self.lib, self.np_ = lib, np_
-        self.mesh = sharding.Mesh(np.array(lib.devices()), ("x",), axis_types=(sharding.AxisType.Auto,))
+        kind = sharding.AxisType.Explicit if os.environ.get("BENCH_AXIS_TYPE") == "explicit" else sharding.AxisType.Auto
+        self.mesh = sharding.Mesh(np.array(lib.devices()), ("x",), axis_types=(kind,))
         self.rows = sharding.NamedSharding(self.mesh, sharding.PartitionSpec("x"))
         self.replicated = sharding.NamedSharding(self.mesh, sharding.PartitionSpec())
         self.one_device = lib.devices()[0]
@@ -250,7 +254,11 @@ def main() -> None:
     parser.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4], help="device counts of the train step")
     parser.add_argument("--only", choices=("train", "eager"), help="one part (train includes the compile times)")
     parser.add_argument("--worker", choices=("train", "eager"), help=argparse.SUPPRESS)
+    parser.add_argument("--explicit", action="store_true",
+                        help="Explicit mesh axes (JAX's explicit sharding mode: shardings in types) instead of Auto")
     args = parser.parse_args()
+    if args.explicit:  # (read by each worker's Side)
+        os.environ["BENCH_AXIS_TYPE"] = "explicit"
     if args.worker:
         if len(ember.devices()) != args.devices[0]:
             raise SystemExit(f"worker: asked for {args.devices[0]} devices, ember has {len(ember.devices())}")
