@@ -15,39 +15,49 @@ values. `load(path)` returns a flat {name: Array} dict.
 Errors name the function, the path and what is wrong: a file that is not a readable checkpoint (corrupted,
 truncated, not safetensors) raises `CheckpointError` (a `ValueError`); a directory given as a path, or a write
 that fails (file size limit, disk full), raises the `OSError` of its errno with the path as its filename.
+
+A checkpoint is data from outside the process: `load` and `metadata` read the safetensors format themselves, from
+one open file (a regular file: a FIFO or a device is refused without blocking), and check every field of the
+header before reading any data (docs/security.md): a header of at most `MAX_HEADER_BYTES`, UTF-8 JSON of one
+object with no name twice; metadata mapping str to str; each tensor an object of exactly dtype, shape and
+data_offsets, its dtype one ember reads, its shape at most `MAX_DIMS` (numpy's limit) non-negative integers, its
+offsets integers within the data whose span is the shape's bytes, the tensors covering the data without overlap
+or gap (as the safetensors format requires). A failed check is a `CheckpointError` naming the file and the tensor.
+
 `save` writes the safetensors format itself (the header, then each array streamed from memory, fsynced; the
-safetensors package's writer makes its own anonymous 0600 temporary file) to a temporary file
-`.ember-checkpoint-<pid>@<host>-<token>.tmp` beside the target (created with mode
-0666 less the umask, as `open` and `numpy.save` do), renames it into place, and first removes the temporary
-files of earlier saves in that directory whose writer is gone (a dead process on this host, or no write for
-`STALE_AFTER_S` seconds)."""
+safetensors package's writer makes its own anonymous 0600 temporary file) to a new temporary file
+`.ember-checkpoint-<pid>@<host>-<token>.tmp` beside the target (a random token, created with O_EXCL and mode
+0666 less the umask, as `open` and `numpy.save` do), renames it into place, and first removes this user's
+temporary files of earlier saves in that directory whose writer is gone (a dead process on this host, or no write
+for `STALE_AFTER_S` seconds); another user's are left alone (in a shared directory they are not ours to remove)."""
 from __future__ import annotations
 
 import contextlib
 import errno
 import json
+import math
 import os
 import re
 import secrets
 import socket
+import stat
 import struct
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, NamedTuple, NoReturn
 
 import numpy as np
-from safetensors import SafetensorError, safe_open
-from safetensors.numpy import load_file
 
 from ember import numpy as enp
 from ember._core.pytree import DictKey, FlattenedIndexKey, GetAttrKey, SequenceKey, tree_flatten_with_path
-from ember._core.dtypes import canonicalize_dtype
+from ember._core.dtypes import bfloat16, canonicalize_dtype
 from ember._core.pytree import tree_unflatten
 
 FORMAT = "ember.checkpoint/1"
 TEMP_PREFIX = ".ember-checkpoint-"
 STALE_AFTER_S = 3600.0  # a temporary file not written for this long belongs to a writer that is gone
+MAX_HEADER_BYTES = 100_000_000  # (safetensors' own limit)
+MAX_DIMS = 64  # (numpy's)
 _TEMP_NAME = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)@(.+)-[0-9a-f]{16}\.tmp")
-_OS_ERROR_CODE = re.compile(r"os error (\d+)")
 
 
 class CheckpointError(ValueError):
@@ -59,23 +69,20 @@ def _os_error(code: int, function: str, what: str, path: str) -> OSError:
     return OSError(code, f"ember.checkpoints.{function}: {what}: {os.strerror(code)}", path)
 
 
-def _translated(err: BaseException, function: str, path: str, what: str) -> BaseException:
-    """safetensors' error as ember's: an OSError when it reports an errno, else a CheckpointError."""
-    if isinstance(err, OSError) and err.errno is not None:
-        return _os_error(err.errno, function, what, path)
-    found = _OS_ERROR_CODE.search(str(err))  # safetensors' I/O errors: "... (os error 27)"
-    if found:
-        return _os_error(int(found.group(1)), function, what, path)
+def _unreadable(function: str, path: str, why: str) -> CheckpointError:
     return CheckpointError(f"ember.checkpoints.{function}: {path!r} is not a readable checkpoint (corrupted, "
-                           f"truncated or not a safetensors file): {err}")
+                           f"truncated or not a safetensors file): {why}")
 
 
 @contextlib.contextmanager
 def _reporting(function: str, path: str, what: str) -> Iterator[None]:
+    """An OSError of the block as one naming the function and the path (with its errno)."""
     try:
         yield
-    except (SafetensorError, OSError) as err:
-        raise _translated(err, function, path, what) from err
+    except OSError as err:
+        if err.errno is None:
+            raise
+        raise _os_error(err.errno, function, what, path) from err
 
 
 def _readable_path(function: str, path: str | os.PathLike[str]) -> str:
@@ -179,9 +186,8 @@ def save(path: str | os.PathLike[str], tree: Any, *, metadata: dict[str, str] | 
         raise _os_error(errno.EISDIR, "save", "expected a file name, got a directory", path)
     directory = os.path.dirname(os.path.abspath(path))
     _remove_stale_temporaries(directory)
-    tmp = os.path.join(directory, _temporary_name())
     with _reporting("save", path, f"cannot create a temporary file in {directory!r}"):
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0666 less the umask, as open() gives
+        tmp, fd = _new_temporary(directory)
     try:
         with _reporting("save", path, f"writing the checkpoint (temporary file {os.path.basename(tmp)!r}) failed"):
             _write_file(fd, arrays, info)
@@ -194,6 +200,18 @@ def save(path: str | os.PathLike[str], tree: Any, *, metadata: dict[str, str] | 
 
 def _temporary_name() -> str:
     return f"{TEMP_PREFIX}{os.getpid()}@{socket.gethostname()}-{secrets.token_hex(8)}.tmp"
+
+
+def _new_temporary(directory: str) -> tuple[str, int]:
+    """A new temporary file in directory, open for writing: a fresh random name each try, so that no file already
+    there (another writer's, live or stale, of any user) can stand in the way."""
+    for _ in range(16):
+        tmp = os.path.join(directory, _temporary_name())
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0666 less the umask, as open()
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "16 random temporary names were all taken", directory)
 
 
 def _writer_is_gone(name: str, modified: float) -> bool:
@@ -212,31 +230,142 @@ def _writer_is_gone(name: str, modified: float) -> bool:
 
 
 def _remove_stale_temporaries(directory: str) -> None:
-    """Removes the temporary files of interrupted saves in directory (those whose writer is gone)."""
+    """Removes this user's temporary files of interrupted saves in directory (those whose writer is gone). Another
+    user's are not ours to remove (in a shared directory, as /tmp, we could not): they never block a save, which
+    writes under a new name."""
     try:
-        entries = [e for e in os.scandir(directory) if e.name.startswith(TEMP_PREFIX) and e.is_file()]
+        entries = [e for e in os.scandir(directory) if e.name.startswith(TEMP_PREFIX)]
     except OSError:  # save reports an unusable directory when it creates its own temporary file
         return
+    uid = os.geteuid()
     for entry in entries:
         try:
-            if _writer_is_gone(entry.name, entry.stat().st_mtime):
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(info.st_mode) and info.st_uid == uid and _writer_is_gone(entry.name, info.st_mtime):
                 os.remove(entry.path)
-        except FileNotFoundError:  # removed meanwhile by another saver
+        except OSError:  # removed meanwhile by another saver, or not ours to remove after all: leave it
             continue
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Reading: every field of the header checked before any data is read
+_NUMPY_DTYPES = {code: bfloat16 if name == "bfloat16" else np.dtype(name).newbyteorder("<")
+                 for name, code in _SAFETENSORS_DTYPES.items()}  # safetensors dtype code -> little-endian dtype
+
+
+class _Tensor(NamedTuple):
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    begin: int  # (offsets into the data, which starts after the header)
+    end: int
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"the header names {key!r} twice")
+        found[key] = value
+    return found
+
+
+def _open(function: str, path: str) -> Any:
+    """path opened for reading: a regular file (a FIFO or a device is refused, never waited on)."""
+    with _reporting(function, path, "cannot open the checkpoint"):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise _unreadable(function, path, "not a regular file")
+        return os.fdopen(fd, "rb")
+
+
+def _read_header(function: str, path: str, f: Any) -> tuple[dict[str, str], list[_Tensor], int]:
+    """The checkpoint's metadata, its tensors, and where its data starts in the file; each field checked."""
+    def bad(why: str) -> NoReturn:
+        raise _unreadable(function, path, why)
+
+    size = os.fstat(f.fileno()).st_size
+    head = f.read(8)
+    if len(head) < 8:
+        bad(f"{size} bytes, too short for the header's length (8 bytes)")
+    length = struct.unpack("<Q", head)[0]
+    if length > MAX_HEADER_BYTES or 8 + length > size:
+        bad(f"a header of {length} bytes, in a file of {size} bytes (at most {MAX_HEADER_BYTES} are read)")
+    try:
+        header = json.loads(f.read(length).decode("utf-8"), object_pairs_hook=_unique_keys)
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        bad(f"the header is not JSON: {err}")
+    if not isinstance(header, dict):
+        bad(f"the header is a JSON {type(header).__name__}, not an object")
+    info = header.pop("__metadata__", None)
+    info = {} if info is None else info
+    if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
+        bad("the header's __metadata__ does not map str to str")
+    data = size - 8 - length
+    tensors = [_tensor(bad, name, entry, data) for name, entry in header.items()]
+    covered, last = 0, None
+    for t in sorted(tensors, key=lambda t: (t.begin, t.end)):
+        if t.begin != covered:
+            where = f"overlaps tensor {last.name!r}" if t.begin < covered and last else "leaves a gap before it"
+            bad(f"tensor {t.name!r} (data_offsets [{t.begin}, {t.end}]) {where}")
+        covered, last = t.end, t
+    if covered != data:
+        bad(f"the tensors cover {covered} bytes of data, but the file has {data} after the header")
+    return info, tensors, 8 + length
+
+
+def _tensor(bad: Callable[[str], NoReturn], name: str, entry: Any, data: int) -> _Tensor:
+    """A header entry, checked: a dtype ember reads, a shape numpy can hold, offsets in range spanning its bytes."""
+    if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
+        keys = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
+        bad(f"tensor {name!r}: an entry is an object of dtype, shape and data_offsets, got {keys}")
+    code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if not isinstance(code, str) or code not in _NUMPY_DTYPES:
+        bad(f"tensor {name!r} has the dtype code {code!r}, not one of the safetensors dtypes ember reads "
+            f"({', '.join(sorted(_NUMPY_DTYPES))})")
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        bad(f"tensor {name!r} has the shape {shape!r}, not a list of non-negative integers")
+    if len(shape) > MAX_DIMS:
+        bad(f"tensor {name!r} has {len(shape)} dimensions, more than the {MAX_DIMS} an array can have")
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets):
+        bad(f"tensor {name!r} has the data_offsets {offsets!r}, not two integers")
+    begin, end = offsets
+    if not 0 <= begin <= end <= data:
+        bad(f"tensor {name!r} has the data_offsets [{begin}, {end}], outside the file's {data} bytes of data")
+    dtype = _NUMPY_DTYPES[code]
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes != end - begin:
+        bad(f"tensor {name!r} is {code}{shape}, {nbytes} bytes, but its data_offsets [{begin}, {end}] span "
+            f"{end - begin}")
+    return _Tensor(name, dtype, tuple(shape), begin, end)
+
+
+def _read(function: str, path: str) -> dict[str, np.ndarray]:
+    """The checkpoint's arrays, read after its header is checked."""
+    with _open(function, path) as f, _reporting(function, path, "reading the checkpoint failed"):
+        _, tensors, start = _read_header(function, path, f)
+        arrays = {}
+        for t in tensors:
+            array = np.empty(t.shape, t.dtype)
+            f.seek(start + t.begin)
+            if f.readinto(array.reshape(-1).view(np.uint8)) != t.end - t.begin:
+                raise _unreadable(function, path, f"tensor {t.name!r}: the file ended while reading it")
+            arrays[t.name] = array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
+        return arrays
+
+
 def metadata(path: str | os.PathLike[str]) -> dict[str, str]:
-    """The metadata stored in a checkpoint."""
+    """The metadata stored in a checkpoint (its header is checked whole)."""
     path = _readable_path("metadata", path)
-    with _reporting("metadata", path, "reading the checkpoint failed"), safe_open(path, framework="numpy") as f:
-        return dict(f.metadata() or {})
+    with _open("metadata", path) as f, _reporting("metadata", path, "reading the checkpoint failed"):
+        return _read_header("metadata", path, f)[0]
 
 
 def load(path: str | os.PathLike[str], target: Any = None) -> Any:
     """The checkpoint's arrays: in target's structure (checked leaf by leaf), or as a flat {name: Array} dict."""
     path = _readable_path("load", path)
-    with _reporting("load", path, "reading the checkpoint failed"):
-        stored = load_file(path)
+    stored = _read("load", path)
     if target is None:
         return {name: enp.asarray(value) for name, value in stored.items()}
     named, treedef = _named_leaves(target)
@@ -258,4 +387,5 @@ def load(path: str | os.PathLike[str], target: Any = None) -> Any:
     return tree_unflatten(treedef, values)
 
 
-__all__ = ["FORMAT", "STALE_AFTER_S", "CheckpointError", "load", "metadata", "save"]
+__all__ = ["FORMAT", "MAX_DIMS", "MAX_HEADER_BYTES", "STALE_AFTER_S", "CheckpointError", "load", "metadata",
+           "save"]

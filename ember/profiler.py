@@ -6,13 +6,18 @@ chrome://tracing and TensorBoard's trace viewer open.
         with ember.profiler.TraceAnnotation("train step"):
             params = step(params, batch)
 
-The trace is written to <log_dir>/plugins/profile/<date_time>/<host>.trace.json.gz (JAX's layout) when the
-trace stops; stop_trace() returns its path. While recording, each execution is waited for, so that its event lasts
-as long as the computation (programs that would overlap run one after another). The CPU plugin has no profiler
-extension: the events are ember's, not XLA's kernels."""
+The trace is written to <log_dir>/plugins/profile/<run>/<host>.trace.json.gz (JAX's and TensorBoard's layout: a
+run is any directory under plugins/profile) when the trace stops; stop_trace() returns its path. The run is named
+as JAX names it, by the time to the second (YYYY_MM_DD_HH_MM_SS); it is a new directory, made with os.mkdir, so a
+name another trace has taken (in the same second, from this process or another) gets a suffix (_1, _2, ...) and
+no trace ever replaces another. The file is written under a temporary name in the run and renamed into place, so
+a reader (TensorBoard watching the directory) never sees part of one. While recording, each execution is waited
+for, so that its event lasts as long as the computation (programs that would overlap run one after another). The
+CPU plugin has no profiler extension: the events are ember's, not XLA's kernels."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import gzip
 import json
@@ -39,15 +44,39 @@ def start_trace(log_dir: str | os.PathLike, create_perfetto_link: bool = False,
 def stop_trace() -> str:
     """Stop recording and write the trace: returns the path of the .trace.json.gz file."""
     events = _profile.stop()
-    log_dir = _log_dir.pop()
-    run = time.strftime("%Y_%m_%d_%H_%M_%S")
-    directory = os.path.join(log_dir, "plugins", "profile", run)
-    os.makedirs(directory, exist_ok=True)
+    directory = _new_run(_log_dir.pop())
     path = os.path.join(directory, f"{socket.gethostname()}.trace.json.gz")
     names = [{"name": "process_name", "ph": "M", "pid": os.getpid(), "args": {"name": "ember"}}]
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        json.dump({"displayTimeUnit": "ms", "traceEvents": names + events}, f)
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp")  # (no tool's suffix: TensorBoard ignores it)
+    try:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb") as raw, \
+                gzip.open(raw, "wt", encoding="utf-8") as f:
+            json.dump({"displayTimeUnit": "ms", "traceEvents": names + events}, f)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
     return path
+
+
+_MAX_RUNS_PER_SECOND = 10000  # (suffixes tried before stop_trace gives up naming a run)
+
+
+def _new_run(log_dir: str) -> str:
+    """A new run directory <log_dir>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>[_<n>], created by this call."""
+    profile = os.path.join(log_dir, "plugins", "profile")
+    os.makedirs(profile, exist_ok=True)
+    stamp = time.strftime("%Y_%m_%d_%H_%M_%S")
+    for n in range(_MAX_RUNS_PER_SECOND):
+        directory = os.path.join(profile, f"{stamp}_{n}" if n else stamp)
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            continue
+        return directory
+    raise FileExistsError(errno.EEXIST, f"ember.profiler.stop_trace: {_MAX_RUNS_PER_SECOND} runs named {stamp} "
+                          "already exist", os.path.join(profile, stamp))
 
 
 @contextlib.contextmanager

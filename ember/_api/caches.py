@@ -10,12 +10,15 @@ from ember._api.staging import stage_with_aux, with_outputs
 from ember._api.templates import SharedIR, compile_staged
 from ember._control.custom import rule_runs
 from ember._core import IR, ConcretizationTypeError, ShapedArray, aval_of, concrete_values, eval_ir, is_tracing
-from ember._core.cache import LRUCache
+from ember._core.cache import LRUCache, on_clear
+from ember._core.ir import Var
 from ember._core.config import config
 from ember._core.dtypes import StagingOptions
 from ember._core.trace import has_tracer_consts
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._runtime import Compiled
+from ember._transforms.cache import paused_gc
+from ember._transforms.passes import dce_outputs
 
 T = TypeVar("T")
 SIGNATURES_PER_FUNCTION = "jit_cache_size"  # the ember.config option bounding each function's caches
@@ -64,17 +67,108 @@ def keeps_result(ir: IR, rule_runs_before: int, traced_once: bool = False) -> bo
     return not has_tracer_consts(ir) and (traced_once or rule_runs() == rule_runs_before)
 
 
+# XLA's CPU compile time grows faster than a program's parameters and results (measured on the 2-core machine, one
+# elementwise op per parameter/result pair: 1000 of each 0.27 s, 2000 0.68 s, 4000 1.8 s, 10000 6.4 s; one value
+# returned 10000 times 2.6 s): a transformation outside jit compiles its program only while the parameters it
+# reads and its distinct results number at most this many together (see NarrowProgram); beyond, op by op.
+MAX_COMPILED_WIDTH = 4096
+
+
+class NarrowProgram:
+    """How a transformation outside jit runs an IR compiled: XLA sees only the inputs that the live code reads (as
+    jit's programs do) and each distinct output once, which run gives back for each output naming it (the gradient
+    of a sum of 100000 leaves is one value: the same Array for every leaf, as JAX's grad outside jit returns), so
+    that what XLA compiles is as narrow as the computation. Made once per IR (narrow_program). It holds no
+    reference to its IR (it is kept in a weak dictionary keyed by it): an IR with nothing to narrow is compiled as
+    run_ir compiles it (kept on the IR)."""
+    __slots__ = ("out_tree", "kept", "positions", "width", "num_eqns", "program", "compiled")
+
+    def __init__(self, ir: IR):
+        index: dict[Any, int] = {}
+        distinct: list[Any] = []
+        positions = []
+        for atom in ir.outs:
+            key = atom if isinstance(atom, Var) else id(atom)  # (a Literal: each object once)
+            at = index.get(key)
+            if at is None:
+                at = index[key] = len(distinct)
+                distinct.append(atom)
+            positions.append(at)
+        read = {a for eqn in ir.eqns for a in eqn.inputs if isinstance(a, Var)}
+        read.update(a for a in distinct if isinstance(a, Var))
+        kept = [i for i, v in enumerate(ir.in_vars) if v in read]
+        self.out_tree = ir.out_tree
+        self.width = len(kept) + len(distinct)
+        self.compiled: Compiled | None = None
+        self.program: IR | None = None  # the narrowed IR (None: ir itself is compiled)
+        self.kept: list[int] | None = None
+        self.positions: list[int] | None = None
+        if len(kept) < len(ir.in_vars) or len(distinct) < len(ir.outs):
+            live, _ = dce_outputs(IR(ir.const_vars, ir.consts, ir.in_vars, ir.eqns, distinct, None),
+                                  [True] * len(distinct))
+            self.program = IR(live.const_vars, live.consts, [ir.in_vars[i] for i in kept], live.eqns, live.outs,
+                              None)
+            self.kept, self.positions = kept, positions
+        self.num_eqns = len((self.program or ir).eqns)
+
+    def compiles(self) -> bool:
+        """Whether compiling pays (see max_compiled_equations and MAX_COMPILED_WIDTH), else the IR runs op by op."""
+        return (self.num_eqns <= config.read_canonical("max_compiled_equations")
+                and self.width <= MAX_COMPILED_WIDTH)
+
+    def compile(self, ir: IR, name: str) -> Any:
+        """What runs ir compiled (ir: the IR this was made for): called with its inputs, it returns its outputs in
+        its output structure (a Compiled, or this NarrowProgram once its program is compiled)."""
+        if self.program is None:
+            return compile_staged(ir, name)
+        if self.compiled is None or self.compiled.name != name:
+            self.compiled = compile_staged(self.program, name)
+        return self
+
+    def run(self, ir: IR, args: Sequence[Any], name: str = "main") -> list[Any]:
+        """ir's outputs for args (every input), compiled (once: kept)."""
+        if self.program is None:
+            return run_ir(ir, args, name)
+        self.compile(ir, name)
+        return self.call_flat(args)
+
+    def call_flat(self, args: Sequence[Any]) -> list[Any]:
+        outs = self.compiled.call_flat([args[i] for i in self.kept])  # type: ignore[union-attr,index]
+        return [outs[p] for p in self.positions]  # type: ignore[union-attr]
+
+    def __call__(self, *args: Any) -> Any:
+        """The outputs for args, in the IR's output structure (as Compiled.__call__)."""
+        outs = self.call_flat(args)
+        return self.out_tree.unflatten(outs) if self.out_tree is not None else outs
+
+
+_narrow_programs: "weakref.WeakKeyDictionary[IR, NarrowProgram]" = weakref.WeakKeyDictionary()
+on_clear(_narrow_programs.clear)
+
+
+def narrow_program(ir: IR) -> NarrowProgram:
+    """ir's NarrowProgram (made on first use, kept while ir lives)."""
+    program = _narrow_programs.get(ir)
+    if program is None:
+        program = _narrow_programs[ir] = NarrowProgram(ir)
+    return program
+
+
 def compiles(ir: IR) -> bool:
-    """Whether a transformation outside jit compiles ir, or runs it op by op (see max_compiled_equations)."""
-    return len(ir.eqns) <= config.read_canonical("max_compiled_equations")
+    """Whether a transformation outside jit compiles ir, or runs it op by op (see NarrowProgram.compiles)."""
+    return narrow_program(ir).compiles()
 
 
 def run_transformed(ir: IR, args: Sequence[Any], name: str = "main") -> list[Any]:
-    """run_ir for the IRs of transformations: inlined while staging, else compiled (cached on the IR), or run op by
-    op when the program is too large for compiling to pay (see compiles)."""
-    if is_tracing() or compiles(ir):
+    """run_ir for the IRs of transformations: inlined while staging, else compiled (narrowed: see NarrowProgram,
+    kept while the IR lives), or run op by op when the program is too large for compiling to pay (see compiles)."""
+    if is_tracing():
         return run_ir(ir, args, name)
-    return eval_ir_named(ir, args, name)
+    program = narrow_program(ir)
+    if program.compiles():
+        return program.run(ir, args, name)
+    with paused_gc():
+        return eval_ir_named(ir, args, name)
 
 
 class SignatureCache:
@@ -106,7 +200,8 @@ class SignatureCache:
         if ir is not None:
             return ir, True
         runs = rule_runs()
-        ir = build(*build_args)
+        with paused_gc():
+            ir = build(*build_args)
         if not keeps_result(ir, runs, self.traced_once):
             return ir, False
         ir = SharedIR.of(ir)  # (handed out again, by jit's trace too: it must not change)
@@ -122,9 +217,14 @@ class SignatureCache:
         ir, kept = self._ir_for(key, build, *build_args)
         if is_tracing():
             return ir.out_tree.unflatten(eval_ir(ir, leaves))
-        if not self.traced_once and not compiles(ir):  # (jit's cache always compiles)
-            return ir.out_tree.unflatten(as_arrays(eval_ir(ir, leaves)))
-        executable = compile_staged(ir, self.name)
+        if self.traced_once:  # (jit's cache always compiles, the whole program)
+            executable: Any = compile_staged(ir, self.name)
+        else:
+            with paused_gc():
+                narrow = narrow_program(ir)
+                if not narrow.compiles():
+                    return ir.out_tree.unflatten(as_arrays(eval_ir(ir, leaves)))
+            executable = narrow.compile(ir, self.name)
         if kept:
             self.executables.store(key, executable)
         return executable(*leaves)
@@ -213,7 +313,8 @@ class PlanCache(LRUCache):
         plan = self.lookup(key)
         if plan is None:
             runs = rule_runs()
-            plan = make(None)
+            with paused_gc():
+                plan = make(None)
             if all(keeps_result(ir, runs) for ir in plan.irs):
                 self.store(key, plan)
         return plan

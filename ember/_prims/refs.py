@@ -18,6 +18,7 @@ Ref is an error. new_ref and freeze never reach a transformation or the lowering
 docs/refs.md."""
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -64,12 +65,18 @@ class Ref(RefMethods, metaclass=_RefMeta):
     """A mutable array reference (as jax.Ref): a box holding an array, read and written by indexing (`ref[...]`,
     `ref[i] = v`, `ref[1:] += v`) eagerly, inside jit, loops and branches, and under grad and vmap. Made by
     ember.new_ref; ember.freeze ends it and returns its value. A Ref is not an array: compute on `ref[...]`.
-    isinstance(x, Ref) is also true of a Ref inside a staged function."""
-    __slots__ = ("_value", "_aval", "__weakref__")
+    isinstance(x, Ref) is also true of a Ref inside a staged function.
+
+    Threads: each Ref has a lock (reentrant: a host callback of a program that holds it may use the Ref on the same
+    thread). A compiled program holds the locks of the Refs it takes from reading them to writing them back
+    (ember._runtime.refs.RefCompiled), and each eager read, write or swap holds it, so calls from several threads on
+    one Ref run one after another, each seeing the last one's value."""
+    __slots__ = ("_value", "_aval", "_lock", "__weakref__")
 
     def __init__(self, value: Any):
         self._value = value
         self._aval = RefAval.of(aval_of(value))
+        self._lock = threading.RLock()
 
     aval = property(lambda self: self._aval)
     shape = property(lambda self: self._aval.shape)
@@ -79,14 +86,16 @@ class Ref(RefMethods, metaclass=_RefMeta):
 
     def read(self) -> Any:
         """The array the Ref holds now (what `ref[...]` returns outside staging)."""
-        if self._value is None:
+        value = self._value  # (one read: a program on another thread may replace it meanwhile)
+        if value is None:
             raise InvalidRefError(f"a Ref {self._aval.str_short()} was used after ember.freeze or ember.free_ref "
                                   "ended it")
-        return self._value
+        return value
 
     def write(self, value: Any) -> None:
-        self.read()
-        self._value = value
+        with self._lock:
+            self.read()
+            self._value = value
 
     def __len__(self) -> int:
         if not self._aval.shape:
@@ -137,8 +146,9 @@ for _kind, _where in (("lowering", "lowering"), ("jvp", "forward mode"), ("vjp",
 # ---------------------------------------------------------------------------------------------------------------
 # freeze(ref) -> its value; the Ref ends
 def _freeze_impl(ref: Ref) -> Any:
-    value = ref.read()
-    ref._value = None
+    with ref._lock:
+        value = ref.read()
+        ref._value = None
     return value
 
 
@@ -157,7 +167,12 @@ for _kind, _where in (("lowering", "lowering"), ("jvp", "forward mode"), ("vjp",
 
 # ---------------------------------------------------------------------------------------------------------------
 # ref_get(ref) -> the value it holds (printed `b:f32[3] <- a[...]`)
-ref_get_p = RefPrimitive("ref_get", Ref.read, takes_refs=True)
+def _ref_get_impl(ref: Ref) -> Any:
+    with ref._lock:  # (after a program running on it has written it back)
+        return ref.read()
+
+
+ref_get_p = RefPrimitive("ref_get", _ref_get_impl, takes_refs=True)
 
 
 @ref_get_p.def_rule("abstract_eval")
@@ -179,8 +194,9 @@ def _ref_get_batching(args: list[Any], dims: list[BatchDim]) -> tuple[list[Any],
 # ---------------------------------------------------------------------------------------------------------------
 # ref_swap(ref, value) -> the value it held; it holds value from now on (printed `b:f32[3], a[...] <- a[...], c`)
 def _ref_swap_impl(ref: Ref, value: Any) -> Any:
-    old = ref.read()
-    ref._value = value
+    with ref._lock:
+        old = ref.read()
+        ref._value = value
     return old
 
 

@@ -46,6 +46,8 @@
 #include <string.h>
 #include <errno.h>
 #include <semaphore.h>
+#include <signal.h>
+#include <pthread.h>
 #include <time.h>
 
 #ifdef Py_GIL_DISABLED
@@ -54,7 +56,7 @@
 
 /* The interface version ember/_runtime/fastpath.py expects (_ABI there): bump both when the interface changes,
  * so that a stale build is not used. After editing this file, rebuild: python3 setup.py build_ext --inplace. */
-#define FASTPATH_ABI 9
+#define FASTPATH_ABI 10
 
 /* ---------------------------------------------------------------------------------------------------------
  * PJRT (pjrt_c_api.h, API 0.81)
@@ -942,12 +944,15 @@ typedef struct {
     PyObject *client;
     void *executable;
     Py_ssize_t num_outputs;
+    PyObject *owner;   /* a weak reference to the Executable owning the PJRT executable, or NULL */
+    char interruptible; /* execute on a helper thread when called on the main thread (see "Interruptible") */
 } RunnerObject;
 
 static int runner_traverse(RunnerObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->api);
     Py_VISIT(self->client);
+    Py_VISIT(self->owner);
     return 0;
 }
 
@@ -955,6 +960,7 @@ static int runner_clear(RunnerObject *self)
 {
     Py_CLEAR(self->api);
     Py_CLEAR(self->client);
+    Py_CLEAR(self->owner);
     return 0;
 }
 
@@ -965,13 +971,14 @@ static void runner_dealloc(RunnerObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Runner(client, handle, num_outputs): the Api comes from client._fast. */
+/* Runner(client, handle, num_outputs, owner=None): the Api comes from client._fast; owner: the Executable that
+ * owns the PJRT executable (held weakly; strongly by an interrupted execution until it ends). */
 static PyObject *runner_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *client, *handle;
+    PyObject *client, *handle, *owner = Py_None;
     Py_ssize_t num_outputs;
-    static char *names[] = {"client", "handle", "num_outputs", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOn:Runner", names, &client, &handle, &num_outputs))
+    static char *names[] = {"client", "handle", "num_outputs", "owner", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOn|O:Runner", names, &client, &handle, &num_outputs, &owner))
         return NULL;
     void *executable = PyLong_AsVoidPtr(handle);
     if (executable == NULL) {
@@ -993,10 +1000,326 @@ static PyObject *runner_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->client = Py_NewRef(client);
     self->executable = executable;
     self->num_outputs = num_outputs;
+    if (owner != Py_None && (self->owner = PyWeakref_NewRef(owner, NULL)) == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
     return (PyObject *)self;
 }
 
-enum { RUN_OK = 0, RUN_NOT_PINNED = 1, RUN_ERROR = -1 };
+/* RUN_ABANDONED: a signal handler raised while an interruptible execution ran (its error is set); the execution
+ * goes on in the background, and the buffers and the client stay pinned until it is reaped. */
+enum { RUN_OK = 0, RUN_NOT_PINNED = 1, RUN_ERROR = -1, RUN_ABANDONED = -2 };
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Interruptible executions. The CPU plugin runs a program it estimates cheap (its estimate counts a loop's body
+ * once and a custom call as nothing) inside PJRT_LoadedExecutable_Execute, on the calling thread; Python runs
+ * signal handlers only on the main thread, between bytecodes, so Ctrl-C waited for the end of such a program
+ * (seconds, minutes). A Runner marked interruptible (compiler.py marks the programs that may run long inline:
+ * loops, custom calls) therefore hands the execute call, when made on the main thread, to a helper thread, and
+ * the main thread waits for it in steps (the GIL released), running the signal handlers between them. When a
+ * handler raises (KeyboardInterrupt), the call raises at once and the execution is abandoned: it goes on in the
+ * background, its arguments, its client and its Executable stay pinned (held), and once it ends, reap_executions
+ * (called at the next execution, by Client.close while it waits for the client's calls, and at exit) unpins them
+ * and destroys its outputs, under the GIL, in an ATOMIC section as every pin change. The helper threads run no
+ * Python code, never take the GIL and block every signal. One helper thread is kept for the process (it waits
+ * on a semaphore between executions); while it runs an abandoned execution, another execution gets a thread of
+ * its own. Measured on the 2-core machine: a call of a tiny program with a loop costs 1.5-2.3 us more (4.3 -> 5.8
+ * us); programs without loops or custom calls are not marked (2.8 us, unchanged).
+ */
+typedef struct Job {
+    ExecuteOptions options;
+    ExecuteArgs call;
+    void *const *argument_lists[1];
+    void **output_lists[1];
+    pjrt_fn execute;
+    PJRT_Error *error;    /* the execute call's (written by the helper before finished) */
+    int finished;         /* atomic: the execute call has returned */
+    int refs;             /* atomic: the waiter's (then the reaper's) and the helper's */
+    sem_t done;           /* posted by the helper after finished */
+    struct Job *next;     /* in the list of abandoned executions */
+    RunnerObject *runner; /* held by an abandoned execution, with owner and the buffers (strong references) */
+    PyObject *owner;
+    PyObject **buffers;
+    PyObject **doomed;
+    Py_ssize_t n;
+    void **handles;       /* n argument handles, then num_outputs outputs: in the same allocation */
+    void **outputs;
+} Job;
+
+#define WAIT_STEP_NS 50000000L /* an interruptible wait checks for signals this often (50 ms) */
+
+static Job *abandoned_jobs;        /* the abandoned executions not reaped yet (GIL) */
+static Py_ssize_t abandoned_count; /* their number (GIL) */
+static int reaping;                /* reap_finished is running (GIL): a nested call (from a destructor) waits */
+static unsigned long main_thread_ident;
+
+static void release_job(Job *job)
+{
+    if (__atomic_sub_fetch(&job->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    sem_destroy(&job->done);
+    free(job);
+}
+
+static void run_job(Job *job)
+{
+    job->error = job->execute(&job->call);
+    __atomic_store_n(&job->finished, 1, __ATOMIC_RELEASE);
+    sem_post(&job->done);
+    release_job(job);
+}
+
+/* The kept helper thread: 0 not started, 1 idle, 2 running a job. Only the main thread (holding the GIL) hands it
+ * jobs, so only the helper makes it idle and only the main thread makes it busy. */
+static int helper_state;
+static sem_t helper_go;
+static Job *helper_job;
+
+static void *helper_main(void *unused)
+{
+    for (;;) {
+        while (sem_wait(&helper_go) < 0)
+            ; /* (EINTR) */
+        Job *job = __atomic_load_n(&helper_job, __ATOMIC_ACQUIRE);
+        job->error = job->execute(&job->call);
+        __atomic_store_n(&helper_state, 1, __ATOMIC_RELEASE); /* idle before the waiter wakes: its next call finds it */
+        __atomic_store_n(&job->finished, 1, __ATOMIC_RELEASE);
+        sem_post(&job->done);
+        release_job(job);
+    }
+    return NULL;
+}
+
+static void *one_job_main(void *job)
+{
+    run_job((Job *)job);
+    return NULL;
+}
+
+/* A detached thread running start(arg) with every signal blocked (they go to the main thread): 0, or -1. */
+static int start_thread(void *(*start)(void *), void *arg)
+{
+    pthread_attr_t attr;
+    sigset_t all, old;
+    pthread_t thread;
+    if (pthread_attr_init(&attr) != 0)
+        return -1;
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int failed = pthread_create(&thread, &attr, start, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    return failed ? -1 : 0;
+}
+
+/* Start job on a helper thread: 0, or -1 (no thread could be started; nothing is set). */
+static int start_job(Job *job)
+{
+    int state = __atomic_load_n(&helper_state, __ATOMIC_ACQUIRE);
+    if (state == 0) {
+        if (sem_init(&helper_go, 0, 0) < 0)
+            return -1;
+        __atomic_store_n(&helper_state, 1, __ATOMIC_RELEASE);
+        if (start_thread(helper_main, NULL) < 0) {
+            __atomic_store_n(&helper_state, 0, __ATOMIC_RELEASE);
+            sem_destroy(&helper_go);
+            return -1;
+        }
+        state = 1;
+    }
+    if (state == 1) {
+        __atomic_store_n(&helper_state, 2, __ATOMIC_RELEASE);
+        __atomic_store_n(&helper_job, job, __ATOMIC_RELEASE);
+        sem_post(&helper_go);
+        return 0;
+    }
+    return start_thread(one_job_main, job); /* (the kept helper runs an abandoned execution) */
+}
+
+/* In a forked child the helper thread is gone (and ember computes nothing there): start afresh. */
+static void helpers_after_fork(void)
+{
+    helper_state = 0;
+    abandoned_jobs = NULL;
+    abandoned_count = 0;
+    reaping = 0;
+}
+
+/* Wait (the GIL released) until job is done: 0; or -1 with the exception of a signal handler set. */
+static int wait_for_job(Job *job)
+{
+    for (;;) {
+        int waited;
+        Py_BEGIN_ALLOW_THREADS
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_nsec += WAIT_STEP_NS;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec += 1;
+            deadline.tv_nsec -= 1000000000L;
+        }
+        waited = sem_timedwait(&job->done, &deadline);
+        Py_END_ALLOW_THREADS
+        if (waited == 0)
+            return 0;
+        if (PyErr_CheckSignals() < 0)
+            return -1;
+    }
+}
+
+/* Destroy a PJRT error nobody raises (keeping the error being raised). */
+static void drop_pjrt_error(ApiObject *api, const char *name, PJRT_Error *error)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    raise_pjrt_error(api, name, error);
+    PyErr_Clear();
+    PyErr_Restore(type, value, traceback);
+}
+
+static int unpin_many(PyObject *const *buffers, Py_ssize_t n, PyObject **doomed);
+
+/* The end of an abandoned execution that has finished (GIL held): unpin its buffers (destroying those deleted
+ * meanwhile), destroy its outputs (or its error), unpin its client, let go of what it held. */
+static void finish_abandoned(Job *job)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    ApiObject *api = job->runner->api;
+    if (unpin_many(job->buffers, job->n, job->doomed) < 0)
+        PyErr_Clear();
+    if (job->error != NULL)
+        drop_pjrt_error(api, "LoadedExecutable_Execute", job->error);
+    else {
+        for (Py_ssize_t k = 0; k < job->runner->num_outputs; k++)
+            destroy_unowned(api, job->outputs[k]);
+    }
+    unpin_client(api);
+    for (Py_ssize_t i = 0; i < job->n; i++)
+        Py_DECREF(job->buffers[i]);
+    free(job->buffers);
+    free(job->doomed);
+    Py_XDECREF(job->owner);
+    Py_DECREF(job->runner);
+    abandoned_count--;
+    PyErr_Restore(type, value, traceback);
+    release_job(job);
+}
+
+/* Reap the abandoned executions that have ended (GIL held): how many are still running. */
+static Py_ssize_t reap_finished(void)
+{
+    if (abandoned_jobs == NULL || reaping)
+        return abandoned_count;
+    reaping = 1;
+    Job *ended = NULL, **link = &abandoned_jobs;
+    while (*link != NULL) { /* (unlinked first: finishing one may run Python code) */
+        Job *job = *link;
+        if (__atomic_load_n(&job->finished, __ATOMIC_ACQUIRE)) {
+            *link = job->next;
+            job->next = ended;
+            ended = job;
+        } else {
+            link = &job->next;
+        }
+    }
+    while (ended != NULL) {
+        Job *job = ended;
+        ended = job->next;
+        finish_abandoned(job);
+    }
+    reaping = 0;
+    return abandoned_count;
+}
+
+static PyObject *fp_reap_executions(PyObject *module, PyObject *unused)
+{
+    return PyLong_FromSsize_t(reap_finished());
+}
+
+/* Keep a running job for the reaper (GIL held): it holds the runner, its Executable and the pinned buffers. 0, or
+ * -1 when that memory is not to be had (nothing changed). */
+static int abandon(Job *job, RunnerObject *runner, PyObject *const *buffers, Py_ssize_t n)
+{
+    job->buffers = malloc((n ? n : 1) * sizeof(PyObject *));
+    job->doomed = calloc(n ? n : 1, sizeof(PyObject *));
+    if (job->buffers == NULL || job->doomed == NULL) {
+        free(job->buffers);
+        free(job->doomed);
+        job->buffers = job->doomed = NULL;
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        job->buffers[i] = Py_NewRef(buffers[i]);
+    job->n = n;
+    job->runner = (RunnerObject *)Py_NewRef(runner);
+    job->owner = runner->owner != NULL ? PyWeakref_GetObject(runner->owner) : NULL;
+    Py_XINCREF(job->owner); /* (Py_None when it is gone: then its caller held nothing to lose) */
+    job->next = abandoned_jobs;
+    abandoned_jobs = job;
+    abandoned_count++;
+    return 0;
+}
+
+/* Execute call on a helper thread, waiting interruptibly (see above); the buffers are pinned. RUN_OK (the outputs
+ * in outputs, the call's error in *error), RUN_ABANDONED (a signal handler raised; the execution is kept for the
+ * reaper), RUN_ERROR (a signal handler raised after the execution ended: its outputs are destroyed, the buffers
+ * still pinned), or RUN_NOT_PINNED when no helper could be used (the caller executes directly). */
+static int execute_on_helper(RunnerObject *self, const ExecuteArgs *call, PyObject *const *buffers, Py_ssize_t n,
+                             void **outputs, PJRT_Error **error)
+{
+    Py_ssize_t k = self->num_outputs;
+    Job *job = calloc(1, sizeof(Job) + (size_t)(n + k + 1) * sizeof(void *));
+    if (job == NULL)
+        return RUN_NOT_PINNED;
+    if (sem_init(&job->done, 0, 0) < 0) {
+        free(job);
+        return RUN_NOT_PINNED;
+    }
+    job->handles = (void **)(job + 1);
+    job->outputs = job->handles + n;
+    memcpy(job->handles, call->argument_lists[0], (size_t)n * sizeof(void *));
+    job->options = *call->options;
+    job->call = *call;
+    job->call.options = &job->options;
+    job->argument_lists[0] = job->handles;
+    job->output_lists[0] = job->outputs;
+    job->call.argument_lists = job->argument_lists;
+    job->call.output_lists = job->output_lists;
+    job->execute = self->api->execute;
+    job->refs = 2;
+    if (start_job(job) < 0) {
+        sem_destroy(&job->done);
+        free(job);
+        return RUN_NOT_PINNED;
+    }
+    int interrupted = wait_for_job(job) < 0;
+    if (interrupted && !__atomic_load_n(&job->finished, __ATOMIC_ACQUIRE)) {
+        if (abandon(job, self, buffers, n) == 0)
+            return RUN_ABANDONED; /* (the reaper releases the waiter's reference) */
+        PyObject *type, *value, *traceback; /* no memory to abandon it: wait for its end */
+        PyErr_Fetch(&type, &value, &traceback);
+        Py_BEGIN_ALLOW_THREADS
+        while (sem_wait(&job->done) < 0)
+            ;
+        Py_END_ALLOW_THREADS
+        PyErr_Restore(type, value, traceback);
+    }
+    *error = job->error;
+    memcpy(outputs, job->outputs, (size_t)k * sizeof(void *));
+    release_job(job);
+    if (!interrupted)
+        return RUN_OK;
+    if (*error != NULL)
+        drop_pjrt_error(self->api, "LoadedExecutable_Execute", *error);
+    else {
+        for (Py_ssize_t i = 0; i < k; i++)
+            destroy_unowned(self->api, outputs[i]);
+    }
+    return RUN_ERROR;
+}
 
 /* run_buffers' work once the client is pinned. */
 static int run_pinned(RunnerObject *self, PyObject *const *buffers, Py_ssize_t n, void *execute_device,
@@ -1026,10 +1349,25 @@ static int run_pinned(RunnerObject *self, PyObject *const *buffers, Py_ssize_t n
     ExecuteArgs call = {sizeof(ExecuteArgs), NULL, self->executable, &options, argument_lists, 1, (size_t)n,
                         output_lists, NULL, execute_device};
     pjrt_fn execute = self->api->execute;
-    PJRT_Error *error;
-    Py_BEGIN_ALLOW_THREADS
-    error = execute(&call);
-    Py_END_ALLOW_THREADS
+    PJRT_Error *error = NULL;
+    int status = RUN_NOT_PINNED;
+    if (self->interruptible && PyThread_get_thread_ident() == main_thread_ident)
+        status = execute_on_helper(self, &call, buffers, n, s->outputs, &error);
+    if (status == RUN_ABANDONED)
+        return RUN_ABANDONED; /* (the buffers stay pinned until the execution is reaped) */
+    if (status == RUN_NOT_PINNED) { /* (direct) */
+        Py_BEGIN_ALLOW_THREADS
+        error = execute(&call);
+        Py_END_ALLOW_THREADS
+    }
+    if (status == RUN_ERROR) { /* interrupted after the execution ended (its outputs destroyed): unpin, raise */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        if (unpin_many(buffers, n, s->doomed) < 0)
+            PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
+        return RUN_ERROR;
+    }
 
     /* ATOMIC inside unpin_many; then the doomed buffers are destroyed (Python code). */
     if (unpin_many(buffers, n, s->doomed) < 0) {
@@ -1058,9 +1396,13 @@ static int run_buffers(RunnerObject *self, PyObject *const *buffers, Py_ssize_t 
                        Scratch *s)
 {
     ApiObject *api = self->api;
+    if (abandoned_jobs != NULL)
+        reap_finished();
     if (pin_client(api, self->client) == NULL) /* (ATOMIC, and so is the pinning of the buffers that follows) */
         return PyErr_Occurred() ? RUN_ERROR : RUN_NOT_PINNED;
     int status = run_pinned(self, buffers, n, execute_device, s);
+    if (status == RUN_ABANDONED)
+        return RUN_ERROR; /* (the client stays pinned until the execution is reaped) */
     unpin_client(api);
     return status;
 }
@@ -1202,6 +1544,8 @@ static PyMethodDef runner_methods[] = {
 static PyMemberDef runner_members[] = {
     {"client", T_OBJECT, offsetof(RunnerObject, client), READONLY, NULL},
     {"num_outputs", T_PYSSIZET, offsetof(RunnerObject, num_outputs), READONLY, NULL},
+    {"interruptible", T_BOOL, offsetof(RunnerObject, interruptible), 0,
+     "Whether a call on the main thread executes on a helper thread, so that Ctrl-C interrupts it at once."},
     {NULL},
 };
 
@@ -1669,7 +2013,6 @@ static void on_event_ready(PJRT_Error *error, void *user_arg)
     release_waiter(w);
 }
 
-#define WAIT_STEP_NS 50000000L /* an interruptible wait checks for signals this often (50 ms) */
 
 /* Wait for an event that is not ready, in steps, the GIL released, running the signal handlers between steps:
  * PJRT_Event_Await would hold a Ctrl-C (KeyboardInterrupt) until the end of a program that may run for minutes.
@@ -2031,6 +2374,9 @@ static PyMethodDef module_methods[] = {
      "struct_layouts() -> {name: (size, ((field, offset), ...))} of the PJRT structs declared in C."},
     {"from_host", (PyCFunction)(void (*)(void))fp_from_host, METH_FASTCALL,
      "from_host(client, device, device_handle, data, pjrt_type, shape, dtype) -> a new Buffer, or None."},
+    {"reap_executions", fp_reap_executions, METH_NOARGS,
+     "reap_executions() -> how many interrupted executions are still running, after ending those that have "
+     "(unpinning their arguments and client, destroying their outputs)."},
     {NULL},
 };
 
@@ -2050,6 +2396,15 @@ PyMODINIT_FUNC PyInit__fastpath(void)
     if (PyType_Ready(&ApiType) < 0 || PyType_Ready(&RunnerType) < 0 || PyType_Ready(&CallerType) < 0 ||
         PyType_Ready(&HostMemoryType) < 0)
         return NULL;
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *main_thread = threading ? PyObject_CallMethod(threading, "main_thread", NULL) : NULL;
+    PyObject *ident = main_thread ? PyObject_GetAttrString(main_thread, "ident") : NULL;
+    main_thread_ident = ident ? PyLong_AsUnsignedLong(ident) : 0;
+    Py_XDECREF(ident);
+    Py_XDECREF(main_thread);
+    Py_XDECREF(threading);
+    if (PyErr_Occurred() || pthread_atfork(NULL, NULL, helpers_after_fork) != 0)
+        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_OSError, "pthread_atfork failed");
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
         return NULL;

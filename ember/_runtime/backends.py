@@ -10,7 +10,7 @@ import warnings
 from ember._core.cache import clear_all_caches
 from ember._core.config import config
 from ember._hlo.lower import set_platform_provider
-from ember._runtime import distributed as _distributed, ffi as _ffi, pjrt as _pjrt
+from ember._runtime import callbacks as _callbacks, distributed as _distributed, ffi as _ffi, pjrt as _pjrt
 
 _client_lock = threading.Lock()
 _clients: dict[str, _pjrt.Client] = {}  # one per plugin
@@ -22,7 +22,15 @@ def _close_clients_at_exit() -> None:
     client's destructor waits for those executions, where otherwise the plugin's worker threads would run on
     into torn-down globals and the process would die of a segfault at exit. Buffers and executables still alive
     then see their client closed and destroy nothing. (Registered at import, so it runs after the atexit
-    handlers of the programs that use ember.)"""
+    handlers of the programs that use ember.) A program blocked in a host callback would never end, and the
+    client's destructor would wait for it forever: when such programs are still executing after
+    callbacks.EXIT_WAIT_S seconds, the clients are left to the OS, with a warning."""
+    blocked = _callbacks.blocked_at_exit()
+    if blocked:
+        warnings.warn(f"ember: at exit, {blocked} program(s) still blocked in a host callback after "
+                      f"{_callbacks.EXIT_WAIT_S:g} s; exiting without waiting for them (their PJRT clients are left "
+                      "to the OS)", RuntimeWarning, stacklevel=1)
+        return
     for client in list(_clients.values()):
         try:
             client.close()

@@ -31,6 +31,7 @@ import ctypes
 import itertools
 import re
 import threading
+import time
 import traceback
 from typing import Any
 
@@ -248,6 +249,24 @@ def effects_barrier() -> None:
         _inflight_changed.wait_for(lambda: _inflight <= own)
 
 
+# At exit, the programs with host callbacks still executing get this long, in all, to end (the exit handlers of
+# ember._runtime.compiler and ember._runtime.backends wait for them). A callback blocked for good (a daemon thread
+# waiting on a queue nobody fills) would otherwise hold the exit forever: past the deadline the exit goes on with a
+# warning, and the PJRT clients those programs run on are left to the OS instead of being destroyed under them.
+EXIT_WAIT_S = 5.0
+_exit_deadline: list[float] = []  # (set by the first exit handler that waits: the deadline is shared)
+
+
+def blocked_at_exit() -> int:
+    """At exit: wait until no program with host callbacks executes, at most until EXIT_WAIT_S seconds after the
+    first call; how many still do (0: the exit may wait for the PJRT calls still running, which end)."""
+    if not _exit_deadline:
+        _exit_deadline.append(time.monotonic() + EXIT_WAIT_S)
+    with _inflight_changed:
+        _inflight_changed.wait_for(lambda: _inflight == 0, max(0.0, _exit_deadline[0] - time.monotonic()))
+        return _inflight
+
+
 def check_reentry(name: str) -> None:
     """Refuse to execute a program from a callback that XLA runs on one of its own threads: the device's queue
     holds the calling program until the callback returns, so waiting there for another program would deadlock."""
@@ -385,4 +404,5 @@ def provide() -> frozenset[str]:
 
 _hlo_ffi.set_provider(TARGET, provide)
 
-__all__ = ["TARGET", "check_reentry", "effects_barrier", "provide", "running", "state", "take_error"]
+__all__ = ["EXIT_WAIT_S", "TARGET", "blocked_at_exit", "check_reentry", "effects_barrier", "provide", "running",
+           "state", "take_error"]

@@ -18,6 +18,7 @@ from ember._core.config import config
 from ember._core.primitive import user_source
 from ember._core import profile
 from ember._hlo import lower
+from ember._transforms.cache import paused_gc
 from ember._transforms.discharge import has_refs
 from ember._runtime.refs import RefCompiled
 from ember._runtime import callbacks as _callbacks, pjrt as _pjrt
@@ -41,7 +42,10 @@ _helpers_in_flight: set[threading.Thread] = set()  # helper threads still compil
 def _wait_for_helpers_at_exit() -> None:
     """At exit, let the compiles and executions still running on helper threads finish before the PJRT clients
     are destroyed (backends' exit handler, registered earlier, runs after this one): destroying a client under a
-    running compile crashes the process."""
+    running compile crashes the process. An execution blocked in a host callback (an interrupted call's) would
+    never end: past callbacks.EXIT_WAIT_S the exit goes on, and backends' handler leaves the clients alone."""
+    if _callbacks.blocked_at_exit():
+        return
     for thread in list(_helpers_in_flight):
         thread.join()
 
@@ -82,7 +86,12 @@ def interruptible(fn: Callable[[], T], what: str = "compile") -> T:
 def _may_run_long_inline(text: str) -> bool:
     """Whether XLA may run a program inside the execute call itself, for long. The CPU client runs a program
     whose estimated cost is under 1000 flops in the calling thread, and its estimate counts a loop's body once and
-    a custom call as nothing; other programs run on its threads (waiting for their results is interruptible)."""
+    a custom call as nothing; other programs run on its threads (waiting for their results is interruptible).
+    The Runners of such programs are marked interruptible: on the main thread their execute call runs on a helper
+    thread while the main thread waits in short steps, running signal handlers (see "Interruptible executions" in
+    _fastpath.c; about 2.3 us more per call of a tiny program on the 2-core machine; the Python twin uses a
+    helper thread per call). Not a program with host callbacks: its callbacks, run inline, must run on the thread
+    that executes it (callbacks.running marks that thread); it keeps _InlineRunGuard."""
     return "stablehlo.while" in text or "stablehlo.custom_call" in text
 
 
@@ -90,9 +99,9 @@ _MAIN_THREAD = threading.main_thread()
 
 
 class _InlineRunGuard:
-    """Keeps Ctrl-C working during a program that may run long inside the execute call (_may_run_long_inline):
-    on the main thread its calls run on a helper thread (interruptible), which costs about 0.1 ms a call, until
-    one has ended within _QUICK_S; later calls run directly, until one of them blocks longer than _SLOW_S."""
+    """Keeps Ctrl-C working during a program with host callbacks, which may run long inside the execute call: on
+    the main thread its calls run on a helper thread (interruptible), which costs about 0.1 ms a call, until one
+    has ended within _QUICK_S; later calls run directly, until one of them blocks longer than _SLOW_S."""
     __slots__ = ("direct",)
 
     def __init__(self) -> None:
@@ -199,7 +208,8 @@ def compile_ir(ir: IR, name: str = "main", key: Any = None, deferred: bool = Fal
     except (NotKeyable, TypeError):
         return lower_ir(ir, name).compile(deferred)
     if text is None:
-        text = lower(ir)
+        with paused_gc():
+            text = lower(ir)
         _lowerings.store(key, text)
     return Lowered(ir, name, text).compile(deferred)
 
@@ -309,11 +319,12 @@ class Compiled:
                               name=self.name)
         if not ir.consts:
             self._caller.consts = ()
-        # _fast(args): the common case's call (None where it is not the common case), guarded where the program
-        # may run long inside the execute call
-        self._guard = _InlineRunGuard() if _may_run_long_inline(self.text) else None
-        self._fast = self._caller if self._guard is None else self._guarded_fast
         self._callbacks = _callbacks.TARGET in self.text  # (its execute is marked: see callbacks.running)
+        self._guard = _InlineRunGuard() if self._callbacks else None
+        if _may_run_long_inline(self.text) and not self._callbacks:  # (Ctrl-C then interrupts its calls at once)
+            executable._runner.interruptible = True
+        # _fast(args): the common case's call (None where it is not the common case)
+        self._fast = self._fast_with_callbacks if self._callbacks else self._caller
         report_one_device_inspections(ir, device)  # (ember.debug.inspect_array_sharding, at compile time)
 
     def _consts_on(self, device: _pjrt.Device) -> list[_pjrt.Buffer]:
@@ -328,10 +339,8 @@ class Compiled:
             buffers.append(to_buffer(value, var.aval, f"{self.name}: constant {i}", device))
         return buffers
 
-    def _guarded_fast(self, args: Sequence[Any]) -> list[Array] | None:
-        if self._callbacks:
-            return self._guard.run(lambda: _callbacks.running(lambda: _ready(self._caller(args))))  # type: ignore
-        return self._guard.run(lambda: self._caller(args))  # type: ignore[union-attr]
+    def _fast_with_callbacks(self, args: Sequence[Any]) -> list[Array] | None:
+        return self._guard.run(lambda: _callbacks.running(lambda: _ready(self._caller(args))))  # type: ignore
 
     def call_flat(self, args: Sequence[Any]) -> list[Any]:
         if _callbacks.state.in_worker_callback:
@@ -391,10 +400,10 @@ class Compiled:
                     _check_transfer("host_to_device", lambda: f"{where}, {aval.str_short()} to {device}")
                 buffers.append(to_buffer(x, aval, where, device))
         try:
-            if self._guard is None:
+            if not self._callbacks:
                 outs = self.executable.execute(buffers, self._out_specs)
             else:
-                outs = self._guard.run(lambda: _callbacks.running(lambda: _ready_buffers(
+                outs = self._guard.run(lambda: _callbacks.running(lambda: _ready_buffers(  # type: ignore[union-attr]
                     self.executable.execute(buffers, self._out_specs))))
         except _pjrt.PjrtError as err:
             raise self._execute_error(err, args, buffers) from _callbacks.take_error(str(err))

@@ -15,7 +15,7 @@ import importlib
 import os
 from types import ModuleType
 
-_ABI = 9  # the extension's ABI constant this Python code was written for (a stale build is not used)
+_ABI = 10  # the extension's ABI constant this Python code was written for (a stale build is not used)
 
 DISABLED = os.environ.get("EMBER_DISABLE_C_EXTENSION", "") not in ("", "0")
 

@@ -25,6 +25,10 @@ class RefCompiled:
     """A compiled program of an IR that takes references: called as the IR (a Ref where it takes one), it runs
     the discharged program on the references' values and writes back the final values of those it writes.
 
+    A call holds the locks of its Refs (ember.Ref's) from reading them to writing them back, taken in one order
+    (by id), so that calls from several threads that update one Ref run one after another (none loses another's
+    update, or reads a value another has donated), and calls taking several of the same Refs cannot deadlock.
+
     As JAX's, a call updates the Refs in place: the buffers of the values it replaces are donated to the program
     (XLA writes the final values into them), when nothing but the Ref holds those values (an Array read out of the
     Ref and kept, or viewed by numpy, is left alone: that call runs a program without donation instead)."""
@@ -61,6 +65,22 @@ class RefCompiled:
         if len({id(r) for r in refs}) != len(refs):
             closed = {id(r) for r in self._const_refs}
             raise _aliasing_error(self.name, any(id(args[i]) in closed for i in in_refs))
+        if len(refs) == 1:
+            with refs[0]._lock:
+                return self._run(refs, args)
+        held: list[Ref] = []
+        try:
+            for ref in sorted(refs, key=id):  # (one order for every call: no deadlock)
+                ref._lock.acquire()
+                held.append(ref)
+            return self._run(refs, args)
+        finally:
+            for ref in reversed(held):
+                ref._lock.release()
+
+    def _run(self, refs: list[Ref], args: Sequence[Any]) -> list[Any]:
+        """Read the Refs, run the program and write back the values it wrote (call_flat holds the Refs' locks)."""
+        in_refs = self._in_refs
         values = [r.read() for r in self._const_refs] + [a.read() if i in in_refs else a for i, a in enumerate(args)]
         program, giving = self.pure, []
         if self._compile_donating is not None and any(self._written):

@@ -12,9 +12,11 @@ key. enable_x64 is part of every request (the rules' default dtypes follow it). 
 an enclosing staging as constants belongs to that staging and is returned without being kept."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import threading
 import weakref
-from typing import Any, Callable, Hashable, TypeVar
+from typing import Any, Callable, Hashable, Iterator, TypeVar
 
 from ember._core import IR
 from ember._core.cache import on_clear
@@ -24,6 +26,35 @@ from ember._core.trace import has_tracer_consts
 T = TypeVar("T")
 REQUESTS_PER_IR = 32  # distinct requests kept per IR (a loop's batching fixed point asks for a few)
 _MISSING = object()
+
+
+_gc_pauses = 0  # builds running under paused_gc (in any thread)
+_gc_paused_by_us = False
+_gc_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a program is built (staged, transformed, lowered): a build
+    allocates millions of objects that the collector traverses again and again, and its full collections grow with
+    the program, so the build grew faster than its length (jit(grad(f)).lower() of a 4000-step chain: 3.7 s, 2.0 s
+    of it in the collector; grad over 100000 leaves: 6.9 s, 2.5 s in it). Nothing cyclic is built that must be
+    freed meanwhile (objects are still freed when their last reference goes); the collector is enabled again when
+    the outermost paused build ends (in any thread), unless it was disabled before."""
+    global _gc_pauses, _gc_paused_by_us
+    with _gc_lock:
+        _gc_pauses += 1
+        if _gc_pauses == 1 and gc.isenabled():
+            gc.disable()
+            _gc_paused_by_us = True
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_paused_by_us:
+                _gc_paused_by_us = False
+                gc.enable()
 
 
 def holds_tracers(result: Any) -> bool:

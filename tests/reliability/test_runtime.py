@@ -345,6 +345,59 @@ def test_ctrl_c_interrupts_long_executions(seconds):
         assert lines["after"].startswith("6.0 2.997") and lines["pins"] == "0", (mode, stdout)
 
 
+_INTERRUPT_AFTER_QUICK_CALLS = """
+    import os, sys, time, numpy as np, ember
+    from ember import lax
+    # a scalar loop whose trip count is an argument: the plugin runs it inside the execute call
+    f = ember.jit(lambda x, n: lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, lax.sin(c[1] * 0.999 + x)),
+                                              (0, x))[1])
+    x = ember.asarray(1.0)
+    for _ in range(5):  # quick calls first (they used to switch the program to direct, uninterruptible calls)
+        np.asarray(f(x, 10))
+    took = []
+    for _ in range(3):
+        start = time.perf_counter()
+        np.asarray(f(x, 10**7))
+        took.append(time.perf_counter() - start)
+    trips = int(10**7 * SECONDS / max(min(took), 1e-4))  # about SECONDS long here (longer if the machine gets busy)
+    print("started", flush=True)
+    start = time.perf_counter()
+    try:
+        np.asarray(f(x, trips))
+        print("finished", round(time.perf_counter() - start, 2), flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", round(time.perf_counter() - start, 2), flush=True)
+    print("after", float(ember.jit(lambda a: a * 3)(2.0)), float(f(x, 1)), flush=True)
+"""
+
+
+@pytest.mark.parametrize("c_extension", ["on", "off"])
+def test_ctrl_c_interrupts_a_long_call_after_quick_ones(c_extension):
+    """A program called quickly a few times ran its later calls directly on the main thread: a long call then held
+    Ctrl-C until its end (15 s late on a 16 s program). Every call of a program the plugin may run inside the
+    execute call now executes, on the main thread, on a helper thread while the main thread waits interruptibly.
+    The parent sends SIGINT once the long call has started; the child's KeyboardInterrupt handler must print long
+    before the program (about 8 s) would have ended, and the process must stay usable and exit cleanly (after the
+    abandoned execution ends in the background)."""
+    seconds = 8.0
+    code = f"SECONDS = {seconds}\n" + textwrap.dedent(_INTERRUPT_AFTER_QUICK_CALLS)
+    env = {**os.environ, "PYTHONPATH": ROOT, "EMBER_DISABLE_C_EXTENSION": "1" if c_extension == "off" else ""}
+    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env)
+    try:
+        assert child.stdout.readline().strip() == "started"
+        threading.Event().wait(0.5)
+        child.send_signal(2)  # SIGINT
+        stdout, stderr = child.communicate(timeout=300)
+    finally:
+        child.kill()
+    assert child.returncode == 0 and "Traceback" not in stderr, (child.returncode, stdout, stderr[-3000:])
+    lines = dict(line.split(" ", 1) for line in stdout.splitlines())
+    assert "interrupted" in lines, stdout
+    assert float(lines["interrupted"]) < seconds / 4, stdout  # (measured: ~0.5 s, the time the SIGINT was sent)
+    assert lines["after"].startswith("6.0 "), stdout
+
+
 def test_a_broken_plugin_is_reported_as_such():
     done = run_python("import ember.numpy as enp; enp.ones(3) + 1", env={"EMBER_PJRT_PLUGIN": "/nonexistent/x.so"})
     assert done.returncode == 1 and "EMBER_PJRT_PLUGIN" in done.stderr and "CompileError" not in done.stderr

@@ -259,8 +259,12 @@ class Client:
                 raise self.plugin.error("Client_Destroy", error)
 
     def _calls_running(self) -> int:
-        """How many PJRT calls that pinned this client (pin_client) have not ended."""
-        return self._uses if self._fast is None else self._fast.uses
+        """How many PJRT calls that pinned this client (pin_client) have not ended (executions interrupted by
+        Ctrl-C that have ended meanwhile are ended first: see "Interruptible executions" in _fastpath.c)."""
+        if self._fast is None:
+            return self._uses
+        C.reap_executions()  # type: ignore[union-attr]
+        return self._fast.uses
 
     def abandon(self, reason: str) -> None:
         """Stop using the client without destroying it (in a forked child, where the parent's client cannot be

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import TYPE_CHECKING, Any, Sequence
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -33,11 +34,18 @@ class _PyRunner:
     run(buffers, specs, device, execute_device) pins the client and the buffers (all, or none: then it returns
     None, and nothing ran), executes (on execute_device, a PJRT_Device address, or None: the executable's own
     device), unpins them and returns the outputs as Buffers on device with the given (shape, dtype) specs. A PJRT
-    error is raised as a PjrtError. The Execute args are built once and reused by every call, under a lock."""
+    error is raised as a PjrtError. The Execute args are built once and reused by every call, under a lock.
 
-    def __init__(self, client: Client, handle: int, num_outputs: int):
+    interruptible: a call on the main thread runs on a helper thread while the main thread waits in short steps,
+    so that Ctrl-C interrupts it at once (the C Runner hands only the execute call to a kept helper thread; here a
+    thread is started per call). An interrupted call goes on in the background, holding its Executable (owner),
+    and drops its results."""
+
+    def __init__(self, client: Client, handle: int, num_outputs: int, owner: Any = None):
         self.client = client
         self.num_outputs = num_outputs
+        self.interruptible = False
+        self._owner = None if owner is None else weakref.ref(owner)
         self._lock = threading.Lock()
         self._options = _new(_ExecuteOptions)
         self._outputs = (c_void_p * max(num_outputs, 1))()
@@ -57,6 +65,13 @@ class _PyRunner:
 
     def run(self, args: Sequence[Buffer], specs: Sequence[tuple[tuple[int, ...], np.dtype]], device: Device,
             execute_device: int | None) -> list[Buffer] | None:
+        if self.interruptible and threading.current_thread() is _MAIN_THREAD:
+            owner = self._owner() if self._owner is not None else None
+            return _on_helper_thread(lambda: (owner, self._run(args, specs, device, execute_device))[1])
+        return self._run(args, specs, device, execute_device)
+
+    def _run(self, args: Sequence[Buffer], specs: Sequence[tuple[tuple[int, ...], np.dtype]], device: Device,
+             execute_device: int | None) -> list[Buffer] | None:
         client = self.client
         if buffer_module.pin_client(client) is None:  # (closed)
             return None
@@ -90,6 +105,34 @@ class _PyRunner:
         return [Buffer(client, device, handle, shape, dtype) for handle, (shape, dtype) in zip(handles, specs)]
 
 
+_MAIN_THREAD = threading.main_thread()
+_WAIT_STEP_S = 0.05
+
+
+def _on_helper_thread(fn: Callable[[], Any]) -> Any:
+    """fn() run on a new (daemon) thread while this thread waits for it in short steps, so that a signal's
+    exception (KeyboardInterrupt) ends the wait at once; fn then goes on in the background, its result dropped.
+    (Client.close waits for the PJRT calls it pinned the client for.)"""
+    done = threading.Event()
+    outcome: list[Any] = []
+
+    def work() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
+            outcome.append((False, err))
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="ember-execute", daemon=True).start()
+    while not done.wait(_WAIT_STEP_S):
+        pass
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
 Runner: Any = C.Runner if C is not None else _PyRunner
 
 
@@ -109,7 +152,8 @@ class Executable:
         self._device: Device | None = None if portable else self._compiled_device(client, handle)
         self._portable_variant: Executable | None = None
         self._lock = threading.Lock()
-        self._runner = Runner(client, handle, self.num_outputs)  # it does not keep this Executable alive
+        # (the Runner holds this Executable weakly; an interrupted execution holds it until the execution ends)
+        self._runner = Runner(client, handle, self.num_outputs, owner=self)
         self._out_specs_seen: tuple[Any, ...] | None = None
         self._out_specs: list[tuple[tuple[int, ...], np.dtype]] = []
 
@@ -242,6 +286,7 @@ class Executable:
         with self._lock:
             if self._portable_variant is None:
                 self._portable_variant = self.client._compile(self._code, portable=True)
+                self._portable_variant._runner.interruptible = self._runner.interruptible
             return self._portable_variant
 
     def _why_not_run(self, args: Sequence[Any]) -> Exception:
