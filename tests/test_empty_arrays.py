@@ -218,7 +218,7 @@ LINALG_CALLS: dict[str, Call] = {
 
 NN_CALLS: dict[str, Call] = {
     **_calls("celu elu gelu hard_sigmoid hard_silu hard_swish hard_tanh leaky_relu log_sigmoid mish relu relu6 "
-             "selu sigmoid silu soft_sign softplus squareplus swish tanh", ONE),
+             "selu sigmoid silu soft_sign softplus sparse_plus sparse_sigmoid squareplus swish tanh", ONE),
     **_calls("softmax log_softmax standardize glu", ALONG),
     "logsumexp": REDUCE,
     "one_hot": Call(lambda f, x: f(x.astype(np.int32), 3)),

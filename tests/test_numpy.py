@@ -209,8 +209,10 @@ def test_indexing_errors():
 
 
 def test_broadcast_errors_are_clear():
-    with pytest.raises(ValueError, match=r"add: shapes \(3,\), \(4,\) cannot be broadcast together"):
-        enp.add(np.ones(3), np.ones(4))
+    with pytest.raises(TypeError, match=r"add got incompatible shapes for broadcasting: \(3,\), \(4,\)\."):
+        enp.add(np.ones(3), np.ones(4))  # (JAX's words and type: operands of one rank)
+    with pytest.raises(ValueError, match=r"Incompatible shapes for broadcasting: shapes=\[\(2, 3\), \(2,\)\]"):
+        enp.add(np.ones((2, 3)), np.ones(2))
     with pytest.raises(ValueError, match=r"matmul: contracted dimensions differ"):
         enp.matmul(np.ones((2, 3)), np.ones((4, 2)))
 

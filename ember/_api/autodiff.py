@@ -51,7 +51,7 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
     name = f"{api}({fun_name(fun)})"
 
     def build(in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], nums: tuple[int, ...],
-              arg_trees: tuple[PyTreeDef, ...], statics: tuple[tuple[int, Any], ...],
+              arg_trees: tuple[PyTreeDef, ...], statics: tuple[tuple[int | str, Any], ...],
               values: Sequence[Any] | None = None) -> IR:
         ir, store = stage_with_aux(_with_statics(fun, statics), in_tree, avals, has_aux, name, values,
                                    named_like=fun)
@@ -100,12 +100,15 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
     def transformed(*args: Any, **kwargs: Any) -> Any:
         nums = _check_argnums(name, argnums, len(args))
         # non-differentiated arguments that are not arrays (functions, strings, ...) or are Python ints and bools
-        # (counts, flags: a fori_loop bound stays static, as in JAX) are passed through as they are
+        # (counts, flags: a fori_loop bound stays static, as in JAX) are passed through as they are; so are such
+        # keyword arguments (never differentiated: JAX passes every keyword argument through)
         statics = tuple((i, a) for i, a in enumerate(args)
-                        if i not in nums and (type(a) in (int, bool) or not _is_array_tree(a)))
+                        if i not in nums and (type(a) in (int, bool) or not _is_array_tree(a))) + tuple(
+            (k, kwargs[k]) for k in sorted(kwargs) if type(kwargs[k]) in (int, bool) or not _is_array_tree(kwargs[k]))
         dyn_args = tuple(None if any(i == j for j, _ in statics) else a for i, a in enumerate(args))
-        leaves, in_tree = tree_flatten((dyn_args, kwargs))
-        avals = leaf_avals(name, dyn_args, kwargs, leaves)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if not any(k == j for j, _ in statics)}
+        leaves, in_tree = tree_flatten((dyn_args, dyn_kwargs))
+        avals = leaf_avals(name, dyn_args, dyn_kwargs, leaves)
         arg_trees = tuple(tree_structure(a) for a in dyn_args)
         key = (in_tree, avals, nums, statics)
         try:
@@ -157,11 +160,13 @@ def _is_array_tree(x: Any) -> bool:
     return True
 
 
-def _with_statics(fun: Callable[..., Any], statics: tuple[tuple[int, Any], ...]) -> Callable[..., Any]:
+def _with_statics(fun: Callable[..., Any], statics: tuple[tuple[int | str, Any], ...]) -> Callable[..., Any]:
+    """fun with the arguments passed through (by position or keyword) put back in place."""
     if not statics:
         return fun
-    fixed = dict(statics)
-    return lambda *args, **kwargs: fun(*[fixed.get(i, a) for i, a in enumerate(args)], **kwargs)
+    fixed = {i: a for i, a in statics if isinstance(i, int)}
+    named = {k: a for k, a in statics if isinstance(k, str)}
+    return lambda *args, **kwargs: fun(*[fixed.get(i, a) for i, a in enumerate(args)], **kwargs, **named)
 
 
 def grad(fun: Any, argnums: int | Sequence[int] = 0, has_aux: bool = False, allow_int: bool = False,

@@ -111,7 +111,8 @@ class Jitted:
 
     def __init__(self, fun: Callable[..., Any], static_argnums: int | Sequence[int] = (),
                  static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
-                 donate_argnames: str | Sequence[str] = (), in_shardings: Any = None, out_shardings: Any = None):
+                 donate_argnames: str | Sequence[str] = (), in_shardings: Any = None, out_shardings: Any = None,
+                 inline: bool = False):
         if not callable(fun):
             raise TypeError(f"jit: expected a function, got {type(fun).__name__}")
         self.fun = fun
@@ -134,6 +135,7 @@ class Jitted:
         self._statics_by_count = LRUCache(SIGNATURES_PER_FUNCTION)  # number of positional arguments -> static ones
         self._log = CompileLog()  # hits, misses, the last compiled signature (explained cache misses)
         self.in_shardings, self.out_shardings = check_shardings(self.name, in_shardings, out_shardings)
+        self.inline = bool(inline)
         functools.update_wrapper(self, fun, updated=())  # (copying __dict__ could clobber our attributes)
 
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -254,6 +256,8 @@ class Jitted:
                     return build_output(run(leaves))
         signature, leaves, statics = self._signature(args, kwargs)
         check_ref_arguments(self.name, self.fun, signature[0], leaves)
+        if TRACE_STATE.stack and self.inline and self.in_shardings is None and self.out_shardings is None:
+            return self.fun(*args, **kwargs)  # (inline=True: traced into the enclosing staging, no pjit equation)
         if TRACE_STATE.stack:  # (one pjit equation of the enclosing staging)
             ir = self._cache.ir_for(signature, self._build, signature[0], signature[1], statics)
             shardings = self._leaf_shardings(ir, signature[0])
@@ -484,7 +488,8 @@ def _donating_program(ir: IR, live: IR, read: Sequence[bool], name: str, donated
 
 def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
-        donate_argnames: str | Sequence[str] = (), in_shardings: Any = None, out_shardings: Any = None) -> Any:
+        donate_argnames: str | Sequence[str] = (), in_shardings: Any = None, out_shardings: Any = None,
+        inline: bool = False) -> Any:
     """Compile fun with XLA, once per argument signature. Usable as @jit or @jit(static_argnums=...).
 
     donate_argnums / donate_argnames (as in JAX): the buffers of these arguments are given to the program, which may
@@ -494,12 +499,15 @@ def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence
 
     in_shardings / out_shardings (as in JAX): a Sharding, or a tree prefix of the positional arguments / of the
     results holding Shardings and None; the program is partitioned over their devices by XLA (arguments are
-    split as their shardings say; None: an argument's own sharding, a result's chosen by XLA)."""
+    split as their shardings say; None: an argument's own sharding, a result's chosen by XLA).
+
+    inline=True (as in JAX): called inside another staging, fun is traced into it instead of staying one pjit
+    equation (a call of its own in the module)."""
     if fun is None:
         return lambda f: Jitted(f, static_argnums, static_argnames, donate_argnums, donate_argnames, in_shardings,
-                                out_shardings)
+                                out_shardings, inline)
     return Jitted(fun, static_argnums, static_argnames, donate_argnums, donate_argnames, in_shardings,
-                  out_shardings)
+                  out_shardings, inline)
 
 
 _config_values = config._values  # read on every jitted call: a plain dict lookup

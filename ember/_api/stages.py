@@ -191,6 +191,17 @@ class Lowered(_RuntimeLowered):
                              f"optimized HLO is compile().as_text()), got {dialect!r}")
         return self.text
 
+    def compiler_ir(self, dialect: str | None = None) -> str:
+        """The module as text (JAX returns an MLIR module, or for "hlo" an XlaComputation; ember has no MLIR
+        bindings): dialect None or "stablehlo" gives the StableHLO text (as_text()); "hlo" gives XLA's HLO text
+        of the compiled program, after XLA's optimizations (the plugin gives no HLO before them), as a str that
+        also has the XlaComputation's as_hlo_text()."""
+        if dialect in (None, "stablehlo"):
+            return self.text
+        if dialect == "hlo":
+            return HloText(self.compile().as_text())
+        raise ValueError(f"Lowered.compiler_ir: dialect must be 'stablehlo' or 'hlo', got {dialect!r}")
+
     def compile(self, compiler_options: dict[str, Any] | None = None) -> "Compiled":
         """Compile with XLA (or load the executable from the caches). compiler_options (XLA options per compile)
         are not supported by the plugin binding: give XLA_FLAGS in the environment instead."""
@@ -210,6 +221,13 @@ class Lowered(_RuntimeLowered):
 
     def __repr__(self) -> str:
         return f"<Lowered {self.name}>"
+
+
+class HloText(str):
+    """HLO module text, with XlaComputation's as_hlo_text() (Lowered.compiler_ir(dialect="hlo"))."""
+
+    def as_hlo_text(self) -> str:
+        return str(self)
 
 
 class CompiledMemoryStats(dict):

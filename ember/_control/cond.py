@@ -290,9 +290,22 @@ def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -
     return _cond(index, branches, operands, "switch", called_from_ember())
 
 
-def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *operands: Any) -> Any:
+_NO_OPERAND = object()
+
+
+def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *operands: Any,
+         operand: Any = _NO_OPERAND) -> Any:
     """true_fun(*operands) if pred else false_fun(*operands), staged as one conditional (like jax.lax.cond):
-    both branches must return the same structure, shapes and dtypes."""
+    both branches must return the same structure, shapes and dtypes. As JAX's, it also takes the one operand as
+    operand=, and the old form cond(pred, true_operand, true_fun, false_operand, false_fun)."""
+    if not callable(true_fun) and callable(false_fun) and len(operands) == 2 and callable(operands[1]):
+        x_true, f_true, x_false, f_false = true_fun, false_fun, *operands
+        return cond(pred, lambda x, _: f_true(x), lambda _, x: f_false(x), x_true, x_false)
+    if operand is not _NO_OPERAND:
+        if operands:
+            raise TypeError(f"if 'operand' keyword is passed then no positional operands can be passed, got "
+                            f"operand={operand!r} and positional operands {operands!r}")
+        operands = (operand,)
     for name, fun in (("true_fun", true_fun), ("false_fun", false_fun)):
         if not callable(fun):
             raise TypeError(f"cond: {name} is not callable: {fun!r}")

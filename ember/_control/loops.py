@@ -12,7 +12,8 @@ from ember._control.cond import cond as _cond
 from ember._control.common import (called_from_ember, cast_outputs, close_over, describe, int32_scalar as _i32,
                                    retyped, same_types, split_sizes as _split, unused_inputs, varying_as,
                                    vma_error_text, vma_mismatch, with_inputs, with_outputs)
-from ember._core import (IR, Eqn, Primitive, ShapedArray, Var, aval_of, eval_ir, is_python_scalar, stage_flat)
+from ember._core import (IR, Eqn, Primitive, ShapedArray, Tracer, Var, aval_of, eval_ir, is_python_scalar,
+                         stage_flat)
 from ember._core import dtypes as dt
 from ember._core.config import config
 from ember._core.primitive import has_effects
@@ -782,7 +783,20 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None, le
     """Loop f over the leading axis of xs, threading a carry (like jax.lax.scan): f(carry, x) -> (carry, y);
     returns (final carry, ys stacked along a new leading axis). unroll is accepted as a hint and not used: XLA
     runs the loop."""
+    _check_unroll("scan", unroll)
     return _scan(f, init, xs, length, reverse, called_from_ember())
+
+
+def _check_unroll(api: str, unroll: Any) -> None:
+    """unroll: a bool or a non-negative int, as JAX requires (ember's loops take it as a hint only)."""
+    if isinstance(unroll, bool):
+        return
+    try:
+        ok = operator.index(unroll) >= 0
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{api}: `unroll` must be a `bool` or a non-negative `int`, got {unroll!r}")
 
 
 def _scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, length: int | None, reverse: bool,
@@ -872,9 +886,15 @@ def map(f: Callable[[Any], Any], xs: Any, *, batch_size: int | None = None) -> A
 
 
 
-def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any) -> Any:
+def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any, *,
+              unroll: int | bool | None = None) -> Any:
     """body_fun(i, val) for i in range(lower, upper) (like jax.lax.fori_loop). With static (Python int) bounds it
-    is a scan; with traced bounds, a while_loop (differentiable in reverse mode too: docs/while_grad.md)."""
+    is a scan; with traced bounds, a while_loop (differentiable in reverse mode too: docs/while_grad.md). unroll
+    (an int or bool, a hint as scan's) needs bounds that are not traced, as in JAX."""
+    if unroll is not None:
+        _check_unroll("fori_loop", unroll)
+        if unroll is not False and unroll != 1 and (isinstance(lower, Tracer) or isinstance(upper, Tracer)):
+            raise ValueError("Can only use `unroll` in `fori_loop` if the loop bounds are statically known.")
     for name, bound in (("lower", lower), ("upper", upper)):
         if not dt.is_int(dt.dtype_and_weak(bound)[0]):
             raise TypeError(f"fori_loop: {name} must be an integer, got {bound!r} of dtype "

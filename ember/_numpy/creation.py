@@ -17,7 +17,7 @@ from ember._core import scalar_literal
 from ember._core.checks import normalize_axis, static_int, static_ints
 
 from ember._numpy.dtypes import int32
-from ember._numpy.promotion import _as_operand, _broadcast_shapes, _broadcast_to_shape, _promote
+from ember._numpy.promotion import _as_operand, _broadcast_shapes, _is_array, _broadcast_to_shape, _promote
 from ember._numpy.shape import astype, broadcast_to, concatenate, expand_dims, moveaxis, stack
 from ember._numpy.ufuncs import log10, multiply, power, sign
 from ember._api.sharding import reshard, takes_out_sharding
@@ -103,10 +103,16 @@ def ones(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any
 
 def _like(op: str, x: Any, dtype: Any, shape: Any) -> tuple[Any, Any]:
     """The shape and dtype of a *_like function's result: x's (its dtype as it is, 64-bit ones too), or those
-    asked for (a dtype asked for is narrowed without enable_x64, with a warning)."""
-    aval = aval_of(_as_operand(x))
-    return (aval.shape if shape is None else static_ints(op, "shape", shape),
-            aval.dtype if dtype is None else dt.check_user_dtype(dtype, op))
+    asked for (a dtype asked for is narrowed without enable_x64, with a warning). x may also be any object with
+    a shape and a dtype (a ShapeDtypeStruct, as eval_shape returns), as in JAX."""
+    if not _is_array(x) and not isinstance(x, _np.ndarray | _np.generic) and hasattr(x, "shape") \
+            and hasattr(x, "dtype"):
+        x_shape, x_dtype = tuple(x.shape), dt.canonicalize_dtype(_np.dtype(x.dtype))
+    else:
+        aval = aval_of(_as_operand(x))
+        x_shape, x_dtype = aval.shape, aval.dtype
+    return (x_shape if shape is None else static_ints(op, "shape", shape),
+            x_dtype if dtype is None else dt.check_user_dtype(dtype, op))
 
 
 def _placed_like(out: Any, x: Any, shape: Any, device: Any) -> Any:

@@ -417,11 +417,15 @@ def isreal(x: Any) -> Any:
 
 
 def iscomplexobj(x: Any) -> bool:
-    """Whether x's dtype is complex (of an ember array, a numpy value, a Python complex, ...)."""
-    aval = getattr(x, "aval", None)
-    if aval is not None:
-        return dt.is_complex(aval.dtype)
-    return bool(_np.iscomplexobj(x))
+    """Whether x's dtype is complex (of an ember array, a ShapeDtypeStruct or anything with a dtype, a numpy
+    value, a Python complex, ...)."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        return bool(_np.iscomplexobj(x))
+    try:
+        return _np.dtype(dtype).kind == "c"
+    except TypeError:  # (a key dtype)
+        return False
 
 
 def isrealobj(x: Any) -> bool:

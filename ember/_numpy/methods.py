@@ -12,6 +12,7 @@ from ember._core import dtypes as dt
 from ember._runtime.array import device_put
 
 from ember._numpy.indexing import _getitem, _IndexUpdateHelper
+from ember._numpy.creation import copy
 from ember._numpy.cumulative import cumprod, cumsum
 from ember._numpy.linalg import dot, matmul
 from ember._numpy.selection import compress, nonzero, take
@@ -127,7 +128,14 @@ def _to_device(self: Any, device: Any, /, *, stream: Any = None) -> Any:
     return device_put(self, device)
 
 
+def _round_builtin(self: Any, ndigits: int | None = None) -> Any:
+    """Python's round(x[, ndigits]) as JAX's: to even; without ndigits, an integer array."""
+    out = round_(self, ndigits or 0)
+    return astype(out, int) if ndigits is None else out
+
+
 _METHODS.update({
+    "__round__": _round_builtin, "copy": copy,
     "__lshift__": left_shift, "__rlshift__": _reflected(left_shift), "__rshift__": right_shift,
     "__rrshift__": _reflected(right_shift), "__array_namespace__": _array_namespace, "to_device": _to_device,
     "prod": prod, "ptp": ptp, "repeat": repeat, "diagonal": diagonal, "trace": trace, "round": round_,

@@ -96,8 +96,8 @@ def _broadcast_shapes(name: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
     result = []
     for dims in zip(*((1,) * (rank - len(s)) + tuple(s) for s in shapes)):
         sizes = set(dims) - {1}
-        if len(sizes) > 1:
-            raise ValueError(f"{name}: shapes {', '.join(map(str, shapes))} cannot be broadcast together")
+        if len(sizes) > 1:  # (JAX's words)
+            raise ValueError(f"{name}: Incompatible shapes for broadcasting: shapes=[{', '.join(map(str, shapes))}]")
         result.append(sizes.pop() if sizes else 1)
     return tuple(result)
 
@@ -142,6 +142,10 @@ def _elementwise(name: str, *args: Any, inexact: bool = False) -> list[Any]:
         return args
     if len({len(s) for s in shapes}) > 1:
         _check_rank_promotion(name, shapes)
+    elif len({s for s in shapes if s}) > 1 and any(len(set(d) - {1}) > 1 for d in zip(*shapes)):
+        # operands of one rank go to lax as they are in JAX, whose error is then a TypeError
+        raise TypeError(f"{name} got incompatible shapes for broadcasting: "
+                        f"{', '.join(str(s) for s in shapes if s)}.")
     shape = _broadcast_shapes(name, *shapes)
     return [a if aval_of(a).shape == () else _broadcast_to_shape(a, shape) for a in args]
 

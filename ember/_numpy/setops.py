@@ -12,7 +12,7 @@ from ember._core import aval_of
 from ember._core import dtypes as dt
 
 from ember._numpy.mathfuncs import isinf, isnan
-from ember._numpy.promotion import _operand_array, _as_operand, _elementwise, _promote
+from ember._numpy.promotion import _operand_array, _as_operand, _broadcast_shapes, _elementwise, _promote
 from ember._numpy.reductions import any as any_, min as min_
 from ember._numpy.selection import compress, take
 from ember._numpy.shape import concatenate, ndim, ravel, reshape, shape
@@ -177,9 +177,10 @@ def array_equiv(a1: Any, a2: Any) -> Any:
     """Whether the arrays are equal after broadcasting (False if they do not broadcast)."""
     x, y = _array("array_equiv", a1), _array("array_equiv", a2, 1)
     try:
-        x, y = _elementwise("array_equiv", x, y)
+        _broadcast_shapes("array_equiv", shape(x), shape(y))
     except ValueError:
         return lax.full((), False, _np.dtype(bool))
+    x, y = _elementwise("array_equiv", x, y)
     eq = lax.eq(x, y)
     return lax.reduce_min(eq, tuple(range(ndim(eq))))
 

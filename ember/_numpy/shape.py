@@ -26,8 +26,13 @@ def ndim(x: Any) -> int:
     return len(shape(x))
 
 
-def size(x: Any) -> int:
-    return int(_np.prod(shape(x)))
+def size(x: Any, axis: int | Sequence[int] | None = None) -> int:
+    """The number of elements of x, or the product of its sizes along axis (an int or a sequence of them)."""
+    dims = shape(x)
+    if axis is None:
+        return int(_np.prod(dims))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    return int(_np.prod([dims[normalize_axis("size", a, len(dims))] for a in axes]))
 
 
 @fast_static

@@ -9,9 +9,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ember._core import NOT_DIFFERENTIABLE, Primitive, ShapedArray, aval_of, is_python_scalar, scalar_literal
+from ember._core import (NOT_DIFFERENTIABLE, ArrayMethods, Primitive, ShapedArray, aval_of, is_python_scalar,
+                         scalar_literal)
 from ember._core import dtypes as dt
 from ember._core.checks import static_int
+from ember._core.pytree import tree_map
 from ember._hlo import LoweringContext
 from ember._prims.checks import (ANY_C, FLOAT, INEXACT, INTEGRAL, NUMERIC, NUMERIC_C, all_weak, check_dtype,
                                  check_same_dtypes, coerce_scalars, elementwise_shape)
@@ -483,7 +485,17 @@ tan = _bind_unary(tan_p)
 acos, asin, atan, sinh, cosh = map(_bind_unary, (acos_p, asin_p, atan_p, sinh_p, cosh_p))
 asinh, acosh, atanh, cbrt, exp2 = map(_bind_unary, (asinh_p, acosh_p, atanh_p, cbrt_p, exp2_p))
 abs, sign, floor, ceil = map(_bind_unary, (abs_p, sign_p, floor_p, ceil_p))  # noqa: A001
-is_finite, bitwise_not, stop_gradient = map(_bind_unary, (is_finite_p, not_p, stop_gradient_p))
+is_finite, bitwise_not, _stop_gradient = map(_bind_unary, (is_finite_p, not_p, stop_gradient_p))
+
+
+def stop_gradient(x: Any) -> Any:
+    """x (an array or a pytree of them) as a constant to differentiation: its derivatives are zero (the
+    `stop_gradient` primitive on each leaf, as jax.lax.stop_gradient)."""
+    if isinstance(x, ArrayMethods) or type(x) in _PYTHON_SCALAR_TYPES:
+        return stop_gradient_p.bind(x)
+    return tree_map(_stop_gradient, x)
+
+
 clz, population_count = map(_bind_unary, (clz_p, population_count_p))
 add, sub, mul, div, rem, atan2 = map(_bind_binary, (add_p, sub_p, mul_p, div_p, rem_p, atan2_p))
 max, min, pow = map(_bind_binary, (max_p, min_p, pow_p))  # noqa: A001

@@ -126,7 +126,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     for sizes in zip(*padded):
         bigger = {n for n in sizes if n != 1}
         if len(bigger) > 1:
-            raise ValueError(f"broadcast_shapes: incompatible shapes for broadcasting: {shapes}")
+            raise ValueError(f"Incompatible shapes for broadcasting: shapes=[{', '.join(map(str, shapes))}]")
         out.append(bigger.pop() if bigger else 1)
     return tuple(out)
 

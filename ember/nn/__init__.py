@@ -7,8 +7,8 @@ from ember.nn._functions import (
     hard_sigmoid as hard_sigmoid, hard_silu as hard_silu, hard_swish as hard_swish, hard_tanh as hard_tanh,
     leaky_relu as leaky_relu, log_sigmoid as log_sigmoid, log_softmax as log_softmax, logsumexp as logsumexp,
     mish as mish, one_hot as one_hot, relu as relu, relu6 as relu6, selu as selu, sigmoid as sigmoid, silu as silu,
-    soft_sign as soft_sign, softmax as softmax, softplus as softplus, squareplus as squareplus,
-    standardize as standardize, swish as swish,
+    soft_sign as soft_sign, softmax as softmax, softplus as softplus, sparse_plus as sparse_plus,
+    sparse_sigmoid as sparse_sigmoid, squareplus as squareplus, standardize as standardize, swish as swish,
 )
 from ember.nn._layers import (
     MLP as MLP, BatchNorm as BatchNorm, Conv as Conv, Conv1d as Conv1d, Conv2d as Conv2d, Dropout as Dropout,
@@ -23,5 +23,6 @@ __all__ = [
     "MultiHeadAttention", "RMSNorm", "Sequential",
     "celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
     "initializers", "leaky_relu", "log_sigmoid", "log_softmax", "logsumexp", "mish", "one_hot", "relu", "relu6",
-    "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus", "squareplus", "standardize", "swish", "tanh",
+    "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus", "sparse_plus", "sparse_sigmoid", "squareplus",
+    "standardize", "swish", "tanh",
 ]

@@ -58,6 +58,18 @@ def softplus(x: Any) -> Any:
     return enp.logaddexp(_inexact(x), 0)
 
 
+def sparse_plus(x: Any) -> Any:
+    """0 for x <= -1, (x + 1)^2 / 4 between, x for x >= 1: softplus's twin with exact zeros (as jax.nn); its
+    derivative is sparse_sigmoid."""
+    x = _inexact(x)
+    return enp.where(x <= -1.0, 0.0, enp.where(x >= 1.0, x, (x + 1.0) ** 2 / 4))
+
+
+def sparse_sigmoid(x: Any) -> Any:
+    """0 for x <= -1, (x + 1) / 2 between, 1 for x >= 1: the derivative of sparse_plus (as jax.nn)."""
+    return 0.5 * enp.clip(_inexact(x) + 1.0, 0.0, 2.0)
+
+
 def log_sigmoid(x: Any) -> Any:
     """log(sigmoid(x)) = -softplus(-x)."""
     return -softplus(-_inexact(x))
@@ -211,25 +223,36 @@ def log_softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
 
 def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False,
               where: Any = None) -> Any:
-    """log(sum(b * exp(a))) along axis, computed stably (as jax.nn.logsumexp / jax.scipy.special.logsumexp)."""
-    a = _inexact(a)
-    if b is not None:
-        shape = enp.broadcast_shapes(a.shape, enp.shape(b))
-        a, b = enp.broadcast_to(a, shape), enp.broadcast_to(enp.asarray(b).astype(a.dtype), shape)
+    """log(sum(b * exp(a))) along axis, computed stably (as jax.nn.logsumexp / jax.scipy.special.logsumexp): the
+    shift is the max over the entries that count (inside `where`, with b != 0), so a large a whose weight is 0
+    cannot make the sum underflow."""
+    if where is not None:
+        a = enp.where(where, a, 0)
+    a = enp.asarray(a)
+    if b is None:
+        a = a.astype(dt.to_inexact_dtype(a.dtype))
+    else:
+        b = enp.asarray(b)
+        inexact = dt.to_inexact_dtype(enp.result_type(a, b))
+        a, b = enp.broadcast_arrays(a.astype(inexact), b.astype(inexact))
+        a = enp.where(b != 0, a, -np.inf)
     axes = _axes(axis, a.ndim)
-    amax = lax.stop_gradient(_masked_max(a, axes, where))
-    amax = enp.where(enp.isfinite(amax), amax, 0)
-    exp_a = enp.exp(a - amax)
+    amax = _masked_max(enp.real(a), axes, where)
+    amax = lax.stop_gradient(enp.where(enp.isfinite(amax), amax, 0))
+    exp_a = enp.exp(a - amax.astype(a.dtype))
     if b is not None:
         exp_a = exp_a * b
     total = _masked_sum(exp_a, axes, where)
     sign = enp.sign(total)
-    out = enp.log(enp.abs(total) if return_sign or b is not None else total) + amax
+    complex_out = dt.is_complex(total.dtype)
+    if return_sign or not complex_out:
+        total = enp.abs(total)
+    out = enp.log(total) + amax.astype(total.dtype)
     if not keepdims:
         out, sign = enp.squeeze(out, axes), enp.squeeze(sign, axes)
     if return_sign:
         return out, sign
-    if b is not None:
+    if b is not None and not complex_out:
         out = enp.where(sign < 0, np.nan, out)
     return out
 
@@ -336,5 +359,5 @@ def dot_product_attention(query: Any, key: Any, value: Any, bias: Any = None, ma
 __all__ = [
     "celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
     "leaky_relu", "log_sigmoid", "log_softmax", "logsumexp", "mish", "one_hot", "relu", "relu6", "selu", "sigmoid",
-    "silu", "soft_sign", "softmax", "softplus", "squareplus", "standardize", "swish",
+    "silu", "soft_sign", "softmax", "softplus", "sparse_plus", "sparse_sigmoid", "squareplus", "standardize", "swish",
 ]
