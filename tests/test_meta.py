@@ -100,3 +100,17 @@ def test_case_binds_the_primitive_it_names(case):
         for dtype, names in bound.items():
             assert not names or case.prim in names, \
                 f"{case.label()} at {shapes} {dtype} names {case.prim} but binds only {sorted(names)}"
+
+
+# Primitives that never meet an explicitly sharded operand: iota has none (its out_sharding= param types it), and
+# the reference primitives are discharged before any rule runs on array values.
+NO_SHARDING_RULE = {"iota", "new_ref", "ref_get", "ref_swap", "freeze"}
+
+
+@pytest.mark.parametrize("name", sorted(PRIMITIVES))
+def test_primitive_types_explicit_shardings(name):
+    """Every primitive says how its results are split in JAX's explicit sharding mode (ember/_prims/explicit.py): a
+    sharding_rule, or an abstract eval that types them (own_sharding: the higher-order primitives, collectives,
+    sharding constraints); tests/test_explicit_sharding.py checks the rules against JAX's."""
+    prim = PRIMITIVES[name]
+    assert "sharding_rule" in prim.rules or prim.own_sharding or name in NO_SHARDING_RULE, name
