@@ -413,3 +413,21 @@ def test_cotangents_are_split_as_their_primals():
                                                 np.arange(32.0, dtype=np.float32).reshape(8, 4))
         np.testing.assert_allclose(np.asarray(dw), np.asarray(want[0]), rtol=1e-6)
         np.testing.assert_allclose(np.asarray(dx), np.asarray(want[1]), rtol=1e-6)
+
+
+def test_a_types_sharding_as_an_argument():
+    """optax passes `out_sharding=jax.typeof(leaf).sharding` (a NamedSharding over an AbstractMesh) to its samplers:
+    over the empty mesh (an unsplit value) it names no placement, over a mesh's it means the current mesh's."""
+    g = jnp.ones((3, 4))
+    key = ember.random.key(0)
+    want = np.asarray(ember.random.normal(key, (3, 4)))
+    np.testing.assert_array_equal(ember.random.normal(key, (3, 4), out_sharding=ember.typeof(g).sharding), want)
+    np.testing.assert_array_equal(ember.jit(lambda k, v: ember.random.normal(
+        k, (3, 4), out_sharding=ember.typeof(v).sharding))(key, g), want)
+    mesh = ember.make_mesh((2,), ("X",))
+    with ember.sharding.set_mesh(mesh):
+        a = ember.device_put(np.ones((4, 2), np.float32), P("X"))
+        out = ember.jit(lambda v: jnp.zeros_like(v, out_sharding=ember.typeof(v).sharding))(a)
+        assert str(ember.typeof(out)) == "float32[4@X,2]"
+    with pytest.raises(ValueError, match="over an AbstractMesh"):
+        jnp.zeros((4, 2), out_sharding=ember.typeof(a).sharding)

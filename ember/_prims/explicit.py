@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember._core.dtypes import ShapedArray, ShardingTypeError
-from ember._core.sharding import (NamedSharding, PartitionSpec, Sharding, current_mesh, entry_axes,
+from ember._core.sharding import (AbstractMesh, NamedSharding, PartitionSpec, Sharding, current_mesh, entry_axes,
                                   explicit_sharding)
 
 Rule = Callable[..., Any]
@@ -376,6 +376,17 @@ def conv(lhs: ShapedArray, rhs: ShapedArray, *, dimension_numbers: Any, batch_gr
 
 def resolve(api: str, value: Any, what: str = "out_sharding") -> Any:
     """A user's sharding argument (a Sharding, or a PartitionSpec over the current mesh; None) as a Sharding."""
+    if isinstance(value, NamedSharding) and isinstance(value.mesh, AbstractMesh):
+        # (a type's sharding, typeof(x).sharding: over the empty mesh it names no placement, as in JAX; else the
+        # current mesh is the one it abstracts)
+        if value.mesh.empty:
+            return None
+        mesh = current_mesh()
+        if mesh is None or mesh.abstract_mesh.shape_tuple != value.mesh.shape_tuple:
+            raise ValueError(f"{api}: {what} {value} is over an AbstractMesh; call inside `with "
+                             "ember.sharding.set_mesh(mesh):` of a mesh of its shape, or pass NamedSharding(mesh, "
+                             "spec)")
+        return NamedSharding(mesh, value.spec)
     if value is None or isinstance(value, Sharding):
         return value
     if isinstance(value, PartitionSpec):

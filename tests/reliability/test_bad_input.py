@@ -48,7 +48,7 @@ CASES = [
     ("ambiguous truth value", lambda: bool(enp.ones(3)), ValueError, "ambiguous"),
     ("unhashable static argument", lambda: ember.jit(lambda x, n: x, static_argnums=1)(1.0, [1]), TypeError,
      "hashable"),
-    ("broadcasting mismatch", lambda: enp.ones(3) + enp.ones(4), ValueError, "broadcast"),
+    ("broadcasting mismatch", lambda: enp.ones(3) + enp.ones(4), TypeError, "broadcasting"),  # (JAX 0.10.2's type)
     ("max of an empty array", lambda: enp.max(enp.ones(0)), ValueError, "zero-size"),
     ("argmax of an empty array", lambda: enp.argmax(enp.ones(0)), ValueError, "empty"),
     ("uneven split", lambda: enp.split(enp.ones(5), 2), ValueError, "equal division"),
