@@ -12,7 +12,7 @@ LAYERS = ["_core", "_hlo", "_prims", "_transforms", "_control", "_runtime", "_ap
 PUBLIC = {"__init__", "config", "lax", "numpy", "ops", "tree_util", "tree", "random", "nn", "optim", "scipy",
           "checkpoints", "stages", "export", "profiler", "dtypes", "errors", "typing", "version", "image",
           "custom_batching", "custom_derivatives", "debug", "experimental", "passes", "dlpack", "distributed",
-          "sharding", "example_libraries", "ad_checkpoint", "ref"}
+          "sharding", "example_libraries", "ad_checkpoint", "ref", "as_jax", "flatten_util", "test_util"}
 
 # Module order inside a package: a module imports only modules of its package listed before it.
 ORDER = {

@@ -377,9 +377,9 @@ def test_ctrl_c_interrupts_a_long_call_after_quick_ones(c_extension):
     Ctrl-C until its end (15 s late on a 16 s program). Every call of a program the plugin may run inside the
     execute call now executes, on the main thread, on a helper thread while the main thread waits interruptibly.
     The parent sends SIGINT once the long call has started; the child's KeyboardInterrupt handler must print long
-    before the program (about 8 s) would have ended, and the process must stay usable and exit cleanly (after the
+    before the program (about 4 s) would have ended, and the process must stay usable and exit cleanly (after the
     abandoned execution ends in the background)."""
-    seconds = 8.0
+    seconds = 4.0
     code = f"SECONDS = {seconds}\n" + textwrap.dedent(_INTERRUPT_AFTER_QUICK_CALLS)
     env = {**os.environ, "PYTHONPATH": ROOT, "EMBER_DISABLE_C_EXTENSION": "1" if c_extension == "off" else ""}
     child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
