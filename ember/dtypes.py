@@ -8,6 +8,7 @@ import numpy as np
 from ember._core.dtypes import bfloat16 as bfloat16, canonicalize_dtype as canonicalize_dtype, finfo as finfo
 from ember._core.dtypes import float0 as float0, iinfo as iinfo, NarrowedDtypeWarning as NarrowedDtypeWarning
 from ember._core.dtypes import TypePromotionError as TypePromotionError
+from ember._core.dtypes import extended as extended, prng_key as prng_key
 from ember.numpy import issubdtype as issubdtype, result_type as result_type
 
 
@@ -30,5 +31,6 @@ def itemsize_bits(dtype: Any) -> int:
     return 8 * np.dtype(dtype).itemsize
 
 
-__all__ = ["bfloat16", "canonicalize_dtype", "finfo", "float0", "iinfo", "issubdtype", "itemsize_bits",
+__all__ = ["bfloat16", "canonicalize_dtype", "extended", "finfo", "float0", "iinfo", "issubdtype", "itemsize_bits",
+           "prng_key",
            "NarrowedDtypeWarning", "result_type", "scalar_type_of", "TypePromotionError"]

@@ -320,3 +320,22 @@ def test_array_equiv_of_shapes_that_do_not_broadcast():
     # (numpy's answer: JAX's array_equiv raises the TypeError above for shapes of one rank that do not broadcast)
     for a, b in [(np.ones(3), np.ones(4)), (np.ones((2, 3)), np.ones(2)), (np.ones((2, 3)), np.ones(3))]:
         assert bool(enp.array_equiv(a, b)) == np.array_equiv(a, b)
+
+
+def test_prng_key_dtypes_and_float_rademacher_as_jax():
+    """optax asks `jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)` (inject_hyperparams, its random tree
+    utilities) and draws rademacher signs in a float dtype."""
+    key = ember.random.key(0)
+    ours = [enp.issubdtype(key.dtype, ember.dtypes.prng_key), ember.dtypes.issubdtype(key.dtype, ember.dtypes.extended),
+            enp.issubdtype(np.float32, ember.dtypes.prng_key), enp.issubdtype(key.dtype, np.floating),
+            enp.issubdtype(np.float32, np.floating), enp.issubdtype(ember.dtypes.prng_key, ember.dtypes.extended)]
+    jkey = jax.random.key(0)
+    theirs = [jnp.issubdtype(jkey.dtype, jax.dtypes.prng_key), jax.dtypes.issubdtype(jkey.dtype, jax.dtypes.extended),
+              jnp.issubdtype(np.float32, jax.dtypes.prng_key), jnp.issubdtype(jkey.dtype, np.floating),
+              jnp.issubdtype(np.float32, np.floating), jnp.issubdtype(jax.dtypes.prng_key, jax.dtypes.extended)]
+    assert ours == theirs
+    for dtype in (np.float32, np.int32):
+        want = jax_result(lambda: jax.random.rademacher(jax.random.key(3), (64,), dtype=dtype))
+        got = np.asarray(ember.random.rademacher(ember.random.key(3), (64,), dtype=dtype))
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

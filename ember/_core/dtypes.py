@@ -479,6 +479,19 @@ class ManualAxisType(NamedTuple):
     reduced: frozenset = NO_VMA
 
 
+class extended(np.generic):  # noqa: N801 (JAX's name)
+    """The abstract type of JAX's extended dtypes (jax.dtypes.extended): ember's typed PRNG keys' dtype is one."""
+
+
+class prng_key(extended):  # noqa: N801 (JAX's name)
+    """The abstract type of typed PRNG key dtypes (jax.dtypes.prng_key): `issubdtype(key.dtype, prng_key)`."""
+
+
+def is_key_dtype(dtype: Any) -> bool:
+    """Whether dtype is a typed PRNG key's (key<fry>)."""
+    return str(getattr(dtype, "name", "")).startswith("key<")
+
+
 class ShardingTypeError(Exception):
     """Operands whose explicit shardings (JAX's sharding in types) no rule can combine, or a result whose sharding is
     ambiguous: JAX's ShardingTypeError (its messages say which `out_sharding=` or reshard resolves it)."""

@@ -36,7 +36,13 @@ def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
 
 
 def issubdtype(arg1: Any, arg2: Any) -> bool:
-    """numpy's issubdtype, knowing bfloat16 as a floating type (as jax.numpy)."""
+    """numpy's issubdtype, knowing bfloat16 as a floating type and a typed key's dtype as a prng_key (an extended
+    dtype, as jax.numpy)."""
+    if dt.is_key_dtype(arg1) or dt.is_key_dtype(arg2) or arg2 in (dt.extended, dt.prng_key) or \
+            arg1 in (dt.extended, dt.prng_key):
+        if dt.is_key_dtype(arg1):
+            return arg2 in (dt.extended, dt.prng_key) or (dt.is_key_dtype(arg2) and str(arg1) == str(arg2))
+        return arg1 is dt.prng_key and arg2 in (dt.extended, dt.prng_key) or arg1 is arg2
     d1 = _np.dtype(arg1) if not (isinstance(arg1, type) and issubclass(arg1, _np.generic) and
                                  arg1 in _ABSTRACT) else arg1
     if isinstance(d1, _np.dtype) and d1 == dt.bfloat16:

@@ -508,9 +508,12 @@ _rademacher_jit = jit(_rademacher, static_argnums=(1, 2))
 
 
 def rademacher(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
-    """-1 or +1 with equal probability (as jax.random.rademacher; default dtype int)."""
+    """-1 or +1 with equal probability (as jax.random.rademacher; default dtype int, or a float dtype)."""
     data = _key("rademacher", key)
-    return _rademacher_jit(data, canonical_shape("rademacher", shape), _int_dtype("rademacher", dtype))
+    dtype = dt.default_int_dtype() if dtype is None else dt.check_user_dtype(dtype, "random.rademacher")
+    if not (dt.is_int(dtype) or dt.is_float(dtype)):  # (JAX's takes float dtypes too: -1.0 or 1.0)
+        raise TypeError(f"ember.random.rademacher: dtype must be an integer or floating dtype, got {dtype.name}")
+    return _rademacher_jit(data, canonical_shape("rademacher", shape), dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------------
