@@ -1147,8 +1147,9 @@ static void helpers_after_fork(void)
     reaping = 0;
 }
 
-/* Wait (the GIL released) until job is done: 0; or -1 with the exception of a signal handler set. */
-static int wait_for_job(Job *job)
+/* Wait (the GIL released, in steps of WAIT_STEP_NS running the signal handlers between them) until sem is posted:
+ * 0; or -1 with the exception of a signal handler set (a no-op on threads other than the main one). */
+static int wait_interruptibly(sem_t *sem)
 {
     for (;;) {
         int waited;
@@ -1160,13 +1161,19 @@ static int wait_for_job(Job *job)
             deadline.tv_sec += 1;
             deadline.tv_nsec -= 1000000000L;
         }
-        waited = sem_timedwait(&job->done, &deadline);
+        waited = sem_timedwait(sem, &deadline);
         Py_END_ALLOW_THREADS
         if (waited == 0)
             return 0;
         if (PyErr_CheckSignals() < 0)
             return -1;
     }
+}
+
+/* Wait until job is done: 0; or -1 with the exception of a signal handler set. */
+static int wait_for_job(Job *job)
+{
+    return wait_interruptibly(&job->done);
 }
 
 /* Destroy a PJRT error nobody raises (keeping the error being raised). */
@@ -2039,24 +2046,9 @@ static int await_interruptibly(ApiObject *api, const char *name, void *event)
         release_waiter(w);
         return raise_pjrt_error(api, "Event_OnReady", error);
     }
-    for (;;) {
-        int waited;
-        Py_BEGIN_ALLOW_THREADS
-        struct timespec deadline;
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        deadline.tv_nsec += WAIT_STEP_NS;
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec += 1;
-            deadline.tv_nsec -= 1000000000L;
-        }
-        waited = sem_timedwait(&w->done, &deadline);
-        Py_END_ALLOW_THREADS
-        if (waited == 0)
-            break;
-        if (PyErr_CheckSignals() < 0) { /* (a no-op on threads other than the main one) */
-            release_waiter(w);
-            return -1;
-        }
+    if (wait_interruptibly(&w->done) < 0) {
+        release_waiter(w);
+        return -1;
     }
     error = w->error;
     w->error = NULL;
