@@ -339,3 +339,13 @@ def test_prng_key_dtypes_and_float_rademacher_as_jax():
         got = np.asarray(ember.random.rademacher(ember.random.key(3), (64,), dtype=dtype))
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "sigmoid", "silu", "gelu", "elu", "relu", "tanh"])
+def test_nn_functions_compute_on_complex_values_as_jax(name):
+    """A complex input was cast to float32 (its imaginary part dropped, silently); JAX computes on it."""
+    x = np.array([1 + 2j, 0.5 - 1j, -1 + 0.3j], np.complex64)
+    want = jax_result(lambda: getattr(jax.nn, name)(jnp.asarray(x)))
+    got = np.asarray(getattr(ember.nn, name)(x))
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

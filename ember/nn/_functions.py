@@ -16,8 +16,10 @@ from ember._core import dtypes as dt
 
 
 def _inexact(x: Any) -> Any:
+    """x as an array of an inexact dtype: a float or complex one kept (complex values are computed on, as JAX's
+    functions do; casting them to float would drop their imaginary parts), anything else the default float."""
     x = enp.asarray(x)
-    if not dt.is_float(x.dtype):
+    if not (dt.is_float(x.dtype) or dt.is_complex(x.dtype)):
         x = x.astype(dt.default_float_dtype())
     return x
 
