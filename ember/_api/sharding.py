@@ -128,9 +128,7 @@ def auto_axes(fun: Callable[..., Any] | None = None, /, *, axes: Any = None, out
 
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
-        target = out_sharding if out_sharding is not None else kwargs.pop("out_sharding", None)
-        if target is None:
-            raise TypeError("Missing required keyword argument: 'out_sharding'")
+        target = _required(out_sharding, kwargs, "out_sharding")
         meshes = _mesh_with("auto_axes", axes, AxisType.Auto, _explicit_mesh(tree_leaves(args)))
         if meshes is None:
             return fun(*args, **kwargs)
@@ -147,9 +145,7 @@ def explicit_axes(fun: Callable[..., Any] | None = None, /, *, axes: Any = None,
 
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
-        target = in_sharding if in_sharding is not None else kwargs.pop("in_sharding", None)
-        if target is None:
-            raise TypeError("Missing required keyword argument: 'in_sharding'")
+        target = _required(in_sharding, kwargs, "in_sharding")
         meshes = _mesh_with("explicit_axes", axes, AxisType.Explicit, None)
         if meshes is None:
             raise ValueError("Context mesh cannot be empty. Please use `ember.sharding.set_mesh` API to enter into a "
@@ -157,6 +153,15 @@ def explicit_axes(fun: Callable[..., Any] | None = None, /, *, axes: Any = None,
         mesh, explicit = meshes
         return _respec(_inside(explicit, fun, reshard(args, _over(explicit, target)), kwargs), mesh)
     return call
+
+
+def _required(given: Any, kwargs: dict[str, Any], name: str) -> Any:
+    """auto_axes' out_sharding / explicit_axes' in_sharding: given to the decorator, else a keyword of the call (taken
+    out of kwargs), else JAX's TypeError."""
+    found = given if given is not None else kwargs.pop(name, None)
+    if found is None:
+        raise TypeError(f"Missing required keyword argument: '{name}'")
+    return found
 
 
 def _over(mesh: Mesh, shardings: Any) -> Any:

@@ -32,28 +32,15 @@ def spec_of(aval: ShapedArray) -> tuple[Any, ...]:
     return tuple(aval.explicit.spec) if aval.explicit is not None else (None,) * aval.ndim
 
 
-def spec_tuple(aval: ShapedArray) -> tuple[Any, ...]:
-    """The spec as JAX prints it in its errors: ('X', None)."""
-    return tuple(spec_of(aval))
-
-
-def long_type(aval: ShapedArray) -> str:
-    """A type as JAX's typeof prints it: float32[8@X,4]."""
-    short = aval.str_short()
-    return aval.dtype.name + short[short.index("["):]
-
-
-def typed(mesh: Any, entries: Sequence[Any]) -> NamedSharding | None:
-    return explicit_sharding(mesh, entries)
+typed = explicit_sharding  # (the explicit sharding over mesh with these entries, one per dimension)
 
 
 def _check_distinct(name: str, entries: Sequence[Any], avals: Sequence[ShapedArray], shape: Sequence[int],
                     dtype: Any) -> None:
-    """JAX's error for a result that would be split over one mesh axis twice."""
+    """JAX's error for a result (of this shape and dtype) that would be split over one mesh axis twice."""
     used = [a for entry in entries for a in entry_axes(entry)]
     if len(used) != len(set(used)):
-        result = ShapedArray(shape, dtype).update(explicit=_unchecked(avals[0].explicit.mesh if avals[0].explicit
-                                                                      else mesh_of(avals), entries))
+        result = ShapedArray(shape, dtype).update(explicit=_unchecked(mesh_of(avals), entries))
         raise ShardingTypeError(f"{name} operation with inputs: {', '.join(a.str_short() for a in avals)} produces an "
                                 f"illegally sharded result: {result.str_short()}")
 
@@ -64,7 +51,7 @@ def broadcasting(name: str) -> Rule:
         mesh = mesh_of(avals)
         ndim = max(a.ndim for a in avals)
         out: list[Any] = [None] * ndim
-        specs = [spec_tuple(a) for a in avals if a.ndim == ndim]
+        specs = [spec_of(a) for a in avals if a.ndim == ndim]
         for spec in specs:
             for i, entry in enumerate(spec):
                 if entry is None:
@@ -100,14 +87,15 @@ def unsplit_axis(what: str, x: ShapedArray, axis: int) -> None:
             raise ShardingTypeError(f"Arguments to sort must be unsharded over the sorting dimension. Got arg sharding="
                                     f"{x.sharding} and sorting dimension={axis}")
         raise ShardingTypeError(f"Input should be unsharded over the axis being reduced. Got input type="
-                                f"{long_type(x)} and axis={axis}")
+                                f"{x} and axis={axis}")
 
 
-def gather_error(operand: ShapedArray, indices_text: str) -> ShardingTypeError:
+def gather_error(operand: ShapedArray, indices: Any) -> ShardingTypeError:
+    """JAX's error for indexing a split array (indices: their type, or its text)."""
     return ShardingTypeError("Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for the gather "
                              "indexing as out sharding could not be resolved unambiguously (or would require "
-                             f"collectives on inputs). Got operand=ShapedArray({long_type(operand)}), "
-                             f"indices=ShapedArray({indices_text})")
+                             f"collectives on inputs). Got operand=ShapedArray({operand}), "
+                             f"indices=ShapedArray({indices})")
 
 
 def split_dims(x: ShapedArray) -> list[int]:
@@ -140,7 +128,7 @@ def reshape(x: ShapedArray, *, new_sizes: Sequence[int], **params: Any) -> Any:
     new_dims = [i for i, n in enumerate(new_sizes) if n != 1]
     out: list[Any] = [None] * len(new_sizes)
     error = ShardingTypeError(f"This reshape is not supported. Please specify the sharding of the output via the "
-                              f"`out_sharding` argument of ember.lax.reshape. Got operand type: {long_type(x)}, new "
+                              f"`out_sharding` argument of ember.lax.reshape. Got operand type: {x}, new "
                               f"sizes: {tuple(new_sizes)}")
     if any(e is not None for n, e in zip(x.shape, spec) if n == 1):
         raise error
@@ -202,15 +190,12 @@ def dot_general(lhs: ShapedArray, rhs: ShapedArray, *, dimension_numbers: Any, *
                                     f"consistent sharding, got {tuple(ls[d] for d in lb)} and "
                                     f"{tuple(rs[d] for d in rb)}.")
         batch.append(ls[a] if ls[a] is not None else rs[b])
-    out = batch + [ls[d] for d in range(lhs.ndim) if d not in lc and d not in lb] + \
-        [rs[d] for d in range(rhs.ndim) if d not in rc and d not in rb]
-    used = [a for e in out for a in entry_axes(e)]
-    if len(used) != len(set(used)):
-        shape = [lhs.shape[d] for d in lb] + [lhs.shape[d] for d in range(lhs.ndim) if d not in lc and d not in lb] + \
-            [rhs.shape[d] for d in range(rhs.ndim) if d not in rc and d not in rb]
-        result = ShapedArray(shape, lhs.dtype).update(explicit=_unchecked(mesh, out))
-        raise ShardingTypeError(f"dot_general operation with inputs: {lhs.str_short()}, {rhs.str_short()} produces "
-                                f"an illegally sharded result: {result.str_short()}")
+    l_free = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
+    r_free = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
+    out = batch + [ls[d] for d in l_free] + [rs[d] for d in r_free]
+    _check_distinct("dot_general", out, [lhs, rhs],
+                    [lhs.shape[d] for d in lb] + [lhs.shape[d] for d in l_free] + [rhs.shape[d] for d in r_free],
+                    lhs.dtype)
     return typed(mesh, out)
 
 
@@ -250,13 +235,13 @@ def gather(operand: ShapedArray, indices: ShapedArray, **params: Any) -> Any:
     """A gather of replicated operands is replicated; an operand or indices split anywhere asks for
     `out_sharding=` (JAX's rule for indexing)."""
     if split_dims(operand) or split_dims(indices):
-        raise gather_error(operand, long_type(indices))
+        raise gather_error(operand, indices)
     return None
 
 
 def split(x: ShapedArray, *, sizes: Sequence[int], axis: int) -> Any:
     if spec_of(x)[axis] is not None:
-        raise ShardingTypeError(f"split on sharded dims is not allowed. Got operand type: {long_type(x)} and "
+        raise ShardingTypeError(f"split on sharded dims is not allowed. Got operand type: {x} and "
                                 f"axis={axis}")
     return [x.explicit] * len(sizes)
 
@@ -277,7 +262,7 @@ def general_reduce(*avals: ShapedArray, dimensions: Sequence[int], **params: Any
     n = len(avals) // 2
     for init in avals[n:]:
         if split_dims(init):
-            raise ShardingTypeError(f"reduce: the initial values must be replicated, got {long_type(init)}")
+            raise ShardingTypeError(f"reduce: the initial values must be replicated, got {init}")
     mesh = mesh_of(avals)
     gone = set(dimensions)
     return [typed(mesh, [e for i, e in enumerate(spec_of(x)) if i not in gone]) for x in avals[:n]]
@@ -292,7 +277,7 @@ def bitcast(x: ShapedArray, *, new_dtype: Any) -> Any:
         spec.append(None)
     elif old < new:
         if spec[-1] is not None:
-            raise ShardingTypeError(f"bitcast_convert_type: the last dimension of {long_type(x)} holds the parts of "
+            raise ShardingTypeError(f"bitcast_convert_type: the last dimension of {x} holds the parts of "
                                     f"one element and must not be split")
         spec.pop()
     return typed(x.explicit.mesh, spec)
@@ -309,12 +294,12 @@ def windowed(name: str, layout: int = 0) -> Rule:
         for d in split_dims(x):
             if (window_dimensions[d], window_strides[d], tuple(padding[d]), dilations[0][d], dilations[1][d]) != \
                     (1, 1, (0, 0), 1, 1):
-                raise ShardingTypeError(f"{name}: the window spans dimension {d} of {long_type(x)}, which is split; "
+                raise ShardingTypeError(f"{name}: the window spans dimension {d} of {x}, which is split; "
                                         "reshard it to None there first")
         for o in avals:
             if split_dims(o) and spec_of(o) != spec_of(x):
                 raise ShardingTypeError(f"{name}: operands split differently: "
-                                        f"{', '.join(long_type(a) for a in avals)}")
+                                        f"{', '.join(map(str, avals))}")
         return typed(mesh_of(avals), spec_of(x))
     return rule
 
@@ -324,16 +309,15 @@ def batch_only(name: str, core: int) -> Rule:
     before them (a batch) keep their splits, the core ones must not be split; each result is split over the same
     batch dimensions (results get the outputs' avals: see Primitive._explicit_outs)."""
     def rule(*avals: ShapedArray, outs: Sequence[ShapedArray], **params: Any) -> Any:
-        first = avals[0]
-        k = core
+        k, first = core, avals[0]
         batch = list(spec_of(first))[:first.ndim - k]
         for a in avals:
             if any(e is not None for e in spec_of(a)[a.ndim - k:]):
-                raise ShardingTypeError(f"{name}: the last {k} dimensions of {long_type(a)} must not be split (it "
+                raise ShardingTypeError(f"{name}: the last {k} dimensions of {a} must not be split (it "
                                         "computes on them whole); reshard them to None first")
             if list(spec_of(a))[:a.ndim - k] not in (batch, [None] * (a.ndim - k)):
                 raise ShardingTypeError(f"{name}: operands split differently over their batch dimensions: "
-                                        f"{', '.join(long_type(o) for o in avals)}")
+                                        f"{', '.join(map(str, avals))}")
         mesh = mesh_of(avals)
         return [typed(mesh, batch[:o.ndim] + [None] * (o.ndim - len(batch[:o.ndim]))) for o in outs]
     rule.wants_outs = True  # type: ignore[attr-defined]
@@ -353,7 +337,7 @@ def scatter(operand: ShapedArray, indices: ShapedArray, updates: ShapedArray, **
     """A scatter writes into the operand as it is split; the indices and updates must be replicated (JAX asks
     for `out_sharding=` there too)."""
     if split_dims(indices) or split_dims(updates):
-        raise ShardingTypeError(f"scatter: the indices {long_type(indices)} and updates {long_type(updates)} must "
+        raise ShardingTypeError(f"scatter: the indices {indices} and updates {updates} must "
                                 "be replicated (reshard them to P()) or run it in ember.sharding.auto_axes")
     return typed(mesh_of([operand, indices, updates]), spec_of(operand))
 
@@ -367,7 +351,7 @@ def conv(lhs: ShapedArray, rhs: ShapedArray, *, dimension_numbers: Any, batch_gr
     if split_dims(rhs) or any(lhs_spec[d] is not None for d in ls[1:]) or \
             (batch_group_count > 1 and lhs_spec[ls[0]] is not None):
         raise ShardingTypeError(f"conv_general_dilated: only lhs's batch dimension may be split, got lhs "
-                                f"{long_type(lhs)} and rhs {long_type(rhs)}; reshard the others to None or run it in "
+                                f"{lhs} and rhs {rhs}; reshard the others to None or run it in "
                                 "ember.sharding.auto_axes")
     out: list[Any] = [None] * len(out_spec)
     out[out_spec[0]] = lhs_spec[ls[0]]
@@ -410,4 +394,4 @@ def batched(sharding: Any, d: int | None, ndim: int) -> Any:
     return NamedSharding(sharding.mesh, PartitionSpec(*spec[:d], None, *spec[d:]))
 
 
-__all__ = ["PartitionSpec"]
+__all__: list[str] = []
