@@ -3,13 +3,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
-from ember._core.dtypes import bfloat16 as bfloat16, canonicalize_dtype as canonicalize_dtype, finfo as finfo
+from ember._core.dtypes import canonicalize_dtype as canonicalize_dtype, finfo as finfo
 from ember._core.dtypes import float0 as float0, iinfo as iinfo, NarrowedDtypeWarning as NarrowedDtypeWarning
 from ember._core.dtypes import TypePromotionError as TypePromotionError
 from ember._core.dtypes import extended as extended, prng_key as prng_key
 from ember.numpy import issubdtype as issubdtype, result_type as result_type
+
+bfloat16 = ml_dtypes.bfloat16  # (the scalar type, as jax.dtypes.bfloat16: bfloat16(1.5) makes a scalar)
 
 
 def scalar_type_of(x: Any) -> type:

@@ -100,8 +100,8 @@ print("ok")
 def test_a_missing_jax_module_is_a_clear_import_error():
     code = """
 import jax
-for statement in ("import jax.core", "from jax import core", "import jax.extend.core", "from jax._src import core",
-                  "import jax.numpy.no_such_module"):
+for statement in ("import jax.monitoring", "from jax import monitoring", "import jax.extend.backend",
+                  "from jax._src import pjit", "import jax.numpy.no_such_module"):
     try:
         exec(statement)
     except ModuleNotFoundError as error:
@@ -111,11 +111,27 @@ for statement in ("import jax.core", "from jax import core", "import jax.extend.
 """
     lines = _python("-m", "ember.as_jax", "-c", code).stdout.splitlines()
     prefix = "ember, running JAX code through ember.as_jax,"
-    assert lines == [f"No module named 'jax.core': {prefix} has no module for it (ember.core does not exist)"] * 2 + [
-        f"No module named 'jax.extend': {prefix} has no module for it (ember.extend does not exist)",
-        f"No module named 'jax._src': {prefix} has no counterpart of JAX's private modules",
+    assert lines == [f"No module named 'jax.monitoring': {prefix} has no module for it (ember.monitoring does not "
+                     "exist)"] * 2 + [
+        f"No module named 'jax.extend.backend': {prefix} has no module for it (ember.extend.backend does not exist)",
+        f"No module named 'jax._src.pjit': {prefix} has no counterpart of JAX's private modules",
         f"No module named 'jax.numpy.no_such_module': {prefix} has no module for it (ember.numpy.no_such_module does "
         "not exist)"]
+
+
+def test_the_private_modules_libraries_import():
+    """The few jax._src modules equinox imports at its top level exist with the names it reads; no others."""
+    code = """
+import jax._src.traceback_util as tu, jax._src.dispatch, jax.lib
+from jax._src.dtypes import TypePromotionError
+import ember
+f = lambda x: x
+assert tu.api_boundary(f) is f and tu.api_boundary(repro_api_name="x")(f) is f
+assert TypePromotionError is ember.dtypes.TypePromotionError and jax._src.dispatch.wait_for_tokens is ember.effects_barrier
+assert jax.lib.__version__ == jax.__version__
+print("ok")
+"""
+    assert _python("-m", "ember.as_jax", "-c", code).stdout.split() == ["ok"]
 
 
 def test_install_refuses_when_jax_is_already_imported(monkeypatch):

@@ -299,7 +299,7 @@ def _transfers_round_trip(widest):
 
 def test_printing_and_literals():
     z = enp.asarray(np.array([1 + 2j, -0.5j], np.complex64))
-    assert repr(z) == "Array([ 1. +2.j , -0. -0.5j], dtype=complex64, device=CpuDevice(id=0))" or "complex64" in repr(z)
+    assert repr(z) == "Array([ 1.+2.j , -0.-0.5j], dtype=complex64)"  # (as JAX prints it)
     assert str(z) == str(np.array([1 + 2j, -0.5j], np.complex64))
     ir = ember.stage_out(lambda v: v * (1 + 2j), ShapedArray((2,), np.complex64))
     assert "(1+2j):c64" in str(ir) and "c64[2]" in str(ir)

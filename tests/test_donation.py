@@ -113,3 +113,13 @@ def test_bad_donation_arguments():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a usable donation says nothing
         ember.jit(lambda x: x + 1, donate_argnums=0)(enp.ones(2))
+
+
+def test_a_donated_buffer_is_reused_in_place():
+    """unsafe_buffer_pointer (jax.Array's) shows the result living in the donated argument's buffer; an argument
+    not donated keeps its own."""
+    x, y = enp.array(0.0), enp.array(1.0)
+    px, py = x.unsafe_buffer_pointer(), y.unsafe_buffer_pointer()
+    out = ember.jit(lambda x, y: x + y, donate_argnums=0)(x, y)
+    assert x.is_deleted() and out.unsafe_buffer_pointer() == px
+    assert not y.is_deleted() and y.unsafe_buffer_pointer() == py != px

@@ -286,3 +286,33 @@ def test_abs_slope_at_zero_is_one_as_jax():
     np.testing.assert_array_equal(np.asarray(ember.grad(lambda v: enp.sum(enp.abs(v)))(x)), want)
     np.testing.assert_array_equal(np.asarray(ember.jvp(enp.abs, (x,), (np.ones_like(x),))[1]),
                                   jax.jvp(jnp.abs, (x,), (np.ones_like(x),))[1])
+
+
+def test_float0_cotangents_leave_jit_as_jax_returns_them():
+    """grad(allow_int=True) under jit returns the integer argument's float0 cotangent, as JAX's jit does (no IR
+    value can be float0: the program's output tree makes it)."""
+    f = ember.jit(lambda x, n: ember.grad(lambda x, n: (x * n).sum(), argnums=(0, 1), allow_int=True)(x, n))
+    gx, gn = f(np.ones(2, np.float32), np.arange(2, dtype=np.int32))
+    np.testing.assert_array_equal(np.asarray(gx), [0.0, 1.0])
+    assert isinstance(gn, np.ndarray) and gn.dtype == ember.dtypes.float0 and gn.shape == (2,)
+
+
+def test_aux_values_that_are_not_arrays_are_returned_as_they_are():
+    """As JAX's grad, value_and_grad, vjp and jvp (outside jit): aux leaves that are not arrays (a string, a Python
+    number) come back as they are, and the function runs again on each call (its Python results are fresh)."""
+    x = np.ones(2, np.float32)
+    g, aux = ember.grad(lambda x: (x.sum(), "hi"), has_aux=True)(x)
+    assert aux == "hi" and np.asarray(g).tolist() == [1.0, 1.0]
+    (v, (s, n, y)), g = ember.value_and_grad(lambda x: (x.sum(), ("hi", 3, x)), has_aux=True)(x)
+    assert (s, n, type(n)) == ("hi", 3, int) and float(v) == 2.0 and np.asarray(y).tolist() == [1.0, 1.0]
+    assert ember.vjp(lambda x: (x, "a"), x, has_aux=True)[2] == "a"
+    assert ember.jvp(lambda x: (x, "a"), (x,), (x,), has_aux=True)[2] == "a"
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return x.sum(), len(calls)
+    h = ember.grad(f, has_aux=True)
+    assert [h(x)[1] for _ in range(3)] == [1, 2, 3]
+    with pytest.raises(TypeError, match="str"):  # (under jit a result must be an array, as JAX's)
+        ember.jit(ember.grad(lambda x: (x.sum(), "hi"), has_aux=True))(x)

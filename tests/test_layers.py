@@ -12,7 +12,8 @@ LAYERS = ["_core", "_hlo", "_prims", "_transforms", "_control", "_runtime", "_ap
 PUBLIC = {"__init__", "config", "lax", "numpy", "ops", "tree_util", "tree", "random", "nn", "optim", "scipy",
           "checkpoints", "stages", "export", "profiler", "dtypes", "errors", "typing", "version", "image",
           "custom_batching", "custom_derivatives", "debug", "experimental", "passes", "dlpack", "distributed",
-          "sharding", "example_libraries", "ad_checkpoint", "ref", "as_jax", "flatten_util", "test_util"}
+          "sharding", "example_libraries", "ad_checkpoint", "ref", "as_jax", "flatten_util", "test_util", "extend",
+          "core", "interpreters", "api_util"}
 
 # Module order inside a package: a module imports only modules of its package listed before it.
 ORDER = {
@@ -23,7 +24,8 @@ ORDER = {
                "conv", "windowed", "special", "bits", "fft", "lax_helpers", "collectives", "linalg", "sharding",
                "refs", "__init__"],
     "_transforms": ["cache", "discharge", "passes", "ad", "jvp", "batching", "__init__"],
-    "_runtime": ["fastpath", "pjrt", "distributed", "ffi", "lapack", "rows", "callbacks", "backends", "guards", "array",
+    "_runtime": ["fastpath", "pjrt", "distributed", "ffi", "lapack", "rows", "callbacks", "backends", "guards", "layout",
+                 "array",
                  "dlpack", "dispatch", "sharded", "compile_cache", "hlo_text", "spmd", "refs", "compiler", "eager",
                  "__init__"],
     "_control": ["common", "cond", "loops", "cumulative", "custom", "custom_batching", "exported", "callbacks",

@@ -22,8 +22,8 @@ def _unregistered(name="test_op"):
 
 def test_rules_register_once_and_by_known_kind():
     prim = _unregistered()
-    with pytest.raises(ValueError, match="unknown rule kind 'transpose'"):
-        prim.def_rule("transpose", lambda: None)
+    with pytest.raises(ValueError, match="unknown rule kind 'transposition'"):
+        prim.def_rule("transposition", lambda: None)
     with pytest.raises(ValueError, match="already has a abstract_eval rule"):
         prim.def_rule("abstract_eval", lambda x: x)
     prim.mark("vjp", "not needed here")

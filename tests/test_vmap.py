@@ -1,5 +1,7 @@
 """ember.vmap: axes specs as in JAX, nesting, closures, batching rules that keep unbatched values unbatched,
 the IR form, and clear errors."""
+import functools
+
 import numpy as np
 import pytest
 
@@ -155,3 +157,21 @@ def test_value_dependent_python_control_flow_is_an_error_under_vmap():
     with pytest.raises(ember.ConcretizationTypeError, match=r"bool\(\) of a traced value bool\[\] in "
                                                             r"vmap\(f\) \(it depends on the value of argument x\)"):
         ember.vmap(f)(A)
+
+
+def test_unmapped_python_values_reach_the_function_as_they_are():
+    """As JAX's: an argument leaf with in_axes None that is not an array (a Python int, a function, a
+    functools.partial) is passed as it is, so shapes may depend on it; a different value is another program."""
+    def f(key, n, op):
+        return op(ember.random.uniform(key, (n,))) + enp.arange(n).sum()
+
+    keys = ember.random.split(ember.random.key(0), 3)
+    g = ember.vmap(f, in_axes=(0, None, None))
+    for n, op in ((4, enp.sum), (5, functools.partial(enp.max, axis=0))):
+        want = np.array([float(op(ember.random.uniform(k, (n,)))) + n * (n - 1) / 2 for k in keys])
+        np.testing.assert_allclose(np.asarray(g(keys, n, op)), want, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(ember.jit(g, static_argnums=(1, 2))(keys, n, op)), want, rtol=1e-6)
+    # an unmapped array stays an array (traced), and a mapped Python number is an error naming it
+    np.testing.assert_allclose(np.asarray(ember.vmap(lambda x, y: x * y, in_axes=(0, None))(enp.ones(2), 3.0)), [3, 3])
+    with pytest.raises(ValueError, match="vmap"):
+        ember.vmap(lambda x, n: x * n, in_axes=(0, 0))(enp.ones(2), 3)

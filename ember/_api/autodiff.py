@@ -2,18 +2,17 @@
 IR)."""
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, Sequence
 
 from ember._api.caches import cache_for, call_with_fallback, plan_for, run_transformed
 from ember._api.jit import jit
 from ember._api.running import as_arrays
-from ember._api.staging import as_tuple, fun_name, leaf_avals, stage_with_aux, with_outputs
+from ember._api.staging import as_tuple, fun_name, leaf_avals, stage_with_aux, with_outputs, wraps
 from ember._api.templates import transform_once
 from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core.refs import RefAval
-from ember._core.pytree import Partial, PyTreeDef, leaf_def, tree_flatten, tree_map, tree_structure
+from ember._core.pytree import Partial, PyTreeDef, leaf_def, tree_flatten, tree_map, tree_structure, treedef_tuple
 from ember._transforms import ad as _ad
 from ember._transforms.passes import recompute_cheap, split_known
 
@@ -69,10 +68,9 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
             """The gradient IR of staged, whose first `lifted` inputs are constants (not differentiated)."""
             gir = _ad.value_and_grad_ir(staged, [False] * lifted + wrt, with_value=with_value, name=name,
                                         values=values, holomorphic=holomorphic)
-            grads_template = (tuple(arg_trees[i].unflatten([0] * arg_trees[i].num_leaves) for i in nums)
-                              if not isinstance(argnums, int) else arg_trees[nums[0]].unflatten(
-                                  [0] * arg_trees[nums[0]].num_leaves))
-            aux_template = store.aux_tree.unflatten([0] * store.aux_tree.num_leaves) if has_aux else None
+            # (structures composed, not templates: aux may hold Python values, which are nodes of its structure)
+            grads_def = (treedef_tuple(arg_trees[i] for i in nums) if not isinstance(argnums, int)
+                         else arg_trees[nums[0]])
             n_grads = sum(arg_trees[i].num_leaves for i in nums)
             grads = gir.outs[len(gir.outs) - n_grads:]
             rest = gir.outs[:len(gir.outs) - n_grads]
@@ -83,10 +81,10 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
                 pos += arg_trees[i].num_leaves
             grads = [g for i in nums for g in by_arg[i]]
             if with_value:
-                template = ((0, aux_template), grads_template) if has_aux else (0, grads_template)
-                return with_outputs(gir, rest + grads, tree_structure(template))
-            template = (grads_template, aux_template) if has_aux else grads_template
-            return with_outputs(gir, grads + rest, tree_structure(template))
+                value_def = treedef_tuple([leaf_def(), store.aux_tree]) if has_aux else leaf_def()
+                return with_outputs(gir, rest + grads, treedef_tuple([value_def, grads_def]))
+            out_def = treedef_tuple([grads_def, store.aux_tree]) if has_aux else grads_def
+            return with_outputs(gir, grads + rest, out_def)
 
         if values is not None:  # staged concretely: specialised to the values, not shared
             return transform(ir, 0)
@@ -96,7 +94,7 @@ def _make_grad(fun: Callable[..., Any], argnums: int | Sequence[int], has_aux: b
     cache = cache_for(fun, (api, argnums if isinstance(argnums, int) else tuple(argnums), has_aux, allow_int,
                             holomorphic), name)
 
-    @functools.wraps(fun, updated=())
+    @wraps(fun)
     def transformed(*args: Any, **kwargs: Any) -> Any:
         nums = _check_argnums(name, argnums, len(args))
         # non-differentiated arguments that are not arrays (functions, strings, ...) or are Python ints and bools

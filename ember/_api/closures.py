@@ -10,10 +10,9 @@ over (of an enclosing jit, grad, vmap) hoisted out as explicit trailing argument
 with converted(*args, *consts) == f(*args), a function closing over no tracer, which custom_vjp accepts."""
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
-from ember._api.staging import fun_name
+from ember._api.staging import fun_name, wraps
 from ember._control import custom_vjp
 from ember._core import IR, Tracer, aval_of, eval_ir, stage_flat
 from ember._core.pytree import PyTreeDef, register_pytree_node, tree_flatten, tree_unflatten
@@ -62,7 +61,7 @@ def custom_gradient(fun: Callable[..., Any]) -> Callable[..., Any]:
                             f"{type(result).__name__}")
         return result
 
-    @functools.wraps(fun)
+    @wraps(fun, updated=('__dict__',))
     def primal(*args: Any) -> Any:
         return answer(*args)[0]
 
@@ -82,7 +81,7 @@ def custom_gradient(fun: Callable[..., Any]) -> Callable[..., Any]:
 
     wrapped.defvjp(fwd, bwd)
 
-    @functools.wraps(fun)
+    @wraps(fun, updated=('__dict__',))
     def call(*args: Any, **kwargs: Any) -> Any:
         if kwargs:
             raise TypeError(f"{name}: pass the arguments by position (got keywords {sorted(kwargs)})")

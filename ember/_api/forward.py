@@ -5,19 +5,19 @@ that IR into the primal part and the linear tangent part; the Jacobians are vmap
 element) or of vjp (one row per output element), as in JAX."""
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ember._api.autodiff import _check_argnums, vjp
 from ember._api.caches import cache_for, call_with_fallback, compiled_outside_traces, plan_for
-from ember._api.staging import fun_name, leaf_avals, stage_with_aux, with_outputs
+from ember._api.staging import fun_name, leaf_avals, stage_with_aux, with_outputs, wraps
 from ember._api.templates import transform_once
 from ember._api.vmap import vmap
 from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
-from ember._core.pytree import PyTreeDef, tree_flatten, tree_map, tree_structure, tree_unflatten
+from ember._core.pytree import (PyTreeDef, leaf_def, tree_flatten, tree_map, tree_structure, tree_unflatten,
+                                treedef_tuple)
 from ember._prims import reshape, slice_in_dim
 from ember._prims.shape import zeros
 from ember._transforms.jvp import jvp_ir
@@ -73,9 +73,10 @@ def _jvp_build(fun: Callable[..., Any], name: str, has_aux: bool) -> Callable[..
             jir = jvp_ir(staged, [False] * lifted + with_tangent, values)
             tangents = [t for t, v in zip(jir.outs[len(staged.outs):len(staged.outs) + n_out], staged.outs)
                         if dt.is_inexact(v.aval.dtype)]
-            aux = store.aux_tree.unflatten([0] * store.aux_tree.num_leaves) if has_aux else None
+            # (structures composed, not templates: aux may hold Python values, which are nodes of its structure)
+            aux_def = store.aux_tree if has_aux else tree_structure(None)
             return with_outputs(jir, jir.outs[:len(staged.outs)] + tangents,
-                                tree_structure((store.tree.unflatten([0] * n_out), aux, (0,) * len(tangents))))
+                                treedef_tuple([store.tree, aux_def, treedef_tuple([leaf_def()] * len(tangents))]))
 
         if values is not None:  # staged concretely: specialised to the values, not shared
             return transform(ir, 0)
@@ -258,7 +259,7 @@ def jacfwd(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
                            lambda j, o: _split_columns(jac_leaves[j], aval_of(o).shape, in_avals))
         return (result, results[2]) if has_aux else result
 
-    return functools.wraps(fun, updated=())(compiled_outside_traces(fun, ("jacfwd", argnums, has_aux, holomorphic),
+    return wraps(fun)(compiled_outside_traces(fun, ("jacfwd", argnums, has_aux, holomorphic),
                                                                     name, jacfun))
 
 
@@ -297,7 +298,7 @@ def jacrev(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: b
         jac = _assemble(argnums, nums, dyn, out, blocks_for)
         return (jac, result[2]) if has_aux else jac
 
-    return functools.wraps(fun, updated=())(compiled_outside_traces(fun, ("jacrev", argnums, has_aux, holomorphic),
+    return wraps(fun)(compiled_outside_traces(fun, ("jacrev", argnums, has_aux, holomorphic),
                                                                     name, jacfun))
 
 
@@ -307,5 +308,5 @@ jacobian = jacrev
 def hessian(fun: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable[..., Any]:
     """The Hessian of a scalar function: jacfwd of jacrev (like jax.hessian)."""
     composed = jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
-    return functools.wraps(fun, updated=())(compiled_outside_traces(
+    return wraps(fun)(compiled_outside_traces(
         fun, ("hessian", argnums, has_aux), f"hessian({fun_name(fun)})", composed))

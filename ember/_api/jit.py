@@ -14,7 +14,7 @@ from ember._api.signature import NotFast, add_tokens, output_builder, sorted_key
 from ember._api.caches import SIGNATURES_PER_FUNCTION, cache_for, signature_key
 from ember._core.trace import has_tracer_consts
 from ember._api.staging import (as_tuple, call_positions, check_ref_arguments, fun_name, leaf_avals, leaf_names,
-                                stage_with_aux, with_outputs)
+                                stage_with_aux, with_outputs, wraps)
 from ember._api.templates import compile_staged
 from ember._core.cache import LRUCache, clear_all_caches
 from ember._core.config import config
@@ -62,7 +62,7 @@ def make_jaxpr(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()
         raise NotImplementedError("make_jaxpr: axis_env and abstracted_axes are not supported by ember")
     jitted = jit(fun, static_argnums=static_argnums)
 
-    @functools.wraps(fun, updated=())
+    @wraps(fun)
     def make(*args: Any, **kwargs: Any) -> Any:
         traced = jitted.trace(*args, **kwargs)
         return (traced.jaxpr, traced.out_info) if return_shape else traced.jaxpr
@@ -136,7 +136,7 @@ class Jitted:
         self._log = CompileLog()  # hits, misses, the last compiled signature (explained cache misses)
         self.in_shardings, self.out_shardings = check_shardings(self.name, in_shardings, out_shardings)
         self.inline = bool(inline)
-        functools.update_wrapper(self, fun, updated=())  # (copying __dict__ could clobber our attributes)
+        wraps(fun)(self)  # (not __dict__: copying it could clobber our attributes)
 
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
         if not self.static_argnums and not self.static_argnames:

@@ -5,14 +5,13 @@ so collectives over it work as under pmap), each device runs the function on its
 stacked along out_axes, sharded over the devices. The whole mapped program is compiled once per signature (jit)."""
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from ember._api.jit import eval_shape, jit
 from ember._api.stages import ShapeDtypeStruct
-from ember._api.staging import as_tuple, broadcast_prefix, fun_name
+from ember._api.staging import as_tuple, broadcast_prefix, fun_name, wraps
 from ember._control.shard_map import shard_map
 from ember._core import aval_of
 from ember._core.axes import axis_frame
@@ -65,7 +64,7 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
                                                axes, out_axes, in_tree, static_pos, n_args, static_values)
         return program(*leaves)
 
-    functools.update_wrapper(mapped, fun)
+    wraps(fun, updated=('__dict__',))(mapped)
     mapped.__name__ = f"pmap({name})"  # type: ignore[attr-defined]
     return mapped
 

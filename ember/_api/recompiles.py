@@ -1,5 +1,8 @@
 """Why a jitted function compiled again: explained cache misses (JAX's jax_explain_cache_misses), log_compiles,
-cache_info, and, beyond JAX, one warning when a function keeps recompiling, naming what varies and the fix.
+cache_info, and, beyond JAX, one warning when a function keeps recompiling, naming what varies and the fix. That
+warning is a record of the `ember` logger at level WARNING (printed on stderr unless logging is configured
+otherwise), not a Python warning: JAX emits none there, and a test suite run with `-W error` (filterwarnings =
+error) must not fail on advice about a correct program.
 
 A jitted function compiles once per signature: the arguments' pytree structure, each leaf's shape, dtype and weak
 type, and the static arguments' values (and the enable_x64 mode). A new signature is a cache miss; so is the first
@@ -10,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 import weakref
 from typing import Any, NamedTuple
 
@@ -113,7 +115,7 @@ def on_miss(log: CompileLog, name: str, fun: Any, signature: tuple[Any, ...], x6
         # (warned only for functions without closures: a factory making jitted closures over different values
         # from one code location is not a mistake; the same closure-free function jitted anew each time is)
         if counts[0] == STREAK and not _ours(fun) and getattr(fun, "__closure__", None) is None:
-            warnings.warn(f"{name}: {reasons[0][1]}", RuntimeWarning, stacklevel=4)
+            _advise(f"{name}: {reasons[0][1]}")
     else:
         reasons = differences(old, new) or (
             [("enable_x64", f"{old[3]} -> {new[3]}")] if old[3] != new[3] else
@@ -135,9 +137,14 @@ def on_miss(log: CompileLog, name: str, fun: Any, signature: tuple[Any, ...], x6
             "static") else "pad it to a few sizes, or hoist what varies out of the jitted function" if "shape" in how
                else "give it one dtype (an array rather than a Python scalar, or the reverse)" if "typed" in how or
                "dtype" in how else "keep it the same from call to call")
-        warnings.warn(f"{name} compiled {log.streak} times in a row: {what} keeps changing ({how}); {fix}. "
-                      "ember.config.update('jax_explain_cache_misses', True) logs every cause", RuntimeWarning,
-                      stacklevel=4)
+        _advise(f"{name} compiled {log.streak} times in a row: {what} keeps changing ({how}); {fix}. "
+                "ember.config.update('jax_explain_cache_misses', True) logs every cause")
+
+
+def _advise(message: str) -> None:
+    """The recompilation advice, once: a WARNING of the `ember` logger, at the user's call site."""
+    source = user_source()
+    logger.warning("%s%s", message, f" (at {source})" if source is not None else "")
 
 
 __all__ = ["CacheInfo", "CompileLog", "differences", "on_hit", "on_miss"]

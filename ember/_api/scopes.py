@@ -10,10 +10,10 @@ staging is reported when the staging ends) and make_user_context (a value jit's 
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 from typing import Any, Callable, Iterator
 
+from ember._api.staging import wraps
 from ember._core.config import config
 from ember._core.dtypes import StagingOptions
 from ember._core.primitive import TRACE_STATE
@@ -43,7 +43,7 @@ def named_call(fun: Callable[..., Any], *, name: str | None = None) -> Callable[
     if not isinstance(scope_name, str):
         raise TypeError(f"ember.named_call: name must be a string, got {scope_name!r}")
 
-    @functools.wraps(fun)
+    @wraps(fun, updated=('__dict__',))
     def named(*args: Any, **kwargs: Any) -> Any:
         with named_scope(scope_name):
             return fun(*args, **kwargs)

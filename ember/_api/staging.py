@@ -2,6 +2,7 @@
 names (for error messages), tree prefixes broadcast over them, and the staged IR with its output structure."""
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 from typing import Any, Callable, Sequence
@@ -11,9 +12,29 @@ import numpy as np
 from ember._core import IR, ShapedArray, Tracer, aval_of, check_live, stage_flat
 from ember._core.cache import LRUCache
 from ember._core.refs import RefMethods, check_no_refs_returned
+from ember._runtime import Array, ShardedArray
 from ember._core.ir import Atom
-from ember._core.pytree import (PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, prefix_entries,
-                                tree_structure)
+from ember._control.custom import runs_python_each_call
+from ember._core import dtypes as dt
+from ember._core.pytree import (PyTreeDef, keystr, prefix_entries, register_pytree_node, tree_flatten,
+                                tree_flatten_with_path, tree_map, tree_structure)
+
+
+def wraps(fun: Any, updated: Sequence[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """functools.wraps(fun, updated=updated) for any callable: an attribute fun lacks, or holds in a form a function
+    cannot take (a callable object's `__name__` that is not a string: an equinox Module's field), is left out, as
+    JAX's transformations leave it."""
+    def decorate(wrapper: Callable[..., Any]) -> Callable[..., Any]:
+        for attr in functools.WRAPPER_ASSIGNMENTS:
+            try:
+                setattr(wrapper, attr, getattr(fun, attr))
+            except (AttributeError, TypeError):
+                pass
+        for attr in updated:
+            getattr(wrapper, attr).update(getattr(fun, attr, {}))
+        wrapper.__wrapped__ = fun  # type: ignore[attr-defined]
+        return wrapper
+    return decorate
 
 
 def fun_name(fun: Any) -> str:
@@ -106,6 +127,54 @@ def as_tuple(nums: int | Sequence[int] | None) -> tuple[int, ...]:
     return (nums,) if isinstance(nums, int) else tuple(nums)
 
 
+class Float0Result:
+    """A float0 array (the tangent or cotangent of an integer or boolean value) that a staged function returns:
+    it holds no data and no IR value can be one, so it is a pytree node with no children whose unflattening makes
+    it again (its shape in the treedef). A program returns it as JAX's does."""
+    __slots__ = ("shape",)
+
+    def __init__(self, shape: tuple[int, ...]):
+        self.shape = shape
+
+
+register_pytree_node(Float0Result, lambda x: ((), x.shape), lambda shape, _: dt.float0_zeros(shape))
+
+
+class PythonResult:
+    """A value of a function's aux output (has_aux) that is not an array: a string, a Python number, any object. As
+    JAX's grad, vjp and jvp, it is returned as it is (a pytree node with no children, the value in its treedef),
+    and the function's Python runs again on each call outside jit (its staging is not cached)."""
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+register_pytree_node(PythonResult, lambda x: ((), x.value), lambda value, _: value)
+
+
+def _float0_as_nodes(tree: Any) -> Any:
+    return tree_map(lambda x: Float0Result(np.shape(x)) if isinstance(x, np.ndarray) and x.dtype == dt.float0 else x,
+                    tree)
+
+
+def _aux_as_nodes(aux: Any) -> Any:
+    """aux with its float0 arrays and its values that are not arrays made pytree nodes (see PythonResult)."""
+    found = []
+
+    def node(x: Any) -> Any:
+        if isinstance(x, np.ndarray) and x.dtype == dt.float0:
+            return Float0Result(np.shape(x))
+        if isinstance(x, Tracer | Array | ShardedArray | np.ndarray | np.generic) or hasattr(x, "__jax_array__"):
+            return x
+        found.append(x)
+        return PythonResult(x)
+    aux = tree_map(node, aux)
+    if found:
+        runs_python_each_call()
+    return aux
+
+
 class _OutStore:
     """Receives the output structure found while a function is staged out."""
     tree: PyTreeDef | None = None
@@ -128,8 +197,8 @@ def stage_with_aux(fun: Callable[..., Any], in_tree: PyTreeDef, avals: Sequence[
             if not (isinstance(result, tuple | list) and len(result) == 2):
                 raise TypeError(f"{name}: with has_aux=True the function must return a pair (output, aux)")
             result, aux = result
-            aux_leaves, store.aux_tree = tree_flatten(aux)
-        out_leaves, store.tree = tree_flatten(result)
+            aux_leaves, store.aux_tree = tree_flatten(_aux_as_nodes(aux))
+        out_leaves, store.tree = tree_flatten(_float0_as_nodes(result))
         check_no_refs_returned(name, out_leaves + aux_leaves)
         return out_leaves + aux_leaves
 

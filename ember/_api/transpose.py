@@ -32,7 +32,7 @@ def _transposed_ir(ir: IR, name: str) -> IR:
 
     def cotangents(*cts: Any) -> list[Any]:
         # linear: the transpose is the same at every point, and the forward values it needs are only constants
-        _, in_cts = backward_pass(ir, [zeros(a) for a in in_avals], [True] * len(in_avals), cts)
+        _, in_cts = backward_pass(ir, [zeros(a) for a in in_avals], [True] * len(in_avals), cts, linear=True)
         return [zeros(a.strip_weak_type()) if ct is None else
                 ct if aval_of(ct).dtype == a.dtype else convert_element_type(ct, a.dtype)
                 for ct, a in zip(in_cts, in_avals)]

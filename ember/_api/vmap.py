@@ -4,18 +4,20 @@ The function is staged out once per signature at the per-member (unbatched) shap
 IR into one over the whole batch, and the result is compiled (cached) or inlined into an enclosing trace."""
 from __future__ import annotations
 
-import functools
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from ember._api.caches import cache_for
-from ember._api.staging import broadcast_prefix, fun_name, leaf_avals, leaf_names, stage_with_aux, with_outputs
+from ember._api.staging import broadcast_prefix, fun_name, leaf_avals, leaf_names, stage_with_aux, with_outputs, wraps
 from ember._api.templates import transform_once
-from ember._core import IR, ShapedArray, eval_ir, stage_flat
+from ember._core import IR, ShapedArray, Tracer, eval_ir, stage_flat
 from ember._core.axes import axis_frame, bound_axes
 from ember._core.checks import normalize_axis
-from ember._core.pytree import PyTreeDef, tree_flatten
+from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
 from ember._core.sharding import without_dim
 from ember._prims.shape import reduce_sum
+from ember._runtime.array import Array
 from ember._transforms.batching import batch_ir
 
 Axis = int | None
@@ -104,10 +106,14 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
         raise TypeError(f"{name}: axis_size must be a non-negative int, got {axis_size!r}")
     cache = cache_for(fun, ("vmap", repr(in_axes), repr(out_axes), axis_size, sum_match, axis_name), name)
 
-    def build(in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], axes: tuple[Axis, ...], size: int) -> IR:
+    def build(in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], axes: tuple[Axis, ...], size: int,
+              static: tuple[tuple[int, Any], ...] = (), full_tree: PyTreeDef | None = None) -> IR:
         unbatched = [_unbatched(a, ax) for a, ax in zip(avals, axes)]
+        staged, named_like = fun, None
+        if static:  # (the unmapped leaves that are not arrays, passed to fun as they are)
+            staged, named_like = _with_static(fun, static, full_tree), fun
         with axis_frame([(axis_name, size)] if axis_name is not None else []):
-            ir, store = stage_with_aux(fun, in_tree, unbatched, False, name)
+            ir, store = stage_with_aux(staged, in_tree, unbatched, False, name, named_like=named_like)
         template = store.tree.unflatten([0] * store.tree.num_leaves)
         outs = broadcast_prefix(name, "out_axes", out_axes, template)
         out_dims = [_normalize(name, ax, v.aval.ndim + 1, f"out_axes for output {i}")
@@ -125,24 +131,84 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
         return transform_once(("vmap", in_tree, axes, size, tuple(out_dims), store.tree, sum_match, axis_name), ir,
                               transform)
 
-    @functools.wraps(fun, updated=())
+    @wraps(fun)
     def batched(*args: Any, **kwargs: Any) -> Any:
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError(f"{name}: in_axes has {len(in_axes)} entries but the function was called with "
                              f"{len(args)} positional arguments; in_axes must be an int, None, or a tuple with "
                              "one entry per positional argument")
         leaves, in_tree = tree_flatten((args, kwargs))
-        avals = leaf_avals(name, args, kwargs, leaves)
         axes_flat = broadcast_prefix(name, "in_axes", in_axes, args) + [0] * len(tree_flatten(kwargs)[0])
-        names = leaf_names(fun, in_tree)
+        # As JAX's, an unmapped leaf reaches fun as it is: a Python number or any other object (a function, a
+        # functools.partial) is not made an array; it is part of the cache key (by value where it is hashable)
+        static = tuple((i, x) for i, (x, ax) in enumerate(zip(leaves, axes_flat)) if ax is None and _passes_as_is(x))
+        full_tree = in_tree
+        if static:
+            skip = {i for i, _ in static}
+            leaves = [x for i, x in enumerate(leaves) if i not in skip]
+            axes_flat = [ax for i, ax in enumerate(axes_flat) if i not in skip]
+            in_tree = tree_structure((tuple(leaves), {}))
+            avals = leaf_avals(name, leaves, {}, leaves)
+            names = [f"argument leaf {i}" for i in range(len(leaves))]
+        else:
+            avals = leaf_avals(name, args, kwargs, leaves)
+            names = leaf_names(fun, in_tree)
         axes = tuple(_normalize(name, ax, aval.ndim, f"{where} of type {aval.str_short()}")
                      for ax, aval, where in zip(axes_flat, avals, names))
         size = _batch_size(name, avals, axes, names, axis_size)
         env = tuple(bound_axes().items())  # the enclosing axes, which fun's collectives read while it is staged
-        key = (in_tree, avals, axes, size, env)
-        return cache.call(key, leaves, build, in_tree, avals, axes, size)
+        if not static:
+            return cache.call((in_tree, avals, axes, size, env), leaves, build, in_tree, avals, axes, size)
+        key = (in_tree, avals, axes, size, env, full_tree, tuple((i, _StaticKey(x)) for i, x in static))
+        return cache.call(key, leaves, build, in_tree, avals, axes, size, static, full_tree)
 
     return batched
+
+
+def _passes_as_is(x: Any) -> bool:
+    """An unmapped argument leaf that vmap passes to the function as it is: not an array (a Python number, a
+    function, any other object)."""
+    return not isinstance(x, Tracer | Array | np.ndarray | np.generic)
+
+
+class _StaticKey:
+    """A leaf passed as it is, in a cache key: equal by value where it is hashable, else by identity."""
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: Any):
+        self.value = value
+        try:
+            self._hash = hash((type(value), value))
+        except TypeError:
+            self._hash = id(value)
+            self.value = _Identity(value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _StaticKey) and type(self.value) is type(other.value) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
+class _Identity:
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.obj is self.obj
+
+
+def _with_static(fun: Any, static: tuple[tuple[int, Any], ...], full_tree: PyTreeDef) -> Callable[..., Any]:
+    """fun of the array leaves alone, the static ones put back in their places."""
+    def staged(*array_leaves: Any) -> Any:
+        found = dict(static)
+        rest = iter(array_leaves)
+        args, kwargs = full_tree.unflatten([found[i] if i in found else next(rest)
+                                            for i in range(full_tree.num_leaves)])
+        return fun(*args, **kwargs)
+    return staged
 
 
 def _vmap_ir(ir: IR, in_axes: Any, axis_size: int | None, axis_name: Any) -> IR:

@@ -39,19 +39,23 @@ class JaxRuntimeError(ValueError):
     """A failed check (Error.throw, or check outside checkify), as jax.experimental.checkify's JaxRuntimeError."""
 
 
-class FailedCheckError:
+class JaxException:
+    """The base of the error categories (JAX's name for it)."""
+
+
+class FailedCheckError(JaxException):
     """The error category of user checks (checkify.check)."""
 
 
-class NaNError:
+class NaNError(JaxException):
     """The error category of a NaN produced by a primitive."""
 
 
-class DivisionByZeroError:
+class DivisionByZeroError(JaxException):
     """The error category of an integer division (or remainder) by zero."""
 
 
-class OOBError:
+class OOBError(JaxException):
     """The error category of an out-of-bounds index (gather, scatter, dynamic_slice, dynamic_update_slice)."""
 
 

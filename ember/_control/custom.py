@@ -54,8 +54,13 @@ def rule_runs() -> int:
     return _RuleRuns.count
 
 
-def _running_a_rule() -> None:
+def runs_python_each_call() -> None:
+    """Mark what is being built as the result of Python that JAX runs on every call outside jit (a user's custom
+    rule; a function returning Python values as its aux): a cache of grad, vjp, jvp, vmap, ... does not keep it."""
     _RuleRuns.count += 1
+
+
+_running_a_rule = runs_python_each_call
 
 
 def _lower_inline(ctx: LoweringContext, *operands: str, fun_ir: IR, **params: Any) -> list[str]:
@@ -98,9 +103,7 @@ custom_jvp_call_p.def_rule("lowering", _lower_inline)
 @custom_jvp_call_p.def_rule("jvp")
 def _custom_jvp_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, fun_ir: IR, num_consts: int,
                     jvp: FlatRule) -> tuple[list[Any], list[Any]]:
-    args = list(primals[num_consts:])
-    ts = [zeros(aval_of(a).strip_weak_type()) if t is None else t for a, t in zip(args, tangents[num_consts:])]
-    return jvp(args, ts)
+    return jvp(list(primals[num_consts:]), list(tangents[num_consts:]))  # (a tangent None: zero, see the rule)
 
 
 @custom_jvp_call_p.def_rule("vjp")
@@ -113,7 +116,7 @@ def _custom_jvp_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list
     linear = stage_flat(lambda *ts: jvp(args, list(ts))[1], t_avals,
                         None if known is None else [zeros(a) for a in t_avals], label="custom_jvp rule")
     wrt = [dt.is_inexact(a.dtype) for a in t_avals]
-    _, in_cts = backward_pass(linear, [zeros(a) for a in t_avals], wrt, cts)
+    _, in_cts = backward_pass(linear, [zeros(a) for a in t_avals], wrt, cts, linear=True)
     return [None] * num_consts + [c if need else None for c, need in zip(in_cts, needs[num_consts:])]
 
 
@@ -123,7 +126,11 @@ def _custom_jvp_batching(args: list[Any], dims: list[BatchDim], *, fun_ir: IR, n
     size = batch_size(args, dims)
     args = _at_front(args, dims, size)
     fun_b, _ = batch_ir(fun_ir, [0] * len(args), size, [0] * len(fun_ir.outs))
-    jvp_b = _batched_rule(jvp, size, "custom_jvp rule")
+    jvp_flat = _batched_rule(jvp, size, "custom_jvp rule")
+
+    def jvp_b(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:  # (zeros staged as arrays)
+        return jvp_flat(primals, [zeros(aval_of(p).strip_weak_type()) if t is None else t
+                                  for p, t in zip(primals, tangents)])
     return custom_jvp_call_p.bind(*args, fun_ir=fun_b, num_consts=num_consts, jvp=jvp_b), [0] * len(fun_ir.outs)
 
 
@@ -131,6 +138,7 @@ def _custom_jvp_batching(args: list[Any], dims: list[BatchDim], *, fun_ir: IR, n
 # custom_vjp_call(consts..., args...; fun_ir, num_consts, fwd, bwd)
 custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True, eager_body="fun_ir", takes_refs=True,
                               own_vma=True)
+custom_vjp_call_p.none_cotangents = True  # (its bwd receives zeros, or JAX's SymbolicZero, for them)
 KEEPS_REFS.add(custom_vjp_call_p)  # (a Ref it takes stays one through hoisting: bwd may write it, as JAX's stash)
 custom_vjp_call_p.def_rule("abstract_eval", lambda *avals, fun_ir, num_consts, fwd, bwd: _outs_of(fun_ir))
 custom_vjp_call_p.def_rule("lowering", _lower_inline)
@@ -141,8 +149,8 @@ custom_vjp_call_p.mark("jvp", CUSTOM_VJP_NO_FORWARD_MODE, error=ForwardModeOfCus
 def _custom_vjp_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, fun_ir: IR,
                     num_consts: int, fwd: FlatRule, bwd: FlatRule) -> list[Any]:
     args = list(ins[num_consts:])
-    _, residuals = fwd(args)
-    in_cts = bwd(residuals, [zeros(aval_of(o).strip_weak_type()) if c is None else c for o, c in zip(outs, cts)])
+    _, residuals = fwd(args, needs[num_consts:])
+    in_cts = bwd(residuals, list(cts))  # (a cotangent None: zero, see the rule)
     return [None] * num_consts + [c if need else None for c, need in zip(in_cts, needs[num_consts:])]
 
 
@@ -160,10 +168,17 @@ def _custom_vjp_batching(args: list[Any], dims: list[BatchDim], *, fun_ir: IR, n
     size = batch_size(args, dims)
     args = _at_front(args, dims, size)
     fun_b, _ = batch_ir(fun_ir, [0] * len(args), size, [0] * len(fun_ir.outs))
-    fwd_b = _batched_rule(fwd, size, "custom_vjp fwd")
+    out_avals = fun_b.out_avals
+
+    def fwd_b(args: list[Any], perturbed: Sequence[bool] | None = None) -> tuple[list[Any], list[Any]]:
+        return _batched_rule(lambda xs: fwd(xs, perturbed), size, "custom_vjp fwd")(args)
+
     bwd_flat = _batched_rule(lambda res, cts: (bwd(res, cts),), size, "custom_vjp bwd")
-    outs = custom_vjp_call_p.bind(*args, fun_ir=fun_b, num_consts=num_consts, fwd=fwd_b,
-                                  bwd=lambda res, cts: bwd_flat(res, cts)[0])
+
+    def bwd_b(res: list[Any], cts: list[Any]) -> list[Any]:  # (a zero cotangent is batched zeros here)
+        return bwd_flat(res, [zeros(a.strip_weak_type()) if c is None else c for c, a in zip(cts, out_avals)])[0]
+
+    outs = custom_vjp_call_p.bind(*args, fun_ir=fun_b, num_consts=num_consts, fwd=fwd_b, bwd=bwd_b)
     return outs, [0] * len(fun_ir.outs)
 
 
@@ -207,9 +222,42 @@ def _check_rule_outputs(name: str, what: str, tree: PyTreeDef, expected_tree: Py
                         f"{describe(expected)}, got {tree} {describe(got)}")
 
 
-def _float0_or(values: Sequence[Any], avals: Sequence[ShapedArray]) -> list[Any]:
-    """Tangents/cotangents as the user's rules see them: float0 zeros for integer and boolean values."""
-    return [v if dt.is_inexact(a.dtype) else dt.float0_zeros(a.shape) for v, a in zip(values, avals)]
+def _float0_or(values: Sequence[Any], avals: Sequence[ShapedArray], symbolic: bool = False) -> list[Any]:
+    """Tangents/cotangents as the user's rules see them: float0 zeros for integer and boolean values (symbolic:
+    a SymbolicZero of the float0 type)."""
+    return [v if dt.is_inexact(a.dtype) else SymbolicZero(a.to_tangent_aval()) if symbolic
+            else dt.float0_zeros(a.shape) for v, a in zip(values, avals)]
+
+
+class SymbolicZero:
+    """A zero tangent or cotangent a custom rule registered with symbolic_zeros=True receives (and may return)
+    instead of an array of zeros (jax.custom_derivatives.SymbolicZero): it knows its type only."""
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+
+    @staticmethod
+    def from_primal_value(value: Any) -> "SymbolicZero":
+        return SymbolicZero(aval_of(value).to_tangent_aval())
+
+    def instantiate(self) -> Any:
+        """The zeros it stands for (float0 zeros for an integer or boolean value's tangent)."""
+        return dt.float0_zeros(self.aval.shape) if self.aval.dtype == dt.float0 else zeros(self.aval)
+
+    def __repr__(self) -> str:
+        return f"SymbolicZero({self.aval})"
+
+
+@dataclasses.dataclass(frozen=True)
+class CustomVJPPrimal:
+    """An argument as the fwd rule of a custom_vjp registered with symbolic_zeros=True receives it
+    (jax.custom_derivatives.CustomVJPPrimal): its value, and whether it is perturbed (differentiated)."""
+    value: Any
+    perturbed: bool
 
 
 def _from_float0(values: Sequence[Any], avals: Sequence[ShapedArray]) -> list[Any]:
@@ -229,9 +277,12 @@ class custom_jvp:  # noqa: N801  (JAX's name)
         self.fun = fun
         self.nondiff_argnums = tuple(nondiff_argnums)
         self.jvp: Callable[..., Any] | None = None
+        self.symbolic_zeros = False
 
-    def defjvp(self, jvp: Callable[..., Any]) -> Callable[..., Any]:
-        self.jvp = jvp
+    def defjvp(self, jvp: Callable[..., Any], symbolic_zeros: bool = False) -> Callable[..., Any]:
+        """Register the rule. symbolic_zeros: the rule receives a SymbolicZero (not an array of zeros) for the
+        tangent of an argument that has none, and may return one for a zero output tangent (as JAX's)."""
+        self.jvp, self.symbolic_zeros = jvp, bool(symbolic_zeros)
         return jvp
 
     def defjvps(self, *jvps: Callable[..., Any] | None) -> None:
@@ -263,15 +314,19 @@ class custom_jvp:  # noqa: N801  (JAX's name)
         user_jvp, in_avals = self.jvp, [aval_of(x) for x in leaves]
         out_avals = closed.ir.out_avals
 
-        pure = self.pure_rules
+        pure, symbolic = self.pure_rules, self.symbolic_zeros
 
         def rule(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
             if not pure:
                 _running_a_rule()
-            tangent_tree = in_tree.unflatten(_float0_or(tangents, in_avals))
+            tangents = [(SymbolicZero(a.to_tangent_aval()) if symbolic else zeros(a.strip_weak_type())) if t is None
+                        else t for t, a in zip(tangents, in_avals)]
+            tangent_tree = in_tree.unflatten(_float0_or(tangents, in_avals, symbolic))
             out, t_out = user_jvp(*static, in_tree.unflatten(primals), tangent_tree)
             out_leaves, out_tree = tree_flatten(out)
             t_leaves, t_tree = tree_flatten(t_out)
+            t_leaves = [zeros(a.strip_weak_type()) if isinstance(t, SymbolicZero) else t
+                        for t, a in zip(t_leaves, out_avals)]
             _check_rule_outputs(name, "primal output of the jvp rule", out_tree, closed.out_tree,
                                 [aval_of(x) for x in out_leaves], out_avals)
             t_leaves = _from_float0(t_leaves, out_avals)
@@ -304,9 +359,15 @@ class custom_vjp:  # noqa: N801  (JAX's name)
         self.nondiff_argnums = tuple(nondiff_argnums)
         self.fwd: Callable[..., Any] | None = None
         self.bwd: Callable[..., Any] | None = None
+        self.symbolic_zeros = False
 
-    def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
-        self.fwd, self.bwd = fwd, bwd
+    def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any], symbolic_zeros: bool = False,
+               optimize_remat: bool = False) -> None:
+        """Register the rules. symbolic_zeros: fwd receives each differentiable argument's leaves as
+        CustomVJPPrimal(value, perturbed), and bwd a SymbolicZero for a zero output cotangent (and may return one
+        for a zero input cotangent), as JAX's. optimize_remat is JAX's memory optimisation of fwd: accepted, and
+        the rules run as they are."""
+        self.fwd, self.bwd, self.symbolic_zeros = fwd, bwd, bool(symbolic_zeros)
 
     def __call__(self, *args: Any) -> Any:
         name = f"custom_vjp({getattr(self.fun, '__name__', 'function')})"
@@ -321,8 +382,14 @@ class custom_vjp:  # noqa: N801  (JAX's name)
         res_tree: list[PyTreeDef] = []
         arg_trees = [tree_structure(arg) for arg in diff]  # (not diff itself: bwd outlives the staging)
 
-        def fwd(args: list[Any]) -> tuple[list[Any], list[Any]]:
+        symbolic = self.symbolic_zeros
+
+        def fwd(args: list[Any], perturbed: Sequence[bool] | None = None) -> tuple[list[Any], list[Any]]:
             _running_a_rule()
+            if symbolic:  # (outside reverse mode, as in jvp of a custom_vjp refused later, nothing is perturbed)
+                flags = [False] * len(args) if perturbed is None else list(perturbed)
+                args = [CustomVJPPrimal(x, bool(p) and dt.is_inexact(a.dtype))
+                        for x, p, a in zip(args, flags, in_avals)]
             out, res = user_fwd(*merge(in_tree.unflatten(args)))
             out_leaves, out_tree = tree_flatten(out)
             _check_rule_outputs(name, "output of fwd", out_tree, closed.out_tree, [aval_of(x) for x in out_leaves],
@@ -333,6 +400,8 @@ class custom_vjp:  # noqa: N801  (JAX's name)
 
         def bwd(residuals: list[Any], cts: list[Any]) -> list[Any]:
             _running_a_rule()
+            cts = [(SymbolicZero(a.to_tangent_aval()) if symbolic else zeros(a.strip_weak_type())) if c is None
+                   else c for c, a in zip(cts, out_avals)]
             got = user_bwd(*static, res_tree[0].unflatten(residuals), closed.out_tree.unflatten(cts))
             if not isinstance(got, tuple | list) or len(got) != len(arg_trees):
                 raise TypeError(f"{name}: bwd must return a tuple with one cotangent per differentiable argument "
@@ -342,7 +411,8 @@ class custom_vjp:  # noqa: N801  (JAX's name)
                 if ct is None:
                     ct_leaves += [None] * arg_tree.num_leaves
                     continue
-                leaves_i, tree_i = tree_flatten(ct, is_leaf=lambda x: x is None)
+                leaves_i, tree_i = tree_flatten(ct, is_leaf=lambda x: x is None or isinstance(x, SymbolicZero))
+                leaves_i = [None if isinstance(c, SymbolicZero) else c for c in leaves_i]
                 if tree_i != arg_tree:
                     raise TypeError(f"{name}: bwd's cotangent {i} must have the structure of the argument "
                                     f"{arg_tree}, got {tree_i}")

@@ -522,6 +522,8 @@ def _scan_lowering(ctx: LoweringContext, *operands: str, body_ir: IR, num_consts
     ys_avals = ctx.avals_out[nk:]
     step_aval = ShapedArray((), dt.int32)
     e = ctx.emitter
+    if length == 0:  # no step: the carries as they came, empty ys (a body slicing empty xs would not verify)
+        return list(operands[nc:nc + nk]) + [e.constant(0, y.update(weak_type=False)) for y in ys_avals]
     init = [e.constant(0, step_aval)] + list(operands) + [e.constant(0, y.update(weak_type=False)) for y in ys_avals]
     loop_avals = [step_aval] + list(ctx.avals_in) + list(ys_avals)
 

@@ -228,6 +228,8 @@ def describe_dtype(dtype: np.dtype) -> str:
 
 
 def _unsupported_reason(dtype: np.dtype) -> str:
+    if type(dtype).__module__.startswith("ml_dtypes") or dtype.type.__module__.startswith("ml_dtypes"):
+        return " (one of JAX's narrow 8-, 6-, 4-, 2- or 1-bit types, which ember does not compute in)"
     if dtype.kind == "c":
         return " (ember's complex dtypes are complex64 and complex128)"
     if dtype.kind in "OUSVMm":
@@ -516,7 +518,9 @@ class ShapedArray:
             if not isinstance(dim, int | np.integer) or isinstance(dim, bool) or dim < 0:
                 raise TypeError(f"ShapedArray: shape must be a tuple of non-negative ints, got {shape!r}")
         self.shape: tuple[int, ...] = tuple(int(d) for d in shape)
-        self.dtype: np.dtype = parse_dtype(dtype)
+        # (float0 is the dtype of a tangent of an integer or boolean value, as JAX's to_tangent_aval gives it: a
+        # type of the extension API's symbolic zeros only, never of an array or an IR value)
+        self.dtype: np.dtype = float0 if isinstance(dtype, np.dtype) and dtype == float0 else parse_dtype(dtype)
         if math.prod(self.shape) * max(self.dtype.itemsize, 1) > MAX_BYTES:
             raise ArrayTooLargeError(f"an array of shape {self.shape} and dtype {self.dtype.name} would take "
                              f"{math.prod(self.shape) * self.dtype.itemsize:.3g} bytes, more than the largest array "
@@ -570,6 +574,12 @@ class ShapedArray:
         return self if explicit == self.explicit else ShapedArray(self.shape, self.dtype, self.weak_type, self.vma,
                                                                   explicit)
 
+    def to_tangent_aval(self) -> "ShapedArray":
+        """The type of this value's tangents (as JAX's): the same for a floating-point or complex value, float0 for
+        an integer or boolean one (whose tangents are zero)."""
+        return self if is_inexact(self.dtype) or self.dtype == float0 else ShapedArray(
+            self.shape, float0, self.weak_type, self.vma, self.explicit)
+
     def strip_weak_type(self) -> "ShapedArray":
         return self if not self.weak_type else ShapedArray(self.shape, self.dtype, False, self.vma, self.explicit)
 
@@ -581,7 +591,8 @@ class ShapedArray:
         else:
             dims = ",".join(f"{n}@{_entry_text(e)}" if e is not None else str(n)
                             for n, e in zip(self.shape, self.explicit.spec))
-        text = f"{short_name(self.dtype) if short_dtypes else self.dtype.name}[{dims}]"
+        name = "float0" if self.dtype == float0 else short_name(self.dtype) if short_dtypes else self.dtype.name
+        text = f"{name}[{dims}]"
         return text + vma_text(self.vma) if self.vma else text
 
     def __eq__(self, other: object) -> bool:

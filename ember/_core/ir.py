@@ -38,6 +38,11 @@ class Literal:
     def __repr__(self) -> str:
         return f"Literal({format_scalar(self.value)}:{self.aval.str_short()})"
 
+    @property
+    def val(self) -> Any:
+        """The value (JAX's name: a Literal of jax.extend.core)."""
+        return self.value
+
 
 Atom = Var | Literal
 
@@ -50,6 +55,10 @@ def scalar_literal(value: Any, dtype: np.dtype, weak: bool = True) -> Literal:
     if dtype.kind != "c" and np.iscomplexobj(value):
         raise TypeError(f"the complex number {value!r} cannot become a literal of the real dtype {dtype.name} "
                         "(take its real part explicitly, or use a complex dtype)")
+    if dtype.kind in "iu" and isinstance(value, float | np.floating) and not np.isfinite(value):
+        # (as XLA's convert, which JAX uses: NaN becomes 0, an infinity the dtype's extreme; no numpy warning)
+        info = np.iinfo(dtype)
+        value = 0 if np.isnan(value) else info.max if value > 0 else info.min
     return Literal(np.asarray(value).astype(dtype)[()], ShapedArray((), dtype, weak))
 
 
@@ -92,6 +101,23 @@ class Eqn:
     def __repr__(self) -> str:
         return f"Eqn({self.prim.name}, {self.inputs} -> {self.outputs}, {self.params})"
 
+    # JAX's names for the fields (a JaxprEqn of jax.extend.core: ember's IR is its jaxpr); ember has no effect
+    # types (Primitive.effectful is the mechanism), so effects is empty, and an equation has no tracing context.
+    invars = property(lambda self: self.inputs)
+    outvars = property(lambda self: self.outputs)
+    primitive = property(lambda self: self.prim)
+    source_info = property(lambda self: self.source)
+    effects: frozenset = frozenset()
+    ctx = None
+
+    def replace(self, invars: Sequence[Atom] | None = None, outvars: Sequence[Var] | None = None,
+                primitive: "Primitive | None" = None, params: dict[str, Any] | None = None, **unused: Any) -> "Eqn":
+        """A copy with the given fields replaced (JAX's JaxprEqn.replace; effects, source_info and ctx are ember's
+        to decide and ignored)."""
+        return Eqn(self.prim if primitive is None else primitive, self.inputs if invars is None else invars,
+                   self.outputs if outvars is None else outvars, self.params if params is None else params,
+                   self.source)
+
 
 class IR:
     """A first-order typed graph: const_vars (bound to consts) and in_vars -> eqns -> outs.
@@ -133,6 +159,14 @@ class IR:
         (name_stack, joined with '/') as a trailing comment, as JAX's Jaxpr.pretty_print."""
         return pretty_print(self, source_info=source_info, name_stack=name_stack)
 
+    # JAX's view (make_jaxpr's ClosedJaxpr: ember's IR, with its constants, is one): closed.jaxpr is the open term
+    # (a Jaxpr: constvars, invars, outvars, eqns), closed.consts the constants' values.
+    @property
+    def jaxpr(self) -> "Jaxpr":
+        return Jaxpr(self.const_vars, self.in_vars, self.outs, self.eqns)
+
+    effects: frozenset = frozenset()  # (ember has no effect types: Primitive.effectful is the mechanism)
+
     def to_dot(self, name: str = "ir") -> str:
         """The IR as a Graphviz graph (DOT text; `dot -Tpng`): inputs, constants, literals and equations as nodes,
         values as edges labelled with their types, and the IRs an equation carries (a scan's body, a cond's
@@ -145,6 +179,34 @@ class IR:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Printer
+
+class Jaxpr:
+    """An open IR, as JAX's jax.extend.core.Jaxpr: constvars (bound by the caller: eval_jaxpr's consts), invars,
+    outvars and eqns; `closed(consts)` (or jax.extend.core.ClosedJaxpr(jaxpr, consts)) closes it into an IR."""
+    __slots__ = ("constvars", "invars", "outvars", "eqns", "debug_info", "__weakref__")
+
+    def __init__(self, constvars: Sequence[Var], invars: Sequence[Var], outvars: Sequence[Atom], eqns: Sequence[Eqn],
+                 effects: Any = frozenset(), debug_info: Any = None):
+        self.constvars: list[Var] = list(constvars)
+        self.invars: list[Var] = list(invars)
+        self.outvars: list[Atom] = list(outvars)
+        self.eqns: list[Eqn] = list(eqns)
+        self.debug_info = debug_info
+
+    effects: frozenset = frozenset()
+    in_avals = property(lambda self: [v.aval for v in self.invars])
+    out_avals = property(lambda self: [v.aval for v in self.outvars])
+
+    def closed(self, consts: Sequence[Any]) -> IR:
+        if len(consts) != len(self.constvars):
+            raise TypeError(f"ClosedJaxpr: {len(self.constvars)} constvars but {len(consts)} consts")
+        return IR(self.constvars, consts, self.invars, self.eqns, self.outvars)
+
+    def __str__(self) -> str:  # (its constvars print as leading inputs: their values are not part of it)
+        return pretty_print(IR([], [], self.constvars + self.invars, self.eqns, self.outvars))
+
+    __repr__ = __str__
+
 def format_scalar(value: Any) -> str:
     value = value.item() if isinstance(value, np.generic | np.ndarray) else value
     if isinstance(value, bool):

@@ -28,7 +28,12 @@ Rule signatures (params are the equation's params, passed as keywords):
       sharding mode), or ShardingTypeError with JAX's words where no sharding follows (a `out_sharding=` param,
       present only when the user gave one, decides it where the primitive takes one). Without the rule, operands
       all replicated give replicated results and a split operand is a ShardingTypeError; own_sharding primitives
-      type their results in their abstract eval (the higher-order ones: from their bodies)            [hook]"""
+      type their results in their abstract eval (the higher-order ones: from their bodies)            [hook]
+  transpose(cts, ins, needs, **params) -> one cotangent per input: the rule reverse mode uses instead of vjp where
+      the equation is known to be linear in the inputs marked needs (in a linear IR being transposed:
+      ember.linear_transpose, the tangent map of a JVP rule; backward_pass(..., linear=True)); JAX's transpose
+      rules, for primitives defined through JAX's extension API (ember.extend), whose JVP rule binds the
+      primitive itself on tangents                                                                    [hook]"""
 from __future__ import annotations
 
 import os
@@ -42,7 +47,7 @@ from ember._core.ir import Source, sub_irs
 from ember._core.sharding import explicit_of, explicit_sharding
 
 RULE_KINDS: tuple[str, ...] = ("abstract_eval", "lowering", "jvp", "vjp", "batching")
-HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split", "discharge", "depends", "sharding_rule")
+HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split", "discharge", "depends", "sharding_rule", "transpose")
 
 NOT_DIFFERENTIABLE = "not differentiable"  # the mark for "jvp" and "vjp" of comparisons, iota, ...
 
@@ -100,11 +105,17 @@ class Primitive:
         self.own_vma = own_vma  # its abstract eval types its outputs' varying axes (see above)
         # its abstract eval types its outputs' explicit shardings (the higher-order primitives, like own_vma)
         self.own_sharding = own_vma if own_sharding is None else own_sharding
+        # its vjp rule takes None for a zero cotangent of any output (custom_vjp_call: bwd sees JAX's symbolic
+        # zeros); for other primitives with several outputs, reverse mode makes those cotangents zeros
+        self.none_cotangents = False
         self.zero_derivative = False  # its rules give zero derivatives (stop_gradient, floor): outputs are constants
         # (effectful only) its effect happens when its program is compiled, and it emits no op (inspect_sharding):
         # lowering does not order it among a body's callbacks (has_effects(..., at_run_time=True))
         self.compile_time_effect = False
         self.rules: dict[str, Callable[..., Any]] = {}
+        # a Python implementation that eager execution calls instead of compiling the lowering (JAX's def_impl:
+        # primitives defined through ember.extend); it runs outside any staging, on concrete values
+        self.impl: Callable[..., Any] | None = None
         self.marks: dict[str, str] = {}  # rule kind -> why this primitive has no such rule
         self.mark_errors: dict[str, type[Exception]] = {}  # rule kind -> the error its use raises, if not the default
         if register:  # unregistered primitives are internal to one lowering (a reduction's region body)
@@ -249,14 +260,28 @@ class _EagerSlot:
     layer (ember._runtime.eager) fills it when it is imported; `import ember` does that."""
 
     def __init__(self) -> None:
-        self.apply: Callable[[Primitive, Sequence[Any], dict[str, Any]], list[Any]] = self._unset
+        self._apply: Callable[[Primitive, Sequence[Any], dict[str, Any]], list[Any]] = self._unset
 
     @staticmethod
     def _unset(prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Any]:
         raise RuntimeError(f"{prim.name}: eager execution is not available: import ember (the runtime) first")
 
     def fill(self, apply: Callable[[Primitive, Sequence[Any], dict[str, Any]], list[Any]]) -> None:
-        self.apply = apply
+        self._apply = apply
+
+    def apply(self, prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+        """The outputs of prim applied to concrete values: its Python implementation (Primitive.impl) where it has
+        one, run outside any staging (what it binds runs eagerly too), else its lowering compiled and run."""
+        if prim.impl is None:
+            return self._apply(prim, args, params)
+        state = TRACE_STATE
+        stack, compile_time_eval = state.stack, state.compile_time_eval
+        state.stack, state.compile_time_eval = [], False
+        try:
+            out = prim.impl(*args, **params)
+        finally:
+            state.stack, state.compile_time_eval = stack, compile_time_eval
+        return list(out) if prim.multiple_results else [out]
 
 
 EAGER = _EagerSlot()
@@ -283,6 +308,18 @@ TRACE_STATE = _TraceState()
 EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the package's files start so
 
 
+class _NotUserCode:
+    """The paths whose frames are not the user's code in an equation's source: ember's files, and those a library
+    excludes (jax.extend.source_info_util.register_exclusion: flax's files)."""
+    paths: tuple[str, ...] = (EMBER_DIR,)
+
+
+def exclude_from_sources(path: str) -> None:
+    """Attribute what code under path binds to the code that called it (as JAX's source_info exclusions)."""
+    if path not in _NotUserCode.paths:
+        _NotUserCode.paths += (path,)
+
+
 def user_stacklevel() -> int:
     """The stacklevel that makes a warnings.warn in the calling function point at the innermost frame outside the
     ember package (the user's line)."""
@@ -299,10 +336,10 @@ def user_source() -> Source | None:
     source, scope = TRACE_STATE.source, TRACE_STATE.scope
     if source is not None:
         return source._replace(scope=scope + source.scope) if scope else source
-    frame = sys._getframe(1)
+    frame, skipped = sys._getframe(1), _NotUserCode.paths
     while frame is not None:
         code = frame.f_code
-        if not code.co_filename.startswith(EMBER_DIR):
+        if not code.co_filename.startswith(skipped):
             return Source(code.co_filename, frame.f_lineno, code.co_name, scope)
         frame = frame.f_back
     return None

@@ -132,6 +132,15 @@ def register_pytree_node_class(cls: type[T]) -> type[T]:
     return cls
 
 
+def register_pytree_with_keys_class(cls: type[T]) -> type[T]:
+    """Class decorator: register cls through its ``tree_flatten_with_keys`` method (and ``tree_flatten`` where it
+    has one) and its ``tree_unflatten`` classmethod (as jax.tree_util.register_pytree_with_keys_class)."""
+    flatten = (lambda node: node.tree_flatten()) if hasattr(cls, "tree_flatten") else None
+    register_pytree_with_keys(cls, lambda node: node.tree_flatten_with_keys(),  # type: ignore[attr-defined]
+                              cls.tree_unflatten, flatten)  # type: ignore[attr-defined]
+    return cls
+
+
 def register_dataclass(nodetype: type[T], data_fields: Sequence[str] | None = None,
                        meta_fields: Sequence[str] | None = None, drop_fields: Sequence[str] = ()) -> type[T]:
     """Register a dataclass-like type: data_fields are children (keyed by GetAttrKey), meta_fields static aux data.
@@ -380,6 +389,11 @@ _LEAF = PyTreeDef(None, None, ())
 
 def leaf_def() -> PyTreeDef:
     return _LEAF
+
+
+def treedef_tuple(treedefs: Iterable[PyTreeDef]) -> PyTreeDef:
+    """The structure of a tuple whose elements have these structures (as jax.tree_util.treedef_tuple)."""
+    return PyTreeDef(tuple, None, tuple(treedefs))
 
 
 def treedef_children(treedef: PyTreeDef) -> list[PyTreeDef]:

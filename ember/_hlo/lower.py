@@ -119,6 +119,14 @@ def call_function(ctx: LoweringContext, ir: IR, args: Sequence[str], name: str, 
     return ctx.op("func.call", list(args), list(ir.out_avals), {"callee": f"@{callee}"})
 
 
+def lower_closed(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
+    """lower_into for an IR whose consts are concrete arrays (not operands): they become constants of the module
+    (an exported program's data; a function staged while lowering, as jax.interpreters.mlir.lower_fun's)."""
+    consts = [emitter.op("stablehlo.constant", [], v.aval, {"value": dense_text(np.asarray(c), v.aval)})
+              for v, c in zip(ir.const_vars, ir.consts)]
+    return lower_into(emitter, ir, consts + list(args))
+
+
 def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
     """Emit ir's equations into emitter, its const_vars and in_vars bound to the values named in args (in that
     order); returns the values of its outputs. An equation in named scopes (its source's, inside the emitter's:
@@ -242,9 +250,7 @@ def lower(ir: IR, donors: Sequence[bool] | None = None, inline_consts: bool = Fa
     params = list(ir.in_vars) if inline_consts else list(ir.const_vars) + list(ir.in_vars)
     arg_names = [emitter.declare(f"%arg{i}", v.aval) for i, v in enumerate(params)]
     if inline_consts:
-        consts = [emitter.op("stablehlo.constant", [], v.aval, {"value": dense_text(np.asarray(c), v.aval)})
-                  for v, c in zip(ir.const_vars, ir.consts)]
-        out_names = lower_into(emitter, ir, consts + arg_names)
+        out_names = lower_closed(emitter, ir, arg_names)
     else:
         out_names = lower_into(emitter, ir, arg_names)
     donated = None if donors is None else [False] * (len(params) - len(ir.in_vars)) + list(donors)

@@ -42,6 +42,15 @@ float16, float32, float64 = (_scalar_type(n, n) for n in ("float16", "float32", 
 complex64, complex128 = _scalar_type("complex64", "complex64"), _scalar_type("complex128", "complex128")
 bfloat16 = _scalar_type("bfloat16", _ml_dtypes.bfloat16)
 bool_ = _scalar_type("bool_", _np.bool_)
+# JAX's narrow types (ml_dtypes'): named as in jax.numpy so code that refers to them loads (flax's fp8 modules);
+# ember does not compute on them: an array of one is a TypeError naming the dtype (parse_dtype)
+_NARROW = ("float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz",
+           "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "int1", "int2",
+           "int4", "uint1", "uint2", "uint4")
+globals().update({_name: _ScalarType(_name, (), {
+    "dtype": _np.dtype(getattr(_ml_dtypes, _name)), "__module__": "ember.numpy",
+    "__doc__": "JAX's narrow type (ml_dtypes'), named only: ember does not compute in it (an array of it is a "
+               "TypeError)"}) for _name in _NARROW})
 inf, nan, pi, e = _np.inf, _np.nan, _np.pi, _np.e
 newaxis = None
 dtype = _np.dtype
@@ -65,4 +74,4 @@ __all__ = ["bfloat16", "bool_", "dtype", "e", "finfo", "float16", "float32", "fl
            "generic", "number", "integer", "signedinteger", "unsignedinteger", "inexact", "floating",
            "complexfloating", "flexible", "character", "object_", "bool", "int_", "uint", "float_", "double", "single",
            "euler_gamma", "complex64", "complex128", "csingle", "cdouble", "complex_",
-           "ComplexWarning"]
+           "ComplexWarning", *_NARROW]

@@ -16,6 +16,7 @@ from ember._prims.shape import convert_element_type, reshape
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.backends import get_client
 from ember._runtime.fastpath import C
+from ember._runtime.layout import Format, format_of
 from ember._runtime.guards import Guards, check as check_transfer
 
 _c_block_until_ready = C.block_until_ready if C is not None else None
@@ -94,6 +95,11 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
         return SingleDeviceSharding(self._buffer.device)
 
     @property
+    def format(self) -> Format:
+        """Its layout (the default, row-major: ember has no other) and its sharding (jax.Array.format)."""
+        return format_of(self)
+
+    @property
     def addressable_shards(self) -> list["Shard"]:
         """The parts of the array on this process's devices: here the whole array, on its one device."""
         return [Shard(self._buffer.device, tuple(slice(None) for _ in self.shape), 0, self)]
@@ -158,6 +164,11 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
     def is_deleted(self) -> bool:
         return self._buffer.is_deleted
 
+    def unsafe_buffer_pointer(self) -> int:
+        """The address of the array's data on its device (as jax.Array's): a donated argument's buffer reused for a
+        result has the same one."""
+        return self._buffer.unsafe_pointer()
+
     def _read(self, what: str) -> np.ndarray:
         """The value on the host, for a conversion of the user's (np.asarray, float(), item(), ...): a
         device-to-host transfer the transfer guard checks."""
@@ -221,7 +232,7 @@ class Array(ArrayMethods, metaclass=_ArrayMeta):
         extras = f"dtype={self.dtype.name}"
         if self.weak_type:
             extras += ", weak_type=True"
-        return f"{prefix}{body}, {extras}, device={self._buffer.device})"
+        return f"{prefix}{body}, {extras})"  # (as JAX's: the device is x.device, the sharding x.sharding)
 
     def __reduce__(self) -> Any:
         return (_rebuild, (self._value(), self.weak_type))

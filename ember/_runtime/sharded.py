@@ -16,6 +16,7 @@ from ember._prims.sharding import sharding_constraint_p
 from ember._runtime import pjrt as _pjrt
 from ember._core.pytree import prefix_entries, tree_flatten
 from ember._runtime.array import Array, Shard, canonical_aval, device_put as one_device_put
+from ember._runtime.layout import Format, format_of
 from ember._runtime.dispatch import to_buffer
 from ember._runtime.guards import Guards, check as check_transfer
 
@@ -46,6 +47,11 @@ class ShardedArray(Array):
     @property
     def sharding(self) -> Sharding:
         return self._sharding
+
+    @property
+    def format(self) -> Format:
+        """Its layout (the default, row-major) and its sharding (jax.Array.format)."""
+        return format_of(self)
 
     @property
     def buffer(self) -> _pjrt.Buffer:

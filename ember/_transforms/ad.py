@@ -79,19 +79,21 @@ def check_cotangent(eqn: Eqn, kind: str, index: int, ct: Any) -> None:
                         f"for its input {index} of type {want.str_short()}: a bug in that rule")
 
 
-def backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Sequence[Any | None]
-                  ) -> tuple[list[Any], list[Any | None]]:
+def backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Sequence[Any | None],
+                  linear: bool = False) -> tuple[list[Any], list[Any | None]]:
     """Evaluate ir on args in the current context and pull cts_out back to the inputs marked in wrt (see
-    _backward_pass); what each equation's rules bind is attributed to that equation's user line."""
+    _backward_pass); what each equation's rules bind is attributed to that equation's user line. linear: ir is
+    linear in the inputs marked in wrt (a transposition), so an equation on them is linear in them and a primitive's
+    transpose hook, where it has one, replaces its vjp rule."""
     outer = TRACE_STATE.source
     try:
-        return _backward_pass(ir, args, wrt, cts_out, outer)
+        return _backward_pass(ir, args, wrt, cts_out, outer, linear)
     finally:
         TRACE_STATE.source = outer
 
 
-def _backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Sequence[Any | None], outer: Any
-                   ) -> tuple[list[Any], list[Any | None]]:
+def _backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Sequence[Any | None], outer: Any,
+                   linear: bool = False) -> tuple[list[Any], list[Any | None]]:
     """Evaluate ir on args in the current context and pull cts_out back to the inputs marked in wrt.
 
     Returns (outputs, input cotangents); a cotangent is None where it is zero or not asked for.
@@ -142,10 +144,13 @@ def _backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Se
         if not any(needs):
             continue
         state.source = eqn.source or outer
-        if eqn.prim.multiple_results:
+        if eqn.prim.multiple_results and not eqn.prim.none_cotangents:
             out_cts = [zeros(v.aval) if ct is None else ct for v, ct in zip(eqn.outputs, out_cts)]
+        transpose = eqn.prim.rules.get("transpose") if linear else None
         if eqn in pullbacks:
             kind, in_cts = "vjp_split", pullbacks[eqn](out_cts, needs)
+        elif transpose is not None:
+            kind, in_cts = "transpose", transpose(out_cts, [env.read(a) for a in eqn.inputs], needs, **eqn.params)
         else:
             vjp = eqn.prim.rule("vjp", "reverse-mode differentiation")
             ins = [env.read(a) for a in eqn.inputs]

@@ -32,10 +32,7 @@ import types
 from typing import Any, Sequence
 
 import ember
-
-JAX_VERSION = "0.10.2"
-"""The JAX API ember implements (the JAX of the oracle tests and of tests/api_names/): `jax.__version__` under the
-alias."""
+from ember.as_jax._shims import JAX_VERSION, PACKAGES, SHIMS
 JAX_VERSION_INFO = tuple(int(part) for part in JAX_VERSION.split("."))
 
 # The JAX modules that are not ember's module of the same name: only the version differs.
@@ -88,6 +85,8 @@ class JaxFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return None
         if fullname in ("jax", "jax.version"):
             return importlib.machinery.ModuleSpec(fullname, self, is_package=fullname == "jax")
+        if fullname in SHIMS:  # (a module only the alias has: jax.lib, the few jax._src ones libraries import)
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=fullname in PACKAGES)
         if any(part.startswith("_") for part in fullname.split(".")):
             raise _missing(fullname, "has no counterpart of JAX's private modules")
         name = _ember_name(fullname)
@@ -104,10 +103,19 @@ class JaxFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return _Alias("jax", ember, {**_VERSION_OVERRIDES, "__path__": []})
         if spec.name == "jax.version":
             return _Alias("jax.version", ember.version, _VERSION_OVERRIDES)
+        shim = SHIMS.get(spec.name)
+        if isinstance(shim, tuple):
+            return _Alias(spec.name, importlib.import_module(shim[0]), shim[1])
+        if shim is not None:
+            module = types.ModuleType(spec.name, "JAX's module, as libraries read it (ember.as_jax._shims)")
+            module.__dict__.update(shim)
+            if spec.name in PACKAGES:
+                module.__path__ = []
+            return module
         return None  # a placeholder, replaced by ember's module in exec_module
 
     def exec_module(self, module: types.ModuleType) -> None:
-        if isinstance(module, _Alias):
+        if isinstance(module, _Alias) or module.__name__ in SHIMS:
             return
         name = _ember_name(module.__name__)
         # The module replaces itself in sys.modules (the import system returns what sys.modules holds), so ember's

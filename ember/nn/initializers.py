@@ -156,8 +156,27 @@ def orthogonal(scale: Any = 1.0, column_axis: int = -1, dtype: Any = None) -> In
     return init
 
 
+def delta_orthogonal(scale: Any = 1.0, column_axis: int = -1, dtype: Any = None) -> Initializer:
+    """A convolution kernel (spatial dims..., in, out; 1 to 3 spatial dims) that is zero but at the centre of its
+    window, where it is an orthogonal (in, out) matrix (orthogonal's, scaled): a convolution that preserves norms at
+    initialisation (jax.nn.initializers.delta_orthogonal). Needs in <= out."""
+    def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
+        dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, "delta_orthogonal")
+        shape = _shape(shape)
+        if len(shape) not in (3, 4, 5):
+            raise ValueError(f"ember.nn.initializers.delta_orthogonal: needs a 3-, 4- or 5-dimensional kernel shape "
+                             f"(spatial dims, in, out), got {shape}")
+        if shape[-1] < shape[-2]:
+            raise ValueError(f"ember.nn.initializers.delta_orthogonal: the kernel's input features ({shape[-2]}) must "
+                             f"be at most its output features ({shape[-1]}), got shape {shape}")
+        matrix = orthogonal(scale, column_axis, dtype)(key, shape[-2:], dtype)
+        centre = tuple((k - 1) // 2 for k in shape[:-2])
+        return enp.zeros(shape, dtype).at[centre].set(matrix)
+    return init
+
+
 __all__ = [
-    "Initializer", "constant", "glorot_normal", "glorot_uniform", "he_normal", "he_uniform", "kaiming_normal",
-    "kaiming_uniform", "lecun_normal", "lecun_uniform", "normal", "ones", "orthogonal", "truncated_normal", "uniform",
-    "variance_scaling", "xavier_normal", "xavier_uniform", "zeros",
+    "Initializer", "constant", "delta_orthogonal", "glorot_normal", "glorot_uniform", "he_normal", "he_uniform",
+    "kaiming_normal", "kaiming_uniform", "lecun_normal", "lecun_uniform", "normal", "ones", "orthogonal",
+    "truncated_normal", "uniform", "variance_scaling", "xavier_normal", "xavier_uniform", "zeros",
 ]

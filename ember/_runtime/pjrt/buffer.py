@@ -208,6 +208,17 @@ class Buffer:
     def _unpin(self) -> None:
         unpin(self)
 
+    def unsafe_pointer(self) -> int:
+        """The address of the buffer's data on its device (PJRT_Buffer_UnsafePointer): valid while the buffer
+        lives, compared by code that checks where data is (a donated argument's buffer reused for a result)."""
+        handle = self._pin("unsafe_buffer_pointer")
+        try:
+            args = _new(_BufferUnsafePointerArgs, buffer=handle)
+            self.client.plugin.call("Buffer_UnsafePointer", args)
+            return int(args.buffer_pointer)
+        finally:
+            self._unpin()
+
     def to_numpy(self) -> np.ndarray:
         """Copy the buffer into a new numpy array."""
         handle = self._pin("to_numpy")

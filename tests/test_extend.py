@@ -1,0 +1,250 @@
+"""JAX's extension API on ember (ember.extend.core, ember.interpreters, docs/extending.md): a primitive defined the
+JAX way gets the values, JVPs, VJPs, batching and jit that the same primitive gets under JAX; jaxprs are ember's
+IR under JAX's names; custom_jvp/custom_vjp take symbolic zeros as JAX's."""
+import numpy as np
+import pytest
+
+import ember
+import ember.core
+import ember.numpy as jnp
+from ember.extend import core as ext
+from ember.interpreters import ad, batching, mlir
+from recorded import jax_result
+
+
+def define(extend_core, core, ad, batching, mlir, jnp):
+    """cube(x; c) = c x**3 (a JVP rule, a batcher over plain dims), and twin(x) = (2x, reversed x) (two outputs,
+    linear: deflinear, a fancy batcher): the same definitions for JAX and for ember."""
+    cube_p = extend_core.Primitive("cube")
+
+    def cube_impl(x, *, c):
+        return x * x * x * c
+    cube_p.def_impl(cube_impl)
+    cube_p.def_abstract_eval(lambda x, *, c: core.ShapedArray(x.shape, x.dtype))
+    mlir.register_lowering(cube_p, mlir.lower_fun(cube_impl, multiple_results=False))
+
+    def cube_jvp(primals, tangents, *, c):
+        (x,), (t,) = primals, tangents
+        y = cube_p.bind(x, c=c)
+        if type(t) is ad.Zero:
+            return y, ad.Zero.from_primal_value(y)
+        return y, 3 * c * x * x * t
+    ad.primitive_jvps[cube_p] = cube_jvp
+    batching.primitive_batchers[cube_p] = lambda args, dims, *, c: (cube_p.bind(*args, c=c), dims[0])
+
+    twin_p = extend_core.Primitive("twin")
+    twin_p.multiple_results = True
+
+    def twin_impl(x):
+        return [2 * x, x[::-1]]
+    twin_p.def_impl(twin_impl)
+    twin_p.def_abstract_eval(lambda x: [x, x])
+    mlir.register_lowering(twin_p, mlir.lower_fun(twin_impl, multiple_results=True))
+    ad.deflinear(twin_p, lambda cts: [2 * cts[0] + cts[1][::-1]])
+
+    def twin_batch(axis_data, args, dims):
+        if dims[0] is None:
+            return twin_p.bind(args[0]), [None, None]
+        y = batching.bdim_at_front(args[0], dims[0], axis_data.size)
+        return [2 * y, y[:, ::-1]], [0, 0]
+    batching.fancy_primitive_batchers[twin_p] = twin_batch
+
+    def f(x):
+        a, b = twin_p.bind(cube_p.bind(x, c=0.5))
+        return jnp.sum(a * jnp.sin(b))
+    return cube_p, twin_p, f
+
+
+def with_jax():
+    import jax
+    import jax.extend.core
+    from jax.interpreters import ad as jad, batching as jbatching, mlir as jmlir
+    return jax, define(jax.extend.core, jax.core, jad, jbatching, jmlir, jax.numpy)
+
+
+CUBE_P, TWIN_P, F = define(ext, ember.core, ad, batching, mlir, jnp)
+X = np.arange(1.0, 4.0, dtype=np.float32) / 3
+XS = np.stack([X, 2 * X])
+
+TRANSFORMS = {
+    "value": lambda api, f: f(X),
+    "jit": lambda api, f: api.jit(f)(X),
+    "grad": lambda api, f: api.grad(f)(X),
+    "jit_grad": lambda api, f: api.jit(api.grad(f))(X),
+    "jvp": lambda api, f: api.jvp(f, (X,), (np.ones(3, np.float32),)),
+    "vmap": lambda api, f: api.vmap(f)(XS),
+    "vmap_grad": lambda api, f: api.vmap(api.grad(f))(XS),
+    "jit_vmap_grad": lambda api, f: api.jit(api.vmap(api.grad(f)))(XS),
+    "hessian": lambda api, f: api.hessian(f)(X),
+    "jacrev_jacrev": lambda api, f: api.jacrev(api.jacrev(f))(X),
+    "scan_grad": lambda api, f: api.grad(lambda x: api.lax.scan(lambda c, r: (c + f(r * c), None), 1.0,
+                                                               api.numpy.stack([x, x]))[0])(X),
+}
+
+
+@pytest.mark.parametrize("name", TRANSFORMS)
+def test_primitive_defined_the_jax_way_matches_jax(name):
+    """Values, jit, grad (the JVP rule linearized and transposed), jvp, vmap, and their compositions equal JAX's
+    for the same definitions."""
+    transform = TRANSFORMS[name]
+
+    def on_jax():
+        jax, (_, _, f) = with_jax()
+        return transform(jax, f)
+    want = jax_result(on_jax)
+    got = transform(ember, F)
+    for w, g in zip(np.atleast_1d(np.asarray(want, dtype=object)) if isinstance(want, tuple) else [want],
+                    got if isinstance(got, tuple) else [got]):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-6, atol=1e-6)
+
+
+def test_linear_transpose_uses_the_transpose_rule():
+    """A linear primitive transposed through linear_transpose (and through its own JVP, inside grad) gives JAX's
+    cotangents; the transpose rule receives UndefinedPrimal for the linear operand."""
+    def on(api, twin_p):
+        return api.linear_transpose(lambda v: twin_p.bind(v), X)([np.ones(3, np.float32), np.arange(3.0, dtype=np.float32)])
+
+    def on_jax():
+        jax, (_, twin_p, _) = with_jax()
+        return on(jax, twin_p)
+    np.testing.assert_allclose(np.asarray(on(ember, TWIN_P)[0]), np.asarray(jax_result(on_jax)[0]))
+
+    seen = []
+    p = ext.Primitive("scale3")
+    p.def_impl(lambda x: 3 * x)
+    p.def_abstract_eval(lambda x: x)
+
+    def transpose(ct, x):
+        seen.append(type(x))
+        return [3 * ct]
+    ad.deflinear2(p, transpose)
+    assert float(ember.grad(lambda x: p.bind(x) ** 2)(2.0)) == 36.0  # jit: lowered through its impl
+    assert seen and all(t is ad.UndefinedPrimal for t in seen)
+
+
+def test_the_jaxpr_names():
+    ir = ember.make_jaxpr(lambda x, y: F(x) * y + CUBE_P.bind(y, c=2.0))(X, np.float32(2.0))
+    assert isinstance(ir, ext.ClosedJaxpr) and not isinstance(ir.jaxpr, ext.ClosedJaxpr)
+    jaxpr = ir.jaxpr
+    assert isinstance(jaxpr, ext.Jaxpr) and [v.aval for v in jaxpr.invars] == ir.in_avals
+    prims = [e.primitive for e in jaxpr.eqns]
+    assert CUBE_P in prims and TWIN_P in prims
+    eqn = next(e for e in jaxpr.eqns if e.primitive is CUBE_P and e.params["c"] == 2.0)
+    assert isinstance(eqn, ext.JaxprEqn) and eqn.invars == [jaxpr.invars[1]] and len(eqn.outvars) == 1
+    assert all(isinstance(a, (ext.Var, ext.Literal)) for e in jaxpr.eqns for a in e.invars)
+    want = np.asarray(F(X)) * 2 + 16
+    closed = ext.ClosedJaxpr(jaxpr, ir.consts)
+    assert isinstance(closed, ext.ClosedJaxpr)
+    np.testing.assert_allclose(np.asarray(ext.jaxpr_as_fun(closed)(X, np.float32(2))[0]), want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ember.core.eval_jaxpr(jaxpr, ir.consts, X, np.float32(2))[0]), want,
+                               rtol=1e-6)
+    # evaluated inside a transformation, as JAX's eval_jaxpr is
+    g = ember.grad(lambda y: ember.core.eval_jaxpr(jaxpr, ir.consts, X, y)[0])(np.float32(2))
+    np.testing.assert_allclose(float(g), float(F(X)) + 3 * 2.0 * 4, rtol=1e-6)
+    assert "cube" in str(jaxpr) and ext.jaxprs_in_params({"a": (closed, 1)}) and not list(ext.subjaxprs(jaxpr))
+    assert ext.mapped_aval(2, 0, ember.core.ShapedArray((2, 3), np.float32)).shape == (3,)
+    assert ext.unmapped_aval(2, 1, ember.core.ShapedArray((3,), np.float32)).shape == (3, 2)
+    assert ember.core.ShapedArray((2,), np.int32).to_tangent_aval().dtype == ember.dtypes.float0
+
+
+def test_missing_rules_are_jax_errors():
+    p = ext.Primitive("bare")
+    with pytest.raises(NotImplementedError, match="Abstract evaluation for 'bare' not implemented"):
+        ember.jit(lambda x: p.bind(x))(1.0)
+    p.def_abstract_eval(lambda x: x)
+    with pytest.raises(NotImplementedError, match="MLIR translation rule for primitive 'bare' not found"):
+        ember.jit(lambda x: p.bind(x))(1.0)
+    p.def_impl(lambda x: x + 1)
+    assert float(p.bind(1.0)) == 2.0 and float(ember.jit(lambda x: p.bind(x))(1.0)) == 2.0
+    with pytest.raises(NotImplementedError, match="Differentiation rule for 'bare' not implemented"):
+        ember.grad(lambda x: p.bind(x))(1.0)
+    with pytest.raises(NotImplementedError, match="Differentiation rule for 'bare' not implemented"):
+        ember.jvp(lambda x: p.bind(x), (1.0,), (1.0,))
+    with pytest.raises(NotImplementedError, match="Batching rule for 'bare' not implemented"):
+        ember.vmap(lambda x: p.bind(x))(np.ones(2, np.float32))
+    assert float(ember.vmap(lambda x: p.bind(2.0) * x)(np.ones(2, np.float32))[0]) == 3.0  # (unbatched: no rule)
+
+    q = ext.Primitive("hand_written")
+    q.def_abstract_eval(lambda x: x)
+    mlir.register_lowering(q, lambda ctx, x: [x])
+    with pytest.raises(NotImplementedError, match="JAX's MLIR Python bindings.*mlir.lower_fun"):
+        ember.jit(lambda x: q.bind(x))(1.0)
+    with pytest.raises(TypeError, match="ember's own primitive"):
+        mlir.register_lowering(ember.lax.sin_p, mlir.lower_fun(jnp.sin))
+
+
+def test_platform_lowering_and_names_need_not_be_unique():
+    a, b = ext.Primitive("same"), ext.Primitive("same")
+    for p, k in ((a, 1.0), (b, 2.0)):
+        p.def_abstract_eval(lambda x: x)
+        mlir.register_lowering(p, mlir.lower_fun(lambda x, k=k: x + k, multiple_results=False))
+    mlir.register_lowering(a, mlir.lower_fun(lambda x: x + 10.0, multiple_results=False), platform="cpu")
+    mlir.register_lowering(b, mlir.lower_fun(lambda x: x + 20.0, multiple_results=False), platform="cuda")
+    assert float(ember.jit(lambda x: a.bind(x) + b.bind(x))(0.0)) == 12.0  # a: cpu's rule; b: the generic one
+
+
+def test_effectful_abstract_eval_keeps_the_equation():
+    calls = []
+    p = ext.Primitive("logged")
+
+    class Logged(ext.Effect):
+        pass
+
+    p.def_impl(lambda x: calls.append(1) or x)
+    p.def_effectful_abstract_eval(lambda x: (x, {Logged()}))
+    mlir.register_lowering(p, mlir.lower_fun(lambda x: x, multiple_results=False))
+    ir = ember.make_jaxpr(lambda x: (p.bind(x), x)[1])(1.0)
+    assert p.effectful and any(e.primitive is p for e in ir.eqns)
+
+
+def _symbolic_jvp(api, SymbolicZero):
+    seen = []
+
+    @api.custom_jvp
+    def f(x, y):
+        return x * y
+
+    def f_jvp(primals, tangents):
+        x, y = primals
+        tx, ty = tangents
+        seen.append((type(tx) is SymbolicZero, type(ty) is SymbolicZero))
+        t = (0.0 if type(tx) is SymbolicZero else tx * y) + (0.0 if type(ty) is SymbolicZero else x * ty)
+        return x * y, t
+    f.defjvp(f_jvp, symbolic_zeros=True)
+    out = api.jvp(lambda x: f(x, 3.0), (2.0,), (1.0,))
+    return seen[-1], out[1]
+
+
+def _symbolic_vjp(api, SymbolicZero, CustomVJPPrimal):
+    seen = []
+
+    @api.custom_vjp
+    def f(x, y):
+        return x * y, x + y
+
+    def fwd(x, y):
+        seen.append((type(x) is CustomVJPPrimal, x.perturbed, y.perturbed))
+        return f(x.value, y.value), (x.value, y.value)
+
+    def bwd(res, cts):
+        x, y = res
+        ca, cb = cts
+        seen.append((type(ca) is SymbolicZero, type(cb) is SymbolicZero))
+        return (SymbolicZero(api.typeof(x)) if type(ca) is SymbolicZero else ca * y, None)
+    f.defvjp(fwd, bwd, symbolic_zeros=True)
+    g = api.grad(lambda x: f(x, 3.0)[0])(2.0)
+    return seen, g
+
+
+def test_custom_rules_with_symbolic_zeros_as_jax():
+    from ember.custom_derivatives import CustomVJPPrimal, SymbolicZero
+
+    def on_jax():
+        import jax
+        from jax.custom_derivatives import CustomVJPPrimal as P, SymbolicZero as Z
+        return _symbolic_jvp(jax, Z), _symbolic_vjp(jax, Z, P)
+    (jvp_seen, jvp_t), (vjp_seen, g) = jax_result(on_jax)
+    got_seen, got_t = _symbolic_jvp(ember, SymbolicZero)
+    assert got_seen == tuple(jvp_seen) and float(got_t) == float(jvp_t)
+    got_seen, got_g = _symbolic_vjp(ember, SymbolicZero, CustomVJPPrimal)
+    assert [tuple(s) for s in got_seen] == [tuple(s) for s in vjp_seen] and float(got_g) == float(g)
