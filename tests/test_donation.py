@@ -68,7 +68,7 @@ def test_the_fast_path_donates_on_every_call():
 
 def test_an_unusable_donation_warns_and_keeps_the_array():
     x, y = enp.ones(3), enp.ones(2)
-    with pytest.warns(UserWarning, match=r"some donated buffers were not usable: f32\[3\]"):
+    with pytest.warns(UserWarning, match=r"Some donated buffers were not usable: f32\[3\]"):
         total, doubled = ember.jit(lambda a, b: (a.sum(), b * 2), donate_argnums=(0, 1))(x, y)
     assert not x.is_deleted() and y.is_deleted()
     np.testing.assert_array_equal(np.asarray(doubled), [2, 2])
@@ -123,3 +123,15 @@ def test_a_donated_buffer_is_reused_in_place():
     out = ember.jit(lambda x, y: x + y, donate_argnums=0)(x, y)
     assert x.is_deleted() and out.unsafe_buffer_pointer() == px
     assert not y.is_deleted() and y.unsafe_buffer_pointer() == py != px
+
+
+def test_the_donated_buffer_goes_to_the_first_output_of_its_type():
+    """A donated argument is aliased to the first output of its shape and dtype (as JAX pairs them), also behind
+    outputs of other types (equinox's filter_jit returns an int marker first)."""
+    x = enp.array(0.0)
+    px = x.unsafe_buffer_pointer()
+    f = ember.jit(lambda d, s: (enp.array(0), {"y": d["x"] + 1.0, "z": d["x"] * 2.0}), donate_argnums=0,
+                  static_argnums=1)
+    marker, out = f({"x": x}, "static")
+    assert x.is_deleted() and out["y"].unsafe_buffer_pointer() == px and float(out["z"]) == 0.0
+    assert "tf.aliasing_output = 1" in f.lower({"x": enp.array(0.0)}, "static").as_text()

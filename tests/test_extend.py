@@ -248,3 +248,28 @@ def test_custom_rules_with_symbolic_zeros_as_jax():
     assert got_seen == tuple(jvp_seen) and float(got_t) == float(jvp_t)
     got_seen, got_g = _symbolic_vjp(ember, SymbolicZero, CustomVJPPrimal)
     assert [tuple(s) for s in got_seen] == [tuple(s) for s in vjp_seen] and float(got_g) == float(g)
+
+
+def test_partial_evaluation_as_flax_uses_it():
+    """lu.wrap_init + api_util.flatten_fun + pe.trace_to_jaxpr_nounits (flax's lazy_init): outputs that depend on
+    known arguments alone are computed (known), the others typed (unknown), as JAX's."""
+    from ember import api_util
+    from ember.extend import linear_util as lu
+    from ember.interpreters import partial_eval as pe
+
+    def f(w, x, scale=2.0):
+        return {"w2": w * scale, "y": x @ w, "n": jnp.sum(w) if float(jnp.sum(w)) > 0 else -jnp.sum(w)}
+
+    w = np.arange(4.0, dtype=np.float32).reshape(2, 2)
+    leaves, in_tree = ember.tree_util.tree_flatten(((w, ember.ShapeDtypeStruct((3, 2), np.float32)), {}))
+    debug = api_util.debug_info("lazy_init", f, (in_tree,), {})
+    f_flat, out_tree = api_util.flatten_fun(lu.wrap_init(f, debug_info=debug), in_tree)
+    pvals = [pe.PartialVal.unknown(ember.core.ShapedArray(x.shape, x.dtype))
+             if isinstance(x, ember.ShapeDtypeStruct) else pe.PartialVal.known(x) for x in leaves]
+    jaxpr, out_pvals, consts = pe.trace_to_jaxpr_nounits(f_flat, pvals)
+    out = ember.tree_util.tree_unflatten(out_tree(), [p.get_known() if p.is_known() else p.get_aval()
+                                                      for p in out_pvals])
+    np.testing.assert_array_equal(np.asarray(out["w2"]), w * 2)
+    assert float(out["n"]) == 6.0  # (Python control flow on a known value runs, as under JAX)
+    assert out["y"] == ember.core.ShapedArray((3, 2), np.float32)
+    assert "dot_general" in str(jaxpr) and debug.traced_for == "lazy_init" and "test_extend.py" in debug.func_src_info

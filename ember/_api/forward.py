@@ -14,7 +14,7 @@ from ember._api.caches import cache_for, call_with_fallback, compiled_outside_tr
 from ember._api.staging import fun_name, leaf_avals, stage_with_aux, with_outputs, wraps
 from ember._api.templates import transform_once
 from ember._api.vmap import vmap
-from ember._core import IR, ShapedArray, aval_of
+from ember._core import IR, ShapedArray, aval_of, eval_ir, stage_flat
 from ember._core import dtypes as dt
 from ember._core.pytree import (PyTreeDef, leaf_def, tree_flatten, tree_map, tree_structure, tree_unflatten,
                                 treedef_tuple)
@@ -132,9 +132,21 @@ class _LinearizePlan:
         self.num_outs = len(jir.outs) - len(float_template)
         self.out_tree = tree_structure(out_template)
         self.floats = [dt.is_inexact(a.dtype) for a in avals]
-        self.known, self.linear, _ = split_known(jir, [False] * len(avals) + [True] * sum(self.floats),
-                                                 self.num_outs)
+        unknown = [False] * len(avals) + [True] * sum(self.floats)
+        try:
+            self.known, self.linear, _ = split_known(jir, unknown, self.num_outs)
+        except ValueError:  # (an equation computes primal outputs from tangents too: a JAX-defined primitive's JVP
+            # rule binding one primitive on both, as equinox's loops do) the linear part reruns the whole forward
+            # IR from the primals, which are its residuals
+            self.known, self.linear = self._whole(jir, avals)
         self.irs = (self.known, self.linear)
+
+    def _whole(self, jir: IR, avals: Sequence[ShapedArray]) -> tuple[IR, IR]:
+        n, t_avals = self.num_outs, [a.strip_weak_type() for a, f in zip(avals, self.floats) if f]
+        known = stage_flat(lambda *ps: eval_ir(jir, list(ps) + [zeros(a) for a in t_avals])[:n] + list(ps),
+                           list(avals))
+        linear = stage_flat(lambda *args: eval_ir(jir, list(args))[n:], list(avals) + t_avals)
+        return known, linear
 
 
 def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:

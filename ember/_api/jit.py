@@ -65,7 +65,9 @@ def make_jaxpr(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()
     @wraps(fun)
     def make(*args: Any, **kwargs: Any) -> Any:
         traced = jitted.trace(*args, **kwargs)
-        return (traced.jaxpr, traced.out_info) if return_shape else traced.jaxpr
+        ir = traced.jaxpr  # (the caller's own IR, of plain lists, as JAX's ClosedJaxpr: not the cache's shared one)
+        ir = IR(ir.const_vars, ir.consts, ir.in_vars, ir.eqns, ir.outs, ir.out_tree)
+        return (ir, traced.out_info) if return_shape else ir
     return make
 
 

@@ -45,6 +45,7 @@ class ShapeDtypeStruct:
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
     ndim = property(lambda self: len(self.shape))
 
+    @property
     def aval(self) -> ShapedArray:
         """The ShapedArray of this struct (the dtype made canonical: float64 is float32 without x64)."""
         return ShapedArray(self.shape, dt.canonicalize_dtype(self.dtype), self.weak_type)
@@ -80,7 +81,7 @@ def _is_abstract(x: Any) -> bool:
 
 def abstractify(tree: Any) -> Any:
     """tree with its ShapeDtypeStructs and ShapedArrays replaced by placeholders that staging takes as arguments."""
-    return tree_map(lambda x: _Abstract(x.aval() if isinstance(x, ShapeDtypeStruct) else x) if _is_abstract(x)
+    return tree_map(lambda x: _Abstract(x.aval if isinstance(x, ShapeDtypeStruct) else x) if _is_abstract(x)
                     else x, tree, is_leaf=_is_abstract)
 
 
@@ -110,7 +111,7 @@ def donor_plan(in_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArray]
 
 def warn_unusable(name: str, unusable: Sequence[ShapedArray]) -> None:
     if unusable:
-        warnings.warn(f"{name}: some donated buffers were not usable: {', '.join(a.str_short() for a in unusable)} "
+        warnings.warn(f"{name}: Some donated buffers were not usable: {', '.join(a.str_short() for a in unusable)} "
                       "(no output of that shape and dtype, or not read); they are not donated", UserWarning,
                       stacklevel=5)
 
@@ -331,7 +332,7 @@ class Compiled(_RuntimeCompiled):
 def _short(info: Any) -> str:
     """f32[2] for a ShapeDtypeStruct, "a pytree" for a container of them."""
     if isinstance(info, ShapeDtypeStruct):
-        return info.aval().str_short()
+        return info.aval.str_short()
     return f"a pytree of {len(tree_flatten(info)[0])} arrays"
 
 

@@ -411,12 +411,16 @@ class custom_vjp:  # noqa: N801  (JAX's name)
                 if ct is None:
                     ct_leaves += [None] * arg_tree.num_leaves
                     continue
-                leaves_i, tree_i = tree_flatten(ct, is_leaf=lambda x: x is None or isinstance(x, SymbolicZero))
-                leaves_i = [None if isinstance(c, SymbolicZero) else c for c in leaves_i]
-                if tree_i != arg_tree:
+                try:  # (None, or a SymbolicZero, at a leaf of the argument: a zero; None where it has None)
+                    leaves_i = arg_tree.flatten_up_to(ct)
+                except ValueError:
+                    got = tree_structure(ct, is_leaf=lambda x: x is None or isinstance(x, SymbolicZero))
                     raise TypeError(f"{name}: bwd's cotangent {i} must have the structure of the argument "
-                                    f"{arg_tree}, got {tree_i}")
-                ct_leaves += leaves_i
+                                    f"{arg_tree}, got {got}") from None
+                if any(isinstance(c, list | tuple | dict) for c in leaves_i):
+                    raise TypeError(f"{name}: bwd's cotangent {i} must have the structure of the argument "
+                                    f"{arg_tree}, got {tree_structure(ct)}")
+                ct_leaves += [None if isinstance(c, SymbolicZero) else c for c in leaves_i]
             ct_leaves = [zeros(a.strip_weak_type()) if c is None else c for c, a in zip(ct_leaves, in_avals)]
             for i, (c, a) in enumerate(zip(ct_leaves, in_avals)):  # (inside a shard_map body: JAX's check)
                 if aval_of(c).vma - a.vma:

@@ -137,6 +137,11 @@ class Primitive:
         self.rules[kind] = rule
         return rule
 
+    def get_bind_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The params bind takes for an equation's params (JAX 0.10's method, used to bind an equation again):
+        ember's primitives take their sub-IRs as params, so the same."""
+        return params
+
     def mark(self, kind: str, reason: str, error: type[Exception] = NotImplementedError) -> None:
         """Declare that this primitive has no rule of this kind, and why (e.g. NOT_DIFFERENTIABLE); using the rule
         raises error (a subclass of NotImplementedError)."""

@@ -272,14 +272,25 @@ def module_text(arg_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArra
     donors = donors or [False] * len(arg_names)
     arg_shardings = arg_shardings or [None] * len(arg_names)
     out_shardings = out_shardings or [None] * len(out_names)
+    # A donated argument is aliased to the first output not yet taken of its type and sharding (as JAX pairs them:
+    # `tf.aliasing_output`, so XLA writes that output into the argument's buffer); one without such an output is
+    # only a donor (`jax.buffer_donor`: XLA may use it)
+    aliases: dict[int, int] = {}
+    for k, (donor, aval, sharding) in enumerate(zip(donors, arg_avals, arg_shardings)):
+        if donor:
+            i = next((i for i, (o, osh) in enumerate(zip(out_avals, out_shardings)) if i not in aliases.values()
+                      and o.shape == aval.shape and o.dtype == aval.dtype and osh == sharding), None)
+            if i is not None:
+                aliases[k] = i
 
-    def attrs(donor: bool, sharding: str | None) -> str:
-        found = (["jax.buffer_donor = true"] if donor else []) + (
+    def attrs(k: int | None, donor: bool, sharding: str | None) -> str:
+        found = ([f"tf.aliasing_output = {aliases[k]} : i32"] if k in aliases else
+                 ["jax.buffer_donor = true"] if donor else []) + (
             [f"mhlo.sharding = {quoted_text(sharding)}"] if sharding is not None else [])
         return " {" + ", ".join(found) + "}" if found else ""
-    args = ", ".join(f"{n}: {tensor_type(a)}" + attrs(d, sh)
-                     for n, a, d, sh in zip(arg_names, arg_avals, donors, arg_shardings))
-    results = ", ".join(tensor_type(a) + attrs(False, sh) for a, sh in zip(out_avals, out_shardings))
+    args = ", ".join(f"{n}: {tensor_type(a)}" + attrs(k, d, sh)
+                     for k, (n, a, d, sh) in enumerate(zip(arg_names, arg_avals, donors, arg_shardings)))
+    results = ", ".join(tensor_type(a) + attrs(None, False, sh) for a, sh in zip(out_avals, out_shardings))
     result_types = ", ".join(tensor_type(a) for a in out_avals)
     ret = f"    func.return {', '.join(out_names)} : {result_types}" if out_names else "    func.return"
     others = "".join(body.functions[name] for name in sorted(body.functions))

@@ -28,9 +28,16 @@ class _ArrayMeta(type):
     jit. Subclass checks are unchanged (issubclass(Tracer, Array) is False, as in JAX). Inside ember, a concrete
     device array is tested with `type(x) is Array` (isinstance of the exact class never reaches this method)."""
 
+    also: tuple[type, ...] = ()  # classes whose instances are Arrays too (ember.random's typed key arrays, as JAX's)
+
     def __instancecheck__(cls, x: Any) -> bool:
-        return type.__instancecheck__(cls, x) or (cls is Array and isinstance(x, Tracer)
-                                                  and type(x.aval) is not RefAval)
+        return type.__instancecheck__(cls, x) or (cls is Array and (
+            isinstance(x, Tracer) and type(x.aval) is not RefAval or isinstance(x, _ArrayMeta.also)))
+
+
+def register_array_type(kind: type) -> None:
+    """Make isinstance(x, ember.Array) true of kind's instances (a typed key array is a jax.Array in JAX)."""
+    _ArrayMeta.also += (kind,)
 
 
 class Array(ArrayMethods, metaclass=_ArrayMeta):

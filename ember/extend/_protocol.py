@@ -149,7 +149,7 @@ _PLATFORMS = {"gpu": "cuda", "cuda": "cuda", "rocm": "rocm", "cpu": "cpu", "tpu"
 
 def register_lowering(prim: _Primitive, rule: Any, platform: str | None = None, cacheable: bool = True) -> Any:
     """mlir.register_lowering: rule (from mlir.lower_fun) lowers prim, on platform only when one is named."""
-    if not isinstance(prim, Primitive):
+    if not issubclass(type(prim), Primitive):  # (not isinstance: every ember primitive is an instance, see below)
         raise TypeError(f"mlir.register_lowering: ember's own primitive {prim.name!r} has its lowering; only "
                         "primitives made with jax.extend.core.Primitive take one")
     if platform is None:
@@ -204,7 +204,14 @@ def _out_dim(dim: Any, out: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # The primitive
-class Primitive(_Primitive):
+class _PrimitiveType(type):
+    def __instancecheck__(cls, x: Any) -> bool:
+        # (every ember primitive is a jax.extend.core.Primitive, as every JAX primitive is one: libraries type the
+        # primitives of the equations they walk so; a subclass checks its own instances)
+        return isinstance(x, _Primitive) if cls is Primitive else type.__instancecheck__(cls, x)
+
+
+class Primitive(_Primitive, metaclass=_PrimitiveType):
     """A primitive defined the JAX way (jax.extend.core.Primitive): `p = Primitive("name")`, `p.def_impl(f)`,
     `p.def_abstract_eval(rule)`, `p.multiple_results = True` for a list of outputs, its other rules in the tables of
     jax.interpreters.ad, batching and mlir (see the module docstring); `p.bind(*arrays, **params)` applies it.
@@ -246,11 +253,6 @@ class Primitive(_Primitive):
 
     def is_effectful(self, params: Any = None) -> bool:
         return self.effectful
-
-    def get_bind_params(self, params: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
-        """(the functions bind takes, the params) of an equation's params, as JAX's: a primitive of this API binds
-        arrays and params only."""
-        return [], dict(params)
 
     # ember's rules, reading JAX's tables
     def _abstract_eval_rule(self, *avals: ShapedArray, **params: Any) -> Any:

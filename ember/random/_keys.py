@@ -25,6 +25,7 @@ from ember._core import aval_of
 from ember._core import dtypes as dt
 from ember._core.pytree import register_pytree_node
 from ember._prims import threefry2x32
+from ember._runtime.array import register_array_type
 from ember._api.sharding import takes_out_sharding
 
 IMPL = "threefry2x32"
@@ -152,6 +153,7 @@ class KeyArray:
 
 
 register_pytree_node(KeyArray, lambda k: ([k._data], None), lambda _, children: KeyArray(children[0]))
+register_array_type(KeyArray)  # (isinstance(key, ember.Array), as a typed key is a jax.Array)
 
 
 # ---------------------------------------------------------------------------------------------------------------

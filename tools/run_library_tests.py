@@ -1,12 +1,16 @@
-"""Run optax's own test suite (the *_test.py files of the installed optax) twice, on JAX and on ember through the
-drop-in (ember.as_jax, docs/as_jax.md), and print the counts side by side and the causes of ember's failures.
+"""Run a JAX library's own test suite twice, on JAX and on ember through the drop-in (ember.as_jax,
+docs/as_jax.md), and print the counts side by side and the causes of ember's failures.
 
-    python3 tools/run_optax_tests.py [--only jax|ember] [-n 2] [--files optax/_src/alias_test.py ...]
-        [-k EXPR] [--top 15] [--out /tmp/optax_tests] [--timeout 3600] [--regroup]
+    python3 tools/run_library_tests.py optax [--only jax|ember] [-n 2] [--files optax/_src/alias_test.py ...]
+        [-k EXPR] [--top 15] [--out DIR] [--timeout 3600] [--regroup]
+    python3 tools/run_library_tests.py equinox --source EQUINOX_CHECKOUT [same options; --files tests/test_nn.py]
 
-Each run is one pytest process (with pytest-xdist's `-n` workers; `-n 0` runs without xdist) on the same files
-with the same settings, in a scratch directory with an empty pytest.ini (neither ember's nor any other
-configuration applies); ember's run adds `-p ember.as_jax.pytest_plugin`, which installs the `jax` alias in
+optax: the *_test.py files of the installed optax, in a scratch directory with an empty pytest.ini (neither ember's
+nor any other configuration applies). equinox: the tests/ of a checkout of its source at the installed version's
+tag (`git clone -b v0.13.8 https://github.com/patrick-kidger/equinox`: the wheel has no tests), with equinox's own
+pytest configuration (its pyproject.toml: jaxtyping's import hook, warnings as errors) and its test extras (beartype,
+optax). Each run is one pytest process (with pytest-xdist's `-n` workers; `-n 0` runs without xdist) on the same
+files with the same settings; ember's run adds `-p ember.as_jax.pytest_plugin`, which installs the `jax` alias in
 pytest and in every xdist worker before a test module is imported. Collection errors do not stop a run
 (--continue-on-collection-errors). Results are read from pytest's JUnit XML.
 
@@ -14,12 +18,12 @@ Failure causes are ember's failed and erroring tests that pass on JAX (and its c
 their exception's type and the first line of its message, numbers, addresses and bracketed shapes or values
 blurred but quoted names kept (`... has no attribute 'x'` and `'y'` stay two causes; one cause met with other
 shapes or dtypes stays one); the most common first, with an example test.
-Everything goes to --out: <label>.xml and <label>.log per run, summary.json and summary.md.
+Everything goes to --out (default /tmp/<library>_tests): <label>.xml and <label>.log per run, summary.json and
+summary.md.
 
 Test dependencies: optax's tests import absl, numpy, scipy and (two files) flax and scikit-learn; install the ones
 missing with pip (`pip install flax scikit-learn`, keeping JAX's version: `-c` a constraints file with
-jax==<installed>). Under ember the two flax files fail to import (flax needs JAX's internals, `jax.core`), which
-shows as two collection errors.
+jax==<installed>).
 """
 from __future__ import annotations
 
@@ -41,21 +45,19 @@ PLUGIN = "ember.as_jax.pytest_plugin"
 OUTCOMES = ("passed", "failed", "errors", "skipped")
 
 
-def optax_dir() -> pathlib.Path:
-    spec = importlib.util.find_spec("optax")  # (finds it without importing optax, so without importing jax)
+def package_dir(library: str) -> pathlib.Path:
+    spec = importlib.util.find_spec(library)  # (finds it without importing it, so without importing jax)
     if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("optax is not installed (pip install optax)")
+        raise SystemExit(f"{library} is not installed (pip install {library})")
     return pathlib.Path(list(spec.submodule_search_locations)[0])
 
 
-def run(label: str, targets: list[str], site: pathlib.Path, out: pathlib.Path, workers: int, keyword: str | None,
-        timeout: float) -> dict:
+def run(label: str, targets: list[str], rootdir: pathlib.Path, ini: pathlib.Path, out: pathlib.Path, workers: int,
+        keyword: str | None, timeout: float) -> dict:
     """One pytest process over targets: its outcome per test id, failure messages, seconds, exit code."""
     xml = out / f"{label}.xml"
     xml.unlink(missing_ok=True)
-    ini = out / "pytest.ini"
-    ini.write_text("[pytest]\n")
-    cmd = [sys.executable, "-m", "pytest", *targets, "-c", str(ini), f"--rootdir={site}", "-p", "no:cacheprovider",
+    cmd = [sys.executable, "-m", "pytest", *targets, "-c", str(ini), f"--rootdir={rootdir}", "-p", "no:cacheprovider",
            "-q", "--continue-on-collection-errors", f"--junitxml={xml}", "-o", "junit_family=xunit1",
            "-W", "ignore::DeprecationWarning"]
     if workers:
@@ -141,30 +143,46 @@ def table(results: list[dict]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("library", choices=["optax", "equinox"])
+    parser.add_argument("--source", type=pathlib.Path, help="equinox: a checkout of its source at the tag of the "
+                        "installed version (its tests/ and pyproject.toml)")
     parser.add_argument("--only", choices=["jax", "ember"])
     parser.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers (0: no xdist)")
-    parser.add_argument("--files", nargs="*", default=[], help="test files, relative to optax's parent directory")
+    parser.add_argument("--files", nargs="*", default=[], help="test files, relative to optax's parent directory "
+                        "(optax) or to the checkout (equinox)")
     parser.add_argument("-k", dest="keyword", help="pytest's -k expression")
     parser.add_argument("--top", type=int, default=15, help="how many failure causes to list")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per run")
-    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("/tmp/optax_tests"))
+    parser.add_argument("--out", type=pathlib.Path, help="default: /tmp/<library>_tests")
     parser.add_argument("--regroup", action="store_true", help="run nothing: summarise --out's last results again")
     args = parser.parse_args()
+    args.out = args.out or pathlib.Path(f"/tmp/{args.library}_tests")
     args.out.mkdir(parents=True, exist_ok=True)
-    package = optax_dir()
-    site = package.parent
-    targets = [str(site / f) for f in args.files] or [str(package)]
-    version = importlib.metadata.version("optax")
+    if args.library == "optax":
+        package = package_dir("optax")
+        rootdir = package.parent
+        targets = [str(rootdir / f) for f in args.files] or [str(package)]
+        ini = args.out / "pytest.ini"
+        ini.write_text("[pytest]\n")
+    else:
+        if args.source is None or not (args.source / "tests").is_dir():
+            raise SystemExit("equinox: --source must be a checkout of equinox's source (with tests/ and "
+                             "pyproject.toml) at the installed version's tag")
+        rootdir = args.source.resolve()
+        targets = [str(rootdir / f) for f in args.files] or [str(rootdir / "tests")]
+        ini = rootdir / "pyproject.toml"
+    version = importlib.metadata.version(args.library)
     labels = [args.only] if args.only else ["jax", "ember"]
     results = json.loads((args.out / "summary.json").read_text()) if args.regroup else []
     for label in [] if args.regroup else labels:
-        print(f"running optax {version}'s tests on {label} ...", flush=True)
-        results.append(run(label, targets, site, args.out, args.workers, args.keyword, args.timeout))
+        print(f"running {args.library} {version}'s tests on {label} ...", flush=True)
+        results.append(run(label, targets, rootdir, ini, args.out, args.workers, args.keyword, args.timeout))
         counts = results[-1]["counts"]
         print(f"  {label}: " + ", ".join(f"{counts.get(o, 0)} {o}" for o in OUTCOMES)
               + f" in {results[-1]['seconds']:.0f} s", flush=True)
     by_label = {r["label"]: r for r in results}
-    text = [f"optax {version}'s tests ({', '.join(args.files) or 'all'}), -n {args.workers}", "", table(results)]
+    text = [f"{args.library} {version}'s tests ({', '.join(args.files) or 'all'}), -n {args.workers}", "",
+            table(results)]
     if "ember" in by_label:
         ember, jax = by_label["ember"], by_label.get("jax")
         failing = sum(1 for o in ember["tests"].values() if o in ("failed", "errors"))
