@@ -638,3 +638,20 @@ print(layer_sharded(x, weights, bias))
 def test_the_sharded_computation_tutorial_prints_what_jax_prints():
     out = check_python(SHARDED_COMPUTATION)
     assert out == (pathlib.Path(__file__).parent / "recorded" / "sharded_computation.txt").read_text()
+
+
+def test_pmap_traces_once_and_lowers():
+    """pmap stages the function once per signature (as JAX's), and `.lower(args).compile()` is its program."""
+    traces = []
+
+    def f(x, y):
+        traces.append(1)
+        return {"a": x * y, "b": ember.lax.psum(x, "i")}
+    g = ember.pmap(f, "i", in_axes=(0, None), out_axes={"a": 0, "b": None})
+    x = jnp.arange(2.0)
+    out = g(x, 3.0)
+    assert len(traces) == 1 and np.asarray(out["a"]).tolist() == [0.0, 3.0] and float(out["b"]) == 1.0
+    g(x, 4.0)
+    assert len(traces) == 1
+    compiled = g.lower(x, 3.0).compile()
+    assert np.asarray(compiled(x, 3.0)["a"]).tolist() == [0.0, 3.0]

@@ -175,3 +175,18 @@ def test_unmapped_python_values_reach_the_function_as_they_are():
     np.testing.assert_allclose(np.asarray(ember.vmap(lambda x, y: x * y, in_axes=(0, None))(enp.ones(2), 3.0)), [3, 3])
     with pytest.raises(ValueError, match="vmap"):
         ember.vmap(lambda x, n: x * n, in_axes=(0, 0))(enp.ones(2), 3)
+
+
+def test_transformed_callables_keep_their_attributes():
+    """As JAX's wraps: vmap, grad, jacfwd, jacrev of a callable object carry its attributes (equinox reads a
+    module's fields through vmap(module))."""
+    class Scale:
+        def __init__(self):
+            self.k, self.__name__ = 3.0, 7  # (a __name__ that is not a string is left out, not an error)
+
+        def __call__(self, x):
+            return x * self.k
+    m = Scale()
+    for transform in (ember.vmap, ember.grad, ember.jacfwd, ember.jacrev):
+        assert transform(m).k == 3.0
+    assert float(ember.grad(m)(1.0)) == 3.0 and np.asarray(ember.vmap(m)(np.ones(2, np.float32))).tolist() == [3, 3]

@@ -59,7 +59,7 @@ def run(label: str, targets: list[str], rootdir: pathlib.Path, ini: pathlib.Path
     xml.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "pytest", *targets, "-c", str(ini), f"--rootdir={rootdir}", "-p", "no:cacheprovider",
            "-q", "--continue-on-collection-errors", f"--junitxml={xml}", "-o", "junit_family=xunit1",
-           "-W", "ignore::DeprecationWarning"]
+           "-W", "ignore::DeprecationWarning", "-p", "no:benchmark"]  # (pytest-benchmark warns under xdist)
     if workers:
         cmd += ["-n", str(workers)]
     if keyword:

@@ -61,7 +61,7 @@ def custom_gradient(fun: Callable[..., Any]) -> Callable[..., Any]:
                             f"{type(result).__name__}")
         return result
 
-    @wraps(fun, updated=('__dict__',))
+    @wraps(fun)
     def primal(*args: Any) -> Any:
         return answer(*args)[0]
 
@@ -81,7 +81,7 @@ def custom_gradient(fun: Callable[..., Any]) -> Callable[..., Any]:
 
     wrapped.defvjp(fwd, bwd)
 
-    @wraps(fun, updated=('__dict__',))
+    @wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
         if kwargs:
             raise TypeError(f"{name}: pass the arguments by position (got keywords {sorted(kwargs)})")

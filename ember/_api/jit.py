@@ -138,7 +138,7 @@ class Jitted:
         self._log = CompileLog()  # hits, misses, the last compiled signature (explained cache misses)
         self.in_shardings, self.out_shardings = check_shardings(self.name, in_shardings, out_shardings)
         self.inline = bool(inline)
-        wraps(fun)(self)  # (not __dict__: copying it could clobber our attributes)
+        wraps(fun, updated=())(self)  # (not __dict__: copying it could clobber our attributes)
 
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
         if not self.static_argnums and not self.static_argnames:

@@ -9,12 +9,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ember._api.jit import eval_shape, jit
-from ember._api.stages import ShapeDtypeStruct
+from ember._api.jit import jit
 from ember._api.staging import as_tuple, broadcast_prefix, fun_name, wraps
-from ember._control.shard_map import shard_map
+from ember._control.shard_map import SpecsAfterStaging, shard_map
 from ember._core import aval_of
-from ember._core.axes import axis_frame
 from ember._core.pytree import tree_flatten
 from ember._core.sharding import Mesh, PartitionSpec
 from ember._prims.lax_helpers import expand_dims, squeeze
@@ -38,7 +36,8 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
     axis = axis_name if axis_name is not None else "_pmap"
     programs: dict[Any, Callable[..., Any]] = {}
 
-    def mapped(*args: Any) -> Any:
+    def program_for(args: tuple[Any, ...]) -> tuple[Any, list[Any]]:
+        """The jitted program of the arguments' signature (made once per signature), and their dynamic leaves."""
         n_args = len(args)
         static_pos = {i % n_args for i in statics if -n_args <= i < n_args}
         dynamic = tuple(a for i, a in enumerate(args) if i not in static_pos)
@@ -62,10 +61,20 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
         if program is None:
             program = programs[key] = _program(fun, name, axis, Mesh(np.array(chosen, dtype=object), (axis,)),
                                                axes, out_axes, in_tree, static_pos, n_args, static_values)
+        return program, leaves
+
+    def mapped(*args: Any) -> Any:
+        program, leaves = program_for(args)
         return program(*leaves)
 
-    wraps(fun, updated=('__dict__',))(mapped)
+    def lower(*args: Any) -> Any:
+        """The program for these arguments, lowered (as jax.pmap(f).lower): .compile() and call it with them."""
+        program, leaves = program_for(args)
+        return program.lower(*leaves)
+
+    wraps(fun)(mapped)
     mapped.__name__ = f"pmap({name})"  # type: ignore[attr-defined]
+    mapped.lower = lower  # type: ignore[attr-defined]
     return mapped
 
 
@@ -99,22 +108,23 @@ def _program(fun: Callable[..., Any], name: str, axis: Any, mesh: Mesh, axes: li
         return fun(*[next(statics) if i in static_pos else next(dynamic) for i in range(n_args)])
 
     def run(*leaves: Any) -> Any:
-        # the results' structure (fun staged on one member's shapes), to match out_axes to them
-        members = [x if a is None else ShapeDtypeStruct(x.shape[:a] + x.shape[a + 1:], x.dtype)
-                   for x, a in zip(leaves, axes)]
-        with axis_frame([(axis, mesh.size)]):
-            tree = tree_flatten(eval_shape(lambda *m: call_fun(list(m)), *members))[1]
-        per_out = broadcast_prefix(f"pmap({name})", "out_axes", out_axes, tree.unflatten(range(tree.num_leaves)))
+        staged: dict[str, Any] = {}  # the results' structure and their out_axes, found when fun is staged (once)
 
         def body(*blocks: Any) -> list[Any]:
-            out_leaves = tree_flatten(call_fun([b if a is None else squeeze(b, (0,)) for b, a in zip(blocks, axes)]))[0]
+            out_leaves, tree = tree_flatten(call_fun([b if a is None else squeeze(b, (0,))
+                                                      for b, a in zip(blocks, axes)]))
+            staged["tree"] = tree
+            staged["per_out"] = per_out = broadcast_prefix(f"pmap({name})", "out_axes", out_axes,
+                                                           tree.unflatten(range(tree.num_leaves)))
             # an unmapped result (out_axes None) is the same on every device, as pmap requires of it
             return [y if a is None else expand_dims(y, (0,)) for y, a in zip(out_leaves, per_out)]
         specs = tuple(PartitionSpec() if a is None else PartitionSpec(axis) for a in axes)
         fronted = [x if a is None else moveaxis(x, a, 0) for x, a in zip(leaves, axes)]
-        out_specs = [PartitionSpec() if a is None else PartitionSpec(axis) for a in per_out]
+        out_specs = SpecsAfterStaging(lambda _: [PartitionSpec() if a is None else PartitionSpec(axis)
+                                                 for a in staged["per_out"]])
         # (check_vma=False, as JAX's pmap: its values carry no varying-axes types)
         outs = shard_map(body, mesh=mesh, in_specs=specs, out_specs=out_specs, check_vma=False)(*fronted)
+        tree, per_out = staged["tree"], staged["per_out"]
         for i, (y, a) in enumerate(zip(outs, per_out)):
             if a is not None and not -y.ndim <= a < y.ndim:
                 raise ValueError(f"pmap({name}): out_axes {a} is out of range for result {i}, of rank {y.ndim - 1} "

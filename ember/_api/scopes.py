@@ -43,7 +43,7 @@ def named_call(fun: Callable[..., Any], *, name: str | None = None) -> Callable[
     if not isinstance(scope_name, str):
         raise TypeError(f"ember.named_call: name must be a string, got {scope_name!r}")
 
-    @wraps(fun, updated=('__dict__',))
+    @wraps(fun)
     def named(*args: Any, **kwargs: Any) -> Any:
         with named_scope(scope_name):
             return fun(*args, **kwargs)

@@ -126,7 +126,7 @@ def auto_axes(fun: Callable[..., Any] | None = None, /, *, axes: Any = None, out
     if fun is None:
         return lambda f: auto_axes(f, axes=axes, out_sharding=out_sharding)
 
-    @wraps(fun, updated=('__dict__',))
+    @wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
         target = _required(out_sharding, kwargs, "out_sharding")
         meshes = _mesh_with("auto_axes", axes, AxisType.Auto, _explicit_mesh(tree_leaves(args)))
@@ -143,7 +143,7 @@ def explicit_axes(fun: Callable[..., Any] | None = None, /, *, axes: Any = None,
     if fun is None:
         return lambda f: explicit_axes(f, axes=axes, in_sharding=in_sharding)
 
-    @wraps(fun, updated=('__dict__',))
+    @wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
         target = _required(in_sharding, kwargs, "in_sharding")
         meshes = _mesh_with("explicit_axes", axes, AxisType.Explicit, None)
@@ -184,7 +184,7 @@ def takes_out_sharding(api: str) -> Callable[[Callable[..., Any]], Callable[...,
     as out_sharding says (a Sharding, or a PartitionSpec over the current mesh), by a reshard of what it computes
     (so its values never depend on it)."""
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        @wraps(fn, updated=('__dict__',))
+        @wraps(fn)
         def call(*args: Any, out_sharding: Any = None, **kwargs: Any) -> Any:
             out = fn(*args, **kwargs)
             return out if out_sharding is None else reshard(out, resolve(api, out_sharding))

@@ -20,10 +20,11 @@ from ember._core.pytree import (PyTreeDef, keystr, prefix_entries, register_pytr
                                 tree_flatten_with_path, tree_map, tree_structure)
 
 
-def wraps(fun: Any, updated: Sequence[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """functools.wraps(fun, updated=updated) for any callable: an attribute fun lacks, or holds in a form a function
-    cannot take (a callable object's `__name__` that is not a string: an equinox Module's field), is left out, as
-    JAX's transformations leave it."""
+def wraps(fun: Any, updated: Sequence[str] = ("__dict__",)) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """functools.wraps(fun) for any callable, as JAX's transformations wrap functions: fun's attributes (its
+    `__dict__`: an equinox Module's fields, so `vmap(module).field` reads it) are copied too, and an attribute fun
+    lacks, or holds in a form a function cannot take (a callable object's `__name__` that is not a string), is left
+    out. updated=() copies no `__dict__` (jit's object keeps its own attributes)."""
     def decorate(wrapper: Callable[..., Any]) -> Callable[..., Any]:
         for attr in functools.WRAPPER_ASSIGNMENTS:
             try:
@@ -31,7 +32,10 @@ def wraps(fun: Any, updated: Sequence[str] = ()) -> Callable[[Callable[..., Any]
             except (AttributeError, TypeError):
                 pass
         for attr in updated:
-            getattr(wrapper, attr).update(getattr(fun, attr, {}))
+            try:
+                getattr(wrapper, attr).update(getattr(fun, attr, {}))
+            except (AttributeError, TypeError):
+                pass
         wrapper.__wrapped__ = fun  # type: ignore[attr-defined]
         return wrapper
     return decorate

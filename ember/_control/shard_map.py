@@ -381,9 +381,20 @@ def _is_spec(x: Any) -> bool:
     return x is None or isinstance(x, PartitionSpec)
 
 
+class SpecsAfterStaging:
+    """out_specs that are known once f is staged (pmap's: from the out_axes its results' structure gives), as
+    specs(results' structure template) -> specs: one staging of f, not a first one to find that structure."""
+    __slots__ = ("specs",)
+
+    def __init__(self, specs: Callable[[Any], Any]):
+        self.specs = specs
+
+
 def _prefix_specs(api: str, what: str, prefix: Any, tree: Any) -> list[PartitionSpec]:
     """One PartitionSpec per leaf of tree, from prefix (a spec, or a tree prefix of tree holding specs; None
     stands for P(): not split)."""
+    if isinstance(prefix, SpecsAfterStaging):
+        prefix = prefix.specs(tree)
     try:
         entries = prefix_entries(prefix, tree, _is_spec)
     except ValueError as err:
