@@ -29,7 +29,7 @@ _FUNCTIONS_NOT_IN_JAX_LAX = frozenset({"threefry2x32", "checkpoint", "checkpoint
 # ember's select takes a predicate, keeps threefry2x32_p and random_gamma_grad_p outside jax.lax, and the custom
 # rules and remat in its core.
 _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_grad", "custom_jvp_call",
-                                        "custom_vjp_call", "remat", "name",  # (jax.ad_checkpoint.name_p)
+                                        "custom_vjp_call", "custom_lin", "remat", "name",  # (jax.ad_checkpoint.name_p)
                                         # mutable array references (jax.ref's, ember.ref):
                                         "new_ref", "ref_get", "ref_swap", "freeze",
                                         # host callbacks (jax.pure_callback, io_callback, debug.callback):

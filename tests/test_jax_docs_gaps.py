@@ -127,6 +127,25 @@ def test_jvp_of_a_custom_vjp_function_is_a_type_error():
         np.testing.assert_allclose(float(lib.grad(f)(1.0)), np.cos(1.0), rtol=1e-6)  # reverse mode is fine
 
 
+def test_linearize_of_a_custom_vjp_function_as_jax():
+    """JAX's linearize of a custom_vjp function works until its linear function is evaluated: transposing it applies
+    bwd (so vjp through linearize, as equinox's checkpointed loops do); under vmap too; evaluating it, or jvp, is
+    the error. ember's custom_lin (the tangents, known only to reverse mode) is that."""
+    xs = np.array([0.5, 1.0, 2.0], np.float32)
+    for lib, np_ in LIBS:
+        f = lib.custom_vjp(lambda x: np_.sin(x))
+        f.defvjp(lambda x: (np_.sin(x), np_.cos(x)), lambda c, g: (3.0 * g * c,))  # (bwd: 3 cos, not cos)
+        y, lin = lib.linearize(f, 1.0)
+        np.testing.assert_allclose(float(y), np.sin(1.0), rtol=1e-6)
+        np.testing.assert_allclose(float(lib.linear_transpose(lin, 1.0)(1.0)[0]), 3 * np.cos(1.0), rtol=1e-6)
+        with pytest.raises(TypeError, match="custom_vjp"):
+            lin(1.0)
+        batched = lib.vmap(lambda x: lib.linear_transpose(lib.linearize(f, x)[1], x)(np.float32(2))[0])(xs)
+        np.testing.assert_allclose(np.asarray(batched), 6 * np.cos(xs), rtol=1e-6)
+        g = lib.grad(lambda x: lib.linear_transpose(lib.linearize(f, x)[1], x)(1.0)[0])(1.0)
+        np.testing.assert_allclose(float(g), -3 * np.sin(1.0), rtol=1e-6)  # (bwd at the residual, differentiated)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The function vjp returns is a pytree (a Partial over the residuals): jit takes it as an argument
 def test_vjp_function_is_a_pytree_jit_takes():

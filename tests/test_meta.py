@@ -55,7 +55,13 @@ _REF_TESTS = ("tests/test_refs.py", ["test_the_ir_shows_the_references_and_their
                                      "test_rules_of_the_reference_primitives", "test_grad_of_functions_using_refs",
                                      "test_plumbing_refs_along_for_the_ride_under_grad",
                                      "test_vmap_over_ref_arguments_and_internal_refs", "test_errors_as_jax"])
-TESTED_IN_OWN_MODULE = {"new_ref": _REF_TESTS, "ref_get": _REF_TESTS, "ref_swap": _REF_TESTS, "freeze": _REF_TESTS,
+# custom_lin (the tangents of a custom_vjp call in forward mode, which only reverse mode computes) is made by
+# custom_vjp_call's jvp rule; a Case of custom_vjp_call with forward=False checks that running it is the error.
+_CUSTOM_LIN_TESTS = ("tests/test_jax_docs_gaps.py", ["test_jvp_of_a_custom_vjp_function_is_a_type_error",
+                                                     "test_linearize_of_a_custom_vjp_function_as_jax"])
+FORWARD_MODE_ERROR_AT_RUN_TIME = {"custom_vjp_call"}
+TESTED_IN_OWN_MODULE = {"custom_lin": _CUSTOM_LIN_TESTS,
+                        "new_ref": _REF_TESTS, "ref_get": _REF_TESTS, "ref_swap": _REF_TESTS, "freeze": _REF_TESTS,
                         "check": ("tests/test_checkify.py", ["test_check_rules_under_every_transformation",
                                                               "test_check_outside_checkify"])}
 
@@ -73,7 +79,9 @@ def test_primitive_has_rule_and_test(name, kind):
     assert cases, f"primitive {name} has no Case in tests/prims/test_*.py"
     has_rule, mark = kind in prim.rules, prim.marks.get(kind)
     assert has_rule != (mark is not None), f"primitive {name} needs exactly one of a {kind} rule or a mark"
-    if has_rule:
+    if has_rule and kind == "jvp" and name in FORWARD_MODE_ERROR_AT_RUN_TIME:
+        assert any(c.grad and not c.forward for c in cases), f"primitive {name}: no case checks its forward error"
+    elif has_rule:
         assert TESTED_BY[kind](prim, cases), f"primitive {name}'s {kind} rule has no test case"
     else:
         assert mark in MARKS_TESTED_BY, f"primitive {name} is marked {mark!r} for {kind}, which nothing tests"

@@ -231,3 +231,24 @@ def test_einsum(spec, shapes):
                                      argnums=tuple(range(len(arrays))))(*arrays))
     for a, b in zip(g, jg):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10)
+
+
+def test_operators_defer_to_operands_they_do_not_know():
+    """As JAX's: an array operator returns NotImplemented for an operand that is not an array or a number, so
+    Python asks the other operand (its __radd__, __rpow__, __eq__) and otherwise raises its TypeError."""
+    class Other:
+        def __radd__(self, x):
+            return "radd"
+
+        def __rpow__(self, x):
+            return "rpow"
+
+        def __rmatmul__(self, x):
+            return "rmatmul"
+    x = enp.ones(2)
+    assert (x + Other(), x ** Other(), x @ Other()) == ("radd", "rpow", "rmatmul")
+    assert (x == Other()) is False and (x != "a") is True
+    with pytest.raises(TypeError, match="unsupported operand"):
+        x + [1, 2]  # (JAX's too: a list is not an array)
+    assert np.asarray(x + np.float32(1)).tolist() == [2, 2] and np.asarray(2 ** x).tolist() == [2, 2]
+    assert float(ember.jit(lambda v: (v * 2 - 1 / v)[0])(x)) == 1.0

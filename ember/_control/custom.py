@@ -142,7 +142,65 @@ custom_vjp_call_p.none_cotangents = True  # (its bwd receives zeros, or JAX's Sy
 KEEPS_REFS.add(custom_vjp_call_p)  # (a Ref it takes stays one through hoisting: bwd may write it, as JAX's stash)
 custom_vjp_call_p.def_rule("abstract_eval", lambda *avals, fun_ir, num_consts, fwd, bwd: _outs_of(fun_ir))
 custom_vjp_call_p.def_rule("lowering", _lower_inline)
-custom_vjp_call_p.mark("jvp", CUSTOM_VJP_NO_FORWARD_MODE, error=ForwardModeOfCustomVjpError)
+
+
+@custom_vjp_call_p.def_rule("jvp")
+def _custom_vjp_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, fun_ir: IR, num_consts: int, fwd: FlatRule,
+                    bwd: FlatRule) -> tuple[list[Any], list[Any]]:
+    """Forward mode of a custom_vjp call, as JAX's: the outputs are fwd's, their tangents a custom_lin of fwd's
+    residuals and the arguments' tangents, which only reverse mode can compute (by transposing it: bwd). So
+    linearize works, and linearize followed by vjp or linear_transpose gives bwd's cotangents; evaluating the tangents
+    (jvp, the linear function linearize returns) is JAX's error then."""
+    args = list(primals[num_consts:])
+    outs, residuals = fwd(args, [t is not None for t in tangents[num_consts:]])
+    ts = [zeros(aval_of(a).strip_weak_type()) if t is None else t for a, t in zip(args, tangents[num_consts:])]
+    out_avals = tuple(a.strip_weak_type() for a in fun_ir.out_avals)
+    touts = custom_lin_p.bind(*residuals, *ts, num_res=len(residuals), bwd=bwd, out_avals=out_avals)
+    return list(outs), [t if dt.is_inexact(a.dtype) else None for t, a in zip(touts, out_avals)]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# custom_lin(residuals..., tangents...; num_res, bwd, out_avals): the output tangents of a custom_vjp call in
+# forward mode (JAX's custom_lin): linear in the tangents, known only through its transpose, bwd at the residuals.
+# Running it is forward-mode differentiation of a custom_vjp function, JAX's error (its lowering, so at run time:
+# a tangent nothing reads is dropped before); reverse mode transposes it.
+custom_lin_p = Primitive("custom_lin", multiple_results=True, own_sharding=True)  # (out_avals are typed)
+custom_lin_p.none_cotangents = True  # (bwd receives zeros, or JAX's SymbolicZero, for them)
+custom_lin_p.def_rule("abstract_eval", lambda *avals, num_res, bwd, out_avals: list(out_avals))
+custom_lin_p.mark("jvp", CUSTOM_VJP_NO_FORWARD_MODE, error=ForwardModeOfCustomVjpError)
+
+
+@custom_lin_p.def_rule("lowering")
+def _custom_lin_lowering(ctx: LoweringContext, *operands: str, num_res: int, bwd: FlatRule,
+                         out_avals: tuple[ShapedArray, ...]) -> list[str]:
+    raise ForwardModeOfCustomVjpError(f"forward-mode differentiation of primitive 'custom_vjp_call': "
+                                      f"{CUSTOM_VJP_NO_FORWARD_MODE} (its tangents are known only to reverse mode: "
+                                      "linearize it and transpose, or use grad/vjp)")
+
+
+@custom_lin_p.def_rule("vjp")
+def _custom_lin_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, num_res: int,
+                    bwd: FlatRule, out_avals: tuple[ShapedArray, ...]) -> list[Any]:
+    if any(needs[:num_res]):
+        raise NotImplementedError("reverse mode through the residuals of a custom_vjp function's linearization (a "
+                                  "derivative of its bwd rule, from forward mode) is not supported")
+    in_cts = bwd(list(ins[:num_res]), list(cts))
+    return [None] * num_res + [c if need else None for c, need in zip(in_cts, needs[num_res:])]
+
+
+@custom_lin_p.def_rule("batching")
+def _custom_lin_batching(args: list[Any], dims: list[BatchDim], *, num_res: int, bwd: FlatRule,
+                         out_avals: tuple[ShapedArray, ...]) -> tuple[list[Any], list[BatchDim]]:
+    size = batch_size(args, dims)
+    args = _at_front(args, dims, size)
+    bwd_flat = _batched_rule(lambda res, cts: (bwd(res, cts),), size, "custom_vjp bwd")
+
+    def bwd_b(res: list[Any], cts: list[Any]) -> list[Any]:
+        return bwd_flat(res, [zeros(a.update(shape=(size,) + a.shape)) if c is None else c
+                              for c, a in zip(cts, out_avals)])[0]
+    outs = custom_lin_p.bind(*args, num_res=num_res, bwd=bwd_b,
+                             out_avals=tuple(a.update(shape=(size,) + a.shape) for a in out_avals))
+    return outs, [0] * len(out_avals)
 
 
 @custom_vjp_call_p.def_rule("vjp")

@@ -7,9 +7,9 @@ from typing import Any
 import numpy as _np
 
 from ember import _prims as lax
-from ember._core import aval_of, install_array_methods
+from ember._core import ArrayMethods, Literal, aval_of, install_array_methods
 from ember._core import dtypes as dt
-from ember._runtime.array import device_put
+from ember._runtime.array import Array, device_put
 
 from ember._numpy.indexing import _getitem, _IndexUpdateHelper
 from ember._numpy.creation import copy
@@ -141,5 +141,29 @@ _METHODS.update({
     "prod": prod, "ptp": ptp, "repeat": repeat, "diagonal": diagonal, "trace": trace, "round": round_,
     "conj": conj, "conjugate": conj, "real": property(real), "imag": property(imag), "view": _method_view,
 })
+_BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "divmod", "pow", "matmul", "and", "or", "xor",
+           "lshift", "rshift")
+_DEFERRING = [f"__{op}__" for op in _BINARY] + [f"__r{op}__" for op in _BINARY] + [
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"]
+
+
+def _accepted(other: Any) -> bool:
+    """An operand an array operator computes with (as JAX's): an array (ember's, numpy's, one with __jax_array__),
+    a number or a numpy scalar. Anything else makes the operator return NotImplemented, so that Python asks the
+    other operand (its __radd__, __rpow__, ...: a library's own types, such as equinox's ω) and, failing that,
+    raises its TypeError."""
+    return isinstance(other, _ACCEPTED) or hasattr(other, "__jax_array__")
+
+
+def _deferring(name: str, method: Any) -> Any:
+    def deferring(self: Any, other: Any) -> Any:
+        return method(self, other) if _accepted(other) else NotImplemented
+    deferring.__name__ = name
+    return deferring
+
+
+# (Array: typed key arrays too; Literal: a scalar of an IR, which evaluating an IR passes as it is)
+_ACCEPTED = (int, float, complex, _np.ndarray, _np.generic, ArrayMethods, Array, Literal)
+_METHODS.update({name: _deferring(name, _METHODS[name]) for name in _DEFERRING})
 # Array defines its own __len__ and __iter__ (on concrete values), which take precedence over these.
 install_array_methods({**_METHODS, "__len__": _tracer_len, "__iter__": _tracer_iter})
