@@ -148,6 +148,17 @@ def test_linearize_of_a_custom_vjp_function_as_jax():
 
 # ---------------------------------------------------------------------------------------------------------------
 # The function vjp returns is a pytree (a Partial over the residuals): jit takes it as an argument
+def test_linearize_function_is_a_pytree_jit_takes():
+    """As JAX's: the linear function linearize returns is a Partial over its residuals, so a jitted function takes
+    it as an argument (equinox passes it through filter_jit)."""
+    x = RNG.standard_normal(3).astype(np.float32)
+    for lib, np_ in LIBS:
+        y, lin = lib.linearize(lambda v: np_.sin(v) * 2, x)
+        t = np.ones(3, np.float32)
+        np.testing.assert_allclose(np.asarray(lib.jit(lambda f, t: f(t))(lin, t)), 2 * np.cos(x), rtol=1e-6)
+        assert lib.tree_util.tree_leaves(lin)  # (the residuals are its leaves)
+
+
 def test_vjp_function_is_a_pytree_jit_takes():
     x = RNG.standard_normal((2, 3)).astype(np.float32)
     w = RNG.standard_normal((3, 4)).astype(np.float32)

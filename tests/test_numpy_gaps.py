@@ -290,3 +290,13 @@ def test_where_forms():
 def test_quantile_weights_are_refused_not_ignored(name):
     with pytest.raises(NotImplementedError, match="weights"):
         getattr(enp, name)(np.arange(4.0), 0.5, method="inverted_cdf", weights=np.ones(4))
+
+
+def test_full_of_a_python_number_is_weakly_typed_as_jax():
+    """jnp.full(shape, a Python number) is weakly typed, as JAX's (so jnp.where(c, jnp.full((), nan), bf16) stays
+    bfloat16: optax's schedule_free in low precision); a numpy scalar or a dtype= makes it strong."""
+    for value in (np.nan, 1, 2.5, True, 1 + 2j):
+        got, want = enp.full((2,), value), jnp.full((2,), value)
+        assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type), value
+    assert not enp.full((2,), np.float32(1)).weak_type and not enp.full((2,), 1.0, dtype=np.float32).weak_type
+    assert enp.where(True, enp.full((), np.nan), enp.ones((), enp.bfloat16)).dtype == enp.bfloat16

@@ -16,8 +16,8 @@ from ember._api.templates import transform_once
 from ember._api.vmap import vmap
 from ember._core import IR, ShapedArray, aval_of, eval_ir, stage_flat
 from ember._core import dtypes as dt
-from ember._core.pytree import (PyTreeDef, leaf_def, tree_flatten, tree_map, tree_structure, tree_unflatten,
-                                treedef_tuple)
+from ember._core.pytree import (Partial, PyTreeDef, leaf_def, tree_flatten, tree_map, tree_structure,
+                                tree_unflatten, treedef_tuple)
 from ember._prims import reshape, slice_in_dim
 from ember._prims.shape import zeros
 from ember._transforms.jvp import jvp_ir
@@ -164,17 +164,38 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
     out = plan.out_tree.unflatten(results[:plan.num_outs])
     residuals = results[plan.num_outs:]
 
-    def f_jvp(*tangents: Any) -> Any:
-        t_leaves, t_tree = tree_flatten((tangents, {}))
-        if t_tree != in_tree:
-            raise TypeError(f"{name}: tangents must have the structure of the primals {in_tree}, got {t_tree}")
-        for i, (t, a) in enumerate(zip(t_leaves, avals)):
-            _tangent_aval(name, t, a, i)
-        float_tangents = run(plan.linear, list(residuals) + [t for t, f in zip(t_leaves, plan.floats) if f],
-                             f"{name}.linear")
-        return _with_float0(out, float_tangents)
+    return out, Partial(_Linearized(name, plan, run, in_tree, avals), tuple(residuals), out)
 
-    return out, f_jvp
+
+class _Linearized:
+    """The static part of the function linearize returns, a Partial over the residuals and the outputs (its leaves,
+    as JAX's, so that jit can take it as an argument): (residuals, outputs, *tangents) -> the output tangents. Two
+    are equal when made from one cached plan for the same primal types."""
+    __slots__ = ("name", "plan", "run", "in_tree", "avals")
+
+    def __init__(self, name: str, plan: _LinearizePlan, run: Callable[..., list[Any]], in_tree: PyTreeDef,
+                 avals: tuple[ShapedArray, ...]):
+        self.name, self.plan, self.run, self.in_tree, self.avals = name, plan, run, in_tree, avals
+
+    def _key(self) -> tuple[Any, ...]:
+        return self.name, self.plan, self.run, self.in_tree, self.avals
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Linearized) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __call__(self, residuals: tuple[Any, ...], out: Any, *tangents: Any) -> Any:
+        name, plan = self.name, self.plan
+        t_leaves, t_tree = tree_flatten((tangents, {}))
+        if t_tree != self.in_tree:
+            raise TypeError(f"{name}: tangents must have the structure of the primals {self.in_tree}, got {t_tree}")
+        for i, (t, a) in enumerate(zip(t_leaves, self.avals)):
+            _tangent_aval(name, t, a, i)
+        float_tangents = self.run(plan.linear, list(residuals) + [t for t, f in zip(t_leaves, plan.floats) if f],
+                                  f"{name}.linear")
+        return _with_float0(out, float_tangents)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -70,12 +70,39 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
     def lower(*args: Any) -> Any:
         """The program for these arguments, lowered (as jax.pmap(f).lower): .compile() and call it with them."""
         program, leaves = program_for(args)
-        return program.lower(*leaves)
+        return _Lowered(program.lower(*leaves), program_for)
 
     wraps(fun)(mapped)
     mapped.__name__ = f"pmap({name})"  # type: ignore[attr-defined]
     mapped.lower = lower  # type: ignore[attr-defined]
     return mapped
+
+
+class _Lowered:
+    """pmap(f).lower(*args): the program's Lowered (as_text, ...), whose compile() is called with the arguments as
+    pmap(f) is (not the program's leaves)."""
+
+    def __init__(self, lowered: Any, program_for: Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]):
+        self._lowered, self._program_for = lowered, program_for
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lowered, name)
+
+    def compile(self, *args: Any, **kwargs: Any) -> "_Compiled":
+        return _Compiled(self._lowered.compile(*args, **kwargs), self._program_for)
+
+
+class _Compiled:
+    """pmap(f).lower(*args).compile(): called with arguments of the signature it was lowered for."""
+
+    def __init__(self, compiled: Any, program_for: Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]):
+        self._compiled, self._program_for = compiled, program_for
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._compiled, name)
+
+    def __call__(self, *args: Any) -> Any:
+        return self._compiled(*self._program_for(args)[1])
 
 
 def _in_axes(name: str, in_axes: Any, args: tuple[Any, ...], static_pos: set[int]) -> list[int | None]:

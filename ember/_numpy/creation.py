@@ -81,6 +81,8 @@ def _placed(out: Any, device: Any, out_sharding: Any, op: str) -> Any:
 def _full(shape: Any, fill_value: Any, dtype: _np.dtype | None = None) -> Any:
     shape = static_ints("full", "shape", shape)
     fill = _as_operand(fill_value)
+    if dtype is None and is_python_scalar(fill):
+        return lax.full(shape, fill)  # (weakly typed, as JAX's: a Python number's type is weak)
     if dtype is None:
         dtype = dt.dtype_and_weak(fill)[0]
     if not is_python_scalar(fill) and aval_of(fill).shape != ():
