@@ -99,8 +99,22 @@ def test_the_lowered_text_parses_back_and_compiles():
     assert executable.num_outputs == 1
     with pytest.raises(ValueError, match="dialect"):
         lowered.as_text(dialect="hlo")
-    with pytest.raises(NotImplementedError, match="compiler_options"):
-        lowered.compile(compiler_options={"xla_cpu_enable_fast_math": True})
+
+
+
+def test_compiler_options_are_xla_options_of_one_compile():
+    """As JAX's: compile(compiler_options=...) passes XLA options to this compile (an option of another platform
+    is accepted, as XLA's debug options are one set); an unknown option is JAX's JaxRuntimeError."""
+    lowered = ember.jit(lambda p, x: layer(enp, p, x, 2.0)).lower(PARAMS, X)
+    want = np.asarray(lowered.compile()(PARAMS, X))
+    for options in ({"xla_cpu_enable_fast_math": False}, {"xla_gpu_autotune_level": "0"},
+                    {"xla_cpu_enable_fast_math": False, "xla_cpu_fast_math_honor_nans": True}):
+        np.testing.assert_allclose(np.asarray(lowered.compile(compiler_options=options)(PARAMS, X)), want,
+                                   rtol=1e-6)
+    with pytest.raises(ember.errors.JaxRuntimeError, match="No such compile option"):
+        lowered.compile(compiler_options={"an option that does not make sense": "bad value"})
+    with pytest.raises(TypeError, match="must be a bool, int, float or str"):
+        lowered.compile(compiler_options={"xla_cpu_enable_fast_math": [1]})
 
 
 def test_stages_of_transformed_functions():

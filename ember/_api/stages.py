@@ -21,6 +21,7 @@ from ember._transforms.discharge import pure_for_lowering
 from ember._runtime import Array, Compiled as _RuntimeCompiled, Lowered as _RuntimeLowered
 from ember._runtime.hlo_text import hlo_module_text
 from ember._runtime.spmd import program_placement, sharded_call_plan, spmd_text
+from ember._runtime.pjrt.structs import option_overrides
 from ember._core.sharding import SingleDeviceSharding
 
 
@@ -204,12 +205,15 @@ class Lowered(_RuntimeLowered):
         raise ValueError(f"Lowered.compiler_ir: dialect must be 'stablehlo' or 'hlo', got {dialect!r}")
 
     def compile(self, compiler_options: dict[str, Any] | None = None) -> "Compiled":
-        """Compile with XLA (or load the executable from the caches). compiler_options (XLA options per compile)
-        are not supported by the plugin binding: give XLA_FLAGS in the environment instead."""
+        """Compile with XLA (or load the executable from the caches). compiler_options: XLA options for this compile
+        ({"xla_cpu_enable_fast_math": False, ...}, as JAX's; the plugin refuses an unknown one with a
+        JaxRuntimeError); for a program partitioned over several devices, give XLA_FLAGS in the environment."""
         if compiler_options:
-            raise NotImplementedError(f"Lowered.compile: compiler_options {sorted(compiler_options)} are not "
-                                      "supported; set XLA options with the XLA_FLAGS environment variable before "
-                                      "the first compile")
+            if self.shardings is not None or program_placement(self.ir) is not None:
+                raise NotImplementedError("Lowered.compile: compiler_options for a program partitioned over several "
+                                          "devices are not supported; set XLA options with the XLA_FLAGS environment "
+                                          "variable before the first compile")
+            return Compiled(self, self._executable(option_overrides(dict(compiler_options))))
         if self.shardings is not None or program_placement(self.ir) is not None:
             compiled = Compiled(self, None)  # (partitioned over several devices)
             compiled.runtime_executable()  # (compiled now, as a one-device program is)

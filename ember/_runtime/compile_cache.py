@@ -96,13 +96,16 @@ def package_version(name: str = "ember", missing: str = "unknown") -> str:
         return missing
 
 
-def entry_key(client: _pjrt.Client, text: str) -> str:
-    """The entry name (hex SHA-256) of a program's executable on this client."""
+def entry_key(client: _pjrt.Client, text: str, overrides: bytes = b"") -> str:
+    """The entry name (hex SHA-256) of a program's executable on this client (compiled with these XLA option
+    overrides)."""
     digest = hashlib.sha256()
     for part in (f"ember {package_version()}", f"entry format {FORMAT}", _plugin_identity(client),
                  os.environ.get("XLA_FLAGS", ""), f"devices {len(client.devices)}"):
         digest.update(part.encode() + b"\0")
     digest.update(COMPILE_OPTIONS + b"\0")
+    if overrides:
+        digest.update(overrides + b"\0")
     digest.update(text.encode())
     return digest.hexdigest()
 
@@ -360,12 +363,12 @@ def _remove(dfd: int, name: str) -> None:
         pass
 
 
-def compile_with_cache(client: _pjrt.Client, text: str) -> Any:
-    """client.compile(text), through the persistent cache when a directory is set."""
+def compile_with_cache(client: _pjrt.Client, text: str, overrides: bytes = b"") -> Any:
+    """client.compile(text, overrides), through the persistent cache when a directory is set."""
     directory = config.read_canonical("compilation_cache_dir")
     if directory is None:
-        return client.compile(text)
-    key = entry_key(client, text)
+        return client.compile(text, overrides)
+    key = entry_key(client, text, overrides)
     payload = _read(directory, key)
     if payload is not None:
         try:
@@ -378,7 +381,7 @@ def compile_with_cache(client: _pjrt.Client, text: str) -> Any:
             return executable
     stats["misses"] += 1
     start = time.perf_counter()
-    executable = client.compile(text)
+    executable = client.compile(text, overrides)
     if time.perf_counter() - start >= config.read_canonical("persistent_cache_min_compile_time_secs"):
         try:
             payload = executable.serialize()

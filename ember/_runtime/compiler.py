@@ -164,18 +164,21 @@ class Lowered:
             return Compiled(self, None)
         return Compiled(self, DEFERRED if deferred else self._executable())
 
-    def _executable(self) -> _pjrt.Executable:
-        """The module's executable (see compile): compiled, from the persistent cache, or reused."""
+    def _executable(self, overrides: bytes = b"") -> _pjrt.Executable:
+        """The module's executable (see compile): compiled, from the persistent cache, or reused. overrides: XLA
+        options for this compile (structs.option_overrides); one the plugin does not know is its PjrtError."""
         client = get_client()  # a plugin that cannot load is its own error, not a compile error
-        key = (self.text, client)
+        key = (self.text, client, overrides)
         executable = _executables.lookup(key)
         if executable is None:
             try:
                 with profile.span(f"compile {self.name}", "compile"):
-                    executable = interruptible(lambda: compile_with_cache(client, self.text))
+                    executable = interruptible(lambda: compile_with_cache(client, self.text, overrides))
             except _pjrt.PjrtOutOfMemoryError:
                 raise
             except _pjrt.PjrtError as err:
+                if overrides and "compile option" in str(err):  # (the options, not the module: JAX's error too)
+                    raise _pjrt.PjrtError(f"{self.name}: {err}") from None
                 numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(self.text.splitlines()))
                 raise CompileError(f"XLA could not compile {self.name}: {err}\nStableHLO module:\n{numbered}"
                                    ) from None

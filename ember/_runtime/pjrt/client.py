@@ -130,12 +130,14 @@ class Client:
             raise PjrtError(f"{action}: the {self.platform_name} PJRT client {self.closed_reason}")
         return self.handle
 
-    def compile(self, mlir_text: str) -> Executable:
-        """Compile a StableHLO/MHLO module in MLIR text whose entry function is @main."""
-        return self._compile(mlir_text.encode() if isinstance(mlir_text, str) else bytes(mlir_text))
+    def compile(self, mlir_text: str, overrides: bytes = b"") -> Executable:
+        """Compile a StableHLO/MHLO module in MLIR text whose entry function is @main; overrides: XLA options for
+        this compile (structs.option_overrides)."""
+        return self._compile(mlir_text.encode() if isinstance(mlir_text, str) else bytes(mlir_text),
+                             overrides=overrides)
 
-    def _compile(self, code: bytes, portable: bool = False) -> Executable:
-        options = _PORTABLE_COMPILE_OPTIONS if portable else COMPILE_OPTIONS
+    def _compile(self, code: bytes, portable: bool = False, overrides: bytes = b"") -> Executable:
+        options = (_PORTABLE_COMPILE_OPTIONS if portable else COMPILE_OPTIONS) + overrides
         return Executable(self, self._compiled(code, b"mlir", options), code, portable)
 
     def _compiled(self, code: bytes, program_format: bytes, options: bytes, partitioned: bool = False) -> int:

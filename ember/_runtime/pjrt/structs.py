@@ -7,6 +7,7 @@ data. Nothing here calls into a plugin."""
 from __future__ import annotations
 
 import ctypes
+import struct
 from struct import Struct
 from typing import Any
 
@@ -52,6 +53,29 @@ def _field(number: int, value: int | bytes) -> bytes:
     if isinstance(value, int):
         return _varint(number << 3) + _varint(value)
     return _varint(number << 3 | 2) + _varint(len(value)) + value
+
+
+def option_overrides(options: dict[str, Any]) -> bytes:
+    """XLA options for one compile (jit(f).lower(...).compile(compiler_options=...)) as the fields to append to a
+    serialized xla.CompileOptionsProto: env_option_overrides (7), a map from the option's name to an
+    OptionOverrideProto {string_field (1), bool_field (2), int_field (3), double_field (4)}; in the order of the
+    names, so equal options give equal bytes. The plugin refuses an option it does not know at compile time."""
+    out = b""
+    for name in sorted(options):
+        value = options[name]
+        if isinstance(value, bool):
+            field = _field(2, int(value))
+        elif isinstance(value, int):
+            field = _field(3, value & 0xFFFFFFFFFFFFFFFF)
+        elif isinstance(value, float):
+            field = _varint(4 << 3 | 1) + struct.pack("<d", value)
+        elif isinstance(value, str):
+            field = _field(1, value.encode())
+        else:
+            raise TypeError(f"compiler_options: the value of {name!r} must be a bool, int, float or str, got "
+                            f"{type(value).__name__}")
+        out += _field(7, _field(1, str(name).encode()) + _field(2, field))
+    return out
 
 
 def spmd_compile_options(device_ids: list[int], propagate_to_outputs: list[bool]) -> bytes:
