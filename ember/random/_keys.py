@@ -122,6 +122,11 @@ class KeyArray:
         if not isinstance(other, KeyArray):
             raise TypeError(f"ember.random: cannot compare a typed key array ({self._describe()}) with "
                             f"{type(other).__name__}; compare key_data(key) instead")
+        if not all(hasattr(d, "shape") and hasattr(d, "dtype") and not isinstance(d, np.dtype)
+                   for d in (self._data, other._data)):
+            # (a key array is a pytree node: tree_map(lambda t: t.dtype, tree) makes one holding the map's results,
+            # which compare as they do)
+            return self._data == other._data
         return enp.all(self._data == other._data, axis=-1)
 
     def __ne__(self, other: object) -> Any:  # type: ignore[override]
