@@ -75,9 +75,10 @@ STRUCTURAL = ["broadcast_in_dim", "reshape", "transpose", "slice", "pad", "conca
               "scatter", "scatter_add", "scatter_mul", "dynamic_slice", "dynamic_update_slice",
               "optimization_barrier", "name"]
 _COMPLEX_OF = {np.dtype(np.float32): dt.complex64, np.dtype(np.float64): dt.complex128}
-# Primitives that carry sub-IRs: complex values flow through them, their bodies' primitives decide (checked below)
+# Primitives that carry sub-IRs: complex values flow through them, their bodies' primitives decide (checked below);
+# custom_lin's values are its custom_vjp's bwd rule's, which decides alike
 CARRY_SUB_IRS = {"cond", "while", "scan", "custom_jvp_call", "custom_vjp_call", "custom_vmap_call", "remat", "reduce",
-                 "reduce_window", "shard_map", "pjit"}
+                 "reduce_window", "shard_map", "pjit", "custom_lin"}
 
 
 def _classify(case):

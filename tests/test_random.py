@@ -583,3 +583,12 @@ def test_clear_errors():
         er.wrap_key_data(np.zeros(2, np.float32))
     with pytest.raises(TypeError, match="sets the output's shape"):
         ember.jit(lambda n: er.permutation(key, n))(5)
+
+
+def test_a_tree_map_over_typed_keys_compares():
+    """A typed key array is a pytree node here (JAX's is a leaf): a tree_map over a tree holding one makes a node
+    holding the map's results (dtypes), and two such trees compare (optax compares the dtypes of two states)."""
+    tree = {"a": np.ones(2, np.float32), "k": er.key(0)}
+    dtypes = ember.tree_util.tree_map(lambda t: t.dtype, tree)
+    assert dtypes == ember.tree_util.tree_map(lambda t: t.dtype, tree)
+    assert bool(er.key(0) == er.key(0)) and not bool(er.key(0) == er.key(1))

@@ -367,7 +367,7 @@ def compile_with_cache(client: _pjrt.Client, text: str, overrides: bytes = b"") 
     """client.compile(text, overrides), through the persistent cache when a directory is set."""
     directory = config.read_canonical("compilation_cache_dir")
     if directory is None:
-        return client.compile(text, overrides)
+        return client.compile(text, overrides) if overrides else client.compile(text)
     key = entry_key(client, text, overrides)
     payload = _read(directory, key)
     if payload is not None:
@@ -381,7 +381,7 @@ def compile_with_cache(client: _pjrt.Client, text: str, overrides: bytes = b"") 
             return executable
     stats["misses"] += 1
     start = time.perf_counter()
-    executable = client.compile(text, overrides)
+    executable = client.compile(text, overrides) if overrides else client.compile(text)
     if time.perf_counter() - start >= config.read_canonical("persistent_cache_min_compile_time_secs"):
         try:
             payload = executable.serialize()
