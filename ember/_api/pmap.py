@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from ember._api.jit import jit
+from ember._api.stages import Compiled, Lowered
 from ember._api.staging import as_tuple, broadcast_prefix, fun_name, wraps
 from ember._control.shard_map import SpecsAfterStaging, shard_map
 from ember._core import aval_of
@@ -70,7 +71,7 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
     def lower(*args: Any) -> Any:
         """The program for these arguments, lowered (as jax.pmap(f).lower): .compile() and call it with them."""
         program, leaves = program_for(args)
-        return _Lowered(program.lower(*leaves), program_for)
+        return _Lowered.of(program.lower(*leaves), program_for)
 
     wraps(fun)(mapped)
     mapped.__name__ = f"pmap({name})"  # type: ignore[attr-defined]
@@ -78,31 +79,35 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
     return mapped
 
 
-class _Lowered:
-    """pmap(f).lower(*args): the program's Lowered (as_text, ...), whose compile() is called with the arguments as
-    pmap(f) is (not the program's leaves)."""
+class _Lowered(Lowered):
+    """pmap(f).lower(*args): the program's Lowered (as_text, cost_analysis, ...; a jax.stages.Lowered), whose
+    compile() gives a Compiled called with the arguments as pmap(f) is (not the program's leaves)."""
+    _program_for: Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]
 
-    def __init__(self, lowered: Any, program_for: Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]):
-        self._lowered, self._program_for = lowered, program_for
+    @classmethod
+    def of(cls, lowered: Lowered, program_for: Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]) -> "_Lowered":
+        made = cls.__new__(cls)
+        made.__dict__.update(lowered.__dict__)
+        made._program_for = program_for
+        return made
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._lowered, name)
-
-    def compile(self, *args: Any, **kwargs: Any) -> "_Compiled":
-        return _Compiled(self._lowered.compile(*args, **kwargs), self._program_for)
+    def compile(self, *args: Any, **kwargs: Any) -> Compiled:
+        return _Compiled.of(super().compile(*args, **kwargs), self._program_for)
 
 
-class _Compiled:
+class _Compiled(Compiled):
     """pmap(f).lower(*args).compile(): called with arguments of the signature it was lowered for."""
+    _program_for: Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]
 
-    def __init__(self, compiled: Any, program_for: Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]):
-        self._compiled, self._program_for = compiled, program_for
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._compiled, name)
+    @classmethod
+    def of(cls, compiled: Compiled, program_for: Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]) -> "_Compiled":
+        made = cls.__new__(cls)
+        made.__dict__.update(compiled.__dict__)
+        made._program_for = program_for
+        return made
 
     def __call__(self, *args: Any) -> Any:
-        return self._compiled(*self._program_for(args)[1])
+        return super().__call__(*self._program_for(args)[1])
 
 
 def _in_axes(name: str, in_axes: Any, args: tuple[Any, ...], static_pos: set[int]) -> list[int | None]:
