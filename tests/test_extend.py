@@ -273,3 +273,33 @@ def test_partial_evaluation_as_flax_uses_it():
     assert float(out["n"]) == 6.0  # (Python control flow on a known value runs, as under JAX)
     assert out["y"] == ember.core.ShapedArray((3, 2), np.float32)
     assert "dot_general" in str(jaxpr) and debug.traced_for == "lazy_init" and "test_extend.py" in debug.func_src_info
+
+
+def test_loops_keep_symbolic_zeros_for_unperturbed_carries():
+    """As JAX's: in jvp of a while or scan, a carry without a tangent that the body does not make depend on one
+    keeps a symbolic zero (a JVP rule inside sees ad.Zero): equinox's nondifferentiable markers rely on it."""
+    p = ext.Primitive("must_not_be_perturbed")
+    p.def_impl(lambda x: x)
+    p.def_abstract_eval(lambda x: x)
+    mlir.register_lowering(p, mlir.lower_fun(lambda x: x, multiple_results=False))
+
+    def jvp(primals, tangents):
+        if type(tangents[0]) is not ad.Zero:
+            raise RuntimeError("perturbed")
+        return p.bind(*primals), tangents[0]
+    ad.primitive_jvps[p] = jvp
+
+    def body(c):
+        i, x, y = c
+        return i + 1, x * 2 + p.bind(y), y + 1.0
+
+    def f_while(x, y):
+        return ember.lax.while_loop(lambda c: c[0] < 3, body, (0, x, y))[1]
+
+    def f_scan(x, y):
+        return ember.lax.scan(lambda c, _: (body(c), None), (0, x, y), None, length=3)[0][1]
+    for f in (f_while, f_scan):
+        value, tangent = ember.jvp(lambda x: f(x, np.float32(0.5)), (np.float32(1.0),), (np.float32(1.0),))
+        assert float(tangent) == 8.0 and float(value) == 8.0 + 0.5 * 4 + 1.5 * 2 + 2.5
+        with pytest.raises(RuntimeError, match="perturbed"):  # (y perturbed: the rule sees its tangent)
+            ember.jvp(lambda y: f(np.float32(1.0), y), (np.float32(0.5),), (np.float32(1.0),))

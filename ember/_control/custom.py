@@ -152,7 +152,10 @@ def _custom_vjp_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, fun_ir: 
     linearize works, and linearize followed by vjp or linear_transpose gives bwd's cotangents; evaluating the tangents
     (jvp, the linear function linearize returns) is JAX's error then."""
     args = list(primals[num_consts:])
-    outs, residuals = fwd(args, [t is not None for t in tangents[num_consts:]])
+    perturbed = [t is not None for t in tangents[num_consts:]]
+    outs, residuals = fwd(args, perturbed)
+    if not any(perturbed):  # (only the consts have tangents, which bwd does not see: the outputs' are zeros)
+        return list(outs), [None] * len(outs)
     ts = [zeros(aval_of(a).strip_weak_type()) if t is None else t for a, t in zip(args, tangents[num_consts:])]
     out_avals = tuple(a.strip_weak_type() for a in fun_ir.out_avals)
     touts = custom_lin_p.bind(*residuals, *ts, num_res=len(residuals), bwd=bwd, out_avals=out_avals)

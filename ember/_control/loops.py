@@ -90,11 +90,13 @@ def _while_lowering(ctx: LoweringContext, *operands: str, cond_ir: IR, body_ir: 
 @while_p.def_rule("jvp")
 def _while_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, cond_ir: IR, body_ir: IR, cond_nconsts: int,
                body_nconsts: int) -> tuple[list[Any], list[Any]]:
-    """A while over (carry, tangents of the float carries); the body consts' tangents ride along as consts."""
+    """A while over (carry, tangents of the perturbed carries); the body consts' tangents ride along as consts. A
+    carry is perturbed (has a tangent) when its initial value has one or the body makes it depend on a perturbed
+    value, to a fixed point, as JAX's: the others' tangents stay symbolic zeros (None), also inside the body."""
     cconsts, bconsts, carry = _split(primals, cond_nconsts, body_nconsts)
     _, t_bconsts, t_carry = _split(tangents, cond_nconsts, body_nconsts)
     const_t = [t is not None and dt.is_inexact(aval_of(c).dtype) for c, t in zip(bconsts, t_bconsts)]
-    carry_t = [dt.is_inexact(aval_of(c).dtype) for c in carry]
+    carry_t = _perturbed_carries(body_ir, const_t, carry, t_carry, [])[0]
     jir = jvp_ir(body_ir, const_t + carry_t)
     nb, nk, ntc = len(bconsts), len(carry), sum(const_t)
     ins = jir.in_vars
@@ -560,12 +562,13 @@ def _scan_lowering(ctx: LoweringContext, *operands: str, body_ir: IR, num_consts
 @scan_p.def_rule("jvp")
 def _scan_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body_ir: IR, num_consts: int, num_carry: int,
               length: int, reverse: bool) -> tuple[list[Any], list[Any]]:
-    """A scan over (carry, tangents of the float carries) and (xs, tangents of xs): the body's JVP."""
+    """A scan over (carry, tangents of the perturbed carries) and (xs, tangents of xs): the body's JVP. The
+    perturbed carries and ys are those depending on a tangent, to a fixed point (see _while_jvp)."""
     consts, carry, xs = _split(primals, num_consts, num_carry)
     t_consts, t_carry, t_xs = _split(tangents, num_consts, num_carry)
     const_t = [t is not None and dt.is_inexact(aval_of(c).dtype) for c, t in zip(consts, t_consts)]
-    carry_t = [dt.is_inexact(aval_of(c).dtype) for c in carry]
     xs_t = [t is not None and dt.is_inexact(aval_of(x).dtype) for x, t in zip(xs, t_xs)]
+    carry_t, ys_perturbed = _perturbed_carries(body_ir, const_t, carry, t_carry, xs_t)
     jir = jvp_ir(body_ir, const_t + carry_t + xs_t)
     nc, nk, nx = len(consts), len(carry), len(xs)
     ntc, ntk = sum(const_t), sum(carry_t)
@@ -576,7 +579,7 @@ def _scan_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body_ir: IR, n
     outs = jir.outs
     carry_out, ys_out, tangents_out = outs[:nk], outs[nk:nk + ny], outs[nk + ny:]
     t_carry_out = [t for t, f in zip(tangents_out[:nk], carry_t) if f]
-    y_float = [dt.is_inexact(v.aval.dtype) for v in body_ir.outs[nk:]]
+    y_float = [dt.is_inexact(v.aval.dtype) and p for v, p in zip(body_ir.outs[nk:], ys_perturbed)]
     t_ys_out = [t for t, f in zip(tangents_out[nk:], y_float) if f]
     body = with_outputs(with_inputs(jir, p_c + t_c + p_k + t_k + p_x + t_x),
                         carry_out + t_carry_out + ys_out + t_ys_out)
@@ -588,6 +591,17 @@ def _scan_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body_ir: IR, n
     new_carry, new_tk, ys, t_ys = _split(results, nk, ntk, ny)
     tk, ty = iter(new_tk), iter(t_ys)
     return new_carry + ys, [next(tk) if f else None for f in carry_t] + [next(ty) if f else None for f in y_float]
+
+
+def _perturbed_carries(body_ir: IR, const_t: list[bool], carry: Sequence[Any], t_carry: Sequence[Any],
+                       xs_t: list[bool]) -> tuple[list[bool], list[bool]]:
+    """(the float carries whose tangents are not zero, the body's other outputs (scan's ys) that depend on a
+    tangent): a carry with an initial tangent, or one the body makes depend on a perturbed const, carry or x, to a
+    fixed point."""
+    init = [t is not None and dt.is_inexact(aval_of(c).dtype) for c, t in zip(carry, t_carry)]
+    outs = _loop_depends(body_ir, len(const_t), len(carry), const_t + init + xs_t)
+    carry_t = [i or (o and dt.is_inexact(aval_of(c).dtype)) for i, o, c in zip(init, outs, carry)]
+    return carry_t, outs[len(carry):]
 
 
 def _loop_depends(body_ir: IR, num_consts: int, num_carry: int, active: Sequence[bool]) -> list[bool]:
