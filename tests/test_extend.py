@@ -303,3 +303,37 @@ def test_loops_keep_symbolic_zeros_for_unperturbed_carries():
         assert float(tangent) == 8.0 and float(value) == 8.0 + 0.5 * 4 + 1.5 * 2 + 2.5
         with pytest.raises(RuntimeError, match="perturbed"):  # (y perturbed: the rule sees its tangent)
             ember.jvp(lambda y: f(np.float32(1.0), y), (np.float32(0.5),), (np.float32(1.0),))
+
+
+def test_reverse_mode_gives_a_custom_jvp_rule_symbolic_zeros_for_what_it_does_not_differentiate():
+    """grad with respect to one argument: the custom_jvp rule (symbolic_zeros=True) sees a SymbolicZero for the
+    other's tangent, as under JAX (equinox's nondifferentiable markers raise on anything else)."""
+    from ember.custom_derivatives import SymbolicZero as EZ
+
+    def build(api, zero_type):
+        seen = []
+
+        @api.custom_jvp
+        def f(x, y):
+            return x * y
+
+        def rule(primals, tangents):
+            seen.append(tuple(type(t) is zero_type for t in tangents))
+            (x, y), (tx, ty) = primals, tangents
+            t = (0.0 if type(tx) is zero_type else tx * y) + (0.0 if type(ty) is zero_type else x * ty)
+            return x * y, t
+        f.defjvp(rule, symbolic_zeros=True)
+        return f, seen
+
+    def on(api, zero_type):
+        f, seen = build(api, zero_type)
+        g = api.grad(f)(2.0, 3.0)
+        return float(g), seen[-1]
+
+    def on_jax():
+        import jax
+        from jax.custom_derivatives import SymbolicZero as JZ
+        return on(jax, JZ)
+    want_g, want_seen = jax_result(on_jax)
+    got_g, got_seen = on(ember, EZ)
+    assert got_g == want_g == 3.0 and tuple(got_seen) == tuple(want_seen) == (False, True)

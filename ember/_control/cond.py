@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 from ember._control.common import (called_from_ember, cast_outputs, close_over, describe, int32_scalar as _int32,
                                    retyped, same_types, unused_inputs, varying_as, vma_error_text, vma_mismatch,
-                                   with_inputs)
+                                   with_inputs, with_outputs)
 from ember import _prims as lax
 from ember._core import IR, Eqn, Primitive, ShapedArray, aval_of, eval_ir, is_python_scalar
 from ember._core import dtypes as dt
@@ -86,12 +86,19 @@ def _cond_lowering(ctx: LoweringContext, index: str, *operands: str, branches: t
 @cond_p.def_rule("jvp")
 def _cond_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, branches: tuple[IR, ...]
               ) -> tuple[list[Any], list[Any]]:
+    """The outputs, and tangents for those that depend on a tangent in some branch; the others' stay symbolic
+    zeros (None), as JAX's (a loop around the cond keeps its carry unperturbed)."""
     index, operands = primals[0], primals[1:]
     with_tangent = [t is not None and dt.is_inexact(aval_of(p).dtype) for p, t in zip(operands, tangents[1:])]
     given = [t for t, w in zip(tangents[1:], with_tangent) if w]
-    outs = _bind_cond(index, [*operands, *given], [jvp_ir(b, with_tangent) for b in branches])
     n = len(branches[0].outs)
-    return outs[:n], outs[n:]
+    perturbed = [any(column) and dt.is_inexact(v.aval.dtype)
+                 for column, v in zip(zip(*(active_outputs(b, with_tangent) for b in branches)), branches[0].outs)]
+    jvps = [jvp_ir(b, with_tangent) for b in branches]
+    jvps = [with_outputs(j, j.outs[:n] + [t for t, p in zip(j.outs[n:], perturbed) if p]) for j in jvps]
+    outs = _bind_cond(index, [*operands, *given], jvps)
+    tangents_out = iter(outs[n:])
+    return outs[:n], [next(tangents_out) if p else None for p in perturbed]
 
 
 ResidualSource = tuple[str, int]  # ("operand", i), ("output", j) or ("slot", k): where the backward finds one

@@ -109,15 +109,27 @@ def _custom_jvp_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, fun_ir: 
 @custom_jvp_call_p.def_rule("vjp")
 def _custom_jvp_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, fun_ir: IR,
                     num_consts: int, jvp: FlatRule) -> list[Any]:
-    """The rule's tangent map t -> jvp(args, t)[1] is linear: its VJP (the transpose) gives the cotangents."""
+    """The rule's tangent map t -> jvp(args, t)[1] is linear: its VJP (the transpose) gives the cotangents. Only
+    the arguments reverse mode needs get tangents in it: the others' are zero (None to the rule: a SymbolicZero
+    with symbolic_zeros=True, as JAX's linearization gives them)."""
     args = list(ins[num_consts:])
-    t_avals = [aval_of(a).strip_weak_type() for a in args]
+    which = [i for i, (a, need) in enumerate(zip(args, needs[num_consts:]))
+             if need and dt.is_inexact(aval_of(a).dtype)]
+    t_avals = [aval_of(args[i]).strip_weak_type() for i in which]
     known = concrete_values(args)  # outside jit the rule may branch on the primal values
-    linear = stage_flat(lambda *ts: jvp(args, list(ts))[1], t_avals,
-                        None if known is None else [zeros(a) for a in t_avals], label="custom_jvp rule")
-    wrt = [dt.is_inexact(a.dtype) for a in t_avals]
-    _, in_cts = backward_pass(linear, [zeros(a) for a in t_avals], wrt, cts, linear=True)
-    return [None] * num_consts + [c if need else None for c, need in zip(in_cts, needs[num_consts:])]
+
+    def tangent_map(*ts: Any) -> list[Any]:
+        tangents: list[Any] = [None] * len(args)
+        for i, t in zip(which, ts):
+            tangents[i] = t
+        return jvp(args, tangents)[1]
+    linear = stage_flat(tangent_map, t_avals, None if known is None else [zeros(a) for a in t_avals],
+                        label="custom_jvp rule")
+    _, in_cts = backward_pass(linear, [zeros(a) for a in t_avals], [True] * len(t_avals), cts, linear=True)
+    result: list[Any] = [None] * len(ins)
+    for i, ct in zip(which, in_cts):
+        result[num_consts + i] = ct
+    return result
 
 
 @custom_jvp_call_p.def_rule("batching")
