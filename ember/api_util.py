@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ember._api.staging import fun_name
 from ember._core import ShapedArray, aval_of
@@ -43,22 +43,22 @@ def debug_info(traced_for: str, fun: Callable[..., Any], args: Any, kwargs: Any,
 def flatten_fun(f: WrappedFun, in_tree: PyTreeDef) -> tuple[WrappedFun, Store]:
     """f of the leaves of (args, kwargs) (in_tree's) returning its outputs' leaves; the second result, called,
     gives the outputs' structure once the function has run."""
-    store = Store()
-
-    def flat(*leaves: Any) -> list[Any]:
+    def call(leaves: Sequence[Any]) -> Any:
         args, kwargs = in_tree.unflatten(leaves)
-        out_leaves, tree = tree_flatten(f.call_wrapped(*args, **kwargs))
-        store.store(tree)
-        return out_leaves
-    return WrappedFun(flat, (), f.debug_info), store
+        return f.call_wrapped(*args, **kwargs)
+    return _flat(f, call)
 
 
 def flatten_fun_nokwargs(f: WrappedFun, in_tree: PyTreeDef) -> tuple[WrappedFun, Store]:
     """flatten_fun for in_tree the structure of the positional arguments alone (a tuple)."""
+    return _flat(f, lambda leaves: f.call_wrapped(*in_tree.unflatten(leaves)))
+
+
+def _flat(f: WrappedFun, call: Callable[[Sequence[Any]], Any]) -> tuple[WrappedFun, Store]:
     store = Store()
 
     def flat(*leaves: Any) -> list[Any]:
-        out_leaves, tree = tree_flatten(f.call_wrapped(*in_tree.unflatten(leaves)))
+        out_leaves, tree = tree_flatten(call(leaves))
         store.store(tree)
         return out_leaves
     return WrappedFun(flat, (), f.debug_info), store

@@ -337,3 +337,54 @@ def test_reverse_mode_gives_a_custom_jvp_rule_symbolic_zeros_for_what_it_does_no
     want_g, want_seen = jax_result(on_jax)
     got_g, got_seen = on(ember, EZ)
     assert got_g == want_g == 3.0 and tuple(got_seen) == tuple(want_seen) == (False, True)
+
+
+def define_rule_makers(extend_core, core, ad, batching, mlir, jnp):
+    """sine(x) by defjvp and defvectorized, sine2(x) by defjvp2, and mul(x, y) by defbilinear and defbroadcasting:
+    the same definitions for JAX and for ember."""
+    def unary(name, impl):
+        p = extend_core.Primitive(name)
+        p.def_impl(impl)
+        p.def_abstract_eval(lambda x: core.ShapedArray(x.shape, x.dtype))
+        mlir.register_lowering(p, mlir.lower_fun(impl, multiple_results=False))
+        batching.defvectorized(p)
+        return p
+    sine = unary("sine", jnp.sin)
+    ad.defjvp(sine, lambda g, x: g * jnp.cos(x))
+    sine2 = unary("sine2", jnp.sin)
+    ad.defjvp2(sine2, lambda g, ans, x: g * jnp.cos(x) + 0 * ans)
+
+    mul = extend_core.Primitive("mul2")
+    mul.def_impl(lambda x, y: x * y)
+    mul.def_abstract_eval(lambda x, y: core.ShapedArray(x.shape, x.dtype))
+    mlir.register_lowering(mul, mlir.lower_fun(lambda x, y: x * y, multiple_results=False))
+    ad.defbilinear(mul, lambda ct, x, y: ct * y, lambda ct, x, y: x * ct)
+    batching.defbroadcasting(mul)
+
+    def f(x, y):
+        return jnp.sum(mul.bind(sine.bind(x), sine2.bind(y)) ** 2)
+    return f
+
+
+def rule_makers_on(api, f):
+    x, y = np.arange(1.0, 4.0, dtype=np.float32) / 4, np.arange(2.0, 5.0, dtype=np.float32) / 5
+    xs = np.stack([x, 2 * x])
+    return [f(x, y), api.grad(f, argnums=(0, 1))(x, y), api.jvp(f, (x, y), (np.ones(3, np.float32), y)),
+            api.vmap(f, in_axes=(0, None))(xs, y), api.vmap(api.grad(f), in_axes=(None, 0))(x, xs),
+            api.jit(api.hessian(f))(x, y)]
+
+
+def test_the_rule_makers_match_jax():
+    """ad.defjvp, defjvp2, defbilinear (its transposes), batching.defvectorized and defbroadcasting give what they
+    give under JAX: value, grad, jvp, vmap (batched on either operand), vmap of grad and a jitted Hessian."""
+    def on_jax():
+        import jax
+        from jax.interpreters import ad as jad, batching as jbatching, mlir as jmlir
+        import jax.extend.core
+        return rule_makers_on(jax, define_rule_makers(jax.extend.core, jax.core, jad, jbatching, jmlir, jax.numpy))
+    want = jax_result(on_jax)
+    got = rule_makers_on(ember, define_rule_makers(ext, ember.core, ad, batching, mlir, jnp))
+    want, got = ember.tree_util.tree_leaves(want), ember.tree_util.tree_leaves(got)
+    assert len(want) == len(got) == 8
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-6, atol=1e-6)

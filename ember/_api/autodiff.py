@@ -221,24 +221,30 @@ def _vjp_plan(fun: Callable[..., Any], in_tree: PyTreeDef, avals: tuple[ShapedAr
     return _VjpPlan(forward, backward, num_outs, num_residuals, store.tree, store.aux_tree, ct_avals)
 
 
-class _Pullback:
-    """The static part of the function vjp returns, a Partial over the residuals (its leaves, as in JAX, so that
-    jit can take it as an argument): (residuals, cotangents) -> one cotangent per primal. Two are equal when made
-    from one cached plan for the same primal types, so jit compiles a function taking it once per signature."""
-    __slots__ = ("name", "plan", "run", "in_tree", "primal_avals")
+class PlanCall:
+    """The static part of a function a transformation returns as a Partial over its residuals (its leaves, as in
+    JAX, so that jit can take it as an argument): the cached plan it runs, with its name, runner, the primals'
+    structure and types. Two are equal when made from one cached plan for the same primal types, so jit compiles a
+    function taking it once per signature."""
+    __slots__ = ("name", "plan", "run", "in_tree", "avals")
 
-    def __init__(self, name: str, plan: _VjpPlan, run: Callable[..., list[Any]], in_tree: PyTreeDef,
-                 primal_avals: tuple[ShapedArray, ...]):
-        self.name, self.plan, self.run, self.in_tree, self.primal_avals = name, plan, run, in_tree, primal_avals
+    def __init__(self, name: str, plan: Any, run: Callable[..., list[Any]], in_tree: PyTreeDef,
+                 avals: tuple[ShapedArray, ...]):
+        self.name, self.plan, self.run, self.in_tree, self.avals = name, plan, run, in_tree, avals
 
     def _key(self) -> tuple[Any, ...]:
-        return self.name, self.plan, self.run, self.in_tree, self.primal_avals
+        return type(self), self.name, self.plan, self.run, self.in_tree, self.avals
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Pullback) and self._key() == other._key()
+        return isinstance(other, PlanCall) and self._key() == other._key()
 
     def __hash__(self) -> int:
         return hash(self._key())
+
+
+class _Pullback(PlanCall):
+    """The function vjp returns: (residuals, cotangents) -> one cotangent per primal (see PlanCall)."""
+    __slots__ = ()
 
     def __call__(self, residuals: tuple[Any, ...], cotangents: Any) -> tuple[Any, ...]:
         plan, name = self.plan, self.name
@@ -253,7 +259,7 @@ class _Pullback:
                                 f"{got.str_short()}")
         in_cts = self.run(plan.backward, list(residuals) + ct_leaves, f"{name}.backward")
         in_cts = [ct if dt.is_inexact(a.dtype) else dt.float0_zeros(a.shape)
-                  for ct, a in zip(in_cts, self.primal_avals)]
+                  for ct, a in zip(in_cts, self.avals)]
         return self.in_tree.unflatten(in_cts)[0]
 
 

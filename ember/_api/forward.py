@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._api.autodiff import _check_argnums, vjp
+from ember._api.autodiff import PlanCall, _check_argnums, vjp
 from ember._api.caches import cache_for, call_with_fallback, compiled_outside_traces, plan_for
 from ember._api.staging import fun_name, leaf_avals, stage_with_aux, with_outputs, wraps
 from ember._api.templates import transform_once
@@ -167,24 +167,10 @@ def linearize(fun: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[...
     return out, Partial(_Linearized(name, plan, run, in_tree, avals), tuple(residuals), out)
 
 
-class _Linearized:
-    """The static part of the function linearize returns, a Partial over the residuals and the outputs (its leaves,
-    as JAX's, so that jit can take it as an argument): (residuals, outputs, *tangents) -> the output tangents. Two
-    are equal when made from one cached plan for the same primal types."""
-    __slots__ = ("name", "plan", "run", "in_tree", "avals")
-
-    def __init__(self, name: str, plan: _LinearizePlan, run: Callable[..., list[Any]], in_tree: PyTreeDef,
-                 avals: tuple[ShapedArray, ...]):
-        self.name, self.plan, self.run, self.in_tree, self.avals = name, plan, run, in_tree, avals
-
-    def _key(self) -> tuple[Any, ...]:
-        return self.name, self.plan, self.run, self.in_tree, self.avals
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Linearized) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
+class _Linearized(PlanCall):
+    """The function linearize returns, a Partial over the residuals and the outputs: (residuals, outputs,
+    *tangents) -> the output tangents (see PlanCall)."""
+    __slots__ = ()
 
     def __call__(self, residuals: tuple[Any, ...], out: Any, *tangents: Any) -> Any:
         name, plan = self.name, self.plan

@@ -14,6 +14,7 @@ from ember._api.stages import Compiled, Lowered
 from ember._api.staging import as_tuple, broadcast_prefix, fun_name, wraps
 from ember._control.shard_map import SpecsAfterStaging, shard_map
 from ember._core import aval_of
+from ember._core.cache import LRUCache
 from ember._core.pytree import tree_flatten
 from ember._core.sharding import Mesh, PartitionSpec
 from ember._prims.lax_helpers import expand_dims, squeeze
@@ -35,7 +36,7 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
     name = fun_name(fun)
     statics = tuple(sorted(as_tuple(static_broadcasted_argnums)))
     axis = axis_name if axis_name is not None else "_pmap"
-    programs: dict[Any, Callable[..., Any]] = {}
+    programs = LRUCache("program_cache_size")  # signature -> its jitted program (bounded, as jit's caches)
 
     def program_for(args: tuple[Any, ...]) -> tuple[Any, list[Any]]:
         """The jitted program of the arguments' signature (made once per signature), and their dynamic leaves."""
@@ -58,10 +59,11 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
                              f"{'devices= gives' if devices is not None else 'the backend has'} {len(chosen)} "
                              f"device(s): {chosen}")
         key = (in_tree, tuple(axes), tuple(d.id for d in chosen), static_values)
-        program = programs.get(key)
+        program = programs.lookup(key)
         if program is None:
-            program = programs[key] = _program(fun, name, axis, Mesh(np.array(chosen, dtype=object), (axis,)),
-                                               axes, out_axes, in_tree, static_pos, n_args, static_values)
+            program = _program(fun, name, axis, Mesh(np.array(chosen, dtype=object), (axis,)), axes, out_axes,
+                               in_tree, static_pos, n_args, static_values)
+            programs.store(key, program)
         return program, leaves
 
     def mapped(*args: Any) -> Any:
@@ -71,7 +73,7 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
     def lower(*args: Any) -> Any:
         """The program for these arguments, lowered (as jax.pmap(f).lower): .compile() and call it with them."""
         program, leaves = program_for(args)
-        return _Lowered.of(program.lower(*leaves), program_for)
+        return _rebound(_Lowered, program.lower(*leaves), program_for)
 
     wraps(fun)(mapped)
     mapped.__name__ = f"pmap({name})"  # type: ignore[attr-defined]
@@ -79,32 +81,29 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
     return mapped
 
 
+ProgramFor = Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]  # pmap's arguments -> (its program, their leaves)
+
+
+def _rebound(cls: type, stage: Any, program_for: ProgramFor) -> Any:
+    """The stage (a Lowered or Compiled of pmap's program) as cls, which takes pmap's arguments."""
+    made = cls.__new__(cls)
+    made.__dict__.update(stage.__dict__)
+    made._program_for = program_for
+    return made
+
+
 class _Lowered(Lowered):
     """pmap(f).lower(*args): the program's Lowered (as_text, cost_analysis, ...; a jax.stages.Lowered), whose
     compile() gives a Compiled called with the arguments as pmap(f) is (not the program's leaves)."""
-    _program_for: Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]
-
-    @classmethod
-    def of(cls, lowered: Lowered, program_for: Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]) -> "_Lowered":
-        made = cls.__new__(cls)
-        made.__dict__.update(lowered.__dict__)
-        made._program_for = program_for
-        return made
+    _program_for: ProgramFor
 
     def compile(self, *args: Any, **kwargs: Any) -> Compiled:
-        return _Compiled.of(super().compile(*args, **kwargs), self._program_for)
+        return _rebound(_Compiled, super().compile(*args, **kwargs), self._program_for)
 
 
 class _Compiled(Compiled):
     """pmap(f).lower(*args).compile(): called with arguments of the signature it was lowered for."""
-    _program_for: Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]
-
-    @classmethod
-    def of(cls, compiled: Compiled, program_for: Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]) -> "_Compiled":
-        made = cls.__new__(cls)
-        made.__dict__.update(compiled.__dict__)
-        made._program_for = program_for
-        return made
+    _program_for: ProgramFor
 
     def __call__(self, *args: Any) -> Any:
         return super().__call__(*self._program_for(args)[1])

@@ -11,11 +11,11 @@ import numpy as np
 
 from ember._core import IR, ShapedArray, Tracer, aval_of, check_live, stage_flat
 from ember._core.cache import LRUCache
-from ember._core.refs import RefMethods, check_no_refs_returned
-from ember._runtime import Array, ShardedArray
-from ember._core.ir import Atom
 from ember._control.custom import runs_python_each_call
 from ember._core import dtypes as dt
+from ember._core.ir import Atom
+from ember._core.refs import RefMethods, check_no_refs_returned
+from ember._runtime import Array
 from ember._core.pytree import (PyTreeDef, keystr, prefix_entries, register_pytree_node, tree_flatten,
                                 tree_flatten_with_path, tree_map, tree_structure)
 
@@ -157,9 +157,15 @@ class PythonResult:
 register_pytree_node(PythonResult, lambda x: ((), x.value), lambda value, _: value)
 
 
-def _float0_as_nodes(tree: Any) -> Any:
-    return tree_map(lambda x: Float0Result(np.shape(x)) if isinstance(x, np.ndarray) and x.dtype == dt.float0 else x,
-                    tree)
+def is_array_leaf(x: Any) -> bool:
+    """Whether a pytree leaf is an array (ember's, traced or not, numpy's, or one with __jax_array__), as opposed
+    to a Python number or any other object (what vmap passes unmapped, and aux returns, as they are)."""
+    return isinstance(x, Tracer | Array | np.ndarray | np.generic) or hasattr(x, "__jax_array__")
+
+
+def _float0_node(x: Any) -> Any:
+    """x, or a Float0Result node for a float0 array."""
+    return Float0Result(np.shape(x)) if isinstance(x, np.ndarray) and x.dtype == dt.float0 else x
 
 
 def _aux_as_nodes(aux: Any) -> Any:
@@ -167,10 +173,8 @@ def _aux_as_nodes(aux: Any) -> Any:
     found = []
 
     def node(x: Any) -> Any:
-        if isinstance(x, np.ndarray) and x.dtype == dt.float0:
-            return Float0Result(np.shape(x))
-        if isinstance(x, Tracer | Array | ShardedArray | np.ndarray | np.generic) or hasattr(x, "__jax_array__"):
-            return x
+        if is_array_leaf(x):
+            return _float0_node(x)
         found.append(x)
         return PythonResult(x)
     aux = tree_map(node, aux)
@@ -202,7 +206,7 @@ def stage_with_aux(fun: Callable[..., Any], in_tree: PyTreeDef, avals: Sequence[
                 raise TypeError(f"{name}: with has_aux=True the function must return a pair (output, aux)")
             result, aux = result
             aux_leaves, store.aux_tree = tree_flatten(_aux_as_nodes(aux))
-        out_leaves, store.tree = tree_flatten(_float0_as_nodes(result))
+        out_leaves, store.tree = tree_flatten(tree_map(_float0_node, result))
         check_no_refs_returned(name, out_leaves + aux_leaves)
         return out_leaves + aux_leaves
 

@@ -6,18 +6,16 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from ember._api.caches import cache_for
-from ember._api.staging import broadcast_prefix, fun_name, leaf_avals, leaf_names, stage_with_aux, with_outputs, wraps
+from ember._api.staging import (broadcast_prefix, fun_name, is_array_leaf, leaf_avals, leaf_names, stage_with_aux,
+                                with_outputs, wraps)
 from ember._api.templates import transform_once
-from ember._core import IR, ShapedArray, Tracer, eval_ir, stage_flat
+from ember._core import IR, ShapedArray, eval_ir, stage_flat
 from ember._core.axes import axis_frame, bound_axes
 from ember._core.checks import normalize_axis
 from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
 from ember._core.sharding import without_dim
 from ember._prims.shape import reduce_sum
-from ember._runtime.array import Array
 from ember._transforms.batching import batch_ir
 
 Axis = int | None
@@ -141,7 +139,8 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
         axes_flat = broadcast_prefix(name, "in_axes", in_axes, args) + [0] * len(tree_flatten(kwargs)[0])
         # As JAX's, an unmapped leaf reaches fun as it is: a Python number or any other object (a function, a
         # functools.partial) is not made an array; it is part of the cache key (by value where it is hashable)
-        static = tuple((i, x) for i, (x, ax) in enumerate(zip(leaves, axes_flat)) if ax is None and _passes_as_is(x))
+        static = tuple((i, x) for i, (x, ax) in enumerate(zip(leaves, axes_flat))
+                       if ax is None and not is_array_leaf(x))
         full_tree = in_tree
         if static:
             skip = {i for i, _ in static}
@@ -163,12 +162,6 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
         return cache.call(key, leaves, build, in_tree, avals, axes, size, static, full_tree)
 
     return batched
-
-
-def _passes_as_is(x: Any) -> bool:
-    """An unmapped argument leaf that vmap passes to the function as it is: not an array (a Python number, a
-    function, any other object)."""
-    return not isinstance(x, Tracer | Array | np.ndarray | np.generic)
 
 
 class _StaticKey:
@@ -202,8 +195,9 @@ class _Identity:
 
 def _with_static(fun: Any, static: tuple[tuple[int, Any], ...], full_tree: PyTreeDef) -> Callable[..., Any]:
     """fun of the array leaves alone, the static ones put back in their places."""
+    found = dict(static)
+
     def staged(*array_leaves: Any) -> Any:
-        found = dict(static)
         rest = iter(array_leaves)
         args, kwargs = full_tree.unflatten([found[i] if i in found else next(rest)
                                             for i in range(full_tree.num_leaves)])

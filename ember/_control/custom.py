@@ -60,9 +60,6 @@ def runs_python_each_call() -> None:
     _RuleRuns.count += 1
 
 
-_running_a_rule = runs_python_each_call
-
-
 def _lower_inline(ctx: LoweringContext, *operands: str, fun_ir: IR, **params: Any) -> list[str]:
     return lower_into(ctx.emitter, fun_ir, operands)
 
@@ -302,9 +299,9 @@ def _float0_or(values: Sequence[Any], avals: Sequence[ShapedArray], symbolic: bo
             else dt.float0_zeros(a.shape) for v, a in zip(values, avals)]
 
 
-class SymbolicZero:
-    """A zero tangent or cotangent a custom rule registered with symbolic_zeros=True receives (and may return)
-    instead of an array of zeros (jax.custom_derivatives.SymbolicZero): it knows its type only."""
+class TypedZero:
+    """A zero tangent or cotangent that knows its type only (aval: float0 for an integer or boolean value's
+    tangent). The base of JAX's two such types: SymbolicZero below, and ad.Zero (ember.extend's)."""
     __slots__ = ("aval",)
 
     def __init__(self, aval: ShapedArray):
@@ -313,16 +310,28 @@ class SymbolicZero:
     shape = property(lambda self: self.aval.shape)
     dtype = property(lambda self: self.aval.dtype)
 
-    @staticmethod
-    def from_primal_value(value: Any) -> "SymbolicZero":
-        return SymbolicZero(aval_of(value).to_tangent_aval())
+    @classmethod
+    def from_primal_value(cls, value: Any) -> Any:
+        return cls(aval_of(value).to_tangent_aval())
 
     def instantiate(self) -> Any:
         """The zeros it stands for (float0 zeros for an integer or boolean value's tangent)."""
         return dt.float0_zeros(self.aval.shape) if self.aval.dtype == dt.float0 else zeros(self.aval)
 
     def __repr__(self) -> str:
-        return f"SymbolicZero({self.aval})"
+        return f"{type(self).__name__}({self.aval})"
+
+
+class SymbolicZero(TypedZero):
+    """A zero tangent or cotangent a custom rule registered with symbolic_zeros=True receives (and may return)
+    instead of an array of zeros (jax.custom_derivatives.SymbolicZero)."""
+    __slots__ = ()
+
+
+def _absent_as(aval: ShapedArray, symbolic: bool) -> Any:
+    """What a user's rule receives for an absent (zero) tangent or cotangent of type aval: a SymbolicZero with
+    symbolic_zeros=True, else zeros."""
+    return SymbolicZero(aval.to_tangent_aval()) if symbolic else zeros(aval.strip_weak_type())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -391,9 +400,8 @@ class custom_jvp:  # noqa: N801  (JAX's name)
 
         def rule(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
             if not pure:
-                _running_a_rule()
-            tangents = [(SymbolicZero(a.to_tangent_aval()) if symbolic else zeros(a.strip_weak_type())) if t is None
-                        else t for t, a in zip(tangents, in_avals)]
+                runs_python_each_call()
+            tangents = [_absent_as(a, symbolic) if t is None else t for t, a in zip(tangents, in_avals)]
             tangent_tree = in_tree.unflatten(_float0_or(tangents, in_avals, symbolic))
             out, t_out = user_jvp(*static, in_tree.unflatten(primals), tangent_tree)
             out_leaves, out_tree = tree_flatten(out)
@@ -458,7 +466,7 @@ class custom_vjp:  # noqa: N801  (JAX's name)
         symbolic = self.symbolic_zeros
 
         def fwd(args: list[Any], perturbed: Sequence[bool] | None = None) -> tuple[list[Any], list[Any]]:
-            _running_a_rule()
+            runs_python_each_call()
             if symbolic:  # (outside reverse mode, as in jvp of a custom_vjp refused later, nothing is perturbed)
                 flags = [False] * len(args) if perturbed is None else list(perturbed)
                 args = [CustomVJPPrimal(x, bool(p) and dt.is_inexact(a.dtype))
@@ -472,9 +480,8 @@ class custom_vjp:  # noqa: N801  (JAX's name)
             return out_leaves, res_leaves
 
         def bwd(residuals: list[Any], cts: list[Any]) -> list[Any]:
-            _running_a_rule()
-            cts = [(SymbolicZero(a.to_tangent_aval()) if symbolic else zeros(a.strip_weak_type())) if c is None
-                   else c for c, a in zip(cts, out_avals)]
+            runs_python_each_call()
+            cts = [_absent_as(a, symbolic) if c is None else c for c, a in zip(cts, out_avals)]
             got = user_bwd(*static, res_tree[0].unflatten(residuals), closed.out_tree.unflatten(cts))
             if not isinstance(got, tuple | list) or len(got) != len(arg_trees):
                 raise TypeError(f"{name}: bwd must return a tuple with one cotangent per differentiable argument "

@@ -17,7 +17,7 @@ import inspect
 from typing import Any, Callable, Sequence
 
 from ember._control.common import close_over
-from ember._control.custom import _running_a_rule
+from ember._control.custom import runs_python_each_call
 from ember._control.loops import map as lax_map
 from ember._core import IR, Primitive, ShapedArray, Tracer, aval_of, concrete_values, eval_ir, is_tracing, stage_flat
 from ember._core import dtypes as dt
@@ -155,7 +155,7 @@ class custom_vmap:  # noqa: N801  (JAX's name)
         assert user_rule is not None
 
         def rule(axis_size: int, in_batched: list[bool], operands: list[Any]) -> tuple[list[Any], list[bool]]:
-            _running_a_rule()  # (a result that ran it is not cached outside jit: it runs again, as in JAX)
+            runs_python_each_call()  # (a result that ran it is not cached outside jit: it runs again, as in JAX)
             if any(in_batched[:num_consts]):  # (consts are concrete arrays: vmap never batches them)
                 raise TypeError(f"{name}: a value the function closes over is batched")
             args = in_tree.unflatten(operands[num_consts:])

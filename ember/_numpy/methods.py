@@ -7,7 +7,7 @@ from typing import Any
 import numpy as _np
 
 from ember import _prims as lax
-from ember._core import ArrayMethods, Literal, aval_of, install_array_methods
+from ember._core import ArrayMethods, Literal, Tracer, aval_of, install_array_methods
 from ember._core import dtypes as dt
 from ember._runtime.array import Array, device_put
 
@@ -156,14 +156,18 @@ def _accepted(other: Any) -> bool:
 
 
 def _deferring(name: str, method: Any) -> Any:
+    common = _COMMON
+
     def deferring(self: Any, other: Any) -> Any:
-        return method(self, other) if _accepted(other) else NotImplemented
+        # (the common operand types by a set look-up: an operator is on eager dispatch's hot path)
+        return method(self, other) if type(other) in common or _accepted(other) else NotImplemented
     deferring.__name__ = name
     return deferring
 
 
 # (Array: typed key arrays too; Literal: a scalar of an IR, which evaluating an IR passes as it is)
 _ACCEPTED = (int, float, complex, _np.ndarray, _np.generic, ArrayMethods, Array, Literal)
+_COMMON = frozenset({Array, Tracer, int, float, bool, _np.ndarray})
 _METHODS.update({name: _deferring(name, _METHODS[name]) for name in _DEFERRING})
 # Array defines its own __len__ and __iter__ (on concrete values), which take precedence over these.
 install_array_methods({**_METHODS, "__len__": _tracer_len, "__iter__": _tracer_iter})

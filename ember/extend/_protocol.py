@@ -29,6 +29,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
+from ember._control.custom import TypedZero
 from ember._core import Primitive as _Primitive
 from ember._core import ShapedArray, aval_of, concrete_values, stage_flat
 from ember._core import dtypes as dt
@@ -53,23 +54,10 @@ not_mapped = None  # (batching.not_mapped: the batch dimension of an unbatched v
 
 # ---------------------------------------------------------------------------------------------------------------
 # Symbolic zeros and undefined primals (jax.interpreters.ad)
-class Zero:
+class Zero(TypedZero):
     """A symbolic zero tangent or cotangent of type aval (ad.Zero): what a rule receives where ember's tangent is
     absent, and may return for a zero result."""
-    __slots__ = ("aval",)
-
-    def __init__(self, aval: ShapedArray):
-        self.aval = aval
-
-    @staticmethod
-    def from_primal_value(value: Any) -> "Zero":
-        return Zero(aval_of(value).to_tangent_aval())
-
-    def instantiate(self) -> Any:
-        return zeros_like_aval(self.aval)
-
-    def __repr__(self) -> str:
-        return f"Zero({self.aval})"
+    __slots__ = ()
 
 
 class UndefinedPrimal:
@@ -89,9 +77,7 @@ def is_undefined_primal(x: Any) -> bool:
 
 def zeros_like_aval(aval: ShapedArray) -> Any:
     """Zeros of type aval (a float0 array for the tangent type of an integer or boolean value)."""
-    if aval.dtype == dt.float0:
-        return dt.float0_zeros(aval.shape)
-    return zeros(aval)
+    return Zero(aval).instantiate()
 
 
 def instantiate_zeros(tangent: Any) -> Any:
@@ -290,10 +276,14 @@ class Primitive(_Primitive, metaclass=_PrimitiveType):
         ir = stage_flat(staged, ctx.avals_in, label=f"the lowering of {self.name}")
         return lower_closed(ctx.emitter, ir, operands)
 
-    def _jvp_rule(self, primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[list, list]:
+    def _jvp_of(self) -> Callable[..., Any]:
         rule = primitive_jvps.get(self)
         if rule is None:
             raise NotImplementedError(f"Differentiation rule for '{self.name}' not implemented")
+        return rule
+
+    def _jvp_rule(self, primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[list, list]:
+        rule = self._jvp_of()
         ts = [Zero.from_primal_value(p) if t is None else t for p, t in zip(primals, tangents)]
         out, tout = rule(list(primals), ts, **params)
         if not self.multiple_results:
@@ -303,9 +293,7 @@ class Primitive(_Primitive, metaclass=_PrimitiveType):
     def _vjp_rule(self, cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], **params: Any
                   ) -> list[Any]:
         """The transpose of the JVP rule's tangent map at ins (linear in the tangents of the inputs needed)."""
-        rule = primitive_jvps.get(self)
-        if rule is None:
-            raise NotImplementedError(f"Differentiation rule for '{self.name}' not implemented")
+        rule = self._jvp_of()
         which = [i for i, need in enumerate(needs) if need and dt.is_inexact(aval_of(ins[i]).dtype)]
         t_avals = [aval_of(ins[i]).strip_weak_type() for i in which]
         out_avals = [aval_of(o).strip_weak_type() for o in outs]
@@ -363,33 +351,38 @@ def _summed(parts: list[Any], multiple: bool) -> Any:
     return functools.reduce(add_tangents, parts)
 
 
-def defjvp(primitive: Primitive, *jvprules: Callable[..., Any] | None) -> None:
-    """The JVP from one rule per operand, rule(tangent, *primals, **params) (None: no derivative), summed."""
+def _zero_tangents(primitive: Primitive, out: Any) -> Any:
+    """Symbolic zero tangents of a primitive's output(s)."""
+    return [Zero.from_primal_value(o) for o in out] if primitive.multiple_results else Zero.from_primal_value(out)
+
+
+def _summing_jvp(primitive: Primitive, jvprules: Sequence[Callable[..., Any] | None], with_out: bool
+                 ) -> Callable[..., tuple[Any, Any]]:
+    """The JVP summing one part per operand with a tangent: rule(tangent, [out,] *primals, **params)."""
     def jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
         out = primitive.bind(*primals, **params)
-        parts = [r(t, *primals, **params) for r, t in zip(jvprules, tangents) if r is not None and type(t) is not Zero]
-        zero = [Zero.from_primal_value(o) for o in out] if primitive.multiple_results else Zero.from_primal_value(out)
-        return out, _summed([zero, *parts], primitive.multiple_results)
-    primitive_jvps[primitive] = jvp
+        lead = (out,) if with_out else ()
+        parts = [r(t, *lead, *primals, **params) for r, t in zip(jvprules, tangents)
+                 if r is not None and type(t) is not Zero]
+        return out, _summed([_zero_tangents(primitive, out), *parts], primitive.multiple_results)
+    return jvp
+
+
+def defjvp(primitive: Primitive, *jvprules: Callable[..., Any] | None) -> None:
+    """The JVP from one rule per operand, rule(tangent, *primals, **params) (None: no derivative), summed."""
+    primitive_jvps[primitive] = _summing_jvp(primitive, jvprules, False)
 
 
 def defjvp2(primitive: Primitive, *jvprules: Callable[..., Any] | None) -> None:
     """As defjvp, each rule also given the output: rule(tangent, out, *primals, **params)."""
-    def jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[Any, Any]:
-        out = primitive.bind(*primals, **params)
-        parts = [r(t, out, *primals, **params) for r, t in zip(jvprules, tangents)
-                 if r is not None and type(t) is not Zero]
-        zero = [Zero.from_primal_value(o) for o in out] if primitive.multiple_results else Zero.from_primal_value(out)
-        return out, _summed([zero, *parts], primitive.multiple_results)
-    primitive_jvps[primitive] = jvp
+    primitive_jvps[primitive] = _summing_jvp(primitive, jvprules, True)
 
 
 def _linear_jvp(primitive: Primitive, primals: Sequence[Any], tangents: Sequence[Any], **params: Any
                 ) -> tuple[Any, Any]:
     out = primitive.bind(*primals, **params)
     if all(type(t) is Zero for t in tangents):
-        zero = [Zero.from_primal_value(o) for o in out] if primitive.multiple_results else Zero.from_primal_value(out)
-        return out, zero
+        return out, _zero_tangents(primitive, out)
     return out, primitive.bind(*map(instantiate_zeros, tangents), **params)
 
 
