@@ -2,19 +2,21 @@
 jax.tree_util."""
 from ember._core.pytree import DictKey as DictKey, FlattenedIndexKey as FlattenedIndexKey, GetAttrKey as GetAttrKey
 from ember._core.pytree import KeyEntry as KeyEntry, KeyPath as KeyPath, Partial as Partial, PyTreeDef as PyTreeDef
-from ember._core.pytree import SequenceKey as SequenceKey, all_leaves as all_leaves, keystr as keystr
+from ember._core.pytree import SequenceKey as SequenceKey, keystr as keystr
 from ember._core.pytree import register_dataclass as register_dataclass
 from ember._core.pytree import register_pytree_node as register_pytree_node
 from ember._core.pytree import register_pytree_node_class as register_pytree_node_class
 from ember._core.pytree import register_pytree_with_keys as register_pytree_with_keys
 from ember._core.pytree import register_pytree_with_keys_class as register_pytree_with_keys_class
 from ember._core.pytree import treedef_tuple as treedef_tuple
-from ember._core.pytree import tree_all as tree_all, tree_flatten as tree_flatten
-from ember._core.pytree import tree_flatten_with_path as tree_flatten_with_path, tree_leaves as tree_leaves
-from ember._core.pytree import tree_leaves_with_path as tree_leaves_with_path, tree_map as tree_map
-from ember._core.pytree import tree_map_with_path as tree_map_with_path, tree_reduce as tree_reduce
-from ember._core.pytree import tree_structure as tree_structure, tree_transpose as tree_transpose
+from ember._core.pytree import tree_transpose as tree_transpose
 from ember._core.pytree import tree_unflatten as tree_unflatten, treedef_children as treedef_children
+# (typed key arrays are leaves of these, as in JAX: ember._core.user_pytree)
+from ember._core.user_pytree import all_leaves as all_leaves, tree_all as tree_all, tree_flatten as tree_flatten
+from ember._core.user_pytree import tree_flatten_with_path as tree_flatten_with_path, tree_leaves as tree_leaves
+from ember._core.user_pytree import tree_leaves_with_path as tree_leaves_with_path, tree_map as tree_map
+from ember._core.user_pytree import tree_map_with_path as tree_map_with_path, tree_reduce as tree_reduce
+from ember._core.user_pytree import tree_structure as tree_structure
 
 __all__ = [
     "DictKey", "FlattenedIndexKey", "GetAttrKey", "KeyEntry", "KeyPath", "Partial", "PyTreeDef", "SequenceKey",

@@ -35,6 +35,9 @@ def _assert_same(a, b):
     lb, tb = ember.tree.flatten(b)
     assert ta == tb
     for x, y in zip(la, lb):
+        if isinstance(x, random.KeyArray):  # (a leaf of ember.tree, as JAX's typed keys: compare its bits)
+            assert isinstance(y, random.KeyArray)
+            x, y = random.key_data(x), random.key_data(y)
         assert np.asarray(x).dtype == np.asarray(y).dtype
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 

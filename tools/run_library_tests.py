@@ -3,16 +3,18 @@ docs/as_jax.md), and print the counts side by side and the causes of ember's fai
 
     python3 tools/run_library_tests.py optax [--only jax|ember] [-n 2] [--files optax/_src/alias_test.py ...]
         [-k EXPR] [--top 15] [--out DIR] [--timeout 3600] [--regroup]
+    python3 tools/run_library_tests.py chex [same options; --files chex/_src/asserts_test.py]
     python3 tools/run_library_tests.py equinox --source EQUINOX_CHECKOUT [same options; --files tests/test_nn.py]
 
-optax: the *_test.py files of the installed optax, in a scratch directory with an empty pytest.ini (neither ember's
-nor any other configuration applies). equinox: the tests/ of a checkout of its source at the installed version's
-tag (`git clone -b v0.13.8 https://github.com/patrick-kidger/equinox`: the wheel has no tests), with equinox's own
-pytest configuration (its pyproject.toml: jaxtyping's import hook, warnings as errors) and its test extras (beartype,
-optax). Each run is one pytest process (with pytest-xdist's `-n` workers; `-n 0` runs without xdist) on the same
-files with the same settings; ember's run adds `-p ember.as_jax.pytest_plugin`, which installs the `jax` alias in
-pytest and in every xdist worker before a test module is imported. Collection errors do not stop a run
-(--continue-on-collection-errors). Results are read from pytest's JUnit XML.
+optax, chex: the *_test.py files of the installed package (both wheels ship their tests), in a scratch directory
+with an empty pytest.ini (neither ember's nor any other configuration applies). equinox: the tests/ of a checkout of
+its source at the installed version's tag (`git clone -b v0.13.8 https://github.com/patrick-kidger/equinox`: the
+wheel has no tests), with equinox's own pytest configuration (its pyproject.toml: jaxtyping's import hook, warnings
+as errors) and its test extras (beartype, optax). Each run is one pytest process (with pytest-xdist's `-n` workers;
+`-n 0` runs without xdist) on the same files with the same settings; ember's run adds `-p
+ember.as_jax.pytest_plugin`, which installs the `jax` alias in pytest and in every xdist worker before a test module
+is imported. Collection errors do not stop a run (--continue-on-collection-errors). Results are read from pytest's
+JUnit XML.
 
 Failure causes are ember's failed and erroring tests that pass on JAX (and its collection errors), grouped by
 their exception's type and the first line of its message, numbers, addresses and bracketed shapes or values
@@ -143,13 +145,13 @@ def table(results: list[dict]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("library", choices=["optax", "equinox"])
+    parser.add_argument("library", choices=["optax", "chex", "equinox"])
     parser.add_argument("--source", type=pathlib.Path, help="equinox: a checkout of its source at the tag of the "
                         "installed version (its tests/ and pyproject.toml)")
     parser.add_argument("--only", choices=["jax", "ember"])
     parser.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers (0: no xdist)")
-    parser.add_argument("--files", nargs="*", default=[], help="test files, relative to optax's parent directory "
-                        "(optax) or to the checkout (equinox)")
+    parser.add_argument("--files", nargs="*", default=[], help="test files, relative to the package's parent "
+                        "directory (optax, chex) or to the checkout (equinox)")
     parser.add_argument("-k", dest="keyword", help="pytest's -k expression")
     parser.add_argument("--top", type=int, default=15, help="how many failure causes to list")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per run")
@@ -158,8 +160,8 @@ def main() -> int:
     args = parser.parse_args()
     args.out = args.out or pathlib.Path(f"/tmp/{args.library}_tests")
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.library == "optax":
-        package = package_dir("optax")
+    if args.library in ("optax", "chex"):
+        package = package_dir(args.library)
         rootdir = package.parent
         targets = [str(rootdir / f) for f in args.files] or [str(package)]
         ini = args.out / "pytest.ini"

@@ -5,6 +5,7 @@ import contextlib
 import functools
 import gc
 import inspect
+import warnings
 from typing import Any, Callable, Iterator, Sequence
 
 from ember._core import IR, ShapedArray, aval_of
@@ -23,9 +24,14 @@ from ember._api.recompiles import CacheInfo, CompileLog, on_hit, on_miss
 from ember._api.stages import Lowered, Traced, abstractify, donor_plan, give_up, warn_unusable
 from ember._api.sharding import check_shardings, leaf_shardings
 from ember._control.pjit import call_jitted
-from ember._core.sharding import Sharding
+from ember._core.sharding import Sharding, SingleDeviceSharding
 from ember._hlo import lower
 from ember._runtime import Array, Lowered as RuntimeLowered, ShardedArray
+from ember._runtime.backends import devices as backend_devices
+from ember._runtime.compiler import compile_options
+from ember._runtime.pjrt.device import Device
+from ember._runtime.pjrt.structs import option_overrides
+from ember._runtime.spmd import program_placement
 from ember._transforms.passes import dce_outputs
 
 
@@ -108,17 +114,22 @@ def _static_args(fun: Callable[..., Any], nums: tuple[int, ...], names: tuple[st
     return nums, names
 
 
-class Jitted:
-    """A function compiled with XLA per argument signature (tree structure, shapes, dtypes, static values)."""
+class PjitFunction:
+    """A function compiled with XLA per argument signature (tree structure, shapes, dtypes, static values): what
+    jit returns (JAX's type name, by which libraries such as chex recognise a jitted function; ember calls it
+    Jitted)."""
 
     def __init__(self, fun: Callable[..., Any], static_argnums: int | Sequence[int] = (),
                  static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
                  donate_argnames: str | Sequence[str] = (), in_shardings: Any = None, out_shardings: Any = None,
-                 inline: bool = False):
+                 inline: bool = False, keep_unused: bool = False, device: Any = None, backend: str | None = None,
+                 compiler_options: dict[str, Any] | None = None):
         if not callable(fun):
             raise TypeError(f"jit: expected a function, got {type(fun).__name__}")
         self.fun = fun
         self.name = f"jit({fun_name(fun)})"
+        static_argnums, static_argnames, donate_argnums, donate_argnames = (  # (None: none, JAX's default)
+            () if v is None else v for v in (static_argnums, static_argnames, donate_argnums, donate_argnames))
         self.static_argnums, self.static_argnames = _static_args(fun, as_tuple(static_argnums), (
             (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)), self.name)
         self.donate_argnums, self.donate_argnames = _static_args(fun, as_tuple(donate_argnums), (
@@ -138,6 +149,12 @@ class Jitted:
         self._log = CompileLog()  # hits, misses, the last compiled signature (explained cache misses)
         self.in_shardings, self.out_shardings = check_shardings(self.name, in_shardings, out_shardings)
         self.inline = bool(inline)
+        self.keep_unused = bool(keep_unused)
+        self._placement = _check_placement(self.name, device, backend, in_shardings, out_shardings)
+        if compiler_options is not None and not isinstance(compiler_options, dict):
+            raise TypeError(f"{self.name}: compiler_options must be a dict of XLA option names to values, got "
+                            f"{type(compiler_options).__name__}")
+        self.compiler_options = dict(compiler_options) if compiler_options else None
         wraps(fun, updated=())(self)  # (not __dict__: copying it could clobber our attributes)
 
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -258,7 +275,8 @@ class Jitted:
                     return build_output(run(leaves))
         signature, leaves, statics = self._signature(args, kwargs)
         check_ref_arguments(self.name, self.fun, signature[0], leaves)
-        if TRACE_STATE.stack and self.inline and self.in_shardings is None and self.out_shardings is None:
+        if TRACE_STATE.stack and self.inline and self.in_shardings is None and self.out_shardings is None and \
+                self._placement is None:
             return self.fun(*args, **kwargs)  # (inline=True: traced into the enclosing staging, no pjit equation)
         if TRACE_STATE.stack:  # (one pjit equation of the enclosing staging)
             ir = self._cache.ir_for(signature, self._build, signature[0], signature[1], statics)
@@ -278,9 +296,14 @@ class Jitted:
         if program is None:
             on_miss(self._log, self.name, self.fun, signature, _config_values["enable_x64"])
             ir = self._cache.ir_for(signature, self._build, signature[0], signature[1], statics)
-            program = _compile_program(ir, self.name, self._donated_leaves(signature[0], statics),
-                                       self._leaf_shardings(ir, signature[0]), sharded,
-                                       self._naming(signature[0], statics))
+            shardings = self._leaf_shardings(ir, signature[0])
+            if self.compiler_options and (sharded or shardings is not None or program_placement(ir) is not None):
+                raise NotImplementedError(f"{self.name}: compiler_options for a program partitioned over several "
+                                          "devices are not supported; set XLA options with the XLA_FLAGS environment "
+                                          "variable before the first compile")
+            with compile_options(option_overrides(self.compiler_options) if self.compiler_options else b""):
+                program = _compile_program(ir, self.name, self._donated_leaves(signature[0], statics), shardings,
+                                           sharded, self._naming(signature[0], statics), self.keep_unused)
             if has_tracer_consts(ir):  # (it belongs to the trace whose tracers it captured)
                 return program
             self._programs.store(key, program)
@@ -331,6 +354,9 @@ class Jitted:
     def _leaf_shardings(self, ir: IR, in_tree: PyTreeDef) -> tuple[list[Any] | None, list[Any] | None] | None:
         """(per input leaf, per output leaf) the sharding jit's in_shardings / out_shardings give (None where they
         give none), or None when neither is given."""
+        if self._placement is not None:  # (device= / backend=: everything on that one device)
+            device = _placement_device(self.name, self._placement)
+            return [SingleDeviceSharding(device)] * in_tree.num_leaves, [SingleDeviceSharding(device)] * len(ir.outs)
         if self.in_shardings is None and self.out_shardings is None:
             return None
         ins = None
@@ -391,12 +417,21 @@ class Jitted:
         """The ShapeDtypeStructs of the results for these arguments (staged, not compiled)."""
         return self.trace(*args, **kwargs).out_info
 
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """The wrapped function's signature (as JAX's, also for inspect.signature(f, follow_wrapped=False): a
+        descriptor class would otherwise pass for a builtin)."""
+        return inspect.signature(self.fun)
+
     def __repr__(self) -> str:
-        return f"<{self.name}>"
+        return f"<PjitFunction of {self.fun!r}>"  # (JAX's: libraries recognise a jitted function by it)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         return self if obj is None else functools.partial(self, obj)
 
+
+
+Jitted = PjitFunction
 
 _Program = tuple[Callable[[Sequence[Any]], list[Any]], Callable[[list[Any]], Any]]
 _Naming = tuple[str, Callable[[], list[str]] | None]  # (the function's name, a function giving its leaves' names)
@@ -415,7 +450,7 @@ def _named(compiled: Any, naming: _Naming | None, kept: Sequence[int] | None = N
 
 def _compile_program(ir: IR, name: str, donated: Sequence[bool] | None = None,
                      shardings: tuple[list[Any] | None, list[Any] | None] | None = None, deferred: bool = False,
-                     naming: _Naming | None = None) -> _Program:
+                     naming: _Naming | None = None, keep_unused: bool = False) -> _Program:
     """How calls run ir compiled: (run the program on the call's flat leaves, build the result from its flat
     outputs). The one place that compiles and calls a jitted function's program outside traces.
 
@@ -423,8 +458,11 @@ def _compile_program(ir: IR, name: str, donated: Sequence[bool] | None = None,
     of a pytree of 100000 compiles and runs a program of 2 parameters); run drops their leaves, so callers pass
     every leaf as before. donated: per leaf, whether the caller gives its buffer up (see _donating_program).
     shardings: (per input leaf, per output leaf) jit's in_shardings / out_shardings (see _sharded_program).
-    naming: how the program's errors name the function and its leaves (Jitted._naming)."""
+    naming: how the program's errors name the function and its leaves (Jitted._naming). keep_unused: every input
+    is a parameter (jit's keep_unused=True)."""
     live, read = dce_outputs(ir, [True] * len(ir.outs))
+    if keep_unused:
+        read = [True] * len(read)
     if shardings is not None:
         return _sharded_program(ir, live, read, name, *shardings, naming=naming)
     if donated is not None and any(donated):
@@ -491,7 +529,8 @@ def _donating_program(ir: IR, live: IR, read: Sequence[bool], name: str, donated
 def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
         donate_argnames: str | Sequence[str] = (), in_shardings: Any = None, out_shardings: Any = None,
-        inline: bool = False) -> Any:
+        inline: bool = False, keep_unused: bool = False, device: Any = None, backend: str | None = None,
+        compiler_options: dict[str, Any] | None = None) -> Any:
     """Compile fun with XLA, once per argument signature. Usable as @jit or @jit(static_argnums=...).
 
     donate_argnums / donate_argnames (as in JAX): the buffers of these arguments are given to the program, which may
@@ -504,12 +543,57 @@ def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence
     split as their shardings say; None: an argument's own sharding, a result's chosen by XLA).
 
     inline=True (as in JAX): called inside another staging, fun is traced into it instead of staying one pjit
-    equation (a call of its own in the module)."""
+    equation (a call of its own in the module).
+
+    keep_unused=True (as in JAX): arguments the function does not read stay parameters of the compiled program
+    (by default they are dropped from it; calls pass them either way).
+
+    device= / backend= (as in JAX, deprecated there too: a DeprecationWarning): the program runs on that device
+    (or the first device of that platform, "cpu", "cuda"), its arguments moved there, its results committed there;
+    not together with in_shardings / out_shardings.
+
+    compiler_options (as in JAX): XLA options for this function's programs ({"xla_cpu_enable_fast_math": False});
+    an option the plugin does not know is its error at the first call."""
+    options = (static_argnums, static_argnames, donate_argnums, donate_argnames, in_shardings, out_shardings, inline,
+               keep_unused, device, backend, compiler_options)
     if fun is None:
-        return lambda f: Jitted(f, static_argnums, static_argnames, donate_argnums, donate_argnames, in_shardings,
-                                out_shardings, inline)
-    return Jitted(fun, static_argnums, static_argnames, donate_argnums, donate_argnames, in_shardings,
-                  out_shardings, inline)
+        return lambda f: Jitted(f, *options)
+    return Jitted(fun, *options)
+
+
+_DEVICE_DEPRECATED = ("backend and device argument on jit is deprecated. You can use `jax.device_put(..., "
+                      "jax.local_devices(backend=\"cpu\")[0])` on the inputs to the jitted function to get the same "
+                      "behavior.")
+
+
+def _check_placement(name: str, device: Any, backend: Any, in_shardings: Any, out_shardings: Any) -> Any:
+    """jit's device= / backend=, checked (JAX's errors and its DeprecationWarning): the device, the platform's
+    name, or None."""
+    if device is None and backend is None:
+        return None
+    warnings.warn(_DEVICE_DEPRECATED, DeprecationWarning, stacklevel=4)
+    if device is not None and backend is not None:
+        raise ValueError(f"can't specify both a device and a backend for jit, got device={device!r} and "
+                         f"backend={backend!r}")
+    if in_shardings is not None or out_shardings is not None:
+        raise ValueError("If backend or device is specified on jit, then "
+                         f"{'in_shardings' if in_shardings is not None else 'out_shardings'} should not be "
+                         "specified.")
+    if device is not None and not isinstance(device, Device):
+        raise TypeError(f"{name}: device must be a Device (ember.devices()[i]), got {device!r} of type "
+                        f"{type(device).__name__}")
+    if backend is not None and not isinstance(backend, str):
+        raise TypeError(f"{name}: backend must be a platform name ('cpu', 'cuda'), got {backend!r}")
+    return device if device is not None else backend
+
+
+def _placement_device(name: str, placement: Any) -> Any:
+    """The device jit's device= / backend= names (a backend's first device, found at the first call: backends
+    start lazily)."""
+    if not isinstance(placement, str):
+        return placement
+    return backend_devices(placement)[0]  # (one ember has not: JAX's RuntimeError "Unknown backend ...")
+
 
 
 _config_values = config._values  # read on every jitted call: a plain dict lookup

@@ -38,14 +38,15 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
     axis = axis_name if axis_name is not None else "_pmap"
     programs = LRUCache("program_cache_size")  # signature -> its jitted program (bounded, as jit's caches)
 
-    def program_for(args: tuple[Any, ...]) -> tuple[Any, list[Any]]:
-        """The jitted program of the arguments' signature (made once per signature), and their dynamic leaves."""
+    def program_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, list[Any]]:
+        """The jitted program of the arguments' signature (made once per signature), and their dynamic leaves.
+        Keyword arguments are mapped over their leading axis (as JAX's: in_axes is for the positional ones)."""
         n_args = len(args)
         static_pos = {i % n_args for i in statics if -n_args <= i < n_args}
         dynamic = tuple(a for i, a in enumerate(args) if i not in static_pos)
         static_values = tuple(args[i] for i in sorted(static_pos))
-        axes = _in_axes(name, in_axes, args, static_pos)
-        leaves, in_tree = tree_flatten(dynamic)
+        axes = _in_axes(name, in_axes, args, static_pos) + _in_axes(name, 0, (kwargs,), set())
+        leaves, in_tree = tree_flatten((dynamic, kwargs))
         sizes = {aval_of(x).shape[a] for x, a in zip(leaves, axes) if a is not None}
         if axis_size is not None:
             sizes.add(axis_size)
@@ -66,13 +67,13 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
             programs.store(key, program)
         return program, leaves
 
-    def mapped(*args: Any) -> Any:
-        program, leaves = program_for(args)
+    def mapped(*args: Any, **kwargs: Any) -> Any:
+        program, leaves = program_for(args, kwargs)
         return program(*leaves)
 
-    def lower(*args: Any) -> Any:
+    def lower(*args: Any, **kwargs: Any) -> Any:
         """The program for these arguments, lowered (as jax.pmap(f).lower): .compile() and call it with them."""
-        program, leaves = program_for(args)
+        program, leaves = program_for(args, kwargs)
         return _rebound(_Lowered, program.lower(*leaves), program_for)
 
     wraps(fun)(mapped)
@@ -81,7 +82,8 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
     return mapped
 
 
-ProgramFor = Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]  # pmap's arguments -> (its program, their leaves)
+# pmap's arguments (positional, keyword) -> (its program, their leaves)
+ProgramFor = Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, list[Any]]]
 
 
 def _rebound(cls: type, stage: Any, program_for: ProgramFor) -> Any:
@@ -105,8 +107,8 @@ class _Compiled(Compiled):
     """pmap(f).lower(*args).compile(): called with arguments of the signature it was lowered for."""
     _program_for: ProgramFor
 
-    def __call__(self, *args: Any) -> Any:
-        return super().__call__(*self._program_for(args)[1])
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return super().__call__(*self._program_for(args, kwargs)[1])
 
 
 def _in_axes(name: str, in_axes: Any, args: tuple[Any, ...], static_pos: set[int]) -> list[int | None]:
@@ -135,8 +137,9 @@ def _program(fun: Callable[..., Any], name: str, axis: Any, mesh: Mesh, axes: li
     """The jitted program of one signature: the dynamic arguments' leaves -> the results (a shard_map over the
     devices' mesh, the mapped axis moved to the front and split over it)."""
     def call_fun(members: list[Any]) -> Any:
-        dynamic, statics = iter(in_tree.unflatten(members)), iter(static_values)
-        return fun(*[next(statics) if i in static_pos else next(dynamic) for i in range(n_args)])
+        positional, kwargs = in_tree.unflatten(members)
+        dynamic, statics = iter(positional), iter(static_values)
+        return fun(*[next(statics) if i in static_pos else next(dynamic) for i in range(n_args)], **kwargs)
 
     def run(*leaves: Any) -> Any:
         staged: dict[str, Any] = {}  # the results' structure and their out_axes, found when fun is staged (once)

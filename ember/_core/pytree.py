@@ -516,6 +516,41 @@ def all_leaves(iterable: Iterable[Any], is_leaf: Callable[[Any], bool] | None = 
     return all((is_leaf is not None and is_leaf(x)) or _node_of(type(x)) is None for x in iterable)
 
 
+# ---- leaves to users, nodes to ember ----------------------------------------------------------------------------
+# A type registered here (ember.random's typed key arrays) is a pytree node inside ember, whose transformations
+# see the plain arrays underneath, and a leaf of the public tree functions (ember.tree_util, ember.tree), as JAX's
+# key arrays are leaves of jax.tree_util: `tree_leaves({'k': key})` is [key].
+USER_LEAF_TYPES: set[type] = set()
+# Of those, the arrays over a physical array with trailing dims of their own (a typed key array of shape S holds
+# uint32[*S, 2]): type -> (its physical array, the array of that type over a physical one). ember.numpy's structural
+# functions (where, stack, concatenate, expand_dims, squeeze, broadcast_to) take them, as JAX's take key arrays.
+PHYSICAL: dict[type, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {}
+
+
+def register_user_leaf(nodetype: type, physical: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None
+                       ) -> None:
+    """Make nodetype (a registered pytree node) a leaf of the public tree functions; physical: (its physical array,
+    the nodetype over a physical array) for an array type whose elements are physical arrays' trailing dims."""
+    USER_LEAF_TYPES.add(nodetype)
+    if physical is not None:
+        PHYSICAL[nodetype] = physical
+
+
+def _is_user_leaf(x: Any) -> bool:
+    return type(x) in USER_LEAF_TYPES
+
+
+def users_is_leaf(is_leaf: Any, takes_path: bool = False) -> Any:
+    """is_leaf for a public tree function: also true of the user-leaf types."""
+    if not USER_LEAF_TYPES:
+        return is_leaf
+    if is_leaf is None:
+        return (lambda path, x: type(x) in USER_LEAF_TYPES) if takes_path else _is_user_leaf
+    if takes_path:
+        return lambda path, x: type(x) in USER_LEAF_TYPES or is_leaf(path, x)
+    return lambda x: type(x) in USER_LEAF_TYPES or is_leaf(x)
+
+
 # ---- maps and reductions --------------------------------------------------------------------------------------
 
 def _leaves_of_rest(fn: str, treedef: PyTreeDef, rest: tuple[Any, ...]) -> list[list[Any]]:

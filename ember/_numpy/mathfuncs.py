@@ -252,7 +252,8 @@ def float_power(x1: Any, x2: Any) -> Any:
 def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
                neginf: float | None = None) -> Any:
     """NaN -> nan, +inf -> posinf (default: the dtype's largest value), -inf -> neginf (default: its lowest); of a
-    complex x, in each part."""
+    complex x, in each part. As JAX's (not numpy's): NaN is replaced first, and an infinite nan is then replaced
+    as an infinity is (nan=-inf gives the lowest finite value unless neginf=-inf)."""
     x = _operand("nan_to_num", x)
     d = _dtype(x)
     if dt.is_complex(d):
@@ -262,9 +263,10 @@ def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None
     info = dt.finfo(d)
     hi = float(info.max) if posinf is None else posinf
     lo = float(info.min) if neginf is None else neginf
+    # NaN first, then the infinities of the result (JAX's order: nan=-inf gives the lowest finite value)
     out = lax.select(lax.ne(x, x), lax.full_like(x, nan), x)
-    out = lax.select(lax.eq(x, _np.inf), lax.full_like(x, hi), out)
-    return lax.select(lax.eq(x, -_np.inf), lax.full_like(x, lo), out)
+    out = lax.select(lax.eq(out, _np.inf), lax.full_like(x, hi), out)
+    return lax.select(lax.eq(out, -_np.inf), lax.full_like(x, lo), out)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -18,7 +18,9 @@ from ember._runtime.array import asarray
 
 from ember._numpy.indexing import _read, _wrapped
 from ember._numpy.promotion import _as_operand, _broadcast_shapes, _promote
-from ember._numpy.shape import broadcast_to, concatenate, ravel, reshape, shape, stack, swapaxes
+from ember._numpy.shape import (_physical, broadcast_to, concatenate, expand_dims, ravel, reshape, shape, stack,
+                                swapaxes)
+from ember._core.pytree import PHYSICAL
 from ember._numpy.ufuncs import _where, clip, not_equal, remainder, subtract
 
 
@@ -221,6 +223,15 @@ def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None =
         raise ValueError("where: pass both x and y, or neither (then where(condition) is nonzero(condition))")
     if size is not None or fill_value is not None:
         raise ValueError("where: size and fill_value apply only to the one-argument form")
+    physical = _physical("where", [x, y]) if type(x) in PHYSICAL or type(y) in PHYSICAL else None
+    if physical is not None:  # (typed key arrays: their physical arrays selected, the condition on the keys' dims)
+        (dx, dy), make = physical
+        trailing = len(aval_of(dx).shape) - x.ndim
+        cond = _as_operand(condition, "where", 0)
+        cond = expand_dims(cond, tuple(range(-trailing, 0))) if trailing else cond
+        out_keys = _broadcast_shapes("where", shape(cond)[:len(shape(cond)) - trailing], x.shape, y.shape)
+        target = out_keys + aval_of(dx).shape[x.ndim:]
+        return make(_where(broadcast_to(cond, target), broadcast_to(dx, target), broadcast_to(dy, target)))
     return _where(condition, x, y)
 
 

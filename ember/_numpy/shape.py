@@ -13,12 +13,15 @@ from ember._core import Tracer, aval_of, is_python_scalar
 from ember import _prims as lax
 from ember._core.checks import normalize_axis, static_int, static_ints
 from ember._runtime.eager import fast_static
+from ember._core.pytree import PHYSICAL, USER_LEAF_TYPES
 
 from ember._numpy.promotion import (_as_operand, _broadcast_shapes, _broadcast_to_shape, _operand_array,
                                     _promote)
 
 
 def shape(x: Any) -> tuple[int, ...]:
+    if type(x) in USER_LEAF_TYPES:  # (a typed key array: its keys' shape, as JAX's)
+        return x.shape
     return aval_of(_as_operand(x)).shape
 
 
@@ -39,6 +42,14 @@ def size(x: Any, axis: int | Sequence[int] | None = None) -> int:
 def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> Any:
     """x converted to dtype (the array API's astype: copy is accepted; ember arrays are immutable, so a copy is
     never observable; device= places the result)."""
+    if type(x) in PHYSICAL:  # (a typed key array: to its own dtype only, as JAX's)
+        if dtype == x.dtype and device is None:
+            return x
+        try:
+            name = _np.dtype(dtype).name
+        except TypeError:
+            name = dtype
+        raise ValueError(f"Cannot convert_element_type from {x.dtype} to {name}")
     x = _as_operand(x)
     dtype = dt.check_user_dtype(dtype, "astype")
     if is_python_scalar(x):
@@ -143,8 +154,41 @@ def moveaxis(a: Any, source: int | Sequence[int], destination: int | Sequence[in
     return lax.transpose(_as_operand(a), perm)
 
 
+# ---- typed key arrays (and any array type over a physical array: ember._core.pytree.PHYSICAL) -------------------
+def _physical(name: str, arrays: Sequence[Any]) -> tuple[list[Any], Any] | None:
+    """When arrays are typed key arrays: (their physical arrays, the function making one from a physical array);
+    None when none is. A key array with another kind of array is an error (JAX: a ValueError of promotion)."""
+    kinds = {type(a) for a in arrays if type(a) in PHYSICAL}
+    if not kinds:
+        return None
+    if len(kinds) > 1 or builtins.any(type(a) not in PHYSICAL for a in arrays):
+        raise TypeError(f"{name}: cannot combine typed key arrays with other arrays, got "
+                        f"{', '.join(sorted({type(a).__name__ for a in arrays}))}")
+    to_physical, from_physical = PHYSICAL[kinds.pop()]
+    return [to_physical(a) for a in arrays], from_physical
+
+
+def _keys_expand_dims(a: Any, axis: int | Sequence[int], physical: tuple[list[Any], Any]) -> Any:
+    (data,), make = physical
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out_ndim = a.ndim + len(axes)
+    return make(expand_dims(data, tuple(normalize_axis("expand_dims", ax, out_ndim) for ax in axes)))
+
+
+def _keys_squeeze(a: Any, axis: Any, physical: tuple[list[Any], Any]) -> Any:
+    (data,), make = physical
+    if axis is None:
+        axes = tuple(i for i, d in enumerate(a.shape) if d == 1)
+    else:
+        axes = tuple(normalize_axis("squeeze", ax, a.ndim) for ax in ((axis,) if isinstance(axis, int) else axis))
+    return make(squeeze(data, axes))
+
+
 @fast_static
 def expand_dims(a: Any, axis: int | Sequence[int]) -> Any:
+    physical = _physical("expand_dims", [a])
+    if physical is not None:
+        return _keys_expand_dims(a, axis, physical)
     a = _as_operand(a)
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     out_ndim = ndim(a) + len(axes)
@@ -157,6 +201,9 @@ def expand_dims(a: Any, axis: int | Sequence[int]) -> Any:
 
 @fast_static
 def squeeze(a: Any, axis: int | Sequence[int] | None = None) -> Any:
+    physical = _physical("squeeze", [a])
+    if physical is not None:
+        return _keys_squeeze(a, axis, physical)
     a = _as_operand(a)
     s = shape(a)
     if axis is None:
@@ -172,6 +219,11 @@ def squeeze(a: Any, axis: int | Sequence[int] | None = None) -> Any:
 
 @fast_static
 def broadcast_to(a: Any, shape: Any) -> Any:
+    physical = _physical("broadcast_to", [a])
+    if physical is not None:
+        (data,), make = physical
+        target = static_ints("broadcast_to", "shape", shape)
+        return make(broadcast_to(data, target + aval_of(data).shape[a.ndim:]))
     a = _as_operand(a)
     target = static_ints("broadcast_to", "shape", shape)
     if is_python_scalar(a):
@@ -184,6 +236,16 @@ def broadcast_to(a: Any, shape: Any) -> Any:
 
 def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Any:
     """arrays joined along axis (flattened first when axis is None, as numpy)."""
+    physical = _physical("concatenate", list(arrays))
+    if physical is not None:  # (typed key arrays: their physical arrays joined)
+        datas, make = physical
+        if axis is None:
+            datas = [reshape(d, (-1,) + aval_of(d).shape[k.ndim:]) for d, k in zip(datas, arrays)]
+            return make(concatenate(datas, 0))
+        if builtins.any(k.ndim == 0 for k in arrays):
+            raise ValueError("concatenate: zero-dimensional arrays cannot be concatenated")
+        return make(concatenate(datas, normalize_axis("concatenate", static_int("concatenate", "axis", axis),
+                                                      arrays[0].ndim)))
     arrays = _promote("concatenate", *arrays)
     if axis is None:
         arrays = [ravel(a) for a in arrays]
@@ -194,6 +256,13 @@ def concatenate(arrays: Sequence[Any], axis: int | None = 0) -> Any:
 
 
 def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
+    physical = _physical("stack", list(arrays))
+    if physical is not None:  # (typed key arrays: their physical arrays stacked)
+        datas, make = physical
+        if len({k.shape for k in arrays}) != 1:
+            raise ValueError(f"stack: all input arrays must have the same shape, got "
+                             f"{sorted({k.shape for k in arrays})}")
+        return make(stack(datas, normalize_axis("stack", static_int("stack", "axis", axis), arrays[0].ndim + 1)))
     arrays = [_as_operand(a) for a in arrays]
     if not arrays:
         raise ValueError("stack: need at least one array to stack")

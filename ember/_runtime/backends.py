@@ -36,12 +36,18 @@ def _close_clients_at_exit() -> None:
             client.close()
         except Exception:  # noqa: BLE001 - nothing to report to at exit
             pass
+    # A process that goes on after its exit handlers ran (a test calling atexit._run_exitfuncs, as chex's do)
+    # starts new clients at its next computation, as JAX starts new backends; arrays of the old ones say closed.
+    _clients.clear()
+    clear_all_caches()
 
 
 atexit.register(_close_clients_at_exit)
 
 
 def _plugin_path(platform: str | None) -> str:
+    """The plugin of a platform (JAX's RuntimeErrors for one this machine lacks, with ember's advice)."""
+    given = platform
     platform = (platform or os.environ.get("EMBER_PLATFORM") or "").lower() or None
     if platform is None:
         if os.environ.get("EMBER_PJRT_PLUGIN"):
@@ -52,10 +58,20 @@ def _plugin_path(platform: str | None) -> str:
     if platform in ("cuda", "gpu"):
         cuda = _pjrt.find_cuda_plugin()
         if cuda is None:
-            raise RuntimeError("no CUDA PJRT plugin is installed (pip install jax-cuda12-pjrt, or set "
-                               "EMBER_PJRT_PLUGIN to a plugin .so)")
+            raise RuntimeError(f"Unknown backend: {platform!r} requested, but no platforms that are instances of "
+                               f"{platform} are present. Platforms present are: cpu{_where(given)} (no CUDA PJRT "
+                               "plugin is installed: pip install jax-cuda12-pjrt, or set EMBER_PJRT_PLUGIN to a "
+                               "plugin .so)")
         return cuda
-    raise ValueError(f"unknown platform {platform!r}; known platforms: cpu, cuda")
+    if platform == "tpu":
+        raise RuntimeError(f"Backend 'tpu' failed to initialize: ember has no TPU PJRT plugin{_where(given)}. "
+                           "Available backends are ['cpu']")
+    raise RuntimeError(f"Unknown backend {platform}{_where(given)}. Available backends are ['cpu'] (ember's "
+                       "platforms: 'cpu', 'cuda' or 'gpu' with a CUDA PJRT plugin)")
+
+
+def _where(given: str | None) -> str:
+    return "" if given else " (asked for by EMBER_PLATFORM)"
 
 
 def get_client(platform: str | None = None) -> _pjrt.Client:

@@ -4,9 +4,11 @@ Arrays. A Compiled places the IR's constants on a device the first time it runs 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import contextvars
 import threading
 import time
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
@@ -164,9 +166,12 @@ class Lowered:
             return Compiled(self, None)
         return Compiled(self, DEFERRED if deferred else self._executable())
 
-    def _executable(self, overrides: bytes = b"") -> _pjrt.Executable:
+    def _executable(self, overrides: bytes | None = None) -> _pjrt.Executable:
         """The module's executable (see compile): compiled, from the persistent cache, or reused. overrides: XLA
-        options for this compile (structs.option_overrides); one the plugin does not know is its PjrtError."""
+        options for this compile (structs.option_overrides; by default those of the compile_options block around
+        it); one the plugin does not know is its PjrtError."""
+        if overrides is None:
+            overrides = _OVERRIDES.get()
         client = get_client()  # a plugin that cannot load is its own error, not a compile error
         key = (self.text, client, overrides)
         executable = _executables.lookup(key)
@@ -215,6 +220,20 @@ def compile_ir(ir: IR, name: str = "main", key: Any = None, deferred: bool = Fal
             text = lower(ir)
         _lowerings.store(key, text)
     return Lowered(ir, name, text).compile(deferred)
+
+
+_OVERRIDES: contextvars.ContextVar[bytes] = contextvars.ContextVar("compile_option_overrides", default=b"")
+
+
+@contextlib.contextmanager
+def compile_options(overrides: bytes) -> Iterator[None]:
+    """The programs compiled for one device in the block take these XLA options (structs.option_overrides), as
+    jit(f, compiler_options=...) gives them to its programs."""
+    token = _OVERRIDES.set(overrides)
+    try:
+        yield
+    finally:
+        _OVERRIDES.reset(token)
 
 
 DEFERRED: Any = object()  # an executable compiled at the first call on one device (see Lowered.compile)

@@ -35,6 +35,14 @@ import ember
 from ember.as_jax._shims import JAX_VERSION, PACKAGES, SHIMS
 JAX_VERSION_INFO = tuple(int(part) for part in JAX_VERSION.split("."))
 
+# The submodules `import jax` imports itself (JAX 0.10.2), so that `jax.core` reads without `import jax.core`:
+# under the alias the first read of one imports it (ember's module, a shim, or the AttributeError of a missing one).
+_SUBMODULES_OF_IMPORT_JAX = frozenset((
+    "_src", "api_util", "core", "custom_batching", "custom_derivatives", "debug", "distributed", "dlpack", "dtypes",
+    "errors", "experimental", "export", "ffi", "image", "interpreters", "lax", "lib", "monitoring", "nn", "numpy",
+    "ops",
+    "profiler", "random", "ref", "scipy", "sharding", "stages", "tree", "tree_util", "typing"))
+
 # The JAX modules that are not ember's module of the same name: only the version differs.
 _VERSION_OVERRIDES = {"__version__": JAX_VERSION, "_version": JAX_VERSION, "__version_info__": JAX_VERSION_INFO}
 
@@ -52,6 +60,11 @@ class _Alias(types.ModuleType):
         target = self.__dict__["_ember_target"]
         if self.__name__ == "jax" and name == "version":  # jax.version is the alias, not ember.version
             return importlib.import_module("jax.version")
+        if self.__name__ == "jax" and name in _SUBMODULES_OF_IMPORT_JAX and not hasattr(target, name):
+            try:
+                return importlib.import_module(f"jax.{name}")
+            except ModuleNotFoundError:
+                pass
         try:
             return getattr(target, name)
         except AttributeError:
@@ -104,6 +117,8 @@ class JaxFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if spec.name == "jax.version":
             return _Alias("jax.version", ember.version, _VERSION_OVERRIDES)
         shim = SHIMS.get(spec.name)
+        if isinstance(shim, str):
+            return None  # (ember's module itself, in exec_module)
         if isinstance(shim, tuple):
             return _Alias(spec.name, importlib.import_module(shim[0]), shim[1])
         if shim is not None:
@@ -115,6 +130,9 @@ class JaxFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None  # a placeholder, replaced by ember's module in exec_module
 
     def exec_module(self, module: types.ModuleType) -> None:
+        if isinstance(SHIMS.get(module.__name__), str):
+            sys.modules[module.__name__] = importlib.import_module(SHIMS[module.__name__])
+            return
         if isinstance(module, _Alias) or module.__name__ in SHIMS:
             return
         name = _ember_name(module.__name__)

@@ -13,6 +13,7 @@ behaviour ember has:
 Every other private module stays a ModuleNotFoundError (docs/as_jax.md lists what libraries reach for)."""
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any, Callable, TypeVar
 
@@ -22,6 +23,7 @@ import ember
 from ember._control.checkify import JaxException
 from ember._core.pytree import _REGISTRY as pytree_registry
 from ember._core.refs import RefAval
+from ember._runtime.backends import _clients
 
 
 def api_boundary(fun: Callable[..., Any] | None = None, **unused: Any) -> Any:
@@ -60,10 +62,29 @@ class ExtendedDType:
     name: str
 
 
-# name -> the module's attributes, or (the ember module it is, the attributes it has beside that module's)
-SHIMS: dict[str, dict[str, Any] | tuple[str, dict[str, Any]]] = {
+def _submodule(package: str, name: str) -> Any:
+    """A shim package's submodule read as an attribute before anything imported it (`jax._src.xla_bridge` after
+    `import jax`: JAX's own package has imported it by then)."""
+    if f"{package}.{name}" in SHIMS:
+        return importlib.import_module(f"{package}.{name}")
+    raise AttributeError(f"module {package!r} has no attribute {name!r} (JAX code run by ember: ember has no "
+                         "counterpart of that private module)")
+
+
+def _started_backends(name: str) -> Any:
+    """jax._src.xla_bridge's `_backends` (platform -> client), read when asked: the backends started so far (chex's
+    set_n_cpu_devices refuses a late device count by it)."""
+    if name != "_backends":
+        raise AttributeError(f"module 'jax._src.xla_bridge' has no attribute {name!r} (JAX code run by ember)")
+    return {client.platform_name: client for client in _clients.values() if client.handle}
+
+
+# name -> the module's attributes, or (the ember module it is, the attributes it has beside that module's), or the
+# name of the ember module it is, itself (what a library sets on it reaches ember: jax._src.compiler's
+# backend_compile_and_load, the function every compile goes through)
+SHIMS: dict[str, str | dict[str, Any] | tuple[str, dict[str, Any]]] = {
     "jax.lib": {"__version__": JAX_VERSION},
-    "jax._src": {},
+    "jax._src": {"__getattr__": lambda name: _submodule("jax._src", name)},
     "jax._src.traceback_util": {"api_boundary": api_boundary, "register_exclusion": register_exclusion,
                                 "include_frame": include_frame, "_exclude_paths": _exclude_paths},
     "jax._src.dtypes": ("ember.dtypes", {"DType": np.dtype, "ExtendedDType": ExtendedDType,
@@ -74,5 +95,7 @@ SHIMS: dict[str, dict[str, Any] | tuple[str, dict[str, Any]]] = {
     "jax._src.state": {},
     "jax._src.state.types": {"AbstractRef": RefAval},
     "jax._src.tree_util": {"_registry": pytree_registry},
+    "jax._src.compiler": "ember._runtime.pjrt.backend_compile",
+    "jax._src.xla_bridge": {"__getattr__": _started_backends},
 }
 PACKAGES = frozenset({"jax._src", "jax._src.state"})

@@ -17,12 +17,17 @@ from ember._api.running import run_ir as _run_ir
 from ember._control.checkify import (DivisionByZeroError, FailedCheckError, JaxRuntimeError, NaNError, OOBError,
                                      all_checks, automatic_checks, div_checks, float_checks, index_checks, nan_checks,
                                      user_checks)
+from ember._control.checkify import JaxException as _JaxException
 from ember._control.checkify import (CATEGORIES as _CATEGORIES, Site as _Site, check_p as _check_p,
                                      checkify_ir as _checkify_ir, user_site as _user_site)
 from ember._control.common import close_over as _close_over
 from ember._core import aval_of as _aval_of, is_tracing as _is_tracing
 from ember._core.pytree import register_pytree_node as _register_pytree_node, tree_flatten as _tree_flatten
 from ember._numpy.creation import asarray as _asarray
+
+
+ErrorCategory = type[_JaxException]
+"""The type of an error category (FailedCheckError, NaNError, ...): the error sets are frozensets of them."""
 
 
 class Error:
@@ -39,7 +44,7 @@ class Error:
             k = int(code[index])
             if k == 0:
                 continue
-            values = [_np.asarray(v)[index] for v in self._payloads[k - 1]]
+            values = [_asarray(_np.asarray(v)[index]) for v in self._payloads[k - 1]]  # (they format as Arrays)
             message = self._sites[k - 1].message(values)
             if code.ndim:
                 where = index[0] if len(index) == 1 else index
@@ -96,9 +101,27 @@ def check(pred: _Any, msg: str, *fmt_args: _Any, **fmt_kwargs: _Any) -> None:
     site = _user_site(msg, tree, payload)
     if not _is_tracing():
         if not bool(_np.all(_np.asarray(pred))):
-            raise JaxRuntimeError(site.message([_np.asarray(p) for p in payload]))
+            raise JaxRuntimeError(site.message(payload))
         return
     _check_p.bind(pred, *payload, site=site, batch_dims=0)
+
+
+def check_error(error: Error) -> None:
+    """Raise error's failure, as err.throw(), but functionalized by checkify as check is: outside any staging it
+    raises JaxRuntimeError at once if error failed; inside a checkified function each check error records
+    is a check again (with its own message), so checkify(g) of a g that calls check_error on an inner checkify's
+    Error returns that failure (the inverse of checkify, as jax.experimental.checkify.check_error)."""
+    if not isinstance(error, Error):
+        raise TypeError(f"checkify.check_error: error must be a checkify.Error, got {type(error).__name__}")
+    if not _is_tracing():
+        error.throw()
+        return
+    code = _asarray(error._code)
+    batch_dims = _aval_of(code).ndim
+    for k, site in enumerate(error._sites, start=1):
+        if k - 1 in error._payloads:
+            _check_p.bind(code != k, *[_asarray(p) for p in error._payloads[k - 1]], site=site,
+                          batch_dims=batch_dims)
 
 
 def checkify(f: _Callable[..., _Any], errors: frozenset[type] = user_checks) -> _Callable[..., tuple[Error, _Any]]:
@@ -125,6 +148,6 @@ def checkify(f: _Callable[..., _Any], errors: frozenset[type] = user_checks) -> 
     return checked
 
 
-__all__ = ["DivisionByZeroError", "Error", "FailedCheckError", "JaxRuntimeError", "NaNError", "OOBError",
-           "all_checks", "automatic_checks", "check", "checkify", "div_checks", "float_checks", "index_checks",
-           "nan_checks", "user_checks"]
+__all__ = ["DivisionByZeroError", "Error", "ErrorCategory", "FailedCheckError", "JaxRuntimeError", "NaNError",
+           "OOBError", "all_checks", "automatic_checks", "check", "check_error", "checkify", "div_checks",
+           "float_checks", "index_checks", "nan_checks", "user_checks"]

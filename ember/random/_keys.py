@@ -23,7 +23,7 @@ from ember import numpy as enp
 from ember._api import jit
 from ember._core import aval_of
 from ember._core import dtypes as dt
-from ember._core.pytree import register_pytree_node
+from ember._core.pytree import register_pytree_node, register_user_leaf
 from ember._prims import threefry2x32
 from ember._runtime.array import register_array_type
 from ember._api.sharding import takes_out_sharding
@@ -158,6 +158,8 @@ class KeyArray:
 
 
 register_pytree_node(KeyArray, lambda k: ([k._data], None), lambda _, children: KeyArray(children[0]))
+# (a leaf of ember.tree_util's functions, as JAX's; a node over its data to ember's own transformations)
+register_user_leaf(KeyArray, physical=(lambda k: k._data, KeyArray))
 register_array_type(KeyArray)  # (isinstance(key, ember.Array), as a typed key is a jax.Array)
 
 

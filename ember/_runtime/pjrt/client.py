@@ -14,6 +14,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ember._runtime.pjrt import backend_compile as _backend_compile
 from ember._runtime.fastpath import C
 from ember._runtime.pjrt.buffer import Buffer, pin_client, take_client_handle, unpin_client
 from ember._runtime.pjrt.device import Device
@@ -140,7 +141,16 @@ class Client:
         options = (_PORTABLE_COMPILE_OPTIONS if portable else COMPILE_OPTIONS) + overrides
         return Executable(self, self._compiled(code, b"mlir", options), code, portable)
 
+    @property
+    def platform(self) -> str:
+        """The platform's name ("cpu", "cuda"), as a JAX client's."""
+        return self.platform_name
+
     def _compiled(self, code: bytes, program_format: bytes, options: bytes, partitioned: bool = False) -> int:
+        """A compile, through the one hook every compile goes through (ember._runtime.pjrt.backend_compile)."""
+        return _backend_compile.backend_compile_and_load(self, code, program_format, options, partitioned)
+
+    def _compile_now(self, code: bytes, program_format: bytes, options: bytes, partitioned: bool = False) -> int:
         """PJRT_Client_Compile of a program (its format: b"mlir" text or bytecode, b"hlo" a serialized
         xla.HloModuleProto) with these serialized compile options: the loaded executable's handle. partitioned: XLA's
         SPMD partitioner runs, whose deprecation line is left out of stderr."""
