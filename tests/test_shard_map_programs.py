@@ -12,7 +12,9 @@ psum_scatter matmul, its overlapped and bidirectional forms; beyond the tutorial
 bidirectional ones); the toy network under 8-way data parallelism (with the sizes of the gradient's all-reduces),
 4-way FSDP (remat with the all_gather policy), 8-way tensor parallelism and 4x2 FSDP + TP: the loss and gradient
 against the reference model's (the tutorial's checks) and, beyond it, two jitted steps of gradient descent (losses,
-first gradient, parameters after); SPMD pipeline parallelism (loss, gradient). Each compared with JAX's.
+first gradient, parameters after); SPMD pipeline parallelism (loss, gradient); beyond the tutorial, a
+partial-manual shard_map (axis_names={'x'} of a 2x2 mesh: values, gradients, vmap, axis_index, the errors). Each
+compared with JAX's.
 
 Adaptations, the same on both sides (each framework runs the same function, given `jax` or `ember` as `jax`):
 - meshes are built as Mesh(np.array(devices).reshape(...), names) (Auto axes) rather than jax.make_mesh (JAX 0.10.2
@@ -728,6 +730,45 @@ def pipeline_parallel_program(jax):
             "grads": grads}
 
 
+def partial_manual_program(jax):
+    """Beyond the tutorial: a shard_map manual over one axis of a 2x2 mesh (axis_names={'x'}): values, gradients
+    inside and outside the body, axis_index, vmap, and JAX's errors for a spec or a collective naming the other
+    axis."""
+    jnp, P = jax.numpy, jax.sharding.PartitionSpec
+    mesh = mesh_of(jax, (2, 2), ("x", "y"))
+    x = np.arange(16.0, dtype=np.float32).reshape(4, 4)
+    out = {}
+
+    def body(a):
+        return jax.lax.psum(a * 2, "x") + jnp.sin(a)
+    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x"), axis_names={"x"}))
+    out["value"] = np.asarray(f(x))
+    out["grad_outside"] = np.asarray(jax.grad(lambda v: f(v).sum())(x))
+    out["vmap"] = np.asarray(jax.vmap(f)(np.stack([x, x + 1])))
+
+    def loss(p, xb):
+        return jax.lax.pmean(((xb * p) ** 2).sum(), "x")
+    g = jax.shard_map(lambda p, xb: jax.grad(loss)(p, xb), mesh=mesh, in_specs=(P(), P("x")), out_specs=P(),
+                      axis_names={"x"})
+    out["grad_inside"] = np.asarray(jax.jit(g)(np.float32(1.0), x))
+    h = jax.shard_map(lambda a: a * jax.lax.axis_index("x"), mesh=mesh, in_specs=P("x"), out_specs=P("x"),
+                      axis_names={"x"})
+    out["axis_index"] = np.asarray(jax.jit(h)(x))
+    for what, make in (("spec_names_auto_axis", lambda: jax.shard_map(lambda a: a, mesh=mesh, in_specs=P("y"),
+                                                                         out_specs=P("y"), axis_names={"x"})),
+                       ("psum_over_auto_axis", lambda: jax.shard_map(lambda a: jax.lax.psum(a, "y"), mesh=mesh,
+                                                                        in_specs=P("x"), out_specs=P("x"),
+                                                                        axis_names={"x"}))):
+        try:
+            jax.jit(make())(x)
+            out[what] = "no error"
+        except (ValueError, NameError) as err:  # (the first words: JAX's and ember's texts go on differently)
+            first = str(err).splitlines()[0]
+            out[what] = f"{type(err).__name__}: " + ("unbound axis name: y" if "unbound axis name: y" in first
+                                                     else first[:60])
+    return out
+
+
 PROGRAMS = [("matmul_basic", matmul_basic_program, {}),
             ("in_out_specs", in_out_specs_program, {}),
             ("vma", vma_program, {}),
@@ -738,7 +779,8 @@ PROGRAMS = [("matmul_basic", matmul_basic_program, {}),
             ("fsdp", fsdp_program, {"rtol": 2e-4, "atol": 2e-5}),
             ("tensor_parallel", tensor_parallel_program, {"rtol": 2e-4, "atol": 2e-5}),
             ("fsdp_tp", fsdp_tp_program, {"rtol": 2e-4, "atol": 2e-5}),
-            ("pipeline_parallel", pipeline_parallel_program, {"rtol": 2e-4, "atol": 2e-5})]
+            ("pipeline_parallel", pipeline_parallel_program, {"rtol": 2e-4, "atol": 2e-5}),
+            ("partial_manual", partial_manual_program, {"rtol": 1e-5, "atol": 1e-5})]
 
 
 def main():

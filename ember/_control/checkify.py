@@ -391,8 +391,8 @@ def _shard_map_rule(eqn: Eqn, ins: list[Any], state: State, ctx: Context) -> lis
     over the devices, and the first device (in mesh order) whose check failed gives the error, merged after the
     errors recorded before the call."""
     p = eqn.params
-    body, mesh, check_vma = p["body"], p["mesh"], p["check_vma"]
-    order = sorted(in_mesh(mesh, check_vma, lambda: sites_of(body, ctx)))
+    body, mesh, check_vma, manual = p["body"], p["mesh"], p["check_vma"], p["manual"]
+    order = sorted(in_mesh(mesh, check_vma, lambda: sites_of(body, ctx), manual))
     if not order:
         return bind_outputs(eqn, ins)
 
@@ -404,10 +404,10 @@ def _shard_map_rule(eqn: Eqn, ins: list[Any], state: State, ctx: Context) -> lis
         return stage_flat(run, body.in_avals)
     n = len(body.outs)
     flat_count = 1 + sum(len(ctx.sites[s].payload) for s in order)
-    out_specs = p["out_specs"] + (PartitionSpec(tuple(mesh.axis_names)),) * flat_count
-    checked = shard_map_body(mesh, check_vma, out_specs, make)
+    out_specs = p["out_specs"] + (PartitionSpec(manual),) * flat_count
+    checked = shard_map_body(mesh, check_vma, out_specs, make, manual)
     outs = shard_map_p.bind(*ins, body=checked, mesh=mesh, in_specs=p["in_specs"], out_specs=out_specs,
-                            check_vma=check_vma)
+                            check_vma=check_vma, manual=manual)
     stacked = outs[n:]
     failed = lax.convert_element_type(lax.ne(stacked[0], lax.full(aval_of(stacked[0]).shape, 0, dt.int32)),
                                       dt.int32)

@@ -121,7 +121,7 @@ shard_map_p = Primitive("shard_map", multiple_results=True, own_vma=True)
 
 @shard_map_p.def_rule("abstract_eval")
 def _shard_map_abstract_eval(*avals: ShapedArray, body: IR, mesh: Mesh, in_specs: Specs, out_specs: Specs,
-                             check_vma: bool) -> list[ShapedArray]:
+                             check_vma: bool, manual: tuple[str, ...]) -> list[ShapedArray]:
     for i, (aval, spec, inner) in enumerate(zip(avals, in_specs, body.in_avals)):
         block = body_aval("shard_map", mesh, spec, aval, f"input {i}", check_vma)
         if block.shape != inner.shape or block.dtype != inner.dtype or block.vma != inner.vma:
@@ -144,7 +144,7 @@ def _partition_ids(mesh: Mesh, devices: Sequence[Any] | None) -> np.ndarray:
 
 @shard_map_p.def_rule("lowering")
 def _shard_map_lowering(ctx: LoweringContext, *args: str, body: IR, mesh: Mesh, in_specs: Specs,
-                        out_specs: Specs, check_vma: bool) -> list[str]:
+                        out_specs: Specs, check_vma: bool, manual: tuple[str, ...]) -> list[str]:
     devices = ctx.emitter.device_assignment  # (None: the mesh's own order, as sharding_text and _partition_ids take)
 
     def custom_call(target: str, x: str, aval: ShapedArray, sharding: str) -> str:
@@ -154,7 +154,8 @@ def _shard_map_lowering(ctx: LoweringContext, *args: str, body: IR, mesh: Mesh, 
     for x, aval, spec, inner in zip(args, ctx.avals_in, in_specs, body.in_avals):
         placed = custom_call("Sharding", x, aval, sharding_text(NamedSharding(mesh, spec), aval.ndim, devices))
         blocks.append(custom_call("SPMDFullToShardShape", placed, inner, "{manual}"))
-    # (the body is a function of its own: XLA's partitioner keeps every value in it manual)
+    # (the body is a function of its own: XLA's partitioner keeps every value in it manual; over the mesh axes that
+    # are not manual (partial-manual: axis_names), every device along them holds the same block and computes it)
     outs = call_function(ctx, body, blocks, "shmap_body", AxisContext(mesh.axis_names, _partition_ids(mesh, devices)))
     results = []
     for y, inner, spec, aval in zip(outs, body.out_avals, out_specs, ctx.avals_out):
@@ -164,58 +165,63 @@ def _shard_map_lowering(ctx: LoweringContext, *args: str, body: IR, mesh: Mesh, 
     return results
 
 
-def _in_mesh(mesh: Mesh, check_vma: bool, fn: Callable[[], Any]) -> Any:
-    """fn() with the mesh's axis names bound, typed as check_vma says (the body's collectives are bound again by
-    transformations)."""
+def _in_mesh(mesh: Mesh, check_vma: bool, fn: Callable[[], Any], manual: tuple[str, ...] | None = None) -> Any:
+    """fn() with the mesh's manual axis names (by default all) bound, typed as check_vma says (the body's
+    collectives are bound again by transformations)."""
+    manual = mesh.axis_names if manual is None else manual
     note_axis_order(mesh.axis_names)
-    with axis_frame(list(mesh.shape.items())), typed_axes(mesh.axis_names if check_vma else ()):
+    with axis_frame([(a, mesh.shape[a]) for a in manual]), typed_axes(manual if check_vma else ()):
         return fn()
 
 
-def _body(mesh: Mesh, check_vma: bool, out_specs: Specs, make: Callable[[], IR]) -> IR:
+def _body(mesh: Mesh, check_vma: bool, out_specs: Specs, make: Callable[[], IR],
+          manual: tuple[str, ...] | None = None) -> IR:
     """A body made by make() (a transformation of a body) in the mesh's axes, its outputs typed as out_specs say
     (with check_vma: an output varying over fewer axes, a zero tangent or cotangent, or a result its spec splits
     along an axis it does not vary over, is cast, as JAX casts it)."""
     def build() -> IR:
         ir = make()
         return cast_outputs(ir, [spec_vma(s) for s in out_specs]) if check_vma else ir
-    return _in_mesh(mesh, check_vma, build)
+    return _in_mesh(mesh, check_vma, build, manual)
 
 
 @shard_map_p.def_rule("jvp")
 def _shard_map_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body: IR, mesh: Mesh, in_specs: Specs,
-                   out_specs: Specs, check_vma: bool) -> tuple[list[Any], list[Any]]:
+                   out_specs: Specs, check_vma: bool, manual: tuple[str, ...]) -> tuple[list[Any], list[Any]]:
     with_tangent = [t is not None and dt.is_inexact(aval_of(p).dtype) for p, t in zip(primals, tangents)]
-    jvp_body = _body(mesh, check_vma, out_specs + out_specs, lambda: jvp_ir(body, with_tangent))
+    jvp_body = _body(mesh, check_vma, out_specs + out_specs, lambda: jvp_ir(body, with_tangent), manual)
     given = [t for t, w in zip(tangents, with_tangent) if w]
     specs = in_specs + tuple(s for s, w in zip(in_specs, with_tangent) if w)
     outs = shard_map_p.bind(*primals, *given, body=jvp_body, mesh=mesh, in_specs=specs,
-                            out_specs=out_specs + out_specs, check_vma=check_vma)
+                            out_specs=out_specs + out_specs, check_vma=check_vma, manual=manual)
     n = len(body.outs)
     return outs[:n], outs[n:]
 
 
-def _unnamed_axes(mesh: Mesh, spec: PartitionSpec) -> tuple[str, ...]:
+def _unnamed_axes(manual: tuple[str, ...], spec: PartitionSpec) -> tuple[str, ...]:
+    """The manual mesh axes spec does not name (along the others every device computes the same block)."""
     named = _spec_axes(spec)
-    return tuple(a for a in mesh.axis_names if a not in named)
+    return tuple(a for a in manual if a not in named)
 
 
 @shard_map_p.def_rule("vjp")
 def _shard_map_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, body: IR, mesh: Mesh,
-                   in_specs: Specs, out_specs: Specs, check_vma: bool) -> list[Any]:
+                   in_specs: Specs, out_specs: Specs, check_vma: bool, manual: tuple[str, ...]) -> list[Any]:
     wrt = [n and dt.is_inexact(aval_of(x).dtype) for x, n in zip(ins, needs)]
     if not any(wrt):
         return [None] * len(ins)
     specs_wrt = tuple(s for s, w in zip(in_specs, wrt) if w)
-    backward = _body(mesh, check_vma, specs_wrt, lambda: _backward_body(body, tuple(wrt), mesh, specs_wrt, check_vma))
-    cts = [zeros(aval_of(y).strip_weak_type()) if ct is None else ct if check_vma else _scaled(ct, mesh, spec)
+    backward = _body(mesh, check_vma, specs_wrt,
+                     lambda: _backward_body(body, tuple(wrt), manual, specs_wrt, check_vma), manual)
+    cts = [zeros(aval_of(y).strip_weak_type()) if ct is None else ct if check_vma else _scaled(ct, mesh, manual, spec)
            for ct, y, spec in zip(cts, outs, out_specs)]
     grads = iter(shard_map_p.bind(*ins, *cts, body=backward, mesh=mesh, in_specs=in_specs + out_specs,
-                                  out_specs=specs_wrt, check_vma=check_vma))
+                                  out_specs=specs_wrt, check_vma=check_vma, manual=manual))
     return [next(grads) if w else None for w in wrt]
 
 
-def _backward_body(body: IR, wrt: tuple[bool, ...], mesh: Mesh, specs_wrt: Specs, check_vma: bool) -> IR:
+def _backward_body(body: IR, wrt: tuple[bool, ...], manual: tuple[str, ...], specs_wrt: Specs, check_vma: bool
+                   ) -> IR:
     """(the body's inputs..., its outputs' cotangents...) -> the cotangents of the inputs in wrt: the body's VJP,
     whose types sum what they must (check_vma), or (without) each summed over the mesh axes its spec does not
     name."""
@@ -223,7 +229,7 @@ def _backward_body(body: IR, wrt: tuple[bool, ...], mesh: Mesh, specs_wrt: Specs
     grads = vjp_ir(body, list(wrt), n_out)
     if check_vma:
         return grads if n_out == 0 else _drop_outputs(grads, n_out)
-    summed = [_unnamed_axes(mesh, s) for s in specs_wrt]
+    summed = [_unnamed_axes(manual, s) for s in specs_wrt]
 
     def fn(*args: Any) -> list[Any]:
         cts_in = eval_ir(grads, list(args))[n_out:]
@@ -236,25 +242,27 @@ def _drop_outputs(ir: IR, n: int) -> IR:
     return simplify(IR(ir.const_vars, ir.consts, ir.in_vars, ir.eqns, ir.outs[n:]))
 
 
-def _scaled(ct: Any, mesh: Mesh, spec: PartitionSpec) -> Any:
-    """A result's cotangent shared among the devices that hold copies of it (the mesh axes its spec does not
+def _scaled(ct: Any, mesh: Mesh, manual: tuple[str, ...], spec: PartitionSpec) -> Any:
+    """A result's cotangent shared among the devices that hold copies of it (the manual mesh axes its spec does not
     name)."""
-    copies = math.prod(mesh.shape[a] for a in _unnamed_axes(mesh, spec))
+    copies = math.prod(mesh.shape[a] for a in _unnamed_axes(manual, spec))
     return ct if copies == 1 else div(ct, np.asarray(copies, aval_of(ct).dtype))
 
 
 @shard_map_p.def_rule("batching")
 def _shard_map_batching(args: list[Any], dims: list[BatchDim], *, body: IR, mesh: Mesh, in_specs: Specs,
-                        out_specs: Specs, check_vma: bool) -> tuple[list[Any], list[BatchDim]]:
+                        out_specs: Specs, check_vma: bool, manual: tuple[str, ...]
+                        ) -> tuple[list[Any], list[BatchDim]]:
     size = next(aval_of(x).shape[d] for x, d in zip(args, dims) if d is not None)
-    batched, out_dims = _in_mesh(mesh, check_vma, lambda: batch_ir(body, dims, size))
+    batched, out_dims = _in_mesh(mesh, check_vma, lambda: batch_ir(body, dims, size), manual)
     ins = tuple(spec if d is None else _insert(spec, d, aval_of(x).ndim - 1)
                 for x, d, spec in zip(args, dims, in_specs))
     outs_specs = tuple(spec if d is None else _insert(spec, d, a.ndim) for spec, d, a in
                        zip(out_specs, out_dims, body.out_avals))
     if check_vma:
-        batched = _body(mesh, check_vma, outs_specs, lambda: batched)
-    outs = shard_map_p.bind(*args, body=batched, mesh=mesh, in_specs=ins, out_specs=outs_specs, check_vma=check_vma)
+        batched = _body(mesh, check_vma, outs_specs, lambda: batched, manual)
+    outs = shard_map_p.bind(*args, body=batched, mesh=mesh, in_specs=ins, out_specs=outs_specs, check_vma=check_vma,
+                            manual=manual)
     return outs, out_dims
 
 
@@ -276,6 +284,10 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, out_specs: Any, in_spec
     and outside f sum the contributions of the devices that share a value (docs/sharding.md). With
     check_vma=False there are no such types: an out_spec that leaves out a mesh axis states that the result is the
     same on every device along it, and the first device's value along it is taken.
+    axis_names (JAX's partial-manual shard_map): the mesh axes f is manual over (by default all); the specs name
+    only those, and collectives and axis_index in f only those. ember runs f manual over every axis, each device
+    along the other axes holding the same block and computing it (JAX lets XLA partition that work instead): the
+    values are JAX's, the work and memory along those axes are not shared out.
     Usable as a decorator: @partial(shard_map, mesh=..., in_specs=..., out_specs=...)."""
     if f is None:
         return lambda fun: shard_map(fun, out_specs=out_specs, in_specs=in_specs, mesh=mesh, axis_names=axis_names,
@@ -291,11 +303,10 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, out_specs: Any, in_spec
         if the_mesh is None:
             raise ValueError(f"shard_map({name}): no mesh: pass mesh=, or call inside `with mesh:` / "
                              "ember.sharding.set_mesh(mesh)")
-        if axis_names and set(axis_names) != set(the_mesh.axis_names):
-            raise NotImplementedError(f"shard_map({name}): axis_names={set(axis_names)} names only some of the mesh's "
-                                      f"axes {the_mesh.axis_names}; ember maps over all of them")
+        manual = _manual_axes(name, the_mesh, axis_names)
         leaves, in_tree = tree_flatten(args)
         specs = _in_specs(name, in_specs, args, leaves)
+        _check_manual_specs("in_specs", the_mesh, manual, specs)
         avals = [aval_of(x) for x in leaves]
         api = f"shard_map({name})"
         for spec, aval in zip(specs, avals):  # (JAX's explicit sharding mode: the specs are the inputs' types)
@@ -309,22 +320,45 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, out_specs: Any, in_spec
                     "shard_map.")
         blocks = [body_aval(api, the_mesh, s, a, f"argument {i}", check_vma)
                   for i, (s, a) in enumerate(zip(specs, avals))]
-        closed = _in_mesh(the_mesh, check_vma, lambda: close_over(f, in_tree, blocks, api))
+        closed = _in_mesh(the_mesh, check_vma, lambda: close_over(f, in_tree, blocks, api), manual)
         consts = closed.consts
         out_leaf_specs = _prefix_specs(api, "out_specs", out_specs,
                                        closed.out_tree.unflatten(range(closed.out_tree.num_leaves)))
         for i, (spec, aval) in enumerate(zip(out_leaf_specs, closed.ir.out_avals)):
             check_spec(api, the_mesh, spec, aval, f"result {i}")
+        _check_manual_specs("out_specs", the_mesh, manual, out_leaf_specs)
         body = closed.ir
         if check_vma:
             _check_out_vma(name, the_mesh, out_specs, out_leaf_specs, closed)
-            body = _body(the_mesh, check_vma, tuple(out_leaf_specs), lambda: closed.ir)
+            body = _body(the_mesh, check_vma, tuple(out_leaf_specs), lambda: closed.ir, manual)
         _check_consts_invariant(consts)
         const_specs = (PartitionSpec(),) * len(consts)  # replicated: the same on every device
         outs = shard_map_p.bind(*consts, *leaves, body=body, mesh=the_mesh, in_specs=const_specs + tuple(specs),
-                                out_specs=tuple(out_leaf_specs), check_vma=bool(check_vma))
+                                out_specs=tuple(out_leaf_specs), check_vma=bool(check_vma), manual=manual)
         return closed.out_tree.unflatten(outs)
     return functools.wraps(f)(mapped) if hasattr(f, "__name__") else mapped  # (named as f, as JAX's)
+
+
+def _manual_axes(name: str, mesh: Mesh, axis_names: Any) -> tuple[str, ...]:
+    """The mesh axes the body is manual over, in mesh order: axis_names (JAX's partial-manual shard_map), or all."""
+    if not axis_names:
+        return tuple(mesh.axis_names)
+    given = set(axis_names)
+    unknown = given - set(mesh.axis_names)
+    if unknown:
+        raise ValueError(f"shard_map({name}): axis_names {sorted(map(str, unknown))} are not axes of the mesh "
+                         f"{dict(mesh.shape)}")
+    return tuple(a for a in mesh.axis_names if a in given)
+
+
+def _check_manual_specs(what: str, mesh: Mesh, manual: tuple[str, ...], specs: Sequence[PartitionSpec]) -> None:
+    """JAX's error for an in_spec or out_spec naming a mesh axis the body is not manual over (axis_names); an axis
+    the mesh does not have is check_spec's error."""
+    for spec in specs:
+        for axis in sorted((_spec_axes(spec) & set(mesh.axis_names)) - set(manual), key=str):
+            raise ValueError(f"shard_map {what} argument must refer to an axis marked as manual "
+                             f"({frozenset(manual)}), but:\n\n  {what} refers to {axis!r}\n\nCheck the {what} "
+                             "values passed to shard_map.")
 
 
 def _check_consts_invariant(consts: Sequence[Any]) -> None:
