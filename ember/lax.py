@@ -19,6 +19,7 @@ import ember._prims as _prims
 from ember._prims import linalg as _prims_linalg
 from ember._core import PRIMITIVES as _PRIMITIVES, dtypes as _dtypes
 from ember._core.exports import reexport as _reexport
+from ember._api.sharding import takes_out_sharding as _takes_out_sharding
 from ember._api.sharding import with_sharding_constraint as with_sharding_constraint
 
 # ember's public names that jax.lax lacks: ember.random's hash, and jax's top-level transformations (jax.checkpoint,
@@ -91,3 +92,6 @@ convert_element_type = _user_dtype(_prims.convert_element_type, 1)
 full = _user_dtype(_prims.full, 2)
 iota = _user_dtype(_prims.iota, 0)
 broadcasted_iota = _user_dtype(_prims.broadcasted_iota, 0)
+
+# JAX's out_sharding= (explicit sharding mode) on the convolution: its result resharded so.
+conv_general_dilated = _takes_out_sharding("conv_general_dilated")(_prims.conv_general_dilated)

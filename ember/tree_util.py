@@ -8,6 +8,7 @@ from ember._core.pytree import register_pytree_node as register_pytree_node
 from ember._core.pytree import register_pytree_node_class as register_pytree_node_class
 from ember._core.pytree import register_pytree_with_keys as register_pytree_with_keys
 from ember._core.pytree import register_pytree_with_keys_class as register_pytree_with_keys_class
+from ember._core.pytree import register_static as register_static
 from ember._core.pytree import treedef_tuple as treedef_tuple
 from ember._core.pytree import tree_transpose as tree_transpose
 from ember._core.pytree import tree_unflatten as tree_unflatten, treedef_children as treedef_children
@@ -21,8 +22,8 @@ from ember._core.user_pytree import tree_structure as tree_structure
 __all__ = [
     "DictKey", "FlattenedIndexKey", "GetAttrKey", "KeyEntry", "KeyPath", "Partial", "PyTreeDef", "SequenceKey",
     "all_leaves", "keystr", "register_dataclass", "register_pytree_node", "register_pytree_node_class",
-    "register_pytree_with_keys", "register_pytree_with_keys_class", "treedef_tuple", "tree_all", "tree_flatten",
-    "tree_flatten_with_path", "tree_leaves",
+    "register_pytree_with_keys", "register_pytree_with_keys_class", "register_static", "treedef_tuple", "tree_all",
+    "tree_flatten", "tree_flatten_with_path", "tree_leaves",
     "tree_leaves_with_path", "tree_map", "tree_map_with_path", "tree_reduce", "tree_structure", "tree_transpose",
     "tree_unflatten", "treedef_children",
 ]

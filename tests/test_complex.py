@@ -47,6 +47,7 @@ ACCEPTS_COMPLEX = {
     "rsqrt", "sin", "cos", "tan", "tanh", "logistic", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh",
     "atanh", "abs", "sign", "max", "min", "eq", "ne", "select", "stop_gradient", "convert_element_type",
     "reduce_sum", "reduce_prod", "cumsum", "dot_general",
+    "conv_general_dilated",  # (test_complex_convolution_matches_jax below)
     # made for complex numbers
     "real", "imag", "conj", "fft",
     # structural: values are moved, not computed on (run with complex inputs below)
@@ -517,3 +518,24 @@ def test_cotangent_check_accepts_complex_for_complex_inputs_only():
     with pytest.raises(RuleError, match=r"returned a cotangent c64\[2\] for its input 0 of type f32\[2\]"):
         check_cotangent(real_eqn, "vjp", 0, enp.ones(2, enp.complex64))
     assert Literal  # (imported with the IR types)
+
+
+def test_complex_convolution_matches_jax():
+    """conv_general_dilated of complex operands (equinox's complex Conv layers): value, jit, the gradients of both
+    operands (JAX's convention) and vmap, against JAX."""
+    rng = np.random.default_rng(0)
+    x = (rng.normal(size=(2, 3, 6, 6)) + 1j * rng.normal(size=(2, 3, 6, 6))).astype(np.complex64)
+    k = (rng.normal(size=(4, 3, 3, 3)) + 1j * rng.normal(size=(4, 3, 3, 3))).astype(np.complex64)
+
+    def conv(lib):
+        return lambda a, b: lib.lax.conv_general_dilated(a, b, (1, 2), "SAME", rhs_dilation=(1, 1))
+
+    def loss(lib):
+        return lambda a, b: lib.numpy.abs(conv(lib)(a, b)).sum()
+    expected = np.asarray(conv(jax)(x, k))
+    for got in (conv(ember)(x, k), ember.jit(conv(ember))(x, k)):
+        np.testing.assert_allclose(np.asarray(got), expected, rtol=2e-5, atol=2e-5)
+    for g, e in zip(ember.grad(loss(ember), argnums=(0, 1))(x, k), jax.grad(loss(jax), argnums=(0, 1))(x, k)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=2e-4, atol=2e-4)
+    batched = ember.vmap(conv(ember), in_axes=(0, None))(np.stack([x, 2 * x]), k)
+    np.testing.assert_allclose(np.asarray(batched[1]), 2 * expected, rtol=2e-5, atol=2e-5)

@@ -218,9 +218,11 @@ LINALG_CALLS: dict[str, Call] = {
 
 NN_CALLS: dict[str, Call] = {
     **_calls("celu elu gelu hard_sigmoid hard_silu hard_swish hard_tanh leaky_relu log_sigmoid mish relu relu6 "
-             "selu sigmoid silu soft_sign softplus sparse_plus sparse_sigmoid squareplus swish tanh", ONE),
+             "selu sigmoid silu soft_sign softplus sparse_plus sparse_sigmoid squareplus swish tanh identity log1mexp",
+             ONE),
     **_calls("softmax log_softmax standardize glu", ALONG),
     "logsumexp": REDUCE,
+    "logmeanexp": REDUCE,
     "one_hot": Call(lambda f, x: f(x.astype(np.int32), 3)),
     # queries (1, x.shape[0], 1, 4) against keys and values (1, x.shape[-1], 1, 4): no queries, or no keys
     "dot_product_attention": Call(lambda f, x: f(np.zeros((1, x.shape[0], 1, 4), np.float32),

@@ -349,3 +349,108 @@ def test_nn_functions_compute_on_complex_values_as_jax(name):
     got = np.asarray(getattr(ember.nn, name)(x))
     assert got.dtype == want.dtype
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+# ---- what flax.nnx reads (issue #45): jax.experimental.hijax's names, tree_util.register_static, jax.nn.identity,
+# log1mexp and logmeanexp, typeof of a typed key, conv_general_dilated(out_sharding=), jit with trees of None
+# shardings, scan(_split_transpose=)
+def test_register_static_makes_a_value_part_of_the_structure():
+    for lib in (ember, jax):
+        class Tag:
+            def __init__(self, name):
+                self.name = name
+
+            def __eq__(self, other):
+                return isinstance(other, Tag) and other.name == self.name
+
+            def __hash__(self):
+                return hash(self.name)
+        assert lib.tree_util.register_static(Tag) is Tag
+        leaves, tree = lib.tree_util.tree_flatten({"a": 1.0, "t": Tag("x")})
+        assert leaves == [1.0]
+        assert lib.tree_util.tree_unflatten(tree, [2.0])["t"] == Tag("x")
+        assert tree != lib.tree_util.tree_structure({"a": 1.0, "t": Tag("y")})
+        assert lib.jit(lambda d: d["a"] * 2)({"a": 3.0, "t": Tag("x")}) == 6.0
+
+
+def test_nn_identity_log1mexp_logmeanexp_match_jax():
+    x = np.array([1e-3, 0.5, 0.69, 0.7, 3.0, 30.0], np.float32)
+    _close(ember.nn.log1mexp(x), jax.nn.log1mexp(x), rtol=1e-6)
+    _close(ember.jit(ember.vmap(ember.grad(ember.nn.log1mexp)))(x), jax.vmap(jax.grad(jax.nn.log1mexp))(x), rtol=1e-5)
+    y = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+    where = y > -0.3
+    for kwargs in ({}, {"axis": 1}, {"axis": 0, "keepdims": True}, {"axis": 1, "where": where}):
+        _close(ember.nn.logmeanexp(y, **kwargs), jax.nn.logmeanexp(y, **kwargs), rtol=1e-6)
+    _close(ember.nn.identity(y), jax.nn.identity(y))
+
+
+def test_typeof_a_typed_key_is_its_key_type():
+    for lib in (ember, jax):
+        keys = lib.random.split(lib.random.key(0), 3)
+        t = lib.typeof(keys)
+        assert str(t) == "key<fry>[3]" and t.shape == (3,) and str(t.dtype) == "key<fry>"
+    assert str(ember.typeof(ember.random.key(0))) == str(jax.typeof(jax.random.key(0))) == "key<fry>[]"
+
+
+def test_conv_out_sharding_and_jit_with_trees_of_none_shardings():
+    x = np.random.default_rng(1).normal(size=(1, 1, 5, 5)).astype(np.float32)
+    k = np.ones((1, 1, 3, 3), np.float32)
+    got = ember.lax.conv_general_dilated(x, k, (1, 1), "SAME", out_sharding=None)
+    _close(got, jax.lax.conv_general_dilated(x, k, (1, 1), "SAME", out_sharding=None), rtol=1e-5)
+    f = ember.jit(lambda a, b: (a * 2, {"b": b + 1}), in_shardings=(None, None), out_shardings=(None, {"b": None}))
+    out = f(np.ones(3, np.float32), np.zeros(2, np.float32))
+    _close(out, jax.jit(lambda a, b: (a * 2, {"b": b + 1}), in_shardings=(None, None),
+                        out_shardings=(None, {"b": None}))(np.ones(3, np.float32), np.zeros(2, np.float32)))
+    carry, ys = ember.lax.scan(lambda c, x: (c + x, c), 0.0, np.arange(3.0, dtype=np.float32), _split_transpose=True)
+    assert float(carry) == 3.0 and np.asarray(ys).tolist() == [0.0, 0.0, 1.0]
+
+
+def test_hijax_names_and_their_eager_primitives():
+    from ember.experimental import hijax
+    import jax.experimental.hijax as jhijax
+    for name in ("HiPrimitive", "HiType", "MutableHiType", "VJPHiPrimitive", "register_hitype", "aval_method",
+                 "aval_property", "AvalQDD", "AvalMutableQDD", "control_flow_allowed_effects", "Zero",
+                 "instantiate_zeros", "is_undefined_primal", "AbstractValue", "ShapedArray", "AbstractRef", "HiPspec"):
+        assert hasattr(hijax, name) and hasattr(jhijax, name), name
+
+    class Double(hijax.HiPrimitive):
+        def impl(self, x):
+            return x * 2
+    double_p = Double("double")
+    assert float(double_p.bind(enp.float32(3))) == 6.0  # (outside any staging: its impl)
+    with pytest.raises(NotImplementedError, match="double: a hijax primitive"):
+        ember.jit(lambda x: double_p.bind(x))(1.0)
+    assert hijax.aval_property(fget=len).fget is len and hijax.aval_method(len).fun is len
+
+    class MyEffect:
+        pass
+    hijax.control_flow_allowed_effects.add_type(MyEffect)
+    assert hijax.control_flow_allowed_effects.contains(MyEffect())
+    hijax.register_hitype(Double, lambda v: None)
+    assert hijax.hitype_of(Double) is not None
+
+
+def test_find_top_trace_and_jvp_tracers_as_equinox_filter_jvp_reads_them():
+    """equinox's filter_jvp keeps an output as differentiable when it is a JVPTracer of the top trace: a value
+    computed from the inputs, also through a jitted call, and not one made of constants alone."""
+    from ember.extend.core import find_top_trace
+    from ember.interpreters import ad
+    import jax.extend.core as jcore
+    import jax.interpreters.ad as jad
+
+    def classify(lib, core, ad_module):
+        def fn(x, c):
+            main = core.find_top_trace((x,)).main
+            outs = (x * 2, lib.numpy.ones(2), c * 3, lib.jit(lambda a, b: (a + 1, b * 2))(x, c))
+            return tuple(isinstance(y, ad_module.JVPTracer) and y._trace.main is main
+                         for y in lib.tree_util.tree_leaves(outs))
+        found = []
+
+        def run(x):
+            found.append(fn(x, lib.numpy.float32(2.0)))
+            return x
+        lib.jvp(run, (lib.numpy.float32(1.0),), (lib.numpy.float32(1.0),))
+        return found[0]
+    assert classify(ember, __import__("ember.extend.core", fromlist=["x"]), ad) == \
+        classify(jax, jcore, jad) == (True, False, False, True, False)
+    assert find_top_trace(()).main is None  # (outside any staging: the eval trace)

@@ -1,6 +1,7 @@
 """JAX's libraries on ember through the drop-in (ember.as_jax): equinox (whose internals define primitives with JAX's
-extension API: its checkpointed while loop, error_if, filter transformations) and flax.linen compute what they
-compute on JAX. One subprocess runs the programs on ember (the alias cannot share a process with the real JAX);
+extension API: its checkpointed while loop, error_if, filter transformations), flax.linen and flax.nnx (a training
+step with its Optimizer and metrics under nnx.jit; nnx.vmap, scan, remat, split/merge) compute what they compute on
+JAX. One subprocess runs the programs on ember (the alias cannot share a process with the real JAX);
 JAX's values are recorded. Their own test suites: tools/run_library_tests.py."""
 import json
 import os
@@ -64,8 +65,69 @@ PROGRAMS = textwrap.dedent('''
         value, grads = jax.jit(jax.value_and_grad(loss))(params)
         return [float(value)] + [np.asarray(g).tolist() for g in jax.tree_util.tree_leaves(grads)]
 
+    def flax_nnx_train():
+        import optax
+        from flax import nnx
+
+        class MLP(nnx.Module):
+            def __init__(self, rngs):
+                self.lin1 = nnx.Linear(6, 16, rngs=rngs)
+                self.norm = nnx.LayerNorm(16, rngs=rngs)
+                self.drop = nnx.Dropout(0.2, rngs=rngs)
+                self.lin2 = nnx.Linear(16, 3, rngs=rngs)
+
+            def __call__(self, x):
+                return self.lin2(self.drop(nnx.relu(self.norm(self.lin1(x)))))
+        model = MLP(nnx.Rngs(0))
+        optimizer = nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param)
+        metrics = nnx.MultiMetric(accuracy=nnx.metrics.Accuracy(), loss=nnx.metrics.Average("loss"))
+
+        @nnx.jit
+        def train_step(model, optimizer, metrics, x, y):
+            def loss_fn(model):
+                logits = model(x)
+                return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), logits
+            (loss, logits), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model)
+            metrics.update(loss=loss, logits=logits, labels=y)
+            optimizer.update(model, grads)
+            return loss
+        rng = np.random.default_rng(0)
+        x = jnp.asarray(rng.normal(size=(8, 6)).astype(np.float32))
+        y = jnp.asarray(rng.integers(0, 3, size=(8,)).astype(np.int32))
+        losses = [float(train_step(model, optimizer, metrics, x, y)) for _ in range(3)]
+        computed = metrics.compute()
+        model.eval()
+        return losses + [float(computed["accuracy"]), float(computed["loss"]), np.asarray(model(x)).tolist()]
+
+    def flax_nnx_transforms():
+        from flax import nnx
+
+        class Block(nnx.Module):
+            def __init__(self, rngs):
+                self.lin = nnx.Linear(4, 4, rngs=rngs)
+
+            def __call__(self, x):
+                return x + nnx.gelu(self.lin(x))
+
+        @nnx.split_rngs(splits=3)
+        @nnx.vmap(in_axes=(0,), out_axes=0)
+        def make_blocks(rngs):
+            return Block(rngs)
+
+        @nnx.scan(in_axes=(0, nnx.Carry), out_axes=nnx.Carry)
+        def run(block, x):
+            return block(x)
+        blocks = make_blocks(nnx.Rngs(1))
+        x = jnp.linspace(-1.0, 1.0, 8, dtype=jnp.float32).reshape(2, 4)
+        grads = nnx.grad(lambda b: nnx.remat(run)(b, x).sum())(blocks)
+        graphdef, state = nnx.split(blocks)
+        merged = nnx.merge(graphdef, state)
+        return [np.asarray(run(blocks, x)).tolist(), np.asarray(grads.lin.kernel[...]).tolist(),
+                np.asarray(run(merged, x)).tolist()]
+
     PROGRAMS = {"equinox_mlp": equinox_mlp, "equinox_checkpointed_loop": equinox_checkpointed_loop,
-                "equinox_error_if": equinox_error_if, "flax_mlp": flax_mlp}
+                "equinox_error_if": equinox_error_if, "flax_mlp": flax_mlp, "flax_nnx_train": flax_nnx_train,
+                "flax_nnx_transforms": flax_nnx_transforms}
 ''')
 
 
@@ -85,7 +147,8 @@ def on_ember():
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("name", ["equinox_mlp", "equinox_checkpointed_loop", "equinox_error_if", "flax_mlp"])
+@pytest.mark.parametrize("name", ["equinox_mlp", "equinox_checkpointed_loop", "equinox_error_if", "flax_mlp",
+                                  "flax_nnx_train", "flax_nnx_transforms"])
 def test_library_program_matches_jax(on_ember, name):
     want = jax_result(lambda: _on_jax(name))
     got = on_ember[name]

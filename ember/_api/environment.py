@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ember._core import ShapedArray, aval_of
-from ember._core.pytree import tree_leaves, tree_map
+from ember._core.pytree import PHYSICAL, tree_leaves, tree_map
 from ember._runtime import Array, ShardedArray, devices as _devices
 from ember._runtime import distributed as _distributed
 from ember._runtime.backends import get_client
@@ -40,7 +40,10 @@ def copy_to_host_async(x: Any) -> Any:
 
 
 def typeof(x: Any) -> ShapedArray:
-    """The abstract value (shape, dtype, weak type) of an array, a tracer or a number (as jax.typeof)."""
+    """The abstract value (shape, dtype, weak type) of an array, a tracer or a number (as jax.typeof); of a typed
+    key array, its key type (key<fry>[3])."""
+    if type(x) in PHYSICAL:
+        return x.aval
     return aval_of(x)
 
 

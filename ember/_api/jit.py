@@ -369,6 +369,8 @@ class PjitFunction:
             self.name, "out_shardings", self.out_shardings,
             ir.out_tree.unflatten(range(len(ir.outs))) if ir.out_tree is not None else tuple(range(len(ir.outs))),
             len(ir.outs))
+        if all(s is None for s in (ins or ())) and all(s is None for s in (outs or ())):
+            return None  # (trees of None only, as flax.nnx.jit passes: nothing is placed)
         return ins, outs
 
     def trace_ir(self, *args: Any, **kwargs: Any) -> IR:

@@ -795,10 +795,11 @@ def scan_flat(body: Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]
 
 
 def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None, length: int | None = None,
-         reverse: bool = False, unroll: int | bool = 1) -> tuple[Any, Any]:
+         reverse: bool = False, unroll: int | bool = 1, _split_transpose: bool = False) -> tuple[Any, Any]:
     """Loop f over the leading axis of xs, threading a carry (like jax.lax.scan): f(carry, x) -> (carry, y);
     returns (final carry, ys stacked along a new leading axis). unroll is accepted as a hint and not used: XLA
-    runs the loop."""
+    runs the loop. _split_transpose (JAX's experimental switch of how its transpose is arranged, which flax.nnx
+    passes) changes no value: accepted, as the one way ember transposes a scan."""
     _check_unroll("scan", unroll)
     return _scan(f, init, xs, length, reverse, called_from_ember())
 

@@ -126,6 +126,14 @@ def register_pytree_with_keys(nodetype: type, flatten_with_keys: FlattenWithKeys
     register_pytree_node(nodetype, flatten_func or _drop_keys(flatten_with_keys), unflatten_func, flatten_with_keys)
 
 
+def register_static(cls: type[T]) -> type[T]:
+    """Register cls as a pytree node with no children whose instance is its own aux data (as
+    jax.tree_util.register_static): a value of it is part of a tree's structure, compared and hashed with it, not a
+    leaf. Returns cls (usable as a class decorator)."""
+    register_pytree_node(cls, lambda x: ((), x), lambda aux, _: aux)
+    return cls
+
+
 def register_pytree_node_class(cls: type[T]) -> type[T]:
     """Class decorator: register cls through its ``tree_flatten`` method and ``tree_unflatten`` classmethod."""
     register_pytree_node(cls, lambda node: node.tree_flatten(), cls.tree_unflatten)  # type: ignore[attr-defined]

@@ -81,6 +81,9 @@ class Tracer(ArrayMethods):
         self.aval = var.aval
         self.value = value
 
+    # (JAX's names, as libraries read them: a tracer's trace is its staging, whose `main` is itself)
+    _trace = property(lambda self: self.builder)
+
     shape = property(lambda self: self.aval.shape)
     dtype = property(lambda self: self.aval.dtype)
     ndim = property(lambda self: len(self.aval.shape))
@@ -155,12 +158,30 @@ def _frozen_copy(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return copy
 
 
+def _reached(eqns: Sequence[Eqn], reached: set[Var]) -> set[Var]:
+    """reached and the variables of eqns computed from them; through a jitted call's body output by output (another
+    equation with a reached input reaches all its outputs)."""
+    for eqn in eqns:
+        hit = [type(a) is Var and a in reached for a in eqn.inputs]
+        if not any(hit):
+            continue
+        body = eqn.params.get("body") if eqn.prim.name == "pjit" else None
+        if isinstance(body, IR) and len(body.in_vars) == len(hit) and len(body.outs) == len(eqn.outputs):
+            inner = _reached(body.eqns, {v for v, h in zip(body.in_vars, hit) if h})
+            reached.update(o for o, b in zip(eqn.outputs, body.outs) if type(b) is Var and b in inner)
+        else:
+            reached.update(eqn.outputs)
+    return reached
+
+
 class Builder:
     """Collects the equations of one function being staged out.
 
     A concrete builder also knows its inputs' values and computes every equation's value eagerly as it records
     it, so Python code may branch on values: the autodiff APIs use one outside jit to evaluate a function whose
     control flow depends on its arguments (the IR they get is specialised to those values and not cached)."""
+
+    main = property(lambda self: self)  # (JAX's trace.main, compared for identity: this staging)
 
     def __init__(self, label: str = "", concrete: bool = False, protects_derivatives: bool = False) -> None:
         self.eqns: list[Eqn] = []
@@ -173,12 +194,15 @@ class Builder:
         self.concrete = concrete
         self.protects_derivatives = protects_derivatives  # the function an autodiff API differentiates
         self.input_names: dict[Var, str] = {}
+        self._inputs: list[Var] = []
+        self._dependents: tuple[int, set[Var]] | None = None  # (see depends_on_inputs)
         self.has_refs = False  # whether a value of this staging is a mutable array reference (checked by add_eqn)
         # with check_tracer_leaks on: the tracers made, checked for survivors when the staging ends
         self.made: list[weakref.ref[Tracer]] | None = [] if config.read_canonical("check_tracer_leaks") else None
 
     def new_input(self, aval: ShapedArray, value: Any = None, name: str = "") -> Tracer:
         var = Var(aval)
+        self._inputs.append(var)
         if type(aval) is RefAval:
             self.has_refs = True
         if name:
@@ -189,6 +213,13 @@ class Builder:
         if self.made is not None:
             self.made.append(weakref.ref(tracer))
         return tracer
+
+    def depends_on_inputs(self, var: Var) -> bool:
+        """Whether var's value depends on this staging's inputs (not only on constants and captured values): found
+        by one pass over the equations recorded so far, kept until more are recorded."""
+        if self._dependents is None or self._dependents[0] != len(self.eqns):
+            self._dependents = (len(self.eqns), _reached(self.eqns, set(self._inputs)))
+        return var in self._dependents[1]
 
     def origin(self, var: Var) -> str:
         """Where a value of this staging was created, for error messages: the user line of the equation that

@@ -67,7 +67,7 @@ def _conv_abstract_eval(lhs: ShapedArray, rhs: ShapedArray, *, window_strides: t
                         precision: Precision = None) -> ShapedArray:
     op = "conv_general_dilated"
     check_same_dtypes(op, [lhs, rhs])
-    check_dtype(op, lhs, "fi", "lhs")
+    check_dtype(op, lhs, "fic", "lhs")
     ls, rs, os_ = dimension_numbers
     nd = lhs.ndim - 2
     if lhs.ndim != rhs.ndim or lhs.ndim < 2:

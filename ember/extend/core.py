@@ -14,6 +14,7 @@ from ember._core import IR, ConcretizationTypeError, Eqn, Literal, ShapedArray, 
 from ember._core import dtypes as _dt
 from ember._core.ir import IRTypeError, Jaxpr, sub_irs
 from ember._core.primitive import TRACE_STATE
+from ember._core.pytree import tree_leaves
 from ember._runtime.array import Array as _Array
 from ember.extend._protocol import Primitive as Primitive
 
@@ -155,7 +156,33 @@ def get_opaque_trace_state(convention: Any = None) -> OpaqueTraceState:
     return OpaqueTraceState(stack[-1] if stack else None)
 
 
+class _EvalTrace:
+    """The trace outside any staging (JAX's EvalTrace), as find_top_trace returns it there."""
+    main = None
+
+    def __repr__(self) -> str:
+        return "EvalTrace"
+
+
+_EVAL_TRACE = _EvalTrace()
+
+
+def find_top_trace(xs: Any) -> Any:
+    """The innermost staging (ember's trace) among the tracers in the pytree xs, else the innermost staging now,
+    else the eval trace (as jax.extend.core.find_top_trace). A tracer's `_trace` is its staging, and a staging's
+    `main` is itself, so `x._trace.main is find_top_trace(xs).main` says whether x belongs to it (equinox's
+    filter_jvp asks so)."""
+    stack = TRACE_STATE.stack
+    found = {id(x.builder): x.builder for x in tree_leaves(xs) if isinstance(x, Tracer)}
+    for builder in reversed(stack):
+        if id(builder) in found:
+            return builder
+    if found:
+        return next(iter(found.values()))
+    return stack[-1] if stack else _EVAL_TRACE
+
+
 __all__ = ["ClosedJaxpr", "Effect", "Effects", "Jaxpr", "JaxprEqn", "JaxprTypeError", "Literal", "Primitive", "Var",
-           "array_types", "check_jaxpr", "concrete_or_error", "gensym", "get_opaque_trace_state",
+           "array_types", "check_jaxpr", "concrete_or_error", "find_top_trace", "gensym", "get_opaque_trace_state",
            "jaxpr_as_fun", "jaxprs_in_params", "mapped_aval", "new_jaxpr_eqn", "no_effects",
            "primal_dtype_to_tangent_dtype", "subjaxprs", "unmapped_aval", "valid_jaxtype"]

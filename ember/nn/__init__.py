@@ -5,7 +5,8 @@ from ember.nn import initializers as initializers
 from ember.nn._functions import (
     celu as celu, dot_product_attention as dot_product_attention, elu as elu, gelu as gelu, glu as glu,
     hard_sigmoid as hard_sigmoid, hard_silu as hard_silu, hard_swish as hard_swish, hard_tanh as hard_tanh,
-    leaky_relu as leaky_relu, log_sigmoid as log_sigmoid, log_softmax as log_softmax, logsumexp as logsumexp,
+    identity as identity, leaky_relu as leaky_relu, log1mexp as log1mexp, log_sigmoid as log_sigmoid,
+    log_softmax as log_softmax, logmeanexp as logmeanexp, logsumexp as logsumexp,
     mish as mish, one_hot as one_hot, relu as relu, relu6 as relu6, selu as selu, sigmoid as sigmoid, silu as silu,
     soft_sign as soft_sign, softmax as softmax, softplus as softplus, sparse_plus as sparse_plus,
     sparse_sigmoid as sparse_sigmoid, squareplus as squareplus, standardize as standardize, swish as swish,
@@ -22,7 +23,8 @@ __all__ = [
     "BatchNorm", "Conv", "Conv1d", "Conv2d", "Dropout", "Embedding", "Lambda", "LayerNorm", "Linear", "MLP", "Module",
     "MultiHeadAttention", "RMSNorm", "Sequential",
     "celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
-    "initializers", "leaky_relu", "log_sigmoid", "log_softmax", "logsumexp", "mish", "one_hot", "relu", "relu6",
+    "identity", "initializers", "leaky_relu", "log1mexp", "log_sigmoid", "log_softmax", "logmeanexp", "logsumexp",
+    "mish", "one_hot", "relu", "relu6",
     "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus", "sparse_plus", "sparse_sigmoid", "squareplus",
     "standardize", "swish", "tanh",
 ]

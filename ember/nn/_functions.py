@@ -259,6 +259,34 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
     return out
 
 
+def logmeanexp(x: Any, axis: Any = None, where: Any = None, keepdims: bool = False) -> Any:
+    """log(mean(exp(x))) along axis (over the entries inside `where`): logsumexp minus the log of their count, as
+    jax.nn.logmeanexp."""
+    total = logsumexp(x, axis=axis, where=where, keepdims=keepdims)
+    ones = enp.ones(enp.shape(x), total.dtype) if where is None else enp.asarray(where).astype(total.dtype)
+    count = enp.sum(enp.broadcast_to(ones, enp.shape(x)), axis=axis, keepdims=keepdims)
+    return total - enp.log(count)
+
+
+def identity(x: Any) -> Any:
+    """x as an array, unchanged (as jax.nn.identity)."""
+    return enp.asarray(x)
+
+
+@pure_custom_jvp
+def log1mexp(x: Any) -> Any:
+    """log(1 - exp(-x)) for x >= 0, computed stably (expm1 below log 2, log1p above, as jax.nn.log1mexp); its
+    derivative is 1 / expm1(x)."""
+    x = _inexact(x)
+    return enp.where(x < math.log(2.0), enp.log(-enp.expm1(-x)), enp.log1p(-enp.exp(-x)))
+
+
+@log1mexp.defjvp
+def _log1mexp_jvp(primals: Any, tangents: Any) -> Any:
+    (x,), (t,) = primals, tangents
+    return log1mexp(x), t / enp.expm1(_inexact(x))
+
+
 def standardize(x: Any, axis: Any = -1, mean: Any = None, variance: Any = None, epsilon: Any = 1e-5,
                 where: Any = None) -> Any:
     """(x - mean) / sqrt(variance + epsilon) along axis (JAX's default "fast" variance: E[x^2] - E[x]^2)."""

@@ -8,12 +8,15 @@ from ember.random._keys import (KEY_DTYPE as KEY_DTYPE, KeyArray as KeyArray, PR
                                 clone as clone, fold_in as fold_in, key as key, key_data as key_data,
                                 key_impl as key_impl, split as split, wrap_key_data as wrap_key_data)
 from ember.random._samplers import (
-    ball as ball, bernoulli as bernoulli, beta as beta, categorical as categorical, cauchy as cauchy,
-    chisquare as chisquare, choice as choice, dirichlet as dirichlet, exponential as exponential, gamma as gamma,
-    generalized_normal as generalized_normal, gumbel as gumbel, laplace as laplace, loggamma as loggamma,
-    logistic as logistic, lognormal as lognormal, multivariate_normal as multivariate_normal, normal as normal,
+    ball as ball, bernoulli as bernoulli, beta as beta, binomial as binomial, categorical as categorical,
+    cauchy as cauchy, chisquare as chisquare, choice as choice, dirichlet as dirichlet,
+    double_sided_maxwell as double_sided_maxwell, exponential as exponential, f as f, gamma as gamma,
+    generalized_normal as generalized_normal, geometric as geometric, gumbel as gumbel, laplace as laplace,
+    loggamma as loggamma, logistic as logistic, lognormal as lognormal, maxwell as maxwell,
+    multinomial as multinomial, multivariate_normal as multivariate_normal, normal as normal,
     orthogonal as orthogonal, pareto as pareto, permutation as permutation, poisson as poisson,
-    rademacher as rademacher, randint as randint, t as t, truncated_normal as truncated_normal, uniform as uniform,
+    rademacher as rademacher, randint as randint, rayleigh as rayleigh, t as t, triangular as triangular,
+    truncated_normal as truncated_normal, uniform as uniform, wald as wald, weibull_min as weibull_min,
 )
 
 
@@ -26,9 +29,10 @@ def key_dtype(impl: str | None = None) -> object:
 
 
 __all__ = [
-    "KeyArray", "PRNGKey", "ball", "bernoulli", "beta", "bits", "categorical", "cauchy", "chisquare", "choice",
-    "clone", "dirichlet", "exponential", "fold_in", "gamma", "generalized_normal", "gumbel", "key", "key_data",
-    "key_dtype", "key_impl", "laplace", "loggamma", "logistic", "lognormal", "multivariate_normal", "normal",
-    "orthogonal", "pareto", "permutation", "poisson", "rademacher", "randint", "split", "t", "truncated_normal",
-    "uniform", "wrap_key_data",
+    "KeyArray", "PRNGKey", "ball", "bernoulli", "beta", "binomial", "bits", "categorical", "cauchy", "chisquare",
+    "choice", "clone", "dirichlet", "double_sided_maxwell", "exponential", "f", "fold_in", "gamma",
+    "generalized_normal", "geometric", "gumbel", "key", "key_data", "key_dtype", "key_impl", "laplace", "loggamma",
+    "logistic", "lognormal", "maxwell", "multinomial", "multivariate_normal", "normal", "orthogonal", "pareto",
+    "permutation", "poisson", "rademacher", "randint", "rayleigh", "split", "t", "triangular", "truncated_normal",
+    "uniform", "wald", "weibull_min", "wrap_key_data",
 ]

@@ -51,6 +51,36 @@ class KeyDType:
 KEY_DTYPE = KeyDType()
 
 
+class KeyAval:
+    """The type of a typed key array (jax.typeof(key): ShapedArray(key<fry>[3]) in JAX): its keys' shape and the
+    key dtype. ember's transformations see the uint32 data underneath; this is what users and libraries read."""
+    __slots__ = ("shape",)
+    dtype = KEY_DTYPE
+    weak_type = False
+    vma: frozenset = frozenset()
+    sharding = None
+
+    def __init__(self, shape: tuple[int, ...]):
+        self.shape = tuple(shape)
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: math.prod(self.shape))
+
+    def str_short(self, short_dtypes: bool = False) -> str:
+        return f"{KEY_DTYPE.name}[{','.join(map(str, self.shape))}]"
+
+    __str__ = str_short
+
+    def __repr__(self) -> str:
+        return f"ShapedArray({self.str_short()})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KeyAval) and other.shape == self.shape
+
+    def __hash__(self) -> int:
+        return hash(("key", self.shape))
+
+
 def _refuse(op: str) -> Any:
     def method(self: "KeyArray", *args: Any) -> Any:
         raise TypeError(f"ember.random: a typed PRNG key array ({self._describe()}) does not support {op}; "
@@ -83,6 +113,11 @@ class KeyArray:
     @property
     def dtype(self) -> KeyDType:
         return KEY_DTYPE
+
+    @property
+    def aval(self) -> KeyAval:
+        """The type of this key array (ember.typeof(key))."""
+        return KeyAval(self.shape)
 
     def _describe(self) -> str:
         return f"{KEY_DTYPE.name}{list(self.shape)}"

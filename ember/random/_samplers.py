@@ -22,6 +22,7 @@ from ember._core import dtypes as dt
 from ember.random._keys import _split, canonical_shape, key_data_of, random_bits
 from ember._api.sharding import reshard, takes_out_sharding
 from ember._prims.explicit import resolve
+from ember._numpy.promotion import _promote
 
 
 _DEFAULT_GUMBEL_MODE = "low"  # (JAX's, without jax_use_high_dynamic_range_gumbel)
@@ -872,6 +873,338 @@ def lognormal(key: Any, sigma: Any = np.float32(1), shape: Sequence[int] | None 
     data = _key("lognormal", key)
     return _lognormal(data, sigma, _params_shape("lognormal", shape, {"sigma": sigma}),
                       _float_dtype("lognormal", dtype))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# F, Maxwell, Weibull, Rayleigh, Wald, geometric, triangular, binomial and multinomial (as in jax.random)
+def _check_safe_to_cast(name: str, dtype: np.dtype, params: dict[str, Any]) -> None:
+    """Each parameter must convert to dtype without losing its kind or width under the promotion rules (a Python
+    float always may; a float64 array may not become float32 with enable_x64), as JAX's checks: a
+    TypePromotionError (a ValueError)."""
+    for arg, value in params.items():
+        operand = value if dt.is_python_scalar(value) or hasattr(value, "dtype") else np.asarray(value)
+        if dt.result_type(operand, dtype) != dtype:
+            raise dt.TypePromotionError(f"ember.random.{name}: cannot safely cast {arg} of dtype "
+                                        f"{dt.dtype_and_weak(operand)[0].name} to {dtype.name}")
+
+
+def _check_arraylike(name: str, params: dict[str, Any]) -> None:
+    """Parameters must be arrays or scalars (not lists), as JAX's check_arraylike: a TypeError."""
+    for arg, value in params.items():
+        if not (hasattr(value, "dtype") or dt.is_python_scalar(value) or np.isscalar(value)):
+            raise TypeError(f"ember.random.{name}: {arg} must be an array or a scalar, got {type(value).__name__}")
+
+
+@partial(jit, static_argnums=(3, 4))
+def _f(data: Any, dfnum: Any, dfden: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """(chisquare(dfnum) / dfnum) / (chisquare(dfden) / dfden), the first key for the denominator, as JAX's."""
+    dfnum = lax.convert_element_type(enp.asarray(dfnum), dtype)
+    dfden = lax.convert_element_type(enp.asarray(dfden), dtype)
+    keys = _split(data, (2,))
+    return (_chisquare(keys[1], dfnum, shape, dtype) / dfnum) / (_chisquare(keys[0], dfden, shape, dtype) / dfden)
+
+
+def _float_sampler_args(name: str, key: Any, shape: Any, dtype: Any, params: dict[str, Any]
+                        ) -> tuple[Any, tuple[int, ...], np.dtype]:
+    """(the key's data, the shape, the float dtype) of a float sampler with these parameters, checked: they must
+    broadcast to shape and convert to dtype safely."""
+    data = _key(name, key)
+    dtype = _float_dtype(name, dtype)
+    shape = _params_shape(name, shape, params)
+    _check_safe_to_cast(name, dtype, params)
+    return data, shape, dtype
+
+
+@takes_out_sharding("random.f")
+def f(key: Any, dfnum: Any, dfden: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
+    """F-distributed floats with dfnum and dfden degrees of freedom: (chisquare(dfnum) / dfnum) /
+    (chisquare(dfden) / dfden) (as jax.random.f; dfnum and dfden may broadcast to shape, where JAX's accept
+    scalars and arrays of the whole shape only)."""
+    data, shape, dtype = _float_sampler_args("f", key, shape, dtype, {"dfnum": dfnum, "dfden": dfden})
+    return _f(data, dfnum, dfden, shape, dtype)
+
+
+def _maxwell(data: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """The norm of three standard normals (the last axis of a (*shape, 3) draw), as JAX's jnp.linalg.norm."""
+    return enp.linalg.norm(_normal(data, (*shape, 3), dtype), axis=-1)
+
+
+_maxwell_jit = jit(_maxwell, static_argnums=(1, 2))
+
+
+@takes_out_sharding("random.maxwell")
+def maxwell(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
+    """Maxwell(1) floats: the norm of three independent standard normals (as jax.random.maxwell)."""
+    data = _key("maxwell", key)
+    return _maxwell_jit(data, canonical_shape("maxwell", shape), _float_dtype("maxwell", dtype))
+
+
+@partial(jit, static_argnums=(3, 4))
+def _double_sided_maxwell(data: Any, loc: Any, scale: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    keys = _split(data, (2,))
+    return _rademacher(keys[1], shape, dtype) * _maxwell(keys[0], shape, dtype) * scale + loc
+
+
+def double_sided_maxwell(key: Any, loc: Any, scale: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
+    """loc + scale * (a random sign times a Maxwell(1) float) (as jax.random.double_sided_maxwell). As JAX's, the
+    result has shape shape + (the broadcast shape of loc and scale), shape defaulting to that broadcast shape."""
+    name = "double_sided_maxwell"
+    data = _key(name, key)
+    dtype = _float_dtype(name, dtype)
+    shape = canonical_shape(name, shape)
+    params_shape = _broadcast_shapes(name, tuple(np.shape(loc)), tuple(np.shape(scale)))
+    return _double_sided_maxwell(data, loc, scale, (shape or params_shape) + params_shape, dtype)
+
+
+@partial(jit, static_argnums=(3, 4))
+def _weibull_min(data: Any, scale: Any, concentration: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    u = _uniform(data, 0.0, 1.0, shape, dtype)
+    return enp.power(_exponential_of(u), 1.0 / concentration) * scale  # the inverse of Weibull's CDF
+
+
+def weibull_min(key: Any, scale: Any, concentration: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
+    """Weibull floats: scale * exponential ** (1 / concentration) (as jax.random.weibull_min; as JAX's, the
+    parameters broadcast against shape, which does not limit them)."""
+    data = _key("weibull_min", key)
+    dtype = _float_dtype("weibull_min", dtype)
+    shape = canonical_shape("weibull_min", shape)
+    shapes = (shape, tuple(np.shape(scale)), tuple(np.shape(concentration)))
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:  # (a TypeError, as JAX's multiplication of the samples by scale raises)
+        raise TypeError(f"ember.random.weibull_min: shape {shape}, scale's shape {shapes[1]} and concentration's "
+                        f"shape {shapes[2]} do not broadcast together") from None
+    return _weibull_min(data, scale, concentration, shape, dtype)
+
+
+@partial(jit, static_argnums=(2, 3))
+def _rayleigh(data: Any, scale: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    u = _uniform(data, 0.0, 1.0, shape, dtype)
+    scale = enp.broadcast_to(lax.convert_element_type(enp.asarray(scale), dtype), shape)
+    return scale * lax.sqrt(lax.log(u) * _const(-2.0, dtype))
+
+
+@takes_out_sharding("random.rayleigh")
+def rayleigh(key: Any, scale: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
+    """Rayleigh floats: scale * sqrt(-2 log u) (as jax.random.rayleigh)."""
+    data, shape, dtype = _float_sampler_args("rayleigh", key, shape, dtype, {"scale": scale})
+    return _rayleigh(data, scale, shape, dtype)
+
+
+@partial(jit, static_argnums=(2, 3))
+def _wald(data: Any, mean: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """Michael, Schucany and Haas's transformation of a chi-square(1) draw y, with a uniform z choosing between
+    the two roots x and mean**2 / x."""
+    keys = _split(data, (2,))
+    mean = enp.broadcast_to(lax.convert_element_type(enp.asarray(mean), dtype), shape)
+    v = _normal(keys[0], shape, dtype)
+    z = _uniform(keys[1], 0.0, 1.0, shape, dtype)
+    y = lax.integer_pow(v, 2)
+    mean_sq = lax.integer_pow(mean, 2)
+    root = lax.sqrt(4 * mean * y + mean_sq * lax.integer_pow(y, 2))
+    x = mean + mean_sq * y / 2 - mean / 2 * root
+    return lax.select(z <= mean / (mean + x), x, mean_sq / x)
+
+
+@takes_out_sharding("random.wald")
+def wald(key: Any, mean: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
+    """Wald (inverse Gaussian) floats with the given mean and shape parameter 1 (as jax.random.wald)."""
+    data, shape, dtype = _float_sampler_args("wald", key, shape, dtype, {"mean": mean})
+    return _wald(data, mean, shape, dtype)
+
+
+@partial(jit, static_argnums=(2, 3))
+def _geometric(data: Any, p: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    (p,) = _promote("random.geometric", p, inexact=True)
+    p = enp.asarray(p)
+    u = _uniform(data, 0.0, 1.0, shape, p.dtype)
+    u = enp.where(u == 0, 1, u)  # (as JAX: u = 0 would give an infinite log)
+    g = lax.floor(_div_by_broadcast(lax.log(u), lax.log1p(lax.neg(p)))) + 1
+    return g.astype(dtype)
+
+
+@takes_out_sharding("random.geometric")
+def geometric(key: Any, p: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
+    """The number of Bernoulli(p) trials up to and including the first success, 1, 2, ...: floor(log(u) /
+    log1p(-p)) + 1 in p's floating dtype (as jax.random.geometric; default dtype int)."""
+    data = _key("geometric", key)
+    dtype = dt.default_int_dtype() if dtype is None else dt.check_user_dtype(dtype, "random.geometric")
+    if not dt.is_int(dtype):
+        raise ValueError(f"ember.random.geometric: dtype must be an integer dtype, got {dtype.name}")
+    shape = _params_shape("geometric", shape, {"p": p})
+    _check_arraylike("geometric", {"p": p})
+    return _geometric(data, p, shape, dtype)
+
+
+@partial(jit, static_argnums=(4, 5))
+def _triangular(data: Any, left: Any, mode: Any, right: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    left, mode, right = (enp.broadcast_to(lax.convert_element_type(enp.asarray(v), dtype), shape)
+                         for v in (left, mode, right))
+    mode_cdf = (mode - left) / (right - left)
+    u = _uniform(data, 0.0, 1.0, shape, dtype)
+    below = left + lax.sqrt(u * (right - left) * (mode - left))
+    above = right - lax.sqrt((1 - u) * (right - left) * (right - mode))
+    return lax.select(u < mode_cdf, below, above)
+
+
+@takes_out_sharding("random.triangular")
+def triangular(key: Any, left: Any, mode: Any, right: Any, shape: Sequence[int] | None = None, dtype: Any = None
+               ) -> Any:
+    """Triangular floats on [left, right] with the given mode, by inverting the CDF (as jax.random.triangular)."""
+    data, shape, dtype = _float_sampler_args("triangular", key, shape, dtype,
+                                             {"left": left, "mode": mode, "right": right})
+    return _triangular(data, left, mode, right, shape, dtype)
+
+
+# binomial: the inversion algorithm (a count of geometric waiting times) where n * min(p, 1 - p) <= 10, else
+# Hormann's transformed rejection with squeeze (BTRS), as JAX's (and TensorFlow's)
+_STIRLING_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983, 0.02079067210376509,
+                  0.0166446911898211, 0.0138761288230707, 0.0118967099458917, 0.0104112652619720,
+                  0.00925546218271273, 0.00833056343336287)
+
+
+def _stirling_tail(k: Any) -> Any:
+    """log(k!) - (Stirling's approximation of it): a table for k <= 9, the series' first terms above."""
+    dtype = aval_of(k).dtype
+    clamped = lax.clamp(_const(0.0, dtype), k, _const(9.0, dtype))
+    kp1sq = (clamped + 1) * (clamped + 1)
+    approx = (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (clamped + 1)
+    table = enp.asarray(np.array(_STIRLING_TAIL, dtype))
+    exact = enp.take(table, lax.floor(clamped).astype(np.int32), mode="clip")
+    return lax.select(k <= 9, exact, approx)
+
+
+def _binomial_inversion(data: Any, count: Any, prob: Any, shape: tuple[int, ...], bound: Any) -> Any:
+    """1 less than the number of geometric(prob) waiting times that fit into count."""
+    log_q = lax.log1p(lax.neg(prob))
+
+    def body(carry: Any) -> Any:
+        i, num_geom, geom_sum, keys = carry
+        pair = _split(keys, (2,))
+        num_geom = enp.where(geom_sum <= count, num_geom + 1, num_geom)
+        u = _uniform(pair[0], 0.0, 1.0, shape, aval_of(prob).dtype)
+        return i + 1, num_geom, geom_sum + lax.ceil(lax.log(u) / log_q), pair[1]
+
+    def cond(carry: Any) -> Any:
+        return enp.any(carry[2] <= count) & bound(carry[0])
+
+    zeros = enp.zeros(shape, aval_of(prob).dtype)
+    return lax.while_loop(cond, body, (enp.asarray(0), zeros, zeros, data))[1] - 1
+
+
+def _btrs(data: Any, count: Any, prob: Any, shape: tuple[int, ...], bound: Any) -> Any:
+    dtype = aval_of(prob).dtype
+    stddev = lax.sqrt(count * prob * (1 - prob))
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * prob
+    c = count * prob + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = prob / (1 - prob)
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = lax.floor((count + 1) * prob)
+
+    def body(carry: Any) -> Any:
+        i, k_out, accepted, keys = carry
+        three = _split(keys, (3,))
+        u = _uniform(three[1], 0.0, 1.0, shape, dtype) - 0.5
+        v = _uniform(three[2], 0.0, 1.0, shape, dtype)
+        us = 0.5 - enp.abs(u)
+        accept1 = (us >= 0.07) & (v <= v_r)
+        k = lax.floor((2 * a / us + b) * u + c)
+        reject = (k < 0) | (k > count)
+        log_v = lax.log(v * alpha / (a / (us * us) + b))
+        bound_k = ((m + 0.5) * lax.log((m + 1) / (r * (count - m + 1)))
+                   + (count + 1) * lax.log((count - m + 1) / (count - k + 1))
+                   + (k + 0.5) * lax.log(r * (count - k + 1) / (k + 1))
+                   + _stirling_tail(m) + _stirling_tail(count - m) - _stirling_tail(k) - _stirling_tail(count - k))
+        accept = accept1 | (~reject & (log_v <= bound_k))
+        return i + 1, lax.select(accept, k, k_out), accepted | accept, three[0]
+
+    def cond(carry: Any) -> Any:
+        return enp.any(~carry[2]) & bound(carry[0])
+
+    init = (enp.asarray(0), enp.full(shape, -1.0, dtype), enp.zeros(shape, bool), data)
+    return lax.while_loop(cond, body, init)[1]
+
+
+def _binomial_impl(data: Any, count: Any, prob: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    (prob,) = _promote("random.binomial", prob, inexact=True)
+    prob = enp.broadcast_to(prob, shape)
+    work = aval_of(prob).dtype
+    count = enp.broadcast_to(lax.convert_element_type(enp.asarray(count), work), shape)
+    p_lt_half = prob < 0.5
+    q = lax.select(p_lt_half, prob, 1.0 - prob)
+    count_nan_or_neg = (count != count) | (count < 0.0)
+    count_inf = enp.isinf(count)
+    q_is_nan, q_negative = q != q, q < 0.0
+    q = lax.select(q_is_nan | q_negative, enp.full_like(q, 0.01), q)
+    use_inversion = count_nan_or_neg | (count * q <= 10.0)
+    count = lax.floor(count)  # (a float count counts its whole trials, as numpy's)
+    top = float(_finfo(dtype).max)  # (JAX's loops stop after finfo(dtype).max iterations)
+
+    def bound(i: Any) -> Any:
+        return lax.convert_element_type(i, dtype) < _const(top, dtype)
+    inverted = _binomial_inversion(data, lax.select(use_inversion, count, enp.zeros_like(count)), q, shape, bound)
+    rejected = _btrs(data, lax.select(use_inversion, enp.full_like(count, 1e4), count),
+                     lax.select(use_inversion, enp.full_like(q, 0.5), q), shape, bound)
+    samples = lax.select(use_inversion, inverted.astype(dtype), rejected.astype(dtype))
+    invalid = q_negative | q_is_nan | count_nan_or_neg  # nan for a nan or negative count or a nan or negative p
+    samples = lax.select(invalid, enp.full_like(samples, np.nan), samples)
+    samples = lax.select(count_inf & ~invalid, enp.full_like(samples, np.inf), samples)
+    # p > 1/2 drew with 1 - p: count the failures
+    return lax.select(p_lt_half | count_nan_or_neg | q_is_nan | count_inf, samples, count.astype(dtype) - samples)
+
+
+_binomial_jit = jit(_binomial_impl, static_argnums=(3, 4))
+
+
+def binomial(key: Any, n: Any, p: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
+    """Binomial(n, p) counts as floats (as jax.random.binomial: inversion for n * min(p, 1 - p) <= 10, BTRS
+    rejection above; nan for a nan or negative n or a nan or negative p, inf for an infinite n)."""
+    data = _key("binomial", key)
+    _check_arraylike("binomial", {"n": n, "p": p})
+    dtype = _float_dtype("binomial", dtype)
+    shape = _params_shape("binomial", shape, {"n": n, "p": p})
+    return _binomial_jit(data, n, p, shape, dtype)
+
+
+@partial(jit, static_argnums=(3, 4, 5))
+def _multinomial(data: Any, n: Any, p: Any, shape: tuple[int, ...], dtype: np.dtype, unroll: Any) -> Any:
+    n, p = _promote("random.multinomial", n, p, inexact=True)
+    n = enp.broadcast_to(n, shape[:-1])
+    p = enp.moveaxis(enp.broadcast_to(p, shape), -1, 0)
+    remaining = lax.cumsum(p, 0, reverse=True)
+    ratios = p / enp.where(remaining == 0, 1, remaining)  # each category's share of what is left
+    work = aval_of(n).dtype
+
+    def draw(left: Any, ratio_key: Any) -> Any:
+        ratio, key = ratio_key
+        count = _binomial_impl(key, left, enp.clip(ratio, 0, 1), shape[:-1], work)
+        return left - count, count
+
+    _, counts = lax.scan(draw, n, (ratios, _split(data, (shape[-1],))), unroll=unroll)
+    return enp.moveaxis(counts, 0, -1).astype(dtype)
+
+
+def multinomial(key: Any, n: Any, p: Any, *, shape: Sequence[int] | None = None, dtype: Any = None,
+                unroll: int | bool = 1) -> Any:
+    """Counts of n trials over the categories of p's last axis, as floats: a binomial draw per category from
+    what the earlier ones left (as jax.random.multinomial; shape includes the categories' axis, n broadcasts
+    against shape[:-1], and the scan over categories unrolls unroll steps)."""
+    name = "multinomial"
+    data = _key(name, key)
+    _check_arraylike(name, {"n": n, "p": p})
+    # (as JAX's, any numeric dtype: the counts are converted to it at the end)
+    dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, f"random.{name}")
+    shape = tuple(np.shape(p)) if shape is None else canonical_shape(name, shape)
+    if not shape:
+        raise ValueError(f"ember.random.{name}: p must have at least one dimension (the categories), or shape be "
+                         "given with one")
+    if not _broadcasts_to(shape[:-1], tuple(np.shape(n))):
+        raise ValueError(f"ember.random.{name}: n of shape {np.shape(n)} does not broadcast to {shape[:-1]}")
+    if not _broadcasts_to(shape, tuple(np.shape(p))):
+        raise ValueError(f"ember.random.{name}: p of shape {np.shape(p)} does not broadcast to {shape}")
+    return _multinomial(data, n, p, shape, dtype, unroll)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -109,6 +109,10 @@ CASES = [
     Case("dot_general", lambda x, y: lax.dot_general(x, y, (((1,), (0,)), ((), ()))), np.matmul,
          [((3, 4), (4, 2))], C, jax=lambda x, y: jlax.dot_general(x, y, (((1,), (0,)), ((), ()))),
          grad_dtype="complex128", name="dot_general_complex"),
+    Case("conv_general_dilated", lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "SAME"),
+         lambda x, w: np.asarray(jlax.conv_general_dilated(x, w, (1, 1), "SAME")), [((1, 2, 4, 4), (3, 2, 3, 3))], C,
+         jax=lambda x, w: jlax.conv_general_dilated(x, w, (1, 1), "SAME"), grad_dtype="complex128",
+         name="conv_general_dilated_complex"),
 ]
 
 def _np_fft(kind, lengths):
