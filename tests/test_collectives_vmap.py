@@ -237,8 +237,9 @@ def test_unbound_axis_names_and_refused_options():
         lax.axis_size("i")
     with pytest.raises(NotImplementedError, match="axis_index_groups"):
         ember.vmap(lambda v: lax.psum(v, "i", axis_index_groups=[[0, 1], [2, 3]]), axis_name="i")(X)
-    with pytest.raises(NotImplementedError, match="spmd_axis_name"):
-        ember.vmap(lambda v: v, axis_name="i", spmd_axis_name="x")
+    # (spmd_axis_name is supported now: tests/test_sharding.py, tests/test_shard_map_programs.py)
+    np.testing.assert_array_equal(np.asarray(ember.vmap(lambda v: v * 2, axis_name="i", spmd_axis_name="x")(X)),
+                                  np.asarray(X) * 2)
     with pytest.raises(ValueError, match="psum_scatter: dimension 0 of the operand f32\\[3\\]"):
         ember.vmap(lambda v: lax.psum_scatter(v, "i"), axis_name="i")(X)
     with pytest.raises(ValueError, match="ppermute sources and destinations must be unique"):

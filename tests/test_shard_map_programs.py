@@ -13,8 +13,8 @@ bidirectional ones); the toy network under 8-way data parallelism (with the size
 4-way FSDP (remat with the all_gather policy), 8-way tensor parallelism and 4x2 FSDP + TP: the loss and gradient
 against the reference model's (the tutorial's checks) and, beyond it, two jitted steps of gradient descent (losses,
 first gradient, parameters after); SPMD pipeline parallelism (loss, gradient); beyond the tutorial, a
-partial-manual shard_map (axis_names={'x'} of a 2x2 mesh: values, gradients, vmap, axis_index, the errors). Each
-compared with JAX's.
+partial-manual shard_map (axis_names={'x'} of a 2x2 mesh: values, gradients, vmap, axis_index, the errors) and
+vmap's spmd_axis_name (the shardings of its constraints). Each compared with JAX's.
 
 Adaptations, the same on both sides (each framework runs the same function, given `jax` or `ember` as `jax`):
 - meshes are built as Mesh(np.array(devices).reshape(...), names) (Auto axes) rather than jax.make_mesh (JAX 0.10.2
@@ -769,6 +769,23 @@ def partial_manual_program(jax):
     return out
 
 
+def vmap_spmd_axis_name_program(jax):
+    """Beyond the tutorial: vmap's spmd_axis_name splits the batch dimension of the sharding constraints inside the
+    function over those mesh axes (their result shardings, values, a gradient)."""
+    P, NamedSharding = jax.sharding.PartitionSpec, jax.sharding.NamedSharding
+    mesh = mesh_of(jax, (2, 2), ("x", "y"))
+    x = np.arange(16.0, dtype=np.float32).reshape(4, 4)
+
+    def f(a):
+        return jax.lax.with_sharding_constraint(a * 2, NamedSharding(mesh, P("y")))
+    out = {}
+    for name, spmd in (("one", "x"), ("tuple", ("x",)), ("none", None)):
+        y = jax.jit(jax.vmap(f, spmd_axis_name=spmd))(x)
+        out[name] = [str(tuple(y.sharding.spec)), np.asarray(y)]
+    out["grad"] = np.asarray(jax.jit(jax.vmap(jax.grad(lambda a: (f(a) ** 2).sum()), spmd_axis_name="x"))(x))
+    return out
+
+
 PROGRAMS = [("matmul_basic", matmul_basic_program, {}),
             ("in_out_specs", in_out_specs_program, {}),
             ("vma", vma_program, {}),
@@ -780,7 +797,8 @@ PROGRAMS = [("matmul_basic", matmul_basic_program, {}),
             ("tensor_parallel", tensor_parallel_program, {"rtol": 2e-4, "atol": 2e-5}),
             ("fsdp_tp", fsdp_tp_program, {"rtol": 2e-4, "atol": 2e-5}),
             ("pipeline_parallel", pipeline_parallel_program, {"rtol": 2e-4, "atol": 2e-5}),
-            ("partial_manual", partial_manual_program, {"rtol": 1e-5, "atol": 1e-5})]
+            ("partial_manual", partial_manual_program, {"rtol": 1e-5, "atol": 1e-5}),
+            ("vmap_spmd_axis_name", vmap_spmd_axis_name_program, {})]
 
 
 def main():

@@ -656,3 +656,19 @@ def test_pmap_traces_once_and_lowers():
     lowered = g.lower(x, 3.0)
     assert "stablehlo" in lowered.as_text() and isinstance(lowered, ember.stages.Lowered)
     assert np.asarray(lowered.compile()(x, 3.0)["a"]).tolist() == [0.0, 3.0]
+
+
+def test_vmap_spmd_axis_name_errors():
+    """vmap's spmd_axis_name: a mesh axis name or a tuple of them; one the constraint inside already uses is an
+    error; a shard_map inside is refused (tests/test_shard_map_programs.py compares the constraints with JAX)."""
+    x = jnp.arange(4.0).reshape(2, 2)
+    with pytest.raises(TypeError, match="spmd_axis_name must be a mesh axis name"):
+        ember.vmap(lambda a: a, spmd_axis_name=3)
+    with pytest.raises(ValueError, match="spmd_axis_name"):
+        ember.jit(ember.vmap(lambda a: ember.lax.with_sharding_constraint(a, NamedSharding(MESH, P("x"))),
+                             spmd_axis_name="x"))(x)
+    mapped = ember.shard_map(lambda a: a * 2, mesh=MESH, in_specs=P("x"), out_specs=P("x"))
+    with pytest.raises(NotImplementedError, match="spmd_axis_name"):
+        ember.jit(ember.vmap(mapped, spmd_axis_name="x"))(jnp.arange(8.0).reshape(2, 4))
+    np.testing.assert_array_equal(np.asarray(ember.jit(ember.vmap(mapped))(jnp.arange(8.0).reshape(2, 4))),
+                                  np.arange(8.0).reshape(2, 4) * 2)

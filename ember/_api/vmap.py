@@ -52,12 +52,12 @@ def _batch_size(api: str, avals: Sequence[ShapedArray], axes: Sequence[Axis], na
 
 
 def _batch_summing_unmatched(ir: IR, in_dims: Sequence[Axis], size: int, out_dims: Sequence[Axis],
-                             axis_name: Any) -> IR:
+                             axis_name: Any, spmd: tuple[str, ...] | None = None) -> IR:
     """ir batched with its outputs along out_dims, except that an output batched where out_dims says None is
     summed over the batch (vmap's sum_match)."""
-    _, natural = batch_ir(ir, in_dims, size, axis_name=axis_name)
+    _, natural = batch_ir(ir, in_dims, size, axis_name=axis_name, spmd=spmd)
     summed = [want is None and found is not None for want, found in zip(out_dims, natural)]
-    bir, _ = batch_ir(ir, in_dims, size, [0 if s else want for s, want in zip(summed, out_dims)], axis_name)
+    bir, _ = batch_ir(ir, in_dims, size, [0 if s else want for s, want in zip(summed, out_dims)], axis_name, spmd)
     if not any(summed):
         return bir
 
@@ -76,13 +76,14 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
     says None is summed over the batch instead of being an error (as jax.vmap's sum_match).
 
     axis_name names the mapped axis (any hashable) for the collectives inside fun (ember.lax.psum, all_gather,
-    axis_index, ...), as jax.vmap's: psum(x, axis_name) sums x over the batch. spmd_axis_name is accepted for
-    JAX's signature; only None is supported.
+    axis_index, ...), as jax.vmap's: psum(x, axis_name) sums x over the batch. spmd_axis_name (a mesh axis name
+    or a tuple of them, as jax.vmap's) splits the batch dimension over those mesh axes in the sharding constraints
+    inside fun (with_sharding_constraint's spec gets them at the batch dimension); a shard_map inside fun is
+    refused with it.
 
     Given a staged IR, returns a new IR whose inputs are mapped along in_axes (an int, None, or one per input) over
     axis_size members and whose outputs are batched along axis 0 (unbatched outputs are broadcast)."""
-    if spmd_axis_name is not None:
-        raise NotImplementedError(f"vmap: spmd_axis_name={spmd_axis_name!r} is not supported by ember (only None)")
+    spmd = _spmd_axes(spmd_axis_name)
     if axis_name is not None:
         try:
             hash(axis_name)
@@ -92,7 +93,7 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
             raise TypeError(f"vmap: axis_name must be one name (a collective's axis_name tuple names several axes), "
                             f"got {axis_name!r}")
     if isinstance(fun, IR):
-        return _vmap_ir(fun, in_axes, axis_size, axis_name)
+        return _vmap_ir(fun, in_axes, axis_size, axis_name, spmd)
     if not callable(fun):
         raise TypeError(f"vmap: expected a function or an IR, got {type(fun).__name__}")
     name = f"vmap({fun_name(fun)})"
@@ -102,7 +103,7 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
     _check_axis_spec(name, "out_axes", out_axes)
     if axis_size is not None and (isinstance(axis_size, bool) or not isinstance(axis_size, int) or axis_size < 0):
         raise TypeError(f"{name}: axis_size must be a non-negative int, got {axis_size!r}")
-    cache = cache_for(fun, ("vmap", repr(in_axes), repr(out_axes), axis_size, sum_match, axis_name), name)
+    cache = cache_for(fun, ("vmap", repr(in_axes), repr(out_axes), axis_size, sum_match, axis_name, spmd), name)
 
     def build(in_tree: PyTreeDef, avals: tuple[ShapedArray, ...], axes: tuple[Axis, ...], size: int,
               static: tuple[tuple[int, Any], ...] = (), full_tree: PyTreeDef | None = None) -> IR:
@@ -121,13 +122,13 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
             """staged batched, its first `lifted` inputs (constants) unbatched."""
             in_dims = (None,) * lifted + axes
             try:
-                bir = (_batch_summing_unmatched(staged, in_dims, size, out_dims, axis_name) if sum_match else
-                       batch_ir(staged, in_dims, size, out_dims, axis_name)[0])
+                bir = (_batch_summing_unmatched(staged, in_dims, size, out_dims, axis_name, spmd) if sum_match else
+                       batch_ir(staged, in_dims, size, out_dims, axis_name, spmd)[0])
             except ValueError as err:
                 raise ValueError(f"{name}: {err}") from None
             return with_outputs(bir, bir.outs, store.tree)
-        return transform_once(("vmap", in_tree, axes, size, tuple(out_dims), store.tree, sum_match, axis_name), ir,
-                              transform)
+        return transform_once(("vmap", in_tree, axes, size, tuple(out_dims), store.tree, sum_match, axis_name, spmd),
+                              ir, transform)
 
     @wraps(fun)
     def batched(*args: Any, **kwargs: Any) -> Any:
@@ -205,7 +206,18 @@ def _with_static(fun: Any, static: tuple[tuple[int, Any], ...], full_tree: PyTre
     return staged
 
 
-def _vmap_ir(ir: IR, in_axes: Any, axis_size: int | None, axis_name: Any) -> IR:
+def _spmd_axes(spmd_axis_name: Any) -> tuple[str, ...] | None:
+    """vmap's spmd_axis_name as a tuple of mesh axis names (None: none)."""
+    if spmd_axis_name is None:
+        return None
+    names = tuple(spmd_axis_name) if isinstance(spmd_axis_name, tuple | list) else (spmd_axis_name,)
+    if not names or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"vmap: spmd_axis_name must be a mesh axis name or a tuple of them, got {spmd_axis_name!r}")
+    return names
+
+
+def _vmap_ir(ir: IR, in_axes: Any, axis_size: int | None, axis_name: Any, spmd: tuple[str, ...] | None = None
+             ) -> IR:
     n = len(ir.in_vars)
     axes = [in_axes] * n if in_axes is None or isinstance(in_axes, int) else list(in_axes)
     if len(axes) != n:
@@ -214,6 +226,6 @@ def _vmap_ir(ir: IR, in_axes: Any, axis_size: int | None, axis_name: Any) -> IR:
     if axis_size is None:
         raise ValueError("vmap: batching an IR needs axis_size (the IR's inputs have their per-member shapes)")
     dims = [_normalize("vmap", ax, aval.ndim + 1, f"input {i}") for i, (ax, aval) in enumerate(zip(axes, ir.in_avals))]
-    bir, _ = batch_ir(ir, dims, axis_size, [0] * len(ir.outs), axis_name)
+    bir, _ = batch_ir(ir, dims, axis_size, [0] * len(ir.outs), axis_name, spmd)
     return with_outputs(bir, bir.outs, ir.out_tree)
 

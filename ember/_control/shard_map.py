@@ -31,7 +31,7 @@ import numpy as np
 from ember._control.common import cast_outputs, close_over
 from ember._core import IR, Primitive, ShapedArray, Tracer, aval_of, eval_ir, stage_flat
 from ember._core import dtypes as dt
-from ember._core.axes import axis_frame
+from ember._core.axes import axis_frame, current_spmd_axes
 from ember._core.dtypes import NO_VMA, note_axis_order, ordered_axes
 from ember._core.pytree import keystr, tree_leaves_with_path
 from ember._core.vma import typed_axes
@@ -253,6 +253,9 @@ def _scaled(ct: Any, mesh: Mesh, manual: tuple[str, ...], spec: PartitionSpec) -
 def _shard_map_batching(args: list[Any], dims: list[BatchDim], *, body: IR, mesh: Mesh, in_specs: Specs,
                         out_specs: Specs, check_vma: bool, manual: tuple[str, ...]
                         ) -> tuple[list[Any], list[BatchDim]]:
+    if current_spmd_axes() is not None:
+        raise NotImplementedError(f"vmap with spmd_axis_name={current_spmd_axes()} of a shard_map: ember does not "
+                                  "split a shard_map's batch over mesh axes; vmap it without spmd_axis_name")
     size = next(aval_of(x).shape[d] for x, d in zip(args, dims) if d is not None)
     batched, out_dims = _in_mesh(mesh, check_vma, lambda: batch_ir(body, dims, size), manual)
     ins = tuple(spec if d is None else _insert(spec, d, aval_of(x).ndim - 1)

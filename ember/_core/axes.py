@@ -22,6 +22,7 @@ class _AxisState(threading.local):
     def __init__(self) -> None:
         self.frames: list[tuple[tuple[Hashable, int], ...]] = []  # innermost last
         self.batching: list[tuple[Hashable, int]] = []  # the axes of the active batching passes, innermost last
+        self.spmd: list[tuple[str, ...] | None] = []  # their spmd_axis_name (mesh axes splitting the batch), or None
 
 
 _STATE = _AxisState()
@@ -78,13 +79,21 @@ def axes_size(names: Sequence[Hashable]) -> int:
 
 
 @contextlib.contextmanager
-def batching_axis(name: Hashable | None, size: int) -> Iterator[None]:
-    """Record, while a batching pass runs, the axis it batches (name None: an unnamed vmap)."""
+def batching_axis(name: Hashable | None, size: int, spmd: tuple[str, ...] | None = None) -> Iterator[None]:
+    """Record, while a batching pass runs, the axis it batches (name None: an unnamed vmap) and the mesh axes that
+    split the batch (vmap's spmd_axis_name; None: none)."""
     _STATE.batching.append((name, size))
+    _STATE.spmd.append(spmd)
     try:
         yield
     finally:
         _STATE.batching.pop()
+        _STATE.spmd.pop()
+
+
+def current_spmd_axes() -> tuple[str, ...] | None:
+    """The mesh axes splitting the batch of the innermost active batching pass (vmap's spmd_axis_name), or None."""
+    return _STATE.spmd[-1] if _STATE.spmd else None
 
 
 def active_batching_axis() -> tuple[Hashable | None, int] | None:

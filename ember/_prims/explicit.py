@@ -383,15 +383,24 @@ def resolve(api: str, value: Any, what: str = "out_sharding") -> Any:
                     f"{type(value).__name__}")
 
 
-def batched(sharding: Any, d: int | None, ndim: int) -> Any:
-    """The sharding of an array of rank ndim laid out by sharding, batched at dimension d (not split there); None
-    when it cannot be said (a sharding that is not a NamedSharding), sharding itself when d is None."""
+def batched(sharding: Any, d: int | None, ndim: int, spmd: tuple[str, ...] | None = None) -> Any:
+    """The sharding of an array of rank ndim laid out by sharding, batched at dimension d (not split there, or split
+    over the mesh axes spmd: vmap's spmd_axis_name); None when it cannot be said (a sharding that is not a
+    NamedSharding), sharding itself when d is None."""
     if sharding is None or d is None:
         return sharding
     if not isinstance(sharding, NamedSharding):
         return None
     spec = tuple(sharding.spec) + (None,) * (ndim - len(sharding.spec))
-    return NamedSharding(sharding.mesh, PartitionSpec(*spec[:d], None, *spec[d:]))
+    entry = None
+    if spmd is not None:
+        unknown = [a for a in spmd if a not in sharding.mesh.axis_names]
+        used = {a for e in spec if e is not None for a in (e if isinstance(e, tuple) else (e,))} & set(spmd)
+        if unknown or used:
+            raise ValueError(f"spmd_axis_name {spmd} (vmap's) must name mesh axes {sharding.mesh.axis_names} that the "
+                             f"sharding {sharding.spec} inside does not use already")
+        entry = spmd[0] if len(spmd) == 1 else spmd
+    return NamedSharding(sharding.mesh, PartitionSpec(*spec[:d], entry, *spec[d:]))
 
 
 __all__: list[str] = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember._core import TRACE_STATE, Primitive, ShapedArray
+from ember._core.axes import current_spmd_axes
 from ember._core.sharding import NamedSharding, Sharding, explicit_of
 from ember._hlo.emitter import quoted_text
 from ember._hlo.lower import LoweringContext
@@ -37,9 +38,9 @@ sharding_constraint_p.def_rule(
 @sharding_constraint_p.def_rule("batching")
 def _sharding_constraint_batching(args: list[Any], dims: list[BatchDim], *, sharding: Sharding
                                   ) -> tuple[list[Any], list[BatchDim]]:
-    """The batch dimension is not split (its entry in the spec is None)."""
+    """The batch dimension is not split (its entry in the spec is None), or split over vmap's spmd_axis_name."""
     x, d = args[0], dims[0]
-    batched = explicit.batched(sharding, d, x.ndim - 1)
+    batched = explicit.batched(sharding, d, x.ndim - 1, current_spmd_axes())
     return ([x] if batched is None else [sharding_constraint_p.bind(x, sharding=batched)]), [d]
 
 

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from ember._core import IR, Eqn, ShapedArray, aval_of, stage_flat
 from ember._core.axes import (NAMED_AXIS_PRIMITIVES, active_batching_axis, batching_axis, current_batching_axis,
-                              uses_axis)
+                              current_spmd_axes, uses_axis)
 from ember._core.eval import eval_ir, eval_ir_annotated
 from ember._core.profile import profiled
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, moveaxis
@@ -49,16 +49,22 @@ def _batching_rule(eqn: Eqn, args: list[Any], dims: list[BatchDim]) -> tuple[Seq
     return eqn.prim.rule("batching", "vmap")(args, dims, **eqn.params)
 
 
+def spmd_of(spmd: Any) -> tuple[str, ...] | None:
+    """The spmd_axis_name a batching asks for: INHERIT means that of the pass running now (None outside one)."""
+    return current_spmd_axes() if spmd is INHERIT else spmd
+
+
 def batch_pass(ir: IR, args: Sequence[Any], dims: Sequence[BatchDim], axis_name: Any = INHERIT,
-               size: int | None = None) -> tuple[list[Any], list[BatchDim]]:
+               size: int | None = None, spmd: Any = INHERIT) -> tuple[list[Any], list[BatchDim]]:
     """Evaluate ir in the current context on args batched along dims (over size members, by default the size of
-    a batched argument) as the axis axis_name (INHERIT: the name of the pass running now); returns (outputs,
-    their batch dims)."""
+    a batched argument) as the axis axis_name (INHERIT: the name of the pass running now), the batch split over
+    the mesh axes spmd (vmap's spmd_axis_name; INHERIT: the pass's); returns (outputs, their batch dims)."""
     name = axis_name_of(axis_name)
+    spmd = spmd_of(spmd)
     if size is None:
         size = batch_size(args, dims) if any(d is not None for d in dims) else current_batching_axis()[1]
     always = None if name is None else (lambda eqn: uses_axis(eqn.prim, eqn.params, name))
-    with batching_axis(name, size):
+    with batching_axis(name, size, spmd):
         return eval_ir_annotated(ir, args, dims, _batching_rule, always)
 
 
@@ -69,16 +75,16 @@ def batched_aval(aval: ShapedArray, dim: BatchDim, size: int) -> ShapedArray:
 
 
 def batch_ir(ir: IR, in_dims: Sequence[BatchDim], axis_size: int, out_dims: Sequence[BatchDim] | None = None,
-             axis_name: Any = INHERIT) -> tuple[IR, list[BatchDim]]:
+             axis_name: Any = INHERIT, spmd: Any = INHERIT) -> tuple[IR, list[BatchDim]]:
     """ir batched along in_dims (inputs with dim None are not batched) over axis_size members, the batch being the
     named axis axis_name (None: unnamed; INHERIT: the name of the batching pass running now, as the rules of
     higher-order primitives want for their sub-IRs). Returns the new IR and the batch dimension of each output:
     the natural one, or out_dims when given (an unbatched output asked for a dimension is broadcast to it).
     Computed once per (ir, request) (see TransformCache): the natural batching, then for out_dims a move of its
     outputs."""
-    name = axis_name_of(axis_name)
-    request = (tuple(in_dims), axis_size, name)
-    natural, found = BATCHED.get(ir, request, lambda: stage_batched(ir, in_dims, axis_size, name))
+    name, spmd = axis_name_of(axis_name), spmd_of(spmd)
+    request = (tuple(in_dims), axis_size, name) if spmd is None else (tuple(in_dims), axis_size, name, spmd)
+    natural, found = BATCHED.get(ir, request, lambda: stage_batched(ir, in_dims, axis_size, name, spmd))
     if out_dims is None or tuple(out_dims) == found:
         return natural, list(found)
     wanted = tuple(out_dims)
@@ -87,14 +93,14 @@ def batch_ir(ir: IR, in_dims: Sequence[BatchDim], axis_size: int, out_dims: Sequ
 
 
 @profiled("transform", "vmap")
-def stage_batched(ir: IR, in_dims: Sequence[BatchDim], axis_size: int, axis_name: Any = None
-                  ) -> tuple[IR, tuple[BatchDim, ...]]:
+def stage_batched(ir: IR, in_dims: Sequence[BatchDim], axis_size: int, axis_name: Any = None,
+                  spmd: tuple[str, ...] | None = None) -> tuple[IR, tuple[BatchDim, ...]]:
     """The batching of ir itself (uncached; see batch_ir): the batched IR and its outputs' natural batch dims."""
     ir = hoisted(ir)
     found: list[BatchDim] = []
 
     def fn(*args: Any) -> list[Any]:
-        outs, dims = batch_pass(ir, args, in_dims, axis_name, axis_size)
+        outs, dims = batch_pass(ir, args, in_dims, axis_name, axis_size, spmd)
         found.extend(dims)
         return outs
 
