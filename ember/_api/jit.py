@@ -355,7 +355,7 @@ class PjitFunction:
         """(per input leaf, per output leaf) the sharding jit's in_shardings / out_shardings give (None where they
         give none), or None when neither is given."""
         if self._placement is not None:  # (device= / backend=: everything on that one device)
-            device = _placement_device(self.name, self._placement)
+            device = _placement_device(self._placement)
             return [SingleDeviceSharding(device)] * in_tree.num_leaves, [SingleDeviceSharding(device)] * len(ir.outs)
         if self.in_shardings is None and self.out_shardings is None:
             return None
@@ -430,7 +430,6 @@ class PjitFunction:
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         return self if obj is None else functools.partial(self, obj)
-
 
 
 Jitted = PjitFunction
@@ -589,13 +588,12 @@ def _check_placement(name: str, device: Any, backend: Any, in_shardings: Any, ou
     return device if device is not None else backend
 
 
-def _placement_device(name: str, placement: Any) -> Any:
+def _placement_device(placement: Any) -> Any:
     """The device jit's device= / backend= names (a backend's first device, found at the first call: backends
     start lazily)."""
     if not isinstance(placement, str):
         return placement
     return backend_devices(placement)[0]  # (one ember has not: JAX's RuntimeError "Unknown backend ...")
-
 
 
 _config_values = config._values  # read on every jitted call: a plain dict lookup

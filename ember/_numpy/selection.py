@@ -223,9 +223,8 @@ def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None =
         raise ValueError("where: pass both x and y, or neither (then where(condition) is nonzero(condition))")
     if size is not None or fill_value is not None:
         raise ValueError("where: size and fill_value apply only to the one-argument form")
-    physical = _physical("where", [x, y]) if type(x) in PHYSICAL or type(y) in PHYSICAL else None
-    if physical is not None:  # (typed key arrays: their physical arrays selected, the condition on the keys' dims)
-        (dx, dy), make = physical
+    if type(x) in PHYSICAL or type(y) in PHYSICAL:  # (typed key arrays: their physical arrays selected, the
+        (dx, dy), make = _physical("where", [x, y])  # condition on the keys' dims)
         trailing = len(aval_of(dx).shape) - x.ndim
         cond = _as_operand(condition, "where", 0)
         cond = expand_dims(cond, tuple(range(-trailing, 0))) if trailing else cond

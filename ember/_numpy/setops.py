@@ -9,7 +9,7 @@ import numpy as _np
 
 from ember import _prims as lax
 from ember._core import aval_of
-from ember._core.pytree import USER_LEAF_TYPES
+from ember._core.pytree import PHYSICAL
 from ember._core import dtypes as dt
 
 from ember._numpy.mathfuncs import isinf, isnan
@@ -164,7 +164,7 @@ def allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan
 
 def array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
     """Whether the arrays have one shape and equal elements (False, not an error, for different shapes)."""
-    if type(a1) in USER_LEAF_TYPES and type(a2) in USER_LEAF_TYPES:  # (typed key arrays, as JAX compares them)
+    if type(a1) in PHYSICAL and type(a2) in PHYSICAL:  # (typed key arrays, as JAX compares them)
         if a1.shape != a2.shape:
             return lax.full((), False, _np.dtype(bool))
         eq = a1 == a2

@@ -13,14 +13,14 @@ from ember._core import Tracer, aval_of, is_python_scalar
 from ember import _prims as lax
 from ember._core.checks import normalize_axis, static_int, static_ints
 from ember._runtime.eager import fast_static
-from ember._core.pytree import PHYSICAL, USER_LEAF_TYPES
+from ember._core.pytree import PHYSICAL
 
 from ember._numpy.promotion import (_as_operand, _broadcast_shapes, _broadcast_to_shape, _operand_array,
                                     _promote)
 
 
 def shape(x: Any) -> tuple[int, ...]:
-    if type(x) in USER_LEAF_TYPES:  # (a typed key array: its keys' shape, as JAX's)
+    if type(x) in PHYSICAL:  # (a typed key array: its keys' shape, as JAX's)
         return x.shape
     return aval_of(_as_operand(x)).shape
 
@@ -157,10 +157,11 @@ def moveaxis(a: Any, source: int | Sequence[int], destination: int | Sequence[in
 # ---- typed key arrays (and any array type over a physical array: ember._core.pytree.PHYSICAL) -------------------
 def _physical(name: str, arrays: Sequence[Any]) -> tuple[list[Any], Any] | None:
     """When arrays are typed key arrays: (their physical arrays, the function making one from a physical array);
-    None when none is. A key array with another kind of array is an error (JAX: a ValueError of promotion)."""
-    kinds = {type(a) for a in arrays if type(a) in PHYSICAL}
-    if not kinds:
+    None when none is (the common case: one type look-up per array). A key array with another kind of array is an
+    error (JAX: a ValueError of promotion)."""
+    if not builtins.any(type(a) in PHYSICAL for a in arrays):
         return None
+    kinds = {type(a) for a in arrays if type(a) in PHYSICAL}
     if len(kinds) > 1 or builtins.any(type(a) not in PHYSICAL for a in arrays):
         raise TypeError(f"{name}: cannot combine typed key arrays with other arrays, got "
                         f"{', '.join(sorted({type(a).__name__ for a in arrays}))}")
@@ -186,9 +187,8 @@ def _keys_squeeze(a: Any, axis: Any, physical: tuple[list[Any], Any]) -> Any:
 
 @fast_static
 def expand_dims(a: Any, axis: int | Sequence[int]) -> Any:
-    physical = _physical("expand_dims", [a])
-    if physical is not None:
-        return _keys_expand_dims(a, axis, physical)
+    if type(a) in PHYSICAL:
+        return _keys_expand_dims(a, axis, _physical("expand_dims", [a]))
     a = _as_operand(a)
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     out_ndim = ndim(a) + len(axes)
@@ -201,9 +201,8 @@ def expand_dims(a: Any, axis: int | Sequence[int]) -> Any:
 
 @fast_static
 def squeeze(a: Any, axis: int | Sequence[int] | None = None) -> Any:
-    physical = _physical("squeeze", [a])
-    if physical is not None:
-        return _keys_squeeze(a, axis, physical)
+    if type(a) in PHYSICAL:
+        return _keys_squeeze(a, axis, _physical("squeeze", [a]))
     a = _as_operand(a)
     s = shape(a)
     if axis is None:
@@ -219,9 +218,8 @@ def squeeze(a: Any, axis: int | Sequence[int] | None = None) -> Any:
 
 @fast_static
 def broadcast_to(a: Any, shape: Any) -> Any:
-    physical = _physical("broadcast_to", [a])
-    if physical is not None:
-        (data,), make = physical
+    if type(a) in PHYSICAL:
+        (data,), make = _physical("broadcast_to", [a])
         target = static_ints("broadcast_to", "shape", shape)
         return make(broadcast_to(data, target + aval_of(data).shape[a.ndim:]))
     a = _as_operand(a)
