@@ -14,7 +14,7 @@ from ember._core.sharding import AxisType as AxisType, IndivisibleError as Indiv
 from ember._core.sharding import NamedSharding as NamedSharding, P as P, PartitionSpec as PartitionSpec
 from ember._core.sharding import Sharding as Sharding, SingleDeviceSharding as SingleDeviceSharding
 from ember._core.sharding import AbstractDevice as AbstractDevice, AbstractMesh as AbstractMesh
-from ember._core.sharding import current_abstract_mesh, current_mesh, swap_current_mesh
+from ember._core.sharding import context_mesh, current_abstract_mesh, swap_current_mesh
 from ember._core.sharding import use_abstract_mesh as use_abstract_mesh
 from ember._core.dtypes import ShardingTypeError as ShardingTypeError
 from ember._core.sharding import visualize_sharding as visualize_sharding
@@ -78,10 +78,10 @@ class set_mesh:  # noqa: N801 (a context manager named as JAX's)
 
 
 def get_mesh() -> Mesh:
-    """The current mesh (set_mesh, `with mesh:`), or an empty mesh, as jax.sharding.get_mesh."""
+    """The context mesh (set_mesh; not `with mesh:`'s, as in JAX), or an empty mesh, as jax.sharding.get_mesh."""
     if is_tracing():
         raise ValueError("`get_mesh` can only be used outside of `ember.jit` (and other transformations).")
-    mesh = current_mesh()
+    mesh = context_mesh()
     return _EMPTY_MESH if mesh is None else mesh
 
 

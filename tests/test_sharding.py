@@ -186,7 +186,8 @@ def test_jit_partitions_over_the_devices():
     with ember.sharding.set_mesh(MESH):
         k = ember.jit(lambda u, v: u + v, in_shardings=P("x"))
         assert k(X, X).sharding == ROWS
-    with pytest.raises(ValueError, match="needs a mesh"):
+    with pytest.raises(RuntimeError, match="requires a non-empty mesh in context if you are passing "
+                       "`PartitionSpec`s to in_shardings"):
         ember.jit(lambda u: u, in_shardings=P("x"))(X)
     with pytest.raises(TypeError, match="in_shardings must hold"):
         ember.jit(lambda u: u, in_shardings=3)

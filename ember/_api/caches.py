@@ -14,6 +14,7 @@ from ember._core.cache import LRUCache, on_clear
 from ember._core.ir import Var
 from ember._core.config import config
 from ember._core.dtypes import StagingOptions
+from ember._core.sharding import placement_token
 from ember._core.trace import has_tracer_consts
 from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._runtime import Compiled
@@ -27,8 +28,10 @@ SIGNATURES_PER_FUNCTION = "jit_cache_size"  # the ember.config option bounding e
 def signature_key(key: Hashable) -> Hashable:
     """A signature's cache key with the options that change what a function stages out to: enable_x64 gives
     Python scalars and default dtypes 64 bits, so a function traced with it off is not reused with it on; so do
-    numpy_dtype_promotion and numpy_rank_promotion (see StagingOptions)."""
-    return key, StagingOptions.token
+    numpy_dtype_promotion and numpy_rank_promotion (see StagingOptions); and so does the mesh context (set_mesh,
+    use_abstract_mesh, `with mesh:`: placement_token): a function traced under one is not reused under another."""
+    mesh = placement_token()
+    return (key, StagingOptions.token) if mesh is None else (key, StagingOptions.token, mesh)
 
 
 def value_dependent_signatures() -> LRUCache:

@@ -24,7 +24,7 @@ from ember._api.recompiles import CacheInfo, CompileLog, on_hit, on_miss
 from ember._api.stages import Lowered, Traced, abstractify, donor_plan, give_up, warn_unusable
 from ember._api.sharding import check_shardings, leaf_shardings
 from ember._control.pjit import call_jitted
-from ember._core.sharding import Sharding, SingleDeviceSharding
+from ember._core.sharding import MeshContexts, Sharding, SingleDeviceSharding, placement_token
 from ember._hlo import lower
 from ember._runtime import Array, Lowered as RuntimeLowered, ShardedArray
 from ember._runtime.backends import devices as backend_devices
@@ -263,7 +263,8 @@ class PjitFunction:
         key = None
         if not TRACE_STATE.stack:  # (while staging, the general path inlines the function)
             try:
-                key, leaves = self._dispatch_key(args, kwargs, StagingOptions.token)
+                key, leaves = self._dispatch_key(args, kwargs, StagingOptions.token if not MeshContexts.active
+                                                 else (StagingOptions.token, placement_token()))
                 entry = self._dispatch.get(key)  # (hashing the key hashes the static values)
             except (NotFast, TypeError):
                 key = None

@@ -12,8 +12,8 @@ from ember._api.staging import wraps
 from ember._core import ShapedArray, Tracer, aval_of
 from ember._core.dtypes import check_user_dtype
 from ember._core.pytree import prefix_entries, tree_flatten, tree_leaves, tree_map, tree_structure
-from ember._core.sharding import (AxisType, Mesh, NamedSharding, PartitionSpec, Sharding, current_mesh,
-                                  swap_current_mesh)
+from ember._core.sharding import (AxisType, Mesh, NamedSharding, PartitionSpec, Sharding, current_abstract_mesh,
+                                  current_mesh, swap_current_mesh)
 from ember._prims.explicit import resolve
 from ember._prims.sharding import check_rank, sharding_constraint_p
 from ember._runtime import Array, ShardedArray, device_put
@@ -71,9 +71,50 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
             continue
         if not isinstance(sharding, Sharding):
             raise TypeError(f"with_sharding_constraint: expected a Sharding, got {sharding!r}")
-        check_rank("with_sharding_constraint", sharding, aval_of(leaf))
+        aval = aval_of(leaf)
+        check_rank("with_sharding_constraint", sharding, aval)
+        if isinstance(sharding, NamedSharding):
+            abstract = current_abstract_mesh()
+            if abstract.axis_names and abstract.are_all_axes_explicit:
+                _assert_typed_so(aval, sharding)  # (JAX's: an assert on the type, the value left as it is)
+                out.append(leaf)
+                continue
+            _check_auto_axes(sharding)
         out.append(sharding_constraint_p.bind(leaf, sharding=sharding))
     return tree.unflatten(out)
+
+
+def _entries(spec: Any, ndim: int) -> tuple[Any, ...]:
+    """A spec's entries, one per dimension (None after the last), each axis tuple of one name as the name."""
+    entries = tuple(e[0] if isinstance(e, tuple) and len(e) == 1 else e for e in spec)
+    return entries + (None,) * (ndim - len(entries))
+
+
+def _assert_typed_so(aval: Any, sharding: NamedSharding) -> None:
+    """with_sharding_constraint under a context mesh of Explicit axes (as JAX's): the value's type must already be
+    split as sharding says (UNCONSTRAINED entries match anything), else JAX's AssertionError."""
+    explicit = getattr(aval, "explicit", None)
+    typed = _entries(() if explicit is None else explicit.spec, aval.ndim)
+    wanted = _entries(sharding.spec, aval.ndim)
+    if any(w is not PartitionSpec.UNCONSTRAINED and w != t for t, w in zip(typed, wanted)):
+        raise AssertionError("`with_sharding_constraint` acts as an assert when all axes of mesh are of type "
+                             f"`Explicit`. The array sharding: {PartitionSpec(*typed)} did not match the sharding "
+                             f"provided: {PartitionSpec(*wanted)}. Please use `ember.sharding.reshard` to shard your "
+                             "input to the sharding you want.")
+
+
+def _check_auto_axes(sharding: NamedSharding) -> None:
+    """Outside a context mesh of Explicit axes, a constraint's spec may name only Auto axes (JAX's ValueError)."""
+    mesh = sharding.mesh
+    types = dict(zip(mesh.axis_names, mesh.axis_types))
+    for entry in sharding.spec:
+        if entry is None or entry is PartitionSpec.UNCONSTRAINED:
+            continue
+        for axis in entry if isinstance(entry, tuple) else (entry,):
+            if types.get(axis, AxisType.Auto) != AxisType.Auto:
+                raise ValueError("The spec of NamedSharding passed to with_sharding_constraint can only refer to "
+                                 f"Auto axes of the mesh. Got spec={sharding.spec} and mesh="
+                                 f"{mesh.abstract_mesh}. You probably meant to use `reshard` API?")
 
 
 def reshard(xs: Any, out_shardings: Any) -> Any:

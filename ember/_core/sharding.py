@@ -15,7 +15,8 @@ import functools
 import itertools
 import math
 import threading
-from collections.abc import Hashable, Iterator, Sequence
+import warnings
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -592,11 +593,18 @@ class Mesh(contextlib.ContextDecorator):
         return f"Mesh(axis_sizes={self.axis_sizes}, axis_names={self.axis_names!r}, axis_types={self.axis_types})"
 
     def __enter__(self) -> Mesh:
-        _MESHES.saved.append(swap_current_mesh(self))
+        """JAX's older resource context (deprecated there: its DeprecationWarning): inside it a bare PartitionSpec
+        names this mesh (with_sharding_constraint, ember's shard_map and reshard too), but it is not the context
+        mesh of set_mesh (computations stay on one device, get_abstract_mesh is empty), as in JAX."""
+        warnings.warn("`with mesh:` context manager has been deprecated. Please use `with jax.set_mesh(mesh):` "
+                      "instead.", DeprecationWarning, stacklevel=2)
+        _MESHES.legacy.append(self)
+        MeshContexts.count(1)
         return self
 
     def __exit__(self, *exc: Any) -> bool:
-        swap_current_mesh(_MESHES.saved.pop())
+        _MESHES.legacy.pop()
+        MeshContexts.count(-1)
         return False
 
 
@@ -691,22 +699,59 @@ EMPTY_ABSTRACT_MESH = AbstractMesh((), ())
 
 class _CurrentMesh(threading.local):
     def __init__(self) -> None:
-        self.mesh: Mesh | None = None
-        self.saved: list[Mesh | None] = []  # the meshes that `with mesh:` blocks replaced, innermost last
+        self.mesh: Mesh | None = None  # set_mesh's: the context mesh
+        self.legacy: list[Mesh] = []  # the meshes of open `with mesh:` blocks, innermost last
         self.abstract: AbstractMesh | None = None  # use_abstract_mesh's, over the current mesh's own
 
 
 _MESHES = _CurrentMesh()
 
 
+class MeshContexts:
+    """`active`: how many mesh contexts are open now, over all threads (a context mesh of set_mesh, a block of
+    use_abstract_mesh, of `with mesh:`); read by the runtime on every call (a plain class attribute): while it is
+    0, no call needs to look for one. `hooks` run when it changes."""
+    active = 0
+    hooks: list[Callable[[], None]] = []
+    _lock = threading.Lock()
+
+    @classmethod
+    def count(cls, change: int) -> None:
+        with cls._lock:
+            cls.active += change
+        for hook in cls.hooks:
+            hook()
+
+
 def current_mesh() -> Mesh | None:
-    """The mesh of the innermost `with mesh:` (or set_mesh) of this thread, or None."""
-    return _MESHES.mesh
+    """The mesh a bare PartitionSpec names: the context mesh (set_mesh), else that of the innermost `with mesh:`
+    of this thread, else None."""
+    state = _MESHES
+    if state.mesh is not None:
+        return state.mesh
+    return state.legacy[-1] if state.legacy else None
+
+
+def context_mesh() -> Mesh | None:
+    """The context mesh of this thread (set_mesh; not `with mesh:`, as JAX's): computations outside jit and jitted
+    calls run over its devices, their results committed there (replicated unless their types say otherwise)."""
+    return _MESHES.mesh if MeshContexts.active else None
+
+
+def placement_token() -> Any:
+    """What of the mesh context a staging depends on, for the caches of staged functions: None without one, else
+    (the context mesh, use_abstract_mesh's mesh, the innermost `with mesh:` one)."""
+    if not MeshContexts.active:
+        return None
+    state = _MESHES
+    if state.mesh is None and state.abstract is None and not state.legacy:
+        return None
+    return state.mesh, state.abstract, state.legacy[-1] if state.legacy else None
 
 
 def current_abstract_mesh() -> AbstractMesh:
     """The abstract mesh programs are traced against (as jax.sharding.get_abstract_mesh): use_abstract_mesh's, else
-    the current mesh's, else the empty one."""
+    the context mesh's (set_mesh), else the empty one."""
     state = _MESHES
     if state.abstract is not None:
         return state.abstract
@@ -719,17 +764,21 @@ def use_abstract_mesh(mesh: AbstractMesh) -> Iterator[None]:
     if not isinstance(mesh, AbstractMesh):
         raise ValueError(f"Expected mesh of type `AbstractMesh`. Got {type(mesh)}")
     previous, _MESHES.abstract = _MESHES.abstract, mesh
+    MeshContexts.count(1)
     try:
         yield
     finally:
         _MESHES.abstract = previous
+        MeshContexts.count(-1)
 
 
 def swap_current_mesh(mesh: Mesh | None) -> Mesh | None:
-    """Make mesh (or no mesh, None) this thread's current mesh; return the one it replaces."""
+    """Make mesh (or no mesh, None) this thread's context mesh; return the one it replaces."""
     if mesh is not None and not isinstance(mesh, Mesh):
         raise TypeError(f"Expected a mesh of type `ember.sharding.Mesh`, got {type(mesh).__name__}")
     previous, _MESHES.mesh = _MESHES.mesh, mesh
+    if (previous is None) != (mesh is None):
+        MeshContexts.count(1 if previous is None else -1)
     return previous
 
 

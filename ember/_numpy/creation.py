@@ -12,6 +12,7 @@ from ember._runtime.array import Array, device_put
 from ember._runtime.sharded import put as put_by_sharding
 from ember._runtime.dlpack import from_dlpack
 from ember._core import Tracer, aval_of, is_python_scalar
+from ember._core.sharding import MeshContexts, NamedSharding, PartitionSpec, context_mesh
 from ember import _prims as lax
 from ember._core import scalar_literal
 from ember._core.checks import normalize_axis, static_int, static_ints
@@ -41,14 +42,14 @@ def array(object: Any, dtype: Any = None, copy: bool | None = True, order: str |
     transformation, a nested sequence of traced values is stacked (jnp.array([x, 2 * x])). copy follows numpy 2:
     True gives a new array, None copies only when needed, False raises ValueError when a copy is needed (see
     ember._runtime.array.array); a tracer leaked out of a finished staging raises UnexpectedTracerError."""
-    return _device_put(_array_of("array", object, dtype, copy, order, ndmin), device)
+    return _made(_array_of("array", object, dtype, copy, order, ndmin), device, object)
 
 
 @takes_out_sharding("asarray")
 def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None,
             device: Any = None) -> Any:
     """array without a copy unless one is needed (copy=None), or as copy says."""
-    return _device_put(_array_of("asarray", a, dtype, copy, order, 0), device)
+    return _made(_array_of("asarray", a, dtype, copy, order, 0), device, a)
 
 
 def _array_of(op: str, object: Any, dtype: Any, copy: bool | None, order: str | None, ndmin: int) -> Any:  # noqa: A002
@@ -218,7 +219,8 @@ def _arange(start: Any, stop: Any, step: Any, dtype: Any) -> Any:
         if (start, step) == (0, 1):
             return ramp
         return lax.add(lax.mul(ramp, scalar_literal(step, dtype)), scalar_literal(start, dtype))
-    return asarray(values.astype(dtype))
+    values = values.astype(dtype)
+    return _made(asarray(values), None, values, computed=True)  # (as JAX's computed one, under a context mesh)
 
 
 def _scalar_arg(name: str, v: Any) -> Any:
@@ -237,6 +239,18 @@ def _device_put(x: Any, device: Any) -> Any:
     if device is None or isinstance(x, Tracer):
         return x
     return device_put(x, device)
+
+
+def _made(x: Any, device: Any, source: Any, computed: bool = False) -> Any:
+    """array/asarray's result x, made from source, on device; without one, an array made of host values (source
+    neither an array nor a tracer) under a context mesh (set_mesh) is put on the mesh's devices, replicated, as
+    JAX puts it (computed: as JAX computes it, typed with one None per dimension on a mesh of Explicit axes)."""
+    if device is None and MeshContexts.active and not isinstance(source, (Array, Tracer)) and not isinstance(
+            x, Tracer) and (mesh := context_mesh()) is not None:
+        typed = computed and mesh.are_all_axes_explicit
+        spec = PartitionSpec(*[None] * x.ndim) if typed else PartitionSpec()
+        return put_by_sharding(x, NamedSharding(mesh, spec), x.aval.weak_type)
+    return _device_put(x, device)
 
 
 def _linspace_dtype(name: str, start: Any, stop: Any, dtype: Any) -> Any:

@@ -367,11 +367,7 @@ def pad(array: Any, pad_width: Any, mode: str | Callable[..., Any] = "constant",
     if unknown:
         raise ValueError(f"pad: unsupported keyword arguments for mode {mode!r}: {sorted(unknown)}")
     if mode in ("constant", "empty"):
-        values = _per_axis("pad", kwargs.get("constant_values", 0), nd)
-        out = a
-        for axis, ((lo, hi), (vlo, vhi)) in enumerate(zip(widths, values)):
-            out = _pad_axis_constant(out, axis, lo, hi, vlo, vhi)
-        return out
+        return _pad_constant(a, widths, _per_axis("pad", kwargs.get("constant_values", 0), nd))
     out = a
     for axis, (lo, hi) in enumerate(widths):
         if lo == 0 and hi == 0:
@@ -382,18 +378,38 @@ def pad(array: Any, pad_width: Any, mode: str | Callable[..., Any] = "constant",
     return out
 
 
-def _pad_axis_constant(x: Any, axis: int, lo: int, hi: int, vlo: Any, vhi: Any) -> Any:
-    parts = []
+def _pad_constant(x: Any, widths: list[tuple[int, int]], values: list[tuple[Any, Any]]) -> Any:
+    """x padded with constants (lax.pad: its sharding type kept, as JAX's jnp.pad): one pad where every side's value
+    is the same, else one per side padded; a value that is not a scalar is broadcast over its side's block."""
     d = aval_of(x).dtype
-    s = list(shape(x))
-    if lo:
-        s[axis] = lo
-        parts.append(_broadcast_to_shape(lax.convert_element_type(_array("pad", vlo), d, False), tuple(s)))
-    parts.append(x)
-    if hi:
-        s[axis] = hi
-        parts.append(_broadcast_to_shape(lax.convert_element_type(_array("pad", vhi), d, False), tuple(s)))
-    return concatenate(parts, axis=axis) if len(parts) > 1 else x
+    sides = [(axis, side, width, v) for axis, ((lo, hi), pair) in enumerate(zip(widths, values))
+             for side, (width, v) in enumerate(zip((lo, hi), pair)) if width]
+    if not sides:
+        return x
+    if builtins.any(ndim(v) for _, _, _, v in sides):
+        for axis, side, width, v in sides:
+            s = list(shape(x))
+            s[axis] = width
+            block = _broadcast_to_shape(lax.convert_element_type(_array("pad", v), d, False), tuple(s))
+            x = concatenate([block, x] if side == 0 else [x, block], axis=axis)
+        return x
+    scalars = [v for _, _, _, v in sides]
+    if builtins.all(_same_value(v, scalars[0]) for v in scalars):
+        return lax.pad(x, lax.convert_element_type(_array("pad", scalars[0]), d, False),
+                       [(lo, hi, 0) for lo, hi in widths])
+    for axis, side, width, v in sides:
+        config = [(0, 0, 0)] * len(widths)
+        config[axis] = (width, 0, 0) if side == 0 else (0, width, 0)
+        x = lax.pad(x, lax.convert_element_type(_array("pad", v), d, False), config)
+    return x
+
+
+def _same_value(v: Any, w: Any) -> bool:
+    if v is w:
+        return True
+    if isinstance(v, Tracer) or isinstance(w, Tracer):
+        return False
+    return type(v) is type(w) and bool(_np.asarray(v) == _np.asarray(w))
 
 
 def _take_axis(x: Any, idx: _np.ndarray, axis: int) -> Any:

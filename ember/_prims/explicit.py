@@ -358,6 +358,10 @@ def conv(lhs: ShapedArray, rhs: ShapedArray, *, dimension_numbers: Any, batch_gr
     return typed(mesh_of([lhs, rhs]), out)
 
 
+class NoMeshError(ValueError, RuntimeError):
+    """A PartitionSpec given where no mesh is set: JAX's RuntimeError (a ValueError too, as ember raised it)."""
+
+
 def resolve(api: str, value: Any, what: str = "out_sharding") -> Any:
     """A user's sharding argument (a Sharding, or a PartitionSpec over the current mesh; None) as a Sharding."""
     if isinstance(value, NamedSharding) and isinstance(value.mesh, AbstractMesh):
@@ -376,8 +380,10 @@ def resolve(api: str, value: Any, what: str = "out_sharding") -> Any:
     if isinstance(value, PartitionSpec):
         mesh = current_mesh()
         if mesh is None:
-            raise ValueError(f"{api}: {what} holds the PartitionSpec {value}, which needs a mesh: use "
-                             "NamedSharding(mesh, spec), or call inside `with mesh:` / ember.sharding.set_mesh(mesh)")
+            raise NoMeshError(f"{api} requires a non-empty mesh in context if you are passing `PartitionSpec`s to "
+                              f"{what} (got {value}). You can define a context mesh via "
+                              "`ember.sharding.set_mesh(mesh)`. Alternatively, provide `Sharding`s to "
+                              f"{what} and then the mesh context manager is not required.")
         return NamedSharding(mesh, value)
     raise TypeError(f"{api}: {what} must be a Sharding or a PartitionSpec, got {value!r} of type "
                     f"{type(value).__name__}")

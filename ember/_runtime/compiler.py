@@ -17,6 +17,7 @@ from ember._core.ir import NotKeyable, structural_key
 from ember._core import dtypes as dt
 from ember._core.cache import LRUCache
 from ember._core.config import config
+from ember._core.sharding import MeshContexts as _MeshContexts, context_mesh
 from ember._core.primitive import user_source
 from ember._core import profile
 from ember._hlo import lower
@@ -367,6 +368,8 @@ class Compiled:
     def call_flat(self, args: Sequence[Any]) -> list[Any]:
         if _callbacks.state.in_worker_callback:
             _callbacks.check_reentry(self.name)
+        if _MeshContexts.active and context_mesh() is not None:  # (set_mesh: the call runs over its devices)
+            return self._call_general(args)
         try:
             outs = self._fast(args)
         except _pjrt.PjrtError as err:
@@ -384,7 +387,7 @@ class Compiled:
         if _Checks.no_execution:
             raise RuntimeError(f"ember tried to run {self.name}, but the no_execution option is set")
         if self._placement is not None or self.preset_shardings is not None or any(
-                type(x) is ShardedArray for x in args):
+                type(x) is ShardedArray for x in args) or (_MeshContexts.active and context_mesh() is not None):
             return self.call_sharded(args, *(self.preset_shardings or (None, None)))
         if self._deferred:  # (its first call on one device)
             self._deferred = False
@@ -444,8 +447,8 @@ class Compiled:
                      out_shardings: Sequence[Any] | None = None) -> list[Any]:
         """Run the program partitioned over several devices (XLA's SPMD partitioner): with the given input and
         output shardings (None, or a None entry: an input's own sharding, else replicated; an output's chosen by
-        XLA's propagation), on the devices of the shardings, of the sharded arguments or of the program's
-        sharding constraints."""
+        XLA's propagation), on the devices of the shardings, of the sharded arguments, of the program's
+        sharding constraints or of the context mesh (set_mesh)."""
         if len(args) != len(self.in_avals):
             raise TypeError(f"{self.name}: expected {len(self.in_avals)} arguments "
                             f"({', '.join(a.str_short() for a in self.in_avals)}), got {len(args)}")
@@ -462,15 +465,16 @@ class Compiled:
         """The program partitioned for a call with these arguments and shardings (see call_sharded), compiled on
         first use. A call placed as an earlier one (the same shardings of the sharded arguments, the same given
         shardings) finds its program without planning again."""
+        context = context_mesh() if _MeshContexts.active and self._placement is None else None
         placed = (tuple([x._sharding if type(x) is ShardedArray else x._buffer.device if type(x) is Array and
                          x._committed else None for x in args]),
                   None if in_shardings is None else tuple(in_shardings),
-                  None if out_shardings is None else tuple(out_shardings))
+                  None if out_shardings is None else tuple(out_shardings), context)
         program = self._spmd_by_placement.get(placed)
         if program is not None:
             return program
         key, plan = sharded_call_plan(self.name, self.ir, self._placement, args, in_shardings, out_shardings,
-                                      self.describe_arg)
+                                      self.describe_arg, context)
         program = self._spmd_programs.lookup(key)
         if program is None:
             program = SpmdProgram(self.ir, self.name, *plan)

@@ -45,6 +45,7 @@ from ember._core.dtypes import StagingOptions as _staging, python_scalar_dtype
 from ember._core import (EAGER, IR, TRACE_STATE, Eqn, Literal, Primitive, ShapedArray, Tracer, UnexpectedTracerError,
                          Var, aval_of_value, check_live, scalar_literal, stage_flat)
 from ember._core.ir import sub_irs
+from ember._core.sharding import MeshContexts
 from ember._prims.indexing import dynamic_slice
 from ember._prims.shape import reshape
 from ember._runtime import callbacks as _callbacks
@@ -139,14 +140,15 @@ def _store(key: tuple[Any, ...], entry: Any) -> Any:
 
 class _Switch:
     """`off` (read on every call) is true while the fast paths must not run: debug_nans or debug_infs is on (the
-    ordinary path checks each primitive's results, and names the primitive and its line), or inside
-    ordinary_path()."""
+    ordinary path checks each primitive's results, and names the primitive and its line), inside ordinary_path(),
+    or while a mesh context is open in some thread (set_mesh: operations run over the context mesh's devices; the
+    fast paths' keys do not hold it)."""
     off = False
     _ordinary = 0  # how many ordinary_path() blocks are open
 
     @classmethod
     def update(cls, _: Any = None) -> None:
-        cls.off = _Checks.active or cls._ordinary > 0
+        cls.off = _Checks.active or cls._ordinary > 0 or MeshContexts.active > 0
 
 
 _Switch.update()
@@ -154,6 +156,7 @@ config.on_change("debug_nans", _Switch.update)  # (after compiler's own hooks, w
 config.on_change("debug_infs", _Switch.update)
 for _option_name in CALL_CHECK_OPTIONS:  # (no_execution and the transfer guards: checked on the ordinary path)
     config.on_change(_option_name, _Switch.update)
+MeshContexts.hooks.append(_Switch.update)
 
 
 @contextlib.contextmanager

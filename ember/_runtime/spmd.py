@@ -158,13 +158,14 @@ _replicated = LRUCache(64)  # (devices, mesh) -> the replicated sharding (few: o
 
 def sharded_call_plan(name: str, ir: IR, placement: Mesh | Sharding | None, args: Sequence[Any],
                       in_shardings: Sequence[Any] | None, out_shardings: Sequence[Any] | None,
-                      describe: Callable[[int], str] | None = None) -> tuple[Any, tuple[Any, ...]]:
+                      describe: Callable[[int], str] | None = None, context: Mesh | None = None
+                      ) -> tuple[Any, tuple[Any, ...]]:
     """(a cache key, (devices, the sharding of each input, the given sharding or None of each output, the mesh))
     of a call: the devices are those of the first given input sharding, else of the first sharded argument, else
-    of the given output shardings, else of the program's own mesh; every sharded argument, given sharding and
-    one-device argument committed to its device must name the same set of devices, else JAX's ValueError
-    (describe(i) names argument i there: "argument x of f"). Uncommitted one-device arguments are copied to every
-    device (replicated)."""
+    of the given output shardings, else of the program's own mesh, else of the context mesh (set_mesh); every
+    sharded argument, given sharding and one-device argument committed to its device must name the same set of
+    devices, else JAX's ValueError (describe(i) names argument i there: "argument x of f"). Uncommitted one-device
+    arguments are copied to every device (replicated)."""
     n_in, n_out = len(args), len(ir.out_avals)
     given_in = list(in_shardings) if in_shardings is not None else [None] * n_in
     given_out = list(out_shardings) if out_shardings is not None else [None] * n_out
@@ -178,6 +179,8 @@ def sharded_call_plan(name: str, ir: IR, placement: Mesh | Sharding | None, args
     named += [("out_shardings", i, s) for i, s in enumerate(given_out) if s is not None]
     if placement is not None:
         named.append(("a mesh inside the program", 0, placement))
+    if context is not None:
+        named.append(("context mesh", 0, context))
     devices_of = [placement_devices(p) for _, _, p in named]
     multi = [d for d in devices_of if len(d) > 1]
     devices = (multi or devices_of)[0]
@@ -191,7 +194,8 @@ def sharded_call_plan(name: str, ir: IR, placement: Mesh | Sharding | None, args
             pair = (entry, first) if entry[0] == "argument" and (first[0] != "argument" or entry[1] < first[1]) \
                 else (first, entry)
             raise incompatible_devices(*(_what(e, ir, args, describe) for e in pair))
-    mesh = _mesh_of(given_in + [x.sharding for x in args if type(x) is ShardedArray] + given_out + [placement])
+    mesh = _mesh_of(given_in + [x.sharding for x in args if type(x) is ShardedArray] + given_out +
+                    [placement, context])
     ins: list[Sharding] = []
     for i, (x, s) in enumerate(zip(args, given_in)):
         if s is None:
@@ -202,7 +206,7 @@ def sharded_call_plan(name: str, ir: IR, placement: Mesh | Sharding | None, args
         elif len(s._device_assignment) == 1 and len(devices) > 1:
             raise ValueError(f"{name}: in_shardings[{i}] ({s}) names one device, the call runs on {_ids(devices)}")
         ins.append(s)
-    key = (devices, tuple(ins), tuple(given_out))
+    key = (devices, tuple(ins), tuple(given_out), mesh)  # (the mesh: the shardings XLA's choices are named over)
     return key, (tuple(devices), ins, given_out, mesh)
 
 
@@ -216,6 +220,8 @@ def _what(entry: tuple[str, int, Any], ir: IR, args: Sequence[Any], describe: Ca
         return f"explicit input sharding {devices_text(devices)}"
     if kind == "out_shardings":
         return f"explicit output sharding {devices_text(devices)}"
+    if kind == "context mesh":
+        return f"jit's context mesh {devices_text(devices)}"
     eqn = _placing_eqn(ir)
     where = "" if eqn is None or eqn.source is None else f" at {eqn.source.filename}:{eqn.source.lineno}"
     return f"{eqn.prim.name if eqn is not None else 'a sharding'} inside jit {devices_text(devices)}{where}"
@@ -248,6 +254,16 @@ def spmd_text(ir: IR, devices: tuple[Any, ...], in_shardings: Sequence[Sharding]
     return lower(ir, spmd=plan)
 
 
+def _typed(sharding: Sharding, ndim: int) -> Sharding:
+    """A sharding XLA chose, over a mesh of Explicit axes given one spec entry per dimension (P('x', None), not
+    P('x',)): the sharding of a value's type, as JAX's results there have."""
+    if isinstance(sharding, NamedSharding) and len(sharding.spec) < ndim and sharding.mesh.axis_names and \
+            sharding.mesh.are_all_axes_explicit:
+        spec = sharding.spec
+        return sharding.update(spec=spec.update(partitions=(*spec, *[None] * (ndim - len(spec)))))
+    return sharding
+
+
 class SpmdProgram:
     """An IR compiled for several devices with given input shardings (and given or XLA-chosen output shardings);
     called with the IR's inputs (sharded or not: each is split as its sharding says, reusing its shards when it is
@@ -271,9 +287,9 @@ class SpmdProgram:
         if any(s is None for s in out_shardings):
             _, chosen = hlo_module_shardings(optimized)
             known = [*in_shardings, *_written_shardings(ir)]
-            out_shardings = [s if s is not None else sharding_from_hlo(
-                chosen[i] if i < len(chosen) else HloSharding.replicated(), devices, a.ndim, mesh, preferred=known)
-                for i, (s, a) in enumerate(zip(out_shardings, ir.out_avals))]
+            out_shardings = [s if s is not None else _typed(sharding_from_hlo(
+                chosen[i] if i < len(chosen) else HloSharding.replicated(), devices, a.ndim, mesh, preferred=known),
+                a.ndim) for i, (s, a) in enumerate(zip(out_shardings, ir.out_avals))]
         self.out_shardings: list[Sharding] = out_shardings  # type: ignore[assignment]
         # per device, the (shape, dtype) of each output's part there
         indices = [s.devices_indices_map(a.shape) for s, a in zip(self.out_shardings, ir.out_avals)]

@@ -122,6 +122,34 @@ class KeyArray:
     def _describe(self) -> str:
         return f"{KEY_DTYPE.name}{list(self.shape)}"
 
+    # where the keys live: their data's placement, without its trailing dimension of two words (as JAX's)
+    @property
+    def sharding(self) -> Any:
+        sharding = self._data.sharding
+        spec = getattr(sharding, "spec", None)
+        if spec is None or len(spec) <= self.ndim:
+            return sharding
+        return sharding.update(spec=spec.update(partitions=tuple(spec)[:self.ndim]))
+
+    @property
+    def committed(self) -> bool:
+        return self._data.committed
+
+    def devices(self) -> set[Any]:
+        return self._data.devices()
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return self._data.is_fully_replicated
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return self._data.is_fully_addressable
+
+    def block_until_ready(self) -> "KeyArray":
+        self._data.block_until_ready()
+        return self
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of an unsized (scalar) key array")

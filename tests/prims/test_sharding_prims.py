@@ -15,8 +15,8 @@ F = ["float32"]
 
 
 @functools.cache
-def _mesh():
-    return ember.sharding.make_mesh((2,), ("x",))
+def _mesh():  # (Auto: a constraint may name only Auto axes, as in JAX)
+    return ember.sharding.make_mesh((2,), ("x",), axis_types=(ember.sharding.AxisType.Auto,))
 
 
 def _blockwise(x, w):
