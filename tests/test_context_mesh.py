@@ -5,11 +5,10 @@ committed elsewhere is JAX's incompatible-devices error, a jitted function trace
 inside it (its cache is keyed by the mesh context), and `with mesh:` (JAX's deprecated resource context) only names
 the mesh of bare PartitionSpecs. The program runs as JAX code (through ember.as_jax) in a process of four CPU devices;
 JAX_RESULTS is what JAX 0.10.2 printed for it on the same devices."""
-import json
 
 import pytest
 
-from reliability.subproc import check_python
+from reliability.subproc import program_result
 
 PROGRAM = r"""
 import ember.as_jax
@@ -171,8 +170,7 @@ def _same_error(ours: str, theirs: str) -> bool:
 
 @pytest.fixture(scope="module")
 def results():
-    out = check_python(PROGRAM, env={"EMBER_NUM_CPU_DEVICES": "4"})
-    return json.loads(out[out.index("RESULT") + len("RESULT"):])
+    return program_result(PROGRAM, 4)
 
 
 @pytest.mark.parametrize("name", sorted(JAX_RESULTS))

@@ -3,7 +3,6 @@ default, as JAX's), an array's type says how it is split (`typeof(x)` prints f32
 rule types its results (ember/_prims/explicit.py) or raises JAX's ShardingTypeError, `out_sharding=` decides where a
 rule cannot, and the values are numpy's. The types and errors below were recorded from JAX 0.10.2 on the same 2x2
 mesh of CPU devices (its `float32` printed as ember's `f32`); the programs run in a process of four devices."""
-import json
 import pathlib
 
 import numpy as np
@@ -13,7 +12,7 @@ import ember
 import ember.numpy as jnp
 from ember import P
 from ember.sharding import ShardingTypeError
-from reliability.subproc import check_python
+from reliability.subproc import check_python, program_result
 
 # name -> JAX 0.10.2's type of the result, or "!" + the start of its ShardingTypeError message
 JAX_TYPES = {
@@ -227,8 +226,7 @@ print("RESULT" + json.dumps({"types": types, "values": values}))
 
 @pytest.fixture(scope="module")
 def four_devices():
-    out = check_python(PROGRAM, env={"EMBER_NUM_CPU_DEVICES": "4"})
-    return json.loads(out[out.index("RESULT") + len("RESULT"):])
+    return program_result(PROGRAM, 4)
 
 
 @pytest.mark.parametrize("name", sorted(JAX_TYPES))

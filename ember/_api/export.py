@@ -7,13 +7,16 @@ exported with, under grad.
     restored = ember.export.deserialize(blob)      # in this or another process
     restored.call(x)                               # f(x), compiled from the stored StableHLO
 
-The artifact (FORMAT_VERSION 1) is the bytes b"ember-exported\\n" and a UTF-8 JSON object: "format" (1), "ember"
+The artifact (format 1 for one device) is the bytes b"ember-exported\\n" and a UTF-8 JSON object: "format" (1), "ember"
 (the exporting version), "fun_name", "in_avals" / "out_avals" ([shape, dtype name, weak type] per flat input /
 output), "in_tree" / "out_tree" (the pytree structures, of tuples, lists, dicts with str or int keys and None:
 other node types cannot be serialized), "platforms" (["cpu"]), "module" (the StableHLO text of @main: flat inputs
 -> flat outputs) and "vjp" (null, or the same object for the VJP: (inputs..., cotangents of the floating-point
 outputs...) -> (cotangents of the floating-point inputs...), nested vjp_order deep). The module is StableHLO
-text: it parses and compiles wherever the plugin takes that StableHLO version.
+text: it parses and compiles wherever the plugin takes that StableHLO version. A program exported for a mesh is
+format 2: the same, with "mesh" ({"axis_names", "axis_sizes", "axis_types"}: an AbstractMesh's) and, in the object
+and each VJP's, "in_specs" / "out_specs" (a PartitionSpec per flat input / output, a list of entries: null, an axis
+name or a list of names; or null: any placement), the modules written for the mesh's size in partitions.
 
 An artifact is data, not code: deserialize checks all of it before anything compiles or runs (docs/security.md,
 "Exported programs"): the JSON (an object of exactly these keys and types, nested at most MAX_JSON_DEPTH deep, a
@@ -42,21 +45,28 @@ from ember._core import ShapedArray
 from ember._core import dtypes as dt
 from ember._core.ir import sub_irs
 from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
+from ember._core.sharding import (AbstractMesh, AxisType, HloSharding, Mesh, NamedSharding, PartitionSpec, Sharding,
+                                  _named_to_hlo as named_to_hlo, explicit_sharding)
 from ember._hlo import lower
 from ember._hlo import module_check, targets
+from ember._hlo.spmd import SpmdPlan
+from ember._runtime.spmd import program_placement
 from ember._hlo.lower import default_platform
 from ember._transforms.discharge import pure_for_lowering
 from ember._runtime.compile_cache import package_version
 
 MAGIC = b"ember-exported\n"
-FORMAT_VERSION = 1
-SUPPORTED_FORMATS = (1,)  # the artifact formats this ember reads
+FORMAT_VERSION = 2  # the format of a program exported for a mesh; one for one device is written as format 1
+SUPPORTED_FORMATS = (1, 2)  # the artifact formats this ember reads
 MAX_JSON_DEPTH = 200  # objects and arrays in arrays, at most (a pytree level is two; a VJP level one)
 MAX_NAME = 1000  # characters of fun_name, and of the exporting ember's version
 MAX_AVALS = 100_000  # inputs or outputs of one module
 MAX_PLATFORMS = 8
 _KEYS = {"format", "ember", "fun_name", "in_tree", "out_tree", "platforms", "in_avals", "out_avals", "module", "vjp"}
 _MODULE_KEYS = {"in_avals", "out_avals", "module", "vjp"}
+_MESH_KEYS = {"axis_names", "axis_sizes", "axis_types"}  # format 2: the mesh, and each module's specs
+MAX_MESH_AXES = 16
+MAX_DEVICES = 65536  # devices of an exported mesh, at most
 _DTYPES = {d.name: d for d in dt.SUPPORTED_DTYPES}
 _CALLBACKS = ("pure_callback", "io_callback", "debug_callback")  # the primitives that call back into Python
 
@@ -77,7 +87,45 @@ class Exported:
 
     in_avals = property(lambda self: self._module.in_avals)
     out_avals = property(lambda self: self._module.out_avals)
-    nr_devices = 1
+
+    @property
+    def nr_devices(self) -> int:
+        """How many devices the program runs on (1, or its mesh's size when exported for a mesh)."""
+        return self._module.nr_devices
+
+    @property
+    def mesh(self) -> AbstractMesh | None:
+        """The AbstractMesh it was exported for (None: one device)."""
+        return self._module.mesh
+
+    @property
+    def in_shardings_hlo(self) -> tuple[HloSharding | None, ...]:
+        """Per flat input, the HloSharding it is split by (over partition ids: the mesh's positions), or None."""
+        return self._hlo(self._module.in_specs, self.in_avals)
+
+    @property
+    def out_shardings_hlo(self) -> tuple[HloSharding | None, ...]:
+        return self._hlo(self._module.out_specs, self.out_avals)
+
+    def _hlo(self, specs: Sequence[Any], avals: Sequence[ShapedArray]) -> tuple[HloSharding | None, ...]:
+        mesh = self._module.mesh
+        return tuple(None if spec is None or mesh is None else named_to_hlo(mesh, spec, a.ndim)
+                     for spec, a in zip(specs, avals))
+
+    def in_shardings_jax(self, mesh: Mesh) -> tuple[NamedSharding | None, ...]:
+        """Per flat input, its sharding over mesh (a concrete mesh of the exported one's shape), as JAX's."""
+        return self._over(mesh, self._module.in_specs)
+
+    def out_shardings_jax(self, mesh: Mesh) -> tuple[NamedSharding | None, ...]:
+        return self._over(mesh, self._module.out_specs)
+
+    def _over(self, mesh: Mesh, specs: Sequence[Any]) -> tuple[NamedSharding | None, ...]:
+        exported = self._module.mesh
+        if exported is None:
+            return (None,) * len(specs)
+        if not isinstance(mesh, Mesh) or mesh.abstract_mesh.shape_tuple != exported.shape_tuple:
+            raise ValueError(f"Exported({self.fun_name}) was exported for the mesh {exported}, not {mesh!r}")
+        return tuple(None if spec is None else NamedSharding(mesh, spec) for spec in specs)
 
     @property
     def vjp_order(self) -> int:
@@ -94,9 +142,13 @@ class Exported:
             raise ValueError(f"Exported.serialize: vjp_order must be a non-negative int, got {vjp_order!r}")
         module = self._with_vjp(vjp_order)
         self._check_serializable(module)
-        payload = {"format": FORMAT_VERSION, "ember": package_version(), "fun_name": self.fun_name,
+        mesh = module.mesh
+        payload = {"format": 1 if mesh is None else 2, "ember": package_version(), "fun_name": self.fun_name,
                    "in_tree": _tree_json(self.in_tree, "in_tree"), "out_tree": _tree_json(self.out_tree, "out_tree"),
                    "platforms": list(self.platforms), **_module_json(module)}
+        if mesh is not None:
+            payload["mesh"] = {"axis_names": list(mesh.axis_names), "axis_sizes": list(mesh.axis_sizes),
+                               "axis_types": [t.name for t in mesh.axis_types]}
         return MAGIC + json.dumps(payload, separators=(",", ":")).encode()
 
     def _check_serializable(self, module: ExportedModule) -> None:
@@ -111,7 +163,7 @@ class Exported:
                     f"back into Python: {kinds}). As in JAX, a host callback is a function of the process that "
                     "exported the program: call it here (Exported.call), or export the function without it")
             try:
-                module_check.check_module(level.text)
+                module_check.check_module(level.text, level.nr_devices)
             except module_check.ModuleError as err:
                 raise ValueError(f"Exported.serialize({self.fun_name}): ember.export.deserialize would refuse its "
                                  f"module ({err}), so it is not serialized") from None
@@ -170,7 +222,14 @@ def export(fun: Any, *, platforms: Sequence[str] | None = None) -> Callable[...,
         traced = jitted.trace(*args, **kwargs)
         ir = pure_for_lowering(traced.jaxpr, f"export({jitted.name})")
         name = jitted.name[len("jit("):-1] if jitted.name.startswith("jit(") else jitted.name
-        module = ExportedModule(lower(ir, inline_consts=True), ir.in_avals, ir.out_avals, None, name)
+        placement = _placement(name, jitted, traced.jaxpr, traced.in_tree, args, kwargs)
+        if placement is None:
+            module = ExportedModule(lower(ir, inline_consts=True), ir.in_avals, ir.out_avals, None, name)
+        else:
+            mesh, devices, in_specs, out_specs = placement
+            text = lower(ir, inline_consts=True, spmd=SpmdPlan(devices, [None] * len(in_specs),
+                                                               [None] * len(out_specs)))
+            module = ExportedModule(text, ir.in_avals, ir.out_avals, None, name, mesh, in_specs, out_specs)
         flat = _flat_function(jitted, traced.in_tree)
         cache: dict[int, ExportedModule] = {0: module}
 
@@ -180,6 +239,71 @@ def export(fun: Any, *, platforms: Sequence[str] | None = None) -> Callable[...,
             return cache[order]
         return Exported(name, traced.in_tree, ir.out_tree, module, vjp_source, callbacks=_callback_kinds(ir))
     return exporter
+
+
+class _Partition:
+    """Stands for the device at one position of a mesh exported without devices (an AbstractMesh): partition id."""
+    __slots__ = ("id",)
+
+    def __init__(self, position: int):
+        self.id = position
+
+    def __repr__(self) -> str:
+        return f"partition {self.id}"
+
+
+def _placement(name: str, jitted: Jitted, ir: Any, in_tree: PyTreeDef, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> tuple[AbstractMesh, tuple[Any, ...], list[Any], list[Any]] | None:
+    """Where an exported program runs: None for one device, else (its mesh, the devices its module is lowered
+    for: the concrete mesh's, or stand-ins for an AbstractMesh's positions, the PartitionSpec or None of each input
+    and output). The specs come from jit's in_shardings/out_shardings, the arguments' shardings (ShapeDtypeStructs
+    and arrays split over a mesh) and the types (explicit sharding); every mesh they and the program name must be
+    one (the same names, sizes and types)."""
+    given = jitted._leaf_shardings(ir, in_tree)
+    given_ins, given_outs = given if given is not None else (None, None)
+    leaves = tree_flatten(jitted._split(args, kwargs)[1:])[0]
+    own = [getattr(x, "sharding", None) for x in leaves]
+    ins = [g if g is not None else o for g, o in zip(given_ins or [None] * len(own), own)]
+    outs = list(given_outs or [None] * len(ir.outs))
+    meshes: list[Any] = []
+
+    def spec_of(sharding: Any, aval: ShapedArray, what: str) -> PartitionSpec | None:
+        if isinstance(sharding, NamedSharding) and sharding.mesh.size > 1:
+            meshes.append(sharding.mesh)
+            spec = sharding.spec
+        elif isinstance(sharding, Sharding) and not isinstance(sharding, NamedSharding) and \
+                len(sharding._device_assignment) > 1:
+            raise NotImplementedError(f"export({name}): {what} is placed by {sharding}; ember exports programs "
+                                      "over several devices for NamedShardings (a mesh and a PartitionSpec)")
+        elif aval.explicit is not None and aval.explicit.mesh.size > 1:
+            meshes.append(aval.explicit.mesh)
+            spec = aval.explicit.spec
+        else:
+            return None
+        if spec.unreduced or spec.reduced:
+            raise NotImplementedError(f"export({name}): {what} has unreduced or reduced axes ({spec})")
+        return spec
+    in_specs = [spec_of(s, a, f"input {i}") for i, (s, a) in enumerate(zip(ins, ir.in_avals))]
+    out_specs = [spec_of(s, a, f"output {i}") for i, (s, a) in enumerate(zip(outs, ir.out_avals))]
+    inside = program_placement(ir)
+    if inside is not None and len(inside._flat_devices if isinstance(inside, Mesh) else
+                                   inside._device_assignment) > 1:
+        meshes.append(inside if isinstance(inside, Mesh) else getattr(inside, "mesh", None))
+        if meshes[-1] is None:
+            raise NotImplementedError(f"export({name}): the program is placed by {inside}; ember exports programs "
+                                      "over several devices for meshes and NamedShardings")
+    if not meshes:
+        return None
+    abstract = [m if isinstance(m, AbstractMesh) else m.abstract_mesh for m in meshes]
+    first = abstract[0]
+    for other in abstract[1:]:
+        if (other.axis_names, other.axis_sizes, other.axis_types) != (first.axis_names, first.axis_sizes,
+                                                                       first.axis_types):
+            raise ValueError(f"export({name}): its shardings name different meshes, {first} and {other}; a "
+                             "program is exported for one mesh")
+    concrete = next((m for m in meshes if isinstance(m, Mesh)), None)
+    devices = concrete._flat_devices if concrete is not None else tuple(_Partition(i) for i in range(first.size))
+    return first, tuple(devices), in_specs, out_specs
 
 
 def _callback_kinds(ir: Any) -> list[str]:
@@ -218,17 +342,24 @@ def _module_with_vjp(flat: Callable[..., list[Any]], module: ExportedModule, ord
         in_cts = pullback(full_cts)
         return [in_cts[i] for i in float_ins]
     ct_avals = [module.out_avals[i].strip_weak_type() for i in float_outs]
-    structs = [struct_of(a) for a in list(module.in_avals) + ct_avals]
+    specs = list(module.in_specs) + [module.out_specs[i] for i in float_outs]
+    # (exported for a mesh: the VJP takes its inputs split as the function's inputs and outputs are)
+    structs = [struct_of(a, None if spec is None or module.mesh is None else NamedSharding(module.mesh, spec))
+               for a, spec in zip(list(module.in_avals) + ct_avals, specs)]
     inner = export(jit(vjp_flat))(*structs)
     vjp_module = _module_with_vjp(_flat_function(jit(vjp_flat), inner.in_tree), inner._module, order - 1)
-    return ExportedModule(module.text, module.in_avals, module.out_avals, vjp_module, module.name)
+    return _with_vjp_module(module, vjp_module)
+
+
+def _with_vjp_module(module: ExportedModule, vjp: ExportedModule | None) -> ExportedModule:
+    return ExportedModule(module.text, module.in_avals, module.out_avals, vjp, module.name, module.mesh,
+                          module.in_specs, module.out_specs)
 
 
 def _truncated(module: ExportedModule, order: int) -> ExportedModule:
     if module.vjp_order == order:
         return module
-    vjp = None if order == 0 else _truncated(module.vjp, order - 1)  # type: ignore[arg-type]
-    return ExportedModule(module.text, module.in_avals, module.out_avals, vjp, module.name)
+    return _with_vjp_module(module, None if order == 0 else _truncated(module.vjp, order - 1))  # type: ignore
 
 
 def deserialize(blob: bytes | bytearray) -> Exported:
@@ -265,13 +396,14 @@ def deserialize(blob: bytes | bytearray) -> Exported:
         raise ValueError("ember.export.deserialize: the artifact's fun_name is not a printable string of 1 to "
                          f"{MAX_NAME} characters (got {_json_kind(name)})")
     try:
-        keys = set(payload)
-        if keys != _KEYS:
-            raise _Invalid(_keys_problem(keys, _KEYS, "the artifact"))
+        keys, want = set(payload), _KEYS | ({"mesh", "in_specs", "out_specs"} if payload["format"] == 2 else set())
+        if keys != want:
+            raise _Invalid(_keys_problem(keys, want, "the artifact"))
         if not isinstance(payload["ember"], str) or len(payload["ember"]) > MAX_NAME:
             raise _Invalid("its 'ember' (the exporting version) is not a string")
         platforms = _platforms(payload["platforms"])
-        module = _module_from_json(payload, name)
+        mesh = _mesh_from_json(payload["mesh"]) if "mesh" in payload else None
+        module = _module_from_json(payload, name, mesh=mesh)
         in_tree = _tree_from_json(payload["in_tree"], "in_tree")
         out_tree = _tree_from_json(payload["out_tree"], "out_tree")
         if _arguments_form(payload["in_tree"]) is False:
@@ -330,11 +462,11 @@ def _check_format(payload: dict[str, Any]) -> None:
     if type(fmt) is not int:
         raise ValueError(f"ember.export.deserialize: the artifact's format is {_json_kind(fmt)} "
                          f"({json.dumps(fmt)[:40]}), not a format number ({by}); this ember "
-                         f"({package_version()}) reads format {FORMAT_VERSION}")
+                         f"({package_version()}) reads formats {', '.join(map(str, SUPPORTED_FORMATS))}")
     if fmt not in SUPPORTED_FORMATS:
         newer = fmt > max(SUPPORTED_FORMATS)
         raise ValueError(f"ember.export.deserialize: artifact format {fmt} is not supported ({by}): this ember "
-                         f"({package_version()}) reads format {FORMAT_VERSION}"
+                         f"({package_version()}) reads formats {', '.join(map(str, SUPPORTED_FORMATS))}"
                          + ("; the artifact is newer: load it with the ember that wrote it, or a later one"
                             if newer else ""))
 
@@ -358,21 +490,85 @@ def _arguments_form(tree: Any) -> bool:
 
 
 def _module_json(module: ExportedModule) -> dict[str, Any]:
-    return {"in_avals": [_aval_json(a) for a in module.in_avals],
-            "out_avals": [_aval_json(a) for a in module.out_avals], "module": module.text,
-            "vjp": None if module.vjp is None else _module_json(module.vjp)}
+    found = {"in_avals": [_aval_json(a) for a in module.in_avals],
+             "out_avals": [_aval_json(a) for a in module.out_avals], "module": module.text,
+             "vjp": None if module.vjp is None else _module_json(module.vjp)}
+    if module.mesh is not None:
+        found["in_specs"] = [_spec_json(spec) for spec in module.in_specs]
+        found["out_specs"] = [_spec_json(spec) for spec in module.out_specs]
+    return found
 
 
-def _module_from_json(data: dict[str, Any], name: str, where: str = "") -> ExportedModule:
-    """A module of the artifact (the function's, or its VJP's `where`), checked: avals, the module text, the VJP."""
+def _spec_json(spec: PartitionSpec | None) -> Any:
+    """A PartitionSpec as JSON: a list of entries (null, an axis name, or a list of names), or null for none."""
+    return None if spec is None else [list(e) if isinstance(e, tuple) else e for e in spec]
+
+
+def _mesh_from_json(data: Any) -> AbstractMesh:
+    """The mesh of a format-2 artifact, checked: 1 to MAX_MESH_AXES distinct printable names, sizes >= 1 whose
+    product is 2 to MAX_DEVICES, Explicit or Auto axes."""
+    if not isinstance(data, dict) or set(data) != _MESH_KEYS:
+        raise _Invalid(_keys_problem(set(data) if isinstance(data, dict) else set(), _MESH_KEYS, "its mesh"))
+    names, sizes, types = data["axis_names"], data["axis_sizes"], data["axis_types"]
+    if (not isinstance(names, list) or not 0 < len(names) <= MAX_MESH_AXES or len(set(map(str, names))) != len(names)
+            or not all(isinstance(n, str) and 0 < len(n) <= 64 and n.isprintable() for n in names)):
+        raise _Invalid(f"its mesh's axis_names must be 1 to {MAX_MESH_AXES} distinct printable names, got "
+                       f"{json.dumps(names)[:80]}")
+    if (not isinstance(sizes, list) or len(sizes) != len(names)
+            or not all(type(n) is int and 0 < n <= MAX_DEVICES for n in sizes)
+            or not 1 < math.prod(sizes) <= MAX_DEVICES):
+        raise _Invalid(f"its mesh's axis_sizes must be one positive size per axis, for 2 to {MAX_DEVICES} devices, "
+                       f"got {json.dumps(sizes)[:80]}")
+    if not isinstance(types, list) or len(types) != len(names) or not all(t in ("Explicit", "Auto") for t in types):
+        raise _Invalid(f"its mesh's axis_types must be 'Explicit' or 'Auto' per axis, got {json.dumps(types)[:80]}")
+    return AbstractMesh(tuple(sizes), tuple(names), tuple(getattr(AxisType, t) for t in types))
+
+
+def _spec_from_json(data: Any, mesh: AbstractMesh, aval: ShapedArray, what: str) -> PartitionSpec | None:
+    """A spec of the artifact, checked against its mesh and the value's shape: at most one entry per dimension,
+    each null, an axis name or a list of two or more, every axis the mesh's and named once, and each dimension a
+    multiple of the devices it is split over."""
+    if data is None:
+        return None
+    if not isinstance(data, list) or len(data) > aval.ndim:
+        raise _Invalid(f"{what} is not a list of at most {aval.ndim} entries (one per dimension of "
+                       f"{aval.str_short()})")
+    sizes, seen, entries = dict(zip(mesh.axis_names, mesh.axis_sizes)), set(), []
+    for d, entry in enumerate(data):
+        axes = [] if entry is None else [entry] if isinstance(entry, str) else entry
+        if not isinstance(axes, list) or (isinstance(entry, list) and len(axes) < 2) or not all(
+                isinstance(a, str) and a in sizes and a not in seen and not seen.add(a) for a in axes):
+            raise _Invalid(f"{what}: entry {d} ({json.dumps(entry)[:60]}) is not null, an axis of the mesh or a list "
+                           "of two or more of them, each axis named once in the spec")
+        if aval.shape[d] % math.prod(sizes[a] for a in axes):
+            raise _Invalid(f"{what}: dimension {d} of {aval.str_short()} does not split over {axes}")
+        entries.append(None if entry is None else entry if isinstance(entry, str) else tuple(entry))
+    return PartitionSpec(*entries)
+
+
+def _module_from_json(data: dict[str, Any], name: str, where: str = "", mesh: AbstractMesh | None = None
+                      ) -> ExportedModule:
+    """A module of the artifact (the function's, or its VJP's `where`), checked: avals, the module text, the VJP;
+    for a mesh (format 2), the specs of its inputs and outputs, and the types they give the avals."""
     what = f"its {where}" if where else "its"
     in_avals = _avals_from_json(data["in_avals"], f"{what} in_avals")
     out_avals = _avals_from_json(data["out_avals"], f"{what} out_avals")
+    in_specs = out_specs = None
+    if mesh is not None:
+        specs = {}
+        for key, avals in (("in_specs", in_avals), ("out_specs", out_avals)):
+            found = data.get(key)
+            if not isinstance(found, list) or len(found) != len(avals):
+                raise _Invalid(f"{what} {key} is not a list of one spec (or null) per value")
+            specs[key] = [_spec_from_json(spec, mesh, a, f"{what} {key}[{i}]")
+                          for i, (spec, a) in enumerate(zip(found, avals))]
+        in_specs, out_specs = specs["in_specs"], specs["out_specs"]
+        in_avals, out_avals = _typed(in_avals, in_specs, mesh), _typed(out_avals, out_specs, mesh)
     text = data["module"]
     if not isinstance(text, str):
         raise _Invalid(f"{what} module is not text")
     try:
-        facts = module_check.check_module(text)
+        facts = module_check.check_module(text, 1 if mesh is None else mesh.size)
     except module_check.ModuleError as err:
         raise _Invalid(f"{what} module: {err}") from None
     main = facts.main
@@ -390,13 +586,23 @@ def _module_from_json(data: dict[str, Any], name: str, where: str = "") -> Expor
     vjp_data = data["vjp"]
     vjp = None
     if vjp_data is not None:
-        if not isinstance(vjp_data, dict) or set(vjp_data) != _MODULE_KEYS:
-            raise _Invalid(_keys_problem(set(vjp_data) if isinstance(vjp_data, dict) else set(), _MODULE_KEYS,
+        keys = _MODULE_KEYS | ({"in_specs", "out_specs"} if mesh is not None else set())
+        if not isinstance(vjp_data, dict) or set(vjp_data) != keys:
+            raise _Invalid(_keys_problem(set(vjp_data) if isinstance(vjp_data, dict) else set(), keys,
                                          f"{what} vjp"))
         inner = f"vjp({where})" if where else "vjp"
-        vjp = _module_from_json(vjp_data, f"vjp({name})", inner)
+        vjp = _module_from_json(vjp_data, f"vjp({name})", inner, mesh)
         _check_vjp_types(in_avals, out_avals, vjp, inner)
-    return ExportedModule(text, in_avals, out_avals, vjp, name)
+    return ExportedModule(text, in_avals, out_avals, vjp, name, mesh, in_specs, out_specs)
+
+
+def _typed(avals: list[ShapedArray], specs: list[PartitionSpec | None], mesh: AbstractMesh) -> list[ShapedArray]:
+    """The avals typed with their specs' Explicit axes (as the exporting trace typed them)."""
+    out = []
+    for a, spec in zip(avals, specs):
+        explicit = None if spec is None else explicit_sharding(mesh, tuple(spec) + (None,) * (a.ndim - len(spec)))
+        out.append(a if explicit is None else a.with_explicit(explicit))
+    return out
 
 
 def _check_vjp_types(in_avals: list[ShapedArray], out_avals: list[ShapedArray], vjp: ExportedModule,

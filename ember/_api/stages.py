@@ -22,7 +22,7 @@ from ember._runtime import Array, Compiled as _RuntimeCompiled, Lowered as _Runt
 from ember._runtime.hlo_text import hlo_module_text
 from ember._runtime.spmd import program_placement, sharded_call_plan, spmd_text
 from ember._runtime.pjrt.structs import option_overrides
-from ember._core.sharding import SingleDeviceSharding
+from ember._core.sharding import SingleDeviceSharding, explicit_of
 
 
 class ShapeDtypeStruct:
@@ -48,8 +48,11 @@ class ShapeDtypeStruct:
 
     @property
     def aval(self) -> ShapedArray:
-        """The ShapedArray of this struct (the dtype made canonical: float64 is float32 without x64)."""
-        return ShapedArray(self.shape, dt.canonicalize_dtype(self.dtype), self.weak_type)
+        """The ShapedArray of this struct (the dtype made canonical: float64 is float32 without x64), typed with its
+        sharding's Explicit mesh axes (JAX's explicit sharding mode: over a Mesh or an AbstractMesh)."""
+        aval = ShapedArray(self.shape, dt.canonicalize_dtype(self.dtype), self.weak_type)
+        explicit = explicit_of(self.sharding, len(self.shape)) if self.sharding is not None else None
+        return aval if explicit is None else aval.with_explicit(explicit)
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, ShapeDtypeStruct) and (self.shape, self.dtype, self.weak_type, self.sharding) ==
@@ -63,8 +66,8 @@ class ShapeDtypeStruct:
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
 
 
-def struct_of(aval: ShapedArray) -> ShapeDtypeStruct:
-    return ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)
+def struct_of(aval: ShapedArray, sharding: Any = None) -> ShapeDtypeStruct:
+    return ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type, sharding=sharding)
 
 
 class _Abstract:

@@ -16,30 +16,45 @@ from typing import Any, Sequence
 from ember._control.loops import scan_flat
 from ember._core import Primitive, ShapedArray, aval_of
 from ember._core import dtypes as dt
+from ember._core.sharding import AbstractMesh, PartitionSpec, explicit_sharding, mesh_sharding_text
 from ember._hlo import LoweringContext
+from ember._hlo.emitter import sharding_marker
+from ember._hlo.lower import DevicesNeeded
 from ember._prims.shape import BatchDim, batch_at_front, zeros
-from ember._prims import explicit
 
 
 class ExportedModule:
     """The program of an exported function, as call_exported runs it: text (a StableHLO module whose @main takes
     in_avals and returns out_avals), and vjp, the ExportedModule of its VJP, (inputs..., cotangents of the
-    floating-point outputs...) -> (cotangents of the floating-point inputs...), or None."""
-    __slots__ = ("text", "in_avals", "out_avals", "vjp", "name", "digest")
+    floating-point outputs...) -> (cotangents of the floating-point inputs...), or None. A program exported for
+    several devices has their mesh (an AbstractMesh: names, sizes and types of its axes; None: one device) and the
+    PartitionSpec (or None: any) of each input and output over it; it runs on as many devices, its inputs and
+    outputs split as their specs say (partition i of the export on the i-th device of the calling program)."""
+    __slots__ = ("text", "in_avals", "out_avals", "vjp", "name", "digest", "mesh", "in_specs", "out_specs")
 
     def __init__(self, text: str, in_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArray],
-                 vjp: "ExportedModule | None", name: str):
+                 vjp: "ExportedModule | None", name: str, mesh: AbstractMesh | None = None,
+                 in_specs: Sequence[PartitionSpec | None] | None = None,
+                 out_specs: Sequence[PartitionSpec | None] | None = None):
         self.text, self.in_avals, self.out_avals = text, tuple(in_avals), tuple(out_avals)
-        self.vjp, self.name = vjp, name
+        self.vjp, self.name, self.mesh = vjp, name, mesh
+        self.in_specs = tuple(in_specs) if in_specs is not None else (None,) * len(self.in_avals)
+        self.out_specs = tuple(out_specs) if out_specs is not None else (None,) * len(self.out_avals)
         self.digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def nr_devices(self) -> int:
+        return 1 if self.mesh is None else self.mesh.size
 
     @property
     def vjp_order(self) -> int:
         return 0 if self.vjp is None else 1 + self.vjp.vjp_order
 
+    def _key(self) -> tuple[Any, ...]:
+        return (self.text, self.vjp, self.in_avals, self.out_avals, self.mesh, self.in_specs, self.out_specs)
+
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, ExportedModule) and self.text == other.text and self.vjp == other.vjp
-                and self.in_avals == other.in_avals and self.out_avals == other.out_avals)
+        return isinstance(other, ExportedModule) and self._key() == other._key()
 
     def __hash__(self) -> int:
         return hash((self.digest, self.in_avals, self.out_avals))
@@ -49,9 +64,20 @@ class ExportedModule:
 
 
 call_exported_p = Primitive("call_exported", multiple_results=True)
-# (an exported program is one device's: on split operands the partitioner runs it as any other code; its results are
-# typed replicated, which is what XLA makes of them unless a later constraint splits them)
-call_exported_p.def_rule("sharding_rule", explicit.replicated_results)
+
+
+@call_exported_p.def_rule("sharding_rule")
+def _sharding_rule(*avals: ShapedArray, outs: Sequence[ShapedArray], module: ExportedModule) -> list[Any]:
+    """A program exported for one device: the partitioner runs it as any other code on split operands, its results
+    typed replicated (what XLA makes of them unless a later constraint splits them). One exported for a mesh: its
+    results typed as exported, over the operands' mesh (else the exported AbstractMesh)."""
+    if module.mesh is None:
+        return [None] * len(outs)
+    mesh = next((a.explicit.mesh for a in avals if a.explicit is not None), module.mesh)
+    return [None if a.explicit is None else explicit_sharding(mesh, tuple(a.explicit.spec)) for a in module.out_avals]
+
+
+_sharding_rule.wants_outs = True  # type: ignore[attr-defined]
 
 
 def call_exported(args: Sequence[Any], module: ExportedModule) -> list[Any]:
@@ -94,7 +120,21 @@ def _lowering(ctx: LoweringContext, *operands: str, module: ExportedModule) -> l
     main, functions = _functions(module)
     for name, text in functions.items():
         ctx.emitter.functions.setdefault(name, text)
-    return ctx.op("func.call", list(operands), list(ctx.avals_out), {"callee": f"@{main}"})
+    if module.mesh is None:
+        return ctx.op("func.call", list(operands), list(ctx.avals_out), {"callee": f"@{main}"})
+    # (exported for a mesh: the program calling it runs on as many devices, partition i of the export on its i-th,
+    # and the inputs and outputs are constrained as exported, as JAX's call of an Exported constrains them)
+    devices = ctx.emitter.device_assignment
+    count = 1 if devices is None else len(devices)
+    if count != module.mesh.size:
+        raise DevicesNeeded(f"Function {module.name} was exported for {module.mesh.size} devices and is called in "
+                            f"a context with {count} devices, which is not allowed.")
+    emitter = ctx.emitter
+    operands = tuple(sharding_marker(emitter, x, a, mesh_sharding_text(module.mesh, spec, a.ndim))
+                     if spec is not None else x for x, a, spec in zip(operands, ctx.avals_in, module.in_specs))
+    outs = ctx.op("func.call", list(operands), list(ctx.avals_out), {"callee": f"@{main}"})
+    return [sharding_marker(emitter, y, a, mesh_sharding_text(module.mesh, spec, a.ndim)) if spec is not None
+            else y for y, a, spec in zip(outs, ctx.avals_out, module.out_specs)]
 
 
 @call_exported_p.def_rule("vjp")

@@ -1010,6 +1010,12 @@ def _named_to_hlo(mesh: Mesh, spec: PartitionSpec, ndim: int) -> HloSharding:
     return HloSharding.tiled(tile_dims, grid.reshape(-1), subgroups=subgroups)
 
 
+def mesh_sharding_text(mesh: Mesh | AbstractMesh, spec: PartitionSpec, ndim: int) -> str:
+    """The HloSharding text of spec over mesh for an array of rank ndim, its partition ids the mesh's positions
+    (row-major): a program over the mesh's devices in that order, or over any devices for an AbstractMesh."""
+    return _named_to_hlo(mesh, spec, ndim).text()
+
+
 class SingleDeviceSharding(Sharding):
     """All of an array on one device, as jax.sharding.SingleDeviceSharding."""
 

@@ -306,6 +306,12 @@ def quoted_text(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def sharding_marker(emitter: "Emitter", x: str, aval: ShapedArray, text: str) -> str:
+    """x constrained to the HloSharding text (a custom call @Sharding: XLA's partitioner places x so there)."""
+    return emitter.op("stablehlo.custom_call", [x], aval, {"call_target_name": '"Sharding"',
+                                                          "mhlo.sharding": quoted_text(text)})
+
+
 def sharding_text(sharding: Sharding, ndim: int, devices: Sequence[object] | None) -> str:
     """The HloSharding text (an `mhlo.sharding` attribute) of sharding for an array of rank ndim in a program
     partitioned over devices (a partition id is a position there; None: the sharding's own device order)."""

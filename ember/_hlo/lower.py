@@ -15,8 +15,15 @@ from ember._core.primitive import has_effects
 from ember._core.config import config
 from ember._core.profile import profiled
 from ember._hlo import row_fusion
-from ember._hlo.emitter import (Emitter, dense_text, emit_custom_call, location_text, module_text, quoted_text,
+from ember._core.sharding import mesh_sharding_text
+from ember._hlo.emitter import (Emitter, dense_text, emit_custom_call, location_text, module_text, sharding_marker,
                                 sharding_text, tensor_type)
+
+class DevicesNeeded(ValueError):
+    """A program that runs on a number of devices (a call of a program exported for a mesh) lowered for another
+    number: JAX's ValueError. The runtime writes a program's one-device module before it knows where the program
+    runs, so this one is raised when the program is called on one device."""
+
 
 DEFAULT_PLATFORM: Any = "default"  # lower's platform: the one set_platform_provider's provider names
 
@@ -174,12 +181,18 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
 def _as_typed(emitter: Emitter, outputs: Sequence[Var], values: list[str]) -> list[str]:
     """Each value whose type has an explicit sharding (JAX's explicit sharding mode), constrained to it (a custom
     call @Sharding, as JAX's lowering constrains every result in that mode), in a program over several devices."""
+    devices = emitter.device_assignment
     for k, var in enumerate(outputs):
         explicit = var.aval.explicit
-        if explicit is not None and len(emitter.device_assignment) > 1 and hasattr(explicit.mesh, "devices"):
-            text = sharding_text(explicit, var.aval.ndim, emitter.device_assignment)
-            values[k] = emitter.op("stablehlo.custom_call", [values[k]], var.aval,
-                                   {"call_target_name": '"Sharding"', "mhlo.sharding": quoted_text(text)})
+        if explicit is None or len(devices) <= 1:
+            continue
+        if hasattr(explicit.mesh, "devices"):
+            text = sharding_text(explicit, var.aval.ndim, devices)
+        elif explicit.mesh.size == len(devices):  # (an AbstractMesh's type: partition ids are its positions)
+            text = mesh_sharding_text(explicit.mesh, explicit.spec, var.aval.ndim)
+        else:
+            continue
+        values[k] = sharding_marker(emitter, values[k], var.aval, text)
     return values
 
 

@@ -258,8 +258,8 @@ class Opaque(NamedTuple):
 
 
 class _Parser:
-    def __init__(self, text: str):
-        self.text = text
+    def __init__(self, text: str, partitions: int = 1):
+        self.text, self.partitions = text, partitions
         self.tokens = _tokens(text)
         self.i = 0
         self.depth = 0
@@ -332,10 +332,12 @@ class _Parser:
         self.expect_kind("symbol", "the module's name")
         self.expect("attributes")
         attrs = self.attr_dict(module=True)
-        want = {"mhlo.num_partitions": Int(1, "i32"), "mhlo.num_replicas": Int(1, "i32")}
+        want = {"mhlo.num_partitions": Int(self.partitions, "i32"), "mhlo.num_replicas": Int(1, "i32")}
         if attrs != want:
-            raise self.error("the module's attributes must be mhlo.num_partitions = 1 : i32, mhlo.num_replicas = "
-                             f"1 : i32 (an exported program runs on one device), got {_show(attrs)}")
+            raise self.error(f"the module's attributes must be mhlo.num_partitions = {self.partitions} : i32, "
+                             "mhlo.num_replicas = 1 : i32 (an exported program runs on "
+                             f"{'one device' if self.partitions == 1 else f'its {self.partitions} devices'}), got "
+                             f"{_show(attrs)}")
         self.expect("{")
         functions: dict[str, Function] = {}
         while not self.at("}"):
@@ -580,11 +582,12 @@ def _show(attrs: dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-def check_module(text: str) -> Module:
-    """Check a module text (see the module docstring); its facts, or ModuleError."""
+def check_module(text: str, partitions: int = 1) -> Module:
+    """Check a module text (see the module docstring); its facts, or ModuleError. partitions: the devices the
+    program runs on (an export for a mesh: its size); its sharding markers must name them, each once."""
     if not isinstance(text, str):
         raise ModuleError("the module is not text")
-    parser = _Parser(text)
+    parser = _Parser(text, partitions)
     functions = parser.module()
     main = functions.get("main")
     if main is None or not main.public:
@@ -606,11 +609,11 @@ def check_module(text: str) -> Module:
     for op, index in parser.ops:
         try:
             if op.name == "stablehlo.custom_call":
-                targets.add(_check_custom_call(op))
+                targets.add(_check_custom_call(op, partitions))
             elif op.name == "func.call" and set(op.attrs) != {"callee"}:
                 raise ModuleError("func.call takes a callee only")
             elif op.name in _COLLECTIVES:
-                _check_devices(op)
+                _check_devices(op, partitions)
         except ModuleError as err:
             raise ModuleError(f"{parser.where(index)}: {err}") from None
     return Module(functions, frozenset(targets))
@@ -642,20 +645,22 @@ _COLLECTIVES = {"stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.all_t
                 "stablehlo.collective_permute"}
 
 
-def _check_devices(op: Op) -> None:
-    """A collective of an exported (one-device) program names device 0 alone."""
+def _check_devices(op: Op, partitions: int = 1) -> None:
+    """A collective of an exported program names its devices only (device 0 alone for one device)."""
     for key in ("replica_groups", "source_target_pairs"):
         value = op.attrs.get(key)
         if value is None:
             continue
-        if not isinstance(value, Dense) or any(i != 0 for i in value.ints()):
-            raise ModuleError(f"{op.name} names devices other than 0 in {key} (an exported program runs on one "
-                              "device)")
+        if not isinstance(value, Dense) or any(not 0 <= i < partitions for i in value.ints()):
+            if partitions == 1:
+                raise ModuleError(f"{op.name} names devices other than 0 in {key} (an exported program runs on one "
+                                  "device)")
+            raise ModuleError(f"{op.name} names devices past the program's {partitions} in {key}")
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Custom calls: each target's operands, results, attributes and layouts, as ember's lowering relates them
-def _check_custom_call(op: Op) -> str:
+def _check_custom_call(op: Op, partitions: int = 1) -> str:
     target = op.attrs.get("call_target_name")
     if not isinstance(target, str):
         raise ModuleError("a custom call without a call_target_name")
@@ -676,7 +681,7 @@ def _check_custom_call(op: Op) -> str:
         values = {k: v.value for k, v in config.items()}
         problem = (_check_lapack if target in LAPACK else _check_rows)(target, op, values)
     elif target in XLA_TARGETS:
-        problem = _check_xla(target, op)
+        problem = _check_xla(target, op, partitions)
     elif target == CALLBACK_TARGET:
         raise ModuleError(f"{where}: a host callback (a Python function of the process that exported it: ember, "
                           "as JAX, does not serialize host callbacks)")
@@ -807,14 +812,48 @@ _SHARDING = re.compile(r"\{(replicated|manual|maximal device=0"
                        r"|devices=\[[0-9,]+\]<=\[[0-9,]+\](?: last_tile_dim_replicate)?)\}")
 
 
-def _check_xla(target: str, op: Op) -> str:
-    """The XLA custom calls ember's lowering writes (its fallbacks without LAPACK, and a one-device shard_map's
-    sharding markers)."""
+_TILED = re.compile(r"\{devices=\[([0-9]{1,9}(?:,[0-9]{1,9}){0,16})\]([0-9]{1,9}(?:,[0-9]{1,9}){0,65535})"
+                    r"( last_tile_dim_replicate| last_tile_dims=\{(?:replicated|manual)(?:, (?:replicated|manual))?\})?"
+                    r"\}")
+
+
+def _tiled_problem(sharding: str, partitions: int) -> str:
+    """What is wrong with a sharding marker's text in a program over `partitions` devices ("" if nothing): it is
+    replicated, manual, maximal on one of them, or a tile grid of exactly `partitions` tiles naming each device
+    once (the forms ember's HloSharding.text writes)."""
+    if sharding in ("{replicated}", "{manual}"):
+        return ""
+    maximal = re.fullmatch(r"\{maximal device=([0-9]{1,9})\}", sharding)
+    if maximal:
+        return "" if int(maximal.group(1)) < partitions else f"the sharding {sharding!r} names a device past " \
+                                                               f"the program's {partitions}"
+    tiled = _TILED.fullmatch(sharding)
+    if tiled is None:
+        return f"the sharding {sharding[:80]!r} is not one ember writes"
+    dims = [int(d) for d in tiled.group(1).split(",")]
+    devices = [int(d) for d in tiled.group(2).split(",")]
+    if math.prod(dims) != partitions or sorted(devices) != list(range(partitions)):
+        return (f"the sharding {sharding[:80]!r} is not a grid of the program's {partitions} devices, each named "
+                "once")
+    return ""
+
+
+def _check_xla(target: str, op: Op, partitions: int = 1) -> str:
+    """The XLA custom calls ember's lowering writes (its fallbacks without LAPACK, and sharding markers: a
+    one-device shard_map's, or those of a program exported for a mesh of `partitions` devices)."""
     ins, outs, attrs = op.operands, op.results, op.attrs
     if target in ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"):
         sharding = attrs.get("mhlo.sharding")
         if set(attrs) != {"call_target_name", "mhlo.sharding"} or not isinstance(sharding, str):
             return "sharding markers take call_target_name and mhlo.sharding"
+        if partitions > 1:
+            problem = _tiled_problem(sharding, partitions)
+            if problem:
+                return problem
+            if len(ins) != 1 or len(outs) != 1 or ins[0].element != outs[0].element or (
+                    target == "Sharding" and outs[0] != ins[0]) or len(outs[0].shape) != len(ins[0].shape):
+                return "a sharding marker returns its operand's element type and rank (a constraint: its type)"
+            return ""
         if not _SHARDING.fullmatch(sharding):
             return f"the sharding {sharding!r} is not one of a one-device program"
         if len(ins) != 1 or list(outs) != list(ins):

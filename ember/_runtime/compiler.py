@@ -21,6 +21,7 @@ from ember._core.sharding import MeshContexts as _MeshContexts, context_mesh
 from ember._core.primitive import user_source
 from ember._core import profile
 from ember._hlo import lower
+from ember._hlo.lower import DevicesNeeded
 from ember._transforms.cache import paused_gc
 from ember._transforms.discharge import has_refs
 from ember._runtime.refs import RefCompiled
@@ -150,9 +151,12 @@ class DeletedArrayError(RuntimeError):
 class Lowered:
     """An IR lowered to a StableHLO module, not yet compiled."""
 
-    def __init__(self, ir: IR, name: str, text: str):
+    def __init__(self, ir: IR, name: str, text: str, unlowerable: DevicesNeeded | None = None):
         self.ir, self.name, self.text = ir, name, text
         self.shardings: tuple[Sequence[Any] | None, Sequence[Any] | None] | None = None  # (see Compiled)
+        # (a program that runs on several devices only: why its one-device module could not be written, raised
+        # by a call on one device)
+        self.unlowerable = unlowerable
 
     def as_text(self) -> str:
         """The StableHLO module."""
@@ -171,6 +175,8 @@ class Lowered:
         """The module's executable (see compile): compiled, from the persistent cache, or reused. overrides: XLA
         options for this compile (structs.option_overrides; by default those of the compile_options block around
         it); one the plugin does not know is its PjrtError."""
+        if self.unlowerable is not None:
+            raise self.unlowerable
         if overrides is None:
             overrides = _OVERRIDES.get()
         client = get_client()  # a plugin that cannot load is its own error, not a compile error
@@ -200,7 +206,10 @@ _executables = LRUCache("program_cache_size")
 
 
 def lower_ir(ir: IR, name: str = "main") -> Lowered:
-    return Lowered(ir, name, lower(ir))
+    try:
+        return Lowered(ir, name, lower(ir))
+    except DevicesNeeded as err:  # (a call of a program exported for several devices: see Lowered.unlowerable)
+        return Lowered(ir, name, "", err)
 
 
 def compile_ir(ir: IR, name: str = "main", key: Any = None, deferred: bool = False) -> "Compiled":
@@ -217,8 +226,11 @@ def compile_ir(ir: IR, name: str = "main", key: Any = None, deferred: bool = Fal
     except (NotKeyable, TypeError):
         return lower_ir(ir, name).compile(deferred)
     if text is None:
-        with paused_gc():
-            text = lower(ir)
+        try:
+            with paused_gc():
+                text = lower(ir)
+        except DevicesNeeded as err:  # (it runs on several devices only: compiled for them when called)
+            return Lowered(ir, name, "", err).compile(True)
         _lowerings.store(key, text)
     return Lowered(ir, name, text).compile(deferred)
 

@@ -17,8 +17,8 @@ import numpy as np
 from ember._core import IR
 from ember._core.cache import LRUCache
 from ember._core.ir import sub_irs
-from ember._core.sharding import (HloSharding, HloShardingSharding, Mesh, NamedSharding, PartitionSpec, Sharding,
-                                  _fields, hlo_module_shardings, sharding_from_hlo)
+from ember._core.sharding import (AbstractMesh, HloSharding, HloShardingSharding, Mesh, NamedSharding, PartitionSpec,
+                                  Sharding, _fields, hlo_module_shardings, sharding_from_hlo)
 from ember._hlo import lower
 from ember._hlo.spmd import SpmdPlan, sharding_text as hlo_text
 from ember._runtime import pjrt as _pjrt
@@ -29,6 +29,8 @@ from ember._runtime.sharded import ShardedArray, shards_for
 
 
 def _placement(value: Any) -> Mesh | Sharding | None:
+    if isinstance(value, NamedSharding) and isinstance(value.mesh, AbstractMesh):
+        return None  # (a type's sharding, over a mesh without devices: the program is placed by its caller)
     if isinstance(value, Mesh) or (isinstance(value, Sharding) and len(value._device_assignment) > 1):
         return value
     if type(value) is tuple:  # (a pjit's in_shardings / out_shardings)

@@ -1,5 +1,6 @@
 """Running a scenario in its own Python process: a crash, abort or hang there fails one test instead of taking the
 test run down. Every run has a generous hang guard (a timeout far above the expected time)."""
+import json
 import os
 import subprocess
 import sys
@@ -22,3 +23,9 @@ def check_python(code: str, timeout: float = 180, env: dict | None = None) -> st
     done = run_python(code, timeout, env)
     assert done.returncode == 0, f"exit status {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
     return done.stdout
+
+
+def program_result(code: str, devices: int, timeout: float = 180) -> object:
+    """Run a program on `devices` CPU devices; it prints "RESULT" and a JSON value last: that value."""
+    out = check_python(code, timeout, env={"EMBER_NUM_CPU_DEVICES": str(devices)})
+    return json.loads(out[out.index("RESULT") + len("RESULT"):])
