@@ -101,7 +101,7 @@ def test_device_put_by_sharding_and_back():
     assert tree["w"].sharding == COLS and tree["b"].sharding == REPLICATED
     assert float(ember.device_put(np.float32(2.5), REPLICATED)) == 2.5
     np.testing.assert_array_equal(np.asarray(pickle.loads(pickle.dumps(a))), X)
-    assert "sharding=NamedSharding" in repr(a)
+    assert repr(a).startswith("Array([[") and "sharding" not in repr(a)  # (as JAX's: the placement is a.sharding)
     a.block_until_ready()
     a.delete()
     assert a.is_deleted()

@@ -303,7 +303,7 @@ def test_visualize_sharding_and_make_mesh():
     assert picture.startswith("┌") and picture.endswith("┘") and len({len(line) for line in picture.splitlines()}) == 1
     picture = cs.visualize_sharding((8,), es.NamedSharding(mesh, es.P("y")))
     rows = [line for line in picture.splitlines() if "CPU" in line]
-    assert rows[0].split() == ["│", "CPU", "0,2", "│", "CPU", "1,3", "│"]
+    assert rows == ["│CPU 0,2│CPU 1,3│"]  # (JAX's: its minimum width, 9, less the borders; tests/test_shard_map_eager)
     assert "CPU 0,1,2,3" in cs.visualize_sharding((4, 4), es.NamedSharding(mesh, es.P()))
     with pytest.raises(ValueError, match="visualize_sharding only works for shapes with 1 and 2 dimensions"):
         cs.visualize_sharding((2, 2, 2), es.NamedSharding(mesh, es.P()))

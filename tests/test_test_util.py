@@ -66,7 +66,10 @@ def _outcome(check, lib, name):
     return "passed"
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+SLOW = {"smooth_all_modes"}  # (13 s: every mode to second order; smooth_order_2 and the others cover each mode)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in sorted(CASES)])
 def test_check_grads_as_jax(name):
     ours = _outcome(check_grads, ember, name)
     theirs = jax_result(lambda: _outcome(jax_test_util.check_grads, jax, name))

@@ -24,7 +24,7 @@ class Closed:
 
 
 def close_over(fn: Callable[..., Any], in_tree: PyTreeDef, in_avals: Sequence[ShapedArray], label: str,
-               values: Sequence[Any] | None = None) -> Closed:
+               values: Sequence[Any] | None = None, evaluate: Callable[..., list[Any]] | None = None) -> Closed:
     """Stage fn(*args), args having structure in_tree, into a closed IR (see Closed); concretely with values (the
     args' values: Python control flow in fn may then depend on them, as custom rules and checkpoint allow outside
     jit; loop bodies and branches are always staged abstractly, as in JAX)."""
@@ -36,7 +36,7 @@ def close_over(fn: Callable[..., Any], in_tree: PyTreeDef, in_avals: Sequence[Sh
         trees.append(out_tree)
         return out_leaves
 
-    ir = stage_flat(flat, list(in_avals), values, label=label)
+    ir = stage_flat(flat, list(in_avals), values, label=label, evaluate=evaluate)
     closed = simplify(IR([], [], list(ir.const_vars) + list(ir.in_vars), ir.eqns, ir.outs))
     return Closed(closed, list(ir.consts), trees[0])
 

@@ -29,6 +29,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember._control.common import cast_outputs, close_over
+from ember._control.shard_eager import arguments_on_devices, evaluate_on_devices
+from ember._core.primitive import TRACE_STATE
 from ember._core import IR, Primitive, ShapedArray, Tracer, aval_of, eval_ir, stage_flat
 from ember._core import dtypes as dt
 from ember._core.axes import axis_frame, current_spmd_axes
@@ -36,14 +38,15 @@ from ember._core.dtypes import NO_VMA, note_axis_order, ordered_axes
 from ember._core.pytree import keystr, tree_leaves_with_path
 from ember._core.vma import typed_axes
 from ember._core.pytree import prefix_entries, tree_flatten, tree_structure
-from ember._core.sharding import Mesh, NamedSharding, PartitionSpec, current_mesh, explicit_of
+from ember._core.sharding import (Mesh, NamedSharding, PartitionSpec, current_abstract_mesh, current_mesh,
+                                  explicit_of)
 from ember._hlo import LoweringContext
 from ember._hlo.emitter import quoted_text
 from ember._hlo.lower import call_function
 from ember._hlo.spmd import AxisContext, sharding_text
 from ember._prims.collectives import psum
 from ember._prims.elementwise import div
-from ember._prims.shape import BatchDim, zeros
+from ember._prims.shape import BatchDim, reshape, zeros
 from ember._transforms.ad import vjp_ir
 from ember._transforms.batching import batch_ir
 from ember._transforms.jvp import jvp_ir
@@ -306,6 +309,9 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, out_specs: Any, in_spec
         if the_mesh is None:
             raise ValueError(f"shard_map({name}): no mesh: pass mesh=, or call inside `with mesh:` / "
                              "ember.sharding.set_mesh(mesh)")
+        context = current_abstract_mesh()
+        if mesh is not None and context.axis_names and context.shape_tuple != mesh.abstract_mesh.shape_tuple:
+            raise ValueError(f"The context mesh {context} should match the mesh passed to shard_map {mesh}")
         manual = _manual_axes(name, the_mesh, axis_names)
         leaves, in_tree = tree_flatten(args)
         specs = _in_specs(name, in_specs, args, leaves)
@@ -323,7 +329,13 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, out_specs: Any, in_spec
                     "shard_map.")
         blocks = [body_aval(api, the_mesh, s, a, f"argument {i}", check_vma)
                   for i, (s, a) in enumerate(zip(specs, avals))]
-        closed = _in_mesh(the_mesh, check_vma, lambda: close_over(f, in_tree, blocks, api), manual)
+        values = evaluate = None
+        if not TRACE_STATE.stack and set(manual) == set(the_mesh.axis_names):
+            # (outside jit, as JAX's: the body sees each device's values, printed per device; see shard_eager)
+            values = arguments_on_devices(the_mesh, _run_on_devices, specs, leaves)
+            evaluate = evaluate_on_devices(the_mesh, _run_on_devices)
+        closed = _in_mesh(the_mesh, check_vma, lambda: close_over(f, in_tree, blocks, api, values, evaluate),
+                          manual)
         consts = closed.consts
         out_leaf_specs = _prefix_specs(api, "out_specs", out_specs,
                                        closed.out_tree.unflatten(range(closed.out_tree.num_leaves)))
@@ -340,6 +352,34 @@ def shard_map(f: Callable[..., Any] | None = None, /, *, out_specs: Any, in_spec
                                 out_specs=tuple(out_leaf_specs), check_vma=bool(check_vma), manual=manual)
         return closed.out_tree.unflatten(outs)
     return functools.wraps(f)(mapped) if hasattr(f, "__name__") else mapped  # (named as f, as JAX's)
+
+
+def _run_on_devices(mesh: Mesh, prim: Primitive | None, params: dict[str, Any], inputs: list[Any],
+                    stacked: list[bool]) -> list[Any]:
+    """One equation of an eager body on every device (ember._control.shard_eager): a shard_map of it over the mesh
+    without vma types (the body's casts are among its equations), its stacked inputs (devices, *block) split over
+    every mesh axis, the others replicated; or, for an argument (prim None), the argument split as its spec says,
+    stacked."""
+    axes = tuple(mesh.axis_names)
+    every = PartitionSpec(axes)
+    if prim is None:
+        spec, (x,) = params["spec"], inputs
+        block = block_aval("shard_map", mesh, spec, aval_of(x), "argument")
+        body = _in_mesh(mesh, False, lambda: stage_flat(lambda b: [reshape(b, (1, *b.shape))], [block],
+                                                        label="shard_map argument"))
+        return shard_map_p.bind(x, body=body, mesh=mesh, in_specs=(spec,), out_specs=(every,), check_vma=False,
+                                manual=axes)
+    body_avals = [ShapedArray((1, *a.shape[1:]), a.dtype, a.weak_type) if s else a
+                  for a, s in zip(map(aval_of, inputs), stacked)]
+
+    def one(*blocks: Any) -> list[Any]:
+        xs = [reshape(b, b.shape[1:]) if s else b for b, s in zip(blocks, stacked)]
+        outs = prim.bind(*xs, **params)
+        return [reshape(o, (1, *o.shape)) for o in (outs if prim.multiple_results else [outs])]
+    body = _in_mesh(mesh, False, lambda: stage_flat(one, body_avals, label=f"shard_map {prim.name}"))
+    return shard_map_p.bind(*inputs, body=body, mesh=mesh, in_specs=tuple(every if s else PartitionSpec()
+                                                                          for s in stacked),
+                            out_specs=(every,) * len(body.outs), check_vma=False, manual=axes)
 
 
 def _manual_axes(name: str, mesh: Mesh, axis_names: Any) -> tuple[str, ...]:

@@ -1203,20 +1203,34 @@ def visualize_sharding(shape: Sequence[int], sharding: Sharding, *, scale: float
     rows, cols = max(r for r, _ in cells) + 1, max(c for _, c in cells) + 1
     base_height = int(10 * scale)
     base_width = int(base_height * (shape[1] if len(shape) == 2 else 1) / max(shape[0], 1))
-    widths = [min(max(int(fractions[0, c][1] * base_width * 2.5), min_width), max_width) for c in range(cols)]
-    heights = [1 if fractions[r, 0][0] is None else max(int(fractions[r, 0][0] * base_height), 1)
-               for r in range(rows)]
     labels = {rc: f"{platform} {','.join(str(i) for i in sorted(ids))}" for rc, ids in cells.items()}
-    widths = [max(w, *(len(labels[r, c]) + 2 for r in range(rows))) for c, w in enumerate(widths)]
+    # each cell as JAX's rich table pads it: a width (clamped) and a height from its block's share of the array,
+    # the label centred in them (left and top padding the smaller half), no padding below zero
+    pads: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+    for (r, c), label in labels.items():
+        height, width = fractions[r, c]
+        w = min(max(int(width * base_width * 2.5), min_width), max_width)
+        h = 1 if height is None else int(height * base_height)
+        left, extra = divmod(w - len(label) - 2, 2)
+        top, below = divmod(h - 2, 2)
+        pads[r, c] = (max(top, 0), max(top + below, 0), max(left, 0), max(left + extra, 0))
+    widths = [max(len(labels[r, c]) + pads[r, c][2] + pads[r, c][3] for r in range(rows)) for c in range(cols)]
+    heights = [max(1 + pads[r, c][0] + pads[r, c][1] for c in range(cols)) for r in range(rows)]
 
     def rule(left: str, mid: str, right: str) -> str:
         return left + mid.join("─" * w for w in widths) + right
 
+    def cell(r: int, c: int, line: int) -> str:
+        label, (top, _, left, _) = labels[r, c], pads[r, c]
+        if line != top:
+            return " " * widths[c]
+        start = left + (widths[c] - (len(label) + pads[r, c][2] + pads[r, c][3])) // 2
+        return (" " * start + label).ljust(widths[c])
+
     lines = [rule("┌", "┬", "┐")]
     for r in range(rows):
         for line in range(heights[r]):
-            texts = [labels[r, c] if line == (heights[r] - 1) // 2 else "" for c in range(cols)]
-            lines.append("│" + "│".join(t.center(w) for t, w in zip(texts, widths)) + "│")
+            lines.append("│" + "│".join(cell(r, c, line) for c in range(cols)) + "│")
         lines.append(rule("├", "┼", "┤") if r < rows - 1 else rule("└", "┴", "┘"))
     return "\n".join(lines)
 

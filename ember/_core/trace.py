@@ -6,10 +6,11 @@ Primitive.bind). Tracers of an enclosing Builder, and concrete arrays, that a st
 constants of the inner IR: when that IR is inlined into the enclosing trace they are bound again."""
 from __future__ import annotations
 
+import contextlib
 import gc
 import operator
 import weakref
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -70,6 +71,20 @@ def install_array_methods(methods: dict[str, Any]) -> None:
         setattr(ArrayMethods, name, method)
 
 
+class PerDevice:
+    """The value of a tracer of an eager shard_map body: each device's block (ember._control.shard_map). A tracer
+    holding one prints them (as JAX's), converts to a Python value only where its type says every device holds the
+    same, and is not a value transformations may compute with (concrete_values)."""
+    __slots__ = ()
+
+    def text(self, aval: ShapedArray) -> str:
+        raise NotImplementedError
+
+    def common(self, aval: ShapedArray) -> Any:
+        """The value every device holds (an array), or None where the type lets them differ."""
+        raise NotImplementedError
+
+
 class Tracer(ArrayMethods):
     """A value inside a function being staged out: its shape and dtype are known, and its value only while an
     autodiff API evaluates a function with concrete values (see Builder.concrete)."""
@@ -91,17 +106,22 @@ class Tracer(ArrayMethods):
     weak_type = property(lambda self: self.aval.weak_type)
 
     def __repr__(self) -> str:
+        if isinstance(self.value, PerDevice):  # (an eager shard_map body's value: each device's, as JAX prints it)
+            return self.value.text(self.aval)
         return f"Traced<{self.aval.str_short()}>"
 
     def _concrete(self, what: str, keeps_derivative: bool = True) -> Any:
         """The concrete value, or a ConcretizationTypeError that says where the value comes from. A conversion
         that would drop a floating-point value's derivative (float(), np.asarray, item(), tolist()) is refused
         even when the value is known, as in JAX: it would silently give a wrong gradient."""
-        if self.value is not None and (keeps_derivative or not is_inexact(self.aval.dtype)
-                                       or not self.builder.protects_derivatives):
-            return self.value
+        value = self.value
+        if isinstance(value, PerDevice):  # (one value when the type says it is the same on every device)
+            value = value.common(self.aval)
+        if value is not None and (keeps_derivative or not is_inexact(self.aval.dtype)
+                                  or not self.builder.protects_derivatives):
+            return value
         error = _CONVERSION_ERRORS.get(what, ConcretizationTypeError)
-        if self.value is not None:
+        if value is not None:
             raise error(
                 f"{what} of a traced floating-point value {self.aval.str_short()}"
                 f"{self.builder.dependence(self.ir_var)}: the Python or numpy value would drop its derivative. "
@@ -197,6 +217,8 @@ class Builder:
         self._inputs: list[Var] = []
         self._dependents: tuple[int, set[Var]] | None = None  # (see depends_on_inputs)
         self.has_refs = False  # whether a value of this staging is a mutable array reference (checked by add_eqn)
+        # how a concrete staging computes an equation's values (by default eagerly: EAGER.apply)
+        self.evaluate: Callable[[Primitive, list[Any], dict[str, Any], int], list[Any]] | None = None
         # with check_tracer_leaks on: the tracers made, checked for survivors when the staging ends
         self.made: list[weakref.ref[Tracer]] | None = [] if config.read_canonical("check_tracer_leaks") else None
 
@@ -326,7 +348,7 @@ class Builder:
         out_avals = prim.out_avals(in_avals, params, vma)
         outputs = [Var(aval) for aval in out_avals]
         self.eqns.append(Eqn(prim, inputs, outputs, params, user_source()))
-        values = self._values(prim, args, params) if self.concrete else None
+        values = self._values(prim, args, params, len(outputs)) if self.concrete else None
         if values is None:
             tracers = [_tracer(self, v) for v in outputs]
         else:
@@ -335,11 +357,15 @@ class Builder:
             self.made.extend(map(weakref.ref, tracers))
         return tracers
 
-    @staticmethod
-    def _values(prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> list[Any] | None:
-        """The outputs' values, computed eagerly, when every input's value is known."""
+    def _values(self, prim: Primitive, args: Sequence[Any], params: dict[str, Any], count: int
+                ) -> list[Any] | None:
+        """The count outputs' values, computed eagerly (or by self.evaluate), when every input's value is known."""
         known = [x.value if isinstance(x, Tracer) else x for x in args]
         if any(v is None for v in known) or has_effects(prim, params):  # (effects run when the program runs)
+            return None
+        if self.evaluate is not None:
+            return self.evaluate(prim, known, params, count)
+        if any(isinstance(v, PerDevice) for v in known):  # (an eager shard_map body's values: not ours to compute)
             return None
         return EAGER.apply(prim, known, params)
 
@@ -384,17 +410,20 @@ def concrete_values(leaves: Sequence[Any]) -> list[Any] | None:
     if not stack or not stack[-1].concrete:
         return None
     values = [x.value if isinstance(x, Tracer) else x for x in leaves]
-    return None if any(v is None for v in values) else values
+    return None if any(v is None or isinstance(v, PerDevice) for v in values) else values
 
 
 @profiled("trace", lambda fn, *args, label="", **kwargs: f"trace {label or getattr(fn, '__name__', 'function')}")
 def stage_flat(fn: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedArray], values: Sequence[Any] | None = None,
-               label: str = "", names: Sequence[str] | None = None, differentiated: bool = False) -> IR:
+               label: str = "", names: Sequence[str] | None = None, differentiated: bool = False,
+               evaluate: Callable[..., list[Any]] | None = None) -> IR:
     """Stage fn (taking and returning flat lists of arrays) out to an IR at the given abstract values. With
-    values (the inputs' concrete values), the staging is concrete (see Builder). label and names (one per input)
-    name the function and its inputs in error messages. differentiated marks the staging of a function an autodiff
-    API differentiates: there, known floating-point values are not handed to Python (see Tracer._concrete)."""
+    values (the inputs' concrete values), the staging is concrete (see Builder), its equations computed by
+    evaluate (default: eagerly). label and names (one per input) name the function and its inputs in error
+    messages. differentiated marks the staging of a function an autodiff API differentiates: there, known
+    floating-point values are not handed to Python (see Tracer._concrete)."""
     builder = Builder(label, concrete=values is not None, protects_derivatives=differentiated)
+    builder.evaluate = evaluate
     state = TRACE_STATE
     scope, source = state.scope, state.source
     state.stack.append(builder)
@@ -422,3 +451,15 @@ def aval_of(x: Any) -> ShapedArray:
     if isinstance(x, Tracer):
         return x.aval
     return aval_of_value(x)
+
+
+@contextlib.contextmanager
+def outside_stagings() -> Iterator[None]:
+    """Within the block, no staging is in progress on this thread (jitted functions run, operations run eagerly):
+    for computing a concrete staging's values (Builder.evaluate) with compiled programs."""
+    state = TRACE_STATE
+    stack, state.stack = state.stack, []
+    try:
+        yield
+    finally:
+        state.stack = stack

@@ -115,6 +115,17 @@ def _varying(x: Any, axes: AxisNames) -> Any:
     return pvary_p.bind(x, axes=ordered_axes(missing)) if missing else x
 
 
+def _one_state(api: str, x: Any, axes: AxisNames) -> None:
+    """JAX's check of psum and psum_scatter: over the typed axes among axes, x must vary over all of them or over
+    none (psum of a value the same on every member is size * x; over a mix of both it is JAX's ValueError)."""
+    vma = aval_of(x).vma
+    states = {"varying" if a in vma else "invarying" for a in typed(axes)}
+    if len(states) > 1:
+        raise ValueError(f"ember.lax.{api} can only accept axis_name which corresponds to one of varying, unreduced, "
+                         f"reduced or invarying state of the input. Got input type: {aval_of(x)}, axes: {axes} and "
+                         f"input state: {{'varying', 'invarying'}}")
+
+
 def _rest(name: Hashable, axes: AxisNames) -> AxisNames:
     return tuple(a for a in axes if a != name)
 
@@ -282,6 +293,8 @@ def _reduce_leaves(api: str, prim: Primitive, positional: Callable[[Any, tuple[i
             if groups is not None and len({len(g) for g in groups}) > 1:
                 raise ValueError(f"{api}: a constant reduced over axis_index_groups of different sizes")
             return constant(leaf, size if groups is None else len(groups[0]))
+        if prim is psum_p:
+            _one_state(api, leaf, named)
         return prim.bind(_varying(leaf, named), axes=named, **_with_groups(groups))
     return tree_map(one, x)
 
@@ -552,6 +565,7 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
 
     def one(leaf: Any) -> Any:
         where = normalize_axis("psum_scatter: scatter_dimension", scatter_dimension, aval_of(leaf).ndim)
+        _one_state("psum_scatter", leaf, axes)
         return reduce_scatter_p.bind(_varying(leaf, axes), axes=axes, scatter_dimension=where, tiled=bool(tiled),
                                      axis_size=size, **_with_groups(groups))
     return tree_map(one, x)

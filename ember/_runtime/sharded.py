@@ -128,7 +128,7 @@ class ShardedArray(Array):
         prefix = "Array("
         body = np.array2string(self._value(), separator=", ", prefix=prefix)
         extras = f"dtype={self.dtype.name}" + (", weak_type=True" if self.weak_type else "")
-        return f"{prefix}{body}, {extras}, sharding={self._sharding})"
+        return f"{prefix}{body}, {extras})"  # (as JAX's: its placement is x.sharding)
 
 
 def put(x: Any, sharding: Sharding, weak_type: bool = False) -> Array:

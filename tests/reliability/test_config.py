@@ -163,7 +163,7 @@ def test_one_cpu_device_by_default_and_more_on_request():
         ember.config.update("num_cpu_devices", 2)
         print(len(ember.devices()), ember.devices()[1])
     """, env={"EMBER_NUM_CPU_DEVICES": "1"})
-    assert out.strip() == "2 CpuDevice(id=1)"
+    assert out.strip() == "2 cpu:1"  # (str of a device is JAX's: platform:id)
     with pytest.raises(ValueError, match="positive integer"):
         ember.config.update("num_cpu_devices", 0)
 

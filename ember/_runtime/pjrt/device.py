@@ -46,3 +46,6 @@ class Device:
 
     def __repr__(self) -> str:
         return f"{self.client.platform_name.capitalize()}Device(id={self.id})"
+
+    def __str__(self) -> str:
+        return f"{self.client.platform_name}:{self.id}"  # (JAX's: "cpu:0")
