@@ -166,9 +166,14 @@ def test_missing_rules_are_jax_errors():
 
     q = ext.Primitive("hand_written")
     q.def_abstract_eval(lambda x: x)
-    mlir.register_lowering(q, lambda ctx, x: [x])
-    with pytest.raises(NotImplementedError, match="JAX's MLIR Python bindings.*mlir.lower_fun"):
-        ember.jit(lambda x: q.bind(x))(1.0)
+    mlir.register_lowering(q, lambda ctx, x: [x])  # (a rule of the module's values: here the identity)
+    assert float(ember.jit(lambda x: q.bind(x))(1.5)) == 1.5
+    r = ext.Primitive("bindings")
+    r.def_abstract_eval(lambda x: x)
+    mlir.register_lowering(r, lambda ctx, x: [x.owner.operation])  # (JAX's MLIR bindings, which ember has not)
+    with pytest.raises(NotImplementedError, match="no MLIR Python bindings beyond mlir.emit_python_callback.*"
+                                                  "mlir.lower_fun"):
+        ember.jit(lambda x: r.bind(x))(1.0)
     with pytest.raises(TypeError, match="ember's own primitive"):
         mlir.register_lowering(ember.lax.sin_p, mlir.lower_fun(jnp.sin))
 
@@ -388,3 +393,47 @@ def test_the_rule_makers_match_jax():
     assert len(want) == len(got) == 8
     for w, g in zip(want, got):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-6, atol=1e-6)
+
+
+def define_host(extend_core, core, batching, mlir):
+    """scaled_sin(x, k) = k sin(x), lowered as a host callback with mlir.emit_python_callback (as equinox's noinline
+    lowers its calls), batched by a rule that reads its scalar operand k (a constant in place in ember's IR)."""
+    scaled_sin_p = extend_core.Primitive("scaled_sin")
+
+    def host(x, k):
+        return [(np.sin(x) * k).astype(x.dtype)]
+
+    def lowering(ctx, x, k):
+        results, _, keepalive = mlir.emit_python_callback(ctx, host, None, [x, k], ctx.avals_in, ctx.avals_out,
+                                                          has_side_effect=False, sharding=None)
+        ctx.module_context.add_keepalive(keepalive)
+        return results
+    scaled_sin_p.def_impl(lambda x, k: host(np.asarray(x), np.asarray(k))[0])
+    scaled_sin_p.def_abstract_eval(lambda x, k: core.ShapedArray(x.shape, x.dtype))
+    mlir.register_lowering(scaled_sin_p, lowering)
+
+    def batch(args, dims):
+        x, k = args
+        assert dims[1] is None and int(np.asarray(k)) == 3, (k, dims)  # (k as a value, not an IR atom)
+        return scaled_sin_p.bind(x, k), dims[0]
+    batching.primitive_batchers[scaled_sin_p] = batch
+    return lambda x: scaled_sin_p.bind(x, np.float32(3))
+
+
+def test_a_lowering_that_emits_a_python_callback_as_jax():
+    """A lowering rule of (ctx, *operands) in JAX's form, emitting a host callback (mlir.emit_python_callback):
+    under jit, vmap and jit of vmap, as JAX's; a rule using other MLIR bindings is refused (test above)."""
+    f = define_host(ext, ember.core, batching, mlir)
+    runs = {"jit": lambda api, g: api.jit(g)(X), "vmap": lambda api, g: api.vmap(api.jit(g))(XS),
+            "jit_vmap": lambda api, g: api.jit(api.vmap(g))(XS)}
+
+    def on_jax():
+        import jax
+        import jax.extend.core
+        from jax.interpreters import batching as jbatching, mlir as jmlir
+        g = define_host(jax.extend.core, jax.core, jbatching, jmlir)
+        return {name: np.asarray(run(jax, g)) for name, run in runs.items()}
+    want = jax_result(on_jax)
+    for name, run in runs.items():
+        np.testing.assert_allclose(np.asarray(run(ember, f)), want[name], rtol=1e-6)
+        np.testing.assert_allclose(want[name], 3 * np.sin(X if name == "jit" else XS), rtol=1e-6)

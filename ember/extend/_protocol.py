@@ -29,12 +29,15 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
+from ember._control.callbacks import TARGET, HostCallback
 from ember._control.custom import TypedZero
 from ember._core import Primitive as _Primitive
-from ember._core import ShapedArray, aval_of, concrete_values, stage_flat
+from ember._core import Literal, ShapedArray, aval_of, concrete_values, stage_flat
 from ember._core import dtypes as dt
 from ember._core.axes import active_batching_axis
+from ember._core.pytree import tree_structure
 from ember._hlo import LoweringContext, lower_closed
+from ember._hlo import ffi as hlo_ffi
 from ember._prims.elementwise import add
 from ember._prims.shape import batch_at_front, batch_size, broadcast_in_dim
 from ember._prims.shape import moveaxis as _moveaxis
@@ -128,6 +131,89 @@ def lower_fun(fun: Callable[..., Any], multiple_results: bool = True) -> Lowered
     """The lowering of a primitive as a function of its operands written with ember (jax.numpy) operations
     (mlir.lower_fun): register it with mlir.register_lowering."""
     return LoweredFunction(fun, multiple_results)
+
+
+class Value:
+    """An operand or result of a lowering rule written the JAX way (mlir.register_lowering(prim, rule) with a rule
+    of (ctx, *operands)): a value of the module ember is writing. Such a rule may pass them to
+    mlir.emit_python_callback; ember has no MLIR Python bindings for anything else (JAX's `ir`, `hlo`)."""
+    __slots__ = ("name", "aval")
+
+    def __init__(self, name: str, aval: ShapedArray):
+        self.name, self.aval = name, aval
+
+    def __repr__(self) -> str:
+        return f"<ember lowering value {self.name}: {self.aval.str_short()}>"
+
+
+class _ModuleContext:
+    """ctx.module_context of a rule: keeps what the program's callbacks need alive (add_keepalive)."""
+
+    def add_keepalive(self, keepalive: Any) -> None:
+        if keepalive is not None:
+            _KEPT[id(keepalive)] = keepalive
+            while len(_KEPT) > MAX_KEPT:
+                _KEPT.popitem(last=False)
+
+
+class RuleContext:
+    """The ctx a lowering rule written the JAX way receives: avals_in, avals_out, module_context, and ember's own
+    lowering context (for mlir.emit_python_callback)."""
+    __slots__ = ("ember", "avals_in", "avals_out", "module_context", "tokens_in", "tokens_out")
+
+    def __init__(self, ctx: LoweringContext):
+        self.ember = ctx
+        self.avals_in, self.avals_out = list(ctx.avals_in), list(ctx.avals_out)
+        self.module_context = _ModuleContext()
+        self.tokens_in = self.tokens_out = None
+
+
+# the callbacks lowered programs call (keepalives), the latest MAX_KEPT: not a cache clear_caches empties, as a
+# program holding one may still run
+_KEPT: collections.OrderedDict[int, Any] = collections.OrderedDict()
+MAX_KEPT = 4096
+
+
+def _rule_with_values(name: str, rule: Any, ctx: LoweringContext, operands: Sequence[str], params: dict[str, Any]
+                      ) -> list[str]:
+    """A lowering rule of (ctx, *operands, **params) in JAX's form: its operands and results are Values; one that
+    calls JAX's MLIR bindings beyond mlir.emit_python_callback is refused, naming the primitive."""
+    values = [Value(o, a) for o, a in zip(operands, ctx.avals_in)]
+    try:
+        out = rule(RuleContext(ctx), *values, **params)
+    except (AttributeError, TypeError, NotImplementedError) as err:
+        raise NotImplementedError(
+            f"the lowering rule of primitive '{name}' ({getattr(rule, '__name__', rule)}) failed ({err}): ember writes "
+            "StableHLO text and has no MLIR Python bindings beyond mlir.emit_python_callback; register "
+            "mlir.lower_fun(f) instead, f a function of the operands written with jax.numpy/jax.lax") from err
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    if len(outs) == 1 and isinstance(outs[0], (list, tuple)):
+        outs = list(outs[0])
+    if not all(isinstance(v, Value) for v in outs) or len(outs) != len(ctx.avals_out):
+        raise TypeError(f"the lowering rule of primitive '{name}' returned {out!r}: expected its "
+                        f"{len(ctx.avals_out)} results as values of the module")
+    return [v.name for v in outs]
+
+
+def emit_python_callback(ctx: RuleContext, callback: Callable[..., Any], token: Any, operands: Sequence[Value],
+                         operand_avals: Sequence[Any], result_avals: Sequence[Any], *, has_side_effect: bool,
+                         partitioned: bool = False, sharding: Any = None, returns_token: bool = False,
+                         **kwargs: Any) -> tuple[list[Value], Any, Any]:
+    """mlir.emit_python_callback: a call of callback (numpy arrays in, a sequence of arrays out, of result_avals)
+    in the module, as ember's host callbacks run (ember._control.callbacks). Returns (the results, the token
+    unchanged, what the program needs kept alive: ctx.module_context.add_keepalive it)."""
+    if not isinstance(ctx, RuleContext):
+        raise TypeError("mlir.emit_python_callback: ctx must be the context ember gave the lowering rule")
+    if not hlo_ffi.available(TARGET):  # (loads and registers the callback handler)
+        raise NotImplementedError("mlir.emit_python_callback: host callbacks are unavailable in this process")
+    ins = [_as_aval(a, "emit_python_callback") for a in operand_avals]
+    outs = tuple(_as_aval(a, "emit_python_callback") for a in result_avals)
+    host = HostCallback(callback, tree_structure((tuple(range(len(ins))), {})), (), outs,
+                        tree_structure(list(range(len(outs)))), "emit_python_callback")
+    host.note_operands(ins)
+    names = hlo_ffi.custom_call(ctx.ember, TARGET, [v.name for v in operands], list(outs), {"callback": host.key},
+                                has_side_effect=has_side_effect, ordered=False, once=True)
+    return [Value(n, a) for n, a in zip(names, outs)], token, host
 
 
 _PLATFORMS = {"gpu": "cuda", "cuda": "cuda", "rocm": "rocm", "cpu": "cpu", "tpu": "tpu"}
@@ -264,10 +350,7 @@ class Primitive(_Primitive, metaclass=_PrimitiveType):
             raise NotImplementedError(f"MLIR translation rule for primitive '{self.name}' not found for platform "
                                       f"{platform or 'any'}")
         if not isinstance(rule, LoweredFunction):
-            raise NotImplementedError(
-                f"the lowering rule of primitive '{self.name}' ({getattr(rule, '__name__', rule)}) is written with "
-                "JAX's MLIR Python bindings, which ember does not have (it writes StableHLO text): register "
-                "mlir.lower_fun(f) instead, f a function of the operands written with jax.numpy/jax.lax")
+            return _rule_with_values(self.name, rule, ctx, operands, params)
 
         def staged(*xs: Any) -> list[Any]:
             out = rule.fun(*xs, **params)
@@ -284,6 +367,7 @@ class Primitive(_Primitive, metaclass=_PrimitiveType):
 
     def _jvp_rule(self, primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[list, list]:
         rule = self._jvp_of()
+        primals = _operand_values(primals)
         ts = [Zero.from_primal_value(p) if t is None else t for p, t in zip(primals, tangents)]
         out, tout = rule(list(primals), ts, **params)
         if not self.multiple_results:
@@ -294,6 +378,7 @@ class Primitive(_Primitive, metaclass=_PrimitiveType):
                   ) -> list[Any]:
         """The transpose of the JVP rule's tangent map at ins (linear in the tangents of the inputs needed)."""
         rule = self._jvp_of()
+        ins = _operand_values(ins)
         which = [i for i, need in enumerate(needs) if need and dt.is_inexact(aval_of(ins[i]).dtype)]
         t_avals = [aval_of(ins[i]).strip_weak_type() for i in which]
         out_avals = [aval_of(o).strip_weak_type() for o in outs]
@@ -320,7 +405,7 @@ class Primitive(_Primitive, metaclass=_PrimitiveType):
         if rule is None:
             raise NotImplementedError(f"Transpose rule (for reverse-mode differentiation) for '{self.name}' not "
                                       "implemented")
-        args = [UndefinedPrimal(aval_of(x)) if need else x for x, need in zip(ins, needs)]
+        args = [UndefinedPrimal(aval_of(x)) if need else x for x, need in zip(_operand_values(ins), needs)]
         found = rule(list(cts) if self.multiple_results else cts[0], *args, **params)
         found = list(found)
         if len(found) != len(ins):
@@ -333,14 +418,21 @@ class Primitive(_Primitive, metaclass=_PrimitiveType):
         if rule is None:
             raise NotImplementedError(f"Batching rule for '{self.name}' not implemented")
         active = active_batching_axis()
+        args = _operand_values(args)
         size = batch_size(args, dims) if any(d is not None for d in dims) else active[1]
-        out, out_dims = rule(AxisData(active[0] if active else None, size), list(args), list(dims), **params)
+        out, out_dims = rule(AxisData(active[0] if active else None, size), args, list(dims), **params)
         if not self.multiple_results:
             return [out], [_out_dim(out_dims, out)]
         out = list(out)
         if not isinstance(out_dims, (list, tuple)):
             out_dims = [out_dims] * len(out)
         return out, [_out_dim(d, o) for d, o in zip(out_dims, out)]
+
+
+def _operand_values(args: Sequence[Any]) -> list[Any]:
+    """A rule's operands as JAX gives them to a rule: a constant written in place in ember's IR (a Literal) as its
+    value, a numpy scalar of its dtype (not the IR's atom, which a rule would keep in its params)."""
+    return [np.asarray(x.value, x.aval.dtype)[()] if type(x) is Literal else x for x in args]
 
 
 # ---------------------------------------------------------------------------------------------------------------
