@@ -27,6 +27,7 @@ def _run(script, *args):
     return result.stdout
 
 
+@pytest.mark.slow  # (13 s: two models trained, checkpointed, resumed; quickstart.py and mlp.py run by default)
 def test_digits_quick_trains_both_models_and_resumes(tmp_path):
     out = _run("digits.py", "--quick", "--out", str(tmp_path))
     accuracies = [float(line.split("test accuracy ")[1].split()[0]) for line in out.splitlines()

@@ -8,6 +8,7 @@ output, line for line."""
 
 import pytest
 
+from recorded import jax_result
 from reliability.subproc import run_python
 
 PROGRAM = r"""
@@ -58,10 +59,15 @@ def _output(code):
     return done.stdout
 
 
+def _jax_output():
+    pytest.importorskip("jax")
+    return _output(PROGRAM)
+
+
 @pytest.fixture(scope="module")
 def outputs():
-    pytest.importorskip("jax")
-    return _output(PROGRAM), _output("import ember.as_jax\nember.as_jax.install()\n" + PROGRAM)
+    # (JAX's output is recorded: tests/recorded.py; EMBER_JAX_RECORDS=off runs it live)
+    return jax_result(_jax_output), _output("import ember.as_jax\nember.as_jax.install()\n" + PROGRAM)
 
 
 def test_jax_and_ember_print_the_same(outputs):

@@ -40,6 +40,7 @@ import traceback
 from functools import partial
 
 import numpy as np
+from recorded import jax_result
 from reliability.subproc import check_python
 
 DTYPE_NAMES = {"float": "f", "int": "i", "uint": "u", "complex": "c", "bfloat": "bf"}
@@ -103,7 +104,8 @@ def run(name, program, rtol=1e-5, atol=1e-5):
     for fw in (jax, ember):
         try:
             t0, c0 = time.perf_counter(), time.process_time()
-            results[fw.__name__] = program(fw)
+            # (JAX's results are recorded: tests/recorded.py; EMBER_JAX_RECORDS=off runs them live)
+            results[fw.__name__] = jax_result(partial(program, jax)) if fw is jax else program(fw)
             seconds.append(f"{fw.__name__} {time.perf_counter() - t0:.1f}s (cpu {time.process_time() - c0:.1f}s)")
         except Exception:  # noqa: BLE001
             return fail(name, f"{fw.__name__} raised:\n{traceback.format_exc(limit=-6)}")

@@ -66,7 +66,8 @@ def _outcome(check, lib, name):
     return "passed"
 
 
-SLOW = {"smooth_all_modes"}  # (13 s: every mode to second order; smooth_order_2 and the others cover each mode)
+# (13 s and 3 s: every mode to second order, third order; smooth_order_2 and the others cover each mode)
+SLOW = {"smooth_all_modes", "pytree_order_3_rev"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in sorted(CASES)])

@@ -371,7 +371,7 @@ _INTERRUPT_AFTER_QUICK_CALLS = """
 """
 
 
-@pytest.mark.parametrize("c_extension", ["on", "off"])
+@pytest.mark.parametrize("c_extension", ["on", pytest.param("off", marks=pytest.mark.slow)])  # (off: 6 s more)
 def test_ctrl_c_interrupts_a_long_call_after_quick_ones(c_extension):
     """A program called quickly a few times ran its later calls directly on the main thread: a long call then held
     Ctrl-C until its end (15 s late on a 16 s program). Every call of a program the plugin may run inside the

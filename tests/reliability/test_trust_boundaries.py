@@ -65,7 +65,8 @@ print("main returns", flush=True)
 """
 
 
-@pytest.mark.parametrize("scenario", ["io_callback", "pure_callback", "main"])
+@pytest.mark.parametrize("scenario", [pytest.param("io_callback", marks=pytest.mark.slow),
+                                      pytest.param("pure_callback", marks=pytest.mark.slow), "main"])
 def test_a_callback_blocked_forever_does_not_hold_the_exit(scenario):
     # (the hang guard is the check: the deadline, 1 s here, plus generous slack; before, the exit waited forever)
     done = run_python(_BLOCKED_AT_EXIT.replace("sys.argv[1]", repr(scenario)), timeout=150)
