@@ -64,7 +64,8 @@ MAX_AVALS = 100_000  # inputs or outputs of one module
 MAX_PLATFORMS = 8
 _KEYS = {"format", "ember", "fun_name", "in_tree", "out_tree", "platforms", "in_avals", "out_avals", "module", "vjp"}
 _MODULE_KEYS = {"in_avals", "out_avals", "module", "vjp"}
-_MESH_KEYS = {"axis_names", "axis_sizes", "axis_types"}  # format 2: the mesh, and each module's specs
+_MESH_KEYS = {"axis_names", "axis_sizes", "axis_types"}  # format 2: the artifact's "mesh",
+_SPEC_KEYS = {"in_specs", "out_specs"}  # and each module's specs
 MAX_MESH_AXES = 16
 MAX_DEVICES = 65536  # devices of an exported mesh, at most
 _DTYPES = {d.name: d for d in dt.SUPPORTED_DTYPES}
@@ -396,7 +397,7 @@ def deserialize(blob: bytes | bytearray) -> Exported:
         raise ValueError("ember.export.deserialize: the artifact's fun_name is not a printable string of 1 to "
                          f"{MAX_NAME} characters (got {_json_kind(name)})")
     try:
-        keys, want = set(payload), _KEYS | ({"mesh", "in_specs", "out_specs"} if payload["format"] == 2 else set())
+        keys, want = set(payload), _KEYS | ({"mesh"} | _SPEC_KEYS if payload["format"] == 2 else set())
         if keys != want:
             raise _Invalid(_keys_problem(keys, want, "the artifact"))
         if not isinstance(payload["ember"], str) or len(payload["ember"]) > MAX_NAME:
@@ -586,7 +587,7 @@ def _module_from_json(data: dict[str, Any], name: str, where: str = "", mesh: Ab
     vjp_data = data["vjp"]
     vjp = None
     if vjp_data is not None:
-        keys = _MODULE_KEYS | ({"in_specs", "out_specs"} if mesh is not None else set())
+        keys = _MODULE_KEYS | (_SPEC_KEYS if mesh is not None else set())
         if not isinstance(vjp_data, dict) or set(vjp_data) != keys:
             raise _Invalid(_keys_problem(set(vjp_data) if isinstance(vjp_data, dict) else set(), keys,
                                          f"{what} vjp"))

@@ -16,9 +16,9 @@ from typing import Any, Sequence
 from ember._control.loops import scan_flat
 from ember._core import Primitive, ShapedArray, aval_of
 from ember._core import dtypes as dt
-from ember._core.sharding import AbstractMesh, PartitionSpec, explicit_sharding, mesh_sharding_text
+from ember._core.sharding import AbstractMesh, NamedSharding, PartitionSpec, explicit_sharding
 from ember._hlo import LoweringContext
-from ember._hlo.emitter import sharding_marker
+from ember._hlo.emitter import sharding_marker, sharding_text
 from ember._hlo.lower import DevicesNeeded
 from ember._prims.shape import BatchDim, batch_at_front, zeros
 
@@ -129,12 +129,12 @@ def _lowering(ctx: LoweringContext, *operands: str, module: ExportedModule) -> l
     if count != module.mesh.size:
         raise DevicesNeeded(f"Function {module.name} was exported for {module.mesh.size} devices and is called in "
                             f"a context with {count} devices, which is not allowed.")
-    emitter = ctx.emitter
-    operands = tuple(sharding_marker(emitter, x, a, mesh_sharding_text(module.mesh, spec, a.ndim))
-                     if spec is not None else x for x, a, spec in zip(operands, ctx.avals_in, module.in_specs))
+    def constrained(values: Sequence[str], avals: Sequence[ShapedArray], specs: Sequence[Any]) -> list[str]:
+        return [x if spec is None else sharding_marker(ctx.emitter, x, a, sharding_text(
+            NamedSharding(module.mesh, spec), a.ndim, devices)) for x, a, spec in zip(values, avals, specs)]
+    operands = constrained(operands, ctx.avals_in, module.in_specs)
     outs = ctx.op("func.call", list(operands), list(ctx.avals_out), {"callee": f"@{main}"})
-    return [sharding_marker(emitter, y, a, mesh_sharding_text(module.mesh, spec, a.ndim)) if spec is not None
-            else y for y, a, spec in zip(outs, ctx.avals_out, module.out_specs)]
+    return constrained(outs, ctx.avals_out, module.out_specs)
 
 
 @call_exported_p.def_rule("vjp")

@@ -358,28 +358,26 @@ def _run_on_devices(mesh: Mesh, prim: Primitive | None, params: dict[str, Any], 
                     stacked: list[bool]) -> list[Any]:
     """One equation of an eager body on every device (ember._control.shard_eager): a shard_map of it over the mesh
     without vma types (the body's casts are among its equations), its stacked inputs (devices, *block) split over
-    every mesh axis, the others replicated; or, for an argument (prim None), the argument split as its spec says,
-    stacked."""
+    every mesh axis, the others replicated; or, for an argument (prim None), the argument split as its spec says.
+    Each result comes out stacked."""
     axes = tuple(mesh.axis_names)
     every = PartitionSpec(axes)
-    if prim is None:
-        spec, (x,) = params["spec"], inputs
-        block = block_aval("shard_map", mesh, spec, aval_of(x), "argument")
-        body = _in_mesh(mesh, False, lambda: stage_flat(lambda b: [reshape(b, (1, *b.shape))], [block],
-                                                        label="shard_map argument"))
-        return shard_map_p.bind(x, body=body, mesh=mesh, in_specs=(spec,), out_specs=(every,), check_vma=False,
-                                manual=axes)
-    body_avals = [ShapedArray((1, *a.shape[1:]), a.dtype, a.weak_type) if s else a
-                  for a, s in zip(map(aval_of, inputs), stacked)]
+    if prim is None:  # (an argument: each device's block, stacked)
+        specs = (params["spec"],)
+        body_avals = [block_aval("shard_map", mesh, params["spec"], aval_of(inputs[0]), "argument")]
+    else:
+        specs = tuple(every if s else PartitionSpec() for s in stacked)
+        body_avals = [ShapedArray((1, *a.shape[1:]), a.dtype, a.weak_type) if s else a
+                      for a, s in zip(map(aval_of, inputs), stacked)]
 
     def one(*blocks: Any) -> list[Any]:
         xs = [reshape(b, b.shape[1:]) if s else b for b, s in zip(blocks, stacked)]
-        outs = prim.bind(*xs, **params)
-        return [reshape(o, (1, *o.shape)) for o in (outs if prim.multiple_results else [outs])]
-    body = _in_mesh(mesh, False, lambda: stage_flat(one, body_avals, label=f"shard_map {prim.name}"))
-    return shard_map_p.bind(*inputs, body=body, mesh=mesh, in_specs=tuple(every if s else PartitionSpec()
-                                                                          for s in stacked),
-                            out_specs=(every,) * len(body.outs), check_vma=False, manual=axes)
+        outs = xs if prim is None else prim.bind(*xs, **params)
+        return [reshape(o, (1, *o.shape)) for o in (outs if prim is None or prim.multiple_results else [outs])]
+    label = "shard_map argument" if prim is None else f"shard_map {prim.name}"
+    body = _in_mesh(mesh, False, lambda: stage_flat(one, body_avals, label=label))
+    return shard_map_p.bind(*inputs, body=body, mesh=mesh, in_specs=specs, out_specs=(every,) * len(body.outs),
+                            check_vma=False, manual=axes)
 
 
 def _manual_axes(name: str, mesh: Mesh, axis_names: Any) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ import numpy as np
 
 from ember._core import dtypes as dt
 from ember._core.dtypes import ShapedArray
-from ember._core.sharding import Sharding
+from ember._core.sharding import AbstractMesh, NamedSharding, Sharding, mesh_sharding_text
 
 
 def tensor_type(aval: ShapedArray) -> str:
@@ -312,9 +312,25 @@ def sharding_marker(emitter: "Emitter", x: str, aval: ShapedArray, text: str) ->
                                                           "mhlo.sharding": quoted_text(text)})
 
 
+def over_abstract_mesh(sharding: Any) -> bool:
+    """A NamedSharding over an AbstractMesh (a type's, or an export's): its partition ids are the mesh's positions."""
+    return isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, AbstractMesh)
+
+
+def places(sharding: Sharding, devices: Sequence[object] | None) -> bool:
+    """Whether constraining a value to sharding places it in a program over devices (None: one device): a sharding
+    naming several devices; one over an AbstractMesh, in a program over as many devices, several."""
+    if over_abstract_mesh(sharding):
+        return devices is not None and len(devices) == sharding.mesh.size > 1
+    return len(sharding._device_assignment) > 1
+
+
 def sharding_text(sharding: Sharding, ndim: int, devices: Sequence[object] | None) -> str:
     """The HloSharding text (an `mhlo.sharding` attribute) of sharding for an array of rank ndim in a program
-    partitioned over devices (a partition id is a position there; None: the sharding's own device order)."""
+    partitioned over devices (a partition id is a position there; None: the sharding's own device order). A
+    sharding over an AbstractMesh names the mesh's positions, partition i on devices[i] (see places)."""
+    if over_abstract_mesh(sharding):
+        return mesh_sharding_text(sharding.mesh, sharding.spec, ndim)
     hlo = sharding._to_hlo(ndim)
     own = tuple(sharding._device_assignment)
     if devices is not None and own != tuple(devices):

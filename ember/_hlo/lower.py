@@ -15,9 +15,8 @@ from ember._core.primitive import has_effects
 from ember._core.config import config
 from ember._core.profile import profiled
 from ember._hlo import row_fusion
-from ember._core.sharding import mesh_sharding_text
-from ember._hlo.emitter import (Emitter, dense_text, emit_custom_call, location_text, module_text, sharding_marker,
-                                sharding_text, tensor_type)
+from ember._hlo.emitter import (Emitter, dense_text, emit_custom_call, location_text, module_text,
+                                over_abstract_mesh, places, sharding_marker, sharding_text, tensor_type)
 
 class DevicesNeeded(ValueError):
     """A program that runs on a number of devices (a call of a program exported for a mesh) lowered for another
@@ -184,15 +183,9 @@ def _as_typed(emitter: Emitter, outputs: Sequence[Var], values: list[str]) -> li
     devices = emitter.device_assignment
     for k, var in enumerate(outputs):
         explicit = var.aval.explicit
-        if explicit is None or len(devices) <= 1:
+        if explicit is None or len(devices) <= 1 or (over_abstract_mesh(explicit) and not places(explicit, devices)):
             continue
-        if hasattr(explicit.mesh, "devices"):
-            text = sharding_text(explicit, var.aval.ndim, devices)
-        elif explicit.mesh.size == len(devices):  # (an AbstractMesh's type: partition ids are its positions)
-            text = mesh_sharding_text(explicit.mesh, explicit.spec, var.aval.ndim)
-        else:
-            continue
-        values[k] = sharding_marker(emitter, values[k], var.aval, text)
+        values[k] = sharding_marker(emitter, values[k], var.aval, sharding_text(explicit, var.aval.ndim, devices))
     return values
 
 

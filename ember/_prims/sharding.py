@@ -7,8 +7,8 @@ from typing import Any
 
 from ember._core import TRACE_STATE, Primitive, ShapedArray
 from ember._core.axes import current_spmd_axes
-from ember._core.sharding import AbstractMesh, NamedSharding, Sharding, explicit_of, mesh_sharding_text
-from ember._hlo.emitter import sharding_marker
+from ember._core.sharding import NamedSharding, Sharding, explicit_of
+from ember._hlo.emitter import places, sharding_marker
 from ember._hlo.lower import LoweringContext
 from ember._hlo.spmd import sharding_text
 from ember._prims.shape import BatchDim, linear_jvp
@@ -46,15 +46,10 @@ def _sharding_constraint_batching(args: list[Any], dims: list[BatchDim], *, shar
 
 def constrain(ctx: LoweringContext, x: str, aval: ShapedArray, sharding: Sharding | None) -> str:
     """x, constrained to sharding (a custom call @Sharding) when it spans several devices."""
-    if isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, AbstractMesh):
-        # (over a mesh without devices, a type's: partition ids are its positions, in a program over as many)
-        devices = ctx.emitter.device_assignment
-        if devices is None or len(devices) != sharding.mesh.size or sharding.mesh.size == 1:
-            return x
-        return sharding_marker(ctx.emitter, x, aval, mesh_sharding_text(sharding.mesh, sharding.spec, aval.ndim))
-    if sharding is None or len(sharding._device_assignment) == 1:
+    devices = ctx.emitter.device_assignment
+    if sharding is None or not places(sharding, devices):
         return x
-    return sharding_marker(ctx.emitter, x, aval, sharding_text(sharding, aval.ndim, ctx.emitter.device_assignment))
+    return sharding_marker(ctx.emitter, x, aval, sharding_text(sharding, aval.ndim, devices))
 
 
 class _InspectSharding(Primitive):

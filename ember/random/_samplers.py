@@ -79,6 +79,11 @@ def _params_shape(name: str, shape: Any, params: dict[str, Any]) -> tuple[int, .
     return shape
 
 
+def _param(value: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+    """A sampler's parameter as an array of its samples' dtype and shape (broadcast)."""
+    return enp.broadcast_to(lax.convert_element_type(enp.asarray(value), dtype), shape)
+
+
 def _key(name: str, key: Any) -> Any:
     return key_data_of(name, key)[0]
 
@@ -655,7 +660,7 @@ def _gamma_impl_jvp(log_space: bool, primals: Any, tangents: Any) -> Any:
 
 @partial(jit, static_argnums=(2, 3, 4))
 def _gamma(data: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype, log_space: bool) -> Any:
-    a = enp.broadcast_to(lax.convert_element_type(enp.asarray(a), dtype), shape)
+    a = _param(a, dtype, shape)
     return _gamma_impl(data, a, log_space)
 
 
@@ -682,8 +687,8 @@ def loggamma(key: Any, a: Any, shape: Sequence[int] | None = None, dtype: Any = 
 @partial(jit, static_argnums=(3, 4))
 def _beta(data: Any, a: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     keys = _split(data, (2,))
-    a = enp.broadcast_to(lax.convert_element_type(enp.asarray(a), dtype), shape)
-    b = enp.broadcast_to(lax.convert_element_type(enp.asarray(b), dtype), shape)
+    a = _param(a, dtype, shape)
+    b = _param(b, dtype, shape)
     log_a, log_b = _gamma_impl(keys[0], a, True), _gamma_impl(keys[1], b, True)
     log_max = enp.maximum(log_a, log_b)
     ga, gb = enp.exp(log_a - log_max), enp.exp(log_b - log_max)
@@ -980,7 +985,7 @@ def weibull_min(key: Any, scale: Any, concentration: Any, shape: Sequence[int] =
 @partial(jit, static_argnums=(2, 3))
 def _rayleigh(data: Any, scale: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     u = _uniform(data, 0.0, 1.0, shape, dtype)
-    scale = enp.broadcast_to(lax.convert_element_type(enp.asarray(scale), dtype), shape)
+    scale = _param(scale, dtype, shape)
     return scale * lax.sqrt(lax.log(u) * _const(-2.0, dtype))
 
 
@@ -996,7 +1001,7 @@ def _wald(data: Any, mean: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     """Michael, Schucany and Haas's transformation of a chi-square(1) draw y, with a uniform z choosing between
     the two roots x and mean**2 / x."""
     keys = _split(data, (2,))
-    mean = enp.broadcast_to(lax.convert_element_type(enp.asarray(mean), dtype), shape)
+    mean = _param(mean, dtype, shape)
     v = _normal(keys[0], shape, dtype)
     z = _uniform(keys[1], 0.0, 1.0, shape, dtype)
     y = lax.integer_pow(v, 2)
@@ -1038,8 +1043,7 @@ def geometric(key: Any, p: Any, shape: Sequence[int] | None = None, dtype: Any =
 
 @partial(jit, static_argnums=(4, 5))
 def _triangular(data: Any, left: Any, mode: Any, right: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    left, mode, right = (enp.broadcast_to(lax.convert_element_type(enp.asarray(v), dtype), shape)
-                         for v in (left, mode, right))
+    left, mode, right = (_param(v, dtype, shape) for v in (left, mode, right))
     mode_cdf = (mode - left) / (right - left)
     u = _uniform(data, 0.0, 1.0, shape, dtype)
     below = left + lax.sqrt(u * (right - left) * (mode - left))
@@ -1131,7 +1135,7 @@ def _binomial_impl(data: Any, count: Any, prob: Any, shape: tuple[int, ...], dty
     (prob,) = _promote("random.binomial", prob, inexact=True)
     prob = enp.broadcast_to(prob, shape)
     work = aval_of(prob).dtype
-    count = enp.broadcast_to(lax.convert_element_type(enp.asarray(count), work), shape)
+    count = _param(count, work, shape)
     p_lt_half = prob < 0.5
     q = lax.select(p_lt_half, prob, 1.0 - prob)
     count_nan_or_neg = (count != count) | (count < 0.0)
