@@ -457,6 +457,7 @@ def test_enable_x64_takes_effect_at_runtime_in_cached_functions():
     assert seen == [narrow, wide, narrow, wide]
 
 
+@pytest.mark.slow  # (5 s of subprocesses, x64 from the environment; config.update turns it on throughout this file)
 def test_enable_x64_by_name_and_environment():
     try:
         ember.config.update("jax_enable_x64", True)

@@ -234,6 +234,7 @@ def test_multiprocessing_spawn_workers_run_ember(tmp_path):
     assert "[3.0, 6.0]" in out
 
 
+@pytest.mark.slow  # (7 s; exiting mid-work is also test_exiting_while_daemon_threads_execute's, by default)
 def test_exiting_with_work_in_flight_is_clean():
     """A training loop that ends without reading its last result used to die of a segfault at exit most of the
     time (the plugin's threads ran on into torn-down globals); the clients are now destroyed at exit, which waits
@@ -257,6 +258,7 @@ def test_exiting_with_work_in_flight_is_clean():
         assert "dispatched" in check_python(code)
 
 
+@pytest.mark.slow  # (4 s; Ctrl-C by default: test_ctrl_c_interrupts_a_long_call_after_quick_ones)
 def test_ctrl_c_interrupts_a_long_compile():
     # The interrupt used to wait for the end of the compile; now it arrives within the wait step. The timing is
     # asserted loosely (the compile alone takes several seconds): the point is that it is not ignored.
@@ -324,7 +326,8 @@ _INTERRUPT_LONG_EXECUTIONS = """
 """
 
 
-@pytest.mark.parametrize("seconds", [1.2, pytest.param(4.0, marks=pytest.mark.slow)])
+@pytest.mark.slow  # (5 s; Ctrl-C by default: test_ctrl_c_interrupts_a_long_call_after_quick_ones)
+@pytest.mark.parametrize("seconds", [1.2, 4.0])
 def test_ctrl_c_interrupts_long_executions(seconds):
     """Ctrl-C during a long execution used to wait for its end: inside the execute call (a program the plugin runs
     in the calling thread) or in the wait for its result. Now KeyboardInterrupt arrives at once; the program
