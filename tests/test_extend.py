@@ -310,6 +310,143 @@ def test_loops_keep_symbolic_zeros_for_unperturbed_carries():
             ember.jvp(lambda y: f(np.float32(1.0), y), (np.float32(0.5),), (np.float32(1.0),))
 
 
+def _refusing_primitive():
+    """identity(x), whose JVP rule refuses any tangent but a symbolic zero (equinox's nondifferentiable)."""
+    p = ext.Primitive("refuses_tangents")
+    p.def_impl(lambda x: x)
+    p.def_abstract_eval(lambda x: x)
+    mlir.register_lowering(p, mlir.lower_fun(lambda x: x, multiple_results=False))
+    batching.defvectorized(p)
+
+    def jvp(primals, tangents):
+        if type(tangents[0]) is not ad.Zero:
+            raise RuntimeError("perturbed")
+        return p.bind(*primals), tangents[0]
+    ad.primitive_jvps[p] = jvp
+    return p
+
+
+def test_reverse_mode_asks_no_rule_for_what_loops_and_branches_leave_unperturbed():
+    """As JAX's symbolic zeros in reverse mode: a result of a cond, while or scan that no differentiated input
+    reaches (per carry and per branch result, not per equation) gets no cotangent, so a rule after it, or inside a
+    loop's body on such a carry (a cond in a scan), is not asked for a derivative it refuses."""
+    p = _refusing_primitive()
+    lax = ember.lax
+
+    def step(c):
+        i, x, y = c
+        return i + 1, x * 2 + p.bind(y), y + 1.0
+
+    def after_cond(x, y):
+        _, a, b = lax.cond(x < 5, lambda c: (c[0], c[1] * 2, c[2] + 1), lambda c: c, (0, x, y))
+        return a + p.bind(b)
+
+    def after_while(x, y):
+        _, a, b = lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2, c[2] + 1), (0, x, y))
+        return a + p.bind(b)
+
+    def cond_in_scan(x, y):  # (the cond's outputs all depend on its operands as one equation, not per result)
+        body = lambda c, _: (lax.cond(c[0] < 5, step, lambda c: c, c), None)  # noqa: E731
+        return lax.scan(body, (0, x, y), None, length=3)[0][1]
+
+    def after_jit(x, y):
+        _, a, b = ember.jit(lambda c: (c[0], c[1] * 2, c[2] + 1))((0, x, y))
+        return a + p.bind(b)
+
+    def cond_in_while(x, y):
+        return lax.while_loop(lambda c: c[0] < 3, lambda c: lax.cond(c[1] < 100, step, lambda c: c, c), (0, x, y))[1]
+    x, y = np.float32(1.0), np.float32(0.5)
+    for f, want in ((after_cond, 2.0), (after_while, 8.0), (after_jit, 2.0), (cond_in_scan, 8.0),
+                    (cond_in_while, 8.0)):
+        assert float(ember.grad(f)(x, y)) == want, f.__name__
+        assert float(ember.jit(ember.grad(f))(x, y)) == want, f.__name__
+        np.testing.assert_array_equal(ember.vmap(ember.grad(f), (0, None))(np.stack([x, x]), y), [want, want])
+        with pytest.raises(RuntimeError, match="perturbed"):  # (differentiated along y: the rule is asked)
+            ember.grad(f, argnums=1)(x, y)
+
+
+def test_a_custom_jvp_rules_zero_tangents_stay_symbolic():
+    """A custom_jvp call's output tangent that its rule gives as a SymbolicZero, or for an integer output (float0
+    zeros), is a symbolic zero after it, as JAX's: a rule reading it sees ad.Zero (not an integer array), and in
+    reverse mode a custom_vjp before it (and before a jit or a cond) gets a SymbolicZero cotangent for an output
+    nothing differentiates."""
+    from ember.custom_derivatives import SymbolicZero
+    p = _refusing_primitive()
+
+    @ember.custom_jvp
+    def split(x):
+        return x * 2, (x > 0).astype(np.int32), x
+
+    @split.defjvp
+    def _split_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return split(x), (t * 2, np.zeros((), ember.dtypes.float0), SymbolicZero(ember.core.ShapedArray((), x.dtype)))
+
+    def f(x):
+        a, n, c = split(x)
+        return a * n + p.bind(c) + p.bind(n.astype(np.float32))
+    assert float(ember.grad(f)(np.float32(1.5))) == 2.0
+    assert float(ember.jvp(f, (np.float32(1.5),), (np.float32(1.0),))[1]) == 2.0
+    np.testing.assert_array_equal(ember.vmap(ember.grad(f))(np.float32([1.5, -1.0])), [2.0, 0.0])
+
+    def built(api, zero_type):
+        seen = []
+
+        @api.custom_vjp
+        def g(x):
+            return x
+
+        def fwd(x):
+            return api.tree_util.tree_map(lambda v: v.value, x), None
+
+        def bwd(_, ct):
+            seen.append(tuple(type(c) is zero_type for c in ct))
+            return (tuple(api.numpy.zeros(()) if type(c) is zero_type else c for c in ct),)
+        g.defvjp(fwd, bwd, symbolic_zeros=True)
+
+        @api.custom_jvp
+        def ident(x):
+            return x
+        ident.defjvp(lambda primals, tangents: (primals[0], tangents[0]))
+        grads = []
+        for after in (ident, api.jit(lambda t: t), lambda t: api.lax.cond(t[0] > 0, lambda t: t, lambda t: t, t)):
+            grads += [float(v) for v in api.grad(lambda xs: after(g(xs))[0] * 3)((1.0, 2.0, 3.0))]
+        return grads, seen
+
+    def on_jax():
+        import jax
+        from jax.custom_derivatives import SymbolicZero as JZ
+        return built(jax, JZ)
+    want = jax_result(on_jax)
+    got = built(ember, SymbolicZero)
+    assert got[0] == list(want[0]) == [3.0, 0.0, 0.0] * 3
+    assert [tuple(s) for s in got[1]] == [tuple(s) for s in want[1]] == [(False, True, True)] * 3
+
+
+def test_a_loop_body_batched_with_a_rule_made_array_lowers():
+    """A batching rule may make a concrete array (a custom_vmap rule's np.arange): the batched body of a loop then
+    holds it as a constant, written into the program's region (its values bound to the loop's operands in order
+    before, so an operand type mismatch XLA refused, or a wrong value where the types agreed)."""
+    from ember.custom_batching import custom_vmap
+
+    @custom_vmap
+    def shift(x):
+        return x + 1.0
+
+    @shift.def_vmap
+    def _shift_vmap(axis_size, in_batched, x):
+        return x + jnp.asarray(np.arange(1.0, axis_size + 1.0, dtype=np.float32))[:, None], in_batched[0]
+
+    def f(x):
+        return ember.lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, shift(c[1])), (0, x))[1]
+    xs = np.zeros((4, 2), np.float32)
+    want = 3 * np.arange(1.0, 5.0, dtype=np.float32)[:, None] + xs
+    np.testing.assert_array_equal(ember.vmap(f)(xs), want)
+    np.testing.assert_array_equal(ember.jit(ember.vmap(f))(xs), want)
+    np.testing.assert_array_equal(ember.jit(ember.vmap(lambda x: ember.lax.scan(
+        lambda c, _: (shift(c), None), x, None, length=3)[0]))(xs), want)
+
+
 def test_reverse_mode_gives_a_custom_jvp_rule_symbolic_zeros_for_what_it_does_not_differentiate():
     """grad with respect to one argument: the custom_jvp rule (symbolic_zeros=True) sees a SymbolicZero for the
     other's tangent, as under JAX (equinox's nondifferentiable markers raise on anything else)."""

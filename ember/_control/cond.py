@@ -33,9 +33,10 @@ from ember._transforms.batching import batch_ir
 from ember._transforms.cache import TransformCache
 from ember._transforms.discharge import body_finals, closed_body, ref_values, updated, with_refs
 from ember._transforms.jvp import jvp_ir
-from ember._transforms.passes import dce_outputs, split_known
+from ember._transforms.passes import dce_outputs, depends_on, split_known
 
 cond_p = Primitive("cond", multiple_results=True, takes_refs=True, own_vma=True)
+cond_p.none_cotangents = True  # (its pullback passes an operand cotangent the given ones do not reach as None)
 
 
 @cond_p.def_rule("abstract_eval")
@@ -184,8 +185,15 @@ def _cond_vjp_split(ins: list[Any], active: list[bool], *, branches: tuple[IR, .
         return run
 
     def pullback(cts: list[Any], needs: list[bool]) -> list[Any]:
-        in_cts = iter(_cond(index, [backward_branch(linear, where) for (_, linear), where in zip(parts, sources)],
-                            (list(operands), list(outs), list(slots), list(cts)), "cond", join=True))
+        # (an operand cotangent no branch reaches from the given output cotangents is a symbolic zero, None, as
+        # JAX's: a custom_vjp before the cond then gets a SymbolicZero for it)
+        given = [ct is not None for ct in cts]
+        reached = [any(r) for r in zip(*(depends_on(linear, [False] * len(where) + given)
+                                         for (_, linear), where in zip(parts, sources)))]
+        cts = [zeros(a.strip_weak_type()) if ct is None else ct for ct, a in zip(cts, branches[0].out_avals)]
+        results = _cond(index, [backward_branch(linear, where) for (_, linear), where in zip(parts, sources)],
+                        (list(operands), list(outs), list(slots), list(cts)), "cond", join=True)
+        in_cts = iter(ct if r else None for ct, r in zip(results, reached))
         full = [None] + [next(in_cts) if w else None for w in wrt]
         return [ct if need else None for ct, need in zip(full, needs)]
 

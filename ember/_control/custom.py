@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
+import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -95,6 +96,14 @@ def _batched_rule(rule: Callable[..., Any], size: int, label: str) -> Callable[.
 custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True, eager_body="fun_ir", own_vma=True)
 custom_jvp_call_p.def_rule("abstract_eval", lambda *avals, fun_ir, num_consts, jvp: _outs_of(fun_ir))
 custom_jvp_call_p.def_rule("lowering", _lower_inline)
+custom_jvp_call_p.none_cotangents = True  # (a zero output cotangent stays None through the rule's transpose, so a
+# custom_vjp before it gets JAX's SymbolicZero for it)
+
+
+def _dense(result: tuple[list[Any], list[Any]], out_avals: Sequence[ShapedArray]) -> tuple[list[Any], list[Any]]:
+    """A rule's (outputs, output tangents) with each zero (None) tangent an array of zeros, to stage."""
+    outs, touts = result
+    return list(outs), [zeros(a.strip_weak_type()) if t is None else t for t, a in zip(touts, out_avals)]
 
 
 @custom_jvp_call_p.def_rule("jvp")
@@ -119,7 +128,7 @@ def _custom_jvp_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list
         tangents: list[Any] = [None] * len(args)
         for i, t in zip(which, ts):
             tangents[i] = t
-        return jvp(args, tangents)[1]
+        return _dense(jvp(args, tangents), fun_ir.out_avals)[1]
     linear = stage_flat(tangent_map, t_avals, None if known is None else [zeros(a) for a in t_avals],
                         label="custom_jvp rule")
     _, in_cts = backward_pass(linear, [zeros(a) for a in t_avals], [True] * len(t_avals), cts, linear=True)
@@ -129,17 +138,49 @@ def _custom_jvp_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list
     return result
 
 
+@custom_jvp_call_p.def_rule("depends")
+def _custom_jvp_depends(active: list[bool], *, fun_ir: IR, num_consts: int, jvp: FlatRule) -> list[bool]:
+    """The outputs the rule gives a tangent (not None: a SymbolicZero, or an integer output's) when the active
+    arguments have one: the rule staged at the arguments' types, once per (rule, active arguments). As JAX's
+    symbolic zeros, an output the rule leaves zero is not differentiated after it. A rule that cannot run
+    abstractly (Python control flow on a primal value) gives every output."""
+    key = tuple(active[num_consts:])
+    known = _RULE_DEPENDS.setdefault(jvp, {})
+    if key not in known:
+        avals = fun_ir.in_avals[num_consts:]
+        flags = [on and dt.is_inexact(a.dtype) for on, a in zip(key, avals)]
+        t_avals = [a.strip_weak_type() for a, f in zip(avals, flags) if f]
+        given: list[bool] = [False] * len(fun_ir.outs)
+
+        def run(*xs: Any) -> list[Any]:
+            primals, ts = list(xs[:len(avals)]), iter(xs[len(avals):])
+            touts = jvp(primals, [next(ts) if f else None for f in flags])[1]
+            given[:] = [t is not None for t in touts]
+            return []
+        if any(flags):
+            try:
+                stage_flat(run, list(avals) + t_avals, label="custom_jvp rule")
+            except Exception:  # (see above; the rule runs again when it is differentiated, and says so there)
+                given = [dt.is_inexact(a.dtype) for a in fun_ir.out_avals]
+        known[key] = given
+    return list(known[key]) if any(active) else [False] * len(fun_ir.outs)
+
+
+_RULE_DEPENDS: "weakref.WeakKeyDictionary[Any, dict[tuple[bool, ...], list[bool]]]" = weakref.WeakKeyDictionary()
+
+
 @custom_jvp_call_p.def_rule("batching")
 def _custom_jvp_batching(args: list[Any], dims: list[BatchDim], *, fun_ir: IR, num_consts: int, jvp: FlatRule
                          ) -> tuple[list[Any], list[BatchDim]]:
     size = batch_size(args, dims)
     args = _at_front(args, dims, size)
     fun_b, _ = batch_ir(fun_ir, [0] * len(args), size, [0] * len(fun_ir.outs))
-    jvp_flat = _batched_rule(jvp, size, "custom_jvp rule")
+    jvp_flat = _batched_rule(lambda ps, ts: _dense(jvp(ps, ts), fun_ir.out_avals), size, "custom_jvp rule")
 
     def jvp_b(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:  # (zeros staged as arrays)
-        return jvp_flat(primals, [zeros(aval_of(p).strip_weak_type()) if t is None else t
-                                  for p, t in zip(primals, tangents)])
+        outs, touts = jvp_flat(primals, [zeros(aval_of(p).strip_weak_type()) if t is None else t
+                                         for p, t in zip(primals, tangents)])
+        return outs, [t if dt.is_inexact(aval_of(o).dtype) else None for o, t in zip(outs, touts)]
     return custom_jvp_call_p.bind(*args, fun_ir=fun_b, num_consts=num_consts, jvp=jvp_b), [0] * len(fun_ir.outs)
 
 
@@ -406,6 +447,8 @@ class custom_jvp:  # noqa: N801  (JAX's name)
             out, t_out = user_jvp(*static, in_tree.unflatten(primals), tangent_tree)
             out_leaves, out_tree = tree_flatten(out)
             t_leaves, t_tree = tree_flatten(t_out)
+            # (a SymbolicZero, or any tangent of an integer or boolean output, is a zero: None, as JAX's Zero)
+            absent = [isinstance(t, SymbolicZero) or not dt.is_inexact(a.dtype) for t, a in zip(t_leaves, out_avals)]
             t_leaves = [zeros(a.strip_weak_type()) if isinstance(t, SymbolicZero) else t
                         for t, a in zip(t_leaves, out_avals)]
             _check_rule_outputs(name, "primal output of the jvp rule", out_tree, closed.out_tree,
@@ -413,7 +456,7 @@ class custom_jvp:  # noqa: N801  (JAX's name)
             t_leaves = _from_float0(t_leaves, out_avals)
             _check_rule_outputs(name, "tangent output of the jvp rule", t_tree, closed.out_tree,
                                 [aval_of(x) for x in t_leaves], out_avals)
-            return out_leaves, t_leaves
+            return out_leaves, [None if gone else t for t, gone in zip(t_leaves, absent)]
 
         outs = custom_jvp_call_p.bind(*closed.consts, *leaves, fun_ir=closed.ir, num_consts=len(closed.consts),
                                       jvp=rule)

@@ -29,7 +29,7 @@ from ember._transforms.cache import TransformCache
 from ember._transforms.discharge import (body_finals, closed_body, discharge_ir, ref_values, updated,
                                         with_refs as _with_refs)
 from ember._transforms.jvp import jvp_ir
-from ember._transforms.passes import dce, dce_outputs, split_known
+from ember._transforms.passes import dce, dce_outputs, depends_on, split_known
 
 def _batched_carries(body_ir: IR, const_dims: list[BatchDim], carry_dims: list[BatchDim],
                      extra_dims: list[BatchDim], size: int) -> tuple[list[bool], list[BatchDim]]:
@@ -139,13 +139,12 @@ def _differentiated(body_ir: IR, num_consts: int, num_carry: int, active: Sequen
     constant a)."""
     inexact = [dt.is_inexact(a.dtype) for a in body_ir.in_avals]
     wrt = [bool(on) and f for on, f in zip(active, inexact)]
-    while True:
-        reached = _depends_on(body_ir, wrt)[:num_carry]
-        more = [k for k, r in enumerate(reached) if r and inexact[num_consts + k] and not wrt[num_consts + k]]
-        if not more:
-            return wrt
-        for k in more:
-            wrt[num_consts + k] = True
+    reached = _loop_depends(body_ir, num_consts, num_carry, wrt)[:num_carry]  # (precisely: per carry and result
+    # through the body's own loops and branches, as JAX's fixed point, so a carry no differentiated value reaches
+    # gets no cotangent, and no rule is asked for its derivative)
+    for k, r in enumerate(reached):
+        wrt[num_consts + k] = wrt[num_consts + k] or (r and inexact[num_consts + k])
+    return wrt
 
 
 def _without_effects(body_ir: IR) -> IR:
@@ -628,15 +627,6 @@ def _while_depends(active: list[bool], *, cond_ir: IR, body_ir: IR, cond_nconsts
     return _loop_depends(body_ir, body_nconsts, len(body_ir.outs), active[cond_nconsts:])
 
 
-def _depends_on(ir: IR, mask: Sequence[bool]) -> list[bool]:
-    """For each output of ir: whether it depends on the inputs marked in mask."""
-    marked = {v for v, m in zip(ir.in_vars, mask) if m}
-    for eqn in ir.eqns:
-        if any(a in marked for a in eqn.inputs if isinstance(a, Var)):
-            marked.update(eqn.outputs)
-    return [isinstance(a, Var) and a in marked for a in ir.outs]
-
-
 class ScanBodySplit(NamedTuple):
     """A scan body's VJP split for reverse mode (see _scan_vjp_split)."""
     wrt: tuple[bool, ...]  # the body's inputs that get cotangents (the floating-point ones)
@@ -658,7 +648,7 @@ def _stage_scan_body_split(body_ir: IR, num_consts: int, wrt: tuple[bool, ...]) 
     n_in, n_out = len(body_ir.in_vars), len(body_ir.outs)
     joint = vjp_ir(body_ir, wrt)  # (consts, carry, x, ct_carry, ct_y) -> (outputs..., cts of the float inputs)
     known, linear, _ = split_known(joint, [False] * n_in + [True] * n_out, n_out)
-    per_step = _depends_on(known, [False] * num_consts + [True] * (n_in - num_consts))[n_out:]
+    per_step = depends_on(known, [False] * num_consts + [True] * (n_in - num_consts))[n_out:]
     invariant = dce(with_outputs(known, [r for r, s in zip(known.outs[n_out:], per_step) if not s]))
     return ScanBodySplit(wrt, known, linear, tuple(per_step), invariant)
 

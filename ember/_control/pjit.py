@@ -21,15 +21,16 @@ from ember._hlo.lower import call_function
 from ember._prims.explicit import batched as batched_sharding
 from ember._prims.sharding import constrain
 from ember._prims.shape import BatchDim, batch_size, zeros
-from ember._transforms.ad import vjp_ir
+from ember._transforms.ad import active_outputs, vjp_ir
 from ember._transforms.batching import batch_ir
 from ember._transforms.cache import TransformCache
 from ember._transforms.jvp import jvp_ir
-from ember._transforms.passes import dce_outputs, simplify, split_known
+from ember._transforms.passes import dce_outputs, depends_on, simplify, split_known
 
 Shardings = tuple[Sharding | None, ...]
 
 pjit_p = Primitive("pjit", multiple_results=True, takes_refs=True, own_vma=True)
+pjit_p.none_cotangents = True  # (its pullback passes an input cotangent the given ones do not reach as None)
 
 
 @pjit_p.def_rule("abstract_eval")
@@ -113,10 +114,14 @@ def _pjit_vjp_split(ins: list[Any], active: list[bool], *, body: IR, name: str, 
     outs, residuals = results[:n_out], results[n_out:]
 
     def pullback(cts: list[Any], needs: list[bool]) -> list[Any]:
+        # (an input cotangent the given output cotangents do not reach is a symbolic zero, None, as JAX's: a
+        # custom_vjp before the call then gets a SymbolicZero for it)
+        reached = depends_on(linear, [False] * (len(linear_consts) + n_res) + [ct is not None for ct in cts])
         cts = [zeros(a.strip_weak_type()) if ct is None else ct for ct, a in zip(cts, body.out_avals)]
-        in_cts = iter(pjit_p.bind(*linear_consts, *residuals, *cts, body=linear, name=f"transpose_{name}",
-                                  in_shardings=(None,) * (len(linear_consts) + n_res) + out_shardings,
-                                  out_shardings=tuple(s for s, w in zip(in_shardings, wrt) if w)))
+        results = pjit_p.bind(*linear_consts, *residuals, *cts, body=linear, name=f"transpose_{name}",
+                              in_shardings=(None,) * (len(linear_consts) + n_res) + out_shardings,
+                              out_shardings=tuple(s for s, w in zip(in_shardings, wrt) if w))
+        in_cts = iter(ct if r else None for ct, r in zip(results, reached))
         full = [next(in_cts) if w else None for w in wrt]
         return [ct if need else None for ct, need in zip(full, needs)]
     return list(outs), pullback
@@ -127,6 +132,13 @@ def _pjit_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool]
               in_shardings: Shardings, out_shardings: Shardings) -> list[Any]:
     return _pjit_vjp_split(ins, needs, body=body, name=name, in_shardings=in_shardings,
                            out_shardings=out_shardings)[1](cts, needs)
+
+
+@pjit_p.def_rule("depends")
+def _pjit_depends(active: list[bool], *, body: IR, name: str, in_shardings: Shardings, out_shardings: Shardings
+                  ) -> list[bool]:
+    """A result depends on the active arguments when it does in the body (per result, as JAX's)."""
+    return active_outputs(body, active)
 
 
 @pjit_p.def_rule("batching")

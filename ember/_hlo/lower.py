@@ -86,9 +86,7 @@ class LoweringContext:
         """A region computing ir and returning its outputs: its block arguments are ir's inputs, or, with captured
         (values of the enclosing body, as stablehlo.case's branches use), it has none and ir's inputs are bound
         to those values."""
-        if ir.consts:
-            raise LoweringError("a region's IR cannot capture constants; pass them as operands")
-        if captured is None:
+        if captured is None:  # (consts a transformation of ir made are constants of the region: lower_into)
             return self.region(ir.in_avals, lambda body, args: lower_into(body, ir, args))
         return self.region([], lambda body, args: lower_into(body, ir, captured))
 
@@ -98,9 +96,7 @@ def call_function(ctx: LoweringContext, ir: IR, args: Sequence[str], name: str, 
     """Emit ir as a private function of the module being built (named after name; one function for the calls of the
     same IR in the same named scope) and a func.call of it on args; its body is lowered with axis_context (see
     Emitter.axis_context; by default the caller's) inside the caller's named scope."""
-    if ir.consts:
-        raise LoweringError("a called function's IR cannot capture constants; pass them as operands")
-    emitter = ctx.emitter
+    emitter = ctx.emitter  # (consts a transformation of ir made are constants of its body: lower_into)
     axes = emitter.axis_context if axis_context is None else axis_context
     key = (ir, emitter.scope, emitter.location, axes, emitter.device_assignment)
     callee = emitter.called.get(key)
@@ -136,7 +132,15 @@ def lower_closed(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
 def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
     """Emit ir's equations into emitter, its const_vars and in_vars bound to the values named in args (in that
     order); returns the values of its outputs. An equation in named scopes (its source's, inside the emitter's:
-    those of the equation whose region this is) is written with their names as its ops' location."""
+    those of the equation whose region this is) is written with their names as its ops' location.
+
+    args may also name the in_vars' values alone: then ir is a sub-IR whose consts are concrete values a
+    transformation of it made (a batching rule's array), emitted as constants (lower_closed)."""
+    if ir.const_vars and len(args) == len(ir.in_vars):
+        return lower_closed(emitter, ir, args)
+    if len(args) != len(ir.const_vars) + len(ir.in_vars):
+        raise LoweringError(f"an IR of {len(ir.const_vars)} consts and {len(ir.in_vars)} inputs lowered with "
+                            f"{len(args)} values")
     env: dict[Var, str] = dict(zip(list(ir.const_vars) + list(ir.in_vars), args))
 
     def read(atom: Atom) -> str:

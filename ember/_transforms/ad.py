@@ -101,10 +101,10 @@ def _backward_pass(ir: IR, args: Sequence[Any], wrt: Sequence[bool], cts_out: Se
     An active equation whose primitive has a "vjp_split" hook is emitted through it instead: the hook computes the
     outputs together with the residuals its pullback needs (a scan stacks them per step), and the pullback then
     replaces the VJP rule, so nothing is computed twice."""
-    # (precisely where the program uses Refs, which it may write: a write of a value that does not depend on the
-    # differentiated inputs is allowed, and a loop carrying such a value beside a differentiated one is no reason to
-    # refuse it)
-    active = active_vars(ir, wrt, precise=has_refs(ir))
+    # (precisely, through loops and branches per carry and result, as JAX's symbolic zeros: a result of a cond or
+    # loop that no differentiated input reaches gets no cotangent, so no rule after it is asked for a derivative it
+    # may refuse (equinox's nondifferentiable), and a Ref write of such a value is allowed)
+    active = active_vars(ir, wrt, precise=True)
     env = Env(zip(ir.const_vars, ir.consts))
     env.update(zip(ir.in_vars, args))
     pullbacks: dict[Eqn, Any] = {}

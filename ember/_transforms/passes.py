@@ -46,6 +46,17 @@ def dce_outputs(ir: IR, used_outputs: Sequence[bool]) -> tuple[IR, list[bool]]:
     return pruned, [v in read for v in pruned.in_vars]
 
 
+def depends_on(ir: IR, mask: Sequence[bool]) -> list[bool]:
+    """For each output of ir: whether it depends on the inputs marked in mask (through any equation, an equation's
+    every output on its every input: an over-approximation, so an output it says does not depend on them never
+    does)."""
+    marked = {v for v, m in zip(ir.in_vars, mask) if m}
+    for eqn in ir.eqns:
+        if any(a in marked for a in eqn.inputs if isinstance(a, Var)):
+            marked.update(eqn.outputs)
+    return [isinstance(a, Var) and a in marked for a in ir.outs]
+
+
 def split_known(ir: IR, unknown_inputs: Sequence[bool], num_known_outs: int,
                 recompute: Callable[[Eqn], bool] | None = None) -> tuple[IR, IR, int]:
     """Partition ir into a known part, computable from the inputs not marked unknown, and an unknown part.
