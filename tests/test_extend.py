@@ -377,10 +377,10 @@ def test_a_custom_jvp_rules_zero_tangents_stay_symbolic():
     def split(x):
         return x * 2, (x > 0).astype(np.int32), x
 
-    @split.defjvp
     def _split_jvp(primals, tangents):
         (x,), (t,) = primals, tangents
         return split(x), (t * 2, np.zeros((), ember.dtypes.float0), SymbolicZero(ember.core.ShapedArray((), x.dtype)))
+    split.defjvp(_split_jvp, symbolic_zeros=True)
 
     def f(x):
         a, n, c = split(x)
@@ -574,3 +574,80 @@ def test_a_lowering_that_emits_a_python_callback_as_jax():
     for name, run in runs.items():
         np.testing.assert_allclose(np.asarray(run(ember, f)), want[name], rtol=1e-6)
         np.testing.assert_allclose(want[name], 3 * np.sin(X if name == "jit" else XS), rtol=1e-6)
+
+
+def test_a_custom_jvp_call_under_vmap_keeps_an_unbatched_argument_unbatched():
+    """As JAX's: vmap of a custom_jvp function batches only the arguments that are batched, so a predicate made
+    the same for every member (equinox's unvmap_any in error_if) still picks one branch of a cond inside, and the
+    branch not taken (a callback that raises) does not run; its rule's tangents are batched alike."""
+    def boom(x):
+        raise RuntimeError("the branch not taken ran")
+
+    @ember.custom_jvp
+    def guarded(x, flag):
+        return ember.lax.cond(flag, lambda x: ember.pure_callback(boom, ember.ShapeDtypeStruct((), np.float32), x,
+                                                                      vmap_method="sequential"),
+                              lambda x: x * 3, x)
+
+    @guarded.defjvp
+    def _guarded_jvp(primals, tangents):
+        (x, flag), (t, _) = primals, tangents
+        return guarded(x, flag), t * 10
+
+    xs = np.float32([1.0, 2.0])
+    off = np.bool_(False)
+    np.testing.assert_array_equal(ember.vmap(guarded, (0, None))(xs, off), [3.0, 6.0])
+    np.testing.assert_array_equal(ember.jit(ember.vmap(guarded, (0, None)))(xs, off), [3.0, 6.0])
+    np.testing.assert_array_equal(ember.vmap(ember.grad(guarded), (0, None))(xs, off), [10.0, 10.0])
+    _, t = ember.jvp(lambda x: ember.vmap(guarded, (0, None))(x, off), (xs,), (np.float32([1.0, 2.0]),))
+    np.testing.assert_array_equal(t, [10.0, 20.0])
+    with pytest.raises(Exception, match="the branch not taken ran"):  # (taken, it runs)
+        ember.vmap(guarded, (0, None))(xs, np.bool_(True))
+
+
+def test_rules_get_tuples_and_run_in_jaxs_order():
+    """A JAX-defined primitive's batching and JVP rules get their operands, dims and tangents as tuples (JAX's
+    traces give tuples; equinox passes them on as a vmap's in_axes and out_axes, tree prefixes of tuples), and in
+    reverse mode a custom_jvp rule runs where JAX's linearization runs it, before what comes after it."""
+    p = ext.Primitive("sees_tuples")
+    p.def_impl(lambda x: x * 2)
+    p.def_abstract_eval(lambda x: x)
+    mlir.register_lowering(p, mlir.lower_fun(lambda x: x * 2, multiple_results=False))
+    kinds = set()
+
+    def jvp(primals, tangents):
+        kinds.add(("jvp", type(primals), type(tangents)))
+        return p.bind(*primals), tangents[0] * 2
+
+    def batch(args, dims):
+        kinds.add(("batching", type(args), type(dims)))
+        return ember.vmap(lambda a: a * 2, in_axes=dims, out_axes=dims[0])(*args), dims[0]
+    ad.primitive_jvps[p] = jvp
+    batching.primitive_batchers[p] = batch
+    xs = np.float32([1.0, 2.0])
+    value, grad = ember.vmap(ember.value_and_grad(lambda x: p.bind(x)))(xs)
+    np.testing.assert_array_equal(value, [2.0, 4.0])
+    np.testing.assert_array_equal(grad, [2.0, 2.0])
+    assert kinds == {("jvp", tuple, tuple), ("batching", tuple, tuple)}
+
+    order = []
+
+    @ember.custom_jvp
+    def first(x):
+        return x
+
+    @first.defjvp
+    def _first_jvp(primals, tangents):
+        order.append("first's jvp rule")
+        return primals[0], tangents[0]
+
+    @ember.custom_vjp
+    def second(x):
+        return x
+
+    def _second_fwd(x):
+        order.append("second's fwd")
+        return x, None
+    second.defvjp(_second_fwd, lambda _, ct: (ct,))
+    assert float(ember.grad(lambda x: second(first(x)))(np.float32(1.0))) == 1.0
+    assert order == ["first's jvp rule", "second's fwd"]

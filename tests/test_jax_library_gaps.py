@@ -454,3 +454,27 @@ def test_find_top_trace_and_jvp_tracers_as_equinox_filter_jvp_reads_them():
     assert classify(ember, __import__("ember.extend.core", fromlist=["x"]), ad) == \
         classify(jax, jcore, jad) == (True, False, False, True, False)
     assert find_top_trace(()).main is None  # (outside any staging: the eval trace)
+
+
+def test_a_callbacks_exception_outside_jit_is_jaxs_runtime_error(tmp_path):
+    """equinox's filter_pure_callback: a callback that raises, called outside jit, is JAX's JaxRuntimeError (a
+    RuntimeError) caused by the callback's exception, as inside jit; jnp.load reads back the bfloat16 that numpy
+    wrote as 2-byte void, and leaves an array of strings to numpy (equinox's serialisation)."""
+    def bad(v):
+        raise ValueError("bad thing")
+    sds = ember.ShapeDtypeStruct((), np.float32)
+    for call in (lambda: ember.pure_callback(bad, sds, 1.0),
+                 lambda: ember.jit(lambda u: ember.pure_callback(bad, sds, u))(1.0),
+                 lambda: ember.experimental.io_callback(bad, sds, 1.0)):
+        with pytest.raises(ember.errors.JaxRuntimeError, match="ValueError: bad thing") as info:
+            call()
+        assert isinstance(info.value, RuntimeError) and isinstance(info.value.__cause__, ValueError)
+
+    def on(np_, api):
+        import ml_dtypes
+        path = tmp_path / "x.npy"
+        api.numpy.save(path, api.numpy.array(ml_dtypes.bfloat16(1.5)))
+        loaded = api.numpy.load(path)
+        np_.save(path, np_.array(["a", "b"]))
+        return str(loaded.dtype), float(loaded), type(api.numpy.load(path)).__name__
+    assert on(np, ember) == jax_result(lambda: on(np, jax)) == ("bfloat16", 1.5, "ndarray")

@@ -17,6 +17,7 @@ from ember._core import ShapedArray, Tracer, is_tracing
 from ember._core.dtypes import aval_of_value, canonical_dtype, parse_dtype
 from ember._core.pytree import tree_flatten, tree_unflatten
 from ember._runtime.array import Array, asarray
+from ember._runtime.pjrt.errors import PjrtError
 
 
 def _split_args(name: str, args: tuple, kwargs: dict) -> tuple[Any, list[Any], tuple[tuple[int, Any], ...]]:
@@ -54,9 +55,17 @@ def _result_avals(name: str, result_shape_dtypes: Any) -> tuple[tuple[ShapedArra
 
 
 def _run_now(callback: HostCallback, args: list[Any]) -> list[Array]:
-    """The callback called outside any staging, on numpy copies of the arguments (each a canonical dtype)."""
+    """The callback called outside any staging, on numpy copies of the arguments (each a canonical dtype). An
+    exception it raises (or a result of the wrong type) is JAX's JaxRuntimeError caused by it, as inside a program
+    (JAX runs the callback in one eagerly too): code catching what a callback raised catches the same outside
+    jit as in it."""
     values = [np.array(np.asarray(a), dtype=aval_of_value(a).dtype) for a in args]
-    return [asarray(r) for r in callback.call_flat(values)]
+    try:
+        results = callback.call_flat(values)
+    except Exception as err:
+        raise PjrtError(f"{callback.name}: the callback {callback.fn!r} raised {type(err).__name__}: {err}"
+                        ) from err
+    return [asarray(r) for r in results]
 
 
 def _call(prim: Any, name: str, callback: Callable[..., Any], result_shape_dtypes: Any, args: tuple, kwargs: dict,

@@ -73,12 +73,17 @@ def _at_front(args: Sequence[Any], dims: Sequence[BatchDim], size: int) -> list[
     return [batch_at_front(x, d, size) for x, d in zip(args, dims)]
 
 
-def _batched_rule(rule: Callable[..., Any], size: int, label: str) -> Callable[..., Any]:
+def _batched_rule(rule: Callable[..., Any], size: int, label: str,
+                  batched: Sequence[Sequence[bool]] | None = None) -> Callable[..., Any]:
     """rule (over flat lists of per-member values) applied to a batch: staged at the per-member avals and batched,
-    every input and output at axis 0."""
-    def batched(*groups: list[Any]) -> tuple[list[Any], ...]:
+    every output at axis 0, an input at axis 0 where batched says so (per group; by default every input), the
+    others unbatched (one value for the whole batch, as a predicate an unvmap made)."""
+    def batched_call(*groups: list[Any]) -> tuple[list[Any], ...]:
         counts = [len(g) for g in groups[:-1]]
-        flat_avals = [aval_of(x).update(shape=aval_of(x).shape[1:]) for g in groups for x in g]
+        flags = [True] * sum(len(g) for g in groups) if batched is None else [f for fs in batched for f in fs]
+        values = [x for g in groups for x in g]
+        flat_avals = [aval_of(x).update(shape=aval_of(x).shape[1:]) if f else aval_of(x)
+                      for x, f in zip(values, flags)]
         shapes: list[int] = []
 
         def flat(*leaves: Any) -> list[Any]:
@@ -86,9 +91,9 @@ def _batched_rule(rule: Callable[..., Any], size: int, label: str) -> Callable[.
             shapes[:] = [len(r) for r in results[:-1]]
             return [x for r in results for x in r]
         ir = stage_flat(flat, flat_avals, label=label)
-        bir, _ = batch_ir(ir, [0] * len(flat_avals), size, [0] * len(ir.outs))
-        return tuple(split_sizes(eval_ir(bir, [x for g in groups for x in g]), *shapes))
-    return batched
+        bir, _ = batch_ir(ir, [0 if f else None for f in flags], size, [0] * len(ir.outs))
+        return tuple(split_sizes(eval_ir(bir, values), *shapes))
+    return batched_call
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -112,12 +117,11 @@ def _custom_jvp_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, fun_ir: 
     return jvp(list(primals[num_consts:]), list(tangents[num_consts:]))  # (a tangent None: zero, see the rule)
 
 
-@custom_jvp_call_p.def_rule("vjp")
-def _custom_jvp_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, fun_ir: IR,
-                    num_consts: int, jvp: FlatRule) -> list[Any]:
-    """The rule's tangent map t -> jvp(args, t)[1] is linear: its VJP (the transpose) gives the cotangents. Only
-    the arguments reverse mode needs get tangents in it: the others' are zero (None to the rule: a SymbolicZero
-    with symbolic_zeros=True, as JAX's linearization gives them)."""
+def _custom_jvp_linear(ins: list[Any], needs: list[bool], fun_ir: IR, num_consts: int, jvp: FlatRule
+                       ) -> Callable[[list[Any]], list[Any]]:
+    """The rule's tangent map t -> jvp(args, t)[1], staged now, and its transpose (its VJP: it is linear) as a
+    function of the output cotangents. Only the arguments reverse mode needs get tangents in it: the others' are
+    zero (None to the rule: a SymbolicZero with symbolic_zeros=True, as JAX's linearization gives them)."""
     args = list(ins[num_consts:])
     which = [i for i, (a, need) in enumerate(zip(args, needs[num_consts:]))
              if need and dt.is_inexact(aval_of(a).dtype)]
@@ -131,19 +135,42 @@ def _custom_jvp_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list
         return _dense(jvp(args, tangents), fun_ir.out_avals)[1]
     linear = stage_flat(tangent_map, t_avals, None if known is None else [zeros(a) for a in t_avals],
                         label="custom_jvp rule")
-    _, in_cts = backward_pass(linear, [zeros(a) for a in t_avals], [True] * len(t_avals), cts, linear=True)
-    result: list[Any] = [None] * len(ins)
-    for i, ct in zip(which, in_cts):
-        result[num_consts + i] = ct
-    return result
+
+    def transpose(cts: list[Any]) -> list[Any]:
+        _, in_cts = backward_pass(linear, [zeros(a) for a in t_avals], [True] * len(t_avals), cts, linear=True)
+        result: list[Any] = [None] * len(ins)
+        for i, ct in zip(which, in_cts):
+            result[num_consts + i] = ct
+        return result
+    return transpose
+
+
+@custom_jvp_call_p.def_rule("vjp_split")
+def _custom_jvp_vjp_split(ins: list[Any], active: list[bool], *, fun_ir: IR, num_consts: int, jvp: FlatRule
+                          ) -> tuple[list[Any], Callable[..., list[Any]]]:
+    """Reverse mode runs the rule in the forward sweep, where JAX's linearization runs it: an error it raises
+    (equinox's nondifferentiable) comes before those of the equations after it, as under JAX."""
+    outs = custom_jvp_call_p.bind(*ins, fun_ir=fun_ir, num_consts=num_consts, jvp=jvp)
+    transpose = _custom_jvp_linear(ins, active, fun_ir, num_consts, jvp)
+    return outs, lambda cts, needs: [ct if need else None for ct, need in zip(transpose(cts), needs)]
+
+
+@custom_jvp_call_p.def_rule("vjp")
+def _custom_jvp_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, fun_ir: IR,
+                    num_consts: int, jvp: FlatRule) -> list[Any]:
+    return _custom_jvp_linear(ins, needs, fun_ir, num_consts, jvp)(cts)
 
 
 @custom_jvp_call_p.def_rule("depends")
 def _custom_jvp_depends(active: list[bool], *, fun_ir: IR, num_consts: int, jvp: FlatRule) -> list[bool]:
     """The outputs the rule gives a tangent (not None: a SymbolicZero, or an integer output's) when the active
-    arguments have one: the rule staged at the arguments' types, once per (rule, active arguments). As JAX's
-    symbolic zeros, an output the rule leaves zero is not differentiated after it. A rule that cannot run
-    abstractly (Python control flow on a primal value) gives every output."""
+    arguments have one. As JAX's symbolic zeros, an output the rule leaves zero is not differentiated after it.
+    Only a rule registered with symbolic_zeros=True may leave a float output's tangent zero: it is staged at the
+    arguments' types, once per (rule, active arguments) (one more run of it; the others do not run here). A rule
+    that cannot run abstractly (Python control flow on a primal value) gives every output."""
+    if not getattr(jvp, "symbolic_zeros", True):
+        on = any(active[num_consts:])
+        return [on and dt.is_inexact(a.dtype) for a in fun_ir.out_avals]
     key = tuple(active[num_consts:])
     known = _RULE_DEPENDS.setdefault(jvp, {})
     if key not in known:
@@ -172,15 +199,19 @@ _RULE_DEPENDS: "weakref.WeakKeyDictionary[Any, dict[tuple[bool, ...], list[bool]
 @custom_jvp_call_p.def_rule("batching")
 def _custom_jvp_batching(args: list[Any], dims: list[BatchDim], *, fun_ir: IR, num_consts: int, jvp: FlatRule
                          ) -> tuple[list[Any], list[BatchDim]]:
-    size = batch_size(args, dims)
-    args = _at_front(args, dims, size)
-    fun_b, _ = batch_ir(fun_ir, [0] * len(args), size, [0] * len(fun_ir.outs))
-    jvp_flat = _batched_rule(lambda ps, ts: _dense(jvp(ps, ts), fun_ir.out_avals), size, "custom_jvp rule")
+    size = batch_size(args, dims)  # (an unbatched argument stays one, as JAX's: a predicate an unvmap made)
+    batched = [d is not None for d in dims]
+    args = [batch_at_front(x, d, size) if b else x for x, d, b in zip(args, dims, batched)]
+    fun_b, _ = batch_ir(fun_ir, [0 if b else None for b in batched], size, [0] * len(fun_ir.outs))
+    arg_batched = batched[num_consts:]  # (a tangent is batched as its primal: same type)
+    jvp_flat = _batched_rule(lambda ps, ts: _dense(jvp(ps, ts), fun_ir.out_avals), size, "custom_jvp rule",
+                             [arg_batched, arg_batched])
 
     def jvp_b(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:  # (zeros staged as arrays)
         outs, touts = jvp_flat(primals, [zeros(aval_of(p).strip_weak_type()) if t is None else t
                                          for p, t in zip(primals, tangents)])
         return outs, [t if dt.is_inexact(aval_of(o).dtype) else None for o, t in zip(outs, touts)]
+    jvp_b.symbolic_zeros = getattr(jvp, "symbolic_zeros", True)  # type: ignore[attr-defined]
     return custom_jvp_call_p.bind(*args, fun_ir=fun_b, num_consts=num_consts, jvp=jvp_b), [0] * len(fun_ir.outs)
 
 
@@ -457,6 +488,7 @@ class custom_jvp:  # noqa: N801  (JAX's name)
             _check_rule_outputs(name, "tangent output of the jvp rule", t_tree, closed.out_tree,
                                 [aval_of(x) for x in t_leaves], out_avals)
             return out_leaves, [None if gone else t for t, gone in zip(t_leaves, absent)]
+        rule.symbolic_zeros = symbolic  # type: ignore[attr-defined]  (see _custom_jvp_depends)
 
         outs = custom_jvp_call_p.bind(*closed.consts, *leaves, fun_ir=closed.ir, num_consts=len(closed.consts),
                                       jvp=rule)

@@ -131,9 +131,18 @@ def savez(file: Any, *args: Any, **kwds: Any) -> None:
 
 
 def load(file: Any, *args: Any, **kwargs: Any) -> Any:
-    """An array from a .npy file, placed on the device (a .npz file gives numpy's lazy mapping, as numpy)."""
+    """An array from a .npy file, placed on the device (a .npz file gives numpy's lazy mapping, as numpy), as
+    JAX's: numpy writes bfloat16, a type it does not know, as 2-byte void, read back as bfloat16; an array of a
+    type ember arrays cannot hold (strings, objects) stays the numpy array."""
     out = _np.load(file, *args, **kwargs)
-    return asarray(out) if isinstance(out, _np.ndarray) else out
+    if not isinstance(out, _np.ndarray):
+        return out
+    if out.dtype == _np.dtype("V2"):
+        out = out.view(dt.bfloat16)
+    try:
+        return asarray(out)
+    except TypeError:
+        return out
 
 
 # bit packing

@@ -369,7 +369,7 @@ class Primitive(_Primitive, metaclass=_PrimitiveType):
         rule = self._jvp_of()
         primals = _operand_values(primals)
         ts = [Zero.from_primal_value(p) if t is None else t for p, t in zip(primals, tangents)]
-        out, tout = rule(list(primals), ts, **params)
+        out, tout = rule(tuple(primals), tuple(ts), **params)  # (tuples, as JAX's JVP trace gives them)
         if not self.multiple_results:
             out, tout = [out], [tout]
         return list(out), [None if _absent(t) else t for t in tout]
@@ -387,7 +387,7 @@ class Primitive(_Primitive, metaclass=_PrimitiveType):
             tangents: list[Any] = [Zero.from_primal_value(x) for x in ins]
             for i, t in zip(which, ts):
                 tangents[i] = t
-            _, tout = rule(list(ins), tangents, **params)
+            _, tout = rule(tuple(ins), tuple(tangents), **params)
             touts = list(tout) if self.multiple_results else [tout]
             return [zeros(a) if _absent(t) else t for t, a in zip(touts, out_avals)]
 
@@ -420,7 +420,9 @@ class Primitive(_Primitive, metaclass=_PrimitiveType):
         active = active_batching_axis()
         args = _operand_values(args)
         size = batch_size(args, dims) if any(d is not None for d in dims) else active[1]
-        out, out_dims = rule(AxisData(active[0] if active else None, size), args, list(dims), **params)
+        # (the operands and their dims as tuples, as JAX's batching trace gives them: a rule may pass dims on as
+        # a vmap's out_axes, a tree prefix of a tuple of outputs)
+        out, out_dims = rule(AxisData(active[0] if active else None, size), tuple(args), tuple(dims), **params)
         if not self.multiple_results:
             return [out], [_out_dim(out_dims, out)]
         out = list(out)
