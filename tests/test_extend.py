@@ -651,3 +651,34 @@ def test_rules_get_tuples_and_run_in_jaxs_order():
     second.defvjp(_second_fwd, lambda _, ct: (ct,))
     assert float(ember.grad(lambda x: second(first(x)))(np.float32(1.0))) == 1.0
     assert order == ["first's jvp rule", "second's fwd"]
+
+
+def test_a_custom_jvp_equation_bound_again_as_jax():
+    """get_bind_params of a custom_jvp call's equation gives JAX 0.10's `subfuns`: the function and the lifted rule
+    as wrapped functions (equinox's finalisation calls them), and binding the equation again with those params gives
+    its value, as under JAX."""
+    def on(api):
+        @api.custom_jvp
+        def f(x, y):
+            return api.numpy.sin(x) * y
+
+        @f.defjvp
+        def _f_jvp(primals, tangents):
+            (x, y), (tx, ty) = primals, tangents
+            return f(x, y), api.numpy.cos(x) * y * tx + api.numpy.sin(x) * ty
+
+        x, y = np.float32(0.5), np.float32(2.0)
+        (eqn,) = [e for e in api.make_jaxpr(f)(x, y).jaxpr.eqns if "custom_jvp" in str(e.primitive)]
+        params = eqn.primitive.get_bind_params(eqn.params)
+        fun, jvp = params["subfuns"]
+        again = eqn.primitive.bind(x, y, **params)
+        return ([float(v) for v in fun.call_wrapped(x, y)], [float(v) for v in jvp.call_wrapped(x, y, np.float32(1.0), np.float32(0.0))],
+                [float(v) for v in again])
+
+    def on_jax():
+        import jax
+        return on(jax)
+    want = jax_result(on_jax)
+    got = on(ember)
+    np.testing.assert_allclose(np.concatenate([np.ravel(g) for g in got]),
+                               np.concatenate([np.ravel(w) for w in want]), rtol=1e-6)

@@ -98,7 +98,16 @@ def _batched_rule(rule: Callable[..., Any], size: int, label: str,
 
 # ---------------------------------------------------------------------------------------------------------------
 # custom_jvp_call(consts..., args...; fun_ir, num_consts, jvp)
-custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True, eager_body="fun_ir", own_vma=True)
+class _RuleCallPrimitive(Primitive):
+    """A call of a function with custom rules: bound again from an equation's get_bind_params, it may be given
+    JAX's `subfuns` (the function and its rule as JAX's wrapped functions, see ember.extend), which its own params
+    already hold."""
+
+    def bind(self, *args: Any, subfuns: Any = None, **params: Any) -> Any:
+        return super().bind(*args, **params)
+
+
+custom_jvp_call_p = _RuleCallPrimitive("custom_jvp_call", multiple_results=True, eager_body="fun_ir", own_vma=True)
 custom_jvp_call_p.def_rule("abstract_eval", lambda *avals, fun_ir, num_consts, jvp: _outs_of(fun_ir))
 custom_jvp_call_p.def_rule("lowering", _lower_inline)
 custom_jvp_call_p.none_cotangents = True  # (a zero output cotangent stays None through the rule's transpose, so a

@@ -47,7 +47,8 @@ from ember._core.ir import Source, sub_irs
 from ember._core.sharding import explicit_of, explicit_sharding
 
 RULE_KINDS: tuple[str, ...] = ("abstract_eval", "lowering", "jvp", "vjp", "batching")
-HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split", "discharge", "depends", "sharding_rule", "transpose")
+HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split", "discharge", "depends", "sharding_rule", "transpose",
+                               "bind_params")
 
 NOT_DIFFERENTIABLE = "not differentiable"  # the mark for "jvp" and "vjp" of comparisons, iota, ...
 
@@ -139,8 +140,10 @@ class Primitive:
 
     def get_bind_params(self, params: dict[str, Any]) -> dict[str, Any]:
         """The params bind takes for an equation's params (JAX 0.10's method, used to bind an equation again):
-        ember's primitives take their sub-IRs as params, so the same."""
-        return params
+        ember's primitives take their sub-IRs as params, so the same, with what a "bind_params" hook adds (a
+        custom rule's functions as JAX's `subfuns`, which bind then ignores)."""
+        hook = self.rules.get("bind_params")
+        return params if hook is None else hook(params)
 
     def mark(self, kind: str, reason: str, error: type[Exception] = NotImplementedError) -> None:
         """Declare that this primitive has no rule of this kind, and why (e.g. NOT_DIFFERENTIABLE); using the rule

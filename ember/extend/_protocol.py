@@ -30,9 +30,9 @@ from typing import Any, Callable, Hashable, Sequence
 import numpy as np
 
 from ember._control.callbacks import TARGET, HostCallback
-from ember._control.custom import TypedZero
+from ember._control.custom import SymbolicZero, TypedZero, custom_jvp_call_p
 from ember._core import Primitive as _Primitive
-from ember._core import Literal, ShapedArray, aval_of, concrete_values, stage_flat
+from ember._core import Literal, ShapedArray, aval_of, concrete_values, eval_ir, stage_flat
 from ember._core import dtypes as dt
 from ember._core.axes import active_batching_axis
 from ember._core.pytree import tree_structure
@@ -43,6 +43,7 @@ from ember._prims.shape import batch_at_front, batch_size, broadcast_in_dim
 from ember._prims.shape import moveaxis as _moveaxis
 from ember._prims.shape import zeros
 from ember._transforms.ad import backward_pass
+from ember.extend.linear_util import wrap_init
 
 # ---------------------------------------------------------------------------------------------------------------
 # The tables JAX code writes rules into (jax.interpreters.ad, batching, mlir), keyed by primitive.
@@ -559,3 +560,23 @@ def defbroadcasting(prim: Primitive) -> None:
         out = prim.bind(*(batch_at_front(x, d, size) for x, d in zip(args, dims)), **params)
         return out, [0] * len(out) if prim.multiple_results else 0
     primitive_batchers[prim] = rule
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A custom_jvp call bound again from its equation (get_bind_params), as JAX 0.10's: its function and its rule as
+# `subfuns`, JAX's wrapped functions (equinox's finalisation calls the first on the call's operands)
+def _custom_jvp_bind_params(params: dict[str, Any]) -> dict[str, Any]:
+    fun_ir, num_consts, jvp = params["fun_ir"], params["num_consts"], params["jvp"]
+
+    def lifted_jvp(*xs: Any) -> list[Any]:
+        """JAX's lifted rule: (consts..., primals..., the consts' tangents..., tangents...) -> (outputs...,
+        output tangents...), a zero tangent as a SymbolicZero both ways."""
+        n = len(xs) // 2
+        primals, tangents = list(xs[num_consts:n]), list(xs[n + num_consts:])
+        outs, touts = jvp(primals, [None if isinstance(t, TypedZero) else t for t in tangents])
+        return list(outs) + [SymbolicZero(aval_of(o).to_tangent_aval()) if t is None else t
+                             for o, t in zip(outs, touts)]
+    return dict(params, subfuns=(wrap_init(lambda *xs: eval_ir(fun_ir, list(xs))), wrap_init(lifted_jvp)))
+
+
+custom_jvp_call_p.def_rule("bind_params", _custom_jvp_bind_params)
