@@ -275,3 +275,49 @@ def test_mnist_style_program_with_numpy_float64_parameters_runs_in_float32_as_ja
     assert all(leaf.dtype == np.float32 for leaf in ember.tree_util.tree_leaves(p_ours))
     assert l_ours.dtype == l_theirs.dtype == np.float32
     np.testing.assert_allclose(float(l_ours), float(l_theirs), rtol=1e-5)
+
+
+def _dtype_parameters(api):
+    """The dtype-like parameters of lax, numpy, random and nn functions, each given a 64-bit dtype."""
+    lax, jnp_, f64, i64 = api.lax, api.numpy, np.float64, np.int64
+    x = jnp_.ones((2, 2), np.float32)
+    return {
+        "lax.dot preferred_element_type": lambda: lax.dot(x, x, preferred_element_type=f64),
+        "lax.dot_general preferred_element_type": lambda: lax.dot_general(
+            x, x, (((1,), (0,)), ((), ())), preferred_element_type=f64),
+        "lax.conv preferred_element_type": lambda: lax.conv(jnp_.ones((1, 1, 3, 3)), jnp_.ones((1, 1, 2, 2)), (1, 1),
+                                                            "VALID", preferred_element_type=f64),
+        "lax.argmax index_dtype": lambda: lax.argmax(jnp_.ones(3), 0, i64),
+        "lax.argmin index_dtype": lambda: lax.argmin(jnp_.ones(3), 0, i64),
+        "lax.bitcast_convert_type new_dtype": lambda: lax.bitcast_convert_type(jnp_.ones(2, np.float32), i64),
+        "lax.convert_element_type new_dtype": lambda: lax.convert_element_type(x, f64),
+        "lax.full dtype": lambda: lax.full((2,), 1.0, f64),
+        "lax.full_like dtype": lambda: lax.full_like(x, 1, f64),
+        "lax.iota dtype": lambda: lax.iota(i64, 3),
+        "lax.broadcasted_iota dtype": lambda: lax.broadcasted_iota(i64, (2, 2), 0),
+        "jnp.matmul preferred_element_type": lambda: jnp_.matmul(x, x, preferred_element_type=f64),
+        "jnp.tensordot preferred_element_type": lambda: jnp_.tensordot(x, x, preferred_element_type=f64),
+        "jnp.vdot preferred_element_type": lambda: jnp_.vdot(x, x, preferred_element_type=f64),
+        "jnp.einsum preferred_element_type": lambda: jnp_.einsum("ij,jk", x, x, preferred_element_type=f64),
+        "jnp.sum dtype": lambda: jnp_.sum(x, dtype=f64),
+        "jnp.cumsum dtype": lambda: jnp_.cumsum(x, dtype=f64),
+        "jnp.mean dtype": lambda: jnp_.mean(x, dtype=f64),
+        "jnp.arange dtype": lambda: jnp_.arange(3, dtype=i64),
+        "jnp.eye dtype": lambda: jnp_.eye(2, dtype=f64),
+        "jnp.linspace dtype": lambda: jnp_.linspace(0, 1, 3, dtype=f64),
+        "random.uniform dtype": lambda: api.random.uniform(api.random.key(0), (2,), f64),
+        "random.randint dtype": lambda: api.random.randint(api.random.key(0), (2,), 0, 5, i64),
+        "nn.one_hot dtype": lambda: api.nn.one_hot(jnp_.arange(2), 3, dtype=f64),
+    }
+
+
+def test_64_bit_dtype_parameters_give_32_bit_results_as_jax():
+    """Without x64 every dtype-like parameter asking for a 64-bit type gives the 32-bit one, as JAX's (the
+    preferred_element_type of the dot family, argmax's index_dtype and bitcast_convert_type's new_dtype gave 64-bit
+    results)."""
+    def dtypes(api):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return {name: str(make().dtype) for name, make in _dtype_parameters(api).items()}
+    assert dtypes(ember) == dtypes(jax)
+    assert not any("64" in d for d in dtypes(ember).values())

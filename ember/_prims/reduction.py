@@ -270,7 +270,7 @@ argmin_p = _argminmax("argmin", _bool_aware(lt, False))
 def _arg_extreme(prim: Primitive, operand: Any, axis: int, index_dtype: Any) -> Any:
     aval = aval_of(operand)
     axis = normalize_axis(prim.name, static_int(prim.name, "axis", axis), aval.ndim)
-    return prim.bind(operand, axes=(axis,), index_dtype=dt.parse_dtype(index_dtype))
+    return prim.bind(operand, axes=(axis,), index_dtype=dt.canonicalize_dtype(index_dtype))  # (int64: int32 without x64)
 
 
 def argmax(operand: Any, axis: int, index_dtype: Any) -> Any:

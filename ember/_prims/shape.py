@@ -151,8 +151,14 @@ def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Any:
     return broadcast_in_dim_p.bind(fill_value, shape=shape, broadcast_dimensions=())
 
 
-def full_like(x: Any, fill_value: Any) -> Any:
-    """fill_value (a scalar, or an array of x's shape) broadcast to x's shape, in x's dtype."""
+def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Sequence[int] | None = None) -> Any:
+    """fill_value (a scalar, or an array of x's shape) broadcast to x's shape, in x's dtype (like
+    jax.lax.full_like; dtype and shape, when given, replace x's: then a scalar fill_value, and the result is
+    strongly typed)."""
+    if dtype is not None or shape is not None:
+        aval = aval_of(x)
+        return full(aval.shape if shape is None else shape, fill_value,
+                    aval.dtype if dtype is None else dt.canonicalize_dtype(dtype))
     aval = aval_of(x)
     if is_python_scalar(fill_value):
         fill_value = scalar_literal(fill_value, aval.dtype, aval.weak_type)
