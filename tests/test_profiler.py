@@ -71,3 +71,32 @@ def test_start_and_stop(tmp_path):
     assert any(e["cat"] == "execute" for e in read(path))
     with pytest.raises(NotImplementedError, match="perfetto"):
         ember.profiler.start_trace(tmp_path, create_perfetto_link=True)
+
+
+def test_programs_compiled_before_the_trace_are_recorded(tmp_path):
+    """Warm up, then profile (the normal use): the calls of programs compiled before start_trace are events too, one
+    per call (on one device, partitioned by in_shardings, and a donating one); none are recorded after stop_trace."""
+    mesh = ember.make_mesh((2,), ("x",))
+    split = ember.sharding.NamedSharding(mesh, ember.sharding.PartitionSpec("x"))
+    def halve(w):
+        return w * 0.5 + 1.0
+
+    def double(w):
+        return w * 2.0
+
+    def decrement(w):
+        return w - 1.0
+    step, split_step = ember.jit(halve), ember.jit(double, in_shardings=split)
+    donating = ember.jit(decrement, donate_argnums=0)
+    w = enp.ones(4)
+    step(w), split_step(w), donating(enp.ones(4))  # (compiled before the trace)
+    with ember.profiler.trace(tmp_path):
+        for _ in range(3):
+            w = step(w)
+            split_step(w)
+            donating(enp.ones(4))
+    step(w)
+    (path,) = tmp_path.glob("plugins/profile/*/*.trace.json.gz")
+    executes = [e["name"] for e in read(path) if e["cat"] == "execute"]
+    for name in ("jit(halve)", "jit(double)", "jit(decrement)"):
+        assert executes.count(name) == 3, executes

@@ -21,12 +21,11 @@ from ember._core.cache import LRUCache, clear_all_caches
 from ember._core.config import config
 from ember._core.dtypes import StagingOptions
 from ember._api.recompiles import CacheInfo, CompileLog, on_hit, on_miss
-from ember._api.stages import Lowered, Traced, abstractify, donor_plan, give_up, warn_unusable
+from ember._api.stages import Lowered, Traced, abstractify, donor_plan, warn_unusable
 from ember._api.sharding import check_shardings, leaf_shardings
 from ember._control.pjit import call_jitted
 from ember._core.sharding import MeshContexts, Sharding, SingleDeviceSharding, placement_token
-from ember._hlo import lower
-from ember._runtime import Array, Lowered as RuntimeLowered, ShardedArray
+from ember._runtime import Array, ShardedArray
 from ember._runtime.backends import devices as backend_devices
 from ember._runtime.compiler import compile_options
 from ember._runtime.pjrt.device import Device
@@ -454,47 +453,49 @@ def _compile_program(ir: IR, name: str, donated: Sequence[bool] | None = None,
                      shardings: tuple[list[Any] | None, list[Any] | None] | None = None, deferred: bool = False,
                      naming: _Naming | None = None, keep_unused: bool = False) -> _Program:
     """How calls run ir compiled: (run the program on the call's flat leaves, build the result from its flat
-    outputs). The one place that compiles and calls a jitted function's program outside traces.
+    outputs). The one place that compiles and calls a jitted function's program outside traces, in one sequence:
+    the inputs no live equation reads dropped, the donation planned, then compile_ir (which discharges Refs and
+    lowers with the donors) and a call on one device or partitioned.
 
     Inputs that no live equation reads are not parameters of the program (as in JAX: a function reading 2 leaves
     of a pytree of 100000 compiles and runs a program of 2 parameters); run drops their leaves, so callers pass
-    every leaf as before. donated: per leaf, whether the caller gives its buffer up (see _donating_program).
-    shardings: (per input leaf, per output leaf) jit's in_shardings / out_shardings (see _sharded_program).
-    naming: how the program's errors name the function and its leaves (Jitted._naming). keep_unused: every input
-    is a parameter (jit's keep_unused=True)."""
+    every leaf as before (keep_unused: every input is a parameter, jit's keep_unused=True). donated: per leaf,
+    whether the caller gives its buffer up: XLA may write outputs into it (`jax.buffer_donor`), and a donated
+    Array (or ShardedArray) whose own buffers the call takes is deleted after it (using it raises a clear error);
+    donor_plan says which leaves are usable, the runtime how an Array that cannot be given up is handled.
+    shardings: (per input leaf, per output leaf) jit's in_shardings / out_shardings: the program runs partitioned
+    over their devices (ember._runtime.spmd), each input split as its sharding says, each output placed as its own
+    does (XLA chooses where none is given). naming: how the program's errors name the function and its leaves
+    (Jitted._naming)."""
     live, read = dce_outputs(ir, [True] * len(ir.outs))
     if keep_unused:
         read = [True] * len(read)
-    if shardings is not None:
-        return _sharded_program(ir, live, read, name, *shardings, naming=naming)
-    if donated is not None and any(donated):
-        return _donating_program(ir, live, read, name, donated, naming)
-    if all(read):
-        executable = _named(compile_staged(ir, name, deferred), naming)
-        return executable.call_flat, output_builder(ir.out_tree)
     kept = [i for i, is_read in enumerate(read) if is_read]
-    executable = _named(compile_staged(IR(live.const_vars, live.consts, [ir.in_vars[i] for i in kept], live.eqns,
-                                          live.outs, ir.out_tree), name, deferred), naming, kept)
+    program = ir if all(read) else IR(live.const_vars, live.consts, [ir.in_vars[i] for i in kept], live.eqns,
+                                      live.outs, ir.out_tree)
+    donors = None
+    if donated is not None and any(donated):
+        planned, unusable = donor_plan(ir.in_avals, live.out_avals, donated, read)
+        warn_unusable(name, unusable)
+        donors = [planned[i] for i in kept]
+    deferred = deferred or shardings is not None  # (a partitioned program is compiled at its first call)
+    executable = compile_staged(program, name, deferred, donors)
+    executable = _named(executable, naming, None if program is ir else kept)
+    if shardings is not None:
+        ins, outs = shardings
+        call_sharded, donating = executable.call_sharded, tuple(i for i, d in enumerate(donors or ()) if d)
+        kept_ins = None if ins is None else [ins[i] for i in kept]
+
+        def run(leaves: Sequence[Any]) -> list[Any]:
+            return call_sharded([leaves[i] for i in kept], kept_ins, outs, donating=donating)
+        return run, output_builder(ir.out_tree)
+    if program is ir:
+        return executable.call_flat, output_builder(ir.out_tree)
     call_flat = executable.call_flat
 
-    def run(leaves: Sequence[Any]) -> list[Any]:
+    def run_kept(leaves: Sequence[Any]) -> list[Any]:
         return call_flat([leaves[i] for i in kept])
-    return run, output_builder(ir.out_tree)
-
-
-def _sharded_program(ir: IR, live: IR, read: Sequence[bool], name: str, ins: list[Any] | None,
-                     outs: list[Any] | None, naming: _Naming | None = None) -> _Program:
-    """_compile_program for jit's in_shardings / out_shardings: the program runs partitioned over their devices
-    (ember._runtime.spmd), each input split as its sharding says, each output placed as its own does (XLA chooses
-    where none is given)."""
-    kept = [i for i, is_read in enumerate(read) if is_read]
-    program = IR(live.const_vars, live.consts, [ir.in_vars[i] for i in kept], live.eqns, live.outs, ir.out_tree)
-    call_sharded = _named(compile_staged(program, name, True), naming, kept).call_sharded
-    kept_ins = None if ins is None else [ins[i] for i in kept]
-
-    def run(leaves: Sequence[Any]) -> list[Any]:
-        return call_sharded([leaves[i] for i in kept], kept_ins, outs)
-    return run, output_builder(ir.out_tree)
+    return run_kept, output_builder(ir.out_tree)
 
 
 def eval_shape(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -503,29 +504,6 @@ def eval_shape(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     if not callable(fun):
         raise TypeError(f"eval_shape: expected a function, got {type(fun).__name__}")
     return Jitted(fun).eval_shape(*args, **kwargs)
-
-
-def _donating_program(ir: IR, live: IR, read: Sequence[bool], name: str, donated: Sequence[bool],
-                      naming: _Naming | None = None) -> _Program:
-    """_compile_program for a call that donates some argument leaves: XLA may write outputs into their buffers
-    (`jax.buffer_donor`), and the donated Arrays are deleted after the call (using one raises a clear error). Which
-    leaves are usable, and how an Array that cannot be given up is handled: donor_plan and give_up."""
-    donors, unusable = donor_plan(ir.in_avals, live.out_avals, donated, read)
-    warn_unusable(name, unusable)
-    kept = [i for i, is_read in enumerate(read) if is_read]
-    program = IR(live.const_vars, live.consts, [ir.in_vars[i] for i in kept], live.eqns, live.outs, ir.out_tree)
-    call_flat = _named(RuntimeLowered(program, name, lower(program, [donors[i] for i in kept])).compile(), naming,
-                       kept).call_flat
-    slots = [slot for slot, i in enumerate(kept) if donors[i]]
-
-    def run(leaves: Sequence[Any]) -> list[Any]:
-        args = [leaves[i] for i in kept]
-        giving = give_up(args, slots)
-        outs = call_flat(args)
-        for x in giving:
-            x.delete()
-        return outs
-    return run, output_builder(ir.out_tree)
 
 
 def jit(fun: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),

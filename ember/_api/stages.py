@@ -18,7 +18,7 @@ from ember._core.pytree import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 from ember._api.staging import first_mismatch
 from ember._hlo import lower
 from ember._transforms.discharge import pure_for_lowering
-from ember._runtime import Array, Compiled as _RuntimeCompiled, Lowered as _RuntimeLowered
+from ember._runtime import Compiled as _RuntimeCompiled, Lowered as _RuntimeLowered
 from ember._runtime.hlo_text import hlo_module_text
 from ember._runtime.spmd import program_placement, sharded_call_plan, spmd_text
 from ember._runtime.pjrt.structs import option_overrides
@@ -120,22 +120,6 @@ def warn_unusable(name: str, unusable: Sequence[ShapedArray]) -> None:
                       stacklevel=5)
 
 
-def give_up(args: list[Any], slots: Sequence[int]) -> list[Any]:
-    """Prepare a call that donates args[slot] for each slot: returns the Arrays to delete after the call. An Array
-    that cannot be given up (a numpy view or DLPack export of it is alive: its buffer is pinned, or it is passed
-    twice) is replaced in args by a copy (uploaded anew), which is donated instead: no one sees its memory change.
-    numpy and Python values are uploaded as usual."""
-    giving = []
-    for slot in slots:
-        x = args[slot]
-        if type(x) is Array:
-            if x._buffer._pins or sum(y is x for y in args) > 1:
-                args[slot] = np.array(x)
-            else:
-                giving.append(x)
-    return giving
-
-
 class Traced:
     """A function traced for some arguments (jit(f).trace(...)): its IR (`.jaxpr`, also `.ir`: ember's printable
     IR), the types of its arguments and results, and `.lower()`."""
@@ -177,11 +161,10 @@ class Lowered(_RuntimeLowered):
         else:
             ins, outs = shardings or (None, None)
             _, plan = sharded_call_plan(name, ir, placement, [None] * len(ir.in_vars), ins, outs)
-            text = spmd_text(ir, *plan[:3])
-        super().__init__(ir, name, text)
+            text = spmd_text(ir, *plan[:3], donors)
+        super().__init__(ir, name, text, donors=donors)  # (its calls give the donated leaves up: see the runtime)
         self.shardings = shardings
         self.in_tree = in_tree
-        self.donors = [i for i, d in enumerate(donors or ()) if d]  # the leaves given up by each call
 
     out_tree = property(lambda self: self.ir.out_tree)
     in_avals = property(lambda self: tree_unflatten(self.in_tree, list(self.ir.in_avals)))
@@ -255,7 +238,7 @@ class Compiled(_RuntimeCompiled):
 
     def __init__(self, lowered: Lowered, executable: Any):
         super().__init__(lowered, executable)
-        self.in_tree, self.donors = lowered.in_tree, lowered.donors
+        self.in_tree = lowered.in_tree
         self.args_info = lowered.args_info
         self.out_info = lowered.out_info
 
@@ -270,10 +253,7 @@ class Compiled(_RuntimeCompiled):
             where, expected, got = mismatch
             raise TypeError(f"{self.name}: {where}: expected {expected.str_short()}, got {got.str_short()} (a compiled "
                             "function takes the types it was lowered for)")
-        giving = give_up(leaves, self.donors) if self.donors else ()
         outs = self.call_flat(leaves)
-        for x in giving:
-            x.delete()
         return self.ir.out_tree.unflatten(outs) if self.ir.out_tree is not None else outs
 
     call = __call__
@@ -344,4 +324,4 @@ def _short(info: Any) -> str:
 
 
 __all__ = ["Compiled", "CompiledMemoryStats", "Lowered", "ShapeDtypeStruct", "Traced", "abstractify",
-           "args_info_of", "donor_plan", "give_up", "struct_of", "warn_unusable"]
+           "args_info_of", "donor_plan", "struct_of", "warn_unusable"]

@@ -103,15 +103,15 @@ def with_consts(template: IR, consts: Sequence[Any]) -> SharedIR:
                     template.in_vars[n:], template.eqns, template.outs, template.out_tree)
 
 
-def compile_staged(ir: IR, name: str, deferred: bool = False) -> Compiled:
+def compile_staged(ir: IR, name: str, deferred: bool = False, donors: Sequence[bool] | None = None) -> Compiled:
     """compile_ir, told the structural key of an IR made by transform_once (so that it is not computed anew).
-    deferred: see ember._runtime.Lowered.compile."""
+    deferred: see ember._runtime.Lowered.compile; donors: see compile_ir."""
     template = _made_from.get(ir)
     if template is None:
-        return compile_ir(ir, name, deferred=deferred)
+        return compile_ir(ir, name, deferred=deferred, donors=donors)
     if template.lowering_key is None:
         try:
             template.lowering_key = structural_key(ir, sources=False)
         except NotKeyable:
-            return compile_ir(ir, name, deferred=deferred)
-    return compile_ir(ir, name, template.lowering_key, deferred)
+            return compile_ir(ir, name, deferred=deferred, donors=donors)
+    return compile_ir(ir, name, template.lowering_key, deferred, donors)

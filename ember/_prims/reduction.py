@@ -270,7 +270,8 @@ argmin_p = _argminmax("argmin", _bool_aware(lt, False))
 def _arg_extreme(prim: Primitive, operand: Any, axis: int, index_dtype: Any) -> Any:
     aval = aval_of(operand)
     axis = normalize_axis(prim.name, static_int(prim.name, "axis", axis), aval.ndim)
-    return prim.bind(operand, axes=(axis,), index_dtype=dt.canonicalize_dtype(index_dtype))  # (int64: int32 without x64)
+    # (a 64-bit index_dtype is its 32-bit one without x64, as JAX's)
+    return prim.bind(operand, axes=(axis,), index_dtype=dt.canonicalize_dtype(index_dtype))
 
 
 def argmax(operand: Any, axis: int, index_dtype: Any) -> Any:

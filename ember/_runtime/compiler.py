@@ -23,7 +23,7 @@ from ember._core import profile
 from ember._hlo import lower
 from ember._hlo.lower import DevicesNeeded
 from ember._transforms.cache import paused_gc
-from ember._transforms.discharge import has_refs
+from ember._transforms.discharge import discharge_ir, has_refs, ref_positions
 from ember._runtime.refs import RefCompiled
 from ember._runtime import callbacks as _callbacks, pjrt as _pjrt
 from ember._runtime.array import Array
@@ -151,8 +151,13 @@ class DeletedArrayError(RuntimeError):
 class Lowered:
     """An IR lowered to a StableHLO module, not yet compiled."""
 
-    def __init__(self, ir: IR, name: str, text: str, unlowerable: DevicesNeeded | None = None):
+    def __init__(self, ir: IR, name: str, text: str, unlowerable: DevicesNeeded | None = None,
+                 donors: Sequence[bool] | None = None):
+        """donors: per input, whether a call gives its buffer up (text was lowered so: see ember._hlo.lower): the
+        program's calls, on one device or partitioned, then delete the donated arguments whose buffers they
+        used."""
         self.ir, self.name, self.text = ir, name, text
+        self.donors = tuple(bool(d) for d in donors) if donors is not None and any(donors) else None
         self.shardings: tuple[Sequence[Any] | None, Sequence[Any] | None] | None = None  # (see Compiled)
         # (a program that runs on several devices only: why its one-device module could not be written, raised
         # by a call on one device)
@@ -205,34 +210,47 @@ class Lowered:
 _executables = LRUCache("program_cache_size")
 
 
-def lower_ir(ir: IR, name: str = "main") -> Lowered:
+def lower_ir(ir: IR, name: str = "main", donors: Sequence[bool] | None = None) -> Lowered:
     try:
-        return Lowered(ir, name, lower(ir))
+        return Lowered(ir, name, lower(ir, donors), donors=donors)
     except DevicesNeeded as err:  # (a call of a program exported for several devices: see Lowered.unlowerable)
-        return Lowered(ir, name, "", err)
+        return Lowered(ir, name, "", err, donors)
 
 
-def compile_ir(ir: IR, name: str = "main", key: Any = None, deferred: bool = False) -> "Compiled":
-    """Lower and compile an IR. The lowering of an IR of the same structure as one lowered before is reused (a
-    function staged anew, as a fresh closure each step, gives a new IR of the same structure each time). key is
-    ir's structural_key(ir, sources=False), where the caller knows it already. deferred: see Lowered.compile."""
+def compile_ir(ir: IR, name: str = "main", key: Any = None, deferred: bool = False,
+               donors: Sequence[bool] | None = None) -> "Compiled":
+    """Lower and compile an IR: the one way from an IR to a program that runs (jit's, the AOT stages', eager
+    dispatch's, pmap's), on one device or partitioned over several when called so. The lowering of an IR of the
+    same structure as one lowered before is reused (a function staged anew, as a fresh closure each step, gives a
+    new IR of the same structure each time). key is ir's structural_key(ir, sources=False), where the caller knows
+    it already. deferred: see Lowered.compile. donors: per input, whether calls give its buffer up (see Lowered).
+
+    An IR that uses Refs is discharged first: one that takes Refs (arguments, or Refs it closed over) runs as a
+    RefCompiled (ember._runtime.refs); one that only makes and uses its own is the pure program of its discharge."""
+    if donors is not None and not any(donors):
+        donors = None
     if has_refs(ir):  # (it reads and writes ember.Refs: ember._runtime.refs)
-        return RefCompiled(ir, name, lambda pure: compile_ir(pure, name, None, deferred),
-                           lambda pure, donors: Lowered(pure, name, lower(pure, donors)).compile(deferred))
+        const_refs, in_refs = ref_positions(ir)
+        if not const_refs and not in_refs:  # (Refs made and used inside: their discharge is a pure program)
+            return compile_ir(discharge_ir(ir).ir, name, None, deferred, donors)
+        def compile_pure(pure: IR, pure_donors: Sequence[bool] | None = None) -> Compiled:
+            return compile_ir(pure, name, None, deferred, pure_donors)
+        return RefCompiled(ir, name, compile_pure, compile_pure, donors)
     try:
         if key is None:
             key = structural_key(ir, sources=False)  # (the text has no source locations)
-        text = _lowerings.lookup(key)
+        lowering_key = key if donors is None else (key, donors)
+        text = _lowerings.lookup(lowering_key)
     except (NotKeyable, TypeError):
-        return lower_ir(ir, name).compile(deferred)
+        return lower_ir(ir, name, donors).compile(deferred)
     if text is None:
         try:
             with paused_gc():
-                text = lower(ir)
+                text = lower(ir, donors)
         except DevicesNeeded as err:  # (it runs on several devices only: compiled for them when called)
-            return Lowered(ir, name, "", err).compile(True)
-        _lowerings.store(key, text)
-    return Lowered(ir, name, text).compile(deferred)
+            return Lowered(ir, name, "", err, donors).compile(True)
+        _lowerings.store(lowering_key, text)
+    return Lowered(ir, name, text, donors=donors).compile(deferred)
 
 
 _OVERRIDES: contextvars.ContextVar[bytes] = contextvars.ContextVar("compile_option_overrides", default=b"")
@@ -332,6 +350,8 @@ class Compiled:
         self._spmd_programs = LRUCache("program_cache_size")
         self._spmd_by_placement = LRUCache("program_cache_size")  # (see spmd_program)
         self._placement = program_placement(ir)  # the mesh or sharding it names (None: runs on any one device)
+        self._donors = getattr(lowered, "donors", None)  # (see Lowered; the slots given up by each call:)
+        self._donor_slots = tuple(i for i, d in enumerate(self._donors or ()) if d)
         # (in_shardings, out_shardings) its calls run with (an AOT-compiled sharded program's), or None
         self.preset_shardings: tuple[Sequence[Any] | None, Sequence[Any] | None] | None = \
             getattr(lowered, "shardings", None)
@@ -378,21 +398,30 @@ class Compiled:
         return self._guard.run(lambda: _callbacks.running(lambda: _ready(self._caller(args))))  # type: ignore
 
     def call_flat(self, args: Sequence[Any]) -> list[Any]:
+        if _Checks.profiling and not getattr(_recording, "depth", 0):
+            return _recorded(self, self.call_flat, args)
         if _callbacks.state.in_worker_callback:
             _callbacks.check_reentry(self.name)
+        donating = self._donor_slots
+        if donating:  # (the arguments it gives up: see _giving_up)
+            args = _giving_up(list(args), donating)
         if _MeshContexts.active and context_mesh() is not None:  # (set_mesh: the call runs over its devices)
-            return self._call_general(args)
+            return self._call_general(args, donating)
         try:
             outs = self._fast(args)
         except _pjrt.PjrtError as err:
             raise self._execute_error(err, args, [*self._caller.consts, *(getattr(x, "_buffer", x) for x in args)]) \
                 from _callbacks.take_error(str(err))  # (a host callback's exception, with its traceback; or None)
         if outs is None:
-            outs = self._call_general(args)
+            return self._call_general(args, donating)
+        for slot in donating:  # (the common case took every Array argument's own buffer; a host value is a copy)
+            if type(args[slot]) is Array:
+                args[slot].delete()
         return outs
 
-    def _call_general(self, args: Sequence[Any]) -> list[Any]:
-        """A call in any case: host values as arguments, another device, debug checks, errors."""
+    def _call_general(self, args: Sequence[Any], donating: Sequence[int] = ()) -> list[Any]:
+        """A call in any case: host values as arguments, another device, debug checks, errors. donating: the
+        arguments given up (see Lowered.donors): an Array whose own buffer the program took is deleted after."""
         if len(args) != len(self.in_avals):
             raise TypeError(f"{self.name}: expected {len(self.in_avals)} arguments "
                             f"({', '.join(a.str_short() for a in self.in_avals)}), got {len(args)}")
@@ -400,11 +429,11 @@ class Compiled:
             raise RuntimeError(f"ember tried to run {self.name}, but the no_execution option is set")
         if self._placement is not None or self.preset_shardings is not None or any(
                 type(x) is ShardedArray for x in args) or (_MeshContexts.active and context_mesh() is not None):
-            return self.call_sharded(args, *(self.preset_shardings or (None, None)))
+            return self.call_sharded(args, *(self.preset_shardings or (None, None)), donating=donating)
         if self._deferred:  # (its first call on one device)
             self._deferred = False
             self._install(self._lowered._executable())
-            return self.call_flat(args)
+            return self._call_general(args, donating)
         # JAX's placement rules: the computation runs on the device its committed array arguments are committed to
         # (all the same one, else JAX's ValueError), else on the default device; the uncommitted ones move there
         # (to_buffer), and the results are committed when an argument was.
@@ -428,10 +457,13 @@ class Compiled:
         if device is fast.device and fast.consts is None:
             fast.consts = tuple(consts)
         buffers = list(consts)
-        for x, aval, where in zip(args, self.in_avals, self._where):
+        taken = []  # (the given-up Arrays whose own buffers the program takes)
+        for i, (x, aval, where) in enumerate(zip(args, self.in_avals, self._where)):
             if type(x) is Array and x.aval.shape == aval.shape and x.aval.dtype == aval.dtype \
                     and x._buffer.device is device:
                 buffers.append(x._buffer)  # the common case, checked inline (deleted buffers fail in execute)
+                if donating and i in donating:
+                    taken.append(x)
             else:
                 if _Guards.host_to_device and type(x) is not Array:
                     _check_transfer("host_to_device", lambda: f"{where}, {aval.str_short()} to {device}")
@@ -444,6 +476,8 @@ class Compiled:
                     self.executable.execute(buffers, self._out_specs))))
         except _pjrt.PjrtError as err:
             raise self._execute_error(err, args, buffers) from _callbacks.take_error(str(err))
+        for x in taken:
+            x.delete()
         wrap, name = Array._from_buffer, self.name
         results = [wrap(b, aval, name, committed) for b, aval in zip(outs, self.out_avals)]
         if _Checks.nans or _Checks.infs:
@@ -456,18 +490,22 @@ class Compiled:
         return f"argument {names[i] if i < len(names) else f'args[{i}]'} of {self.fun_name}"
 
     def call_sharded(self, args: Sequence[Any], in_shardings: Sequence[Any] | None = None,
-                     out_shardings: Sequence[Any] | None = None) -> list[Any]:
+                     out_shardings: Sequence[Any] | None = None, donating: Sequence[int] = ()) -> list[Any]:
         """Run the program partitioned over several devices (XLA's SPMD partitioner): with the given input and
         output shardings (None, or a None entry: an input's own sharding, else replicated; an output's chosen by
         XLA's propagation), on the devices of the shardings, of the sharded arguments, of the program's
         sharding constraints or of the context mesh (set_mesh)."""
+        if _Checks.profiling and not getattr(_recording, "depth", 0):
+            return _recorded(self, lambda xs: self.call_sharded(xs, in_shardings, out_shardings, donating), args)
         if len(args) != len(self.in_avals):
             raise TypeError(f"{self.name}: expected {len(self.in_avals)} arguments "
                             f"({', '.join(a.str_short() for a in self.in_avals)}), got {len(args)}")
         for i, x in enumerate(args):
             if isinstance(x, Array) and not isinstance(x, Tracer) and x.is_deleted():
                 raise DeletedArrayError(f"{self.name}: argument {i} ({x.aval.str_short()}) has been deleted")
-        results = self.spmd_program(args, in_shardings, out_shardings)(args)
+        if donating and donating is not self._donor_slots:  # (a call from outside call_flat: see _giving_up)
+            args = _giving_up(list(args), donating)
+        results = self.spmd_program(args, in_shardings, out_shardings)(args, donating)
         if _Checks.nans or _Checks.infs:
             _check_results(self, args, results)
         return results
@@ -489,7 +527,7 @@ class Compiled:
                                       self.describe_arg, context)
         program = self._spmd_programs.lookup(key)
         if program is None:
-            program = SpmdProgram(self.ir, self.name, *plan)
+            program = SpmdProgram(self.ir, self.name, *plan, donors=self._donors)
             self._spmd_programs.store(key, program)
         self._spmd_by_placement.store(placed, program)
         return program
@@ -526,6 +564,21 @@ class Compiled:
         return f"<Compiled {self.name}: ({ins}) -> ({outs})>"
 
 
+def _giving_up(args: list[Any], slots: Sequence[int]) -> list[Any]:
+    """args for a call that gives up args[slot] for each slot: an Array that cannot be given up (a numpy view or
+    DLPack export of it is alive: its buffer is pinned; or it is passed twice) replaced by a host copy, uploaded
+    anew, whose buffer is donated instead: no one sees its memory change."""
+    for slot in slots:
+        x = args[slot]
+        if type(x) is Array:
+            if x._buffer._pins or sum(y is x for y in args) > 1:
+                args[slot] = np.array(x)
+        elif type(x) is ShardedArray:
+            if any(b._pins for b in x._shards) or sum(y is x for y in args) > 1:
+                args[slot] = np.array(x)
+    return args
+
+
 def _no_fast_path(args: Sequence[Any]) -> None:
     return None
 
@@ -534,13 +587,14 @@ class _Checks:
     """The debug_nans / debug_infs options, kept here as plain attributes: every compiled call reads them. active:
     a check or a host-to-device transfer guard is on (calls take the general path)."""
     nans = infs = active = no_execution = False
+    profiling = False  # (the profiler records: every call of a program is an event, see _profiling)
 
     @classmethod
     def update(cls, _: Any = None) -> None:
         cls.nans, cls.infs, cls.no_execution = config.debug_nans, config.debug_infs, config.no_execution
         cls.active = cls.nans or cls.infs or cls.no_execution or _Guards.host_to_device
-        if C is not None:
-            C.set_checks_active(cls.active)  # (its Callers then leave every call to the general path)
+        if C is not None:  # (its Callers then leave every call to the general path, or to call_flat)
+            C.set_checks_active(cls.active or cls.profiling)
 
 
 _Checks.update()
@@ -553,20 +607,12 @@ for _option_name in CALL_CHECK_OPTIONS:
 
 
 def _profiling(on: bool) -> None:
-    """While the profiler records, programs run through an instrumented call_flat (and the C Callers leave every
-    call to it), each execution waited for so that its event lasts as long as the computation; arrays read to the
-    host are events too. Nothing is instrumented otherwise."""
+    """While the profiler records, every call of a program (compiled before or after the profiler started: the
+    calls check _Checks.profiling, so a program a jitted function holds is recorded too) is an event, each
+    execution waited for so that its event lasts as long as the computation; arrays read to the host are events
+    too. Nothing is recorded otherwise."""
     if on:
-        plain_call, plain_value = Compiled.call_flat, Array._value
-
-        def call_flat(self: Compiled, args: Sequence[Any]) -> list[Any]:
-            start = time.perf_counter_ns()
-            outs = plain_call(self, args)
-            for out in outs:
-                if type(out) is Array:
-                    out.block_until_ready()
-            profile.record(self.name, "execute", start, time.perf_counter_ns(), {"arguments": len(args)})
-            return outs
+        plain_value = Array._value
 
         def value(self: Array) -> Any:
             if self._host is not None:
@@ -575,13 +621,32 @@ def _profiling(on: bool) -> None:
             host = plain_value(self)
             profile.record(f"to host {self.aval.str_short()}", "transfer", start, time.perf_counter_ns())
             return host
-        _profiling.saved = (plain_call, plain_value)  # type: ignore[attr-defined]
-        Compiled.call_flat, Array._value = call_flat, value  # type: ignore[method-assign]
-        if C is not None:
-            C.set_checks_active(True)
+        _profiling.saved = plain_value  # type: ignore[attr-defined]
+        Array._value = value  # type: ignore[method-assign]
+        _Checks.profiling = True
     else:
-        Compiled.call_flat, Array._value = _profiling.saved  # type: ignore[attr-defined,method-assign]
-        _Checks.update()
+        Array._value = _profiling.saved  # type: ignore[attr-defined,method-assign]
+        _Checks.profiling = False
+    _Checks.update()
+
+
+_recording = threading.local()  # (depth: the calls being recorded in this thread, so that one call is one event)
+
+
+def _recorded(compiled: Compiled, call: Callable[[Sequence[Any]], list[Any]], args: Sequence[Any]) -> list[Any]:
+    """call(args), a call of compiled, recorded as one "execute" event while the profiler records."""
+    depth = getattr(_recording, "depth", 0)
+    _recording.depth = depth + 1
+    try:
+        start = time.perf_counter_ns()
+        outs = call(args)
+        for out in outs:
+            if isinstance(out, Array):
+                out.block_until_ready()
+        profile.record(compiled.name, "execute", start, time.perf_counter_ns(), {"arguments": len(args)})
+        return outs
+    finally:
+        _recording.depth = depth
 
 
 profile.add_hook(_profiling)

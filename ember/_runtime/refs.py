@@ -33,7 +33,11 @@ class RefCompiled:
     (XLA writes the final values into them), when nothing but the Ref holds those values (an Array read out of the
     Ref and kept, or viewed by numpy, is left alone: that call runs a program without donation instead)."""
 
-    def __init__(self, ir: IR, name: str, compile_pure: Any, compile_donating: Any = None):
+    def __init__(self, ir: IR, name: str, compile_pure: Any, compile_donating: Any = None,
+                 donors: Sequence[bool] | None = None):
+        """compile_pure(pure IR, donors) and compile_donating(pure IR, donors): the discharged program, donating
+        the arguments the caller gives up (donors: per input of ir, a Ref's never) and, for the second, also the
+        values of the Refs it writes."""
         discharged = discharge_ir(ir)
         const_refs, self._in_refs = ref_positions(ir)
         self.ir, self.name = ir, name
@@ -43,12 +47,14 @@ class RefCompiled:
                 raise TypeError(f"{name}: a Ref of an enclosing staging cannot be compiled on its own")
         self._written = discharged.written
         self._n_out = len(ir.outs)
-        self.pure = compile_pure(discharged.ir)
+        given = [False] * len(const_refs) + [bool(d) and i not in self._in_refs
+                                             for i, d in enumerate(donors or [False] * len(ir.in_vars))]
+        self.pure = compile_pure(discharged.ir, given if any(given) else None)
         self._discharged = discharged.ir
         self._compile_donating = compile_donating  # (pure IR, donors) -> the program donating the written values
         self._donating: Any = None
         slots = list(range(len(const_refs))) + [len(const_refs) + i for i in self._in_refs]
-        self._donors = [False] * len(discharged.ir.in_vars)
+        self._donors = list(given)
         for slot, written in zip(slots, self._written):
             self._donors[slot] = written
         self.in_avals = [v.aval for v in ir.in_vars]
@@ -153,7 +159,7 @@ def apply_with_refs(prim: Any, args: Sequence[Any], params: dict[str, Any], comp
         inputs = [in_vars[k] for k in slots]
         out_vars = [Var(a) for a in prim.out_avals([v.aval for v in inputs], params)]
         ir = IR([], [], in_vars, [Eqn(prim, inputs, out_vars, params)], out_vars)
-        compiled = RefCompiled(ir, prim.name, lambda pure: compile_ir(pure, prim.name))
+        compiled = RefCompiled(ir, prim.name, lambda pure, donors=None: compile_ir(pure, prim.name))
         _programs.store(key, compiled)
     return compiled.call_flat(unique)
 

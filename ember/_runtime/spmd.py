@@ -247,13 +247,13 @@ def _placing_eqn(ir: IR) -> Any:
 
 
 def spmd_text(ir: IR, devices: tuple[Any, ...], in_shardings: Sequence[Sharding],
-              out_shardings: Sequence[Sharding | None]) -> str:
+              out_shardings: Sequence[Sharding | None], donors: Sequence[bool] | None = None) -> str:
     """The StableHLO module of ir partitioned over devices, with these input shardings and the given (or, for
-    None, XLA-chosen) output shardings."""
+    None, XLA-chosen) output shardings; donors: per input, whether its buffers are given up."""
     in_avals = [v.aval for v in ir.in_vars]
     plan = SpmdPlan(devices, [hlo_text(s, a.ndim, devices) for s, a in zip(in_shardings, in_avals)],
                     [None if s is None else hlo_text(s, a.ndim, devices) for s, a in zip(out_shardings, ir.out_avals)])
-    return lower(ir, spmd=plan)
+    return lower(ir, donors, spmd=plan)
 
 
 def _typed(sharding: Sharding, ndim: int) -> Sharding:
@@ -272,12 +272,14 @@ class SpmdProgram:
     sharded so) it returns ShardedArrays (Arrays for outputs XLA places on one device)."""
 
     def __init__(self, ir: IR, name: str, devices: tuple[Any, ...], in_shardings: list[Sharding],
-                 out_shardings: list[Sharding | None], mesh: Mesh | None):
+                 out_shardings: list[Sharding | None], mesh: Mesh | None, donors: Sequence[bool] | None = None):
+        """donors: per input, whether a call gives its buffers up (a call then deletes a donated ShardedArray
+        whose own shards it took; a value split for the call is a copy, kept, as JAX's)."""
         self.ir, self.name, self.devices = ir, name, devices
         self._position = {d: i for i, d in enumerate(devices)}  # device -> its partition id
         self.in_avals = [v.aval for v in ir.in_vars]
         self.in_shardings = in_shardings
-        self.text = spmd_text(ir, devices, in_shardings, out_shardings)
+        self.text = spmd_text(ir, devices, in_shardings, out_shardings, donors)
         client = devices[0].client
         if _inspections(ir):  # (ember.debug.inspect_array_sharding: its callbacks are called at compile time)
             _report_inspections(ir, name, devices, in_shardings, out_shardings, mesh)
@@ -313,16 +315,21 @@ class SpmdProgram:
             self._consts = per_device
         return self._consts
 
-    def __call__(self, args: Sequence[Any]) -> list[Any]:
+    def __call__(self, args: Sequence[Any], donating: Sequence[int] = ()) -> list[Any]:
         per_device = [list(consts) for consts in self._const_buffers()]
         position = self._position
+        taken = []  # (the given-up ShardedArrays whose own shards the program takes)
         for i, (x, aval, sharding) in enumerate(zip(args, self.in_avals, self.in_shardings)):
             buffers = shards_for(x, aval, sharding, f"{self.name}: argument {i}")
+            if donating and i in donating and type(x) is ShardedArray and buffers is x._shards:
+                taken.append(x)
             for device, buffer in zip(sharding._device_assignment, buffers):
                 per_device[position[device]].append(buffer)
         outs = self._run_locally(per_device) if self._local is not None else None
         if outs is None:
             outs = self.executable.run_spmd(per_device, self._out_specs)
+        for x in taken:
+            x.delete()
         results: list[Any] = []
         for k, (aval, sharding) in enumerate(zip(self.ir.out_avals, self.out_shardings)):
             buffers = [outs[position[d]][k] for d in sharding._device_assignment]
