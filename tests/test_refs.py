@@ -502,3 +502,27 @@ def test_calls_update_refs_in_place_unless_their_values_are_held():
     np.testing.assert_array_equal(np.asarray(r[...]), expected)
     (run, _), = step._programs.values()
     assert run.__self__._donating is not None  # (the calls with nothing else holding the value donated it)
+
+
+def test_which_ref_values_a_call_donates_is_a_property_of_the_program():
+    """A call donates the value a Ref holds when the Ref alone holds it: a program's final value written back, not
+    yet read out. The array given to new_ref or written by the user, and a value read out of the Ref, are the
+    user's too: a call then runs without donating them (decided by what happened to the Ref, not by counting
+    Python references)."""
+    given = enp.arange(3.0)
+    r = ember.new_ref(given)
+    step = ember.jit(lambda r: r.__setitem__(..., r[...] + 1.0))
+    assert not r.owns_value
+    step(r)  # (the user's array: copied, kept)
+    assert r.owns_value and not given.is_deleted() and np.asarray(given).tolist() == [0, 1, 2]
+    held = r.peek()
+    step(r)  # (the program's own value: donated)
+    assert held.is_deleted() and np.asarray(r[...]).tolist() == [2, 3, 4]
+    read = r[...]
+    assert not r.owns_value
+    step(r)
+    assert not read.is_deleted() and np.asarray(read).tolist() == [2, 3, 4]
+    r[...] = given
+    assert not r.owns_value
+    step(r)
+    assert np.asarray(given).tolist() == [0, 1, 2] and np.asarray(r[...]).tolist() == [1, 2, 3]

@@ -71,12 +71,15 @@ class Ref(RefMethods, metaclass=_RefMeta):
     thread). A compiled program holds the locks of the Refs it takes from reading them to writing them back
     (ember._runtime.refs.RefCompiled), and each eager read, write or swap holds it, so calls from several threads on
     one Ref run one after another, each seeing the last one's value."""
-    __slots__ = ("_value", "_aval", "_lock", "__weakref__")
+    __slots__ = ("_value", "_aval", "_lock", "_shared", "__weakref__")
 
     def __init__(self, value: Any):
         self._value = value
         self._aval = RefAval.of(aval_of(value))
         self._lock = threading.RLock()
+        # whether the value it holds may be held elsewhere too: it was given to it (new_ref, a write) or read out of
+        # it; a program's final value, written back, is its own until read (then a call may donate its buffer)
+        self._shared = True
 
     aval = property(lambda self: self._aval)
     shape = property(lambda self: self._aval.shape)
@@ -85,17 +88,30 @@ class Ref(RefMethods, metaclass=_RefMeta):
     size = property(lambda self: self._aval.size)
 
     def read(self) -> Any:
-        """The array the Ref holds now (what `ref[...]` returns outside staging)."""
+        """The array the Ref holds now (what `ref[...]` returns outside staging): from now on held elsewhere too."""
+        value = self.peek()
+        self._shared = True
+        return value
+
+    def peek(self) -> Any:
+        """The array the Ref holds now, for a program that takes the Ref (not given out)."""
         value = self._value  # (one read: a program on another thread may replace it meanwhile)
         if value is None:
             raise InvalidRefError(f"a Ref {self._aval.str_short()} was used after ember.freeze or ember.free_ref "
                                   "ended it")
         return value
 
-    def write(self, value: Any) -> None:
+    def write(self, value: Any, own: bool = False) -> None:
+        """Hold value from now on. own: nothing else holds it (a program's final value)."""
         with self._lock:
-            self.read()
+            self.peek()
             self._value = value
+            self._shared = not own
+
+    @property
+    def owns_value(self) -> bool:
+        """Whether nothing but the Ref holds its value (a program that replaces it may then donate its buffer)."""
+        return not self._shared
 
     def __len__(self) -> int:
         if not self._aval.shape:
@@ -196,7 +212,7 @@ def _ref_get_batching(args: list[Any], dims: list[BatchDim]) -> tuple[list[Any],
 def _ref_swap_impl(ref: Ref, value: Any) -> Any:
     with ref._lock:
         old = ref.read()
-        ref._value = value
+        ref.write(value)  # (given by the caller: shared)
     return old
 
 

@@ -3,7 +3,6 @@
 closed over) and, after the call, writes the final values of those it wrote back into them."""
 from __future__ import annotations
 
-import sys
 from typing import Any, Sequence
 
 from ember._core import IR, Eqn, Var, aval_of_value
@@ -87,11 +86,12 @@ class RefCompiled:
     def _run(self, refs: list[Ref], args: Sequence[Any]) -> list[Any]:
         """Read the Refs, run the program and write back the values it wrote (call_flat holds the Refs' locks)."""
         in_refs = self._in_refs
-        values = [r.read() for r in self._const_refs] + [a.read() if i in in_refs else a for i, a in enumerate(args)]
+        values = [r.peek() for r in self._const_refs] + [a.peek() if i in in_refs else a for i, a in enumerate(args)]
         program, giving = self.pure, []
         if self._compile_donating is not None and any(self._written):
-            giving = [ref._value for ref, written in zip(refs, self._written) if written]
-            if all(_only_in_its_ref(x) for x in giving):
+            written_refs = [ref for ref, written in zip(refs, self._written) if written]
+            giving = [ref.peek() for ref in written_refs]
+            if all(ref.owns_value and type(x) is Array and not x._buffer._pins for ref, x in zip(written_refs, giving)):
                 if self._donating is None:
                     self._donating = self._compile_donating(self._discharged, self._donors)
                 program = self._donating
@@ -102,7 +102,7 @@ class RefCompiled:
             x.delete()
         for ref, final, written in zip(refs, outs[self._n_out:], self._written):
             if written:
-                ref.write(final)
+                ref.write(final, own=True)
         return outs[:self._n_out]
 
     def __call__(self, *args: Any) -> Any:
@@ -124,15 +124,6 @@ class RefCompiled:
         ins = ", ".join(a.str_short() for a in self.in_avals)
         outs = ", ".join(a.str_short() for a in self.out_avals)
         return f"<Compiled {self.name}: ({ins}) -> ({outs})>"
-
-
-_HELD_BY_REF_ALONE = 6  # sys.getrefcount of a value held by its Ref only, as _only_in_its_ref sees it
-
-
-def _only_in_its_ref(x: Any) -> bool:
-    """Whether x, the value a Ref holds, is held by nothing else (its Ref, and call_flat's locals: the list of
-    values passed and the list of those given up), and is an Array whose buffer no numpy view pins."""
-    return type(x) is Array and not x._buffer._pins and sys.getrefcount(x) <= _HELD_BY_REF_ALONE
 
 
 def apply_with_refs(prim: Any, args: Sequence[Any], params: dict[str, Any], compile_ir: Any) -> list[Any]:
