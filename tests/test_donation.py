@@ -182,3 +182,17 @@ def test_donation_composes_with_refs_shardings_and_aot():
     assert sharded.is_deleted() and np.asarray(out).tolist() == [0, 2, 4, 6]
     with pytest.raises(RuntimeError, match="deleted"):
         compiled(sharded)
+
+
+def test_pmap_donates_as_jax():
+    """pmap(donate_argnums=...) was accepted and never read: the mapped results of an earlier pmap, taken as they
+    are, are given up (deleted); an array split for the call is a copy, kept (JAX 0.10.2 does the same)."""
+    double = ember.pmap(lambda a: a * 2, donate_argnums=0)
+    x = enp.ones((2, 3))
+    y = double(x)
+    assert not x.is_deleted()
+    z = double(y)
+    assert y.is_deleted() and np.asarray(z).tolist() == [[4.0] * 3] * 2
+    keep = ember.pmap(lambda a, b: a + b, donate_argnums=1)
+    w = keep(z, z * 1)
+    assert not z.is_deleted() and np.asarray(w).tolist() == [[8.0] * 3] * 2

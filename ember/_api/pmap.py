@@ -35,6 +35,7 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
         raise TypeError(f"pmap: expected a function, got {type(fun).__name__}")
     name = fun_name(fun)
     statics = tuple(sorted(as_tuple(static_broadcasted_argnums)))
+    donated = tuple(sorted(as_tuple(donate_argnums)))
     axis = axis_name if axis_name is not None else "_pmap"
     programs = LRUCache("program_cache_size")  # signature -> its jitted program (bounded, as jit's caches)
 
@@ -62,8 +63,18 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
         key = (in_tree, tuple(axes), tuple(d.id for d in chosen), static_values)
         program = programs.lookup(key)
         if program is None:
+            # the leaves of the donated positional arguments (a donated argument's buffers are given up when the
+            # call takes them as they are, as JAX's: the mapped results of an earlier pmap; others are copied)
+            given_up, start = [], 0
+            for i, a in enumerate(args):
+                if i in static_pos:
+                    continue
+                count = tree_flatten(a)[1].num_leaves
+                if i in {d % n_args for d in donated if -n_args <= d < n_args}:
+                    given_up += range(start, start + count)
+                start += count
             program = _program(fun, name, axis, Mesh(np.array(chosen, dtype=object), (axis,)), axes, out_axes,
-                               in_tree, static_pos, n_args, static_values)
+                               in_tree, static_pos, n_args, static_values, tuple(given_up))
             programs.store(key, program)
         return program, leaves
 
@@ -133,9 +144,10 @@ def _in_axes(name: str, in_axes: Any, args: tuple[Any, ...], static_pos: set[int
 
 
 def _program(fun: Callable[..., Any], name: str, axis: Any, mesh: Mesh, axes: list[int | None], out_axes: Any,
-             in_tree: Any, static_pos: set[int], n_args: int, static_values: tuple[Any, ...]) -> Callable[..., Any]:
+             in_tree: Any, static_pos: set[int], n_args: int, static_values: tuple[Any, ...],
+             donated: tuple[int, ...] = ()) -> Callable[..., Any]:
     """The jitted program of one signature: the dynamic arguments' leaves -> the results (a shard_map over the
-    devices' mesh, the mapped axis moved to the front and split over it)."""
+    devices' mesh, the mapped axis moved to the front and split over it); donated: the leaves given up."""
     def call_fun(members: list[Any]) -> Any:
         positional, kwargs = in_tree.unflatten(members)
         dynamic, statics = iter(positional), iter(static_values)
@@ -165,4 +177,4 @@ def _program(fun: Callable[..., Any], name: str, axis: Any, mesh: Mesh, axes: li
                                  "per member")
         return tree.unflatten([y if a is None or a == 0 else moveaxis(y, 0, a % y.ndim)
                                for y, a in zip(outs, per_out)])
-    return jit(run)
+    return jit(run, donate_argnums=donated)
