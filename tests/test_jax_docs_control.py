@@ -716,9 +716,25 @@ def test_gradient_checkpointing_scan_over_layers(jax, jnp):
     return _scan_over_layers(jax, jnp)
 
 
-@pytest.mark.skip(reason="ember has no jax.debug (debug.print)")
-def test_debugging_print_in_lax_map():
-    """Debugging (new_docs/201/debugging.md) › jax.debug.print inside jax.lax.map versus jax.vmap: evaluation order."""
+# Debugging (new_docs/201/debugging.md) › jax.debug.print inside jax.lax.map versus jax.vmap: lax.map prints each
+# element in order, vmap prints the batch once (and the results agree)
+@doc_example()
+def test_debugging_print_in_lax_map(jax, jnp):
+    import contextlib
+    import io
+
+    def f(x):
+        jax.debug.print("x: {}", x)
+        return x * 2
+    xs = jnp.arange(3.0)
+    printed = []
+    for run in (lambda: jax.lax.map(f, xs), lambda: jax.vmap(f)(xs), lambda: jax.jit(lambda v: jax.lax.map(f, v))(xs)):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            result = run()
+            jax.effects_barrier()
+        printed.append((out.getvalue().splitlines(), result))
+    return printed
 
 
 # Thinking in JAX › Pseudorandom numbers: in tests/test_jax_docs_random.py (compared bit for bit).

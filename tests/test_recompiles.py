@@ -29,14 +29,18 @@ def test_each_kind_of_change_is_named(misses):
     f(enp.ones(4, enp.int32), 3, {"b": 1.0, "c": 2.0})  # the pytree structure
     log = misses()
     assert len(log) == 6 and "first call" in log[0]
-    assert "argument 0: shape (3,) -> (4,) (f32[3] -> f32[4])" in log[1]
-    assert "argument 0: dtype float32 -> int32" in log[2]
-    assert "static argument 1: 2 -> 3" in log[3]
-    assert "argument 2['b']: weakly typed (a Python scalar) -> strongly typed (an array)" in log[4]
+    assert "argument x: shape (3,) -> (4,) (f32[3] -> f32[4])" in log[1]  # (named as the parameter, as JAX's)
+    assert "argument x: dtype float32 -> int32" in log[2]
+    assert "static argument n: 2 -> 3" in log[3]
+    assert "argument p['b']: weakly typed (a Python scalar) -> strongly typed (an array)" in log[4]
     assert "the pytree structure of the arguments" in log[5]
     assert all("test_recompiles.py" in line for line in log)  # the call site
     f(enp.ones(4, enp.int32), 3, {"b": 1.0, "c": 2.0})
     assert len(misses()) == 6  # a hit logs nothing
+    g = ember.jit(lambda *xs: xs[1])  # (no parameter names: positions)
+    g(enp.ones(2), enp.ones(2))
+    g(enp.ones(2), enp.ones(3))
+    assert "argument 1: shape (2,) -> (3,)" in misses()[-1]
 
 
 def advice(caplog):
@@ -63,12 +67,12 @@ def test_a_function_that_keeps_recompiling_warns_once_with_the_fix(caplog):
         for n in range(1, 10):  # (warned once: after the 5th)
             f(enp.ones(n))
     found = advice(caplog)
-    assert len(found) == 1 and re.search(r"compiled 5 times in a row: argument 0 keeps changing \(shape .*pad it",
+    assert len(found) == 1 and re.search(r"compiled 5 times in a row: argument x keeps changing \(shape .*pad it",
                                          found[0]) and "test_recompiles.py" in found[0]
     g = ember.jit(lambda x, k: x * k, static_argnums=1)
     for k in range(6):
         g(enp.ones(2), k)
-    assert re.search("static argument 1 keeps changing.*each value compiles anew", advice(caplog)[-1])
+    assert re.search("static argument k keeps changing.*each value compiles anew", advice(caplog)[-1])
 
 
 def test_hits_between_misses_do_not_warn(caplog):

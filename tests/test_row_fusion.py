@@ -412,3 +412,17 @@ def test_donated_input_and_concurrent_callers():
     for r in results:
         for got, w in zip(r, want):
             np.testing.assert_array_equal(got, np.asarray(w))  # (the same program: the same bits every time)
+
+
+def test_the_kernels_thread_pool_uses_the_cpus_the_process_may_use():
+    """The row kernel splits a job among as many threads as the process may use CPUs (its affinity), not as many as
+    the machine has online (up to 15 workers contending for 2 CPUs in a container)."""
+    import os
+    rows = pytest.importorskip("ember._runtime._rows")
+    allowed = os.sched_getaffinity(0)
+    assert rows.threads() == min(16, len(allowed))
+    try:
+        os.sched_setaffinity(0, {min(allowed)})
+        assert rows.threads() == 1
+    finally:
+        os.sched_setaffinity(0, allowed)

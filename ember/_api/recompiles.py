@@ -11,10 +11,11 @@ closure made anew each step, compiles every time (unless its program is the same
 then reuse without XLA)."""
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import weakref
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 from ember._api.staging import call_positions, leaf_location
 from ember._core.config import config
@@ -58,21 +59,46 @@ def _ours(fun: Any) -> bool:
     return code is not None and os.path.abspath(code.co_filename).startswith(EMBER_DIR)
 
 
-def _leaf_paths(in_tree: PyTreeDef, statics: tuple[Any, ...]) -> list[str]:
-    """Where each leaf of the dynamic arguments is, by its position in the call (statics taken out)."""
+def _parameter_names(fun: Any) -> list[str]:
+    """The names of fun's leading positional parameters (before any *args), as a call's arguments are named."""
+    try:
+        parameters = inspect.signature(fun).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    names = []
+    for p in parameters:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        names.append(p.name)
+    return names
+
+
+def _leaf_paths(in_tree: PyTreeDef, statics: tuple[Any, ...], names: Sequence[str] = ()) -> list[str]:
+    """Where each leaf of the dynamic arguments is, by its position in the call (statics taken out), a positional
+    argument named as its parameter where the function has one ("argument velocity['x']")."""
     template = in_tree.unflatten(list(range(in_tree.num_leaves)))
     positions = call_positions(len(template[0]), statics)
-    return [leaf_location(path, positions) for path, _ in tree_flatten_with_path(template)[0]]
+    found = []
+    for path, _ in tree_flatten_with_path(template)[0]:
+        where = leaf_location(path, positions)
+        if len(path) >= 2 and path[0].idx == 0:
+            index = path[1].idx
+            position = positions[index] if index < len(positions) else index
+            if position < len(names):
+                where = f"argument {names[position]}" + where[len(f"argument {position}"):]
+        found.append(where)
+    return found
 
 
-def differences(old: tuple[Any, ...], new: tuple[Any, ...]) -> list[tuple[str, str]]:
-    """(what, how) for each difference between two signatures (in_tree, avals, statics)."""
+def differences(old: tuple[Any, ...], new: tuple[Any, ...], fun: Any = None) -> list[tuple[str, str]]:
+    """(what, how) for each difference between two signatures (in_tree, avals, statics) of fun."""
     (old_tree, old_avals, old_statics), (new_tree, new_avals, new_statics) = old[:3], new[:3]
     found = []
     if old_tree != new_tree:
         found.append(("the pytree structure of the arguments", f"{old_tree} -> {new_tree}"))
     else:
-        for where, a, b in zip(_leaf_paths(new_tree, new_statics), old_avals, new_avals):
+        for where, a, b in zip(_leaf_paths(new_tree, new_statics, _parameter_names(fun) if fun is not None else []),
+                               old_avals, new_avals):
             if a.shape != b.shape:
                 found.append((where, f"shape {a.shape} -> {b.shape} ({a.str_short()} -> {b.str_short()})"))
             elif a.dtype != b.dtype:
@@ -81,9 +107,11 @@ def differences(old: tuple[Any, ...], new: tuple[Any, ...]) -> list[tuple[str, s
                 kinds = {True: "weakly typed (a Python scalar)", False: "strongly typed (an array)"}
                 found.append((where, f"{kinds[a.weak_type]} -> {kinds[b.weak_type]}"))
     old_static, new_static = dict(old_statics), dict(new_statics)
+    names = _parameter_names(fun) if fun is not None else []
     for key in sorted(set(old_static) | set(new_static), key=str):
         if key not in old_static or key not in new_static or old_static[key] != new_static[key]:
-            what = f"static argument {key}" if isinstance(key, int) else f"static argument {key!r}"
+            what = (f"static argument {names[key]}" if isinstance(key, int) and 0 <= key < len(names) else
+                    f"static argument {key}" if isinstance(key, int) else f"static argument {key!r}")
             found.append((what, f"{old_static.get(key, '(absent)')!r} -> {new_static.get(key, '(absent)')!r}"))
     return found
 
@@ -117,7 +145,7 @@ def on_miss(log: CompileLog, name: str, fun: Any, signature: tuple[Any, ...], x6
         if counts[0] == STREAK and not _ours(fun) and getattr(fun, "__closure__", None) is None:
             _advise(f"{name}: {reasons[0][1]}")
     else:
-        reasons = differences(old, new) or (
+        reasons = differences(old, new, fun) or (
             [("enable_x64", f"{old[3]} -> {new[3]}")] if old[3] != new[3] else
             [("the cache", "this signature was compiled before and dropped (jit_cache_size, or cache_clear)")])
     if explain or log_compiles:

@@ -29,10 +29,12 @@
  * The kernel runs only where the CPU has AVX-512F (handlers() offers nothing elsewhere, and the lowering keeps
  * XLA's ops); errors (a malformed program, operands of the wrong size, out of memory) come back as XLA_FFI_Error,
  * never by aborting. */
+#define _GNU_SOURCE /* (sched_getaffinity, CPU_COUNT) */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -441,9 +443,18 @@ static void pool_forget(void) { /* (in a fork's child: no threads, and locks per
     pool = fresh;
 }
 
-/* The CPUs this process may use (online ones), at most MAX_THREADS: the most threads a job is split among. */
+/* The CPUs this process may use (its affinity: a container given 2 of a machine's 16 CPUs gets 2 threads, not 15
+ * contending for them; the online CPUs where affinity is not known), at most MAX_THREADS: the most threads a job
+ * is split among. */
 static int cpu_count(void) {
     long cpus = 1;
+#if defined(__linux__) && defined(CPU_COUNT)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        cpus = CPU_COUNT(&set);
+        return cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (int)cpus;
+    }
+#endif
 #ifdef _SC_NPROCESSORS_ONLN
     cpus = sysconf(_SC_NPROCESSORS_ONLN);
 #endif
@@ -783,7 +794,14 @@ static PyObject *opcodes(PyObject *self, PyObject *unused) {
                          "column_max", OP_CMAX, "column_min", OP_CMIN);
 }
 
+static PyObject *threads(PyObject *self, PyObject *noargs) {
+    (void)self; (void)noargs;
+    return PyLong_FromLong(cpu_count());
+}
+
 static PyMethodDef methods[] = {
+    {"threads", threads, METH_NOARGS,
+     "How many threads a job is split among: the CPUs this process may use (its affinity), at most 16."},
     {"handlers", handlers, METH_NOARGS,
      "The FFI handlers: {custom-call target name: handler address}; empty where the CPU lacks AVX-512F."},
     {"opcodes", opcodes, METH_NOARGS, "The row program's opcodes: {name: code} (the kernel's own numbering)."},
