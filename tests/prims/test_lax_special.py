@@ -48,6 +48,7 @@ def _rel(got, want):
     return np.max(np.abs(got[both] - want[both]) / np.maximum(np.abs(want[both]), 1e-300), initial=0.0)
 
 
+@pytest.mark.usefixtures("ember_x64")  # (float64 inputs, against float64 references)
 @pytest.mark.slow  # (the Cases above cover each function by default)
 def test_incomplete_gamma_wide_range():
     rng = np.random.default_rng(0)
@@ -63,6 +64,7 @@ def test_incomplete_gamma_wide_range():
     assert np.asarray(grad_a)[x == np.inf] == 0.0  # P(a, inf) = 1 for every a (JAX gives NaN)
 
 
+@pytest.mark.usefixtures("ember_x64")  # (float64 inputs, against float64 references)
 @pytest.mark.slow  # (the Cases above cover each function by default)
 def test_betainc_wide_range_and_edges():
     rng = np.random.default_rng(1)
@@ -76,6 +78,7 @@ def test_betainc_wide_range_and_edges():
     assert np.nanmax(np.abs(np.asarray(f32) - sps.betainc(a, b, x))) < 1e-5
 
 
+@pytest.mark.usefixtures("ember_x64")  # (float64 inputs, against float64 references)
 @pytest.mark.slow  # (the Cases above cover each function by default)
 def test_bessel_and_zeta_wide_range():
     x = np.linspace(-60, 60, 241)
@@ -86,6 +89,7 @@ def test_bessel_and_zeta_wide_range():
     assert np.asarray(lax.bessel_i0e(np.float16(3.0))).dtype == np.float16
 
 
+@pytest.mark.usefixtures("ember_x64")  # (float64 inputs, against float64 references)
 @pytest.mark.slow
 def test_igamma_derivative_in_a():
     """d/da igamma = igamma_grad_a (first order, reverse and forward), against JAX and finite differences."""

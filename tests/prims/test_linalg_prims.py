@@ -152,6 +152,7 @@ test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASE
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("ember_x64")  # (complex128 among the dtypes, as oracle_tests' own tests run them)
 @pytest.mark.parametrize("case", SLOW_COMPLEX_CASES, ids=lambda case: case.label())
 def test_slow_complex_cases(case):
     for dtype in case.dtypes:

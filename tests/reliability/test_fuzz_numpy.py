@@ -430,6 +430,13 @@ def excluded(call: Call, under_jit: bool) -> str:
     # give 0 instead of nan. Not ember's to fix.
     if under_jit and call.name in ("multiply", "divide", "true_divide") and np.dtype(bool) in dtypes:
         return "XLA: arithmetic on converted booleans under jit"
+    # integers to negative integer powers: numpy refuses them, ember too where it sees the exponent (eagerly), and
+    # under jit gives the truncated 1 / x ** -y (ember.numpy.power's docstring); JAX's repeated squaring over the
+    # exponent's two's-complement bits gives other values ((-128) ** -128 is 1 in int8). A documented difference.
+    kinds = [np.asarray(op.value).dtype.kind for op in call.operands]
+    if under_jit and call.name == "power" and len(kinds) == 2 and kinds[0] in "iu" and kinds[1] in "iu" and \
+            bool(np.any(np.asarray(call.operands[1].value) < 0)):
+        return "power: integers to negative integer powers (numpy refuses; ember and JAX differ under jit)"
     # clip(x, lo, hi) is maximum(x, lo), then minimum with hi, in JAX and ember alike: where x and lo promote to a
     # 32-bit integer that cannot hold x's values (uint32 with a signed integer, without x64: int32), x wraps in
     # between (JAX too), while the oracle clips in the result dtype. Not a bug.
