@@ -40,6 +40,7 @@ import traceback
 from functools import partial
 
 import numpy as np
+import pytest
 from recorded import jax_result
 from reliability.subproc import check_python
 
@@ -812,6 +813,8 @@ def main():
     print("ok" if not FAILS else f"FAILED {len(FAILS)}: {', '.join(FAILS)}")
 
 
+@pytest.mark.slow  # (16 s; the default run covers shard_map in test_shard_map_vma.py, test_shard_map_eager.py and
+# the collectives' tests; CI runs the slow tier too)
 def test_shard_map_tutorial_programs():
     out = check_python(textwrap.dedent("""
         import sys
