@@ -66,11 +66,12 @@ def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0, ou
             # the leaves of the donated positional arguments (a donated argument's buffers are given up when the
             # call takes them as they are, as JAX's: the mapped results of an earlier pmap; others are copied)
             given_up, start = [], 0
+            donated_pos = {d % n_args for d in donated if -n_args <= d < n_args}
             for i, a in enumerate(args):
                 if i in static_pos:
                     continue
                 count = tree_flatten(a)[1].num_leaves
-                if i in {d % n_args for d in donated if -n_args <= d < n_args}:
+                if i in donated_pos:
                     given_up += range(start, start + count)
                 start += count
             program = _program(fun, name, axis, Mesh(np.array(chosen, dtype=object), (axis,)), axes, out_axes,
