@@ -13,7 +13,7 @@ from ember._control.exported import EXPORTED_NO_FORWARD_MODE
 from ember._prims.linalg import NO_DERIVATIVE_RULES
 from ember._prims.reduction import GENERAL_REDUCE_NOT_DIFFERENTIABLE
 from ember._prims.windowed import GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE
-from ember._core import NOT_DIFFERENTIABLE, PRIMITIVES, RULE_KINDS
+from ember._core import CHECK_KINDS, NOT_DIFFERENTIABLE, PRIMITIVES, RULE_KINDS
 from oracle import bound_primitives, load_cases, staged
 
 CASES = load_cases()
@@ -122,3 +122,33 @@ def test_primitive_types_explicit_shardings(name):
     sharding constraints); tests/test_explicit_sharding.py checks the rules against JAX's."""
     prim = PRIMITIVES[name]
     assert "sharding_rule" in prim.rules or prim.own_sharding or name in NO_SHARDING_RULE, name
+
+
+@pytest.mark.parametrize("name", sorted(PRIMITIVES))
+def test_primitive_says_what_checkify_checks(name):
+    """Every primitive says what checkify does with its equations, where it is defined: a "checkify" hook (the
+    higher-order primitives, which carry the error state through their bodies, and check), or the automatic checks
+    it declares (`checks=`: "nan", "div", "oob", or none); an "oob" check comes with the index_bounds hook it reads
+    (tests/test_checkify.py runs every kind against JAX's checkify)."""
+    prim = PRIMITIVES[name]
+    assert ("checkify" in prim.rules) != (prim.checks is not None), \
+        f"primitive {name} needs exactly one of a checkify hook or its declared checks (Primitive(..., checks=...))"
+    if prim.checks is not None:
+        assert set(prim.checks) <= set(CHECK_KINDS), name
+        assert ("oob" in prim.checks) == ("index_bounds" in prim.rules), \
+            f"primitive {name}: an out-of-bounds check and its index_bounds hook go together"
+
+
+def test_a_primitive_without_its_checkify_behaviour_fails_the_meta_test():
+    """The check above fails for a new primitive that declares nothing (a planted one, unregistered)."""
+    from ember._core import Primitive
+    planted = Primitive("planted_for_the_meta_test", register=False)
+    PRIMITIVES[planted.name] = planted
+    try:
+        with pytest.raises(AssertionError, match="checkify hook or its declared checks"):
+            test_primitive_says_what_checkify_checks(planted.name)
+        planted.def_checks("oob")  # (without its index_bounds hook)
+        with pytest.raises(AssertionError, match="index_bounds"):
+            test_primitive_says_what_checkify_checks(planted.name)
+    finally:
+        del PRIMITIVES[planted.name]

@@ -182,7 +182,7 @@ def _sequential(prim: Primitive, args: Sequence[Any], dims: Sequence[BatchDim], 
 
 # ---------------------------------------------------------------------------------------------------------------
 # pure_callback(args...; callback, vmap_method) -> results
-pure_callback_p = Primitive("pure_callback", multiple_results=True)
+pure_callback_p = Primitive("pure_callback", multiple_results=True, checks=())
 pure_callback_p.def_rule("sharding_rule", explicit.replicated_results)
 pure_callback_p.def_rule("abstract_eval", _abstract_eval)
 pure_callback_p.def_rule("lowering", _lowering(effectful=False))
@@ -214,7 +214,7 @@ def _pure_callback_batching(args: Sequence[Any], dims: Sequence[BatchDim], *, ca
 
 # ---------------------------------------------------------------------------------------------------------------
 # io_callback(args...; callback, ordered) -> results: effectful
-io_callback_p = Primitive("io_callback", multiple_results=True, effectful=True)
+io_callback_p = Primitive("io_callback", multiple_results=True, effectful=True, checks=())
 io_callback_p.def_rule("sharding_rule", explicit.replicated_results)
 io_callback_p.def_rule("abstract_eval", _abstract_eval)
 io_callback_p.def_rule("lowering", _lowering(effectful=True))
@@ -233,7 +233,7 @@ def _io_callback_batching(args: Sequence[Any], dims: Sequence[BatchDim], *, call
 
 # ---------------------------------------------------------------------------------------------------------------
 # debug_callback(args...; callback, ordered) -> (): effectful, no results
-debug_callback_p = Primitive("debug_callback", multiple_results=True, effectful=True)
+debug_callback_p = Primitive("debug_callback", multiple_results=True, effectful=True, checks=())
 debug_callback_p.def_rule("sharding_rule", explicit.replicated_results)
 debug_callback_p.def_rule("abstract_eval", _abstract_eval)
 debug_callback_p.def_rule("lowering", _lowering(effectful=True))

@@ -24,11 +24,12 @@ import numpy as np
 
 from ember import _prims as lax
 from ember._control.common import int32_scalar as _i32
-from ember._control.cond import switch
-from ember._control.custom import checkpoint
-from ember._control.loops import scan_flat, while_loop
+from ember._control.cond import cond_p, switch
+from ember._control.custom import checkpoint, custom_jvp_call_p, custom_vjp_call_p, remat_p
+from ember._control.loops import scan_flat, scan_p, while_loop, while_p
+from ember._control.pjit import pjit_p
 from ember._control.shard_map import _body as shard_map_body, _in_mesh as in_mesh, shard_map_p
-from ember._core import (IR, TRACE_STATE, Env, Eqn, Literal, Primitive, ShapedArray, Var, aval_of, stage_flat)
+from ember._core import (IR, TRACE_STATE, Env, Eqn, Primitive, ShapedArray, aval_of, stage_flat)
 from ember._core import dtypes as dt
 from ember._core.eval import bind_outputs, eval_ir
 from ember._core.pytree import PyTreeDef, tree_flatten
@@ -183,46 +184,22 @@ def interpret(ir: IR, args: Sequence[Any], state: State, ctx: Context) -> list[A
     """ir's outputs on args, emitted in the current trace with the enabled checks recorded into state."""
     env = Env(zip(ir.const_vars, ir.consts))
     env.update(zip(ir.in_vars, args))
-    producers: dict[Var, Eqn] = {}
     outer = TRACE_STATE.source
     try:
         for eqn in ir.eqns:
             TRACE_STATE.source = eqn.source or outer
             ins = [env.read(a) for a in eqn.inputs]
-            rule = _RULES.get(eqn.prim.name)
+            rule = eqn.prim.rules.get("checkify")
             if rule is not None:
                 outs = rule(eqn, ins, state, ctx)
             else:
                 outs = bind_outputs(eqn, ins)
-                if eqn.prim.name in ("div", "rem"):
-                    ins = ins[:1] + [_unguarded(eqn.inputs[1], producers, env, ins[1])]
-                _automatic(eqn, ins, outs, state, ctx)
-            producers.update((v, eqn) for v in eqn.outputs)
+                if eqn.prim.checks:
+                    _automatic(eqn, ins, outs, state, ctx)
             env.update(zip(eqn.outputs, outs))
     finally:
         TRACE_STATE.source = outer
     return [env.read(a) for a in ir.outs]
-
-
-def _unguarded(divisor: Any, producers: dict[Var, Eqn], env: Env, value: Any) -> Any:
-    """The divisor before ember.numpy's integer division guarded it (`select(y == 0 [| y == -1], 1, y)`, so that the
-    hardware never divides by zero and x // 0 is 0 as in numpy): the division by zero check looks through it."""
-    made = producers.get(divisor) if isinstance(divisor, Var) else None
-    if made is None or made.prim.name != "select" or not isinstance(made.inputs[1], Literal) \
-            or made.inputs[1].value != 1 or not isinstance(made.inputs[2], Var):
-        return value
-    original, pending = made.inputs[2], [made.inputs[0]]
-    while pending:
-        atom = pending.pop()
-        test = producers.get(atom) if isinstance(atom, Var) else None
-        if test is None:
-            return value
-        if test.prim.name == "or":
-            pending.extend(test.inputs)
-        elif not (test.prim.name == "eq" and test.inputs[0] is original and isinstance(test.inputs[1], Literal)
-                  and test.inputs[1].value in (0, -1)):
-            return value
-    return env.read(original)
 
 
 def sites_of(ir: IR, ctx: Context) -> frozenset[int]:
@@ -424,27 +401,26 @@ def _adopt(state: State, new: State) -> None:
     state.code, state.payloads = new.code, new.payloads
 
 
-_RULES: dict[str, Callable[..., list[Any]]] = {"check": _check_rule, "pjit": _pjit_rule, "remat": _remat_rule,
-                                               "cond": _cond_rule, "scan": _scan_rule, "while": _while_rule,
-                                               "custom_jvp_call": _custom_rule, "custom_vjp_call": _custom_rule,
-                                               "shard_map": _shard_map_rule}
-
-# The primitives whose float outputs are checked for NaN (those that can produce one from numbers that are not).
-NAN_PRIMITIVES = frozenset({
-    "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "bessel_i0e", "bessel_i1e", "cbrt",
-    "conv_general_dilated", "cos", "cosh", "cumsum", "digamma", "div", "dot_general", "erf", "erf_inv", "erfc", "exp",
-    "exp2", "expm1", "fft", "igamma", "igamma_grad_a", "igammac", "integer_pow", "lgamma", "log", "log1p", "logistic",
-    "mul", "pad", "polygamma", "pow", "psum", "reduce", "reduce_prod", "reduce_sum", "reduce_window",
-    "reduce_window_sum", "regularized_incomplete_beta", "rem", "rsqrt", "sin", "sinh", "sqrt", "sub", "tan", "tanh",
-    "zeta"})
+# The higher-order primitives' (and check's) own checkify behaviour: their "checkify" hooks (Primitive's docstring);
+# every other primitive declares the automatic checks of its equations where it is defined (its `checks`).
+check_p.def_rule("checkify", _check_rule)
+pjit_p.def_rule("checkify", _pjit_rule)
+remat_p.def_rule("checkify", _remat_rule)
+cond_p.def_rule("checkify", _cond_rule)
+scan_p.def_rule("checkify", _scan_rule)
+while_p.def_rule("checkify", _while_rule)
+custom_jvp_call_p.def_rule("checkify", _custom_rule)
+custom_vjp_call_p.def_rule("checkify", _custom_rule)
+shard_map_p.def_rule("checkify", _shard_map_rule)
 
 
 def _automatic(eqn: Eqn, ins: list[Any], outs: list[Any], state: State, ctx: Context) -> None:
-    name = eqn.prim.name
-    if DivisionByZeroError in ctx.enabled and name == "div":  # (as JAX: any dtype, before its NaN check; not rem)
+    """The checks the equation's primitive declares (Primitive.checks), those enabled, recorded into state."""
+    name, checks = eqn.prim.name, eqn.prim.checks
+    if DivisionByZeroError in ctx.enabled and "div" in checks:  # (as JAX: any dtype, before its NaN check; not rem)
         i, site = ctx.site((eqn, "div"), lambda: Site(DivisionByZeroError, None, ()))
         state.record(i, site, _any(lax.eq(ins[1], lax.full((), 0, aval_of(ins[1]).dtype))), [])
-    if NaNError in ctx.enabled and name in NAN_PRIMITIVES:
+    if NaNError in ctx.enabled and "nan" in checks:
         floats = [o for o in outs if dt.is_inexact(aval_of(o).dtype)]
         if floats:
             nan = _any(lax.ne(floats[0], floats[0]))
@@ -452,8 +428,8 @@ def _automatic(eqn: Eqn, ins: list[Any], outs: list[Any], state: State, ctx: Con
                 nan = lax.bitwise_or(nan, _any(lax.ne(o, o)))
             i, site = ctx.site((eqn, "nan"), lambda: Site(NaNError, name, ()))
             state.record(i, site, nan, [])
-    if OOBError in ctx.enabled and name in _BOUNDS:
-        bounds = _BOUNDS[name](eqn, ins)
+    if OOBError in ctx.enabled and "oob" in checks:
+        bounds = eqn.prim.rule("index_bounds", "checkify")(eqn, ins)
         if bounds is not None:
             index, low, high, axes = bounds  # index[..., k] must lie in [low, high[k]] for the operand axis axes[k]
             _record_oob(eqn, ins[0], index, low, high, axes, state, ctx)
@@ -477,49 +453,6 @@ def _record_oob(eqn: Eqn, operand: Any, index: Any, low: int, high: Sequence[int
     i, site = ctx.site((eqn, "oob"), lambda: Site(OOBError, (eqn.prim.name, oshape),
                                                   (ShapedArray((), dtype), ShapedArray((), dt.int32))))
     state.record(i, site, _any(flat_bad), [value, axis])
-
-
-def _gather_bounds(eqn: Eqn, ins: list[Any]) -> Any:
-    operand, indices = aval_of(ins[0]), ins[1]
-    dnums, sizes = eqn.params["dimension_numbers"], eqn.params["slice_sizes"]
-    axes = list(dnums.start_index_map)
-    if not axes or not aval_of(indices).size:
-        return None
-    return indices, 0, [operand.shape[a] - sizes[a] for a in axes], axes
-
-
-def _starts(ins: list[Any], window: Sequence[int], operand: ShapedArray) -> Any:
-    if not ins or not operand.ndim:
-        return None
-    dtype = aval_of(ins[0]).dtype
-    index = lax.concatenate([lax.reshape(lax.convert_element_type(s, dtype), (1,)) for s in ins], 0)
-    return index, 0, [d - w for d, w in zip(operand.shape, window)], list(range(operand.ndim))
-
-
-def _dynamic_slice_bounds(eqn: Eqn, ins: list[Any]) -> Any:
-    return _starts(ins[1:], eqn.params["slice_sizes"], aval_of(ins[0]))
-
-
-def _dynamic_update_slice_bounds(eqn: Eqn, ins: list[Any]) -> Any:
-    return _starts(ins[2:], aval_of(ins[1]).shape, aval_of(ins[0]))
-
-
-def _scatter_bounds(eqn: Eqn, ins: list[Any]) -> Any:
-    operand, indices, updates = aval_of(ins[0]), ins[1], aval_of(ins[2])
-    d = eqn.params["dimension_numbers"]
-    axes = list(d.scatter_dims_to_operand_dims)
-    if not axes or not aval_of(indices).size:
-        return None
-    window_axes = [k for k in range(operand.ndim) if k not in d.inserted_window_dims and
-                   k not in d.operand_batching_dims]
-    window = {a: updates.shape[w] for a, w in zip(window_axes, d.update_window_dims)}
-    return indices, 0, [operand.shape[a] - window.get(a, 1) for a in axes], axes
-
-
-_BOUNDS = {"gather": _gather_bounds, "dynamic_slice": _dynamic_slice_bounds,
-           "dynamic_update_slice": _dynamic_update_slice_bounds, "scatter": _scatter_bounds,
-           "scatter_add": _scatter_bounds, "scatter_mul": _scatter_bounds, "scatter_min": _scatter_bounds,
-           "scatter_max": _scatter_bounds}
 
 
 def checkify_ir(ir: IR, enabled: frozenset[type]) -> tuple[IR, list[Site], list[int]]:

@@ -257,7 +257,7 @@ def _custom_vjp_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, fun_ir: 
 # forward mode (JAX's custom_lin): linear in the tangents, known only through its transpose, bwd at the residuals.
 # Running it is forward-mode differentiation of a custom_vjp function, JAX's error (its lowering, so at run time:
 # a tangent nothing reads is dropped before); reverse mode transposes it.
-custom_lin_p = Primitive("custom_lin", multiple_results=True, own_sharding=True)  # (out_avals are typed)
+custom_lin_p = Primitive("custom_lin", multiple_results=True, own_sharding=True, checks=())  # (out_avals are typed)
 custom_lin_p.none_cotangents = True  # (bwd receives zeros, or JAX's SymbolicZero, for them)
 custom_lin_p.def_rule("abstract_eval", lambda *avals, num_res, bwd, out_avals: list(out_avals))
 custom_lin_p.mark("jvp", CUSTOM_VJP_NO_FORWARD_MODE, error=ForwardModeOfCustomVjpError)
@@ -602,7 +602,7 @@ class custom_vjp:  # noqa: N801  (JAX's name)
 
 # ---------------------------------------------------------------------------------------------------------------
 # optimization_barrier(*xs): the identity, which XLA may not optimize across (no CSE, no moving work over it).
-optimization_barrier_p = Primitive("optimization_barrier", multiple_results=True, own_vma=True)
+optimization_barrier_p = Primitive("optimization_barrier", multiple_results=True, own_vma=True, checks=())
 optimization_barrier_p.def_rule("abstract_eval", lambda *avals: list(avals))
 optimization_barrier_p.def_rule("lowering", lambda ctx, *xs: ctx.op("stablehlo.optimization_barrier", list(xs),
                                                                      ctx.avals_out) if xs else [])
@@ -620,7 +620,7 @@ def optimization_barrier(operand: Any) -> Any:
 # ---------------------------------------------------------------------------------------------------------------
 # name(x; name): checkpoint_name's identity, which a checkpoint policy can pick out by its name. Its tangent is not
 # named (as in JAX); it is kept by every pass as any other equation is (dce drops it only when unused).
-name_p = Primitive("name")
+name_p = Primitive("name", checks=())
 name_p.def_rule("sharding_rule", explicit.same_as(0))
 name_p.def_rule("abstract_eval", lambda x, *, name: x)
 name_p.def_rule("lowering", lambda ctx, x, *, name: [x])

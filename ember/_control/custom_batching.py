@@ -36,7 +36,7 @@ FlatRule = Callable[[int, list[bool], list[Any]], tuple[list[Any], list[bool]]]
 # ---------------------------------------------------------------------------------------------------------------
 # custom_vmap_call(consts..., args...; fun_ir, num_consts, rule)
 custom_vmap_call_p = Primitive("custom_vmap_call", multiple_results=True, eager_body="fun_ir",
-                               own_vma=True)
+                               own_vma=True, checks=())
 custom_vmap_call_p.def_rule("abstract_eval", lambda *avals, fun_ir, num_consts, rule: fun_ir.out_avals)
 
 

@@ -48,7 +48,10 @@ from ember._core.sharding import explicit_of, explicit_sharding
 
 RULE_KINDS: tuple[str, ...] = ("abstract_eval", "lowering", "jvp", "vjp", "batching")
 HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split", "discharge", "depends", "sharding_rule", "transpose",
-                               "bind_params")
+                               "bind_params", "checkify", "index_bounds")
+
+CHECK_KINDS: tuple[str, ...] = ("nan", "div", "oob")  # what checkify may check of an equation (see above)
+NAN_CHECK: tuple[str, ...] = ("nan",)  # the `checks=` of a primitive whose float outputs may be NaN
 
 NOT_DIFFERENTIABLE = "not differentiable"  # the mark for "jvp" and "vjp" of comparisons, iota, ...
 
@@ -94,7 +97,7 @@ class Primitive:
     def __init__(self, name: str, multiple_results: bool = False, register: bool = True, *, moves_data: bool = False,
                  fuses_data_movement: bool = False, eager_body: str | None = None, elementwise: bool = False,
                  effectful: bool = False, takes_refs: bool = False, own_vma: bool = False,
-                 own_sharding: bool | None = None):
+                 own_sharding: bool | None = None, checks: Sequence[str] | None = None):
         self.name = name
         self.multiple_results = multiple_results
         self.moves_data = moves_data
@@ -114,6 +117,11 @@ class Primitive:
         # lowering does not order it among a body's callbacks (has_effects(..., at_run_time=True))
         self.compile_time_effect = False
         self.rules: dict[str, Callable[..., Any]] = {}
+        # what checkify checks of its equations (see the module docstring); None: undeclared (a primitive defined
+        # through ember.extend: none, as JAX's checkify for a primitive it has no rule for)
+        self.checks: frozenset[str] | None = None
+        if checks is not None:
+            self.def_checks(*checks)
         # a Python implementation that eager execution calls instead of compiling the lowering (JAX's def_impl:
         # primitives defined through ember.extend); it runs outside any staging, on concrete values
         self.impl: Callable[..., Any] | None = None
@@ -137,6 +145,14 @@ class Primitive:
             raise ValueError(f"primitive {self.name} already has a {kind} rule")
         self.rules[kind] = rule
         return rule
+
+    def def_checks(self, *kinds: str) -> None:
+        """Declare what checkify checks of this primitive's equations (a subset of CHECK_KINDS; none at all: no
+        kinds). "oob" needs an index_bounds hook (checked by the meta test)."""
+        unknown = [k for k in kinds if k not in CHECK_KINDS]
+        if unknown:
+            raise ValueError(f"{self.name}: unknown check kinds {unknown}; kinds: {CHECK_KINDS}")
+        self.checks = frozenset(kinds)
 
     def get_bind_params(self, params: dict[str, Any]) -> dict[str, Any]:
         """The params bind takes for an equation's params (JAX 0.10's method, used to bind an equation again):

@@ -32,7 +32,7 @@ AxisNames = tuple[Hashable, ...]
 
 # pvary(x; axes): x, typed as varying over axes too (JAX's pcast(x, axes, to='varying') binds its pvary, named so).
 # No data moves.
-pvary_p = Primitive("pvary", own_vma=True)
+pvary_p = Primitive("pvary", own_vma=True, checks=())
 
 
 @pvary_p.def_rule("abstract_eval")

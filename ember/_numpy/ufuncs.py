@@ -266,28 +266,24 @@ def _like(value: float, x: Any) -> Any:
 
 
 def _int_divmod(x: Any, y: Any) -> tuple[Any, Any]:
-    """Floor division and remainder (the divisor's sign) of integers: 0 and 0 where y == 0; x // -1 is -x
-    (wrapping, so INT_MIN // -1 == INT_MIN), never a division the hardware may trap on."""
-    signed = dt.is_signed_int(aval_of(x).dtype)
+    """Floor division and remainder (the divisor's sign) of integers: 0 and 0 where y == 0 (as numpy); x // -1 is
+    -x (wrapping, so INT_MIN // -1 == INT_MIN). The division takes y as it is (checkify's division-by-zero check
+    sees it, as JAX's): XLA defines its value for a zero divisor and for INT_MIN / -1 (no trap), which the selects
+    below replace."""
     by_zero = lax.eq(y, 0)
-    special = lax.bitwise_or(by_zero, lax.eq(y, -1)) if signed else by_zero
-    safe = lax.select(special, _like(1, y), y)
-    quotient, rest = lax.div(x, safe), lax.rem(x, safe)  # truncating; rest == 0 where special
-    if signed:
-        quotient = lax.select(lax.eq(y, -1), lax.neg(x), quotient)
+    quotient, rest = lax.div(x, y), lax.rem(x, y)  # truncating
+    if dt.is_signed_int(aval_of(x).dtype):
         # round the quotient towards -inf, and give the remainder the divisor's sign, where the signs differ
-        fix = lax.bitwise_and(lax.ne(rest, 0), lax.ne(lax.lt(rest, 0), lax.lt(safe, 0)))
+        fix = lax.bitwise_and(lax.ne(rest, 0), lax.ne(lax.lt(rest, 0), lax.lt(y, 0)))
         quotient = lax.select(fix, lax.sub(quotient, _like(1, quotient)), quotient)
-        rest = lax.select(fix, lax.add(rest, safe), rest)
-    return lax.select(by_zero, _like(0, quotient), quotient), rest
+        rest = lax.select(fix, lax.add(rest, y), rest)
+    zero = _like(0, quotient)
+    return lax.select(by_zero, zero, quotient), lax.select(by_zero, zero, rest)
 
 
 def _int_fmod(x: Any, y: Any) -> Any:
-    """C's truncated remainder (the dividend's sign) of integers, 0 where y == 0 (as numpy)."""
-    special = lax.eq(y, 0)
-    if dt.is_signed_int(aval_of(x).dtype):
-        special = lax.bitwise_or(special, lax.eq(y, -1))
-    return lax.rem(x, lax.select(special, _like(1, y), y))
+    """C's truncated remainder (the dividend's sign) of integers, 0 where y == 0 (as numpy; XLA's x % 0 is x)."""
+    return lax.select(lax.eq(y, 0), _like(0, x), lax.rem(x, y))
 
 
 def _computation_float(x: Any) -> tuple[Any, Any]:

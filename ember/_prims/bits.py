@@ -22,7 +22,7 @@ from ember._prims import explicit
 # ---------------------------------------------------------------------------------------------------------------
 # bitcast_convert_type(x, new_dtype): the same bits read as another dtype. Between widths the last dimension
 # grows (to a narrower dtype: wide_bits // narrow_bits elements per value) or shrinks (to a wider one).
-bitcast_convert_type_p = Primitive("bitcast_convert_type")
+bitcast_convert_type_p = Primitive("bitcast_convert_type", checks=())
 bitcast_convert_type_p.def_rule("sharding_rule", explicit.bitcast)
 
 
@@ -77,7 +77,7 @@ def bitcast_convert_type(x: Any, new_dtype: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-threefry2x32_p = Primitive("threefry2x32", multiple_results=True)
+threefry2x32_p = Primitive("threefry2x32", multiple_results=True, checks=())
 threefry2x32_p.def_rule("sharding_rule", lambda *avals: [explicit.broadcasting("threefry2x32")(*avals)] * 2)
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))

@@ -36,6 +36,7 @@ import numpy as np
 
 from ember._core import Primitive, ShapedArray, Tracer, aval_of, is_python_scalar
 from ember._core import dtypes as dt
+from ember._core import NAN_CHECK
 from ember._core.axes import axes_size, axis_size as _bound_axis_size, current_batching_axis, over_named_axes
 from ember._core.dtypes import ordered_axes
 from ember._core.vma import pvary_p, typed
@@ -173,10 +174,11 @@ def _combiner_region(ctx: LoweringContext, dtype: np.dtype, hlo_op: str) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # psum, pmax, pmin (x, axes): the sum (max, min) of x over the members of the named axes, on every member.
 def _all_reduce(name: str, kinds: str, hlo_op: Callable[[np.dtype], str],
-                batch_reduce: Callable[[Any, int], Any], unbatched: Callable[[Any, int], Any]) -> Primitive:
+                batch_reduce: Callable[[Any, int], Any], unbatched: Callable[[Any, int], Any], *,
+                checks: Sequence[str]) -> Primitive:
     """An all-reduce primitive: batch_reduce(x, dim) reduces a batch dimension under vmap of one of its axes,
     unbatched(x, size) is its value on a value equal on every member."""
-    prim = over_named_axes(Primitive(name, own_vma=True))
+    prim = over_named_axes(Primitive(name, own_vma=True, checks=checks))
 
     @prim.def_rule("abstract_eval")
     def _abstract_eval(x: ShapedArray, *, axes: AxisNames, groups: Groups = None) -> ShapedArray:
@@ -207,11 +209,11 @@ def _all_reduce(name: str, kinds: str, hlo_op: Callable[[np.dtype], str],
 
 
 psum_p = _all_reduce("psum", NUMERIC_C, lambda dtype: "add",
-                     lambda x, d: reduce_sum(x, (d,)), lambda x, size: mul(x, size))
+                     lambda x, d: reduce_sum(x, (d,)), lambda x, size: mul(x, size), checks=NAN_CHECK)
 pmax_p = _all_reduce("pmax", ANY, lambda dtype: "or" if dt.is_bool(dtype) else "maximum",
-                     lambda x, d: reduce_max(x, (d,)), lambda x, size: x)
+                     lambda x, d: reduce_max(x, (d,)), lambda x, size: x, checks=())
 pmin_p = _all_reduce("pmin", ANY, lambda dtype: "and" if dt.is_bool(dtype) else "minimum",
-                     lambda x, d: reduce_min(x, (d,)), lambda x, size: x)
+                     lambda x, d: reduce_min(x, (d,)), lambda x, size: x, checks=())
 
 psum_p.def_rule("jvp", linear_jvp(psum_p))
 
@@ -346,7 +348,7 @@ def axis_size(axis_name: Any) -> int:
 # ---------------------------------------------------------------------------------------------------------------
 # all_gather(x, axes, axis, tiled, axis_size): every member's x, stacked along a new dimension `axis` (or
 # concatenated along dimension `axis` when tiled), on every member.
-all_gather_p = over_named_axes(Primitive("all_gather", own_vma=True))
+all_gather_p = over_named_axes(Primitive("all_gather", own_vma=True, checks=()))
 
 
 @all_gather_p.def_rule("abstract_eval")
@@ -444,7 +446,7 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
 
 # all_gather_invariant(x, axes, axis, tiled, axis_size): all_gather's values, typed as the same on every member of
 # the axes (JAX's all_gather(to='invarying')); its transpose takes each member's block of the cotangent.
-all_gather_invariant_p = over_named_axes(Primitive("all_gather_invariant", own_vma=True))
+all_gather_invariant_p = over_named_axes(Primitive("all_gather_invariant", own_vma=True, checks=()))
 
 
 @all_gather_invariant_p.def_rule("abstract_eval")
@@ -484,7 +486,7 @@ def _varying_over(ct: Any, x: Any, axes: AxisNames) -> Any:
 # psum_scatter (primitive reduce_scatter, as JAX's) (x, axes, scatter_dimension, tiled, axis_size): psum(x), of
 # which member k keeps block k along scatter_dimension (that dimension's size must equal the axis size, and is
 # removed, unless tiled: then it must be divisible by it and shrinks).
-reduce_scatter_p = over_named_axes(Primitive("reduce_scatter", own_vma=True))
+reduce_scatter_p = over_named_axes(Primitive("reduce_scatter", own_vma=True, checks=()))
 
 
 @reduce_scatter_p.def_rule("abstract_eval")
@@ -575,7 +577,7 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
 # all_to_all(x, axes, split_axis, concat_axis, axis_size): x's dimension split_axis cut into axis_size blocks;
 # member k receives block k of every member, concatenated along concat_axis in member order. (The primitive is
 # JAX's tiled form; all_to_all's untiled form adds and removes a dimension around it, as JAX's.)
-all_to_all_p = over_named_axes(Primitive("all_to_all", own_vma=True))
+all_to_all_p = over_named_axes(Primitive("all_to_all", own_vma=True, checks=()))
 
 
 @all_to_all_p.def_rule("abstract_eval")
@@ -683,7 +685,7 @@ def pswapaxes(x: Any, axis_name: Any, axis: int, *, axis_index_groups: Any = Non
 # ---------------------------------------------------------------------------------------------------------------
 # ppermute(x, axes, perm): member dst receives the x of member src for each pair (src, dst) of perm (indices along
 # the axes); members no pair sends to receive zeros.
-ppermute_p = over_named_axes(Primitive("ppermute", own_vma=True))
+ppermute_p = over_named_axes(Primitive("ppermute", own_vma=True, checks=()))
 
 
 @ppermute_p.def_rule("abstract_eval")
@@ -770,7 +772,7 @@ def pshuffle(x: Any, axis_name: Any, perm: Sequence[int]) -> Any:
 # ---------------------------------------------------------------------------------------------------------------
 # axis_index(axes=(name,), typed): this member's index along the named axis, an int32 scalar; typed: the axis is a
 # typed mesh axis (ember._core.vma), along which the index varies (an operation without operands cannot tell).
-axis_index_p = over_named_axes(Primitive("axis_index", own_vma=True))
+axis_index_p = over_named_axes(Primitive("axis_index", own_vma=True, checks=()))
 
 
 @axis_index_p.def_rule("abstract_eval")

@@ -19,6 +19,7 @@ import numpy as np
 
 from ember._core import Primitive, ShapedArray, aval_of
 from ember._core import dtypes as dt
+from ember._core import NAN_CHECK
 from ember._core.checks import static_int, static_ints
 from ember._hlo import LoweringContext, i64_array
 from ember._prims.checks import check_dtype, check_same_dtypes
@@ -39,7 +40,7 @@ class ConvDimensionNumbers(NamedTuple):
 
 
 Pairs = tuple[tuple[int, int], ...]
-conv_general_dilated_p = Primitive("conv_general_dilated")
+conv_general_dilated_p = Primitive("conv_general_dilated", checks=NAN_CHECK)
 conv_general_dilated_p.def_rule("sharding_rule", explicit.conv)
 
 

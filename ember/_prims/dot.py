@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from ember._core import Primitive, ShapedArray, aval_of
 from ember._core import dtypes as dt
+from ember._core import NAN_CHECK
 from ember._core.checks import static_ints
 from ember._core.config import config
 from ember._core.sharding import explicit_sharding
@@ -61,7 +62,7 @@ def with_precision(params: dict[str, Any], precision: Precision) -> dict[str, An
 
 # dot_general(lhs, rhs, dimension_numbers=((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)), [precision])
 # Output dimensions: batch dims, then lhs free dims, then rhs free dims (each in increasing order).
-dot_general_p = Primitive("dot_general")
+dot_general_p = Primitive("dot_general", checks=NAN_CHECK)
 dot_general_p.def_rule("sharding_rule", explicit.dot_general)
 DimensionNumbers = tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]
 

@@ -12,6 +12,7 @@ import numpy as np
 from ember._core import (NOT_DIFFERENTIABLE, ArrayMethods, Primitive, ShapedArray, aval_of, is_python_scalar,
                          scalar_literal)
 from ember._core import dtypes as dt
+from ember._core import NAN_CHECK
 from ember._core.checks import static_int
 from ember._core.pytree import tree_map
 from ember._hlo import LoweringContext
@@ -28,9 +29,9 @@ def _scalar_like(value: float, x: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Unary ops: derivative(g, x, out) is the derivative at x applied to g.
-neg_p = unary("neg", "negate", NUMERIC_C, lambda g, x, y: neg(g))
-exp_p = unary("exp", "exponential", INEXACT, lambda g, x, y: mul(g, y))
-log_p = unary("log", "log", INEXACT, lambda g, x, y: div(g, x))
+neg_p = unary("neg", "negate", NUMERIC_C, lambda g, x, y: neg(g), checks=())
+exp_p = unary("exp", "exponential", INEXACT, lambda g, x, y: mul(g, y), checks=NAN_CHECK)
+log_p = unary("log", "log", INEXACT, lambda g, x, y: div(g, x), checks=NAN_CHECK)
 
 
 def _log1p_lowering(ctx: LoweringContext, x: str) -> list[str]:
@@ -58,21 +59,22 @@ def emit_log1p(ctx: LoweringContext, x: str, aval: ShapedArray) -> str:
     return out if aval.dtype == dt.float32 else ctx.op("stablehlo.convert", [out], aval)
 
 
-log1p_p = unary("log1p", None, INEXACT, lambda g, x, y: div(g, add(x, 1.0)), lowering=_log1p_lowering)
-expm1_p = unary("expm1", "exponential_minus_one", INEXACT, lambda g, x, y: mul(g, add(y, 1.0)))
-sin_p = unary("sin", "sine", INEXACT, lambda g, x, y: mul(g, cos(x)))
-cos_p = unary("cos", "cosine", INEXACT, lambda g, x, y: neg(mul(g, sin(x))))
-tan_p = unary("tan", "tan", INEXACT, lambda g, x, y: mul(g, add(1.0, mul(y, y))))
-tanh_p = unary("tanh", "tanh", INEXACT, lambda g, x, y: mul(g, sub(1.0, mul(y, y))))
-logistic_p = unary("logistic", "logistic", INEXACT, lambda g, x, y: mul(g, mul(y, sub(1.0, y))))
-sqrt_p = unary("sqrt", "sqrt", INEXACT, lambda g, x, y: div(g, mul(y, 2.0)))
-rsqrt_p = unary("rsqrt", "rsqrt", INEXACT, lambda g, x, y: mul(g, mul(div(y, x), -0.5)))
-floor_p = unary("floor", "floor", FLOAT, ZERO)
-ceil_p = unary("ceil", "ceil", FLOAT, ZERO)
-is_finite_p = unary("is_finite", "is_finite", FLOAT, NOT_DIFFERENTIABLE, out_dtype=dt.bool_)
-not_p = unary("not", "not", INTEGRAL, NOT_DIFFERENTIABLE)
-clz_p = unary("clz", "count_leading_zeros", "iu", NOT_DIFFERENTIABLE)
-population_count_p = unary("population_count", "popcnt", "iu", NOT_DIFFERENTIABLE)
+log1p_p = unary("log1p", None, INEXACT, lambda g, x, y: div(g, add(x, 1.0)), lowering=_log1p_lowering,
+                checks=NAN_CHECK)
+expm1_p = unary("expm1", "exponential_minus_one", INEXACT, lambda g, x, y: mul(g, add(y, 1.0)), checks=NAN_CHECK)
+sin_p = unary("sin", "sine", INEXACT, lambda g, x, y: mul(g, cos(x)), checks=NAN_CHECK)
+cos_p = unary("cos", "cosine", INEXACT, lambda g, x, y: neg(mul(g, sin(x))), checks=NAN_CHECK)
+tan_p = unary("tan", "tan", INEXACT, lambda g, x, y: mul(g, add(1.0, mul(y, y))), checks=NAN_CHECK)
+tanh_p = unary("tanh", "tanh", INEXACT, lambda g, x, y: mul(g, sub(1.0, mul(y, y))), checks=NAN_CHECK)
+logistic_p = unary("logistic", "logistic", INEXACT, lambda g, x, y: mul(g, mul(y, sub(1.0, y))), checks=NAN_CHECK)
+sqrt_p = unary("sqrt", "sqrt", INEXACT, lambda g, x, y: div(g, mul(y, 2.0)), checks=NAN_CHECK)
+rsqrt_p = unary("rsqrt", "rsqrt", INEXACT, lambda g, x, y: mul(g, mul(div(y, x), -0.5)), checks=NAN_CHECK)
+floor_p = unary("floor", "floor", FLOAT, ZERO, checks=())
+ceil_p = unary("ceil", "ceil", FLOAT, ZERO, checks=())
+is_finite_p = unary("is_finite", "is_finite", FLOAT, NOT_DIFFERENTIABLE, out_dtype=dt.bool_, checks=())
+not_p = unary("not", "not", INTEGRAL, NOT_DIFFERENTIABLE, checks=())
+clz_p = unary("clz", "count_leading_zeros", "iu", NOT_DIFFERENTIABLE, checks=())
+population_count_p = unary("population_count", "popcnt", "iu", NOT_DIFFERENTIABLE, checks=())
 
 
 def _abs_lowering(ctx: LoweringContext, x: str) -> list[str]:
@@ -107,7 +109,7 @@ def _abs_transpose(ct: Any, x: Any, out: Any) -> Any:
 
 # abs of a complex number is its (real) magnitude.
 abs_p = unary("abs", None, NUMERIC_C, _abs_derivative, lowering=_abs_lowering, out_dtype=dt.real_dtype,
-              transpose=_abs_transpose)
+              transpose=_abs_transpose, checks=())
 
 
 def _sign_lowering(ctx: LoweringContext, x: str) -> list[str]:
@@ -122,14 +124,15 @@ def _sign_lowering(ctx: LoweringContext, x: str) -> list[str]:
 
 
 # sign of a complex number is x / |x| (0 at 0), as numpy 2 and JAX; its derivative is taken as zero, as JAX's.
-sign_p = unary("sign", None, NUMERIC_C, ZERO, lowering=_sign_lowering)
+sign_p = unary("sign", None, NUMERIC_C, ZERO, lowering=_sign_lowering, checks=())
 
 # round: rounding_method 0 rounds halves away from zero, 1 to the nearest even (as JAX).
 round_p = unary("round", None, FLOAT, ZERO, lowering=lambda ctx, x, *, rounding_method: [ctx.op(
-    "stablehlo.round_nearest_even" if rounding_method else "stablehlo.round_nearest_afz", [x], ctx.aval_out)])
+    "stablehlo.round_nearest_even" if rounding_method else "stablehlo.round_nearest_afz", [x], ctx.aval_out)],
+                checks=())
 
 # stop_gradient: the identity, with a zero derivative.
-stop_gradient_p = unary("stop_gradient", None, ANY_C, ZERO, lowering=lambda ctx, x: [x])
+stop_gradient_p = unary("stop_gradient", None, ANY_C, ZERO, lowering=lambda ctx, x: [x], checks=())
 
 
 # integer_pow: x ** y for a static Python int y, lowered to repeated squaring.
@@ -162,23 +165,25 @@ def _integer_pow_lowering(ctx: LoweringContext, x: str, *, y: int) -> list[str]:
 
 
 integer_pow_p = unary("integer_pow", None, NUMERIC_C, _integer_pow_derivative, lowering=_integer_pow_lowering,
-                      check=_integer_pow_check)
+                      check=_integer_pow_check, checks=NAN_CHECK)
 
 # Inverse trigonometric and hyperbolic functions (CHLO ops, as jax.lax lowers them), cbrt and exp2.
 def _one_minus_square(x: Any) -> Any:
     return sub(1.0, mul(x, x))
 
 
-acos_p = unary("acos", "chlo.acos", INEXACT, lambda g, x, y: neg(mul(g, rsqrt(_one_minus_square(x)))))
-asin_p = unary("asin", "chlo.asin", INEXACT, lambda g, x, y: mul(g, rsqrt(_one_minus_square(x))))
-atan_p = unary("atan", "chlo.atan", INEXACT, lambda g, x, y: div(g, add(1.0, mul(x, x))))
-sinh_p = unary("sinh", "chlo.sinh", INEXACT, lambda g, x, y: mul(g, cosh(x)))
-cosh_p = unary("cosh", "chlo.cosh", INEXACT, lambda g, x, y: mul(g, sinh(x)))
-asinh_p = unary("asinh", "chlo.asinh", INEXACT, lambda g, x, y: mul(g, rsqrt(add(mul(x, x), 1.0))))
-acosh_p = unary("acosh", "chlo.acosh", INEXACT, lambda g, x, y: mul(g, rsqrt(mul(sub(x, 1.0), add(x, 1.0)))))
-atanh_p = unary("atanh", "chlo.atanh", INEXACT, lambda g, x, y: div(g, _one_minus_square(x)))
+acos_p = unary("acos", "chlo.acos", INEXACT, lambda g, x, y: neg(mul(g, rsqrt(_one_minus_square(x)))), checks=NAN_CHECK)
+asin_p = unary("asin", "chlo.asin", INEXACT, lambda g, x, y: mul(g, rsqrt(_one_minus_square(x))), checks=NAN_CHECK)
+atan_p = unary("atan", "chlo.atan", INEXACT, lambda g, x, y: div(g, add(1.0, mul(x, x))), checks=NAN_CHECK)
+sinh_p = unary("sinh", "chlo.sinh", INEXACT, lambda g, x, y: mul(g, cosh(x)), checks=NAN_CHECK)
+cosh_p = unary("cosh", "chlo.cosh", INEXACT, lambda g, x, y: mul(g, sinh(x)), checks=NAN_CHECK)
+asinh_p = unary("asinh", "chlo.asinh", INEXACT, lambda g, x, y: mul(g, rsqrt(add(mul(x, x), 1.0))),
+                checks=NAN_CHECK)
+acosh_p = unary("acosh", "chlo.acosh", INEXACT, lambda g, x, y: mul(g, rsqrt(mul(sub(x, 1.0), add(x, 1.0)))),
+                checks=NAN_CHECK)
+atanh_p = unary("atanh", "chlo.atanh", INEXACT, lambda g, x, y: div(g, _one_minus_square(x)), checks=NAN_CHECK)
 # cbrt: d/dx x^(1/3) = 1 / (3 cbrt(x)^2)
-cbrt_p = unary("cbrt", "cbrt", FLOAT, lambda g, x, y: div(g, mul(3.0, mul(y, y))))
+cbrt_p = unary("cbrt", "cbrt", FLOAT, lambda g, x, y: div(g, mul(3.0, mul(y, y))), checks=NAN_CHECK)
 
 
 def _exp2_lowering(ctx: LoweringContext, x: str) -> list[str]:
@@ -188,7 +193,7 @@ def _exp2_lowering(ctx: LoweringContext, x: str) -> list[str]:
 
 
 exp2_p = unary("exp2", None, INEXACT, lambda g, x, y: mul(g, mul(y, _scalar_like(float(np.log(2.0)), y))),
-               lowering=_exp2_lowering)
+               lowering=_exp2_lowering, checks=NAN_CHECK)
 
 
 # reduce_precision(x, exponent_bits, mantissa_bits): x rounded (to nearest even) to a float format with that many
@@ -207,7 +212,7 @@ def _reduce_precision_lowering(ctx: LoweringContext, x: str, *, exponent_bits: i
 
 reduce_precision_p = unary("reduce_precision", None, FLOAT,
                            lambda g, x, y, **params: reduce_precision_p.bind(g, **params),
-                           lowering=_reduce_precision_lowering, check=_reduce_precision_check)
+                           lowering=_reduce_precision_lowering, check=_reduce_precision_check, checks=())
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -266,33 +271,37 @@ def _pow_dy(g: Any, x: Any, y: Any, out: Any) -> Any:
     return mul(g, mul(log(safe_x), out))
 
 
-add_p = binary("add", "add", NUMERIC_C, (_identity, _identity))
-sub_p = binary("sub", "subtract", NUMERIC_C, (_identity, lambda g, x, y, out: neg(g)))
-mul_p = binary("mul", "multiply", NUMERIC_C, (lambda g, x, y, out: mul(g, y), lambda g, x, y, out: mul(x, g)))
+add_p = binary("add", "add", NUMERIC_C, (_identity, _identity), checks=NAN_CHECK)
+sub_p = binary("sub", "subtract", NUMERIC_C, (_identity, lambda g, x, y, out: neg(g)), checks=NAN_CHECK)
+mul_p = binary("mul", "multiply", NUMERIC_C, (lambda g, x, y, out: mul(g, y), lambda g, x, y, out: mul(x, g)),
+               checks=NAN_CHECK)
 div_p = binary("div", "divide", NUMERIC_C, (lambda g, x, y, out: div(g, y),
-                                          lambda g, x, y, out: neg(mul(g, div(out, y)))))
-rem_p = binary("rem", "remainder", NUMERIC, (_identity, lambda g, x, y, out: neg(mul(g, _trunc(div(x, y))))))
-atan2_p = binary("atan2", "atan2", FLOAT, (_atan2_partial(lambda x, y: y), _atan2_partial(lambda x, y: neg(x))))
+                                          lambda g, x, y, out: neg(mul(g, div(out, y)))), checks=("div", "nan"))
+rem_p = binary("rem", "remainder", NUMERIC, (_identity, lambda g, x, y, out: neg(mul(g, _trunc(div(x, y))))),
+               checks=NAN_CHECK)
+atan2_p = binary("atan2", "atan2", FLOAT, (_atan2_partial(lambda x, y: y), _atan2_partial(lambda x, y: neg(x))),
+                 checks=NAN_CHECK)
 max_p = binary("max", "maximum", ANY_C, (_minmax_partial(True), _minmax_partial(False)),
-               lowering=_minmax_lowering("maximum", "GT"))
+               lowering=_minmax_lowering("maximum", "GT"), checks=())
 min_p = binary("min", "minimum", ANY_C, (_minmax_partial(True), _minmax_partial(False)),
-               lowering=_minmax_lowering("minimum", "LT"))
-pow_p = binary("pow", "power", INEXACT, (_pow_dx, _pow_dy))
-and_p = binary("and", "and", INTEGRAL, NOT_DIFFERENTIABLE)
-or_p = binary("or", "or", INTEGRAL, NOT_DIFFERENTIABLE)
-xor_p = binary("xor", "xor", INTEGRAL, NOT_DIFFERENTIABLE)
+               lowering=_minmax_lowering("minimum", "LT"), checks=())
+pow_p = binary("pow", "power", INEXACT, (_pow_dx, _pow_dy), checks=NAN_CHECK)
+and_p = binary("and", "and", INTEGRAL, NOT_DIFFERENTIABLE, checks=())
+or_p = binary("or", "or", INTEGRAL, NOT_DIFFERENTIABLE, checks=())
+xor_p = binary("xor", "xor", INTEGRAL, NOT_DIFFERENTIABLE, checks=())
 # Shifts (as StableHLO and jax.lax: a shift by the bit width or more gives 0, or the sign for an arithmetic one).
-shift_left_p = binary("shift_left", "shift_left", "iu", NOT_DIFFERENTIABLE)
-shift_right_logical_p = binary("shift_right_logical", "shift_right_logical", "iu", NOT_DIFFERENTIABLE)
-shift_right_arithmetic_p = binary("shift_right_arithmetic", "shift_right_arithmetic", "iu", NOT_DIFFERENTIABLE)
+shift_left_p = binary("shift_left", "shift_left", "iu", NOT_DIFFERENTIABLE, checks=())
+shift_right_logical_p = binary("shift_right_logical", "shift_right_logical", "iu", NOT_DIFFERENTIABLE, checks=())
+shift_right_arithmetic_p = binary("shift_right_arithmetic", "shift_right_arithmetic", "iu", NOT_DIFFERENTIABLE,
+                                  checks=())
 # nextafter(x, y): the next representable value after x towards y (CHLO's, as jax.lax; not differentiable there).
-nextafter_p = binary("nextafter", "chlo.next_after", FLOAT, NOT_DIFFERENTIABLE)
+nextafter_p = binary("nextafter", "chlo.next_after", FLOAT, NOT_DIFFERENTIABLE, checks=())
 
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # mulhi(x, y): the high half of the double-width product of two integers (signed or unsigned, as jax.lax.mulhi).
-mulhi_p = Primitive("mulhi")
+mulhi_p = Primitive("mulhi", checks=())
 mulhi_p.def_rule("sharding_rule", explicit.broadcasting("mulhi"))
 
 
@@ -370,7 +379,7 @@ ge_p = comparison("ge", "GE")
 
 # ---------------------------------------------------------------------------------------------------------------
 # select(pred, on_true, on_false): linear in (on_true, on_false) for a fixed pred.
-select_p = Primitive("select", fuses_data_movement=True, elementwise=True)
+select_p = Primitive("select", fuses_data_movement=True, elementwise=True, checks=())
 select_p.def_rule("sharding_rule", explicit.broadcasting("select_n"))
 
 
@@ -430,14 +439,14 @@ def _conj_lowering(ctx: LoweringContext, x: str) -> list[str]:
 
 
 real_p = unary("real", None, "c", lambda g, x, y: real(g), lowering=_complex_part_lowering("real"),
-               out_dtype=dt.real_dtype, transpose=_real_transpose)
+               out_dtype=dt.real_dtype, transpose=_real_transpose, checks=())
 imag_p = unary("imag", None, "c", lambda g, x, y: imag(g), lowering=_complex_part_lowering("imag"),
-               out_dtype=dt.real_dtype, transpose=_imag_transpose)
-conj_p = unary("conj", None, "c", lambda g, x, y: conj(g), lowering=_conj_lowering)
+               out_dtype=dt.real_dtype, transpose=_imag_transpose, checks=())
+conj_p = unary("conj", None, "c", lambda g, x, y: conj(g), lowering=_conj_lowering, checks=())
 
 complex_p = binary("complex", "complex", FLOAT, (lambda g, x, y, out: _part_of(g, out, real),
                                                  lambda g, x, y, out: _part_of(g, out, imag)),
-                   out_dtype=lambda dtype: _complex_of_parts(dtype))
+                   out_dtype=lambda dtype: _complex_of_parts(dtype), checks=())
 
 
 def _complex_of_parts(dtype: np.dtype) -> np.dtype:

@@ -105,11 +105,13 @@ def _attach_derivative(prim: Primitive, derivative: Any, make_jvp: Callable[[], 
 # ---------------------------------------------------------------------------------------------------------------
 def unary(name: str, hlo_name: str | None, kinds: str, derivative: Any, *, lowering: Lowering | None = None,
           out_dtype: np.dtype | Callable[[np.dtype], np.dtype] | None = None,
-          check: Callable[..., None] | None = None, transpose: Callable[..., Any] | None = None) -> Primitive:
+          check: Callable[..., None] | None = None, transpose: Callable[..., Any] | None = None,
+          checks: Sequence[str]) -> Primitive:
     """A one-operand elementwise primitive (see the module docstring). lowering overrides the one-op lowering;
     out_dtype is the output's dtype, or a function of the operand's; check(x, **params) adds argument checks to the
-    abstract evaluation; transpose(ct, x, out, **params), when given, is the reverse rule (else `derivative`)."""
-    prim = Primitive(name, elementwise=True)
+    abstract evaluation; transpose(ct, x, out, **params), when given, is the reverse rule (else `derivative`);
+    checks: what checkify checks of it (Primitive's `checks`: NAN_CHECK where a float output may be NaN)."""
+    prim = Primitive(name, elementwise=True, checks=checks)
 
     @prim.def_rule("abstract_eval")
     def abstract_eval(x: ShapedArray, **params: Any) -> ShapedArray:
@@ -146,11 +148,12 @@ def unary(name: str, hlo_name: str | None, kinds: str, derivative: Any, *, lower
 
 
 def binary(name: str, hlo_name: str, kinds: str, derivative: Any, *, lowering: Lowering | None = None,
-           out_dtype: Callable[[np.dtype], np.dtype] | None = None) -> Primitive:
+           out_dtype: Callable[[np.dtype], np.dtype] | None = None, checks: Sequence[str]) -> Primitive:
     """A two-operand elementwise primitive (see the module docstring); lowering overrides the one-op lowering;
-    out_dtype(operand dtype) is the output's dtype where it differs (complex: float32 parts make complex64)."""
+    out_dtype(operand dtype) is the output's dtype where it differs (complex: float32 parts make complex64);
+    checks: what checkify checks of it (as unary's)."""
     # one StableHLO op (not a chlo op, which expands into many): eager dispatch may fuse a broadcast into it
-    prim = Primitive(name, fuses_data_movement="." not in hlo_name, elementwise=True)
+    prim = Primitive(name, fuses_data_movement="." not in hlo_name, elementwise=True, checks=checks)
 
     @prim.def_rule("abstract_eval")
     def abstract_eval(x: ShapedArray, y: ShapedArray) -> ShapedArray:
@@ -191,8 +194,8 @@ def _same_shapes(parts: list[Any]) -> list[Any]:
 
 
 def comparison(name: str, direction: str, kinds: str = ANY) -> Primitive:
-    """A comparison: boolean outputs, not differentiable."""
-    prim = Primitive(name, fuses_data_movement=True, elementwise=True)
+    """A comparison: boolean outputs (nothing for checkify to check), not differentiable."""
+    prim = Primitive(name, fuses_data_movement=True, elementwise=True, checks=())
 
     @prim.def_rule("abstract_eval")
     def abstract_eval(x: ShapedArray, y: ShapedArray) -> ShapedArray:

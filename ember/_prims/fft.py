@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from ember._core import Primitive, ShapedArray, aval_of
 from ember._core import dtypes as dt
+from ember._core import NAN_CHECK
 from ember._core.checks import static_ints
 from ember._hlo import LoweringContext, i64_array
 from ember._prims.elementwise import conj, mul, real
@@ -35,7 +36,7 @@ class FftType(enum.IntEnum):
     IRFFT = 3
 
 
-fft_p = Primitive("fft")
+fft_p = Primitive("fft", checks=NAN_CHECK)
 fft_p.def_rule("sharding_rule", explicit.same_as(0))  # (as JAX: XLA partitions a split FFT dimension)
 
 

@@ -90,8 +90,19 @@ def _dims_attr(kind: str, fields: dict[str, tuple[int, ...]], index_vector_dim: 
 
 # ---------------------------------------------------------------------------------------------------------------
 # gather(operand, indices, dimension_numbers, slice_sizes, indices_are_sorted, unique_indices): clamping starts.
-gather_p = Primitive("gather")
+gather_p = Primitive("gather", checks=("oob",))
 gather_p.def_rule("sharding_rule", explicit.gather)
+
+
+@gather_p.def_rule("index_bounds")
+def _gather_index_bounds(eqn: Any, ins: list[Any]) -> Any:
+    """checkify's out-of-bounds check: each start lies in [0, dim - slice size] on the axis it indexes."""
+    operand, indices = aval_of(ins[0]), ins[1]
+    dnums, sizes = eqn.params["dimension_numbers"], eqn.params["slice_sizes"]
+    axes = list(dnums.start_index_map)
+    if not axes or not aval_of(indices).size:
+        return None
+    return indices, 0, [operand.shape[a] - sizes[a] for a in axes], axes
 
 
 @gather_p.def_rule("abstract_eval")
@@ -396,12 +407,26 @@ def _scatter_batching(prim: Primitive) -> Any:
 
 
 def _scatter_primitive(name: str, combine: str | None, kinds: str) -> Primitive:
-    prim = Primitive(name)
+    prim = Primitive(name, checks=("oob",))
     prim.def_rule("sharding_rule", explicit.scatter)
     prim.def_rule("abstract_eval", _scatter_abstract_eval(name, kinds))
     prim.def_rule("lowering", _scatter_lowering(combine))
     prim.def_rule("batching", _scatter_batching(prim))
+    prim.def_rule("index_bounds", _scatter_index_bounds)
     return prim
+
+
+def _scatter_index_bounds(eqn: Any, ins: list[Any]) -> Any:
+    """checkify's out-of-bounds check: each start lies in [0, dim - window size] on the axis it scatters into."""
+    operand, indices, updates = aval_of(ins[0]), ins[1], aval_of(ins[2])
+    d = eqn.params["dimension_numbers"]
+    axes = list(d.scatter_dims_to_operand_dims)
+    if not axes or not aval_of(indices).size:
+        return None
+    window_axes = [k for k in range(operand.ndim) if k not in d.inserted_window_dims and
+                   k not in d.operand_batching_dims]
+    window = {a: updates.shape[w] for a, w in zip(window_axes, d.update_window_dims)}
+    return indices, 0, [operand.shape[a] - window.get(a, 1) for a in axes], axes
 
 
 scatter_p = _scatter_primitive("scatter", None, "fiubc")
@@ -601,8 +626,21 @@ scatter_max = _scatter_function(scatter_max_p, "combined by maximum")
 
 # ---------------------------------------------------------------------------------------------------------------
 # dynamic_slice(operand, *start_indices, slice_sizes): a static-size slice at traced starts, clamped to fit.
-dynamic_slice_p = Primitive("dynamic_slice")
+dynamic_slice_p = Primitive("dynamic_slice", checks=("oob",))
 dynamic_slice_p.def_rule("sharding_rule", explicit.dynamic_slice)
+
+
+def _starts_in_bounds(starts: list[Any], window: Sequence[int], operand: ShapedArray) -> Any:
+    """checkify's out-of-bounds check of traced starts: start k lies in [0, dim k - window k]."""
+    if not starts or not operand.ndim:
+        return None
+    dtype = aval_of(starts[0]).dtype
+    index = concatenate([reshape(convert_element_type(s, dtype), (1,)) for s in starts], 0)
+    return index, 0, [d - w for d, w in zip(operand.shape, window)], list(range(operand.ndim))
+
+
+dynamic_slice_p.def_rule("index_bounds", lambda eqn, ins: _starts_in_bounds(
+    ins[1:], eqn.params["slice_sizes"], aval_of(ins[0])))
 
 
 def _check_starts(op: str, operand: ShapedArray, starts: Sequence[ShapedArray]) -> None:
@@ -750,8 +788,10 @@ def dynamic_index_in_dim(operand: Any, index: Any, axis: int = 0, keepdims: bool
 
 # ---------------------------------------------------------------------------------------------------------------
 # dynamic_update_slice(operand, update, *start_indices): update written at traced starts, clamped to fit.
-dynamic_update_slice_p = Primitive("dynamic_update_slice")
+dynamic_update_slice_p = Primitive("dynamic_update_slice", checks=("oob",))
 dynamic_update_slice_p.def_rule("sharding_rule", explicit.same_as(0))
+dynamic_update_slice_p.def_rule("index_bounds", lambda eqn, ins: _starts_in_bounds(
+    ins[2:], aval_of(ins[1]).shape, aval_of(ins[0])))
 
 
 @dynamic_update_slice_p.def_rule("abstract_eval")
@@ -831,7 +871,7 @@ def dynamic_update_index_in_dim(operand: Any, update: Any, index: Any, axis: int
 
 # ---------------------------------------------------------------------------------------------------------------
 # clamp(min, x, max): x limited to [min, max]; min and max may be scalars (like jax.lax.clamp).
-clamp_p = Primitive("clamp")
+clamp_p = Primitive("clamp", checks=())
 clamp_p.def_rule("sharding_rule", explicit.broadcasting("clamp"))
 
 

@@ -195,7 +195,7 @@ def _front_batching(prim: Primitive) -> Callable[..., Any]:
 # ---------------------------------------------------------------------------------------------------------------
 # cholesky(a): the lower-triangular L with a = L L^H (only a's lower triangle is read; the upper triangle of L is
 # zero). A matrix that is not positive definite gives NaNs in the lower triangle, as JAX on CPU.
-cholesky_p = Primitive("cholesky")
+cholesky_p = Primitive("cholesky", checks=())
 cholesky_p.def_rule("sharding_rule", explicit.batch_only("cholesky", 2))
 
 
@@ -275,7 +275,7 @@ def symmetrize(x: Any) -> Any:
 # ---------------------------------------------------------------------------------------------------------------
 # triangular_solve(a, b): x with op(a) x = b (left_side) or x op(a) = b, op(a) = a or a^T (transpose_a); only a's
 # lower (lower) or upper triangle is read, and its diagonal taken as ones with unit_diagonal.
-triangular_solve_p = Primitive("triangular_solve")
+triangular_solve_p = Primitive("triangular_solve", checks=())
 triangular_solve_p.def_rule("sharding_rule", explicit.batch_only("triangular_solve", 2))
 
 
@@ -398,7 +398,7 @@ def _broadcast_batch(x: Any, batch: tuple[int, ...]) -> Any:
 # lu(a): (lu, pivots, permutation) with a[permutation] = L U, L unit lower triangular (below lu's diagonal), U
 # upper (on and above it); pivots are LAPACK's row swaps (zero-based), permutation their composition. A singular
 # matrix factors too (a zero on U's diagonal), as in LAPACK and JAX.
-lu_p = Primitive("lu", multiple_results=True)
+lu_p = Primitive("lu", multiple_results=True, checks=())
 lu_p.def_rule("sharding_rule", explicit.batch_only("lu", 2))
 
 
@@ -483,7 +483,7 @@ def lu(x: Any) -> tuple[Any, Any, Any]:
 # geqrf(a): (reflectors, taus), LAPACK's geqrf as it leaves them: R on and above the diagonal, the Householder vectors
 # below it (their leading 1 implied), and their scales taus (..., min(m, n)) (numpy.linalg.qr's mode 'raw', after a
 # transpose). No derivative rules, as in JAX (its private jax._src.lax.linalg.geqrf).
-geqrf_p = Primitive("geqrf", multiple_results=True)
+geqrf_p = Primitive("geqrf", multiple_results=True, checks=())
 geqrf_p.def_rule("sharding_rule", explicit.batch_only("geqrf", 2))
 NO_DERIVATIVE_RULES = "no derivative rules, as in JAX"  # the mark of geqrf and schur
 
@@ -520,7 +520,7 @@ def geqrf(x: Any) -> tuple[Any, Any]:
 # ---------------------------------------------------------------------------------------------------------------
 # qr(a, full_matrices): (q, r) with a = q r, q orthonormal columns, r upper triangular; LAPACK's geqrf (Householder
 # reflectors) then orgqr (q from them). full_matrices: q (m, m) and r (m, n); else q (m, k), r (k, n), k = min(m, n).
-qr_p = Primitive("qr", multiple_results=True)
+qr_p = Primitive("qr", multiple_results=True, checks=())
 qr_p.def_rule("sharding_rule", explicit.batch_only("qr", 2))
 
 
@@ -648,7 +648,7 @@ def qr(x: Any, full_matrices: bool = True) -> tuple[Any, Any]:
 # eigh(a, lower): (v, w), the eigenvectors (columns of v) and ascending eigenvalues of the symmetric (Hermitian) a,
 # reading its lower (lower) or upper triangle; w is real (of a complex a too: LAPACK's heevd). No convergence, or a
 # non-finite input, gives NaNs.
-eigh_p = Primitive("eigh", multiple_results=True)
+eigh_p = Primitive("eigh", multiple_results=True, checks=())
 eigh_p.def_rule("sharding_rule", explicit.batch_only("eigh", 2))
 
 
@@ -728,7 +728,7 @@ def eigh(x: Any, lower: bool = True, symmetrize_input: bool = True) -> tuple[Any
 # ---------------------------------------------------------------------------------------------------------------
 # svd(a, full_matrices, compute_uv): (s, u, vt) with a = u diag(s) vt, s descending and real (of a complex a too),
 # or (s,) without compute_uv; LAPACK's gesdd. No convergence, or a non-finite input, gives NaNs.
-svd_p = Primitive("svd", multiple_results=True)
+svd_p = Primitive("svd", multiple_results=True, checks=())
 svd_p.def_rule("sharding_rule", explicit.batch_only("svd", 2))
 
 
@@ -874,7 +874,7 @@ def svd(x: Any, full_matrices: bool = True, compute_uv: bool = True) -> Any:
 # geev, in its order and normalisation (unit 2-norm, largest component real), as numpy and JAX. Only the
 # eigenvalues differentiate, as in JAX: the rule raises where eigenvectors are computed. No convergence, or a
 # non-finite input, gives NaNs.
-eig_p = Primitive("eig", multiple_results=True)
+eig_p = Primitive("eig", multiple_results=True, checks=())
 eig_p.def_rule("sharding_rule", explicit.batch_only("eig", 2))
 
 
@@ -959,7 +959,7 @@ def eig(x: Any, compute_left_eigenvectors: bool = True, compute_right_eigenvecto
 # upper triangular (2x2 blocks on the diagonal for complex eigenvalue pairs) for a real one; LAPACK's gees, unsorted.
 # No derivative rules, as in JAX (jax.lax.linalg.schur raises for them too). No convergence, or a non-finite input,
 # gives NaNs.
-schur_p = Primitive("schur", multiple_results=True)
+schur_p = Primitive("schur", multiple_results=True, checks=())
 schur_p.def_rule("sharding_rule", explicit.batch_only("schur", 2))
 
 

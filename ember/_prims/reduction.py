@@ -16,6 +16,7 @@ import numpy as np
 
 from ember._core import Literal, Primitive, ShapedArray, Tracer, aval_of, scalar_literal
 from ember._core import dtypes as dt
+from ember._core import NAN_CHECK
 from ember._core.checks import normalize_axis, static_int, static_ints
 from ember._core.trace import stage_flat
 from ember._hlo import LoweringContext, i64_array, lower_into, row_fusion
@@ -70,10 +71,12 @@ def _highest(dtype: np.dtype) -> Any:
 
 reduce_max_p = reduction("reduce_max", "fiub", _lowest, lambda dtype: "or" if dt.is_bool(dtype) else "maximum",
                          _extreme_derivative, lambda ctx, x, axes: row_fusion.lower_extremum(
-                             ctx.emitter, x, ctx.avals_in[0], axes, "maximum", _lowest(ctx.avals_in[0].dtype)))
+                             ctx.emitter, x, ctx.avals_in[0], axes, "maximum", _lowest(ctx.avals_in[0].dtype)),
+                             checks=())
 reduce_min_p = reduction("reduce_min", "fiub", _highest, lambda dtype: "and" if dt.is_bool(dtype) else "minimum",
                          _extreme_derivative, lambda ctx, x, axes: row_fusion.lower_extremum(
-                             ctx.emitter, x, ctx.avals_in[0], axes, "minimum", _highest(ctx.avals_in[0].dtype)))
+                             ctx.emitter, x, ctx.avals_in[0], axes, "minimum", _highest(ctx.avals_in[0].dtype)),
+                             checks=())
 
 
 def reduce_max(x: Any, axes: Sequence[int] | None = None) -> Any:
@@ -139,7 +142,8 @@ def _prod_derivative(prim: Primitive) -> tuple[Callable[..., Any], Callable[...,
     return jvp, vjp
 
 
-reduce_prod_p = reduction("reduce_prod", "fiuc", lambda dtype: 1, lambda dtype: "multiply", _prod_derivative)
+reduce_prod_p = reduction("reduce_prod", "fiuc", lambda dtype: 1, lambda dtype: "multiply", _prod_derivative,
+                          checks=NAN_CHECK)
 
 
 def reduce_prod(x: Any, axes: Sequence[int] | None = None) -> Any:
@@ -156,7 +160,7 @@ def _all_ones(dtype: np.dtype) -> Any:
 
 
 def _bitwise_reduction(name: str, hlo_op: str, identity: Callable[[np.dtype], Any]) -> Primitive:
-    prim = Primitive(name)
+    prim = Primitive(name, checks=())
     prim.def_rule("sharding_rule", explicit.reduction)
 
     @prim.def_rule("abstract_eval")
@@ -205,7 +209,7 @@ def reduce_xor(x: Any, axes: Sequence[int] | None = None) -> Any:
 # keeping the extreme value's first index; NaN beats every number and ties keep the smaller index, so the result
 # is the first NaN, else the first extreme value (as jax.lax).
 def _argminmax(name: str, better: Callable[[Any, Any], Any]) -> Primitive:
-    prim = Primitive(name)
+    prim = Primitive(name, checks=())
     prim.def_rule("sharding_rule", explicit.reduction)
 
     @prim.def_rule("abstract_eval")
@@ -291,7 +295,7 @@ def argmin(operand: Any, axis: int, index_dtype: Any) -> Any:
 GENERAL_REDUCE_NOT_DIFFERENTIABLE = (
     "the derivative of reduce with a general computation is not implemented (as in JAX); reduce one operand with "
     "lax.add, lax.mul, lax.max or lax.min, whose reductions are differentiable")
-reduce_p = Primitive("reduce", multiple_results=True)
+reduce_p = Primitive("reduce", multiple_results=True, checks=NAN_CHECK)
 reduce_p.def_rule("sharding_rule", explicit.general_reduce)
 
 

@@ -143,7 +143,7 @@ def _new_ref_impl(x: Any) -> Ref:
     return Ref(x)
 
 
-new_ref_p = RefPrimitive("new_ref", _new_ref_impl, takes_refs=True)  # (it makes one: staging notes that)
+new_ref_p = RefPrimitive("new_ref", _new_ref_impl, takes_refs=True, checks=())  # (it makes one: staging notes that)
 
 
 @new_ref_p.def_rule("abstract_eval")
@@ -168,7 +168,7 @@ def _freeze_impl(ref: Ref) -> Any:
     return value
 
 
-freeze_p = RefPrimitive("freeze", _freeze_impl, takes_refs=True)
+freeze_p = RefPrimitive("freeze", _freeze_impl, takes_refs=True, checks=())
 
 
 @freeze_p.def_rule("abstract_eval")
@@ -188,7 +188,7 @@ def _ref_get_impl(ref: Ref) -> Any:
         return ref.read()
 
 
-ref_get_p = RefPrimitive("ref_get", _ref_get_impl, takes_refs=True)
+ref_get_p = RefPrimitive("ref_get", _ref_get_impl, takes_refs=True, checks=())
 
 
 @ref_get_p.def_rule("abstract_eval")
@@ -216,7 +216,7 @@ def _ref_swap_impl(ref: Ref, value: Any) -> Any:
     return old
 
 
-ref_swap_p = RefPrimitive("ref_swap", _ref_swap_impl, takes_refs=True)
+ref_swap_p = RefPrimitive("ref_swap", _ref_swap_impl, takes_refs=True, checks=())
 
 
 @ref_swap_p.def_rule("abstract_eval")

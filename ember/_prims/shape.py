@@ -10,6 +10,7 @@ import numpy as np
 
 from ember._core import Literal, Primitive, ShapedArray, aval_of, is_python_scalar, scalar_literal
 from ember._core import dtypes as dt
+from ember._core import NAN_CHECK
 from ember._core.checks import normalize_axes, normalize_axis, static_int, static_ints
 from ember._core.dtypes import ordered_axes
 from ember._core.vma import pvary_p
@@ -73,7 +74,7 @@ def vectorized_batching(prim: Primitive) -> Callable[..., Any]:
 
 # ---------------------------------------------------------------------------------------------------------------
 # broadcast_in_dim(x, shape, broadcast_dimensions): operand dim i becomes output dim broadcast_dimensions[i].
-broadcast_in_dim_p = Primitive("broadcast_in_dim", moves_data=True)
+broadcast_in_dim_p = Primitive("broadcast_in_dim", moves_data=True, checks=())
 broadcast_in_dim_p.def_rule("sharding_rule", explicit.broadcast_in_dim)
 
 
@@ -182,7 +183,7 @@ def zeros(aval: ShapedArray) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # reshape(x, new_sizes)
-reshape_p = Primitive("reshape", moves_data=True)
+reshape_p = Primitive("reshape", moves_data=True, checks=())
 reshape_p.def_rule("sharding_rule", explicit.reshape)
 
 
@@ -230,7 +231,7 @@ def reshape(x: Any, new_sizes: Sequence[int], out_sharding: Any = None) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # transpose(x, permutation): output dim i is operand dim permutation[i].
-transpose_p = Primitive("transpose")
+transpose_p = Primitive("transpose", checks=())
 transpose_p.def_rule("sharding_rule", explicit.transpose)
 
 
@@ -275,7 +276,7 @@ def transpose(x: Any, permutation: Sequence[int]) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # convert_element_type(x, new_dtype, weak_type)
-convert_element_type_p = Primitive("convert_element_type", elementwise=True)
+convert_element_type_p = Primitive("convert_element_type", elementwise=True, checks=())
 convert_element_type_p.def_rule("sharding_rule", explicit.same_as(0))
 
 
@@ -344,7 +345,7 @@ def convert_element_type(x: Any, new_dtype: Any, weak_type: bool = False) -> Any
 
 # ---------------------------------------------------------------------------------------------------------------
 # iota(dtype, shape, dimension): values 0, 1, ... along one dimension.
-iota_p = Primitive("iota")
+iota_p = Primitive("iota", checks=())
 
 
 @iota_p.def_rule("abstract_eval")
@@ -396,12 +397,13 @@ def kept_dims(ndim: int, axes: tuple[int, ...]) -> tuple[int, ...]:
 
 def reduction(name: str, kinds: str, identity: Callable[[np.dtype], Any], combine: Callable[[np.dtype], str],
               derivative: Callable[[Primitive], tuple[Callable[..., Any], Callable[..., Any]]],
-              backend_form: Callable[[LoweringContext, str, tuple[int, ...]], str | None] | None = None
-              ) -> Primitive:
+              backend_form: Callable[[LoweringContext, str, tuple[int, ...]], str | None] | None = None, *,
+              checks: Sequence[str]) -> Primitive:
     """A reduction over static axes: identity(dtype) is its initial value, combine(dtype) the StableHLO op of its
     body, derivative(prim) -> (jvp rule, vjp rule). backend_form(ctx, x, axes), when given, may lower it in a form
-    the target backend runs faster (the value, or None for the plain stablehlo.reduce)."""
-    prim = Primitive(name)
+    the target backend runs faster (the value, or None for the plain stablehlo.reduce); checks: what checkify
+    checks of it (NAN_CHECK for a sum or product, as JAX's)."""
+    prim = Primitive(name, checks=checks)
     prim.def_rule("sharding_rule", explicit.reduction)
 
     @prim.def_rule("abstract_eval")
@@ -441,7 +443,8 @@ def _reduce_sum_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list
 reduce_sum_p = reduction("reduce_sum", "fiuc", lambda dtype: 0,
                          lambda dtype: "or" if dt.is_bool(dtype) else "add",
                          lambda prim: (linear_jvp(prim), _reduce_sum_vjp),
-                         lambda ctx, x, axes: backend_forms.lower_sum(ctx.emitter, x, ctx.avals_in[0], axes))
+                         lambda ctx, x, axes: backend_forms.lower_sum(ctx.emitter, x, ctx.avals_in[0], axes),
+                         checks=NAN_CHECK)
 
 
 def reduce_axes(name: str, x: Any, axes: Any) -> tuple[int, ...]:

@@ -16,7 +16,7 @@ from ember._prims import explicit
 
 # sharding_constraint(x, sharding): the identity, x placed as sharding says.
 # Its result's type carries the sharding's Explicit mesh axes (a reshard, in JAX's explicit sharding mode).
-sharding_constraint_p = Primitive("sharding_constraint", own_sharding=True)
+sharding_constraint_p = Primitive("sharding_constraint", own_sharding=True, checks=())
 
 
 @sharding_constraint_p.def_rule("abstract_eval")
@@ -69,7 +69,7 @@ class _InspectSharding(Primitive):
         return []
 
 
-inspect_sharding_p = _InspectSharding("inspect_sharding", multiple_results=True, effectful=True)
+inspect_sharding_p = _InspectSharding("inspect_sharding", multiple_results=True, effectful=True, checks=())
 inspect_sharding_p.def_rule("sharding_rule", explicit.replicated_results)
 inspect_sharding_p.compile_time_effect = True  # (nothing to order among a body's callbacks: it emits no op)
 inspect_sharding_p.def_rule("abstract_eval", lambda x, *, callback: [])

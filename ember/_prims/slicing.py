@@ -5,6 +5,7 @@ from typing import Any, Sequence
 
 from ember._core import Primitive, ShapedArray, aval_of, is_python_scalar, scalar_literal
 from ember._core import dtypes as dt
+from ember._core import NAN_CHECK
 from ember._core.checks import normalize_axis, static_int, static_ints
 from ember._hlo import LoweringContext, i64_array
 from ember._prims.checks import check_same_dtypes
@@ -15,7 +16,7 @@ from ember._prims import explicit
 
 # ---------------------------------------------------------------------------------------------------------------
 # slice(x, start_indices, limit_indices, strides)
-slice_p = Primitive("slice")
+slice_p = Primitive("slice", checks=())
 slice_p.def_rule("sharding_rule", explicit.slicing)
 
 
@@ -88,7 +89,7 @@ def slice_in_dim(x: Any, start: int, limit: int, stride: int = 1, axis: int = 0)
 
 # ---------------------------------------------------------------------------------------------------------------
 # pad(x, padding_value, padding_config[(low, high, interior)]); negative low/high crop.
-pad_p = Primitive("pad")
+pad_p = Primitive("pad", checks=NAN_CHECK)
 pad_p.def_rule("sharding_rule", explicit.same_as(0))
 PaddingConfig = tuple[tuple[int, int, int], ...]
 
@@ -166,7 +167,7 @@ def pad(x: Any, padding_value: Any, padding_config: Sequence[Sequence[int]]) -> 
 
 # ---------------------------------------------------------------------------------------------------------------
 # concatenate(*xs, dimension)
-concatenate_p = Primitive("concatenate")
+concatenate_p = Primitive("concatenate", checks=())
 concatenate_p.def_rule("sharding_rule", explicit.concatenate)
 
 
@@ -226,7 +227,7 @@ def concatenate(operands: Sequence[Any], dimension: int) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # split(x, sizes, axis): consecutive pieces of x along axis, one output per size (linear; concatenate's transpose).
-split_p = Primitive("split", multiple_results=True)
+split_p = Primitive("split", multiple_results=True, checks=())
 split_p.def_rule("sharding_rule", explicit.split)
 
 
@@ -283,7 +284,7 @@ def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Any]:
 
 # ---------------------------------------------------------------------------------------------------------------
 # rev(x, dimensions): x reversed along the given dimensions (linear, its own transpose).
-rev_p = Primitive("rev")
+rev_p = Primitive("rev", checks=())
 rev_p.def_rule("sharding_rule", explicit.same_as(0))
 
 

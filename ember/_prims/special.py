@@ -10,6 +10,7 @@ import numpy as np
 
 from ember._core import Primitive, ShapedArray, aval_of, is_python_scalar
 from ember._core import dtypes as dt
+from ember._core import NAN_CHECK
 from ember._core.trace import stage_flat
 from ember._hlo import LoweringContext, LoweringError, lower_into
 from ember._prims.checks import FLOAT, all_weak, check_dtype, check_same_dtypes, coerce_scalars, elementwise_shape
@@ -74,15 +75,15 @@ def _erf_inv_lowering(ctx: LoweringContext, x: str) -> list[str]:
     return [op("select", at_one, op("multiply", x, const(np.inf)), result)]
 
 
-erf_p = unary("erf", "chlo.erf", FLOAT, _erf_derivative)
-erfc_p = unary("erfc", "chlo.erfc", FLOAT, lambda g, x, y: neg(_erf_derivative(g, x, y)))
+erf_p = unary("erf", "chlo.erf", FLOAT, _erf_derivative, checks=NAN_CHECK)
+erfc_p = unary("erfc", "chlo.erfc", FLOAT, lambda g, x, y: neg(_erf_derivative(g, x, y)), checks=NAN_CHECK)
 erf_inv_p = unary("erf_inv", None, FLOAT, lambda g, x, y: mul(g, mul(_SQRT_PI_OVER_TWO, exp(mul(y, y)))),
-                  lowering=_erf_inv_lowering)
-lgamma_p = unary("lgamma", "chlo.lgamma", FLOAT, lambda g, x, y: mul(g, digamma(x)))
-digamma_p = unary("digamma", "chlo.digamma", FLOAT, lambda g, x, y: mul(g, polygamma(1.0, x)))
+                  lowering=_erf_inv_lowering, checks=NAN_CHECK)
+lgamma_p = unary("lgamma", "chlo.lgamma", FLOAT, lambda g, x, y: mul(g, digamma(x)), checks=NAN_CHECK)
+digamma_p = unary("digamma", "chlo.digamma", FLOAT, lambda g, x, y: mul(g, polygamma(1.0, x)), checks=NAN_CHECK)
 # polygamma(m, x): the m-th derivative of digamma; m is a (float) order, differentiable in x only.
 polygamma_p = binary("polygamma", "chlo.polygamma", FLOAT,
-                     (_polygamma_dm, lambda g, m, x, out: mul(g, polygamma(add(m, 1.0), x))))
+                     (_polygamma_dm, lambda g, m, x, out: mul(g, polygamma(add(m, 1.0), x))), checks=NAN_CHECK)
 
 erf, erfc, erf_inv, lgamma, digamma = map(_bind_unary, (erf_p, erfc_p, erf_inv_p, lgamma_p, digamma_p))
 polygamma = _bind_binary(polygamma_p)
@@ -152,9 +153,9 @@ def _nan_where(bad: Any, value: Any) -> Any:
 # ---------------------------------------------------------------------------------------------------------------
 # An elementwise special function of several float operands of one dtype (rank-0 operands broadcast), its
 # derivative one partial per operand: partial(g, *operands, out) -> that partial derivative applied to g.
-def _special_op(name: str, lowering: Callable[..., list[str]], partials: Sequence[Callable[..., Any]]
-                ) -> Primitive:
-    prim = Primitive(name)
+def _special_op(name: str, lowering: Callable[..., list[str]], partials: Sequence[Callable[..., Any]], *,
+                checks: Sequence[str]) -> Primitive:
+    prim = Primitive(name, checks=checks)
     prim.def_rule("sharding_rule", explicit.broadcasting(name))
 
     @prim.def_rule("abstract_eval")
@@ -254,8 +255,8 @@ def _bessel_i1e_derivative(g: Any, x: Any, y: Any) -> Any:
 
 
 bessel_i0e_p = unary("bessel_i0e", None, FLOAT, lambda g, x, y: mul(g, sub(bessel_i1e(x), mul(sign(x), y))),
-                     lowering=_function_lowering(_inline(_bessel_i0e_impl)))
-bessel_i1e_p = unary("bessel_i1e", "chlo.bessel_i1e", FLOAT, _bessel_i1e_derivative)
+                     lowering=_function_lowering(_inline(_bessel_i0e_impl)), checks=NAN_CHECK)
+bessel_i1e_p = unary("bessel_i1e", "chlo.bessel_i1e", FLOAT, _bessel_i1e_derivative, checks=NAN_CHECK)
 bessel_i0e, bessel_i1e = map(_bind_unary, (bessel_i0e_p, bessel_i1e_p))
 
 
@@ -264,7 +265,8 @@ bessel_i0e, bessel_i1e = map(_bind_unary, (bessel_i0e_p, bessel_i1e_p))
 zeta_p = _special_op("zeta", lambda ctx, x, q: [ctx.op("chlo.zeta", [ctx.broadcast(o, a, ctx.aval_out.shape)
                                                                      for o, a in zip((x, q), ctx.avals_in)],
                                                        ctx.aval_out)],
-                     (_refuse("zeta", "x"), lambda g, x, q, out: mul(g, neg(mul(x, zeta(add(x, 1.0), q))))))
+                     (_refuse("zeta", "x"), lambda g, x, q, out: mul(g, neg(mul(x, zeta(add(x, 1.0), q))))),
+                     checks=NAN_CHECK)
 zeta = _bind_special(zeta_p, "x, q")
 
 
@@ -430,14 +432,14 @@ def _random_gamma_grad_dx(g: Any, a: Any, x: Any, out: Any) -> Any:
 
 
 igamma_p = _special_op("igamma", _igamma_lowering("igamma"),
-                       (lambda g, a, x, out: mul(g, igamma_grad_a(a, x)), _igamma_dx))
+                       (lambda g, a, x, out: mul(g, igamma_grad_a(a, x)), _igamma_dx), checks=NAN_CHECK)
 igammac_p = _special_op("igammac", _igamma_lowering("igammac"),
                         (lambda g, a, x, out: neg(mul(g, igamma_grad_a(a, x))),
-                         lambda g, a, x, out: neg(_igamma_dx(g, a, x, out))))
+                         lambda g, a, x, out: neg(_igamma_dx(g, a, x, out))), checks=NAN_CHECK)
 igamma_grad_a_p = _special_op("igamma_grad_a", _igamma_lowering("igamma_grad_a"),
-                              (_refuse("igamma_grad_a", "a"), _igamma_grad_a_dx))
+                              (_refuse("igamma_grad_a", "a"), _igamma_grad_a_dx), checks=NAN_CHECK)
 random_gamma_grad_p = _special_op("random_gamma_grad", _igamma_lowering("random_gamma_grad"),
-                                  (_refuse("random_gamma_grad", "a"), _random_gamma_grad_dx))
+                                  (_refuse("random_gamma_grad", "a"), _random_gamma_grad_dx), checks=())
 igamma = _bind_special(igamma_p, "a, x")
 igammac = _bind_special(igammac_p, "a, x")
 igamma_grad_a = _bind_special(igamma_grad_a_p, "a, x")
@@ -544,7 +546,8 @@ def _betainc_dx(g: Any, a: Any, b: Any, x: Any, out: Any) -> Any:
 
 
 regularized_incomplete_beta_p = _special_op("regularized_incomplete_beta", _function_lowering(_betainc_body),
-                                            (_refuse("betainc", "a"), _refuse("betainc", "b"), _betainc_dx))
+                                            (_refuse("betainc", "a"), _refuse("betainc", "b"), _betainc_dx),
+                                            checks=NAN_CHECK)
 betainc = _bind_special(regularized_incomplete_beta_p, "a, b, x")
 
 

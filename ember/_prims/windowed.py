@@ -14,6 +14,7 @@ import numpy as np
 
 from ember._core import Literal, Primitive, ShapedArray, Tracer, aval_of, scalar_literal
 from ember._core import dtypes as dt
+from ember._core import NAN_CHECK
 from ember._core.checks import normalize_axis, static_int, static_ints
 from ember._core.trace import stage_flat
 from ember._hlo import LoweringContext, i64_array
@@ -97,7 +98,7 @@ def _batch_window(params: dict[str, Any], d: int) -> dict[str, Any]:
 # reduce_window_sum / max / min
 def _reduce_window(kind: str) -> Primitive:
     name = f"reduce_window_{kind}"
-    prim = Primitive(name)
+    prim = Primitive(name, checks=NAN_CHECK if kind == "sum" else ())  # (a max or min makes no NaN: as JAX's)
     prim.def_rule("sharding_rule", explicit.windowed(name))
 
     @prim.def_rule("abstract_eval")
@@ -183,7 +184,7 @@ _chooser_rules(reduce_window_min_p, "le")
 
 # ---------------------------------------------------------------------------------------------------------------
 # select_and_gather_add(tangents, operand): per window, the tangent where operand is extreme (ge: max, le: min)
-select_and_gather_add_p = Primitive("select_and_gather_add")
+select_and_gather_add_p = Primitive("select_and_gather_add", checks=())
 select_and_gather_add_p.def_rule("sharding_rule", explicit.windowed("select_and_gather_add"))
 
 
@@ -252,7 +253,7 @@ select_and_gather_add_p.def_rule("batching", _pair_batching(select_and_gather_ad
 
 # ---------------------------------------------------------------------------------------------------------------
 # select_and_scatter_add(source, operand): each window's source value added where operand is extreme in it
-select_and_scatter_add_p = Primitive("select_and_scatter_add")
+select_and_scatter_add_p = Primitive("select_and_scatter_add", checks=())
 select_and_scatter_add_p.def_rule("sharding_rule", explicit.windowed("select_and_scatter_add", layout=1))
 
 
@@ -306,7 +307,7 @@ select_and_scatter_add_p.def_rule("batching", _pair_batching(select_and_scatter_
 
 # ---------------------------------------------------------------------------------------------------------------
 # cumsum(x, axis, reverse): prefix sums, lowered as a window sum over each prefix (XLA turns it into a scan)
-cumsum_p = Primitive("cumsum")
+cumsum_p = Primitive("cumsum", checks=NAN_CHECK)
 cumsum_p.def_rule("sharding_rule", explicit.cumulative)
 
 
@@ -410,7 +411,7 @@ def reduce_window_with_init(kind: str, operand: Any, init_value: Any, combine: C
 GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE = (
     "the derivative of reduce_window with a general computation is not implemented (as in JAX); use lax.add, "
     "lax.max or lax.min, whose windowed reductions are differentiable")
-reduce_window_p = Primitive("reduce_window")
+reduce_window_p = Primitive("reduce_window", checks=NAN_CHECK)
 reduce_window_p.def_rule("sharding_rule", explicit.windowed("reduce_window"))
 
 
