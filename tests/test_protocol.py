@@ -130,3 +130,22 @@ def test_jit_signature_cache_is_bounded():
         cache = caches.cache_for(f, ("jit", (), ()), "jit(f)")
         # the staged IRs, the compiled programs and the fast path's entries per signature
         assert len(cache.irs) == 2 and len(g._programs) == 2 and len(g._dispatch) == 2
+
+
+def test_lowerings_tell_each_other_through_the_emitter_only():
+    """What one equation's lowering tells another's (a value made by a transpose, the value ordering a body's
+    callbacks) lives in the emitter of the body being built, under a declared kind: no module-level table keyed by
+    emitter in the lowering layer, and an undeclared kind is refused."""
+    import pathlib
+
+    from ember._hlo.emitter import FACT_KINDS, Emitter
+    emitter = Emitter()
+    with pytest.raises(ValueError, match="unknown lowering fact 'row_of'"):
+        emitter.tell("%0", "row_of", None)
+    emitter.tell("%1", "transpose_of", ("%0", (1, 0)))
+    child = emitter.child()
+    assert child.fact("%1", "transpose_of") == ("%0", (1, 0)) and child.effect is None
+    assert "transpose_of" in FACT_KINDS
+    hlo = pathlib.Path(ember.__file__).parent / "_hlo"
+    for path in hlo.glob("*.py"):
+        assert "WeakKeyDictionary" not in path.read_text(), path.name

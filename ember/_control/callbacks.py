@@ -17,7 +17,7 @@ callbacks.py) with an int64 attribute naming the HostCallback in this module's r
 The custom call of an effectful callback has has_side_effect = true (XLA keeps it and does not merge it); an
 ordered one (ordered=True) also threads the body's effect value (an int8 scalar) through the ordered callbacks of
 its body, and lower_into ties loops and branches that call back into that chain, so XLA keeps their program order
-(ember/_hlo/ffi.py's custom_call, ember/_hlo/lower.py's effect_value; docs/callbacks.md)."""
+(ember/_hlo/ffi.py's custom_call, ember/_hlo/lower.py's LoweringContext.effect; docs/callbacks.md)."""
 from __future__ import annotations
 
 import secrets

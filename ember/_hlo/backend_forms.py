@@ -225,7 +225,7 @@ def _transposed_rhs_dot(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedAr
     dtype = lhs_aval.dtype
     if lb or dtype != np.float32 or rhs_aval.dtype != dtype or out_aval.dtype != dtype:
         return None
-    source = emitter.transposed.get(rhs)
+    source = emitter.fact(rhs, "transpose_of")
     if rhs_aval.ndim == 2 and tuple(rc) == (0,) and source is not None and source[1] == (1, 0):
         rhs, rhs_aval, rc = source[0], ShapedArray(rhs_aval.shape[::-1], dtype), (1,)  # `x @ w.T` written so
     sizes = []

@@ -87,6 +87,15 @@ def location_text(scope: Sequence[str], op_name: str, filename: str, lineno: int
     return f' loc({quoted("/".join((*scope, op_name)))}({quoted(filename)}:{int(lineno)}:0))'
 
 
+# The facts one equation's lowering may tell another's about a value it made (Emitter.tell / Emitter.fact): the one
+# channel between lowerings, besides the values themselves.
+FACT_KINDS = {
+    # (operand, permutation): the value is stablehlo.transpose of operand (transpose's lowering tells it;
+    # backend_forms.dot_general reads it to see `x @ w.T` through its transpose)
+    "transpose_of",
+}
+
+
 class Emitter:
     """Emits the ops of one function body or region, naming SSA values and remembering their types. A region's
     emitter is a child of its parent's: names are unique across the whole function, and values of the enclosing
@@ -118,9 +127,12 @@ class Emitter:
         # the platform the module is compiled for ("cpu", "cuda"), or None for a portable module: read by lowerings
         # that pick a backend's form (ember._hlo.backend_forms)
         self.platform: str | None = None
-        # values made by a transpose equation (stablehlo.transpose): name -> (operand, permutation), shared by the
-        # body's regions; read by backend_forms.dot_general to see `x @ w.T` through its transpose
-        self.transposed: dict[str, tuple[str, tuple[int, ...]]] = {}
+        # what the lowering of one equation tells the lowering of another about a value it made: (value, kind) ->
+        # fact, kinds in FACT_KINDS; shared by the body's regions (see tell / fact)
+        self.facts: dict[tuple[str, str], Any] = {}
+        # the int8 scalar that orders this body's callbacks (ember._hlo.lower.LoweringContext.effect); made when a
+        # callback first needs it, one chain per body (a region's callbacks are ordered within it)
+        self.effect: str | None = None
 
     def fresh(self, prefix: str = "") -> str:
         return f"%{prefix}{next(self._counter)}"
@@ -131,8 +143,18 @@ class Emitter:
         child.scope, child.location = self.scope, self.location
         child.axis_context, child.device_assignment = self.axis_context, self.device_assignment
         child.platform = self.platform
-        child.transposed = self.transposed
+        child.facts = self.facts
         return child
+
+    def tell(self, value: str, kind: str, fact: Any) -> None:
+        """Record a fact about value, which this body made, for the lowerings of later equations (FACT_KINDS)."""
+        if kind not in FACT_KINDS:
+            raise ValueError(f"unknown lowering fact {kind!r}; kinds: {sorted(FACT_KINDS)}")
+        self.facts[(value, kind)] = fact
+
+    def fact(self, value: str, kind: str) -> Any:
+        """The fact of this kind told about value, or None."""
+        return self.facts.get((value, kind))
 
     def declare(self, name: str, aval: ShapedArray) -> str:
         self.types[name] = tensor_type(aval)

@@ -14,7 +14,7 @@ from typing import Sequence
 from ember._core.dtypes import ShapedArray
 from ember._hlo.emitter import emit_custom_call, row_major, value_rank
 from ember._hlo.targets import available, set_provider, unavailable_reason
-from ember._hlo.lower import EFFECT, LoweringContext, effect_value, set_effect_value
+from ember._hlo.lower import EFFECT, LoweringContext
 
 def column_major(rank: int) -> tuple[int, ...]:
     """The minor-to-major layout of an array whose last two dimensions are a column-major (Fortran) matrix and
@@ -38,7 +38,7 @@ def custom_call(ctx: LoweringContext, target: str, operands: Sequence[str], resu
     per operand/result; row-major when omitted) are the memory layouts XLA hands the handler its buffers in.
 
     has_side_effect: XLA keeps the call though its results are unused, and never merges two of them. ordered: the
-    call also takes and returns the body's effect value (an int8 scalar, see ember._hlo.lower.effect_value), so
+    call also takes and returns the body's effect value (an int8 scalar, see LoweringContext.effect), so
     XLA runs the ordered calls of a body in program order; the handler is told by the attributes effect_in and
     effect_out. A call without results returns an effect value (unused unless ordered), as XLA needs a result."""
     if operand_layouts is None:
@@ -47,12 +47,12 @@ def custom_call(ctx: LoweringContext, target: str, operands: Sequence[str], resu
     effect_out = ordered or not results  # (once: see emit_custom_call)
     if ordered or effect_out:
         attrs = {**(attrs or {}), "effect_in": int(ordered), "effect_out": int(effect_out)}
-    out = emit_custom_call(ctx.emitter, target, ([effect_value(ctx.emitter)] if ordered else []) + list(operands),
+    out = emit_custom_call(ctx.emitter, target, ([ctx.effect] if ordered else []) + list(operands),
                            ([EFFECT] if effect_out else []) + list(results), attrs or {}, has_side_effect,
                            ([()] if ordered else []) + list(operand_layouts),
                            ([()] if effect_out else []) + list(result_layouts), once=once)
     if ordered:
-        set_effect_value(ctx.emitter, out[0])
+        ctx.effect = out[0]
     return out[1:] if effect_out else out
 
 

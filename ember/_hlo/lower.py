@@ -4,7 +4,6 @@ One interpreter (lower_into) walks the equations and calls each primitive's lowe
 higher-order primitives lower their bodies by recursing into it through ctx.lower_region."""
 from __future__ import annotations
 
-import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -81,6 +80,15 @@ class LoweringContext:
         block_args = [body.declare(body.fresh("b"), a) for a in block_avals]
         body.returns(build(body, block_args))
         return self.emitter.region(block_args, body)
+
+    @property
+    def effect(self) -> str:
+        """The value ordering the body's callbacks (effect_value); an ordered op takes it and sets the next one."""
+        return effect_value(self.emitter)
+
+    @effect.setter
+    def effect(self, value: str) -> None:
+        self.emitter.effect = value
 
     def lower_region(self, ir: IR, captured: Sequence[str] | None = None) -> str:
         """A region computing ir and returning its outputs: its block arguments are ir's inputs, or, with captured
@@ -203,22 +211,16 @@ def _emit_regions(emitter: Emitter, regions: row_fusion.Plan, i: int, read: Call
 
 EFFECT = ShapedArray((), np.dtype(np.int8))  # the value that orders a body's callbacks (see effect_value)
 CALLBACK_TARGET = "ember_callback"  # the host-callback handler (ember/_runtime/callbacks.py); its callback 0 copies
-_effects: "weakref.WeakKeyDictionary[Emitter, str]" = weakref.WeakKeyDictionary()  # body -> its effect value
 
 
 def effect_value(emitter: Emitter) -> str:
-    """The int8 scalar that orders the callbacks of the body being emitted: each ordered callback takes it and
-    returns the next one, and so does each loop or branch calling back (see _in_effect_order). A real value, not
-    a !stablehlo.token: XLA's CPU runtime orders its thunks by the buffers they read and write, and a token has
-    none (measured: token-chained callbacks ran before a loop they followed)."""
-    value = _effects.get(emitter)
-    if value is None:
-        value = _effects[emitter] = emitter.constant(0, EFFECT)
-    return value
-
-
-def set_effect_value(emitter: Emitter, value: str) -> None:
-    _effects[emitter] = value
+    """The int8 scalar that orders the callbacks of the body being emitted (Emitter.effect): each ordered callback
+    takes it and returns the next one, and so does each loop or branch calling back (see _in_effect_order). A real
+    value, not a !stablehlo.token: XLA's CPU runtime orders its thunks by the buffers they read and write, and a
+    token has none (measured: token-chained callbacks ran before a loop they followed)."""
+    if emitter.effect is None:
+        emitter.effect = emitter.constant(0, EFFECT)
+    return emitter.effect
 
 
 def order_call(emitter: Emitter, values: Sequence[str], results: Sequence[ShapedArray]) -> list[str]:
@@ -238,7 +240,7 @@ def _in_effect_order(emitter: Emitter, ctx: LoweringContext, rule: Callable[...,
     start = emitter.ops
     outs = rule(ctx, *operands, **params)
     if emitter.ops > start and emitter.last_results:  # (the loop's or case's op, or one reading its results)
-        _effects[emitter] = order_call(emitter, [effect_value(emitter), emitter.last_results[0]], [EFFECT])[0]
+        emitter.effect = order_call(emitter, [effect_value(emitter), emitter.last_results[0]], [EFFECT])[0]
     return outs
 
 

@@ -246,7 +246,7 @@ def _transpose_abstract_eval(x: ShapedArray, *, permutation: tuple[int, ...]) ->
 @transpose_p.def_rule("lowering")
 def _transpose_lowering(ctx: LoweringContext, x: str, *, permutation: tuple[int, ...]) -> list[str]:
     out = ctx.op("stablehlo.transpose", [x], ctx.aval_out, {"permutation": i64_array(permutation)})
-    ctx.emitter.transposed[out] = (x, tuple(permutation))  # (for backend_forms.dot_general)
+    ctx.emitter.tell(out, "transpose_of", (x, tuple(permutation)))  # (for backend_forms.dot_general)
     return [out]
 
 
