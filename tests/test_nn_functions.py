@@ -152,6 +152,28 @@ def test_variance_scaling_modes_and_zeros_ones():
         enn.initializers.orthogonal()(er.key(0), (3,))
 
 
+def test_complex_and_integer_initializers_as_jax():
+    """The variance-scaling family, normal and orthogonal take complex dtypes (complex normal; uniform on the disk;
+    a normal truncated in modulus), zeros, ones and constant any dtype, bit for bit with JAX; uniform and
+    truncated_normal refuse complex, as JAX's."""
+    for distribution in ("truncated_normal", "normal", "uniform"):
+        ours = enn.initializers.variance_scaling(2.0, "fan_in", distribution)(er.key(4), (6, 5), np.complex64)
+        theirs = jax_result(lambda: jnn.initializers.variance_scaling(2.0, "fan_in", distribution)(
+            jr.key(4), (6, 5), jnp.complex64))
+        assert np.asarray(ours).dtype == np.complex64
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+    for name in ("glorot_normal", "he_uniform", "normal", "orthogonal"):
+        ours = getattr(enn.initializers, name)()(er.key(5), (4, 4), np.complex64)
+        theirs = jax_result(lambda: getattr(jnn.initializers, name)()(jr.key(5), (4, 4), jnp.complex64))
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs), err_msg=name)
+    assert enn.initializers.constant(3, np.int32)(er.key(0), (2,)).dtype == np.int32
+    assert enn.initializers.zeros(er.key(0), (2,), np.uint8).dtype == np.uint8
+    with pytest.raises(TypeError, match="must be a float dtype, got complex64"):
+        enn.initializers.uniform()(er.key(0), (2,), np.complex64)
+    with pytest.raises(TypeError, match="must be a float or complex dtype, got int32"):
+        enn.initializers.glorot_normal()(er.key(0), (2, 2), np.int32)
+
+
 def test_orthogonal_initializer_matches_jax():
     # orthonormal columns of (rows, columns); a column axis other than the last (ember.random.orthogonal's tests
     # cover rows < columns)

@@ -184,6 +184,8 @@ def fromfile(file: Any, dtype: Any = float, count: int = -1, sep: str = "", offs
 
 
 def fromiter(iterable: Any, dtype: Any, count: int = -1) -> Any:
+    """numpy's fromiter, as an Array (JAX refuses it: the iterable is consumed at trace time); read on the host
+    and narrowed as frombuffer's bytes (silently, as jax.numpy.frombuffer)."""
     return asarray(_np.fromiter(iterable, dtype=_host_dtype(dtype), count=count))
 
 
@@ -311,7 +313,7 @@ def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: 
     dtype_ = _linspace_dtype("logspace", start, stop, dtype)
     exponents = linspace(start, stop, num, endpoint, dtype=dt.to_inexact_dtype(dtype_), axis=axis)
     out = power(base, exponents)
-    return lax.convert_element_type(out if dt.is_float(dtype_) else lax.floor(out), dtype_)
+    return lax.convert_element_type(out if dt.is_inexact(dtype_) else lax.floor(out), dtype_)
 
 
 def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None, axis: int = 0
@@ -334,7 +336,7 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
             ends.append(expand_dims(lax.convert_element_type(hi, compute), 0))
         out = concatenate([_broadcast_to_shape(e, (aval_of(e).shape[0],) + aval_of(out).shape[1:]) for e in ends])
     out = moveaxis(out, 0, normalize_axis("geomspace", axis, aval_of(out).ndim))
-    return lax.convert_element_type(out if dt.is_float(dtype_) else lax.round(out, 1), dtype_)
+    return lax.convert_element_type(out if dt.is_inexact(dtype_) else lax.round(out, 1), dtype_)
 
 
 def eye(n: int, m: int | None = None, k: int = 0, dtype: Any = None, *, device: Any = None) -> Any:

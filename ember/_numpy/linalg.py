@@ -231,7 +231,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None,
     x2 = moveaxis(x2, axis, -1)
     out = sum_(multiply(x1, x2), axis=-1, dtype=aval_of(x1).dtype)  # (the operands' dtype, not sum's widening)
     if preferred_element_type is not None:
-        out = lax.convert_element_type(out, preferred_element_type)
+        out = lax.convert_element_type(out, dt.check_user_dtype(preferred_element_type, "vecdot"))
     return out
 
 

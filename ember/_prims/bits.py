@@ -70,7 +70,7 @@ def _bitcast_batching(args: Sequence[Any], dims: Sequence[BatchDim], *, new_dtyp
 def bitcast_convert_type(x: Any, new_dtype: Any) -> Any:
     """x's bits as new_dtype (like jax.lax.bitcast_convert_type; a 64-bit new_dtype is its 32-bit one without
     x64, as JAX's)."""
-    new_dtype = dt.canonicalize_dtype(new_dtype)
+    new_dtype = dt.check_user_dtype(new_dtype, "bitcast_convert_type")
     if aval_of(x).dtype == new_dtype:
         return x
     return bitcast_convert_type_p.bind(x, new_dtype=new_dtype)

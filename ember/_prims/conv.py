@@ -373,7 +373,7 @@ def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int], padd
         pads = [tuple(static_ints(op, "padding", p)) for p in padding]
         if any(len(p) != 2 for p in pads):
             raise TypeError(f"{op}: padding must be (low, high) pairs, got {padding}")
-    if preferred_element_type is not None and dt.canonicalize_dtype(preferred_element_type) != l_aval.dtype:
+    if preferred_element_type is not None and dt.check_user_dtype(preferred_element_type, op) != l_aval.dtype:
         raise NotImplementedError(f"{op}: preferred_element_type {preferred_element_type} differs from the operand "
                                   f"dtype {l_aval.dtype}; convert the operands instead")
     return _conv(lhs, rhs, strides, pads, ld, rd, dnums, static_int(op, "feature_group_count", feature_group_count),

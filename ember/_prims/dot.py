@@ -225,7 +225,7 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = Non
     out_sharding = explicit.resolve("dot_general", out_sharding)
     if preferred_element_type is None:
         return _dot(lhs, rhs, dims, precision, out_sharding)
-    preferred = dt.canonicalize_dtype(preferred_element_type)  # (float64: float32 without x64, as JAX's)
+    preferred = dt.check_user_dtype(preferred_element_type, "dot_general")  # (float64: float32 without x64, warned)
     l_aval, r_aval = aval_of(lhs), aval_of(rhs)
     if l_aval.dtype != r_aval.dtype:
         check_same_dtypes("dot_general", [l_aval, r_aval])

@@ -275,7 +275,7 @@ def _arg_extreme(prim: Primitive, operand: Any, axis: int, index_dtype: Any) -> 
     aval = aval_of(operand)
     axis = normalize_axis(prim.name, static_int(prim.name, "axis", axis), aval.ndim)
     # (a 64-bit index_dtype is its 32-bit one without x64, as JAX's)
-    return prim.bind(operand, axes=(axis,), index_dtype=dt.canonicalize_dtype(index_dtype))
+    return prim.bind(operand, axes=(axis,), index_dtype=dt.check_user_dtype(index_dtype, prim.name))
 
 
 def argmax(operand: Any, axis: int, index_dtype: Any) -> Any:

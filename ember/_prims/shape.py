@@ -159,7 +159,7 @@ def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Sequence[int] |
     if dtype is not None or shape is not None:
         aval = aval_of(x)
         return full(aval.shape if shape is None else shape, fill_value,
-                    aval.dtype if dtype is None else dt.canonicalize_dtype(dtype))
+                    aval.dtype if dtype is None else dt.check_user_dtype(dtype, "full_like"))
     aval = aval_of(x)
     if is_python_scalar(fill_value):
         fill_value = scalar_literal(fill_value, aval.dtype, aval.weak_type)

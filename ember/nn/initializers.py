@@ -15,10 +15,14 @@ from ember._core import dtypes as dt
 Initializer = Callable[..., Any]
 
 
-def _dtype(dtype: Any) -> np.dtype:
+def _dtype(dtype: Any, takes: str = "float") -> np.dtype:
+    """The initializer's dtype (float32 by default; 64-bit narrowed without x64, with a warning): takes is what
+    the initializer accepts, as JAX's: "float", "float or complex" (the normal family), or "any" (zeros, ones,
+    constant)."""
     dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, "initializer")
-    if not dt.is_float(dtype):
-        raise TypeError(f"ember.nn.initializers: dtype must be a float dtype, got {dtype.name}")
+    ok = {"float": dt.is_float, "float or complex": dt.is_inexact, "any": lambda d: True}[takes]
+    if not ok(dtype):
+        raise TypeError(f"ember.nn.initializers: dtype must be a {takes} dtype, got {dtype.name}")
     return dtype
 
 
@@ -30,17 +34,17 @@ def _shape(shape: Any) -> tuple[int, ...]:
 
 def zeros(key: Any, shape: Sequence[int], dtype: Any = None) -> Any:
     """An initializer of zeros (jax.nn.initializers.zeros)."""
-    return enp.zeros(_shape(shape), _dtype(dtype))
+    return enp.zeros(_shape(shape), _dtype(dtype, "any"))
 
 
 def ones(key: Any, shape: Sequence[int], dtype: Any = None) -> Any:
     """An initializer of ones (jax.nn.initializers.ones)."""
-    return enp.ones(_shape(shape), _dtype(dtype))
+    return enp.ones(_shape(shape), _dtype(dtype, "any"))
 
 
 def constant(value: Any, dtype: Any = None) -> Initializer:
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
-        return enp.full(_shape(shape), value, dtype=_dtype(dtype))
+        return enp.full(_shape(shape), value, dtype=_dtype(dtype, "any"))
     return init
 
 
@@ -54,7 +58,7 @@ def uniform(scale: Any = 1e-2, dtype: Any = None) -> Initializer:
 
 def normal(stddev: Any = 1e-2, dtype: Any = None) -> Initializer:
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
-        dtype = _dtype(dtype)
+        dtype = _dtype(dtype, "float or complex")
         return random.normal(key, _shape(shape), dtype) * np.asarray(stddev, dtype)
     return init
 
@@ -90,18 +94,45 @@ def variance_scaling(scale: Any, mode: str, distribution: str, in_axis: Any = -2
                          "expected 'truncated_normal', 'normal' or 'uniform'")
 
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
-        shape, dtype = _shape(shape), _dtype(dtype)
+        shape, dtype = _shape(shape), _dtype(dtype, "float or complex")
         fan_in, fan_out = _fans(shape, in_axis, out_axis, batch_axis)
         denominator = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2,
                        "fan_geo_avg": (fan_in * fan_out) ** 0.5}[mode]
         variance = np.asarray(scale / denominator, dtype)
+        complex_ = dt.is_complex(dtype)
         if distribution == "truncated_normal":
+            if complex_:  # (the modulus of a complex normal truncated at 2 has this standard deviation; the
+                # complex square root computed as XLA computes it, as JAX's)
+                return _complex_truncated_normal(key, 2, shape, dtype) * (
+                    enp.sqrt(enp.asarray(variance)) / np.asarray(0.95311164380491208, dtype))
             stddev = np.sqrt(variance) / np.asarray(0.8796256610342398, dtype)  # the std of N(0, 1) on [-2, 2]
             return random.truncated_normal(key, -2, 2, shape, dtype) * stddev
         if distribution == "normal":
             return random.normal(key, shape, dtype) * np.sqrt(variance)
+        if complex_:
+            return _complex_uniform(key, shape, dtype) * np.sqrt(variance)
         return random.uniform(key, shape, dtype, -1) * np.sqrt(np.asarray(3 * variance, dtype))
     return init
+
+
+def _polar(key: Any, shape: tuple[int, ...], dtype: np.dtype, modulus: Callable[[Any], Any]) -> Any:
+    """Complex samples modulus(u) * e^(i theta), u and theta / 2 pi uniform on [0, 1) from two keys (JAX's)."""
+    key_r, key_theta = random.split(key)
+    real = dt.real_dtype(dtype)
+    r = modulus(random.uniform(key_r, shape, real).astype(dtype))
+    theta = 2 * np.pi * random.uniform(key_theta, shape, real).astype(dtype)
+    return r * enp.exp(1j * theta)
+
+
+def _complex_uniform(key: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """Uniform on the unit disk (variance 1)."""
+    return _polar(key, shape, dtype, lambda u: enp.sqrt(2 * u))
+
+
+def _complex_truncated_normal(key: Any, upper: float, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """A standard complex normal conditioned on a modulus below upper (inverse transform of its modulus)."""
+    mass = 1 - enp.exp(enp.asarray(-(upper ** 2), dtype))
+    return _polar(key, shape, dtype, lambda u: enp.sqrt(-enp.log(1 - mass * u)))
 
 
 def glorot_uniform(in_axis: Any = -2, out_axis: Any = -1, batch_axis: Any = (), dtype: Any = None) -> Initializer:
