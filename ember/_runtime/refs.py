@@ -9,6 +9,7 @@ from ember._core import IR, Eqn, Var, aval_of_value
 from ember._core.cache import LRUCache
 from ember._prims.refs import Ref
 from ember._runtime.array import Array
+from ember._runtime.sharded import ShardedArray
 from ember._transforms.discharge import discharge_ir, ref_positions
 
 
@@ -60,7 +61,9 @@ class RefCompiled:
         self.out_avals = ir.out_avals
         self.text = self.pure.text
 
-    def call_flat(self, args: Sequence[Any]) -> list[Any]:
+    def call_flat(self, args: Sequence[Any], sharded: tuple[Any, Any, Sequence[int]] | None = None) -> list[Any]:
+        """sharded: (in_shardings, out_shardings, donating) of a call partitioned over several devices (see
+        call_sharded)."""
         in_refs = self._in_refs
         refs = self._const_refs + [args[i] for i in in_refs]
         for i in in_refs:
@@ -72,21 +75,36 @@ class RefCompiled:
             raise _aliasing_error(self.name, any(id(args[i]) in closed for i in in_refs))
         if len(refs) == 1:
             with refs[0]._lock:
-                return self._run(refs, args)
+                return self._run(refs, args, sharded)
         held: list[Ref] = []
         try:
             for ref in sorted(refs, key=id):  # (one order for every call: no deadlock)
                 ref._lock.acquire()
                 held.append(ref)
-            return self._run(refs, args)
+            return self._run(refs, args, sharded)
         finally:
             for ref in reversed(held):
                 ref._lock.release()
 
-    def _run(self, refs: list[Ref], args: Sequence[Any]) -> list[Any]:
+    def _run(self, refs: list[Ref], args: Sequence[Any], sharded: tuple[Any, Any, Sequence[int]] | None = None
+             ) -> list[Any]:
         """Read the Refs, run the program and write back the values it wrote (call_flat holds the Refs' locks)."""
         in_refs = self._in_refs
         values = [r.peek() for r in self._const_refs] + [a.peek() if i in in_refs else a for i, a in enumerate(args)]
+        if sharded is not None:  # (partitioned: the pure program, each Ref's final value placed as its value was)
+            ins, outs_given, donating = sharded
+            n = len(self._const_refs)
+            placed = [getattr(x, "_sharding", None) if type(x) is ShardedArray else None for x in values[:n]] + [
+                getattr(args[i].peek(), "_sharding", None) if type(args[i].peek()) is ShardedArray else None
+                for i in in_refs]
+            ins = None if ins is None else [None] * n + list(ins)
+            given = None if outs_given is None and not any(placed) else (
+                list(outs_given or [None] * self._n_out) + placed)
+            outs = self.pure.call_sharded(values, ins, given, donating=tuple(n + i for i in donating))
+            for ref, final, written in zip(refs, outs[self._n_out:], self._written):
+                if written:
+                    ref.write(final)
+            return outs[:self._n_out]
         program, giving = self.pure, []
         if self._compile_donating is not None and any(self._written):
             written_refs = [ref for ref, written in zip(refs, self._written) if written]
@@ -112,9 +130,12 @@ class RefCompiled:
             return tree.unflatten(outs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def call_sharded(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"{self.name}: a program that takes mutable array references (ember.Ref) cannot "
-                                  "run partitioned over several devices")
+    def call_sharded(self, args: Sequence[Any], in_shardings: Sequence[Any] | None = None,
+                     out_shardings: Sequence[Any] | None = None, donating: Sequence[int] = ()) -> list[Any]:
+        """A call partitioned over several devices (as Compiled.call_sharded; in_shardings per argument, a Ref's
+        entry for its value): the Refs' values are inputs placed as they are, their final values written back
+        placed as those were (a ShardedArray's sharding; XLA's choice for a value on one device)."""
+        return self.call_flat(args, (in_shardings, out_shardings, donating))
 
     def as_text(self) -> str:
         """The StableHLO module of the discharged program."""
