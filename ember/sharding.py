@@ -17,7 +17,7 @@ from ember._core.sharding import AbstractDevice as AbstractDevice, AbstractMesh 
 from ember._core.sharding import context_mesh, current_abstract_mesh, swap_current_mesh
 from ember._core.sharding import use_abstract_mesh as use_abstract_mesh
 from ember._core.dtypes import ShardingTypeError as ShardingTypeError
-from ember._core.sharding import visualize_sharding as visualize_sharding
+from ember.debug import sharding_picture as visualize_sharding
 from ember._core.dtypes import ManualAxisType as ManualAxisType
 from ember._core.trace import is_tracing
 from ember._api.sharding import auto_axes as auto_axes, explicit_axes as explicit_axes, reshard as reshard

@@ -24,7 +24,7 @@ ORDER = {
                "conv", "windowed", "special", "bits", "fft", "lax_helpers", "collectives", "linalg", "sharding",
                "refs", "__init__"],
     "_transforms": ["cache", "discharge", "passes", "ad", "jvp", "batching", "__init__"],
-    "_runtime": ["fastpath", "pjrt", "distributed", "ffi", "lapack", "rows", "callbacks", "backends", "guards", "layout",
+    "_runtime": ["fastpath", "pjrt", "xla_proto", "distributed", "ffi", "lapack", "rows", "callbacks", "backends", "guards", "layout",
                  "array",
                  "dlpack", "dispatch", "sharded", "compile_cache", "hlo_text", "spmd", "refs", "compiler", "eager",
                  "__init__"],

@@ -14,6 +14,7 @@ from jax._src.sharding_impls import GSPMDSharding, parse_flatten_op_sharding
 import ember
 from ember import sharding as es
 from ember._core import sharding as cs
+from ember._runtime import xla_proto
 
 
 class FakeDevice:
@@ -54,7 +55,7 @@ def by_id(mapping):
 
 
 def hlo_of_jax(jhlo):
-    return cs.HloSharding.from_proto(jhlo.to_proto().SerializeToString())
+    return xla_proto.op_sharding(jhlo.to_proto().SerializeToString())
 
 
 def jax_repr(obj):
@@ -249,12 +250,12 @@ def test_hlo_sharding_text_and_protos_round_trip_through_xla():
     assert cs.HloSharding.tiled([1, 1], [2]).is_replicated()
     # unpacked repeated fields, iota device lists, and bad input
     unpacked = bytes([0x08, 3, 0x18, 2, 0x18, 2, 0x20, 0, 0x20, 2, 0x20, 1, 0x20, 3])
-    assert cs.HloSharding.from_proto(unpacked) == cs.HloSharding.tiled([2, 2], [0, 2, 1, 3])
-    assert cs.HloSharding.from_proto(bytes.fromhex("08031a0202014a0102520100")) == cs.HloSharding.tiled([2, 1], [0, 1])
+    assert xla_proto.op_sharding(unpacked) == cs.HloSharding.tiled([2, 2], [0, 2, 1, 3])
+    assert xla_proto.op_sharding(bytes.fromhex("08031a0202014a0102520100")) == cs.HloSharding.tiled([2, 1], [0, 1])
     with pytest.raises(ValueError, match="OpSharding type 6"):
-        cs.HloSharding.from_proto(xc.HloSharding.unreduced().to_proto().SerializeToString())
+        xla_proto.op_sharding(xc.HloSharding.unreduced().to_proto().SerializeToString())
     with pytest.raises(ValueError, match="ends inside a varint"):
-        cs.HloSharding.from_proto(b"\x08\x83")
+        xla_proto.op_sharding(b"\x08\x83")
     with pytest.raises(ValueError, match="do not fit 3 devices"):
         cs.HloSharding.tiled([2, 2], [0, 1, 2])
 
@@ -267,12 +268,12 @@ def test_hlo_module_shardings_and_shardings_read_back_from_xla():
     # argument split in two, returning (x*x, sum over axis 0)
     module = field(2, b"main") + field(12, bytes.fromhex("08022a0c08031a0202014a01025201002a00")) + field(
         14, bytes.fromhex("08031a0202014a0102520100"))
-    params, outputs = cs.hlo_module_shardings(field(1, module) + field(2, b""))
+    params, outputs = xla_proto.hlo_module_shardings(field(1, module) + field(2, b""))
     split = cs.HloSharding.tiled([2, 1], [0, 1])
     assert params == [split] and outputs == [split, cs.HloSharding.replicated()]
-    assert cs.hlo_module_shardings(field(1, field(2, b"main"))) == ([], [])
+    assert xla_proto.hlo_module_shardings(field(1, field(2, b"main"))) == ([], [])
     with pytest.raises(ValueError, match="hlo_module_shardings"):
-        cs.hlo_module_shardings(field(2, b""))
+        xla_proto.hlo_module_shardings(field(2, b""))
 
     mesh, jmesh = meshes((2,), ("x",))
     assert cs.sharding_from_hlo(split, FAKE[:2], 2, mesh) == es.NamedSharding(mesh, es.P("x"))
@@ -296,17 +297,17 @@ def test_hlo_module_shardings_and_shardings_read_back_from_xla():
 
 def test_visualize_sharding_and_make_mesh():
     mesh = meshes((2, 2), ("x", "y"))[0]
-    picture = cs.visualize_sharding((8, 4), es.NamedSharding(mesh, es.P("x", "y")))
+    picture = es.visualize_sharding((8, 4), es.NamedSharding(mesh, es.P("x", "y")))
     rows = [line for line in picture.splitlines() if "CPU" in line]
     assert [r.split() for r in rows] == [["│", "CPU", "0", "│", "CPU", "1", "│"],
                                          ["│", "CPU", "2", "│", "CPU", "3", "│"]]
     assert picture.startswith("┌") and picture.endswith("┘") and len({len(line) for line in picture.splitlines()}) == 1
-    picture = cs.visualize_sharding((8,), es.NamedSharding(mesh, es.P("y")))
+    picture = es.visualize_sharding((8,), es.NamedSharding(mesh, es.P("y")))
     rows = [line for line in picture.splitlines() if "CPU" in line]
     assert rows == ["│CPU 0,2│CPU 1,3│"]  # (JAX's: its minimum width, 9, less the borders; tests/test_shard_map_eager)
-    assert "CPU 0,1,2,3" in cs.visualize_sharding((4, 4), es.NamedSharding(mesh, es.P()))
+    assert "CPU 0,1,2,3" in es.visualize_sharding((4, 4), es.NamedSharding(mesh, es.P()))
     with pytest.raises(ValueError, match="visualize_sharding only works for shapes with 1 and 2 dimensions"):
-        cs.visualize_sharding((2, 2, 2), es.NamedSharding(mesh, es.P()))
+        es.visualize_sharding((2, 2, 2), es.NamedSharding(mesh, es.P()))
 
     made, jmade = es.make_mesh((2,), ("x",)), jax.make_mesh((2,), ("x",))
     assert repr(made) == repr(jmade) and list(made.devices.flat) == ember.devices()[:2]

@@ -1,6 +1,7 @@
 """Devices meshes and shardings as pure data (as jax.sharding): AxisType, PartitionSpec, Mesh and the current mesh,
-NamedSharding, SingleDeviceSharding, and XLA's own form of a sharding (HloSharding: the `mhlo.sharding` text a
-program carries, read back from the OpSharding protos that XLA returns after SPMD partitioning).
+NamedSharding, SingleDeviceSharding, and XLA's own form of a sharding (HloSharding, a value: the `mhlo.sharding`
+text a program carries; ember._runtime.xla_proto reads one from the OpSharding protos that XLA returns after SPMD
+partitioning). Pictures of a sharding are ember.debug's.
 
 Devices are opaque hashable objects with `.id`, `.platform` and `.process_index`; nothing here starts a backend. The
 partition id of a device in an SPMD program is its index in the sharding's `_device_assignment` (a mesh's devices
@@ -32,62 +33,8 @@ class IndivisibleError(ValueError):
     """A dimension's size is not a multiple of the number of shards it is split into (as JAX's)."""
 
 
-# --- the protobuf wire format, read only (OpSharding, HloModuleProto) ----------------------------------------------
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data):
-            raise ValueError("protobuf message ends inside a varint")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return result, pos
-
-
-def _fields(data: bytes) -> dict[int, list[int | bytes]]:
-    """The fields of a serialized protobuf message by number: ints (varint and fixed wire types) and bytes
-    (length-delimited: strings, sub-messages and packed repeated scalars), in their order."""
-    found: dict[int, list[int | bytes]] = collections.defaultdict(list)
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos)
-        elif wire == 2:
-            size, pos = _varint(data, pos)
-            if pos + size > len(data):
-                raise ValueError(f"protobuf field {number} runs past the end of the message")
-            value, pos = bytes(data[pos:pos + size]), pos + size
-        elif wire in (1, 5):
-            width = 8 if wire == 1 else 4
-            value, pos = int.from_bytes(data[pos:pos + width], "little"), pos + width
-        else:
-            raise ValueError(f"protobuf field {number} has unsupported wire type {wire}")
-        found[number].append(value)
-    return found
-
-
-def _ints(values: list[int | bytes]) -> list[int]:
-    """A repeated integer field, packed (one bytes value of varints) or not (one int per element), or both."""
-    out = []
-    for value in values:
-        if isinstance(value, bytes):
-            pos = 0
-            while pos < len(value):
-                item, pos = _varint(value, pos)
-                out.append(item - (1 << 64) if item >= 1 << 63 else item)
-        else:
-            out.append(value)
-    return out
-
-
 # --- HloSharding: XLA's OpSharding as a value --------------------------------------------------------------------
 
-_SUBGROUP_CODES = {0: "replicated", 4: "manual"}  # OpSharding.Type values allowed in last_tile_dims
 _SUBGROUP_ORDER = ("manual", "replicated")  # the order XLA puts subgroup dims in
 
 
@@ -159,38 +106,6 @@ class HloSharding:
         if merged_kinds[-1:] == ["replicated"]:
             grid = np.sort(grid, axis=-1)  # the order inside a group of replicas means nothing: XLA sorts it
         return cls("tiled", grid.shape, tuple(int(d) for d in grid.reshape(-1)), tuple(merged_kinds))
-
-    @classmethod
-    def from_proto(cls, data: bytes) -> HloSharding:
-        """The sharding a serialized xla.OpSharding describes (device lists explicit or as an iota)."""
-        fields = _fields(data)
-        kind = _ints(fields.get(1, [0]))[-1]
-        if kind == 0:
-            return cls.replicated()
-        if kind == 4:
-            return cls.manual()
-        if kind == 2:
-            return cls.tuple_of([cls.from_proto(e) for e in fields.get(5, [])])  # type: ignore[arg-type]
-        dims = _ints(fields.get(3, []))
-        devices = _ints(fields.get(4, []))
-        if kind == 1:
-            if len(devices) != 1:
-                raise ValueError(f"HloSharding.from_proto: a MAXIMAL OpSharding needs one device, got {devices}")
-            return cls.maximal(devices[0])
-        if kind != 3:
-            raise ValueError(f"HloSharding.from_proto: OpSharding type {kind} is not supported (only REPLICATED, "
-                             "MAXIMAL, TUPLE, OTHER and MANUAL)")
-        if not devices:
-            reshape, perm = _ints(fields.get(9, [])), _ints(fields.get(10, []))
-            if not reshape:
-                reshape, perm = [math.prod(dims)], [0]
-            devices = [int(d) for d in np.arange(math.prod(reshape)).reshape(reshape).transpose(perm).reshape(-1)]
-        codes = _ints(fields.get(8, []))
-        if any(c not in _SUBGROUP_CODES for c in codes):
-            raise ValueError(f"HloSharding.from_proto: last_tile_dims {codes} holds a type other than REPLICATED (0)"
-                             " and MANUAL (4)")
-        return cls.tiled(dims, devices, replicate_on_last_tile_dim=bool(_ints(fields.get(6, [0]))[-1]),
-                         subgroups=[_SUBGROUP_CODES[c] for c in codes])
 
     @property
     def data_rank(self) -> int:
@@ -266,24 +181,6 @@ class HloSharding:
             for _ in range(replicas):
                 out[next(ids)] = index
         return out
-
-
-def hlo_module_shardings(data: bytes) -> tuple[list[HloSharding], list[HloSharding]]:
-    """The shardings of an SPMD program's parameters and outputs, read from a serialized
-    xla.HloModuleProtoWithConfig (PJRT_Executable_OptimizedProgram): HloModuleProto's spmd_parameters_shardings
-    (field 14) and spmd_output_sharding (field 12, a TUPLE when the program has several outputs). A list is empty
-    when the module does not say."""
-    module = _fields(data).get(1)
-    if not module or not isinstance(module[-1], bytes):
-        raise ValueError("hlo_module_shardings: the data holds no HloModuleProto (field 1 of "
-                         "HloModuleProtoWithConfig)")
-    fields = _fields(module[-1])
-    params = [HloSharding.from_proto(p) for p in fields.get(14, [])]  # type: ignore[arg-type]
-    outputs: list[HloSharding] = []
-    if fields.get(12):
-        output = HloSharding.from_proto(fields[12][-1])  # type: ignore[arg-type]
-        outputs = list(output.elements) if output.kind == "tuple" else [output]
-    return params, outputs
 
 
 # --- PartitionSpec -----------------------------------------------------------------------------------------------
@@ -784,7 +681,8 @@ def swap_current_mesh(mesh: Mesh | None) -> Mesh | None:
 
 # --- shardings ---------------------------------------------------------------------------------------------------
 
-def _global_shape(where: str, shape: Any) -> tuple[int, ...]:
+def checked_shape(where: str, shape: Any) -> tuple[int, ...]:
+    """shape as a tuple of ints, or a TypeError naming where (a function taking a global shape) and shape."""
     try:
         dims = tuple(shape)
     except TypeError:
@@ -848,7 +746,7 @@ class Sharding:
 
     def devices_indices_map(self, global_shape: Sequence[int]) -> dict[Device, Index]:
         """The slices of an array of global_shape that each device holds."""
-        return dict(_indices_map(self, _global_shape("devices_indices_map", global_shape)))
+        return dict(_indices_map(self, checked_shape("devices_indices_map", global_shape)))
 
     def addressable_devices_indices_map(self, global_shape: Sequence[int]) -> dict[Device, Index]:
         indices = self.devices_indices_map(global_shape)
@@ -857,7 +755,7 @@ class Sharding:
 
     def shard_shape(self, global_shape: Sequence[int]) -> tuple[int, ...]:
         """The shape of the piece of an array of global_shape that each device holds."""
-        shape = _global_shape("shard_shape", global_shape)
+        shape = checked_shape("shard_shape", global_shape)
         self.check_compatible_aval(shape)
         hlo = self._to_hlo(len(shape))
         if hlo.is_replicated() or self.num_devices == 1:
@@ -1171,68 +1069,6 @@ def sharding_from_hlo(hlo: HloSharding, device_assignment: Sequence[Device], ndi
     if mesh is None and len(devices) == 1 and hlo.kind in ("replicated", "maximal", "tiled"):
         return SingleDeviceSharding(devices[0], memory_kind=memory_kind)
     return HloShardingSharding(devices, hlo, memory_kind=memory_kind)
-
-
-# --- a picture of a sharding -------------------------------------------------------------------------------------
-
-def visualize_sharding(shape: Sequence[int], sharding: Sharding, *, scale: float = 1., min_width: int = 9,
-                       max_width: int = 80) -> str:
-    """A plain-text picture of which devices hold which block of a 1-D or 2-D array of shape, as
-    jax.debug.visualize_sharding draws it: one box per block, labelled with the platform and device ids."""
-    shape = _global_shape("visualize_sharding", shape)
-    if not 1 <= len(shape) <= 2:
-        raise ValueError(f"visualize_sharding only works for shapes with 1 and 2 dimensions, got shape {shape}")
-    indices = sharding.devices_indices_map(shape)
-    platform = next(iter(indices)).platform.upper()
-
-    def block(dim: int, s: slice) -> tuple[int, float]:
-        start, stop, _ = s.indices(shape[dim])
-        size = stop - start
-        return (start // size if size else 0), (size / shape[dim] if shape[dim] else 1.0)
-
-    cells: dict[tuple[int, int], set[int]] = {}
-    fractions: dict[tuple[int, int], tuple[float | None, float]] = {}
-    for device, index in indices.items():
-        if len(shape) == 2:
-            (row, height), (col, width) = block(0, index[0]), block(1, index[1])
-            fractions[row, col] = (height, width)
-        else:
-            (col, width), row = block(0, index[0]), 0
-            fractions[row, col] = (None, width)
-        cells.setdefault((row, col), set()).add(device.id)
-    rows, cols = max(r for r, _ in cells) + 1, max(c for _, c in cells) + 1
-    base_height = int(10 * scale)
-    base_width = int(base_height * (shape[1] if len(shape) == 2 else 1) / max(shape[0], 1))
-    labels = {rc: f"{platform} {','.join(str(i) for i in sorted(ids))}" for rc, ids in cells.items()}
-    # each cell as JAX's rich table pads it: a width (clamped) and a height from its block's share of the array,
-    # the label centred in them (left and top padding the smaller half), no padding below zero
-    pads: dict[tuple[int, int], tuple[int, int, int, int]] = {}
-    for (r, c), label in labels.items():
-        height, width = fractions[r, c]
-        w = min(max(int(width * base_width * 2.5), min_width), max_width)
-        h = 1 if height is None else int(height * base_height)
-        left, extra = divmod(w - len(label) - 2, 2)
-        top, below = divmod(h - 2, 2)
-        pads[r, c] = (max(top, 0), max(top + below, 0), max(left, 0), max(left + extra, 0))
-    widths = [max(len(labels[r, c]) + pads[r, c][2] + pads[r, c][3] for r in range(rows)) for c in range(cols)]
-    heights = [max(1 + pads[r, c][0] + pads[r, c][1] for c in range(cols)) for r in range(rows)]
-
-    def rule(left: str, mid: str, right: str) -> str:
-        return left + mid.join("─" * w for w in widths) + right
-
-    def cell(r: int, c: int, line: int) -> str:
-        label, (top, _, left, _) = labels[r, c], pads[r, c]
-        if line != top:
-            return " " * widths[c]
-        start = left + (widths[c] - (len(label) + pads[r, c][2] + pads[r, c][3])) // 2
-        return (" " * start + label).ljust(widths[c])
-
-    lines = [rule("┌", "┬", "┐")]
-    for r in range(rows):
-        for line in range(heights[r]):
-            lines.append("│" + "│".join(cell(r, c, line) for c in range(cols)) + "│")
-        lines.append(rule("├", "┼", "┤") if r < rows - 1 else rule("└", "┴", "┘"))
-    return "\n".join(lines)
 
 
 # --- shardings in types (JAX's explicit sharding mode) -------------------------------------------------------------

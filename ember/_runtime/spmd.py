@@ -18,7 +18,7 @@ from ember._core import IR
 from ember._core.cache import LRUCache
 from ember._core.ir import sub_irs
 from ember._core.sharding import (AbstractMesh, HloSharding, HloShardingSharding, Mesh, NamedSharding, PartitionSpec,
-                                  Sharding, _fields, hlo_module_shardings, sharding_from_hlo)
+                                  Sharding, sharding_from_hlo)
 from ember._hlo import lower
 from ember._hlo.spmd import SpmdPlan, sharding_text as hlo_text
 from ember._runtime import pjrt as _pjrt
@@ -26,6 +26,7 @@ from ember._runtime.array import Array, canonical_aval
 from ember._runtime.dispatch import argument_text, devices_text, incompatible_devices, to_buffer
 from ember._prims.sharding import inspect_sharding_p
 from ember._runtime.sharded import ShardedArray, shards_for
+from ember._runtime.xla_proto import fields, hlo_module_shardings
 
 
 def _placement(value: Any) -> Mesh | Sharding | None:
@@ -399,15 +400,15 @@ def _local_module(optimized: bytes) -> bytes | None:
     its partitions never communicate (no instruction names a collective, the partition id, a callback), else None.
     (A name merely containing one of those words only costs the faster path.)"""
     try:
-        module = _fields(optimized).get(1, [None])[0]
+        module = fields(optimized).get(1, [None])[0]
     except ValueError:
         return None
     if not isinstance(module, bytes) or any(word in module for word in _COMMUNICATING):
         return None
     try:
-        opcodes = {op for computation in _fields(module).get(3, []) if isinstance(computation, bytes)
-                   for instruction in _fields(computation).get(2, []) if isinstance(instruction, bytes)
-                   for op in _fields(instruction).get(2, [])}
+        opcodes = {op for computation in fields(module).get(3, []) if isinstance(computation, bytes)
+                   for instruction in fields(computation).get(2, []) if isinstance(instruction, bytes)
+                   for op in fields(instruction).get(2, [])}
     except ValueError:
         return None
     # Only the instructions seen to compile again from an optimized module: XLA's CPU compiler aborts on others (a
