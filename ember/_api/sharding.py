@@ -13,7 +13,7 @@ from ember._core import ShapedArray, Tracer, aval_of
 from ember._core.dtypes import check_user_dtype
 from ember._core.pytree import prefix_entries, tree_flatten, tree_leaves, tree_map, tree_structure
 from ember._core.sharding import (AxisType, Mesh, NamedSharding, PartitionSpec, Sharding, current_abstract_mesh,
-                                  current_mesh, swap_current_mesh)
+                                  current_mesh, spec_axes, swap_current_mesh)
 from ember._prims.explicit import resolve
 from ember._prims.sharding import check_rank, sharding_constraint_p
 from ember._runtime import Array, ShardedArray, device_put
@@ -107,14 +107,11 @@ def _check_auto_axes(sharding: NamedSharding) -> None:
     """Outside a context mesh of Explicit axes, a constraint's spec may name only Auto axes (JAX's ValueError)."""
     mesh = sharding.mesh
     types = dict(zip(mesh.axis_names, mesh.axis_types))
-    for entry in sharding.spec:
-        if entry is None or entry is PartitionSpec.UNCONSTRAINED:
-            continue
-        for axis in entry if isinstance(entry, tuple) else (entry,):
-            if types.get(axis, AxisType.Auto) != AxisType.Auto:
-                raise ValueError("The spec of NamedSharding passed to with_sharding_constraint can only refer to "
-                                 f"Auto axes of the mesh. Got spec={sharding.spec} and mesh="
-                                 f"{mesh.abstract_mesh}. You probably meant to use `reshard` API?")
+    for axis in spec_axes(sharding.spec):
+        if types.get(axis, AxisType.Auto) != AxisType.Auto:
+            raise ValueError("The spec of NamedSharding passed to with_sharding_constraint can only refer to "
+                             f"Auto axes of the mesh. Got spec={sharding.spec} and mesh="
+                             f"{mesh.abstract_mesh}. You probably meant to use `reshard` API?")
 
 
 def reshard(xs: Any, out_shardings: Any) -> Any:

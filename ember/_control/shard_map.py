@@ -23,7 +23,6 @@ results as out_specs say. One higher-order primitive carries f's staged body; it
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -38,8 +37,9 @@ from ember._core.dtypes import NO_VMA, note_axis_order, ordered_axes
 from ember._core.pytree import keystr, tree_leaves_with_path
 from ember._core.vma import typed_axes
 from ember._core.pytree import prefix_entries, tree_flatten, tree_structure
-from ember._core.sharding import (Mesh, NamedSharding, PartitionSpec, current_abstract_mesh, current_mesh,
-                                  explicit_of)
+from ember._core.sharding import (Mesh, NamedSharding, PartitionSpec, block_shape, current_abstract_mesh,
+                                  current_mesh, explicit_of, full_shape, repeated_axes, size_of_axes, spec_axes,
+                                  spec_tiles, unknown_axes)
 from ember._hlo import LoweringContext
 from ember._hlo.emitter import quoted_text
 from ember._hlo.lower import call_function
@@ -55,59 +55,40 @@ from ember._transforms.passes import simplify
 Specs = tuple[PartitionSpec, ...]
 
 
-def _entry_axes(entry: Any) -> tuple[str, ...]:
-    if entry is None:
-        return ()
-    return tuple(entry) if isinstance(entry, tuple) else (entry,)
-
-
-def _factors(mesh: Mesh, spec: PartitionSpec, ndim: int) -> list[int]:
-    """Per dimension, how many blocks spec cuts it into."""
-    entries = list(spec) + [None] * (ndim - len(spec))
-    return [math.prod(mesh.shape[a] for a in _entry_axes(e)) for e in entries]
-
-
-def _spec_axes(spec: PartitionSpec) -> set[str]:
-    return {a for e in spec for a in _entry_axes(e)}
-
-
 def check_spec(api: str, mesh: Mesh, spec: Any, aval: ShapedArray, what: str) -> None:
     if not isinstance(spec, PartitionSpec):
         raise TypeError(f"{api}: {what}'s spec must be a PartitionSpec (or None), got {spec!r}")
     if len(spec) > aval.ndim:
         raise ValueError(f"{api}: {what} has the spec {spec} of {len(spec)} entries, more than its rank: "
                          f"{aval.str_short()}")
-    names = [a for e in spec for a in _entry_axes(e)]
-    for name in names:
-        if name not in mesh.shape:
-            raise ValueError(f"{api}: {what}'s spec {spec} names the axis {name!r}, which the mesh "
-                             f"{dict(mesh.shape)} does not have")
-    if len(set(names)) != len(names):
+    names = spec_axes(spec)
+    for name in unknown_axes(names, mesh.axis_names):
+        raise ValueError(f"{api}: {what}'s spec {spec} names the axis {name!r}, which the mesh "
+                         f"{dict(mesh.shape)} does not have")
+    if repeated_axes(names):
         raise ValueError(f"{api}: {what}'s spec {spec} names a mesh axis more than once")
 
 
 def block_aval(api: str, mesh: Mesh, spec: PartitionSpec, aval: ShapedArray, what: str) -> ShapedArray:
-    """The aval of one device's block of an array of aval split by spec."""
+    """The aval of one device's block of an array of aval split by spec (an IndivisibleError where a dimension
+    does not divide)."""
     check_spec(api, mesh, spec, aval, what)
-    shape = []
-    for d, (n, k) in enumerate(zip(aval.shape, _factors(mesh, spec, aval.ndim))):
-        if n % k:
-            raise ValueError(f"{api}: {what} of shape {aval.shape} cannot be split by {spec}: dimension {d} "
-                             f"({n}) is not divisible by {k}, the size of the mesh axes its spec names")
-        shape.append(n // k)
-    return aval.update(shape=tuple(shape), explicit=None)  # (a block's mesh axes are Manual in the body)
+    shape = block_shape(aval.shape, spec_tiles(mesh, spec, aval.ndim), lambda d, n, k: (
+        f"{api}: {what} of shape {aval.shape} cannot be split by {spec}: dimension {d} ({n}) is not divisible by "
+        f"{k}, the size of the mesh axes its spec names"))
+    return aval.update(shape=shape, explicit=None)  # (a block's mesh axes are Manual in the body)
 
 
 def full_aval(mesh: Mesh, spec: PartitionSpec, block: ShapedArray) -> ShapedArray:
     """The type of the whole array of blocks split by spec: typed by it over the mesh's Explicit axes (JAX's
     explicit sharding mode)."""
-    return ShapedArray(tuple(n * k for n, k in zip(block.shape, _factors(mesh, spec, block.ndim))), block.dtype,
-                       block.weak_type, explicit=explicit_of(NamedSharding(mesh, spec), block.ndim))
+    return ShapedArray(full_shape(block.shape, spec_tiles(mesh, spec, block.ndim)), block.dtype, block.weak_type,
+                       explicit=explicit_of(NamedSharding(mesh, spec), block.ndim))
 
 
 def spec_vma(spec: PartitionSpec) -> frozenset:
     """The axes a block of an array split by spec varies over: those the spec names."""
-    return frozenset(_spec_axes(spec))
+    return frozenset(spec_axes(spec))
 
 
 def body_aval(api: str, mesh: Mesh, spec: PartitionSpec, aval: ShapedArray, what: str, check_vma: bool
@@ -203,7 +184,7 @@ def _shard_map_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body: IR,
 
 def _unnamed_axes(manual: tuple[str, ...], spec: PartitionSpec) -> tuple[str, ...]:
     """The manual mesh axes spec does not name (along the others every device computes the same block)."""
-    named = _spec_axes(spec)
+    named = set(spec_axes(spec))
     return tuple(a for a in manual if a not in named)
 
 
@@ -248,7 +229,7 @@ def _drop_outputs(ir: IR, n: int) -> IR:
 def _scaled(ct: Any, mesh: Mesh, manual: tuple[str, ...], spec: PartitionSpec) -> Any:
     """A result's cotangent shared among the devices that hold copies of it (the manual mesh axes its spec does not
     name)."""
-    copies = math.prod(mesh.shape[a] for a in _unnamed_axes(manual, spec))
+    copies = size_of_axes(mesh.shape, _unnamed_axes(manual, spec))
     return ct if copies == 1 else div(ct, np.asarray(copies, aval_of(ct).dtype))
 
 
@@ -396,7 +377,7 @@ def _check_manual_specs(what: str, mesh: Mesh, manual: tuple[str, ...], specs: S
     """JAX's error for an in_spec or out_spec naming a mesh axis the body is not manual over (axis_names); an axis
     the mesh does not have is check_spec's error."""
     for spec in specs:
-        for axis in sorted((_spec_axes(spec) & set(mesh.axis_names)) - set(manual), key=str):
+        for axis in sorted((set(spec_axes(spec)) & set(mesh.axis_names)) - set(manual), key=str):
             raise ValueError(f"shard_map {what} argument must refer to an axis marked as manual "
                              f"({frozenset(manual)}), but:\n\n  {what} refers to {axis!r}\n\nCheck the {what} "
                              "values passed to shard_map.")
@@ -417,7 +398,8 @@ def _check_out_vma(name: str, mesh: Mesh, out_specs: Any, leaf_specs: Sequence[P
     paths = _spec_paths(out_specs, closed.out_tree.unflatten(range(closed.out_tree.num_leaves)))
     msgs = []
     for path, spec, aval in zip(paths, leaf_specs, closed.ir.out_avals):
-        unmentioned = [a for a in mesh.axis_names if a not in _spec_axes(spec)]
+        named = spec_axes(spec)
+        unmentioned = [a for a in mesh.axis_names if a not in named]
         if not any(a in aval.vma for a in unmentioned):
             continue
         if len(unmentioned) > 1:

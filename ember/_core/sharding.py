@@ -3,6 +3,11 @@ NamedSharding, SingleDeviceSharding, and XLA's own form of a sharding (HloShardi
 text a program carries; ember._runtime.xla_proto reads one from the OpSharding protos that XLA returns after SPMD
 partitioning). Pictures of a sharding are ember.debug's.
 
+The arithmetic of a spec over a mesh is here once (entry_axes, spec_axes, repeated_axes, unknown_axes,
+size_of_axes, spec_tiles, divides, block_shape, full_shape): NamedSharding, shard_map, the collectives, the explicit
+sharding rules and the lowering's AxisContext all read it, and a split that does not divide is an IndivisibleError
+wherever it is refused.
+
 Devices are opaque hashable objects with `.id`, `.platform` and `.process_index`; nothing here starts a backend. The
 partition id of a device in an SPMD program is its index in the sharding's `_device_assignment` (a mesh's devices
 flattened row-major), and every HloSharding here speaks in partition ids."""
@@ -17,7 +22,7 @@ import itertools
 import math
 import threading
 import warnings
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -167,13 +172,11 @@ class HloSharding:
         if self.kind == "maximal" or len(self.devices) != num_partitions:
             raise ValueError(f"HloSharding.indices: sharding {self.text()} does not cover {num_partitions} "
                              "partitions")
-        for dim, (size, count) in enumerate(zip(shape, tiles)):
-            if size % count:
-                raise IndivisibleError(f"HloSharding.indices: sharding {self.text()} splits axis {dim} of shape "
-                                       f"{shape} into {count} tiles, which do not divide its size {size}")
-        per_dim = [[slice(None)] if count == 1 else
-                   [slice(i * (size // count), (i + 1) * (size // count)) for i in range(count)]
-                   for size, count in zip(shape, tiles)]
+        block = block_shape(shape, tiles, lambda dim, size, count: (
+            f"HloSharding.indices: sharding {self.text()} splits axis {dim} of shape {shape} into {count} tiles, "
+            f"which do not divide its size {size}"))
+        per_dim = [[slice(None)] if count == 1 else [slice(i * size, (i + 1) * size) for i in range(count)]
+                   for size, count in zip(block, tiles)]
         replicas = math.prod(self.tile_dims[self.data_rank:])
         out: list[Index] = [()] * num_partitions
         ids = iter(self.devices)
@@ -226,7 +229,7 @@ class PartitionSpec:
         if unreduced & reduced:
             raise ValueError("`unreduced` and `reduced` argument to PartitionSpec cannot overlap. Got unreduced: "
                              f"{set(unreduced)} and reduced: {set(reduced)}")
-        for name in _flat_axes(parts):
+        for name in spec_axes(parts):
             if name in unreduced or name in reduced:
                 raise ValueError(f"partitions cannot overlap with {'unreduced' if name in unreduced else 'reduced'}"
                                  f" axes passed to PartitionSpec. Got partitions: {parts}")
@@ -312,14 +315,63 @@ class PartitionSpec:
 P = PartitionSpec
 
 
-def _flat_axes(partitions: Sequence[Any]) -> list[Any]:
-    """The axis names a spec's entries use, in order."""
-    out = []
-    for entry in partitions:
-        if entry is None or entry is UNCONSTRAINED:
-            continue
-        out.extend(entry if isinstance(entry, tuple) else (entry,))
-    return out
+# --- mesh and spec arithmetic: what a spec says over a mesh (one place: NamedSharding, shard_map, collectives) ----
+
+def entry_axes(entry: Any) -> tuple[Any, ...]:
+    """The mesh axes of one entry of a spec, as a tuple (None, UNCONSTRAINED: none)."""
+    if entry is None or entry is UNCONSTRAINED:
+        return ()
+    return entry if isinstance(entry, tuple) else (entry,)
+
+
+def spec_axes(entries: Iterable[Any]) -> tuple[Any, ...]:
+    """The mesh axes a spec's entries name, in order (an axis named twice, twice). Pass spec.partitions to read a
+    spec with unreduced/reduced axes; iterating the spec itself refuses one, as JAX's."""
+    return tuple(a for entry in entries for a in entry_axes(entry))
+
+
+def repeated_axes(names: Iterable[Any]) -> list[Any]:
+    """The names that occur more than once, in the order they first occur."""
+    counts = collections.Counter(names)
+    return [a for a, c in counts.items() if c > 1]
+
+
+def unknown_axes(names: Iterable[Any], axis_names: Iterable[Any]) -> list[Any]:
+    """The names (once each, in order) that are not among axis_names (a mesh's, or those bound)."""
+    known = set(axis_names)
+    return [a for a in dict.fromkeys(names) if a not in known]
+
+
+def size_of_axes(sizes: Mapping[Any, int], names: Iterable[Any]) -> int:
+    """The number of devices along the named axes together: the product of their sizes (1 for none)."""
+    return math.prod(sizes[a] for a in names)
+
+
+def spec_tiles(mesh: Mesh | AbstractMesh, spec: PartitionSpec, ndim: int) -> tuple[int, ...]:
+    """Per dimension of an array of rank ndim, how many blocks spec cuts it into over mesh."""
+    entries = tuple(spec)
+    sizes = mesh.shape
+    return tuple(size_of_axes(sizes, entry_axes(e)) for e in entries + (None,) * (ndim - len(entries)))
+
+
+def divides(count: int, size: int) -> bool:
+    """Whether a dimension of this size splits into count equal blocks."""
+    return count > 0 and size % count == 0
+
+
+def block_shape(shape: Sequence[int], tiles: Sequence[int], error: Callable[[int, int, int], str]
+                ) -> tuple[int, ...]:
+    """The shape of one block of an array of shape cut into tiles[d] blocks along each dimension d; an
+    IndivisibleError with the message error(d, size, count) for the first dimension that does not divide."""
+    for dim, (size, count) in enumerate(zip(shape, tiles)):
+        if not divides(count, size):
+            raise IndivisibleError(error(dim, size, count))
+    return tuple(size // count for size, count in zip(shape, tiles))
+
+
+def full_shape(block: Sequence[int], tiles: Sequence[int]) -> tuple[int, ...]:
+    """The shape of the whole array whose blocks, tiles[d] along each dimension d, have the shape block."""
+    return tuple(size * count for size, count in zip(block, tiles))
 
 
 # --- Mesh and the current mesh -----------------------------------------------------------------------------------
@@ -761,13 +813,10 @@ class Sharding:
         if hlo.is_replicated() or self.num_devices == 1:
             return shape
         tiles = hlo.tiles_per_dim(len(shape))
-        for dim, (size, count) in enumerate(zip(shape, tiles)):
-            if size % count:
-                raise IndivisibleError(
-                    f"Sharding {self} implies that array axis {dim} is partitioned {count} times, but the dimension "
-                    f"size is {size} (full shape: {shape}, per-dimension tiling factors: {list(tiles)} should "
-                    "evenly divide the shape)")
-        return tuple(size // count for size, count in zip(shape, tiles))
+        return block_shape(shape, tiles, lambda dim, size, count: (
+            f"Sharding {self} implies that array axis {dim} is partitioned {count} times, but the dimension size is "
+            f"{size} (full shape: {shape}, per-dimension tiling factors: {list(tiles)} should evenly divide the "
+            "shape)"))
 
     def is_equivalent_to(self, other: Sharding, ndim: int) -> bool:
         """Whether both place the same pieces of an array of rank ndim on the same devices (and memory kind)."""
@@ -834,7 +883,7 @@ class NamedSharding(Sharding):
     def is_fully_replicated(self) -> bool:
         if self.mesh.size == 1:
             return True
-        return not self.spec.unreduced and math.prod(self.mesh.shape[a] for a in _flat_axes(self.spec.partitions)) == 1
+        return not self.spec.unreduced and size_of_axes(self.mesh.shape, spec_axes(self.spec.partitions)) == 1
 
     def check_compatible_aval(self, shape: Sequence[int]) -> None:
         if len(shape) < len(self.spec):
@@ -848,15 +897,14 @@ class NamedSharding(Sharding):
 
 def _check_spec(mesh: Mesh, spec: PartitionSpec) -> None:
     """NamedSharding's checks of a spec against its mesh (JAX's errors)."""
-    counts = collections.Counter(_flat_axes(spec.partitions))
-    duplicates = [a for a, c in counts.items() if c > 1]
+    names = spec_axes(spec.partitions)
+    duplicates = repeated_axes(names)
     if duplicates:
         raise ValueError(f"A single NamedSharding spec specification can map every mesh axis to at most one "
                          f"positional dimension, but {spec} has duplicate entries for "
                          f"{', '.join(sorted(f'`{a}`' for a in duplicates))}")
-    for axis in counts:
-        if axis not in mesh.axis_names:
-            raise ValueError(f"Resource axis: {axis} of {spec} is not found in mesh: {tuple(mesh.shape.keys())}.")
+    for axis in unknown_axes(names, mesh.axis_names):
+        raise ValueError(f"Resource axis: {axis} of {spec} is not found in mesh: {tuple(mesh.shape.keys())}.")
     if AxisType.Auto not in mesh.axis_types and UNCONSTRAINED in spec.partitions:
         raise ValueError(f"{spec} cannot contain `P.UNCONSTRAINED` when no mesh axis_types are `Auto`. Got mesh "
                          f"axis_types: {mesh.axis_types}")
@@ -886,13 +934,13 @@ def _named_to_hlo(mesh: Mesh, spec: PartitionSpec, ndim: int) -> HloSharding:
     order: list[int] = []
     tile_dims = [1] * ndim
     for dim, entry in enumerate(spec.partitions):
-        for axis in _flat_axes([entry]):
+        for axis in entry_axes(entry):
             if sizes[axis] > 1:
                 if types[axis] == AxisType.Manual:
                     raise ValueError(f"NamedSharding spec {spec} splits a dimension over the Manual mesh axis {axis}")
                 tile_dims[dim] *= sizes[axis]
                 order.append(position[axis])
-    used = set(_flat_axes(spec.partitions))
+    used = set(spec_axes(spec.partitions))
     subgroups = []
     for kind, manual in (("replicated", False), ("manual", True)):
         axes = [position[a] for a in mesh.axis_names
@@ -1072,13 +1120,6 @@ def sharding_from_hlo(hlo: HloSharding, device_assignment: Sequence[Device], ndi
 
 
 # --- shardings in types (JAX's explicit sharding mode) -------------------------------------------------------------
-
-def entry_axes(entry: Any) -> tuple[Any, ...]:
-    """The mesh axes of one entry of a spec, as a tuple (None: none)."""
-    if entry is None or entry is UNCONSTRAINED:
-        return ()
-    return entry if isinstance(entry, tuple) else (entry,)
-
 
 def explicit_sharding(mesh: Mesh | AbstractMesh, entries: Sequence[Any]) -> NamedSharding | None:
     """The explicit sharding of a type (ShapedArray.explicit) over mesh, one entry per dimension (None, an axis

@@ -10,6 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ember._core.sharding import size_of_axes
 from ember._hlo.emitter import sharding_text as sharding_text
 
 _channels = itertools.count(1)  # channel ids of cross-partition collectives: unique within any module
@@ -28,7 +29,7 @@ class AxisContext:
 
     def size(self, axes: Sequence[str]) -> int:
         """The number of partitions along the named axes together."""
-        return int(np.prod([self.axis_sizes[self._known(a)] for a in axes], dtype=np.int64))
+        return size_of_axes(self.axis_sizes, [self._known(a) for a in axes])
 
     def _known(self, axis: str) -> str:
         if axis not in self.axis_sizes:

@@ -42,6 +42,7 @@ from ember._core.dtypes import ordered_axes
 from ember._core.vma import pvary_p, typed
 from ember._core.checks import normalize_axis
 from ember._core.pytree import tree_map
+from ember._core.sharding import block_shape, divides, repeated_axes, unknown_axes
 from ember._hlo import LoweringContext, LoweringError
 from ember._prims.checks import ANY, NUMERIC_C, check_dtype
 from ember._prims.elementwise import add, div, eq, mul, select
@@ -64,7 +65,7 @@ def _axis_names(api: str, axis_name: Any) -> AxisNames:
             hash(name)
         except TypeError:
             raise TypeError(f"{api}: axis names must be hashable, got {name!r} in axis_name={axis_name!r}") from None
-    if len(set(names)) != len(names):
+    if repeated_axes(names):
         raise ValueError(f"{api}: axis_name {axis_name!r} names an axis twice")
     return names
 
@@ -127,6 +128,11 @@ def _one_state(api: str, x: Any, axes: AxisNames) -> None:
                          f"input state: {{'varying', 'invarying'}}")
 
 
+def _along(ndim: int, dim: int, count: int) -> tuple[int, ...]:
+    """The tiles of an array of rank ndim cut into count blocks along dimension dim (a collective's split)."""
+    return tuple(count if d == dim else 1 for d in range(ndim))
+
+
 def _rest(name: Hashable, axes: AxisNames) -> AxisNames:
     return tuple(a for a in axes if a != name)
 
@@ -137,7 +143,7 @@ def _axis_context(ctx: LoweringContext, op: str, axes: AxisNames) -> Any:
     if mesh is None:
         raise LoweringError(f"{op}: unbound axis name {axes[0]!r}: a collective over named axes lowers only inside a "
                             "shard_map body (under vmap with that axis_name it is batched away before lowering)")
-    missing = [a for a in axes if a not in mesh.axis_sizes]
+    missing = unknown_axes(axes, mesh.axis_names)
     if missing:
         raise LoweringError(f"{op}: unbound axis name {missing[0]!r}: the mesh's axes are {mesh.axis_names}")
     return mesh
@@ -496,10 +502,9 @@ def _reduce_scatter_abstract_eval(x: ShapedArray, *, axes: AxisNames, scatter_di
     shape = list(x.shape)
     n = shape[scatter_dimension]
     if tiled:
-        if axis_size == 0 or n % axis_size:
-            raise ValueError(f"psum_scatter: with tiled=True, dimension {scatter_dimension} of the operand "
-                             f"{x.str_short()} must be divisible by the size {axis_size} of the axes {axes}")
-        shape[scatter_dimension] = n // axis_size
+        shape = list(block_shape(x.shape, _along(x.ndim, scatter_dimension, axis_size), lambda *_: (
+            f"psum_scatter: with tiled=True, dimension {scatter_dimension} of the operand {x.str_short()} must be "
+            f"divisible by the size {axis_size} of the axes {axes}")))
     else:
         if n != axis_size:
             raise ValueError(f"psum_scatter: dimension {scatter_dimension} of the operand {x.str_short()} must equal "
@@ -583,11 +588,9 @@ all_to_all_p = over_named_axes(Primitive("all_to_all", own_vma=True, checks=()))
 @all_to_all_p.def_rule("abstract_eval")
 def _all_to_all_abstract_eval(x: ShapedArray, *, axes: AxisNames, split_axis: int, concat_axis: int,
                               axis_size: int, groups: Groups = None) -> ShapedArray:
-    shape = list(x.shape)
-    if axis_size == 0 or shape[split_axis] % axis_size:
-        raise ValueError(f"all_to_all: dimension split_axis={split_axis} of the operand {x.str_short()} must be "
-                         f"divisible by the size {axis_size} of the axes {axes}")
-    shape[split_axis] //= axis_size
+    shape = list(block_shape(x.shape, _along(x.ndim, split_axis, axis_size), lambda *_: (
+        f"all_to_all: dimension split_axis={split_axis} of the operand {x.str_short()} must be divisible by the size "
+        f"{axis_size} of the axes {axes}")))
     shape[concat_axis] *= axis_size
     return x.update(shape=tuple(shape), weak_type=False)
 
@@ -659,7 +662,7 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
         split = normalize_axis("all_to_all: split_axis", split_axis, aval.ndim)
         concat = normalize_axis("all_to_all: concat_axis", concat_axis, aval.ndim)
         n = aval.shape[split]
-        if tiled and (size == 0 or n % size):
+        if tiled and not divides(size, n):
             raise ValueError(f"all_to_all: the size of split_axis ({n}) of {aval.str_short()} has to be divisible "
                              f"by the size of the named axis {axis_name} ({size})")
         if not tiled and n != size:

@@ -13,8 +13,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ember._core.dtypes import ShapedArray, ShardingTypeError
-from ember._core.sharding import (AbstractMesh, NamedSharding, PartitionSpec, Sharding, current_mesh, entry_axes,
-                                  explicit_sharding)
+from ember._core.sharding import (AbstractMesh, NamedSharding, PartitionSpec, Sharding, current_mesh, divides,
+                                  explicit_sharding, repeated_axes, size_of_axes, spec_axes)
 
 Rule = Callable[..., Any]
 
@@ -38,8 +38,7 @@ typed = explicit_sharding  # (the explicit sharding over mesh with these entries
 def _check_distinct(name: str, entries: Sequence[Any], avals: Sequence[ShapedArray], shape: Sequence[int],
                     dtype: Any) -> None:
     """JAX's error for a result (of this shape and dtype) that would be split over one mesh axis twice."""
-    used = [a for entry in entries for a in entry_axes(entry)]
-    if len(used) != len(set(used)):
+    if repeated_axes(spec_axes(entries)):
         result = ShapedArray(shape, dtype).update(explicit=_unchecked(mesh_of(avals), entries))
         raise ShardingTypeError(f"{name} operation with inputs: {', '.join(a.str_short() for a in avals)} produces an "
                                 f"illegally sharded result: {result.str_short()}")
@@ -146,11 +145,11 @@ def reshape(x: ShapedArray, *, new_sizes: Sequence[int], **params: Any) -> Any:
                 b.append(new_dims[j])
                 size_b *= new_sizes[new_dims[j]]
         i, j = i + 1, j + 1
-        axes = [ax for _, e in a for ax in entry_axes(e)]
+        axes = spec_axes(e for _, e in a)
         if not axes:
             continue
         if len(a) == 1:  # one dimension split into several: its axes split the first
-            if new_sizes[b[0]] % _product(sizes, axes):
+            if not divides(size_of_axes(sizes, axes), new_sizes[b[0]]):
                 raise error
             out[b[0]] = tuple(axes)
         elif len(b) == 1:  # several merged into one
@@ -158,13 +157,6 @@ def reshape(x: ShapedArray, *, new_sizes: Sequence[int], **params: Any) -> Any:
         else:
             raise error
     return typed(mesh, out)
-
-
-def _product(sizes: Any, axes: Sequence[Any]) -> int:
-    total = 1
-    for a in axes:
-        total *= sizes[a]
-    return total
 
 
 def dot_general(lhs: ShapedArray, rhs: ShapedArray, *, dimension_numbers: Any, **params: Any) -> Any:
@@ -401,7 +393,7 @@ def batched(sharding: Any, d: int | None, ndim: int, spmd: tuple[str, ...] | Non
     entry = None
     if spmd is not None:
         unknown = [a for a in spmd if a not in sharding.mesh.axis_names]
-        used = {a for e in spec if e is not None for a in (e if isinstance(e, tuple) else (e,))} & set(spmd)
+        used = set(spec_axes(spec)) & set(spmd)
         if unknown or used:
             raise ValueError(f"spmd_axis_name {spmd} (vmap's) must name mesh axes {sharding.mesh.axis_names} that the "
                              f"sharding {sharding.spec} inside does not use already")
