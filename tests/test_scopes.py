@@ -14,7 +14,7 @@ import pytest
 
 import ember
 import ember.numpy as enp
-from ember._runtime.hlo_text import _fields
+from ember._runtime.xla_proto import fields
 
 
 def scoped(lib, np_, x):
@@ -31,8 +31,8 @@ def locations(text):
 
 def strings(proto):
     """The printable strings of length-delimited fields anywhere in a serialized protobuf message."""
-    for _, wire, value in _fields(proto):
-        if wire == 2:
+    for value in (v for values in fields(proto).values() for v in values):
+        if isinstance(value, bytes):  # (length-delimited)
             try:
                 yield value.decode("ascii")
             except UnicodeDecodeError:

@@ -86,3 +86,15 @@ def test_malformed_module_is_refused():
         xla_proto.hlo_module_shardings(field(1, field(14, 1)))
     with pytest.raises(ValueError, match="runs past the end"):
         xla_proto.hlo_module_shardings(field(1, field(12, b"")[:1] + b"\x05"))
+
+
+def test_hlo_text_reads_through_the_checked_decoder():
+    from ember._runtime.hlo_text import hlo_module_text
+    parameter = field(1, b"p") + field(2, b"parameter") + field(35, 1) + field(3, field(2, 11) + field(3, packed([2])))
+    computation = field(1, b"main") + field(2, parameter) + field(5, 7) + field(6, 1)
+    module = field(1, b"m") + field(3, computation) + field(6, 7)
+    for given in (module, field(1, module)):  # (a bare HloModuleProto, or one in an HloModuleProtoWithConfig)
+        assert hlo_module_text(given) == "HloModule m\n\nENTRY %main (p: f32[2]) -> f32[2] {\n" \
+                                         "  ROOT %p = f32[2] parameter(0)\n}\n"
+    with pytest.raises(ValueError, match="field 3 runs past the end"):  # (a module cut short)
+        hlo_module_text(module[:-3])

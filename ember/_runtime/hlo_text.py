@@ -1,14 +1,16 @@
 """Text of the optimized HLO module the plugin compiled, for `Compiled.as_text()`.
 
 The CPU plugin returns the optimized program (PJRT_Executable_OptimizedProgram) as a serialized
-xla.HloModuleProtoWithConfig, and ember carries no protobuf library: this module reads the protobuf wire format
-itself (the few fields of xla/service/hlo.proto and xla/xla_data.proto it prints) and renders XLA's HLO text
-layout: one block per computation, one line per instruction with its shape (and layout), opcode, operands, the
-computations it calls (fusions, reductions' regions), a fusion's kind, dimensions and custom-call targets. It shows
-what XLA made of the program (its fusions, the layouts it chose); attributes it does not read are left out."""
+xla.HloModuleProtoWithConfig, and ember carries no protobuf library: ember._runtime.xla_proto reads (and checks) the
+wire format, this module the few fields of xla/service/hlo.proto and xla/xla_data.proto it prints, and renders XLA's
+HLO text layout: one block per computation, one line per instruction with its shape (and layout), opcode, operands,
+the computations it calls (fusions, reductions' regions), a fusion's kind, dimensions and custom-call targets. It
+shows what XLA made of the program (its fusions, the layouts it chose); attributes it does not read are left out."""
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
+
+from ember._runtime.xla_proto import Fields, fields, ints, messages
 
 # xla.PrimitiveType
 _ELEMENT_TYPES = {1: "pred", 2: "s8", 3: "s16", 4: "s32", 5: "s64", 6: "u8", 7: "u16", 8: "u32", 9: "u64",
@@ -16,139 +18,81 @@ _ELEMENT_TYPES = {1: "pred", 2: "s8", 3: "s16", 4: "s32", 5: "s64", 6: "u8", 7: 
                   18: "c128", 19: "f8e5m2", 20: "f8e4m3fn", 21: "s4", 22: "u4"}
 
 
-def _fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
-    """(field number, wire type, value) of a protobuf message: varints as ints, length-delimited as bytes."""
-    i, n = 0, len(data)
-
-    def varint() -> int:
-        nonlocal i
-        shift = result = 0
-        while True:
-            if i >= n:
-                raise ValueError("truncated protobuf varint")
-            byte = data[i]
-            i += 1
-            result |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return result
-            shift += 7
-
-    while i < n:
-        key = varint()
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            yield number, wire, varint()
-        elif wire == 1:
-            yield number, wire, data[i:i + 8]
-            i += 8
-        elif wire == 2:
-            size = varint()
-            yield number, wire, data[i:i + size]
-            i += size
-        elif wire == 5:
-            yield number, wire, data[i:i + 4]
-            i += 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
+def _text(found: Fields, number: int) -> str | None:
+    """A string field (the last one given), or None."""
+    values = found.get(number)
+    return None if not values else bytes(values[-1]).decode() if isinstance(values[-1], bytes) else str(values[-1])
 
 
-def _ints(value: Any) -> list[int]:
-    """A repeated int64 field's entries: one varint, or a packed run of them (signed: two's complement)."""
-    if isinstance(value, int):
-        return [_signed(value)]
-    out, shift, result = [], 0, 0
-    for byte in value:
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            out.append(_signed(result))
-            shift = result = 0
-    return out
-
-
-def _signed(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
+def _int(found: Fields, number: int) -> int | None:
+    """An integer field (the last one given), or None."""
+    values = [v for v in found.get(number, []) if isinstance(v, int)]
+    return values[-1] if values else None
 
 
 def _shape(data: bytes) -> str:
-    element, dims, tuples, layout = 0, [], [], None
-    for number, _, value in _fields(data):
-        if number == 2:
-            element = value
-        elif number == 3:
-            dims += _ints(value)
-        elif number == 4:
-            tuples.append(_shape(value))
-        elif number == 5:
-            layout = []
-            for n, _, v in _fields(value):
-                if n == 1:
-                    layout += _ints(v)
+    found = fields(data)
+    element, dims = _int(found, 2) or 0, ints(found.get(3, []))
+    layout = None
+    for message in messages(found, 5, "ShapeProto"):
+        layout = ints(fields(message).get(1, []))
     if _ELEMENT_TYPES.get(element) == "tuple":
-        return "(" + ", ".join(tuples) + ")"
+        return "(" + ", ".join(_shape(t) for t in messages(found, 4, "ShapeProto")) + ")"
     text = f"{_ELEMENT_TYPES.get(element, f'type{element}')}[{','.join(map(str, dims))}]"
     if layout is not None and dims:
         text += "{" + ",".join(map(str, layout)) + "}"
     return text
 
 
+# HloInstructionProto's fields that ember prints: (number, key, how it is read)
+_INSTRUCTION_FIELDS = ((1, "name", _text), (2, "opcode", _text), (9, "parameter", _int), (11, "fusion_kind", _text),
+                       (13, "index", _int), (28, "target", _text), (35, "id", _int))
+
+
 def _instruction(data: bytes) -> dict[str, Any]:
-    found: dict[str, Any] = {"operands": [], "calls": [], "dimensions": []}
-    for number, _, value in _fields(data):
-        if number == 1:
-            found["name"] = value.decode()
-        elif number == 2:
-            found["opcode"] = value.decode()
-        elif number == 3:
-            found["shape"] = _shape(value)
-        elif number == 9:
-            found["parameter"] = value
-        elif number == 11:
-            found["fusion_kind"] = value.decode()
-        elif number == 13:
-            found["index"] = value
-        elif number == 14:
-            found["dimensions"] += _ints(value)
-        elif number == 28:
-            found["target"] = value.decode()
-        elif number == 35:
-            found["id"] = value
-        elif number == 36:
-            found["operands"] += _ints(value)
-        elif number == 38:
-            found["calls"] += _ints(value)
-    return found
+    found = fields(data)
+    out: dict[str, Any] = {"operands": ints(found.get(36, [])), "calls": ints(found.get(38, [])),
+                           "dimensions": ints(found.get(14, []))}
+    for number, key, read in _INSTRUCTION_FIELDS:
+        value = read(found, number)
+        if value is not None:
+            out[key] = value
+    shapes = messages(found, 3, "HloInstructionProto")
+    if shapes:
+        out["shape"] = _shape(shapes[-1])
+    return out
 
 
 def _computation(data: bytes) -> dict[str, Any]:
-    found: dict[str, Any] = {"instructions": []}
-    for number, _, value in _fields(data):
-        if number == 1:
-            found["name"] = value.decode()
-        elif number == 2:
-            found["instructions"].append(_instruction(value))
-        elif number == 5:
-            found["id"] = value
-        elif number == 6:
-            found["root"] = value
+    found = fields(data)
+    out: dict[str, Any] = {"instructions": [_instruction(i) for i in messages(found, 2, "HloComputationProto")]}
+    for number, key, read in ((1, "name", _text), (5, "id", _int), (6, "root", _int)):
+        value = read(found, number)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _module(serialized: bytes) -> Fields:
+    """The fields of the HloModuleProto in serialized: HloModuleProtoWithConfig's field 1 when it is a message with
+    computations (field 3), else serialized itself (a bare HloModuleProto, whose field 1 is its name)."""
+    found = fields(serialized)
+    inner = found.get(1, [None])[0]
+    if isinstance(inner, bytes):
+        try:
+            module = fields(inner)
+        except ValueError:  # (a name, not a message)
+            return found
+        if 3 in module:
+            return module
     return found
 
 
 def hlo_module_text(serialized: bytes) -> str:
     """HLO text of a serialized xla.HloModuleProtoWithConfig (or a bare xla.HloModuleProto)."""
-    module = serialized
-    for number, wire, value in _fields(serialized):
-        if number == 1 and wire == 2 and any(n == 3 for n, _, _ in _fields(value)):
-            module = value  # (HloModuleProtoWithConfig.hlo_module)
-            break
-    name, entry, computations = "module", None, []
-    for number, _, value in _fields(module):
-        if number == 1:
-            name = value.decode()
-        elif number == 3:
-            computations.append(_computation(value))
-        elif number == 6:
-            entry = value
+    module = _module(serialized)
+    name, entry = _text(module, 1) or "module", _int(module, 6)
+    computations = [_computation(c) for c in messages(module, 3, "HloModuleProto")]
     names = {c.get("id"): c.get("name", "?") for c in computations}
     by_id = {ins.get("id"): ins for c in computations for ins in c["instructions"]}
     lines = [f"HloModule {name}"]
