@@ -578,18 +578,11 @@ def under_cache(program, directory):
     return first, second, hits, misses
 
 
-NOT_CACHED = ("the persistent compilation cache never stores a program partitioned over several devices: "
-              "ember._runtime.pjrt.client.Client.compile_spmd (and spmd.py's per-device compiles) bypass "
-              "compile_cache.compile_with_cache, so after clear_caches it is compiled again (JAX caches it)")
+def _env_params():
+    return [pytest.param(program, id=name) for name, program in FOR_ENV.items()]
 
 
-def _env_params(cache=False):
-    for name, program in FOR_ENV.items():
-        marks = [pytest.mark.xfail(strict=True, reason=NOT_CACHED)] if cache and name == "shardings" else []
-        yield pytest.param(program, id=name, marks=marks)
-
-
-@pytest.mark.parametrize("program", _env_params(cache=True))
+@pytest.mark.parametrize("program", _env_params())
 def test_under_the_persistent_cache(program, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

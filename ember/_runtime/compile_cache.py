@@ -30,7 +30,12 @@ writer of an entry wins, with equal content). Hits refresh the entry's modificat
 the directory is trimmed to `compilation_cache_max_size` bytes (1 GiB; -1: no limit), least recently used entries
 first; temporary files that a killed writer left behind are removed when they are an hour old. A cache that cannot
 be read or written (a file in the way, no permission, a full disk, a path with a NUL byte or too long) or that is
-refused never fails a compile: it warns once and compiles."""
+refused never fails a compile: it warns once and compiles.
+
+Every compile of a program goes through here: one device's (compile_with_cache), one partitioned over several
+devices by XLA's SPMD partitioner (compile_spmd_with_cache: the devices' ids and which outputs XLA places are in the
+key, and a loaded executable must run on exactly those devices) and the partitions of a small SPMD program compiled
+for their devices one by one (compile_hlo_with_cache)."""
 from __future__ import annotations
 
 import hashlib
@@ -40,11 +45,11 @@ import stat
 import threading
 import time
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 from ember._core.config import config
 from ember._runtime import pjrt as _pjrt
-from ember._runtime.pjrt.structs import COMPILE_OPTIONS
+from ember._runtime.pjrt.structs import COMPILE_OPTIONS, one_device_compile_options, spmd_compile_options
 
 MAGIC = b"ember-xla-executable\n"
 FORMAT = 2  # 1: no key or length in the header (such entries have other names: the format is part of the key)
@@ -96,7 +101,7 @@ def package_version(name: str = "ember", missing: str = "unknown") -> str:
         return missing
 
 
-def entry_key(client: _pjrt.Client, text: str, overrides: bytes = b"") -> str:
+def entry_key(client: _pjrt.Client, text: str | bytes, overrides: bytes = b"") -> str:
     """The entry name (hex SHA-256) of a program's executable on this client (compiled with these XLA option
     overrides)."""
     digest = hashlib.sha256()
@@ -106,7 +111,7 @@ def entry_key(client: _pjrt.Client, text: str, overrides: bytes = b"") -> str:
     digest.update(COMPILE_OPTIONS + b"\0")
     if overrides:
         digest.update(overrides + b"\0")
-    digest.update(text.encode())
+    digest.update(text if isinstance(text, bytes) else text.encode())
     return digest.hexdigest()
 
 
@@ -365,14 +370,41 @@ def _remove(dfd: int, name: str) -> None:
 
 def compile_with_cache(client: _pjrt.Client, text: str, overrides: bytes = b"") -> Any:
     """client.compile(text, overrides), through the persistent cache when a directory is set."""
+    return _through_cache(client, text, overrides, None,
+                          lambda: client.compile(text, overrides) if overrides else client.compile(text))
+
+
+def compile_spmd_with_cache(client: _pjrt.Client, text: str, devices: list[Any], propagate_to_outputs: list[bool]
+                            ) -> Any:
+    """client.compile_spmd(...) (a program partitioned over devices), through the persistent cache when a directory
+    is set: keyed by its compile options too (the devices' ids, which outputs XLA places), and loaded only onto
+    the devices it was compiled for."""
+    options = spmd_compile_options([d.id for d in devices], propagate_to_outputs)
+    return _through_cache(client, text, b"spmd\0" + options, list(devices),
+                          lambda: client.compile_spmd(text, list(devices), propagate_to_outputs))
+
+
+def compile_hlo_with_cache(client: _pjrt.Client, module: bytes, device: Any) -> Any:
+    """client.compile_hlo_for(module, device) (one partition of an SPMD program, compiled on its own for its
+    device), through the persistent cache when a directory is set; an entry is used only on the device it was
+    compiled for."""
+    executable = _through_cache(client, module, b"hlo\0" + one_device_compile_options(device.id), None,
+                                lambda: client.compile_hlo_for(module, device))
+    return executable if executable._device is device else client.compile_hlo_for(module, device)
+
+
+def _through_cache(client: _pjrt.Client, text: str | bytes, overrides: bytes, devices: list[Any] | None,
+                   compile_now: Callable[[], Any]) -> Any:
+    """compile_now(), or the executable the cache holds for (text, overrides) on this client (devices: an SPMD
+    executable's), stored after a compile long enough."""
     directory = config.read_canonical("compilation_cache_dir")
     if directory is None:
-        return client.compile(text, overrides) if overrides else client.compile(text)
+        return compile_now()
     key = entry_key(client, text, overrides)
     payload = _read(directory, key)
     if payload is not None:
         try:
-            executable = client.deserialize(payload, text)
+            executable = client.deserialize(payload, text, devices)
         except _pjrt.PjrtError as err:
             _warn_once(f"load:{directory}", f"the plugin could not load the entry {key}{SUFFIX} ({err}); it is "
                                             "compiled and stored again")
@@ -381,7 +413,7 @@ def compile_with_cache(client: _pjrt.Client, text: str, overrides: bytes = b"") 
             return executable
     stats["misses"] += 1
     start = time.perf_counter()
-    executable = client.compile(text, overrides) if overrides else client.compile(text)
+    executable = compile_now()
     if time.perf_counter() - start >= config.read_canonical("persistent_cache_min_compile_time_secs"):
         try:
             payload = executable.serialize()
@@ -393,5 +425,5 @@ def compile_with_cache(client: _pjrt.Client, text: str, overrides: bytes = b"") 
     return executable
 
 
-__all__ = ["CompilationCacheWarning", "MAX_ENTRY_BYTES", "compile_with_cache", "encode_entry", "entry_key",
-           "package_version", "stats"]
+__all__ = ["CompilationCacheWarning", "MAX_ENTRY_BYTES", "compile_spmd_with_cache", "compile_with_cache",
+           "encode_entry", "entry_key", "package_version", "stats"]

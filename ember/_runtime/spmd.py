@@ -23,6 +23,7 @@ from ember._hlo import lower
 from ember._hlo.spmd import SpmdPlan, sharding_text as hlo_text
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.array import Array, canonical_aval
+from ember._runtime.compile_cache import compile_hlo_with_cache, compile_spmd_with_cache
 from ember._runtime.dispatch import argument_text, devices_text, incompatible_devices, to_buffer
 from ember._prims.sharding import inspect_sharding_p
 from ember._runtime.sharded import ShardedArray, shards_for
@@ -284,7 +285,8 @@ class SpmdProgram:
         client = devices[0].client
         if _inspections(ir):  # (ember.debug.inspect_array_sharding: its callbacks are called at compile time)
             _report_inspections(ir, name, devices, in_shardings, out_shardings, mesh)
-        self.executable = client.compile_spmd(self.text, list(devices), [s is None for s in out_shardings])
+        self.executable = compile_spmd_with_cache(client, self.text, list(devices),
+                                                  [s is None for s in out_shardings])
         optimized = self.executable.optimized_program()[1]
         # (a small program whose partitions do not communicate runs as one program per device: see _run_locally)
         self._local: bytes | list[Any] | None = _local_module(optimized) if _small(self.executable) else None
@@ -357,7 +359,7 @@ class SpmdProgram:
             with _compiling:
                 if self._local is local:  # (else another thread did it)
                     try:
-                        self._local = [d.client.compile_hlo_for(local, d) for d in self.devices]
+                        self._local = [compile_hlo_with_cache(d.client, local, d) for d in self.devices]
                     except _pjrt.PjrtError:  # (the plugin refused the partition: the program runs as compiled)
                         self._local = None
             local = self._local

@@ -120,6 +120,7 @@ def test_the_directory_is_trimmed_least_recently_used_first(tmp_path):
     assert entries(tmp_path) == ["newest.ember-xla", "old.ember-xla"] and not stale.exists()
 
 
+@pytest.mark.slow  # (4.5 s; a second process by default: test_a_second_process_loads_what_the_first_compiled)
 def test_processes_sharing_a_directory(tmp_path):
     results = []
 
@@ -148,3 +149,49 @@ def test_the_options_take_jax_names_and_environment_variables(tmp_path):
     out = check_python("import ember; print(ember.config.compilation_cache_dir)",
                        env={"JAX_COMPILATION_CACHE_DIR": str(tmp_path)})
     assert out.strip() == str(tmp_path)
+
+
+SHARDED = """
+    import numpy as np, ember
+    from ember._runtime import compile_cache
+    from ember.sharding import Mesh, NamedSharding, PartitionSpec as P
+    ember.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    mesh = Mesh(np.array(ember.devices()[:2]), ("x",))
+    split = NamedSharding(mesh, P("x"))
+    step = ember.jit(lambda w: (w * 3.0 + 1.0, (w * w).sum()), in_shardings=split)
+    w = ember.device_put(np.arange(8, dtype=np.float32), split)
+    for _ in range(12):  # (enough calls that the small program also runs as one program per device)
+        out, total = step(w)
+    print("RESULT", np.asarray(out).tolist(), float(total), out.sharding.spec)
+    print("STATS", compile_cache.stats["hits"], compile_cache.stats["misses"], compile_cache.stats["stores"])
+"""
+
+
+def test_a_program_partitioned_over_devices_is_loaded_by_the_next_process(tmp_path):
+    """A program XLA's SPMD partitioner splits (and its partitions, compiled one per device when it is small) goes
+    through the cache like any other: the second process compiles nothing for it."""
+    def run_sharded():
+        out = check_python(SHARDED, env={"EMBER_COMPILATION_CACHE_DIR": str(tmp_path), "EMBER_NUM_CPU_DEVICES": "2"})
+        lines = dict(line.split(" ", 1) for line in out.splitlines() if line.startswith(("RESULT", "STATS")))
+        return lines["RESULT"], tuple(map(int, lines["STATS"].split()))
+    first, (hits, misses, stores) = run_sharded()
+    assert hits == 0 and misses >= 1 and stores == misses
+    second, (hits2, misses2, stores2) = run_sharded()
+    assert second == first and (hits2, misses2, stores2) == (misses, 0, 0)
+
+
+def test_an_spmd_executable_loads_only_onto_its_own_devices():
+    from ember._runtime.pjrt import PjrtError
+    from ember.sharding import Mesh, NamedSharding, PartitionSpec as P
+    devices = ember.devices()[:2]
+    if len(devices) < 2:
+        pytest.skip("needs two devices")
+    split = NamedSharding(Mesh(np.array(devices), ("x",)), P("x"))
+    lowered = ember.jit(lambda w: w * 2.0, in_shardings=split).lower(np.ones(8, np.float32))
+    client = devices[0].client
+    text = lowered.as_text()
+    executable = client.compile_spmd(text, list(devices), [True])
+    payload = executable.serialize()
+    assert client.deserialize(payload, text, list(devices)).devices == list(devices)
+    with pytest.raises(PjrtError, match="cannot run on devices"):
+        client.deserialize(payload, text, [devices[0]])

@@ -182,9 +182,11 @@ class Client:
         options = spmd_compile_options([d.id for d in devices], propagate_to_outputs)
         return SpmdExecutable(self, self._compiled(code, b"mlir", options, partitioned=True), code, devices)
 
-    def deserialize(self, serialized: bytes, mlir_text: str | bytes) -> Executable:
+    def deserialize(self, serialized: bytes, mlir_text: str | bytes, devices: list[Device] | None = None
+                    ) -> Executable:
         """Load an executable that Executable.serialize made (PJRT_Executable_DeserializeAndLoad), compiled from
-        mlir_text (kept, as compile keeps it, for a portable variant compiled on first use)."""
+        mlir_text (kept, as compile keeps it, for a portable variant compiled on first use). devices: those of
+        an SPMD executable (compile_spmd's; a PjrtError unless it was compiled for exactly those)."""
         code = mlir_text.encode() if isinstance(mlir_text, str) else bytes(mlir_text)
         handle = pin_client(self)
         if handle is None:
@@ -193,6 +195,8 @@ class Client:
             args = _new(_ExecutableDeserializeAndLoadArgs, client=handle, serialized_executable=serialized,
                         serialized_executable_size=len(serialized))
             self.plugin.call("Executable_DeserializeAndLoad", args)
+            if devices is not None:
+                return SpmdExecutable(self, args.loaded_executable, code, devices)
             return Executable(self, args.loaded_executable, code)
         finally:
             unpin_client(self)

@@ -29,6 +29,13 @@ class SpmdExecutable(Executable):
     def __init__(self, client: Client, handle: int, code: bytes, devices: Sequence[Device]):
         self.devices = list(devices)
         super().__init__(client, handle, code)
+        found = _new(_LoadedExecutableAddressableDevicesArgs, executable=handle)
+        client.plugin.call("LoadedExecutable_AddressableDevices", found)
+        ids = sorted(d.id for d in client.devices for k in range(found.num_addressable_devices)
+                     if found.addressable_devices[k] == d.handle)
+        if ids != sorted(d.id for d in self.devices):  # (a cache entry made for other devices: never run it)
+            raise PjrtError(f"an SPMD executable for devices {ids} cannot run on devices "
+                            f"{[d.id for d in self.devices]}")
         self._calls: dict[int, Any] = {}  # argument count -> the reused Execute args (see _call_args)
         self._call_lock = threading.Lock()
         self._execute = client.plugin.function("LoadedExecutable_Execute")
