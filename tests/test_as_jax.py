@@ -141,6 +141,7 @@ def test_install_refuses_when_jax_is_already_imported(monkeypatch):
     assert not ember.as_jax.installed()
 
 
+@pytest.mark.slow  # (5 s; the drop-in by default: the other tests here)
 @pytest.mark.skipif(not HAVE_JAX, reason="JAX is not installed")
 def test_install_refuses_after_the_real_jax_and_uninstall_gives_it_back():
     code = """

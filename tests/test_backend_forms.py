@@ -8,7 +8,7 @@ import pytest
 
 import ember
 import ember.numpy as enp
-from ember._hlo import backend_forms, lower
+from ember._hlo import backend_forms, lower, targets
 from recorded import jax_result
 
 F32 = np.dtype(np.float32)
@@ -57,10 +57,14 @@ def test_sums_match_numpy_and_jax(x, axes):
 
 def test_forms_in_the_module_and_the_option():
     x = np.ones((1024, 1024), np.float32)
-    rows = ember.jit(lambda a: enp.sum(a * a, axis=1)).lower(x).as_text()
-    assert "stablehlo.dot_general" in rows and "stablehlo.reduce" not in rows
+    rows = ember.jit(lambda a: enp.sum(a * a, axis=1)).lower(x).as_text()  # (the row kernel's sums, else the
+    kernel = targets.available("ember_rows")  # plain reduce: never the less accurate product with ones)
+    assert "stablehlo.dot_general" not in rows and ('"ember_rows"' in rows) == kernel
+    whole = ember.jit(lambda a: enp.sum(a * a)).lower(x).as_text()  # (row sums added in float64)
+    assert "tensor<1024xf64>" in whole
     cols = ember.jit(lambda a: enp.sum(a, axis=0)).lower(x).as_text()  # (with a producer: a column region)
-    assert "stablehlo.optimization_barrier" in cols and cols.count("stablehlo.reduce\"") == 2
+    # (stages: 1024 rows in 64 chunks of 16, then 4 of 16, then the last 4)
+    assert "stablehlo.optimization_barrier" in cols and cols.count("stablehlo.reduce\"") == 3
     ember.config.update("cpu_backend_forms", False)
     try:
         plain = ember.jit(lambda a: enp.sum(a * a, axis=1)).lower(x).as_text()
@@ -187,8 +191,8 @@ def test_forms_inside_loops_branches_and_nested_jit():
         return carry, branch, inner(a), enp.sum(a * a)
     text = ember.jit(f).lower(x).as_text()
     # the scan body's sum of exp(a) * carry and the nested jit's column sum: row regions (ember/_hlo/row_fusion.py);
-    # the branch's row sums and the whole-array sum: products with ones
-    assert text.count('"ember_rows"') == 2 and text.count("stablehlo.dot_general") >= 3
+    # the branches' row sums: the kernel's row sums; the whole-array sum: rows by a product with ones, summed in f64
+    assert text.count('"ember_rows"') == 4 and text.count("stablehlo.dot_general") == 1 and "xf64>" in text
     got = [np.asarray(v) for v in ember.jit(f)(x)]
 
     def g(a):

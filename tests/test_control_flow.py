@@ -191,6 +191,7 @@ def test_logaddexp_and_logsumexp_are_stable():
     assert enp.logsumexp(a, axis=0, keepdims=True).shape == (1, 3)
 
 
+@pytest.mark.slow  # (7 s; associative_scan by default: prims and cumulative tests)
 def test_associative_scan_matches_jax():
     m = np.random.default_rng(1).normal(size=(5, 7))
     for axis in (0, 1):

@@ -454,6 +454,7 @@ def test_disabled_by_the_environment():
     assert "USING_C False function" in done.stdout
 
 
+@pytest.mark.slow  # (6.5 s; the pure-Python path by default: the [python] params here)
 def test_the_runtime_suites_pass_in_pure_python_mode():
     """The binding's and jit's own tests, run again in a process that uses the pure-Python path (this run uses the
     C extension when it is built)."""

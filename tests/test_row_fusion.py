@@ -108,7 +108,7 @@ def test_row_functions_match_float64(name):
 
 def test_what_stays_with_xla():
     x = np.ones((1024, 1024), np.float32)
-    assert _calls(lambda a: enp.sum(a * a, axis=1), x) == 0  # a product summed: backend_forms' dot form
+    assert _calls(lambda a: enp.sum(a * a, axis=1), x) == 1  # a product summed: the kernel's row sums (lower_sum)
     assert _calls(_softmax(enp), np.ones((64, 64), np.float32)) == 0  # small: XLA's loops are as fast
     assert _calls(_softmax(enp), np.ones((4096, 8), np.float32)) == 0  # rows shorter than MIN_ROW
     assert _calls(lambda a: _softmax(enp)(a.T).T, x) == 1  # (the transposes stay XLA's)
@@ -426,3 +426,17 @@ def test_the_kernels_thread_pool_uses_the_cpus_the_process_may_use():
         assert rows.threads() == 1
     finally:
         os.sched_setaffinity(0, allowed)
+
+
+def test_regions_are_a_pass_over_the_ir():
+    """row_regions is an IR -> IR pass run on each body before it is lowered: the equations a region takes become
+    one row_region equation (printable, reading the values the region reads from outside), the others stay."""
+    from ember._hlo import row_fusion
+    ir = ember.stage_out(_softmax(enp), ember.ShapedArray((1024, 1000), "f32"))
+    passed = row_fusion.row_regions(ir)
+    regions = [e for e in passed.eqns if e.prim is row_fusion.row_region_p]
+    assert len(regions) == 1 and len(passed.eqns) < len(ir.eqns)
+    assert regions[0].inputs == [ir.in_vars[0]] and list(regions[0].outputs) == list(passed.outs)
+    assert "row_region" in str(passed) and "row region over (1024,)x(1000,)" in str(passed)
+    assert row_fusion.row_regions(ember.stage_out(lambda a: a + 1, ember.ShapedArray((4,), "f32"))).eqns[0].prim.name \
+        == "add"  # (nothing to take: the same equations)

@@ -318,6 +318,7 @@ def test_a_varying_predicate_makes_every_result_vary():
         ember.shard_map(body, mesh=L.mesh, in_specs=(P(), P("x")), out_specs=P())(p, X)
 
 
+@pytest.mark.slow  # (6 s; two devices by default)
 def test_four_devices():
     """In a process of its own with four devices, against JAX: a 2x2 mesh (values varying over one axis, both, or
     none; psum over one axis; gradients of parameters split over one axis and replicated over the other; the

@@ -392,6 +392,7 @@ def test_data_parallel_training_step():
         np.testing.assert_allclose(np.asarray(sharded[1][k]), np.asarray(single[1][k]), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # (3.5 s; two devices by default)
 def test_four_devices():
     """2-D meshes need four devices: a process of its own, JAX's oracle beside it."""
     code = textwrap.dedent("""

@@ -17,12 +17,15 @@ On the CPU plugin a float32 `reduce_sum` is therefore written as the fastest of 
 shape alone (the same rule whether or not an elementwise producer feeds it: where nothing is fused the forms
 measured the same):
 
-- **rows** (the reduced axes are the trailing ones): a matrix-vector product with ones, `x[K, R] @ ones[R]`,
-  which XLA fuses with the producer into one loop; a whole array likewise, as rows (its trailing dims, or up to
-  2048 elements of a rank-1 array) whose sums are then summed;
-- **leading axes**: two stages, `x[M/k, k, K]` summed over k (a short reduction XLA fuses with the producer into
-  one loop over the input), an optimization barrier (so XLA does not merge the two reductions back into the
-  slow form), and the sum of the remaining `[M/k, K]` by XLA's YNNPACK reduction;
+- **rows** (the reduced axes are the trailing ones): the row kernel's sums (ember._hlo.row_fusion.lower_sum: each
+  row summed in 16 lanes) where it runs, else the plain reduce (a matrix-vector product with ones, `x[K, R] @
+  ones[R]`, is as fast but adds a row's terms one after another: 2-3x less accurate than XLA's reduce on rows of
+  1024-4096); a whole array as rows (its trailing dims, or up to 2048 elements of a rank-1 array) summed by that
+  product, whose sums are then summed (as accurate as JAX's: the rounding of each row sum averages out);
+- **leading axes**: stages, `x[M/k, k, K]` summed over k (a short reduction XLA fuses with the producer into
+  one loop over the input), an optimization barrier (so XLA does not merge the reductions back into the slow
+  form), and the remaining `[M/k, K]` summed in stages of k rows likewise, down to at most k (as accurate as a
+  pairwise sum; one plain reduce of the partial sums was 12x less accurate than JAX's);
 - anything else (middle axes, small arrays, other dtypes, other backends, programs partitioned over several
   devices, portable exported modules): the plain `stablehlo.reduce`.
 
@@ -43,7 +46,7 @@ reordering of a float sum: the tests compare with JAX at the tolerances of its o
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -95,7 +98,7 @@ def sum_form(shape: Sequence[int], axes: Sequence[int], dtype: np.dtype) -> tupl
                 d -= 1
                 row *= shape[d]
         return ("rows", (n // row, row)) if row is not None and MIN_WHOLE_ROW <= row <= MAX_ROW else None
-    if axes == list(range(rank - len(axes), rank)):  # trailing axes
+    if axes == list(range(rank - len(axes), rank)):  # trailing axes: the row kernel's sums (row_fusion.lower_sum)
         rows = math.prod(shape[rank - len(axes):])
         return ("rows", (n // rows, rows)) if 1 < rows <= MAX_ROW else None
     if axes == list(range(len(axes))):  # leading axes
@@ -126,6 +129,8 @@ def lower_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) 
     kind, dims = form
     dtype = aval.dtype
     out_shape = tuple(d for i, d in enumerate(aval.shape) if i not in axes)
+    if kind == "rows" and out_shape:  # (row sums the row kernel did not take: the product with ones adds a row's
+        return None  # terms one after another, 2-3x less accurate than the plain reduce on rows of 1024-4096)
     if kind == "rows":
         kept, row = dims
         matrix = reshape(emitter, x, aval, (kept, row))
@@ -134,23 +139,48 @@ def lower_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) 
         summed = emitter.op("stablehlo.dot_general", [matrix, ones], sums,
                             {"dot_dimension_numbers": dot_dimension_numbers([1], [0], [], [])})
         if not out_shape:  # a whole array: the sum of the row sums
-            return emitter.reduce(summed, sums, (0,), "add", 0)
+            return vector_sum(emitter, summed, kept, dtype)
         return reshape(emitter, summed, sums, out_shape)
     return two_stages(emitter, x, aval, dims, out_shape, "add", 0)  # (leading axes: a whole array sums as rows)
 
 
+def vector_sum(emitter: Emitter, v: str, n: int, dtype: np.dtype) -> str:
+    """The sum of the vector v (n float32 elements: the row sums of a whole array), added in float64 and rounded
+    once: the whole array's sum is then as accurate as its row sums allow (their rounding averages out), at the
+    cost of n conversions (a whole array of 10**6 elements: ~500 row sums)."""
+    wide = ShapedArray((n,), np.dtype(np.float64))
+    total = emitter.reduce(emitter.op("stablehlo.convert", [v], wide), wide, (0,), "add", 0)
+    return emitter.op("stablehlo.convert", [total], ShapedArray((), dtype))
+
+
 def two_stages(emitter: Emitter, x: str, aval: ShapedArray, dims: tuple[int, int, int], out_shape: Sequence[int],
                hlo_op: str, init: Any, keep_nan: bool = False) -> str:
-    """The reduction of x over its leading axes (dims: stages()'s (m, kept, chunk)) in two stages: x[m/chunk,
-    chunk, kept] reduced over the chunk, an optimization barrier (so XLA does not merge the stages back), then over
-    the m/chunk partial results; shaped out_shape."""
+    """The reduction of x over its leading axes (dims: stages()'s (m, kept, chunk)) in stages: x[m/chunk, chunk,
+    kept] reduced over the chunk, an optimization barrier (so XLA does not merge the stages back), then over the
+    m/chunk partial results; shaped out_shape. A sum reduces the partial results in stages of chunk rows too (padded
+    with zeros to a multiple of chunk), until at most chunk are left: each result is then a sum of sums of chunk
+    terms, log_chunk(m) levels deep, as accurate as a pairwise sum (a plain reduce of the partial results adds them
+    one after another per column: f32[25088, 64] summed over its rows was 12x less accurate than JAX's)."""
     m, kept, chunk = dims
-    blocks = ShapedArray((m // chunk, chunk, kept), aval.dtype)
-    first = emitter.reduce(reshape(emitter, x, aval, blocks.shape), blocks, (1,), hlo_op, init, keep_nan)
-    partial = ShapedArray((m // chunk, kept), aval.dtype)
-    held = emitter.op("stablehlo.optimization_barrier", [first], partial)
-    out = emitter.reduce(held, partial, (0,), hlo_op, init, keep_nan)
-    return reshape(emitter, out, ShapedArray((kept,), aval.dtype), out_shape)
+    dtype = aval.dtype
+    blocks = ShapedArray((m // chunk, chunk, kept), dtype)
+    value = emitter.reduce(reshape(emitter, x, aval, blocks.shape), blocks, (1,), hlo_op, init, keep_nan)
+    rows = m // chunk
+    value = emitter.op("stablehlo.optimization_barrier", [value], ShapedArray((rows, kept), dtype))
+    while hlo_op == "add" and rows > chunk:
+        padded = -(-rows // chunk) * chunk
+        if padded != rows:
+            zero = emitter.constant(0, ShapedArray((), dtype))
+            value = emitter.op("stablehlo.pad", [value, zero], ShapedArray((padded, kept), dtype), {
+                "edge_padding_low": "array<i64: 0, 0>", "edge_padding_high": f"array<i64: {padded - rows}, 0>",
+                "interior_padding": "array<i64: 0, 0>"})
+        blocks = ShapedArray((padded // chunk, chunk, kept), dtype)
+        value = emitter.reduce(reshape(emitter, value, ShapedArray((padded, kept), dtype), blocks.shape), blocks,
+                               (1,), hlo_op, init, keep_nan)
+        rows = padded // chunk
+        value = emitter.op("stablehlo.optimization_barrier", [value], ShapedArray((rows, kept), dtype))
+    out = emitter.reduce(value, ShapedArray((rows, kept), dtype), (0,), hlo_op, init, keep_nan)
+    return reshape(emitter, out, ShapedArray((kept,), dtype), out_shape)
 
 
 def reshape(emitter: Emitter, x: str, aval: ShapedArray, shape: Sequence[int]) -> str:
@@ -160,7 +190,8 @@ def reshape(emitter: Emitter, x: str, aval: ShapedArray, shape: Sequence[int]) -
 
 
 def dot_general(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rhs_aval: ShapedArray,
-                out_aval: ShapedArray, dims: Any, attrs: dict[str, str]) -> str | None:
+                out_aval: ShapedArray, dims: Any, attrs: dict[str, str],
+                product_sums: Callable[..., str | None] | None = None) -> str | None:
     """lhs . rhs (of type out_aval) with dimension numbers dims ((lc, rc), (lb, rb)) (and the dot's other
     attributes, attrs: its precision) as a product summed over the contracting dimensions, when neither operand has
     a free dimension (the CPU computes float32 products in float32 at every precision); with merged dimensions
@@ -180,8 +211,12 @@ def dot_general(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rhs
     lhs = _transpose(emitter, lhs, lhs_aval, order)
     rhs = _transpose(emitter, rhs, rhs_aval, tuple(rb) + tuple(rc))
     aligned = ShapedArray(tuple(lhs_aval.shape[d] for d in order), lhs_aval.dtype)
-    product = emitter.op("stablehlo.multiply", [lhs, rhs], aligned)
     contracted = tuple(range(len(lb), len(order)))
+    if product_sums is not None:  # (the row kernel's products summed as they are made: row_fusion.product_sums)
+        summed = product_sums(emitter, lhs, rhs, aligned, contracted)
+        if summed is not None:
+            return summed
+    product = emitter.op("stablehlo.multiply", [lhs, rhs], aligned)
     summed = lower_sum(emitter, product, aligned, contracted)
     return summed if summed is not None else emitter.reduce(product, aligned, contracted, "add", 0)
 
@@ -298,4 +333,4 @@ def _transpose(emitter: Emitter, x: str, aval: ShapedArray, order: tuple[int, ..
                       {"permutation": i64_array(order)})
 
 
-__all__ = ["applies", "dot_general", "lower_sum", "reshape", "stages", "sum_form", "two_stages"]
+__all__ = ["applies", "dot_general", "lower_sum", "reshape", "stages", "sum_form", "two_stages", "vector_sum"]

@@ -157,13 +157,10 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
         return env[atom]
 
     base, base_location = emitter.scope, emitter.location
-    regions = row_fusion.plan(ir) if row_fusion.applies(emitter) else None
+    if row_fusion.applies(emitter):  # (a pass over the body: its row regions as row_region equations)
+        ir = row_fusion.row_regions(ir)
     try:
-        for i, eqn in enumerate(ir.eqns):
-            if regions is not None:
-                _emit_regions(emitter, regions, i, read, env, base, base_location)
-                if i in regions.skip:
-                    continue
+        for eqn in ir.eqns:
             rule = eqn.prim.rules.get("lowering")
             if rule is None:
                 raise LoweringError(f"primitive {eqn.prim.name} has no lowering rule")
@@ -182,8 +179,6 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
             if emitter.device_assignment is not None and not eqn.prim.own_sharding:
                 outs = _as_typed(emitter, eqn.outputs, outs)
             env.update(zip(eqn.outputs, outs))
-        if regions is not None:
-            _emit_regions(emitter, regions, len(ir.eqns), read, env, base, base_location)
     finally:
         emitter.scope, emitter.location = base, base_location
     return [read(a) for a in ir.outs]
@@ -199,14 +194,6 @@ def _as_typed(emitter: Emitter, outputs: Sequence[Var], values: list[str]) -> li
             continue
         values[k] = sharding_marker(emitter, values[k], var.aval, sharding_text(explicit, var.aval.ndim, devices))
     return values
-
-
-def _emit_regions(emitter: Emitter, regions: row_fusion.Plan, i: int, read: Callable[[Atom], str],
-                  env: dict[Var, str], scope: Any, location: Any) -> None:
-    """Emit the row regions planned before equation i (ember._hlo.row_fusion), in the body's own scope."""
-    for region, outputs in regions.at.get(i, ()):
-        emitter.scope, emitter.location = scope, location
-        env.update(zip(outputs, row_fusion.emit(emitter, region, outputs, read)))
 
 
 EFFECT = ShapedArray((), np.dtype(np.int8))  # the value that orders a body's callbacks (see effect_value)

@@ -19,6 +19,8 @@ below, on values of the region or on inputs that are whole rows, scalars per row
 scalars), and lets the others pass unless they use one of its values: then it closes, and is emitted before that
 equation (every value it reads was defined before it closes; nothing before that reads its results). The equations
 it took are not lowered one by one. Its outputs are its values that later equations or the body's results use.
+`row_regions` is that plan as a pass over the IR of a body about to be lowered (ember._hlo.lower.lower_into runs
+it where regions apply): each region's equations become one `row_region` equation, whose lowering is the call.
 
 What the kernel runs: neg, exp, sqrt, rsqrt, abs, sign, add, sub, mul, div, max, min, integer_pow 1 and 2 on rows
 and scalars; log on scalars; is_finite and select on a predicate the region computed (a boolean is 0.0 or 1.0 inside
@@ -44,7 +46,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._core import IR, Atom, Literal, ShapedArray, Var
+from ember._core import IR, Atom, Eqn, Literal, Primitive, ShapedArray, Var
 from ember._core import dtypes as dt
 from ember._hlo import backend_forms, targets
 from ember._hlo.emitter import Emitter, dense_text, emit_custom_call
@@ -54,7 +56,7 @@ MIN_ELEMENTS = backend_forms.MIN_ELEMENTS  # smaller arrays: XLA's own loops are
 MIN_ROW, MAX_ROW = 16, 1 << 16  # shorter rows: per-row overhead; longer: the row values leave the cache
 # The least input of a reduce the plugin's YNNPACK reduction takes (f32[32, 1024] taken, f32[32, 1000] not).
 YNN_MIN_ELEMENTS = 1 << 15
-MIN_OPS = 3  # operations on rows (a reduction with its producer alone is as fast as backend_forms' sum forms)
+MIN_OPS = 2  # operations on rows (a reduction with its producer: one pass, and the kernel's accurate sum)
 # A column region: a column reduction and its producer at least, and no output but its reductions (one that also
 # writes rows, as a hidden layer's bias gradient next to the weight gradient's operand, ran 1.2x slower than XLA's
 # fused loops: an MLP step of batch 1024 2.6 -> 3.1 ms).
@@ -109,6 +111,10 @@ class Region:
         self.reductions = 0
         self.extrema = 0  # reduce_max/reduce_min among them
         self.row_ops = 0
+
+    def __repr__(self) -> str:  # (a row_region equation's param, as the IR prints it)
+        ops = " ".join(eqn.prim.name for eqn in self.eqns)
+        return f"<{'column' if self.columns else 'row'} region over {self.lead}x{self.trail}: {ops}>"
 
     def kind(self, shape: tuple[int, ...]) -> str | None:
         """'row' for a whole row's shape, 'scalar' for a scalar per row's (with or without kept dims), else None."""
@@ -315,6 +321,46 @@ def plan(ir: IR) -> Plan | None:
     return found if found.at else None
 
 
+# row_region(inputs...; region, outputs): the equations a region took, as one equation of the body being lowered
+# (row_regions): its lowering is the kernel's custom call. Internal to lowering (unregistered: no transformation
+# ever sees it, as row_regions runs on a body as it is lowered).
+row_region_p = Primitive("row_region", multiple_results=True, register=False, checks=())
+
+
+@row_region_p.def_rule("lowering")
+def _row_region_lowering(ctx: Any, *operands: str, region: Region, inputs: tuple[Var, ...], outputs: tuple[Var, ...]
+                         ) -> list[str]:
+    names = dict(zip(inputs, operands))
+    return emit(ctx.emitter, region, outputs, lambda atom: names[atom])
+
+
+def row_regions(ir: IR) -> IR:
+    """ir with each row region (plan) replaced by one row_region equation where the region is emitted: a pass over
+    a body before it is lowered (ember._hlo.lower.lower_into runs it where row regions apply). The region's inputs
+    are the variables its equations read from outside it (literals and constants the body made from literals are
+    the program's own)."""
+    found = plan(ir)
+    if found is None:
+        return ir
+    eqns: list[Eqn] = []
+
+    def regions_at(i: int) -> None:
+        for region, outputs in found.at.get(i, ()):
+            inputs: dict[Var, None] = {}
+            for eqn in region.eqns:
+                for a in eqn.inputs:
+                    if isinstance(a, Var) and a not in region.values and a not in region.constants:
+                        inputs[a] = None
+            params = {"region": region, "inputs": tuple(inputs), "outputs": tuple(outputs)}
+            eqns.append(Eqn(row_region_p, list(inputs), list(outputs), params, None))
+    for i, eqn in enumerate(ir.eqns):
+        regions_at(i)
+        if i not in found.skip:
+            eqns.append(eqn)
+    regions_at(len(ir.eqns))
+    return IR(ir.const_vars, ir.consts, ir.in_vars, eqns, ir.outs, ir.out_tree)
+
+
 def _open(eqn: Any, shapes: dict[tuple[int, ...], tuple[int, bool]], constants: dict[Var, float]
           ) -> Region | None:
     """The region eqn may open: over the shape of its operand (a reduction) or result (an elementwise op) when a
@@ -501,16 +547,77 @@ def _flagged_extremum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequenc
     return emitter.op("stablehlo.select", [nan, nans, emitter.reduce(x, aval, axes, hlo_op, init)], out)
 
 
+def lower_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) -> str | None:
+    """reduce_sum over trailing axes in backend_forms' "rows" form, by the row kernel where it may run: each row
+    summed in 16 lanes (a row of n: sums of n/16 terms, as accurate as XLA's reduce); the plugin's matrix-vector
+    product with ones, that form otherwise, adds a row's terms one after another (rows of 1024 to 4096: 2-3x less
+    accurate than XLA's reduce). None: backend_forms.lower_sum's form."""
+    axes, dtype = sorted(axes), aval.dtype
+    if not applies(emitter) or dtype != np.float32 or not axes:
+        return None
+    kept_shape = aval.shape[:aval.ndim - len(axes)]
+    if axes == list(range(aval.ndim - len(axes), aval.ndim)) and math.prod(aval.shape[aval.ndim - len(axes):]) > \
+            MAX_ROW and len(axes) < aval.ndim:  # rows longer than the kernel's: in pieces, then the pieces' sums
+        rows, row = math.prod(kept_shape), math.prod(aval.shape[aval.ndim - len(axes):])
+        pieces = -(-row // MAX_ROW)
+        piece = -(-row // pieces)
+        matrix = backend_forms.reshape(emitter, x, aval, (rows, row))
+        if pieces * piece != row:
+            zero = emitter.constant(0, ShapedArray((), dtype))
+            matrix = emitter.op("stablehlo.pad", [matrix, zero], ShapedArray((rows, pieces * piece), dtype), {
+                "edge_padding_low": "array<i64: 0, 0>", "edge_padding_high": f"array<i64: 0, {pieces * piece - row}>",
+                "interior_padding": "array<i64: 0, 0>"})
+        padded = ShapedArray((rows, pieces * piece), dtype)
+        sums = _row_reduction(emitter, matrix, padded, (rows * pieces, piece), "reduce_sum")
+        if sums is None:
+            return None
+        per_row = ShapedArray((rows, pieces), dtype)
+        total = emitter.reduce(backend_forms.reshape(emitter, sums, ShapedArray((rows * pieces,), dtype),
+                                                     per_row.shape), per_row, (1,), "add", 0)
+        return backend_forms.reshape(emitter, total, ShapedArray((rows,), dtype), kept_shape)
+    form = backend_forms.sum_form(aval.shape, axes, dtype)
+    if form is None or form[0] != "rows" or len(axes) == aval.ndim:  # (a whole array: backend_forms' product
+        return None  # with ones, its row sums added in float64, as accurate and faster)
+    rows, row = form[1]
+    sums = _row_reduction(emitter, x, aval, (rows, row), "reduce_sum")
+    if sums is None:
+        return None
+    return backend_forms.reshape(emitter, sums, ShapedArray((rows,), dtype), kept_shape)
+
+
+def product_sums(emitter: Emitter, lhs: str, rhs: str, aval: ShapedArray, axes: Sequence[int]) -> str | None:
+    """sum(lhs * rhs) over axes (the trailing ones of their common type aval: a dot_general with no free dimension,
+    `einsum("ij,ij->i")`) by the row kernel, each product summed in its 16 lanes as it is made (one pass, nothing
+    stored); None where the kernel may not run it."""
+    axes = sorted(axes)
+    if aval.dtype != np.float32 or not axes or axes != list(range(aval.ndim - len(axes), aval.ndim)) \
+            or len(axes) == aval.ndim or math.prod(aval.shape) < MIN_ELEMENTS or not applies(emitter):
+        return None
+    row = math.prod(aval.shape[aval.ndim - len(axes):])
+    rows = math.prod(aval.shape) // row
+    if not MIN_ROW <= row <= MAX_ROW:
+        return None
+    matrix = ShapedArray((rows, row), aval.dtype)
+    code = [OPCODES["mul"], NONE << 28, IN << 28, (IN << 28) | 1, 0, ROW_OUT << 28]
+    sums = _call(emitter, [1, 0, 0, 0] + code, [backend_forms.reshape(emitter, v, aval, matrix.shape)
+                                                for v in (lhs, rhs)], [ShapedArray((rows,), aval.dtype)], rows, row)[0]
+    return backend_forms.reshape(emitter, sums, ShapedArray((rows,), aval.dtype), aval.shape[:aval.ndim - len(axes)])
+
+
 def _row_extremum(emitter: Emitter, x: str, aval: ShapedArray, matrix: tuple[int, int], hlo_op: str,
                   columns: bool = False) -> str | None:
-    """The max or min of each row (or, with columns, each column) of x (of type aval) seen as a matrix of that
-    shape, by the row kernel (a program of one reduction), where it may run (float32, rows of MIN_ROW to MAX_ROW,
-    the conditions of applies); None elsewhere."""
+    return _row_reduction(emitter, x, aval, matrix, "reduce_max" if hlo_op == "maximum" else "reduce_min", columns)
+
+
+def _row_reduction(emitter: Emitter, x: str, aval: ShapedArray, matrix: tuple[int, int], name: str,
+                   columns: bool = False) -> str | None:
+    """The sum, max or min (name: the reduction primitive's) of each row (or, with columns, each column) of x (of
+    type aval) seen as a matrix of that shape, by the row kernel (a program of one reduction), where it may run
+    (float32, rows of MIN_ROW to MAX_ROW, the conditions of applies); None elsewhere."""
     rows, row = matrix
     if aval.dtype != np.float32 or not MIN_ROW <= row <= MAX_ROW or not applies(emitter):
         return None
     x = backend_forms.reshape(emitter, x, aval, matrix)
-    name = "reduce_max" if hlo_op == "maximum" else "reduce_min"
     op, dst = (OPCODES[COLUMNS[name]], COL_OUT) if columns else (OPCODES[REDUCTIONS[name]], ROW_OUT)
     code = [op, (dst << 28), (IN << 28), 0, 0, NONE << 28]
     out = ShapedArray((row if columns else rows,), aval.dtype)

@@ -11,7 +11,7 @@ from ember._core import NAN_CHECK
 from ember._core.checks import static_ints
 from ember._core.config import config
 from ember._core.sharding import explicit_sharding
-from ember._hlo import LoweringContext, backend_forms, dot_dimension_numbers
+from ember._hlo import LoweringContext, backend_forms, dot_dimension_numbers, row_fusion
 from ember._prims.checks import check_dtype, check_same_dtypes
 from ember._prims.elementwise import add
 from ember._prims.shape import BatchDim, argsort, convert_element_type, transpose
@@ -104,7 +104,7 @@ def _dot_general_lowering(ctx: LoweringContext, lhs: str, rhs: str, *, dimension
                           precision: Precision = None, out_sharding: Any = None) -> list[str]:
     (lc, rc), (lb, rb) = dimension_numbers
     value = backend_forms.dot_general(ctx.emitter, lhs, rhs, *ctx.avals_in, ctx.aval_out, dimension_numbers,
-                                      precision_attrs(precision))
+                                      precision_attrs(precision), row_fusion.product_sums)
     if value is not None:  # (a form the backend runs faster: ember._hlo.backend_forms)
         return [value]
     return [ctx.op("stablehlo.dot_general", [lhs, rhs], ctx.aval_out,

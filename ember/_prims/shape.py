@@ -15,7 +15,7 @@ from ember._core.checks import normalize_axes, normalize_axis, static_int, stati
 from ember._core.dtypes import ordered_axes
 from ember._core.vma import pvary_p
 from ember._core.config import config
-from ember._hlo import LoweringContext, backend_forms, compare_type, i64_array
+from ember._hlo import LoweringContext, backend_forms, compare_type, i64_array, row_fusion
 from ember._prims.checks import check_dtype
 from ember._prims import explicit
 
@@ -443,7 +443,8 @@ def _reduce_sum_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list
 reduce_sum_p = reduction("reduce_sum", "fiuc", lambda dtype: 0,
                          lambda dtype: "or" if dt.is_bool(dtype) else "add",
                          lambda prim: (linear_jvp(prim), _reduce_sum_vjp),
-                         lambda ctx, x, axes: backend_forms.lower_sum(ctx.emitter, x, ctx.avals_in[0], axes),
+                         lambda ctx, x, axes: row_fusion.lower_sum(ctx.emitter, x, ctx.avals_in[0], axes)
+                         or backend_forms.lower_sum(ctx.emitter, x, ctx.avals_in[0], axes),
                          checks=NAN_CHECK)
 
 

@@ -145,6 +145,7 @@ def test_clear_caches_frees_every_compiled_program():
     np.testing.assert_allclose(ember.compile(ir)(np.ones(2, np.float32)), 2.0)
 
 
+@pytest.mark.slow  # (4.5 s; device counts by default: test_sharding's)
 def test_one_cpu_device_by_default_and_more_on_request():
     code = """
         import ember, sys

@@ -36,6 +36,7 @@ def _soak(body: str, limit_mb: float, timeout: float = 600) -> None:
     assert growth < limit_mb, f"resident memory grew by {growth:.0f} MiB"
 
 
+@pytest.mark.slow  # (13 s; bounded memory by default: tests/test_fastpath.py's memory_stays_flat and the cache limits' tests)
 def test_dropped_programs_free_their_memory():
     _soak("""
     compile_many(25, 0)

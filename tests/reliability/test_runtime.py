@@ -115,6 +115,7 @@ def test_threads_hammering_one_function_and_arrays():
     assert len(results) == 180 and all(r == expected for r in results)
 
 
+@pytest.mark.slow  # (5 s; threads by default: test_delete_racing_with_computations)
 def test_threads_staging_transforming_and_clearing_caches_at_once():
     out = check_python("""
         import gc, threading, numpy as np, ember, ember.numpy as enp
