@@ -245,3 +245,32 @@ def test_max_keeps_nan_in_float64_float16_and_over_devices():
         xs = ember.device_put(x, ember.NamedSharding(mesh, ember.P("x")))
         np.testing.assert_array_equal(np.asarray(ember.jit(lambda a: enp.max(a, axis=1))(xs)), x.max(1))
         np.testing.assert_array_equal(np.asarray(ember.jit(lambda a: enp.max(a))(xs)), x.max())
+
+
+def test_without_the_row_kernel_programs_lower_to_xla():
+    """Where the row kernel cannot run (no C extension, a CPU without AVX-512F), regions, row sums and product
+    sums lower to XLA's own ops, with the same values (this module runs everywhere; the kernel's own tests are
+    skipped there). tests/test_reduction_accuracy.py checks their accuracy both ways."""
+    from ember._hlo import row_fusion
+    from ember._runtime import rows
+
+    def softmax(a):
+        z = enp.exp(a - enp.max(a, axis=-1, keepdims=True))
+        return z / enp.sum(z, axis=-1, keepdims=True)
+    x = np.random.default_rng(8).normal(size=(256, 256)).astype(np.float32)
+    programs = [softmax, lambda a: enp.sum(a * a, axis=1), lambda a: enp.einsum("ij,ij->i", a, a),
+                lambda a: enp.var(a, axis=0)]
+    x64 = x.astype(np.float64)
+    z = np.exp(x64 - x64.max(-1, keepdims=True))
+    wants = [z / z.sum(-1, keepdims=True), (x64 * x64).sum(1), (x64 * x64).sum(1), x64.var(0)]
+    available = targets.available(row_fusion.TARGET)
+    targets.set_provider(row_fusion.TARGET, lambda: frozenset())
+    ember.clear_caches()
+    try:
+        for f, want in zip(programs, wants):
+            assert "ember_rows" not in ember.jit(f).lower(x).as_text()
+            np.testing.assert_allclose(np.asarray(ember.jit(f)(x)), want, rtol=3e-6, atol=1e-6)
+    finally:
+        targets.set_provider(row_fusion.TARGET, rows.provide, rows.reason)
+        ember.clear_caches()
+    assert ("ember_rows" in ember.jit(softmax).lower(x).as_text()) == available

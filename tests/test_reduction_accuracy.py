@@ -10,6 +10,8 @@ import pytest
 
 import ember
 import ember.numpy as enp
+from ember._hlo import row_fusion, targets
+from ember._runtime import rows
 
 pytestmark = pytest.mark.usefixtures("jax_in_embers_mode")  # float32 in both
 
@@ -53,8 +55,25 @@ SCALARS = 12  # inputs whose errors are averaged where the result is one number 
 # elsewhere 3: the mean relative error of a few dozen results still varies by 1.5x from one input to the next)
 
 
+@pytest.fixture(params=["kernel", "no kernel"])
+def kernel(request):
+    """With the row kernel (where the C extension runs: AVX-512F), and without it (XLA's ops: any other CPU)."""
+    if request.param == "kernel":
+        if not targets.available(row_fusion.TARGET):
+            pytest.skip("the row kernel is not available here")
+        yield
+        return
+    targets.set_provider(row_fusion.TARGET, lambda: frozenset())
+    ember.clear_caches()
+    try:
+        yield
+    finally:
+        targets.set_provider(row_fusion.TARGET, rows.provide, rows.reason)
+        ember.clear_caches()
+
+
 @pytest.mark.parametrize("name", list(CASES))
-def test_at_least_as_accurate_as_jax(name):
+def test_at_least_as_accurate_as_jax(name, kernel):
     shape, fn, _ = CASES[name]
     ours_fn, theirs_fn = ember.jit(lambda a: fn(enp, a)), jax.jit(lambda a: fn(jnp, a))
     ours, theirs = [], []

@@ -48,6 +48,7 @@ def test_devices_and_environment():
 
 
 
+@pytest.mark.slow  # (4.5 s; device counts by default: the two-device tests)
 def test_cpu_device_count_is_read_when_the_backend_starts():
     """As JAX's CPU client, ember settles its device count when the backend starts (the first computation or
     devices() call), not at import: XLA_FLAGS set after `import` counts, an explicit jax_num_cpu_devices wins over

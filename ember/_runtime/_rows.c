@@ -294,6 +294,10 @@ static int cpu_supported(void) {
     return __builtin_cpu_supports("avx512f");
 }
 #else
+/* Built without AVX-512 (another architecture or compiler): the plain loops below let the module build, and no
+ * handler is registered (handlers() is empty: cpu_supported() is 0), so they never run; the lowering then writes
+ * XLA's own ops (tests/test_backend_forms.py's test_without_the_row_kernel_programs_lower_to_xla, and
+ * tests/test_reduction_accuracy.py without the kernel, run everywhere). */
 static unsigned int get_control(void) { return 0; }
 static void set_control(unsigned int csr) { (void)csr; }
 static int cpu_supported(void) { return 0; }

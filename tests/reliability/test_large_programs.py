@@ -43,7 +43,7 @@ def calls(np_: Any, api: Any, p: dict[str, Any], x: Any) -> list[Any]:
     return jax.tree_util.tree_leaves(results)
 
 
-@pytest.mark.parametrize("limit", [1, 20000])
+@pytest.mark.parametrize("limit", [pytest.param(1, marks=pytest.mark.slow), 20000])  # (limit 1: 4 s, -m slow)
 def test_every_transformation_matches_jax_compiled_or_op_by_op(limit, programs):
     p, x = {k: enp.asarray(v) for k, v in PARAMS.items()}, enp.asarray(X)
     with ember.config.override(max_compiled_equations=limit):

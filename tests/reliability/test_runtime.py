@@ -402,6 +402,7 @@ def test_ctrl_c_interrupts_a_long_call_after_quick_ones(c_extension):
     assert lines["after"].startswith("6.0 "), stdout
 
 
+@pytest.mark.slow  # (4 s; the plugin's errors by default: tests/test_pjrt.py)
 def test_a_broken_plugin_is_reported_as_such():
     done = run_python("import ember.numpy as enp; enp.ones(3) + 1", env={"EMBER_PJRT_PLUGIN": "/nonexistent/x.so"})
     assert done.returncode == 1 and "EMBER_PJRT_PLUGIN" in done.stderr and "CompileError" not in done.stderr
