@@ -167,6 +167,7 @@ print(jax.numpy.__name__, jax.__version__ == ember.as_jax.JAX_VERSION, ember.as_
     assert _python("-c", code).stdout.split() == ["jax.numpy", "True", "False"]
 
 
+@pytest.mark.slow  # (4 s; the drop-in by default: test_a_jax_program_runs_unchanged_with_jaxs_numbers)
 def test_the_runner_runs_a_program_a_module_or_code_as_python_does(tmp_path):
     (tmp_path / "helper.py").write_text("import jax\nVALUE = jax.__name__ + ' ' + jax.numpy.__name__\n")
     (tmp_path / "main.py").write_text("import sys, helper\nprint(helper.VALUE, __name__, sys.argv)\n")

@@ -345,6 +345,7 @@ def test_gradients_match_jax(name, fn, points):
         np.testing.assert_allclose(float(ours), float(theirs), rtol=2e-4, err_msg=f"{name} at {a}")
 
 
+@pytest.mark.slow  # (3.6 s; gamma's gradient by default: tests/prims' random_gamma_grad Case)
 def test_gamma_gradient_under_jit_vmap_and_against_finite_differences():
     a = np.array([0.4, 1.5, 8.0], np.float64)
 
@@ -440,6 +441,7 @@ def _factor_of_draws(x, mean, z):
     return np.linalg.lstsq(np.asarray(z, np.float64), np.asarray(x, np.float64) - mean, rcond=None)[0].T
 
 
+@pytest.mark.slow  # (4.3 s; by default: test_multivariate_normal_and_orthogonal_distributions)
 def test_multivariate_normal_and_orthogonal():
     # one draw against JAX; the other methods through the factor they applied to ember's normal draws (the same key
     # gives the same normal draws), which must be a square root of cov; orthogonal against numpy's QR of the draws

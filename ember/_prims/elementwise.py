@@ -15,10 +15,11 @@ from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
 from ember._core.checks import static_int
 from ember._core.pytree import tree_map
-from ember._hlo import LoweringContext
+from ember._hlo import LoweringContext, compare_type
 from ember._prims.checks import (ANY_C, FLOAT, INEXACT, INTEGRAL, NUMERIC, NUMERIC_C, all_weak, check_dtype,
                                  check_same_dtypes, coerce_scalars, elementwise_shape)
-from ember._prims.families import ZERO, Lowering, binary, comparison, elementwise_batching, unary, unbroadcast
+from ember._prims.families import (ZERO, Lowering, binary, comparison, elementwise_batching, hlo_lowering, unary,
+                                   unbroadcast)
 from ember._prims.shape import convert_element_type, full_like, linear_jvp
 from ember._prims import explicit
 
@@ -275,10 +276,43 @@ add_p = binary("add", "add", NUMERIC_C, (_identity, _identity), checks=NAN_CHECK
 sub_p = binary("sub", "subtract", NUMERIC_C, (_identity, lambda g, x, y, out: neg(g)), checks=NAN_CHECK)
 mul_p = binary("mul", "multiply", NUMERIC_C, (lambda g, x, y, out: mul(g, y), lambda g, x, y, out: mul(x, g)),
                checks=NAN_CHECK)
+def _integer_division_lowering(hlo_name: str) -> Lowering:
+    """An integer division (or remainder) that never divides by zero or INT_MIN by -1 in the compiled code: XLA
+    defines those results (x / 0 is -1, all bits set; x % 0 is x; INT_MIN / -1 is INT_MIN; INT_MIN % -1 is 0), but the
+    plugin's XLA folds a division of constants on the host, where it traps (SIGFPE: the process aborts). The divisor
+    is 1 there, and XLA's defined values are selected; floats divide as they are."""
+    plain = hlo_lowering(hlo_name)
+
+    def rule(ctx: LoweringContext, x: str, y: str) -> list[str]:
+        aval = ctx.aval_out
+        dtype = aval.dtype
+        if not dt.is_int(dtype):
+            return plain(ctx, x, y)
+        x, y = (ctx.broadcast(o, a, aval.shape) for o, a in zip((x, y), ctx.avals_in))
+        pred = ShapedArray(aval.shape, dt.bool_)
+
+        def equal(a: str, value: int) -> str:
+            return ctx.op("stablehlo.compare", [a, ctx.constant(value, aval)], pred, {
+                "comparison_direction": "#stablehlo<comparison_direction EQ>",
+                "compare_type": f"#stablehlo<comparison_type {compare_type(dtype)}>"})
+        by_zero = equal(y, 0)
+        unsafe = by_zero
+        if dt.is_signed_int(dtype):
+            overflow = ctx.op("stablehlo.and", [equal(x, int(np.iinfo(dtype).min)), equal(y, -1)], pred)
+            unsafe = ctx.op("stablehlo.or", [by_zero, overflow], pred)
+        safe = ctx.op("stablehlo.select", [unsafe, ctx.constant(1, aval), y], aval)
+        out = ctx.op(f"stablehlo.{hlo_name}", [x, safe], aval)
+        at_zero = ctx.constant(-1 if dt.is_signed_int(dtype) else int(np.iinfo(dtype).max), aval) \
+            if hlo_name == "divide" else x
+        return [ctx.op("stablehlo.select", [by_zero, at_zero, out], aval)]
+    return rule
+
+
 div_p = binary("div", "divide", NUMERIC_C, (lambda g, x, y, out: div(g, y),
-                                          lambda g, x, y, out: neg(mul(g, div(out, y)))), checks=("div", "nan"))
+                                          lambda g, x, y, out: neg(mul(g, div(out, y)))),
+               lowering=_integer_division_lowering("divide"), checks=("div", "nan"))
 rem_p = binary("rem", "remainder", NUMERIC, (_identity, lambda g, x, y, out: neg(mul(g, _trunc(div(x, y))))),
-               checks=NAN_CHECK)
+               lowering=_integer_division_lowering("remainder"), checks=NAN_CHECK)
 atan2_p = binary("atan2", "atan2", FLOAT, (_atan2_partial(lambda x, y: y), _atan2_partial(lambda x, y: neg(x))),
                  checks=NAN_CHECK)
 max_p = binary("max", "maximum", ANY_C, (_minmax_partial(True), _minmax_partial(False)),
