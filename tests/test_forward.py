@@ -110,6 +110,7 @@ def test_jacobians_has_aux(name):
     np.testing.assert_allclose(float(aux), float(aux_j))
 
 
+@pytest.mark.slow  # (3.4 s; hessian by default: tests/test_jax_docs.py and the composition tests)
 def test_hessian_matches_jax():
     def f(params, x, np_):
         return np_.sum(np_.tanh(params["w"] @ x + params["b"]) ** 2) * np_.sum(x ** 3)

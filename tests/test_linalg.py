@@ -148,6 +148,7 @@ def test_qr_svd_eigh_float64(shape):
         _close(enp.linalg.eigvalsh(s), nw)
 
 
+@pytest.mark.slow  # (2.2 s)
 def test_lstsq_norms_cond_matrix_power_tensor_functions():
     a, b = _well(6, 3), RNG.standard_normal(6)
     x, resid, rank, s = enp.linalg.lstsq(a, b)

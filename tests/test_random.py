@@ -294,6 +294,7 @@ def test_discrete_frequencies(name, draw, dist):
     assert abs(samples.mean() - dist.mean()) < 5 * dist.std() / math.sqrt(len(samples)), name
 
 
+@pytest.mark.slow  # (2.6 s; permutation's values by default: the bit-for-bit tests)
 def test_permutation_and_choice_without_replacement_are_permutations():
     perm = np.asarray(er.permutation(er.key(0), 1000))
     assert sorted(perm.tolist()) == list(range(1000))

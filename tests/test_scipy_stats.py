@@ -291,6 +291,7 @@ def test_mode_rankdata_sem():
     _close(sems[2], ss.sem(ties, nan_policy="omit"), "sem omit", 1e-6, 1e-7)
 
 
+@pytest.mark.slow  # (2.4 s)
 def test_gaussian_kde_matches_scipy():
     """evaluate/pdf/logpdf and the integrals against scipy.stats.gaussian_kde (bandwidths, weights, 1-D), the
     estimates passing into one jit as pytrees; the gradient of logpdf against scipy's central differences;
