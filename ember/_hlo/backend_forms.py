@@ -80,8 +80,18 @@ MIN_SECOND_STAGE = 1 << 15
 MAX_WHOLE_ROW = 2048
 MIN_WHOLE_ROW = 64
 # The longest row the plugin's plain reduce sums about as accurately as JAX's (1.3x; rows of 10**5: 2x less accurate,
-# 10**6: 3.5x): longer ones are summed in float64 (_wide_row_sums) where the row kernel does not take them.
+# 10**6: 3.5x): longer ones are summed in float64 (wide_sum) where the row kernel does not take them.
 MAX_PLAIN_ROW = 1024
+
+
+def row_split(shape: Sequence[int], axes: Sequence[int]) -> tuple[int, int] | None:
+    """(rows, row): a reduction over axes of an array of this shape seen as one over the rows of a matrix, where
+    axes are some (not all, not none) of its trailing axes; None otherwise."""
+    axes, rank = sorted(axes), len(shape)
+    if not axes or len(axes) == rank or axes != list(range(rank - len(axes), rank)):
+        return None
+    row = math.prod(shape[rank - len(axes):])
+    return math.prod(shape[:rank - len(axes)]), row
 
 
 def sum_form(shape: Sequence[int], axes: Sequence[int], dtype: np.dtype) -> tuple[str, Any] | None:
@@ -128,11 +138,9 @@ def lower_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) 
     none (write the plain reduce)."""
     if not applies(emitter):
         return None
-    rank, trailing = aval.ndim, sorted(axes)
-    if aval.dtype == np.float32 and trailing and len(trailing) < rank and \
-            trailing == list(range(rank - len(trailing), rank)) and math.prod(aval.shape[rank - len(trailing):]) > \
-            MAX_PLAIN_ROW:  # (long rows the row kernel did not take: in float64)
-        return _wide_row_sums(emitter, x, aval, rank - len(trailing))
+    split = row_split(aval.shape, axes)
+    if aval.dtype == np.float32 and split is not None and split[1] > MAX_PLAIN_ROW:  # (long rows the row kernel
+        return wide_sum(emitter, x, aval, sorted(axes))  # did not take: in float64)
     form = sum_form(aval.shape, axes, aval.dtype)
     if form is None:
         return None
@@ -149,29 +157,33 @@ def lower_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) 
         summed = emitter.op("stablehlo.dot_general", [matrix, ones], sums,
                             {"dot_dimension_numbers": dot_dimension_numbers([1], [0], [], [])})
         if not out_shape:  # a whole array: the sum of the row sums
-            return vector_sum(emitter, summed, kept, dtype)
+            return wide_sum(emitter, summed, sums, (0,))
         return reshape(emitter, summed, sums, out_shape)
     return two_stages(emitter, x, aval, dims, out_shape, "add", 0)  # (leading axes: a whole array sums as rows)
 
 
-def _wide_row_sums(emitter: Emitter, x: str, aval: ShapedArray, kept_dims: int) -> str:
-    """The sums of x's rows (its trailing dims from kept_dims on) longer than MAX_PLAIN_ROW, accumulated in float64
-    (the conversion fused into the reduce: the same one pass over x) and rounded once: the plugin's float32 reduce
-    of a row of 4096 was 1.7x less accurate than JAX's, of 10**6 3.5x (sums in stages of 16 were no better)."""
-    kept_shape = aval.shape[:kept_dims]
+def wide_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) -> str:
+    """The sum of float32 x (of type aval) over axes accumulated in float64 (the conversion fused into the reduce:
+    one pass over x) and rounded once. For a whole array's row sums (their rounding then averages out: as accurate
+    as JAX's sum), and for rows longer than MAX_PLAIN_ROW that the row kernel does not take (the plugin's float32
+    reduce of a row of 4096 was 1.7x less accurate than JAX's, of 10**6 3.5x; sums in stages of 16 were no
+    better)."""
     wide = ShapedArray(aval.shape, np.dtype(np.float64))
-    total = emitter.reduce(emitter.op("stablehlo.convert", [x], wide), wide, tuple(range(kept_dims, aval.ndim)),
-                           "add", 0)
-    return emitter.op("stablehlo.convert", [total], ShapedArray(kept_shape, aval.dtype))
+    total = emitter.reduce(emitter.op("stablehlo.convert", [x], wide), wide, tuple(axes), "add", 0)
+    return emitter.op("stablehlo.convert", [total], ShapedArray(
+        tuple(d for k, d in enumerate(aval.shape) if k not in axes), aval.dtype))
 
 
-def vector_sum(emitter: Emitter, v: str, n: int, dtype: np.dtype) -> str:
-    """The sum of the vector v (n float32 elements: the row sums of a whole array), added in float64 and rounded
-    once: the whole array's sum is then as accurate as its row sums allow (their rounding averages out), at the
-    cost of n conversions (a whole array of 10**6 elements: ~500 row sums)."""
-    wide = ShapedArray((n,), np.dtype(np.float64))
-    total = emitter.reduce(emitter.op("stablehlo.convert", [v], wide), wide, (0,), "add", 0)
-    return emitter.op("stablehlo.convert", [total], ShapedArray((), dtype))
+def zero_padded(emitter: Emitter, x: str, aval: ShapedArray, axis: int, size: int) -> str:
+    """x (of type aval) padded with zeros at the end of axis to size (x itself where it has that size)."""
+    if aval.shape[axis] == size:
+        return x
+    shape, high = list(aval.shape), [0] * aval.ndim
+    shape[axis], high[axis] = size, size - aval.shape[axis]
+    zeros = i64_array([0] * aval.ndim)
+    return emitter.op("stablehlo.pad", [x, emitter.constant(0, ShapedArray((), aval.dtype))],
+                      ShapedArray(tuple(shape), aval.dtype),
+                      {"edge_padding_low": zeros, "edge_padding_high": i64_array(high), "interior_padding": zeros})
 
 
 def two_stages(emitter: Emitter, x: str, aval: ShapedArray, dims: tuple[int, int, int], out_shape: Sequence[int],
@@ -190,11 +202,7 @@ def two_stages(emitter: Emitter, x: str, aval: ShapedArray, dims: tuple[int, int
     value = emitter.op("stablehlo.optimization_barrier", [value], ShapedArray((rows, kept), dtype))
     while hlo_op == "add" and rows > chunk:
         padded = -(-rows // chunk) * chunk
-        if padded != rows:
-            zero = emitter.constant(0, ShapedArray((), dtype))
-            value = emitter.op("stablehlo.pad", [value, zero], ShapedArray((padded, kept), dtype), {
-                "edge_padding_low": "array<i64: 0, 0>", "edge_padding_high": f"array<i64: {padded - rows}, 0>",
-                "interior_padding": "array<i64: 0, 0>"})
+        value = zero_padded(emitter, value, ShapedArray((rows, kept), dtype), 0, padded)
         blocks = ShapedArray((padded // chunk, chunk, kept), dtype)
         value = emitter.reduce(reshape(emitter, value, ShapedArray((padded, kept), dtype), blocks.shape), blocks,
                                (1,), hlo_op, init, keep_nan)
@@ -354,4 +362,5 @@ def _transpose(emitter: Emitter, x: str, aval: ShapedArray, order: tuple[int, ..
                       {"permutation": i64_array(order)})
 
 
-__all__ = ["applies", "dot_general", "lower_sum", "reshape", "stages", "sum_form", "two_stages", "vector_sum"]
+__all__ = ["applies", "dot_general", "lower_sum", "reshape", "stages", "sum_form", "two_stages", "wide_sum",
+           "zero_padded"]

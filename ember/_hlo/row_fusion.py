@@ -551,22 +551,18 @@ def lower_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) 
     """reduce_sum over trailing axes in backend_forms' "rows" form, by the row kernel where it may run: each row
     summed in 16 lanes (a row of n: sums of n/16 terms, as accurate as XLA's reduce); the plugin's matrix-vector
     product with ones, that form otherwise, adds a row's terms one after another (rows of 1024 to 4096: 2-3x less
-    accurate than XLA's reduce). None: backend_forms.lower_sum's form."""
-    axes, dtype = sorted(axes), aval.dtype
-    if not applies(emitter) or dtype != np.float32 or not axes:
+    accurate than XLA's reduce). None: backend_forms.lower_sum's form (a whole array: a product with ones, its row
+    sums added in float64, as accurate and faster)."""
+    dtype, split = aval.dtype, backend_forms.row_split(aval.shape, axes)
+    if not applies(emitter) or dtype != np.float32 or split is None:
         return None
+    rows, row = split
     kept_shape = aval.shape[:aval.ndim - len(axes)]
-    if axes == list(range(aval.ndim - len(axes), aval.ndim)) and math.prod(aval.shape[aval.ndim - len(axes):]) > \
-            MAX_ROW and len(axes) < aval.ndim:  # rows longer than the kernel's: in pieces, then the pieces' sums
-        rows, row = math.prod(kept_shape), math.prod(aval.shape[aval.ndim - len(axes):])
+    if row > MAX_ROW:  # rows longer than the kernel's: in pieces, then the pieces' sums
         pieces = -(-row // MAX_ROW)
         piece = -(-row // pieces)
-        matrix = backend_forms.reshape(emitter, x, aval, (rows, row))
-        if pieces * piece != row:
-            zero = emitter.constant(0, ShapedArray((), dtype))
-            matrix = emitter.op("stablehlo.pad", [matrix, zero], ShapedArray((rows, pieces * piece), dtype), {
-                "edge_padding_low": "array<i64: 0, 0>", "edge_padding_high": f"array<i64: 0, {pieces * piece - row}>",
-                "interior_padding": "array<i64: 0, 0>"})
+        matrix = backend_forms.zero_padded(emitter, backend_forms.reshape(emitter, x, aval, (rows, row)),
+                                           ShapedArray((rows, row), dtype), 1, pieces * piece)
         padded = ShapedArray((rows, pieces * piece), dtype)
         sums = _row_reduction(emitter, matrix, padded, (rows * pieces, piece), "reduce_sum")
         if sums is None:
@@ -575,10 +571,8 @@ def lower_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) 
         total = emitter.reduce(backend_forms.reshape(emitter, sums, ShapedArray((rows * pieces,), dtype),
                                                      per_row.shape), per_row, (1,), "add", 0)
         return backend_forms.reshape(emitter, total, ShapedArray((rows,), dtype), kept_shape)
-    form = backend_forms.sum_form(aval.shape, axes, dtype)
-    if form is None or form[0] != "rows" or len(axes) == aval.ndim:  # (a whole array: backend_forms' product
-        return None  # with ones, its row sums added in float64, as accurate and faster)
-    rows, row = form[1]
+    if backend_forms.sum_form(aval.shape, axes, dtype) is None:  # (small arrays: XLA's reduce is as fast)
+        return None
     sums = _row_reduction(emitter, x, aval, (rows, row), "reduce_sum")
     if sums is None:
         return None
@@ -589,12 +583,10 @@ def product_sums(emitter: Emitter, lhs: str, rhs: str, aval: ShapedArray, axes: 
     """sum(lhs * rhs) over axes (the trailing ones of their common type aval: a dot_general with no free dimension,
     `einsum("ij,ij->i")`) by the row kernel, each product summed in its 16 lanes as it is made (one pass, nothing
     stored); None where the kernel may not run it."""
-    axes = sorted(axes)
-    if aval.dtype != np.float32 or not axes or axes != list(range(aval.ndim - len(axes), aval.ndim)) \
-            or len(axes) == aval.ndim or math.prod(aval.shape) < MIN_ELEMENTS or not applies(emitter):
+    split = backend_forms.row_split(aval.shape, axes)
+    if aval.dtype != np.float32 or split is None or math.prod(aval.shape) < MIN_ELEMENTS or not applies(emitter):
         return None
-    row = math.prod(aval.shape[aval.ndim - len(axes):])
-    rows = math.prod(aval.shape) // row
+    rows, row = split
     if not MIN_ROW <= row <= MAX_ROW:
         return None
     matrix = ShapedArray((rows, row), aval.dtype)
