@@ -15,7 +15,7 @@ from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
 from ember._core.checks import static_int
 from ember._core.pytree import tree_map
-from ember._hlo import LoweringContext, compare_type
+from ember._hlo import LoweringContext
 from ember._prims.checks import (ANY_C, FLOAT, INEXACT, INTEGRAL, NUMERIC, NUMERIC_C, all_weak, check_dtype,
                                  check_same_dtypes, coerce_scalars, elementwise_shape)
 from ember._prims.families import (ZERO, Lowering, binary, comparison, elementwise_batching, hlo_lowering, unary,
@@ -272,10 +272,6 @@ def _pow_dy(g: Any, x: Any, y: Any, out: Any) -> Any:
     return mul(g, mul(log(safe_x), out))
 
 
-add_p = binary("add", "add", NUMERIC_C, (_identity, _identity), checks=NAN_CHECK)
-sub_p = binary("sub", "subtract", NUMERIC_C, (_identity, lambda g, x, y, out: neg(g)), checks=NAN_CHECK)
-mul_p = binary("mul", "multiply", NUMERIC_C, (lambda g, x, y, out: mul(g, y), lambda g, x, y, out: mul(x, g)),
-               checks=NAN_CHECK)
 def _integer_division_lowering(hlo_name: str) -> Lowering:
     """An integer division (or remainder) that never divides by zero or INT_MIN by -1 in the compiled code: XLA
     defines those results (x / 0 is -1, all bits set; x % 0 is x; INT_MIN / -1 is INT_MIN; INT_MIN % -1 is 0), but the
@@ -292,9 +288,7 @@ def _integer_division_lowering(hlo_name: str) -> Lowering:
         pred = ShapedArray(aval.shape, dt.bool_)
 
         def equal(a: str, value: int) -> str:
-            return ctx.op("stablehlo.compare", [a, ctx.constant(value, aval)], pred, {
-                "comparison_direction": "#stablehlo<comparison_direction EQ>",
-                "compare_type": f"#stablehlo<comparison_type {compare_type(dtype)}>"})
+            return ctx.emitter.compare(a, ctx.constant(value, aval), aval, "EQ")
         by_zero = equal(y, 0)
         unsafe = by_zero
         if dt.is_signed_int(dtype):
@@ -308,6 +302,10 @@ def _integer_division_lowering(hlo_name: str) -> Lowering:
     return rule
 
 
+add_p = binary("add", "add", NUMERIC_C, (_identity, _identity), checks=NAN_CHECK)
+sub_p = binary("sub", "subtract", NUMERIC_C, (_identity, lambda g, x, y, out: neg(g)), checks=NAN_CHECK)
+mul_p = binary("mul", "multiply", NUMERIC_C, (lambda g, x, y, out: mul(g, y), lambda g, x, y, out: mul(x, g)),
+               checks=NAN_CHECK)
 div_p = binary("div", "divide", NUMERIC_C, (lambda g, x, y, out: div(g, y),
                                           lambda g, x, y, out: neg(mul(g, div(out, y)))),
                lowering=_integer_division_lowering("divide"), checks=("div", "nan"))

@@ -370,7 +370,7 @@ def _remove(dfd: int, name: str) -> None:
 
 def compile_with_cache(client: _pjrt.Client, text: str, overrides: bytes = b"") -> Any:
     """client.compile(text, overrides), through the persistent cache when a directory is set."""
-    return _through_cache(client, text, overrides, None,
+    return _through_cache(client, text, overrides, lambda payload: client.deserialize(payload, text),
                           lambda: client.compile(text, overrides) if overrides else client.compile(text))
 
 
@@ -380,7 +380,8 @@ def compile_spmd_with_cache(client: _pjrt.Client, text: str, devices: list[Any],
     is set: keyed by its compile options too (the devices' ids, which outputs XLA places), and loaded only onto
     the devices it was compiled for."""
     options = spmd_compile_options([d.id for d in devices], propagate_to_outputs)
-    return _through_cache(client, text, b"spmd\0" + options, list(devices),
+    return _through_cache(client, text, b"spmd\0" + options,
+                          lambda payload: client.deserialize(payload, text, list(devices)),
                           lambda: client.compile_spmd(text, list(devices), propagate_to_outputs))
 
 
@@ -388,15 +389,19 @@ def compile_hlo_with_cache(client: _pjrt.Client, module: bytes, device: Any) -> 
     """client.compile_hlo_for(module, device) (one partition of an SPMD program, compiled on its own for its
     device), through the persistent cache when a directory is set; an entry is used only on the device it was
     compiled for."""
-    executable = _through_cache(client, module, b"hlo\0" + one_device_compile_options(device.id), None,
-                                lambda: client.compile_hlo_for(module, device))
-    return executable if executable._device is device else client.compile_hlo_for(module, device)
+    def load(payload: bytes) -> Any:
+        executable = client.deserialize(payload, module)
+        if executable._device is not device:
+            raise _pjrt.PjrtError(f"the entry's executable runs on device {executable._device.id}, not {device.id}")
+        return executable
+    return _through_cache(client, module, b"hlo\0" + one_device_compile_options(device.id), load,
+                          lambda: client.compile_hlo_for(module, device))
 
 
-def _through_cache(client: _pjrt.Client, text: str | bytes, overrides: bytes, devices: list[Any] | None,
+def _through_cache(client: _pjrt.Client, text: str | bytes, overrides: bytes, load: Callable[[bytes], Any],
                    compile_now: Callable[[], Any]) -> Any:
-    """compile_now(), or the executable the cache holds for (text, overrides) on this client (devices: an SPMD
-    executable's), stored after a compile long enough."""
+    """compile_now(), or the executable the cache holds for (text, overrides) on this client, loaded by load (a
+    PjrtError: the entry is compiled and stored again); stored after a compile long enough."""
     directory = config.read_canonical("compilation_cache_dir")
     if directory is None:
         return compile_now()
@@ -404,7 +409,7 @@ def _through_cache(client: _pjrt.Client, text: str | bytes, overrides: bytes, de
     payload = _read(directory, key)
     if payload is not None:
         try:
-            executable = client.deserialize(payload, text, devices)
+            executable = load(payload)
         except _pjrt.PjrtError as err:
             _warn_once(f"load:{directory}", f"the plugin could not load the entry {key}{SUFFIX} ({err}); it is "
                                             "compiled and stored again")

@@ -29,10 +29,7 @@ class SpmdExecutable(Executable):
     def __init__(self, client: Client, handle: int, code: bytes, devices: Sequence[Device]):
         self.devices = list(devices)
         super().__init__(client, handle, code)
-        found = _new(_LoadedExecutableAddressableDevicesArgs, executable=handle)
-        client.plugin.call("LoadedExecutable_AddressableDevices", found)
-        ids = sorted(d.id for d in client.devices for k in range(found.num_addressable_devices)
-                     if found.addressable_devices[k] == d.handle)
+        ids = sorted(d.id for d in self._addressable(client, handle))
         if ids != sorted(d.id for d in self.devices):  # (a cache entry made for other devices: never run it)
             raise PjrtError(f"an SPMD executable for devices {ids} cannot run on devices "
                             f"{[d.id for d in self.devices]}")
@@ -41,11 +38,16 @@ class SpmdExecutable(Executable):
         self._execute = client.plugin.function("LoadedExecutable_Execute")
 
     @staticmethod
-    def _compiled_device(client: Client, handle: int) -> Device:
+    def _addressable(client: Client, handle: int) -> list[Device]:
+        """The devices the loaded executable runs on, in the plugin's order."""
         found = _new(_LoadedExecutableAddressableDevicesArgs, executable=handle)
         client.plugin.call("LoadedExecutable_AddressableDevices", found)
-        handles = [found.addressable_devices[i] for i in range(found.num_addressable_devices)]
-        return next(d for d in client.devices if d.handle == handles[0])
+        by_handle = {d.handle: d for d in client.devices}
+        return [by_handle[found.addressable_devices[i]] for i in range(found.num_addressable_devices)]
+
+    @classmethod
+    def _compiled_device(cls, client: Client, handle: int) -> Device:
+        return cls._addressable(client, handle)[0]
 
     def execute(self, args: Sequence[Buffer], out_specs: Sequence[tuple[tuple[int, ...], np.dtype]]
                 ) -> list[Buffer]:
