@@ -268,8 +268,8 @@ def _like(value: float, x: Any) -> Any:
 def _int_divmod(x: Any, y: Any) -> tuple[Any, Any]:
     """Floor division and remainder (the divisor's sign) of integers: 0 and 0 where y == 0 (as numpy); x // -1 is
     -x (wrapping, so INT_MIN // -1 == INT_MIN). The division takes y as it is (checkify's division-by-zero check
-    sees it, as JAX's): XLA defines its value for a zero divisor and for INT_MIN / -1 (no trap), which the selects
-    below replace."""
+    sees it, as JAX's): lax.div and lax.rem give XLA's defined values for a zero divisor and for INT_MIN / -1 and
+    never trap (their lowering), and the selects below replace them."""
     by_zero = lax.eq(y, 0)
     quotient, rest = lax.div(x, y), lax.rem(x, y)  # truncating
     if dt.is_signed_int(aval_of(x).dtype):

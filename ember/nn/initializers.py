@@ -15,14 +15,15 @@ from ember._core import dtypes as dt
 Initializer = Callable[..., Any]
 
 
-def _dtype(dtype: Any, takes: str = "float") -> np.dtype:
+def _dtype(dtype: Any, takes: str = "float", name: str | None = None) -> np.dtype:
     """The initializer's dtype (float32 by default; 64-bit narrowed without x64, with a warning): takes is what
     the initializer accepts, as JAX's: "float", "float or complex" (the normal family), or "any" (zeros, ones,
-    constant)."""
-    dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, "initializer")
+    constant); name, the initializer's, where its messages give it."""
+    dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, name or "initializer")
     ok = {"float": dt.is_float, "float or complex": dt.is_inexact, "any": lambda d: True}[takes]
     if not ok(dtype):
-        raise TypeError(f"ember.nn.initializers: dtype must be a {takes} dtype, got {dtype.name}")
+        where = f"ember.nn.initializers.{name}" if name else "ember.nn.initializers"
+        raise TypeError(f"{where}: dtype must be a {takes} dtype, got {dtype.name}")
     return dtype
 
 
@@ -168,10 +169,7 @@ def orthogonal(scale: Any = 1.0, column_axis: int = -1, dtype: Any = None) -> In
     shape[column_axis]), reshaped to shape and times scale; orthonormal columns when there are at least as many rows
     as columns, orthonormal rows otherwise (jax.nn.initializers.orthogonal)."""
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
-        dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, "orthogonal")
-        if not (dt.is_float(dtype) or dt.is_complex(dtype)):
-            raise TypeError(f"ember.nn.initializers.orthogonal: dtype must be a float or complex dtype, got "
-                            f"{dtype.name}")
+        dtype = _dtype(dtype, "float or complex", "orthogonal")
         shape = _shape(shape)
         if len(shape) < 2:
             raise ValueError(f"ember.nn.initializers.orthogonal: needs a shape of at least 2 dimensions, got {shape}")
@@ -192,7 +190,7 @@ def delta_orthogonal(scale: Any = 1.0, column_axis: int = -1, dtype: Any = None)
     window, where it is an orthogonal (in, out) matrix (orthogonal's, scaled): a convolution that preserves norms at
     initialisation (jax.nn.initializers.delta_orthogonal). Needs in <= out."""
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype) -> Any:
-        dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, "delta_orthogonal")
+        dtype = _dtype(dtype, "float or complex", "delta_orthogonal")
         shape = _shape(shape)
         if len(shape) not in (3, 4, 5):
             raise ValueError(f"ember.nn.initializers.delta_orthogonal: needs a 3-, 4- or 5-dimensional kernel shape "
