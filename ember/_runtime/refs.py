@@ -94,9 +94,8 @@ class RefCompiled:
         if sharded is not None:  # (partitioned: the pure program, each Ref's final value placed as its value was)
             ins, outs_given, donating = sharded
             n = len(self._const_refs)
-            placed = [getattr(x, "_sharding", None) if type(x) is ShardedArray else None for x in values[:n]] + [
-                getattr(args[i].peek(), "_sharding", None) if type(args[i].peek()) is ShardedArray else None
-                for i in in_refs]
+            placed = [getattr(x, "_sharding", None) if type(x) is ShardedArray else None
+                      for x in values[:n] + [values[n + i] for i in in_refs]]  # (the Refs' values, read above)
             ins = None if ins is None else [None] * n + list(ins)
             given = None if outs_given is None and not any(placed) else (
                 list(outs_given or [None] * self._n_out) + placed)
