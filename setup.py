@@ -8,5 +8,8 @@ from setuptools import Extension, setup
 setup(ext_modules=[Extension("ember._runtime._fastpath", ["ember/_runtime/_fastpath.c"], optional=True),
                    Extension("ember._runtime._lapack", ["ember/_runtime/_lapack.c"],
                              depends=["ember/_runtime/ffi_api.h"], optional=True),
-                   Extension("ember._runtime._rows", ["ember/_runtime/_rows.c"], depends=["ember/_runtime/ffi_api.h"],
-                             optional=True)])
+                   Extension("ember._runtime._rows", ["ember/_runtime/_rows.c"],
+                             depends=["ember/_runtime/ffi_api.h", "ember/_runtime/pool.h"], optional=True),
+                   Extension("ember._runtime._sort", ["ember/_runtime/_sort.c"],
+                             depends=["ember/_runtime/ffi_api.h", "ember/_runtime/pool.h",
+                                      "ember/_runtime/sort_simd.h"], optional=True)])

@@ -14,12 +14,13 @@ ModuleError saying what and where (line:column):
     `ctx.op("stablehlo.` and the emitter's ops, and the families' op names), or an attribute name ember never
     writes (ATTRIBUTES);
   - a custom call to a target other than ember's own FFI kernels (the LAPACK kernels ember_lapack_*, the row
-    kernels ember_rows and ember_rows_bmm: never ember_callback, since host callbacks are not serialized) and the
-    XLA targets ember's lowering writes (Qr, ProductOfElementaryHouseholderReflectors, Eigh; Sharding,
-    SPMDFullToShardShape, SPMDShardToFullShape of a one-device shard_map); and a custom call whose operand and
-    result types, attributes and layouts are not related as ember's lowering relates them for that target
-    (ember/_prims/linalg.py, ember/_hlo/row_fusion.py, ember/_hlo/backend_forms.py): the kernels would otherwise
-    trust sizes the artifact chose (they check again at run time: ember/_runtime/_lapack.c, _rows.c);
+    kernels ember_rows and ember_rows_bmm, the sort kernel ember_sort: never ember_callback, since host callbacks
+    are not serialized) and the XLA targets ember's lowering writes (Qr, ProductOfElementaryHouseholderReflectors,
+    Eigh; Sharding, SPMDFullToShardShape, SPMDShardToFullShape of a one-device shard_map); and a custom call whose
+    operand and result types, attributes and layouts are not related as ember's lowering relates them for that target
+    (ember/_prims/linalg.py, ember/_hlo/row_fusion.py, ember/_hlo/backend_forms.py, ember/_prims/sorting.py): the
+    kernels would otherwise trust sizes the artifact chose (they check again at run time: ember/_runtime/_lapack.c,
+    _rows.c, _sort.c);
   - tensor types of element types ember does not have, of rank above MAX_RANK, dimensions above MAX_DIM or more
     than MAX_BYTES bytes; collectives naming a device other than 0 (an exported program runs on one device);
   - a module whose @main is missing, not public, or has other functions public, or other attributes than
@@ -75,7 +76,8 @@ LAPACK = {"ember_lapack_potrf": {"lower"}, "ember_lapack_getrf": set(), "ember_l
           "ember_lapack_trsm": {"left_side", "lower", "transpose_a", "unit_diagonal"},
           "ember_lapack_geev": {"compute_left", "compute_right"}, "ember_lapack_gees": {"vectors"}}
 ROWS = {"ember_rows": {"rows", "row"}, "ember_rows_bmm": {"batch", "m", "n", "k", "trans_a", "trans_b"}}
-FFI_TARGETS = {**LAPACK, **ROWS}
+SORT = {"ember_sort": {"num_keys"}}
+FFI_TARGETS = {**LAPACK, **ROWS, **SORT}
 XLA_TARGETS = frozenset({"Qr", "ProductOfElementaryHouseholderReflectors", "Eigh", "Sharding",
                          "SPMDFullToShardShape", "SPMDShardToFullShape"})
 MAX_ROW_LENGTH = 1 << 20  # the row kernel's longest row (ember/_runtime/_rows.c)
@@ -679,7 +681,8 @@ def _check_custom_call(op: Op, partitions: int = 1) -> str:
             raise ModuleError(f"{where}: backend_config must hold the int64 attributes "
                               f"{sorted(FFI_TARGETS[target])}, got {got}")
         values = {k: v.value for k, v in config.items()}
-        problem = (_check_lapack if target in LAPACK else _check_rows)(target, op, values)
+        check = _check_lapack if target in LAPACK else _check_sort if target in SORT else _check_rows
+        problem = check(target, op, values)
     elif target in XLA_TARGETS:
         problem = _check_xla(target, op, partitions)
     elif target == CALLBACK_TARGET:
@@ -806,6 +809,27 @@ def _check_rows(target: str, op: Op, attrs: dict[str, int]) -> str:
             or [math.prod(t.shape) for t in ins + outs] != [batch * m * k, batch * k * n, batch * m * n]):
         return "operands and result are not float32 [batch, m, k], [batch, k, n] -> [batch, m, n]"
     return _layouts(op, [False, False], [False])
+
+
+# what ember/_prims/sorting.py hands the sort kernel: keys of these element types, other operands of these and complex
+_SORT_KEYS = frozenset({"i1", "i8", "i16", "i32", "i64", "ui8", "ui16", "ui32", "ui64", "f16", "bf16", "f32", "f64"})
+_SORT_VALUES = _SORT_KEYS | {"complex<f32>", "complex<f64>"}
+
+
+def _check_sort(target: str, op: Op, attrs: dict[str, int]) -> str:
+    """ember/_prims/sorting.py's call (ember/_runtime/_sort.c): operands of one shape sorted along the last axis,
+    results of the operands' types, num_keys of them keys."""
+    ins, outs = op.operands, op.results
+    if not 1 <= len(ins) <= 64 or list(outs) != list(ins):
+        return "the results must be the operands' types (1 to 64 of them)"
+    if not 1 <= attrs["num_keys"] <= len(ins):
+        return f"num_keys = {attrs['num_keys']} is not between 1 and the {len(ins)} operands"
+    if not ins[0].shape or any(t.shape != ins[0].shape for t in ins):
+        return "the operands must share one shape of rank 1 or more"
+    keys = ins[:attrs["num_keys"]]
+    if any(t.element not in _SORT_KEYS for t in keys) or any(t.element not in _SORT_VALUES for t in ins):
+        return "an operand's element type is not one the sort kernel takes"
+    return _layouts(op, [False] * len(ins), [False] * len(outs))
 
 
 _SHARDING = re.compile(r"\{(replicated|manual|maximal device=0"

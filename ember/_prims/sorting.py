@@ -6,7 +6,12 @@ last and are equal to each other. Every sort is lowered stable (ties keep their 
 unstable sort may give), so that the sorts a derivative rule adds order ties exactly as the sort it differentiates.
 The derivative rides along: forward mode sorts the tangents by the keys; reverse
 mode un-permutes the cotangents by sorting them by the permutation the keys made (sorting by a permutation inverts
-it), so no scatter is needed and batching comes free."""
+it), so no scatter is needed and batching comes free.
+
+On the CPU plugin (one device, `cpu_backend_forms` on) a sort lowers to ember's radix-sort kernel
+(`custom_call @ember_sort`, ember/_runtime/_sort.c: the same order, 20-80x faster than XLA's comparison sort),
+along the last axis (another axis is transposed there and back); elsewhere, or for element types the kernel does
+not take, to XLA's `stablehlo.sort` with the comparator below."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -16,11 +21,18 @@ import numpy as np
 from ember._core import Primitive, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int
-from ember._hlo import LoweringContext, compare_type
+from ember._hlo import LoweringContext, backend_forms, compare_type, ffi, i64_array
 from ember._prims.checks import check_dtype
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, broadcasted_iota
 from ember._prims.slicing import rev, slice_in_dim
 from ember._prims import explicit
+
+SORT_TARGET = "ember_sort"
+# what the kernel takes: keys of these types, other operands of these and complex
+_KERNEL_KEYS = frozenset(np.dtype(d) for d in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                                               np.uint32, np.uint64, np.float16, dt.bfloat16, np.float32, np.float64))
+_KERNEL_VALUES = _KERNEL_KEYS | {np.dtype(np.complex64), np.dtype(np.complex128)}
+_KERNEL_MIN_ROW = 16  # (shorter rows: XLA's sort, inlined, costs less than a call)
 
 sort_p = Primitive("sort", multiple_results=True, checks=())
 sort_p.def_rule("sharding_rule", explicit.sort)
@@ -64,9 +76,36 @@ def _less_and_equal(body: Any, a: str, b: str, dtype: np.dtype) -> tuple[str, st
     return lt, eq
 
 
+def _kernel_sort(ctx: LoweringContext, operands: Sequence[str], dimension: int, num_keys: int) -> list[str] | None:
+    """The sort as a call of ember's kernel, or None where it does not apply (another platform or a partitioned
+    program, the option off, the extension missing, an element type it does not take, short rows)."""
+    avals = list(ctx.avals_in)
+    shape = avals[0].shape
+    if (shape[dimension] < _KERNEL_MIN_ROW or len(operands) > 64
+            or any(np.dtype(a.dtype) not in _KERNEL_KEYS for a in avals[:num_keys])
+            or any(np.dtype(a.dtype) not in _KERNEL_VALUES for a in avals[num_keys:])
+            or not backend_forms.applies(ctx.emitter) or not ffi.available(SORT_TARGET)):
+        return None
+    last = len(shape) - 1
+    order = list(range(len(shape)))
+    order[dimension], order[last] = last, dimension  # (its own inverse)
+    moved = [a.update(shape=tuple(shape[d] for d in order)) for a in avals]
+    if dimension != last:
+        operands = [ctx.op("stablehlo.transpose", [x], m, {"permutation": i64_array(order)})
+                    for x, m in zip(operands, moved)]
+    outs = ffi.custom_call(ctx, SORT_TARGET, operands, moved, {"num_keys": num_keys})
+    if dimension != last:
+        outs = [ctx.op("stablehlo.transpose", [x], a, {"permutation": i64_array(order)})
+                for x, a in zip(outs, avals)]
+    return outs
+
+
 @sort_p.def_rule("lowering")
 def _sort_lowering(ctx: LoweringContext, *operands: str, dimension: int, is_stable: bool, num_keys: int
                    ) -> list[str]:
+    kernel = _kernel_sort(ctx, operands, dimension, num_keys)
+    if kernel is not None:
+        return kernel
     dtypes = [a.dtype for a in ctx.avals_in]
     scalars = [ShapedArray((), d) for d in dtypes for _ in (0, 1)]
 
@@ -174,4 +213,4 @@ def top_k(operand: Any, k: int) -> tuple[Any, Any]:
     return slice_in_dim(values, 0, k, axis=last), slice_in_dim(indices, 0, k, axis=last)
 
 
-__all__ = ["sort", "sort_key_val", "top_k"]
+__all__ = ["SORT_TARGET", "sort", "sort_key_val", "top_k"]

@@ -13,7 +13,9 @@ functions, type_id_register, user_data_add, register_handler; see _RegisterHandl
 from __future__ import annotations
 
 import ctypes
+import importlib
 import threading
+from typing import Callable
 
 from ember._runtime.pjrt import Plugin, PjrtError
 from ember._runtime.pjrt.plugin import _load_api
@@ -109,4 +111,35 @@ def registered(plugin: Plugin) -> frozenset[str]:
         return frozenset(_registered.get(api, ()))
 
 
-__all__ = ["add_handlers", "attach", "ffi_extension", "register_handler", "registered"]
+def extension_provider(module: str, unusable: str) -> tuple[Callable[[], frozenset[str]], Callable[[], str]]:
+    """(provide, reason) for a family of handlers in an optional C extension `module` whose handlers() returns
+    {target name: handler address}, or an empty dict where they cannot run on this machine (`unusable` says why):
+    provide() imports and registers them on first use and returns their names (empty when the extension is not
+    built); reason() says why they are unavailable ("" when they are)."""
+    loaded: list[frozenset[str]] = []
+
+    def provide() -> frozenset[str]:
+        if not loaded:
+            try:
+                extension = importlib.import_module(module)  # (optional: it may not be built)
+            except ImportError:
+                loaded.append(frozenset())
+            else:
+                handlers = extension.handlers()
+                add_handlers(handlers)
+                loaded.append(frozenset(handlers))
+        return loaded[0]
+
+    def reason() -> str:
+        if provide():
+            return ""
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return f"ember's C extension {module} is not built (python3 setup.py build_ext --inplace)"
+        return unusable
+
+    return provide, reason
+
+
+__all__ = ["add_handlers", "attach", "extension_provider", "ffi_extension", "register_handler", "registered"]

@@ -42,7 +42,10 @@ typedef struct {
     Ffi_ErrorCreate *error_create; /* the first function of XLA_FFI_Api */
 } Ffi_Api;
 
-enum { FFI_F32 = 11, FFI_F64 = 12, FFI_S32 = 4, FFI_S64 = 5, FFI_C64 = 15, FFI_C128 = 18, FFI_TYPES = 32 };
+enum { /* XLA's primitive types (xla_data.proto's numbering) */
+    FFI_PRED = 1, FFI_S8 = 2, FFI_S16 = 3, FFI_S32 = 4, FFI_S64 = 5, FFI_U8 = 6, FFI_U16 = 7, FFI_U32 = 8, FFI_U64 = 9,
+    FFI_F16 = 10, FFI_F32 = 11, FFI_F64 = 12, FFI_C64 = 15, FFI_BF16 = 16, FFI_C128 = 18, FFI_TYPES = 32
+};
 enum { FFI_ERR_INVALID_ARGUMENT = 3, FFI_ERR_RESOURCE_EXHAUSTED = 8, FFI_ERR_UNIMPLEMENTED = 12 };
 enum { FFI_ATTR_SCALAR = 3, FFI_EXECUTE = 3, FFI_EXTENSION_METADATA = 1 };
 

@@ -1,0 +1,261 @@
+/* A quicksort of unsigned integers with AVX-512F, included by _sort.c once per width: SIMD_T (uint32_t or
+ * uint64_t), SIMD_LANES (16 or 8 per 512-bit vector), SIMD_SUF (the functions' suffix) and the intrinsics' names
+ * (SIMD_MIN, ...) are defined before each inclusion.
+ *
+ * Keys are sorted ascending, in place, not stably (the callers make every equal key the same bits, or every item
+ * distinct). A segment of at most BASE = 16 vectors is sorted by a bitonic network in registers (padded with the
+ * largest key); a longer one is partitioned around the median of a sample of 64 keys by compressing stores
+ * (each vector's keys below the pivot to the left end, the others to the right end, reading from whichever end has
+ * less room, so that no unread key is overwritten), the shorter side sorted recursively and the longer one in the
+ * loop; a pivot that is the segment's minimum splits off the keys equal to it instead (many equal keys end the
+ * recursion); past 2 log2(n) levels the segment is heap-sorted (no input makes it quadratic). */
+#define SIMD_CAT2(a, b) a##b
+#define SIMD_CAT(a, b) SIMD_CAT2(a, b)
+#define SIMD_FN(name) SIMD_CAT(name, SIMD_SUF)
+#define SIMD_BASE (16 * SIMD_LANES)
+#define SIMD_ALL ((SIMD_MASK)((1u << SIMD_LANES) - 1))
+
+/* The lanes whose index has bit j clear (j < SIMD_LANES): the lower lane of each pair j apart. */
+static inline SIMD_MASK SIMD_FN(lower_lanes)(int j) {
+    return (SIMD_MASK)((j == 1 ? 0x5555u : j == 2 ? 0x3333u : j == 4 ? 0x0f0fu : 0x00ffu) & SIMD_ALL);
+}
+
+/* v[0..R) (R a power of 2, at most 16; R * SIMD_LANES = 2^log_n) sorted as one sequence of R * SIMD_LANES keys, lane by lane, register by
+ * register: the bitonic network, each step a compare-exchange of keys j apart in blocks of k (ascending where the
+ * key's index has bit k clear). */
+AVX512 static inline __attribute__((always_inline)) void SIMD_FN(bitonic)(__m512i *v, int R, int log_n) {
+#pragma GCC unroll 16
+    for (int kb = 1; kb <= log_n; kb++)
+#pragma GCC unroll 16
+        for (int jb = kb - 1; jb >= 0; jb--) {
+            int k = 1 << kb, j = 1 << jb;
+            if (j >= SIMD_LANES) { /* between registers r and r ^ (j / lanes) */
+                int rj = j / SIMD_LANES;
+#pragma GCC unroll 16
+                for (int r = 0; r < R; r++) {
+                    int r2 = r ^ rj;
+                    if (r2 < r) continue;
+                    int ascending = ((r * SIMD_LANES) & k) == 0;
+                    __m512i lo = SIMD_MIN(v[r], v[r2]), hi = SIMD_MAX(v[r], v[r2]);
+                    v[r] = ascending ? lo : hi;
+                    v[r2] = ascending ? hi : lo;
+                }
+            } else { /* within each register: lane i with lane i ^ j */
+                __m512i partner = _mm512_loadu_si512((const void *)SIMD_FN(partners)[j == 1 ? 0 : j == 2 ? 1
+                                                                                     : j == 4 ? 2 : 3]);
+                SIMD_MASK lower = SIMD_FN(lower_lanes)(j);
+#pragma GCC unroll 16
+                for (int r = 0; r < R; r++) {
+                    SIMD_MASK ascending = k < SIMD_LANES ? SIMD_FN(lower_lanes)(k)
+                                                         : (((r * SIMD_LANES) & k) == 0 ? SIMD_ALL : 0);
+                    SIMD_MASK takes_min = (SIMD_MASK)(~(lower ^ ascending) & SIMD_ALL);
+                    __m512i w = SIMD_PERMUTE(partner, v[r]);
+                    v[r] = SIMD_BLEND(takes_min, SIMD_MAX(v[r], w), SIMD_MIN(v[r], w));
+                }
+            }
+        }
+}
+
+/* a[0..n) sorted for n <= SIMD_BASE: loaded into as many registers as a power of 2 holds, padded with the largest
+ * key (which sorts last and is not stored back). */
+AVX512 static void SIMD_FN(small)(SIMD_T *a, int64_t n) {
+    if (n < 2) return;
+    __m512i v[16];
+    int R = 1;
+    while (R * SIMD_LANES < n) R <<= 1;
+    __m512i top = SIMD_SET1((SIMD_T)~(SIMD_T)0);
+    for (int r = 0; r < R; r++) {
+        int64_t left = n - (int64_t)r * SIMD_LANES;
+        SIMD_MASK m = left >= SIMD_LANES ? SIMD_ALL : left > 0 ? (SIMD_MASK)((1u << left) - 1) : 0;
+        v[r] = SIMD_MASKLOAD(top, m, a + r * SIMD_LANES);
+    }
+    switch (R) { /* (R a constant in each: the network unrolled, the keys kept in registers) */
+        case 1: SIMD_FN(bitonic)(v, 1, SIMD_LOG_LANES); break;
+        case 2: SIMD_FN(bitonic)(v, 2, SIMD_LOG_LANES + 1); break;
+        case 4: SIMD_FN(bitonic)(v, 4, SIMD_LOG_LANES + 2); break;
+        case 8: SIMD_FN(bitonic)(v, 8, SIMD_LOG_LANES + 3); break;
+        default: SIMD_FN(bitonic)(v, 16, SIMD_LOG_LANES + 4); break;
+    }
+    for (int r = 0; r < R; r++) {
+        int64_t left = n - (int64_t)r * SIMD_LANES;
+        SIMD_MASK m = left >= SIMD_LANES ? SIMD_ALL : left > 0 ? (SIMD_MASK)((1u << left) - 1) : 0;
+        SIMD_MASKSTORE(a + r * SIMD_LANES, m, v[r]);
+    }
+}
+
+/* One vector's keys (those in `valid`) written below the pivot to the left end, the others to the right end. */
+#define SIMD_SPLIT(vec, valid)                                                        \
+    do {                                                                              \
+        SIMD_MASK below_ = (SIMD_MASK)(SIMD_LESS(vec, pivot_v) & (valid));            \
+        int count_ = __builtin_popcount((unsigned)below_);                            \
+        SIMD_COMPRESS(a + wl, below_, vec);                                           \
+        wl += count_;                                                                 \
+        wr -= __builtin_popcount((unsigned)(valid)) - count_;                         \
+        SIMD_COMPRESS(a + wr, (SIMD_MASK)(~below_ & (valid)), vec);                   \
+    } while (0)
+
+/* a[0..n) (n >= 2 vectors) rearranged so that the keys below pivot come first; returns how many they are. */
+AVX512 static int64_t SIMD_FN(partition)(SIMD_T *a, int64_t n, SIMD_T pivot) {
+    __m512i pivot_v = SIMD_SET1(pivot);
+    __m512i first = _mm512_loadu_si512((const void *)a), last = _mm512_loadu_si512((const void *)(a + n - SIMD_LANES));
+    int64_t l = SIMD_LANES, r = n - SIMD_LANES, wl = 0, wr = n; /* unread: [l, r); free: [wl, l) and [r, wr) */
+    while (r - l >= SIMD_LANES) {
+        __m512i v;
+        if (l - wl <= wr - r) {
+            v = _mm512_loadu_si512((const void *)(a + l));
+            l += SIMD_LANES;
+        } else {
+            r -= SIMD_LANES;
+            v = _mm512_loadu_si512((const void *)(a + r));
+        }
+        SIMD_SPLIT(v, SIMD_ALL);
+    }
+    if (r > l) {
+        SIMD_MASK m = (SIMD_MASK)((1u << (r - l)) - 1);
+        __m512i v = SIMD_MASKLOAD(pivot_v, m, a + l);
+        SIMD_SPLIT(v, m);
+    }
+    SIMD_SPLIT(first, SIMD_ALL);
+    SIMD_SPLIT(last, SIMD_ALL);
+    return wl;
+}
+
+/* The median of 64 keys sampled evenly from a[0..n) (n > SIMD_BASE). */
+AVX512 static SIMD_T SIMD_FN(pivot)(const SIMD_T *a, int64_t n) {
+    SIMD_T sample[64];
+    for (int i = 0; i < 64; i++) sample[i] = a[(int64_t)((n - 1) * (i + 0.5) / 64)];
+    SIMD_FN(small)(sample, 64);
+    return sample[32];
+}
+
+static void SIMD_FN(heapsort)(SIMD_T *a, int64_t n) {
+    for (int64_t start = n / 2 - 1, end = n; end > 1;) {
+        int64_t root;
+        if (start >= 0) root = start--;
+        else {
+            SIMD_T t = a[0];
+            a[0] = a[--end];
+            a[end] = t;
+            root = 0;
+        }
+        for (int64_t child; (child = 2 * root + 1) < end; root = child) {
+            if (child + 1 < end && a[child] < a[child + 1]) child++;
+            if (a[root] >= a[child]) break;
+            SIMD_T t = a[root];
+            a[root] = a[child];
+            a[child] = t;
+        }
+    }
+}
+
+/* a[0..n) sorted (depth: partition levels left before heap sort takes over). */
+AVX512 static void SIMD_FN(quicksort)(SIMD_T *a, int64_t n, int depth) {
+    while (n > SIMD_BASE) {
+        if (depth-- <= 0) {
+            SIMD_FN(heapsort)(a, n);
+            return;
+        }
+        SIMD_T pivot = SIMD_FN(pivot)(a, n);
+        int64_t m = SIMD_FN(partition)(a, n, pivot);
+        if (m == 0) { /* the pivot is the least key: the keys equal to it are done */
+            if (pivot == (SIMD_T)~(SIMD_T)0) return; /* (all are the largest key) */
+            m = SIMD_FN(partition)(a, n, pivot + 1);
+            a += m;
+            n -= m;
+            continue;
+        }
+        if (m < n - m) {
+            SIMD_FN(quicksort)(a, m, depth);
+            a += m;
+            n -= m;
+        } else {
+            SIMD_FN(quicksort)(a + m, n - m, depth);
+            n = m;
+        }
+    }
+    SIMD_FN(small)(a, n);
+}
+
+static int SIMD_FN(depth_of)(int64_t n) {
+    int d = 0;
+    while (n > 1) {
+        n >>= 1;
+        d += 2;
+    }
+    return d + 4;
+}
+
+/* dst[i] = the key of src[i] (to_key, 16 or 8 at a time; dst may be src). */
+AVX512 static void SIMD_FN(to_keys)(const SIMD_T *src, SIMD_T *dst, int64_t n, const KeyType *t) {
+    __m512i sign = SIMD_SET1(t->sign), all = SIMD_SET1(t->all), exp = SIMD_SET1(t->exp), low = SIMD_SET1(t->sign - 1);
+    for (int64_t i = 0; i < n; i += SIMD_LANES) {
+        SIMD_MASK m = n - i >= SIMD_LANES ? SIMD_ALL : (SIMD_MASK)((1u << (n - i)) - 1);
+        __m512i b = SIMD_MASKLOAD(sign, m, src + i), k = b;
+        if (t->kind == KEY_SIGNED) k = _mm512_xor_si512(b, sign);
+        else if (t->kind == KEY_FLOAT) {
+            k = _mm512_xor_si512(b, _mm512_or_si512(SIMD_SRAI(b, 8 * (int)sizeof(SIMD_T) - 1), sign));
+            __m512i mag = _mm512_and_si512(b, low);
+            k = SIMD_MOV(k, t->flush ? SIMD_TESTN(mag, exp) : SIMD_TESTN(mag, mag), sign);
+            k = SIMD_MOV(k, SIMD_GREATER(mag, exp), all);
+        }
+        SIMD_MASKSTORE(dst + i, m, k);
+    }
+}
+
+/* a[i] = the bits of key a[i] (from_key, in place). */
+AVX512 static void SIMD_FN(from_keys)(SIMD_T *a, int64_t n, const KeyType *t) {
+    __m512i sign = SIMD_SET1(t->sign);
+    for (int64_t i = 0; i < n; i += SIMD_LANES) {
+        SIMD_MASK m = n - i >= SIMD_LANES ? SIMD_ALL : (SIMD_MASK)((1u << (n - i)) - 1);
+        __m512i k = SIMD_MASKLOAD(sign, m, a + i), b = k;
+        if (t->kind == KEY_SIGNED) b = _mm512_xor_si512(k, sign);
+        else if (t->kind == KEY_FLOAT) /* k ^ (sign | (all where k's top bit is clear)) */
+            b = _mm512_xor_si512(k, _mm512_or_si512(_mm512_xor_si512(SIMD_SRAI(k, 8 * (int)sizeof(SIMD_T) - 1),
+                                                                     _mm512_set1_epi32(-1)), sign));
+        SIMD_MASKSTORE(a + i, m, b);
+    }
+}
+
+/* A share of a sort split among threads: a segment, sorted by one of them. */
+typedef struct {
+    SIMD_T *a;
+    int64_t n;
+} SIMD_FN(Segment);
+
+static void *SIMD_FN(run_segment)(void *arg) {
+    SIMD_FN(Segment) *s = (SIMD_FN(Segment) *)arg;
+    SIMD_FN(quicksort)(s->a, s->n, SIMD_FN(depth_of)(s->n));
+    return NULL;
+}
+
+/* a[0..n) sorted by `threads` threads: partitioned (the longest segment at a time) into as many segments as
+ * threads, each then sorted by one. */
+AVX512 static void SIMD_FN(sort)(SIMD_T *a, int64_t n, int threads) {
+    if (threads <= 1 || n <= 4 * SIMD_BASE) {
+        SIMD_FN(quicksort)(a, n, SIMD_FN(depth_of)(n));
+        return;
+    }
+    SIMD_FN(Segment) segments[MAX_THREADS];
+    int count = 1;
+    segments[0] = (SIMD_FN(Segment)){a, n};
+    while (count < threads) {
+        int longest = 0;
+        for (int i = 1; i < count; i++)
+            if (segments[i].n > segments[longest].n) longest = i;
+        SIMD_FN(Segment) s = segments[longest];
+        if (s.n <= 4 * SIMD_BASE) break;
+        SIMD_T pivot = SIMD_FN(pivot)(s.a, s.n);
+        int64_t m = SIMD_FN(partition)(s.a, s.n, pivot);
+        if (m == 0) {
+            if (pivot == (SIMD_T)~(SIMD_T)0) break;
+            m = SIMD_FN(partition)(s.a, s.n, pivot + 1); /* (the first m keys, equal, are done: left as a segment) */
+        }
+        segments[longest] = (SIMD_FN(Segment)){s.a, m};
+        segments[count++] = (SIMD_FN(Segment)){s.a + m, s.n - m};
+    }
+    run_shares(SIMD_FN(run_segment), segments, sizeof(segments[0]), count);
+}
+
+#undef SIMD_SPLIT
+#undef SIMD_ALL
+#undef SIMD_BASE
