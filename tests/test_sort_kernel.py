@@ -155,6 +155,23 @@ def test_long_rows_shared_by_threads(dtype):
     same_bits(kernel_sort(lambda a: lax.sort(a), rows), xla_sort(lambda a: lax.sort(a), rows))
 
 
+def test_argsort_positions_are_written_not_gathered_and_survive_export():
+    """argsort's iota is not passed to the kernel: the call's `positions` result holds where each element came
+    from (of the iota's int32 or int64); an exported program with such a call passes the artifact check."""
+    x = values(np.float32, 2 * 500, seed=15).reshape(2, 500)
+    f = lambda a: (enp.argsort(a, axis=-1), lax.sort((a, ember.lax.broadcasted_iota(np.int64, a.shape, 1)),  # noqa
+                                                       num_keys=1)[1])
+    text = ember.jit(f).lower(x).as_text()
+    if KERNEL:
+        assert text.count("positions = 2 : i64") == 2 and text.count("stablehlo.iota") <= 2
+    got = kernel_sort(f, x)
+    for g, w in zip(got, xla_sort(f, x)):
+        same_bits(g, w)
+    exported = ember.export.deserialize(ember.export.export(ember.jit(f))(x).serialize())
+    for g, w in zip(exported.call(x), got):
+        same_bits(g, w)
+
+
 def test_another_axis_is_moved_last_and_back():
     x = values(np.float32, 6 * 50 * 7, seed=11).reshape(6, 50, 7)
     for axis in (0, 1):  # (rows of 6: XLA's sort; of 50: the kernel)

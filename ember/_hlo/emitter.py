@@ -93,6 +93,9 @@ FACT_KINDS = {
     # (operand, permutation): the value is stablehlo.transpose of operand (transpose's lowering tells it;
     # backend_forms.dot_general reads it to see `x @ w.T` through its transpose)
     "transpose_of",
+    # dimension: the value is stablehlo.iota along that dimension (iota's lowering tells it; the sort's lowering
+    # reads it to have ember's sort kernel write the positions it sorts instead of gathering an iota through them)
+    "iota",
 }
 
 

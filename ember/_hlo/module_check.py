@@ -76,7 +76,7 @@ LAPACK = {"ember_lapack_potrf": {"lower"}, "ember_lapack_getrf": set(), "ember_l
           "ember_lapack_trsm": {"left_side", "lower", "transpose_a", "unit_diagonal"},
           "ember_lapack_geev": {"compute_left", "compute_right"}, "ember_lapack_gees": {"vectors"}}
 ROWS = {"ember_rows": {"rows", "row"}, "ember_rows_bmm": {"batch", "m", "n", "k", "trans_a", "trans_b"}}
-SORT = {"ember_sort": {"num_keys"}}
+SORT = {"ember_sort": {"num_keys", "positions"}}
 FFI_TARGETS = {**LAPACK, **ROWS, **SORT}
 XLA_TARGETS = frozenset({"Qr", "ProductOfElementaryHouseholderReflectors", "Eigh", "Sharding",
                          "SPMDFullToShardShape", "SPMDShardToFullShape"})
@@ -818,16 +818,21 @@ _SORT_VALUES = _SORT_KEYS | {"complex<f32>", "complex<f64>"}
 
 def _check_sort(target: str, op: Op, attrs: dict[str, int]) -> str:
     """ember/_prims/sorting.py's call (ember/_runtime/_sort.c): operands of one shape sorted along the last axis,
-    results of the operands' types, num_keys of them keys."""
+    num_keys of them keys; a result per operand of its type, and an integer result of the positions for each bit of
+    `positions` (results after the keys), in order."""
     ins, outs = op.operands, op.results
-    if not 1 <= len(ins) <= 64 or list(outs) != list(ins):
-        return "the results must be the operands' types (1 to 64 of them)"
-    if not 1 <= attrs["num_keys"] <= len(ins):
-        return f"num_keys = {attrs['num_keys']} is not between 1 and the {len(ins)} operands"
-    if not ins[0].shape or any(t.shape != ins[0].shape for t in ins):
+    num_keys, positions = attrs["num_keys"], attrs["positions"]
+    if not 1 <= len(outs) <= 63 or not 0 <= positions < 1 << len(outs):
+        return f"positions = {positions} does not name results of the 1 to 63"
+    written = [k for k in range(len(outs)) if positions >> k & 1]
+    if list(ins) != [t for k, t in enumerate(outs) if k not in written]:
+        return "the results must be the operands' types, and the positions'"
+    if not 1 <= num_keys <= len(ins) or any(k < num_keys for k in written):
+        return f"num_keys = {num_keys}: the keys must be 1 to {len(ins)} operands, the positions after them"
+    if not outs[0].shape or any(t.shape != outs[0].shape for t in outs):
         return "the operands must share one shape of rank 1 or more"
-    keys = ins[:attrs["num_keys"]]
-    if any(t.element not in _SORT_KEYS for t in keys) or any(t.element not in _SORT_VALUES for t in ins):
+    if (any(t.element not in _SORT_KEYS for t in ins[:num_keys]) or any(t.element not in _SORT_VALUES for t in ins)
+            or any(outs[k].element not in ("i32", "i64", "ui32", "ui64") for k in written)):
         return "an operand's element type is not one the sort kernel takes"
     return _layouts(op, [False] * len(ins), [False] * len(outs))
 

@@ -360,7 +360,9 @@ def _iota_abstract_eval(*, dtype: np.dtype, shape: tuple[int, ...], dimension: i
 @iota_p.def_rule("lowering")
 def _iota_lowering(ctx: LoweringContext, *, dtype: np.dtype, shape: tuple[int, ...], dimension: int,
                    out_sharding: Any = None) -> list[str]:
-    return [ctx.op("stablehlo.iota", [], ctx.aval_out, {"iota_dimension": f"{dimension} : i64"})]
+    out = ctx.op("stablehlo.iota", [], ctx.aval_out, {"iota_dimension": f"{dimension} : i64"})
+    ctx.emitter.tell(out, "iota", dimension)  # (for the sort kernel: argsort's positions)
+    return [out]
 
 
 iota_p.mark_not_differentiable()

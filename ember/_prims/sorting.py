@@ -76,24 +76,33 @@ def _less_and_equal(body: Any, a: str, b: str, dtype: np.dtype) -> tuple[str, st
     return lt, eq
 
 
+_POSITIONS = frozenset(np.dtype(d) for d in (np.int32, np.int64, np.uint32, np.uint64))
+
+
 def _kernel_sort(ctx: LoweringContext, operands: Sequence[str], dimension: int, num_keys: int) -> list[str] | None:
     """The sort as a call of ember's kernel, or None where it does not apply (another platform or a partitioned
-    program, the option off, the extension missing, an element type it does not take, short rows)."""
+    program, the option off, the extension missing, an element type it does not take, short rows). An operand after
+    the keys that is an integer iota along the sorted dimension (argsort's) is not passed: the kernel writes the
+    positions it sorts into that result (the attribute `positions`, a bit per result)."""
     avals = list(ctx.avals_in)
     shape = avals[0].shape
-    if (shape[dimension] < _KERNEL_MIN_ROW or len(operands) > 64
+    if (shape[dimension] < _KERNEL_MIN_ROW or len(operands) > 63
             or any(np.dtype(a.dtype) not in _KERNEL_KEYS for a in avals[:num_keys])
             or any(np.dtype(a.dtype) not in _KERNEL_VALUES for a in avals[num_keys:])
             or not backend_forms.applies(ctx.emitter) or not ffi.available(SORT_TARGET)):
         return None
+    positions = [k >= num_keys and np.dtype(a.dtype) in _POSITIONS and ctx.emitter.fact(x, "iota") == dimension
+                 for k, (x, a) in enumerate(zip(operands, avals))]
     last = len(shape) - 1
     order = list(range(len(shape)))
     order[dimension], order[last] = last, dimension  # (its own inverse)
     moved = [a.update(shape=tuple(shape[d] for d in order)) for a in avals]
+    passed = [x for x, p in zip(operands, positions) if not p]
     if dimension != last:
-        operands = [ctx.op("stablehlo.transpose", [x], m, {"permutation": i64_array(order)})
-                    for x, m in zip(operands, moved)]
-    outs = ffi.custom_call(ctx, SORT_TARGET, operands, moved, {"num_keys": num_keys})
+        passed = [ctx.op("stablehlo.transpose", [x], m, {"permutation": i64_array(order)})
+                  for x, m, p in zip(operands, moved, positions) if not p]
+    outs = ffi.custom_call(ctx, SORT_TARGET, passed, moved,
+                           {"num_keys": num_keys, "positions": sum(1 << k for k, p in enumerate(positions) if p)})
     if dimension != last:
         outs = [ctx.op("stablehlo.transpose", [x], a, {"permutation": i64_array(order)})
                 for x, a in zip(outs, avals)]

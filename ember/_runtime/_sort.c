@@ -7,7 +7,9 @@
  * a pass per digit that is not the same for every element).
  *
  * The call: `custom_call @ember_sort(operands...) -> results...`, every operand of one shape [..., n] (row-major),
- * sorted along the last axis, result k the operand k permuted; the attribute `num_keys` says how many leading
+ * sorted along the last axis, each result an operand permuted, in order, but those the attribute `positions` (a bit
+ * per result, after the keys) names: an integer result of 4 or 8 bytes holding the positions the sort took its
+ * elements from (argsort's, without an iota gathered through them); the attribute `num_keys` says how many leading
  * operands are keys (lexicographic: key 0 decides, then key 1, ...). Keys are pred, s8-s64, u8-u64, f16, bf16, f32
  * or f64; the other operands any type of 1, 2, 4, 8 or 16 bytes. The order and the bits are those of ember's and
  * JAX's sorts on XLA's CPU: the sort is stable, floats in a total order where -0.0 == 0.0, NaNs (any sign or
@@ -298,7 +300,8 @@ static void from_keys_u64(uint64_t *a, int64_t n, const KeyType *t) { (void)a, (
 typedef struct Job {
     int n_ops, num_keys;
     int64_t n;                     /* the row length */
-    const void **in;               /* the operands, results, their element sizes */
+    const void **in;               /* per result: its operand (NULL: the positions sorted), the results, their
+                                      element sizes */
     void **out;
     const int *size;
     const int *dtype;              /* their FFI dtypes */
@@ -414,28 +417,40 @@ static int key_type(int dtype, KeyType *t, void (**values)(const Job *, int64_t)
 }
 
 /* Several operands: the permutation the keys make (the last key first, each a stable sort), then each operand
- * gathered through it. */
+ * gathered through it; but for the first key, whose values come from its sorted keys where the quicksort sorted
+ * them (the classes of several bits from the input). */
 static void sort_permuted(const Job *job, int64_t row) {
     int64_t n = job->n;
     Pair *items = (Pair *)job->scratch, *other = items + n;
-    uint64_t *perm = (uint64_t *)(other + n);
+    uint64_t *perm = (uint64_t *)(other + n), *u = (uint64_t *)items;
     int64_t *hist = (int64_t *)(perm + n);
-    int have_perm = 0;
+    int have_perm = 0, first_sorted = 0; /* first_sorted: u holds key 0's keys above their positions, sorted */
     for (int k = job->num_keys - 1; k >= 0; k--) {
         const KeyType *t = &job->keys[k];
-        int w = t->size, packed = w <= 4 && n <= (int64_t)UINT32_MAX, bits = digit_bits(w, n), digits = digit_count(w, n);
+        int w = t->size, packed = w <= 4 && n <= (int64_t)UINT32_MAX;
+        int bits = digit_bits(w, n), digits = digit_count(w, n);
         unsigned mask = (1u << bits) - 1;
         const uint8_t *src = (const uint8_t *)job->in[k] + row * n * w;
-        memset(hist, 0, sizeof(int64_t) * RADIX * (size_t)digits);
         if (packed && simd_supported()) { /* key << 32 | position: distinct, so the quicksort orders them stably */
-            uint64_t *u = (uint64_t *)items, *moved = (uint64_t *)other;
-            for (int64_t i = 0; i < n; i++)
-                u[i] = to_key(load_bits(src, have_perm ? perm[i] : (uint64_t)i, w), t) << 32 | (uint64_t)i;
+            if (!have_perm && w == 4) {
+                uint32_t *keys = (uint32_t *)perm; /* (free until the permutation is made) */
+                to_keys_u32((const uint32_t *)src, keys, n, t);
+                for (int64_t i = 0; i < n; i++) u[i] = (uint64_t)keys[i] << 32 | (uint64_t)i;
+            } else {
+                for (int64_t i = 0; i < n; i++)
+                    u[i] = to_key(load_bits(src, have_perm ? perm[i] : (uint64_t)i, w), t) << 32 | (uint64_t)i;
+            }
             sort_u64(u, n, job->chunks);
-            for (int64_t i = 0; i < n; i++) moved[i] = have_perm ? perm[u[i] & 0xffffffffu] : (u[i] & 0xffffffffu);
-            memcpy(perm, moved, (size_t)n * sizeof(uint64_t));
+            if (have_perm) {
+                uint64_t *moved = (uint64_t *)other;
+                for (int64_t i = 0; i < n; i++) moved[i] = perm[u[i] & 0xffffffffu];
+                memcpy(perm, moved, (size_t)n * sizeof(uint64_t));
+            } else {
+                for (int64_t i = 0; i < n; i++) perm[i] = u[i] & 0xffffffffu;
+            }
+            first_sorted = k == 0;
         } else if (packed) { /* key << 32 | index: one uint64 per element, sorted by the key's digits */
-            uint64_t *u = (uint64_t *)items;
+            memset(hist, 0, sizeof(int64_t) * RADIX * (size_t)digits);
             for (int64_t i = 0; i < n; i++) {
                 uint64_t index = have_perm ? perm[i] : (uint64_t)i, key = to_key(load_bits(src, index, w), t);
                 u[i] = key << 32 | index;
@@ -444,6 +459,7 @@ static void sort_permuted(const Job *job, int64_t row) {
             uint64_t *s = (uint64_t *)radix(&ITEMS_64, u, other, n, hist, w, 32, job->chunks, job->chunk);
             for (int64_t i = 0; i < n; i++) perm[i] = s[i] & 0xffffffffu;
         } else {
+            memset(hist, 0, sizeof(int64_t) * RADIX * (size_t)digits);
             for (int64_t i = 0; i < n; i++) {
                 uint64_t index = have_perm ? perm[i] : (uint64_t)i, key = to_key(load_bits(src, index, w), t);
                 items[i] = (Pair){key, index};
@@ -458,6 +474,20 @@ static void sort_permuted(const Job *job, int64_t row) {
         size_t w = (size_t)job->size[o];
         const uint8_t *src = (const uint8_t *)job->in[o] + (size_t)(row * n) * w;
         uint8_t *dst = (uint8_t *)job->out[o] + (size_t)(row * n) * w;
+        if (job->in[o] == NULL) { /* the positions (argsort) */
+            if (w == 4) for (int64_t i = 0; i < n; i++) ((uint32_t *)dst)[i] = (uint32_t)perm[i];
+            else memcpy(dst, perm, (size_t)n * sizeof(uint64_t));
+            continue;
+        }
+        if (o == 0 && first_sorted) {
+            const KeyType *t = &job->keys[0];
+            for (int64_t i = 0; i < n; i++) {
+                uint64_t k = u[i] >> 32;
+                int several = t->kind == KEY_FLOAT && (k == t->sign || k == t->all); /* (zero class, NaN) */
+                store_bits(dst, i, (int)w, several ? load_bits(src, (int64_t)perm[i], (int)w) : from_key(k, t));
+            }
+            continue;
+        }
         switch (w) {
             case 1: for (int64_t i = 0; i < n; i++) dst[i] = src[perm[i]]; break;
             case 2: for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = ((const uint16_t *)src)[perm[i]]; break;
@@ -504,35 +534,43 @@ static int element_size(int dtype) {
     }
 }
 
-#define MAX_OPERANDS 64
+#define MAX_OPERANDS 63 /* (results: the attribute positions has a bit for each) */
 static Ffi_Error *sort_handler(Ffi_CallFrame *frame) {
     if (answer_metadata(frame)) return NULL;
     if (frame->stage != FFI_EXECUTE) return NULL;
-    int64_t n_ops = frame->args.size, num_keys = attr_int(frame, "num_keys", -1);
-    if (n_ops < 1 || n_ops > MAX_OPERANDS || frame->rets.size != n_ops)
-        return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_sort: needs 1 to 64 operands and a result for each");
-    if (num_keys < 1 || num_keys > n_ops)
+    int64_t n_ops = frame->rets.size, num_keys = attr_int(frame, "num_keys", -1);
+    int64_t positions = attr_int(frame, "positions", 0);
+    if (n_ops < 1 || n_ops > MAX_OPERANDS || positions < 0 || positions >= (int64_t)1 << n_ops
+        || frame->args.size != n_ops - __builtin_popcountll((unsigned long long)positions))
+        return fail(frame, FFI_ERR_INVALID_ARGUMENT,
+                    "ember_sort: needs 1 to 63 results, an operand for each but those the attribute positions names");
+    if (num_keys < 1 || num_keys > frame->args.size || (positions & (((int64_t)1 << num_keys) - 1)) != 0)
         return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_sort: the attribute num_keys is missing or out of range");
     const void *in[MAX_OPERANDS];
     void *out[MAX_OPERANDS];
     int size[MAX_OPERANDS], dtype[MAX_OPERANDS];
     KeyType keys[MAX_OPERANDS];
     void (*values)(const Job *, int64_t) = NULL;
-    const Ffi_Buffer *first = (const Ffi_Buffer *)frame->args.args[0];
+    const Ffi_Buffer *first = (const Ffi_Buffer *)frame->rets.args[0];
     if (first->rank < 1)
         return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_sort: the operands must have at least one dimension");
     int64_t n = first->dims[first->rank - 1], total = element_count(first);
-    for (int64_t o = 0; o < n_ops; o++) {
-        const Ffi_Buffer *a = (const Ffi_Buffer *)frame->args.args[o], *r = (const Ffi_Buffer *)frame->rets.args[o];
+    for (int64_t o = 0, k = 0; o < n_ops; o++) {
+        const Ffi_Buffer *r = (const Ffi_Buffer *)frame->rets.args[o];
+        int written = (int)(positions >> o & 1); /* (the positions sorted, not an operand permuted) */
+        const Ffi_Buffer *a = written ? r : (const Ffi_Buffer *)frame->args.args[k++];
         int same = a->rank == first->rank && r->rank == first->rank && a->dtype == r->dtype;
         for (int64_t d = 0; same && d < a->rank; d++) same = a->dims[d] == first->dims[d] && r->dims[d] == a->dims[d];
-        size[o] = element_size(a->dtype);
-        dtype[o] = a->dtype;
+        size[o] = element_size(r->dtype);
+        dtype[o] = r->dtype;
+        if (written) same = same && (r->dtype == FFI_S32 || r->dtype == FFI_S64 || r->dtype == FFI_U32
+                                     || r->dtype == FFI_U64);
         if (!same || size[o] == 0 || (o < num_keys && !key_type(a->dtype, &keys[o], &values)))
             return fail(frame, FFI_ERR_INVALID_ARGUMENT,
                         "ember_sort: the operands and results must share one shape and their dtypes, keys being "
-                        "pred, integers or f16/bf16/f32/f64 and the others of 1, 2, 4, 8 or 16 bytes");
-        in[o] = a->data;
+                        "pred, integers or f16/bf16/f32/f64, the others of 1, 2, 4, 8 or 16 bytes, positions integers "
+                        "of 4 or 8 bytes");
+        in[o] = written ? NULL : a->data;
         out[o] = r->data;
     }
     if (total == 0 || n == 0) return NULL;

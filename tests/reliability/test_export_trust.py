@@ -192,14 +192,22 @@ MODULES = {
         "ember_lapack_potrf: operand and result types disagree"),
     "a sort call whose result outgrows its operand": (module(["tensor<2xf32>"], ["tensor<4096xf32>"], [
         '%0 = "stablehlo.custom_call"(%arg0) {call_target_name = "ember_sort", api_version = 4 : i32, '
-        "backend_config = {num_keys = 1 : i64}, has_side_effect = false, operand_layouts = [dense<[0]> : "
-        "tensor<1xindex>], result_layouts = [dense<[0]> : tensor<1xindex>]} : (tensor<2xf32>) -> tensor<4096xf32>"],
+        "backend_config = {num_keys = 1 : i64, positions = 0 : i64}, has_side_effect = false, operand_layouts = "
+        "[dense<[0]> : tensor<1xindex>], result_layouts = [dense<[0]> : tensor<1xindex>]} : (tensor<2xf32>) -> "
+        "tensor<4096xf32>"],
         "%0"), "ember_sort: the results must be the operands' types"),
     "a sort call with no keys": (module(["tensor<2xf32>"], ["tensor<2xf32>"], [
         '%0 = "stablehlo.custom_call"(%arg0) {call_target_name = "ember_sort", api_version = 4 : i32, '
-        "backend_config = {num_keys = 0 : i64}, has_side_effect = false, operand_layouts = [dense<[0]> : "
-        "tensor<1xindex>], result_layouts = [dense<[0]> : tensor<1xindex>]} : (tensor<2xf32>) -> tensor<2xf32>"],
-        "%0"), "ember_sort: num_keys = 0 is not between 1 and the 1 operands"),
+        "backend_config = {num_keys = 0 : i64, positions = 0 : i64}, has_side_effect = false, operand_layouts = "
+        "[dense<[0]> : tensor<1xindex>], result_layouts = [dense<[0]> : tensor<1xindex>]} : (tensor<2xf32>) -> "
+        "tensor<2xf32>"],
+        "%0"), "ember_sort: num_keys = 0: the keys must be 1 to 1 operands"),
+    "a sort call whose positions replace a key": (module(["tensor<2xf32>"], ["tensor<2xf32>"], [
+        '%0:2 = "stablehlo.custom_call"(%arg0) {call_target_name = "ember_sort", api_version = 4 : i32, '
+        "backend_config = {num_keys = 1 : i64, positions = 1 : i64}, has_side_effect = false, operand_layouts = "
+        "[dense<[0]> : tensor<1xindex>], result_layouts = [dense<[0]> : tensor<1xindex>, dense<[0]> : "
+        "tensor<1xindex>]} : (tensor<2xf32>) -> (tensor<2xi32>, tensor<2xf32>)"], "%0#1"),
+        "ember_sort: num_keys = 1: the keys must be 1 to 1 operands, the positions after them"),
     "a call of a function outside the module": (module(["tensor<2xui32>"], ["tensor<2xui32>"], [
         '%0 = "func.call"(%arg0) {callee = @shmap_body} : (tensor<2xui32>) -> tensor<2xui32>'], "%0"),
         "@shmap_body, which is not a function of the module"),
