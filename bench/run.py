@@ -1,11 +1,12 @@
 """Benchmarks: ember side by side with JAX (and PyTorch where relevant, when installed), in one run, on the same
 machine. Prints times and ratios.
 
-    python3 -m pip install -e ".[bench]" && python3 bench/run.py [--quick] [--only SUBSTRING]
+    python3 -m pip install -e ".[bench]" && python3 bench/run.py [--quick] [--only SUBSTRING] [--roofline]
 
 Each benchmark times rounds of calls of each library in turn (interleaved, so that a slow spell of the machine
 hits both) and reports the median round. A ratio below 1 means ember is faster. All run on the CPU
-(JAX_PLATFORMS=cpu)."""
+(JAX_PLATFORMS=cpu). With --roofline, a table at the end gives each row's least work, its bound at this machine's
+peaks and the fraction of it that ember and JAX reach (bench/roofline.py, bench/peaks.py)."""
 from __future__ import annotations
 
 import argparse
@@ -18,6 +19,8 @@ from typing import Any, Callable, NamedTuple, Sequence
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import numpy as np  # noqa: E402
+
+import roofline  # noqa: E402 (bench/roofline.py: the rows' work and the report)
 
 import ember  # noqa: E402
 import ember.numpy as enp  # noqa: E402
@@ -1132,6 +1135,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--only", default="", help="run the benchmarks whose name contains this text")
+    parser.add_argument("--roofline", action="store_true",
+                        help="measure this machine's peaks after the benchmarks and print each row's fraction of its "
+                             "roof (bench/roofline.py)")
     args = parser.parse_args()
     try:
         import jax
@@ -1146,6 +1152,7 @@ def main() -> None:
     print(f"ember {ember.__version__} vs jax {jax.__version__}" + (f" and torch {torch.__version__}" if torch else "")
           + f", device: {ember.default_device()}")
     print(f"{'benchmark':45s} {'ember':>12s} {'jax':>12s} {'ember/jax':>10s} {'torch':>12s} {'ember/torch':>11s}")
+    measured: list[tuple[str, float, float]] = []
     for name, make, number, *torch_maker in BENCHMARKS:
         if args.only not in name:
             continue
@@ -1158,6 +1165,7 @@ def main() -> None:
         if torch_fn:
             line += f" {times[2] * 1e6:10.1f}us {t_ours / times[2]:11.2f}"
         print(line, flush=True)
+        measured.append((name, t_ours, t_theirs))
     for name, make, repeat in COMPILE_BENCHMARKS:
         if args.only not in name:
             continue
@@ -1165,6 +1173,10 @@ def main() -> None:
         t_ours = min(timeit.repeat(ours, number=1, repeat=repeat))
         t_theirs = min(timeit.repeat(theirs, number=1, repeat=repeat))
         print(f"{name:45s} {t_ours * 1e3:10.1f}ms {t_theirs * 1e3:10.1f}ms {t_ours / t_theirs:10.2f}", flush=True)
+        measured.append((name, t_ours, t_theirs))
+    if args.roofline:
+        print()
+        print(roofline.report(measured), flush=True)
 
 
 if __name__ == "__main__":
