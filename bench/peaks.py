@@ -6,8 +6,10 @@ roofline"): memory copy bandwidth and float32 FMA throughput, on one core and on
 - Copy bandwidth: `np.copyto` of a large float32 array (256 MiB) into another, counting the bytes read and the
   bytes written (2 x 256 MiB per copy, STREAM's convention: the write-allocate read of the destination is not
   counted); all cores: one thread per core, each copying its share (numpy releases the GIL for the copy). The
-  destination is written once first, so no timed copy takes page faults. Also measured at working sets the
-  benchmarks have (a few MiB): those stay in this machine's caches and copy faster.
+  destination is written once first, so no timed copy takes page faults. On all cores also at each working set
+  (source + destination) of WORKING_SETS, 2 MiB to 512 MiB: those of the benchmarks' sizes (a few MiB) stay in this
+  machine's caches and copy faster (a copy of a small array is repeated, to make each run about as long as the
+  256 MiB one).
 - FMA throughput: a C microkernel, compiled here with `gcc -O2 -march=native` and loaded with ctypes: 12
   independent chains `acc = acc * a + b` of float32 vectors (64 bytes with AVX-512, else 32), enough chains to
   cover the FMA units' latency; each FMA of a lane counts 2 flops. All cores: one thread per core (ctypes releases
@@ -29,7 +31,7 @@ import numpy as np
 
 MiB = 1 << 20
 COPY_BYTES = 256 * MiB  # the "memory" copy: far past the per-core caches
-CACHED_COPY_BYTES = (1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB)  # working sets of the benchmarks' sizes
+WORKING_SETS = tuple(MiB << i for i in range(1, 10))  # copies of 1 MiB to 256 MiB: 2 MiB to 512 MiB moved
 
 FMA_SOURCE = r"""
 #ifdef __AVX512F__
@@ -67,11 +69,11 @@ float fma_loop(long iterations, float a, float b) {
 
 class Peaks(NamedTuple):
     """Bytes per second of a copy (read + written) and float32 flops per second, on one core and on all; the
-    cached copies as {working set in bytes (source + destination): bytes per second, all cores}."""
+    copies on all cores by working set, as {bytes read + written: bytes per second}."""
     cores: int
-    copy_one_core: float
-    copy_all_cores: float
-    cached_copy_all_cores: dict[int, float]
+    copy_one_core: float  # a copy of COPY_BYTES
+    copy_all_cores: float  # the same on all cores (the largest working set)
+    copy_by_working_set: dict[int, float]
     fma_one_core: float | None
     fma_all_cores: float | None
     fma_note: str  # how the FMA peak was measured, or why it was not
@@ -163,24 +165,33 @@ def fma_throughput(lib: ctypes.CDLL, threads: int, seconds: float = 0.2, repeat:
     return threads * iterations * per_iteration / best
 
 
-def measure(cached: bool = True) -> Peaks:
+def measure() -> Peaks:
     """This machine's peaks (a few seconds)."""
     n = cores()
     lib, note = compile_fma_kernel()
     fma_one = fma_throughput(lib, 1) if lib else None
     fma_all = fma_throughput(lib, n) if lib else None
-    return Peaks(n, copy_bandwidth(COPY_BYTES, 1), copy_bandwidth(COPY_BYTES, n),
-                 {2 * b: copy_bandwidth(b, n) for b in CACHED_COPY_BYTES} if cached else {},
-                 fma_one, fma_all, note)
+    ladder = {size: copy_bandwidth(size // 2, n, repeat=9) for size in WORKING_SETS}
+    return Peaks(n, copy_bandwidth(COPY_BYTES, 1), ladder[2 * COPY_BYTES], ladder, fma_one, fma_all, note)
+
+
+def best(*measured: Peaks) -> Peaks:
+    """The best of each figure over several measurements (a busy spell lowers a figure, nothing raises it)."""
+    first = measured[0]
+
+    def top(values: list[float | None]) -> float | None:
+        return None if None in values else max(values)
+    return Peaks(first.cores, max(p.copy_one_core for p in measured), max(p.copy_all_cores for p in measured),
+                 {size: max(p.copy_by_working_set[size] for p in measured) for size in first.copy_by_working_set},
+                 top([p.fma_one_core for p in measured]), top([p.fma_all_cores for p in measured]), first.fma_note)
 
 
 def describe(p: Peaks) -> str:
     lines = [f"peaks ({p.cores} cores; best of several runs):",
              f"  copy bandwidth, {COPY_BYTES // MiB} MiB (read + write): {p.copy_one_core / 1e9:.1f} GB/s one core, "
              f"{p.copy_all_cores / 1e9:.1f} GB/s all cores"]
-    if p.cached_copy_all_cores:
-        lines.append("  copy bandwidth, all cores, by working set: " + ", ".join(
-            f"{b // MiB} MiB {bw / 1e9:.1f} GB/s" for b, bw in sorted(p.cached_copy_all_cores.items())))
+    lines.append("  copy bandwidth, all cores, by working set (read + write): " + ", ".join(
+        f"{b // MiB} MiB {bw / 1e9:.0f}" for b, bw in sorted(p.copy_by_working_set.items())) + " GB/s")
     if p.fma_one_core is None:
         lines.append(f"  {p.fma_note}")
     else:

@@ -17,9 +17,11 @@ The model of a row is a lower bound on its work, computed from its shapes:
   (real); the random rows count 32-bit integer lane operations of threefry as flops (THREEFRY_OPS).
 
 The bound of a row is the larger of bytes / copy bandwidth and flops / FMA throughput, both on all cores (XLA's
-programs run on the plugin's pool of one thread per core). The bandwidth is that of a copy of the row's working
-set (bytes / 2 read, bytes / 2 written; the 2 MiB copy below 2 MiB, where numpy's per-call cost shows): the rows'
-arrays of a few MiB stay in this machine's caches, which copy twice as fast as memory. A copy writes half of what
+programs run on the plugin's pool of one thread per core). The bandwidth is that of the copy whose working set
+(bytes read + written, a power of two from 2 MiB to 512 MiB: peaks.WORKING_SETS) is nearest the row's bytes on a
+log scale (the 2 MiB copy below 2 MiB, where numpy's per-call cost shows): the rows' arrays of a few MiB stay in
+this machine's caches, which copy two to six times as fast as memory. One ladder for all rows, so that rows of the
+same size share a roof. A copy writes half of what
 it moves, so a row that mostly reads (a reduction) can pass its roof a little: read such a fraction as "at the
 roof". A row whose time at the peaks is under OVERHEAD_SECONDS is marked "overhead": its fraction is still
 printed, but no library could approach it. Bench-only: ember never imports this."""
@@ -31,7 +33,6 @@ from typing import NamedTuple, Sequence
 import peaks as peaks_module
 
 MiB = 1 << 20
-MIN_COPY_BYTES = 2 * MiB  # the smallest working set whose copy bandwidth is measured (see the docstring)
 # A row whose time at the peaks is under this is reported as overhead-bound: a jitted call alone takes 4-8 us here,
 # a loop iteration or a kernel's start a few more, so the fixed costs, not the roofs, set its time.
 OVERHEAD_SECONDS = 10e-6
@@ -325,8 +326,9 @@ class Bound(NamedTuple):
     bandwidth: float
 
 
-def working_set(work: Work) -> int:
-    return max(MIN_COPY_BYTES, int(work.bytes) // 8 * 8)
+def working_set(work: Work, sizes: Sequence[int] = peaks_module.WORKING_SETS) -> int:
+    """The measured working set (bytes read + written) whose copy is the row's roof: the nearest on a log scale."""
+    return min(sizes, key=lambda size: abs(math.log2(size) - math.log2(max(work.bytes, 1))))
 
 
 def bound(work: Work, bandwidth: float, flops_per_second: float | None) -> Bound:
@@ -338,12 +340,13 @@ def bound(work: Work, bandwidth: float, flops_per_second: float | None) -> Bound
     return Bound(kind, seconds, bandwidth)
 
 
-def report(measured: Sequence[tuple[str, float, float]]) -> str:
-    """The roofline table of rows measured as (name, ember seconds, JAX seconds): this machine's peaks, then for
-    each row its least bytes and flops, bound, time at the peaks and ember's and JAX's fraction of it (the time at
-    the peaks over the measured time); the rows without a model are listed with the reason."""
-    p = peaks_module.measure(cached=False)
-    bandwidths: dict[int, float] = {}
+def report(measured: Sequence[tuple[str, float, float]], earlier: peaks_module.Peaks | None = None) -> str:
+    """The roofline table of rows measured as (name, ember seconds, JAX seconds): this machine's peaks (measured
+    now, the best of each figure with `earlier` peaks if given), then for each row its least bytes and flops,
+    bound, time at the peaks and ember's and JAX's fraction of it (the time at the peaks over the measured time);
+    the rows without a model are listed with the reason."""
+    p = peaks_module.measure()
+    p = peaks_module.best(p, earlier) if earlier else p
     lines = [peaks_module.describe(p), "",
              f"{'roofline':45s} {'MB':>8s} {'GFLOP':>8s} {'bound':>9s} {'GB/s':>6s} {'at peak':>10s} "
              f"{'ember':>6s} {'jax':>6s}"]
@@ -353,10 +356,7 @@ def report(measured: Sequence[tuple[str, float, float]]) -> str:
         if work is None:
             skipped.append(f"{name:45s} {NOT_MODELLED.get(name, 'no model')}")
             continue
-        size = working_set(work)
-        if size not in bandwidths:
-            bandwidths[size] = peaks_module.copy_bandwidth(size // 2, p.cores)
-        b = bound(work, bandwidths[size], p.fma_all_cores)
+        b = bound(work, p.copy_by_working_set[working_set(work)], p.fma_all_cores)
         lines.append(f"{name:45s} {work.bytes / 1e6:8.2f} {work.flops / 1e9:8.3f} {b.kind:>9s} "
                      f"{b.bandwidth / 1e9:6.1f} {b.seconds * 1e6:8.1f}us {b.seconds / t_ours:6.2f} "
                      f"{b.seconds / t_theirs:6.2f}")

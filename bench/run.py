@@ -1136,8 +1136,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--only", default="", help="run the benchmarks whose name contains this text")
     parser.add_argument("--roofline", action="store_true",
-                        help="measure this machine's peaks after the benchmarks and print each row's fraction of its "
-                             "roof (bench/roofline.py)")
+                        help="measure this machine's peaks before and after the benchmarks and print each row's "
+                             "fraction of its roof (bench/roofline.py)")
     args = parser.parse_args()
     try:
         import jax
@@ -1153,6 +1153,7 @@ def main() -> None:
           + f", device: {ember.default_device()}")
     print(f"{'benchmark':45s} {'ember':>12s} {'jax':>12s} {'ember/jax':>10s} {'torch':>12s} {'ember/torch':>11s}")
     measured: list[tuple[str, float, float]] = []
+    peaks_before = roofline.peaks_module.measure() if args.roofline else None  # (and after: the best of the two)
     for name, make, number, *torch_maker in BENCHMARKS:
         if args.only not in name:
             continue
@@ -1176,7 +1177,7 @@ def main() -> None:
         measured.append((name, t_ours, t_theirs))
     if args.roofline:
         print()
-        print(roofline.report(measured), flush=True)
+        print(roofline.report(measured, peaks_before), flush=True)
 
 
 if __name__ == "__main__":

@@ -98,8 +98,12 @@ def test_bound_is_the_larger_time():
     assert roofline.bound(work, bandwidth=1e10, flops_per_second=None).kind == "memory"  # no FMA peak
     tiny = roofline.bound(roofline.Work(4096, 4096), bandwidth=1e10, flops_per_second=1e11)
     assert tiny.kind == "overhead" and tiny.seconds == 4096 / 1e10
-    assert roofline.working_set(roofline.Work(1000, 0)) == roofline.MIN_COPY_BYTES
+    # the copy whose working set is nearest on a log scale, 2 MiB at least
+    assert roofline.working_set(roofline.Work(1000, 0)) == 2 * MiB
     assert roofline.working_set(work) == 8 * MiB
+    assert roofline.working_set(roofline.MODELS["jit: max f32[1024,1024]"]) == 4 * MiB  # 4 MiB + 4 bytes
+    assert roofline.working_set(roofline.MODELS["jit: sum of f32[1e7]"]) == 32 * MiB  # 40 MB
+    assert roofline.working_set(roofline.Work(2 ** 40, 0)) == 512 * MiB
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="the FMA microkernel needs gcc")
