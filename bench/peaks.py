@@ -1,7 +1,10 @@
 """This machine's peaks, the roofs of bench/run.py's roofline (bench/roofline.py, docs/performance.md "The
 roofline"): memory copy bandwidth and float32 FMA throughput, on one core and on all of them.
 
-    python3 bench/peaks.py
+    python3 bench/peaks.py [--save FILE]
+
+(--save writes them as JSON, for `bench/run.py --roofline --peaks FILE`: peaks measured on a quiet machine, since
+other work on the cores lowers every figure.)
 
 - Copy bandwidth: `np.copyto` of a large float32 array (256 MiB) into another, counting the bytes read and the
   bytes written (2 x 256 MiB per copy, STREAM's convention: the write-allocate read of the destination is not
@@ -18,7 +21,9 @@ roofline"): memory copy bandwidth and float32 FMA throughput, on one core and on
 Each figure is the best of several runs: a peak, not a typical speed. Bench-only: ember never imports this."""
 from __future__ import annotations
 
+import argparse
 import ctypes
+import json
 import os
 import subprocess
 import sys
@@ -186,6 +191,18 @@ def best(*measured: Peaks) -> Peaks:
                  top([p.fma_one_core for p in measured]), top([p.fma_all_cores for p in measured]), first.fma_note)
 
 
+def save(p: Peaks, path: str) -> None:
+    with open(path, "w") as f:
+        json.dump(p._asdict(), f, indent=1)
+
+
+def load(path: str) -> Peaks:
+    with open(path) as f:
+        fields = json.load(f)
+    fields["copy_by_working_set"] = {int(k): v for k, v in fields["copy_by_working_set"].items()}
+    return Peaks(**fields)
+
+
 def describe(p: Peaks) -> str:
     lines = [f"peaks ({p.cores} cores; best of several runs):",
              f"  copy bandwidth, {COPY_BYTES // MiB} MiB (read + write): {p.copy_one_core / 1e9:.1f} GB/s one core, "
@@ -201,5 +218,11 @@ def describe(p: Peaks) -> str:
 
 
 if __name__ == "__main__":
-    print(describe(measure()))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--save", metavar="FILE", help="also write the peaks to FILE as JSON")
+    args = parser.parse_args()
+    peaks = measure()
+    print(describe(peaks))
+    if args.save:
+        save(peaks, args.save)
     sys.exit(0)

@@ -340,13 +340,10 @@ def bound(work: Work, bandwidth: float, flops_per_second: float | None) -> Bound
     return Bound(kind, seconds, bandwidth)
 
 
-def report(measured: Sequence[tuple[str, float, float]], earlier: peaks_module.Peaks | None = None) -> str:
-    """The roofline table of rows measured as (name, ember seconds, JAX seconds): this machine's peaks (measured
-    now, the best of each figure with `earlier` peaks if given), then for each row its least bytes and flops,
-    bound, time at the peaks and ember's and JAX's fraction of it (the time at the peaks over the measured time);
-    the rows without a model are listed with the reason."""
-    p = peaks_module.measure()
-    p = peaks_module.best(p, earlier) if earlier else p
+def report(measured: Sequence[tuple[str, float, float]], p: peaks_module.Peaks) -> str:
+    """The roofline table of rows measured as (name, ember seconds, JAX seconds), at the peaks p: the peaks, then
+    for each row its least bytes and flops, bound, time at the peaks and ember's and JAX's fraction of it (the time
+    at the peaks over the measured time); the rows without a model are listed with the reason."""
     lines = [peaks_module.describe(p), "",
              f"{'roofline':45s} {'MB':>8s} {'GFLOP':>8s} {'bound':>9s} {'GB/s':>6s} {'at peak':>10s} "
              f"{'ember':>6s} {'jax':>6s}"]

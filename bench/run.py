@@ -20,6 +20,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import numpy as np  # noqa: E402
 
+import peaks  # noqa: E402 (bench/peaks.py, beside this file)
 import roofline  # noqa: E402 (bench/roofline.py: the rows' work and the report)
 
 import ember  # noqa: E402
@@ -1136,8 +1137,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--only", default="", help="run the benchmarks whose name contains this text")
     parser.add_argument("--roofline", action="store_true",
-                        help="measure this machine's peaks before and after the benchmarks and print each row's "
-                             "fraction of its roof (bench/roofline.py)")
+                        help="measure this machine's peaks before and after the benchmarks (the best of each "
+                             "figure) and print each row's fraction of its roof (bench/roofline.py)")
+    parser.add_argument("--peaks", metavar="FILE", help="with --roofline, the peaks saved by bench/peaks.py --save "
+                        "(on a quiet machine) instead of measuring them")
     args = parser.parse_args()
     try:
         import jax
@@ -1153,7 +1156,7 @@ def main() -> None:
           + f", device: {ember.default_device()}")
     print(f"{'benchmark':45s} {'ember':>12s} {'jax':>12s} {'ember/jax':>10s} {'torch':>12s} {'ember/torch':>11s}")
     measured: list[tuple[str, float, float]] = []
-    peaks_before = roofline.peaks_module.measure() if args.roofline else None  # (and after: the best of the two)
+    roof = (peaks.load(args.peaks) if args.peaks else peaks.measure()) if args.roofline else None
     for name, make, number, *torch_maker in BENCHMARKS:
         if args.only not in name:
             continue
@@ -1177,7 +1180,7 @@ def main() -> None:
         measured.append((name, t_ours, t_theirs))
     if args.roofline:
         print()
-        print(roofline.report(measured, peaks_before), flush=True)
+        print(roofline.report(measured, roof if args.peaks else peaks.best(roof, peaks.measure())), flush=True)
 
 
 if __name__ == "__main__":

@@ -116,3 +116,25 @@ def test_fma_kernel_computes_its_chains():
     assert lib.fma_loop(3, 1.0, 0.0) == lanes * sum(range(chains))
     # a = 1, b = 1 adds one per iteration to every lane of every chain
     assert lib.fma_loop(10, 1.0, 1.0) == lanes * (sum(range(chains)) + 10 * chains)
+
+
+def example_peaks() -> peaks.Peaks:
+    return peaks.Peaks(2, 22e9, 25e9, {size: 50e9 for size in peaks.WORKING_SETS}, 230e9, 450e9, "example")
+
+
+def test_peaks_save_and_load(tmp_path):
+    p = example_peaks()
+    peaks.save(p, str(tmp_path / "peaks.json"))
+    assert peaks.load(str(tmp_path / "peaks.json")) == p
+    slower = p._replace(copy_one_core=1e9, copy_by_working_set={size: 1e9 for size in peaks.WORKING_SETS})
+    assert peaks.best(slower, p) == p
+
+
+def test_report_gives_each_measured_row_its_fraction():
+    measured = [("jit: softmax f32[1024,1024]", 2 * 8 * MiB / 50e9, 4 * 8 * MiB / 50e9),
+                ("jit: tiny f32[4] add (dispatch overhead)", 4e-6, 6e-6)]
+    text = roofline.report(measured, example_peaks())
+    softmax = next(line for line in text.splitlines() if line.startswith("jit: softmax"))
+    # 8 MiB at the 8 MiB copy's 50 GB/s: 168 us; measured at twice and four times that
+    assert softmax.split()[-7:] == ["8.39", "0.005", "memory", "50.0", "167.8us", "0.50", "0.25"], softmax
+    assert "overhead-bound" in text.splitlines()[-1]
