@@ -85,6 +85,14 @@ THREEFRY_OPS = 38
 NORMAL_OPS = 25
 
 
+SQUARE_1000 = (1000, 1000)
+
+
+def sort_comparisons(rows: int, n: int) -> float:
+    """The comparisons of sorting `rows` rows of n: n log2 n each."""
+    return rows * n * math.log2(n)
+
+
 def reduction(shape: tuple[int, ...], out: int, per_element: int) -> Work:
     """A reduction of a float32 array to `out` elements, `per_element` flops per input element."""
     return Work(f32(shape, out), per_element * math.prod(shape))
@@ -288,6 +296,13 @@ MODELS: dict[str, Work] = {
     "linalg: svd f32 256x256": Work(f32((256, 256), 256), 8 * 256 ** 3 / 3),
     "linalg: eigh f32 256x256": Work(f32((256, 256), 256), 4 * 256 ** 3 / 3),
     "linalg: qr f32 512x256": Work(f32((512, 256), (256, 256)), 2 * 512 * 256 ** 2 - 2 * 256 ** 3 / 3),
+    # a sort reads its input and writes its output; its flops: the comparisons a comparison sort needs at least,
+    # n log2 n per row of n (a radix sort or a quicksort's vector compares do other work: read the fraction loosely)
+    "sort: sort f32[1e6]": Work(f32(10 ** 6, 10 ** 6), sort_comparisons(1, 10 ** 6)),
+    "sort: argsort f32[1e6]": Work(f32(10 ** 6, 10 ** 6), sort_comparisons(1, 10 ** 6)),
+    "sort: sort f32[1000,1000] axis=-1 (rows)": Work(f32(SQUARE_1000, SQUARE_1000), sort_comparisons(1000, 1000)),
+    "sort: median f32[1024,1024] axis=0": reduction(SQUARE, 1024, 4),  # (as the other median row: a selection)
+    "sort: lax.top_k f32[1000,1000] k=10": Work(f32(SQUARE_1000, 2 * 1000 * 10), 1000 * 1000 * 2),
     "linalg: inv f32 512x512": Work(f32((512, 512), (512, 512)), 2 * 512 ** 3),
     "linalg: batched solve f32 64x(32x32)": Work(f32((64, 32, 32), (64, 32, 4), (64, 32, 4)),
                                                  64 * (lu(32) + triangular_solves(32, 4))),

@@ -544,6 +544,38 @@ def take_along_axis_bench(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callab
                         make(jax, jnp), [jnp.asarray(logits), jnp.asarray(labels)])
 
 
+def sort_input(shape: tuple[int, ...]) -> np.ndarray:
+    return np.random.default_rng(2).normal(size=shape).astype(np.float32)
+
+
+def sort_case(fn_name: str, shape: tuple[int, ...], **kwargs: Any
+              ) -> Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]]]:
+    """A sort-family function (enp/jnp.`fn_name`(x, **kwargs)) of a float32 normal array, jitted."""
+    x = sort_input(shape)
+
+    def pair(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        ef = ember.jit(lambda a: getattr(enp, fn_name)(a, **kwargs))
+        jf = jax.jit(lambda a: getattr(jnp, fn_name)(a, **kwargs))
+        return checked_pair(jax, ef, [ember.asarray(x)], jf, [jnp.asarray(x)])
+    return pair
+
+
+def numpy_case(fn_name: str, shape: tuple[int, ...], **kwargs: Any) -> Callable[[], Callable[[], Any]]:
+    """The third column of a sort row: numpy's own function on the same input (its SIMD sort, on one core)."""
+    def make() -> Callable[[], Any]:
+        x = sort_input(shape)
+        return lambda: getattr(np, fn_name)(x, **kwargs)
+    make.library = "numpy"  # type: ignore[attr-defined]
+    return make
+
+
+def top_k_case(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """lax.top_k(k=10) of f32[1000,1000] (rows of a classifier's scores)."""
+    x = np.random.default_rng(3).normal(size=(1000, 1000)).astype(np.float32)
+    return checked_pair(jax, ember.jit(lambda a: ember.lax.top_k(a, 10)), [ember.asarray(x)],
+                        jax.jit(lambda a: jax.lax.top_k(a, 10)), [jnp.asarray(x)])
+
+
 def cnn_train_step(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """value_and_grad of a small CNN's loss, batch 64 of 28x28x1 (NHWC): conv 3x3x16, relu, 2x2 max pool,
     conv 3x3x32, relu, 2x2 max pool, dense to 10 classes, softmax cross-entropy with integer labels."""
@@ -1121,6 +1153,13 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("linalg: qr f32 512x256", linalg_case("qr", (512, 256)), 20),
     ("linalg: inv f32 512x512", linalg_case("inv", (512, 512)), 20),
     ("linalg: batched solve f32 64x(32x32)", linalg_case("solve", (64, 32, 32), (64, 32, 4)), 100),
+    ("sort: sort f32[1e6]", sort_case("sort", (10 ** 6,)), 10, numpy_case("sort", (10 ** 6,))),
+    ("sort: argsort f32[1e6]", sort_case("argsort", (10 ** 6,)), 5, numpy_case("argsort", (10 ** 6,))),
+    ("sort: sort f32[1000,1000] axis=-1 (rows)", sort_case("sort", (1000, 1000), axis=-1), 20,
+     numpy_case("sort", (1000, 1000), axis=-1)),
+    ("sort: median f32[1024,1024] axis=0", sort_case("median", (1024, 1024), axis=0), 10,
+     numpy_case("median", (1024, 1024), axis=0)),
+    ("sort: lax.top_k f32[1000,1000] k=10", top_k_case, 20),
 ]
 
 # (name, make, repeat): the best of `repeat` single first calls, each of a new function (compile time)
@@ -1154,20 +1193,22 @@ def main() -> None:
     torch = torch_or_none()
     print(f"ember {ember.__version__} vs jax {jax.__version__}" + (f" and torch {torch.__version__}" if torch else "")
           + f", device: {ember.default_device()}")
-    print(f"{'benchmark':45s} {'ember':>12s} {'jax':>12s} {'ember/jax':>10s} {'torch':>12s} {'ember/torch':>11s}")
+    print(f"{'benchmark':45s} {'ember':>12s} {'jax':>12s} {'ember/jax':>10s} {'other':>12s} {'ember/other':>11s}"
+          " (other: torch where installed, numpy for the sort rows)")
     measured: list[tuple[str, float, float]] = []
     roof = (peaks.load(args.peaks) if args.peaks else peaks.measure()) if args.roofline else None
-    for name, make, number, *torch_maker in BENCHMARKS:
+    for name, make, number, *other_maker in BENCHMARKS:
         if args.only not in name:
             continue
         number = max(1, number // 5) if args.quick else number
         ours, theirs = make(jax, jnp)
-        torch_fn = torch_maker[0]() if torch_maker else None
-        times = interleaved_times([ours, theirs] + ([torch_fn] if torch_fn else []), number, repeat)
+        other_fn = other_maker[0]() if other_maker else None
+        times = interleaved_times([ours, theirs] + ([other_fn] if other_fn else []), number, repeat)
         t_ours, t_theirs = times[:2]
         line = f"{name:45s} {t_ours * 1e6:10.1f}us {t_theirs * 1e6:10.1f}us {t_ours / t_theirs:10.2f}"
-        if torch_fn:
-            line += f" {times[2] * 1e6:10.1f}us {t_ours / times[2]:11.2f}"
+        if other_fn:
+            line += (f" {times[2] * 1e6:10.1f}us {t_ours / times[2]:11.2f} "
+                     f"{getattr(other_maker[0], 'library', 'torch')}")
         print(line, flush=True)
         measured.append((name, t_ours, t_theirs))
     for name, make, repeat in COMPILE_BENCHMARKS:
