@@ -243,3 +243,61 @@ def test_the_handler_refuses_buffers_that_do_not_fit():
     arg = client.buffer_from_numpy(np.ones(64, np.float32))
     with pytest.raises(Exception, match="ember_sort: the operands and results must share one shape"):
         exe.execute([arg], [((4096,), np.dtype(np.float32))])[0].block_until_ready()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# top_k (custom_call @ember_sort_top_k: a partial quicksort of the k largest; XLA's sort elsewhere)
+TOP_K_DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16, np.float64, np.int8, np.int32, np.int64, np.uint16,
+                np.bool_]
+
+
+def xla_top_k(f, *args):
+    from ember._prims.sorting import TOP_K_TARGET
+    targets.set_provider(SORT_TARGET, lambda: frozenset())
+    ember.clear_caches()
+    try:
+        assert TOP_K_TARGET not in ember.jit(f).lower(*args).as_text()
+        return ember.jit(f)(*args)
+    finally:
+        targets.set_provider(SORT_TARGET, sort_kernel.provide, sort_kernel.reason)
+        ember.clear_caches()
+
+
+@pytest.mark.parametrize("dtype", TOP_K_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_top_k_is_jaxs_bit_for_bit(dtype):
+    """JAX's order (XLA's TopK): the total order of the bits, -NaN smallest and NaN largest, -0.0 below 0.0,
+    subnormals as they are; equal entries by lower index. The kernel's, XLA's fallback's and JAX's agree."""
+    xs = [values(dtype, 17, seed=20), values(dtype, 3 * 1000, seed=21, distinct=50).reshape(3, 1000),
+          values(dtype, 2 * 5 * 300, seed=22).reshape(2, 5, 300)]
+    for k in (0, 1, 10):
+        f = lambda *a: [lax.top_k(x, min(k, x.shape[-1])) for x in a]  # noqa: E731
+        with jax.enable_x64(True):
+            want = [jax.lax.top_k(x, min(k, x.shape[-1])) for x in xs]
+        for got in (ember.jit(f)(*xs), xla_top_k(f, *xs)):
+            for (gv, gi), (wv, wi) in zip(got, want):
+                same_bits(gv, wv)
+                np.testing.assert_array_equal(np.asarray(gi), np.asarray(wi))
+    x = xs[1]
+    v, i = lax.top_k(x, 1000)  # (k = n: the whole row in order; eagerly)
+    with jax.enable_x64(True):
+        same_bits(v, jax.lax.top_k(x, 1000)[0])
+
+
+def test_top_k_transforms_as_jaxs():
+    x = np.random.default_rng(23).standard_normal((4, 6, 50)).astype(np.float32)
+    w = np.linspace(1.0, 2.0, 5, dtype=np.float32)
+
+    def loss(lib, a):
+        return (lib.lax.top_k(a, 5)[0] * w).sum()
+    np.testing.assert_allclose(np.asarray(ember.jit(ember.grad(lambda a: loss(ember, a)))(x)),
+                               np.asarray(jax.grad(lambda a: loss(jax, a))(x)), rtol=1e-6)
+    got = ember.vmap(lambda a: lax.top_k(a, 3), in_axes=1)(x)
+    want = jax.vmap(lambda a: jax.lax.top_k(a, 3), in_axes=1)(x)
+    for g, wv in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(wv))
+    t = np.cos(x)
+    _, tangent = ember.jvp(lambda a: lax.top_k(a, 4)[0], (x,), (t,))
+    _, tangent_j = jax.jvp(lambda a: jax.lax.top_k(a, 4)[0], (x,), (t,))
+    np.testing.assert_array_equal(np.asarray(tangent), np.asarray(tangent_j))
+    with pytest.raises(ValueError, match=r"top_k: k=51 must be between 0 and the last dimension's size 50"):
+        lax.top_k(x, 51)

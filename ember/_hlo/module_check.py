@@ -76,7 +76,7 @@ LAPACK = {"ember_lapack_potrf": {"lower"}, "ember_lapack_getrf": set(), "ember_l
           "ember_lapack_trsm": {"left_side", "lower", "transpose_a", "unit_diagonal"},
           "ember_lapack_geev": {"compute_left", "compute_right"}, "ember_lapack_gees": {"vectors"}}
 ROWS = {"ember_rows": {"rows", "row"}, "ember_rows_bmm": {"batch", "m", "n", "k", "trans_a", "trans_b"}}
-SORT = {"ember_sort": {"num_keys", "positions"}}
+SORT = {"ember_sort": {"num_keys", "positions"}, "ember_sort_top_k": {"k"}}
 FFI_TARGETS = {**LAPACK, **ROWS, **SORT}
 XLA_TARGETS = frozenset({"Qr", "ProductOfElementaryHouseholderReflectors", "Eigh", "Sharding",
                          "SPMDFullToShardShape", "SPMDShardToFullShape"})
@@ -821,6 +821,8 @@ def _check_sort(target: str, op: Op, attrs: dict[str, int]) -> str:
     num_keys of them keys; a result per operand of its type, and an integer result of the positions for each bit of
     `positions` (results after the keys), in order."""
     ins, outs = op.operands, op.results
+    if target == "ember_sort_top_k":
+        return _check_top_k(op, attrs["k"])
     num_keys, positions = attrs["num_keys"], attrs["positions"]
     if not 1 <= len(outs) <= 63 or not 0 <= positions < 1 << len(outs):
         return f"positions = {positions} does not name results of the 1 to 63"
@@ -835,6 +837,19 @@ def _check_sort(target: str, op: Op, attrs: dict[str, int]) -> str:
             or any(outs[k].element not in ("i32", "i64", "ui32", "ui64") for k in written)):
         return "an operand's element type is not one the sort kernel takes"
     return _layouts(op, [False] * len(ins), [False] * len(outs))
+
+
+def _check_top_k(op: Op, k: int) -> str:
+    """lax.top_k's call: x [..., n] of a key type of at most 4 bytes -> values [..., k] of its type, int32 [..., k]."""
+    ins, outs = op.operands, op.results
+    if len(ins) != 1 or len(outs) != 2 or not ins[0].shape or not 0 <= k <= ins[0].shape[-1]:
+        return f"k = {k}: needs one operand [..., n] with k <= n, and two results"
+    x = ins[0]
+    want = x.shape[:-1] + (k,)
+    if (x.element not in _SORT_KEYS or _ELEMENTS[x.element].itemsize > 4
+            or outs != (TensorType(want, x.element), TensorType(want, "i32"))):
+        return "the results must be the operand's type and int32, of its shape with k last"
+    return _layouts(op, [False], [False, False])
 
 
 _SHARDING = re.compile(r"\{(replicated|manual|maximal device=0"

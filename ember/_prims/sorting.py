@@ -23,8 +23,8 @@ from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int
 from ember._hlo import LoweringContext, backend_forms, compare_type, ffi, i64_array
 from ember._prims.checks import check_dtype
-from ember._prims.shape import BatchDim, batch_at_front, batch_size, broadcasted_iota
-from ember._prims.slicing import rev, slice_in_dim
+from ember._prims.indexing import GatherDimensionNumbers, ScatterDimensionNumbers, gather_p, scatter_add_p
+from ember._prims.shape import BatchDim, batch_at_front, batch_size, broadcasted_iota, full, reshape
 from ember._prims import explicit
 
 SORT_TARGET = "ember_sort"
@@ -204,22 +204,125 @@ def sort_key_val(keys: Any, values: Any, dimension: int = -1, is_stable: bool = 
     return out[0], out[1]
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# top_k: the k largest entries of each row (the last axis) and their int32 positions, largest first, in the total
+# order of the bits as JAX's top_k (XLA's TopK) has it: -NaN < -inf < ... < -0.0 < 0.0 < subnormals < ... < inf <
+# NaN (no subnormal flushed, the zeros apart: not the sort's order; bf16 compared as f32, its subnormals flushed),
+# equal values by lower position.
+TOP_K_TARGET = "ember_sort_top_k"
+_TOP_K_KERNEL = frozenset(d for d in _KERNEL_KEYS if d.itemsize <= 4)  # (a key above its position in 64 bits)
+
+top_k_p = Primitive("top_k", multiple_results=True, checks=())
+top_k_p.def_rule("sharding_rule", explicit.top_k)
+
+
+@top_k_p.def_rule("abstract_eval")
+def _top_k_abstract_eval(operand: ShapedArray, *, k: int) -> list[ShapedArray]:
+    if operand.ndim == 0:
+        raise TypeError(f"top_k: operand must have at least one dimension, got {operand.str_short()}")
+    check_dtype("top_k", operand, "fiub", "operand")
+    if not 0 <= k <= operand.shape[-1]:
+        raise ValueError(f"top_k: k={k} must be between 0 and the last dimension's size {operand.shape[-1]} of "
+                         f"{operand.str_short()}")
+    shape = operand.shape[:-1] + (k,)
+    return [ShapedArray(shape, operand.dtype), ShapedArray(shape, np.dtype(np.int32))]
+
+
+def _total_order_key(ctx: LoweringContext, x: str, aval: ShapedArray) -> tuple[str, ShapedArray]:
+    """An integer whose order is the total order of x's bits (floats: the bits, negatives' magnitude bits flipped,
+    compared as signed integers); integers and booleans as they are."""
+    if not dt.is_float(aval.dtype):
+        return x, aval
+    ints = aval.update(dtype=np.dtype(f"int{8 * aval.dtype.itemsize}"))
+    bits = ctx.op("stablehlo.bitcast_convert", [x], ints)
+    if aval.dtype == dt.bfloat16:  # (XLA's TopK compares bf16 as f32 with its subnormals flushed to signed zeros)
+        exponent = ctx.op("stablehlo.and", [bits, ctx.emitter.constant(0x7f80, ints)], ints)
+        subnormal = ctx.emitter.compare(exponent, ctx.emitter.constant(0, ints), ints, "EQ")
+        signed_zero = ctx.op("stablehlo.and", [bits, ctx.emitter.constant(-0x8000, ints)], ints)
+        bits = ctx.op("stablehlo.select", [subnormal, signed_zero, bits], ints)
+    width = 8 * aval.dtype.itemsize
+    sign = ctx.op("stablehlo.shift_right_arithmetic", [bits, ctx.emitter.constant(width - 1, ints)], ints)
+    magnitude = ctx.op("stablehlo.and", [sign, ctx.emitter.constant((1 << (width - 1)) - 1, ints)], ints)
+    return ctx.op("stablehlo.xor", [bits, magnitude], ints), ints
+
+
+@top_k_p.def_rule("lowering")
+def _top_k_lowering(ctx: LoweringContext, x: str, *, k: int) -> list[str]:
+    aval = ctx.avals_in[0]
+    values, indices = ctx.avals_out
+    if (np.dtype(aval.dtype) in _TOP_K_KERNEL and backend_forms.applies(ctx.emitter)
+            and ffi.available(TOP_K_TARGET)):
+        return ffi.custom_call(ctx, TOP_K_TARGET, [x], [values, indices], {"k": k})
+    # XLA's sort of (key, position, value), largest key first, equal keys by lower position; the first k of each row
+    key, key_aval = _total_order_key(ctx, x, aval)
+    last = aval.ndim - 1
+    positions = ctx.op("stablehlo.iota", [], aval.update(dtype=np.dtype(np.int32)),
+                       {"iota_dimension": f"{last} : i64"})
+    avals = [key_aval, aval.update(dtype=np.dtype(np.int32)), aval]
+
+    def comparator(body: Any, args: list[str]) -> list[str]:
+        boolean = ShapedArray((), dt.bool_)
+        greater = _compare(body, "GT", args[0], args[1], key_aval.dtype)
+        equal = _compare(body, "EQ", args[0], args[1], key_aval.dtype)
+        before = _compare(body, "LT", args[2], args[3], np.dtype(np.int32))
+        return [body.op("stablehlo.or", [greater, body.op("stablehlo.and", [equal, before], boolean)], boolean)]
+    region = ctx.region([ShapedArray((), a.dtype) for a in avals for _ in (0, 1)], comparator)
+    _, sorted_positions, sorted_values = ctx.op("stablehlo.sort", [key, positions, x], avals,
+                                                {"dimension": f"{last} : i64", "is_stable": "false"}, [region])
+    limits = i64_array(values.shape)
+    starts, strides = i64_array([0] * aval.ndim), i64_array([1] * aval.ndim)
+    return [ctx.op("stablehlo.slice", [v], a, {"start_indices": starts, "limit_indices": limits, "strides": strides})
+            for v, a in ((sorted_values, values), (sorted_positions, indices))]
+
+
+def _take_last(x: Any, indices: Any) -> Any:
+    """x[..., indices] row by row (take_along_axis on the last axis, indices in bounds)."""
+    aval = aval_of(x)
+    last = aval.ndim - 1
+    others = tuple(range(last))
+    dnums = GatherDimensionNumbers((), (last,), (last,), others, others)
+    return gather_p.bind(x, reshape(indices, aval_of(indices).shape + (1,)), dimension_numbers=dnums,
+                         slice_sizes=(1,) * aval.ndim, indices_are_sorted=False, unique_indices=True)
+
+
+@top_k_p.def_rule("jvp")
+def _top_k_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, k: int) -> tuple[list[Any], list[Any]]:
+    values, indices = top_k_p.bind(primals[0], k=k)
+    tangent = None if tangents[0] is None else _take_last(tangents[0], indices)
+    return [values, indices], [tangent, None]
+
+
+@top_k_p.def_rule("vjp")
+def _top_k_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, k: int) -> list[Any]:
+    if not needs[0] or cts[0] is None:
+        return [None]
+    aval = aval_of(ins[0])
+    last = aval.ndim - 1
+    others = tuple(range(last))
+    indices = outs[1]
+    dnums = ScatterDimensionNumbers((), (last,), (last,), others, others)
+    return [scatter_add_p.bind(full(aval.shape, 0, aval.dtype), reshape(indices, aval_of(indices).shape + (1,)),
+                               cts[0], dimension_numbers=dnums, indices_are_sorted=False, unique_indices=True)]
+
+
+@top_k_p.def_rule("batching")
+def _top_k_batching(args: list[Any], dims: list[BatchDim], *, k: int) -> tuple[list[Any], list[BatchDim]]:
+    moved = batch_at_front(args[0], dims[0], batch_size(args, dims))
+    return list(top_k_p.bind(moved, k=k)), [0, 0]
+
+
 def top_k(operand: Any, k: int) -> tuple[Any, Any]:
     """The k largest entries along the last dimension and their int32 indices, largest first; ties go to the
-    lower index (like jax.lax.top_k). Differentiable through the sort."""
+    lower index (like jax.lax.top_k, in its total order: NaN largest, -NaN smallest, -0.0 below 0.0)."""
     aval = aval_of(operand)
     k = static_int("top_k", "k", k)
     if aval.ndim == 0:
         raise TypeError(f"top_k: operand must have at least one dimension, got {aval.str_short()}")
-    n = aval.shape[-1]
-    if not 0 <= k <= n:
-        raise ValueError(f"top_k: k={k} must be between 0 and the last dimension's size {n} of {aval.str_short()}")
-    last = aval.ndim - 1
-    # largest first with ties by lower index: an ascending stable sort of the reversed row, then reversed back
-    iota = broadcasted_iota(np.int32, aval.shape, last)
-    values, indices = sort((rev(operand, (last,)), rev(iota, (last,))), last, True, 1)
-    values, indices = rev(values, (last,)), rev(indices, (last,))
-    return slice_in_dim(values, 0, k, axis=last), slice_in_dim(indices, 0, k, axis=last)
+    if not 0 <= k <= aval.shape[-1]:
+        raise ValueError(f"top_k: k={k} must be between 0 and the last dimension's size {aval.shape[-1]} of "
+                         f"{aval.str_short()}")
+    values, indices = top_k_p.bind(operand, k=k)
+    return values, indices
 
 
-__all__ = ["SORT_TARGET", "sort", "sort_key_val", "top_k"]
+__all__ = ["SORT_TARGET", "TOP_K_TARGET", "sort", "sort_key_val", "top_k"]

@@ -294,6 +294,8 @@ static void to_keys_u32(const uint32_t *s, uint32_t *d, int64_t n, const KeyType
 static void to_keys_u64(const uint64_t *s, uint64_t *d, int64_t n, const KeyType *t) { (void)s, (void)d, (void)n, (void)t; }
 static void from_keys_u32(uint32_t *a, int64_t n, const KeyType *t) { (void)a, (void)n, (void)t; }
 static void from_keys_u64(uint64_t *a, int64_t n, const KeyType *t) { (void)a, (void)n, (void)t; }
+static void select_sorted_u64(uint64_t *a, int64_t n, int64_t k, int depth) { (void)a, (void)n, (void)k, (void)depth; }
+static int depth_of_u64(int64_t n) { return (int)n; }
 #endif
 
 /* ---- a row -------------------------------------------------------------------------------------------------- */
@@ -605,10 +607,105 @@ static Ffi_Error *sort_handler(Ffi_CallFrame *frame) {
     return NULL;
 }
 
+/* ---- top_k ------------------------------------------------------------------------------------------------
+ * `custom_call @ember_sort_top_k(x) -> (values, indices)`: x [..., n] of a key type of at most 4 bytes, values
+ * [..., k] of its type and indices [..., k] s32, the attribute k: per row, the k largest entries and their positions,
+ * largest first, in the total order of the bits JAX's top_k uses (XLA's TopK: -NaN < -inf < ... < -0.0 < 0.0 <
+ * subnormals < ... < +NaN; nothing equal but the same bits, but bf16, compared as f32 with its subnormals flushed to
+ * zeros of their sign, and its NaNs given back quiet), equal entries by lower position.
+ * Each entry becomes (~key << 32 | position), so the k least of those are the answer in order: a partial
+ * quicksort where the CPU has AVX-512F (select_sorted_u64), else the radix sort of all of them. */
+typedef struct {
+    const uint8_t *x;
+    uint8_t *values;
+    int32_t *indices;
+    int64_t n, k, begin, end;
+    int size, kind, bf16;
+    uint64_t *scratch; /* 2 n items, then the radix sort's counts (TOP_K_SCRATCH) */
+} TopK;
+#define TOP_K_SCRATCH(n) (2 * (size_t)(n) + MAX_DIGITS * RADIX)
+
+static inline uint64_t total_order_key(uint64_t b, int size, int kind, int bf16) {
+    uint64_t sign = 1ull << (8 * size - 1), all = sign | (sign - 1);
+    if (kind == KEY_UNSIGNED) return b;
+    if (kind == KEY_SIGNED) return b ^ sign;
+    if (bf16 && (b & 0x7f80u) == 0) b &= 0x8000u; /* (XLA's TopK compares bf16 as f32, subnormals flushed) */
+    return b ^ (sign | ((0 - ((b >> (8 * size - 1)) & 1)) & all));
+}
+
+static void *run_top_k(void *arg) {
+    TopK *t = (TopK *)arg;
+    int64_t n = t->n, k = t->k;
+    uint64_t *u = t->scratch, *other = t->scratch + n;
+    uint64_t mask = (8 * t->size >= 32) ? 0xffffffffu : ((1ull << (8 * t->size)) - 1);
+    for (int64_t r = t->begin; r < t->end; r++) {
+        const uint8_t *x = t->x + r * n * t->size;
+        for (int64_t i = 0; i < n; i++)
+            u[i] = (~total_order_key(load_bits(x, i, t->size), t->size, t->kind, t->bf16) & mask) << 32 | (uint64_t)i;
+        uint64_t *sorted = u;
+        if (simd_supported()) select_sorted_u64(u, n, k, depth_of_u64(n));
+        else {
+            int64_t *hist = (int64_t *)(t->scratch + 2 * n);
+            int bits = digit_bits(t->size, n), digits = digit_count(t->size, n);
+            memset(hist, 0, sizeof(int64_t) * RADIX * (size_t)digits);
+            for (int64_t i = 0; i < n; i++)
+                for (int d = 0; d < digits; d++) hist[d * RADIX + DIGIT(u[i] >> 32, bits * d, (1u << bits) - 1)]++;
+            sorted = (uint64_t *)radix(&ITEMS_64, u, other, n, hist, t->size, 32, 1, NULL);
+        }
+        for (int64_t j = 0; j < k; j++) {
+            int64_t at = (int64_t)(sorted[j] & 0xffffffffu);
+            store_bits(t->values + r * k * t->size, j, t->size, load_bits(x, at, t->size));
+            t->indices[r * k + j] = (int32_t)at;
+        }
+        if (t->bf16) quiet_bf16_nans((uint16_t *)t->values + r * k, k); /* (as XLA's TopK gives them) */
+    }
+    return NULL;
+}
+
+static Ffi_Error *top_k_handler(Ffi_CallFrame *frame) {
+    if (answer_metadata(frame)) return NULL;
+    if (frame->stage != FFI_EXECUTE) return NULL;
+    if (frame->args.size != 1 || frame->rets.size != 2)
+        return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_sort_top_k: needs one operand and two results");
+    const Ffi_Buffer *x = (const Ffi_Buffer *)frame->args.args[0];
+    const Ffi_Buffer *values = (const Ffi_Buffer *)frame->rets.args[0];
+    const Ffi_Buffer *indices = (const Ffi_Buffer *)frame->rets.args[1];
+    int64_t k = attr_int(frame, "k", -1);
+    KeyType key;
+    void (*unused)(const Job *, int64_t);
+    int ok = x->rank >= 1 && values->rank == x->rank && indices->rank == x->rank && values->dtype == x->dtype
+             && indices->dtype == FFI_S32 && key_type(x->dtype, &key, &unused) && key.size <= 4;
+    int64_t n = ok ? x->dims[x->rank - 1] : 0;
+    ok = ok && k >= 0 && k <= n && n <= (int64_t)INT32_MAX;
+    for (int64_t d = 0; ok && d < x->rank; d++) {
+        int64_t want = d + 1 == x->rank ? k : x->dims[d];
+        ok = values->dims[d] == want && indices->dims[d] == want;
+    }
+    if (!ok)
+        return fail(frame, FFI_ERR_INVALID_ARGUMENT,
+                    "ember_sort_top_k: the operand [..., n] (of at most 4 bytes) and the results [..., k] (its type, "
+                    "int32) disagree, or k is not between 0 and n");
+    int64_t total = element_count(x), rows = n > 0 ? total / n : 0;
+    if (rows == 0 || k == 0) return NULL;
+    int64_t workers = rows < cpu_count() ? rows : cpu_count(), by_size = total / PARALLEL_ROW + 1;
+    if (workers > by_size) workers = by_size;
+    uint64_t *scratch = (uint64_t *)malloc(TOP_K_SCRATCH(n) * sizeof(uint64_t) * (size_t)workers);
+    if (scratch == NULL) return fail(frame, FFI_ERR_RESOURCE_EXHAUSTED, "ember_sort_top_k: out of memory");
+    TopK jobs[MAX_THREADS];
+    for (int64_t t = 0; t < workers; t++)
+        jobs[t] = (TopK){(const uint8_t *)x->data, (uint8_t *)values->data, (int32_t *)indices->data, n, k,
+                         rows * t / workers, rows * (t + 1) / workers, key.size, key.kind, x->dtype == FFI_BF16,
+                         scratch + TOP_K_SCRATCH(n) * (size_t)t};
+    run_shares(run_top_k, jobs, sizeof(TopK), (int)workers);
+    free(scratch);
+    return NULL;
+}
+
 /* ---- module ------------------------------------------------------------------------------------------------ */
 static PyObject *handlers(PyObject *self, PyObject *unused) {
     (void)self; (void)unused;
-    static const Ffi_HandlerEntry table[] = {{"ember_sort", (void *)sort_handler}};
+    static const Ffi_HandlerEntry table[] = {{"ember_sort", (void *)sort_handler},
+                                             {"ember_sort_top_k", (void *)top_k_handler}};
     return handler_dict(table, sizeof table / sizeof table[0]);
 }
 

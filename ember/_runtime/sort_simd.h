@@ -216,6 +216,33 @@ AVX512 static void SIMD_FN(from_keys)(SIMD_T *a, int64_t n, const KeyType *t) {
     }
 }
 
+/* a[0..n) rearranged so that its k least keys come first, sorted (a partial quicksort: only the side holding
+ * position k is partitioned further). */
+__attribute__((unused)) AVX512 static void SIMD_FN(select_sorted)(SIMD_T *a, int64_t n, int64_t k, int depth) {
+    SIMD_T *base = a;
+    int64_t want = k;
+    while (n > SIMD_BASE && k > 0 && k < n) {
+        if (depth-- <= 0) {
+            SIMD_FN(heapsort)(a, n);
+            break;
+        }
+        SIMD_T pivot = SIMD_FN(pivot)(a, n);
+        int64_t m = SIMD_FN(partition)(a, n, pivot);
+        if (m == 0) { /* the pivot is the least key: the keys equal to it first */
+            if (pivot == (SIMD_T)~(SIMD_T)0) break;
+            m = SIMD_FN(partition)(a, n, pivot + 1);
+        }
+        if (m >= k) n = m; /* the k least are among the first m */
+        else {
+            a += m;
+            n -= m;
+            k -= m;
+        }
+    }
+    if (n <= SIMD_BASE) SIMD_FN(small)(a, n);
+    SIMD_FN(quicksort)(base, want, SIMD_CAT(depth_of, SIMD_SUF)(want));
+}
+
 /* A share of a sort split among threads: a segment, sorted by one of them. */
 typedef struct {
     SIMD_T *a;

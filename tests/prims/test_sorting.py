@@ -36,7 +36,15 @@ CASES = [
     Case("sort", lambda k, v: lax.sort((k, v), 0, num_keys=2), lambda k, v: _np_lexsort2(k, v, v)[:2],
          [((9,), (9,))], ["float32", "float64"], jax=lambda k, v: jlax.sort((k, v), 0, num_keys=2),
          name="sort_float_keys"),
+    # top_k: the values (and positions) of the k largest along the last axis, largest first, lower index on ties
+    Case("top_k", lambda x: lax.top_k(x, 3), lambda x: _np_top_k(x, 3), [((4, 9),), ((20,),)], FIB,
+         jax=lambda x: jlax.top_k(x, 3)),
 ]
+
+
+def _np_top_k(x, k):
+    perm = np.argsort(-x.astype(np.float64) if x.dtype != bool else ~x, axis=-1, kind="stable")[..., :k]
+    return np.take_along_axis(x, perm, -1), perm.astype(np.int32)
 
 test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)
 
