@@ -6,6 +6,7 @@ from ember._core.user_pytree import tree_leaves as leaves, tree_leaves_with_path
 from ember._core.user_pytree import tree_map as map  # noqa: A004
 from ember._core.user_pytree import tree_map_with_path as map_with_path, tree_reduce as reduce
 from ember._core.user_pytree import tree_structure as structure
+from ember._core.user_pytree import tree_broadcast as broadcast, tree_reduce_associative as reduce_associative
 
-__all__ = ["all", "flatten", "flatten_with_path", "leaves", "leaves_with_path", "map", "map_with_path", "reduce",
-           "structure", "transpose", "unflatten"]
+__all__ = ["all", "broadcast", "flatten", "flatten_with_path", "leaves", "leaves_with_path", "map", "map_with_path",
+           "reduce", "reduce_associative", "structure", "transpose", "unflatten"]

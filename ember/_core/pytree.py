@@ -12,10 +12,11 @@ from typing import Any, ClassVar, NamedTuple, Self, TypeVar
 
 __all__ = [
     "DictKey", "FlattenedIndexKey", "GetAttrKey", "KeyEntry", "KeyPath", "Partial", "PyTreeDef", "SequenceKey",
-    "all_leaves", "keystr", "leaf_def", "register_dataclass", "register_pytree_node", "register_pytree_node_class",
-    "register_pytree_with_keys", "tree_all", "tree_flatten", "tree_flatten_with_path", "tree_leaves",
-    "tree_leaves_with_path", "tree_map", "tree_map_with_path", "tree_reduce", "tree_structure", "tree_transpose",
-    "tree_unflatten", "treedef_children",
+    "all_leaves", "flatten_one_level", "flatten_one_level_with_keys", "is_tree_node", "keystr", "leaf_def",
+    "register_dataclass", "register_pytree_node", "register_pytree_node_class", "register_pytree_with_keys",
+    "tree_all", "tree_broadcast", "tree_flatten", "tree_flatten_with_path", "tree_leaves", "tree_leaves_with_path",
+    "tree_map", "tree_map_with_path", "tree_reduce", "tree_reduce_associative", "tree_structure", "tree_transpose",
+    "tree_unflatten", "treedef_children", "treedef_is_leaf",
 ]
 
 T = TypeVar("T")
@@ -409,14 +410,15 @@ def treedef_children(treedef: PyTreeDef) -> list[PyTreeDef]:
     return list(treedef.children)
 
 
-def _flatten_up_to(fn: str, treedef: PyTreeDef, tree: Any) -> list[Any]:
+def _flatten_up_to(fn: str, treedef: PyTreeDef, tree: Any, what: str = "trees have different structures"
+                   ) -> list[Any]:
     out: list[Any] = []
     try:
         treedef._up_to(tree, out)
     except _Mismatch as e:
         where = keystr(tuple(e.path)) or "the root"
-        raise ValueError(f"{fn}: trees have different structures: {treedef} and {tree_structure(tree)}; at "
-                         f"{where} expected {e.what}") from None
+        raise ValueError(f"{fn}: {what}: {treedef} and {tree_structure(tree)}; at {where} expected "
+                         f"{e.what}") from None
     return out
 
 
@@ -524,6 +526,60 @@ def all_leaves(iterable: Iterable[Any], is_leaf: Callable[[Any], bool] | None = 
     return all((is_leaf is not None and is_leaf(x)) or _node_of(type(x)) is None for x in iterable)
 
 
+# ---- one node at a time -----------------------------------------------------------------------------------------
+
+def is_tree_node(typ: type) -> bool:
+    """Whether typ is a pytree node type: registered (the built-in containers, None's type, register_* calls) or a
+    namedtuple class. Exact types only, as JAX's registry: a dict subclass is a leaf type. Any other object is not
+    a node type (False, as JAX); None is refused with a TypeError, as jax.tree_util.is_tree_node refuses it (the
+    node type of None is type(None))."""
+    if typ is None:
+        raise TypeError("is_tree_node: typ must be a type, got None (None's node type is type(None))")
+    return isinstance(typ, type) and _node_of(typ) is not None
+
+
+def treedef_is_leaf(treedef: PyTreeDef) -> bool:
+    """Whether treedef has a single node: the structure of a leaf, or of a node without children (None, (), [],
+    {}), as jax.tree_util.treedef_is_leaf (num_nodes == 1)."""
+    num_nodes = getattr(treedef, "num_nodes", None)
+    if num_nodes is None:  # (JAX's is an AttributeError too: it reads treedef.num_nodes)
+        raise AttributeError(f"treedef_is_leaf: expected a PyTreeDef, got {type(treedef).__name__} {treedef!r}, "
+                             "which has no num_nodes")
+    return num_nodes == 1
+
+
+def _one_level(fn: str, tree: Any, is_leaf: IsLeaf | None, with_keys: bool) -> tuple[Any, Hashable]:
+    """(children, aux data) of the node tree, or ((key, child) pairs, aux data) with_keys, in the containers
+    JAX's registry returns: a tuple's or list's own object (its pairs in a tuple, as None's), a dict's values (or
+    pairs) in a tuple, a namedtuple's fields in a list with the class as aux data, a registered node's what its
+    flatten function gives. ValueError for a leaf (by type, or accepted by is_leaf)."""
+    node = None if is_leaf is not None and is_leaf(tree) else _node_of(type(tree))
+    if node is None:
+        raise ValueError(f"{fn}: can't tree-flatten type: {type(tree)!r}: a leaf, not a pytree node (the built-in "
+                         "containers, None, namedtuples and registered types are)")
+    if node is _NAMEDTUPLE:
+        if with_keys:
+            return [(GetAttrKey(f), c) for f, c in zip(tree._fields, tree)], type(tree)
+        return list(tree), type(tree)
+    children, aux = node.flatten_with_keys(tree) if with_keys else node.flatten(tree)
+    if type(tree) is dict or (with_keys and type(tree) in (tuple, list, type(None))):
+        children = tuple(children)
+    return children, aux
+
+
+def flatten_one_level(tree: Any, is_leaf: IsLeaf | None = None) -> tuple[Iterable[Any], Hashable]:
+    """(children, aux data) of the pytree node tree, one level down (its children stay whole): what its node type's
+    flatten function gives, as jax.tree_util.flatten_one_level. ValueError if tree is a leaf."""
+    return _one_level("flatten_one_level", tree, is_leaf, with_keys=False)
+
+
+def flatten_one_level_with_keys(tree: Any, is_leaf: IsLeaf | None = None
+                                ) -> tuple[Iterable[tuple[KeyEntry, Any]], Hashable]:
+    """Like flatten_one_level, each child paired with its key (SequenceKey, DictKey, GetAttrKey, or
+    FlattenedIndexKey for a node registered without keys)."""
+    return _one_level("flatten_one_level_with_keys", tree, is_leaf, with_keys=True)
+
+
 # ---- leaves to users, nodes to ember ----------------------------------------------------------------------------
 # A type registered here (ember.random's typed key arrays) is a pytree node inside ember, whose transformations
 # see the plain arrays underneath, and a leaf of the public tree functions (ember.tree_util, ember.tree), as JAX's
@@ -599,6 +655,40 @@ def tree_reduce(function: Callable[[T, Any], T], tree: Any, initializer: T = _UN
             raise TypeError("tree_reduce: the tree has no leaves and no initializer was given")
         return functools.reduce(function, leaves)
     return functools.reduce(function, leaves, initializer)
+
+
+def tree_reduce_associative(operation: Callable[[T, T], T], tree: Any, *, identity: T = _UNSPECIFIED,
+                            is_leaf: IsLeaf | None = None) -> T:
+    """The leaves of tree combined by the associative operation as a balanced binary tree: the leaves split in
+    halves (the first len // 2, then the rest), each half reduced, operation(left, right); one leaf is itself. So
+    operation is applied in jax.tree_util.tree_reduce_associative's order and depth log2(leaves) (a
+    non-commutative operation gives JAX's result). identity is the result for a tree without leaves (only then
+    used); TypeError when there are none and no identity."""
+    leaves = tree_leaves(tree, is_leaf)
+    if not leaves:
+        if identity is _UNSPECIFIED:
+            raise TypeError("tree_reduce_associative: the tree has no leaves and no identity was given")
+        return identity
+
+    def reduce(start: int, stop: int) -> T:
+        if stop - start == 1:
+            return leaves[start]
+        middle = start + (stop - start) // 2
+        return operation(reduce(start, middle), reduce(middle, stop))
+    return reduce(0, len(leaves))
+
+
+def tree_broadcast(prefix_tree: Any, full_tree: Any, is_leaf: IsLeaf | None = None, *,
+                   full_is_leaf: IsLeaf | None = None) -> Any:
+    """full_tree with each of its leaves replaced by the leaf of prefix_tree above it: prefix_tree must be a tree
+    prefix of full_tree (its leaves, by is_leaf, stand where full_tree has leaves or whole subtrees), as
+    jax.tree_util.tree_broadcast. is_leaf applies to prefix_tree; full_is_leaf says what full_tree's leaves are
+    (ember.tree_util's: the typed key arrays). ValueError, saying where, when prefix_tree is not a prefix."""
+    leaves, prefix = tree_flatten(prefix_tree, is_leaf)
+    subtrees = _flatten_up_to("tree_broadcast", prefix, full_tree, "prefix_tree is not a tree prefix of full_tree")
+    broadcast = [leaf for leaf, sub in zip(leaves, subtrees)
+                 for _ in range(tree_structure(sub, full_is_leaf).num_leaves)]
+    return tree_structure(full_tree, full_is_leaf).unflatten(broadcast)
 
 
 def tree_all(tree: Any, *, is_leaf: IsLeaf | None = None) -> bool:
