@@ -5,6 +5,7 @@ pivots, cho_factor's (c, lower), trans=0/1/2/'N'/'T'/'C'), on ember's linear-alg
 JAX)."""
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -391,6 +392,407 @@ def helmert(n: int, full: bool = False) -> Any:
     return enp.asarray(rows.astype(enp.result_type(float)))
 
 
+def qr_multiply(a: Any, c: Any, mode: str = "right", pivoting: bool = False, conjugate: bool = False,
+                overwrite_a: bool = False, overwrite_c: bool = False) -> tuple[Any, Any]:
+    """(c @ Q, R) (mode 'right', c (..., P, M)) or (Q @ c, R) ('left', c (..., K, P)) for a = Q R (..., M, N),
+    K = min(M, N): Q's first K columns are the ones that count (the others meet zeros), so this is ember's
+    economic qr and a product; conjugate uses conj(Q). A 1-D c is a row ('right') or column ('left') vector and
+    the product comes back 1-D. Leading dimensions broadcast. Differentiable where qr is (M >= N), where JAX's
+    (through geqrf) is not; pivoting=True (column-pivoted QR) is not supported."""
+    if pivoting:
+        raise NotImplementedError("scipy.linalg.qr_multiply: pivoting=True (column-pivoted QR) is not supported")
+    if mode not in ("right", "left"):
+        raise ValueError(f"scipy.linalg.qr_multiply: mode must be 'right' or 'left', got {mode!r}")
+    a, c = _f._float_operands("qr_multiply", a, c)
+    if enp.ndim(a) < 2:
+        raise ValueError(f"scipy.linalg.qr_multiply: a must have at least 2 dimensions, got shape {enp.shape(a)}")
+    if enp.ndim(c) == 0:
+        raise ValueError("scipy.linalg.qr_multiply: c must have at least 1 dimension, got a scalar")
+    vector = enp.ndim(c) == 1
+    if vector:
+        c = c[:, None] if mode == "left" else c[None, :]
+    m, n = enp.shape(a)[-2:]
+    k = min(m, n)
+    inner, expected = (enp.shape(c)[-2], k) if mode == "left" else (enp.shape(c)[-1], m)
+    if inner != expected:
+        side = f"Q @ c needs c with {k} rows" if mode == "left" else f"c @ Q needs c with {m} columns"
+        raise ValueError(f"scipy.linalg.qr_multiply: a has shape {enp.shape(a)}, so {side} (mode={mode!r}), got c "
+                         f"of shape {enp.shape(c) if not vector else (inner,)}")
+    q, r = _f.qr(a, "reduced")
+    if conjugate:
+        q = enp.conj(q)
+    product = enp.matmul(q, c) if mode == "left" else enp.matmul(c, q)
+    if vector:
+        product = product[..., 0] if mode == "left" else product[..., 0, :]
+    return product, r
+
+
+def hessenberg(a: Any, *, calc_q: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+    """The upper Hessenberg form H (zero below the first subdiagonal) of the square a (..., N, N), with
+    a = Q H Q^H, and the unitary Q with calc_q: (H, Q). Householder reflections as LAPACK's gehrd makes them (so
+    H matches scipy's and JAX's entry for entry: H[k + 1, k] = -sign(Re a_k) * norm, real), one per column in a
+    fori_loop of rank-one updates written in ember.numpy, so it traces, vmaps and differentiates (JAX's, a LAPACK
+    call, does not differentiate)."""
+    a = _f._matrix("hessenberg", a, square=True)
+    n = enp.shape(a)[-1]
+    if n == 0:
+        return (enp.zeros_like(a), enp.zeros_like(a)) if calc_q else enp.zeros_like(a)
+    rows = np.arange(n)
+    eye = enp.broadcast_to(enp.eye(n, dtype=a.dtype), enp.shape(a))
+
+    def reflect(k: Any, state: tuple[Any, Any]) -> tuple[Any, Any]:
+        # G = I - tau v v^H with v[k + 1] = 1 and v[:k + 1] = 0 sends column k below its diagonal, x, to
+        # (beta, 0, ...): G^H x = beta e_{k+1}; then h <- G^H h G and q <- q G
+        h, q = state
+        x = enp.sum(h * (rows == k), axis=-1)  # column k, (..., n)
+        alpha = enp.sum(x * (rows == k + 1), axis=-1, keepdims=True)
+        below = rows > k + 1
+        rest = enp.sum(enp.where(below, enp.abs(x) ** 2, 0), axis=-1, keepdims=True)
+        norm = enp.sqrt(enp.real(alpha) ** 2 + enp.imag(alpha) ** 2 + rest)
+        beta = -enp.copysign(norm, enp.real(alpha))
+        skip = (rest == 0) & (enp.imag(alpha) == 0)  # (nothing to zero and alpha real: G = I, LAPACK's tau = 0)
+        safe_beta = enp.where(skip, 1, beta)
+        tau = enp.where(skip, 0, (safe_beta - alpha) / safe_beta)
+        v = enp.where(below, x / enp.where(skip, 1, alpha - safe_beta), (rows == k + 1).astype(a.dtype))
+        v_h = enp.conj(v)
+        # right: h G = h - tau (h v) v^H; left: G^H h = h - conj(tau) v (v^H h)
+        h = h - enp.expand_dims(tau * enp.sum(h * v[..., None, :], axis=-1), -1) * v_h[..., None, :]
+        h = h - enp.conj(tau)[..., None] * v[..., :, None] * enp.sum(v_h[..., :, None] * h, axis=-2)[..., None, :]
+        q = q - enp.expand_dims(tau * enp.sum(q * v[..., None, :], axis=-1), -1) * v_h[..., None, :]
+        return h, q
+
+    h, q = lax.fori_loop(0, max(n - 1, 0), reflect, (a, eye))
+    h = enp.triu(h, -1)
+    return (h, q) if calc_q else h
+
+
+def eigh_tridiagonal(d: Any, e: Any, *, eigvals_only: bool = False, select: str = "a", select_range: Any = None,
+                     tol: float | None = None, key: Any = None) -> Any:
+    """The eigenvalues (ascending) of the symmetric (Hermitian) tridiagonal matrix with diagonal d (n,) and
+    off-diagonal e (n - 1,) (e above the diagonal, conj(e) below), all of them (select 'a') or those of indices
+    select_range[0] ..= select_range[1] ('i'; 'v' is not supported, as JAX), and with eigvals_only=False the
+    eigenvectors as columns: (w, v).
+
+    The eigenvalues come from bisection on Sturm counts (the number of eigenvalues below x is the number of
+    negative pivots of T - x I), all of them at once in a while_loop, from Gershgorin's interval down to tol
+    (at least eps * ||T||) or the mantissa's bits. The eigenvectors come from ember's eigh of the dense matrix
+    (O(n^3), where JAX runs inverse iteration from random vectors: key is accepted for its signature and not
+    used), so they are orthonormal also for clustered eigenvalues. d and e must have one dtype, float32, float64,
+    complex64 or complex128; the eigenvalues are real."""
+    d, e = enp.asarray(d), enp.asarray(e)
+    if d.dtype != e.dtype:
+        raise TypeError(f"scipy.linalg.eigh_tridiagonal: d and e must have the same dtype, got {d.dtype} and "
+                        f"{e.dtype}")
+    if not dt.is_inexact(d.dtype) or d.dtype.itemsize < 4:
+        raise TypeError(f"scipy.linalg.eigh_tridiagonal: d and e must be float32, float64, complex64 or "
+                        f"complex128, got {d.dtype}")
+    if enp.ndim(d) != 1 or enp.shape(e) != (max(enp.shape(d)[0] - 1, 0),):
+        raise ValueError(f"scipy.linalg.eigh_tridiagonal: d must be a vector (n,) and e a vector (n - 1,), got "
+                         f"shapes {enp.shape(d)} and {enp.shape(e)}")
+    n = enp.shape(d)[0]
+    if select == "v":
+        raise NotImplementedError("scipy.linalg.eigh_tridiagonal: select='v' (eigenvalues in an interval: a shape "
+                                  "that depends on the values) is not supported")
+    if select == "a":
+        first, last = 0, n - 1
+    elif select == "i":
+        if select_range is None:
+            raise ValueError("scipy.linalg.eigh_tridiagonal: select='i' needs select_range=(first, last)")
+        first, last = (operator.index(i) for i in select_range)
+        if not 0 <= first <= last < n:
+            raise ValueError(f"scipy.linalg.eigh_tridiagonal: select_range must be indices 0 <= first <= last < "
+                             f"{n}, got {tuple(select_range)}")
+    else:
+        raise ValueError(f"scipy.linalg.eigh_tridiagonal: select must be 'a', 'i' or 'v', got {select!r}")
+    diagonal = enp.real(d)
+    if n <= 1:
+        w = diagonal[first:last + 1]
+        return w if eigvals_only else (w, enp.eye(n, dtype=d.dtype))
+    w = _tridiagonal_bisection(diagonal, enp.real(e * enp.conj(e)), np.arange(first, last + 1), tol)
+    if eigvals_only:
+        return w
+    dense = enp.diag(d) + enp.diag(e, 1) + enp.diag(enp.conj(e), -1)
+    return w, _f.eigh(dense).eigenvectors[:, first:last + 1]
+
+
+def _tridiagonal_bisection(diagonal: Any, off_squared: Any, targets: np.ndarray, tol: float | None) -> Any:
+    """Eigenvalue number t (ascending) for each t in targets of the tridiagonal matrix (real diagonal, squared
+    off-diagonal magnitudes): bisection keeping count(lower) <= t < count(upper), count(x) the number of
+    eigenvalues below x."""
+    n = enp.shape(diagonal)[0]
+    info = np.finfo(diagonal.dtype)
+    off = enp.sqrt(off_squared)
+    radius = enp.concatenate([off[:1], off[:-1] + off[1:], off[-1:]])  # Gershgorin radii
+    low, high = enp.min(diagonal - radius), enp.max(diagonal + radius)
+    norm = enp.maximum(enp.abs(low), enp.abs(high))
+    # the smallest pivot allowed (LAPACK's pivmin): a zero pivot is taken as -pivmin, counted negative
+    pivmin = float(info.tiny) * enp.maximum(1.0, enp.max(off_squared))
+    slack = 2 * n * float(info.eps) * norm + 4 * pivmin
+    stop = float(info.eps) * norm if tol is None else enp.maximum(tol, float(info.eps) * norm)
+    want = enp.asarray(targets, dtype=np.int32)
+    lower = enp.broadcast_to(low - slack, targets.shape).astype(diagonal.dtype)
+    upper = enp.broadcast_to(high + slack, targets.shape).astype(diagonal.dtype)
+
+    def count(x: Any) -> Any:
+        def pivot(i: Any, state: tuple[Any, Any]) -> tuple[Any, Any]:
+            q, below = state
+            q = diagonal[i] - x - off_squared[i - 1] / q
+            negative = q <= pivmin
+            return enp.where(negative, enp.minimum(q, -pivmin), q), below + negative.astype(np.int32)
+        q = diagonal[0] - x
+        negative = q <= pivmin
+        q = enp.where(negative, enp.minimum(q, -pivmin), q)
+        return lax.fori_loop(1, n, pivot, (q, negative.astype(np.int32)))[1]
+
+    def halve(state: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
+        i, lower, upper = state
+        middle = (lower + upper) / 2
+        above = count(middle) <= want  # (eigenvalue number t is at least middle)
+        return i + 1, enp.where(above, middle, lower), enp.where(above, upper, middle)
+
+    def going(state: tuple[Any, Any, Any]) -> Any:
+        i, lower, upper = state
+        return (i < info.nmant + 2) & (enp.max(upper - lower) > stop)
+
+    _, lower, upper = lax.while_loop(going, halve, (0, lower, upper))
+    return (lower + upper) / 2
+
+
+def solve_sylvester(A: Any, B: Any, C: Any, *, method: str = "schur", tol: float = 1e-8) -> Any:  # noqa: N803
+    """X with A X + X B = C, for A (..., m, m), B (..., n, n), C (..., m, n) (leading dimensions broadcast); NaN
+    where some eigenvalues of A and B sum to less than tol in magnitude (no unique solution), as JAX.
+
+    method 'schur' (Bartels and Stewart): A = U R U^H and B^H = V S V^H (complex Schur forms) turn the equation
+    into R Y + Y S^H = U^H C V with R upper and S^H lower triangular, solved one column of Y at a time from the
+    last (column j: (R + conj(S_jj)) y_j = f_j - sum_{l>j} y_l conj(S_jl), a triangular solve), X = U Y V^H.
+    method 'eigen': A = P_a diag(a) P_a^-1, B likewise, X = P_a ((P_a^-1 C P_b) / (a_i + b_j)) P_b^-1; faster,
+    less accurate for non-normal matrices. Real inputs give a real X. Not differentiable: the Schur form and eig's
+    eigenvectors have no derivative rules (as in JAX)."""
+    if method not in ("schur", "eigen"):
+        raise ValueError(f"scipy.linalg.solve_sylvester: method must be 'schur' or 'eigen', got {method!r}")
+    a, b, c = _f._float_operands("solve_sylvester", A, B, C)
+    for name, x in (("A", a), ("B", b), ("C", c)):
+        if enp.ndim(x) < 2:
+            raise ValueError(f"scipy.linalg.solve_sylvester: {name} must have at least 2 dimensions, got shape "
+                             f"{enp.shape(x)}")
+    m, n = enp.shape(c)[-2:]
+    if enp.shape(a)[-2:] != (m, m) or enp.shape(b)[-2:] != (n, n):
+        raise ValueError(f"scipy.linalg.solve_sylvester: A must be (..., m, m), B (..., n, n) and C (..., m, n); got "
+                         f"A {enp.shape(a)}, B {enp.shape(b)}, C {enp.shape(c)}")
+    solve_2d = _sylvester_schur if method == "schur" else _sylvester_eigen
+    x = enp.vectorize(lambda a, b, c: solve_2d(a, b, c, tol), signature="(m,m),(n,n),(m,n)->(m,n)")(a, b, c)
+    return x if dt.is_complex(c.dtype) else enp.real(x)
+
+
+def _sylvester_schur(a: Any, b: Any, c: Any, tol: float) -> Any:
+    r, u = schur(a, output="complex")
+    s, v = schur(enp.conj(b.T), output="complex")
+    w = enp.conj(s.T)  # lower triangular, B's eigenvalues on its diagonal
+    f = enp.matmul(enp.matmul(enp.conj(u.T), c.astype(r.dtype)), v)
+    m, n = enp.shape(f)
+    eye = enp.eye(m, dtype=r.dtype)
+
+    def column(t: Any, y: Any) -> Any:
+        j = n - 1 - t
+        rhs = f[:, j] - enp.matmul(y, w[:, j])  # (y's columns j and left are still zero)
+        yj = _lax_linalg.triangular_solve(r + w[j, j] * eye, rhs[:, None], left_side=True, lower=False)
+        return y.at[:, j].set(yj[:, 0])
+    y = lax.fori_loop(0, n, column, enp.zeros_like(f))
+    x = enp.matmul(enp.matmul(u, y), enp.conj(v.T))
+    return _nan_if_singular(x, enp.diagonal(r), enp.diagonal(w), tol)
+
+
+def _sylvester_eigen(a: Any, b: Any, c: Any, tol: float) -> Any:
+    ea, pa = _f.eig(a)
+    eb, pb = _f.eig(b)
+    f = _f.solve(pa, enp.matmul(c.astype(pa.dtype), pb))
+    y = f / (ea[:, None] + eb[None, :])
+    x = enp.matmul(enp.matmul(pa, y), _f.inv(pb))
+    return _nan_if_singular(x, ea, eb, tol)
+
+
+def _nan_if_singular(x: Any, eigenvalues_a: Any, eigenvalues_b: Any, tol: float) -> Any:
+    singular = enp.any(enp.abs(eigenvalues_a[:, None] + eigenvalues_b[None, :]) < tol)
+    return enp.where(singular, np.nan, x)
+
+
+def _order(name: str, n: Any, arg: str = "n") -> int:
+    """A matrix order: a non-negative Python integer (TypeError, ValueError otherwise, as scipy's)."""
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError(f"scipy.linalg.{name}: {arg} must be an integer, got {n!r}") from None
+    if n < 0:
+        raise ValueError(f"scipy.linalg.{name}: {arg} must be non-negative, got {n}")
+    return n
+
+
+def _binomials(rows: int, cols: int) -> np.ndarray:
+    """C(k, j) for k < rows, j < cols as float64 (0 for j > k), by Pascal's rule one row at a time: exact below
+    2^53, then correctly rounded sums, inf past float64's range. The constant matrices below (their only argument
+    a static order) are built from it on the host, exact where JAX's come from lgamma in the default float."""
+    table = np.zeros((max(rows, 1), max(cols, 1)))
+    table[0, 0] = 1.0
+    with np.errstate(over="ignore"):
+        for k in range(1, rows):
+            table[k, 0] = 1.0
+            table[k, 1:] = table[k - 1, 1:] + table[k - 1, :-1]
+    return table[:rows, :cols]
+
+
+def _alternating(n: int) -> np.ndarray:
+    """(-1)^(i + j) for i, j < n."""
+    return 1.0 - 2.0 * (np.add.outer(np.arange(n), np.arange(n)) % 2)
+
+
+def _kind(name: str, kind: str | None) -> str:
+    kind = "symmetric" if kind is None else kind
+    if kind not in ("symmetric", "lower", "upper"):
+        raise ValueError(f"scipy.linalg.{name}: kind must be 'symmetric', 'lower' or 'upper' (or None), got "
+                         f"{kind!r}")
+    return kind
+
+
+def pascal(n: int, kind: str | None = None) -> Any:
+    """The n x n Pascal matrix: binomial coefficients C(i + j, i) (kind 'symmetric', the default), its lower
+    Cholesky factor C(i, j) ('lower') or that transposed ('upper'); float32, as JAX's (whatever enable_x64 says;
+    scipy's are exact integers), here from exact binomials rounded once."""
+    n, kind = _order("pascal", n), _kind("pascal", kind)
+    if kind == "symmetric":
+        table = _binomials(2 * n, n)
+        values = table[np.add.outer(np.arange(n), np.arange(n)), np.arange(n)[:, None]] if n else table
+    else:
+        values = _binomials(n, n)
+    return enp.asarray((values.T if kind == "upper" else values).astype(np.float32))
+
+
+def invpascal(n: int, kind: str | None = None) -> Any:
+    """The inverse of pascal(n, kind) in the default float dtype: (-1)^(i - j) C(i, j) for 'lower', its transpose
+    for 'upper', and the product upper @ lower for 'symmetric' (entries (-1)^(i + j) sum_k C(k, i) C(k, j), all
+    of one sign, so the float64 sum loses nothing to cancellation). scipy's exact=True is not offered (as JAX)."""
+    n, kind = _order("invpascal", n), _kind("invpascal", kind)
+    lower = _binomials(n, n)
+    if kind == "symmetric":
+        values = _alternating(n) * (lower.T @ lower)
+    else:
+        values = _alternating(n) * lower
+        values = values.T if kind == "upper" else values
+    return enp.asarray(values.astype(dt.default_float_dtype()))
+
+
+def invhilbert(n: int) -> Any:
+    """The inverse of the n x n Hilbert matrix in the default float dtype: (-1)^(i + j) (i + j + 1)
+    C(n + i, n - j - 1) C(n + j, n - i - 1) C(i + j, i)^2, from exact binomials (inf where an entry passes the
+    dtype's range: float32 from n = 12, float64 from about n = 140). scipy's exact=True is not offered (as JAX)."""
+    n = _order("invhilbert", n)
+    table = _binomials(2 * n, n)
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = (_alternating(n) * (i + j + 1) * table[n + i, n - j - 1] * table[n + j, n - i - 1]
+                  * table[i + j, np.broadcast_to(i, (n, n))] ** 2)
+        return enp.asarray(values.astype(dt.default_float_dtype()))
+
+
+def hadamard(n: int, dtype: Any = int) -> Any:
+    """The n x n Hadamard matrix of Sylvester's construction (n a power of 2): entry (i, j) is (-1) to the number
+    of bits i and j share, so H @ H.T = n I. dtype as JAX's (int: the default integer dtype)."""
+    n = _order("hadamard", n)
+    if n < 1 or n & (n - 1):
+        raise ValueError(f"scipy.linalg.hadamard: n must be a positive power of 2, got {n}")
+    dtype = dt.check_user_dtype(dtype, "scipy.linalg.hadamard")
+    shared = np.bitwise_and.outer(np.arange(n), np.arange(n))
+    parity = np.zeros((n, n), np.int64)
+    for bit in range(n.bit_length()):
+        parity ^= (shared >> bit) & 1
+    return enp.asarray(1 - 2 * parity, dtype=dtype)
+
+
+def dft(n: int, scale: str | None = None, *, dtype: Any = None) -> Any:
+    """The n x n discrete Fourier transform matrix, exp(-2 pi i jk / n), unscaled (scale None), over sqrt(n)
+    ('sqrtn', unitary) or over n ('n'); complex, the default complex dtype unless dtype (complex) says. The angles
+    come from jk mod n in float64 on the host, so large orders stay accurate in complex64 too."""
+    n = _order("dft", n)
+    if scale not in (None, "sqrtn", "n"):
+        raise ValueError(f"scipy.linalg.dft: scale must be None, 'sqrtn' or 'n', got {scale!r}")
+    if dtype is None:
+        dtype = dt.default_complex_dtype()
+    else:
+        dtype = dt.check_user_dtype(dtype, "scipy.linalg.dft")
+        if not dt.is_complex(dtype):
+            raise ValueError(f"scipy.linalg.dft: dtype must be a complex floating-point dtype, got {dtype.name}")
+    angles = (-2 * np.pi / max(n, 1)) * (np.multiply.outer(np.arange(n), np.arange(n)) % max(n, 1))
+    values = np.exp(1j * angles)
+    if scale == "sqrtn":
+        values = values / np.sqrt(n)
+    elif scale == "n":
+        values = values / n
+    return enp.asarray(values.astype(dtype))
+
+
+def convolution_matrix(a: Any, n: int, mode: str = "full") -> Any:
+    """The Toeplitz matrix A with A @ v = convolve(a, v, mode) for every v of length n: entry (i, j) is
+    a[i + offset - j] (0 outside a), offset 0 for 'full' (m + n - 1 rows), (min(m, n) - 1) // 2 for 'same' (max(m, n)
+    rows) and min(m, n) - 1 for 'valid' (max(m, n) - min(m, n) + 1 rows). a (..., m) gives (..., rows, n), in a's
+    dtype; a gather, so it differentiates and vmaps."""
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError(f"scipy.linalg.convolution_matrix: n must be an integer, got {n!r}") from None
+    if n <= 0:
+        raise ValueError(f"scipy.linalg.convolution_matrix: n must be a positive integer, got {n}")
+    a = enp.asarray(a)
+    if enp.ndim(a) == 0:
+        raise ValueError("scipy.linalg.convolution_matrix: a must be at least 1-dimensional, got a scalar")
+    m = enp.shape(a)[-1]
+    if m < 1:
+        raise ValueError(f"scipy.linalg.convolution_matrix: a must have at least 1 element along its last axis, got "
+                         f"shape {enp.shape(a)}")
+    offsets = {"full": (m + n - 1, 0), "same": (max(m, n), (min(m, n) - 1) // 2),
+               "valid": (max(m, n) - min(m, n) + 1, min(m, n) - 1)}
+    if mode not in offsets:
+        raise ValueError(f"scipy.linalg.convolution_matrix: mode must be 'full', 'same' or 'valid', got {mode!r}")
+    rows, offset = offsets[mode]
+    index = np.arange(rows)[:, None] + offset - np.arange(n)[None, :]
+    inside = (index >= 0) & (index < m)
+    return enp.where(inside, a[..., np.clip(index, 0, m - 1)], 0)
+
+
+# fiedler_companion's pattern for order n: row i (even) holds -a[i + 1] at column max(i - 1, 0), -a[i + 2] at column
+# i + 1 and 1 at column i + 2; row i (odd) holds 1 at column max(i - 2, 0) (Fiedler 2003: the product of the
+# elementary factors F_1 ... F_n taken odd ones first). Index k > 0 stands for -a[k], _ONE for 1, 0 for 0.
+_ONE = -1
+
+
+def _fiedler_pattern(n: int) -> np.ndarray:
+    pattern = np.zeros((n, n), np.int64)
+    for i in range(n):
+        if i % 2 == 0:
+            pattern[i, max(i - 1, 0)] = i + 1
+            if i + 1 < n:
+                pattern[i, i + 1] = i + 2
+            if i + 2 < n:
+                pattern[i, i + 2] = _ONE
+        else:
+            pattern[i, max(i - 2, 0)] = _ONE
+    return pattern
+
+
+def fiedler_companion(a: Any) -> Any:
+    """The Fiedler companion matrix of the polynomial with coefficients a (..., N) (highest degree first): a
+    pentadiagonal (N - 1) x (N - 1) matrix whose eigenvalues are the polynomial's roots, sparser than companion's.
+    Leading dimensions are a batch; N = 1 gives a 0 x 0 matrix. a[..., 0] == 0 is not checked (inf or nan
+    entries, as JAX). Integers become the default float."""
+    (a,) = _f._float_operands("fiedler_companion", a)
+    a = enp.atleast_1d(a)
+    size = enp.shape(a)[-1]
+    if size == 0:
+        raise ValueError(f"scipy.linalg.fiedler_companion: a must have at least one coefficient along its last "
+                         f"axis, got shape {enp.shape(a)}")
+    pattern = _fiedler_pattern(size - 1)
+    coefficients = -(a / a[..., :1])
+    return enp.where(pattern == _ONE, 1, enp.where(pattern > 0, coefficients[..., np.maximum(pattern, 0)], 0))
+
+
 def polar(a: Any, side: str = "right", *, method: str = "svd", eps: Any = None, max_iterations: Any = None
           ) -> tuple[Any, Any]:
     """(u, p): the polar decomposition a = u p (side 'right') or a = p u ('left'), u with orthonormal columns
@@ -462,6 +864,8 @@ def expm(A: Any, *, upper_triangular: bool = False, max_squarings: int = _MAX_SQ
     return r
 
 
-__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "det", "eigh", "expm",
-           "expm_frechet", "fiedler", "funm", "hankel", "helmert", "hilbert", "inv", "leslie", "lu", "lu_factor",
-           "lu_solve", "polar", "qr", "rsf2csf", "schur", "solve", "solve_triangular", "sqrtm", "svd", "toeplitz"]
+__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "convolution_matrix", "det",
+           "dft", "eigh", "eigh_tridiagonal", "expm", "expm_frechet", "fiedler", "fiedler_companion", "funm",
+           "hadamard", "hankel", "helmert", "hessenberg", "hilbert", "inv", "invhilbert", "invpascal", "leslie", "lu",
+           "lu_factor", "lu_solve", "pascal", "polar", "qr", "qr_multiply", "rsf2csf", "schur", "solve",
+           "solve_sylvester", "solve_triangular", "sqrtm", "svd", "toeplitz"]
