@@ -1,8 +1,11 @@
 """ember.scipy.linalg: jax.scipy.linalg's factorisations and solvers under scipy's names and conventions (lu_factor's
 pivots, cho_factor's (c, lower), trans=0/1/2/'N'/'T'/'C'), on ember's linear-algebra primitives
 (ember/_prims/linalg.py), for real and complex matrices; the Schur form (schur, rsf2csf), and sqrtm and funm on it
-(not differentiable, as JAX's); plus block_diag, toeplitz and expm (Pade approximant with scaling and squaring, as
-JAX)."""
+(not differentiable, as JAX's), and solve_sylvester on it; hessenberg (Householder steps in a fori_loop,
+differentiable), qr_multiply, eigh_tridiagonal (Sturm bisection); the special matrices (block_diag, toeplitz,
+convolution_matrix, fiedler_companion, pascal, invhilbert, dft, ...; the constant ones built on the host from exact
+binomials); and expm (Pade approximant with scaling and squaring, as JAX). docs/linalg.md says what each does where
+it differs from JAX."""
 from __future__ import annotations
 
 import operator
@@ -683,7 +686,7 @@ def invpascal(n: int, kind: str | None = None) -> Any:
 def invhilbert(n: int) -> Any:
     """The inverse of the n x n Hilbert matrix in the default float dtype: (-1)^(i + j) (i + j + 1)
     C(n + i, n - j - 1) C(n + j, n - i - 1) C(i + j, i)^2, from exact binomials (inf where an entry passes the
-    dtype's range: float32 from n = 12, float64 from about n = 140). scipy's exact=True is not offered (as JAX)."""
+    dtype's range: float32 from n = 28, float64 from n = 204). scipy's exact=True is not offered (as JAX)."""
     n = _order("invhilbert", n)
     table = _binomials(2 * n, n)
     i, j = np.arange(n)[:, None], np.arange(n)[None, :]
