@@ -18,6 +18,7 @@ lpmn_values; nor JAX's extras beyond these (bessel_jn, comb, dawsn, erfcx, logga
 from __future__ import annotations
 
 import operator
+from functools import lru_cache
 from typing import Any, Callable
 
 import numpy as np
@@ -31,6 +32,7 @@ from ember._core import Tracer
 from ember.nn import _functions as _nn
 from ember.nn._functions import logsumexp as logsumexp
 from ember.scipy import _special_impl as _impl
+from ember.scipy import _special_more as _more
 
 
 def _promote(name: str, **args: Any) -> list[Any]:
@@ -62,11 +64,12 @@ def _broadcast(*arrays: Any) -> list[Any]:
 
 
 def _compute(kernel: Callable[..., Any], *arrays: Any) -> Any:
-    """kernel on arrays of one float dtype and shape, in float32 at least."""
+    """kernel on arrays of one float dtype and shape, in float32 at least (its result an array or a tuple)."""
     dtype = arrays[0].dtype
     if dtype.itemsize >= 4:
         return kernel(*arrays)
-    return kernel(*[a.astype(np.float32) for a in arrays]).astype(dtype)
+    out = kernel(*[a.astype(np.float32) for a in arrays])
+    return tuple(o.astype(dtype) for o in out) if isinstance(out, tuple) else out.astype(dtype)
 
 
 # the kernels written with several operations, compiled once per dtype and shape when called eagerly
@@ -75,6 +78,8 @@ _ndtr, _gammasgn, _gamma, _betaln, _beta, _poch, _rel_entr, _kl_div = map(jit, (
 _factorial = jit(lambda n: enp.where(n < 0, enp.zeros_like(n), _impl.gamma(enp.where(n < 0, 0.0, n) + 1.0)))
 _expn = jit(lambda n, x: _impl.expn(enp.trunc(n), x))
 _exp1 = jit(lambda x: _impl.expn(enp.ones_like(x), x))
+_wofz, _erfcx, _dawsn, _fresnel, _sici, _owens_t = map(jit, (
+    _more.wofz, _more.erfcx, _more.dawsn, _more.fresnel, _more.sici, _more.owens_t))
 
 
 def _unary(fn: Any, name: str, doc: str) -> Any:
@@ -416,7 +421,199 @@ def bernoulli(n: int) -> Any:
     return enp.asarray(_impl.bernoulli_numbers(n).astype(dt.default_float_dtype()))
 
 
-__all__ = ["bernoulli", "beta", "betainc", "betaln", "digamma", "entr", "erf", "erfc", "erfinv", "exp1", "expi",
-           "expit", "expn", "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "hyp1f1", "i0",
-           "i0e", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr",
-           "ndtri", "poch", "polygamma", "rel_entr", "softmax", "spence", "xlog1py", "xlogy", "zeta"]
+# ---------------------------------------------------------------------------------------------------------------
+# Box-Cox transformations, binomial coefficients, log-gamma
+def boxcox(x: Any, lmbda: Any) -> Any:
+    """The Box-Cox transformation (x^lmbda - 1) / lmbda, log(x) at lmbda == 0, computed as expm1(lmbda log x) /
+    lmbda (no cancellation for small lmbda); NaN for x < 0. Differentiable in both arguments (JAX's formula: the
+    derivative in lmbda is 0 where lmbda == 0)."""
+    x, lmbda = _broadcast(*_promote("boxcox", x=x, lmbda=lmbda))
+    return _compute(_boxcox, x, lmbda)
+
+
+def boxcox1p(x: Any, lmbda: Any) -> Any:
+    """The Box-Cox transformation of 1 + x: ((1 + x)^lmbda - 1) / lmbda, log1p(x) at lmbda == 0, computed as
+    expm1(lmbda log1p(x)) / lmbda; NaN for x < -1. Differentiable in both arguments."""
+    x, lmbda = _broadcast(*_promote("boxcox1p", x=x, lmbda=lmbda))
+    return _compute(_boxcox1p, x, lmbda)
+
+
+def _box_cox(log: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
+    def f(x: Any, lmbda: Any) -> Any:
+        zero = lmbda == 0
+        safe = enp.where(zero, enp.ones_like(lmbda), lmbda)
+        log_x = log(x)
+        return enp.where(zero, log_x, enp.expm1(safe * log_x) / safe)
+    return f
+
+
+_boxcox, _boxcox1p = jit(_box_cox(enp.log)), jit(_box_cox(enp.log1p))
+
+
+@jit
+def _comb(n: Any, k: Any) -> Any:
+    valid = (k <= n) & (n >= 0) & (k >= 0)
+    ns, ks = enp.where(valid, n, 1.0), enp.where(valid, k, 0.0)
+    value = enp.exp(-enp.log1p(ns) - _impl.betaln(ns - ks + 1.0, ks + 1.0))
+    # the binomial coefficients of integers are integers: rounded while that is exact (the derivative passes)
+    exact = (ns == enp.round(ns)) & (ks == enp.round(ks)) & (value < 2.0 ** (53 if value.dtype == np.float64 else 24))
+    value = value + lax.stop_gradient(enp.where(exact, enp.round(value) - value, enp.zeros_like(value)))
+    return enp.where(valid, value, enp.zeros_like(value))
+
+
+def comb(N: Any, k: Any, *, repetition: bool = False) -> Any:  # noqa: N803  (JAX's name)
+    """The number of combinations of N things taken k at a time, N! / (k! (N - k)!), as a float (for real N and
+    k too): 1 / ((N + 1) B(N - k + 1, k + 1)), exact to rounding for integers (as JAX, 0 where N < 0, k < 0 or
+    k > N); with repetition=True, comb(N + k - 1, k) (1 at k == 0 for N >= 0). Differentiable in N and k."""
+    if not isinstance(repetition, bool | np.bool_):
+        raise TypeError(f"comb: repetition must be a bool, got {type(repetition).__name__}")
+    n, k = _broadcast(*_promote("comb", N=N, k=k))
+    if repetition:
+        return enp.where((k == 0) & (n >= 0), enp.ones_like(n), _compute(_comb, n + k - 1.0, k))
+    return _compute(_comb, n, k)
+
+
+@jit
+def _loggamma(x: Any) -> Any:
+    out = enp.where(x > 0, lax.lgamma(enp.where(x > 0, x, 1.0)), _const_like(x, np.nan))
+    return enp.where(x == 0, _const_like(x, np.inf), out)
+
+
+def _const_like(x: Any, value: float) -> Any:
+    return enp.full_like(x, value)
+
+
+def loggamma(x: Any) -> Any:
+    """The principal branch of log Gamma(x) on the real line: gammaln(x) for x > 0, inf at 0 and NaN for x < 0
+    (SciPy's real-argument convention; JAX gives NaN at 0). Complex arguments are not supported (JAX accepts
+    them): a ValueError. Its derivative is digamma(x)."""
+    (x,) = _promote("loggamma", x=x)
+    return _compute(_loggamma, x)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The error-function family: wofz, erfcx, dawsn; Fresnel and sine/cosine integrals; Owen's T
+def _promote_complex(name: str, z: Any) -> Any:
+    """z as an array of a complex dtype: complex64 for float32 and the half floats, complex128 for float64,
+    the default complex dtype for integers and booleans."""
+    try:
+        array = enp.asarray(z)
+    except Exception as err:
+        raise TypeError(f"{name}: argument z must be a number or array, got {type(z).__name__}") from err
+    if dt.is_complex(array.dtype):
+        return array
+    if dt.is_float(array.dtype):
+        return array.astype(np.complex128 if array.dtype == np.float64 else np.complex64)
+    if dt.is_int(array.dtype) or dt.is_bool(array.dtype):
+        return array.astype(dt.default_complex_dtype())
+    raise TypeError(f"{name}: argument z must be a number or array, got dtype {array.dtype}")
+
+
+def wofz(z: Any) -> Any:
+    """The Faddeeva function w(z) = exp(-z^2) erfc(-iz), complex64 or complex128 (real arguments are made
+    complex): Weideman's rational approximation, Laplace's continued fraction for |z| >= 8 (relative accuracy
+    where w decays, which JAX's lacks), w(z) = 2 exp(-z^2) - w(-z) below the real axis; 0 at infinity in the
+    closed upper half-plane (as SciPy). Holomorphic: its derivative is 2i/sqrt(pi) - 2 z w(z)."""
+    return _wofz(_promote_complex("wofz", z))
+
+
+def erfcx(x: Any) -> Any:
+    """The scaled complementary error function exp(x^2) erfc(x) = w(ix): about 1 / (sqrt(pi) x) for large x
+    without overflow, inf below about -26.6 (float64; -9.4 in float32). A complex argument gives w(iz), as JAX.
+    Its derivative is 2 x erfcx(x) - 2/sqrt(pi)."""
+    array = enp.asarray(x) if not isinstance(x, str) else x
+    if hasattr(array, "dtype") and dt.is_complex(array.dtype):
+        return _wofz(_more._complex(-enp.imag(array), enp.real(array)))
+    (x,) = _promote("erfcx", x=x)
+    return _compute(_erfcx, x)
+
+
+def dawsn(x: Any) -> Any:
+    """Dawson's integral exp(-x^2) int_0^x exp(t^2) dt = sqrt(pi)/2 Im w(x) (its Maclaurin series near 0), odd,
+    about 1 / (2x) for large x. Its derivative is 1 - 2 x dawsn(x)."""
+    (x,) = _promote("dawsn", x=x)
+    return _compute(_dawsn, x)
+
+
+def fresnel(x: Any) -> tuple[Any, Any]:
+    """The Fresnel integrals (S(x), C(x)) = (int_0^x sin(pi t^2 / 2) dt, int_0^x cos(pi t^2 / 2) dt), odd, +-1/2
+    at +-inf: Maclaurin series for |x| <= 1.5, the Faddeeva function beyond, with pi x^2 / 2 reduced exactly
+    (accurate for all x; JAX's, a port of Cephes, only on [-10, 10] by its own account). Derivatives
+    sin(pi x^2 / 2) and cos(pi x^2 / 2)."""
+    (x,) = _promote("fresnel", x=x)
+    return _compute(_fresnel, x)
+
+
+def sici(x: Any) -> tuple[Any, Any]:
+    """The sine and cosine integrals (Si(x), Ci(x)): Si(x) = int_0^x sin t / t dt (odd, +-pi/2 at +-inf),
+    Ci(x) = gamma + log|x| + int_0^|x| (cos t - 1) / t dt (even: SciPy's real part for x < 0; -inf at 0, NaN at
+    -inf). Derivatives sin(x) / x and cos(x) / x."""
+    (x,) = _promote("sici", x=x)
+    return _compute(_sici, x)
+
+
+def owens_t(h: Any, a: Any) -> Any:
+    """Owen's T function T(h, a) = 1/(2 pi) int_0^a exp(-h^2 (1 + x^2) / 2) / (1 + x^2) dx: Gauss-Legendre
+    quadrature for |a| <= 1 (on the part of [0, a] where the integrand is above rounding, so accurate in relative
+    terms for large h too), the reflection T(h, a) = (Q(h) + Q(ah))/2 - Q(h) Q(ah) - T(ah, 1/a) beyond. Even in h,
+    odd in a. Differentiable in both arguments."""
+    h, a = _broadcast(*_promote("owens_t", h=h, a=a))
+    return _compute(_owens_t, h, a)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Bessel functions of the first kind of integer order
+def _static_int(name: str, argname: str, value: Any) -> int:
+    if isinstance(value, Tracer):
+        raise TypeError(f"{name}: {argname} must be a concrete integer, not a traced value")
+    if isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name}: {argname} must be an integer, got a bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}: {argname} must be an integer, got {value!r}") from None
+
+
+def bessel_jn(z: Any, *, v: int, n_iter: int = 50) -> Any:
+    """The Bessel functions of the first kind J_0(z) .. J_v(z) of a real argument, stacked: shape
+    (v + 1, *z.shape). Miller's backward recurrence from order max(n_iter, N), where N is chosen from v and the
+    dtype so that the result is accurate (n_iter is JAX's start order; a too small one makes JAX's values wrong,
+    here it only adds steps), Hankel's expansion and the forward recurrence for |z| > max(25, v) (JAX gives
+    NaN at z = 0 and wrong values for large |z|; these are SciPy's). 0 at +-inf. Differentiable in z
+    (J_n' = (J_(n-1) - J_(n+1)) / 2)."""
+    v = _static_int("bessel_jn", "v", v)
+    n_iter = _static_int("bessel_jn", "n_iter", n_iter)
+    if v < 0:
+        raise ValueError(f"bessel_jn: the order v must be non-negative, got {v}")
+    if n_iter < 0:
+        raise ValueError(f"bessel_jn: n_iter must be non-negative, got {n_iter}")
+    (z,) = _promote("bessel_jn", z=z)
+    return _compute(lambda a: _bessel_jn(a, v, n_iter), z)
+
+
+@lru_cache(maxsize=None)
+def _bessel_jn_fn(v: int, n_iter: int) -> Any:
+    @pure_custom_jvp
+    def f(z: Any) -> Any:
+        return _more.bessel_jn_orders(z, v, n_iter)
+
+    @f.defjvp
+    def f_jvp(primals: Any, tangents: Any) -> Any:
+        (z,), (t,) = primals, tangents
+        orders = _more.bessel_jn_orders(z, v + 1, n_iter)
+        # J_0' = -J_1, J_n' = (J_(n-1) - J_(n+1)) / 2
+        slope = enp.concatenate([-orders[1:2], 0.5 * (orders[:v] - orders[2:v + 2])])
+        return orders[:v + 1], t * slope
+    return f
+
+
+@jit(static_argnums=(1, 2))
+def _bessel_jn(z: Any, v: int, n_iter: int) -> Any:
+    return _bessel_jn_fn(v, n_iter)(z)
+
+
+__all__ = ["bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn", "digamma",
+           "entr", "erf", "erfc", "erfcx", "erfinv", "exp1", "expi", "expit", "expn", "factorial", "fresnel", "gamma",
+           "gammainc", "gammaincc", "gammaln", "gammasgn", "hyp1f1", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr",
+           "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "owens_t", "poch",
+           "polygamma", "rel_entr", "sici", "softmax", "spence", "wofz", "xlog1py", "xlogy", "zeta"]
