@@ -477,12 +477,6 @@ def _gauss_series(a: Any, b: Any, c: Any, z: Any) -> tuple[Any, Any]:
     return s, done(k, s, t)
 
 
-def _rgamma(v: Any) -> Any:
-    """1 / Gamma(v), 0 at the poles."""
-    from_gamma = 1.0 / _gamma(enp.where(_is_nonpositive_int(v), 1.0, v))
-    return enp.where(_is_nonpositive_int(v), enp.zeros_like(v), from_gamma)
-
-
 def _gamma(v: Any) -> Any:
     return _impl_gamma(v)
 
@@ -514,59 +508,66 @@ def _hyp2f1_value(a: Any, b: Any, c: Any, x: Any) -> Any:
     sb = enp.where(xs < 0, pb, enp.where(euler, c - b, b))
     sc = enp.where(use_series, c, 1.0)
     # the polynomials are summed directly (any x), with the same series
-    sa = enp.where(polynomial, a, sa)
-    sb = enp.where(polynomial, b, sb)
+    sa, sb = enp.where(polynomial, a, sa), enp.where(polynomial, b, sb)
     sc = enp.where(polynomial & ~c_pole, c, sc)
     z = enp.where(polynomial & (x < np.inf) & (x > -np.inf), x, z)
-    series, converged = _gauss_series(sa, sb, sc, z)
-    prefactor = enp.where(xs < 0, enp.exp(-pa * enp.log1p(-xs)),
-                          enp.where(euler, enp.exp(d * enp.log1p(-xs)), one))
-    value = enp.where(polynomial, series, prefactor * series)
-    value = enp.where(converged | polynomial, value, _const(x, np.nan))
     # 0.9 <= x < 1: F = G(c) G(d) / (G(c-a) G(c-b)) F(a, b; 1 - d; 1 - x)
     #                 + (1 - x)^d G(c) G(-d) / (G(a) G(b)) F(c - a, c - b; 1 + d; 1 - x)
     xn = enp.where(near_one, x, 0.95)
     an, bn, cn = (enp.where(near_one, v, w) for v, w in ((a, 0.5), (b, 0.5), (c, 2.25)))
     dn = cn - an - bn
     w = 1.0 - xn
-    f1, ok1 = _gauss_series(an, bn, 1.0 - dn, w)
-    f2, ok2 = _gauss_series(cn - an, cn - bn, 1.0 + dn, w)
-    g_c = _gamma(cn)
-    term1 = g_c * _gamma(dn) * _rgamma(cn - an) * _rgamma(cn - bn) * f1
-    term2 = enp.exp(dn * enp.log(w)) * g_c * _gamma(-dn) * _rgamma(an) * _rgamma(bn) * f2
-    v_near = enp.where(ok1 & ok2, term1 + term2, _const(x, np.nan))
     # x < -1: F = G(c) G(b - a) / (G(b) G(c - a)) (-x)^-a F(a, a - c + 1; a - b + 1; 1/x)
     #           + G(c) G(a - b) / (G(a) G(c - b)) (-x)^-b F(b, b - c + 1; b - a + 1; 1/x)
     xi = enp.where(inverse, x, -2.0)
     ai, bi, ci = (enp.where(inverse, v, w) for v, w in ((a, 0.5), (b, 0.25), (c, 2.25)))
     u = 1.0 / xi
-    h1, ok3 = _gauss_series(ai, ai - ci + 1.0, ai - bi + 1.0, u)
-    h2, ok4 = _gauss_series(bi, bi - ci + 1.0, bi - ai + 1.0, u)
-    g_ci = _gamma(ci)
-    log_mx = enp.log(-xi)
-    part1 = g_ci * _gamma(bi - ai) * _rgamma(bi) * _rgamma(ci - ai) * enp.exp(-ai * log_mx) * h1
-    part2 = g_ci * _gamma(ai - bi) * _rgamma(ai) * _rgamma(ci - bi) * enp.exp(-bi * log_mx) * h2
-    v_inverse = enp.where(ok3 & ok4, part1 + part2, _const(x, np.nan))
-    value = enp.where(near_one & ~polynomial & ~c_pole, v_near, value)
-    value = enp.where(inverse & ~polynomial & ~c_pole, v_inverse, value)
-    # x == 1: Gauss's sum for c - a - b > 0, inf otherwise; x > 1: inf (as SciPy and JAX)
-    x1 = (x == 1) & ~polynomial
-    dg = enp.where(x1 & (d > 0), d, 1.0)
-    cg = enp.where(x1, c, 2.0)
-    gauss = _gamma(cg) * _gamma(dg) * _rgamma(cg - enp.where(x1, a, 0.5)) * _rgamma(cg - enp.where(x1, b, 0.5))
-    # (diverging where c - a - b <= 0, with the sign of G(c) G(a + b - c) / (G(a) G(b)), G(0) read as 1)
-    sign = enp.sign(_gamma(cg)) * enp.sign(_gamma(enp.where(x1 & (d < 0), -d, 1.0))) * \
-        enp.sign(_rgamma(enp.where(x1, a, 1.0))) * enp.sign(_rgamma(enp.where(x1, b, 1.0)))
-    value = enp.where(x1, enp.where(d > 0, gauss, sign * np.inf), value)
-    value = enp.where((x > 1) & ~polynomial, _const(x, np.inf), value)
-    value = enp.where(c_pole, _const(x, np.inf), value)
     # c - a or c - b a non-positive integer: Euler's transformation gives (1 - x)^d times a polynomial, for every
     # x where that is real (x < 1, or d an integer)
     ca_poly, cb_poly = _is_nonpositive_int(c - a), _is_nonpositive_int(c - b)
     euler_poly = (ca_poly | cb_poly) & ~polynomial & ~c_pole & ((x < 1) | (d == enp.round(d))) & (x != 1)
     xe = enp.where(euler_poly, x, 0.5)
-    poly, _ = _gauss_series(enp.where(euler_poly, c - a, 0.0), enp.where(euler_poly, c - b, 0.0),
-                            enp.where(euler_poly, c, 1.0), xe)
+    # x == 1: Gauss's sum
+    x1 = (x == 1) & ~polynomial
+    dg = enp.where(x1 & (d > 0), d, 1.0)
+    cg = enp.where(x1, c, 2.0)
+    a1, b1 = enp.where(x1, a, 0.5), enp.where(x1, b, 0.5)
+    # every series in one loop and every gamma function in one program (XLA's compile time grows with the number
+    # of operations)
+    series = [(sa, sb, sc, z), (an, bn, 1.0 - dn, w), (cn - an, cn - bn, 1.0 + dn, w),
+              (ai, ai - ci + 1.0, ai - bi + 1.0, u), (bi, bi - ci + 1.0, bi - ai + 1.0, u),
+              (enp.where(euler_poly, c - a, 0.0), enp.where(euler_poly, c - b, 0.0), enp.where(euler_poly, c, 1.0),
+               xe)]
+    sums, oks = _gauss_series(*(enp.stack(column) for column in zip(*series)))
+    (main, f1, f2, h1, h2, poly), (converged, ok1, ok2, ok3, ok4, _) = list(sums), list(oks)
+    gamma_args = [cn, dn, -dn, ci, bi - ai, ai - bi, cg, dg, enp.where(x1 & (d < 0), -d, 1.0)]
+    rgamma_args = [cn - an, cn - bn, an, bn, bi, ci - ai, ai, ci - bi, cg - a1, cg - b1, a1, b1]
+    poles = [_is_nonpositive_int(v) for v in rgamma_args]
+    values = list(_gamma(enp.stack(gamma_args + [enp.where(p, 1.0, v) for p, v in zip(poles, rgamma_args)])))
+    g_cn, g_dn, g_mdn, g_ci, g_ba, g_ab, g_cg, g_dg, g_sign = values[:9]
+    r_can, r_cbn, r_an, r_bn, r_bi, r_cai, r_ai, r_cbi, r_ca1, r_cb1, r_a1, r_b1 = [
+        enp.where(p, enp.zeros_like(x), 1.0 / g) for p, g in zip(poles, values[9:])]
+
+    prefactor = enp.where(xs < 0, enp.exp(-pa * enp.log1p(-xs)),
+                          enp.where(euler, enp.exp(d * enp.log1p(-xs)), one))
+    value = enp.where(polynomial, main, prefactor * main)
+    value = enp.where(converged | polynomial, value, _const(x, np.nan))
+    term1 = g_cn * g_dn * r_can * r_cbn * f1
+    term2 = enp.exp(dn * enp.log(w)) * g_cn * g_mdn * r_an * r_bn * f2
+    v_near = enp.where(ok1 & ok2, term1 + term2, _const(x, np.nan))
+    log_mx = enp.log(-xi)
+    part1 = g_ci * g_ba * r_bi * r_cai * enp.exp(-ai * log_mx) * h1
+    part2 = g_ci * g_ab * r_ai * r_cbi * enp.exp(-bi * log_mx) * h2
+    v_inverse = enp.where(ok3 & ok4, part1 + part2, _const(x, np.nan))
+    value = enp.where(near_one & ~polynomial & ~c_pole, v_near, value)
+    value = enp.where(inverse & ~polynomial & ~c_pole, v_inverse, value)
+    # x == 1: Gauss's sum for c - a - b > 0; diverging where c - a - b <= 0, with the sign of
+    # G(c) G(a + b - c) / (G(a) G(b)) (G(0) read as 1); x > 1: inf (as SciPy and JAX)
+    gauss = g_cg * g_dg * r_ca1 * r_cb1
+    sign = enp.sign(g_cg) * enp.sign(g_sign) * enp.sign(r_a1) * enp.sign(r_b1)
+    value = enp.where(x1, enp.where(d > 0, gauss, sign * np.inf), value)
+    value = enp.where((x > 1) & ~polynomial, _const(x, np.inf), value)
+    value = enp.where(c_pole, _const(x, np.inf), value)
     base = 1.0 - xe
     power = enp.exp(d * enp.log(enp.abs(base)))
     power = enp.where((base < 0) & (enp.fmod(d, 2.0) != 0), -power, power)
@@ -585,16 +586,19 @@ def hyp2f1(a: Any, b: Any, c: Any, x: Any) -> Any:
 @hyp2f1.defjvp
 def _hyp2f1_jvp(primals: Any, tangents: Any) -> Any:
     (a, b, c, x), (ta, tb, tc, tx) = primals, tangents
-    out = hyp2f1(a, b, c, x)
     # in x: a b / c 2F1(a + 1, b + 1; c + 1; x); in a, b, c: central differences of the value (step
-    # eps^(1/3) max(1, |p|): about 1e-10 relative in float64, 1e-4 in float32)
-    d_x = a * b / c * hyp2f1(a + 1.0, b + 1.0, c + 1.0, x)
+    # eps^(1/3) max(1, |p|): about 1e-10 relative in float64, 1e-4 in float32); all seven values in one program
     step = float(enp.finfo(x.dtype).eps) ** (1.0 / 3.0)
-    tangent = tx * d_x
+    points, steps = [(a, b, c, x), (a + 1.0, b + 1.0, c + 1.0, x)], []
+    for k in range(3):
+        p = [a, b, c]
+        h = step * enp.maximum(enp.abs(p[k]), 1.0)
+        up, down = list(p), list(p)
+        up[k], down[k] = p[k] + h, p[k] - h
+        points += [(*up, x), (*down, x)]
+        steps.append(h)
+    values = _hyp2f1_value(*(enp.stack(column) for column in zip(*points)))
+    tangent = tx * (a * b / c) * values[1]
     for k, t in enumerate((ta, tb, tc)):
-        args = [a, b, c]
-        h = step * enp.maximum(enp.abs(args[k]), 1.0)
-        up, down = list(args), list(args)
-        up[k], down[k] = args[k] + h, args[k] - h
-        tangent = tangent + t * (_hyp2f1_value(*up, x) - _hyp2f1_value(*down, x)) / (2.0 * h)
-    return out, tangent
+        tangent = tangent + t * (values[2 + 2 * k] - values[3 + 2 * k]) / (2.0 * steps[k])
+    return values[0], tangent

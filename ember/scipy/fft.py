@@ -17,6 +17,7 @@ import numpy as np
 
 from ember import lax
 from ember import numpy as enp
+from ember._api.jit import jit
 from ember._core import dtypes as dt
 
 _NORMS = (None, "backward", "ortho")
@@ -122,6 +123,11 @@ def _idct_real(y: Any, axis: int, norm: Any) -> Any:
     return enp.take(v, enp.asarray(inverse.astype(np.int32)), axis=axis).astype(y.dtype)
 
 
+# one program per shape, axis and norm when called eagerly
+_dct_jit = jit(_dct_real, static_argnums=(1, 2))
+_idct_jit = jit(_idct_real, static_argnums=(1, 2))
+
+
 def _per_part(fn: Any, x: Any, *args: Any) -> Any:
     if dt.is_complex(x.dtype):
         return lax.complex(fn(enp.real(x), *args), fn(enp.imag(x), *args))
@@ -136,7 +142,7 @@ def dct(x: Any, type: int = 2, n: int | None = None, axis: int = -1,  # noqa: A0
     x = _check("dct", x, type, norm)
     axis = _axis("dct", axis, x.ndim)
     x = _resize("dct", x, n, axis)
-    return _per_part(_dct_real, x, axis, norm)
+    return _per_part(_dct_jit, x, axis, norm)
 
 
 def idct(x: Any, type: int = 2, n: int | None = None, axis: int = -1,  # noqa: A002
@@ -147,7 +153,7 @@ def idct(x: Any, type: int = 2, n: int | None = None, axis: int = -1,  # noqa: A
     x = _check("idct", x, type, norm)
     axis = _axis("idct", axis, x.ndim)
     x = _resize("idct", x, n, axis)
-    return _per_part(_idct_real, x, axis, norm)
+    return _per_part(_idct_jit, x, axis, norm)
 
 
 def _axes_and_sizes(name: str, x: Any, s: Any, axes: Any) -> tuple[list[int], list[Any]]:
@@ -177,7 +183,7 @@ def dctn(x: Any, type: int = 2, s: Sequence[int] | None = None,  # noqa: A002
     x = _check("dctn", x, type, norm)
     axes, sizes = _axes_and_sizes("dctn", x, s, axes)
     for axis, size in zip(axes, sizes):
-        x = _per_part(_dct_real, _resize("dctn", x, size, axis), axis, norm)
+        x = _per_part(_dct_jit, _resize("dctn", x, size, axis), axis, norm)
     return x
 
 
@@ -187,7 +193,7 @@ def idctn(x: Any, type: int = 2, s: Sequence[int] | None = None,  # noqa: A002
     x = _check("idctn", x, type, norm)
     axes, sizes = _axes_and_sizes("idctn", x, s, axes)
     for axis, size in zip(axes, sizes):
-        x = _per_part(_idct_real, _resize("idctn", x, size, axis), axis, norm)
+        x = _per_part(_idct_jit, _resize("idctn", x, size, axis), axis, norm)
     return x
 
 

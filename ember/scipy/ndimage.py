@@ -9,11 +9,13 @@ input (and, for order 1, in the coordinates)."""
 from __future__ import annotations
 
 import itertools
+from functools import partial
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ember import numpy as enp
+from ember._api.jit import jit
 from ember._core import dtypes as dt
 
 
@@ -69,12 +71,18 @@ def map_coordinates(input: Any, coordinates: Sequence[Any], order: int, mode: st
     if dt.is_bool(array.dtype) or not (dt.is_int(array.dtype) or dt.is_float(array.dtype)
                                        or dt.is_complex(array.dtype)):
         raise TypeError(f"map_coordinates: input must have a numeric dtype, got {array.dtype}")
-    work_dtype = array.dtype if not dt.is_int(array.dtype) else dt.default_float_dtype()
     coords = [enp.asarray(c) for c in coordinates]
     for c in coords:
         if dt.is_complex(c.dtype):
             raise TypeError("map_coordinates: coordinates must be real")
     coords = enp.broadcast_arrays(*coords) if coords else coords
+    return _interpolate(array, tuple(coords), order, mode, enp.asarray(cval))
+
+
+@partial(jit, static_argnums=(2, 3))
+def _interpolate(array: Any, coords: tuple[Any, ...], order: int, mode: str, cval: Any) -> Any:
+    """map_coordinates on checked arguments, as one program."""
+    work_dtype = array.dtype if not dt.is_int(array.dtype) else dt.default_float_dtype()
     real_dtype = np.float64 if work_dtype in (np.float64, np.complex128) else np.float32
     coords = [c.astype(real_dtype) if not dt.is_int(c.dtype) else c for c in coords]
     data = array.astype(work_dtype)
@@ -95,7 +103,7 @@ def map_coordinates(input: Any, coordinates: Sequence[Any], order: int, mode: st
         per_dim.append([(fix(i, size), (i >= 0) & (i < size), w) for i, w in nodes])
 
     result = None
-    cval = enp.asarray(cval).astype(work_dtype)
+    cval = cval.astype(work_dtype)
     for combination in itertools.product(*per_dim):
         indices = tuple(i for i, _, _ in combination)
         sample = data[indices] if indices else data

@@ -4,17 +4,23 @@
 Arguments may be Python scalars, numpy or ember arrays; integers and booleans become the default float dtype, the
 arguments of a function are promoted to one float dtype and broadcast together, and results keep that dtype
 (float32 in the default mode, float64 under enable_x64; float16 and bfloat16 are computed in float32). Complex
-arguments raise a ValueError naming the function and the argument. Every function works eagerly and under jit,
-vmap and grad; the numerical kernels written for ember (ndtri, log_ndtr, betaln, poch, zeta's derivative, the
-exponential integrals, spence, hyp1f1) live in ember.scipy._special_impl, where their algorithms are described.
+arguments raise a ValueError naming the function and the argument, except for wofz (complex in and out) and
+erfcx (w(iz) for complex z, as JAX). Every function works eagerly and under jit, vmap and grad; the numerical
+kernels written for ember live in ember.scipy._special_impl (ndtri, log_ndtr, betaln, poch, zeta's derivative,
+the exponential integrals, spence, hyp1f1) and ember.scipy._special_more (the Faddeeva function and erfcx,
+dawsn, fresnel; sici; bessel_jn; owens_t; hyp2f1), where their algorithms are described.
 
 Where SciPy defines a value at an edge that JAX leaves NaN (or gets wrong), ember follows SciPy: gammainc and
 gammaincc at a = inf, zeta(x, inf), zeta's Riemann form (q=None, which JAX does not implement), poch at the poles
 of Gamma, expn(n, 0) and expn(n, inf), rel_entr with NaN arguments, hyp1f1 for large negative x (Kummer's
-transformation), the derivative of expn(0, x) and of spence. JAX's conventions are kept where SciPy's value is
-arbitrary: hyp1f1(0, b, x) = 1 for every b, and NaN for betaln, beta and poch at infinite arguments other than the
-limits B(a, inf) = 0 and poch(z, inf) = inf. Not provided: fresnel, hyp2f1, sph_harm_y and the (deprecated) lpmn,
-lpmn_values; nor JAX's extras beyond these (bessel_jn, comb, dawsn, erfcx, loggamma, owens_t, sici, wofz, ...)."""
+transformation), the derivative of expn(0, x) and of spence, loggamma(0) = inf, bessel_jn at 0 and for large
+|z|, wofz's relative accuracy for large |z| and its value at infinity, hyp2f1 for x < -1 and its terminating
+cases. Where SciPy's own value is inaccurate, ember's is the exact one (fresnel beyond 36974, bessel_jn at huge
+|z|, comb for large N: checked against mpmath). JAX's conventions are kept where SciPy's value is arbitrary:
+hyp1f1(0, b, x) = 1 for every b, comb's 0 for N < 0 (also with repetition), boxcox's formula for tiny lmbda,
+and NaN for betaln, beta and poch at infinite arguments other than the limits B(a, inf) = 0 and
+poch(z, inf) = inf. Not provided: sph_harm_y, the complex form of loggamma, and the (deprecated) lpmn and
+lpmn_values."""
 from __future__ import annotations
 
 import operator
@@ -573,8 +579,9 @@ def hyp2f1(a: Any, b: Any, c: Any, x: Any) -> Any:
     where c is a pole beyond the polynomial's degree, and x > 1: SciPy's values, where JAX's are wrong), Gauss's
     sum at x = 1 (where c - a - b <= 0 the limit from below, +-inf), inf for x > 1 otherwise and where c is a
     non-positive integer. NaN where the series does not converge within its cap (3000 terms in float64): x above
-    about 0.99 with c - a - b an integer, or x below about -100 with a - b an integer. Differentiable: in x exactly (a b / c 2F1(a + 1, b + 1; c + 1; x)), in
-    a, b and c by central differences of the value (about 1e-10 relative in float64)."""
+    about 0.99 with c - a - b an integer, or x below about -100 with a - b an integer. Differentiable: in x
+    exactly (a b / c 2F1(a + 1, b + 1; c + 1; x)), in a, b and c by central differences of the value (about
+    1e-10 relative in float64)."""
     a, b, c, x = _broadcast(*_promote("hyp2f1", a=a, b=b, c=c, x=x))
     return _compute(_hyp2f1, a, b, c, x)
 
@@ -631,7 +638,8 @@ def _bessel_jn(z: Any, v: int, n_iter: int) -> Any:
 
 
 __all__ = ["bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn", "digamma",
-           "entr", "erf", "erfc", "erfcx", "erfinv", "exp1", "expi", "expit", "expn", "factorial", "fresnel", "gamma",
-           "gammainc", "gammaincc", "gammaln", "gammasgn", "hyp1f1", "hyp2f1", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr",
-           "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "owens_t", "poch",
-           "polygamma", "rel_entr", "sici", "softmax", "spence", "wofz", "xlog1py", "xlogy", "zeta"]
+           "entr", "erf", "erfc", "erfcx", "erfinv", "exp1", "expi", "expit", "expn", "factorial", "fresnel",
+           "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "hyp1f1", "hyp2f1", "i0", "i0e", "i1", "i1e",
+           "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri",
+           "owens_t", "poch", "polygamma", "rel_entr", "sici", "softmax", "spence", "wofz", "xlog1py", "xlogy",
+           "zeta"]
