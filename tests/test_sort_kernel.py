@@ -263,24 +263,22 @@ def xla_top_k(f, *args):
         ember.clear_caches()
 
 
-@pytest.mark.parametrize("dtype", TOP_K_DTYPES, ids=lambda d: np.dtype(d).name)
-def test_top_k_is_jaxs_bit_for_bit(dtype):
+def test_top_k_is_jaxs_bit_for_bit():
     """JAX's order (XLA's TopK): the total order of the bits, -NaN smallest and NaN largest, -0.0 below 0.0,
-    subnormals as they are; equal entries by lower index. The kernel's, XLA's fallback's and JAX's agree."""
-    xs = [values(dtype, 17, seed=20), values(dtype, 3 * 1000, seed=21, distinct=50).reshape(3, 1000),
-          values(dtype, 2 * 5 * 300, seed=22).reshape(2, 5, 300)]
-    for k in (0, 1, 10):
-        f = lambda *a: [lax.top_k(x, min(k, x.shape[-1])) for x in a]  # noqa: E731
-        with jax.enable_x64(True):
-            want = [jax.lax.top_k(x, min(k, x.shape[-1])) for x in xs]
-        for got in (ember.jit(f)(*xs), xla_top_k(f, *xs)):
-            for (gv, gi), (wv, wi) in zip(got, want):
-                same_bits(gv, wv)
-                np.testing.assert_array_equal(np.asarray(gi), np.asarray(wi))
-    x = xs[1]
-    v, i = lax.top_k(x, 1000)  # (k = n: the whole row in order; eagerly)
+    subnormals as they are (bf16's flushed); equal entries by lower index. The kernel's, XLA's fallback's and JAX's
+    agree, for every dtype, k of 0, 1, 10 and n, rows of 17 to 1000 (one program per library for all of them)."""
+    xs = []
+    for seed, dtype in enumerate(TOP_K_DTYPES):
+        xs += [values(dtype, 17, seed=seed), values(dtype, 2 * 1000, seed=seed, distinct=50).reshape(2, 1000),
+               values(dtype, 2 * 3 * 300, seed=seed + 50).reshape(2, 3, 300)]
+    ks = [(i, k) for i in range(len(xs)) for k in (0, 1, 10, xs[i].shape[-1])]
+    f = lambda *a: [lax.top_k(a[i], k) for i, k in ks]  # noqa: E731
     with jax.enable_x64(True):
-        same_bits(v, jax.lax.top_k(x, 1000)[0])
+        want = [jax.lax.top_k(xs[i], k) for i, k in ks]
+    for got in (ember.jit(f)(*xs), xla_top_k(f, *xs)):
+        for (gv, gi), (wv, wi) in zip(got, want):
+            same_bits(gv, wv)
+            np.testing.assert_array_equal(np.asarray(gi), np.asarray(wi))
 
 
 def test_top_k_transforms_as_jaxs():
