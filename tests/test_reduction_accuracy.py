@@ -55,7 +55,7 @@ SCALARS = 12  # inputs whose errors are averaged where the result is one number 
 # elsewhere 3: the mean relative error of a few dozen results still varies by 1.5x from one input to the next)
 
 
-@pytest.fixture(params=["kernel", "no kernel"])
+@pytest.fixture(params=["kernel", "no kernel"], scope="module")  # (switched twice a module: clear_caches is slow)
 def kernel(request):
     """With the row kernel (where the C extension runs: AVX-512F), and without it (XLA's ops: any other CPU)."""
     if request.param == "kernel":
