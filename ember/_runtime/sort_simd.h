@@ -94,11 +94,31 @@ AVX512 static void SIMD_FN(small)(SIMD_T *a, int64_t n) {
         SIMD_COMPRESS(a + wr, (SIMD_MASK)(~below_ & (valid)), vec);                   \
     } while (0)
 
-/* a[0..n) (n >= 2 vectors) rearranged so that the keys below pivot come first; returns how many they are. */
+/* a[0..n) (n >= 2 SIMD_UNROLL vectors) rearranged so that the keys below pivot come first; returns how many they
+ * are. SIMD_UNROLL vectors at a time (their compares independent of each other's stores), the first and last
+ * SIMD_UNROLL vectors kept in registers to make room: both ends then have room for the vectors read from either. */
+#define SIMD_UNROLL 4
 AVX512 static int64_t SIMD_FN(partition)(SIMD_T *a, int64_t n, SIMD_T pivot) {
-    __m512i pivot_v = SIMD_SET1(pivot);
-    __m512i first = _mm512_loadu_si512((const void *)a), last = _mm512_loadu_si512((const void *)(a + n - SIMD_LANES));
-    int64_t l = SIMD_LANES, r = n - SIMD_LANES, wl = 0, wr = n; /* unread: [l, r); free: [wl, l) and [r, wr) */
+    __m512i pivot_v = SIMD_SET1(pivot), first[SIMD_UNROLL], last[SIMD_UNROLL];
+    for (int u = 0; u < SIMD_UNROLL; u++) {
+        first[u] = _mm512_loadu_si512((const void *)(a + u * SIMD_LANES));
+        last[u] = _mm512_loadu_si512((const void *)(a + n - (u + 1) * SIMD_LANES));
+    }
+    /* unread: [l, r); free: [wl, l) and [r, wr), SIMD_UNROLL vectors' room in all on each side at least */
+    int64_t l = SIMD_UNROLL * SIMD_LANES, r = n - SIMD_UNROLL * SIMD_LANES, wl = 0, wr = n;
+    while (r - l >= SIMD_UNROLL * SIMD_LANES) {
+        __m512i v[SIMD_UNROLL];
+        const SIMD_T *from;
+        if (l - wl <= wr - r) {
+            from = a + l;
+            l += SIMD_UNROLL * SIMD_LANES;
+        } else {
+            r -= SIMD_UNROLL * SIMD_LANES;
+            from = a + r;
+        }
+        for (int u = 0; u < SIMD_UNROLL; u++) v[u] = _mm512_loadu_si512((const void *)(from + u * SIMD_LANES));
+        for (int u = 0; u < SIMD_UNROLL; u++) SIMD_SPLIT(v[u], SIMD_ALL);
+    }
     while (r - l >= SIMD_LANES) {
         __m512i v;
         if (l - wl <= wr - r) {
@@ -115,10 +135,13 @@ AVX512 static int64_t SIMD_FN(partition)(SIMD_T *a, int64_t n, SIMD_T pivot) {
         __m512i v = SIMD_MASKLOAD(pivot_v, m, a + l);
         SIMD_SPLIT(v, m);
     }
-    SIMD_SPLIT(first, SIMD_ALL);
-    SIMD_SPLIT(last, SIMD_ALL);
+    for (int u = 0; u < SIMD_UNROLL; u++) {
+        SIMD_SPLIT(first[u], SIMD_ALL);
+        SIMD_SPLIT(last[u], SIMD_ALL);
+    }
     return wl;
 }
+#undef SIMD_UNROLL
 
 /* The median of 64 keys sampled evenly from a[0..n) (n > SIMD_BASE). */
 AVX512 static SIMD_T SIMD_FN(pivot)(const SIMD_T *a, int64_t n) {
