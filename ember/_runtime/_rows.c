@@ -376,11 +376,12 @@ static int column_combine(int op) { return op == OP_CSUM ? OP_ADD : op == OP_CMA
 static float column_identity(int op) { return op == OP_CSUM ? 0.0f : op == OP_CMAX ? -INFINITY : INFINITY; }
 
 /* A column sum adds its rows in a cascade (as a pairwise sum is accurate): each row into level 0, level 0 into
- * level 1 every CASCADE rows, level 1 into level 2 every CASCADE^2 rows (each level a row of n floats, LEVELS in all,
- * `level` floats apart), so a result is a sum of at most ~CASCADE terms per level, not of every row one after
- * another (f32[25088, 64]: 20x less accurate than XLA's reduce before). */
+ * level 1 every CASCADE rows, level 1 into level 2 every CASCADE^2 rows, and so on (each level a row of n floats,
+ * LEVELS in all, `level` floats apart), so a result is a sum of at most ~CASCADE terms per level, not of every row
+ * one after another (f32[25088, 64]: 20x less accurate than XLA's reduce before; with 3 levels, a plain column sum
+ * of 2^18 rows of 16 was 2.3x less accurate than JAX's). */
 #define CASCADE 32
-#define LEVELS 3
+#define LEVELS 4
 static void cascade(float *sum, int64_t level, int64_t done, int64_t n) {
     for (int64_t k = 0, every = CASCADE; k + 1 < LEVELS && done % every == 0; k++, every *= CASCADE) {
         row_elementwise(OP_ADD, sum + (k + 1) * level, sum + (k + 1) * level, 1, sum + k * level, 1, n, NULL);
