@@ -427,3 +427,38 @@ def test_regions_are_a_pass_over_the_ir():
     assert "row_region" in str(passed) and "row region over (1024,)x(1000,)" in str(passed)
     assert row_fusion.row_regions(ember.stage_out(lambda a: a + 1, ember.ShapedArray((4,), "f32"))).eqns[0].prim.name \
         == "add"  # (nothing to take: the same equations)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Transposes that materialize (custom_call @ember_rows_transpose, chosen by row_fusion.kernel_transposes)
+@pytest.mark.parametrize("shape, perm, kernel", [
+    ((1024, 1024), (1, 0), True), ((1000, 1030), (1, 0), True), ((3, 257, 300), (0, 2, 1), True),
+    ((64, 40, 50), (1, 2, 0), True), ((5, 300, 301), (2, 0, 1), True), ((17, 1000, 33), (2, 1, 0), False),
+    ((4096, 8), (1, 0), False), ((64, 64), (1, 0), False)])
+def test_transposes_the_kernel_runs(shape, perm, kernel):
+    from ember._hlo.row_fusion import TRANSPOSE_TARGET, transpose_split
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=shape).astype(np.float32)
+    k = np.arange(np.prod(shape), dtype=np.int32).reshape(shape)
+    f = ember.jit(lambda a, b: (enp.transpose(a, perm), enp.transpose(b, perm) + 1))
+    text = f.lower(x, k).as_text()
+    available = targets.available(TRANSPOSE_TARGET)
+    assert (text.count(TRANSPOSE_TARGET) == 2) == (kernel and available)
+    got_x, got_k = f(x, k)
+    np.testing.assert_array_equal(np.asarray(got_x), np.transpose(x, perm))
+    np.testing.assert_array_equal(np.asarray(got_k), np.transpose(k, perm) + 1)
+    if kernel:
+        assert transpose_split(shape, perm) is not None
+
+
+def test_transposes_a_product_reads_stay_xlas():
+    """XLA folds a transpose into the dot that reads it (no copy): those are not the kernel's; a transpose of a
+    float64 or complex array neither (4-byte elements only). grad and vmap see the transpose primitive as ever."""
+    x = np.random.default_rng(10).normal(size=(512, 512)).astype(np.float32)
+    assert "ember_rows_transpose" not in ember.jit(lambda a: a.T @ a).lower(x).as_text()
+    with ember.config.override(enable_x64=True):
+        assert "ember_rows_transpose" not in ember.jit(lambda a: a.T).lower(x.astype(np.float64)).as_text()
+    g = ember.jit(ember.grad(lambda a: (enp.sin(a.T) * enp.arange(512.0)).sum()))(x)
+    np.testing.assert_allclose(np.asarray(g), (np.cos(x.T) * np.arange(512.0)).T, rtol=2e-6, atol=1e-6)
+    v = ember.jit(ember.vmap(lambda a: a.T + 0))(x.reshape(2, 256, 512))
+    np.testing.assert_array_equal(np.asarray(v), x.reshape(2, 256, 512).transpose(0, 2, 1))

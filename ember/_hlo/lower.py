@@ -157,8 +157,8 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
         return env[atom]
 
     base, base_location = emitter.scope, emitter.location
-    if row_fusion.applies(emitter):  # (a pass over the body: its row regions as row_region equations)
-        ir = row_fusion.row_regions(ir)
+    if row_fusion.applies(emitter):  # (passes over the body: its row regions as row_region equations, the
+        ir = row_fusion.kernel_transposes(row_fusion.row_regions(ir))  # transposes the kernel runs)
     try:
         for eqn in ir.eqns:
             rule = eqn.prim.rules.get("lowering")

@@ -14,13 +14,13 @@ ModuleError saying what and where (line:column):
     `ctx.op("stablehlo.` and the emitter's ops, and the families' op names), or an attribute name ember never
     writes (ATTRIBUTES);
   - a custom call to a target other than ember's own FFI kernels (the LAPACK kernels ember_lapack_*, the row
-    kernels ember_rows and ember_rows_bmm, the sort kernel ember_sort: never ember_callback, since host callbacks
-    are not serialized) and the XLA targets ember's lowering writes (Qr, ProductOfElementaryHouseholderReflectors,
-    Eigh; Sharding, SPMDFullToShardShape, SPMDShardToFullShape of a one-device shard_map); and a custom call whose
-    operand and result types, attributes and layouts are not related as ember's lowering relates them for that target
-    (ember/_prims/linalg.py, ember/_hlo/row_fusion.py, ember/_hlo/backend_forms.py, ember/_prims/sorting.py): the
-    kernels would otherwise trust sizes the artifact chose (they check again at run time: ember/_runtime/_lapack.c,
-    _rows.c, _sort.c);
+    kernels ember_rows, ember_rows_bmm and ember_rows_transpose, the sort kernels ember_sort and ember_sort_top_k:
+    never ember_callback, since host callbacks are not serialized) and the XLA targets ember's lowering writes (Qr,
+    ProductOfElementaryHouseholderReflectors, Eigh; Sharding, SPMDFullToShardShape, SPMDShardToFullShape of a
+    one-device shard_map); and a custom call whose operand and result types, attributes and layouts are not related
+    as ember's lowering relates them for that target (ember/_prims/linalg.py, ember/_hlo/row_fusion.py,
+    ember/_hlo/backend_forms.py, ember/_prims/sorting.py): the kernels would otherwise trust sizes the artifact chose
+    (they check again at run time: ember/_runtime/_lapack.c, _rows.c, _sort.c);
   - tensor types of element types ember does not have, of rank above MAX_RANK, dimensions above MAX_DIM or more
     than MAX_BYTES bytes; collectives naming a device other than 0 (an exported program runs on one device);
   - a module whose @main is missing, not public, or has other functions public, or other attributes than
@@ -75,7 +75,8 @@ LAPACK = {"ember_lapack_potrf": {"lower"}, "ember_lapack_getrf": set(), "ember_l
           "ember_lapack_orgqr": set(), "ember_lapack_syevd": {"lower"}, "ember_lapack_gesdd": {"job"},
           "ember_lapack_trsm": {"left_side", "lower", "transpose_a", "unit_diagonal"},
           "ember_lapack_geev": {"compute_left", "compute_right"}, "ember_lapack_gees": {"vectors"}}
-ROWS = {"ember_rows": {"rows", "row"}, "ember_rows_bmm": {"batch", "m", "n", "k", "trans_a", "trans_b"}}
+ROWS = {"ember_rows": {"rows", "row"}, "ember_rows_bmm": {"batch", "m", "n", "k", "trans_a", "trans_b"},
+        "ember_rows_transpose": {"batch", "m", "n"}}
 SORT = {"ember_sort": {"num_keys", "positions"}, "ember_sort_top_k": {"k"}}
 FFI_TARGETS = {**LAPACK, **ROWS, **SORT}
 XLA_TARGETS = frozenset({"Qr", "ProductOfElementaryHouseholderReflectors", "Eigh", "Sharding",
@@ -802,6 +803,13 @@ def _check_rows(target: str, op: Op, attrs: dict[str, int]) -> str:
             if t.element != "f32" or math.prod(t.shape) not in sizes:
                 return "an operand or result is not float32 of rows * row, rows, row or 1 elements"
         return _layouts(op, [False] * len(ins), [False] * len(outs))
+    if target == "ember_rows_transpose":
+        batch, m, n = attrs["batch"], attrs["m"], attrs["n"]
+        element = ins[0].element if len(ins) == 1 else ""
+        if (len(ins) != 1 or len(outs) != 1 or min(batch, m, n) < 1 or ins[0] != TensorType((batch, m, n), element)
+                or outs[0] != TensorType((batch, n, m), element) or _ELEMENTS[element].itemsize != 4):
+            return "operand and result are not [batch, m, n] -> [batch, n, m] of one 4-byte element type"
+        return _layouts(op, [False], [False])
     batch, m, n, k = attrs["batch"], attrs["m"], attrs["n"], attrs["k"]
     if min(batch, m, n, k) < 1 or attrs["trans_a"] not in (0, 1) or attrs["trans_b"] not in (0, 1):
         return "batch, m, n, k must be positive, trans_a and trans_b 0 or 1"

@@ -361,6 +361,76 @@ def row_regions(ir: IR) -> IR:
     return IR(ir.const_vars, ir.consts, ir.in_vars, eqns, ir.outs, ir.out_tree)
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Transposes that materialize: the kernel's tiled transpose (custom_call @ember_rows_transpose, in _rows.c). The
+# plugin's XLA copies f32[1024, 1024].T element by element in 3.5 ms, jaxlib in 0.5 ms; the kernel 0.4 ms. A
+# transpose a matrix product or convolution reads, or of one's result, stays XLA's (XLA folds it into their
+# dimension numbers or their result's layout for free: an MLP step of batch 1024 ran 1.3x slower with the kernel
+# transposing its weight gradients), as do small ones and those of other element sizes.
+TRANSPOSE_TARGET = "ember_rows_transpose"
+MIN_TRANSPOSE = 1 << 18  # elements (smaller: XLA fuses the transpose into its readers as fast, and a call in a loop
+# body costs more: the gradient of a 1000-step loop over a 256 x 256 matrix ran 2x slower)
+MIN_TRANSPOSE_SIDE = 16  # the swapped groups' sizes (thinner: XLA's copy is nearly contiguous)
+FOLDS_TRANSPOSES = frozenset({"dot_general", "conv_general_dilated"})
+
+
+def transpose_split(shape: Sequence[int], permutation: Sequence[int]) -> tuple[int, int, int] | None:
+    """(batch, m, n) where transposing an array of this shape by permutation is [batch, m, n] -> [batch, n, m] (the
+    dims grouped where they stay adjacent and in order); None for any other permutation."""
+    groups: list[list[int]] = []  # runs of the permutation of consecutive input dims, in output order
+    for d in permutation:
+        if groups and groups[-1][-1] + 1 == d:
+            groups[-1].append(d)
+        else:
+            groups.append([d])
+    firsts = [g[0] for g in groups]
+    size = [math.prod(shape[d] for d in g) for g in groups]
+    if len(groups) == 2 and firsts[0] > firsts[1]:
+        return 1, size[1], size[0]
+    if len(groups) == 3 and firsts[0] == 0 and firsts[1] > firsts[2]:
+        return size[0], size[2], size[1]
+    return None
+
+
+# The transposes the kernel runs (kernel_transposes): its lowering is the kernel's custom call. Internal to
+# lowering, as row_region.
+transpose_kernel_p = Primitive("transpose_kernel", register=False, checks=())
+
+
+@transpose_kernel_p.def_rule("lowering")
+def _transpose_kernel_lowering(ctx: Any, x: str, *, split: tuple[int, int, int]) -> list[str]:
+    batch, m, n = split
+    aval, out = ctx.avals_in[0], ctx.avals_out[0]
+    matrix = backend_forms.reshape(ctx.emitter, x, aval, (batch, m, n))
+    y = emit_custom_call(ctx.emitter, TRANSPOSE_TARGET, [matrix], [ShapedArray((batch, n, m), aval.dtype)],
+                         {"batch": batch, "m": m, "n": n}, has_side_effect=False)[0]
+    return [backend_forms.reshape(ctx.emitter, y, ShapedArray((batch, n, m), aval.dtype), out.shape)]
+
+
+def kernel_transposes(ir: IR) -> IR:
+    """ir with each transpose the kernel runs better than XLA replaced by a transpose_kernel equation: 4-byte
+    elements, at least MIN_TRANSPOSE of them, a [batch, m, n] -> [batch, n, m] permutation with m and n at least
+    MIN_TRANSPOSE_SIDE, neither read by a matrix product or convolution of the body nor transposing one's result (a
+    pass over a body before it is lowered, beside row_regions; where the kernel is available)."""
+    if not targets.available(TRANSPOSE_TARGET):
+        return ir
+    folded = {a for eqn in ir.eqns if eqn.prim.name in FOLDS_TRANSPOSES for a in eqn.inputs if isinstance(a, Var)}
+    products = {v for eqn in ir.eqns if eqn.prim.name in FOLDS_TRANSPOSES for v in eqn.outputs}
+    eqns, changed = [], False
+    for eqn in ir.eqns:
+        if eqn.prim.name == "transpose" and eqn.outputs[0] not in folded and eqn.inputs[0] not in products:
+            aval = eqn.inputs[0].aval
+            split = transpose_split(aval.shape, eqn.params["permutation"])
+            if (split is not None and aval.dtype.itemsize == 4 and math.prod(aval.shape) >= MIN_TRANSPOSE
+                    and min(split[1:]) >= MIN_TRANSPOSE_SIDE):
+                eqns.append(Eqn(transpose_kernel_p, list(eqn.inputs), list(eqn.outputs), {"split": split},
+                                eqn.source))
+                changed = True
+                continue
+        eqns.append(eqn)
+    return IR(ir.const_vars, ir.consts, ir.in_vars, eqns, ir.outs, ir.out_tree) if changed else ir
+
+
 def _open(eqn: Any, shapes: dict[tuple[int, ...], tuple[int, bool]], constants: dict[Var, float]
           ) -> Region | None:
     """The region eqn may open: over the shape of its operand (a reduction) or result (an elementwise op) when a

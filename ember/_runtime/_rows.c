@@ -706,10 +706,120 @@ static Ffi_Error *bmm_handler(Ffi_CallFrame *frame) {
     return NULL;
 }
 
+/* ---- transposes ------------------------------------------------------------------------------------------------
+ * `custom_call @ember_rows_transpose(x) -> y`, x [batch, m, n] and y [batch, n, m] (row-major) of elements of
+ * `size` bytes (1, 2, 4 or 8): y[b, j, i] = x[b, i, j]. The plugin's XLA copies a materialized f32[1024, 1024]
+ * transpose element by element in 3.5 ms (jaxlib: 0.5 ms); here in tiles of TILE x TILE elements (the source
+ * rows and destination rows of a tile stay in the cache), 16 x 16 blocks of 4-byte elements transposed in AVX-512
+ * registers, the tiles split among the pool's threads. */
+#define TILE 64
+typedef struct {
+    const char *x;
+    char *y;
+    int64_t m, n, size, begin, end; /* tiles [begin, end) of the batch's tile grid, in order */
+    int64_t tiles_m, tiles_n;
+} Transpose;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* 16 rows of 16 floats at src (stride ss elements) transposed into dst (stride ds elements). */
+AVX512 static void transpose16(const float *src, int64_t ss, float *dst, int64_t ds) {
+    /* unpack 32-bit pairs, then 64-bit pairs (each 128-bit lane of b[4g + e] then holds element e of its four
+     * columns of rows 4g .. 4g + 3), then gather the 128-bit lanes of the four groups (two shuffles) */
+    __m512 r[16], a[16], b[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * ss);
+    for (int i = 0; i < 16; i += 2) {
+        a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        b[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a[i]), _mm512_castps_pd(a[i + 2])));
+        b[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a[i]), _mm512_castps_pd(a[i + 2])));
+        b[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a[i + 1]), _mm512_castps_pd(a[i + 3])));
+        b[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a[i + 1]), _mm512_castps_pd(a[i + 3])));
+    }
+    for (int i = 0; i < 4; i++) { /* 128-bit lanes: rows i, i + 4 and i + 8, i + 12 */
+        a[i] = _mm512_shuffle_f32x4(b[i], b[i + 4], 0x88);
+        a[i + 4] = _mm512_shuffle_f32x4(b[i], b[i + 4], 0xdd);
+        a[i + 8] = _mm512_shuffle_f32x4(b[i + 8], b[i + 12], 0x88);
+        a[i + 12] = _mm512_shuffle_f32x4(b[i + 8], b[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        b[i] = _mm512_shuffle_f32x4(a[i], a[i + 8], 0x88);
+        b[i + 8] = _mm512_shuffle_f32x4(a[i], a[i + 8], 0xdd);
+        b[i + 4] = _mm512_shuffle_f32x4(a[i + 4], a[i + 12], 0x88);
+        b[i + 12] = _mm512_shuffle_f32x4(a[i + 4], a[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * ds, b[i]);
+}
+#else
+static void transpose16(const float *src, int64_t ss, float *dst, int64_t ds) {
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) dst[j * ds + i] = src[i * ss + j];
+}
+#endif
+
+static void *run_transpose(void *arg) {
+    const Transpose *t = (const Transpose *)arg;
+    int64_t m = t->m, n = t->n, size = t->size, per_batch = t->tiles_m * t->tiles_n;
+    for (int64_t k = t->begin; k < t->end; k++) {
+        int64_t b = k / per_batch, ti = (k % per_batch) / t->tiles_n, tj = k % t->tiles_n;
+        const char *x = t->x + b * m * n * size;
+        char *y = t->y + b * m * n * size;
+        int64_t i0 = ti * TILE, j0 = tj * TILE, i1 = i0 + TILE < m ? i0 + TILE : m, j1 = j0 + TILE < n ? j0 + TILE : n;
+        int64_t i = i0;
+        if (size == 4 && cpu_supported())
+            for (; i + 16 <= i1; i += 16) {
+                int64_t j = j0;
+                for (; j + 16 <= j1; j += 16)
+                    transpose16((const float *)x + i * n + j, n, (float *)y + j * m + i, m);
+                for (; j < j1; j++)
+                    for (int64_t r = i; r < i + 16; r++) ((float *)y)[j * m + r] = ((const float *)x)[r * n + j];
+            }
+        for (; i < i1; i++)
+            for (int64_t j = j0; j < j1; j++) memcpy(y + (j * m + i) * size, x + (i * n + j) * size, (size_t)size);
+    }
+    return NULL;
+}
+
+static Ffi_Error *transpose_handler(Ffi_CallFrame *frame) {
+    if (answer_metadata(frame)) return NULL;
+    if (frame->stage != FFI_EXECUTE) return NULL;
+    if (frame->args.size != 1 || frame->rets.size != 1)
+        return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_rows_transpose: needs one operand and one result");
+    Ffi_Buffer *x = (Ffi_Buffer *)frame->args.args[0], *y = (Ffi_Buffer *)frame->rets.args[0];
+    int64_t batch = attr_int(frame, "batch", -1), m = attr_int(frame, "m", -1), n = attr_int(frame, "n", -1);
+    int64_t size = 0, sx = 1, sy = 1, bm = 0, total = 0;
+    switch (x->dtype) {
+        case FFI_PRED: case FFI_S8: case FFI_U8: size = 1; break;
+        case FFI_S16: case FFI_U16: case FFI_F16: case FFI_BF16: size = 2; break;
+        case FFI_S32: case FFI_U32: case FFI_F32: size = 4; break;
+        case FFI_S64: case FFI_U64: case FFI_F64: case FFI_C64: size = 8; break;
+        default: size = 0;
+    }
+    for (int64_t d = 0; d < x->rank; d++) sx *= x->dims[d];
+    for (int64_t d = 0; d < y->rank; d++) sy *= y->dims[d];
+    if (size == 0 || x->dtype != y->dtype || batch < 1 || m < 1 || n < 1 || __builtin_mul_overflow(batch, m, &bm)
+        || __builtin_mul_overflow(bm, n, &total) || total != sx || total != sy || total > INT64_MAX / 8)
+        return fail(frame, FFI_ERR_INVALID_ARGUMENT,
+                    "ember_rows_transpose: the operand and result are not [batch, m, n] and [batch, n, m] of one "
+                    "dtype of 1, 2, 4 or 8 bytes");
+    int64_t tiles_m = (m + TILE - 1) / TILE, tiles_n = (n + TILE - 1) / TILE, tiles = batch * tiles_m * tiles_n;
+    int64_t threads = total * size / (1 << 20) + 1; /* (a thread per MiB or so) */
+    if (threads > cpu_count()) threads = cpu_count();
+    if (threads > tiles) threads = tiles;
+    Transpose jobs[MAX_THREADS];
+    for (int64_t t = 0; t < threads; t++)
+        jobs[t] = (Transpose){(const char *)x->data, (char *)y->data, m, n, size, tiles * t / threads,
+                              tiles * (t + 1) / threads, tiles_m, tiles_n};
+    run_shares(run_transpose, jobs, sizeof(Transpose), (int)threads);
+    return NULL;
+}
+
 /* ---- module ---------------------------------------------------------------------------------------------- */
 static PyObject *handlers(PyObject *self, PyObject *unused) {
     static const Ffi_HandlerEntry table[] = {
         {"ember_rows", (void *)rows_handler}, {"ember_rows_bmm", (void *)bmm_handler},
+        {"ember_rows_transpose", (void *)transpose_handler},
     };
     return cpu_supported() ? handler_dict(table, sizeof table / sizeof table[0]) : PyDict_New();
 }

@@ -292,9 +292,10 @@ def test_row_kernels_round_trip_where_they_run():
         pytest.skip("ember's row kernels need the C extension and AVX-512F")
     x = np.random.default_rng(0).standard_normal((64, 1024)).astype(F32)
     b = np.random.default_rng(1).standard_normal((4, 64, 64)).astype(F32)
-    exp = ember.export.export(ember.jit(lambda x, b: (ember.nn.softmax(x, axis=-1), b @ b)))(x, b)
-    assert '"ember_rows"' in exp.mlir_module() and '"ember_rows_bmm"' in exp.mlir_module()
-    soft, prod = ember.export.deserialize(exp.serialize()).call(x, b)
+    exp = ember.export.export(ember.jit(lambda x, b: (ember.nn.softmax(x, axis=-1), b @ b, x.T + 1)))(x, b)
+    assert all(f'"{t}"' in exp.mlir_module() for t in ("ember_rows", "ember_rows_bmm", "ember_rows_transpose"))
+    soft, prod, transposed = ember.export.deserialize(exp.serialize()).call(x, b)
+    np.testing.assert_array_equal(np.asarray(transposed), x.T + 1)
     np.testing.assert_allclose(np.asarray(soft), np.asarray(jax.nn.softmax(x, axis=-1)), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(np.asarray(prod), b @ b, rtol=1e-4, atol=1e-4)
 
