@@ -28,7 +28,7 @@ ORDER = {
                  "backends", "guards", "layout", "array",
                  "dlpack", "dispatch", "sharded", "compile_cache", "hlo_text", "spmd", "refs", "compiler", "eager",
                  "__init__"],
-    "_control": ["common", "cond", "loops", "cumulative", "custom", "custom_batching", "exported", "callbacks",
+    "_control": ["common", "cond", "loops", "cumulative", "custom", "solves", "custom_batching", "exported", "callbacks",
                  "shard_eager", "shard_map", "pjit", "checkify", "__init__"],
     "_api": ["staging", "templates", "running", "caches", "signature", "recompiles", "stages", "sharding", "jit",
              "autodiff", "transpose", "vmap", "pmap", "forward", "export", "environment", "scopes", "closures",

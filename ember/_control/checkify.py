@@ -23,11 +23,12 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from ember import _prims as lax
-from ember._control.common import int32_scalar as _i32
+from ember._control.common import int32_scalar as _i32, split_sizes
 from ember._control.cond import cond_p, switch
 from ember._control.custom import checkpoint, custom_jvp_call_p, custom_vjp_call_p, remat_p
 from ember._control.loops import scan_flat, scan_p, while_loop, while_p
 from ember._control.pjit import pjit_p
+from ember._control.solves import linear_solve_p
 from ember._control.shard_map import _body as shard_map_body, _in_mesh as in_mesh, shard_map_p
 from ember._core import (IR, TRACE_STATE, Env, Eqn, Primitive, ShapedArray, aval_of, stage_flat)
 from ember._core import dtypes as dt
@@ -327,6 +328,18 @@ def _custom_rule(eqn: Eqn, ins: list[Any], state: State, ctx: Context) -> list[A
     return eqn.prim.bind(*ins, **{**eqn.params, "fun_ir": without_checks(body), **rules})
 
 
+def _linear_solve_rule(eqn: Eqn, ins: list[Any], state: State, ctx: Context) -> list[Any]:
+    """A custom_linear_solve: its solve is checked (its values discarded, as a custom rule's function), and the
+    equation keeps its sub-IRs, with the checks taken out of them."""
+    irs, lengths = eqn.params["irs"], eqn.params["const_lengths"]
+    if not any(ir is not None and sites_of(ir, ctx) for ir in irs):
+        return bind_outputs(eqn, ins)
+    *consts, b = split_sizes(ins, *lengths)
+    interpret(irs.solve, consts[2] + b, state, ctx)
+    return eqn.prim.bind(*ins, irs=type(irs)(*[None if ir is None else without_checks(ir) for ir in irs]),
+                         const_lengths=lengths)
+
+
 def _quiet(rule: Callable[..., Any]) -> Callable[..., Any]:
     """A custom rule (lists of arrays in, a pytree of them out) with the checks it binds taken out: staged, then
     evaluated without its check equations (a rule calling the checked function would bind them again)."""
@@ -411,6 +424,7 @@ scan_p.def_rule("checkify", _scan_rule)
 while_p.def_rule("checkify", _while_rule)
 custom_jvp_call_p.def_rule("checkify", _custom_rule)
 custom_vjp_call_p.def_rule("checkify", _custom_rule)
+linear_solve_p.def_rule("checkify", _linear_solve_rule)
 shard_map_p.def_rule("checkify", _shard_map_rule)
 
 

@@ -23,8 +23,9 @@ from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int
 from ember._hlo import LoweringContext, backend_forms, compare_type, ffi, i64_array
 from ember._prims.checks import check_dtype
+from ember._prims.elementwise import eq, neg, select
 from ember._prims.indexing import GatherDimensionNumbers, ScatterDimensionNumbers, gather_p, scatter_add_p
-from ember._prims.shape import BatchDim, batch_at_front, batch_size, broadcasted_iota, full, reshape
+from ember._prims.shape import BatchDim, batch_at_front, batch_size, broadcasted_iota, full, moveaxis, reshape
 from ember._prims import explicit
 
 SORT_TARGET = "ember_sort"
@@ -325,4 +326,60 @@ def top_k(operand: Any, k: int) -> tuple[Any, Any]:
     return values, indices
 
 
-__all__ = ["SORT_TARGET", "TOP_K_TARGET", "sort", "sort_key_val", "top_k"]
+# approx_max_k / approx_min_k: on the CPU, JAX's ApproxTopK runs its exact fallback (a sort with the comparator
+# `a > b` (`a < b` for min), stable): IEEE's order, -0.0 equal to 0.0, ties to the lower index. So here: top_k along
+# the reduction dimension moved last, of keys with -0.0 made 0.0 (negated for min), the values read from the operand
+# at the indices (a -0.0 stays one). recall_target only tunes the TPU's approximation. NaNs, which that comparator
+# leaves wherever the sort puts them, come first for max (top_k's total order: NaN largest, -NaN smallest; for min
+# its mirror).
+_APPROX_TILING = {True: 1024, False: 128}  # rows of rank 1 / higher: XLA's tiling, below which nothing is reduced
+
+
+def _approx_top_k(name: str, operand: Any, k: Any, reduction_dimension: Any, recall_target: float,
+                  reduction_input_size_override: int, aggregate_to_topk: bool, is_max_k: bool) -> tuple[Any, Any]:
+    aval = aval_of(operand)
+    k = int(k) if isinstance(k, float) and k.is_integer() else static_int(name, "k", k)
+    if k <= 0:
+        raise ValueError(f"k must be positive, got {k}")
+    if aval.ndim == 0:
+        raise TypeError(f"approx_top_k operand must have >= 1 dimension, got {aval.shape}")
+    dim = static_int(name, "reduction_dimension", reduction_dimension)
+    if not -aval.ndim <= dim < aval.ndim:
+        raise IndexError(f"{name}: reduction_dimension {dim} is out of range for {aval.str_short()} (JAX: list "
+                         "index out of range)")
+    dim %= aval.ndim
+    size = aval.shape[dim]
+    if size < k:
+        raise ValueError(f"k must be smaller than the size of reduction_dim {size}, got {k}")
+    if not dt.is_float(aval.dtype):
+        raise ValueError("operand must be a floating type")
+    if not aggregate_to_topk:  # every element, sorted, where XLA does not reduce (rows up to its tiling)
+        if size > _APPROX_TILING[aval.ndim == 1]:
+            raise NotImplementedError(f"{name}: aggregate_to_topk=False for a reduction dimension longer than "
+                                      f"{_APPROX_TILING[aval.ndim == 1]} (its output size is XLA's "
+                                      "ApproxTopKReductionOutputSize, which ember does not reproduce)")
+        k = size
+    x = moveaxis(operand, dim, aval.ndim - 1)
+    key = select(eq(x, full((), 0, aval.dtype)), full(aval_of(x).shape, 0, aval.dtype), x)
+    _, indices = top_k(key if is_max_k else neg(key), k)
+    return moveaxis(_take_last(x, indices), aval.ndim - 1, dim), moveaxis(indices, aval.ndim - 1, dim)
+
+
+def approx_max_k(operand: Any, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
+                 reduction_input_size_override: int = -1, aggregate_to_topk: bool = True) -> tuple[Any, Any]:
+    """The k largest entries of a float operand along reduction_dimension and their int32 indices, largest first,
+    ties to the lower index (like jax.lax.approx_max_k on the CPU, which is exact; see above). With
+    aggregate_to_topk=False, every entry, sorted (rows up to 128 long; 1024 for a vector)."""
+    return _approx_top_k("approx_max_k", operand, k, reduction_dimension, recall_target,
+                         reduction_input_size_override, aggregate_to_topk, True)
+
+
+def approx_min_k(operand: Any, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
+                 reduction_input_size_override: int = -1, aggregate_to_topk: bool = True) -> tuple[Any, Any]:
+    """The k smallest entries of a float operand along reduction_dimension and their int32 indices, smallest first,
+    ties to the lower index (like jax.lax.approx_min_k on the CPU; see approx_max_k)."""
+    return _approx_top_k("approx_min_k", operand, k, reduction_dimension, recall_target,
+                         reduction_input_size_override, aggregate_to_topk, False)
+
+
+__all__ = ["SORT_TARGET", "TOP_K_TARGET", "approx_max_k", "approx_min_k", "sort", "sort_key_val", "top_k"]

@@ -92,6 +92,15 @@ def _np_fori(x):
 
 # custom rules: a custom_jvp whose rule is the true derivative (so JAX and finite differences agree with it),
 # a custom_vjp likewise, a checkpointed function, and the optimization barrier
+# custom_linear_solve: a dense, well-conditioned system; the derivatives come from the system, not from the solve
+def _linear_solve(lib, np_):
+    def f(a, b):
+        m = a + 4.0 * np_.eye(a.shape[0], dtype=a.dtype)
+        return lib.custom_linear_solve(lambda x: m @ x, b, lambda mv, r: np_.linalg.solve(m, r),
+                                       lambda vm, r: np_.linalg.solve(m.T, r))
+    return f
+
+
 def _custom_jvp_fn(lib, np_):
     @lib.custom_jvp
     def f(x, y):
@@ -151,6 +160,9 @@ CASES = [
          [((4, 3),)], F, jax=lambda xs: jlax.map(lambda r: jnp.sum(r * r), xs), name="map"),
     Case("custom_jvp_call", _custom_jvp_fn(ember, enp), lambda x, y: (np.sin(x) * y).astype(x.dtype),
          [((4,), (4,)), ((2, 3), (2, 3))], F, jax=_custom_jvp_fn(jax, jnp)),
+    Case("linear_solve", _linear_solve(lax, enp),
+         lambda a, b: np.linalg.solve(a + 4.0 * np.eye(a.shape[0]), b).astype(a.dtype), [((3, 3), (3,)),
+         ((2, 2), (2,))], F, jax=_linear_solve(jlax, jnp), domain="unit"),
     Case("custom_vjp_call", _custom_vjp_fn(ember, enp), lambda x: (np.exp(x) * x).astype(x.dtype),
          [((4,),), ((2, 3),)], F, jax=_custom_vjp_fn(jax, jnp), forward=False),
     Case("remat", _checkpointed(ember, enp), lambda x, w: (np.tanh(np.tanh(x * w) * w) * x).astype(x.dtype),
