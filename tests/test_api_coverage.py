@@ -10,7 +10,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Raise these when names are added; never lower them.
-FLOORS = {"ember.numpy": 414, "ember.lax": 324}
+FLOORS = {"ember.numpy": 416, "ember.lax": 324}
 
 
 def _api_docs():

@@ -35,7 +35,7 @@ ORDER = {
              "callbacks", "__init__"],
     "_numpy": ["dtypes", "docstrings", "promotion", "shape", "ufuncs", "creation", "mathfuncs", "reductions",
                "logexp", "cumulative", "linalg", "einsum", "indexing", "selection", "sorting", "statistics",
-               "manipulation", "grids", "setops", "fft", "utilities", "factorizations", "signal", "methods",
+               "manipulation", "grids", "setops", "fft", "utilities", "factorizations", "signal", "ufunc_api", "methods",
                "__init__"],
 }
 # Imports inside functions hide the order; at most this many remain in ember/, each with a `# reason` comment.

@@ -18,7 +18,7 @@ from ember._core.dtypes import bool_
 from ember._runtime.eager import fast_binary, fast_path, fast_static
 
 from ember._numpy.promotion import _operand_array, _as_array, _elementwise, _to_inexact
-from ember._numpy.ufuncs import _promoted, _promoted_inexact, _unary_float, arctan2, invert, power
+from ember._numpy.ufuncs import _promoted, _promoted_inexact, _unary_float, arctan2, invert, power, ufunc_slow
 
 
 _operand = _operand_array
@@ -100,6 +100,7 @@ def hypot(x1: Any, x2: Any) -> Any:
 
 
 @functools.partial(fast_binary, scalar_aval=_promoted_inexact)
+@ufunc_slow
 def logaddexp2(x1: Any, x2: Any) -> Any:
     """log2(2**x1 + 2**x2) without overflow: max + log2(1 + 2**-|x1 - x2|)."""
     x1, x2 = _elementwise("logaddexp2", x1, x2, inexact=True)
@@ -441,10 +442,9 @@ atan2 = arctan2
 bitwise_invert = invert
 
 
-__all__ = ["isnan", "isinf", "isposinf", "isneginf", "signbit", "copysign", "hypot", "logaddexp2", "fmax", "fmin",
-           "heaviside", "deg2rad", "rad2deg", "radians", "degrees", "fabs", "sinc", "frexp", "ldexp", "modf",
-           "spacing", "nextafter", "float_power", "nan_to_num", "gcd", "lcm", "left_shift", "right_shift",
-           "bitwise_left_shift", "bitwise_right_shift", "bitwise_count", "bitwise_invert", "arcsin", "asin", "arccos",
-           "acos", "arctan", "atan", "sinh", "cosh", "arcsinh", "asinh", "arccosh", "acosh", "arctanh", "atanh",
-           "cbrt", "i0", "real", "imag", "conj", "conjugate", "angle", "iscomplex", "isreal", "iscomplexobj",
-           "isrealobj", "pow", "atan2"]
+__all__ = ["isnan", "isinf", "isposinf", "isneginf", "signbit", "copysign", "hypot", "fmax", "fmin", "heaviside",
+           "deg2rad", "rad2deg", "radians", "degrees", "fabs", "sinc", "frexp", "ldexp", "modf", "spacing", "nextafter",
+           "float_power", "nan_to_num", "gcd", "lcm", "left_shift", "right_shift", "bitwise_left_shift",
+           "bitwise_right_shift", "bitwise_count", "bitwise_invert", "arcsin", "asin", "arccos", "acos", "arctan",
+           "atan", "sinh", "cosh", "arcsinh", "asinh", "arccosh", "acosh", "arctanh", "atanh", "cbrt", "i0", "real",
+           "imag", "conj", "conjugate", "angle", "iscomplex", "isreal", "iscomplexobj", "isrealobj", "pow", "atan2"]

@@ -29,6 +29,23 @@ def _promoted_inexact(typed: list[Any]) -> Any:
     return _literal_aval(typed, inexact=True)
 
 
+# The functions that jax.numpy makes ufunc objects (add, multiply, ..., ember._numpy.ufunc_api wraps these) take
+# numpy's out= and where= keywords and refuse them as JAX does. A call with keywords never takes the eager fast
+# path, so the refusal sits in the ordinary path (slow), and a call without keywords pays nothing for it.
+UFUNC_REPR = "<jnp.ufunc '{}'>"  # (JAX's repr of a ufunc, which its errors show)
+
+
+def ufunc_slow(fn: Any) -> Any:
+    """fn, also taking numpy's out= and where= keywords, which raise NotImplementedError unless None (as JAX's)."""
+    @functools.wraps(fn)
+    def slow(*args: Any, out: Any = None, where: Any = None, **kwargs: Any) -> Any:
+        for keyword, value in (("out", out), ("where", where)):
+            if value is not None:
+                raise NotImplementedError(f"{keyword} argument of {UFUNC_REPR.format(fn.__name__)}")
+        return fn(*args, **kwargs)
+    return slow
+
+
 def _unary_float(prim_fn: Any, name: str) -> Any:
     def fn(x: Any) -> Any:
         return prim_fn(_to_inexact(x, name))
@@ -37,14 +54,14 @@ def _unary_float(prim_fn: Any, name: str) -> Any:
     return fast_path(fn)
 
 
-def _unary(prim_fn: Any, name: str) -> Any:
+def _unary(prim_fn: Any, name: str, ufunc: bool = False) -> Any:
     def fn(x: Any) -> Any:
         x = _as_operand(x)
         if is_python_scalar(x):
             x = _promote(name, x)[0]
         return prim_fn(x)
     fn.__name__ = fn.__qualname__ = name
-    return fast_path(fn)
+    return fast_path(ufunc_slow(fn) if ufunc else fn)
 
 
 def _rounding(prim_fn: Any, name: str) -> Any:
@@ -58,12 +75,12 @@ def _rounding(prim_fn: Any, name: str) -> Any:
     return fast_path(fn)
 
 
-def _binary(prim_fn: Any, name: str) -> Any:
+def _binary(prim_fn: Any, name: str, ufunc: bool = False) -> Any:
     def fn(x: Any, y: Any) -> Any:
         return prim_fn(*_elementwise(name, x, y))
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name} with numpy broadcasting and dtype promotion."
-    return fast_binary(fn, _promoted)
+    return fast_binary(ufunc_slow(fn) if ufunc else fn, _promoted)
 
 
 exp = _unary_float(lax.exp, "exp")
@@ -84,7 +101,7 @@ def isfinite(x: Any) -> Any:
     if dt.is_complex(aval_of(x).dtype):
         return lax.bitwise_and(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))
     return lax.is_finite(x)
-negative = _unary(lax.neg, "negative")
+negative = _unary(lax.neg, "negative", ufunc=True)
 _abs = _unary(lax.abs, "absolute")
 
 
@@ -106,11 +123,11 @@ def _bool_as(logical: Any, arithmetic: Any) -> Any:
     return fn
 
 
-add = _binary(_bool_as(lax.bitwise_or, lax.add), "add")
-subtract = _binary(lax.sub, "subtract")
-multiply = _binary(_bool_as(lax.bitwise_and, lax.mul), "multiply")
-maximum = _binary(lax.max, "maximum")
-minimum = _binary(lax.min, "minimum")
+add = _binary(_bool_as(lax.bitwise_or, lax.add), "add", ufunc=True)
+subtract = _binary(lax.sub, "subtract", ufunc=True)
+multiply = _binary(_bool_as(lax.bitwise_and, lax.mul), "multiply", ufunc=True)
+maximum = _binary(lax.max, "maximum", ufunc=True)
+minimum = _binary(lax.min, "minimum", ufunc=True)
 equal = _binary(lax.eq, "equal")
 not_equal = _binary(lax.ne, "not_equal")
 def _ordered(compare: Any) -> Any:
@@ -127,9 +144,9 @@ less = _binary(_ordered(lax.lt), "less")
 less_equal = _binary(_ordered(lax.le), "less_equal")
 greater = _binary(_ordered(lax.gt), "greater")
 greater_equal = _binary(_ordered(lax.ge), "greater_equal")
-bitwise_and = _binary(lax.bitwise_and, "bitwise_and")
-bitwise_or = _binary(lax.bitwise_or, "bitwise_or")
-bitwise_xor = _binary(lax.bitwise_xor, "bitwise_xor")
+bitwise_and = _binary(lax.bitwise_and, "bitwise_and", ufunc=True)
+bitwise_or = _binary(lax.bitwise_or, "bitwise_or", ufunc=True)
+bitwise_xor = _binary(lax.bitwise_xor, "bitwise_xor", ufunc=True)
 
 
 @fast_path
@@ -225,16 +242,19 @@ def logical_not(x: Any) -> Any:
 
 
 @functools.partial(fast_binary, scalar_aval=_to_bool)
+@ufunc_slow
 def logical_and(x: Any, y: Any) -> Any:
     return bitwise_and(_as_bool(x), _as_bool(y))
 
 
 @functools.partial(fast_binary, scalar_aval=_to_bool)
+@ufunc_slow
 def logical_or(x: Any, y: Any) -> Any:
     return bitwise_or(_as_bool(x), _as_bool(y))
 
 
 @functools.partial(fast_binary, scalar_aval=_to_bool)
+@ufunc_slow
 def logical_xor(x: Any, y: Any) -> Any:
     return bitwise_xor(_as_bool(x), _as_bool(y))
 
@@ -484,9 +504,8 @@ def clip(x: Any, min: Any = None, max: Any = None, *, a_min: Any = None, a_max: 
     return x
 
 
-__all__ = ["abs", "absolute", "add", "arctan2", "around", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor",
-           "ceil", "clip", "cos", "divide", "divmod", "equal", "exp", "exp2", "expm1", "fix", "floor", "floor_divide",
-           "fmod", "greater", "greater_equal", "invert", "isfinite", "less", "less_equal", "log", "log10", "log1p",
-           "log2", "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "mod", "multiply",
-           "negative", "not_equal", "positive", "power", "reciprocal", "remainder", "rint", "round", "sign", "sin",
-           "sqrt", "square", "subtract", "tan", "tanh", "true_divide", "trunc"]
+__all__ = ["abs", "absolute", "arctan2", "around", "bitwise_not", "ceil", "clip", "cos", "divide", "divmod", "equal",
+           "exp", "exp2", "expm1", "fix", "floor", "floor_divide", "fmod", "greater", "greater_equal", "invert",
+           "isfinite", "less", "less_equal", "log", "log10", "log1p", "log2", "logical_not", "mod", "not_equal",
+           "positive", "power", "reciprocal", "remainder", "rint", "round", "sign", "sin", "sqrt", "square", "tan",
+           "tanh", "true_divide", "trunc"]
