@@ -340,9 +340,9 @@ def _approx_top_k(name: str, operand: Any, k: Any, reduction_dimension: Any, rec
     aval = aval_of(operand)
     k = int(k) if isinstance(k, float) and k.is_integer() else static_int(name, "k", k)
     if k <= 0:
-        raise ValueError(f"k must be positive, got {k}")
+        raise ValueError(f"{name}: k must be positive, got {k}")
     if aval.ndim == 0:
-        raise TypeError(f"approx_top_k operand must have >= 1 dimension, got {aval.shape}")
+        raise TypeError(f"{name}: approx_top_k operand must have >= 1 dimension, got {aval.shape}")
     dim = static_int(name, "reduction_dimension", reduction_dimension)
     if not -aval.ndim <= dim < aval.ndim:
         raise IndexError(f"{name}: reduction_dimension {dim} is out of range for {aval.str_short()} (JAX: list "
@@ -350,9 +350,9 @@ def _approx_top_k(name: str, operand: Any, k: Any, reduction_dimension: Any, rec
     dim %= aval.ndim
     size = aval.shape[dim]
     if size < k:
-        raise ValueError(f"k must be smaller than the size of reduction_dim {size}, got {k}")
+        raise ValueError(f"{name}: k must be smaller than the size of reduction_dim {size}, got {k}")
     if not dt.is_float(aval.dtype):
-        raise ValueError("operand must be a floating type")
+        raise ValueError(f"{name}: operand must be a floating type, got {aval.str_short()}")
     if not aggregate_to_topk:  # every element, sorted, where XLA does not reduce (rows up to its tiling)
         if size > _APPROX_TILING[aval.ndim == 1]:
             raise NotImplementedError(f"{name}: aggregate_to_topk=False for a reduction dimension longer than "
