@@ -788,14 +788,8 @@ static Ffi_Error *transpose_handler(Ffi_CallFrame *frame) {
         return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_rows_transpose: needs one operand and one result");
     Ffi_Buffer *x = (Ffi_Buffer *)frame->args.args[0], *y = (Ffi_Buffer *)frame->rets.args[0];
     int64_t batch = attr_int(frame, "batch", -1), m = attr_int(frame, "m", -1), n = attr_int(frame, "n", -1);
-    int64_t size = 0, sx = 1, sy = 1, bm = 0, total = 0;
-    switch (x->dtype) {
-        case FFI_PRED: case FFI_S8: case FFI_U8: size = 1; break;
-        case FFI_S16: case FFI_U16: case FFI_F16: case FFI_BF16: size = 2; break;
-        case FFI_S32: case FFI_U32: case FFI_F32: size = 4; break;
-        case FFI_S64: case FFI_U64: case FFI_F64: case FFI_C64: size = 8; break;
-        default: size = 0;
-    }
+    int64_t size = ffi_element_size(x->dtype), sx = 1, sy = 1, bm = 0, total = 0;
+    if (size > 8) size = 0; /* (1, 2, 4 or 8 bytes) */
     for (int64_t d = 0; d < x->rank; d++) sx *= x->dims[d];
     for (int64_t d = 0; d < y->rank; d++) sy *= y->dims[d];
     if (size == 0 || x->dtype != y->dtype || batch < 1 || m < 1 || n < 1 || __builtin_mul_overflow(batch, m, &bm)

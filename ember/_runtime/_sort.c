@@ -525,17 +525,6 @@ static int64_t element_count(const Ffi_Buffer *b) {
     return count;
 }
 
-static int element_size(int dtype) {
-    switch (dtype) {
-        case FFI_PRED: case FFI_S8: case FFI_U8: return 1;
-        case FFI_S16: case FFI_U16: case FFI_F16: case FFI_BF16: return 2;
-        case FFI_S32: case FFI_U32: case FFI_F32: return 4;
-        case FFI_S64: case FFI_U64: case FFI_F64: case FFI_C64: return 8;
-        case FFI_C128: return 16;
-        default: return 0;
-    }
-}
-
 #define MAX_OPERANDS 63 /* (results: the attribute positions has a bit for each) */
 static Ffi_Error *sort_handler(Ffi_CallFrame *frame) {
     if (answer_metadata(frame)) return NULL;
@@ -563,7 +552,7 @@ static Ffi_Error *sort_handler(Ffi_CallFrame *frame) {
         const Ffi_Buffer *a = written ? r : (const Ffi_Buffer *)frame->args.args[k++];
         int same = a->rank == first->rank && r->rank == first->rank && a->dtype == r->dtype;
         for (int64_t d = 0; same && d < a->rank; d++) same = a->dims[d] == first->dims[d] && r->dims[d] == a->dims[d];
-        size[o] = element_size(r->dtype);
+        size[o] = ffi_element_size(r->dtype);
         dtype[o] = r->dtype;
         if (written) same = same && (r->dtype == FFI_S32 || r->dtype == FFI_S64 || r->dtype == FFI_U32
                                      || r->dtype == FFI_U64);

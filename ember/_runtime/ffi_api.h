@@ -117,6 +117,18 @@ static inline Ffi_Error *fail(Ffi_CallFrame *frame, int code, const char *messag
     return frame->api->error_create(&args);
 }
 
+/* The bytes of an element of an FFI dtype (0 for the types ember's kernels do not take). */
+static inline int ffi_element_size(int dtype) {
+    switch (dtype) {
+        case FFI_PRED: case FFI_S8: case FFI_U8: return 1;
+        case FFI_S16: case FFI_U16: case FFI_F16: case FFI_BF16: return 2;
+        case FFI_S32: case FFI_U32: case FFI_F32: return 4;
+        case FFI_S64: case FFI_U64: case FFI_F64: case FFI_C64: return 8;
+        case FFI_C128: return 16;
+        default: return 0;
+    }
+}
+
 /* A handler is called once at registration with a metadata extension (which FFI version it speaks). */
 static inline int answer_metadata(Ffi_CallFrame *frame) {
     Ffi_ExtensionBase *ext = frame->extension_start;
