@@ -202,6 +202,7 @@ NOT_CALLED_WITH_AN_ARRAY = {
     "get_printoptions": "no arguments", "set_printoptions": "printing options", "printoptions": "printing options",
     "fromfile": "reads a file on the host (numpy's fromfile, as load, which is swept)",
     "einsum_path": "returns a printed contraction report, not an array",
+    "frompyfunc": "takes a Python function (the ufunc it makes is swept as vectorize is: tests/test_numpy_ufunc.py)",
 }
 
 LINALG_CALLS: dict[str, Call] = {
