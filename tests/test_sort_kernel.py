@@ -123,7 +123,9 @@ def test_several_keys_sort_lexicographically():
                                   np.lexsort((c, flushed, a)))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("dtype", [np.float32] + [pytest.param(d, marks=pytest.mark.slow(
+    reason="float32 runs every kind by default; the 8-byte and integer keys take the same quicksort")) for d in
+    (np.float64, np.int32)])
 def test_inputs_that_trouble_quicksorts(dtype):
     """Rows of one value, two values, sorted, reversed, a sawtooth, all NaN, zeros of both signs (a row each)."""
     n = 20000
@@ -137,7 +139,11 @@ def test_inputs_that_trouble_quicksorts(dtype):
         same_bits(got, want)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.float16, np.int16])
+_COVERED = pytest.mark.slow(reason="float32 and int16 (the quicksort's, the radix sort's shared rows) run by default")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16] + [pytest.param(d, marks=_COVERED)
+                                                            for d in (np.float64, np.int64, np.float16)])
 def test_long_rows_shared_by_threads(dtype):
     """Rows of at least 2^16: the quicksort's segments or the radix sort's chunked passes on several threads."""
     x = values(dtype, 200_003, seed=9)
