@@ -320,6 +320,41 @@ static size_t row_scratch(int64_t n) {
     return (size_t)n * (2 * sizeof(Pair) + sizeof(uint64_t)) + MAX_DIGITS * RADIX * sizeof(int64_t) + 64;
 }
 
+/* Keys of 4 or 8 bytes made from the elements at src into dst (to: 1), or elements made back from the keys at src
+ * (0; dst may be src), by the vectorized transforms, split among `threads` threads for a long row. */
+typedef struct {
+    const uint8_t *src;
+    uint8_t *dst;
+    int64_t n;
+    const KeyType *t;
+    int to;
+} Convert;
+
+static void *run_convert(void *arg) {
+    const Convert *c = (const Convert *)arg;
+    if (c->t->size == 4) {
+        if (c->to) to_keys_u32((const uint32_t *)c->src, (uint32_t *)c->dst, c->n, c->t);
+        else from_keys_u32((uint32_t *)c->dst, c->n, c->t);
+    } else {
+        if (c->to) to_keys_u64((const uint64_t *)c->src, (uint64_t *)c->dst, c->n, c->t);
+        else from_keys_u64((uint64_t *)c->dst, c->n, c->t);
+    }
+    return NULL;
+}
+
+static void convert_keys(const void *src, void *dst, int64_t n, const KeyType *t, int to, int threads) {
+    Convert shares[MAX_THREADS];
+    if (threads < 1) threads = 1;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    for (int k = 0; k < threads; k++) {
+        int64_t begin = n * k / threads, end = n * (k + 1) / threads;
+        shares[k] = (Convert){(const uint8_t *)src + begin * t->size, (uint8_t *)dst + begin * t->size, end - begin,
+                              t, to};
+    }
+    if (threads > 1) run_shares(run_convert, shares, sizeof(Convert), threads);
+    else run_convert(&shares[0]);
+}
+
 /* The first of the n sorted keys at p (of w bytes) that is not below key. */
 static inline int64_t lower_bound(const void *p, int64_t n, int w, uint64_t key) {
     int64_t lo = 0, hi = n;
@@ -340,12 +375,10 @@ static inline __attribute__((always_inline)) void values_row(const Job *job, int
     uint8_t *dst = (uint8_t *)job->out[0] + row * n * w;
     void *sorted = dst;
     int quick = (w == 4 || w == 8) && simd_supported(); /* the vectorized quicksort; else the radix sort */
-    if (quick && w == 4) {
-        to_keys_u32((const uint32_t *)src, (uint32_t *)dst, n, t);
-        sort_u32((uint32_t *)dst, n, job->chunks);
-    } else if (quick) {
-        to_keys_u64((const uint64_t *)src, (uint64_t *)dst, n, t);
-        sort_u64((uint64_t *)dst, n, job->chunks);
+    if (quick) {
+        convert_keys(src, dst, n, t, 1, job->chunks);
+        if (w == 4) sort_u32((uint32_t *)dst, n, job->chunks);
+        else sort_u64((uint64_t *)dst, n, job->chunks);
     } else {
         for (int64_t i = 0; i < n; i++) store_bits(dst, i, w, to_key(load_bits(src, i, w), t));
         int bits = digit_bits(w, n), digits = digit_count(w, n);
@@ -364,8 +397,7 @@ static inline __attribute__((always_inline)) void values_row(const Job *job, int
         zeros = lower_bound(sorted, n, w, t->sign + 1) - negative;
         nans = n - lower_bound(sorted, n, w, t->all);
     }
-    if (quick && w == 4) from_keys_u32((uint32_t *)dst, n, t);
-    else if (quick) from_keys_u64((uint64_t *)dst, n, t);
+    if (quick) convert_keys(dst, dst, n, t, 0, job->chunks);
     else
         for (int64_t i = 0; i < n; i++) store_bits(dst, i, w, from_key(load_bits(sorted, i, w), t));
     if (zeros + nans > 0) { /* their bits as the input has them, in its order */
