@@ -98,10 +98,10 @@ def _kernel_sort(ctx: LoweringContext, operands: Sequence[str], dimension: int, 
     order = list(range(len(shape)))
     order[dimension], order[last] = last, dimension  # (its own inverse)
     moved = [a.update(shape=tuple(shape[d] for d in order)) for a in avals]
-    passed = [x for x, p in zip(operands, positions) if not p]
     if dimension != last:
-        passed = [ctx.op("stablehlo.transpose", [x], m, {"permutation": i64_array(order)})
-                  for x, m, p in zip(operands, moved, positions) if not p]
+        operands = [ctx.op("stablehlo.transpose", [x], m, {"permutation": i64_array(order)}) if not p else x
+                    for x, m, p in zip(operands, moved, positions)]
+    passed = [x for x, p in zip(operands, positions) if not p]
     outs = ffi.custom_call(ctx, SORT_TARGET, passed, moved,
                            {"num_keys": num_keys, "positions": sum(1 << k for k, p in enumerate(positions) if p)})
     if dimension != last:
@@ -276,14 +276,19 @@ def _top_k_lowering(ctx: LoweringContext, x: str, *, k: int) -> list[str]:
             for v, a in ((sorted_values, values), (sorted_positions, indices))]
 
 
+def _along_last(rank: int, indices: Any) -> tuple[tuple[Any, ...], Any]:
+    """The dimension numbers (gather's and scatter's share their fields' order) and index array that address
+    x[..., indices] row by row in an array of this rank: the leading dims batch, the last one indexed."""
+    last, others = rank - 1, tuple(range(rank - 1))
+    return ((), (last,), (last,), others, others), reshape(indices, aval_of(indices).shape + (1,))
+
+
 def _take_last(x: Any, indices: Any) -> Any:
     """x[..., indices] row by row (take_along_axis on the last axis, indices in bounds)."""
-    aval = aval_of(x)
-    last = aval.ndim - 1
-    others = tuple(range(last))
-    dnums = GatherDimensionNumbers((), (last,), (last,), others, others)
-    return gather_p.bind(x, reshape(indices, aval_of(indices).shape + (1,)), dimension_numbers=dnums,
-                         slice_sizes=(1,) * aval.ndim, indices_are_sorted=False, unique_indices=True)
+    rank = aval_of(x).ndim
+    dims, where = _along_last(rank, indices)
+    return gather_p.bind(x, where, dimension_numbers=GatherDimensionNumbers(*dims), slice_sizes=(1,) * rank,
+                         indices_are_sorted=False, unique_indices=True)
 
 
 @top_k_p.def_rule("jvp")
@@ -298,12 +303,10 @@ def _top_k_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool
     if not needs[0] or cts[0] is None:
         return [None]
     aval = aval_of(ins[0])
-    last = aval.ndim - 1
-    others = tuple(range(last))
-    indices = outs[1]
-    dnums = ScatterDimensionNumbers((), (last,), (last,), others, others)
-    return [scatter_add_p.bind(full(aval.shape, 0, aval.dtype), reshape(indices, aval_of(indices).shape + (1,)),
-                               cts[0], dimension_numbers=dnums, indices_are_sorted=False, unique_indices=True)]
+    dims, where = _along_last(aval.ndim, outs[1])
+    return [scatter_add_p.bind(full(aval.shape, 0, aval.dtype), where, cts[0],
+                               dimension_numbers=ScatterDimensionNumbers(*dims), indices_are_sorted=False,
+                               unique_indices=True)]
 
 
 @top_k_p.def_rule("batching")
@@ -315,14 +318,7 @@ def _top_k_batching(args: list[Any], dims: list[BatchDim], *, k: int) -> tuple[l
 def top_k(operand: Any, k: int) -> tuple[Any, Any]:
     """The k largest entries along the last dimension and their int32 indices, largest first; ties go to the
     lower index (like jax.lax.top_k, in its total order: NaN largest, -NaN smallest, -0.0 below 0.0)."""
-    aval = aval_of(operand)
-    k = static_int("top_k", "k", k)
-    if aval.ndim == 0:
-        raise TypeError(f"top_k: operand must have at least one dimension, got {aval.str_short()}")
-    if not 0 <= k <= aval.shape[-1]:
-        raise ValueError(f"top_k: k={k} must be between 0 and the last dimension's size {aval.shape[-1]} of "
-                         f"{aval.str_short()}")
-    values, indices = top_k_p.bind(operand, k=k)
+    values, indices = top_k_p.bind(operand, k=static_int("top_k", "k", k))  # (checked by its abstract eval)
     return values, indices
 
 

@@ -767,7 +767,7 @@ static void *run_transpose(void *arg) {
         char *y = t->y + b * m * n * size;
         int64_t i0 = ti * TILE, j0 = tj * TILE, i1 = i0 + TILE < m ? i0 + TILE : m, j1 = j0 + TILE < n ? j0 + TILE : n;
         int64_t i = i0;
-        if (size == 4 && cpu_supported())
+        if (size == 4) /* (16 x 16 blocks: AVX-512 where the handler is registered at all) */
             for (; i + 16 <= i1; i += 16) {
                 int64_t j = j0;
                 for (; j + 16 <= j1; j += 16)
