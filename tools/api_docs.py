@@ -1,41 +1,122 @@
-"""Generate docs/api.md: which of jax.numpy's and jax.lax's public names (jax 0.10.2, checked in under
-tests/api_names/) ember.numpy and ember.lax have, with each one's summary line, and why the missing ones are missing.
+"""Generate docs/api.md: which public names of every public JAX 0.10.2 module (listed in
+tests/api_names/jax_0.10.2.json) ember has, each with its summary line, and why each name it lacks is absent.
 
-    python3 tools/api_docs.py          # rewrite docs/api.md
-    python3 tools/api_docs.py --check  # exit 1 if docs/api.md is out of date (tests/test_api_coverage.py runs it)
+    python3 tools/api_docs.py                  # rewrite docs/api.md
+    python3 tools/api_docs.py --check          # exit 1 if docs/api.md is out of date (tests/test_api_coverage.py)
+    python3 tools/api_docs.py --refresh-names  # rewrite the reference list from the installed JAX (needs jax)
+
+`jax.X` corresponds to `ember.X` (the `jax` module to `ember`), as the drop-in `ember.as_jax` maps them. A name is
+present when ember's module has it (or has it as a submodule); otherwise it must be listed in ABSENT
+(tools/api_absent.py) with the reason it is deliberately absent: tests/test_api_coverage.py fails on a name that is
+neither.
 """
 from __future__ import annotations
 
+import importlib
 import inspect
+import json
 import pathlib
-import re
 import sys
+import types
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-NAMES = ROOT / "tests" / "api_names"
+NAMES = ROOT / "tests" / "api_names" / "jax_0.10.2.json"
 DOC = ROOT / "docs" / "api.md"
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
 
-# Why a name is missing: the first pattern that matches wins.
-REASONS = [
-    (r"^(linalg|custom_linear_solve|custom_root|linear_solve_p)$",
-     "needs linear algebra: the next issue"),
-    (r"^(float[0-9]|int[124]$|uint[124]$)", "a dtype ember does not support"),
-    (r"^(all_gather|all_to_all|axis_index|axis_size|pbroadcast|pcast|pmax|pmean|pmin|ppermute|precv|psend|pshuffle"
-     r"|psum|pswapaxes|ragged_all_to_all|with_sharding_constraint|sharding_constraint|device_put)",
-     "collectives and sharding: a later issue"),
-    (r"^(after_all|create_token|composite|platform_dependent|dce_sink|stage|shape_as_value|empty_p)",
-     "tokens, staging hooks: not planned yet"),
-    (r"^(ragged_dot|RaggedDot|scaled_dot|approx_|AccuracyMode|DotAlgorithm|Tolerance)", "specialised dots: later"),
-    (r"^(from_dlpack|ufunc|frompyfunc)$", "not yet"),
-]
+from api_absent import ABSENT  # noqa: E402
+
+# The modules whose dir() is their API by design (kept whole); in the others a name bound to a foreign module, to
+# a typing helper or to a `from __future__` feature is an import, not API.
+_FACADES = ("jax.numpy", "jax.lax")
+_FOREIGN = {"typing", "typing_extensions", "collections.abc", "collections", "functools", "itertools",
+            "dataclasses", "contextlib", "warnings", "operator", "abc", "enum", "types", "weakref", "threading",
+            "logging", "os", "sys", "math", "re", "inspect"}
+# Public modules below these are counted one level deep (jax.experimental.pallas, not jax.experimental.pallas.ops).
+_ONE_LEVEL = ("experimental", "extend", "interpreters", "tools", "example_libraries")
 
 
-def reason(name: str) -> str:
-    for pattern, why in REASONS:
-        if re.search(pattern, name):
-            return why
-    return "not yet"
+def refresh_names() -> dict[str, list[str]]:
+    """{module: sorted public names} of every importable public module of the installed JAX."""
+    import pkgutil
+
+    import jax
+
+    def in_scope(name: str) -> bool:
+        parts = name.split(".")
+        return (not any(p.startswith("_") for p in parts)
+                and not (len(parts) > 3 and parts[1] in _ONE_LEVEL))
+
+    modules = ["jax"]
+    for info in pkgutil.walk_packages(jax.__path__, "jax."):
+        if in_scope(info.name):
+            try:
+                importlib.import_module(info.name)
+            except Exception:  # a module that needs what is not installed (jax2tf: TensorFlow)
+                continue
+            modules.append(info.name)
+    out = {}
+    for name in modules:
+        module = importlib.import_module(name)
+        kept = []
+        for attr in sorted(dir(module)):
+            if attr.startswith("_"):
+                continue
+            value = getattr(module, attr)
+            if name not in _FACADES:
+                if isinstance(value, types.ModuleType) and value.__name__ not in (f"{name}.{attr}", f"jax.{attr}"):
+                    continue
+                if type(value).__name__ == "_Feature" or (
+                        not isinstance(value, (types.ModuleType, int, float, str))
+                        and getattr(value, "__module__", None) in _FOREIGN):
+                    continue
+            kept.append(attr)
+        out[name] = kept
+    return out
+
+
+def reference(module: str) -> list[str]:
+    """The public names of JAX 0.10.2's `module` (checked in)."""
+    return json.loads(NAMES.read_text())[module]
+
+
+def ember_module(jax_module: str) -> types.ModuleType | None:
+    """ember's module for `jax_module` (jax.X -> ember.X), or None."""
+    try:
+        return importlib.import_module("ember" + jax_module[len("jax"):])
+    except ImportError:
+        return None
+
+
+def has(module: types.ModuleType, name: str) -> bool:
+    if hasattr(module, name):
+        return True
+    try:
+        importlib.import_module(f"{module.__name__}.{name}")
+    except ImportError:
+        return False
+    return True
+
+
+def coverage() -> dict[str, tuple[list[str], dict[str, str], list[str]]]:
+    """{jax module: (present, {absent name: reason}, missing)}: missing names are neither present nor explained."""
+    out = {}
+    for jax_module, names in json.loads(NAMES.read_text()).items():
+        module = ember_module(jax_module)
+        reasons = ABSENT.get(jax_module, {})
+        present, absent, missing = [], {}, []
+        if module is None and "*" not in reasons:
+            missing.append("(the module)")
+        for name in names:
+            if module is not None and has(module, name):
+                present.append(name)
+            elif name in reasons or "*" in reasons:
+                absent[name] = reasons.get(name, reasons.get("*"))
+            else:
+                missing.append(name)
+        out[jax_module] = (present, absent, missing)
+    return out
 
 
 def summary(obj: object) -> str:
@@ -53,54 +134,53 @@ def summary(obj: object) -> str:
     return (line[:117] + "...") if len(line) > 120 else line
 
 
-def reference(fname: str) -> list[str]:
-    return [ln.strip() for ln in (NAMES / fname).read_text().splitlines() if ln.strip() and not ln.startswith("#")]
-
-
-def coverage() -> dict[str, tuple[list[str], list[str]]]:
-    """{namespace: (present, missing)} against the checked-in lists."""
-    import ember.lax
-    import ember.numpy
-    out = {}
-    for label, module, fname in (("ember.numpy", ember.numpy, "jax_numpy_0.10.2.txt"),
-                                 ("ember.lax", ember.lax, "jax_lax_0.10.2.txt")):
-        names = reference(fname)
-        present = [n for n in names if hasattr(module, n)]
-        out[label] = (present, [n for n in names if n not in present])
-    return out
-
-
 def render() -> str:
-    import ember.lax
-    import ember.numpy
-    modules = {"ember.numpy": (ember.numpy, "jax.numpy"), "ember.lax": (ember.lax, "jax.lax")}
     cov = coverage()
     lines = ["# API coverage", "",
              "Generated by `python3 tools/api_docs.py` from the code (tests/test_api_coverage.py fails when it is "
-             "stale). The reference is the list of public names of jax.numpy and jax.lax in jax 0.10.2 "
-             "(`dir()`, checked in under tests/api_names/).", ""]
-    for label, (present, missing) in cov.items():
-        total = len(present) + len(missing)
-        lines.append(f"- `{label}`: {len(present)} of {total} names of `{modules[label][1]}` "
-                     f"({100 * len(present) / total:.1f}%)")
-    lines.append("")
-    for label, (present, missing) in cov.items():
-        module, ref = modules[label]
-        lines += [f"## {label}", "", "| name | in ember | summary or reason |", "|---|---|---|"]
-        for name in sorted(present + missing, key=str.lower):
+             "stale, and when a name is neither in ember nor listed as deliberately absent with its reason in "
+             "tools/api_absent.py). The reference is every public module of JAX 0.10.2 and its public names "
+             "(`dir()`, less imports; tests/api_names/jax_0.10.2.json); `jax.X` is `ember.X`, as under the drop-in "
+             "`ember.as_jax`.", "",
+             "| JAX module | names | in ember | deliberately absent | missing |", "|---|---:|---:|---:|---:|"]
+    totals = [0, 0, 0, 0]
+    for jax_module, (present, absent, missing) in cov.items():
+        row = [len(present) + len(absent) + len(missing), len(present), len(absent), len(missing)]
+        totals = [a + b for a, b in zip(totals, row)]
+        lines.append(f"| [`{jax_module}`](#{jax_module.replace('.', '')}) | " + " | ".join(map(str, row)) + " |")
+    lines += ["| all | " + " | ".join(map(str, totals)) + " |", ""]
+    for jax_module, (present, absent, missing) in cov.items():
+        module = ember_module(jax_module)
+        names = sorted(present + list(absent) + missing, key=str.lower)
+        lines += [f"## {jax_module}", ""]
+        whole = ABSENT.get(jax_module, {}).get("*")
+        if whole and not present:
+            listed = ", ".join(f"`{n}`" for n in names) or "no public names"
+            lines += [f"Deliberately absent: {whole} ({listed}).", ""]
+            continue
+        if not names:
+            lines += [f"`{jax_module}` has no public names; `ember{jax_module[3:]}` imports.", ""]
+            continue
+        lines += ["| name | in ember | summary or reason |", "|---|---|---|"]
+        for name in names:
             if name in present:
-                text = summary(getattr(module, name)).replace("|", "\\|")
-                lines.append(f"| `{name}` | yes | {text} |")
+                value = (getattr(module, name) if hasattr(module, name)
+                         else importlib.import_module(f"{module.__name__}.{name}"))
+                text = summary(value)
+                lines.append(f"| `{name}` | yes | {text.replace('|', chr(92) + '|')} |")
+            elif name in absent:
+                lines.append(f"| `{name}` | absent | {absent[name]} |")
             else:
-                lines.append(f"| `{name}` | — | {reason(name)} |")
-        extra = sorted(n for n in getattr(module, "__all__", []) if n not in present and n not in missing)
-        if extra:
-            lines += ["", f"Beyond `{ref}`: " + ", ".join(f"`{n}`" for n in extra) + "."]
+                lines.append(f"| `{name}` | **missing** | |")
         lines.append("")
     return "\n".join(lines)
 
 
 def main() -> int:
+    if "--refresh-names" in sys.argv:
+        NAMES.write_text(json.dumps(refresh_names(), indent=0, sort_keys=True) + "\n")
+        print(f"wrote {NAMES}")
+        return 0
     text = render()
     if "--check" in sys.argv:
         if not DOC.exists() or DOC.read_text() != text:
