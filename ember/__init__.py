@@ -45,7 +45,8 @@ from ember._core import check_ir as check_ir
 from ember._hlo import lower as lower
 from ember._runtime import Array as Array, CompileError as CompileError, Compiled as Compiled, Lowered as Lowered
 from ember._numpy.creation import array as array, asarray as asarray
-from ember._runtime import PjrtError as PjrtError, default_device as default_device
+from ember._runtime import PjrtError as PjrtError
+from ember._runtime import default_device as _runtime_default_device
 from ember._runtime import device_put as device_put, devices as devices
 from ember._runtime import Shard as Shard
 from ember._runtime.pjrt import Device as Device
@@ -73,6 +74,28 @@ transfer_guard_device_to_host = _State("transfer_guard_device_to_host")
 transfer_guard_device_to_device = _State("transfer_guard_device_to_device")
 no_tracing, no_execution = _State("no_tracing"), _State("no_execution")
 default_matmul_precision, allow_f16_reductions = _State("default_matmul_precision"), _State("allow_f16_reductions")
+# JAX's other top-level context managers of options (ember/_core/config_jax.py says what each does here)
+debug_key_reuse, default_prng_impl = _State("debug_key_reuse"), _State("default_prng_impl")
+legacy_prng_key, enable_custom_prng = _State("legacy_prng_key"), _State("enable_custom_prng")
+threefry_partitionable, softmax_custom_jvp = _State("threefry_partitionable"), _State("softmax_custom_jvp")
+thread_guard, auto_pcast = _State("thread_guard"), _State("auto_pcast")
+array_garbage_collection_guard = _State("array_garbage_collection_guard")
+remove_size_one_mesh_axis_from_type = _State("remove_size_one_mesh_axis_from_type")
+jax2tf_associative_scan_reductions = _State("jax2tf_associative_scan_reductions")
+
+
+class _DefaultDevice(_State):
+    """`with ember.default_device(device):` runs the block's computations on device when no argument is committed
+    to one (JAX's jax.default_device; a platform name means its first device); `ember.default_device()` is the
+    device computations run on now."""
+
+    def __call__(self, *device):  # type: ignore[override]
+        if not device:
+            return _runtime_default_device()
+        return super().__call__(*device)
+
+
+default_device = _DefaultDevice("default_device")
 
 __all__ = [
     "Array", "array", "asarray", "block_until_ready", "check_ir", "checkpoint", "checkpoint_policies", "checkpoints",
@@ -96,4 +119,7 @@ __all__ = [
     "Device", "NamedSharding", "P", "Shard", "make_array_from_callback", "make_array_from_process_local_data",
     "make_array_from_single_device_arrays", "make_mesh", "pmap", "reshard", "set_mesh", "shard_map", "sharding",
     "Ref", "empty_ref", "free_ref", "freeze", "new_ref", "ref",
+    "debug_key_reuse", "default_prng_impl", "legacy_prng_key", "enable_custom_prng", "threefry_partitionable",
+    "softmax_custom_jvp", "thread_guard", "auto_pcast", "array_garbage_collection_guard",
+    "remove_size_one_mesh_axis_from_type", "jax2tf_associative_scan_reductions",
 ]

@@ -139,10 +139,11 @@ _option("enable_checks", False, _parse_bool,
         "Check ember's own invariants as it works (as jax_enable_checks): every IR that jit and the "
         "transformations stage or derive is type-checked (ember.check_ir) before it is lowered; slow, for "
         "debugging ember and custom rules.", env=("JAX_ENABLE_CHECKS",))
-_option("transfer_guard", "allow", _choice(*_GUARD_LEVELS),
+_option("transfer_guard", "allow", _choice(None, *_GUARD_LEVELS),
         "The level of the three transfer guards below when they are not set (as jax_transfer_guard): 'allow'; "
         "'log' (log implicit transfers, logger 'ember', level WARNING); 'disallow' (implicit transfers raise "
-        "JaxRuntimeError); 'log_explicit' and 'disallow_explicit' (explicit ones too: device_put, device_get).",
+        "JaxRuntimeError); 'log_explicit' and 'disallow_explicit' (explicit ones too: device_put, device_get); None "
+        "(JAX's default) is 'allow'.",
         env=("JAX_TRANSFER_GUARD",))
 for _kind, _what in (("host_to_device", "host values (numpy arrays, Python scalars) given to a jitted function or "
                       "an operation as arguments (implicit), device_put of a host value (explicit)"),
@@ -210,6 +211,14 @@ _option("persistent_cache_min_entry_size_bytes", 0, _parse_bytes,
 _option("compilation_cache_max_size", 1 << 30, _parse_bytes,
         "The persistent cache's size limit in bytes (-1: none); least recently used entries are removed first.",
         env=("JAX_COMPILATION_CACHE_MAX_SIZE",))
+
+
+def _declare_jax_options() -> None:
+    from ember._core import config_jax
+    config_jax.declare(_option, _parse_bool)
+
+
+_declare_jax_options()
 
 
 class State:
@@ -371,3 +380,31 @@ class Config:
 
 
 config = Config()
+
+
+def _set_logging_level(level: str | None) -> None:
+    import logging
+    logging.getLogger("ember").setLevel(logging.NOTSET if level in (None, "NOTSET") else level)
+
+
+def _set_debug_log_modules(names: str) -> None:
+    import logging
+    for name in filter(None, (n.strip() for n in names.split(","))):
+        logging.getLogger("ember" + name[3:] if name == "jax" or name.startswith("jax.") else name).setLevel(
+            logging.DEBUG)
+
+
+def _warn_key_reuse(on: bool) -> None:
+    if on:
+        import warnings
+        warnings.warn("ember.config: debug_key_reuse is accepted but ember has no key-reuse checker: reused "
+                      "random keys are not detected", UserWarning, stacklevel=4)
+
+
+config.on_change("logging_level", _set_logging_level)
+config.on_change("debug_log_modules", _set_debug_log_modules)
+config.on_change("debug_key_reuse", _warn_key_reuse)
+if config.read("logging_level") not in (None, "NOTSET"):
+    _set_logging_level(config.read("logging_level"))
+if config.read("debug_log_modules"):
+    _set_debug_log_modules(config.read("debug_log_modules"))

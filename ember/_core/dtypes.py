@@ -199,6 +199,12 @@ def check_user_dtype(dtype: Any, op: str) -> np.dtype:
     parsed = parse_dtype(dtype)
     narrowed = canonical_dtype(parsed)
     if narrowed is not parsed:
+        mode = config.read_canonical("explicit_x64_dtypes")  # (jax_explicit_x64_dtypes: warn, error or allow)
+        if mode == "allow":
+            return narrowed
+        if mode == "error":
+            raise ValueError(f"{op}: dtype {parsed.name} was requested, but 64-bit dtypes are off (turn them on with "
+                             "ember.config.update('jax_enable_x64', True); jax_explicit_x64_dtypes='error')")
         warnings.warn(f"{op}: dtype {parsed.name} was requested, but 64-bit dtypes are off, so the result is "
                       f"{narrowed.name}. Turn them on with ember.config.update('jax_enable_x64', True) or the "
                       "environment variable JAX_ENABLE_X64=1 (or EMBER_ENABLE_X64=1).",

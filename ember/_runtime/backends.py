@@ -49,6 +49,8 @@ def _plugin_path(platform: str | None) -> str:
     """The plugin of a platform (JAX's RuntimeErrors for one this machine lacks, with ember's advice)."""
     given = platform
     platform = (platform or os.environ.get("EMBER_PLATFORM") or "").lower() or None
+    if platform is None and not os.environ.get("EMBER_PJRT_PLUGIN"):
+        platform, given = _configured_platform()
     if platform is None:
         if os.environ.get("EMBER_PJRT_PLUGIN"):
             return _pjrt.default_plugin_path()
@@ -71,7 +73,34 @@ def _plugin_path(platform: str | None) -> str:
 
 
 def _where(given: str | None) -> str:
+    if given and given.endswith("_platforms)") or given and given.endswith("_platform_name)"):
+        return f" (asked for by {given})"
     return "" if given else " (asked for by EMBER_PLATFORM)"
+
+
+def _configured_platform() -> tuple[str | None, str | None]:
+    """The default backend's platform the options name (jax_platforms' first entry, else jax_platform_name), and
+    how errors should say it was asked for."""
+    platforms = config.read_canonical("platforms")
+    if platforms:
+        return platforms.split(",")[0].strip().lower() or None, f"{platforms!r} (jax_platforms)"
+    name = config.read_canonical("platform_name")
+    return (name.lower(), f"{name!r} (jax_platform_name)") if name else (None, None)
+
+
+def _platform_option_changed(value: str | None) -> None:
+    """jax_platforms / jax_platform_name name the default backend when it starts: naming another platform once it
+    runs has no effect (as in JAX, whose backends start once), so it warns."""
+    client = _clients.get("default")
+    wanted = (value or "").split(",")[0].strip().lower()
+    if client is not None and wanted and {"gpu": "cuda"}.get(wanted, wanted) != client.platform_name:
+        warnings.warn(f"ember.config: the default backend ({client.platform_name}) has already started, so the "
+                      f"platform {value!r} takes effect only in a new process (set it before the first "
+                      "computation)", UserWarning, stacklevel=4)
+
+
+config.on_change("platforms", _platform_option_changed)
+config.on_change("platform_name", _platform_option_changed)
 
 
 def get_client(platform: str | None = None) -> _pjrt.Client:
@@ -165,10 +194,19 @@ def _default_platform() -> str | None:
 set_platform_provider(_default_platform)
 # the option changes how sums are lowered: programs lowered before are dropped (lowered again when next called)
 config.on_change("cpu_backend_forms", lambda value: clear_all_caches())
+# programs compiled (and eager operations cached) for one default device keep it: a new default drops them
+config.on_change("default_device", lambda value: clear_all_caches())
 
 
 def default_device() -> _pjrt.Device:
-    return get_client().devices[0]
+    """The device computations run on when no argument is committed to one: jax_default_device's (a Device, or a
+    platform's first device), else the default backend's first device."""
+    chosen = config.read_canonical("default_device")
+    if chosen is None:
+        return get_client().devices[0]
+    if isinstance(chosen, str):
+        return get_client(chosen.lower()).devices[0]
+    return chosen
 
 
 def devices(platform: str | None = None) -> list[_pjrt.Device]:

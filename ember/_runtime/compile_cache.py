@@ -75,6 +75,8 @@ class CompilationCacheWarning(RuntimeWarning):
 
 
 def _warn_once(kind: str, message: str) -> None:
+    if config.read_canonical("raise_persistent_cache_errors"):  # (jax_raise_persistent_cache_errors)
+        raise RuntimeError(f"ember's persistent compilation cache: {message}")
     with _lock:
         if kind in _warned:
             return
@@ -403,7 +405,7 @@ def _through_cache(client: _pjrt.Client, text: str | bytes, overrides: bytes, lo
     """compile_now(), or the executable the cache holds for (text, overrides) on this client, loaded by load (a
     PjrtError: the entry is compiled and stored again); stored after a compile long enough."""
     directory = config.read_canonical("compilation_cache_dir")
-    if directory is None:
+    if directory is None or not config.read_canonical("enable_compilation_cache"):
         return compile_now()
     key = entry_key(client, text, overrides)
     payload = _read(directory, key)

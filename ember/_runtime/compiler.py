@@ -6,8 +6,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import contextvars
+import itertools
+import os
+import re
 import threading
 import time
+import warnings
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
@@ -188,6 +192,7 @@ class Lowered:
         key = (self.text, client, overrides)
         executable = _executables.lookup(key)
         if executable is None:
+            _dump_ir(self.name, self.text, self.ir)
             try:
                 with profile.span(f"compile {self.name}", "compile"):
                     executable = interruptible(lambda: compile_with_cache(client, self.text, overrides))
@@ -324,6 +329,34 @@ def _host_type(aval: ShapedArray) -> int | None:
     """The PJRT type a numpy argument of this aval is uploaded as by the Caller, or None where numpy cannot export
     its memory as a buffer (ml_dtypes' types: the general path uploads those)."""
     return None if aval.dtype.kind == "V" else _pjrt.numpy_dtype_to_pjrt(aval.dtype)
+
+
+
+_dumped = itertools.count()
+
+
+def _dump_ir(name: str, text: str, ir: Any) -> None:
+    """jax_dump_ir_to: write a program about to be compiled into the directory, as <n>_<name>.stablehlo.mlir (and
+    its IR as <n>_<name>.ember_ir.txt with 'jaxpr' in jax_dump_ir_modes); a directory that cannot be written warns."""
+    directory = config.read_canonical("dump_ir_to")
+    if not directory:
+        return
+    if directory == "sponge":
+        directory = os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR", "")
+        if not directory:
+            return
+    modes = {m.strip() for m in config.read_canonical("dump_ir_modes").split(",")}
+    stem = f"{next(_dumped):04d}_{re.sub(r'[^A-Za-z0-9_.-]', '_', name)[:100]}"
+    try:
+        os.makedirs(directory, exist_ok=True)
+        if "stablehlo" in modes:
+            with open(os.path.join(directory, stem + ".stablehlo.mlir"), "w") as f:
+                f.write(text)
+        if "jaxpr" in modes:
+            with open(os.path.join(directory, stem + ".ember_ir.txt"), "w") as f:
+                f.write(str(ir))
+    except OSError as err:
+        warnings.warn(f"ember: jax_dump_ir_to: cannot write {directory!r} ({err})", UserWarning, stacklevel=4)
 
 
 class Compiled:

@@ -28,7 +28,7 @@ class Guards:
 
     @classmethod
     def update(cls, _: Any = None) -> None:
-        general = config.read_canonical("transfer_guard")
+        general = config.read_canonical("transfer_guard") or "allow"  # (None, JAX's default, is allow)
         for direction in DIRECTIONS:
             level = config.read_canonical(f"transfer_guard_{direction}") or general
             cls.levels[direction] = level

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import operator
+import warnings
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -23,6 +24,7 @@ from ember import numpy as enp
 from ember._api import jit
 from ember._core import aval_of
 from ember._core import dtypes as dt
+from ember._core.config import config
 from ember._core.pytree import register_pytree_node, register_user_leaf
 from ember._prims import threefry2x32
 from ember._runtime.array import register_array_type
@@ -250,10 +252,23 @@ def key_data_of(name: str, key: Any, allow_batched: bool = False) -> tuple[Any, 
                             f"uint32 key data of shape (..., 2) (ember.random.PRNGKey), got "
                             f"{_describe_value(data)}")
         typed = False
+        _legacy_key(name)
     if not allow_batched and np.ndim(data) != 1:
         raise ValueError(f"ember.random.{name} accepts a single key, but was given a key array of shape "
                          f"{tuple(np.shape(data)[:-1])} != (); use ember.vmap for batching")
     return data, typed
+
+
+def _legacy_key(name: str) -> None:
+    """jax_legacy_prng_key: a raw uint32 key given to a random function is allowed, warned about or refused."""
+    mode = config.read_canonical("legacy_prng_key")
+    if mode != "allow":
+        message = (f"ember.random.{name}: legacy uint32 key array passed as key; create keys with "
+                   "ember.random.key() (as jax.random.key), or set jax_legacy_prng_key='allow' if a raw key was "
+                   "intended")
+        if mode == "error":
+            raise ValueError(message)
+        warnings.warn(message, UserWarning, stacklevel=dt._user_stacklevel())
 
 
 def _wrap(data: Any, typed: bool) -> Any:
@@ -289,6 +304,11 @@ def seed_data(name: str, seed: Any) -> Any:
     if isinstance(seed, bool) or not isinstance(seed, int) and not (
             hasattr(seed, "dtype") and np.dtype(seed.dtype).kind in "iu"):
         raise TypeError(f"ember.random.{name}: the seed must be an integer, got {_describe_value(seed)}")
+    offset = config.read_canonical("random_seed_offset")  # (jax_random_seed_offset: added to every seed)
+    if offset and isinstance(seed, int):
+        seed += offset
+    elif offset:
+        seed = enp.asarray(seed) + offset
     if isinstance(seed, int):  # as JAX: a 64-bit integer, narrowed to the default int (wrapping) without x64
         if not -2 ** 63 <= seed < 2 ** 64:
             raise OverflowError(f"ember.random.{name}: seed {seed} does not fit in 64 bits")
