@@ -100,11 +100,11 @@ def declare(option: Callable[..., None], parse_bool: Callable[[str, Any], bool])
          "(the default backend's first device).", _device)
     flag("default_prng_impl", "threefry2x32",
          "The PRNG implementation of new keys (ember.random.key, PRNGKey) when impl= is not given: 'threefry2x32' "
-         "(JAX's default), 'rbg' or 'unsafe_rbg', bit for bit JAX's (docs/random.md). JAX's threefry4x32 and "
-         "philox variants are refused.",
-         _only(("threefry2x32", "rbg", "unsafe_rbg"),
+         "(JAX's default, bit for bit JAX's; docs/random.md). JAX's other implementations are refused until ember "
+         "has them.",
+         _only(("threefry2x32",),
                _enum("threefry2x32", "threefry4x32", "rbg", "unsafe_rbg", "philox2x32", "philox4x32"),
-               "ember implements the threefry2x32, rbg and unsafe_rbg key implementations"))
+               "ember implements the threefry2x32 key implementation"))
     flag("random_seed_offset", 0, "An integer added to every seed given to ember.random.key/PRNGKey (as JAX).",
          _typed(int, none=False))
     flag("legacy_prng_key", "allow",
