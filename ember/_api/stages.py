@@ -12,13 +12,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._core import IR, ShapedArray
+from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core.pytree import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 from ember._api.staging import first_mismatch
 from ember._hlo import lower
 from ember._transforms.discharge import pure_for_lowering
-from ember._runtime import Compiled as _RuntimeCompiled, Lowered as _RuntimeLowered
+from ember._runtime import Array, Compiled as _RuntimeCompiled, Lowered as _RuntimeLowered
 from ember._runtime.hlo_text import hlo_module_text
 from ember._runtime.spmd import program_placement, sharded_call_plan, spmd_text
 from ember._runtime.pjrt.structs import option_overrides
@@ -64,6 +64,23 @@ class ShapeDtypeStruct:
     def __repr__(self) -> str:
         weak = ", weak_type=True" if self.weak_type else ""
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
+
+    @staticmethod
+    def like(x: Any) -> "ShapeDtypeStruct":
+        """The ShapeDtypeStruct of x (an Array, a numpy array, a Python number, a ShapeDtypeStruct or anything with
+        shape and dtype): its shape, its dtype as ember holds it (float64 is float32 without x64), its weak type
+        and, for an Array, its sharding (as jax.ShapeDtypeStruct.like)."""
+        if isinstance(x, ShapeDtypeStruct):
+            return ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding, weak_type=x.weak_type)
+        try:
+            aval = aval_of(x)
+        except TypeError:
+            if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+                raise TypeError(f"ShapeDtypeStruct.like: expected an array, a number or an object with shape and "
+                                f"dtype, got {type(x).__name__}") from None
+            aval = ShapedArray(tuple(x.shape), dt.canonicalize_dtype(x.dtype), bool(getattr(x, "weak_type", False)))
+        sharding = x.sharding if isinstance(x, Array) else None
+        return ShapeDtypeStruct(aval.shape, aval.dtype, sharding=sharding, weak_type=aval.weak_type)
 
 
 def struct_of(aval: ShapedArray, sharding: Any = None) -> ShapeDtypeStruct:

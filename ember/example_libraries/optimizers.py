@@ -11,6 +11,7 @@ A step size is a number or a schedule, a function of the step count (`exponentia
 Each maker is written for one array (`@optimizer` lifts it to pytrees), so a new one is three small functions."""
 from __future__ import annotations
 
+import builtins
 import functools
 from typing import Any, Callable, NamedTuple
 
@@ -315,7 +316,45 @@ def pack_optimizer_state(marked_pytree: Any) -> OptimizerState:
     return OptimizerState(packed, tree, subtrees)
 
 
+# The helpers JAX's module exposes (and uses itself: map and zip are its length-checked versions).
+Step = int  # a step count, as jax.example_libraries.optimizers.Step
+
+
+def unzip2(pairs: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """Two tuples from an iterable of pairs: the first items, the second items."""
+    firsts, seconds = [], []
+    for first, second in pairs:
+        firsts.append(first)
+        seconds.append(second)
+    return tuple(firsts), tuple(seconds)
+
+
+def safe_map(f: Callable[..., Any], *args: Any) -> list[Any]:
+    """[f(*xs) for xs in zip(*args)], the arguments of equal lengths (else ValueError)."""
+    args = [list(a) for a in args]
+    for i, arg in enumerate(args[1:], 1):
+        if len(arg) != len(args[0]):
+            raise ValueError(f"safe_map() argument {i + 1} has length {len(arg)}, argument 1 has length "
+                             f"{len(args[0])}")
+    return [f(*xs) for xs in builtins.zip(*args)]
+
+
+def safe_zip(*args: Any) -> list[tuple[Any, ...]]:
+    """list(zip(*args)), the arguments of equal lengths (else ValueError)."""
+    args = [list(a) for a in args]
+    lengths = tuple(len(a) for a in args)
+    for i, n in enumerate(lengths[1:], 1):
+        if n != lengths[0]:
+            raise ValueError(f"safe_zip() argument {i} has length {n} but argument 0 has length {lengths[0]}. "
+                             f"All lengths: {lengths}")
+    return list(builtins.zip(*args))
+
+
+map = safe_map  # noqa: A001 (JAX's module shadows the builtins too)
+zip = safe_zip  # noqa: A001
+
 __all__ = ["JoinPoint", "Optimizer", "OptimizerState", "Schedule", "adagrad", "adam", "adamax", "clip_grads",
            "constant", "exponential_decay", "inverse_time_decay", "l2_norm", "make_schedule", "momentum", "nesterov",
            "optimizer", "pack_optimizer_state", "piecewise_constant", "polynomial_decay", "rmsprop",
-           "rmsprop_momentum", "sgd", "sm3", "unpack_optimizer_state"]
+           "rmsprop_momentum", "sgd", "sm3", "unpack_optimizer_state", "Step", "unzip2", "safe_map", "safe_zip", "map",
+           "zip"]
