@@ -35,6 +35,8 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_
                                         "new_ref", "ref_get", "ref_swap", "freeze",
                                         # host callbacks (jax.pure_callback, io_callback, debug.callback):
                                         "pure_callback", "io_callback", "debug_callback",
+                                        # jax.ffi.ffi_call's (jax._src.ffi.ffi_call_p):
+                                        "ffi_call",
                                         # jax.debug.inspect_array_sharding's (jax._src.debugging.inspect_sharding_p):
                                         "inspect_sharding",
                                         # jax.lax.linalg's, not jax.lax's:

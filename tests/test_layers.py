@@ -13,7 +13,8 @@ PUBLIC = {"__init__", "config", "lax", "numpy", "ops", "tree_util", "tree", "ran
           "checkpoints", "stages", "export", "profiler", "dtypes", "errors", "typing", "version", "image",
           "custom_batching", "custom_derivatives", "debug", "experimental", "passes", "dlpack", "distributed",
           "sharding", "example_libraries", "ad_checkpoint", "ref", "as_jax", "flatten_util", "test_util", "extend",
-          "core", "interpreters", "api_util"}
+          "core", "interpreters", "api_util", "ffi",
+          "monitoring"}
 
 # Module order inside a package: a module imports only modules of its package listed before it.
 ORDER = {
@@ -29,7 +30,7 @@ ORDER = {
                  "dlpack", "dispatch", "sharded", "compile_cache", "hlo_text", "spmd", "refs", "compiler", "eager",
                  "__init__"],
     "_control": ["common", "cond", "loops", "cumulative", "custom", "solves", "custom_batching", "exported", "callbacks",
-                 "shard_eager", "shard_map", "pjit", "checkify", "__init__"],
+                 "ffi", "shard_eager", "shard_map", "pjit", "checkify", "__init__"],
     "_api": ["staging", "templates", "running", "caches", "signature", "recompiles", "stages", "sharding", "jit",
              "autodiff", "transpose", "vmap", "pmap", "forward", "export", "environment", "scopes", "closures",
              "callbacks", "__init__"],

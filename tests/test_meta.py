@@ -8,6 +8,7 @@ import pytest
 
 from ember._control.custom_batching import CUSTOM_VMAP_NO_REVERSE_MODE
 from ember._control.callbacks import CALLBACK_NOT_DIFFERENTIABLE
+from ember._control.ffi import FFI_NOT_DIFFERENTIABLE
 from ember._control.custom import CUSTOM_VJP_NO_FORWARD_MODE
 from ember._control.exported import EXPORTED_NO_FORWARD_MODE
 from ember._prims.linalg import NO_DERIVATIVE_RULES
@@ -38,6 +39,8 @@ MARKS_TESTED_BY = {
     NO_DERIVATIVE_RULES: lambda prim, cases: any(  # both errors (geqrf, schur)
         c.grad and not c.forward and not c.reverse for c in cases),
     CALLBACK_NOT_DIFFERENTIABLE: lambda prim, cases: any(  # both errors (pure_callback, io_callback)
+        c.grad and not c.forward and not c.reverse for c in cases),
+    FFI_NOT_DIFFERENTIABLE: lambda prim, cases: any(  # both errors (ffi_call)
         c.grad and not c.forward and not c.reverse for c in cases),
 }
 

@@ -222,6 +222,7 @@ def export(fun: Any, *, platforms: Sequence[str] | None = None) -> Callable[...,
     def exporter(*args: Any, **kwargs: Any) -> Exported:
         traced = jitted.trace(*args, **kwargs)
         ir = pure_for_lowering(traced.jaxpr, f"export({jitted.name})")
+        _refuse_ffi_calls(ir)
         name = jitted.name[len("jit("):-1] if jitted.name.startswith("jit(") else jitted.name
         placement = _placement(name, jitted, traced.jaxpr, traced.in_tree, args, kwargs)
         if placement is None:
@@ -316,6 +317,23 @@ def _callback_kinds(ir: Any) -> list[str]:
                 found.add({"debug_callback": "debug.callback/debug.print"}.get(eqn.prim.name, eqn.prim.name))
             stack.extend(sub_irs(eqn.params))
     return sorted(found)
+
+
+def _refuse_ffi_calls(ir: Any) -> None:
+    """A call of a user's FFI handler (ember.ffi.ffi_call) cannot be exported: JAX's ValueError (JAX exports it only
+    with its custom-call safety check disabled; ember.export has no such switch, and ember.export.deserialize
+    refuses an artifact naming any target but ember's own: ember._hlo.module_check)."""
+    found, stack = [], [ir]
+    while stack:
+        for eqn in stack.pop().eqns:
+            if eqn.prim.name == "ffi_call":
+                found.append(eqn.params["target_name"])
+            stack.extend(sub_irs(eqn.params))
+    if found:
+        raise ValueError("Cannot serialize code with custom calls whose targets have no compatibility guarantees. "
+                         "See https://docs.jax.dev/en/latest/export/export.html#compatibility-guarantees-for-custom-"
+                         f"calls. Examples are: custom_call @{', @'.join(sorted(set(found)))} (ember.ffi.ffi_call: a "
+                         "handler of this process, which an exported artifact may not name)")
 
 
 def _flat_function(jitted: Jitted, in_tree: PyTreeDef) -> Callable[..., list[Any]]:

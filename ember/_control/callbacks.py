@@ -160,7 +160,7 @@ _SUPPORTED = {np.dtype(d) for d in (np.bool_, np.int8, np.int16, np.int32, np.in
 _SUPPORTED.add(np.dtype(dt.bfloat16))
 
 
-def _sequential(prim: Primitive, args: Sequence[Any], dims: Sequence[BatchDim], unrolled: bool,
+def sequential_batching(prim: Primitive, args: Sequence[Any], dims: Sequence[BatchDim], unrolled: bool,
                 **params: Any) -> tuple[list[Any], list[BatchDim]]:
     """Call prim once per batch member, in order: a scan over the batched arguments (unrolled: a Python loop),
     the unbatched ones passed whole to every call."""
@@ -194,8 +194,8 @@ pure_callback_p.mark("vjp", CALLBACK_NOT_DIFFERENTIABLE, CallbackDerivativeError
 def _pure_callback_batching(args: Sequence[Any], dims: Sequence[BatchDim], *, callback: HostCallback,
                             vmap_method: str | None) -> tuple[list[Any], list[BatchDim]]:
     if vmap_method in ("sequential", "sequential_unrolled"):
-        return _sequential(pure_callback_p, args, dims, vmap_method == "sequential_unrolled", callback=callback,
-                           vmap_method=vmap_method)
+        return sequential_batching(pure_callback_p, args, dims, vmap_method == "sequential_unrolled",
+                                   callback=callback, vmap_method=vmap_method)
     if vmap_method not in VMAP_METHODS:
         raise NotImplementedError(
             f"vmap of pure_callback ({callback!r}) needs a vmap_method: one of {', '.join(map(repr, VMAP_METHODS))}"
@@ -228,7 +228,7 @@ def _io_callback_batching(args: Sequence[Any], dims: Sequence[BatchDim], *, call
     if ordered:
         raise CallbackBatchingError(f"io_callback ({callback!r}): vmap of an ordered io_callback is not allowed "
                                     "(as JAX): its calls would have no order")
-    return _sequential(io_callback_p, args, dims, False, callback=callback, ordered=ordered)
+    return sequential_batching(io_callback_p, args, dims, False, callback=callback, ordered=ordered)
 
 
 # ---------------------------------------------------------------------------------------------------------------

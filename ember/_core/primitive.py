@@ -82,6 +82,8 @@ class Primitive:
           equations inside the IRs a higher-order equation carries (a loop body printing); a concrete staging
           (Builder) does not evaluate them while recording, so they run once, when the staged program runs; and
           lowering (ember._hlo.lower.lower_into) orders such loops and branches among the body's callbacks.
+      effect_param: the name of a boolean param that makes an equation effectful when true (ffi_call's
+          has_side_effect: JAX's FFI calls have effects only when the caller says so); has_effects reads it.
 
     And one tells staging which primitives take mutable array references (ember._core.refs):
       takes_refs: its operands may be of type Ref (the reference primitives, and the higher-order primitives
@@ -96,8 +98,8 @@ class Primitive:
 
     def __init__(self, name: str, multiple_results: bool = False, register: bool = True, *, moves_data: bool = False,
                  fuses_data_movement: bool = False, eager_body: str | None = None, elementwise: bool = False,
-                 effectful: bool = False, takes_refs: bool = False, own_vma: bool = False,
-                 own_sharding: bool | None = None, checks: Sequence[str] | None = None):
+                 effectful: bool = False, effect_param: str | None = None, takes_refs: bool = False,
+                 own_vma: bool = False, own_sharding: bool | None = None, checks: Sequence[str] | None = None):
         self.name = name
         self.multiple_results = multiple_results
         self.moves_data = moves_data
@@ -105,6 +107,7 @@ class Primitive:
         self.eager_body = eager_body
         self.elementwise = elementwise
         self.effectful = effectful
+        self.effect_param = effect_param
         self.takes_refs = takes_refs  # its operands may be mutable array references (ember._core.refs)
         self.own_vma = own_vma  # its abstract eval types its outputs' varying axes (see above)
         # its abstract eval types its outputs' explicit shardings (the higher-order primitives, like own_vma)
@@ -263,7 +266,7 @@ def has_effects(prim: Primitive, params: dict[str, Any], at_run_time: bool = Fal
     carry has an effectful equation (remembered per IR: IRs are immutable once built). at_run_time: only effects
     that happen when the program runs (not those of compile_time_effect primitives, inspect_sharding, which emit
     no op): what lowering orders among a body's callbacks."""
-    if prim.effectful:
+    if prim.effectful or (prim.effect_param is not None and params.get(prim.effect_param)):
         return not (at_run_time and prim.compile_time_effect)
     known = _run_time_effects if at_run_time else _ir_effects
     for sub in sub_irs(params):

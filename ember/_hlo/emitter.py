@@ -255,10 +255,13 @@ def _layouts_text(layouts: Sequence[Sequence[int]]) -> str:
 def emit_custom_call(emitter: Emitter, target: str, operands: Sequence[str], results: Sequence[ShapedArray],
                      attrs: dict[str, int], has_side_effect: bool,
                      operand_layouts: Sequence[Sequence[int]] | None = None,
-                     result_layouts: Sequence[Sequence[int]] | None = None, once: bool = False) -> list[str]:
+                     result_layouts: Sequence[Sequence[int]] | None = None, once: bool = False, *,
+                     config: str | None = None, aliases: Sequence[tuple[int, int]] = ()) -> list[str]:
     """`stablehlo.custom_call @target` to a typed FFI handler (api_version 4): the integer attrs reach the handler
-    as int64 scalars; layouts are minor-to-major, one per operand/result (row-major when omitted). The one writer
-    of the op: ember._hlo.ffi.custom_call (ember's handlers), order_call in lower.py, and the CPU kernels' calls
+    as int64 scalars (or `config` is the text of the whole backend_config dictionary: a user's ffi_call
+    attributes); layouts are minor-to-major, one per operand/result (row-major when omitted); aliases pairs
+    (operand, result) whose buffers XLA shares (output_operand_aliases). The one writer of the op:
+    ember._hlo.ffi.custom_call (ember's handlers and users'), order_call in lower.py, and the CPU kernels' calls
     (row_fusion._call, backend_forms._batched_dot) use it.
 
     In a program partitioned over several devices a call with side effects, or one asked to run `once` (a host
@@ -269,15 +272,21 @@ def emit_custom_call(emitter: Emitter, target: str, operands: Sequence[str], res
         operand_layouts = [row_major(value_rank(emitter, o)) for o in operands]
     if result_layouts is None:
         result_layouts = [row_major(a.ndim) for a in results]
-    config = ", ".join(f"{k} = {int(v)} : i64" for k, v in sorted(attrs.items()))
+    if config is None:
+        config = "{" + ", ".join(f"{k} = {int(v)} : i64" for k, v in sorted(attrs.items())) + "}"
     op_attrs = {
         "call_target_name": f'"{target}"',
         "api_version": "4 : i32",
-        "backend_config": "{" + config + "}",
+        "backend_config": config,
         "has_side_effect": "true" if has_side_effect else "false",
         "operand_layouts": _layouts_text(operand_layouts),
         "result_layouts": _layouts_text(result_layouts),
     }
+    if aliases:
+        tuple_index = (lambda k: f"[{k}]") if len(results) > 1 else (lambda k: "[]")
+        op_attrs["output_operand_aliases"] = "[" + ", ".join(
+            f"#stablehlo.output_operand_alias<output_tuple_indices = {tuple_index(o)}, operand_index = {i}, "
+            "operand_tuple_indices = []>" for i, o in aliases) + "]"
     if (has_side_effect or once) and emitter.device_assignment is not None:
         one = "{manual}" if emitter.axis_context is not None else "{maximal device=0}"
         op_attrs["mhlo.sharding"] = quoted_text(one if len(results) == 1 else "{" + ", ".join([one] * len(results))

@@ -9,10 +9,13 @@ an empty set when it cannot (a missing extension or library). A lowering asks `a
 lowering interpreter, which asks it too: row regions, ember/_hlo/row_fusion.py.)"""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
+import numpy as np
+
+from ember._core import dtypes as dt
 from ember._core.dtypes import ShapedArray
-from ember._hlo.emitter import emit_custom_call, row_major, value_rank
+from ember._hlo.emitter import dense_text, emit_custom_call, row_major, scalar_text, value_rank
 from ember._hlo.targets import available, set_provider, unavailable_reason
 from ember._hlo.lower import EFFECT, LoweringContext
 
@@ -56,4 +59,130 @@ def custom_call(ctx: LoweringContext, target: str, operands: Sequence[str], resu
     return out[1:] if effect_out else out
 
 
-__all__ = ["available", "column_major", "custom_call", "rank_of", "row_major", "set_provider", "unavailable_reason"]
+# ---------------------------------------------------------------------------------------------------------------
+# A user's FFI call (ember.ffi.ffi_call): its keyword arguments become the handler's attributes. They are params of
+# an IR equation, so they must hash: arrays and dicts travel as AttrArray and AttrDict.
+class AttrArray:
+    """An array attribute, hashable by value (its dtype, shape and bytes)."""
+    __slots__ = ("value", "_key")
+
+    def __init__(self, value: np.ndarray):
+        self.value = np.array(value, copy=True)
+        self.value.flags.writeable = False
+        self._key = (self.value.dtype.str, self.value.shape, self.value.tobytes())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AttrArray) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class AttrDict:
+    """A dictionary attribute (str keys), hashable by its sorted items."""
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple[tuple[str, Any], ...]):
+        self.items = items
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AttrDict) and self.items == other.items
+
+    def __hash__(self) -> int:
+        return hash(self.items)
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in self.items) + "}"
+
+
+def hashable_attribute(name: str, value: Any) -> Any:
+    """An ffi_call keyword argument as an equation param: numpy arrays and dicts wrapped, anything else as given
+    if it hashes (a list does not: JAX's TypeError); attribute_text checks the types."""
+    if isinstance(value, np.ndarray):
+        return AttrArray(value)
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise TypeError(f"ffi_call: the dictionary attribute {name!r} must have str keys, got "
+                            f"{sorted(map(repr, value))}")
+        return AttrDict(tuple((k, hashable_attribute(f"{name}.{k}", v)) for k, v in sorted(value.items())))
+    try:
+        hash(value)
+    except TypeError as err:
+        raise TypeError(f"Non-hashable keyword argument to ffi_call {name}: {value}") from err
+    return value
+
+
+def _string_text(text: str) -> str:
+    """An MLIR string attribute: printable ASCII as itself, anything else as a backslash and two hex digits."""
+    return '"' + "".join(f"\\{b:02X}" if b in b'"\\' or not 0x20 <= b < 0x7F else chr(b)
+                         for b in text.encode()) + '"'
+
+
+_INT64 = (-2**63, 2**63 - 1)
+
+
+def attribute_text(name: str, value: Any) -> str:
+    """The MLIR attribute an ffi_call keyword argument is, as JAX writes it (the handler reads it through XLA's
+    FFI attributes): a Python bool `true`/`false`, int an i64 scalar, float an f64 one; a numpy scalar of its own
+    type; a str a string; a numpy array a dense array of its dtype; a tuple an array of attributes; a dict a
+    dictionary. Anything else is JAX's TypeError."""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, int) and not isinstance(value, np.generic):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise OverflowError(f"ffi_call: the integer attribute {name}={value} does not fit in int64")
+        return f"{value} : i64"
+    if isinstance(value, float):
+        return f"{scalar_text(value, np.dtype(np.float64))} : f64"
+    if isinstance(value, np.generic):
+        dtype = np.dtype(value.dtype)
+        if dtype not in dt.SUPPORTED_DTYPES or dt.is_complex(dtype):
+            raise TypeError(f"Unsupported scalar attribute type: {type(value)} (ffi_call attribute {name!r})")
+        return f"{scalar_text(value, dtype)} : {dt.mlir_type(dtype)}"
+    if isinstance(value, str):
+        return _string_text(value)
+    if isinstance(value, AttrArray):
+        array = value.value
+        if array.dtype not in dt.SUPPORTED_DTYPES:
+            raise TypeError(f"ffi_call: the array attribute {name!r} has dtype {array.dtype}, which ember has no "
+                            "MLIR type for")
+        return dense_text(array, ShapedArray(array.shape, array.dtype))
+    if isinstance(value, AttrDict):
+        return "{" + ", ".join(f"{_key_text(k)} = {attribute_text(f'{name}.{k}', v)}" for k, v in value.items) + "}"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(attribute_text(f"{name}[{i}]", v) for i, v in enumerate(value)) + "]"
+    raise TypeError(f"No attribute handler defined for type: {type(value)} (ffi_call attribute {name!r})")
+
+
+def _key_text(key: str) -> str:
+    """A dictionary key: a bare identifier where MLIR takes one, else a string."""
+    bare = key and (key[0].isalpha() or key[0] == "_") and all(c.isalnum() or c in "_$." for c in key) and key.isascii()
+    return key if bare else _string_text(key)
+
+
+def config_text(attributes: Sequence[tuple[str, Any]]) -> str:
+    """The backend_config dictionary of a user's FFI call: its attributes, by name."""
+    return "{" + ", ".join(f"{_key_text(k)} = {attribute_text(k, v)}" for k, v in attributes) + "}"
+
+
+def user_custom_call(ctx: LoweringContext, target: str, operands: Sequence[str], results: Sequence[ShapedArray],
+                     attributes: Sequence[tuple[str, Any]], operand_layouts: Sequence[Sequence[int]],
+                     result_layouts: Sequence[Sequence[int]], aliases: Sequence[tuple[int, int]] = (), *,
+                     has_side_effect: bool = False) -> list[str]:
+    """Emit `stablehlo.custom_call @target` to a handler a user registered (ember.ffi): its attributes (see
+    attribute_text) and the layouts (minor-to-major) it asked for; aliases pairs (operand, result) that share a
+    buffer. A call without results (a side effect alone) returns the effect value XLA needs as a result."""
+    config = config_text(attributes)
+    if results:
+        return emit_custom_call(ctx.emitter, target, list(operands), list(results), {}, has_side_effect,
+                                list(operand_layouts), list(result_layouts), config=config, aliases=aliases)
+    emit_custom_call(ctx.emitter, target, list(operands), [EFFECT], {}, has_side_effect, list(operand_layouts), [()],
+                     config=config)
+    return []
+
+
+__all__ = ["AttrArray", "AttrDict", "attribute_text", "available", "column_major", "config_text", "custom_call",
+           "hashable_attribute", "rank_of", "row_major", "set_provider", "unavailable_reason", "user_custom_call"]

@@ -45,87 +45,11 @@ from ember._runtime import ffi
 TARGET = _callbacks.TARGET
 
 
-class _ExtensionBase(ctypes.Structure):
-    pass
-
-
-_ExtensionBase._fields_ = [("struct_size", ctypes.c_size_t), ("type", ctypes.c_int),
-                           ("next", ctypes.POINTER(_ExtensionBase))]
-
-
-class _ApiVersion(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p),
-                ("major_version", ctypes.c_int), ("minor_version", ctypes.c_int)]
-
-
-class _ErrorCreateArgs(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p),
-                ("message", ctypes.c_char_p), ("errc", ctypes.c_int)]
-
-
-_ERROR_CREATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(_ErrorCreateArgs))
-
-
-class _Api(ctypes.Structure):
-    """The head of XLA_FFI_Api: its first function is XLA_FFI_Error_Create."""
-    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p),
-                ("api_version", _ApiVersion), ("internal_api", ctypes.c_void_p), ("error_create", ctypes.c_void_p)]
-
-
-class _Buffer(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p), ("dtype", ctypes.c_int),
-                ("data", ctypes.c_void_p), ("rank", ctypes.c_int64), ("dims", ctypes.POINTER(ctypes.c_int64))]
-
-
-class _Args(ctypes.Structure):
-    """XLA_FFI_Args (XLA_FFI_Rets has the same layout)."""
-    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p), ("size", ctypes.c_int64),
-                ("types", ctypes.POINTER(ctypes.c_int)), ("args", ctypes.POINTER(ctypes.c_void_p))]
-
-
-class _ByteSpan(ctypes.Structure):
-    _fields_ = [("ptr", ctypes.c_void_p), ("len", ctypes.c_size_t)]
-
-
-class _Scalar(ctypes.Structure):
-    _fields_ = [("dtype", ctypes.c_int), ("value", ctypes.c_void_p)]
-
-
-class _Attrs(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p), ("size", ctypes.c_int64),
-                ("types", ctypes.POINTER(ctypes.c_int)), ("names", ctypes.POINTER(ctypes.POINTER(_ByteSpan))),
-                ("attrs", ctypes.POINTER(ctypes.c_void_p))]
-
-
-class _CallFrame(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.POINTER(_ExtensionBase)),
-                ("api", ctypes.POINTER(_Api)), ("ctx", ctypes.c_void_p), ("stage", ctypes.c_int),
-                ("args", _Args), ("rets", _Args), ("attrs", _Attrs)]
-
-
-class _Metadata(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("api_version", _ApiVersion), ("traits", ctypes.c_uint32)]
-
-
-class _MetadataExtension(ctypes.Structure):
-    _fields_ = [("base", _ExtensionBase), ("metadata", ctypes.POINTER(_Metadata))]
-
-
-_EXTENSION_METADATA = 1
-_ATTR_SCALAR = 3
-_ARG_BUFFER = 1  # XLA_FFI_ArgType_BUFFER (XLA_FFI_RetType_BUFFER too)
-_FFI_S64 = 5
-_FFI_TOKEN = 17
-_ERR_UNKNOWN = 2
-# XLA_FFI_DataType (XLA's PrimitiveType numbers) -> numpy dtype
-_DTYPES: dict[int, np.dtype] = {
-    1: np.dtype(np.bool_), 2: np.dtype(np.int8), 3: np.dtype(np.int16), 4: np.dtype(np.int32),
-    5: np.dtype(np.int64), 6: np.dtype(np.uint8), 7: np.dtype(np.uint16), 8: np.dtype(np.uint32),
-    9: np.dtype(np.uint64), 10: np.dtype(np.float16), 11: np.dtype(np.float32), 12: np.dtype(np.float64),
-    15: np.dtype(np.complex64), 16: dt.bfloat16, 18: np.dtype(np.complex128),
-}
-
-_HANDLER_TYPE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(_CallFrame))
+# The XLA FFI ABI as ctypes declares it (ember/_runtime/ffi.py)
+_ErrorCreateArgs, _ERROR_CREATE, _Buffer, _Scalar = ffi.ErrorCreateArgs, ffi.ERROR_CREATE, ffi.Buffer, ffi.Scalar
+_MetadataExtension, _HANDLER_TYPE = ffi.MetadataExtension, ffi.HANDLER_TYPE
+_EXTENSION_METADATA, _ATTR_SCALAR, _ARG_BUFFER = ffi.EXTENSION_METADATA, ffi.ATTR_SCALAR, ffi.ARG_BUFFER
+_FFI_S64, _FFI_TOKEN, _ERR_UNKNOWN, _DTYPES = ffi.FFI_S64, ffi.FFI_TOKEN, ffi.ERR_UNKNOWN, ffi.DTYPES
 
 # The per-call error registry: key -> the exception a callback raised, until the runtime takes it back (bounded:
 # the oldest entries go first, should a program's error never reach take_error).

@@ -12,6 +12,7 @@ import ember
 import ember.numpy as enp
 from ember import lax
 from ember.ad_checkpoint import checkpoint_name
+from ffi_handlers import register_python_sin
 from oracle import Case, oracle_tests
 
 F = ["float32", "float64"]
@@ -185,6 +186,11 @@ CASES = [
          np.cos, [((3,),)], F, forward=False, reverse=False),
     Case("debug_callback", lambda x: (ember.debug.callback(lambda v: None, x), x * 2.0)[1], lambda x: x * 2.0,
          [((3,),)], F, jax=lambda x: x * 2.0, jacobians=False),
+    # a user's FFI handler (ember/_control/ffi.py; behaviour against jax.ffi in tests/test_ffi.py): a handler
+    # written in Python with ctypes, vmap as a scan of calls, and the refusal of derivatives
+    Case("ffi_call", lambda x: ember.ffi.ffi_call(register_python_sin(), ember.ShapeDtypeStruct(x.shape, x.dtype),
+                                                  vmap_method="sequential")(x),
+         np.sin, [((3,),), ((2, 3),)], F, forward=False, reverse=False),
 ]
 
 test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)
