@@ -10,7 +10,7 @@ from ember import export as export, image as image, profiler as profiler, versio
 from ember import custom_batching as custom_batching, custom_derivatives as custom_derivatives
 from ember import dtypes as dtypes, errors as errors, typing as typing
 from ember import debug as debug, dlpack as dlpack, experimental as experimental, passes as passes
-from ember import distributed as distributed, ffi as ffi
+from ember import distributed as distributed, ffi as ffi, monitoring as monitoring
 from ember._api.callbacks import pure_callback as pure_callback
 from ember._runtime.callbacks import effects_barrier as effects_barrier
 from ember._api import clear_caches as clear_caches, disable_jit as disable_jit
@@ -121,5 +121,5 @@ __all__ = [
     "Ref", "empty_ref", "free_ref", "freeze", "new_ref", "ref", "ffi",
     "debug_key_reuse", "default_prng_impl", "legacy_prng_key", "enable_custom_prng", "threefry_partitionable",
     "softmax_custom_jvp", "thread_guard", "auto_pcast", "array_garbage_collection_guard",
-    "remove_size_one_mesh_axis_from_type", "jax2tf_associative_scan_reductions",
+    "remove_size_one_mesh_axis_from_type", "jax2tf_associative_scan_reductions", "monitoring",
 ]

@@ -9,6 +9,7 @@ import warnings
 from typing import Any, Callable, Iterator, Sequence
 
 from ember._core import IR, ShapedArray, aval_of
+from ember._core import monitoring
 from ember._core.primitive import TRACE_STATE
 from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
 from ember._api.signature import NotFast, add_tokens, output_builder, sorted_keys
@@ -198,8 +199,9 @@ class PjitFunction:
         def with_statics(*args: Any, **kwargs: Any) -> Any:
             args, kwargs = rebuild((args, kwargs))
             return self.fun(*args, **kwargs)
-        ir, store = stage_with_aux(with_statics, in_tree, avals, False, self.name,
-                                   named_like=None if statics else self.fun)
+        with monitoring.timed(monitoring.TRACE_EVENT, fun_name(self.fun)):
+            ir, store = stage_with_aux(with_statics, in_tree, avals, False, self.name,
+                                       named_like=None if statics else self.fun)
         return with_outputs(ir, ir.outs, store.tree)
 
     def _signature(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, list[Any], tuple[Any, ...]]:

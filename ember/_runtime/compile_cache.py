@@ -47,6 +47,7 @@ import time
 import warnings
 from typing import Any, Callable
 
+from ember._core import monitoring
 from ember._core.config import config
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.pjrt.structs import COMPILE_OPTIONS, one_device_compile_options, spmd_compile_options
@@ -407,6 +408,8 @@ def _through_cache(client: _pjrt.Client, text: str | bytes, overrides: bytes, lo
     directory = config.read_canonical("compilation_cache_dir")
     if directory is None or not config.read_canonical("enable_compilation_cache"):
         return compile_now()
+    monitoring.record_cache_use()
+    start = time.perf_counter()
     key = entry_key(client, text, overrides)
     payload = _read(directory, key)
     if payload is not None:
@@ -417,8 +420,12 @@ def _through_cache(client: _pjrt.Client, text: str | bytes, overrides: bytes, lo
                                             "compiled and stored again")
         else:
             stats["hits"] += 1
+            monitoring.record_event(monitoring.CACHE_EVENT + "cache_hits")
+            monitoring.record_event_duration_secs(monitoring.CACHE_EVENT + "cache_retrieval_time_sec",
+                                                  time.perf_counter() - start)
             return executable
     stats["misses"] += 1
+    monitoring.record_event(monitoring.CACHE_EVENT + "cache_misses")
     start = time.perf_counter()
     executable = compile_now()
     if time.perf_counter() - start >= config.read_canonical("persistent_cache_min_compile_time_secs"):

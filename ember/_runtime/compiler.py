@@ -23,7 +23,7 @@ from ember._core.cache import LRUCache
 from ember._core.config import config
 from ember._core.sharding import MeshContexts as _MeshContexts, context_mesh
 from ember._core.primitive import user_source
-from ember._core import profile
+from ember._core import monitoring, profile
 from ember._hlo import lower
 from ember._hlo.lower import DevicesNeeded
 from ember._transforms.cache import paused_gc
@@ -194,7 +194,8 @@ class Lowered:
         if executable is None:
             _dump_ir(self.name, self.text, self.ir)
             try:
-                with profile.span(f"compile {self.name}", "compile"):
+                with profile.span(f"compile {self.name}", "compile"), \
+                        monitoring.timed(monitoring.COMPILE_EVENT, self.name):
                     executable = interruptible(lambda: compile_with_cache(client, self.text, overrides))
             except _pjrt.PjrtOutOfMemoryError:
                 raise
@@ -217,7 +218,9 @@ _executables = LRUCache("program_cache_size")
 
 def lower_ir(ir: IR, name: str = "main", donors: Sequence[bool] | None = None) -> Lowered:
     try:
-        return Lowered(ir, name, lower(ir, donors), donors=donors)
+        with monitoring.timed(monitoring.LOWER_EVENT, name):
+            text = lower(ir, donors)
+        return Lowered(ir, name, text, donors=donors)
     except DevicesNeeded as err:  # (a call of a program exported for several devices: see Lowered.unlowerable)
         return Lowered(ir, name, "", err, donors)
 
@@ -250,7 +253,7 @@ def compile_ir(ir: IR, name: str = "main", key: Any = None, deferred: bool = Fal
         return lower_ir(ir, name, donors).compile(deferred)
     if text is None:
         try:
-            with paused_gc():
+            with paused_gc(), monitoring.timed(monitoring.LOWER_EVENT, name):
                 text = lower(ir, donors)
         except DevicesNeeded as err:  # (it runs on several devices only: compiled for them when called)
             return Lowered(ir, name, "", err, donors).compile(True)
