@@ -80,3 +80,33 @@ def test_int_overflow_of_python_scalar():
     with pytest.raises(OverflowError, match="too large to convert to int32"):
         ember.jit(lambda x: x + 2 ** 40)(np.ones(2, np.int32))
 
+
+
+def test_jax_errors_names_and_hierarchy():
+    """Every class of jax.errors is ember.errors' (catching JAX's base classes catches ember's errors too)."""
+    import jax.errors
+    public = [n for n in dir(jax.errors) if not n.startswith("_")]
+    assert [n for n in public if not hasattr(ember.errors, n)] == []
+    for name in public:
+        ours, theirs = getattr(ember.errors, name), getattr(jax.errors, name)
+        builtin = [c for c in theirs.__mro__ if c.__module__ == "builtins"]
+        assert all(issubclass(ours, c) for c in builtin), (name, builtin)
+    for name in ("ConcretizationTypeError", "TracerArrayConversionError", "TracerBoolConversionError",
+                 "TracerIntegerConversionError", "UnexpectedTracerError", "KeyReuseError"):
+        assert issubclass(getattr(ember.errors, name), ember.errors.JAXTypeError), name
+    assert issubclass(ember.errors.NonConcreteBooleanIndexError, ember.errors.JAXIndexError)
+    assert issubclass(ember.errors.UnexpectedTracerError, RuntimeError)  # (ember's own base, kept)
+
+
+def test_non_concrete_boolean_index_as_jax():
+    import jax
+    import jax.numpy as jnp
+    x, mask = np.arange(3.0, dtype=np.float32), np.array([True, False, True])
+    for lib, xs in ((ember, enp), (jax, jnp)):
+        for fn in (lambda v, m: v[m], lambda v, m: v.at[m].set(0.0)):
+            with pytest.raises(lib.errors.NonConcreteBooleanIndexError, match=r"boolean indices must be concrete; "
+                                                                              r"got bool\[3\]"):
+                lib.jit(fn)(xs.asarray(x), xs.asarray(mask))
+        with pytest.raises(lib.errors.NonConcreteBooleanIndexError):
+            lib.vmap(lambda v, m: v[m])(xs.ones((2, 3)), xs.ones((2, 3), bool))
+    np.testing.assert_array_equal(np.asarray(enp.asarray(x)[enp.asarray(mask)]), x[mask])  # (concrete: fine)

@@ -24,13 +24,37 @@ from ember._core.vma import cast_operands
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Errors
-class ConcretizationTypeError(TypeError):
+# Errors (jax.errors' classes: ember.errors)
+class JAXTypeError(TypeError):
+    """The base of the TypeErrors particular to staging and transforming (jax.errors.JAXTypeError)."""
+
+
+class JAXIndexError(IndexError):
+    """The base of the IndexErrors particular to staging (jax.errors.JAXIndexError)."""
+
+
+class ConcretizationTypeError(JAXTypeError):
     """A traced (abstract) value was used where Python needs a concrete one."""
 
 
-class UnexpectedTracerError(RuntimeError):
-    """A tracer was used after the staging that created it had finished."""
+class UnexpectedTracerError(JAXTypeError, RuntimeError):
+    """A tracer was used after the staging that created it had finished (a TypeError as JAX's, and a RuntimeError
+    as ember's always was)."""
+
+
+class NonConcreteBooleanIndexError(JAXIndexError):
+    """A boolean mask index whose values are traced (inside jit, vmap, grad): the result's shape would depend on
+    them (jax.errors.NonConcreteBooleanIndexError)."""
+
+
+class KeyReuseError(JAXTypeError):
+    """A PRNG key used twice where JAX's key-reuse checker (jax_debug_key_reuse) would refuse it
+    (jax.errors.KeyReuseError): ember has no such checker, so nothing of ember's raises it; code may catch it."""
+
+
+class InconclusiveDimensionOperation(Exception):
+    """A comparison or computation with symbolic dimensions that has no one answer (jax.errors'): ember has no
+    symbolic dimensions (shape polymorphism), so nothing of ember's raises it; code may catch it."""
 
 
 class TracerBoolConversionError(ConcretizationTypeError):

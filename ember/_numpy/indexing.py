@@ -19,6 +19,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as _np
 
 from ember._core import Tracer, aval_of
+from ember._core.trace import NonConcreteBooleanIndexError
 from ember._core import dtypes as dt
 from ember._runtime.array import Array, asarray
 from ember._runtime.eager import read_window
@@ -54,10 +55,11 @@ def _is_array_index(i: Any) -> bool:
 
 def _concrete_mask(op: str, mask: Any) -> _np.ndarray:
     if isinstance(mask, Tracer):
-        raise IndexError(
-            f"{op}: a boolean mask index of shape {aval_of(mask).shape} inside jit/vmap/grad has a shape that depends "
-            "on its values, which a traced program cannot have: use ember.numpy.where(mask, x, other) to select, or "
-            "ember.numpy.nonzero(mask, size=n) for a fixed number of indices")
+        raise NonConcreteBooleanIndexError(
+            f"Array boolean indices must be concrete; got {aval_of(mask).str_short()} ({op}: a boolean mask index "
+            f"of shape {aval_of(mask).shape} inside jit/vmap/grad makes a result whose shape depends on its values, "
+            "which a traced program cannot have: use ember.numpy.where(mask, x, other) to select, or "
+            "ember.numpy.nonzero(mask, size=n) for a fixed number of indices)")
     return _np.asarray(mask)
 
 
