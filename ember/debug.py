@@ -1,13 +1,32 @@
-"""ember.debug (jax.debug): printing and callbacks from compiled code (docs/callbacks.md), and pictures of how arrays
-are laid out over devices (docs/sharding.md): sharding_picture draws one as text (ember.sharding.visualize_sharding
-returns it), visualize_sharding and visualize_array_sharding print it."""
+"""ember.debug (jax.debug): printing, logging, callbacks and breakpoints from compiled code (docs/callbacks.md), and
+pictures of how arrays are laid out over devices (docs/sharding.md): sharding_picture draws one as text
+(ember.sharding.visualize_sharding returns it), visualize_sharding and visualize_array_sharding print it."""
 import builtins as _builtins
 from typing import Any as _Any, Sequence as _Sequence
 
 from ember._api.callbacks import debug_callback as callback, debug_print as print  # noqa: A004
+from ember._api.callbacks import debug_log as log
+from ember._api.debugger import breakpoint as breakpoint  # noqa: A004
+from ember.extend.core import Effect as _Effect
 from ember._core.pytree import tree_flatten as _tree_flatten
 from ember._core.sharding import Sharding as _Sharding, checked_shape as _checked_shape
 from ember._prims.sharding import inspect_sharding_p as _inspect_sharding_p
+
+
+class DebugEffect(_Effect):
+    """The effect of a debug callback, print or breakpoint (jax.debug.DebugEffect). ember's IR carries no effect
+    types (a debug callback's primitive is effectful: never dropped, merged or reordered); the class is for code
+    that names JAX's."""
+
+    def __str__(self) -> str:
+        return "Debug"
+
+
+class OrderedDebugEffect(_Effect):
+    """The effect of an ordered debug callback (ordered=True: kept in program order; jax.debug.OrderedDebugEffect)."""
+
+    def __str__(self) -> str:
+        return "OrderedDebug"
 
 
 def sharding_picture(shape: _Sequence[int], sharding: _Sharding, *, scale: float = 1., min_width: int = 9,
@@ -101,4 +120,5 @@ def visualize_array_sharding(arr: _Any, **kwargs: _Any) -> None:
     inspect_array_sharding(arr, callback=lambda sharding: visualize_sharding(arr.shape, sharding, **kwargs))
 
 
-__all__ = ["callback", "inspect_array_sharding", "print", "visualize_array_sharding", "visualize_sharding"]
+__all__ = ["DebugEffect", "OrderedDebugEffect", "breakpoint", "callback", "inspect_array_sharding", "log", "print",
+           "visualize_array_sharding", "visualize_sharding"]

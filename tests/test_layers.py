@@ -34,7 +34,7 @@ ORDER = {
                  "ffi", "shard_eager", "shard_map", "pjit", "checkify", "__init__"],
     "_api": ["staging", "templates", "running", "caches", "signature", "recompiles", "stages", "sharding", "jit",
              "autodiff", "transpose", "vmap", "pmap", "forward", "export", "environment", "scopes", "closures",
-             "callbacks", "__init__"],
+             "callbacks", "debugger", "__init__"],
     "_numpy": ["dtypes", "docstrings", "promotion", "shape", "ufuncs", "creation", "mathfuncs", "reductions",
                "logexp", "cumulative", "linalg", "einsum", "indexing", "selection", "sorting", "statistics",
                "manipulation", "grids", "setops", "fft", "utilities", "factorizations", "signal", "ufunc_api", "methods",

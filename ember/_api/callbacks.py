@@ -6,6 +6,8 @@ arguments, as JAX runs it then. The callback receives numpy arrays (JAX gives ja
 numpy arrays, so a callback may still compute with ember)."""
 from __future__ import annotations
 
+import copy
+import logging
 import string
 from typing import Any, Callable
 
@@ -14,6 +16,7 @@ import numpy as np
 from ember._control.callbacks import (VMAP_METHODS, HostCallback, debug_callback_p, io_callback_p,
                                       pure_callback_p)
 from ember._core import ShapedArray, Tracer, is_tracing
+from ember._core.primitive import user_source
 from ember._core.dtypes import aval_of_value, canonical_dtype, parse_dtype
 from ember._core.pytree import tree_flatten, tree_unflatten
 from ember._runtime.array import Array, asarray
@@ -139,15 +142,16 @@ class _FormatChecker(string.Formatter):
 
 
 def debug_print(fmt: str | None = None, *args: Any, ordered: bool = False, partitioned: bool = False,
-                skip_format_check: bool = False, **kwargs: Any) -> Any:
+                skip_format_check: bool = False, _use_logging: bool = False, **kwargs: Any) -> Any:
     """Print fmt.format(*args, **kwargs) with the arrays' values, from compiled code too (jax.debug.print): the
     numpy print options current at the call apply; without placeholders the values follow fmt, space-separated.
-    Also the two-call form debug.print(ordered=True)(fmt, *args)."""
+    Also the two-call form debug.print(ordered=True)(fmt, *args). _use_logging: the text is an INFO record of the
+    logger "ember.debug", attributed to the user's line that called (debug.log)."""
     if fmt is None:
         if args or kwargs:
             raise TypeError(f"debug.print received unexpected arguments in the two-call form: {args=} {kwargs=}")
         return lambda f, *a, **k: debug_print(f, *a, ordered=ordered, partitioned=partitioned,
-                                              skip_format_check=skip_format_check, **k)
+                                              skip_format_check=skip_format_check, _use_logging=_use_logging, **k)
     if not isinstance(fmt, str):
         raise TypeError(f"debug.print: fmt must be a str, got {type(fmt).__name__}")
     if not skip_format_check:
@@ -155,15 +159,41 @@ def debug_print(fmt: str | None = None, *args: Any, ordered: bool = False, parti
     placeholders = bool(fmt) and next(iter(string.Formatter().parse(fmt)))[1] is not None
     options = np.get_printoptions()
 
+    record = _log_record() if _use_logging else None
+
     def show(*a: Any, **k: Any) -> None:
         if placeholders:
             with np.printoptions(**options):
                 text = fmt.format(*a, **k)
         else:
             text = " ".join((fmt, *(str(x) for x in a)))
-        print(text, flush=True)
+        if record is None:
+            print(text, flush=True)
+        else:
+            made = copy.copy(record)
+            made.msg = text
+            LOGGER.handle(made)
     debug_callback(show, *args, ordered=ordered, partitioned=partitioned, **kwargs)
     return None
 
 
-__all__ = ["debug_callback", "debug_print", "io_callback", "pure_callback"]
+LOGGER = logging.getLogger("ember.debug")  # (debug.log's records)
+
+
+def _log_record() -> logging.LogRecord:
+    """An INFO record of debug.log, attributed to the user's line calling it (its message is set per call)."""
+    source = user_source()
+    filename, line = (source.filename, source.lineno) if source is not None else ("(unknown file)", 0)
+    return LOGGER.makeRecord(LOGGER.name, logging.INFO, filename, line, "", (), None)
+
+
+def debug_log(fmt: str | None = None, *args: Any, ordered: bool = False, partitioned: bool = False,
+              skip_format_check: bool = False, **kwargs: Any) -> Any:
+    """debug.print, logged (jax.debug.log): each call's text is an INFO record of the logger "ember.debug", with
+    the file and line of the user's code that called it, handled when the values are known (from compiled code
+    too)."""
+    return debug_print(fmt, *args, ordered=ordered, partitioned=partitioned, skip_format_check=skip_format_check,
+                       _use_logging=True, **kwargs)
+
+
+__all__ = ["LOGGER", "debug_callback", "debug_log", "debug_print", "io_callback", "pure_callback"]
