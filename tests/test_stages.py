@@ -153,6 +153,27 @@ def test_shape_dtype_struct():
         ember.ShapeDtypeStruct((2, -1), np.float32)
     with pytest.raises(TypeError, match="dtype is required"):
         ember.ShapeDtypeStruct((2,), None)
-    with pytest.raises(TypeError, match="expected an array f32\[2,3\], got a value of type ShapeDtypeStruct"):  # a call needs data, as in JAX
+    # a call needs data, as in JAX
+    with pytest.raises(TypeError, match=r"expected an array f32\[2,3\], got a value of type ShapeDtypeStruct"):
         ember.jit(lambda a: a)(s)
     assert ember.eval_shape(lambda a: a.astype(np.int8), s) == ember.ShapeDtypeStruct((2, 3), np.int8)
+
+
+def test_args_info_holds_jax_arginfos_with_donation():
+    def f(a, b, c):
+        return a + 1, b["k"] * 2
+
+    args = (np.ones(3, np.float32), {"k": np.ones(2, np.int32)}, 2.0)
+    ours = ember.jit(f, donate_argnums=(0,), static_argnums=2)
+    theirs = jax.jit(f, donate_argnums=(0,), static_argnums=2)
+    for stage, jstage in [(ours.trace(*args), theirs.trace(*args)), (ours.lower(*args), theirs.lower(*args)),
+                          (ours.lower(*args).compile(), theirs.lower(*args).compile())]:
+        infos = jax.tree_util.tree_leaves(stage.args_info)
+        jinfos = jax.tree_util.tree_leaves(jstage.args_info)
+        assert all(isinstance(i, ember.stages.ArgInfo) for i in infos)
+        assert [(i.shape, i.dtype, i.donated) for i in infos] == [(i.shape, i.dtype, i.donated) for i in jinfos]
+        assert [repr(i) for i in infos] == [repr(i) for i in jinfos]
+    assert ember.stages.CompilerOptions == jax.stages.CompilerOptions
+    for name in ("__call__", "trace", "lower"):
+        assert hasattr(ember.stages.Wrapped, name) and hasattr(ours, name)
+    assert [n for n in dir(jax.stages) if not n.startswith("_") and not hasattr(ember.stages, n)] == []

@@ -389,8 +389,8 @@ class PjitFunction:
         """The function traced for these arguments (arrays, numbers or ShapeDtypeStructs, in any pytree), as
         jax.jit(f).trace: `.jaxpr` is its IR, `.lower()` its StableHLO."""
         ir, in_tree, statics = self._trace(args, kwargs)
-        return Traced(self.name, ir, in_tree,
-                      lambda: Lowered(ir, self.name, in_tree, self._donated_leaves(in_tree, statics)))
+        donated = self._donated_leaves(in_tree, statics)
+        return Traced(self.name, ir, in_tree, lambda: Lowered(ir, self.name, in_tree, donated), donated)
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """The StableHLO module for these arguments (.as_text()); .compile() gives the executable, called as this

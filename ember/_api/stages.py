@@ -7,8 +7,9 @@ tree structure, then each leaf's shape and dtype, naming the leaf). Lowered and 
 of `ember.compile` (ember._runtime.Lowered / Compiled), so everything those offer works on them too."""
 from __future__ import annotations
 
+import dataclasses
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence, Union
 
 import numpy as np
 
@@ -106,9 +107,48 @@ def abstractify(tree: Any) -> Any:
                     else x, tree, is_leaf=_is_abstract)
 
 
-def args_info_of(in_tree: PyTreeDef, avals: Any) -> Any:
-    """The pytree (args, kwargs) of ShapeDtypeStructs of the dynamic arguments (JAX's args_info, simplified)."""
-    return tree_unflatten(in_tree, [struct_of(a) for a in avals])
+@dataclasses.dataclass(frozen=True)
+class ArgInfo:
+    """One argument (a leaf) of a traced, lowered or compiled function, as jax.stages.ArgInfo: its abstract value
+    (`_aval`), whether its buffer is donated to the program, and its `shape` and `dtype`."""
+    _aval: ShapedArray
+    donated: bool
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._aval.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._aval.dtype
+
+
+CompilerOptions = dict[str, Union[str, bool]]
+"""The XLA options `Lowered.compile(compiler_options)` and `jit(..., compiler_options=)` take (jax.stages'): option
+name -> value."""
+
+
+class Wrapped(Protocol):
+    """What jit returns (jax.stages.Wrapped, a protocol): called, it compiles and runs; `trace(*args)` gives a
+    Traced, `lower(*args)` a Lowered."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the function, tracing, lowering and compiling it for these arguments' types as needed."""
+        raise NotImplementedError
+
+    def trace(self, *args: Any, **kwargs: Any) -> "Traced":
+        """The function traced for these arguments: its IR, not yet lowered."""
+        raise NotImplementedError
+
+    def lower(self, *args: Any, **kwargs: Any) -> "Lowered":
+        """The function lowered for these arguments (trace(...).lower()): its StableHLO, not yet compiled."""
+        raise NotImplementedError
+
+
+def args_info_of(in_tree: PyTreeDef, avals: Any, donated: Sequence[bool] | None = None) -> Any:
+    """The pytree (args, kwargs) of the dynamic arguments' ArgInfos (JAX's args_info)."""
+    flags = list(donated) if donated is not None else [False] * len(avals)
+    return tree_unflatten(in_tree, [ArgInfo(a, bool(d)) for a, d in zip(avals, flags)])
 
 
 def donor_plan(in_avals: Sequence[ShapedArray], out_avals: Sequence[ShapedArray], donated: Sequence[bool],
@@ -141,14 +181,16 @@ class Traced:
     """A function traced for some arguments (jit(f).trace(...)): its IR (`.jaxpr`, also `.ir`: ember's printable
     IR), the types of its arguments and results, and `.lower()`."""
 
-    def __init__(self, name: str, ir: IR, in_tree: PyTreeDef, lower_fn: Callable[[], "Lowered"]):
+    def __init__(self, name: str, ir: IR, in_tree: PyTreeDef, lower_fn: Callable[[], "Lowered"],
+                 donated: Sequence[bool] | None = None):
         self.fun_name, self.ir, self.in_tree, self._lower = name, ir, in_tree, lower_fn
+        self._donated = donated
 
     jaxpr = property(lambda self: self.ir)
     in_avals = property(lambda self: tree_unflatten(self.in_tree, list(self.ir.in_avals)))
     out_avals = property(lambda self: list(self.ir.out_avals))
     out_tree = property(lambda self: self.ir.out_tree)
-    args_info = property(lambda self: args_info_of(self.in_tree, self.ir.in_avals))
+    args_info = property(lambda self: args_info_of(self.in_tree, self.ir.in_avals, self._donated))
     out_info = property(lambda self: tree_unflatten(self.ir.out_tree, [struct_of(a) for a in self.ir.out_avals]))
 
     def lower(self) -> "Lowered":
@@ -182,10 +224,11 @@ class Lowered(_RuntimeLowered):
         super().__init__(ir, name, text, donors=donors)  # (its calls give the donated leaves up: see the runtime)
         self.shardings = shardings
         self.in_tree = in_tree
+        self._donated = donated
 
     out_tree = property(lambda self: self.ir.out_tree)
     in_avals = property(lambda self: tree_unflatten(self.in_tree, list(self.ir.in_avals)))
-    args_info = property(lambda self: args_info_of(self.in_tree, self.ir.in_avals))
+    args_info = property(lambda self: args_info_of(self.in_tree, self.ir.in_avals, self._donated))
     out_info = property(lambda self: tree_unflatten(self.ir.out_tree, [struct_of(a) for a in self.ir.out_avals]))
 
     def as_text(self, dialect: str | None = None) -> str:
@@ -335,10 +378,12 @@ class Compiled(_RuntimeCompiled):
 
 def _short(info: Any) -> str:
     """f32[2] for a ShapeDtypeStruct, "a pytree" for a container of them."""
+    if isinstance(info, ArgInfo):
+        return info._aval.str_short()
     if isinstance(info, ShapeDtypeStruct):
         return info.aval.str_short()
     return f"a pytree of {len(tree_flatten(info)[0])} arrays"
 
 
 __all__ = ["Compiled", "CompiledMemoryStats", "Lowered", "ShapeDtypeStruct", "Traced", "abstractify",
-           "args_info_of", "donor_plan", "struct_of", "warn_unusable"]
+           "args_info_of", "donor_plan", "struct_of", "warn_unusable", "ArgInfo", "CompilerOptions", "Wrapped"]
