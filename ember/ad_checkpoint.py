@@ -1,4 +1,5 @@
-"""ember.ad_checkpoint (jax.ad_checkpoint): checkpoint (remat), checkpoint_name, the checkpoint_policies, and
+"""ember.ad_checkpoint (jax.ad_checkpoint): checkpoint (remat), checkpoint_name, the checkpoint_policies, the
+verdicts a policy of one's own may return besides a bool (Saveable, Recompute, Offloadable(src, dst)), and
 print_saved_residuals / saved_residuals, which list what reverse mode keeps from the forward pass for the backward
 pass (docs/checkpointing.md)."""
 from __future__ import annotations
@@ -8,6 +9,7 @@ from typing import Any as _Any, Callable as _Callable
 from ember._api.jit import make_ir as _make_ir
 from ember._api.staging import leaf_names as _leaf_names
 from ember._control.custom import checkpoint, checkpoint_name, checkpoint_policies, name_p as _name_p
+from ember._control.custom import Offloadable as Offloadable, Recompute as Recompute, Saveable as Saveable
 from ember._core import IR as _IR, Literal as _Literal, ShapedArray as _ShapedArray
 from ember._core import dtypes as _dt
 from ember._core.pytree import tree_flatten as _tree_flatten, tree_unflatten as _tree_unflatten
@@ -63,5 +65,5 @@ def print_saved_residuals(f: _Callable[..., _Any], *args: _Any, **kwargs: _Any) 
         print(f"{aval.str_short()} {where}")
 
 
-__all__ = ["checkpoint", "checkpoint_name", "checkpoint_policies", "print_saved_residuals", "remat",
-           "saved_residuals"]
+__all__ = ["Offloadable", "Recompute", "Saveable", "checkpoint", "checkpoint_name", "checkpoint_policies",
+           "print_saved_residuals", "remat", "saved_residuals"]

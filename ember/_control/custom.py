@@ -13,7 +13,7 @@ import dataclasses
 import functools
 import operator
 import weakref
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -657,15 +657,50 @@ def _remat_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, body_ir: IR, 
     return outs[:n], outs[n:]
 
 
+class RecomputeType:
+    """The type of Recompute (jax.ad_checkpoint's)."""
+
+    def __repr__(self) -> str:
+        return "Recompute"
+
+
+class SaveableType:
+    """The type of Saveable (jax.ad_checkpoint's)."""
+
+    def __repr__(self) -> str:
+        return "Saveable"
+
+
+Recompute = RecomputeType()  # a policy's verdict: recompute the value in the backward pass (as False)
+Saveable = SaveableType()  # a policy's verdict: keep the value from the forward pass (as True)
+
+
+class Offloadable(NamedTuple):
+    """A policy's verdict: keep the value, moved from memory kind src to dst until the backward pass (host memory
+    on an accelerator, as JAX's). On ember's CPU device every memory is the host's: the value is kept (as Saveable)."""
+    src: Any
+    dst: Any
+
+
 def saves(policy: Any, eqn: Any) -> bool:
-    """Whether a checkpoint policy saves the values eqn makes (None: nothing is saved)."""
+    """Whether a checkpoint policy saves the values eqn makes (None: nothing is saved). A policy answers a bool, or
+    Saveable, Recompute or an Offloadable(src, dst) (kept: see Offloadable), as JAX's."""
     if policy is None:
         return False
     verdict = policy(eqn.prim, *[a.aval for a in eqn.inputs], **eqn.params)
-    if not isinstance(verdict, (bool, np.bool_)):
-        raise TypeError(f"checkpoint: a policy must return a bool (save or recompute), got {verdict!r} from "
-                        f"{getattr(policy, '__name__', policy)!r} for primitive {eqn.prim.name!r}")
-    return bool(verdict)
+    if isinstance(verdict, (bool, np.bool_)):
+        return bool(verdict)
+    if isinstance(verdict, (SaveableType, Offloadable)):
+        return True
+    if isinstance(verdict, RecomputeType):
+        return False
+    message = ("Value returned by a remat policy should be a bool or `ad_checkpoint.Recompute`, "
+               "`ad_checkpoint.Saveable` or `ad_checkpoint.Offloadable(...)`. Got "
+               f"{verdict} of type {type(verdict)} (from {getattr(policy, '__name__', policy)!r} for primitive "
+               f"{eqn.prim.name!r}).")
+    if verdict is Offloadable:
+        message += " Did you return `Offloadable` instead of an instantiated `Offloadable(...)`?"
+    raise TypeError(message)
 
 
 def _stage_remat_split(body_ir: IR, wrt: tuple[bool, ...], policy: Any) -> tuple[IR, IR]:
