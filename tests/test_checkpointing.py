@@ -173,7 +173,7 @@ def test_errors():
     with pytest.raises(TypeError, match="policy must be a callable"):
         ember.checkpoint(enp.sin, policy="dots")
     bad = ember.checkpoint(lambda x: enp.sum(enp.sin(x)), policy=lambda prim, *a, **k: "save")
-    with pytest.raises(TypeError, match="a policy must return a bool"):
+    with pytest.raises(TypeError, match="Value returned by a remat policy should be a bool or"):
         ember.grad(bad)(np.ones(3, np.float32))
     with pytest.raises(ValueError, match="must return booleans"):
         ember.grad(ember.checkpoint(lambda x: enp.sum(enp.sin(x)), policy=cp.save_from_both_policies(
