@@ -26,7 +26,7 @@ ORDER = {
                "conv", "windowed", "special", "bits", "fft", "lax_helpers", "collectives", "linalg", "sharding",
                "refs", "__init__"],
     "_transforms": ["cache", "discharge", "passes", "ad", "jvp", "batching", "__init__"],
-    "_runtime": ["fastpath", "pjrt", "xla_proto", "distributed", "ffi", "lapack", "rows", "sort", "callbacks",
+    "_runtime": ["fastpath", "pjrt", "xla_proto", "xspace", "distributed", "ffi", "lapack", "rows", "sort", "callbacks",
                  "backends", "guards", "layout", "array",
                  "dlpack", "dispatch", "sharded", "compile_cache", "hlo_text", "spmd", "refs", "compiler", "eager",
                  "__init__"],
