@@ -150,8 +150,15 @@ def record_cache_use() -> None:
     record_event(CACHE_EVENT + "compile_requests_use_cache")
 
 
+def reset_cache_use() -> None:
+    """The next compile using the persistent cache is the process's first again (its tasks_using_cache event)."""
+    with _lock:
+        _cache_used.clear()
+
+
 __all__ = ["CACHE_EVENT", "COMPILE_EVENT", "LOWER_EVENT", "TRACE_EVENT", "clear_event_listeners", "listening",
-           "record_cache_use", "record_event", "record_event_duration_secs", "record_event_time_span", "record_scalar",
-           "register_event_duration_secs_listener", "register_event_listener", "register_event_time_span_listener",
-           "register_scalar_listener", "timed", "unregister_event_duration_listener", "unregister_event_listener",
-           "unregister_event_time_span_listener", "unregister_scalar_listener"]
+           "record_cache_use", "record_event", "record_event_duration_secs", "record_event_time_span",
+           "record_scalar", "register_event_duration_secs_listener", "register_event_listener",
+           "register_event_time_span_listener", "register_scalar_listener", "reset_cache_use", "timed",
+           "unregister_event_duration_listener", "unregister_event_listener", "unregister_event_time_span_listener",
+           "unregister_scalar_listener"]

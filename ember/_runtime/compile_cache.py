@@ -371,6 +371,14 @@ def _remove(dfd: int, name: str) -> None:
         pass
 
 
+def reset() -> None:
+    """This process's cache state as a fresh process has it: no warnings given yet, no lookups counted, and the
+    next compile using the cache the first (ember.experimental.compilation_cache's reset_cache)."""
+    _warned.clear()
+    stats.update(hits=0, misses=0, stores=0)
+    monitoring.reset_cache_use()
+
+
 def compile_with_cache(client: _pjrt.Client, text: str, overrides: bytes = b"") -> Any:
     """client.compile(text, overrides), through the persistent cache when a directory is set."""
     return _through_cache(client, text, overrides, lambda payload: client.deserialize(payload, text),
@@ -440,4 +448,4 @@ def _through_cache(client: _pjrt.Client, text: str | bytes, overrides: bytes, lo
 
 
 __all__ = ["CompilationCacheWarning", "MAX_ENTRY_BYTES", "compile_spmd_with_cache", "compile_with_cache",
-           "encode_entry", "entry_key", "package_version", "stats"]
+           "encode_entry", "entry_key", "package_version", "reset", "stats"]
