@@ -45,6 +45,17 @@ def _close_clients_at_exit() -> None:
 atexit.register(_close_clients_at_exit)
 
 
+def forget_clients() -> None:
+    """Start new PJRT clients at the next computation (jax.extend.backend.clear_backends): the clients started so
+    far are forgotten, not closed (arrays and programs on them keep them alive, and keep working), and every
+    cache of compiled programs is emptied; options read when a backend starts (the CPU device count) are read
+    again."""
+    _callbacks.effects_barrier()
+    with _client_lock:
+        _clients.clear()
+    clear_all_caches()
+
+
 def _plugin_path(platform: str | None) -> str:
     """The plugin of a platform (JAX's RuntimeErrors for one this machine lacks, with ember's advice)."""
     given = platform

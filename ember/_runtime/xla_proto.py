@@ -140,6 +140,52 @@ def op_sharding(data: bytes, _depth: int = 0) -> HloSharding:
                              subgroups=[_SUBGROUP_KINDS[c] for c in codes])
 
 
+def _key(number: int, wire: int) -> bytes:
+    out, value = bytearray(), number << 3 | wire
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _packed(number: int, values: list[int]) -> bytes:
+    body = b"".join(_uvarint(v) for v in values)
+    return _key(number, 2) + _uvarint(len(body)) + body if values else b""
+
+
+def _uvarint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def serialize_op_sharding(sharding: HloSharding) -> bytes:
+    """The serialized xla.OpSharding of a sharding (op_sharding's inverse: explicit device lists; a replicated
+    sharding is the empty message, as XLA writes it)."""
+    if sharding.kind == "replicated":
+        return b""
+    if sharding.kind == "manual":
+        return _key(1, 0) + _uvarint(_MANUAL)
+    if sharding.kind == "maximal":
+        return _key(1, 0) + _uvarint(_MAXIMAL) + _packed(3, [1]) + _packed(4, list(sharding.devices))
+    if sharding.kind == "tuple":
+        out = _key(1, 0) + _uvarint(_TUPLE)
+        for element in sharding.elements:
+            raw = serialize_op_sharding(element)
+            out += _key(5, 2) + _uvarint(len(raw)) + raw
+        return out
+    codes = {name: code for code, name in _SUBGROUP_KINDS.items()}
+    out = _key(1, 0) + _uvarint(_OTHER) + _packed(3, list(sharding.tile_dims)) + _packed(4, list(sharding.devices))
+    if sharding.subgroups == ("replicated",):
+        return out + _key(6, 0) + _uvarint(1)
+    return out + _packed(8, [codes[g] for g in sharding.subgroups])
+
+
 def _iota_devices(what: str, dims: list[int], reshape: list[int], perm: list[int]) -> list[int]:
     """The device list of an iota tile assignment: arange(prod(reshape)) reshaped, transposed by perm, flattened
     (no reshape: the devices in order)."""
@@ -171,4 +217,4 @@ def hlo_module_shardings(data: bytes) -> tuple[list[HloSharding], list[HloShardi
     return params, outputs
 
 
-__all__ = ["fields", "hlo_module_shardings", "ints", "messages", "op_sharding"]
+__all__ = ["fields", "hlo_module_shardings", "ints", "messages", "op_sharding", "serialize_op_sharding"]

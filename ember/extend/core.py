@@ -6,6 +6,8 @@ equation (JaxprEqn) has JAX's field names (invars, outvars, primitive, params). 
 closes a Jaxpr into an IR, which ember can evaluate, transform, print and compile."""
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -13,7 +15,8 @@ import numpy as np
 from ember._core import IR, ConcretizationTypeError, Eqn, Literal, ShapedArray, Tracer, Var, check_ir, eval_ir
 from ember._core import dtypes as _dt
 from ember._core.ir import IRTypeError, Jaxpr, sub_irs
-from ember._core.primitive import TRACE_STATE
+from ember._core.primitive import PRIMITIVES as _PRIMITIVES, TRACE_STATE
+from ember._core.trace import InconclusiveDimensionOperation as InconclusiveDimensionOperation
 from ember._core.pytree import tree_leaves
 from ember._runtime.array import Array as _Array
 from ember.extend._protocol import Primitive as Primitive
@@ -182,7 +185,28 @@ def find_top_trace(xs: Any) -> Any:
     return stack[-1] if stack else _EVAL_TRACE
 
 
-__all__ = ["ClosedJaxpr", "Effect", "Effects", "Jaxpr", "JaxprEqn", "JaxprTypeError", "Literal", "Primitive", "Var",
+def _primitives_module() -> types.ModuleType:
+    """jax.extend.core.primitives: every primitive ember registers, as `{name}_p` (ember's primitives, whose params
+    are ember's), read from the registry when asked (primitives registered later are there too); also importable
+    as ember.extend.core.primitives."""
+    module = types.ModuleType(__name__ + ".primitives", "ember's registered primitives by JAX's names ({name}_p).")
+
+    def lookup(name: str) -> Any:
+        if name.endswith("_p") and name[:-2] in _PRIMITIVES:
+            return _PRIMITIVES[name[:-2]]
+        raise AttributeError(f"module {module.__name__!r} has no attribute {name!r} (ember registers no primitive "
+                             f"{name[:-2]!r})")
+
+    module.__getattr__ = lookup  # type: ignore[method-assign]
+    module.__dir__ = lambda: sorted(f"{name}_p" for name in _PRIMITIVES)  # type: ignore[method-assign]
+    sys.modules[module.__name__] = module
+    return module
+
+
+primitives = _primitives_module()
+
+__all__ = ["ClosedJaxpr", "Effect", "Effects", "InconclusiveDimensionOperation", "Jaxpr", "JaxprEqn", "JaxprTypeError",
+           "Literal", "Primitive", "Var",
            "array_types", "check_jaxpr", "concrete_or_error", "find_top_trace", "gensym", "get_opaque_trace_state",
            "jaxpr_as_fun", "jaxprs_in_params", "mapped_aval", "new_jaxpr_eqn", "no_effects",
-           "primal_dtype_to_tangent_dtype", "subjaxprs", "unmapped_aval", "valid_jaxtype"]
+           "primal_dtype_to_tangent_dtype", "primitives", "subjaxprs", "unmapped_aval", "valid_jaxtype"]

@@ -276,7 +276,7 @@ def _wrap(data: Any, typed: bool) -> Any:
 
 
 def _check_impl(name: str, impl: Any) -> None:
-    if impl is not None and impl != IMPL and not isinstance(impl, KeyDType):
+    if impl is not None and impl != IMPL and not isinstance(impl, KeyDType) and getattr(impl, "name", None) != IMPL:
         raise ValueError(f"ember.random.{name}: unknown PRNG implementation {impl!r}; ember implements "
                          f"{IMPL!r} (JAX's default)")
 
