@@ -100,7 +100,7 @@ print("ok")
 def test_a_missing_jax_module_is_a_clear_import_error():
     code = """
 import jax
-for statement in ("import jax.monitoring", "from jax import monitoring", "import jax.extend.backend",
+for statement in ("import jax.collect_profile", "from jax import collect_profile", "import jax.experimental.jax2tf",
                   "from jax._src import pjit", "import jax.numpy.no_such_module"):
     try:
         exec(statement)
@@ -111,12 +111,30 @@ for statement in ("import jax.monitoring", "from jax import monitoring", "import
 """
     lines = _python("-m", "ember.as_jax", "-c", code).stdout.splitlines()
     prefix = "ember, running JAX code through ember.as_jax,"
-    assert lines == [f"No module named 'jax.monitoring': {prefix} has no module for it (ember.monitoring does not "
-                     "exist)"] * 2 + [
-        f"No module named 'jax.extend.backend': {prefix} has no module for it (ember.extend.backend does not exist)",
+    assert lines == [f"No module named 'jax.collect_profile': {prefix} has no module for it (ember.collect_profile "
+                     "does not exist)"] * 2 + [
+        f"No module named 'jax.experimental.jax2tf': {prefix} has no module for it (ember.experimental.jax2tf does "
+        "not exist)",
         f"No module named 'jax._src.pjit': {prefix} has no counterpart of JAX's private modules",
         f"No module named 'jax.numpy.no_such_module': {prefix} has no module for it (ember.numpy.no_such_module does "
         "not exist)"]
+
+
+def test_the_modules_of_this_round_import_under_the_drop_in():
+    """jax.ffi, jax.monitoring, jax.experimental.random, jax.experimental.compilation_cache.compilation_cache and
+    jax.extend's submodules are ember's modules under the alias."""
+    code = """
+import jax, jax.ffi, jax.monitoring, jax.experimental.random, jax.extend.backend, jax.extend.core.primitives
+import jax.experimental.compilation_cache.compilation_cache as cc
+from jax import monitoring
+from jax.extend import random, sharding, mlir, xla, pallas, lowering
+print(jax.ffi.__name__, monitoring.__name__, jax.experimental.random.__name__, cc.__name__, random.__name__,
+      jax.extend.core.primitives.add_p, jax.profiler.ProfileData.__module__, jax.debug.log.__module__)
+"""
+    out = _python("-m", "ember.as_jax", "-c", code).stdout.split()
+    assert out == ["ember.ffi", "ember.monitoring", "ember.experimental.random",
+                   "ember.experimental.compilation_cache.compilation_cache", "ember.extend.random", "add",
+                   "ember.profiler", "ember._api.callbacks"]
 
 
 def test_the_private_modules_libraries_import():

@@ -61,6 +61,8 @@ ACCEPTS_COMPLEX = {
 # host callbacks: the values go to Python as numpy arrays (complex ones checked in tests/test_callbacks.py)
 CALLBACKS = {"pure_callback", "io_callback", "debug_callback"}
 ACCEPTS_COMPLEX |= CALLBACKS
+# a user's FFI handler gets complex buffers as any other (its complex Case in tests/prims/test_control.py)
+ACCEPTS_COMPLEX |= {"ffi_call"}
 # checkify's check: complex values in its message (tests/test_checkify.py formats one)
 CHECKS = {"check"}
 ACCEPTS_COMPLEX |= CHECKS

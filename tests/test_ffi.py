@@ -142,6 +142,15 @@ def test_not_differentiable_as_jax(lib):
     np.testing.assert_array_equal(np.asarray(ember.grad(lambda v: (f(x) * v).sum())(x)), x)
 
 
+def test_complex_operands_reach_the_handler():
+    from ffi_handlers import register_python_sin
+    x = (np.linspace(-1, 1, 4) + 1j * np.linspace(0, 2, 4)).astype(np.complex64)
+    f = ember.ffi.ffi_call(register_python_sin(), SDS(x.shape, x.dtype))
+    for got in (f(x), ember.jit(f)(x)):
+        assert got.dtype == np.complex64
+        np.testing.assert_allclose(np.asarray(got), np.sin(x), rtol=1e-6)
+
+
 def test_several_results_keep_their_container(lib):
     x = np.arange(3.0, dtype=np.float32)
     as_list = ember.ffi.ffi_call("t_affine", [SDS((3,), np.float32)])(x)

@@ -191,6 +191,9 @@ CASES = [
     Case("ffi_call", lambda x: ember.ffi.ffi_call(register_python_sin(), ember.ShapeDtypeStruct(x.shape, x.dtype),
                                                   vmap_method="sequential")(x),
          np.sin, [((3,),), ((2, 3),)], F, forward=False, reverse=False),
+    Case("ffi_call", lambda x: ember.ffi.ffi_call(register_python_sin(), ember.ShapeDtypeStruct(x.shape, x.dtype),
+                                                  vmap_method="sequential")(x),
+         np.sin, [((3,),)], ["complex64", "complex128"], grad=False, name="ffi_call_complex"),
 ]
 
 test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)
