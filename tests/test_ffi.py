@@ -310,6 +310,7 @@ def test_export_refuses_a_users_target_and_deserialize_refuses_the_artifact(lib)
         module_check.check_module(text)
 
 
+@pytest.mark.slow  # (a C++ compile of XLA's headers: seconds)
 def test_jaxlibs_own_headers_make_handlers_the_plugin_refuses(tmp_path):
     """A handler built with XLA's C++ headers from jaxlib 0.10.2 (jax.ffi.include_dir()) reports FFI API 0.3:
     registration says why it cannot be used, where the plugin would drop it silently."""
@@ -331,10 +332,9 @@ def test_jaxlibs_own_headers_make_handlers_the_plugin_refuses(tmp_path):
         ember.ffi.register_ffi_target("t_xla_copy", ember.ffi.pycapsule(library.Copy))
 
 
-test_jaxlibs_own_headers_make_handlers_the_plugin_refuses = pytest.mark.slow(
-    test_jaxlibs_own_headers_make_handlers_the_plugin_refuses)
 
 
+@pytest.mark.slow  # (a subprocess; tests/test_as_jax.py imports jax.ffi under the drop-in in the default run)
 def test_import_jax_ffi_under_the_drop_in(lib, tmp_path):
     program = tmp_path / "prog.py"
     program.write_text("import ctypes, sys, numpy as np\nimport jax, jax.ffi\n"
