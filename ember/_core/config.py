@@ -7,11 +7,15 @@ cache stores an entry); `update` checks the value and runs the option's change h
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
+
+from ember._core import config_jax
 
 
 def _parse_bool(name: str, value: Any) -> bool:
@@ -213,12 +217,7 @@ _option("compilation_cache_max_size", 1 << 30, _parse_bytes,
         env=("JAX_COMPILATION_CACHE_MAX_SIZE",))
 
 
-def _declare_jax_options() -> None:
-    from ember._core import config_jax
-    config_jax.declare(_option, _parse_bool)
-
-
-_declare_jax_options()
+config_jax.declare(_option, _parse_bool)  # (JAX's other options: ember/_core/config_jax.py)
 
 
 class State:
@@ -383,12 +382,10 @@ config = Config()
 
 
 def _set_logging_level(level: str | None) -> None:
-    import logging
     logging.getLogger("ember").setLevel(logging.NOTSET if level in (None, "NOTSET") else level)
 
 
 def _set_debug_log_modules(names: str) -> None:
-    import logging
     for name in filter(None, (n.strip() for n in names.split(","))):
         logging.getLogger("ember" + name[3:] if name == "jax" or name.startswith("jax.") else name).setLevel(
             logging.DEBUG)
@@ -396,7 +393,6 @@ def _set_debug_log_modules(names: str) -> None:
 
 def _warn_key_reuse(on: bool) -> None:
     if on:
-        import warnings
         warnings.warn("ember.config: debug_key_reuse is accepted but ember has no key-reuse checker: reused "
                       "random keys are not detected", UserWarning, stacklevel=4)
 
