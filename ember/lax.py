@@ -8,7 +8,8 @@ Where the names come from, in this order:
   optimization_barrier) and the cumulative scans, from its `__all__`,
 - ember._core.PRIMITIVES: every registered primitive `p` as `{p.name}_p` (`exp_p`, `scan_p`, ...), ember's own
   Primitive objects (their params are ember's, not JAX's),
-- ember.lax.linalg: the matrix factorisations of ember/_prims/linalg.py (LAX_LINALG there), as jax.lax.linalg.
+- ember.lax.linalg: the matrix factorisations of ember/_prims/linalg.py and qdwh of ember/_numpy/factorizations.py
+  (their LAX_LINALG), as jax.lax.linalg.
 Names jax.lax does not have are left out (NOT_IN_JAX_LAX below)."""
 import functools as _functools
 import sys as _sys
@@ -17,6 +18,7 @@ import types as _types
 import ember._control as _control
 import ember._prims as _prims
 from ember._prims import linalg as _prims_linalg
+from ember._numpy import factorizations as _factorizations
 from ember._core import PRIMITIVES as _PRIMITIVES, dtypes as _dtypes
 from ember._core.exports import reexport as _reexport
 from ember._api.sharding import takes_out_sharding as _takes_out_sharding
@@ -59,12 +61,16 @@ def _primitive_names(namespace: dict[str, object]) -> list[str]:
 
 
 def _linalg_module() -> _types.ModuleType:
-    """ember.lax.linalg, jax.lax.linalg's functions and primitives that ember has (ember/_prims/linalg.py)."""
+    """ember.lax.linalg, jax.lax.linalg's functions, primitives and enums that ember has (ember/_prims/linalg.py;
+    qdwh, a composition with loops, from ember/_numpy/factorizations.py)."""
+    sources = [(_prims_linalg, name) for name in _prims_linalg.LAX_LINALG]
+    sources += [(_factorizations, name) for name in _factorizations.LAX_LINALG]
+    names = sorted(name for _, name in sources)
     module = _types.ModuleType("ember.lax.linalg", "ember.lax.linalg: the matrix factorisations (jax.lax.linalg's "
-                               "names): " + ", ".join(_prims_linalg.LAX_LINALG) + ".")
-    for name in _prims_linalg.LAX_LINALG:
-        setattr(module, name, getattr(_prims_linalg, name))
-    module.__all__ = list(_prims_linalg.LAX_LINALG)
+                               "names): " + ", ".join(names) + ".")
+    for source, name in sources:
+        setattr(module, name, getattr(source, name))
+    module.__all__ = names
     _sys.modules[module.__name__] = module  # (import ember.lax.linalg works too)
     return module
 

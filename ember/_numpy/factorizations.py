@@ -13,20 +13,24 @@ from typing import Any, NamedTuple, Sequence
 import numpy as _np
 
 from ember._control.custom import pure_custom_jvp
+from ember._control.loops import fori_loop, while_loop
 from ember._core import aval_of
 from ember._core import dtypes as dt
+from ember._core.checks import static_int
 from ember._prims import linalg as lax_linalg
 from ember._prims.linalg import mH, mT
-from ember._numpy.creation import eye
+from ember._numpy.creation import asarray, eye
 from ember._numpy.linalg import matmul
 from ember._numpy.promotion import _promote
 from ember._numpy.cumulative import cumprod
-from ember._numpy.mathfuncs import imag, isinf, isnan, real
+from ember._numpy.manipulation import pad
+from ember._numpy.mathfuncs import conj, imag, isinf, isnan, real
 from ember._numpy.reductions import any as any_, max as max_, prod, sum as sum_
 from ember._numpy.selection import take_along_axis, where
 from ember._numpy.shape import broadcast_to, concatenate, diagonal, expand_dims, ndim, reshape, shape, transpose
 from ember._numpy.sorting import argsort
-from ember._numpy.ufuncs import abs as abs_, divide, log, multiply, sign, greater, subtract
+from ember._numpy.ufuncs import abs as abs_, divide, log, multiply, sign, greater, sqrt, subtract
+from ember._prims.elementwise import rsqrt
 
 
 class EighResult(NamedTuple):
@@ -469,6 +473,120 @@ def _chain_order(dims: list[int]) -> list[list[int]]:
                 if cost[i][j] < 0 or c < cost[i][j]:
                     cost[i][j], split[i][j] = c, k
     return split
+
+
+# --- Polar decomposition: jax.lax.linalg.qdwh ------------------------------------------------------------------
+def _halley_weights(bound: float) -> tuple[float, float, float]:
+    """The dynamically weighted Halley step's (a, b, c) for the lower bound of the iterate's smallest singular
+    value (its largest being at most 1): Nakatsukasa, Bai and Gygi (2010), eq. (4.5)."""
+    l2 = bound * bound
+    gamma = (4.0 * (1.0 - l2) / (l2 * l2)) ** (1.0 / 3.0)
+    root = math.sqrt(1.0 + gamma)
+    a = root + 0.5 * math.sqrt(8.0 - 4.0 * gamma + 8.0 * (2.0 - l2) / (l2 * root))
+    b = (a - 1.0) ** 2 / 4.0
+    return a, b, a + b - 1.0
+
+
+def _qr_halley(u: Any, weights: Any) -> Any:
+    """One weighted Halley step through a QR factorisation (for large c): with [sqrt(c) u; I] = [q1; q2] r,
+    u <- (b / c) u + (a - b / c) / sqrt(c) q1 q2^H (no inverse)."""
+    a, b, c = weights[0], weights[1], weights[2]
+    rows, cols = shape(u)
+    q, _ = lax_linalg.qr(concatenate([u * sqrt(c), eye(cols, dtype=u.dtype)]), full_matrices=False)
+    return (b / c) * u + ((a - b / c) / sqrt(c)) * matmul(q[:rows], mH(q[rows:]))
+
+
+def _cholesky_halley(u: Any, weights: Any) -> Any:
+    """One weighted Halley step through a Cholesky factorisation (once c is moderate): with L L^H = I + c u^H u,
+    u <- (b / c) u + (a - b / c) u L^-H L^-1."""
+    a, b, c = weights[0], weights[1], weights[2]
+    cols = shape(u)[-1]
+    factor = lax_linalg.cholesky(c * matmul(mH(u), u) + eye(cols, dtype=u.dtype), symmetrize_input=False)
+    y = lax_linalg.triangular_solve(factor, u, left_side=False, lower=True, transpose_a=True, conjugate_a=True)
+    z = lax_linalg.triangular_solve(factor, y, left_side=False, lower=True)
+    return (b / c) * u + (a - b / c) * z
+
+
+def _frobenius(x: Any) -> Any:
+    return sqrt(sum_(real(x * conj(x))))
+
+
+def _polar_qdwh(x: Any, max_iterations: int, eps: float) -> tuple[Any, Any, Any, Any]:
+    one_norm = max_(sum_(abs_(x), axis=0))
+    inf_norm = max_(sum_(abs_(x), axis=1))
+    # scaled so that its 2-norm is at most 1 (||x||_2 <= sqrt(||x||_1 ||x||_inf)); a zero x stays zero
+    scale = where(one_norm == 0, 1, rsqrt(one_norm) * rsqrt(inf_norm))
+    u = x * scale.astype(x.dtype)
+    # the weights follow from the bound l alone, so they are fixed before the loop: Halley steps from l = eps up to
+    # l ~ 1, through QR while c is large (its Cholesky form would be ill-conditioned), then through Cholesky
+    done = 5.0 * eps
+    tolerance = done ** (1.0 / 3.0)  # on ||u_k - u_k-1||_F
+    qr_weights, chol_weights, bound = [], [], eps
+    while bound + done < 1 and len(qr_weights) + len(chol_weights) < max_iterations:
+        a, b, c = _halley_weights(bound)
+        bound = bound * (a + b * bound * bound) / (1 + c * bound * bound)
+        (qr_weights if c > 100 else chol_weights).append((a, b, c))
+    real_dtype = dt.real_dtype(x.dtype)
+    not_converged = asarray(True)
+    if qr_weights:
+        table = asarray(_np.array(qr_weights, dtype=real_dtype))
+        u = fori_loop(0, len(qr_weights), lambda i, u: _qr_halley(u, table[i]), u)
+    if chol_weights:
+        table = asarray(_np.array(chol_weights, dtype=real_dtype))
+
+        def chol_step(i: Any, state: tuple[Any, Any]) -> tuple[Any, Any]:
+            previous, _ = state
+            u = _cholesky_halley(previous, table[i])
+            return u, _frobenius(u - previous) > tolerance
+        u, not_converged = fori_loop(0, len(chol_weights), chol_step, (u, not_converged))
+
+    # then plain Halley steps (a, b, c = 3, 1, 3: where the weights tend as l -> 1) until u settles
+    halley = asarray(_np.array([3.0, 1.0, 3.0], dtype=real_dtype))
+
+    def more(state: tuple[Any, Any, Any]) -> Any:
+        k, _, going = state
+        return going & (k < max_iterations)
+
+    def step(state: tuple[Any, Any, Any]) -> tuple[Any, Any, Any]:
+        k, previous, _ = state
+        u = _cholesky_halley(previous, halley)
+        return k + 1, u, _frobenius(u - previous) > tolerance
+    iterations, u, not_converged = while_loop(more, step, (asarray(len(qr_weights) + len(chol_weights)), u,
+                                                           not_converged))
+    u = 1.5 * u - 0.5 * matmul(u, matmul(mH(u), u))  # a Newton-Schulz step: u's columns orthonormal to rounding
+    h = matmul(mH(u), x)
+    return u, (h + mH(h)) / 2, iterations, ~not_converged
+
+
+def qdwh(x: Any, *, is_hermitian: bool = False, max_iterations: int | None = None, eps: float | None = None,
+         dynamic_shape: tuple[int, int] | None = None) -> tuple[Any, Any, Any, Any]:
+    """The polar decomposition x = u h of a full-rank matrix x (M, N), M >= N, by the QR-based dynamically weighted
+    Halley iteration (jax.lax.linalg.qdwh; Nakatsukasa, Bai and Gygi, SIAM J. Matrix Anal. Appl. 31(5), 2010):
+    (u, h, num_iters, is_converged), u (M, N) with orthonormal columns, h (N, N) Hermitian positive semidefinite,
+    the number of iterations and whether ||u_k - u_k-1||_F fell below (5 eps)^(1/3) within max_iterations (10 by
+    default). is_hermitian is accepted and unused (as in JAX); dynamic_shape (m, n) decomposes x[:m, :n] and pads
+    u and h with zeros. Written with ember's qr, cholesky and loops, so it jits and vmaps; reverse mode raises, as
+    JAX's (its while loop)."""
+    (x,) = _float_operands("qdwh", x)
+    if ndim(x) != 2:
+        raise ValueError(f"qdwh: x must be a matrix (M, N), got shape {shape(x)}")
+    rows, cols = shape(x)
+    if rows < cols:
+        raise ValueError(f"qdwh: the input matrix of shape M x N must have M >= N, got shape {shape(x)}")
+    bool(is_hermitian)  # (static, as JAX's: a traced value raises here)
+    max_iterations = 10 if max_iterations is None else static_int("qdwh", "max_iterations", max_iterations)
+    eps = float(_np.finfo(dt.real_dtype(x.dtype)).eps) if eps is None else float(eps)
+    if dynamic_shape is None:
+        return _polar_qdwh(x, max_iterations, eps)
+    m, n = (static_int("qdwh", "dynamic_shape", d) for d in dynamic_shape)
+    if not (0 <= n <= m <= rows and n <= cols):
+        raise ValueError(f"qdwh: dynamic_shape {(m, n)} must fit x's shape {shape(x)} with m >= n")
+    u, h, iterations, converged = _polar_qdwh(x[:m, :n], max_iterations, eps)
+    return (pad(u, ((0, rows - m), (0, cols - n))), pad(h, ((0, cols - n), (0, cols - n))), iterations,
+            converged)
+
+
+LAX_LINALG = ("qdwh",)  # the names of jax.lax.linalg this module has (ember.lax.linalg re-exports them)
 
 
 __all__: list[str] = []  # (ember.numpy.linalg re-exports these; ember.numpy itself has none of them)

@@ -18,20 +18,26 @@ rule computes the adjoint under Re<x, y> = Re tr(x^H y) and conjugates: transpos
 (the conjugations vanish for real dtypes). geqrf and schur have no derivative rules, as in JAX."""
 from __future__ import annotations
 
+import enum
+import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._core import Primitive, ShapedArray, aval_of
+from ember._core import Primitive, ShapedArray, aval_of, scalar_literal
 from ember._core import dtypes as dt
+from ember._core.checks import static_int
 from ember._hlo import LoweringContext, i64_array
 from ember._hlo.emitter import scalar_text
 from ember._hlo.lower import LoweringError
 from ember._hlo import ffi
-from ember._prims.elementwise import add, conj, div, eq, ge, le, mul, neg, real, select, sub
+from ember._prims.elementwise import add, conj, div, eq, ge, le, lt, mul, neg, real, rsqrt, select, sub
+from ember._prims.elementwise import abs as abs_, max as max_
 from ember._prims.shape import (BatchDim, batch_at_front, batch_size, broadcast_in_dim, broadcasted_iota,
-                                convert_element_type, full, moveaxis, reduce_sum, reshape, transpose)
-from ember._prims.slicing import slice
+                                convert_element_type, full, moveaxis, reduce_sum, reshape, transpose, zeros)
+from ember._prims.slicing import pad, slice
+from ember._prims.indexing import clamp, dynamic_slice, dynamic_update_slice
+from ember._prims.special import emit_function, emit_while
 from ember._prims.lax_helpers import batch_matmul
 from ember._prims import explicit
 
@@ -43,12 +49,16 @@ _REAL_AND_COMPLEX = _REAL + (np.dtype(np.complex64), np.dtype(np.complex128))
 # ---------------------------------------------------------------------------------------------------------------
 # Shared helpers: checks, the kernels' calls, and the matrix algebra the derivative rules are written in.
 def _check_matrix(op: str, x: ShapedArray, square: bool = False, arg: str = "operand",
-                  dtypes: tuple[np.dtype, ...] = _REAL_AND_COMPLEX) -> None:
-    if x.ndim < 2:
-        raise TypeError(f"{op}: {arg} must have at least 2 dimensions (a matrix or a batch of them), got "
-                        f"{x.str_short()}")
+                  dtypes: tuple[np.dtype, ...] = _REAL_AND_COMPLEX, square_error: type[Exception] = TypeError,
+                  rank: int = 2) -> None:
+    """x has at least `rank` dimensions (TypeError), one of dtypes (TypeError) and, with square, square last two
+    dimensions (square_error: the newer primitives raise JAX's ValueError)."""
+    if x.ndim < rank:
+        what = "a matrix" if rank == 2 else "a vector"
+        raise TypeError(f"{op}: {arg} must have at least {rank} dimension{'s' if rank > 1 else ''} ({what} or a "
+                        f"batch of them), got {x.str_short()}")
     if square and x.shape[-1] != x.shape[-2]:
-        raise TypeError(f"{op}: {arg} must be a square matrix (or a batch of them), got {x.str_short()}")
+        raise square_error(f"{op}: {arg} must be a square matrix (or a batch of them), got {x.str_short()}")
     if np.dtype(x.dtype) not in dtypes:
         names = ", ".join(d.name for d in dtypes[:-1]) + " or " + dtypes[-1].name
         raise TypeError(f"{op}: {arg} must be {names}, got {x.str_short()}")
@@ -716,9 +726,27 @@ def _eigh_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool]
 eigh_p.def_rule("batching", _front_batching(eigh_p))
 
 
-def eigh(x: Any, lower: bool = True, symmetrize_input: bool = True) -> tuple[Any, Any]:
+class EighImplementation(enum.Enum):
+    """Implementation for symmetric/Hermitian eigendecomposition (jax.lax.linalg.EighImplementation): on the CPU
+    only QR (LAPACK's syevd/heevd, the default); JACOBI and QDWH raise, as JAX."""
+    QR = "qr"
+    JACOBI = "jacobi"
+    QDWH = "qdwh"
+
+
+def eigh(x: Any, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalues: bool = True,
+         subset_by_index: Any = None, implementation: EighImplementation | None = None) -> tuple[Any, Any]:
     """(v, w) of the symmetric (Hermitian) x (..., n, n) (jax.lax.linalg.eigh): eigenvectors as columns, eigenvalues
-    ascending (real); x is symmetrized first, (x + x^H) / 2, unless symmetrize_input is False."""
+    ascending (real); x is symmetrized first, (x + x^H) / 2, unless symmetrize_input is False. The eigenvalues are
+    always sorted (sort_eigenvalues=False allows any order: this one), subset_by_index takes the full range only and
+    implementation QR only (LAPACK's syevd), as JAX on CPU."""
+    if implementation == EighImplementation.JACOBI:
+        raise NotImplementedError("eigh: the Jacobi implementation is not supported on CPU, as in JAX")
+    if implementation == EighImplementation.QDWH:
+        raise NotImplementedError("eigh: the QDWH implementation is only supported on TPU, as in JAX")
+    shape = np.shape(x) if not hasattr(x, "aval") else aval_of(x).shape
+    if len(shape) >= 2:
+        _subset_is_everything("eigh", subset_by_index, shape[-1])
     if symmetrize_input:
         x = symmetrize(x)
     v, w = eigh_p.bind(x, lower=bool(lower))
@@ -733,7 +761,8 @@ svd_p.def_rule("sharding_rule", explicit.batch_only("svd", 2))
 
 
 @svd_p.def_rule("abstract_eval")
-def _svd_abstract_eval(a: ShapedArray, *, full_matrices: bool, compute_uv: bool) -> list[ShapedArray]:
+def _svd_abstract_eval(a: ShapedArray, *, full_matrices: bool, compute_uv: bool, algorithm: Any = None
+                       ) -> list[ShapedArray]:
     _check_matrix("svd", a)
     batch, (m, n) = a.shape[:-2], a.shape[-2:]
     k = min(m, n)
@@ -745,14 +774,21 @@ def _svd_abstract_eval(a: ShapedArray, *, full_matrices: bool, compute_uv: bool)
 
 
 @svd_p.def_rule("lowering")
-def _svd_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool, compute_uv: bool) -> list[str]:
-    if not _kernel("gesdd"):
+def _svd_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool, compute_uv: bool, algorithm: Any = None
+                  ) -> list[str]:
+    # SvdAlgorithm.QR runs LAPACK's gesvd (the QR algorithm, as JAX on CPU); None, DEFAULT and DIVIDE_AND_CONQUER
+    # gesdd; JACOBI and POLAR are not on the CPU (JAX's NotImplementedError)
+    if algorithm in (SvdAlgorithm.JACOBI, SvdAlgorithm.POLAR):
+        raise LoweringError(f"svd: the SVD Jacobi and Polar algorithms are not implemented on CPU (algorithm="
+                            f"{algorithm}), as in JAX; use SvdAlgorithm.DEFAULT, QR or DIVIDE_AND_CONQUER")
+    qr = algorithm == SvdAlgorithm.QR
+    if not _kernel("gesdd"):  # (the one kernel runs both routines)
         raise _missing("svd", "gesdd")
     outs = list(ctx.avals_out)
     info = _info_aval(ctx.avals_in[0])
     job = 0 if not compute_uv else 2 if full_matrices else 1
     flags = [False] + [True] * (len(outs) - 1) + [False]
-    return _lapack(ctx, "gesdd", [a], outs + [info], [True], flags, job=job)[:len(outs)]
+    return _lapack(ctx, "gesdd", [a], outs + [info], [True], flags, job=job, qr=int(qr))[:len(outs)]
 
 
 def _svd_gaps(s: Any) -> Any:
@@ -764,14 +800,17 @@ def _svd_gaps(s: Any) -> Any:
     return sub(div(1.0, add(mul(add(row, col), sub(row, col)), eye)), eye)
 
 
-def _reduced_svd(a: Any, outs: Sequence[Any], full_matrices: bool, compute_uv: bool) -> list[Any]:
+def _reduced_svd(a: Any, outs: Sequence[Any], full_matrices: bool, compute_uv: bool, algorithm: Any) -> list[Any]:
     """(s, u, vt) of the reduced SVD the derivative rules work with: outs themselves when they are that, else a
-    reduced SVD computed for the rule; full_matrices of a non-square matrix has no derivative (as in JAX)."""
+    reduced SVD computed for the rule (by the same algorithm); full_matrices of a non-square matrix has no
+    derivative (as in JAX)."""
     m, n = aval_of(a).shape[-2:]
     if compute_uv and full_matrices and m != n:
         raise NotImplementedError(f"svd: derivatives of full_matrices=True need a square matrix, got "
                                   f"{aval_of(a).str_short()}")
-    return svd_p.bind(a, full_matrices=False, compute_uv=True) if not compute_uv or full_matrices else list(outs)
+    if not compute_uv or full_matrices:
+        return svd_p.bind(a, full_matrices=False, compute_uv=True, algorithm=algorithm)
+    return list(outs)
 
 
 def _safe_inverse(s: Any) -> Any:
@@ -781,16 +820,16 @@ def _safe_inverse(s: Any) -> Any:
 
 
 @svd_p.def_rule("jvp")
-def _svd_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, full_matrices: bool, compute_uv: bool
-             ) -> tuple[list[Any], list[Any]]:
+def _svd_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, full_matrices: bool, compute_uv: bool,
+             algorithm: Any = None) -> tuple[list[Any], list[Any]]:
     # JAX's rule: dS = U^H da V, ds = Re(diag(dS)); dU = U (F o (dS S + S dS^H) + (I o (dS - dS^H)) S^-1 / 2)
     # (+ the part outside U's span when m > n), dV = V (F o (S dS + dS^H S)) (+ outside V's span when n > m)
     (a,), (da,) = primals, tangents
-    outs = svd_p.bind(a, full_matrices=full_matrices, compute_uv=compute_uv)
+    outs = svd_p.bind(a, full_matrices=full_matrices, compute_uv=compute_uv, algorithm=algorithm)
     if da is None:
         return list(outs), [None] * len(outs)
     m, n = aval_of(a).shape[-2:]
-    s, u, vt = _reduced_svd(a, outs, full_matrices, compute_uv)
+    s, u, vt = _reduced_svd(a, outs, full_matrices, compute_uv, algorithm)
     v = mH(vt)
     ds_mat = mm(mH(u), mm(da, v))
     ds = _real_part(_diag(ds_mat))
@@ -818,7 +857,7 @@ def _svd_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, full_matrices: 
 
 @svd_p.def_rule("vjp")
 def _svd_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, full_matrices: bool,
-             compute_uv: bool) -> list[Any]:
+             compute_uv: bool, algorithm: Any = None) -> list[Any]:
     # the adjoint of the JVP, with U_bar = conj(u_ct), V_bar = vt_ct^T, s_bar real, J = F o (U^H U_bar),
     # K = F o (V^H V_bar), E = (I o (U^H U_bar)) S^-1 (complex only):
     # a_bar = U (diag(s_bar) + (J + J^H) S + (E - E^H) / 2 + S (K + K^H)) V^H (+ (I - U U^H) U_bar S^-1 V^H when
@@ -827,7 +866,7 @@ def _svd_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool],
     if not needs[0] or all(ct is None for ct in cts):
         return [None]
     m, n = aval_of(a).shape[-2:]
-    s, u, vt = _reduced_svd(a, outs, full_matrices, compute_uv)
+    s, u, vt = _reduced_svd(a, outs, full_matrices, compute_uv, algorithm)
     v = mH(vt)
     s_ct = cts[0]
     u_bar = _conj(cts[1]) if compute_uv and cts[1] is not None else None
@@ -861,10 +900,44 @@ def _svd_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool],
 svd_p.def_rule("batching", _front_batching(svd_p))
 
 
-def svd(x: Any, full_matrices: bool = True, compute_uv: bool = True) -> Any:
+class SvdAlgorithm(enum.Enum):
+    """Enum for SVD algorithm (jax.lax.linalg.SvdAlgorithm): on the CPU, DEFAULT and DIVIDE_AND_CONQUER run
+    LAPACK's gesdd, QR runs gesvd (slower, more accurate for tiny singular values); JACOBI and POLAR raise, as
+    JAX."""
+    DEFAULT = "default"
+    QR = "QR"
+    JACOBI = "Jacobi"
+    POLAR = "polar"
+    DIVIDE_AND_CONQUER = "divide_and_conquer"
+
+
+def _subset_is_everything(op: str, subset_by_index: Any, size: int) -> None:
+    """subset_by_index None or (0, size): the only ranges JAX computes on the CPU (NotImplementedError else)."""
+    if subset_by_index is None:
+        return
+    subset = tuple(subset_by_index)
+    if len(subset) != 2 or not all(isinstance(i, (int, np.integer)) for i in subset):
+        raise TypeError(f"{op}: subset_by_index must be None or a pair of ints (start, end), got {subset_by_index}")
+    if subset != (0, size):
+        raise NotImplementedError(f"{op}: subset_by_index={subset} is not supported on CPU (only the full range "
+                                  f"(0, {size})), as in JAX")
+
+
+def svd(x: Any, full_matrices: bool = True, compute_uv: bool = True, subset_by_index: Any = None,
+        algorithm: SvdAlgorithm | None = None) -> Any:
     """(s, u, vt) of x (..., m, n) (jax.lax.linalg.svd's order: u, s, vt is numpy's), or s alone without
-    compute_uv."""
-    outs = svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
+    compute_uv; algorithm a SvdAlgorithm (QR: LAPACK's gesvd, else gesdd); subset_by_index only the full range
+    (0, min(m, n)), as JAX on CPU."""
+    shape = np.shape(x) if not hasattr(x, "aval") else aval_of(x).shape
+    if subset_by_index is not None and len(shape) >= 2:
+        rank = min(shape[-2:])
+        if full_matrices and tuple(subset_by_index) != (0, rank):
+            raise ValueError("svd: full_matrices and subset_by_index cannot both be set (as in JAX)")
+        _subset_is_everything("svd", subset_by_index, rank)
+    if algorithm is not None and not isinstance(algorithm, SvdAlgorithm):
+        raise NotImplementedError(f"svd: algorithm must be None or a jax.lax.linalg.SvdAlgorithm, got {algorithm!r} "
+                                  "(JAX's CPU lowering refuses it too)")
+    outs = svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv), algorithm=algorithm)
     return tuple(outs) if compute_uv else outs[0]
 
 
@@ -910,9 +983,10 @@ def _lu_solve_prim(a: Any, b: Any) -> Any:
 
 def _check_eig_derivative(compute_left_eigenvectors: bool, compute_right_eigenvectors: bool) -> None:
     if compute_left_eigenvectors or compute_right_eigenvectors:
-        raise NotImplementedError("eig: only the eigenvalues have derivatives, as in JAX (call eig with "
+        raise NotImplementedError("eig: only the eigenvalues have derivatives in ember (call eig with "
                                   "compute_left_eigenvectors=False and compute_right_eigenvectors=False, or "
-                                  "eigvals)")
+                                  "eigvals); JAX's opt-in eigenvector rule (enable_eigvec_derivs=True) is not "
+                                  "implemented")
 
 
 @eig_p.def_rule("jvp")
@@ -947,9 +1021,28 @@ def _eig_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool],
 eig_p.def_rule("batching", _front_batching(eig_p))
 
 
-def eig(x: Any, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True) -> list[Any]:
+class EigImplementation(enum.Enum):
+    """Enum for eigendecomposition algorithm (jax.lax.linalg.EigImplementation): on the CPU only LAPACK (geev);
+    the GPU ones (CUSOLVER, MAGMA) raise, as JAX."""
+    CUSOLVER = "cusolver"
+    MAGMA = "magma"
+    LAPACK = "lapack"
+
+
+def eig(x: Any, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True,
+        enable_eigvec_derivs: bool = False, implementation: EigImplementation | None = None,
+        use_magma: bool | None = None) -> list[Any]:
     """[w, vl, vr] of the square x (..., n, n), real or complex (jax.lax.linalg.eig; the vectors only where
-    asked)."""
+    asked); implementation None or LAPACK (use_magma=True, its deprecated spelling of MAGMA, and the GPU
+    implementations are JAX's ValueError on CPU). enable_eigvec_derivs is accepted, but ember has no eigenvector
+    derivatives (JAX's opt-in rule): differentiating the vectors raises NotImplementedError either way."""
+    if use_magma is not None:
+        warnings.warn("eig: use_magma is deprecated, please use implementation=EigImplementation.MAGMA instead",
+                      DeprecationWarning, stacklevel=2)
+        implementation = EigImplementation.MAGMA if use_magma else EigImplementation.LAPACK
+    if implementation and implementation != EigImplementation.LAPACK:
+        raise ValueError(f"eig: only the lapack implementation is supported on CPU, got {implementation!r} (as in "
+                         "JAX)")
     return list(eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
                            compute_right_eigenvectors=bool(compute_right_eigenvectors)))
 
@@ -992,8 +1085,506 @@ def schur(x: Any, compute_schur_vectors: bool = True, sort_eig_vals: bool = Fals
     return tuple(schur_p.bind(x, compute_schur_vectors=bool(compute_schur_vectors)))
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# The rest of jax.lax.linalg: LAPACK's building blocks of the factorisations above (gehrd, orgqr, ormqr, sytrd,
+# gtsv) and small compositions (lu_pivots_to_permutation, symmetric_product, cholesky_update) lowered inline. As in
+# JAX, only tridiagonal_solve differentiates; the others carry NO_DERIVATIVE_RULES (grad and jvp raise), and the
+# integer lu_pivots_to_permutation is not differentiable. Each takes leading batch dimensions (vmap moves its
+# batch dimension to the front), cholesky_update too (JAX's takes one matrix and does not vmap).
+def _check_same_dtype(op: str, avals: Sequence[ShapedArray], names: Sequence[str]) -> None:
+    if len({a.dtype for a in avals}) > 1:
+        got = ", ".join(f"{n} {a.str_short()}" for n, a in zip(names, avals))
+        raise TypeError(f"{op}: the operands must have one dtype, got {got}")
+
+
+def _check_batches(op: str, avals: Sequence[ShapedArray], ranks: Sequence[int], names: Sequence[str]) -> None:
+    """The operands' leading (batch) dimensions, before their last `rank` ones, agree."""
+    batches = [a.shape[:a.ndim - r] for a, r in zip(avals, ranks)]
+    if any(b != batches[0] for b in batches[1:]):
+        got = ", ".join(f"{n} {a.str_short()}" for n, a in zip(names, avals))
+        raise TypeError(f"{op}: the operands must have the same batch dimensions, got {got}")
+
+
+def _vector(op: str, x: ShapedArray, arg: str, dtypes: tuple[np.dtype, ...]) -> None:
+    _check_matrix(op, x, arg=arg, dtypes=dtypes, rank=1)
+
+
+# hessenberg(a): (h, taus) as LAPACK's gehrd leaves them: the upper Hessenberg form H = Q^H a Q on and above the
+# first subdiagonal, the Householder vectors of Q = H_1 ... H_{n-1} below it (leading 1 implied), their scales taus
+# (..., n - 1).
+hessenberg_p = Primitive("hessenberg", multiple_results=True, checks=())
+hessenberg_p.def_rule("sharding_rule", explicit.batch_only("hessenberg", 2))
+
+
+@hessenberg_p.def_rule("abstract_eval")
+def _hessenberg_abstract_eval(a: ShapedArray) -> list[ShapedArray]:
+    _check_matrix("hessenberg", a, square=True, square_error=ValueError)
+    return [a, a.update(shape=a.shape[:-2] + (max(a.shape[-1] - 1, 0),))]
+
+
+@hessenberg_p.def_rule("lowering")
+def _hessenberg_lowering(ctx: LoweringContext, a: str) -> list[str]:
+    if not _kernel("gehrd"):
+        raise _missing("hessenberg", "gehrd")
+    h, taus = ctx.avals_out
+    return _lapack(ctx, "gehrd", [a], [h, taus, _info_aval(h)], [True], [True, False, False])[:2]
+
+
+hessenberg_p.mark("jvp", NO_DERIVATIVE_RULES)
+hessenberg_p.mark("vjp", NO_DERIVATIVE_RULES)
+hessenberg_p.def_rule("batching", _front_batching(hessenberg_p))
+
+
+def hessenberg(a: Any) -> tuple[Any, Any]:
+    """Reduces a square matrix to upper Hessenberg form (jax.lax.linalg.hessenberg): (a', taus) for a (..., n, n),
+    LAPACK's gehrd output: H on and above the first subdiagonal of a', the Householder reflectors below it, and
+    their scale factors taus (..., n - 1). Not differentiable, as in JAX."""
+    h, taus = hessenberg_p.bind(a)
+    return h, taus
+
+
+# householder_product(a, taus): Q's first n columns, Q = H_1 ... H_k, H_i = I - taus_i v_i v_i^H with v_i the i-th
+# column of a below its diagonal (and 1 on it): LAPACK's orgqr/ungqr, a (..., m, n) with m >= n, taus (..., k) with
+# k <= n.
+householder_product_p = Primitive("householder_product", checks=())
+householder_product_p.def_rule("sharding_rule", explicit.batch_only("householder_product", (2, 1)))
+
+
+@householder_product_p.def_rule("abstract_eval")
+def _householder_product_abstract_eval(a: ShapedArray, taus: ShapedArray) -> ShapedArray:
+    op = "householder_product"
+    _check_matrix(op, a, arg="a")
+    _vector(op, taus, "taus", _REAL_AND_COMPLEX)
+    _check_same_dtype(op, [a, taus], ["a", "taus"])
+    _check_batches(op, [a, taus], [2, 1], ["a", "taus"])
+    m, n = a.shape[-2:]
+    if m < n:
+        raise ValueError(f"{op}: a must have at least as many rows as columns, got {a.str_short()}")
+    if taus.shape[-1] > min(m, n):
+        raise ValueError(f"{op}: taus must not have more entries ({taus.shape[-1]}) than the minimum of a's rows and "
+                         f"columns, got a {a.str_short()} and taus {taus.str_short()}")
+    return a
+
+
+@householder_product_p.def_rule("lowering")
+def _householder_product_lowering(ctx: LoweringContext, a: str, taus: str) -> list[str]:
+    aval = ctx.aval_out
+    if _kernel("orgqr"):
+        return _lapack(ctx, "orgqr", [a, taus], [aval, _info_aval(aval)], [True, False], [True, False])[:1]
+    if 0 in aval.shape:
+        return [ctx.constant(0, aval)]
+    return [ctx.op("stablehlo.custom_call", [a, taus], aval, {  # (XLA's own, as the fallback of qr)
+        "call_target_name": '"ProductOfElementaryHouseholderReflectors"', "api_version": "1 : i32"})]
+
+
+householder_product_p.mark("jvp", NO_DERIVATIVE_RULES)
+householder_product_p.mark("vjp", NO_DERIVATIVE_RULES)
+householder_product_p.def_rule("batching", _front_batching(householder_product_p))
+
+
+def householder_product(a: Any, taus: Any) -> Any:
+    """Product of elementary Householder reflectors (jax.lax.linalg.householder_product): the first n columns of
+    Q = H_1 ... H_k for a (..., m, n), m >= n, holding the reflectors below its diagonal and taus (..., k), k <= n,
+    their scale factors (LAPACK's orgqr/ungqr; geqrf's output gives qr's Q). Not differentiable, as in JAX."""
+    return householder_product_p.bind(a, taus)
+
+
+# ormqr(a, taus, c, left, transpose): Q c, Q^H c, c Q or c Q^H with Q = H_1 ... H_k of the reflectors below a's
+# diagonal (a (..., r, n), taus (..., k), k <= min(r, n)), without forming Q: LAPACK's ormqr/unmqr. Q is r x r, so
+# c is (..., r, q) for left=True and (..., p, r) for left=False.
+ormqr_p = Primitive("ormqr", checks=())
+ormqr_p.def_rule("sharding_rule", explicit.batch_only("ormqr", (2, 1, 2)))
+
+
+@ormqr_p.def_rule("abstract_eval")
+def _ormqr_abstract_eval(a: ShapedArray, taus: ShapedArray, c: ShapedArray, *, left: bool, transpose: bool
+                         ) -> ShapedArray:
+    op = "ormqr"
+    _check_matrix(op, a, arg="a")
+    _vector(op, taus, "taus", _REAL_AND_COMPLEX)
+    _check_matrix(op, c, arg="c")
+    _check_same_dtype(op, [a, taus, c], ["a", "taus", "c"])
+    _check_batches(op, [a, taus, c], [2, 1, 2], ["a", "taus", "c"])
+    r, n = a.shape[-2:]
+    if left and c.shape[-2] != r:
+        raise ValueError(f"{op}: with left=True c must have as many rows as the Householder matrix a, got a "
+                         f"{a.str_short()} and c {c.str_short()}")
+    if not left and c.shape[-1] != r:
+        raise ValueError(f"{op}: with left=False c must have as many columns as the Householder matrix a has rows, "
+                         f"got a {a.str_short()} and c {c.str_short()}")
+    if taus.shape[-1] > min(r, n):
+        raise ValueError(f"{op}: taus must not have more entries ({taus.shape[-1]}) than the minimum of a's rows and "
+                         f"columns (LAPACK reads one reflector per column), got a {a.str_short()} and taus "
+                         f"{taus.str_short()}")
+    return c
+
+
+@ormqr_p.def_rule("lowering")
+def _ormqr_lowering(ctx: LoweringContext, a: str, taus: str, c: str, *, left: bool, transpose: bool) -> list[str]:
+    if not _kernel("ormqr"):
+        raise _missing("ormqr", "ormqr")
+    out = ctx.aval_out
+    return _lapack(ctx, "ormqr", [a, taus, c], [out, _info_aval(out)], [True, False, True], [True, False],
+                   left=int(left), transpose=int(transpose))[:1]
+
+
+ormqr_p.mark("jvp", NO_DERIVATIVE_RULES)
+ormqr_p.mark("vjp", NO_DERIVATIVE_RULES)
+ormqr_p.def_rule("batching", _front_batching(ormqr_p))
+
+
+def ormqr(a: Any, taus: Any, c: Any, left: bool = True, transpose: bool = False) -> Any:
+    """Multiplies c by Q from a QR factorization without forming Q (jax.lax.linalg.ormqr): Q @ c (left=True),
+    Q^T @ c (left and transpose), c @ Q (left=False) or c @ Q^T, Q^H for complex dtypes, Q = H_1 ... H_k from the
+    reflectors below a's diagonal (a (..., r, n) as geqrf leaves it: numpy's qr(mode='raw')[0].mT) and taus
+    (..., k); c (..., r, q) or, with left=False, (..., p, r). Not differentiable, as in JAX."""
+    return ormqr_p.bind(a, taus, c, left=bool(left), transpose=bool(transpose))
+
+
+# tridiagonal(a, lower): (a', d, e, taus): the reduction T = Q^H a Q of the symmetric (Hermitian) a to tridiagonal
+# form, LAPACK's sytrd/hetrd reading a's lower (lower) or upper triangle: T's diagonal d and off-diagonal e (real,
+# of a complex a too), Q's reflectors below (above) the off-diagonal of a' and their scales taus (..., n - 1).
+tridiagonal_p = Primitive("tridiagonal", multiple_results=True, checks=())
+tridiagonal_p.def_rule("sharding_rule", explicit.batch_only("tridiagonal", 2))
+
+
+@tridiagonal_p.def_rule("abstract_eval")
+def _tridiagonal_abstract_eval(a: ShapedArray, *, lower: bool) -> list[ShapedArray]:
+    _check_matrix("tridiagonal", a, square=True, square_error=ValueError)
+    n = a.shape[-1]
+    if n == 0:
+        raise ValueError(f"tridiagonal: the input must be a non-empty square matrix (as in JAX), got {a.str_short()}")
+    batch, real_dtype = a.shape[:-2], dt.real_dtype(a.dtype)
+    return [a, a.update(shape=batch + (n,), dtype=real_dtype), a.update(shape=batch + (n - 1,), dtype=real_dtype),
+            a.update(shape=batch + (n - 1,))]
+
+
+@tridiagonal_p.def_rule("lowering")
+def _tridiagonal_lowering(ctx: LoweringContext, a: str, *, lower: bool) -> list[str]:
+    if not _kernel("sytrd"):
+        raise _missing("tridiagonal", "sytrd")
+    outs = list(ctx.avals_out)
+    return _lapack(ctx, "sytrd", [a], outs + [_info_aval(outs[0])], [True], [True, False, False, False, False],
+                   lower=int(lower))[:4]
+
+
+tridiagonal_p.mark("jvp", NO_DERIVATIVE_RULES)
+tridiagonal_p.mark("vjp", NO_DERIVATIVE_RULES)
+tridiagonal_p.def_rule("batching", _front_batching(tridiagonal_p))
+
+
+def tridiagonal(a: Any, lower: bool = True) -> tuple[Any, Any, Any, Any]:
+    """Reduces a symmetric/Hermitian matrix to tridiagonal form (jax.lax.linalg.tridiagonal): (a', d, e, taus) for
+    a (..., n, n), n >= 1, reading its lower (lower=True) or upper triangle (LAPACK's sytrd/hetrd): d (..., n) and
+    e (..., n - 1) the diagonal and off-diagonal of T = Q^H a Q (real), a' holding T and, outside it, Q's
+    Householder reflectors, taus (..., n - 1) their scale factors. Not differentiable, as in JAX."""
+    arr, d, e, taus = tridiagonal_p.bind(a, lower=bool(lower))
+    return arr, d, e, taus
+
+
+# tridiagonal_solve(dl, d, du, b): x with T x = b, T (..., m, m) tridiagonal with subdiagonal dl[1:], diagonal d and
+# superdiagonal du[:-1] (dl[0] and du[m - 1] are not read); b (..., m, k). LAPACK's gtsv (partial pivoting; a
+# singular T gives NaN, as JAX), or with perturb_singular a solver that perturbs tiny pivots (a finite solution of a
+# singular T, for inverse iteration). Derivatives as JAX's: dx = T^-1 (db - dT x), and its transpose.
+tridiagonal_solve_p = Primitive("tridiagonal_solve", checks=())
+tridiagonal_solve_p.def_rule("sharding_rule", explicit.batch_only("tridiagonal_solve", (1, 1, 1, 2)))
+
+
+@tridiagonal_solve_p.def_rule("abstract_eval")
+def _tridiagonal_solve_abstract_eval(dl: ShapedArray, d: ShapedArray, du: ShapedArray, b: ShapedArray, *,
+                                     perturb_singular: bool) -> ShapedArray:
+    op, names = "tridiagonal_solve", ["dl", "d", "du", "b"]
+    for x, name in zip((dl, d, du), names):
+        _vector(op, x, name, _REAL_AND_COMPLEX)
+    _check_matrix(op, b, arg="b")
+    _check_same_dtype(op, [dl, d, du, b], names)
+    if not dl.shape == d.shape == du.shape:
+        raise TypeError(f"{op}: the diagonals dl, d and du must have the same shape, got {dl.str_short()}, "
+                        f"{d.str_short()} and {du.str_short()}")
+    if d.shape != b.shape[:-1]:
+        raise TypeError(f"{op}: b's leading dimensions (all but its last) must be the diagonals' shape, got "
+                        f"diagonals {d.str_short()} and b {b.str_short()}")
+    return b
+
+
+@tridiagonal_solve_p.def_rule("lowering")
+def _tridiagonal_solve_lowering(ctx: LoweringContext, dl: str, d: str, du: str, b: str, *, perturb_singular: bool
+                                ) -> list[str]:
+    if not _kernel("gtsv"):
+        raise _missing("tridiagonal_solve", "gtsv")
+    out = ctx.aval_out
+    return _lapack(ctx, "gtsv", [dl, d, du, b], [out, _info_aval(out)], [False, False, False, True], [True, False],
+                   perturb=int(perturb_singular))[:1]
+
+
+def _shift_down(v: Any, by: int) -> Any:
+    """v[..., i - by] at i (zeros where i - by is outside), along the last dimension; by may be negative."""
+    aval = aval_of(v)
+    if aval.shape[-1] == 0:
+        return v
+    return pad(v, scalar_literal(0, aval.dtype), [(0, 0, 0)] * (aval.ndim - 1) + [(by, -by, 0)])
+
+
+def _tridiagonal_product(dl: Any, d: Any, du: Any, x: Any) -> Any:
+    """T x for the tridiagonal T of (dl, d, du) and x (..., m, k)."""
+    def col(v: Any) -> Any:
+        return _col(v, aval_of(x).shape[-1])
+    below = mul(col(dl), _shift_rows(x, 1))   # dl[i] x[i - 1]
+    above = mul(col(du), _shift_rows(x, -1))  # du[i] x[i + 1]
+    return add(add(mul(col(d), x), below), above)
+
+
+def _shift_rows(x: Any, by: int) -> Any:
+    """x[..., i - by, :] at row i (zero rows where i - by is outside)."""
+    aval = aval_of(x)
+    if aval.shape[-2] == 0:
+        return x
+    nd = aval.ndim
+    return pad(x, scalar_literal(0, aval.dtype), [(0, 0, 0)] * (nd - 2) + [(by, -by, 0), (0, 0, 0)])
+
+
+@tridiagonal_solve_p.def_rule("jvp")
+def _tridiagonal_solve_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, perturb_singular: bool
+                           ) -> tuple[list[Any], list[Any]]:
+    # JAX's rule: dx = T^-1 (db - dT x), dT the tridiagonal matrix of the diagonals' tangents
+    dl, d, du, b = primals
+    x = tridiagonal_solve_p.bind(dl, d, du, b, perturb_singular=perturb_singular)
+    if all(t is None for t in tangents):
+        return [x], [None]
+    *diag_tangents, db = tangents
+    rhs = db
+    if any(t is not None for t in diag_tangents):
+        ddl, dd, ddu = [zeros(aval_of(p)) if t is None else t for p, t in zip(primals, diag_tangents)]
+        product = _tridiagonal_product(ddl, dd, ddu, x)
+        rhs = neg(product) if rhs is None else sub(rhs, product)
+    return [x], [tridiagonal_solve_p.bind(dl, d, du, rhs, perturb_singular=perturb_singular)]
+
+
+@tridiagonal_solve_p.def_rule("vjp")
+def _tridiagonal_solve_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
+                           perturb_singular: bool) -> list[Any]:
+    # the transpose of the JVP: b_bar = T^-T ct (T^T's subdiagonal is du shifted down, its superdiagonal dl shifted
+    # up); the diagonals' cotangents are -(b_bar x^T) on T's three diagonals: d_bar[i] = -b_bar[i] . x[i],
+    # dl_bar[i] = -b_bar[i] . x[i - 1] (0 at i = 0), du_bar[i] = -b_bar[i] . x[i + 1] (0 at i = m - 1)
+    (ct,), (dl, d, du, _), (x,) = cts, ins, outs
+    if ct is None or not any(needs):
+        return [None] * 4
+    b_bar = tridiagonal_solve_p.bind(_shift_down(du, 1), d, _shift_down(dl, -1), ct,
+                                     perturb_singular=perturb_singular)
+    last = aval_of(x).ndim - 1
+
+    def along(shifted: Any) -> Any:
+        return neg(reduce_sum(mul(b_bar, shifted), (last,)))
+    return [along(_shift_rows(x, 1)) if needs[0] else None, along(x) if needs[1] else None,
+            along(_shift_rows(x, -1)) if needs[2] else None, b_bar if needs[3] else None]
+
+
+@tridiagonal_solve_p.def_rule("batching")
+def _tridiagonal_solve_batching(args: list[Any], dims: list[BatchDim], *, perturb_singular: bool
+                                ) -> tuple[list[Any], list[BatchDim]]:
+    # with the diagonals unbatched, b's batch joins its columns: one solve with more right-hand sides (as JAX)
+    if any(dim is not None for dim in dims[:3]):
+        return _front_batching(tridiagonal_solve_p)(args, dims, perturb_singular=perturb_singular)
+    b = args[3]
+    pos = aval_of(b).ndim - 2  # (b's rank with its batch dimension: the batch goes just before b's columns)
+    moved = moveaxis(b, dims[3], pos)
+    shape = aval_of(moved).shape
+    merged = reshape(moved, shape[:pos] + (shape[pos] * shape[pos + 1],))
+    x = tridiagonal_solve_p.bind(*args[:3], merged, perturb_singular=perturb_singular)
+    return [reshape(x, shape)], [pos]
+
+
+def tridiagonal_solve(dl: Any, d: Any, du: Any, b: Any, perturb_singular: bool = False) -> Any:
+    """The solution x of the tridiagonal system T x = b (jax.lax.linalg.tridiagonal_solve): dl, d, du (..., m) T's
+    lower diagonal (dl[i] = T[i, i - 1], dl[0] unused), diagonal and upper diagonal (du[i] = T[i, i + 1], du[m - 1]
+    unused), b (..., m, k). LAPACK's gtsv with partial pivoting (NaN for a singular T, as JAX on CPU), or with
+    perturb_singular=True tiny pivots perturbed by about eps * max |U| (a finite solution of a singular T).
+    Differentiable in all four arguments, as JAX's."""
+    return tridiagonal_solve_p.bind(dl, d, du, b, perturb_singular=bool(perturb_singular))
+
+
+# lu_pivots_to_permutation(pivots, permutation_size): the permutation (..., m) that the row swaps pivots (..., k)
+# (row i with row pivots[i], in order, zero-based, as lu gives them) make of 0..m-1; a loop of k steps lowered
+# inline. Out-of-range pivots behave as JAX's (a negative one counts from the end; beyond that, the swap reads the
+# nearest row and writes nothing).
+lu_pivots_to_permutation_p = Primitive("lu_pivots_to_permutation", checks=())
+lu_pivots_to_permutation_p.def_rule("sharding_rule", explicit.batch_only("lu_pivots_to_permutation", 1))
+
+
+@lu_pivots_to_permutation_p.def_rule("abstract_eval")
+def _lu_pivots_to_permutation_abstract_eval(pivots: ShapedArray, *, permutation_size: int) -> ShapedArray:
+    op = "lu_pivots_to_permutation"
+    _vector(op, pivots, "pivots", (_INT32,))
+    if permutation_size < pivots.shape[-1]:
+        raise ValueError(f"{op}: permutation_size ({permutation_size}) must be at least the number of pivots "
+                         f"(their last dimension), got pivots {pivots.str_short()}")
+    return pivots.update(shape=pivots.shape[:-1] + (permutation_size,))
+
+
+def _pivots_step(i: Any, perm: Any, pivots: Any) -> list[Any]:
+    """One row swap: rows i and pivots[..., i] of the permutations perm (..., m) exchanged."""
+    m, k = aval_of(perm).shape[-1], aval_of(pivots).shape[-1]
+    nd = aval_of(perm).ndim
+    batch = aval_of(perm).shape[:-1]
+    iota = broadcasted_iota(_INT32, aval_of(perm).shape, nd - 1)
+    j = reshape(dynamic_slice(pivots, [np.int32(0)] * (nd - 1) + [i], batch + (1,)), batch + (1,))
+    if k:
+        j = select(lt(j, np.int32(0)), add(j, np.int32(m)), j)  # (negative: from the end, once)
+    nearest = clamp(np.int32(0), j, np.int32(m - 1))
+    at_i = reshape(dynamic_slice(perm, [np.int32(0)] * (nd - 1) + [i], batch + (1,)), batch + (1,))
+    at_j = reduce_sum(select(eq(iota, broadcast_in_dim(nearest, aval_of(perm).shape, tuple(range(nd)))), perm,
+                             full(aval_of(perm).shape, 0, _INT32)), (nd - 1,))
+    perm = select(eq(iota, broadcast_in_dim(i, aval_of(perm).shape, ())),
+                  broadcast_in_dim(at_j, aval_of(perm).shape, tuple(range(nd - 1))), perm)
+    perm = select(eq(iota, broadcast_in_dim(j, aval_of(perm).shape, tuple(range(nd)))),
+                  broadcast_in_dim(at_i, aval_of(perm).shape, tuple(range(nd))), perm)
+    return [add(i, np.int32(1)), perm, pivots]
+
+
+@lu_pivots_to_permutation_p.def_rule("lowering")
+def _lu_pivots_to_permutation_lowering(ctx: LoweringContext, pivots: str, *, permutation_size: int) -> list[str]:
+    out = ctx.aval_out
+    pivots_aval = ctx.avals_in[0]
+    perm = ctx.op("stablehlo.iota", [], out, {"iota_dimension": f"{out.ndim - 1} : i64"})
+    k = pivots_aval.shape[-1]
+    if 0 in out.shape or k == 0:
+        return [perm]
+    index = ShapedArray((), _INT32)
+    start = ctx.constant(0, index)
+    _, perm, _ = emit_while(ctx, lambda i, *_: lt(i, np.int32(k)), _pivots_step, [start, perm, pivots],
+                            [index, out, pivots_aval])
+    return [perm]
+
+
+lu_pivots_to_permutation_p.mark_not_differentiable()
+lu_pivots_to_permutation_p.def_rule("batching", _front_batching(lu_pivots_to_permutation_p))
+
+
+def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Any:
+    """Converts the pivots (row swaps) returned by lu to a permutation (jax.lax.linalg.lu_pivots_to_permutation):
+    pivots int32 (..., k), row i swapped with row pivots[..., i] in turn, applied to 0 .. permutation_size - 1
+    (permutation_size >= k); int32 (..., permutation_size)."""
+    size = static_int("lu_pivots_to_permutation", "permutation_size", permutation_size)
+    return lu_pivots_to_permutation_p.bind(pivots, permutation_size=size)
+
+
+# symmetric_product(a, c, alpha, beta): alpha a a^T + beta c, a (..., m, n), c (..., m, m) symmetric; float dtypes
+# (as JAX). The whole matrix is computed (JAX's CPU result; only its lower triangle is promised).
+symmetric_product_p = Primitive("symmetric_product", checks=())
+symmetric_product_p.def_rule("sharding_rule", explicit.batch_only("symmetric_product", 2))
+
+
+@symmetric_product_p.def_rule("abstract_eval")
+def _symmetric_product_abstract_eval(a: ShapedArray, c: ShapedArray, *, alpha: float, beta: float) -> ShapedArray:
+    op = "symmetric_product"
+    _check_matrix(op, a, arg="a_matrix", dtypes=_REAL)
+    _check_matrix(op, c, arg="c_matrix", dtypes=_REAL)
+    _check_same_dtype(op, [a, c], ["a_matrix", "c_matrix"])
+    _check_batches(op, [a, c], [2, 2], ["a_matrix", "c_matrix"])
+    if c.shape[-1] != c.shape[-2] or a.shape[-2] != c.shape[-1]:
+        raise ValueError(f"{op}: expects a_matrix (m, n) and a square c_matrix (m, m), got {a.str_short()} and "
+                         f"{c.str_short()}")
+    return c
+
+
+@symmetric_product_p.def_rule("lowering")
+def _symmetric_product_lowering(ctx: LoweringContext, a: str, c: str, *, alpha: float, beta: float) -> list[str]:
+    def product(a: Any, c: Any) -> list[Any]:
+        return [add(mul(mm(a, mT(a)), alpha), mul(c, beta))]
+    return emit_function(ctx.emitter, product, list(ctx.avals_in), [a, c])[0]
+
+
+symmetric_product_p.mark("jvp", NO_DERIVATIVE_RULES)
+symmetric_product_p.mark("vjp", NO_DERIVATIVE_RULES)
+symmetric_product_p.def_rule("batching", _front_batching(symmetric_product_p))
+
+
+def symmetric_product(a_matrix: Any, c_matrix: Any, alpha: float = 1., beta: float = 0.,
+                      symmetrize_output: bool = False) -> Any:
+    """The symmetric product alpha A A^T + beta C (jax.lax.linalg.symmetric_product) of a_matrix (..., m, n) and
+    the symmetric c_matrix (..., m, m), float32 or float64. Only its lower triangle is promised (ember computes the
+    whole matrix, as JAX on CPU); symmetrize_output=True copies the lower triangle's transpose above the diagonal.
+    Not differentiable, as in JAX."""
+    out = symmetric_product_p.bind(a_matrix, c_matrix, alpha=float(alpha), beta=float(beta))
+    if symmetrize_output:
+        out = add(_mask(out, lower=True), mT(_mask(out, lower=True, k=-1)))
+    return out
+
+
+# cholesky_update(r, w): the upper triangular R' with R'^T R' = R^T R + w w^T for the upper triangular r (..., n, n)
+# and w (..., n): n Givens rotations, row k of R against w zeroing w[k] (O(n^2)), a loop lowered inline. Float
+# dtypes (as JAX).
+cholesky_update_p = Primitive("cholesky_update", checks=())
+cholesky_update_p.def_rule("sharding_rule", explicit.batch_only("cholesky_update", (2, 1)))
+
+
+@cholesky_update_p.def_rule("abstract_eval")
+def _cholesky_update_abstract_eval(r: ShapedArray, w: ShapedArray) -> ShapedArray:
+    op = "cholesky_update"
+    _check_matrix(op, r, arg="r_matrix", dtypes=_REAL)
+    _vector(op, w, "w_vector", _REAL)
+    _check_same_dtype(op, [r, w], ["r_matrix", "w_vector"])
+    _check_batches(op, [r, w], [2, 1], ["r_matrix", "w_vector"])
+    if r.shape[-1] != r.shape[-2] or w.shape[-1] != r.shape[-1]:
+        raise ValueError(f"{op}: takes a square matrix and a vector of its size, got {r.str_short()} and "
+                         f"{w.str_short()}")
+    return r
+
+
+def _givens_step(k: Any, r: Any, w: Any) -> list[Any]:
+    """Rotation k: (c, s) from (r[k, k], w[k]) (BLAS's rotg, scaled against overflow; c = 1, s = 0 where w[k] is
+    0), then row k of r <- c row - s w and w <- c w + s row (which zeroes w[k] and makes r[k, k] >= 0)."""
+    aval = aval_of(r)
+    nd, n, batch = aval.ndim, aval.shape[-1], aval.shape[:-2]
+    zero = np.int32(0)
+    row = reshape(dynamic_slice(r, [zero] * (nd - 2) + [k, zero], batch + (1, n)), batch + (n,))
+    x = reshape(dynamic_slice(row, [zero] * (nd - 2) + [k], batch + (1,)), batch)
+    y = reshape(dynamic_slice(w, [zero] * (nd - 2) + [k], batch + (1,)), batch)
+    big = max_(abs_(x), abs_(y))
+    flat = eq(y, full(batch, 0, aval.dtype))
+    safe = select(flat, full(batch, 1, aval.dtype), big)
+    xs, ys = div(x, safe), div(y, safe)
+    inverse = rsqrt(add(mul(xs, xs), mul(ys, ys)))
+    c = select(flat, full(batch, 1, aval.dtype), mul(xs, inverse))
+    s = select(flat, full(batch, 0, aval.dtype), neg(mul(ys, inverse)))
+    c, s = [broadcast_in_dim(v, batch + (n,), tuple(range(nd - 2))) for v in (c, s)]
+    new_row = sub(mul(c, row), mul(s, w))
+    w = add(mul(c, w), mul(s, row))
+    r = dynamic_update_slice(r, reshape(new_row, batch + (1, n)), [zero] * (nd - 2) + [k, zero])
+    return [add(k, np.int32(1)), r, w]
+
+
+@cholesky_update_p.def_rule("lowering")
+def _cholesky_update_lowering(ctx: LoweringContext, r: str, w: str) -> list[str]:
+    r_aval, w_aval = ctx.avals_in
+    n = r_aval.shape[-1]
+    if 0 in r_aval.shape:
+        return [r]
+    index = ShapedArray((), _INT32)
+    _, out, _ = emit_while(ctx, lambda k, *_: lt(k, np.int32(n)), _givens_step, [ctx.constant(0, index), r, w],
+                           [index, r_aval, w_aval])
+    return [out]
+
+
+cholesky_update_p.mark("jvp", NO_DERIVATIVE_RULES)
+cholesky_update_p.mark("vjp", NO_DERIVATIVE_RULES)
+cholesky_update_p.def_rule("batching", _front_batching(cholesky_update_p))
+
+
+def cholesky_update(r_matrix: Any, w_vector: Any) -> Any:
+    """Cholesky rank-1 update (jax.lax.linalg.cholesky_update): for the upper triangular R (r_matrix, (..., n, n))
+    with A = R^T R and w (w_vector, (..., n)), the upper triangular R' with R'^T R' = A + w w^T, in O(n^2) (n Givens
+    rotations). Float dtypes; leading batch dimensions and vmap too (JAX's takes one matrix). Not differentiable,
+    as in JAX."""
+    return cholesky_update_p.bind(r_matrix, w_vector)
+
+
 __all__: list[str] = []  # (jax.lax.linalg's names, not jax.lax's: ember.lax.linalg re-exports LAX_LINALG)
 # ember.lax.linalg's names (jax.lax.linalg's that ember has), the functions and their primitives
 # (geqrf is jax._src.lax.linalg's, not jax.lax.linalg's: ember.numpy.linalg.qr's mode 'raw' uses it)
-LAX_LINALG = ("cholesky", "cholesky_p", "eig", "eig_p", "eigh", "eigh_p", "lu", "lu_p", "qr", "qr_p", "schur",
-              "schur_p", "svd", "svd_p", "triangular_solve", "triangular_solve_p")
+LAX_LINALG = ("EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky", "cholesky_p", "cholesky_update",
+              "cholesky_update_p", "eig", "eig_p", "eigh", "eigh_p", "hessenberg", "hessenberg_p",
+              "householder_product", "householder_product_p", "lu", "lu_p", "lu_pivots_to_permutation",
+              "lu_pivots_to_permutation_p", "ormqr", "ormqr_p", "qr", "qr_p", "schur", "schur_p", "svd", "svd_p",
+              "symmetric_product", "symmetric_product_p", "triangular_solve", "triangular_solve_p", "tridiagonal",
+              "tridiagonal_p", "tridiagonal_solve", "tridiagonal_solve_p")

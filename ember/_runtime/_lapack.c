@@ -26,6 +26,8 @@
  * The FFI declarations (ember's own, from xla/ffi/api/c_api.h) are in ffi_api.h, shared with _rows.c. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <complex.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,12 +58,23 @@ typedef void cgees_fn(char *jobvs, char *sort, void *select, int *n, void *a, in
                       void *vs, int *ldvs, void *work, int *lwork, void *rwork, int *bwork, int *info);
 typedef void trsm_fn(char *side, char *uplo, char *transa, char *diag, int *m, int *n, void *alpha, void *a,
                      int *lda, void *b, int *ldb);
+typedef void gesvd_fn(char *jobu, char *jobvt, int *m, int *n, void *a, int *lda, void *s, void *u, int *ldu,
+                      void *vt, int *ldvt, void *work, int *lwork, int *info);
+typedef void cgesvd_fn(char *jobu, char *jobvt, int *m, int *n, void *a, int *lda, void *s, void *u, int *ldu,
+                       void *vt, int *ldvt, void *work, int *lwork, void *rwork, int *info);
+typedef void gehrd_fn(int *n, int *ilo, int *ihi, void *a, int *lda, void *tau, void *work, int *lwork, int *info);
+typedef void sytrd_fn(char *uplo, int *n, void *a, int *lda, void *d, void *e, void *tau, void *work, int *lwork,
+                      int *info);
+typedef void ormqr_fn(char *side, char *trans, int *m, int *n, int *k, void *a, int *lda, void *tau, void *c,
+                      int *ldc, void *work, int *lwork, int *info);
+typedef void gtsv_fn(int *n, int *nrhs, void *dl, void *d, void *du, void *b, int *ldb, int *info);
 
 /* One table per routine, indexed by the FFI data type of its matrix. */
-enum { R_POTRF, R_GETRF, R_GEQRF, R_ORGQR, R_SYEVD, R_GESDD, R_TRSM, R_GEEV, R_GEES, R_COUNT };
+enum { R_POTRF, R_GETRF, R_GEQRF, R_ORGQR, R_SYEVD, R_GESDD, R_TRSM, R_GEEV, R_GEES, R_GESVD, R_GEHRD, R_SYTRD,
+       R_ORMQR, R_GTSV, R_COUNT };
 static void *routines[R_COUNT][FFI_TYPES];
 static const char *routine_names[R_COUNT] = {"potrf", "getrf", "geqrf", "orgqr", "syevd", "gesdd", "trsm", "geev",
-                                             "gees"};
+                                             "gees", "gesvd", "gehrd", "sytrd", "ormqr", "gtsv"};
 
 /* ---- helpers -------------------------------------------------------------------------------------------- */
 #define RET(f, i) ((Ffi_Buffer *)(f)->rets.args[i])
@@ -368,12 +381,23 @@ static Ffi_Error *syevd_handler(Ffi_CallFrame *frame) {
 }
 
 /* ---- gesdd: a (..., m, n) -> (s (..., k), u, vt, info) with job 1 (reduced: u (m, k), vt (k, n)) or 2 (full:
- * u (m, m), vt (n, n)); job 0 (values only) -> (s, info). s is real (of a complex a too: its parts' dtype). ---- */
+ * u (m, m), vt (n, n)); job 0 (values only) -> (s, info). s is real (of a complex a too: its parts' dtype). With
+ * qr=1 the same call runs gesvd (the QR algorithm: jax.lax.linalg.SvdAlgorithm.QR) instead of gesdd (divide and
+ * conquer); gesvd takes no iwork and the first 5 k entries of the same rwork. ---------------------------------- */
+static void call_svd(void *fn, int qr, int cplx, char *jobz, int *m, int *n, void *a, int *lda, void *s, void *u,
+                     int *ldu, void *vt, int *ldvt, void *work, int *lwork, void *rwork, int *iwork, int *info) {
+    if (qr && cplx) ((cgesvd_fn *)fn)(jobz, jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info);
+    else if (qr) ((gesvd_fn *)fn)(jobz, jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, info);
+    else if (cplx) ((cgesdd_fn *)fn)(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, iwork, info);
+    else ((gesdd_fn *)fn)(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, iwork, info);
+}
+
 static Ffi_Error *gesdd_handler(Ffi_CallFrame *frame) {
     if (answer_metadata(frame)) return NULL;
     if (frame->stage != FFI_EXECUTE) return NULL;
-    int64_t job64 = attr_int(frame, "job", 1);
-    if (job64 < 0 || job64 > 2) return malformed(frame, "gesdd");
+    int64_t job64 = attr_int(frame, "job", 1), qr64 = attr_int(frame, "qr", 0);
+    if (job64 < 0 || job64 > 2 || qr64 < 0 || qr64 > 1) return malformed(frame, "gesdd");
+    int qr = (int)qr64;
     int job = (int)job64;
     int nrets = job == 0 ? 2 : 4;
     if (frame->args.size != 1 || frame->rets.size != nrets)
@@ -381,7 +405,7 @@ static Ffi_Error *gesdd_handler(Ffi_CallFrame *frame) {
     Ffi_Buffer *a = ARG(frame, 0), *s = RET(frame, 0);
     Ffi_Buffer *u = job ? RET(frame, 1) : NULL, *vt = job ? RET(frame, 2) : NULL, *info = RET(frame, nrets - 1);
     void *fn = NULL;
-    Ffi_Error *err = routine_for(frame, R_GESDD, a->dtype, &fn);
+    Ffi_Error *err = routine_for(frame, qr ? R_GESVD : R_GESDD, a->dtype, &fn);
     if (err) return err;
     if (!matrix_ok(a, 0)) return malformed(frame, "gesdd");
     {
@@ -426,12 +450,8 @@ static Ffi_Error *gesdd_handler(Ffi_CallFrame *frame) {
     if (!copy || !iwork || (cplx && !rwork)) { free(copy); free(iwork); free(rwork); return OOM(frame); }
     char query[32];
     memcpy(copy, a->data, step);
-    if (cplx)
-        ((cgesdd_fn *)fn)(&jobz, &m, &n, copy, &lda, s->data, job ? u->data : NULL, &ldu, job ? vt->data : NULL,
-                          &ldvt, query, &lwork, rwork, iwork, (int *)info->data);
-    else
-        ((gesdd_fn *)fn)(&jobz, &m, &n, copy, &lda, s->data, job ? u->data : NULL, &ldu, job ? vt->data : NULL,
-                         &ldvt, query, &lwork, iwork, (int *)info->data);
+    call_svd(fn, qr, cplx, &jobz, &m, &n, copy, &lda, s->data, job ? u->data : NULL, &ldu, job ? vt->data : NULL,
+             &ldvt, query, &lwork, rwork, iwork, (int *)info->data);
     lwork = work_size(query, a->dtype);
     void *work = malloc((size_t)lwork * es);
     if (!work) { free(copy); free(iwork); free(rwork); return OOM(frame); }
@@ -441,9 +461,7 @@ static Ffi_Error *gesdd_handler(Ffi_CallFrame *frame) {
         int *inf = (int *)info->data + b;
         memcpy(copy, (char *)a->data + b * step, step);
         if (!all_finite(copy, a->dtype, (int64_t)m * n)) *inf = -1000;
-        else if (cplx)
-            ((cgesdd_fn *)fn)(&jobz, &m, &n, copy, &lda, sb, ub, &ldu, vb, &ldvt, work, &lwork, rwork, iwork, inf);
-        else ((gesdd_fn *)fn)(&jobz, &m, &n, copy, &lda, sb, ub, &ldu, vb, &ldvt, work, &lwork, iwork, inf);
+        else call_svd(fn, qr, cplx, &jobz, &m, &n, copy, &lda, sb, ub, &ldu, vb, &ldvt, work, &lwork, rwork, iwork, inf);
         if (*inf != 0) {
             fill_nan(sb, rdt, k);
             if (job) { fill_nan(ub, a->dtype, (int64_t)m * ucols); fill_nan(vb, a->dtype, (int64_t)vrows * n); }
@@ -692,6 +710,298 @@ static Ffi_Error *gees_handler(Ffi_CallFrame *frame) {
     return NULL;
 }
 
+/* ---- gehrd: a (..., n, n) -> (h (..., n, n), taus (..., n - 1), info): the upper Hessenberg form on and above the
+ * first subdiagonal, the Householder vectors below it (their leading 1 implied), as LAPACK's gehrd leaves them
+ * (ilo = 1, ihi = n: the whole matrix); a failed call fills the matrix's outputs with NaN, as JAX. ------------- */
+static Ffi_Error *gehrd_handler(Ffi_CallFrame *frame) {
+    ENTER(frame, 1, 3)
+    Ffi_Buffer *a = ARG(frame, 0), *out = RET(frame, 0), *tau = RET(frame, 1), *info = RET(frame, 2);
+    void *fn = NULL;
+    Ffi_Error *err = routine_for(frame, R_GEHRD, a->dtype, &fn);
+    if (err) return err;
+    if (!matrix_ok(a, 1)) return malformed(frame, "gehrd");
+    int64_t br = a->rank - 2, nn = a->dims[br], kk = nn > 0 ? nn - 1 : 0;
+    if (!shaped(out, a->dtype, a, br, 2, nn, nn) || !shaped(tau, a->dtype, a, br, 1, kk, 0)
+        || !shaped(info, FFI_S32, a, br, 0, 0, 0))
+        return malformed(frame, "gehrd");
+    int n = (int)nn, k = (int)kk, ilo = 1, ihi = n;
+    int64_t batch = batch_of(a, 2);
+    if (batch == 0) return NULL;
+    size_t es = itemsize(a->dtype), step = (size_t)n * n * es;
+    int lda = n > 1 ? n : 1, lwork = -1;
+    if (out->data != a->data) memcpy(out->data, a->data, step * batch);
+    if (n == 0) { memset(info->data, 0, batch * sizeof(int)); return NULL; }
+    char query[32];
+    ((gehrd_fn *)fn)(&n, &ilo, &ihi, out->data, &lda, tau->data, query, &lwork, (int *)info->data);
+    lwork = work_size(query, a->dtype);
+    void *work = malloc((size_t)lwork * es);
+    if (!work) return OOM(frame);
+    for (int64_t b = 0; b < batch; b++) {
+        char *hb = (char *)out->data + b * step, *tb = (char *)tau->data + b * k * es;
+        int *inf = (int *)info->data + b;
+        ((gehrd_fn *)fn)(&n, &ilo, &ihi, hb, &lda, tb, work, &lwork, inf);
+        if (*inf != 0) { fill_nan(hb, a->dtype, (int64_t)n * n); fill_nan(tb, a->dtype, k); }
+    }
+    free(work);
+    return NULL;
+}
+
+/* ---- sytrd: a (..., n, n) -> (a' (..., n, n), d (..., n), e (..., n - 1), taus (..., n - 1), info): the reduction
+ * of the symmetric (Hermitian: hetrd) a to tridiagonal form T = Q^H a Q, reading a's lower (lower=1) or upper
+ * triangle; d and e are T's diagonal and off-diagonal (real, of a complex a too), the reflectors stay in a' below
+ * (above) the off-diagonal, as LAPACK leaves them. A failed call fills its outputs with NaN, as JAX. ------------ */
+static Ffi_Error *sytrd_handler(Ffi_CallFrame *frame) {
+    ENTER(frame, 1, 5)
+    Ffi_Buffer *a = ARG(frame, 0), *out = RET(frame, 0), *d = RET(frame, 1), *e = RET(frame, 2);
+    Ffi_Buffer *tau = RET(frame, 3), *info = RET(frame, 4);
+    void *fn = NULL;
+    Ffi_Error *err = routine_for(frame, R_SYTRD, a->dtype, &fn);
+    if (err) return err;
+    if (!matrix_ok(a, 1)) return malformed(frame, "sytrd");
+    int64_t br = a->rank - 2, nn = a->dims[br], kk = nn > 0 ? nn - 1 : 0;
+    int rdt = real_of(a->dtype);
+    if (!shaped(out, a->dtype, a, br, 2, nn, nn) || !shaped(d, rdt, a, br, 1, nn, 0)
+        || !shaped(e, rdt, a, br, 1, kk, 0) || !shaped(tau, a->dtype, a, br, 1, kk, 0)
+        || !shaped(info, FFI_S32, a, br, 0, 0, 0))
+        return malformed(frame, "sytrd");
+    int lower = (int)attr_int(frame, "lower", 1);
+    int n = (int)nn, k = (int)kk;
+    int64_t batch = batch_of(a, 2);
+    if (batch == 0) return NULL;
+    size_t es = itemsize(a->dtype), rs = itemsize(rdt), step = (size_t)n * n * es;
+    char uplo = lower ? 'L' : 'U';
+    int lda = n > 1 ? n : 1, lwork = -1;
+    if (out->data != a->data) memcpy(out->data, a->data, step * batch);
+    if (n == 0) { memset(info->data, 0, batch * sizeof(int)); return NULL; }
+    char query[32];
+    ((sytrd_fn *)fn)(&uplo, &n, out->data, &lda, d->data, e->data, tau->data, query, &lwork, (int *)info->data);
+    lwork = work_size(query, a->dtype);
+    void *work = malloc((size_t)lwork * es);
+    if (!work) return OOM(frame);
+    for (int64_t b = 0; b < batch; b++) {
+        char *ab = (char *)out->data + b * step, *db = (char *)d->data + b * n * rs;
+        char *eb = (char *)e->data + b * k * rs, *tb = (char *)tau->data + b * k * es;
+        int *inf = (int *)info->data + b;
+        ((sytrd_fn *)fn)(&uplo, &n, ab, &lda, db, eb, tb, work, &lwork, inf);
+        if (*inf != 0) {
+            fill_nan(ab, a->dtype, (int64_t)n * n);
+            fill_nan(db, rdt, n);
+            fill_nan(eb, rdt, k);
+            fill_nan(tb, a->dtype, k);
+        }
+    }
+    free(work);
+    return NULL;
+}
+
+/* ---- ormqr: (reflectors (..., r, n), taus (..., k), c (..., p, q)) -> (Q c, Q^H c, c Q or c Q^H (..., p, q),
+ * info): Q = H_1 ... H_k from the first k reflectors (k <= min(r, n)), applied without forming it (LAPACK's ormqr;
+ * unmqr for complex: transpose=1 is the conjugate transpose); left=1 needs p == r, left=0 needs q == r. -------- */
+static Ffi_Error *ormqr_handler(Ffi_CallFrame *frame) {
+    ENTER(frame, 3, 2)
+    Ffi_Buffer *a = ARG(frame, 0), *tau = ARG(frame, 1), *c = ARG(frame, 2), *out = RET(frame, 0);
+    Ffi_Buffer *info = RET(frame, 1);
+    void *fn = NULL;
+    Ffi_Error *err = routine_for(frame, R_ORMQR, a->dtype, &fn);
+    if (err) return err;
+    int64_t left64 = attr_int(frame, "left", 1), trans64 = attr_int(frame, "transpose", 0);
+    if (left64 < 0 || left64 > 1 || trans64 < 0 || trans64 > 1) return malformed(frame, "ormqr");
+    if (!matrix_ok(a, 0) || !matrix_ok(c, 0) || tau->rank != a->rank - 1 || c->rank != a->rank)
+        return malformed(frame, "ormqr");
+    int64_t br = a->rank - 2, rr = a->dims[br], na = a->dims[br + 1], kk = tau->dims[br];
+    int64_t pp = c->dims[br], qq = c->dims[br + 1];
+    if (kk < 0 || kk > rr || kk > na || (left64 ? pp : qq) != rr || !shaped(tau, a->dtype, a, br, 1, kk, 0)
+        || !shaped(c, a->dtype, a, br, 2, pp, qq) || !shaped(out, a->dtype, a, br, 2, pp, qq)
+        || !shaped(info, FFI_S32, a, br, 0, 0, 0))
+        return malformed(frame, "ormqr");
+    int p = (int)pp, q = (int)qq, k = (int)kk, r = (int)rr;
+    int64_t batch = batch_of(a, 2);
+    if (batch == 0) return NULL;
+    size_t es = itemsize(a->dtype), astep = (size_t)r * na * es, cstep = (size_t)p * q * es;
+    char side = left64 ? 'L' : 'R', trans = trans64 ? (is_complex(a->dtype) ? 'C' : 'T') : 'N';
+    int lda = r > 1 ? r : 1, ldc = p > 1 ? p : 1, lwork = -1;
+    if (out->data != c->data) memcpy(out->data, c->data, cstep * batch);
+    memset(info->data, 0, batch * sizeof(int));
+    if (p == 0 || q == 0 || k == 0) return NULL;
+    char query[32];
+    ((ormqr_fn *)fn)(&side, &trans, &p, &q, &k, a->data, &lda, tau->data, out->data, &ldc, query, &lwork,
+                     (int *)info->data);
+    lwork = work_size(query, a->dtype);
+    void *work = malloc((size_t)lwork * es);
+    if (!work) return OOM(frame);
+    for (int64_t b = 0; b < batch; b++) {
+        char *ob = (char *)out->data + b * cstep;
+        int *inf = (int *)info->data + b;
+        ((ormqr_fn *)fn)(&side, &trans, &p, &q, &k, (char *)a->data + b * astep, &lda, (char *)tau->data + b * k * es,
+                         ob, &ldc, work, &lwork, inf);
+        if (*inf != 0) fill_nan(ob, a->dtype, (int64_t)p * q);
+    }
+    free(work);
+    return NULL;
+}
+
+/* ---- Tridiagonal solves with the perturbation of tiny pivots (perturb_singular=True) ------------------------
+ * Gaussian elimination with partial pivoting, as LAPACK's xLAGTF factors T (U has at most two superdiagonals) and
+ * xLAGTS (job -1) solves: the forward substitution runs with the factorisation; in the back substitution a pivot
+ * p with |p| < 1 that would overflow the row it divides (or is 0) is pushed away from 0 by perturb = eps *
+ * max|U(i, j)| (doubled until it suffices, with p's sign), or, where |p| is below the safe minimum but the row is
+ * small enough, p and the row are scaled up by 1 / safemin instead. So a singular T gives a finite (huge) solution,
+ * as inverse iteration needs. One function per dtype, from one macro; all arrays are column-major, b and x (n,
+ * nrhs), dl, d, du (n) with dl[0] and du[n - 1] unused. */
+#define TRIDIAGONAL_PERTURBED(NAME, T, R, ABS, RE, EPS, RMIN, RMAX)                                                \
+    static void NAME##_adjust(R perturb, T *pivot, T *row, int nrhs, int ld) {                                  \
+        R safemin = (R)1 / RMAX < RMIN ? RMIN : ((R)1 / RMAX) * ((R)1 + EPS), bignum = (R)1 / safemin;          \
+        R size = ABS(*pivot), largest = 0;                                                                       \
+        if (size >= (R)1) return;                                                                                \
+        perturb = copysign(fmax(fabs((double)perturb), (double)safemin), (double)RE(*pivot));                   \
+        for (int j = 0; j < nrhs; j++) { R v = ABS(row[(size_t)j * ld]); if (v > largest) largest = v; }        \
+        while (size < (R)1) {                                                                                    \
+            if (size < safemin && size != 0 && largest * safemin <= size) {                                      \
+                *pivot *= bignum;                                                                                \
+                for (int j = 0; j < nrhs; j++) row[(size_t)j * ld] *= bignum;                                    \
+                return;                                                                                          \
+            }                                                                                                    \
+            if (size >= safemin && largest <= size * bignum) return;                                             \
+            *pivot += perturb;                                                                                   \
+            perturb *= (R)2;                                                                                     \
+            size = ABS(*pivot);                                                                                  \
+        }                                                                                                        \
+    }                                                                                                            \
+    static void NAME(int n, int nrhs, const T *dl, const T *d, const T *du, const T *b, T *x, T *u, T *row) {    \
+        /* u: U's diagonal u[i], first superdiagonal u[n + i], second u[2n + i]; row: one row of the rhs */       \
+        if (n == 0) return;                                                                                      \
+        T *u0 = u, *u1 = u + n, *u2 = u + 2 * (size_t)n;                                                         \
+        for (int i = 0; i < 3 * n; i++) u[i] = 0;                                                                \
+        if (n == 1) {                                                                                            \
+            T p = d[0];                                                                                          \
+            for (int j = 0; j < nrhs; j++) row[j] = b[(size_t)j * n];                                            \
+            NAME##_adjust(EPS * ABS(p), &p, row, nrhs, 1);                                                       \
+            for (int j = 0; j < nrhs; j++) x[(size_t)j * n] = row[j] / p;                                        \
+            return;                                                                                              \
+        }                                                                                                        \
+        u0[0] = d[0];                                                                                            \
+        u1[0] = du[0];                                                                                           \
+        R largest = fmax(ABS(u0[0]), ABS(u1[0])), scale1 = ABS(u0[0]) + ABS(u1[0]);                             \
+        for (int j = 0; j < nrhs; j++) x[(size_t)j * n] = b[(size_t)j * n];                                      \
+        for (int k = 0; k + 1 < n; k++) {                                                                        \
+            T sub = dl[k + 1];                                                                                   \
+            u0[k + 1] = d[k + 1];                                                                                \
+            R scale2 = ABS(sub) + ABS(u0[k + 1]) + (k + 2 < n ? ABS(du[k + 1]) : (R)0);                         \
+            R piv1 = u0[k] == 0 ? (R)0 : ABS(u0[k]) / scale1, piv2 = ABS(sub) / scale2;                          \
+            if (sub == 0 || piv2 <= piv1) { /* row k + 1 keeps its place: eliminate sub (if any) with row k */   \
+                T f = sub == 0 ? (T)0 : sub / u0[k];                                                             \
+                scale1 = scale2;                                                                                 \
+                if (sub != 0) u0[k + 1] -= f * u1[k];                                                            \
+                u1[k + 1] = du[k + 1];                                                                           \
+                u2[k] = 0;                                                                                       \
+                for (int j = 0; j < nrhs; j++) {                                                                 \
+                    size_t o = (size_t)j * n;                                                                    \
+                    x[o + k + 1] = sub == 0 ? b[o + k + 1] : b[o + k + 1] - f * x[o + k];                        \
+                }                                                                                                \
+            } else { /* rows k and k + 1 swap: row k + 1 (now first) eliminates the old row k */                \
+                T f = u0[k] / sub, above = u1[k];                                                                \
+                u0[k] = sub;                                                                                     \
+                u0[k + 1] = above - f * d[k + 1];                                                                \
+                u1[k] = d[k + 1];                                                                                \
+                if (k + 2 < n) { u2[k] = du[k + 1]; u1[k + 1] = -f * du[k + 1]; }                               \
+                for (int j = 0; j < nrhs; j++) {                                                                 \
+                    size_t o = (size_t)j * n;                                                                    \
+                    x[o + k + 1] = x[o + k] - f * b[o + k + 1];                                                  \
+                    x[o + k] = b[o + k + 1];                                                                     \
+                }                                                                                                \
+                scale1 = ABS(u0[k + 1]) + ABS(u1[k + 1]);                                                        \
+            }                                                                                                    \
+            if (k + 2 < n) largest = fmax(largest, fmax(ABS(u0[k]), fmax(ABS(u1[k]), ABS(u2[k]))));             \
+        }                                                                                                        \
+        largest = fmax(largest, ABS(u0[n - 1]));                                                                 \
+        R perturb = EPS * largest;                                                                               \
+        for (int k = n - 1; k >= 0; k--) { /* back substitution, U x = z */                                      \
+            T p = u0[k];                                                                                         \
+            for (int j = 0; j < nrhs; j++) {                                                                     \
+                size_t o = (size_t)j * n;                                                                        \
+                T v = x[o + k];                                                                                  \
+                if (k + 1 < n) v -= u1[k] * x[o + k + 1];                                                        \
+                if (k + 2 < n) v -= u2[k] * x[o + k + 2];                                                        \
+                row[j] = v;                                                                                      \
+            }                                                                                                    \
+            NAME##_adjust(perturb, &p, row, nrhs, 1);                                                            \
+            T inverse = (T)1 / p;                                                                                \
+            for (int j = 0; j < nrhs; j++) x[(size_t)j * n + k] = row[j] * inverse;                              \
+        }                                                                                                        \
+    }
+
+#define RE_REAL(x) (x)
+TRIDIAGONAL_PERTURBED(perturbed_f32, float, float, fabsf, RE_REAL, FLT_EPSILON, FLT_MIN, FLT_MAX)
+TRIDIAGONAL_PERTURBED(perturbed_f64, double, double, fabs, RE_REAL, DBL_EPSILON, DBL_MIN, DBL_MAX)
+TRIDIAGONAL_PERTURBED(perturbed_c64, float complex, float, cabsf, crealf, FLT_EPSILON, FLT_MIN, FLT_MAX)
+TRIDIAGONAL_PERTURBED(perturbed_c128, double complex, double, cabs, creal, DBL_EPSILON, DBL_MIN, DBL_MAX)
+
+/* ---- gtsv: (dl, d, du (..., n), b (..., n, nrhs)) -> (x (..., n, nrhs), info): the tridiagonal system T x = b,
+ * T's subdiagonal dl[1:], diagonal d, superdiagonal du[:-1] (dl[0] and du[n - 1] are not read, as JAX); LAPACK's
+ * gtsv (partial pivoting) on copies, a singular T (info > 0) giving NaN; perturb=1 runs the perturbed solver
+ * above instead (never NaN for a singular T; info 0). -------------------------------------------------------- */
+static Ffi_Error *gtsv_handler(Ffi_CallFrame *frame) {
+    ENTER(frame, 4, 2)
+    Ffi_Buffer *dl = ARG(frame, 0), *d = ARG(frame, 1), *du = ARG(frame, 2), *b = ARG(frame, 3);
+    Ffi_Buffer *out = RET(frame, 0), *info = RET(frame, 1);
+    void *fn = NULL;
+    Ffi_Error *err = routine_for(frame, R_GTSV, b->dtype, &fn);
+    if (err) return err;
+    int64_t perturb64 = attr_int(frame, "perturb", 0);
+    if (perturb64 < 0 || perturb64 > 1 || !matrix_ok(b, 0)) return malformed(frame, "gtsv");
+    int64_t br = b->rank - 2, nn = b->dims[br], rr = b->dims[br + 1];
+    if (!shaped(dl, b->dtype, b, br, 1, nn, 0) || !shaped(d, b->dtype, b, br, 1, nn, 0)
+        || !shaped(du, b->dtype, b, br, 1, nn, 0) || !shaped(out, b->dtype, b, br, 2, nn, rr)
+        || !shaped(info, FFI_S32, b, br, 0, 0, 0))
+        return malformed(frame, "gtsv");
+    int n = (int)nn, nrhs = (int)rr;
+    int64_t batch = batch_of(b, 2);
+    if (batch == 0) return NULL;
+    size_t es = itemsize(b->dtype), vstep = (size_t)n * es, bstep = (size_t)n * nrhs * es;
+    memset(info->data, 0, batch * sizeof(int));
+    if (n == 0 || nrhs == 0) return NULL;
+    if (perturb64) {
+        char *scratch = malloc(3 * (size_t)n * es + (size_t)nrhs * es);
+        if (!scratch) return OOM(frame);
+        char *row = scratch + 3 * (size_t)n * es;
+        for (int64_t k = 0; k < batch; k++) {
+            const char *l = (char *)dl->data + k * vstep, *m = (char *)d->data + k * vstep;
+            const char *u = (char *)du->data + k * vstep, *bb = (char *)b->data + k * bstep;
+            char *x = (char *)out->data + k * bstep;
+            switch (b->dtype) {
+                case FFI_F32: perturbed_f32(n, nrhs, (const float *)l, (const float *)m, (const float *)u,
+                                            (const float *)bb, (float *)x, (float *)scratch, (float *)row); break;
+                case FFI_F64: perturbed_f64(n, nrhs, (const double *)l, (const double *)m, (const double *)u,
+                                            (const double *)bb, (double *)x, (double *)scratch, (double *)row); break;
+                case FFI_C64: perturbed_c64(n, nrhs, (const float complex *)l, (const float complex *)m,
+                                            (const float complex *)u, (const float complex *)bb, (float complex *)x,
+                                            (float complex *)scratch, (float complex *)row); break;
+                default: perturbed_c128(n, nrhs, (const double complex *)l, (const double complex *)m,
+                                        (const double complex *)u, (const double complex *)bb, (double complex *)x,
+                                        (double complex *)scratch, (double complex *)row); break;
+            }
+        }
+        free(scratch);
+        return NULL;
+    }
+    char *copies = malloc(3 * (size_t)n * es); /* gtsv overwrites the three diagonals */
+    if (!copies) return OOM(frame);
+    if (out->data != b->data) memcpy(out->data, b->data, bstep * batch);
+    int ldb = n;
+    for (int64_t k = 0; k < batch; k++) {
+        char *cl = copies, *cd = copies + vstep, *cu = copies + 2 * vstep;
+        char *x = (char *)out->data + k * bstep;
+        int *inf = (int *)info->data + k;
+        memcpy(cl, (char *)dl->data + k * vstep, vstep);
+        memcpy(cd, (char *)d->data + k * vstep, vstep);
+        memcpy(cu, (char *)du->data + k * vstep, vstep);
+        ((gtsv_fn *)fn)(&n, &nrhs, cl + es, cd, cu, x, &ldb, inf); /* (LAPACK's subdiagonal starts at dl[1]) */
+        if (*inf != 0) fill_nan(x, b->dtype, (int64_t)n * nrhs);
+    }
+    free(copies);
+    return NULL;
+}
+
 /* ---- the module: init(lapack_capi, blas_capi) and handlers() ------------------------------------------------ */
 static const struct { int routine; int dtype; const char *name; int blas; } wanted[] = {
     {R_POTRF, FFI_F32, "spotrf", 0}, {R_POTRF, FFI_F64, "dpotrf", 0},
@@ -713,6 +1023,17 @@ static const struct { int routine; int dtype; const char *name; int blas; } want
     {R_TRSM, FFI_C64, "ctrsm", 1}, {R_TRSM, FFI_C128, "ztrsm", 1},
     {R_GEEV, FFI_C64, "cgeev", 0}, {R_GEEV, FFI_C128, "zgeev", 0},
     {R_GEES, FFI_C64, "cgees", 0}, {R_GEES, FFI_C128, "zgees", 0},
+    /* gesvd (SvdAlgorithm.QR), gehrd (hessenberg), sytrd/hetrd (tridiagonal), ormqr/unmqr, gtsv */
+    {R_GESVD, FFI_F32, "sgesvd", 0}, {R_GESVD, FFI_F64, "dgesvd", 0},
+    {R_GESVD, FFI_C64, "cgesvd", 0}, {R_GESVD, FFI_C128, "zgesvd", 0},
+    {R_GEHRD, FFI_F32, "sgehrd", 0}, {R_GEHRD, FFI_F64, "dgehrd", 0},
+    {R_GEHRD, FFI_C64, "cgehrd", 0}, {R_GEHRD, FFI_C128, "zgehrd", 0},
+    {R_SYTRD, FFI_F32, "ssytrd", 0}, {R_SYTRD, FFI_F64, "dsytrd", 0},
+    {R_SYTRD, FFI_C64, "chetrd", 0}, {R_SYTRD, FFI_C128, "zhetrd", 0},
+    {R_ORMQR, FFI_F32, "sormqr", 0}, {R_ORMQR, FFI_F64, "dormqr", 0},
+    {R_ORMQR, FFI_C64, "cunmqr", 0}, {R_ORMQR, FFI_C128, "zunmqr", 0},
+    {R_GTSV, FFI_F32, "sgtsv", 0}, {R_GTSV, FFI_F64, "dgtsv", 0},
+    {R_GTSV, FFI_C64, "cgtsv", 0}, {R_GTSV, FFI_C128, "zgtsv", 0},
 };
 
 static PyObject *init(PyObject *self, PyObject *args) {
@@ -738,7 +1059,9 @@ static PyObject *handlers(PyObject *self, PyObject *unused) {
         {"ember_lapack_geqrf", (void *)geqrf_handler}, {"ember_lapack_orgqr", (void *)orgqr_handler},
         {"ember_lapack_syevd", (void *)syevd_handler}, {"ember_lapack_gesdd", (void *)gesdd_handler},
         {"ember_lapack_trsm", (void *)trsm_handler}, {"ember_lapack_geev", (void *)geev_handler},
-        {"ember_lapack_gees", (void *)gees_handler},
+        {"ember_lapack_gees", (void *)gees_handler}, {"ember_lapack_gehrd", (void *)gehrd_handler},
+        {"ember_lapack_sytrd", (void *)sytrd_handler}, {"ember_lapack_ormqr", (void *)ormqr_handler},
+        {"ember_lapack_gtsv", (void *)gtsv_handler},
     };
     return handler_dict(table, sizeof table / sizeof table[0]);
 }

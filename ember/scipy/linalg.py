@@ -1,11 +1,11 @@
 """ember.scipy.linalg: jax.scipy.linalg's factorisations and solvers under scipy's names and conventions (lu_factor's
 pivots, cho_factor's (c, lower), trans=0/1/2/'N'/'T'/'C'), on ember's linear-algebra primitives
 (ember/_prims/linalg.py), for real and complex matrices; the Schur form (schur, rsf2csf), and sqrtm and funm on it
-(not differentiable, as JAX's), and solve_sylvester on it; hessenberg (Householder steps in a fori_loop,
-differentiable), qr_multiply, eigh_tridiagonal (Sturm bisection); the special matrices (block_diag, toeplitz,
-convolution_matrix, fiedler_companion, pascal, invhilbert, dft, ...; the constant ones built on the host from exact
-binomials); and expm (Pade approximant with scaling and squaring, as JAX). docs/linalg.md says what each does where
-it differs from JAX."""
+(not differentiable, as JAX's), and solve_sylvester on it; hessenberg (LAPACK's gehrd, as JAX, differentiable
+through the same Householder steps in a fori_loop), qr_multiply, eigh_tridiagonal (Sturm bisection); the special
+matrices (block_diag, toeplitz, convolution_matrix, fiedler_companion, pascal, invhilbert, dft, ...; the constant
+ones built on the host from exact binomials); and expm (Pade approximant with scaling and squaring, as JAX).
+docs/linalg.md says what each does where it differs from JAX."""
 from __future__ import annotations
 
 import operator
@@ -15,6 +15,8 @@ import numpy as np
 
 from ember import lax
 from ember import numpy as enp
+from ember._api.forward import jvp as _jvp
+from ember._control.custom import pure_custom_jvp as _pure_custom_jvp
 from ember._core import dtypes as dt
 from ember._numpy import factorizations as _f
 from ember._prims import linalg as _lax_linalg
@@ -432,14 +434,45 @@ def qr_multiply(a: Any, c: Any, mode: str = "right", pivoting: bool = False, con
 
 def hessenberg(a: Any, *, calc_q: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """The upper Hessenberg form H (zero below the first subdiagonal) of the square a (..., N, N), with
-    a = Q H Q^H, and the unitary Q with calc_q: (H, Q). Householder reflections as LAPACK's gehrd makes them (so
-    H matches scipy's and JAX's entry for entry: H[k + 1, k] = -sign(Re a_k) * norm, real), one per column in a
-    fori_loop of rank-one updates written in ember.numpy, so it traces, vmaps and differentiates (JAX's, a LAPACK
-    call, does not differentiate)."""
+    a = Q H Q^H, and the unitary Q with calc_q: (H, Q). The values come from LAPACK, as JAX's (gehrd: the
+    hessenberg primitive, and Q = diag(1, Q') from its reflectors by householder_product), so H and Q equal JAX's
+    and scipy's entry for entry (but for scipy's shortcut of complex 2x2 matrices); unlike JAX's they also
+    differentiate: the derivative is that of the same Householder steps written in ember.numpy (below)."""
     a = _f._matrix("hessenberg", a, square=True)
     n = enp.shape(a)[-1]
     if n == 0:
         return (enp.zeros_like(a), enp.zeros_like(a)) if calc_q else enp.zeros_like(a)
+    return _hessenberg(a, bool(calc_q))
+
+
+def _hessenberg_lapack(a: Any, calc_q: bool) -> Any:
+    """(H, Q) or H by LAPACK's gehrd and orgqr (the primitives)."""
+    reflectors, taus = _lax_linalg.hessenberg(a)
+    h = enp.triu(reflectors, -1)
+    if not calc_q:
+        return h
+    q = _lax_linalg.householder_product(reflectors[..., 1:, :-1], taus)
+    q = enp.pad(q, [(0, 0)] * (enp.ndim(q) - 2) + [(1, 0), (1, 0)])
+    return h, q.at[..., 0, 0].set(1)
+
+
+_hessenberg = _pure_custom_jvp(_hessenberg_lapack, nondiff_argnums=(1,))
+
+
+@_hessenberg.defjvp
+def _hessenberg_jvp(calc_q: bool, primals: Any, tangents: Any) -> Any:
+    # the values by LAPACK; the tangents those of the same reflections written with ember.numpy (which compute the
+    # same H and Q, up to rounding)
+    (a,), (da,) = primals, tangents
+    _, tangent = _jvp(lambda a: _hessenberg_steps(a, calc_q), (a,), (da,))
+    return _hessenberg_lapack(a, calc_q), tangent
+
+
+def _hessenberg_steps(a: Any, calc_q: bool) -> Any:
+    """(H, Q) or H by Householder reflections with LAPACK gehrd's choices (beta = -sign(Re alpha) * norm, no
+    reflection where nothing is left to zero and alpha is real), one rank-one update of H and Q per column in a
+    fori_loop, written in ember.numpy: the differentiable twin of _hessenberg_lapack."""
+    n = enp.shape(a)[-1]
     rows = np.arange(n)
     eye = enp.broadcast_to(enp.eye(n, dtype=a.dtype), enp.shape(a))
 
