@@ -43,7 +43,9 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_
                                         "inspect_sharding",
                                         # jax.lax.linalg's, not jax.lax's:
                                         "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig", "schur",
-                                        "geqrf",
+                                        "geqrf", "cholesky_update", "hessenberg", "householder_product",
+                                        "lu_pivots_to_permutation", "ormqr", "symmetric_product", "tridiagonal",
+                                        "tridiagonal_solve",
                                         # jax.lax.psum_scatter's primitive (jax.lax does not export it):
                                         "reduce_scatter",
                                         # jax.shard_map's and jit's (jax.lax does not export them):

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as _np
 
+from ember._api.jit import jit
 from ember._control.custom import pure_custom_jvp
 from ember._control.loops import fori_loop, while_loop
 from ember._core import aval_of
@@ -511,7 +512,7 @@ def _frobenius(x: Any) -> Any:
     return sqrt(sum_(real(x * conj(x))))
 
 
-def _polar_qdwh(x: Any, max_iterations: int, eps: float) -> tuple[Any, Any, Any, Any]:
+def _polar_qdwh_steps(x: Any, max_iterations: int, eps: float) -> tuple[Any, Any, Any, Any]:
     one_norm = max_(sum_(abs_(x), axis=0))
     inf_norm = max_(sum_(abs_(x), axis=1))
     # scaled so that its 2-norm is at most 1 (||x||_2 <= sqrt(||x||_1 ||x||_inf)); a zero x stays zero
@@ -558,6 +559,10 @@ def _polar_qdwh(x: Any, max_iterations: int, eps: float) -> tuple[Any, Any, Any,
     return u, (h + mH(h)) / 2, iterations, ~not_converged
 
 
+# one program per shape, dtype and options (as JAX's qdwh, a jit): called eagerly it does not run op by op
+_polar_qdwh = jit(_polar_qdwh_steps, static_argnums=(1, 2))
+
+
 def qdwh(x: Any, *, is_hermitian: bool = False, max_iterations: int | None = None, eps: float | None = None,
          dynamic_shape: tuple[int, int] | None = None) -> tuple[Any, Any, Any, Any]:
     """The polar decomposition x = u h of a full-rank matrix x (M, N), M >= N, by the QR-based dynamically weighted
@@ -565,8 +570,11 @@ def qdwh(x: Any, *, is_hermitian: bool = False, max_iterations: int | None = Non
     (u, h, num_iters, is_converged), u (M, N) with orthonormal columns, h (N, N) Hermitian positive semidefinite,
     the number of iterations and whether ||u_k - u_k-1||_F fell below (5 eps)^(1/3) within max_iterations (10 by
     default). is_hermitian is accepted and unused (as in JAX); dynamic_shape (m, n) decomposes x[:m, :n] and pads
-    u and h with zeros. Written with ember's qr, cholesky and loops, so it jits and vmaps; reverse mode raises, as
-    JAX's (its while loop)."""
+    u and h with zeros. Written with ember's qr, cholesky and loops, so it jits, vmaps and differentiates (reverse
+    mode through ember's while_loop too, which JAX refuses)."""
+    x = asarray(x)
+    if not dt.is_inexact(x.dtype):
+        raise ValueError(f"qdwh: x must be a float or complex matrix, got dtype {x.dtype} (as JAX: not inexact)")
     (x,) = _float_operands("qdwh", x)
     if ndim(x) != 2:
         raise ValueError(f"qdwh: x must be a matrix (M, N), got shape {shape(x)}")

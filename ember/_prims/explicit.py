@@ -302,14 +302,16 @@ def windowed(name: str, layout: int = 0) -> Rule:
     return rule
 
 
-def batch_only(name: str, core: int) -> Rule:
-    """A primitive on the last `core` dimensions of its operands (a matrix factorization): the dimensions
-    before them (a batch) keep their splits, the core ones must not be split; each result is split over the same
-    batch dimensions (results get the outputs' avals: see Primitive._explicit_outs)."""
+def batch_only(name: str, core: int | Sequence[int]) -> Rule:
+    """A primitive on the last `core` dimensions of its operands (a matrix factorization; one count per operand
+    where they differ: a matrix and a vector of scale factors): the dimensions before them (a batch) keep their
+    splits, the core ones must not be split; each result is split over the same batch dimensions (results get the
+    outputs' avals: see Primitive._explicit_outs)."""
     def rule(*avals: ShapedArray, outs: Sequence[ShapedArray], **params: Any) -> Any:
-        k, first = core, avals[0]
-        batch = list(spec_of(first))[:first.ndim - k]
-        for a in avals:
+        cores = [core] * len(avals) if isinstance(core, int) else list(core)
+        first = avals[0]
+        batch = list(spec_of(first))[:first.ndim - cores[0]]
+        for a, k in zip(avals, cores):
             if any(e is not None for e in spec_of(a)[a.ndim - k:]):
                 raise ShardingTypeError(f"{name}: the last {k} dimensions of {a} must not be split (it "
                                         "computes on them whole); reshard them to None first")

@@ -1,13 +1,17 @@
-"""Matrix factorisations as primitives: cholesky, triangular_solve, lu, geqrf, qr, eigh, svd, eig, schur
-(jax.lax.linalg's).
+"""Matrix factorisations as primitives: cholesky, triangular_solve, lu, geqrf, qr, eigh, svd, eig, schur, and LAPACK's
+building blocks hessenberg, householder_product, ormqr, tridiagonal, tridiagonal_solve, with
+lu_pivots_to_permutation, symmetric_product and cholesky_update (jax.lax.linalg's; its qdwh is a composition, in
+ember/_numpy/factorizations.py).
 
 Every primitive works on the last two dimensions of its operands, the leading ones being a batch (batching moves
 a vmapped dimension to the front and binds again). Lowering calls ember's LAPACK kernels (XLA FFI custom calls
 `ember_lapack_<routine>`, ember/_runtime/_lapack.c) when they are available (ember._hlo.ffi.available); without
 them cholesky, triangular_solve, qr and eigh lower to XLA's own ops (`stablehlo.cholesky`,
 `stablehlo.triangular_solve`, the plugin's `Qr`, `ProductOfElementaryHouseholderReflectors` and `Eigh` custom
-calls), and lu, svd and eig raise a LoweringError naming the function and what to install. Matrices are handed to
-the kernels column-major (operand_layouts / result_layouts), so the kernels call LAPACK on them directly.
+calls, and householder_product to the last of them), lu_pivots_to_permutation, symmetric_product and
+cholesky_update always lower inline (stablehlo.while loops of ember ops), and the others raise a LoweringError naming
+the function and what to install. Matrices are handed to the kernels column-major (operand_layouts /
+result_layouts), so the kernels call LAPACK on them directly.
 
 Derivatives follow JAX's rules (jax/_src/lax/linalg.py): each primitive's JVP, and a VJP written as the adjoint of
 that JVP (derivations in the comments). Integer outputs (LU's pivots and permutation) carry no derivative. Real
@@ -15,7 +19,8 @@ that JVP (derivations in the comments). Integer outputs (LU's pivots and permuta
 (JAX's, `mH`), and a reverse rule is the transpose of its JVP under JAX's pairing Re(ct * t) (docs/complex.md). Where
 the JVP is not complex-linear (the real eigenvalues of eigh, the real singular values, qr's and svd's phase terms) the
 rule computes the adjoint under Re<x, y> = Re tr(x^H y) and conjugates: transpose(ct) = conj(adjoint(conj(ct)))
-(the conjugations vanish for real dtypes). geqrf and schur have no derivative rules, as in JAX."""
+(the conjugations vanish for real dtypes). geqrf, schur and the building blocks but tridiagonal_solve have no
+derivative rules, as in JAX."""
 from __future__ import annotations
 
 import enum
@@ -60,7 +65,8 @@ def _check_matrix(op: str, x: ShapedArray, square: bool = False, arg: str = "ope
     if square and x.shape[-1] != x.shape[-2]:
         raise square_error(f"{op}: {arg} must be a square matrix (or a batch of them), got {x.str_short()}")
     if np.dtype(x.dtype) not in dtypes:
-        names = ", ".join(d.name for d in dtypes[:-1]) + " or " + dtypes[-1].name
+        names = dtypes[0].name if len(dtypes) == 1 else ", ".join(d.name for d in dtypes[:-1]) + " or " + \
+            dtypes[-1].name
         raise TypeError(f"{op}: {arg} must be {names}, got {x.str_short()}")
 
 

@@ -132,6 +132,115 @@ COMPLEX_CASES = [
          [((4, 4),), ((2, 3, 3),)], F + C, forward=False, reverse=False),
 ]
 CASES += COMPLEX_CASES
+
+
+def _lapack(name, x):
+    """scipy's LAPACK routine `name` (the real spelling: orgqr, ormqr, sytrd) for x's dtype (ungqr, unmqr, hetrd for
+    complex)."""
+    if np.iscomplexobj(x):
+        name = {"orgqr": "ungqr", "ormqr": "unmqr", "sytrd": "hetrd"}.get(name, name)
+    return sl.get_lapack_funcs(name, (x,))
+
+
+def _each_matrix(fn):
+    """fn (a matrix -> a list of arrays) applied to each matrix of a stack, each output stacked."""
+    def batched(x):
+        flat = x.reshape((-1,) + x.shape[-2:])
+        outs = [fn(m) for m in flat]
+        return [np.stack([o[k] for o in outs]).reshape(x.shape[:-2] + outs[0][k].shape) for k in range(len(outs[0]))]
+    return batched
+
+
+@_each_matrix
+def _np_gehrd(x):
+    h, tau, _ = _lapack("gehrd", x)(x)
+    return [h.astype(x.dtype), tau.astype(x.dtype)]
+
+
+def _np_orgqr(a, tau):
+    return _lapack("orgqr", a)(a, tau)[0].astype(a.dtype)
+
+
+def _np_ormqr(a, tau, c, left, transpose):
+    trans = ("C" if np.iscomplexobj(a) else "T") if transpose else "N"
+    a = a[:, :tau.shape[0]]  # (scipy's wrapper takes exactly the k reflectors' columns)
+    return _lapack("ormqr", a)("L" if left else "R", trans, a, tau, c, max(1, 64 * c.shape[0] * c.shape[1]))[0]
+
+
+def _np_sytrd(x, lower=True):
+    def one(m):
+        out = _lapack("sytrd", m)(m, lower=int(lower))[:4]
+        return [o.astype(t) for o, t in zip(out, [m.dtype, m.real.dtype, m.real.dtype, m.dtype])]
+    return _each_matrix(one)(x)
+
+
+def _dominant(np_, d):
+    """A diagonal that dominates the off-diagonals (drawn from the same normal distribution): a well-conditioned
+    tridiagonal T."""
+    return d + 6
+
+
+def _np_tridiagonal_solve(dl, d, du, b):
+    d = _dominant(np, d)
+    t = np.diag(d) + np.diag(dl[..., 1:], -1) + np.diag(du[..., :-1], 1)
+    return np.linalg.solve(t, b).astype(b.dtype)
+
+
+def _np_pivots(pivots, size):
+    perm = np.arange(size, dtype=np.int32)
+    for i, j in enumerate(pivots):
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+
+def _upper(np_, x):
+    """An upper triangular R with a positive diagonal (a Cholesky factor)."""
+    return np_.triu(x) + 4 * np_.eye(x.shape[-1], dtype=x.dtype)
+
+
+def _np_cholesky_update(x, w):
+    r = _upper(np, x)
+    return np.linalg.cholesky(r.T @ r + np.outer(w, w)).T.astype(x.dtype)
+
+
+# the rest of jax.lax.linalg (LAPACK's building blocks and small compositions): values against scipy's LAPACK
+# routines (bit for bit where ember calls the same routine) and numpy; as JAX, tridiagonal_solve alone differentiates
+# (against JAX and finite differences), the others refuse (their marks' errors), and lu_pivots_to_permutation's
+# integer output is not differentiable
+BUILDING_BLOCK_CASES = [
+    Case("hessenberg", lambda x: L.hessenberg(x)[0], lambda x: _np_gehrd(x)[0], [((4, 4),), ((1, 1),)], F + C,
+         forward=False, reverse=False),
+    Case("hessenberg", lambda x: list(L.hessenberg(x)), _np_gehrd, [((3, 3),), ((2, 4, 4),)], F + C, grad=False,
+         name="hessenberg_taus"),
+    Case("householder_product", L.householder_product, _np_orgqr, [((5, 3), (2,)), ((4, 4), (4,))], F + C,
+         forward=False, reverse=False),
+    Case("ormqr", lambda a, t, c: L.ormqr(a, t, c, left=True, transpose=True),
+         lambda a, t, c: _np_ormqr(a, t, c, True, True), [((5, 3), (3,), (5, 2))], F + C, forward=False,
+         reverse=False),
+    Case("ormqr", lambda a, t, c: L.ormqr(a, t, c, left=False), lambda a, t, c: _np_ormqr(a, t, c, False, False),
+         [((4, 3), (2,), (2, 4))], F + C, grad=False, name="ormqr_right"),
+    Case("tridiagonal", lambda x: L.tridiagonal(x)[1], lambda x: _np_sytrd(x)[1], [((4, 4),), ((1, 1),)], F + C,
+         forward=False, reverse=False),
+    Case("tridiagonal", lambda x: list(L.tridiagonal(x)), _np_sytrd, [((4, 4),), ((2, 3, 3),)], F + C, grad=False,
+         name="tridiagonal_all"),
+    Case("tridiagonal", lambda x: list(L.tridiagonal(x, lower=False)), lambda x: _np_sytrd(x, lower=False),
+         [((3, 3),)], F + C, grad=False, name="tridiagonal_upper"),
+    Case("tridiagonal_solve", lambda dl, d, du, b: L.tridiagonal_solve(dl, _dominant(enp, d), du, b),
+         _np_tridiagonal_solve, [((4,), (4,), (4,), (4, 2)), ((1,), (1,), (1,), (1, 3))], F,
+         jax=lambda dl, d, du, b: jlinalg.tridiagonal_solve(dl, _dominant(jnp, d), du, b)),
+    Case("tridiagonal_solve", lambda dl, d, du, b: L.tridiagonal_solve(dl, _dominant(enp, d), du, b),
+         _np_tridiagonal_solve, [((3,), (3,), (3,), (3, 2))], C,
+         jax=jax.jit(lambda dl, d, du, b: jlinalg.tridiagonal_solve(dl, _dominant(jnp, d), du, b)),
+         grad_dtype="complex128", name="tridiagonal_solve_complex"),
+    Case("lu_pivots_to_permutation", lambda p: L.lu_pivots_to_permutation(p, 5), lambda p: _np_pivots(p, 5),
+         [((3,),), ((5,),)], ["int32"], domain="int_small", grad=False),
+    Case("symmetric_product", lambda a, c: L.symmetric_product(a, c, alpha=2.0, beta=-0.5),
+         lambda a, c: (2.0 * a @ a.T - 0.5 * c).astype(a.dtype), [((3, 2), (3, 3)), ((2, 4), (2, 2))], F,
+         forward=False, reverse=False),
+    Case("cholesky_update", lambda x, w: L.cholesky_update(_upper(enp, x), w), _np_cholesky_update,
+         [((4, 4), (4,)), ((1, 1), (1,))], F, forward=False, reverse=False),
+]
+CASES += BUILDING_BLOCK_CASES
 # complex Cases whose rules are the real ones unchanged (holomorphic maps): in the slow sweep only (below), to keep
 # the default run short
 SLOW_COMPLEX_CASES = [
