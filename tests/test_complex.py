@@ -72,7 +72,9 @@ REFS = {"new_ref", "ref_get", "ref_swap", "freeze"}
 ACCEPTS_COMPLEX |= REFS
 # The factorisations (ember/_prims/linalg.py), which all take complex matrices: their values and derivatives are
 # checked by their complex Cases in tests/prims/test_linalg_prims.py and by tests/test_linalg_complex.py.
-LINALG_ACCEPTS_COMPLEX = {"cholesky", "triangular_solve", "lu", "geqrf", "qr", "eigh", "svd", "eig", "schur"}
+LINALG_ACCEPTS_COMPLEX = {"cholesky", "triangular_solve", "lu", "geqrf", "qr", "eigh", "svd", "eig", "schur",
+                          # LAPACK's building blocks (complex Cases in tests/prims/test_linalg_prims.py)
+                          "hessenberg", "householder_product", "ormqr", "tridiagonal", "tridiagonal_solve"}
 ACCEPTS_COMPLEX |= LINALG_ACCEPTS_COMPLEX
 STRUCTURAL = ["broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate", "split", "rev", "gather",
               "scatter", "scatter_add", "scatter_mul", "dynamic_slice", "dynamic_update_slice",

@@ -203,9 +203,39 @@ def test_eigh_and_eig_keywords():
     _close(w2, w)
     s_, _, _ = L.svd(a, subset_by_index=(0, 4))
     _close(s_, np.linalg.svd(a, compute_uv=False))
-    # eigenvector derivatives stay unimplemented (JAX's enable_eigvec_derivs opt-in): a clear error either way
-    with pytest.raises(NotImplementedError, match="enable_eigvec_derivs"):
-        ember.grad(lambda x: enp.sum(enp.abs(L.eig(x, enable_eigvec_derivs=True)[2]) ** 2))(a)
+    with pytest.raises(NotImplementedError, match="pass enable_eigvec_derivs=True to opt in"):
+        ember.grad(lambda x: enp.sum(enp.abs(L.eig(x)[2]) ** 2))(a)
+
+
+@pytest.mark.parametrize("left,right", [(False, True), (True, False), (True, True)])
+def test_eig_vector_derivatives_are_jaxs(left, right):
+    """With enable_eigvec_derivs=True (JAX's opt-in) the eigenvectors differentiate, under LAPACK's normalisation:
+    forward and reverse mode equal JAX's, for real and complex matrices, and so does the Hessian of the eigenvalues
+    (their rule uses the vectors' derivatives)."""
+    for dtype in (np.float64, np.complex128):
+        a, t = _normal(4, 4, dtype=dtype), _normal(4, 4, dtype=dtype)
+
+        def fn(module):
+            return lambda x: module.eig(x, compute_left_eigenvectors=left, compute_right_eigenvectors=right,
+                                        enable_eigvec_derivs=True)
+        _, tangents = ember.jvp(fn(L), (a,), (t,))
+        for got, want in zip(tangents, jax_result(lambda: jax.jvp(fn(J), (a,), (t,))[1])):
+            _close(got, want, rtol=1e-10, atol=1e-12)
+        cts = [_normal(*np.shape(o), dtype=np.complex128) for o in tangents]
+        _, pullback = ember.vjp(fn(L), a)
+        want = jax_result(lambda: jax.vjp(fn(J), a)[1](cts)[0])
+        got = pullback(cts)[0]
+        assert got.dtype == want.dtype
+        _close(got, want, rtol=1e-10, atol=1e-12)
+    if left and right:
+        a = _normal(4, 4)
+
+        def eigenvalues(module, np_):
+            return lambda x: np_.sum(np_.real(module.eig(x, compute_left_eigenvectors=False,
+                                                         compute_right_eigenvectors=False,
+                                                         enable_eigvec_derivs=True)[0]) ** 2)
+        _close(ember.hessian(eigenvalues(L, enp))(a),
+               jax_result(lambda: jax.hessian(eigenvalues(J, jax.numpy))(a)), rtol=1e-9, atol=1e-12)
 
 
 # ---- the LAPACK building blocks in their identities ----------------------------------------------------------

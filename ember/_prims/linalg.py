@@ -37,7 +37,8 @@ from ember._hlo.emitter import scalar_text
 from ember._hlo.lower import LoweringError
 from ember._hlo import ffi
 from ember._prims.elementwise import add, conj, div, eq, ge, le, lt, mul, neg, real, rsqrt, select, sub
-from ember._prims.elementwise import abs as abs_, max as max_
+from ember._prims.elementwise import abs as abs_, complex as make_complex, imag, max as max_
+from ember._prims.reduction import argmax
 from ember._prims.shape import (BatchDim, batch_at_front, batch_size, broadcast_in_dim, broadcasted_iota,
                                 convert_element_type, full, moveaxis, reduce_sum, reshape, transpose, zeros)
 from ember._prims.slicing import pad, slice
@@ -950,16 +951,17 @@ def svd(x: Any, full_matrices: bool = True, compute_uv: bool = True, subset_by_i
 # ---------------------------------------------------------------------------------------------------------------
 # eig(a): (w, [vl], [vr]) of the square a (real or complex): its eigenvalues (complex), and its left / right
 # eigenvectors as the columns of complex matrices (compute_left_eigenvectors, compute_right_eigenvectors); LAPACK's
-# geev, in its order and normalisation (unit 2-norm, largest component real), as numpy and JAX. Only the
-# eigenvalues differentiate, as in JAX: the rule raises where eigenvectors are computed. No convergence, or a
+# geev, in its order and normalisation (unit 2-norm, largest component real), as numpy and JAX. The eigenvalues
+# differentiate; the eigenvectors only with enable_eigvec_derivs (JAX's opt-in: valid for distinct eigenvalues and a
+# unique largest component per vector, which cannot be checked), else the rules raise. No convergence, or a
 # non-finite input, gives NaNs.
 eig_p = Primitive("eig", multiple_results=True, checks=())
 eig_p.def_rule("sharding_rule", explicit.batch_only("eig", 2))
 
 
 @eig_p.def_rule("abstract_eval")
-def _eig_abstract_eval(a: ShapedArray, *, compute_left_eigenvectors: bool, compute_right_eigenvectors: bool
-                       ) -> list[ShapedArray]:
+def _eig_abstract_eval(a: ShapedArray, *, compute_left_eigenvectors: bool, compute_right_eigenvectors: bool,
+                       enable_eigvec_derivs: bool = False) -> list[ShapedArray]:
     _check_matrix("eig", a, square=True)
     complex_dtype = dt.complex_dtype(a.dtype)
     w = ShapedArray(a.shape[:-1], complex_dtype)
@@ -969,7 +971,7 @@ def _eig_abstract_eval(a: ShapedArray, *, compute_left_eigenvectors: bool, compu
 
 @eig_p.def_rule("lowering")
 def _eig_lowering(ctx: LoweringContext, a: str, *, compute_left_eigenvectors: bool,
-                  compute_right_eigenvectors: bool) -> list[str]:
+                  compute_right_eigenvectors: bool, enable_eigvec_derivs: bool = False) -> list[str]:
     if not _kernel("geev"):
         raise _missing("eig", "geev")
     outs = list(ctx.avals_out)
@@ -987,41 +989,114 @@ def _lu_solve_prim(a: Any, b: Any) -> Any:
     return triangular_solve(lu_, x, left_side=True, lower=False)
 
 
-def _check_eig_derivative(compute_left_eigenvectors: bool, compute_right_eigenvectors: bool) -> None:
-    if compute_left_eigenvectors or compute_right_eigenvectors:
-        raise NotImplementedError("eig: only the eigenvalues have derivatives in ember (call eig with "
-                                  "compute_left_eigenvectors=False and compute_right_eigenvectors=False, or "
-                                  "eigvals); JAX's opt-in eigenvector rule (enable_eigvec_derivs=True) is not "
-                                  "implemented")
+def _check_eig_derivative(vectors: bool, enable_eigvec_derivs: bool) -> None:
+    if vectors and not enable_eigvec_derivs:
+        raise NotImplementedError("eig: derivatives of the eigenvectors are only valid under assumptions on the input "
+                                  "that cannot be checked (distinct eigenvalues, a unique largest component per "
+                                  "vector): pass enable_eigvec_derivs=True to opt in, as in JAX (or differentiate "
+                                  "only the eigenvalues: compute_left_eigenvectors=False, "
+                                  "compute_right_eigenvectors=False, or eigvals)")
+
+
+def _eig_gaps(w: Any) -> Any:
+    """F with F[i, j] = 1 / (w[j] - w[i]) off the diagonal, 0 on it (complex w)."""
+    return _eigh_gaps(w)
+
+
+def _largest_component(v: Any) -> Any:
+    """The one-hot mask (..., n, n) of each column's first entry of largest magnitude (LAPACK makes it real)."""
+    aval = aval_of(v)
+    rows = broadcasted_iota(_INT32, aval.shape, aval.ndim - 2)
+    k = argmax(abs_(v), aval.ndim - 2, _INT32)
+    return convert_element_type(eq(rows, broadcast_in_dim(k, aval.shape, tuple(range(aval.ndim - 2)) +
+                                                          (aval.ndim - 1,))), aval.dtype)
+
+
+def _columns(x: Any) -> Any:
+    """The sums over the rows of x (..., n, n): one entry per column, (..., n)."""
+    return reduce_sum(x, (aval_of(x).ndim - 2,))
+
+
+def _eig_vectors_jvp(w: Any, v: Any, da: Any) -> tuple[Any, Any]:
+    # JAX's rule (nondegenerate perturbation theory): P = V^-1 dA V, dw = diag(P), U = V (F o P); the normalisation
+    # (unit 2-norm, largest component real) fixes dv_j = u_j + c_j v_j with c_j = -Re(v_j^H u_j) - i Im(u_kj) / v_kj,
+    # k the row of v_j's largest component
+    p = _lu_solve_prim(v, mm(da, v))
+    u = mm(v, mul(_eig_gaps(w), p))
+    mask = _largest_component(v)
+    c = make_complex(neg(real(_columns(mul(conj(v), u)))), neg(div(imag(_columns(mul(mask, u))),
+                                                               real(_columns(mul(mask, v))))))
+    return _diag(p), add(u, mul(v, _row(c, aval_of(v).shape[-2])))
+
+
+def _eig_vectors_adjoint(w: Any, v: Any, v_bar: Any | None, w_bar: Any | None) -> Any:
+    # the adjoint of _eig_vectors_jvp under Re<x, y> = Re tr(x^H y), given V_bar (and w_bar): with g_j = (V^H V_bar)_jj,
+    # U_bar = V_bar - V diag(Re g) - i M diag(Im g / Re v_kj) (M the mask of the largest components), P_bar =
+    # conj(F) o (V^H U_bar) + diag(w_bar), A_bar = V^-H P_bar V^H
+    n = aval_of(v).shape[-2]
+    p_bar = None
+    if v_bar is not None:
+        mask = _largest_component(v)
+        g = _columns(mul(conj(v), v_bar))
+        scale = real(_columns(mul(mask, v)))
+        u_bar = sub(v_bar, mul(v, _row(_cast_like(real(g), v), n)))
+        u_bar = sub(u_bar, mul(mask, _row(make_complex(full(aval_of(scale).shape, 0, aval_of(scale).dtype),
+                                                  div(imag(g), scale)), n)))
+        p_bar = mul(conj(_eig_gaps(w)), mm(mH(v), u_bar))
+    if w_bar is not None:
+        p_bar = _vector_to_diag(w_bar) if p_bar is None else add(p_bar, _vector_to_diag(w_bar))
+    return _lu_solve_prim(mH(v), mm(p_bar, mH(v)))
 
 
 @eig_p.def_rule("jvp")
 def _eig_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, compute_left_eigenvectors: bool,
-             compute_right_eigenvectors: bool) -> tuple[list[Any], list[Any]]:
-    # JAX's rule: dw = diag(V^-1 da V), V the right eigenvectors
+             compute_right_eigenvectors: bool, enable_eigvec_derivs: bool = False) -> tuple[list[Any], list[Any]]:
+    # JAX's rule: dw = diag(V^-1 da V), V the right eigenvectors; the vectors' by _eig_vectors_jvp (the left ones,
+    # right eigenvectors of a^H with eigenvalues conj(w), with da^H)
     (a,), (da,) = primals, tangents
-    outs = eig_p.bind(a, compute_left_eigenvectors=compute_left_eigenvectors,
-                      compute_right_eigenvectors=compute_right_eigenvectors)
+    params = dict(compute_left_eigenvectors=compute_left_eigenvectors,
+                  compute_right_eigenvectors=compute_right_eigenvectors, enable_eigvec_derivs=enable_eigvec_derivs)
+    outs = eig_p.bind(a, **params)
     if da is None:
         return list(outs), [None] * len(outs)
-    _check_eig_derivative(compute_left_eigenvectors, compute_right_eigenvectors)
-    _, v = eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)
+    _check_eig_derivative(compute_left_eigenvectors or compute_right_eigenvectors, enable_eigvec_derivs)
+    full_outs = eig_p.bind(a, compute_left_eigenvectors=compute_left_eigenvectors, compute_right_eigenvectors=True,
+                           enable_eigvec_derivs=enable_eigvec_derivs)
+    w, v = full_outs[0], full_outs[-1]
     da_c = _cast_like(da, v)
-    return list(outs), [_diag(_lu_solve_prim(v, mm(da_c, v)))]
+    if not (compute_left_eigenvectors or compute_right_eigenvectors):
+        return list(outs), [_diag(_lu_solve_prim(v, mm(da_c, v)))]
+    dw, dv = _eig_vectors_jvp(w, v, da_c)
+    tangents_out = [dw]
+    if compute_left_eigenvectors:
+        tangents_out.append(_eig_vectors_jvp(conj(w), full_outs[1], mH(da_c))[1])
+    if compute_right_eigenvectors:
+        tangents_out.append(dv)
+    return list(outs), tangents_out
 
 
 @eig_p.def_rule("vjp")
 def _eig_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, compute_left_eigenvectors: bool,
-             compute_right_eigenvectors: bool) -> list[Any]:
-    # the transpose of the JVP: a_bar = V^-T diag(w_bar) V^T (its real part for a real a: the transpose of
-    # real -> complex)
-    (a,), w_ct = ins, cts[0]
+             compute_right_eigenvectors: bool, enable_eigvec_derivs: bool = False) -> list[Any]:
+    # the transpose of the JVP (not complex-linear in da: the normalisation's real and imaginary parts): the adjoint
+    # under Re<x, y> of conj(cts), conjugated; the left vectors' adjoint is the conjugate transpose of theirs (their
+    # JVP takes da^H); a real a takes the real part (the transpose of real -> complex)
+    (a,) = ins
     if not needs[0] or all(ct is None for ct in cts):
         return [None]
-    _check_eig_derivative(compute_left_eigenvectors, compute_right_eigenvectors)
-    _, v = eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)
-    a_bar = _lu_solve_prim(mT(v), mm(_vector_to_diag(w_ct), mT(v)))
-    return [_cast_like(a_bar, a)]
+    w_ct, rest = cts[0], list(cts[1:])
+    vl_ct = rest.pop(0) if compute_left_eigenvectors else None
+    vr_ct = rest.pop(0) if compute_right_eigenvectors else None
+    _check_eig_derivative(vl_ct is not None or vr_ct is not None, enable_eigvec_derivs)
+    full_outs = eig_p.bind(a, compute_left_eigenvectors=compute_left_eigenvectors, compute_right_eigenvectors=True,
+                           enable_eigvec_derivs=enable_eigvec_derivs)
+    w, v = full_outs[0], full_outs[-1]
+    a_bar = _eig_vectors_adjoint(w, v, None if vr_ct is None else conj(vr_ct), None if w_ct is None else conj(w_ct)) \
+        if (vr_ct is not None or w_ct is not None) else None
+    if vl_ct is not None:
+        left = mH(_eig_vectors_adjoint(conj(w), full_outs[1], conj(vl_ct), None))
+        a_bar = left if a_bar is None else add(a_bar, left)
+    return [_cast_like(conj(a_bar), a)]
 
 
 eig_p.def_rule("batching", _front_batching(eig_p))
@@ -1040,8 +1115,9 @@ def eig(x: Any, compute_left_eigenvectors: bool = True, compute_right_eigenvecto
         use_magma: bool | None = None) -> list[Any]:
     """[w, vl, vr] of the square x (..., n, n), real or complex (jax.lax.linalg.eig; the vectors only where
     asked); implementation None or LAPACK (use_magma=True, its deprecated spelling of MAGMA, and the GPU
-    implementations are JAX's ValueError on CPU). enable_eigvec_derivs is accepted, but ember has no eigenvector
-    derivatives (JAX's opt-in rule): differentiating the vectors raises NotImplementedError either way."""
+    implementations are JAX's ValueError on CPU). The eigenvectors differentiate with enable_eigvec_derivs=True
+    (JAX's opt-in: valid for distinct eigenvalues and a unique largest component per vector); without it their
+    derivatives raise, as JAX's."""
     if use_magma is not None:
         warnings.warn("eig: use_magma is deprecated, please use implementation=EigImplementation.MAGMA instead",
                       DeprecationWarning, stacklevel=2)
@@ -1050,7 +1126,8 @@ def eig(x: Any, compute_left_eigenvectors: bool = True, compute_right_eigenvecto
         raise ValueError(f"eig: only the lapack implementation is supported on CPU, got {implementation!r} (as in "
                          "JAX)")
     return list(eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
-                           compute_right_eigenvectors=bool(compute_right_eigenvectors)))
+                           compute_right_eigenvectors=bool(compute_right_eigenvectors),
+                           enable_eigvec_derivs=bool(enable_eigvec_derivs)))
 
 
 # ---------------------------------------------------------------------------------------------------------------
