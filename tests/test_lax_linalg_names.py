@@ -55,9 +55,9 @@ def test_enums_are_jaxs(name):
     assert [(m.name, m.value) for m in ours] == [(m.name, m.value) for m in theirs]
 
 
-@pytest.mark.parametrize("name", ["cholesky_update", "eig", "eigh", "hessenberg", "householder_product",
-                                  "lu_pivots_to_permutation", "ormqr", "qdwh", "svd", "symmetric_product",
-                                  "tridiagonal", "tridiagonal_solve"])
+@pytest.mark.parametrize("name", ["cholesky", "cholesky_update", "eig", "eigh", "hessenberg", "householder_product",
+                                  "lu", "lu_pivots_to_permutation", "ormqr", "qdwh", "qr", "schur", "svd",
+                                  "symmetric_product", "triangular_solve", "tridiagonal", "tridiagonal_solve"])
 def test_keywords_are_jaxs(name):
     """Each function takes JAX's parameter names (JAX makes most of them keyword-only; ember also takes them in
     that order positionally)."""

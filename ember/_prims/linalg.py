@@ -655,8 +655,13 @@ def _qr_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], 
 qr_p.def_rule("batching", _front_batching(qr_p))
 
 
-def qr(x: Any, full_matrices: bool = True) -> tuple[Any, Any]:
-    """(q, r) of x (..., m, n) (jax.lax.linalg.qr)."""
+def qr(x: Any, pivoting: bool = False, full_matrices: bool = True, use_magma: bool | None = None
+       ) -> tuple[Any, Any]:
+    """(q, r) of x (..., m, n) (jax.lax.linalg.qr); use_magma is GPU-only and ignored, as JAX on CPU. The
+    column-pivoted QR (pivoting=True, LAPACK's geqp3 in JAX) is not implemented in ember: NotImplementedError."""
+    if pivoting:
+        raise NotImplementedError("qr: pivoting=True (the column-pivoted QR, LAPACK's geqp3) is not implemented in "
+                                  "ember")
     q, r = qr_p.bind(x, full_matrices=bool(full_matrices))
     return q, r
 
