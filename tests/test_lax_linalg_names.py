@@ -186,8 +186,8 @@ def test_svd_algorithms():
         s, u, vt = L.svd(x, full_matrices=False, algorithm=algorithm)
         return enp.sum(s) + enp.sum((u @ vt) ** 2)
     _close(ember.grad(f)(a, L.SvdAlgorithm.QR), ember.grad(f)(a, None), atol=1e-10)
-    assert "qr = 1" in ember.jit(lambda x: L.svd(x, algorithm=L.SvdAlgorithm.QR)).lower(a).as_text()
-    assert "qr = 0" in ember.jit(lambda x: L.svd(x)).lower(a).as_text()
+    assert '"ember_lapack_gesvd"' in ember.jit(lambda x: L.svd(x, algorithm=L.SvdAlgorithm.QR)).lower(a).as_text()
+    assert '"ember_lapack_gesdd"' in ember.jit(lambda x: L.svd(x)).lower(a).as_text()
 
 
 def test_eigh_and_eig_keywords():

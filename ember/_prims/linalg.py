@@ -793,14 +793,14 @@ def _svd_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool, compute_
     if algorithm in (SvdAlgorithm.JACOBI, SvdAlgorithm.POLAR):
         raise LoweringError(f"svd: the SVD Jacobi and Polar algorithms are not implemented on CPU (algorithm="
                             f"{algorithm}), as in JAX; use SvdAlgorithm.DEFAULT, QR or DIVIDE_AND_CONQUER")
-    qr = algorithm == SvdAlgorithm.QR
-    if not _kernel("gesdd"):  # (the one kernel runs both routines)
-        raise _missing("svd", "gesdd")
+    routine = "gesvd" if algorithm == SvdAlgorithm.QR else "gesdd"
+    if not _kernel(routine):
+        raise _missing("svd", routine)
     outs = list(ctx.avals_out)
     info = _info_aval(ctx.avals_in[0])
     job = 0 if not compute_uv else 2 if full_matrices else 1
     flags = [False] + [True] * (len(outs) - 1) + [False]
-    return _lapack(ctx, "gesdd", [a], outs + [info], [True], flags, job=job, qr=int(qr))[:len(outs)]
+    return _lapack(ctx, routine, [a], outs + [info], [True], flags, job=job)[:len(outs)]
 
 
 def _svd_gaps(s: Any) -> Any:

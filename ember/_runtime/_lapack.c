@@ -381,9 +381,9 @@ static Ffi_Error *syevd_handler(Ffi_CallFrame *frame) {
 }
 
 /* ---- gesdd: a (..., m, n) -> (s (..., k), u, vt, info) with job 1 (reduced: u (m, k), vt (k, n)) or 2 (full:
- * u (m, m), vt (n, n)); job 0 (values only) -> (s, info). s is real (of a complex a too: its parts' dtype). With
- * qr=1 the same call runs gesvd (the QR algorithm: jax.lax.linalg.SvdAlgorithm.QR) instead of gesdd (divide and
- * conquer); gesvd takes no iwork and the first 5 k entries of the same rwork. ---------------------------------- */
+ * u (m, m), vt (n, n)); job 0 (values only) -> (s, info). s is real (of a complex a too: its parts' dtype). The
+ * target ember_lapack_gesvd runs gesvd (the QR algorithm: jax.lax.linalg.SvdAlgorithm.QR) through the same code
+ * instead of gesdd (divide and conquer); gesvd takes no iwork and the first 5 k entries of the same rwork. ------- */
 static void call_svd(void *fn, int qr, int cplx, char *jobz, int *m, int *n, void *a, int *lda, void *s, void *u,
                      int *ldu, void *vt, int *ldvt, void *work, int *lwork, void *rwork, int *iwork, int *info) {
     if (qr && cplx) ((cgesvd_fn *)fn)(jobz, jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, rwork, info);
@@ -392,12 +392,11 @@ static void call_svd(void *fn, int qr, int cplx, char *jobz, int *m, int *n, voi
     else ((gesdd_fn *)fn)(jobz, m, n, a, lda, s, u, ldu, vt, ldvt, work, lwork, iwork, info);
 }
 
-static Ffi_Error *gesdd_handler(Ffi_CallFrame *frame) {
+static Ffi_Error *svd_kernel(Ffi_CallFrame *frame, int qr) {
     if (answer_metadata(frame)) return NULL;
     if (frame->stage != FFI_EXECUTE) return NULL;
-    int64_t job64 = attr_int(frame, "job", 1), qr64 = attr_int(frame, "qr", 0);
-    if (job64 < 0 || job64 > 2 || qr64 < 0 || qr64 > 1) return malformed(frame, "gesdd");
-    int qr = (int)qr64;
+    int64_t job64 = attr_int(frame, "job", 1);
+    if (job64 < 0 || job64 > 2) return malformed(frame, "gesdd");
     int job = (int)job64;
     int nrets = job == 0 ? 2 : 4;
     if (frame->args.size != 1 || frame->rets.size != nrets)
@@ -473,6 +472,9 @@ static Ffi_Error *gesdd_handler(Ffi_CallFrame *frame) {
     free(iwork);
     return NULL;
 }
+
+static Ffi_Error *gesdd_handler(Ffi_CallFrame *frame) { return svd_kernel(frame, 0); }
+static Ffi_Error *gesvd_handler(Ffi_CallFrame *frame) { return svd_kernel(frame, 1); }
 
 /* ---- trsm: (a (..., k, k), b (..., m, n)) -> x with op(a) x = b (left_side) or x op(a) = b; op by transpose_a
  * (0 none, 1 transpose, 2 conjugate transpose); a's other triangle is never read. ----------------------------- */
@@ -1059,7 +1061,8 @@ static PyObject *handlers(PyObject *self, PyObject *unused) {
         {"ember_lapack_geqrf", (void *)geqrf_handler}, {"ember_lapack_orgqr", (void *)orgqr_handler},
         {"ember_lapack_syevd", (void *)syevd_handler}, {"ember_lapack_gesdd", (void *)gesdd_handler},
         {"ember_lapack_trsm", (void *)trsm_handler}, {"ember_lapack_geev", (void *)geev_handler},
-        {"ember_lapack_gees", (void *)gees_handler}, {"ember_lapack_gehrd", (void *)gehrd_handler},
+        {"ember_lapack_gees", (void *)gees_handler}, {"ember_lapack_gesvd", (void *)gesvd_handler},
+        {"ember_lapack_gehrd", (void *)gehrd_handler},
         {"ember_lapack_sytrd", (void *)sytrd_handler}, {"ember_lapack_ormqr", (void *)ormqr_handler},
         {"ember_lapack_gtsv", (void *)gtsv_handler},
     };
