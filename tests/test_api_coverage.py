@@ -32,16 +32,21 @@ def test_coverage_does_not_fall(namespace):
 
 
 def test_every_name_is_present_or_deliberately_absent():
-    """Each public name of each public JAX module is in ember, or tools/api_absent.py says why it is not."""
-    missing = {module: names for module, (_, _, names) in _api_docs().coverage().items() if names}
+    """Each public name of each public JAX module is in ember, or tools/api_absent.py says why it is not (ABSENT:
+    deliberately; NOT_YET: planned, listed as missing in docs/api.md)."""
+    api_docs = _api_docs()
+    later = api_docs.coverage(later=True)
+    missing = {module: [n for n in names if n not in later[module][1]]
+               for module, (_, _, names) in api_docs.coverage().items()}
+    missing = {module: names for module, names in missing.items() if names}
     assert missing == {}, f"JAX names neither in ember nor listed in tools/api_absent.py with a reason: {missing}"
 
 
 def test_absent_names_are_absent_and_explained():
     """A name listed as absent that ember has is stale; every reason is a sentence, not a placeholder."""
     api_docs = _api_docs()
-    from api_absent import ABSENT
-    for module, reasons in ABSENT.items():
+    from api_absent import ABSENT, NOT_YET
+    for module, reasons in [*ABSENT.items(), *NOT_YET.items()]:
         assert module in api_docs.json.loads(api_docs.NAMES.read_text()), f"{module} is not a JAX module"
         ember_module = api_docs.ember_module(module)
         for name, why in reasons.items():
