@@ -36,6 +36,47 @@ ABSENT: dict[str, dict[str, str]] = {
     "jax.extend.mlir": {"*": _MLIR},
     "jax.interpreters.pxla": {"*": "JAX's internal pmap/pjit executor module (kept for old imports)"},
     "jax.interpreters.xla": {"*": "JAX's legacy XLA-translation module (kept for old imports)"},
+    "jax.experimental.pjit": {"*": "kept by JAX for old imports only (no public names in 0.10.2): pjit is jax.jit"},
+    "jax.experimental.source_mapper": {"*": "maps the passes of JAX's MLIR pipeline back to source lines through "
+                                            "MLIR's Python bindings; ember emits StableHLO text itself (its IR "
+                                            "prints each equation's source line: pretty_print(source_info=True))"},
+    "jax.experimental.array_serialization": {"*": "tensorstore-based checkpointing of sharded arrays (orbax's "
+                                                  "backend); ember's checkpoints are ember.checkpoints "
+                                                  "(safetensors files)"},
 }
 
-NOT_YET: dict[str, dict[str, str]] = {}
+_LATER = "a jax.experimental library of its own, planned after this round of names"
+NOT_YET: dict[str, dict[str, str]] = {
+    "jax.experimental.sparse": {"*": "sparse arrays (BCOO, BCSR, COO, CSR) and sparsify: " + _LATER},
+    "jax.experimental.jet": {"*": "Taylor-mode automatic differentiation (jet): " + _LATER},
+    "jax.experimental.ode": {"*": "odeint (adaptive Dormand-Prince with adjoint gradients): " + _LATER},
+    "jax.experimental.multihost_utils": {"*": "process_allgather, sync_global_devices, broadcast_one_to_all, the "
+                                              "host-local/global array conversions: " + _LATER},
+    "jax.experimental.rnn": {"*": "cuDNN-style LSTM (lstm, init_lstm_weight, ...): " + _LATER},
+    "jax.experimental.roofline": {"*": "a per-primitive flops/bytes estimator over traced functions (ember's "
+                                       "bench has a machine roofline, bench/roofline.py): " + _LATER},
+    "jax.experimental.serialize_executable": {"*": "serialize/deserialize_and_load of compiled executables "
+                                                   "(ember's AOT artifacts are ember.export's): " + _LATER},
+    "jax.experimental.shard_alike": {"*": "shard_alike (two values given the same sharding): " + _LATER},
+    "jax.experimental.compute_on": {"*": "compute_on (host offloading of a computation): " + _LATER},
+    "jax.experimental.control_deps": {"*": "control_dep/schedule ordering hints: " + _LATER},
+    "jax.experimental.custom_partitioning": {"*": "user partitioning rules of a function for XLA's SPMD "
+                                                  "partitioner: " + _LATER},
+    "jax.experimental.buffer_callback": {"*": "callbacks that receive raw device buffers: " + _LATER},
+    "jax.experimental.xla_metadata": {"*": "set_xla_metadata (frontend attributes on staged ops): " + _LATER},
+    "jax.experimental.profiler": {"*": "get_profiled_instructions_proto (XLA's profile-guided instruction "
+                                       "costs): " + _LATER},
+    "jax.experimental.key_reuse": {"*": "JAX's key-reuse checker (jax_debug_key_reuse; no public names): " + _LATER},
+}
+
+
+def _parents(table: dict[str, dict[str, str]]) -> None:
+    """A whole module listed (its "*") is also a name of its parent module, with the same reason."""
+    for module, reasons in list(table.items()):
+        parent, _, name = module.rpartition(".")
+        if "*" in reasons and parent.startswith("jax"):
+            table.setdefault(parent, {}).setdefault(name, reasons["*"])
+
+
+_parents(ABSENT)
+_parents(NOT_YET)

@@ -107,7 +107,7 @@ def coverage(later: bool = False) -> dict[str, tuple[list[str], dict[str, str], 
         module = ember_module(jax_module)
         reasons = (NOT_YET if later else ABSENT).get(jax_module, {})
         present, absent, missing = [], {}, []
-        if module is None and "*" not in reasons:
+        if module is None and not any("*" in table.get(jax_module, {}) for table in (ABSENT, NOT_YET)):
             missing.append("(the module)")
         for name in names:
             if module is not None and has(module, name):
