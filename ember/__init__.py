@@ -60,6 +60,13 @@ from ember._control import shard_map as shard_map
 from ember._api.pmap import pmap as pmap
 from ember._transforms import dce as dce
 from ember import ref as ref
+from ember._numpy.indexing import dslice as ds
+from ember._api.autodiff import DidntWant as _DidntWant, DontWant as _DontWant, GradRef as _GradRef
+from ember._api.autodiff import GradValue as _GradValue
+import types as _types
+ad = _types.SimpleNamespace(DontWant=_DontWant, DidntWant=_DidntWant, GradRef=_GradRef, GradValue=_GradValue)
+ad.__doc__ = ("JAX's jax.ad: the marks of vjp_fn.with_refs (GradValue, DontWant) and what it returns for them "
+              "(GradRef, DidntWant).")
 from ember.ref import Ref as Ref, empty_ref as empty_ref, free_ref as free_ref, freeze as freeze, new_ref as new_ref
 
 __version__ = version.__version__
@@ -118,7 +125,7 @@ __all__ = [
     "default_matmul_precision", "fwd_and_bwd", "allow_f16_reductions", "custom_derivatives", "make_user_context",
     "Device", "NamedSharding", "P", "Shard", "make_array_from_callback", "make_array_from_process_local_data",
     "make_array_from_single_device_arrays", "make_mesh", "pmap", "reshard", "set_mesh", "shard_map", "sharding",
-    "Ref", "empty_ref", "free_ref", "freeze", "new_ref", "ref", "ffi",
+    "Ref", "empty_ref", "free_ref", "freeze", "new_ref", "ref", "ffi", "ad", "ds",
     "debug_key_reuse", "default_prng_impl", "legacy_prng_key", "enable_custom_prng", "threefry_partitionable",
     "softmax_custom_jvp", "thread_guard", "auto_pcast", "array_garbage_collection_guard",
     "remove_size_one_mesh_axis_from_type", "jax2tf_associative_scan_reductions", "monitoring",

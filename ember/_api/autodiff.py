@@ -2,6 +2,7 @@
 IR)."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Sequence
 
 from ember._api.caches import cache_for, call_with_fallback, plan_for, run_transformed
@@ -11,8 +12,10 @@ from ember._api.staging import as_tuple, fun_name, leaf_avals, stage_with_aux, w
 from ember._api.templates import transform_once
 from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
-from ember._core.refs import RefAval
-from ember._core.pytree import Partial, PyTreeDef, leaf_def, tree_flatten, tree_map, tree_structure, treedef_tuple
+from ember._core.refs import RefAval, RefMethods
+from ember._prims.refs import addupdate
+from ember._core.pytree import (Partial, PyTreeDef, leaf_def, register_pytree_node, tree_flatten, tree_map,
+                                tree_structure, treedef_tuple)
 from ember._transforms import ad as _ad
 from ember._transforms.passes import recompute_cheap, split_known
 
@@ -263,6 +266,71 @@ class _Pullback(PlanCall):
         return self.in_tree.unflatten(in_cts)[0]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class GradValue:
+    """In `vjp_fn.with_refs(...)`, the mark of a primal whose cotangent is returned as a value (the default)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GradRef:
+    """What `vjp_fn.with_refs(...)` returns for a primal whose cotangent was accumulated into a Ref given for it
+    (a pytree with no leaves, as JAX's)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DontWant:
+    """In `vjp_fn.with_refs(...)`, the mark of a primal whose cotangent is not wanted."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DidntWant:
+    """What `vjp_fn.with_refs(...)` returns for a primal marked DontWant (a pytree with no leaves, as JAX's)."""
+
+
+for _empty in (GradRef, DidntWant):
+    register_pytree_node(_empty, lambda x: ((), None), lambda aux, children, cls=_empty: cls())
+
+
+class VJP(Partial):
+    """The function vjp returns (as JAX's jax._src.api.VJP): called with the output cotangents it returns one
+    cotangent per primal; `with_refs(*marks)` (one mark per primal, a pytree like the primals) returns the pullback
+    that accumulates cotangents into Refs: a leaf that is an ember.Ref gets its cotangent added (`ref[...] += ct`)
+    and returns GradRef(), ad.DontWant() returns DidntWant(), ad.GradValue() returns the cotangent. A pytree whose
+    leaves are the residuals, so jit can take it as an argument."""
+
+    def with_refs(self, *maybe_ct_refs: Any) -> Callable[[Any], Any]:
+        """The pullback that accumulates the cotangents of the primals given a Ref into that Ref (see VJP)."""
+        pullback: _Pullback = self.func
+        marks, marks_tree = tree_flatten(maybe_ct_refs)
+        primals_tree = pullback.in_tree.children[0]
+        if marks_tree != primals_tree:
+            raise TypeError(f"{pullback.name}.with_refs: expected one GradValue, DontWant or Ref per primal, in the "
+                            f"structure of the primals {primals_tree}, got {marks_tree}")
+        for i, mark in enumerate(marks):
+            if not isinstance(mark, (GradValue, DontWant, RefMethods)):
+                raise TypeError(f"{pullback.name}.with_refs: argument leaf {i} must be ember.ad.GradValue(), "
+                                f"ember.ad.DontWant() or an ember.Ref, got {mark!r} of type {type(mark).__name__}")
+
+        def pullback_with_refs(cotangents: Any) -> Any:
+            cts = tree_flatten(self(cotangents))[0]
+            results: list[Any] = []
+            for ct, mark in zip(cts, marks):
+                if isinstance(mark, DontWant):
+                    results.append(DidntWant())
+                elif isinstance(mark, GradValue):
+                    results.append(ct)
+                else:
+                    addupdate(mark, None, ct)
+                    results.append(GradRef())
+            return primals_tree.unflatten(results)
+
+        return pullback_with_refs
+
+
+register_pytree_node(VJP, lambda p: ((p.args, p.keywords), p.func),
+                     lambda func, children: VJP(func, *children[0], **children[1]))
+
+
 def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
     """(outputs, vjp_fn) where vjp_fn(cotangents) returns one cotangent per primal (like jax.vjp). vjp_fn is a
     Partial, a pytree whose leaves are the residuals: jit can take it as an argument."""
@@ -275,7 +343,7 @@ def vjp(fun: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
     results = run(plan.forward, leaves, f"{name}.forward")
     n_primal = len(results) - plan.num_residuals
     outs, aux, residuals = results[:plan.num_outs], results[plan.num_outs:n_primal], results[n_primal:]
-    vjp_fn = Partial(_Pullback(name, plan, run, in_tree, avals), tuple(residuals))
+    vjp_fn = VJP(_Pullback(name, plan, run, in_tree, avals), tuple(residuals))
     out = plan.out_tree.unflatten(outs)
     if has_aux:
         return out, vjp_fn, plan.aux_tree.unflatten(aux)

@@ -12,6 +12,7 @@ updates out of bounds are dropped (mode "clip" clamps them)."""
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import operator
 import warnings
 from typing import Any, Callable, NamedTuple, Sequence
@@ -19,6 +20,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as _np
 
 from ember._core import Tracer, aval_of
+from ember._core.pytree import register_pytree_node
 from ember._core.trace import NonConcreteBooleanIndexError
 from ember._core import dtypes as dt
 from ember._runtime.array import Array, asarray
@@ -40,6 +42,97 @@ class _Item(NamedTuple):
     kind: str            # "new" (None), "slice", "int" (a static Python integer) or "array" (an integer array)
     dim: int             # the operand dimension it indexes (-1 for "new")
     value: Any           # the slice's (start, stop, step), the integer, or the index array
+
+
+@dataclasses.dataclass(slots=True)
+class Slice:
+    """A slice of `size` elements from `start` with a step of `stride` (as JAX's dslice makes): `start` may be a
+    traced integer (x[ds(i, 2)] under jit); a window running past the end is moved back inside, as
+    lax.dynamic_slice's is. A pytree whose leaves are its dynamic start and size."""
+    start: Any
+    size: Any
+    stride: int = 1
+
+    def __post_init__(self) -> None:
+        if self.stride < 0:
+            raise ValueError("`stride` must be >= 0.")
+
+    @property
+    def is_dynamic_start(self) -> bool:
+        return not isinstance(self.start, builtins.int | _np.integer)
+
+    @property
+    def is_dynamic_size(self) -> bool:
+        return not isinstance(self.size, builtins.int | _np.integer)
+
+
+register_pytree_node(
+    Slice,
+    lambda sl: ((sl.start if sl.is_dynamic_start else None, sl.size if sl.is_dynamic_size else None),
+                (None if sl.is_dynamic_start else sl.start, None if sl.is_dynamic_size else sl.size, sl.stride)),
+    lambda aux, children: Slice(*(c if c is not None else a for c, a in zip(children, aux[:2])), aux[2]))
+
+
+def dslice(start: Any, size: Any = None, stride: int | None = None) -> Any:
+    """A slice whose start may be dynamic (as jax.ds / pallas ds): ds(None) is `:`, ds(j) is `:j`, ds(i, j) is
+    `i:i+j` and ds(i, j, k) is `i:i+j:k`; x[ds(i, n)] reads n elements from a traced i (clamped in bounds)."""
+    if start is None:
+        return builtins.slice(None)
+    if stride is None:
+        stride = 1
+    if not isinstance(stride, builtins.int):
+        raise ValueError("Non-static stride in `dslice`")
+    if size is None:
+        start, size = 0, start
+    return Slice(start, size, stride)
+
+
+def _has_dslice(index: Any) -> bool:
+    return isinstance(index, Slice) or (isinstance(index, tuple) and builtins.any(isinstance(i, Slice)
+                                                                                  for i in index))
+
+
+def _dslice_window(op: str, s: tuple[int, ...], index: Any) -> tuple[list[Any], list[int], tuple[Any, ...]]:
+    """For an index holding ds(...) Slices: the window (starts and sizes) covering every Slice's elements, and the
+    index into that window (each Slice a static strided slice of it)."""
+    entries = index if isinstance(index, tuple) else (index,)
+
+    def width(i: Any) -> int:
+        if i is None or i is Ellipsis or _is_bool_scalar(i):
+            return 0
+        if isinstance(i, Tracer | Array | _np.ndarray) and aval_of(i).dtype == _np.bool_:
+            return len(aval_of(i).shape)
+        return 1
+
+    consumed = builtins.sum(width(i) for i in entries)
+    starts: list[Any] = [0] * len(s)
+    sizes, out, dim = list(s), [], 0
+    for i in entries:
+        if i is Ellipsis:
+            dim += len(s) - consumed
+        elif isinstance(i, Slice):
+            if i.is_dynamic_size:
+                raise ValueError(f"{op}: the size of a ds(...) slice must be static, got {i.size!r}")
+            if dim >= len(s):
+                raise IndexError(f"{op}: too many indices for an array of shape {s}")
+            span = 0 if i.size == 0 else (builtins.int(i.size) - 1) * i.stride + 1
+            if span > s[dim]:
+                raise IndexError(f"{op}: ds(start, size={i.size}, stride={i.stride}) needs {span} elements, but "
+                                 f"dimension {dim} of the array of shape {s} has {s[dim]}")
+            start = i.start
+            if not isinstance(start, builtins.int | _np.integer) and not dt.is_int(aval_of(start).dtype):
+                raise TypeError(f"{op}: the start of a ds(...) slice must be an integer, got {start!r}")
+            if isinstance(start, builtins.int | _np.integer):  # negative starts count from the end, as JAX's
+                start = builtins.int(start) + s[dim] if start < 0 else builtins.int(start)
+            else:
+                start = _where(less(start, 0), add(start, s[dim]), start)
+            starts[dim], sizes[dim] = start, span
+            out.append(builtins.slice(None, None, i.stride or 1) if span else builtins.slice(0, 0))
+            dim += 1
+            continue
+        out.append(i)
+        dim += width(i)
+    return starts, sizes, tuple(out)
 
 
 def _is_bool_scalar(i: Any) -> bool:
@@ -194,6 +287,9 @@ def _read(x: Any, index: Any, op: str, mode: Any, fill_value: Any, indices_are_s
     """x[index]. strict (plain indexing): a static integer out of bounds is an IndexError; otherwise (`.at`,
     take) it follows mode like an array index. wrap: negative indices count from the end (once)."""
     x = _as_operand(x)
+    if _has_dslice(index):
+        starts, sizes, index = _dslice_window(op, shape(x), index)
+        x = lax.dynamic_slice(x, starts, sizes)
     index = _normalize_index(op, index)
     if builtins.any(_is_bool_scalar(i) for i in index):
         if builtins.any(_is_array_index(i) and not _is_bool_scalar(i) for i in index):
@@ -362,6 +458,11 @@ def _layout_with_new(items: Sequence[_Item], first: bool) -> list[Any]:
 def _scatter_update(x: Any, index: Any, values: Any, prim_fn: Callable[..., Any], op: str, mode: Any,
                     indices_are_sorted: bool, unique_indices: bool, wrap: bool = True) -> Any:
     x = _as_operand(x)
+    if _has_dslice(index):
+        starts, sizes, index = _dslice_window(op, shape(x), index)
+        window = _scatter_update(lax.dynamic_slice(x, starts, sizes), index, values, prim_fn, op, mode,
+                                 indices_are_sorted, unique_indices, wrap)
+        return lax.dynamic_update_slice(x, window, starts)
     s = shape(x)
     index = _normalize_index(op, index)
     if builtins.any(_is_bool_scalar(i) for i in index):
