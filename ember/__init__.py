@@ -56,7 +56,7 @@ from ember._api.sharding import make_array_from_callback as make_array_from_call
 from ember._api.sharding import make_array_from_process_local_data as make_array_from_process_local_data
 from ember._api.sharding import make_array_from_single_device_arrays as make_array_from_single_device_arrays
 from ember._api.sharding import reshard as reshard
-from ember._control import shard_map as shard_map
+from ember._control import shard_map as shard_map, smap as smap
 from ember._api.pmap import pmap as pmap
 from ember._transforms import dce as dce
 from ember import ref as ref
@@ -65,6 +65,9 @@ from ember._api.autodiff import DidntWant as _DidntWant, DontWant as _DontWant, 
 from ember._api.autodiff import GradValue as _GradValue
 import types as _types
 ad = _types.SimpleNamespace(DontWant=_DontWant, DidntWant=_DidntWant, GradRef=_GradRef, GradValue=_GradValue)
+from ember._core.sharding import MemorySpace as _MemorySpace
+memory = _types.SimpleNamespace(Space=_MemorySpace)
+memory.__doc__ = "JAX's jax.memory: Space, the memory-space enum (device_put(x, ember.memory.Space.Device))."
 ad.__doc__ = ("JAX's jax.ad: the marks of vjp_fn.with_refs (GradValue, DontWant) and what it returns for them "
               "(GradRef, DidntWant).")
 from ember.ref import Ref as Ref, empty_ref as empty_ref, free_ref as free_ref, freeze as freeze, new_ref as new_ref
@@ -125,7 +128,7 @@ __all__ = [
     "default_matmul_precision", "fwd_and_bwd", "allow_f16_reductions", "custom_derivatives", "make_user_context",
     "Device", "NamedSharding", "P", "Shard", "make_array_from_callback", "make_array_from_process_local_data",
     "make_array_from_single_device_arrays", "make_mesh", "pmap", "reshard", "set_mesh", "shard_map", "sharding",
-    "Ref", "empty_ref", "free_ref", "freeze", "new_ref", "ref", "ffi", "ad", "ds",
+    "Ref", "empty_ref", "free_ref", "freeze", "new_ref", "ref", "ffi", "ad", "ds", "memory", "smap",
     "debug_key_reuse", "default_prng_impl", "legacy_prng_key", "enable_custom_prng", "threefry_partitionable",
     "softmax_custom_jvp", "thread_guard", "auto_pcast", "array_garbage_collection_guard",
     "remove_size_one_mesh_axis_from_type", "jax2tf_associative_scan_reductions", "monitoring",

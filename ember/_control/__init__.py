@@ -8,13 +8,13 @@ from ember._control.custom import (checkpoint as checkpoint, checkpoint_policies
                                    optimization_barrier as optimization_barrier, remat as remat)
 from ember._control.loops import (associative_scan as associative_scan, fori_loop as fori_loop, map as map,  # noqa: A004
                                   scan as scan, while_loop as while_loop)
-from ember._control.shard_map import shard_map as shard_map
+from ember._control.shard_map import shard_map as shard_map, smap as smap
 from ember._control.solves import (custom_linear_solve as custom_linear_solve,
                                    custom_root as custom_root)
 from ember._control import pjit as _pjit  # noqa: F401  (registers pjit, the call of a jitted function)
 
 __all__ = [
     "associative_scan", "checkpoint", "checkpoint_policies", "cond", "custom_jvp", "custom_vjp", "fori_loop",
-    "map", "optimization_barrier", "remat", "scan", "shard_map", "switch", "while_loop",
+    "map", "optimization_barrier", "remat", "scan", "shard_map", "smap", "switch", "while_loop",
     "cumlogsumexp", "cummax", "cummin", "cumprod", "custom_linear_solve", "custom_root",
 ]

@@ -481,3 +481,43 @@ def _in_specs(name: str, in_specs: Any, args: tuple[Any, ...], leaves: list[Any]
 
 
 __all__ = ["shard_map"]
+
+
+def _axis_spec(axis_name: Any, axis: int | None) -> PartitionSpec:
+    """The PartitionSpec splitting dimension `axis` over axis_name (None: not split), as smap's axes mean."""
+    return PartitionSpec() if axis is None else PartitionSpec(*([None] * axis), axis_name)
+
+
+def smap(f: Callable[..., Any] | None = None, /, *, in_axes: Any = None, out_axes: Any, axis_name: Any) -> Any:
+    """Single-axis shard_map (as jax.smap): f is manual over one axis of the current mesh (ember.sharding.set_mesh),
+    axis_name; in_axes (an int, None, or a tuple with one per positional argument) says which dimension of each
+    argument is split over it (None: not split), out_axes (an int, None or a pytree of them) which dimension of
+    each result its blocks are joined along. in_axes left out takes the splits from the arguments' NamedShardings
+    (JAX's Infer, meant for its explicit sharding mode). Usable as a decorator: @smap(in_axes=0, out_axes=0,
+    axis_name="x")."""
+    if f is None:
+        return lambda g: smap(g, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
+    if isinstance(axis_name, (list, tuple)):
+        raise TypeError(f"smap axis_name should be a `str` or a `Hashable`, but got {axis_name}")
+    if in_axes is not None and not isinstance(in_axes, (int, tuple)):
+        raise TypeError("smap in_axes must be an int, None, or a tuple of entries corresponding to the positional "
+                        f"arguments passed to the function, but got {in_axes}.")
+    is_none = lambda x: x is None  # noqa: E731
+    if not all(isinstance(a, int) for a in tree_flatten(in_axes)[0]):
+        raise TypeError(f"smap in_axes must be an int, None, or (nested) container with those types as leaves, but "
+                        f"got {in_axes}.")
+    if not all(isinstance(a, int) for a in tree_flatten(out_axes)[0]):
+        raise TypeError(f"smap out_axes must be an int, None, or (nested) container with those types as leaves, but "
+                        f"got {out_axes}.")
+    from ember._core.pytree import tree_map
+    spec = functools.partial(_axis_spec, axis_name)
+    in_specs = None if in_axes is None else tree_map(spec, in_axes, is_leaf=is_none)
+    out_specs = tree_map(spec, out_axes, is_leaf=is_none)
+
+    @functools.wraps(f)
+    def mapped(*args: Any) -> Any:
+        if current_mesh() is None:
+            raise ValueError("smap: the context mesh cannot be empty. Use `ember.sharding.set_mesh(mesh)` to enter "
+                             "into a mesh context")
+        return shard_map(f, in_specs=in_specs, out_specs=out_specs, axis_names={axis_name})(*args)
+    return mapped

@@ -34,6 +34,20 @@ Index = tuple[slice, ...]
 PROCESS_INDEX = 0  # ember runs one process: a device is addressable when its process_index is this one
 
 
+
+class MemorySpace(enum.Enum):
+    """Where an array lives on its device (jax.memory.Space): Device (the device's memory), Host (its host's
+    memory) or Any (any space: a placeholder of kernel languages, not a place to put an array). On ember's CPU
+    devices both are the same memory, and arrays carry no memory kind but "device"."""
+    Device = enum.auto()
+    Host = enum.auto()
+    Any = enum.auto()
+
+    def __repr__(self) -> str:
+        return f"MemorySpace.{self.name}"
+
+    __str__ = __repr__
+
 class IndivisibleError(ValueError):
     """A dimension's size is not a multiple of the number of shards it is split into (as JAX's)."""
 

@@ -11,11 +11,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember._core import ShapedArray, Tracer, check_live
-from ember._core.sharding import NamedSharding, PartitionSpec, Sharding, current_mesh, explicit_of
+from ember._core.sharding import (MemorySpace, NamedSharding, PartitionSpec, Sharding, current_mesh,
+                                  explicit_of)
 from ember._prims.sharding import sharding_constraint_p
 from ember._runtime import pjrt as _pjrt
 from ember._core.pytree import prefix_entries, tree_flatten
 from ember._runtime.array import Array, Shard, canonical_aval, device_put as one_device_put
+from ember._runtime.backends import default_device
 from ember._runtime.layout import Format, format_of
 from ember._runtime.dispatch import to_buffer
 from ember._runtime.guards import Guards, check as check_transfer
@@ -190,14 +192,16 @@ def shards_for(x: Any, aval: ShapedArray, sharding: Sharding, where: str) -> lis
 
 
 def _is_target(x: Any) -> bool:
-    return x is None or isinstance(x, (_pjrt.Device, Sharding, PartitionSpec))
+    return x is None or isinstance(x, (_pjrt.Device, Sharding, PartitionSpec, MemorySpace))
 
 
 def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = False, may_alias: bool | None = None
                ) -> Any:
     """Copy x (an array, a number, or a pytree of them) to a device or by a sharding (as jax.device_put): device
     is None (the default device), a Device, a Sharding (the array is split over its devices), a PartitionSpec (a
-    NamedSharding over the current mesh, ember.sharding.set_mesh), or a pytree prefix of x holding those. An Array
+    NamedSharding over the current mesh, ember.sharding.set_mesh), a memory space (ember.memory.Space.Device or
+    Host: the array's own device, or the default one, committed to it; on ember's CPU devices host memory is
+    device memory), or a pytree prefix of x holding those. An Array
     already placed so is returned as it is; src and may_alias are accepted as JAX's, and donate (the source's
     buffers given up) is honoured by deleting a source that was copied."""
     leaves, tree = tree_flatten(x)
@@ -208,6 +212,14 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = Fa
                          f"got {device!r} for a value of structure {tree}: {err}") from None
     out = []
     for leaf, target in zip(leaves, targets):
+        if isinstance(target, MemorySpace):
+            if target is MemorySpace.Any:
+                raise ValueError("device_put: memory space MemorySpace.Any is not a place to put an array: use "
+                                 "ember.memory.Space.Device or Space.Host")
+            if isinstance(leaf, Tracer) or type(leaf) is ShardedArray:
+                out.append(leaf)
+                continue
+            target = leaf.device if isinstance(leaf, Array) else default_device()
         if isinstance(target, PartitionSpec):
             mesh = current_mesh()
             if mesh is None:
