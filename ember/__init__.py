@@ -60,17 +60,19 @@ from ember._control import shard_map as shard_map, smap as smap
 from ember._api.pmap import pmap as pmap
 from ember._transforms import dce as dce
 from ember import ref as ref
+from ember.ref import Ref as Ref, empty_ref as empty_ref, free_ref as free_ref, freeze as freeze, new_ref as new_ref
+
 from ember._numpy.indexing import dslice as ds
 from ember._api.autodiff import DidntWant as _DidntWant, DontWant as _DontWant, GradRef as _GradRef
 from ember._api.autodiff import GradValue as _GradValue
 import types as _types
-ad = _types.SimpleNamespace(DontWant=_DontWant, DidntWant=_DidntWant, GradRef=_GradRef, GradValue=_GradValue)
 from ember._core.sharding import MemorySpace as _MemorySpace
+
+ad = _types.SimpleNamespace(DontWant=_DontWant, DidntWant=_DidntWant, GradRef=_GradRef, GradValue=_GradValue)
 memory = _types.SimpleNamespace(Space=_MemorySpace)
 memory.__doc__ = "JAX's jax.memory: Space, the memory-space enum (device_put(x, ember.memory.Space.Device))."
 ad.__doc__ = ("JAX's jax.ad: the marks of vjp_fn.with_refs (GradValue, DontWant) and what it returns for them "
               "(GradRef, DidntWant).")
-from ember.ref import Ref as Ref, empty_ref as empty_ref, free_ref as free_ref, freeze as freeze, new_ref as new_ref
 
 __version__ = version.__version__
 
