@@ -136,3 +136,11 @@ def test_smap_as_jax():
         ember.smap(lambda a: a, in_axes=[0], out_axes=0, axis_name="x")
     with pytest.raises(TypeError, match="axis_name"):
         ember.smap(lambda a: a, in_axes=0, out_axes=0, axis_name=("x",))
+
+
+def test_checkify_init_error():
+    from ember.experimental import checkify
+    from jax.experimental import checkify as jcheckify
+    assert checkify.init_error.get() is None and jcheckify.init_error.get() is None
+    checkify.init_error.throw()
+    assert len(ember.tree.leaves(checkify.init_error)) == 1

@@ -86,6 +86,9 @@ def _unflatten_error(aux: _Any, children: list[_Any]) -> Error:
 
 _register_pytree_node(Error, _flatten_error, _unflatten_error)
 
+init_error = Error(_np.int32(0), {}, ())
+"""The Error of no failure (as jax.experimental.checkify.init_error): get() is None, throw() does nothing."""
+
 
 def check(pred: _Any, msg: str, *fmt_args: _Any, **fmt_kwargs: _Any) -> None:
     """Check that pred (a boolean array: all of it) holds, else fail with msg.format(*fmt_args, **fmt_kwargs). Under
@@ -150,4 +153,4 @@ def checkify(f: _Callable[..., _Any], errors: frozenset[type] = user_checks) -> 
 
 __all__ = ["DivisionByZeroError", "Error", "ErrorCategory", "FailedCheckError", "JaxRuntimeError", "NaNError",
            "OOBError", "all_checks", "automatic_checks", "check", "check_error", "checkify", "div_checks",
-           "float_checks", "index_checks", "nan_checks", "user_checks"]
+           "float_checks", "index_checks", "init_error", "nan_checks", "user_checks"]
