@@ -36,7 +36,7 @@ from ember._core.axes import axis_frame, current_spmd_axes
 from ember._core.dtypes import NO_VMA, note_axis_order, ordered_axes
 from ember._core.pytree import keystr, tree_leaves_with_path
 from ember._core.vma import typed_axes
-from ember._core.pytree import prefix_entries, tree_flatten, tree_structure
+from ember._core.pytree import prefix_entries, tree_flatten, tree_map, tree_structure
 from ember._core.sharding import (Mesh, NamedSharding, PartitionSpec, block_shape, current_abstract_mesh,
                                   current_mesh, explicit_of, full_shape, repeated_axes, size_of_axes, spec_axes,
                                   spec_tiles, unknown_axes)
@@ -509,7 +509,6 @@ def smap(f: Callable[..., Any] | None = None, /, *, in_axes: Any = None, out_axe
     if not all(isinstance(a, int) for a in tree_flatten(out_axes)[0]):
         raise TypeError(f"smap out_axes must be an int, None, or (nested) container with those types as leaves, but "
                         f"got {out_axes}.")
-    from ember._core.pytree import tree_map
     spec = functools.partial(_axis_spec, axis_name)
     in_specs = None if in_axes is None else tree_map(spec, in_axes, is_leaf=is_none)
     out_specs = tree_map(spec, out_axes, is_leaf=is_none)
