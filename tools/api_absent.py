@@ -40,12 +40,26 @@ ABSENT: dict[str, dict[str, str]] = {
     "jax.experimental.source_mapper": {"*": "maps the passes of JAX's MLIR pipeline back to source lines through "
                                             "MLIR's Python bindings; ember emits StableHLO text itself (its IR "
                                             "prints each equation's source line: pretty_print(source_info=True))"},
+    "jax.interpreters.ad": {"JVPTrace": "JAX's forward-mode tracer class; ember's forward mode is an interpreter "
+                                        "over its IR (ember.jvp), with no trace objects to subclass"},
+    "jax.interpreters.partial_eval": {
+        "DynamicJaxprTracer": "JAX's staging tracer class; ember's staging tracers are its own (ember.core.Tracer)",
+        "JaxprTracer": "JAX's partial-evaluation tracer class; ember partially evaluates IRs, not traces"},
+    "jax.extend.core": {
+        "TraceTag": "an identity tag of JAX's trace objects; ember's transformations are IR interpreters",
+        "set_current_trace": "swaps JAX's current trace object; ember has no trace objects to swap",
+        "take_current_trace": "reads JAX's current trace object; ember has no trace objects",
+        "nonempty_axis_env_DO_NOT_USE": "JAX-internal (its name says so): the axis environment of JAX's traces",
+        "unsafe_am_i_under_a_jit_DO_NOT_USE": "JAX-internal (its name says so): a query of JAX's trace stack",
+        "unsafe_am_i_under_a_vmap_DO_NOT_USE": "JAX-internal (its name says so): a query of JAX's trace stack",
+        "unsafe_get_axis_names_DO_NOT_USE": "JAX-internal (its name says so): a query of JAX's trace stack"},
     "jax.experimental.array_serialization": {"*": "tensorstore-based checkpointing of sharded arrays (orbax's "
                                                   "backend); ember's checkpoints are ember.checkpoints "
                                                   "(safetensors files)"},
 }
 
 _LATER = "a jax.experimental library of its own, planned after this round of names"
+_NAMES = "not yet"
 NOT_YET: dict[str, dict[str, str]] = {
     "jax.experimental.sparse": {"*": "sparse arrays (BCOO, BCSR, COO, CSR) and sparsify: " + _LATER},
     "jax.experimental.jet": {"*": "Taylor-mode automatic differentiation (jet): " + _LATER},
@@ -67,6 +81,28 @@ NOT_YET: dict[str, dict[str, str]] = {
     "jax.experimental.profiler": {"*": "get_profiled_instructions_proto (XLA's profile-guided instruction "
                                        "costs): " + _LATER},
     "jax.experimental.key_reuse": {"*": "JAX's key-reuse checker (jax_debug_key_reuse; no public names): " + _LATER},
+    "jax.experimental.checkify": {"debug_check": "a check that does nothing outside checkify (needs a 'debug' mode "
+                                                 "of ember's check primitive): " + _NAMES},
+    "jax.experimental.hijax": {"TransformedRef": "a Ref view through transforms (hijax's mutable types): " + _NAMES},
+    "jax.extend.core": {n: "JAX's extension API over its trace machinery, mapped onto ember's IR: " + _NAMES
+                        for n in ("AbstractToken", "Token", "CallPrimitive", "DebugInfo", "DropVar", "call_impl")},
+    "jax.extend.linear_util": {n: "JAX's linear_util (wrapped functions with transformation stacks) on ember's "
+                                  "staging: " + _NAMES
+                               for n in ("cache", "merge_linear_aux", "transformation", "transformation2",
+                                         "transformation_with_aux", "transformation_with_aux2")},
+    "jax.extend.source_info_util": {n: "JAX's name stacks and source infos as ember's Source and named scopes: "
+                                       + _NAMES
+                                    for n in ("NameStack", "new_name_stack", "new_source_info", "reset_name_stack",
+                                              "set_name_stack", "transform_name_stack", "user_context")},
+    "jax.interpreters.ad": {n: "JAX's autodiff extension hooks on ember's IR transformations: " + _NAMES
+                            for n in ("add_jaxvals_p", "jvp", "linearize")},
+    "jax.interpreters.batching": {n: "custom vmappable types and reducers for ember's vmap: " + _NAMES
+                                  for n in ("defreducer", "register_vmappable", "unregister_vmappable")},
+    "jax.interpreters.partial_eval": {n: "JAX's DCE and partial-evaluation rule tables over ember's passes "
+                                         "(ember.dce, passes.dce_outputs): " + _NAMES
+                                      for n in ("custom_partial_eval_rules", "dce_jaxpr", "dce_jaxpr_call_rule",
+                                                "dce_jaxpr_closed_call_rule", "dce_jaxpr_consts", "dce_rules",
+                                                "partial_eval_jaxpr_custom_rules")},
 }
 
 
