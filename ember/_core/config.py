@@ -131,10 +131,16 @@ _option("numpy_rank_promotion", "allow", _choice("allow", "warn", "raise"),
         "one of shape (2, 3); scalars are not counted): 'allow', 'warn' (a UserWarning) or 'raise' (ValueError), "
         "as jax_numpy_rank_promotion. Read when an operation is staged.", env=("JAX_NUMPY_RANK_PROMOTION",))
 _option("default_matmul_precision", None,
-        _choice(None, "default", "high", "highest", "bfloat16", "bfloat16_3x", "tensorfloat32", "float32", "fastest"),
+        _choice(None, "default", "high", "highest", "bfloat16", "bfloat16_3x", "tensorfloat32", "float32", "fastest",
+                # the names of lax.DotAlgorithmPreset's members, as jax_default_matmul_precision takes them
+                "ANY_F8_ANY_F8_F32", "ANY_F8_ANY_F8_F32_FAST_ACCUM", "ANY_F8_ANY_F8_ANY",
+                "ANY_F8_ANY_F8_ANY_FAST_ACCUM", "F16_F16_F16", "F16_F16_F32", "BF16_BF16_BF16", "BF16_BF16_F32",
+                "BF16_BF16_F32_X3", "BF16_BF16_F32_X6", "BF16_BF16_F32_X9", "TF32_TF32_F32", "TF32_TF32_F32_X3",
+                "F32_F32_F32", "F64_F64_F64"),
         "The precision of dots and convolutions whose precision argument is None (as jax_default_matmul_precision; "
-        "None: XLA's default): it goes into the programs' precision_config, which accelerators read; the CPU "
-        "computes in the operands' dtype at every level. Read when an operation is staged.",
+        "None: XLA's default): a level goes into the programs' precision_config, which accelerators read (the CPU "
+        "computes in the operands' dtype at every level); a lax.DotAlgorithmPreset's name is that algorithm. Read "
+        "when an operation is staged.",
         env=("JAX_DEFAULT_MATMUL_PRECISION",))
 _option("allow_f16_reductions", True, _parse_bool,
         "Off, lax.reduce_sum of float16 or bfloat16 values raises ValueError (as jax_allow_f16_reductions; "

@@ -61,14 +61,15 @@ OPS = frozenset("stablehlo." + name for name in """
 
 # The attribute names ember writes on ops (the same sources).
 ATTRIBUTES = frozenset("""
-    all_gather_dim api_version backend_config base_dilations batch_group_count broadcast_dimensions call_target_name
-    callee channel_handle compare_type comparison_direction concat_dimension dimension dimension_numbers dimensions
-    dot_dimension_numbers edge_padding_high edge_padding_low exponent_bits feature_group_count fft_length fft_type
-    has_side_effect indices_are_sorted interior_padding iota_dimension is_stable left_side lhs_dilation
-    limit_indices lower mantissa_bits mhlo.sharding operand_layouts padding permutation precision_config
-    replica_groups result_layouts rhs_dilation scatter_dimension scatter_dimension_numbers slice_sizes
-    source_target_pairs split_count split_dimension start_indices strides transpose_a unique_indices unit_diagonal
-    use_global_device_ids value window_dilations window_dimensions window_strides""".split())
+    algorithm all_gather_dim api_version backend_config base_dilations batch_group_count broadcast_dimensions
+    call_target_name callee channel_handle compare_type comparison_direction concat_dimension dimension
+    dimension_numbers dimensions dot_dimension_numbers edge_padding_high edge_padding_low exponent_bits
+    feature_group_count fft_length fft_type has_side_effect indices_are_sorted interior_padding iota_dimension
+    is_stable left_side lhs_dilation limit_indices lower mantissa_bits mhlo.sharding operand_layouts padding
+    permutation precision_config replica_groups result_layouts rhs_dilation scatter_dimension
+    scatter_dimension_numbers slice_sizes source_target_pairs split_count split_dimension start_indices strides
+    transpose_a unique_indices unit_diagonal use_global_device_ids value window_dilations window_dimensions
+    window_strides""".split())
 
 # ember's own FFI kernels (api_version 4): target -> the backend_config attributes ember's lowering gives it
 LAPACK = {"ember_lapack_potrf": {"lower"}, "ember_lapack_getrf": set(), "ember_lapack_geqrf": set(),

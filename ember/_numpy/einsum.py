@@ -102,7 +102,8 @@ def einsum(*operands: Any, out: Any = None, optimize: Any = "auto", precision: A
            preferred_element_type: Any = None, _dot_general: Any = None, out_sharding: Any = None) -> Any:
     """Einstein summation, as numpy's and jax.numpy's einsum: explicit ('ij,jk->ik') or implicit ('ij,jk')
     output, '...' broadcasting, repeated indices (diagonals, traces), the interleaved calling convention, and
-    contraction in opt_einsum's order (optimize: 'auto', 'greedy', 'optimal', True, False or a path).
+    contraction in opt_einsum's order (optimize: 'auto', 'greedy', 'optimal', True, False or a path); precision
+    (a level or a dot algorithm) is each contraction's, as lax.dot_general's.
     out_sharding (JAX's explicit sharding mode) splits the result: the last contraction computes it so split."""
     if out is not None:
         raise TypeError("einsum: the out argument is not supported (ember arrays are immutable)")
@@ -155,9 +156,9 @@ def einsum(*operands: Any, out: Any = None, optimize: Any = "auto", precision: A
             continue
         (x, lx), (y, ly) = picked[0], picked[1]
         for extra in picked[2:]:  # (paths of more than two operands: contract left to right)
-            x, lx = _contract(x, lx, y, ly, rest + extra[1], preferred_element_type)
+            x, lx = _contract(x, lx, y, ly, rest + extra[1], preferred_element_type, precision)
             y, ly = extra
-        work.append(_contract(x, lx, y, ly, rest, preferred_element_type,
+        work.append(_contract(x, lx, y, ly, rest, preferred_element_type, precision,
                               want if step == len(path) - 1 else None))
     (result, letters), = work
     drop = tuple(i for i, c in enumerate(letters) if c not in output)
@@ -189,10 +190,11 @@ def _contraction_path(work: list[tuple[Any, str]], output: str, optimize: Any) -
     return [tuple(p) for p in path]
 
 
-def _contract(x: Any, lx: str, y: Any, ly: str, rest: str, preferred: Any, want: Any = None) -> tuple[Any, str]:
-    """One pairwise contraction by dot_general: shared letters still needed are batch dimensions, the others
-    are contracted; letters of one operand alone that nobody needs are summed first. want: (mesh, letter -> mesh
-    axes), how the product is split (an out_sharding)."""
+def _contract(x: Any, lx: str, y: Any, ly: str, rest: str, preferred: Any, precision: Any, want: Any = None
+              ) -> tuple[Any, str]:
+    """One pairwise contraction by dot_general (of this precision): shared letters still needed are batch
+    dimensions, the others are contracted; letters of one operand alone that nobody needs are summed first. want:
+    (mesh, letter -> mesh axes), how the product is split (an out_sharding)."""
     lone_x = tuple(i for i, c in enumerate(lx) if c not in ly and c not in rest)
     if lone_x:
         x = lax.reduce_sum(x, lone_x)
@@ -208,7 +210,8 @@ def _contract(x: Any, lx: str, y: Any, ly: str, rest: str, preferred: Any, want:
             (tuple(lx.index(c) for c in batch), tuple(ly.index(c) for c in batch)))
     letters = "".join(batch) + "".join(c for c in lx if c not in shared) + "".join(c for c in ly if c not in shared)
     split = None if want is None else NamedSharding(want[0], P(*[want[1].get(c) for c in letters]))
-    return lax.dot_general(x, y, dims, preferred_element_type=preferred, out_sharding=split), letters
+    return lax.dot_general(x, y, dims, precision=precision, preferred_element_type=preferred,
+                           out_sharding=split), letters
 
 
 __all__ = ["einsum", "einsum_path"]

@@ -432,7 +432,8 @@ def tensorinv(a: Any, ind: int = 2) -> Any:
 
 
 def multi_dot(arrays: Sequence[Any], *, precision: Any = None) -> Any:
-    """The product of a chain of matrices (the first and last may be vectors), in the order of fewest flops."""
+    """The product of a chain of matrices (the first and last may be vectors), in the order of fewest flops, each
+    product of this precision (as lax.dot_general's)."""
     arrays = list(arrays)
     if len(arrays) < 2:
         raise ValueError(f"linalg.multi_dot: needs at least 2 arrays, got {len(arrays)}")
@@ -451,7 +452,7 @@ def multi_dot(arrays: Sequence[Any], *, precision: Any = None) -> Any:
         if i == j:
             return arrays[i]
         k = order[i][j]
-        return matmul(product(i, k), product(k + 1, j))
+        return matmul(product(i, k), product(k + 1, j), precision=precision)
     out = product(0, len(arrays) - 1)
     if first_vec:
         out = out[0]

@@ -11,6 +11,7 @@ from ember._core import aval_of
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int
 from ember._core.sharding import NamedSharding, P
+from ember._prims.dot import canonical_precision, is_algorithm
 from ember._prims.explicit import resolve
 from ember._api.sharding import reshard
 
@@ -218,7 +219,7 @@ def _broadcast_all(xs: list[Any]) -> list[Any]:
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None,
            preferred_element_type: Any = None) -> Any:
     """The dot product of vectors along axis, broadcasting the others (the array API's vecdot): of complex vectors,
-    sum(conj(x1) * x2), as numpy and JAX."""
+    sum(conj(x1) * x2), as numpy and JAX; with a dot algorithm as precision, a dot_general of its dtypes."""
     x1, x2 = _promote("vecdot", _operand("vecdot", x1), _operand("vecdot", x2, 1))
     if dt.is_complex(aval_of(x1).dtype):
         x1 = lax.conj(x1)
@@ -229,6 +230,11 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None,
                                     f"{shape(x1)} and {shape(x2)}")
     x1 = moveaxis(x1, axis, -1)
     x2 = moveaxis(x2, axis, -1)
+    if is_algorithm(canonical_precision("vecdot", precision)):  # (a product of the algorithm's dtypes, as JAX's)
+        x1, x2 = _broadcast_all([x1, x2])
+        batch = tuple(range(ndim(x1) - 1))
+        return _contract(x1, x2, (((ndim(x1) - 1,), (ndim(x2) - 1,)), (batch, batch)), precision,
+                         preferred_element_type)
     out = sum_(multiply(x1, x2), axis=-1, dtype=aval_of(x1).dtype)  # (the operands' dtype, not sum's widening)
     if preferred_element_type is not None:
         out = lax.convert_element_type(out, dt.check_user_dtype(preferred_element_type, "vecdot"))

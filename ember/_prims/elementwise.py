@@ -5,6 +5,7 @@ broadcasts. ember.numpy adds numpy-style broadcasting and dtype promotion on top
 (families.py) from one derivative each: derivative(g, x, out) for unary ops, (d/dx, d/dy) for binary ones."""
 from __future__ import annotations
 
+import enum
 from typing import Any, Callable
 
 import numpy as np
@@ -499,11 +500,55 @@ def _part_of(g: Any, out: Any, part: Callable[[Any], Any]) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Public functions (exported by ember.lax)
+class Tolerance:
+    """The accuracy asked of a transcendental function (like jax.lax.Tolerance), given as its accuracy=: an
+    absolute tolerance atol, a relative one rtol and units in the last place ulps (at most two of them, at least
+    one positive)."""
+
+    def __init__(self, atol: float = 0.0, rtol: float = 0.0, ulps: int = 0):
+        if atol < 0.0 or rtol < 0.0 or ulps < 0:
+            raise ValueError("Tolerances must be non-negative.")
+        if atol == 0.0 and rtol == 0.0 and ulps == 0:
+            raise ValueError("At least one of atol, rtol, or ulps must be set.")
+        self.atol, self.rtol, self.ulps = atol, rtol, ulps
+
+    def __repr__(self) -> str:
+        return f"Tolerance(atol={self.atol!r}, rtol={self.rtol!r}, ulps={self.ulps!r})"
+
+
+class AccuracyMode(enum.Enum):
+    """The implementation a transcendental function uses (like jax.lax.AccuracyMode), given as its accuracy=:
+    HIGHEST, or DEFAULT (the platform's default)."""
+    HIGHEST = 1
+    DEFAULT = 2
+
+
+def _check_accuracy(op: str, accuracy: Any) -> None:
+    """accuracy= of exp, log, sin, ... : None, an AccuracyMode or a Tolerance. It selects among implementations
+    where a platform has several; the CPU has one, whose values JAX 0.10.2's CPU backend gives at every accuracy, so
+    ember checks it and computes as without it (it is not written into the program)."""
+    if accuracy is not None and not isinstance(accuracy, AccuracyMode | Tolerance):
+        raise NotImplementedError(f"{op}: accuracy {accuracy!r} is not supported: pass None, a lax.AccuracyMode or "
+                                  "a lax.Tolerance")
+
+
 def _bind_unary(prim: Primitive) -> Callable[[Any], Any]:
     def fn(x: Any) -> Any:
         return prim.bind(x)
     fn.__name__ = fn.__qualname__ = prim.name
     fn.__doc__ = f"Elementwise {prim.name} (the `{prim.name}` primitive)."
+    return fn
+
+
+def _bind_with_accuracy(prim: Primitive) -> Callable[..., Any]:
+    """A transcendental function taking JAX's accuracy= keyword (_check_accuracy)."""
+    def fn(x: Any, *, accuracy: Tolerance | AccuracyMode | None = None) -> Any:
+        if accuracy is not None:
+            _check_accuracy(prim.name, accuracy)
+        return prim.bind(x)
+    fn.__name__ = fn.__qualname__ = prim.name
+    fn.__doc__ = (f"Elementwise {prim.name} (the `{prim.name}` primitive); accuracy (None, a lax.AccuracyMode or a "
+                  "lax.Tolerance) changes nothing on the CPU, as in JAX.")
     return fn
 
 
@@ -520,11 +565,12 @@ def _bind_binary(prim: Primitive) -> Callable[[Any, Any], Any]:
     return fn
 
 
-neg, exp, log, log1p, expm1 = map(_bind_unary, (neg_p, exp_p, log_p, log1p_p, expm1_p))
-sin, cos, tanh, logistic, sqrt, rsqrt = map(_bind_unary, (sin_p, cos_p, tanh_p, logistic_p, sqrt_p, rsqrt_p))
-tan = _bind_unary(tan_p)
+neg = _bind_unary(neg_p)
+exp, log, log1p, expm1 = map(_bind_with_accuracy, (exp_p, log_p, log1p_p, expm1_p))
+sin, cos, tanh, logistic, sqrt, rsqrt = map(_bind_with_accuracy, (sin_p, cos_p, tanh_p, logistic_p, sqrt_p, rsqrt_p))
+tan, cbrt, exp2 = map(_bind_with_accuracy, (tan_p, cbrt_p, exp2_p))
 acos, asin, atan, sinh, cosh = map(_bind_unary, (acos_p, asin_p, atan_p, sinh_p, cosh_p))
-asinh, acosh, atanh, cbrt, exp2 = map(_bind_unary, (asinh_p, acosh_p, atanh_p, cbrt_p, exp2_p))
+asinh, acosh, atanh = map(_bind_unary, (asinh_p, acosh_p, atanh_p))
 abs, sign, floor, ceil = map(_bind_unary, (abs_p, sign_p, floor_p, ceil_p))  # noqa: A001
 is_finite, bitwise_not, _stop_gradient = map(_bind_unary, (is_finite_p, not_p, stop_gradient_p))
 
@@ -613,10 +659,10 @@ def select(pred: Any, on_true: Any, on_false: Any) -> Any:
     return select_p.bind(pred, on_true, on_false)
 
 
-__all__ = ["abs", "add", "atan2", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "ceil", "cos", "div",
-           "eq", "exp", "expm1", "floor", "ge", "gt", "integer_pow", "is_finite", "le", "log", "log1p", "logistic",
-           "lt", "max", "min", "mul", "ne", "neg", "pow", "rem", "round", "rsqrt", "select", "sign", "sin", "sqrt",
-           "square", "stop_gradient", "sub", "tan", "tanh", "clz", "population_count", "shift_left",
-           "shift_right_logical", "shift_right_arithmetic", "nextafter", "acos", "asin", "atan", "sinh", "cosh",
-           "asinh", "acosh", "atanh", "cbrt", "exp2", "mulhi", "reciprocal", "reduce_precision", "real", "imag", "conj",
-           "complex"]
+__all__ = ["AccuracyMode", "Tolerance", "abs", "add", "atan2", "bitwise_and", "bitwise_not", "bitwise_or",
+           "bitwise_xor", "ceil", "cos", "div", "eq", "exp", "expm1", "floor", "ge", "gt", "integer_pow", "is_finite",
+           "le", "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg", "pow", "rem", "round", "rsqrt",
+           "select", "sign", "sin", "sqrt", "square", "stop_gradient", "sub", "tan", "tanh", "clz", "population_count",
+           "shift_left", "shift_right_logical", "shift_right_arithmetic", "nextafter", "acos", "asin", "atan", "sinh",
+           "cosh", "asinh", "acosh", "atanh", "cbrt", "exp2", "mulhi", "reciprocal", "reduce_precision", "real", "imag",
+           "conj", "complex"]
