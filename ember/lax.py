@@ -52,7 +52,9 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_
                                         "shard_map", "pjit",
                                         # the cast to varying (jax.lax.pcast binds core.pvary_p) and JAX's
                                         # all_gather(to="invarying") primitive, which jax.lax does not export:
-                                        "pvary", "all_gather_invariant"})
+                                        "pvary", "all_gather_invariant",
+                                        # jax.lax.scatter_apply binds scatter_p with an update computation:
+                                        "scatter_apply"})
 
 
 def _primitive_names(namespace: dict[str, object]) -> list[str]:

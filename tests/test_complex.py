@@ -83,7 +83,7 @@ _COMPLEX_OF = {np.dtype(np.float32): dt.complex64, np.dtype(np.float64): dt.comp
 # Primitives that carry sub-IRs: complex values flow through them, their bodies' primitives decide (checked below);
 # custom_lin's values are its custom_vjp's bwd rule's, which decides alike
 CARRY_SUB_IRS = {"cond", "while", "scan", "custom_jvp_call", "custom_vjp_call", "custom_vmap_call", "remat", "reduce",
-                 "reduce_window", "shard_map", "pjit", "custom_lin", "linear_solve"}
+                 "reduce_window", "shard_map", "pjit", "custom_lin", "linear_solve", "scatter_apply"}
 
 
 def _classify(case):

@@ -12,6 +12,7 @@ from ember._control.ffi import FFI_NOT_DIFFERENTIABLE
 from ember._control.custom import CUSTOM_VJP_NO_FORWARD_MODE
 from ember._control.exported import EXPORTED_NO_FORWARD_MODE
 from ember._prims.linalg import NO_DERIVATIVE_RULES
+from ember._prims.indexing import SCATTER_APPLY_NOT_DIFFERENTIABLE
 from ember._prims.reduction import GENERAL_REDUCE_NOT_DIFFERENTIABLE
 from ember._prims.windowed import GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE
 from ember._core import CHECK_KINDS, NOT_DIFFERENTIABLE, PRIMITIVES, RULE_KINDS
@@ -35,6 +36,8 @@ MARKS_TESTED_BY = {
     GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE: lambda prim, cases: any(  # both errors
         c.grad and not c.forward and not c.reverse for c in cases),
     GENERAL_REDUCE_NOT_DIFFERENTIABLE: lambda prim, cases: any(  # both errors
+        c.grad and not c.forward and not c.reverse for c in cases),
+    SCATTER_APPLY_NOT_DIFFERENTIABLE: lambda prim, cases: any(  # both errors
         c.grad and not c.forward and not c.reverse for c in cases),
     NO_DERIVATIVE_RULES: lambda prim, cases: any(  # both errors (geqrf, schur)
         c.grad and not c.forward and not c.reverse for c in cases),

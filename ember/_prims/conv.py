@@ -367,6 +367,9 @@ def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int], padd
     ld = (1,) * nd if lhs_dilation is None else static_ints(op, "lhs_dilation", lhs_dilation)
     rd = (1,) * nd if rhs_dilation is None else static_ints(op, "rhs_dilation", rhs_dilation)
     if isinstance(padding, str):
+        if any(d != 1 for d in ld):  # (as JAX: the pads of a transposed convolution are conv_transpose's)
+            raise ValueError(f"{op}: string padding {padding!r} is not implemented for a transposed convolution "
+                             f"(lhs_dilation {ld}); give the (low, high) pads or use conv_transpose")
         window = [_dilate(r_aval.shape[d], r) for d, r in zip(dnums.rhs_spec[2:], rd)]
         pads = padtype_to_pads([l_aval.shape[d] for d in dnums.lhs_spec[2:]], window, strides, padding)
     else:

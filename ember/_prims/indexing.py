@@ -19,6 +19,7 @@ import numpy as np
 from ember._core import Literal, Primitive, ShapedArray, aval_of, is_python_scalar, scalar_literal
 from ember._core import dtypes as dt
 from ember._core.checks import static_int, static_ints
+from ember._core.trace import stage_flat
 from ember._hlo import LoweringContext, i64_array
 from ember._prims.checks import check_dtype, check_same_dtypes
 from ember._prims.elementwise import add, bitwise_and, div, eq, ge, gt, le, lt, max, min, mul, select
@@ -273,7 +274,7 @@ def _mode(op: str, mode: Any, allowed: Sequence[str], default: str) -> str:
         return default
     name = getattr(mode, "name", mode)
     name = str(name).lower()
-    if name == "fill_or_drop":
+    if name in ("fill_or_drop", "fill", "drop"):  # (one policy, named either way, as GatherScatterMode.from_any)
         name = "fill" if "fill" in allowed else "drop"
     if name not in allowed:
         raise ValueError(f"{op}: mode must be one of {', '.join(map(repr, allowed))}, got {mode!r}")
@@ -622,6 +623,124 @@ scatter_add = _scatter_function(scatter_add_p, "added")
 scatter_mul = _scatter_function(scatter_mul_p, "multiplied in")
 scatter_min = _scatter_function(scatter_min_p, "combined by minimum")
 scatter_max = _scatter_function(scatter_max_p, "combined by maximum")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# scatter_apply(operand, indices, func, dimension_numbers, update_shape): func applied to operand's elements under
+# the update windows (of shape update_shape, as a scatter's updates): stablehlo.scatter whose combiner region is
+# func of the current value (its update, zeros, is not read), so an element under k windows gets func k times.
+# Forward values and batching; no derivative, as in JAX.
+SCATTER_APPLY_NOT_DIFFERENTIABLE = "scatter_apply is not differentiable (as in JAX, which has no JVP for it)"
+scatter_apply_p = Primitive("scatter_apply", checks=("oob",))
+
+
+def _placeholder(operand: ShapedArray, update_shape: tuple[int, ...]) -> ShapedArray:
+    """The aval of the updates the scatter reads no value of."""
+    return ShapedArray(update_shape, operand.dtype)
+
+
+@scatter_apply_p.def_rule("abstract_eval")
+def _scatter_apply_abstract_eval(operand: ShapedArray, indices: ShapedArray, *, func: Any,
+                                 dimension_numbers: ScatterDimensionNumbers, update_shape: tuple[int, ...],
+                                 indices_are_sorted: bool, unique_indices: bool) -> ShapedArray:
+    return _scatter_abstract_eval("scatter_apply", "fiubc")(
+        operand, indices, _placeholder(operand, update_shape), dimension_numbers=dimension_numbers,
+        indices_are_sorted=indices_are_sorted, unique_indices=unique_indices)
+
+
+@scatter_apply_p.def_rule("lowering")
+def _scatter_apply_lowering(ctx: LoweringContext, operand: str, indices: str, *, func: Any,
+                            dimension_numbers: ScatterDimensionNumbers, update_shape: tuple[int, ...],
+                            indices_are_sorted: bool, unique_indices: bool) -> list[str]:
+    d = dimension_numbers
+    attr = _dims_attr("scatter", {"update_window_dims": d.update_window_dims,
+                                  "inserted_window_dims": d.inserted_window_dims,
+                                  "input_batching_dims": d.operand_batching_dims,
+                                  "scatter_indices_batching_dims": d.scatter_indices_batching_dims,
+                                  "scatter_dims_to_operand_dims": d.scatter_dims_to_operand_dims},
+                      ctx.avals_in[1].ndim - 1)
+    updates = ctx.constant(0, _placeholder(ctx.avals_in[0], update_shape))
+    return [ctx.op("stablehlo.scatter", [operand, indices, updates], ctx.aval_out,
+                   {"scatter_dimension_numbers": attr, "indices_are_sorted": str(bool(indices_are_sorted)).lower(),
+                    "unique_indices": str(bool(unique_indices)).lower()}, [ctx.lower_region(func)])]
+
+
+scatter_apply_p.mark("jvp", SCATTER_APPLY_NOT_DIFFERENTIABLE)
+scatter_apply_p.mark("vjp", SCATTER_APPLY_NOT_DIFFERENTIABLE)
+
+
+@scatter_apply_p.def_rule("batching")
+def _scatter_apply_batching(args: list[Any], dims: list[BatchDim], *, func: Any,
+                            dimension_numbers: ScatterDimensionNumbers, update_shape: tuple[int, ...],
+                            indices_are_sorted: bool, unique_indices: bool) -> tuple[list[Any], list[BatchDim]]:
+    """As the scatters' (_scatter_batching): the members are one more window dimension (indices unbatched) or an
+    operand batching dimension (indices batched); either way the updates gain a leading dimension."""
+    operand, indices = args
+    operand_dim, indices_dim = dims
+    d, size = dimension_numbers, batch_size(args, dims)
+    operand = batch_at_front(operand, operand_dim, size)
+    params = dict(func=func, update_shape=(size,) + update_shape, indices_are_sorted=indices_are_sorted,
+                  unique_indices=unique_indices)
+    if indices_dim is None:
+        dnums = ScatterDimensionNumbers((0,) + _shift(d.update_window_dims), _shift(d.inserted_window_dims),
+                                        _shift(d.scatter_dims_to_operand_dims), _shift(d.operand_batching_dims),
+                                        d.scatter_indices_batching_dims)
+    else:
+        indices = moveaxis(indices, indices_dim, 0)
+        dnums = ScatterDimensionNumbers(_shift(d.update_window_dims), _shift(d.inserted_window_dims),
+                                        _shift(d.scatter_dims_to_operand_dims), (0,) + _shift(d.operand_batching_dims),
+                                        (0,) + _shift(d.scatter_indices_batching_dims))
+    return [scatter_apply_p.bind(operand, indices, dimension_numbers=dnums, **params)], [0]
+
+
+@scatter_apply_p.def_rule("sharding_rule")
+def _scatter_apply_sharding(operand: ShapedArray, indices: ShapedArray, *, update_shape: tuple[int, ...],
+                            **params: Any) -> Any:
+    return explicit.scatter(operand, indices, _placeholder(operand, update_shape))
+
+
+@scatter_apply_p.def_rule("index_bounds")
+def _scatter_apply_index_bounds(eqn: Any, ins: list[Any]) -> Any:
+    """As the scatters' (each start in [0, dim - window size]), the windows of update_shape."""
+    placeholder = _placeholder(aval_of(ins[0]), eqn.params["update_shape"])
+    return _scatter_index_bounds(eqn, [ins[0], ins[1], placeholder])
+
+
+def scatter_apply(operand: Any, scatter_indices: Any, func: Any, dimension_numbers: ScatterDimensionNumbers, *,
+                  update_shape: Sequence[int] = (), indices_are_sorted: bool = False, unique_indices: bool = False,
+                  mode: Any = None) -> Any:
+    """operand with func applied to its elements under each update window (like jax.lax.scatter_apply): the
+    windows are a scatter's, at scatter_indices, of updates of shape update_shape; an element under several
+    windows gets func once per window. func maps a scalar of operand's dtype to one (staged once, it may not close
+    over arrays). mode "drop" (the default, also "fill") and "promise_in_bounds" skip windows that do not fit;
+    "clip" clamps their start index so they fit. Not differentiable (as JAX)."""
+    op = "scatter_apply"
+    dnums = _scatter_dnums(op, dimension_numbers)
+    mode = _mode(op, mode, SCATTER_MODES, "drop")
+    update_shape = static_ints(op, "update_shape", update_shape)
+    o_aval = aval_of(operand)
+    if not callable(func):
+        raise TypeError(f"{op}: func must be a function of one scalar, got {func!r}")
+    scalar = ShapedArray((), o_aval.dtype)
+    try:
+        ir = stage_flat(lambda x, _: [func(x)], [scalar, scalar])
+    except Exception as err:
+        raise TypeError(f"{op}: func {getattr(func, '__name__', func)!r} must map a scalar of dtype {o_aval.dtype} to "
+                        f"one: {err}") from err
+    outs = ir.out_avals
+    if ir.consts or len(outs) != 1 or (outs[0].shape, outs[0].dtype) != ((), o_aval.dtype):
+        raise TypeError(f"{op}: func must return a scalar of the operand's dtype {o_aval.dtype} and close over no "
+                        f"arrays, got {[a.str_short() for a in outs]}"
+                        f"{' closing over arrays' if ir.consts else ''}")
+    if mode == "clip":
+        sizes = iter(update_shape[k] for k in dnums.update_window_dims)
+        slice_sizes = [1 if k in dnums.inserted_window_dims or k in dnums.operand_batching_dims else next(sizes)
+                       for k in range(o_aval.ndim)]
+        scatter_indices = clamp_indices(scatter_indices, o_aval.shape, dnums.scatter_dims_to_operand_dims,
+                                        slice_sizes)
+    return scatter_apply_p.bind(operand, scatter_indices, func=ir, dimension_numbers=dnums,
+                                update_shape=update_shape, indices_are_sorted=bool(indices_are_sorted),
+                                unique_indices=bool(unique_indices))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -985,5 +1104,5 @@ def _select_tree(which: Any, cases: Sequence[Any], first: int) -> Any:
 
 __all__ = ["GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "clamp", "dynamic_index_in_dim",
            "dynamic_slice", "dynamic_slice_in_dim", "dynamic_update_index_in_dim", "dynamic_update_slice",
-           "dynamic_update_slice_in_dim", "gather", "scatter", "scatter_add", "scatter_max", "scatter_min",
-           "scatter_mul", "select_n"]
+           "dynamic_update_slice_in_dim", "gather", "scatter", "scatter_add", "scatter_apply", "scatter_max",
+           "scatter_min", "scatter_mul", "select_n"]

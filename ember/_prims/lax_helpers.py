@@ -14,10 +14,11 @@ from ember._core import dtypes as dt
 from ember._core.checks import normalize_axes, normalize_axis, static_int, static_ints
 from ember._prims.conv import (ConvDimensionNumbers, _transpose_pads, conv_dimension_numbers,
                                conv_general_dilated, padtype_to_pads)
-from ember._prims.dot import PRECISION_LEVELS, dot_general
-from ember._prims.elementwise import neg
+from ember._prims.dot import (PRECISION_LEVELS, DotAlgorithm, DotAlgorithmPreset, canonical_precision, dot_general,
+                              is_algorithm)
+from ember._prims.elementwise import mul, neg, reduce_precision
 from ember._prims.indexing import GatherDimensionNumbers, gather, scatter_add
-from ember._prims.shape import broadcast_in_dim, full, reshape
+from ember._prims.shape import broadcast_in_dim, convert_element_type, full, reshape, transpose
 from ember._prims.slicing import concatenate, slice_in_dim
 from ember._prims.windowed import window_shape
 
@@ -41,7 +42,8 @@ class Precision(enum.Enum):
         return self.name
 
 
-PrecisionLike = Union[None, str, Precision, tuple[str, str], tuple[Precision, Precision]]
+PrecisionLike = Union[None, str, Precision, tuple[str, str], tuple[Precision, Precision], DotAlgorithm,
+                      DotAlgorithmPreset]
 
 
 class RoundingMethod(enum.IntEnum):
@@ -314,6 +316,140 @@ def conv_general_dilated_patches(lhs: Any, filter_shape: Sequence[int], window_s
                                 preferred_element_type=preferred_element_type)
 
 
+def conv_general_dilated_local(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any,
+                               filter_shape: Sequence[int], lhs_dilation: Sequence[int] | None = None,
+                               rhs_dilation: Sequence[int] | None = None, dimension_numbers: Any = None,
+                               precision: Any = None) -> Any:
+    """The unshared (locally connected) convolution (like jax.lax.conv_general_dilated_local): a separate kernel
+    at each output position. rhs's spatial dimensions are the output's positions, and its I dimension holds an
+    input channel and a receptive-window position (filter_shape, in rhs_spec's spatial order) together, the
+    channel major: the patches of conv_general_dilated_patches contracted with rhs position by position (a
+    dot_general batched over the output positions). precision is a level (or one per operand); an algorithm is a
+    ValueError, as in JAX."""
+    op = "conv_general_dilated_local"
+    canonical = canonical_precision(op, precision)
+    if canonical is not None and is_algorithm(canonical):
+        raise ValueError(f"Unsupported precision for {op}: {precision}")
+    filter_shape = static_ints(op, "filter_shape", filter_shape)
+    l_aval, r_aval = aval_of(lhs), aval_of(rhs)
+    if r_aval.ndim != l_aval.ndim:
+        raise TypeError(f"{op}: lhs {l_aval.str_short()} and rhs {r_aval.str_short()} need the same rank")
+    patches = conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs_dilation, rhs_dilation,
+                                           dimension_numbers, precision=None if canonical is None else canonical[0])
+    _, rhs_spec, out_spec = conv_dimension_numbers(l_aval.shape, (1, 1) + filter_shape, dimension_numbers)
+    # each output position of the patches (out_spec's spatial dims) meets rhs's kernel of that position
+    pairs = sorted(zip(out_spec[2:], rhs_spec[2:]))
+    dims = (((out_spec[1],), (rhs_spec[1],)), (tuple(p for p, _ in pairs), tuple(r for _, r in pairs)))
+    out = dot_general(patches, rhs, dims, precision=precision)  # (positions..., N, O)
+    rank = l_aval.ndim
+    rest = iter(range(rank - 2))  # (the positions keep their order: out_spec's spatial dims, sorted)
+    order = [rank - 2 if d == out_spec[0] else rank - 1 if d == out_spec[1] else next(rest) for d in range(rank)]
+    return transpose(out, order)
+
+
+def _check_scaled_dot(lhs: Any, rhs: Any, lhs_scale: Any, rhs_scale: Any, dims: Any) -> None:
+    """scaled_dot's argument checks (TypeErrors, as JAX's): one rank for all four, matching batch and contracting
+    dimensions, and each scale of its operand's shape but along the contracting dimensions, which it divides into
+    blocks of at least 2."""
+    (lc, rc), (lb, rb) = dims
+    shapes = [aval_of(x).shape for x in (lhs, rhs, lhs_scale, rhs_scale)]
+    if len({len(s) for s in shapes}) != 1:
+        raise TypeError("scaled_dot: all input tensors must have the same rank, got lhs, rhs, lhs_scale and "
+                        f"rhs_scale shapes {', '.join(map(str, shapes))}")
+    if len(lb) != len(rb) or len(lc) != len(rc):
+        raise TypeError(f"scaled_dot: lhs and rhs need as many batch dimensions and as many contracting dimensions, "
+                        f"got dimension_numbers {dims}")
+    for i, j in zip(lb, rb):
+        sizes = {shapes[0][i], shapes[1][j], shapes[2][i], shapes[3][j]}
+        if len(sizes) != 1:
+            raise TypeError(f"scaled_dot: all input tensors must have the same batch dimension size for batch dims "
+                            f"({i}, {j}), got shapes {', '.join(map(str, shapes))}")
+    for i, j in zip(lc, rc):
+        if shapes[0][i] != shapes[1][j]:
+            raise TypeError(f"scaled_dot: lhs contracting dim {i} of size {shapes[0][i]} does not match rhs "
+                            f"contracting dim {j} of size {shapes[1][j]}")
+    for side, shape, scale, contracting in (("lhs", shapes[0], shapes[2], lc), ("rhs", shapes[1], shapes[3], rc)):
+        for i, (size, blocks) in enumerate(zip(shape, scale)):
+            if i not in contracting:
+                if blocks != size:
+                    raise TypeError(f"scaled_dot: {side} dim {i} of size {size} does not match its scale's dim size "
+                                    f"{blocks}")
+            elif blocks == 0 or size % blocks:
+                raise TypeError(f"scaled_dot: {side} contracting dim {i} of size {size} must be divisible by its "
+                                f"scale's dim size {blocks}")
+            elif size // blocks < 2:
+                raise TypeError(f"scaled_dot: the ratio of {side} contracting dim {i} to its scale's dim size "
+                                f"({size // blocks}) must be at least 2")
+
+
+def _repeat_blocks(scale: Any, shape: Sequence[int]) -> Any:
+    """scale with each entry repeated over its block: along each dimension where scale is shorter than shape, every
+    element k times (k = shape[i] // scale.shape[i])."""
+    for i, size in enumerate(shape):
+        have = aval_of(scale).shape
+        if have[i] != size:
+            wide = have[:i + 1] + (size // have[i],) + have[i + 1:]
+            scale = broadcast_in_dim(scale, wide, tuple(d for d in range(len(wide)) if d != i + 1))
+            scale = reshape(scale, have[:i] + (size,) + have[i + 1:])
+    return scale
+
+
+def scaled_dot(lhs: Any, rhs: Any, *, lhs_scale: Any = None, rhs_scale: Any = None, dimension_numbers: Any = None,
+               preferred_element_type: Any = None) -> Any:
+    """(lhs * lhs_scale) . (rhs * rhs_scale), a dot_general of block-scaled operands (like jax.lax.scaled_dot):
+    each scale has its operand's shape but along the contracting dimensions, where each entry scales a block of
+    at least 2 elements (a missing scale is ones). As JAX computes it on the CPU: operands and scales rounded to
+    bfloat16, multiplied in bfloat16, and contracted to preferred_element_type (bfloat16 by default; float32 keeps
+    a float32 result; another dtype is the bfloat16 result converted, float64's the float32 one). Without
+    dimension_numbers the operands are matrices, or stacks of them with leading batch dimensions. JAX has no
+    derivative for it; ember's flows through the roundings (unchanged) and the products."""
+    l_aval = aval_of(lhs)
+    if dimension_numbers is None:
+        if l_aval.ndim < 2:
+            raise TypeError("scaled_dot does not support 0-rank and 1-rank operands.")
+        n = l_aval.ndim
+        dimension_numbers = (((n - 1,), (n - 2,)), (tuple(range(n - 2)), tuple(range(n - 2))))
+    try:
+        (lc, rc), (lb, rb) = dimension_numbers
+    except (TypeError, ValueError) as err:
+        raise TypeError("scaled_dot: dimension_numbers must be ((lhs_contracting, rhs_contracting), "
+                        f"(lhs_batch, rhs_batch)), got {dimension_numbers!r}") from err
+    dims = tuple(tuple(static_ints("scaled_dot", "dimension_numbers", d) for d in pair)
+                 for pair in ((lc, rc), (lb, rb)))
+    out_dtype = dt.check_user_dtype(dt.bfloat16 if preferred_element_type is None else preferred_element_type,
+                                    "scaled_dot")
+    scales = []
+    for x, scale, contracting in ((lhs, lhs_scale, dims[0][0]), (rhs, rhs_scale, dims[0][1])):
+        if scale is None:  # (ones of one element along the contracting dimensions)
+            shape = tuple(1 if i in contracting else n for i, n in enumerate(aval_of(x).shape))
+            scale = full(shape, 1, dt.bfloat16)
+        scales.append(scale)
+    _check_scaled_dot(lhs, rhs, *scales, dims)
+    scaled = [_bfloat16_product(x, _repeat_blocks(scale, aval_of(x).shape)) for x, scale in zip((lhs, rhs), scales)]
+    if out_dtype == dt.float32:
+        return dot_general(*scaled, dims)
+    bf16 = [convert_element_type(x, dt.bfloat16) for x in scaled]  # (exact: the values are bfloat16's)
+    if out_dtype == dt.bfloat16:
+        return dot_general(*bf16, dims)
+    if dt.is_float(out_dtype) and out_dtype.itemsize > 4:
+        return convert_element_type(dot_general(*scaled, dims), out_dtype)
+    return convert_element_type(dot_general(*bf16, dims), out_dtype)
+
+
+def _to_bfloat16(x: Any) -> Any:
+    """x rounded to bfloat16's values (nearest even), kept in float32 (float64 for float64 x): a reduce_precision,
+    which XLA keeps, where the conversions to bfloat16 and back may be dropped when a program keeps excess
+    precision."""
+    wide = dt.float64 if aval_of(x).dtype == dt.float64 else dt.float32
+    return reduce_precision(convert_element_type(x, wide), exponent_bits=8, mantissa_bits=7)
+
+
+def _bfloat16_product(x: Any, scale: Any) -> Any:
+    """x * scale as JAX's scaled_dot computes it on the CPU: both rounded to bfloat16, their product rounded to
+    bfloat16 (in float32, where it is exact before the rounding)."""
+    return _to_bfloat16(mul(_to_bfloat16(x), _to_bfloat16(scale)))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 def scatter_sub(operand: Any, scatter_indices: Any, updates: Any, dimension_numbers: Any, *,
                 indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Any:
@@ -325,6 +461,7 @@ def scatter_sub(operand: Any, scatter_indices: Any, updates: Any, dimension_numb
 
 __all__ = ["ConvGeneralDilatedDimensionNumbers", "DotDimensionNumbers", "Precision", "PrecisionLike", "RoundingMethod",
            "batch_matmul", "broadcast_like", "broadcast_shapes", "broadcast_to_rank", "collapse",
-           "conv_general_dilated_patches", "conv_general_permutations", "conv_general_shape_tuple", "conv_shape_tuple",
-           "conv_transpose_shape_tuple", "dtype", "empty", "expand_dims", "index_in_dim", "index_take",
-           "reduce_window_shape_tuple", "scatter_sub", "squeeze", "stack", "tile", "unstack"]
+           "conv_general_dilated_local", "conv_general_dilated_patches", "conv_general_permutations",
+           "conv_general_shape_tuple", "conv_shape_tuple", "conv_transpose_shape_tuple", "dtype", "empty",
+           "expand_dims", "index_in_dim", "index_take", "reduce_window_shape_tuple", "scaled_dot", "scatter_sub",
+           "squeeze", "stack", "tile", "unstack"]

@@ -42,7 +42,36 @@ for _k, (_name, _shapes, _p) in enumerate(CONFIGS):
                       [_shapes] if _k else [_shapes, ((1, 1, 4, 4), (1, 1, 2, 2))], F, jax=_j,
                       name=_name if _k else "", rtol=1e-4 if _k else None))
 
+
+def _local(strides, padding, filter_shape, ld=None, rd=None, dn=None):
+    def e(x, w):
+        return lax.conv_general_dilated_local(x, w, strides, padding, filter_shape, ld, rd, dn)
+
+    def j(x, w):
+        return jlax.conv_general_dilated_local(x, w, strides, padding, filter_shape, ld, rd, dn)
+    return e, j
+
+
+# conv_general_dilated_local (unshared kernels: the patches convolution and a dot_general batched over the output
+# positions): rhs (out features, in features x window, output positions...) in rhs_spec's layout
+LOCAL_CONFIGS = [
+    ("conv_general_dilated_local", ((2, 2, 5, 4), (3, 12, 3, 3)), dict(strides=(1, 1), padding="VALID",
+                                                                        filter_shape=(3, 2))),
+    ("conv_local_strided_dilated_nhwc", ((1, 6, 5, 2), (3, 8, 12, 2)),
+     dict(strides=(2, 1), padding=((1, 0), (0, 1)), filter_shape=(2, 3), ld=(1, 2), rd=(2, 1),
+          dn=("NHWC", "HWIO", "NHWC"))),
+    ("conv_local_1d_same", ((2, 2, 7), (3, 6, 3)), dict(strides=(3,), padding="SAME", filter_shape=(3,))),
+]
+LOCAL_CASES = []  # (the first in the default run, with no Hessians: those of its two primitives are checked above)
+for _k, (_name, _shapes, _p) in enumerate(LOCAL_CONFIGS):
+    _e, _j = _local(**_p)
+    (LOCAL_CASES if _k else CASES).append(Case(
+        "conv_general_dilated", _e, lambda x, w, _j=_j: np.asarray(_j(x, w)).astype(x.dtype), [_shapes], F, jax=_j,
+        name=_name, rtol=1e-4 if _k else None, jacobians=bool(_k)))
+
 test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)
+(test_local_forward, test_local_grad, test_local_jvp, test_local_vmap,
+ test_local_jacobians) = (pytest.mark.slow(test) for test in oracle_tests(LOCAL_CASES))
 
 
 @pytest.mark.parametrize("transpose_kernel,padding", [  # (each padding with one kernel layout by default, in turn)

@@ -105,7 +105,37 @@ CASES.append(Case("scatter_mul", _mul_unique(_e), _jax_oracle(_mul_unique(_j)), 
                   jax=_mul_unique(_j), name="scatter_mul_unique"))
 
 
+
+def _scatter_apply(dnums, update_shape, mode=None):
+    """scatter_apply of x -> 2 x + 1 (applied once per window that covers an element) with indices as an argument."""
+    def e(x, i):
+        return lax.scatter_apply(x, i, lambda v: v * 2 + 1, SD(*dnums), update_shape=update_shape, mode=mode)
+
+    def j(x, i):
+        return jlax.scatter_apply(x, i, lambda v: v * 2 + 1, JSD(*dnums), update_shape=update_shape, mode=mode)
+    return e, j
+
+
+# scatter_apply: forward values and batching (row 3 is hit twice, so it gets the function twice); its
+# derivatives are the mark's error (not differentiable, as JAX)
+REPEATED_ROWS = np.array([[3], [0], [3]], np.int32)
+_e, _j = _scatter_apply(SCATTER_ROWS, (3, 4))
+CASES.append(Case("scatter_apply", _e, _jax_oracle(_j), [((5, 4), (3, 1))], FI, arg_dtypes=[None, I32],
+                  domain="int_small", grad=False))
+CASES.append(Case("scatter_apply", lambda x, _e=_e: _e(x, REPEATED_ROWS),
+                  _jax_oracle(lambda x, _j=_j: _j(x, REPEATED_ROWS)), [((5, 4),)], FI, forward=False, reverse=False,
+                  name="scatter_apply_repeated"))
+SLOW_CASES = []
+_e, _j = _scatter_apply(SCATTER_BATCHED, (3, 2))
+SLOW_CASES.append(Case("scatter_apply", _e, _jax_oracle(_j), [((3, 5), (3, 2, 1))], FI, arg_dtypes=[None, I32],
+                       domain="int_small", grad=False, name="scatter_apply_batching_dims"))
+_e, _j = _scatter_apply(((1,), (0,), (0,)), (3, 2), mode="clip")  # windows of 2 columns, clamped into the rows
+SLOW_CASES.append(Case("scatter_apply", _e, _jax_oracle(_j), [((4, 3), (3, 1))], FI, arg_dtypes=[None, I32],
+                       domain="int_small", grad=False, name="scatter_apply_clip_windows"))
+
 test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)
+(test_slow_forward, test_slow_grad, test_slow_jvp, test_slow_vmap,
+ test_slow_jacobians) = (pytest.mark.slow(test) for test in oracle_tests(SLOW_CASES))
 
 
 def test_scatter_out_of_bounds_modes():
