@@ -1,6 +1,7 @@
 """ember.nn: jax.nn's functions under the same names (activations, softmax, one_hot, standardize,
-dot_product_attention), ember.nn.initializers, and layers as Modules (pytrees of parameters: Linear, Conv,
-Embedding, LayerNorm, RMSNorm, BatchNorm, Dropout, MultiHeadAttention, Sequential, MLP). See docs/nn.md."""
+dot_product_attention, the block-scaled scaled_matmul and scaled_dot_general), ember.nn.initializers, and layers as
+Modules (pytrees of parameters: Linear, Conv, Embedding, LayerNorm, RMSNorm, BatchNorm, Dropout, MultiHeadAttention,
+Sequential, MLP). See docs/nn.md."""
 from ember.nn import initializers as initializers
 from ember.nn._functions import (
     celu as celu, dot_product_attention as dot_product_attention, elu as elu, gelu as gelu, glu as glu,
@@ -17,6 +18,10 @@ from ember.nn._layers import (
     MultiHeadAttention as MultiHeadAttention, RMSNorm as RMSNorm, Sequential as Sequential,
 )
 from ember.nn._module import Module as Module
+from ember.nn._scaled import (
+    get_scaled_dot_general_config as get_scaled_dot_general_config, scaled_dot_general as scaled_dot_general,
+    scaled_matmul as scaled_matmul,
+)
 from ember.numpy import tanh as tanh
 
 __all__ = [
@@ -24,7 +29,7 @@ __all__ = [
     "MultiHeadAttention", "RMSNorm", "Sequential",
     "celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh",
     "identity", "initializers", "leaky_relu", "log1mexp", "log_sigmoid", "log_softmax", "logmeanexp", "logsumexp",
-    "mish", "one_hot", "relu", "relu6",
+    "mish", "one_hot", "relu", "relu6", "get_scaled_dot_general_config", "scaled_dot_general", "scaled_matmul",
     "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus", "sparse_plus", "sparse_sigmoid", "squareplus",
     "standardize", "swish", "tanh",
 ]
