@@ -380,6 +380,29 @@ def test_dataclass_decorator_and_drop_fields():
     assert et.map(lambda x: x + 1, WithScratch(1, [5])) == WithScratch(2)
 
 
+def test_static_field_matches_jax():
+    """ember.tree.static is dataclasses.field with static metadata: register_dataclass keeps the field as aux data,
+    and the other metadata and field options pass through (as jax.tree.static)."""
+    def make(static, register):
+        @register
+        @dataclasses.dataclass
+        class Op:
+            x: object
+            op: str = static(default="add", metadata={"doc": "the op"})
+        return Op
+
+    Op, JOp = make(et.static, tu.register_dataclass), make(jax.tree.static, jtu.register_dataclass)
+    meta = {"static": True, "doc": "the op"}
+    assert dataclasses.fields(Op)[1].metadata == dataclasses.fields(JOp)[1].metadata == meta
+    leaves, treedef = et.flatten(Op(x=np.float32(1.0)))
+    jleaves, jtreedef = jax.tree.flatten(JOp(x=np.float32(1.0)))
+    assert leaves == jleaves and treedef.aux == ("add",) and treedef.num_leaves == jtreedef.num_leaves == 1
+    assert et.unflatten(treedef, [2.0]) == Op(x=2.0, op="add")
+    assert ember.jit(lambda o: o.x * 2 if o.op == "add" else o.x)(Op(x=np.float32(3.0), op="add")) == 6.0
+    with pytest.raises(TypeError):
+        et.static(bogus=1)
+
+
 def test_partial():
     f = tu.Partial(_add3, 1, c=10)
     assert isinstance(f, functools.partial) and f(2) == 13

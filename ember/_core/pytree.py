@@ -183,6 +183,13 @@ def register_dataclass(nodetype: type[T], data_fields: Sequence[str] | None = No
     return nodetype
 
 
+def static(**kwargs: Any) -> Any:
+    """A dataclass field that register_dataclass makes static aux data: dataclasses.field(**kwargs) with
+    ``static: True`` added to its metadata (as jax.tree.static)."""
+    metadata = {"static": True, **(kwargs.pop("metadata", None) or {})}
+    return dataclasses.field(metadata=metadata, **kwargs)
+
+
 def _sequence_keys(seq: Sequence[Any]) -> tuple[list[tuple[KeyEntry, Any]], None]:
     return [(SequenceKey(i), c) for i, c in enumerate(seq)], None
 
