@@ -286,10 +286,61 @@ def test_where_forms():
         enp.where(x > 0, x, 0.0, size=2)
 
 
-@pytest.mark.parametrize("name", ["quantile", "nanquantile", "percentile", "nanpercentile"])
-def test_quantile_weights_are_refused_not_ignored(name):
-    with pytest.raises(NotImplementedError, match="weights"):
-        getattr(enp, name)(np.arange(4.0), 0.5, method="inverted_cdf", weights=np.ones(4))
+@pytest.mark.parametrize("name", ["quantile", pytest.param("nanquantile", marks=pytest.mark.slow),
+                                  pytest.param("percentile", marks=pytest.mark.slow), "nanpercentile"])
+def test_quantile_weights_match_numpy_and_jax(name):
+    """weights= (method='inverted_cdf' only, as JAX): a's shape or the reduced axes' shape; against numpy and JAX,
+    eagerly and under jit, for one axis, several axes and all of them."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(3, 6, 4)).astype(np.float32)
+    w = rng.uniform(0.1, 2.0, size=x.shape).astype(np.float32)
+    q = np.linspace(0.0, 1.0, 7).astype(np.float32) * (100 if "percentile" in name else 1)
+    efn, nfn, jfn = getattr(enp, name), getattr(np, name), getattr(jnp, name)
+    cases = ((1, w[0, :, 0], np.broadcast_to(w[0, :, 0][:, None], x.shape)),
+             ((0, 2), w[:, 0, :], np.broadcast_to(w[:, :1, :], x.shape)), (None, w, w), (-1, w, w))
+    eager = efn(x, q, axis=1, weights=w, method="inverted_cdf")             # (eagerly once; the rest in one jit)
+    _close(eager, nfn(x, q, axis=1, weights=w, method="inverted_cdf"))
+    _close(eager, jax_result(lambda: jfn(x, q, axis=1, weights=w, method="inverted_cdf")))
+    jitted = ember.jit(lambda a: [efn(a, q, axis=axis, weights=weights, method="inverted_cdf")
+                                  for axis, weights, _ in cases])(x)
+    for got, (axis, weights, full) in zip(jitted, cases):
+        _close(got, nfn(x, q, axis=axis, weights=full, method="inverted_cdf"))
+        _close(got, jax_result(lambda: jfn(x, q, axis=axis, weights=weights, method="inverted_cdf")))
+    got = ember.jit(lambda a, v: efn(a, q[3], axis=1, weights=v, method="inverted_cdf", keepdims=True))(x, w)
+    assert got.shape == (3, 1, 4)
+    _close(got, nfn(x, q[3], axis=1, weights=w, method="inverted_cdf", keepdims=True))
+
+
+def test_quantile_weights_nans_zeros_grad_and_errors():
+    x = np.array([[3.0, 1.0, 2.0, 5.0, 4.0], [np.nan, 1.0, 2.0, 0.5, 4.0]], np.float32)
+    w = np.array([0.0, 0.0, 1.0, 2.0, 0.0], np.float32)
+    q = np.array([0.0, 0.2, 0.5, 1.0], np.float32)
+    kw = dict(axis=1, weights=w, method="inverted_cdf")
+    # leading zero weights at q = 0: the first value of positive weight (numpy's; JAX gives the first value)
+    _close(enp.quantile(x[:1], q, **kw), np.quantile(x[:1], q, axis=1, weights=w[None], method="inverted_cdf"))
+    # a NaN value: NaN for quantile, skipped (weighing nothing) by nanquantile, as JAX (q > 0: above)
+    for name in ("quantile", "nanquantile"):
+        _close(getattr(enp, name)(x, q[1:], **kw), jax_result(lambda: getattr(jnp, name)(x, q[1:], **kw)))
+    # a negative or NaN weight: NaN (numpy raises; an error cannot depend on values under jit)
+    bad = np.array([1.0, -1.0, 1.0, 1.0, 1.0], np.float32)
+    assert np.isnan(np.asarray(enp.quantile(x[:1], 0.5, axis=1, weights=bad, method="inverted_cdf"))).all()
+    # vmap, and grad (to the chosen value only, as JAX)
+    ws = np.stack([w + 1.0, w[::-1] + 0.5])
+    got = ember.vmap(lambda r, v: enp.quantile(r, q, weights=v, method="inverted_cdf"))(x[::-1], ws)
+    _close(got, np.quantile(x[::-1], q, axis=1, weights=ws, method="inverted_cdf").T)
+    v = np.array([4.0, 1.0, 3.0, 2.0], np.float32)
+    ww = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    got = ember.grad(lambda a: enp.sum(enp.quantile(a, q, weights=ww, method="inverted_cdf") * np.arange(1.0, 5.0)))(v)
+    _close(got, jax_result(lambda: jax.grad(lambda a: jnp.sum(jnp.quantile(a, q, weights=ww, method="inverted_cdf")
+                                                               * np.arange(1.0, 5.0)))(v)))
+    with pytest.raises(NotImplementedError, match="Only method 'inverted_cdf' supports weights"):
+        enp.quantile(x, 0.5, axis=1, weights=w)
+    with pytest.raises(ValueError, match="axis is None"):
+        enp.percentile(x, 50.0, weights=w, method="inverted_cdf")
+    with pytest.raises(ValueError, match="must match reduction axes"):
+        enp.nanquantile(x, 0.5, axis=0, weights=w, method="inverted_cdf")
+    with pytest.raises(ValueError, match="complex"):
+        enp.quantile(x, 0.5, axis=1, weights=w.astype(np.complex64), method="inverted_cdf")
 
 
 def test_full_of_a_python_number_is_weakly_typed_as_jax():

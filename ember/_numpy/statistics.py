@@ -22,8 +22,8 @@ from ember._numpy.reductions import all as all_
 from ember._numpy.selection import take_along_axis, where
 from ember._numpy.shape import concatenate, diagonal, expand_dims, moveaxis, ndim, ravel, reshape, shape, transpose
 from ember._numpy.sorting import searchsorted
-from ember._numpy.ufuncs import (_where, add, clip, divide, greater_equal, less, logical_not, logical_or, multiply,
-                                 remainder, sqrt, subtract)
+from ember._numpy.ufuncs import (_where, add, clip, divide, greater_equal, less, logical_and, logical_not, logical_or,
+                                 multiply, remainder, sqrt, subtract)
 
 
 def _array(name: str, a: Any) -> Any:
@@ -259,19 +259,62 @@ def _sorted_quantiles(ordered: Any, count: Any, q: Any, method: str) -> Any:
     return _lerp(order_statistic(below), order_statistic(above), weight)
 
 
+def _weighted_inverted_cdf(ordered: Any, w: Any, q: Any, ignore_nan: bool) -> Any:
+    """The weighted inverted-CDF quantiles q (nq,) of the sorted rows `ordered` (lead + (n,)) with their weights
+    w: the first value, of positive weight, at which the running weight reaches q times the row's total; NaN for
+    a row with a negative or NaN weight (or a NaN value, unless ignore_nan: NaN values then weigh nothing)."""
+    d = aval_of(ordered).dtype
+    nan = isnan(ordered)
+    bad = logical_or(less(w, 0.0), isnan(w))
+    clean = _where(logical_or(bad, nan), lax.full_like(w, 0.0), w)
+    cum = lax.cumsum(clean, ndim(clean) - 1)
+    target = multiply(expand_dims(q, tuple(range(ndim(cum) - 1))), cum[..., -1:])       # lead + (nq,)
+    reached = greater_equal(expand_dims(cum, -2), expand_dims(target, -1))            # lead + (nq, n)
+    hit = logical_and(reached, expand_dims(lax.gt(clean, lax.full_like(clean, 0.0)), -2))
+    below = sum(lax.convert_element_type(logical_not(reached), dt.default_int_dtype()), -1)
+    # (numpy's choice where the first weights are 0 and q is 0: the first value of positive weight; where no
+    # weight is positive, JAX's: the first value)
+    index = _where(lax.reduce_max(hit, (ndim(hit) - 1,)), argmax(hit, axis=-1).astype(aval_of(below).dtype), below)
+    n = shape(ordered)[-1]
+    count = (sum(lax.convert_element_type(logical_not(nan), dt.default_int_dtype()), -1, keepdims=True)
+             if ignore_nan else lax.full(shape(ordered)[:-1] + (1,), n, dt.default_int_dtype()))
+    index = clip(index, 0, lax.max(subtract(count, 1), lax.full_like(count, 0)))
+    out = take_along_axis(ordered, index, axis=-1)
+    invalid = lax.reduce_max(bad, (ndim(bad) - 1,))
+    invalid = logical_or(invalid, lax.eq(count[..., 0], lax.full_like(count[..., 0], 0)) if ignore_nan
+                         else lax.reduce_max(nan, (ndim(nan) - 1,)))
+    return where(expand_dims(invalid, -1), lax.full((), _np.nan, d), out)
+
+
 def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool, weights: Any, ignore_nan: bool,
               scale: float = 1.0) -> Any:
-    if weights is not None:
-        raise NotImplementedError(f"{name}: weights= (numpy's and JAX's, with method='inverted_cdf') is not "
-                                  "supported yet")
     if method not in _METHODS:
         raise ValueError(f"{name}: method must be one of {', '.join(_METHODS)}, got {method!r}")
+    if weights is not None and method != "inverted_cdf":
+        raise NotImplementedError(f"{method} doesn't support weights. Only method 'inverted_cdf' supports weights. "
+                                  f"({name})")
     if not isinstance(q, Tracer):
         qv = _np.asarray(q, dtype=float)
         if _np.any((qv < 0) | (qv > scale)):
             raise ValueError(f"{name}: quantiles must be in the range [0, {scale:g}], got {q!r:.60}")
     a = _to_inexact(_array(name, a), name)
     q = _to_inexact(_array(name, q), name)
+    if weights is not None:
+        weights = _array(name, weights)
+        if dt.is_complex(aval_of(weights).dtype):
+            raise ValueError(f"Weights cannot be complex types. ({name}: weights of dtype {aval_of(weights).dtype})")
+        a, weights = _promote(name, a, weights, inexact=True)
+        a, weights = _array(name, a), _array(name, weights)
+        if shape(weights) != shape(a):
+            if axis is None:
+                raise ValueError(f"Weights shape must match 'a' shape when axis is None. ({name}: weights of shape "
+                                 f"{shape(weights)}, a of shape {shape(a)})")
+            axes_w = normalize_axes(name, axis, ndim(a))
+            along = tuple(shape(a)[i] for i in axes_w)
+            if shape(weights) != along:
+                raise ValueError(f"Weights shape {shape(weights)} must match reduction axes {along} ({name}: a of "
+                                 f"shape {shape(a)}, axis {axis})")
+            weights = lax.broadcast_in_dim(weights, shape(a), axes_w)
     a, q = _promote(name, a, q)
     q = _array(name, q)
     if scale != 1.0:
@@ -286,6 +329,13 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool,
     if n == 0:
         raise ValueError(f"{name}: cannot take a quantile of an empty array (shape {shape(a)}, axis {axis})")
     flat = reshape(moved, tuple(shape(a)[i] for i in kept) + (n,))
+    qs = reshape(q, (-1,)) if ndim(q) else reshape(q, (1,))
+    nq = shape(qs)[0]
+    if weights is not None:
+        w = reshape(transpose(weights, kept + list(axes)), shape(flat))
+        ordered, w = lax.sort_key_val(flat, w, dimension=ndim(flat) - 1)
+        out = _weighted_inverted_cdf(ordered, w, qs, ignore_nan)
+        return _arrange(out, q, nq, keepdims, axes, a)
     ordered = lax.sort(flat, dimension=ndim(flat) - 1)
     d = aval_of(ordered).dtype
     nan = isnan(ordered)
@@ -294,8 +344,6 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool,
     else:
         count = lax.full(shape(ordered)[:-1], float(n), d)
     # positions: q * (count - 1), per slice and per quantile -> shape kept + q's shape
-    qs = reshape(q, (-1,)) if ndim(q) else reshape(q, (1,))
-    nq = shape(qs)[0]
     out = _sorted_quantiles(ordered, expand_dims(count, -1), qs, method)  # lead + (nq,)
     any_nan = lax.reduce_max(nan, (ndim(flat) - 1,))
     if ignore_nan:
@@ -303,9 +351,15 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool,
     else:
         invalid = any_nan
     out = where(expand_dims(invalid, -1), _np.nan, out)  # lead + (nq,)
+    return _arrange(out, q, nq, keepdims, axes, a)
+
+
+def _arrange(out: Any, q: Any, nq: int, keepdims: bool, axes: Sequence[int], a: Any) -> Any:
+    """The quantiles (lead + (nq,)) in numpy's layout: q's axis first, the reduced axes kept as 1s with keepdims,
+    no q axis for a scalar q."""
     out = moveaxis(out, -1, 0)  # (nq,) + lead
     if keepdims:
-        full = tuple(1 if i in axes else shape(a)[i] for i in range(nd))
+        full = tuple(1 if i in axes else shape(a)[i] for i in range(ndim(a)))
         out = reshape(out, (nq,) + full)
     if ndim(q) == 0:
         out = reshape(out, shape(out)[1:])
@@ -315,7 +369,8 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool,
 def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
              method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """The q-th quantiles along axis (q in [0, 1]) by any of numpy's methods (_METHODS); NaN where a slice holds a
-    NaN."""
+    NaN. weights (method='inverted_cdf' only, as JAX and numpy: a's shape, or the shape of the reduced axes) weigh
+    the values; a slice with a negative or NaN weight gives NaN (JAX's; numpy raises)."""
     _no_out("quantile", out)
     return _quantile("quantile", a, q, axis, method, keepdims, weights, ignore_nan=False)
 
