@@ -19,6 +19,7 @@ import scipy.special as sps
 import ember
 import ember.numpy as enp
 import ember.scipy.special as es
+from recorded import jax_result
 
 nan, inf = np.nan, np.inf
 
@@ -562,6 +563,91 @@ def test_gradients_of_tuple_stacked_and_complex_functions():
     np.testing.assert_allclose(np.asarray(w_out), sps.wofz(x + 0.5j), rtol=1e-13)
 
 
+@pytest.mark.parametrize("mode", [pytest.param("complex64", marks=pytest.mark.slow), "complex128"])
+def test_complex_loggamma_is_scipys_principal_branch(mode):
+    """Complex loggamma against scipy: both half-planes, near the poles and the cut (the limit from above on the
+    negative real axis, from below for a negative zero imaginary part, as scipy), near its zeros 1 and 2, large
+    arguments; NaN at the poles."""
+    r = _rng("complex loggamma")
+    n = 400
+    z = r.uniform(-1, 1, n) * 10 ** r.uniform(-3, 3, n) + 1j * r.uniform(-1, 1, n) * 10 ** r.uniform(-3, 3, n)
+    z = np.concatenate([z, [1 + 2j, -2.5 + 0.1j, -2.5 - 0.1j, -3.5 + 0j, complex(-3.5, -0.0), -0.5 + 0j, 0.3 - 4j,
+                            1 + 0j, 2 + 0j, 1 + 1e-9j, 2.001 - 1e-3j, 0.999 + 1e-4j, 1e-5 + 1e-5j, 1e5j, -1e5 + 1j,
+                            -1e8 - 3j, 1e15 + 1e15j, 0.5 + 1e-20j, -2.999 + 1e-12j, 0j, -3 + 0j, complex(nan, 1)]])
+    float32 = mode == "complex64"
+    with ember.config.override(enable_x64=not float32):
+        got = np.asarray(es.loggamma(z.astype(mode)))
+        assert got.dtype == mode
+    ref = sps.loggamma(z.astype(mode).astype(np.complex128))
+    nan_ref = np.isnan(ref)
+    assert np.array_equal(np.isnan(got), nan_ref) and nan_ref.sum() == 3
+    err = np.abs(got[~nan_ref] - ref[~nan_ref]) / np.maximum(np.abs(ref[~nan_ref]), 1.0)
+    assert err.max() <= (2e-5 if float32 else 1e-13), (err.max(), z[~nan_ref][err.argmax()])
+    # JAX agrees but on the cut from below (it takes the limit from above for -0.0 too); (JAX's loop runs -Re z
+    # steps: only arguments right of -100)
+    with x64():
+        jz = z[~nan_ref & ~((z.imag == 0) & np.signbit(z.imag) & (z.real < 0)) & (z.real > -100)][-20:]
+        np.testing.assert_allclose(np.asarray(es.loggamma(jz)), np.asarray(js.loggamma(jz)), rtol=1e-10, atol=1e-13)
+
+
+def test_complex_loggamma_derivatives_are_digamma():
+    """d loggamma / dz = digamma(z): forward (as JAX's) and reverse mode (JAX's while_loop has none), eagerly,
+    under jit and vmap; real arguments keep the real function's derivative."""
+    z = np.array([1 + 2j, -2.5 - 0.3j, 0.2 + 0.1j, 30 - 40j, -7.5 + 2j, 3 + 0j])
+    with x64():
+        rev = ember.jit(ember.vmap(ember.grad(es.loggamma, holomorphic=True)))(z)
+        _, fwd = ember.jvp(es.loggamma, (z,), (np.ones_like(z),))
+        real = ember.grad(es.loggamma)(2.5)
+    np.testing.assert_allclose(np.asarray(rev), sps.psi(z), rtol=1e-11)
+    np.testing.assert_allclose(np.asarray(fwd), sps.psi(z), rtol=1e-11)
+    np.testing.assert_allclose(float(real), sps.psi(2.5), rtol=1e-12)
+
+
+def test_sph_harm_y_matches_scipy_and_jax():
+    """Y_n^m(theta, phi) against scipy over every order of degrees 0..12 (0 where |m| > n), float32 and float64;
+    against JAX on JAX's 1-D form (theta per element or a scalar), under jit (n_max given) and vmap; n above
+    n_max is clipped to it, as JAX."""
+    r = _rng("sph_harm_y")
+    nn, mm = np.meshgrid(np.arange(13), np.arange(-14, 15), indexing="ij")
+    nn, mm = nn.ravel(), mm.ravel()
+    theta, phi = r.uniform(0, np.pi, nn.size), r.uniform(0, 2 * np.pi, nn.size)
+    ref = sps.sph_harm_y(nn, mm, theta, phi)
+    got32 = np.asarray(es.sph_harm_y(nn, mm, theta.astype(np.float32), phi.astype(np.float32)))
+    assert got32.dtype == np.complex64
+    np.testing.assert_allclose(got32, ref, atol=2e-5)
+    with x64():
+        got = np.asarray(es.sph_harm_y(nn, mm, theta, phi))
+        assert got.dtype == np.complex128
+        np.testing.assert_allclose(got, ref, atol=1e-13)
+        n, m = np.array([0, 1, 2, 3, 5, 8]), np.array([0, -1, 2, -3, 1, -8])
+        t, p = theta[:6], phi[:6]
+        for tt in (t, 0.7):
+            want = jax_result(lambda: js.sph_harm_y(n, m, tt, p))
+            np.testing.assert_allclose(np.asarray(es.sph_harm_y(n, m, tt, p)), want, rtol=1e-12, atol=1e-14)
+        jitted = ember.jit(lambda n, m, t, p: es.sph_harm_y(n, m, t, p, n_max=8))(n, m, t, p)
+        np.testing.assert_allclose(np.asarray(jitted), sps.sph_harm_y(n, m, t, p), atol=1e-13)
+        mapped = ember.vmap(lambda t: es.sph_harm_y(n, m, t, p, n_max=8))(np.stack([t, t[::-1]]))
+        np.testing.assert_allclose(np.asarray(mapped), [sps.sph_harm_y(n, m, t, p), sps.sph_harm_y(n, m, t[::-1], p)],
+                                   atol=1e-13)
+        clipped = es.sph_harm_y(np.array([5, 2]), np.array([1, 1]), 0.4, 0.3, n_max=3)
+        np.testing.assert_allclose(np.asarray(clipped), sps.sph_harm_y(np.array([3, 2]), 1, 0.4, 0.3), atol=1e-14)
+        assert es.sph_harm_y(3, -2, 0.4, 0.3).shape == ()
+
+
+def test_sph_harm_y_gradients_match_jax():
+    n, m = np.array([0, 1, 2, 3, 4, 4]), np.array([0, 1, -2, 3, -1, 2])
+    t, p = np.array([0.3, 0.7, 1.1, 1.9, 2.5, 3.0]), np.array([0.1, 1.0, 2.0, 3.0, 4.0, 5.0])
+
+    def loss(sph, num):
+        return lambda t, p: num.sum(num.real(sph(n, m, t, p)) + 0.3 * num.imag(sph(n, m, t, p)))
+
+    with x64():
+        got = ember.jit(ember.grad(loss(es.sph_harm_y, enp), argnums=(0, 1)))(t, p)
+    want = jax_result(lambda: jax.grad(loss(js.sph_harm_y, jax.numpy), argnums=(0, 1))(t, p))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-10, atol=1e-12)
+
+
 def test_comb_boxcox_conventions():
     # comb: integers exact, JAX's 0 outside 0 <= k <= N; repetition (one shape: one program each)
     n, k = np.array([0, 4, 9, 12, 5, -1]), np.array([3, 3, 3, 5, -1, 1])
@@ -581,8 +667,12 @@ def test_new_functions_reject_bad_input():
         ember.jit(lambda n: es.bessel_jn(1.0, v=1, n_iter=n))(3)
     with pytest.raises(TypeError, match=r"comb: repetition must be a bool"):
         es.comb(3, 2, repetition="yes")
-    with pytest.raises(ValueError, match=r"loggamma: argument x is complex"):
-        es.loggamma(1 + 1j)
+    with pytest.raises(NotImplementedError, match="diff_n"):
+        es.sph_harm_y(np.array([1]), np.array([0]), 0.5, 0.5, diff_n=1)
+    with pytest.raises(TypeError, match="n_max"):             # (a ConcretizationTypeError, as JAX's)
+        ember.jit(lambda n: es.sph_harm_y(n, n, 0.5, 0.5))(np.array([2]))
+    with pytest.raises(TypeError, match=r"sph_harm_y: argument n must be an integer array"):
+        es.sph_harm_y(np.array([1.0]), np.array([0]), 0.5, 0.5)
     with pytest.raises(ValueError, match=r"fresnel: argument x is complex"):
         es.fresnel(1j)
     with pytest.raises(TypeError, match=r"wofz: argument z must be a number or array"):

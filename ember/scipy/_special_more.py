@@ -602,3 +602,109 @@ def _hyp2f1_jvp(primals: Any, tangents: Any) -> Any:
     for k, t in enumerate((ta, tb, tc)):
         tangent = tangent + t * (values[2 + 2 * k] - values[3 + 2 * k]) / (2.0 * steps[k])
     return values[0], tangent
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# loggamma for complex arguments: scipy's principal branch (one cut, along the negative real axis)
+# Stirling's series log Gamma(w) = (w - 1/2) log w - w + log(2 pi) / 2 + sum_k B_2k / (2k (2k - 1) w^(2k - 1)),
+# its first eight terms, whose error is below 4e-16 for |w| >= 8.5
+_STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360, 1 / 156, -3617 / 122400)
+_SHIFT = 8
+
+
+def _loggamma_right(w: Any) -> Any:
+    """The principal log Gamma(w) for Re w >= 1/2: Stirling's series at w + 8, less log w + ... + log(w + 7)
+    (each log is analytic in the right half-plane, so the sum is the continuous branch)."""
+    z = w + _SHIFT
+    inv = 1 / z
+    inv2 = inv * inv
+    series = _STIRLING[-1] * inv2
+    for c in _STIRLING[-2:0:-1]:
+        series = (series + c) * inv2
+    series = (series + _STIRLING[0]) * inv
+    logs = enp.log(w)
+    for k in range(1, _SHIFT):
+        logs = logs + enp.log(w + k)
+    return (z - 0.5) * enp.log(z) - z + 0.5 * math.log(2 * math.pi) + series - logs
+
+
+def _log_sin_pi_upper(z: Any) -> Any:
+    """The branch of log sin(pi z) analytic in the closed upper half-plane (Im z >= 0) that makes Euler's
+    reflection formula hold for the principal log Gamma: sin(pi z) = (i/2) e^(-i pi z) (1 - e^(2 pi i z)), and
+    |e^(2 pi i z)| <= 1 there, so log(1 - e^(2 pi i z)) is log1p's principal value; the phase of e^(2 pi i x) is
+    taken of x - floor(x), exactly."""
+    x, y = enp.real(z), enp.imag(z)
+    frac = x - enp.floor(x)
+    decay = enp.exp(-2 * math.pi * y)
+    turn = _complex(decay * enp.cos(2 * math.pi * frac), decay * enp.sin(2 * math.pi * frac))
+    return -1j * math.pi * z + enp.log1p(-turn) - math.log(2.0) + 0.5j * math.pi
+
+
+def complex_loggamma(z: Any) -> Any:
+    """The principal branch of log Gamma(z) for complex z (complex64 or complex128), scipy's: analytic but on the
+    negative real axis, where the value is the limit from above (from below for a negative zero imaginary part);
+    NaN at the poles 0, -1, -2, ... and for NaN. Stirling's series after a shift of 8 for Re z >= 1/2, Euler's
+    reflection formula log pi - log sin(pi z) - log Gamma(1 - z) left of it, conj(loggamma(conj z)) below the real
+    axis; exactly gammaln on the positive real axis. Differentiable (the derivative is digamma(z))."""
+    x, y = enp.real(z), enp.imag(z)
+    bad = enp.isnan(x) | enp.isnan(y) | ((y == 0) & (x <= 0) & (x == enp.floor(x))) | enp.isinf(x)
+    positive_real = (y == 0) & (x > 0) & ~bad
+    lower = enp.signbit(y)
+    zu = enp.where(lower, enp.conj(z), z)                       # the upper half-plane's mirror image
+    zu = enp.where(bad | positive_real, enp.ones_like(zu), zu)   # (harmless placeholders: no NaN in gradients)
+    reflect = enp.real(zu) < 0.5
+    right = _loggamma_right(enp.where(reflect, 1 - zu, zu))
+    zr = enp.where(reflect, zu, _complex(_const(x, 0.25), _const(x, 0.5)).astype(z.dtype))
+    upper = enp.where(reflect, math.log(math.pi) - _log_sin_pi_upper(zr) - right, right)
+    value = enp.where(lower, enp.conj(upper), upper)
+    real_value = lax.lgamma(enp.where(positive_real, x, enp.ones_like(x)))
+    value = enp.where(positive_real, _complex(real_value, enp.zeros_like(real_value)).astype(z.dtype), value)
+    nan = _const(x, np.nan)
+    return enp.where(bad, _complex(nan, nan).astype(z.dtype), value).astype(z.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Spherical harmonics Y_n^m(theta, phi) = N P_n^|m|(cos theta) e^(i |m| phi), conjugated times (-1)^m for m < 0:
+# the orthonormalized associated Legendre functions (with the Condon-Shortley phase) by the recurrences in the
+# degree l at fixed order m:
+#   P_m^m = (-1)^m sqrt((2m + 1)!! / (4 pi (2m)!!)) sin^m theta
+#   P_l^m = a_lm cos theta P_(l-1)^m - b_lm P_(l-2)^m,  a_lm = sqrt((4l^2 - 1) / (l^2 - m^2)),
+#   b_lm = sqrt((2l + 1) ((l - 1)^2 - m^2) / ((2l - 3) (l^2 - m^2)))
+
+
+def sph_harm_y(n: Any, m: Any, theta: Any, phi: Any, n_max: int) -> Any:
+    """Y_n^m(theta, phi) for integer arrays n, m and real arrays theta, phi of one shape, n (and |m|) clipped to
+    [0, n_max]; 0 where |m| > n. Each element runs its own recurrence, all in one loop of n_max steps."""
+    dtype = theta.dtype
+    order = enp.clip(enp.abs(m), 0, n_max).astype(dtype)
+    degree = enp.clip(n, 0, n_max).astype(dtype)
+    c = enp.cos(theta)
+    s = enp.abs(enp.sin(theta))
+    y00 = _const(theta, 0.5 / math.sqrt(math.pi))
+
+    def diagonal(k: Any, pmm: Any) -> Any:           # P_k^k from P_(k-1)^(k-1), kept while k <= |m|
+        kf = k.astype(dtype)
+        step = -enp.sqrt(1 + 0.5 / kf) * s
+        return enp.where(kf <= order, pmm * step, pmm)
+
+    pmm = lax.fori_loop(1, n_max + 1, diagonal, y00 * enp.ones_like(theta))
+
+    def upward(degree_l: Any, carry: tuple[Any, Any]) -> tuple[Any, Any]:
+        p1, p2 = carry                                # P_(l-1)^m, P_(l-2)^m
+        lf = degree_l.astype(dtype)
+        active = (lf > order) & (lf <= degree)
+        l2, m2 = lf * lf, order * order
+        denom = enp.where(active, l2 - m2, _const(theta, 1.0))
+        a = enp.sqrt((4 * l2 - 1) / denom)
+        b2 = (2 * lf + 1) * ((lf - 1) ** 2 - m2) / (enp.where(active, 2 * lf - 3, _const(theta, 1.0)) * denom)
+        b = enp.sqrt(enp.where(active & (b2 > 0), b2, _const(theta, 0.0)))
+        p = a * c * p1 - b * p2
+        return enp.where(active, p, p1), enp.where(active, p1, p2)
+
+    p, _ = lax.fori_loop(1, n_max + 1, upward, (pmm, enp.zeros_like(pmm)))
+    p = enp.where(enp.abs(m).astype(dtype) <= degree, p, enp.zeros_like(p))
+    angle = order * phi
+    y = _complex(p * enp.cos(angle), p * enp.sin(angle))
+    odd = enp.remainder(order, 2) == 1
+    flipped = enp.where(odd, -enp.conj(y), enp.conj(y))
+    return enp.where(m < 0, flipped, y)

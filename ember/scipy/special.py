@@ -19,8 +19,8 @@ cases. Where SciPy's own value is inaccurate, ember's is the exact one (fresnel 
 |z|, comb for large N: checked against mpmath). JAX's conventions are kept where SciPy's value is arbitrary:
 hyp1f1(0, b, x) = 1 for every b, comb's 0 for N < 0 (also with repetition), boxcox's formula for tiny lmbda,
 and NaN for betaln, beta and poch at infinite arguments other than the limits B(a, inf) = 0 and
-poch(z, inf) = inf. Not provided: sph_harm_y, the complex form of loggamma, and the (deprecated) lpmn and
-lpmn_values."""
+poch(z, inf) = inf. loggamma takes complex arguments (scipy's principal branch) and sph_harm_y is scipy's
+spherical harmonic, with JAX's signature (its n_max argument)."""
 from __future__ import annotations
 
 import operator
@@ -35,6 +35,7 @@ from ember._api.jit import jit
 from ember._control.custom import pure_custom_jvp
 from ember._core import dtypes as dt
 from ember._core import Tracer
+from ember._core.trace import ConcretizationTypeError
 from ember.nn import _functions as _nn
 from ember.nn._functions import logsumexp as logsumexp
 from ember.scipy import _special_impl as _impl
@@ -87,6 +88,7 @@ _exp1 = jit(lambda x: _impl.expn(enp.ones_like(x), x))
 _wofz, _erfcx, _dawsn, _fresnel, _sici, _owens_t = map(jit, (
     _more.wofz, _more.erfcx, _more.dawsn, _more.fresnel, _more.sici, _more.owens_t))
 _hyp2f1 = jit(_more.hyp2f1)
+_sph_harm_y = jit(_more.sph_harm_y, static_argnums=(4,))
 
 
 def _unary(fn: Any, name: str, doc: str) -> Any:
@@ -494,12 +496,63 @@ def _const_like(x: Any, value: float) -> Any:
     return enp.full_like(x, value)
 
 
+_complex_loggamma = jit(_more.complex_loggamma)
+
+
+def _is_complex(x: Any) -> bool:
+    """Whether x (an array, a number or a nested list of numbers) is complex."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        try:
+            dtype = np.asarray(x).dtype
+        except (TypeError, ValueError):
+            return False
+    return dt.is_complex(dtype)
+
+
 def loggamma(x: Any) -> Any:
-    """The principal branch of log Gamma(x) on the real line: gammaln(x) for x > 0, inf at 0 and NaN for x < 0
-    (SciPy's real-argument convention; JAX gives NaN at 0). Complex arguments are not supported (JAX accepts
-    them): a ValueError. Its derivative is digamma(x)."""
+    """The principal branch of log Gamma(x): for real x, gammaln(x) for x > 0, inf at 0 and NaN for x < 0
+    (SciPy's real-argument convention; JAX gives NaN at 0); for complex x, SciPy's analytic continuation with one
+    branch cut along the negative real axis (the limit from above on it, from below for a negative zero imaginary
+    part: SciPy's, where JAX takes the limit from above for both), NaN at the poles 0, -1, -2, ... Its derivative
+    is digamma(x), in forward and reverse mode for complex x too (JAX's complex loggamma has no reverse mode)."""
+    if _is_complex(x):
+        return _complex_loggamma(enp.asarray(x))
     (x,) = _promote("loggamma", x=x)
     return _compute(_loggamma, x)
+
+
+def sph_harm_y(n: Any, m: Any, theta: Any, phi: Any, diff_n: int | None = None, n_max: int | None = None) -> Any:
+    """The spherical harmonics Y_n^m(theta, phi) = sqrt((2n + 1) (n - m)! / (4 pi (n + m)!)) P_n^m(cos theta)
+    e^(i m phi) (scipy.special.sph_harm_y's convention: theta the polar angle in [0, pi], phi the azimuth, the
+    Condon-Shortley phase included, Y_n^-m = (-1)^m conj(Y_n^m)); complex.
+
+    n (the degree, n >= 0) and m (the order, |m| <= n; 0 where |m| > n) are integer arrays; n, m, theta and phi
+    broadcast together (JAX's takes 1-D n and m, and theta of their length or a scalar: the same values). n_max,
+    JAX's extra argument, is the largest degree, static: by default max(n), which needs a concrete n (under jit,
+    give n_max); degrees above n_max are clipped to it, as in JAX. diff_n is a NotImplementedError, as in JAX.
+    Differentiable in theta and phi."""
+    if diff_n is not None:
+        raise NotImplementedError("The 'diff_n' argument to jax.scipy.special.sph_harm_y is not supported.")
+    try:
+        n, m = enp.asarray(n), enp.asarray(m)
+    except TypeError as err:
+        raise TypeError(f"sph_harm_y: n and m must be integer arrays: {err}") from None
+    for name, value in (("n", n), ("m", m)):
+        if not (dt.is_int(value.dtype) or dt.is_bool(value.dtype)):
+            raise TypeError(f"sph_harm_y: argument {name} must be an integer array, got dtype {value.dtype}")
+    theta, phi = _promote("sph_harm_y", theta=theta, phi=phi)
+    if n_max is None:
+        if isinstance(n, Tracer):
+            raise ConcretizationTypeError(
+                "The `n_max` argument of `jnp.scipy.special.sph_harm` must be statically specified to use "
+                "`sph_harm` within JAX transformations (ember.scipy.special.sph_harm_y: n is traced; give n_max).")
+        n_max = int(np.max(np.asarray(n))) if n.size else 0
+    n_max = operator.index(n_max)
+    n, m, theta, phi = _broadcast(n, m, theta, phi)
+    if theta.dtype.itemsize < 4:   # (half floats: computed, and returned, as complex64)
+        theta, phi = theta.astype(np.float32), phi.astype(np.float32)
+    return _sph_harm_y(n, m, theta, phi, n_max)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -641,5 +694,5 @@ __all__ = ["bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "box
            "entr", "erf", "erfc", "erfcx", "erfinv", "exp1", "expi", "expit", "expn", "factorial", "fresnel",
            "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "hyp1f1", "hyp2f1", "i0", "i0e", "i1", "i1e",
            "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri",
-           "owens_t", "poch", "polygamma", "rel_entr", "sici", "softmax", "spence", "wofz", "xlog1py", "xlogy",
-           "zeta"]
+           "owens_t", "poch", "polygamma", "rel_entr", "sici", "softmax", "spence", "sph_harm_y", "wofz", "xlog1py",
+           "xlogy", "zeta"]
