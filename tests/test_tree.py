@@ -403,6 +403,19 @@ def test_static_field_matches_jax():
         et.static(bogus=1)
 
 
+def test_namedtuple_with_its_own_len_is_a_node():
+    """A namedtuple's children are its fields whatever its __len__ says (JAX's Rotation refuses len() for a single
+    rotation), as in JAX."""
+    class Single(collections.namedtuple("Single", ["a", "b"])):
+        def __len__(self):
+            raise TypeError("no len")
+
+    leaves, treedef = et.flatten(Single(1, (2, 3)))
+    assert leaves == jax.tree.leaves(Single(1, (2, 3))) == [1, 2, 3]
+    assert et.unflatten(treedef, [4, 5, 6]) == Single(4, (5, 6))
+    assert et.map(lambda x: x * 2, Single(1, 2)) == Single(2, 4)
+
+
 def test_partial():
     f = tu.Partial(_add3, 1, c=10)
     assert isinstance(f, functools.partial) and f(2) == 13

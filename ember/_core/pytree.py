@@ -222,8 +222,11 @@ _register_mapping(collections.OrderedDict, tuple, lambda _, keys: keys,
 _register_mapping(collections.defaultdict, _sorted_keys, lambda d, keys: (d.default_factory, keys),
                   lambda aux, c: collections.defaultdict(aux[0], zip(aux[1], c)))
 
-# namedtuples are nodes without registration; their unflatten needs the type (see PyTreeDef._build)
-_NAMEDTUPLE = _Node(lambda t: (t, None), lambda t: ([(GetAttrKey(f), c) for f, c in zip(t._fields, t)], None),
+# namedtuples are nodes without registration; their unflatten needs the type (see PyTreeDef._build). Their
+# children are a plain tuple of their fields: a namedtuple may define __len__ otherwise (JAX's Rotation, whose single
+# rotation has no len()), and the walks count children with len.
+_NAMEDTUPLE = _Node(lambda t: (tuple(tuple.__iter__(t)), None),
+                    lambda t: ([(GetAttrKey(f), c) for f, c in zip(t._fields, t)], None),
                     lambda _, c: None)
 
 
