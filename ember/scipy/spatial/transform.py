@@ -3,11 +3,13 @@
 
 Both are NamedTuples, so pytrees: they pass through jit, vmap, grad and lax control flow as JAX's do. A Rotation
 holds one rotation (quat of shape (4,), `single`) or a stack (quat of shape (..., 4)); every method works on the
-leading axes alike. Values follow scipy.spatial.transform (the formulas are the standard ones: Shepperd's method
+leading axes alike. (Each conversion is one jitted program, so eager calls compile once per shape.) Values follow
+scipy.spatial.transform (the formulas are the standard ones: Shepperd's method
 from matrices, Bernardes and Viollet's from quaternions to Euler angles, series near the zero rotation).
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, NamedTuple, Sequence
 
@@ -15,6 +17,7 @@ import numpy as np
 
 from ember import numpy as enp
 from ember import random as erandom
+from ember._api.jit import jit
 from ember.scipy._util import check_arraylike
 
 _AXIS = {"x": 0, "y": 1, "z": 2}
@@ -25,10 +28,12 @@ def _norm(v: Any) -> Any:
     return enp.sqrt(enp.sum(v * v, axis=-1))
 
 
+@jit
 def _normalize(quat: Any) -> Any:
     return quat / _norm(quat)[..., None]
 
 
+@jit
 def _compose(p: Any, q: Any) -> Any:
     """The Hamilton product p q of quaternions (x, y, z, w) (the rotation q, then p), broadcast over leading axes."""
     pv, pw, qv, qw = p[..., :3], p[..., 3:], q[..., :3], q[..., 3:]
@@ -37,6 +42,7 @@ def _compose(p: Any, q: Any) -> Any:
     return enp.concatenate([vector, scalar], axis=-1)
 
 
+@jit
 def _as_matrix(quat: Any) -> Any:
     x, y, z, w = (quat[..., i] for i in range(4))
     xx, yy, zz, ww = x * x, y * y, z * z, w * w
@@ -47,6 +53,7 @@ def _as_matrix(quat: Any) -> Any:
     return enp.stack([enp.stack(row, axis=-1) for row in rows], axis=-2)
 
 
+@jit
 def _from_matrix(m: Any) -> Any:
     """Shepperd's method: of the four ways to read the quaternion off the matrix, the one whose pivot (a diagonal
     entry or the trace) is largest, then normalized."""
@@ -64,6 +71,7 @@ def _from_matrix(m: Any) -> Any:
     return _normalize(quat)
 
 
+@jit
 def _from_rotvec(rotvec: Any) -> Any:
     # below an angle of 1e-3, series in the squared angle: no square root, so a finite gradient at the zero rotation
     # (JAX's is NaN there); the other branch sees a harmless angle (no NaN in the unselected branch's gradient)
@@ -75,6 +83,7 @@ def _from_rotvec(rotvec: Any) -> Any:
     return enp.concatenate([scale[..., None] * rotvec, w[..., None]], axis=-1)
 
 
+@jit
 def _as_rotvec(quat: Any) -> Any:
     quat = enp.where(quat[..., 3:] < 0, -quat, quat)   # w >= 0: the angle in [0, pi]
     angle = 2 * enp.arctan2(_norm(quat[..., :3]), quat[..., 3])
@@ -83,6 +92,31 @@ def _as_rotvec(quat: Any) -> Any:
     a2 = angle * angle
     scale = enp.where(small, 2 + a2 / 12 + 7 * a2 * a2 / 2880, safe / enp.sin(safe / 2))
     return scale[..., None] * quat[..., :3]
+
+
+@jit
+def _as_mrp(quat: Any) -> Any:
+    w = quat[..., 3:]
+    sign = enp.where(w < 0, -1.0, 1.0).astype(quat.dtype)
+    return sign * quat[..., :3] / (1 + sign * w)
+
+
+@jit
+def _from_mrp(mrp: Any) -> Any:
+    s = enp.sum(mrp * mrp, axis=-1, keepdims=True)
+    return enp.concatenate([2 * mrp, 1 - s], axis=-1) / (1 + s)
+
+
+@jit
+def _magnitude(quat: Any) -> Any:
+    return 2 * enp.arctan2(_norm(quat[..., :3]), enp.abs(quat[..., 3]))
+
+
+@jit
+def _apply(quat: Any, vectors: Any, inverse: Any) -> Any:
+    matrix = _as_matrix(quat)
+    matrix = enp.where(inverse, enp.swapaxes(matrix, -1, -2), matrix)
+    return enp.matmul(matrix, vectors[..., None])[..., 0]
 
 
 def _check_seq(seq: Any, what: str, lengths: Sequence[int]) -> bool:
@@ -107,6 +141,21 @@ def _elementary(axis: int, angle: Any) -> Any:
     return enp.stack(parts, axis=-1)
 
 
+@functools.partial(jit, static_argnums=(1, 2, 3))
+def _from_euler(angles: Any, seq: str, extrinsic: bool, degrees: bool) -> Any:
+    """The quaternions of the rotations about the axes of seq by angles (..., len(seq)): the elementary rotations
+    composed in order, each after the previous (extrinsic) or before it (intrinsic)."""
+    if degrees:
+        angles = enp.deg2rad(angles)
+    axes = [_AXIS[c] for c in seq.lower()]
+    quat = _elementary(axes[0], angles[..., 0])
+    for n, axis in enumerate(axes[1:], 1):
+        step = _elementary(axis, angles[..., n])
+        quat = _compose(step, quat) if extrinsic else _compose(quat, step)
+    return quat
+
+
+@functools.partial(jit, static_argnums=(1, 2))
 def _as_euler(quat: Any, seq: str, extrinsic: bool) -> Any:
     """Bernardes and Viollet's method (2022, as scipy's): the angles of the extrinsic sequence i, j, k (an
     intrinsic one read backwards, its first and third angles swapped)."""
@@ -146,6 +195,7 @@ def _as_euler(quat: Any, seq: str, extrinsic: bool) -> Any:
     return (angles + np.pi) % (2 * np.pi) - np.pi
 
 
+@jit
 def _canonical(quat: Any) -> Any:
     """q or -q: the one whose first nonzero entry of (w, x, y, z) is positive."""
     neg, zero = quat < 0, quat == 0
@@ -197,14 +247,7 @@ class Rotation(NamedTuple):
                              f"{seq!r}: the last axis must have {len(seq)} entries")
         if not enp.issubdtype(angles.dtype, enp.inexact):
             angles = angles.astype(float)
-        if degrees:
-            angles = enp.deg2rad(angles)
-        axes = [_AXIS[c] for c in seq.lower()]
-        quat = _elementary(axes[0], angles[..., 0])
-        for n, axis in enumerate(axes[1:], 1):
-            step = _elementary(axis, angles[..., n])
-            quat = _compose(step, quat) if extrinsic else _compose(quat, step)
-        return cls(quat)
+        return cls(_from_euler(angles, seq, extrinsic, degrees))
 
     @classmethod
     def from_matrix(cls, matrix: Any) -> Rotation:
@@ -221,9 +264,7 @@ class Rotation(NamedTuple):
     @classmethod
     def from_mrp(cls, mrp: Any) -> Rotation:
         """The rotations of Modified Rodrigues Parameters (shape (..., 3)): the axis times tan(angle / 4)."""
-        mrp = _last_axis("from_mrp", mrp, 3, "MRPs")
-        s = enp.sum(mrp * mrp, axis=-1, keepdims=True)
-        return cls(enp.concatenate([2 * mrp, 1 - s], axis=-1) / (1 + s))
+        return cls(_from_mrp(_last_axis("from_mrp", mrp, 3, "MRPs")))
 
     @classmethod
     def from_quat(cls, quat: Any) -> Rotation:
@@ -276,9 +317,7 @@ class Rotation(NamedTuple):
         vectors = enp.asarray(vectors)
         if vectors.ndim < 1 or vectors.shape[-1] != 3:
             raise ValueError(f"Rotation.apply: expected vectors of shape (..., 3), got shape {vectors.shape}")
-        matrix = self.as_matrix()
-        matrix = enp.where(inverse, enp.swapaxes(matrix, -1, -2), matrix)
-        return enp.matmul(matrix, vectors[..., None])[..., 0]
+        return _apply(self.quat, vectors, inverse)
 
     def as_euler(self, seq: str, degrees: bool = False) -> Any:
         """The Euler angles (shape (..., 3)) about the 3 axes of seq ('xyz' extrinsic, 'XYZ' intrinsic) in
@@ -294,9 +333,7 @@ class Rotation(NamedTuple):
 
     def as_mrp(self) -> Any:
         """The Modified Rodrigues Parameters (shape (..., 3)), of the rotation by at most pi."""
-        w = self.quat[..., 3:]
-        sign = enp.where(w < 0, -1.0, 1.0).astype(self.quat.dtype)
-        return sign * self.quat[..., :3] / (1 + sign * w)
+        return _as_mrp(self.quat)
 
     def as_rotvec(self, degrees: bool = False) -> Any:
         """The rotation vectors (shape (..., 3)), angles in [0, pi] (in degrees with degrees=True)."""
@@ -315,7 +352,7 @@ class Rotation(NamedTuple):
 
     def magnitude(self) -> Any:
         """The rotation angles, in [0, pi]."""
-        return 2 * enp.arctan2(_norm(self.quat[..., :3]), enp.abs(self.quat[..., 3]))
+        return _magnitude(self.quat)
 
     def mean(self, weights: Any = None) -> Rotation:
         """The (weighted) mean rotation: the quaternion maximizing the weighted sum of squared dot products with
