@@ -75,6 +75,39 @@ def test_a_jax_program_runs_unchanged_with_jaxs_numbers(tmp_path):
     assert ours["flat"][0] == theirs["flat"][0] and ours["leaves"] == theirs["leaves"]
 
 
+SCIPY_PROGRAM = """
+import json
+import numpy as np
+import jax.numpy as jnp
+import jax.scipy.optimize, jax.scipy.sparse.linalg, jax.scipy.cluster.vq, jax.scipy.interpolate
+from jax.scipy.spatial.transform import Rotation, Slerp
+
+opt = jax.scipy.optimize.minimize(lambda x: jnp.sum((x - jnp.arange(3.0)) ** 2 * jnp.arange(1.0, 4.0)),
+                                  jnp.ones(3), method="BFGS")
+a, b = jnp.array([[4.0, 1.0], [1.0, 3.0]]), jnp.array([1.0, 2.0])
+codes, dist = jax.scipy.cluster.vq.vq(jnp.array([[0.1], [2.2]]), jnp.array([[0.0], [2.0]]))
+interp = jax.scipy.interpolate.RegularGridInterpolator((jnp.array([0.0, 1.0, 2.0]),), jnp.array([0.0, 10.0, 40.0]))
+keys = Rotation.from_euler("xyz", jnp.array([[0.1, 0.2, 0.3], [0.5, -0.2, 1.0]]))
+out = {"x": opt.x, "nit": opt.nit, "cg": jax.scipy.sparse.linalg.cg(a, b)[0], "codes": codes, "dist": dist,
+       "interp": interp(jnp.array([0.5, 1.5])), "slerp": Slerp.init(jnp.array([0.0, 1.0]), keys)(0.25).as_quat(),
+       "loggamma": jax.scipy.special.loggamma(jnp.array([1.0 + 2.0j]))}
+print(json.dumps({k: np.asarray(v).view(float).tolist() if np.iscomplexobj(v) else np.asarray(v).tolist()
+                  for k, v in out.items()}))
+"""
+
+
+def test_jax_scipy_program_runs_unchanged():
+    """jax.scipy's optimize, sparse.linalg, cluster.vq, interpolate, spatial.transform (and complex loggamma)
+    resolve to ember's, with JAX's numbers."""
+    ours = json.loads(_python("-m", "ember.as_jax", "-c", SCIPY_PROGRAM).stdout)
+    if not HAVE_JAX:
+        pytest.skip("JAX is not installed: ember's side ran, there is nothing to compare with")
+    theirs = json.loads(_python("-c", SCIPY_PROGRAM).stdout)
+    assert ours.keys() == theirs.keys() and ours["nit"] == theirs["nit"] and ours["codes"] == theirs["codes"]
+    for name in ours:
+        np.testing.assert_allclose(ours[name], theirs[name], rtol=2e-5, atol=1e-6, err_msg=name)
+
+
 def test_jax_and_its_modules_are_embers():
     code = """
 import sys, types
