@@ -597,9 +597,11 @@ def test_complex_loggamma_derivatives_are_digamma():
     with x64():
         rev = ember.jit(ember.vmap(ember.grad(es.loggamma, holomorphic=True)))(z)
         _, fwd = ember.jvp(es.loggamma, (z,), (np.ones_like(z),))
+        _, fwd_i = ember.jvp(es.loggamma, (z,), (1j * np.ones_like(z),))    # (holomorphic: any direction)
         real = ember.grad(es.loggamma)(2.5)
     np.testing.assert_allclose(np.asarray(rev), sps.psi(z), rtol=1e-11)
     np.testing.assert_allclose(np.asarray(fwd), sps.psi(z), rtol=1e-11)
+    np.testing.assert_allclose(np.asarray(fwd_i), 1j * sps.psi(z), rtol=1e-11)
     np.testing.assert_allclose(float(real), sps.psi(2.5), rtol=1e-12)
 
 

@@ -651,14 +651,17 @@ def complex_loggamma(z: Any) -> Any:
     positive_real = (y == 0) & (x > 0) & ~bad
     lower = enp.signbit(y)
     zu = enp.where(lower, enp.conj(z), z)                       # the upper half-plane's mirror image
-    zu = enp.where(bad | positive_real, enp.ones_like(zu), zu)   # (harmless placeholders: no NaN in gradients)
+    zu = enp.where(bad, enp.ones_like(zu), zu)                  # (a harmless placeholder: no NaN in gradients)
     reflect = enp.real(zu) < 0.5
     right = _loggamma_right(enp.where(reflect, 1 - zu, zu))
     zr = enp.where(reflect, zu, _complex(_const(x, 0.25), _const(x, 0.5)).astype(z.dtype))
     upper = enp.where(reflect, math.log(math.pi) - _log_sin_pi_upper(zr) - right, right)
     value = enp.where(lower, enp.conj(upper), upper)
+    # on the positive real axis the value is lgamma's exactly; the derivative stays the complex path's (digamma(z)
+    # in every direction of the tangent)
     real_value = lax.lgamma(enp.where(positive_real, x, enp.ones_like(x)))
-    value = enp.where(positive_real, _complex(real_value, enp.zeros_like(real_value)).astype(z.dtype), value)
+    exact = lax.stop_gradient(_complex(real_value, enp.zeros_like(real_value)).astype(z.dtype))
+    value = enp.where(positive_real, exact + (value - lax.stop_gradient(value)), value)
     nan = _const(x, np.nan)
     return enp.where(bad, _complex(nan, nan).astype(z.dtype), value).astype(z.dtype)
 
