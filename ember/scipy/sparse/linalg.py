@@ -19,6 +19,7 @@ import numpy as np
 from ember import lax
 from ember import numpy as enp
 from ember._core import dtypes as dt
+from ember.scipy.linalg import solve_triangular
 from ember.tree_util import tree_leaves, tree_map, tree_structure
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -342,7 +343,7 @@ def _cycle_incremental(A: Any, M: Any, b: Any, x: Any, unit: Any, rnorm: Any, pt
         return k + 1, enp.abs(g[k + 1]), basis, r, g, rotations
 
     _, _, basis, r, g, _ = lax.while_loop(going, step, (0, rnorm, basis, r, g, rotations))
-    y = enp.linalg.solve(r[:, :-1].T, g[:-1]) if restart else g[:0]
+    y = solve_triangular(r[:, :-1].T, g[:-1])     # (R is upper triangular: back substitution)
     x = _add(x, _combine(tree_map(lambda v: v[..., :-1], basis), y))
     unit, rnorm = _normalized(M(_sub(b, A(x))))
     return x, unit, rnorm
