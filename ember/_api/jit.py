@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator, Sequence
 from ember._core import IR, ShapedArray, aval_of
 from ember._core import monitoring
 from ember._core.primitive import TRACE_STATE
+from ember._core.jaxpr_print import ClosedJaxpr
 from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
 from ember._api.signature import NotFast, add_tokens, output_builder, sorted_keys
 from ember._api.caches import SIGNATURES_PER_FUNCTION, cache_for, signature_key
@@ -72,7 +73,7 @@ def make_jaxpr(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()
     def make(*args: Any, **kwargs: Any) -> Any:
         traced = jitted.trace(*args, **kwargs)
         ir = traced.jaxpr  # (the caller's own IR, of plain lists, as JAX's ClosedJaxpr: not the cache's shared one)
-        ir = IR(ir.const_vars, ir.consts, ir.in_vars, ir.eqns, ir.outs, ir.out_tree)
+        ir = ClosedJaxpr(ir.const_vars, ir.consts, ir.in_vars, ir.eqns, ir.outs, ir.out_tree)  # (prints as JAX)
         return (ir, traced.out_info) if return_shape else ir
     return make
 
