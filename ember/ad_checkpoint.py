@@ -45,18 +45,25 @@ def saved_residuals(f: _Callable[..., _Any], *args: _Any, **kwargs: _Any) -> lis
     found = [(a.aval, "from a literal") for a in kept if isinstance(a, _Literal)]
     found += [(v.aval, "from a constant") for v in known.const_vars if v in kept_vars]
     found += [(v.aval, f"from the argument {name}") for v, name in zip(known.in_vars, names) if v in kept_vars]
-    for eqn in known.eqns:
-        where = str(eqn.source) if eqn.source is not None else "an unknown line"
+    # (JAX's forward pass makes a residual as soon as its operands are known: a sin's cos right after the sin, so
+    # the values made by equations come in the order of their latest-made operand, then of the program)
+    made: dict[_Any, int] = {}
+    by_operands = []
+    for i, eqn in enumerate(known.eqns):
+        where = eqn.source.with_column() if eqn.source is not None else "an unknown line"
+        latest = max((made.get(a, -1) for a in eqn.inputs if not isinstance(a, _Literal)), default=-1)
         for v in eqn.outputs:
+            made[v] = i
             if v not in kept_vars:
                 continue
             if eqn.prim is _name_p:
-                found.append((v.aval, f"named '{eqn.params['name']}' from {where}"))
+                entry = (v.aval, f"named '{eqn.params['name']}' from {where}")
             elif eqn.prim.name == "pjit":
-                found.append((v.aval, f"output of jitted function '{eqn.params['name']}' from {where}"))
+                entry = (v.aval, f"output of jitted function '{eqn.params['name']}' from {where}")
             else:
-                found.append((v.aval, f"output of {eqn.prim.name} from {where}"))
-    return found
+                entry = (v.aval, f"output of {eqn.prim.name} from {where}")
+            by_operands.append((latest, len(by_operands), entry))
+    return found + [entry for _, _, entry in sorted(by_operands, key=lambda t: t[:2])]
 
 
 def print_saved_residuals(f: _Callable[..., _Any], *args: _Any, **kwargs: _Any) -> None:

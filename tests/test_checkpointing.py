@@ -102,7 +102,7 @@ def test_print_saved_residuals_format(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[:4] == ["f32[5,4] from the argument W1", "f32[6,5] from the argument W2",
                          "f32[7,6] from the argument W3", "f32[4] from the argument x"]
-    assert re.fullmatch(r"f32\[5\] named 'a' from .*test_checkpointing\.py:\d+ \(f\)", lines[4]), lines[4]
+    assert re.fullmatch(r"f32\[5\] named 'a' from .*test_checkpointing\.py:\d+:\d+ \(f\)", lines[4]), lines[4]
     assert len(lines) == 5
     # pytree arguments and keywords are named by their paths; a nested jit's outputs by the function's name
     inner = ember.jit(lambda x: enp.sin(x))

@@ -68,6 +68,36 @@ def python_scalar_literal(x: bool | int | float) -> Literal:
     return scalar_literal(x, dtype, weak)
 
 
+class Position:
+    """Where in its line a frame was (its code and last instruction, as bound: cheap to record); the column is
+    computed from the code's positions table only when asked for. Equal for equal instruction offsets (a Source's
+    file, line and function tell the rest)."""
+    __slots__ = ("code", "lasti", "_column")
+
+    def __init__(self, code: Any, lasti: int, column: int | None = None):
+        self.code, self.lasti, self._column = code, lasti, column
+
+    @property
+    def column(self) -> int | None:
+        """The 0-based column where the instruction's expression starts (None where Python does not know)."""
+        if self._column is None and self.code is not None and self.lasti >= 0:
+            self._column = next(itertools.islice(self.code.co_positions(), self.lasti // 2, None),
+                                (None, None, None, None))[2]
+        return self._column
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Position) and other.lasti == self.lasti
+
+    def __hash__(self) -> int:
+        return hash(self.lasti)
+
+    def __reduce__(self) -> Any:  # (a code object does not pickle: keep the column)
+        return (Position, (None, self.lasti, self.column))
+
+    def __repr__(self) -> str:
+        return f"Position(lasti={self.lasti}, column={self.column})"
+
+
 class Source(NamedTuple):
     """Where an equation came from: the line of user code (outside ember) that bound its primitive, and the named
     scopes (ember.named_scope, ember.named_call) it was bound in, outermost first, relative to the IR that holds
@@ -76,9 +106,21 @@ class Source(NamedTuple):
     lineno: int
     function: str
     scope: tuple[str, ...] = ()
+    position: Position | None = None  # (where in the line: its column, see with_column)
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno} ({self.function})"
+
+    @property
+    def column(self) -> int | None:
+        """The 0-based column of the expression that bound the primitive (None if unknown)."""
+        return None if self.position is None else self.position.column
+
+    def with_column(self) -> str:
+        """`file:line:column (function)`, as JAX's source_info_util.summarize (without the column if unknown)."""
+        column = self.column
+        where = f"{self.filename}:{self.lineno}" + ("" if column is None else f":{column}")
+        return f"{where} ({self.function})"
 
     @property
     def name_stack(self) -> str:

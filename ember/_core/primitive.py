@@ -43,7 +43,7 @@ import weakref
 from typing import Any, Callable, Sequence
 
 from ember._core.dtypes import ArrayTooLargeError, ShapedArray, ShardingTypeError, join_vma
-from ember._core.ir import Source, sub_irs
+from ember._core.ir import Position, Source, sub_irs
 from ember._core.sharding import explicit_of, explicit_sharding
 
 RULE_KINDS: tuple[str, ...] = ("abstract_eval", "lowering", "jvp", "vjp", "batching")
@@ -367,7 +367,7 @@ def user_source() -> Source | None:
     while frame is not None:
         code = frame.f_code
         if not code.co_filename.startswith(skipped):
-            return Source(code.co_filename, frame.f_lineno, code.co_name, scope)
+            return Source(code.co_filename, frame.f_lineno, code.co_name, scope, Position(code, frame.f_lasti))
         frame = frame.f_back
     return None
 

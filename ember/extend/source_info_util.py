@@ -35,8 +35,8 @@ def extend_name_stack(name: str) -> Iterator[None]:
 
 
 def summarize(source_info: Source | None, num_frames: int = 1) -> str:
-    """file:line (function) of a source."""
-    return "unknown" if source_info is None else str(source_info)
+    """file:line:column (function) of a source, as JAX's (file:line where the column is unknown)."""
+    return "unknown" if source_info is None else source_info.with_column()
 
 
 __all__ = ["SourceInfo", "current", "current_name_stack", "extend_name_stack", "register_exclusion", "summarize"]
