@@ -48,24 +48,28 @@ def join(sep: tuple, docs: list[tuple]) -> tuple:
     return ("cat", out)
 
 
-def _flat_fits(doc: tuple, width: int) -> bool:
-    """Whether doc, printed flat (every break as its text), takes at most width columns."""
-    agenda = [doc]
+def _fits(doc: tuple, width: int, rest: list[tuple[int, bool, tuple]]) -> bool:
+    """Whether doc printed flat, and what follows it up to the next line break, take at most width columns."""
+    agenda: list[tuple[bool, tuple]] = [(flat, d) for _, flat, d in rest[-64:]] + [(True, doc)]
     while agenda and width >= 0:
-        d = agenda.pop()
+        flat, d = agenda.pop()
         kind = d[0]
-        if kind == "text" or kind == "brk":
+        if kind == "text":
+            width -= len(d[1])
+        elif kind == "brk":
+            if not flat:
+                return True
             width -= len(d[1])
         elif kind == "cat":
-            agenda.extend(reversed(d[1]))
+            agenda.extend((flat, c) for c in reversed(d[1]))
         else:
-            agenda.append(d[-1])
+            agenda.append((flat, d[-1]))
     return width >= 0
 
 
 def format_doc(doc: tuple, width: int = 80) -> str:
-    """Lay doc out: a group whose own content fits the rest of the line prints flat, else its breaks are newlines
-    (indented by the enclosing nests), as JAX's pretty printer."""
+    """Lay doc out: a group prints flat when it, and what follows it up to the next line break, fit the rest of
+    the line, else its breaks are newlines (indented by the enclosing nests), as JAX's pretty printer."""
     lines: list[str] = []
     line: list[str] = []
     column = 0
@@ -89,7 +93,7 @@ def format_doc(doc: tuple, width: int = 80) -> str:
         elif kind == "nest":
             agenda.append((indent + d[1], flat, d[2]))
         else:  # group
-            agenda.append((indent, flat or _flat_fits(d[1], width - column), d[1]))
+            agenda.append((indent, flat or _fits(d[1], width - column, agenda), d[1]))
     lines.append("".join(line))
     return "\n".join(lines)
 
