@@ -105,6 +105,31 @@ print(jax.make_jaxpr(jax.vmap(lambda x, y: jnp.dot(x, y)))(jnp.ones((2, 3)), jnp
 case("cumsum_sort")
 print(jax.make_jaxpr(lambda x: lax.cumsum(x) + lax.sort(x))(jnp.ones(3)))
 
+case("custom_jvp")  # (docs: "Custom derivative rules")
+@jax.custom_jvp
+def cj(x):
+    return jnp.sin(x)
+@cj.defjvp
+def cj_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return cj(x), jnp.cos(x) * t
+print(jax.make_jaxpr(lambda x: cj(x) * 2.0)(jnp.ones(3)))
+
+case("custom_vjp")
+@jax.custom_vjp
+def cv(x):
+    return jnp.sin(x)
+cv.defvjp(lambda x: (jnp.sin(x), x), lambda r, g: (g * jnp.cos(r),))
+print(jax.make_jaxpr(lambda x: cv(x) * 2.0)(jnp.ones(3)))
+
+case("checkpoint_remat2")
+print(jax.make_jaxpr(lambda x: jax.checkpoint(jnp.sin)(x))(jnp.ones(3)))
+
+case("open_jaxpr_and_equation")  # (closed.jaxpr, and one equation, print as JAX's)
+closed = jax.make_jaxpr(lambda x: jnp.sin(x + c))(jnp.ones(8))
+print(closed.jaxpr)
+print(closed.eqns[-1])
+
 # print_saved_residuals (docs: "Gradient checkpointing with jax.checkpoint")
 def g(W, x):
     y = jnp.dot(W, x)

@@ -498,6 +498,8 @@ class custom_jvp:  # noqa: N801  (JAX's name)
                                 [aval_of(x) for x in t_leaves], out_avals)
             return out_leaves, [None if gone else t for t, gone in zip(t_leaves, absent)]
         rule.symbolic_zeros = symbolic  # type: ignore[attr-defined]  (see _custom_jvp_depends)
+        rule.printed_names = (getattr(self.fun, "__name__", "function"),  # type: ignore[attr-defined]
+                              getattr(user_jvp, "__name__", "jvp"))  # (as make_jaxpr prints the equation)
 
         outs = custom_jvp_call_p.bind(*closed.consts, *leaves, fun_ir=closed.ir, num_consts=len(closed.consts),
                                       jvp=rule)
@@ -595,6 +597,8 @@ class custom_vjp:  # noqa: N801  (JAX's name)
                                      "cotangent of a value every device holds alike over the axes it varies over)")
             return _from_float0(ct_leaves, in_avals)
 
+        fwd.printed_names = (getattr(self.fun, "__name__", "function"),  # type: ignore[attr-defined]
+                             getattr(user_fwd, "__name__", "fwd"), getattr(user_bwd, "__name__", "bwd"), symbolic)
         outs = custom_vjp_call_p.bind(*closed.consts, *leaves, fun_ir=closed.ir, num_consts=len(closed.consts),
                                       fwd=fwd, bwd=bwd)
         return closed.out_tree.unflatten(outs)

@@ -143,6 +143,11 @@ class Eqn:
     def __repr__(self) -> str:
         return f"Eqn({self.prim.name}, {self.inputs} -> {self.outputs}, {self.params})"
 
+    def __str__(self) -> str:
+        """The equation as JAX prints one (`b:f32[3] = sin a`, its variables named afresh)."""
+        from ember._core.jaxpr_print import eqn_text
+        return eqn_text(self)
+
     # JAX's names for the fields (a JaxprEqn of jax.extend.core: ember's IR is its jaxpr); ember has no effect
     # types (Primitive.effectful is the mechanism), so effects is empty, and an equation has no tracing context.
     invars = property(lambda self: self.inputs)
@@ -244,8 +249,9 @@ class Jaxpr:
             raise TypeError(f"ClosedJaxpr: {len(self.constvars)} constvars but {len(consts)} consts")
         return IR(self.constvars, consts, self.invars, self.eqns, self.outvars)
 
-    def __str__(self) -> str:  # (its constvars print as leading inputs: their values are not part of it)
-        return pretty_print(IR([], [], self.constvars + self.invars, self.eqns, self.outvars))
+    def __str__(self) -> str:  # (as JAX prints an open jaxpr: its constvars before the ';')
+        from ember._core.jaxpr_print import jaxpr_text
+        return jaxpr_text(IR(self.constvars, [None] * len(self.constvars), self.invars, self.eqns, self.outvars))
 
     __repr__ = __str__
 

@@ -238,15 +238,29 @@ def _jax_view(eqn: Any) -> tuple[str, list[tuple[str, Any]], list[Any]]:
             del params["keep_unused"]
         jit_name = params.pop("name", "<unnamed function>")
         return "jit", [("name", jit_name)] + sorted(params.items()), inputs
-    elif name == "custom_jvp_call":
-        body = params.pop("fun_ir")
+    elif name == "custom_jvp_call":  # (name=, call_jaxpr=, jvp= by the functions' names, as JAX)
+        params["call_jaxpr"] = params.pop("fun_ir")
         if not params.get("num_consts"):
             params.pop("num_consts", None)
         jvp = params.pop("jvp", None)
-        params["call_jaxpr"] = body
-        params["jvp"] = getattr(jvp, "__name__", "jvp")
-        params.setdefault("symbolic_zeros", False)
-        return name, sorted(params.items()), inputs
+        fun_name, jvp_name = getattr(jvp, "printed_names", ("function", "jvp"))
+        params["jvp"] = jvp_name
+        params["symbolic_zeros"] = bool(getattr(jvp, "symbolic_zeros", False))
+        return name, [("name", fun_name)] + sorted(params.items()), inputs
+    elif name == "custom_vjp_call":
+        params["call_jaxpr"] = params.pop("fun_ir")
+        if not params.get("num_consts"):
+            params.pop("num_consts", None)
+        fwd = params.pop("fwd", None)
+        params.pop("bwd", None)
+        fun_name, fwd_name, bwd_name, symbolic = getattr(fwd, "printed_names", ("function", "fwd", "bwd", False))
+        params.update(fwd=fwd_name, bwd=bwd_name, symbolic_zeros=symbolic)
+        return name, [("name", fun_name)] + sorted(params.items()), inputs
+    elif name == "remat":  # (JAX's checkpoint primitive is remat2)
+        params["jaxpr"] = params.pop("body_ir")
+        params.setdefault("differentiated", False)
+        params.setdefault("prevent_cse", True)
+        return "remat2", sorted(params.items()), inputs
     return _RENAMES.get(name, name), sorted(params.items()), inputs
 
 
@@ -344,6 +358,11 @@ def jaxpr_doc(top: IR) -> tuple:
             for name, ir in shared]
     docs.append(_jaxpr(top, ctx))
     return cat(*docs)
+
+
+def eqn_text(eqn: Any, width: int = 80) -> str:
+    """One equation as JAX prints it: its variables named in the order they appear."""
+    return format_doc(_eqn(eqn, _Context({}), set(eqn.outputs)), width)
 
 
 def jaxpr_text(ir: IR, width: int = 80) -> str:
