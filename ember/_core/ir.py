@@ -98,6 +98,10 @@ class Position:
         return f"Position(lasti={self.lasti}, column={self.column})"
 
 
+# JAX's printed forms of an open jaxpr and an equation (ember._core.jaxpr_print, a later module, registers them)
+JAX_PRINTERS: dict[str, Any] = {}
+
+
 class Source(NamedTuple):
     """Where an equation came from: the line of user code (outside ember) that bound its primitive, and the named
     scopes (ember.named_scope, ember.named_call) it was bound in, outermost first, relative to the IR that holds
@@ -145,8 +149,7 @@ class Eqn:
 
     def __str__(self) -> str:
         """The equation as JAX prints one (`b:f32[3] = sin a`, its variables named afresh)."""
-        from ember._core.jaxpr_print import eqn_text
-        return eqn_text(self)
+        return JAX_PRINTERS["eqn"](self)
 
     # JAX's names for the fields (a JaxprEqn of jax.extend.core: ember's IR is its jaxpr); ember has no effect
     # types (Primitive.effectful is the mechanism), so effects is empty, and an equation has no tracing context.
@@ -250,8 +253,8 @@ class Jaxpr:
         return IR(self.constvars, consts, self.invars, self.eqns, self.outvars)
 
     def __str__(self) -> str:  # (as JAX prints an open jaxpr: its constvars before the ';')
-        from ember._core.jaxpr_print import jaxpr_text
-        return jaxpr_text(IR(self.constvars, [None] * len(self.constvars), self.invars, self.eqns, self.outvars))
+        return JAX_PRINTERS["jaxpr"](IR(self.constvars, [None] * len(self.constvars), self.invars, self.eqns,
+                                        self.outvars))
 
     __repr__ = __str__
 

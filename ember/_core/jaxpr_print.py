@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._core.ir import IR, Literal, Var
+from ember._core.ir import IR, JAX_PRINTERS, Literal, Var
 
 # ---------------------------------------------------------------------------------------------------------------
 # Documents: ("text", s) | ("brk", s) | ("cat", [docs]) | ("nest", n, doc) | ("group", doc)
@@ -384,3 +384,6 @@ class ClosedJaxpr(IR):
                      **unused: Any) -> str:
         """The jaxpr as JAX prints it (source_info and name_stack annotations are not printed)."""
         return jaxpr_text(self, width)
+
+
+JAX_PRINTERS.update(jaxpr=jaxpr_text, eqn=eqn_text)
