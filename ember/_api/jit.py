@@ -62,8 +62,9 @@ def make_ir(fun: Callable[..., Any], static_argnums: int | Sequence[int] = ()) -
 
 def make_jaxpr(fun: Callable[..., Any], static_argnums: int | Sequence[int] = (), axis_env: Any = None,
                return_shape: bool = False, abstracted_axes: Any = None) -> Callable[..., Any]:
-    """make_jaxpr(f)(*args) is f's IR at the arguments' types (as jax.make_jaxpr; ember's IR is its jaxpr: print it),
-    for arrays, numbers or ShapeDtypeStructs; with return_shape, (IR, pytree of the results' ShapeDtypeStructs).
+    """make_jaxpr(f)(*args) is f's IR at the arguments' types (as jax.make_jaxpr; ember's IR is its jaxpr, and it
+    prints as JAX prints one: { lambda ; a:f32[3]. let ... in (b,) }), for arrays, numbers or ShapeDtypeStructs;
+    with return_shape, (IR, pytree of the results' ShapeDtypeStructs).
     Named-axis environments and abstracted axes (shape polymorphism) are not supported."""
     if axis_env or abstracted_axes is not None:
         raise NotImplementedError("make_jaxpr: axis_env and abstracted_axes are not supported by ember")
