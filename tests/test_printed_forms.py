@@ -130,6 +130,13 @@ closed = jax.make_jaxpr(lambda x: jnp.sin(x + c))(jnp.ones(8))
 print(closed.jaxpr)
 print(closed.eqns[-1])
 
+case("source_info")  # (pretty_print(source_info=True): file:line:column (function), aligned)
+def with_sources(x, y):
+    z = jnp.sin(x) * y
+    return jnp.sum(z + 2.0)
+print(jax.make_jaxpr(with_sources)(jnp.ones(3), jnp.ones(3)).pretty_print(source_info=True, use_color=False))
+print(jax.make_jaxpr(lambda x: x * 2.0)(jnp.ones(8)).pretty_print(source_info=True, use_color=False))
+
 # print_saved_residuals (docs: "Gradient checkpointing with jax.checkpoint")
 def g(W, x):
     y = jnp.dot(W, x)

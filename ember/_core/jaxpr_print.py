@@ -19,8 +19,9 @@ from ember._core.ir import IR, JAX_PRINTERS, Literal, Var
 NIL = ("cat", [])
 
 
-def text(s: str) -> tuple:
-    return ("text", s)
+def text(s: str, annotation: str | None = None) -> tuple:
+    """Literal text; an annotation (a source line) prints at the end of the line the text lands on."""
+    return ("text", s) if annotation is None else ("text", s, annotation)
 
 
 def brk(s: str = " ") -> tuple:
@@ -67,11 +68,33 @@ def _fits(doc: tuple, width: int, rest: list[tuple[int, bool, tuple]]) -> bool:
     return width >= 0
 
 
+def _sparse(doc: tuple) -> bool:
+    """Whether doc holds at most one annotation after any break (else it cannot print flat: each annotated
+    equation needs a line of its own), as JAX's printer."""
+    agenda, seen_break, count = [doc], False, 0
+    while agenda:
+        d = agenda.pop()
+        kind = d[0]
+        if kind == "text":
+            if len(d) > 2:
+                if count and seen_break:
+                    return False
+                count += 1
+        elif kind == "brk":
+            seen_break = True
+        elif kind == "cat":
+            agenda.extend(reversed(d[1]))
+        else:
+            agenda.append(d[-1])
+    return True
+
+
 def format_doc(doc: tuple, width: int = 80) -> str:
     """Lay doc out: a group prints flat when it, and what follows it up to the next line break, fit the rest of
     the line, else its breaks are newlines (indented by the enclosing nests), as JAX's pretty printer."""
-    lines: list[str] = []
+    lines: list[tuple[str, list[str]]] = []
     line: list[str] = []
+    notes: list[str] = []
     column = 0
     agenda: list[tuple[int, bool, tuple]] = [(0, False, doc)]  # (indent, flat, doc)
     while agenda:
@@ -80,6 +103,8 @@ def format_doc(doc: tuple, width: int = 80) -> str:
         if kind == "text":
             line.append(d[1])
             column += len(d[1])
+            if len(d) > 2:
+                notes.append(d[2])
         elif kind == "cat":
             agenda.extend((indent, flat, c) for c in reversed(d[1]))
         elif kind == "brk":
@@ -87,15 +112,17 @@ def format_doc(doc: tuple, width: int = 80) -> str:
                 line.append(d[1])
                 column += len(d[1])
             else:
-                lines.append("".join(line))
-                line = [" " * indent]
+                lines.append(("".join(line), notes))
+                line, notes = [" " * indent], []
                 column = indent
         elif kind == "nest":
             agenda.append((indent + d[1], flat, d[2]))
         else:  # group
-            agenda.append((indent, flat or _fits(d[1], width - column, agenda), d[1]))
-    lines.append("".join(line))
-    return "\n".join(lines)
+            agenda.append((indent, flat or (_sparse(d[1]) and _fits(d[1], width - column, agenda)), d[1]))
+    lines.append(("".join(line), notes))
+    # (annotations line up after the widest annotated line)
+    widest = max((len(t) for t, n in lines if n), default=0)
+    return "\n".join(t.ljust(widest) + " # " + " ".join(n) if n else t for t, n in lines)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -120,6 +147,7 @@ class _Context:
         self.names = dict(names)
         self.shared: dict[int, str] = {}  # id(IR) -> its name, for jaxprs printed once before the top-level one
         self.shared_names: set[str] = set()
+        self.source_info = False  # (annotate each equation with its source line, file:line:column (function))
         self._fresh = (n for n in map(_letters, itertools.count()) if n not in self.shared_names)
 
     def name(self, var: Var) -> str:
@@ -282,7 +310,10 @@ def _eqn(eqn: Any, ctx: _Context, used: set[Var]) -> tuple:
     jax_name, params, inputs = _jax_view(eqn)
     lhs = _vars(eqn.outputs, ctx, shapes=True)
     rhs = [text(jax_name), _kv_pairs(params, ctx), cat(text(" "), _vars(inputs, ctx))]
-    return cat(lhs, text(" = "), *rhs) if eqn.outputs else cat(*rhs)
+    note = None
+    if ctx.source_info:
+        note = eqn.source.with_column() if eqn.source is not None else ""
+    return cat(lhs, text(" = ", note), *rhs) if eqn.outputs else cat(*rhs)
 
 
 def _jaxpr(ir: IR, ctx: _Context) -> tuple:
@@ -311,7 +342,7 @@ def _sub_irs(params: dict[str, Any]) -> list[IR]:
     return found
 
 
-def jaxpr_doc(top: IR) -> tuple:
+def jaxpr_doc(top: IR, source_info: bool = False) -> tuple:
     """The document of top as JAX lays it out (jaxprs used more than once, or nested ones of more than 10
     equations, are printed first as `let name = { ... } in`)."""
     dropped: dict[Var, str] = {}
@@ -322,6 +353,7 @@ def jaxpr_doc(top: IR) -> tuple:
                 dropped[v] = "_"
         used.update(a for a in eqn.inputs if isinstance(a, Var))
     ctx = _Context(dropped)
+    ctx.source_info = source_info
     names: dict[int, str] = {}
     counts: Counter = Counter()
     order: dict[int, IR] = {}
@@ -365,9 +397,9 @@ def eqn_text(eqn: Any, width: int = 80) -> str:
     return format_doc(_eqn(eqn, _Context({}), set(eqn.outputs)), width)
 
 
-def jaxpr_text(ir: IR, width: int = 80) -> str:
-    """ir printed as jax.make_jaxpr's result prints."""
-    return format_doc(jaxpr_doc(ir), width)
+def jaxpr_text(ir: IR, width: int = 80, source_info: bool = False) -> str:
+    """ir printed as jax.make_jaxpr's result prints (with source_info, each equation's source line)."""
+    return format_doc(jaxpr_doc(ir, source_info), width)
 
 
 class ClosedJaxpr(IR):
@@ -382,8 +414,9 @@ class ClosedJaxpr(IR):
 
     def pretty_print(self, *, source_info: bool = False, name_stack: bool = False, width: int = 80,
                      **unused: Any) -> str:
-        """The jaxpr as JAX prints it (source_info and name_stack annotations are not printed)."""
-        return jaxpr_text(self, width)
+        """The jaxpr as JAX prints it; with source_info, each equation's source (file:line:column (function)) at
+        the end of its line, aligned (name_stack annotations are not printed)."""
+        return jaxpr_text(self, width, source_info)
 
 
 JAX_PRINTERS.update(jaxpr=jaxpr_text, eqn=eqn_text)
