@@ -137,6 +137,17 @@ def with_sources(x, y):
 print(jax.make_jaxpr(with_sources)(jnp.ones(3), jnp.ones(3)).pretty_print(source_info=True, use_color=False))
 print(jax.make_jaxpr(lambda x: x * 2.0)(jnp.ones(8)).pretty_print(source_info=True, use_color=False))
 
+case("name_stack")  # (named scopes as [outer/inner]; with the source too, one annotation under the other)
+def scoped(x):
+    with jax.named_scope("outer"):
+        y = jnp.sin(x)
+        with jax.named_scope("inner"):
+            y = y * 2.0
+    return y + 1.0
+scoped_jaxpr = jax.make_jaxpr(scoped)(jnp.ones(3))
+print(scoped_jaxpr.pretty_print(name_stack=True, use_color=False))
+print(scoped_jaxpr.pretty_print(name_stack=True, source_info=True, use_color=False))
+
 # print_saved_residuals (docs: "Gradient checkpointing with jax.checkpoint")
 def g(W, x):
     y = jnp.dot(W, x)

@@ -122,7 +122,11 @@ def format_doc(doc: tuple, width: int = 80) -> str:
     lines.append(("".join(line), notes))
     # (annotations line up after the widest annotated line)
     widest = max((len(t) for t, n in lines if n), default=0)
-    return "\n".join(t.ljust(widest) + " # " + " ".join(n) if n else t for t, n in lines)
+    out = []
+    for t, n in lines:  # (a line with several annotations: one under the other)
+        out.append(t.ljust(widest) + " # " + n[0] if n else t)
+        out.extend(" " * widest + " # " + note for note in n[1:])
+    return "\n".join(out)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -148,6 +152,7 @@ class _Context:
         self.shared: dict[int, str] = {}  # id(IR) -> its name, for jaxprs printed once before the top-level one
         self.shared_names: set[str] = set()
         self.source_info = False  # (annotate each equation with its source line, file:line:column (function))
+        self.name_stack = False  # (annotate each equation with its named scopes, [outer/inner])
         self._fresh = (n for n in map(_letters, itertools.count()) if n not in self.shared_names)
 
     def name(self, var: Var) -> str:
@@ -309,7 +314,8 @@ def _eqn(eqn: Any, ctx: _Context, used: set[Var]) -> tuple:
             ctx.suggest(body.outs, eqn.outputs)
     jax_name, params, inputs = _jax_view(eqn)
     lhs = _vars(eqn.outputs, ctx, shapes=True)
-    rhs = [text(jax_name), _kv_pairs(params, ctx), cat(text(" "), _vars(inputs, ctx))]
+    scopes = f"[{eqn.source.name_stack if eqn.source is not None else ''}]" if ctx.name_stack else None
+    rhs = [text(jax_name, scopes), _kv_pairs(params, ctx), cat(text(" "), _vars(inputs, ctx))]
     note = None
     if ctx.source_info:
         note = eqn.source.with_column() if eqn.source is not None else ""
@@ -342,7 +348,7 @@ def _sub_irs(params: dict[str, Any]) -> list[IR]:
     return found
 
 
-def jaxpr_doc(top: IR, source_info: bool = False) -> tuple:
+def jaxpr_doc(top: IR, source_info: bool = False, name_stack: bool = False) -> tuple:
     """The document of top as JAX lays it out (jaxprs used more than once, or nested ones of more than 10
     equations, are printed first as `let name = { ... } in`)."""
     dropped: dict[Var, str] = {}
@@ -353,7 +359,7 @@ def jaxpr_doc(top: IR, source_info: bool = False) -> tuple:
                 dropped[v] = "_"
         used.update(a for a in eqn.inputs if isinstance(a, Var))
     ctx = _Context(dropped)
-    ctx.source_info = source_info
+    ctx.source_info, ctx.name_stack = source_info, name_stack
     names: dict[int, str] = {}
     counts: Counter = Counter()
     order: dict[int, IR] = {}
@@ -397,9 +403,10 @@ def eqn_text(eqn: Any, width: int = 80) -> str:
     return format_doc(_eqn(eqn, _Context({}), set(eqn.outputs)), width)
 
 
-def jaxpr_text(ir: IR, width: int = 80, source_info: bool = False) -> str:
-    """ir printed as jax.make_jaxpr's result prints (with source_info, each equation's source line)."""
-    return format_doc(jaxpr_doc(ir, source_info), width)
+def jaxpr_text(ir: IR, width: int = 80, source_info: bool = False, name_stack: bool = False) -> str:
+    """ir printed as jax.make_jaxpr's result prints (with source_info, each equation's source line; with
+    name_stack, its named scopes)."""
+    return format_doc(jaxpr_doc(ir, source_info, name_stack), width)
 
 
 class ClosedJaxpr(IR):
@@ -414,9 +421,9 @@ class ClosedJaxpr(IR):
 
     def pretty_print(self, *, source_info: bool = False, name_stack: bool = False, width: int = 80,
                      **unused: Any) -> str:
-        """The jaxpr as JAX prints it; with source_info, each equation's source (file:line:column (function)) at
-        the end of its line, aligned (name_stack annotations are not printed)."""
-        return jaxpr_text(self, width, source_info)
+        """The jaxpr as JAX prints it; with source_info, each equation's source (file:line:column (function)), and
+        with name_stack its named scopes ([outer/inner]), at the end of its line, aligned."""
+        return jaxpr_text(self, width, source_info, name_stack)
 
 
 JAX_PRINTERS.update(jaxpr=jaxpr_text, eqn=eqn_text)
