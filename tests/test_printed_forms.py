@@ -71,6 +71,17 @@ print(jax.make_jaxpr(lambda x: lax.pad(jnp.concatenate([x, x ** 3]), 0.0, [(1, 2
 case("argmax_exactly_too_wide")  # (80 columns and the closing brace: broken)
 print(jax.make_jaxpr(lambda x: lax.argmax(x, 0, jnp.int32))(jnp.ones(3)))
 
+case("lax_ops")  # (lax's own functions: JAX's params at their defaults)
+v4, m34 = jnp.ones(4), jnp.ones((3, 4))
+for fun in [lambda: lax.top_k(v4, 2), lambda: lax.conv(jnp.ones((1, 1, 5, 5)), jnp.ones((1, 1, 3, 3)), (1, 1), "SAME"),
+            lambda: lax.reduce_window(m34, 0.0, lax.add, (2, 2), (1, 1), "VALID"),
+            lambda: lax.sort((v4, jnp.ones(4, jnp.int32)), num_keys=1), lambda: lax.argmin(m34, 1, jnp.int32),
+            lambda: lax.split(v4, (1, 3)), lambda: lax.map(jnp.sin, v4), lambda: lax.reduce(m34, 0.0, lax.add, (0,)),
+            lambda: lax.reduce_precision(v4, 5, 10), lambda: lax.bitcast_convert_type(v4, jnp.int32),
+            lambda: lax.expand_dims(v4, (0,)), lambda: lax.full((2,), 3.0), lambda: lax.optimization_barrier(v4),
+            lambda: lax.broadcasted_iota(jnp.int32, (2, 3), 0)]:
+    print(jax.make_jaxpr(fun)())
+
 case("cond")  # (docs: control flow; branches=( ... ))
 def cf(p, x):
     return lax.cond(p, lambda x: x + 1.0, lambda x: x - 1.0, x)

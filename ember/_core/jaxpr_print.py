@@ -253,6 +253,18 @@ def _jax_view(eqn: Any) -> tuple[str, list[tuple[str, Any]], list[Any]]:
         params.setdefault("sharding", None)
     elif name == "top_k":
         params.setdefault("axis", len(inputs[0].aval.shape) - 1)
+    elif name == "conv_general_dilated":  # (JAX's params beyond ember's, at their defaults)
+        for key in ("out_sharding", "precision", "preferred_element_type"):
+            params.setdefault(key, None)
+    elif name == "fft":  # (JAX's FftType prints as its number)
+        kinds = ("FFT", "IFFT", "RFFT", "IRFFT")
+        if str(params.get("fft_type")) in kinds:
+            params["fft_type"] = kinds.index(str(params["fft_type"]))
+    elif name == "gather":  # (ember's gather is XLA's: indices promised in bounds; ember masks around it)
+        params.setdefault("fill_value", None)
+        params.setdefault("mode", "GatherScatterMode.PROMISE_IN_BOUNDS")
+    elif name.startswith("scatter"):  # (XLA's scatter drops out-of-bounds updates)
+        params.setdefault("mode", "GatherScatterMode.FILL_OR_DROP")
     elif name == "while":
         params["cond_jaxpr"] = params.pop("cond_ir")
         params["body_jaxpr"] = params.pop("body_ir")
