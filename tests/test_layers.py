@@ -18,8 +18,8 @@ PUBLIC = {"__init__", "config", "lax", "numpy", "ops", "tree_util", "tree", "ran
 
 # Module order inside a package: a module imports only modules of its package listed before it.
 ORDER = {
-    "_core": ["config_jax", "config", "exports", "cache", "profile", "monitoring", "dtypes", "sharding", "refs", "ir", "jaxpr_print",
-              "primitive",
+    "_core": ["config_jax", "config", "exports", "cache", "profile", "monitoring", "dtypes", "sharding", "refs", "ir",
+              "jaxpr_print", "primitive",
               "vma", "trace",
               "eval", "axes", "checks", "pytree", "user_pytree", "__init__"],
     "_hlo": ["emitter", "targets", "backend_forms", "row_fusion", "lower", "module_check", "spmd", "ffi", "__init__"],
