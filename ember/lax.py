@@ -54,7 +54,10 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_
                                         # all_gather(to="invarying") primitive, which jax.lax does not export:
                                         "pvary", "all_gather_invariant",
                                         # jax.lax.scatter_apply binds scatter_p with an update computation:
-                                        "scatter_apply"})
+                                        "scatter_apply",
+                                        # lax.platform_dependent's index (jax._src.lax.control_flow's
+                                        # platform_index_p, which jax.lax does not export):
+                                        "platform_index"})
 
 
 def _primitive_names(namespace: dict[str, object]) -> list[str]:

@@ -39,7 +39,8 @@ class Case:
     shapes: Sequence[tuple[Shape, ...]]         # argument shapes; the quick run has the first
     dtypes: Sequence[str]                       # dtypes to try; all are in the quick run for the first shape
     jax: Callable[..., Any] | None = None       # the same on jax arrays: the gradient oracle
-    domain: str = "any"                         # any | positive | nonzero | unit (|x| < 0.9) | int_small
+    domain: str = "any"                         # any | positive | nonzero | unit (|x| < 0.9) | int_small |
+                                                # signed_zeros_and_nans (floats of every class: +-0, +-inf, +-NaN)
     arg_dtypes: Sequence[str | None] | None = None  # per-argument dtype overrides (None: the case dtype)
     grad: bool = True                           # check derivatives (float64) for float arguments
     reverse: bool = True                        # reverse mode too (False: the primitive refuses it, clearly)
@@ -78,7 +79,9 @@ def sample(rng: np.random.Generator, shape: Shape, dtype: str, domain: str) -> n
         if domain == "nonzero":
             values = np.where(values == 0, 1, values)
         return values.astype(dt)
-    if domain == "positive":
+    if domain == "signed_zeros_and_nans":  # (the total-order comparisons: every class of value, ties likely)
+        values = rng.choice(np.array([-np.inf, -1.0, -0.0, 0.0, 1.0, np.inf, np.nan, -np.nan]), size=shape)
+    elif domain == "positive":
         values = rng.uniform(0.5, 2.0, size=shape)
     elif domain == "unit":
         values = rng.uniform(-0.9, 0.9, size=shape)

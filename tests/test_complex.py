@@ -46,13 +46,14 @@ ACCEPTS_COMPLEX = {
     "neg", "add", "sub", "mul", "div", "pow", "integer_pow", "exp", "exp2", "log", "log1p", "expm1", "sqrt",
     "rsqrt", "sin", "cos", "tan", "tanh", "logistic", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh",
     "atanh", "abs", "sign", "max", "min", "eq", "ne", "select", "stop_gradient", "convert_element_type",
-    "reduce_sum", "reduce_prod", "cumsum", "dot_general",
+    "reduce_sum", "reduce_prod", "cumsum", "cumprod", "cummax", "cummin", "square", "select_n", "dot_general",
     "conv_general_dilated",  # (test_complex_convolution_matches_jax below)
     # made for complex numbers
     "real", "imag", "conj", "fft",
     # structural: values are moved, not computed on (run with complex inputs below)
     "broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate", "split", "rev", "gather",
     "scatter", "scatter_add", "scatter_mul", "dynamic_slice", "dynamic_update_slice", "optimization_barrier",
+    "squeeze", "stack", "unstack", "tile", "copy", "device_put", "scatter_sub",
     "name",  # (checkpoint_name's identity)
     "sort",  # (complex values carried along real keys; complex keys are refused: ember.numpy sorts by parts)
     "sharding_constraint",  # (a layout over devices: tests/prims/test_sharding_prims.py has a complex Case)
@@ -78,12 +79,14 @@ LINALG_ACCEPTS_COMPLEX = {"cholesky", "triangular_solve", "lu", "geqrf", "qr", "
 ACCEPTS_COMPLEX |= LINALG_ACCEPTS_COMPLEX
 STRUCTURAL = ["broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate", "split", "rev", "gather",
               "scatter", "scatter_add", "scatter_mul", "dynamic_slice", "dynamic_update_slice",
-              "optimization_barrier", "name"]
+              "optimization_barrier", "name", "squeeze", "stack", "unstack", "tile", "copy", "device_put",
+              "scatter_sub"]
 _COMPLEX_OF = {np.dtype(np.float32): dt.complex64, np.dtype(np.float64): dt.complex128}
 # Primitives that carry sub-IRs: complex values flow through them, their bodies' primitives decide (checked below);
 # custom_lin's values are its custom_vjp's bwd rule's, which decides alike
 CARRY_SUB_IRS = {"cond", "while", "scan", "custom_jvp_call", "custom_vjp_call", "custom_vmap_call", "remat", "reduce",
-                 "reduce_window", "shard_map", "pjit", "custom_lin", "linear_solve", "scatter_apply"}
+                 "reduce_window", "shard_map", "pjit", "custom_lin", "linear_solve", "scatter_apply",
+                 "select_and_scatter"}
 
 
 def _classify(case):

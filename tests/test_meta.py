@@ -14,7 +14,8 @@ from ember._control.exported import EXPORTED_NO_FORWARD_MODE
 from ember._prims.linalg import NO_DERIVATIVE_RULES
 from ember._prims.indexing import SCATTER_APPLY_NOT_DIFFERENTIABLE
 from ember._prims.reduction import GENERAL_REDUCE_NOT_DIFFERENTIABLE
-from ember._prims.windowed import GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE
+from ember._prims.windowed import (GENERAL_REDUCE_WINDOW_NOT_DIFFERENTIABLE,
+                                   GENERAL_SELECT_AND_SCATTER_NOT_DIFFERENTIABLE)
 from ember._core import CHECK_KINDS, NOT_DIFFERENTIABLE, PRIMITIVES, RULE_KINDS
 from oracle import bound_primitives, load_cases, staged
 
@@ -38,6 +39,8 @@ MARKS_TESTED_BY = {
     GENERAL_REDUCE_NOT_DIFFERENTIABLE: lambda prim, cases: any(  # both errors
         c.grad and not c.forward and not c.reverse for c in cases),
     SCATTER_APPLY_NOT_DIFFERENTIABLE: lambda prim, cases: any(  # both errors
+        c.grad and not c.forward and not c.reverse for c in cases),
+    GENERAL_SELECT_AND_SCATTER_NOT_DIFFERENTIABLE: lambda prim, cases: any(  # both errors
         c.grad and not c.forward and not c.reverse for c in cases),
     NO_DERIVATIVE_RULES: lambda prim, cases: any(  # both errors (geqrf, schur)
         c.grad and not c.forward and not c.reverse for c in cases),

@@ -17,8 +17,8 @@ from ember._core import aval_of
 from ember._core.cache import LRUCache
 from ember._core.pytree import tree_flatten
 from ember._core.sharding import Mesh, PartitionSpec
-from ember._prims.lax_helpers import expand_dims, squeeze
-from ember._prims.shape import moveaxis
+from ember._prims.lax_helpers import expand_dims
+from ember._prims.shape import moveaxis, squeeze
 from ember._runtime import devices as backend_devices
 
 

@@ -1,6 +1,6 @@
 """Layer 5, control: higher-order primitives carrying closed sub-IRs (cond/switch, while, scan), each with every
 rule. Their rules call the transformations (jvp_ir, vjp_ir, batch_ir) on the sub-IRs."""
-from ember._control.cond import cond as cond, switch as switch
+from ember._control.cond import cond as cond, platform_dependent as platform_dependent, switch as switch
 from ember._control.cumulative import (cumlogsumexp as cumlogsumexp, cummax as cummax, cummin as cummin,
                                        cumprod as cumprod)
 from ember._control.custom import (checkpoint as checkpoint, checkpoint_policies as checkpoint_policies,
@@ -15,6 +15,7 @@ from ember._control import pjit as _pjit  # noqa: F401  (registers pjit, the cal
 
 __all__ = [
     "associative_scan", "checkpoint", "checkpoint_policies", "cond", "custom_jvp", "custom_vjp", "fori_loop",
-    "map", "optimization_barrier", "remat", "scan", "shard_map", "smap", "switch", "while_loop",
+    "map", "optimization_barrier", "platform_dependent", "remat", "scan", "shard_map", "smap", "switch",
+    "while_loop",
     "cumlogsumexp", "cummax", "cummin", "cumprod", "custom_linear_solve", "custom_root",
 ]

@@ -34,7 +34,8 @@ from ember._core.pytree import PyTreeDef, tree_flatten
 from ember._hlo import LoweringContext, LoweringError
 from ember._hlo import ffi as _hlo_ffi
 from ember._hlo.lower import CALLBACK_TARGET
-from ember._prims.lax_helpers import index_in_dim, stack
+from ember._prims.lax_helpers import index_in_dim
+from ember._prims.slicing import stack
 from ember._prims.shape import BatchDim, batch_size, broadcast, moveaxis
 from ember._prims import explicit
 

@@ -20,11 +20,12 @@ from ember._control.common import (called_from_ember, cast_outputs, close_over, 
                                    retyped, same_types, unused_inputs, varying_as, vma_error_text, vma_mismatch,
                                    with_inputs, with_outputs)
 from ember import _prims as lax
-from ember._core import IR, Eqn, Primitive, ShapedArray, aval_of, eval_ir, is_python_scalar
+from ember._core import IR, TRACE_STATE, Eqn, Primitive, ShapedArray, aval_of, eval_ir, is_python_scalar
 from ember._core import dtypes as dt
 from ember._core.dtypes import join_vma
 from ember._core.pytree import keystr, tree_flatten, tree_leaves_with_path
 from ember._hlo import LoweringContext, lower_into
+from ember._hlo.lower import default_platform
 from ember._prims import broadcast_in_dim, convert_element_type, select
 from ember._prims.elementwise import eq
 from ember._prims.shape import BatchDim, batch_size, moveaxis, zeros
@@ -74,6 +75,9 @@ def _bind_cond(index: Any, operands: Sequence[Any], branches: Sequence[IR]) -> l
 
 @cond_p.def_rule("lowering")
 def _cond_lowering(ctx: LoweringContext, index: str, *operands: str, branches: tuple[IR, ...]) -> list[str]:
+    chosen = ctx.emitter.fact(index, "platform_index")
+    if chosen is not None:  # (lax.platform_dependent: the branch of the platform lowered for, alone)
+        return lower_into(ctx.emitter, branches[chosen], list(operands))
     if not ctx.avals_out:  # (kept for a callback's effect: a dummy result orders it among the effects, see lower_into)
         flag = ShapedArray((), dt.bool_)
         regions = [ctx.region([], lambda body, _, b=branch: [*lower_into(body, b, operands), body.constant(True, flag)])
@@ -303,6 +307,74 @@ def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -
     else:
         index = lax.min(lax.max(convert_element_type(index, dt.int32), 0), last)
     return _cond(index, branches, operands, "switch", called_from_ember())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# platform_dependent: the branch for the platform the computation is lowered for (JAX's lax.platform_dependent).
+# platform_index(; platforms) is the index, into platforms (a tuple of tuples of platform names, None for the
+# default branch), of the platform the module is lowered for: a constant of the module, which cond's lowering sees
+# (the "platform_index" fact) and lowers that branch alone. Eagerly the branch is picked in Python.
+platform_index_p = Primitive("platform_index", checks=())
+platform_index_p.def_rule("sharding_rule", lambda **params: None)
+platform_index_p.def_rule("abstract_eval", lambda *, platforms: ShapedArray((), dt.int32))
+platform_index_p.mark_not_differentiable()
+platform_index_p.def_rule("batching", lambda args, dims, *, platforms: ([platform_index_p.bind(platforms=platforms)],
+                                                                        [None]))
+
+
+def _platform_choice(platforms: tuple[tuple[str, ...] | None, ...], platform: str) -> int:
+    """The index of the branch for platform (an entry naming it, else the default, None), or JAX's error."""
+    for i, names in enumerate(platforms):
+        if names is not None and platform in names:
+            return i
+    for i, names in enumerate(platforms):
+        if names is None:
+            return i
+    raise NotImplementedError(f"platform_dependent: no branch for platform {platform!r} and no default (branches "
+                              f"for {[p for names in platforms if names for p in names]}; JAX: MLIR translation rule "
+                              f"for primitive 'platform_index(platforms={platforms})' not found for platform "
+                              f"{platform})")
+
+
+@platform_index_p.def_rule("lowering")
+def _platform_index_lowering(ctx: LoweringContext, *, platforms: tuple[tuple[str, ...] | None, ...]) -> list[str]:
+    # (a portable module, an export, is for the CPU: ember exports for no other platform)
+    chosen = _platform_choice(platforms, ctx.emitter.platform or "cpu")
+    value = ctx.constant(chosen, ctx.aval_out)
+    ctx.emitter.tell(value, "platform_index", chosen)
+    return [value]
+
+
+def platform_dependent(*args: Any, default: Callable[..., Any] | None = None,
+                       **per_platform: Callable[..., Any]) -> Any:
+    """per_platform[platform](*args) for the platform the computation is lowered for ("cpu"; "cuda" with ember's
+    CUDA plugin), else default(*args) (like jax.lax.platform_dependent): every branch is staged (and transformed as
+    lax.switch's are), and only the chosen one is lowered; eagerly, only the chosen one runs."""
+    branches: list[Callable[..., Any]] = []
+    names: list[list[str]] = []
+    for name, branch in per_platform.items():
+        if not callable(branch):
+            raise TypeError(f"lax.platform_dependent: the '{name}' branch must be a callable.")
+        if name == "gpu":
+            raise ValueError("Use 'cuda' or 'rocm' for lax.platform_dependent.")
+        for k, known in enumerate(branches):  # (identical branches join, as in JAX)
+            if known == branch:
+                names[k].append(name)
+                break
+        else:
+            branches.append(branch)
+            names.append([name])
+    platforms: list[tuple[str, ...] | None] = [tuple(n) for n in names]
+    if default is not None:
+        if not callable(default):
+            raise TypeError("lax.platform_dependent: the 'default' branch must be a callable.")
+        branches.append(default)
+        platforms.append(None)
+    platforms_key = tuple(platforms)
+    if not TRACE_STATE.stack:  # (eagerly: the branch of the runtime's platform, alone)
+        return branches[_platform_choice(platforms_key, default_platform() or "cpu")](*args)
+    index = platform_index_p.bind(platforms=platforms_key)
+    return _cond(index, branches, args, "platform_dependent", called_from_ember())
 
 
 _NO_OPERAND = object()

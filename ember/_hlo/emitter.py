@@ -96,6 +96,10 @@ FACT_KINDS = {
     # dimension: the value is stablehlo.iota along that dimension (iota's lowering tells it; the sort's lowering
     # reads it to have ember's sort kernel write the positions it sorts instead of gathering an iota through them)
     "iota",
+    # index: the value is the constant branch index lax.platform_dependent chose for the platform the module is
+    # lowered for (platform_index's lowering tells it; cond's lowering reads it and emits that branch alone, so the
+    # other platforms' branches are never lowered, as in JAX)
+    "platform_index",
 }
 
 

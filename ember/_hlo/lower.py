@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._core import IR, Atom, Literal, ShapedArray, Var, check_ir
+from ember._core import IR, Atom, Literal, ShapedArray, Var, check_ir, stage_flat
 from ember._core.ir import sub_irs
 from ember._core.primitive import has_effects
 from ember._core.config import config
@@ -127,6 +127,17 @@ def call_function(ctx: LoweringContext, ir: IR, args: Sequence[str], name: str, 
                                      + "".join(line + "\n" for line in function.lines) + ret + "\n  }\n")
         emitter.called[key] = callee
     return ctx.op("func.call", list(args), list(ir.out_avals), {"callee": f"@{callee}"})
+
+
+def emit_function(emitter: Any, fn: Callable[..., Sequence[Any]], avals: Sequence[ShapedArray],
+                  args: Sequence[str]) -> tuple[list[str], list[ShapedArray]]:
+    """Emit fn (flat arrays in, a list of arrays out, written with ember primitives) applied to the values args of
+    the given avals; returns the output values and their avals (a lowering written as ember code, as
+    jax.interpreters.mlir.lower_fun's: the special functions' expansions, the cumulative scans, approx_top_k)."""
+    ir = stage_flat(lambda *xs: list(fn(*xs)), list(avals))
+    if ir.consts:
+        raise LoweringError("emit_function: the function must not capture arrays (use Python scalars)")
+    return lower_into(emitter, ir, list(args)), list(ir.out_avals)
 
 
 def lower_closed(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:

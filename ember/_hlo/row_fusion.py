@@ -22,17 +22,17 @@ it took are not lowered one by one. Its outputs are its values that later equati
 `row_regions` is that plan as a pass over the IR of a body about to be lowered (ember._hlo.lower.lower_into runs
 it where regions apply): each region's equations become one `row_region` equation, whose lowering is the call.
 
-What the kernel runs: neg, exp, sqrt, rsqrt, abs, sign, add, sub, mul, div, max, min, integer_pow 1 and 2 on rows
-and scalars; log on scalars; is_finite and select on a predicate the region computed (a boolean is 0.0 or 1.0 inside
-the kernel and never leaves it: a region whose boolean is used outside is not used);
+What the kernel runs: neg, exp, sqrt, rsqrt, abs, sign, add, sub, mul, div, max, min, integer_pow 1 and 2, square on
+rows and scalars; log on scalars; is_finite and select on a predicate the region computed (a boolean is 0.0 or 1.0
+inside the kernel and never leaves it: a region whose boolean is used outside is not used);
 reduce_sum/reduce_max/reduce_min over the trailing axes (over the leading ones in a column region); broadcasts of
-scalars per row, shared rows and scalars to rows; reshapes between the forms of a scalar per row; stop_gradient. An
-op the region already computes on the same operands is not computed twice (a layer norm writes `x - mean` twice),
-and a sum is computed by the op producing its operand as it goes (which then stores nothing when the sum is its only
-reader). Results equal XLA's to rounding: the sum adds in another order; exp is within 2 ulp with XLA's overflow to
-inf and underflow to 0; a row divided by a scalar per row is multiplied by its reciprocal (within 1 ulp; an exact
-division costs 8x); square root is exact; max and min propagate NaN. The kernel splits the rows among threads (one
-per 2^18 elements, at most the CPUs).
+scalars per row, shared rows and scalars to rows; reshapes and squeezes between the forms of a scalar per row;
+stop_gradient. An op the region already computes on the same operands is not computed twice (a layer norm writes `x -
+mean` twice), and a sum is computed by the op producing its operand as it goes (which then stores nothing when the
+sum is its only reader). Results equal XLA's to rounding: the sum adds in another order; exp is within 2 ulp with
+XLA's overflow to inf and underflow to 0; a row divided by a scalar per row is multiplied by its reciprocal (within
+1 ulp; an exact division costs 8x); square root is exact; max and min propagate NaN. The kernel splits the rows
+among threads (one per 2^18 elements, at most the CPUs).
 
 A region is used where backend_forms.applies (the CPU plugin, one device, the cpu_backend_forms option), the
 kernel is available (the C extension is built and the CPU has AVX-512F), its arrays have at least MIN_ELEMENTS
@@ -76,7 +76,7 @@ ROW_UNARY = {"neg", "exp", "sqrt", "rsqrt", "abs", "sign", "is_finite"}  # (log:
 BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "max": "max", "min": "min"}
 REDUCTIONS = {"reduce_sum": "sum", "reduce_max": "reduce_max", "reduce_min": "reduce_min"}
 COLUMNS = {"reduce_sum": "column_sum", "reduce_max": "column_max", "reduce_min": "column_min"}
-ALIASES = {"reshape", "broadcast_in_dim", "stop_gradient"}
+ALIASES = {"reshape", "squeeze", "broadcast_in_dim", "stop_gradient"}
 
 
 def applies(emitter: Emitter) -> bool:
@@ -170,7 +170,7 @@ class Region:
             if not (isinstance(pred, Var) and pred in self.values):
                 return None  # (a predicate the region computed: an input's booleans are not float32)
         if (name in UNARY or name in BINARY or name == "select"
-                or (name == "integer_pow" and eqn.params["y"] in (1, 2))):
+                or (name == "integer_pow" and eqn.params["y"] in (1, 2)) or name == "square"):
             operands = [self.operand(a) for a in eqn.inputs]
             if out_kind is None or any(v is None for v in operands):
                 return None
@@ -439,7 +439,7 @@ def _open(eqn: Any, shapes: dict[tuple[int, ...], tuple[int, bool]], constants: 
     name = eqn.prim.name
     if name in REDUCTIONS:
         shape = tuple(eqn.inputs[0].aval.shape)
-    elif name in UNARY or name in BINARY or name == "integer_pow":
+    elif name in UNARY or name in BINARY or name in ("integer_pow", "square"):
         shape = tuple(eqn.outputs[0].aval.shape)
     else:
         return None
@@ -535,6 +535,8 @@ def emit(emitter: Emitter, region: Region, outputs: Sequence[Var], read: Callabl
             op, args = REDUCTIONS[name], list(eqn.inputs)
         elif name == "integer_pow":
             op, args = ("copy", list(eqn.inputs)) if eqn.params["y"] == 1 else ("mul", list(eqn.inputs) * 2)
+        elif name == "square":
+            op, args = "mul", list(eqn.inputs) * 2
         elif name == "select":
             op, args = "select", list(eqn.inputs)
         else:

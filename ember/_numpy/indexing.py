@@ -32,7 +32,7 @@ from ember._prims.indexing import GatherDimensionNumbers, ScatterDimensionNumber
 from ember._numpy.creation import ones_like, zeros_like
 from ember._numpy.promotion import _as_operand, _broadcast_shapes
 from ember._numpy.shape import broadcast_to, shape, stack, transpose
-from ember._numpy.ufuncs import _where, add, divide, less, negative, power
+from ember._numpy.ufuncs import _where, add, divide, less, power
 from ember._api.sharding import reshard
 from ember._core.sharding import NamedSharding, P
 from ember._prims.explicit import resolve
@@ -575,8 +575,9 @@ class _IndexUpdateRef:
 
     def subtract(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
                  mode: Any = None, wrap_negative_indices: bool = True) -> Any:
-        return self._update("subtract", lax.scatter_add, negative(_as_operand(values)), mode, indices_are_sorted,
-                            unique_indices, wrap_negative_indices)
+        """x with x[index] -= values, accumulating over repeated indices."""
+        return self._update("subtract", lax.scatter_sub, values, mode, indices_are_sorted, unique_indices,
+                            wrap_negative_indices)
 
     def multiply(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
                  mode: Any = None, wrap_negative_indices: bool = True) -> Any:

@@ -140,9 +140,7 @@ def unstack(x: Any, /, *, axis: int = 0) -> tuple[Any, ...]:
     x = _array("unstack", x)
     if ndim(x) == 0:
         raise ValueError("unstack: x must have at least one dimension")
-    axis = normalize_axis("unstack", axis, ndim(x))
-    moved = moveaxis(x, axis, 0)
-    return tuple(moved[i] for i in range(shape(x)[axis]))
+    return lax.unstack(x, normalize_axis("unstack", axis, ndim(x)))
 
 
 def broadcast_arrays(*args: Any) -> list[Any]:
@@ -162,11 +160,7 @@ def tile(A: Any, reps: Any) -> Any:  # noqa: N803
     a = reshape(a, (1,) * (len(reps) - ndim(a)) + shape(a))
     if builtins.any(r < 0 for r in reps):
         raise ValueError(f"tile: reps must be non-negative, got {reps}")
-    s = shape(a)
-    # broadcast into (r0, s0, r1, s1, ...), then merge each pair
-    inter = tuple(x for r, d in zip(reps, s) for x in (r, d))
-    b = lax.broadcast_in_dim(a, inter, tuple(range(1, 2 * len(s), 2)))
-    return reshape(b, tuple(r * d for r, d in zip(reps, s)))
+    return lax.tile(a, reps)
 
 
 def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length: int | None = None) -> Any:

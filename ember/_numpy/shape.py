@@ -213,7 +213,7 @@ def squeeze(a: Any, axis: int | Sequence[int] | None = None) -> Any:
             if s[ax] != 1:
                 raise ValueError(f"squeeze: cannot select an axis to squeeze out which has size not equal to one "
                                  f"(axis {ax} of shape {s})")
-    return lax.reshape(a, tuple(d for i, d in enumerate(s) if i not in axes))
+    return lax.squeeze(a, axes) if axes else lax.reshape(a, s)
 
 
 @fast_static
@@ -268,8 +268,7 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
     if len(shapes) != 1:
         raise ValueError(f"stack: all input arrays must have the same shape, got {sorted(shapes)}")
     axis = normalize_axis("stack", static_int("stack", "axis", axis), ndim(arrays[0]) + 1)
-    return concatenate([expand_dims(a, axis) if not is_python_scalar(a) else
-                        reshape(asarray(a), (1,)) for a in arrays], axis)
+    return lax.stack(_promote("stack", *[asarray(a) if is_python_scalar(a) else a for a in arrays]), axis)
 
 
 def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:

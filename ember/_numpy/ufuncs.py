@@ -215,7 +215,7 @@ def square(x: Any) -> Any:
     x = _as_array(_as_operand(x, "square", 0))
     if aval_of(x).dtype == bool_:
         x = lax.convert_element_type(x, dt.default_int_dtype(), False)
-    return lax.integer_pow(x, 2)
+    return lax.square(x)
 
 
 @fast_path

@@ -47,10 +47,10 @@ from ember._hlo import LoweringContext, LoweringError
 from ember._prims.checks import ANY, NUMERIC_C, check_dtype
 from ember._prims.elementwise import add, div, eq, mul, select
 from ember._prims.indexing import dynamic_slice_in_dim
-from ember._prims.lax_helpers import expand_dims, index_take, squeeze
+from ember._prims.lax_helpers import expand_dims, index_take
 from ember._prims.reduction import reduce_max, reduce_min
 from ember._prims.shape import (BatchDim, batch_at_front, broadcast_in_dim, convert_element_type, iota, linear_jvp,
-                                moveaxis, reduce_sum, reshape, transpose, zeros, zeros_like)
+                                moveaxis, reduce_sum, reshape, squeeze, transpose, zeros, zeros_like)
 from ember._prims.slicing import concatenate
 
 AxisNames = tuple[Hashable, ...]

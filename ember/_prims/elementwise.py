@@ -6,7 +6,7 @@ broadcasts. ember.numpy adds numpy-style broadcasting and dtype promotion on top
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from ember._core import NAN_CHECK
 from ember._core.checks import static_int
 from ember._core.pytree import tree_map
 from ember._hlo import LoweringContext
-from ember._prims.checks import (ANY_C, FLOAT, INEXACT, INTEGRAL, NUMERIC, NUMERIC_C, all_weak, check_dtype,
+from ember._prims.checks import (ANY, ANY_C, FLOAT, INEXACT, INTEGRAL, NUMERIC, NUMERIC_C, all_weak, check_dtype,
                                  check_same_dtypes, coerce_scalars, elementwise_shape)
 from ember._prims.families import (ZERO, Lowering, binary, comparison, elementwise_batching, hlo_lowering, unary,
                                    unbroadcast)
@@ -168,6 +168,9 @@ def _integer_pow_lowering(ctx: LoweringContext, x: str, *, y: int) -> list[str]:
 
 integer_pow_p = unary("integer_pow", None, NUMERIC_C, _integer_pow_derivative, lowering=_integer_pow_lowering,
                       check=_integer_pow_check, checks=NAN_CHECK)
+# square(x) = x * x, one multiply (as integer_pow's y=2; its own primitive, as jax.lax's square_p)
+square_p = unary("square", None, NUMERIC_C, lambda g, x, y: mul(g, mul(_scalar_like(2, x), x)),
+                 lowering=lambda ctx, x: [ctx.op("stablehlo.multiply", [x, x], ctx.aval_out)], checks=NAN_CHECK)
 
 # Inverse trigonometric and hyperbolic functions (CHLO ops, as jax.lax lowers them), cbrt and exp2.
 def _one_minus_square(x: Any) -> Any:
@@ -408,6 +411,10 @@ lt_p = comparison("lt", "LT")
 le_p = comparison("le", "LE")
 gt_p = comparison("gt", "GT")
 ge_p = comparison("ge", "GE")
+# In IEEE's total order (jax.lax's sort comparators bind them; XLA has no total order on complex numbers):
+eq_to_p = comparison("eq_to", "EQ", ANY, total_order=True)
+le_to_p = comparison("le_to", "LE", total_order=True)
+lt_to_p = comparison("lt_to", "LT", total_order=True)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -446,6 +453,79 @@ def _select_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[boo
 
 
 select_p.def_rule("batching", elementwise_batching(select_p))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# select_n(which, *cases): cases[which] elementwise (jax.lax's n-way select): which is boolean (two cases, False picks
+# the first) or an integer array (any number of cases; one out of range picks an unspecified case), of the cases'
+# shape or rank 0. Linear in the cases for a fixed which. A boolean which lowers to one stablehlo.select, an integer
+# one to a balanced tree of them on `which < mid` (as JAX's lowering).
+select_n_p = Primitive("select_n", elementwise=True, checks=())
+select_n_p.def_rule("sharding_rule", explicit.broadcasting("select_n"))
+
+
+@select_n_p.def_rule("abstract_eval")
+def _select_n_abstract_eval(which: ShapedArray, *cases: ShapedArray) -> ShapedArray:
+    if not cases:
+        raise ValueError("select_n() must have at least one case")
+    if dt.is_bool(which.dtype):
+        if len(cases) > 2:
+            raise TypeError(f"select_n: a boolean `which` cannot have > 2 cases, got {len(cases)}")
+    elif not dt.is_int(which.dtype):
+        raise TypeError(f"select_n: `which` must be boolean or integer type, got {which.str_short()}")
+    if len({c.shape for c in cases}) != 1:
+        raise TypeError(f"select_n: cases must have the same shapes, got {[c.shape for c in cases]}")
+    check_same_dtypes("select_n", cases)
+    if which.shape not in ((), cases[0].shape):
+        raise TypeError(f"select_n: `which` must be scalar or have the same shape as cases, got `which` shape "
+                        f"{which.shape} but case shape {cases[0].shape}")
+    return ShapedArray(cases[0].shape, cases[0].dtype, all_weak(cases))
+
+
+@select_n_p.def_rule("lowering")
+def _select_n_lowering(ctx: LoweringContext, which: str, *cases: str) -> list[str]:
+    out = ctx.aval_out
+    which_aval = ctx.avals_in[0]
+    which = ctx.broadcast(which, which_aval, out.shape)
+    if dt.is_bool(which_aval.dtype):
+        return [ctx.op("stablehlo.select", [which, cases[1], cases[0]], out)]
+    index = which_aval.update(shape=out.shape, weak_type=False)
+
+    def tree(values: Sequence[str], first: int) -> str:
+        if len(values) == 1:
+            return values[0]
+        mid = len(values) // 2
+        below = ctx.emitter.compare(which, ctx.constant(first + mid, index), index, "LT")
+        return ctx.op("stablehlo.select", [below, tree(values[:mid], first), tree(values[mid:], first + mid)], out)
+    return [tree(list(cases), 0)]
+
+
+@select_n_p.def_rule("jvp")
+def _select_n_jvp(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    out = select_n_p.bind(*primals)
+    if all(t is None for t in tangents[1:]):
+        return [out], [None]
+    cases = [full_like(c, 0) if t is None else t for c, t in zip(primals[1:], tangents[1:])]
+    return [out], [select_n_p.bind(primals[0], *cases)]
+
+
+@select_n_p.def_rule("vjp")
+def _select_n_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool]) -> list[Any]:
+    which, ct = ins[0], cts[0]
+    zero = full_like(ct, 0)
+    result: list[Any] = [None]
+    for i, need in enumerate(needs[1:]):
+        if not need:
+            result.append(None)
+        elif dt.is_bool(aval_of(which).dtype):
+            result.append(select_n_p.bind(which, *((ct, zero) if i == 0 else (zero, ct))))
+        else:
+            picked = eq(which, scalar_literal(i, aval_of(which).dtype, False))
+            result.append(select_n_p.bind(picked, zero, ct))
+    return result
+
+
+select_n_p.def_rule("batching", elementwise_batching(select_n_p))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -608,7 +688,8 @@ def round(x: Any, rounding_method: int = 0) -> Any:  # noqa: A001
 
 
 def square(x: Any) -> Any:
-    return integer_pow(x, 2)
+    """x * x elementwise (the `square` primitive, as jax.lax.square)."""
+    return square_p.bind(x)
 
 
 def reciprocal(x: Any) -> Any:
@@ -659,10 +740,24 @@ def select(pred: Any, on_true: Any, on_false: Any) -> Any:
     return select_p.bind(pred, on_true, on_false)
 
 
+def select_n(which: Any, *cases: Any) -> Any:
+    """cases[which] elementwise (the `select_n` primitive, as jax.lax.select_n): which is boolean (two cases: False
+    picks the first) or an integer array (any number of cases; one out of range picks an unspecified case), of the
+    cases' shape or a scalar; the cases share one shape and dtype (Python scalars take it). One case is returned as
+    it is."""
+    if not cases:
+        raise ValueError("select_n() must have at least one case")
+    if len(cases) == 1:
+        return cases[0]
+    if is_python_scalar(which):
+        which = scalar_literal(which, dt.bool_ if isinstance(which, bool) else dt.int32, False)
+    return select_n_p.bind(which, *coerce_scalars(cases))
+
+
 __all__ = ["AccuracyMode", "Tolerance", "abs", "add", "atan2", "bitwise_and", "bitwise_not", "bitwise_or",
            "bitwise_xor", "ceil", "cos", "div", "eq", "exp", "expm1", "floor", "ge", "gt", "integer_pow", "is_finite",
            "le", "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg", "pow", "rem", "round", "rsqrt",
-           "select", "sign", "sin", "sqrt", "square", "stop_gradient", "sub", "tan", "tanh", "clz", "population_count",
-           "shift_left", "shift_right_logical", "shift_right_arithmetic", "nextafter", "acos", "asin", "atan", "sinh",
-           "cosh", "asinh", "acosh", "atanh", "cbrt", "exp2", "mulhi", "reciprocal", "reduce_precision", "real", "imag",
-           "conj", "complex"]
+           "select", "select_n", "sign", "sin", "sqrt", "square", "stop_gradient", "sub", "tan", "tanh", "clz",
+           "population_count", "shift_left", "shift_right_logical", "shift_right_arithmetic", "nextafter", "acos",
+           "asin", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "exp2", "mulhi", "reciprocal",
+           "reduce_precision", "real", "imag", "conj", "complex"]

@@ -193,8 +193,10 @@ def _same_shapes(parts: list[Any]) -> list[Any]:
     return [_to_shape(p, widest) for p in parts]
 
 
-def comparison(name: str, direction: str, kinds: str = ANY) -> Primitive:
-    """A comparison: boolean outputs (nothing for checkify to check), not differentiable."""
+def comparison(name: str, direction: str, kinds: str = ANY, total_order: bool = False) -> Primitive:
+    """A comparison: boolean outputs (nothing for checkify to check), not differentiable. total_order: floats
+    compare in IEEE's total order (StableHLO's TOTALORDER: -NaN < -inf < ... < -0.0 < 0.0 < ... < inf < NaN, a NaN
+    equal to itself), as jax.lax's eq_to, le_to and lt_to (its sort comparators)."""
     prim = Primitive(name, fuses_data_movement=True, elementwise=True, checks=())
 
     @prim.def_rule("abstract_eval")
@@ -203,9 +205,12 @@ def comparison(name: str, direction: str, kinds: str = ANY) -> Primitive:
         check_dtype(name, x, kinds, "operands")
         return ShapedArray(elementwise_shape(name, [x, y]), dt.bool_)
 
+    def kind(aval: ShapedArray) -> str:
+        return "TOTALORDER" if total_order and dt.is_float(aval.dtype) else compare_type(aval.dtype)
+
     prim.def_rule("lowering", hlo_lowering("compare", lambda aval: {
         "comparison_direction": f"#stablehlo<comparison_direction {direction}>",
-        "compare_type": f"#stablehlo<comparison_type {compare_type(aval.dtype)}>"}))
+        "compare_type": f"#stablehlo<comparison_type {kind(aval)}>"}))
     prim.mark_not_differentiable()
     prim.def_rule("batching", elementwise_batching(prim))
     prim.def_rule("sharding_rule", broadcasting(name))

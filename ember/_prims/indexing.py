@@ -1,5 +1,5 @@
 """Indexing primitives: gather, the scatter family (scatter, scatter_add, scatter_mul, scatter_min, scatter_max),
-dynamic_slice, dynamic_update_slice and clamp, with the composed select_n.
+dynamic_slice, dynamic_update_slice and clamp.
 
 gather and scatter follow StableHLO's dimension numbers (with batching dimensions, which make vmap of an indexing
 op one more batching dimension instead of an iota), with the index vector always the last dimension of the
@@ -22,7 +22,7 @@ from ember._core.checks import static_int, static_ints
 from ember._core.trace import stage_flat
 from ember._hlo import LoweringContext, i64_array
 from ember._prims.checks import check_dtype, check_same_dtypes
-from ember._prims.elementwise import add, bitwise_and, div, eq, ge, gt, le, lt, max, min, mul, select
+from ember._prims.elementwise import add, bitwise_and, div, eq, ge, gt, le, lt, max, min, mul, neg, select
 from ember._prims.shape import (BatchDim, batch_at_front, batch_size, broadcast_in_dim, convert_element_type, full,
                                 iota, linear_jvp, moveaxis, reduce_sum, reshape, zeros_like)
 from ember._prims.reduction import reduce_min
@@ -432,6 +432,7 @@ def _scatter_index_bounds(eqn: Any, ins: list[Any]) -> Any:
 
 scatter_p = _scatter_primitive("scatter", None, "fiubc")
 scatter_add_p = _scatter_primitive("scatter_add", "add", "fiuc")
+scatter_sub_p = _scatter_primitive("scatter_sub", "subtract", "fiuc")
 scatter_mul_p = _scatter_primitive("scatter_mul", "multiply", "fiuc")
 scatter_min_p = _scatter_primitive("scatter_min", "minimum", "fiub")
 scatter_max_p = _scatter_primitive("scatter_max", "maximum", "fiub")
@@ -462,6 +463,20 @@ def _scatter_add_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: lis
                      ) -> list[Any]:
     ct = cts[0]
     ct_updates = _window_gather(ct, ins[1], aval_of(ins[2]), dimension_numbers) if needs[2] else None
+    return [ct if needs[0] else None, None, ct_updates]
+
+
+# scatter_sub: linear in (operand, updates) together (its updates enter negated); the transpose reads the updates'
+# windows back, negated.
+scatter_sub_p.def_rule("jvp", linear_jvp(scatter_sub_p, [0, 2]))
+
+
+@scatter_sub_p.def_rule("vjp")
+def _scatter_sub_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
+                     dimension_numbers: ScatterDimensionNumbers, indices_are_sorted: bool, unique_indices: bool
+                     ) -> list[Any]:
+    ct = cts[0]
+    ct_updates = neg(_window_gather(ct, ins[1], aval_of(ins[2]), dimension_numbers)) if needs[2] else None
     return [ct if needs[0] else None, None, ct_updates]
 
 
@@ -620,6 +635,7 @@ def _scatter_function(prim: Primitive, what: str) -> Any:
 
 scatter = _scatter_function(scatter_p, "written")
 scatter_add = _scatter_function(scatter_add_p, "added")
+scatter_sub = _scatter_function(scatter_sub_p, "subtracted")
 scatter_mul = _scatter_function(scatter_mul_p, "multiplied in")
 scatter_min = _scatter_function(scatter_min_p, "combined by minimum")
 scatter_max = _scatter_function(scatter_max_p, "combined by maximum")
@@ -1074,35 +1090,7 @@ def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002
     return clamp_p.bind(lo, x, hi)
 
 
-def select_n(which: Any, *cases: Any) -> Any:
-    """cases[which] elementwise (like jax.lax.select_n): which is boolean (two cases: False picks the first) or an
-    integer array (any number of cases); out-of-range integers pick an unspecified case."""
-    if not cases:
-        raise ValueError("select_n: needs at least one case")
-    w = aval_of(which)
-    if len(cases) == 1:
-        return cases[0]
-    if dt.is_bool(w.dtype):
-        if len(cases) != 2:
-            raise ValueError(f"select_n: a boolean selector picks between exactly two cases, got {len(cases)}")
-        return select(which, cases[1], cases[0])
-    if not dt.is_int(w.dtype):
-        raise TypeError(f"select_n: which must be boolean or integer, got {w.str_short()}")
-    return _select_tree(which, cases, 0)
-
-
-def _select_tree(which: Any, cases: Sequence[Any], first: int) -> Any:
-    """cases[which - first] by a balanced tree of selects: which < first + mid picks from the first half."""
-    if len(cases) == 1:
-        return cases[0]
-    mid = len(cases) // 2
-    w = aval_of(which)
-    bound = full(w.shape, first + mid, w.dtype)
-    return select(lt(which, bound), _select_tree(which, cases[:mid], first),
-                  _select_tree(which, cases[mid:], first + mid))
-
-
 __all__ = ["GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "clamp", "dynamic_index_in_dim",
            "dynamic_slice", "dynamic_slice_in_dim", "dynamic_update_index_in_dim", "dynamic_update_slice",
            "dynamic_update_slice_in_dim", "gather", "scatter", "scatter_add", "scatter_apply", "scatter_max",
-           "scatter_min", "scatter_mul", "select_n"]
+           "scatter_min", "scatter_mul", "scatter_sub"]

@@ -1,6 +1,6 @@
 """jax.lax's helpers that are compositions of primitives (their derivatives and batching come from those): shape
-helpers (expand_dims, squeeze, collapse, stack, tile, ...), shape arithmetic for convolutions and windows,
-conv_general_dilated_patches, scatter_sub, and the small types of the API (Precision, RoundingMethod,
+helpers (expand_dims, collapse, index_in_dim, ...), shape arithmetic for convolutions and windows,
+conv_general_dilated_patches, and the small types of the API (Precision, RoundingMethod,
 DotDimensionNumbers, ConvGeneralDilatedDimensionNumbers)."""
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from ember._prims.conv import (ConvDimensionNumbers, _transpose_pads, conv_dimen
                                conv_general_dilated, padtype_to_pads)
 from ember._prims.dot import (PRECISION_LEVELS, DotAlgorithm, DotAlgorithmPreset, canonical_precision, dot_general,
                               is_algorithm)
-from ember._prims.elementwise import mul, neg, reduce_precision
-from ember._prims.indexing import GatherDimensionNumbers, gather, scatter_add
-from ember._prims.shape import broadcast_in_dim, convert_element_type, full, reshape, transpose
+from ember._prims.elementwise import mul, reduce_precision
+from ember._prims.indexing import GatherDimensionNumbers, gather
+from ember._prims.shape import broadcast_in_dim, convert_element_type, full, reshape, squeeze, transpose
 from ember._prims.slicing import concatenate, slice_in_dim
 from ember._prims.windowed import window_shape
 
@@ -84,16 +84,6 @@ def expand_dims(array: Any, dimensions: Sequence[int]) -> Any:
     for d, n in zip(kept, shape):
         out_shape[d] = n
     return broadcast_in_dim(array, out_shape, kept)
-
-
-def squeeze(array: Any, dimensions: Sequence[int]) -> Any:
-    """Remove the given dimensions, which must have size 1 (like jax.lax.squeeze)."""
-    aval = aval_of(array)
-    dims = normalize_axes("squeeze", dimensions, aval.ndim)
-    wrong = [d for d in dims if aval.shape[d] != 1]
-    if wrong:
-        raise ValueError(f"squeeze: dimensions {tuple(wrong)} of {aval.str_short()} do not have size 1")
-    return reshape(array, tuple(n for d, n in enumerate(aval.shape) if d not in dims))
 
 
 def collapse(operand: Any, start_dimension: int, stop_dimension: int | None = None) -> Any:
@@ -177,34 +167,6 @@ def batch_matmul(lhs: Any, rhs: Any, precision: Any = None) -> Any:
     n = l_aval.ndim
     batch = tuple(range(n - 2))
     return dot_general(lhs, rhs, (((n - 1,), (n - 2,)), (batch, batch)), precision=precision)
-
-
-def tile(operand: Any, reps: Sequence[int]) -> Any:
-    """operand repeated reps[i] times along dimension i (like jax.lax.tile; len(reps) == operand.ndim)."""
-    shape = aval_of(operand).shape
-    reps = static_ints("tile", "reps", reps)
-    if len(reps) != len(shape) or any(r < 0 for r in reps):
-        raise ValueError(f"tile: reps {reps} must have one non-negative entry per dimension of shape {shape}")
-    interleaved = tuple(v for r, n in zip(reps, shape) for v in (r, n))
-    spread = broadcast_in_dim(operand, interleaved, tuple(range(1, 2 * len(shape), 2)))
-    return reshape(spread, tuple(r * n for r, n in zip(reps, shape)))
-
-
-def stack(operands: Sequence[Any], axis: int = 0) -> Any:
-    """Arrays of one shape stacked along a new axis (like jax.lax.stack)."""
-    operands = list(operands)
-    if not operands:
-        raise ValueError("stack: needs at least one operand")
-    ndim = aval_of(operands[0]).ndim
-    axis = normalize_axis("stack", static_int("stack", "axis", axis), ndim + 1)
-    return concatenate([expand_dims(x, (axis,)) for x in operands], axis)
-
-
-def unstack(x: Any, axis: int = 0) -> tuple[Any, ...]:
-    """The slices of x along axis, that axis removed (like jax.lax.unstack)."""
-    shape = aval_of(x).shape
-    axis = normalize_axis("unstack", static_int("unstack", "axis", axis), len(shape))
-    return tuple(index_in_dim(x, i, axis, keepdims=False) for i in range(shape[axis]))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -450,18 +412,8 @@ def _bfloat16_product(x: Any, scale: Any) -> Any:
     return _to_bfloat16(mul(_to_bfloat16(x), _to_bfloat16(scale)))
 
 
-# ---------------------------------------------------------------------------------------------------------------
-def scatter_sub(operand: Any, scatter_indices: Any, updates: Any, dimension_numbers: Any, *,
-                indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Any:
-    """operand with each update window subtracted at its start index (like jax.lax.scatter_sub): scatter_add of
-    the negated updates (the same values, wrapping the same way for integers)."""
-    return scatter_add(operand, scatter_indices, neg(updates), dimension_numbers,
-                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode)
-
-
 __all__ = ["ConvGeneralDilatedDimensionNumbers", "DotDimensionNumbers", "Precision", "PrecisionLike", "RoundingMethod",
            "batch_matmul", "broadcast_like", "broadcast_shapes", "broadcast_to_rank", "collapse",
            "conv_general_dilated_local", "conv_general_dilated_patches", "conv_general_permutations",
            "conv_general_shape_tuple", "conv_shape_tuple", "conv_transpose_shape_tuple", "dtype", "empty",
-           "expand_dims", "index_in_dim", "index_take", "reduce_window_shape_tuple", "scaled_dot", "scatter_sub",
-           "squeeze", "stack", "tile", "unstack"]
+           "expand_dims", "index_in_dim", "index_take", "reduce_window_shape_tuple", "scaled_dot"]

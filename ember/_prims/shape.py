@@ -230,6 +230,71 @@ def reshape(x: Any, new_sizes: Sequence[int], out_sharding: Any = None) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# copy(x): a new array equal to x (jax.lax's copy_p, which jnp.array(x, copy=True), jnp.copy and x.copy() bind on
+# traced values; a concrete Array's copy is the runtime's). Staged, it is the identity (it emits no op).
+copy_p = Primitive("copy", moves_data=True, checks=())
+copy_p.def_rule("sharding_rule", explicit.same_as(0))
+copy_p.def_rule("abstract_eval", lambda x: x)
+copy_p.def_rule("lowering", lambda ctx, x: [x])
+copy_p.def_rule("jvp", linear_jvp(copy_p))
+copy_p.def_rule("vjp", lambda cts, ins, outs, needs: [copy_p.bind(cts[0])])
+copy_p.def_rule("batching", vectorized_batching(copy_p))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# squeeze(x, dimensions): x without the given dimensions, each of size 1 (a reshape; jax.lax's squeeze_p).
+squeeze_p = Primitive("squeeze", moves_data=True, checks=())
+
+
+def _squeezed(shape: Sequence[int], dimensions: Sequence[int]) -> tuple[int, ...]:
+    return tuple(n for d, n in enumerate(shape) if d not in dimensions)
+
+
+@squeeze_p.def_rule("abstract_eval")
+def _squeeze_abstract_eval(x: ShapedArray, *, dimensions: tuple[int, ...]) -> ShapedArray:
+    if any(not 0 <= d < x.ndim for d in dimensions) or len(set(dimensions)) != len(dimensions):
+        raise ValueError(f"squeeze: dimensions {dimensions} must be distinct dimensions of {x.str_short()}")
+    if any(x.shape[d] != 1 for d in dimensions):
+        raise ValueError(f"squeeze: cannot select an axis to squeeze out which has size not equal to one, got "
+                         f"shape={x.shape} and dimensions={dimensions} (operand {x.str_short()})")
+    return ShapedArray(_squeezed(x.shape, dimensions), x.dtype, x.weak_type)
+
+
+@squeeze_p.def_rule("sharding_rule")
+def _squeeze_sharding(x: ShapedArray, *, dimensions: tuple[int, ...]) -> Any:
+    return explicit.typed(x.explicit.mesh, [e for d, e in enumerate(explicit.spec_of(x)) if d not in dimensions])
+
+
+@squeeze_p.def_rule("lowering")
+def _squeeze_lowering(ctx: LoweringContext, x: str, *, dimensions: tuple[int, ...]) -> list[str]:
+    return [ctx.op("stablehlo.reshape", [x], ctx.aval_out)]
+
+
+squeeze_p.def_rule("jvp", linear_jvp(squeeze_p))
+
+
+@squeeze_p.def_rule("vjp")
+def _squeeze_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
+                 dimensions: tuple[int, ...]) -> list[Any]:
+    return [reshape(cts[0], aval_of(ins[0]).shape)]
+
+
+@squeeze_p.def_rule("batching")
+def _squeeze_batching(args: list[Any], dims: list[BatchDim], *, dimensions: tuple[int, ...]
+                      ) -> tuple[list[Any], list[BatchDim]]:
+    d = dims[0]
+    shifted = tuple(k if k < d else k + 1 for k in dimensions)
+    return [squeeze_p.bind(args[0], dimensions=shifted)], [d - sum(1 for k in dimensions if k < d)]
+
+
+def squeeze(array: Any, dimensions: Sequence[int]) -> Any:
+    """array without the given dimensions, which must have size 1 (the `squeeze` primitive, as jax.lax.squeeze)."""
+    ndim = aval_of(array).ndim
+    dims = normalize_axes("squeeze", static_ints("squeeze", "dimensions", dimensions), ndim)
+    return squeeze_p.bind(array, dimensions=dims) if dims else array
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # transpose(x, permutation): output dim i is operand dim permutation[i].
 transpose_p = Primitive("transpose", checks=())
 transpose_p.def_rule("sharding_rule", explicit.transpose)
@@ -470,4 +535,5 @@ def reduce_sum(x: Any, axes: Sequence[int] | None = None) -> Any:
 
 
 __all__ = ["broadcast", "broadcast_in_dim", "broadcasted_iota", "convert_element_type", "full", "full_like", "iota",
+           "squeeze",
            "reduce_sum", "reshape", "transpose", "zeros_like"]

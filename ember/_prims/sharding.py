@@ -52,6 +52,27 @@ def constrain(ctx: LoweringContext, x: str, aval: ShapedArray, sharding: Shardin
     return sharding_marker(ctx.emitter, x, aval, sharding_text(sharding, aval.ndim, devices))
 
 
+# device_put(*xs; devices, srcs, copy_semantics): the values, placed on the devices (jax.lax's device_put_p, which
+# ember.device_put binds on traced values put on a device or on the default one; a Sharding makes a sharding
+# constraint instead). In a program on one device it is the identity and emits no op; concrete values are placed by
+# the runtime (ember._runtime.sharded.device_put).
+device_put_p = Primitive("device_put", multiple_results=True, moves_data=True, checks=())
+device_put_p.def_rule("sharding_rule", lambda *xs, **params: [x.explicit for x in xs])
+device_put_p.def_rule("abstract_eval", lambda *xs, devices, srcs, copy_semantics: list(xs))
+device_put_p.def_rule("lowering", lambda ctx, *xs, devices, srcs, copy_semantics: list(xs))
+device_put_p.def_rule("jvp", linear_jvp(device_put_p))
+
+
+@device_put_p.def_rule("vjp")
+def _device_put_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, devices: tuple[Any, ...],
+                    srcs: tuple[Any, ...], copy_semantics: tuple[str, ...]) -> list[Any]:
+    """Each cotangent goes back where its value came from (srcs)."""
+    return device_put_p.bind(*cts, devices=srcs, srcs=devices, copy_semantics=copy_semantics)
+
+
+device_put_p.def_rule("batching", lambda args, dims, **params: (device_put_p.bind(*args, **params), list(dims)))
+
+
 class _InspectSharding(Primitive):
     """inspect_sharding(x; callback) -> (): callback(x's sharding). Outside staging it is called at once with the
     array's sharding; staged, the equation (effectful: no pass drops it) emits nothing, and the runtime calls the

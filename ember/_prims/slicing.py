@@ -1,4 +1,5 @@
-"""Static slicing primitives: slice, pad, concatenate, split and rev (all linear; each is another's transpose)."""
+"""Static slicing primitives: slice, pad, concatenate, split, rev, stack, unstack and tile (all linear; each is
+another's transpose)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -8,10 +9,10 @@ from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
 from ember._core.checks import normalize_axis, static_int, static_ints
 from ember._hlo import LoweringContext, i64_array
-from ember._prims.checks import check_same_dtypes
+from ember._prims.checks import check_same_dtypes, coerce_scalars
 from ember._prims.elementwise import select, sub
 from ember._prims.shape import (BatchDim, batch_at_front, batch_size, broadcast_in_dim, linear_jvp, reduce_sum,
-                               zeros)
+                               reshape, zeros)
 from ember._prims import explicit
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -283,6 +284,181 @@ def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Any]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# stack(*xs, axis): operands of one shape and dtype stacked along a new axis; unstack(x, axis): its transpose, the
+# slices along axis (jax.lax's stack_p and unstack_p). Both lower to the slices and concatenation they are.
+stack_p = Primitive("stack", checks=())
+
+
+@stack_p.def_rule("sharding_rule")
+def _stack_sharding(*xs: ShapedArray, axis: int) -> Any:
+    explicit.concatenate(*xs, dimension=axis)  # (every operand split alike, as concatenate's)
+    spec = next((explicit.spec_of(x) for x in xs if x.explicit is not None), explicit.spec_of(xs[0]))
+    return explicit.typed(explicit.mesh_of(xs), spec[:axis] + (None,) + spec[axis:])
+
+
+@stack_p.def_rule("abstract_eval")
+def _stack_abstract_eval(*xs: ShapedArray, axis: int) -> ShapedArray:
+    if not xs:
+        raise ValueError("stack: needs at least one operand")
+    check_same_dtypes("stack", xs)
+    if len({x.shape for x in xs}) != 1:
+        raise ValueError(f"stack: All input arrays must have the same shape. Got "
+                         f"{', '.join(str(x.shape) for x in xs)}.")
+    first = xs[0]
+    if not 0 <= axis <= first.ndim:
+        raise ValueError(f"stack: axis {axis} is out of bounds for array of dimension {first.ndim + 1}")
+    return ShapedArray(first.shape[:axis] + (len(xs),) + first.shape[axis:], first.dtype,
+                       all(x.weak_type for x in xs))
+
+
+@stack_p.def_rule("lowering")
+def _stack_lowering(ctx: LoweringContext, *xs: str, axis: int) -> list[str]:
+    x = ctx.avals_in[0]
+    one = x.update(shape=x.shape[:axis] + (1,) + x.shape[axis:], explicit=None)
+    dims = i64_array(tuple(d if d < axis else d + 1 for d in range(x.ndim)))
+    pieces = [ctx.op("stablehlo.broadcast_in_dim", [v], one, {"broadcast_dimensions": dims}) for v in xs]
+    return [ctx.op("stablehlo.concatenate", pieces, ctx.aval_out, {"dimension": f"{axis} : i64"})]
+
+
+stack_p.def_rule("jvp", linear_jvp(stack_p))
+
+
+@stack_p.def_rule("vjp")
+def _stack_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axis: int) -> list[Any]:
+    return [ct if need else None for ct, need in zip(unstack_p.bind(cts[0], axis=axis), needs)]
+
+
+@stack_p.def_rule("batching")
+def _stack_batching(args: list[Any], dims: list[BatchDim], *, axis: int) -> tuple[list[Any], list[BatchDim]]:
+    size = batch_size(args, dims)
+    moved = [batch_at_front(x, d, size) for x, d in zip(args, dims)]
+    return [stack_p.bind(*moved, axis=axis + 1)], [0]
+
+
+def stack(operands: Sequence[Any], axis: int = 0) -> Any:
+    """Arrays of one shape and dtype stacked along a new axis (the `stack` primitive, as jax.lax.stack); Python
+    scalars take the arrays' dtype."""
+    operands = coerce_scalars(list(operands))
+    if not operands:
+        raise ValueError("stack: needs at least one operand")
+    ndim = aval_of(operands[0]).ndim
+    return stack_p.bind(*operands, axis=normalize_axis("stack", static_int("stack", "axis", axis), ndim + 1))
+
+
+unstack_p = Primitive("unstack", multiple_results=True, checks=())
+
+
+@unstack_p.def_rule("sharding_rule")
+def _unstack_sharding(x: ShapedArray, *, axis: int) -> Any:
+    explicit.unsplit_axis("unstack", x, axis)
+    spec = explicit.spec_of(x)
+    return [explicit.typed(x.explicit.mesh, spec[:axis] + spec[axis + 1:])] * x.shape[axis]
+
+
+@unstack_p.def_rule("abstract_eval")
+def _unstack_abstract_eval(x: ShapedArray, *, axis: int) -> list[ShapedArray]:
+    if not 0 <= axis < x.ndim:
+        raise ValueError(f"unstack: axis {axis} is out of bounds for array of dimension {x.ndim}")
+    return [ShapedArray(x.shape[:axis] + x.shape[axis + 1:], x.dtype, x.weak_type)] * x.shape[axis]
+
+
+@unstack_p.def_rule("lowering")
+def _unstack_lowering(ctx: LoweringContext, x: str, *, axis: int) -> list[str]:
+    aval = ctx.avals_in[0]
+    one = aval.update(shape=aval.shape[:axis] + (1,) + aval.shape[axis + 1:], explicit=None)
+    outs = []
+    for i, out in enumerate(ctx.avals_out):
+        starts = tuple(i if d == axis else 0 for d in range(aval.ndim))
+        limits = tuple(i + 1 if d == axis else n for d, n in enumerate(aval.shape))
+        piece = ctx.op("stablehlo.slice", [x], one, {"start_indices": i64_array(starts),
+                                                     "limit_indices": i64_array(limits),
+                                                     "strides": i64_array((1,) * aval.ndim)})
+        outs.append(ctx.op("stablehlo.reshape", [piece], out))
+    return outs
+
+
+unstack_p.def_rule("jvp", linear_jvp(unstack_p))
+
+
+@unstack_p.def_rule("vjp")
+def _unstack_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axis: int) -> list[Any]:
+    x = aval_of(ins[0])
+    if x.shape[axis] == 0:
+        return [zeros(x)]
+    return [stack_p.bind(*[zeros(aval_of(out)) if ct is None else ct for ct, out in zip(cts, outs)], axis=axis)]
+
+
+@unstack_p.def_rule("batching")
+def _unstack_batching(args: list[Any], dims: list[BatchDim], *, axis: int) -> tuple[list[Any], list[BatchDim]]:
+    d = dims[0]
+    moved = axis if axis < d else axis + 1
+    outs = unstack_p.bind(args[0], axis=moved)
+    return outs, [d if d < moved else d - 1] * len(outs)
+
+
+def unstack(x: Any, axis: int = 0) -> tuple[Any, ...]:
+    """The slices of x along axis, that axis removed (the `unstack` primitive, as jax.lax.unstack)."""
+    ndim = aval_of(x).ndim
+    return tuple(unstack_p.bind(x, axis=normalize_axis("unstack", static_int("unstack", "axis", axis), ndim)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# tile(x, reps): x repeated reps[i] times along dimension i (jax.lax's tile_p): a broadcast into (r0, n0, r1, n1,
+# ...) and a reshape merging each pair; its transpose sums the repeats.
+tile_p = Primitive("tile", checks=())
+
+
+@tile_p.def_rule("sharding_rule")
+def _tile_sharding(x: ShapedArray, *, reps: tuple[int, ...]) -> Any:
+    for d in explicit.split_dims(x):
+        if reps[d] != 1:
+            explicit.unsplit_axis("tile", x, d)
+    return x.explicit
+
+
+@tile_p.def_rule("abstract_eval")
+def _tile_abstract_eval(x: ShapedArray, *, reps: tuple[int, ...]) -> ShapedArray:
+    if len(reps) != x.ndim:
+        raise TypeError(f"tile: reps length must be equal to the ndim of x, got len(reps)={len(reps)} and "
+                        f"x.ndim={x.ndim}.")
+    if any(r < 0 for r in reps):
+        raise ValueError(f"tile: reps must be non-negative, got {reps}")
+    return ShapedArray(tuple(r * n for r, n in zip(reps, x.shape)), x.dtype, x.weak_type)
+
+
+@tile_p.def_rule("lowering")
+def _tile_lowering(ctx: LoweringContext, x: str, *, reps: tuple[int, ...]) -> list[str]:
+    aval = ctx.avals_in[0]
+    pairs = aval.update(shape=tuple(v for r, n in zip(reps, aval.shape) for v in (r, n)), explicit=None)
+    spread = ctx.op("stablehlo.broadcast_in_dim", [x], pairs,
+                    {"broadcast_dimensions": i64_array(tuple(range(1, 2 * aval.ndim, 2)))})
+    return [ctx.op("stablehlo.reshape", [spread], ctx.aval_out)]
+
+
+tile_p.def_rule("jvp", linear_jvp(tile_p))
+
+
+@tile_p.def_rule("vjp")
+def _tile_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
+              reps: tuple[int, ...]) -> list[Any]:
+    x = aval_of(ins[0])
+    pairs = reshape(cts[0], tuple(v for r, n in zip(reps, x.shape) for v in (r, n)))
+    return [reduce_sum(pairs, tuple(range(0, 2 * x.ndim, 2)))]
+
+
+@tile_p.def_rule("batching")
+def _tile_batching(args: list[Any], dims: list[BatchDim], *, reps: tuple[int, ...]) -> tuple[list[Any], list[BatchDim]]:
+    d = dims[0]
+    return [tile_p.bind(args[0], reps=reps[:d] + (1,) + reps[d:])], [d]
+
+
+def tile(operand: Any, reps: Sequence[int]) -> Any:
+    """operand repeated reps[i] times along dimension i (the `tile` primitive, as jax.lax.tile; len(reps) ==
+    operand.ndim)."""
+    return tile_p.bind(operand, reps=static_ints("tile", "reps", reps))
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # rev(x, dimensions): x reversed along the given dimensions (linear, its own transpose).
 rev_p = Primitive("rev", checks=())
 rev_p.def_rule("sharding_rule", explicit.same_as(0))
@@ -318,4 +494,4 @@ def rev(x: Any, dimensions: Sequence[int]) -> Any:
     return rev_p.bind(x, dimensions=dims) if dims else x
 
 
-__all__ = ["concatenate", "pad", "rev", "slice", "slice_in_dim", "split"]
+__all__ = ["concatenate", "pad", "rev", "slice", "slice_in_dim", "split", "stack", "tile", "unstack"]

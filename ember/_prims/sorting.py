@@ -22,6 +22,7 @@ from ember._core import Primitive, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int
 from ember._hlo import LoweringContext, backend_forms, compare_type, ffi, i64_array
+from ember._hlo.lower import emit_function
 from ember._prims.checks import check_dtype
 from ember._prims.elementwise import eq, neg, select
 from ember._prims.indexing import GatherDimensionNumbers, ScatterDimensionNumbers, gather_p, scatter_add_p
@@ -322,50 +323,129 @@ def top_k(operand: Any, k: int) -> tuple[Any, Any]:
     return values, indices
 
 
-# approx_max_k / approx_min_k: on the CPU, JAX's ApproxTopK runs its exact fallback (a sort with the comparator
-# `a > b` (`a < b` for min), stable): IEEE's order, -0.0 equal to 0.0, ties to the lower index. So here: top_k along
-# the reduction dimension moved last, of keys with -0.0 made 0.0 (negated for min), the values read from the operand
-# at the indices (a -0.0 stays one). recall_target only tunes the TPU's approximation. NaNs, which that comparator
-# leaves wherever the sort puts them, come first for max (top_k's total order: NaN largest, -NaN smallest; for min
-# its mirror).
+# approx_top_k (jax.lax's approx_top_k_p, which approx_max_k and approx_min_k bind): on the CPU, JAX's ApproxTopK runs
+# its exact fallback (a sort with the comparator `a > b` (`a < b` for min), stable): IEEE's order, -0.0 equal to 0.0,
+# ties to the lower index. So its lowering emits: top_k along the reduction dimension moved last, of keys with -0.0
+# made 0.0 (negated for min), the values read from the operand at the indices (a -0.0 stays one). recall_target only
+# tunes the TPU's approximation. NaNs, which that comparator leaves wherever the sort puts them, come first for max
+# (top_k's total order: NaN largest, -NaN smallest; for min its mirror). The derivatives are top_k's: the tangent
+# read at the indices, the cotangent added back there.
 _APPROX_TILING = {True: 1024, False: 128}  # rows of rank 1 / higher: XLA's tiling, below which nothing is reduced
+approx_top_k_p = Primitive("approx_top_k", multiple_results=True, checks=())
+
+
+def _approx_dim(x: ShapedArray, reduction_dimension: int) -> int:
+    if not -x.ndim <= reduction_dimension < x.ndim:
+        raise IndexError(f"approx_top_k: reduction_dimension {reduction_dimension} is out of range for "
+                         f"{x.str_short()} (JAX: list index out of range)")
+    return reduction_dimension % x.ndim
+
+
+@approx_top_k_p.def_rule("abstract_eval")
+def _approx_top_k_abstract_eval(x: ShapedArray, *, k: int, reduction_dimension: int, recall_target: float,
+                                is_max_k: bool, reduction_input_size_override: int, aggregate_to_topk: bool
+                                ) -> list[ShapedArray]:
+    if k <= 0:
+        raise ValueError(f"approx_top_k: k must be positive, got {k}")
+    if x.ndim == 0:
+        raise TypeError(f"approx_top_k operand must have >= 1 dimension, got {x.shape}")
+    dim = _approx_dim(x, reduction_dimension)
+    size = x.shape[dim]
+    if size < k:
+        raise ValueError(f"approx_top_k: k must be smaller than the size of reduction_dim {size}, got {k}")
+    if dt.is_complex(x.dtype):  # (JAX says ValueError for every non-float dtype; ember refuses complex as a type)
+        raise TypeError(f"approx_top_k: operand must be a floating type, got {x.str_short()} (complex dtypes are "
+                        "not ordered)")
+    if not dt.is_float(x.dtype):
+        raise ValueError(f"approx_top_k: operand must be a floating type, got {x.str_short()}")
+    if not aggregate_to_topk:  # every element, sorted, where XLA does not reduce (rows up to its tiling)
+        if size > _APPROX_TILING[x.ndim == 1]:
+            raise NotImplementedError(f"approx_top_k: aggregate_to_topk=False for a reduction dimension longer than "
+                                      f"{_APPROX_TILING[x.ndim == 1]} (its output size is XLA's "
+                                      "ApproxTopKReductionOutputSize, which ember does not reproduce)")
+        k = size
+    shape = x.shape[:dim] + (k,) + x.shape[dim + 1:]
+    return [ShapedArray(shape, x.dtype, x.weak_type), ShapedArray(shape, np.dtype(np.int32))]
+
+
+@approx_top_k_p.def_rule("sharding_rule")
+def _approx_top_k_sharding(x: ShapedArray, *, reduction_dimension: int, **params: Any) -> Any:
+    explicit.unsplit_axis("sort", x, _approx_dim(x, reduction_dimension))
+    return [x.explicit] * 2
+
+
+def _approx_top_k_values(x: Any, dim: int, k: int, is_max_k: bool) -> list[Any]:
+    """The composition the lowering emits: the k extreme entries of x along dim and their indices."""
+    aval = aval_of(x)
+    moved = moveaxis(x, dim, aval.ndim - 1)
+    key = select(eq(moved, full((), 0, aval.dtype)), full(aval_of(moved).shape, 0, aval.dtype), moved)
+    _, indices = top_k(key if is_max_k else neg(key), k)
+    return [moveaxis(_take_last(moved, indices), aval.ndim - 1, dim), moveaxis(indices, aval.ndim - 1, dim)]
+
+
+@approx_top_k_p.def_rule("lowering")
+def _approx_top_k_lowering(ctx: LoweringContext, x: str, *, reduction_dimension: int, is_max_k: bool,
+                           **params: Any) -> list[str]:
+    aval = ctx.avals_in[0]
+    dim = _approx_dim(aval, reduction_dimension)
+    k = ctx.avals_out[0].shape[dim]
+    return emit_function(ctx.emitter, lambda v: _approx_top_k_values(v, dim, k, is_max_k), [aval], [x])[0]
+
+
+def _take_along(x: Any, indices: Any, dim: int) -> Any:
+    """x's entries at indices along dim (take_along_axis, indices in bounds)."""
+    last = aval_of(x).ndim - 1
+    return moveaxis(_take_last(moveaxis(x, dim, last), moveaxis(indices, dim, last)), last, dim)
+
+
+@approx_top_k_p.def_rule("jvp")
+def _approx_top_k_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[list[Any], list[Any]]:
+    values, indices = approx_top_k_p.bind(primals[0], **params)
+    dim = _approx_dim(aval_of(primals[0]), params["reduction_dimension"])
+    tangent = None if tangents[0] is None else _take_along(tangents[0], indices, dim)
+    return [values, indices], [tangent, None]
+
+
+@approx_top_k_p.def_rule("vjp")
+def _approx_top_k_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *,
+                      reduction_dimension: int, **params: Any) -> list[Any]:
+    if not needs[0] or cts[0] is None:
+        return [None]
+    aval = aval_of(ins[0])
+    dim, last = _approx_dim(aval, reduction_dimension), aval.ndim - 1
+    moved = aval.update(shape=aval_of(moveaxis(ins[0], dim, last)).shape, explicit=None)
+    dims, where = _along_last(aval.ndim, moveaxis(outs[1], dim, last))
+    ct = scatter_add_p.bind(full(moved.shape, 0, aval.dtype), where, moveaxis(cts[0], dim, last),
+                            dimension_numbers=ScatterDimensionNumbers(*dims), indices_are_sorted=False,
+                            unique_indices=True)
+    return [moveaxis(ct, last, dim)]
+
+
+@approx_top_k_p.def_rule("batching")
+def _approx_top_k_batching(args: list[Any], dims: list[BatchDim], *, reduction_dimension: int, **params: Any
+                           ) -> tuple[list[Any], list[BatchDim]]:
+    d = dims[0]
+    dim = reduction_dimension % (aval_of(args[0]).ndim - 1)
+    outs = approx_top_k_p.bind(args[0], reduction_dimension=dim + 1 if d <= dim else dim, **params)
+    return list(outs), [d, d]
 
 
 def _approx_top_k(name: str, operand: Any, k: Any, reduction_dimension: Any, recall_target: float,
                   reduction_input_size_override: int, aggregate_to_topk: bool, is_max_k: bool) -> tuple[Any, Any]:
-    aval = aval_of(operand)
     k = int(k) if isinstance(k, float) and k.is_integer() else static_int(name, "k", k)
-    if k <= 0:
-        raise ValueError(f"{name}: k must be positive, got {k}")
-    if aval.ndim == 0:
-        raise TypeError(f"{name}: approx_top_k operand must have >= 1 dimension, got {aval.shape}")
-    dim = static_int(name, "reduction_dimension", reduction_dimension)
-    if not -aval.ndim <= dim < aval.ndim:
-        raise IndexError(f"{name}: reduction_dimension {dim} is out of range for {aval.str_short()} (JAX: list "
-                         "index out of range)")
-    dim %= aval.ndim
-    size = aval.shape[dim]
-    if size < k:
-        raise ValueError(f"{name}: k must be smaller than the size of reduction_dim {size}, got {k}")
-    if not dt.is_float(aval.dtype):
-        raise ValueError(f"{name}: operand must be a floating type, got {aval.str_short()}")
-    if not aggregate_to_topk:  # every element, sorted, where XLA does not reduce (rows up to its tiling)
-        if size > _APPROX_TILING[aval.ndim == 1]:
-            raise NotImplementedError(f"{name}: aggregate_to_topk=False for a reduction dimension longer than "
-                                      f"{_APPROX_TILING[aval.ndim == 1]} (its output size is XLA's "
-                                      "ApproxTopKReductionOutputSize, which ember does not reproduce)")
-        k = size
-    x = moveaxis(operand, dim, aval.ndim - 1)
-    key = select(eq(x, full((), 0, aval.dtype)), full(aval_of(x).shape, 0, aval.dtype), x)
-    _, indices = top_k(key if is_max_k else neg(key), k)
-    return moveaxis(_take_last(x, indices), aval.ndim - 1, dim), moveaxis(indices, aval.ndim - 1, dim)
+    values, indices = approx_top_k_p.bind(
+        operand, k=k, reduction_dimension=static_int(name, "reduction_dimension", reduction_dimension),
+        recall_target=float(recall_target), is_max_k=is_max_k,
+        reduction_input_size_override=static_int(name, "reduction_input_size_override", reduction_input_size_override),
+        aggregate_to_topk=bool(aggregate_to_topk))
+    return values, indices
 
 
 def approx_max_k(operand: Any, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
                  reduction_input_size_override: int = -1, aggregate_to_topk: bool = True) -> tuple[Any, Any]:
     """The k largest entries of a float operand along reduction_dimension and their int32 indices, largest first,
-    ties to the lower index (like jax.lax.approx_max_k on the CPU, which is exact; see above). With
-    aggregate_to_topk=False, every entry, sorted (rows up to 128 long; 1024 for a vector)."""
+    ties to the lower index (the `approx_top_k` primitive, like jax.lax.approx_max_k on the CPU, which is exact;
+    see above). With aggregate_to_topk=False, every entry, sorted (rows up to 128 long; 1024 for a vector)."""
     return _approx_top_k("approx_max_k", operand, k, reduction_dimension, recall_target,
                          reduction_input_size_override, aggregate_to_topk, True)
 
@@ -373,7 +453,8 @@ def approx_max_k(operand: Any, k: int, reduction_dimension: int = -1, recall_tar
 def approx_min_k(operand: Any, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
                  reduction_input_size_override: int = -1, aggregate_to_topk: bool = True) -> tuple[Any, Any]:
     """The k smallest entries of a float operand along reduction_dimension and their int32 indices, smallest first,
-    ties to the lower index (like jax.lax.approx_min_k on the CPU; see approx_max_k)."""
+    ties to the lower index (the `approx_top_k` primitive, like jax.lax.approx_min_k on the CPU; see
+    approx_max_k)."""
     return _approx_top_k("approx_min_k", operand, k, reduction_dimension, recall_target,
                          reduction_input_size_override, aggregate_to_topk, False)
 

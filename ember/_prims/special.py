@@ -11,8 +11,8 @@ import numpy as np
 from ember._core import Primitive, ShapedArray, aval_of, is_python_scalar
 from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
-from ember._core.trace import stage_flat
-from ember._hlo import LoweringContext, LoweringError, lower_into
+from ember._hlo import LoweringContext
+from ember._hlo.lower import emit_function
 from ember._prims.checks import FLOAT, all_weak, check_dtype, check_same_dtypes, coerce_scalars, elementwise_shape
 from ember._prims.elementwise import (_bind_binary, _bind_unary, abs, add, bitwise_and, bitwise_not, bitwise_or,
                                       div, emit_log1p, eq, exp, floor, gt, log, log1p, lt, mul, ne, neg, select, sign,
@@ -94,16 +94,6 @@ polygamma = _bind_binary(polygamma_p)
 # Lowering through ember functions: special functions without a CHLO op (bessel_i0e, the incomplete gamma and beta
 # functions) are written with ember's primitives, staged at the operands' avals and emitted inline, their
 # iterations as stablehlo.while loops whose condition and body are staged functions too.
-def emit_function(emitter: Any, fn: Callable[..., Sequence[Any]], avals: Sequence[ShapedArray],
-                  args: Sequence[str]) -> tuple[list[str], list[ShapedArray]]:
-    """Emit fn (flat arrays in, a list of arrays out, written with ember primitives) applied to the values args of
-    the given avals; returns the output values and their avals."""
-    ir = stage_flat(lambda *xs: list(fn(*xs)), list(avals))
-    if ir.consts:
-        raise LoweringError("emit_function: the function must not capture arrays (use Python scalars)")
-    return lower_into(emitter, ir, list(args)), list(ir.out_avals)
-
-
 def emit_while(ctx: LoweringContext, cond: Callable[..., Any], body: Callable[..., Sequence[Any]],
                init: Sequence[str], avals: Sequence[ShapedArray]) -> list[str]:
     """A stablehlo.while loop over the carried values init (of avals): cond(*carry) -> a boolean scalar,

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._core import Literal, Primitive, ShapedArray, Tracer, aval_of, scalar_literal
+from ember._core import IR, Literal, Primitive, ShapedArray, Tracer, aval_of, scalar_literal
 from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
 from ember._core.checks import normalize_axis, static_int, static_ints
@@ -303,6 +303,90 @@ def _select_and_scatter_add_vjp(cts: list[Any], ins: list[Any], outs: list[Any],
 
 
 select_and_scatter_add_p.def_rule("batching", _pair_batching(select_and_scatter_add_p))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# select_and_scatter(operand, source, init_value; select_jaxpr, scatter_jaxpr): XLA's general SelectAndScatter
+# (jax.lax's select_and_scatter_p): in each window of operand the element that select (a scalar comparison, x kept over
+# y when it says true) prefers receives that window's source value, combined by scatter (a scalar computation) into an
+# output of operand's shape filled with init_value. Its computations are IRs lowered into the op's regions. As in JAX,
+# it has no derivative (select_and_scatter_add, its differentiable case, is the reverse mode of max pooling); batching
+# gives the batch dimension a window of one.
+GENERAL_SELECT_AND_SCATTER_NOT_DIFFERENTIABLE = (
+    "the derivative of select_and_scatter with general computations is not implemented (as in JAX, which defines "
+    "none); select_and_scatter_add is the differentiable case")
+select_and_scatter_p = Primitive("select_and_scatter", checks=NAN_CHECK)
+select_and_scatter_p.def_rule("sharding_rule", explicit.windowed("select_and_scatter"))
+
+
+@select_and_scatter_p.def_rule("abstract_eval")
+def _select_and_scatter_abstract_eval(operand: ShapedArray, source: ShapedArray, init: ShapedArray, *,
+                                      select_jaxpr: Any, scatter_jaxpr: Any, window_dimensions: tuple[int, ...],
+                                      window_strides: tuple[int, ...], padding: Pairs) -> ShapedArray:
+    op = "select_and_scatter"
+    rank = operand.ndim
+    shape = window_shape(op, operand.shape, window_dimensions, window_strides, padding, (1,) * rank, (1,) * rank)
+    if source.shape != shape:
+        raise TypeError(f"{op}: source {source.str_short()} must have the windows' shape {shape}")
+    if init.shape != () or init.dtype != source.dtype:
+        raise TypeError(f"{op}: init_value must be a scalar of the source's dtype {source.dtype}, got "
+                        f"{init.str_short()}")
+    x, s = ShapedArray((), operand.dtype), ShapedArray((), source.dtype)
+    if [a.strip_weak_type() for a in select_jaxpr.in_avals] != [x, x] or \
+            [a.strip_weak_type() for a in select_jaxpr.out_avals] != [ShapedArray((), dt.bool_)]:
+        raise TypeError(f"{op}: select must map two {x.str_short()} scalars to one boolean")
+    if [a.strip_weak_type() for a in scatter_jaxpr.in_avals] != [s, s] or \
+            [a.strip_weak_type() for a in scatter_jaxpr.out_avals] != [s]:
+        raise TypeError(f"{op}: scatter must map two {s.str_short()} scalars to one")
+    return ShapedArray(operand.shape, source.dtype, source.weak_type and init.weak_type)
+
+
+@select_and_scatter_p.def_rule("lowering")
+def _select_and_scatter_lowering(ctx: LoweringContext, operand: str, source: str, init: str, *, select_jaxpr: Any,
+                                 scatter_jaxpr: Any, window_dimensions: tuple[int, ...],
+                                 window_strides: tuple[int, ...], padding: Pairs) -> list[str]:
+    regions = [ctx.lower_region(select_jaxpr), ctx.lower_region(scatter_jaxpr)]
+    return [ctx.op("stablehlo.select_and_scatter", [operand, source, init], ctx.aval_out,
+                   _window_attrs(window_dimensions, window_strides, padding), regions)]
+
+
+select_and_scatter_p.mark("jvp", GENERAL_SELECT_AND_SCATTER_NOT_DIFFERENTIABLE)
+select_and_scatter_p.mark("vjp", GENERAL_SELECT_AND_SCATTER_NOT_DIFFERENTIABLE)
+
+
+@select_and_scatter_p.def_rule("batching")
+def _select_and_scatter_batching(args: list[Any], dims: list[BatchDim], **params: Any
+                                 ) -> tuple[list[Any], list[BatchDim]]:
+    if dims[2] is not None:
+        raise NotImplementedError("vmap of select_and_scatter with a batched init_value is not supported")
+    size = batch_size(args, dims)
+    operand, source = (batch_at_front(x, d, size) for x, d in zip(args[:2], dims[:2]))
+    return [select_and_scatter_p.bind(operand, source, args[2], **_batch_window(params, 0))], [0]
+
+
+def _scalar_computation(op: str, fn: Callable[[Any, Any], Any], dtype: np.dtype) -> IR:
+    """fn staged at two scalars of dtype (a select's or scatter's computation), closing over no arrays."""
+    scalar = ShapedArray((), dtype)
+    ir = stage_flat(lambda a, b: [fn(a, b)], [scalar, scalar])
+    if ir.consts:
+        raise TypeError(f"{op}: a computation must close over no arrays")
+    return ir
+
+
+def select_and_scatter(operand: Any, select: Callable[[Any, Any], Any], window_dimensions: Sequence[int],
+                       window_strides: Sequence[int], padding: Any, source: Any, init_value: Any,
+                       scatter: Callable[[Any, Any], Any]) -> Any:
+    """XLA's SelectAndScatter (the `select_and_scatter` primitive, jax.lax.select_and_scatter_p; jax.lax has no
+    public function for it): select(x, y) -> bool picks an element per window of operand, which receives the
+    window's source value, combined by scatter into an array of operand's shape filled with init_value."""
+    op = "select_and_scatter"
+    x, s = aval_of(operand), aval_of(source)
+    params = _window_params(op, x.shape, window_dimensions, window_strides, padding, None, None)
+    init = scalar_literal(init_value, s.dtype, False) if isinstance(init_value, int | float | bool) else init_value
+    return select_and_scatter_p.bind(
+        operand, source, init, select_jaxpr=_scalar_computation(op, select, x.dtype),
+        scatter_jaxpr=_scalar_computation(op, scatter, s.dtype), window_dimensions=params["window_dimensions"],
+        window_strides=params["window_strides"], padding=params["padding"])
 
 
 # ---------------------------------------------------------------------------------------------------------------

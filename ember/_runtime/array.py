@@ -12,7 +12,7 @@ from ember._core import dtypes as dt
 from ember._core.cache import LRUCache
 from ember._core.dtypes import parse_dtype
 from ember._core.sharding import SingleDeviceSharding
-from ember._prims.shape import convert_element_type, reshape
+from ember._prims.shape import convert_element_type, copy_p, reshape
 from ember._runtime import pjrt as _pjrt
 from ember._runtime.backends import get_client
 from ember._runtime.fastpath import C
@@ -392,7 +392,7 @@ def _array(x: Any, dtype: np.dtype | None, copy: bool | None, op: str) -> Any:
     if isinstance(x, Tracer):
         check_live(x, op)
         if dtype is None or (dtype == x.aval.dtype and not x.aval.weak_type):
-            return x
+            return copy_p.bind(x) if copy else x  # (JAX's copy_p, as jnp.array(x, copy=True) binds it)
         if copy is False:
             raise _no_copy_possible(op, f"a conversion of {x.aval.str_short()} to {dtype.name}")
         return convert_element_type(x, dtype)

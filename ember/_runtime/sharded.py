@@ -13,7 +13,7 @@ import numpy as np
 from ember._core import ShapedArray, Tracer, check_live
 from ember._core.sharding import (MemorySpace, NamedSharding, PartitionSpec, Sharding, current_mesh,
                                   explicit_of)
-from ember._prims.sharding import sharding_constraint_p
+from ember._prims.sharding import device_put_p, sharding_constraint_p
 from ember._runtime import pjrt as _pjrt
 from ember._core.pytree import prefix_entries, tree_flatten
 from ember._runtime.array import Array, Shard, canonical_aval, device_put as one_device_put
@@ -195,6 +195,9 @@ def _is_target(x: Any) -> bool:
     return x is None or isinstance(x, (_pjrt.Device, Sharding, PartitionSpec, MemorySpace))
 
 
+_ALREADY_PLACED = object()  # (device_put: a traced leaf put by its device_put_p equation)
+
+
 def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = False, may_alias: bool | None = None
                ) -> Any:
     """Copy x (an array, a number, or a pytree of them) to a device or by a sharding (as jax.device_put): device
@@ -211,7 +214,19 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = Fa
         raise ValueError(f"device_put: device must be a Device, a Sharding or a tree prefix of x holding them, "
                          f"got {device!r} for a value of structure {tree}: {err}") from None
     out = []
+    staged = [i for i, (leaf, target) in enumerate(zip(leaves, targets))
+              if isinstance(leaf, Tracer) and (target is None or isinstance(target, _pjrt.Device))]
+    if staged:  # (traced values: JAX's device_put_p, one equation for them all)
+        put_traced = device_put_p.bind(*[check_live(leaves[i], "device_put") for i in staged],
+                                       devices=tuple(targets[i] for i in staged), srcs=(None,) * len(staged),
+                                       copy_semantics=("reuse_input",) * len(staged))
+        leaves, targets = list(leaves), list(targets)
+        for i, value in zip(staged, put_traced):
+            leaves[i], targets[i] = value, _ALREADY_PLACED
     for leaf, target in zip(leaves, targets):
+        if target is _ALREADY_PLACED:
+            out.append(leaf)
+            continue
         if isinstance(target, MemorySpace):
             if target is MemorySpace.Any:
                 raise ValueError("device_put: memory space MemorySpace.Any is not a place to put an array: use "

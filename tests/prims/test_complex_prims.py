@@ -44,6 +44,16 @@ def _lexicographic(pick_x):
     return fn
 
 
+def _accumulated(pick):
+    """The running pick(a, b) along axis 0 (numpy has no accumulate of a lexicographic max)."""
+    def fn(x):
+        out = [x[0]]
+        for row in x[1:]:
+            out.append(pick(out[-1], row))
+        return np.stack(out).astype(x.dtype)
+    return fn
+
+
 CASES = [
     Case("real", lax.real, _real_part(np.real), S1, C, jax=jlax.real, grad_dtype="complex128"),
     Case("imag", lax.imag, _real_part(np.imag), S1, C, jax=jlax.imag, grad_dtype="complex128"),
@@ -106,6 +116,17 @@ CASES = [
          jax=lambda x: jlax.reduce_prod(x, (1,)), grad_dtype="complex128", name="reduce_prod_complex"),
     Case("cumsum", lambda x: lax.cumsum(x, 0), lambda x: np.cumsum(x, 0), [((4, 3),)], C,
          jax=lambda x: jlax.cumsum(x, 0), grad_dtype="complex128", name="cumsum_complex"),
+    Case("cumprod", lambda x: lax.cumprod(x, 1), lambda x: np.cumprod(x, 1), [((3, 4),)], C,
+         jax=lambda x: jlax.cumprod(x, 1), grad_dtype="complex128", name="cumprod_complex"),
+    Case("cummax", lambda x: lax.cummax(x, 0), _accumulated(_lexicographic(np.greater)), [((5, 2),)], C,
+         grad=False, name="cummax_complex"),
+    Case("cummin", lambda x: lax.cummin(x, 0), _accumulated(_lexicographic(np.less)), [((5, 2),)], C,
+         grad=False, name="cummin_complex"),
+    Case("square", lax.square, lambda x: x * x, S1, C, jax=jlax.square, grad_dtype="complex128",
+         name="square_complex"),
+    Case("select_n", lambda w, *xs: lax.select_n(w, *xs), lambda w, *xs: np.choose(w, xs),  # (which in 0..3)
+         [((4,), (4,), (4,), (4,), (4,))], C, jax=jlax.select_n, arg_dtypes=["int32", None, None, None, None],
+         domain="int_small", grad_dtype="complex128", name="select_n_complex"),
     Case("dot_general", lambda x, y: lax.dot_general(x, y, (((1,), (0,)), ((), ()))), np.matmul,
          [((3, 4), (4, 2))], C, jax=lambda x, y: jlax.dot_general(x, y, (((1,), (0,)), ((), ()))),
          grad_dtype="complex128", name="dot_general_complex"),

@@ -144,6 +144,11 @@ def _exported_call(x, w):
 
 SCAN_SHAPES = [((), (4, 3)), ((3,), (5, 3)), ((), (1, 2))]
 
+def _platform_dependent(lib, np_):
+    return lambda x, y: lib.platform_dependent(x, y, cpu=lambda a, b: np_.sin(a) * b, tpu=lambda a, b: a + b,
+                                               default=lambda a, b: a - b)
+
+
 CASES = [
     Case("cond", _cond(lax, enp), _np_cond, [((), (5,)), ((), (2, 3))], F, jax=_cond(jlax, jnp)),
     Case("cond", _switch(lax, enp), _np_switch, [((), (4,))], F, jax=_switch(jlax, jnp),
@@ -194,6 +199,10 @@ CASES = [
     Case("ffi_call", lambda x: ember.ffi.ffi_call(register_python_sin(), ember.ShapeDtypeStruct(x.shape, x.dtype),
                                                   vmap_method="sequential")(x),
          np.sin, [((3,),)], ["complex64", "complex128"], grad=False, name="ffi_call_complex"),
+    # platform_dependent: the CPU's branch (its index a constant of the module; the other branches never lowered),
+    # eagerly, under jit and every transformation, as JAX's
+    Case("platform_index", _platform_dependent(lax, enp), lambda x, y: (np.sin(x) * y).astype(x.dtype),
+         [((3,), (3,)), ((2, 2), ())], F, jax=_platform_dependent(jlax, jnp)),
 ]
 
 test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)

@@ -30,6 +30,18 @@ def _same(fn):
     return lambda *xs: np.asarray(fn(*xs)).astype(np.result_type(*xs))
 
 
+def _total_order(fn):
+    """fn on IEEE's total order of the operands' values (-0.0 below 0.0; NaN above +inf and equal to itself), as keys
+    that numpy compares (the sign-magnitude bits of a float made monotone; integers as they are)."""
+    def key(x):
+        x = np.asarray(x)
+        if x.dtype.kind != "f":
+            return x
+        bits = x.view(np.dtype(f"i{x.dtype.itemsize}")).astype(np.int64)
+        return np.where(bits < 0, -(bits & (2 ** (8 * x.dtype.itemsize - 1) - 1)) - 1, bits)
+    return lambda x, y: fn(key(x), key(y))
+
+
 def _c_div(x, y):
     if x.dtype.kind in "iu":
         return (np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y))).astype(x.dtype)
@@ -62,6 +74,7 @@ CASES = [
     Case("is_finite", lambda x: lax.is_finite(lax.log(x)), lambda x: np.isfinite(np.log(np.where(x > 0, x, np.nan))),
          S1, F, grad=False),
     Case("not", lax.bitwise_not, np.invert, S1, INTS, grad=False),
+    Case("square", lax.square, lambda x: (x * x).astype(x.dtype), S1, FI, jax=jlax.square),
     Case("integer_pow", lambda x: lax.integer_pow(x, 3), lambda x: (x ** 3).astype(x.dtype), S1, FI,
          jax=lambda x: jlax.integer_pow(x, 3)),
     Case("integer_pow", lambda x: lax.integer_pow(x, -2), lambda x: (x ** -2.0).astype(x.dtype), S1, F,
@@ -86,6 +99,15 @@ CASES = [
     binary("le", np.less_equal, FIB, grad=False),
     binary("gt", np.greater, FIB, grad=False),
     binary("ge", np.greater_equal, FIB, grad=False),
+    # total-order comparisons (jax.lax's sort comparators): -0.0 < 0.0, NaN equal to itself and above +inf
+    Case("eq_to", lax.eq_to_p.bind, _total_order(np.equal), S2, FIB, grad=False, domain="signed_zeros_and_nans"),
+    Case("le_to", lax.le_to_p.bind, _total_order(np.less_equal), S2, FI, grad=False, domain="signed_zeros_and_nans"),
+    Case("lt_to", lax.lt_to_p.bind, _total_order(np.less), S2, FI, grad=False, domain="signed_zeros_and_nans"),
+    Case("select_n", lambda p, x, y: lax.select_n(p, x, y), lambda p, x, y: np.where(p, y, x),
+         [((5,), (5,), (5,)), ((), (2, 3), (2, 3))], FIB, jax=jlax.select_n, arg_dtypes=["bool", None, None]),
+    Case("select_n", lambda w, *xs: lax.select_n(w, *xs), lambda w, *xs: np.choose(w, xs),  # (which in 0..3)
+         [((2, 3), (2, 3), (2, 3), (2, 3), (2, 3)), ((), (4,), (4,), (4,), (4,))], FI, jax=jlax.select_n,
+         arg_dtypes=["int32", None, None, None, None], domain="int_small", name="select_n_four"),
     Case("select", lambda p, x, y: lax.select(p, x, y), np.where, [((5,), (5,), (5,)), ((2, 3), (), (2, 3))], FIB,
          jax=jnp.where, arg_dtypes=["bool", None, None]),
     Case("convert_element_type", lambda x: lax.convert_element_type(x, "float32"), lambda x: x.astype(np.float32),

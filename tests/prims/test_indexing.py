@@ -88,7 +88,7 @@ CASES = [
     Case("clamp", lambda lo, x, hi: lax.clamp(lo, x, hi), lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi),
          [((), (6,), ()), ((6,), (6,), ())], FI, jax=_jax_clamp),
 ]
-for _name in ("scatter", "scatter_add", "scatter_min", "scatter_max", "scatter_mul"):
+for _name in ("scatter", "scatter_add", "scatter_sub", "scatter_min", "scatter_max", "scatter_mul"):
     _e, _j = _scatter(_name, SCATTER_ROWS)
     _eb, _jb = _scatter(_name, SCATTER_BATCHED)
     _dtypes = FIB if _name == "scatter" else FI

@@ -39,7 +39,19 @@ CASES = [
     # top_k: the values (and positions) of the k largest along the last axis, largest first, lower index on ties
     Case("top_k", lambda x: lax.top_k(x, 3), lambda x: _np_top_k(x, 3), [((4, 9),), ((20,),)], FIB,
          jax=lambda x: jlax.top_k(x, 3)),
+    # approx_top_k (approx_max_k / approx_min_k bind it): exact on the CPU, as JAX's fallback
+    Case("approx_top_k", lambda x: lax.approx_max_k(x, 2, 0), lambda x: _np_approx_k(x, 2, 0, True),
+         [((5, 3),), ((4, 2, 3),)], ["float32", "float64"], jax=lambda x: jlax.approx_max_k(x, 2, 0)),
+    Case("approx_top_k", lambda x: lax.approx_min_k(x, 3), lambda x: _np_approx_k(x, 3, -1, False),
+         [((2, 6),)], ["float32", "float64"], jax=lambda x: jlax.approx_min_k(x, 3), name="approx_min_k"),
 ]
+
+
+def _np_approx_k(x, k, axis, largest):
+    """The k largest (smallest) entries along axis and their int32 positions, ties to the lower position."""
+    order = np.argsort(-x if largest else x, axis=axis, kind="stable")
+    index = np.take(order, np.arange(k), axis=axis)
+    return np.take_along_axis(x, index, axis), index.astype(np.int32)
 
 
 def _np_top_k(x, k):

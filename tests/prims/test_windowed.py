@@ -91,6 +91,44 @@ CASES += [
 _e, _j = _rw(1.0, lax.mul, jlax.mul, (2, 2), (1, 2), ((1, 0), (0, 1)))
 CASES.append(Case("reduce_window", _e, _oracle(_j), [((4, 5),)], FI, reverse=False, forward=False))
 
+
+# the cumulative scans (primitives defined by associative scans): values against numpy's accumulations, derivatives
+# against JAX's
+def _np_cumulative(ufunc, axis, reverse=False):
+    def fn(x):
+        x = np.flip(x, axis) if reverse else x
+        out = ufunc.accumulate(x, axis=axis).astype(x.dtype)
+        return np.flip(out, axis) if reverse else out
+    return fn
+
+
+CASES += [
+    Case("cumprod", lambda x: lax.cumprod(x, 1), _np_cumulative(np.multiply, 1), [((3, 4),), ((2, 5, 2),)], FI,
+         jax=lambda x: jlax.cumprod(x, 1)),
+    Case("cumprod", lambda x: lax.cumprod(x, 0, reverse=True), _np_cumulative(np.multiply, 0, True), [((5,),)], F,
+         jax=lambda x: jlax.cumprod(x, 0, reverse=True), name="cumprod_reverse"),
+    Case("cummax", lambda x: lax.cummax(x, 0), _np_cumulative(np.maximum, 0), [((5, 3),), ((7,),)], FI,
+         jax=lambda x: jlax.cummax(x, 0)),
+    Case("cummin", lambda x: lax.cummin(x, 1, reverse=True), _np_cumulative(np.minimum, 1, True), [((3, 5),)], FI,
+         jax=lambda x: jlax.cummin(x, 1, reverse=True)),
+    Case("cumlogsumexp", lambda x: lax.cumlogsumexp(x, 1), _np_cumulative(np.logaddexp, 1), [((3, 4),), ((6, 1),)],
+         F, jax=lambda x: jlax.cumlogsumexp(x, 1)),
+]
+
+
+# select_and_scatter: XLA's general SelectAndScatter (JAX's private _select_and_scatter binds it), here with a max
+# selection and a multiplying scatter; values and batching; derivatives refused clearly (as in JAX: none defined)
+def _general_sas(x, s):
+    return windowed.select_and_scatter(x, lax.ge, (2, 2), (1, 2), ((0, 1), (1, 0)), s, 1.0, lax.mul)
+
+
+def _jax_general_sas(x, s):
+    return jw._select_and_scatter(x, jlax.ge, (2, 2), (1, 2), ((0, 1), (1, 0)), s, np.asarray(1, s.dtype), jlax.mul)
+
+
+CASES.append(Case("select_and_scatter", _general_sas, _oracle(_jax_general_sas), [((4, 5), (4, 3))], FI,
+                  reverse=False, forward=False))
+
 test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)
 
 
