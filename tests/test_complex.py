@@ -89,6 +89,10 @@ CARRY_SUB_IRS = {"cond", "while", "scan", "custom_jvp_call", "custom_vjp_call", 
                  "select_and_scatter"}
 
 
+# tokens hold no values (tests/test_tokens.py: every array operation refuses one)
+TOKENS = {"create_token", "after_all"}
+
+
 def _classify(case):
     """Per equation of case's primitive in its staging at its first dtype: "accepts" or "refuses" (with the
     TypeError's text), binding it with its floating-point operands made complex (or, where it has none, its integer
@@ -131,7 +135,7 @@ def test_every_primitive_is_classified():
     param: refused below), or is shown to refuse complex operands by one of its Cases above."""
     refusing = {c.prim for c in _real_cases() if any(v == "refuses" for v, _ in _classify(c))}
     unclassified = (set(PRIMITIVES) - ACCEPTS_COMPLEX - CARRY_SUB_IRS - refusing - {"iota"} - COLLECTIVES_ACCEPT
-                    - COLLECTIVES_REFUSE)
+                    - COLLECTIVES_REFUSE - TOKENS)
     assert not unclassified, f"primitives whose handling of complex operands no test shows: {sorted(unclassified)}"
     with pytest.raises(TypeError, match=r"iota: dtype must be .* got c64\[3\]"):
         lax.iota(np.complex64, 3)

@@ -24,7 +24,7 @@ ORDER = {
               "eval", "axes", "checks", "pytree", "user_pytree", "__init__"],
     "_hlo": ["emitter", "targets", "backend_forms", "row_fusion", "lower", "module_check", "spmd", "ffi", "__init__"],
     "_prims": ["checks", "explicit", "shape", "families", "elementwise", "slicing", "reduction", "dot", "indexing",
-               "sorting", "conv", "windowed", "special", "bits", "fft", "lax_helpers", "collectives", "linalg",
+               "sorting", "conv", "windowed", "special", "bits", "fft", "effects", "lax_helpers", "collectives", "linalg",
                "sharding", "refs", "__init__"],
     "_transforms": ["cache", "discharge", "passes", "ad", "jvp", "batching", "__init__"],
     "_runtime": ["fastpath", "pjrt", "xla_proto", "xspace", "distributed", "ffi", "lapack", "rows", "sort", "callbacks",

@@ -68,11 +68,16 @@ _REF_TESTS = ("tests/test_refs.py", ["test_the_ir_shows_the_references_and_their
 # custom_vjp_call's jvp rule; a Case of custom_vjp_call with forward=False checks that running it is the error.
 _CUSTOM_LIN_TESTS = ("tests/test_jax_docs_gaps.py", ["test_jvp_of_a_custom_vjp_function_is_a_type_error",
                                                      "test_linearize_of_a_custom_vjp_function_as_jax"])
+# The tokens' primitives (ember/_prims/effects.py): a Case compares arrays, and a token has no value to compare.
+_TOKEN_TESTS = ("tests/test_tokens.py", ["test_tokens_eagerly_and_under_jit_as_jax",
+                                          "test_token_programs_lower_to_stablehlo_tokens", "test_token_errors_as_jax",
+                                          "test_rules_of_the_token_primitives"])
 FORWARD_MODE_ERROR_AT_RUN_TIME = {"custom_vjp_call"}
 TESTED_IN_OWN_MODULE = {"custom_lin": _CUSTOM_LIN_TESTS,
                         "new_ref": _REF_TESTS, "ref_get": _REF_TESTS, "ref_swap": _REF_TESTS, "freeze": _REF_TESTS,
                         "check": ("tests/test_checkify.py", ["test_check_rules_under_every_transformation",
-                                                              "test_check_outside_checkify"])}
+                                                              "test_check_outside_checkify"]),
+                        "create_token": _TOKEN_TESTS, "after_all": _TOKEN_TESTS}
 
 
 @pytest.mark.parametrize("kind", RULE_KINDS)

@@ -84,7 +84,10 @@ class ShapeDtypeStruct:
         return ShapeDtypeStruct(aval.shape, aval.dtype, sharding=sharding, weak_type=aval.weak_type)
 
 
-def struct_of(aval: ShapedArray, sharding: Any = None) -> ShapeDtypeStruct:
+def struct_of(aval: ShapedArray, sharding: Any = None) -> Any:
+    """The ShapeDtypeStruct of a value of this aval (a token's is its type, AbstractToken(), as JAX's)."""
+    if dt.is_token(aval):
+        return aval
     return ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type, sharding=sharding)
 
 

@@ -53,6 +53,13 @@ def float0_zeros(shape: Sequence[int]) -> np.ndarray:
     return np.zeros(tuple(shape), float0)
 
 
+# The dtype of a token's type (AbstractToken, below): a structured dtype with no bytes (as float0), which no array
+# operation accepts.
+token = np.dtype([("token", np.void, 0)])
+TOKEN_NOT_AN_ARRAY = ("a token (Tok) is not an array: no array operation takes one, and it has no shape to change "
+                      "(lax.after_all joins tokens; a token carries no derivative and has no batch dimension)")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # 64 bits. Python scalars are weakly typed and, with Python lists and the default dtypes of creation functions,
 # 32-bit, unless the option `ember.config.enable_x64` is on: then they are 64-bit and every promotion is JAX's in its
@@ -158,6 +165,8 @@ def parse_dtype(dtype: Any) -> np.dtype:
         found = np.dtype(dtype)
     except TypeError as err:
         raise TypeError(f"unknown dtype {dtype!r}") from err
+    if found == token:
+        raise TypeError(TOKEN_NOT_AN_ARRAY)
     native = found.newbyteorder("=") if found.byteorder in "<>" else found
     if native in _ROW_OF:  # (a non-native byte order, np.ones(3, ">f4"): the values are byte-swapped on entry)
         if isinstance(dtype, type | np.dtype) and len(_PARSED) < 256:
@@ -414,6 +423,8 @@ def _promote_cached(typed: tuple[tuple[np.dtype, bool], ...], x64: bool, strict:
     if len(typed) == 1:
         dtype, weak = typed[0]
         return dtype, weak and dtype != bool_
+    if any(d is token for d, _ in typed):
+        raise TypeError(TOKEN_NOT_AN_ARRAY)
     wide = x64 or any(is_64bit(d) for d, _ in typed)
     all_weak = all(w for _, w in typed)
     if all_weak:  # as JAX: the bound of the typed counterparts, weakly typed
@@ -614,6 +625,69 @@ class ShapedArray:
 
     def __str__(self) -> str:  # (as JAX's str(typeof(x)): float32[8@X,4]{V:i}; the IR prints str_short())
         return self.str_short(False)
+
+
+
+
+class AbstractToken(ShapedArray):
+    """The type of a token (JAX's AbstractToken, printed Tok): a value with no data that orders side effects
+    (lax.create_token, lax.after_all; JAX's tokens). It is a ShapedArray of shape () and the dtype `token`, so that
+    IRs, equations and programs' signatures carry it as any value; every array operation refuses that dtype, and it
+    lowers to !stablehlo.token. One instance: abstract_token."""
+    __slots__ = ()
+    _instance: "AbstractToken | None" = None
+
+    def __new__(cls) -> "AbstractToken":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __init__(self) -> None:
+        self.shape, self.dtype, self.weak_type, self.vma, self.explicit = (), token, False, NO_VMA, None
+        self._hash = hash("AbstractToken")
+
+    def update(self, shape: Sequence[int] | None = None, dtype: Any = None, weak_type: bool | None = None,
+               vma: frozenset | None = None, explicit: Any = False) -> "ShapedArray":
+        if shape not in (None, ()) or dtype not in (None, token):
+            raise TypeError(f"a token (Tok) has no shape or dtype to change (shape={shape}, dtype={dtype})")
+        return self
+
+    def with_vma(self, vma: frozenset) -> "AbstractToken":
+        return self
+
+    def with_explicit(self, explicit: Any) -> "AbstractToken":
+        return self
+
+    def to_tangent_aval(self) -> "AbstractToken":
+        return self  # (as JAX's: a token's tangent type is a token)
+
+    def strip_weak_type(self) -> "AbstractToken":
+        return self
+
+    def str_short(self, short_dtypes: bool = True) -> str:
+        return "Tok"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AbstractToken)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return "AbstractToken()"
+
+    __str__ = __repr__  # (as JAX's: the IR prints str_short, Tok)
+
+    def __reduce__(self) -> Any:
+        return AbstractToken, ()
+
+
+abstract_token = AbstractToken()
+
+
+def is_token(aval: Any) -> bool:
+    """Whether aval is a token's type."""
+    return isinstance(aval, AbstractToken)
 
 
 def _entry_text(entry: Any) -> str:

@@ -16,6 +16,9 @@ from ember._core.sharding import AbstractMesh, NamedSharding, Sharding, mesh_sha
 
 
 def tensor_type(aval: ShapedArray) -> str:
+    """The MLIR type of a value of this aval: a tensor type (!stablehlo.token for a token, dt.AbstractToken)."""
+    if aval.dtype is dt.token:
+        return "!stablehlo.token"
     dims = "".join(f"{d}x" for d in aval.shape)
     return f"tensor<{dims}{dt.mlir_type(aval.dtype)}>"
 

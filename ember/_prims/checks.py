@@ -20,7 +20,7 @@ ANY_C = "fiubc"
 def dtype_kind(dtype: Any) -> str:
     """The kind letter of check_dtype: 'f', 'c', 'i', 'u' or 'b'."""
     return ("f" if dt.is_float(dtype) else "c" if dt.is_complex(dtype) else "b" if dt.is_bool(dtype)
-            else "i" if dt.is_signed_int(dtype) else "u")
+            else "i" if dt.is_signed_int(dtype) else "u" if dt.is_unsigned_int(dtype) else "V")  # (V: a token)
 
 
 def check_dtype(op: str, aval: ShapedArray, allowed: str, arg: str = "operand") -> None:
@@ -29,7 +29,7 @@ def check_dtype(op: str, aval: ShapedArray, allowed: str, arg: str = "operand") 
     kind = dtype_kind(aval.dtype)
     if kind not in allowed:
         names = {"f": "floating-point", "c": "complex", "i": "signed integer", "u": "unsigned integer",
-                 "b": "boolean"}
+                 "b": "boolean", "V": "a token"}
         wanted = " or ".join(names[k] for k in allowed)
         extra = " (this primitive does not accept complex dtypes)" if kind == "c" else ""
         raise TypeError(f"{op}: {arg} must be {wanted}, got {aval.str_short()}{extra}")

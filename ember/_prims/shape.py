@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._core import Literal, Primitive, ShapedArray, aval_of, is_python_scalar, scalar_literal
+from ember._core import PRIMITIVES, Literal, Primitive, ShapedArray, aval_of, is_python_scalar, scalar_literal
 from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
 from ember._core.checks import normalize_axes, normalize_axis, static_int, static_ints
@@ -171,12 +171,17 @@ def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Sequence[int] |
 
 
 def zeros_like(x: Any) -> Any:
-    return full_like(x, 0)
+    """Zeros of x's type (a fresh token for a token: see zeros)."""
+    aval = aval_of(x)
+    return zeros(aval) if aval.dtype is dt.token else full_like(x, 0)
 
 
 def zeros(aval: ShapedArray) -> Any:
     """An array of zeros of an aval's type: its shape, its dtype, and inside a shard_map body its varying axes (the
-    zero cotangent or tangent of a value typed so; as JAX's zeros_like_aval)."""
+    zero cotangent or tangent of a value typed so; as JAX's zeros_like_aval). A token's is a fresh token (a
+    token's tangent type is a token, as in JAX; create_token is registered by ember/_prims/effects.py)."""
+    if aval.dtype is dt.token:
+        return PRIMITIVES["create_token"].bind()
     out = full(aval.shape, 0, aval.dtype)
     return pvary_p.bind(out, axes=ordered_axes(aval.vma)) if aval.vma else out
 

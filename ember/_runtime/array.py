@@ -10,7 +10,7 @@ from ember._core import ArrayMethods, ShapedArray, Tracer, check_live, is_python
 from ember._core.refs import RefAval
 from ember._core import dtypes as dt
 from ember._core.cache import LRUCache
-from ember._core.dtypes import parse_dtype
+from ember._core.dtypes import abstract_token, parse_dtype
 from ember._core.sharding import SingleDeviceSharding
 from ember._prims.shape import convert_element_type, copy_p, reshape
 from ember._runtime import pjrt as _pjrt
@@ -250,6 +250,29 @@ if C is not None:  # its Callers create Arrays without __init__ (setting every s
     C.register_ndarray_type(np.ndarray)
 
 
+class Token:
+    """A token (JAX's jax._src.core.Token): the value of type Tok that lax.create_token and lax.after_all make (and
+    programs take and return), holding XLA's token buffer; it has no data to read. ember.typeof(token) is
+    AbstractToken(). Not an Array: no arithmetic, no conversion to numpy; a pytree leaf."""
+    __slots__ = ("_buffer",)
+    aval = abstract_token
+
+    def __init__(self, buffer: _pjrt.Buffer):
+        self._buffer = buffer
+
+    @property
+    def device(self) -> _pjrt.Device:
+        return self._buffer.device
+
+    def block_until_ready(self) -> "Token":
+        """Wait until the program that made this token has run (as JAX's Token.block_until_ready)."""
+        self._buffer.block_until_ready()
+        return self
+
+    def __repr__(self) -> str:
+        return "Token()"
+
+
 class Shard:
     """One device's part of an array, as jax.Shard: the device, its index (a tuple of slices into the whole
     array), its replica_id (0 for the first copy of a part held by several devices) and its data (an Array)."""
@@ -389,6 +412,8 @@ def array(x: Any, dtype: Any = None, copy: bool | None = True, order: str | None
 
 
 def _array(x: Any, dtype: np.dtype | None, copy: bool | None, op: str) -> Any:
+    if type(x) is Token:
+        raise TypeError(f"{op}: {dt.TOKEN_NOT_AN_ARRAY}")
     if isinstance(x, Tracer):
         check_live(x, op)
         if dtype is None or (dtype == x.aval.dtype and not x.aval.weak_type):

@@ -30,7 +30,7 @@ from ember._transforms.cache import paused_gc
 from ember._transforms.discharge import discharge_ir, has_refs, ref_positions
 from ember._runtime.refs import RefCompiled
 from ember._runtime import callbacks as _callbacks, pjrt as _pjrt
-from ember._runtime.array import Array
+from ember._runtime.array import Array, Token
 from ember._runtime.backends import default_device, get_client
 from ember._runtime.compile_cache import compile_with_cache
 from ember._runtime.dispatch import argument_text, incompatible_devices, to_buffer
@@ -328,6 +328,16 @@ class _PyCaller:
 Caller: Any = C.Caller if C is not None else _PyCaller
 
 
+# A token's buffer, as the common case's Caller is told of it (it never runs a program taking or returning tokens:
+# Compiled._tokens); and the (shape, dtype) an execute call is told of a token result (its buffer is XLA's token)
+_ARRAY_OF_TOKEN = ShapedArray((), np.dtype(np.bool_))
+
+
+def _spec(aval: ShapedArray) -> tuple[tuple[int, ...], np.dtype]:
+    """The (shape, dtype) of a program's result buffer."""
+    return (aval.shape, aval.dtype) if aval.dtype is not dt.token else ((), _ARRAY_OF_TOKEN.dtype)
+
+
 def _host_type(aval: ShapedArray) -> int | None:
     """The PJRT type a numpy argument of this aval is uploaded as by the Caller, or None where numpy cannot export
     its memory as a buffer (ml_dtypes' types: the general path uploads those)."""
@@ -374,7 +384,9 @@ class Compiled:
         self.ir, self.name, self.text, self.executable = ir, lowered.name, lowered.text, executable
         self.in_avals = [v.aval for v in ir.in_vars]
         self.out_avals = ir.out_avals
-        self._out_specs = [(a.shape, a.dtype) for a in self.out_avals]
+        self._out_specs = [_spec(a) for a in self.out_avals]
+        # (a program taking or returning tokens takes the general path: its Arrays' common case does not apply)
+        self._tokens = any(a.dtype is dt.token for a in (*self.in_avals, *self.out_avals))
         self._device = default_device()
         self._consts_by_device: dict[_pjrt.Device, list[_pjrt.Buffer]] = {}
         self._where = [f"{self.name}: argument {i}" for i in range(len(self.in_avals))]
@@ -405,8 +417,10 @@ class Compiled:
         self.executable = executable
         # The common case (Arrays on the device the program was compiled for), in C when the extension is in use.
         device = executable._device
-        self._caller = Caller(executable._runner, executable, device, self.in_avals, self.out_avals,
-                              self._device is device, host_types=[_host_type(a) for a in self.in_avals],
+        in_avals, out_avals = ([_ARRAY_OF_TOKEN if a.dtype is dt.token else a for a in avals]
+                               for avals in (self.in_avals, self.out_avals))
+        self._caller = Caller(executable._runner, executable, device, in_avals, out_avals,
+                              self._device is device, host_types=[_host_type(a) for a in in_avals],
                               name=self.name)
         if not ir.consts:
             self._caller.consts = ()
@@ -415,7 +429,8 @@ class Compiled:
         if _may_run_long_inline(self.text) and not self._callbacks:  # (Ctrl-C then interrupts its calls at once)
             executable._runner.interruptible = True
         # _fast(args): the common case's call (None where it is not the common case)
-        self._fast = self._fast_with_callbacks if self._callbacks else self._caller
+        self._fast = _no_fast_path if self._tokens else self._fast_with_callbacks if self._callbacks else \
+            self._caller
         report_one_device_inspections(ir, device)  # (ember.debug.inspect_array_sharding, at compile time)
 
     def _consts_on(self, device: _pjrt.Device) -> list[_pjrt.Buffer]:
@@ -515,7 +530,8 @@ class Compiled:
         for x in taken:
             x.delete()
         wrap, name = Array._from_buffer, self.name
-        results = [wrap(b, aval, name, committed) for b, aval in zip(outs, self.out_avals)]
+        results = [Token(b) if aval.dtype is dt.token else wrap(b, aval, name, committed)
+                   for b, aval in zip(outs, self.out_avals)]
         if _Checks.nans or _Checks.infs:
             _check_results(self, args, results)
         return results
@@ -689,7 +705,7 @@ profile.add_hook(_profiling)
 
 
 def _invalid_kind(value: Any) -> str | None:
-    if not dt.is_inexact(value.dtype):
+    if type(value) is Token or not dt.is_inexact(value.dtype):
         return None
     host = np.asarray(value)
     if _Checks.nans and np.isnan(host).any():

@@ -11,9 +11,10 @@ import numpy as np
 from ember._core.cache import on_clear
 from ember._core import (Literal, ShapedArray, Tracer, UnexpectedTracerError, aval_of_value, check_live,
                          is_python_scalar)
+from ember._core import dtypes as dt
 from ember._core.dtypes import canonicalize_dtype, check_int_fits
 from ember._runtime import pjrt as _pjrt
-from ember._runtime.array import Array
+from ember._runtime.array import Array, Token
 from ember._runtime.backends import default_device
 from ember._runtime.guards import Guards, check as check_transfer
 
@@ -70,6 +71,13 @@ def to_buffer(x: Any, expected: ShapedArray, where: str,
     device = device or default_device()
     if type(x) is np.ndarray and x.dtype == expected.dtype and x.shape == expected.shape:
         return device.client.buffer_from_numpy(x, device)  # the common host input: one copy, no conversion
+    if type(x) is Token:
+        if expected.dtype is not dt.token:
+            raise TypeError(f"{where}: expected {expected.str_short()}, got a token")
+        if x.device is not device:
+            raise DeviceMismatchError(f"{where}: the token was made on {x.device} but the computation runs on "
+                                      f"{device}; make one there (lax.create_token() inside the computation)")
+        return x._buffer
     if type(x) is Array:
         aval = x.aval
         if aval.shape != expected.shape or aval.dtype != expected.dtype:

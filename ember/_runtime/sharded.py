@@ -16,7 +16,7 @@ from ember._core.sharding import (MemorySpace, NamedSharding, PartitionSpec, Sha
 from ember._prims.sharding import device_put_p, sharding_constraint_p
 from ember._runtime import pjrt as _pjrt
 from ember._core.pytree import prefix_entries, tree_flatten
-from ember._runtime.array import Array, Shard, canonical_aval, device_put as one_device_put
+from ember._runtime.array import Array, Shard, Token, canonical_aval, device_put as one_device_put
 from ember._runtime.backends import default_device
 from ember._runtime.layout import Format, format_of
 from ember._runtime.dispatch import to_buffer
@@ -224,7 +224,7 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = Fa
         for i, value in zip(staged, put_traced):
             leaves[i], targets[i] = value, _ALREADY_PLACED
     for leaf, target in zip(leaves, targets):
-        if target is _ALREADY_PLACED:
+        if target is _ALREADY_PLACED or type(leaf) is Token:  # (a token holds no data to move, as in JAX)
             out.append(leaf)
             continue
         if isinstance(target, MemorySpace):

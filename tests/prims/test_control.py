@@ -199,6 +199,10 @@ CASES = [
     Case("ffi_call", lambda x: ember.ffi.ffi_call(register_python_sin(), ember.ShapeDtypeStruct(x.shape, x.dtype),
                                                   vmap_method="sequential")(x),
          np.sin, [((3,),)], ["complex64", "complex128"], grad=False, name="ffi_call_complex"),
+    # dce_sink: a value marked used (an effect, kept by every pass), its rules linear as JAX's (whose Hessian of it
+    # fails: safe_zip of its zero outputs)
+    Case("dce_sink", lambda x: (lax.dce_sink(enp.sin(x)), x * 2.0)[1], lambda x: x * 2.0, [((3,),), ((2, 2),)], F,
+         jax=lambda x: (jlax.dce_sink(jnp.sin(x)), x * 2.0)[1], jacobians=False),
     # platform_dependent: the CPU's branch (its index a constant of the module; the other branches never lowered),
     # eagerly, under jit and every transformation, as JAX's
     Case("platform_index", _platform_dependent(lax, enp), lambda x, y: (np.sin(x) * y).astype(x.dtype),
