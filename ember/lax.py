@@ -56,8 +56,9 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_
                                         # jax.lax.scatter_apply binds scatter_p with an update computation:
                                         "scatter_apply",
                                         # lax.platform_dependent's index (jax._src.lax.control_flow's
-                                        # platform_index_p, which jax.lax does not export):
-                                        "platform_index"})
+                                        # platform_index_p) and lax.composite's primitive (jax._src.lax.lax's
+                                        # composite_p), which jax.lax does not export:
+                                        "platform_index", "composite"})
 
 
 def _primitive_names(namespace: dict[str, object]) -> list[str]:

@@ -45,6 +45,7 @@ class Case:
     grad: bool = True                           # check derivatives (float64) for float arguments
     reverse: bool = True                        # reverse mode too (False: the primitive refuses it, clearly)
     forward: bool = True                        # forward mode too (False: the primitive refuses it, clearly)
+    batching: bool = True                       # vmap too (False: the primitive refuses it, clearly: composite)
     finite_differences: bool = True             # also against finite differences (not for stop_gradient)
     grad_shapes: Sequence[tuple[Shape, ...]] | None = None
     rtol: float | None = None
@@ -427,6 +428,11 @@ def check_vmap(case: Case, shapes: tuple[Shape, ...], dtype: str, where: str) ->
     members = [make_args(case, shapes, dtype, seed=10 + b) for b in range(BATCH)]
     avals = [ember.ShapedArray(a.shape, a.dtype) for a in members[0]]
     ir = ember.stage_out(case.ember, *avals)
+    if not case.batching:  # (the primitive's mark: the clear error naming it and the reason)
+        reason = ember._core.PRIMITIVES[case.prim].marks["batching"]
+        with pytest.raises(NotImplementedError, match=f"primitive '{case.prim}': " + re.escape(reason)):
+            batch_ir(ir, [0 if where == "first" else len(s) for s in shapes], BATCH)
+        return
     for batched in itertools.product([False, True], repeat=len(shapes)):
         if not any(batched):
             continue

@@ -53,7 +53,7 @@ ACCEPTS_COMPLEX = {
     # structural: values are moved, not computed on (run with complex inputs below)
     "broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate", "split", "rev", "gather",
     "scatter", "scatter_add", "scatter_mul", "dynamic_slice", "dynamic_update_slice", "optimization_barrier",
-    "squeeze", "stack", "unstack", "tile", "copy", "device_put", "scatter_sub",
+    "squeeze", "stack", "unstack", "tile", "copy", "device_put", "scatter_sub", "stage", "dce_sink",
     "name",  # (checkpoint_name's identity)
     "sort",  # (complex values carried along real keys; complex keys are refused: ember.numpy sorts by parts)
     "sharding_constraint",  # (a layout over devices: tests/prims/test_sharding_prims.py has a complex Case)
@@ -80,17 +80,19 @@ ACCEPTS_COMPLEX |= LINALG_ACCEPTS_COMPLEX
 STRUCTURAL = ["broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate", "split", "rev", "gather",
               "scatter", "scatter_add", "scatter_mul", "dynamic_slice", "dynamic_update_slice",
               "optimization_barrier", "name", "squeeze", "stack", "unstack", "tile", "copy", "device_put",
-              "scatter_sub"]
+              "scatter_sub", "stage", "dce_sink"]
 _COMPLEX_OF = {np.dtype(np.float32): dt.complex64, np.dtype(np.float64): dt.complex128}
 # Primitives that carry sub-IRs: complex values flow through them, their bodies' primitives decide (checked below);
 # custom_lin's values are its custom_vjp's bwd rule's, which decides alike
 CARRY_SUB_IRS = {"cond", "while", "scan", "custom_jvp_call", "custom_vjp_call", "custom_vmap_call", "remat", "reduce",
                  "reduce_window", "shard_map", "pjit", "custom_lin", "linear_solve", "scatter_apply",
-                 "select_and_scatter"}
+                 "select_and_scatter", "composite"}
 
 
-# tokens hold no values (tests/test_tokens.py: every array operation refuses one)
+# tokens hold no values (tests/test_tokens.py: every array operation refuses one); platform_dependent's index takes no
+# operands (an int32 constant of the module)
 TOKENS = {"create_token", "after_all"}
+NO_OPERANDS = {"platform_index"}
 
 
 def _classify(case):
@@ -135,7 +137,7 @@ def test_every_primitive_is_classified():
     param: refused below), or is shown to refuse complex operands by one of its Cases above."""
     refusing = {c.prim for c in _real_cases() if any(v == "refuses" for v, _ in _classify(c))}
     unclassified = (set(PRIMITIVES) - ACCEPTS_COMPLEX - CARRY_SUB_IRS - refusing - {"iota"} - COLLECTIVES_ACCEPT
-                    - COLLECTIVES_REFUSE - TOKENS)
+                    - COLLECTIVES_REFUSE - TOKENS - NO_OPERANDS)
     assert not unclassified, f"primitives whose handling of complex operands no test shows: {sorted(unclassified)}"
     with pytest.raises(TypeError, match=r"iota: dtype must be .* got c64\[3\]"):
         lax.iota(np.complex64, 3)

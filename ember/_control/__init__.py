@@ -1,5 +1,6 @@
 """Layer 5, control: higher-order primitives carrying closed sub-IRs (cond/switch, while, scan), each with every
 rule. Their rules call the transformations (jvp_ir, vjp_ir, batch_ir) on the sub-IRs."""
+from ember._control.composite import composite as composite
 from ember._control.cond import cond as cond, platform_dependent as platform_dependent, switch as switch
 from ember._control.cumulative import (cumlogsumexp as cumlogsumexp, cummax as cummax, cummin as cummin,
                                        cumprod as cumprod)
@@ -14,8 +15,8 @@ from ember._control.solves import (custom_linear_solve as custom_linear_solve,
 from ember._control import pjit as _pjit  # noqa: F401  (registers pjit, the call of a jitted function)
 
 __all__ = [
-    "associative_scan", "checkpoint", "checkpoint_policies", "cond", "custom_jvp", "custom_vjp", "fori_loop",
-    "map", "optimization_barrier", "platform_dependent", "remat", "scan", "shard_map", "smap", "switch",
+    "associative_scan", "checkpoint", "checkpoint_policies", "composite", "cond", "custom_jvp", "custom_vjp",
+    "fori_loop", "map", "optimization_barrier", "platform_dependent", "remat", "scan", "shard_map", "smap", "switch",
     "while_loop",
     "cumlogsumexp", "cummax", "cummin", "cumprod", "custom_linear_solve", "custom_root",
 ]

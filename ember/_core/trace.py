@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from ember._core.config import config
-from ember._core.dtypes import ShapedArray, aval_of_value, canonicalize_dtype, is_inexact, is_python_scalar, join_vma
+from ember._core.dtypes import (ShapedArray, aval_of_value, canonicalize_dtype, dtype_and_weak, is_inexact,
+                               is_python_scalar, join_vma)
 from ember._core.ir import IR, Atom, Eqn, Literal, Var, check_ir, python_scalar_literal
 from ember._core.primitive import EAGER, TRACE_STATE, Primitive, has_effects, user_source
 from ember._core.profile import profiled
@@ -327,6 +328,24 @@ class Builder:
             self._alive.append(value)  # keeps the value alive while staging, so its id stays unique
             self.consts.append(_frozen_copy(value, aval.dtype) if isinstance(value, np.ndarray) else value)
         return var
+
+    def lift(self, x: Any) -> Tracer:
+        """x as a value of this staging (JAX's trace.stage_value, which lax.stage calls): a tracer of this staging
+        as it is; a tracer of an enclosing one, an array or a number as the tracer of the constant it becomes (a
+        number keeps its weak type)."""
+        if isinstance(x, Tracer) and x.builder is self:
+            return x
+        if is_python_scalar(x) or isinstance(x, np.generic):
+            dtype, weak = dtype_and_weak(x)
+            value = np.asarray(x, dtype)
+            var = self.capture(value, ShapedArray((), dtype, weak))
+        else:
+            value = x.value if isinstance(x, Tracer) else x
+            var = self.to_atom(x)  # (a Var: a captured constant)
+        tracer = _tracer(self, var, value if self.concrete else None)
+        if self.made is not None:
+            self.made.append(weakref.ref(tracer))
+        return tracer
 
     def finish(self) -> None:
         """Staging is over: its tracers leaked from now on, and the captured objects are no longer needed."""

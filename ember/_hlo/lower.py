@@ -104,6 +104,13 @@ def call_function(ctx: LoweringContext, ir: IR, args: Sequence[str], name: str, 
     """Emit ir as a private function of the module being built (named after name; one function for the calls of the
     same IR in the same named scope) and a func.call of it on args; its body is lowered with axis_context (see
     Emitter.axis_context; by default the caller's) inside the caller's named scope."""
+    callee = private_function(ctx, ir, name, axis_context)
+    return ctx.op("func.call", list(args), list(ir.out_avals), {"callee": f"@{callee}"})
+
+
+def private_function(ctx: LoweringContext, ir: IR, name: str, axis_context: Any = None) -> str:
+    """The name of a private function of the module being built that computes ir (see call_function: made once per
+    IR and named scope), for a func.call or a stablehlo.composite's decomposition."""
     emitter = ctx.emitter  # (consts a transformation of ir made are constants of its body: lower_into)
     axes = emitter.axis_context if axis_context is None else axis_context
     key = (ir, emitter.scope, emitter.location, axes, emitter.device_assignment)
@@ -126,7 +133,7 @@ def call_function(ctx: LoweringContext, ir: IR, args: Sequence[str], name: str, 
         emitter.functions[callee] = (f"  func.func private @{callee}({signature}) -> ({results}) {{\n"
                                      + "".join(line + "\n" for line in function.lines) + ret + "\n  }\n")
         emitter.called[key] = callee
-    return ctx.op("func.call", list(args), list(ir.out_avals), {"callee": f"@{callee}"})
+    return callee
 
 
 def emit_function(emitter: Any, fn: Callable[..., Sequence[Any]], avals: Sequence[ShapedArray],

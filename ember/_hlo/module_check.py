@@ -7,9 +7,9 @@ form, one module of func.func functions, regions, attribute dictionaries, `loc(.
 ModuleError saying what and where (line:column):
 
   - anything outside that grammar: attribute or type aliases, dialect resources, comments, `!` types, block
-    successors, symbol references other than func.call's callee (which must name a function of the module itself:
-    a spliced module cannot call the functions of the program it is spliced into), functions calling each other
-    in a cycle (which crashed XLA), nesting deeper than MAX_NESTING;
+    successors, symbol references other than func.call's callee and stablehlo.composite's decomposition (which
+    must name a function of the module itself: a spliced module cannot call the functions of the program it is
+    spliced into), functions calling each other in a cycle (which crashed XLA), nesting deeper than MAX_NESTING;
   - an op ember never emits (OPS: the ops ember's lowering rules write, found by grepping the lowering code for
     `ctx.op("stablehlo.` and the emitter's ops, and the families' op names), or an attribute name ember never
     writes (ATTRIBUTES);
@@ -45,11 +45,13 @@ MAX_BYTES = 2**40  # one tensor of the module at most (a tebibyte)
 
 # The ops ember's lowering emits (grep `ctx.op("`, `emitter.op(`, `op(f"stablehlo.{...}"` and the elementwise
 # families' names in ember/_prims, ember/_control, ember/_hlo; tests/reliability/test_export_trust.py checks the
-# literal ones against the source). stablehlo.return ends regions; func.func and func.return are written in their
+# literal ones against the source). (create_token and after_all make and take !stablehlo.token values, a type the
+# grammar refuses: a program with tokens is not deserialized.) stablehlo.return ends regions; func.func and func.return are written in their
 # custom form (the grammar below), func.call in the generic one.
 OPS = frozenset("stablehlo." + name for name in """
-    abs add all_gather all_reduce all_to_all and atan2 bitcast_convert broadcast_in_dim case cbrt ceil cholesky clamp
-    collective_permute compare complex concatenate constant convert convolution cosine count_leading_zeros
+    abs add after_all all_gather all_reduce all_to_all and atan2 bitcast_convert broadcast_in_dim case cbrt ceil cholesky clamp
+    collective_permute compare complex composite concatenate constant convert convolution cosine count_leading_zeros
+    create_token
     custom_call divide dot_general dynamic_slice dynamic_update_slice exponential exponential_minus_one fft floor
     gather imag iota is_finite log log_plus_one logistic maximum minimum multiply negate not optimization_barrier or
     pad partition_id popcnt power real reduce reduce_precision reduce_scatter reduce_window remainder reshape return
@@ -62,14 +64,14 @@ OPS = frozenset("stablehlo." + name for name in """
 # The attribute names ember writes on ops (the same sources).
 ATTRIBUTES = frozenset("""
     algorithm all_gather_dim api_version backend_config base_dilations batch_group_count broadcast_dimensions
-    call_target_name callee channel_handle compare_type comparison_direction concat_dimension dimension
-    dimension_numbers dimensions dot_dimension_numbers edge_padding_high edge_padding_low exponent_bits
-    feature_group_count fft_length fft_type has_side_effect indices_are_sorted interior_padding iota_dimension
-    is_stable left_side lhs_dilation limit_indices lower mantissa_bits mhlo.sharding operand_layouts padding
-    permutation precision_config replica_groups result_layouts rhs_dilation scatter_dimension
-    scatter_dimension_numbers slice_sizes source_target_pairs split_count split_dimension start_indices strides
-    transpose_a unique_indices unit_diagonal use_global_device_ids value window_dilations window_dimensions
-    window_strides""".split())
+    call_target_name callee channel_handle compare_type comparison_direction composite_attributes concat_dimension
+    decomposition dimension dimension_numbers dimensions dot_dimension_numbers edge_padding_high edge_padding_low
+    exponent_bits feature_group_count fft_length fft_type has_side_effect indices_are_sorted interior_padding
+    iota_dimension is_stable left_side lhs_dilation limit_indices lower mantissa_bits mhlo.sharding name
+    operand_layouts padding permutation precision_config replica_groups result_layouts rhs_dilation
+    scatter_dimension scatter_dimension_numbers slice_sizes source_target_pairs split_count split_dimension
+    start_indices strides transpose_a unique_indices unit_diagonal use_global_device_ids value version
+    window_dilations window_dimensions window_strides""".split())
 
 # ember's own FFI kernels (api_version 4): target -> the backend_config attributes ember's lowering gives it
 LAPACK = {"ember_lapack_potrf": {"lower"}, "ember_lapack_getrf": set(), "ember_lapack_geqrf": set(),
@@ -516,12 +518,14 @@ class _Parser:
                 type_token = self.next()
                 if _kind(type_token) not in ("id", "type"):
                     raise self.error("expected a type", self.i - 1)
+                if type_token in ("f32", "f64") and not text.lstrip("-").startswith("0x"):
+                    return Opaque(f"{float(text)} : {type_token}")  # (a composite's float attribute)
                 return Int(self.integer(text, index), type_token)
             return Int(self.integer(text, index), None)
         if kind == "symbol":
-            if key != "callee":
+            if key not in ("callee", "decomposition"):
                 raise self.error(f"a symbol reference in the attribute {key} (ember writes them only as "
-                                 "func.call's callee)", index)
+                                 "func.call's callee and stablehlo.composite's decomposition)", index)
             self.callees.append((self.function_name, text[1:], index))
             return text[1:]
         if kind == "dense":
@@ -616,6 +620,13 @@ def check_module(text: str, partitions: int = 1) -> Module:
                 targets.add(_check_custom_call(op, partitions))
             elif op.name == "func.call" and set(op.attrs) != {"callee"}:
                 raise ModuleError("func.call takes a callee only")
+            elif op.name == "stablehlo.composite" and not (
+                    {"name", "decomposition"} <= set(op.attrs) <= {"name", "composite_attributes", "decomposition",
+                                                                   "version"}
+                    and isinstance(op.attrs["name"], str) and isinstance(op.attrs.get("composite_attributes", {}),
+                                                                         dict)):
+                raise ModuleError("stablehlo.composite takes a name, a decomposition, and optionally "
+                                  "composite_attributes and a version")
             elif op.name in _COLLECTIVES:
                 _check_devices(op, partitions)
         except ModuleError as err:

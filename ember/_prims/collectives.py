@@ -37,7 +37,8 @@ import numpy as np
 from ember._core import Primitive, ShapedArray, Tracer, aval_of, is_python_scalar
 from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
-from ember._core.axes import axes_size, axis_size as _bound_axis_size, current_batching_axis, over_named_axes
+from ember._core.axes import (axes_size, axis_size as _bound_axis_size, bound_axes, current_batching_axis,
+                              over_named_axes)
 from ember._core.dtypes import ordered_axes
 from ember._core.vma import pvary_p, typed
 from ember._core.checks import normalize_axis
@@ -773,6 +774,31 @@ def pshuffle(x: Any, axis_name: Any, perm: Sequence[int]) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# psend / precv: one-sided send and receive along a named axis (JAX's Send and Recv HLO, with a token ordering them),
+# which JAX implements on GPUs only: on the CPU its lowering raises NotImplementedError. ember raises the same, when
+# called (after JAX's check of the axis name): use ppermute, which sends and receives at once.
+_P2P_ON_GPU_ONLY = ("is currently only implemented on GPU (JAX lowers it to XLA's Send/Recv for GPUs only, and "
+                    "ember does not implement it); use lax.ppermute, which sends and receives in one collective")
+
+
+def psend(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
+    """JAX's one-sided send along a named axis (jax.lax.psend), GPU-only in JAX: NotImplementedError (a
+    NameError, as JAX's, outside a shard_map binding the axis)."""
+    axes = _axis_names("psend", axis_name)
+    for name in axes:
+        if name not in bound_axes():
+            raise NameError(f"Found an unbound axis name: {name}. To fix this, please call psend under "
+                            "`ember.shard_map`.")
+    raise NotImplementedError(f"psend {_P2P_ON_GPU_ONLY}")
+
+
+def precv(token: Any, out_shape: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
+    """JAX's one-sided receive along a named axis (jax.lax.precv), GPU-only in JAX: NotImplementedError."""
+    _axis_names("precv", axis_name)
+    raise NotImplementedError(f"precv {_P2P_ON_GPU_ONLY}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # axis_index(axes=(name,), typed): this member's index along the named axis, an int32 scalar; typed: the axis is a
 # typed mesh axis (ember._core.vma), along which the index varies (an operation without operands cannot tell).
 axis_index_p = over_named_axes(Primitive("axis_index", own_vma=True, checks=()))
@@ -897,4 +923,4 @@ pvary_p.def_rule("batching", lambda args, dims, *, axes: ([pvary_p.bind(args[0],
 
 
 __all__ = ["all_gather", "all_to_all", "axis_index", "axis_size", "pbroadcast", "pcast", "pmax", "pmean", "pmin",
-           "ppermute", "pshuffle", "psum", "psum_scatter", "pswapaxes"]
+           "ppermute", "precv", "psend", "pshuffle", "psum", "psum_scatter", "pswapaxes"]

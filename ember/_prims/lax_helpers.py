@@ -86,6 +86,18 @@ def expand_dims(array: Any, dimensions: Sequence[int]) -> Any:
     return broadcast_in_dim(array, out_shape, kept)
 
 
+def shape_as_value(shape: Sequence[int]) -> Any:
+    """shape as an integer array (like jax.lax.shape_as_value): a numpy int32 array (int64 when a dimension does not
+    fit int32; ember's shapes are constant, as JAX's without shape polymorphism); the empty shape gives an ember
+    int32 array of shape (0,), as JAX's."""
+    if isinstance(shape, int | np.integer):
+        raise TypeError(f"shape_as_value: shape must be a sequence of ints, got the int {shape!r}")
+    dims = static_ints("shape_as_value", "shape", shape)
+    if not dims:
+        return full((0,), 0, dt.int32)
+    return np.asarray(dims, np.int64 if any(d > np.iinfo(np.int32).max for d in dims) else np.int32)
+
+
 def collapse(operand: Any, start_dimension: int, stop_dimension: int | None = None) -> Any:
     """Merge dimensions [start_dimension, stop_dimension) into one (like jax.lax.collapse)."""
     shape = aval_of(operand).shape
@@ -416,4 +428,4 @@ __all__ = ["ConvGeneralDilatedDimensionNumbers", "DotDimensionNumbers", "Precisi
            "batch_matmul", "broadcast_like", "broadcast_shapes", "broadcast_to_rank", "collapse",
            "conv_general_dilated_local", "conv_general_dilated_patches", "conv_general_permutations",
            "conv_general_shape_tuple", "conv_shape_tuple", "conv_transpose_shape_tuple", "dtype", "empty",
-           "expand_dims", "index_in_dim", "index_take", "reduce_window_shape_tuple", "scaled_dot"]
+           "expand_dims", "index_in_dim", "index_take", "reduce_window_shape_tuple", "scaled_dot", "shape_as_value"]

@@ -8,7 +8,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._core import PRIMITIVES, Literal, Primitive, ShapedArray, aval_of, is_python_scalar, scalar_literal
+from ember._core import (PRIMITIVES, TRACE_STATE, ArrayMethods, Literal, Primitive, ShapedArray, aval_of,
+                         is_python_scalar, scalar_literal)
 from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
 from ember._core.checks import normalize_axes, normalize_axis, static_int, static_ints
@@ -244,6 +245,31 @@ copy_p.def_rule("lowering", lambda ctx, x: [x])
 copy_p.def_rule("jvp", linear_jvp(copy_p))
 copy_p.def_rule("vjp", lambda cts, ins, outs, needs: [copy_p.bind(cts[0])])
 copy_p.def_rule("batching", vectorized_batching(copy_p))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# stage(x): x lifted into the active staging, or an array outside any (jax.lax's stage_p). lax.stage itself binds no
+# equation while staging, as JAX's (the staging's lift); the primitive, bound directly, is the identity.
+stage_p = Primitive("stage", checks=())
+stage_p.def_rule("sharding_rule", explicit.same_as(0))
+stage_p.def_rule("abstract_eval", lambda x: x)
+stage_p.def_rule("lowering", lambda ctx, x: [x])
+stage_p.def_rule("jvp", linear_jvp(stage_p))
+stage_p.def_rule("vjp", lambda cts, ins, outs, needs: [cts[0]])
+stage_p.def_rule("batching", vectorized_batching(stage_p))
+
+
+def stage(x: Any, /) -> Any:
+    """x lifted into the active trace (like jax.lax.stage): under a transformation, the tracer of x (a constant
+    the function closed over becomes one, binding nothing); outside any, an array (a number or a numpy array
+    moved to the device, an array as it is)."""
+    stack = TRACE_STATE.stack
+    if not (isinstance(x, ArrayMethods) or is_python_scalar(x) or isinstance(x, np.ndarray | np.generic)):
+        raise TypeError(f"Error interpreting argument to stage as a JAX value. The problematic value is of type "
+                        f"{type(x)} and was passed to stage at position 0.")
+    if stack:
+        return stack[-1].lift(x)
+    return x if isinstance(x, ArrayMethods) else stage_p.bind(x)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -540,5 +566,5 @@ def reduce_sum(x: Any, axes: Sequence[int] | None = None) -> Any:
 
 
 __all__ = ["broadcast", "broadcast_in_dim", "broadcasted_iota", "convert_element_type", "full", "full_like", "iota",
-           "squeeze",
+           "squeeze", "stage",
            "reduce_sum", "reshape", "transpose", "zeros_like"]

@@ -199,6 +199,11 @@ CASES = [
     Case("ffi_call", lambda x: ember.ffi.ffi_call(register_python_sin(), ember.ShapeDtypeStruct(x.shape, x.dtype),
                                                   vmap_method="sequential")(x),
          np.sin, [((3,),)], ["complex64", "complex128"], grad=False, name="ffi_call_complex"),
+    # composite: values eagerly (its decomposition) and under jit (a stablehlo.composite the plugin inlines); no
+    # derivative and no batching, as JAX's (the errors checked)
+    Case("composite", lambda x, y: lax.composite(lambda a, b, *, k: enp.sin(a) * b + k, "ember.sin_times")(x, y, k=1.0),
+         lambda x, y: (np.sin(x) * y + 1.0).astype(x.dtype), [((3,), (3,))], F, forward=False, reverse=False,
+         batching=False),
     # dce_sink: a value marked used (an effect, kept by every pass), its rules linear as JAX's (whose Hessian of it
     # fails: safe_zip of its zero outputs)
     Case("dce_sink", lambda x: (lax.dce_sink(enp.sin(x)), x * 2.0)[1], lambda x: x * 2.0, [((3,),), ((2, 2),)], F,

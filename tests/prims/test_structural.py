@@ -77,6 +77,9 @@ CASES = [
     Case("device_put", lambda x, y: [2 * v for v in ember.device_put([x, y])],
          lambda x, y: [(2 * x).astype(x.dtype), (2 * y).astype(y.dtype)], [((2, 3), (4,))], FI,
          jax=lambda x, y: [2 * v for v in jax.device_put([x, y])]),
+    # stage_p bound directly (lax.stage binds nothing while staging: tests/test_lax_misc.py), the identity
+    Case("stage", lambda x: lax.stage_p.bind(x) * 2, lambda x: (x * 2).astype(x.dtype), [((2, 3),)], FI,
+         jax=lambda x: jlax.stage(x) * 2),
     Case("rev", lambda x: lax.rev(x, (0, 2)), lambda x: x[::-1, :, ::-1], [((2, 3, 4),), ((5, 1, 2),)], FIB,
          jax=lambda x: jlax.rev(x, (0, 2))),
     Case("iota", lambda x: lax.add(lax.convert_element_type(lax.broadcasted_iota("int32", (2, 3), 1), x.dtype), x),
