@@ -460,7 +460,9 @@ select_p.def_rule("batching", elementwise_batching(select_p))
 # the first) or an integer array (any number of cases; one out of range picks an unspecified case), of the cases'
 # shape or rank 0. Linear in the cases for a fixed which. A boolean which lowers to one stablehlo.select, an integer
 # one to a balanced tree of them on `which < mid` (as JAX's lowering).
-select_n_p = Primitive("select_n", elementwise=True, checks=())
+# (exact: a broadcast feeding it may be fused into its program, as into select's: eager dispatch's
+# fuses_data_movement, though an integer `which` takes a compare per level)
+select_n_p = Primitive("select_n", fuses_data_movement=True, elementwise=True, checks=())
 select_n_p.def_rule("sharding_rule", explicit.broadcasting("select_n"))
 
 

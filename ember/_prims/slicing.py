@@ -285,8 +285,9 @@ def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Any]:
 
 # ---------------------------------------------------------------------------------------------------------------
 # stack(*xs, axis): operands of one shape and dtype stacked along a new axis; unstack(x, axis): its transpose, the
-# slices along axis (jax.lax's stack_p and unstack_p). Both lower to the slices and concatenation they are.
-stack_p = Primitive("stack", checks=())
+# slices along axis (jax.lax's stack_p and unstack_p). Both lower to the reshapes, slices and concatenation they
+# are.
+stack_p = Primitive("stack", moves_data=True, checks=())
 
 
 @stack_p.def_rule("sharding_rule")
@@ -315,9 +316,11 @@ def _stack_abstract_eval(*xs: ShapedArray, axis: int) -> ShapedArray:
 def _stack_lowering(ctx: LoweringContext, *xs: str, axis: int) -> list[str]:
     x = ctx.avals_in[0]
     one = x.update(shape=x.shape[:axis] + (1,) + x.shape[axis:], explicit=None)
-    dims = i64_array(tuple(d if d < axis else d + 1 for d in range(x.ndim)))
-    pieces = [ctx.op("stablehlo.broadcast_in_dim", [v], one, {"broadcast_dimensions": dims}) for v in xs]
-    return [ctx.op("stablehlo.concatenate", pieces, ctx.aval_out, {"dimension": f"{axis} : i64"})]
+    pieces: dict[str, str] = {}  # (an operand stacked several times is reshaped once)
+    for v in xs:
+        if v not in pieces:
+            pieces[v] = ctx.op("stablehlo.reshape", [v], one)
+    return [ctx.op("stablehlo.concatenate", [pieces[v] for v in xs], ctx.aval_out, {"dimension": f"{axis} : i64"})]
 
 
 stack_p.def_rule("jvp", linear_jvp(stack_p))
@@ -405,7 +408,7 @@ def unstack(x: Any, axis: int = 0) -> tuple[Any, ...]:
 # ---------------------------------------------------------------------------------------------------------------
 # tile(x, reps): x repeated reps[i] times along dimension i (jax.lax's tile_p): a broadcast into (r0, n0, r1, n1,
 # ...) and a reshape merging each pair; its transpose sums the repeats.
-tile_p = Primitive("tile", checks=())
+tile_p = Primitive("tile", moves_data=True, checks=())
 
 
 @tile_p.def_rule("sharding_rule")
