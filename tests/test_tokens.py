@@ -32,6 +32,9 @@ def test_tokens_eagerly_and_under_jit_as_jax():
     assert type(token).__name__ == type(jtoken).__name__ and float(y) == float(jy) == 2.0          # not recorded)
     again, _ = ember.jit(lambda t, x: (lax.after_all(t), x))(token, 2.0)  # (a program's token fed to another)
     assert type(again).__name__ == "Token"
+    x = enp.ones(2)
+    with ember.transfer_guard("disallow"):  # (a token moves no host data)
+        assert type(ember.jit(lambda t, x: (lax.after_all(t), x * 2))(t, x)[0]).__name__ == "Token"
 
 
 def test_token_programs_lower_to_stablehlo_tokens():

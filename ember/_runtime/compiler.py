@@ -516,7 +516,7 @@ class Compiled:
                 if donating and i in donating:
                     taken.append(x)
             else:
-                if _Guards.host_to_device and type(x) is not Array:
+                if _Guards.host_to_device and type(x) is not Array and type(x) is not Token:  # (no host data)
                     _check_transfer("host_to_device", lambda: f"{where}, {aval.str_short()} to {device}")
                 buffers.append(to_buffer(x, aval, where, device))
         try:
