@@ -1,7 +1,6 @@
 """jax.lax's small names side by side with JAX 0.10.2: dce_sink, stage, shape_as_value, psend/precv (GPU-only in JAX:
 the same kind of error on the CPU), platform_dependent's errors and lowering, and the composite op."""
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

@@ -3,7 +3,6 @@ jit (programs take and return XLA's tokens), their types, their errors, and thei
 create_token_p and after_all_p are tested here rather than by a Case (a Case compares arrays; a token has no value
 to compare): tests/test_meta.py's TESTED_IN_OWN_MODULE names the tests below."""
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

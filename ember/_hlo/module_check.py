@@ -45,19 +45,18 @@ MAX_BYTES = 2**40  # one tensor of the module at most (a tebibyte)
 
 # The ops ember's lowering emits (grep `ctx.op("`, `emitter.op(`, `op(f"stablehlo.{...}"` and the elementwise
 # families' names in ember/_prims, ember/_control, ember/_hlo; tests/reliability/test_export_trust.py checks the
-# literal ones against the source). (create_token and after_all make and take !stablehlo.token values, a type the
-# grammar refuses: a program with tokens is not deserialized.) stablehlo.return ends regions; func.func and func.return are written in their
-# custom form (the grammar below), func.call in the generic one.
+# literal ones against the source). stablehlo.return ends regions; func.func and func.return are written in their
+# custom form (the grammar below), func.call in the generic one. (create_token and after_all make and take
+# !stablehlo.token values, a type the grammar refuses: a program with tokens is not deserialized.)
 OPS = frozenset("stablehlo." + name for name in """
-    abs add after_all all_gather all_reduce all_to_all and atan2 bitcast_convert broadcast_in_dim case cbrt ceil cholesky clamp
-    collective_permute compare complex composite concatenate constant convert convolution cosine count_leading_zeros
-    create_token
-    custom_call divide dot_general dynamic_slice dynamic_update_slice exponential exponential_minus_one fft floor
-    gather imag iota is_finite log log_plus_one logistic maximum minimum multiply negate not optimization_barrier or
-    pad partition_id popcnt power real reduce reduce_precision reduce_scatter reduce_window remainder reshape return
-    reverse round_nearest_afz round_nearest_even rsqrt scatter select select_and_scatter shift_left
-    shift_right_arithmetic shift_right_logical sign sine slice sort sqrt subtract tan tanh transpose triangular_solve
-    while xor""".split()) | frozenset("chlo." + name for name in """
+    abs add after_all all_gather all_reduce all_to_all and atan2 bitcast_convert broadcast_in_dim case cbrt ceil
+    cholesky clamp collective_permute compare complex composite concatenate constant convert convolution cosine
+    count_leading_zeros create_token custom_call divide dot_general dynamic_slice dynamic_update_slice exponential
+    exponential_minus_one fft floor gather imag iota is_finite log log_plus_one logistic maximum minimum multiply
+    negate not optimization_barrier or pad partition_id popcnt power real reduce reduce_precision reduce_scatter
+    reduce_window remainder reshape return reverse round_nearest_afz round_nearest_even rsqrt scatter select
+    select_and_scatter shift_left shift_right_arithmetic shift_right_logical sign sine slice sort sqrt subtract tan
+    tanh transpose triangular_solve while xor""".split()) | frozenset("chlo." + name for name in """
     acos acosh asin asinh atan atanh bessel_i1e cosh digamma erf erf_inv erfc lgamma next_after polygamma sinh
     zeta""".split()) | {"func.call"}
 
