@@ -15,13 +15,16 @@ import functools as _functools
 import sys as _sys
 import types as _types
 
+import numpy as _np
+
 import ember._control as _control
 import ember._prims as _prims
 from ember._prims import linalg as _prims_linalg
 from ember._numpy import factorizations as _factorizations
 from ember._core import PRIMITIVES as _PRIMITIVES, dtypes as _dtypes
 from ember._core.exports import reexport as _reexport
-from ember._api.sharding import takes_out_sharding as _takes_out_sharding
+from ember._api.sharding import reshard as _reshard, takes_out_sharding as _takes_out_sharding
+from ember._prims.explicit import resolve as _resolve_sharding
 from ember._api.sharding import with_sharding_constraint as with_sharding_constraint
 
 # ember's public names that jax.lax lacks: ember.random's hash, and jax's top-level transformations (jax.checkpoint,
@@ -111,3 +114,14 @@ broadcasted_iota = _user_dtype(_prims.broadcasted_iota, 0)
 
 # JAX's out_sharding= (explicit sharding mode) on the convolution: its result resharded so.
 conv_general_dilated = _takes_out_sharding("conv_general_dilated")(_prims.conv_general_dilated)
+
+
+def rng_bit_generator(key, shape, dtype=_np.uint32, algorithm=_prims.RandomAlgorithm.RNG_DEFAULT, *,
+                      out_sharding=None):
+    """XLA's stateless RngBitGenerator (like jax.lax.rng_bit_generator): (the next key, random bits of the given
+    shape and unsigned dtype) from a uint32[4] key (or uint64[2] with 64-bit dtypes); out_sharding (JAX's explicit
+    sharding mode) splits the bits, whose values never depend on it. See ember._prims.bits.rng_bit_generator."""
+    new_key, bits = _prims.rng_bit_generator(key, shape, dtype, algorithm)
+    if out_sharding is not None:
+        bits = _reshard(bits, _resolve_sharding("rng_bit_generator", out_sharding))
+    return new_key, bits

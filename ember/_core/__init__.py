@@ -6,14 +6,14 @@ runtime, api, numpy, public); the three places where a higher layer completes it
 from ember._core.dtypes import ShapedArray, aval_of_value, dtype_and_weak, is_python_scalar
 from ember._core.eval import Env, eval_ir, eval_ir_env
 from ember._core.ir import IR, Atom, Eqn, IRTypeError, Literal, Var, check_ir, python_scalar_literal, scalar_literal
-from ember._core.primitive import (CHECK_KINDS, EAGER, HOOK_KINDS, NAN_CHECK, NOT_DIFFERENTIABLE, PRIMITIVES,
-                                   RULE_KINDS, TRACE_STATE, Primitive)
+from ember._core.primitive import (CHECK_KINDS, EAGER, HOOK_KINDS, NAN_CHECK, NO_DERIVATIVE_RULES, NOT_DIFFERENTIABLE,
+                                   PRIMITIVES, RULE_KINDS, TRACE_STATE, Primitive)
 from ember._core.trace import (ArrayMethods, Builder, ConcretizationTypeError, Tracer, UnexpectedTracerError, aval_of,
                                check_live, concrete_values, install_array_methods, is_tracing, stage_flat)
 
 __all__ = [
     "CHECK_KINDS", "EAGER", "HOOK_KINDS", "NAN_CHECK",
-    "IR", "NOT_DIFFERENTIABLE", "PRIMITIVES", "RULE_KINDS", "TRACE_STATE", "ArrayMethods",
+    "IR", "NO_DERIVATIVE_RULES", "NOT_DIFFERENTIABLE", "PRIMITIVES", "RULE_KINDS", "TRACE_STATE", "ArrayMethods",
     "Atom", "Builder", "ConcretizationTypeError", "Env", "Eqn", "IRTypeError", "Literal", "Primitive",
     "ShapedArray", "Tracer", "UnexpectedTracerError", "Var", "aval_of", "aval_of_value", "check_ir", "check_live",
     "concrete_values",

@@ -54,6 +54,7 @@ CHECK_KINDS: tuple[str, ...] = ("nan", "div", "oob")  # what checkify may check 
 NAN_CHECK: tuple[str, ...] = ("nan",)  # the `checks=` of a primitive whose float outputs may be NaN
 
 NOT_DIFFERENTIABLE = "not differentiable"  # the mark for "jvp" and "vjp" of comparisons, iota, ...
+NO_DERIVATIVE_RULES = "no derivative rules, as in JAX"  # the mark of geqrf, schur, rng_uniform: differentiating raises
 
 
 class Primitive:
@@ -116,9 +117,10 @@ class Primitive:
         # zeros); for other primitives with several outputs, reverse mode makes those cotangents zeros
         self.none_cotangents = False
         self.zero_derivative = False  # its rules give zero derivatives (stop_gradient, floor): outputs are constants
-        # (effectful only) its effect happens when its program is compiled, and it emits no op (inspect_sharding):
-        # lowering does not order it among a body's callbacks (has_effects(..., at_run_time=True))
-        self.compile_time_effect = False
+        # (effectful only) its effect needs no order among the host callbacks of a body, so lowering does not order
+        # it there (has_effects(..., at_run_time=True)): inspect_sharding's happens when its program is compiled and
+        # emits no op; rng_uniform's advances XLA's own generator state
+        self.unordered_effect = False
         self.rules: dict[str, Callable[..., Any]] = {}
         # what checkify checks of its equations (see the module docstring); None: undeclared (a primitive defined
         # through ember.extend: none, as JAX's checkify for a primitive it has no rule for)
@@ -264,10 +266,10 @@ PRIMITIVES: dict[str, Primitive] = {}
 def has_effects(prim: Primitive, params: dict[str, Any], at_run_time: bool = False) -> bool:
     """Whether an equation of prim with these params has side effects: prim is effectful, or an IR the params
     carry has an effectful equation (remembered per IR: IRs are immutable once built). at_run_time: only effects
-    that happen when the program runs (not those of compile_time_effect primitives, inspect_sharding, which emit
-    no op): what lowering orders among a body's callbacks."""
+    that lowering orders among a body's callbacks (not those of unordered_effect primitives: inspect_sharding,
+    which emits no op, and rng_uniform)."""
     if prim.effectful or (prim.effect_param is not None and params.get(prim.effect_param)):
-        return not (at_run_time and prim.compile_time_effect)
+        return not (at_run_time and prim.unordered_effect)
     known = _run_time_effects if at_run_time else _ir_effects
     for sub in sub_irs(params):
         found = known.get(sub)

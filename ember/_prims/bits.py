@@ -1,21 +1,33 @@
-"""Bit-level primitives: bitcast_convert_type and threefry2x32, the counter-based hash under ember.random.
+"""Bit-level primitives: bitcast_convert_type and threefry2x32, the counter-based hash under ember.random; and XLA's
+own generators, rng_bit_generator (stateless: a key in, the next key and random bits out) and rng_uniform (stateful).
 
 threefry2x32(k1, k2, x1, x2) -> (y1, y2) is Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers:
 as easy as 1, 2, 3", SC 2011) applied elementwise to uint32 operands; rank-0 operands broadcast, so one key hashes
 a whole array of counters. It is lowered to plain uint32 arithmetic (adds, xors, rotations), which XLA fuses into
-one loop; the result equals jax.random's threefry bit for bit. Neither primitive is differentiable."""
+one loop; the result equals jax.random's threefry bit for bit. Neither primitive is differentiable.
+
+rng_bit_generator(key, shape, dtype, algorithm) is XLA's RngBitGenerator (stablehlo.rng_bit_generator) as jax.lax
+lowers it: a uint32[4] key (bitcast to the uint64[2] state XLA takes) or a uint64[2] one, an unsigned dtype, and the
+algorithm XLA names (RandomAlgorithm: DEFAULT, THREE_FRY, PHILOX; the CPU's default is Philox), so its bits are
+jaxlib's on the CPU bit for bit. rng_uniform(a, b, shape) is XLA's stateful RngUniform (stablehlo.rng): numbers in
+[a, b) drawn from the program's hidden state, different at each run, so its equations are effectful (never merged,
+folded or dropped)."""
 from __future__ import annotations
 
+import enum
 from typing import Any, Sequence
 
 import numpy as np
 
-from ember._core import Primitive, ShapedArray, aval_of
+from ember._core import NO_DERIVATIVE_RULES, Primitive, ShapedArray, aval_of, is_python_scalar
 from ember._core import dtypes as dt
-from ember._hlo import LoweringContext
-from ember._prims.checks import elementwise_shape
+from ember._core.checks import static_ints
+from ember._hlo import LoweringContext, i64_array
+from ember._prims.checks import coerce_scalars, elementwise_shape
+from ember._prims.elementwise import add, lt, max as max_, mul, rem, select, sub
 from ember._prims.families import elementwise_batching
-from ember._prims.shape import BatchDim, moveaxis
+from ember._prims.shape import BatchDim, batch_at_front, batch_size, broadcast_in_dim, full, moveaxis, reshape
+from ember._prims.slicing import concatenate, slice_in_dim
 from ember._prims import explicit
 
 
@@ -132,4 +144,166 @@ def threefry2x32(k1: Any, k2: Any, x1: Any, x2: Any) -> list[Any]:
     return threefry2x32_p.bind(k1, k2, x1, x2)
 
 
-__all__ = ["bitcast_convert_type", "threefry2x32"]
+# ---------------------------------------------------------------------------------------------------------------
+# rng_bit_generator(key, shape, dtype, algorithm) -> (new_key, bits): XLA's RngBitGenerator. The key is uint32[4]
+# (jax.lax's form, which needs no 64-bit dtypes) or uint64[2] (XLA's own state); bits are of an unsigned dtype.
+class RandomAlgorithm(enum.IntEnum):
+    """The algorithm of rng_bit_generator (jax.lax.RandomAlgorithm): the platform's default (Philox on the CPU),
+    Threefry-2x32 or Philox-4x32."""
+
+    RNG_DEFAULT = 0
+    RNG_THREE_FRY = 1
+    RNG_PHILOX = 2
+
+    def __str__(self) -> str:
+        return self.name
+
+
+_RNG_ALGORITHMS = {RandomAlgorithm.RNG_DEFAULT: "DEFAULT", RandomAlgorithm.RNG_THREE_FRY: "THREE_FRY",
+                   RandomAlgorithm.RNG_PHILOX: "PHILOX"}
+_RNG_BITS_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.uint64))
+
+rng_bit_generator_p = Primitive("rng_bit_generator", multiple_results=True, checks=())
+# (the next key is split as the key is; the bits are replicated, as JAX types them without an out_sharding)
+rng_bit_generator_p.def_rule("sharding_rule", lambda key, **params: [explicit.same_as(0)(key), None])
+
+
+def _check_rng_key(op: str, key: ShapedArray) -> None:
+    if not ((key.shape == (4,) and key.dtype == dt.uint32) or (key.shape == (2,) and key.dtype == dt.uint64)):
+        raise TypeError(f"{op}: the key must be uint32[4] or uint64[2], got {key.str_short()}")
+
+
+@rng_bit_generator_p.def_rule("abstract_eval")
+def _rng_bit_generator_abstract_eval(key: ShapedArray, *, shape: tuple[int, ...], dtype: np.dtype,
+                                     algorithm: RandomAlgorithm) -> list[ShapedArray]:
+    _check_rng_key("rng_bit_generator", key)
+    if dtype not in _RNG_BITS_DTYPES:
+        raise TypeError(f"rng_bit_generator: unsupported dtype {dtype}")
+    return [ShapedArray(key.shape, key.dtype), ShapedArray(shape, dtype)]
+
+
+@rng_bit_generator_p.def_rule("lowering")
+def _rng_bit_generator_lowering(ctx: LoweringContext, key: str, *, shape: tuple[int, ...], dtype: np.dtype,
+                                algorithm: RandomAlgorithm) -> list[str]:
+    key_aval, bits_aval = ctx.avals_out
+    state_aval = ShapedArray((2,), dt.uint64)
+    pairs = ShapedArray((2, 2), dt.uint32)
+    if key_aval.dtype == dt.uint32:  # (the words of each uint64 in memory order, as jax.lax's lowering)
+        key = ctx.op("stablehlo.bitcast_convert", [ctx.op("stablehlo.reshape", [key], pairs)], state_aval)
+    state, bits = ctx.op("stablehlo.rng_bit_generator", [key], [state_aval, bits_aval],
+                         {"rng_algorithm": f"#stablehlo<rng_algorithm {_RNG_ALGORITHMS[algorithm]}>"})
+    if key_aval.dtype == dt.uint32:
+        state = ctx.op("stablehlo.reshape", [ctx.op("stablehlo.bitcast_convert", [state], pairs)], key_aval)
+    return [state, bits]
+
+
+rng_bit_generator_p.mark_not_differentiable()
+
+
+@rng_bit_generator_p.def_rule("batching")
+def _rng_bit_generator_batching(args: Sequence[Any], dims: Sequence[BatchDim], **params: Any
+                                ) -> tuple[list[Any], list[BatchDim]]:
+    """jax.lax's rule, bit for bit: the first member's key draws the bits of every member at once (one draw of
+    shape (batch, *shape)), and only that member's key advances; the other members' keys come back unchanged."""
+    (keys,), (d,) = args, dims
+    if d is None:
+        return rng_bit_generator_p.bind(keys, **params), [None, None]
+    keys = moveaxis(keys, d, 0)
+    size = aval_of(keys).shape[0]
+    first = reshape(slice_in_dim(keys, 0, 1), aval_of(keys).shape[1:])
+    new_key, bits = rng_bit_generator_p.bind(first, **{**params, "shape": (size,) + params["shape"]})
+    new_keys = concatenate([reshape(new_key, (1,) + aval_of(new_key).shape), slice_in_dim(keys, 1, size)], 0)
+    return [new_keys, bits], [0, 0]
+
+
+def rng_bit_generator(key: Any, shape: Sequence[int], dtype: Any = np.uint32,
+                      algorithm: Any = RandomAlgorithm.RNG_DEFAULT) -> tuple[Any, Any]:
+    """XLA's stateless RngBitGenerator (like jax.lax.rng_bit_generator): (the next key, random bits of the given
+    shape and unsigned dtype) from a uint32[4] key (or uint64[2] with 64-bit dtypes), by the algorithm asked for;
+    the CPU's bits are jaxlib's, bit for bit. Not differentiable; under vmap the first key draws for every member,
+    as JAX's batching rule does."""
+    shape = static_ints("rng_bit_generator", "shape", shape)
+    if any(n < 0 for n in shape):
+        raise TypeError(f"rng_bit_generator: shape must have non-negative sizes, got {shape}")
+    dtype = dt.check_user_dtype(dtype, "rng_bit_generator")
+    if dtype not in _RNG_BITS_DTYPES:
+        raise TypeError(f"rng_bit_generator: unsupported dtype {dtype}")
+    try:
+        algorithm = RandomAlgorithm(algorithm)
+    except ValueError:
+        raise ValueError(f"rng_bit_generator: algorithm must be a lax.RandomAlgorithm, got {algorithm!r}") from None
+    return tuple(rng_bit_generator_p.bind(key, shape=shape, dtype=dtype, algorithm=algorithm))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# rng_uniform(a, b, shape): XLA's stateful RngUniform, numbers in [a, b) from the program's hidden generator state.
+# XLA's CPU expands it for these dtypes only (jaxlib aborts the process on the others; ember refuses them).
+_RNG_UNIFORM_DTYPES = tuple(np.dtype(d) for d in (np.int32, np.uint32, np.int64, np.uint64, dt.bfloat16,
+                                                  np.float16, np.float32, np.float64))
+# effectful: every equation draws anew, so none is merged with an equal one, folded at trace time or dropped
+# (the hidden state needs no order among a body's host callbacks)
+rng_uniform_p = Primitive("rng_uniform", effectful=True, checks=())
+rng_uniform_p.unordered_effect = True
+rng_uniform_p.def_rule("sharding_rule", lambda a, b, **params: None)  # (replicated, as JAX's)
+
+
+@rng_uniform_p.def_rule("abstract_eval")
+def _rng_uniform_abstract_eval(a: ShapedArray, b: ShapedArray, *, shape: tuple[int, ...]) -> ShapedArray:
+    if a.dtype != b.dtype:
+        raise ValueError(f"Arguments to rng_uniform must have identical dtypes, got {a.dtype} and {b.dtype}.")
+    if a.shape != () or b.shape != ():
+        raise ValueError(f"Arguments to rng_uniform must be scalars; got shapes {a.shape} and {b.shape}.")
+    if a.dtype not in _RNG_UNIFORM_DTYPES:
+        raise TypeError(f"rng_uniform: XLA's CPU RngUniform does not take {a.dtype} (jaxlib aborts on it); it takes "
+                        + ", ".join(d.name for d in _RNG_UNIFORM_DTYPES))
+    return ShapedArray(shape, a.dtype, a.weak_type and b.weak_type)
+
+
+@rng_uniform_p.def_rule("lowering")
+def _rng_uniform_lowering(ctx: LoweringContext, a: str, b: str, *, shape: tuple[int, ...]) -> list[str]:
+    dims = ShapedArray((len(shape),), dt.int64)
+    sizes = ctx.op("stablehlo.constant", [], dims, {"value": f"dense<{list(shape)}> : tensor<{len(shape)}xi64>"
+                                                    if shape else "dense<> : tensor<0xi64>"})
+    return [ctx.op("stablehlo.rng", [a, b, sizes], ctx.aval_out,
+                   {"rng_distribution": "#stablehlo<rng_distribution UNIFORM>"})]
+
+
+rng_uniform_p.mark("jvp", NO_DERIVATIVE_RULES)  # (JAX has none: "Differentiation rule for 'rng_uniform' not ...")
+rng_uniform_p.mark("vjp", NO_DERIVATIVE_RULES)
+
+
+@rng_uniform_p.def_rule("batching")
+def _rng_uniform_batching(args: Sequence[Any], dims: Sequence[BatchDim], *, shape: tuple[int, ...]
+                          ) -> tuple[list[Any], list[BatchDim]]:
+    """Unbatched bounds: one draw, the same for every member (as JAX's vmap). Batched bounds (JAX has no rule):
+    one draw of shape (batch, *shape) on a fixed range, mapped into each member's [a, b): a + (b - a) u for floats
+    (a result rounded up to b is a), a + r mod (b - a) for integers."""
+    a, b = args
+    if dims[0] is None and dims[1] is None:
+        return [rng_uniform_p.bind(a, b, shape=shape)], [None]
+    size = batch_size(args, dims)
+    out_shape = (size,) + shape
+    a, b = (broadcast_in_dim(batch_at_front(x, d, size), out_shape, (0,)) for x, d in zip(args, dims))
+    dtype = aval_of(a).dtype
+    if dt.is_float(dtype):
+        u = rng_uniform_p.bind(full((), 0, dtype), full((), 1, dtype), shape=out_shape)
+        out = add(a, mul(sub(b, a), u))
+        return [select(lt(out, b), out, a)], [0]
+    r = rng_uniform_p.bind(full((), 0, dtype), full((), np.iinfo(dtype).max, dtype), shape=out_shape)
+    return [add(a, rem(r, max_(sub(b, a), full(out_shape, 1, dtype))))], [0]
+
+
+def rng_uniform(a: Any, b: Any, shape: Sequence[int]) -> Any:
+    """XLA's stateful RngUniform (like jax.lax.rng_uniform): numbers in [a, b) of the given shape, drawn anew at
+    every run from the program's hidden state (undefined where b <= a). a and b are scalars of one dtype: an
+    integer of 32 or 64 bits or a float (XLA's CPU takes no other). Not differentiable (as JAX's)."""
+    shape = static_ints("rng_uniform", "shape", shape)
+    if any(n < 0 for n in shape):
+        raise TypeError(f"rng_uniform: shape must have non-negative sizes, got {shape}")
+    if is_python_scalar(a) and is_python_scalar(b) and type(a) is not type(b):
+        a, b = (float(a), float(b)) if isinstance(a, float) or isinstance(b, float) else (a, b)
+    a, b = coerce_scalars([a, b])
+    return rng_uniform_p.bind(a, b, shape=shape)
+
+
+__all__ = ["RandomAlgorithm", "bitcast_convert_type", "rng_bit_generator", "rng_uniform", "threefry2x32"]

@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ember._core import Primitive, ShapedArray, aval_of, scalar_literal
+from ember._core import NO_DERIVATIVE_RULES, Primitive, ShapedArray, aval_of, scalar_literal
 from ember._core import dtypes as dt
 from ember._core.checks import static_int
 from ember._hlo import LoweringContext, i64_array
@@ -502,7 +502,6 @@ def lu(x: Any) -> tuple[Any, Any, Any]:
 # transpose). No derivative rules, as in JAX (its private jax._src.lax.linalg.geqrf).
 geqrf_p = Primitive("geqrf", multiple_results=True, checks=())
 geqrf_p.def_rule("sharding_rule", explicit.batch_only("geqrf", 2))
-NO_DERIVATIVE_RULES = "no derivative rules, as in JAX"  # the mark of geqrf and schur
 
 
 @geqrf_p.def_rule("abstract_eval")

@@ -92,7 +92,7 @@ class _InspectSharding(Primitive):
 
 inspect_sharding_p = _InspectSharding("inspect_sharding", multiple_results=True, effectful=True, checks=())
 inspect_sharding_p.def_rule("sharding_rule", explicit.replicated_results)
-inspect_sharding_p.compile_time_effect = True  # (nothing to order among a body's callbacks: it emits no op)
+inspect_sharding_p.unordered_effect = True  # (nothing to order among a body's callbacks: it emits no op)
 inspect_sharding_p.def_rule("abstract_eval", lambda x, *, callback: [])
 inspect_sharding_p.def_rule("lowering", lambda ctx, x, *, callback: [])  # (the runtime calls it: see above)
 inspect_sharding_p.def_rule("jvp", lambda primals, tangents, **params: (inspect_sharding_p.bind(*primals, **params),

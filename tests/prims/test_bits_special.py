@@ -1,5 +1,7 @@
 """Oracle tests for the shifts, bit counts, nextafter and tan (elementwise.py), the special functions (special.py)
-and the bit-level primitives (bits.py): every primitive there has a Case below."""
+and the bit-level primitives (bits.py): every primitive there has a Case below. (XLA's generators, rng_bit_generator
+and rng_uniform, are swept against JAX in tests/test_lax_rng.py.)"""
+import jax
 import jax.lax as jlax
 import jax.numpy as jnp
 import numpy as np
@@ -69,6 +71,28 @@ def _polygamma1(lib):
     return lambda x: lib.polygamma(lib.full_like(x, 1.0), x)
 
 
+_RBG_KEY = np.array([7, 0, 2 ** 31 + 5, 42], np.uint32)
+
+
+def _bits_xor(lib, jax_side=False):
+    """rng_bit_generator's next key and its bits xor x, from a fixed key (JAX's bits are the oracle; the key is
+    not an argument: under vmap JAX's rule draws every member's bits from the first member's key, which is no
+    per-member function, so the batched key is tested against jax.vmap in tests/test_lax_rng.py)."""
+    def run(x):
+        key, bits = lib.rng_bit_generator(_RBG_KEY, x.shape, dtype=x.dtype)
+        return (np.asarray(key), np.asarray(bits) ^ x) if jax_side else (key, lib.bitwise_xor(bits, x))
+    return run
+
+
+def _uniform_draw(a, w):
+    """A draw of rng_uniform in [a, b), b = a + |w| + 1: whether each number is inside (all ones, in a's dtype), plus
+    the numbers times 0 (which carry the draw's derivative: differentiating it is JAX's error)."""
+    b = lax.add(lax.add(a, lax.abs(w)), lax.full_like(a, 1))
+    r = lax.rng_uniform(a, b, (64,))
+    inside = lax.convert_element_type(lax.bitwise_and(lax.ge(r, a), lax.lt(r, b)), r.dtype)
+    return lax.add(inside, lax.mul(r, lax.full_like(r, 0)))
+
+
 CASES = [
     Case("shift_left", lax.shift_left, _shift_np(np.left_shift), S2, INTS, jax=jlax.shift_left, domain="int_small",
          grad=False),
@@ -101,6 +125,10 @@ CASES = [
     Case("threefry2x32", lambda *a: enp.stack(threefry2x32(*a)), _threefry_np,
          [((5,), (5,), (5,), (5,)), ((), (), (2, 3), (2, 3)), ((2, 3), (2, 3), (), ())], ["uint32"],
          jax=lambda *a: jnp.stack(threefry2x32_p.bind(*a)), grad=False),
+    Case("rng_bit_generator", _bits_xor(lax), _bits_xor(jax.lax, jax_side=True), [((5,),), ((2, 3),), ((0, 4),)],
+         ["uint32", "uint8", "uint16"], grad=False),
+    Case("rng_uniform", _uniform_draw, lambda a, w: np.ones(64, a.dtype), [((), ())],
+         ["float32", "int32", "float64", "uint32", "bfloat16"], forward=False, reverse=False),
 ]
 
 
