@@ -19,10 +19,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ember._core import NO_DERIVATIVE_RULES, Primitive, ShapedArray, aval_of, is_python_scalar
+from ember._core import NAN_CHECK, NO_DERIVATIVE_RULES, Primitive, ShapedArray, aval_of, is_python_scalar
 from ember._core import dtypes as dt
 from ember._core.checks import static_ints
-from ember._hlo import LoweringContext, i64_array
+from ember._hlo import LoweringContext
 from ember._prims.checks import coerce_scalars, elementwise_shape
 from ember._prims.elementwise import add, lt, max as max_, mul, rem, select, sub
 from ember._prims.families import elementwise_batching
@@ -242,7 +242,7 @@ _RNG_UNIFORM_DTYPES = tuple(np.dtype(d) for d in (np.int32, np.uint32, np.int64,
                                                   np.float16, np.float32, np.float64))
 # effectful: every equation draws anew, so none is merged with an equal one, folded at trace time or dropped
 # (the hidden state needs no order among a body's host callbacks)
-rng_uniform_p = Primitive("rng_uniform", effectful=True, checks=())
+rng_uniform_p = Primitive("rng_uniform", effectful=True, checks=NAN_CHECK)  # (in JAX's nan_primitives)
 rng_uniform_p.unordered_effect = True
 rng_uniform_p.def_rule("sharding_rule", lambda a, b, **params: None)  # (replicated, as JAX's)
 
