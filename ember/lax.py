@@ -32,9 +32,10 @@ from ember._api.sharding import with_sharding_constraint as with_sharding_constr
 _FUNCTIONS_NOT_IN_JAX_LAX = frozenset({"threefry2x32", "checkpoint", "checkpoint_policies", "custom_jvp",
                                        "custom_vjp", "remat", "shard_map"})
 # ember's registered primitives that jax.lax does not export as `{name}_p`: jax.lax has select_n_p (n cases) where
-# ember's select takes a predicate, keeps threefry2x32_p and random_gamma_grad_p outside jax.lax, and the custom
-# rules and remat in its core.
-_PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_grad", "custom_jvp_call",
+# ember's select takes a predicate, keeps threefry2x32_p and random_gamma_grad_p outside jax.lax (random_gamma_p is
+# jax.random's), and the custom rules and remat in its core.
+_PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_grad", "random_gamma",
+                                        "custom_jvp_call",
                                         "custom_vjp_call", "custom_lin", "remat", "name",  # (jax.ad_checkpoint.name_p)
                                         # mutable array references (jax.ref's, ember.ref):
                                         "new_ref", "ref_get", "ref_swap", "freeze",

@@ -15,7 +15,8 @@ from ember.random._samplers import (
     loggamma as loggamma, logistic as logistic, lognormal as lognormal, maxwell as maxwell,
     multinomial as multinomial, multivariate_normal as multivariate_normal, normal as normal,
     orthogonal as orthogonal, pareto as pareto, permutation as permutation, poisson as poisson,
-    rademacher as rademacher, randint as randint, rayleigh as rayleigh, t as t, triangular as triangular,
+    rademacher as rademacher, randint as randint, random_gamma_p as random_gamma_p, rayleigh as rayleigh, t as t,
+    triangular as triangular,
     truncated_normal as truncated_normal, uniform as uniform, wald as wald, weibull_min as weibull_min,
 )
 
@@ -33,6 +34,7 @@ __all__ = [
     "choice", "clone", "dirichlet", "double_sided_maxwell", "exponential", "f", "fold_in", "gamma",
     "generalized_normal", "geometric", "gumbel", "key", "key_data", "key_dtype", "key_impl", "laplace", "loggamma",
     "logistic", "lognormal", "maxwell", "multinomial", "multivariate_normal", "normal", "orthogonal", "pareto",
-    "permutation", "poisson", "rademacher", "randint", "rayleigh", "split", "t", "triangular", "truncated_normal",
+    "permutation", "poisson", "rademacher", "randint", "random_gamma_p", "rayleigh", "split", "t", "triangular",
+    "truncated_normal",
     "uniform", "wald", "weibull_min", "wrap_key_data",
 ]

@@ -16,9 +16,11 @@ from ember import lax
 from ember import numpy as enp
 from ember._api import jit
 from ember._api.vmap import vmap
-from ember._control.custom import pure_custom_jvp
-from ember._core import aval_of
+from ember._core import Primitive, ShapedArray, aval_of, stage_flat
 from ember._core import dtypes as dt
+from ember._hlo import LoweringContext, lower_into
+from ember._prims import explicit
+from ember._prims.shape import batch_at_front, batch_size
 from ember.random._keys import _split, canonical_shape, key_data_of, random_bits
 from ember._api.sharding import reshard, takes_out_sharding
 from ember._prims.explicit import resolve
@@ -568,100 +570,93 @@ def _sample_gamma(data: Any, a: Any, log_space: bool) -> Any:
     return enp.reshape(vmap(partial(_gamma_one, log_space=log_space))(keys, flat), a.shape)
 
 
-def _gamma_sample_derivative(a: Any, x: Any) -> Any:
-    """d x / d a of a Gamma(a, 1) sample x held at its quantile: -(dP/da) / (dP/dx), P the regularised lower
-    incomplete gamma function, dP/da by its series (x below max(1, a)) or Legendre's continued fraction."""
-    dtype = aval_of(a).dtype
-    eps = float(_finfo(dtype).eps)
-    safe_x = enp.where(x > 0, x, _const(1.0, dtype))
-    log_x = lax.log(safe_x)
-    use_fraction = (x > 1) & (x > a)
+# random_gamma(key_data, a; log_space): a Gamma(a, 1) sample per element of a (its log with log_space), as
+# jax.random's random_gamma_p. key_data is uint32[*batch, 2], a is float[*batch, *rest]: each key draws the samples
+# of its block a[*batch] (split into one key per element, row-major), so a single key draws for the whole of a.
+# Differentiable in a by implicit reparameterisation: d sample / d a = random_gamma_grad(a, sample) (JAX's rule).
+class _KeyedPrimitive(Primitive):
+    """A primitive whose first operand is key data: bind takes a typed key array too (JAX's random_gamma_p takes
+    one), as its uint32 data."""
 
-    # series: P = exp(a log x - x - lgamma(a + 1)) S, S = sum_n x^n / ((a + 1) ... (a + n))
-    def series_cond(s: Any) -> Any:
-        return enp.any(s[0]) & (s[1] < 2000)
-
-    def series_body(s: Any) -> Any:
-        going, n, term, total, dterm, dtotal = s
-        n1 = n + 1
-        r = a + n1.astype(dtype)
-        new_dterm = dterm * (safe_x / r) - term * safe_x / (r * r)
-        new_term = term * (safe_x / r)
-        new_total, new_dtotal = total + new_term, dtotal + new_dterm
-        small = (enp.abs(new_term) <= eps * enp.abs(new_total)) & (enp.abs(new_dterm) <= eps * enp.abs(new_dtotal))
-        keep = lambda new, old: enp.where(going, new, old)  # noqa: E731
-        return (going & ~small, n1, keep(new_term, term), keep(new_total, total), keep(new_dterm, dterm),
-                keep(new_dtotal, dtotal))
-
-    ones, zeros = enp.ones_like(a), enp.zeros_like(a)
-    init = (~use_fraction & (x > 0), enp.asarray(0), ones, ones, zeros, zeros)
-    _, _, _, total, _, dtotal = lax.while_loop(series_cond, series_body, init)
-    series = -(dtotal + total * (log_x - lax.digamma(a + 1))) * safe_x / a
-
-    # continued fraction: Q = exp(a log x - x - lgamma(a)) F, F = 1/(b1 - 1(1-a)/(b2 - 2(2-a)/(b3 - ...))),
-    # b_k = x + 2k - 1 - a; convergents A_k/B_k and their a-derivatives by the three-term recurrence.
-    def fraction_cond(s: Any) -> Any:
-        return enp.any(s[0]) & (s[1] < 2000)
-
-    def fraction_body(s: Any) -> Any:
-        going, k, a1, a2, b1, b2, da1, da2, db1, db2, value, dvalue = s
-        k1 = k + 1
-        kf = k.astype(dtype)
-        alpha = -kf * (kf - a)  # the k-th partial numerator (k >= 1), d/da = k
-        beta = safe_x + 2 * kf + 1 - a
-        new_a = beta * a1 + alpha * a2
-        new_b = beta * b1 + alpha * b2
-        new_da = beta * da1 - a1 + alpha * da2 + kf * a2
-        new_db = beta * db1 - b1 + alpha * db2 + kf * b2
-        ok = new_b != 0
-        safe_b = enp.where(ok, new_b, _const(1.0, dtype))
-        new_value = enp.where(ok, new_a / safe_b, value)
-        new_dvalue = enp.where(ok, (new_da - new_value * new_db) / safe_b, dvalue)
-        done = ok & (enp.abs(new_value - value) <= eps * enp.abs(new_value)) & (
-            enp.abs(new_dvalue - dvalue) <= eps * enp.abs(new_dvalue))
-        big = enp.abs(new_b) > 1.0 / eps  # rescale the convergents, which grow without bound
-        scale = enp.where(big, _const(eps, dtype), _const(1.0, dtype))
-        keep = lambda new, old: enp.where(going, new, old)  # noqa: E731
-        return (going & ~done, k1, keep(new_a * scale, a1), keep(a1 * scale, a2), keep(new_b * scale, b1),
-                keep(b1 * scale, b2), keep(new_da * scale, da1), keep(da1 * scale, da2), keep(new_db * scale, db1),
-                keep(db1 * scale, db2), keep(new_value, value), keep(new_dvalue, dvalue))
-
-    beta0 = safe_x + 1 - a
-    init = (use_fraction, enp.asarray(1), zeros + 1, zeros, beta0, ones, zeros, zeros, -ones, zeros,
-            1 / beta0, 1 / (beta0 * beta0))
-    out = lax.while_loop(fraction_cond, fraction_body, init)
-    value, dvalue = out[10], out[11]
-    fraction = (dvalue + value * (log_x - lax.digamma(a))) * safe_x
-    grad = enp.where(use_fraction, fraction, series)
-    grad = enp.where(x == 0, zeros, grad)
-    return enp.where((a <= 0) | (x < 0) | (a != a) | (x != x), zeros + np.nan, grad)
+    def bind(self, key: Any, *args: Any, **params: Any) -> Any:
+        return super().bind(key_data_of(self.name, key, allow_batched=True)[0], *args, **params)
 
 
-@partial(pure_custom_jvp, nondiff_argnums=(2,))
-def _gamma_impl(data: Any, a: Any, log_space: bool) -> Any:
-    return _sample_gamma(data, a, log_space)
+random_gamma_p = _KeyedPrimitive("random_gamma", checks=())
+random_gamma_p.def_rule("sharding_rule", explicit.same_as(1))
 
 
-@_gamma_impl.defjvp
-def _gamma_impl_jvp(log_space: bool, primals: Any, tangents: Any) -> Any:
-    data, a = primals
-    out = _gamma_impl(data, a, log_space)
-    ta = tangents[1]
-    sample = lax.stop_gradient(out)
-    a = lax.stop_gradient(a)
-    if log_space:
-        x = lax.exp(sample)
-        x = enp.where(x == 0, _const(float(_finfo(aval_of(x).dtype).tiny), aval_of(x).dtype), x)
-        slope = _gamma_sample_derivative(a, x) / x
-    else:
-        slope = _gamma_sample_derivative(a, sample)
-    return out, (enp.zeros_like(out) if ta is None else ta * slope)
+@random_gamma_p.def_rule("abstract_eval")
+def _random_gamma_abstract_eval(key: ShapedArray, a: ShapedArray, *, log_space: bool) -> ShapedArray:
+    if key.dtype != dt.uint32 or key.ndim < 1 or key.shape[-1] != 2:
+        raise TypeError(f"random_gamma: the key data must be uint32[..., 2] (one Threefry key per block of a), got "
+                        f"{key.str_short()}")
+    if not dt.is_float(a.dtype):
+        raise TypeError(f"random_gamma: a must be a float array, got {a.str_short()}")
+    if a.shape[:key.ndim - 1] != key.shape[:-1]:
+        raise TypeError(f"random_gamma: the keys' shape {key.shape[:-1]} must lead a's shape, got keys "
+                        f"{key.str_short()} and a {a.str_short()}")
+    return ShapedArray(a.shape, a.dtype, a.weak_type)
+
+
+def _keyed_samples(data: Any, a: Any, log_space: bool) -> Any:
+    """The samples of a, each leading key drawing for its block (a vmap per key dimension)."""
+    draw = partial(_sample_gamma, log_space=log_space)
+    for _ in range(aval_of(data).ndim - 1):
+        draw = vmap(draw)
+    return draw(data, a)
+
+
+@random_gamma_p.def_rule("lowering")
+def _random_gamma_lowering(ctx: LoweringContext, key: str, a: str, *, log_space: bool) -> list[str]:
+    ir = stage_flat(lambda k, x: [_keyed_samples(k, x, log_space)], list(ctx.avals_in))
+    return lower_into(ctx.emitter, ir, [key, a])  # (the IR's constants, the split counters, become the module's)
+
+
+def _gamma_slope(a: Any, sample: Any, log_space: bool) -> Any:
+    """d sample / d a at the sample (of its log, with log_space; where exp(log sample) is 0 it is taken as the
+    smallest normal float, as JAX's)."""
+    if not log_space:
+        return lax.random_gamma_grad(a, sample)
+    x = lax.exp(sample)
+    x = lax.select(lax.eq(x, lax.full_like(x, 0)), lax.full_like(x, float(_finfo(aval_of(x).dtype).tiny)), x)
+    return lax.random_gamma_grad(a, x) / x
+
+
+@random_gamma_p.def_rule("jvp")
+def _random_gamma_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, log_space: bool
+                      ) -> tuple[list[Any], list[Any]]:
+    key, a = primals
+    out = random_gamma_p.bind(key, a, log_space=log_space)
+    if tangents[1] is None:
+        return [out], [None]
+    return [out], [lax.mul(tangents[1], _gamma_slope(a, out, log_space))]
+
+
+@random_gamma_p.def_rule("vjp")
+def _random_gamma_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, log_space: bool
+                      ) -> list[Any]:
+    if cts[0] is None or not needs[1]:
+        return [None, None]
+    return [None, lax.mul(cts[0], _gamma_slope(ins[1], outs[0], log_space))]
+
+
+@random_gamma_p.def_rule("batching")
+def _random_gamma_batching(args: Sequence[Any], dims: Sequence[Any], *, log_space: bool) -> tuple[list[Any], list[Any]]:
+    """The batch dimension leads the keys and a (an unbatched one broadcast): one more key dimension."""
+    size = batch_size(args, dims)
+    key, a = (batch_at_front(x, d, size) for x, d in zip(args, dims))
+    return [random_gamma_p.bind(key, a, log_space=log_space)], [0]
+
+
+def _random_gamma(data: Any, a: Any, log_space: bool) -> Any:
+    return random_gamma_p.bind(data, a, log_space=log_space)
 
 
 @partial(jit, static_argnums=(2, 3, 4))
 def _gamma(data: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype, log_space: bool) -> Any:
     a = _param(a, dtype, shape)
-    return _gamma_impl(data, a, log_space)
+    return _random_gamma(data, a, log_space)
 
 
 def _gamma_args(name: str, key: Any, a: Any, shape: Any, dtype: Any) -> tuple[Any, tuple[int, ...], np.dtype]:
@@ -689,7 +684,7 @@ def _beta(data: Any, a: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype) ->
     keys = _split(data, (2,))
     a = _param(a, dtype, shape)
     b = _param(b, dtype, shape)
-    log_a, log_b = _gamma_impl(keys[0], a, True), _gamma_impl(keys[1], b, True)
+    log_a, log_b = _random_gamma(keys[0], a, True), _random_gamma(keys[1], b, True)
     log_max = enp.maximum(log_a, log_b)
     ga, gb = enp.exp(log_a - log_max), enp.exp(log_b - log_max)
     return ga / (ga + gb)
@@ -712,7 +707,7 @@ def _softmax_last(x: Any) -> Any:
 def _dirichlet(data: Any, alpha: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     alpha = lax.convert_element_type(enp.asarray(alpha), dtype)
     full = shape + alpha.shape[-1:]
-    return _softmax_last(_gamma_impl(data, enp.broadcast_to(alpha, full), True))
+    return _softmax_last(_random_gamma(data, enp.broadcast_to(alpha, full), True))
 
 
 def dirichlet(key: Any, alpha: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
@@ -801,7 +796,7 @@ def poisson(key: Any, lam: Any, shape: Sequence[int] | None = None, dtype: Any =
 @partial(jit, static_argnums=(2, 3))
 def _generalized_normal(data: Any, p: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     keys = _split(data, (2,))
-    g = _gamma_impl(keys[0], enp.broadcast_to(lax.convert_element_type(1 / enp.asarray(p), dtype), shape), False)
+    g = _random_gamma(keys[0], enp.broadcast_to(lax.convert_element_type(1 / enp.asarray(p), dtype), shape), False)
     r = _rademacher(keys[1], shape, dtype)
     return r * g ** (1 / p)
 
@@ -846,7 +841,7 @@ def _t(data: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     keys = _split(data, (2,))
     n = _normal(keys[0], shape, dtype)
     half_df = df / 2
-    g = _gamma_impl(keys[1], enp.broadcast_to(half_df, shape), False)
+    g = _random_gamma(keys[1], enp.broadcast_to(half_df, shape), False)
     return n * enp.sqrt(half_df / g)
 
 
@@ -859,7 +854,7 @@ def t(key: Any, df: Any, shape: Sequence[int] | None = None, dtype: Any = None) 
 @partial(jit, static_argnums=(2, 3))
 def _chisquare(data: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     half_df = lax.convert_element_type(enp.asarray(df), dtype) / 2
-    return enp.exp(_gamma_impl(data, enp.broadcast_to(half_df, shape), True)) * 2
+    return enp.exp(_random_gamma(data, enp.broadcast_to(half_df, shape), True)) * 2
 
 
 def chisquare(key: Any, df: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:

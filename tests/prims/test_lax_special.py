@@ -1,8 +1,10 @@
 """Oracle tests for the special functions added to ember.lax (special.py): bessel_i0e/i1e, zeta, the incomplete
 gamma family (igamma, igammac, igamma_grad_a, random_gamma_grad) and betainc. Every one has a Case below; values
 come from scipy (and JAX where scipy has none), derivatives from JAX and finite differences."""
+import jax
 import jax.lax as jlax
 import jax.numpy as jnp
+import jax.random as jr
 import numpy as np
 import pytest
 import scipy.special as sps
@@ -10,12 +12,30 @@ import scipy.special as sps
 import ember
 import ember.numpy as enp
 from ember import lax
+from ember import random as er
 from oracle import Case, oracle_tests
 from lax_oracles import F, S1, G1, _np, _const, A_GAMMA, _gamma_grad_a_np, _random_gamma_grad_np
 
 
+def _random_gamma(lib, log_space, to_numpy=False):
+    """jax.random's random_gamma_p (ember.random's, or JAX's: the oracle) on key data k and a: the samples (their
+    derivative in a is the implicit reparameterisation, not the derivative of the sampler's arithmetic, so finite
+    differences are no oracle; second derivatives in a need random_gamma_grad's in a, which neither has)."""
+    def run(k, a):
+        if lib is er:
+            return er.random_gamma_p.bind(k, a, log_space=log_space)
+        return jr.random_gamma_p.bind(jr.wrap_key_data(jnp.asarray(k)), a, log_space=log_space)
+    return jax.jit(run) if to_numpy else run  # (the forward oracle jitted: JAX runs the sampler op by op eagerly)
+
 
 CASES = [
+    # ember/random/_samplers.py: key data (one key, or one per row of a) and a
+    Case("random_gamma", _random_gamma(er, False), _random_gamma(jr, False, True), [((2,), (3,)), ((2, 2), (2, 3))],
+         F, jax=_random_gamma(jr, False), arg_dtypes=["uint32", None], domain="positive", finite_differences=False,
+         jacobians=False, rtol=1e-6),
+    Case("random_gamma", _random_gamma(er, True), _random_gamma(jr, True, True), [((2,), (3,))], ["float32"],
+         jax=_random_gamma(jr, True), arg_dtypes=["uint32", None], domain="positive", finite_differences=False,
+         jacobians=False, rtol=1e-6, name="random_gamma_log"),
     # special.py
     Case("bessel_i0e", lax.bessel_i0e, _np(sps.i0e), S1, F, jax=jlax.bessel_i0e),
     Case("bessel_i1e", lax.bessel_i1e, _np(sps.i1e), S1, F, jax=jlax.bessel_i1e),
