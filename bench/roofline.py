@@ -303,6 +303,12 @@ MODELS: dict[str, Work] = {
     "sort: sort f32[1000,1000] axis=-1 (rows)": Work(f32(SQUARE_1000, SQUARE_1000), sort_comparisons(1000, 1000)),
     "sort: median f32[1024,1024] axis=0": reduction(SQUARE, 1024, 4),  # (as the other median row: a selection)
     "sort: lax.top_k f32[1000,1000] k=10": Work(f32(SQUARE_1000, 2 * 1000 * 10), 1000 * 1000 * 2),
+    "sort: lax.approx_max_k f32[1000,1000] k=10": Work(f32(SQUARE_1000, 2 * 1000 * 10), 1000 * 1000 * 2),
+    # a ragged dot's least work is one dot's: every row meets its group's matrix once (rows, weights, result)
+    "jit: lax.ragged_dot f32[4096,256] x 8 groups of f32[256,256]": Work(f32((4096, 256), (8, 256, 256),
+                                                                             (4096, 256)), product(4096, 256, 256)),
+    # writing the bits (and XLA's Philox: ~10 integer ops per 32-bit word, read loosely)
+    "random: lax.rng_bit_generator 10^6 uint32": Work(f32(10 ** 6), 10 * 10 ** 6),
     "linalg: inv f32 512x512": Work(f32((512, 512), (512, 512)), 2 * 512 ** 3),
     "linalg: batched solve f32 64x(32x32)": Work(f32((64, 32, 32), (64, 32, 4), (64, 32, 4)),
                                                  64 * (lu(32) + triangular_solves(32, 4))),

@@ -576,6 +576,32 @@ def top_k_case(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]
                         jax.jit(lambda a: jax.lax.top_k(a, 10)), [jnp.asarray(x)])
 
 
+def approx_max_k_case(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """lax.approx_max_k(k=10) of f32[1000,1000] (on the CPU JAX's runs its exact fallback, and so does ember's)."""
+    x = np.random.default_rng(3).normal(size=(1000, 1000)).astype(np.float32)
+    return checked_pair(jax, ember.jit(lambda a: ember.lax.approx_max_k(a, 10)), [ember.asarray(x)],
+                        jax.jit(lambda a: jax.lax.approx_max_k(a, 10)), [jnp.asarray(x)])
+
+
+def ragged_dot_case(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """lax.ragged_dot of f32[4096,256] rows in 8 groups of uneven sizes (one empty) with f32[8,256,256]: JAX's CPU
+    form masks the rows once per group (8 dots' work); ember's gathers each group's rows into tiles (one dot's)."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(4096, 256)).astype(np.float32)
+    w = (rng.normal(size=(8, 256, 256)) / 16).astype(np.float32)
+    sizes = np.array([500, 600, 0, 700, 300, 800, 696, 500], np.int32)
+    return checked_pair(jax, ember.jit(ember.lax.ragged_dot), [ember.asarray(a) for a in (x, w, sizes)],
+                        jax.jit(jax.lax.ragged_dot), [jnp.asarray(a) for a in (x, w, sizes)])
+
+
+def rng_bit_generator_case(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """lax.rng_bit_generator: 10^6 uint32 random bits and the next key (XLA's Philox on the CPU), jitted; the same
+    bits in both (checked)."""
+    key = np.array([1, 2, 3, 4], np.uint32)
+    return checked_pair(jax, ember.jit(lambda k: ember.lax.rng_bit_generator(k, (10 ** 6,))), [ember.asarray(key)],
+                        jax.jit(lambda k: jax.lax.rng_bit_generator(k, (10 ** 6,))), [jnp.asarray(key)])
+
+
 def cnn_train_step(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """value_and_grad of a small CNN's loss, batch 64 of 28x28x1 (NHWC): conv 3x3x16, relu, 2x2 max pool,
     conv 3x3x32, relu, 2x2 max pool, dense to 10 classes, softmax cross-entropy with integer labels."""
@@ -1160,6 +1186,9 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("sort: median f32[1024,1024] axis=0", sort_case("median", (1024, 1024), axis=0), 10,
      numpy_case("median", (1024, 1024), axis=0)),
     ("sort: lax.top_k f32[1000,1000] k=10", top_k_case, 20),
+    ("sort: lax.approx_max_k f32[1000,1000] k=10", approx_max_k_case, 20),
+    ("jit: lax.ragged_dot f32[4096,256] x 8 groups of f32[256,256]", ragged_dot_case, 10),
+    ("random: lax.rng_bit_generator 10^6 uint32", rng_bit_generator_case, 50),
 ]
 
 # (name, make, repeat): the best of `repeat` single first calls, each of a new function (compile time)

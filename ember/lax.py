@@ -54,6 +54,8 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_
                                         "reduce_scatter",
                                         # jax.shard_map's and jit's (jax.lax does not export them):
                                         "shard_map", "pjit",
+                                        # jax.lax.ragged_dot_general's (jax.lax does not export it):
+                                        "ragged_dot_general",
                                         # the cast to varying (jax.lax.pcast binds core.pvary_p) and JAX's
                                         # all_gather(to="invarying") primitive, which jax.lax does not export:
                                         "pvary", "all_gather_invariant",
@@ -113,8 +115,10 @@ full = _user_dtype(_prims.full, 2)
 iota = _user_dtype(_prims.iota, 0)
 broadcasted_iota = _user_dtype(_prims.broadcasted_iota, 0)
 
-# JAX's out_sharding= (explicit sharding mode) on the convolution: its result resharded so.
+# JAX's out_sharding= (explicit sharding mode) on the convolution and the ragged dots: the result resharded so.
 conv_general_dilated = _takes_out_sharding("conv_general_dilated")(_prims.conv_general_dilated)
+ragged_dot = _takes_out_sharding("ragged_dot")(_prims.ragged_dot)
+ragged_dot_general = _takes_out_sharding("ragged_dot_general")(_prims.ragged_dot_general)
 
 
 def rng_bit_generator(key, shape, dtype=_np.uint32, algorithm=_prims.RandomAlgorithm.RNG_DEFAULT, *,

@@ -85,3 +85,50 @@ def _argmin_np(axis):
         nan = np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, bool)
         return np.where(nan.any(axis=axis), np.argmax(nan, axis=axis), np.argmin(x, axis=axis)).astype(np.int32)
     return run
+
+
+def ragged_dot_np(lhs, rhs, group_sizes, dims, xp=np):
+    """lax.ragged_dot_general in numpy (or, with xp=jax.numpy, in JAX's differentiable ops: a derivative oracle),
+    from JAX's definition of its three modes: lhs masked once per group along its ragged dimension (group j covers
+    [sum(sizes[:j]), sum(sizes[:j + 1])) of it, per index of the prefix dimensions; the sizes are concrete), then
+    one einsum (the group index contracted with rhs's group dimension in mode 1, kept in mode 2; mode 3 ignores the
+    groups). dims: ((lc, rc), (lb, rb)), lhs ragged dimensions, rhs group dimensions."""
+    (lc, rc), (lb, rb) = dims[0]
+    ragged, groups = dims[1][0], tuple(dims[2])
+    free = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
+    letters = iter("abcdefhijklmnopqrstuvwxyz")
+    lhs_l = [next(letters) for _ in range(lhs.ndim)]
+    rhs_l = [next(letters) for _ in range(rhs.ndim)]
+    for a, b in zip(lc, rc):
+        rhs_l[b] = lhs_l[a]
+    for a, b in zip(lb, rb):
+        rhs_l[b] = lhs_l[a]
+    rhs_free = [d for d in range(rhs.ndim) if d not in rc and d not in rb and d not in groups]
+    out = [lhs_l[d] for d in lb] + [lhs_l[d] for d in free] + [rhs_l[d] for d in rhs_free]
+    dtype = lhs.dtype
+    if xp is np:
+        wide = np.float64 if lhs.dtype.kind == "f" or lhs.dtype == ml_dtypes.bfloat16 else lhs.dtype
+        lhs, rhs = lhs.astype(wide), rhs.astype(wide)
+    if ragged in lb:  # mode 3
+        return xp.einsum(f"{''.join(lhs_l)},{''.join(rhs_l)}->{''.join(out)}", lhs, rhs).astype(dtype)
+    if ragged in free:
+        prefix = list(lb) + free[:free.index(ragged)]
+    else:
+        prefix = list(lb) + list(lc[:list(lc).index(ragged)])
+    group_sizes = np.asarray(group_sizes)
+    g = group_sizes.shape[-1]
+    sizes = np.broadcast_to(group_sizes, tuple(lhs.shape[d] for d in prefix) + (g,)).astype(np.int64)
+    ends = np.cumsum(sizes, axis=-1)
+    starts = ends - sizes
+    # mask[j, lhs index]: the ragged index inside group j of that index's prefix
+    index = np.indices(lhs.shape)
+    mask = np.zeros((g,) + lhs.shape, bool)
+    for j in range(g):
+        lo = starts[(*[index[d] for d in prefix], j)] if prefix else starts[j]
+        hi = ends[(*[index[d] for d in prefix], j)] if prefix else ends[j]
+        mask[j] = (lo <= index[ragged]) & (index[ragged] < hi)
+    masked = xp.where(mask, lhs[None], xp.zeros((), lhs.dtype))
+    if ragged in free:  # mode 1: the group index meets rhs's group dimension
+        rhs_l[groups[0]] = "G"
+        return xp.einsum(f"G{''.join(lhs_l)},{''.join(rhs_l)}->{''.join(out)}", masked, rhs).astype(dtype)
+    return xp.einsum(f"G{''.join(lhs_l)},{''.join(rhs_l)}->G{''.join(out)}", masked, rhs).astype(dtype)

@@ -8,6 +8,7 @@ import pytest
 
 import ember
 from ember import lax
+from lax_oracles import ragged_dot_np
 from oracle import Case, oracle_tests
 
 FIB = ["float32", "float64", "int32", "bool"]
@@ -36,6 +37,22 @@ def _dot(x, y, dims):
 
 def _np_matmul(x, y):
     return np.matmul(x, y).astype(np.result_type(x, y))
+
+
+# ragged dots: the group sizes are constants (summing to less than the ragged dimension, one group empty); the
+# derivative oracle is JAX's masked formulation in jax.numpy (JAX's own ragged dot transposes mode 1 only, and its
+# vmap, which jax.hessian needs, takes only all operands batched)
+_GROUPS = np.array([2, 0, 4])
+_RAGGED = {"noncontracting": ((((1,), (1,)), ((), ())), (0,), (0,)),
+           "contracting": ((((1,), (0,)), ((), ())), (1,), ()),
+           "batch": ((((2,), (1,)), ((0,), (0,))), (0,), ())}
+
+
+def _ragged(kind, lib=lax):
+    dims = _RAGGED[kind]
+    if lib is np or lib is jnp:
+        return lambda x, y: ragged_dot_np(x, y, _GROUPS, dims, lib)
+    return lambda x, y: lax.ragged_dot_general(x, y, _GROUPS.astype(np.int32), lax.RaggedDotDimensionNumbers(*dims))
 
 
 CASES = [
@@ -103,6 +120,12 @@ CASES = [
          name="dot_general_permuted"),
     Case("dot_general", lambda x, y: _dot(x, y, (((0,), (0,)), ((), ()))), lambda x, y: np.dot(x, y).astype(x.dtype),
          [((4,), (4,))], FI, jax=lambda x, y: jlax.dot_general(x, y, (((0,), (0,)), ((), ()))), name="dot_vector"),
+    Case("ragged_dot_general", _ragged("noncontracting"), _ragged("noncontracting", np), [((7, 3), (3, 3, 2))], FI,
+         jax=_ragged("noncontracting", jnp)),
+    Case("ragged_dot_general", _ragged("contracting"), _ragged("contracting", np), [((2, 7), (7, 3))], FI,
+         jax=_ragged("contracting", jnp), name="ragged_dot_contracting"),
+    Case("ragged_dot_general", _ragged("batch"), _ragged("batch", np), [((3, 2, 4), (3, 4, 2))], FI,
+         jax=_ragged("batch", jnp), name="ragged_dot_batch"),
 ]
 
 
