@@ -24,9 +24,14 @@ device holds), pcast to psum. Over axes that are not typed (a vmap axis name, a 
 operand carries no such type, and psum transposes to psum, as JAX's does there.
 
 Derivatives follow JAX: the collectives are linear (psum's transpose is psum, all_gather's is psum_scatter and back,
-all_to_all's swaps its axes, ppermute's inverts its permutation); pmax and pmin share the tangent among the members
-that hold the extreme value (as reduce_max, what they mean under vmap; JAX 0.10.2 has no rule for them); axis_index's
-integer output carries no derivative."""
+all_to_all's swaps its axes, ppermute's inverts its permutation, ragged_all_to_all's sends the cotangents back);
+pmax and pmin share the tangent among the members that hold the extreme value (as reduce_max, what they mean under
+vmap; JAX 0.10.2 has no rule for them); axis_index's integer output carries no derivative.
+
+ragged_all_to_all (JAX's, which jaxlib's CPU cannot compile: XLA:CPU has no ragged-all-to-all) is written with
+all_to_all: each member packs, per destination, what it writes into that destination's output (an output-sized
+block), the blocks and the output offsets go through all_to_all, and each member takes from the blocks the rows
+its slices cover."""
 from __future__ import annotations
 
 import operator
@@ -34,7 +39,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from ember._core import Primitive, ShapedArray, Tracer, aval_of, is_python_scalar
+from ember._core import Primitive, ShapedArray, Tracer, aval_of, is_python_scalar, stage_flat
 from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
 from ember._core.axes import (axes_size, axis_size as _bound_axis_size, bound_axes, current_batching_axis,
@@ -44,14 +49,15 @@ from ember._core.vma import pvary_p, typed
 from ember._core.checks import normalize_axis
 from ember._core.pytree import tree_map
 from ember._core.sharding import block_shape, divides, repeated_axes, unknown_axes
-from ember._hlo import LoweringContext, LoweringError
+from ember._hlo import LoweringContext, LoweringError, lower_into
 from ember._prims.checks import ANY, NUMERIC_C, check_dtype
-from ember._prims.elementwise import add, div, eq, mul, select
-from ember._prims.indexing import dynamic_slice_in_dim
+from ember._prims.elementwise import (add, bitwise_and, div, eq, ge, le, lt, max as max_, min as min_, mul, select,
+                                      sub)
+from ember._prims.indexing import GatherDimensionNumbers, dynamic_slice_in_dim, gather_p
 from ember._prims.lax_helpers import expand_dims, index_take
 from ember._prims.reduction import reduce_max, reduce_min
-from ember._prims.shape import (BatchDim, batch_at_front, broadcast_in_dim, convert_element_type, iota, linear_jvp,
-                                moveaxis, reduce_sum, reshape, squeeze, transpose, zeros, zeros_like)
+from ember._prims.shape import (BatchDim, batch_at_front, broadcast_in_dim, convert_element_type, full, iota,
+                                linear_jvp, moveaxis, reduce_sum, reshape, squeeze, transpose, zeros, zeros_like)
 from ember._prims.slicing import concatenate
 
 AxisNames = tuple[Hashable, ...]
@@ -681,6 +687,232 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
     return tree_map(one, x)
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes; axes, axis_size): the
+# K = axis_size * s slices operand[input_offsets[i]:][:send_sizes[i]] go to member i // s, which writes them into its
+# output at the offsets output_offsets[i] gave there (its own recv_sizes saying how much each is); the rest of its
+# output stays. (jaxlib's CPU cannot compile JAX's: it is built here from all_to_all, see the module docstring.)
+ragged_all_to_all_p = over_named_axes(Primitive("ragged_all_to_all", own_vma=True, checks=()))
+_RAGGED_INDEX_ARGS = ("input_offsets", "send_sizes", "output_offsets", "recv_sizes")
+
+
+@ragged_all_to_all_p.def_rule("abstract_eval")
+def _ragged_all_to_all_abstract_eval(operand: ShapedArray, output: ShapedArray, *offsets_and_sizes: ShapedArray,
+                                     axes: AxisNames, axis_size: int, groups: Groups = None) -> ShapedArray:
+    for name, aval in zip(_RAGGED_INDEX_ARGS, offsets_and_sizes):
+        if not dt.is_int(aval.dtype):
+            raise ValueError(f"ragged_all_to_all {name} must be integer type.")
+        if aval.ndim != 1 or aval.shape[0] < 1:
+            raise ValueError(f"ragged_all_to_all {name} must be rank 1 with positive dimension size, but got shape "
+                             f"{aval.shape}")
+    lengths = {a.shape[0] for a in offsets_and_sizes}
+    if len(lengths) > 1:
+        raise ValueError("ragged_all_to_all: input_offsets, send_sizes, output_offsets and recv_sizes must have the "
+                         f"same length, got {', '.join(a.str_short() for a in offsets_and_sizes)}")
+    if lengths.pop() % axis_size:
+        raise ValueError(f"ragged_all_to_all: the number of slices ({offsets_and_sizes[0].shape[0]}) must be a "
+                         f"multiple of the size {axis_size} of the axes {axes}")
+    if operand.ndim < 1 or output.ndim < 1 or operand.shape[1:] != output.shape[1:] or operand.dtype != output.dtype:
+        raise TypeError(f"ragged_all_to_all: operand and output must be arrays of one dtype whose shapes differ in "
+                        f"their first dimension only, got {operand.str_short()} and {output.str_short()}")
+    vma = frozenset().union(operand.vma, output.vma, *(a.vma for a in offsets_and_sizes))
+    return output.update(weak_type=False).with_vma(vma)
+
+
+def _rows_of(x: Any, index: Any) -> Any:
+    """x[p, index[p, i]] for x [P, R, ...] and int32 index [P, I] (in bounds): [P, I, ...]."""
+    xs, ids = aval_of(x).shape, aval_of(index).shape
+    dnums = GatherDimensionNumbers(offset_dims=tuple(range(2, len(xs))), collapsed_slice_dims=(1,),
+                                   start_index_map=(1,), operand_batching_dims=(0,), start_indices_batching_dims=(0,))
+    return gather_p.bind(x, reshape(index, ids + (1,)), dimension_numbers=dnums, slice_sizes=(1, 1) + xs[2:],
+                         indices_are_sorted=False, unique_indices=False)
+
+
+def _last_covering(starts: Any, sizes: Any, rows: int) -> Any:
+    """For starts and sizes [P, J] (int32): per row r < rows the last j with starts[j] <= r < starts[j] + sizes[j],
+    or -1: [P, rows]."""
+    p, j = aval_of(starts).shape
+    shape = (p, j, rows)
+    r = broadcast_in_dim(iota(np.int32, rows), shape, (2,))
+    lo = broadcast_in_dim(starts, shape, (0, 1))
+    cover = bitwise_and(le(lo, r), lt(r, add(lo, broadcast_in_dim(sizes, shape, (0, 1)))))
+    which = select(cover, broadcast_in_dim(iota(np.int32, j), shape, (1,)), full(shape, -1, np.int32))
+    return reduce_max(which, (1,))
+
+
+def _ragged_pack(operand: Any, input_offsets: Any, send_sizes: Any, output_offsets: Any, members: int, rows: int
+                 ) -> Any:
+    """What each sender ([P] of them: operand [P, N, ...], the offsets and sizes [P, K]) writes into each member's
+    output: [P, members, rows, ...], member d's block holding at row r the last of d's slices covering r (else 0)."""
+    p, n = aval_of(operand).shape[:2]
+    rest = aval_of(operand).shape[2:]
+    each = aval_of(input_offsets).shape[1] // members
+    io, ss, oo = (reshape(convert_element_type(a, np.int32), (p * members, each))
+                  for a in (input_offsets, send_sizes, output_offsets))
+    last = reshape(_last_covering(oo, ss, rows), (p, members, rows))
+    slot = add(broadcast_in_dim(mul(iota(np.int32, members), full((members,), each, np.int32)), (p, members, rows),
+                                (1,)), max_(last, full((p, members, rows), 0, np.int32)))
+    flat = (p, members * rows)
+    slot = reshape(slot, flat)
+    io, oo = (reshape(a, (p, members * each)) for a in (io, oo))
+    row = reshape(broadcast_in_dim(iota(np.int32, rows), (p, members, rows), (2,)), flat)
+    source = add(_rows_of(io, slot), sub(row, _rows_of(oo, slot)))  # (the operand row written at that row)
+    ok = bitwise_and(ge(reshape(last, flat), full(flat, 0, np.int32)),
+                     bitwise_and(ge(source, full(flat, 0, np.int32)), lt(source, full(flat, n, np.int32))))
+    out_shape = (p, members, rows) + rest
+    if n == 0:  # (nothing to send)
+        return full(out_shape, 0, aval_of(operand).dtype)
+    data = _rows_of(operand, min_(max_(source, full(flat, 0, np.int32)), full(flat, n - 1, np.int32)))
+    data = select(broadcast_in_dim(ok, flat + rest, (0, 1)), data, full(flat + rest, 0, aval_of(operand).dtype))
+    return reshape(data, out_shape)
+
+
+def _ragged_unpack(output: Any, received: Any, output_offsets: Any, recv_sizes: Any) -> Any:
+    """Each receiver's output ([P, M, ...]) with the rows its slices cover taken from the blocks received from their
+    senders ([P, members, M, ...]; output_offsets, the senders' offsets here, and recv_sizes [P, K])."""
+    p, members, rows = aval_of(received).shape[:3]
+    rest = aval_of(received).shape[3:]
+    each = aval_of(output_offsets).shape[1] // members
+    last = _last_covering(convert_element_type(output_offsets, np.int32), convert_element_type(recv_sizes, np.int32),
+                          rows)
+    sender = div(max_(last, full((p, rows), 0, np.int32)), full((p, rows), each, np.int32))
+    at = add(mul(sender, full((p, rows), rows, np.int32)), broadcast_in_dim(iota(np.int32, rows), (p, rows), (1,)))
+    taken = _rows_of(reshape(received, (p, members * rows) + rest), at)
+    written = broadcast_in_dim(ge(last, full((p, rows), 0, np.int32)), (p, rows) + rest, (0, 1))
+    return select(written, taken, output)
+
+
+@ragged_all_to_all_p.def_rule("lowering")
+def _ragged_all_to_all_lowering(ctx: LoweringContext, operand: str, output: str, input_offsets: str, send_sizes: str,
+                                output_offsets: str, recv_sizes: str, *, axes: AxisNames, axis_size: int,
+                                groups: Groups = None) -> list[str]:
+    mesh = _axis_context(ctx, "ragged_all_to_all", axes)
+    avals = [ShapedArray(a.shape, a.dtype) for a in ctx.avals_in]
+    rows = avals[1].shape[0]
+    if rows == 0:  # (no row to write)
+        return [output]
+
+    def pack(x: Any, io: Any, ss: Any, oo: Any) -> list[Any]:
+        one = lambda a: reshape(a, (1,) + aval_of(a).shape)  # noqa: E731
+        return [reshape(_ragged_pack(one(x), one(io), one(ss), one(oo), axis_size, rows),
+                        (axis_size, rows) + aval_of(x).shape[1:])]
+    ir = stage_flat(pack, [avals[0], avals[2], avals[3], avals[4]])
+    blocks = lower_into(ctx.emitter, ir, [operand, input_offsets, send_sizes, output_offsets])[0]
+
+    def exchange(value: str, aval: ShapedArray) -> str:  # (the tiled all_to_all along dimension 0)
+        attrs = {"split_dimension": "0 : i64", "concat_dimension": "0 : i64", "split_count": f"{axis_size} : i64",
+                 **_collective_attrs(mesh, axes, global_ids=False, groups=groups)}
+        return ctx.op("stablehlo.all_to_all", [value], aval, attrs)
+    received = exchange(blocks, ir.out_avals[0])
+    offsets_here = exchange(output_offsets, avals[4])
+
+    def unpack(out: Any, got: Any, oo: Any, rs: Any) -> list[Any]:
+        one = lambda a: reshape(a, (1,) + aval_of(a).shape)  # noqa: E731
+        return [reshape(_ragged_unpack(one(out), one(got), one(oo), one(rs)), aval_of(out).shape)]
+    ir = stage_flat(unpack, [avals[1], ShapedArray(ir.out_avals[0].shape, ir.out_avals[0].dtype), avals[4], avals[5]])
+    return lower_into(ctx.emitter, ir, [output, received, offsets_here, recv_sizes])
+
+
+def _bind_ragged(operand: Any, output: Any, *offsets_and_sizes: Any, axes: AxisNames, axis_size: int,
+                 groups: Groups = None) -> Any:
+    return ragged_all_to_all_p.bind(_varying(operand, axes), _varying(output, axes), *offsets_and_sizes, axes=axes,
+                                    axis_size=axis_size, **_with_groups(groups))
+
+
+@ragged_all_to_all_p.def_rule("jvp")
+def _ragged_all_to_all_jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any
+                           ) -> tuple[list[Any], list[Any]]:
+    """Linear in (operand, output) together (JAX's rule): the tangents go the same way."""
+    out = _bind_ragged(*primals, **params)
+    t_operand, t_output = tangents[:2]
+    if t_operand is None and t_output is None:
+        return [out], [None]
+    t_operand = zeros_like(primals[0]) if t_operand is None else t_operand
+    t_output = zeros_like(primals[1]) if t_output is None else t_output
+    return [out], [_bind_ragged(t_operand, t_output, *primals[2:], **params)]
+
+
+@ragged_all_to_all_p.def_rule("vjp")
+def _ragged_all_to_all_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, axes: AxisNames,
+                           axis_size: int, groups: Groups = None) -> list[Any]:
+    """JAX's transpose: the operand's cotangent comes back from the rows each slice was written to (a
+    ragged_all_to_all the other way: each receiver sends the cotangents of its slices to their senders, at their
+    input offsets); the output's is the cotangent where no slice was written."""
+    ct = cts[0]
+    operand, output, input_offsets, send_sizes, output_offsets, recv_sizes = ins
+    if ct is None:
+        return [None] * 6
+    params = dict(axes=axes, axis_size=axis_size, groups=groups)
+
+    def exchanged(x: Any) -> Any:
+        return all_to_all_p.bind(_varying(x, axes), axes=axes, split_axis=0, concat_axis=0, axis_size=axis_size,
+                                 **_with_groups(groups))
+    offsets_here = exchanged(output_offsets)
+    d_operand = d_output = None
+    if needs[0]:
+        d_operand = _bind_ragged(ct, zeros_like(operand), offsets_here, recv_sizes, exchanged(input_offsets),
+                                 send_sizes, **params)
+    if needs[1]:
+        rows = aval_of(ct).shape[0]
+        one = lambda a: reshape(convert_element_type(a, np.int32), (1,) + aval_of(a).shape)  # noqa: E731
+        written = ge(reshape(_last_covering(one(offsets_here), one(recv_sizes), rows), (rows,)),
+                     full((rows,), 0, np.int32))
+        d_output = select(broadcast_in_dim(written, aval_of(ct).shape, (0,)), zeros_like(ct), ct)
+    return [d_operand, d_output, None, None, None, None]
+
+
+@ragged_all_to_all_p.def_rule("batching")
+def _ragged_all_to_all_batching(args: list[Any], dims: list[BatchDim], *, axes: AxisNames, axis_size: int,
+                                groups: Groups = None) -> tuple[list[Any], list[BatchDim]]:
+    """Under a vmap of another axis (JAX's rule): the members' operands and outputs laid end to end, their offsets
+    moved along by their positions there, one exchange. Under vmap of the named axis itself (which JAX refuses):
+    the exchange computed over the batch, each member's blocks for the others transposed into theirs."""
+    frame, size = current_batching_axis()
+    operand, output = (batch_at_front(x, d, size) for x, d in zip(args[:2], dims[:2]))
+    index_args = [batch_at_front(x, d, size) for x, d in zip(args[2:], dims[2:])]  # [B, K] each
+    if frame in axes:
+        _no_batched_groups(groups)
+        if len(axes) > 1:
+            raise NotImplementedError(f"ragged_all_to_all over the axes {axes} under vmap of one of them "
+                                      f"({frame!r}): exchange over one axis at a time")
+        io, ss, oo, rs = index_args
+        rows = aval_of(output).shape[1]
+        blocks = _ragged_pack(operand, io, ss, oo, size, rows)                     # [sender, receiver, M, ...]
+        order = (1, 0) + tuple(range(2, aval_of(blocks).ndim))
+        k = aval_of(oo).shape[1]
+        offsets_here = reshape(transpose(reshape(oo, (size, size, k // size)), (1, 0, 2)), (size, k))
+        return [_ragged_unpack(output, transpose(blocks, order), offsets_here, rs)], [0]
+    if all(d is None for d in dims):
+        return [_bind_ragged(*args, axes=axes, axis_size=axis_size, groups=groups)], [None]
+    n, m = aval_of(operand).shape[1], aval_of(output).shape[1]
+    k = aval_of(index_args[0]).shape[1]
+
+    def moved(x: Any, stride: int) -> Any:  # [B, K] -> [K * B], member b's offsets moved by b * stride
+        x = transpose(x, (1, 0))
+        if stride:
+            dtype = aval_of(x).dtype
+            x = add(x, broadcast_in_dim(mul(iota(dtype, size), full((size,), stride, dtype)), (k, size), (1,)))
+        return reshape(x, (k * size,))
+    io, ss, oo, rs = (moved(x, stride) for x, stride in zip(index_args, (n, 0, m, 0)))
+    merged = _bind_ragged(reshape(operand, (size * n,) + aval_of(operand).shape[2:]),
+                          reshape(output, (size * m,) + aval_of(output).shape[2:]), io, ss, oo, rs, axes=axes,
+                          axis_size=axis_size, groups=groups)
+    return [reshape(merged, aval_of(output).shape)], [0]
+
+
+def ragged_all_to_all(operand: Any, output: Any, input_offsets: Any, send_sizes: Any, output_offsets: Any,
+                      recv_sizes: Any, *, axis_name: Any, axis_index_groups: Any = None) -> Any:
+    """The ragged all_to_all (like jax.lax.ragged_all_to_all): the slices operand[input_offsets[i]:][:send_sizes[i]]
+    go to member i // (K / axis size), which writes them into a copy of its output at output_offsets[i] (recv_sizes
+    rows each, its own sizes of what it receives); returns that copy. Works on the CPU, where jaxlib's cannot
+    compile (XLA:CPU has no ragged-all-to-all): ember's is built from all_to_all."""
+    if not bound_axes():  # (JAX's error outside any mapped context; an unbound name inside one is a NameError)
+        raise RuntimeError("ragged_all_to_all must be used within a mapped context like vmap or shard_map.")
+    axes, size, groups = _named_axes("ragged_all_to_all", axis_name, axis_index_groups)
+    return _bind_ragged(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, axes=axes,
+                        axis_size=size, groups=groups)
+
+
 def pswapaxes(x: Any, axis_name: Any, axis: int, *, axis_index_groups: Any = None) -> Any:
     """all_to_all(x, axis_name, axis, axis): swap the named axis with x's dimension axis (like jax.lax.pswapaxes)."""
     return all_to_all(x, axis_name, axis, axis, axis_index_groups=axis_index_groups)
@@ -923,4 +1155,4 @@ pvary_p.def_rule("batching", lambda args, dims, *, axes: ([pvary_p.bind(args[0],
 
 
 __all__ = ["all_gather", "all_to_all", "axis_index", "axis_size", "pbroadcast", "pcast", "pmax", "pmean", "pmin",
-           "ppermute", "precv", "psend", "pshuffle", "psum", "psum_scatter", "pswapaxes"]
+           "ppermute", "precv", "psend", "pshuffle", "psum", "psum_scatter", "pswapaxes", "ragged_all_to_all"]

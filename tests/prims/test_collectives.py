@@ -51,6 +51,33 @@ def _index_scaled(x):
     return x * np.repeat(np.arange(N), x.shape[0] // N).astype(x.dtype)[:, None]
 
 
+# ragged_all_to_all: each device (4 operand rows, 5 output rows) sends its rows [0, 2) to device 0 and row 2 to device
+# 1; each receiver stacks its senders' slices from row 0, sender by sender (the offsets depend on the device).
+_SEND = np.array([2, 1], np.int32)
+
+
+def _ragged_body(v, o):
+    me = lax.axis_index("x")
+    offsets = lax.mul(_SEND, lax.broadcast(me, (N,)))          # where device `me`'s slices go on each receiver
+    received = lax.select(lax.eq(lax.broadcast(me, (N,)), np.zeros(N, np.int32)), np.full(N, 2, np.int32),
+                          np.full(N, 1, np.int32))             # each sender's slice here: _SEND[me] rows
+    return lax.ragged_all_to_all(v, o, np.array([0, 2], np.int32), _SEND, offsets, received, axis_name="x")
+
+
+def _ragged_sharded(x, o):
+    return shard_map(_ragged_body, mesh=_mesh(), in_specs=(P("x"), P("x")), out_specs=P("x"))(x, o)
+
+
+def _ragged_global(x, o):
+    """The same exchange on the global arrays (numpy or jax.numpy): device 0's output rows 0-3 are both senders'
+    rows 0-1, device 1's rows 0-1 their rows 2; the other rows keep the output's."""
+    xs, os_ = _blocks(x), _blocks(o)
+    lib = jnp if isinstance(x, jnp.ndarray) else np
+    first = lib.concatenate([xs[0, :2], xs[1, :2], os_[0, 4:]])
+    second = lib.concatenate([xs[0, 2:3], xs[1, 2:3], os_[1, 2:]])
+    return lib.concatenate([first, second])
+
+
 CASES = [
     Case("psum", _sharded(lambda v: lax.psum(v, "x")), lambda x: _blocks(x).sum(0), [((2 * N, 3),)], F,
          jax=lambda x: _blocks(x).sum(0)),
@@ -75,6 +102,7 @@ CASES = [
          jax=_roll),
     Case("axis_index", _sharded(lambda v: v * lax.convert_element_type(lax.axis_index("x"), v.dtype),
                                 out_spec=P("x")), _index_scaled, [((2 * N, 3),)], F, jax=_index_scaled),
+    Case("ragged_all_to_all", _ragged_sharded, _ragged_global, [((4 * N, 3), (5 * N, 3))], F, jax=_ragged_global),
 ]
 
 test_forward, test_grad, test_jvp, test_vmap, test_jacobians = oracle_tests(CASES)
