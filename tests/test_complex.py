@@ -47,6 +47,7 @@ ACCEPTS_COMPLEX = {
     "rsqrt", "sin", "cos", "tan", "tanh", "logistic", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh",
     "atanh", "abs", "sign", "max", "min", "eq", "ne", "select", "stop_gradient", "convert_element_type",
     "reduce_sum", "reduce_prod", "cumsum", "cumprod", "cummax", "cummin", "square", "select_n", "dot_general",
+    "ragged_dot_general",
     "conv_general_dilated",  # (test_complex_convolution_matches_jax below)
     # made for complex numbers
     "real", "imag", "conj", "fft",
@@ -145,7 +146,7 @@ def test_every_primitive_is_classified():
 
 # The collectives (bound inside shard_map, where the Cases' classification does not see them): checked below
 COLLECTIVES_ACCEPT = {"psum", "all_gather", "all_gather_invariant", "reduce_scatter", "all_to_all", "ppermute",
-                      "axis_index", "pvary"}
+                      "axis_index", "pvary", "ragged_all_to_all"}
 COLLECTIVES_REFUSE = {"pmax", "pmin"}
 
 
@@ -170,6 +171,10 @@ def test_collectives_carry_complex_values():
     np.testing.assert_allclose(np.asarray(sharded(lambda v: lax.all_to_all(v, "x", 0, 0, tiled=True), P("x"))),
                                z[[0, 2, 1, 3]])
     np.testing.assert_allclose(np.asarray(sharded(lambda v: v * lax.axis_index("x"), P("x"))), z * [[0], [0], [1], [1]])
+    one, two = np.ones(2, np.int32), np.array([0, 1], np.int32)  # (each member's rows to member 0, then member 1)
+    np.testing.assert_allclose(np.asarray(sharded(lambda v: lax.ragged_all_to_all(
+        v, lax.full_like(v, 0), two, one, lax.mul(one, lax.broadcast(lax.axis_index("x"), (2,))), one, axis_name="x"),
+        P("x"))), z[[0, 2, 1, 3]])
     for name in sorted(COLLECTIVES_REFUSE):
         with pytest.raises(TypeError, match=f"{name}: .*c64"):
             sharded(lambda v: getattr(lax, name)(v, "x"))

@@ -4,12 +4,16 @@ Re(ct * t), see docs/complex.md), batching. The primitives made for complex numb
 have their only Cases here. Which primitives accept complex, and that the others refuse it, is checked in
 tests/test_complex.py."""
 import jax.lax as jlax
+import jax.numpy as jnp
 import numpy as np
 
 from ember import lax
+from lax_oracles import ragged_dot_np
 from oracle import Case, oracle_tests
 
 C = ["complex64", "complex128"]
+_RAGGED_1 = ((((1,), (1,)), ((), ())), (0,), (0,))  # ragged_dot's dimensions
+_RAGGED_2 = ((((1,), (0,)), ((), ())), (1,), ())     # the ragged dimension contracted
 S1 = [((4,),), ((),), ((2, 3),)]  # (the quick run takes the first shape, and the second for derivatives)
 S2 = [((4,), (4,)), ((2, 3), ()), ((2, 3), (2, 3))]
 
@@ -130,6 +134,16 @@ CASES = [
     Case("dot_general", lambda x, y: lax.dot_general(x, y, (((1,), (0,)), ((), ()))), np.matmul,
          [((3, 4), (4, 2))], C, jax=lambda x, y: jlax.dot_general(x, y, (((1,), (0,)), ((), ()))),
          grad_dtype="complex128", name="dot_general_complex"),
+    # (a ragged dot of each kind that computes per group; the derivative oracle is JAX's masked form in jax.numpy)
+    Case("ragged_dot_general", lambda x, y: lax.ragged_dot(x, y, np.array([2, 0, 4], np.int32)),
+         lambda x, y: ragged_dot_np(x, y, np.array([2, 0, 4]), _RAGGED_1), [((7, 3), (3, 3, 2))], C,
+         jax=lambda x, y: ragged_dot_np(x, y, np.array([2, 0, 4]), _RAGGED_1, jnp), grad_dtype="complex128",
+         name="ragged_dot_complex"),
+    Case("ragged_dot_general", lambda x, y: lax.ragged_dot_general(x, y, np.array([3, 4], np.int32),
+                                                                   lax.RaggedDotDimensionNumbers(*_RAGGED_2)),
+         lambda x, y: ragged_dot_np(x, y, np.array([3, 4]), _RAGGED_2), [((2, 7), (7, 3))], C,
+         jax=lambda x, y: ragged_dot_np(x, y, np.array([3, 4]), _RAGGED_2, jnp), grad_dtype="complex128",
+         name="ragged_dot_contracting_complex"),
     Case("conv_general_dilated", lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "SAME"),
          lambda x, w: np.asarray(jlax.conv_general_dilated(x, w, (1, 1), "SAME")), [((1, 2, 4, 4), (3, 2, 3, 3))], C,
          jax=lambda x, w: jlax.conv_general_dilated(x, w, (1, 1), "SAME"), grad_dtype="complex128",
