@@ -90,6 +90,26 @@ def test_ragged_dot_group_sizes_edges_eagerly_and_under_jit():
         np.testing.assert_array_equal(np.asarray(got), want)
 
 
+def test_non_finite_values_as_jax():
+    """JAX's CPU form multiplies every group's weights by the rows masked to 0 for them, so a weight that is inf or
+    NaN makes NaN in every row (mode 1); an inf in lhs stays in its row, and mode 2 masks both operands: ember gives
+    the same values in each case."""
+    x, y = np.ones((6, 2), np.float32), np.ones((3, 2, 2), np.float32)
+    y[2, 0, 0] = np.inf
+    x_inf = x.copy()
+    x_inf[1, 1] = np.inf
+    dims = ((((1,), (0,)), ((), ())), (1,), ())
+    a, b = np.ones((2, 6), np.float32), np.ones((6, 2), np.float32)
+    b[5, 0] = np.nan
+    for gs in ([2, 2, 2], [2, 2, 1], [3, -1, 4]):
+        gs = np.array(gs, np.int32)
+        for lhs, rhs in ((x, y), (x_inf, np.ones_like(y))):
+            want = jax_result(lambda: jax.lax.ragged_dot(lhs, rhs, gs))
+            np.testing.assert_array_equal(np.asarray(ember.jit(lax.ragged_dot)(lhs, rhs, gs)), want)
+        want = jax_result(lambda: jax.lax.ragged_dot_general(a, b, gs, _dims(jax.lax, dims)))
+        np.testing.assert_array_equal(np.asarray(_general(a, b, gs, dims)), want)
+
+
 @pytest.mark.parametrize("dtype,preferred", [("bfloat16", None), ("int32", None), ("int8", None), ("int8", "int32"),
                                              ("bfloat16", "float32"), ("float32", "bfloat16")])
 def test_dtypes_and_preferred_element_type(dtype, preferred):

@@ -15,9 +15,10 @@ the work of one dot (the dense [g, m, k] mask). Here each operand is first put i
 [B, X, M, K] forms below, which are ragged dots themselves), and each group's rows are gathered into tiles of T
 rows, padded at the group's end: every tile belongs to one group, so one batched dot of the tiles against their
 group's rhs (mode 1) or of lhs's and rhs's tiles (mode 2, the per-tile products then added into their group) does
-the work of one dot plus at most g tiles of padding. T is the power of two near m / (2g), between 8 and 128. Group
-sizes that are negative (or sum past the index type) make groups overlap, which tiles cannot hold: a branch of the
-program then computes JAX's dense masked form instead (same values, JAX's cost).
+the work of one dot plus under g tiles of padding. T is the power of two near m / (2g), between 8 and 128. Group
+sizes that are negative (or sum past the index type) make groups overlap, which tiles cannot hold, and in mode 1 a
+weight that is inf or NaN makes JAX's NaN in every row (its zeroed rows times it): a branch of the program then
+computes JAX's dense masked form instead (JAX's values, JAX's cost).
 
 Derivatives: the JVP is bilinear (JAX's); reverse mode takes each mode's cotangents as ragged dots of the
 canonical forms (mode 1's are a mode-1 and a mode-2 ragged dot, mode 2's two mode-1 ones; mode 3's are
@@ -40,10 +41,10 @@ from ember._hlo import LoweringContext, lower_into
 from ember._prims.checks import check_same_dtypes
 from ember._prims.dot import (DimensionNumbers, Precision, _dot_general_abstract_eval, canonical_precision,
                               dot_general, dot_general_p, with_precision)
-from ember._prims.elementwise import (add, bitwise_and, bitwise_or, div, le, lt, max as max_, min as min_, mul, rem,
-                                      select, sub)
+from ember._prims.elementwise import (add, bitwise_and, bitwise_not, bitwise_or, div, imag, is_finite, le, lt,
+                                      max as max_, min as min_, mul, real, rem, select, sub)
 from ember._prims.indexing import GatherDimensionNumbers, ScatterDimensionNumbers, gather_p, scatter_add_p
-from ember._prims.reduction import reduce_or
+from ember._prims.reduction import reduce_and, reduce_or
 from ember._prims.shape import (BatchDim, argsort, batch_size, broadcast_in_dim, convert_element_type, full, iota,
                                 moveaxis, reduce_sum, reshape, transpose)
 from ember._prims.windowed import cumsum
@@ -405,13 +406,19 @@ def _dense(mode: str, lhs: Any, rhs: Any, sizes: Any, precision: Precision) -> A
     i = broadcast_in_dim(iota(aval_of(sizes).dtype, ragged), shape, (3,))
     mask = bitwise_and(le(broadcast_in_dim(starts, shape, (0, 1, 2)), i),
                        lt(i, broadcast_in_dim(ends, shape, (0, 1, 2))))
+    def masked(x: Any, mask_dims: tuple[int, ...], x_dims: tuple[int, ...], shape: tuple[int, ...]) -> Any:
+        return select(broadcast_in_dim(mask, shape, mask_dims), broadcast_in_dim(x, shape, x_dims),
+                      full(shape, 0, aval_of(x).dtype))
     full_shape = (b, x, g, rows, cols)
-    masked = select(broadcast_in_dim(mask, full_shape, (0, 1, 2, 3 if mode == NONCONTRACTING else 4)),
-                    broadcast_in_dim(lhs, full_shape, (0, 1, 3, 4)), full(full_shape, 0, aval_of(lhs).dtype))
     if mode == NONCONTRACTING:  # [B, X, G, M, K] x [G, B, K, N] over (G, K), batch B -> [B, X, M, N]
-        return dot_general(masked, rhs, (((2, 4), (0, 2)), ((0,), (1,))), precision)
-    # mode 2: [B, X, G, F, K] x [B, X, K, N] over (X, K), batch B -> [B, G, F, N] -> [G, B, F, N]
-    return transpose(dot_general(masked, rhs, (((1, 4), (1, 2)), ((0,), (0,))), precision), (1, 0, 2, 3))
+        return dot_general(masked(lhs, (0, 1, 2, 3), (0, 1, 3, 4), full_shape), rhs, (((2, 4), (0, 2)), ((0,), (1,))),
+                           precision)
+    # mode 2, rhs masked too (as JAX's): [B, X, G, F, K] x [B, X, G, K, N] over (X, K), batch (B, G) -> [B, G, F, N]
+    n = aval_of(rhs).shape[3]
+    product = dot_general(masked(lhs, (0, 1, 2, 4), (0, 1, 3, 4), full_shape),
+                          masked(rhs, (0, 1, 2, 3), (0, 1, 3, 4), (b, x, g, cols, n)),
+                          (((1, 4), (1, 3)), ((0, 2), (0, 2))), precision)
+    return transpose(product, (1, 0, 2, 3))
 
 
 @ragged_dot_general_p.def_rule("lowering")
@@ -427,17 +434,25 @@ def _ragged_dot_general_lowering(ctx: LoweringContext, lhs: str, rhs: str, group
         return lower_into(ctx.emitter, ir, operands)
     if 0 in out.shape or 0 in avals[0].shape or 0 in avals[1].shape:  # (empty, a sum over nothing, or no groups)
         return [ctx.constant(0, out)]
-    # the canonical forms, then a case: the tiled computation, or JAX's dense one where groups overlap
+    # the canonical forms, then a case: the tiled computation, or JAX's dense one where it differs (dense_needed)
     ir = stage_flat(lambda a, b, s: list(canonical(a, b, s, dims)[1:4]), avals)
     forms = lower_into(ctx.emitter, ir, operands)
     form_avals = [ShapedArray(a.shape, a.dtype) for a in ir.out_avals]
 
-    def overlapping(s: Any) -> list[Any]:  # a negative size, or sums past the sizes' dtype
+    def dense_needed(w: Any, s: Any) -> list[Any]:
+        """Groups that overlap (a negative size, or sums past the sizes' dtype), or, in mode 1, a weight that is
+        not finite: JAX's masked contraction multiplies every group's weights by the other groups' zeroed rows, so
+        an inf or NaN there makes NaN in every row (0 * inf), which JAX on the CPU gives and the tiles would not."""
         ends = cumsum(s, axis=2)
         starts = sub(ends, s)
-        bad = bitwise_or(lt(ends, starts), lt(starts, full(aval_of(s).shape, 0, aval_of(s).dtype)))
-        return [convert_element_type(reduce_or(bad, (0, 1, 2)), np.int32)]
-    index = lower_into(ctx.emitter, stage_flat(overlapping, form_avals[2:]), forms[2:])[0]
+        bad = reduce_or(bitwise_or(lt(ends, starts), lt(starts, full(aval_of(s).shape, 0, aval_of(s).dtype))),
+                        (0, 1, 2))
+        if mode == NONCONTRACTING and dt.is_inexact(aval_of(w).dtype):
+            parts = [real(w), imag(w)] if dt.is_complex(aval_of(w).dtype) else [w]
+            for part in parts:
+                bad = bitwise_or(bad, bitwise_not(reduce_and(is_finite(part), (0, 1, 2, 3))))
+        return [convert_element_type(bad, np.int32)]
+    index = lower_into(ctx.emitter, stage_flat(dense_needed, form_avals[1:]), forms[1:])[0]
     tiled = _tiled_1 if mode == NONCONTRACTING else _tiled_2
     branches = [stage_flat(lambda a, b, s: [tiled(a, b, s, precision)], form_avals),
                 stage_flat(lambda a, b, s: [_dense(mode, a, b, s, precision)], form_avals)]
