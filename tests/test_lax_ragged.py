@@ -36,6 +36,11 @@ MODE_2 = [
 ]
 MODE_3 = [((4, 3, 5), (4, 5, 2), (3,), ((((2,), (1,)), ((0,), (0,))), (0,), ()))]
 CASES = MODE_1 + MODE_2 + MODE_3
+QUICK = [MODE_1[2], MODE_2[1], MODE_3[0]]  # (one of each mode in the default run, the others in the slow sweep)
+
+
+def _tiers(cases, quick=QUICK):
+    return [c if c in quick else pytest.param(c, marks=pytest.mark.slow) for c in cases]
 
 
 def _dims(lib, d):
@@ -49,7 +54,7 @@ def _sizes(rng, shape, low=0, high=5):
 _general = ember.jit(lambda x, y, s, d: lax.ragged_dot_general(x, y, s, _dims(lax, d)), static_argnums=3)
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}x{c[1]}")
+@pytest.mark.parametrize("case", _tiers(CASES), ids=lambda c: f"{c[0]}x{c[1]}")
 def test_every_mode_matches_jax_and_numpy(case):
     """Random group sizes (some groups empty, sums below and above the ragged size), and negative ones (groups that
     overlap: JAX's masks count a row twice, and so does ember's dense branch)."""
@@ -134,7 +139,7 @@ def test_precision_is_accepted_and_kept():
 
 # ---------------------------------------------------------------------------------------------------------------
 # derivatives
-@pytest.mark.parametrize("case", MODE_1[:3], ids=lambda c: f"{c[0]}x{c[1]}")
+@pytest.mark.parametrize("case", _tiers(MODE_1[:3]), ids=lambda c: f"{c[0]}x{c[1]}")
 def test_mode_1_gradients_match_jax(case):
     lhs_shape, rhs_shape, gs_shape, d = case
     rng = np.random.default_rng(3)
@@ -152,7 +157,7 @@ def test_mode_1_gradients_match_jax(case):
 
 
 @pytest.mark.usefixtures("ember_x64")
-@pytest.mark.parametrize("case", [MODE_2[1], MODE_2[3], MODE_3[0]], ids=lambda c: f"{c[0]}x{c[1]}")
+@pytest.mark.parametrize("case", _tiers([MODE_2[1], MODE_2[3], MODE_3[0]], [MODE_2[1]]), ids=lambda c: f"{c[0]}x{c[1]}")
 def test_modes_2_and_3_gradients_which_jax_cannot_transpose(case):
     """JAX's transpose rule has mode 1 only; ember's gradients equal JAX's forward derivatives (<grad, t> =
     jvp(t)) and central finite differences, in float64."""

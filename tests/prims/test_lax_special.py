@@ -14,6 +14,7 @@ import ember.numpy as enp
 from ember import lax
 from ember import random as er
 from oracle import Case, oracle_tests
+from recorded import jax_result
 from lax_oracles import F, S1, G1, _np, _const, A_GAMMA, _gamma_grad_a_np, _random_gamma_grad_np
 
 
@@ -25,7 +26,9 @@ def _random_gamma(lib, log_space, to_numpy=False):
         if lib is er:
             return er.random_gamma_p.bind(k, a, log_space=log_space)
         return jr.random_gamma_p.bind(jr.wrap_key_data(jnp.asarray(k)), a, log_space=log_space)
-    return jax.jit(run) if to_numpy else run  # (the forward oracle jitted: JAX runs the sampler op by op eagerly)
+    if to_numpy:  # (the forward oracle, recorded; jitted: JAX runs the sampler op by op eagerly)
+        return lambda k, a: jax_result(lambda: jax.jit(run)(k, a))
+    return run
 
 
 CASES = [
