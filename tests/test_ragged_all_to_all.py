@@ -100,6 +100,29 @@ def test_under_vmap_of_the_axis_name_which_jax_refuses():
             *[np.stack(a) for a in per_member])
 
 
+def test_gradient_under_vmap_of_the_axis_name_equals_shard_maps():
+    """Reverse mode sends the cotangents back (JAX's transpose): the same under vmap(axis_name) as through
+    shard_map over the devices."""
+    rng = np.random.default_rng(3)
+    per_member = _exchange(rng, 2, 2, rows_in=6, rows_out=12)
+    operands, outputs = np.stack(per_member[0]), np.stack(per_member[1])
+    index_args = [np.stack(a) for a in per_member[2:]]
+    w = rng.normal(size=(2, 12, 2)).astype(np.float32)
+
+    def over_vmap(o, u):
+        return ember.numpy.sum(ember.vmap(_body, axis_name="x")(o, u, *index_args) * w)
+
+    def over_devices(o, u):
+        f = shard_map(_body, mesh=_mesh(), in_specs=P("x"), out_specs=P("x"))
+        out = f(o.reshape(-1, 2), u.reshape(-1, 2), *[a.reshape(-1) for a in index_args])
+        return ember.numpy.sum(out.reshape(2, 12, 2) * w)
+    got = ember.grad(over_vmap, (0, 1))(operands, outputs)
+    want = ember.grad(over_devices, (0, 1))(operands, outputs)
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-6)
+    assert np.any(np.asarray(got[0]) != 0) and np.any(np.asarray(got[1]) == 0)  # (sent rows; overwritten rows)
+
+
 def test_axis_index_groups():
     """Groups of one device each: every member exchanges with itself alone."""
     rng = np.random.default_rng(8)
