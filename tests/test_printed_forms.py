@@ -79,7 +79,9 @@ for fun in [lambda: lax.top_k(v4, 2), lambda: lax.conv(jnp.ones((1, 1, 5, 5)), j
             lambda: lax.split(v4, (1, 3)), lambda: lax.map(jnp.sin, v4), lambda: lax.reduce(m34, 0.0, lax.add, (0,)),
             lambda: lax.reduce_precision(v4, 5, 10), lambda: lax.bitcast_convert_type(v4, jnp.int32),
             lambda: lax.expand_dims(v4, (0,)), lambda: lax.full((2,), 3.0), lambda: lax.optimization_barrier(v4),
-            lambda: lax.broadcasted_iota(jnp.int32, (2, 3), 0)]:
+            lambda: lax.broadcasted_iota(jnp.int32, (2, 3), 0),
+            lambda: lax.rng_bit_generator(jnp.ones(4, jnp.uint32), (3,), algorithm=lax.RandomAlgorithm.RNG_PHILOX),
+            lambda: lax.ragged_dot(jnp.ones((6, 2)), jnp.ones((2, 2, 3)), jnp.array([2, 3]))]:
     print(jax.make_jaxpr(fun)())
 
 case("cond")  # (docs: control flow; branches=( ... ))

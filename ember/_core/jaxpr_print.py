@@ -253,6 +253,11 @@ def _jax_view(eqn: Any) -> tuple[str, list[tuple[str, Any]], list[Any]]:
         params.setdefault("sharding", None)
     elif name == "top_k":
         params.setdefault("axis", len(inputs[0].aval.shape) - 1)
+    elif name == "rng_bit_generator":  # (JAX's out_sharding, a param only when given in ember)
+        params.setdefault("out_sharding", None)
+    elif name == "ragged_dot_general":  # (JAX's params beyond ember's, at their defaults)
+        for key in ("group_offset", "out_sharding", "precision", "preferred_element_type"):
+            params.setdefault(key, None)
     elif name == "conv_general_dilated":  # (JAX's params beyond ember's, at their defaults)
         for key in ("out_sharding", "precision", "preferred_element_type"):
             params.setdefault(key, None)
