@@ -64,7 +64,9 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_
                                         # lax.platform_dependent's index (jax._src.lax.control_flow's
                                         # platform_index_p) and lax.composite's primitive (jax._src.lax.lax's
                                         # composite_p), which jax.lax does not export:
-                                        "platform_index", "composite"})
+                                        "platform_index", "composite",
+                                        # a symbolic dimension as a value (jax's shape_poly.dim_as_value_p):
+                                        "dim_as_value"})
 
 
 def _primitive_names(namespace: dict[str, object]) -> list[str]:

@@ -18,7 +18,8 @@ PUBLIC = {"__init__", "config", "lax", "numpy", "ops", "tree_util", "tree", "ran
 
 # Module order inside a package: a module imports only modules of its package listed before it.
 ORDER = {
-    "_core": ["config_jax", "config", "exports", "cache", "profile", "monitoring", "dtypes", "sharding", "refs", "ir",
+    "_core": ["config_jax", "config", "exports", "cache", "profile", "monitoring", "shape_poly", "dtypes", "sharding",
+              "refs", "ir",
               "jaxpr_print", "primitive",
               "vma", "trace",
               "eval", "axes", "checks", "pytree", "user_pytree", "__init__"],

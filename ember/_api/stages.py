@@ -8,6 +8,7 @@ of `ember.compile` (ember._runtime.Lowered / Compiled), so everything those offe
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from typing import Any, Callable, Protocol, Sequence, Union
 
@@ -15,6 +16,7 @@ import numpy as np
 
 from ember._core import IR, ShapedArray, aval_of
 from ember._core import dtypes as dt
+from ember._core.shape_poly import is_symbolic_dim, is_symbolic_shape
 from ember._core.pytree import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 from ember._api.staging import first_mismatch
 from ember._hlo import lower
@@ -34,17 +36,18 @@ class ShapeDtypeStruct:
 
     def __init__(self, shape: Any, dtype: Any, *, sharding: Any = None, weak_type: bool = False):
         try:
-            self.shape = tuple(int(d) for d in shape)
+            self.shape = tuple(d if is_symbolic_dim(d) else int(d) for d in shape)
         except TypeError:
             raise TypeError(f"ShapeDtypeStruct: shape must be a sequence of ints, got {shape!r}") from None
-        if any(d < 0 for d in self.shape):
+        if any(not is_symbolic_dim(d) and d < 0 for d in self.shape):
             raise ValueError(f"ShapeDtypeStruct: dimensions must be >= 0, got shape {self.shape}")
         if dtype is None:
             raise TypeError("ShapeDtypeStruct: dtype is required")
         self.dtype = np.dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
         self.sharding, self.weak_type = sharding, bool(weak_type)
 
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    size = property(lambda self: math.prod(self.shape) if is_symbolic_shape(self.shape)
+                    else int(np.prod(self.shape, dtype=np.int64)))
     ndim = property(lambda self: len(self.shape))
 
     @property

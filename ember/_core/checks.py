@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ember._core.shape_poly import DimExpr
 from ember._core.trace import Tracer
 
 
@@ -28,6 +29,18 @@ def static_ints(op: str, name: str, values: Any) -> tuple[int, ...]:
     except TypeError:
         raise TypeError(f"{op}: {name} must be an int or a sequence of ints, got {values!r}") from None
     return tuple(static_int(op, name, v) for v in items)
+
+
+def static_dims(op: str, name: str, values: Any) -> tuple[Any, ...]:
+    """A shape: static ints, or symbolic dimensions (ember.export's shape polymorphism), from an int, a dimension
+    or a sequence of them."""
+    if isinstance(values, int | np.integer | DimExpr) and not isinstance(values, bool):
+        values = (values,)
+    try:
+        items = list(values)
+    except TypeError:
+        raise TypeError(f"{op}: {name} must be an int or a sequence of ints, got {values!r}") from None
+    return tuple(v if isinstance(v, DimExpr) else static_int(op, name, v) for v in items)
 
 
 def normalize_axis(op: str, axis: int, ndim: int) -> int:

@@ -13,6 +13,7 @@ import ml_dtypes
 import numpy as np
 
 from ember._core.config import config
+from ember._core.shape_poly import DimExpr, InconclusiveDimensionOperation, bounds
 
 bool_ = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in ("int8", "int16", "int32", "int64"))
@@ -531,14 +532,17 @@ class ShapedArray:
     def __init__(self, shape: Iterable[int], dtype: Any, weak_type: bool = False, vma: frozenset = NO_VMA,
                  explicit: Any = None):
         shape = tuple(shape)
+        symbolic = False
         for dim in shape:
             if not isinstance(dim, int | np.integer) or isinstance(dim, bool) or dim < 0:
-                raise TypeError(f"ShapedArray: shape must be a tuple of non-negative ints, got {shape!r}")
-        self.shape: tuple[int, ...] = tuple(int(d) for d in shape)
+                if not isinstance(dim, DimExpr):
+                    raise TypeError(f"ShapedArray: shape must be a tuple of non-negative ints, got {shape!r}")
+                symbolic = True  # (a symbolic dimension: ember.export's shape polymorphism)
+        self.shape: tuple[int, ...] = tuple(int(d) for d in shape) if not symbolic else _symbolic_shape(shape)
         # (float0 is the dtype of a tangent of an integer or boolean value, as JAX's to_tangent_aval gives it: a
         # type of the extension API's symbolic zeros only, never of an array or an IR value)
         self.dtype: np.dtype = float0 if isinstance(dtype, np.dtype) and dtype == float0 else parse_dtype(dtype)
-        if math.prod(self.shape) * max(self.dtype.itemsize, 1) > MAX_BYTES:
+        if not symbolic and math.prod(self.shape) * max(self.dtype.itemsize, 1) > MAX_BYTES:
             raise ArrayTooLargeError(f"an array of shape {self.shape} and dtype {self.dtype.name} would take "
                              f"{math.prod(self.shape) * self.dtype.itemsize:.3g} bytes, more than the largest array "
                              f"XLA can address ({MAX_BYTES:.3g} bytes)")
@@ -627,8 +631,6 @@ class ShapedArray:
         return self.str_short(False)
 
 
-
-
 class AbstractToken(ShapedArray):
     """The type of a token (JAX's AbstractToken, printed Tok): a value with no data that orders side effects
     (lax.create_token, lax.after_all; JAX's tokens). It is a ShapedArray of shape () and the dtype `token`, so that
@@ -688,6 +690,26 @@ abstract_token = AbstractToken()
 def is_token(aval: Any) -> bool:
     """Whether aval is a token's type."""
     return isinstance(aval, AbstractToken)
+
+
+def _symbolic_shape(shape: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A shape holding symbolic dimensions, checked: one scope, and each dimension known to be >= 0."""
+    scope = None
+    dims = []
+    for d in shape:
+        if isinstance(d, DimExpr):
+            if scope is None:
+                scope = d.scope
+            elif d.scope is not scope:
+                raise ValueError(f"ShapedArray: the symbolic dimensions of shape {shape} come from different "
+                                 "scopes (pass scope= to symbolic_shape to make them in one)")
+            if bounds(d)[0] < 0:
+                raise InconclusiveDimensionOperation(
+                    f"ShapedArray: dimension '{d}' of shape ({', '.join(map(str, shape))}) may be negative")
+            dims.append(d)
+        else:
+            dims.append(int(d))
+    return tuple(dims)
 
 
 def _entry_text(entry: Any) -> str:

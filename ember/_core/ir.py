@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 import numpy as np
 
 from ember._core.dtypes import ShapedArray, check_int_fits, dtype_and_weak, join_vma, short_name
+from ember._core.shape_poly import DIM_AS_VALUE, DimExpr
 
 if TYPE_CHECKING:
     from ember._core.primitive import Primitive
@@ -50,7 +51,10 @@ Atom = Var | Literal
 def scalar_literal(value: Any, dtype: np.dtype, weak: bool = True) -> Literal:
     """The one way a Python or numpy scalar becomes a literal of a given dtype (weakly typed by default).
     A Python int that does not fit the dtype is an OverflowError, never a silent wrap-around; a float beyond the
-    dtype's range becomes +-inf with numpy's "overflow encountered in cast" warning (as JAX)."""
+    dtype's range becomes +-inf with numpy's "overflow encountered in cast" warning (as JAX). A symbolic dimension
+    (ember.export) is no literal: it becomes its value, computed (the dim_as_value primitive)."""
+    if isinstance(value, DimExpr):
+        return DIM_AS_VALUE.make(value, dtype, weak)
     check_int_fits(value, dtype)
     if dtype.kind != "c" and np.iscomplexobj(value):
         raise TypeError(f"the complex number {value!r} cannot become a literal of the real dtype {dtype.name} "

@@ -12,6 +12,7 @@ import numpy as np
 
 from ember._core import dtypes as dt
 from ember._core.dtypes import ShapedArray
+from ember._core.shape_poly import dim_text
 from ember._core.sharding import AbstractMesh, NamedSharding, Sharding, mesh_sharding_text
 
 
@@ -19,16 +20,17 @@ def tensor_type(aval: ShapedArray) -> str:
     """The MLIR type of a value of this aval: a tensor type (!stablehlo.token for a token, dt.AbstractToken)."""
     if aval.dtype is dt.token:
         return "!stablehlo.token"
-    dims = "".join(f"{d}x" for d in aval.shape)
+    # (a symbolic dimension is written as a placeholder holding its expression: ember.export's templates)
+    dims = "".join(f"{d}x" if type(d) is int else f"{dim_text(d)}x" for d in aval.shape)
     return f"tensor<{dims}{dt.mlir_type(aval.dtype)}>"
 
 
 def i64_array(values: Sequence[int]) -> str:
-    return f"array<i64: {', '.join(str(int(v)) for v in values)}>" if len(values) else "array<i64>"
+    return f"array<i64: {', '.join(map(dim_text, values))}>" if len(values) else "array<i64>"
 
 
 def i64_list(values: Sequence[int]) -> str:
-    return "[" + ", ".join(str(int(v)) for v in values) + "]"
+    return "[" + ", ".join(map(dim_text, values)) + "]"
 
 
 def dot_dimension_numbers(lhs_contracting: Sequence[int], rhs_contracting: Sequence[int],

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import math
 from typing import Any
 
 import numpy as _np
@@ -150,7 +151,7 @@ min = amin = _extreme("min", lax.reduce_min, minimum, _highest)  # noqa: A001
 
 
 def _count(a: Any, axes: tuple[int, ...]) -> int:
-    return int(_np.prod([shape(a)[i] for i in axes]))
+    return math.prod(shape(a)[i] for i in axes)  # (a symbolic dimension's product is one too: ember.export)
 
 
 def _float_result(name: str, a: Any, dtype: Any) -> tuple[Any, Any, bool]:

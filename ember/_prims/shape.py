@@ -12,11 +12,14 @@ from ember._core import (PRIMITIVES, TRACE_STATE, ArrayMethods, Literal, Primiti
                          is_python_scalar, scalar_literal)
 from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
-from ember._core.checks import normalize_axes, normalize_axis, static_int, static_ints
+from ember._core.checks import normalize_axes, normalize_axis, static_dims, static_int, static_ints
 from ember._core.dtypes import ordered_axes
+from ember._core.shape_poly import DIM_AS_VALUE, dim_text, is_symbolic_dim
+from ember._core.trace import is_tracing
 from ember._core.vma import pvary_p
 from ember._core.config import config
 from ember._hlo import LoweringContext, backend_forms, compare_type, i64_array, row_fusion
+from ember._hlo.emitter import tensor_type
 from ember._prims.checks import check_dtype
 from ember._prims import explicit
 
@@ -128,7 +131,7 @@ def _broadcast_in_dim_batching(args: list[Any], dims: list[BatchDim], *, shape: 
 
 
 def broadcast_in_dim(x: Any, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> Any:
-    shape = static_ints("broadcast_in_dim", "shape", shape)
+    shape = static_dims("broadcast_in_dim", "shape", shape)
     dims = static_ints("broadcast_in_dim", "broadcast_dimensions", broadcast_dimensions)
     if aval_of(x).shape == shape and not is_python_scalar(x):
         return x
@@ -137,14 +140,14 @@ def broadcast_in_dim(x: Any, shape: Sequence[int], broadcast_dimensions: Sequenc
 
 def broadcast(x: Any, sizes: Sequence[int]) -> Any:
     """Add leading dimensions of the given sizes (like jax.lax.broadcast)."""
-    sizes = static_ints("broadcast", "sizes", sizes)
+    sizes = static_dims("broadcast", "sizes", sizes)
     ndim = aval_of(x).ndim
     return broadcast_in_dim(x, sizes + aval_of(x).shape, tuple(range(len(sizes), len(sizes) + ndim)))
 
 
 def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Any:
     """An array of the given shape filled with fill_value (a scalar, of dtype if given)."""
-    shape = static_ints("full", "shape", shape)
+    shape = static_dims("full", "shape", shape)
     if dtype is not None:
         fill_value = convert_element_type(fill_value, dtype) if not is_python_scalar(fill_value) \
             else scalar_literal(fill_value, dt.parse_dtype(dtype), weak=False)
@@ -226,7 +229,7 @@ def _reshape_batching(args: list[Any], dims: list[BatchDim], *, new_sizes: tuple
 def reshape(x: Any, new_sizes: Sequence[int], out_sharding: Any = None) -> Any:
     """x with new_sizes; out_sharding (JAX's explicit sharding mode: a NamedSharding or a PartitionSpec over the
     current mesh) says how the result is split where the reshape rule cannot."""
-    new_sizes = static_ints("reshape", "new_sizes", new_sizes)
+    new_sizes = static_dims("reshape", "new_sizes", new_sizes)
     out_sharding = explicit.resolve("reshape", out_sharding)
     if aval_of(x).shape == new_sizes and not is_python_scalar(x) and out_sharding is None:
         return x
@@ -477,13 +480,56 @@ def iota(dtype: Any, size: int) -> Any:
 def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int, *, out_sharding: Any = None) -> Any:
     """Counts along one dimension of an array of the given shape (like jax.lax.broadcasted_iota); out_sharding
     (JAX's explicit sharding mode: a NamedSharding, or a PartitionSpec over the current mesh) splits it."""
-    shape = static_ints("broadcasted_iota", "shape", shape)
+    shape = static_dims("broadcasted_iota", "shape", shape)
     dimension = normalize_axis("broadcasted_iota", static_int("broadcasted_iota", "dimension", dimension),
                                len(shape))
     params: dict[str, Any] = {"dtype": dt.parse_dtype(dtype), "shape": shape, "dimension": dimension}
     if out_sharding is not None:  # (a param only when given)
         params["out_sharding"] = explicit.resolve("broadcasted_iota", out_sharding)
     return iota_p.bind(**params)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# dim_as_value(dim): a symbolic dimension (ember.export's shape polymorphism) as a weakly typed integer scalar, as
+# JAX's dim_as_value_p: `x / x.shape[0]`, jnp.mean's count. Its lowering is a constant holding the dimension's
+# placeholder, which an exported program's call replaces with the value the argument shapes give.
+dim_as_value_p = Primitive("dim_as_value", checks=())
+
+
+@dim_as_value_p.def_rule("abstract_eval")
+def _dim_as_value_abstract_eval(*, dim: Any) -> ShapedArray:
+    if not is_symbolic_dim(dim):
+        raise TypeError(f"dim_as_value: dim must be a symbolic dimension, got {dim!r}")
+    return ShapedArray((), dt.default_int_dtype(), True)
+
+
+@dim_as_value_p.def_rule("lowering")
+def _dim_as_value_lowering(ctx: LoweringContext, *, dim: Any) -> list[str]:
+    aval = ctx.aval_out
+    return [ctx.op("stablehlo.constant", [], aval, {"value": f"dense<{dim_text(dim)}> : {tensor_type(aval)}"})]
+
+
+dim_as_value_p.mark_not_differentiable()  # (an integer)
+
+
+@dim_as_value_p.def_rule("batching")
+def _dim_as_value_batching(args: list[Any], dims: list[BatchDim], *, dim: Any) -> tuple[list[Any], list[BatchDim]]:
+    return [dim_as_value_p.bind(dim=dim)], [None]  # no operands: the same for every member of a batch
+
+
+def dim_as_value(dim: Any, dtype: Any = None, weak_type: bool = True) -> Any:
+    """A dimension as an integer scalar value (JAX's core.dimension_as_value): an int is a literal, a symbolic
+    dimension the dim_as_value primitive (while staging: outside ember.export's tracing it has no value)."""
+    if not is_symbolic_dim(dim):
+        return scalar_literal(dim, dt.default_int_dtype() if dtype is None else dt.parse_dtype(dtype), weak_type)
+    if not is_tracing():
+        raise TypeError(f"the symbolic dimension '{dim}' has no value outside the tracing of a function exported "
+                        "with symbolic shapes (ember.export)")
+    value = dim_as_value_p.bind(dim=dim)
+    return value if dtype is None else convert_element_type(value, dt.parse_dtype(dtype), weak_type)
+
+
+DIM_AS_VALUE.make = dim_as_value  # type: ignore[method-assign]  # (how a DimExpr computes as a value)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -435,6 +435,9 @@ def _array(x: Any, dtype: np.dtype | None, copy: bool | None, op: str) -> Any:
                 raise _no_copy_possible(op, f"a conversion of a numpy {x.dtype} array to {dtype.name}")
             x = np.asarray(x, dtype=dtype)
         return device_put(x)
+    converter = getattr(type(x), "__jax_array__", None)
+    if converter is not None:  # (an object that is an array to JAX: a symbolic dimension of ember.export, ...)
+        return _array(converter(x), dtype, copy, op)
     if isinstance(x, list | tuple):
         items = list(_flat_items(x))
         for e in items:
