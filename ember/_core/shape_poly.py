@@ -338,6 +338,9 @@ class DimExpr:
         return (DimExpr._operation(FLOORDIV, self, divisor, self._scope),
                 DimExpr._operation(MOD, self, divisor, self._scope))
 
+    def __bool__(self) -> bool:  # (JAX's is always True; ember decides `!= 0`, so no rule silently takes a
+        return not _geq(0, self, lambda: f"'{self}' != 0")  # dimension that may be 0 for a nonzero one)
+
     def __int__(self) -> int:
         raise InconclusiveDimensionOperation(f"Symbolic dimension '{self}' used in a context that requires a "
                                              "constant")
@@ -473,6 +476,50 @@ def min_dim(a: Any, b: Any) -> "int | DimExpr":
         return a
     scope = a.scope if isinstance(a, DimExpr) else b.scope
     return DimExpr._operation(MIN, a, b, scope)
+
+
+def slice_indices(sl: slice, n: Any) -> tuple[Any, Any, Any]:
+    """(start, step, count) of x[sl] along a dimension of size n (ints or symbolic), numpy's slicing rules: the
+    step's sign and each bound's sign must be decided (else InconclusiveDimensionOperation); bounds are clamped
+    with min/max, decided where the bounds of n decide them (as JAX's canonicalize_slice)."""
+    def index(v: Any) -> Any:
+        return v if isinstance(v, DimExpr) else operator.index(v)
+    step = 1 if sl.step is None else index(sl.step)
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
+    try:
+        forward = step > 0
+    except InconclusiveDimensionOperation as err:
+        raise InconclusiveDimensionOperation(f"In slice with non-constant elements the step ({step}) must be "
+                                             f"resolved statically if it is > 0 or < 0.\nDetails: {err}") from None
+
+    def clamp(i: Any, which: str) -> Any:
+        try:
+            nonnegative = i >= 0
+        except InconclusiveDimensionOperation as err:
+            raise InconclusiveDimensionOperation(f"In slice with non-constant elements the {which} ({i}) must be "
+                                                 f"resolved statically if it is >= 0.\nDetails: {err}") from None
+        if nonnegative:
+            return min_dim(n, i) if forward else min_dim(n - 1, i)
+        return max_dim(0, n + i) if forward else max_dim(-1, n + i)
+    start = (0 if forward else n - 1) if sl.start is None else clamp(index(sl.start), "start")
+    stop = (n if forward else -1) if sl.stop is None else clamp(index(sl.stop), "stop")
+    gap = step if forward else -step
+    distance = stop - start if forward else start - stop
+    return start, step, max_dim(0, distance + gap - 1) // gap
+
+
+def check_index_in_bounds(i: int, n: Any, what: str) -> None:
+    """A static index into a dimension of size n (symbolic): -n <= i < n must be decided (IndexError when it is
+    decided false, InconclusiveDimensionOperation when it cannot be: a constraint on the dimension decides it)."""
+    try:
+        inside = -n <= i and i < n
+    except InconclusiveDimensionOperation:
+        raise InconclusiveDimensionOperation(f"{what}: whether the index is within the dimension of size '{n}' "
+                                             "is inconclusive (a constraint, e.g. symbolic_shape(..., constraints="
+                                             f"['{n} >= {abs(i) + (0 if i < 0 else 1)}']), decides it)") from None
+    if not inside:
+        raise IndexError(f"{what}: index {i} is out of bounds for a dimension of size {n}")
 
 
 class _DimAsValue:
@@ -728,14 +775,20 @@ def bounds(e: Any, depth: int = 2) -> tuple[float, float]:
 
 
 def _implicit_constraints(e: DimExpr) -> list[tuple[str, str, Any]]:
-    """The facts of the max and min factors of e's terms: max(a, b) >= a and >= b, min(a, b) <= a and <= b."""
+    """The facts of the operation factors of e's terms: max(a, b) >= a and >= b, min(a, b) <= a and <= b, and for
+    a constant k > 0, 0 <= a - k*floordiv(a, k) <= k - 1 and 0 <= mod(a, k) <= k - 1 (with a - mod(a, k) a
+    multiple of k that is >= 0 when a is)."""
     found: list[tuple[str, str, Any]] = []
     for t, _ in e._terms:
         for f, _ in t.factors:
+            whole = DimExpr._make({_Term(((f, 1),)): 1}, e._scope)
+            a, k = f.operands if f.op is not None else (None, None)
             if f.op in (MAX, MIN):
-                whole = DimExpr._make({_Term(((f, 1),)): 1}, e._scope)
                 for operand in f.operands:
                     found.append((">=", "", whole - operand if f.op == MAX else operand - whole))
+            elif f.op == FLOORDIV and isinstance(k, int) and k > 0:
+                rest = a - whole * k
+                found += [(">=", "", rest), (">=", "", k - 1 - rest)]
     return found
 
 
@@ -1195,5 +1248,5 @@ MAX_PLACEHOLDERS = 10_000_000
 
 
 __all__ = ["DIM_AS_VALUE", "DimExpr", "InconclusiveDimensionOperation", "ShapeSolver", "SymbolicScope", "Template",
-           "bounds", "dim_text", "evaluate", "is_constant_dim", "is_symbolic_dim", "is_symbolic_shape", "max_dim",
-           "min_dim", "parse_dim", "placeholder", "scope_from_artifact", "scope_of", "symbolic_shape"]
+           "bounds", "check_index_in_bounds", "dim_text", "evaluate", "is_constant_dim", "is_symbolic_dim", "is_symbolic_shape", "max_dim",
+           "min_dim", "parse_dim", "placeholder", "scope_from_artifact", "scope_of", "slice_indices", "symbolic_shape"]

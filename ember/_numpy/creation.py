@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import operator
 from typing import Any
 
 import numpy as _np
@@ -15,7 +16,9 @@ from ember._core import Tracer, aval_of, is_python_scalar
 from ember._core.sharding import MeshContexts, NamedSharding, PartitionSpec, context_mesh
 from ember import _prims as lax
 from ember._core import scalar_literal
-from ember._core.checks import normalize_axis, static_int, static_ints
+from ember._core.checks import normalize_axis, static_dims, static_int, static_ints
+from ember._core.shape_poly import is_symbolic_dim, max_dim
+from ember._prims.shape import dim_as_value
 
 from ember._numpy.dtypes import int32
 from ember._numpy.promotion import _as_operand, _broadcast_shapes, _is_array, _broadcast_to_shape, _promote
@@ -80,7 +83,7 @@ def _placed(out: Any, device: Any, out_sharding: Any, op: str) -> Any:
 
 
 def _full(shape: Any, fill_value: Any, dtype: _np.dtype | None = None) -> Any:
-    shape = static_ints("full", "shape", shape)
+    shape = static_dims("full", "shape", shape)
     fill = _as_operand(fill_value)
     if dtype is None and is_python_scalar(fill):
         return lax.full(shape, fill)  # (weakly typed, as JAX's: a Python number's type is weak)
@@ -93,7 +96,7 @@ def _full(shape: Any, fill_value: Any, dtype: _np.dtype | None = None) -> Any:
 
 def _filled(op: str, shape: Any, value: int, dtype: Any, device: Any, out_sharding: Any = None) -> Any:
     dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, op)
-    return _placed(lax.full(static_ints(op, "shape", shape), value, dtype), device, out_sharding, op)
+    return _placed(lax.full(static_dims(op, "shape", shape), value, dtype), device, out_sharding, op)
 
 
 def zeros(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Any:
@@ -114,7 +117,7 @@ def _like(op: str, x: Any, dtype: Any, shape: Any) -> tuple[Any, Any]:
     else:
         aval = aval_of(_as_operand(x))
         x_shape, x_dtype = aval.shape, aval.dtype
-    return (x_shape if shape is None else static_ints(op, "shape", shape),
+    return (x_shape if shape is None else static_dims(op, "shape", shape),
             x_dtype if dtype is None else dt.check_user_dtype(dtype, op))
 
 
@@ -207,6 +210,8 @@ def _arange(start: Any, stop: Any, step: Any, dtype: Any) -> Any:
     if stop is None:
         start, stop = 0, start
     step = 1 if step is None else step
+    if is_symbolic_dim(start) or is_symbolic_dim(stop) or is_symbolic_dim(step):
+        return _symbolic_arange(start, stop, step, dtype)
     values = _np.arange(start, stop, step)
     if dtype is None:  # Python numbers give the default dtypes; typed numpy scalars count (np.int64(5): int64)
         dtype = dt.result_type(*(_scalar_arg("arange", v) for v in (start, stop, step)))
@@ -339,13 +344,33 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
     return lax.convert_element_type(out if dt.is_inexact(dtype_) else lax.round(out, 1), dtype_)
 
 
+def _symbolic_arange(start: Any, stop: Any, step: Any, dtype: Any) -> Any:
+    """arange with symbolic dimensions among its bounds (ember.export): integer bounds, a constant nonzero step;
+    start + step * iota of the count, which is max(0, ceil((stop - start) / step))."""
+    if is_symbolic_dim(step) or not all(is_symbolic_dim(v) or isinstance(v, int | _np.integer) for v in (start, stop)):
+        raise TypeError(f"arange: with symbolic dimensions, start and stop must be ints or dimensions and step a "
+                        f"constant int, got start={start}, stop={stop}, step={step}")
+    step = operator.index(step)
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    count = max_dim(0, (stop - start + step - 1) // step) if step > 0 else \
+        max_dim(0, (start - stop - step - 1) // -step)
+    dtype = dt.default_int_dtype() if dtype is None else dt.check_user_dtype(dtype, "arange")
+    out = lax.broadcasted_iota(dtype, (count,), 0)
+    if step != 1:
+        out = lax.mul(out, _np.array(step, dtype))
+    if not (isinstance(start, int) and start == 0):
+        out = lax.add(out, dim_as_value(start, dtype, False) if is_symbolic_dim(start) else _np.array(start, dtype))
+    return out
+
+
 def eye(n: int, m: int | None = None, k: int = 0, dtype: Any = None, *, device: Any = None) -> Any:
     return _device_put(_eye(n, m, k, dtype), device)
 
 
 def _eye(n: int, m: int | None, k: int, dtype: Any) -> Any:
-    n = static_int("eye", "N", n)
-    m = n if m is None else static_int("eye", "M", m)
+    n = n if is_symbolic_dim(n) else static_int("eye", "N", n)
+    m = n if m is None else m if is_symbolic_dim(m) else static_int("eye", "M", m)
     k = static_int("eye", "k", k)
     k = max(min(k, m), -n)  # (a diagonal beyond the matrix: all zeros, with k in the index dtype's range)
     dtype = dt.check_user_dtype(dtype, "eye") if dtype is not None else dt.default_float_dtype()

@@ -11,6 +11,7 @@ import opt_einsum
 from ember import _prims as lax
 from ember._core import is_python_scalar
 from ember._core import dtypes as dt
+from ember._core.shape_poly import is_symbolic_dim
 
 from ember._numpy.promotion import _as_operand, _promote
 from ember._numpy.shape import ndim, reshape, shape
@@ -186,7 +187,9 @@ def _contraction_path(work: list[tuple[Any, str]], output: str, optimize: Any) -
     if strategy is None:
         return [(0, 1)] * (len(work) - 1)
     spec = ",".join(letters for _, letters in work) + "->" + output
-    path, _ = opt_einsum.contract_path(spec, *[_Shaped(shape(x)) for x, _ in work], optimize=strategy)
+    # (a symbolic dimension, ember.export's, counts as 8 for the path, as JAX counts it)
+    path, _ = opt_einsum.contract_path(spec, *[_Shaped(tuple(8 if is_symbolic_dim(d) else d for d in shape(x)))
+                                               for x, _ in work], optimize=strategy)
     return [tuple(p) for p in path]
 
 

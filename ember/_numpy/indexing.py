@@ -23,11 +23,13 @@ from ember._core import Tracer, aval_of
 from ember._core.pytree import register_pytree_node
 from ember._core.trace import NonConcreteBooleanIndexError
 from ember._core import dtypes as dt
+from ember._core.shape_poly import bounds, check_index_in_bounds, is_symbolic_dim, max_dim, slice_indices
 from ember._runtime.array import Array, asarray
 from ember._runtime.eager import read_window
 from ember import _prims as lax
 from ember._control import while_loop
 from ember._prims.indexing import GatherDimensionNumbers, ScatterDimensionNumbers
+from ember._prims.shape import dim_as_value
 
 from ember._numpy.creation import ones_like, zeros_like
 from ember._numpy.promotion import _as_operand, _broadcast_shapes
@@ -202,15 +204,17 @@ def _parse(op: str, s: tuple[int, ...], index: tuple[Any, ...], check_ints: bool
     for i in index:
         if i is Ellipsis:
             for _ in range(len(s) - consumed):
-                items.append(_Item("slice", dim, (0, s[dim], 1)))
+                items.append(_Item("slice", dim, (0, s[dim], 1, s[dim])))
                 dim += 1
         elif i is None:
             items.append(_Item("new", -1, None))
         elif isinstance(i, builtins.slice):
-            items.append(_Item("slice", dim, i.indices(s[dim])))
+            items.append(_Item("slice", dim, _slice_parts(i, s[dim])))
             dim += 1
         elif isinstance(i, builtins.int):
-            if check_ints and not -s[dim] <= i < s[dim]:
+            if check_ints and is_symbolic_dim(s[dim]):
+                check_index_in_bounds(i, s[dim], f"{op}: index {i} for axis {dim}")
+            elif check_ints and not -s[dim] <= i < s[dim]:
                 raise IndexError(f"{op}: index {i} is out of bounds for axis {dim} with size {s[dim]}")
             items.append(_Item("int", dim, i))
             dim += 1
@@ -218,9 +222,19 @@ def _parse(op: str, s: tuple[int, ...], index: tuple[Any, ...], check_ints: bool
             items.append(_Item("array", dim, i))
             dim += 1
     while dim < len(s):
-        items.append(_Item("slice", dim, (0, s[dim], 1)))
+        items.append(_Item("slice", dim, (0, s[dim], 1, s[dim])))
         dim += 1
     return items
+
+
+def _slice_parts(sl: builtins.slice, n: Any) -> tuple[Any, Any, Any, Any]:
+    """(start, stop, step, count) of a slice of a dimension of size n, as slice.indices and len(range(...)); for
+    a symbolic n (ember.export), with clamps where the bounds decide them (JAX's canonicalize_slice)."""
+    if not is_symbolic_dim(n):
+        start, stop, step = sl.indices(n)
+        return start, stop, step, len(range(start, stop, step))
+    start, step, count = slice_indices(sl, n)
+    return start, start + count * step, step, count
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -330,14 +344,17 @@ def _static_slice(x: Any, items: Sequence[_Item]) -> Any:
     starts, limits, strides, reverse = [0] * len(s), list(s), [1] * len(s), []
     for it in items:
         if it.kind == "slice":
-            start, stop, step = it.value
-            n = len(range(start, stop, step))
+            start, stop, step, n = it.value
             if step < 0:  # the same elements with a positive step, then reversed
                 start, step = start + (n - 1) * step if n else 0, -step
                 reverse.append(it.dim)
+            if is_symbolic_dim(n):  # (ember.export: a count that may be 0 is max(0, ...), so its limit is too)
+                span = n if step == 1 else (n - 1) * step + 1 if bounds(n)[0] >= 1 else max_dim(0, (n - 1) * step + 1)
+                starts[it.dim], limits[it.dim], strides[it.dim] = start, start + span, step
+                continue
             starts[it.dim], limits[it.dim], strides[it.dim] = start, start + (n - 1) * step + 1 if n else start, step
         elif it.kind == "int":
-            k = it.value % s[it.dim]
+            k = it.value if it.value >= 0 else it.value + s[it.dim]  # (in bounds: the caller checked)
             starts[it.dim], limits[it.dim] = k, k + 1
     out = lax.slice(x, starts, limits, strides)
     return lax.rev(out, reverse) if reverse else out
@@ -380,7 +397,8 @@ def _wrapped(i: Any, size: int, dtype: _np.dtype, wrap: bool = True) -> Any:
         i = lax.convert_element_type(i, dtype)
     if dt.is_unsigned_int(aval_of(i).dtype) or not wrap:
         return i
-    return _where(less(i, 0), add(i, _np.array(size, dtype)), i)
+    end = dim_as_value(size, dtype, False) if is_symbolic_dim(size) else _np.array(size, dtype)
+    return _where(less(i, 0), add(i, end), i)
 
 
 def _advanced_block_first(items: Sequence[_Item]) -> bool:
@@ -475,17 +493,17 @@ def _scatter_update(x: Any, index: Any, values: Any, prim_fn: Callable[..., Any]
                           f"{aval_of(x).dtype}, which cannot hold them all exactly", UserWarning, stacklevel=4)
         values = lax.convert_element_type(values, aval_of(x).dtype, aval_of(x).weak_type)
     advanced = [it for it in items if it.kind in ("array", "int")]
-    partial = [it for it in items if it.kind == "slice" and it.value != (0, s[it.dim], 1)]
+    partial = [it for it in items if it.kind == "slice" and it.value[:3] != (0, s[it.dim], 1)]
     wrapped = _index_arrays(advanced, s, wrap) if advanced else []
     idtype = aval_of(wrapped[0]).dtype if wrapped else _np.dtype(_np.int32)
     block = shape(wrapped[0]) if wrapped else ()
     n_block = len(block)
-    size_of = {it.dim: len(range(*it.value)) for it in items if it.kind == "slice"}
+    size_of = {it.dim: it.value[3] for it in items if it.kind == "slice"}
     # the index grid: the advanced block's dimensions, then one per partial slice (its positions), broadcast
     grid_shape = block + tuple(size_of[it.dim] for it in partial)
     columns = [lax.broadcast_in_dim(w, grid_shape, tuple(range(n_block))) for w in wrapped]
     for k, it in enumerate(partial):
-        start, _, step = it.value
+        start, _, step, _ = it.value
         positions = asarray(_np.arange(size_of[it.dim], dtype=idtype) * step + start)
         columns.append(lax.broadcast_in_dim(positions, grid_shape, (n_block + k,)))
     index_dims = tuple(it.dim for it in advanced) + tuple(it.dim for it in partial)

@@ -3,6 +3,7 @@ split (array_split, hsplit, vsplit, dsplit)."""
 from __future__ import annotations
 
 import builtins
+import math
 from typing import Any, Sequence
 
 import numpy as _np
@@ -11,7 +12,8 @@ from ember._core import dtypes as dt
 from ember._runtime.array import asarray, device_put
 from ember._core import Tracer, aval_of, is_python_scalar
 from ember import _prims as lax
-from ember._core.checks import normalize_axis, static_int, static_ints
+from ember._core.checks import normalize_axis, static_dims, static_int, static_ints
+from ember._core.shape_poly import is_symbolic_dim
 from ember._runtime.eager import fast_static
 from ember._core.pytree import PHYSICAL
 
@@ -33,9 +35,9 @@ def size(x: Any, axis: int | Sequence[int] | None = None) -> int:
     """The number of elements of x, or the product of its sizes along axis (an int or a sequence of them)."""
     dims = shape(x)
     if axis is None:
-        return int(_np.prod(dims))
+        return math.prod(dims)  # (exact; a product of symbolic dimensions is one too: ember.export)
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    return int(_np.prod([dims[normalize_axis("size", a, len(dims))] for a in axes]))
+    return math.prod(dims[normalize_axis("size", a, len(dims))] for a in axes)
 
 
 @fast_static
@@ -77,9 +79,9 @@ def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None
         if order != "C":
             raise NotImplementedError("reshape: out_sharding= with order='F'")
         a = _as_operand(a)
-        sizes = list(static_ints("reshape", "shape", (shape,) if isinstance(shape, int) else shape))
+        sizes = list(static_dims("reshape", "shape", shape))
         if -1 in sizes:
-            known = int(_np.prod([d for d in sizes if d != -1]))
+            known = math.prod(d for d in sizes if is_symbolic_dim(d) or d != -1)
             sizes[sizes.index(-1)] = size(a) // max(known, 1)
         return lax.reshape(a, tuple(sizes), out_sharding)
     return _reshape(a, shape, order)
@@ -92,16 +94,16 @@ def _reshape(a: Any, newshape: Any, order: str) -> Any:
     if order not in ("C", "F"):
         raise ValueError(f"reshape: order must be 'C' or 'F', got {order!r}")
     a = _as_operand(a)
-    new = list(static_ints("reshape", "shape", newshape))
+    new = list(static_dims("reshape", "shape", newshape))
     total = size(a)
     if new.count(-1) > 1:
         raise ValueError(f"reshape: can only specify one unknown dimension, got {tuple(new)}")
     if -1 in new:
-        known = int(_np.prod([d for d in new if d != -1]))
-        if known == 0 or total % known:
+        known = math.prod(d for d in new if is_symbolic_dim(d) or d != -1)
+        if known == 0 or total % known:  # (symbolic: a remainder that may be nonzero is inconclusive)
             raise ValueError(f"reshape: cannot reshape array of shape {shape(a)} into shape {tuple(new)}")
         new[new.index(-1)] = total // known
-    if int(_np.prod(new)) != total:
+    if math.prod(new) != total:
         raise ValueError(f"reshape: cannot reshape array of shape {shape(a)} ({total} elements) into shape "
                          f"{tuple(new)}")
     if order == "C":
@@ -220,10 +222,10 @@ def squeeze(a: Any, axis: int | Sequence[int] | None = None) -> Any:
 def broadcast_to(a: Any, shape: Any) -> Any:
     if type(a) in PHYSICAL:
         (data,), make = _physical("broadcast_to", [a])
-        target = static_ints("broadcast_to", "shape", shape)
+        target = static_dims("broadcast_to", "shape", shape)
         return make(broadcast_to(data, target + aval_of(data).shape[a.ndim:]))
     a = _as_operand(a)
-    target = static_ints("broadcast_to", "shape", shape)
+    target = static_dims("broadcast_to", "shape", shape)
     if is_python_scalar(a):
         a = _promote("broadcast_to", a)[0]
     got = aval_of(a).shape

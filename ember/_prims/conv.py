@@ -21,6 +21,7 @@ from ember._core import Primitive, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
 from ember._core.checks import static_int, static_ints
+from ember._core.shape_poly import dim_text
 from ember._hlo import LoweringContext, i64_array
 from ember._prims.checks import check_dtype, check_same_dtypes
 from ember._prims.elementwise import add
@@ -120,7 +121,7 @@ def _conv_lowering(ctx: LoweringContext, lhs: str, rhs: str, *, window_strides: 
     ls, rs, os_ = dimension_numbers
     dims = f"#stablehlo.conv<{_conv_attr(ls, 'bf')}x{_conv_attr(rs, 'oi')}->{_conv_attr(os_, 'bf')}>"
     nd = len(window_strides)
-    flat_pad = ", ".join(f"[{lo}, {hi}]" for lo, hi in padding)
+    flat_pad = ", ".join(f"[{dim_text(lo)}, {dim_text(hi)}]" for lo, hi in padding)
     attrs = {"dimension_numbers": dims, "window_strides": i64_array(window_strides),
              "lhs_dilation": i64_array(lhs_dilation), "rhs_dilation": i64_array(rhs_dilation),
              "feature_group_count": f"{feature_group_count} : i64", "batch_group_count": f"{batch_group_count} : i64",

@@ -4,6 +4,7 @@ and materialise batch dimensions. Each primitive's block: definition, abstract e
 batching, public function. This module imports no other primitive module."""
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -198,7 +199,7 @@ reshape_p.def_rule("sharding_rule", explicit.reshape)
 
 @reshape_p.def_rule("abstract_eval")
 def _reshape_abstract_eval(x: ShapedArray, *, new_sizes: tuple[int, ...], out_sharding: Any = None) -> ShapedArray:
-    if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
+    if math.prod(new_sizes) != x.size:  # (exact: ints, or symbolic dimensions compared as expressions)
         raise TypeError(f"reshape: cannot reshape {x.str_short()} ({x.size} elements) to shape {new_sizes}")
     return ShapedArray(new_sizes, x.dtype, x.weak_type)
 

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from ember._core import Primitive, ShapedArray, aval_of, is_python_scalar, scalar_literal
 from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
-from ember._core.checks import normalize_axis, static_int, static_ints
+from ember._core.checks import normalize_axis, static_dims, static_int, static_ints
 from ember._hlo import LoweringContext, i64_array
 from ember._prims.checks import check_same_dtypes, coerce_scalars
 from ember._prims.elementwise import select, sub
@@ -71,9 +71,9 @@ def _slice_batching(args: list[Any], dims: list[BatchDim], *, start_indices: tup
 
 def slice(x: Any, start_indices: Sequence[int], limit_indices: Sequence[int],  # noqa: A001
           strides: Sequence[int] | None = None) -> Any:
-    start = static_ints("slice", "start_indices", start_indices)
-    limit = static_ints("slice", "limit_indices", limit_indices)
-    steps = (1,) * len(start) if strides is None else static_ints("slice", "strides", strides)
+    start = static_dims("slice", "start_indices", start_indices)
+    limit = static_dims("slice", "limit_indices", limit_indices)
+    steps = (1,) * len(start) if strides is None else static_dims("slice", "strides", strides)
     if not is_python_scalar(x) and start == (0,) * len(start) and limit == aval_of(x).shape and \
             steps == (1,) * len(steps):
         return x  # the whole array

@@ -88,10 +88,10 @@ def _kernel_sort(ctx: LoweringContext, operands: Sequence[str], dimension: int, 
     positions it sorts into that result (the attribute `positions`, a bit per result)."""
     avals = list(ctx.avals_in)
     shape = avals[0].shape
-    if (shape[dimension] < _KERNEL_MIN_ROW or len(operands) > 63
+    if (not backend_forms.applies(ctx.emitter) or shape[dimension] < _KERNEL_MIN_ROW or len(operands) > 63
             or any(np.dtype(a.dtype) not in _KERNEL_KEYS for a in avals[:num_keys])
             or any(np.dtype(a.dtype) not in _KERNEL_VALUES for a in avals[num_keys:])
-            or not backend_forms.applies(ctx.emitter) or not ffi.available(SORT_TARGET)):
+            or not ffi.available(SORT_TARGET)):
         return None
     positions = [k >= num_keys and np.dtype(a.dtype) in _POSITIONS and ctx.emitter.fact(x, "iota") == dimension
                  for k, (x, a) in enumerate(zip(operands, avals))]

@@ -16,6 +16,7 @@ from ember._core import IR, Literal, Primitive, ShapedArray, Tracer, aval_of, sc
 from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
 from ember._core.checks import normalize_axis, static_int, static_ints
+from ember._core.shape_poly import dim_text, max_dim
 from ember._core.trace import stage_flat
 from ember._hlo import LoweringContext, i64_array
 from ember._hlo import compare_type
@@ -61,7 +62,8 @@ def _window_attrs(window_dimensions: Sequence[int], window_strides: Sequence[int
     if window_dilation is not None:
         attrs["window_dilations"] = i64_array(window_dilation)
     if rank:
-        attrs["padding"] = f"dense<[{', '.join(f'[{lo}, {hi}]' for lo, hi in padding)}]> : tensor<{rank}x2xi64>"
+        pairs = ", ".join(f"[{dim_text(lo)}, {dim_text(hi)}]" for lo, hi in padding)
+        attrs["padding"] = f"dense<[{pairs}]> : tensor<{rank}x2xi64>"
     return attrs
 
 
@@ -407,9 +409,9 @@ def _prefix_window(shape: Sequence[int], axis: int, reverse: bool) -> dict[str, 
     n = shape[axis]
     rank = len(shape)
     window = [1] * rank
-    window[axis] = max(n, 1)
+    window[axis] = max_dim(n, 1)  # (of ints, or symbolic dimensions: ember.export)
     pads = [(0, 0)] * rank
-    pads[axis] = (0, max(n - 1, 0)) if reverse else (max(n - 1, 0), 0)
+    pads[axis] = (0, max_dim(n - 1, 0)) if reverse else (max_dim(n - 1, 0), 0)
     return dict(window_dimensions=tuple(window), window_strides=(1,) * rank, padding=tuple(pads))
 
 
