@@ -193,7 +193,7 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
         axis = normalize_axis(op, static_int(op, "axis", axis), len(shape(ar)))
         moved = moveaxis(ar, axis, 0)
         row_shape = shape(moved)[1:]
-        rows = reshape(moved, (shape(moved)[0], int(_np.prod(row_shape, dtype=_np.int64))))
+        rows = reshape(moved, (shape(moved)[0], math.prod(row_shape)))
     n = shape(rows)[0]
     if size is None and isinstance(ar, Tracer):
         raise ValueError(f"{op}: the number of unique elements of {aval_of(ar).str_short()} depends on its values, "

@@ -4,6 +4,7 @@ Shapes that depend on values (bincount's length, histogram's bins) must be stati
 from __future__ import annotations
 
 import builtins
+import math
 from typing import Any, Sequence
 
 import numpy as _np
@@ -172,7 +173,7 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
         if not returned:
             return avg
         axes = normalize_axes("average", axis, ndim(a))
-        count = int(_np.prod([shape(a)[i] for i in axes]))
+        count = math.prod(shape(a)[i] for i in axes)
         return avg, lax.full(shape(avg), count, aval_of(avg).dtype)
     w = _array("average", weights)
     a, w = _promote("average", _to_inexact(a), w, inexact=True)
@@ -325,7 +326,7 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool,
     axes = normalize_axes(name, axis, nd)
     kept = [i for i in range(nd) if i not in axes]
     moved = transpose(a, kept + list(axes))
-    n = int(_np.prod([shape(a)[i] for i in axes]))
+    n = math.prod(shape(a)[i] for i in axes)
     if n == 0:
         raise ValueError(f"{name}: cannot take a quantile of an empty array (shape {shape(a)}, axis {axis})")
     flat = reshape(moved, tuple(shape(a)[i] for i in kept) + (n,))

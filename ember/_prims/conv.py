@@ -13,6 +13,7 @@ Batching folds the vmapped dimension into the batch dimension (lhs), the output 
 batched, into feature groups."""
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -164,7 +165,7 @@ def _split(x: Any, dim: int, sizes: Sequence[int]) -> Any:
 def _merge(x: Any, dim: int, count: int) -> Any:
     """Merge dimensions dim .. dim + count - 1 into one."""
     shape = aval_of(x).shape
-    return reshape(x, shape[:dim] + (int(np.prod(shape[dim:dim + count])),) + shape[dim + count:])
+    return reshape(x, shape[:dim] + (math.prod(shape[dim:dim + count]),) + shape[dim + count:])
 
 
 def _swap_features(rhs_c: Any, groups: int) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import enum
+import math
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -224,10 +225,10 @@ def clamp_indices(indices: Any, operand_shape: Sequence[int], index_map: Sequenc
     """indices (index vector last) with each component clamped to [0, dim - slice size] of the dimension it
     indexes: the starts StableHLO's gather would use, so a scatter at them never skips."""
     aval = aval_of(indices)
-    bounds = np.array([operand_shape[k] - slice_sizes[k] for k in index_map], dtype=aval.dtype)
-    if not bounds.size:
+    bounds = [operand_shape[k] - slice_sizes[k] for k in index_map]
+    if not bounds:
         return indices
-    highs = broadcast_in_dim(_const_vector(bounds), aval.shape, (aval.ndim - 1,))
+    highs = broadcast_in_dim(_const_vector(bounds, aval.dtype), aval.shape, (aval.ndim - 1,))
     return min(max(indices, full(aval.shape, 0, aval.dtype)), highs)
 
 
@@ -237,15 +238,16 @@ def in_bounds(indices: Any, operand_shape: Sequence[int], index_map: Sequence[in
     aval = aval_of(indices)
     if not index_map:
         return full(aval.shape[:-1], True, dt.bool_)
-    bounds = np.array([operand_shape[k] - slice_sizes[k] for k in index_map], dtype=aval.dtype)
-    highs = broadcast_in_dim(_const_vector(bounds), aval.shape, (aval.ndim - 1,))
+    bounds = [operand_shape[k] - slice_sizes[k] for k in index_map]
+    highs = broadcast_in_dim(_const_vector(bounds, aval.dtype), aval.shape, (aval.ndim - 1,))
     ok = bitwise_and(ge(indices, full(aval.shape, 0, aval.dtype)), le(indices, highs))
     return reduce_min(ok, (aval.ndim - 1,))
 
 
-def _const_vector(values: np.ndarray) -> Any:
-    """A small constant vector as an IR value (a concatenation of scalar literals, so no constant capture)."""
-    parts = [broadcast_in_dim(scalar_literal(v.item(), values.dtype, False), (1,), ()) for v in values]
+def _const_vector(values: Sequence[Any], dtype: np.dtype) -> Any:
+    """A small constant vector as an IR value (a concatenation of scalar literals, so no constant capture); a
+    symbolic dimension among the values (ember.export) is its value."""
+    parts = [broadcast_in_dim(scalar_literal(v, np.dtype(dtype), False), (1,), ()) for v in values]
     return parts[0] if len(parts) == 1 else concatenate(parts, 0)
 
 
@@ -508,7 +510,7 @@ def _scatter_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bo
 
 def _ids(shape: tuple[int, ...]) -> Any:
     """1, 2, ..., n in row-major order over shape (0 marks "no update"), as int32 or int64 when needed."""
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     dtype = np.dtype(np.int32) if n < 2 ** 31 - 1 else np.dtype(np.int64)
     flat = add(iota(dtype, n), full((n,), 1, dtype))
     return reshape(flat, shape)

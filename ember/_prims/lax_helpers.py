@@ -5,6 +5,7 @@ DotDimensionNumbers, ConvGeneralDilatedDimensionNumbers)."""
 from __future__ import annotations
 
 import enum
+import math
 from typing import Any, Sequence, Union
 
 import numpy as np
@@ -107,7 +108,7 @@ def collapse(operand: Any, start_dimension: int, stop_dimension: int | None = No
     if not lo <= hi <= len(shape):
         raise ValueError(f"collapse: stop_dimension {stop_dimension} must lie in [{lo}, {len(shape)}] for shape "
                          f"{shape}")
-    return reshape(operand, shape[:lo] + (int(np.prod(shape[lo:hi], dtype=np.int64)),) + shape[hi:])
+    return reshape(operand, shape[:lo] + (math.prod(shape[lo:hi]),) + shape[hi:])
 
 
 def broadcast_to_rank(x: Any, rank: int) -> Any:

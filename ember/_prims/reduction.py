@@ -10,6 +10,7 @@
   the differentiable primitives when the computation is add/mul/max/min of one operand."""
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -118,7 +119,7 @@ def _others_product(x: Any, axes: tuple[int, ...]) -> Any:
     shape = aval_of(x).shape
     kept = kept_dims(len(shape), axes)
     perm = kept + tuple(axes)
-    flat = reshape(transpose(x, perm), tuple(shape[d] for d in kept) + (int(np.prod([shape[a] for a in axes])),))
+    flat = reshape(transpose(x, perm), tuple(shape[d] for d in kept) + (math.prod(shape[a] for a in axes),))
     if aval_of(flat).shape[-1] == 0:
         return x
     before = _shifted(_inclusive_products(flat, False), 1, False)

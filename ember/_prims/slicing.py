@@ -8,6 +8,7 @@ from ember._core import Primitive, ShapedArray, aval_of, is_python_scalar, scala
 from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
 from ember._core.checks import normalize_axis, static_dims, static_int, static_ints
+from ember._core.shape_poly import is_symbolic_dim, max_dim
 from ember._hlo import LoweringContext, i64_array
 from ember._prims.checks import check_same_dtypes, coerce_scalars
 from ember._prims.elementwise import select, sub
@@ -53,6 +54,10 @@ def _slice_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool
     x_shape, out_shape = aval_of(ins[0]).shape, aval_of(outs[0]).shape
     config = []
     for lo, n, st, size in zip(start_indices, out_shape, strides, x_shape):
+        if is_symbolic_dim(n):  # (ember.export: a count that may be 0; interior padding of 0 elements adds none)
+            end = lo + n if st == 1 else lo + max_dim(0, (n - 1) * st + 1)
+            config.append((lo, size - end, st - 1))
+            continue
         end = lo + (n - 1) * st + 1 if n else lo
         config.append((lo, size - end, st - 1 if n else 0))
     return [pad(cts[0], 0, config)]
@@ -105,7 +110,11 @@ def _pad_abstract_eval(x: ShapedArray, padding_value: ShapedArray, *, padding_co
                         f"of {x.str_short()}")
     shape = []
     for d, (lo, hi, interior) in enumerate(padding_config):
-        size = lo + hi + x.shape[d] + (x.shape[d] - 1) * interior if x.shape[d] else lo + hi
+        n = x.shape[d]
+        if is_symbolic_dim(n) or is_symbolic_dim(lo) or is_symbolic_dim(hi):  # (ember.export: n may be 0)
+            size = lo + hi + n + (max_dim(n - 1, 0) * interior if interior else 0)
+        else:
+            size = lo + hi + n + (n - 1) * interior if n else lo + hi
         if interior < 0 or size < 0:
             raise TypeError(f"pad: invalid padding {(lo, hi, interior)} for dimension {d} of {x.str_short()}")
         shape.append(size)
@@ -158,7 +167,7 @@ def _pad_batching(args: list[Any], dims: list[BatchDim], *, padding_config: Padd
 
 
 def pad(x: Any, padding_value: Any, padding_config: Sequence[Sequence[int]]) -> Any:
-    config = tuple(static_ints("pad", "padding_config", c) for c in padding_config)
+    config = tuple(static_dims("pad", "padding_config", c) for c in padding_config)
     if any(len(c) != 3 for c in config):
         raise TypeError(f"pad: padding_config entries must be (low, high, interior), got {padding_config}")
     if is_python_scalar(padding_value):

@@ -21,6 +21,7 @@ import numpy as np
 from ember._core import Primitive, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int
+from ember._core.shape_poly import is_symbolic_dim
 from ember._hlo import LoweringContext, backend_forms, compare_type, ffi, i64_array
 from ember._hlo.lower import emit_function
 from ember._prims.checks import check_dtype
@@ -155,7 +156,8 @@ def _sort_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, dimension: int
 def _permutation(keys: Sequence[Any], dimension: int, is_stable: bool) -> Any:
     """The positions the sort takes its outputs from, along dimension (an int32 iota sorted with the keys)."""
     shape = aval_of(keys[0]).shape
-    index_dtype = np.dtype(np.int32) if shape[dimension] < 2 ** 31 else np.dtype(np.int64)
+    n = shape[dimension]  # (a symbolic dimension is < 2**31: an exported program's dimensions are checked so)
+    index_dtype = np.dtype(np.int32) if is_symbolic_dim(n) or n < 2 ** 31 else np.dtype(np.int64)
     iota = broadcasted_iota(index_dtype, shape, dimension)
     return sort_p.bind(*keys, iota, dimension=dimension, is_stable=is_stable, num_keys=len(keys))[-1]
 
