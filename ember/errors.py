@@ -4,9 +4,9 @@ ConcretizationTypeError and its three conversion errors (bool(), int()/an index,
 UnexpectedTracerError (a tracer used after its staging ended), NonConcreteBooleanIndexError (a boolean mask index
 whose values are traced), their bases JAXTypeError and JAXIndexError (a TypeError and an IndexError), JaxprTypeError
 (ember's IRTypeError: an IR that does not type-check), JaxRuntimeError (ember's PjrtError: the runtime failed; its
-out-of-memory subclass is also a MemoryError), KeyReuseError and InconclusiveDimensionOperation (JAX's key-reuse
-checker's and shape polymorphism's: ember has neither, and never raises them), and ember's own: CompileError,
-DeletedArrayError."""
+out-of-memory subclass is also a MemoryError), KeyReuseError (JAX's key-reuse checker's: ember has none, and never
+raises it), InconclusiveDimensionOperation (a comparison of symbolic dimensions that their values decide:
+ember.export's shape polymorphism), and ember's own: CompileError, DeletedArrayError."""
 from ember._core.ir import IRTypeError as IRTypeError
 from ember._core.trace import ConcretizationTypeError as ConcretizationTypeError
 from ember._core.dtypes import ShardingTypeError as ShardingTypeError
@@ -14,8 +14,8 @@ from ember._core.trace import TracerArrayConversionError as TracerArrayConversio
 from ember._core.trace import TracerBoolConversionError as TracerBoolConversionError
 from ember._core.trace import TracerIntegerConversionError as TracerIntegerConversionError
 from ember._core.trace import UnexpectedTracerError as UnexpectedTracerError
-from ember._core.trace import (InconclusiveDimensionOperation as InconclusiveDimensionOperation,
-                               JAXIndexError as JAXIndexError, JAXTypeError as JAXTypeError,
+from ember._core.shape_poly import InconclusiveDimensionOperation as InconclusiveDimensionOperation
+from ember._core.trace import (JAXIndexError as JAXIndexError, JAXTypeError as JAXTypeError,
                                KeyReuseError as KeyReuseError,
                                NonConcreteBooleanIndexError as NonConcreteBooleanIndexError)
 from ember._runtime import PjrtError as PjrtError

@@ -81,7 +81,10 @@ TESTED_IN_OWN_MODULE = {"custom_lin": _CUSTOM_LIN_TESTS,
                         "new_ref": _REF_TESTS, "ref_get": _REF_TESTS, "ref_swap": _REF_TESTS, "freeze": _REF_TESTS,
                         "check": ("tests/test_checkify.py", ["test_check_rules_under_every_transformation",
                                                               "test_check_outside_checkify"]),
-                        "create_token": _TOKEN_TESTS, "after_all": _TOKEN_TESTS}
+                        "create_token": _TOKEN_TESTS, "after_all": _TOKEN_TESTS,
+                        # (a symbolic dimension as a value: it exists only while a function is exported with
+                        # symbolic shapes, so its rules are tested against jax.export's there)
+                        "dim_as_value": ("tests/test_shape_poly.py", ["test_dim_as_value_rules"])}
 
 
 @pytest.mark.parametrize("kind", RULE_KINDS)
@@ -128,9 +131,9 @@ def test_case_binds_the_primitive_it_names(case):
                 f"{case.label()} at {shapes} {dtype} names {case.prim} but binds only {sorted(names)}"
 
 
-# Primitives that never meet an explicitly sharded operand: iota has none (its out_sharding= param types it), and
-# the reference primitives are discharged before any rule runs on array values.
-NO_SHARDING_RULE = {"iota", "new_ref", "ref_get", "ref_swap", "freeze"}
+# Primitives that never meet an explicitly sharded operand: iota and dim_as_value have none (iota's out_sharding=
+# param types it), and the reference primitives are discharged before any rule runs on array values.
+NO_SHARDING_RULE = {"iota", "dim_as_value", "new_ref", "ref_get", "ref_swap", "freeze"}
 
 
 @pytest.mark.parametrize("name", sorted(PRIMITIVES))

@@ -473,8 +473,7 @@ class _Poly:
         shapes = []
         for name, leaf, w in zip(self._names, leaves, want):
             got = aval_of(leaf)
-            spec = "(" + ", ".join(map(str, w.shape)) + ")"
-            called = "(" + ", ".join(map(str, got.shape)) + ")"
+            spec, called = str(tuple(w.shape)), str(tuple(got.shape))
             if got.dtype != w.dtype:
                 raise ValueError(f"Dtype mismatch for {name}: expected {w.dtype.name} and called with "
                                  f"{got.dtype.name}")

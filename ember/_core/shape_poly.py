@@ -1107,10 +1107,10 @@ class ShapeSolver:
                              "can only solve linear uni-variate constraints. Using the following polymorphic shapes "
                              f"specifications: {self.specs}. Unprocessed specifications:{pending}")
 
-    def _fail(self, detail: str, found: str = "") -> ValueError:
-        return ValueError(f"Input shapes do not match the polymorphic shapes specification. {detail} Using the "
-                          f"following polymorphic shapes specifications: {self.specs}. Obtained dimension variables: "
-                          f"{found}.")
+    def _fail(self, detail: str, found: str = "", prefix: bool = True) -> ValueError:
+        head = "Input shapes do not match the polymorphic shapes specification. " if prefix else ""
+        return ValueError(f"{head}{detail} Using the following polymorphic shapes specifications: {self.specs}. "
+                          f"Obtained dimension variables: {found}.")
 
     def solve(self, actual: Sequence[Sequence[Any]]) -> dict[str, Any]:
         """The variables' values from the actual shapes (each of the argument's rank), every dimension and
@@ -1152,7 +1152,7 @@ class ShapeSolver:
                 if (op == "==" and value != 0) or (op == ">=" and value < 0):
                     relation = "equal to" if op == "==" else "greater or equal to"
                     raise self._fail(f"Input shapes do not match the symbolic shape constraint {text}. Expected "
-                                     f"'{diff}' to be {relation} 0, but found {value}. ", found)
+                                     f"'{diff}' to be {relation} 0, but found {value}. ", found, prefix=False)
         return env
 
 

@@ -53,11 +53,6 @@ class KeyReuseError(JAXTypeError):
     (jax.errors.KeyReuseError): ember has no such checker, so nothing of ember's raises it; code may catch it."""
 
 
-class InconclusiveDimensionOperation(Exception):
-    """A comparison or computation with symbolic dimensions that has no one answer (jax.errors'): ember has no
-    symbolic dimensions (shape polymorphism), so nothing of ember's raises it; code may catch it."""
-
-
 class TracerBoolConversionError(ConcretizationTypeError):
     """bool() of a traced value (an `if` or `while` on it), as JAX's."""
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
+from ember._core.shape_poly import PLACEHOLDER_OPEN
 from ember._core import IR, ShapedArray, Tracer, eval_ir
 from ember._core.ir import NotKeyable, structural_key
 from ember._core import dtypes as dt
@@ -202,6 +203,10 @@ class Lowered:
             except _pjrt.PjrtError as err:
                 if overrides and "compile option" in str(err):  # (the options, not the module: JAX's error too)
                     raise _pjrt.PjrtError(f"{self.name}: {err}") from None
+                if PLACEHOLDER_OPEN in self.text:  # (JAX's ValueError: a program with symbolic dimensions)
+                    raise ValueError(f"{self.name} has symbolic shapes, which compile only once their dimension "
+                                     "variables are bound: export it (ember.export.export) and call the Exported "
+                                     "with arrays") from None
                 numbered = "\n".join(f"{i + 1:4d} | {line}" for i, line in enumerate(self.text.splitlines()))
                 raise CompileError(f"XLA could not compile {self.name}: {err}\nStableHLO module:\n{numbered}"
                                    ) from None

@@ -16,7 +16,7 @@ from ember._core import IR, ConcretizationTypeError, Eqn, Literal, ShapedArray, 
 from ember._core import dtypes as _dt
 from ember._core.ir import IRTypeError, Jaxpr, sub_irs
 from ember._core.primitive import PRIMITIVES as _PRIMITIVES, TRACE_STATE
-from ember._core.trace import InconclusiveDimensionOperation as InconclusiveDimensionOperation
+from ember._core.shape_poly import InconclusiveDimensionOperation as InconclusiveDimensionOperation
 from ember._core.pytree import tree_leaves
 from ember._runtime.array import Array as _Array
 from ember.extend._protocol import Primitive as Primitive

@@ -117,7 +117,8 @@ def test_malformed_json_is_a_clear_value_error():
         nested = '{"tuple":[' * levels + '"*"' + "]}" * levels
         refused(blob_of(deep).replace(b'"DEEP"', nested.encode()), "nested more than the 200 levels")
     refused(blob.replace(b'"format":1', b'"format":true'), "format is a boolean")
-    refused(blob.replace(b'"format":1', b'"format":3'), "format 3 is not supported", "newer")
+    refused(blob.replace(b'"format":1', b'"format":4'), "format 4 is not supported", "newer")
+    refused(blob.replace(b'"format":1', b'"format":3'), "lacks 'disabled_checks', 'shape_poly'")
     # (format 2 is a program exported for a mesh: it has the mesh and the specs a format-1 artifact lacks)
     refused(blob.replace(b'"format":1', b'"format":2'), "lacks 'in_specs', 'mesh', 'out_specs'")
     refused(blob.replace(b'"fun_name":', b'"fun_name":"x","fun_name":'), "appears twice")
