@@ -4,8 +4,10 @@ from ember._api.export import DisabledSafetyCheck as DisabledSafetyCheck, Export
 from ember._api.export import FORMAT_VERSION as FORMAT_VERSION, SymbolicScope as SymbolicScope
 from ember._api.export import default_export_platform as default_export_platform, deserialize as deserialize
 from ember._api.export import export as export, is_symbolic_dim as is_symbolic_dim
-from ember._api.export import maximum_supported_calling_convention_version as maximum_supported_calling_convention_version
-from ember._api.export import minimum_supported_calling_convention_version as minimum_supported_calling_convention_version
+from ember._api.export import (
+    maximum_supported_calling_convention_version as maximum_supported_calling_convention_version)
+from ember._api.export import (
+    minimum_supported_calling_convention_version as minimum_supported_calling_convention_version)
 from ember._api.export import register_namedtuple_serialization as register_namedtuple_serialization
 from ember._api.export import register_pytree_node_serialization as register_pytree_node_serialization
 from ember._api.export import symbolic_args_specs as symbolic_args_specs, symbolic_shape as symbolic_shape

@@ -234,7 +234,8 @@ def _errors(mod, specs, constraints, fn, *args):
 ])
 def test_call_errors_as_jax(specs, constraints, shapes, dtype):
     args = [np.ones(s, dtype) for s in shapes]
-    fn = (lambda *a: sum(x.sum() for x in a))
+    def fn(*a):
+        return sum(x.sum() for x in a)
     want = _errors(jax, specs, constraints, fn, *args)
     assert want is not None and _errors(ember, specs, constraints, fn, *args) == want
 

@@ -9,14 +9,21 @@ exported with, under grad.
 
 The artifact (format 1 for one device) is the bytes b"ember-exported\\n" and a UTF-8 JSON object: "format" (1), "ember"
 (the exporting version), "fun_name", "in_avals" / "out_avals" ([shape, dtype name, weak type] per flat input /
-output), "in_tree" / "out_tree" (the pytree structures, of tuples, lists, dicts with str or int keys and None:
-other node types cannot be serialized), "platforms" (["cpu"]), "module" (the StableHLO text of @main: flat inputs
--> flat outputs) and "vjp" (null, or the same object for the VJP: (inputs..., cotangents of the floating-point
-outputs...) -> (cotangents of the floating-point inputs...), nested vjp_order deep). The module is StableHLO
+output), "in_tree" / "out_tree" (the pytree structures, of tuples, lists, dicts with str or int keys, None and
+{"custom": [serialized name, base64 aux data, [children]]} for the node types registered with
+register_pytree_node_serialization: other node types cannot be serialized), "platforms" (["cpu"]), "module"
+(the StableHLO text of @main: flat inputs -> flat outputs) and "vjp" (null, or the same object for the VJP:
+(inputs..., cotangents of the floating-point outputs...) -> (cotangents of the floating-point inputs...), nested
+vjp_order deep). The module is StableHLO
 text: it parses and compiles wherever the plugin takes that StableHLO version. A program exported for a mesh is
 format 2: the same, with "mesh" ({"axis_names", "axis_sizes", "axis_types"}: an AbstractMesh's) and, in the object
 and each VJP's, "in_specs" / "out_specs" (a PartitionSpec per flat input / output, a list of entries: null, an axis
-name or a list of names; or null: any placement), the modules written for the mesh's size in partitions.
+name or a list of names; or null: any placement), the modules written for the mesh's size in partitions. Format 3
+(docs/aot.md, "Shape polymorphism") is format 1 or 2 with "shape_poly" (null, or {"variables": [names],
+"constraints": [strings]}) and "disabled_checks" (["platform", "custom_call:<name>"]); with symbolic shapes, an
+aval's dimension may be an expression (a string: "2*b + 1") and each module is a template whose placeholders
+($dim[expression]) a call fills with the values its arguments' shapes give, the result checked as a format-1
+module before it compiles.
 
 An artifact is data, not code: deserialize checks all of it before anything compiles or runs (docs/security.md,
 "Exported programs"): the JSON (an object of exactly these keys and types, nested at most MAX_JSON_DEPTH deep, a

@@ -704,8 +704,9 @@ def _symbolic_shape(shape: tuple[Any, ...]) -> tuple[Any, ...]:
                 raise ValueError(f"ShapedArray: the symbolic dimensions of shape {shape} come from different "
                                  "scopes (pass scope= to symbolic_shape to make them in one)")
             if bounds(d)[0] < 0:
-                raise InconclusiveDimensionOperation(
-                    f"ShapedArray: dimension '{d}' of shape ({', '.join(map(str, shape))}) may be negative")
+                dims_text = ", ".join(map(str, shape))
+                raise InconclusiveDimensionOperation(f"ShapedArray: dimension '{d}' of shape ({dims_text}) may be "
+                                                     "negative")
             dims.append(d)
         else:
             dims.append(int(d))

@@ -1248,5 +1248,6 @@ MAX_PLACEHOLDERS = 10_000_000
 
 
 __all__ = ["DIM_AS_VALUE", "DimExpr", "InconclusiveDimensionOperation", "ShapeSolver", "SymbolicScope", "Template",
-           "bounds", "check_index_in_bounds", "dim_text", "evaluate", "is_constant_dim", "is_symbolic_dim", "is_symbolic_shape", "max_dim",
+           "bounds", "check_index_in_bounds", "dim_text", "evaluate", "is_constant_dim", "is_symbolic_dim",
+           "is_symbolic_shape", "max_dim",
            "min_dim", "parse_dim", "placeholder", "scope_from_artifact", "scope_of", "slice_indices", "symbolic_shape"]

@@ -5,8 +5,6 @@ import builtins
 import math
 from typing import Any
 
-import numpy as _np
-
 from ember._core import dtypes as dt
 from ember._core import aval_of, is_python_scalar, scalar_literal
 from ember._core.dtypes import bool_

@@ -16,8 +16,6 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple, Sequence
 
-import numpy as np
-
 from ember._core import Primitive, ShapedArray, aval_of
 from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
