@@ -135,10 +135,11 @@ def test_primitive_accepts_complex_or_refuses_clearly(case):
 
 def test_every_primitive_is_classified():
     """Each registered primitive accepts complex operands (ACCEPTS_COMPLEX), carries sub-IRs, is iota (its dtype
-    param: refused below), or is shown to refuse complex operands by one of its Cases above."""
+    param: refused below) or dim_as_value (no operands and no dtype: a symbolic dimension's int), or is shown to
+    refuse complex operands by one of its Cases above."""
     refusing = {c.prim for c in _real_cases() if any(v == "refuses" for v, _ in _classify(c))}
-    unclassified = (set(PRIMITIVES) - ACCEPTS_COMPLEX - CARRY_SUB_IRS - refusing - {"iota"} - COLLECTIVES_ACCEPT
-                    - COLLECTIVES_REFUSE - TOKENS - NO_OPERANDS)
+    unclassified = (set(PRIMITIVES) - ACCEPTS_COMPLEX - CARRY_SUB_IRS - refusing - {"iota", "dim_as_value"}
+                    - COLLECTIVES_ACCEPT - COLLECTIVES_REFUSE - TOKENS - NO_OPERANDS)
     assert not unclassified, f"primitives whose handling of complex operands no test shows: {sorted(unclassified)}"
     with pytest.raises(TypeError, match=r"iota: dtype must be .* got c64\[3\]"):
         lax.iota(np.complex64, 3)
