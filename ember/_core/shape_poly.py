@@ -420,6 +420,7 @@ class DimExpr:
 
 
 MAX_TERMS = 256  # terms in one expression, at most
+MAX_BOUNDS_CACHE = 100_000  # memoized bounds per scope, at most (then cleared)
 
 
 def _ensure(x: "int | DimExpr", scope: "SymbolicScope") -> "DimExpr":
@@ -462,7 +463,7 @@ def max_dim(a: Any, b: Any) -> "int | DimExpr":
     if hi <= 0:
         return b
     scope = a.scope if isinstance(a, DimExpr) else b.scope
-    return DimExpr._operation(MAX, a, b, scope)
+    return _constant_if_known(DimExpr._operation(MAX, a, b, scope))
 
 
 def min_dim(a: Any, b: Any) -> "int | DimExpr":
@@ -475,7 +476,13 @@ def min_dim(a: Any, b: Any) -> "int | DimExpr":
     if hi <= 0:
         return a
     scope = a.scope if isinstance(a, DimExpr) else b.scope
-    return DimExpr._operation(MIN, a, b, scope)
+    return _constant_if_known(DimExpr._operation(MIN, a, b, scope))
+
+
+def _constant_if_known(e: Any) -> Any:
+    """e, or the int it is when its bounds pin it (max(0, min(0, b - 2)) is 0)."""
+    lo, hi = bounds(e)
+    return int(lo) if lo == hi and not math.isinf(lo) else e
 
 
 def slice_indices(sl: slice, n: Any) -> tuple[Any, Any, Any]:
@@ -525,7 +532,7 @@ def check_index_in_bounds(i: int, n: Any, what: str) -> None:
 class _DimAsValue:
     """How an expression becomes an array value: ember._prims fills `make` with the dim_as_value primitive."""
 
-    def make(self, d: DimExpr) -> Any:
+    def make(self, d: DimExpr, dtype: Any = None, weak: bool = True) -> Any:
         raise TypeError(f"the symbolic dimension '{d}' cannot be used as a value here")
 
 
@@ -545,7 +552,7 @@ class SymbolicScope:
             raise ValueError(f"The symbolic constraints should be a sequence of strings. Got {constraints_str!r}")
         self._rules: dict[_Term, tuple[int | DimExpr, int]] = {}  # t -> (e, k): an explicit k*t == e
         self._constraints: list[tuple[str, str, int | DimExpr]] = []  # (">=" or "==", text, diff): diff >= or == 0
-        self._bounds_cache: dict[DimExpr, tuple[float, float]] = {}
+        self._bounds_cache: dict[tuple[DimExpr, int], tuple[float, float]] = {}
         self._single: dict[_Term, tuple[float, float]] | None = None  # (bounds of terms the constraints give)
         for text in constraints_str:
             self._add_constraint(text)
@@ -744,10 +751,17 @@ def bounds(e: Any, depth: int = 2) -> tuple[float, float]:
     if not isinstance(e, DimExpr):
         return float(int(e)), float(int(e))
     scope = e._scope
-    cached = scope._bounds_cache.get(e) if depth == 2 else None
+    cached = scope._bounds_cache.get((e, depth))  # (memoized per depth: the operands of nested factors recur)
     if cached is not None:
         return cached
     lo, hi = _interval(e, depth - 1 if depth > 0 else 0)
+    for t, c in e._terms:  # c*max(a1, a2) + rest is c*a1 + rest or c*a2 + rest: bounded by both (min alike)
+        f = t.factor()
+        if f is not None and f.op in (MAX, MIN):
+            rest = e - DimExpr._make({t: c}, scope)
+            (l1, h1), (l2, h2) = (bounds(rest + operand * c, depth) for operand in f.operands)
+            lo, hi = max(lo, min(l1, l2)), min(hi, max(h1, h2))
+            break
     implicit = _implicit_constraints(e) if depth > 0 else []
     if depth > 0 and (scope._constraints or implicit):
         coeffs = dict(e._terms)
@@ -769,8 +783,9 @@ def bounds(e: Any, depth: int = 2) -> tuple[float, float]:
                     elif not math.isinf(h0):
                         hi = min(hi, math.floor(h0 / abs(kcs)))
                 break
-    if depth == 2:
-        scope._bounds_cache[e] = (lo, hi)
+    if len(scope._bounds_cache) > MAX_BOUNDS_CACHE:
+        scope._bounds_cache.clear()
+    scope._bounds_cache[(e, depth)] = (lo, hi)
     return lo, hi
 
 
@@ -1025,8 +1040,12 @@ def symbolic_shape(shape_spec: str | None, *, constraints: Sequence[str] = (), s
 
 
 def parse_dim(text: str, scope: SymbolicScope, variables: set[str], what: str) -> Any:
-    """One dimension expression of an exported artifact, parsed strictly (limits, declared variables only)."""
-    dims = _Parser(text, None, repr(text[:80]), scope, variables, limited=True).parse()
+    """One dimension expression of an exported artifact, parsed strictly (limits, declared variables only); any
+    failure is a ValueError."""
+    try:
+        dims = _Parser(text, None, repr(text[:80]), scope, variables, limited=True).parse()
+    except (InconclusiveDimensionOperation, ZeroDivisionError, RecursionError) as err:
+        raise ValueError(f"{what}: {text[:80]!r}: {str(err).splitlines()[0]}") from None
     if len(dims) != 1:
         raise ValueError(f"{what}: {text[:80]!r} is not one dimension expression")
     return dims[0]

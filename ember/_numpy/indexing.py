@@ -23,7 +23,8 @@ from ember._core import Tracer, aval_of
 from ember._core.pytree import register_pytree_node
 from ember._core.trace import NonConcreteBooleanIndexError
 from ember._core import dtypes as dt
-from ember._core.shape_poly import bounds, check_index_in_bounds, is_symbolic_dim, max_dim, slice_indices
+from ember._core.shape_poly import (bounds, check_index_in_bounds, is_symbolic_dim, max_dim, min_dim,
+                                    slice_indices)
 from ember._runtime.array import Array, asarray
 from ember._runtime.eager import read_window
 from ember import _prims as lax
@@ -345,13 +346,19 @@ def _static_slice(x: Any, items: Sequence[_Item]) -> Any:
     for it in items:
         if it.kind == "slice":
             start, stop, step, n = it.value
+            if is_symbolic_dim(n):  # (ember.export: a count that may be 0, whose slice starts and ends at start)
+                nonempty = bounds(n)[0] >= 1
+                if step < 0:
+                    first = start + (n - 1) * step
+                    # (empty: start may be -1, so clamp to 0; nonempty: first is the lowest element read)
+                    start, step = first if nonempty else max_dim(0, min_dim(first, start)), -step
+                    reverse.append(it.dim)
+                span = n if step == 1 else (n - 1) * step + 1 if nonempty else max_dim(0, (n - 1) * step + 1)
+                starts[it.dim], limits[it.dim], strides[it.dim] = start, start + span, step
+                continue
             if step < 0:  # the same elements with a positive step, then reversed
                 start, step = start + (n - 1) * step if n else 0, -step
                 reverse.append(it.dim)
-            if is_symbolic_dim(n):  # (ember.export: a count that may be 0 is max(0, ...), so its limit is too)
-                span = n if step == 1 else (n - 1) * step + 1 if bounds(n)[0] >= 1 else max_dim(0, (n - 1) * step + 1)
-                starts[it.dim], limits[it.dim], strides[it.dim] = start, start + span, step
-                continue
             starts[it.dim], limits[it.dim], strides[it.dim] = start, start + (n - 1) * step + 1 if n else start, step
         elif it.kind == "int":
             k = it.value if it.value >= 0 else it.value + s[it.dim]  # (in bounds: the caller checked)

@@ -54,9 +54,9 @@ def _slice_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool
     x_shape, out_shape = aval_of(ins[0]).shape, aval_of(outs[0]).shape
     config = []
     for lo, n, st, size in zip(start_indices, out_shape, strides, x_shape):
-        if is_symbolic_dim(n):  # (ember.export: a count that may be 0; interior padding of 0 elements adds none)
-            end = lo + n if st == 1 else lo + max_dim(0, (n - 1) * st + 1)
-            config.append((lo, size - end, st - 1))
+        if is_symbolic_dim(n):  # (ember.export: a count that may be 0: high is what makes pad's own size formula
+            grown = lo + n + (max_dim(n - 1, 0) * (st - 1) if st != 1 else 0)  # give the operand's size exactly)
+            config.append((lo, size - grown, st - 1))
             continue
         end = lo + (n - 1) * st + 1 if n else lo
         config.append((lo, size - end, st - 1 if n else 0))
