@@ -106,7 +106,18 @@ def attention(np_, nn, q, k, v):
     return nn.softmax(s, axis=-1) @ v
 
 
+KERNEL = np.random.default_rng(1).standard_normal((4, 2, 3, 3)).astype(F32)
+
+
+def cnn(np_, nn, x):
+    lax = jax.lax if np_ is jnp else ember.lax
+    y = nn.relu(lax.conv_general_dilated(x, KERNEL, (1, 1), "SAME"))
+    y = lax.reduce_window(y, -np.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+    return y.reshape(y.shape[0], -1).mean(axis=1)
+
+
 FUNCTIONS = {  # name: (specs, function of (numpy module, nn module, *args))
+    "cnn": (["b, 2, h, h"], cnn),
     "mlp": (["b, 4", "4, 8", "8", "8, 2"], mlp),
     "attention": (["b, t, 4", "b, s, 4", "b, s, 4"], attention),
     "mean_and_count": (["b, 3"], lambda np_, nn, x: np_.mean(x, axis=0) + x.sum(1).sum() / x.shape[0]),
@@ -120,7 +131,7 @@ FUNCTIONS = {  # name: (specs, function of (numpy module, nn module, *args))
                           + np_.where(x > 1, x, -x)),
     "square": (["b, b"], lambda np_, nn, x: np_.triu(x @ x.T) + np_.eye(x.shape[0], dtype=np_.float32)),
 }
-SIZES = [dict(b=1, t=2, s=3), dict(b=4, t=1, s=2), dict(b=6, t=3, s=5)]
+SIZES = [dict(b=1, t=2, s=3, h=6), dict(b=4, t=1, s=2, h=3), dict(b=6, t=3, s=5, h=8)]
 
 
 def _exports(name):
@@ -332,7 +343,8 @@ def test_crafted_symbols_avals_and_values_are_refused():
     refused(lambda p: p["shape_poly"].update(constraints=["b >= __import__"]), "constraints")
     refused(lambda p: p["in_avals"][0][0].__setitem__(0, "b*b"), "Cannot solve")
     refused(lambda p: p["out_avals"][0][0].append("c"), "unknown dimension variable")
-    refused(lambda p: p["out_avals"][0][0].append("b - 5"), "may be negative")
+    refused(lambda p: p["out_avals"][0][0].append("- b"), "is negative")
+    refused(lambda p: p["out_avals"][0][0].append("b - 5"), "refused")  # (negative for b = 2: when it is bound)
     refused(lambda p: p.update(shape_poly={"variables": ["b"]}), "lacks 'constraints'")
     # a template whose program for a binding is not ember's: refused when filled, before anything compiles
     payload = _payload(_symbolic_blob())

@@ -243,24 +243,24 @@ class Exported:
         """Refuse host callbacks (JAX's NotImplementedError, in its words), and a module deserialize would refuse
         (which would be a gap in ember._hlo.module_check's knowledge of ember's own lowering)."""
         level: ExportedModule | None = module
-        if self._poly is not None:  # (a template: the program of a sample binding is what deserialize would check)
-            self._poly.check_sample(module, self.fun_name, "Exported.serialize")
         while level is not None:
-            if self._poly is not None:
-                level = level.vjp
-                continue
             if f'call_target_name = "{module_check.CALLBACK_TARGET}"' in level.text:
                 kinds = ", ".join(self._callbacks) or "a host callback"
                 raise NotImplementedError(
                     f"ember.export: serialization of host_callbacks is not yet implemented ({self.fun_name} calls "
                     f"back into Python: {kinds}). As in JAX, a host callback is a function of the process that "
                     "exported the program: call it here (Exported.call), or export the function without it")
+            if self._poly is not None:  # (a template: its programs are checked below, for a sample binding)
+                level = level.vjp
+                continue
             try:
                 module_check.check_module(level.text, level.nr_devices)
             except module_check.ModuleError as err:
                 raise ValueError(f"Exported.serialize({self.fun_name}): ember.export.deserialize would refuse its "
                                  f"module ({err}), so it is not serialized") from None
             level = level.vjp
+        if self._poly is not None:
+            self._poly.check_sample(module, self.fun_name, "Exported.serialize")
 
     def _with_vjp(self, order: int) -> ExportedModule:
         if order <= self._module.vjp_order:
@@ -341,7 +341,7 @@ def export(fun: Any, *, platforms: Sequence[str] | None = None,
             solver = ShapeSolver([a.shape for a in ir.in_avals], _argument_names(traced.in_tree), scope)
             text = lower(ir, inline_consts=True, platform=None)  # (portable: its forms do not depend on sizes)
             module = ExportedModule(text, ir.in_avals, ir.out_avals, None, name)
-            poly = _Poly(scope, solver)
+            poly = _Poly(scope, solver, trusted=True)
             poly.template(module)  # (its placeholders parse, as deserialize will parse them)
         elif placement is None:
             module = ExportedModule(lower(ir, inline_consts=True), ir.in_avals, ir.out_avals, None, name)
@@ -445,11 +445,13 @@ class _Poly:
     """The shape polymorphism of an Exported: its scope (constraints), the solver of its dimension variables from
     a call's argument shapes, its modules' templates (parsed once), and the concrete programs of the bindings met
     so far (at most MAX_INSTANCES, least recently used dropped). A concrete program is the template filled with a
-    binding's values and checked as deserialize checks a module (ember._hlo.module_check, @main's types, the VJP's
-    types) before anything compiles it."""
+    binding's values; a deserialized one's (not trusted) is checked as deserialize checks a module
+    (ember._hlo.module_check, @main's types, the VJP's types) before anything compiles it. An export of this
+    process (trusted: its text is ember's lowering's, as a concrete export's is) is filled alone, so that it runs
+    as a concrete export runs (its host callbacks too)."""
 
-    def __init__(self, scope: SymbolicScope, solver: ShapeSolver):
-        self.scope, self.solver = scope, solver
+    def __init__(self, scope: SymbolicScope, solver: ShapeSolver, trusted: bool = False):
+        self.scope, self.solver, self.trusted = scope, solver, trusted
         self.variables = set(solver.variables)
         self._templates: dict[str, Template] = {}
         self._instances: OrderedDict[Any, ExportedModule] = OrderedDict()
@@ -459,7 +461,7 @@ class _Poly:
     def for_vjp(self, vjp: ExportedModule) -> "_Poly":
         """The polymorphism of an Exported's VJP module (its flat inputs: the function's, then cotangents)."""
         names = [f"args[{i}]" for i in range(len(vjp.in_avals))]
-        return _Poly(self.scope, ShapeSolver([a.shape for a in vjp.in_avals], names, self.scope))
+        return _Poly(self.scope, ShapeSolver([a.shape for a in vjp.in_avals], names, self.scope), self.trusted)
 
     def template(self, module: ExportedModule) -> Template:
         found = self._templates.get(module.digest)
@@ -501,10 +503,10 @@ class _Poly:
             if found is not None:
                 self._instances.move_to_end(key)
                 return found
-        if any(is_symbolic_dim(v) for v in env.values()):
-            # (called while another function is exported with symbolic shapes: the program stays a template, of
-            # that function's scope, checked when that export is filled and called)
-            found = self._symbolic_instance(module, env)
+        if self.trusted or any(is_symbolic_dim(v) for v in env.values()):
+            # (exported here; or called while another function is exported with symbolic shapes: the program stays
+            # a template, of that function's scope, checked when that export is filled and called)
+            found = self._filled(module, env)
         else:
             binding = ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
             try:
@@ -528,10 +530,10 @@ class _Poly:
                 "module": self.template(module).fill(env, module_check.MAX_DIM),
                 "vjp": None if module.vjp is None else self._instance_json(module.vjp, env)}
 
-    def _symbolic_instance(self, module: ExportedModule, env: dict[str, Any]) -> ExportedModule:
+    def _filled(self, module: ExportedModule, env: dict[str, Any]) -> ExportedModule:
         def shaped(values: Sequence[ShapedArray]) -> list[ShapedArray]:
             return [a.update(shape=[evaluate(d, env) for d in a.shape]) for a in values]
-        vjp = None if module.vjp is None else self._symbolic_instance(module.vjp, env)
+        vjp = None if module.vjp is None else self._filled(module.vjp, env)
         return ExportedModule(self.template(module).fill(env, module_check.MAX_DIM), shaped(module.in_avals),
                               shaped(module.out_avals), vjp, module.name)
 

@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 
 from ember._core.config import config
-from ember._core.shape_poly import DimExpr, InconclusiveDimensionOperation, bounds
+from ember._core.shape_poly import DimExpr, bounds
 
 bool_ = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in ("int8", "int16", "int32", "int64"))
@@ -693,7 +693,9 @@ def is_token(aval: Any) -> bool:
 
 
 def _symbolic_shape(shape: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A shape holding symbolic dimensions, checked: one scope, and each dimension known to be >= 0."""
+    """A shape holding symbolic dimensions, checked: one scope, and no dimension known to be negative (one whose
+    sign the bounds do not decide is kept, as JAX keeps it: a program's dimensions are checked when its variables
+    are bound)."""
     scope = None
     dims = []
     for d in shape:
@@ -703,10 +705,9 @@ def _symbolic_shape(shape: tuple[Any, ...]) -> tuple[Any, ...]:
             elif d.scope is not scope:
                 raise ValueError(f"ShapedArray: the symbolic dimensions of shape {shape} come from different "
                                  "scopes (pass scope= to symbolic_shape to make them in one)")
-            if bounds(d)[0] < 0:
+            if bounds(d)[1] < 0:
                 dims_text = ", ".join(map(str, shape))
-                raise InconclusiveDimensionOperation(f"ShapedArray: dimension '{d}' of shape ({dims_text}) may be "
-                                                     "negative")
+                raise TypeError(f"ShapedArray: dimension '{d}' of shape ({dims_text}) is negative")
             dims.append(d)
         else:
             dims.append(int(d))

@@ -16,7 +16,7 @@ from ember._core import IR, Literal, Primitive, ShapedArray, Tracer, aval_of, sc
 from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
 from ember._core.checks import normalize_axis, static_int, static_ints
-from ember._core.shape_poly import dim_text, max_dim
+from ember._core.shape_poly import dim_text, is_symbolic_dim, max_dim
 from ember._core.trace import stage_flat
 from ember._hlo import LoweringContext, i64_array
 from ember._hlo import compare_type
@@ -31,6 +31,8 @@ Pairs = tuple[tuple[int, int], ...]
 
 
 def _dilate(size: int, d: int) -> int:
+    if is_symbolic_dim(size):  # (ember.export: a size that may be 0; JAX's dilate_dim)
+        return size if d == 1 else max_dim(0, (size - 1) * d + 1)
     return 0 if size == 0 else (size - 1) * d + 1
 
 
@@ -48,6 +50,9 @@ def window_shape(op: str, shape: Sequence[int], window_dimensions: Sequence[int]
     for n, k, s, (lo, hi), bd, wd in zip(shape, window_dimensions, window_strides, padding, base_dilation,
                                          window_dilation):
         span = _dilate(n, bd) + lo + hi - _dilate(k, wd)
+        if is_symbolic_dim(span):  # (ember.export: JAX's stride_dim, max(0, span // s + 1))
+            out.append(max_dim(span // s + 1, 0))
+            continue
         out.append(span // s + 1 if span >= 0 else 0)
     return tuple(out)
 
