@@ -338,8 +338,13 @@ class DimExpr:
         return (DimExpr._operation(FLOORDIV, self, divisor, self._scope),
                 DimExpr._operation(MOD, self, divisor, self._scope))
 
-    def __bool__(self) -> bool:  # (JAX's is always True; ember decides `!= 0`, so no rule silently takes a
-        return not _geq(0, self, lambda: f"'{self}' != 0")  # dimension that may be 0 for a nonzero one)
+    def __bool__(self) -> bool:
+        """`self != 0`, decided from the bounds (JAX's is always True; ember decides it, so that no rule silently
+        takes a dimension that may be 0 for a nonzero one), else InconclusiveDimensionOperation."""
+        lo, hi = bounds(self)
+        if lo > 0 or hi < 0:
+            return True
+        raise InconclusiveDimensionOperation(f"Symbolic dimension comparison '{self}' != '0' is inconclusive.")
 
     def __int__(self) -> int:
         raise InconclusiveDimensionOperation(f"Symbolic dimension '{self}' used in a context that requires a "
