@@ -27,8 +27,10 @@ def hlo_to_stablehlo(computation: bytes) -> bytes:
 
 
 def refine_polymorphic_shapes(mlir_module: bytes, *args: Any, **kwargs: Any) -> bytes:
-    """Shape refinement of a shape-polymorphic module: not on ember (no symbolic shapes)."""
-    raise NotImplementedError(f"refine_polymorphic_shapes: {_WHY}, and stages no symbolic shapes")
+    """Shape refinement of a shape-polymorphic module: not on ember (its symbolic shapes are templates that
+    ember.export fills per binding, not dynamic MLIR shapes)."""
+    raise NotImplementedError(f"refine_polymorphic_shapes: {_WHY}; ember.export fills a shape-polymorphic "
+                              "program's template for each binding of its dimension variables instead")
 
 
 def lower_with_sharding_in_types(ctx: Any, op: Any, aval: Any) -> Any:
