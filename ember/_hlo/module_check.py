@@ -54,7 +54,7 @@ OPS = frozenset("stablehlo." + name for name in """
     count_leading_zeros create_token custom_call divide dot_general dynamic_slice dynamic_update_slice exponential
     exponential_minus_one fft floor gather imag iota is_finite log log_plus_one logistic maximum minimum multiply
     negate not optimization_barrier or pad partition_id popcnt power real reduce reduce_precision reduce_scatter
-    reduce_window remainder reshape return reverse round_nearest_afz round_nearest_even rsqrt scatter select
+    reduce_window remainder reshape return reverse rng rng_bit_generator round_nearest_afz round_nearest_even rsqrt scatter select
     select_and_scatter shift_left shift_right_arithmetic shift_right_logical sign sine slice sort sqrt subtract tan
     tanh transpose triangular_solve while xor""".split()) | frozenset("chlo." + name for name in """
     acos acosh asin asinh atan atanh bessel_i1e cosh digamma erf erf_inv erfc lgamma next_after polygamma sinh
@@ -67,7 +67,8 @@ ATTRIBUTES = frozenset("""
     decomposition dimension dimension_numbers dimensions dot_dimension_numbers edge_padding_high edge_padding_low
     exponent_bits feature_group_count fft_length fft_type has_side_effect indices_are_sorted interior_padding
     iota_dimension is_stable left_side lhs_dilation limit_indices lower mantissa_bits mhlo.sharding name
-    operand_layouts padding permutation precision_config replica_groups result_layouts rhs_dilation
+    operand_layouts padding permutation precision_config replica_groups result_layouts rhs_dilation rng_algorithm
+    rng_distribution
     scatter_dimension scatter_dimension_numbers slice_sizes source_target_pairs split_count split_dimension
     start_indices strides transpose_a unique_indices unit_diagonal use_global_device_ids value version
     window_dilations window_dimensions window_strides""".split())
