@@ -54,9 +54,9 @@ OPS = frozenset("stablehlo." + name for name in """
     count_leading_zeros create_token custom_call divide dot_general dynamic_slice dynamic_update_slice exponential
     exponential_minus_one fft floor gather imag iota is_finite log log_plus_one logistic maximum minimum multiply
     negate not optimization_barrier or pad partition_id popcnt power real reduce reduce_precision reduce_scatter
-    reduce_window remainder reshape return reverse rng rng_bit_generator round_nearest_afz round_nearest_even rsqrt scatter select
-    select_and_scatter shift_left shift_right_arithmetic shift_right_logical sign sine slice sort sqrt subtract tan
-    tanh transpose triangular_solve while xor""".split()) | frozenset("chlo." + name for name in """
+    reduce_window remainder reshape return reverse rng rng_bit_generator round_nearest_afz round_nearest_even rsqrt
+    scatter select select_and_scatter shift_left shift_right_arithmetic shift_right_logical sign sine slice sort sqrt
+    subtract tan tanh transpose triangular_solve while xor""".split()) | frozenset("chlo." + name for name in """
     acos acosh asin asinh atan atanh bessel_i1e cosh digamma erf erf_inv erfc lgamma next_after polygamma sinh
     zeta""".split()) | {"func.call"}
 
