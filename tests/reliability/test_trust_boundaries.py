@@ -177,8 +177,9 @@ def test_traces_in_one_second_each_get_their_own_run(tmp_path, monkeypatch):
     assert _runs(tmp_path) == [_STAMP, f"{_STAMP}_1", f"{_STAMP}_2", f"{_STAMP}_3"]
     assert (earlier / "other.trace.json.gz").read_bytes() == b"theirs"
     for i in range(3):
-        (path,) = (tmp_path / "plugins" / "profile" / f"{_STAMP}_{i + 1}").iterdir()  # (no temporary left)
-        assert re.fullmatch(r".+\.trace\.json\.gz", path.name)
+        files = sorted((tmp_path / "plugins" / "profile" / f"{_STAMP}_{i + 1}").iterdir())  # (no temporary left)
+        (path,) = [f for f in files if re.fullmatch(r".+\.trace\.json\.gz", f.name)]
+        assert all(f == path or re.fullmatch(r".+\.xplane\.pb", f.name) for f in files), files
         with gzip.open(path, "rt") as f:
             assert any(e["name"] == f"trace {i}" for e in json.load(f)["traceEvents"])
 
