@@ -84,7 +84,7 @@ def _plugin_path(platform: str | None) -> str:
 
 
 def _where(given: str | None) -> str:
-    if given and given.endswith("_platforms)") or given and given.endswith("_platform_name)"):
+    if given and given.endswith(("_platforms)", "_platform_name)")):  # (an option named it: _configured_platform)
         return f" (asked for by {given})"
     return "" if given else " (asked for by EMBER_PLATFORM)"
 
