@@ -306,7 +306,10 @@ def check_jvp(case: Case, shapes: tuple[Shape, ...]) -> None:
         jfn = case.jax
         expected = jax_result(lambda: jax.jvp(_restricted(jfn, args, floats, every, jax.numpy.asarray),
                                               [args[i] for i in floats], tangents)[1])
-        _assert_float_outputs_close(tangents_out, expected, is_float, rtol=1e-9, atol=1e-12)
+        # (float32 arguments: JAX's result may come from another CPU, whose float32 products round differently)
+        tight = all(args[i].dtype in (np.float64, np.complex128) for i in floats)
+        _assert_float_outputs_close(tangents_out, expected, is_float, rtol=1e-9 if tight else 1e-5,
+                                    atol=1e-12 if tight else 1e-6)
     if case.finite_differences:
         f = ember.jit(_restricted(case.ember, args, floats, every))
         tight = all(args[i].dtype in (np.float64, np.complex128) for i in floats)

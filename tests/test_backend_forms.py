@@ -194,7 +194,8 @@ def test_forms_inside_loops_branches_and_nested_jit():
     text = ember.jit(f).lower(x).as_text()
     # the scan body's sum of exp(a) * carry and the nested jit's column sum: row regions (ember/_hlo/row_fusion.py);
     # the branches' row sums: the kernel's row sums; the whole-array sum: rows by a product with ones, summed in f64
-    assert text.count('"ember_rows"') == 4 and text.count("stablehlo.dot_general") == 1 and "xf64>" in text
+    regions = 4 if targets.available("ember_rows") else 0  # (without the kernel: XLA's ops, the plain reduce)
+    assert text.count('"ember_rows"') == regions and text.count("stablehlo.dot_general") == 1 and "xf64>" in text
     got = [np.asarray(v) for v in ember.jit(f)(x)]
 
     def g(a):
