@@ -27,6 +27,26 @@ import gc  # noqa: E402
 import pytest  # noqa: E402
 
 
+@pytest.hookimpl(tryfirst=True)  # (before -m selects by the marks)
+def pytest_collection_modifyitems(config, items):
+    """The rules of tests/default_tier.py: the tests they name leave the default run for the slow tier."""
+    import default_tier
+    tests = os.path.dirname(os.path.abspath(__file__))
+    seen: dict = {}
+    for item in items:
+        name = getattr(item, "originalname", None) or item.name.split("[")[0]
+        path = os.path.relpath(str(item.path), tests).replace(os.sep, "/")
+        rule = default_tier.rule_for(path, name)
+        if rule is None:
+            continue
+        index = seen[(path, name)] = seen.get((path, name), -1) + 1
+        callspec = getattr(item, "callspec", None)
+        if (isinstance(rule, default_tier.Whole)
+                or isinstance(rule, default_tier.Ids) and callspec is not None and callspec.id in rule.ids
+                or isinstance(rule, default_tier.Every) and index % rule.k):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_collection_finish(session):
     """A test process keeps thousands of IRs, programs and JAX objects alive in its caches, which every full
     collection walks again: the objects alive after collection (modules, Cases) are frozen out of the collector,
