@@ -287,21 +287,303 @@ AVX512 static float row_reduce(int op, const float *a, int64_t n) {
     return nan ? NAN : _mm512_reduce_min_ps(acc);
 }
 
+
+/* ---- AVX2 + FMA (CPUs without AVX-512F: AMD Zen 1-3, Intel before Skylake-X and its client parts) ----------------
+ * The same kernels on 8 lanes, chosen at run time (cpu_supported fills `kernels`); each follows its AVX-512 form
+ * above (same polynomial, same order of additions per lane), with masked tails by integer masks (vmaskmovps). */
+#define AVX2 __attribute__((target("avx2,fma")))
+
+/* lane_mask[8 - left .. 16 - left): the first `left` (0..8) lanes of a vector. */
+static const int32_t lane_mask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+AVX2 static inline __m256i first_lanes(int64_t left) {
+    return _mm256_loadu_si256((const __m256i *)(lane_mask + 8 - (left < 8 ? left : 8)));
+}
+
+/* exp16's polynomial on 8 lanes. AVX2 has no scalef: 2^n (n in [-150, 128] after the clamp) is built from exponent
+ * bits as 2^(n >> 1) * 2^(n - (n >> 1)), two factors in [2^-75, 2^64] that are normal floats, so p * 2^n rounds once
+ * (at the second product) and overflows to inf / underflows to 0 where scalef does; a NaN x gives a NaN p, whatever
+ * the factors' bits. */
+AVX2 static inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x)); /* (NaN stays NaN) */
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_cvtps_epi32(n), e1 = _mm256_srai_epi32(e, 1), e2 = _mm256_sub_epi32(e, e1);
+    __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e1, _mm256_set1_epi32(127)), 23));
+    __m256 f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e2, _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
+}
+
+AVX2 static inline __m256 nan_of8(__m256 r, __m256 a, __m256 b) {
+    return _mm256_blendv_ps(r, _mm256_add_ps(a, b), _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+}
+
+AVX2 static inline __m256 vector_op8(int op, __m256 a, __m256 b) {
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN));
+    switch (op) {
+        case OP_NEG: return _mm256_xor_ps(a, sign);
+        case OP_EXP: return exp8(a);
+        case OP_SQRT: return _mm256_sqrt_ps(a);
+        case OP_RSQRT: return _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_sqrt_ps(a));
+        case OP_ABS: return _mm256_andnot_ps(sign, a);
+        case OP_COPY: return a;
+        case OP_SIGN: { /* +-1 with a's sign where a is a nonzero number; zeros and NaN stay */
+            __m256 one = _mm256_or_ps(_mm256_and_ps(a, sign), _mm256_set1_ps(1.0f));
+            return _mm256_blendv_ps(a, one, _mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+        }
+        case OP_ISFINITE:
+            return _mm256_and_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, a), _mm256_set1_ps(INFINITY), _CMP_LT_OQ),
+                                 _mm256_set1_ps(1.0f));
+        case OP_ADD: return _mm256_add_ps(a, b);
+        case OP_SUB: return _mm256_sub_ps(a, b);
+        case OP_MUL: return _mm256_mul_ps(a, b);
+        case OP_DIV: return _mm256_div_ps(a, b);
+        case OP_MAX: return nan_of8(_mm256_max_ps(a, b), a, b);
+        default: return nan_of8(_mm256_min_ps(a, b), a, b);
+    }
+}
+
+/* The 16-lane vector the AVX-512 form's four accumulators would hold, from eight of 8 lanes (lane l of s[u] sums
+ * the elements 8u + l mod 64, those of AVX-512 lane 8 (u & 1) + l), then summed as _mm512_reduce_add_ps does. */
+AVX2 static inline float hsum8(__m256 v) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+AVX2 static inline void fold8(const __m256 *s, __m256 *lo, __m256 *hi) {
+    *lo = _mm256_add_ps(_mm256_add_ps(s[0], s[2]), _mm256_add_ps(s[4], s[6]));
+    *hi = _mm256_add_ps(_mm256_add_ps(s[1], s[3]), _mm256_add_ps(s[5], s[7]));
+}
+
+/* ROW_LOOP on 8 lanes: eight vectors per iteration, eight sums (64 lanes in all, as the AVX-512 loop's four of 16,
+ * so a lane adds as many terms). */
+#define LOADS8(OP, ACS, BCS, J) vector_op8(OP, ACS ? _mm256_loadu_ps(a + (J)) : sa, BCS ? _mm256_loadu_ps(b + (J)) : sb)
+#define ROW_LOOP8(OP, ACS, BCS, STORE, SUM)                                                                     \
+    {                                                                                                           \
+        __m256 sa = _mm256_set1_ps(*a), sb = _mm256_set1_ps(b ? *b : 0.0f);                                    \
+        __m256 s[8];                                                                                            \
+        for (int u = 0; u < 8; u++) s[u] = _mm256_setzero_ps();                                                 \
+        int64_t j = 0;                                                                                          \
+        for (; j + 64 <= n; j += 64)                                                                            \
+            for (int h = 0; h < 64; h += 32) {                                                                  \
+                __m256 v0 = LOADS8(OP, ACS, BCS, j + h), v1 = LOADS8(OP, ACS, BCS, j + h + 8),                  \
+                       v2 = LOADS8(OP, ACS, BCS, j + h + 16), v3 = LOADS8(OP, ACS, BCS, j + h + 24);            \
+                if (STORE) {                                                                                    \
+                    _mm256_storeu_ps(d + j + h, v0);                                                            \
+                    _mm256_storeu_ps(d + j + h + 8, v1);                                                        \
+                    _mm256_storeu_ps(d + j + h + 16, v2);                                                       \
+                    _mm256_storeu_ps(d + j + h + 24, v3);                                                       \
+                }                                                                                               \
+                if (SUM) {                                                                                      \
+                    int u = h / 8;                                                                              \
+                    s[u] = _mm256_add_ps(s[u], v0);                                                             \
+                    s[u + 1] = _mm256_add_ps(s[u + 1], v1);                                                     \
+                    s[u + 2] = _mm256_add_ps(s[u + 2], v2);                                                     \
+                    s[u + 3] = _mm256_add_ps(s[u + 3], v3);                                                     \
+                }                                                                                               \
+            }                                                                                                   \
+        for (int u = 0; j < n; j += 8, u++) {                                                                   \
+            __m256 v;                                                                                           \
+            if (n - j >= 8) {                                                                                   \
+                v = LOADS8(OP, ACS, BCS, j);                                                                    \
+                if (STORE) _mm256_storeu_ps(d + j, v);                                                          \
+            } else {                                                                                            \
+                __m256i k = first_lanes(n - j);                                                                 \
+                v = vector_op8(OP, ACS ? _mm256_maskload_ps(a + j, k) : sa, BCS ? _mm256_maskload_ps(b + j, k) : sb); \
+                if (STORE) _mm256_maskstore_ps(d + j, k, v);                                                    \
+                v = _mm256_and_ps(v, _mm256_castsi256_ps(k));                                                   \
+            }                                                                                                   \
+            if (SUM) s[u & 1] = _mm256_add_ps(s[u & 1], v); /* (the AVX-512 tail's lanes: into its s0) */        \
+        }                                                                                                       \
+        if (SUM) {                                                                                              \
+            __m256 lo, hi;                                                                                      \
+            fold8(s, &lo, &hi);                                                                                 \
+            *sum = hsum8(_mm256_add_ps(lo, hi));                                                                \
+        }                                                                                                       \
+    }
+#define VARIANTS8(OP, ACS, BCS)                                                                                 \
+    if (sum == NULL) ROW_LOOP8(OP, ACS, BCS, 1, 0)                                                              \
+    else if (d != NULL) ROW_LOOP8(OP, ACS, BCS, 1, 1)                                                           \
+    else ROW_LOOP8(OP, ACS, BCS, 0, 1)
+#define STRIDES8(OP)                                                                                            \
+    case OP:                                                                                                    \
+        if (acs && bcs) VARIANTS8(OP, 1, 1) else if (acs) VARIANTS8(OP, 1, 0) else if (bcs) VARIANTS8(OP, 0, 1) \
+        else VARIANTS8(OP, 0, 0)                                                                                \
+        break;
+
+AVX2 static void row_elementwise_avx2(int op, float *d, const float *a, int64_t acs, const float *b, int64_t bcs,
+                                      int64_t n, float *sum) {
+    if (b == NULL) bcs = 0;
+    float reciprocal;
+    if (op == OP_DIV && acs && !bcs) { /* (as row_elementwise) */
+        reciprocal = 1.0f / *b;
+        op = OP_MUL;
+        b = &reciprocal;
+    }
+    switch (op) {
+        STRIDES8(OP_NEG) STRIDES8(OP_EXP) STRIDES8(OP_SQRT) STRIDES8(OP_RSQRT) STRIDES8(OP_ABS) STRIDES8(OP_COPY)
+        STRIDES8(OP_SIGN) STRIDES8(OP_ISFINITE)
+        STRIDES8(OP_ADD) STRIDES8(OP_SUB) STRIDES8(OP_MUL) STRIDES8(OP_DIV) STRIDES8(OP_MAX) STRIDES8(OP_MIN)
+        default:
+            row_scalar(op, d, a, acs, b, bcs, n, sum);
+    }
+}
+
+AVX2 static void row_select_avx2(float *d, const float *p, int64_t pcs, const float *t, int64_t tcs, const float *f,
+                                 int64_t fcs, int64_t n) {
+    for (int64_t j = 0; j < n; j += 8) {
+        __m256i k = first_lanes(n - j);
+        __m256 vp = pcs ? _mm256_maskload_ps(p + j, k) : _mm256_set1_ps(*p);
+        __m256 vt = tcs ? _mm256_maskload_ps(t + j, k) : _mm256_set1_ps(*t);
+        __m256 vf = fcs ? _mm256_maskload_ps(f + j, k) : _mm256_set1_ps(*f);
+        __m256 take = _mm256_cmp_ps(vp, _mm256_setzero_ps(), _CMP_NEQ_UQ);
+        _mm256_maskstore_ps(d + j, k, _mm256_blendv_ps(vf, vt, take));
+    }
+}
+
+/* REDUCE_LOOP on 8 lanes: eight accumulators (64 lanes, as the AVX-512 loop's), the tail's vectors into
+ * s[0], s[1], ... in turn; NaN tracked in a vector of flags. */
+#define REDUCE_LOOP8(COMBINE, INIT)                                                                             \
+    {                                                                                                           \
+        for (int u = 0; u < 8; u++) s[u] = INIT;                                                                \
+        int64_t j = 0;                                                                                          \
+        for (; j + 64 <= n; j += 64)                                                                            \
+            for (int u = 0; u < 8; u++) {                                                                       \
+                __m256 x = _mm256_loadu_ps(a + j + 8 * u);                                                      \
+                nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));                                     \
+                s[u] = COMBINE(s[u], x);                                                                        \
+            }                                                                                                   \
+        for (int u = 0; j < n; j += 8, u++) {                                                                   \
+            __m256 x = n - j >= 8 ? _mm256_loadu_ps(a + j)                                                      \
+                                  : _mm256_blendv_ps(INIT, _mm256_maskload_ps(a + j, first_lanes(n - j)),       \
+                                                     _mm256_castsi256_ps(first_lanes(n - j)));                  \
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));                                         \
+            s[u] = COMBINE(s[u], x);                                                                            \
+        }                                                                                                       \
+    }
+
+/* sum_lanes on 8 lanes: a block's 64 lane sums, folded into the AVX-512 form's 16 (lo: its lanes 0-7, hi: 8-15). */
+AVX2 static void sum_lanes_avx2(const float *a, int64_t n, __m256 *lo, __m256 *hi) {
+    __m256 s[8], nan = _mm256_setzero_ps();
+    REDUCE_LOOP8(_mm256_add_ps, _mm256_setzero_ps())
+    (void)nan;
+    fold8(s, lo, hi);
+}
+
+AVX2 static float row_reduce_avx2(int op, const float *a, int64_t n) {
+    __m256 s[8], nan = _mm256_setzero_ps(), acc;
+    if (op == OP_SUM) { /* (SUM_BLOCK blocks, as row_reduce) */
+        __m256 lo = _mm256_setzero_ps(), hi = lo;
+        for (int64_t b = 0; b < n; b += SUM_BLOCK) {
+            __m256 l, h;
+            sum_lanes_avx2(a + b, n - b < SUM_BLOCK ? n - b : SUM_BLOCK, &l, &h);
+            lo = _mm256_add_ps(lo, l);
+            hi = _mm256_add_ps(hi, h);
+        }
+        return hsum8(_mm256_add_ps(lo, hi));
+    }
+    if (op == OP_RMAX) {
+        REDUCE_LOOP8(_mm256_max_ps, _mm256_set1_ps(-INFINITY))
+        acc = _mm256_max_ps(_mm256_max_ps(_mm256_max_ps(s[0], s[1]), _mm256_max_ps(s[2], s[3])),
+                            _mm256_max_ps(_mm256_max_ps(s[4], s[5]), _mm256_max_ps(s[6], s[7])));
+    } else {
+        REDUCE_LOOP8(_mm256_min_ps, _mm256_set1_ps(INFINITY))
+        acc = _mm256_min_ps(_mm256_min_ps(_mm256_min_ps(s[0], s[1]), _mm256_min_ps(s[2], s[3])),
+                            _mm256_min_ps(_mm256_min_ps(s[4], s[5]), _mm256_min_ps(s[6], s[7])));
+    }
+    if (_mm256_movemask_ps(nan)) return NAN;
+    float lanes[8], r;
+    _mm256_storeu_ps(lanes, acc);
+    r = lanes[0];
+    for (int i = 1; i < 8; i++) r = op == OP_RMAX ? (lanes[i] > r ? lanes[i] : r) : (lanes[i] < r ? lanes[i] : r);
+    return r;
+}
+
+/* MICRO on 8 lanes: c[rows, n] = a[rows, k] . b[k, n] for rows <= 6, 6 x 16 blocks (12 accumulators, two vectors of b
+ * and a broadcast: 15 of the 16 registers); full columns by plain loads and stores, the last partial by masks. */
+#define MICRO8(ROWS)                                                                                            \
+    for (int64_t j = 0; j < n; j += 16) {                                                                       \
+        int64_t left = n - j;                                                                                   \
+        __m256i k0 = first_lanes(left), k1 = first_lanes(left > 8 ? left - 8 : 0);                             \
+        __m256 acc[ROWS][2];                                                                                    \
+        for (int r = 0; r < ROWS; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();                             \
+        if (left >= 16)                                                                                         \
+            for (int64_t p = 0; p < k; p++) {                                                                   \
+                __m256 b0 = _mm256_loadu_ps(b + p * n + j), b1 = _mm256_loadu_ps(b + p * n + j + 8);            \
+                for (int r = 0; r < ROWS; r++) {                                                                \
+                    __m256 ar = _mm256_broadcast_ss(a + r * k + p);                                             \
+                    acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);                                             \
+                    acc[r][1] = _mm256_fmadd_ps(ar, b1, acc[r][1]);                                             \
+                }                                                                                               \
+            }                                                                                                   \
+        else                                                                                                    \
+            for (int64_t p = 0; p < k; p++) {                                                                   \
+                __m256 b0 = _mm256_maskload_ps(b + p * n + j, k0), b1 = _mm256_maskload_ps(b + p * n + j + 8, k1); \
+                for (int r = 0; r < ROWS; r++) {                                                                \
+                    __m256 ar = _mm256_broadcast_ss(a + r * k + p);                                             \
+                    acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);                                             \
+                    acc[r][1] = _mm256_fmadd_ps(ar, b1, acc[r][1]);                                             \
+                }                                                                                               \
+            }                                                                                                   \
+        for (int r = 0; r < ROWS; r++) {                                                                        \
+            if (left >= 16) {                                                                                   \
+                _mm256_storeu_ps(c + r * n + j, acc[r][0]);                                                     \
+                _mm256_storeu_ps(c + r * n + j + 8, acc[r][1]);                                                 \
+            } else {                                                                                            \
+                _mm256_maskstore_ps(c + r * n + j, k0, acc[r][0]);                                              \
+                _mm256_maskstore_ps(c + r * n + j + 8, k1, acc[r][1]);                                          \
+            }                                                                                                   \
+        }                                                                                                       \
+    }
+
+AVX2 static void micro6_avx2(const float *a, const float *b, float *c, int64_t n, int64_t k) { MICRO8(6) }
+AVX2 static void micro1_avx2(const float *a, const float *b, float *c, int64_t n, int64_t k) { MICRO8(1) }
+
+AVX2 static void gemm_rows_avx2(const float *a, const float *b, float *c, int64_t m, int64_t n, int64_t k) {
+    int64_t i = 0;
+    for (; i + 6 <= m; i += 6) micro6_avx2(a + i * k, b, c + i * n, n, k);
+    for (; i < m; i++) micro1_avx2(a + i * k, b, c + i * n, n, k);
+}
+
+/* 8 rows of 8 floats at src (stride ss elements) transposed into dst (stride ds elements): 32-bit pairs unpacked,
+ * then 64-bit pairs (each 128-bit lane of b[4g + e] then holds element e of its four columns of rows 4g .. 4g + 3,
+ * per half), then the 128-bit halves of rows i and i + 4 exchanged. */
+AVX2 static void transpose8(const float *src, int64_t ss, float *dst, int64_t ds) {
+    __m256 r[8], a[8], b[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * ss);
+    for (int i = 0; i < 8; i += 2) {
+        a[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        a[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        b[i] = _mm256_shuffle_ps(a[i], a[i + 2], 0x44);
+        b[i + 1] = _mm256_shuffle_ps(a[i], a[i + 2], 0xee);
+        b[i + 2] = _mm256_shuffle_ps(a[i + 1], a[i + 3], 0x44);
+        b[i + 3] = _mm256_shuffle_ps(a[i + 1], a[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; i++) {
+        _mm256_storeu_ps(dst + i * ds, _mm256_permute2f128_ps(b[i], b[i + 4], 0x20));
+        _mm256_storeu_ps(dst + (i + 4) * ds, _mm256_permute2f128_ps(b[i], b[i + 4], 0x31));
+    }
+}
+
 static unsigned int get_control(void) { return _mm_getcsr(); }
 static void set_control(unsigned int csr) { _mm_setcsr(csr); }
-
-static int cpu_supported(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f");
-}
 #else
-/* Built without AVX-512 (another architecture or compiler): the plain loops below let the module build, and no
+/* Built for another architecture or compiler: the plain loops below let the module build, and no
  * handler is registered (handlers() is empty: cpu_supported() is 0), so they never run; the lowering then writes
  * XLA's own ops (tests/test_backend_forms.py's test_without_the_row_kernel_programs_lower_to_xla, and
  * tests/test_reduction_accuracy.py without the kernel, run everywhere). */
 static unsigned int get_control(void) { return 0; }
 static void set_control(unsigned int csr) { (void)csr; }
-static int cpu_supported(void) { return 0; }
 static void row_select(float *d, const float *p, int64_t pcs, const float *t, int64_t tcs, const float *f,
                        int64_t fcs, int64_t n) {
     for (int64_t j = 0; j < n; j++) d[j] = p[j * pcs] != 0.0f ? t[j * tcs] : f[j * fcs];
@@ -316,6 +598,21 @@ static float row_reduce(int op, const float *a, int64_t n) {
     return r;
 }
 #endif
+
+/* The kernels the handlers call, chosen once by cpu_supported() (before handlers() offers any handler): the AVX-512F
+ * forms where the CPU has AVX-512F, else the AVX2 + FMA forms; `block` is the side of the transposes' register
+ * blocks (16 or 8 floats). */
+typedef struct {
+    void (*elementwise)(int op, float *d, const float *a, int64_t acs, const float *b, int64_t bcs, int64_t n,
+                        float *sum);
+    void (*select)(float *d, const float *p, int64_t pcs, const float *t, int64_t tcs, const float *f, int64_t fcs,
+                   int64_t n);
+    float (*reduce)(int op, const float *a, int64_t n);
+    void (*gemm)(const float *a, const float *b, float *c, int64_t m, int64_t n, int64_t k);
+    void (*transpose)(const float *src, int64_t ss, float *dst, int64_t ds);
+    int64_t block;
+} Kernels;
+static Kernels kernels;
 
 /* ---- the handler ----------------------------------------------------------------------------------------- */
 typedef struct {
@@ -384,7 +681,7 @@ static float column_identity(int op) { return op == OP_CSUM ? 0.0f : op == OP_CM
 #define LEVELS 4
 static void cascade(float *sum, int64_t level, int64_t done, int64_t n) {
     for (int64_t k = 0, every = CASCADE; k + 1 < LEVELS && done % every == 0; k++, every *= CASCADE) {
-        row_elementwise(OP_ADD, sum + (k + 1) * level, sum + (k + 1) * level, 1, sum + k * level, 1, n, NULL);
+        kernels.elementwise(OP_ADD, sum + (k + 1) * level, sum + (k + 1) * level, 1, sum + k * level, 1, n, NULL);
         memset(sum + k * level, 0, (size_t)n * sizeof(float));
     }
 }
@@ -395,26 +692,26 @@ static void step(int op, const Ref *d, const Ref *a, const Ref *b, const Ref *c,
                  int64_t n, int64_t done, int64_t level) {
     if (op >= FIRST_COLUMN) { /* each row combined into the worker's partial result */
         for (int64_t r = 0; r < rows; r++) {
-            row_elementwise(column_combine(op), d->p, d->p, 1, a->p + r * a->rs, a->cs, n, NULL);
+            kernels.elementwise(column_combine(op), d->p, d->p, 1, a->p + r * a->rs, a->cs, n, NULL);
             if (op == OP_CSUM) cascade(d->p, level, done + r + 1, n);
         }
     } else if (op >= FIRST_REDUCTION) {
-        for (int64_t r = 0; r < rows; r++) d->p[r * d->rs] = row_reduce(op, a->p + r * a->rs, n);
+        for (int64_t r = 0; r < rows; r++) d->p[r * d->rs] = kernels.reduce(op, a->p + r * a->rs, n);
     } else if (op == OP_SELECT) {
         for (int64_t r = 0; r < rows; r++) {
             if (d->cs == 0) /* every operand a scalar */
                 d->p[r * d->rs] = a->p[r * a->rs] != 0.0f ? b->p[r * b->rs] : c->p[r * c->rs];
             else
-                row_select(d->p + r * d->rs, a->p + r * a->rs, a->cs, b->p + r * b->rs, b->cs, c->p + r * c->rs,
-                           c->cs, n);
+                kernels.select(d->p + r * d->rs, a->p + r * a->rs, a->cs, b->p + r * b->rs, b->cs,
+                               c->p + r * c->rs, c->cs, n);
         }
     } else if (a->cs == 0 && b->cs == 0 && d->cs == 0) { /* a scalar result: every operand is a scalar */
         for (int64_t r = 0; r < rows; r++)
             d->p[r * d->rs] = scalar_op(op, a->p[r * a->rs], op >= FIRST_BINARY ? b->p[r * b->rs] : 0.0f);
     } else {
         for (int64_t r = 0; r < rows; r++)
-            row_elementwise(op, d->p ? d->p + r * d->rs : NULL, a->p + r * a->rs, a->cs,
-                            op >= FIRST_BINARY ? b->p + r * b->rs : NULL, b->cs, n, s ? s->p + r * s->rs : NULL);
+            kernels.elementwise(op, d->p ? d->p + r * d->rs : NULL, a->p + r * a->rs, a->cs,
+                                op >= FIRST_BINARY ? b->p + r * b->rs : NULL, b->cs, n, s ? s->p + r * s->rs : NULL);
     }
 }
 
@@ -473,12 +770,13 @@ static Ffi_Error *run_threads(Ffi_CallFrame *frame, const Frame *f) {
         for (int64_t t = 0; t < threads && f->column_op[o] == OP_CSUM; t++) /* a worker's cascade, top down */
             for (int64_t k = LEVELS - 1; k > 0; k--) {
                 float *into = workers[t].columns + o * f->n + (k - 1) * level;
-                row_elementwise(OP_ADD, into, workers[t].columns + o * f->n + k * level, 1, into, 1, f->n, NULL);
+                kernels.elementwise(OP_ADD, into, workers[t].columns + o * f->n + k * level, 1, into, 1, f->n,
+                                    NULL);
             }
         memcpy(out, workers[0].columns + o * f->n, (size_t)f->n * sizeof(float));
         for (int64_t t = 1; t < threads; t++)
-            row_elementwise(column_combine(f->column_op[o]), out, out, 1, workers[t].columns + o * f->n, 1, f->n,
-                            NULL);
+            kernels.elementwise(column_combine(f->column_op[o]), out, out, 1, workers[t].columns + o * f->n, 1,
+                                f->n, NULL);
     }
     free(values);
     return NULL;
@@ -660,7 +958,7 @@ static void *run_gemm(void *arg) {
                 for (int64_t p = 0; p < k; p++) packed[p * n + j] = b[j * k + p];
             b = packed;
         }
-        gemm_rows(a, b, g->c + t * m * n, m, n, k);
+        kernels.gemm(a, b, g->c + t * m * n, m, n, k);
     }
     return NULL;
 }
@@ -766,14 +1064,14 @@ static void *run_transpose(void *arg) {
         const char *x = t->x + b * m * n * size;
         char *y = t->y + b * m * n * size;
         int64_t i0 = ti * TILE, j0 = tj * TILE, i1 = i0 + TILE < m ? i0 + TILE : m, j1 = j0 + TILE < n ? j0 + TILE : n;
-        int64_t i = i0;
-        if (size == 4) /* (16 x 16 blocks: AVX-512 where the handler is registered at all) */
-            for (; i + 16 <= i1; i += 16) {
+        int64_t i = i0, e = kernels.block;
+        if (size == 4) /* (e x e blocks: 16 x 16 by AVX-512F, 8 x 8 by AVX2) */
+            for (; i + e <= i1; i += e) {
                 int64_t j = j0;
-                for (; j + 16 <= j1; j += 16)
-                    transpose16((const float *)x + i * n + j, n, (float *)y + j * m + i, m);
+                for (; j + e <= j1; j += e)
+                    kernels.transpose((const float *)x + i * n + j, n, (float *)y + j * m + i, m);
                 for (; j < j1; j++)
-                    for (int64_t r = i; r < i + 16; r++) ((float *)y)[j * m + r] = ((const float *)x)[r * n + j];
+                    for (int64_t r = i; r < i + e; r++) ((float *)y)[j * m + r] = ((const float *)x)[r * n + j];
             }
         for (; i < i1; i++)
             for (int64_t j = j0; j < j1; j++) memcpy(y + (j * m + i) * size, x + (i * n + j) * size, (size_t)size);
@@ -809,6 +1107,29 @@ static Ffi_Error *transpose_handler(Ffi_CallFrame *frame) {
     return NULL;
 }
 
+/* Which kernels this CPU runs (fills `kernels` once): "avx512f", "avx2" (with FMA), or NULL (none: handlers() is
+ * empty and the lowering keeps XLA's ops). */
+static const char *cpu_isa(void) {
+    static const char *isa;
+    static int chosen;
+    if (chosen) return isa;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) {
+        kernels = (Kernels){row_elementwise, row_select, row_reduce, gemm_rows, transpose16, 16};
+        isa = "avx512f";
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        kernels = (Kernels){row_elementwise_avx2, row_select_avx2, row_reduce_avx2, gemm_rows_avx2, transpose8, 8};
+        isa = "avx2";
+    }
+#else
+    kernels = (Kernels){row_elementwise, row_select, row_reduce, gemm_rows, transpose16, 16}; /* (never run) */
+#endif
+    chosen = 1;
+    return isa;
+}
+static int cpu_supported(void) { return cpu_isa() != NULL; }
+
 /* ---- module ---------------------------------------------------------------------------------------------- */
 static PyObject *handlers(PyObject *self, PyObject *unused) {
     static const Ffi_HandlerEntry table[] = {
@@ -828,6 +1149,13 @@ static PyObject *opcodes(PyObject *self, PyObject *unused) {
                          "column_max", OP_CMAX, "column_min", OP_CMIN);
 }
 
+static PyObject *isa(PyObject *self, PyObject *noargs) {
+    (void)self; (void)noargs;
+    const char *name = cpu_isa();
+    if (name == NULL) Py_RETURN_NONE;
+    return PyUnicode_FromString(name);
+}
+
 static PyObject *threads(PyObject *self, PyObject *noargs) {
     (void)self; (void)noargs;
     return PyLong_FromLong(cpu_count());
@@ -837,7 +1165,10 @@ static PyMethodDef methods[] = {
     {"threads", threads, METH_NOARGS,
      "How many threads a job is split among: the CPUs this process may use (its affinity), at most 16."},
     {"handlers", handlers, METH_NOARGS,
-     "The FFI handlers: {custom-call target name: handler address}; empty where the CPU lacks AVX-512F."},
+     "The FFI handlers: {custom-call target name: handler address}; empty where the CPU has neither AVX-512F nor "
+     "AVX2 with FMA."},
+    {"isa", isa, METH_NOARGS,
+     "The kernels' instruction set on this CPU: 'avx512f', 'avx2' (AVX2 and FMA), or None (no handlers)."},
     {"opcodes", opcodes, METH_NOARGS, "The row program's opcodes: {name: code} (the kernel's own numbering)."},
     {NULL, NULL, 0, NULL},
 };
