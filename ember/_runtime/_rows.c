@@ -358,54 +358,46 @@ AVX2 static inline float hsum8(__m256 v) {
     h = _mm_add_ps(h, _mm_movehl_ps(h, h));
     return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
-AVX2 static inline void fold8(const __m256 *s, __m256 *lo, __m256 *hi) {
-    *lo = _mm256_add_ps(_mm256_add_ps(s[0], s[2]), _mm256_add_ps(s[4], s[6]));
-    *hi = _mm256_add_ps(_mm256_add_ps(s[1], s[3]), _mm256_add_ps(s[5], s[7]));
-}
+#define FOLD8(LO, HI) /* (of the accumulators s0 .. s7) */                                                  \
+    __m256 LO = _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s4, s6));                                  \
+    __m256 HI = _mm256_add_ps(_mm256_add_ps(s1, s3), _mm256_add_ps(s5, s7));
 
 /* ROW_LOOP on 8 lanes: eight vectors per iteration, eight sums (64 lanes in all, as the AVX-512 loop's four of 16,
- * so a lane adds as many terms). */
+ * so a lane adds as many terms); the tail's vectors go to s0 and s1 in turn (the AVX-512 tail's lanes: its s0).
+ * The accumulators are named variables, indexed by constants only, so that they stay in registers (an array
+ * indexed at run time was kept on the stack and zeroed by rep stos: 30% of the time of rows of 16). */
 #define LOADS8(OP, ACS, BCS, J) vector_op8(OP, ACS ? _mm256_loadu_ps(a + (J)) : sa, BCS ? _mm256_loadu_ps(b + (J)) : sb)
+#define STEP8(OP, ACS, BCS, STORE, SUM, J, ACC)                                                                 \
+    {                                                                                                           \
+        __m256 v = LOADS8(OP, ACS, BCS, J);                                                                     \
+        if (STORE) _mm256_storeu_ps(d + (J), v);                                                                \
+        if (SUM) ACC = _mm256_add_ps(ACC, v);                                                                   \
+    }
+#define TAIL8(OP, ACS, BCS, STORE, SUM, J, ACC)                                                                 \
+    if (n - (J) >= 8) STEP8(OP, ACS, BCS, STORE, SUM, J, ACC)                                                   \
+    else if ((J) < n) {                                                                                         \
+        __m256i k = first_lanes(n - (J));                                                                       \
+        __m256 v = vector_op8(OP, ACS ? _mm256_maskload_ps(a + (J), k) : sa, BCS ? _mm256_maskload_ps(b + (J), k) : sb); \
+        if (STORE) _mm256_maskstore_ps(d + (J), k, v);                                                          \
+        if (SUM) ACC = _mm256_add_ps(ACC, _mm256_and_ps(v, _mm256_castsi256_ps(k)));                            \
+    }
 #define ROW_LOOP8(OP, ACS, BCS, STORE, SUM)                                                                     \
     {                                                                                                           \
         __m256 sa = _mm256_set1_ps(*a), sb = _mm256_set1_ps(b ? *b : 0.0f);                                    \
-        __m256 s[8];                                                                                            \
-        for (int u = 0; u < 8; u++) s[u] = _mm256_setzero_ps();                                                 \
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;         \
         int64_t j = 0;                                                                                          \
-        for (; j + 64 <= n; j += 64)                                                                            \
-            for (int h = 0; h < 64; h += 32) {                                                                  \
-                __m256 v0 = LOADS8(OP, ACS, BCS, j + h), v1 = LOADS8(OP, ACS, BCS, j + h + 8),                  \
-                       v2 = LOADS8(OP, ACS, BCS, j + h + 16), v3 = LOADS8(OP, ACS, BCS, j + h + 24);            \
-                if (STORE) {                                                                                    \
-                    _mm256_storeu_ps(d + j + h, v0);                                                            \
-                    _mm256_storeu_ps(d + j + h + 8, v1);                                                        \
-                    _mm256_storeu_ps(d + j + h + 16, v2);                                                       \
-                    _mm256_storeu_ps(d + j + h + 24, v3);                                                       \
-                }                                                                                               \
-                if (SUM) {                                                                                      \
-                    int u = h / 8;                                                                              \
-                    s[u] = _mm256_add_ps(s[u], v0);                                                             \
-                    s[u + 1] = _mm256_add_ps(s[u + 1], v1);                                                     \
-                    s[u + 2] = _mm256_add_ps(s[u + 2], v2);                                                     \
-                    s[u + 3] = _mm256_add_ps(s[u + 3], v3);                                                     \
-                }                                                                                               \
-            }                                                                                                   \
-        for (int u = 0; j < n; j += 8, u++) {                                                                   \
-            __m256 v;                                                                                           \
-            if (n - j >= 8) {                                                                                   \
-                v = LOADS8(OP, ACS, BCS, j);                                                                    \
-                if (STORE) _mm256_storeu_ps(d + j, v);                                                          \
-            } else {                                                                                            \
-                __m256i k = first_lanes(n - j);                                                                 \
-                v = vector_op8(OP, ACS ? _mm256_maskload_ps(a + j, k) : sa, BCS ? _mm256_maskload_ps(b + j, k) : sb); \
-                if (STORE) _mm256_maskstore_ps(d + j, k, v);                                                    \
-                v = _mm256_and_ps(v, _mm256_castsi256_ps(k));                                                   \
-            }                                                                                                   \
-            if (SUM) s[u & 1] = _mm256_add_ps(s[u & 1], v); /* (the AVX-512 tail's lanes: into its s0) */        \
+        for (; j + 64 <= n; j += 64) {                                                                          \
+            STEP8(OP, ACS, BCS, STORE, SUM, j, s0) STEP8(OP, ACS, BCS, STORE, SUM, j + 8, s1)                   \
+            STEP8(OP, ACS, BCS, STORE, SUM, j + 16, s2) STEP8(OP, ACS, BCS, STORE, SUM, j + 24, s3)             \
+            STEP8(OP, ACS, BCS, STORE, SUM, j + 32, s4) STEP8(OP, ACS, BCS, STORE, SUM, j + 40, s5)             \
+            STEP8(OP, ACS, BCS, STORE, SUM, j + 48, s6) STEP8(OP, ACS, BCS, STORE, SUM, j + 56, s7)             \
+        }                                                                                                       \
+        for (; j < n; j += 16) {                                                                                \
+            TAIL8(OP, ACS, BCS, STORE, SUM, j, s0)                                                              \
+            TAIL8(OP, ACS, BCS, STORE, SUM, j + 8, s1)                                                          \
         }                                                                                                       \
         if (SUM) {                                                                                              \
-            __m256 lo, hi;                                                                                      \
-            fold8(s, &lo, &hi);                                                                                 \
+            FOLD8(lo, hi)                                                                                       \
             *sum = hsum8(_mm256_add_ps(lo, hi));                                                                \
         }                                                                                                       \
     }
@@ -449,37 +441,50 @@ AVX2 static void row_select_avx2(float *d, const float *p, int64_t pcs, const fl
     }
 }
 
-/* REDUCE_LOOP on 8 lanes: eight accumulators (64 lanes, as the AVX-512 loop's), the tail's vectors into
- * s[0], s[1], ... in turn; NaN tracked in a vector of flags. */
+/* REDUCE_LOOP on 8 lanes: eight accumulators s0 .. s7 (64 lanes, as the AVX-512 loop's; named, to stay in
+ * registers), the tail's vectors into s0, s1, ... in turn; NaN tracked in a vector of flags. */
+#define REDUCE_STEP8(COMBINE, INIT, J, ACC)                                                                     \
+    if ((J) < n) {                                                                                              \
+        __m256 x = n - (J) >= 8 ? _mm256_loadu_ps(a + (J))                                                      \
+                                : _mm256_blendv_ps(INIT, _mm256_maskload_ps(a + (J), first_lanes(n - (J))),     \
+                                                   _mm256_castsi256_ps(first_lanes(n - (J))));                  \
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));                                             \
+        ACC = COMBINE(ACC, x);                                                                                  \
+    }
 #define REDUCE_LOOP8(COMBINE, INIT)                                                                             \
+    __m256 s0 = INIT, s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;                            \
     {                                                                                                           \
-        for (int u = 0; u < 8; u++) s[u] = INIT;                                                                \
         int64_t j = 0;                                                                                          \
-        for (; j + 64 <= n; j += 64)                                                                            \
-            for (int u = 0; u < 8; u++) {                                                                       \
-                __m256 x = _mm256_loadu_ps(a + j + 8 * u);                                                      \
-                nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));                                     \
-                s[u] = COMBINE(s[u], x);                                                                        \
-            }                                                                                                   \
-        for (int u = 0; j < n; j += 8, u++) {                                                                   \
-            __m256 x = n - j >= 8 ? _mm256_loadu_ps(a + j)                                                      \
-                                  : _mm256_blendv_ps(INIT, _mm256_maskload_ps(a + j, first_lanes(n - j)),       \
-                                                     _mm256_castsi256_ps(first_lanes(n - j)));                  \
-            nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));                                         \
-            s[u] = COMBINE(s[u], x);                                                                            \
+        for (; j + 64 <= n; j += 64) {                                                                          \
+            __m256 x0 = _mm256_loadu_ps(a + j), x1 = _mm256_loadu_ps(a + j + 8), x2 = _mm256_loadu_ps(a + j + 16), \
+                   x3 = _mm256_loadu_ps(a + j + 24), x4 = _mm256_loadu_ps(a + j + 32),                          \
+                   x5 = _mm256_loadu_ps(a + j + 40), x6 = _mm256_loadu_ps(a + j + 48),                          \
+                   x7 = _mm256_loadu_ps(a + j + 56);                                                            \
+            nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(x0, x1, _CMP_UNORD_Q),              \
+                                                              _mm256_cmp_ps(x2, x3, _CMP_UNORD_Q)),             \
+                                                 _mm256_or_ps(_mm256_cmp_ps(x4, x5, _CMP_UNORD_Q),              \
+                                                              _mm256_cmp_ps(x6, x7, _CMP_UNORD_Q))));           \
+            s0 = COMBINE(s0, x0); s1 = COMBINE(s1, x1); s2 = COMBINE(s2, x2); s3 = COMBINE(s3, x3);             \
+            s4 = COMBINE(s4, x4); s5 = COMBINE(s5, x5); s6 = COMBINE(s6, x6); s7 = COMBINE(s7, x7);             \
         }                                                                                                       \
+        REDUCE_STEP8(COMBINE, INIT, j, s0) REDUCE_STEP8(COMBINE, INIT, j + 8, s1)                               \
+        REDUCE_STEP8(COMBINE, INIT, j + 16, s2) REDUCE_STEP8(COMBINE, INIT, j + 24, s3)                         \
+        REDUCE_STEP8(COMBINE, INIT, j + 32, s4) REDUCE_STEP8(COMBINE, INIT, j + 40, s5)                         \
+        REDUCE_STEP8(COMBINE, INIT, j + 48, s6) REDUCE_STEP8(COMBINE, INIT, j + 56, s7)                         \
     }
 
 /* sum_lanes on 8 lanes: a block's 64 lane sums, folded into the AVX-512 form's 16 (lo: its lanes 0-7, hi: 8-15). */
-AVX2 static void sum_lanes_avx2(const float *a, int64_t n, __m256 *lo, __m256 *hi) {
-    __m256 s[8], nan = _mm256_setzero_ps();
+AVX2 static inline void sum_lanes_avx2(const float *a, int64_t n, __m256 *l, __m256 *h) {
+    __m256 nan = _mm256_setzero_ps();
     REDUCE_LOOP8(_mm256_add_ps, _mm256_setzero_ps())
     (void)nan;
-    fold8(s, lo, hi);
+    FOLD8(lo, hi)
+    *l = lo;
+    *h = hi;
 }
 
 AVX2 static float row_reduce_avx2(int op, const float *a, int64_t n) {
-    __m256 s[8], nan = _mm256_setzero_ps(), acc;
+    __m256 nan = _mm256_setzero_ps(), acc;
     if (op == OP_SUM) { /* (SUM_BLOCK blocks, as row_reduce) */
         __m256 lo = _mm256_setzero_ps(), hi = lo;
         for (int64_t b = 0; b < n; b += SUM_BLOCK) {
@@ -492,19 +497,20 @@ AVX2 static float row_reduce_avx2(int op, const float *a, int64_t n) {
     }
     if (op == OP_RMAX) {
         REDUCE_LOOP8(_mm256_max_ps, _mm256_set1_ps(-INFINITY))
-        acc = _mm256_max_ps(_mm256_max_ps(_mm256_max_ps(s[0], s[1]), _mm256_max_ps(s[2], s[3])),
-                            _mm256_max_ps(_mm256_max_ps(s[4], s[5]), _mm256_max_ps(s[6], s[7])));
-    } else {
-        REDUCE_LOOP8(_mm256_min_ps, _mm256_set1_ps(INFINITY))
-        acc = _mm256_min_ps(_mm256_min_ps(_mm256_min_ps(s[0], s[1]), _mm256_min_ps(s[2], s[3])),
-                            _mm256_min_ps(_mm256_min_ps(s[4], s[5]), _mm256_min_ps(s[6], s[7])));
+        acc = _mm256_max_ps(_mm256_max_ps(_mm256_max_ps(s0, s1), _mm256_max_ps(s2, s3)),
+                            _mm256_max_ps(_mm256_max_ps(s4, s5), _mm256_max_ps(s6, s7)));
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        return _mm256_movemask_ps(nan) ? NAN : _mm_cvtss_f32(h);
     }
-    if (_mm256_movemask_ps(nan)) return NAN;
-    float lanes[8], r;
-    _mm256_storeu_ps(lanes, acc);
-    r = lanes[0];
-    for (int i = 1; i < 8; i++) r = op == OP_RMAX ? (lanes[i] > r ? lanes[i] : r) : (lanes[i] < r ? lanes[i] : r);
-    return r;
+    REDUCE_LOOP8(_mm256_min_ps, _mm256_set1_ps(INFINITY))
+    acc = _mm256_min_ps(_mm256_min_ps(_mm256_min_ps(s0, s1), _mm256_min_ps(s2, s3)),
+                        _mm256_min_ps(_mm256_min_ps(s4, s5), _mm256_min_ps(s6, s7)));
+    __m128 h = _mm_min_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    h = _mm_min_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_min_ss(h, _mm_movehdup_ps(h));
+    return _mm256_movemask_ps(nan) ? NAN : _mm_cvtss_f32(h);
 }
 
 /* MICRO on 8 lanes: c[rows, n] = a[rows, k] . b[k, n] for rows <= 6, 6 x 16 blocks (12 accumulators, two vectors of b
