@@ -69,6 +69,18 @@ def ember_x64():
 
 
 @pytest.fixture
+def every_kernel_shape(monkeypatch):
+    """The CPU kernels' AVX2 thresholds lowered to the AVX-512F form's (short rows, large batched products,
+    transposes of any sides: ember/_hlo/row_fusion.py's MIN_ROW_AVX2 and AVX2_TRANSPOSE_MULTIPLE, backend_forms'
+    BMM_AVX2_MAX_PRODUCT), so that the tests of the kernels' results run them on every shape whichever form runs:
+    pytestmark = pytest.mark.usefixtures("every_kernel_shape"). (Nothing changes where the AVX-512F form runs.)"""
+    from ember._hlo import backend_forms, row_fusion
+    monkeypatch.setattr(row_fusion, "MIN_ROW_AVX2", row_fusion.MIN_ROW)
+    monkeypatch.setattr(row_fusion, "AVX2_TRANSPOSE_MULTIPLE", 1)
+    monkeypatch.setattr(backend_forms, "BMM_AVX2_MAX_PRODUCT", 1 << 62)
+
+
+@pytest.fixture
 def jax_in_embers_mode():
     """JAX as the oracle in the mode ember is in: 32-bit by default (JAX's x64 is on for the other tests, above),
     64-bit under EMBER_ENABLE_X64=1. Modules comparing with JAX's defaults use it:

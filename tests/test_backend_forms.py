@@ -180,6 +180,7 @@ def test_matmul_broadcasting_as_jax(sa, sb):
     np.testing.assert_allclose(np.asarray(batched)[1], np.matmul(a, b), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.usefixtures("every_kernel_shape")  # (the kernels on the AVX-512F form's shapes, either form)
 def test_forms_inside_loops_branches_and_nested_jit():
     """Bodies lowered as regions (scan, cond) and called functions (a nested jit) get the CPU forms too."""
     x = np.random.default_rng(5).normal(size=(2048, 256)).astype(np.float32)
@@ -250,6 +251,7 @@ def test_max_keeps_nan_in_float64_float16_and_over_devices():
         np.testing.assert_array_equal(np.asarray(ember.jit(lambda a: enp.max(a))(xs)), x.max())
 
 
+@pytest.mark.usefixtures("every_kernel_shape")  # (the kernels on the AVX-512F form's shapes, either form)
 def test_without_the_row_kernel_programs_lower_to_xla():
     """Where the row kernel cannot run (no C extension, a CPU without AVX-512F), regions, row sums and product
     sums lower to XLA's own ops, with the same values (this module runs everywhere; the kernel's own tests are

@@ -14,8 +14,12 @@ import ember.numpy as enp
 from ember._hlo import row_fusion, targets
 from recorded import jax_result
 
-pytestmark = pytest.mark.skipif(not targets.available(row_fusion.TARGET),
-                                reason="the row kernel is not available here (no C extension or no AVX-512F)")
+# (the kernel on every shape the AVX-512F form takes, whichever form runs: the AVX2 form's own thresholds are
+# tested in tests/test_row_kernel_isa.py)
+pytestmark = [pytest.mark.skipif(not targets.available(row_fusion.TARGET),
+                                 reason="the row kernel is not available here (no C extension, or neither AVX-512F "
+                                        "nor AVX2 with FMA)"),
+              pytest.mark.usefixtures("every_kernel_shape")]
 
 
 def _calls(f, *args):

@@ -45,6 +45,26 @@ def test_the_kernels_run_where_the_cpu_has_avx512f_or_avx2_and_fma():
 
 needs_kernels = pytest.mark.skipif(not all(targets.available(t) for t in TARGETS),
                                    reason="the CPU kernels are not available here")
+needs_avx2 = pytest.mark.skipif(targets.variant(row_fusion.TARGET) != "avx2",
+                                reason="the AVX2 form of the kernels does not run here")
+
+
+@needs_avx2
+def test_the_avx2_thresholds():
+    """Where the AVX2 form runs, rows of up to 256, batched products of 2^16 multiply-adds or more each and
+    transposes of sides not multiples of 8 stay XLA's (measured slower there: row_fusion.MIN_ROW_AVX2,
+    backend_forms.BMM_AVX2_MAX_PRODUCT, row_fusion.AVX2_TRANSPOSE_MULTIPLE); column regions keep MIN_ROW."""
+    def calls(f, *shapes):
+        return ember.jit(f).lower(*[np.ones(s, np.float32) for s in shapes]).as_text().count("ember_rows")
+
+    softmax = lambda a: enp.exp(a) / enp.sum(enp.exp(a), axis=-1, keepdims=True)  # noqa: E731
+    assert calls(softmax, (4096, 64)) == 0 and calls(softmax, (512, 256)) == 0 and calls(softmax, (256, 257)) == 1
+    assert calls(lambda a: enp.sum(a * a, axis=-1), (2048, 128)) == 0
+    assert calls(lambda a: enp.sum(enp.exp(a), axis=0), (4096, 64)) == 1  # (a column region)
+    assert calls(lambda a: enp.transpose(a, (0, 2, 1)), (4, 256, 300)) == 0
+    assert calls(lambda a: enp.transpose(a, (0, 2, 1)), (4, 264, 304)) == 1
+    bmm = lambda a, b: enp.einsum("bmk,bkn->bmn", a, b)  # noqa: E731
+    assert calls(bmm, (64, 128, 128), (64, 128, 64)) == 0 and calls(bmm, (256, 8, 32), (256, 32, 16)) == 1
 
 
 def _plain(f, *args):
@@ -65,6 +85,7 @@ def _ops(a, w):
 
 
 @needs_kernels
+@pytest.mark.usefixtures("every_kernel_shape")
 @pytest.mark.parametrize("n", [16, 17, 23, 31, 33, 40, 63, 64, 65, 71, 100, 127, 1000, 1023, 1025, 4100])
 def test_every_row_op_at_every_tail(n):
     m = (1 << 15) // n + 3
@@ -129,6 +150,7 @@ def test_exp_to_2_ulp_and_at_the_edges_of_float32():
 
 
 @needs_kernels
+@pytest.mark.usefixtures("every_kernel_shape")
 @pytest.mark.parametrize("batch, m, k, n", [(64, 13, 40, 37), (8, 67, 64, 70), (4, 8, 200, 200), (16, 31, 31, 95),
                                             (32, 64, 64, 64)])
 @pytest.mark.parametrize("spec", ["bmk,bkn->bmn", "bkm,bkn->bmn", "bmk,bnk->bmn", "bkm,bnk->bmn"])
@@ -146,6 +168,7 @@ def test_batched_products_with_partial_blocks(batch, m, k, n, spec):
 
 
 @needs_kernels
+@pytest.mark.usefixtures("every_kernel_shape")
 @pytest.mark.parametrize("shape, perm", [((1003, 1001), (1, 0)), ((3, 517, 263), (0, 2, 1)),
                                          ((64, 9, 1031), (2, 0, 1))])
 def test_transposes_with_partial_register_blocks(shape, perm):

@@ -65,6 +65,12 @@ MAX_ROW = 1 << 16
 BMM_TARGET = "ember_rows_bmm"
 BMM_MIN_SIDE = 8
 BMM_MIN_WORK = 1 << 20
+# Where the AVX2 form of the kernel runs (targets.variant), only products of fewer than BMM_AVX2_MAX_PRODUCT
+# multiply-adds each: its 6 x 16 loop is 1.1-1.2x slower per core than the plugin's Eigen on larger ones (AMD EPYC,
+# one core, kernel vs XLA: b64 128x128 . 128x64 2563 vs 2156 us, b8 256^3 4164 vs 3442, b32 64^3 296 vs 272; its two
+# threads did not make that up on 2 busy cores: 2762 vs 2180, 4042 vs 3780, 424 vs 356), and faster on small ones,
+# where XLA's per-product overhead dominates (b256 8x32 . 32x16 84 vs 271, b128 32^3 174 vs 236).
+BMM_AVX2_MAX_PRODUCT = 1 << 16
 # `x @ w.T` as `(w @ x.T).T` (_transposed_rhs_dot) where x has at most NT_MAX_ROWS rows, w at least twice as many and
 # at least NT_MIN_RHS elements (measured on f32 products, 1 to 4096 rows: docs/performance.md, "Matrix products").
 NT_MAX_ROWS = 256
@@ -272,6 +278,8 @@ def _batched_dot(emitter: Emitter, lhs: str, rhs: str, lhs_aval: ShapedArray, rh
                        math.prod(aval.shape[d] for d in contracting), runs[1] == list(contracting)))
     (b, m, k, trans_a), (_, n, _, rhs_k_first) = shapes
     if min(m, n, k) < BMM_MIN_SIDE or b * m * n * k < BMM_MIN_WORK:
+        return None
+    if targets.variant(BMM_TARGET) == "avx2" and m * n * k >= BMM_AVX2_MAX_PRODUCT:
         return None
     return emit_custom_call(emitter, BMM_TARGET, [lhs, rhs], [out_aval],
                             {"batch": b, "m": m, "n": n, "k": k, "trans_a": int(trans_a),

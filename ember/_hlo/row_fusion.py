@@ -35,8 +35,9 @@ XLA's overflow to inf and underflow to 0; a row divided by a scalar per row is m
 among threads (one per 2^18 elements, at most the CPUs).
 
 A region is used where backend_forms.applies (the CPU plugin, one device, the cpu_backend_forms option), the
-kernel is available (the C extension is built and the CPU has AVX-512F), its arrays have at least MIN_ELEMENTS
-elements and its rows MIN_ROW to MAX_ROW, and it holds a reduction and at least MIN_OPS operations on rows, or a
+kernel is available (the C extension is built and the CPU has AVX-512F, or AVX2 with FMA: ember/_runtime/_rows.c
+has both forms, chosen at run time), its arrays have at least MIN_ELEMENTS elements and its rows min_row() to MAX_ROW
+(MIN_ROW, or MIN_ROW_AVX2 for row regions where the AVX2 form runs), and it holds a reduction and at least MIN_OPS operations on rows, or a
 max or min reduction (the plugin's YNNPACK reduction, which would take it, drops NaN: see lower_extremum);
 elsewhere its equations are lowered as usual."""
 from __future__ import annotations
@@ -54,9 +55,23 @@ from ember._hlo.emitter import Emitter, dense_text, emit_custom_call
 TARGET = "ember_rows"
 MIN_ELEMENTS = backend_forms.MIN_ELEMENTS  # smaller arrays: XLA's own loops are as fast
 MIN_ROW, MAX_ROW = 16, 1 << 16  # shorter rows: per-row overhead; longer: the row values leave the cache
+# The AVX2 kernels' shortest row of a row region or row reduction (min_row): their per-row cost (a call per op and
+# row, the 8 accumulators folded) made rows of up to 256 slower than XLA's loops on an AMD EPYC (2 cores, AVX2, other
+# work running; kernel vs XLA, min of 25 rounds: softmax f32[8192,16] 487 vs 299 us, layer norm f32[4096,32] 474 vs
+# 215, row sums f32[2048,64] 65 vs 48, f32[512,256] 50-86 vs 27-31; softmax f32[1024,128] 180-217 vs 232-242 and
+# f32[256,256] 107 vs 106-148 about even; rows of 1024 2-3x faster). Column regions keep MIN_ROW.
+MIN_ROW_AVX2 = 257
 # The least input of a reduce the plugin's YNNPACK reduction takes (f32[32, 1024] taken, f32[32, 1000] not).
 YNN_MIN_ELEMENTS = 1 << 15
 MIN_OPS = 2  # operations on rows (a reduction with its producer: one pass, and the kernel's accurate sum)
+
+
+def min_row(columns: bool = False) -> int:
+    """The shortest row the kernel takes: MIN_ROW, or MIN_ROW_AVX2 for rows (not columns) where the AVX2 form of
+    the kernel runs (targets.variant)."""
+    return MIN_ROW_AVX2 if not columns and targets.variant(TARGET) == "avx2" else MIN_ROW
+
+
 # A column region: a column reduction and its producer at least, and no output but its reductions (one that also
 # writes rows, as a hidden layer's bias gradient next to the weight gradient's operand, ran 1.2x slower than XLA's
 # fused loops: an MLP step of batch 1024 2.6 -> 3.1 ms).
@@ -268,7 +283,7 @@ def plan(ir: IR) -> Plan | None:
                 lead, columns = len(axes), True
             else:
                 continue
-            if MIN_ROW <= math.prod(shape[lead:]) <= MAX_ROW:
+            if min_row(columns) <= math.prod(shape[lead:]) <= MAX_ROW:
                 shapes.setdefault(shape, (lead, columns))
     if not shapes:
         return None
@@ -371,6 +386,11 @@ TRANSPOSE_TARGET = "ember_rows_transpose"
 MIN_TRANSPOSE = 1 << 18  # elements (smaller: XLA fuses the transpose into its readers as fast, and a call in a loop
 # body costs more: the gradient of a 1000-step loop over a 256 x 256 matrix ran 2x slower)
 MIN_TRANSPOSE_SIDE = 16  # the swapped groups' sizes (thinner: XLA's copy is nearly contiguous)
+# Where the AVX2 form runs (8 x 8 blocks), both swapped sizes multiples of 8: the plugin's XLA copies other shapes as
+# fast or faster there (AMD EPYC, kernel vs XLA: f32[4, 256, 300] (0, 2, 1) 239 vs 121 us, f32[16, 257, 300] 1290 vs
+# 1022, f32[1000, 1030].T 998 vs 1014; f32[4, 264, 304] 132 vs 147, f32[1024, 1024].T 1048 vs 6203, f32[512, 512].T
+# 200 vs 592, f32[2048, 256].T 427 vs 1384).
+AVX2_TRANSPOSE_MULTIPLE = 8
 FOLDS_TRANSPOSES = frozenset({"dot_general", "conv_general_dilated"})
 
 
@@ -410,8 +430,9 @@ def _transpose_kernel_lowering(ctx: Any, x: str, *, split: tuple[int, int, int])
 def kernel_transposes(ir: IR) -> IR:
     """ir with each transpose the kernel runs better than XLA replaced by a transpose_kernel equation: 4-byte
     elements, at least MIN_TRANSPOSE of them, a [batch, m, n] -> [batch, n, m] permutation with m and n at least
-    MIN_TRANSPOSE_SIDE, neither read by a matrix product or convolution of the body nor transposing one's result (a
-    pass over a body before it is lowered, beside row_regions; where the kernel is available)."""
+    MIN_TRANSPOSE_SIDE (multiples of AVX2_TRANSPOSE_MULTIPLE where the AVX2 form runs), neither read by a matrix
+    product or convolution of the body nor transposing one's result (a pass over a body before it is lowered, beside
+    row_regions; where the kernel is available)."""
     if not targets.available(TRANSPOSE_TARGET):
         return ir
     folded = {a for eqn in ir.eqns if eqn.prim.name in FOLDS_TRANSPOSES for a in eqn.inputs if isinstance(a, Var)}
@@ -422,7 +443,9 @@ def kernel_transposes(ir: IR) -> IR:
             aval = eqn.inputs[0].aval
             split = transpose_split(aval.shape, eqn.params["permutation"])
             if (split is not None and aval.dtype.itemsize == 4 and math.prod(aval.shape) >= MIN_TRANSPOSE
-                    and min(split[1:]) >= MIN_TRANSPOSE_SIDE):
+                    and min(split[1:]) >= MIN_TRANSPOSE_SIDE
+                    and (targets.variant(TRANSPOSE_TARGET) != "avx2"
+                         or not (split[1] % AVX2_TRANSPOSE_MULTIPLE or split[2] % AVX2_TRANSPOSE_MULTIPLE))):
                 eqns.append(Eqn(transpose_kernel_p, list(eqn.inputs), list(eqn.outputs), {"split": split},
                                 eqn.source))
                 changed = True
@@ -678,7 +701,7 @@ def product_sums(emitter: Emitter, lhs: str, rhs: str, aval: ShapedArray, axes: 
     if aval.dtype != np.float32 or split is None or math.prod(aval.shape) < MIN_ELEMENTS or not applies(emitter):
         return None
     rows, row = split
-    if not MIN_ROW <= row <= MAX_ROW:
+    if not min_row() <= row <= MAX_ROW:
         return None
     matrix = ShapedArray((rows, row), aval.dtype)
     code = [OPCODES["mul"], NONE << 28, IN << 28, (IN << 28) | 1, 0, ROW_OUT << 28]
@@ -698,7 +721,7 @@ def _row_reduction(emitter: Emitter, x: str, aval: ShapedArray, matrix: tuple[in
     type aval) seen as a matrix of that shape, by the row kernel (a program of one reduction), where it may run
     (float32, rows of MIN_ROW to MAX_ROW, the conditions of applies); None elsewhere."""
     rows, row = matrix
-    if aval.dtype != np.float32 or not MIN_ROW <= row <= MAX_ROW or not applies(emitter):
+    if aval.dtype != np.float32 or not min_row(columns) <= row <= MAX_ROW or not applies(emitter):
         return None
     x = backend_forms.reshape(emitter, x, aval, matrix)
     op, dst = (OPCODES[COLUMNS[name]], COL_OUT) if columns else (OPCODES[REDUCTIONS[name]], ROW_OUT)

@@ -11,6 +11,7 @@ from typing import Callable
 _providers: dict[str, Callable[[], frozenset[str]]] = {}  # name prefix -> provider
 _provided: dict[str, frozenset[str]] = {}  # name prefix -> what its provider returned (asked once)
 _reasons: dict[str, Callable[[], str]] = {}  # name prefix -> why its targets are unavailable ("" when they are)
+_variants: dict[str, Callable[[], "str | None"]] = {}  # name prefix -> which form of its kernels runs here
 
 
 def set_provider(prefix: str, provider: Callable[[], frozenset[str]], reason: Callable[[], str] | None = None
@@ -21,6 +22,24 @@ def set_provider(prefix: str, provider: Callable[[], frozenset[str]], reason: Ca
     if reason is not None:
         _reasons[prefix] = reason
     _provided.pop(prefix, None)
+
+
+def set_variant(prefix: str, variant: Callable[[], "str | None"]) -> None:
+    """Install the function saying which form of the kernels of the targets whose names start with prefix runs in
+    this process (the row kernels: the instruction set, "avx512f" or "avx2"), for lowerings whose thresholds were
+    measured per form."""
+    _variants[prefix] = variant
+
+
+def variant(name: str) -> str | None:
+    """Which form of the target `name`'s kernel runs here (see set_variant); None where it is unavailable or its
+    provider does not say."""
+    if not available(name):
+        return None
+    for prefix, which in _variants.items():
+        if name.startswith(prefix):
+            return which()
+    return None
 
 
 def unavailable_reason(name: str) -> str:
@@ -44,4 +63,4 @@ def available(name: str) -> bool:
     return False
 
 
-__all__ = ["available", "set_provider", "unavailable_reason"]
+__all__ = ["available", "set_provider", "set_variant", "unavailable_reason", "variant"]

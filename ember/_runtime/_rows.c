@@ -26,8 +26,9 @@
  * The rows are split among threads (run_threads; a pool started on first use, see run_shares), each with its own
  * temporaries.
  *
- * The kernel runs only where the CPU has AVX-512F (handlers() offers nothing elsewhere, and the lowering keeps
- * XLA's ops); errors (a malformed program, operands of the wrong size, out of memory) come back as XLA_FFI_Error,
+ * The kernels run where the CPU has AVX-512F (the 16-lane forms) or else AVX2 with FMA (8-lane forms of the same
+ * loops: "AVX2 + FMA" below), chosen once at run time (cpu_isa fills the table `kernels`); handlers() offers
+ * nothing elsewhere, and the lowering keeps XLA's ops; errors (a malformed program, operands of the wrong size, out of memory) come back as XLA_FFI_Error,
  * never by aborting. */
 #define _GNU_SOURCE /* (sched_getaffinity, CPU_COUNT) */
 #define PY_SSIZE_T_CLEAN
@@ -894,7 +895,7 @@ done:
  * a is stored [batch, m, k] (trans_a 0) or [batch, k, m] (trans_a 1), b [batch, k, n] (trans_b 0) or [batch, n, k]
  * (trans_b 1), c [batch, m, n], all row-major. The plugin's XLA runs a batched dot one product after another on one
  * thread (so does jaxlib's, a little faster); here the batch is split among the pool's threads, and each product is
- * a 6 x 32 register-blocked AVX-512 kernel over operands packed row-major (a: [m, k], b: [k, n]); the sum over k is
+ * a 6 x 32 register-blocked AVX-512 kernel (6 x 16 on AVX2) over operands packed row-major (a: [m, k], b: [k, n]); the sum over k is
  * in order, one FMA per term. */
 typedef struct {
     const float *a, *b;
@@ -1015,7 +1016,7 @@ static Ffi_Error *bmm_handler(Ffi_CallFrame *frame) {
  * `size` bytes (1, 2, 4 or 8): y[b, j, i] = x[b, i, j]. The plugin's XLA copies a materialized f32[1024, 1024]
  * transpose element by element in 3.5 ms (jaxlib: 0.5 ms); here in tiles of TILE x TILE elements (the source
  * rows and destination rows of a tile stay in the cache), 16 x 16 blocks of 4-byte elements transposed in AVX-512
- * registers, the tiles split among the pool's threads. */
+ * registers (8 x 8 in AVX2 registers where that form runs), the tiles split among the pool's threads. */
 #define TILE 64
 typedef struct {
     const char *x;

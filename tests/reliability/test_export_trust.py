@@ -287,6 +287,7 @@ def test_legitimate_exports_round_trip_and_run():
                                   np.full(4, 2, F32))
 
 
+@pytest.mark.usefixtures("every_kernel_shape")  # (the kernels on the AVX-512F form's shapes, either form)
 def test_row_kernels_round_trip_where_they_run():
     from ember._hlo import targets
     if not targets.available("ember_rows"):
