@@ -253,9 +253,9 @@ def test_max_keeps_nan_in_float64_float16_and_over_devices():
 
 @pytest.mark.usefixtures("every_kernel_shape")  # (the kernels on the AVX-512F form's shapes, either form)
 def test_without_the_row_kernel_programs_lower_to_xla():
-    """Where the row kernel cannot run (no C extension, a CPU without AVX-512F), regions, row sums and product
-    sums lower to XLA's own ops, with the same values (this module runs everywhere; the kernel's own tests are
-    skipped there). tests/test_reduction_accuracy.py checks their accuracy both ways."""
+    """Where the row kernel cannot run (no C extension, a CPU with neither AVX-512F nor AVX2 + FMA), regions, row
+    sums and product sums lower to XLA's own ops, with the same values (this module runs everywhere; the kernel's own
+    tests are skipped there). tests/test_reduction_accuracy.py checks their accuracy both ways."""
     from ember._hlo import row_fusion
     from ember._runtime import rows
 

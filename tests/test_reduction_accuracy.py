@@ -57,7 +57,8 @@ SCALARS = 12  # inputs whose errors are averaged where the result is one number 
 
 @pytest.fixture(params=["kernel", "no kernel"], scope="module")  # (switched twice a module: clear_caches is slow)
 def kernel(request):
-    """With the row kernel (where the C extension runs: AVX-512F), and without it (XLA's ops: any other CPU)."""
+    """With the row kernel (where the C extension runs: AVX-512F, or AVX2 with FMA; the lowering's own thresholds for
+    the form that runs), and without it (XLA's ops: any other CPU)."""
     if request.param == "kernel":
         if not targets.available(row_fusion.TARGET):
             pytest.skip("the row kernel is not available here")

@@ -36,10 +36,10 @@ among threads (one per 2^18 elements, at most the CPUs).
 
 A region is used where backend_forms.applies (the CPU plugin, one device, the cpu_backend_forms option), the
 kernel is available (the C extension is built and the CPU has AVX-512F, or AVX2 with FMA: ember/_runtime/_rows.c
-has both forms, chosen at run time), its arrays have at least MIN_ELEMENTS elements and its rows min_row() to MAX_ROW
-(MIN_ROW, or MIN_ROW_AVX2 for row regions where the AVX2 form runs), and it holds a reduction and at least MIN_OPS operations on rows, or a
-max or min reduction (the plugin's YNNPACK reduction, which would take it, drops NaN: see lower_extremum);
-elsewhere its equations are lowered as usual."""
+has both forms, chosen at run time), its arrays have at least MIN_ELEMENTS elements and its rows min_row() to
+MAX_ROW (MIN_ROW, or MIN_ROW_AVX2 for row regions where the AVX2 form runs), and it holds a reduction and at least
+MIN_OPS operations on rows, or a max or min reduction (the plugin's YNNPACK reduction, which would take it, drops
+NaN: see lower_extremum); elsewhere its equations are lowered as usual."""
 from __future__ import annotations
 
 import math

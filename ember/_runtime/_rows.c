@@ -28,8 +28,8 @@
  *
  * The kernels run where the CPU has AVX-512F (the 16-lane forms) or else AVX2 with FMA (8-lane forms of the same
  * loops: "AVX2 + FMA" below), chosen once at run time (cpu_isa fills the table `kernels`); handlers() offers
- * nothing elsewhere, and the lowering keeps XLA's ops; errors (a malformed program, operands of the wrong size, out of memory) come back as XLA_FFI_Error,
- * never by aborting. */
+ * nothing elsewhere, and the lowering keeps XLA's ops; errors (a malformed program, operands of the wrong size,
+ * out of memory) come back as XLA_FFI_Error, never by aborting. */
 #define _GNU_SOURCE /* (sched_getaffinity, CPU_COUNT) */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -378,7 +378,8 @@ AVX2 static inline float hsum8(__m256 v) {
     if (n - (J) >= 8) STEP8(OP, ACS, BCS, STORE, SUM, J, ACC)                                                   \
     else if ((J) < n) {                                                                                         \
         __m256i k = first_lanes(n - (J));                                                                       \
-        __m256 v = vector_op8(OP, ACS ? _mm256_maskload_ps(a + (J), k) : sa, BCS ? _mm256_maskload_ps(b + (J), k) : sb); \
+        __m256 v = vector_op8(OP, ACS ? _mm256_maskload_ps(a + (J), k) : sa,                                    \
+                              BCS ? _mm256_maskload_ps(b + (J), k) : sb);                                       \
         if (STORE) _mm256_maskstore_ps(d + (J), k, v);                                                          \
         if (SUM) ACC = _mm256_add_ps(ACC, _mm256_and_ps(v, _mm256_castsi256_ps(k)));                            \
     }
@@ -895,8 +896,8 @@ done:
  * a is stored [batch, m, k] (trans_a 0) or [batch, k, m] (trans_a 1), b [batch, k, n] (trans_b 0) or [batch, n, k]
  * (trans_b 1), c [batch, m, n], all row-major. The plugin's XLA runs a batched dot one product after another on one
  * thread (so does jaxlib's, a little faster); here the batch is split among the pool's threads, and each product is
- * a 6 x 32 register-blocked AVX-512 kernel (6 x 16 on AVX2) over operands packed row-major (a: [m, k], b: [k, n]); the sum over k is
- * in order, one FMA per term. */
+ * a 6 x 32 register-blocked AVX-512 kernel (6 x 16 on AVX2) over operands packed row-major (a: [m, k], b: [k, n]);
+ * the sum over k is in order, one FMA per term. */
 typedef struct {
     const float *a, *b;
     float *c;

@@ -291,7 +291,7 @@ def test_legitimate_exports_round_trip_and_run():
 def test_row_kernels_round_trip_where_they_run():
     from ember._hlo import targets
     if not targets.available("ember_rows"):
-        pytest.skip("ember's row kernels need the C extension and AVX-512F")
+        pytest.skip("ember's row kernels need the C extension and AVX-512F or AVX2 with FMA")
     x = np.random.default_rng(0).standard_normal((64, 1024)).astype(F32)
     b = np.random.default_rng(1).standard_normal((4, 64, 64)).astype(F32)
     c = np.arange(512 * 1024, dtype=np.float32).reshape(512, 1024)
