@@ -1,5 +1,5 @@
-"""Builds the optional C extensions: the runtime's hot path, ember's LAPACK kernels and its fused row kernel (XLA FFI
-handlers); the project's metadata is in pyproject.toml.
+"""Builds the optional C extensions: the runtime's hot path, ember's LAPACK kernels and its fused row kernel, sort and
+vectorized transcendentals (XLA FFI handlers); the project's metadata is in pyproject.toml.
 
 Without a C compiler the build goes on without them (optional=True): ember uses its pure-Python path, linear
 algebra lowers to XLA's own ops where they exist, and row regions to XLA's ops."""
@@ -12,4 +12,7 @@ setup(ext_modules=[Extension("ember._runtime._fastpath", ["ember/_runtime/_fastp
                              depends=["ember/_runtime/ffi_api.h", "ember/_runtime/pool.h"], optional=True),
                    Extension("ember._runtime._sort", ["ember/_runtime/_sort.c"],
                              depends=["ember/_runtime/ffi_api.h", "ember/_runtime/pool.h",
-                                      "ember/_runtime/sort_simd.h"], optional=True)])
+                                      "ember/_runtime/sort_simd.h"], optional=True),
+                   Extension("ember._runtime._vmath", ["ember/_runtime/_vmath.c"], libraries=["m"],
+                             depends=["ember/_runtime/ffi_api.h", "ember/_runtime/pool.h",
+                                      "ember/_runtime/vmath.h"], optional=True)])

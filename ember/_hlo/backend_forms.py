@@ -29,6 +29,10 @@ measured the same):
 - anything else (middle axes, small arrays, other dtypes, other backends, programs partitioned over several
   devices, portable exported modules): the plain `stablehlo.reduce`.
 
+A float32 sin, cos, tan, log1p or erf_inv of at least MIN_ELEMENTS elements is a call of ember's kernel
+(`custom_call @ember_elementwise`, ember/_runtime/vmath.h: computed in double a vector at a time, within 0.5 ulp
+plus 2^-30), where the plugin's XLA computes a libm call or a long expansion per element (KERNEL_OPS: measured).
+
 A `dot_general` of float32 operands with no free dimensions (every dimension a batch or a contracting one:
 `einsum("ij,ij->i")`, `einsum("bi,bi->b")`, a dot product of matrices), which XLA's CPU backend runs as many tiny
 matrix products, is the elementwise product summed over the contracting dimensions (by the sum forms above).
@@ -55,6 +59,14 @@ from ember._core.dtypes import ShapedArray
 from ember._hlo import targets
 from ember._hlo.emitter import Emitter, dot_dimension_numbers, emit_custom_call, i64_array
 
+# ember's transcendentals kernel (_vmath.c): every function it has, by the code its attribute `op` names it with, and
+# those lowered to it: the ones the kernel computes faster than the plugin's XLA (f32[2^22], AVX2 + FMA, 2 cores,
+# ms, XLA -> kernel: sin 49.7 -> 11, cos 48.6 -> 11, tan 98 -> 14, log1p 32.7 -> 8, erf_inv 56 -> 25; tanh 3.0,
+# exp, log, expm1, erf, logistic 1.7-4.4 in XLA's own vector code, slower in the kernel's double precision: kept).
+ELEMENTWISE_TARGET = "ember_elementwise"
+ELEMENTWISE_OPS = {"sin": 0, "cos": 1, "tan": 2, "tanh": 3, "log1p": 4, "erf_inv": 5, "exp": 6, "log": 7,
+                   "expm1": 8, "erf": 9, "logistic": 10}
+KERNEL_OPS = frozenset({"sin", "cos", "tan", "log1p", "erf_inv"})
 # Below this many elements XLA's own code is as fast (measured down to f32[256,64]): the plain reduce.
 MIN_ELEMENTS = 1 << 15
 # The longest row summed by a matrix-vector product: its accumulation runs along the row, so rounding grows with
@@ -139,6 +151,17 @@ def applies(emitter: Emitter) -> bool:
     option on."""
     return (emitter.platform == "cpu" and emitter.device_assignment is None and emitter.axis_context is None
             and config.read_canonical("cpu_backend_forms"))
+
+
+def elementwise(emitter: Emitter, name: str, x: str, aval: ShapedArray) -> str | None:
+    """The float32 function `name` (of KERNEL_OPS) of x (of type aval, the result's too) as a call of ember's
+    transcendentals kernel, where the policy takes it (on the CPU plugin, one device, the option on, at least
+    MIN_ELEMENTS elements, the kernel available); None otherwise (write XLA's op)."""
+    if (name not in KERNEL_OPS or aval.dtype != np.float32 or math.prod(aval.shape) < MIN_ELEMENTS
+            or not applies(emitter) or not targets.available(ELEMENTWISE_TARGET)):
+        return None
+    return emit_custom_call(emitter, ELEMENTWISE_TARGET, [x], [aval], {"op": ELEMENTWISE_OPS[name]},
+                            has_side_effect=False)[0]
 
 
 def lower_sum(emitter: Emitter, x: str, aval: ShapedArray, axes: Sequence[int]) -> str | None:
@@ -372,5 +395,5 @@ def _transpose(emitter: Emitter, x: str, aval: ShapedArray, order: tuple[int, ..
                       {"permutation": i64_array(order)})
 
 
-__all__ = ["applies", "dot_general", "lower_sum", "reshape", "stages", "sum_form", "two_stages", "wide_sum",
-           "zero_padded"]
+__all__ = ["ELEMENTWISE_OPS", "ELEMENTWISE_TARGET", "KERNEL_OPS", "applies", "dot_general", "elementwise", "lower_sum",
+           "reshape", "stages", "sum_form", "two_stages", "wide_sum", "zero_padded"]

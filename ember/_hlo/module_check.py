@@ -14,13 +14,13 @@ ModuleError saying what and where (line:column):
     `ctx.op("stablehlo.` and the emitter's ops, and the families' op names), or an attribute name ember never
     writes (ATTRIBUTES);
   - a custom call to a target other than ember's own FFI kernels (the LAPACK kernels ember_lapack_*, the row
-    kernels ember_rows, ember_rows_bmm and ember_rows_transpose, the sort kernels ember_sort and ember_sort_top_k:
-    never ember_callback, since host callbacks are not serialized) and the XLA targets ember's lowering writes (Qr,
-    ProductOfElementaryHouseholderReflectors, Eigh; Sharding, SPMDFullToShardShape, SPMDShardToFullShape of a
-    one-device shard_map); and a custom call whose operand and result types, attributes and layouts are not related
+    kernels ember_rows, ember_rows_bmm and ember_rows_transpose, the sort kernels ember_sort and ember_sort_top_k,
+    the transcendentals kernel ember_elementwise: never ember_callback, since host callbacks are not serialized)
+    and the XLA targets ember's lowering writes (Qr, ProductOfElementaryHouseholderReflectors, Eigh; Sharding,
+    SPMDFullToShardShape, SPMDShardToFullShape of a one-device shard_map); and a custom call whose operand and result types, attributes and layouts are not related
     as ember's lowering relates them for that target (ember/_prims/linalg.py, ember/_hlo/row_fusion.py,
     ember/_hlo/backend_forms.py, ember/_prims/sorting.py): the kernels would otherwise trust sizes the artifact chose
-    (they check again at run time: ember/_runtime/_lapack.c, _rows.c, _sort.c);
+    (they check again at run time: ember/_runtime/_lapack.c, _rows.c, _sort.c, _vmath.c);
   - tensor types of element types ember does not have, of rank above MAX_RANK, dimensions above MAX_DIM or more
     than MAX_BYTES bytes; collectives naming a device other than 0 (an exported program runs on one device);
   - a module whose @main is missing, not public, or has other functions public, or other attributes than
@@ -81,7 +81,9 @@ LAPACK = {"ember_lapack_potrf": {"lower"}, "ember_lapack_getrf": set(), "ember_l
 ROWS = {"ember_rows": {"rows", "row"}, "ember_rows_bmm": {"batch", "m", "n", "k", "trans_a", "trans_b"},
         "ember_rows_transpose": {"batch", "m", "n"}}
 SORT = {"ember_sort": {"num_keys", "positions"}, "ember_sort_top_k": {"k"}}
-FFI_TARGETS = {**LAPACK, **ROWS, **SORT}
+ELEMENTWISE = {"ember_elementwise": {"op"}}
+FFI_TARGETS = {**LAPACK, **ROWS, **SORT, **ELEMENTWISE}
+ELEMENTWISE_OP_CODES = 11  # the transcendentals kernel's functions: op in [0, 11) (ember/_runtime/_vmath.c)
 XLA_TARGETS = frozenset({"Qr", "ProductOfElementaryHouseholderReflectors", "Eigh", "Sharding",
                          "SPMDFullToShardShape", "SPMDShardToFullShape"})
 MAX_ROW_LENGTH = 1 << 20  # the row kernel's longest row (ember/_runtime/_rows.c)
@@ -694,7 +696,8 @@ def _check_custom_call(op: Op, partitions: int = 1) -> str:
             raise ModuleError(f"{where}: backend_config must hold the int64 attributes "
                               f"{sorted(FFI_TARGETS[target])}, got {got}")
         values = {k: v.value for k, v in config.items()}
-        check = _check_lapack if target in LAPACK else _check_sort if target in SORT else _check_rows
+        check = (_check_lapack if target in LAPACK else _check_sort if target in SORT
+                 else _check_elementwise if target in ELEMENTWISE else _check_rows)
         problem = check(target, op, values)
     elif target in XLA_TARGETS:
         problem = _check_xla(target, op, partitions)
@@ -829,6 +832,17 @@ def _check_rows(target: str, op: Op, attrs: dict[str, int]) -> str:
             or [math.prod(t.shape) for t in ins + outs] != [batch * m * k, batch * k * n, batch * m * n]):
         return "operands and result are not float32 [batch, m, k], [batch, k, n] -> [batch, m, n]"
     return _layouts(op, [False, False], [False])
+
+
+def _check_elementwise(target: str, op: Op, attrs: dict[str, int]) -> str:
+    """ember/_hlo/backend_forms.py's call (ember/_runtime/_vmath.c): one float32 operand, a result of its type, op
+    a function the kernel has."""
+    ins, outs = op.operands, op.results
+    if not 0 <= attrs["op"] < ELEMENTWISE_OP_CODES:
+        return f"op = {attrs['op']} is not a function of the kernel"
+    if len(ins) != 1 or list(outs) != list(ins) or ins[0].element != "f32":
+        return "needs one float32 operand and a result of its type"
+    return _layouts(op, [False], [False])
 
 
 # what ember/_prims/sorting.py hands the sort kernel: keys of these element types, other operands of these and complex

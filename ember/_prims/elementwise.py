@@ -16,7 +16,7 @@ from ember._core import dtypes as dt
 from ember._core import NAN_CHECK
 from ember._core.checks import static_int
 from ember._core.pytree import tree_map
-from ember._hlo import LoweringContext
+from ember._hlo import LoweringContext, backend_forms
 from ember._prims.checks import (ANY, ANY_C, FLOAT, INEXACT, INTEGRAL, NUMERIC, NUMERIC_C, all_weak, check_dtype,
                                  check_same_dtypes, coerce_scalars, elementwise_shape)
 from ember._prims.families import (ZERO, Lowering, binary, comparison, elementwise_batching, hlo_lowering, unary,
@@ -34,6 +34,15 @@ def _scalar_like(value: float, x: Any) -> Any:
 neg_p = unary("neg", "negate", NUMERIC_C, lambda g, x, y: neg(g), checks=())
 exp_p = unary("exp", "exponential", INEXACT, lambda g, x, y: mul(g, y), checks=NAN_CHECK)
 log_p = unary("log", "log", INEXACT, lambda g, x, y: div(g, x), checks=NAN_CHECK)
+
+
+def kernel_or(name: str, lowering: Lowering) -> Lowering:
+    """The lowering of the unary op `name`: a call of ember's transcendentals kernel where the CPU policy takes it
+    (backend_forms.elementwise: float32, large arrays, on the CPU plugin), else `lowering` (XLA's ops)."""
+    def rule(ctx: LoweringContext, x: str, **params: Any) -> list[str]:
+        out = backend_forms.elementwise(ctx.emitter, name, x, ctx.aval_out)
+        return [out] if out is not None else lowering(ctx, x, **params)
+    return rule
 
 
 def _log1p_lowering(ctx: LoweringContext, x: str) -> list[str]:
@@ -61,12 +70,16 @@ def emit_log1p(ctx: LoweringContext, x: str, aval: ShapedArray) -> str:
     return out if aval.dtype == dt.float32 else ctx.op("stablehlo.convert", [out], aval)
 
 
-log1p_p = unary("log1p", None, INEXACT, lambda g, x, y: div(g, add(x, 1.0)), lowering=_log1p_lowering,
-                checks=NAN_CHECK)
+log1p_p = unary("log1p", None, INEXACT, lambda g, x, y: div(g, add(x, 1.0)),
+                lowering=kernel_or("log1p", _log1p_lowering), checks=NAN_CHECK)
 expm1_p = unary("expm1", "exponential_minus_one", INEXACT, lambda g, x, y: mul(g, add(y, 1.0)), checks=NAN_CHECK)
-sin_p = unary("sin", "sine", INEXACT, lambda g, x, y: mul(g, cos(x)), checks=NAN_CHECK)
-cos_p = unary("cos", "cosine", INEXACT, lambda g, x, y: neg(mul(g, sin(x))), checks=NAN_CHECK)
-tan_p = unary("tan", "tan", INEXACT, lambda g, x, y: mul(g, add(1.0, mul(y, y))), checks=NAN_CHECK)
+# (sin, cos, tan, log1p: ember's kernel for large float32 arrays on the CPU, see backend_forms.KERNEL_OPS)
+sin_p = unary("sin", "sine", INEXACT, lambda g, x, y: mul(g, cos(x)),
+              lowering=kernel_or("sin", hlo_lowering("sine")), checks=NAN_CHECK)
+cos_p = unary("cos", "cosine", INEXACT, lambda g, x, y: neg(mul(g, sin(x))),
+              lowering=kernel_or("cos", hlo_lowering("cosine")), checks=NAN_CHECK)
+tan_p = unary("tan", "tan", INEXACT, lambda g, x, y: mul(g, add(1.0, mul(y, y))),
+              lowering=kernel_or("tan", hlo_lowering("tan")), checks=NAN_CHECK)
 tanh_p = unary("tanh", "tanh", INEXACT, lambda g, x, y: mul(g, sub(1.0, mul(y, y))), checks=NAN_CHECK)
 logistic_p = unary("logistic", "logistic", INEXACT, lambda g, x, y: mul(g, mul(y, sub(1.0, y))), checks=NAN_CHECK)
 sqrt_p = unary("sqrt", "sqrt", INEXACT, lambda g, x, y: div(g, mul(y, 2.0)), checks=NAN_CHECK)

@@ -15,8 +15,8 @@ from ember._hlo import LoweringContext
 from ember._hlo.lower import emit_function
 from ember._prims.checks import FLOAT, all_weak, check_dtype, check_same_dtypes, coerce_scalars, elementwise_shape
 from ember._prims.elementwise import (_bind_binary, _bind_unary, abs, add, bitwise_and, bitwise_not, bitwise_or,
-                                      div, emit_log1p, eq, exp, floor, gt, log, log1p, lt, mul, ne, neg, select, sign,
-                                      sqrt, sub)
+                                      div, emit_log1p, eq, exp, floor, gt, kernel_or, log, log1p, lt, mul, ne, neg,
+                                      select, sign, sqrt, sub)
 from ember._prims.families import binary, elementwise_batching, unary, unbroadcast
 from ember._prims.reduction import reduce_max
 from ember._prims.shape import broadcast_in_dim, convert_element_type, full_like
@@ -46,7 +46,7 @@ _ERF_INV_F32 = (
 )
 
 
-def _erf_inv_lowering(ctx: LoweringContext, x: str) -> list[str]:
+def _erf_inv_xla(ctx: LoweringContext, x: str) -> list[str]:
     aval = ctx.avals_in[0]
     if aval.dtype != dt.float32:
         return [ctx.op("chlo.erf_inv", [x], ctx.aval_out)]
@@ -78,7 +78,7 @@ def _erf_inv_lowering(ctx: LoweringContext, x: str) -> list[str]:
 erf_p = unary("erf", "chlo.erf", FLOAT, _erf_derivative, checks=NAN_CHECK)
 erfc_p = unary("erfc", "chlo.erfc", FLOAT, lambda g, x, y: neg(_erf_derivative(g, x, y)), checks=NAN_CHECK)
 erf_inv_p = unary("erf_inv", None, FLOAT, lambda g, x, y: mul(g, mul(_SQRT_PI_OVER_TWO, exp(mul(y, y)))),
-                  lowering=_erf_inv_lowering, checks=NAN_CHECK)
+                  lowering=kernel_or("erf_inv", _erf_inv_xla), checks=NAN_CHECK)
 lgamma_p = unary("lgamma", "chlo.lgamma", FLOAT, lambda g, x, y: mul(g, digamma(x)), checks=NAN_CHECK)
 digamma_p = unary("digamma", "chlo.digamma", FLOAT, lambda g, x, y: mul(g, polygamma(1.0, x)), checks=NAN_CHECK)
 # polygamma(m, x): the m-th derivative of digamma; m is a (float) order, differentiable in x only.

@@ -1,0 +1,358 @@
+/* ember/_runtime/vmath.h: vectorized float32 transcendentals, written once with GCC vector extensions (no
+ * intrinsics) and instantiated per vector width by the file that includes it (_vmath.c).
+ *
+ * The includer defines, before each inclusion:
+ *   VW          lanes per vector (8: one AVX2 register of floats; 16: one AVX-512 register);
+ *   VM_TARGET   the function attribute of the instantiation (target("avx2,fma") or target("avx512f"));
+ *   VM_SUFFIX   a name suffix, so that several instantiations live in one file (VM(sin_array) -> sin_array_avx2).
+ * and gets, per instantiation, `void VM(NAME_array)(const float *x, float *y, int64_t n)` for NAME in sin, cos,
+ * tan, tanh, log1p, erf_inv, exp, log, expm1, erf, logistic (y may equal x).
+ *
+ * Why double precision inside: the plugin's XLA computes sin and cos to 0.56 ulp and tan to 0.86 ulp (measured over
+ * f32[2^22] against float64); a float polynomial after a float range reduction rounds twice (the reduced argument,
+ * then the result) and reaches ~1 ulp. Each lane is therefore widened to double, computed to a relative error below
+ * 1e-10 (the polynomials below) and rounded once to float: within 0.5 ulp plus 2^-30 ulp, every op. Two double
+ * vectors per float vector cost ~2x a float evaluation, which these ops can afford (the plugin's sin: 12 ns an
+ * element; here about 1, see bench/run.py). The results of all ops match a correctly rounded float result
+ * except on the rare ties closer than 2^-30 ulp.
+ *
+ * Denormals as XLA's CPU code treats them (it runs with FTZ and DAZ set; measured on the plugin): a subnormal input
+ * of sin, tan, tanh and expm1 comes back unchanged (XLA's small-argument branch passes x through), of log1p, erf and
+ * erf_inv as a zero of its sign, of cos, exp, logistic and log as the function of zero; a result below FLT_MIN in
+ * magnitude becomes a zero of its sign. Those rules are written out here with integer bit tests, so the results do
+ * not depend on the caller's MXCSR. -0.0 gives -0.0 where the function is odd, NaN gives NaN, +-inf the limits
+ * (sin, cos, tan of +-inf: NaN).
+ *
+ * sin, cos, tan reduce x by Cody-Waite in double: n = round(x * 2/pi), r = x - n*P1 - n*P2 - n*P3 with pi/2 in three
+ * parts, P1 and P2 of 28 significant bits (n*P1 and n*P2 exact for |n| < 2^24, x - n*P1 exact), P3 the next 53 bits:
+ * r is within 2^-80 of the exact remainder for |x| < 2^24, far inside a float ulp of the result even where r is
+ * smallest. Lanes of |x| >= 2^24 (finite) are rare in practice and go to libm's double sin, cos or tan (its
+ * Payne-Hanek reduction), one lane at a time.
+ *
+ * The polynomials: Taylor series where the interval is small enough (sin and cos on [-pi/4, pi/4], degree 13 and
+ * 14: truncation below 3e-14; exp's on |r| <= ln2/2 and expm1's on |x| < 0.35, degree 11: below 1e-14; log's
+ * atanh series in f = (m-1)/(m+1), |f| < 0.172, through f^15; erf on [0, 1], 16 terms: below 2e-14), and least-squares
+ * Chebyshev fits (ember's own, made with mpmath at 30 digits: erf on [1, 4], erf_inv's erfinv(x)/x as a polynomial of
+ * w = -log(1 - x^2) on [0, 6.25] and [6.25, 16.25]) of relative error below 1e-10, given in the scaled variable of
+ * their interval. */
+
+/* ---- coefficients (highest degree first), shared by the instantiations ---- */
+#ifndef EMBER_VMATH_COEFFS
+#define EMBER_VMATH_COEFFS
+/* erf(x) = x P(x^2) on |x| < 1: 2/sqrt(pi) (-1)^n / (n! (2n + 1)), n = 15..0 (truncation < 2e-14) */
+static const double vm_erf_small[] = {
+    -0x1.f56f071a885cfp-46, 0x1.f683ae4a97007p-42, -0x1.d8453cb0c46eap-38, 0x1.9e6ad5e55a730p-34,
+    -0x1.51d7181c5d36dp-30, 0x1.fcc5720624c1cp-27, -0x1.5f742ec43e71ap-23, 0x1.b9e6c9dc651a3p-20,
+    -0x1.f4d25c3e0c2ebp-17, 0x1.f9a326f9b89b7p-14, -0x1.c02db40040b86p-11, 0x1.565bcd0e6a53fp-8,
+    -0x1.b82ce31288b51p-6, 0x1.ce2f21a042be2p-4, -0x1.812746b0379e7p-2, 0x1.20dd750429b6dp+0
+};
+/* erf on [1.0, 4.0]: degree 18 in u = (t - 2.5) / 1.5, max relative error 1.32e-11 */
+static const double vm_erf_mid[] = {
+    -0x1.025d212b1cb9bp-16, 0x1.144a1fae6317dp-15, 0x1.41b6ab65d75fap-14, -0x1.3415461759768p-12,
+    0x1.a4b75fa98d67ap-14, 0x1.e1bfc6f71e3d8p-11, -0x1.e79769e9f43f0p-10, 0x1.d0fd01470518ep-12,
+    0x1.2abf4a1fa59c0p-8, -0x1.3b4cb6c721d9ep-7, 0x1.b59313577eab6p-8, 0x1.2fafcb9982300p-7, -0x1.0520bf00724adp-5,
+    0x1.7c8c36d95a983p-5, -0x1.659667312c8f2p-5, 0x1.cdba01e2bad58p-6, -0x1.9180557b76114p-7, 0x1.ac44a232e96f0p-9,
+    0x1.ffcaa8f4bab5dp-1
+};
+/* erfinv(x)/x as a function of w on [0.0, 6.25]: degree 16 in u = (t - 3.125) / 3.125, max relative error 1.99e-12 */
+static const double vm_erfinv_a[] = {
+    0x1.7e8bd7200bbb0p-23, -0x1.c08c950d14ecep-21, -0x1.12cf3da7c5f98p-24, 0x1.bc655605effb6p-18,
+    -0x1.8dbbcf8b14ac2p-17, -0x1.e6f1cbab5b2f5p-17, 0x1.8909c1be5601fp-14, -0x1.eb76063457764p-14,
+    -0x1.155b8d66126b3p-12, 0x1.431c93e440342p-10, -0x1.4d5c5845f7b9cp-10, -0x1.0f24daa87103ap-8,
+    0x1.23c5aca010a20p-6, -0x1.7259eb8b20781p-6, -0x1.e2b1944bcf151p-5, 0x1.8040caa0f86a8p-1, 0x1.a755e7c99a60cp+0
+};
+/* erfinv(x)/x as a function of w on [6.25, 16.25]: degree 14 in u = (t - 11.25) / 5.0, max relative error 5.01e-12 */
+static const double vm_erfinv_b[] = {
+    -0x1.7c46b9537661ep-22, 0x1.0364071ec72bdp-21, 0x1.87569746417e4p-20, -0x1.7e69a18450de6p-18,
+    0x1.e08a4ca9468afp-17, -0x1.1813968798b7dp-15, 0x1.f92d343a963fap-15, -0x1.ee138c476a9b0p-15,
+    -0x1.c4164b4536d7ep-14, 0x1.de04422f7d3fcp-11, -0x1.09de996b83eeep-8, 0x1.131d73c837787p-6,
+    -0x1.4b75d8a75a05cp-4, 0x1.80036af39f6aep-1, 0x1.9823b1a5daf15p+1
+};
+#endif
+
+#define VM_CAT2(a, b) a##_##b
+#define VM_CAT(a, b) VM_CAT2(a, b)
+#define VM(name) VM_CAT(name, VM_SUFFIX)
+#define VM_FN static inline VM_TARGET __attribute__((always_inline))
+
+/* the instantiation's vector types (names local to this inclusion, #undef'd at the end): vf holds VW floats; the
+ * double work is done on its two halves, vd of VW/2 doubles (one register: GCC 12 scalarizes comparisons of double
+ * vectors wider than a register, 20x slower as measured) */
+typedef float VM(vf) __attribute__((vector_size(4 * VW)));
+typedef int32_t VM(vi) __attribute__((vector_size(4 * VW)));
+typedef float VM(vh) __attribute__((vector_size(2 * VW)));
+typedef double VM(vd) __attribute__((vector_size(4 * VW)));
+typedef int64_t VM(vl) __attribute__((vector_size(4 * VW)));
+typedef uint64_t VM(vu) __attribute__((vector_size(4 * VW)));
+#define vf VM(vf)
+#define vi VM(vi)
+#define vh VM(vh)
+#define vd VM(vd)
+#define vl VM(vl)
+#define vu VM(vu)
+
+#define VM_SIGN64 ((int64_t)0x8000000000000000LL)
+#define VM_ABS64 ((int64_t)0x7fffffffffffffffLL)
+
+/* ---- lane helpers (bitwise selects: mask lanes are all ones or all zeros) ---- */
+VM_FN vd VM(sel)(vl m, vd a, vd b) { return (vd)((m & (vl)a) | (~m & (vl)b)); }
+VM_FN vf VM(self)(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
+VM_FN vd VM(fabs)(vd x) { return (vd)((vl)x & VM_ABS64); }
+VM_FN vd VM(with_sign)(vd mag, vd sign) { return (vd)((vl)mag | ((vl)sign & VM_SIGN64)); }
+VM_FN vd VM(splat)(double c) { return (vd){0} + c; }
+
+/* |x| < FLT_MIN (zero or subnormal), by the bits (so DAZ cannot change it) */
+VM_FN vi VM(tiny)(vf x) { return ((vi)x & 0x7fffffff) < 0x00800000; }
+/* x with subnormals as zeros of their sign (DAZ) */
+VM_FN vf VM(daz)(vf x) { return VM(self)(VM(tiny)(x), (vf)((vi)x & (int32_t)0x80000000), x); }
+/* the float result of double d: flushed to a zero of its sign below FLT_MIN (FTZ), else rounded once */
+VM_FN vh VM(narrow)(vd d) {
+    d = VM(sel)(VM(fabs)(d) < 0x1p-126, (vd)((vl)d & VM_SIGN64), d);
+    return __builtin_convertvector(d, vh);
+}
+/* f over the float lanes of x in double: each half widened, f'd, narrowed */
+#define VM_WIDE(F, x)                                                                                          \
+    ({                                                                                                         \
+        vf x_ = (x), out_;                                                                                     \
+        vh half_[2];                                                                                           \
+        __builtin_memcpy(half_, &x_, sizeof x_);                                                               \
+        half_[0] = VM(narrow)(F(__builtin_convertvector(half_[0], vd)));                                       \
+        half_[1] = VM(narrow)(F(__builtin_convertvector(half_[1], vd)));                                       \
+        __builtin_memcpy(&out_, half_, sizeof out_);                                                           \
+        out_;                                                                                                  \
+    })
+
+/* ---- double kernels ---- */
+/* exp(x), x clamped to [-200, 200] (beyond: inf or 0 as float); NaN stays NaN */
+VM_FN vd VM(exp_d)(vd x) {
+    x = VM(sel)(x > 200.0, VM(splat)(200.0), x);
+    x = VM(sel)(x < -200.0, VM(splat)(-200.0), x);
+    vd t = x * 0x1.71547652b82fep+0 + 0x1.8p52; /* n + 1.5*2^52: n = round(x / ln2) in the low bits */
+    vd n = t - 0x1.8p52;
+    vd r = (x - n * 0x1.62e42fefa4000p-1) - n * -0x1.8432a1b0e2634p-43; /* ln2 in two parts: n*L1 exact */
+    vd p = VM(splat)(1.0 / 39916800);
+    p = p * r + 1.0 / 3628800;
+    p = p * r + 1.0 / 362880;
+    p = p * r + 1.0 / 40320;
+    p = p * r + 1.0 / 5040;
+    p = p * r + 1.0 / 720;
+    p = p * r + 1.0 / 120;
+    p = p * r + 1.0 / 24;
+    p = p * r + 1.0 / 6;
+    p = p * r + 0.5;
+    p = r + (r * r) * p + 1.0;
+    vd scale = (vd)(((vl)t + 1023) << 52); /* 2^n: n + 1023 in the exponent field (the low bits of t) */
+    return p * scale;
+}
+
+/* expm1(x): the Taylor series (degree 11) where |x| < 0.35, exp(x) - 1 elsewhere (no cancellation there) */
+VM_FN vd VM(expm1_d)(vd x) {
+    vd p = VM(splat)(1.0 / 479001600);
+    p = p * x + 1.0 / 39916800;
+    p = p * x + 1.0 / 3628800;
+    p = p * x + 1.0 / 362880;
+    p = p * x + 1.0 / 40320;
+    p = p * x + 1.0 / 5040;
+    p = p * x + 1.0 / 720;
+    p = p * x + 1.0 / 120;
+    p = p * x + 1.0 / 24;
+    p = p * x + 1.0 / 6;
+    p = p * x + 0.5;
+    vd small = x + (x * x) * p;
+    return VM(sel)(VM(fabs)(x) < 0.35, small, VM(exp_d)(x) - 1.0);
+}
+
+/* log(x) for positive normal finite double x (the callers select the special cases): x = 2^k m, m in
+ * [sqrt(1/2), sqrt(2)), log(m) = 2 atanh(f), f = (m - 1)/(m + 1) */
+VM_FN vd VM(log_d)(vd x) {
+    vu bits = (vu)x;
+    vd m = (vd)((bits & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL);
+    vd k = (vd)((bits >> 52) | 0x4330000000000000ULL) - (0x1p52 + 1023.0); /* the exponent, as a double */
+    vl high = m > 0x1.6a09e667f3bcdp+0;
+    m = VM(sel)(high, m * 0.5, m);
+    k = VM(sel)(high, k + 1.0, k);
+    vd f = (m - 1.0) / (m + 1.0), z = f * f;
+    vd p = VM(splat)(1.0 / 15);
+    p = p * z + 1.0 / 13;
+    p = p * z + 1.0 / 11;
+    p = p * z + 1.0 / 9;
+    p = p * z + 1.0 / 7;
+    p = p * z + 1.0 / 5;
+    p = p * z + 1.0 / 3;
+    vd logm = 2.0 * f + (2.0 * f) * (z * p);
+    return k * 0x1.62e42fefa39efp-1 + logm;
+}
+
+/* log(u) of a double u >= 0 from a float operation: -inf at 0, NaN below, inf at inf, NaN at NaN */
+VM_FN vd VM(log_special)(vd u) {
+    vd v = VM(log_d)(u);
+    v = VM(sel)(u == 0.0, VM(splat)(-__builtin_inf()), v);
+    v = VM(sel)(u == __builtin_inf(), u, v);
+    return VM(sel)((u < 0.0) | (u != u), VM(splat)(__builtin_nan("")), v);
+}
+
+/* ---- sin, cos, tan ---- */
+/* sin(r) and cos(r) for |r| <= pi/4 (+ rounding): Taylor series to degree 13 and 14 */
+VM_FN vd VM(sin_r)(vd r) {
+    vd z = r * r;
+    vd p = VM(splat)(1.0 / 6227020800.0);
+    p = p * z - 1.0 / 39916800;
+    p = p * z + 1.0 / 362880;
+    p = p * z - 1.0 / 5040;
+    p = p * z + 1.0 / 120;
+    p = p * z - 1.0 / 6;
+    return r + (r * z) * p;
+}
+VM_FN vd VM(cos_r)(vd r) {
+    vd z = r * r;
+    vd p = VM(splat)(-1.0 / 87178291200.0);
+    p = p * z + 1.0 / 479001600;
+    p = p * z - 1.0 / 3628800;
+    p = p * z + 1.0 / 40320;
+    p = p * z - 1.0 / 720;
+    p = p * z + 1.0 / 24;
+    p = p * z - 0.5;
+    return 1.0 + z * p;
+}
+
+/* x = q pi/2 + r: r (|r| <= pi/4 + rounding) and the quadrant q mod 4, for |x| < 2^24 (larger: see VM_HUGE) */
+VM_FN vd VM(reduce)(vd x, vl *q) {
+    vd t = x * 0x1.45f306dc9c883p-1 + 0x1.8p52;
+    vd n = t - 0x1.8p52;
+    *q = (vl)t & 3;
+    return ((x - n * 0x1.921fb54000000p+0) - n * 0x1.10b4612000000p-30) - n * -0x1.676733ae8fe48p-60;
+}
+
+VM_FN vd VM(sin_d)(vd x) {
+    vl q;
+    vd r = VM(reduce)(x, &q);
+    vd v = VM(sel)((q & 1) != 0, VM(cos_r)(r), VM(sin_r)(r));
+    return VM(sel)((q & 2) != 0, -v, v);
+}
+VM_FN vd VM(cos_d)(vd x) {
+    vl q;
+    vd r = VM(reduce)(x, &q);
+    vd v = VM(sel)((q & 1) != 0, VM(sin_r)(r), VM(cos_r)(r)); /* cos(q pi/2 + r): cos r, -sin r, -cos r, sin r */
+    return VM(sel)(((q + 1) & 2) != 0, -v, v);
+}
+VM_FN vd VM(tan_d)(vd x) {
+    vl q;
+    vd r = VM(reduce)(x, &q);
+    vd s = VM(sin_r)(r), c = VM(cos_r)(r);
+    vl odd = (q & 1) != 0;
+    return VM(sel)(odd, -c, s) / VM(sel)(odd, s, c); /* tan(r), or -cot(r) in odd quadrants */
+}
+
+/* which lanes are finite with |x| >= 2^24 (out of the reduction's range), as a mask of floats */
+VM_FN vi VM(huge)(vf x) {
+    vi a = (vi)x & 0x7fffffff;
+    return (a >= 0x4b800000) & (a < 0x7f800000);
+}
+
+VM_FN vf VM(sin_v)(vf x) { return VM(self)(VM(tiny)(x), x, VM_WIDE(VM(sin_d), x)); }
+VM_FN vf VM(cos_v)(vf x) { return VM_WIDE(VM(cos_d), VM(daz)(x)); }
+VM_FN vf VM(tan_v)(vf x) { return VM(self)(VM(tiny)(x), x, VM_WIDE(VM(tan_d), x)); }
+
+/* ---- the others ---- */
+VM_FN vd VM(tanh_d)(vd d) {
+    vd a = VM(fabs)(d);
+    a = VM(sel)(a > 20.0, VM(splat)(20.0), a); /* (tanh is 1 in float from 9.01) */
+    vd t = VM(expm1_d)(2.0 * a);
+    return VM(with_sign)(t / (t + 2.0), d);
+}
+VM_FN vf VM(tanh_v)(vf x) { return VM(self)(VM(tiny)(x), x, VM_WIDE(VM(tanh_d), x)); }
+
+VM_FN vf VM(exp_v)(vf x) { return VM_WIDE(VM(exp_d), VM(daz)(x)); }
+VM_FN vf VM(expm1_v)(vf x) { return VM(self)(VM(tiny)(x), x, VM_WIDE(VM(expm1_d), x)); }
+
+VM_FN vd VM(logistic_d)(vd d) { return 1.0 / (1.0 + VM(exp_d)(-d)); }
+VM_FN vf VM(logistic_v)(vf x) { return VM_WIDE(VM(logistic_d), VM(daz)(x)); }
+
+VM_FN vf VM(log_v)(vf x) { return VM_WIDE(VM(log_special), VM(daz)(x)); }
+
+/* log1p(x) = log(1 + x), 1 + x exact in double for |x| >= 2^-29; below, the float result is x itself */
+VM_FN vd VM(log1p_d)(vd d) { return VM(sel)(VM(fabs)(d) < 0x1p-29, d, VM(log_special)(1.0 + d)); }
+VM_FN vf VM(log1p_v)(vf x) { return VM_WIDE(VM(log1p_d), VM(daz)(x)); }
+
+/* erf: x P(x^2) (Taylor, 16 terms) on |x| < 1, the fit on [1, 4], 1 beyond (erf is 1 in float from 3.92) */
+VM_FN vd VM(erf_d)(vd d) {
+    vd a = VM(fabs)(d), s = d * d;
+    vd p = VM(splat)(0.0);
+    for (unsigned k = 0; k < sizeof vm_erf_small / sizeof vm_erf_small[0]; k++) p = p * s + vm_erf_small[k];
+    vd u = (a - 2.5) * (1.0 / 1.5), m = VM(splat)(0.0);
+    for (unsigned k = 0; k < sizeof vm_erf_mid / sizeof vm_erf_mid[0]; k++) m = m * u + vm_erf_mid[k];
+    vd v = VM(sel)(a < 1.0, a * p, VM(sel)(a < 4.0, m, VM(splat)(1.0)));
+    v = VM(sel)(a != a, d, v); /* NaN */
+    return VM(with_sign)(v, d);
+}
+VM_FN vf VM(erf_v)(vf x) { return VM_WIDE(VM(erf_d), VM(daz)(x)); }
+
+/* erf_inv(x) = x P(w), w = -log((1 - x)(1 + x)) (both factors exact in double): one fit on w < 6.25, one on
+ * [6.25, 16.25] (w < 15.95 for every float |x| < 1); +-inf at +-1, NaN beyond */
+VM_FN vd VM(erf_inv_d)(vd d) {
+    vd a = VM(fabs)(d);
+    vd w = -VM(log_d)((1.0 - a) * (1.0 + a));
+    vd ua = (w - 3.125) * (1.0 / 3.125), ub = (w - 11.25) * (1.0 / 5.0), pa = VM(splat)(0.0), pb = pa;
+    for (unsigned k = 0; k < sizeof vm_erfinv_a / sizeof vm_erfinv_a[0]; k++) pa = pa * ua + vm_erfinv_a[k];
+    for (unsigned k = 0; k < sizeof vm_erfinv_b / sizeof vm_erfinv_b[0]; k++) pb = pb * ub + vm_erfinv_b[k];
+    vd v = d * VM(sel)(w < 6.25, pa, pb);
+    v = VM(sel)(a == 1.0, VM(with_sign)(VM(splat)(__builtin_inf()), d), v);
+    v = VM(sel)((a > 1.0) | (a != a), VM(splat)(__builtin_nan("")), v);
+    return VM(sel)(a == 0.0, d, v); /* (+-0: keep the sign exactly) */
+}
+VM_FN vf VM(erf_inv_v)(vf x) { return VM_WIDE(VM(erf_inv_d), VM(daz)(x)); }
+
+/* ---- whole arrays ---- */
+/* y[i] = f(x[i]) for i < n: whole vectors, then the tail through a zero-padded vector (y may alias x) */
+#define VM_ARRAY(NAME, BODY_FIXUP)                                                                             \
+    static VM_TARGET void VM(NAME##_array)(const float *x, float *y, int64_t n) {                              \
+        int64_t i = 0;                                                                                         \
+        for (; i + VW <= n; i += VW) {                                                                         \
+            vf v, r;                                                                                           \
+            __builtin_memcpy(&v, x + i, sizeof v);                                                             \
+            r = VM(NAME##_v)(v);                                                                               \
+            BODY_FIXUP                                                                                         \
+            __builtin_memcpy(y + i, &r, sizeof r);                                                             \
+        }                                                                                                      \
+        if (i < n) {                                                                                           \
+            float buf[VW] = {0};                                                                               \
+            vf v, r;                                                                                           \
+            __builtin_memcpy(buf, x + i, (size_t)(n - i) * sizeof(float));                                    \
+            __builtin_memcpy(&v, buf, sizeof v);                                                               \
+            r = VM(NAME##_v)(v);                                                                               \
+            BODY_FIXUP                                                                                         \
+            __builtin_memcpy(buf, &r, sizeof r);                                                               \
+            __builtin_memcpy(y + i, buf, (size_t)(n - i) * sizeof(float));                                     \
+        }                                                                                                      \
+    }
+
+/* lanes of |x| >= 2^24: libm's double function, one lane at a time (rare: any() over the mask first) */
+#define VM_HUGE(LIBM)                                                                                          \
+    {                                                                                                          \
+        vi big = VM(huge)(v);                                                                                  \
+        uint64_t words[VW / 2], any = 0;                                                                       \
+        __builtin_memcpy(words, &big, sizeof words);                                                           \
+        for (int k = 0; k < VW / 2; k++) any |= words[k];                                                      \
+        if (any)                                                                                               \
+            for (int k = 0; k < VW; k++)                                                                       \
+                if (big[k]) r[k] = (float)LIBM((double)v[k]);                                                  \
+    }
+
+VM_ARRAY(sin, VM_HUGE(sin))
+VM_ARRAY(cos, VM_HUGE(cos))
+VM_ARRAY(tan, VM_HUGE(tan))
+VM_ARRAY(tanh, )
+VM_ARRAY(log1p, )
+VM_ARRAY(erf_inv, )
+VM_ARRAY(exp, )
+VM_ARRAY(log, )
+VM_ARRAY(expm1, )
+VM_ARRAY(erf, )
+VM_ARRAY(logistic, )
+
+#undef vf
+#undef vi
+#undef vh
+#undef vd
+#undef vl
+#undef vu
