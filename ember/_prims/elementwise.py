@@ -29,13 +29,6 @@ def _scalar_like(value: float, x: Any) -> Any:
     return scalar_literal(value, aval_of(x).dtype)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Unary ops: derivative(g, x, out) is the derivative at x applied to g.
-neg_p = unary("neg", "negate", NUMERIC_C, lambda g, x, y: neg(g), checks=())
-exp_p = unary("exp", "exponential", INEXACT, lambda g, x, y: mul(g, y), checks=NAN_CHECK)
-log_p = unary("log", "log", INEXACT, lambda g, x, y: div(g, x), checks=NAN_CHECK)
-
-
 def kernel_or(name: str, lowering: Lowering) -> Lowering:
     """The lowering of the unary op `name`: a call of ember's transcendentals kernel where the CPU policy takes it
     (backend_forms.elementwise: float32, large arrays, on the CPU plugin), else `lowering` (XLA's ops)."""
@@ -43,6 +36,16 @@ def kernel_or(name: str, lowering: Lowering) -> Lowering:
         out = backend_forms.elementwise(ctx.emitter, name, x, ctx.aval_out)
         return [out] if out is not None else lowering(ctx, x, **params)
     return rule
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Unary ops: derivative(g, x, out) is the derivative at x applied to g. The transcendental functions lower through
+# kernel_or: ember's kernel for large float32 arrays on the CPU where it is faster (backend_forms.KERNEL_OPS).
+neg_p = unary("neg", "negate", NUMERIC_C, lambda g, x, y: neg(g), checks=())
+exp_p = unary("exp", "exponential", INEXACT, lambda g, x, y: mul(g, y),
+              lowering=kernel_or("exp", hlo_lowering("exponential")), checks=NAN_CHECK)
+log_p = unary("log", "log", INEXACT, lambda g, x, y: div(g, x), lowering=kernel_or("log", hlo_lowering("log")),
+              checks=NAN_CHECK)
 
 
 def _log1p_lowering(ctx: LoweringContext, x: str) -> list[str]:
@@ -72,16 +75,18 @@ def emit_log1p(ctx: LoweringContext, x: str, aval: ShapedArray) -> str:
 
 log1p_p = unary("log1p", None, INEXACT, lambda g, x, y: div(g, add(x, 1.0)),
                 lowering=kernel_or("log1p", _log1p_lowering), checks=NAN_CHECK)
-expm1_p = unary("expm1", "exponential_minus_one", INEXACT, lambda g, x, y: mul(g, add(y, 1.0)), checks=NAN_CHECK)
-# (sin, cos, tan, log1p: ember's kernel for large float32 arrays on the CPU, see backend_forms.KERNEL_OPS)
+expm1_p = unary("expm1", "exponential_minus_one", INEXACT, lambda g, x, y: mul(g, add(y, 1.0)),
+                lowering=kernel_or("expm1", hlo_lowering("exponential_minus_one")), checks=NAN_CHECK)
 sin_p = unary("sin", "sine", INEXACT, lambda g, x, y: mul(g, cos(x)),
               lowering=kernel_or("sin", hlo_lowering("sine")), checks=NAN_CHECK)
 cos_p = unary("cos", "cosine", INEXACT, lambda g, x, y: neg(mul(g, sin(x))),
               lowering=kernel_or("cos", hlo_lowering("cosine")), checks=NAN_CHECK)
 tan_p = unary("tan", "tan", INEXACT, lambda g, x, y: mul(g, add(1.0, mul(y, y))),
               lowering=kernel_or("tan", hlo_lowering("tan")), checks=NAN_CHECK)
-tanh_p = unary("tanh", "tanh", INEXACT, lambda g, x, y: mul(g, sub(1.0, mul(y, y))), checks=NAN_CHECK)
-logistic_p = unary("logistic", "logistic", INEXACT, lambda g, x, y: mul(g, mul(y, sub(1.0, y))), checks=NAN_CHECK)
+tanh_p = unary("tanh", "tanh", INEXACT, lambda g, x, y: mul(g, sub(1.0, mul(y, y))),
+               lowering=kernel_or("tanh", hlo_lowering("tanh")), checks=NAN_CHECK)
+logistic_p = unary("logistic", "logistic", INEXACT, lambda g, x, y: mul(g, mul(y, sub(1.0, y))),
+                   lowering=kernel_or("logistic", hlo_lowering("logistic")), checks=NAN_CHECK)
 sqrt_p = unary("sqrt", "sqrt", INEXACT, lambda g, x, y: div(g, mul(y, 2.0)), checks=NAN_CHECK)
 rsqrt_p = unary("rsqrt", "rsqrt", INEXACT, lambda g, x, y: mul(g, mul(div(y, x), -0.5)), checks=NAN_CHECK)
 floor_p = unary("floor", "floor", FLOAT, ZERO, checks=())

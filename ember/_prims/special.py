@@ -17,7 +17,7 @@ from ember._prims.checks import FLOAT, all_weak, check_dtype, check_same_dtypes,
 from ember._prims.elementwise import (_bind_binary, _bind_unary, abs, add, bitwise_and, bitwise_not, bitwise_or,
                                       div, emit_log1p, eq, exp, floor, gt, kernel_or, log, log1p, lt, mul, ne, neg,
                                       select, sign, sqrt, sub)
-from ember._prims.families import binary, elementwise_batching, unary, unbroadcast
+from ember._prims.families import binary, elementwise_batching, hlo_lowering, unary, unbroadcast
 from ember._prims.reduction import reduce_max
 from ember._prims.shape import broadcast_in_dim, convert_element_type, full_like
 from ember._prims import explicit
@@ -75,7 +75,8 @@ def _erf_inv_xla(ctx: LoweringContext, x: str) -> list[str]:
     return [op("select", at_one, op("multiply", x, const(np.inf)), result)]
 
 
-erf_p = unary("erf", "chlo.erf", FLOAT, _erf_derivative, checks=NAN_CHECK)
+erf_p = unary("erf", "chlo.erf", FLOAT, _erf_derivative, lowering=kernel_or("erf", hlo_lowering("chlo.erf")),
+              checks=NAN_CHECK)
 erfc_p = unary("erfc", "chlo.erfc", FLOAT, lambda g, x, y: neg(_erf_derivative(g, x, y)), checks=NAN_CHECK)
 erf_inv_p = unary("erf_inv", None, FLOAT, lambda g, x, y: mul(g, mul(_SQRT_PI_OVER_TWO, exp(mul(y, y)))),
                   lowering=kernel_or("erf_inv", _erf_inv_xla), checks=NAN_CHECK)

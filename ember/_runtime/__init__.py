@@ -5,7 +5,7 @@ from ember._runtime import eager as _eager  # noqa: F401  (fills ember._core.EAG
 from ember._runtime import lapack as _lapack  # noqa: F401  (installs the LAPACK kernels' provider in ember._hlo.ffi)
 from ember._runtime import rows as _rows  # noqa: F401  (installs the row kernel's provider)
 from ember._runtime import sort as _sort  # noqa: F401  (installs the sort kernel's provider)
-from ember._runtime import vmath as _vmath  # noqa: F401  (installs the transcendentals kernel's provider)
+from ember._runtime import vmath as _vmath_provider  # noqa: F401  (installs the transcendentals kernel's provider)
 from ember._runtime import callbacks as _callbacks  # noqa: F401  (installs the host callbacks' provider)
 from ember._runtime.array import Array, Shard, array, asarray
 from ember._runtime.sharded import ShardedArray, device_put

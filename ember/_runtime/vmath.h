@@ -54,19 +54,18 @@ static const double vm_erf_mid[] = {
     0x1.7c8c36d95a983p-5, -0x1.659667312c8f2p-5, 0x1.cdba01e2bad58p-6, -0x1.9180557b76114p-7, 0x1.ac44a232e96f0p-9,
     0x1.ffcaa8f4bab5dp-1
 };
-/* erfinv(x)/x as a function of w on [0.0, 6.25]: degree 16 in u = (t - 3.125) / 3.125, max relative error 1.99e-12 */
+/* erfinv(x)/x as a function of w on [0.0, 6.25]: degree 14 in u = (t - 3.125) / 3.125, max relative error 6.17e-11 */
 static const double vm_erfinv_a[] = {
-    0x1.7e8bd7200bbb0p-23, -0x1.c08c950d14ecep-21, -0x1.12cf3da7c5f98p-24, 0x1.bc655605effb6p-18,
-    -0x1.8dbbcf8b14ac2p-17, -0x1.e6f1cbab5b2f5p-17, 0x1.8909c1be5601fp-14, -0x1.eb76063457764p-14,
-    -0x1.155b8d66126b3p-12, 0x1.431c93e440342p-10, -0x1.4d5c5845f7b9cp-10, -0x1.0f24daa87103ap-8,
-    0x1.23c5aca010a20p-6, -0x1.7259eb8b20781p-6, -0x1.e2b1944bcf151p-5, 0x1.8040caa0f86a8p-1, 0x1.a755e7c99a60cp+0
+    0x1.5c31cd06814bbp-21, 0x1.d446dfaab516ep-19, -0x1.b495fbda55c01p-17, -0x1.49405eae4e4b5p-17,
+    0x1.8d25c106e675ep-14, -0x1.fa84be7035b0dp-14, -0x1.15d6d541be9f9p-12, 0x1.437f22c93ffd1p-10,
+    -0x1.4d547febe71d1p-10, -0x1.0f2a0747ba315p-8, 0x1.23c59cef5ba1cp-6, -0x1.7259cce1827e8p-6,
+    -0x1.e2b193ec2bfe4p-5, 0x1.8040ca9a6659ep-1, 0x1.a755e7c994666p+0
 };
-/* erfinv(x)/x as a function of w on [6.25, 16.25]: degree 14 in u = (t - 11.25) / 5.0, max relative error 5.01e-12 */
+/* erfinv(x)/x as a function of w on [6.25, 16.25]: degree 11 in u = (t - 11.25) / 5.0, max relative error 5.83e-11 */
 static const double vm_erfinv_b[] = {
-    -0x1.7c46b9537661ep-22, 0x1.0364071ec72bdp-21, 0x1.87569746417e4p-20, -0x1.7e69a18450de6p-18,
-    0x1.e08a4ca9468afp-17, -0x1.1813968798b7dp-15, 0x1.f92d343a963fap-15, -0x1.ee138c476a9b0p-15,
-    -0x1.c4164b4536d7ep-14, 0x1.de04422f7d3fcp-11, -0x1.09de996b83eeep-8, 0x1.131d73c837787p-6,
-    -0x1.4b75d8a75a05cp-4, 0x1.80036af39f6aep-1, 0x1.9823b1a5daf15p+1
+    -0x1.1508fef87e4aap-18, 0x1.17da1a038b651p-16, -0x1.288aafdaf7f7cp-15, 0x1.e93f88aa6487ep-15,
+    -0x1.e4327d2768114p-15, -0x1.c0c764f6841c3p-14, 0x1.ddd627e98c4c8p-11, -0x1.09e13d1bf82f5p-8,
+    0x1.131da1e27bfabp-6, -0x1.4b75d574d5451p-4, 0x1.80036ae673584p-1, 0x1.9823b1a588943p+1
 };
 #endif
 
@@ -122,6 +121,29 @@ VM_FN vh VM(narrow)(vd d) {
         out_;                                                                                                  \
     })
 
+/* whether any lane of mask m is set */
+VM_FN int VM(any)(vl m) {
+    uint64_t words[VW / 2], any = 0;
+    __builtin_memcpy(words, &m, sizeof words);
+    for (int k = 0; k < VW / 2; k++) any |= words[k];
+    return any != 0;
+}
+
+/* the polynomial with coefficients c[0..n) (highest degree first) at u, as two interleaved Horner chains in u^2
+ * (even and odd terms): half the latency of one chain, which bound erf_inv (6.7 -> see bench) */
+VM_FN vd VM(poly)(vd u, const double *c, unsigned n) {
+    vd z = u * u, even = VM(splat)(0.0), odd = VM(splat)(0.0);
+#pragma GCC unroll 32
+    for (unsigned k = 0; k < n; k++) { /* c[k] is the coefficient of u^(n-1-k) */
+        if ((n - 1 - k) & 1)
+            odd = odd * z + c[k];
+        else
+            even = even * z + c[k];
+    }
+    return even + u * odd;
+}
+#define VM_POLY(u, table) VM(poly)((u), (table), sizeof(table) / sizeof((table)[0]))
+
 /* ---- double kernels ---- */
 /* exp(x), x clamped to [-200, 200] (beyond: inf or 0 as float); NaN stays NaN */
 VM_FN vd VM(exp_d)(vd x) {
@@ -130,9 +152,7 @@ VM_FN vd VM(exp_d)(vd x) {
     vd t = x * 0x1.71547652b82fep+0 + 0x1.8p52; /* n + 1.5*2^52: n = round(x / ln2) in the low bits */
     vd n = t - 0x1.8p52;
     vd r = (x - n * 0x1.62e42fefa4000p-1) - n * -0x1.8432a1b0e2634p-43; /* ln2 in two parts: n*L1 exact */
-    vd p = VM(splat)(1.0 / 39916800);
-    p = p * r + 1.0 / 3628800;
-    p = p * r + 1.0 / 362880;
+    vd p = VM(splat)(1.0 / 362880);
     p = p * r + 1.0 / 40320;
     p = p * r + 1.0 / 5040;
     p = p * r + 1.0 / 720;
@@ -172,8 +192,7 @@ VM_FN vd VM(log_d)(vd x) {
     m = VM(sel)(high, m * 0.5, m);
     k = VM(sel)(high, k + 1.0, k);
     vd f = (m - 1.0) / (m + 1.0), z = f * f;
-    vd p = VM(splat)(1.0 / 15);
-    p = p * z + 1.0 / 13;
+    vd p = VM(splat)(1.0 / 13);
     p = p * z + 1.0 / 11;
     p = p * z + 1.0 / 9;
     p = p * z + 1.0 / 7;
@@ -195,8 +214,7 @@ VM_FN vd VM(log_special)(vd u) {
 /* sin(r) and cos(r) for |r| <= pi/4 (+ rounding): Taylor series to degree 13 and 14 */
 VM_FN vd VM(sin_r)(vd r) {
     vd z = r * r;
-    vd p = VM(splat)(1.0 / 6227020800.0);
-    p = p * z - 1.0 / 39916800;
+    vd p = VM(splat)(-1.0 / 39916800);
     p = p * z + 1.0 / 362880;
     p = p * z - 1.0 / 5040;
     p = p * z + 1.0 / 120;
@@ -205,8 +223,7 @@ VM_FN vd VM(sin_r)(vd r) {
 }
 VM_FN vd VM(cos_r)(vd r) {
     vd z = r * r;
-    vd p = VM(splat)(-1.0 / 87178291200.0);
-    p = p * z + 1.0 / 479001600;
+    vd p = VM(splat)(1.0 / 479001600);
     p = p * z - 1.0 / 3628800;
     p = p * z + 1.0 / 40320;
     p = p * z - 1.0 / 720;
@@ -277,10 +294,7 @@ VM_FN vf VM(log1p_v)(vf x) { return VM_WIDE(VM(log1p_d), VM(daz)(x)); }
 /* erf: x P(x^2) (Taylor, 16 terms) on |x| < 1, the fit on [1, 4], 1 beyond (erf is 1 in float from 3.92) */
 VM_FN vd VM(erf_d)(vd d) {
     vd a = VM(fabs)(d), s = d * d;
-    vd p = VM(splat)(0.0);
-    for (unsigned k = 0; k < sizeof vm_erf_small / sizeof vm_erf_small[0]; k++) p = p * s + vm_erf_small[k];
-    vd u = (a - 2.5) * (1.0 / 1.5), m = VM(splat)(0.0);
-    for (unsigned k = 0; k < sizeof vm_erf_mid / sizeof vm_erf_mid[0]; k++) m = m * u + vm_erf_mid[k];
+    vd p = VM_POLY(s, vm_erf_small), m = VM_POLY((a - 2.5) * (1.0 / 1.5), vm_erf_mid);
     vd v = VM(sel)(a < 1.0, a * p, VM(sel)(a < 4.0, m, VM(splat)(1.0)));
     v = VM(sel)(a != a, d, v); /* NaN */
     return VM(with_sign)(v, d);
@@ -292,10 +306,11 @@ VM_FN vf VM(erf_v)(vf x) { return VM_WIDE(VM(erf_d), VM(daz)(x)); }
 VM_FN vd VM(erf_inv_d)(vd d) {
     vd a = VM(fabs)(d);
     vd w = -VM(log_d)((1.0 - a) * (1.0 + a));
-    vd ua = (w - 3.125) * (1.0 / 3.125), ub = (w - 11.25) * (1.0 / 5.0), pa = VM(splat)(0.0), pb = pa;
-    for (unsigned k = 0; k < sizeof vm_erfinv_a / sizeof vm_erfinv_a[0]; k++) pa = pa * ua + vm_erfinv_a[k];
-    for (unsigned k = 0; k < sizeof vm_erfinv_b / sizeof vm_erfinv_b[0]; k++) pb = pb * ub + vm_erfinv_b[k];
-    vd v = d * VM(sel)(w < 6.25, pa, pb);
+    vd p = VM_POLY((w - 3.125) * (1.0 / 3.125), vm_erfinv_a);
+    vl far = w >= 6.25;
+    if (VM(any)(far)) /* (|x| > 0.998: rare, the second polynomial only where a lane needs it) */
+        p = VM(sel)(far, VM_POLY((w - 11.25) * (1.0 / 5.0), vm_erfinv_b), p);
+    vd v = d * p;
     v = VM(sel)(a == 1.0, VM(with_sign)(VM(splat)(__builtin_inf()), d), v);
     v = VM(sel)((a > 1.0) | (a != a), VM(splat)(__builtin_nan("")), v);
     return VM(sel)(a == 0.0, d, v); /* (+-0: keep the sign exactly) */
