@@ -296,6 +296,12 @@ MODELS: dict[str, Work] = {
     "linalg: svd f32 256x256": Work(f32((256, 256), 256), 8 * 256 ** 3 / 3),
     "linalg: eigh f32 256x256": Work(f32((256, 256), 256), 4 * 256 ** 3 / 3),
     "linalg: qr f32 512x256": Work(f32((512, 256), (256, 256)), 2 * 512 * 256 ** 2 - 2 * 256 ** 3 / 3),
+    # a float32 transcendental: one read, one write and (as everywhere here) one flop per element
+    "transcendental: sin f32[4194304]": Work(f32(2 ** 22, 2 ** 22), 2 ** 22),
+    "transcendental: tan f32[4194304]": Work(f32(2 ** 22, 2 ** 22), 2 ** 22),
+    "transcendental: log1p f32[4194304]": Work(f32(2 ** 22, 2 ** 22), 2 ** 22),
+    "transcendental: erf_inv f32[4194304]": Work(f32(2 ** 22, 2 ** 22), 2 ** 22),
+    "transcendental: tanh f32[4194304]": Work(f32(2 ** 22, 2 ** 22), 2 ** 22),
     # a sort reads its input and writes its output; its flops: the comparisons a comparison sort needs at least,
     # n log2 n per row of n (a radix sort or a quicksort's vector compares do other work: read the fraction loosely)
     "sort: sort f32[1e6]": Work(f32(10 ** 6, 10 ** 6), sort_comparisons(1, 10 ** 6)),

@@ -25,6 +25,7 @@ import roofline  # noqa: E402 (bench/roofline.py: the rows' work and the report)
 
 import ember  # noqa: E402
 import ember.numpy as enp  # noqa: E402
+import ember.scipy.special  # noqa: E402,F401 (the erf_inv rows)
 from ember._core.cache import clear_all_caches  # noqa: E402 (the program caches, without ember.clear_caches's gc)
 
 
@@ -565,6 +566,36 @@ def numpy_case(fn_name: str, shape: tuple[int, ...], **kwargs: Any) -> Callable[
     def make() -> Callable[[], Any]:
         x = sort_input(shape)
         return lambda: getattr(np, fn_name)(x, **kwargs)
+    make.library = "numpy"  # type: ignore[attr-defined]
+    return make
+
+
+# float32 transcendentals of f32[2^22] (sin, tan, log1p, erf_inv: ember's kernel, ember/_runtime/vmath.h; tanh: XLA's
+# op in both), on inputs where each lives; the third column numpy's (float32 ufuncs, scipy's erfinv).
+TRANSCENDENTALS = {"sin": (-100.0, 100.0), "tan": (-1.5, 1.5), "log1p": (-0.9, 100.0), "erf_inv": (-1.0, 1.0),
+                   "tanh": (-10.0, 10.0)}
+
+
+def transcendental_input(name: str) -> np.ndarray:
+    lo, hi = TRANSCENDENTALS[name]
+    return np.random.default_rng(5).uniform(lo, hi, 1 << 22).astype(np.float32)
+
+
+def transcendental_case(name: str) -> Callable[[Any, Any], tuple[Callable[[], Any], Callable[[], Any]]]:
+    def pair(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        x = transcendental_input(name)
+        ef = ember.jit(ember.scipy.special.erfinv if name == "erf_inv" else getattr(enp, name))
+        jf = jax.jit(jax.scipy.special.erfinv if name == "erf_inv" else getattr(jnp, name))
+        return checked_pair(jax, ef, [ember.asarray(x)], jf, [jnp.asarray(x)])
+    return pair
+
+
+def transcendental_numpy(name: str) -> Callable[[], Callable[[], Any]]:
+    def make() -> Callable[[], Any]:
+        import scipy.special
+        x = transcendental_input(name)
+        fn = scipy.special.erfinv if name == "erf_inv" else getattr(np, name)
+        return lambda: fn(x)
     make.library = "numpy"  # type: ignore[attr-defined]
     return make
 
@@ -1187,6 +1218,11 @@ BENCHMARKS: list[tuple[Any, ...]] = [
      numpy_case("median", (1024, 1024), axis=0)),
     ("sort: lax.top_k f32[1000,1000] k=10", top_k_case, 20),
     ("sort: lax.approx_max_k f32[1000,1000] k=10", approx_max_k_case, 20),
+    ("transcendental: sin f32[4194304]", transcendental_case("sin"), 5, transcendental_numpy("sin")),
+    ("transcendental: tan f32[4194304]", transcendental_case("tan"), 5, transcendental_numpy("tan")),
+    ("transcendental: log1p f32[4194304]", transcendental_case("log1p"), 5, transcendental_numpy("log1p")),
+    ("transcendental: erf_inv f32[4194304]", transcendental_case("erf_inv"), 5, transcendental_numpy("erf_inv")),
+    ("transcendental: tanh f32[4194304]", transcendental_case("tanh"), 5, transcendental_numpy("tanh")),
     ("jit: lax.ragged_dot f32[4096,256] x 8 groups of f32[256,256]", ragged_dot_case, 10),
     ("random: lax.rng_bit_generator 10^6 uint32", rng_bit_generator_case, 50),
 ]
@@ -1223,7 +1259,7 @@ def main() -> None:
     print(f"ember {ember.__version__} vs jax {jax.__version__}" + (f" and torch {torch.__version__}" if torch else "")
           + f", device: {ember.default_device()}")
     print(f"{'benchmark':45s} {'ember':>12s} {'jax':>12s} {'ember/jax':>10s} {'other':>12s} {'ember/other':>11s}"
-          " (other: torch where installed, numpy for the sort rows)")
+          " (other: torch where installed, numpy for the sort and transcendental rows)")
     measured: list[tuple[str, float, float]] = []
     roof = (peaks.load(args.peaks) if args.peaks else peaks.measure()) if args.roofline else None
     for name, make, number, *other_maker in BENCHMARKS:

@@ -282,7 +282,8 @@ def test_the_handler_refuses_calls_that_do_not_fit():
     arg = client.buffer_from_numpy(np.ones(N, np.float32))
     bigger = text.replace(f"tensor<{N}xf32>", f"tensor<{4 * N}xf32>")
     bigger = bigger.replace(f"%arg0: tensor<{4 * N}xf32>", f"%arg0: tensor<{N}xf32>")
-    bigger = bigger.replace(f"(tensor<{4 * N}xf32>) -> tensor<{4 * N}xf32>", f"(tensor<{N}xf32>) -> tensor<{4 * N}xf32>")
+    bigger = bigger.replace(f"(tensor<{4 * N}xf32>) -> tensor<{4 * N}xf32>",
+                            f"(tensor<{N}xf32>) -> tensor<{4 * N}xf32>")
     assert bigger.count(f"tensor<{N}xf32>") == 2
     with pytest.raises(Exception, match="ember_elementwise: the operand and result must be float32 arrays of one"):
         client.compile(bigger).execute([arg], [((4 * N,), np.dtype(np.float32))])[0].block_until_ready()

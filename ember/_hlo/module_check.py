@@ -17,10 +17,11 @@ ModuleError saying what and where (line:column):
     kernels ember_rows, ember_rows_bmm and ember_rows_transpose, the sort kernels ember_sort and ember_sort_top_k,
     the transcendentals kernel ember_elementwise: never ember_callback, since host callbacks are not serialized)
     and the XLA targets ember's lowering writes (Qr, ProductOfElementaryHouseholderReflectors, Eigh; Sharding,
-    SPMDFullToShardShape, SPMDShardToFullShape of a one-device shard_map); and a custom call whose operand and result types, attributes and layouts are not related
-    as ember's lowering relates them for that target (ember/_prims/linalg.py, ember/_hlo/row_fusion.py,
-    ember/_hlo/backend_forms.py, ember/_prims/sorting.py): the kernels would otherwise trust sizes the artifact chose
-    (they check again at run time: ember/_runtime/_lapack.c, _rows.c, _sort.c, _vmath.c);
+    SPMDFullToShardShape, SPMDShardToFullShape of a one-device shard_map); and a custom call whose operand and
+    result types, attributes and layouts are not related as ember's lowering relates them for that target
+    (ember/_prims/linalg.py, ember/_hlo/row_fusion.py, ember/_hlo/backend_forms.py, ember/_prims/sorting.py): the
+    kernels would otherwise trust sizes the artifact chose (they check again at run time: ember/_runtime/_lapack.c,
+    _rows.c, _sort.c, _vmath.c);
   - tensor types of element types ember does not have, of rank above MAX_RANK, dimensions above MAX_DIM or more
     than MAX_BYTES bytes; collectives naming a device other than 0 (an exported program runs on one device);
   - a module whose @main is missing, not public, or has other functions public, or other attributes than

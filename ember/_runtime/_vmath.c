@@ -114,7 +114,8 @@ static void run_split(ArrayFn fn, const float *x, float *y, int64_t n) {
     if (threads < 1) threads = 1;
     Share shares[MAX_THREADS];
     for (int64_t t = 0; t < threads; t++) {
-        int64_t begin = (n * t / threads) & ~(int64_t)15, end = t + 1 == threads ? n : (n * (t + 1) / threads) & ~(int64_t)15;
+        int64_t begin = (n * t / threads) & ~(int64_t)15;
+        int64_t end = t + 1 == threads ? n : (n * (t + 1) / threads) & ~(int64_t)15;
         shares[t] = (Share){fn, x, y, begin, end};
     }
     run_shares(run_share, shares, sizeof(Share), (int)threads);
@@ -125,7 +126,8 @@ static Ffi_Error *elementwise_handler(Ffi_CallFrame *frame) {
     if (frame->stage != FFI_EXECUTE) return NULL;
     const ArrayFn *table = cpu_table();
     if (table == NULL)
-        return fail(frame, FFI_ERR_UNIMPLEMENTED, "ember_elementwise: this CPU has neither AVX-512F nor AVX2 and FMA");
+        return fail(frame, FFI_ERR_UNIMPLEMENTED,
+                    "ember_elementwise: this CPU has neither AVX-512F nor AVX2 and FMA");
     if (frame->args.size != 1 || frame->rets.size != 1)
         return fail(frame, FFI_ERR_INVALID_ARGUMENT, "ember_elementwise: needs one operand and one result");
     Ffi_Buffer *x = (Ffi_Buffer *)frame->args.args[0], *y = (Ffi_Buffer *)frame->rets.args[0];
@@ -200,7 +202,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
     } else if (table == NULL) {
         PyErr_Format(PyExc_ValueError, "ember._runtime._vmath.run: no %d-lane functions on this CPU", width);
     } else if (x.len != y.len || x.len % 4 != 0) {
-        PyErr_SetString(PyExc_ValueError, "ember._runtime._vmath.run: x and y must be float32 buffers of one length");
+        PyErr_SetString(PyExc_ValueError,
+                        "ember._runtime._vmath.run: x and y must be float32 buffers of one length");
     } else {
         int64_t n = x.len / 4;
         Py_BEGIN_ALLOW_THREADS

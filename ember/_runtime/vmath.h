@@ -10,18 +10,20 @@
  *
  * Why double precision inside: the plugin's XLA computes sin and cos to 0.56 ulp and tan to 0.86 ulp (measured over
  * f32[2^22] against float64); a float polynomial after a float range reduction rounds twice (the reduced argument,
- * then the result) and reaches ~1 ulp. Each lane is therefore widened to double, computed to a relative error below
- * 1e-10 (the polynomials below) and rounded once to float: within 0.5 ulp plus 2^-30 ulp, every op. Two double
- * vectors per float vector cost ~2x a float evaluation, which these ops can afford (the plugin's sin: 12 ns an
- * element; here about 1, see bench/run.py). The results of all ops match a correctly rounded float result
- * except on the rare ties closer than 2^-30 ulp.
+ * then the result) and reaches ~1 ulp. Each float vector is therefore split into two halves of VW/2 doubles (one
+ * register each: GCC 12 scalarizes comparisons of double vectors wider than a register, which made sin 6x slower),
+ * each computed to a relative error below 1e-10 and rounded once to float: within 0.5 ulp plus 2^-30 (erf_inv's
+ * fits: 0.501), every op (tests/test_vmath.py sweeps 4M random bit patterns and each function's range). That costs
+ * about twice a float evaluation (one thread, AVX2: ~2.5 ns an element for sin, ~3 for log1p, ~6 for erf_inv,
+ * where the plugin's XLA takes ~12 ns for sin through libm), which is why only some ops are lowered to the kernel
+ * (ember/_hlo/backend_forms.py, KERNEL_OPS: measured).
  *
  * Denormals as XLA's CPU code treats them (it runs with FTZ and DAZ set; measured on the plugin): a subnormal input
  * of sin, tan, tanh and expm1 comes back unchanged (XLA's small-argument branch passes x through), of log1p, erf and
  * erf_inv as a zero of its sign, of cos, exp, logistic and log as the function of zero; a result below FLT_MIN in
  * magnitude becomes a zero of its sign. Those rules are written out here with integer bit tests, so the results do
  * not depend on the caller's MXCSR. -0.0 gives -0.0 where the function is odd, NaN gives NaN, +-inf the limits
- * (sin, cos, tan of +-inf: NaN).
+ * (sin, cos, tan of +-inf: NaN; erf(+-inf) = +-1, where XLA's gives +-0.99999982).
  *
  * sin, cos, tan reduce x by Cody-Waite in double: n = round(x * 2/pi), r = x - n*P1 - n*P2 - n*P3 with pi/2 in three
  * parts, P1 and P2 of 28 significant bits (n*P1 and n*P2 exact for |n| < 2^24, x - n*P1 exact), P3 the next 53 bits:
@@ -29,12 +31,13 @@
  * smallest. Lanes of |x| >= 2^24 (finite) are rare in practice and go to libm's double sin, cos or tan (its
  * Payne-Hanek reduction), one lane at a time.
  *
- * The polynomials: Taylor series where the interval is small enough (sin and cos on [-pi/4, pi/4], degree 13 and
- * 14: truncation below 3e-14; exp's on |r| <= ln2/2 and expm1's on |x| < 0.35, degree 11: below 1e-14; log's
- * atanh series in f = (m-1)/(m+1), |f| < 0.172, through f^15; erf on [0, 1], 16 terms: below 2e-14), and least-squares
- * Chebyshev fits (ember's own, made with mpmath at 30 digits: erf on [1, 4], erf_inv's erfinv(x)/x as a polynomial of
- * w = -log(1 - x^2) on [0, 6.25] and [6.25, 16.25]) of relative error below 1e-10, given in the scaled variable of
- * their interval. */
+ * The polynomials: Taylor series where the interval is small enough (sin and cos on [-pi/4, pi/4], degree 11 and
+ * 12: truncation below 1e-11; exp's on |r| <= ln2/2, degree 9: below 1e-11; expm1's on |x| < 0.35, degree 11:
+ * below 1e-14; log's atanh series in f = (m-1)/(m+1), |f| < 0.172, through f^13: below 1e-12; erf on [0, 1], 16
+ * terms: below 2e-14), and least-squares Chebyshev fits (ember's own, made with mpmath at 30 digits: erf on [1, 4],
+ * erf_inv's erfinv(x)/x as a polynomial of w = -log(1 - x^2) on [0, 6.25] and [6.25, 16.25]) of relative error
+ * below 7e-11, given in the scaled variable of their interval. Long polynomials are evaluated as two Horner chains
+ * (VM(poly)), whose latency, not the arithmetic, bounded erf_inv. */
 
 /* ---- coefficients (highest degree first), shared by the instantiations ---- */
 #ifndef EMBER_VMATH_COEFFS
@@ -54,14 +57,14 @@ static const double vm_erf_mid[] = {
     0x1.7c8c36d95a983p-5, -0x1.659667312c8f2p-5, 0x1.cdba01e2bad58p-6, -0x1.9180557b76114p-7, 0x1.ac44a232e96f0p-9,
     0x1.ffcaa8f4bab5dp-1
 };
-/* erfinv(x)/x as a function of w on [0.0, 6.25]: degree 14 in u = (t - 3.125) / 3.125, max relative error 6.17e-11 */
+/* erfinv(x)/x as a function of w on [0.0, 6.25]: degree 14 in u = (t - 3.125) / 3.125, max rel. error 6.17e-11 */
 static const double vm_erfinv_a[] = {
     0x1.5c31cd06814bbp-21, 0x1.d446dfaab516ep-19, -0x1.b495fbda55c01p-17, -0x1.49405eae4e4b5p-17,
     0x1.8d25c106e675ep-14, -0x1.fa84be7035b0dp-14, -0x1.15d6d541be9f9p-12, 0x1.437f22c93ffd1p-10,
     -0x1.4d547febe71d1p-10, -0x1.0f2a0747ba315p-8, 0x1.23c59cef5ba1cp-6, -0x1.7259cce1827e8p-6,
     -0x1.e2b193ec2bfe4p-5, 0x1.8040ca9a6659ep-1, 0x1.a755e7c994666p+0
 };
-/* erfinv(x)/x as a function of w on [6.25, 16.25]: degree 11 in u = (t - 11.25) / 5.0, max relative error 5.83e-11 */
+/* erfinv(x)/x as a function of w on [6.25, 16.25]: degree 11 in u = (t - 11.25) / 5.0, max rel. error 5.83e-11 */
 static const double vm_erfinv_b[] = {
     -0x1.1508fef87e4aap-18, 0x1.17da1a038b651p-16, -0x1.288aafdaf7f7cp-15, 0x1.e93f88aa6487ep-15,
     -0x1.e4327d2768114p-15, -0x1.c0c764f6841c3p-14, 0x1.ddd627e98c4c8p-11, -0x1.09e13d1bf82f5p-8,
@@ -145,7 +148,7 @@ VM_FN vd VM(poly)(vd u, const double *c, unsigned n) {
 #define VM_POLY(u, table) VM(poly)((u), (table), sizeof(table) / sizeof((table)[0]))
 
 /* ---- double kernels ---- */
-/* exp(x), x clamped to [-200, 200] (beyond: inf or 0 as float); NaN stays NaN */
+/* exp(x) (Taylor, degree 9), x clamped to [-200, 200] (beyond: inf or 0 as float); NaN stays NaN */
 VM_FN vd VM(exp_d)(vd x) {
     x = VM(sel)(x > 200.0, VM(splat)(200.0), x);
     x = VM(sel)(x < -200.0, VM(splat)(-200.0), x);
@@ -211,7 +214,7 @@ VM_FN vd VM(log_special)(vd u) {
 }
 
 /* ---- sin, cos, tan ---- */
-/* sin(r) and cos(r) for |r| <= pi/4 (+ rounding): Taylor series to degree 13 and 14 */
+/* sin(r) and cos(r) for |r| <= pi/4 (+ rounding): Taylor series to degree 11 and 12 */
 VM_FN vd VM(sin_r)(vd r) {
     vd z = r * r;
     vd p = VM(splat)(-1.0 / 39916800);
