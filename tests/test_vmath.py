@@ -274,8 +274,8 @@ def test_a_crafted_artifact_is_refused(change, pattern):
 
 @needs_kernel
 def test_the_handler_refuses_calls_that_do_not_fit():
-    """Defence in depth behind the artifact check: a module whose result is not its operand's shape, or whose op
-    is unknown, reaches the handler, which refuses it (an FFI error naming it) rather than writing past a buffer."""
+    """Defence in depth behind the artifact check: a module whose result is not its operand's shape, whose op is
+    unknown, or whose arrays are float64 reaches the handler, which refuses it (an FFI error naming it) rather than writing past a buffer."""
     from ember._runtime import get_client
     client = get_client()
     text = ember.jit(enp.sin).lower(np.ones(N, np.float32)).as_text()
@@ -290,3 +290,8 @@ def test_the_handler_refuses_calls_that_do_not_fit():
     unknown = text.replace("op = 0 : i64", "op = 42 : i64")
     with pytest.raises(Exception, match="ember_elementwise: the attribute op is not a known function"):
         client.compile(unknown).execute([arg], [((N,), np.dtype(np.float32))])[0].block_until_ready()
+    wide = text.replace("xf32>", "xf64>")
+    assert _calls(wide) == 1
+    with pytest.raises(Exception, match="ember_elementwise: the operand and result must be float32 arrays of one"):
+        client.compile(wide).execute([client.buffer_from_numpy(np.ones(N, np.float64))],
+                                     [((N,), np.dtype(np.float64))])[0].block_until_ready()
