@@ -30,8 +30,8 @@ measured the same):
   devices, portable exported modules): the plain `stablehlo.reduce`.
 
 A float32 sin, cos, tan, log1p or erf_inv of at least MIN_ELEMENTS elements is a call of ember's kernel
-(`custom_call @ember_elementwise`, ember/_runtime/vmath.h: computed in double a vector at a time, within 0.5 ulp
-plus 2^-30), where the plugin's XLA computes a libm call or a long expansion per element (KERNEL_OPS: measured).
+(`custom_call @ember_elementwise`, ember/_runtime/vmath.h: a vector at a time, within 0.5 ulp, log1p 0.8 and erf_inv
+1.05), where the plugin's XLA computes a libm call or a long expansion per element (KERNEL_OPS: measured).
 
 A `dot_general` of float32 operands with no free dimensions (every dimension a batch or a contracting one:
 `einsum("ij,ij->i")`, `einsum("bi,bi->b")`, a dot product of matrices), which XLA's CPU backend runs as many tiny
@@ -60,9 +60,10 @@ from ember._hlo import targets
 from ember._hlo.emitter import Emitter, dot_dimension_numbers, emit_custom_call, i64_array
 
 # ember's transcendentals kernel (_vmath.c): every function it has, by the code its attribute `op` names it with, and
-# those lowered to it: the ones the kernel computes faster than the plugin's XLA (f32[2^22], AVX2 + FMA, 2 cores,
-# ms, XLA -> kernel: sin 49.7 -> 11, cos 48.6 -> 11, tan 98 -> 14, log1p 32.7 -> 8, erf_inv 56 -> 25; tanh 3.0,
-# exp, log, expm1, erf, logistic 1.7-4.4 in XLA's own vector code, slower in the kernel's double precision: kept).
+# those lowered to it: the ones the kernel computes faster than the plugin's XLA (f32[2^22], AVX2 + FMA, 2 cores
+# shared with other work, ms, XLA -> kernel: sin 23-51 -> 5.3-25, cos 21-51 -> 5.1-16, tan 32-96 -> 5.5-16, log1p
+# 11-28 -> 2.6-12, erf_inv 13-40 -> 8.9-24; tanh, exp, log, expm1, erf, logistic 1.4-6 in XLA's own float code,
+# 2.5-10x slower in the kernel's double precision: kept; docs/performance.md, "Transcendentals").
 ELEMENTWISE_TARGET = "ember_elementwise"
 ELEMENTWISE_OPS = {"sin": 0, "cos": 1, "tan": 2, "tanh": 3, "log1p": 4, "erf_inv": 5, "exp": 6, "log": 7,
                    "expm1": 8, "erf": 9, "logistic": 10}

@@ -7,14 +7,15 @@
  *
  * The call: `custom_call @ember_elementwise(x) -> y`, x and y float32 of one shape (row-major), the attribute `op`
  * (int64) naming the function by its code (op_names(): sin 0, cos 1, tan 2, tanh 3, log1p 4, erf_inv 5, exp 6,
- * log 7, expm1 8, erf 9, logistic 10). The elements are split among the pool's threads (pool.h) in chunks of at
- * least MIN_SHARE. Anything else (another dtype, shapes that differ, an unknown op, not one operand and one result)
+ * log 7, expm1 8, erf 9, logistic 10). The elements are split among the pool's threads (pool.h) in shares of at
+ * least MIN_SHARE (run_split). Anything else (another dtype, shapes that differ, an unknown op, not one operand and one result)
  * comes back as an XLA_FFI_Error naming ember_elementwise, never an abort.
  *
  * vmath.h is instantiated three times: 8 lanes for AVX2 + FMA, 16 lanes for AVX-512F, and 16 lanes compiled for AVX2
  * + FMA (only for the test hook `run`, so that a machine without AVX-512 tests the 16-lane source too). handlers()
  * offers the handler where the CPU has AVX-512F (16 lanes) or AVX2 and FMA (8 lanes); elsewhere (or built for
- * another architecture) it offers nothing, and the lowering keeps XLA's ops. */
+ * another architecture, or by a compiler other than GCC, the only one it was tested with) it offers nothing, and the
+ * lowering keeps XLA's ops. */
 #define _GNU_SOURCE /* (sched_getaffinity, CPU_COUNT: pool.h) */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -107,18 +108,21 @@ static void *run_share(void *arg) {
     return NULL;
 }
 
-/* fn over n elements, split among the pool's threads (chunks of at least MIN_SHARE, 64-byte aligned bounds) */
+/* fn over n elements, split among the pool's threads: in more shares than threads (up to MAX_SHARES, each of at
+ * least MIN_SHARE elements, bounds multiples of 16), taken by whichever thread is free, so that a thread the OS
+ * runs late (XLA's own pool spinning on the same cores after its ops) leaves its work to the others */
+#define MAX_SHARES 32
 static void run_split(ArrayFn fn, const float *x, float *y, int64_t n) {
-    int64_t threads = n / MIN_SHARE;
-    if (threads > cpu_count()) threads = cpu_count();
-    if (threads < 1) threads = 1;
-    Share shares[MAX_THREADS];
-    for (int64_t t = 0; t < threads; t++) {
-        int64_t begin = (n * t / threads) & ~(int64_t)15;
-        int64_t end = t + 1 == threads ? n : (n * (t + 1) / threads) & ~(int64_t)15;
+    int64_t count = n / MIN_SHARE;
+    if (cpu_count() == 1 || count < 1) count = 1;
+    if (count > MAX_SHARES) count = MAX_SHARES;
+    Share shares[MAX_SHARES];
+    for (int64_t t = 0; t < count; t++) {
+        int64_t begin = (n * t / count) & ~(int64_t)15;
+        int64_t end = t + 1 == count ? n : (n * (t + 1) / count) & ~(int64_t)15;
         shares[t] = (Share){fn, x, y, begin, end};
     }
-    run_shares(run_share, shares, sizeof(Share), (int)threads);
+    run_shares(run_share, shares, sizeof(Share), (int)count);
 }
 
 static Ffi_Error *elementwise_handler(Ffi_CallFrame *frame) {

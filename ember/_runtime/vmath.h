@@ -12,11 +12,14 @@
  * f32[2^22] against float64); a float polynomial after a float range reduction rounds twice (the reduced argument,
  * then the result) and reaches ~1 ulp. Each float vector is therefore split into two halves of VW/2 doubles (one
  * register each: GCC 12 scalarizes comparisons of double vectors wider than a register, which made sin 6x slower),
- * each computed to a relative error below 1e-10 and rounded once to float: within 0.5 ulp plus 2^-30 (erf_inv's
- * fits: 0.501), every op (tests/test_vmath.py sweeps 4M random bit patterns and each function's range). That costs
- * about twice a float evaluation (one thread, AVX2: ~2.5 ns an element for sin, ~3 for log1p, ~6 for erf_inv,
- * where the plugin's XLA takes ~12 ns for sin through libm), which is why only some ops are lowered to the kernel
- * (ember/_hlo/backend_forms.py, KERNEL_OPS: measured).
+ * each computed to a relative error below 1e-10 and rounded once to float: within 0.5 ulp plus 2^-30 (tests/
+ * test_vmath.py sweeps 4M random bit patterns and each function's range) for sin, cos, tan, tanh, exp, log, expm1,
+ * erf and logistic. That costs about twice a float evaluation (one thread, AVX2: ~2.5 ns an element for sin, where
+ * the plugin's XLA takes ~12 ns through libm). log1p and erf_inv, whose XLA errors are 2.4 and 65 ulp, trade some of
+ * that for speed: log1p is all float (0.80 ulp, 1.25 ns an element; in double 0.50 ulp, 3.0 ns), erf_inv takes its
+ * log in float and its polynomial in double (1.05 ulp, 4.5 ns; all double 0.50 ulp, 6 ns; all float 4.3 ulp, 3.1
+ * ns: the polynomial's cancellation near w = 0). Which ops are lowered to the kernel: ember/_hlo/backend_forms.py,
+ * KERNEL_OPS (measured).
  *
  * Denormals as XLA's CPU code treats them (it runs with FTZ and DAZ set; measured on the plugin): a subnormal input
  * of sin, tan, tanh and expm1 comes back unchanged (XLA's small-argument branch passes x through), of log1p, erf and
@@ -290,9 +293,38 @@ VM_FN vf VM(logistic_v)(vf x) { return VM_WIDE(VM(logistic_d), VM(daz)(x)); }
 
 VM_FN vf VM(log_v)(vf x) { return VM_WIDE(VM(log_special), VM(daz)(x)); }
 
-/* log1p(x) = log(1 + x), 1 + x exact in double for |x| >= 2^-29; below, the float result is x itself */
-VM_FN vd VM(log1p_d)(vd d) { return VM(sel)(VM(fabs)(d) < 0x1p-29, d, VM(log_special)(1.0 + d)); }
-VM_FN vf VM(log1p_v)(vf x) { return VM_WIDE(VM(log1p_d), VM(daz)(x)); }
+/* ---- log1p and erf_inv: float where it is accurate enough (see the top) ---- */
+VM_FN vf VM(fsplat)(float c) { return (vf){0} + c; }
+
+/* log(u) + c for positive normal float u (c: a correction of a few ulps of the result, added before the last
+ * rounding), in float: u = 2^k m, m in [sqrt(1/2), sqrt(2)) (k and m from the bits less sqrt(1/2)'s), f = m - 1
+ * (exact), s = f/(2 + f), log(1 + f) = 2 atanh(s) = f - f^2/2 + s (f^2/2 + R(s^2)) with R the atanh series through
+ * s^9 (|s| < 0.172: truncation below 3e-9 of the result); ln2 in two parts (ln2_hi of 17 bits: k ln2_hi exact). */
+VM_FN vf VM(logf_plus)(vf u, vf c) {
+    vi t = (vi)u - 0x3f3504f3;
+    vi k = t >> 23;
+    vf m = (vf)((t & 0x007fffff) + 0x3f3504f3);
+    vf kf = __builtin_convertvector(k, vf);
+    vf f = m - 1.0f;
+    vf s = f / (f + 2.0f), z = s * s;
+    vf r = z * (2.0f / 3 + z * (2.0f / 5 + z * (2.0f / 7 + z * (2.0f / 9))));
+    vf hfsq = 0.5f * f * f;
+    return kf * 0x1.62e3p-1f + (f - (hfsq - (s * (hfsq + r) + (kf * 0x1.2fefa4p-17f + c))));
+}
+
+/* log1p(x) in float: u = 1 + x rounded, its rounding error e (exact: x - (u - 1) for x < 1, 1 - (u - x) beyond),
+ * log1p(x) = log(u) + e/u; x itself for |x| < 2^-24 (zeros of their sign for subnormals) */
+VM_FN vf VM(log1p_v)(vf x) {
+    vf u = x + 1.0f;
+    vi big = x >= 1.0f;
+    vf e = VM(self)(big, 1.0f - (u - x), x - (u - 1.0f));
+    vf v = VM(logf_plus)(u, e / u);
+    vi ax = (vi)x & 0x7fffffff;
+    v = VM(self)(ax < 0x33800000, VM(daz)(x), v);                   /* |x| < 2^-24 */
+    v = VM(self)(x == -1.0f, VM(fsplat)(-__builtin_inff()), v);
+    v = VM(self)((x < -1.0f) | (x != x), VM(fsplat)(__builtin_nanf("")), v);
+    return VM(self)((ax == 0x7f800000) & (x > 0.0f), x, v);           /* +inf */
+}
 
 /* erf: x P(x^2) (Taylor, 16 terms) on |x| < 1, the fit on [1, 4], 1 beyond (erf is 1 in float from 3.92) */
 VM_FN vd VM(erf_d)(vd d) {
@@ -304,21 +336,34 @@ VM_FN vd VM(erf_d)(vd d) {
 }
 VM_FN vf VM(erf_v)(vf x) { return VM_WIDE(VM(erf_d), VM(daz)(x)); }
 
-/* erf_inv(x) = x P(w), w = -log((1 - x)(1 + x)) (both factors exact in double): one fit on w < 6.25, one on
- * [6.25, 16.25] (w < 15.95 for every float |x| < 1); +-inf at +-1, NaN beyond */
-VM_FN vd VM(erf_inv_d)(vd d) {
-    vd a = VM(fabs)(d);
-    vd w = -VM(log_d)((1.0 - a) * (1.0 + a));
+/* x P(w) for a half (double): the polynomial of w's interval (the second only where a lane needs it: |x| > 0.998) */
+VM_FN vd VM(erf_inv_p)(vd d, vd w) {
     vd p = VM_POLY((w - 3.125) * (1.0 / 3.125), vm_erfinv_a);
     vl far = w >= 6.25;
-    if (VM(any)(far)) /* (|x| > 0.998: rare, the second polynomial only where a lane needs it) */
+    if (VM(any)(far))
         p = VM(sel)(far, VM_POLY((w - 11.25) * (1.0 / 5.0), vm_erfinv_b), p);
-    vd v = d * p;
-    v = VM(sel)(a == 1.0, VM(with_sign)(VM(splat)(__builtin_inf()), d), v);
-    v = VM(sel)((a > 1.0) | (a != a), VM(splat)(__builtin_nan("")), v);
-    return VM(sel)(a == 0.0, d, v); /* (+-0: keep the sign exactly) */
+    return d * p;
 }
-VM_FN vf VM(erf_inv_v)(vf x) { return VM_WIDE(VM(erf_inv_d), VM(daz)(x)); }
+
+/* erf_inv(x) = x P(w), w = -log((1 - a)(1 + a)), a = |x|: w in float (1 - a exact; w's rounding moves the result
+ * by ~0.5 ulp at most), P in double (in float, its cancellation near w = 0 cost 4 ulp) */
+VM_FN vf VM(erf_inv_v)(vf x) {
+    vf z = VM(daz)(x);
+    vf a = (vf)((vi)z & 0x7fffffff);
+    vf w = -VM(logf_plus)((1.0f - a) * (1.0f + a), VM(fsplat)(0.0f));
+    vf v;
+    {
+        vh zh[2], wh[2];
+        __builtin_memcpy(zh, &z, sizeof z);
+        __builtin_memcpy(wh, &w, sizeof w);
+        for (int h = 0; h < 2; h++)
+            zh[h] = VM(narrow)(VM(erf_inv_p)(__builtin_convertvector(zh[h], vd), __builtin_convertvector(wh[h], vd)));
+        __builtin_memcpy(&v, zh, sizeof v);
+    }
+    v = VM(self)(a == 1.0f, (vf)((vi)VM(fsplat)(__builtin_inff()) | ((vi)z & (int32_t)0x80000000)), v);
+    v = VM(self)((a > 1.0f) | (a != a), VM(fsplat)(__builtin_nanf("")), v);
+    return VM(self)(a == 0.0f, z, v); /* (+-0 and subnormals: zeros of their sign) */
+}
 
 /* ---- whole arrays ---- */
 /* y[i] = f(x[i]) for i < n: whole vectors, then the tail through a zero-padded vector (y may alias x) */
