@@ -299,3 +299,22 @@ def test_the_handler_refuses_calls_that_do_not_fit():
     with pytest.raises(Exception, match="ember_elementwise: the operand and result must be float32 arrays of one"):
         client.compile(wide).execute([client.buffer_from_numpy(np.ones(N, np.float64))],
                                      [((N,), np.dtype(np.float64))])[0].block_until_ready()
+
+
+def test_without_the_kernel_the_ops_are_xlas():
+    """Where the kernel's provider offers nothing (the extension not built, a CPU without AVX2 and FMA), the same
+    programs lower to XLA's ops and give XLA's values."""
+    x = _x("sin", (N,), seed=5)
+    targets.set_provider(backend_forms.ELEMENTWISE_TARGET, lambda: frozenset())
+    ember.clear_caches()  # (compiled programs are cached by their text and options, not by the providers)
+    try:
+        for name in backend_forms.KERNEL_OPS:
+            f = FUNCTIONS[name][0]
+            xs = _x(name, (N,), seed=5)
+            assert _calls(ember.jit(f).lower(xs).as_text()) == 0, name
+            same_bits(ember.jit(f)(xs), xla(name, xs), name)
+        assert _calls(ember.jit(ember.grad(lambda v: enp.sum(enp.sin(v)))).lower(x).as_text()) == 0
+    finally:
+        targets.set_provider(backend_forms.ELEMENTWISE_TARGET, vmath.provide, vmath.reason)
+        ember.clear_caches()
+    assert targets.available(backend_forms.ELEMENTWISE_TARGET) == KERNEL
