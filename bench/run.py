@@ -570,8 +570,9 @@ def numpy_case(fn_name: str, shape: tuple[int, ...], **kwargs: Any) -> Callable[
     return make
 
 
-# float32 transcendentals of f32[2^22] (sin, tan, log1p, erf_inv: ember's kernel, ember/_runtime/vmath.h; tanh: XLA's
-# op in both), on inputs where each lives; the third column numpy's (float32 ufuncs, scipy's erfinv).
+# float32 transcendentals of f32[2^22] (sin: ember's kernel, ember/_runtime/vmath.h; tan, log1p, erf_inv, tanh: XLA's
+# ops in both, see backend_forms.KERNEL_OPS), on inputs where each lives; the third column numpy's (float32 ufuncs,
+# scipy's erfinv).
 TRANSCENDENTALS = {"sin": (-100.0, 100.0), "tan": (-1.5, 1.5), "log1p": (-0.9, 100.0), "erf_inv": (-1.0, 1.0),
                    "tanh": (-10.0, 10.0)}
 

@@ -1,7 +1,7 @@
 """ember's vectorized float32 transcendentals (the C extension ember._runtime._vmath, ember/_runtime/vmath.h): the
-provider of the custom-call target "ember_elementwise", which ember/_hlo/backend_forms.py lowers the float32 sin,
-cos, tan, log1p and erf_inv of large arrays to on the CPU (the plugin's XLA computes them per element through libm
-or a slow expansion: 1.2-6x slower, see backend_forms.KERNEL_OPS).
+provider of the custom-call target "ember_elementwise", which ember/_hlo/backend_forms.py lowers the float32 sin
+and cos of large arrays to on the CPU (the plugin's XLA calls libm per element: 2-4x slower; tan, log1p and erf_inv,
+faster in the kernel too, keep XLA's values for ember.random's sake: see backend_forms.KERNEL_OPS).
 
 The kernel runs where the CPU has AVX2 and FMA (8 lanes) or AVX-512F (16 lanes); without the extension (not built,
 another CPU) the provider offers nothing and the ops lower to XLA's own. The option `ember.config.cpu_backend_forms`
