@@ -28,7 +28,7 @@ ORDER = {
                "sorting", "conv", "windowed", "special", "bits", "fft", "effects", "lax_helpers", "ragged",
                "collectives", "linalg", "sharding", "refs", "__init__"],
     "_transforms": ["cache", "discharge", "passes", "ad", "jvp", "batching", "__init__"],
-    "_runtime": ["fastpath", "pjrt", "xla_proto", "xspace", "distributed", "ffi", "lapack", "rows", "sort", "callbacks",
+    "_runtime": ["fastpath", "pjrt", "xla_proto", "xspace", "distributed", "ffi", "lapack", "rows", "sort", "vmath", "callbacks",
                  "backends", "guards", "layout", "array",
                  "dlpack", "dispatch", "sharded", "compile_cache", "hlo_text", "spmd", "refs", "compiler", "eager",
                  "__init__"],

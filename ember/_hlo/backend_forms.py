@@ -163,7 +163,9 @@ def elementwise(emitter: Emitter, name: str, x: str, aval: ShapedArray) -> str |
     """The float32 function `name` (of KERNEL_OPS) of x (of type aval, the result's too) as a call of ember's
     transcendentals kernel, where the policy takes it (on the CPU plugin, one device, the option on, at least
     MIN_ELEMENTS elements, the kernel available); None otherwise (write XLA's op)."""
-    if (name not in KERNEL_OPS or aval.dtype != np.float32 or math.prod(aval.shape) < MIN_ELEMENTS
+    if (name not in KERNEL_OPS or aval.dtype != np.float32
+            or not all(isinstance(d, (int, np.integer)) for d in aval.shape)  # (symbolic shapes: XLA's op)
+            or math.prod(aval.shape) < MIN_ELEMENTS
             or not applies(emitter) or not targets.available(ELEMENTWISE_TARGET)):
         return None
     return emit_custom_call(emitter, ELEMENTWISE_TARGET, [x], [aval], {"op": ELEMENTWISE_OPS[name]},
