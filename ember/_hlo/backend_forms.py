@@ -56,6 +56,7 @@ import numpy as np
 
 from ember._core.config import config
 from ember._core.dtypes import ShapedArray
+from ember._core.shape_poly import is_symbolic_shape
 from ember._hlo import targets
 from ember._hlo.emitter import Emitter, dot_dimension_numbers, emit_custom_call, i64_array
 
@@ -164,7 +165,7 @@ def elementwise(emitter: Emitter, name: str, x: str, aval: ShapedArray) -> str |
     transcendentals kernel, where the policy takes it (on the CPU plugin, one device, the option on, at least
     MIN_ELEMENTS elements, the kernel available); None otherwise (write XLA's op)."""
     if (name not in KERNEL_OPS or aval.dtype != np.float32
-            or not all(isinstance(d, (int, np.integer)) for d in aval.shape)  # (symbolic shapes: XLA's op)
+            or is_symbolic_shape(aval.shape)  # (XLA's op)
             or math.prod(aval.shape) < MIN_ELEMENTS
             or not applies(emitter) or not targets.available(ELEMENTWISE_TARGET)):
         return None

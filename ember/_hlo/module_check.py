@@ -37,6 +37,7 @@ import re
 from typing import Any, NamedTuple
 
 from ember._core import dtypes as dt
+from ember._hlo.backend_forms import ELEMENTWISE_OPS
 from ember._hlo.lower import CALLBACK_TARGET
 
 MAX_NESTING = 64  # regions in regions, brackets in attributes
@@ -84,7 +85,7 @@ ROWS = {"ember_rows": {"rows", "row"}, "ember_rows_bmm": {"batch", "m", "n", "k"
 SORT = {"ember_sort": {"num_keys", "positions"}, "ember_sort_top_k": {"k"}}
 ELEMENTWISE = {"ember_elementwise": {"op"}}
 FFI_TARGETS = {**LAPACK, **ROWS, **SORT, **ELEMENTWISE}
-ELEMENTWISE_OP_CODES = 11  # the transcendentals kernel's functions: op in [0, 11) (ember/_runtime/_vmath.c)
+ELEMENTWISE_OP_CODES = len(ELEMENTWISE_OPS)  # the transcendentals kernel's functions: op in [0, 11) (_vmath.c)
 XLA_TARGETS = frozenset({"Qr", "ProductOfElementaryHouseholderReflectors", "Eigh", "Sharding",
                          "SPMDFullToShardShape", "SPMDShardToFullShape"})
 MAX_ROW_LENGTH = 1 << 20  # the row kernel's longest row (ember/_runtime/_rows.c)
