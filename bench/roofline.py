@@ -315,6 +315,7 @@ MODELS: dict[str, Work] = {
                                                                              (4096, 256)), product(4096, 256, 256)),
     # writing the bits (and XLA's Philox: ~10 integer ops per 32-bit word, read loosely)
     "random: lax.rng_bit_generator 10^6 uint32": Work(f32(10 ** 6), 10 * 10 ** 6),
+    "random: 1e7 float32 normals, rbg key (RngBitGenerator)": Work(f32(10 ** 7), (10 + NORMAL_OPS) * 10 ** 7),
     "linalg: inv f32 512x512": Work(f32((512, 512), (512, 512)), 2 * 512 ** 3),
     "linalg: batched solve f32 64x(32x32)": Work(f32((64, 32, 32), (64, 32, 4), (64, 32, 4)),
                                                  64 * (lu(32) + triangular_solves(32, 4))),

@@ -14,6 +14,7 @@ import itertools
 import os
 import sys
 import timeit
+from functools import partial
 from typing import Any, Callable, NamedTuple, Sequence
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -666,12 +667,13 @@ def cnn_train_step(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Random numbers: ember.random draws JAX's numbers bit for bit (checked first); these time the drawing.
-def normals_1e7(jax: Any, jnp: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
-    """10^7 float32 normals from one key, an eager call of each library's sampler (one compiled program)."""
+def normals_1e7(jax: Any, jnp: Any, impl: str = "threefry2x32") -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """10^7 float32 normals from one key (of impl), an eager call of each library's sampler (one compiled
+    program)."""
     from jax import random as jr
 
     from ember import random as er
-    ekey, jkey = er.key(0), jr.key(0)
+    ekey, jkey = er.key(0, impl=impl), jr.key(0, impl=impl)
     np.testing.assert_array_equal(np.asarray(er.normal(ekey, (10 ** 7,))), np.asarray(jr.normal(jkey, (10 ** 7,))))
     return (lambda: er.normal(ekey, (10 ** 7,)).block_until_ready()), \
         (lambda: jr.normal(jkey, (10 ** 7,)).block_until_ready())
@@ -1183,6 +1185,7 @@ BENCHMARKS: list[tuple[Any, ...]] = [
     ("jit(grad): take_along_axis f32[1024,1000] labels", take_along_axis_bench, 100),
     ("jit(value_and_grad): CNN 2 conv + pool, batch 64", cnn_train_step, 20),
     ("random: 1e7 float32 normals", normals_1e7, 10),
+    ("random: 1e7 float32 normals, rbg key (RngBitGenerator)", partial(normals_1e7, impl="rbg"), 10),
     ("jit: dropout mask + apply, f32[128,512]", dropout_mask, 500),
     ("jit: MLP train step with a dropout mask, b128", dropout_train_step, 100),
     ("train step: digits MLP + AdamW, batch 64", digits_mlp_step, 500, digits_mlp_step_torch),

@@ -97,8 +97,10 @@ def test_random_as_jax():
     assert (impl.key_shape, impl.name, impl.tag) == (jax.extend.random.threefry_prng_impl.key_shape, "threefry2x32",
                                                      "fry")
     assert erandom.threefry2x32_p.name == jax.extend.random.threefry2x32_p.name
-    with pytest.raises(ValueError, match="unknown PRNG implementation"):
-        erandom.seed_with_impl(erandom.rbg_prng_impl, 1)
+    for ours, theirs in ((erandom.rbg_prng_impl, jax.extend.random.rbg_prng_impl),
+                         (erandom.unsafe_rbg_prng_impl, jax.extend.random.unsafe_rbg_prng_impl)):
+        np.testing.assert_array_equal(np.asarray(ember.random.key_data(erandom.seed_with_impl(ours, 5))),
+                                      np.asarray(jax.random.key_data(jax.extend.random.seed_with_impl(theirs, 5))))
     with pytest.raises(TypeError, match="uint32"):
         erandom.threefry_2x32(key, np.arange(3, dtype=np.int32))
 

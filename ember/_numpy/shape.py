@@ -167,8 +167,11 @@ def _physical(name: str, arrays: Sequence[Any]) -> tuple[list[Any], Any] | None:
     if len(kinds) > 1 or builtins.any(type(a) not in PHYSICAL for a in arrays):
         raise TypeError(f"{name}: cannot combine typed key arrays with other arrays, got "
                         f"{', '.join(sorted({type(a).__name__ for a in arrays}))}")
+    if builtins.any(a.dtype != arrays[0].dtype for a in arrays):
+        raise TypeError(f"{name}: cannot combine key arrays of different implementations, got "
+                        f"{', '.join(str(a.dtype) for a in arrays)}")
     to_physical, from_physical = PHYSICAL[kinds.pop()]
-    return [to_physical(a) for a in arrays], from_physical
+    return [to_physical(a) for a in arrays], lambda data: from_physical(data, arrays[0])
 
 
 def _keys_expand_dims(a: Any, axis: int | Sequence[int], physical: tuple[list[Any], Any]) -> Any:

@@ -1,13 +1,12 @@
 """ember.extend.random, as jax.extend.random: PRNG implementations and the Threefry hash they are built on.
 
-ember's random numbers are Threefry-2x32's (JAX's default), bit for bit: `threefry_prng_impl` is that
-implementation (ember.random.key(seed, impl=threefry_prng_impl) takes it), `threefry2x32_p` the hash's primitive and
-`threefry_2x32(keypair, count)` the hash of an array of counters, as JAX's. The RBG implementations (XLA's
-RngBitGenerator) and implementations defined with define_prng_impl are described (PRNGImpl objects) but ember
-draws with none of them: a key asked for with one is ember.random's error naming the implementation."""
+`threefry_prng_impl` (JAX's default), `rbg_prng_impl` and `unsafe_rbg_prng_impl` are ember's implementations, each
+giving JAX's numbers bit for bit (ember.random._prng says how each works); ember.random.key(seed, impl=...) takes
+them. define_prng_impl makes one of one's own from four functions written with ember.numpy/ember.lax (as JAX's, over
+one key's raw data): its keys split, fold and draw through them in every sampler, under jit, vmap and grad.
+`threefry2x32_p` is the hash's primitive and `threefry_2x32(keypair, count)` the hash of an array of counters."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable
 
 import numpy as np
@@ -17,38 +16,24 @@ from ember._api.vmap import vmap as _vmap
 from ember._prims.bits import threefry2x32_p as threefry2x32_p
 from ember._prims.elementwise import convert_element_type as _convert
 from ember._core import aval_of as _aval_of
-
-
-@dataclasses.dataclass(frozen=True)
-class PRNGImpl:
-    """A PRNG implementation (JAX's PRNGImpl): its key shape, functions (seed, split, random_bits, fold_in), name
-    and tag (the key dtype prints key<tag>)."""
-    key_shape: tuple[int, ...]
-    seed: Callable[..., Any] | None
-    split: Callable[..., Any] | None
-    random_bits: Callable[..., Any] | None
-    fold_in: Callable[..., Any] | None
-    name: str = "<unnamed>"
-    tag: str = "?"
-
-    def pprint(self) -> str:
-        return f"{self.name} [{self.tag}]"
-
-    def __str__(self) -> str:
-        return self.tag
-
-
-threefry_prng_impl = PRNGImpl((2,), None, None, None, None, "threefry2x32", "fry")
-rbg_prng_impl = PRNGImpl((4,), None, None, None, None, "rbg", "rbg")
-unsafe_rbg_prng_impl = PRNGImpl((4,), None, None, None, None, "unsafe_rbg", "urbg")
+from ember.random._prng import (PRNGImpl as PRNGImpl, rbg_prng_impl as rbg_prng_impl,
+                                threefry_prng_impl as threefry_prng_impl,
+                                unsafe_rbg_prng_impl as unsafe_rbg_prng_impl)
 
 
 def define_prng_impl(*, key_shape: tuple[int, ...], seed: Callable[..., Any], split: Callable[..., Any],
                      random_bits: Callable[..., Any], fold_in: Callable[..., Any], name: str = "<unnamed>",
                      tag: str = "?") -> PRNGImpl:
-    """A PRNG implementation of one's own (as jax.extend.random.define_prng_impl); ember draws only with
-    Threefry-2x32, so keys of it are refused where they are asked for."""
-    return PRNGImpl(tuple(key_shape), seed, split, random_bits, fold_in, name, tag)
+    """A PRNG implementation of one's own (as jax.extend.random.define_prng_impl): seed(seed) -> uint32 key data
+    of key_shape, split(key, shape) -> key data of shape + key_shape, random_bits(key, bit_width, shape) ->
+    unsigned integers of bit_width bits, fold_in(key, uint32 scalar) -> key data. Keys of it (ember.random.key(seed,
+    impl=it)) print as key<tag>."""
+    key_shape = tuple(int(d) for d in key_shape)
+    for arg, fn in (("seed", seed), ("split", split), ("random_bits", random_bits), ("fold_in", fold_in)):
+        if not callable(fn):
+            raise TypeError(f"ember.extend.random.define_prng_impl: {arg} must be a function, got "
+                            f"{type(fn).__name__}")
+    return PRNGImpl(key_shape, seed, split, random_bits, fold_in, name, tag)
 
 
 def seed_with_impl(impl: PRNGImpl, seed: Any) -> Any:

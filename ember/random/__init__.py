@@ -1,4 +1,5 @@
-"""ember.random: JAX's counter-based PRNG (Threefry-2x32), giving jax.random's numbers bit for bit.
+"""ember.random: JAX's counter-based PRNG (Threefry-2x32 by default; rbg and unsafe_rbg on request), giving
+jax.random's numbers bit for bit.
 
 Keys are explicit values: create one with key(seed) (typed) or PRNGKey(seed) (raw uint32[2]), derive new ones with
 split and fold_in, and pass one to each sampler. Every sampler works eagerly, under jit, under vmap (a batch of
@@ -7,6 +8,7 @@ differentiable in their parameters where JAX's are. See docs/random.md."""
 from ember.random._keys import (KEY_DTYPE as KEY_DTYPE, KeyArray as KeyArray, PRNGKey as PRNGKey, bits as bits,
                                 clone as clone, fold_in as fold_in, key as key, key_data as key_data,
                                 key_impl as key_impl, split as split, wrap_key_data as wrap_key_data)
+from ember.random._keys import key_dtype_of as _key_dtype_of, resolve_impl as _resolve_impl
 from ember.random._samplers import (
     ball as ball, bernoulli as bernoulli, beta as beta, binomial as binomial, categorical as categorical,
     cauchy as cauchy, chisquare as chisquare, choice as choice, dirichlet as dirichlet,
@@ -21,12 +23,9 @@ from ember.random._samplers import (
 )
 
 
-def key_dtype(impl: str | None = None) -> object:
-    """The dtype of typed keys (key<fry>)."""
-    if impl not in (None, "threefry2x32"):
-        raise ValueError(f"ember.random.key_dtype: unknown PRNG implementation {impl!r}; ember implements "
-                         "'threefry2x32'")
-    return KEY_DTYPE
+def key_dtype(impl: object = None) -> object:
+    """The dtype of typed keys of impl (default: jax_default_prng_impl's; key<fry> for threefry2x32)."""
+    return _key_dtype_of(_resolve_impl("key_dtype", impl))
 
 
 __all__ = [

@@ -1,15 +1,22 @@
-"""PRNG keys: typed key arrays and raw uint32[..., 2] keys, seeding, split, fold_in and raw random bits.
+"""PRNG keys: typed key arrays and raw uint32 keys, seeding, split, fold_in and raw random bits.
 
-ember's generator is JAX's default one, Threefry-2x32 in JAX's "partitionable" counter layout, so the same seed
-gives the same numbers as jax.random, bit for bit:
+ember's default generator is JAX's default one, Threefry-2x32 in JAX's "partitionable" counter layout, so the same
+seed gives the same numbers as jax.random, bit for bit:
 
 - a key is two uint32 words; key(seed) holds (the high, the low) 32 bits of the seed (a 32-bit seed: 0, seed);
 - split(key, shape)[i] and fold_in(key, i) are threefry2x32(key, (0, i)), i the row-major index into shape;
 - bits(key, shape) hashes the counters (i >> 32, i & 0xffffffff) of the row-major index i of each element and
   combines the two output words: xor for 32 bits (truncated for 8 and 16), high << 32 | low for 64 bits.
 
-A typed key (key(), split() of a typed key, wrap_key_data) is a KeyArray: a pytree node around its uint32 data, so
-it passes through jit, vmap, grad and control flow like an array, and refuses arithmetic."""
+JAX's other implementations (rbg, unsafe_rbg) and users' own (ember.extend.random.define_prng_impl) are PRNGImpl
+objects (ember.random._prng): key(seed, impl=...) or the jax_default_prng_impl option selects one.
+
+A typed key (key(), split() of a typed key, wrap_key_data) is a KeyArray: a pytree node around its uint32 data with
+its implementation as the node's static data, so it passes through jit, vmap, grad and control flow like an array
+(and jitted functions compile once per implementation), and refuses arithmetic. A raw key (PRNGKey(), key_data())
+is the data alone: random functions read it as a key of the default implementation (jax_default_prng_impl), as
+JAX's do. The samplers work on KeyArray values throughout (a raw key is wrapped on entry), so every split and every
+draw goes through the key's implementation."""
 from __future__ import annotations
 
 import math
@@ -26,17 +33,28 @@ from ember._core import aval_of
 from ember._core import dtypes as dt
 from ember._core.config import config
 from ember._core.pytree import register_pytree_node, register_user_leaf
-from ember._prims import threefry2x32
+from ember.random._prng import IMPLS, PRNGImpl, rbg_seed, threefry_prng_impl, threefry_seed
 from ember._runtime.array import register_array_type
 from ember._api.sharding import takes_out_sharding
 
-IMPL = "threefry2x32"
+IMPL = "threefry2x32"  # (the default implementation's name)
 
 
 class KeyDType:
-    """The dtype of typed key arrays (JAX spells it key<fry>)."""
-    name = "key<fry>"
-    impl = IMPL
+    """The dtype of typed key arrays of one implementation (JAX spells it key<tag>: key<fry>, key<rbg>, ...)."""
+    __slots__ = ("_impl",)
+
+    def __init__(self, impl: PRNGImpl):
+        self._impl = impl
+
+    @property
+    def name(self) -> str:
+        return f"key<{self._impl.tag}>"
+
+    @property
+    def impl(self) -> str:
+        """The implementation's name (threefry2x32, rbg, ...)."""
+        return self._impl.name
 
     def __repr__(self) -> str:
         return self.name
@@ -44,32 +62,45 @@ class KeyDType:
     __str__ = __repr__
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, KeyDType) or other == self.name
+        if isinstance(other, KeyDType):
+            return other._impl is self._impl
+        return other == self.name
 
     def __hash__(self) -> int:
         return hash(self.name)
 
 
-KEY_DTYPE = KeyDType()
+_DTYPES: dict[PRNGImpl, KeyDType] = {}
+
+
+def key_dtype_of(impl: PRNGImpl) -> KeyDType:
+    """The key dtype of an implementation (one object per implementation)."""
+    dtype = _DTYPES.get(impl)
+    if dtype is None:
+        dtype = _DTYPES[impl] = KeyDType(impl)
+    return dtype
+
+
+KEY_DTYPE = key_dtype_of(threefry_prng_impl)
 
 
 class KeyAval:
     """The type of a typed key array (jax.typeof(key): ShapedArray(key<fry>[3]) in JAX): its keys' shape and the
     key dtype. ember's transformations see the uint32 data underneath; this is what users and libraries read."""
-    __slots__ = ("shape",)
-    dtype = KEY_DTYPE
+    __slots__ = ("shape", "dtype")
     weak_type = False
     vma: frozenset = frozenset()
     sharding = None
 
-    def __init__(self, shape: tuple[int, ...]):
+    def __init__(self, shape: tuple[int, ...], dtype: KeyDType = KEY_DTYPE):
         self.shape = tuple(shape)
+        self.dtype = dtype
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: math.prod(self.shape))
 
     def str_short(self, short_dtypes: bool = False) -> str:
-        return f"{KEY_DTYPE.name}[{','.join(map(str, self.shape))}]"
+        return f"{self.dtype.name}[{','.join(map(str, self.shape))}]"
 
     __str__ = str_short
 
@@ -77,10 +108,10 @@ class KeyAval:
         return f"ShapedArray({self.str_short()})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, KeyAval) and other.shape == self.shape
+        return isinstance(other, KeyAval) and other.shape == self.shape and other.dtype == self.dtype
 
     def __hash__(self) -> int:
-        return hash(("key", self.shape))
+        return hash(("key", self.shape, self.dtype))
 
 
 def _refuse(op: str) -> Any:
@@ -92,17 +123,27 @@ def _refuse(op: str) -> Any:
 
 
 class KeyArray:
-    """An array of PRNG keys: shape is the keys' shape, the uint32 data underneath has one more dimension (2).
-    Index, iterate, reshape and compare it like an array; random functions take it as their key."""
-    __slots__ = ("_data",)
+    """An array of PRNG keys of one implementation: shape is the keys' shape, the data underneath has the
+    implementation's key shape after it (uint32[..., 2] for Threefry). Index, iterate, reshape and compare it like
+    an array; random functions take it as their key."""
+    __slots__ = ("_data", "_impl")
     __array_priority__ = 1000  # so numpy defers to our refusing operators
 
-    def __init__(self, data: Any):
+    def __init__(self, data: Any, impl: PRNGImpl = threefry_prng_impl):
         self._data = data
+        self._impl = impl
+
+    def _like(self, data: Any) -> "KeyArray":
+        return KeyArray(data, self._impl)
+
+    @property
+    def _key_ndim(self) -> int:
+        return len(self._impl.key_shape)
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(np.shape(self._data)[:-1])
+        shape = tuple(np.shape(self._data))
+        return shape[:len(shape) - self._key_ndim]
 
     @property
     def ndim(self) -> int:
@@ -114,15 +155,15 @@ class KeyArray:
 
     @property
     def dtype(self) -> KeyDType:
-        return KEY_DTYPE
+        return key_dtype_of(self._impl)
 
     @property
     def aval(self) -> KeyAval:
         """The type of this key array (ember.typeof(key))."""
-        return KeyAval(self.shape)
+        return KeyAval(self.shape, self.dtype)
 
     def _describe(self) -> str:
-        return f"{KEY_DTYPE.name}{list(self.shape)}"
+        return f"{self.dtype.name}{list(self.shape)}"
 
     # where the keys live: their data's placement, without its trailing dimension of two words (as JAX's)
     @property
@@ -164,14 +205,16 @@ class KeyArray:
 
     def __getitem__(self, index: Any) -> "KeyArray":
         index = index if isinstance(index, tuple) else (index,)
+        whole = (slice(None),) * self._key_ndim
         if any(i is Ellipsis for i in index):
-            return KeyArray(self._data[index + (slice(None),)])
-        return KeyArray(self._data[index + (Ellipsis, slice(None))])
+            return self._like(self._data[index + whole])
+        return self._like(self._data[index + (Ellipsis,) + whole])
 
     def reshape(self, *shape: Any) -> "KeyArray":
         shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        flat = enp.reshape(self._data, (-1, 2))
-        return KeyArray(enp.reshape(flat, tuple(np.empty(self.shape).reshape(shape).shape) + (2,)))
+        key_shape = tuple(self._impl.key_shape)
+        flat = enp.reshape(self._data, (-1,) + key_shape)
+        return self._like(enp.reshape(flat, tuple(np.empty(self.shape).reshape(shape).shape) + key_shape))
 
     def ravel(self) -> "KeyArray":
         return self.reshape(-1)
@@ -180,19 +223,22 @@ class KeyArray:
 
     @property
     def T(self) -> "KeyArray":  # noqa: N802 (numpy's name)
-        axes = tuple(range(self.ndim))[::-1] + (self.ndim,)
-        return KeyArray(enp.transpose(self._data, axes))
+        axes = tuple(range(self.ndim))[::-1] + tuple(range(self.ndim, self.ndim + self._key_ndim))
+        return self._like(enp.transpose(self._data, axes))
 
     def __eq__(self, other: object) -> Any:  # type: ignore[override]
         if not isinstance(other, KeyArray):
             raise TypeError(f"ember.random: cannot compare a typed key array ({self._describe()}) with "
                             f"{type(other).__name__}; compare key_data(key) instead")
+        if other._impl is not self._impl:
+            raise TypeError(f"ember.random: cannot compare key arrays of different implementations "
+                            f"({self._describe()} and {other._describe()})")
         if not all(hasattr(d, "shape") and hasattr(d, "dtype") and not isinstance(d, np.dtype)
                    for d in (self._data, other._data)):
             # (a key array is a pytree node: tree_map(lambda t: t.dtype, tree) makes one holding the map's results,
             # which compare as they do)
             return self._data == other._data
-        return enp.all(self._data == other._data, axis=-1)
+        return enp.all(self._data == other._data, axis=tuple(range(-self._key_ndim, 0)))
 
     def __ne__(self, other: object) -> Any:  # type: ignore[override]
         return enp.logical_not(self.__eq__(other))
@@ -204,7 +250,7 @@ class KeyArray:
             data = np.asarray(self._data)
         except Exception:  # noqa: BLE001 - a tracer: describe it
             return f"KeyArray({self._describe()}, traced)"
-        return f"Array({self.shape}, dtype={KEY_DTYPE.name}) overlaying:\n{data}"
+        return f"Array({self.shape}, dtype={self.dtype.name}) overlaying:\n{data}"
 
     def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
         raise TypeError(f"ember.random: a typed key array ({self._describe()}) cannot be converted to a numpy "
@@ -222,9 +268,10 @@ class KeyArray:
     del _op
 
 
-register_pytree_node(KeyArray, lambda k: ([k._data], None), lambda _, children: KeyArray(children[0]))
-# (a leaf of ember.tree_util's functions, as JAX's; a node over its data to ember's own transformations)
-register_user_leaf(KeyArray, physical=(lambda k: k._data, KeyArray))
+register_pytree_node(KeyArray, lambda k: ([k._data], k._impl), lambda impl, children: KeyArray(children[0], impl))
+# (a leaf of ember.tree_util's functions, as JAX's; a node over its data to ember's own transformations; physical:
+# its data, and a key array of the same implementation over new data)
+register_user_leaf(KeyArray, physical=(lambda k: k._data, lambda data, like: like._like(data)))
 register_array_type(KeyArray)  # (isinstance(key, ember.Array), as a typed key is a jax.Array)
 
 
@@ -236,27 +283,65 @@ def _describe_value(x: Any) -> str:
         return type(x).__name__
 
 
-def key_data_of(name: str, key: Any, allow_batched: bool = False) -> tuple[Any, bool]:
-    """(the uint32[..., 2] data of key, whether key is typed); a clear error for anything that is not a key."""
+def default_impl() -> PRNGImpl:
+    """The implementation of keys made without impl= and of raw keys given to random functions
+    (jax_default_prng_impl)."""
+    return IMPLS[config.read_canonical("default_prng_impl")]
+
+
+def resolve_impl(name: str, impl: Any) -> PRNGImpl:
+    """The implementation impl names: None (the default), a name ('rbg'), a PRNGImpl, a key dtype (key<rbg>)."""
+    if impl is None:
+        return default_impl()
+    if isinstance(impl, PRNGImpl):
+        return impl
+    if isinstance(impl, KeyDType):
+        return impl._impl
+    if isinstance(impl, str):
+        for known in IMPLS.values():
+            if impl in (known.name, f"key<{known.tag}>"):
+                return known
+        raise ValueError(f"ember.random.{name}: unknown PRNG implementation {impl!r}; the implementations are "
+                         f"{', '.join(repr(n) for n in IMPLS)} (or a PRNGImpl from "
+                         "ember.extend.random.define_prng_impl)")
+    inner = getattr(impl, "_impl", None)  # (an object wrapping an implementation, as JAX's PRNGSpec)
+    if isinstance(inner, PRNGImpl):
+        return inner
+    raise TypeError(f"ember.random.{name}: impl must be an implementation's name, a PRNGImpl or a key dtype, got "
+                    f"{type(impl).__name__}")
+
+
+def keys_of(name: str, key: Any, allow_batched: bool = False) -> tuple[KeyArray, bool]:
+    """(key as a KeyArray, whether it was given typed): a raw key is read as a key of the default implementation;
+    a clear error for anything that is not a key."""
     if isinstance(key, KeyArray):
-        data, typed = key._data, True
+        keys, typed = key, True
     else:
         if isinstance(key, (bool, int, float, complex)) or not hasattr(key, "dtype") and not isinstance(
                 key, (list, tuple, np.ndarray)):
             raise TypeError(f"ember.random.{name}: key must be a PRNG key (from ember.random.key or PRNGKey), "
                             f"got {type(key).__name__}")
         data = key if hasattr(key, "dtype") else np.asarray(key)
-        dtype = np.dtype(data.dtype)
-        if dtype != np.uint32 or not np.shape(data) or np.shape(data)[-1] != 2:
+        impl = default_impl()
+        key_shape = tuple(impl.key_shape)
+        shape = tuple(np.shape(data))
+        if np.dtype(data.dtype) != np.uint32 or len(shape) < len(key_shape) or shape[len(shape) - len(
+                key_shape):] != key_shape:
             raise TypeError(f"ember.random.{name}: key must be a PRNG key: a typed key (ember.random.key) or raw "
-                            f"uint32 key data of shape (..., 2) (ember.random.PRNGKey), got "
-                            f"{_describe_value(data)}")
-        typed = False
+                            f"uint32 key data of shape (..., {', '.join(map(str, key_shape))}) "
+                            f"({impl.name} keys: ember.random.PRNGKey), got {_describe_value(data)}")
+        keys, typed = KeyArray(data, impl), False
         _legacy_key(name)
-    if not allow_batched and np.ndim(data) != 1:
+    if not allow_batched and keys.ndim != 0:
         raise ValueError(f"ember.random.{name} accepts a single key, but was given a key array of shape "
-                         f"{tuple(np.shape(data)[:-1])} != (); use ember.vmap for batching")
-    return data, typed
+                         f"{keys.shape} != (); use ember.vmap for batching")
+    return keys, typed
+
+
+def key_data_of(name: str, key: Any, allow_batched: bool = False) -> tuple[Any, bool]:
+    """(the raw data of key, whether key is typed); a clear error for anything that is not a key."""
+    keys, typed = keys_of(name, key, allow_batched)
+    return keys._data, typed
 
 
 def _legacy_key(name: str) -> None:
@@ -271,31 +356,18 @@ def _legacy_key(name: str) -> None:
         warnings.warn(message, UserWarning, stacklevel=dt._user_stacklevel())
 
 
-def _wrap(data: Any, typed: bool) -> Any:
-    return KeyArray(data) if typed else data
-
-
-def _check_impl(name: str, impl: Any) -> None:
-    if impl is not None and impl != IMPL and not isinstance(impl, KeyDType) and getattr(impl, "name", None) != IMPL:
-        raise ValueError(f"ember.random.{name}: unknown PRNG implementation {impl!r}; ember implements "
-                         f"{IMPL!r} (JAX's default)")
+def _unwrap(keys: KeyArray, typed: bool) -> Any:
+    """A random function's new keys as its key came: typed, or the raw data."""
+    return keys if typed else keys._data
 
 
 # ---------------------------------------------------------------------------------------------------------------
-def _seed_words(seed: Any) -> Any:
-    """The key data of an integer seed: (high 32 bits, low 32 bits) of a 64-bit seed, (0, seed) of a narrower one."""
-    if aval_of(seed).dtype.itemsize == 8:
-        high = lax.convert_element_type(lax.shift_right_logical(seed, lax.full_like(seed, 32)), dt.uint32)
-    else:
-        high = lax.full(aval_of(seed).shape, 0, dt.uint32)
-    low = lax.convert_element_type(seed, dt.uint32)
-    return enp.stack([high, low], axis=-1)
+_seed_jit = jit(lambda seed, impl: impl.seed(seed), static_argnums=1)
 
 
-_seed_words_jit = jit(_seed_words)
-
-
-def seed_data(name: str, seed: Any) -> Any:
+def seed_data(name: str, seed: Any, impl: PRNGImpl | None = None) -> Any:
+    """The key data of impl (default: the default implementation) seeded by an integer."""
+    impl = default_impl() if impl is None else impl
     if isinstance(seed, KeyArray):
         raise TypeError(f"ember.random.{name} accepts a scalar integer seed, but was given a PRNG key")
     if np.ndim(seed):
@@ -314,85 +386,80 @@ def seed_data(name: str, seed: Any) -> Any:
             raise OverflowError(f"ember.random.{name}: seed {seed} does not fit in 64 bits")
         wide = seed % 2 ** 64
         high = wide >> 32 if dt.default_int_dtype().itemsize == 8 else 0
-        return enp.asarray(np.array([high, wide & 0xFFFFFFFF], np.uint32))
-    if isinstance(seed, (np.ndarray, np.generic)):
+        words = np.array([high, wide & 0xFFFFFFFF], np.uint32)
+        if impl.seed is threefry_seed:  # (the seed's words, without a program)
+            return enp.asarray(words)
+        if impl.seed is rbg_seed:
+            return enp.asarray(np.concatenate([words, words]))
+        int_dtype = dt.default_int_dtype()
+        seed = enp.asarray(np.array(wide, np.uint64).astype(int_dtype.str.replace("i", "u")).view(int_dtype))
+    elif isinstance(seed, (np.ndarray, np.generic)):
         seed = enp.asarray(seed)
-    return _seed_words_jit(seed)
+    return _seed_jit(seed, impl)
 
 
 def key(seed: Any, *, impl: Any = None, dtype: Any = None) -> KeyArray:
-    """A typed PRNG key (shape (), dtype key<fry>) from an integer seed, as jax.random.key."""
-    _check_impl("key", impl)
-    _check_impl("key", dtype)
-    return KeyArray(seed_data("key", seed))
+    """A typed PRNG key (shape ()) from an integer seed, as jax.random.key: of impl's implementation (a name such
+    as 'rbg', a PRNGImpl or a key dtype; default: jax_default_prng_impl, threefry2x32)."""
+    chosen = resolve_impl("key", dtype if impl is None else impl)
+    return KeyArray(seed_data("key", seed, chosen), chosen)
 
 
 def PRNGKey(seed: Any, *, impl: Any = None) -> Any:  # noqa: N802 (JAX's name)
-    """A raw PRNG key (uint32[2]) from an integer seed, as jax.random.PRNGKey."""
-    _check_impl("PRNGKey", impl)
-    return seed_data("PRNGKey", seed)
+    """A raw PRNG key (the implementation's key data: uint32[2] for threefry2x32) from an integer seed, as
+    jax.random.PRNGKey."""
+    return seed_data("PRNGKey", seed, resolve_impl("PRNGKey", impl))
 
 
 def key_data(keys: Any) -> Any:
-    """The uint32[..., 2] data under a key array (raw keys are returned as they are)."""
+    """The raw key data under a key array (raw keys are returned as they are)."""
     return key_data_of("key_data", keys, allow_batched=True)[0]
 
 
 def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -> KeyArray:
-    """A typed key array over uint32[..., 2] key data."""
-    _check_impl("wrap_key_data", impl)
-    _check_impl("wrap_key_data", dtype)
+    """A typed key array over raw key data (uint32[..., 2] for threefry2x32, uint32[..., 4] for rbg)."""
+    chosen = resolve_impl("wrap_key_data", dtype if impl is None else impl)
     data = key_bits_array if hasattr(key_bits_array, "dtype") else np.asarray(key_bits_array)
-    if np.dtype(data.dtype) != np.uint32 or not np.shape(data) or np.shape(data)[-1] != 2:
-        raise TypeError("ember.random.wrap_key_data: key data must be uint32 with a last dimension of 2 "
-                        f"(threefry2x32), got {_describe_value(data)}")
-    return KeyArray(enp.asarray(data) if isinstance(data, np.ndarray) else data)
+    key_shape = tuple(chosen.key_shape)
+    shape = tuple(np.shape(data))
+    if np.dtype(data.dtype) != np.uint32 or len(shape) < len(key_shape) or shape[len(shape) - len(
+            key_shape):] != key_shape:
+        raise TypeError(f"ember.random.wrap_key_data: key data must be uint32 with trailing dimensions "
+                        f"{key_shape} ({chosen.name}), got {_describe_value(data)}")
+    return KeyArray(enp.asarray(data) if isinstance(data, np.ndarray) else data, chosen)
 
 
 def key_impl(keys: Any) -> str:
-    key_data_of("key_impl", keys, allow_batched=True)
-    return IMPL
+    """The name of the keys' implementation (a raw key's: the default implementation's)."""
+    return keys_of("key_impl", keys, allow_batched=True)[0]._impl.name
 
 
 def clone(key: Any) -> Any:
     """A key equal to key (JAX's clone, for code that consumes keys linearly)."""
-    data, typed = key_data_of("clone", key, allow_batched=True)
-    return _wrap(data, typed)
+    keys, typed = keys_of("clone", key, allow_batched=True)
+    return _unwrap(keys, typed)
 
 
 # ---------------------------------------------------------------------------------------------------------------
-def _counters(shape: tuple[int, ...]) -> tuple[Any, Any]:
-    """(high, low) 32-bit words of each element's row-major index in shape."""
-    size = math.prod(shape)
-    if size >= 2 ** 32:
-        raise ValueError(f"ember.random: {size} random values in one call is more than 2**32 - 1")
-    zero = lax.full((), 0, dt.uint32)
-    if not shape:
-        return zero, zero
-    return zero, lax.reshape(lax.iota(dt.uint32, size), shape)
+# the samplers' building blocks: on KeyArray values, through the key's implementation
+def _split(keys: KeyArray, shape: tuple[int, ...]) -> KeyArray:
+    """shape new keys from one key."""
+    return keys._like(keys._impl.split(keys._data, tuple(shape)))
 
 
-def hash_counters(data: Any, shape: tuple[int, ...]) -> list[Any]:
-    high, low = _counters(shape)
-    return threefry2x32(data[0], data[1], high, low)
+def _fold_in(keys: KeyArray, value: Any) -> KeyArray:
+    return keys._like(keys._impl.fold_in(keys._data, value))
 
 
-def _split(data: Any, shape: tuple[int, ...]) -> Any:
-    return enp.stack(hash_counters(data, shape), axis=-1)
-
-
-def _fold_in(data: Any, value: Any) -> Any:
-    return enp.stack(threefry2x32(data[0], data[1], lax.full((), 0, dt.uint32), value), axis=-1)
-
-
-def random_bits(data: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
-    """Uniform random unsigned integers of bit_width bits (8, 16, 32, 64) from one key's data."""
-    hi, lo = hash_counters(data, shape)
-    if bit_width == 64:
-        wide = [lax.convert_element_type(w, dt.uint64) for w in (hi, lo)]
-        return lax.bitwise_or(lax.shift_left(wide[0], lax.full_like(wide[0], 32)), wide[1])
-    bits = lax.bitwise_xor(hi, lo)
-    return bits if bit_width == 32 else lax.convert_element_type(bits, np.dtype(f"uint{bit_width}"))
+def random_bits(keys: KeyArray, bit_width: int, shape: tuple[int, ...]) -> Any:
+    """Uniform random unsigned integers of bit_width bits (8, 16, 32, 64) from one key."""
+    out = keys._impl.random_bits(keys._data, bit_width, tuple(shape))
+    want = np.dtype(f"uint{bit_width}")
+    if aval_of(out).dtype != want or aval_of(out).shape != tuple(shape):
+        raise TypeError(f"ember.random: the {keys._impl.name} implementation's random_bits gave "
+                        f"{aval_of(out).str_short()} for {bit_width} bits of shape {tuple(shape)}; it must give "
+                        f"{want.name}{list(shape)}")
+    return out
 
 
 _split_jit = jit(_split, static_argnums=1)
@@ -414,14 +481,14 @@ def canonical_shape(name: str, shape: Any, arg: str = "shape") -> tuple[int, ...
 
 def split(key: Any, num: int | Sequence[int] = 2) -> Any:
     """num new keys (or an array of keys of shape num), as jax.random.split."""
-    data, typed = key_data_of("split", key)
+    keys, typed = keys_of("split", key)
     shape = canonical_shape("split", num, "num")
-    return _wrap(_split_jit(data, shape), typed)
+    return _unwrap(_split_jit(keys, shape), typed)
 
 
 def fold_in(key: Any, data: Any) -> Any:
     """A new key from key and a 32-bit integer, as jax.random.fold_in."""
-    words, typed = key_data_of("fold_in", key)
+    keys, typed = keys_of("fold_in", key)
     if np.ndim(data):
         raise TypeError(f"ember.random.fold_in accepts a scalar, but was given an array of shape {np.shape(data)} "
                         "!= (); use ember.vmap for batching")
@@ -433,14 +500,14 @@ def fold_in(key: Any, data: Any) -> Any:
         value = lax.convert_element_type(enp.asarray(data), dt.uint32)
     else:
         raise TypeError(f"ember.random.fold_in: data must be an integer, got {_describe_value(data)}")
-    return _wrap(_fold_in_jit(words, value), typed)
+    return _unwrap(_fold_in_jit(keys, value), typed)
 
 
 @takes_out_sharding("random.bits")
 def bits(key: Any, shape: Sequence[int] = (), dtype: Any = None) -> Any:
     """Uniform random bits as unsigned integers of dtype (default uint32, uint64 with enable_x64)."""
-    data, _ = key_data_of("bits", key)
+    keys, _ = keys_of("bits", key)
     dtype = dt.default_uint_dtype() if dtype is None else dt.check_user_dtype(dtype, "random.bits")
     if not dt.is_unsigned_int(dtype):
         raise ValueError(f"ember.random.bits: dtype must be an unsigned integer dtype, got {dtype.name}")
-    return _bits_jit(data, dtype.itemsize * 8, canonical_shape("bits", shape))
+    return _bits_jit(keys, dtype.itemsize * 8, canonical_shape("bits", shape))

@@ -21,7 +21,8 @@ from ember._core import dtypes as dt
 from ember._hlo import LoweringContext, lower_into
 from ember._prims import explicit
 from ember._prims.shape import batch_at_front, batch_size
-from ember.random._keys import _split, canonical_shape, key_data_of, random_bits
+from ember.random._keys import KeyArray, _split, canonical_shape, keys_of, random_bits
+from ember.random._prng import IMPLS, threefry_prng_impl
 from ember._api.sharding import reshard, takes_out_sharding
 from ember._prims.explicit import resolve
 from ember._numpy.promotion import _promote
@@ -86,8 +87,9 @@ def _param(value: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
     return enp.broadcast_to(lax.convert_element_type(enp.asarray(value), dtype), shape)
 
 
-def _key(name: str, key: Any) -> Any:
-    return key_data_of(name, key)[0]
+def _key(name: str, key: Any) -> KeyArray:
+    """The key a sampler draws with, as a KeyArray (a raw key: of the default implementation)."""
+    return keys_of(name, key)[0]
 
 
 def _finfo(dtype: np.dtype) -> Any:
@@ -564,22 +566,28 @@ def _gamma_one(data: Any, alpha: Any, log_space: bool) -> Any:
     return d * v * boost
 
 
-def _sample_gamma(data: Any, a: Any, log_space: bool) -> Any:
-    flat = enp.reshape(a, (-1,))
-    keys = _split(data, (flat.shape[0],))
-    return enp.reshape(vmap(partial(_gamma_one, log_space=log_space))(keys, flat), a.shape)
-
-
-# random_gamma(key_data, a; log_space): a Gamma(a, 1) sample per element of a (its log with log_space), as
-# jax.random's random_gamma_p. key_data is uint32[*batch, 2], a is float[*batch, *rest]: each key draws the samples
-# of its block a[*batch] (split into one key per element, row-major), so a single key draws for the whole of a.
-# Differentiable in a by implicit reparameterisation: d sample / d a = random_gamma_grad(a, sample) (JAX's rule).
+# random_gamma(key_data, a; log_space[, impl]): a Gamma(a, 1) sample per element of a (its log with log_space), as
+# jax.random's random_gamma_p. key_data is the raw data of keys of shape batch (uint32[*batch, 2] for Threefry), a is
+# float[*batch, *rest]: each key draws the samples of its block a[*batch] (split into one key per element, row-major),
+# so a single key draws for the whole of a. impl is the keys' implementation (absent for threefry2x32; a name, or the
+# PRNGImpl object of one defined by a user). Differentiable in a by implicit reparameterisation:
+# d sample / d a = random_gamma_grad(a, sample) (JAX's rule).
 class _KeyedPrimitive(Primitive):
-    """A primitive whose first operand is key data: bind takes a typed key array too (JAX's random_gamma_p takes
-    one), as its uint32 data."""
+    """A primitive whose first operand is key data and whose `impl` parameter is the keys' implementation: bind
+    takes a typed key array (JAX's random_gamma_p takes one) or raw key data (of the default implementation, or of
+    the `impl` given: a transformation binding it again)."""
 
     def bind(self, key: Any, *args: Any, **params: Any) -> Any:
-        return super().bind(key_data_of(self.name, key, allow_batched=True)[0], *args, **params)
+        if "impl" in params and not isinstance(key, KeyArray):
+            keys = KeyArray(key, _impl_of(params["impl"]))
+        else:
+            keys = keys_of(self.name, key, allow_batched=True)[0]
+        params["impl"] = keys._impl.name if IMPLS.get(keys._impl.name) is keys._impl else keys._impl
+        return super().bind(keys._data, *args, **params)
+
+
+def _impl_of(impl: Any) -> Any:
+    return IMPLS[impl] if isinstance(impl, str) else impl
 
 
 random_gamma_p = _KeyedPrimitive("random_gamma", checks=())
@@ -587,29 +595,40 @@ random_gamma_p.def_rule("sharding_rule", explicit.same_as(1))
 
 
 @random_gamma_p.def_rule("abstract_eval")
-def _random_gamma_abstract_eval(key: ShapedArray, a: ShapedArray, *, log_space: bool) -> ShapedArray:
-    if key.dtype != dt.uint32 or key.ndim < 1 or key.shape[-1] != 2:
-        raise TypeError(f"random_gamma: the key data must be uint32[..., 2] (one Threefry key per block of a), got "
-                        f"{key.str_short()}")
+def _random_gamma_abstract_eval(key: ShapedArray, a: ShapedArray, *, log_space: bool, impl: Any) -> ShapedArray:
+    key_shape = tuple(_impl_of(impl).key_shape)
+    batch = key.shape[:key.ndim - len(key_shape)]
+    if key.dtype != dt.uint32 or key.ndim < len(key_shape) or key.shape[len(batch):] != key_shape:
+        raise TypeError(f"random_gamma: the key data must be uint32[..., {', '.join(map(str, key_shape))}] (one "
+                        f"{_impl_of(impl).name} key per block of a), got {key.str_short()}")
     if not dt.is_float(a.dtype):
         raise TypeError(f"random_gamma: a must be a float array, got {a.str_short()}")
-    if a.shape[:key.ndim - 1] != key.shape[:-1]:
-        raise TypeError(f"random_gamma: the keys' shape {key.shape[:-1]} must lead a's shape, got keys "
+    if a.shape[:len(batch)] != batch:
+        raise TypeError(f"random_gamma: the keys' shape {batch} must lead a's shape, got keys "
                         f"{key.str_short()} and a {a.str_short()}")
     return ShapedArray(a.shape, a.dtype, a.weak_type)
 
 
-def _keyed_samples(data: Any, a: Any, log_space: bool) -> Any:
-    """The samples of a, each leading key drawing for its block (a vmap per key dimension)."""
-    draw = partial(_sample_gamma, log_space=log_space)
-    for _ in range(aval_of(data).ndim - 1):
-        draw = vmap(draw)
-    return draw(data, a)
+def _keyed_samples(data: Any, a: Any, log_space: bool, impl: Any) -> Any:
+    """The samples of a: each key (of the leading key dimensions) split into one key per element of its block of a,
+    every element drawn with its own key: all at once (vmap) with Threefry keys, one after the other (lax.map)
+    with others, whose RngBitGenerator draws for a whole batch from its first key under vmap (as JAX's)."""
+    impl = _impl_of(impl)
+    keys = KeyArray(data, impl)
+    count = math.prod(aval_of(a).shape[keys.ndim:])
+    keys = vmap(lambda k: _split(k, (count,)))(keys.reshape(-1)).reshape(-1)
+    alphas = enp.reshape(a, (-1,))
+    one = partial(_gamma_one, log_space=log_space)
+    if impl is threefry_prng_impl:
+        samples = vmap(one)(keys, alphas)
+    else:
+        samples = lax.map(lambda pair: one(*pair), (keys, alphas))
+    return enp.reshape(samples, aval_of(a).shape)
 
 
 @random_gamma_p.def_rule("lowering")
-def _random_gamma_lowering(ctx: LoweringContext, key: str, a: str, *, log_space: bool) -> list[str]:
-    ir = stage_flat(lambda k, x: [_keyed_samples(k, x, log_space)], list(ctx.avals_in))
+def _random_gamma_lowering(ctx: LoweringContext, key: str, a: str, *, log_space: bool, impl: Any) -> list[str]:
+    ir = stage_flat(lambda k, x: [_keyed_samples(k, x, log_space, impl)], list(ctx.avals_in))
     return lower_into(ctx.emitter, ir, [key, a])  # (the IR's constants, the split counters, become the module's)
 
 
@@ -624,33 +643,34 @@ def _gamma_slope(a: Any, sample: Any, log_space: bool) -> Any:
 
 
 @random_gamma_p.def_rule("jvp")
-def _random_gamma_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, log_space: bool
+def _random_gamma_jvp(primals: Sequence[Any], tangents: Sequence[Any], *, log_space: bool, impl: Any
                       ) -> tuple[list[Any], list[Any]]:
     key, a = primals
-    out = random_gamma_p.bind(key, a, log_space=log_space)
+    out = random_gamma_p.bind(key, a, log_space=log_space, impl=impl)
     if tangents[1] is None:
         return [out], [None]
     return [out], [lax.mul(tangents[1], _gamma_slope(a, out, log_space))]
 
 
 @random_gamma_p.def_rule("vjp")
-def _random_gamma_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, log_space: bool
-                      ) -> list[Any]:
+def _random_gamma_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], *, log_space: bool,
+                      impl: Any) -> list[Any]:
     if cts[0] is None or not needs[1]:
         return [None, None]
     return [None, lax.mul(cts[0], _gamma_slope(ins[1], outs[0], log_space))]
 
 
 @random_gamma_p.def_rule("batching")
-def _random_gamma_batching(args: Sequence[Any], dims: Sequence[Any], *, log_space: bool) -> tuple[list[Any], list[Any]]:
+def _random_gamma_batching(args: Sequence[Any], dims: Sequence[Any], *, log_space: bool, impl: Any
+                           ) -> tuple[list[Any], list[Any]]:
     """The batch dimension leads the keys and a (an unbatched one broadcast): one more key dimension."""
     size = batch_size(args, dims)
     key, a = (batch_at_front(x, d, size) for x, d in zip(args, dims))
-    return [random_gamma_p.bind(key, a, log_space=log_space)], [0]
+    return [random_gamma_p.bind(key, a, log_space=log_space, impl=impl)], [0]
 
 
-def _random_gamma(data: Any, a: Any, log_space: bool) -> Any:
-    return random_gamma_p.bind(data, a, log_space=log_space)
+def _random_gamma(keys: Any, a: Any, log_space: bool) -> Any:
+    return random_gamma_p.bind(keys, a, log_space=log_space)
 
 
 @partial(jit, static_argnums=(2, 3, 4))
@@ -785,6 +805,9 @@ def _poisson(data: Any, lam: Any, shape: tuple[int, ...], dtype: np.dtype) -> An
 def poisson(key: Any, lam: Any, shape: Sequence[int] | None = None, dtype: Any = None) -> Any:
     """Poisson(lam) integers (as jax.random.poisson)."""
     data = _key("poisson", key)
+    if data._impl is not threefry_prng_impl:  # (as JAX: its Poisson sampler is written for Threefry keys only)
+        raise NotImplementedError(f"ember.random.poisson is only implemented for the threefry2x32 RNG, not "
+                                  f"{data._impl.name} keys (as jax.random.poisson)")
     dtype = _int_dtype("poisson", dtype)
     shape = _params_shape("poisson", shape, {"lam": lam})
     lam = lax.convert_element_type(enp.broadcast_to(enp.asarray(lam), shape), np.float32)

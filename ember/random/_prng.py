@@ -1,0 +1,149 @@
+"""PRNG implementations: how a key is seeded, split, folded with data and turned into random bits.
+
+A PRNGImpl (JAX's jax.extend.random.PRNGImpl) holds four functions over one key's raw data (an unsigned array of
+`key_shape`): `seed(seed)` -> key data from an integer scalar, `split(key, shape)` -> key data of shape
+`shape + key_shape`, `fold_in(key, data)` -> key data from a uint32 scalar, `random_bits(key, bit_width, shape)` ->
+unsigned integers of bit_width bits. ember has JAX's built-in ones, each giving jax.random's numbers bit for bit:
+
+- threefry2x32 (JAX's default, `key<fry>`): ember.random._keys's Threefry-2x32 in JAX's partitionable layout;
+- rbg (`key<rbg>`): four words, two Threefry half-keys: split and fold_in act on each half as Threefry does, random
+  bits are XLA's RngBitGenerator of the whole key (lax.rng_bit_generator);
+- unsafe_rbg (`key<urbg>`): random bits as rbg's, split takes every 10th key of an RngBitGenerator stream and fold_in
+  xors the key with the last word of a stream seeded by the data: cheaper, with no guarantee of independence.
+
+(RngBitGenerator's bits are what the backend's XLA makes of its default algorithm: JAX documents that they may change
+across backends and versions; on the CPU plugin they are jaxlib's.) define_prng_impl (ember.extend.random) makes
+implementations of one's own from functions written with ember.numpy/ember.lax: keys of them work everywhere keys
+do. The functions are traced inside the samplers' jitted programs, so they are called with ember arrays (tracers)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from ember import lax
+from ember import numpy as enp
+from ember._core import aval_of
+from ember._core import dtypes as dt
+from ember._prims import threefry2x32
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PRNGImpl:
+    """A PRNG implementation (JAX's PRNGImpl): its key data's shape, its functions (seed, split, random_bits,
+    fold_in), its name and its tag (the key dtype prints key<tag>). Compared by identity, as JAX's."""
+    key_shape: tuple[int, ...]
+    seed: Callable[..., Any]
+    split: Callable[..., Any]
+    random_bits: Callable[..., Any]
+    fold_in: Callable[..., Any]
+    name: str = "<unnamed>"
+    tag: str = "?"
+
+    def pprint(self) -> str:
+        return f"{self.name} [{self.tag}]"
+
+    def __str__(self) -> str:
+        return self.tag
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+# ---- threefry2x32 -------------------------------------------------------------------------------------------
+def threefry_seed(seed: Any) -> Any:
+    """The key data of an integer seed: (high 32 bits, low 32 bits) of a 64-bit seed, (0, seed) of a narrower one."""
+    if aval_of(seed).dtype.itemsize == 8:
+        high = lax.convert_element_type(lax.shift_right_logical(seed, lax.full_like(seed, 32)), dt.uint32)
+    else:
+        high = lax.full(aval_of(seed).shape, 0, dt.uint32)
+    low = lax.convert_element_type(seed, dt.uint32)
+    return enp.stack([high, low], axis=-1)
+
+
+def _counters(shape: tuple[int, ...]) -> tuple[Any, Any]:
+    """(high, low) 32-bit words of each element's row-major index in shape."""
+    size = math.prod(shape)
+    if size >= 2 ** 32:
+        raise ValueError(f"ember.random: {size} random values in one call is more than 2**32 - 1")
+    zero = lax.full((), 0, dt.uint32)
+    if not shape:
+        return zero, zero
+    return zero, lax.reshape(lax.iota(dt.uint32, size), shape)
+
+
+def hash_counters(data: Any, shape: tuple[int, ...]) -> list[Any]:
+    high, low = _counters(shape)
+    return threefry2x32(data[0], data[1], high, low)
+
+
+def threefry_split(data: Any, shape: tuple[int, ...]) -> Any:
+    """split(key, shape)[i] = threefry2x32(key, (0, i)), i the row-major index into shape."""
+    return enp.stack(hash_counters(data, shape), axis=-1)
+
+
+def threefry_fold_in(data: Any, value: Any) -> Any:
+    return enp.stack(threefry2x32(data[0], data[1], lax.full((), 0, dt.uint32), value), axis=-1)
+
+
+def threefry_random_bits(data: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
+    """The hash of each element's counter, its two words combined: xor for 32 bits (truncated for 8 and 16),
+    high << 32 | low for 64 bits."""
+    hi, lo = hash_counters(data, shape)
+    if bit_width == 64:
+        wide = [lax.convert_element_type(w, dt.uint64) for w in (hi, lo)]
+        return lax.bitwise_or(lax.shift_left(wide[0], lax.full_like(wide[0], 32)), wide[1])
+    bits = lax.bitwise_xor(hi, lo)
+    return bits if bit_width == 32 else lax.convert_element_type(bits, np.dtype(f"uint{bit_width}"))
+
+
+threefry_prng_impl = PRNGImpl((2,), threefry_seed, threefry_split, threefry_random_bits, threefry_fold_in,
+                              "threefry2x32", "fry")
+
+
+# ---- rbg and unsafe_rbg ---------------------------------------------------------------------------------------
+def rbg_seed(seed: Any) -> Any:
+    """Two copies of the Threefry key of the seed."""
+    half = threefry_seed(seed)
+    return enp.concatenate([half, half])
+
+
+def rbg_split(data: Any, shape: tuple[int, ...]) -> Any:
+    """Each half-key split as Threefry splits: the i-th new key is (split(half 0)[i], split(half 1)[i])."""
+    halves = [threefry_split(data[2 * h:2 * h + 2], shape) for h in range(2)]
+    return enp.reshape(enp.stack(halves, axis=len(shape)), shape + (4,))
+
+
+def rbg_fold_in(data: Any, value: Any) -> Any:
+    return enp.concatenate([threefry_fold_in(data[2 * h:2 * h + 2], value) for h in range(2)])
+
+
+def rbg_random_bits(data: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
+    """XLA's RngBitGenerator (its default algorithm) seeded by the whole key."""
+    if bit_width not in (8, 16, 32, 64):
+        raise TypeError(f"ember.random: rbg keys give 8, 16, 32 or 64 random bits, not {bit_width}")
+    return lax.rng_bit_generator(data, shape, dtype=np.dtype(f"uint{bit_width}"))[1]
+
+
+def unsafe_rbg_split(data: Any, shape: tuple[int, ...]) -> Any:
+    """Every 10th row of an RngBitGenerator stream of 10 * prod(shape) keys (ten iterations as a hash)."""
+    num = math.prod(shape)
+    _, stream = lax.rng_bit_generator(data, (10 * num, 4), dtype=dt.uint32)
+    return enp.reshape(stream[::10], shape + (4,))
+
+
+def unsafe_rbg_fold_in(data: Any, value: Any) -> Any:
+    """The key xor the last row of ten RngBitGenerator rows seeded by the data's rbg key."""
+    _, stream = lax.rng_bit_generator(rbg_seed(value), (10, 4), dtype=dt.uint32)
+    return lax.bitwise_xor(data, stream[-1])
+
+
+rbg_prng_impl = PRNGImpl((4,), rbg_seed, rbg_split, rbg_random_bits, rbg_fold_in, "rbg", "rbg")
+unsafe_rbg_prng_impl = PRNGImpl((4,), rbg_seed, unsafe_rbg_split, rbg_random_bits, unsafe_rbg_fold_in,
+                                "unsafe_rbg", "urbg")
+
+# the implementations a name selects (jax_default_prng_impl, key(seed, impl="rbg"))
+IMPLS: dict[str, PRNGImpl] = {impl.name: impl for impl in (threefry_prng_impl, rbg_prng_impl,
+                                                            unsafe_rbg_prng_impl)}
