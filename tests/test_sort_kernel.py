@@ -277,6 +277,38 @@ def test_top_k_is_jaxs_bit_for_bit():
         np.testing.assert_array_equal(np.asarray(gi), np.asarray(wi))
 
 
+@pytest.mark.skipif(not targets.available("ember_sort_top_k"), reason="the sort kernel is not built")
+@pytest.mark.parametrize("simd", [True, False], ids=["as_this_cpu", "portable"])
+def test_top_k_paths_on_ordered_and_equal_rows(simd):
+    """Each of the kernel's ways to the k largest (AVX-512's partial quicksort where the CPU has it; else the k least
+    kept in order while a row is read for k <= 64 (4-byte entries 16 at a time), a quickselect and qsort up to a
+    quarter of the row, the radix sort beyond) on rows that are ascending, descending, all equal, of few distinct
+    integers and with NaNs, of 4-byte and narrower dtypes, at the k where the paths change, against JAX (one program
+    for all of them)."""
+    import importlib
+    kernel = importlib.import_module("ember._runtime._sort")
+    rng = np.random.default_rng(5)
+    negative = -np.abs(rng.standard_normal((3, 400))).astype(np.float32)  # (with -0.0, 0.0, -inf and -NaN among them)
+    negative[:, ::37], negative[:, 5::41], negative[:, 7::43], negative[:, 9::47] = -0.0, 0.0, -np.inf, -np.nan
+    xs = [np.tile(np.arange(400, dtype=np.float32), (3, 1)), np.tile(np.arange(400, dtype=np.float32)[::-1], (3, 1)),
+          np.zeros((2, 400), np.float32), rng.integers(0, 5, (3, 400)).astype(np.int32),
+          np.where(rng.random((3, 400)) < 0.1, np.nan, rng.standard_normal((3, 400))).astype(np.float32),
+          np.where(rng.random((2, 400)) < 0.1, -np.nan, rng.standard_normal((2, 400))).astype(np.float16),
+          rng.integers(0, 2 ** 32, (2, 400), dtype=np.uint32), rng.integers(-3, 3, (2, 400)).astype(np.int8),
+          rng.integers(-2 ** 31, 2 ** 31, (2, 400)).astype(np.int32), negative]
+    ks = [(i, k) for i in range(len(xs)) for k in (1, 10, 64, 65, 100, 101, 400)]
+    f = lambda *a: [lax.top_k(a[i], k) for i, k in ks]  # noqa: E731
+    before = kernel.set_simd(simd)
+    try:
+        got = ember.jit(f)(*xs)
+    finally:
+        kernel.set_simd(before)
+    for (gv, gi), (i, k) in zip(got, ks):
+        wv, wi = jax.lax.top_k(xs[i], k)
+        np.testing.assert_array_equal(np.asarray(gi), np.asarray(wi), err_msg=f"{xs[i].dtype} k={k}")
+        same_bits(gv, wv)
+
+
 def _canonical_bf16(x):
     """x with its bf16 subnormals made zeros of their sign and its NaNs the quiet NaN of their sign (other dtypes
     as they are)."""

@@ -277,8 +277,11 @@ static const uint64_t partners_u64[4][8] __attribute__((aligned(64))) = {
 #define SIMD_MOV _mm512_mask_mov_epi64
 #include "sort_simd.h"
 
+static int simd_disabled = 0; /* (set_simd(False): the tests of the portable paths on an AVX-512 machine) */
+
 static int simd_supported(void) {
     static int supported = -1;
+    if (simd_disabled) return 0;
     if (supported < 0) {
         __builtin_cpu_init();
         supported = __builtin_cpu_supports("avx512f") ? 1 : 0;
@@ -635,7 +638,9 @@ static Ffi_Error *sort_handler(Ffi_CallFrame *frame) {
  * subnormals < ... < +NaN; nothing equal but the same bits, but bf16, compared as f32 with its subnormals flushed to
  * zeros of their sign, and its NaNs given back quiet), equal entries by lower position.
  * Each entry becomes (~key << 32 | position), so the k least of those are the answer in order: a partial
- * quicksort where the CPU has AVX-512F (select_sorted_u64), else the radix sort of all of them. */
+ * quicksort where the CPU has AVX-512F (select_sorted_u64); else, for k up to a quarter of the row, the k least
+ * kept in order while the row is read (k <= 64: most entries cost one compare with the k-th), or a scalar
+ * quickselect of them (select_least_u64) and a qsort of those k, and for larger k the radix sort of the row. */
 typedef struct {
     const uint8_t *x;
     uint8_t *values;
@@ -654,6 +659,88 @@ static inline uint64_t total_order_key(uint64_t b, int size, int kind, int bf16)
     return b ^ (sign | ((0 - ((b >> (8 * size - 1)) & 1)) & all));
 }
 
+/* Moves the k least of the n distinct items of u to u[0..k) (in no order): Hoare partitions around a median of three,
+ * keeping the side holding the k-th; after 2 log2(n) + 8 rounds without converging (an adversarial order) it stops
+ * partitioning and returns 0, and the caller sorts the whole range instead. Returns 1 when the k least are in place. */
+static int select_least_u64(uint64_t *u, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1;
+    int rounds = 8;
+    for (int64_t m = n; m > 1; m >>= 1) rounds += 2;
+    while (hi > lo && k - 1 >= lo && k - 1 <= hi) {
+        if (rounds-- == 0) return 0;
+        int64_t mid = lo + (hi - lo) / 2;
+        uint64_t a = u[lo], b = u[mid], c = u[hi];
+        uint64_t pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        int64_t i = lo - 1, j = hi + 1;
+        for (;;) {
+            do i++; while (u[i] < pivot);
+            do j--; while (u[j] > pivot);
+            if (i >= j) break;
+            uint64_t t = u[i]; u[i] = u[j]; u[j] = t;
+        }
+        /* u[lo..j] <= pivot <= u[j+1..hi] */
+        if (k - 1 <= j) hi = j;
+        else lo = j + 1;
+    }
+    return 1;
+}
+
+static int compare_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The radix sort of the n items of u by their keys (the high 32 bits), into u or other: which one it returns. */
+static uint64_t *radix_sort_keys(TopK *t, uint64_t *u, uint64_t *other, int64_t n) {
+    int64_t *hist = (int64_t *)(t->scratch + 2 * t->n);
+    int bits = digit_bits(t->size, n), digits = digit_count(t->size, n);
+    memset(hist, 0, sizeof(int64_t) * RADIX * (size_t)digits);
+    for (int64_t i = 0; i < n; i++)
+        for (int d = 0; d < digits; d++) hist[d * RADIX + DIGIT(u[i] >> 32, bits * d, (1u << bits) - 1)]++;
+    return (uint64_t *)radix(&ITEMS_64, u, other, n, hist, t->size, 32, 1, NULL);
+}
+
+/* Inserts v into the sorted u[0..*filled) of at most k items (dropping the largest when full). */
+static inline void insert_least(uint64_t *u, int64_t *filled, int64_t k, uint64_t v) {
+    int64_t j = *filled < k ? (*filled)++ : k - 1;
+    while (j > 0 && u[j - 1] > v) { u[j] = u[j - 1]; j--; }
+    u[j] = v;
+}
+
+/* The k least items (~key << 32 | position) of a row of n 4-byte entries into u[0..k), in order, for k <= n: the
+ * keys of 16 entries at a time (branch-free, so the compiler vectorizes them) against the k-th least key so far; a
+ * block holding none below it costs no insertion. */
+static void least_k_32(const uint32_t *x, int64_t n, int64_t k, int kind, uint64_t *u) {
+    const uint32_t sign = 0x80000000u, base = kind == KEY_UNSIGNED ? 0 : sign, fm = kind == KEY_FLOAT ? ~0u : 0;
+#define NEG_KEY(b) (~((b) ^ (base | ((uint32_t)((int32_t)(b) >> 31) & fm))))
+    int64_t filled = 0, i = 0;
+    for (; i < k; i++) insert_least(u, &filled, k, (uint64_t)NEG_KEY(x[i]) << 32 | (uint64_t)i);
+    uint32_t worst = (uint32_t)(u[k - 1] >> 32);
+    for (; i + 16 <= n; i += 16) {
+        uint32_t least = ~0u;
+        for (int j = 0; j < 16; j++) {
+            uint32_t nk = NEG_KEY(x[i + j]);
+            least = nk < least ? nk : least;
+        }
+        if (least >= worst) continue; /* (an equal key comes later: its item is larger than the k-th) */
+        for (int j = 0; j < 16; j++) {
+            uint32_t nk = NEG_KEY(x[i + j]);
+            if (nk < worst) {
+                insert_least(u, &filled, k, (uint64_t)nk << 32 | (uint64_t)(i + j));
+                worst = (uint32_t)(u[k - 1] >> 32);
+            }
+        }
+    }
+    for (; i < n; i++) {
+        uint32_t nk = NEG_KEY(x[i]);
+        if (nk < worst) {
+            insert_least(u, &filled, k, (uint64_t)nk << 32 | (uint64_t)i);
+            worst = (uint32_t)(u[k - 1] >> 32);
+        }
+    }
+#undef NEG_KEY
+}
+
 static void *run_top_k(void *arg) {
     TopK *t = (TopK *)arg;
     int64_t n = t->n, k = t->k;
@@ -661,17 +748,26 @@ static void *run_top_k(void *arg) {
     uint64_t mask = (8 * t->size >= 32) ? 0xffffffffu : ((1ull << (8 * t->size)) - 1);
     for (int64_t r = t->begin; r < t->end; r++) {
         const uint8_t *x = t->x + r * n * t->size;
-        for (int64_t i = 0; i < n; i++)
-            u[i] = (~total_order_key(load_bits(x, i, t->size), t->size, t->kind, t->bf16) & mask) << 32 | (uint64_t)i;
         uint64_t *sorted = u;
-        if (simd_supported()) select_sorted_u64(u, n, k, depth_of_u64(n));
-        else {
-            int64_t *hist = (int64_t *)(t->scratch + 2 * n);
-            int bits = digit_bits(t->size, n), digits = digit_count(t->size, n);
-            memset(hist, 0, sizeof(int64_t) * RADIX * (size_t)digits);
+        if (!simd_supported() && k <= 64 && k <= n / 4 && t->size == 4 && !t->bf16) {
+            least_k_32((const uint32_t *)x, n, k, t->kind, u);
+        } else if (!simd_supported() && k <= 64 && k <= n / 4) {
+            /* the k least so far, in order: most entries are not less than the k-th and cost one compare */
+            int64_t filled = 0;
+            for (int64_t i = 0; i < n; i++) {
+                uint64_t v = (~total_order_key(load_bits(x, i, t->size), t->size, t->kind, t->bf16) & mask) << 32
+                             | (uint64_t)i;
+                if (filled == k && v >= u[k - 1]) continue;
+                insert_least(u, &filled, k, v);
+            }
+        } else {
             for (int64_t i = 0; i < n; i++)
-                for (int d = 0; d < digits; d++) hist[d * RADIX + DIGIT(u[i] >> 32, bits * d, (1u << bits) - 1)]++;
-            sorted = (uint64_t *)radix(&ITEMS_64, u, other, n, hist, t->size, 32, 1, NULL);
+                u[i] = (~total_order_key(load_bits(x, i, t->size), t->size, t->kind, t->bf16) & mask) << 32
+                       | (uint64_t)i;
+            if (simd_supported()) select_sorted_u64(u, n, k, depth_of_u64(n));
+            else if (k <= n / 4 && select_least_u64(u, n, k))  /* (the items are distinct in their positions) */
+                qsort(u, (size_t)k, sizeof(uint64_t), compare_u64);
+            else sorted = radix_sort_keys(t, u, other, n);
         }
         for (int64_t j = 0; j < k; j++) {
             int64_t at = (int64_t)(sorted[j] & 0xffffffffu);
@@ -730,8 +826,21 @@ static PyObject *handlers(PyObject *self, PyObject *unused) {
     return handler_dict(table, sizeof table / sizeof table[0]);
 }
 
+static PyObject *set_simd(PyObject *self, PyObject *arg) {
+    (void)self;
+    int enabled = PyObject_IsTrue(arg);
+    if (enabled < 0) return NULL;
+    int before = simd_supported();
+#if defined(__x86_64__) && defined(__GNUC__)
+    simd_disabled = !enabled;
+#endif
+    return PyBool_FromLong(before);
+}
+
 static PyMethodDef methods[] = {
     {"handlers", handlers, METH_NOARGS, "The FFI handlers: {custom-call target name: handler address}."},
+    {"set_simd", set_simd, METH_O, "set_simd(enabled): whether the AVX-512 paths may run where the CPU has them "
+                                   "(False: the portable paths, for their tests); returns whether they ran before."},
     {NULL, NULL, 0, NULL},
 };
 
