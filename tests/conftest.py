@@ -29,22 +29,21 @@ import pytest  # noqa: E402
 
 @pytest.hookimpl(tryfirst=True)  # (before -m selects by the marks)
 def pytest_collection_modifyitems(config, items):
-    """The rules of tests/default_tier.py: the tests they name leave the default run for the slow tier."""
+    """The rules of tests/default_tier.py: the tests they name, and the sweeps' other cases, leave the default run
+    for the slow tier. Each test function's cases are counted first (a sweep is a function with 3 or more)."""
     import default_tier
     tests = os.path.dirname(os.path.abspath(__file__))
-    seen: dict = {}
+    functions: dict = {}
     for item in items:
         name = getattr(item, "originalname", None) or item.name.split("[")[0]
         path = os.path.relpath(str(item.path), tests).replace(os.sep, "/")
-        rule = default_tier.rule_for(path, name)
-        if rule is None:
-            continue
-        index = seen[(path, name)] = seen.get((path, name), -1) + 1
-        callspec = getattr(item, "callspec", None)
-        if (isinstance(rule, default_tier.Whole)
-                or isinstance(rule, default_tier.Ids) and callspec is not None and callspec.id in rule.ids
-                or isinstance(rule, default_tier.Every) and index % rule.k):
-            item.add_marker(pytest.mark.slow)
+        functions.setdefault((path, name, item.nodeid.split("[")[0]), []).append(item)
+    for (path, name, _), cases in functions.items():
+        marked = [(getattr(getattr(item, "callspec", None), "id", None), item.get_closest_marker("slow") is not None)
+                  for item in cases]
+        for item, (_, was_slow), slow in zip(cases, marked, default_tier.slow_cases(path, name, marked)):
+            if slow and not was_slow:
+                item.add_marker(pytest.mark.slow)
 
 
 def pytest_collection_finish(session):

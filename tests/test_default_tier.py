@@ -1,13 +1,20 @@
 """tests/default_tier.py's rules name tests that exist (a renamed test would otherwise come back into the default
-run unnoticed, or a rule outlive its test), and say why."""
+run unnoticed, or a rule outlive its test), and say why; the rules never take the last default case of a
+primitive's forward, jvp, grad or vmap check (they are applied here to the parametrizations of tests/prims' modules
+with default_tier.slow_cases, the function conftest.py applies at collection)."""
 import ast
+import functools
+import importlib.util
 import os
+import sys
 
 import default_tier
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
+PRIMS = os.path.join(TESTS, "prims")
 
 
+@functools.lru_cache(maxsize=None)
 def _functions(path):
     """The test functions a module defines or imports (tests/prims' modules import the harness's checks)."""
     with open(os.path.join(TESTS, path)) as f:
@@ -22,12 +29,99 @@ def _functions(path):
     return names
 
 
+def _exists(key):
+    path, name = key.split("::")
+    assert os.path.exists(os.path.join(TESTS, path)), f"{key}: no such test file"
+    assert name in _functions(path), f"{key}: no such test function"
+
+
 def test_every_rule_names_a_test_that_exists_and_says_why():
     for key, rule in default_tier.RULES.items():
-        path, name = key.split("::")
-        assert os.path.exists(os.path.join(TESTS, path)), f"{key}: no such test file"
-        assert name in _functions(path), f"{key}: no such test function"
+        _exists(key)
         assert rule.why.strip(), f"{key}: a rule says which default test covers the same ground"
         if isinstance(rule, default_tier.Every):
             assert rule.k >= 2, f"{key}: Every(k) with k >= 2"
+        if isinstance(rule, default_tier.Ids):
+            assert rule.ids, f"{key}: Ids names the cases it takes"
+    for key, why in default_tier.KEEP.items():
+        _exists(key)
+        assert why.strip() and key not in default_tier.RULES, f"{key}: KEEP says why, and no rule names it"
+    for key, primitives in default_tier.PRIMITIVE_EXCEPTIONS.items():
+        _exists(key)
+        assert all(why.strip() for why in primitives.values()), f"{key}: an exception says which test covers it"
 
+
+def test_slow_cases_applies_each_kind_of_rule(monkeypatch):
+    """Every and FirstOfEach count the cases still in the default run; a sweep (3 or more cases) outside
+    tests/prims keeps every SWEEP_EVERY-th; KEEP and single tests stay whole."""
+    k = default_tier.SWEEP_EVERY
+    cases = [(f"c{i}", i == 1) for i in range(3 * k + 1)]  # c1 marked slow at the test
+    slow = default_tier.slow_cases("test_x.py", "test_sweep", cases)
+    kept = [case for (case, _), is_slow in zip(cases, slow) if not is_slow]
+    assert kept == [case for case, marked in cases if not marked][::k]
+    assert default_tier.slow_cases("test_x.py", "test_pair", [("a", False), ("b", False)]) == [False, False]
+    assert default_tier.slow_cases("test_x.py", "test_single", [(None, False)]) == [False]
+    keep = next(iter(default_tier.KEEP))
+    assert not any(default_tier.slow_cases(*keep.split("::"), [(f"c{i}", False) for i in range(9)]))
+    ids = ["add-(5,)-float32", "add-(5,)-float64", "add_complex-(4,)-complex64", "mul-(5,)-float32",
+           "mul-(2, 3)-float32"]
+    slow = default_tier.slow_cases("prims/test_x.py", "test_forward", [(i, i == ids[0]) for i in ids])
+    assert slow == [True, False, False, False, True]  # the first default case of each label stays
+    monkeypatch.setitem(default_tier.RULES, "test_x.py::test_sweep", default_tier.Whole("test"))
+    assert all(default_tier.slow_cases("test_x.py", "test_sweep", cases))
+
+
+def _prims_module(path):
+    """A tests/prims module: the one pytest imported (under its file's name), or a private copy of it."""
+    stem = os.path.basename(path)[:-3]
+    module = sys.modules.get(stem)
+    if module is not None and os.path.abspath(getattr(module, "__file__", "")) == os.path.abspath(path):
+        return module
+    spec = importlib.util.spec_from_file_location(f"_tier_{stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _cases(module, function):
+    """The parametrization of a tests/prims check as conftest sees it: [(id, case, marked slow at the test)]."""
+    def slow(marks):
+        return any(mark.name == "slow" for mark in marks)
+    def listed(marks):  # (pytestmark: one mark or a list of them)
+        return marks if isinstance(marks, list) else [marks]
+    marks = listed(getattr(function, "pytestmark", [])) + listed(getattr(module, "pytestmark", []))
+    (parametrize,) = [mark for mark in marks if mark.name == "parametrize"]
+    return [(param.id, param.values[0], slow(param.marks) or slow(marks)) for param in parametrize.args[1]]
+
+
+def _lost_primitives(path, name, cases):
+    """The primitives with a default case of the check before the rules and none after them."""
+    flags = default_tier.slow_cases(path, name, [(case_id, marked) for case_id, _, marked in cases])
+    before = {default_tier.primitive_of(case_id) for case_id, _, marked in cases if not marked}
+    after = {default_tier.primitive_of(case_id) for (case_id, _, _), is_slow in zip(cases, flags) if not is_slow}
+    return before - after
+
+
+def _primitive_checks():
+    for file in sorted(os.listdir(PRIMS)):
+        if file.startswith("test_") and file.endswith(".py"):
+            module = _prims_module(os.path.join(PRIMS, file))
+            for name in default_tier.PRIMITIVE_CHECKS:
+                if hasattr(module, name):
+                    yield f"prims/{file}", name, _cases(module, getattr(module, name))
+
+
+def test_the_rules_keep_a_default_case_of_every_primitives_checks(monkeypatch):
+    checks = list(_primitive_checks())
+    assert len(checks) > 40
+    for path, name, cases in checks:
+        for case_id, case, _ in cases:  # the ids start with the Case's label: primitive_of reads it
+            assert default_tier.primitive_of(case_id) == case.label(), (path, name, case_id)
+        lost = _lost_primitives(path, name, cases)
+        allowed = default_tier.PRIMITIVE_EXCEPTIONS.get(f"{path}::{name}", {})
+        assert lost == set(allowed), (f"{path}::{name}: the rules take every default case of {sorted(lost)}; "
+                                      f"PRIMITIVE_EXCEPTIONS allows {sorted(allowed)}")
+    # (and a rule that would take a primitive's last default case is caught)
+    path, name, cases = checks[0]
+    monkeypatch.setitem(default_tier.RULES, f"{path}::{name}", default_tier.Whole("test"))
+    assert _lost_primitives(path, name, cases) == {default_tier.primitive_of(i) for i, _, slow in cases if not slow}
