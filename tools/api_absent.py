@@ -62,7 +62,6 @@ _NAMES = "not yet"
 NOT_YET: dict[str, dict[str, str]] = {
     "jax.experimental.sparse": {"*": "sparse arrays (BCOO, BCSR, COO, CSR) and sparsify: " + _LATER},
     "jax.experimental.jet": {"*": "Taylor-mode automatic differentiation (jet): " + _LATER},
-    "jax.experimental.ode": {"*": "odeint (adaptive Dormand-Prince with adjoint gradients): " + _LATER},
     "jax.experimental.multihost_utils": {"*": "process_allgather, sync_global_devices, broadcast_one_to_all, the "
                                               "host-local/global array conversions: " + _LATER},
     "jax.experimental.rnn": {"*": "cuDNN-style LSTM (lstm, init_lstm_weight, ...): " + _LATER},
