@@ -1,7 +1,8 @@
 """ember.experimental (jax.experimental): io_callback (docs/callbacks.md), checkify (docs/checkify.md), mesh_utils,
-shard_map (JAX's older home of ember.shard_map), hijax (JAX's names for high-level types: ember has none to stage;
-docs/as_jax.md), compilation_cache (set_cache_dir, reset_cache), random (stateful_rng: docs/random.md), and JAX's
-names for extended dtypes and their arrays (primal_tangent_dtype, EArray, cur_qdd: ember computes on none of them)."""
+ode (odeint: docs/scipy.md), shard_map (JAX's older home of ember.shard_map), hijax (JAX's names for high-level
+types: ember has none to stage; docs/as_jax.md), compilation_cache (set_cache_dir, reset_cache), random
+(stateful_rng: docs/random.md), and JAX's names for extended dtypes and their arrays (primal_tangent_dtype, EArray,
+cur_qdd: ember computes on none of them)."""
 from ember._api.callbacks import io_callback as io_callback
 from ember.experimental import checkify as checkify
 from ember.experimental import compilation_cache as compilation_cache
@@ -10,7 +11,8 @@ from ember.experimental._extended import EArray as EArray, cur_qdd as cur_qdd
 from ember.experimental._extended import primal_tangent_dtype as primal_tangent_dtype
 from ember.experimental import hijax as hijax
 from ember.experimental import mesh_utils as mesh_utils
+from ember.experimental import ode as ode
 from ember.experimental import shard_map as shard_map
 
 __all__ = ["EArray", "checkify", "compilation_cache", "cur_qdd", "hijax", "io_callback", "mesh_utils",
-           "primal_tangent_dtype", "random", "shard_map"]
+           "ode", "primal_tangent_dtype", "random", "shard_map"]
