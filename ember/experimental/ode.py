@@ -293,7 +293,8 @@ def _adjoint(func: Callable[..., Any], rtol: float, atol: float, mxstep: float, 
         y_bar, t0_bar, args_bar = tree_map(lambda leaf: leaf[1], (y_bar, t0_bar, args_bar))
         return (y_bar + g_before, t0_bar, args_bar), t_bar
 
-    start = (ys_bar[-1], jnp.zeros((), jnp.finfo(ys.dtype).dtype), [jnp.zeros_like(leaf) for leaf in leaves_where(differentiable, args)])
+    start = (ys_bar[-1], jnp.zeros((), jnp.finfo(ys.dtype).dtype),
+             [jnp.zeros_like(leaf) for leaf in leaves_where(differentiable, args)])
     (y0_bar, t0_bar, args_bar), ts_bar = lax.scan(
         back, start, (ys[1:], ts[1:], ts[:-1], ys_bar[1:], ys_bar[:-1]), reverse=True)
     ts_bar = jnp.concatenate([t0_bar[None], ts_bar]).astype(ts.dtype)
