@@ -72,11 +72,17 @@ def every_kernel_shape(monkeypatch):
     """The CPU kernels' AVX2 thresholds lowered to the AVX-512F form's (short rows, large batched products,
     transposes of any sides: ember/_hlo/row_fusion.py's MIN_ROW_AVX2 and AVX2_TRANSPOSE_MULTIPLE, backend_forms'
     BMM_AVX2_MAX_PRODUCT), so that the tests of the kernels' results run them on every shape whichever form runs:
-    pytestmark = pytest.mark.usefixtures("every_kernel_shape"). (Nothing changes where the AVX-512F form runs.)"""
+    pytestmark = pytest.mark.usefixtures("every_kernel_shape"). (Nothing changes where the AVX-512F form runs.)
+    Programs are cached by their IR's structure, not by these thresholds: the caches are emptied before the test (so
+    it lowers its programs under them) and after it (so no later test reuses a program lowered under them)."""
+    from ember._core.cache import clear_all_caches
     from ember._hlo import backend_forms, row_fusion
+    clear_all_caches()
     monkeypatch.setattr(row_fusion, "MIN_ROW_AVX2", row_fusion.MIN_ROW)
     monkeypatch.setattr(row_fusion, "AVX2_TRANSPOSE_MULTIPLE", 1)
     monkeypatch.setattr(backend_forms, "BMM_AVX2_MAX_PRODUCT", 1 << 62)
+    yield
+    clear_all_caches()
 
 
 @pytest.fixture
