@@ -285,3 +285,28 @@ def test_integer_division_of_constants_never_traps(dtype):
             ember.lax.div(a, b), ember.lax.rem(a, b), enp.floor_divide(a, b)))())
         assert (quotient, rest) == ((minus_one, int(a)) if b == 0 else (int(a) // int(b) if a >= 0 else int(a), 0))
         assert floor == (0 if b == 0 else np.floor_divide(a, b))
+
+
+def test_debug_check_runs_under_checkify_only_as_jax():
+    """debug_check: nothing without checkify (eagerly, under jit, under grad), a user check under it (jit, vmap,
+    grad), with JAX's messages."""
+    def build(lib, ck):
+        def f(x):
+            ck.debug_check(x > 0, "x must be positive, got {}", x)
+            return x * 2
+        return f
+
+    f, jf = build(ember, checkify), build(jax, jcheckify)
+    x, jx = enp.float32(-1.0), jjnp.float32(-1.0)
+    for ours, theirs in ((f, jf), (ember.jit(f), jax.jit(jf)), (ember.grad(f), jax.grad(jf))):
+        np.testing.assert_array_equal(np.asarray(ours(x)), np.asarray(theirs(jx)))
+    for wrap, jwrap in ((lambda g: g, lambda g: g), (ember.jit, jax.jit), (ember.grad, jax.grad)):
+        err, _ = checkify.checkify(wrap(f))(x)
+        jerr, _ = jcheckify.checkify(jwrap(jf))(jx)
+        assert err.get() == jerr.get() == "x must be positive, got -1.0 (`check` failed)"
+    err, _ = ember.jit(checkify.checkify(ember.vmap(f)))(enp.array([1.0, -3.0, 2.0]))
+    jerr, _ = jax.jit(jcheckify.checkify(jax.vmap(jf)))(jjnp.array([1.0, -3.0, 2.0]))
+    assert err.get() == jerr.get()
+    assert checkify.checkify(f)(enp.float32(2.0))[0].get() is None
+    with pytest.raises(TypeError, match="debug_check: pred must be a boolean array"):
+        ember.jit(lambda v: checkify.debug_check(v, "no"))(1.0)

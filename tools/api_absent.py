@@ -79,8 +79,6 @@ NOT_YET: dict[str, dict[str, str]] = {
     "jax.experimental.profiler": {"*": "get_profiled_instructions_proto (XLA's profile-guided instruction "
                                        "costs): " + _LATER},
     "jax.experimental.key_reuse": {"*": "JAX's key-reuse checker (jax_debug_key_reuse; no public names): " + _LATER},
-    "jax.experimental.checkify": {"debug_check": "a check that does nothing outside checkify (needs a 'debug' mode "
-                                                 "of ember's check primitive): " + _NAMES},
     "jax.experimental.hijax": {"TransformedRef": "a Ref view through transforms (hijax's mutable types): " + _NAMES},
     "jax.extend.core": {n: "JAX's extension API over its trace machinery, mapped onto ember's IR: " + _NAMES
                         for n in ("AbstractToken", "Token", "CallPrimitive", "DebugInfo", "DropVar", "call_impl")},

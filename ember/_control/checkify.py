@@ -74,10 +74,12 @@ CATEGORIES = (FailedCheckError, NaNError, DivisionByZeroError, OOBError)
 
 
 class Site(NamedTuple):
-    """A place that may fail: its category, what its message needs, and the avals of the values it formats."""
+    """A place that may fail: its category, what its message needs, and the avals of the values it formats; debug:
+    a debug_check's (checked under checkify only: without it the check is dropped, eagerly and when lowered)."""
     category: type
     what: Any  # user: (message, PyTreeDef of (args, kwargs)); NaN: primitive name; OOB: (primitive, shape)
     payload: tuple[ShapedArray, ...]
+    debug: bool = False
 
     def message(self, values: Sequence[Any]) -> str:
         if self.category is FailedCheckError:
@@ -113,6 +115,8 @@ def _check_abstract_eval(pred: ShapedArray, *payload: ShapedArray, site: Site, b
 
 @check_p.def_rule("lowering")
 def _check_lowering(ctx: Any, *operands: str, site: Site, batch_dims: int) -> list[str]:
+    if site.debug:  # (a debug_check outside checkify: dropped, as JAX's)
+        return []
     raise ValueError(NOT_FUNCTIONALIZED)
 
 
@@ -486,8 +490,8 @@ def checkify_ir(ir: IR, enabled: frozenset[type]) -> tuple[IR, list[Site], list[
     return checked, list(ctx.sites), orders[0]
 
 
-def user_site(message: str, tree: PyTreeDef, payload: Sequence[Any]) -> Site:
-    return Site(FailedCheckError, (message, tree), tuple(aval_of(p).strip_weak_type() for p in payload))
+def user_site(message: str, tree: PyTreeDef, payload: Sequence[Any], debug: bool = False) -> Site:
+    return Site(FailedCheckError, (message, tree), tuple(aval_of(p).strip_weak_type() for p in payload), debug)
 
 
 __all__ = ["CATEGORIES", "DivisionByZeroError", "FailedCheckError", "JaxRuntimeError", "NaNError", "OOBError", "Site",

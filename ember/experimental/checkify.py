@@ -94,16 +94,27 @@ def check(pred: _Any, msg: str, *fmt_args: _Any, **fmt_kwargs: _Any) -> None:
     """Check that pred (a boolean array: all of it) holds, else fail with msg.format(*fmt_args, **fmt_kwargs). Under
     checkify the failure is recorded in the Error; outside any staging it raises JaxRuntimeError at once; staged
     without checkify (jit), lowering it is a ValueError, as in JAX."""
+    _user_check("check", pred, msg, fmt_args, fmt_kwargs, debug=False)
+
+
+def debug_check(pred: _Any, msg: str, *fmt_args: _Any, **fmt_kwargs: _Any) -> None:
+    """A check that runs under checkify only (as jax.experimental.checkify.debug_check): there a failure is
+    recorded as check's is; without checkify it does nothing, eagerly and staged (jit drops it)."""
+    _user_check("debug_check", pred, msg, fmt_args, fmt_kwargs, debug=True)
+
+
+def _user_check(name: str, pred: _Any, msg: str, fmt_args: tuple[_Any, ...], fmt_kwargs: dict[str, _Any], *,
+                debug: bool) -> None:
     if not isinstance(msg, str):
-        raise TypeError(f"checkify.check: msg must be a str, got {msg!r}")
+        raise TypeError(f"checkify.{name}: msg must be a str, got {msg!r}")
     leaves, tree = _tree_flatten((fmt_args, fmt_kwargs))
     payload = [_asarray(leaf) for leaf in leaves]
     pred = _asarray(pred)
     if _aval_of(pred).dtype != _np.bool_:
-        raise TypeError(f"checkify.check: pred must be a boolean array, got {_aval_of(pred).str_short()}")
-    site = _user_site(msg, tree, payload)
+        raise TypeError(f"checkify.{name}: pred must be a boolean array, got {_aval_of(pred).str_short()}")
+    site = _user_site(msg, tree, payload, debug)
     if not _is_tracing():
-        if not bool(_np.all(_np.asarray(pred))):
+        if not debug and not bool(_np.all(_np.asarray(pred))):
             raise JaxRuntimeError(site.message(payload))
         return
     _check_p.bind(pred, *payload, site=site, batch_dims=0)
@@ -152,5 +163,6 @@ def checkify(f: _Callable[..., _Any], errors: frozenset[type] = user_checks) -> 
 
 
 __all__ = ["DivisionByZeroError", "Error", "ErrorCategory", "FailedCheckError", "JaxRuntimeError", "NaNError",
-           "OOBError", "all_checks", "automatic_checks", "check", "check_error", "checkify", "div_checks",
+           "OOBError", "all_checks", "automatic_checks", "check", "check_error", "checkify", "debug_check",
+           "div_checks",
            "float_checks", "index_checks", "init_error", "nan_checks", "user_checks"]
