@@ -16,6 +16,13 @@ _IFRT = ("multi-controller runtimes (Pathways, IFRT programs, cross-host transfe
          "plugin does not have; ember's multi-process runs are ember.distributed's (docs/distributed.md)")
 
 ABSENT: dict[str, dict[str, str]] = {
+    "jax.experimental.multihost_utils": {
+        n: "JAX's primitives (and their rules) for the host-local/global conversions under a trace, where its arrays "
+           "may span processes; ember's conversions place arrays outside a trace and are the value itself inside one "
+           "(the CPU plugin has no arrays spanning processes)"
+        for n in ("global_array_to_host_local_array_impl", "global_array_to_host_local_array_p", "gtl_abstract_eval",
+                  "host_local_array_to_global_array_impl", "host_local_array_to_global_array_p", "ltg_abstract_eval",
+                  "ltg_batcher")},
     "jax.cloud_tpu_init": {"*": _TPU + " (Cloud TPU VM environment set-up)"},
     "jax.lib": {"*": _JAXLIB + " (jax.lib.xla_client, xla_bridge); no public names in JAX 0.10.2"},
     "jax.tools": {"*": "command-line tools for jaxlib/TensorFlow (jax_to_ir converts to TF graphs, "
@@ -62,8 +69,6 @@ _NAMES = "not yet"
 NOT_YET: dict[str, dict[str, str]] = {
     "jax.experimental.sparse": {"*": "sparse arrays (BCOO, BCSR, COO, CSR) and sparsify: " + _LATER},
     "jax.experimental.jet": {"*": "Taylor-mode automatic differentiation (jet): " + _LATER},
-    "jax.experimental.multihost_utils": {"*": "process_allgather, sync_global_devices, broadcast_one_to_all, the "
-                                              "host-local/global array conversions: " + _LATER},
     "jax.experimental.rnn": {"*": "cuDNN-style LSTM (lstm, init_lstm_weight, ...): " + _LATER},
     "jax.experimental.roofline": {"*": "a per-primitive flops/bytes estimator over traced functions (ember's "
                                        "bench has a machine roofline, bench/roofline.py): " + _LATER},
