@@ -16,6 +16,13 @@ _IFRT = ("multi-controller runtimes (Pathways, IFRT programs, cross-host transfe
          "plugin does not have; ember's multi-process runs are ember.distributed's (docs/distributed.md)")
 
 ABSENT: dict[str, dict[str, str]] = {
+    "jax.experimental.jet": {
+        n: "JAX's Taylor-mode trace and its per-primitive rule tables (jet_rules, def_deriv, ...): ember's jet nests "
+           "forward-mode derivatives of the Taylor path, so every primitive with a JVP rule has Taylor terms and "
+           "there is no rule table to extend"
+        for n in ("JetTrace", "JetTracer", "ZeroSeries", "ZeroTerm", "call_param_updaters", "def_comp", "def_deriv",
+                  "deflinear", "defzero", "deriv_prop", "jet_rules", "linear_prop", "zero_prop", "zero_series",
+                  "zero_term", "weakref_lru_cache")},
     "jax.experimental.multihost_utils": {
         n: "JAX's primitives (and their rules) for the host-local/global conversions under a trace, where its arrays "
            "may span processes; ember's conversions place arrays outside a trace and are the value itself inside one "
@@ -68,7 +75,6 @@ _LATER = "a jax.experimental library of its own, planned after this round of nam
 _NAMES = "not yet"
 NOT_YET: dict[str, dict[str, str]] = {
     "jax.experimental.sparse": {"*": "sparse arrays (BCOO, BCSR, COO, CSR) and sparsify: " + _LATER},
-    "jax.experimental.jet": {"*": "Taylor-mode automatic differentiation (jet): " + _LATER},
     "jax.experimental.rnn": {"*": "cuDNN-style LSTM (lstm, init_lstm_weight, ...): " + _LATER},
     "jax.experimental.roofline": {"*": "a per-primitive flops/bytes estimator over traced functions (ember's "
                                        "bench has a machine roofline, bench/roofline.py): " + _LATER},
