@@ -81,7 +81,6 @@ NOT_YET: dict[str, dict[str, str]] = {
     "jax.experimental.serialize_executable": {"*": "serialize/deserialize_and_load of compiled executables "
                                                    "(ember's AOT artifacts are ember.export's): " + _LATER},
     "jax.experimental.shard_alike": {"*": "shard_alike (two values given the same sharding): " + _LATER},
-    "jax.experimental.compute_on": {"*": "compute_on (host offloading of a computation): " + _LATER},
     "jax.experimental.control_deps": {"*": "control_dep/schedule ordering hints: " + _LATER},
     "jax.experimental.custom_partitioning": {"*": "user partitioning rules of a function for XLA's SPMD "
                                                   "partitioner: " + _LATER},

@@ -1,6 +1,6 @@
 """ember.experimental (jax.experimental): io_callback (docs/callbacks.md), checkify (docs/checkify.md), mesh_utils,
 multihost_utils (values shared between a run's processes: docs/distributed.md), jet (Taylor-mode derivatives:
-docs/transformations.md),
+docs/transformations.md), compute_on (JAX's compute types; on the CPU the host is the device),
 ode (odeint: docs/scipy.md), shard_map (JAX's older home of ember.shard_map), hijax (JAX's names for high-level
 types: ember has none to stage; docs/as_jax.md), compilation_cache (set_cache_dir, reset_cache), random
 (stateful_rng: docs/random.md), and JAX's names for extended dtypes and their arrays (primal_tangent_dtype, EArray,
@@ -8,6 +8,7 @@ cur_qdd: ember computes on none of them)."""
 from ember._api.callbacks import io_callback as io_callback
 from ember.experimental import checkify as checkify
 from ember.experimental import compilation_cache as compilation_cache
+from ember.experimental import compute_on as compute_on
 from ember.experimental import random as random
 from ember.experimental._extended import EArray as EArray, cur_qdd as cur_qdd
 from ember.experimental._extended import primal_tangent_dtype as primal_tangent_dtype
@@ -18,5 +19,5 @@ from ember.experimental import multihost_utils as multihost_utils
 from ember.experimental import ode as ode
 from ember.experimental import shard_map as shard_map
 
-__all__ = ["EArray", "checkify", "compilation_cache", "cur_qdd", "hijax", "io_callback", "jet", "mesh_utils",
+__all__ = ["EArray", "checkify", "compilation_cache", "compute_on", "cur_qdd", "hijax", "io_callback", "jet", "mesh_utils",
            "multihost_utils", "ode", "primal_tangent_dtype", "random", "shard_map"]
