@@ -19,5 +19,5 @@ from ember.experimental import multihost_utils as multihost_utils
 from ember.experimental import ode as ode
 from ember.experimental import shard_map as shard_map
 
-__all__ = ["EArray", "checkify", "compilation_cache", "compute_on", "cur_qdd", "hijax", "io_callback", "jet", "mesh_utils",
-           "multihost_utils", "ode", "primal_tangent_dtype", "random", "shard_map"]
+__all__ = ["EArray", "checkify", "compilation_cache", "compute_on", "cur_qdd", "hijax", "io_callback", "jet",
+           "mesh_utils", "multihost_utils", "ode", "primal_tangent_dtype", "random", "shard_map"]
