@@ -113,17 +113,8 @@ def jet2(fun: Callable[..., Any], primals: Sequence[Any], series: Sequence[Seque
 # (JAX's module has these names too, from its imports)
 from ember._core.pytree import (register_pytree_node as register_pytree_node,  # noqa: E402
                                 tree_structure as tree_structure)
-from ember.example_libraries.optimizers import safe_zip as safe_zip  # noqa: E402
+from ember.example_libraries.optimizers import safe_zip as safe_zip, unzip2 as unzip2  # noqa: E402
 from ember.tree_util import treedef_is_leaf as treedef_is_leaf  # noqa: E402
-
-
-def unzip2(pairs: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """Two tuples from an iterable of pairs (JAX's util.unzip2)."""
-    firsts, seconds = [], []
-    for a, b in pairs:
-        firsts.append(a)
-        seconds.append(b)
-    return tuple(firsts), tuple(seconds)
 
 
 __all__ = ["fact", "jet", "jet2"]
