@@ -155,22 +155,29 @@ for statement in ("import jax.collect_profile", "from jax import collect_profile
 
 def test_the_modules_of_this_round_import_under_the_drop_in():
     """jax.ffi, jax.monitoring, jax.experimental.random, jax.experimental.compilation_cache.compilation_cache,
-    jax.experimental.ode and jax.extend's submodules are ember's modules under the alias."""
+    jax.experimental.ode, jax.experimental.rnn (its lstm running on the CPU) and jax.extend's submodules are ember's
+    modules under the alias."""
     code = """
 import jax, jax.ffi, jax.monitoring, jax.experimental.random, jax.extend.backend, jax.extend.core.primitives
 import jax.experimental.compilation_cache.compilation_cache as cc
 import jax.experimental.ode
 from jax import monitoring
 from jax.experimental.ode import odeint
+from jax.experimental import rnn
 from jax.extend import random, sharding, mlir, xla, pallas, lowering
+w = rnn.init_lstm_weight(jax.random.key(0), 2, 3, 1, False)  # (JAX's lstm needs cuDNN; ember's runs here)
+y, _, _ = rnn.lstm(jax.numpy.ones((1, 4, 2)), jax.numpy.zeros((1, 1, 3)), jax.numpy.zeros((1, 1, 3)), w,
+                   jax.numpy.array([4], jax.numpy.int32), input_size=2, hidden_size=3, num_layers=1, dropout=False,
+                   bidirectional=False)
 print(jax.ffi.__name__, monitoring.__name__, jax.experimental.random.__name__, cc.__name__, random.__name__,
       jax.extend.core.primitives.add_p, jax.profiler.ProfileData.__module__, jax.debug.log.__module__,
-      jax.experimental.ode.__name__, odeint.__module__)
+      jax.experimental.ode.__name__, odeint.__module__, rnn.lstm.__module__, y.shape)
 """
     out = _python("-m", "ember.as_jax", "-c", code).stdout.split()
     assert out == ["ember.ffi", "ember.monitoring", "ember.experimental.random",
                    "ember.experimental.compilation_cache.compilation_cache", "ember.extend.random", "add",
-                   "ember.profiler", "ember._api.callbacks", "ember.experimental.ode", "ember.experimental.ode"]
+                   "ember.profiler", "ember._api.callbacks", "ember.experimental.ode", "ember.experimental.ode",
+                   "ember.experimental.rnn", "(1,", "4,", "3)"]
 
 
 def test_the_private_modules_libraries_import():
