@@ -30,6 +30,11 @@ ABSENT: dict[str, dict[str, str]] = {
         for n in ("global_array_to_host_local_array_impl", "global_array_to_host_local_array_p", "gtl_abstract_eval",
                   "host_local_array_to_global_array_impl", "host_local_array_to_global_array_p", "ltg_abstract_eval",
                   "ltg_batcher")},
+    "jax.experimental.rnn": {
+        n: "JAX's cuDNN primitives of lstm and their abstract evaluation (the reserve-space size comes from jaxlib's "
+           "gpu_rnn): ember's lstm is the lax.scan computation of lstm_ref with a custom VJP, whose halves are "
+           "lstm_fwd and lstm_bwd, so there is no primitive of its own"
+        for n in ("rnn_abstract_eval", "rnn_bwd_abstract_eval", "rnn_bwd_p", "rnn_fwd_p")},
     "jax.cloud_tpu_init": {"*": _TPU + " (Cloud TPU VM environment set-up)"},
     "jax.lib": {"*": _JAXLIB + " (jax.lib.xla_client, xla_bridge); no public names in JAX 0.10.2"},
     "jax.tools": {"*": "command-line tools for jaxlib/TensorFlow (jax_to_ir converts to TF graphs, "
@@ -75,7 +80,6 @@ _LATER = "a jax.experimental library of its own, planned after this round of nam
 _NAMES = "not yet"
 NOT_YET: dict[str, dict[str, str]] = {
     "jax.experimental.sparse": {"*": "sparse arrays (BCOO, BCSR, COO, CSR) and sparsify: " + _LATER},
-    "jax.experimental.rnn": {"*": "cuDNN-style LSTM (lstm, init_lstm_weight, ...): " + _LATER},
     "jax.experimental.roofline": {"*": "a per-primitive flops/bytes estimator over traced functions (ember's "
                                        "bench has a machine roofline, bench/roofline.py): " + _LATER},
     "jax.experimental.serialize_executable": {"*": "serialize/deserialize_and_load of compiled executables "
