@@ -999,3 +999,37 @@ def test_api_associative_scan(jax, jnp):
     return (lax.associative_scan(jnp.add, jnp.arange(0, 4)),
             (partial_prods.shape, partial_prods, jnp.stack(loop)),
             lax.associative_scan(jnp.add, jnp.arange(0, 4), reverse=True))
+
+
+def test_keyword_arguments_resolve_to_positions_as_jax():
+    """custom_jvp and custom_vjp functions take keyword arguments (bound to the function's signature, defaults
+    filled in, before the rules see positional arguments), as JAX's; keyword-only parameters are a TypeError."""
+    import jax
+
+    import ember
+    for lib in (ember, jax):
+        @lib.custom_vjp
+        def f(x, y=2.0):
+            return x * y
+        f.defvjp(lambda x, y: (x * y, (x, y)), lambda r, g: (g * r[1], g * r[0]))
+
+        @lib.custom_jvp
+        def g(x, scale=2.0):
+            return x * scale
+        g.defjvp(lambda p, t: (p[0] * p[1], t[0] * p[1] + t[1] * p[0]))
+
+        @functools.partial(lib.custom_vjp, nondiff_argnums=(1,))
+        def h(x, n=3):
+            return x ** n
+        h.defvjp(lambda x, n: (x ** n, x), lambda n, x, g: (g * n * x ** (n - 1),))
+        assert float(f(3.0, y=4.0)) == 12.0 and float(g(3.0, scale=4.0)) == 12.0 and float(f(3.0)) == 6.0
+        assert float(lib.grad(lambda x: f(x, y=5.0))(1.0)) == 5.0
+        assert float(lib.jit(lib.grad(lambda x: g(x, scale=5.0)))(1.0)) == 5.0
+        assert float(lib.grad(lambda x: h(x, n=4))(2.0)) == 32.0
+
+        @lib.custom_jvp
+        def k(x, *, y=2.0):
+            return x * y
+        k.defjvp(lambda p, t: (p[0] * 2, t[0] * 2))
+        with pytest.raises(TypeError, match="could not be resolved to position"):
+            k(1.0, y=3.0)

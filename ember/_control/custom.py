@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import operator
 import weakref
 from typing import Any, Callable, NamedTuple, Sequence
@@ -428,6 +429,26 @@ def _from_float0(values: Sequence[Any], avals: Sequence[ShapedArray]) -> list[An
             for v, a in zip(values, avals)]
 
 
+def _resolve_kwargs(name: str, fun: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+                    ) -> tuple[Any, ...]:
+    """The arguments of a call of a custom_jvp/custom_vjp function as positions (its rules take positional
+    arguments), as JAX's: keyword arguments bound to fun's signature, its defaults filled in; a keyword that has no
+    position (a keyword-only parameter, **kwargs) is a TypeError."""
+    if not kwargs:
+        return args
+    try:
+        bound = inspect.signature(fun).bind(*args, **kwargs)
+    except TypeError as err:
+        raise TypeError(f"{name}: {err}") from None
+    except ValueError:  # (no signature: a builtin)
+        raise TypeError(f"{name}: keyword arguments could not be resolved to positions") from None
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise TypeError(f"{name}: keyword arguments could not be resolved to positions "
+                        f"({', '.join(bound.kwargs)} {'is' if len(bound.kwargs) == 1 else 'are'} keyword-only)")
+    return tuple(bound.args)
+
+
 class custom_jvp:  # noqa: N801  (JAX's name)
     """A function with a custom forward-mode rule (like jax.custom_jvp): decorate it, then register the rule
     with @f.defjvp: jvp(*nondiff_args, primals, tangents) -> (primal_out, tangent_out), linear in the tangents.
@@ -466,8 +487,9 @@ class custom_jvp:  # noqa: N801  (JAX's name)
             return out, tree_map(lambda *ts: functools.reduce(operator.add, ts), *parts)
         self.defjvp(jvp)
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         name = f"custom_jvp({getattr(self.fun, '__name__', 'function')})"
+        args = _resolve_kwargs(name, self.fun, args, kwargs)
         if self.jvp is None:
             raise TypeError(f"{name}: no rule; register one with @{getattr(self.fun, '__name__', 'f')}.defjvp")
         if not is_tracing():  # nothing to transform: the function itself
@@ -536,8 +558,9 @@ class custom_vjp:  # noqa: N801  (JAX's name)
         the rules run as they are."""
         self.fwd, self.bwd, self.symbolic_zeros = fwd, bwd, bool(symbolic_zeros)
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         name = f"custom_vjp({getattr(self.fun, '__name__', 'function')})"
+        args = _resolve_kwargs(name, self.fun, args, kwargs)
         if self.fwd is None or self.bwd is None:
             raise TypeError(f"{name}: no rule; register one with f.defvjp(fwd, bwd)")
         if not is_tracing():
