@@ -27,14 +27,15 @@ from ember._api.sharding import reshard as _reshard, takes_out_sharding as _take
 from ember._prims.explicit import resolve as _resolve_sharding
 from ember._api.sharding import with_sharding_constraint as with_sharding_constraint
 
-# ember's public names that jax.lax lacks: ember.random's hash, and jax's top-level transformations (jax.checkpoint,
+# ember's public names that jax.lax lacks: ember.random's hashes, and jax's top-level transformations (jax.checkpoint,
 # jax.custom_jvp, ...) that ember._control also defines.
-_FUNCTIONS_NOT_IN_JAX_LAX = frozenset({"threefry2x32", "checkpoint", "checkpoint_policies", "custom_jvp",
-                                       "custom_vjp", "remat", "shard_map"})
+_FUNCTIONS_NOT_IN_JAX_LAX = frozenset({"threefry2x32", "threefry4x32", "philox2x32", "philox4x32", "checkpoint",
+                                       "checkpoint_policies", "custom_jvp", "custom_vjp", "remat", "shard_map"})
 # ember's registered primitives that jax.lax does not export as `{name}_p`: jax.lax has select_n_p (n cases) where
-# ember's select takes a predicate, keeps threefry2x32_p and random_gamma_grad_p outside jax.lax (random_gamma_p is
-# jax.random's), and the custom rules and remat in its core.
-_PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "random_gamma_grad", "random_gamma",
+# ember's select takes a predicate, keeps the hashes' primitives (threefry2x32_p, ..., in jax._src.random) and
+# random_gamma_grad_p outside jax.lax (random_gamma_p is jax.random's), and the custom rules and remat in its core.
+_PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "threefry4x32", "philox2x32", "philox4x32",
+                                        "random_gamma_grad", "random_gamma",
                                         "custom_jvp_call",
                                         "custom_vjp_call", "custom_lin", "remat", "name",  # (jax.ad_checkpoint.name_p)
                                         # mutable array references (jax.ref's, ember.ref):

@@ -1,10 +1,14 @@
-"""Bit-level primitives: bitcast_convert_type and threefry2x32, the counter-based hash under ember.random; and XLA's
-own generators, rng_bit_generator (stateless: a key in, the next key and random bits out) and rng_uniform (stateful).
+"""Bit-level primitives: bitcast_convert_type; the counter-based hashes under ember.random (threefry2x32,
+threefry4x32, philox2x32, philox4x32); and XLA's own generators, rng_bit_generator (stateless: a key in, the next key
+and random bits out) and rng_uniform (stateful).
 
-threefry2x32(k1, k2, x1, x2) -> (y1, y2) is Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers:
-as easy as 1, 2, 3", SC 2011) applied elementwise to uint32 operands; rank-0 operands broadcast, so one key hashes
-a whole array of counters. It is lowered to plain uint32 arithmetic (adds, xors, rotations), which XLA fuses into
-one loop; the result equals jax.random's threefry bit for bit. Neither primitive is differentiable.
+The hashes are Random123's (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011), applied
+elementwise to uint32 operands (key words, then counter words); rank-0 operands broadcast, so one key hashes a whole
+array of counters. threefry2x32(k1, k2, x1, x2) -> (y1, y2) is Threefry-2x32 with 20 rounds, threefry4x32 (four key
+and four counter words) Threefry-4x32 with 20, philox2x32 (one key word, two counter words) and philox4x32 (two key
+words, four counter words) Philox with 10. Each is lowered to plain uint32 arithmetic (adds, xors, rotations; Philox's
+multiplications), which XLA fuses into one loop, and equals JAX's primitive of the same name bit for bit (and
+Random123's known answers). None of these primitives is differentiable.
 
 rng_bit_generator(key, shape, dtype, algorithm) is XLA's RngBitGenerator (stablehlo.rng_bit_generator) as jax.lax
 lowers it: a uint32[4] key (bitcast to the uint64[2] state XLA takes) or a uint64[2] one, an unsigned dtype, and the
@@ -15,7 +19,7 @@ folded or dropped)."""
 from __future__ import annotations
 
 import enum
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -89,59 +93,167 @@ def bitcast_convert_type(x: Any, new_dtype: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-threefry2x32_p = Primitive("threefry2x32", multiple_results=True, checks=())
-threefry2x32_p.def_rule("sharding_rule", lambda *avals: [explicit.broadcasting("threefry2x32")(*avals)] * 2)
+# The counter-based hashes of Random123 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011), one
+# primitive each: threefry2x32 (20 rounds), threefry4x32 (20 rounds), philox2x32 (10 rounds), philox4x32 (10 rounds).
+# Each maps key words and counter words (uint32 operands of one shape, or rank-0 ones that broadcast) to its output
+# words, elementwise. _counter_hash makes the primitive from the hash's rounds, written once over _Words (the uint32
+# arithmetic the lowering emits, which XLA fuses into one loop); none is differentiable (a mark), and batching is
+# elementwise. ember.random's PRNG implementations (ember/random/_prng.py) hash their counters with them.
+class _Words:
+    """uint32 arithmetic on SSA values of one shape, emitted into a lowering: what a hash's rounds are written in.
+    Philox's high 32 bits of a 32x32-bit product are taken from the product in uint64, inside the lowering only
+    (so with x64 off too: no 64-bit value enters or leaves the primitive)."""
 
-_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
-_PARITY = 0x1BD11BDA  # Threefish's key-schedule constant
+    def __init__(self, ctx: LoweringContext, aval: ShapedArray):
+        self.ctx, self.aval = ctx, aval
+        self.wide = aval.update(dtype=np.dtype(np.uint64), weak_type=False)
+
+    def const(self, value: int) -> str:
+        return self.ctx.constant(value, self.aval)
+
+    def _op(self, name: str, a: str, b: str, aval: ShapedArray | None = None) -> str:
+        return self.ctx.op(f"stablehlo.{name}", [a, b], aval or self.aval)
+
+    def add(self, a: str, b: str | int) -> str:
+        return self._op("add", a, self.const(b) if isinstance(b, int) else b)
+
+    def xor(self, *values: str | int) -> str:
+        out = values[0]
+        for v in values[1:]:
+            out = self._op("xor", out, self.const(v) if isinstance(v, int) else v)
+        return out
+
+    def rotate_left(self, v: str, r: int) -> str:
+        return self._op("or", self._op("shift_left", v, self.const(r)),
+                        self._op("shift_right_logical", v, self.const(32 - r)))
+
+    def mulhilo(self, m: int, v: str) -> tuple[str, str]:
+        """(the low, the high) 32 bits of the 64-bit product m * v, for a constant m."""
+        low = self._op("multiply", v, self.const(m))
+        product = self._op("multiply", self.ctx.op("stablehlo.convert", [v], self.wide),
+                           self.ctx.constant(m, self.wide), self.wide)
+        high = self._op("shift_right_logical", product, self.ctx.constant(32, self.wide), self.wide)
+        return low, self.ctx.op("stablehlo.convert", [high], self.aval)
 
 
-@threefry2x32_p.def_rule("abstract_eval")
-def _threefry_abstract_eval(k1: ShapedArray, k2: ShapedArray, x1: ShapedArray, x2: ShapedArray
-                            ) -> list[ShapedArray]:
-    avals = (k1, k2, x1, x2)
-    if any(a.dtype != dt.uint32 for a in avals):
-        raise TypeError("threefry2x32: operands must be uint32, got " + ", ".join(a.str_short() for a in avals))
-    out = ShapedArray(elementwise_shape("threefry2x32", avals), dt.uint32)
-    return [out, out]
+def _counter_hash(name: str, operands: str, outputs: int, rounds: Callable[..., Sequence[str]]) -> Primitive:
+    """The primitive of a hash: operands names its uint32 operands (key words, then counter words), rounds(words,
+    *operands) emits the hash of SSA values of the output's shape and returns the output words."""
+    arity = len(operands.split(", "))
+    prim = Primitive(name, multiple_results=True, checks=())
+    prim.def_rule("sharding_rule", lambda *avals: [explicit.broadcasting(name)(*avals)] * outputs)
+
+    @prim.def_rule("abstract_eval")
+    def abstract_eval(*avals: ShapedArray) -> list[ShapedArray]:
+        if len(avals) != arity:
+            raise TypeError(f"{name}: takes {arity} operands ({operands}), got {len(avals)}")
+        if any(a.dtype != dt.uint32 for a in avals):
+            raise TypeError(f"{name}: operands must be uint32, got " + ", ".join(a.str_short() for a in avals))
+        return [ShapedArray(elementwise_shape(name, avals), dt.uint32)] * outputs
+
+    @prim.def_rule("lowering")
+    def lowering(ctx: LoweringContext, *args: str) -> list[str]:
+        aval = ctx.avals_out[0]
+        args = tuple(ctx.broadcast(o, a, aval.shape) for o, a in zip(args, ctx.avals_in))
+        return list(rounds(_Words(ctx, aval), *args))
+
+    prim.mark_not_differentiable()
+    prim.def_rule("batching", elementwise_batching(prim))
+    return prim
 
 
-@threefry2x32_p.def_rule("lowering")
-def _threefry_lowering(ctx: LoweringContext, k1: str, k2: str, x1: str, x2: str) -> list[str]:
-    aval = ctx.avals_out[0]
-    shape = aval.shape
-    k1, k2, x1, x2 = (ctx.broadcast(o, a, shape) for o, a in zip((k1, k2, x1, x2), ctx.avals_in))
+_THREEFRY_PARITY = 0x1BD11BDA  # Threefish's key-schedule parity: the extra key word is the key words' xor with it
 
-    def const(value: int) -> str:
-        return ctx.constant(value, aval)
 
-    def op(name: str, a: str, b: str) -> str:
-        return ctx.op(f"stablehlo.{name}", [a, b], aval)
-
-    def rotate_left(v: str, r: int) -> str:
-        return op("or", op("shift_left", v, const(r)), op("shift_right_logical", v, const(32 - r)))
-
-    keys = [k1, k2, op("xor", op("xor", k1, k2), const(_PARITY))]
-    v1, v2 = op("add", x1, keys[0]), op("add", x2, keys[1])
+def _threefry2x32_rounds(w: _Words, k1: str, k2: str, x1: str, x2: str) -> list[str]:
+    """Threefry-2x32-20: five groups of four mix steps (add, rotate, xor) with Random123's rotations, the key
+    schedule (k1, k2, k1 ^ k2 ^ parity) injected after each group with the group's number added."""
+    rotations = ((13, 15, 26, 6), (17, 29, 16, 24))
+    keys = [k1, k2, w.xor(k1, k2, _THREEFRY_PARITY)]
+    v1, v2 = w.add(x1, keys[0]), w.add(x2, keys[1])
     for i in range(5):
-        for r in _ROTATIONS[i % 2]:
-            v1 = op("add", v1, v2)
-            v2 = op("xor", v1, rotate_left(v2, r))
-        v1 = op("add", v1, keys[(i + 1) % 3])
-        v2 = op("add", v2, op("add", keys[(i + 2) % 3], const(i + 1)))
+        for r in rotations[i % 2]:
+            v1 = w.add(v1, v2)
+            v2 = w.xor(v1, w.rotate_left(v2, r))
+        v1 = w.add(v1, keys[(i + 1) % 3])
+        v2 = w.add(w.add(v2, keys[(i + 2) % 3]), i + 1)
     return [v1, v2]
 
 
-threefry2x32_p.mark_not_differentiable()
+def _threefry4x32_rounds(w: _Words, k0: str, k1: str, k2: str, k3: str, x0: str, x1: str, x2: str, x3: str
+                         ) -> list[str]:
+    """Threefry-4x32-20: twenty rounds mixing the pairs (0, 1), (2, 3) on even rounds and (0, 3), (2, 1) on odd
+    ones (Random123's rotation pair per round, repeating every 8), the five-word key schedule (k0..k3 and their xor
+    with the parity) injected every four rounds, the injection's number added to the last word."""
+    rotations = ((10, 26), (11, 21), (13, 27), (23, 5), (6, 20), (17, 11), (25, 10), (18, 20))
+    keys = [k0, k1, k2, k3, w.xor(k0, k1, k2, k3, _THREEFRY_PARITY)]
+    v = [w.add(x, k) for x, k in zip((x0, x1, x2, x3), keys)]
+    for rnd in range(20):
+        pairs = ((0, 1), (2, 3)) if rnd % 2 == 0 else ((0, 3), (2, 1))
+        for (a, b), r in zip(pairs, rotations[rnd % 8]):
+            v[a] = w.add(v[a], v[b])
+            v[b] = w.xor(v[a], w.rotate_left(v[b], r))
+        if rnd % 4 == 3:
+            s = rnd // 4 + 1
+            v = [w.add(v[j], keys[(s + j) % 5]) for j in range(4)]
+            v[3] = w.add(v[3], s)
+    return v
 
 
-threefry2x32_p.def_rule("batching", elementwise_batching(threefry2x32_p))
+_PHILOX_WEYL = (0x9E3779B9, 0xBB67AE85)  # the key's increments between rounds (golden ratio, sqrt(3) - 1)
+
+
+def _philox2x32_rounds(w: _Words, k: str, x0: str, x1: str) -> list[str]:
+    """Philox-2x32-10: each round multiplies x0 by a constant, (x0, x1) <- (high ^ key ^ x1, low), the key bumped
+    by a Weyl increment between rounds."""
+    for rnd in range(10):
+        if rnd:
+            k = w.add(k, _PHILOX_WEYL[0])
+        low, high = w.mulhilo(0xD256D193, x0)
+        x0, x1 = w.xor(high, k, x1), low
+    return [x0, x1]
+
+
+def _philox4x32_rounds(w: _Words, k0: str, k1: str, x0: str, x1: str, x2: str, x3: str) -> list[str]:
+    """Philox-4x32-10: each round multiplies x0 and x2 by two constants, (x0, x1, x2, x3) <- (high2 ^ k0 ^ x1,
+    low2, high0 ^ k1 ^ x3, low0), the key words bumped by their Weyl increments between rounds."""
+    for rnd in range(10):
+        if rnd:
+            k0, k1 = w.add(k0, _PHILOX_WEYL[0]), w.add(k1, _PHILOX_WEYL[1])
+        low0, high0 = w.mulhilo(0xD2511F53, x0)
+        low2, high2 = w.mulhilo(0xCD9E8D57, x2)
+        x0, x1, x2, x3 = w.xor(high2, k0, x1), low2, w.xor(high0, k1, x3), low0
+    return [x0, x1, x2, x3]
+
+
+threefry2x32_p = _counter_hash("threefry2x32", "k1, k2, x1, x2", 2, _threefry2x32_rounds)
+threefry4x32_p = _counter_hash("threefry4x32", "k0, k1, k2, k3, x0, x1, x2, x3", 4, _threefry4x32_rounds)
+philox2x32_p = _counter_hash("philox2x32", "k, x0, x1", 2, _philox2x32_rounds)
+philox4x32_p = _counter_hash("philox4x32", "k0, k1, x0, x1, x2, x3", 4, _philox4x32_rounds)
 
 
 def threefry2x32(k1: Any, k2: Any, x1: Any, x2: Any) -> list[Any]:
-    """The Threefry-2x32 hash of the counters (x1, x2) under the key (k1, k2): uint32 arrays of one shape, or
-    rank-0 ones that broadcast. Returns the two uint32 output words."""
+    """The Threefry-2x32 hash (20 rounds) of the counters (x1, x2) under the key (k1, k2): uint32 arrays of one
+    shape, or rank-0 ones that broadcast. Returns the two uint32 output words."""
     return threefry2x32_p.bind(k1, k2, x1, x2)
+
+
+def threefry4x32(k0: Any, k1: Any, k2: Any, k3: Any, x0: Any, x1: Any, x2: Any, x3: Any) -> list[Any]:
+    """The Threefry-4x32 hash (20 rounds) of the counters (x0, x1, x2, x3) under the key (k0, k1, k2, k3): uint32
+    arrays of one shape, or rank-0 ones that broadcast. Returns the four uint32 output words."""
+    return threefry4x32_p.bind(k0, k1, k2, k3, x0, x1, x2, x3)
+
+
+def philox2x32(k: Any, x0: Any, x1: Any) -> list[Any]:
+    """The Philox-2x32 hash (10 rounds) of the counters (x0, x1) under the one-word key k: uint32 arrays of one
+    shape, or rank-0 ones that broadcast. Returns the two uint32 output words."""
+    return philox2x32_p.bind(k, x0, x1)
+
+
+def philox4x32(k0: Any, k1: Any, x0: Any, x1: Any, x2: Any, x3: Any) -> list[Any]:
+    """The Philox-4x32 hash (10 rounds) of the counters (x0, x1, x2, x3) under the key (k0, k1): uint32 arrays of
+    one shape, or rank-0 ones that broadcast. Returns the four uint32 output words."""
+    return philox4x32_p.bind(k0, k1, x0, x1, x2, x3)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -306,4 +418,5 @@ def rng_uniform(a: Any, b: Any, shape: Sequence[int]) -> Any:
     return rng_uniform_p.bind(a, b, shape=shape)
 
 
-__all__ = ["RandomAlgorithm", "bitcast_convert_type", "rng_bit_generator", "rng_uniform", "threefry2x32"]
+__all__ = ["RandomAlgorithm", "bitcast_convert_type", "philox2x32", "philox4x32", "rng_bit_generator", "rng_uniform",
+           "threefry2x32", "threefry4x32"]
