@@ -55,8 +55,7 @@ def test_values_jax_refuses_are_refused(name, bad):
 
 
 @pytest.mark.parametrize("name, value", [("jax_threefry_partitionable", False), ("jax_high_dynamic_range_gumbel", True),
-                                         ("jax_error_checking_behavior_nan", "raise"),
-                                         ("jax_default_prng_impl", "philox4x32")])
+                                         ("jax_error_checking_behavior_nan", "raise")])
 def test_values_that_change_the_numbers_are_refused(name, value):
     before = ember.config.read(name)
     with pytest.raises(ValueError, match="not supported"):

@@ -1,6 +1,7 @@
-"""JAX's other PRNG implementations on ember: rbg and unsafe_rbg keys (XLA's RngBitGenerator), the default
-implementation option, and implementations of one's own (define_prng_impl): keys, split, fold_in, bits and the
-samplers against jax.random bit for bit, under jit, vmap, grad and loops; the errors where JAX refuses."""
+"""JAX's other PRNG implementations on ember: threefry4x32, philox2x32 and philox4x32 keys (Random123's hashes), rbg
+and unsafe_rbg keys (XLA's RngBitGenerator), the default implementation option, and implementations of one's own
+(define_prng_impl): keys, split, fold_in, bits of every width and the samplers against jax.random bit for bit, under
+jit, vmap, grad and loops; the errors where JAX refuses."""
 from __future__ import annotations
 
 import jax
@@ -14,7 +15,10 @@ import ember.random as er
 
 pytestmark = pytest.mark.usefixtures("jax_in_embers_mode")
 
-IMPLS = ["rbg", "unsafe_rbg"]
+IMPLS = ["threefry4x32", "rbg", "unsafe_rbg", "philox2x32", "philox4x32"]
+HASHES = ["threefry4x32", "philox2x32", "philox4x32"]  # (counter-based: each key's draws are its own under vmap)
+TAGS = {"threefry4x32": "fry4", "rbg": "rbg", "unsafe_rbg": "urbg", "philox2x32": "phx2", "philox4x32": "phx4"}
+KEY_SHAPES = {"threefry4x32": (4,), "rbg": (4,), "unsafe_rbg": (4,), "philox2x32": (1,), "philox4x32": (2,)}
 
 
 def _same(ours, theirs):
@@ -32,21 +36,40 @@ def test_keys_split_fold_in_and_bits_are_jaxs(impl):
         _same(_data(ours, ember), _data(theirs, jax))
         _same(er.PRNGKey(seed, impl=impl), jax.random.PRNGKey(seed, impl=impl))
     k, jk = er.key(7, impl=impl), jax.random.key(7, impl=impl)
-    assert str(k.dtype) == str(jk.dtype) == {"rbg": "key<rbg>", "unsafe_rbg": "key<urbg>"}[impl]
+    assert str(k.dtype) == str(jk.dtype) == f"key<{TAGS[impl]}>"
+    assert np.shape(_data(k, ember)) == np.shape(_data(jk, jax)) == KEY_SHAPES[impl]
     assert er.key_impl(k) == jax.random.key_impl(jk) == impl
     assert k.dtype == er.key_dtype(impl) and k.dtype != er.key_dtype() and ember.numpy.issubdtype(
         k.dtype, ember.dtypes.prng_key)
     assert repr(k) == repr(jk)
     for num in (2, 5, (2, 3)):
         _same(_data(er.split(k, num), ember), _data(jax.random.split(jk, num), jax))
-    for value in (0, 1, 2 ** 32 - 1):
+    _same(_data(er.split(k, ()), ember), _data(jax.random.split(jk, ()), jax))
+    for value in (0, 1, 2 ** 32 - 1, np.uint8(200)):
         _same(_data(er.fold_in(k, value), ember), _data(jax.random.fold_in(jk, value), jax))
     for dtype in (np.uint8, np.uint16, np.uint32):
-        _same(er.bits(k, (3, 5), dtype), jax.random.bits(jk, (3, 5), dtype))
+        for shape in ((3, 5), (), (0,), (7,)):
+            _same(er.bits(k, shape, dtype), jax.random.bits(jk, shape, dtype))
     # a raw key of the implementation's data, split through jit
     raw, jraw = er.PRNGKey(3, impl=impl), jax.random.PRNGKey(3, impl=impl)
     split = ember.jit(lambda d: er.key_data(er.split(er.wrap_key_data(d, impl=impl), 4)))
     _same(split(raw), jax.random.key_data(jax.random.split(jax.random.wrap_key_data(jraw, impl=impl), 4)))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_64_bit_keys_and_bits_with_x64(impl, ember_x64):
+    """With x64 on both sides: keys of 64-bit seeds (their high words count), uint64 bits and float64 draws."""
+    with jax.enable_x64(True):
+        for seed in (2 ** 40 + 3, np.int64(-5), np.uint64(2 ** 63 + 1)):
+            _same(_data(er.key(seed, impl=impl), ember), _data(jax.random.key(seed, impl=impl), jax))
+        k, jk = er.key(2 ** 33 + 9, impl=impl), jax.random.key(2 ** 33 + 9, impl=impl)
+        for shape in ((3, 4), ()):
+            _same(er.bits(k, shape, np.uint64), jax.random.bits(jk, shape, np.uint64))
+        _same(er.bits(k, (5,)), jax.random.bits(jk, (5,)))  # (the default dtype: uint64)
+        _same(er.uniform(k, (6,), np.float64), jax.random.uniform(jk, (6,), np.float64))
+        _same(er.normal(k, (6,), np.float64), jax.random.normal(jk, (6,), np.float64))
+        _same(er.randint(k, (6,), -2 ** 40, 2 ** 40, np.int64), jax.random.randint(jk, (6,), -2 ** 40, 2 ** 40,
+                                                                                     np.int64))
 
 
 def _samplers(lib):
@@ -84,8 +107,9 @@ def test_samplers_are_jaxs_bit_for_bit(impl):
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_gamma_family_with_each_key_drawing_alone(impl):
-    """JAX draws the gamma family's elements one at a time (lax.map) with keys that are not Threefry's: under vmap
-    RngBitGenerator would draw a whole batch from its first key."""
+    """JAX draws the gamma family's elements one at a time (lax.map) with keys that are not threefry2x32's (under
+    vmap RngBitGenerator would draw a whole batch from its first key; the other hashes give the same numbers either
+    way)."""
     k, jk = er.key(5, impl=impl), jax.random.key(5, impl=impl)
     for ours, theirs in ((er.gamma(k, np.array([0.5, 1.0, 2.5, 9.0], np.float32)),
                           jax.random.gamma(jk, np.array([0.5, 1.0, 2.5, 9.0], np.float32))),
@@ -126,6 +150,10 @@ def test_under_jit_vmap_and_loops(impl):
     _same(_data(out, ember), _data(jout, jax))
     # typed keys of the implementation pass through jit as arguments and results
     assert ember.jit(lambda kk: er.split(kk)[0])(k).dtype == k.dtype
+    if impl in HASHES:  # (a hash's draws under vmap are each key's own)
+        _same(ember.vmap(lambda kk: er.bits(kk, (5,)))(keys), np.stack([er.bits(kk, (5,)) for kk in keys]))
+        _same(ember.vmap(lambda kk, v: er.key_data(er.fold_in(kk, v)))(keys, np.arange(3, dtype=np.uint32)),
+              np.stack([er.key_data(er.fold_in(kk, v)) for v, kk in enumerate(keys)]))
 
 
 @pytest.fixture
@@ -144,22 +172,33 @@ def test_the_default_implementation_option(default_impl):
     k, jk = er.key(1), jax.random.key(1)
     assert str(k.dtype) == str(jk.dtype) and er.key_impl(k) == default_impl
     raw, jraw = er.PRNGKey(1), jax.random.PRNGKey(1)
-    assert np.shape(raw) == (4,)
+    assert np.shape(raw) == KEY_SHAPES[default_impl]
     _same(raw, jraw)
     _same(er.normal(raw, (5,)), jax.random.normal(jraw, (5,)))  # a raw key is read as the default's
     _same(er.split(raw), jax.random.split(jraw))
-    with pytest.raises(TypeError, match=r"raw uint32 key data of shape \(\.\.\., 4\)"):
-        er.normal(np.zeros(2, np.uint32), (3,))
+    _same(ember.jit(lambda r: er.uniform(r, (3,)))(raw), jax.jit(lambda r: jax.random.uniform(r, (3,)))(jraw))
+    size = KEY_SHAPES[default_impl][0]
+    with pytest.raises(TypeError, match=rf"raw uint32 key data of shape \(\.\.\., {size}\)"):
+        er.normal(np.zeros(size + 1, np.uint32), (3,))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_poisson_takes_threefry2x32_keys_only(impl):
+    with pytest.raises(NotImplementedError, match=rf"poisson is only implemented for the threefry2x32 RNG, not "
+                                                  rf"{impl} keys"):
+        er.poisson(er.key(0, impl=impl), 3.0)
+    with pytest.raises(NotImplementedError):
+        jax.random.poisson(jax.random.key(0, impl=impl), 3.0)
 
 
 def test_errors_where_jax_refuses():
     k = er.key(0, impl="rbg")
-    with pytest.raises(NotImplementedError, match="poisson is only implemented for the threefry2x32 RNG"):
-        er.poisson(k, 3.0)
-    with pytest.raises(NotImplementedError):
-        jax.random.poisson(jax.random.key(0, impl="rbg"), 3.0)
-    with pytest.raises(ValueError, match="unknown PRNG implementation 'philox4x32'"):
-        er.key(0, impl="philox4x32")
+    with pytest.raises(ValueError, match="unknown PRNG implementation 'philox4x64'"):
+        er.key(0, impl="philox4x64")
+    with pytest.raises(TypeError, match="different implementations"):  # (the same key shape, another hash)
+        ember.numpy.concatenate([er.split(k), er.split(er.key(0, impl="threefry4x32"))])
+    with pytest.raises(TypeError, match=r"trailing dimensions \(1,\) \(philox2x32\), got uint32\[3, 2\]"):
+        er.wrap_key_data(np.zeros((3, 2), np.uint32), impl="philox2x32")
     with pytest.raises(TypeError, match="different implementations"):
         ember.numpy.concatenate([er.split(k), er.split(er.key(0))])
     with pytest.raises(TypeError, match="different implementations"):
@@ -167,7 +206,9 @@ def test_errors_where_jax_refuses():
     with pytest.raises(TypeError, match=r"trailing dimensions \(4,\) \(rbg\), got uint32\[3, 2\]"):
         er.wrap_key_data(np.zeros((3, 2), np.uint32), impl="rbg")
     with pytest.raises(ValueError, match="jax_default_prng_impl"):
-        ember.config.update("jax_default_prng_impl", "philox2x32")
+        ember.config.update("jax_default_prng_impl", "philox4x64")
+    with pytest.raises(Exception):
+        jax.config.update("jax_default_prng_impl", "philox4x64")
     assert ember.config.read("jax_default_prng_impl") == "threefry2x32"
 
 
@@ -224,10 +265,11 @@ def test_an_implementation_of_ones_own():
         erandom.define_prng_impl(key_shape=(2,), seed=len, split=3, random_bits=len, fold_in=len)
 
 
-def test_a_stateful_generator_with_rbg_keys():
+@pytest.mark.parametrize("impl", ["rbg", "philox4x32"])
+def test_a_stateful_generator_with_other_keys(impl):
     import jax.experimental.random as jax_stateful
     import ember.experimental.random as stateful
-    ours, theirs = stateful.stateful_rng(3, impl="rbg"), jax_stateful.stateful_rng(3, impl="rbg")
+    ours, theirs = stateful.stateful_rng(3, impl=impl), jax_stateful.stateful_rng(3, impl=impl)
     _same(ours.normal(size=(4,)), theirs.normal(size=(4,)))
     _same(ours.uniform(-1.0, 2.0, size=(2,)), theirs.uniform(-1.0, 2.0, size=(2,)))
     _same(ours.random(size=3), theirs.random(size=3))

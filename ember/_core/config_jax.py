@@ -100,12 +100,10 @@ def declare(option: Callable[..., None], parse_bool: Callable[[str, Any], bool])
          "(the default backend's first device).", _device)
     flag("default_prng_impl", "threefry2x32",
          "The PRNG implementation of new keys (ember.random.key, PRNGKey) when impl= is not given, and of raw keys "
-         "given to random functions: 'threefry2x32' (JAX's default), 'rbg' or 'unsafe_rbg' (XLA's RngBitGenerator), "
-         "each bit for bit JAX's (docs/random.md). JAX's threefry4x32, philox2x32 and philox4x32 are refused until "
-         "ember has them.",
-         _only(("threefry2x32", "rbg", "unsafe_rbg"),
-               _enum("threefry2x32", "threefry4x32", "rbg", "unsafe_rbg", "philox2x32", "philox4x32"),
-               "ember implements the threefry2x32, rbg and unsafe_rbg key implementations"))
+         "given to random functions: 'threefry2x32' (JAX's default), 'threefry4x32', 'philox2x32', 'philox4x32' "
+         "(Random123's counter-based hashes), 'rbg' or 'unsafe_rbg' (XLA's RngBitGenerator), each bit for bit "
+         "JAX's (docs/random.md).",
+         _enum("threefry2x32", "threefry4x32", "rbg", "unsafe_rbg", "philox2x32", "philox4x32"))
     flag("random_seed_offset", 0, "An integer added to every seed given to ember.random.key/PRNGKey (as JAX).",
          _typed(int, none=False))
     flag("legacy_prng_key", "allow",

@@ -2,9 +2,11 @@
 
 `threefry_prng_impl` (JAX's default), `rbg_prng_impl` and `unsafe_rbg_prng_impl` are ember's implementations, each
 giving JAX's numbers bit for bit (ember.random._prng says how each works); ember.random.key(seed, impl=...) takes
-them. define_prng_impl makes one of one's own from four functions written with ember.numpy/ember.lax (as JAX's, over
-one key's raw data): its keys split, fold and draw through them in every sampler, under jit, vmap and grad.
-`threefry2x32_p` is the hash's primitive and `threefry_2x32(keypair, count)` the hash of an array of counters."""
+them. The threefry4x32, philox2x32 and philox4x32 implementations are not exported here, as jax.extend.random does
+not export them: key(seed, impl="philox4x32") names them. define_prng_impl makes one of one's own from four
+functions written with ember.numpy/ember.lax (as JAX's, over one key's raw data): its keys split, fold and draw
+through them in every sampler, under jit, vmap and grad. `threefry2x32_p` is the hash's primitive and
+`threefry_2x32(keypair, count)` the hash of an array of counters."""
 from __future__ import annotations
 
 from typing import Any, Callable

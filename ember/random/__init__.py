@@ -1,5 +1,5 @@
-"""ember.random: JAX's counter-based PRNG (Threefry-2x32 by default; rbg and unsafe_rbg on request), giving
-jax.random's numbers bit for bit.
+"""ember.random: JAX's counter-based PRNG (Threefry-2x32 by default; threefry4x32, philox2x32, philox4x32, rbg and
+unsafe_rbg on request), giving jax.random's numbers bit for bit.
 
 Keys are explicit values: create one with key(seed) (typed) or PRNGKey(seed) (raw uint32[2]), derive new ones with
 split and fold_in, and pass one to each sampler. Every sampler works eagerly, under jit, under vmap (a batch of

@@ -8,8 +8,9 @@ seed gives the same numbers as jax.random, bit for bit:
 - bits(key, shape) hashes the counters (i >> 32, i & 0xffffffff) of the row-major index i of each element and
   combines the two output words: xor for 32 bits (truncated for 8 and 16), high << 32 | low for 64 bits.
 
-JAX's other implementations (rbg, unsafe_rbg) and users' own (ember.extend.random.define_prng_impl) are PRNGImpl
-objects (ember.random._prng): key(seed, impl=...) or the jax_default_prng_impl option selects one.
+JAX's other implementations (threefry4x32, philox2x32, philox4x32, rbg, unsafe_rbg) and users' own
+(ember.extend.random.define_prng_impl) are PRNGImpl objects (ember.random._prng): key(seed, impl=...) or the
+jax_default_prng_impl option selects one.
 
 A typed key (key(), split() of a typed key, wrap_key_data) is a KeyArray: a pytree node around its uint32 data with
 its implementation as the node's static data, so it passes through jit, vmap, grad and control flow like an array
