@@ -2,7 +2,6 @@
 types, dtypes and shardings), and across two processes of a run (ember.distributed.initialize): gathers, broadcasts,
 barriers and equality checks through the run's key-value store, with the other process's bytes checked."""
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -12,6 +11,7 @@ import jax.experimental.multihost_utils as jmh
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as JP
+from test_distributed import _free_port  # tests/ is on sys.path (conftest.py)
 
 import ember
 import ember.numpy as enp
@@ -101,12 +101,6 @@ PROCESS = textwrap.dedent("""
         print("global arrays refused", flush=True)
     dist.shutdown()
 """)
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_processes_share_values_through_the_runs_store():

@@ -38,9 +38,6 @@ from ember.random._prng import IMPLS, PRNGImpl, rbg_seed, threefry_prng_impl, th
 from ember._runtime.array import register_array_type
 from ember._api.sharding import takes_out_sharding
 
-IMPL = "threefry2x32"  # (the default implementation's name)
-
-
 class KeyDType:
     """The dtype of typed key arrays of one implementation (JAX spells it key<tag>: key<fry>, key<rbg>, ...)."""
     __slots__ = ("_impl",)

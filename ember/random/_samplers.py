@@ -21,7 +21,7 @@ from ember._core import dtypes as dt
 from ember._hlo import LoweringContext, lower_into
 from ember._prims import explicit
 from ember._prims.shape import batch_at_front, batch_size
-from ember.random._keys import KeyArray, _split, canonical_shape, keys_of, random_bits
+from ember.random._keys import KeyArray, _split, canonical_shape, keys_of, random_bits, resolve_impl
 from ember.random._prng import IMPLS, threefry_prng_impl
 from ember._api.sharding import reshard, takes_out_sharding
 from ember._prims.explicit import resolve
@@ -579,15 +579,11 @@ class _KeyedPrimitive(Primitive):
 
     def bind(self, key: Any, *args: Any, **params: Any) -> Any:
         if "impl" in params and not isinstance(key, KeyArray):
-            keys = KeyArray(key, _impl_of(params["impl"]))
+            keys = KeyArray(key, resolve_impl(self.name, params["impl"]))
         else:
             keys = keys_of(self.name, key, allow_batched=True)[0]
         params["impl"] = keys._impl.name if IMPLS.get(keys._impl.name) is keys._impl else keys._impl
         return super().bind(keys._data, *args, **params)
-
-
-def _impl_of(impl: Any) -> Any:
-    return IMPLS[impl] if isinstance(impl, str) else impl
 
 
 random_gamma_p = _KeyedPrimitive("random_gamma", checks=())
@@ -596,11 +592,12 @@ random_gamma_p.def_rule("sharding_rule", explicit.same_as(1))
 
 @random_gamma_p.def_rule("abstract_eval")
 def _random_gamma_abstract_eval(key: ShapedArray, a: ShapedArray, *, log_space: bool, impl: Any) -> ShapedArray:
-    key_shape = tuple(_impl_of(impl).key_shape)
+    impl = resolve_impl("random_gamma", impl)
+    key_shape = tuple(impl.key_shape)
     batch = key.shape[:key.ndim - len(key_shape)]
     if key.dtype != dt.uint32 or key.ndim < len(key_shape) or key.shape[len(batch):] != key_shape:
         raise TypeError(f"random_gamma: the key data must be uint32[..., {', '.join(map(str, key_shape))}] (one "
-                        f"{_impl_of(impl).name} key per block of a), got {key.str_short()}")
+                        f"{impl.name} key per block of a), got {key.str_short()}")
     if not dt.is_float(a.dtype):
         raise TypeError(f"random_gamma: a must be a float array, got {a.str_short()}")
     if a.shape[:len(batch)] != batch:
@@ -613,7 +610,7 @@ def _keyed_samples(data: Any, a: Any, log_space: bool, impl: Any) -> Any:
     """The samples of a: each key (of the leading key dimensions) split into one key per element of its block of a,
     every element drawn with its own key: all at once (vmap) with Threefry keys, one after the other (lax.map)
     with others, whose RngBitGenerator draws for a whole batch from its first key under vmap (as JAX's)."""
-    impl = _impl_of(impl)
+    impl = resolve_impl("random_gamma", impl)
     keys = KeyArray(data, impl)
     count = math.prod(aval_of(a).shape[keys.ndim:])
     keys = vmap(lambda k: _split(k, (count,)))(keys.reshape(-1)).reshape(-1)
