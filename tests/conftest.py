@@ -30,7 +30,8 @@ import pytest  # noqa: E402
 @pytest.hookimpl(tryfirst=True)  # (before -m selects by the marks)
 def pytest_collection_modifyitems(config, items):
     """The rules of tests/default_tier.py: the tests they name, and the sweeps' other cases, leave the default run
-    for the slow tier. Each test function's cases are counted first (a sweep is a function with 3 or more)."""
+    for the slow tier. Each test function's cases are counted first (a sweep is a function with 3 or more); then
+    the cases measured heavy leave it, file by file (default_tier.heavy_cases)."""
     import default_tier
     tests = os.path.dirname(os.path.abspath(__file__))
     functions: dict = {}
@@ -42,6 +43,14 @@ def pytest_collection_modifyitems(config, items):
         marked = [(getattr(getattr(item, "callspec", None), "id", None), item.get_closest_marker("slow") is not None)
                   for item in cases]
         for item, (_, was_slow), slow in zip(cases, marked, default_tier.slow_cases(path, name, marked)):
+            if slow and not was_slow:
+                item.add_marker(pytest.mark.slow)
+    files: dict = {}  # (then the measured heavy cases, file by file)
+    for (path, _, _), cases in functions.items():
+        files.setdefault(path, []).extend(cases)
+    for path, cases in files.items():
+        marked = [(item.name, item.get_closest_marker("slow") is not None) for item in cases]
+        for item, (_, was_slow), slow in zip(cases, marked, default_tier.heavy_cases(path, marked)):
             if slow and not was_slow:
                 item.add_marker(pytest.mark.slow)
 

@@ -26,6 +26,9 @@ Beside the rules written out in RULES, three apply to tests none names:
   its other dtypes, shapes and batch axes are slow (after its explicit rule, if any);
 - tests/prims/' Jacobian sweeps (jacfwd == jacrev and the Hessian, second derivatives composed of the first-order
   rules that test_jvp and test_grad check) keep every JACOBIAN_EVERY-th default case (after their explicit rule).
+Last, the measured heavy cases (HEAVY_SECONDS or more in the recorded default runs, tests/default_tier_durations.json)
+are slow, but for the static, meta and trust-boundary checks and each file's last default case (heavy_cases, at the
+end of this file); `python3 tools/default_tier_durations.py report.xml` records a default run's times.
 The rules never take the last default case of a primitive's forward, jvp, grad or vmap check, except where
 PRIMITIVE_EXCEPTIONS says which default test covers it (tests/test_default_tier.py checks both ways).
 
@@ -35,6 +38,9 @@ The measured times (seconds under load, 2 cores, default run of 2026-12-07) are 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
+import os
 from typing import Callable, Sequence
 
 
@@ -188,6 +194,10 @@ RULES: dict[str, Rule] = {
     "test_scipy_cluster_interpolate.py::test_interpolator_matches_scipy_and_jax": Every(4, _SWEEP),
     "test_numpy_indexing.py::test_every_integer_index_dtype": Every(4, _SWEEP),
     "test_libraries.py::test_library_program_matches_jax": Every(4, _SWEEP + " (equinox and flax programs)"),
+    # the PRNG implementations' sampler sweeps (5 implementations): one of them by default (philox2x32, the cheapest
+    # to compile), the others' in the slow tier (15 samplers, 7.6 s; the gamma family's lax.map, 15 s each)
+    "test_random_impls.py::test_samplers_are_jaxs_bit_for_bit": Every(5, _SWEEP + " (one implementation)"),
+    "test_random_impls.py::test_gamma_family_with_each_key_drawing_alone": Every(5, _SWEEP + " (one implementation)"),
     # single tests whose ground a default test covers (these ten measured on a slower day)
     "test_as_jax.py::test_jax_scipy_program_runs_unchanged": Whole(_DROP_IN + " (45 s)"),
     "test_sort_kernel.py::test_top_k_is_jaxs_bit_for_bit": Whole(
@@ -473,3 +483,49 @@ def slow_cases(path: str, name: str, cases: Sequence[tuple[str | None, bool]]) -
         for i in taken:
             slow[i] = True
     return slow
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Measured heavy cases: after the rules, a default case that took HEAVY_SECONDS or more in the recorded default
+# runs (tests/default_tier_durations.json, written by tools/default_tier_durations.py from their JUnit reports) is
+# slow too, except the KEEP tests and HEAVY_KEEP_FILES, tests/prims' primitive checks (one case per primitive
+# already) and a file's last default case (a file keeps its least heavy one, so every test module still runs by
+# default). On 2026-12-07 this took about 120 cases (about 380 s of the default run's 1123 s of test time) to the
+# slow tier.
+HEAVY_SECONDS = 1.5
+# Files whose cases stay whatever they take: the static and meta checks of the code base, and the crafted inputs at
+# the trust boundaries (the default run exists to enforce them).
+HEAVY_KEEP_FILES: dict[str, str] = {
+    "test_meta.py": "every primitive's rules", "test_layers.py": "the import layers",
+    "test_api_coverage.py": "the API's coverage and its generated docs", "test_default_tier.py": "these rules",
+    "reliability/test_trust_boundaries.py": _TRUST, "reliability/test_compile_cache_trust.py": _TRUST,
+    "reliability/test_export_trust.py": _TRUST,
+}
+DURATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "default_tier_durations.json")
+
+
+@functools.lru_cache(maxsize=1)
+def measured() -> dict[str, float]:
+    """The recorded seconds of the default run's heavier cases, keyed 'path::name[id]' (path under tests/)."""
+    with open(DURATIONS) as f:
+        return json.load(f)["seconds"]
+
+
+def heavy_cases(path: str, cases: Sequence[tuple[str, bool]]) -> list[bool]:
+    """Which cases of the file tests/`path` are slow once the measured heavy ones are: `cases` are all its
+    collected cases in order, each (its name with the id, whether the rules or its marks make it slow)."""
+    times = measured()
+    slow = [is_slow for _, is_slow in cases]
+    heavy = []
+    for i, (name, is_slow) in enumerate(cases):
+        function = name.split("[", 1)[0]
+        exempt = (f"{path}::{function}" in KEEP or path in HEAVY_KEEP_FILES
+                  or (path.startswith("prims/") and function in PRIMITIVE_CHECKS))
+        if not is_slow and not exempt and times.get(f"{path}::{name}", 0.0) >= HEAVY_SECONDS:
+            heavy.append(i)
+    if heavy and len(heavy) == slow.count(False):  # (every default case is heavy: the least heavy one stays)
+        heavy.remove(min(heavy, key=lambda i: times[f"{path}::{cases[i][0]}"]))
+    for i in heavy:
+        slow[i] = True
+    return slow
+

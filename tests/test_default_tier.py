@@ -71,6 +71,36 @@ def test_slow_cases_applies_each_kind_of_rule(monkeypatch):
     assert all(default_tier.slow_cases("test_x.py", "test_sweep", cases))
 
 
+def test_heavy_cases_leave_each_file_a_default_case(monkeypatch):
+    """A default case measured at HEAVY_SECONDS or more is slow, except KEEP's, tests/prims' primitive checks and a
+    file's last default case (its least heavy one stays)."""
+    heavy = default_tier.HEAVY_SECONDS
+    keep_path, keep_name = next(iter(default_tier.KEEP)).split("::")
+    monkeypatch.setattr(default_tier, "measured", lambda: {
+        "test_x.py::test_a": heavy + 1, "test_x.py::test_b[1]": heavy, "test_x.py::test_b[2]": heavy - 0.1,
+        "test_x.py::test_c": heavy + 5, f"{keep_path}::{keep_name}[0]": heavy + 1,
+        "prims/test_x.py::test_vmap[add-(5,)]": heavy + 1, "prims/test_x.py::test_jacobians[add-(5,)]": heavy + 1,
+        "test_y.py::test_a": heavy + 2, "test_y.py::test_b": heavy + 1})
+    cases = [("test_a", False), ("test_b[1]", False), ("test_b[2]", False), ("test_c", True), ("test_d", False)]
+    assert default_tier.heavy_cases("test_x.py", cases) == [True, True, False, True, False]
+    assert default_tier.heavy_cases(keep_path, [(f"{keep_name}[0]", False)]) == [False]
+    assert default_tier.heavy_cases("prims/test_x.py", [("test_vmap[add-(5,)]", False), ("test_jacobians[add-(5,)]",
+                                                        False), ("test_grad[add-(5,)]", False)]) == [False, True, False]
+    # every default case of test_y.py is heavy: the least heavy stays
+    assert default_tier.heavy_cases("test_y.py", [("test_a", False), ("test_b", False)]) == [True, False]
+
+
+def test_the_recorded_durations_name_test_files_that_exist():
+    for path, why in default_tier.HEAVY_KEEP_FILES.items():
+        assert os.path.exists(os.path.join(TESTS, path)) and why.strip(), path
+    times = default_tier.measured()
+    assert times and all(seconds >= 0 for seconds in times.values())
+    for key in times:
+        path, name = key.split("::", 1)
+        assert os.path.exists(os.path.join(TESTS, path)), f"{key}: no such test file"
+        assert name.split("[", 1)[0] in _functions(path), f"{key}: no such test function"
+
+
 def _prims_module(path):
     """A tests/prims module: the one pytest imported (under its file's name), or a private copy of it."""
     stem = os.path.basename(path)[:-3]
