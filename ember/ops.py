@@ -39,12 +39,7 @@ def _segment(op: str, scatter: Callable[..., Any], identity: Callable[[_np.dtype
                    unique_indices=unique_indices, mode=mode)
 
 
-def _lowest(dtype: _np.dtype) -> Any:
-    return False if dt.is_bool(dtype) else -_np.inf if dt.is_float(dtype) else _np.iinfo(dtype).min
-
-
-def _highest(dtype: _np.dtype) -> Any:
-    return True if dt.is_bool(dtype) else _np.inf if dt.is_float(dtype) else _np.iinfo(dtype).max
+_lowest, _highest = dt.lowest, dt.highest
 
 
 def _make(name: str, scatter: Callable[..., Any], identity: Callable[[_np.dtype], Any], what: str) -> Any:

@@ -10,12 +10,14 @@ from typing import Any, Callable
 from ember import _prims as lax
 from ember._control.loops import associative_scan
 from ember._core import NAN_CHECK, IR, Primitive, ShapedArray, aval_of, stage_flat
+from ember._core import dtypes as dt
 from ember._core.checks import normalize_axis, static_int
 from ember._hlo import LoweringContext
 from ember._hlo.lower import emit_function
 from ember._prims import explicit
 from ember._prims.checks import check_dtype
 from ember._prims.shape import BatchDim
+from ember._prims.windowed import emit_prefix_reduction
 from ember._transforms.ad import backward_pass
 from ember._transforms.jvp import jvp_pass
 
@@ -28,9 +30,12 @@ def _logaddexp(x: Any, y: Any) -> Any:
     return lax.select(finite, lax.add(hi, lax.log1p(lax.exp(diff))), hi)
 
 
-def _cumulative(name: str, combine: Callable[[Any, Any], Any], kinds: str, checks: tuple[str, ...],
-                doc: str) -> tuple[Primitive, Callable[..., Any]]:
-    """The primitive `name` (the running combine along an axis) and its public function."""
+def _cumulative(name: str, combine: Callable[[Any, Any], Any], kinds: str, checks: tuple[str, ...], doc: str,
+                window: tuple[str, Callable[[Any], Any]] | None = None) -> tuple[Primitive, Callable[..., Any]]:
+    """The primitive `name` (the running combine along an axis) and its public function. window: (the StableHLO op,
+    its identity for a dtype) of the reduce_window that computes it on JAX's narrow types, as JAX 0.10.2 lowers it
+    on every dtype (its order of products and NaN identities give other numbers than the scan in the narrow floats,
+    and the scan's concatenations abort XLA's CPU on 2-bit integers)."""
     prim = Primitive(name, checks=checks)
     prim.def_rule("sharding_rule", explicit.cumulative)
 
@@ -49,6 +54,9 @@ def _cumulative(name: str, combine: Callable[[Any, Any], Any], kinds: str, check
 
     @prim.def_rule("lowering")
     def lowering(ctx: LoweringContext, x: str, *, axis: int, reverse: bool) -> list[str]:
+        dtype = ctx.avals_in[0].dtype
+        if window is not None and dt.is_narrow(dtype):
+            return [emit_prefix_reduction(ctx, x, axis, reverse, window[0], window[1](dtype))]
         return emit_function(ctx.emitter, lambda v: [scan(v, axis, reverse)], ctx.avals_in, [x])[0]
 
     @prim.def_rule("jvp")
@@ -79,11 +87,14 @@ def _cumulative(name: str, combine: Callable[[Any, Any], Any], kinds: str, check
 
 
 cumprod_p, cumprod = _cumulative("cumprod", lax.mul, "fiuc", NAN_CHECK,
-                                 "The running product along axis (like jax.lax.cumprod); reverse runs from the end.")
+                                 "The running product along axis (like jax.lax.cumprod); reverse runs from the end.",
+                                 ("multiply", lambda dtype: 1))
 cummax_p, cummax = _cumulative("cummax", lax.max, "fiuc", (),
-                               "The running maximum along axis (like jax.lax.cummax); reverse runs from the end.")
+                               "The running maximum along axis (like jax.lax.cummax); reverse runs from the end.",
+                               ("maximum", dt.lowest))
 cummin_p, cummin = _cumulative("cummin", lax.min, "fiuc", (),
-                               "The running minimum along axis (like jax.lax.cummin); reverse runs from the end.")
+                               "The running minimum along axis (like jax.lax.cummin); reverse runs from the end.",
+                               ("minimum", dt.highest))
 cumlogsumexp_p, cumlogsumexp = _cumulative(
     "cumlogsumexp", _logaddexp, "f", NAN_CHECK,
     "The running log(sum(exp)) along axis (like jax.lax.cumlogsumexp), computed stably.")

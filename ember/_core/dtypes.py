@@ -26,9 +26,35 @@ complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
 class DTypeRow(NamedTuple):
     """One row of ember's dtype table."""
     dtype: np.dtype
-    short: str      # the IR's name ("f32")
-    mlir: str       # the StableHLO element type ("f32", "ui8", "i1")
+    short: str      # the IR's name ("f32"), as JAX's jaxprs print it
+    mlir: str       # the StableHLO element type ("f32", "ui8", "i1", "f8E4M3FN")
 
+
+def _ml(name: str) -> np.dtype:
+    return np.dtype(getattr(ml_dtypes, name))
+
+
+# JAX's narrow types that ember computes in, as JAX 0.10.2's CPU does (ml_dtypes' types; a numpy array holds one
+# element per byte, 4- and 2-bit ones included). They take part in no implicit promotion but with Python scalars
+# and bool (the lattice below), as in JAX. The 8-bit floats' finite ranges and special values differ: fn has no
+# infinity, fnuz no negative zero (its NaN is -0's bits), e8m0fnu is a power of two (no sign, no zero).
+float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, \
+    float8_e8m0fnu, float4_e2m1fn = (_ml(n) for n in (
+        "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+        "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn"))
+int4, uint4, int2, uint2 = _ml("int4"), _ml("uint4"), _ml("int2"), _ml("uint2")
+NARROW_FLOATS: tuple[np.dtype, ...] = (float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz,
+                                       float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu, float4_e2m1fn)
+NARROW_INTS: tuple[np.dtype, ...] = (int4, uint4, int2, uint2)
+# JAX's narrow types that ember refuses (a TypeError naming the dtype wherever one enters), each with the reason:
+# JAX 0.10.2's CPU computes nothing in them either (measured, tests/test_narrow_dtypes.py).
+REFUSED_NARROW: dict[np.dtype, str] = {
+    **dict.fromkeys((_ml("float6_e2m3fn"), _ml("float6_e3m2fn")),
+                    "XLA's CPU has no buffer type for the 6-bit floats: JAX 0.10.2 fails on any array of one"),
+    **dict.fromkeys((_ml("int1"), _ml("uint1")),
+                    "XLA has no buffer type for the 1-bit integers: JAX 0.10.2 fails on arrays of them (or makes "
+                    "booleans)"),
+}
 
 # The one dtype table: every other dtype fact in ember is read from here.
 DTYPE_TABLE: tuple[DTypeRow, ...] = (
@@ -40,9 +66,47 @@ DTYPE_TABLE: tuple[DTypeRow, ...] = (
     DTypeRow(bfloat16, "bf16", "bf16"), DTypeRow(float16, "f16", "f16"), DTypeRow(float32, "f32", "f32"),
     DTypeRow(float64, "f64", "f64"),
     DTypeRow(complex64, "c64", "complex<f32>"), DTypeRow(complex128, "c128", "complex<f64>"),
+    DTypeRow(float8_e3m4, "f8_e3m4", "f8E3M4"), DTypeRow(float8_e4m3, "f8_e4m3", "f8E4M3"),
+    DTypeRow(float8_e4m3b11fnuz, "f8_e4m3b11fnuz", "f8E4M3B11FNUZ"),
+    DTypeRow(float8_e4m3fn, "f8_e4m3fn", "f8E4M3FN"), DTypeRow(float8_e4m3fnuz, "f8_e4m3fnuz", "f8E4M3FNUZ"),
+    DTypeRow(float8_e5m2, "f8_e5m2", "f8E5M2"), DTypeRow(float8_e5m2fnuz, "f8_e5m2fnuz", "f8E5M2FNUZ"),
+    DTypeRow(float8_e8m0fnu, "f8_e8m0fnu", "f8E8M0FNU"), DTypeRow(float4_e2m1fn, "f4_e2m1fn", "f4E2M1FN"),
+    DTypeRow(int4, "i4", "i4"), DTypeRow(uint4, "u4", "ui4"), DTypeRow(int2, "i2", "i2"),
+    DTypeRow(uint2, "u2", "ui2"),
 )
 _ROW_OF: dict[np.dtype, DTypeRow] = {row.dtype: row for row in DTYPE_TABLE}
 SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(row.dtype for row in DTYPE_TABLE)
+_NARROW_SET = frozenset(NARROW_FLOATS + NARROW_INTS)
+_SUB_BYTE = frozenset((float4_e2m1fn, int4, uint4, int2, uint2))
+
+
+def is_narrow(dtype: np.dtype) -> bool:
+    """JAX's narrow types that ember computes in: the 8- and 4-bit floats and the 4- and 2-bit integers."""
+    return dtype in _NARROW_SET
+
+
+def bit_width(dtype: Any) -> int:
+    """The bits of one element: 4 for int4, uint4 and float4_e2m1fn, 2 for int2 and uint2 (JAX's itemsize_bits;
+    their numpy arrays take a byte each), 8 * itemsize for the others."""
+    dtype = np.dtype(dtype)
+    if dtype in _SUB_BYTE:
+        return 4 if dtype in (float4_e2m1fn, int4, uint4) else 2
+    return 8 * dtype.itemsize
+
+
+def refuse_narrow_int_promotion(op: str, dtype: np.dtype) -> None:
+    """A TypeError for op widening a narrow integer to the default int (sum, prod, cumulative_sum, ...): JAX 0.10.2
+    refuses it (its widening reads numpy's iinfo, which does not know them), so ember does too, and says how."""
+    if dtype in NARROW_INTS:
+        raise TypeError(f"{op} does not accept dtype {dtype.name} when it widens integers to the default int (JAX "
+                        "refuses it too): pass dtype= (e.g. dtype='int32') or promote_integers=False")
+
+
+def is_sub_byte(dtype: np.dtype) -> bool:
+    """The 4- and 2-bit types: a numpy array holds one per byte, XLA's CPU packs them (so its buffers' memory is
+    not a numpy array's: ember reads them back by copying)."""
+    return dtype in _SUB_BYTE
+
 
 # The dtype of the tangents and cotangents of integer and boolean values (they carry no derivative): as JAX's,
 # a numpy structured dtype with no bytes. It is not an array dtype of ember: float0 values live on the host.
@@ -121,12 +185,19 @@ def default_complex_dtype() -> np.dtype:
     return complex128 if x64_enabled() else complex64
 
 
-def to_inexact_dtype(dtype: np.dtype) -> np.dtype:
-    """The floating-point dtype an integer or boolean dtype becomes where an op needs floats (true_divide, sqrt,
-    mean): int64 and uint64 become float64, narrower ones float32 (JAX's table, also with enable_x64); floats
-    and complex dtypes stay."""
+def to_inexact_dtype(dtype: np.dtype, op: str = "") -> np.dtype:
+    """The floating-point dtype an integer or boolean dtype becomes where an op (named in errors) needs floats
+    (true_divide, sqrt, mean): int64 and uint64 become float64, narrower ones float32 (JAX's table, also with
+    enable_x64; int4 and uint4 included); floats and complex dtypes stay. The 2-bit integers have none: a
+    TypeError. (JAX 0.10.2's table lacks them: it refuses exp, sqrt, ... of them and computes true_divide and mean
+    in the 2-bit type itself, as integer division; ember refuses those too rather than copy that.)"""
     if is_float(dtype) or is_complex(dtype):
         return dtype
+    if dtype in (int2, uint2):
+        raise TypeError(f"{op or 'this function'} does not accept dtype {dtype.name}: it computes in floating point, "
+                        "and JAX has no floating-point type for the 2-bit integers (it refuses exp or sqrt of them, "
+                        "and computes true_divide and mean as integer divisions); convert first, e.g. "
+                        "x.astype('float32')")
     return float64 if is_64bit(dtype) else float32
 
 
@@ -136,6 +207,7 @@ _NAMES: dict[str, np.dtype] = {
 }
 
 
+_REFUSED_NAMES: dict[str, np.dtype] = {d.name: d for d in REFUSED_NARROW}
 _PARSED: dict[Any, np.dtype] = {}  # numpy dtypes and scalar types (np.float32, enp.float32) read before
 
 
@@ -147,6 +219,9 @@ def parse_dtype(dtype: Any) -> np.dtype:
     dtype request becomes is canonicalize_dtype's and check_user_dtype's."""
     if isinstance(dtype, str):
         found = _NAMES.get(dtype)
+        if found is None and dtype in _REFUSED_NAMES:
+            found = _REFUSED_NAMES[dtype]
+            raise TypeError(f"dtype {found.name} is not supported by ember{_unsupported_reason(found)}")
         if found is None:
             known = ", ".join(sorted(_NAMES))
             raise TypeError(f"unknown dtype {dtype!r}; known dtypes: {known}")
@@ -206,7 +281,10 @@ def check_user_dtype(dtype: Any, op: str) -> np.dtype:
     """A dtype the user asked op for (dtype=, astype, a creation function's): parsed, and narrowed to 32 bits
     unless enable_x64 is on, with a warning then, as JAX (the Python types float, int and complex are the
     default dtypes and need none)."""
-    parsed = parse_dtype(dtype)
+    try:
+        parsed = parse_dtype(dtype)
+    except TypeError as err:  # (an unknown or refused dtype: the message names op)
+        raise TypeError(f"{op}: {err}") from None
     narrowed = canonical_dtype(parsed)
     if narrowed is not parsed:
         mode = config.read_canonical("explicit_x64_dtypes")  # (jax_explicit_x64_dtypes: warn, error or allow)
@@ -244,8 +322,8 @@ def describe_dtype(dtype: np.dtype) -> str:
 
 
 def _unsupported_reason(dtype: np.dtype) -> str:
-    if type(dtype).__module__.startswith("ml_dtypes") or dtype.type.__module__.startswith("ml_dtypes"):
-        return " (one of JAX's narrow 8-, 6-, 4-, 2- or 1-bit types, which ember does not compute in)"
+    if dtype in REFUSED_NARROW:
+        return f" ({REFUSED_NARROW[dtype]})"
     if dtype.kind == "c":
         return " (ember's complex dtypes are complex64 and complex128)"
     if dtype.kind in "OUSVMm":
@@ -262,8 +340,14 @@ def mlir_type(dtype: np.dtype) -> str:
     return _ROW_OF[dtype].mlir
 
 
+_FLOATS = frozenset((bfloat16, float16, float32, float64, *NARROW_FLOATS))
+_SIGNED = frozenset((int8, int16, int32, int64, int4, int2))
+_UNSIGNED = frozenset((uint8, uint16, uint32, uint64, uint4, uint2))
+
+
 def is_float(dtype: np.dtype) -> bool:
-    return dtype in (bfloat16, float16, float32, float64)
+    """The floating-point dtypes, the narrow ones (float8_*, float4_e2m1fn) included."""
+    return dtype in _FLOATS
 
 
 def is_complex(dtype: np.dtype) -> bool:
@@ -289,15 +373,16 @@ def complex_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def is_int(dtype: np.dtype) -> bool:
-    return dtype.kind in "iu"
+    """The integer dtypes, int4/uint4/int2/uint2 included."""
+    return dtype in _SIGNED or dtype in _UNSIGNED
 
 
 def is_signed_int(dtype: np.dtype) -> bool:
-    return dtype.kind == "i"
+    return dtype in _SIGNED
 
 
 def is_unsigned_int(dtype: np.dtype) -> bool:
-    return dtype.kind == "u"
+    return dtype in _UNSIGNED
 
 
 def is_bool(dtype: np.dtype) -> bool:
@@ -326,7 +411,7 @@ def python_scalar_dtype(kind: type) -> tuple[np.dtype, bool]:
 def check_int_fits(value: Any, dtype: np.dtype) -> None:
     """A Python int converted to an integer dtype must fit in it (numpy would wrap it silently)."""
     if type(value) is int and is_int(dtype):
-        info = np.iinfo(dtype)
+        info = ml_dtypes.iinfo(dtype)
         if not info.min <= value <= info.max:
             raise OverflowError(f"Python int {value} is too large to convert to {dtype.name}")
 
@@ -337,7 +422,33 @@ def finfo(dtype: Any) -> ml_dtypes.finfo:
 
 
 def iinfo(dtype: Any) -> ml_dtypes.iinfo:
+    """Machine limits of an integer dtype (int4 and the other narrow ones included)."""
     return ml_dtypes.iinfo(parse_dtype(dtype))
+
+
+# The 8-bit floats without infinities (JAX's supports_inf). float4_e2m1fn and float8_e8m0fnu have none either, but
+# JAX converts -inf to them for a max's identity (-6.0; NaN: the max of float8_e8m0fnu values is NaN in JAX).
+_NO_INF = frozenset((float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2fnuz))
+
+
+def lowest(dtype: np.dtype) -> Any:
+    """The identity of max over dtype (as JAX's): False, the integer minimum, -inf, or the lowest finite value of
+    the 8-bit floats without infinities."""
+    if dtype == bool_:
+        return False
+    if is_float(dtype) or is_complex(dtype):
+        return -np.inf if dtype not in _NO_INF else ml_dtypes.finfo(dtype).min
+    return int(ml_dtypes.iinfo(dtype).min)
+
+
+def highest(dtype: np.dtype) -> Any:
+    """The identity of min over dtype: True, the integer maximum, inf, or the largest finite value of the 8-bit
+    floats without infinities."""
+    if dtype == bool_:
+        return True
+    if is_float(dtype) or is_complex(dtype):
+        return np.inf if dtype not in _NO_INF else ml_dtypes.finfo(dtype).max
+    return int(ml_dtypes.iinfo(dtype).max)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -347,22 +458,27 @@ def iinfo(dtype: Any) -> ml_dtypes.iinfo:
 # result from 32-bit operands). The 64-bit lattice is used when an operand is 64-bit or enable_x64 is on, and the
 # weak nodes become 64-bit dtypes then (int64 * 2.5 is float64, int64 + uint64 is float64, as in JAX's x64 mode).
 _WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX = "i*", "f*", "c*"
+# The narrow types are leaves above the weak scalars: a narrow integer joins bool, Python ints and itself; a narrow
+# float bool, every integer, Python ints and floats, and itself (int8 * float8_e4m3fn is float8_e4m3fn, as JAX);
+# any other pair (int4 + int8, float8_e4m3fn + float32, two float8s) has no implicit promotion: TypePromotionError.
 _LATTICE_X64: dict[Any, tuple[Any, ...]] = {
     bool_: (_WEAK_INT,),
-    _WEAK_INT: (uint8, int8),
+    _WEAK_INT: (uint8, int8, *NARROW_INTS),
     uint8: (int16, uint16), uint16: (int32, uint32), uint32: (int64, uint64), uint64: (_WEAK_FLOAT,),
     int8: (int16,), int16: (int32,), int32: (int64,), int64: (_WEAK_FLOAT,),
-    _WEAK_FLOAT: (bfloat16, float16, _WEAK_COMPLEX),
+    _WEAK_FLOAT: (bfloat16, float16, *NARROW_FLOATS, _WEAK_COMPLEX),
     bfloat16: (float32,), float16: (float32,), float32: (float64, complex64), float64: (complex128,),
     _WEAK_COMPLEX: (complex64,), complex64: (complex128,), complex128: (),
+    **{narrow: () for narrow in NARROW_INTS + NARROW_FLOATS},
 }
 _LATTICE_X32: dict[Any, tuple[Any, ...]] = {**_LATTICE_X64, uint32: (int32, uint64)}
 # numpy_dtype_promotion='strict' (JAX's strict lattice): typed dtypes meet only themselves; a weak (Python) scalar
 # joins an array of its kind or above (2 * int8 is int8, 2.5 * bfloat16 bfloat16), no typed dtype is promoted.
-_INTS = (uint8, uint16, uint32, uint64, int8, int16, int32, int64)
+_INTS = (uint8, uint16, uint32, uint64, int8, int16, int32, int64, *NARROW_INTS)
 _LATTICE_STRICT: dict[Any, tuple[Any, ...]] = {
     **{node: () for node in _LATTICE_X64},
-    _WEAK_INT: (_WEAK_FLOAT, *_INTS), _WEAK_FLOAT: (_WEAK_COMPLEX, bfloat16, float16, float32, float64),
+    _WEAK_INT: (_WEAK_FLOAT, *_INTS),
+    _WEAK_FLOAT: (_WEAK_COMPLEX, bfloat16, float16, float32, float64, *NARROW_FLOATS),
     _WEAK_COMPLEX: (complex64, complex128),
 }
 _LATTICES = {"x64": _LATTICE_X64, "x32": _LATTICE_X32, "strict": _LATTICE_STRICT}
@@ -408,7 +524,13 @@ def _join(nodes: tuple, lattice: str) -> Any:
             f"Input dtypes {names} have no available implicit dtype promotion path when "
             "numpy_dtype_promotion='strict' (weak types written i*, f*, c*). Cast the inputs explicitly to the "
             "dtype you want, or set ember.config numpy_dtype_promotion='standard'.")
-    raise TypeError(f"no common dtype for {names}")  # unreachable on the standard lattices
+    narrow = sorted({n.name for n in nodes if isinstance(n, np.dtype) and is_narrow(n)})
+    # (only the narrow types lack a common upper bound on the standard lattices)
+    raise TypePromotionError(
+        f"Input dtypes {names} have no available implicit dtype promotion path (weak types written i*, f*, c*): "
+        f"JAX's narrow types ({', '.join(narrow)}) are promoted only with Python scalars, bool (and, for the narrow "
+        "floats, the integers) and themselves, so that no computation leaves or enters them unnoticed. Convert "
+        "explicitly, e.g. x.astype('float32').")
 
 
 def promote_types(*typed: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:

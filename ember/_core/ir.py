@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 import numpy as np
 
-from ember._core.dtypes import ShapedArray, check_int_fits, dtype_and_weak, join_vma, short_name
+from ember._core.dtypes import (ShapedArray, check_int_fits, dtype_and_weak, highest, is_int, join_vma, lowest,
+                                short_name)
 from ember._core.shape_poly import DIM_AS_VALUE, DimExpr
 
 if TYPE_CHECKING:
@@ -59,10 +60,9 @@ def scalar_literal(value: Any, dtype: np.dtype, weak: bool = True) -> Literal:
     if dtype.kind != "c" and np.iscomplexobj(value):
         raise TypeError(f"the complex number {value!r} cannot become a literal of the real dtype {dtype.name} "
                         "(take its real part explicitly, or use a complex dtype)")
-    if dtype.kind in "iu" and isinstance(value, float | np.floating) and not np.isfinite(value):
+    if is_int(dtype) and isinstance(value, float | np.floating) and not np.isfinite(value):
         # (as XLA's convert, which JAX uses: NaN becomes 0, an infinity the dtype's extreme; no numpy warning)
-        info = np.iinfo(dtype)
-        value = 0 if np.isnan(value) else info.max if value > 0 else info.min
+        value = 0 if np.isnan(value) else highest(dtype) if value > 0 else lowest(dtype)
     return Literal(np.asarray(value).astype(dtype)[()], ShapedArray((), dtype, weak))
 
 

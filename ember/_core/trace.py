@@ -79,6 +79,9 @@ class ArrayMethods:
     __slots__ = ()
     __array_priority__ = 1000
     __hash__ = None  # type: ignore[assignment]  (arrays compare elementwise, so they are not hashable)
+    # (as jax.Array's: numpy's bytes per element, 1 for int4 and float4_e2m1fn, whatever a device packs them in)
+    itemsize = property(lambda self: self.dtype.itemsize)
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         raise TypeError(f"ember arrays are immutable and do not support item assignment (x[{index!r}] = ...): use "

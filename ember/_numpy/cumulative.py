@@ -29,6 +29,8 @@ def _accumulated(op: str, a: Any, axis: Any, dtype: Any, promote_integers: bool)
     d = aval_of(a).dtype
     if dtype is not None:
         target = dt.check_user_dtype(dtype, op)
+    elif promote_integers and d in dt.NARROW_INTS:
+        dt.refuse_narrow_int_promotion(op, d)
     elif dt.is_bool(d) or (promote_integers and dt.is_int(d) and d.itemsize < dt.default_int_dtype().itemsize):
         target = dt.default_uint_dtype() if dt.is_unsigned_int(d) else dt.default_int_dtype()
     else:
@@ -72,6 +74,8 @@ def _cumulative(op: str, fn: Callable[..., Any], identity: int, promote: bool) -
             axis = 0
         if ndim == 0:
             raise ValueError(f"{op}: x must have at least one dimension")
+        if promote and dtype is None:
+            dt.refuse_narrow_int_promotion(op, aval_of(x).dtype)
         out = fn(x, axis=axis, dtype=dtype, promote_integers=promote)
         if include_initial:
             axis = normalize_axis(op, axis, ndim)

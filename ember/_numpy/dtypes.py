@@ -3,6 +3,7 @@ import ml_dtypes as _ml_dtypes
 import numpy as _np
 
 from ember._runtime.array import Array, asarray
+from ember._core import dtypes as _dt
 from ember._core.dtypes import finfo as finfo, iinfo as iinfo
 
 ndarray = Array
@@ -42,15 +43,19 @@ float16, float32, float64 = (_scalar_type(n, n) for n in ("float16", "float32", 
 complex64, complex128 = _scalar_type("complex64", "complex64"), _scalar_type("complex128", "complex128")
 bfloat16 = _scalar_type("bfloat16", _ml_dtypes.bfloat16)
 bool_ = _scalar_type("bool_", _np.bool_)
-# JAX's narrow types (ml_dtypes'): named as in jax.numpy so code that refers to them loads (flax's fp8 modules);
-# ember does not compute on them: an array of one is a TypeError naming the dtype (parse_dtype)
+# JAX's narrow types (ml_dtypes'), as in jax.numpy. ember computes in the 8- and 4-bit floats and the 4- and 2-bit
+# integers as JAX's CPU does (docs/numpy.md, "Narrow dtypes"); the 6-bit floats and the 1-bit integers, in which
+# JAX's CPU computes nothing, are named only: an array of one is a TypeError naming the dtype (parse_dtype).
 _NARROW = ("float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz",
            "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "int1", "int2",
            "int4", "uint1", "uint2", "uint4")
+_COMPUTED_DOC = "JAX's narrow type (ml_dtypes'): {name}(x) makes an Array of it, as jnp.{name}."
+_NAMED_DOC = ("JAX's narrow type (ml_dtypes'), named only: neither JAX's CPU nor ember computes in it (an array of it "
+              "is a TypeError)")
 globals().update({_name: _ScalarType(_name, (), {
     "dtype": _np.dtype(getattr(_ml_dtypes, _name)), "__module__": "ember.numpy",
-    "__doc__": "JAX's narrow type (ml_dtypes'), named only: ember does not compute in it (an array of it is a "
-               "TypeError)"}) for _name in _NARROW})
+    "__doc__": _NAMED_DOC if _np.dtype(getattr(_ml_dtypes, _name)) in _dt.REFUSED_NARROW
+    else _COMPUTED_DOC.format(name=_name)}) for _name in _NARROW})
 inf, nan, pi, e = _np.inf, _np.nan, _np.pi, _np.e
 newaxis = None
 dtype = _np.dtype

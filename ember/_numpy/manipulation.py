@@ -627,6 +627,8 @@ def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = 
     a = _array("trace", a)
     if ndim(a) < 2:
         raise ValueError(f"trace: a must have at least 2 dimensions, got shape {shape(a)}")
+    if dtype is None:
+        dt.refuse_narrow_int_promotion("trace", aval_of(a).dtype)
     return sum_(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
 
 

@@ -15,10 +15,12 @@ from ember._control import while_loop
 from ember._core import aval_of, scalar_literal
 from ember._core import dtypes as dt
 from ember._core.dtypes import bool_
+from ember._prims.checks import refuse_narrow
 from ember._runtime.eager import fast_binary, fast_path, fast_static
 
 from ember._numpy.promotion import _operand_array, _as_array, _elementwise, _to_inexact
-from ember._numpy.ufuncs import _promoted, _promoted_inexact, _unary_float, arctan2, invert, power, ufunc_slow
+from ember._numpy.ufuncs import (_promoted, _promoted_inexact, _unary_float, absolute, arctan2, invert, power,
+                                 ufunc_slow)
 
 
 _operand = _operand_array
@@ -64,9 +66,18 @@ def isneginf(x: Any) -> Any:
 
 @fast_path
 def signbit(x: Any) -> Any:
-    """True where the sign bit is set: negative numbers, -0.0 and NaNs with the sign bit (numpy)."""
+    """True where the sign bit is set: negative numbers, -0.0 and NaNs with the sign bit (numpy). The narrow floats
+    are refused, as JAX refuses them (with copysign and spacing, which read the sign bit)."""
     x = _operand("signbit", x)
+    refuse_narrow("signbit", aval_of(x), "f")
+    return _sign_bit(x)
+
+
+def _sign_bit(x: Any) -> Any:
+    """signbit of x, any dtype (float4_e2m1fn's read from its exact float32 value)."""
     d = _dtype(x)
+    if d == dt.float4_e2m1fn:
+        return _sign_bit(lax.convert_element_type(x, dt.float32))
     if dt.is_float(d):
         as_int = lax.bitcast_convert_type(x, _np.dtype(f"int{d.itemsize * 8}"))
         return lax.lt(as_int, scalar_literal(0, aval_of(as_int).dtype))
@@ -81,8 +92,13 @@ def signbit(x: Any) -> Any:
 def copysign(x1: Any, x2: Any) -> Any:
     """|x1| with the sign (bit) of x2, computed in the promoted floating-point dtype."""
     x1, x2 = _elementwise("copysign", x1, x2, inexact=True)
+    refuse_narrow("signbit", aval_of(x2), "f")  # (JAX's copysign refuses them in its signbit)
+    return _copysign(x1, x2)
+
+
+def _copysign(x1: Any, x2: Any) -> Any:
     magnitude = lax.abs(x1)
-    return lax.select(signbit(x2), lax.neg(magnitude), magnitude)
+    return lax.select(_sign_bit(x2), lax.neg(magnitude), magnitude)
 
 
 @functools.partial(fast_binary, scalar_aval=_promoted_inexact)
@@ -182,6 +198,7 @@ def frexp(x: Any) -> tuple[Any, Any]:
     give (x, 0). The exponent is int32 (as numpy's and JAX's). Computed on the bits, so subnormals are exact even
     where the CPU flushes them to zero in arithmetic."""
     x = _to_inexact(x, "frexp")
+    refuse_narrow("frexp", aval_of(x), "f")
     d = _dtype(x)
     nmant, bias = _float_layout(d)
     width = d.itemsize * 8
@@ -217,6 +234,7 @@ def ldexp(x1: Any, x2: Any) -> Any:
     x2 = _operand("ldexp", x2)
     if not (dt.is_int(_dtype(x2)) or _dtype(x2) == bool_):
         raise TypeError(f"ldexp: the exponent x2 must be an integer array, got {aval_of(x2).str_short()}")
+    refuse_narrow("ldexp", aval_of(x1), "f")
     x1, x2 = _elementwise("ldexp", x1, lax.convert_element_type(x2, _dtype(x1), aval_of(x1).weak_type))
     half = lax.floor(lax.div(x2, 2.0))
     return lax.mul(lax.mul(x1, lax.pow(2.0, half)), lax.pow(2.0, lax.sub(x2, half)))
@@ -228,14 +246,15 @@ def modf(x: Any) -> tuple[Any, Any]:
     whole = lax.select(lax.lt(x, 0.0), lax.ceil(x), lax.floor(x))
     frac = lax.select(lax.eq(whole, 0.0), x, lax.sub(x, whole))  # |x| < 1: x itself (subnormals kept)
     frac = lax.select(lax.eq(lax.abs(x), _np.inf), lax.full_like(x, 0.0), frac)
-    return copysign(frac, x), whole
+    return _copysign(frac, x), whole
 
 
 @fast_path
 def spacing(x: Any) -> Any:
     """The distance from x to the next float away from zero (negative for negative x), as numpy."""
     x = _to_inexact(x, "spacing")
-    toward = lax.select(signbit(x), lax.full_like(x, -_np.inf), lax.full_like(x, _np.inf))
+    refuse_narrow("signbit", aval_of(x), "f")  # (as JAX's spacing, which reads the sign bit)
+    toward = lax.select(_sign_bit(x), lax.full_like(x, -_np.inf), lax.full_like(x, _np.inf))
     return lax.sub(lax.nextafter(x, toward), x)
 
 
@@ -286,7 +305,7 @@ def gcd(x1: Any, x2: Any) -> Any:
     x1, x2 = _integer_operands("gcd", x1, x2)
     if _dtype(x1) == bool_:
         return lax.bitwise_or(x1, x2)
-    a, b = lax.abs(x1), lax.abs(x2)
+    a, b = absolute(x1), absolute(x2)  # (unsigned ones as they are: lax.abs refuses uint4, as JAX's)
     zero = scalar_literal(0, _dtype(a))
 
     def body(ab: Any) -> Any:
@@ -308,7 +327,7 @@ def lcm(x1: Any, x2: Any) -> Any:
     g = gcd(x1, x2)
     zero = scalar_literal(0, _dtype(g))
     safe = lax.select(lax.eq(g, zero), lax.full_like(g, 1), g)
-    return lax.abs(lax.mul(lax.div(lax.abs(x1), safe), lax.abs(x2)))
+    return absolute(lax.mul(lax.div(absolute(x1), safe), absolute(x2)))
 
 
 def _shift(name: str, right: bool) -> Any:
@@ -401,7 +420,7 @@ def angle(z: Any, deg: bool = False) -> Any:
     if _is_complex(z):
         out = lax.atan2(lax.imag(z), lax.real(z))
         return lax.mul(out, 180.0 / math.pi) if deg else out
-    out = lax.select(signbit(z), lax.full_like(z, 180.0 if deg else math.pi), lax.full_like(z, 0.0))
+    out = lax.select(_sign_bit(z), lax.full_like(z, 180.0 if deg else math.pi), lax.full_like(z, 0.0))
     return lax.select(lax.ne(z, z), z, out)
 
 

@@ -69,7 +69,7 @@ def _promote(name: str, *args: Any, inexact: bool = False) -> list[Any]:
         return args  # one dtype already
     target, weak = dt.promote_types(*typed)
     if inexact:
-        target = dt.to_inexact_dtype(target)
+        target = dt.to_inexact_dtype(target, name)
     out = []
     for a, (d, w) in zip(args, typed):
         if is_python_scalar(a):
@@ -158,8 +158,8 @@ def _to_inexact(x: Any, name: str | None = None) -> Any:
     if dt.is_inexact(d):
         return x
     if is_python_scalar(x):
-        return scalar_literal(x, dt.to_inexact_dtype(d), weak)
-    return lax.convert_element_type(x, dt.to_inexact_dtype(d), weak)
+        return scalar_literal(x, dt.to_inexact_dtype(d, name or ""), weak)
+    return lax.convert_element_type(x, dt.to_inexact_dtype(d, name or ""), weak)
 
 
 def _as_array(x: Any) -> Any:

@@ -13,6 +13,7 @@ from ember._core.checks import normalize_axes, normalize_axis
 from ember._runtime.eager import fast_static
 
 from ember._numpy.promotion import _as_bool
+from ember._prims.checks import TWO_BIT_FAILS, refuse_narrow
 from ember._prims.reduction import _highest, _lowest
 from ember._numpy.shape import expand_dims, ndim, ravel, shape
 from ember._numpy.promotion import _broadcast_shapes, _broadcast_to_shape, _operand_array
@@ -66,6 +67,8 @@ def _sum_dtype(name: str, a: Any, dtype: Any, promote_integers: bool) -> tuple[A
     d, weak = aval_of(a).dtype, aval_of(a).weak_type
     if dtype is not None:
         return dt.check_user_dtype(dtype, name), False
+    if promote_integers:
+        dt.refuse_narrow_int_promotion(name, d)
     if d == bool_ or (promote_integers and dt.is_int(d) and d.itemsize < dt.default_int_dtype().itemsize):
         return (dt.default_int_dtype() if dt.is_signed_int(d) or d == bool_ else dt.default_uint_dtype()), False
     return d, weak
@@ -159,8 +162,8 @@ def _float_result(name: str, a: Any, dtype: Any) -> tuple[Any, Any, bool]:
     if dtype is not None:
         out, weak = dt.check_user_dtype(dtype, name), False
     else:
-        out = dt.to_inexact_dtype(d)
-    computation = _accumulation_dtype(dt.to_inexact_dtype(out))
+        out = dt.to_inexact_dtype(d, name)
+    computation = _accumulation_dtype(dt.to_inexact_dtype(out, name))
     return out, computation, weak
 
 
@@ -269,6 +272,14 @@ def _arg_extreme(name: str, extreme: Any) -> Any:
         axis = normalize_axis(name, axis, ndim(a))
         _refuse_empty(name, a, axis, name)
         n = shape(a)[axis]
+        refuse_narrow(name, aval_of(a), "2", "operand", TWO_BIT_FAILS)  # (as the primitive: JAX's fails to compile)
+        if aval_of(a).dtype in dt.NARROW_FLOATS:
+            # the argmax primitive, as JAX's: float8_e8m0fnu's max identity is NaN, so the max of its values is NaN,
+            # which none equals (JAX's index is then 0)
+            first = (lax.argmax if name == "argmax" else lax.argmin)(a, axis, dt.default_int_dtype())
+            if not keepdims:
+                return first
+            return lax.reshape(first, (1,) * flat_ndim) if flat_ndim is not None else expand_dims(first, axis)
         hit = equal(a, extreme(a, axis, keepdims=True))
         if dt.is_float(aval_of(a).dtype):
             # numpy: the first NaN is the extreme. Pick NaNs explicitly where a slice has one, whatever the

@@ -52,6 +52,8 @@ def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdim
            initial: Any = None, where: Any = None) -> Any:
     """sum, treating NaNs as zero."""
     a = _array("nansum", a)
+    if dtype is None:
+        dt.refuse_narrow_int_promotion("nansum", aval_of(a).dtype)
     return sum(_nan_filled(a, 0), axis, dtype, out, keepdims, initial, where)
 
 
@@ -59,6 +61,8 @@ def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
             initial: Any = None, where: Any = None) -> Any:
     """prod, treating NaNs as one."""
     a = _array("nanprod", a)
+    if dtype is None:
+        dt.refuse_narrow_int_promotion("nanprod", aval_of(a).dtype)
     return prod(_nan_filled(a, 1), axis, dtype, out, keepdims, initial, where)
 
 

@@ -96,7 +96,11 @@ ceil = _rounding(lax.ceil, "ceil")
 trunc = fix = _rounding(lambda x: lax.select(lax.lt(x, 0), lax.ceil(x), lax.floor(x)), "trunc")
 @fast_path
 def isfinite(x: Any) -> Any:
-    """Elementwise: finite (for complex x, both parts finite); integer inputs are promoted to float."""
+    """Elementwise: finite (for complex x, both parts finite); integers and booleans are (no float needed: the 2-bit
+    integers, which have no float type, included)."""
+    x = _as_operand(x, "isfinite", 0)
+    if dt.is_int(dt.dtype_and_weak(x)[0]) or dt.dtype_and_weak(x)[0] == bool_:
+        return lax.full(() if is_python_scalar(x) else aval_of(x).shape, True, bool_)
     x = _to_inexact(x, "isfinite")
     if dt.is_complex(aval_of(x).dtype):
         return lax.bitwise_and(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))

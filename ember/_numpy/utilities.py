@@ -45,16 +45,29 @@ def issubdtype(arg1: Any, arg2: Any) -> bool:
         return arg1 is dt.prng_key and arg2 in (dt.extended, dt.prng_key) or arg1 is arg2
     d1 = _np.dtype(arg1) if not (isinstance(arg1, type) and issubclass(arg1, _np.generic) and
                                  arg1 in _ABSTRACT) else arg1
-    if isinstance(d1, _np.dtype) and d1 == dt.bfloat16:
+    if isinstance(d1, _np.dtype) and _ml_kind(d1):
         if isinstance(arg2, type) and arg2 in _ABSTRACT:
-            return arg2 in (_np.generic, _np.number, _np.inexact, _np.floating)
-        return _np.dtype(arg2) == dt.bfloat16
+            return arg2 in _ML_PARENTS[_ml_kind(d1)]
+        return _np.dtype(arg2) == d1
     if isinstance(arg2, type) and arg2 in _ABSTRACT:
         return bool(_np.issubdtype(d1, arg2))
     d2 = _np.dtype(arg2)
-    if d2 == dt.bfloat16:
-        return isinstance(d1, _np.dtype) and d1 == dt.bfloat16
+    if _ml_kind(d2):
+        return isinstance(d1, _np.dtype) and d1 == d2
     return bool(_np.issubdtype(d1, d2))
+
+
+# ml_dtypes' types (bfloat16, JAX's narrow floats and integers), which numpy does not place among its abstract types
+_ML_PARENTS = {"f": (_np.generic, _np.number, _np.inexact, _np.floating),
+               "i": (_np.generic, _np.number, _np.integer, _np.signedinteger),
+               "u": (_np.generic, _np.number, _np.integer, _np.unsignedinteger)}
+
+
+def _ml_kind(d: _np.dtype) -> str:
+    """'f', 'i' or 'u' for an ml_dtypes type (float8_e5m2's numpy kind is 'f', the others' 'V'), else ''."""
+    if d.type.__module__ != "ml_dtypes":
+        return ""
+    return "u" if d.name.startswith("uint") else "i" if d.name.startswith("int") else "f"
 
 
 _ABSTRACT = (_np.generic, _np.number, _np.integer, _np.signedinteger, _np.unsignedinteger, _np.inexact,

@@ -42,8 +42,7 @@ bitcast_convert_type_p = Primitive("bitcast_convert_type", checks=())
 bitcast_convert_type_p.def_rule("sharding_rule", explicit.bitcast)
 
 
-def _bit_width(dtype: np.dtype) -> int:
-    return np.dtype(dtype).itemsize * 8
+_bit_width = dt.bit_width
 
 
 @bitcast_convert_type_p.def_rule("abstract_eval")

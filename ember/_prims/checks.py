@@ -35,6 +35,28 @@ def check_dtype(op: str, aval: ShapedArray, allowed: str, arg: str = "operand") 
         raise TypeError(f"{op}: {arg} must be {wanted}, got {aval.str_short()}{extra}")
 
 
+_JAX_REFUSES = "JAX's narrow types take part in few operations, and JAX refuses this one too"
+
+
+def refuse_narrow(op: str, aval: ShapedArray, kinds: str, arg: str = "operand", why: str = _JAX_REFUSES) -> None:
+    """A TypeError naming op and the dtype where JAX 0.10.2 refuses an op on JAX's narrow types, or XLA's CPU
+    cannot compute it (each case measured: tests/test_narrow_dtypes.py; `why` says which). kinds: 'f' the narrow
+    floats (float8_*, float4_e2m1fn), 'i' the narrow integers (int4, uint4, int2, uint2), 's' the 4- and 2-bit
+    types (float4_e2m1fn and the narrow integers, which XLA's CPU packs two or four to a byte), '2' the 2-bit
+    integers."""
+    d = aval.dtype
+    if ("f" in kinds and d in dt.NARROW_FLOATS) or ("i" in kinds and d in dt.NARROW_INTS) or \
+            ("s" in kinds and dt.is_sub_byte(d)) or ("2" in kinds and d in (dt.int2, dt.uint2)):
+        wanted = "x.astype('float32')" if dt.is_float(d) else "x.astype('int8')"
+        raise TypeError(f"{op} does not accept dtype {d.name} ({arg} {aval.str_short()}): {why}; convert first, "
+                        f"e.g. {wanted}")
+
+
+# Why the 2-bit integers are refused where JAX 0.10.2 fails or computes wrong numbers on them (XLA's CPU)
+TWO_BIT_FAILS = "XLA's CPU cannot compile it for 2-bit integers (JAX 0.10.2 fails too)"
+TWO_BIT_MISSORTS = "XLA's CPU orders 2-bit integers wrongly (JAX 0.10.2 returns its wrong order)"
+
+
 def check_same_dtypes(op: str, avals: Sequence[ShapedArray]) -> None:
     if len({a.dtype for a in avals}) > 1:
         got = ", ".join(a.str_short() for a in avals)

@@ -22,7 +22,7 @@ from ember._core import NAN_CHECK
 from ember._core.checks import static_int, static_ints
 from ember._core.shape_poly import dim_text
 from ember._hlo import LoweringContext, i64_array
-from ember._prims.checks import check_dtype, check_same_dtypes
+from ember._prims.checks import TWO_BIT_FAILS, check_dtype, check_same_dtypes, refuse_narrow
 from ember._prims.elementwise import add
 from ember._prims.dot import Precision, canonical_precision, precision_attrs, with_precision
 from ember._prims.shape import BatchDim, argsort, batch_size, moveaxis, reshape, transpose
@@ -69,6 +69,7 @@ def _conv_abstract_eval(lhs: ShapedArray, rhs: ShapedArray, *, window_strides: t
     op = "conv_general_dilated"
     check_same_dtypes(op, [lhs, rhs])
     check_dtype(op, lhs, "fic", "lhs")
+    refuse_narrow(op, lhs, "2", "lhs", TWO_BIT_FAILS)
     ls, rs, os_ = dimension_numbers
     nd = lhs.ndim - 2
     if lhs.ndim != rhs.ndim or lhs.ndim < 2:

@@ -16,7 +16,7 @@ from ember._core.checks import static_ints
 from ember._core.config import config
 from ember._core.sharding import explicit_sharding
 from ember._hlo import LoweringContext, backend_forms, dot_dimension_numbers, row_fusion
-from ember._prims.checks import check_dtype, check_same_dtypes
+from ember._prims.checks import TWO_BIT_FAILS, check_dtype, check_same_dtypes, refuse_narrow
 from ember._prims.elementwise import add
 from ember._prims.shape import BatchDim, argsort, convert_element_type, convert_element_type_p, transpose
 from ember._prims import explicit
@@ -311,6 +311,7 @@ def _dot_general_abstract_eval(lhs: ShapedArray, rhs: ShapedArray, *, dimension_
     (lc, rc), (lb, rb) = dimension_numbers
     check_same_dtypes("dot_general", [lhs, rhs])
     check_dtype("dot_general", lhs, "fiuc", "operands")
+    refuse_narrow("dot_general", lhs, "2", "operands", TWO_BIT_FAILS)
     if len(lc) != len(rc) or len(lb) != len(rb):
         raise TypeError(f"dot_general: dimension_numbers {dimension_numbers} pair unequal numbers of dims")
     for name, dims, aval in (("lhs", lc + lb, lhs), ("rhs", rc + rb, rhs)):
@@ -488,6 +489,8 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = Non
     l_aval, r_aval = aval_of(lhs), aval_of(rhs)
     if l_aval.dtype != r_aval.dtype:
         check_same_dtypes("dot_general", [l_aval, r_aval])
+    if preferred != l_aval.dtype:  # (JAX's dot of them fails in XLA's CPU: a result type wider than its packing)
+        refuse_narrow("dot_general with a preferred_element_type", l_aval, "s", "operands")
     if preferred == l_aval.dtype:
         return _dot(lhs, rhs, dims, precision, out_sharding)
     if is_algorithm(precision):  # any result dtype (JAX checks no width with an algorithm)

@@ -18,7 +18,7 @@ from ember._core.checks import static_int
 from ember._core.pytree import tree_map
 from ember._hlo import LoweringContext, backend_forms
 from ember._prims.checks import (ANY, ANY_C, FLOAT, INEXACT, INTEGRAL, NUMERIC, NUMERIC_C, all_weak, check_dtype,
-                                 check_same_dtypes, coerce_scalars, elementwise_shape)
+                                 check_same_dtypes, coerce_scalars, elementwise_shape, refuse_narrow)
 from ember._prims.families import (ZERO, Lowering, binary, comparison, elementwise_batching, hlo_lowering, unary,
                                    unbroadcast)
 from ember._prims.shape import convert_element_type, full_like, linear_jvp
@@ -85,8 +85,21 @@ tan_p = unary("tan", "tan", INEXACT, lambda g, x, y: mul(g, add(1.0, mul(y, y)))
               lowering=kernel_or("tan", hlo_lowering("tan")), checks=NAN_CHECK)
 tanh_p = unary("tanh", "tanh", INEXACT, lambda g, x, y: mul(g, sub(1.0, mul(y, y))),
                lowering=kernel_or("tanh", hlo_lowering("tanh")), checks=NAN_CHECK)
+
+
+def _logistic_lowering(ctx: LoweringContext, x: str, **params: Any) -> list[str]:
+    """stablehlo.logistic; on the narrow floats 1 / (1 + exp(-x)), as JAX lowers it (XLA computes each of those
+    ops in float32 and rounds it to the narrow type: the one logistic op rounds once, a different number)."""
+    aval = ctx.aval_out
+    if aval.dtype not in dt.NARROW_FLOATS:
+        return hlo_lowering("logistic")(ctx, x, **params)
+    one = ctx.constant(1.0, aval)
+    exp = ctx.op("stablehlo.exponential", [ctx.op("stablehlo.negate", [x], aval)], aval)
+    return [ctx.op("stablehlo.divide", [one, ctx.op("stablehlo.add", [one, exp], aval)], aval)]
+
+
 logistic_p = unary("logistic", "logistic", INEXACT, lambda g, x, y: mul(g, mul(y, sub(1.0, y))),
-                   lowering=kernel_or("logistic", hlo_lowering("logistic")), checks=NAN_CHECK)
+                   lowering=kernel_or("logistic", _logistic_lowering), checks=NAN_CHECK)
 sqrt_p = unary("sqrt", "sqrt", INEXACT, lambda g, x, y: div(g, mul(y, 2.0)), checks=NAN_CHECK)
 rsqrt_p = unary("rsqrt", "rsqrt", INEXACT, lambda g, x, y: mul(g, mul(div(y, x), -0.5)), checks=NAN_CHECK)
 floor_p = unary("floor", "floor", FLOAT, ZERO, checks=())
@@ -129,7 +142,7 @@ def _abs_transpose(ct: Any, x: Any, out: Any) -> Any:
 
 # abs of a complex number is its (real) magnitude.
 abs_p = unary("abs", None, NUMERIC_C, _abs_derivative, lowering=_abs_lowering, out_dtype=dt.real_dtype,
-              transpose=_abs_transpose, checks=())
+              transpose=_abs_transpose, check=lambda x: refuse_narrow("abs", x, "i"), checks=())
 
 
 def _sign_lowering(ctx: LoweringContext, x: str) -> list[str]:
@@ -314,11 +327,11 @@ def _integer_division_lowering(hlo_name: str) -> Lowering:
         by_zero = equal(y, 0)
         unsafe = by_zero
         if dt.is_signed_int(dtype):
-            overflow = ctx.op("stablehlo.and", [equal(x, int(np.iinfo(dtype).min)), equal(y, -1)], pred)
+            overflow = ctx.op("stablehlo.and", [equal(x, dt.lowest(dtype)), equal(y, -1)], pred)
             unsafe = ctx.op("stablehlo.or", [by_zero, overflow], pred)
         safe = ctx.op("stablehlo.select", [unsafe, ctx.constant(1, aval), y], aval)
         out = ctx.op(f"stablehlo.{hlo_name}", [x, safe], aval)
-        at_zero = ctx.constant(-1 if dt.is_signed_int(dtype) else int(np.iinfo(dtype).max), aval) \
+        at_zero = ctx.constant(-1 if dt.is_signed_int(dtype) else dt.highest(dtype), aval) \
             if hlo_name == "divide" else x
         return [ctx.op("stablehlo.select", [by_zero, at_zero, out], aval)]
     return rule

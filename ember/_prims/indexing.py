@@ -287,7 +287,7 @@ def default_fill_value(dtype: np.dtype) -> Any:
     """What mode "fill" reads out of bounds unless told: NaN for inexact dtypes, the most negative value for
     signed integers, the largest for unsigned, True for booleans (as JAX)."""
     return (np.nan if dt.is_inexact(dtype) else True if dt.is_bool(dtype)
-            else np.iinfo(dtype).min if dt.is_signed_int(dtype) else np.iinfo(dtype).max)
+            else dt.lowest(dtype) if dt.is_signed_int(dtype) else dt.highest(dtype))
 
 
 def gather(operand: Any, start_indices: Any, dimension_numbers: GatherDimensionNumbers,

@@ -21,7 +21,7 @@ from ember._core import NAN_CHECK
 from ember._core.checks import normalize_axis, static_int, static_ints
 from ember._core.trace import stage_flat
 from ember._hlo import LoweringContext, i64_array, lower_into, row_fusion
-from ember._prims.checks import check_dtype
+from ember._prims.checks import TWO_BIT_FAILS, check_dtype, refuse_narrow
 from ember._prims.elementwise import (add, bitwise_and, bitwise_not, bitwise_or, div, eq, gt, lt, max,
                                       min, mul, ne, select)
 from ember._prims.shape import (BatchDim, broadcast_in_dim, convert_element_type, kept_dims, reduce_axes,
@@ -58,16 +58,7 @@ def _extreme_derivative(prim: Primitive) -> tuple[Callable[..., Any], Callable[.
     return jvp, vjp
 
 
-def _lowest(dtype: np.dtype) -> Any:
-    if dt.is_bool(dtype):
-        return False
-    return -np.inf if dt.is_float(dtype) else np.iinfo(dtype).min
-
-
-def _highest(dtype: np.dtype) -> Any:
-    if dt.is_bool(dtype):
-        return True
-    return np.inf if dt.is_float(dtype) else np.iinfo(dtype).max
+_lowest, _highest = dt.lowest, dt.highest
 
 
 reduce_max_p = reduction("reduce_max", "fiub", _lowest, lambda dtype: "or" if dt.is_bool(dtype) else "maximum",
@@ -157,7 +148,7 @@ def reduce_prod(x: Any, axes: Sequence[int] | None = None) -> Any:
 def _all_ones(dtype: np.dtype) -> Any:
     if dt.is_bool(dtype):
         return True
-    return -1 if dt.is_signed_int(dtype) else int(np.iinfo(dtype).max)
+    return -1 if dt.is_signed_int(dtype) else dt.highest(dtype)
 
 
 def _bitwise_reduction(name: str, hlo_op: str, identity: Callable[[np.dtype], Any]) -> Primitive:
@@ -167,6 +158,7 @@ def _bitwise_reduction(name: str, hlo_op: str, identity: Callable[[np.dtype], An
     @prim.def_rule("abstract_eval")
     def abstract_eval(x: ShapedArray, *, axes: tuple[int, ...]) -> ShapedArray:
         check_dtype(name, x, "iub")
+        refuse_narrow(name, x, "i")
         if any(not 0 <= a < x.ndim for a in axes) or len(set(axes)) != len(axes):
             raise TypeError(f"{name}: axes {axes} are invalid for {x.str_short()}")
         return ShapedArray(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype, x.weak_type)
@@ -216,6 +208,7 @@ def _argminmax(name: str, better: Callable[[Any, Any], Any]) -> Primitive:
     @prim.def_rule("abstract_eval")
     def abstract_eval(x: ShapedArray, *, axes: tuple[int, ...], index_dtype: np.dtype) -> ShapedArray:
         check_dtype(name, x, "fiub")
+        refuse_narrow(name, x, "2", "operand", TWO_BIT_FAILS)
         if not dt.is_int(index_dtype):
             raise TypeError(f"{name}: index_dtype must be an integer dtype, got {index_dtype}")
         if len(axes) != 1 or not 0 <= axes[0] < x.ndim:

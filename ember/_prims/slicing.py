@@ -187,6 +187,10 @@ def _concatenate_abstract_eval(*xs: ShapedArray, dimension: int) -> ShapedArray:
         raise TypeError("concatenate: needs at least one operand")
     check_same_dtypes("concatenate", xs)
     first = xs[0]
+    if first.dtype in (dt.int2, dt.uint2) and len(xs) > 1:
+        raise TypeError(f"concatenate does not accept dtype {first.dtype.name} ({first.str_short()}): XLA's CPU "
+                        "aborts the process on a concatenation of 2-bit values (JAX 0.10.2's as well); convert "
+                        "first, e.g. x.astype('int8')")
     if not 0 <= dimension < first.ndim:
         raise TypeError(f"concatenate: dimension {dimension} out of range for {first.str_short()}")
     for x in xs:

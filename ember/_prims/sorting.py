@@ -24,7 +24,7 @@ from ember._core.checks import normalize_axis, static_int
 from ember._core.shape_poly import is_symbolic_dim
 from ember._hlo import LoweringContext, backend_forms, compare_type, ffi, i64_array
 from ember._hlo.lower import emit_function
-from ember._prims.checks import check_dtype
+from ember._prims.checks import TWO_BIT_MISSORTS, check_dtype, refuse_narrow
 from ember._prims.elementwise import eq, neg, select
 from ember._prims.indexing import GatherDimensionNumbers, ScatterDimensionNumbers, gather_p, scatter_add_p
 from ember._prims.shape import BatchDim, batch_at_front, batch_size, broadcasted_iota, full, moveaxis, reshape
@@ -55,6 +55,7 @@ def _sort_abstract_eval(*operands: ShapedArray, dimension: int, is_stable: bool,
         raise TypeError(f"sort: num_keys {num_keys} must be between 1 and the number of operands {len(operands)}")
     for o in operands[:num_keys]:
         check_dtype("sort", o, "fiub", "keys")
+        refuse_narrow("sort", o, "2", "keys", TWO_BIT_MISSORTS)
     return list(operands)
 
 
@@ -225,6 +226,7 @@ def _top_k_abstract_eval(operand: ShapedArray, *, k: int) -> list[ShapedArray]:
     if operand.ndim == 0:
         raise TypeError(f"top_k: operand must have at least one dimension, got {operand.str_short()}")
     check_dtype("top_k", operand, "fiub", "operand")
+    refuse_narrow("top_k", operand, "s")
     if not 0 <= k <= operand.shape[-1]:
         raise ValueError(f"top_k: k={k} must be between 0 and the last dimension's size {operand.shape[-1]} of "
                          f"{operand.str_short()}")
@@ -237,6 +239,9 @@ def _total_order_key(ctx: LoweringContext, x: str, aval: ShapedArray) -> tuple[s
     compared as signed integers); integers and booleans as they are."""
     if not dt.is_float(aval.dtype):
         return x, aval
+    if aval.dtype == dt.float8_e8m0fnu:  # (an exponent alone, no sign bit: its bits in unsigned order, NaN's last)
+        unsigned = aval.update(dtype=np.dtype(np.uint8))
+        return ctx.op("stablehlo.bitcast_convert", [x], unsigned), unsigned
     ints = aval.update(dtype=np.dtype(f"int{8 * aval.dtype.itemsize}"))
     bits = ctx.op("stablehlo.bitcast_convert", [x], ints)
     if aval.dtype == dt.bfloat16:  # (XLA's TopK compares bf16 as f32 with its subnormals flushed to signed zeros)

@@ -75,12 +75,7 @@ def _window_attrs(window_dimensions: Sequence[int], window_strides: Sequence[int
 def _identity(kind: str, dtype: np.dtype) -> Any:
     if kind == "sum":
         return False if dt.is_bool(dtype) else 0
-    low = kind == "max"
-    if dt.is_bool(dtype):
-        return not low
-    if dt.is_float(dtype):
-        return -np.inf if low else np.inf
-    return np.iinfo(dtype).min if low else np.iinfo(dtype).max
+    return dt.lowest(dtype) if kind == "max" else dt.highest(dtype)
 
 
 def _combiner(kind: str, dtype: np.dtype) -> str:
@@ -420,14 +415,19 @@ def _prefix_window(shape: Sequence[int], axis: int, reverse: bool) -> dict[str, 
     return dict(window_dimensions=tuple(window), window_strides=(1,) * rank, padding=tuple(pads))
 
 
+def emit_prefix_reduction(ctx: LoweringContext, x: str, axis: int, reverse: bool, hlo_op: str, init: Any) -> str:
+    """The running reduction of x (of type ctx.avals_in[0]) along axis by the scalar op stablehlo.<hlo_op> from
+    init: a reduce_window whose window is the whole axis, padded with init before each element (after, reversed),
+    as JAX lowers its cumulative reductions (XLA rewrites it into an efficient scan)."""
+    scalar = ShapedArray((), ctx.avals_in[0].dtype)
+    region = ctx.region([scalar, scalar], lambda body, args: [body.op(f"stablehlo.{hlo_op}", args, scalar)])
+    attrs = _window_attrs(**_prefix_window(ctx.avals_in[0].shape, axis, reverse))
+    return ctx.op("stablehlo.reduce_window", [x, ctx.constant(init, scalar)], ctx.aval_out, attrs, [region])
+
+
 @cumsum_p.def_rule("lowering")
 def _cumsum_lowering(ctx: LoweringContext, x: str, *, axis: int, reverse: bool) -> list[str]:
-    dtype = ctx.avals_in[0].dtype
-    scalar = ShapedArray((), dtype)
-    init = ctx.constant(0, scalar)
-    region = ctx.region([scalar, scalar], lambda body, args: [body.op("stablehlo.add", args, scalar)])
-    attrs = _window_attrs(**_prefix_window(ctx.avals_in[0].shape, axis, reverse))
-    return [ctx.op("stablehlo.reduce_window", [x, init], ctx.aval_out, attrs, [region])]
+    return [emit_prefix_reduction(ctx, x, axis, reverse, "add", 0)]
 
 
 cumsum_p.def_rule("jvp", linear_jvp(cumsum_p))
@@ -593,7 +593,10 @@ def reduce_window(operand: Any, init_value: Any, computation: Callable[[Any, Any
     concrete = None  # a traced init value is not known to be the identity
     if not isinstance(init_value, Tracer | Literal) and np.ndim(init_value) == 0:
         concrete = np.asarray(init_value).item()
-    if concrete is not None and concrete == identity:
+    # (-inf and inf are the max's and min's identities of every float dtype, as JAX takes them: the 8-bit floats
+    # without infinities, whose identities are their extreme finite values, included)
+    if concrete is not None and (concrete == identity or
+                                 dt.is_float(dtype) and concrete == _identity(kind, dt.float32)):
         return reduce_window_kind(kind, operand, window_dimensions, window_strides, padding, base_dilation,
                                   window_dilation)
     combine = {"sum": add, "max": max, "min": min}[kind]

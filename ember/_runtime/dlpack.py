@@ -199,6 +199,9 @@ def to_dlpack(array: Any, *, stream: Any = None, max_version: Any = None, dl_dev
     """Array.__dlpack__: a DLPack capsule of an Array (see the module's docstring)."""
     _check_copy(copy, "__dlpack__")
     buffer = array.buffer  # (raises when deleted)
+    if buffer.dtype not in _DL_TYPES:  # (JAX's narrow types: before any memory is shared)
+        raise TypeError(f"__dlpack__: ember exports no DLPack type for dtype {buffer.dtype.name} (is_supported_dtype "
+                        "is False for it, as in jax.dlpack); convert the array first, e.g. x.astype('float32')")
     own_device = dlpack_device(array)
     if stream is not None and own_device[0] == kDLCPU:
         raise BufferError(f"__dlpack__: stream must be None for a CPU array (there are no streams), got {stream!r}")

@@ -8,9 +8,8 @@ repeated over their blocks, contracted in float32, the result in preferred_eleme
 (`quantize` in jax/_src/cudnn/scaled_matmul_stablehlo.py), written with ember's ops: per block of block_size
 elements along the contracting dimension, the largest magnitude over the format's largest value is the scale
 (mxfp8: a power of two, rounded up; nvfp4: float8_e4m3fn, after dividing by the global scale), the block is divided
-by it, clipped to the format's range and converted to its data type (float8_e4m3fn, float4_e2m1fn). Until ember
-holds those narrow dtypes, the quantized values are kept as the same numbers in the operands' dtype (_cast), so
-scaled_dot_general computes JAX's values today."""
+by it, clipped to the format's range and converted to its data type (float8_e4m3fn, float4_e2m1fn: JAX's narrow
+dtypes, which ember computes in)."""
 from __future__ import annotations
 
 import dataclasses
@@ -123,17 +122,8 @@ def _e8m0_value(exponent: Any) -> Any:
 
 def _cast(x: Any, dtype: Any) -> Any:
     """x, within the range of a format's data or scale type, converted to it: rounded to nearest even as numpy's
-    and JAX's casts round. Of a dtype ember does not hold (the narrow floats), the rounded values in x's dtype:
-    rounded to the format's mantissa bits (reduce_precision) where the format is normal, to multiples of its
-    smallest subnormal below that; the same numbers, which the matmul multiplies in float32 either way."""
-    dtype = np.dtype(dtype)
-    if dtype in dt.SUPPORTED_DTYPES:
-        return x.astype(dtype)
-    info, wide = ml_dtypes.finfo(dtype), ml_dtypes.finfo(x.dtype)
-    normal = lax.reduce_precision(x, exponent_bits=wide.nexp, mantissa_bits=info.nmant)
-    step = np.asarray(2.0 ** (info.minexp - info.nmant), x.dtype)  # (the format's smallest subnormal)
-    subnormal = enp.round(x / step) * step
-    return enp.where(enp.abs(x) < np.asarray(2.0 ** info.minexp, x.dtype), subnormal, normal)
+    and JAX's casts round (XLA's conversion, as JAX's)."""
+    return x.astype(np.dtype(dtype))
 
 
 def _quantize(x: Any, config: BlockScaleConfig) -> tuple[Any, Any]:

@@ -37,6 +37,9 @@ def _float_dtype(name: str, dtype: Any) -> np.dtype:
     dtype = dt.default_float_dtype() if dtype is None else dt.check_user_dtype(dtype, f"random.{name}")
     if not dt.is_float(dtype):
         raise ValueError(f"ember.random.{name}: dtype must be a float dtype, got {dtype.name}")
+    if dt.is_sub_byte(dtype):  # (JAX's samplers draw whole bytes of bits)
+        raise TypeError(f"ember.random.{name}: dtype {dtype.name} is not drawn (as in JAX: the samplers take 8-, 16-, "
+                        "32- and 64-bit float dtypes); draw float32 values and convert them")
     return dtype
 
 
@@ -256,7 +259,7 @@ cauchy.__doc__ = "Cauchy(0, 1) floats: tan(pi (u - 1/2)) (as jax.random.cauchy).
 # integers
 def _convert_and_clip(val: Any, dtype: np.dtype) -> Any:
     """val (an integer array) clipped to what both its dtype and dtype hold, then converted to dtype."""
-    ours, theirs = np.iinfo(val.dtype), np.iinfo(dtype)
+    ours, theirs = ml_dtypes.iinfo(val.dtype), ml_dtypes.iinfo(dtype)
     low, high = max(ours.min, theirs.min), min(ours.max, theirs.max)
     return lax.convert_element_type(enp.clip(val, _const(low, val.dtype), _const(high, val.dtype)), dtype)
 
@@ -268,10 +271,10 @@ def _randint(data: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype:
         minval = minval.astype(int)
     if not dt.is_int(maxval.dtype):
         maxval = maxval.astype(int)
-    top = _convert_and_clip(enp.asarray(np.array(np.iinfo(dtype).max, dtype)), maxval.dtype)
+    top = _convert_and_clip(enp.asarray(np.array(ml_dtypes.iinfo(dtype).max, dtype)), maxval.dtype)
     maxval_out_of_range = maxval > top
     minval, maxval = _convert_and_clip(minval, dtype), _convert_and_clip(maxval, dtype)
-    nbits = np.iinfo(dtype).bits
+    nbits = ml_dtypes.iinfo(dtype).bits
     keys = _split(data, (2,))
     higher, lower = random_bits(keys[0], nbits, shape), random_bits(keys[1], nbits, shape)
     unsigned = np.dtype(f"uint{nbits}")
@@ -295,7 +298,7 @@ def randint(key: Any, shape: Sequence[int], minval: Any, maxval: Any, dtype: Any
     for name, v in (("minval", minval), ("maxval", maxval)):
         if not isinstance(v, (int, float)) and not (hasattr(v, "dtype") or isinstance(v, (list, np.ndarray))):
             raise TypeError(f"ember.random.randint: {name} must be a number or an array, got {type(v).__name__}")
-    info = np.iinfo(dtype)
+    info = ml_dtypes.iinfo(dtype)
     if info.bits < 32:  # as JAX: sample in int32, with the bounds clipped to the narrow dtype
         minval = enp.clip(enp.asarray(minval).astype("int32"), int(info.min), int(info.max))
         maxval = enp.clip(enp.asarray(maxval).astype("int32"), int(info.min), int(info.max) + 1)

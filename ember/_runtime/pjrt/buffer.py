@@ -16,9 +16,9 @@ import numpy as np
 from ember._runtime.fastpath import C
 from ember._runtime.pjrt.device import Device
 from ember._runtime.pjrt.errors import PjrtError
-from ember._runtime.pjrt.structs import (_BufferOpaqueDeviceMemoryDataPointerArgs, _BufferReadyEventArgs,
-                                        _BufferToHostBufferArgs, _BufferUnsafePointerArgs, _data_address,
-                                        _handle_args, _new, check_struct_layouts)
+from ember._runtime.pjrt.structs import (PACKED_ON_DEVICE, _BufferOpaqueDeviceMemoryDataPointerArgs,
+                                        _BufferReadyEventArgs, _BufferToHostBufferArgs, _BufferUnsafePointerArgs,
+                                        _data_address, _handle_args, _new, check_struct_layouts)
 
 if TYPE_CHECKING:
     from ember._runtime.pjrt.client import Client  # (a type only: client.py imports this module)
@@ -242,10 +242,10 @@ class Buffer:
 
     def host_view(self) -> np.ndarray | None:
         """A read-only numpy array that shares the buffer's memory (no copy), once the buffer is ready; None where
-        the memory is not the host's (a GPU plugin) or cannot be shared (empty). The view pins the buffer: a
-        delete() while the view lives destroys the buffer when the view dies."""
+        the memory is not the host's (a GPU plugin) or cannot be shared (empty, or packed: 4- and 2-bit types). The
+        view pins the buffer: a delete() while the view lives destroys the buffer when the view dies."""
         client = self.client
-        if not client.host_memory or 0 in self.shape:
+        if not client.host_memory or 0 in self.shape or self.dtype in PACKED_ON_DEVICE:
             return None
         self.block_until_ready()
         if C is not None:

@@ -27,7 +27,19 @@ _PJRT_BUFFER_TYPES: dict[np.dtype, int] = {
     np.dtype(np.float16): 10, np.dtype(np.float32): 11, np.dtype(np.float64): 12,
     np.dtype(ml_dtypes.bfloat16): 13,
     np.dtype(np.complex64): 14, np.dtype(np.complex128): 15,
+    np.dtype(ml_dtypes.float8_e5m2): 16, np.dtype(ml_dtypes.float8_e4m3fn): 17,
+    np.dtype(ml_dtypes.float8_e4m3b11fnuz): 18, np.dtype(ml_dtypes.float8_e5m2fnuz): 19,
+    np.dtype(ml_dtypes.float8_e4m3fnuz): 20,
+    np.dtype(ml_dtypes.int4): 21, np.dtype(ml_dtypes.uint4): 22,  # (23 is TOKEN)
+    np.dtype(ml_dtypes.int2): 24, np.dtype(ml_dtypes.uint2): 25,
+    np.dtype(ml_dtypes.float8_e4m3): 26, np.dtype(ml_dtypes.float8_e3m4): 27, np.dtype(ml_dtypes.float8_e8m0fnu): 28,
+    np.dtype(ml_dtypes.float4_e2m1fn): 29,
 }
+
+# The 4- and 2-bit types: numpy holds one element per byte, the CPU plugin packs them in its buffers (two or four
+# to a byte; measured): uploads and PJRT_Buffer_ToHostBuffer convert, but a buffer's memory is not a numpy array's.
+PACKED_ON_DEVICE: frozenset[np.dtype] = frozenset(
+    np.dtype(t) for t in (ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2, ml_dtypes.uint2, ml_dtypes.float4_e2m1fn))
 
 # enum PJRT_HostBufferSemantics: the host data is copied before PJRT_Client_BufferFromHostBuffer returns.
 _IMMUTABLE_ONLY_DURING_CALL = 0
