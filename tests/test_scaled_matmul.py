@@ -2,8 +2,8 @@
 and vmap), and ember.nn's scaled_matmul, get_scaled_dot_general_config and scaled_dot_general (ember/nn/_scaled.py),
 which JAX's CPU build refuses (NotImplementedError: its one implementation is a cuDNN kernel). Those are compared
 with JAX's own code where the cuDNN kernel is replaced by the computation its docstring states (each operand times
-its repeated block scales, contracted in float32): the quantization, the custom backward pass, the dtypes. Tests
-with float8 operands run once ember holds those dtypes (skipped until then)."""
+its repeated block scales, contracted in float32): the quantization, the custom backward pass, the dtypes, float8
+operands and float8_e8m0fnu scales included."""
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -19,15 +19,6 @@ from recorded import jax_result
 
 E4M3, E5M2, E8M0, E2M1 = (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu,
                           ml_dtypes.float4_e2m1fn)
-
-
-def _needs(*dtypes):
-    """Skip unless ember holds arrays of these dtypes."""
-    for dtype in dtypes:
-        try:
-            enp.asarray(np.zeros(1, dtype))
-        except TypeError:
-            pytest.skip(f"ember does not support {np.dtype(dtype).name} yet")
 
 
 def _outcome(thunk):
@@ -145,7 +136,6 @@ def _not_differentiable(thunk):
 
 
 def test_scaled_dot_of_float8_operands_as_jax():
-    _needs(E4M3, E8M0)
     lhs, rhs = A.astype(E4M3), B.astype(E4M3)
     ls, rs = SA.astype(E8M0), SB.astype(E8M0)
     want = jax_result(lambda: jlax.scaled_dot(lhs, rhs, lhs_scale=ls, rhs_scale=rs,
@@ -218,7 +208,6 @@ def test_scaled_matmul_errors_as_jax():
 
 
 def test_scaled_matmul_of_float8_operands():
-    _needs(E4M3, E5M2, E8M0)
     a, b = M_A.astype(E4M3), M_B.astype(E5M2)
     sa, sb = M_SA.astype(E8M0), M_SB.astype(E8M0)
     np.testing.assert_allclose(ember.nn.scaled_matmul(a, b, sa, sb), _documented_matmul(a, b, sa, sb), rtol=1e-5,
@@ -245,15 +234,15 @@ def test_scaled_dot_general_configs_as_jax():
 @pytest.mark.parametrize("target", [E4M3, E2M1])
 def test_quantized_values_are_the_narrow_types_values(target, dtype):
     """Values in a narrow format's range rounded to it (nearest, ties to even, its subnormals), as numpy/ml_dtypes
-    cast: what scaled_dot_general's quantization computes until ember holds the narrow dtypes."""
+    cast: what scaled_dot_general's quantization computes."""
     top = float(ml_dtypes.finfo(target).max)
     tiny = float(ml_dtypes.finfo(target).smallest_subnormal)
     grid = np.concatenate([np.linspace(-top, top, 4001), np.arange(-40, 41) * tiny / 4, [top, -top, 0.0]])
     x = grid.astype(dtype)
     want = x.astype(np.float32).astype(target).astype(np.float32)
     got = _scaled._cast(enp.asarray(x), target)
-    if np.dtype(target) in ember._core.dtypes.SUPPORTED_DTYPES:
-        got = got.astype(np.float32)
+    assert got.dtype == np.dtype(target)
+    got = got.astype(np.float32)
     np.testing.assert_array_equal(np.asarray(got, np.float32), want)
 
 
