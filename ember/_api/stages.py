@@ -232,6 +232,18 @@ class Lowered(_RuntimeLowered):
         self.in_tree = in_tree
         self._donated = donated
 
+    @classmethod
+    def restored(cls, ir: IR, name: str, text: str, in_tree: PyTreeDef, donated: Sequence[bool] | None,
+                 donors: Sequence[bool] | None,
+                 shardings: tuple[Sequence[Any] | None, Sequence[Any] | None] | None = None) -> "Lowered":
+        """The Lowered of a program lowered in another process (ember.experimental.serialize_executable): its
+        StableHLO text and donors as that lowering gave them, not lowered again; ir stands for the program (its
+        types, constants and output structure)."""
+        self = cls.__new__(cls)
+        _RuntimeLowered.__init__(self, ir, name, text, donors=donors)
+        self.shardings, self.in_tree, self._donated = shardings, in_tree, donated
+        return self
+
     out_tree = property(lambda self: self.ir.out_tree)
     in_avals = property(lambda self: tree_unflatten(self.in_tree, list(self.ir.in_avals)))
     args_info = property(lambda self: args_info_of(self.in_tree, self.ir.in_avals, self._donated))

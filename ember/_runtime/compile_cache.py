@@ -85,7 +85,9 @@ def _warn_once(kind: str, message: str) -> None:
     warnings.warn(f"ember's persistent compilation cache: {message}", CompilationCacheWarning, stacklevel=4)
 
 
-def _plugin_identity(client: _pjrt.Client) -> str:
+def plugin_identity(client: _pjrt.Client) -> str:
+    """Which plugin a client runs (its path, API version, size and modification time, platform): an executable
+    serialized by one plugin is loaded only by the same one."""
     plugin = client.plugin
     try:
         info = os.stat(plugin.path)
@@ -108,7 +110,7 @@ def entry_key(client: _pjrt.Client, text: str | bytes, overrides: bytes = b"") -
     """The entry name (hex SHA-256) of a program's executable on this client (compiled with these XLA option
     overrides)."""
     digest = hashlib.sha256()
-    for part in (f"ember {package_version()}", f"entry format {FORMAT}", _plugin_identity(client),
+    for part in (f"ember {package_version()}", f"entry format {FORMAT}", plugin_identity(client),
                  os.environ.get("XLA_FLAGS", ""), f"devices {len(client.devices)}"):
         digest.update(part.encode() + b"\0")
     digest.update(COMPILE_OPTIONS + b"\0")
@@ -448,4 +450,4 @@ def _through_cache(client: _pjrt.Client, text: str | bytes, overrides: bytes, lo
 
 
 __all__ = ["CompilationCacheWarning", "MAX_ENTRY_BYTES", "compile_spmd_with_cache", "compile_with_cache",
-           "encode_entry", "entry_key", "package_version", "reset", "stats"]
+           "encode_entry", "entry_key", "package_version", "plugin_identity", "reset", "stats"]

@@ -274,19 +274,25 @@ class SpmdProgram:
     sharded so) it returns ShardedArrays (Arrays for outputs XLA places on one device)."""
 
     def __init__(self, ir: IR, name: str, devices: tuple[Any, ...], in_shardings: list[Sharding],
-                 out_shardings: list[Sharding | None], mesh: Mesh | None, donors: Sequence[bool] | None = None):
+                 out_shardings: list[Sharding | None], mesh: Mesh | None, donors: Sequence[bool] | None = None,
+                 loaded: tuple[str, Any] | None = None):
         """donors: per input, whether a call gives its buffers up (a call then deletes a donated ShardedArray
-        whose own shards it took; a value split for the call is a copy, kept, as JAX's)."""
+        whose own shards it took; a value split for the call is a copy, kept, as JAX's). loaded: (its partitioned
+        StableHLO text, its executable) of a program compiled before and loaded
+        (ember.experimental.serialize_executable), used instead of partitioning and compiling ir."""
         self.ir, self.name, self.devices = ir, name, devices
         self._position = {d: i for i, d in enumerate(devices)}  # device -> its partition id
         self.in_avals = [v.aval for v in ir.in_vars]
         self.in_shardings = in_shardings
-        self.text = spmd_text(ir, devices, in_shardings, out_shardings, donors)
-        client = devices[0].client
-        if _inspections(ir):  # (ember.debug.inspect_array_sharding: its callbacks are called at compile time)
-            _report_inspections(ir, name, devices, in_shardings, out_shardings, mesh)
-        self.executable = compile_spmd_with_cache(client, self.text, list(devices),
-                                                  [s is None for s in out_shardings])
+        if loaded is not None:
+            self.text, self.executable = loaded
+        else:
+            self.text = spmd_text(ir, devices, in_shardings, out_shardings, donors)
+            client = devices[0].client
+            if _inspections(ir):  # (ember.debug.inspect_array_sharding: its callbacks are called at compile time)
+                _report_inspections(ir, name, devices, in_shardings, out_shardings, mesh)
+            self.executable = compile_spmd_with_cache(client, self.text, list(devices),
+                                                      [s is None for s in out_shardings])
         optimized = self.executable.optimized_program()[1]
         # (a small program whose partitions do not communicate runs as one program per device: see _run_locally)
         self._local: bytes | list[Any] | None = _local_module(optimized) if _small(self.executable) else None
