@@ -175,13 +175,18 @@ def test_through_a_file_in_another_process(tmp_path):
 
 
 def _resealed(payload, edit):
-    """payload with its description edited by edit(dict) and a valid digest (a foreign, not a damaged, one)."""
+    """payload with its description edited by edit(dict) (or replaced by edit's bytes) and a valid digest (a
+    foreign, not a damaged, one)."""
     head = len(se.MAGIC) + 1
     lengths = [int.from_bytes(payload[head + 8 * i:head + 8 * i + 8], "little") for i in range(3)]
     body = payload[head + 24 + 32:]
-    meta = json.loads(body[:lengths[0]])
-    edit(meta)
-    sections = [json.dumps(meta).encode(), body[lengths[0]:lengths[0] + lengths[1]], body[lengths[0] + lengths[1]:]]
+    if isinstance(edit, bytes):
+        description = edit
+    else:
+        meta = json.loads(body[:lengths[0]])
+        edit(meta)
+        description = json.dumps(meta).encode()
+    sections = [description, body[lengths[0]:lengths[0] + lengths[1]], body[lengths[0] + lengths[1]:]]
     new_head = se.MAGIC + bytes([se.FORMAT]) + b"".join(len(s).to_bytes(8, "little") for s in sections)
     digest = hashlib.sha256(new_head + b"".join(sections)).digest()
     return new_head + digest + b"".join(sections)
@@ -205,6 +210,9 @@ def test_damaged_foreign_and_mismatched_payloads_are_refused():
         "another PJRT plugin": [_resealed(payload, lambda m: m.update(plugin="/elsewhere/pjrt.so|0|1:2|cpu"))],
         "had 7 devices": [_resealed(payload, lambda m: m.update(device_count=7))],
         "constants are": [_resealed(payload, shorter_consts)],
+        "description is not JSON": [_resealed(payload, b"[" * 100000 + b"]" * 100000),  # (nested past the stack)
+                                    _resealed(payload, b"\xff{}")],
+        "description is not an object": [_resealed(payload, b"[1, 2]")],
     }
     for message, blobs in cases.items():
         for blob in blobs:

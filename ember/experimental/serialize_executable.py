@@ -199,8 +199,8 @@ def _sections(serialized: _Any) -> tuple[dict[str, _Any], bytes, bytes]:
     ends = [_HEADER + sum(lengths[:i + 1]) for i in range(3)]
     try:
         meta = _json.loads(data[_HEADER:ends[0]].decode())
-    except (UnicodeDecodeError, ValueError) as err:
-        raise ValueError(f"{_WHO}: the payload's description is not JSON ({err})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:  # (RecursionError: nesting too deep)
+        raise ValueError(f"{_WHO}: the payload's description is not JSON ({type(err).__name__}: {err})") from None
     if not isinstance(meta, dict) or set(meta) != _KEYS:
         raise ValueError(f"{_WHO}: the payload's description is not an object of the keys {sorted(_KEYS)}")
     return meta, data[ends[0]:ends[1]], data[ends[1]:ends[2]]
