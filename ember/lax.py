@@ -42,6 +42,8 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "threefry4x32"
                                         "new_ref", "ref_get", "ref_swap", "freeze",
                                         # host callbacks (jax.pure_callback, io_callback, debug.callback):
                                         "pure_callback", "io_callback", "debug_callback",
+                                        # jax.experimental.shard_alike's (jax._src.shard_alike.shard_alike_p):
+                                        "shard_alike",
                                         # jax.ffi.ffi_call's (jax._src.ffi.ffi_call_p):
                                         "ffi_call",
                                         # jax.debug.inspect_array_sharding's (jax._src.debugging.inspect_sharding_p):

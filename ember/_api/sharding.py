@@ -1,6 +1,7 @@
 """Sharding in the API: jit's in_shardings / out_shardings (checked when jit is called, then matched to the leaves of
 the arguments and results: a Sharding, or a tree prefix holding Shardings and None; PartitionSpecs under the current
-mesh), with_sharding_constraint and reshard, and arrays assembled from per-device parts (make_array_from_*)."""
+mesh), with_sharding_constraint, reshard and shard_alike, and arrays assembled from per-device parts
+(make_array_from_*)."""
 from __future__ import annotations
 
 import inspect
@@ -15,7 +16,7 @@ from ember._core.pytree import prefix_entries, tree_flatten, tree_leaves, tree_m
 from ember._core.sharding import (AxisType, Mesh, NamedSharding, PartitionSpec, Sharding, current_abstract_mesh,
                                   current_mesh, spec_axes, swap_current_mesh)
 from ember._prims.explicit import resolve
-from ember._prims.sharding import check_rank, sharding_constraint_p
+from ember._prims.sharding import check_alike_shapes, check_rank, shard_alike_p, sharding_constraint_p
 from ember._runtime import Array, ShardedArray, device_put
 from ember._runtime.array import canonical_aval, device_put as one_device_put
 
@@ -83,6 +84,20 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
         out.append(sharding_constraint_p.bind(leaf, sharding=sharding))
     return tree.unflatten(out)
 
+
+def shard_alike(x: Any, y: Any) -> tuple[Any, Any]:
+    """(x, y) unchanged, each leaf of x tied to the same leaf of y (trees of one structure, leaves of one shape), as
+    jax.experimental.shard_alike.shard_alike: inside a program partitioned over several devices, XLA's partitioner
+    gives the two the same sharding, whichever it picks for either (a value left unconstrained next to a sharded
+    one is sharded alike); in a program on one device it does nothing. Under grad the cotangents are tied too."""
+    x_leaves, x_tree = tree_flatten(x)
+    y_leaves, y_tree = tree_flatten(y)
+    if x_tree != y_tree:
+        raise ValueError(f"shard_alike: Trees should be equal. Got x_tree: {x_tree}, y_tree: {y_tree}")
+    for a, b in zip(x_leaves, y_leaves):
+        check_alike_shapes(aval_of(a).shape, aval_of(b).shape)
+    pairs = [shard_alike_p.bind(a, b) for a, b in zip(x_leaves, y_leaves)]
+    return x_tree.unflatten([p[0] for p in pairs]), y_tree.unflatten([p[1] for p in pairs])
 
 def _entries(spec: Any, ndim: int) -> tuple[Any, ...]:
     """A spec's entries, one per dimension (None after the last), each axis tuple of one name as the name."""

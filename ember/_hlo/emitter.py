@@ -116,7 +116,7 @@ class Emitter:
 
     def __init__(self, indent: str = "    ", counter: Iterator[int] | None = None,
                  types: dict[str, str] | None = None, functions: dict[str, str] | None = None,
-                 called: dict[Any, str] | None = None) -> None:
+                 called: dict[Any, str] | None = None, shard_groups: Iterator[int] | None = None) -> None:
         self.lines: list[str] = []
         self.types: dict[str, str] = {} if types is None else types
         self.indent = indent
@@ -126,6 +126,8 @@ class Emitter:
         self.functions: dict[str, str] = {} if functions is None else functions
         # the functions emitted for calls (lower.call_function), shared likewise: what they compute -> name
         self.called: dict[Any, str] = {} if called is None else called
+        # the ids of the module's shard groups (shard_group), shared likewise: XLA joins every value of one id
+        self.shard_groups: Iterator[int] = itertools.count() if shard_groups is None else shard_groups
         self.scope: tuple[str, ...] = ()
         self.location = ""
         self.ops = 0  # ops emitted into this body so far, and the results of the last one (see lower._in_effect_order)
@@ -149,9 +151,15 @@ class Emitter:
     def fresh(self, prefix: str = "") -> str:
         return f"%{prefix}{next(self._counter)}"
 
+    def shard_group(self) -> int:
+        """A new shard group id, unique in the module (its functions and regions included): values marked with
+        the same id are given the same sharding by XLA's partitioner (shard_alike)."""
+        return next(self.shard_groups)
+
     def child(self) -> "Emitter":
         """An emitter for a region nested in this body."""
-        child = Emitter(self.indent + "    ", self._counter, self.types, self.functions, self.called)
+        child = Emitter(self.indent + "    ", self._counter, self.types, self.functions, self.called,
+                        self.shard_groups)
         child.scope, child.location = self.scope, self.location
         child.axis_context, child.device_assignment = self.axis_context, self.device_assignment
         child.platform = self.platform

@@ -116,7 +116,7 @@ def private_function(ctx: LoweringContext, ir: IR, name: str, axis_context: Any 
     key = (ir, emitter.scope, emitter.location, axes, emitter.device_assignment)
     callee = emitter.called.get(key)
     if callee is None:
-        function = Emitter(functions=emitter.functions, called=emitter.called)
+        function = Emitter(functions=emitter.functions, called=emitter.called, shard_groups=emitter.shard_groups)
         function.device_assignment, function.axis_context = emitter.device_assignment, axes
         function.platform = emitter.platform
         function.scope, function.location = emitter.scope, emitter.location

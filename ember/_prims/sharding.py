@@ -1,6 +1,7 @@
 """Sharding constraints: with_sharding_constraint(x, sharding) is x, laid out over devices as sharding says (XLA's
 partitioner reshards it there); a program holding one is partitioned over the sharding's devices. And
-inspect_sharding (ember.debug.inspect_array_sharding): a callback told a value's sharding."""
+inspect_sharding (ember.debug.inspect_array_sharding): a callback told a value's sharding. And shard_alike
+(ember.experimental.shard_alike): two values that XLA's partitioner gives the same sharding, whichever it picks."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,10 +9,10 @@ from typing import Any
 from ember._core import TRACE_STATE, Primitive, ShapedArray
 from ember._core.axes import current_spmd_axes
 from ember._core.sharding import NamedSharding, Sharding, explicit_of
-from ember._hlo.emitter import places, sharding_marker
+from ember._hlo.emitter import places, quoted_text, sharding_marker
 from ember._hlo.lower import LoweringContext
 from ember._hlo.spmd import sharding_text
-from ember._prims.shape import BatchDim, linear_jvp
+from ember._prims.shape import BatchDim, batch_at_front, batch_size, linear_jvp, moveaxis
 from ember._prims import explicit
 
 # sharding_constraint(x, sharding): the identity, x placed as sharding says.
@@ -106,6 +107,67 @@ def _inspect_sharding_batching(args: list[Any], dims: list[BatchDim], *, callbac
     """The batched value's sharding, as JAX's."""
     inspect_sharding_p.bind(args[0], callback=callback)
     return [], []
+
+
+# shard_alike(x, y) -> (x, y): the identity on both, and a tie between them: in a program partitioned over several
+# devices XLA's sharding propagation gives x and y the same sharding, whichever it picks for either (from x's
+# producers or consumers, or y's). Lowered as JAX lowers it for XLA's GSPMD partitioner: each value through a
+# custom call @Sharding whose sharding is `{unknown shard_as N}`, N the same for both and new in the module (the
+# plugin's XLA honours it: a value left unspecified next to a sharded one comes out sharded alike). Each result keeps
+# its operand's type (varying axes, explicit sharding), as JAX's abstract eval does.
+shard_alike_p = Primitive("shard_alike", multiple_results=True, own_vma=True, checks=())
+
+
+@shard_alike_p.def_rule("abstract_eval")
+def _shard_alike_abstract_eval(x: ShapedArray, y: ShapedArray) -> list[ShapedArray]:
+    check_alike_shapes(x.shape, y.shape)
+    return [x, y]
+
+
+@shard_alike_p.def_rule("lowering")
+def _shard_alike_lowering(ctx: LoweringContext, x: str, y: str) -> list[str]:
+    """Nothing in a program on one device; inside a shard_map body the values are each device's own blocks
+    (manual), which a shard group cannot tie, so nothing there either."""
+    emitter = ctx.emitter
+    if emitter.device_assignment is None or emitter.axis_context is not None:
+        return [x, y]
+    text = quoted_text(f"{{unknown shard_as {emitter.shard_group()}}}")
+    # (a side effect, as JAX's: XLA keeps the two marks apart even where x and y are one value)
+    return [ctx.op("stablehlo.custom_call", [v], aval, {"call_target_name": '"Sharding"', "has_side_effect": "true",
+                                                         "mhlo.sharding": text})
+            for v, aval in zip((x, y), ctx.avals_out)]
+
+
+shard_alike_p.def_rule("jvp", linear_jvp(shard_alike_p))  # (the tangents tied as well)
+
+
+@shard_alike_p.def_rule("vjp")
+def _shard_alike_vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool]) -> list[Any]:
+    """The cotangents tied as the values are; a zero one (None) ties nothing (as JAX's transpose)."""
+    if cts[0] is None or cts[1] is None:
+        return list(cts)
+    return shard_alike_p.bind(*cts)
+
+
+@shard_alike_p.def_rule("batching")
+def _shard_alike_batching(args: list[Any], dims: list[BatchDim]) -> tuple[list[Any], list[BatchDim]]:
+    """The two values batched at the same dimension, then tied: an unbatched one is broadcast along the other's
+    batch dimension, and y's batch dimension moved to x's where they differ (as JAX's rule)."""
+    (x, y), (dx, dy) = args, dims
+    if dx is None and dy is None:
+        return shard_alike_p.bind(x, y), [None, None]
+    d = dx if dx is not None else dy
+    size = batch_size(args, dims)
+    x, y = (moveaxis(batch_at_front(v, dv, size), 0, d) if dv is None else moveaxis(v, dv, d)
+            for v, dv in ((x, dx), (y, dy)))
+    return shard_alike_p.bind(x, y), [d, d]
+
+
+def check_alike_shapes(x_shape: tuple[int, ...], y_shape: tuple[int, ...]) -> None:
+    """The ValueError of shard_alike on leaves of different shapes (JAX's words, naming the API)."""
+    if tuple(x_shape) != tuple(y_shape):
+        raise ValueError(f"shard_alike: The leaves shapes of `x` and `y` should match. Got `x` leaf shape: "
+                         f"{tuple(x_shape)} and `y` leaf shape: {tuple(y_shape)}.")
 
 
 def check_rank(api: str, sharding: Sharding, x: ShapedArray) -> None:
