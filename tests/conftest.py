@@ -48,6 +48,9 @@ def pytest_collection_modifyitems(config, items):
     files: dict = {}  # (then the measured heavy cases, file by file)
     for (path, _, _), cases in functions.items():
         files.setdefault(path, []).extend(cases)
+        if path in default_tier.SHARED_SETUP:  # (one worker runs the file: its module fixture runs once)
+            for item in cases:
+                item.add_marker(pytest.mark.xdist_group(path))
     for path, cases in files.items():
         marked = [(item.name, item.get_closest_marker("slow") is not None) for item in cases]
         for item, (_, was_slow), slow in zip(cases, marked, default_tier.heavy_cases(path, marked)):

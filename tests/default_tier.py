@@ -519,7 +519,7 @@ def heavy_cases(path: str, cases: Sequence[tuple[str, bool]]) -> list[bool]:
     heavy = []
     for i, (name, is_slow) in enumerate(cases):
         function = name.split("[", 1)[0]
-        exempt = (f"{path}::{function}" in KEEP or path in HEAVY_KEEP_FILES
+        exempt = (f"{path}::{function}" in KEEP or path in HEAVY_KEEP_FILES or path in SHARED_SETUP
                   or (path.startswith("prims/") and function in PRIMITIVE_CHECKS))
         if not is_slow and not exempt and times.get(f"{path}::{name}", 0.0) >= HEAVY_SECONDS:
             heavy.append(i)
@@ -528,4 +528,18 @@ def heavy_cases(path: str, cases: Sequence[tuple[str, bool]]) -> list[bool]:
     for i in heavy:
         slow[i] = True
     return slow
+
+
+# Files whose tests share a costly module fixture (a subprocess computing every case's result, a C library built):
+# their tests run on one worker of the default run (an xdist_group, with pyproject's --dist loadgroup), so the
+# fixture runs once rather than once per worker (each is 3-9 s). Their cases are not measured heavy: the first one
+# run pays the fixture, whichever it is.
+SHARED_SETUP: dict[str, str] = {
+    "test_context_mesh.py": "a subprocess with four CPU devices computes every case",
+    "test_explicit_sharding.py": "a subprocess with four CPU devices computes every case",
+    "test_export_mesh.py": "a subprocess with four CPU devices computes every case",
+    "test_ffi.py": "the handlers' C library is compiled",
+    "test_libraries.py": "subprocesses run every library program on ember and on JAX",
+    "test_printed_forms.py": "two subprocesses print every program, with and without the drop-in",
+}
 

@@ -21,6 +21,9 @@ def case_key(classname: str, name: str) -> str:
     """A JUnit test case's key as tests/conftest.py forms it: its file under tests/ and its name with the id
     ('reliability/test_runtime.py::test_x[on]'); classname is the module's dotted path (no test classes here)."""
     module = classname.split(".", 1)[1] if classname.startswith("tests.") else classname
+    group = name.rpartition("@")[2]  # (xdist's loadgroup appends '@group' to the names of a group's tests)
+    if group.endswith(".py") and " " not in group:
+        name = name.rpartition("@")[0]
     return module.replace(".", "/") + ".py::" + name
 
 

@@ -99,6 +99,7 @@ def shard_alike(x: Any, y: Any) -> tuple[Any, Any]:
     pairs = [shard_alike_p.bind(a, b) for a, b in zip(x_leaves, y_leaves)]
     return x_tree.unflatten([p[0] for p in pairs]), y_tree.unflatten([p[1] for p in pairs])
 
+
 def _entries(spec: Any, ndim: int) -> tuple[Any, ...]:
     """A spec's entries, one per dimension (None after the last), each axis tuple of one name as the name."""
     entries = tuple(e[0] if isinstance(e, tuple) and len(e) == 1 else e for e in spec)
