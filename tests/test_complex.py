@@ -59,6 +59,7 @@ ACCEPTS_COMPLEX = {
     "sort",  # (complex values carried along real keys; complex keys are refused: ember.numpy sorts by parts)
     "sharding_constraint",  # (a layout over devices: tests/prims/test_sharding_prims.py has a complex Case)
     "inspect_sharding",  # (reads a value's layout, never its values: any dtype)
+    "shard_alike",  # (ties two values' layouts, never their values: tests/test_shard_alike.py ties complex ones)
 }
 # host callbacks: the values go to Python as numpy arrays (complex ones checked in tests/test_callbacks.py)
 CALLBACKS = {"pure_callback", "io_callback", "debug_callback"}

@@ -110,6 +110,13 @@ def test_values_types_and_nesting():
         u, v = shard_alike(a, b)
         return (u * u * v).sum()
     np.testing.assert_allclose(ember.jit(ember.hessian(cubic))(X[0], X[1]), np.diag(2 * X[1]), rtol=1e-6)
+    # complex values, tied over the mesh (tests/test_complex.py lists shard_alike among the primitives that take them)
+    z = (X + 1j * X[::-1]).astype(np.complex64)
+    sharded = ember.device_put(z, NamedSharding(MESH, P("x")))
+    u, v = ember.jit(lambda t, w: shard_alike(t, w * 2))(sharded, z)
+    np.testing.assert_array_equal(u, z)
+    np.testing.assert_array_equal(v, z * 2)
+    assert v.dtype == np.complex64 and _spec(v, NamedSharding) == ("x", None)
 
 
 def _errors(shard_alike_, jit, lnp):

@@ -78,6 +78,8 @@ CASES = [
          [((2, 3), (2, 3))], F, jax=lambda x, y: jax_shard_alike(x * y, y)),
     Case("shard_alike", _tied, lambda x, y: [(x * x).astype(x.dtype), (y * 2).astype(y.dtype)], [((4, 3), (4, 3))], F,
          jax=_jax_tied, name="shard_alike_partitioned"),
+    Case("shard_alike", _tied, lambda x, y: [(x * x).astype(x.dtype), (y * 2).astype(y.dtype)], [((4, 3), (4, 3))],
+         ["complex64"], jax=_jax_tied, grad_dtype="complex128", jacobians=False, name="shard_alike_complex"),
     # inspect_array_sharding: no results, so the values are the rest of the function's (its callbacks are called at
     # compile time: tests/test_sharding.py); its derivatives are its primal's, and vmap inspects the batched value
     Case("inspect_sharding", lambda x: (ember.debug.inspect_array_sharding(x, callback=lambda s: None), x * 2.0)[1],
