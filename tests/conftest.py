@@ -27,6 +27,18 @@ import gc  # noqa: E402
 import pytest  # noqa: E402
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """With several xdist workers, the tests of one xdist_group run on one worker (--dist loadgroup, unless another
+    mode was asked for): the files of default_tier.SHARED_SETUP are such groups, so their module fixtures run once.
+    (Set here, not in pyproject's addopts, so that a run without xdist, `-p no:xdist`, still parses its options.)"""
+    if getattr(config.option, "dist", None) == "load":  # (the controller: it schedules)
+        config.option.dist = "loadgroup"
+    worker = getattr(config, "workerinput", None)
+    if worker is not None and not any(arg.startswith("--dist") for arg in worker.get("mainargv", ())):
+        config.option.loadgroup = True  # (a worker: it names a group's tests for the controller's scheduling)
+
+
 @pytest.hookimpl(tryfirst=True)  # (before -m selects by the marks)
 def pytest_collection_modifyitems(config, items):
     """The rules of tests/default_tier.py: the tests they name, and the sweeps' other cases, leave the default run
