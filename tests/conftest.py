@@ -54,9 +54,7 @@ def pytest_collection_modifyitems(config, items):
     for (path, name, _), cases in functions.items():
         marked = [(getattr(getattr(item, "callspec", None), "id", None), item.get_closest_marker("slow") is not None)
                   for item in cases]
-        for item, (_, was_slow), slow in zip(cases, marked, default_tier.slow_cases(path, name, marked)):
-            if slow and not was_slow:
-                item.add_marker(pytest.mark.slow)
+        _mark_slow(cases, marked, default_tier.slow_cases(path, name, marked))
     files: dict = {}  # (then the measured heavy cases, file by file)
     for (path, _, _), cases in functions.items():
         files.setdefault(path, []).extend(cases)
@@ -65,9 +63,14 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.xdist_group(path))
     for path, cases in files.items():
         marked = [(item.name, item.get_closest_marker("slow") is not None) for item in cases]
-        for item, (_, was_slow), slow in zip(cases, marked, default_tier.heavy_cases(path, marked)):
-            if slow and not was_slow:
-                item.add_marker(pytest.mark.slow)
+        _mark_slow(cases, marked, default_tier.heavy_cases(path, marked))
+
+
+def _mark_slow(items, marked, slow):
+    """Mark slow the items a rule makes slow (marked: each item's (name or id, slow already))."""
+    for item, (_, was_slow), is_slow in zip(items, marked, slow):
+        if is_slow and not was_slow:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_collection_finish(session):

@@ -531,7 +531,7 @@ def heavy_cases(path: str, cases: Sequence[tuple[str, bool]]) -> list[bool]:
 
 
 # Files whose tests share a costly module fixture (a subprocess computing every case's result, a C library built):
-# their tests run on one worker of the default run (an xdist_group, with pyproject's --dist loadgroup), so the
+# their tests run on one worker of the default run (an xdist_group; tests/conftest.py sets --dist loadgroup), so the
 # fixture runs once rather than once per worker (each is 3-9 s). Their cases are not measured heavy: the first one
 # run pays the fixture, whichever it is.
 SHARED_SETUP: dict[str, str] = {
