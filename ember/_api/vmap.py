@@ -132,6 +132,27 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
 
     @wraps(fun)
     def batched(*args: Any, **kwargs: Any) -> Any:
+        # Objects with the vmappable protocol (a sparse array mapped along a batch dimension) are passed as their
+        # member view, and the outputs of that kind are stacked back (as JAX's register_vmappable).
+        sizes = [] if axis_size is None else [axis_size]
+        if any(_is_vmappable(x) for x in tree_flatten((args, kwargs), is_leaf=_is_vmappable)[0]):
+            per_arg = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+            if len(per_arg) == len(args):
+                args = tuple(_members(x, ax, sizes) for x, ax in zip(args, per_arg))
+            kwargs = _members(kwargs, 0, sizes)
+        out = batched_leaves(*args, **kwargs)
+        if not any(_is_vmappable(x) for x in tree_flatten(out, is_leaf=_is_vmappable)[0]):
+            return out
+        if not sizes:
+            mapped = zip(tree_flatten((args, kwargs))[0],
+                         broadcast_prefix(name, "in_axes", in_axes, args) + [0] * len(tree_flatten(kwargs)[0]))
+            sizes = [x.shape[ax] for x, ax in mapped if ax is not None and hasattr(x, "shape")]
+        size = sizes[0]
+        if isinstance(out_axes, tuple) and isinstance(out, tuple) and len(out_axes) == len(out):
+            return tuple(_stacked(o, ax, size) for o, ax in zip(out, out_axes))
+        return _stacked(out, out_axes, size) if not isinstance(out_axes, tuple) else out
+
+    def batched_leaves(*args: Any, **kwargs: Any) -> Any:
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError(f"{name}: in_axes has {len(in_axes)} entries but the function was called with "
                              f"{len(args)} positional arguments; in_axes must be an int, None, or a tuple with "
@@ -163,6 +184,39 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
         return cache.call(key, leaves, build, in_tree, avals, axes, size, static, full_tree)
 
     return batched
+
+
+def _is_vmappable(x: Any) -> bool:
+    """Whether x follows the vmappable protocol: `__ember_vmap_member__(axis)` gives the object a function mapped
+    along axis sees (the same array leaves, described as one member: a sparse array's shape without that batch
+    dimension), and `__ember_vmap_stack__(size, axis)` the object of size members stacked along axis."""
+    return hasattr(type(x), "__ember_vmap_member__")
+
+
+def _members(tree: Any, axis: Any, sizes: list[int]) -> Any:
+    """tree with its vmappable objects mapped along the int axis replaced by their member views (sizes collects
+    the mapped sizes); other axis specs (None, nested prefixes) leave them as they are."""
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        return tree
+    leaves, treedef = tree_flatten(tree, is_leaf=_is_vmappable)
+
+    def member(x: Any) -> Any:
+        if not _is_vmappable(x):
+            return x
+        ax = axis + x.ndim if axis < 0 else axis
+        view = x.__ember_vmap_member__(ax)
+        sizes.append(x.shape[ax])
+        return view
+    return treedef.unflatten([member(x) for x in leaves])
+
+
+def _stacked(tree: Any, axis: Any, size: int) -> Any:
+    """tree with its vmappable objects (member views) stacked back along the int axis."""
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        return tree
+    leaves, treedef = tree_flatten(tree, is_leaf=_is_vmappable)
+    return treedef.unflatten([x.__ember_vmap_stack__(size, axis + x.ndim + 1 if axis < 0 else axis)
+                              if _is_vmappable(x) else x for x in leaves])
 
 
 class _StaticKey:

@@ -1,0 +1,18 @@
+"""ember.experimental.sparse (jax.experimental.sparse): sparse arrays and the transformation that runs dense code
+on them (docs/sparse.md). BCOO (batched COO) is the main format, with its bcoo_* operations."""
+from ember.experimental.sparse._base import (CuSparseEfficiencyWarning as CuSparseEfficiencyWarning,
+                                             JAXSparse as JAXSparse, SparseEfficiencyError as SparseEfficiencyError,
+                                             SparseEfficiencyWarning as SparseEfficiencyWarning)
+from ember.experimental.sparse import bcoo as bcoo
+from ember.experimental.sparse.bcoo import (
+    BCOO as BCOO, bcoo_broadcast_in_dim as bcoo_broadcast_in_dim, bcoo_concatenate as bcoo_concatenate,
+    bcoo_conv_general_dilated as bcoo_conv_general_dilated, bcoo_dot_general as bcoo_dot_general,
+    bcoo_dot_general_sampled as bcoo_dot_general_sampled, bcoo_dynamic_slice as bcoo_dynamic_slice,
+    bcoo_extract as bcoo_extract, bcoo_fromdense as bcoo_fromdense, bcoo_gather as bcoo_gather,
+    bcoo_multiply_dense as bcoo_multiply_dense, bcoo_multiply_sparse as bcoo_multiply_sparse,
+    bcoo_reduce_sum as bcoo_reduce_sum, bcoo_reshape as bcoo_reshape, bcoo_rev as bcoo_rev,
+    bcoo_slice as bcoo_slice, bcoo_sort_indices as bcoo_sort_indices, bcoo_squeeze as bcoo_squeeze,
+    bcoo_sum_duplicates as bcoo_sum_duplicates, bcoo_todense as bcoo_todense, bcoo_transpose as bcoo_transpose,
+    bcoo_update_layout as bcoo_update_layout)
+from ember.experimental.sparse import api as api
+from ember.experimental.sparse.api import empty as empty, eye as eye, todense as todense

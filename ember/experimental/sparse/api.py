@@ -1,0 +1,42 @@
+"""The format-independent entry points (jax.experimental.sparse.api): todense, empty, eye."""
+from __future__ import annotations
+
+import operator
+from typing import Any, Sequence
+
+from ember.experimental.sparse._base import JAXSparse
+from ember.experimental.sparse.bcoo import BCOO
+
+
+def _formats() -> dict[str, type]:
+    from ember.experimental.sparse import formats
+    return formats.FORMATS
+
+
+def todense(arr: Any) -> Any:
+    """arr as a dense array: a sparse array's todense(), a dense array as it is."""
+    return arr.todense() if isinstance(arr, JAXSparse) else arr
+
+
+def empty(shape: Sequence[int], dtype: Any = None, index_dtype: Any = "int32", sparse_format: str = "bcoo",
+          **kwds: Any) -> JAXSparse:
+    """An all-zero sparse array of this shape (nse=0 unless nse= is given; n_batch, n_dense for BCOO)."""
+    formats = _formats()
+    if sparse_format not in formats:
+        raise ValueError(f"empty: sparse_format={sparse_format!r} not recognized; must be one of {list(formats)}")
+    return formats[sparse_format]._empty(tuple(shape), dtype=dtype, index_dtype=index_dtype, **kwds)
+
+
+def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, index_dtype: Any = "int32",
+        sparse_format: str = "bcoo", **kwds: Any) -> JAXSparse:
+    """The N x M sparse matrix with ones on its k-th diagonal (like jnp.eye)."""
+    formats = _formats()
+    if sparse_format not in formats or sparse_format == "bcsr":
+        raise ValueError(f"eye: sparse_format={sparse_format!r} not recognized; must be one of "
+                         f"{[f for f in formats if f != 'bcsr']}")
+    N = operator.index(N)
+    M = N if M is None else operator.index(M)
+    return formats[sparse_format]._eye(N=N, M=M, k=operator.index(k), dtype=dtype, index_dtype=index_dtype, **kwds)
+
+
+__all__ = ["BCOO", "empty", "eye", "todense"]
