@@ -355,3 +355,85 @@ def test_grad_through_bcoo_operations_as_jax():
     _close(e[1], j[1], rtol=1e-4)
     dense_grad = ember.grad(lambda m: es.BCOO.fromdense(m, nse=6).todense().sum() * 2)(x)
     _close(dense_grad, jax.grad(lambda m: js.BCOO.fromdense(m, nse=6).todense().sum() * 2)(jjnp.asarray(x)))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 2. sparsify and the sparse transforms
+
+SPARSIFIED = [  # (name, function of (sparse matrix, dense vector), as numpy functions of both libraries' arrays)
+    ("matvec", lambda np_, m, v: m @ v),
+    ("vecmat", lambda np_, m, v: v[:3] @ m),
+    ("elementwise", lambda np_, m, v: np_.sin(m) * 2 - np_.negative(m) * m),
+    ("add_and_sum", lambda np_, m, v: (m + m).sum(0)),
+    ("add_two", lambda np_, m, v: m + m.T.T),
+    ("mul_dense_broadcast", lambda np_, m, v: m * v),
+    ("div_and_pow", lambda np_, m, v: (m / 2.0) ** 2),
+    ("transpose_reshape", lambda np_, m, v: m.T.reshape(2, 6)),
+    ("sum_axis", lambda np_, m, v: m.sum(1)),
+    ("full_sum", lambda np_, m, v: m.sum()),
+    ("index", lambda np_, m, v: m[1:, ::2]),
+    ("nested_jit", lambda np_, m, v: jax.jit(np_.abs)(m) if np_ is jjnp else ember.jit(np_.abs)(m)),
+    ("astype", lambda np_, m, v: m.astype(np.float16)),
+    ("dense_plus_sparse", lambda np_, m, v: m + np_.ones((3, 4), np.float32)),
+    ("concatenate", lambda np_, m, v: np_.concatenate([m, m], axis=0)),
+    ("stack", lambda np_, m, v: np_.stack([m, m])),
+    ("expand", lambda np_, m, v: m[None]),
+]
+
+
+@pytest.mark.parametrize("name,fn", SPARSIFIED, ids=[s[0] for s in SPARSIFIED])
+def test_sparsify_as_jax(name, fn):
+    x = _sparse_dense((3, 4), seed=5)
+    v = RNG.normal(size=(4,)).astype(np.float32)
+    got, want = _pair(x)
+    e = es.sparsify(lambda m, w: fn(jnp, m, w))(got, v)
+    j = js.sparsify(lambda m, w: fn(jjnp, m, w))(want, jjnp.asarray(v))
+    if isinstance(j, js.BCOO):
+        _same_bcoo(e, j, exact=False)
+    else:
+        _close(e, j)
+    jitted = ember.jit(es.sparsify(lambda m, w: fn(jnp, m, w)))(got, v)
+    _close(es.todense(jitted), es.todense(e))
+
+
+def test_sparsify_errors_and_operators():
+    got, want = _pair(_sparse_dense((3, 4)))
+    with pytest.raises(NotImplementedError, match="sparse rule for exp is not implemented because it would result "
+                                                  "in dense output"):
+        es.sparsify(jnp.exp)(got)
+    with pytest.raises(NotImplementedError, match="sparse rule for cumsum is not implemented"):
+        es.sparsify(lambda m: jnp.cumsum(m, 0))(got)
+    with pytest.raises(NotImplementedError, match="Subtraction between sparse and dense array"):
+        got - np.ones((3, 4), np.float32)
+    with pytest.raises(NotImplementedError, match="Division by a sparse array"):
+        1.0 / got
+    _same_bcoo(got * got, want * want)  # (distinct arguments: the product of two patterns, as JAX)
+    _same_bcoo(-got, -want)
+    _same_bcoo(abs(got), abs(want))
+    _same_bcoo(got[1], want[1])
+    _same_bcoo(es.sparsify(lambda m: m * m)(got), js.sparsify(lambda m: m * m)(want))
+    assert [r.shape for r in got] == [(4,)] * 3
+    _close(es.todense(got), want.todense())
+    _close(es.todense(np.ones(3, np.float32)), jjnp.ones(3, np.float32))
+
+
+def test_sparse_grad_value_and_grad_and_jacobians_as_jax():
+    x = _sparse_dense((3, 4), seed=3)
+    got, want = _pair(x)
+    v = RNG.normal(size=(4,)).astype(np.float32)
+    f = lambda m, w: (jnp.sin(m @ w) ** 2).sum() if isinstance(m, es.BCOO) else (jjnp.sin(m @ w) ** 2).sum()
+    _same_bcoo(es.grad(f)(got, v), js.grad(f)(want, jjnp.asarray(v)), exact=False)
+    ge, gj = es.grad(f, argnums=(0, 1))(got, v), js.grad(f, argnums=(0, 1))(want, jjnp.asarray(v))
+    _same_bcoo(ge[0], gj[0], exact=False)
+    _close(ge[1], gj[1])
+    (ve, ge), (vj, gj) = es.value_and_grad(f)(got, v), js.value_and_grad(f)(want, jjnp.asarray(v))
+    _close(ve, vj)
+    _same_bcoo(ge, gj, exact=False)
+    g = lambda m, w: m @ w
+    for ours, theirs in [(es.jacfwd, js.jacfwd), (es.jacrev, js.jacrev), (es.jacobian, js.jacobian)]:
+        _same_bcoo(ours(g)(got, v), theirs(g)(want, jjnp.asarray(v)), exact=False)
+    aux = es.grad(lambda m: ((m @ v).sum(), 7), has_aux=True)(got)
+    assert aux[1] == 7
+    _same_bcoo(aux[0], js.grad(lambda m: ((m @ jjnp.asarray(v)).sum(), 7), has_aux=True)(want)[0], exact=False)
+    # under jit, and ember.grad of the data (what sparse.grad does by hand)
+    _same_bcoo(ember.jit(es.grad(f))(got, v), js.grad(f)(want, jjnp.asarray(v)), exact=False)

@@ -16,3 +16,8 @@ from ember.experimental.sparse.bcoo import (
     bcoo_update_layout as bcoo_update_layout)
 from ember.experimental.sparse import api as api
 from ember.experimental.sparse.api import empty as empty, eye as eye, todense as todense
+from ember.experimental.sparse import transform as transform
+from ember.experimental.sparse.transform import sparsify as sparsify
+from ember.experimental.sparse import ad as ad
+from ember.experimental.sparse.ad import (grad as grad, jacfwd as jacfwd, jacobian as jacobian, jacrev as jacrev,
+                                          value_and_grad as value_and_grad)

@@ -40,6 +40,7 @@ class JAXSparse(abc.ABC):
     data: Any
     shape: tuple[int, ...]
     __hash__ = None  # type: ignore[assignment]
+    __array_ufunc__ = None  # (numpy operands defer to the sparse array's operators: `ndarray @ sparse`)
 
     def __init__(self, args: tuple[Any, ...], *, shape: Sequence[int]):
         self.shape = tuple(_static_int(type(self).__name__, "shape", s) for s in shape)
