@@ -12,6 +12,8 @@ the leaves, its shape and index facts the static part), and ember.vmap maps it a
 vmappable registration). The results' data, indices, nse and flags are JAX's (tests/test_sparse.py compares)."""
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import operator
 import warnings
@@ -274,11 +276,11 @@ def _sum_duplicates(data: Any, indices: Any, shape: Shape, nse: int | None, api:
             data = jnp.pad(data, pad)[(slice(None),) * n_batch + (slice(0, out_nse),)]
         return data, jnp.zeros((*indices.shape[:n_batch], out_nse, 0), indices.dtype)
     size = max(old_nse, 1)
-    unique, slot, count = nfold_vmap(lambda i: _unique_unbatched(i, sparse_shape, size), n_batch,
-                                     broadcasted=False)(indices)
     if nse is None:
-        nse = concrete_int(api, "nse", jnp.max(count, initial=0),
-                           f"pass nse to use {api} there")
+        nse = concrete_int(api, "nse", _distinct_count(indices, shape=shape), f"pass nse to use {api} there")
+        return _sum_duplicates(data, indices, shape, nse, api)
+    unique, slot, _ = nfold_vmap(lambda i: _unique_unbatched(i, sparse_shape, size), n_batch,
+                                 broadcasted=False)(indices)
     if nse <= size:
         unique = unique[..., :nse, :]
     else:
@@ -293,12 +295,23 @@ def _sum_duplicates(data: Any, indices: Any, shape: Shape, nse: int | None, api:
     return jnp.broadcast_to(out, (*batch, *out.shape[n_batch:])), unique
 
 
+def _distinct_count(indices: Any, *, shape: Shape) -> Any:
+    """The largest number of distinct in-range indices of a batch member (the nse sum_duplicates needs)."""
+    n_batch, n_sparse = indices.ndim - 2, indices.shape[-1]
+    sparse_shape = shape[n_batch:n_batch + n_sparse]
+    count = nfold_vmap(lambda i: _unique_unbatched(i, sparse_shape, max(i.shape[0], 1))[2], n_batch,
+                       broadcasted=False)(indices)
+    return jnp.max(count, initial=0)
+
+
 def bcoo_sum_duplicates(mat: "BCOO", nse: int | None = None) -> "BCOO":
     """mat with repeated indices added into one element, sorted, and out-of-range elements at the end (like
     jax.experimental.sparse.bcoo_sum_duplicates). nse (needed inside jit, vmap or grad) pads or truncates."""
     mat = _is_bcoo("bcoo_sum_duplicates", mat)
-    if nse is not None:
-        nse = concrete_int("bcoo_sum_duplicates", "nse", nse, "nse must be a static integer")
+    if nse is None:
+        nse = 1 if mat.n_sparse == 0 else _distinct_count(mat.indices, shape=mat.shape)
+        nse = concrete_int("bcoo_sum_duplicates", "nse", nse, "pass nse to use bcoo_sum_duplicates there")
+    nse = concrete_int("bcoo_sum_duplicates", "nse", nse, "nse must be a static integer")
     data, indices = _sum_duplicates(mat.data, mat.indices, mat.shape, nse, "bcoo_sum_duplicates")
     return BCOO((data, indices), shape=mat.shape, indices_sorted=True, unique_indices=True)
 
@@ -368,6 +381,11 @@ def bcoo_update_layout(mat: "BCOO", *, n_batch: int | None = None, n_dense: int 
     if n_batch > mat.n_batch and any(d > 1 for d in shape[mat.n_batch:n_batch]):
         inefficient(f"For matrix of shape {shape}, increasing n_batch from {mat.n_batch} to {n_batch} results in "
                     "inefficient storage.")
+    return _update_layout(mat, n_batch=n_batch, n_dense=n_dense)
+
+
+def _update_layout(mat: "BCOO", *, n_batch: int, n_dense: int) -> "BCOO":
+    shape = mat.shape
     data, indices = mat.data, mat.indices
     cur_batch, cur_dense = mat.n_batch, mat.n_dense
 
@@ -1236,6 +1254,66 @@ class BCOO(JAXSparse):
 
 def _bcoo_set_nse(mat: BCOO, nse: int) -> BCOO:
     return _set_nse(mat, operator.index(nse))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Each operation runs as one compiled computation (its static arguments in the cache key), as JAX's primitives
+# lower as a whole: eagerly that is one compilation per signature instead of one per array operation inside it.
+# Under an enclosing transformation it is an ordinary nested jit.
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return tuple(_hashable(v) for v in value.tolist())
+    return value
+
+
+def _compiled(fn: Any, *static: str) -> Any:
+    signature = inspect.signature(fn)
+    jitted = ember.jit(fn, static_argnames=static)
+    sparse = [name for name, p in signature.parameters.items() if str(p.annotation).strip("'\"") == "BCOO"]
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as err:
+            raise TypeError(f"{fn.__name__}: {err}") from None
+        for name in sparse:  # (checked here: under jit a wrong argument would be reported as a Tracer)
+            if name in bound.arguments:
+                _is_bcoo(fn.__name__, bound.arguments[name])
+        named = {k: _hashable(v) if k in static else v for k, v in bound.arguments.items()}
+        return jitted(**named)
+    return run
+
+
+bcoo_todense = _compiled(bcoo_todense)
+_extract = _compiled(_extract, "assume_unique")
+_fromdense = _compiled(_fromdense, "nse", "n_batch", "n_dense", "index_dtype")
+_distinct_count = _compiled(_distinct_count, "shape")
+bcoo_sort_indices = _compiled(bcoo_sort_indices)
+_sum_duplicates = _compiled(_sum_duplicates, "shape", "nse", "api")
+_update_layout = _compiled(_update_layout, "n_batch", "n_dense")
+bcoo_transpose = _compiled(bcoo_transpose, "permutation")
+bcoo_dot_general = _compiled(bcoo_dot_general, "dimension_numbers", "precision", "preferred_element_type",
+                             "out_sharding")
+bcoo_dot_general_sampled = _compiled(bcoo_dot_general_sampled, "dimension_numbers")
+bcoo_reduce_sum = _compiled(bcoo_reduce_sum, "axes")
+bcoo_multiply_dense = _compiled(bcoo_multiply_dense)
+bcoo_multiply_sparse = _compiled(bcoo_multiply_sparse)
+bcoo_broadcast_in_dim = _compiled(bcoo_broadcast_in_dim, "shape", "broadcast_dimensions", "sharding")
+bcoo_concatenate = _compiled(bcoo_concatenate, "dimension")
+bcoo_reshape = _compiled(bcoo_reshape, "new_sizes", "dimensions", "sharding")
+bcoo_rev = _compiled(bcoo_rev, "dimensions")
+bcoo_squeeze = _compiled(bcoo_squeeze, "dimensions")
+bcoo_slice = _compiled(bcoo_slice, "start_indices", "limit_indices", "strides")
+bcoo_dynamic_slice = _compiled(bcoo_dynamic_slice, "slice_sizes")
+bcoo_gather = _compiled(bcoo_gather, "dimension_numbers", "slice_sizes", "unique_indices", "indices_are_sorted",
+                        "mode", "fill_value")
+bcoo_conv_general_dilated = _compiled(bcoo_conv_general_dilated, "window_strides", "padding", "lhs_dilation",
+                                      "rhs_dilation", "dimension_numbers", "feature_group_count",
+                                      "batch_group_count", "precision", "preferred_element_type", "out_sharding")
 
 
 __all__ = ["BCOO", "bcoo_broadcast_in_dim", "bcoo_concatenate", "bcoo_conv_general_dilated", "bcoo_dot_general",
