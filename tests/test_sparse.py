@@ -474,3 +474,73 @@ def test_sparse_grad_value_and_grad_and_jacobians_as_jax():
                 L.sparse.jacfwd(product)(m, w), L.sparse.jacrev(product)(m, w), L.sparse.jacobian(product)(m, w),
                 with_aux[0], L.jit(L.sparse.grad(loss))(m, w))
     check(f, rtol=1e-4)
+
+
+def test_random_bcoo_as_jax():
+    def f(L):
+        key = (ember.random.PRNGKey if L.is_ember else jax.random.PRNGKey)(3)
+        return tuple(L.sparse.random_bcoo(key, (3, 4, 5), dtype=np.float32, indices_dtype=np.int32, **kw)
+                     for kw in [dict(), dict(n_batch=1), dict(n_dense=1, nse=2), dict(sorted_indices=True)])
+    check(f, exact=True)
+    # (drawn with replacement: JAX, the oracle here in 64-bit mode, draws its integers as int64, so only the
+    # properties are compared)
+    m = es.random_bcoo(ember.random.PRNGKey(3), (3, 4, 5), nse=30, sorted_indices=True, unique_indices=False)
+    flat = np.ravel_multi_index(tuple(np.asarray(m.indices).T), (3, 4, 5))
+    assert m.indices_sorted and np.all(np.diff(flat) >= 0) and m.dtype == np.float32
+    with pytest.raises(ValueError, match="random_bcoo: got nse=20, expected to be between 0 and 20"):
+        es.random_bcoo(ember.random.PRNGKey(0), (4, 5), nse=20)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 3. COO, CSR, CSC and BCSR
+
+@pytest.mark.parametrize("fmt", ["COO", "CSR", "CSC"])
+def test_coo_csr_csc_as_jax(fmt):
+    x, v, u, b = _sparse_dense((3, 4), seed=7), _dense((4,)), _dense((3,), seed=2), _dense((4, 2), seed=3)
+
+    def f(L):
+        cls = getattr(L.sparse, fmt)
+        m = cls.fromdense(x)
+        padded = cls.fromdense(x, nse=m.nse + 2)
+        eyes = [L.sparse.eye(3, 4, k, np.float32, sparse_format=fmt.lower()) for k in (0, 2, -1)]
+        return (m, padded, m.todense(), padded.todense(), m @ L.asarray(v), m.T @ L.asarray(u), m @ L.asarray(b),
+                m.T, L.jit(lambda a, w: a @ w)(m, L.asarray(v)), *eyes,
+                L.sparse.empty((3, 4), np.float32, sparse_format=fmt.lower()))
+    check(f)
+
+
+def test_coo_csr_functions_and_grad_as_jax():
+    x, v, b = _sparse_dense((3, 4), seed=7), _dense((4,)), _dense((3, 2), seed=3)
+
+    def f(L):
+        S = L.sparse
+        coo, csr = S.coo_fromdense(L.asarray(x)), S.csr_fromdense(L.asarray(x))
+        grad = L.grad(lambda d: (S.csr_matvec(S.CSR((d, csr.indices, csr.indptr), shape=(3, 4)),
+                                              L.asarray(v)) ** 2).sum())(csr.data)
+        return (S.coo_todense(coo), S.coo_matvec(coo, L.asarray(v)), S.coo_matmat(coo, L.asarray(b), transpose=True),
+                S.csr_todense(csr), S.csr_matvec(csr, L.asarray(v)), S.csr_matmat(csr, L.asarray(b), transpose=True),
+                grad)
+    check(f, rtol=1e-4)
+    with pytest.raises(ValueError, match=r"csr_matvec: v must have shape \(4,\) for a matrix of shape \(3, 4\)"):
+        es.csr_matvec(es.CSR.fromdense(x), np.ones(3, np.float32))
+    with pytest.raises(ValueError, match=r"coo_fromdense: expected a 2-D array, got shape \(3,\)"):
+        es.coo_fromdense(np.ones(3, np.float32))
+
+
+def test_bcsr_as_jax():
+    x, v = _sparse_dense((2, 3, 4), seed=4), _dense((4,))
+
+    def f(L):
+        S = L.sparse
+        batched, blocked, plain = (S.BCSR.fromdense(x, n_batch=1), S.BCSR.fromdense(x, n_dense=1),
+                                   S.BCSR.fromdense(x[0], nse=9))
+        dn = (((1,), (0,)), ((), ()))
+        return (batched, blocked, plain, batched.todense(), blocked.todense(), plain @ L.asarray(v),
+                S.bcsr_dot_general(plain, L.asarray(v), dimension_numbers=dn),
+                S.bcsr_concatenate([plain, plain], dimension=0), S.bcsr_extract(plain.indices, plain.indptr, x[0]),
+                S.bcsr_sum_duplicates(plain), plain.to_bcoo(), S.BCSR.from_bcoo(plain.to_bcoo()),
+                S.bcsr_broadcast_in_dim(plain, shape=(1, 3, 4), broadcast_dimensions=(1, 2)),
+                S.empty((3, 4), np.float32, sparse_format="bcsr"), L.vmap(lambda m: m.todense())(batched))
+    check(f)
+    with pytest.raises(ValueError, match="bcsr_fromdense: must have 2 sparse dimensions"):
+        es.bcsr_fromdense(x)

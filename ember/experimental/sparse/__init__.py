@@ -21,3 +21,17 @@ from ember.experimental.sparse.transform import sparsify as sparsify
 from ember.experimental.sparse import ad as ad
 from ember.experimental.sparse.ad import (grad as grad, jacfwd as jacfwd, jacobian as jacobian, jacrev as jacrev,
                                           value_and_grad as value_and_grad)
+from ember.experimental.sparse import random as random
+from ember.experimental.sparse.random import random_bcoo as random_bcoo
+from ember.experimental.sparse import coo as coo
+from ember.experimental.sparse.coo import (COO as COO, coo_fromdense as coo_fromdense, coo_matmat as coo_matmat,
+                                           coo_matvec as coo_matvec, coo_todense as coo_todense)
+from ember.experimental.sparse import csr as csr
+from ember.experimental.sparse.csr import (CSC as CSC, CSR as CSR, csr_fromdense as csr_fromdense,
+                                           csr_matmat as csr_matmat, csr_matvec as csr_matvec,
+                                           csr_todense as csr_todense)
+from ember.experimental.sparse import bcsr as bcsr
+from ember.experimental.sparse.bcsr import (
+    BCSR as BCSR, bcsr_broadcast_in_dim as bcsr_broadcast_in_dim, bcsr_concatenate as bcsr_concatenate,
+    bcsr_dot_general as bcsr_dot_general, bcsr_extract as bcsr_extract, bcsr_fromdense as bcsr_fromdense,
+    bcsr_sum_duplicates as bcsr_sum_duplicates, bcsr_todense as bcsr_todense)
