@@ -16,6 +16,9 @@ _IFRT = ("multi-controller runtimes (Pathways, IFRT programs, cross-host transfe
          "plugin does not have; ember's multi-process runs are ember.distributed's (docs/distributed.md)")
 
 ABSENT: dict[str, dict[str, str]] = {
+    "jax.experimental.sparse": {
+        "SparseTracer": "the tracer type of JAX's sparsify trace: ember's sparsify interprets the function's staged "
+                        "IR with the sparse values themselves (BCOO arrays), so there is no tracer type"},
     "jax.experimental.jet": {
         n: "JAX's Taylor-mode trace and its per-primitive rule tables (jet_rules, def_deriv, ...): ember's jet nests "
            "forward-mode derivatives of the Taylor path, so every primitive with a JVP rule has Taylor terms and "
@@ -79,7 +82,15 @@ ABSENT: dict[str, dict[str, str]] = {
 _LATER = "a jax.experimental library of its own, planned after this round of names"
 _NAMES = "not yet"
 NOT_YET: dict[str, dict[str, str]] = {
-    "jax.experimental.sparse": {"*": "sparse arrays (BCOO, BCSR, COO, CSR) and sparsify: " + _LATER},
+    "jax.experimental.sparse": {
+        **{n: "JAX's primitives of the sparse operations: ember's operations are compositions of its array "
+              "operations, each compiled as one jit (docs/sparse.md); primitives of their own are planned"
+           for n in ("bcoo_dot_general_p", "bcoo_dot_general_sampled_p", "bcoo_extract_p", "bcoo_fromdense_p",
+                     "bcoo_sort_indices_p", "bcoo_spdot_general_p", "bcoo_sum_duplicates_p", "bcoo_todense_p",
+                     "bcoo_transpose_p", "bcsr_dot_general_p", "bcsr_extract_p", "bcsr_fromdense_p",
+                     "bcsr_todense_p", "coo_fromdense_p", "coo_matmat_p", "coo_matvec_p", "coo_todense_p",
+                     "csr_fromdense_p", "csr_matmat_p", "csr_matvec_p", "csr_todense_p", "todense_p")},
+        "linalg": "sparse linear algebra (lobpcg_standard, spsolve): " + _LATER},
     "jax.experimental.control_deps": {"*": "control_dep/schedule ordering hints: " + _LATER},
     "jax.experimental.custom_partitioning": {"*": "user partitioning rules of a function for XLA's SPMD "
                                                   "partitioner: " + _LATER},

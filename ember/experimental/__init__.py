@@ -5,9 +5,12 @@ docs/scipy.md), rnn (an LSTM over cuDNN's flat weights, computed on any device: 
 home of ember.shard_map), hijax (JAX's names for high-level types: ember has none to stage; docs/as_jax.md),
 compilation_cache (set_cache_dir, reset_cache), roofline (flops and bytes estimated from a function's IR:
 docs/performance.md), serialize_executable (compiled functions as bytes, loaded without compiling: docs/aot.md),
-random (stateful_rng: docs/random.md), shard_alike (two values given the same sharding: docs/sharding.md), and
+random (stateful_rng: docs/random.md), shard_alike (two values given the same sharding: docs/sharding.md), sparse
+(BCOO and the other sparse formats, sparsify: docs/sparse.md), and
 JAX's names for extended dtypes and their arrays (primal_tangent_dtype, EArray, cur_qdd: ember computes on none
 of them)."""
+import importlib
+
 from ember._api.callbacks import io_callback as io_callback
 from ember.experimental import checkify as checkify
 from ember.experimental import compilation_cache as compilation_cache
@@ -28,4 +31,12 @@ from ember.experimental import shard_map as shard_map
 
 __all__ = ["EArray", "checkify", "compilation_cache", "compute_on", "cur_qdd", "hijax", "io_callback", "jet",
            "mesh_utils", "multihost_utils", "ode", "primal_tangent_dtype", "random", "rnn", "roofline",
-           "serialize_executable", "shard_alike", "shard_map"]
+           "serialize_executable", "shard_alike", "shard_map", "sparse"]
+
+
+def __getattr__(name: str) -> object:
+    """ember.experimental.sparse, imported on first use (it builds on ember's jit and numpy, which `import ember`
+    defines after this package)."""
+    if name == "sparse":
+        return importlib.import_module("ember.experimental.sparse")
+    raise AttributeError(f"module 'ember.experimental' has no attribute {name!r}")

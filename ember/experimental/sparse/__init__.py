@@ -1,5 +1,7 @@
 """ember.experimental.sparse (jax.experimental.sparse): sparse arrays and the transformation that runs dense code
-on them (docs/sparse.md). BCOO (batched COO) is the main format, with its bcoo_* operations."""
+on them (docs/sparse.md). BCOO (batched COO) is the main format, with its bcoo_* operations; sparsify runs a
+function of dense operations on BCOO arguments; grad, value_and_grad, jacfwd, jacrev and jacobian differentiate
+with respect to a sparse argument's data; COO, CSR and CSC are 2-D formats, BCSR the batched CSR one."""
 from ember.experimental.sparse._base import (CuSparseEfficiencyWarning as CuSparseEfficiencyWarning,
                                              JAXSparse as JAXSparse, SparseEfficiencyError as SparseEfficiencyError,
                                              SparseEfficiencyWarning as SparseEfficiencyWarning)
@@ -35,3 +37,4 @@ from ember.experimental.sparse.bcsr import (
     BCSR as BCSR, bcsr_broadcast_in_dim as bcsr_broadcast_in_dim, bcsr_concatenate as bcsr_concatenate,
     bcsr_dot_general as bcsr_dot_general, bcsr_extract as bcsr_extract, bcsr_fromdense as bcsr_fromdense,
     bcsr_sum_duplicates as bcsr_sum_duplicates, bcsr_todense as bcsr_todense)
+from ember.experimental.sparse import util as util

@@ -6,11 +6,7 @@ from typing import Any, Sequence
 
 from ember.experimental.sparse._base import JAXSparse
 from ember.experimental.sparse.bcoo import BCOO
-
-
-def _formats() -> dict[str, type]:
-    from ember.experimental.sparse import formats
-    return formats.FORMATS
+from ember.experimental.sparse.formats import FORMATS
 
 
 def todense(arr: Any) -> Any:
@@ -21,7 +17,7 @@ def todense(arr: Any) -> Any:
 def empty(shape: Sequence[int], dtype: Any = None, index_dtype: Any = "int32", sparse_format: str = "bcoo",
           **kwds: Any) -> JAXSparse:
     """An all-zero sparse array of this shape (nse=0 unless nse= is given; n_batch, n_dense for BCOO)."""
-    formats = _formats()
+    formats = FORMATS
     if sparse_format not in formats:
         raise ValueError(f"empty: sparse_format={sparse_format!r} not recognized; must be one of {list(formats)}")
     return formats[sparse_format]._empty(tuple(shape), dtype=dtype, index_dtype=index_dtype, **kwds)
@@ -30,7 +26,7 @@ def empty(shape: Sequence[int], dtype: Any = None, index_dtype: Any = "int32", s
 def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, index_dtype: Any = "int32",
         sparse_format: str = "bcoo", **kwds: Any) -> JAXSparse:
     """The N x M sparse matrix with ones on its k-th diagonal (like jnp.eye)."""
-    formats = _formats()
+    formats = FORMATS
     if sparse_format not in formats or sparse_format == "bcsr":
         raise ValueError(f"eye: sparse_format={sparse_format!r} not recognized; must be one of "
                          f"{[f for f in formats if f != 'bcsr']}")

@@ -14,6 +14,7 @@ import ember.numpy as jnp
 from ember.experimental.sparse import bcoo as _bcoo
 from ember.experimental.sparse._base import JAXSparse, SparseInfo, nfold_vmap
 from ember.experimental.sparse.bcoo import BCOO
+from ember.experimental.sparse.transform import sparsify
 
 
 def _validate(api: str, data: Any, indices: Any, indptr: Any, shape: Sequence[int]) -> tuple[int, int, int]:
@@ -176,11 +177,9 @@ class BCSR(JAXSparse):
         raise NotImplementedError("Transpose is not implemented.")
 
     def __matmul__(self, other: Any) -> Any:
-        from ember.experimental.sparse.transform import sparsify
         return sparsify(jnp.matmul)(self.to_bcoo(), other)
 
     def __rmatmul__(self, other: Any) -> Any:
-        from ember.experimental.sparse.transform import sparsify
         return sparsify(jnp.matmul)(other, self.to_bcoo())
 
     def __getitem__(self, index: Any) -> Any:

@@ -55,9 +55,11 @@ def sparsify(f: Callable[..., Any], use_tracer: bool = False) -> Callable[..., A
             if _is_sparse(leaf) and not isinstance(leaf, BCOO):
                 raise NotImplementedError(f"sparsify: {type(leaf).__name__} arguments are not supported (BCOO is)")
         inputs = [i for i, x in enumerate(leaves) if _is_sparse(x) or _is_array(x)]
+        for i in inputs:  # (numpy arrays as ember's: their dtypes canonical)
+            if not _is_sparse(leaves[i]) and not isinstance(leaves[i], Tracer):
+                leaves[i] = jnp.asarray(leaves[i])
         avals = [ShapedArray(leaves[i].shape, leaves[i].dtype) if _is_sparse(leaves[i])
-                 else aval_of(leaves[i]).strip_weak_type() if isinstance(leaves[i], Tracer) else
-                 ShapedArray(np.shape(leaves[i]), np.asarray(leaves[i]).dtype) for i in inputs]
+                 else aval_of(leaves[i]).strip_weak_type() for i in inputs]
         out_tree: list[Any] = []
 
         def flat(*values: Any) -> list[Any]:
