@@ -69,7 +69,10 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "threefry4x32"
                                         # composite_p), which jax.lax does not export:
                                         "platform_index", "composite",
                                         # a symbolic dimension as a value (jax's shape_poly.dim_as_value_p):
-                                        "dim_as_value"})
+                                        "dim_as_value",
+                                        # jax.experimental.sparse's (registered once ember.experimental.sparse
+                                        # is imported; ember.experimental.sparse.todense_p):
+                                        "todense"})
 
 
 def _primitive_names(namespace: dict[str, object]) -> list[str]:

@@ -544,3 +544,9 @@ def test_bcsr_as_jax():
     check(f)
     with pytest.raises(ValueError, match="bcsr_fromdense: must have 2 sparse dimensions"):
         es.bcsr_fromdense(x)
+
+
+def test_todense_inside_sparsify_is_dense_as_jax():
+    x = _sparse_dense((3, 4))
+    check(lambda L: (L.sparse.sparsify(lambda m: L.sparse.todense(m) * 2)(L.sparse.BCOO.fromdense(x)),
+                     L.sparse.sparsify(lambda m: L.np.exp(L.sparse.todense(m)))(L.sparse.BCOO.fromdense(x))))

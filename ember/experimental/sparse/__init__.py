@@ -17,7 +17,7 @@ from ember.experimental.sparse.bcoo import (
     bcoo_sum_duplicates as bcoo_sum_duplicates, bcoo_todense as bcoo_todense, bcoo_transpose as bcoo_transpose,
     bcoo_update_layout as bcoo_update_layout)
 from ember.experimental.sparse import api as api
-from ember.experimental.sparse.api import empty as empty, eye as eye, todense as todense
+from ember.experimental.sparse.api import empty as empty, eye as eye, todense as todense, todense_p as todense_p
 from ember.experimental.sparse import transform as transform
 from ember.experimental.sparse.transform import sparsify as sparsify
 from ember.experimental.sparse import ad as ad

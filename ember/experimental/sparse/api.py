@@ -4,14 +4,31 @@ from __future__ import annotations
 import operator
 from typing import Any, Sequence
 
+from ember._core import Primitive, Tracer
+from ember._prims import explicit
+from ember._prims.shape import linear_jvp, vectorized_batching
 from ember.experimental.sparse._base import JAXSparse
 from ember.experimental.sparse.bcoo import BCOO
 from ember.experimental.sparse.formats import FORMATS
 
 
+# todense(x) of a dense array: the identity (jax.experimental.sparse's todense_p), bound on traced arrays so that
+# sparsify, which stages a function at the dense shapes of its sparse arguments, sees where the function asked for
+# a dense value: its sparse rule (transform.py) makes the sparse value dense there.
+todense_p = Primitive("todense", checks=())
+todense_p.def_rule("sharding_rule", explicit.same_as(0))
+todense_p.def_rule("abstract_eval", lambda x: x)
+todense_p.def_rule("lowering", lambda ctx, x: [x])
+todense_p.def_rule("jvp", linear_jvp(todense_p))
+todense_p.def_rule("vjp", lambda cts, ins, outs, needs: [todense_p.bind(cts[0])])
+todense_p.def_rule("batching", vectorized_batching(todense_p))
+
+
 def todense(arr: Any) -> Any:
     """arr as a dense array: a sparse array's todense(), a dense array as it is."""
-    return arr.todense() if isinstance(arr, JAXSparse) else arr
+    if isinstance(arr, JAXSparse):
+        return arr.todense()
+    return todense_p.bind(arr) if isinstance(arr, Tracer) else arr
 
 
 def empty(shape: Sequence[int], dtype: Any = None, index_dtype: Any = "int32", sparse_format: str = "bcoo",
@@ -35,4 +52,4 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, index_dtype
     return formats[sparse_format]._eye(N=N, M=M, k=operator.index(k), dtype=dtype, index_dtype=index_dtype, **kwds)
 
 
-__all__ = ["BCOO", "empty", "eye", "todense"]
+__all__ = ["BCOO", "empty", "eye", "todense", "todense_p"]

@@ -292,6 +292,11 @@ def _stack(*xs: Any, axis: int) -> list[Any]:
     return [_bcoo.bcoo_concatenate(expanded, dimension=axis)]
 
 
+@_rule("todense")
+def _todense(x: Any) -> list[Any]:
+    return [x.todense()]
+
+
 @_rule("pjit")
 def _pjit(*args: Any, body: IR, **params: Any) -> list[Any]:
     return _eval_sparse(body, args)
