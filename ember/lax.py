@@ -71,8 +71,13 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "threefry4x32"
                                         # a symbolic dimension as a value (jax's shape_poly.dim_as_value_p):
                                         "dim_as_value",
                                         # jax.experimental.sparse's (registered once ember.experimental.sparse
-                                        # is imported; ember.experimental.sparse.todense_p):
-                                        "todense"})
+                                        # is imported; ember.experimental.sparse.todense_p, ...):
+                                        "todense", "bcoo_todense", "bcoo_fromdense", "bcoo_extract",
+                                        "bcoo_transpose", "bcoo_dot_general", "bcoo_spdot_general",
+                                        "bcoo_dot_general_sampled", "bcoo_sort_indices", "bcoo_sum_duplicates",
+                                        "coo_todense", "coo_fromdense", "coo_matvec", "coo_matmat", "csr_todense",
+                                        "csr_fromdense", "csr_matvec", "csr_matmat", "bcsr_todense",
+                                        "bcsr_fromdense", "bcsr_extract", "bcsr_dot_general"})
 
 
 def _primitive_names(namespace: dict[str, object]) -> list[str]:

@@ -80,6 +80,13 @@ LINALG_ACCEPTS_COMPLEX = {"cholesky", "triangular_solve", "lu", "geqrf", "qr", "
                           # LAPACK's building blocks (complex Cases in tests/prims/test_linalg_prims.py)
                           "hessenberg", "householder_product", "ormqr", "tridiagonal", "tridiagonal_solve"}
 ACCEPTS_COMPLEX |= LINALG_ACCEPTS_COMPLEX
+# jax.experimental.sparse's primitives (tests/prims/test_sparse_prims.py): their data may be complex (run with
+# complex values below, as the structural primitives are)
+SPARSE = {"bcoo_todense", "bcoo_fromdense", "bcoo_extract", "bcoo_transpose", "bcoo_dot_general",
+          "bcoo_spdot_general", "bcoo_dot_general_sampled", "bcoo_sort_indices", "bcoo_sum_duplicates", "coo_todense",
+          "coo_fromdense", "coo_matvec", "coo_matmat", "csr_todense", "csr_fromdense", "csr_matvec", "csr_matmat",
+          "bcsr_todense", "bcsr_fromdense", "bcsr_extract", "bcsr_dot_general"}
+ACCEPTS_COMPLEX |= SPARSE
 STRUCTURAL = ["broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate", "split", "rev", "gather",
               "scatter", "scatter_add", "scatter_mul", "dynamic_slice", "dynamic_update_slice",
               "optimization_barrier", "name", "squeeze", "stack", "unstack", "tile", "copy", "device_put",
@@ -206,7 +213,7 @@ def test_primitives_with_sub_irs_carry_complex_values():
 def test_every_accepting_primitive_has_a_complex_test():
     covered = {c.prim for c in CASES if c.grad_dtype.startswith("c") or "complex64" in c.dtypes}
     assert (ACCEPTS_COMPLEX - covered - set(STRUCTURAL) - LINALG_ACCEPTS_COMPLEX - CALLBACKS - CHECKS - REFS
-            - {"sort", "fft"} == set())
+            - SPARSE - {"sort", "fft"} == set())
     assert set(ACCEPTS_COMPLEX) <= set(PRIMITIVES)
 
 
@@ -214,14 +221,15 @@ def _structural_params():
     """The real Cases of the structural primitives: the first of each primitive and every other further one by
     default (gather, gather_windows, gather_fill, ...), all of them with -m slow."""
     seen = {}
-    for case in [c for c in CASES if c.prim in STRUCTURAL and "float32" in c.dtypes]:
+    for case in [c for c in CASES if (c.prim in STRUCTURAL or c.prim in SPARSE) and "float32" in c.dtypes]:
         seen[case.prim] = seen.get(case.prim, -1) + 1
         yield pytest.param(case, id=case.label(), marks=pytest.mark.slow if seen[case.prim] % 2 else ())
 
 
 @pytest.mark.parametrize("case", _structural_params())
 def test_structural_primitives_move_complex_values(case):
-    """The real Cases of the structural primitives, run on complex64 values: forward (eager and jit) and vmap."""
+    """The real Cases of the structural primitives (and of the sparse ones), run on complex64 values: forward (eager
+    and jit) and vmap."""
     complex_case = dataclasses.replace(case, dtypes=["complex64"])
     check_forward(complex_case, case.shapes[0], "complex64")
     check_vmap(complex_case, case.shapes[0], "complex64", "first")

@@ -83,13 +83,6 @@ _LATER = "a jax.experimental library of its own, planned after this round of nam
 _NAMES = "not yet"
 NOT_YET: dict[str, dict[str, str]] = {
     "jax.experimental.sparse": {
-        **{n: "JAX's primitives of the sparse operations: ember's operations are compositions of its array "
-              "operations, each compiled as one jit (docs/sparse.md); primitives of their own are planned"
-           for n in ("bcoo_dot_general_p", "bcoo_dot_general_sampled_p", "bcoo_extract_p", "bcoo_fromdense_p",
-                     "bcoo_sort_indices_p", "bcoo_spdot_general_p", "bcoo_sum_duplicates_p", "bcoo_todense_p",
-                     "bcoo_transpose_p", "bcsr_dot_general_p", "bcsr_extract_p", "bcsr_fromdense_p",
-                     "bcsr_todense_p", "coo_fromdense_p", "coo_matmat_p", "coo_matvec_p", "coo_todense_p",
-                     "csr_fromdense_p", "csr_matmat_p", "csr_matvec_p", "csr_todense_p")},
         "linalg": "sparse linear algebra (lobpcg_standard, spsolve): " + _LATER},
     "jax.experimental.control_deps": {"*": "control_dep/schedule ordering hints: " + _LATER},
     "jax.experimental.custom_partitioning": {"*": "user partitioning rules of a function for XLA's SPMD "

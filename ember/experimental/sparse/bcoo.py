@@ -24,6 +24,7 @@ import numpy as np
 import ember
 import ember.lax as lax
 import ember.numpy as jnp
+from ember.experimental.sparse._primitive import sparse_primitive
 from ember.experimental.sparse._base import (JAXSparse, SparseEfficiencyError, SparseEfficiencyWarning, SparseInfo,
                                              concrete_int, nfold_vmap)
 
@@ -120,7 +121,7 @@ def _todense(data: Any, indices: Any, shape: Shape) -> Any:
 def bcoo_todense(mat: "BCOO") -> Any:
     """The dense array a BCOO array stands for (duplicates added, out-of-range elements dropped)."""
     mat = _is_bcoo("bcoo_todense", mat)
-    return _todense(mat.data, mat.indices, mat.shape)
+    return bcoo_todense_p.bind(mat.data, mat.indices, spinfo=mat._info)
 
 
 def _extract(indices: Any, arr: Any, assume_unique: bool = True) -> Any:
@@ -174,7 +175,7 @@ def bcoo_extract(sparr: "BCOO", arr: Any, *, assume_unique: bool | None = None) 
                          f"{tuple(arr.shape)}")
     if assume_unique is None:
         assume_unique = sparr.unique_indices
-    data = _extract(sparr.indices, arr, bool(assume_unique))
+    data = bcoo_extract_p.bind(sparr.indices, arr, assume_unique=bool(assume_unique))
     return BCOO((data, sparr.indices), **sparr._info._asdict())
 
 
@@ -222,7 +223,8 @@ def bcoo_fromdense(mat: Any, *, nse: int | None = None, n_batch: int = 0, n_dens
     nse = concrete_int("bcoo_fromdense", "nse", nse, "nse must be a static integer")
     if nse < 0:
         raise ValueError(f"bcoo_fromdense: nse must be non-negative, got {nse}")
-    data, indices = _fromdense(mat, nse, n_batch, n_dense, np.dtype(index_dtype))
+    data, indices = bcoo_fromdense_p.bind(mat, nse=nse, n_batch=n_batch, n_dense=n_dense,
+                                          index_dtype=np.dtype(index_dtype))
     return BCOO((data, indices), shape=mat.shape, indices_sorted=True, unique_indices=True)
 
 
@@ -232,6 +234,11 @@ def bcoo_fromdense(mat: Any, *, nse: int | None = None, n_batch: int = 0, n_dens
 def bcoo_sort_indices(mat: "BCOO") -> "BCOO":
     """mat with each batch member's elements in lexicographic order of their indices (duplicates kept)."""
     mat = _is_bcoo("bcoo_sort_indices", mat)
+    data, indices = bcoo_sort_indices_p.bind(mat.data, mat.indices, spinfo=mat._info)
+    return BCOO((data, indices), shape=mat.shape, indices_sorted=True, unique_indices=mat.unique_indices)
+
+
+def _sort_indices(mat: "BCOO") -> "BCOO":
     if mat.n_sparse == 0:
         return BCOO(mat._bufs, shape=mat.shape, indices_sorted=True, unique_indices=mat.unique_indices)
 
@@ -312,7 +319,7 @@ def bcoo_sum_duplicates(mat: "BCOO", nse: int | None = None) -> "BCOO":
         nse = 1 if mat.n_sparse == 0 else _distinct_count(mat.indices, shape=mat.shape)
         nse = concrete_int("bcoo_sum_duplicates", "nse", nse, "pass nse to use bcoo_sum_duplicates there")
     nse = concrete_int("bcoo_sum_duplicates", "nse", nse, "nse must be a static integer")
-    data, indices = _sum_duplicates(mat.data, mat.indices, mat.shape, nse, "bcoo_sum_duplicates")
+    data, indices = bcoo_sum_duplicates_p.bind(mat.data, mat.indices, spinfo=mat._info, nse=nse)
     return BCOO((data, indices), shape=mat.shape, indices_sorted=True, unique_indices=True)
 
 
@@ -448,10 +455,17 @@ def bcoo_transpose(mat: "BCOO", *, permutation: Sequence[int]) -> "BCOO":
     only among themselves."""
     mat = _is_bcoo("bcoo_transpose", mat)
     permutation = tuple(operator.index(p) for p in permutation)
-    batch_perm, sparse_perm, dense_perm = _validate_permutation("bcoo_transpose", mat, permutation)
+    _validate_permutation("bcoo_transpose", mat, permutation)
     out_shape = tuple(mat.shape[p] for p in permutation)
     if permutation == tuple(range(mat.ndim)):
         return BCOO(mat._bufs, shape=out_shape, unique_indices=mat.unique_indices)
+    data, indices = bcoo_transpose_p.bind(mat.data, mat.indices, permutation=permutation, spinfo=mat._info)
+    return BCOO((data, indices), shape=out_shape, unique_indices=mat.unique_indices)
+
+
+def _transpose(mat: "BCOO", permutation: tuple[int, ...]) -> "BCOO":
+    batch_perm, sparse_perm, dense_perm = _validate_permutation("bcoo_transpose", mat, permutation)
+    out_shape = tuple(mat.shape[p] for p in permutation)
     nb = mat.n_batch
     indices = mat.indices[..., jnp.array(sparse_perm, np.int32)] if sparse_perm else mat.indices
     indices = indices.transpose(*batch_perm, nb, nb + 1)
@@ -512,15 +526,23 @@ def bcoo_dot_general(lhs: Any, rhs: Any, *, dimension_numbers: Any, precision: A
     where either operand is dense, BCOO where both are sparse. A sparse operand's batch dimensions of the
     contraction must be among its BCOO batch dimensions, and its dense dimensions cannot be contracted."""
     del precision, out_sharding
+    preferred = None if preferred_element_type is None else np.dtype(preferred_element_type)
+    if isinstance(lhs, BCOO) or isinstance(rhs, BCOO):
+        dn = _dimension_numbers("bcoo_dot_general", dimension_numbers, 0, 0)
     if isinstance(lhs, BCOO) and isinstance(rhs, BCOO):
-        return _spdot_general(lhs, rhs, dimension_numbers, preferred_element_type)
+        out = _dot_shape("bcoo_dot_general", lhs.shape, rhs.shape, dn, lhs.dtype, rhs.dtype, preferred)
+        data, indices = bcoo_spdot_general_p.bind(lhs.data, lhs.indices, rhs.data, rhs.indices,
+                                                  lhs_spinfo=lhs._info, rhs_spinfo=rhs._info, dimension_numbers=dn,
+                                                  preferred_element_type=preferred)
+        return BCOO((data, indices), shape=tuple(out.shape))
     if isinstance(lhs, BCOO):
-        return _dot_general_sparse_dense(lhs, jnp.asarray(rhs), dimension_numbers, preferred_element_type)
+        return bcoo_dot_general_p.bind(lhs.data, lhs.indices, jnp.asarray(rhs), dimension_numbers=dn,
+                                       preferred_element_type=preferred, lhs_spinfo=lhs._info)
     if isinstance(rhs, BCOO):
         lhs = jnp.asarray(lhs)
-        dn = _dimension_numbers("bcoo_dot_general", dimension_numbers, lhs.ndim, rhs.ndim)
         swapped = tuple(d[::-1] for d in dn)
-        out = _dot_general_sparse_dense(rhs, lhs, swapped, preferred_element_type)
+        out = bcoo_dot_general_p.bind(rhs.data, rhs.indices, lhs, dimension_numbers=swapped,
+                                      preferred_element_type=preferred, lhs_spinfo=rhs._info)
         n_contract, n_batch = len(dn[0][0]), len(dn[1][0])
         n_rhs_free = rhs.ndim - n_contract - n_batch
         perm = (*range(n_batch), *range(n_batch + n_rhs_free, out.ndim), *range(n_batch, n_batch + n_rhs_free))
@@ -628,7 +650,11 @@ def bcoo_dot_general_sampled(A: Any, B: Any, indices: Any, *, dimension_numbers:
     the transpose of a sparse-dense contraction with respect to the sparse operand's data."""
     A, B, indices = jnp.asarray(A), jnp.asarray(B), jnp.asarray(indices)
     dn = _dimension_numbers("bcoo_dot_general_sampled", dimension_numbers, A.ndim, B.ndim)
-    return _extract(indices, lax.dot_general(A, B, dn, precision=lax.Precision.HIGHEST))
+    return bcoo_dot_general_sampled_p.bind(A, B, indices, dimension_numbers=dn)
+
+
+def _dot_general_sampled(A: Any, B: Any, indices: Any, *, dimension_numbers: Any) -> Any:
+    return _extract(indices, lax.dot_general(A, B, dimension_numbers, precision=lax.Precision.HIGHEST))
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -1257,6 +1283,38 @@ def _bcoo_set_nse(mat: BCOO, nse: int) -> BCOO:
 
 
 # ------------------------------------------------------------------------------------------------------------------
+# The primitives (JAX's names and params), each defined by its decomposition (_primitive.py)
+
+def _bcoo(data: Any, indices: Any, spinfo: SparseInfo) -> "BCOO":
+    return BCOO((data, indices), **spinfo._asdict())
+
+
+bcoo_todense_p = sparse_primitive(
+    "bcoo_todense", lambda data, indices, *, spinfo: _todense(data, indices, spinfo.shape))
+bcoo_fromdense_p = sparse_primitive(
+    "bcoo_fromdense", lambda mat, *, nse, n_batch, n_dense, index_dtype: _fromdense(mat, nse, n_batch, n_dense,
+                                                                                    index_dtype), True)
+bcoo_extract_p = sparse_primitive("bcoo_extract", lambda indices, arr, *, assume_unique: _extract(
+    indices, arr, assume_unique=assume_unique))
+bcoo_transpose_p = sparse_primitive("bcoo_transpose", lambda data, indices, *, permutation, spinfo: _transpose(
+    _bcoo(data, indices, spinfo), permutation)._bufs, True)
+bcoo_dot_general_p = sparse_primitive(
+    "bcoo_dot_general", lambda lhs_data, lhs_indices, rhs, *, dimension_numbers, preferred_element_type,
+    lhs_spinfo: _dot_general_sparse_dense(_bcoo(lhs_data, lhs_indices, lhs_spinfo), rhs, dimension_numbers,
+                                          preferred_element_type))
+bcoo_spdot_general_p = sparse_primitive(
+    "bcoo_spdot_general", lambda lhs_data, lhs_indices, rhs_data, rhs_indices, *, lhs_spinfo, rhs_spinfo,
+    dimension_numbers, preferred_element_type: _spdot_general(
+        _bcoo(lhs_data, lhs_indices, lhs_spinfo), _bcoo(rhs_data, rhs_indices, rhs_spinfo), dimension_numbers,
+        preferred_element_type)._bufs, True)
+bcoo_dot_general_sampled_p = sparse_primitive("bcoo_dot_general_sampled", _dot_general_sampled)
+bcoo_sort_indices_p = sparse_primitive("bcoo_sort_indices", lambda data, indices, *, spinfo: _sort_indices(
+    _bcoo(data, indices, spinfo))._bufs, True)
+bcoo_sum_duplicates_p = sparse_primitive("bcoo_sum_duplicates", lambda data, indices, *, spinfo, nse: _sum_duplicates(
+    data, indices, spinfo.shape, nse, "bcoo_sum_duplicates"), True)
+
+
+# ------------------------------------------------------------------------------------------------------------------
 # Each operation runs as one compiled computation (its static arguments in the cache key), as JAX's primitives
 # lower as a whole: eagerly that is one compilation per signature instead of one per array operation inside it.
 # Under an enclosing transformation it is an ordinary nested jit.
@@ -1288,17 +1346,10 @@ def _compiled(fn: Any, *static: str) -> Any:
     return run
 
 
-bcoo_todense = _compiled(bcoo_todense)
 _extract = _compiled(_extract, "assume_unique")
-_fromdense = _compiled(_fromdense, "nse", "n_batch", "n_dense", "index_dtype")
 _distinct_count = _compiled(_distinct_count, "shape")
-bcoo_sort_indices = _compiled(bcoo_sort_indices)
 _sum_duplicates = _compiled(_sum_duplicates, "shape", "nse", "api")
 _update_layout = _compiled(_update_layout, "n_batch", "n_dense")
-bcoo_transpose = _compiled(bcoo_transpose, "permutation")
-bcoo_dot_general = _compiled(bcoo_dot_general, "dimension_numbers", "precision", "preferred_element_type",
-                             "out_sharding")
-bcoo_dot_general_sampled = _compiled(bcoo_dot_general_sampled, "dimension_numbers")
 bcoo_reduce_sum = _compiled(bcoo_reduce_sum, "axes")
 bcoo_multiply_dense = _compiled(bcoo_multiply_dense)
 bcoo_multiply_sparse = _compiled(bcoo_multiply_sparse)
@@ -1320,4 +1371,6 @@ __all__ = ["BCOO", "bcoo_broadcast_in_dim", "bcoo_concatenate", "bcoo_conv_gener
            "bcoo_dot_general_sampled", "bcoo_dynamic_slice", "bcoo_eliminate_zeros", "bcoo_extract",
            "bcoo_fromdense", "bcoo_gather", "bcoo_multiply_dense", "bcoo_multiply_sparse", "bcoo_reduce_sum",
            "bcoo_reshape", "bcoo_rev", "bcoo_slice", "bcoo_sort_indices", "bcoo_squeeze", "bcoo_sum_duplicates",
-           "bcoo_todense", "bcoo_transpose", "bcoo_update_layout"]
+           "bcoo_todense", "bcoo_transpose", "bcoo_update_layout", "bcoo_dot_general_p", "bcoo_dot_general_sampled_p",
+           "bcoo_extract_p", "bcoo_fromdense_p", "bcoo_sort_indices_p", "bcoo_spdot_general_p",
+           "bcoo_sum_duplicates_p", "bcoo_todense_p", "bcoo_transpose_p"]

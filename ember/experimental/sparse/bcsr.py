@@ -12,7 +12,8 @@ import numpy as np
 import ember
 import ember.numpy as jnp
 from ember.experimental.sparse import bcoo as _bcoo
-from ember.experimental.sparse._base import JAXSparse, SparseInfo, nfold_vmap
+from ember.experimental.sparse._base import JAXSparse, SparseInfo, concrete_int, nfold_vmap
+from ember.experimental.sparse._primitive import sparse_primitive
 from ember.experimental.sparse.bcoo import BCOO
 from ember.experimental.sparse.transform import sparsify
 
@@ -77,19 +78,49 @@ def bcsr_fromdense(mat: Any, *, nse: int | None = None, n_batch: int = 0, n_dens
     if mat.ndim - n_batch - n_dense != 2:
         raise ValueError(f"bcsr_fromdense: must have 2 sparse dimensions, got shape {tuple(mat.shape)} with "
                          f"n_batch={n_batch}, n_dense={n_dense}")
-    return BCSR.from_bcoo(_bcoo.bcoo_fromdense(mat, nse=nse, n_batch=n_batch, n_dense=n_dense,
-                                               index_dtype=index_dtype))
+    if nse is None:
+        nse = _bcoo._count_nse(mat, n_batch, n_dense)
+    nse = concrete_int("bcsr_fromdense", "nse", nse, "pass nse (the number of stored elements) there")
+    bufs = bcsr_fromdense_p.bind(mat, nse=nse, n_batch=n_batch, n_dense=n_dense, index_dtype=np.dtype(index_dtype))
+    return BCSR(bufs, shape=mat.shape)
+
+
+def _fromdense(mat: Any, *, nse: int, n_batch: int, n_dense: int, index_dtype: Any) -> tuple[Any, Any, Any]:
+    data, indices = _bcoo.bcoo_fromdense_p.bind(mat, nse=nse, n_batch=n_batch, n_dense=n_dense,
+                                                index_dtype=index_dtype)
+    return (data, *_bcoo_to_bcsr(indices, mat.shape, index_dtype))
 
 
 def bcsr_todense(mat: "BCSR") -> Any:
     """The dense array of a BCSR array."""
-    return _check("bcsr_todense", mat).to_bcoo().todense()
+    mat = _check("bcsr_todense", mat)
+    return bcsr_todense_p.bind(*mat._bufs, spinfo=mat._info)
 
 
 def bcsr_extract(indices: Any, indptr: Any, mat: Any) -> Any:
     """The data of the dense mat at BCSR (indices, indptr)."""
-    mat = jnp.asarray(mat)
-    return _bcoo._extract(_bcsr_to_bcoo(jnp.asarray(indices), jnp.asarray(indptr), mat.shape), mat)
+    return bcsr_extract_p.bind(jnp.asarray(indices), jnp.asarray(indptr), jnp.asarray(mat))
+
+
+def _extract(indices: Any, indptr: Any, mat: Any) -> Any:
+    return _bcoo._extract(_bcsr_to_bcoo(indices, indptr, mat.shape), mat)
+
+
+def _todense(data: Any, indices: Any, indptr: Any, *, spinfo: SparseInfo) -> Any:
+    return BCOO((data, _bcsr_to_bcoo(indices, indptr, spinfo.shape)), shape=spinfo.shape).todense()
+
+
+def _dot_general(lhs_data: Any, lhs_indices: Any, lhs_indptr: Any, rhs: Any, *, dimension_numbers: Any,
+                 preferred_element_type: Any, lhs_spinfo: SparseInfo) -> Any:
+    lhs = BCOO((lhs_data, _bcsr_to_bcoo(lhs_indices, lhs_indptr, lhs_spinfo.shape)), shape=lhs_spinfo.shape)
+    return _bcoo.bcoo_dot_general(lhs, rhs, dimension_numbers=dimension_numbers,
+                                  preferred_element_type=preferred_element_type)
+
+
+bcsr_fromdense_p = sparse_primitive("bcsr_fromdense", _fromdense, True)
+bcsr_todense_p = sparse_primitive("bcsr_todense", _todense)
+bcsr_extract_p = sparse_primitive("bcsr_extract", _extract)
+bcsr_dot_general_p = sparse_primitive("bcsr_dot_general", _dot_general)
 
 
 def bcsr_dot_general(lhs: Any, rhs: Any, *, dimension_numbers: Any, precision: Any = None,
@@ -98,8 +129,10 @@ def bcsr_dot_general(lhs: Any, rhs: Any, *, dimension_numbers: Any, precision: A
     if not isinstance(rhs, JAXSparse) and not isinstance(lhs, JAXSparse):
         return ember.lax.dot_general(lhs, rhs, dimension_numbers, preferred_element_type=preferred_element_type)
     if isinstance(lhs, BCSR) and not isinstance(rhs, JAXSparse):
-        return _bcoo.bcoo_dot_general(lhs.to_bcoo(), rhs, dimension_numbers=dimension_numbers,
-                                      preferred_element_type=preferred_element_type)
+        dn = _bcoo._dimension_numbers("bcsr_dot_general", dimension_numbers, 0, 0)
+        preferred = None if preferred_element_type is None else np.dtype(preferred_element_type)
+        return bcsr_dot_general_p.bind(*lhs._bufs, jnp.asarray(rhs), dimension_numbers=dn,
+                                       preferred_element_type=preferred, lhs_spinfo=lhs._info)
     raise NotImplementedError("bcsr_dot_general currently implemented for BCSR lhs and ndarray rhs.")
 
 
@@ -269,5 +302,6 @@ class BCSR(JAXSparse):
         return obj
 
 
-__all__ = ["BCSR", "bcsr_broadcast_in_dim", "bcsr_concatenate", "bcsr_dot_general", "bcsr_eliminate_zeros",
-           "bcsr_extract", "bcsr_fromdense", "bcsr_sum_duplicates", "bcsr_todense"]
+__all__ = ["BCSR", "bcsr_broadcast_in_dim", "bcsr_concatenate", "bcsr_dot_general", "bcsr_dot_general_p",
+           "bcsr_eliminate_zeros", "bcsr_extract", "bcsr_extract_p", "bcsr_fromdense", "bcsr_fromdense_p",
+           "bcsr_sum_duplicates", "bcsr_todense", "bcsr_todense_p"]

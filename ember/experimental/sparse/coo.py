@@ -11,6 +11,7 @@ import ember
 import ember.lax as lax
 import ember.numpy as jnp
 from ember.experimental.sparse._base import JAXSparse, concrete_int
+from ember.experimental.sparse._primitive import sparse_primitive
 
 
 class COOInfo(NamedTuple):
@@ -33,14 +34,14 @@ def _check_2d(api: str, mat: Any) -> Any:
     return mat
 
 
-@ember.jit
-def _todense(mat: "COO") -> Any:
-    return jnp.zeros(mat.shape, mat.data.dtype).at[mat.row, mat.col].add(mat.data)
+def _todense(data: Any, row: Any, col: Any, *, spinfo: COOInfo) -> Any:
+    return jnp.zeros(spinfo.shape, data.dtype).at[row, col].add(data)
 
 
 def coo_todense(mat: "COO") -> Any:
     """The dense matrix of a COO matrix (repeated entries added)."""
-    return _todense(_check_coo("coo_todense", mat))
+    mat = _check_coo("coo_todense", mat)
+    return coo_todense_p.bind(*mat._bufs, spinfo=mat._info)
 
 
 def _fromdense(mat: Any, *, nse: int, index_dtype: Any) -> tuple[Any, Any, Any]:
@@ -49,7 +50,6 @@ def _fromdense(mat: Any, *, nse: int, index_dtype: Any) -> tuple[Any, Any, Any]:
     return data, row.astype(index_dtype), col.astype(index_dtype)
 
 
-_fromdense_jit = ember.jit(_fromdense, static_argnames=("nse", "index_dtype"))
 
 
 def coo_fromdense(mat: Any, *, nse: int | None = None, index_dtype: Any = np.int32) -> "COO":
@@ -59,17 +59,16 @@ def coo_fromdense(mat: Any, *, nse: int | None = None, index_dtype: Any = np.int
     if nse is None:
         nse = jnp.sum(mat != 0)
     nse = concrete_int("coo_fromdense", "nse", nse, "pass nse (the number of stored elements) there")
-    return COO(_fromdense_jit(mat, nse=nse, index_dtype=np.dtype(index_dtype)), shape=mat.shape, rows_sorted=True)
+    return COO(coo_fromdense_p.bind(mat, nse=nse, index_dtype=np.dtype(index_dtype)), shape=mat.shape,
+               rows_sorted=True)
 
 
-def _matvec(mat: "COO", v: Any, transpose: bool) -> Any:
-    row, col = (mat.col, mat.row) if transpose else (mat.row, mat.col)
-    out = mat.shape[1] if transpose else mat.shape[0]
-    product = mat.data[:, None] * v[col] if v.ndim == 2 else mat.data * v[col]
+def _matvec(data: Any, row: Any, col: Any, v: Any, *, shape: Sequence[int], transpose: bool) -> Any:
+    """The product of the matrix (data at (row, col)) and a dense vector or matrix v."""
+    row, col = (col, row) if transpose else (row, col)
+    out = shape[1] if transpose else shape[0]
+    product = data[:, None] * v[col] if v.ndim == 2 else data * v[col]
     return jnp.zeros((out, *v.shape[1:]), product.dtype).at[row].add(product)
-
-
-_matvec_jit = ember.jit(_matvec, static_argnames=("transpose",))
 
 
 def coo_matvec(mat: "COO", v: Any, transpose: bool = False) -> Any:
@@ -79,7 +78,7 @@ def coo_matvec(mat: "COO", v: Any, transpose: bool = False) -> Any:
     if v.shape != (size,):
         raise ValueError(f"coo_matvec: v must have shape ({size},) for a matrix of shape {mat.shape} "
                          f"(transpose={transpose}), got {tuple(v.shape)}")
-    return _matvec_jit(mat, v, transpose=bool(transpose))
+    return coo_matvec_p.bind(*mat._bufs, v, spinfo=mat._info, transpose=bool(transpose))
 
 
 def coo_matmat(mat: "COO", B: Any, *, transpose: bool = False) -> Any:
@@ -89,7 +88,7 @@ def coo_matmat(mat: "COO", B: Any, *, transpose: bool = False) -> Any:
     if B.ndim != 2 or B.shape[0] != size:
         raise ValueError(f"coo_matmat: B must have shape ({size}, n) for a matrix of shape {mat.shape} "
                          f"(transpose={transpose}), got {tuple(B.shape)}")
-    return _matvec_jit(mat, B, transpose=bool(transpose))
+    return coo_matmat_p.bind(*mat._bufs, B, spinfo=mat._info, transpose=bool(transpose))
 
 
 def _matmul(mat: Any, other: Any, matvec: Any, matmat: Any) -> Any:
@@ -111,6 +110,14 @@ def _eye_coordinates(N: int, M: int, k: int, index_dtype: Any) -> tuple[Any, Any
     i = np.arange(max(size, 0))
     rows, cols = (i - k, i) if k < 0 else (i, i + k)
     return rows.astype(index_dtype), cols.astype(index_dtype), size
+
+
+coo_todense_p = sparse_primitive("coo_todense", _todense)
+coo_fromdense_p = sparse_primitive("coo_fromdense", _fromdense, True)
+coo_matvec_p = sparse_primitive("coo_matvec", lambda data, row, col, v, *, spinfo, transpose: _matvec(
+    data, row, col, v, shape=spinfo.shape, transpose=transpose))
+coo_matmat_p = sparse_primitive("coo_matmat", lambda data, row, col, B, *, spinfo, transpose: _matvec(
+    data, row, col, B, shape=spinfo.shape, transpose=transpose))
 
 
 @ember.tree_util.register_pytree_node_class
@@ -206,4 +213,5 @@ class COO(JAXSparse):
         return obj
 
 
-__all__ = ["COO", "COOInfo", "coo_fromdense", "coo_matmat", "coo_matvec", "coo_todense"]
+__all__ = ["COO", "COOInfo", "coo_fromdense", "coo_fromdense_p", "coo_matmat", "coo_matmat_p", "coo_matvec",
+           "coo_matvec_p", "coo_todense", "coo_todense_p"]

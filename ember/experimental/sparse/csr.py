@@ -10,7 +10,8 @@ import numpy as np
 import ember
 import ember.numpy as jnp
 from ember.experimental.sparse._base import JAXSparse, concrete_int
-from ember.experimental.sparse.coo import COO, _check_2d, _eye_coordinates, _matmul, _matvec_jit
+from ember.experimental.sparse._primitive import sparse_primitive
+from ember.experimental.sparse.coo import _check_2d, _eye_coordinates, _matmul, _matvec
 
 
 def _rows(indices: Any, indptr: Any) -> Any:
@@ -18,8 +19,6 @@ def _rows(indices: Any, indptr: Any) -> Any:
     return jnp.cumsum(jnp.zeros_like(indices).at[indptr].add(1)) - 1
 
 
-def _as_coo(mat: Any) -> COO:
-    return COO((mat.data, _rows(mat.indices, mat.indptr), mat.indices), shape=mat.shape)
 
 
 def _check(api: str, mat: Any, cls: type) -> Any:
@@ -28,14 +27,14 @@ def _check(api: str, mat: Any, cls: type) -> Any:
     return mat
 
 
-@ember.jit
-def _todense(mat: "CSR") -> Any:
-    return jnp.zeros(mat.shape, mat.data.dtype).at[_rows(mat.indices, mat.indptr), mat.indices].add(mat.data)
+def _todense(data: Any, indices: Any, indptr: Any, *, shape: Sequence[int]) -> Any:
+    return jnp.zeros(shape, data.dtype).at[_rows(indices, indptr), indices].add(data)
 
 
 def csr_todense(mat: "CSR") -> Any:
     """The dense matrix of a CSR matrix."""
-    return _todense(_check("csr_todense", mat, CSR))
+    mat = _check("csr_todense", mat, CSR)
+    return csr_todense_p.bind(*mat._bufs, shape=mat.shape)
 
 
 def _fromdense(mat: Any, *, nse: int, index_dtype: Any) -> tuple[Any, Any, Any]:
@@ -49,9 +48,6 @@ def _fromdense(mat: Any, *, nse: int, index_dtype: Any) -> tuple[Any, Any, Any]:
     return data, col.astype(index_dtype), indptr
 
 
-_fromdense_jit = ember.jit(_fromdense, static_argnames=("nse", "index_dtype"))
-
-
 def csr_fromdense(mat: Any, *, nse: int | None = None, index_dtype: Any = np.int32) -> "CSR":
     """The CSR matrix of a dense 2-D mat (nse defaults to the count of nonzeros, which needs mat's values: pass it
     inside jit, vmap or grad); padding elements sit past the last row's end."""
@@ -59,7 +55,7 @@ def csr_fromdense(mat: Any, *, nse: int | None = None, index_dtype: Any = np.int
     if nse is None:
         nse = jnp.sum(mat != 0)
     nse = concrete_int("csr_fromdense", "nse", nse, "pass nse (the number of stored elements) there")
-    return CSR(_fromdense_jit(mat, nse=nse, index_dtype=np.dtype(index_dtype)), shape=mat.shape)
+    return CSR(csr_fromdense_p.bind(mat, nse=nse, index_dtype=np.dtype(index_dtype)), shape=mat.shape)
 
 
 def csr_matvec(mat: "CSR", v: Any, transpose: bool = False) -> Any:
@@ -69,7 +65,7 @@ def csr_matvec(mat: "CSR", v: Any, transpose: bool = False) -> Any:
     if v.shape != (size,):
         raise ValueError(f"csr_matvec: v must have shape ({size},) for a matrix of shape {mat.shape} "
                          f"(transpose={transpose}), got {tuple(v.shape)}")
-    return _matvec_jit(_as_coo(mat), v, transpose=bool(transpose))
+    return csr_matvec_p.bind(*mat._bufs, v, shape=mat.shape, transpose=bool(transpose))
 
 
 def csr_matmat(mat: "CSR", B: Any, *, transpose: bool = False) -> Any:
@@ -79,7 +75,17 @@ def csr_matmat(mat: "CSR", B: Any, *, transpose: bool = False) -> Any:
     if B.ndim != 2 or B.shape[0] != size:
         raise ValueError(f"csr_matmat: B must have shape ({size}, n) for a matrix of shape {mat.shape} "
                          f"(transpose={transpose}), got {tuple(B.shape)}")
-    return _matvec_jit(_as_coo(mat), B, transpose=bool(transpose))
+    return csr_matmat_p.bind(*mat._bufs, B, shape=mat.shape, transpose=bool(transpose))
+
+
+def _csr_matvec(data: Any, indices: Any, indptr: Any, v: Any, *, shape: Sequence[int], transpose: bool) -> Any:
+    return _matvec(data, _rows(indices, indptr), indices, v, shape=shape, transpose=transpose)
+
+
+csr_todense_p = sparse_primitive("csr_todense", _todense)
+csr_fromdense_p = sparse_primitive("csr_fromdense", _fromdense, True)
+csr_matvec_p = sparse_primitive("csr_matvec", _csr_matvec)
+csr_matmat_p = sparse_primitive("csr_matmat", _csr_matvec)
 
 
 class _Compressed(JAXSparse):
@@ -199,4 +205,5 @@ class CSC(_Compressed):
                        lambda m, b: csr_matmat(m.T, b, transpose=True))
 
 
-__all__ = ["CSC", "CSR", "csr_fromdense", "csr_matmat", "csr_matvec", "csr_todense"]
+__all__ = ["CSC", "CSR", "csr_fromdense", "csr_fromdense_p", "csr_matmat", "csr_matmat_p", "csr_matvec",
+           "csr_matvec_p", "csr_todense", "csr_todense_p"]
