@@ -550,3 +550,24 @@ def test_todense_inside_sparsify_is_dense_as_jax():
     x = _sparse_dense((3, 4))
     check(lambda L: (L.sparse.sparsify(lambda m: L.sparse.todense(m) * 2)(L.sparse.BCOO.fromdense(x)),
                      L.sparse.sparsify(lambda m: L.np.exp(L.sparse.todense(m)))(L.sparse.BCOO.fromdense(x))))
+
+
+def test_sparsify_control_flow_as_jax():
+    x, v = _sparse_dense((3, 4), seed=2), _dense((4,))
+
+    def f(L):
+        m = L.sparse.BCOO.fromdense(x)
+        sp = L.sparse.sparsify
+        return (sp(lambda a, i: L.lax.cond(i > 0, lambda y: y * 2, lambda y: -y, a))(m, 1),
+                sp(lambda a, i: L.lax.cond(i > 0, lambda y: y * 2, lambda y: -y, a))(m, 0),
+                sp(lambda a: L.lax.fori_loop(0, 3, lambda j, y: y * 2, a))(m),
+                sp(lambda a: L.lax.while_loop(lambda c: c[1] < 3, lambda c: (c[0] * 2, c[1] + 1), (a, 0))[0])(m))
+    check(f)
+    # scan over a sparse constant (JAX's sparsify fails on it): against numpy
+    m = es.BCOO.fromdense(x)
+    carry, ys = es.sparsify(lambda a, w: ember.lax.scan(lambda c, _: (c + a @ w, c), jnp.zeros(3, np.float32), None,
+                                                        length=2))(m, v)
+    np.testing.assert_allclose(np.asarray(carry), 2 * (x @ v), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(ys), np.stack([np.zeros(3), x @ v]), rtol=1e-5, atol=1e-6)
+    with pytest.raises(NotImplementedError, match="sparse xs .* of scan are not supported"):
+        es.sparsify(lambda a: ember.lax.scan(lambda c, r: (c, r), 0.0, a))(es.BCOO.fromdense(x))

@@ -9,7 +9,8 @@ which computes it with the bcoo_* operations. The rules are JAX's: operations th
 dot_general, slicing, reshapes, sums) stay sparse; add of two BCOO arrays concatenates their elements (or adds
 their data when they share indices); a primitive that would make a dense result from a sparse input (exp, cos,
 comparisons) is a NotImplementedError that says to use todense. Nested jit and custom_jvp bodies are interpreted
-in place.
+in place; cond, while and scan are rebuilt with lax.switch, lax.while_loop and lax.scan around the interpreted
+bodies (sparse values are pytrees, so they flow through as carries and operands).
 
 The BCOO operators (`@`, `*`, `+`, `-`, `/`, `**`, `abs`, comparisons, indexing, `sum`, `reshape`, `astype`) are
 sparsify of the numpy function, as in JAX."""
@@ -295,6 +296,43 @@ def _stack(*xs: Any, axis: int) -> list[Any]:
 @_rule("todense")
 def _todense(x: Any) -> list[Any]:
     return [x.todense()]
+
+
+@_rule("cond")
+def _cond(index: Any, *operands: Any, branches: Sequence[IR]) -> list[Any]:
+    if _is_sparse(index):
+        raise NotImplementedError("sparsify: a sparse index or predicate of cond is not supported")
+    fns = [functools.partial(_eval_sparse, branch) for branch in branches]
+    return list(lax.switch(index, [lambda *ops, fn=fn: fn(ops) for fn in fns], *operands))
+
+
+@_rule("while")
+def _while(*args: Any, cond_ir: IR, body_ir: IR, cond_nconsts: int, body_nconsts: int) -> list[Any]:
+    cond_consts, body_consts = args[:cond_nconsts], args[cond_nconsts:cond_nconsts + body_nconsts]
+    init = list(args[cond_nconsts + body_nconsts:])
+
+    def cond_fn(carry: list[Any]) -> Any:
+        return _eval_sparse(cond_ir, [*cond_consts, *carry])[0]
+
+    def body_fn(carry: list[Any]) -> list[Any]:
+        return _eval_sparse(body_ir, [*body_consts, *carry])
+    return list(lax.while_loop(cond_fn, body_fn, init))
+
+
+@_rule("scan")
+def _scan(*args: Any, body_ir: IR, num_consts: int, num_carry: int, length: int, reverse: bool,
+          **params: Any) -> list[Any]:
+    consts, carry = args[:num_consts], list(args[num_consts:num_consts + num_carry])
+    xs = list(args[num_consts + num_carry:])
+    if any(_is_sparse(x) for x in xs):
+        raise NotImplementedError("sparsify: sparse xs (the scanned-over inputs) of scan are not supported")
+
+    def body(c: list[Any], x: list[Any]) -> tuple[list[Any], list[Any]]:
+        outs = _eval_sparse(body_ir, [*consts, *c, *x])
+        return outs[:num_carry], outs[num_carry:]
+    carry_out, ys = lax.scan(body, carry, xs, length=length, reverse=reverse)
+    # (a sparse output stacked over the steps: its buffers gained a leading batch dimension, as vmap stacks it)
+    return [*carry_out, *(y.__ember_vmap_stack__(length, 0) if _is_sparse(y) else y for y in ys)]
 
 
 @_rule("pjit")
