@@ -40,8 +40,9 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "threefry4x32"
                                         "custom_vjp_call", "custom_lin", "remat", "name",  # (jax.ad_checkpoint.name_p)
                                         # mutable array references (jax.ref's, ember.ref):
                                         "new_ref", "ref_get", "ref_swap", "freeze",
-                                        # host callbacks (jax.pure_callback, io_callback, debug.callback):
-                                        "pure_callback", "io_callback", "debug_callback",
+                                        # host callbacks (jax.pure_callback, io_callback, debug.callback,
+                                        # jax.experimental.buffer_callback):
+                                        "pure_callback", "io_callback", "debug_callback", "buffer_callback",
                                         # jax.experimental.shard_alike's (jax._src.shard_alike.shard_alike_p):
                                         "shard_alike",
                                         # jax.ffi.ffi_call's (jax._src.ffi.ffi_call_p):

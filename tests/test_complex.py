@@ -61,8 +61,9 @@ ACCEPTS_COMPLEX = {
     "inspect_sharding",  # (reads a value's layout, never its values: any dtype)
     "shard_alike",  # (ties two values' layouts, never their values: tests/test_shard_alike.py ties complex ones)
 }
-# host callbacks: the values go to Python as numpy arrays (complex ones checked in tests/test_callbacks.py)
-CALLBACKS = {"pure_callback", "io_callback", "debug_callback"}
+# host callbacks: the values go to Python as numpy arrays (complex ones checked in tests/test_callbacks.py and
+# tests/test_buffer_callback.py)
+CALLBACKS = {"pure_callback", "io_callback", "debug_callback", "buffer_callback"}
 ACCEPTS_COMPLEX |= CALLBACKS
 # a user's FFI handler gets complex buffers as any other (its complex Case in tests/prims/test_control.py)
 ACCEPTS_COMPLEX |= {"ffi_call"}

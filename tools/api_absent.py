@@ -83,7 +83,6 @@ NOT_YET: dict[str, dict[str, str]] = {
     "jax.experimental.control_deps": {"*": "control_dep/schedule ordering hints: " + _LATER},
     "jax.experimental.custom_partitioning": {"*": "user partitioning rules of a function for XLA's SPMD "
                                                   "partitioner: " + _LATER},
-    "jax.experimental.buffer_callback": {"*": "callbacks that receive raw device buffers: " + _LATER},
     "jax.experimental.xla_metadata": {"*": "set_xla_metadata (frontend attributes on staged ops): " + _LATER},
     "jax.experimental.profiler": {"*": "get_profiled_instructions_proto (XLA's profile-guided instruction "
                                        "costs): " + _LATER},

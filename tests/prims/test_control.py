@@ -9,6 +9,7 @@ import jax
 from jax.ad_checkpoint import checkpoint_name as jax_checkpoint_name
 
 import ember
+from ember.experimental.buffer_callback import buffer_callback
 import ember.numpy as enp
 from ember import lax
 from ember.ad_checkpoint import checkpoint_name
@@ -189,6 +190,10 @@ CASES = [
          np.sin, [((3,),)], F, forward=False, reverse=False),
     Case("io_callback", lambda x: ember.experimental.io_callback(np.cos, ember.ShapeDtypeStruct(x.shape, x.dtype), x),
          np.cos, [((3,),)], F, forward=False, reverse=False),
+    Case("buffer_callback", lambda x: buffer_callback(
+        lambda ctx, out, a: np.copyto(np.asarray(out), np.sin(np.asarray(a))),
+        ember.ShapeDtypeStruct(x.shape, x.dtype), vmap_method="sequential")(x),
+         np.sin, [((3,),), ((2, 2),)], F, forward=False, reverse=False),
     Case("debug_callback", lambda x: (ember.debug.callback(lambda v: None, x), x * 2.0)[1], lambda x: x * 2.0,
          [((3,),)], F, jax=lambda x: x * 2.0, jacobians=False),
     # a user's FFI handler (ember/_control/ffi.py; behaviour against jax.ffi in tests/test_ffi.py): a handler
