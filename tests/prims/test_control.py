@@ -10,6 +10,7 @@ from jax.ad_checkpoint import checkpoint_name as jax_checkpoint_name
 
 import ember
 from ember.experimental.buffer_callback import buffer_callback
+from ember.experimental.control_deps import control_dep
 import ember.numpy as enp
 from ember import lax
 from ember.ad_checkpoint import checkpoint_name
@@ -145,6 +146,15 @@ def _exported_call(x, w):
 
 SCAN_SHAPES = [((), (4, 3)), ((3,), (5, 3)), ((), (1, 2))]
 
+def _control_dep(np_):
+    def f(x, y):
+        b = np_.cos(y)
+        a = np_.sin(x)
+        control_dep(a, b)
+        return a + b * 2
+    return f
+
+
 def _platform_dependent(lib, np_):
     return lambda x, y: lib.platform_dependent(x, y, cpu=lambda a, b: np_.sin(a) * b, tpu=lambda a, b: a + b,
                                                default=lambda a, b: a - b)
@@ -213,6 +223,13 @@ CASES = [
     # fails: safe_zip of its zero outputs)
     Case("dce_sink", lambda x: (lax.dce_sink(enp.sin(x)), x * 2.0)[1], lambda x: x * 2.0, [((3,),), ((2, 2),)], F,
          jax=lambda x: (jlax.dce_sink(jnp.sin(x)), x * 2.0)[1], jacobians=False),
+    # control_dep: the destination's equation ordered after the source's (tests/test_control_deps.py checks the
+    # order in the lowered program); no outputs, its rules order the primal and batched computations
+    Case("control_dep", _control_dep(enp), lambda x, y: (np.sin(x) + np.cos(y) * 2).astype(x.dtype),
+         [((3,), (3,)), ((2, 2), ())], F, jax=lambda x, y: jnp.sin(x) + jnp.cos(y) * 2, jacobians=False),
+    Case("control_dep", _control_dep(enp), lambda x, y: (np.sin(x) + np.cos(y) * 2).astype(x.dtype),
+         [((3,), (3,))], ["complex64", "complex128"], jax=lambda x, y: jnp.sin(x) + jnp.cos(y) * 2, jacobians=False,
+         name="control_dep_complex"),
     # platform_dependent: the CPU's branch (its index a constant of the module; the other branches never lowered),
     # eagerly, under jit and every transformation, as JAX's
     Case("platform_index", _platform_dependent(lax, enp), lambda x, y: (np.sin(x) * y).astype(x.dtype),
