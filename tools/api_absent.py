@@ -83,8 +83,6 @@ NOT_YET: dict[str, dict[str, str]] = {
     "jax.experimental.custom_partitioning": {"*": "user partitioning rules of a function for XLA's SPMD "
                                                   "partitioner: " + _LATER},
     "jax.experimental.xla_metadata": {"*": "set_xla_metadata (frontend attributes on staged ops): " + _LATER},
-    "jax.experimental.profiler": {"*": "get_profiled_instructions_proto (XLA's profile-guided instruction "
-                                       "costs): " + _LATER},
     "jax.experimental.key_reuse": {"*": "JAX's key-reuse checker (jax_debug_key_reuse; no public names): " + _LATER},
     "jax.experimental.hijax": {"TransformedRef": "a Ref view through transforms (hijax's mutable types): " + _NAMES},
     "jax.extend.core": {n: "JAX's extension API over its trace machinery, mapped onto ember's IR: " + _NAMES

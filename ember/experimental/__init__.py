@@ -6,9 +6,10 @@ home of ember.shard_map), hijax (JAX's names for high-level types: ember has non
 compilation_cache (set_cache_dir, reset_cache), roofline (flops and bytes estimated from a function's IR:
 docs/performance.md), serialize_executable (compiled functions as bytes, loaded without compiling: docs/aot.md),
 random (stateful_rng: docs/random.md), buffer_callback (host callbacks that fill their results in place:
-docs/callbacks.md), control_deps (an order between computations: docs/control_flow.md), shard_alike (two values given the same sharding: docs/sharding.md), and
-JAX's names for extended dtypes and their arrays (primal_tangent_dtype, EArray, cur_qdd: ember computes on none
-of them)."""
+docs/callbacks.md), control_deps (an order between computations: docs/control_flow.md), profiler
+(get_profiled_instructions_proto: docs/debugging.md), shard_alike (two values given the same sharding:
+docs/sharding.md), and JAX's names for extended dtypes and their arrays (primal_tangent_dtype, EArray, cur_qdd:
+ember computes on none of them)."""
 from ember._api.callbacks import io_callback as io_callback
 from ember.experimental import buffer_callback as buffer_callback
 from ember.experimental import checkify as checkify
@@ -22,6 +23,7 @@ from ember.experimental import hijax as hijax
 from ember.experimental import jet as jet
 from ember.experimental import mesh_utils as mesh_utils
 from ember.experimental import multihost_utils as multihost_utils
+from ember.experimental import profiler as profiler
 from ember.experimental import ode as ode
 from ember.experimental import rnn as rnn
 from ember.experimental import roofline as roofline
@@ -29,6 +31,6 @@ from ember.experimental import serialize_executable as serialize_executable
 from ember.experimental import shard_alike as shard_alike
 from ember.experimental import shard_map as shard_map
 
-__all__ = ["EArray", "buffer_callback", "checkify", "compilation_cache", "compute_on", "control_deps", "cur_qdd", "hijax", "io_callback", "jet",
-           "mesh_utils", "multihost_utils", "ode", "primal_tangent_dtype", "random", "rnn", "roofline",
-           "serialize_executable", "shard_alike", "shard_map"]
+__all__ = ["EArray", "buffer_callback", "checkify", "compilation_cache", "compute_on", "control_deps", "cur_qdd",
+           "hijax", "io_callback", "jet", "mesh_utils", "multihost_utils", "ode", "primal_tangent_dtype", "profiler",
+           "random", "rnn", "roofline", "serialize_executable", "shard_alike", "shard_map"]
