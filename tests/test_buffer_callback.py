@@ -55,7 +55,7 @@ def test_the_callback_sees_what_jax_gives_it():
     assert ember_call["stage"] == "EXECUTE" and ember_call["out"][-1] is True and ember_call["y"][-1] is False
 
 
-@pytest.mark.parametrize("dtype", ["complex64", "bfloat16", "int8", "bool"])
+@pytest.mark.parametrize("dtype", ["complex64", "bfloat16", "int8", "bool", "int4", "float8_e5m2"])
 def test_dtypes_pass_through_as_jax(dtype):
     x = (np.arange(4) * (1 + 2j) if dtype == "complex64" else np.arange(4) % 2).astype(jnp.dtype(dtype))
 

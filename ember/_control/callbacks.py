@@ -167,6 +167,7 @@ def _check_dtypes(name: str, avals: Sequence[ShapedArray]) -> None:
 _SUPPORTED = {np.dtype(d) for d in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
                                     np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128)}
 _SUPPORTED.add(np.dtype(dt.bfloat16))
+_SUPPORTED.update(dt.NARROW_FLOATS + dt.NARROW_INTS)  # (the 4- and 2-bit ones packed in the program's buffers)
 
 
 def sequential_batching(prim: Primitive, args: Sequence[Any], dims: Sequence[BatchDim], unrolled: bool,
