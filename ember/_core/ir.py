@@ -106,6 +106,37 @@ class Position:
 JAX_PRINTERS: dict[str, Any] = {}
 
 
+class TransformName(str):
+    """An entry of the named scopes that is a transformation's name (jax.extend.source_info_util's
+    transform_name_stack): it wraps the scope entered after it, as JAX writes name stacks (see scope_text). Equal
+    only to another TransformName of the same name (not to a named scope of that name)."""
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is TransformName and str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(("TransformName", str(self)))
+
+
+def scope_text(scope: Sequence[str]) -> str:
+    """Named scopes as JAX writes a name stack: joined with '/', a transformation's name wrapping the entry after
+    it ('outer', jvp, 'inner' is 'outer/jvp(inner)'; a transformation last is 'jvp()')."""
+    parts: list[str] = []
+    for entry in reversed(scope):
+        if type(entry) is TransformName:
+            if parts:
+                parts[-1] = f"{entry}({parts[-1]})"
+            else:
+                parts.append(f"{entry}()")
+        else:
+            parts.append(entry)
+    return "/".join(reversed(parts))
+
+
 class Source(NamedTuple):
     """Where an equation came from: the line of user code (outside ember) that bound its primitive, and the named
     scopes (ember.named_scope, ember.named_call) it was bound in, outermost first, relative to the IR that holds
@@ -132,8 +163,8 @@ class Source(NamedTuple):
 
     @property
     def name_stack(self) -> str:
-        """The scopes joined with '/' (JAX's name stack), "" outside any."""
-        return "/".join(self.scope)
+        """The scopes joined with '/' (JAX's name stack, see scope_text), "" outside any."""
+        return scope_text(self.scope)
 
 
 class Eqn:

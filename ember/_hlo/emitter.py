@@ -13,6 +13,7 @@ import numpy as np
 from ember._core import dtypes as dt
 from ember._core.dtypes import ShapedArray
 from ember._core.shape_poly import dim_text
+from ember._core.ir import scope_text
 from ember._core.sharding import AbstractMesh, NamedSharding, Sharding, mesh_sharding_text
 
 
@@ -89,7 +90,7 @@ def location_text(scope: Sequence[str], op_name: str, filename: str, lineno: int
     def quoted(text: str) -> str:  # (MLIR escapes a byte as a backslash and two hex digits)
         return '"' + "".join(f"\\{b:02X}" if b in b'"\\' or not 0x20 <= b < 0x7F else chr(b)
                              for b in text.encode()) + '"'
-    return f' loc({quoted("/".join((*scope, op_name)))}({quoted(filename)}:{int(lineno)}:0))'
+    return f' loc({quoted(scope_text((*scope, op_name)))}({quoted(filename)}:{int(lineno)}:0))'
 
 
 # The facts one equation's lowering may tell another's about a value it made (Emitter.tell / Emitter.fact): the one

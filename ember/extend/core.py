@@ -218,7 +218,7 @@ def _primitives_module() -> types.ModuleType:
 primitives = _primitives_module()
 
 __all__ = ["AbstractToken", "CallPrimitive", "ClosedJaxpr", "DebugInfo", "DropVar", "Effect", "Effects",
-           "InconclusiveDimensionOperation", "Jaxpr", "JaxprEqn", "JaxprTypeError", "Literal", "Primitive", "Token", "Var",
-           "array_types", "call_impl", "check_jaxpr", "concrete_or_error", "find_top_trace", "gensym",
+           "InconclusiveDimensionOperation", "Jaxpr", "JaxprEqn", "JaxprTypeError", "Literal", "Primitive", "Token",
+           "Var", "array_types", "call_impl", "check_jaxpr", "concrete_or_error", "find_top_trace", "gensym",
            "get_opaque_trace_state", "jaxpr_as_fun", "jaxprs_in_params", "mapped_aval", "new_jaxpr_eqn", "no_effects",
            "primal_dtype_to_tangent_dtype", "primitives", "subjaxprs", "unmapped_aval", "valid_jaxtype"]
