@@ -90,7 +90,8 @@ def location_text(scope: Sequence[str], op_name: str, filename: str, lineno: int
     def quoted(text: str) -> str:  # (MLIR escapes a byte as a backslash and two hex digits)
         return '"' + "".join(f"\\{b:02X}" if b in b'"\\' or not 0x20 <= b < 0x7F else chr(b)
                              for b in text.encode()) + '"'
-    return f' loc({quoted(scope_text((*scope, op_name)))}({quoted(filename)}:{int(lineno)}:0))'
+    name = f"{scope_text(scope)}/{op_name}" if scope else op_name  # (a transformation last: 'jvp()/cos', as JAX)
+    return f' loc({quoted(name)}({quoted(filename)}:{int(lineno)}:0))'
 
 
 # The facts one equation's lowering may tell another's about a value it made (Emitter.tell / Emitter.fact): the one
