@@ -210,3 +210,29 @@ def test_buffers_kept_past_the_call_are_arrays():
     out, x = kept[0]
     np.testing.assert_array_equal(np.asarray(out), np.ones(1024, F32))  # still the first call's values
     assert np.from_dlpack(x).shape == (1024,)
+
+
+def test_composes_with_donation_shardings_and_export():
+    double = bc.buffer_callback(lambda ctx, out, x: np.copyto(np.asarray(out), 2 * np.asarray(x)),
+                                ember.ShapeDtypeStruct((8,), "float32"))
+    x = np.arange(8, dtype=F32)
+    donated = ember.jit(lambda v: double(v) + 1, donate_argnums=0)(ember.numpy.asarray(x))
+    np.testing.assert_array_equal(np.asarray(donated), 2 * x + 1)
+    devices = ember.devices()
+    if len(devices) >= 2:  # (a sharded argument: the callback sees the whole array, as JAX's)
+        mesh = ember.sharding.Mesh(np.array(devices[:2]), ("x",))
+        split = ember.sharding.NamedSharding(mesh, ember.sharding.PartitionSpec("x"))
+        sharded = ember.device_put(x, split)
+        # (a callback's result lives on the first device, XLA's {maximal device=0}: JAX's array of it has every
+        # device's index whole, the others' buffers unfilled; ember's too, and later programs read device 0's)
+        out = ember.jit(double)(sharded)
+        np.testing.assert_array_equal(np.asarray(out), 2 * x)
+        pure = ember.jit(lambda v: ember.pure_callback(lambda a: a * 2, ember.ShapeDtypeStruct((8,), "float32"), v))
+        for result in (out, pure(sharded)):
+            assert "maximal device=0" in str(result.sharding)
+            again = ember.jit(lambda v: v * 3, out_shardings=split)(result)
+            np.testing.assert_array_equal(np.asarray(again), 6 * x)
+            np.testing.assert_array_equal(np.asarray(ember.jit(lambda v, w: v + w)(result, sharded)), 3 * x)
+    exported = ember.export.export(ember.jit(double))(ember.ShapeDtypeStruct((8,), "float32"))
+    with pytest.raises(NotImplementedError, match="serialization of host_callbacks"):
+        exported.serialize()
