@@ -26,7 +26,7 @@ ORDER = {
     "_hlo": ["emitter", "targets", "backend_forms", "row_fusion", "lower", "module_check", "spmd", "ffi", "__init__"],
     "_prims": ["checks", "explicit", "shape", "families", "elementwise", "slicing", "reduction", "dot", "indexing",
                "sorting", "conv", "windowed", "special", "bits", "fft", "effects", "lax_helpers", "ragged",
-               "collectives", "linalg", "sharding", "refs", "__init__"],
+               "collectives", "linalg", "sharding", "refs", "ref_views", "__init__"],
     "_transforms": ["cache", "discharge", "passes", "ad", "jvp", "batching", "__init__"],
     "_runtime": ["fastpath", "pjrt", "xla_proto", "xspace", "distributed", "ffi", "lapack", "rows", "sort", "vmath", "callbacks",
                  "backends", "guards", "layout", "array",

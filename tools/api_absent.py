@@ -90,7 +90,6 @@ NOT_YET: dict[str, dict[str, str]] = {
                                                   "partitioner: " + _LATER},
     "jax.experimental.xla_metadata": {"*": "set_xla_metadata (frontend attributes on staged ops): " + _LATER},
     "jax.experimental.key_reuse": {"*": "JAX's key-reuse checker (jax_debug_key_reuse; no public names): " + _LATER},
-    "jax.experimental.hijax": {"TransformedRef": "a Ref view through transforms (hijax's mutable types): " + _NAMES},
 }
 
 
