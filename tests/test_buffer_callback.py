@@ -64,7 +64,10 @@ def test_dtypes_pass_through_as_jax(dtype):
         np.asarray(out)[...] = np.conj(value) if value.dtype.kind == "c" else value[::-1]
     got, want = _both(lambda m, S: m.buffer_callback(conj, S((4,), jnp.dtype(dtype))), x, jit=True)
     assert got.dtype == want.dtype
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    expected = np.conj(x) if dtype == "complex64" else x[::-1]
+    np.testing.assert_array_equal(np.asarray(got), expected)
+    if dtype != "int4":  # (JAX 0.10.2's Buffer of an int4 result is XLA's packed memory seen one element a byte: its
+        np.testing.assert_array_equal(np.asarray(want), expected)  # results are garbage; ember's unpacks and packs)
 
 
 def test_pytree_results_and_unwritten_results():
@@ -93,26 +96,10 @@ def test_input_output_aliases_start_the_result_as_the_input(jit):
     np.testing.assert_array_equal(np.asarray(got), [0, 11, 2])
 
 
-@pytest.mark.parametrize("method", ["sequential", "sequential_unrolled"])
-def test_vmap_one_call_per_member(method):
-    calls = []
-
-    def scale(ctx, out, x, w):
-        calls.append((np.asarray(x).shape, np.asarray(w).shape))
-        np.asarray(out)[...] = np.asarray(x) * np.asarray(w)
-
-    def make(m, S):
-        return lambda x, w: m.buffer_callback(scale, S((4,), jnp.float32), vmap_method=method)(x, w)
-    xs, w = np.arange(12, dtype=F32).reshape(3, 4), np.full(4, 2, F32)
-    got = ember.jit(ember.vmap(make(bc, ember.ShapeDtypeStruct), in_axes=(0, None)))(xs, w)
-    ember_calls, calls[:] = list(calls), []
-    want = jax.jit(jax.vmap(make(jax_bc, jax.ShapeDtypeStruct), in_axes=(0, None)))(xs, w)
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
-    assert ember_calls == calls and len(calls) == 3
-
-
-@pytest.mark.parametrize("method", ["expand_dims", "broadcast_all", "legacy_vectorized"])
-def test_vmap_one_call_on_the_batch(method):
+@pytest.mark.parametrize("method,calls_made", [("sequential", 3), ("sequential_unrolled", 3), ("expand_dims", 1),
+                                               ("broadcast_all", 1), ("legacy_vectorized", 1)])
+def test_vmap_methods_as_jax(method, calls_made):
+    """The calls each vmap_method makes (one per member, or one on the batch) and their arguments, as JAX's."""
     calls = []
 
     def scale(ctx, out, x, w):
@@ -126,7 +113,7 @@ def test_vmap_one_call_on_the_batch(method):
     ember_calls, calls[:] = list(calls), []
     want = jax.jit(jax.vmap(make(jax_bc, jax.ShapeDtypeStruct), in_axes=(0, None)))(xs, w)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
-    assert ember_calls == calls and len(calls) == 1
+    assert ember_calls == calls and len(calls) == calls_made
 
 
 def test_refusals_as_jax():
@@ -145,7 +132,8 @@ def test_refusals_as_jax():
     S = ember.ShapeDtypeStruct
     for aliases, match in [({1: 0}, "input index 1 outside the range \\[0, 1\\)"),
                            ({0: 2}, "output index 2 outside the range \\[0, 1\\)"),
-                           ({0: 0}, "float32\\[2, 3\\] and an output of a different type float32\\[3\\]")]:
+                           ({0: 0}, "abstract value f32\\[2,3\\] and an output with a different abstract value "
+                                    "f32\\[3\\]")]:
         with pytest.raises(ValueError, match=match):
             bc.buffer_callback(_add_one, S((3,), "float32"), input_output_aliases=aliases)(np.ones((2, 3), F32))
     with pytest.raises(TypeError, match="argument leaf 0 \\(str\\) is not an array"):

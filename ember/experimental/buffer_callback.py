@@ -33,6 +33,7 @@ from ember._control.callbacks import VMAP_METHODS, HostCallback, buffer_callback
 from ember._core import ShapedArray, Tracer, is_tracing
 from ember._core.dtypes import aval_of_value
 from ember._core.pytree import PyTreeDef, tree_flatten, tree_unflatten
+from ember.ffi import _checked_aliases
 
 
 class ExecutionStage(enum.Enum):
@@ -152,7 +153,8 @@ def buffer_callback(callback: Callable[..., None], result_shape_dtypes: Any, *, 
             except TypeError:
                 raise TypeError(f"buffer_callback: argument leaf {i} ({type(leaf).__name__}) is not an array; a "
                                 "buffer callback takes arrays (pass other values by closing over them)") from None
-        aliases = _aliases(input_output_aliases, len(args), avals, result_avals)
+        aliases = tuple(_checked_aliases("buffer_callback: ", input_output_aliases, len(args), avals,
+                                        result_avals))
         host = _BufferCallback(callback, in_tree, result_avals, result_tree, aliases)
         if not is_tracing() and not any(isinstance(a, Tracer) for a in leaves):
             outs = _run_now(host, leaves)
@@ -162,28 +164,6 @@ def buffer_callback(callback: Callable[..., None], result_shape_dtypes: Any, *, 
         return tree_unflatten(result_tree, outs)
 
     return wrapped
-
-
-def _aliases(aliases: dict[int, int] | None, positional: int, avals: list[Any],
-             result_avals: tuple[ShapedArray, ...]) -> tuple[tuple[int, int], ...]:
-    """input_output_aliases checked as JAX checks them: the input index below the number of positional arguments,
-    the output index below the number of results, and the two of one type."""
-    checked = []
-    for i, o in sorted((aliases or {}).items()):
-        i, o = int(i), int(o)
-        if not 0 <= i < positional or i >= len(avals):
-            raise ValueError(f"buffer_callback: input_output_aliases contains the mapping '{i}:{o}' with input index "
-                             f"{i} outside the range [0, {positional}).")
-        if not 0 <= o < len(result_avals):
-            raise ValueError(f"buffer_callback: input_output_aliases contains the mapping '{i}:{o}' with output "
-                             f"index {o} outside the range [0, {len(result_avals)}).")
-        a, r = avals[i], result_avals[o]
-        if tuple(a.shape) != tuple(r.shape) or np.dtype(a.dtype) != np.dtype(r.dtype):
-            raise ValueError(f"buffer_callback: input_output_aliases contains the mapping '{i}:{o}' referring to an "
-                             f"input of type {np.dtype(a.dtype).name}{list(a.shape)} and an output of a different "
-                             f"type {np.dtype(r.dtype).name}{list(r.shape)}.")
-        checked.append((i, o))
-    return tuple(checked)
 
 
 __all__ = ["Buffer", "ExecutionContext", "ExecutionStage", "buffer_callback"]
