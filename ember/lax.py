@@ -43,6 +43,8 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "threefry4x32"
                                         # host callbacks (jax.pure_callback, io_callback, debug.callback,
                                         # jax.experimental.buffer_callback):
                                         "pure_callback", "io_callback", "debug_callback", "buffer_callback",
+                                        # jax.experimental.custom_partitioning's:
+                                        "custom_partitioning",
                                         # jax.experimental.control_deps' (an ffi_call in JAX):
                                         "control_dep",
                                         # jax.experimental.shard_alike's (jax._src.shard_alike.shard_alike_p):

@@ -61,6 +61,7 @@ ACCEPTS_COMPLEX = {
     "inspect_sharding",  # (reads a value's layout, never its values: any dtype)
     "shard_alike",  # (ties two values' layouts, never their values: tests/test_shard_alike.py ties complex ones)
     "control_dep",  # (orders two computations, never reads their values: a complex Case in tests/prims)
+    "custom_partitioning",  # (its function's own computation, any dtype it takes: a complex Case in tests/prims)
 }
 # host callbacks: the values go to Python as numpy arrays (complex ones checked in tests/test_callbacks.py and
 # tests/test_buffer_callback.py)

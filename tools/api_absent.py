@@ -86,11 +86,6 @@ _LATER = "a jax.experimental library of its own, planned after this round of nam
 _NAMES = "not yet"
 NOT_YET: dict[str, dict[str, str]] = {
     "jax.experimental.sparse": {"*": "sparse arrays (BCOO, BCSR, COO, CSR) and sparsify: " + _LATER},
-    "jax.experimental.custom_partitioning": {"*": "user partitioning rules of a function, which XLA's SPMD "
-                                                  "partitioner calls while it propagates shardings (through jaxlib's "
-                                                  "custom-call partitioner; the CPU plugin has no Custom_Partitioner "
-                                                  "extension, so ember would call them itself where it knows the "
-                                                  "shardings): " + _LATER},
     "jax.experimental.xla_metadata": {"*": "set_xla_metadata (frontend attributes on staged ops): " + _LATER},
     "jax.experimental.key_reuse": {"*": "JAX's key-reuse checker (jax_debug_key_reuse; no public names): " + _LATER},
 }

@@ -6,7 +6,8 @@ home of ember.shard_map), hijax (JAX's names for high-level types: ember has non
 compilation_cache (set_cache_dir, reset_cache), roofline (flops and bytes estimated from a function's IR:
 docs/performance.md), serialize_executable (compiled functions as bytes, loaded without compiling: docs/aot.md),
 random (stateful_rng: docs/random.md), buffer_callback (host callbacks that fill their results in place:
-docs/callbacks.md), control_deps (an order between computations: docs/control_flow.md), profiler
+docs/callbacks.md), control_deps (an order between computations: docs/control_flow.md), custom_partitioning
+(the function's own computation, its rules kept: docs/sharding.md), profiler
 (get_profiled_instructions_proto: docs/debugging.md), shard_alike (two values given the same sharding:
 docs/sharding.md), and JAX's names for extended dtypes and their arrays (primal_tangent_dtype, EArray, cur_qdd:
 ember computes on none of them)."""
@@ -16,6 +17,7 @@ from ember.experimental import checkify as checkify
 from ember.experimental import compilation_cache as compilation_cache
 from ember.experimental import compute_on as compute_on
 from ember.experimental import control_deps as control_deps
+from ember.experimental import custom_partitioning as custom_partitioning
 from ember.experimental import random as random
 from ember.experimental._extended import EArray as EArray, cur_qdd as cur_qdd
 from ember.experimental._extended import primal_tangent_dtype as primal_tangent_dtype
@@ -32,5 +34,6 @@ from ember.experimental import shard_alike as shard_alike
 from ember.experimental import shard_map as shard_map
 
 __all__ = ["EArray", "buffer_callback", "checkify", "compilation_cache", "compute_on", "control_deps", "cur_qdd",
-           "hijax", "io_callback", "jet", "mesh_utils", "multihost_utils", "ode", "primal_tangent_dtype", "profiler",
-           "random", "rnn", "roofline", "serialize_executable", "shard_alike", "shard_map"]
+           "custom_partitioning", "hijax", "io_callback", "jet", "mesh_utils", "multihost_utils", "ode",
+           "primal_tangent_dtype", "profiler", "random", "rnn", "roofline", "serialize_executable", "shard_alike",
+           "shard_map"]

@@ -11,6 +11,7 @@ from jax.ad_checkpoint import checkpoint_name as jax_checkpoint_name
 import ember
 from ember.experimental.buffer_callback import buffer_callback
 from ember.experimental.control_deps import control_dep
+from ember.experimental.custom_partitioning import custom_partitioning
 import ember.numpy as enp
 from ember import lax
 from ember.ad_checkpoint import checkpoint_name
@@ -146,6 +147,14 @@ def _exported_call(x, w):
 
 SCAN_SHAPES = [((), (4, 3)), ((3,), (5, 3)), ((), (1, 2))]
 
+def _custom_partitioned():
+    f = custom_partitioning(lambda x, y: enp.sin(x) * y)
+    f.def_partition(partition=lambda mesh, args, result: (mesh, lambda x, y: enp.sin(x) * y, args[0].sharding,
+                                                          tuple(a.sharding for a in args)),
+                    sharding_rule="..., ... -> ...")
+    return lambda x, y: f(x, y)
+
+
 def _control_dep(np_):
     def f(x, y):
         b = np_.cos(y)
@@ -219,6 +228,14 @@ CASES = [
     Case("composite", lambda x, y: lax.composite(lambda a, b, *, k: enp.sin(a) * b + k, "ember.sin_times")(x, y, k=1.0),
          lambda x, y: (np.sin(x) * y + 1.0).astype(x.dtype), [((3,), (3,))], F, forward=False, reverse=False,
          batching=False),
+    # custom_partitioning: the function's own computation (the rules kept, not called: the plugin has no partitioner
+    # callback); no derivative and no batching, as JAX's (the errors checked); behaviour in
+    # tests/test_custom_partitioning.py
+    Case("custom_partitioning", _custom_partitioned(), lambda x, y: (np.sin(x) * y).astype(x.dtype),
+         [((3,), (3,)), ((2, 2), (2, 2))], F, forward=False, reverse=False, batching=False),
+    Case("custom_partitioning", _custom_partitioned(), lambda x, y: (np.sin(x) * y).astype(x.dtype),
+         [((3,), (3,))], ["complex64", "complex128"], forward=False, reverse=False, batching=False,
+         name="custom_partitioning_complex"),
     # dce_sink: a value marked used (an effect, kept by every pass), its rules linear as JAX's (whose Hessian of it
     # fails: safe_zip of its zero outputs)
     Case("dce_sink", lambda x: (lax.dce_sink(enp.sin(x)), x * 2.0)[1], lambda x: x * 2.0, [((3,),), ((2, 2),)], F,
