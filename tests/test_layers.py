@@ -27,7 +27,7 @@ ORDER = {
     "_prims": ["checks", "explicit", "shape", "families", "elementwise", "slicing", "reduction", "dot", "indexing",
                "sorting", "conv", "windowed", "special", "bits", "fft", "effects", "lax_helpers", "ragged",
                "collectives", "linalg", "sharding", "refs", "ref_views", "__init__"],
-    "_transforms": ["cache", "discharge", "passes", "ad", "jvp", "batching", "__init__"],
+    "_transforms": ["cache", "discharge", "passes", "ad", "jvp", "batching", "key_reuse", "__init__"],
     "_runtime": ["fastpath", "pjrt", "xla_proto", "xspace", "distributed", "ffi", "lapack", "rows", "sort", "vmath", "callbacks",
                  "backends", "guards", "layout", "array",
                  "dlpack", "dispatch", "sharded", "compile_cache", "hlo_text", "spmd", "refs", "compiler", "eager",

@@ -87,7 +87,6 @@ _NAMES = "not yet"
 NOT_YET: dict[str, dict[str, str]] = {
     "jax.experimental.sparse": {"*": "sparse arrays (BCOO, BCSR, COO, CSR) and sparsify: " + _LATER},
     "jax.experimental.xla_metadata": {"*": "set_xla_metadata (frontend attributes on staged ops): " + _LATER},
-    "jax.experimental.key_reuse": {"*": "JAX's key-reuse checker (jax_debug_key_reuse; no public names): " + _LATER},
 }
 
 

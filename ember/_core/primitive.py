@@ -33,7 +33,10 @@ Rule signatures (params are the equation's params, passed as keywords):
       the equation is known to be linear in the inputs marked needs (in a linear IR being transposed:
       ember.linear_transpose, the tangent map of a JVP rule; backward_pass(..., linear=True)); JAX's transpose
       rules, for primitives defined through JAX's extension API (ember.extend), whose JVP rule binds the
-      primitive itself on tangents                                                                    [hook]"""
+      primitive itself on tangents                                                                    [hook]
+  key_reuse(eqn) -> the equation's key-reuse Signature (ember._transforms.key_reuse): what a higher-order
+      primitive does to the PRNG keys it is given, from its bodies' signatures (first-order primitives have their
+      rules in that module's table)                                                                   [hook]"""
 from __future__ import annotations
 
 import os
@@ -47,7 +50,7 @@ from ember._core.ir import Position, Source, sub_irs
 from ember._core.sharding import explicit_of, explicit_sharding
 
 RULE_KINDS: tuple[str, ...] = ("abstract_eval", "lowering", "jvp", "vjp", "batching")
-HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split", "discharge", "depends", "sharding_rule", "transpose",
+HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split", "discharge", "depends", "sharding_rule", "transpose", "key_reuse",
                                "bind_params", "checkify", "index_bounds")
 
 CHECK_KINDS: tuple[str, ...] = ("nan", "div", "oob")  # what checkify may check of an equation (see above)

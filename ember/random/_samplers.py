@@ -21,6 +21,7 @@ from ember._core import dtypes as dt
 from ember._hlo import LoweringContext, lower_into
 from ember._prims import explicit
 from ember._prims.shape import batch_at_front, batch_size
+from ember._transforms import key_reuse
 from ember.random._keys import KeyArray, _split, canonical_shape, keys_of, random_bits, resolve_impl
 from ember.random._prng import IMPLS, threefry_prng_impl
 from ember._api.sharding import reshard, takes_out_sharding
@@ -603,7 +604,7 @@ class _KeyedPrimitive(Primitive):
         else:
             keys = keys_of(self.name, key, allow_batched=True)[0]
         params["impl"] = keys._impl.name if IMPLS.get(keys._impl.name) is keys._impl else keys._impl
-        return super().bind(keys._data, *args, **params)
+        return super().bind(key_reuse.consume(keys._data), *args, **params)
 
 
 random_gamma_p = _KeyedPrimitive("random_gamma", checks=())
