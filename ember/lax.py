@@ -51,6 +51,8 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "threefry4x32"
                                         "shard_alike",
                                         # the key-reuse checker's markers (ember._transforms.key_reuse):
                                         "key_wrap", "key_fresh", "key_consume", "key_unwrap",
+                                        # jax.experimental.xla_metadata's (jax._src.xla_metadata):
+                                        "xla_metadata_value",
                                         # jax.ffi.ffi_call's (jax._src.ffi.ffi_call_p):
                                         "ffi_call",
                                         # jax.debug.inspect_array_sharding's (jax._src.debugging.inspect_sharding_p):

@@ -56,6 +56,7 @@ ACCEPTS_COMPLEX = {
     "scatter", "scatter_add", "scatter_mul", "dynamic_slice", "dynamic_update_slice", "optimization_barrier",
     "squeeze", "stack", "unstack", "tile", "copy", "device_put", "scatter_sub", "stage", "dce_sink",
     "key_wrap", "key_fresh", "key_consume", "key_unwrap",  # (the key-reuse checker's markers: the identity)
+    "xla_metadata_value",  # (set_xla_metadata's value form: the identity)
     "name",  # (checkpoint_name's identity)
     "sort",  # (complex values carried along real keys; complex keys are refused: ember.numpy sorts by parts)
     "sharding_constraint",  # (a layout over devices: tests/prims/test_sharding_prims.py has a complex Case)
@@ -86,7 +87,8 @@ ACCEPTS_COMPLEX |= LINALG_ACCEPTS_COMPLEX
 STRUCTURAL = ["broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate", "split", "rev", "gather",
               "scatter", "scatter_add", "scatter_mul", "dynamic_slice", "dynamic_update_slice",
               "optimization_barrier", "name", "squeeze", "stack", "unstack", "tile", "copy", "device_put",
-              "scatter_sub", "stage", "dce_sink", "key_wrap", "key_fresh", "key_consume", "key_unwrap"]
+              "scatter_sub", "stage", "dce_sink", "key_wrap", "key_fresh", "key_consume", "key_unwrap",
+              "xla_metadata_value"]
 _COMPLEX_OF = {np.dtype(np.float32): dt.complex64, np.dtype(np.float64): dt.complex128}
 # Primitives that carry sub-IRs: complex values flow through them, their bodies' primitives decide (checked below);
 # custom_lin's values are its custom_vjp's bwd rule's, which decides alike

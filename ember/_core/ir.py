@@ -140,12 +140,16 @@ def scope_text(scope: Sequence[str]) -> str:
 class Source(NamedTuple):
     """Where an equation came from: the line of user code (outside ember) that bound its primitive, and the named
     scopes (ember.named_scope, ember.named_call) it was bound in, outermost first, relative to the IR that holds
-    the equation (an equation of a sub-IR is inside its parent equation's scopes)."""
+    the equation (an equation of a sub-IR is inside its parent equation's scopes). metadata: the XLA metadata
+    (ember.experimental.xla_metadata.set_xla_metadata) it was bound under, sorted (key, value) strings, which its
+    lowering writes as the frontend attributes of the ops giving its results; a transformation binding what an
+    equation becomes under this Source keeps them, as JAX keeps an equation's context."""
     filename: str
     lineno: int
     function: str
     scope: tuple[str, ...] = ()
     position: Position | None = None  # (where in the line: its column, see with_column)
+    metadata: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno} ({self.function})"
@@ -559,6 +563,8 @@ def _structural_key(ir: IR, sources: bool) -> tuple[Any, ...]:
             parts.append(None)
         if sources:
             parts.append(eqn.source)
+        elif eqn.source is not None and eqn.source.metadata:  # (the program's text has them)
+            parts.append(eqn.source.metadata)
         for var in eqn.outputs:
             ids[var] = len(ids)
             parts.append(var.aval)

@@ -45,7 +45,7 @@ import threading
 import weakref
 from typing import Any, Callable, Sequence
 
-from ember._core.dtypes import ArrayTooLargeError, ShapedArray, ShardingTypeError, join_vma
+from ember._core.dtypes import ArrayTooLargeError, ShapedArray, ShardingTypeError, StagingOptions, join_vma
 from ember._core.ir import Position, Source, sub_irs
 from ember._core.sharding import explicit_of, explicit_sharding
 
@@ -363,18 +363,39 @@ def user_stacklevel() -> int:
 
 def user_source() -> Source | None:
     """The user code responsible for the primitive being bound now: the equation being evaluated or transformed
-    (TRACE_STATE.source), else the innermost calling frame outside the ember package; inside the current named
-    scopes (TRACE_STATE.scope)."""
+    (TRACE_STATE.source, with its XLA metadata), else the innermost calling frame outside the ember package, with
+    the XLA metadata set now (XLA_METADATA); inside the current named scopes (TRACE_STATE.scope)."""
     source, scope = TRACE_STATE.source, TRACE_STATE.scope
     if source is not None:
         return source._replace(scope=scope + source.scope) if scope else source
     frame, skipped = sys._getframe(1), _NotUserCode.paths
+    metadata = XLA_METADATA.value
     while frame is not None:
         code = frame.f_code
         if not code.co_filename.startswith(skipped):
-            return Source(code.co_filename, frame.f_lineno, code.co_name, scope, Position(code, frame.f_lasti))
+            return Source(code.co_filename, frame.f_lineno, code.co_name, scope, Position(code, frame.f_lasti),
+                          metadata)
         frame = frame.f_back
-    return None
+    return Source("<unknown>", 0, "<unknown>", scope, None, metadata) if metadata else None
+
+
+class _XlaMetadata:
+    """The XLA metadata set now (ember.experimental.xla_metadata.set_xla_metadata): sorted (key, value) strings
+    that the equations bound meanwhile carry in their Source. Process-wide, as ember's user contexts, and one of
+    the staging options (StagingOptions.contexts): a jitted function called under other metadata is traced again."""
+    __slots__ = ("value", "default")
+
+    def __init__(self) -> None:
+        self.value: tuple[tuple[str, str], ...] = ()
+        self.default: tuple[tuple[str, str], ...] = ()
+
+    def set(self, value: tuple[tuple[str, str], ...]) -> None:
+        self.value = value
+        StagingOptions.update()
+
+
+XLA_METADATA = _XlaMetadata()
+StagingOptions.contexts.append(XLA_METADATA)
 
 
 def enter_source(source: Source | None, base: tuple[str, ...]) -> None:

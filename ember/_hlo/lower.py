@@ -200,6 +200,9 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
                 outs = _in_effect_order(emitter, ctx, rule, ins, eqn.params)
             else:
                 outs = rule(ctx, *ins, **eqn.params)
+            if source is not None and source.metadata:  # (set_xla_metadata's, on the ops giving the results)
+                for out in outs:
+                    emitter.frontend_attributes(out, source.metadata)
             if emitter.device_assignment is not None and not eqn.prim.own_sharding:
                 outs = _as_typed(emitter, eqn.outputs, outs)
             env.update(zip(eqn.outputs, outs))

@@ -9,8 +9,9 @@ random (stateful_rng: docs/random.md), key_reuse (the key-reuse checker: docs/ra
 callbacks that fill their results in place: docs/callbacks.md), control_deps (an order between computations:
 docs/control_flow.md), custom_partitioning (the function's own computation, its rules kept: docs/sharding.md),
 profiler (get_profiled_instructions_proto: docs/debugging.md), shard_alike (two values given the same sharding:
-docs/sharding.md), and JAX's names for extended dtypes and their arrays (primal_tangent_dtype, EArray, cur_qdd:
-ember computes on none of them)."""
+docs/sharding.md), xla_metadata (set_xla_metadata: XLA frontend attributes on staged operations: docs/debugging.md),
+and JAX's names for extended dtypes and their arrays (primal_tangent_dtype, EArray, cur_qdd: ember computes on none
+of them)."""
 from ember._api.callbacks import io_callback as io_callback
 from ember.experimental import buffer_callback as buffer_callback
 from ember.experimental import checkify as checkify
@@ -33,8 +34,9 @@ from ember.experimental import roofline as roofline
 from ember.experimental import serialize_executable as serialize_executable
 from ember.experimental import shard_alike as shard_alike
 from ember.experimental import shard_map as shard_map
+from ember.experimental import xla_metadata as xla_metadata
 
 __all__ = ["EArray", "buffer_callback", "checkify", "compilation_cache", "compute_on", "control_deps", "cur_qdd",
            "custom_partitioning", "hijax", "io_callback", "jet", "key_reuse", "mesh_utils", "multihost_utils", "ode",
            "primal_tangent_dtype", "profiler", "random", "rnn", "roofline", "serialize_executable", "shard_alike",
-           "shard_map"]
+           "shard_map", "xla_metadata"]
