@@ -41,7 +41,7 @@ from ember._core.primitive import user_source
 from ember._core.trace import KeyReuseError
 from ember._prims import explicit
 from ember._prims.indexing import dynamic_slice_p, dynamic_update_slice_p, gather_p, scatter_p
-from ember._prims.elementwise import eq_p, ne_p
+from ember._prims.elementwise import eq_p, ne_p, select_n_p, select_p
 from ember._prims.shape import (broadcast_in_dim_p, convert_element_type_p, copy_p, linear_jvp, reshape_p, squeeze_p,
                                 stage_p, vectorized_batching)
 from ember._prims.sharding import device_put_p, sharding_constraint_p
@@ -151,6 +151,15 @@ def _concatenate_rule(eqn: Eqn, key_in: Sequence[bool]) -> Signature:
     return Signature({i: True for i, k in enumerate(key_in) if k}, frozenset({0}), {}, frozenset({0}))
 
 
+def _select_rule(eqn: Eqn, key_in: Sequence[bool]) -> Signature:
+    """A choice among keys element by element (what vmap makes of a cond with a batched predicate, and of a loop
+    carrying keys): fresh keys, consuming none, as a cond whose branches give the cases (JAX's cond rule: an output
+    a branch makes fresh is fresh). ember.random's keys support no select of their own."""
+    if not any(key_in[1:]):
+        return NOTHING
+    return Signature({}, frozenset({0}), {}, frozenset({0}))
+
+
 def _device_put_rule(eqn: Eqn, key_in: Sequence[bool]) -> Signature:
     forwards = {i: i for i, k in enumerate(key_in) if k}
     return Signature({}, frozenset(), forwards, frozenset(forwards))
@@ -169,6 +178,8 @@ RULES: dict[Primitive, Callable[[Eqn, Sequence[bool]], Signature]] = {
     eq_p: lambda eqn, key_in: NOTHING,
     ne_p: lambda eqn, key_in: NOTHING,
     device_put_p: _device_put_rule,
+    select_n_p: _select_rule,
+    select_p: _select_rule,
 }
 for _prim in (broadcast_in_dim_p, copy_p, stage_p, convert_element_type_p, reshape_p, squeeze_p, dynamic_slice_p,
               gather_p, sharding_constraint_p):
