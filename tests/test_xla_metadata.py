@@ -2,6 +2,8 @@
 XLA frontend attributes on the same ops (nested blocks merged, values written as JAX writes them, kept by grad and
 vmap on what each equation becomes), and computing with them gives the numbers computed without."""
 import re
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -137,3 +139,13 @@ def test_a_decorated_jitted_function_lowers_inside_the_block():
     for m, np_, meta in LIBS.values():
         f = meta(role="head")(m.jit(lambda x: np_.cos(x)))
         assert 'role = "head"' in f.lower(np.ones(2, np.float32)).as_text()
+
+
+def test_as_jax_reaches_set_xla_metadata():
+    code = ("import ember.as_jax; ember.as_jax.install(); import jax, jax.numpy as jnp, ember\n"
+            "from jax.experimental.xla_metadata import set_xla_metadata\n"
+            "assert set_xla_metadata is ember.experimental.xla_metadata.set_xla_metadata\n"
+            "with set_xla_metadata(k=1):\n"
+            "    print(jax.jit(jnp.sin).lower(jnp.ones(2)).as_text())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and 'mhlo.frontend_attributes = {k = "1"}' in done.stdout, done.stderr
