@@ -817,7 +817,7 @@ def _poisson(data: Any, lam: Any, shape: tuple[int, ...], dtype: np.dtype) -> An
     max_iters = int(np.iinfo(dtype).max)
     # (both methods draw from the key, and each element takes one method's draw: to the key-reuse checker, the
     # second one has a fresh copy; JAX's checker misses the reuse, reading the while loops' operands off by their
-    # predicates' constants)
+    # predicates' constants; binomial's two methods likewise)
     result = enp.where(use_knuth, _poisson_knuth(data, lam_knuth, shape, dtype, max_iters),
                        _poisson_rejection(clone(data), lam_rejection, shape, dtype, max_iters))
     return enp.where(lam == 0, enp.zeros_like(result), result)
@@ -1188,7 +1188,8 @@ def _binomial_impl(data: Any, count: Any, prob: Any, shape: tuple[int, ...], dty
     def bound(i: Any) -> Any:
         return lax.convert_element_type(i, dtype) < _const(top, dtype)
     inverted = _binomial_inversion(data, lax.select(use_inversion, count, enp.zeros_like(count)), q, shape, bound)
-    rejected = _btrs(data, lax.select(use_inversion, enp.full_like(count, 1e4), count),
+    # (each element takes one method's draw: the second draws from a clone of the key, as poisson's)
+    rejected = _btrs(clone(data), lax.select(use_inversion, enp.full_like(count, 1e4), count),
                      lax.select(use_inversion, enp.full_like(q, 0.5), q), shape, bound)
     samples = lax.select(use_inversion, inverted.astype(dtype), rejected.astype(dtype))
     invalid = q_negative | q_is_nan | count_nan_or_neg  # nan for a nan or negative count or a nan or negative p
