@@ -4,7 +4,6 @@ it (debug_info), type an argument (shaped_abstractify), and the argument bookkee
 (donation_vector, rebase_donate_argnums, flatten_axes; safe_map)."""
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from typing import Any, Callable, Sequence
 
@@ -12,21 +11,7 @@ from ember._api.staging import fun_name
 from ember._core import ShapedArray, aval_of
 from ember._core import dtypes as _dt
 from ember._core.pytree import PyTreeDef, prefix_entries, tree_flatten
-from ember.extend.linear_util import Store, WrappedFun
-
-
-@dataclasses.dataclass(frozen=True)
-class DebugInfo:
-    """What a traced function is, for messages (jax.extend.core.DebugInfo): what traced it, the function's name and
-    place, its arguments' names (None where unknown), its results' paths (None until known)."""
-    traced_for: str
-    func_src_info: str | None
-    arg_names: tuple[str | None, ...] | None
-    result_paths: tuple[str, ...] | None = None
-
-    @property
-    def func_name(self) -> str:
-        return (self.func_src_info or "<unknown>").split(" ")[0]
+from ember.extend.linear_util import DebugInfo, Store, WrappedFun, transformation2, transformation_with_aux2
 
 
 def debug_info(traced_for: str, fun: Callable[..., Any], args: Any, kwargs: Any, *,
@@ -41,28 +26,28 @@ def debug_info(traced_for: str, fun: Callable[..., Any], args: Any, kwargs: Any,
     return DebugInfo(traced_for, sourceinfo or where, None)
 
 
+def _flatten(f: Callable[..., Any], store: Store, in_tree: PyTreeDef, kwargs_in_tree: bool, *leaves: Any
+             ) -> list[Any]:
+    """The transformation flatten_fun stacks: f called on in_tree's leaves, its outputs' structure stored."""
+    if kwargs_in_tree:
+        args, kwargs = in_tree.unflatten(leaves)
+    else:
+        args, kwargs = in_tree.unflatten(leaves), {}
+    out_leaves, tree = tree_flatten(f(*args, **kwargs))
+    store.store(tree)
+    return out_leaves
+
+
 def flatten_fun(f: WrappedFun, in_tree: PyTreeDef) -> tuple[WrappedFun, Store]:
     """f of the leaves of (args, kwargs) (in_tree's) returning its outputs' leaves; the second result, called,
-    gives the outputs' structure once the function has run."""
-    def call(leaves: Sequence[Any]) -> Any:
-        args, kwargs = in_tree.unflatten(leaves)
-        return f.call_wrapped(*args, **kwargs)
-    return _flat(f, call)
+    gives the outputs' structure once the function has run. (A transformation stacked on f: two flattenings of
+    one function with one structure are equal WrappedFuns, for linear_util.cache.)"""
+    return transformation_with_aux2(_flatten)(f, in_tree, True)
 
 
 def flatten_fun_nokwargs(f: WrappedFun, in_tree: PyTreeDef) -> tuple[WrappedFun, Store]:
     """flatten_fun for in_tree the structure of the positional arguments alone (a tuple)."""
-    return _flat(f, lambda leaves: f.call_wrapped(*in_tree.unflatten(leaves)))
-
-
-def _flat(f: WrappedFun, call: Callable[[Sequence[Any]], Any]) -> tuple[WrappedFun, Store]:
-    store = Store()
-
-    def flat(*leaves: Any) -> list[Any]:
-        out_leaves, tree = tree_flatten(call(leaves))
-        store.store(tree)
-        return out_leaves
-    return WrappedFun(flat, (), f.debug_info), store
+    return transformation_with_aux2(_flatten)(f, in_tree, False)
 
 
 def shaped_abstractify(x: Any) -> ShapedArray:
@@ -98,17 +83,34 @@ def _argnums_in_bounds(argnums: Any, count: int) -> tuple[int, ...]:
 
 
 class _Fixed:
-    """A static argument kept by argnums_partial, compared by exact type and value (a cache key's part)."""
-    __slots__ = ("val",)
+    """A static argument kept by argnums_partial, compared by exact type and value (a cache key's part), or by
+    identity where it does not hash (require_static_args_hashable=False)."""
+    __slots__ = ("val", "_by_id")
 
     def __init__(self, val: Any):
         self.val = val
+        try:
+            hash(val)
+            self._by_id = False
+        except TypeError:
+            self._by_id = True
 
     def __hash__(self) -> int:
-        return hash(self.val)
+        return id(self.val) if self._by_id else hash(self.val)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Fixed) and type(self.val) is type(other.val) and self.val == other.val
+        if not isinstance(other, _Fixed) or type(self.val) is not type(other.val):
+            return False
+        return self.val is other.val if self._by_id or other._by_id else bool(self.val == other.val)
+
+
+def _partial(f: Callable[..., Any], dyn_argnums: tuple[int, ...], fixed_args: tuple[_Fixed, ...], *dyn_args: Any,
+             **kwargs: Any) -> Any:
+    """The transformation argnums_partial stacks: the arguments at dyn_argnums given, the others fixed."""
+    given = dict(zip(dyn_argnums, dyn_args))
+    rest = iter(fixed_args)
+    full = [given[i] if i in given else next(rest).val for i in range(len(fixed_args) + len(dyn_args))]
+    return f(*full, **kwargs)
 
 
 def argnums_partial(f: WrappedFun, dyn_argnums: int | Sequence[int], args: Sequence[Any],
@@ -129,15 +131,7 @@ def argnums_partial(f: WrappedFun, dyn_argnums: int | Sequence[int], args: Seque
                                  f"cache-misses. Static argument (index {i}) of type {type(arg)} for function "
                                  f"{f.__name__} is non-hashable.") from None
         fixed.append(_Fixed(arg))
-    fixed_args = tuple(fixed)
-
-    def partial(*dyn_args: Any, **kwargs: Any) -> Any:
-        given = dict(zip(nums, dyn_args))
-        rest = iter(fixed_args)
-        full = [given[i] if i in given else next(rest).val for i in range(len(fixed_args) + len(dyn_args))]
-        return f.call_wrapped(*full, **kwargs)
-    partial.__name__ = f.__name__
-    return WrappedFun(partial, (), f.debug_info), tuple(args[i] for i in nums)
+    return transformation2(_partial)(f, nums, tuple(fixed)), tuple(args[i] for i in nums)
 
 
 def donation_vector(donate_argnums: Sequence[int], donate_argnames: Sequence[str], in_tree: PyTreeDef,

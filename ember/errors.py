@@ -4,9 +4,9 @@ ConcretizationTypeError and its three conversion errors (bool(), int()/an index,
 UnexpectedTracerError (a tracer used after its staging ended), NonConcreteBooleanIndexError (a boolean mask index
 whose values are traced), their bases JAXTypeError and JAXIndexError (a TypeError and an IndexError), JaxprTypeError
 (ember's IRTypeError: an IR that does not type-check), JaxRuntimeError (ember's PjrtError: the runtime failed; its
-out-of-memory subclass is also a MemoryError), KeyReuseError (JAX's key-reuse checker's: ember has none, and never
-raises it), InconclusiveDimensionOperation (a comparison of symbolic dimensions that their values decide:
-ember.export's shape polymorphism), and ember's own: CompileError, DeletedArrayError."""
+out-of-memory subclass is also a MemoryError), KeyReuseError (a PRNG key consumed twice, with the debug_key_reuse
+option on: docs/random.md), InconclusiveDimensionOperation (a comparison of symbolic dimensions that their values
+decide: ember.export's shape polymorphism), and ember's own: CompileError, DeletedArrayError."""
 from ember._core.ir import IRTypeError as IRTypeError
 from ember._core.trace import ConcretizationTypeError as ConcretizationTypeError
 from ember._core.dtypes import ShardingTypeError as ShardingTypeError

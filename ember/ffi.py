@@ -231,6 +231,29 @@ def _result_avals(results: Sequence[Any]) -> tuple[ShapedArray, ...]:
     return tuple(avals)
 
 
+def _checked_aliases(api: str, aliases: dict[int, int] | None, positional: int, in_avals: Sequence[Any],
+                    result_avals: Sequence[Any]) -> list[tuple[int, int]]:
+    """input_output_aliases ({input index: output index}) checked as JAX checks them (ffi_call's and
+    buffer_callback's): the input below the number of positional arguments, the output below the number of
+    results, the two of one type; sorted (input, output) pairs. api: the prefix of the messages."""
+    checked = []
+    for i, o in sorted((aliases or {}).items()):
+        i, o = int(i), int(o)
+        if not 0 <= i < min(positional, len(in_avals)):
+            raise ValueError(f"{api}input_output_aliases contains the mapping '{i}:{o}' with input index {i} outside "
+                             f"the range [0, {positional}).")
+        if not 0 <= o < len(result_avals):
+            raise ValueError(f"{api}input_output_aliases contains the mapping '{i}:{o}' with output index {o} "
+                             f"outside the range [0, {len(result_avals)}).")
+        a, r = in_avals[i], result_avals[o]
+        if tuple(a.shape) != tuple(r.shape) or a.dtype != r.dtype:
+            raise ValueError(f"{api}input_output_aliases contains the mapping '{i}:{o}' referring to an input with "
+                             f"abstract value {a.str_short()} and an output with a different abstract value "
+                             f"{r.str_short()}.")
+        checked.append((i, o))
+    return checked
+
+
 def ffi_call(target_name: str, result_shape_dtypes: Any, *, has_side_effect: bool = False,
              vmap_method: str | None = None, input_layouts: Sequence[Any] | None = None,
              output_layouts: Any = None, input_output_aliases: dict[int, int] | None = None,
@@ -278,19 +301,7 @@ def ffi_call(target_name: str, result_shape_dtypes: Any, *, has_side_effect: boo
             outs = tuple(_minor_to_major(a.ndim, lay, True, "ffi_call output_layouts")
                          for a, lay in zip(result_avals, output_layouts_))
         aliases = []
-        for i, o in sorted((input_output_aliases or {}).items()):
-            i, o = int(i), int(o)
-            if not 0 <= i < len(args):
-                raise ValueError(f"input_output_aliases contains the mapping '{i}:{o}' with input index {i} outside "
-                                 f"the range [0, {len(args)}).")
-            if not 0 <= o < len(result_avals):
-                raise ValueError(f"input_output_aliases contains the mapping '{i}:{o}' with output index {o} "
-                                 f"outside the range [0, {len(result_avals)}).")
-            a, r = in_avals[i], result_avals[o]
-            if a.shape != r.shape or a.dtype != r.dtype:
-                raise ValueError(f"input_output_aliases contains the mapping '{i}:{o}' referring to an input with "
-                                 f"abstract value {a.str_short()} and an output with a different abstract value "
-                                 f"{r.str_short()}.")
+        for i, o in _checked_aliases("", input_output_aliases, len(args), in_avals, result_avals):
             if ins[i] != outs[o]:
                 raise ValueError(f"input_output_aliases contains the mapping '{i}:{o}' referring to an input with "
                                  f"layout {ins[i]} and an output with a different layout {outs[o]}.")

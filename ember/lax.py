@@ -40,10 +40,19 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "threefry4x32"
                                         "custom_vjp_call", "custom_lin", "remat", "name",  # (jax.ad_checkpoint.name_p)
                                         # mutable array references (jax.ref's, ember.ref):
                                         "new_ref", "ref_get", "ref_swap", "freeze",
-                                        # host callbacks (jax.pure_callback, io_callback, debug.callback):
-                                        "pure_callback", "io_callback", "debug_callback",
+                                        # host callbacks (jax.pure_callback, io_callback, debug.callback,
+                                        # jax.experimental.buffer_callback):
+                                        "pure_callback", "io_callback", "debug_callback", "buffer_callback",
+                                        # jax.experimental.custom_partitioning's:
+                                        "custom_partitioning",
+                                        # jax.experimental.control_deps' (an ffi_call in JAX):
+                                        "control_dep",
                                         # jax.experimental.shard_alike's (jax._src.shard_alike.shard_alike_p):
                                         "shard_alike",
+                                        # the key-reuse checker's markers (ember._transforms.key_reuse):
+                                        "key_wrap", "key_fresh", "key_consume", "key_unwrap",
+                                        # jax.experimental.xla_metadata's (jax._src.xla_metadata):
+                                        "xla_metadata_value",
                                         # jax.ffi.ffi_call's (jax._src.ffi.ffi_call_p):
                                         "ffi_call",
                                         # jax.debug.inspect_array_sharding's (jax._src.debugging.inspect_sharding_p):

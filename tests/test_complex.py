@@ -55,15 +55,20 @@ ACCEPTS_COMPLEX = {
     "broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate", "split", "rev", "gather",
     "scatter", "scatter_add", "scatter_mul", "dynamic_slice", "dynamic_update_slice", "optimization_barrier",
     "squeeze", "stack", "unstack", "tile", "copy", "device_put", "scatter_sub", "stage", "dce_sink",
+    "key_wrap", "key_fresh", "key_consume", "key_unwrap",  # (the key-reuse checker's markers: the identity)
+    "xla_metadata_value",  # (set_xla_metadata's value form: the identity)
     "name",  # (checkpoint_name's identity)
     "todense",  # (jax.experimental.sparse's todense of a dense array: the identity)
     "sort",  # (complex values carried along real keys; complex keys are refused: ember.numpy sorts by parts)
     "sharding_constraint",  # (a layout over devices: tests/prims/test_sharding_prims.py has a complex Case)
     "inspect_sharding",  # (reads a value's layout, never its values: any dtype)
     "shard_alike",  # (ties two values' layouts, never their values: tests/test_shard_alike.py ties complex ones)
+    "control_dep",  # (orders two computations, never reads their values: a complex Case in tests/prims)
+    "custom_partitioning",  # (its function's own computation, any dtype it takes: a complex Case in tests/prims)
 }
-# host callbacks: the values go to Python as numpy arrays (complex ones checked in tests/test_callbacks.py)
-CALLBACKS = {"pure_callback", "io_callback", "debug_callback"}
+# host callbacks: the values go to Python as numpy arrays (complex ones checked in tests/test_callbacks.py and
+# tests/test_buffer_callback.py)
+CALLBACKS = {"pure_callback", "io_callback", "debug_callback", "buffer_callback"}
 ACCEPTS_COMPLEX |= CALLBACKS
 # a user's FFI handler gets complex buffers as any other (its complex Case in tests/prims/test_control.py)
 ACCEPTS_COMPLEX |= {"ffi_call"}
@@ -90,7 +95,8 @@ ACCEPTS_COMPLEX |= SPARSE
 STRUCTURAL = ["broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate", "split", "rev", "gather",
               "scatter", "scatter_add", "scatter_mul", "dynamic_slice", "dynamic_update_slice",
               "optimization_barrier", "name", "squeeze", "stack", "unstack", "tile", "copy", "device_put",
-              "scatter_sub", "stage", "dce_sink", "todense"]
+              "scatter_sub", "stage", "dce_sink", "key_wrap", "key_fresh", "key_consume", "key_unwrap",
+              "xla_metadata_value", "todense"]
 _COMPLEX_OF = {np.dtype(np.float32): dt.complex64, np.dtype(np.float64): dt.complex128}
 # Primitives that carry sub-IRs: complex values flow through them, their bodies' primitives decide (checked below);
 # custom_lin's values are its custom_vjp's bwd rule's, which decides alike

@@ -177,12 +177,6 @@ def test_logging_options():
         logger.setLevel(before)
 
 
-def test_debug_key_reuse_warns_that_it_checks_nothing():
-    with pytest.warns(UserWarning, match="no key-reuse checker"):
-        with ember.debug_key_reuse(True):
-            pass
-
-
 @pytest.mark.parametrize("name", ["debug_key_reuse", "default_prng_impl", "legacy_prng_key", "enable_custom_prng",
                                   "threefry_partitionable", "softmax_custom_jvp", "thread_guard", "auto_pcast",
                                   "array_garbage_collection_guard", "remove_size_one_mesh_axis_from_type",

@@ -1,5 +1,8 @@
 """jax.lax's small names side by side with JAX 0.10.2: dce_sink, stage, shape_as_value, psend/precv (GPU-only in JAX:
 the same kind of error on the CPU), platform_dependent's errors and lowering, and the composite op."""
+import subprocess
+import sys
+
 import jax
 import numpy as np
 import pytest
@@ -12,6 +15,16 @@ from recorded import jax_result
 
 # ---------------------------------------------------------------------------------------------------------------
 # dce_sink
+def test_dce_sink_in_a_loop_body_compiles_in_a_fresh_process():
+    # (a loop whose body has an effect is ordered among the body's callbacks by the callback handler's copies: the
+    # handler must be made known to the plugin first, which a process that never lowered a callback had not done)
+    out = subprocess.run([sys.executable, "-c", (
+        "import ember; from ember import lax\n"
+        "f = lambda x: lax.scan(lambda c, _: (lax.dce_sink(c) or c * 2, None), x, None, length=3)[0]\n"
+        "print(float(ember.jit(f)(1.0)))")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["8.0"], out.stderr[-2000:]
+
+
 def test_dce_sink_keeps_its_operand_and_returns_none_as_jax():
     x = np.arange(3.0, dtype=np.float32)
     assert lax.dce_sink(enp.asarray(x)) is None and jax.lax.dce_sink(x) is None

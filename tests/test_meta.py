@@ -11,6 +11,8 @@ from ember._control.callbacks import CALLBACK_NOT_DIFFERENTIABLE
 from ember._control.ffi import FFI_NOT_DIFFERENTIABLE
 from ember._control.custom import CUSTOM_VJP_NO_FORWARD_MODE
 from ember._control.composite import COMPOSITE_NO_JVP, COMPOSITE_NO_TRANSPOSE, COMPOSITE_NOT_BATCHABLE
+from ember.experimental.custom_partitioning import (CUSTOM_PARTITIONING_NO_DERIVATIVE,
+                                                    CUSTOM_PARTITIONING_NOT_BATCHABLE)
 from ember._control.exported import EXPORTED_NO_FORWARD_MODE
 from ember._prims.linalg import NO_DERIVATIVE_RULES
 from ember._prims.indexing import SCATTER_APPLY_NOT_DIFFERENTIABLE
@@ -52,6 +54,9 @@ MARKS_TESTED_BY = {
     COMPOSITE_NO_JVP: lambda prim, cases: any(c.grad and not c.forward for c in cases),  # the error
     COMPOSITE_NO_TRANSPOSE: lambda prim, cases: any(c.grad and not c.reverse for c in cases),  # the error
     COMPOSITE_NOT_BATCHABLE: lambda prim, cases: any(not c.batching for c in cases),  # check_vmap: the error
+    CUSTOM_PARTITIONING_NO_DERIVATIVE: lambda prim, cases: any(  # both errors
+        c.grad and not c.forward and not c.reverse for c in cases),
+    CUSTOM_PARTITIONING_NOT_BATCHABLE: lambda prim, cases: any(not c.batching for c in cases),  # the error
 }
 
 

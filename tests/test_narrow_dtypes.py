@@ -381,6 +381,30 @@ def test_gradients_of_float8_arithmetic_as_jax(name):
         np.float32).sum())(wide)), theirs)
 
 
+@pytest.mark.parametrize("shape", [(5,), (2, 3)])
+def test_host_callbacks_carry_them_as_jax(shape):
+    """pure_callback and io_callback see each narrow type's values as JAX's do (the 4- and 2-bit ones unpacked from
+    the program's packed buffers) and hand back results the program reads as JAX's does (packed again)."""
+    for name in NARROW:
+        x = (np.arange(np.prod(shape)).reshape(shape) - 1).astype(name)
+        seen = []
+
+        def double(a):
+            seen.append(np.asarray(a).astype(np.float32))
+            with np.errstate(invalid="ignore"):  # (e8m0's NaN cast)
+                return (np.asarray(a).astype(np.float32) * 2).astype(a.dtype)
+        got = ember.jit(lambda x: ember.pure_callback(double, ember.ShapeDtypeStruct(x.shape, x.dtype), x))(x)
+        io = ember.jit(lambda x: ember.experimental.io_callback(double, ember.ShapeDtypeStruct(x.shape, x.dtype),
+                                                                x))(x)
+        want = jax.jit(lambda x: jax.pure_callback(double, jax.ShapeDtypeStruct(x.shape, x.dtype), x))(x)
+        assert got.dtype == io.dtype == want.dtype == np.dtype(name)
+        np.testing.assert_array_equal(seen[0], seen[2], err_msg=name)
+        np.testing.assert_array_equal(seen[1], seen[2], err_msg=name)
+        for out in (got, io):
+            np.testing.assert_array_equal(np.asarray(out).astype(np.float32), np.asarray(want).astype(np.float32),
+                                          err_msg=name)
+
+
 def test_vmap_as_jax():
     for name in ("float8_e4m3fn", "float8_e5m2", "int4", "float4_e2m1fn"):
         x = _values(name).reshape(3, 4)

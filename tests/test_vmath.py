@@ -2,12 +2,13 @@
 function at both widths (8 lanes; 16 lanes: the AVX-512 build where the CPU has it, else the 16-lane source built
 for AVX2) against float64 references over dense sweeps (random bit patterns over the whole float range, so huge sin
 arguments too, and uniform draws where each function lives) and special values, its error bounded by the error of
-the plugin's XLA on the same inputs (computed here with the kernel off) and by 0.5 ulp plus a little where the kernel
-rounds a double result once (BOUND: log1p and erf_inv, partly in float, 0.85 and 1.1); denormals as XLA treats
-them; the lowering picks the kernel for the functions of backend_forms.KERNEL_OPS only (sin and cos), and its
-results match JAX's, eagerly, under jit, vmap and grad; exported programs carry the call and round-trip; crafted
-calls are refused by the artifact check and by the handler itself. Where the kernel is not built or the CPU lacks
-AVX2 and FMA, the lowering tests check that XLA's ops are written instead."""
+the plugin's XLA on the same inputs (computed here with the kernel off) and by 0.5 ulp plus a little where the
+kernel rounds a double result once (BOUND: log1p and erf_inv, partly in float, 0.85 and 1.1); denormals as XLA
+treats them; the lowering picks the kernel for the functions of backend_forms.KERNEL_OPS only (sin, cos, tan, log1p,
+erf_inv), unless the equation asks for AccuracyMode.DEFAULT (XLA's op: ember.random's samplers, which then draw
+jax.random's values bit for bit), and its results match JAX's, eagerly, under jit, vmap and grad; exported programs
+carry the call and round-trip; crafted calls are refused by the artifact check and by the handler itself. Where the
+kernel is not built or the CPU lacks AVX2 and FMA, the lowering tests check that XLA's ops are written instead."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,6 +18,7 @@ import scipy.special as sp
 import ember
 import ember.numpy as enp
 import ember.scipy.special as esp
+from ember import lax
 from ember._hlo import backend_forms, module_check, targets
 from ember._runtime import vmath
 
@@ -223,6 +225,34 @@ def test_the_lowering_picks_the_kernel_where_it_is_faster(name):
     assert np.max(np.abs(got - want) / spacing) <= jax_err + 0.51, name
     if picked:
         same_bits(got, vmath.run(name, x, 8))
+
+
+@needs_kernel
+def test_accuracy_default_keeps_xlas_op_and_the_samplers_jaxs_values():
+    """accuracy=AccuracyMode.DEFAULT (a param of the equation, printed as JAX prints it) keeps XLA's op, whose bits
+    are JAX's; any other accuracy lets the kernel run. ember.random's samplers that go through tan, log1p or erf_inv
+    ask for DEFAULT, so their draws of 2^16 values (past MIN_ELEMENTS) are jax.random's bit for bit."""
+    x = _x("log1p", (4, N // 4))
+    for accuracy, kernel in ((None, True), (lax.AccuracyMode.HIGHEST, True), (lax.Tolerance(ulps=1), True),
+                             (lax.AccuracyMode.DEFAULT, False)):
+        f = ember.jit(lambda v: lax.log1p(v, accuracy=accuracy))
+        assert _calls(f.lower(x).as_text()) == int(kernel), accuracy
+        want = jax.jit(lambda v: jax.lax.log1p(v, accuracy=None if accuracy is None else getattr(
+            jax.lax.AccuracyMode, accuracy.name) if isinstance(accuracy, lax.AccuracyMode) else jax.lax.Tolerance(
+            ulps=1)))(x)
+        if not kernel:
+            same_bits(np.asarray(f(x)), np.asarray(want))
+    one = np.float32(1.0)
+    assert str(ember.make_jaxpr(lambda v: lax.tan(v, accuracy=lax.AccuracyMode.DEFAULT))(one)) == str(
+        jax.make_jaxpr(lambda v: jax.lax.tan(v, accuracy=jax.lax.AccuracyMode.DEFAULT))(one))
+    key, jkey = ember.random.key(3), jax.random.key(3)
+    for sampler in ("normal", "truncated_normal", "exponential", "laplace", "logistic", "gumbel", "cauchy"):
+        args = (-1.0, 2.0) if sampler == "truncated_normal" else ()
+        got = np.asarray(getattr(ember.random, sampler)(key, *args, (1 << 16,), np.float32))
+        want = np.asarray(getattr(jax.random, sampler)(jkey, *args, (1 << 16,), np.float32))
+        same_bits(got, want)
+    text = ember.jit(lambda k: ember.random.normal(k, (1 << 16,))).lower(key).as_text()
+    assert _calls(text) == 0 and "erf_inv" not in str(ember.make_jaxpr(lambda v: enp.log1p(v))(1.0))
 
 
 @needs_kernel

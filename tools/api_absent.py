@@ -65,7 +65,13 @@ ABSENT: dict[str, dict[str, str]] = {
                                         "over its IR (ember.jvp), with no trace objects to subclass"},
     "jax.interpreters.partial_eval": {
         "DynamicJaxprTracer": "JAX's staging tracer class; ember's staging tracers are its own (ember.core.Tracer)",
-        "JaxprTracer": "JAX's partial-evaluation tracer class; ember partially evaluates IRs, not traces"},
+        "JaxprTracer": "JAX's partial-evaluation tracer class; ember partially evaluates IRs, not traces",
+        "custom_partial_eval_rules": "rules of JAX's partial-evaluation trace, rule(trace, *JaxprTracers, **params); "
+                                     "ember partially evaluates by staging concretely (trace_to_jaxpr_nounits), with "
+                                     "no tracer objects to hand a rule",
+        "partial_eval_jaxpr_custom_rules": "per-primitive rules of JAX's known/staged jaxpr split (remat, scan's "
+                                           "partial evaluation); ember splits an IR by dependence alone "
+                                           "(passes.split_known, recompute_cheap for remat), consulting no rule"},
     "jax.extend.core": {
         "TraceTag": "an identity tag of JAX's trace objects; ember's transformations are IR interpreters",
         "set_current_trace": "swaps JAX's current trace object; ember has no trace objects to swap",
@@ -84,34 +90,6 @@ _NAMES = "not yet"
 NOT_YET: dict[str, dict[str, str]] = {
     "jax.experimental.sparse": {
         "linalg": "sparse linear algebra (lobpcg_standard, spsolve): " + _LATER},
-    "jax.experimental.control_deps": {"*": "control_dep/schedule ordering hints: " + _LATER},
-    "jax.experimental.custom_partitioning": {"*": "user partitioning rules of a function for XLA's SPMD "
-                                                  "partitioner: " + _LATER},
-    "jax.experimental.buffer_callback": {"*": "callbacks that receive raw device buffers: " + _LATER},
-    "jax.experimental.xla_metadata": {"*": "set_xla_metadata (frontend attributes on staged ops): " + _LATER},
-    "jax.experimental.profiler": {"*": "get_profiled_instructions_proto (XLA's profile-guided instruction "
-                                       "costs): " + _LATER},
-    "jax.experimental.key_reuse": {"*": "JAX's key-reuse checker (jax_debug_key_reuse; no public names): " + _LATER},
-    "jax.experimental.hijax": {"TransformedRef": "a Ref view through transforms (hijax's mutable types): " + _NAMES},
-    "jax.extend.core": {n: "JAX's extension API over its trace machinery, mapped onto ember's IR: " + _NAMES
-                        for n in ("AbstractToken", "Token", "CallPrimitive", "DebugInfo", "DropVar", "call_impl")},
-    "jax.extend.linear_util": {n: "JAX's linear_util (wrapped functions with transformation stacks) on ember's "
-                                  "staging: " + _NAMES
-                               for n in ("cache", "merge_linear_aux", "transformation", "transformation2",
-                                         "transformation_with_aux", "transformation_with_aux2")},
-    "jax.extend.source_info_util": {n: "JAX's name stacks and source infos as ember's Source and named scopes: "
-                                       + _NAMES
-                                    for n in ("NameStack", "new_name_stack", "new_source_info", "reset_name_stack",
-                                              "set_name_stack", "transform_name_stack", "user_context")},
-    "jax.interpreters.ad": {n: "JAX's autodiff extension hooks on ember's IR transformations: " + _NAMES
-                            for n in ("add_jaxvals_p", "jvp", "linearize")},
-    "jax.interpreters.batching": {n: "custom vmappable types and reducers for ember's vmap: " + _NAMES
-                                  for n in ("defreducer", "register_vmappable", "unregister_vmappable")},
-    "jax.interpreters.partial_eval": {n: "JAX's DCE and partial-evaluation rule tables over ember's passes "
-                                         "(ember.dce, passes.dce_outputs): " + _NAMES
-                                      for n in ("custom_partial_eval_rules", "dce_jaxpr", "dce_jaxpr_call_rule",
-                                                "dce_jaxpr_closed_call_rule", "dce_jaxpr_consts", "dce_rules",
-                                                "partial_eval_jaxpr_custom_rules")},
 }
 
 

@@ -12,7 +12,7 @@ from ember._core import IR, ShapedArray, aval_of
 from ember._core import monitoring
 from ember._core.primitive import TRACE_STATE
 from ember._core.jaxpr_print import ClosedJaxpr
-from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
+from ember._core.pytree import PyTreeDef, tree_flatten, tree_leaves, tree_structure
 from ember._api.signature import NotFast, add_tokens, output_builder, sorted_keys
 from ember._api.caches import SIGNATURES_PER_FUNCTION, cache_for, signature_key
 from ember._core.trace import has_tracer_consts
@@ -33,6 +33,8 @@ from ember._runtime.compiler import compile_options
 from ember._runtime.pjrt.device import Device
 from ember._runtime.pjrt.structs import option_overrides
 from ember._runtime.spmd import program_placement
+from ember._transforms import key_reuse
+from ember._transforms.key_reuse import TrackedKey
 from ember._transforms.passes import dce_outputs
 
 
@@ -263,6 +265,28 @@ class PjitFunction:
         options = _config_values
         if options["disable_jit"]:
             return self.fun(*args, **kwargs)
+        if options["debug_key_reuse"] and not TRACE_STATE.stack:
+            return self._call_checking_keys(args, kwargs)
+        return self._call(args, kwargs)
+
+    def _call_checking_keys(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call with the key-reuse checker on (ember._transforms.key_reuse): the function's IR is checked, the
+        keys given are checked against what it consumes, then marked consumed, and the keys it returns are fresh,
+        consumed, or in the state of the argument they alias, as the IR says."""
+        signature, _, statics = self._signature(args, kwargs)
+        ir = self._cache.ir_for(signature, self._build, signature[0], signature[1], statics)
+        keys = key_reuse.ir_signature(ir, self.name)
+        _, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        keys_in = [x if isinstance(x, TrackedKey) else None
+                   for x in tree_leaves((dyn_args, dyn_kwargs), is_leaf=lambda x: isinstance(x, TrackedKey))]
+        key_reuse.check_arguments(self.name, keys, keys_in)
+        out = self._call(args, kwargs)
+        keys_out = [x if isinstance(x, TrackedKey) else None
+                    for x in tree_leaves(out, is_leaf=lambda x: isinstance(x, TrackedKey))]
+        key_reuse.update_keys(keys, keys_in, keys_out)
+        return out
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         key = None
         if not TRACE_STATE.stack:  # (while staging, the general path inlines the function)
             try:

@@ -16,6 +16,7 @@ from ember._core import dtypes as dt
 from ember._core.ir import Atom
 from ember._core.refs import RefMethods, check_no_refs_returned
 from ember._runtime import Array
+from ember._transforms import key_reuse
 from ember._core.pytree import (PyTreeDef, keystr, prefix_entries, register_pytree_node, tree_flatten,
                                 tree_flatten_with_path, tree_map, tree_structure)
 
@@ -211,8 +212,11 @@ def stage_with_aux(fun: Callable[..., Any], in_tree: PyTreeDef, avals: Sequence[
         return out_leaves + aux_leaves
 
     # a concrete staging is always an autodiff API's: the function it differentiates
-    return stage_flat(flat, avals, values, name, leaf_names(named_like or fun, in_tree),
-                      differentiated=values is not None), store
+    ir = stage_flat(flat, avals, values, name, leaf_names(named_like or fun, in_tree),
+                    differentiated=values is not None)
+    if key_reuse.checking():
+        key_reuse.check_ir(ir, name)
+    return ir, store
 
 
 def leaf_names(fun: Any, in_tree: PyTreeDef) -> list[str]:

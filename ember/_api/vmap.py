@@ -4,7 +4,10 @@ The function is staged out once per signature at the per-member (unbatched) shap
 IR into one over the whole batch, and the result is compiled (cached) or inlined into an enclosing trace."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from ember._api.caches import cache_for
 from ember._api.staging import (broadcast_prefix, fun_name, is_array_leaf, leaf_avals, leaf_names, stage_with_aux,
@@ -13,9 +16,10 @@ from ember._api.templates import transform_once
 from ember._core import IR, ShapedArray, eval_ir, stage_flat
 from ember._core.axes import axis_frame, bound_axes
 from ember._core.checks import normalize_axis
-from ember._core.pytree import PyTreeDef, tree_flatten, tree_structure
+from ember._core.pytree import PyTreeDef, prefix_entries, tree_flatten, tree_structure
 from ember._core.sharding import without_dim
-from ember._prims.shape import reduce_sum
+from ember._prims.shape import broadcast_in_dim, iota, moveaxis, reduce_sum, squeeze
+from ember._prims.slicing import slice_in_dim
 from ember._transforms.batching import batch_ir
 
 Axis = int | None
@@ -23,6 +27,8 @@ Axis = int | None
 
 def _check_axis_spec(api: str, what: str, spec: Any) -> None:
     for leaf in tree_flatten(spec, is_leaf=lambda x: x is None)[0]:
+        if type(leaf) in SPEC_TYPES:  # (a registered container type's spec: its to_elt/from_elt reads it)
+            continue
         if leaf is not None and (isinstance(leaf, bool) or not isinstance(leaf, int)):
             raise TypeError(f"{api}: {what} must contain only ints and None, got {leaf!r} in {spec!r}")
 
@@ -157,6 +163,9 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
             raise ValueError(f"{name}: in_axes has {len(in_axes)} entries but the function was called with "
                              f"{len(args)} positional arguments; in_axes must be an int, None, or a tuple with "
                              "one entry per positional argument")
+        if VMAPPABLES and any(is_vmappable(x) for x in tree_flatten((args, kwargs), is_leaf=is_vmappable)[0]):
+            return _vmap_containers(name, fun, in_axes, out_axes, axis_size, axis_name, spmd_axis_name, sum_match,
+                                    args, kwargs)
         leaves, in_tree = tree_flatten((args, kwargs))
         axes_flat = broadcast_prefix(name, "in_axes", in_axes, args) + [0] * len(tree_flatten(kwargs)[0])
         # As JAX's, an unmapped leaf reaches fun as it is: a Python number or any other object (a function, a
@@ -258,6 +267,151 @@ def _with_static(fun: Any, static: tuple[tuple[int, Any], ...], full_tree: PyTre
                                             for i in range(full_tree.num_leaves)])
         return fun(*args, **kwargs)
     return staged
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Container types vmap maps over as one value (jax.interpreters.batching.register_vmappable)
+@dataclasses.dataclass(frozen=True)
+class Vmappable:
+    """How vmap maps over a container type (a sparse matrix of several arrays): spec_type is the type of its
+    in_axes/out_axes entries, to_elt(cont, get_idx, x, spec) makes one member of x (calling cont(array, axis) for
+    each of its arrays, which gives that array's member), from_elt(cont, axis_size, elt, spec) makes the batched
+    container from a member's (cont(axis_size, array, axis) gives that array batched at axis); make_iota(size),
+    for sizes of axis_size_type, the member indices get_idx gives (else an int32 iota)."""
+    spec_type: type
+    axis_size_type: type
+    to_elt: Callable[..., Any]
+    from_elt: Callable[..., Any]
+    make_iota: Callable[[Any], Any] | None
+
+
+VMAPPABLES: dict[type, Vmappable] = {}
+SPEC_TYPES: set[type] = set()
+MAKE_IOTA: dict[type, Callable[[Any], Any]] = {}
+
+
+def register_vmappable(data_type: type, spec_type: type, axis_size_type: type, to_elt: Callable[..., Any],
+                       from_elt: Callable[..., Any], make_iota: Callable[[Any], Any] | None) -> None:
+    """vmap maps over values of data_type as containers (see Vmappable), as JAX's
+    batching.register_vmappable."""
+    VMAPPABLES[data_type] = Vmappable(spec_type, axis_size_type, to_elt, from_elt, make_iota)
+    SPEC_TYPES.add(spec_type)
+    if make_iota is not None:
+        MAKE_IOTA[axis_size_type] = make_iota
+
+
+def unregister_vmappable(data_type: type) -> None:
+    """vmap no longer maps over data_type as a container (its spec type stays accepted, as JAX's)."""
+    VMAPPABLES.pop(data_type, None)
+
+
+def is_vmappable(x: Any) -> bool:
+    return type(x) in VMAPPABLES
+
+
+class _Leaf:
+    """A leaf standing for one of a structure's leaves (a container counted as one)."""
+
+
+def _specs(name: str, what: str, spec: Any, tree: PyTreeDef) -> list[Any]:
+    """The entry of the prefix spec for each leaf of tree (a container one leaf)."""
+    placeholders = tree.unflatten([_Leaf()] * tree.num_leaves)
+    try:
+        return prefix_entries(spec, placeholders, lambda x: x is None)
+    except ValueError as err:
+        raise ValueError(f"{name}: {what} must be a tree prefix of the values: {err}") from None
+
+
+def _member_of(part: Any, axis: int) -> Any:
+    """A stand-in for one member of part batched at axis: its first (the container code may check its shape)."""
+    return squeeze(slice_in_dim(part, 0, 1, axis=axis), (axis,))
+
+
+def _batched_like(size: int, part: Any, axis: int) -> Any:
+    """A stand-in for part batched at axis over size members (while the function is staged: the container code may
+    check its shape)."""
+    shape = list(part.shape)
+    dims = tuple(i if i < axis else i + 1 for i in range(len(shape)))
+    return broadcast_in_dim(part, tuple(shape[:axis]) + (size,) + tuple(shape[axis:]), dims)
+
+
+def _vmap_containers(name: str, fun: Any, in_axes: Any, out_axes: Any, axis_size: int | None, axis_name: Any,
+                     spmd_axis_name: Any, sum_match: bool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """vmap of fun over arguments holding registered containers: each container's arrays (to_elt's cont calls)
+    become arguments of a vmap over arrays alone, whose function rebuilds the members (to_elt again) and returns
+    the arrays of the output containers (from_elt's), which are then rebuilt batched (from_elt again). The
+    container functions run twice per call and must call cont in the same order each time; such a vmap is traced
+    at every call."""
+    leaves, in_tree = tree_flatten((args, kwargs), is_leaf=is_vmappable)
+    specs = _specs(name, "in_axes", (in_axes, 0), in_tree)
+    parts: list[tuple[Any, Any]] = []  # (array, axis) for each argument of the vmap over arrays
+    wants_index: list[bool] = []
+
+    def record(part: Any, axis: Any) -> Any:
+        axis = _normalize(name, axis, np.ndim(part), "a container's axis")
+        parts.append((part, axis))
+        return part if axis is None else _member_of(part, axis)
+
+    def record_index() -> Any:
+        wants_index.append(True)
+        return iota(np.int32, 1)[0]
+
+    for x, spec in zip(leaves, specs):
+        if is_vmappable(x):
+            VMAPPABLES[type(x)].to_elt(lambda part, axis: record(part, axis), record_index, x, spec)
+        else:
+            record(x, spec)
+    sizes = {p.shape[a] for p, a in parts if a is not None} | ({axis_size} if axis_size is not None else set())
+    if len(sizes) != 1:
+        raise ValueError(f"{name}: the mapped axes of the arguments (containers' arrays included) must have one "
+                         f"size, got {sorted(sizes)}" if sizes else f"{name}: no argument is mapped: pass axis_size")
+    size = sizes.pop()
+    index: list[Any] = []
+    if wants_index:
+        maker = MAKE_IOTA.get(type(size))
+        index = [maker(size) if maker is not None else iota(np.int32, int(size))]
+    outs_seen: dict[str, Any] = {}
+
+    def arrays_fun(*members: Any) -> list[Any]:
+        rest, idx = iter(members[:len(parts)]), members[len(parts):]
+        rebuilt = []
+        for x, spec in zip(leaves, specs):
+            if is_vmappable(x):
+                rebuilt.append(VMAPPABLES[type(x)].to_elt(lambda part, axis: next(rest), lambda: idx[0], x, spec))
+            else:
+                rebuilt.append(next(rest))
+        f_args, f_kwargs = in_tree.unflatten(rebuilt)
+        out_leaves, out_tree = tree_flatten(fun(*f_args, **f_kwargs), is_leaf=is_vmappable)
+        out_specs = _specs(name, "out_axes", out_axes, out_tree)
+        arrays: list[Any] = []
+        out_parts: list[Any] = []  # (axis of each output array)
+
+        def record_out(size_: Any, part: Any, axis: Any) -> Any:
+            axis = _normalize(name, axis, np.ndim(part) + 1, "a container's out axis")
+            arrays.append(part)
+            out_parts.append(axis)
+            return part if axis is None else _batched_like(size_, part, axis)
+
+        for elt, spec in zip(out_leaves, out_specs):
+            if is_vmappable(elt):
+                VMAPPABLES[type(elt)].from_elt(record_out, size, elt, spec)
+            else:
+                record_out(size, elt, spec)
+        outs_seen.update(tree=out_tree, leaves=out_leaves, specs=out_specs, axes=out_parts)
+        return arrays
+
+    flat_in_axes = tuple(a for _, a in parts) + (0,) * len(index)
+    flat = vmap(arrays_fun, in_axes=flat_in_axes, out_axes=0, axis_size=size, axis_name=axis_name,
+                spmd_axis_name=spmd_axis_name, sum_match=sum_match)(*[p for p, _ in parts], *index)
+    finals = iter(x[0] if axis is None else moveaxis(x, 0, axis) for x, axis in zip(flat, outs_seen["axes"]))
+    rebuilt_outs = []
+    for elt, spec in zip(outs_seen["leaves"], outs_seen["specs"]):
+        if is_vmappable(elt):
+            rebuilt_outs.append(VMAPPABLES[type(elt)].from_elt(lambda size_, part, axis: next(finals), size, elt,
+                                                               spec))
+        else:
+            rebuilt_outs.append(next(finals))
+    return outs_seen["tree"].unflatten(rebuilt_outs)
 
 
 def _spmd_axes(spmd_axis_name: Any) -> tuple[str, ...] | None:

@@ -1,6 +1,7 @@
-"""Host callbacks: Python functions called from compiled programs (jax.pure_callback, io_callback, debug.callback).
+"""Host callbacks: Python functions called from compiled programs (jax.pure_callback, io_callback, debug.callback,
+jax.experimental.buffer_callback).
 
-Three primitives, each lowered to `stablehlo.custom_call @ember_callback` (the handler is ember/_runtime/
+Four primitives, each lowered to `stablehlo.custom_call @ember_callback` (the handler is ember/_runtime/
 callbacks.py) with an int64 attribute naming the HostCallback in this module's registry:
 
   pure_callback: a pure function of its arguments. No effects: DCE drops it when its results are unused, CSE may
@@ -13,6 +14,9 @@ callbacks.py) with an int64 attribute naming the HostCallback in this module's r
   debug_callback: effectful, no results (debug.print, debug.callback). Forward mode calls it on the primal values
       and reverse mode once on the forward side (it has no outputs, so nothing flows back); vmap calls it once per
       batch member, unrolled, in order (JAX's output order).
+  buffer_callback: a callback that fills its results in place (ember.experimental.buffer_callback): pure, or
+      effectful when its has_side_effect param is true (Primitive.effect_param); no derivatives; vmap by its
+      vmap_method, as pure_callback's.
 
 The custom call of an effectful callback has has_side_effect = true (XLA keeps it and does not merge it); an
 ordered one (ordered=True) also threads the body's effect value (an int8 scalar) through the ordered callbacks of
@@ -97,6 +101,10 @@ class HostCallback:
     def __repr__(self) -> str:
         return f"<{self.name} {getattr(self.fn, '__qualname__', type(self.fn).__name__)}>"
 
+    def with_results(self, result_avals: tuple[ShapedArray, ...]) -> "HostCallback":
+        """The same function (and kind of callback) declaring other results (a vmapped call's batched ones)."""
+        return HostCallback(self.fn, self.in_tree, self.static, result_avals, self.result_tree, self.name)
+
     def call_flat(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         leaves: list[Any] = list(args)
         for position, value in self.static:
@@ -159,6 +167,7 @@ def _check_dtypes(name: str, avals: Sequence[ShapedArray]) -> None:
 _SUPPORTED = {np.dtype(d) for d in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
                                     np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128)}
 _SUPPORTED.add(np.dtype(dt.bfloat16))
+_SUPPORTED.update(dt.NARROW_FLOATS + dt.NARROW_INTS)  # (the 4- and 2-bit ones packed in the program's buffers)
 
 
 def sequential_batching(prim: Primitive, args: Sequence[Any], dims: Sequence[BatchDim], unrolled: bool,
@@ -191,26 +200,30 @@ pure_callback_p.mark("jvp", CALLBACK_NOT_DIFFERENTIABLE, CallbackDerivativeError
 pure_callback_p.mark("vjp", CALLBACK_NOT_DIFFERENTIABLE, CallbackDerivativeError)
 
 
-@pure_callback_p.def_rule("batching")
-def _pure_callback_batching(args: Sequence[Any], dims: Sequence[BatchDim], *, callback: HostCallback,
-                            vmap_method: str | None) -> tuple[list[Any], list[BatchDim]]:
-    if vmap_method in ("sequential", "sequential_unrolled"):
-        return sequential_batching(pure_callback_p, args, dims, vmap_method == "sequential_unrolled",
-                                   callback=callback, vmap_method=vmap_method)
-    if vmap_method not in VMAP_METHODS:
-        raise NotImplementedError(
-            f"vmap of pure_callback ({callback!r}) needs a vmap_method: one of {', '.join(map(repr, VMAP_METHODS))}"
-            f", got vmap_method={vmap_method!r}")
-    size = batch_size(args, dims)
-    moved = [a if d is None else moveaxis(a, d, 0) for a, d in zip(args, dims)]
-    if vmap_method != "legacy_vectorized":  # expand_dims: a leading 1; broadcast_all: the whole batch
-        lead = size if vmap_method == "broadcast_all" else 1
-        moved = [broadcast(a, (lead,)) if d is None else a for a, d in zip(moved, dims)]
-    batched = HostCallback(callback.fn, callback.in_tree, callback.static,
-                           tuple(a.update(shape=(size, *a.shape)) for a in callback.result_avals),
-                           callback.result_tree, callback.name)
-    outs = pure_callback_p.bind(*moved, callback=batched, vmap_method=vmap_method)
-    return list(outs), [0] * len(outs)
+def _batching_by_method(prim: Primitive) -> Callable[..., tuple[list[Any], list[BatchDim]]]:
+    """The batching rule of a callback whose caller chose how vmap calls it (vmap_method: pure_callback's and
+    buffer_callback's): in a loop, or once on batched arguments."""
+    def batching(args: Sequence[Any], dims: Sequence[BatchDim], *, callback: HostCallback, vmap_method: str | None,
+                 **params: Any) -> tuple[list[Any], list[BatchDim]]:
+        if vmap_method in ("sequential", "sequential_unrolled"):
+            return sequential_batching(prim, args, dims, vmap_method == "sequential_unrolled",
+                                       callback=callback, vmap_method=vmap_method, **params)
+        if vmap_method not in VMAP_METHODS:
+            raise NotImplementedError(
+                f"vmap of {callback.name} ({callback!r}) needs a vmap_method: one of "
+                f"{', '.join(map(repr, VMAP_METHODS))}, got vmap_method={vmap_method!r}")
+        size = batch_size(args, dims)
+        moved = [a if d is None else moveaxis(a, d, 0) for a, d in zip(args, dims)]
+        if vmap_method != "legacy_vectorized":  # expand_dims: a leading 1; broadcast_all: the whole batch
+            lead = size if vmap_method == "broadcast_all" else 1
+            moved = [broadcast(a, (lead,)) if d is None else a for a, d in zip(moved, dims)]
+        batched = callback.with_results(tuple(a.update(shape=(size, *a.shape)) for a in callback.result_avals))
+        outs = prim.bind(*moved, callback=batched, vmap_method=vmap_method, **params)
+        return list(outs), [0] * len(outs)
+    return batching
+
+
+pure_callback_p.def_rule("batching", _batching_by_method(pure_callback_p))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -259,6 +272,24 @@ def _debug_callback_batching(args: Sequence[Any], dims: Sequence[BatchDim], **pa
         debug_callback_p.bind(*[a if d is None else index_in_dim(a, i, d, keepdims=False)
                                 for a, d in zip(args, dims)], **params)
     return [], []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# buffer_callback(args...; callback, vmap_method, has_side_effect) -> results: the callback fills the results (its
+# HostCallback is ember.experimental.buffer_callback's, which hands the function Buffers); effectful when
+# has_side_effect (never dropped or merged), else pure.
+buffer_callback_p = Primitive("buffer_callback", multiple_results=True, effect_param="has_side_effect", checks=())
+buffer_callback_p.def_rule("sharding_rule", explicit.replicated_results)
+buffer_callback_p.def_rule("abstract_eval", _abstract_eval)
+buffer_callback_p.mark("jvp", CALLBACK_NOT_DIFFERENTIABLE, CallbackDerivativeError)
+buffer_callback_p.mark("vjp", CALLBACK_NOT_DIFFERENTIABLE, CallbackDerivativeError)
+buffer_callback_p.def_rule("batching", _batching_by_method(buffer_callback_p))
+
+
+@buffer_callback_p.def_rule("lowering")
+def _buffer_callback_lowering(ctx: LoweringContext, *args: str, callback: HostCallback, has_side_effect: bool,
+                              **params: Any) -> list[str]:
+    return _lowering(effectful=bool(has_side_effect))(ctx, *args, callback=callback)
 
 
 __all__: list[str] = []

@@ -13,6 +13,7 @@ from ember._core.primitive import EMBER_DIR
 from ember._core.vma import pvary_p
 from ember._core.refs import check_no_refs_returned
 from ember._core.pytree import PyTreeDef, tree_flatten
+from ember._transforms import key_reuse
 from ember._transforms.passes import simplify
 
 
@@ -37,7 +38,10 @@ def close_over(fn: Callable[..., Any], in_tree: PyTreeDef, in_avals: Sequence[Sh
         return out_leaves
 
     ir = stage_flat(flat, list(in_avals), values, label=label, evaluate=evaluate)
-    closed = simplify(IR([], [], list(ir.const_vars) + list(ir.in_vars), ir.eqns, ir.outs))
+    whole = IR([], [], list(ir.const_vars) + list(ir.in_vars), ir.eqns, ir.outs)
+    closed = simplify(whole)
+    if key_reuse.checking():  # (before simplify merges two equal draws, or drops an unused one)
+        key_reuse.remember(closed, key_reuse.ir_signature(whole, label))
     return Closed(closed, list(ir.consts), trees[0])
 
 

@@ -34,6 +34,7 @@ from ember._transforms.batching import batch_ir
 from ember._transforms.cache import TransformCache
 from ember._transforms.discharge import body_finals, closed_body, ref_values, updated, with_refs
 from ember._transforms.jvp import jvp_ir
+from ember._transforms import key_reuse
 from ember._transforms.passes import dce_outputs, depends_on, split_known
 
 cond_p = Primitive("cond", multiple_results=True, takes_refs=True, own_vma=True)
@@ -270,6 +271,12 @@ def _cond_discharge(ins: list[Any], refs: list[int | None], *, branches: tuple[I
     values = [convert_element_type(v, a.dtype) for v, a in zip(values, value_avals)]
     outs = _bind_cond(index, [*plain, *values], new_branches)
     return outs[:len(outs) - n], outs[len(outs) - n:]
+
+
+@cond_p.def_rule("key_reuse")
+def _cond_key_reuse(eqn: Eqn) -> key_reuse.Signature:
+    """A key either branch consumes is consumed (the index, operand 0, is no key)."""
+    return key_reuse.joined_branches(eqn.params["branches"], 1, "cond")
 
 
 @cond_p.def_rule("dce")

@@ -29,6 +29,7 @@ from ember._transforms.cache import TransformCache
 from ember._transforms.discharge import (body_finals, closed_body, discharge_ir, ref_values, updated,
                                         with_refs as _with_refs)
 from ember._transforms.jvp import jvp_ir
+from ember._transforms import key_reuse
 from ember._transforms.passes import dce, dce_outputs, depends_on, split_known
 
 def _batched_carries(body_ir: IR, const_dims: list[BatchDim], carry_dims: list[BatchDim],
@@ -360,6 +361,30 @@ def _while_discharge(ins: list[Any], refs: list[int | None], *, cond_ir: IR, bod
                         body_ir=body_new, cond_nconsts=len(cond_extra) + len(cond_plain),
                         body_nconsts=len(body_extra) + len(body_plain))
     return outs[n:], outs[:n]
+
+
+@while_p.def_rule("key_reuse")
+def _while_key_reuse(eqn: Eqn) -> key_reuse.Signature:
+    """Each iteration runs the predicate and the body: neither may consume a key it closes over, nor a carried key
+    the body does not replace by a fresh one, and the two may not consume the same carried key. Operands:
+    (predicate constants, body constants, carries)."""
+    cn, bn = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+    num_carry = len(eqn.outputs)
+    body = key_reuse.looped_body(eqn.params["body_ir"], bn, num_carry, "while_loop")
+    pred = key_reuse.ir_signature(eqn.params["cond_ir"], "while_loop")
+    for index in pred.sinks:
+        if index < cn or index - cn not in body.sources:
+            raise key_reuse.KeyReuseError(
+                "while_loop: key reuse (jax_debug_key_reuse): the loop predicate consumes a PRNG key "
+                f"({'its constant ' + str(index) if index < cn else 'carry ' + str(index - cn)}) that no "
+                "iteration replaces by a fresh one, so each test consumes it again.")
+        if index - cn + bn in body.sinks:
+            raise key_reuse.KeyReuseError(
+                f"while_loop: key reuse (jax_debug_key_reuse): the loop predicate and body both consume carry "
+                f"{index - cn}, a PRNG key.")
+    sinks = {(i if i < cn else cn + bn + i - cn): m for i, m in pred.sinks.items()}
+    sinks.update({cn + i: m for i, m in body.sinks.items()})
+    return key_reuse.Signature(sinks, body.sources, {o: cn + i for o, i in body.forwards.items()}, body.keys)
 
 
 @while_p.def_rule("dce")
@@ -725,6 +750,13 @@ def _scan_batching(args: list[Any], dims: list[BatchDim], *, body_ir: IR, num_co
     outs = scan_p.bind(*consts, *carry, *xs, body_ir=body, num_consts=len(consts), num_carry=nk,
                        length=length, reverse=reverse)
     return outs, out_dims[:nk] + [None if d is None else 1 for d in out_dims[nk:]]
+
+
+@scan_p.def_rule("key_reuse")
+def _scan_key_reuse(eqn: Eqn) -> key_reuse.Signature:
+    """No iteration may consume a key the body closes over, nor a carried key it does not replace by a fresh one;
+    a key of xs is a new one each iteration. Operands: (constants, carries, xs), as the body's inputs."""
+    return key_reuse.looped_body(eqn.params["body_ir"], eqn.params["num_consts"], eqn.params["num_carry"], "scan")
 
 
 @scan_p.def_rule("dce")

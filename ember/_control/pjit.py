@@ -25,6 +25,7 @@ from ember._transforms.ad import active_outputs, vjp_ir
 from ember._transforms.batching import batch_ir
 from ember._transforms.cache import TransformCache
 from ember._transforms.jvp import jvp_ir
+from ember._transforms import key_reuse
 from ember._transforms.passes import dce_outputs, depends_on, simplify, split_known
 
 Shardings = tuple[Sharding | None, ...]
@@ -160,6 +161,12 @@ def _pjit_discharge(ins: list[Any], refs: list[int | None], *, body: IR, **param
     return outs, updated(ref_values(ins, refs), finals)
 
 
+@pjit_p.def_rule("key_reuse")
+def _pjit_key_reuse(eqn: Eqn) -> key_reuse.Signature:
+    """The body's (the signature of the IR the jitted function was staged as, where call_jitted recorded it)."""
+    return key_reuse.ir_signature(eqn.params["body"], f"jit({eqn.params['name']})")
+
+
 @pjit_p.def_rule("dce")
 def _pjit_dce(eqn: Eqn, used: list[bool]) -> Eqn:
     """Drop the unused outputs from the body, then the inputs it no longer reads."""
@@ -186,7 +193,10 @@ def call_jitted(ir: IR, leaves: Sequence[Any], name: str, in_shardings: Sequence
         return eval_ir(ir, list(leaves))
     body = _bodies.get(ir)
     if body is None:
-        body = _bodies[ir] = simplify(IR([], [], list(ir.const_vars) + list(ir.in_vars), ir.eqns, ir.outs))
+        whole = IR([], [], list(ir.const_vars) + list(ir.in_vars), ir.eqns, ir.outs)
+        body = _bodies[ir] = simplify(whole)
+        if key_reuse.checking():  # (every draw the function made counts, those simplify drops included)
+            key_reuse.remember(body, key_reuse.ir_signature(whole, f"jit({name})"))
     n_consts = len(ir.consts)
     ins = (None,) * n_consts + (tuple(in_shardings) if in_shardings is not None else (None,) * len(leaves))
     outs = tuple(out_shardings) if out_shardings is not None else (None,) * len(ir.outs)

@@ -11,7 +11,6 @@ import logging
 import os
 import sys
 import threading
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
@@ -397,15 +396,8 @@ def _set_debug_log_modules(names: str) -> None:
             logging.DEBUG)
 
 
-def _warn_key_reuse(on: bool) -> None:
-    if on:
-        warnings.warn("ember.config: debug_key_reuse is accepted but ember has no key-reuse checker: reused "
-                      "random keys are not detected", UserWarning, stacklevel=4)
-
-
 config.on_change("logging_level", _set_logging_level)
 config.on_change("debug_log_modules", _set_debug_log_modules)
-config.on_change("debug_key_reuse", _warn_key_reuse)
 if config.read("logging_level") not in (None, "NOTSET"):
     _set_logging_level(config.read("logging_level"))
 if config.read("debug_log_modules"):

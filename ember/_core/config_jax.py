@@ -133,7 +133,9 @@ def declare(option: Callable[..., None], parse_bool: Callable[[str, Any], bool])
          "On, a persistent-cache entry that cannot be read or written raises instead of warning once and "
          "compiling (as JAX).")
     flag("debug_key_reuse", False,
-         "JAX's key-reuse checker. ember has none: turning it on warns once that keys are not checked for reuse.")
+         "The key-reuse checker (as jax_debug_key_reuse): a typed PRNG key (ember.random.key) consumed twice "
+         "(split, random bits, any sampler) raises KeyReuseError, eagerly, and when a jitted function or a loop "
+         "body is staged (docs/random.md). Read when a function is staged.")
     flag("threefry_partitionable", True,
          "JAX's default (True) threefry bit generation, which ember implements bit for bit; False (JAX's older "
          "bits) is refused.", _only((True,), parse_bool, "ember implements the partitionable threefry bits only"))

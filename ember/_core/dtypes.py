@@ -143,7 +143,7 @@ class StagingOptions:
     date by option hooks (and the contexts): jit's call reads it."""
     token: Any = False
     OTHERS = {"numpy_dtype_promotion": "standard", "numpy_rank_promotion": "allow", "default_matmul_precision": None,
-              "allow_f16_reductions": True}
+              "allow_f16_reductions": True, "debug_key_reuse": False}
     contexts: list[Any] = []  # the user's contexts (ember.make_user_context): each with .value and .default
 
     @classmethod

@@ -106,15 +106,50 @@ class Position:
 JAX_PRINTERS: dict[str, Any] = {}
 
 
+class TransformName(str):
+    """An entry of the named scopes that is a transformation's name (jax.extend.source_info_util's
+    transform_name_stack): it wraps the scope entered after it, as JAX writes name stacks (see scope_text). Equal
+    only to another TransformName of the same name (not to a named scope of that name)."""
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is TransformName and str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(("TransformName", str(self)))
+
+
+def scope_text(scope: Sequence[str]) -> str:
+    """Named scopes as JAX writes a name stack: joined with '/', a transformation's name wrapping the entry after
+    it ('outer', jvp, 'inner' is 'outer/jvp(inner)'; a transformation last is 'jvp()')."""
+    parts: list[str] = []
+    for entry in reversed(scope):
+        if type(entry) is TransformName:
+            if parts:
+                parts[-1] = f"{entry}({parts[-1]})"
+            else:
+                parts.append(f"{entry}()")
+        else:
+            parts.append(entry)
+    return "/".join(reversed(parts))
+
+
 class Source(NamedTuple):
     """Where an equation came from: the line of user code (outside ember) that bound its primitive, and the named
     scopes (ember.named_scope, ember.named_call) it was bound in, outermost first, relative to the IR that holds
-    the equation (an equation of a sub-IR is inside its parent equation's scopes)."""
+    the equation (an equation of a sub-IR is inside its parent equation's scopes). metadata: the XLA metadata
+    (ember.experimental.xla_metadata.set_xla_metadata) it was bound under, sorted (key, value) strings, which its
+    lowering writes as the frontend attributes of the ops giving its results; a transformation binding what an
+    equation becomes under this Source keeps them, as JAX keeps an equation's context."""
     filename: str
     lineno: int
     function: str
     scope: tuple[str, ...] = ()
     position: Position | None = None  # (where in the line: its column, see with_column)
+    metadata: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno} ({self.function})"
@@ -132,8 +167,8 @@ class Source(NamedTuple):
 
     @property
     def name_stack(self) -> str:
-        """The scopes joined with '/' (JAX's name stack), "" outside any."""
-        return "/".join(self.scope)
+        """The scopes joined with '/' (JAX's name stack, see scope_text), "" outside any."""
+        return scope_text(self.scope)
 
 
 class Eqn:
@@ -528,6 +563,8 @@ def _structural_key(ir: IR, sources: bool) -> tuple[Any, ...]:
             parts.append(None)
         if sources:
             parts.append(eqn.source)
+        elif eqn.source is not None and eqn.source.metadata:  # (the program's text has them)
+            parts.append(eqn.source.metadata)
         for var in eqn.outputs:
             ids[var] = len(ids)
             parts.append(var.aval)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ember._core.ir import IR, JAX_PRINTERS, Literal, Var
+from ember._core.ir import IR, JAX_PRINTERS, Jaxpr, Literal, Var
 
 # ---------------------------------------------------------------------------------------------------------------
 # Documents: ("text", s) | ("brk", s) | ("cat", [docs]) | ("nest", n, doc) | ("group", doc)
@@ -190,6 +190,8 @@ def _is_jaxpr_tuple(v: Any) -> bool:
 def _param_doc(v: Any, ctx: _Context) -> tuple:
     if isinstance(v, IR):
         return _jaxpr(v, ctx)
+    if isinstance(v, Jaxpr) and not v.constvars:  # (an open jaxpr: a call primitive's call_jaxpr)
+        return _jaxpr(v.closed([]), ctx)
     if _is_jaxpr_tuple(v):
         return group(cat(nest(2, cat(text("("), brk(""), join(brk(), [_jaxpr(j, ctx) for j in v]))),
                          brk(""), text(")")))

@@ -33,7 +33,10 @@ Rule signatures (params are the equation's params, passed as keywords):
       the equation is known to be linear in the inputs marked needs (in a linear IR being transposed:
       ember.linear_transpose, the tangent map of a JVP rule; backward_pass(..., linear=True)); JAX's transpose
       rules, for primitives defined through JAX's extension API (ember.extend), whose JVP rule binds the
-      primitive itself on tangents                                                                    [hook]"""
+      primitive itself on tangents                                                                    [hook]
+  key_reuse(eqn) -> the equation's key-reuse Signature (ember._transforms.key_reuse): what a higher-order
+      primitive does to the PRNG keys it is given, from its bodies' signatures (first-order primitives have their
+      rules in that module's table)                                                                   [hook]"""
 from __future__ import annotations
 
 import os
@@ -42,12 +45,12 @@ import threading
 import weakref
 from typing import Any, Callable, Sequence
 
-from ember._core.dtypes import ArrayTooLargeError, ShapedArray, ShardingTypeError, join_vma
+from ember._core.dtypes import ArrayTooLargeError, ShapedArray, ShardingTypeError, StagingOptions, join_vma
 from ember._core.ir import Position, Source, sub_irs
 from ember._core.sharding import explicit_of, explicit_sharding
 
 RULE_KINDS: tuple[str, ...] = ("abstract_eval", "lowering", "jvp", "vjp", "batching")
-HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split", "discharge", "depends", "sharding_rule", "transpose",
+HOOK_KINDS: tuple[str, ...] = ("dce", "vjp_split", "discharge", "depends", "sharding_rule", "transpose", "key_reuse",
                                "bind_params", "checkify", "index_bounds")
 
 CHECK_KINDS: tuple[str, ...] = ("nan", "div", "oob")  # what checkify may check of an equation (see above)
@@ -360,18 +363,39 @@ def user_stacklevel() -> int:
 
 def user_source() -> Source | None:
     """The user code responsible for the primitive being bound now: the equation being evaluated or transformed
-    (TRACE_STATE.source), else the innermost calling frame outside the ember package; inside the current named
-    scopes (TRACE_STATE.scope)."""
+    (TRACE_STATE.source, with its XLA metadata), else the innermost calling frame outside the ember package, with
+    the XLA metadata set now (XLA_METADATA); inside the current named scopes (TRACE_STATE.scope)."""
     source, scope = TRACE_STATE.source, TRACE_STATE.scope
     if source is not None:
         return source._replace(scope=scope + source.scope) if scope else source
     frame, skipped = sys._getframe(1), _NotUserCode.paths
+    metadata = XLA_METADATA.value
     while frame is not None:
         code = frame.f_code
         if not code.co_filename.startswith(skipped):
-            return Source(code.co_filename, frame.f_lineno, code.co_name, scope, Position(code, frame.f_lasti))
+            return Source(code.co_filename, frame.f_lineno, code.co_name, scope, Position(code, frame.f_lasti),
+                          metadata)
         frame = frame.f_back
-    return None
+    return Source("<unknown>", 0, "<unknown>", scope, None, metadata) if metadata else None
+
+
+class _XlaMetadata:
+    """The XLA metadata set now (ember.experimental.xla_metadata.set_xla_metadata): sorted (key, value) strings
+    that the equations bound meanwhile carry in their Source. Process-wide, as ember's user contexts, and one of
+    the staging options (StagingOptions.contexts): a jitted function called under other metadata is traced again."""
+    __slots__ = ("value", "default")
+
+    def __init__(self) -> None:
+        self.value: tuple[tuple[str, str], ...] = ()
+        self.default: tuple[tuple[str, str], ...] = ()
+
+    def set(self, value: tuple[tuple[str, str], ...]) -> None:
+        self.value = value
+        StagingOptions.update()
+
+
+XLA_METADATA = _XlaMetadata()
+StagingOptions.contexts.append(XLA_METADATA)
 
 
 def enter_source(source: Source | None, base: tuple[str, ...]) -> None:

@@ -180,10 +180,10 @@ class HloSharding:
     def indices(self, global_shape: Sequence[int], num_partitions: int) -> list[Index]:
         """The part of an array of global_shape that each partition holds: one tuple of slices per partition id."""
         shape = tuple(global_shape)
-        if self.kind == "replicated" or (self.kind == "maximal" and num_partitions == 1):
-            return [(slice(None),) * len(shape)] * num_partitions
+        if self.kind in ("replicated", "maximal"):  # (maximal: JAX's rule, a sharding of one device is replicated:
+            return [(slice(None),) * len(shape)] * num_partitions  # XLA gives every partition the whole array)
         tiles = self.tiles_per_dim(len(shape))
-        if self.kind == "maximal" or len(self.devices) != num_partitions:
+        if len(self.devices) != num_partitions:
             raise ValueError(f"HloSharding.indices: sharding {self.text()} does not cover {num_partitions} "
                              "partitions")
         block = block_shape(shape, tiles, lambda dim, size, count: (

@@ -49,8 +49,8 @@ class NonConcreteBooleanIndexError(JAXIndexError):
 
 
 class KeyReuseError(JAXTypeError):
-    """A PRNG key used twice where JAX's key-reuse checker (jax_debug_key_reuse) would refuse it
-    (jax.errors.KeyReuseError): ember has no such checker, so nothing of ember's raises it; code may catch it."""
+    """A PRNG key consumed twice, found by the key-reuse checker (the debug_key_reuse option, as
+    jax.errors.KeyReuseError; ember._transforms.key_reuse)."""
 
 
 class TracerBoolConversionError(ConcretizationTypeError):

@@ -29,9 +29,10 @@ measured the same):
 - anything else (middle axes, small arrays, other dtypes, other backends, programs partitioned over several
   devices, portable exported modules): the plain `stablehlo.reduce`.
 
-A float32 sin or cos of at least MIN_ELEMENTS elements is a call of ember's kernel (`custom_call @ember_elementwise`,
-ember/_runtime/vmath.h: a vector at a time, within 0.5 ulp), where the plugin's XLA calls libm per element
-(KERNEL_OPS: measured, and why tan, log1p and erf_inv are not lowered though faster).
+A float32 sin, cos, tan, log1p or erf_inv of at least MIN_ELEMENTS elements is a call of ember's kernel (`custom_call
+@ember_elementwise`, ember/_runtime/vmath.h: a vector at a time, within 0.5-1.05 ulp), where the plugin's XLA calls
+libm per element or evaluates long expansions (KERNEL_OPS: measured), unless the equation asks for
+AccuracyMode.DEFAULT (XLA's implementation: ember.random's samplers, for jax.random's values).
 
 A `dot_general` of float32 operands with no free dimensions (every dimension a batch or a contracting one:
 `einsum("ij,ij->i")`, `einsum("bi,bi->b")`, a dot product of matrices), which XLA's CPU backend runs as many tiny
@@ -62,18 +63,16 @@ from ember._hlo.emitter import Emitter, dot_dimension_numbers, emit_custom_call,
 
 # ember's transcendentals kernel (_vmath.c): every function it has, by the code its attribute `op` names it with, and
 # those lowered to it: the ones the kernel computes faster than the plugin's XLA (f32[2^22], AVX2 + FMA, 2 cores
-# shared with other work, ms, XLA -> kernel: sin 23-51 -> 5.3-25, cos 21-51 -> 5.1-16) and whose values nothing in
-# ember promises to be XLA's bit for bit. tan (32-96 -> 5.5-16), log1p (11-28 -> 2.6-12) and erf_inv (13-40 ->
-# 8.9-24) are faster too, but ember.random's samplers give jax.random's values bit for bit through them (normal and
-# truncated_normal through erf_inv, exponential, laplace, logistic, gumbel, geometric through log1p, cauchy through
-# tan), and a lowering cannot tell a sampler's call from a user's: kept XLA's (with erf_inv lowered, 44% of
-# normal's 10^6 draws were 1 ulp from JAX's: tests/test_jax_docs_random.py). tanh, exp, log, expm1, erf, logistic:
-# 1.4-6 ms in XLA's own float code, 2.5-10x slower in the kernel's double precision: kept (docs/performance.md,
-# "Transcendentals").
+# shared with other work, ms, XLA -> kernel: sin 23-51 -> 5.3-25, cos 21-51 -> 5.1-16, tan 32-96 -> 5.5-16, log1p
+# 11-28 -> 2.6-12, erf_inv 13-40 -> 8.9-24) and at least as accurate (0.50-1.05 ulp against XLA's 0.56-65). An
+# equation asking for AccuracyMode.DEFAULT keeps XLA's op (elementwise.kernel_or): ember.random's samplers ask for it
+# where they go through tan, log1p or erf_inv, so they draw jax.random's values bit for bit (with erf_inv lowered,
+# 44% of normal's 10^6 draws were 1 ulp from JAX's). tanh, exp, log, expm1, erf, logistic: 1.4-6 ms in XLA's own
+# float code, 2.5-10x slower in the kernel's double precision: kept (docs/performance.md, "Transcendentals").
 ELEMENTWISE_TARGET = "ember_elementwise"
 ELEMENTWISE_OPS = {"sin": 0, "cos": 1, "tan": 2, "tanh": 3, "log1p": 4, "erf_inv": 5, "exp": 6, "log": 7,
                    "expm1": 8, "erf": 9, "logistic": 10}
-KERNEL_OPS = frozenset({"sin", "cos"})
+KERNEL_OPS = frozenset({"sin", "cos", "tan", "log1p", "erf_inv"})
 # Below this many elements XLA's own code is as fast (measured down to f32[256,64]): the plain reduce.
 MIN_ELEMENTS = 1 << 15
 # The longest row summed by a matrix-vector product: its accumulation runs along the row, so rounding grows with

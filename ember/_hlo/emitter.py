@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -13,6 +14,7 @@ import numpy as np
 from ember._core import dtypes as dt
 from ember._core.dtypes import ShapedArray
 from ember._core.shape_poly import dim_text
+from ember._core.ir import scope_text
 from ember._core.sharding import AbstractMesh, NamedSharding, Sharding, mesh_sharding_text
 
 
@@ -89,7 +91,8 @@ def location_text(scope: Sequence[str], op_name: str, filename: str, lineno: int
     def quoted(text: str) -> str:  # (MLIR escapes a byte as a backslash and two hex digits)
         return '"' + "".join(f"\\{b:02X}" if b in b'"\\' or not 0x20 <= b < 0x7F else chr(b)
                              for b in text.encode()) + '"'
-    return f' loc({quoted("/".join((*scope, op_name)))}({quoted(filename)}:{int(lineno)}:0))'
+    name = f"{scope_text(scope)}/{op_name}" if scope else op_name  # (a transformation last: 'jvp()/cos', as JAX)
+    return f' loc({quoted(name)}({quoted(filename)}:{int(lineno)}:0))'
 
 
 # The facts one equation's lowering may tell another's about a value it made (Emitter.tell / Emitter.fact): the one
@@ -147,6 +150,9 @@ class Emitter:
         # the int8 scalar that orders this body's callbacks (ember._hlo.lower.LoweringContext.effect); made when a
         # callback first needs it, one chain per body (a region's callbacks are ordered within it)
         self.effect: str | None = None
+        # the ops written into this body by their first result: (line, text before the attributes, attributes,
+        # text after), so that frontend_attributes can add to an op's attributes after it is written
+        self._written: dict[str, tuple[int, str, dict[str, str], str]] = {}
 
     def fresh(self, prefix: str = "") -> str:
         return f"%{prefix}{next(self._counter)}"
@@ -194,13 +200,29 @@ class Emitter:
         region_text = f" ({', '.join(regions)})" if regions else ""
         in_types = ", ".join(self.types[o] for o in operands)
         out_types = result_types[0] if len(result_types) == 1 else "(" + ", ".join(result_types) + ")"
-        self.lines.append(f'{self.indent}{lhs}"{name}"({", ".join(operands)}){region_text}{attr_text} : '
-                          f"({in_types}) -> {out_types}{self.location}")
+        head = f'{self.indent}{lhs}"{name}"({", ".join(operands)}){region_text}'
+        tail = f" : ({in_types}) -> {out_types}{self.location}"
+        if result_avals:  # (where its attributes are, for frontend_attributes)
+            self._written[base] = (len(self.lines), head, dict(attrs or {}), tail)
+        self.lines.append(f"{head}{attr_text}{tail}")
         for n, t in zip(names, result_types):
             self.types[n] = t
         self.ops += 1
         self.last_results = names if result_avals else []
         return names[0] if single else names
+
+    def frontend_attributes(self, value: str, metadata: Sequence[tuple[str, str]]) -> None:
+        """Add metadata (key, value strings) to the `mhlo.frontend_attributes` of the op of this body that gives
+        value, as JAX's lowering writes an equation's XLA metadata on the ops giving its results; an attribute the
+        op has already keeps its value. A value no op of this body gives (an argument) is left as it is."""
+        written = self._written.get(value.split("#")[0])
+        if written is None or not metadata:
+            return
+        line, head, attrs, tail = written
+        merged = dict(metadata) | dict(attrs.get("mhlo.frontend_attributes", ()))
+        attrs["mhlo.frontend_attributes"] = merged
+        text = ", ".join(f"{k} = {_attribute_text(v)}" for k, v in attrs.items())
+        self.lines[line] = f"{head} {{{text}}}{tail}"
 
     def returns(self, values: Sequence[str]) -> None:
         """End a region's block with stablehlo.return."""
@@ -251,6 +273,16 @@ class Emitter:
             dims = tuple(range(len(shape) - operand_aval.ndim, len(shape)))
         return self.op("stablehlo.broadcast_in_dim", [operand], operand_aval.update(shape=shape),
                        {"broadcast_dimensions": i64_array(dims)})
+
+
+def _attribute_text(value: Any) -> str:
+    """An attribute's text: as written, or a dictionary of strings (frontend attributes) in MLIR's form, sorted, its
+    keys bare where MLIR allows."""
+    if not isinstance(value, dict):
+        return value
+    items = (f"{k if re.fullmatch(r'[A-Za-z_][A-Za-z0-9_$.]*', k) else quoted_text(k)} = {quoted_text(v)}"
+             for k, v in sorted(value.items()))
+    return "{" + ", ".join(items) + "}"
 
 
 def value_rank(emitter: Emitter, value: str) -> int:

@@ -4,6 +4,7 @@ One interpreter (lower_into) walks the equations and calls each primitive's lowe
 higher-order primitives lower their bodies by recursing into it through ctx.lower_region."""
 from __future__ import annotations
 
+import heapq
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -13,7 +14,7 @@ from ember._core.ir import sub_irs
 from ember._core.primitive import has_effects
 from ember._core.config import config
 from ember._core.profile import profiled
-from ember._hlo import row_fusion
+from ember._hlo import row_fusion, targets
 from ember._hlo.emitter import (Emitter, dense_text, emit_custom_call, location_text, module_text,
                                 over_abstract_mesh, places, sharding_marker, sharding_text, tensor_type)
 
@@ -177,8 +178,9 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
     base, base_location = emitter.scope, emitter.location
     if row_fusion.applies(emitter):  # (passes over the body: its row regions as row_region equations, the
         ir = row_fusion.kernel_transposes(row_fusion.row_regions(ir))  # transposes the kernel runs)
+    eqns, waits = control_order(ir.eqns)
     try:
-        for eqn in ir.eqns:
+        for eqn in eqns:
             rule = eqn.prim.rules.get("lowering")
             if rule is None:
                 raise LoweringError(f"primitive {eqn.prim.name} has no lowering rule")
@@ -189,17 +191,101 @@ def lower_into(emitter: Emitter, ir: IR, args: Sequence[str]) -> list[str]:
             else:
                 emitter.scope, emitter.location = base, base_location
             ctx = LoweringContext(emitter, [a.aval for a in eqn.inputs], [v.aval for v in eqn.outputs])
+            ins = [read(a) for a in eqn.inputs]
+            if waits and id(eqn) in waits:  # (a control_dep's destination: its operands wait for the sources)
+                ins = _waiting(emitter, waits[id(eqn)], [read(a) for a in waits[id(eqn)]], ins, eqn)
             # (a loop or branch calling back)
-            if sub_irs(eqn.params) and has_effects(eqn.prim, eqn.params, at_run_time=True):
-                outs = _in_effect_order(emitter, ctx, rule, [read(a) for a in eqn.inputs], eqn.params)
+            if (sub_irs(eqn.params) and has_effects(eqn.prim, eqn.params, at_run_time=True)
+                    and targets.available(CALLBACK_TARGET)):  # (its handler made known to the plugin)
+                outs = _in_effect_order(emitter, ctx, rule, ins, eqn.params)
             else:
-                outs = rule(ctx, *[read(a) for a in eqn.inputs], **eqn.params)
+                outs = rule(ctx, *ins, **eqn.params)
+            if source is not None and source.metadata:  # (set_xla_metadata's, on the ops giving the results)
+                for out in outs:
+                    emitter.frontend_attributes(out, source.metadata)
             if emitter.device_assignment is not None and not eqn.prim.own_sharding:
                 outs = _as_typed(emitter, eqn.outputs, outs)
             env.update(zip(eqn.outputs, outs))
     finally:
         emitter.scope, emitter.location = base, base_location
     return [read(a) for a in ir.outs]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Control dependencies (jax.experimental.control_deps: a control_dep(src, dst) equation, ember/_prims/effects.py):
+# the equation that computes dst runs after the one that computes src. XLA's control edges are not StableHLO, so
+# the body is written in an order with src's equation first, and dst's equation takes its operands through a
+# stablehlo.optimization_barrier together with src (XLA computes every operand of a barrier before any of its
+# results is read). An equation without operands (a constant, an iota) has nothing to hold back.
+CONTROL_DEP = "control_dep"
+
+
+def control_order(eqns: Sequence[Any]) -> tuple[Sequence[Any], dict[int, list[Atom]]]:
+    """The equations in an order where each control_dep's source comes before its destination (the given order
+    where it already does; otherwise the least reordering, by position), and, by id of each destination's
+    equation, the sources it waits for. A source that depends on its destination is a LoweringError (a cycle)."""
+    if not any(eqn.prim.name == CONTROL_DEP for eqn in eqns):
+        return eqns, {}
+    producer = {var: i for i, eqn in enumerate(eqns) for var in eqn.outputs}
+    after: list[set[int]] = [set() for _ in eqns]  # i -> the equations that must come before i
+    for i, eqn in enumerate(eqns):
+        after[i].update(producer[a] for a in eqn.inputs if isinstance(a, Var) and a in producer)
+    waits: dict[int, list[Atom]] = {}
+    for eqn in eqns:
+        if eqn.prim.name != CONTROL_DEP:
+            continue
+        src, dst = eqn.inputs
+        if not (isinstance(dst, Var) and dst in producer):
+            continue  # (an input of the body, or a constant: computed before anything)
+        d = producer[dst]
+        if isinstance(src, Var) and src in producer:
+            s = producer[src]
+            if s == d or _reaches(after, s, d):
+                raise LoweringError(f"control_dep: the source {src} ({eqns[s].prim.name}) depends on the destination "
+                                    f"{dst} ({eqns[d].prim.name}), so it cannot run before it (a cycle)")
+            after[d].add(s)
+        waits.setdefault(id(eqns[d]), []).append(src)
+    order, ready = [], [i for i, deps in enumerate(after) if not deps]
+    heapq.heapify(ready)
+    users: list[list[int]] = [[] for _ in eqns]
+    for i, deps in enumerate(after):
+        for j in deps:
+            users[j].append(i)
+    missing = [len(deps) for deps in after]
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(eqns[i])
+        for k in users[i]:
+            missing[k] -= 1
+            if not missing[k]:
+                heapq.heappush(ready, k)
+    if len(order) != len(eqns):  # (cannot happen: every added edge was checked above)
+        raise LoweringError("control_dep: the control dependencies of this body form a cycle")
+    return order, waits
+
+
+def _reaches(after: list[set[int]], start: int, target: int) -> bool:
+    """Whether equation target must come before equation start (start depends on it through a chain of
+    operands or earlier control dependencies)."""
+    seen, stack = set(), [start]
+    while stack:
+        i = stack.pop()
+        if i == target:
+            return True
+        if i not in seen:
+            seen.add(i)
+            stack.extend(after[i])
+    return False
+
+
+def _waiting(emitter: Emitter, source_atoms: list[Atom], sources: list[str], operands: list[str], eqn: Any
+             ) -> list[str]:
+    """eqn's operands passed through one optimization barrier with the sources (so eqn waits for them)."""
+    if not operands:
+        return operands
+    avals = [a.aval for a in source_atoms] + [a.aval for a in eqn.inputs]
+    out = emitter.op("stablehlo.optimization_barrier", sources + operands, avals)
+    return list(out)[len(sources):]
 
 
 def _as_typed(emitter: Emitter, outputs: Sequence[Var], values: list[str]) -> list[str]:

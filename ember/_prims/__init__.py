@@ -19,6 +19,7 @@ from ember._prims import collectives as _collectives
 from ember._prims import linalg as _linalg  # noqa: F401  (registers the factorisations; jax.lax.linalg's names)
 from ember._prims import sharding as _sharding  # noqa: F401  (registers sharding_constraint)
 from ember._prims import refs as _refs  # noqa: F401  (registers the reference primitives: ember.new_ref, ember.ref)
+from ember._prims import ref_views as _ref_views  # noqa: F401  (ref.at, reshape, T, bitcast: views of a Ref)
 
 __all__ = _reexport(globals(), [_shape, _elementwise, _slicing, _reduction, _dot, _indexing, _sorting, _conv,
                                 _windowed, _special, _bits, _fft, _effects, _lax_helpers, _ragged, _collectives])

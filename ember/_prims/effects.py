@@ -114,4 +114,38 @@ def dce_sink(val: Any, *, prevent_mlir_dce: bool = False) -> None:
         dce_sink_p.bind(leaf, prevent_mlir_dce=bool(prevent_mlir_dce))
 
 
-__all__ = ["after_all", "create_token", "dce_sink"]
+# ---------------------------------------------------------------------------------------------------------------
+# control_dep(src, dst): dst's computation runs after src's (jax.experimental.control_deps.control_dep: JAX writes
+# a custom call that XLA's control-dependency rewriter turns into an edge; the plugin's XLA has no such pass). No
+# outputs, effectful (every pass keeps it). Lowered by ember/_hlo/lower.py's control_order: the body in an order
+# with src first, and dst's equation reading its operands through an optimization barrier with src; the equation
+# itself emits nothing. Eagerly both values exist: nothing to order. Under jvp and grad the primal computations are
+# ordered (JAX's refuses to differentiate it: an FFI call); under vmap, the batched ones (JAX's refuses).
+control_dep_p = Primitive("control_dep", multiple_results=True, effectful=True, checks=())
+control_dep_p.unordered_effect = True  # (it emits no op: nothing to order among a body's callbacks at run time)
+control_dep_p.def_rule("sharding_rule", explicit.replicated_results)
+control_dep_p.def_rule("abstract_eval", lambda src, dst: [])
+control_dep_p.impl = lambda src, dst: []
+control_dep_p.def_rule("lowering", lambda ctx, src, dst: [])
+control_dep_p.def_rule("vjp", lambda cts, ins, outs, needs: [None, None])
+
+
+@control_dep_p.def_rule("jvp")
+def _control_dep_jvp(primals: list[Any], tangents: list[Any]) -> tuple[list[Any], list[Any]]:
+    control_dep_p.bind(*primals)
+    return [], []
+
+
+@control_dep_p.def_rule("batching")
+def _control_dep_batching(args: list[Any], dims: list[BatchDim]) -> tuple[list[Any], list[BatchDim]]:
+    control_dep_p.bind(*args)  # (the batched computations, ordered)
+    return [], []
+
+
+def control_dep(src: Any, dst: Any) -> None:
+    """Order dst's computation after src's (like jax.experimental.control_deps.control_dep); src and dst are
+    arrays. Returns None."""
+    control_dep_p.bind(src, dst)
+
+
+__all__ = ["after_all", "create_token", "dce_sink"]  # (control_dep: ember.experimental.control_deps)

@@ -103,6 +103,21 @@ def _attach_derivative(prim: Primitive, derivative: Any, make_jvp: Callable[[], 
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# A transcendental function's `accuracy` param (JAX's: an AccuracyMode or Tolerance, present only when one was
+# asked for: ember.lax's exp(x, accuracy=...), ...) chooses an implementation, so only a lowering that chooses among
+# several reads it (elementwise.kernel_or marks its rules `reads_accuracy`); the other rules of the family never see
+# it: derivatives are the same functions at every accuracy.
+def _own(params: dict[str, Any]) -> dict[str, Any]:
+    """params without `accuracy`."""
+    return params if "accuracy" not in params else {k: v for k, v in params.items() if k != "accuracy"}
+
+
+def _ignoring_accuracy(rule: Lowering) -> Lowering:
+    def lower(ctx: Any, *operands: str, **params: Any) -> list[str]:
+        return rule(ctx, *operands, **_own(params))
+    return lower
+
+
 def unary(name: str, hlo_name: str | None, kinds: str, derivative: Any, *, lowering: Lowering | None = None,
           out_dtype: np.dtype | Callable[[np.dtype], np.dtype] | None = None,
           check: Callable[..., None] | None = None, transpose: Callable[..., Any] | None = None,
@@ -117,13 +132,14 @@ def unary(name: str, hlo_name: str | None, kinds: str, derivative: Any, *, lower
     def abstract_eval(x: ShapedArray, **params: Any) -> ShapedArray:
         check_dtype(name, x, kinds)
         if check is not None:
-            check(x, **params)
+            check(x, **_own(params))
         if out_dtype is None:
             return x
         dtype = out_dtype(x.dtype) if callable(out_dtype) else out_dtype
         return x if dtype == x.dtype else ShapedArray(x.shape, dtype, x.weak_type and dtype != dt.bool_)
 
-    prim.def_rule("lowering", lowering or hlo_lowering(hlo_name))
+    rule = lowering or hlo_lowering(hlo_name)
+    prim.def_rule("lowering", rule if getattr(rule, "reads_accuracy", False) else _ignoring_accuracy(rule))
 
     def make_jvp() -> Any:
         def jvp(primals: Sequence[Any], tangents: Sequence[Any], **params: Any) -> tuple[list[Any], list[Any]]:
@@ -131,14 +147,14 @@ def unary(name: str, hlo_name: str | None, kinds: str, derivative: Any, *, lower
             out = prim.bind(x, **params)
             if t is None or derivative == ZERO:
                 return [out], [None]
-            return [out], [derivative(t, x, out, **params)]
+            return [out], [derivative(t, x, out, **_own(params))]
         return jvp
 
     def make_vjp() -> Any:
         def vjp(cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], **params: Any) -> list[Any]:
             if derivative == ZERO:
                 return [None]
-            return [(transpose or derivative)(cts[0], ins[0], outs[0], **params)]
+            return [(transpose or derivative)(cts[0], ins[0], outs[0], **_own(params))]
         return vjp
 
     _attach_derivative(prim, derivative, make_jvp, make_vjp)

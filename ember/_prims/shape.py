@@ -277,6 +277,24 @@ def stage(x: Any, /) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# xla_metadata_value(x; kvs): x, its producing op given the metadata kvs (JAX's xla_metadata_value_p, the value form
+# set_xla_metadata(x, **kvs)). The identity everywhere else; its JVP applies it to the tangent, its transpose does not.
+xla_metadata_value_p = Primitive("xla_metadata_value", checks=())
+xla_metadata_value_p.def_rule("sharding_rule", explicit.same_as(0))
+xla_metadata_value_p.def_rule("abstract_eval", lambda x, *, xla_metadata_kvs: x)
+xla_metadata_value_p.def_rule("jvp", linear_jvp(xla_metadata_value_p))
+xla_metadata_value_p.def_rule("vjp", lambda cts, ins, outs, needs, *, xla_metadata_kvs: [cts[0]])
+xla_metadata_value_p.def_rule("batching", vectorized_batching(xla_metadata_value_p))
+
+
+@xla_metadata_value_p.def_rule("lowering")
+def _xla_metadata_value_lowering(ctx: LoweringContext, x: str, *, xla_metadata_kvs: tuple[tuple[str, str], ...]
+                                 ) -> list[str]:
+    ctx.emitter.frontend_attributes(x, xla_metadata_kvs)  # (an argument's value has no op: nothing to mark)
+    return [x]
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # squeeze(x, dimensions): x without the given dimensions, each of size 1 (a reshape; jax.lax's squeeze_p).
 squeeze_p = Primitive("squeeze", moves_data=True, checks=())
 

@@ -115,21 +115,55 @@ def _dtype(buffer: Any) -> np.dtype:
 
 
 def _nbytes(buffer: Any) -> int:
-    return int(np.prod(_shape(buffer), dtype=np.int64)) * _dtype(buffer).itemsize
+    count = int(np.prod(_shape(buffer), dtype=np.int64))
+    dtype = _dtype(buffer)
+    return (count * dt.bit_width(dtype) + 7) // 8 if dt.is_sub_byte(dtype) else count * dtype.itemsize
 
 
 def _to_numpy(buffer: Any) -> np.ndarray:
     size = _nbytes(buffer)
     raw = (ctypes.c_char * size).from_address(buffer.data) if size else b""
-    return np.frombuffer(raw, dtype=_dtype(buffer)).reshape(_shape(buffer)).copy()
+    dtype, shape = _dtype(buffer), _shape(buffer)
+    if dt.is_sub_byte(dtype):
+        return _unpacked(np.frombuffer(raw, dtype=np.uint8), dtype, shape)
+    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 
 
 def _write(buffer: Any, value: np.ndarray) -> None:
-    raw = np.ascontiguousarray(value).tobytes()
+    value = np.ascontiguousarray(value)
+    raw = _packed(value) if dt.is_sub_byte(value.dtype) else value.tobytes()
     if len(raw) != _nbytes(buffer):  # (call_flat checked the value's type, and _checked the buffer's)
         raise RuntimeError(f"{TARGET}: a result of {len(raw)} bytes for a buffer of {_nbytes(buffer)}")
     if raw:
         ctypes.memmove(buffer.data, raw, len(raw))
+
+
+# The 4- and 2-bit types in a program's buffers are packed, XLA's way: element i in bits (i % k) * w .. of byte
+# i // k (w bits each, k = 8 / w to a byte, the last byte's unused bits undefined); numpy (ml_dtypes) holds one per
+# byte. A 4-bit float is its 4-bit code; the integers are two's complement.
+def _unpacked(raw: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    width = dt.bit_width(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    codes = (raw[:, None] >> np.arange(0, 8, width, dtype=np.uint8)).reshape(-1)[:count] & ((1 << width) - 1)
+    if dtype == dt.float4_e2m1fn:
+        return codes.astype(np.uint8).view(dtype).reshape(shape)
+    if dtype in (dt.int4, dt.int2):  # (sign-extended)
+        codes = codes.astype(np.int8) - ((codes >> (width - 1)) << width).astype(np.int8)
+    return codes.astype(dtype).reshape(shape)
+
+
+def _packed(value: np.ndarray) -> bytes:
+    width = dt.bit_width(value.dtype)
+    per_byte = 8 // width
+    if value.dtype == dt.float4_e2m1fn:
+        codes = value.reshape(-1).view(np.uint8)
+    else:
+        codes = value.reshape(-1).astype(np.int8).view(np.uint8)
+    codes = codes & np.uint8((1 << width) - 1)
+    padded = np.zeros(-(-codes.size // per_byte) * per_byte, np.uint8)
+    padded[:codes.size] = codes
+    lanes = padded.reshape(-1, per_byte) << np.arange(0, 8, width, dtype=np.uint8)
+    return np.bitwise_or.reduce(lanes, axis=1).astype(np.uint8).tobytes()
 
 
 class _ThreadState(threading.local):

@@ -129,6 +129,11 @@ DTYPES: dict[int, np.dtype] = {
     5: np.dtype(np.int64), 6: np.dtype(np.uint8), 7: np.dtype(np.uint16), 8: np.dtype(np.uint32),
     9: np.dtype(np.uint64), 10: np.dtype(np.float16), 11: np.dtype(np.float32), 12: np.dtype(np.float64),
     15: np.dtype(np.complex64), 16: dt.bfloat16, 18: np.dtype(np.complex128),
+    # JAX's narrow types (XLA's PrimitiveType numbers, as XLA_FFI_DataType has them); the 4- and 2-bit ones arrive
+    # packed, two or four to a byte (dtypes.is_sub_byte)
+    19: dt.float8_e5m2, 20: dt.float8_e4m3fn, 21: dt.int4, 22: dt.uint4, 23: dt.float8_e4m3b11fnuz,
+    24: dt.float8_e5m2fnuz, 25: dt.float8_e4m3fnuz, 26: dt.int2, 27: dt.uint2, 28: dt.float8_e4m3, 29: dt.float8_e3m4,
+    32: dt.float4_e2m1fn, 33: dt.float8_e8m0fnu,
 }
 
 HANDLER_TYPE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(CallFrame))

@@ -29,6 +29,8 @@ def dce(ir: IR) -> IR:
         hook = eqn.prim.rules.get("dce")
         if hook is not None:
             eqn = hook(eqn, used)  # the equation restricted to the used outputs (and the inputs they need)
+            if eqn is None:  # (a hook may find the equation not needed at all: a JAX dce rule's None)
+                continue
         live.update(a for a in eqn.inputs if isinstance(a, Var))
         kept.append(eqn)
     kept.reverse()

@@ -14,13 +14,17 @@ at import, and uses them only when its `flax_hijax_variable` option is on, off b
 - `control_flow_allowed_effects`: the effect types a control-flow body may have (`add_type`, `remove_type`,
   `contains`).
 - `Zero`, `instantiate_zeros`, `is_undefined_primal`, `AbstractValue`, `ShapedArray`, `AbstractRef`: ember's
-  (ember.interpreters.ad, ember.core, the type of an ember.Ref)."""
+  (ember.interpreters.ad, ember.core, the type of an ember.Ref).
+- `TransformedRef`: a view of a Ref through indexing, reshape, transpose and bitcast (`ref.at[idx]`,
+  `ref.reshape(...)`, `ref.T`, `ref.bitcast(dtype)`), read and written as the Ref's elements it shows
+  (ember/_prims/ref_views.py; docs/refs.md)."""
 from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
 from ember._core import is_tracing as _is_tracing
 from ember._core.refs import RefAval as AbstractRef
+from ember._prims.ref_views import TransformedRef
 from ember.core import AbstractValue, ShapedArray
 from ember.extend.core import Primitive as _Primitive
 from ember.interpreters.ad import Zero, instantiate_zeros, is_undefined_primal
@@ -121,6 +125,6 @@ def hitype_of(cls: type) -> Callable[[Any], Any] | None:
 
 
 __all__ = ["AbstractRef", "AbstractValue", "AvalMutableQDD", "AvalQDD", "HiPrimitive", "HiPspec", "HiType",
-           "MutableHiType", "ShapedArray", "VJPHiPrimitive", "Zero", "aval_method", "aval_property",
+           "MutableHiType", "ShapedArray", "TransformedRef", "VJPHiPrimitive", "Zero", "aval_method", "aval_property",
            "control_flow_allowed_effects", "hitype_of", "instantiate_zeros", "is_undefined_primal",
            "register_hitype"]

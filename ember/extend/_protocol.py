@@ -17,7 +17,16 @@ transformation asks for them, so the rules JAX code registers after making the p
   their own rules, and a primitive defined here by `ad.primitive_transposes[prim]` with JAX's UndefinedPrimal for
   its linear operands (ember's "transpose" hook: backward_pass(..., linear=True));
 - batching: `batching.primitive_batchers[prim]`, `fancy_primitive_batchers` (axis data first) or
-  `axis_primitive_batchers` (axis size and name first), as JAX 0.10.2 calls them.
+  `axis_primitive_batchers` (axis size and name first), as JAX 0.10.2 calls them;
+- dead-code elimination: `partial_eval.dce_rules[prim]`, rule(used_outputs, eqn) -> (used_inputs, the equation
+  restricted to what is used, or None to drop it), consulted by ember's DCE (ember.passes' dce, and every
+  transformation's clean-up) as the primitive's "dce" hook.
+
+A CallPrimitive (jax.extend.core.CallPrimitive) is bound with the function it calls, `p.bind(*args,
+subfuns=(wrapped_fun,), **params)`: outside any staging its impl runs (call_impl: the function itself); while
+staging, the function is staged into its `call_jaxpr` param (an open Jaxpr, its constants leading operands). Its
+rules come from that jaxpr where no table has one: the output types, the lowering (the body, inlined), the JVP and
+batching (the body's, bound again as a call of the same primitive) and the VJP (the body's backward pass).
 
 A missing rule is JAX's NotImplementedError, naming the primitive, when a transformation needs it."""
 from __future__ import annotations
@@ -32,9 +41,11 @@ import numpy as np
 from ember._control.callbacks import TARGET, HostCallback
 from ember._control.custom import SymbolicZero, TypedZero, custom_jvp_call_p
 from ember._core import Primitive as _Primitive
-from ember._core import Literal, ShapedArray, aval_of, concrete_values, eval_ir, stage_flat
+from ember._core import IR, Eqn, Literal, ShapedArray, aval_of, concrete_values, eval_ir, stage_flat
 from ember._core import dtypes as dt
 from ember._core.axes import active_batching_axis
+from ember._core.ir import Jaxpr
+from ember._core.primitive import TRACE_STATE
 from ember._core.pytree import tree_structure
 from ember._hlo import LoweringContext, lower_closed
 from ember._hlo import ffi as hlo_ffi
@@ -43,7 +54,9 @@ from ember._prims.shape import batch_at_front, batch_size, broadcast_in_dim
 from ember._prims.shape import moveaxis as _moveaxis
 from ember._prims.shape import zeros
 from ember._transforms.ad import backward_pass
-from ember.extend.linear_util import wrap_init
+from ember._transforms.batching import batch_ir
+from ember._transforms.jvp import jvp_ir
+from ember.extend.linear_util import WrappedFun, wrap_init
 
 # ---------------------------------------------------------------------------------------------------------------
 # The tables JAX code writes rules into (jax.interpreters.ad, batching, mlir), keyed by primitive.
@@ -51,6 +64,7 @@ primitive_jvps: dict[_Primitive, Callable[..., Any]] = {}
 primitive_transposes: dict[_Primitive, Callable[..., Any]] = {}
 fancy_primitive_batchers: dict[_Primitive, Callable[..., Any]] = {}
 lowerings: dict[_Primitive, Any] = {}
+dce_rules: dict[_Primitive, Callable[..., Any]] = {}
 platform_lowerings: dict[str, dict[_Primitive, Any]] = collections.defaultdict(dict)
 
 not_mapped = None  # (batching.not_mapped: the batch dimension of an unbatched value)
@@ -299,7 +313,8 @@ class Primitive(_Primitive, metaclass=_PrimitiveType):
         self._abstract_eval: Callable[..., Any] | None = None
         self._reports_effects = False
         self.rules.update(abstract_eval=self._abstract_eval_rule, lowering=self._lowering_rule, jvp=self._jvp_rule,
-                          vjp=self._vjp_rule, batching=self._batching_rule, transpose=self._transpose_rule)
+                          vjp=self._vjp_rule, batching=self._batching_rule, transpose=self._transpose_rule,
+                          dce=self._dce_rule)
 
     def def_impl(self, impl: Callable[..., Any]) -> Callable[..., Any]:
         self.impl = impl
@@ -432,10 +447,134 @@ class Primitive(_Primitive, metaclass=_PrimitiveType):
         return out, [_out_dim(d, o) for d, o in zip(out_dims, out)]
 
 
+    def _dce_rule(self, eqn: Eqn, used: list[bool]) -> Eqn | None:
+        """partial_eval.dce_rules[self](used, eqn)'s equation (None: dropped); eqn itself without a rule."""
+        rule = dce_rules.get(self)
+        if rule is None:
+            return eqn
+        _, new_eqn = rule(list(used), eqn)
+        return new_eqn
+
+
 def _operand_values(args: Sequence[Any]) -> list[Any]:
     """A rule's operands as JAX gives them to a rule: a constant written in place in ember's IR (a Literal) as its
     value, a numpy scalar of its dtype (not the IR's atom, which a rule would keep in its params)."""
     return [np.asarray(x.value, x.aval.dtype)[()] if type(x) is Literal else x for x in args]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Call primitives (jax.extend.core.CallPrimitive)
+def call_impl(f: WrappedFun, *args: Any, **params: Any) -> Any:
+    """The eager evaluation of a call primitive (CallPrimitive.def_impl(call_impl)): the function called on args
+    (the params describe the call, not the function)."""
+    return f.call_wrapped(*args)
+
+
+def _as_call_jaxpr(ir: IR, debug_info: Any = None) -> tuple[Jaxpr, list[Any]]:
+    """ir as a call_jaxpr (an open Jaxpr without constvars: ir's constants become its leading inputs) and the
+    constants to pass as the call's leading operands."""
+    return Jaxpr([], [*ir.const_vars, *ir.in_vars], ir.outs, ir.eqns, debug_info=debug_info), list(ir.consts)
+
+
+def _eval_call_jaxpr(call_jaxpr: Jaxpr, *args: Any) -> list[Any]:
+    return eval_ir(call_jaxpr.closed([]), list(args))
+
+
+class CallPrimitive(Primitive):
+    """A primitive that calls a function (jax.extend.core.CallPrimitive): `p.bind(*args, subfuns=(f,), **params)`,
+    f a linear_util.WrappedFun. Outside any staging it runs its impl (`p.def_impl(call_impl)` calls f); while
+    staging, f is staged at the arguments' types into the equation's `call_jaxpr` param. The primitive's rules
+    follow the jaxpr unless JAX's tables give one (module docstring). Binding an equation again (ember's
+    interpreters, eval_jaxpr) passes call_jaxpr instead of subfuns: get_bind_params turns one into the other."""
+    call_primitive = True
+    skip_canonicalization = True
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.multiple_results = True
+        self._call_impl: Callable[..., Any] | None = None
+
+    def def_impl(self, impl: Callable[..., Any]) -> Callable[..., Any]:
+        """impl(f, *args, **params), f the WrappedFun called: how the call runs outside any staging."""
+        self._call_impl = impl
+        self.impl = self._impl_of_equation
+        return impl
+
+    def _impl_of_equation(self, *args: Any, call_jaxpr: Jaxpr, **params: Any) -> Any:
+        """The impl, run on an equation's operands (ember's eager evaluation of a staged call)."""
+        return self._call_impl(wrap_init(functools.partial(_eval_call_jaxpr, call_jaxpr)), *args, **params)
+
+    def get_bind_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """An equation's params as bind takes them: call_jaxpr as the function it stages, `subfuns`."""
+        params = dict(params)
+        call_jaxpr = params.pop("call_jaxpr")
+        params["subfuns"] = (wrap_init(functools.partial(_eval_call_jaxpr, call_jaxpr),
+                                       debug_info=call_jaxpr.debug_info),)
+        return params
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        staging = bool(TRACE_STATE.stack)
+        if "call_jaxpr" in params:  # (an equation bound again)
+            if staging:
+                return super().bind(*args, **params)
+            params = self.get_bind_params(params)
+        subfuns = params.pop("subfuns", None)
+        if not isinstance(subfuns, (tuple, list)) or len(subfuns) != 1 or not isinstance(subfuns[0], WrappedFun):
+            raise TypeError(f"{self.name}.bind: a call primitive is bound with subfuns=(f,), f a WrappedFun "
+                            f"(jax.extend.linear_util.wrap_init), got subfuns={subfuns!r}")
+        fun = subfuns[0]
+        if not staging:
+            if self._call_impl is None:
+                raise NotImplementedError(f"Evaluation rule for '{self.name}' not implemented")
+            return list(self._call_impl(fun, *args, **params))
+        ir = stage_flat(lambda *xs: list(fun.call_wrapped(*xs)), [aval_of(a) for a in args], concrete_values(args),
+                        label=f"the function called by {self.name}")
+        call_jaxpr, consts = _as_call_jaxpr(ir, fun.debug_info)
+        return super().bind(*consts, *args, call_jaxpr=call_jaxpr, **params)
+
+    def _rebind(self, ir: IR, args: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+        """A call of ir (a transformed body) by this primitive, with the equation's other params."""
+        call_jaxpr, consts = _as_call_jaxpr(ir)
+        return list(super().bind(*consts, *args, call_jaxpr=call_jaxpr, **params))
+
+    def _abstract_eval_rule(self, *avals: ShapedArray, call_jaxpr: Jaxpr, **params: Any) -> Any:
+        if self._abstract_eval is not None:
+            return super()._abstract_eval_rule(*avals, call_jaxpr=call_jaxpr, **params)
+        return [v.aval for v in call_jaxpr.outvars]
+
+    def _lowering_rule(self, ctx: LoweringContext, *operands: str, call_jaxpr: Jaxpr, **params: Any) -> list[str]:
+        platform = ctx.emitter.platform
+        if self in lowerings or self in platform_lowerings.get(platform, {}):
+            return super()._lowering_rule(ctx, *operands, call_jaxpr=call_jaxpr, **params)
+        return lower_closed(ctx.emitter, call_jaxpr.closed([]), operands)
+
+    def _jvp_rule(self, primals: Sequence[Any], tangents: Sequence[Any], call_jaxpr: Jaxpr, **params: Any
+                  ) -> tuple[list, list]:
+        if self in primitive_jvps:
+            return super()._jvp_rule(primals, tangents, call_jaxpr=call_jaxpr, **params)
+        primals = _operand_values(primals)
+        with_tangent = [t is not None and dt.is_inexact(aval_of(p).dtype) for p, t in zip(primals, tangents)]
+        outs = self._rebind(jvp_ir(call_jaxpr.closed([]), with_tangent),
+                            [*primals, *(t for t, w in zip(tangents, with_tangent) if w)], params)
+        n = len(call_jaxpr.outvars)
+        return outs[:n], outs[n:]
+
+    def _vjp_rule(self, cts: list[Any], ins: list[Any], outs: list[Any], needs: list[bool], call_jaxpr: Jaxpr,
+                  **params: Any) -> list[Any]:
+        if self in primitive_jvps:
+            return super()._vjp_rule(cts, ins, outs, needs, call_jaxpr=call_jaxpr, **params)
+        ins = _operand_values(ins)
+        wrt = [need and dt.is_inexact(aval_of(x).dtype) for x, need in zip(ins, needs)]
+        _, in_cts = backward_pass(call_jaxpr.closed([]), ins, wrt, cts)
+        return in_cts
+
+    def _batching_rule(self, args: list[Any], dims: list[Any], call_jaxpr: Jaxpr, **params: Any
+                       ) -> tuple[list, list]:
+        if self in fancy_primitive_batchers:
+            return super()._batching_rule(args, dims, call_jaxpr=call_jaxpr, **params)
+        args = _operand_values(args)
+        batched, out_dims = batch_ir(call_jaxpr.closed([]), dims, batch_size(args, dims))
+        return self._rebind(batched, args, params), out_dims
 
 
 # ---------------------------------------------------------------------------------------------------------------

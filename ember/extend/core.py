@@ -14,12 +14,15 @@ import numpy as np
 
 from ember._core import IR, ConcretizationTypeError, Eqn, Literal, ShapedArray, Tracer, Var, check_ir, eval_ir
 from ember._core import dtypes as _dt
+from ember._core.dtypes import AbstractToken as AbstractToken
 from ember._core.ir import IRTypeError, Jaxpr, sub_irs
 from ember._core.primitive import PRIMITIVES as _PRIMITIVES, TRACE_STATE
 from ember._core.shape_poly import InconclusiveDimensionOperation as InconclusiveDimensionOperation
 from ember._core.pytree import tree_leaves
 from ember._runtime.array import Array as _Array
-from ember.extend._protocol import Primitive as Primitive
+from ember._runtime.array import Token as Token
+from ember.extend._protocol import CallPrimitive as CallPrimitive, Primitive as Primitive, call_impl as call_impl
+from ember.extend.linear_util import DebugInfo as DebugInfo
 
 JaxprEqn = Eqn
 JaxprTypeError = IRTypeError
@@ -31,6 +34,15 @@ array_types: frozenset = frozenset({np.ndarray, _Array, *(type(np.zeros((), d)[(
 class Effect:
     """The base class of an effect type (ember has no effect types: a primitive whose abstract eval reports effects
     is effectful, see Primitive.def_effectful_abstract_eval)."""
+
+
+class DropVar(Var):
+    """An equation's output that nothing reads (JAX's DropVar, printed `_`): a Var of its type, which DCE removes
+    with its equation when no other output of it is used."""
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "_"
 
 
 class _ClosedJaxprType(type):
@@ -205,8 +217,8 @@ def _primitives_module() -> types.ModuleType:
 
 primitives = _primitives_module()
 
-__all__ = ["ClosedJaxpr", "Effect", "Effects", "InconclusiveDimensionOperation", "Jaxpr", "JaxprEqn", "JaxprTypeError",
-           "Literal", "Primitive", "Var",
-           "array_types", "check_jaxpr", "concrete_or_error", "find_top_trace", "gensym", "get_opaque_trace_state",
-           "jaxpr_as_fun", "jaxprs_in_params", "mapped_aval", "new_jaxpr_eqn", "no_effects",
+__all__ = ["AbstractToken", "CallPrimitive", "ClosedJaxpr", "DebugInfo", "DropVar", "Effect", "Effects",
+           "InconclusiveDimensionOperation", "Jaxpr", "JaxprEqn", "JaxprTypeError", "Literal", "Primitive", "Token",
+           "Var", "array_types", "call_impl", "check_jaxpr", "concrete_or_error", "find_top_trace", "gensym",
+           "get_opaque_trace_state", "jaxpr_as_fun", "jaxprs_in_params", "mapped_aval", "new_jaxpr_eqn", "no_effects",
            "primal_dtype_to_tangent_dtype", "primitives", "subjaxprs", "unmapped_aval", "valid_jaxtype"]

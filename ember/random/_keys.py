@@ -30,10 +30,12 @@ import numpy as np
 from ember import lax
 from ember import numpy as enp
 from ember._api import jit
-from ember._core import aval_of
+from ember._core import Tracer, aval_of, stage_flat
 from ember._core import dtypes as dt
 from ember._core.config import config
 from ember._core.pytree import register_pytree_node, register_user_leaf
+from ember._transforms import key_reuse
+from ember._transforms.key_reuse import TrackedKey
 from ember.random._prng import IMPLS, PRNGImpl, rbg_seed, threefry_prng_impl, threefry_seed
 from ember._runtime.array import register_array_type
 from ember._api.sharding import takes_out_sharding
@@ -120,19 +122,36 @@ def _refuse(op: str) -> Any:
     return method
 
 
-class KeyArray:
+class KeyArray(TrackedKey):
     """An array of PRNG keys of one implementation: shape is the keys' shape, the data underneath has the
     implementation's key shape after it (uint32[..., 2] for Threefry). Index, iterate, reshape and compare it like
-    an array; random functions take it as their key."""
+    an array; random functions take it as their key.
+
+    With the key-reuse checker on (debug_key_reuse; ember._transforms.key_reuse), traced data is marked as a key's
+    (key_wrap), and a concrete key array knows whether it was consumed (TrackedKey's state)."""
     __slots__ = ("_data", "_impl")
     __array_priority__ = 1000  # so numpy defers to our refusing operators
 
     def __init__(self, data: Any, impl: PRNGImpl = threefry_prng_impl):
-        self._data = data
+        self._data = key_reuse.wrap(data)
         self._impl = impl
+        self._fresh_state()
 
     def _like(self, data: Any) -> "KeyArray":
         return KeyArray(data, self._impl)
+
+    def _derived(self, op: str, on_data: Any) -> "KeyArray":
+        """A key array of the same implementation over on_data(this one's data) (indexing, reshaping). With the
+        key-reuse checker on, a concrete one is checked and marked as a jitted call of the operation would be:
+        slicing consumes the keys taken (which come out fresh), reshaping forwards them."""
+        if isinstance(self._data, Tracer) or not key_reuse.checking():
+            return self._like(on_data(self._data))
+        ir = stage_flat(lambda d: [key_reuse.wrap(on_data(key_reuse.wrap(d)))], [aval_of(self._data)])
+        signature = key_reuse.ir_signature(ir, f"key array {op}")
+        key_reuse.check_arguments(f"key array {op}", signature, [self])
+        out = self._like(on_data(self._data))
+        key_reuse.update_keys(signature, [self], [out])
+        return out
 
     @property
     def _key_ndim(self) -> int:
@@ -205,14 +224,14 @@ class KeyArray:
         index = index if isinstance(index, tuple) else (index,)
         whole = (slice(None),) * self._key_ndim
         if any(i is Ellipsis for i in index):
-            return self._like(self._data[index + whole])
-        return self._like(self._data[index + (Ellipsis,) + whole])
+            return self._derived("indexing", lambda data: data[index + whole])
+        return self._derived("indexing", lambda data: data[index + (Ellipsis,) + whole])
 
     def reshape(self, *shape: Any) -> "KeyArray":
         shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         key_shape = tuple(self._impl.key_shape)
-        flat = enp.reshape(self._data, (-1,) + key_shape)
-        return self._like(enp.reshape(flat, tuple(np.empty(self.shape).reshape(shape).shape) + key_shape))
+        new_shape = tuple(np.empty(self.shape).reshape(shape).shape) + key_shape
+        return self._derived("reshape", lambda data: enp.reshape(enp.reshape(data, (-1,) + key_shape), new_shape))
 
     def ravel(self) -> "KeyArray":
         return self.reshape(-1)
@@ -222,7 +241,7 @@ class KeyArray:
     @property
     def T(self) -> "KeyArray":  # noqa: N802 (numpy's name)
         axes = tuple(range(self.ndim))[::-1] + tuple(range(self.ndim, self.ndim + self._key_ndim))
-        return self._like(enp.transpose(self._data, axes))
+        return self._derived("transpose", lambda data: enp.transpose(data, axes))
 
     def __eq__(self, other: object) -> Any:  # type: ignore[override]
         if not isinstance(other, KeyArray):
@@ -328,7 +347,7 @@ def keys_of(name: str, key: Any, allow_batched: bool = False) -> tuple[KeyArray,
             raise TypeError(f"ember.random.{name}: key must be a PRNG key: a typed key (ember.random.key) or raw "
                             f"uint32 key data of shape (..., {', '.join(map(str, key_shape))}) "
                             f"({impl.name} keys: ember.random.PRNGKey), got {_describe_value(data)}")
-        keys, typed = KeyArray(data, impl), False
+        keys, typed = KeyArray(key_reuse.fresh(data), impl), False  # (a raw key is never checked: fresh each time)
         _legacy_key(name)
     if not allow_batched and keys.ndim != 0:
         raise ValueError(f"ember.random.{name} accepts a single key, but was given a key array of shape "
@@ -410,8 +429,8 @@ def PRNGKey(seed: Any, *, impl: Any = None) -> Any:  # noqa: N802 (JAX's name)
 
 
 def key_data(keys: Any) -> Any:
-    """The raw key data under a key array (raw keys are returned as they are)."""
-    return key_data_of("key_data", keys, allow_batched=True)[0]
+    """The raw key data under a key array (raw keys are returned as they are); reading it consumes no key."""
+    return key_reuse.unwrap(key_data_of("key_data", keys, allow_batched=True)[0])
 
 
 def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -> KeyArray:
@@ -424,7 +443,7 @@ def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -
             key_shape):] != key_shape:
         raise TypeError(f"ember.random.wrap_key_data: key data must be uint32 with trailing dimensions "
                         f"{key_shape} ({chosen.name}), got {_describe_value(data)}")
-    return KeyArray(enp.asarray(data) if isinstance(data, np.ndarray) else data, chosen)
+    return KeyArray(key_reuse.fresh(enp.asarray(data) if isinstance(data, np.ndarray) else data), chosen)
 
 
 def key_impl(keys: Any) -> str:
@@ -433,25 +452,27 @@ def key_impl(keys: Any) -> str:
 
 
 def clone(key: Any) -> Any:
-    """A key equal to key (JAX's clone, for code that consumes keys linearly)."""
+    """A key equal to key (JAX's clone, for code that consumes keys linearly): to the key-reuse checker, a new key,
+    unconsumed whatever happened to key."""
     keys, typed = keys_of("clone", key, allow_batched=True)
-    return _unwrap(keys, typed)
+    return _unwrap(keys._like(key_reuse.fresh(keys._data)), typed)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # the samplers' building blocks: on KeyArray values, through the key's implementation
 def _split(keys: KeyArray, shape: tuple[int, ...]) -> KeyArray:
-    """shape new keys from one key."""
-    return keys._like(keys._impl.split(keys._data, tuple(shape)))
+    """shape new keys from one key (which it consumes)."""
+    return keys._like(keys._impl.split(key_reuse.consume(keys._data), tuple(shape)))
 
 
 def _fold_in(keys: KeyArray, value: Any) -> KeyArray:
-    return keys._like(keys._impl.fold_in(keys._data, value))
+    """A new key from a key and a uint32 scalar (the key is not consumed, as JAX's fold_in)."""
+    return keys._like(keys._impl.fold_in(key_reuse.unwrap(keys._data), value))
 
 
 def random_bits(keys: KeyArray, bit_width: int, shape: tuple[int, ...]) -> Any:
     """Uniform random unsigned integers of bit_width bits (8, 16, 32, 64) from one key."""
-    out = keys._impl.random_bits(keys._data, bit_width, tuple(shape))
+    out = keys._impl.random_bits(key_reuse.consume(keys._data), bit_width, tuple(shape))
     want = np.dtype(f"uint{bit_width}")
     if aval_of(out).dtype != want or aval_of(out).shape != tuple(shape):
         raise TypeError(f"ember.random: the {keys._impl.name} implementation's random_bits gave "

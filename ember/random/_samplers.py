@@ -21,11 +21,29 @@ from ember._core import dtypes as dt
 from ember._hlo import LoweringContext, lower_into
 from ember._prims import explicit
 from ember._prims.shape import batch_at_front, batch_size
-from ember.random._keys import KeyArray, _split, canonical_shape, keys_of, random_bits, resolve_impl
+from ember._transforms import key_reuse
+from ember.random._keys import KeyArray, _split, canonical_shape, clone, keys_of, random_bits, resolve_impl
 from ember.random._prng import IMPLS, threefry_prng_impl
 from ember._api.sharding import reshard, takes_out_sharding
 from ember._prims.explicit import resolve
 from ember._numpy.promotion import _promote
+from ember._prims.elementwise import AccuracyMode
+from ember._prims.special import erf_inv_p
+
+
+# The transcendental functions that ember's kernel computes faster than XLA (backend_forms.KERNEL_OPS), asked of
+# XLA's implementation (AccuracyMode.DEFAULT: see elementwise.kernel_or), so that the samplers draw jax.random's
+# values bit for bit.
+def _log1p(x: Any) -> Any:
+    return lax.log1p(x, accuracy=AccuracyMode.DEFAULT)
+
+
+def _tan(x: Any) -> Any:
+    return lax.tan(x, accuracy=AccuracyMode.DEFAULT)
+
+
+def _erf_inv(x: Any) -> Any:
+    return erf_inv_p.bind(x, accuracy=AccuracyMode.DEFAULT)
 
 
 _DEFAULT_GUMBEL_MODE = "low"  # (JAX's, without jax_use_high_dynamic_range_gumbel)
@@ -148,7 +166,7 @@ def split_as(out: Any, op: str, out_sharding: Any) -> Any:
 def _normal(data: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     low = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
     u = _uniform(data, np.asarray(low, dtype), np.array(1.0, dtype), shape, dtype)
-    return lax.mul(_const(math.sqrt(2), dtype), lax.erf_inv(u))
+    return lax.mul(_const(math.sqrt(2), dtype), _erf_inv(u))
 
 
 def _complex_normal(data: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
@@ -181,7 +199,7 @@ def _truncated_normal(data: Any, lower: Any, upper: Any, shape: tuple[int, ...],
     lower = lax.convert_element_type(enp.asarray(lower), dtype)
     upper = lax.convert_element_type(enp.asarray(upper), dtype)
     a, b = enp.asarray(lax.erf(lower / sqrt2)), enp.asarray(lax.erf(upper / sqrt2))
-    out = sqrt2 * lax.erf_inv(_uniform(data, a, b, shape, dtype))
+    out = sqrt2 * _erf_inv(_uniform(data, a, b, shape, dtype))
     low = lax.nextafter(lax.stop_gradient(lower), _const(np.inf, dtype))
     high = lax.nextafter(lax.stop_gradient(upper), _const(-np.inf, dtype))
     return enp.clip(out, low, high)
@@ -235,7 +253,7 @@ def _unary_sampler(name: str, transform: Any, minval: Any = 0.0) -> Any:
 
 def _exponential_of(u: Any) -> Any:
     """Exponential(1) from uniform u in [0, 1): -log1p(-u)."""
-    return lax.neg(lax.log1p(lax.neg(u)))
+    return lax.neg(_log1p(lax.neg(u)))
 
 
 def _exponential(data: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
@@ -244,13 +262,13 @@ def _exponential(data: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
 
 exponential = _unary_sampler("exponential", _exponential_of)
 exponential.__doc__ = "Exponential(1) floats: -log1p(-u) (as jax.random.exponential)."
-laplace = _unary_sampler("laplace", lambda u: lax.mul(lax.sign(u), lax.log1p(lax.neg(lax.abs(u)))),
+laplace = _unary_sampler("laplace", lambda u: lax.mul(lax.sign(u), _log1p(lax.neg(lax.abs(u)))),
                          lambda info: -1.0 + float(info.epsneg))
 laplace.__doc__ = "Laplace(0, 1) floats (as jax.random.laplace)."
-logistic = _unary_sampler("logistic", lambda u: lax.sub(lax.log(u), lax.log1p(lax.neg(u))),
+logistic = _unary_sampler("logistic", lambda u: lax.sub(lax.log(u), _log1p(lax.neg(u))),
                           lambda info: float(info.tiny))
 logistic.__doc__ = "Logistic(0, 1) floats: log(u) - log1p(-u) (as jax.random.logistic)."
-cauchy = _unary_sampler("cauchy", lambda u: lax.tan(lax.mul(lax.full_like(u, np.pi), lax.sub(u, lax.full_like(
+cauchy = _unary_sampler("cauchy", lambda u: _tan(lax.mul(lax.full_like(u, np.pi), lax.sub(u, lax.full_like(
     u, 0.5)))), lambda info: float(info.eps))
 cauchy.__doc__ = "Cauchy(0, 1) floats: tan(pi (u - 1/2)) (as jax.random.cauchy)."
 
@@ -440,13 +458,13 @@ def _gumbel(data: Any, shape: tuple[int, ...], dtype: np.dtype, mode: str) -> An
         flipped = flipped + carry
         flip_mask = bits[0] < _const(1 << 31, u32)
         x = _safe_int_to_float(enp.where(flip_mask, bits, flipped))
-        return enp.where(flip_mask, -enp.log(-enp.log1p(-x)), -enp.log(-enp.log(x)))
+        return enp.where(flip_mask, -enp.log(-_log1p(-x)), -enp.log(-enp.log(x)))
     if mode in ("high", "highest"):
         u = _uniform(data, 0.0, 1.0, (2,) + shape, dtype)
         high, low = u[0], u[1]
         x = enp.where(high >= 0.5, high, high + _const(2.0 ** -int(info.nmant), dtype) * low
                       + _const(float(info.tiny), dtype))
-        return -enp.log(-enp.log1p(-x))
+        return -enp.log(-_log1p(-x))
     return -enp.log(-enp.log(_uniform(data, np.array(info.tiny, dtype), np.array(1.0, dtype), shape, dtype)))
 
 
@@ -561,7 +579,7 @@ def _gamma_one(data: Any, alpha: Any, log_space: bool) -> Any:
     keys = _split(data, (2,))
     _, _, v, _ = lax.while_loop(rejected, draw, (keys[0], zero, one, _const(2.0, dtype)))
     if log_space:
-        log_samples = lax.log1p(lax.neg(_uniform(keys[1], 0.0, 1.0, (), dtype)))  # -exponential()
+        log_samples = _log1p(lax.neg(_uniform(keys[1], 0.0, 1.0, (), dtype)))  # -exponential()
         log_boost = enp.where(boost_mask | (log_samples == zero), zero, log_samples * (one / alpha_orig))
         return lax.log(d) + lax.log(v) + log_boost
     samples = one - _uniform(keys[1], 0.0, 1.0, (), dtype)
@@ -586,7 +604,7 @@ class _KeyedPrimitive(Primitive):
         else:
             keys = keys_of(self.name, key, allow_batched=True)[0]
         params["impl"] = keys._impl.name if IMPLS.get(keys._impl.name) is keys._impl else keys._impl
-        return super().bind(keys._data, *args, **params)
+        return super().bind(key_reuse.consume(keys._data), *args, **params)
 
 
 random_gamma_p = _KeyedPrimitive("random_gamma", checks=())
@@ -797,8 +815,11 @@ def _poisson(data: Any, lam: Any, shape: tuple[int, ...], dtype: np.dtype) -> An
     lam_knuth = enp.where(use_knuth, lam, enp.zeros_like(lam))
     lam_rejection = enp.where(use_knuth, enp.full_like(lam, 1e5), lam)
     max_iters = int(np.iinfo(dtype).max)
+    # (both methods draw from the key, and each element takes one method's draw: to the key-reuse checker, the
+    # second one has a fresh copy; JAX's checker misses the reuse, reading the while loops' operands off by their
+    # predicates' constants; binomial's two methods likewise)
     result = enp.where(use_knuth, _poisson_knuth(data, lam_knuth, shape, dtype, max_iters),
-                       _poisson_rejection(data, lam_rejection, shape, dtype, max_iters))
+                       _poisson_rejection(clone(data), lam_rejection, shape, dtype, max_iters))
     return enp.where(lam == 0, enp.zeros_like(result), result)
 
 
@@ -1042,7 +1063,7 @@ def _geometric(data: Any, p: Any, shape: tuple[int, ...], dtype: np.dtype) -> An
     p = enp.asarray(p)
     u = _uniform(data, 0.0, 1.0, shape, p.dtype)
     u = enp.where(u == 0, 1, u)  # (as JAX: u = 0 would give an infinite log)
-    g = lax.floor(_div_by_broadcast(lax.log(u), lax.log1p(lax.neg(p)))) + 1
+    g = lax.floor(_div_by_broadcast(lax.log(u), _log1p(lax.neg(p)))) + 1
     return g.astype(dtype)
 
 
@@ -1098,7 +1119,7 @@ def _stirling_tail(k: Any) -> Any:
 
 def _binomial_inversion(data: Any, count: Any, prob: Any, shape: tuple[int, ...], bound: Any) -> Any:
     """1 less than the number of geometric(prob) waiting times that fit into count."""
-    log_q = lax.log1p(lax.neg(prob))
+    log_q = _log1p(lax.neg(prob))
 
     def body(carry: Any) -> Any:
         i, num_geom, geom_sum, keys = carry
@@ -1167,7 +1188,8 @@ def _binomial_impl(data: Any, count: Any, prob: Any, shape: tuple[int, ...], dty
     def bound(i: Any) -> Any:
         return lax.convert_element_type(i, dtype) < _const(top, dtype)
     inverted = _binomial_inversion(data, lax.select(use_inversion, count, enp.zeros_like(count)), q, shape, bound)
-    rejected = _btrs(data, lax.select(use_inversion, enp.full_like(count, 1e4), count),
+    # (each element takes one method's draw: the second draws from a clone of the key, as poisson's)
+    rejected = _btrs(clone(data), lax.select(use_inversion, enp.full_like(count, 1e4), count),
                      lax.select(use_inversion, enp.full_like(q, 0.5), q), shape, bound)
     samples = lax.select(use_inversion, inverted.astype(dtype), rejected.astype(dtype))
     invalid = q_negative | q_is_nan | count_nan_or_neg  # nan for a nan or negative count or a nan or negative p

@@ -9,6 +9,9 @@ import jax
 from jax.ad_checkpoint import checkpoint_name as jax_checkpoint_name
 
 import ember
+from ember.experimental.buffer_callback import buffer_callback
+from ember.experimental.control_deps import control_dep
+from ember.experimental.custom_partitioning import custom_partitioning
 import ember.numpy as enp
 from ember import lax
 from ember.ad_checkpoint import checkpoint_name
@@ -144,6 +147,23 @@ def _exported_call(x, w):
 
 SCAN_SHAPES = [((), (4, 3)), ((3,), (5, 3)), ((), (1, 2))]
 
+def _custom_partitioned():
+    f = custom_partitioning(lambda x, y: enp.sin(x) * y)
+    f.def_partition(partition=lambda mesh, args, result: (mesh, lambda x, y: enp.sin(x) * y, args[0].sharding,
+                                                          tuple(a.sharding for a in args)),
+                    sharding_rule="..., ... -> ...")
+    return lambda x, y: f(x, y)
+
+
+def _control_dep(np_):
+    def f(x, y):
+        b = np_.cos(y)
+        a = np_.sin(x)
+        control_dep(a, b)
+        return a + b * 2
+    return f
+
+
 def _platform_dependent(lib, np_):
     return lambda x, y: lib.platform_dependent(x, y, cpu=lambda a, b: np_.sin(a) * b, tpu=lambda a, b: a + b,
                                                default=lambda a, b: a - b)
@@ -189,6 +209,10 @@ CASES = [
          np.sin, [((3,),)], F, forward=False, reverse=False),
     Case("io_callback", lambda x: ember.experimental.io_callback(np.cos, ember.ShapeDtypeStruct(x.shape, x.dtype), x),
          np.cos, [((3,),)], F, forward=False, reverse=False),
+    Case("buffer_callback", lambda x: buffer_callback(
+        lambda ctx, out, a: np.copyto(np.asarray(out), np.sin(np.asarray(a))),
+        ember.ShapeDtypeStruct(x.shape, x.dtype), vmap_method="sequential")(x),
+         np.sin, [((3,),), ((2, 2),)], F, forward=False, reverse=False),
     Case("debug_callback", lambda x: (ember.debug.callback(lambda v: None, x), x * 2.0)[1], lambda x: x * 2.0,
          [((3,),)], F, jax=lambda x: x * 2.0, jacobians=False),
     # a user's FFI handler (ember/_control/ffi.py; behaviour against jax.ffi in tests/test_ffi.py): a handler
@@ -204,10 +228,25 @@ CASES = [
     Case("composite", lambda x, y: lax.composite(lambda a, b, *, k: enp.sin(a) * b + k, "ember.sin_times")(x, y, k=1.0),
          lambda x, y: (np.sin(x) * y + 1.0).astype(x.dtype), [((3,), (3,))], F, forward=False, reverse=False,
          batching=False),
+    # custom_partitioning: the function's own computation (the rules kept, not called: the plugin has no partitioner
+    # callback); no derivative and no batching, as JAX's (the errors checked); behaviour in
+    # tests/test_custom_partitioning.py
+    Case("custom_partitioning", _custom_partitioned(), lambda x, y: (np.sin(x) * y).astype(x.dtype),
+         [((3,), (3,)), ((2, 2), (2, 2))], F, forward=False, reverse=False, batching=False),
+    Case("custom_partitioning", _custom_partitioned(), lambda x, y: (np.sin(x) * y).astype(x.dtype),
+         [((3,), (3,))], ["complex64", "complex128"], forward=False, reverse=False, batching=False,
+         name="custom_partitioning_complex"),
     # dce_sink: a value marked used (an effect, kept by every pass), its rules linear as JAX's (whose Hessian of it
     # fails: safe_zip of its zero outputs)
     Case("dce_sink", lambda x: (lax.dce_sink(enp.sin(x)), x * 2.0)[1], lambda x: x * 2.0, [((3,),), ((2, 2),)], F,
          jax=lambda x: (jlax.dce_sink(jnp.sin(x)), x * 2.0)[1], jacobians=False),
+    # control_dep: the destination's equation ordered after the source's (tests/test_control_deps.py checks the
+    # order in the lowered program); no outputs, its rules order the primal and batched computations
+    Case("control_dep", _control_dep(enp), lambda x, y: (np.sin(x) + np.cos(y) * 2).astype(x.dtype),
+         [((3,), (3,)), ((2, 2), ())], F, jax=lambda x, y: jnp.sin(x) + jnp.cos(y) * 2, jacobians=False),
+    Case("control_dep", _control_dep(enp), lambda x, y: (np.sin(x) + np.cos(y) * 2).astype(x.dtype),
+         [((3,), (3,))], ["complex64", "complex128"], jax=lambda x, y: jnp.sin(x) + jnp.cos(y) * 2, jacobians=False,
+         name="control_dep_complex"),
     # platform_dependent: the CPU's branch (its index a constant of the module; the other branches never lowered),
     # eagerly, under jit and every transformation, as JAX's
     Case("platform_index", _platform_dependent(lax, enp), lambda x, y: (np.sin(x) * y).astype(x.dtype),

@@ -8,6 +8,9 @@ import pytest
 
 import ember
 from ember import lax
+from ember._transforms import key_reuse
+from ember.experimental.xla_metadata import set_xla_metadata
+from jax.experimental.xla_metadata import set_xla_metadata as jax_set_xla_metadata
 from lax_oracles import ragged_dot_np
 from oracle import Case, oracle_tests
 
@@ -97,6 +100,12 @@ CASES = [
     # stage_p bound directly (lax.stage binds nothing while staging: tests/test_lax_misc.py), the identity
     Case("stage", lambda x: lax.stage_p.bind(x) * 2, lambda x: (x * 2).astype(x.dtype), [((2, 3),)], FI,
          jax=lambda x: jlax.stage(x) * 2),
+    # the key-reuse checker's markers (ember._transforms.key_reuse), bound directly: the identity under every rule
+    *(Case(f"key_{m}", lambda x, m=m: getattr(key_reuse, f"key_{m}_p").bind(x) * 2, lambda x: (x * 2).astype(x.dtype),
+           [((2, 3),)], FI, jax=lambda x: x * 2) for m in ("wrap", "fresh", "consume", "unwrap")),
+    # set_xla_metadata's value form (the identity; its lowering marks the op giving x)
+    Case("xla_metadata_value", lambda x: set_xla_metadata(x * 3, tag="t") * 2, lambda x: (x * 6).astype(x.dtype),
+         [((2, 3),)], FI, jax=lambda x: jax_set_xla_metadata(x * 3, tag="t") * 2),
     Case("rev", lambda x: lax.rev(x, (0, 2)), lambda x: x[::-1, :, ::-1], [((2, 3, 4),), ((5, 1, 2),)], FIB,
          jax=lambda x: jlax.rev(x, (0, 2))),
     Case("iota", lambda x: lax.add(lax.convert_element_type(lax.broadcasted_iota("int32", (2, 3), 1), x.dtype), x),
