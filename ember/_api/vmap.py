@@ -138,25 +138,11 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
 
     @wraps(fun)
     def batched(*args: Any, **kwargs: Any) -> Any:
-        # Objects with the vmappable protocol (a sparse array mapped along a batch dimension) are passed as their
-        # member view, and the outputs of that kind are stacked back (as JAX's register_vmappable).
-        sizes = [] if axis_size is None else [axis_size]
-        if any(_is_vmappable(x) for x in tree_flatten((args, kwargs), is_leaf=_is_vmappable)[0]):
-            per_arg = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
-            if len(per_arg) == len(args):
-                args = tuple(_members(x, ax, sizes) for x, ax in zip(args, per_arg))
-            kwargs = _members(kwargs, 0, sizes)
         out = batched_leaves(*args, **kwargs)
-        if not any(_is_vmappable(x) for x in tree_flatten(out, is_leaf=_is_vmappable)[0]):
-            return out
-        if not sizes:
-            mapped = zip(tree_flatten((args, kwargs))[0],
-                         broadcast_prefix(name, "in_axes", in_axes, args) + [0] * len(tree_flatten(kwargs)[0]))
-            sizes = [x.shape[ax] for x, ax in mapped if ax is not None and hasattr(x, "shape")]
-        size = sizes[0]
-        if isinstance(out_axes, tuple) and isinstance(out, tuple) and len(out_axes) == len(out):
-            return tuple(_stacked(o, ax, size) for o, ax in zip(out, out_axes))
-        return _stacked(out, out_axes, size) if not isinstance(out_axes, tuple) else out
+        if VMAPPABLES and any(is_vmappable(x) for x in tree_flatten(out, is_leaf=is_vmappable)[0]) and not any(
+                is_vmappable(x) for x in tree_flatten((args, kwargs), is_leaf=is_vmappable)[0]):
+            return _stack_made_containers(name, out, out_axes, args, kwargs, in_axes, axis_size)
+        return out
 
     def batched_leaves(*args: Any, **kwargs: Any) -> Any:
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
@@ -195,37 +181,19 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
     return batched
 
 
-def _is_vmappable(x: Any) -> bool:
-    """Whether x follows the vmappable protocol: `__ember_vmap_member__(axis)` gives the object a function mapped
-    along axis sees (the same array leaves, described as one member: a sparse array's shape without that batch
-    dimension), and `__ember_vmap_stack__(size, axis)` the object of size members stacked along axis."""
-    return hasattr(type(x), "__ember_vmap_member__")
-
-
-def _members(tree: Any, axis: Any, sizes: list[int]) -> Any:
-    """tree with its vmappable objects mapped along the int axis replaced by their member views (sizes collects
-    the mapped sizes); other axis specs (None, nested prefixes) leave them as they are."""
-    if not isinstance(axis, int) or isinstance(axis, bool):
-        return tree
-    leaves, treedef = tree_flatten(tree, is_leaf=_is_vmappable)
-
-    def member(x: Any) -> Any:
-        if not _is_vmappable(x):
-            return x
-        ax = axis + x.ndim if axis < 0 else axis
-        view = x.__ember_vmap_member__(ax)
-        sizes.append(x.shape[ax])
-        return view
-    return treedef.unflatten([member(x) for x in leaves])
-
-
-def _stacked(tree: Any, axis: Any, size: int) -> Any:
-    """tree with its vmappable objects (member views) stacked back along the int axis."""
-    if not isinstance(axis, int) or isinstance(axis, bool):
-        return tree
-    leaves, treedef = tree_flatten(tree, is_leaf=_is_vmappable)
-    return treedef.unflatten([x.__ember_vmap_stack__(size, axis + x.ndim + 1 if axis < 0 else axis)
-                              if _is_vmappable(x) else x for x in leaves])
+def _stack_made_containers(name: str, out: Any, out_axes: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                           in_axes: Any, axis_size: int | None) -> Any:
+    """The outputs of a vmap over arrays alone, where fun made registered containers (a sparse array built from
+    its arguments): vmap batched their arrays along out_axes, and from_elt (its cont giving each array as it is)
+    rebuilds each as the batched container (as JAX's vmap does for every container it returns)."""
+    if axis_size is None:
+        mapped = zip(tree_flatten((args, kwargs))[0],
+                     broadcast_prefix(name, "in_axes", in_axes, args) + [0] * len(tree_flatten(kwargs)[0]))
+        axis_size = next(np.shape(x)[ax] for x, ax in mapped if ax is not None)
+    leaves, tree = tree_flatten(out, is_leaf=is_vmappable)
+    specs = _specs(name, "out_axes", out_axes, tree)
+    return tree.unflatten([VMAPPABLES[type(x)].from_elt(lambda size, part, axis: part, axis_size, x, spec)
+                           if is_vmappable(x) else x for x, spec in zip(leaves, specs)])
 
 
 class _StaticKey:

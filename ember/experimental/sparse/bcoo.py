@@ -23,6 +23,7 @@ import numpy as np
 
 import ember
 import ember.lax as lax
+from ember._api.vmap import register_vmappable
 import ember.numpy as jnp
 from ember.experimental.sparse._primitive import sparse_primitive
 from ember.experimental.sparse._base import (JAXSparse, SparseEfficiencyError, SparseEfficiencyWarning, SparseInfo,
@@ -1258,24 +1259,37 @@ class BCOO(JAXSparse):
         obj.__dict__.update(**aux_data)
         return obj
 
-    # vmap: a BCOO mapped along one of its batch dimensions (see ember/_api/vmap.py's vmappable protocol)
-    def __ember_vmap_member__(self, axis: int) -> "BCOO":
-        if not 0 <= axis < self.n_batch:
-            raise ValueError(f"Cannot map in_axis={axis} for BCOO array with n_batch={self.n_batch}. in_axes for "
-                             "batched BCOO operations must correspond to a batch dimension.")
-        return self._with_shape(self.shape[:axis] + self.shape[axis + 1:])
-
-    def __ember_vmap_stack__(self, size: int, axis: int) -> "BCOO":
-        if not 0 <= axis <= self.n_batch:
-            raise ValueError(f"BCOO: cannot add out_axis={axis} for BCOO array with n_batch={self.n_batch}. BCOO "
-                             "batch axes must be a contiguous block of leading dimensions.")
-        return self._with_shape(self.shape[:axis] + (size,) + self.shape[axis:])
-
     def _with_shape(self, shape: Shape) -> "BCOO":
         obj = object.__new__(type(self))
         obj.__dict__.update(self.__dict__)
         obj.shape = tuple(shape)
         return obj
+
+
+def _to_member(cont: Any, _: Any, mat: BCOO, axis: Any) -> BCOO:
+    """The member of mat that vmap maps along axis (a batch dimension), as JAX's registration of BCOO."""
+    if axis is None:
+        return mat
+    if not 0 <= axis < mat.n_batch:
+        raise ValueError(f"Cannot map in_axis={axis} for BCOO array with n_batch={mat.n_batch}. in_axes for batched "
+                         "BCOO operations must correspond to a batch dimension.")
+    return BCOO((cont(mat.data, axis), cont(mat.indices, axis)), shape=mat.shape[:axis] + mat.shape[axis + 1:],
+                indices_sorted=mat.indices_sorted, unique_indices=mat.unique_indices)
+
+
+def _from_member(cont: Any, size: int, elt: BCOO, axis: Any) -> BCOO:
+    """The BCOO array of size members elt stacked along axis (at most n_batch: batch dimensions lead)."""
+    if axis is None:
+        return elt
+    if not 0 <= axis <= elt.n_batch:
+        raise ValueError(f"BCOO: cannot add out_axis={axis} for BCOO array with n_batch={elt.n_batch}. BCOO batch "
+                         "axes must be a contiguous block of leading dimensions.")
+    return BCOO((cont(size, elt.data, axis), cont(size, elt.indices, axis)),
+                shape=elt.shape[:axis] + (size,) + elt.shape[axis:], indices_sorted=elt.indices_sorted,
+                unique_indices=elt.unique_indices)
+
+
+register_vmappable(BCOO, int, int, _to_member, _from_member, None)
 
 
 def _bcoo_set_nse(mat: BCOO, nse: int) -> BCOO:

@@ -11,6 +11,7 @@ import numpy as np
 
 import ember
 import ember.numpy as jnp
+from ember._api.vmap import register_vmappable
 from ember.experimental.sparse import bcoo as _bcoo
 from ember.experimental.sparse._base import JAXSparse, SparseInfo, concrete_int, nfold_vmap
 from ember.experimental.sparse._primitive import sparse_primitive
@@ -283,23 +284,30 @@ class BCSR(JAXSparse):
         obj.__dict__.update(**aux_data)
         return obj
 
-    def __ember_vmap_member__(self, axis: int) -> "BCSR":
-        if not 0 <= axis < self.n_batch:
-            raise ValueError(f"Cannot map in_axis={axis} for BCSR array with n_batch={self.n_batch}. in_axes for "
-                             "batched BCSR operations must correspond to a batched dimension.")
-        return self._with_shape(self.shape[:axis] + self.shape[axis + 1:])
 
-    def __ember_vmap_stack__(self, size: int, axis: int) -> "BCSR":
-        if not 0 <= axis <= self.n_batch:
-            raise ValueError(f"BCSR: cannot add out_axis={axis} for BCSR array with n_batch={self.n_batch}. BCSR "
-                             "batch axes must be a contiguous block of leading dimensions.")
-        return self._with_shape(self.shape[:axis] + (size,) + self.shape[axis:])
+def _to_member(cont: Any, _: Any, mat: BCSR, axis: Any) -> BCSR:
+    """The member of mat that vmap maps along axis (a batch dimension), as JAX's registration of BCSR."""
+    if axis is None:
+        return mat
+    if not 0 <= axis < mat.n_batch:
+        raise ValueError(f"Cannot map in_axis={axis} for BCSR array with n_batch={mat.n_batch}. in_axes for batched "
+                         "BCSR operations must correspond to a batched dimension.")
+    return BCSR((cont(mat.data, axis), cont(mat.indices, axis), cont(mat.indptr, axis)),
+                shape=mat.shape[:axis] + mat.shape[axis + 1:])
 
-    def _with_shape(self, shape: Sequence[int]) -> "BCSR":
-        obj = object.__new__(type(self))
-        obj.__dict__.update(self.__dict__)
-        obj.shape = tuple(shape)
-        return obj
+
+def _from_member(cont: Any, size: int, elt: BCSR, axis: Any) -> BCSR:
+    """The BCSR array of size members elt stacked along axis (at most n_batch)."""
+    if axis is None:
+        return elt
+    if not 0 <= axis <= elt.n_batch:
+        raise ValueError(f"BCSR: cannot add out_axis={axis} for BCSR array with n_batch={elt.n_batch}. BCSR batch "
+                         "axes must be a contiguous block of leading dimensions.")
+    return BCSR((cont(size, elt.data, axis), cont(size, elt.indices, axis), cont(size, elt.indptr, axis)),
+                shape=elt.shape[:axis] + (size,) + elt.shape[axis:])
+
+
+register_vmappable(BCSR, int, int, _to_member, _from_member, None)
 
 
 __all__ = ["BCSR", "bcsr_broadcast_in_dim", "bcsr_concatenate", "bcsr_dot_general", "bcsr_dot_general_p",

@@ -332,7 +332,7 @@ def _scan(*args: Any, body_ir: IR, num_consts: int, num_carry: int, length: int,
         return outs[:num_carry], outs[num_carry:]
     carry_out, ys = lax.scan(body, carry, xs, length=length, reverse=reverse)
     # (a sparse output stacked over the steps: its buffers gained a leading batch dimension, as vmap stacks it)
-    return [*carry_out, *(y.__ember_vmap_stack__(length, 0) if _is_sparse(y) else y for y in ys)]
+    return [*carry_out, *(y._with_shape((length, *y.shape)) if _is_sparse(y) else y for y in ys)]
 
 
 @_rule("pjit")
