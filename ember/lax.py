@@ -86,7 +86,7 @@ _PRIMITIVES_NOT_IN_JAX_LAX = frozenset({"select", "threefry2x32", "threefry4x32"
                                         "bcoo_dot_general_sampled", "bcoo_sort_indices", "bcoo_sum_duplicates",
                                         "coo_todense", "coo_fromdense", "coo_matvec", "coo_matmat", "csr_todense",
                                         "csr_fromdense", "csr_matvec", "csr_matmat", "bcsr_todense",
-                                        "bcsr_fromdense", "bcsr_extract", "bcsr_dot_general"})
+                                        "bcsr_fromdense", "bcsr_extract", "bcsr_dot_general", "spsolve"})
 
 
 def _primitive_names(namespace: dict[str, object]) -> list[str]:

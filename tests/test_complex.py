@@ -90,7 +90,7 @@ ACCEPTS_COMPLEX |= LINALG_ACCEPTS_COMPLEX
 SPARSE = {"bcoo_todense", "bcoo_fromdense", "bcoo_extract", "bcoo_transpose", "bcoo_dot_general",
           "bcoo_spdot_general", "bcoo_dot_general_sampled", "bcoo_sort_indices", "bcoo_sum_duplicates", "coo_todense",
           "coo_fromdense", "coo_matvec", "coo_matmat", "csr_todense", "csr_fromdense", "csr_matvec", "csr_matmat",
-          "bcsr_todense", "bcsr_fromdense", "bcsr_extract", "bcsr_dot_general"}
+          "bcsr_todense", "bcsr_fromdense", "bcsr_extract", "bcsr_dot_general", "spsolve"}
 ACCEPTS_COMPLEX |= SPARSE
 STRUCTURAL = ["broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate", "split", "rev", "gather",
               "scatter", "scatter_add", "scatter_mul", "dynamic_slice", "dynamic_update_slice",

@@ -571,3 +571,47 @@ def test_sparsify_control_flow_as_jax():
     np.testing.assert_allclose(np.asarray(ys), np.stack([np.zeros(3), x @ v]), rtol=1e-5, atol=1e-6)
     with pytest.raises(NotImplementedError, match="sparse xs .* of scan are not supported"):
         es.sparsify(lambda a: ember.lax.scan(lambda c, r: (c, r), 0.0, a))(es.BCOO.fromdense(x))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# linalg.spsolve: values and first derivatives against JAX's spsolve (scipy's solve in a callback in both)
+def _square_csr(n=7, seed=1):
+    import scipy.sparse as ss
+    a = (ss.random(n, n, density=0.35, random_state=seed, format="csr") + 4 * ss.eye(n)).tocsr().astype(np.float32)
+    return a.data, a.indices.astype(np.int32), a.indptr.astype(np.int32)
+
+
+def test_spsolve_as_jax():
+    from jax.experimental.sparse.linalg import spsolve as jax_spsolve
+    from ember.experimental.sparse.linalg import spsolve
+    data, indices, indptr = _square_csr()
+    b = np.random.default_rng(0).standard_normal(7).astype(np.float32)
+    got, want = spsolve(data, indices, indptr, b), jax_spsolve(data, indices, indptr, b)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    np.testing.assert_array_equal(np.asarray(ember.jit(spsolve)(data, indices, indptr, b)), np.asarray(want))
+    loss = lambda lib, solve: lambda d, v: (solve(d, indices, indptr, v) ** 2).sum()  # noqa: E731
+    for g, w in zip(ember.grad(loss(ember, spsolve), argnums=(0, 1))(data, b),
+                    jax.grad(loss(jax, jax_spsolve), argnums=(0, 1))(data, b)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-7)
+    t = np.linspace(-1, 1, data.size).astype(np.float32)
+    np.testing.assert_allclose(
+        np.asarray(ember.jvp(lambda d: spsolve(d, indices, indptr, b), (data,), (t,))[1]),
+        np.asarray(jax.jvp(lambda d: jax_spsolve(d, indices, indptr, b), (data,), (t,))[1]), rtol=1e-5, atol=1e-7)
+    # vmap: one solve per member (JAX's refuses vmap)
+    bs = np.stack([b, 2 * b, -b])
+    np.testing.assert_allclose(np.asarray(ember.vmap(lambda v: spsolve(data, indices, indptr, v))(bs)),
+                               np.stack([np.asarray(want), 2 * np.asarray(want), -np.asarray(want)]), rtol=1e-6)
+
+
+def test_spsolve_errors_as_jax():
+    from ember.experimental.sparse.linalg import spsolve
+    data, indices, indptr = _square_csr()
+    b = np.ones(7, np.float32)
+    for args, match in [((data.astype(np.int32), indices, indptr, b), "data types do not match"),
+                        ((data, indices.astype(np.float32), indptr, b), "index arrays must be integer typed"),
+                        ((data, indices, indptr, b[None]), "Arrays must be one-dimensional"),
+                        ((data, indices, indptr[:-1], b), "Invalid CSR buffer sizes")]:
+        with pytest.raises(ValueError, match=match):
+            spsolve(*args)
+    with pytest.raises(ValueError, match="reorder=7 not valid"):
+        spsolve(data, indices, indptr, b, reorder=7)

@@ -88,8 +88,6 @@ ABSENT: dict[str, dict[str, str]] = {
 _LATER = "a jax.experimental library of its own, planned after this round of names"
 _NAMES = "not yet"
 NOT_YET: dict[str, dict[str, str]] = {
-    "jax.experimental.sparse": {
-        "linalg": "sparse linear algebra (lobpcg_standard, spsolve): " + _LATER},
 }
 
 

@@ -48,6 +48,31 @@ def _sum_dup_np(d):
     return np.stack([d[0] + d[2], d[3], d[1]])
 
 
+# spsolve's square system: a diagonally dominant CSR matrix of 3 rows (the solve is scipy's, in a callback)
+SQ_INDICES, SQ_INDPTR = np.array([0, 2, 0, 1, 1, 2], np.int32), np.array([0, 2, 4, 6], np.int32)
+SQ_BASE = np.array([4.0, 0.5, -0.5, 3.0, 1.0, 5.0])
+
+
+def _sq_dense(data):
+    out = np.zeros((3, 3), data.dtype)
+    out[[0, 0, 1, 1, 2, 2], SQ_INDICES] = data
+    return out
+
+
+def _jax_spsolve(data, b):
+    """JAX's dense solve of the same system: the oracle of the derivatives too (JAX's spsolve has no second
+    derivative: its JVP's transpose with respect to data is a NotImplementedError; tests/test_sparse.py compares
+    first derivatives with JAX's spsolve itself)."""
+    rows = np.array([0, 0, 1, 1, 2, 2])
+    dense = jnp.zeros((3, 3), data.dtype).at[rows, SQ_INDICES].set(data + SQ_BASE.astype(data.dtype))
+    return jnp.linalg.solve(dense, b)
+
+
+def _spsolve_ref(data, b):
+    """The solution with the data shifted to the dominant base (the Case's random data keeps it invertible)."""
+    return np.linalg.solve(_sq_dense(data + SQ_BASE.astype(data.dtype)), b).astype(b.dtype)
+
+
 CASES = [
     # todense of a dense (traced) array: the identity, which sparsify makes dense where its input is sparse
     Case("todense", lambda x: sparse.todense(x) * 2, lambda x: (x * 2).astype(x.dtype), [((2, 3),), ((4,),)], FI,
@@ -93,6 +118,9 @@ CASES = [
          F, jax=lambda d: _jax_dense(d, IDX[CSR_DATA_ORDER])),
     Case("csr_fromdense", lambda m: sparse.csr_fromdense_p.bind(m, nse=12, index_dtype=np.dtype(np.int32))[0],
          lambda m: m.reshape(-1), [(SHAPE,)], F, jax=lambda m: js.CSR.fromdense(m, nse=12).data),
+    Case("spsolve", lambda d, b: sparse.linalg.spsolve_p.bind(d + SQ_BASE.astype(d.dtype), SQ_INDICES, SQ_INDPTR, b,
+                                                          tol=1e-6, reorder=1),
+         _spsolve_ref, [((6,), (3,))], F, jax=_jax_spsolve),
     Case("csr_matvec", lambda d, v: sparse.csr_matvec_p.bind(d, INDICES, INDPTR, v, shape=SHAPE, transpose=False),
          lambda d, v: _csr_dense(d) @ v, [((4,), (4,))], F,
          jax=lambda d, v: _jax_dense(d[np.argsort(CSR_DATA_ORDER)]) @ v),

@@ -47,3 +47,4 @@ from ember.experimental.sparse.bcsr import (
     bcsr_sum_duplicates as bcsr_sum_duplicates, bcsr_todense as bcsr_todense, bcsr_dot_general_p as bcsr_dot_general_p,
     bcsr_extract_p as bcsr_extract_p, bcsr_fromdense_p as bcsr_fromdense_p, bcsr_todense_p as bcsr_todense_p)
 from ember.experimental.sparse import util as util
+from ember.experimental.sparse import linalg as linalg

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ember._core import IR, Primitive, ShapedArray, aval_of, eval_ir, stage_flat
+from ember._core.cache import LRUCache
 from ember._hlo import LoweringContext
 from ember._hlo.lower import lower_closed
 from ember._transforms.ad import backward_pass
@@ -20,16 +21,17 @@ def sparse_primitive(name: str, decomposition: Callable[..., Any], multiple_resu
     them with multiple_results). Its results are typed by the decomposition (own_sharding: replicated on an explicit
     mesh) and it has no checkify checks of its own."""
     prim = Primitive(name, multiple_results=multiple_results, checks=(), own_sharding=True)
-    staged: dict[Any, IR] = {}
+    staged = LRUCache("program_cache_size")  # (operand types, params) -> the staged decomposition (bounded)
 
     def ir_of(avals: Sequence[ShapedArray], params: dict[str, Any]) -> IR:
         key = (tuple(avals), tuple(sorted(params.items())))
-        ir = staged.get(key)
+        ir = staged.lookup(key)
         if ir is None:
             def flat(*xs: Any) -> list[Any]:
                 out = decomposition(*xs, **params)
                 return list(out) if multiple_results else [out]
-            ir = staged[key] = stage_flat(flat, [a.strip_weak_type() for a in avals], label=name)
+            ir = stage_flat(flat, [a.strip_weak_type() for a in avals], label=name)
+            staged.store(key, ir)
         return ir
 
     def results(outs: Sequence[Any]) -> Any:
