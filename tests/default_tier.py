@@ -140,7 +140,79 @@ KEEP: dict[str, str] = {
     "test_row_fusion.py::test_a_malformed_program_is_an_error_not_a_crash": _TRUST,
 }
 
+# jax.experimental.sparse's primitives: each one's rules are the generic ones of a primitive defined by its
+# decomposition (ember/experimental/sparse/_primitive.py: jvp_pass, backward_pass and batch_ir of the staged
+# computation), so their jvp, grad and vmap checks keep representatives by default (a densification, a
+# sparsification, the sparse-dense and sparse-sparse products, a CSR product, spsolve's custom_linear_solve); every
+# one is computed by default (test_forward), and tests/test_sparse.py differentiates and vmaps the operations built
+# on them (each primitive's other checks: -m slow; 31 s of the default run's test time).
+_SPARSE_KEPT = ("bcoo_todense", "bcoo_fromdense", "bcoo_dot_general", "bcoo_spdot_general", "csr_matvec", "spsolve")
+_SPARSE_TAKEN = ("todense", "bcoo_extract", "bcoo_transpose", "bcoo_dot_general_sampled", "bcoo_sort_indices",
+                 "bcoo_sum_duplicates", "coo_todense", "coo_fromdense", "coo_matvec", "coo_matmat", "csr_todense",
+                 "csr_fromdense", "csr_matmat", "bcsr_todense", "bcsr_fromdense", "bcsr_extract", "bcsr_dot_general")
+_SPARSE_WHY = ("its rule is the generic derived one of every sparse primitive (ember/experimental/sparse/"
+               "_primitive.py), checked by default on " + ", ".join(_SPARSE_KEPT) + "; tests/test_sparse.py "
+               "differentiates and vmaps the operations built on it")
+
+
 RULES: dict[str, Rule] = {
+    "prims/test_sparse_prims.py::test_grad": Ids((
+        'todense-(2, 3)',
+        'bcoo_extract-(3, 4)',
+        'bcoo_transpose-(4,)',
+        'bcoo_dot_general_sampled-(3, 5)x(5, 4)',
+        'bcoo_sort_indices-(4,)',
+        'bcoo_sum_duplicates-(4,)',
+        'coo_todense-(4,)',
+        'coo_fromdense-(3, 4)',
+        'coo_matvec-(4,)x(3,)',
+        'coo_matmat-(4,)x(4, 2)',
+        'csr_todense-(4,)',
+        'csr_fromdense-(3, 4)',
+        'csr_matmat-(4,)x(3, 2)',
+        'bcsr_todense-(4,)',
+        'bcsr_fromdense-(3, 4)',
+        'bcsr_extract-(3, 4)',
+        'bcsr_dot_general-(4,)x(4, 2)',
+    ), _SPARSE_WHY),
+    "prims/test_sparse_prims.py::test_jvp": Ids((
+        'todense-(2, 3)',
+        'bcoo_extract-(3, 4)',
+        'bcoo_transpose-(4,)',
+        'bcoo_dot_general_sampled-(3, 5)x(5, 4)',
+        'bcoo_sort_indices-(4,)',
+        'bcoo_sum_duplicates-(4,)',
+        'coo_todense-(4,)',
+        'coo_fromdense-(3, 4)',
+        'coo_matvec-(4,)x(3,)',
+        'coo_matmat-(4,)x(4, 2)',
+        'csr_todense-(4,)',
+        'csr_fromdense-(3, 4)',
+        'csr_matmat-(4,)x(3, 2)',
+        'bcsr_todense-(4,)',
+        'bcsr_fromdense-(3, 4)',
+        'bcsr_extract-(3, 4)',
+        'bcsr_dot_general-(4,)x(4, 2)',
+    ), _SPARSE_WHY),
+    "prims/test_sparse_prims.py::test_vmap": Ids((
+        'todense-(2, 3)-float32-first',
+        'bcoo_extract-(3, 4)-float32-last',
+        'bcoo_transpose-(4,)-float32-first',
+        'bcoo_dot_general_sampled-(3, 5)x(5, 4)-float32-last',
+        'bcoo_sort_indices-(4,)-float32-first',
+        'bcoo_sum_duplicates-(4,)-float32-last',
+        'coo_todense-(4,)-float32-first',
+        'coo_fromdense-(3, 4)-float32-last',
+        'coo_matvec-(4,)x(3,)-float32-first',
+        'coo_matmat-(4,)x(4, 2)-float32-last',
+        'csr_todense-(4,)-float32-first',
+        'csr_fromdense-(3, 4)-float32-last',
+        'csr_matmat-(4,)x(3, 2)-float32-first',
+        'bcsr_todense-(4,)-float32-last',
+        'bcsr_fromdense-(3, 4)-float32-first',
+        'bcsr_extract-(3, 4)-float32-last',
+        'bcsr_dot_general-(4,)x(4, 2)-float32-first',
+    ), _SPARSE_WHY),
     # single heavy cases of the primitives' checks (tests/prims)
     "prims/test_lax_special.py::test_vmap": Ids(("random_gamma-(2,)x(3,)-float32-first",),
                                                 "random_gamma's batching: tests/test_random.py::"
@@ -440,6 +512,9 @@ RULES: dict[str, Rule] = {
 # Primitives whose forward/jvp/grad/vmap check has no default case, and the default test that covers it:
 # {"file::function": {primitive: why}}.
 PRIMITIVE_EXCEPTIONS: dict[str, dict[str, str]] = {
+    "prims/test_sparse_prims.py::test_grad": dict.fromkeys(_SPARSE_TAKEN, _SPARSE_WHY),
+    "prims/test_sparse_prims.py::test_jvp": dict.fromkeys(_SPARSE_TAKEN, _SPARSE_WHY),
+    "prims/test_sparse_prims.py::test_vmap": dict.fromkeys(_SPARSE_TAKEN, _SPARSE_WHY),
     "prims/test_lax_special.py::test_vmap": {
         "random_gamma": "random_gamma's batching: tests/test_random.py::test_gamma_under_vmap_and_jit (43 s here)"},
 }
