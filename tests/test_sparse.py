@@ -615,3 +615,40 @@ def test_spsolve_errors_as_jax():
             spsolve(*args)
     with pytest.raises(ValueError, match="reorder=7 not valid"):
         spsolve(data, indices, indptr, b, reorder=7)
+
+
+def _symmetric(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    a = (q * np.linspace(1, 50, n)) @ q.T
+    return ((a + a.T) / 2).astype(np.float32), rng.standard_normal((n, 3)).astype(np.float32)
+
+
+def test_lobpcg_standard_as_jax():
+    from jax.experimental.sparse.linalg import lobpcg_standard as jax_lobpcg
+    from ember.experimental.sparse.linalg import lobpcg_standard
+    a, x = _symmetric()
+    want_theta, want_u, _ = jax_lobpcg(a, x)
+    exact = np.sort(np.linalg.eigvalsh(a.astype(np.float64)))[::-1][:3]
+    for theta, u, i in (lobpcg_standard(a, x), ember.jit(lobpcg_standard)(a, x),
+                        lobpcg_standard(lambda v: jnp.asarray(a) @ v, x)):
+        np.testing.assert_allclose(np.asarray(theta), np.asarray(want_theta), rtol=2e-5)
+        np.testing.assert_allclose(np.asarray(theta), exact, rtol=2e-5)
+        overlap = np.abs(np.asarray(u).T @ np.asarray(want_u))  # (the same eigenvectors, up to sign)
+        np.testing.assert_allclose(overlap, np.eye(3), atol=2e-3)
+        assert 0 < int(i) <= 100
+    theta, _, i = lobpcg_standard(a, x, m=3)
+    assert int(i) == 3 and np.all(np.asarray(theta) <= exact + 1e-3)
+
+
+def test_lobpcg_standard_errors_as_jax():
+    from jax.experimental.sparse.linalg import lobpcg_standard as jax_lobpcg
+    from ember.experimental.sparse.linalg import lobpcg_standard
+    a, x = _symmetric(20)
+    for args, match in [((a, np.ones((20, 4), np.float32)), r"expected search dim \* 5 < matrix dim \(got 20, 20\)"),
+                        ((a, np.ones((20, 0), np.float32)), "must have search dim > 0, got 0"),
+                        ((a[:10], x), r"A must be \(20, 20\) matrix A")]:
+        with pytest.raises(ValueError, match=match):
+            lobpcg_standard(*args)
+        with pytest.raises(ValueError):
+            jax_lobpcg(*args)

@@ -7,7 +7,12 @@ system solved by scipy on the transposed matrix), with respect to b and to the m
 as JAX's rules give them. Where ember differs: vmap solves one system per member (JAX's refuses vmap), and the
 solve runs under ember.export's refusal of host callbacks, as any callback's.
 
-lobpcg_standard is not yet here (docs/sparse.md)."""
+`lobpcg_standard(A, X, m=100, tol=None)` finds the k largest eigenvalues of a symmetric matrix (or a callable
+applying one) by LOBPCG, as JAX's: X (n, k) the starting directions (0 < 5 k < n), at most m iterations, an eigenpair
+converged when |A v - theta v| < tol * 10 * n * (theta + |A v|) (tol: the dtype's epsilon by default); returns
+(theta, U, iterations). ember's is its own block iteration (Rayleigh-Ritz over an orthonormal basis of the current
+vectors, the residuals and the previous directions, in a while_loop), so its eigenpairs agree with JAX's to the
+tolerance, not bit for bit, and its iteration count may differ."""
 from __future__ import annotations
 
 from typing import Any
@@ -71,4 +76,64 @@ def spsolve(data: Any, indices: Any, indptr: Any, b: Any, tol: float = 1e-6, reo
     return spsolve_p.bind(data, indices, indptr, b, tol=float(tol), reorder=int(reorder))
 
 
-__all__ = ["spsolve", "spsolve_p"]
+def _orthonormal(v: Any) -> Any:
+    """An orthonormal basis of v's columns (QR's Q)."""
+    return jnp.linalg.qr(v)[0]
+
+
+def _ritz(matvec: Any, basis: Any, k: int) -> tuple[Any, Any, Any]:
+    """The k largest Ritz pairs of the operator over the orthonormal basis: (theta, vectors, A @ vectors), theta
+    descending."""
+    applied = matvec(basis)
+    h = basis.T @ applied
+    h = (h + h.T) / 2
+    theta, c = jnp.linalg.eigh(h)
+    theta, c = theta[::-1][:k], c[:, ::-1][:, :k]
+    return theta, basis @ c, applied @ c
+
+
+def lobpcg_standard(A: Any, X: Any, m: int = 100, tol: Any = None) -> tuple[Any, Any, Any]:
+    """The k largest eigenvalues and eigenvectors of a symmetric A (a matrix or a callable applying it to an (n, k)
+    block) from X's k starting directions (as jax.experimental.sparse.linalg.lobpcg_standard): see the module's
+    docstring."""
+    X = jnp.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"lobpcg_standard: X must be an (n, k) array, got shape {tuple(X.shape)}")
+    n, k = X.shape
+    if callable(A) and not hasattr(A, "shape"):
+        matvec = A
+    else:
+        A = jnp.asarray(A)
+        if A.shape != (n, n):
+            raise ValueError(f"A must be ({n}, {n}) matrix A, got {tuple(A.shape)} (lobpcg_standard, X of shape "
+                             f"({n}, {k}))")
+        matvec = lambda v: A @ v  # noqa: E731  (a dtype other than X's promotes, as JAX's)
+    if k == 0:
+        raise ValueError(f"must have search dim > 0, got {k}")
+    if 5 * k >= n:
+        raise ValueError(f"expected search dim * 5 < matrix dim (got {5 * k}, {n})")
+    eps = float(jnp.finfo(X.dtype).eps) if tol is None else tol
+
+    def converged(theta: Any, x: Any, ax: Any) -> Any:
+        residual = jnp.linalg.norm(ax - x * theta, axis=0)
+        return jnp.all(residual < eps * 10 * n * (theta + jnp.linalg.norm(ax, axis=0)))
+
+    theta, x, ax = _ritz(matvec, _orthonormal(X), k)
+    r = ax - x * theta
+    theta, x_new, ax = _ritz(matvec, _orthonormal(jnp.concatenate([x, r], axis=1)), k)
+    p, x = x_new - x @ (x.T @ x_new), x_new
+
+    def cond(state: Any) -> Any:
+        i, theta, x, ax, p = state
+        return (i < m) & ~converged(theta, x, ax)
+
+    def body(state: Any) -> Any:
+        i, theta, x, ax, p = state
+        r = ax - x * theta
+        theta, x_new, ax = _ritz(matvec, _orthonormal(jnp.concatenate([x, r, p], axis=1)), k)
+        return i + 1, theta, x_new, ax, x_new - x @ (x.T @ x_new)
+    i, theta, x, ax, _ = lax.while_loop(cond, body, (jnp.asarray(1, jnp.int32), theta, x, ax, p))
+    return theta, x, i
+
+
+__all__ = ["lobpcg_standard", "spsolve", "spsolve_p"]
