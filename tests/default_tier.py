@@ -10,7 +10,8 @@ A rule names a test function (its file under tests/ and its name) and what of it
 - `Ids(ids, why)`: the cases with these ids are slow;
 - `Whole(why)`: every case is slow;
 - `FirstOfEach(group, why)`: of its cases still in the default run, the first of each group (`group(case id)`)
-  stays, the others are slow.
+  stays, the others are slow;
+- `Primitives(names, why)`: in tests/prims, the cases of these primitives (`primitive_of(case id)`) are slow.
 `why` says which default test covers the same ground. "Still in the default run" means not marked slow at the test
 itself (the oracle harness already alternates dtypes, shapes and batch axes that way) nor by an earlier rule of the
 same test, so a rule never takes the first of them.
@@ -67,7 +68,13 @@ class FirstOfEach:
     why: str
 
 
-Rule = Every | Ids | Whole | FirstOfEach
+@dataclasses.dataclass(frozen=True)
+class Primitives:
+    names: tuple[str, ...]
+    why: str
+
+
+Rule = Every | Ids | Whole | FirstOfEach | Primitives
 
 SWEEP_EVERY = 3
 JACOBIAN_EVERY = 4
@@ -156,63 +163,9 @@ _SPARSE_WHY = ("its rule is the generic derived one of every sparse primitive (e
 
 
 RULES: dict[str, Rule] = {
-    "prims/test_sparse_prims.py::test_grad": Ids((
-        'todense-(2, 3)',
-        'bcoo_extract-(3, 4)',
-        'bcoo_transpose-(4,)',
-        'bcoo_dot_general_sampled-(3, 5)x(5, 4)',
-        'bcoo_sort_indices-(4,)',
-        'bcoo_sum_duplicates-(4,)',
-        'coo_todense-(4,)',
-        'coo_fromdense-(3, 4)',
-        'coo_matvec-(4,)x(3,)',
-        'coo_matmat-(4,)x(4, 2)',
-        'csr_todense-(4,)',
-        'csr_fromdense-(3, 4)',
-        'csr_matmat-(4,)x(3, 2)',
-        'bcsr_todense-(4,)',
-        'bcsr_fromdense-(3, 4)',
-        'bcsr_extract-(3, 4)',
-        'bcsr_dot_general-(4,)x(4, 2)',
-    ), _SPARSE_WHY),
-    "prims/test_sparse_prims.py::test_jvp": Ids((
-        'todense-(2, 3)',
-        'bcoo_extract-(3, 4)',
-        'bcoo_transpose-(4,)',
-        'bcoo_dot_general_sampled-(3, 5)x(5, 4)',
-        'bcoo_sort_indices-(4,)',
-        'bcoo_sum_duplicates-(4,)',
-        'coo_todense-(4,)',
-        'coo_fromdense-(3, 4)',
-        'coo_matvec-(4,)x(3,)',
-        'coo_matmat-(4,)x(4, 2)',
-        'csr_todense-(4,)',
-        'csr_fromdense-(3, 4)',
-        'csr_matmat-(4,)x(3, 2)',
-        'bcsr_todense-(4,)',
-        'bcsr_fromdense-(3, 4)',
-        'bcsr_extract-(3, 4)',
-        'bcsr_dot_general-(4,)x(4, 2)',
-    ), _SPARSE_WHY),
-    "prims/test_sparse_prims.py::test_vmap": Ids((
-        'todense-(2, 3)-float32-first',
-        'bcoo_extract-(3, 4)-float32-last',
-        'bcoo_transpose-(4,)-float32-first',
-        'bcoo_dot_general_sampled-(3, 5)x(5, 4)-float32-last',
-        'bcoo_sort_indices-(4,)-float32-first',
-        'bcoo_sum_duplicates-(4,)-float32-last',
-        'coo_todense-(4,)-float32-first',
-        'coo_fromdense-(3, 4)-float32-last',
-        'coo_matvec-(4,)x(3,)-float32-first',
-        'coo_matmat-(4,)x(4, 2)-float32-last',
-        'csr_todense-(4,)-float32-first',
-        'csr_fromdense-(3, 4)-float32-last',
-        'csr_matmat-(4,)x(3, 2)-float32-first',
-        'bcsr_todense-(4,)-float32-last',
-        'bcsr_fromdense-(3, 4)-float32-first',
-        'bcsr_extract-(3, 4)-float32-last',
-        'bcsr_dot_general-(4,)x(4, 2)-float32-first',
-    ), _SPARSE_WHY),
+    "prims/test_sparse_prims.py::test_grad": Primitives(_SPARSE_TAKEN, _SPARSE_WHY),
+    "prims/test_sparse_prims.py::test_jvp": Primitives(_SPARSE_TAKEN, _SPARSE_WHY),
+    "prims/test_sparse_prims.py::test_vmap": Primitives(_SPARSE_TAKEN, _SPARSE_WHY),
     # single heavy cases of the primitives' checks (tests/prims)
     "prims/test_lax_special.py::test_vmap": Ids(("random_gamma-(2,)x(3,)-float32-first",),
                                                 "random_gamma's batching: tests/test_random.py::"
@@ -547,6 +500,8 @@ def slow_cases(path: str, name: str, cases: Sequence[tuple[str | None, bool]]) -
             taken = [i for i in default if cases[i][0] in rule.ids]
         elif isinstance(rule, Every):
             taken = [i for n, i in enumerate(default) if n % rule.k]
+        elif isinstance(rule, Primitives):
+            taken = [i for i in default if primitive_of(cases[i][0] or "") in rule.names]
         else:
             seen: set[str] = set()
             taken = []

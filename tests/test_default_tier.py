@@ -43,6 +43,8 @@ def test_every_rule_names_a_test_that_exists_and_says_why():
             assert rule.k >= 2, f"{key}: Every(k) with k >= 2"
         if isinstance(rule, default_tier.Ids):
             assert rule.ids, f"{key}: Ids names the cases it takes"
+        if isinstance(rule, default_tier.Primitives):
+            assert rule.names and key.startswith("prims/"), f"{key}: Primitives names the primitives it takes"
     for key, why in default_tier.KEEP.items():
         _exists(key)
         assert why.strip() and key not in default_tier.RULES, f"{key}: KEEP says why, and no rule names it"

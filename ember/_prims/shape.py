@@ -242,25 +242,29 @@ def reshape(x: Any, new_sizes: Sequence[int], out_sharding: Any = None) -> Any:
 # ---------------------------------------------------------------------------------------------------------------
 # copy(x): a new array equal to x (jax.lax's copy_p, which jnp.array(x, copy=True), jnp.copy and x.copy() bind on
 # traced values; a concrete Array's copy is the runtime's). Staged, it is the identity (it emits no op).
-copy_p = Primitive("copy", moves_data=True, checks=())
-copy_p.def_rule("sharding_rule", explicit.same_as(0))
-copy_p.def_rule("abstract_eval", lambda x: x)
-copy_p.def_rule("lowering", lambda ctx, x: [x])
-copy_p.def_rule("jvp", linear_jvp(copy_p))
-copy_p.def_rule("vjp", lambda cts, ins, outs, needs: [copy_p.bind(cts[0])])
-copy_p.def_rule("batching", vectorized_batching(copy_p))
+def identity_primitive(name: str, *, rebinds_cotangent: bool, **kwargs: Any) -> Primitive:
+    """A primitive that is the identity on one array and emits no op (copy, stage, sparse's todense, the key-reuse
+    markers), with every rule: its operand's type and sharding, a linear JVP, batching passed through; its VJP passes
+    the cotangent through, or binds the primitive on it (rebinds_cotangent: copy's and todense's, as JAX's).
+    kwargs: the Primitive's other options (moves_data)."""
+    prim = Primitive(name, checks=(), **kwargs)
+    prim.def_rule("sharding_rule", explicit.same_as(0))
+    prim.def_rule("abstract_eval", lambda x: x)
+    prim.def_rule("lowering", lambda ctx, x: [x])
+    prim.def_rule("jvp", linear_jvp(prim))
+    prim.def_rule("vjp", (lambda cts, ins, outs, needs: [prim.bind(cts[0])]) if rebinds_cotangent
+                  else (lambda cts, ins, outs, needs: [cts[0]]))
+    prim.def_rule("batching", vectorized_batching(prim))
+    return prim
+
+
+copy_p = identity_primitive("copy", rebinds_cotangent=True, moves_data=True)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # stage(x): x lifted into the active staging, or an array outside any (jax.lax's stage_p). lax.stage itself binds no
 # equation while staging, as JAX's (the staging's lift); the primitive, bound directly, is the identity.
-stage_p = Primitive("stage", checks=())
-stage_p.def_rule("sharding_rule", explicit.same_as(0))
-stage_p.def_rule("abstract_eval", lambda x: x)
-stage_p.def_rule("lowering", lambda ctx, x: [x])
-stage_p.def_rule("jvp", linear_jvp(stage_p))
-stage_p.def_rule("vjp", lambda cts, ins, outs, needs: [cts[0]])
-stage_p.def_rule("batching", vectorized_batching(stage_p))
+stage_p = identity_primitive("stage", rebinds_cotangent=False)
 
 
 def stage(x: Any, /) -> Any:

@@ -39,11 +39,10 @@ from ember._core.config import config
 from ember._core.ir import Source
 from ember._core.primitive import user_source
 from ember._core.trace import KeyReuseError
-from ember._prims import explicit
 from ember._prims.indexing import dynamic_slice_p, dynamic_update_slice_p, gather_p, scatter_p
 from ember._prims.elementwise import eq_p, ne_p, select_n_p, select_p
-from ember._prims.shape import (broadcast_in_dim_p, convert_element_type_p, copy_p, linear_jvp, reshape_p, squeeze_p,
-                                stage_p, vectorized_batching)
+from ember._prims.shape import (broadcast_in_dim_p, convert_element_type_p, copy_p, identity_primitive, reshape_p,
+                                squeeze_p, stage_p)
 from ember._prims.sharding import device_put_p, sharding_constraint_p
 from ember._prims.slicing import concatenate_p, slice_p
 
@@ -58,15 +57,9 @@ def checking() -> bool:
 # ---------------------------------------------------------------------------------------------------------------
 # The marker primitives: the identity, each saying what happens to a key (see the module docstring).
 def _marker(name: str, doc: str) -> Primitive:
-    prim = Primitive(name, checks=())
+    prim = identity_primitive(name, rebinds_cotangent=False)
     prim.__doc__ = doc
     prim.impl = lambda x: x  # (eagerly: nothing to compute, no program to compile)
-    prim.def_rule("sharding_rule", explicit.same_as(0))
-    prim.def_rule("abstract_eval", lambda x: x)
-    prim.def_rule("lowering", lambda ctx, x: [x])
-    prim.def_rule("jvp", linear_jvp(prim))
-    prim.def_rule("vjp", lambda cts, ins, outs, needs: [cts[0]])
-    prim.def_rule("batching", vectorized_batching(prim))
     return prim
 
 

@@ -46,8 +46,9 @@ class JAXSparse(abc.ABC):
         self.shape = tuple(_static_int(type(self).__name__, "shape", s) for s in shape)
 
     @property
-    @abc.abstractmethod
-    def dtype(self) -> np.dtype: ...
+    def dtype(self) -> np.dtype:
+        """The elements' dtype: the stored values' (every format keeps them in `data`)."""
+        return self.data.dtype
 
     @property
     @abc.abstractmethod

@@ -4,9 +4,8 @@ from __future__ import annotations
 import operator
 from typing import Any, Sequence
 
-from ember._core import Primitive, Tracer
-from ember._prims import explicit
-from ember._prims.shape import linear_jvp, vectorized_batching
+from ember._core import Tracer
+from ember._prims.shape import identity_primitive
 from ember.experimental.sparse._base import JAXSparse
 from ember.experimental.sparse.bcoo import BCOO
 from ember.experimental.sparse.formats import FORMATS
@@ -15,13 +14,7 @@ from ember.experimental.sparse.formats import FORMATS
 # todense(x) of a dense array: the identity (jax.experimental.sparse's todense_p), bound on traced arrays so that
 # sparsify, which stages a function at the dense shapes of its sparse arguments, sees where the function asked for
 # a dense value: its sparse rule (transform.py) makes the sparse value dense there.
-todense_p = Primitive("todense", checks=())
-todense_p.def_rule("sharding_rule", explicit.same_as(0))
-todense_p.def_rule("abstract_eval", lambda x: x)
-todense_p.def_rule("lowering", lambda ctx, x: [x])
-todense_p.def_rule("jvp", linear_jvp(todense_p))
-todense_p.def_rule("vjp", lambda cts, ins, outs, needs: [todense_p.bind(cts[0])])
-todense_p.def_rule("batching", vectorized_batching(todense_p))
+todense_p = identity_primitive("todense", rebinds_cotangent=True)
 
 
 def todense(arr: Any) -> Any:

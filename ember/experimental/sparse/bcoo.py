@@ -1139,10 +1139,6 @@ class BCOO(JAXSparse):
         return self.indices.shape[-2]
 
     @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
-    @property
     def n_batch(self) -> int:
         return self.indices.ndim - 2
 

@@ -187,10 +187,6 @@ class BCSR(JAXSparse):
         return self.indices.shape[-1]
 
     @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
-    @property
     def n_batch(self) -> int:
         return self.indices.ndim - 1
 

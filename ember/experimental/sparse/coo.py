@@ -150,10 +150,6 @@ class COO(JAXSparse):
     def nse(self) -> int:
         return self.data.shape[0]
 
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
     def _with_data(self, data: Any) -> "COO":
         return COO((data, self.row, self.col), **self._info._asdict())
 

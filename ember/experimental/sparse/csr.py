@@ -108,10 +108,6 @@ class _Compressed(JAXSparse):
     def nse(self) -> int:
         return self.data.shape[0]
 
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
     def _with_data(self, data: Any) -> Any:
         return type(self)((data, self.indices, self.indptr), shape=self.shape)
 
