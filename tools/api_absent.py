@@ -85,8 +85,6 @@ ABSENT: dict[str, dict[str, str]] = {
                                                   "(safetensors files)"},
 }
 
-_LATER = "a jax.experimental library of its own, planned after this round of names"
-_NAMES = "not yet"
 NOT_YET: dict[str, dict[str, str]] = {
 }
 

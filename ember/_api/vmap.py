@@ -138,20 +138,22 @@ def vmap(fun: Any, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = 
 
     @wraps(fun)
     def batched(*args: Any, **kwargs: Any) -> Any:
-        out = batched_leaves(*args, **kwargs)
-        if VMAPPABLES and any(is_vmappable(x) for x in tree_flatten(out, is_leaf=is_vmappable)[0]) and not any(
-                is_vmappable(x) for x in tree_flatten((args, kwargs), is_leaf=is_vmappable)[0]):
-            return _stack_made_containers(name, out, out_axes, args, kwargs, in_axes, axis_size)
-        return out
-
-    def batched_leaves(*args: Any, **kwargs: Any) -> Any:
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError(f"{name}: in_axes has {len(in_axes)} entries but the function was called with "
                              f"{len(args)} positional arguments; in_axes must be an int, None, or a tuple with "
                              "one entry per positional argument")
-        if VMAPPABLES and any(is_vmappable(x) for x in tree_flatten((args, kwargs), is_leaf=is_vmappable)[0]):
+        if not VMAPPABLES:  # (no registered container type: arrays alone, the common path)
+            return batched_leaves(*args, **kwargs)
+        if any(is_vmappable(x) for x in tree_flatten((args, kwargs), is_leaf=is_vmappable)[0]):
             return _vmap_containers(name, fun, in_axes, out_axes, axis_size, axis_name, spmd_axis_name, sum_match,
                                     args, kwargs)
+        out = batched_leaves(*args, **kwargs)
+        if any(is_vmappable(x) for x in tree_flatten(out, is_leaf=is_vmappable)[0]):
+            return _stack_made_containers(name, out, out_axes, args, kwargs, in_axes, axis_size)
+        return out
+
+    def batched_leaves(*args: Any, **kwargs: Any) -> Any:
+        """vmap over arguments and results that are arrays (and other leaves), no registered container among them."""
         leaves, in_tree = tree_flatten((args, kwargs))
         axes_flat = broadcast_prefix(name, "in_axes", in_axes, args) + [0] * len(tree_flatten(kwargs)[0])
         # As JAX's, an unmapped leaf reaches fun as it is: a Python number or any other object (a function, a
