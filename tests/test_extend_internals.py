@@ -104,6 +104,25 @@ def test_merge_linear_aux_and_cache(side):
     assert calls == ["a", "b", "a"]
 
 
+def test_cache_keeps_at_most_jit_cache_size_entries_per_function():
+    from ember.extend import linear_util as elu
+    calls = []
+
+    @elu.cache
+    def traced(fun, tag):
+        calls.append(tag)
+        return fun.call_wrapped(1.0)
+
+    base = elu.wrap_init(lambda x: [x * 2.0], debug_info=None)
+    with ember.config.override(jit_cache_size=4):
+        for tag in range(10):
+            traced(base, tag)
+        traced(base, 9)  # (the newest entries kept)
+        assert calls == list(range(10))
+        traced(base, 0)  # (the oldest dropped: called again)
+        assert calls == list(range(10)) + [0]
+
+
 def test_debug_info_as_jax():
     for core in (ecore, jcore):
         info = core.DebugInfo("jit", "f at /tmp/x.py:12", ("a", "b", "c"), ("result[0]", "result[1]"))

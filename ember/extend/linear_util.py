@@ -19,7 +19,7 @@ import time
 import weakref
 from typing import Any, Callable, Hashable, NamedTuple, Sequence
 
-from ember._core.cache import on_clear
+from ember._core.cache import LRUCache, on_clear
 from ember._core.dtypes import StagingOptions
 from ember._core.pytree import tree_flatten_with_path, keystr
 
@@ -294,8 +294,9 @@ def cache(call: Callable[..., Any], *, explain: Callable[..., None] | None = Non
     input types), args (hashable) and the options that change what a function stages to (enable_x64 and the
     others jit's caches key on). A hit fills fun's stores with what the first call stored, so that its auxiliary
     outputs read as after a call. explain(fun, first_use_of_fun, its_cache, key, seconds) is called on each miss.
-    The memoized function has cache_clear() and evict_function(f); ember.clear_caches() empties it too."""
-    per_function: "weakref.WeakKeyDictionary[Any, dict[Any, Any]]" = weakref.WeakKeyDictionary()
+    The memoized function has cache_clear() and evict_function(f); ember.clear_caches() empties it too. Each
+    function keeps at most jit_cache_size entries, as jit's caches (the least recently used dropped)."""
+    per_function: "weakref.WeakKeyDictionary[Any, LRUCache]" = weakref.WeakKeyDictionary()
 
     def memoized(fun: WrappedFun, *args: Any) -> Any:
         if not isinstance(fun, WrappedFun):
@@ -304,9 +305,9 @@ def cache(call: Callable[..., Any], *, explain: Callable[..., None] | None = Non
         table = per_function.get(fun.f)
         first_use = table is None
         if table is None:
-            table = per_function[fun.f] = {}
+            table = per_function[fun.f] = LRUCache("jit_cache_size")  # (the option bounding jit's per-function caches)
         key = (fun.transforms, fun.params, fun.in_type, args, StagingOptions.token)
-        found = table.get(key)
+        found = table.lookup(key)
         if found is not None:
             ans, stores = found
             fun.populate_stores(stores)
@@ -315,7 +316,7 @@ def cache(call: Callable[..., Any], *, explain: Callable[..., None] | None = Non
         ans = call(fun, *args)
         if explain is not None:
             explain(fun, first_use, table, key, time.time() - start)
-        table[key] = (ans, fun.stores)
+        table.store(key, (ans, fun.stores))
         return ans
 
     memoized.cache_clear = per_function.clear  # type: ignore[attr-defined]
