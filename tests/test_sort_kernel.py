@@ -2,7 +2,11 @@
 the kernel's provider emptied: the order ember and JAX sort in on the CPU, bit for bit), numpy and JAX: every dtype
 the kernel takes, NaN / inf / -0.0 / subnormals, stability, empty and odd shapes, rows short and long (the
 vectorized quicksort, its bitonic base case, the radix sort, the rows shared by threads), several keys, another
-axis, vmap and gradients. Where the kernel is not built, the tests compare XLA's sort with itself and numpy."""
+axis, vmap and gradients. The kernel's calls run once with each of its paths this CPU has (the AVX-512 and AVX2
+quicksorts, the portable radix sort: `_sort.set_isa`), all giving the same bits. Where the kernel is not built, the
+tests compare XLA's sort with itself and numpy."""
+import importlib
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -33,13 +37,39 @@ def xla_sort(f, *args):
         return ember.jit(f)(*args)
 
 
+_KERNEL_MODULE = importlib.import_module("ember._runtime._sort") if KERNEL else None
+_ISA_ORDER = ["portable", "avx2", "avx512f"]
+ISAS = _ISA_ORDER[:_ISA_ORDER.index(_KERNEL_MODULE.isa()) + 1] if KERNEL else [None]
+
+
+def on_each_isa(call):
+    """call() under each of the kernel's paths this CPU runs (one compiled program: the kernel chooses its path when
+    it runs); every path's results must be the same bits. Returns the first path's."""
+    results = []
+    for isa in ISAS:
+        if isa is not None:
+            _KERNEL_MODULE.set_isa(isa)
+        try:
+            results.append(jax.tree_util.tree_map(np.asarray, call()))
+        finally:
+            if isa is not None:
+                _KERNEL_MODULE.set_isa(None)
+    for isa, other in zip(ISAS[1:], results[1:]):
+        for a, b in zip(jax.tree_util.tree_leaves(results[0]), jax.tree_util.tree_leaves(other)):
+            try:
+                same_bits(a, b)
+            except AssertionError as e:
+                raise AssertionError(f"the {isa} kernel differs from the {ISAS[0]} one") from e
+    return results[0]
+
+
 def kernel_sort(f, *args, row=None):
     """f(*args) jitted as ember lowers it: with the kernel where it is built and the sorted rows (of length `row`,
-    by default the first argument's last dimension) are at least 16 long."""
+    by default the first argument's last dimension) are at least 16 long; run on each of the kernel's paths."""
     row = np.shape(args[0])[-1] if row is None else row
     text = ember.jit(f).lower(*args).as_text()
     assert (f'"{SORT_TARGET}"' in text) == (KERNEL and row >= 16)
-    return ember.jit(f)(*args)
+    return on_each_isa(lambda: ember.jit(f)(*args))
 
 
 def same_bits(a, b):
@@ -272,21 +302,19 @@ def test_top_k_is_jaxs_bit_for_bit():
         for (gv, gi), (wv, wi) in zip(got, want):
             same_bits(gv, wv)
             np.testing.assert_array_equal(np.asarray(gi), np.asarray(wi))
-    for (gv, gi), (wv, wi) in zip(ember.jit(f)(*xs), xla_sort(f, *xs)):
+    for (gv, gi), (wv, wi) in zip(on_each_isa(lambda: ember.jit(f)(*xs)), xla_sort(f, *xs)):
         same_bits(gv, wv)
         np.testing.assert_array_equal(np.asarray(gi), np.asarray(wi))
 
 
 @pytest.mark.skipif(not targets.available("ember_sort_top_k"), reason="the sort kernel is not built")
-@pytest.mark.parametrize("simd", [True, False], ids=["as_this_cpu", "portable"])
-def test_top_k_paths_on_ordered_and_equal_rows(simd):
-    """Each of the kernel's ways to the k largest (AVX-512's partial quicksort where the CPU has it; else the k least
+def test_top_k_paths_on_ordered_and_equal_rows():
+    """Each of the kernel's ways to the k largest (the vectorized partial quicksort, AVX-512's or AVX2's, where the
+    CPU has one; else the k least
     kept in order while a row is read for k <= 64 (4-byte entries 16 at a time), a quickselect and qsort up to a
     quarter of the row, the radix sort beyond) on rows that are ascending, descending, all equal, of few distinct
     integers and with NaNs, of 4-byte and narrower dtypes, at the k where the paths change, against JAX (one program
-    for all of them)."""
-    import importlib
-    kernel = importlib.import_module("ember._runtime._sort")
+    for all of them), on each of the kernel's paths this CPU runs."""
     rng = np.random.default_rng(5)
     negative = -np.abs(rng.standard_normal((3, 400))).astype(np.float32)  # (with -0.0, 0.0, -inf and -NaN among them)
     negative[:, ::37], negative[:, 5::41], negative[:, 7::43], negative[:, 9::47] = -0.0, 0.0, -np.inf, -np.nan
@@ -298,11 +326,7 @@ def test_top_k_paths_on_ordered_and_equal_rows(simd):
           rng.integers(-2 ** 31, 2 ** 31, (2, 400)).astype(np.int32), negative]
     ks = [(i, k) for i in range(len(xs)) for k in (1, 10, 64, 65, 100, 101, 400)]
     f = lambda *a: [lax.top_k(a[i], k) for i, k in ks]  # noqa: E731
-    before = kernel.set_simd(simd)
-    try:
-        got = ember.jit(f)(*xs)
-    finally:
-        kernel.set_simd(before)
+    got = on_each_isa(lambda: ember.jit(f)(*xs))
     for (gv, gi), (i, k) in zip(got, ks):
         wv, wi = jax.lax.top_k(xs[i], k)
         np.testing.assert_array_equal(np.asarray(gi), np.asarray(wi), err_msg=f"{xs[i].dtype} k={k}")

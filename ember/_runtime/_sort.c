@@ -2,9 +2,10 @@
  *
  * The CPU plugin's XLA sorts with a comparison function it calls per comparison (jaxlib's does too): ~200 ms for
  * 10**6 floats, where numpy's SIMD sort takes 2-4 ms. Here each key becomes an unsigned integer whose order is the
- * sort's order (to_key), and those integers are sorted: by a vectorized quicksort where the CPU has AVX-512F and the
- * keys have 4 or 8 bytes (sort_simd.h), else by a least-significant-digit radix sort (stable; 8- or 11-bit digits,
- * a pass per digit that is not the same for every element).
+ * sort's order (to_key), and those integers are sorted: by a vectorized quicksort where the CPU has AVX-512F or AVX2
+ * and the keys have 4 or 8 bytes (sort_quick.h around sort_avx512.h or sort_avx2.h, chosen when the sort runs), else by
+ * a least-significant-digit radix sort (stable; 8- or 11-bit digits, a pass per digit that is not the same for every
+ * element).
  *
  * The call: `custom_call @ember_sort(operands...) -> results...`, every operand of one shape [..., n] (row-major),
  * sorted along the last axis, each result an operand permuted, in order, but those the attribute `positions` (a bit
@@ -208,21 +209,38 @@ static void *radix(const Items *it, void *a, void *b, int64_t n, const int64_t *
     return a;
 }
 
-/* ---- the vectorized quicksort (AVX-512F: sort_simd.h, once for 4-byte and once for 8-byte keys) ------------ */
+/* ---- the vectorized quicksort (sort_quick.h around a kernel: AVX-512F, sort_avx512.h, or AVX2, sort_avx2.h; each
+ * once for 4-byte and once for 8-byte keys) ------------------------------------------------------------------- */
+/* The partition levels a quicksort of n keys goes down before heap sort takes over: 2 log2(n) + 4. */
+static int quick_depth(int64_t n) {
+    int d = 0;
+    while (n > 1) {
+        n >>= 1;
+        d += 2;
+    }
+    return d + 4;
+}
+
+#define SIMD_CAT2(a, b) a##b
+#define SIMD_CAT(a, b) SIMD_CAT2(a, b)
+#define SIMD_FN(name) SIMD_CAT(name, SIMD_SUF)
+enum { ISA_PORTABLE, ISA_AVX2, ISA_AVX512 }; /* (the kernels; ISA_PORTABLE: the radix sort alone) */
+static const char *const isa_names[] = {"portable", "avx2", "avx512f"};
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define AVX512 __attribute__((target("avx512f")))
+#define SIMD_TARGET __attribute__((target("avx512f,popcnt")))
 /* partners[t][lane] = lane ^ (1 << t): the lane each lane is compared with in a step j = 1 << t apart */
-static const uint32_t partners_u32[4][16] __attribute__((aligned(64))) = {
+static const uint32_t partners_u32_512[4][16] __attribute__((aligned(64))) = {
     {1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14}, {2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13},
     {4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11}, {8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}};
-static const uint64_t partners_u64[4][8] __attribute__((aligned(64))) = {
+static const uint64_t partners_u64_512[4][8] __attribute__((aligned(64))) = {
     {1, 0, 3, 2, 5, 4, 7, 6}, {2, 3, 0, 1, 6, 7, 4, 5}, {4, 5, 6, 7, 0, 1, 2, 3}, {0, 1, 2, 3, 4, 5, 6, 7}};
 
 #define SIMD_T uint32_t
 #define SIMD_LANES 16
 #define SIMD_LOG_LANES 4
-#define SIMD_SUF _u32
+#define SIMD_SUF _u32_512
 #define SIMD_MASK __mmask16
 #define SIMD_MIN _mm512_min_epu32
 #define SIMD_MAX _mm512_max_epu32
@@ -237,7 +255,8 @@ static const uint64_t partners_u64[4][8] __attribute__((aligned(64))) = {
 #define SIMD_TESTN _mm512_testn_epi32_mask
 #define SIMD_GREATER _mm512_cmpgt_epu32_mask
 #define SIMD_MOV _mm512_mask_mov_epi32
-#include "sort_simd.h"
+#include "sort_avx512.h"
+#include "sort_quick.h"
 #undef SIMD_T
 #undef SIMD_LANES
 #undef SIMD_LOG_LANES
@@ -256,11 +275,12 @@ static const uint64_t partners_u64[4][8] __attribute__((aligned(64))) = {
 #undef SIMD_TESTN
 #undef SIMD_GREATER
 #undef SIMD_MOV
+#undef SIMD_BASE
 
 #define SIMD_T uint64_t
 #define SIMD_LANES 8
 #define SIMD_LOG_LANES 3
-#define SIMD_SUF _u64
+#define SIMD_SUF _u64_512
 #define SIMD_MASK __mmask8
 #define SIMD_MIN _mm512_min_epu64
 #define SIMD_MAX _mm512_max_epu64
@@ -275,31 +295,285 @@ static const uint64_t partners_u64[4][8] __attribute__((aligned(64))) = {
 #define SIMD_TESTN _mm512_testn_epi64_mask
 #define SIMD_GREATER _mm512_cmpgt_epu64_mask
 #define SIMD_MOV _mm512_mask_mov_epi64
-#include "sort_simd.h"
+#include "sort_avx512.h"
+#include "sort_quick.h"
+#undef SIMD_T
+#undef SIMD_LANES
+#undef SIMD_LOG_LANES
+#undef SIMD_SUF
+#undef SIMD_MASK
+#undef SIMD_MIN
+#undef SIMD_MAX
+#undef SIMD_LESS
+#undef SIMD_PERMUTE
+#undef SIMD_BLEND
+#undef SIMD_COMPRESS
+#undef SIMD_MASKLOAD
+#undef SIMD_MASKSTORE
+#undef SIMD_SET1
+#undef SIMD_SRAI
+#undef SIMD_TESTN
+#undef SIMD_GREATER
+#undef SIMD_MOV
+#undef SIMD_BASE
+#undef SIMD_TARGET
 
-static int simd_disabled = 0; /* (set_simd(False): the tests of the portable paths on an AVX-512 machine) */
+/* AVX2. compression_u32[m] (compression_u64[m]): the lanes of mask m first, then the others, as the 32-bit lane
+ * indices of _mm256_permutevar8x32_epi32, a byte each (made by make_compressions when the module is imported). */
+#define SIMD_TARGET __attribute__((target("avx2,popcnt")))
+static uint64_t compression_u32[256], compression_u64[16];
 
-static int simd_supported(void) {
-    static int supported = -1;
-    if (simd_disabled) return 0;
-    if (supported < 0) {
-        __builtin_cpu_init();
-        supported = __builtin_cpu_supports("avx512f") ? 1 : 0;
+static void make_compressions(void) {
+    for (unsigned m = 0; m < 256; m++) {
+        uint64_t entry = 0;
+        int at = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int lane = 0; lane < 8; lane++)
+                if (((m >> lane) & 1) == (unsigned)(pass == 0)) entry |= (uint64_t)lane << (8 * at++);
+        compression_u32[m] = entry;
+        if (m < 16) { /* (a 64-bit lane: two 32-bit lanes) */
+            uint64_t wide = 0;
+            at = 0;
+            for (int pass = 0; pass < 2; pass++)
+                for (int lane = 0; lane < 4; lane++)
+                    if (((m >> lane) & 1) == (unsigned)(pass == 0)) {
+                        wide |= (uint64_t)(2 * lane) << (8 * at++);
+                        wide |= (uint64_t)(2 * lane + 1) << (8 * at++);
+                    }
+            compression_u64[m] = wide;
+        }
     }
-    return supported;
 }
+
+SIMD_TARGET static inline __m256i compression_of(const uint64_t *table, unsigned m) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(table + m)));
+}
+
+/* Transposes of SIMD_LANES registers (8 x 8 of 32 bits, 4 x 4 of 64 bits). */
+SIMD_TARGET static inline __attribute__((always_inline)) void transpose_8x32(__m256i *c) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(c[i], c[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(c[i], c[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        c[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+        c[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+    }
+}
+SIMD_TARGET static inline __attribute__((always_inline)) void transpose_4x64(__m256i *c) {
+    __m256i t0 = _mm256_unpacklo_epi64(c[0], c[1]), t1 = _mm256_unpackhi_epi64(c[0], c[1]);
+    __m256i t2 = _mm256_unpacklo_epi64(c[2], c[3]), t3 = _mm256_unpackhi_epi64(c[2], c[3]);
+    c[0] = _mm256_permute2x128_si256(t0, t2, 0x20);
+    c[1] = _mm256_permute2x128_si256(t1, t3, 0x20);
+    c[2] = _mm256_permute2x128_si256(t0, t2, 0x31);
+    c[3] = _mm256_permute2x128_si256(t1, t3, 0x31);
+}
+
+#define SIMD_T uint32_t
+#define SIMD_LANES 8
+#define SIMD_LOG_LANES 3
+#define SIMD_SUF _u32_avx2
+#define SIMD_BASE_VECTORS 8
+#define SIMD_PIVOT(p) _mm256_set1_epi32((int)((p) ^ 0x80000000u))
+#define SIMD_BELOW(v, pv)                                                                                   \
+    ((unsigned)_mm256_movemask_ps(                                                                          \
+        _mm256_castsi256_ps(_mm256_cmpgt_epi32(pv, _mm256_xor_si256(v, _mm256_set1_epi32(INT32_MIN))))))
+#define SIMD_COMPRESSION(m) compression_of(compression_u32, m)
+#define SIMD_IN(v) (v)
+#define SIMD_OUT(v) (v)
+#define SIMD_MIN _mm256_min_epu32
+#define SIMD_MAX _mm256_max_epu32
+#define SIMD_PARTNER(v, j)                                                                                  \
+    ((j) == 1 ? _mm256_shuffle_epi32(v, 0xb1) : (j) == 2 ? _mm256_shuffle_epi32(v, 0x4e)                   \
+                                                         : _mm256_permute4x64_epi64(v, 0x4e))
+#define SIMD_LANE_MASK(m)                                                                                   \
+    _mm256_setr_epi32(-(int)((m) & 1), -(int)((m) >> 1 & 1), -(int)((m) >> 2 & 1), -(int)((m) >> 3 & 1),   \
+                      -(int)((m) >> 4 & 1), -(int)((m) >> 5 & 1), -(int)((m) >> 6 & 1), -(int)((m) >> 7 & 1))
+#define SIMD_SET1(x) _mm256_set1_epi32((int)(x))
+#define SIMD_NEGATIVE(b) _mm256_srai_epi32(b, 31)
+#define SIMD_EQ _mm256_cmpeq_epi32
+#define SIMD_GT _mm256_cmpgt_epi32
+#define SIMD_SORT_COLUMNS(c) /* (the 19 exchanges of an optimal network of 8) */                           \
+    do {                                                                                                    \
+        SIMD_EXCHANGE(c[0], c[2]); SIMD_EXCHANGE(c[1], c[3]); SIMD_EXCHANGE(c[4], c[6]); SIMD_EXCHANGE(c[5], c[7]); \
+        SIMD_EXCHANGE(c[0], c[4]); SIMD_EXCHANGE(c[1], c[5]); SIMD_EXCHANGE(c[2], c[6]); SIMD_EXCHANGE(c[3], c[7]); \
+        SIMD_EXCHANGE(c[0], c[1]); SIMD_EXCHANGE(c[2], c[3]); SIMD_EXCHANGE(c[4], c[5]); SIMD_EXCHANGE(c[6], c[7]); \
+        SIMD_EXCHANGE(c[2], c[4]); SIMD_EXCHANGE(c[3], c[5]); SIMD_EXCHANGE(c[1], c[4]); SIMD_EXCHANGE(c[3], c[6]); \
+        SIMD_EXCHANGE(c[1], c[2]); SIMD_EXCHANGE(c[3], c[4]); SIMD_EXCHANGE(c[5], c[6]);                        \
+    } while (0)
+#define SIMD_TRANSPOSE transpose_8x32
+#define SIMD_REVERSE(v) _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0))
+#define SIMD_PS(v) _mm256_castsi256_ps(v)
+#define SIMD_SPLIT_LO(a, b, j)                                                                              \
+    ((j) == 4 ? _mm256_permute2x128_si256(a, b, 0x20) : (j) == 2 ? _mm256_unpacklo_epi64(a, b)             \
+                                                       : _mm256_castps_si256(_mm256_shuffle_ps(SIMD_PS(a), SIMD_PS(b), 0x88)))
+#define SIMD_SPLIT_HI(a, b, j)                                                                              \
+    ((j) == 4 ? _mm256_permute2x128_si256(a, b, 0x31) : (j) == 2 ? _mm256_unpackhi_epi64(a, b)             \
+                                                       : _mm256_castps_si256(_mm256_shuffle_ps(SIMD_PS(a), SIMD_PS(b), 0xdd)))
+#define SIMD_JOIN_LO(lo, hi, j)                                                                             \
+    ((j) == 4 ? _mm256_permute2x128_si256(lo, hi, 0x20) : (j) == 2 ? _mm256_unpacklo_epi64(lo, hi)         \
+                                                         : _mm256_unpacklo_epi32(lo, hi))
+#define SIMD_JOIN_HI(lo, hi, j)                                                                             \
+    ((j) == 4 ? _mm256_permute2x128_si256(lo, hi, 0x31) : (j) == 2 ? _mm256_unpackhi_epi64(lo, hi)         \
+                                                         : _mm256_unpackhi_epi32(lo, hi))
+#include "sort_avx2.h"
+#include "sort_quick.h"
+#undef SIMD_T
+#undef SIMD_LANES
+#undef SIMD_LOG_LANES
+#undef SIMD_SUF
+#undef SIMD_BASE_VECTORS
+#undef SIMD_PIVOT
+#undef SIMD_BELOW
+#undef SIMD_COMPRESSION
+#undef SIMD_IN
+#undef SIMD_OUT
+#undef SIMD_MIN
+#undef SIMD_MAX
+#undef SIMD_PARTNER
+#undef SIMD_LANE_MASK
+#undef SIMD_SET1
+#undef SIMD_NEGATIVE
+#undef SIMD_EQ
+#undef SIMD_GT
+#undef SIMD_SORT_COLUMNS
+#undef SIMD_TRANSPOSE
+#undef SIMD_REVERSE
+#undef SIMD_SPLIT_LO
+#undef SIMD_SPLIT_HI
+#undef SIMD_JOIN_LO
+#undef SIMD_JOIN_HI
+#undef SIMD_PS
+#undef SIMD_BASE
+
+/* (u64 in the bitonic network: the sign bit flipped, so that the signed compare orders them) */
+SIMD_TARGET static inline __m256i min_u64_flipped(__m256i a, __m256i b) {
+    return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(a, b));
+}
+SIMD_TARGET static inline __m256i max_u64_flipped(__m256i a, __m256i b) {
+    return _mm256_blendv_epi8(b, a, _mm256_cmpgt_epi64(a, b));
+}
+#define SIMD_T uint64_t
+#define SIMD_LANES 4
+#define SIMD_LOG_LANES 2
+#define SIMD_SUF _u64_avx2
+#define SIMD_BASE_VECTORS 16
+#define SIMD_PIVOT(p) _mm256_set1_epi64x((long long)((p) ^ (1ull << 63)))
+#define SIMD_BELOW(v, pv)                                                                                   \
+    ((unsigned)_mm256_movemask_pd(                                                                          \
+        _mm256_castsi256_pd(_mm256_cmpgt_epi64(pv, _mm256_xor_si256(v, _mm256_set1_epi64x(INT64_MIN))))))
+#define SIMD_COMPRESSION(m) compression_of(compression_u64, m)
+#define SIMD_IN(v) _mm256_xor_si256(v, _mm256_set1_epi64x(INT64_MIN))
+#define SIMD_OUT(v) _mm256_xor_si256(v, _mm256_set1_epi64x(INT64_MIN))
+#define SIMD_MIN min_u64_flipped
+#define SIMD_MAX max_u64_flipped
+#define SIMD_PARTNER(v, j) ((j) == 1 ? _mm256_shuffle_epi32(v, 0x4e) : _mm256_permute4x64_epi64(v, 0x4e))
+#define SIMD_LANE_MASK(m)                                                                                   \
+    _mm256_setr_epi64x(-(long long)((m) & 1), -(long long)((m) >> 1 & 1), -(long long)((m) >> 2 & 1),       \
+                       -(long long)((m) >> 3 & 1))
+#define SIMD_SET1(x) _mm256_set1_epi64x((long long)(x))
+#define SIMD_NEGATIVE(b) _mm256_cmpgt_epi64(_mm256_setzero_si256(), b)
+#define SIMD_EQ _mm256_cmpeq_epi64
+#define SIMD_GT _mm256_cmpgt_epi64
+#define SIMD_SORT_COLUMNS(c)                                                                                \
+    do {                                                                                                    \
+        SIMD_EXCHANGE(c[0], c[1]); SIMD_EXCHANGE(c[2], c[3]); SIMD_EXCHANGE(c[0], c[2]);                    \
+        SIMD_EXCHANGE(c[1], c[3]); SIMD_EXCHANGE(c[1], c[2]);                                               \
+    } while (0)
+#define SIMD_TRANSPOSE transpose_4x64
+#define SIMD_REVERSE(v) _mm256_permute4x64_epi64(v, 0x1b)
+#define SIMD_SPLIT_LO(a, b, j) ((j) == 2 ? _mm256_permute2x128_si256(a, b, 0x20) : _mm256_unpacklo_epi64(a, b))
+#define SIMD_SPLIT_HI(a, b, j) ((j) == 2 ? _mm256_permute2x128_si256(a, b, 0x31) : _mm256_unpackhi_epi64(a, b))
+#define SIMD_JOIN_LO(lo, hi, j) SIMD_SPLIT_LO(lo, hi, j)
+#define SIMD_JOIN_HI(lo, hi, j) SIMD_SPLIT_HI(lo, hi, j)
+#include "sort_avx2.h"
+#include "sort_quick.h"
+#undef SIMD_T
+#undef SIMD_LANES
+#undef SIMD_LOG_LANES
+#undef SIMD_SUF
+#undef SIMD_BASE_VECTORS
+#undef SIMD_PIVOT
+#undef SIMD_BELOW
+#undef SIMD_COMPRESSION
+#undef SIMD_IN
+#undef SIMD_OUT
+#undef SIMD_MIN
+#undef SIMD_MAX
+#undef SIMD_PARTNER
+#undef SIMD_LANE_MASK
+#undef SIMD_SET1
+#undef SIMD_NEGATIVE
+#undef SIMD_EQ
+#undef SIMD_GT
+#undef SIMD_SORT_COLUMNS
+#undef SIMD_TRANSPOSE
+#undef SIMD_REVERSE
+#undef SIMD_SPLIT_LO
+#undef SIMD_SPLIT_HI
+#undef SIMD_JOIN_LO
+#undef SIMD_JOIN_HI
+#undef SIMD_BASE
+#undef SIMD_TARGET
+
+static int isa_forced = -1; /* (set_isa: the tests of each kernel, and of the radix sort, on one machine) */
+
+/* The kernel this CPU runs (or the one set_isa chose). */
+static int simd_isa(void) {
+    static int detected = -1;
+    if (detected < 0) {
+        __builtin_cpu_init();
+        detected = __builtin_cpu_supports("avx512f") ? ISA_AVX512
+                   : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt") ? ISA_AVX2
+                                                                                         : ISA_PORTABLE;
+    }
+    return isa_forced >= 0 && isa_forced <= detected ? isa_forced : detected;
+}
+static int detected_isa(void) {
+    int forced = isa_forced, isa;
+    isa_forced = -1;
+    isa = simd_isa();
+    isa_forced = forced;
+    return isa;
+}
+
+#define DISPATCH(call512, call2) (simd_isa() == ISA_AVX512 ? (call512) : (call2))
+static void sort_u32(uint32_t *a, int64_t n, int threads) { DISPATCH(sort_u32_512(a, n, threads), sort_u32_avx2(a, n, threads)); }
+static void sort_u64(uint64_t *a, int64_t n, int threads) { DISPATCH(sort_u64_512(a, n, threads), sort_u64_avx2(a, n, threads)); }
+static void to_keys_u32(const uint32_t *s, uint32_t *d, int64_t n, const KeyType *t) {
+    DISPATCH(to_keys_u32_512(s, d, n, t), to_keys_u32_avx2(s, d, n, t));
+}
+static void to_keys_u64(const uint64_t *s, uint64_t *d, int64_t n, const KeyType *t) {
+    DISPATCH(to_keys_u64_512(s, d, n, t), to_keys_u64_avx2(s, d, n, t));
+}
+static void from_keys_u32(uint32_t *a, int64_t n, const KeyType *t) { DISPATCH(from_keys_u32_512(a, n, t), from_keys_u32_avx2(a, n, t)); }
+static void from_keys_u64(uint64_t *a, int64_t n, const KeyType *t) { DISPATCH(from_keys_u64_512(a, n, t), from_keys_u64_avx2(a, n, t)); }
+static void select_sorted_u64(uint64_t *a, int64_t n, int64_t k) {
+    DISPATCH(select_sorted_u64_512(a, n, k, quick_depth(n)), select_sorted_u64_avx2(a, n, k, quick_depth(n)));
+}
+#undef DISPATCH
 #else
-/* (another architecture or compiler: the radix sort alone; simd_supported() is 0, so these never run) */
-static int simd_supported(void) { return 0; }
+/* (another architecture or compiler: the radix sort alone; simd_isa() is ISA_PORTABLE, so these never run) */
+static void make_compressions(void) {}
+static int isa_forced = -1;
+static int simd_isa(void) { return ISA_PORTABLE; }
+static int detected_isa(void) { return ISA_PORTABLE; }
 static void sort_u32(uint32_t *a, int64_t n, int threads) { (void)a; (void)n; (void)threads; }
 static void sort_u64(uint64_t *a, int64_t n, int threads) { (void)a; (void)n; (void)threads; }
 static void to_keys_u32(const uint32_t *s, uint32_t *d, int64_t n, const KeyType *t) { (void)s, (void)d, (void)n, (void)t; }
 static void to_keys_u64(const uint64_t *s, uint64_t *d, int64_t n, const KeyType *t) { (void)s, (void)d, (void)n, (void)t; }
 static void from_keys_u32(uint32_t *a, int64_t n, const KeyType *t) { (void)a, (void)n, (void)t; }
 static void from_keys_u64(uint64_t *a, int64_t n, const KeyType *t) { (void)a, (void)n, (void)t; }
-static void select_sorted_u64(uint64_t *a, int64_t n, int64_t k, int depth) { (void)a, (void)n, (void)k, (void)depth; }
-static int depth_of_u64(int64_t n) { return (int)n; }
+static void select_sorted_u64(uint64_t *a, int64_t n, int64_t k) { (void)a, (void)n, (void)k; }
 #endif
+static int simd_supported(void) { return simd_isa() != ISA_PORTABLE; }
 
 /* ---- a row -------------------------------------------------------------------------------------------------- */
 typedef struct Job {
@@ -638,7 +912,7 @@ static Ffi_Error *sort_handler(Ffi_CallFrame *frame) {
  * subnormals < ... < +NaN; nothing equal but the same bits, but bf16, compared as f32 with its subnormals flushed to
  * zeros of their sign, and its NaNs given back quiet), equal entries by lower position.
  * Each entry becomes (~key << 32 | position), so the k least of those are the answer in order: a partial
- * quicksort where the CPU has AVX-512F (select_sorted_u64); else, for k up to a quarter of the row, the k least
+ * quicksort where the CPU has AVX-512F or AVX2 (select_sorted_u64); else, for k up to a quarter of the row, the k least
  * kept in order while the row is read (k <= 64: most entries cost one compare with the k-th), or a scalar
  * quickselect of them (select_least_u64) and a qsort of those k, and for larger k the radix sort of the row. */
 typedef struct {
@@ -764,7 +1038,7 @@ static void *run_top_k(void *arg) {
             for (int64_t i = 0; i < n; i++)
                 u[i] = (~total_order_key(load_bits(x, i, t->size), t->size, t->kind, t->bf16) & mask) << 32
                        | (uint64_t)i;
-            if (simd_supported()) select_sorted_u64(u, n, k, depth_of_u64(n));
+            if (simd_supported()) select_sorted_u64(u, n, k);
             else if (k <= n / 4 && select_least_u64(u, n, k))  /* (the items are distinct in their positions) */
                 qsort(u, (size_t)k, sizeof(uint64_t), compare_u64);
             else sorted = radix_sort_keys(t, u, other, n);
@@ -826,21 +1100,41 @@ static PyObject *handlers(PyObject *self, PyObject *unused) {
     return handler_dict(table, sizeof table / sizeof table[0]);
 }
 
-static PyObject *set_simd(PyObject *self, PyObject *arg) {
+static PyObject *set_isa(PyObject *self, PyObject *arg) {
     (void)self;
-    int enabled = PyObject_IsTrue(arg);
-    if (enabled < 0) return NULL;
-    int before = simd_supported();
-#if defined(__x86_64__) && defined(__GNUC__)
-    simd_disabled = !enabled;
-#endif
-    return PyBool_FromLong(before);
+    const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    int want = -1;
+    for (int i = 0; name != NULL && i < 3; i++)
+        if (strcmp(name, isa_names[i]) == 0) want = i;
+    if (arg == Py_None) want = -2;
+    if (want == -1) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "set_isa: expected None or one of 'portable', 'avx2', 'avx512f', got %R",
+                         arg);
+        return NULL;
+    }
+    if (want >= 0 && want > detected_isa()) {
+        PyErr_Format(PyExc_ValueError, "set_isa: this CPU cannot run the %s kernel (it runs %s)", isa_names[want],
+                     isa_names[detected_isa()]);
+        return NULL;
+    }
+    const char *before = isa_names[simd_isa()];
+    isa_forced = want >= 0 ? want : -1;
+    return PyUnicode_FromString(before);
+}
+
+static PyObject *isa(PyObject *self, PyObject *unused) {
+    (void)self; (void)unused;
+    return PyUnicode_FromString(isa_names[simd_isa()]);
 }
 
 static PyMethodDef methods[] = {
     {"handlers", handlers, METH_NOARGS, "The FFI handlers: {custom-call target name: handler address}."},
-    {"set_simd", set_simd, METH_O, "set_simd(enabled): whether the AVX-512 paths may run where the CPU has them "
-                                   "(False: the portable paths, for their tests); returns whether they ran before."},
+    {"isa", isa, METH_NOARGS, "isa(): the quicksort kernel the sorts use ('avx512f', 'avx2'), or 'portable' (the radix "
+                              "sort alone)."},
+    {"set_isa", set_isa, METH_O, "set_isa(name): the kernel the sorts use, one this CPU runs ('portable': the radix "
+                                 "sort alone; None: the CPU's best), for the tests of each path; returns the one "
+                                 "used before."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -849,4 +1143,7 @@ static struct PyModuleDef module_def = {
     "ember's sort kernel as an XLA FFI handler (see the comment at the top of _sort.c).", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__sort(void) { return PyModule_Create(&module_def); }
+PyMODINIT_FUNC PyInit__sort(void) {
+    make_compressions();
+    return PyModule_Create(&module_def);
+}

@@ -1,17 +1,11 @@
-/* A quicksort of unsigned integers with AVX-512F, included by _sort.c once per width: SIMD_T (uint32_t or
- * uint64_t), SIMD_LANES (16 or 8 per 512-bit vector), SIMD_SUF (the functions' suffix) and the intrinsics' names
- * (SIMD_MIN, ...) are defined before each inclusion.
+/* The AVX-512F kernel of the quicksort (sort_quick.h), included by _sort.c once per width: SIMD_T (uint32_t or
+ * uint64_t), SIMD_LANES (16 or 8 per 512-bit vector), SIMD_SUF (the functions' suffix), SIMD_TARGET and the
+ * intrinsics' names (SIMD_MIN, ...) are defined before each inclusion.
  *
- * Keys are sorted ascending, in place, not stably (the callers make every equal key the same bits, or every item
- * distinct). A segment of at most BASE = 16 vectors is sorted by a bitonic network in registers (padded with the
- * largest key); a longer one is partitioned around the median of a sample of 64 keys by compressing stores
- * (each vector's keys below the pivot to the left end, the others to the right end, reading from whichever end has
- * less room, so that no unread key is overwritten), the shorter side sorted recursively and the longer one in the
- * loop; a pivot that is the segment's minimum splits off the keys equal to it instead (many equal keys end the
- * recursion); past 2 log2(n) levels the segment is heap-sorted (no input makes it quadratic). */
-#define SIMD_CAT2(a, b) a##b
-#define SIMD_CAT(a, b) SIMD_CAT2(a, b)
-#define SIMD_FN(name) SIMD_CAT(name, SIMD_SUF)
+ * A segment of at most SIMD_BASE = 16 vectors is sorted by a bitonic network in registers (padded with the largest
+ * key); a partition writes each vector's keys below the pivot to the left end and the others to the right end by
+ * compressing stores, reading from whichever end has less room, so that no unread key is overwritten. Also the key
+ * transforms (to_key and from_key of _sort.c a vector at a time). */
 #define SIMD_BASE (16 * SIMD_LANES)
 #define SIMD_ALL ((SIMD_MASK)((1u << SIMD_LANES) - 1))
 
@@ -23,7 +17,7 @@ static inline SIMD_MASK SIMD_FN(lower_lanes)(int j) {
 /* v[0..R) (R a power of 2, at most 16; R * SIMD_LANES = 2^log_n) sorted as one sequence of R * SIMD_LANES keys, lane by lane, register by
  * register: the bitonic network, each step a compare-exchange of keys j apart in blocks of k (ascending where the
  * key's index has bit k clear). */
-AVX512 static inline __attribute__((always_inline)) void SIMD_FN(bitonic)(__m512i *v, int R, int log_n) {
+SIMD_TARGET static inline __attribute__((always_inline)) void SIMD_FN(bitonic)(__m512i *v, int R, int log_n) {
 #pragma GCC unroll 16
     for (int kb = 1; kb <= log_n; kb++)
 #pragma GCC unroll 16
@@ -58,7 +52,7 @@ AVX512 static inline __attribute__((always_inline)) void SIMD_FN(bitonic)(__m512
 
 /* a[0..n) sorted for n <= SIMD_BASE: loaded into as many registers as a power of 2 holds, padded with the largest
  * key (which sorts last and is not stored back). */
-AVX512 static void SIMD_FN(small)(SIMD_T *a, int64_t n) {
+SIMD_TARGET static void SIMD_FN(small)(SIMD_T *a, int64_t n) {
     if (n < 2) return;
     __m512i v[16];
     int R = 1;
@@ -98,7 +92,7 @@ AVX512 static void SIMD_FN(small)(SIMD_T *a, int64_t n) {
  * are. SIMD_UNROLL vectors at a time (their compares independent of each other's stores), the first and last
  * SIMD_UNROLL vectors kept in registers to make room: both ends then have room for the vectors read from either. */
 #define SIMD_UNROLL 4
-AVX512 static int64_t SIMD_FN(partition)(SIMD_T *a, int64_t n, SIMD_T pivot) {
+SIMD_TARGET static int64_t SIMD_FN(partition)(SIMD_T *a, int64_t n, SIMD_T pivot) {
     __m512i pivot_v = SIMD_SET1(pivot), first[SIMD_UNROLL], last[SIMD_UNROLL];
     for (int u = 0; u < SIMD_UNROLL; u++) {
         first[u] = _mm512_loadu_si512((const void *)(a + u * SIMD_LANES));
@@ -143,73 +137,8 @@ AVX512 static int64_t SIMD_FN(partition)(SIMD_T *a, int64_t n, SIMD_T pivot) {
 }
 #undef SIMD_UNROLL
 
-/* The median of 64 keys sampled evenly from a[0..n) (n > SIMD_BASE). */
-AVX512 static SIMD_T SIMD_FN(pivot)(const SIMD_T *a, int64_t n) {
-    SIMD_T sample[64];
-    for (int i = 0; i < 64; i++) sample[i] = a[(int64_t)((n - 1) * (i + 0.5) / 64)];
-    SIMD_FN(small)(sample, 64);
-    return sample[32];
-}
-
-static void SIMD_FN(heapsort)(SIMD_T *a, int64_t n) {
-    for (int64_t start = n / 2 - 1, end = n; end > 1;) {
-        int64_t root;
-        if (start >= 0) root = start--;
-        else {
-            SIMD_T t = a[0];
-            a[0] = a[--end];
-            a[end] = t;
-            root = 0;
-        }
-        for (int64_t child; (child = 2 * root + 1) < end; root = child) {
-            if (child + 1 < end && a[child] < a[child + 1]) child++;
-            if (a[root] >= a[child]) break;
-            SIMD_T t = a[root];
-            a[root] = a[child];
-            a[child] = t;
-        }
-    }
-}
-
-/* a[0..n) sorted (depth: partition levels left before heap sort takes over). */
-AVX512 static void SIMD_FN(quicksort)(SIMD_T *a, int64_t n, int depth) {
-    while (n > SIMD_BASE) {
-        if (depth-- <= 0) {
-            SIMD_FN(heapsort)(a, n);
-            return;
-        }
-        SIMD_T pivot = SIMD_FN(pivot)(a, n);
-        int64_t m = SIMD_FN(partition)(a, n, pivot);
-        if (m == 0) { /* the pivot is the least key: the keys equal to it are done */
-            if (pivot == (SIMD_T)~(SIMD_T)0) return; /* (all are the largest key) */
-            m = SIMD_FN(partition)(a, n, pivot + 1);
-            a += m;
-            n -= m;
-            continue;
-        }
-        if (m < n - m) {
-            SIMD_FN(quicksort)(a, m, depth);
-            a += m;
-            n -= m;
-        } else {
-            SIMD_FN(quicksort)(a + m, n - m, depth);
-            n = m;
-        }
-    }
-    SIMD_FN(small)(a, n);
-}
-
-static int SIMD_FN(depth_of)(int64_t n) {
-    int d = 0;
-    while (n > 1) {
-        n >>= 1;
-        d += 2;
-    }
-    return d + 4;
-}
-
 /* dst[i] = the key of src[i] (to_key, 16 or 8 at a time; dst may be src). */
-AVX512 static void SIMD_FN(to_keys)(const SIMD_T *src, SIMD_T *dst, int64_t n, const KeyType *t) {
+SIMD_TARGET static void SIMD_FN(to_keys)(const SIMD_T *src, SIMD_T *dst, int64_t n, const KeyType *t) {
     __m512i sign = SIMD_SET1(t->sign), all = SIMD_SET1(t->all), exp = SIMD_SET1(t->exp), low = SIMD_SET1(t->sign - 1);
     for (int64_t i = 0; i < n; i += SIMD_LANES) {
         SIMD_MASK m = n - i >= SIMD_LANES ? SIMD_ALL : (SIMD_MASK)((1u << (n - i)) - 1);
@@ -226,7 +155,7 @@ AVX512 static void SIMD_FN(to_keys)(const SIMD_T *src, SIMD_T *dst, int64_t n, c
 }
 
 /* a[i] = the bits of key a[i] (from_key, in place). */
-AVX512 static void SIMD_FN(from_keys)(SIMD_T *a, int64_t n, const KeyType *t) {
+SIMD_TARGET static void SIMD_FN(from_keys)(SIMD_T *a, int64_t n, const KeyType *t) {
     __m512i sign = SIMD_SET1(t->sign);
     for (int64_t i = 0; i < n; i += SIMD_LANES) {
         SIMD_MASK m = n - i >= SIMD_LANES ? SIMD_ALL : (SIMD_MASK)((1u << (n - i)) - 1);
@@ -239,73 +168,5 @@ AVX512 static void SIMD_FN(from_keys)(SIMD_T *a, int64_t n, const KeyType *t) {
     }
 }
 
-/* a[0..n) rearranged so that its k least keys come first, sorted (a partial quicksort: only the side holding
- * position k is partitioned further). */
-__attribute__((unused)) AVX512 static void SIMD_FN(select_sorted)(SIMD_T *a, int64_t n, int64_t k, int depth) {
-    SIMD_T *base = a;
-    int64_t want = k;
-    while (n > SIMD_BASE && k > 0 && k < n) {
-        if (depth-- <= 0) {
-            SIMD_FN(heapsort)(a, n);
-            break;
-        }
-        SIMD_T pivot = SIMD_FN(pivot)(a, n);
-        int64_t m = SIMD_FN(partition)(a, n, pivot);
-        if (m == 0) { /* the pivot is the least key: the keys equal to it first */
-            if (pivot == (SIMD_T)~(SIMD_T)0) break;
-            m = SIMD_FN(partition)(a, n, pivot + 1);
-        }
-        if (m >= k) n = m; /* the k least are among the first m */
-        else {
-            a += m;
-            n -= m;
-            k -= m;
-        }
-    }
-    if (n <= SIMD_BASE) SIMD_FN(small)(a, n);
-    SIMD_FN(quicksort)(base, want, SIMD_CAT(depth_of, SIMD_SUF)(want));
-}
-
-/* A share of a sort split among threads: a segment, sorted by one of them. */
-typedef struct {
-    SIMD_T *a;
-    int64_t n;
-} SIMD_FN(Segment);
-
-static void *SIMD_FN(run_segment)(void *arg) {
-    SIMD_FN(Segment) *s = (SIMD_FN(Segment) *)arg;
-    SIMD_FN(quicksort)(s->a, s->n, SIMD_FN(depth_of)(s->n));
-    return NULL;
-}
-
-/* a[0..n) sorted by `threads` threads: partitioned (the longest segment at a time) into as many segments as
- * threads, each then sorted by one. */
-AVX512 static void SIMD_FN(sort)(SIMD_T *a, int64_t n, int threads) {
-    if (threads <= 1 || n <= 4 * SIMD_BASE) {
-        SIMD_FN(quicksort)(a, n, SIMD_FN(depth_of)(n));
-        return;
-    }
-    SIMD_FN(Segment) segments[MAX_THREADS];
-    int count = 1;
-    segments[0] = (SIMD_FN(Segment)){a, n};
-    while (count < threads) {
-        int longest = 0;
-        for (int i = 1; i < count; i++)
-            if (segments[i].n > segments[longest].n) longest = i;
-        SIMD_FN(Segment) s = segments[longest];
-        if (s.n <= 4 * SIMD_BASE) break;
-        SIMD_T pivot = SIMD_FN(pivot)(s.a, s.n);
-        int64_t m = SIMD_FN(partition)(s.a, s.n, pivot);
-        if (m == 0) {
-            if (pivot == (SIMD_T)~(SIMD_T)0) break;
-            m = SIMD_FN(partition)(s.a, s.n, pivot + 1); /* (the first m keys, equal, are done: left as a segment) */
-        }
-        segments[longest] = (SIMD_FN(Segment)){s.a, m};
-        segments[count++] = (SIMD_FN(Segment)){s.a + m, s.n - m};
-    }
-    run_shares(SIMD_FN(run_segment), segments, sizeof(segments[0]), count);
-}
-
 #undef SIMD_SPLIT
 #undef SIMD_ALL
-#undef SIMD_BASE
