@@ -3,7 +3,7 @@ function at both widths (8 lanes; 16 lanes: the AVX-512 build where the CPU has 
 for AVX2) against float64 references over dense sweeps (random bit patterns over the whole float range, so huge sin
 arguments too, and uniform draws where each function lives) and special values, its error bounded by the error of
 the plugin's XLA on the same inputs (computed here with the kernel off) and by 0.5 ulp plus a little where the
-kernel rounds a double result once (BOUND: log1p and erf_inv, partly in float, 0.85 and 1.1); denormals as XLA
+kernel rounds a double result once (BOUND: log1p and erf_inv, in float, 0.85 and 2.0); denormals as XLA
 treats them; the lowering picks the kernel for the functions of backend_forms.KERNEL_OPS only (sin, cos, tan, log1p,
 erf_inv), unless the equation asks for AccuracyMode.DEFAULT (XLA's op: ember.random's samplers, which then draw
 jax.random's values bit for bit), and its results match JAX's, eagerly, under jit, vmap and grad; exported programs
@@ -114,8 +114,8 @@ def test_the_codes_agree():
 
 
 # The kernel's error bound in ulps: 0.5 plus a little (one rounding of a double result whose polynomial errs by
-# < 1e-10), but log1p (in float: 0.80 measured) and erf_inv (its log in float: 1.05 measured).
-BOUND = {"log1p": 0.85, "erf_inv": 1.1}
+# < 1e-10), but log1p and erf_inv, in float (0.80 and 1.85 measured over 14M inputs; XLA's erf_inv 65).
+BOUND = {"log1p": 0.85, "erf_inv": 2.0}
 
 
 @needs_widths

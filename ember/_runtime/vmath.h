@@ -16,10 +16,10 @@
  * test_vmath.py sweeps 4M random bit patterns and each function's range) for sin, cos, tan, tanh, exp, log, expm1,
  * erf and logistic. That costs about twice a float evaluation (one thread, AVX2: ~2.5 ns an element for sin, where
  * the plugin's XLA takes ~12 ns through libm). log1p and erf_inv, whose XLA errors are 2.4 and 65 ulp, trade some of
- * that for speed: log1p is all float (0.80 ulp, 1.25 ns an element; in double 0.50 ulp, 3.0 ns), erf_inv takes its
- * log in float and its polynomial in double (1.05 ulp, 4.5 ns; all double 0.50 ulp, 6 ns; all float 4.3 ulp, 3.1
- * ns: the polynomial's cancellation near w = 0). Which ops are lowered to the kernel: ember/_hlo/backend_forms.py,
- * KERNEL_OPS (measured).
+ * that for speed: log1p is all float (0.80 ulp, 1.0 ns an element; in double 0.50 ulp, 3.0 ns), erf_inv too (1.85
+ * ulp, 2.2 ns; its log in float and its polynomial in double: 1.05 ulp, 4.5 ns; all double 0.50 ulp, 6 ns; one
+ * float polynomial in a centered variable on [0, 6.25]: 4.3 ulp, its cancellation near w = 0). Which ops are lowered
+ * to the kernel: ember/_hlo/backend_forms.py, KERNEL_OPS (measured).
  *
  * Denormals as XLA's CPU code treats them (it runs with FTZ and DAZ set; measured on the plugin): a subnormal input
  * of sin, tan, tanh and expm1 comes back unchanged (XLA's small-argument branch passes x through), of log1p, erf and
@@ -38,9 +38,10 @@
  * 12: truncation below 1e-11; exp's on |r| <= ln2/2, degree 9: below 1e-11; expm1's on |x| < 0.35, degree 11:
  * below 1e-14; log's atanh series in f = (m-1)/(m+1), |f| < 0.172, through f^13: below 1e-12; erf on [0, 1], 16
  * terms: below 2e-14), and least-squares Chebyshev fits (ember's own, made with mpmath at 30 digits: erf on [1, 4],
- * erf_inv's erfinv(x)/x as a polynomial of w = -log(1 - x^2) on [0, 6.25] and [6.25, 16.25]) of relative error
- * below 7e-11, given in the scaled variable of their interval. Long polynomials are evaluated as two Horner chains
- * (VM(poly)), whose latency, not the arithmetic, bounded erf_inv. */
+ * erf_inv's erfinv(x)/x as a polynomial of w = -log(1 - x^2) on [6.25, 16.25]) of relative error below 7e-11, given
+ * in the scaled variable of their interval; erf_inv's float fits on [0, 3] and [3, 6.25] (relative error below 7e-10,
+ * in w and w - 3: every term small beside the last two, so nothing cancels) are given in float. Long double
+ * polynomials are evaluated as two Horner chains (VM(poly)), whose latency, not the arithmetic, bounded them. */
 
 /* ---- coefficients (highest degree first), shared by the instantiations ---- */
 #ifndef EMBER_VMATH_COEFFS
@@ -60,12 +61,16 @@ static const double vm_erf_mid[] = {
     0x1.7c8c36d95a983p-5, -0x1.659667312c8f2p-5, 0x1.cdba01e2bad58p-6, -0x1.9180557b76114p-7, 0x1.ac44a232e96f0p-9,
     0x1.ffcaa8f4bab5dp-1
 };
-/* erfinv(x)/x as a function of w on [0.0, 6.25]: degree 14 in u = (t - 3.125) / 3.125, max rel. error 6.17e-11 */
-static const double vm_erfinv_a[] = {
-    0x1.5c31cd06814bbp-21, 0x1.d446dfaab516ep-19, -0x1.b495fbda55c01p-17, -0x1.49405eae4e4b5p-17,
-    0x1.8d25c106e675ep-14, -0x1.fa84be7035b0dp-14, -0x1.15d6d541be9f9p-12, 0x1.437f22c93ffd1p-10,
-    -0x1.4d547febe71d1p-10, -0x1.0f2a0747ba315p-8, 0x1.23c59cef5ba1cp-6, -0x1.7259cce1827e8p-6,
-    -0x1.e2b193ec2bfe4p-5, 0x1.8040ca9a6659ep-1, 0x1.a755e7c994666p+0
+/* erfinv(x)/x as a polynomial of w = -log(1 - x^2) in float (ember's fits, least squares reweighted towards the
+ * minimax on 4000 Chebyshev nodes, float64 reference): degree 8 in w on [0, 3] (max relative error 6.7e-10) and in
+ * w - 3 on [3, 6.25] (3.5e-10) */
+static const float vm_erfinv_fa[] = {
+    0x1.cbd19p-24f, -0x1.72d336p-20f, 0x1.43210cp-19f, 0x1.87d3dep-15f, -0x1.0ddb7ep-13f, -0x1.31fd52p-9f,
+    0x1.7a7114p-7f, 0x1.db2ap-3f, 0x1.c5bf8ap-1f
+};
+static const float vm_erfinv_fb[] = {
+    -0x1.6773ecp-26f, 0x1.5f4314p-22f, -0x1.4a8c26p-20f, -0x1.ce9bd4p-17f, 0x1.9ba9d4p-13f, -0x1.b6cf4ep-11f,
+    -0x1.7809d6p-8f, 0x1.eedbe8p-3f, 0x1.9fa072p+0f
 };
 /* erfinv(x)/x as a function of w on [6.25, 16.25]: degree 11 in u = (t - 11.25) / 5.0, max rel. error 5.83e-11 */
 static const double vm_erfinv_b[] = {
@@ -295,6 +300,13 @@ VM_FN vf VM(log_v)(vf x) { return VM_WIDE(VM(log_special), VM(daz)(x)); }
 
 /* ---- log1p and erf_inv: float where it is accurate enough (see the top) ---- */
 VM_FN vf VM(fsplat)(float c) { return (vf){0} + c; }
+/* a * b + c rounded once, lane by lane (the compiler makes it one FMA instruction; an expression a * b + c is fused
+ * only where the compiler chooses, and a product it has already computed is reused as it was rounded) */
+VM_FN vf VM(fmaf)(vf a, vf b, vf c) {
+    vf r;
+    for (int i = 0; i < VW; i++) r[i] = __builtin_fmaf(a[i], b[i], c[i]);
+    return r;
+}
 
 /* log(u) + c for positive normal float u (c: a correction of a few ulps of the result, added before the last
  * rounding), in float: u = 2^k m, m in [sqrt(1/2), sqrt(2)) (k and m from the bits less sqrt(1/2)'s), f = m - 1
@@ -336,29 +348,49 @@ VM_FN vd VM(erf_d)(vd d) {
 }
 VM_FN vf VM(erf_v)(vf x) { return VM_WIDE(VM(erf_d), VM(daz)(x)); }
 
-/* x P(w) for a half (double): the polynomial of w's interval (the second only where a lane needs it: |x| > 0.998) */
-VM_FN vd VM(erf_inv_p)(vd d, vd w) {
-    vd p = VM_POLY((w - 3.125) * (1.0 / 3.125), vm_erfinv_a);
-    vl far = w >= 6.25;
-    if (VM(any)(far))
-        p = VM(sel)(far, VM_POLY((w - 11.25) * (1.0 / 5.0), vm_erfinv_b), p);
-    return d * p;
+/* x P(w) in double for a half whose lanes have w >= 6.25 (|x| > 0.998): the fit on [6.25, 16.25] */
+VM_FN vd VM(erf_inv_tail)(vd d, vd w) { return d * VM_POLY((w - 11.25) * (1.0 / 5.0), vm_erfinv_b); }
+
+/* whether any lane of the float mask m is set */
+VM_FN int VM(any_f)(vi m) {
+    uint64_t words[VW / 2], any = 0;
+    __builtin_memcpy(words, &m, sizeof words);
+    for (int k = 0; k < VW / 2; k++) any |= words[k];
+    return any != 0;
 }
 
 /* erf_inv(x) = x P(w), w = -log((1 - a)(1 + a)), a = |x|: w in float (1 - a exact; w's rounding moves the result
- * by ~0.5 ulp at most), P in double (in float, its cancellation near w = 0 cost 4 ulp) */
+ * by ~0.5 ulp at most; XLA's 1 - x^2 loses its bits near |x| = 1, its 65 ulp), P in float by the fit of w's interval
+ * (both fits by Horner, then the lane's chosen: as fast as choosing each coefficient per lane; every coefficient's
+ * term is small beside the last two, so nothing cancels), in double where a lane has w >= 6.25 (rare: any() first) */
 VM_FN vf VM(erf_inv_v)(vf x) {
     vf z = VM(daz)(x);
     vf a = (vf)((vi)z & 0x7fffffff);
     vf w = -VM(logf_plus)((1.0f - a) * (1.0f + a), VM(fsplat)(0.0f));
-    vf v;
-    {
+    enum { LAST = sizeof vm_erfinv_fa / sizeof vm_erfinv_fa[0] - 1 };
+    vi near = w < 3.0f;
+    vf t = w - 3.0f, p = VM(fsplat)(vm_erfinv_fa[0]), q = VM(fsplat)(vm_erfinv_fb[0]);
+#pragma GCC unroll 16
+    for (unsigned k = 1; k < LAST; k++) {
+        p = p * w + vm_erfinv_fa[k];
+        q = q * t + vm_erfinv_fb[k];
+    }
+    /* x (c + t r) with c the last coefficient and r the rest: x c split exactly into hi + lo (an FMA), so that the
+     * result rounds once more only where it is small (x t r + lo) */
+    vf c = VM(self)(near, VM(fsplat)(vm_erfinv_fa[LAST]), VM(fsplat)(vm_erfinv_fb[LAST]));
+    vf r = VM(self)(near, p, q), u = VM(self)(near, w, t);
+    vf hi = z * c, lo = VM(fmaf)(z, c, -hi);
+    vf v = VM(daz)(hi + VM(fmaf)(z * u, r, lo)); /* (a result below FLT_MIN: a zero of its sign, as XLA's) */
+    vi far = w >= 6.25f;
+    if (VM(any_f)(far)) {
+        vf tail;
         vh zh[2], wh[2];
         __builtin_memcpy(zh, &z, sizeof z);
         __builtin_memcpy(wh, &w, sizeof w);
         for (int h = 0; h < 2; h++)
-            zh[h] = VM(narrow)(VM(erf_inv_p)(__builtin_convertvector(zh[h], vd), __builtin_convertvector(wh[h], vd)));
-        __builtin_memcpy(&v, zh, sizeof v);
+            zh[h] = VM(narrow)(VM(erf_inv_tail)(__builtin_convertvector(zh[h], vd), __builtin_convertvector(wh[h], vd)));
+        __builtin_memcpy(&tail, zh, sizeof tail);
+        v = VM(self)(far, tail, v);
     }
     v = VM(self)(a == 1.0f, (vf)((vi)VM(fsplat)(__builtin_inff()) | ((vi)z & (int32_t)0x80000000)), v);
     v = VM(self)((a > 1.0f) | (a != a), VM(fsplat)(__builtin_nanf("")), v);
