@@ -13,7 +13,7 @@ setup(ext_modules=[Extension("ember._runtime._fastpath", ["ember/_runtime/_fastp
                    Extension("ember._runtime._sort", ["ember/_runtime/_sort.c"],
                              depends=["ember/_runtime/ffi_api.h", "ember/_runtime/pool.h",
                                       "ember/_runtime/sort_quick.h", "ember/_runtime/sort_avx512.h",
-                                      "ember/_runtime/sort_avx2.h"], optional=True),
+                                      "ember/_runtime/sort_avx2.h", "ember/_runtime/sort_undef.h"], optional=True),
                    Extension("ember._runtime._vmath", ["ember/_runtime/_vmath.c"], libraries=["m"],
                              depends=["ember/_runtime/ffi_api.h", "ember/_runtime/pool.h",
                                       "ember/_runtime/vmath.h"], optional=True)])

@@ -257,25 +257,7 @@ static const uint64_t partners_u64_512[4][8] __attribute__((aligned(64))) = {
 #define SIMD_MOV _mm512_mask_mov_epi32
 #include "sort_avx512.h"
 #include "sort_quick.h"
-#undef SIMD_T
-#undef SIMD_LANES
-#undef SIMD_LOG_LANES
-#undef SIMD_SUF
-#undef SIMD_MASK
-#undef SIMD_MIN
-#undef SIMD_MAX
-#undef SIMD_LESS
-#undef SIMD_PERMUTE
-#undef SIMD_BLEND
-#undef SIMD_COMPRESS
-#undef SIMD_MASKLOAD
-#undef SIMD_MASKSTORE
-#undef SIMD_SET1
-#undef SIMD_SRAI
-#undef SIMD_TESTN
-#undef SIMD_GREATER
-#undef SIMD_MOV
-#undef SIMD_BASE
+#include "sort_undef.h"
 
 #define SIMD_T uint64_t
 #define SIMD_LANES 8
@@ -297,25 +279,7 @@ static const uint64_t partners_u64_512[4][8] __attribute__((aligned(64))) = {
 #define SIMD_MOV _mm512_mask_mov_epi64
 #include "sort_avx512.h"
 #include "sort_quick.h"
-#undef SIMD_T
-#undef SIMD_LANES
-#undef SIMD_LOG_LANES
-#undef SIMD_SUF
-#undef SIMD_MASK
-#undef SIMD_MIN
-#undef SIMD_MAX
-#undef SIMD_LESS
-#undef SIMD_PERMUTE
-#undef SIMD_BLEND
-#undef SIMD_COMPRESS
-#undef SIMD_MASKLOAD
-#undef SIMD_MASKSTORE
-#undef SIMD_SET1
-#undef SIMD_SRAI
-#undef SIMD_TESTN
-#undef SIMD_GREATER
-#undef SIMD_MOV
-#undef SIMD_BASE
+#include "sort_undef.h"
 #undef SIMD_TARGET
 
 /* AVX2. compression_u32[m] (compression_u64[m]): the lanes of mask m first, then the others, as the 32-bit lane
@@ -425,33 +389,7 @@ SIMD_TARGET static inline __attribute__((always_inline)) void transpose_4x64(__m
                                                          : _mm256_unpackhi_epi32(lo, hi))
 #include "sort_avx2.h"
 #include "sort_quick.h"
-#undef SIMD_T
-#undef SIMD_LANES
-#undef SIMD_LOG_LANES
-#undef SIMD_SUF
-#undef SIMD_BASE_VECTORS
-#undef SIMD_PIVOT
-#undef SIMD_BELOW
-#undef SIMD_COMPRESSION
-#undef SIMD_IN
-#undef SIMD_OUT
-#undef SIMD_MIN
-#undef SIMD_MAX
-#undef SIMD_PARTNER
-#undef SIMD_LANE_MASK
-#undef SIMD_SET1
-#undef SIMD_NEGATIVE
-#undef SIMD_EQ
-#undef SIMD_GT
-#undef SIMD_SORT_COLUMNS
-#undef SIMD_TRANSPOSE
-#undef SIMD_REVERSE
-#undef SIMD_SPLIT_LO
-#undef SIMD_SPLIT_HI
-#undef SIMD_JOIN_LO
-#undef SIMD_JOIN_HI
-#undef SIMD_PS
-#undef SIMD_BASE
+#include "sort_undef.h"
 
 /* (u64 in the bitonic network: the sign bit flipped, so that the signed compare orders them) */
 SIMD_TARGET static inline __m256i min_u64_flipped(__m256i a, __m256i b) {
@@ -495,32 +433,7 @@ SIMD_TARGET static inline __m256i max_u64_flipped(__m256i a, __m256i b) {
 #define SIMD_JOIN_HI(lo, hi, j) SIMD_SPLIT_HI(lo, hi, j)
 #include "sort_avx2.h"
 #include "sort_quick.h"
-#undef SIMD_T
-#undef SIMD_LANES
-#undef SIMD_LOG_LANES
-#undef SIMD_SUF
-#undef SIMD_BASE_VECTORS
-#undef SIMD_PIVOT
-#undef SIMD_BELOW
-#undef SIMD_COMPRESSION
-#undef SIMD_IN
-#undef SIMD_OUT
-#undef SIMD_MIN
-#undef SIMD_MAX
-#undef SIMD_PARTNER
-#undef SIMD_LANE_MASK
-#undef SIMD_SET1
-#undef SIMD_NEGATIVE
-#undef SIMD_EQ
-#undef SIMD_GT
-#undef SIMD_SORT_COLUMNS
-#undef SIMD_TRANSPOSE
-#undef SIMD_REVERSE
-#undef SIMD_SPLIT_LO
-#undef SIMD_SPLIT_HI
-#undef SIMD_JOIN_LO
-#undef SIMD_JOIN_HI
-#undef SIMD_BASE
+#include "sort_undef.h"
 #undef SIMD_TARGET
 
 static int isa_forced = -1; /* (set_isa: the tests of each kernel, and of the radix sort, on one machine) */
