@@ -153,6 +153,19 @@ def test_several_keys_sort_lexicographically():
                                   np.lexsort((c, flushed, a)))
 
 
+def test_every_row_length_around_the_base_cases_and_partitions():
+    """Rows of every length from 16 to 160 (the bitonic base cases of each kernel: up to 64 keys on AVX2, 256 on
+    AVX-512, padded to a power of two of vectors; the partitions' first and last vectors, the tails shorter than a
+    vector), 4- and 8-byte keys, sorted and argsorted, in one program, against numpy."""
+    rng = np.random.default_rng(21)
+    xs = [rng.standard_normal(n).astype(np.float32) for n in range(16, 161)]
+    xs += [rng.integers(-5, 5, n).astype(np.float64) for n in range(16, 161)]  # (ties: the keys' equal classes)
+    f = lambda *a: [(lax.sort(x), enp.argsort(x)) for x in a]  # noqa: E731
+    for x, (s, i) in zip(xs, kernel_sort(f, *xs)):
+        np.testing.assert_array_equal(s, np.sort(x), err_msg=f"{x.dtype}[{x.size}]")
+        np.testing.assert_array_equal(i, np.argsort(x, kind="stable"), err_msg=f"{x.dtype}[{x.size}]")
+
+
 @pytest.mark.parametrize("dtype", [np.float32] + [pytest.param(d, marks=pytest.mark.slow(
     reason="float32 runs every kind by default; the 8-byte and integer keys take the same quicksort")) for d in
     (np.float64, np.int32)])
