@@ -322,12 +322,12 @@ def test_top_k_is_jaxs_bit_for_bit():
 
 @pytest.mark.skipif(not targets.available("ember_sort_top_k"), reason="the sort kernel is not built")
 def test_top_k_paths_on_ordered_and_equal_rows():
-    """Each of the kernel's ways to the k largest (the vectorized partial quicksort, AVX-512's or AVX2's, where the
-    CPU has one; else the k least
-    kept in order while a row is read for k <= 64 (4-byte entries 16 at a time), a quickselect and qsort up to a
-    quarter of the row, the radix sort beyond) on rows that are ascending, descending, all equal, of few distinct
-    integers and with NaNs, of 4-byte and narrower dtypes, at the k where the paths change, against JAX (one program
-    for all of them), on each of the kernel's paths this CPU runs."""
+    """Each of the kernel's ways to the k largest (the k least kept in order while a row is read, 4-byte entries 16
+    at a time, for k <= 16, or k <= 64 without a vectorized quicksort; the partial quicksort, AVX-512's or AVX2's,
+    where the CPU has one; else a quickselect and qsort up to a quarter of the row, the radix sort beyond) on rows
+    that are ascending, descending, all equal, of few distinct integers and with NaNs, of 4-byte and narrower dtypes,
+    at the k where the paths change, against JAX (one program for all of them), on each of the kernel's paths this
+    CPU runs."""
     rng = np.random.default_rng(5)
     negative = -np.abs(rng.standard_normal((3, 400))).astype(np.float32)  # (with -0.0, 0.0, -inf and -NaN among them)
     negative[:, ::37], negative[:, 5::41], negative[:, 7::43], negative[:, 9::47] = -0.0, 0.0, -np.inf, -np.nan
@@ -337,7 +337,7 @@ def test_top_k_paths_on_ordered_and_equal_rows():
           np.where(rng.random((2, 400)) < 0.1, -np.nan, rng.standard_normal((2, 400))).astype(np.float16),
           rng.integers(0, 2 ** 32, (2, 400), dtype=np.uint32), rng.integers(-3, 3, (2, 400)).astype(np.int8),
           rng.integers(-2 ** 31, 2 ** 31, (2, 400)).astype(np.int32), negative]
-    ks = [(i, k) for i in range(len(xs)) for k in (1, 10, 64, 65, 100, 101, 400)]
+    ks = [(i, k) for i in range(len(xs)) for k in (1, 10, 16, 17, 64, 65, 100, 101, 400)]
     f = lambda *a: [lax.top_k(a[i], k) for i, k in ks]  # noqa: E731
     got = on_each_isa(lambda: ember.jit(f)(*xs))
     for (gv, gi), (i, k) in zip(got, ks):

@@ -824,10 +824,14 @@ static Ffi_Error *sort_handler(Ffi_CallFrame *frame) {
  * largest first, in the total order of the bits JAX's top_k uses (XLA's TopK: -NaN < -inf < ... < -0.0 < 0.0 <
  * subnormals < ... < +NaN; nothing equal but the same bits, but bf16, compared as f32 with its subnormals flushed to
  * zeros of their sign, and its NaNs given back quiet), equal entries by lower position.
- * Each entry becomes (~key << 32 | position), so the k least of those are the answer in order: a partial
- * quicksort where the CPU has AVX-512F or AVX2 (select_sorted_u64); else, for k up to a quarter of the row, the k least
- * kept in order while the row is read (k <= 64: most entries cost one compare with the k-th), or a scalar
- * quickselect of them (select_least_u64) and a qsort of those k, and for larger k the radix sort of the row. */
+ * Each entry becomes (~key << 32 | position), so the k least of those are the answer in order: for k up to a quarter
+ * of the row, the k least kept in order while the row is read (4-byte entries, k <= LEAST_K, or k <= 64 without a
+ * vectorized quicksort: most entries cost one compare with the k-th); else a partial quicksort where the CPU has
+ * AVX-512F or AVX2 (select_sorted_u64); else a scalar quickselect of them (select_least_u64) and a qsort of those k,
+ * and for larger k the radix sort of the row. */
+/* (AVX2, f32[1000, 1000], ms read in order against partitioned: k = 10 1.4-1.7 vs 2.4, k = 16 1.9-2.2 vs 1.7-2.7,
+ * k = 20 1.7-2.6 vs 2.6-2.8, k = 24 3.5 vs 2.5, k = 64 4.4-5.4 vs 1.7-2.0) */
+#define LEAST_K 16
 typedef struct {
     const uint8_t *x;
     uint8_t *values;
@@ -936,7 +940,7 @@ static void *run_top_k(void *arg) {
     for (int64_t r = t->begin; r < t->end; r++) {
         const uint8_t *x = t->x + r * n * t->size;
         uint64_t *sorted = u;
-        if (!simd_supported() && k <= 64 && k <= n / 4 && t->size == 4 && !t->bf16) {
+        if ((k <= LEAST_K || (!simd_supported() && k <= 64)) && k <= n / 4 && t->size == 4 && !t->bf16) {
             least_k_32((const uint32_t *)x, n, k, t->kind, u);
         } else if (!simd_supported() && k <= 64 && k <= n / 4) {
             /* the k least so far, in order: most entries are not less than the k-th and cost one compare */
