@@ -323,11 +323,11 @@ def test_top_k_is_jaxs_bit_for_bit():
 @pytest.mark.skipif(not targets.available("ember_sort_top_k"), reason="the sort kernel is not built")
 def test_top_k_paths_on_ordered_and_equal_rows():
     """Each of the kernel's ways to the k largest (the k least kept in order while a row is read, 4-byte entries 16
-    at a time, for k <= 16, or k <= 64 without a vectorized quicksort; the partial quicksort, AVX-512's or AVX2's,
-    where the CPU has one; else a quickselect and qsort up to a quarter of the row, the radix sort beyond) on rows
-    that are ascending, descending, all equal, of few distinct integers and with NaNs, of 4-byte and narrower dtypes,
-    at the k where the paths change, against JAX (one program for all of them), on each of the kernel's paths this
-    CPU runs."""
+    at a time, for k <= 16 on AVX2, or k <= 64 without a vectorized quicksort; the partial quicksort, AVX-512's or
+    AVX2's, where the CPU has one; else a quickselect and qsort up to a quarter of the row, the radix sort beyond) on
+    rows that are ascending, descending, all equal, of few distinct integers and with NaNs, of 4-byte and narrower
+    dtypes, at the k where the paths change, against JAX (one program for all of them), on each of the kernel's paths
+    this CPU runs."""
     rng = np.random.default_rng(5)
     negative = -np.abs(rng.standard_normal((3, 400))).astype(np.float32)  # (with -0.0, 0.0, -inf and -NaN among them)
     negative[:, ::37], negative[:, 5::41], negative[:, 7::43], negative[:, 9::47] = -0.0, 0.0, -np.inf, -np.nan

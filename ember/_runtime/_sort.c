@@ -376,11 +376,13 @@ SIMD_TARGET static inline __attribute__((always_inline)) void transpose_4x64(__m
 #define SIMD_REVERSE(v) _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0))
 #define SIMD_PS(v) _mm256_castsi256_ps(v)
 #define SIMD_SPLIT_LO(a, b, j)                                                                              \
-    ((j) == 4 ? _mm256_permute2x128_si256(a, b, 0x20) : (j) == 2 ? _mm256_unpacklo_epi64(a, b)             \
-                                                       : _mm256_castps_si256(_mm256_shuffle_ps(SIMD_PS(a), SIMD_PS(b), 0x88)))
+    ((j) == 4   ? _mm256_permute2x128_si256(a, b, 0x20)                                                     \
+     : (j) == 2 ? _mm256_unpacklo_epi64(a, b)                                                               \
+                : _mm256_castps_si256(_mm256_shuffle_ps(SIMD_PS(a), SIMD_PS(b), 0x88)))
 #define SIMD_SPLIT_HI(a, b, j)                                                                              \
-    ((j) == 4 ? _mm256_permute2x128_si256(a, b, 0x31) : (j) == 2 ? _mm256_unpackhi_epi64(a, b)             \
-                                                       : _mm256_castps_si256(_mm256_shuffle_ps(SIMD_PS(a), SIMD_PS(b), 0xdd)))
+    ((j) == 4   ? _mm256_permute2x128_si256(a, b, 0x31)                                                     \
+     : (j) == 2 ? _mm256_unpackhi_epi64(a, b)                                                               \
+                : _mm256_castps_si256(_mm256_shuffle_ps(SIMD_PS(a), SIMD_PS(b), 0xdd)))
 #define SIMD_JOIN_LO(lo, hi, j)                                                                             \
     ((j) == 4 ? _mm256_permute2x128_si256(lo, hi, 0x20) : (j) == 2 ? _mm256_unpacklo_epi64(lo, hi)         \
                                                          : _mm256_unpacklo_epi32(lo, hi))
@@ -458,16 +460,24 @@ static int detected_isa(void) {
 }
 
 #define DISPATCH(call512, call2) (simd_isa() == ISA_AVX512 ? (call512) : (call2))
-static void sort_u32(uint32_t *a, int64_t n, int threads) { DISPATCH(sort_u32_512(a, n, threads), sort_u32_avx2(a, n, threads)); }
-static void sort_u64(uint64_t *a, int64_t n, int threads) { DISPATCH(sort_u64_512(a, n, threads), sort_u64_avx2(a, n, threads)); }
+static void sort_u32(uint32_t *a, int64_t n, int threads) {
+    DISPATCH(sort_u32_512(a, n, threads), sort_u32_avx2(a, n, threads));
+}
+static void sort_u64(uint64_t *a, int64_t n, int threads) {
+    DISPATCH(sort_u64_512(a, n, threads), sort_u64_avx2(a, n, threads));
+}
 static void to_keys_u32(const uint32_t *s, uint32_t *d, int64_t n, const KeyType *t) {
     DISPATCH(to_keys_u32_512(s, d, n, t), to_keys_u32_avx2(s, d, n, t));
 }
 static void to_keys_u64(const uint64_t *s, uint64_t *d, int64_t n, const KeyType *t) {
     DISPATCH(to_keys_u64_512(s, d, n, t), to_keys_u64_avx2(s, d, n, t));
 }
-static void from_keys_u32(uint32_t *a, int64_t n, const KeyType *t) { DISPATCH(from_keys_u32_512(a, n, t), from_keys_u32_avx2(a, n, t)); }
-static void from_keys_u64(uint64_t *a, int64_t n, const KeyType *t) { DISPATCH(from_keys_u64_512(a, n, t), from_keys_u64_avx2(a, n, t)); }
+static void from_keys_u32(uint32_t *a, int64_t n, const KeyType *t) {
+    DISPATCH(from_keys_u32_512(a, n, t), from_keys_u32_avx2(a, n, t));
+}
+static void from_keys_u64(uint64_t *a, int64_t n, const KeyType *t) {
+    DISPATCH(from_keys_u64_512(a, n, t), from_keys_u64_avx2(a, n, t));
+}
 static void select_sorted_u64(uint64_t *a, int64_t n, int64_t k) {
     DISPATCH(select_sorted_u64_512(a, n, k, quick_depth(n)), select_sorted_u64_avx2(a, n, k, quick_depth(n)));
 }
@@ -825,10 +835,10 @@ static Ffi_Error *sort_handler(Ffi_CallFrame *frame) {
  * subnormals < ... < +NaN; nothing equal but the same bits, but bf16, compared as f32 with its subnormals flushed to
  * zeros of their sign, and its NaNs given back quiet), equal entries by lower position.
  * Each entry becomes (~key << 32 | position), so the k least of those are the answer in order: for k up to a quarter
- * of the row, the k least kept in order while the row is read (4-byte entries, k <= LEAST_K, or k <= 64 without a
- * vectorized quicksort: most entries cost one compare with the k-th); else a partial quicksort where the CPU has
- * AVX-512F or AVX2 (select_sorted_u64); else a scalar quickselect of them (select_least_u64) and a qsort of those k,
- * and for larger k the radix sort of the row. */
+ * of the row, the k least kept in order while the row is read (4-byte entries, k <= LEAST_K on AVX2, k <= 64 without
+ * a vectorized quicksort: most entries cost one compare with the k-th); else a partial quicksort where the CPU has
+ * AVX-512F or AVX2 (select_sorted_u64; AVX-512F's was measured faster for k = 10 on its machine); else a scalar
+ * quickselect of them (select_least_u64) and a qsort of those k, and for larger k the radix sort of the row. */
 /* (AVX2, f32[1000, 1000], ms read in order against partitioned: k = 10 1.4-1.7 vs 2.4, k = 16 1.9-2.2 vs 1.7-2.7,
  * k = 20 1.7-2.6 vs 2.6-2.8, k = 24 3.5 vs 2.5, k = 64 4.4-5.4 vs 1.7-2.0) */
 #define LEAST_K 16
@@ -940,7 +950,8 @@ static void *run_top_k(void *arg) {
     for (int64_t r = t->begin; r < t->end; r++) {
         const uint8_t *x = t->x + r * n * t->size;
         uint64_t *sorted = u;
-        if ((k <= LEAST_K || (!simd_supported() && k <= 64)) && k <= n / 4 && t->size == 4 && !t->bf16) {
+        if ((k <= (simd_isa() == ISA_AVX2 ? LEAST_K : 0) || (!simd_supported() && k <= 64)) && k <= n / 4
+            && t->size == 4 && !t->bf16) {
             least_k_32((const uint32_t *)x, n, k, t->kind, u);
         } else if (!simd_supported() && k <= 64 && k <= n / 4) {
             /* the k least so far, in order: most entries are not less than the k-th and cost one compare */

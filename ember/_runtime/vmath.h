@@ -388,7 +388,8 @@ VM_FN vf VM(erf_inv_v)(vf x) {
         __builtin_memcpy(zh, &z, sizeof z);
         __builtin_memcpy(wh, &w, sizeof w);
         for (int h = 0; h < 2; h++)
-            zh[h] = VM(narrow)(VM(erf_inv_tail)(__builtin_convertvector(zh[h], vd), __builtin_convertvector(wh[h], vd)));
+            zh[h] = VM(narrow)(
+                VM(erf_inv_tail)(__builtin_convertvector(zh[h], vd), __builtin_convertvector(wh[h], vd)));
         __builtin_memcpy(&tail, zh, sizeof tail);
         v = VM(self)(far, tail, v);
     }
