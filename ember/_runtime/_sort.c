@@ -211,6 +211,14 @@ static void *radix(const Items *it, void *a, void *b, int64_t n, const int64_t *
 
 /* ---- the vectorized quicksort (sort_quick.h around a kernel: AVX-512F, sort_avx512.h, or AVX2, sort_avx2.h; each
  * once for 4-byte and once for 8-byte keys) ------------------------------------------------------------------- */
+#define SIMD_CAT2(a, b) a##b
+#define SIMD_CAT(a, b) SIMD_CAT2(a, b)
+#define SIMD_FN(name) SIMD_CAT(name, SIMD_SUF)
+enum { ISA_PORTABLE, ISA_AVX2, ISA_AVX512 }; /* (the kernels; ISA_PORTABLE: the radix sort alone) */
+static const char *const isa_names[] = {"portable", "avx2", "avx512f"};
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
 /* The partition levels a quicksort of n keys goes down before heap sort takes over: 2 log2(n) + 4. */
 static int quick_depth(int64_t n) {
     int d = 0;
@@ -221,14 +229,6 @@ static int quick_depth(int64_t n) {
     return d + 4;
 }
 
-#define SIMD_CAT2(a, b) a##b
-#define SIMD_CAT(a, b) SIMD_CAT2(a, b)
-#define SIMD_FN(name) SIMD_CAT(name, SIMD_SUF)
-enum { ISA_PORTABLE, ISA_AVX2, ISA_AVX512 }; /* (the kernels; ISA_PORTABLE: the radix sort alone) */
-static const char *const isa_names[] = {"portable", "avx2", "avx512f"};
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
 #define SIMD_TARGET __attribute__((target("avx512f,popcnt")))
 /* partners[t][lane] = lane ^ (1 << t): the lane each lane is compared with in a step j = 1 << t apart */
 static const uint32_t partners_u32_512[4][16] __attribute__((aligned(64))) = {
@@ -295,17 +295,11 @@ static void make_compressions(void) {
             for (int lane = 0; lane < 8; lane++)
                 if (((m >> lane) & 1) == (unsigned)(pass == 0)) entry |= (uint64_t)lane << (8 * at++);
         compression_u32[m] = entry;
-        if (m < 16) { /* (a 64-bit lane: two 32-bit lanes) */
-            uint64_t wide = 0;
-            at = 0;
-            for (int pass = 0; pass < 2; pass++)
-                for (int lane = 0; lane < 4; lane++)
-                    if (((m >> lane) & 1) == (unsigned)(pass == 0)) {
-                        wide |= (uint64_t)(2 * lane) << (8 * at++);
-                        wide |= (uint64_t)(2 * lane + 1) << (8 * at++);
-                    }
-            compression_u64[m] = wide;
-        }
+    }
+    for (unsigned m = 0; m < 16; m++) { /* (a 64-bit lane is two 32-bit lanes: each bit of m doubled) */
+        unsigned doubled = 0;
+        for (int lane = 0; lane < 4; lane++) doubled |= ((m >> lane) & 1u) * 3u << (2 * lane);
+        compression_u64[m] = compression_u32[doubled];
     }
 }
 
@@ -440,8 +434,8 @@ SIMD_TARGET static inline __m256i max_u64_flipped(__m256i a, __m256i b) {
 
 static int isa_forced = -1; /* (set_isa: the tests of each kernel, and of the radix sort, on one machine) */
 
-/* The kernel this CPU runs (or the one set_isa chose). */
-static int simd_isa(void) {
+/* The best kernel this CPU runs. */
+static int detected_isa(void) {
     static int detected = -1;
     if (detected < 0) {
         __builtin_cpu_init();
@@ -449,15 +443,11 @@ static int simd_isa(void) {
                    : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt") ? ISA_AVX2
                                                                                          : ISA_PORTABLE;
     }
-    return isa_forced >= 0 && isa_forced <= detected ? isa_forced : detected;
+    return detected;
 }
-static int detected_isa(void) {
-    int forced = isa_forced, isa;
-    isa_forced = -1;
-    isa = simd_isa();
-    isa_forced = forced;
-    return isa;
-}
+
+/* The kernel the sorts use: the CPU's best, or the one set_isa chose. */
+static int simd_isa(void) { return isa_forced >= 0 ? isa_forced : detected_isa(); }
 
 #define DISPATCH(call512, call2) (simd_isa() == ISA_AVX512 ? (call512) : (call2))
 static void sort_u32(uint32_t *a, int64_t n, int threads) {
@@ -947,11 +937,12 @@ static void *run_top_k(void *arg) {
     int64_t n = t->n, k = t->k;
     uint64_t *u = t->scratch, *other = t->scratch + n;
     uint64_t mask = (8 * t->size >= 32) ? 0xffffffffu : ((1ull << (8 * t->size)) - 1);
+    /* the largest k kept in order while a row is read (4-byte entries): the others partition or sort it */
+    int64_t in_order = simd_isa() == ISA_AVX512 ? 0 : simd_isa() == ISA_AVX2 ? LEAST_K : 64;
     for (int64_t r = t->begin; r < t->end; r++) {
         const uint8_t *x = t->x + r * n * t->size;
         uint64_t *sorted = u;
-        if ((k <= (simd_isa() == ISA_AVX2 ? LEAST_K : 0) || (!simd_supported() && k <= 64)) && k <= n / 4
-            && t->size == 4 && !t->bf16) {
+        if (k <= in_order && k <= n / 4 && t->size == 4 && !t->bf16) {
             least_k_32((const uint32_t *)x, n, k, t->kind, u);
         } else if (!simd_supported() && k <= 64 && k <= n / 4) {
             /* the k least so far, in order: most entries are not less than the k-th and cost one compare */

@@ -198,7 +198,7 @@ SIMD_TARGET static int64_t SIMD_FN(partition)(SIMD_T *a, int64_t n, SIMD_T pivot
     SIMD_T below[(2 * SIMD_UNROLL + 2) * SIMD_LANES], above[(2 * SIMD_UNROLL + 2) * SIMD_LANES];
     int64_t nb = 0, na = 0;
     if (r > l) { /* (the tail's lanes past r - l left out of both) */
-        SIMD_T part[SIMD_LANES];
+        SIMD_T part[SIMD_LANES] = {0};
         memcpy(part, a + l, (size_t)(r - l) * sizeof(SIMD_T));
         SIMD_SPLIT_BUFFERED(_mm256_loadu_si256((const __m256i *)part), (1u << (r - l)) - 1);
     }

@@ -351,14 +351,6 @@ VM_FN vf VM(erf_v)(vf x) { return VM_WIDE(VM(erf_d), VM(daz)(x)); }
 /* x P(w) in double for a half whose lanes have w >= 6.25 (|x| > 0.998): the fit on [6.25, 16.25] */
 VM_FN vd VM(erf_inv_tail)(vd d, vd w) { return d * VM_POLY((w - 11.25) * (1.0 / 5.0), vm_erfinv_b); }
 
-/* whether any lane of the float mask m is set */
-VM_FN int VM(any_f)(vi m) {
-    uint64_t words[VW / 2], any = 0;
-    __builtin_memcpy(words, &m, sizeof words);
-    for (int k = 0; k < VW / 2; k++) any |= words[k];
-    return any != 0;
-}
-
 /* erf_inv(x) = x P(w), w = -log((1 - a)(1 + a)), a = |x|: w in float (1 - a exact; w's rounding moves the result
  * by ~0.5 ulp at most; XLA's 1 - x^2 loses its bits near |x| = 1, its 65 ulp), P in float by the fit of w's interval
  * (both fits by Horner, then the lane's chosen: as fast as choosing each coefficient per lane; every coefficient's
@@ -382,7 +374,7 @@ VM_FN vf VM(erf_inv_v)(vf x) {
     vf hi = z * c, lo = VM(fmaf)(z, c, -hi);
     vf v = VM(daz)(hi + VM(fmaf)(z * u, r, lo)); /* (a result below FLT_MIN: a zero of its sign, as XLA's) */
     vi far = w >= 6.25f;
-    if (VM(any_f)(far)) {
+    if (VM(any)((vl)far)) { /* (a float mask is a double one's bytes) */
         vf tail;
         vh zh[2], wh[2];
         __builtin_memcpy(zh, &z, sizeof z);
@@ -426,10 +418,7 @@ VM_FN vf VM(erf_inv_v)(vf x) {
 #define VM_HUGE(LIBM)                                                                                          \
     {                                                                                                          \
         vi big = VM(huge)(v);                                                                                  \
-        uint64_t words[VW / 2], any = 0;                                                                       \
-        __builtin_memcpy(words, &big, sizeof words);                                                           \
-        for (int k = 0; k < VW / 2; k++) any |= words[k];                                                      \
-        if (any)                                                                                               \
+        if (VM(any)((vl)big))                                                                                  \
             for (int k = 0; k < VW; k++)                                                                       \
                 if (big[k]) r[k] = (float)LIBM((double)v[k]);                                                  \
     }
